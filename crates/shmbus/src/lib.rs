@@ -1,0 +1,32 @@
+//! # shmbus
+//!
+//! Shared-memory messaging for Linux. Five channel kinds, one way to wait on any set of
+//! them, and the guarantees that make them safe to run in robots and trading systems:
+//! no torn message, no hang when a peer is SIGKILLed, no trust in what shared memory holds.
+//!
+//! * [`topic`]: broadcast pub/sub with the last N messages kept for random access.
+//!
+//! Channels live in a [`Domain`]: a directory under `/dev/shm` (or `SHMBUS_ROOT`).
+//!
+//! Layers, bottom up: [`sys`] (mmap, futex, process liveness) → `segment` (header, race-free
+//! creation, validation) and `participants` (who holds what; reclaiming the dead) →
+//! the channel kinds → [`WaitSet`].
+
+#![warn(missing_docs)]
+
+pub mod domain;
+pub mod error;
+pub(crate) mod event;
+pub mod name;
+pub(crate) mod participants;
+pub mod segment;
+pub(crate) mod sync;
+pub mod sys;
+pub mod wait;
+
+pub use domain::Domain;
+pub use error::OpenError;
+pub use name::{validate_name, NameError};
+pub use participants::ParticipantInfo;
+pub use segment::{CreateOptions, HeaderInfo, Kind};
+pub use wait::WaitPolicy;

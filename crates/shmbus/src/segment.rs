@@ -1,0 +1,475 @@
+//! Segment files: the common header every channel kind starts with, and race-free creation.
+//!
+//! ```text
+//! offset 0      SegmentHeader        magic, version, kind, ready, crc, size, params, creator
+//! offset 4096   participant table    PARTICIPANTS entries of 64 bytes (see `participants`)
+//! offset 12288  kind area            laid out by the channel kind from the header params
+//! ```
+//!
+//! **Creation never exposes a half-built segment.** The creator builds the whole file under
+//! a hidden temporary name (`.<name>.<pid>.<nanos>`; names never start with a dot), stores
+//! `ready` last, and then `link(2)`s it to its final name, which fails with `EEXIST` if
+//! another creator won the race. The loser discards its file and opens the winner's.
+//!
+//! **Opening trusts nothing.** The opener copies the header out of the mapping once,
+//! checks magic, version, kind, checksum, that the layout parameters are valid for the kind
+//! and that the file size is exactly what they imply, and from then on uses only its own
+//! copy of the layout: a peer that later scribbles over the header cannot move any bound.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::domain::Domain;
+use crate::error::OpenError;
+use crate::participants::{ParticipantTable, PARTICIPANTS, PARTICIPANT_SIZE};
+use crate::sys::{monotonic_ns, Mapping, ProcessId};
+
+/// `b"SHMBUS\0\x01"` as a little-endian u64.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMBUS\0\x01");
+/// The segment format this library reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Value of `ready` once the creator has finished.
+const READY: u32 = 0x5245_4459; // "READY"
+/// Offset of the participant table.
+pub const PARTICIPANTS_OFFSET: usize = 4096;
+/// Offset of the kind-specific area (page aligned).
+pub const KIND_OFFSET: usize = PARTICIPANTS_OFFSET + PARTICIPANTS * PARTICIPANT_SIZE;
+/// Number of kind-specific layout parameters in the header.
+pub const PARAMS: usize = 8;
+
+/// The five channel kinds (journals live in directories, not segments, but share the enum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Kind {
+    /// Broadcast pub/sub with history.
+    Topic = 1,
+    /// Bounded MPMC queue.
+    Queue = 2,
+    /// SPSC byte stream over a double-mapped ring.
+    Stream = 3,
+    /// Work-dispatch pool.
+    Pool = 4,
+    /// Persistent journal.
+    Journal = 5,
+}
+
+impl Kind {
+    /// The kind with header number `n`.
+    pub fn from_u32(n: u32) -> Option<Kind> {
+        Some(match n {
+            1 => Kind::Topic,
+            2 => Kind::Queue,
+            3 => Kind::Stream,
+            4 => Kind::Pool,
+            5 => Kind::Journal,
+            _ => return None,
+        })
+    }
+
+    /// Lower-case name, as the CLI prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Topic => "topic",
+            Kind::Queue => "queue",
+            Kind::Stream => "stream",
+            Kind::Pool => "pool",
+            Kind::Journal => "journal",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The header at offset 0 of every segment file.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct SegmentHeader {
+    magic: u64,
+    version: u32,
+    kind: u32,
+    /// Stored last by the creator (Release); checked first by openers (Acquire).
+    ready: AtomicU32,
+    /// CRC32C of the header with `ready` and `header_crc` taken as zero.
+    header_crc: u32,
+    total_size: u64,
+    params: [u64; PARAMS],
+    creator_pid: u32,
+    mode: u32,
+    creator_start: u64,
+    created_ns: u64,
+}
+
+/// A plain copy of the header, taken once at open and validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderInfo {
+    /// Channel kind.
+    pub kind: Kind,
+    /// Format version.
+    pub version: u32,
+    /// Total file size.
+    pub total_size: u64,
+    /// Kind-specific layout parameters.
+    pub params: [u64; PARAMS],
+    /// Process that created the segment.
+    pub creator: ProcessId,
+    /// File mode requested at creation.
+    pub mode: u32,
+    /// `CLOCK_MONOTONIC` time of creation.
+    pub created_ns: u64,
+}
+
+/// What a channel kind tells the segment layer about its layout.
+pub(crate) trait Layout: Sized {
+    /// The kind written in the header.
+    const KIND: Kind;
+    /// Builds (and validates) the layout from header parameters. Every parameter comes from
+    /// an untrusted file here: reject anything out of range with a message.
+    fn from_params(params: &[u64; PARAMS]) -> Result<Self, String>;
+    /// The parameters to store in the header.
+    fn params(&self) -> [u64; PARAMS];
+    /// Size of the kind area in bytes (file size = `KIND_OFFSET` + this).
+    fn kind_area_size(&self) -> u64;
+    /// Names of the parameters, for mismatch errors (`""` = not compared).
+    fn param_names() -> [&'static str; PARAMS];
+    /// Initializes a zero-filled kind area at `base` (the file is freshly created and private
+    /// to the creator until linked).
+    ///
+    /// # Safety
+    /// `base` points to `kind_area_size()` writable, zeroed bytes.
+    unsafe fn init(&self, base: *mut u8);
+}
+
+/// Options for creating a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// File mode of a created segment (default `0o600`).
+    pub mode: u32,
+    /// Group to give a created segment (default: the creator's).
+    pub gid: Option<u32>,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions { mode: 0o600, gid: None }
+    }
+}
+
+/// An open, validated segment mapping.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    map: Mapping,
+    file: File,
+    path: PathBuf,
+    info: HeaderInfo,
+}
+
+impl Segment {
+    /// Opens `name` in `domain` as a `L`, creating it with `layout` if it does not exist.
+    /// Returns the segment, its layout and whether this call created it.
+    pub(crate) fn create_or_open<L: Layout>(
+        domain: &Domain,
+        name: &str,
+        layout: &L,
+        opts: &CreateOptions,
+    ) -> Result<(Segment, L, bool), OpenError> {
+        let path = domain.channel_path(name)?;
+        domain.ensure_dir()?;
+        for _ in 0..64 {
+            match Segment::open::<L>(domain, name) {
+                Ok((seg, existing)) => {
+                    check_same_layout(&path, &existing, layout)?;
+                    return Ok((seg, existing, false));
+                }
+                Err(OpenError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match Segment::create_new(domain, &path, layout, opts)? {
+                Some(seg) => {
+                    let l = L::from_params(&layout.params()).map_err(|what| OpenError::InvalidConfig { what })?;
+                    return Ok((seg, l, true));
+                }
+                None => continue, // lost the race: open the winner's
+            }
+        }
+        Err(OpenError::Io { path, source: io::Error::other("segment keeps appearing and disappearing; is something deleting it?") })
+    }
+
+    /// Opens an existing channel `name` as a `L`.
+    pub(crate) fn open<L: Layout>(domain: &Domain, name: &str) -> Result<(Segment, L), OpenError> {
+        let path = domain.channel_path(name)?;
+        let seg = Segment::open_path(&path)?;
+        if seg.info.kind != L::KIND {
+            return Err(OpenError::WrongKind { path, found: Some(seg.info.kind), expected: L::KIND });
+        }
+        let layout = L::from_params(&seg.info.params).map_err(|what| OpenError::corrupt(&path, what))?;
+        let expected = KIND_OFFSET as u64 + layout.kind_area_size();
+        if seg.info.total_size != expected {
+            return Err(OpenError::corrupt(&path, format!("total size {} does not match its layout ({expected})", seg.info.total_size)));
+        }
+        Ok((seg, layout))
+    }
+
+    /// Opens and validates the common header of any segment file, whatever its kind.
+    pub(crate) fn open_path(path: &Path) -> Result<Segment, OpenError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| OpenError::io(path, e))?;
+        let meta = file.metadata().map_err(|e| OpenError::io(path, e))?;
+        if !meta.file_type().is_file() {
+            return Err(OpenError::NotASegment { path: path.to_owned() });
+        }
+        let size = meta.size();
+        if size < KIND_OFFSET as u64 {
+            // Too short even for the header: tell "not ours" from "ours but cut".
+            let mut magic = [0u8; 8];
+            use std::os::unix::fs::FileExt;
+            let n = file.read_at(&mut magic, 0).unwrap_or(0);
+            if n == 8 && u64::from_le_bytes(magic) == MAGIC {
+                return Err(OpenError::Truncated { path: path.to_owned(), size, expected: KIND_OFFSET as u64 });
+            }
+            return Err(OpenError::NotASegment { path: path.to_owned() });
+        }
+        let head = Mapping::map(file.as_fd(), KIND_OFFSET).map_err(|e| OpenError::io(path, e))?;
+        // SAFETY: the mapping is KIND_OFFSET >= size_of::<SegmentHeader>() bytes and page
+        // aligned; a volatile read copies it out without assuming anything about its contents
+        // (every bit pattern is a valid SegmentHeader of plain integers).
+        let raw = unsafe { std::ptr::read_volatile(head.as_ptr() as *const RawHeader) };
+        let info = validate_header(path, &raw, size)?;
+        drop(head);
+        let len = usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
+        let map = Mapping::map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
+        Ok(Segment { map, file, path: path.to_owned(), info })
+    }
+
+    /// Builds a new segment under a temporary name and links it into place.
+    /// `Ok(None)`: another creator won the race.
+    fn create_new<L: Layout>(domain: &Domain, path: &Path, layout: &L, opts: &CreateOptions) -> Result<Option<Segment>, OpenError> {
+        let total = KIND_OFFSET as u64 + layout.kind_area_size();
+        let total_usize = usize::try_from(total).map_err(|_| OpenError::InvalidConfig { what: "segment too large".into() })?;
+        let me = ProcessId::current();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
+        let tmp = domain.dir().join(format!(".{name}.{}.{}", me.pid, monotonic_ns()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(opts.mode)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(|e| OpenError::io(&tmp, e))?;
+        let cleanup = TempFile(tmp.clone());
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // The umask may have cleared bits the caller asked for: set the mode exactly.
+            file.set_permissions(std::fs::Permissions::from_mode(opts.mode)).map_err(|e| OpenError::io(&tmp, e))?;
+        }
+        if let Some(gid) = opts.gid {
+            std::os::unix::fs::fchown(&file, None, Some(gid)).map_err(|e| OpenError::io(&tmp, e))?;
+        }
+        file.set_len(total).map_err(|e| OpenError::io(&tmp, e))?;
+        reserve(&file, total).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOSPC) => OpenError::Io {
+                path: tmp.clone(),
+                source: io::Error::new(io::ErrorKind::StorageFull, format!("not enough space for {total} bytes in {}", domain.root().display())),
+            },
+            _ => OpenError::io(&tmp, e),
+        })?;
+        let map = Mapping::map(file.as_fd(), total_usize).map_err(|e| OpenError::io(&tmp, e))?;
+        let info = HeaderInfo {
+            kind: L::KIND,
+            version: FORMAT_VERSION,
+            total_size: total,
+            params: layout.params(),
+            creator: me,
+            mode: opts.mode,
+            created_ns: monotonic_ns(),
+        };
+        // SAFETY: the file is fresh (zero-filled), private to us until linked, and the mapping
+        // covers KIND_OFFSET + kind_area_size bytes.
+        unsafe {
+            layout.init(map.as_ptr().add(KIND_OFFSET));
+            write_header(map.as_ptr(), &info);
+        }
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => {
+                drop(cleanup);
+                Ok(Some(Segment { map, file, path: path.to_owned(), info }))
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(OpenError::io(path, e)),
+        }
+    }
+
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.map.as_ptr()
+    }
+
+    /// Start of the kind area.
+    pub(crate) fn kind_base(&self) -> *mut u8 {
+        // SAFETY: validated total_size >= KIND_OFFSET, so the offset is inside the mapping.
+        unsafe { self.map.as_ptr().add(KIND_OFFSET) }
+    }
+
+    pub(crate) fn participants(&self) -> ParticipantTable<'_> {
+        // SAFETY: the table lies at PARTICIPANTS_OFFSET inside the mapping, which lives as long
+        // as `self`; its entries are atomics, valid for any bit pattern.
+        unsafe { ParticipantTable::from_raw(self.map.as_ptr().add(PARTICIPANTS_OFFSET)) }
+    }
+
+    pub(crate) fn info(&self) -> &HeaderInfo {
+        &self.info
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn mapping(&self) -> &Mapping {
+        &self.map
+    }
+}
+
+/// Removes a temporary file unless disarmed.
+struct TempFile(PathBuf);
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Backs the whole file with memory now, so running out of space is an error at creation
+/// rather than a SIGBUS on first touch.
+fn reserve(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fallocate on a valid fd; no memory is passed.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        // Filesystems without fallocate: the sparse file still works.
+        Some(libc::EOPNOTSUPP) => Ok(()),
+        _ => Err(e),
+    }
+}
+
+/// The header as plain integers, for copying out of untrusted memory.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawHeader {
+    magic: u64,
+    version: u32,
+    kind: u32,
+    ready: u32,
+    header_crc: u32,
+    total_size: u64,
+    params: [u64; PARAMS],
+    creator_pid: u32,
+    mode: u32,
+    creator_start: u64,
+    created_ns: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<RawHeader>() == std::mem::size_of::<SegmentHeader>());
+
+fn header_crc(raw: &RawHeader) -> u32 {
+    let mut copy = *raw;
+    copy.ready = 0;
+    copy.header_crc = 0;
+    // SAFETY: RawHeader is repr(C) plain integers with no padding (checked below), so viewing
+    // it as bytes is sound.
+    let bytes = unsafe { std::slice::from_raw_parts(&copy as *const RawHeader as *const u8, std::mem::size_of::<RawHeader>()) };
+    crc32c::crc32c(bytes)
+}
+
+const _: () = assert!(std::mem::size_of::<RawHeader>() == 8 + 4 + 4 + 4 + 4 + 8 + 8 * PARAMS + 4 + 4 + 8 + 8);
+
+/// # Safety
+/// `base` points to at least `size_of::<SegmentHeader>()` writable bytes that no other
+/// process can see yet.
+unsafe fn write_header(base: *mut u8, info: &HeaderInfo) {
+    let mut raw = RawHeader {
+        magic: MAGIC,
+        version: info.version,
+        kind: info.kind as u32,
+        ready: 0,
+        header_crc: 0,
+        total_size: info.total_size,
+        params: info.params,
+        creator_pid: info.creator.pid,
+        mode: info.mode,
+        creator_start: info.creator.start_time,
+        created_ns: info.created_ns,
+    };
+    raw.header_crc = header_crc(&raw);
+    // SAFETY: caller guarantees the space; nobody else can see the file yet.
+    unsafe { std::ptr::write(base as *mut RawHeader, raw) };
+    // SAFETY: `ready` is at the same offset in SegmentHeader; the memory is valid and aligned.
+    let hdr = unsafe { &*(base as *const SegmentHeader) };
+    // Pairs with the Acquire load in `validate_header` (via the opener's fresh mapping).
+    hdr.ready.store(READY, Ordering::Release);
+}
+
+fn validate_header(path: &Path, raw: &RawHeader, file_size: u64) -> Result<HeaderInfo, OpenError> {
+    std::sync::atomic::fence(Ordering::Acquire);
+    if raw.magic != MAGIC {
+        return Err(OpenError::NotASegment { path: path.to_owned() });
+    }
+    if raw.version != FORMAT_VERSION {
+        return Err(OpenError::VersionMismatch { path: path.to_owned(), found: raw.version, supported: FORMAT_VERSION });
+    }
+    if raw.ready != READY {
+        return Err(OpenError::corrupt(path, "segment was never marked ready"));
+    }
+    if header_crc(raw) != raw.header_crc {
+        return Err(OpenError::corrupt(path, "header checksum mismatch (fields were overwritten)"));
+    }
+    let Some(kind) = Kind::from_u32(raw.kind) else {
+        return Err(OpenError::corrupt(path, format!("unknown kind number {}", raw.kind)));
+    };
+    if raw.total_size != file_size {
+        return Err(OpenError::Truncated { path: path.to_owned(), size: file_size, expected: raw.total_size });
+    }
+    Ok(HeaderInfo {
+        kind,
+        version: raw.version,
+        total_size: raw.total_size,
+        params: raw.params,
+        creator: ProcessId { pid: raw.creator_pid, start_time: raw.creator_start },
+        mode: raw.mode,
+        created_ns: raw.created_ns,
+    })
+}
+
+fn check_same_layout<L: Layout>(path: &Path, existing: &L, requested: &L) -> Result<(), OpenError> {
+    let (e, r) = (existing.params(), requested.params());
+    for (i, field) in L::param_names().iter().enumerate() {
+        if !field.is_empty() && e[i] != r[i] {
+            return Err(OpenError::LayoutMismatch { path: path.to_owned(), field, existing: e[i], requested: r[i] });
+        }
+    }
+    Ok(())
+}
+
+/// Reads the validated header of any segment file (for `ls`, `info`, `clean`).
+pub fn inspect(path: &Path) -> Result<HeaderInfo, OpenError> {
+    Segment::open_path(path).map(|s| s.info)
+}

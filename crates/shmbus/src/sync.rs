@@ -1,0 +1,19 @@
+//! The one place atomics come from.
+//!
+//! Every lock-free protocol in shmbus imports its atomics from here, so that building with
+//! `RUSTFLAGS="--cfg loom"` swaps in loom's instrumented types and the same protocol code is
+//! model-checked on a heap buffer (see `tests/loom_*.rs`).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+/// One step of a busy wait: a CPU pause hint, or a scheduling point under loom.
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}

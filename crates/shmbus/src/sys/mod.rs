@@ -1,0 +1,41 @@
+//! The operating-system layer: everything that talks to the kernel lives here.
+//!
+//! Nothing above this module calls `libc` directly. Each function is a thin, safe wrapper
+//! that turns `errno` into [`std::io::Error`] and documents the one kernel behaviour it
+//! relies on.
+
+pub mod futex;
+pub mod mmap;
+pub mod process;
+pub mod time;
+
+pub use futex::{futex_wait, futex_waitv, futex_wake, waitv_supported, WaitOutcome, WaitvEntry};
+pub use mmap::Mapping;
+pub use process::{process_is_alive, ProcessId};
+pub use time::monotonic_ns;
+
+use std::io;
+
+/// Turns a `-1` return of a libc call into the thread's `errno`.
+pub(crate) fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// The system page size, read once.
+pub fn page_size() -> usize {
+    use std::sync::OnceLock;
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if v <= 0 {
+            4096
+        } else {
+            v as usize
+        }
+    })
+}
