@@ -30,3 +30,7 @@ pub use name::{validate_name, NameError};
 pub use participants::ParticipantInfo;
 pub use segment::{CreateOptions, HeaderInfo, Kind};
 pub use wait::WaitPolicy;
+#[cfg(not(loom))]
+pub mod waitset;
+#[cfg(not(loom))]
+pub use waitset::{WaitError, WaitHandle, WaitSet, Waitable};
