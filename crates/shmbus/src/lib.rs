@@ -22,6 +22,7 @@ pub(crate) mod participants;
 pub mod segment;
 pub(crate) mod sync;
 pub mod sys;
+pub mod topic;
 pub mod wait;
 
 pub use domain::Domain;

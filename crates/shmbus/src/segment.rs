@@ -311,10 +311,6 @@ impl Segment {
         }
     }
 
-    pub(crate) fn base(&self) -> *mut u8 {
-        self.map.as_ptr()
-    }
-
     /// Start of the kind area.
     pub(crate) fn kind_base(&self) -> *mut u8 {
         // SAFETY: validated total_size >= KIND_OFFSET, so the offset is inside the mapping.
@@ -327,6 +323,7 @@ impl Segment {
         unsafe { ParticipantTable::from_raw(self.map.as_ptr().add(PARTICIPANTS_OFFSET)) }
     }
 
+    #[allow(dead_code)]
     pub(crate) fn info(&self) -> &HeaderInfo {
         &self.info
     }

@@ -5,7 +5,7 @@
 //! model-checked on a heap buffer (see `tests/loom_*.rs`).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 

@@ -67,11 +67,25 @@ pub(crate) fn spin_phase<T>(policy: WaitPolicy, deadline: Option<Instant>, attem
 /// `recheck` caps each sleep, for conditions that can change without a notification (a
 /// peer's death); `None` sleeps until woken. Returns `None` at the deadline.
 #[cfg(not(loom))]
+#[allow(dead_code)] // used by the kinds that wait without a liveness re-check
 pub(crate) fn block_on<T>(
     event: &EventWord,
     policy: WaitPolicy,
     deadline: Option<Instant>,
     recheck: Option<Duration>,
+    attempt: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    block_on_with(event, policy, deadline, || recheck, attempt)
+}
+
+/// Like [`block_on`], with the re-check interval asked anew before each sleep (so a waiter
+/// polls for a peer's death only while it has reason to).
+#[cfg(not(loom))]
+pub(crate) fn block_on_with<T>(
+    event: &EventWord,
+    policy: WaitPolicy,
+    deadline: Option<Instant>,
+    recheck: impl Fn() -> Option<Duration>,
     mut attempt: impl FnMut() -> Option<T>,
 ) -> Option<T> {
     if let Some(v) = spin_phase(policy, deadline, &mut attempt) {
@@ -93,7 +107,7 @@ pub(crate) fn block_on<T>(
             }
             None => None,
         };
-        if let Some(r) = recheck {
+        if let Some(r) = recheck() {
             timeout = Some(timeout.map_or(r, |t| t.min(r)));
         }
         event.sleep(armed, timeout);

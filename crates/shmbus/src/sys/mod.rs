@@ -14,17 +14,6 @@ pub use mmap::Mapping;
 pub use process::{process_is_alive, ProcessId};
 pub use time::monotonic_ns;
 
-use std::io;
-
-/// Turns a `-1` return of a libc call into the thread's `errno`.
-pub(crate) fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
 /// The system page size, read once.
 pub fn page_size() -> usize {
     use std::sync::OnceLock;

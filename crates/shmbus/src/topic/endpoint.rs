@@ -1,0 +1,793 @@
+//! Topic handles and endpoints: the segment glue around `protocol`.
+
+use std::cell::{Cell, RefCell};
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::errors::{PublishError, ReadError, RecvError, TryRecvError};
+use super::protocol::{
+    Control, DataRegion, Lookup, Shared, SlotHeader, MAX_SLOTS, MAX_TOPIC_PARTICIPANTS, ROLE_PUBLISHER, ROLE_SUBSCRIBER,
+};
+use crate::domain::Domain;
+use crate::error::OpenError;
+use crate::event::EventWord;
+use crate::segment::{CreateOptions, Kind, Layout, Segment, PARAMS};
+use crate::sync::AtomicU64;
+use crate::sys::{monotonic_ns, process_is_alive, ProcessId};
+use crate::wait::{block_on_with, deadline_after, WaitPolicy};
+use crate::waitset::{WaitHandle, Waitable};
+
+/// Largest slot size a topic accepts (1 GiB).
+pub const MAX_SLOT_SIZE: u64 = 1 << 30;
+/// Largest history depth a topic accepts.
+pub const MAX_HISTORY: u64 = 1 << 20;
+/// Largest number of spare slots.
+pub const MAX_SPARE: u64 = 1 << 16;
+/// How long a subscriber waits on a claimed-but-uncommitted sequence number before it asks
+/// whether the claimant is still alive.
+const PENDING_GRACE: Duration = Duration::from_millis(1);
+
+/// How to create a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// Largest message in bytes.
+    pub slot_size: usize,
+    /// Messages kept for random access (N).
+    pub history: usize,
+    /// Extra slots so that pinned samples do not shorten the history (default 4).
+    pub spare_slots: usize,
+    /// File mode and group of a created segment.
+    pub create: CreateOptions,
+}
+
+impl TopicConfig {
+    /// A topic of `slot_size`-byte messages keeping the last `history`.
+    pub fn new(slot_size: usize, history: usize) -> TopicConfig {
+        TopicConfig { slot_size, history, spare_slots: 4, create: CreateOptions::default() }
+    }
+
+    /// Sets the number of spare slots.
+    pub fn spare_slots(mut self, n: usize) -> TopicConfig {
+        self.spare_slots = n;
+        self
+    }
+
+    /// Sets the file mode of a created segment (default `0o600`).
+    pub fn mode(mut self, mode: u32) -> TopicConfig {
+        self.create.mode = mode;
+        self
+    }
+}
+
+const CONTROL_SIZE: u64 = 256;
+
+/// The topic's layout, derived from (slot_size, history, spare).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TopicLayout {
+    slot_size: u64,
+    history: u64,
+    spare: u64,
+    slots: u64,
+    index_len: u64,
+    stride: u64,
+    headers_off: u64,
+    data_off: u64,
+    total: u64,
+}
+
+fn round_up(v: u64, to: u64) -> Option<u64> {
+    v.checked_add(to - 1).map(|x| x / to * to)
+}
+
+impl TopicLayout {
+    fn new(slot_size: u64, history: u64, spare: u64) -> Result<TopicLayout, String> {
+        if slot_size == 0 || slot_size > MAX_SLOT_SIZE {
+            return Err(format!("slot size {slot_size} must be 1..={MAX_SLOT_SIZE} bytes"));
+        }
+        if history == 0 || history > MAX_HISTORY {
+            return Err(format!("history {history} must be 1..={MAX_HISTORY}"));
+        }
+        if spare > MAX_SPARE {
+            return Err(format!("spare slots {spare} must be at most {MAX_SPARE}"));
+        }
+        let slots = history + spare;
+        if slots > MAX_SLOTS {
+            return Err(format!("{slots} slots exceed the maximum of {MAX_SLOTS}"));
+        }
+        let index_len = (2 * slots).next_power_of_two().max(64);
+        let stride = if slot_size < 4096 { round_up(slot_size, 64) } else { round_up(slot_size, 4096) }.ok_or("slot size overflows")?;
+        let headers_off = round_up(CONTROL_SIZE + 8 * index_len, 64).ok_or("index overflows")?;
+        let data_off = round_up(headers_off + 64 * slots, 4096).ok_or("headers overflow")?;
+        let total = stride.checked_mul(slots).and_then(|d| d.checked_add(data_off)).ok_or("topic size overflows")?;
+        if total > (1 << 40) {
+            return Err(format!("topic would need {total} bytes; reduce slot size or history"));
+        }
+        Ok(TopicLayout { slot_size, history, spare, slots, index_len, stride, headers_off, data_off, total })
+    }
+}
+
+impl Layout for TopicLayout {
+    const KIND: Kind = Kind::Topic;
+
+    fn from_params(p: &[u64; PARAMS]) -> Result<Self, String> {
+        TopicLayout::new(p[0], p[1], p[2])
+    }
+
+    fn params(&self) -> [u64; PARAMS] {
+        [self.slot_size, self.history, self.spare, 0, 0, 0, 0, 0]
+    }
+
+    fn kind_area_size(&self) -> u64 {
+        self.total
+    }
+
+    fn param_names() -> [&'static str; PARAMS] {
+        ["slot size", "history", "spare slots", "", "", "", "", ""]
+    }
+
+    unsafe fn init(&self, _base: *mut u8) {
+        // All-zero is the initial state: no message, no writer, no pins, tail 0.
+    }
+}
+
+/// An open topic: a shared handle to its mapping. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Topic {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    seg: Segment,
+    layout: TopicLayout,
+    name: String,
+}
+
+// SAFETY: the raw pointers derived from the mapping are only dereferenced through atomics
+// or validated copies; the mapping itself is Send + Sync.
+unsafe impl Send for Inner {}
+// SAFETY: as above.
+unsafe impl Sync for Inner {}
+
+impl Inner {
+    #[inline]
+    fn shared(&self) -> Shared<'_> {
+        let base = self.seg.kind_base();
+        let l = &self.layout;
+        // SAFETY: the segment was validated to be exactly `KIND_OFFSET + l.total` bytes and
+        // the offsets below are derived from the same validated layout: the control block at
+        // 0, `index_len` index words at CONTROL_SIZE, `slots` headers at headers_off (64-byte
+        // aligned), data at data_off. All are atomics or raw bytes, valid for any content.
+        unsafe {
+            Shared {
+                ctl: &*(base as *const Control),
+                index: std::slice::from_raw_parts(base.add(CONTROL_SIZE as usize) as *const AtomicU64, l.index_len as usize),
+                slots: std::slice::from_raw_parts(base.add(l.headers_off as usize) as *const SlotHeader, l.slots as usize),
+                data: DataRegion {
+                    base: base.add(l.data_off as usize),
+                    _life: std::marker::PhantomData,
+                    stride: l.stride as usize,
+                    slot_size: l.slot_size as usize,
+                },
+                participants: self.seg.participants(),
+            }
+        }
+    }
+
+    fn event(&self) -> &EventWord {
+        // SAFETY: the control block's `event` is an AtomicU32 in the mapping; EventWord is
+        // repr(transparent) over AtomicU32.
+        unsafe { &*(&self.shared().ctl.event as *const crate::sync::AtomicU32 as *const EventWord) }
+    }
+
+    fn reclaim_dead(&self) -> usize {
+        let sh = self.shared();
+        sh.participants.reclaim_dead(ProcessId::current(), process_is_alive, |i, _| sh.cleanup_participant(i))
+    }
+
+    fn register(&self, role: u32) -> Result<usize, OpenError> {
+        let me = ProcessId::current();
+        let table = self.seg.participants();
+        if let Some(i) = table.register(me, role, 0..MAX_TOPIC_PARTICIPANTS) {
+            return Ok(i);
+        }
+        self.reclaim_dead();
+        table
+            .register(me, role, 0..MAX_TOPIC_PARTICIPANTS)
+            .ok_or_else(|| OpenError::TooManyParticipants { path: self.seg.path().to_owned(), max: MAX_TOPIC_PARTICIPANTS })
+    }
+}
+
+/// A snapshot of a topic's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicStatus {
+    /// Largest message.
+    pub slot_size: u64,
+    /// Guaranteed history depth.
+    pub history: u64,
+    /// Total slots (history + spare).
+    pub slots: u64,
+    /// Highest committed sequence number (0: none yet).
+    pub last_seq: u64,
+    /// Live publishers.
+    pub publishers: usize,
+    /// Live subscribers.
+    pub subscribers: usize,
+    /// Slots pinned right now.
+    pub pinned_slots: usize,
+}
+
+impl Topic {
+    /// Opens topic `name`, creating it with `config` if it does not exist. If it exists with
+    /// a different slot size, history or spare count, fails with
+    /// [`OpenError::LayoutMismatch`] naming both values.
+    pub fn create_or_open(domain: &Domain, name: &str, config: &TopicConfig) -> Result<Topic, OpenError> {
+        let layout = TopicLayout::new(config.slot_size as u64, config.history as u64, config.spare_slots as u64)
+            .map_err(|what| OpenError::InvalidConfig { what })?;
+        let (seg, layout, _) = Segment::create_or_open(domain, name, &layout, &config.create)?;
+        Ok(Topic::from_segment(seg, layout, name))
+    }
+
+    /// Opens an existing topic.
+    pub fn open(domain: &Domain, name: &str) -> Result<Topic, OpenError> {
+        let (seg, layout) = Segment::open::<TopicLayout>(domain, name)?;
+        Ok(Topic::from_segment(seg, layout, name))
+    }
+
+    /// Opens an existing topic and subscribes to it (new messages only).
+    pub fn subscribe(domain: &Domain, name: &str) -> Result<Subscriber, OpenError> {
+        Topic::open(domain, name)?.subscriber()
+    }
+
+    fn from_segment(seg: Segment, layout: TopicLayout, name: &str) -> Topic {
+        seg.mapping().prefault();
+        Topic { inner: Arc::new(Inner { seg, layout, name: name.to_owned() }) }
+    }
+
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Largest message in bytes.
+    pub fn slot_size(&self) -> usize {
+        self.inner.layout.slot_size as usize
+    }
+
+    /// Guaranteed history depth.
+    pub fn history(&self) -> usize {
+        self.inner.layout.history as usize
+    }
+
+    /// A new publisher.
+    pub fn publisher(&self) -> Result<Publisher, OpenError> {
+        let id = self.inner.register(ROLE_PUBLISHER)?;
+        Ok(Publisher { inner: self.inner.clone(), id })
+    }
+
+    /// A new subscriber that receives messages published from now on.
+    pub fn subscriber(&self) -> Result<Subscriber, OpenError> {
+        let id = self.inner.register(ROLE_SUBSCRIBER)?;
+        let next = self.inner.shared().committed_max() + 1;
+        Ok(Subscriber {
+            inner: self.inner.clone(),
+            id,
+            next: Cell::new(next),
+            pins: RefCell::new(Vec::new()),
+            pin_budget: Cell::new(2),
+            pending_since: Cell::new(None),
+            policy: Cell::new(WaitPolicy::default()),
+        })
+    }
+
+    /// Highest committed sequence number (0: none yet).
+    pub fn last_seq(&self) -> u64 {
+        self.inner.shared().committed_max()
+    }
+
+    /// A snapshot of the topic's state.
+    pub fn status(&self) -> TopicStatus {
+        let sh = self.inner.shared();
+        let mut publishers = 0;
+        let mut subscribers = 0;
+        for p in sh.participants.list() {
+            if !process_is_alive(p.process) {
+                continue;
+            }
+            match p.role {
+                ROLE_PUBLISHER => publishers += 1,
+                ROLE_SUBSCRIBER => subscribers += 1,
+                _ => {}
+            }
+        }
+        TopicStatus {
+            slot_size: self.inner.layout.slot_size,
+            history: self.inner.layout.history,
+            slots: self.inner.layout.slots,
+            last_seq: sh.committed_max(),
+            publishers,
+            subscribers,
+            pinned_slots: sh.pinned_slots(),
+        }
+    }
+
+    /// Reclaims what dead participants held (their slots, pins and entries). Returns how
+    /// many entries were reclaimed. Runs automatically when needed; exposed for tools.
+    pub fn reclaim_dead(&self) -> usize {
+        self.inner.reclaim_dead()
+    }
+}
+
+/// Publishes to a topic. `Send`, not `Sync`: one thread at a time; make one per thread.
+#[derive(Debug)]
+pub struct Publisher {
+    inner: Arc<Inner>,
+    id: usize,
+}
+
+impl Publisher {
+    fn acquire(&self) -> Result<usize, PublishError> {
+        let sh = self.inner.shared();
+        match sh.acquire_slot(self.id) {
+            Ok(s) => Ok(s),
+            Err(_) => {
+                // Maybe the dead hold slots: reclaim, then try once more.
+                self.inner.reclaim_dead();
+                sh.acquire_slot(self.id).map_err(|_| PublishError::AllPinned { slots: self.inner.layout.slots as usize })
+            }
+        }
+    }
+
+    fn finish(&self, s: usize, len: usize) -> u64 {
+        let inner = &*self.inner;
+        let sh = inner.shared();
+        let me = sh.participants.entry(self.id);
+        let k = sh.claim_seq(me);
+        sh.commit(me, s, k, len, monotonic_ns());
+        inner.event().notify();
+        k
+    }
+
+    /// Copies `data` into the topic as the next message. Returns its sequence number.
+    pub fn publish(&mut self, data: &[u8]) -> Result<u64, PublishError> {
+        let max = self.inner.layout.slot_size as usize;
+        if data.len() > max {
+            return Err(PublishError::TooLarge { len: data.len(), max });
+        }
+        let s = self.acquire()?;
+        // SAFETY: `s` came from acquire_slot (so `s < slots` and we hold its writer bits) and
+        // `data.len() <= slot_size` was checked above.
+        unsafe { self.inner.shared().data.write(s, data) };
+        Ok(self.finish(s, data.len()))
+    }
+
+    /// Loans a slot to write a message in place (zero copy). Write into the loan, then
+    /// [`Loan::send`] it; dropping it unsent publishes nothing.
+    pub fn loan(&mut self) -> Result<Loan<'_>, PublishError> {
+        let s = self.acquire()?;
+        Ok(Loan { publisher: self, slot: s, sent: false })
+    }
+
+    /// The topic this publisher writes to.
+    pub fn slot_size(&self) -> usize {
+        self.inner.layout.slot_size as usize
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        // No slot can be held here: loans borrow the publisher mutably.
+        self.inner.seg.participants().release(self.id);
+    }
+}
+
+/// A slot loaned for writing in place. Derefs to the whole slot (`slot_size` bytes, with
+/// whatever an earlier message left there). Not visible to anyone until sent.
+#[derive(Debug)]
+pub struct Loan<'a> {
+    publisher: &'a mut Publisher,
+    slot: usize,
+    sent: bool,
+}
+
+impl Loan<'_> {
+    /// Publishes the first `len` bytes of the loan. Returns the sequence number.
+    pub fn send(mut self, len: usize) -> Result<u64, PublishError> {
+        let max = self.publisher.slot_size();
+        if len > max {
+            return Err(PublishError::TooLarge { len, max }); // drop releases the slot
+        }
+        self.sent = true;
+        Ok(self.publisher.finish(self.slot, len))
+    }
+}
+
+impl Deref for Loan<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        let sh = self.publisher.inner.shared();
+        // SAFETY: we hold the slot's writer bits, so no one else writes it, and it is
+        // `slot_size` bytes inside the mapping which the publisher keeps alive.
+        unsafe { std::slice::from_raw_parts(sh.data.slot_ptr(self.slot), sh.data.slot_size) }
+    }
+}
+
+impl DerefMut for Loan<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let sh = self.publisher.inner.shared();
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(sh.data.slot_ptr(self.slot), sh.data.slot_size) }
+    }
+}
+
+impl Drop for Loan<'_> {
+    fn drop(&mut self) {
+        if !self.sent {
+            self.publisher.inner.shared().abandon_slot(self.slot);
+        }
+    }
+}
+
+/// A received message (copied out of shared memory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Sequence number.
+    pub seq: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds at publish.
+    pub ts_ns: u64,
+    /// The payload.
+    pub data: Vec<u8>,
+}
+
+/// What was received into a caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageInfo {
+    /// Sequence number.
+    pub seq: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds at publish.
+    pub ts_ns: u64,
+    /// Payload length.
+    pub len: usize,
+}
+
+/// Subscribes to a topic. `Send`, not `Sync`. Samples borrow it.
+#[derive(Debug)]
+pub struct Subscriber {
+    inner: Arc<Inner>,
+    id: usize,
+    next: Cell<u64>,
+    /// Slots this subscriber pins, with how many samples hold each.
+    pins: RefCell<Vec<(usize, u32)>>,
+    pin_budget: Cell<usize>,
+    pending_since: Cell<Option<(u64, Instant)>>,
+    policy: Cell<WaitPolicy>,
+}
+
+enum Fail {
+    Gone,
+    PinLimit,
+}
+
+impl Subscriber {
+    /// The next sequence number an in-order receive will return.
+    pub fn next_seq(&self) -> u64 {
+        self.next.get()
+    }
+
+    /// Moves the in-order cursor to `seq` (clamped to at least 1).
+    pub fn seek(&self, seq: u64) {
+        self.next.set(seq.max(1));
+        self.pending_since.set(None);
+    }
+
+    /// Moves the cursor to the newest committed message, so the next receive returns it
+    /// (or, if there is none, the first one published).
+    pub fn seek_latest(&self) {
+        self.seek(self.inner.shared().committed_max());
+    }
+
+    /// Moves the cursor to the oldest message the history still guarantees.
+    pub fn seek_oldest(&self) {
+        let t = self.inner.shared().tail();
+        self.seek((t + 1).saturating_sub(self.inner.layout.history));
+    }
+
+    /// How many messages are committed beyond the cursor.
+    pub fn lag(&self) -> u64 {
+        (self.inner.shared().committed_max() + 1).saturating_sub(self.next.get())
+    }
+
+    /// How long blocking receives spin before they sleep.
+    pub fn set_wait_policy(&self, policy: WaitPolicy) {
+        self.policy.set(policy);
+    }
+
+    /// How many pinned samples this subscriber may hold at once (default 2).
+    pub fn set_pin_budget(&self, budget: usize) {
+        self.pin_budget.set(budget);
+    }
+
+    /// The topic's slot size.
+    pub fn slot_size(&self) -> usize {
+        self.inner.layout.slot_size as usize
+    }
+
+    /// Whether `k`, stuck as pending, was abandoned by a dead publisher. Rate-limited: asks
+    /// only after `PENDING_GRACE`.
+    fn abandoned(&self, k: u64) -> bool {
+        let now = Instant::now();
+        match self.pending_since.get() {
+            Some((seq, since)) if seq == k => {
+                if now.duration_since(since) < PENDING_GRACE {
+                    return false;
+                }
+            }
+            _ => {
+                self.pending_since.set(Some((k, now)));
+                return false;
+            }
+        }
+        let sh = self.inner.shared();
+        if sh.claimant_alive(k, process_is_alive) {
+            self.pending_since.set(Some((k, now)));
+            return false;
+        }
+        if sh.lookup(k) != Lookup::Pending {
+            return false; // committed in the meantime
+        }
+        self.inner.reclaim_dead();
+        true
+    }
+
+    /// The in-order state machine shared by every receive flavour.
+    fn try_next<T>(&self, mut read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TryRecvError> {
+        let sh = self.inner.shared();
+        loop {
+            let k = self.next.get();
+            match sh.lookup(k) {
+                Lookup::Found(s) => match read(s, k) {
+                    Ok(v) => {
+                        self.next.set(k + 1);
+                        self.pending_since.set(None);
+                        return Ok(v);
+                    }
+                    Err(Fail::PinLimit) => return Err(TryRecvError::PinLimit { budget: self.pin_budget.get() }),
+                    Err(Fail::Gone) => continue, // overwritten under us: the lookup says Evicted now
+                },
+                Lookup::NotYet => return Err(TryRecvError::Empty),
+                Lookup::Pending => {
+                    if self.abandoned(k) {
+                        self.next.set(k + 1);
+                        self.pending_since.set(None);
+                        return Err(TryRecvError::Lagged { missed: 1 });
+                    }
+                    return Err(TryRecvError::Empty);
+                }
+                Lookup::Evicted => {
+                    let oldest = (sh.tail() + 1).saturating_sub(self.inner.layout.history).max(k + 1);
+                    self.next.set(oldest);
+                    self.pending_since.set(None);
+                    return Err(TryRecvError::Lagged { missed: oldest - k });
+                }
+            }
+        }
+    }
+
+    fn copy_reader<'b>(&'b self, buf: &'b mut Vec<u8>) -> impl FnMut(usize, u64) -> Result<MessageInfo, Fail> + 'b {
+        move |s, k| {
+            let sh = self.inner.shared();
+            sh.read_copy(s, k, buf).map(|(len, ts_ns)| MessageInfo { seq: k, ts_ns, len }).ok_or(Fail::Gone)
+        }
+    }
+
+    /// Receives the next message in order into `buf` (reusing its allocation), without
+    /// blocking.
+    pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<MessageInfo, TryRecvError> {
+        self.try_next(self.copy_reader(buf))
+    }
+
+    /// Receives the next message in order, without blocking.
+    pub fn try_recv(&self) -> Result<Message, TryRecvError> {
+        let mut data = Vec::new();
+        let info = self.try_recv_into(&mut data)?;
+        Ok(Message { seq: info.seq, ts_ns: info.ts_ns, data })
+    }
+
+    fn block<T>(&self, timeout: Option<Duration>, mut attempt: impl FnMut() -> Result<T, TryRecvError>) -> Result<T, RecvError> {
+        if let r @ (Ok(_) | Err(TryRecvError::Lagged { .. } | TryRecvError::PinLimit { .. })) = attempt() {
+            return r.map_err(RecvError::from);
+        }
+        let deadline = deadline_after(timeout);
+        let sh = self.inner.shared();
+        let recheck = || (sh.tail() >= self.next.get()).then_some(PENDING_GRACE);
+        let r = block_on_with(self.inner.event(), self.policy.get(), deadline, recheck, || match attempt() {
+            Err(TryRecvError::Empty) => None,
+            other => Some(other),
+        });
+        match r {
+            Some(r) => r.map_err(RecvError::from),
+            None => Err(RecvError::Timeout),
+        }
+    }
+
+    /// Receives the next message in order into `buf`, waiting up to `timeout` (`None`: for
+    /// ever).
+    pub fn recv_into_timeout(&self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<MessageInfo, RecvError> {
+        self.block(timeout, || self.try_next(self.copy_reader(buf)))
+    }
+
+    /// Receives the next message in order, waiting up to `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
+        let mut data = Vec::new();
+        let info = self.recv_into_timeout(&mut data, Some(timeout))?;
+        Ok(Message { seq: info.seq, ts_ns: info.ts_ns, data })
+    }
+
+    /// Receives the next message in order, waiting as long as it takes.
+    pub fn recv(&self) -> Result<Message, RecvError> {
+        let mut data = Vec::new();
+        let info = self.recv_into_timeout(&mut data, None)?;
+        Ok(Message { seq: info.seq, ts_ns: info.ts_ns, data })
+    }
+
+    fn pin_slot(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
+        let sh = self.inner.shared();
+        let mut pins = self.pins.borrow_mut();
+        if let Some(entry) = pins.iter_mut().find(|(slot, _)| *slot == s) {
+            // Already pinned by us, so it cannot have been rewritten: check it is still `k`.
+            if sh.slots[s].seq.load(crate::sync::Ordering::Acquire) != k {
+                return Err(Fail::Gone);
+            }
+            entry.1 += 1;
+        } else {
+            if pins.len() >= self.pin_budget.get() {
+                return Err(Fail::PinLimit);
+            }
+            sh.pin(self.id, s, k).map_err(|_| Fail::Gone)?;
+            pins.push((s, 1));
+        }
+        let (len, ts_ns) = sh.pinned_meta(s);
+        Ok(Sample { sub: self, slot: s, seq: k, ts_ns, ptr: sh.data.slot_ptr(s), len })
+    }
+
+    fn release_pin(&self, s: usize) {
+        let mut pins = self.pins.borrow_mut();
+        if let Some(i) = pins.iter().position(|(slot, _)| *slot == s) {
+            pins[i].1 -= 1;
+            if pins[i].1 == 0 {
+                pins.swap_remove(i);
+                self.inner.shared().unpin(self.id, s);
+            }
+        }
+    }
+
+    /// Receives the next message in order as a zero-copy pinned sample, without blocking.
+    pub fn try_recv_pinned(&self) -> Result<Sample<'_>, TryRecvError> {
+        self.try_next(|s, k| self.pin_slot(s, k))
+    }
+
+    /// Receives the next message in order as a pinned sample, waiting up to `timeout`.
+    pub fn recv_pinned_timeout(&self, timeout: Option<Duration>) -> Result<Sample<'_>, RecvError> {
+        self.block(timeout, || self.try_next(|s, k| self.pin_slot(s, k)))
+    }
+
+    fn locate(&self, seq: u64) -> Result<usize, ReadError> {
+        if seq == 0 {
+            return Err(ReadError::InvalidSeq);
+        }
+        let sh = self.inner.shared();
+        match sh.lookup(seq) {
+            Lookup::Found(s) => Ok(s),
+            Lookup::NotYet => Err(ReadError::NotYet { seq, last: sh.tail() }),
+            Lookup::Pending => Err(ReadError::Pending { seq }),
+            Lookup::Evicted => Err(ReadError::Evicted { seq, oldest: (sh.tail() + 1).saturating_sub(self.inner.layout.history).max(1) }),
+        }
+    }
+
+    /// Copies message `seq` (any of the last N) without moving the cursor.
+    pub fn get(&self, seq: u64) -> Result<Message, ReadError> {
+        let mut data = Vec::new();
+        loop {
+            let s = self.locate(seq)?;
+            if let Some((_, ts_ns)) = self.inner.shared().read_copy(s, seq, &mut data) {
+                return Ok(Message { seq, ts_ns, data });
+            }
+        }
+    }
+
+    /// Pins message `seq` (any of the last N) without moving the cursor.
+    pub fn get_pinned(&self, seq: u64) -> Result<Sample<'_>, ReadError> {
+        loop {
+            let s = self.locate(seq)?;
+            match self.pin_slot(s, seq) {
+                Ok(sample) => return Ok(sample),
+                Err(Fail::PinLimit) => return Err(ReadError::PinLimit { budget: self.pin_budget.get() }),
+                Err(Fail::Gone) => continue,
+            }
+        }
+    }
+
+    /// Copies the newest committed message without moving the cursor.
+    pub fn latest(&self) -> Result<Message, ReadError> {
+        loop {
+            let k = self.inner.shared().committed_max();
+            if k == 0 {
+                return Err(ReadError::NotYet { seq: 1, last: 0 });
+            }
+            match self.get(k) {
+                Err(ReadError::Evicted { .. }) => continue, // overtaken: take the newer one
+                r => return r,
+            }
+        }
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        // Samples borrow the subscriber, so none is alive; clear any pin left anyway.
+        let sh = self.inner.shared();
+        for (s, _) in self.pins.get_mut().drain(..) {
+            sh.unpin(self.id, s);
+        }
+        sh.participants.release(self.id);
+    }
+}
+
+impl Waitable for Subscriber {
+    fn wait_handle(&self) -> WaitHandle<'_> {
+        WaitHandle { event: self.inner.event() }
+    }
+
+    fn is_ready(&self) -> bool {
+        let k = self.next.get();
+        match self.inner.shared().lookup(k) {
+            Lookup::Found(_) | Lookup::Evicted => true,
+            Lookup::NotYet => false,
+            Lookup::Pending => self.abandoned(k),
+        }
+    }
+
+    fn recheck_interval(&self) -> Option<Duration> {
+        (self.inner.shared().tail() >= self.next.get()).then_some(PENDING_GRACE)
+    }
+}
+
+/// A zero-copy view of a message, pinned in shared memory: no publisher overwrites it while
+/// this value lives. Derefs to the payload.
+#[derive(Debug)]
+pub struct Sample<'a> {
+    sub: &'a Subscriber,
+    slot: usize,
+    seq: u64,
+    ts_ns: u64,
+    ptr: *const u8,
+    len: usize,
+}
+
+impl Sample<'_> {
+    /// Sequence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// `CLOCK_MONOTONIC` nanoseconds at publish.
+    pub fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+}
+
+impl Deref for Sample<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the slot is pinned by us (no publisher can acquire it), `len` was clamped to
+        // the slot size, and the subscriber (borrowed for 'a) keeps the mapping alive.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Sample<'_> {
+    fn drop(&mut self) {
+        self.sub.release_pin(self.slot);
+    }
+}

@@ -1,0 +1,54 @@
+//! Topics: broadcast publish/subscribe with the last N messages kept for random access.
+//!
+//! A topic has a fixed slot size and history depth N, set at creation. Every message gets a
+//! sequence number (1, 2, …), a `CLOCK_MONOTONIC` timestamp and a length. Any number of
+//! [`Publisher`]s (up to the participant limit) share a topic; each [`Subscriber`] reads in
+//! order with gap reports, reads the latest, or reads any of the last N by sequence number.
+//!
+//! Reads are either a validated **copy** (never torn: a seqlock check after the copy) or a
+//! zero-copy **pinned** [`Sample`] that no publisher overwrites while it is held. Publishers
+//! never wait for subscribers: pinned slots are skipped, and only when *every* slot is
+//! pinned does a publish fail ([`PublishError::AllPinned`]). Publishing touches no
+//! per-subscriber state, so its cost does not grow with the number of subscribers.
+//!
+//! The algorithm and its invariants are in the `protocol` module's docs.
+//!
+//! # Sizing
+//! A topic has `history + spare_slots` slots. The last `history` messages stay readable as
+//! long as at most `spare_slots` slots are pinned at once; pins beyond that shorten the
+//! history instead of blocking the publisher.
+//!
+//! # Crash safety
+//! * A publisher killed mid-write never exposes its partial message: the slot is reclaimed
+//!   (by the next publisher that finds no free slot, a new participant, or `shmbus clean`),
+//!   and the sequence number it had claimed — if any — is reported to subscribers as a gap
+//!   ([`TryRecvError::Lagged`]) once its death is noticed: at most about 1 ms plus one
+//!   `/proc` lookup after a waiting subscriber first sees the later messages.
+//! * A subscriber killed while holding pins: its pins are cleared when its participant
+//!   entry is reclaimed (at the latest when a publisher finds every slot pinned).
+//!
+//! ```
+//! use shmbus::{Domain, topic::{Topic, TopicConfig}};
+//! # let dir = tempfile_dir();
+//! let domain = Domain::with_root("example", &dir)?;
+//! let topic = Topic::create_or_open(&domain, "imu", &TopicConfig::new(64, 8))?;
+//! let mut publisher = topic.publisher()?;
+//! let subscriber = topic.subscriber()?;
+//! let seq = publisher.publish(b"hello")?;
+//! let msg = subscriber.try_recv()?;
+//! assert_eq!((msg.seq, &msg.data[..]), (seq, &b"hello"[..]));
+//! # fn tempfile_dir() -> std::path::PathBuf { let d = std::env::temp_dir().join(format!("shmbus-doc-{}", std::process::id())); std::fs::create_dir_all(&d).unwrap(); d }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub(crate) mod protocol;
+
+#[cfg(not(loom))]
+mod endpoint;
+#[cfg(not(loom))]
+mod errors;
+
+#[cfg(not(loom))]
+pub use endpoint::{Loan, Message, MessageInfo, Publisher, Sample, Subscriber, Topic, TopicConfig, TopicStatus};
+#[cfg(not(loom))]
+pub use errors::{PublishError, ReadError, RecvError, TryRecvError};

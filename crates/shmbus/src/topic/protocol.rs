@@ -1,0 +1,435 @@
+//! The topic protocol: slots, seqlock copies, pins, multi-publisher claims, and recovery.
+//!
+//! This file knows nothing about files or mappings: it works on a [`Shared`] view of plain
+//! references, which the segment glue builds from a mapping and the loom models build on
+//! the heap.
+//!
+//! # Memory
+//! * `C = history + spare` **slots**, each a 64-byte header plus a data area of the slot
+//!   size. A slot's header holds two *guard words* (`w0`, `w1`), the committed sequence
+//!   number `seq` (0 = nothing valid), `len` and `ts`.
+//! * `w0` bits 0..8 hold the id+1 of the participant writing the slot (0 = no writer); bits
+//!   8..64 of `w0` and all of `w1` are *pin bits*, one per participant (ids 0..120).
+//! * An **index** of `L` (a power of two ≥ 2C) words maps a sequence number `k` to its
+//!   slot: `index[k mod L] = (k mod 2^40) << 24 | slot`. A reader that finds another tag there
+//!   knows `k` is not (or no longer) reachable through the index.
+//! * `tail` is the last *claimed* sequence number, `committed_max` the highest committed one.
+//!
+//! # Publishing (any number of publishers)
+//! 1. Pick a slot round-robin (`next_slot.fetch_add`) and acquire it: CAS `w0` from 0 (no
+//!    writer, no pins) to `me+1`, then check `w1` is 0 (both SeqCst: a Dekker handshake with
+//!    pinning readers, who set their bit and then check the writer bits). Pinned or busy
+//!    slots are skipped; if every slot is pinned the publish fails instead of waiting.
+//! 2. Store `seq = 0` and a Release fence, *then* write the payload: a copy reader that sees
+//!    any new byte also sees `seq` changed (the seqlock rule).
+//! 3. Claim the sequence number: store `k = tail+1` in the participant entry's `PENDING`
+//!    word, then CAS `tail` to `k`. The pending word is written *before* the claim, so for
+//!    every claimed `k` some entry named it: readers can tell a slow claimant (alive) from a
+//!    dead one.
+//! 4. Store `len`, `ts`, then `seq = k` (Release), then the index entry (Release), clear the
+//!    writer bits, clear `PENDING`, raise `committed_max`, notify the event word.
+//!
+//! # Reading
+//! * **Copy** (never torn): load `seq == k` (Acquire), copy `len` (clamped) bytes, Acquire
+//!   fence, re-load `seq`: unchanged means no writer touched the slot during the copy.
+//! * **Pin** (zero copy): set our pin bit (SeqCst), check no writer bits (SeqCst), check
+//!   `seq == k`. While the bit is set no publisher can acquire the slot, so the bytes stay.
+//!
+//! # Recovery
+//! * A publisher killed while holding a slot leaves its id in `w0`: whoever reclaims its
+//!   participant entry zeroes the slot's `seq` and clears the writer bits.
+//! * A subscriber killed while pinning leaves its bits: reclaiming its entry clears its bit
+//!   in every slot (idempotent, so a reclaimer that dies mid-way is simply redone).
+//! * A sequence number claimed by a publisher that died before committing is *abandoned*:
+//!   `tail` passed it, the index never shows it, and no live participant has it pending.
+//!   Readers report it as a gap.
+
+use crate::participants::{Participant, ParticipantTable};
+use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, Ordering};
+
+/// Participants that can pin (and so can be registered on a topic).
+pub(crate) const MAX_TOPIC_PARTICIPANTS: usize = 120;
+/// `aux` word of a publisher's participant entry holding the sequence number it is claiming.
+pub(crate) const AUX_PENDING: usize = 0;
+/// Role numbers in the participant table.
+pub(crate) const ROLE_PUBLISHER: u32 = 1;
+/// Role number of a subscriber.
+pub(crate) const ROLE_SUBSCRIBER: u32 = 2;
+
+const WRITER_MASK: u64 = 0xff;
+const TAG_BITS: u32 = 40;
+const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+const SLOT_BITS: u32 = 24;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+/// Most slots a topic can have (the index packs a slot number into 24 bits).
+pub(crate) const MAX_SLOTS: u64 = SLOT_MASK;
+
+/// The topic's control block: one cache line per hot word.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct Control {
+    pub(crate) tail: AtomicU64,
+    _p0: [u64; 7],
+    pub(crate) committed_max: AtomicU64,
+    _p1: [u64; 7],
+    pub(crate) next_slot: AtomicU64,
+    _p2: [u64; 7],
+    pub(crate) event: AtomicU32,
+    _p3: [u32; 15],
+}
+
+impl Control {
+    #[allow(dead_code)]
+    pub(crate) fn new() -> Control {
+        Control {
+            tail: AtomicU64::new(0),
+            _p0: [0; 7],
+            committed_max: AtomicU64::new(0),
+            _p1: [0; 7],
+            next_slot: AtomicU64::new(0),
+            _p2: [0; 7],
+            event: AtomicU32::new(0),
+            _p3: [0; 15],
+        }
+    }
+}
+
+/// One slot's header (its data lives in the data region).
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct SlotHeader {
+    pub(crate) w0: AtomicU64,
+    pub(crate) w1: AtomicU64,
+    pub(crate) seq: AtomicU64,
+    pub(crate) len: AtomicU64,
+    pub(crate) ts: AtomicU64,
+}
+
+impl SlotHeader {
+    #[allow(dead_code)]
+    pub(crate) fn new() -> SlotHeader {
+        SlotHeader { w0: AtomicU64::new(0), w1: AtomicU64::new(0), seq: AtomicU64::new(0), len: AtomicU64::new(0), ts: AtomicU64::new(0) }
+    }
+}
+
+/// Where slot payloads live. In production a raw region of the mapping; under loom a heap
+/// array of atomic bytes, so the model sees every racy byte access.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DataRegion<'a> {
+    #[cfg(not(loom))]
+    pub(crate) base: *mut u8,
+    #[cfg(not(loom))]
+    pub(crate) _life: std::marker::PhantomData<&'a [u8]>,
+    #[cfg(loom)]
+    pub(crate) bytes: &'a [crate::sync::AtomicU8],
+    pub(crate) stride: usize,
+    pub(crate) slot_size: usize,
+}
+
+impl DataRegion<'_> {
+    /// Copies `src` into slot `s`.
+    ///
+    /// # Safety
+    /// `s < slots` and `src.len() <= slot_size`; the caller holds the slot's writer bits.
+    #[inline]
+    pub(crate) unsafe fn write(&self, s: usize, src: &[u8]) {
+        debug_assert!(src.len() <= self.slot_size);
+        #[cfg(not(loom))]
+        // SAFETY: per the contract the destination is inside slot `s` of the mapping, and we
+        // hold the writer bits, so no other writer touches it (readers may read it racily;
+        // they validate with the seqlock).
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(s * self.stride), src.len())
+        };
+        #[cfg(loom)]
+        for (i, b) in src.iter().enumerate() {
+            self.bytes[s * self.stride + i].store(*b, Ordering::Relaxed);
+        }
+    }
+
+    /// Copies `dst.len()` bytes of slot `s` into `dst` (possibly torn; validate afterwards).
+    ///
+    /// # Safety
+    /// `s < slots` and `dst.len() <= slot_size`.
+    #[inline]
+    pub(crate) unsafe fn read(&self, s: usize, dst: &mut [u8]) {
+        #[cfg(not(loom))]
+        // SAFETY: the source is inside slot `s`; a concurrent writer can make the bytes
+        // inconsistent but not out of bounds, and the caller discards torn copies.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.add(s * self.stride), dst.as_mut_ptr(), dst.len())
+        };
+        #[cfg(loom)]
+        for (i, b) in dst.iter_mut().enumerate() {
+            *b = self.bytes[s * self.stride + i].load(Ordering::Relaxed);
+        }
+    }
+
+    /// The first byte of slot `s`.
+    #[cfg(not(loom))]
+    pub(crate) fn slot_ptr(&self, s: usize) -> *mut u8 {
+        // SAFETY: callers pass s < slots, so the offset is inside the data region.
+        unsafe { self.base.add(s * self.stride) }
+    }
+}
+
+/// Everything the protocol touches, as references.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shared<'a> {
+    pub(crate) ctl: &'a Control,
+    pub(crate) index: &'a [AtomicU64],
+    pub(crate) slots: &'a [SlotHeader],
+    pub(crate) data: DataRegion<'a>,
+    pub(crate) participants: ParticipantTable<'a>,
+}
+
+/// Where sequence number `k` stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// Committed, in this slot.
+    Found(usize),
+    /// Not claimed yet.
+    NotYet,
+    /// Claimed, not committed (or abandoned by a dead publisher: see `claimant_alive`).
+    Pending,
+    /// Overwritten: older than the history kept.
+    Evicted,
+}
+
+/// Why acquiring a slot failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireError {
+    /// Every slot is pinned by subscribers or being written.
+    AllBusy,
+}
+
+/// Why a pin failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PinError {
+    /// The slot no longer holds `k` (or a writer is taking it).
+    Gone,
+}
+
+#[inline]
+fn pin_bit(participant: usize) -> (bool, u64) {
+    if participant < 56 {
+        (false, 1u64 << (8 + participant))
+    } else {
+        (true, 1u64 << (participant - 56))
+    }
+}
+
+impl<'a> Shared<'a> {
+    #[inline]
+    fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Acquires a free slot for writing by participant `me`. Skips pinned and busy slots.
+    pub(crate) fn acquire_slot(&self, me: usize) -> Result<usize, AcquireError> {
+        let n = self.slot_count();
+        let mine = me as u64 + 1;
+        for _ in 0..n {
+            let s = (self.ctl.next_slot.fetch_add(1, Ordering::Relaxed) % n as u64) as usize;
+            let slot = &self.slots[s];
+            if slot.w0.load(Ordering::Relaxed) != 0 || slot.w1.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            // SYNC POINT (Dekker with `pin`): our CAS on w0 and load of w1 are SeqCst, as are
+            // the reader's fetch_or on its pin word and its load of w0; at least one side sees
+            // the other and backs off.
+            if slot.w0.compare_exchange(0, mine, Ordering::SeqCst, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            if slot.w1.load(Ordering::SeqCst) != 0 {
+                slot.w0.fetch_and(!WRITER_MASK, Ordering::Release);
+                continue;
+            }
+            // Invalidate the old message before touching its bytes. Pairs with the Acquire
+            // fence in `read_copy`: a reader that sees any byte we write next also sees this.
+            slot.seq.store(0, Ordering::Relaxed);
+            fence(Ordering::Release);
+            return Ok(s);
+        }
+        Err(AcquireError::AllBusy)
+    }
+
+    /// Gives a slot back without publishing (an unsent loan). Its old message is gone.
+    pub(crate) fn abandon_slot(&self, s: usize) {
+        self.slots[s].w0.fetch_and(!WRITER_MASK, Ordering::Release);
+    }
+
+    /// Claims the next sequence number for participant `me`, recording it as pending first.
+    pub(crate) fn claim_seq(&self, me: &Participant) -> u64 {
+        let pending = &me.aux[AUX_PENDING];
+        let mut t = self.ctl.tail.load(Ordering::Relaxed);
+        loop {
+            // Record before claiming: pairs with the SeqCst load of `tail` and the Acquire
+            // loads of pending words in `claimant_alive`.
+            pending.store(t + 1, Ordering::SeqCst);
+            match self.ctl.tail.compare_exchange_weak(t, t + 1, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => return t + 1,
+                Err(now) => {
+                    t = now;
+                    spin_hint();
+                }
+            }
+        }
+    }
+
+    /// Publishes slot `s` (holding `len` bytes already written) as sequence number `k`.
+    pub(crate) fn commit(&self, me: &Participant, s: usize, k: u64, len: usize, ts: u64) {
+        let slot = &self.slots[s];
+        slot.len.store(len as u64, Ordering::Relaxed);
+        slot.ts.store(ts, Ordering::Relaxed);
+        // Pairs with the Acquire loads of `seq` in `read_copy` and `pin`.
+        slot.seq.store(k, Ordering::Release);
+        // Pairs with the Acquire load of the index in `lookup`.
+        self.index[(k as usize) & (self.index.len() - 1)].store(((k & TAG_MASK) << SLOT_BITS) | s as u64, Ordering::Release);
+        slot.w0.fetch_and(!WRITER_MASK, Ordering::Release);
+        // After the index: a reader that sees PENDING cleared also sees the index entry.
+        me.aux[AUX_PENDING].store(0, Ordering::Release);
+        self.ctl.committed_max.fetch_max(k, Ordering::Release);
+    }
+
+    /// Last claimed sequence number.
+    #[inline]
+    pub(crate) fn tail(&self) -> u64 {
+        self.ctl.tail.load(Ordering::Acquire)
+    }
+
+    /// Highest committed sequence number (0: none yet).
+    #[inline]
+    pub(crate) fn committed_max(&self) -> u64 {
+        self.ctl.committed_max.load(Ordering::Acquire)
+    }
+
+    /// Finds sequence number `k` (k >= 1).
+    #[inline]
+    pub(crate) fn lookup(&self, k: u64) -> Lookup {
+        if k > self.tail() {
+            return Lookup::NotYet;
+        }
+        // Pairs with the Release store of the index entry in `commit`.
+        let e = self.index[(k as usize) & (self.index.len() - 1)].load(Ordering::Acquire);
+        let tag = e >> SLOT_BITS;
+        let want = k & TAG_MASK;
+        if tag == want {
+            let s = (e & SLOT_MASK) as usize;
+            if s >= self.slot_count() {
+                return Lookup::Evicted; // corrupt entry: never index out of bounds
+            }
+            return if self.slots[s].seq.load(Ordering::Acquire) == k { Lookup::Found(s) } else { Lookup::Evicted };
+        }
+        // Is the entry's tag older than k (k not written yet) or newer (k overwritten)?
+        let behind = want.wrapping_sub(tag) & TAG_MASK;
+        if behind != 0 && behind < (1 << (TAG_BITS - 1)) {
+            // An entry from an earlier lap: k is pending, unless it is too old to be kept.
+            if self.tail().saturating_sub(k) >= self.index.len() as u64 {
+                Lookup::Evicted
+            } else {
+                Lookup::Pending
+            }
+        } else {
+            Lookup::Evicted
+        }
+    }
+
+    /// Copies sequence number `k` from slot `s` into `buf` (resized to the message length).
+    /// Returns `(len, ts)`, or `None` if the slot was overwritten (the copy is discarded).
+    #[inline]
+    pub(crate) fn read_copy(&self, s: usize, k: u64, buf: &mut Vec<u8>) -> Option<(usize, u64)> {
+        let slot = &self.slots[s];
+        // Pairs with the Release store of `seq` in `commit`.
+        if slot.seq.load(Ordering::Acquire) != k {
+            return None;
+        }
+        let len = (slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size);
+        let ts = slot.ts.load(Ordering::Relaxed);
+        buf.clear();
+        buf.reserve(len);
+        // SAFETY: `s` is a valid slot (callers got it from `lookup`), `len <= slot_size`,
+        // and the spare capacity is at least `len` bytes.
+        unsafe {
+            let dst = std::slice::from_raw_parts_mut(buf.as_mut_ptr(), len);
+            self.data.read(s, dst);
+            buf.set_len(len);
+        }
+        // Pairs with the Release fence in `acquire_slot`: if the copy saw a new writer's
+        // bytes, this load sees its `seq = 0` (or later).
+        fence(Ordering::Acquire);
+        if slot.seq.load(Ordering::Relaxed) != k {
+            return None;
+        }
+        Some((len, ts))
+    }
+
+    /// Pins slot `s` for participant `me` if it still holds `k`.
+    pub(crate) fn pin(&self, me: usize, s: usize, k: u64) -> Result<(), PinError> {
+        let slot = &self.slots[s];
+        let (second, bit) = pin_bit(me);
+        let word = if second { &slot.w1 } else { &slot.w0 };
+        // SYNC POINT (Dekker with `acquire_slot`), see there.
+        word.fetch_or(bit, Ordering::SeqCst);
+        if slot.w0.load(Ordering::SeqCst) & WRITER_MASK != 0 || slot.seq.load(Ordering::Acquire) != k {
+            word.fetch_and(!bit, Ordering::Release);
+            return Err(PinError::Gone);
+        }
+        Ok(())
+    }
+
+    /// Releases participant `me`'s pin on slot `s`.
+    pub(crate) fn unpin(&self, me: usize, s: usize) {
+        let (second, bit) = pin_bit(me);
+        let slot = &self.slots[s];
+        let word = if second { &slot.w1 } else { &slot.w0 };
+        // Pairs with the SeqCst CAS in `acquire_slot`: our reads of the slot happen-before
+        // a writer acquiring it.
+        word.fetch_and(!bit, Ordering::Release);
+    }
+
+    /// `(len, ts)` of a pinned slot (stable while pinned).
+    pub(crate) fn pinned_meta(&self, s: usize) -> (usize, u64) {
+        let slot = &self.slots[s];
+        ((slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size), slot.ts.load(Ordering::Relaxed))
+    }
+
+    /// Whether some live participant still has `k` pending (so it may yet commit).
+    pub(crate) fn claimant_alive(&self, k: u64, is_alive: impl Fn(crate::sys::ProcessId) -> bool) -> bool {
+        for i in 0..self.participants.len() {
+            let e = self.participants.entry(i);
+            if e.aux[AUX_PENDING].load(Ordering::Acquire) != k {
+                continue;
+            }
+            match self.participants.owner(i) {
+                Some(owner) if is_alive(owner.process) => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    /// Undoes whatever dead participant `index` held: its writer bits and its pin bits.
+    /// Idempotent.
+    pub(crate) fn cleanup_participant(&self, index: usize) {
+        let (second, bit) = pin_bit(index.min(MAX_TOPIC_PARTICIPANTS - 1));
+        let writer = index as u64 + 1;
+        for slot in self.slots {
+            if slot.w0.load(Ordering::Acquire) & WRITER_MASK == writer {
+                // The dead writer may have left half a message: make it unreadable first.
+                slot.seq.store(0, Ordering::Relaxed);
+                fence(Ordering::Release);
+                let _ = slot.w0.fetch_update(Ordering::Release, Ordering::Relaxed, |w| (w & WRITER_MASK == writer).then_some(w & !WRITER_MASK));
+            }
+            if index < MAX_TOPIC_PARTICIPANTS {
+                let word = if second { &slot.w1 } else { &slot.w0 };
+                word.fetch_and(!bit, Ordering::Release);
+            }
+        }
+    }
+
+    /// Number of slots currently pinned by anyone (for status).
+    pub(crate) fn pinned_slots(&self) -> usize {
+        self.slots.iter().filter(|s| s.w0.load(Ordering::Relaxed) & !WRITER_MASK != 0 || s.w1.load(Ordering::Relaxed) != 0).count()
+    }
+}

@@ -1,0 +1,109 @@
+//! Helpers shared by the integration tests: scratch roots and child processes.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A scratch root directory (on tmpfs when there is one), removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        let dir = base.join(format!("shmbus-test-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn domain(&self, name: &str) -> shmbus::Domain {
+        shmbus::Domain::with_root(name, &self.0).unwrap()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs this test binary again as a child executing test `entry` with `role` in
+/// `SHMBUS_TEST_CHILD` and extra environment `env`.
+pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([entry, "--exact", "--nocapture", "--test-threads=1", "--include-ignored"])
+        .env("SHMBUS_TEST_CHILD", role)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+/// The child role, if this process is a child.
+pub fn child_role() -> Option<String> {
+    std::env::var("SHMBUS_TEST_CHILD").ok()
+}
+
+pub fn env_u64(name: &str) -> u64 {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} not set")).parse().unwrap()
+}
+
+pub fn env_str(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} not set"))
+}
+
+/// A small deterministic RNG (xorshift64*), seeded from the clock unless `SHMBUS_SEED` is set.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn from_env_or_clock() -> Rng {
+        let seed = std::env::var("SHMBUS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+        });
+        eprintln!("rng seed (SHMBUS_SEED): {seed}");
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Waits for a child with a deadline; kills it and panics if it overruns.
+pub fn wait_with_deadline(child: &mut Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: child did not finish within {secs} s (hang)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+pub fn sigkill(child: &mut Child) {
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+}
