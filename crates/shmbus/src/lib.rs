@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod domain;
 pub mod error;
 pub(crate) mod event;
