@@ -199,7 +199,10 @@ impl Segment {
                 None => continue, // lost the race: open the winner's
             }
         }
-        Err(OpenError::Io { path, source: io::Error::other("segment keeps appearing and disappearing; is something deleting it?") })
+        Err(OpenError::Io {
+            path,
+            source: io::Error::other("segment keeps appearing and disappearing; is something deleting it?"),
+        })
     }
 
     /// Opens an existing channel `name` as a `L`.
@@ -212,7 +215,10 @@ impl Segment {
         let layout = L::from_params(&seg.info.params).map_err(|what| OpenError::corrupt(&path, what))?;
         let expected = KIND_OFFSET as u64 + layout.kind_area_size();
         if seg.info.total_size != expected {
-            return Err(OpenError::corrupt(&path, format!("total size {} does not match its layout ({expected})", seg.info.total_size)));
+            return Err(OpenError::corrupt(
+                &path,
+                format!("total size {} does not match its layout ({expected})", seg.info.total_size),
+            ));
         }
         Ok((seg, layout))
     }
@@ -247,19 +253,28 @@ impl Segment {
         let raw = unsafe { std::ptr::read_volatile(head.as_ptr() as *const RawHeader) };
         let info = validate_header(path, &raw, size)?;
         drop(head);
-        let len = usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
+        let len =
+            usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
         let map = Mapping::map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
         Ok(Segment { map, file, path: path.to_owned(), info })
     }
 
     /// Builds a new segment under a temporary name and links it into place.
     /// `Ok(None)`: another creator won the race.
-    fn create_new<L: Layout>(domain: &Domain, path: &Path, layout: &L, opts: &CreateOptions) -> Result<Option<Segment>, OpenError> {
+    fn create_new<L: Layout>(
+        domain: &Domain,
+        path: &Path,
+        layout: &L,
+        opts: &CreateOptions,
+    ) -> Result<Option<Segment>, OpenError> {
         let total = KIND_OFFSET as u64 + layout.kind_area_size();
-        let total_usize = usize::try_from(total).map_err(|_| OpenError::InvalidConfig { what: "segment too large".into() })?;
+        let total_usize =
+            usize::try_from(total).map_err(|_| OpenError::InvalidConfig { what: "segment too large".into() })?;
         let me = ProcessId::current();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
-        let tmp = domain.dir().join(format!(".{name}.{}.{}", me.pid, monotonic_ns()));
+        static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let unique = monotonic_ns().wrapping_add(UNIQUE.fetch_add(1, Ordering::Relaxed));
+        let tmp = domain.dir().join(format!(".{name}.{}.{unique}", me.pid));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -281,7 +296,10 @@ impl Segment {
         reserve(&file, total).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOSPC) => OpenError::Io {
                 path: tmp.clone(),
-                source: io::Error::new(io::ErrorKind::StorageFull, format!("not enough space for {total} bytes in {}", domain.root().display())),
+                source: io::Error::new(
+                    io::ErrorKind::StorageFull,
+                    format!("not enough space for {total} bytes in {}", domain.root().display()),
+                ),
             },
             _ => OpenError::io(&tmp, e),
         })?;
@@ -393,7 +411,8 @@ fn header_crc(raw: &RawHeader) -> u32 {
     copy.header_crc = 0;
     // SAFETY: RawHeader is repr(C) plain integers with no padding (checked below), so viewing
     // it as bytes is sound.
-    let bytes = unsafe { std::slice::from_raw_parts(&copy as *const RawHeader as *const u8, std::mem::size_of::<RawHeader>()) };
+    let bytes =
+        unsafe { std::slice::from_raw_parts(&copy as *const RawHeader as *const u8, std::mem::size_of::<RawHeader>()) };
     crc32c::crc32c(bytes)
 }
 
@@ -431,7 +450,11 @@ fn validate_header(path: &Path, raw: &RawHeader, file_size: u64) -> Result<Heade
         return Err(OpenError::NotASegment { path: path.to_owned() });
     }
     if raw.version != FORMAT_VERSION {
-        return Err(OpenError::VersionMismatch { path: path.to_owned(), found: raw.version, supported: FORMAT_VERSION });
+        return Err(OpenError::VersionMismatch {
+            path: path.to_owned(),
+            found: raw.version,
+            supported: FORMAT_VERSION,
+        });
     }
     if raw.ready != READY {
         return Err(OpenError::corrupt(path, "segment was never marked ready"));

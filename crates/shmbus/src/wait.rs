@@ -35,7 +35,11 @@ pub(crate) fn deadline_after(timeout: Option<Duration>) -> Option<Instant> {
 
 /// Busy-polls `attempt` for the policy's spin time. `Some` as soon as it yields a value.
 #[inline]
-pub(crate) fn spin_phase<T>(policy: WaitPolicy, deadline: Option<Instant>, attempt: &mut impl FnMut() -> Option<T>) -> Option<T> {
+pub(crate) fn spin_phase<T>(
+    policy: WaitPolicy,
+    deadline: Option<Instant>,
+    attempt: &mut impl FnMut() -> Option<T>,
+) -> Option<T> {
     if let Some(v) = attempt() {
         return Some(v);
     }

@@ -170,7 +170,11 @@ impl WaitSet {
                 }
             } else {
                 let first = channels[0].wait_handle().event;
-                let slice = if channels.len() == 1 { remaining } else { Some(remaining.map_or(Duration::from_millis(1), |r| r.min(Duration::from_millis(1)))) };
+                let slice = if channels.len() == 1 {
+                    remaining
+                } else {
+                    Some(remaining.map_or(Duration::from_millis(1), |r| r.min(Duration::from_millis(1))))
+                };
                 first.sleep(self.entries_value(0), slice);
             }
         }

@@ -180,7 +180,9 @@ fn reopening_with_another_layout_names_both_values() {
     Topic::create_or_open(&d, "a", &TopicConfig::new(64, 8)).unwrap();
     let e = Topic::create_or_open(&d, "a", &TopicConfig::new(128, 8)).unwrap_err();
     match &e {
-        OpenError::LayoutMismatch { field, existing, requested, .. } => assert_eq!((*field, *existing, *requested), ("slot size", 64, 128)),
+        OpenError::LayoutMismatch { field, existing, requested, .. } => {
+            assert_eq!((*field, *existing, *requested), ("slot size", 64, 128))
+        }
         other => panic!("{other:?}"),
     }
     let msg = e.to_string();

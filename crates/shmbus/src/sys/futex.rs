@@ -35,15 +35,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) ->
     // SAFETY: `word` is a valid aligned u32 for the duration of the call; the kernel only
     // reads it. `ts_ptr` is null or points to a live timespec.
     let r = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            ts_ptr,
-            std::ptr::null::<u32>(),
-            0u32,
-        )
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, ts_ptr, std::ptr::null::<u32>(), 0u32)
     };
     if r == 0 {
         return WaitOutcome::Woken;
@@ -148,7 +140,14 @@ pub fn waitv_supported() -> bool {
                 // where it does not.
                 // SAFETY: a null array with zero entries; the kernel reads nothing.
                 let r = unsafe {
-                    libc::syscall(SYS_FUTEX_WAITV, std::ptr::null::<WaitvEntry>(), 0u32, 0u32, std::ptr::null::<libc::timespec>(), 0)
+                    libc::syscall(
+                        SYS_FUTEX_WAITV,
+                        std::ptr::null::<WaitvEntry>(),
+                        0u32,
+                        0u32,
+                        std::ptr::null::<libc::timespec>(),
+                        0,
+                    )
                 };
                 !(r == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
             };

@@ -27,6 +27,8 @@ pub const MAX_SPARE: u64 = 1 << 16;
 /// How long a subscriber waits on a claimed-but-uncommitted sequence number before it asks
 /// whether the claimant is still alive.
 const PENDING_GRACE: Duration = Duration::from_millis(1);
+/// Retries of a read whose slot was overwritten under it, before giving up on that message.
+const MAX_RETRIES: usize = 64;
 
 /// How to create a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +98,8 @@ impl TopicLayout {
             return Err(format!("{slots} slots exceed the maximum of {MAX_SLOTS}"));
         }
         let index_len = (2 * slots).next_power_of_two().max(64);
-        let stride = if slot_size < 4096 { round_up(slot_size, 64) } else { round_up(slot_size, 4096) }.ok_or("slot size overflows")?;
+        let stride = if slot_size < 4096 { round_up(slot_size, 64) } else { round_up(slot_size, 4096) }
+            .ok_or("slot size overflows")?;
         let headers_off = round_up(CONTROL_SIZE + 8 * index_len, 64).ok_or("index overflows")?;
         let data_off = round_up(headers_off + 64 * slots, 4096).ok_or("headers overflow")?;
         let total = stride.checked_mul(slots).and_then(|d| d.checked_add(data_off)).ok_or("topic size overflows")?;
@@ -162,8 +165,14 @@ impl Inner {
         unsafe {
             Shared {
                 ctl: &*(base as *const Control),
-                index: std::slice::from_raw_parts(base.add(CONTROL_SIZE as usize) as *const AtomicU64, l.index_len as usize),
-                slots: std::slice::from_raw_parts(base.add(l.headers_off as usize) as *const SlotHeader, l.slots as usize),
+                index: std::slice::from_raw_parts(
+                    base.add(CONTROL_SIZE as usize) as *const AtomicU64,
+                    l.index_len as usize,
+                ),
+                slots: std::slice::from_raw_parts(
+                    base.add(l.headers_off as usize) as *const SlotHeader,
+                    l.slots as usize,
+                ),
                 data: DataRegion {
                     base: base.add(l.data_off as usize),
                     _life: std::marker::PhantomData,
@@ -193,9 +202,10 @@ impl Inner {
             return Ok(i);
         }
         self.reclaim_dead();
-        table
-            .register(me, role, 0..MAX_TOPIC_PARTICIPANTS)
-            .ok_or_else(|| OpenError::TooManyParticipants { path: self.seg.path().to_owned(), max: MAX_TOPIC_PARTICIPANTS })
+        table.register(me, role, 0..MAX_TOPIC_PARTICIPANTS).ok_or_else(|| OpenError::TooManyParticipants {
+            path: self.seg.path().to_owned(),
+            max: MAX_TOPIC_PARTICIPANTS,
+        })
     }
 }
 
@@ -269,7 +279,7 @@ impl Topic {
     /// A new subscriber that receives messages published from now on.
     pub fn subscriber(&self) -> Result<Subscriber, OpenError> {
         let id = self.inner.register(ROLE_SUBSCRIBER)?;
-        let next = self.inner.shared().committed_max() + 1;
+        let next = self.inner.shared().committed_max().saturating_add(1);
         Ok(Subscriber {
             inner: self.inner.clone(),
             id,
@@ -334,7 +344,8 @@ impl Publisher {
             Err(_) => {
                 // Maybe the dead hold slots: reclaim, then try once more.
                 self.inner.reclaim_dead();
-                sh.acquire_slot(self.id).map_err(|_| PublishError::AllPinned { slots: self.inner.layout.slots as usize })
+                sh.acquire_slot(self.id)
+                    .map_err(|_| PublishError::AllPinned { slots: self.inner.layout.slots as usize })
             }
         }
     }
@@ -369,7 +380,20 @@ impl Publisher {
         Ok(Loan { publisher: self, slot: s, sent: false })
     }
 
-    /// The topic this publisher writes to.
+    /// Test hook: acquires a slot, writes `junk` into it and claims a sequence number, then
+    /// returns *without committing*, as a publisher killed at that instant would leave it.
+    /// Only for crash tests; the slot stays held until this process dies and is reclaimed.
+    #[doc(hidden)]
+    pub fn debug_claim_without_commit(&mut self, junk: &[u8]) -> Result<u64, PublishError> {
+        let s = self.acquire()?;
+        let n = junk.len().min(self.slot_size());
+        // SAFETY: as in `publish`: we hold slot `s` and `n <= slot_size`.
+        unsafe { self.inner.shared().data.write(s, &junk[..n]) };
+        let sh = self.inner.shared();
+        Ok(sh.claim_seq(sh.participants.entry(self.id)))
+    }
+
+    /// Largest message in bytes.
     pub fn slot_size(&self) -> usize {
         self.inner.layout.slot_size as usize
     }
@@ -490,12 +514,12 @@ impl Subscriber {
     /// Moves the cursor to the oldest message the history still guarantees.
     pub fn seek_oldest(&self) {
         let t = self.inner.shared().tail();
-        self.seek((t + 1).saturating_sub(self.inner.layout.history));
+        self.seek(t.saturating_add(1).saturating_sub(self.inner.layout.history));
     }
 
     /// How many messages are committed beyond the cursor.
     pub fn lag(&self) -> u64 {
-        (self.inner.shared().committed_max() + 1).saturating_sub(self.next.get())
+        self.inner.shared().committed_max().saturating_add(1).saturating_sub(self.next.get())
     }
 
     /// How long blocking receives spin before they sleep.
@@ -543,7 +567,9 @@ impl Subscriber {
     /// The in-order state machine shared by every receive flavour.
     fn try_next<T>(&self, mut read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TryRecvError> {
         let sh = self.inner.shared();
-        loop {
+        // Bounded: a slot overwritten under us retries, but a hostile peer flipping words
+        // for ever must not make this loop for ever (it ends as a gap instead).
+        for _ in 0..MAX_RETRIES {
             let k = self.next.get();
             match sh.lookup(k) {
                 Lookup::Found(s) => match read(s, k) {
@@ -564,14 +590,19 @@ impl Subscriber {
                     }
                     return Err(TryRecvError::Empty);
                 }
-                Lookup::Evicted => {
-                    let oldest = (sh.tail() + 1).saturating_sub(self.inner.layout.history).max(k + 1);
-                    self.next.set(oldest);
-                    self.pending_since.set(None);
-                    return Err(TryRecvError::Lagged { missed: oldest - k });
-                }
+                Lookup::Evicted => return Err(self.skip_evicted(k)),
             }
         }
+        Err(self.skip_evicted(self.next.get()))
+    }
+
+    /// Moves the cursor past evicted sequence number `k` to the oldest one kept.
+    fn skip_evicted(&self, k: u64) -> TryRecvError {
+        let tail = self.inner.shared().tail();
+        let oldest = tail.saturating_add(1).saturating_sub(self.inner.layout.history).max(k.saturating_add(1));
+        self.next.set(oldest);
+        self.pending_since.set(None);
+        TryRecvError::Lagged { missed: oldest - k }
     }
 
     fn copy_reader<'b>(&'b self, buf: &'b mut Vec<u8>) -> impl FnMut(usize, u64) -> Result<MessageInfo, Fail> + 'b {
@@ -594,7 +625,11 @@ impl Subscriber {
         Ok(Message { seq: info.seq, ts_ns: info.ts_ns, data })
     }
 
-    fn block<T>(&self, timeout: Option<Duration>, mut attempt: impl FnMut() -> Result<T, TryRecvError>) -> Result<T, RecvError> {
+    fn block<T>(
+        &self,
+        timeout: Option<Duration>,
+        mut attempt: impl FnMut() -> Result<T, TryRecvError>,
+    ) -> Result<T, RecvError> {
         if let r @ (Ok(_) | Err(TryRecvError::Lagged { .. } | TryRecvError::PinLimit { .. })) = attempt() {
             return r.map_err(RecvError::from);
         }
@@ -681,24 +716,30 @@ impl Subscriber {
             Lookup::Found(s) => Ok(s),
             Lookup::NotYet => Err(ReadError::NotYet { seq, last: sh.tail() }),
             Lookup::Pending => Err(ReadError::Pending { seq }),
-            Lookup::Evicted => Err(ReadError::Evicted { seq, oldest: (sh.tail() + 1).saturating_sub(self.inner.layout.history).max(1) }),
+            Lookup::Evicted => Err(self.evicted(seq)),
         }
     }
 
     /// Copies message `seq` (any of the last N) without moving the cursor.
     pub fn get(&self, seq: u64) -> Result<Message, ReadError> {
         let mut data = Vec::new();
-        loop {
+        for _ in 0..MAX_RETRIES {
             let s = self.locate(seq)?;
             if let Some((_, ts_ns)) = self.inner.shared().read_copy(s, seq, &mut data) {
                 return Ok(Message { seq, ts_ns, data });
             }
         }
+        Err(self.evicted(seq))
+    }
+
+    fn evicted(&self, seq: u64) -> ReadError {
+        let tail = self.inner.shared().tail();
+        ReadError::Evicted { seq, oldest: tail.saturating_add(1).saturating_sub(self.inner.layout.history).max(1) }
     }
 
     /// Pins message `seq` (any of the last N) without moving the cursor.
     pub fn get_pinned(&self, seq: u64) -> Result<Sample<'_>, ReadError> {
-        loop {
+        for _ in 0..MAX_RETRIES {
             let s = self.locate(seq)?;
             match self.pin_slot(s, seq) {
                 Ok(sample) => return Ok(sample),
@@ -706,20 +747,23 @@ impl Subscriber {
                 Err(Fail::Gone) => continue,
             }
         }
+        Err(self.evicted(seq))
     }
 
     /// Copies the newest committed message without moving the cursor.
     pub fn latest(&self) -> Result<Message, ReadError> {
-        loop {
+        let mut r = Err(ReadError::NotYet { seq: 1, last: 0 });
+        for _ in 0..MAX_RETRIES {
             let k = self.inner.shared().committed_max();
             if k == 0 {
                 return Err(ReadError::NotYet { seq: 1, last: 0 });
             }
-            match self.get(k) {
-                Err(ReadError::Evicted { .. }) => continue, // overtaken: take the newer one
-                r => return r,
+            r = self.get(k);
+            if !matches!(r, Err(ReadError::Evicted { .. })) {
+                break; // else overtaken: take the newer one
             }
         }
+        r
     }
 }
 

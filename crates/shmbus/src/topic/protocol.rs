@@ -108,7 +108,13 @@ pub(crate) struct SlotHeader {
 impl SlotHeader {
     #[allow(dead_code)]
     pub(crate) fn new() -> SlotHeader {
-        SlotHeader { w0: AtomicU64::new(0), w1: AtomicU64::new(0), seq: AtomicU64::new(0), len: AtomicU64::new(0), ts: AtomicU64::new(0) }
+        SlotHeader {
+            w0: AtomicU64::new(0),
+            w1: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            ts: AtomicU64::new(0),
+        }
     }
 }
 
@@ -266,9 +272,11 @@ impl<'a> Shared<'a> {
         loop {
             // Record before claiming: pairs with the SeqCst load of `tail` and the Acquire
             // loads of pending words in `claimant_alive`.
-            pending.store(t + 1, Ordering::SeqCst);
-            match self.ctl.tail.compare_exchange_weak(t, t + 1, Ordering::SeqCst, Ordering::Relaxed) {
-                Ok(_) => return t + 1,
+            // Wrapping: a hostile `tail` near u64::MAX must not panic us.
+            let k = t.wrapping_add(1);
+            pending.store(k, Ordering::SeqCst);
+            match self.ctl.tail.compare_exchange_weak(t, k, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => return k,
                 Err(now) => {
                     t = now;
                     spin_hint();
@@ -285,7 +293,8 @@ impl<'a> Shared<'a> {
         // Pairs with the Acquire loads of `seq` in `read_copy` and `pin`.
         slot.seq.store(k, Ordering::Release);
         // Pairs with the Acquire load of the index in `lookup`.
-        self.index[(k as usize) & (self.index.len() - 1)].store(((k & TAG_MASK) << SLOT_BITS) | s as u64, Ordering::Release);
+        self.index[(k as usize) & (self.index.len() - 1)]
+            .store(((k & TAG_MASK) << SLOT_BITS) | s as u64, Ordering::Release);
         slot.w0.fetch_and(!WRITER_MASK, Ordering::Release);
         // After the index: a reader that sees PENDING cleared also sees the index entry.
         me.aux[AUX_PENDING].store(0, Ordering::Release);
@@ -419,7 +428,9 @@ impl<'a> Shared<'a> {
                 // The dead writer may have left half a message: make it unreadable first.
                 slot.seq.store(0, Ordering::Relaxed);
                 fence(Ordering::Release);
-                let _ = slot.w0.fetch_update(Ordering::Release, Ordering::Relaxed, |w| (w & WRITER_MASK == writer).then_some(w & !WRITER_MASK));
+                let _ = slot.w0.fetch_update(Ordering::Release, Ordering::Relaxed, |w| {
+                    (w & WRITER_MASK == writer).then_some(w & !WRITER_MASK)
+                });
             }
             if index < MAX_TOPIC_PARTICIPANTS {
                 let word = if second { &slot.w1 } else { &slot.w0 };
@@ -430,6 +441,9 @@ impl<'a> Shared<'a> {
 
     /// Number of slots currently pinned by anyone (for status).
     pub(crate) fn pinned_slots(&self) -> usize {
-        self.slots.iter().filter(|s| s.w0.load(Ordering::Relaxed) & !WRITER_MASK != 0 || s.w1.load(Ordering::Relaxed) != 0).count()
+        self.slots
+            .iter()
+            .filter(|s| s.w0.load(Ordering::Relaxed) & !WRITER_MASK != 0 || s.w1.load(Ordering::Relaxed) != 0)
+            .count()
     }
 }

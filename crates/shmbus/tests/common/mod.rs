@@ -48,9 +48,13 @@ pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
     cmd.spawn().unwrap()
 }
 
-/// The child role, if this process is a child.
+/// The child role, if this process is a child. A child dies with its parent test, so a
+/// failed test never leaves processes behind.
 pub fn child_role() -> Option<String> {
-    std::env::var("SHMBUS_TEST_CHILD").ok()
+    let role = std::env::var("SHMBUS_TEST_CHILD").ok()?;
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+    Some(role)
 }
 
 pub fn env_u64(name: &str) -> u64 {
