@@ -66,7 +66,7 @@ impl Watch for ChildWatch<'_> {
     fn check(&mut self, waited: Duration) -> io::Result<()> {
         if let Some(status) = self.child.try_wait()? {
             return Err(io::Error::other(format!(
-                "the echo process exited ({status}) before answering"
+                "the echo process exited ({status}) without answering"
             )));
         }
         if waited > self.limit {
@@ -208,6 +208,11 @@ pub fn run(config: Config) -> Result<Outcome, String> {
                 .ok()
                 .flatten();
             match status {
+                // The watch already names the exit; other errors (end of file, broken
+                // pipe) get the reason added.
+                Some(_) if e.to_string().starts_with("the echo process exited") => {
+                    Err(format!("{name}: {e}"))
+                }
                 Some(s) => Err(format!("{name}: the echo process exited ({s}): {e}")),
                 None => {
                     let _ = child.kill();

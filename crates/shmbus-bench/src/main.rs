@@ -220,14 +220,18 @@ fn main() -> ExitCode {
             ) {
                 e.exit();
             }
-            // Bad input is one line on stderr, like every other error.
+            // Bad input is one line on stderr, like every other error: clap's message lines
+            // (before its usage and "for more information" tips) joined.
             let text = e.render().to_string();
-            let first = text
+            let message: Vec<&str> = text
                 .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("error");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("shmbus-bench: error: {first} (see --help)");
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("shmbus-bench: error: {message} (see --help)");
             return ExitCode::from(2);
         }
     };
