@@ -39,12 +39,6 @@ pub struct Config {
     pub echo_exit_after: Option<u64>,
 }
 
-impl std::fmt::Debug for dyn Transport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// What a run measured.
 #[derive(Debug)]
 pub struct Outcome {

@@ -111,6 +111,13 @@ pub trait Transport: Sync {
     fn attach(&self, params: &Params, handoff: Handoff) -> io::Result<Box<dyn Endpoint>>;
 }
 
+/// Prints the transport's name.
+impl std::fmt::Debug for dyn Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One end of a two-way channel. Messages are exactly `params.size` bytes.
 pub trait Endpoint {
     /// Sends `msg` to the peer.
