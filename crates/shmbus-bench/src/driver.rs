@@ -100,7 +100,10 @@ fn spawn_echo(config: &Config, handoff: &Handoff, cpu: Option<usize>) -> io::Res
         .args(["--size", &p.size.to_string()])
         .args(["--mode", p.mode.as_str()])
         .args(["--payload", p.payload.as_str()])
-        .args(["--count", &(config.warmup + config.iters).to_string()]);
+        .args([
+            "--count",
+            &(config.warmup.saturating_add(config.iters)).to_string(),
+        ]);
     if !raw.is_empty() {
         let list: Vec<String> = raw.iter().map(|fd| fd.to_string()).collect();
         cmd.args(["--fds", &list.join(",")]);
@@ -227,7 +230,7 @@ fn ping_loop(
     let size = config.params.size;
     let mut msg: Vec<u8> = (0..size).map(|i| (i * 31) as u8).collect();
     let mut reply = vec![0u8; size];
-    for i in 0..config.warmup + config.iters {
+    for i in 0..config.warmup.saturating_add(config.iters) {
         // The first and last byte change every round trip, and must come back.
         let tag = (i as u8) ^ 0x5a;
         msg[0] = tag;
