@@ -1,1 +1,250 @@
-fn main() {}
+//! `shmbus-bench`: latency of shmbus channels against the shared-memory floor and peers.
+//!
+//! See the crate README for what each measurement times.
+
+mod affinity;
+mod driver;
+mod memcpy;
+mod report;
+mod transports;
+mod waiter;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use transports::{Mode, Params, Payload};
+
+/// Largest message a ping-pong accepts (1 GiB).
+const MAX_SIZE: usize = 1 << 30;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "shmbus-bench",
+    version,
+    about = "Latency and throughput benchmarks for shmbus"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Two pinned processes bounce a message; prints one-way latency (RTT/2) percentiles.
+    Pingpong(PingpongArgs),
+    /// One-core memcpy bandwidth in MB/s.
+    ThroughputMemcpy(MemcpyArgs),
+    /// The echo side of a ping-pong (started by `pingpong` itself).
+    #[command(name = driver::ECHO_ROLE, hide = true)]
+    Echo(EchoArgs),
+}
+
+#[derive(Debug, Args)]
+struct PingpongArgs {
+    /// floor, futex-floor, pipe, uds or tcp.
+    #[arg(long, value_name = "T")]
+    transport: String,
+    /// Message size in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    size: usize,
+    /// Recorded round trips.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    iters: u64,
+    /// spin or block. floor always spins and futex-floor always blocks; the output says the
+    /// mode that really ran. Default: block (floor: spin).
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
+    /// copy: full payload in and out; touch: first and last byte in place (zero-copy
+    /// transports; byte streams always copy).
+    #[arg(long, value_enum, default_value_t = Payload::Copy)]
+    payload: Payload,
+    /// Unrecorded round trips first. Default: iters/10, at least 1000, at most 10000.
+    #[arg(long, value_name = "N")]
+    warmup: Option<u64>,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+    /// Fail when the echo side does not answer for this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    timeout_secs: u64,
+    /// Test hook: the echo process exits after receiving N messages.
+    #[arg(long, value_name = "N", hide = true)]
+    echo_exit_after: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct MemcpyArgs {
+    /// Bytes per copy.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    size: usize,
+    /// Measure for at least this long.
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    millis: u64,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct EchoArgs {
+    #[arg(long)]
+    transport: String,
+    #[arg(long)]
+    size: usize,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long, value_enum)]
+    payload: Payload,
+    #[arg(long)]
+    count: u64,
+    #[arg(long, value_delimiter = ',')]
+    fds: Vec<i32>,
+    #[arg(long = "arg")]
+    args: Vec<String>,
+    #[arg(long)]
+    cpu: Option<usize>,
+    #[arg(long)]
+    exit_after: Option<u64>,
+}
+
+fn transport(name: &str) -> Result<&'static dyn transports::Transport, String> {
+    transports::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown transport '{name}' (known: {})",
+            transports::names()
+        )
+    })
+}
+
+fn check_size(size: usize) -> Result<(), String> {
+    if size == 0 {
+        return Err("--size must be at least 1 byte".into());
+    }
+    if size > MAX_SIZE {
+        return Err(format!("--size must be at most {MAX_SIZE} bytes"));
+    }
+    Ok(())
+}
+
+fn pingpong(a: PingpongArgs) -> Result<(), String> {
+    let t = transport(&a.transport)?;
+    check_size(a.size)?;
+    if a.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    if a.timeout_secs == 0 {
+        return Err("--timeout-secs must be at least 1".into());
+    }
+    let (mode, payload) = driver::effective(t, a.mode, a.payload);
+    if !a.json {
+        if a.mode.is_some_and(|m| m != mode) {
+            eprintln!(
+                "shmbus-bench: note: {} always runs in {} mode",
+                t.name(),
+                mode.as_str()
+            );
+        }
+        if payload != a.payload {
+            eprintln!(
+                "shmbus-bench: note: {} always moves the payload by {}",
+                t.name(),
+                payload.as_str()
+            );
+        }
+    }
+    let config = driver::Config {
+        transport: t,
+        params: Params {
+            size: a.size,
+            mode,
+            payload,
+        },
+        iters: a.iters,
+        warmup: a.warmup.unwrap_or((a.iters / 10).clamp(1000, 10_000)),
+        timeout: Duration::from_secs(a.timeout_secs),
+        echo_exit_after: a.echo_exit_after,
+    };
+    let outcome = driver::run(config)?;
+    if a.json {
+        println!("{}", report::json(&outcome));
+    } else {
+        println!("{}", report::line(&outcome));
+    }
+    Ok(())
+}
+
+fn throughput_memcpy(a: MemcpyArgs) -> Result<(), String> {
+    check_size(a.size)?;
+    if let Some((cpu, _)) = affinity::pick_pair().ok().flatten() {
+        affinity::pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
+    }
+    let r = memcpy::memcpy_bandwidth(a.size, Duration::from_millis(a.millis.max(1)));
+    if a.json {
+        println!("{}", report::memcpy_json(&r));
+    } else {
+        println!("{}", report::memcpy_line(&r));
+    }
+    Ok(())
+}
+
+fn echo(a: EchoArgs) -> Result<(), String> {
+    let t = transport(&a.transport)?;
+    check_size(a.size)?;
+    driver::echo(driver::EchoConfig {
+        transport: t,
+        params: Params {
+            size: a.size,
+            mode: a.mode,
+            payload: a.payload,
+        },
+        count: a.count,
+        fds: a.fds,
+        args: a.args,
+        cpu: a.cpu,
+        exit_after: a.exit_after,
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                e.exit();
+            }
+            // Bad input is one line on stderr, like every other error: clap's message lines
+            // (before its usage and "for more information" tips) joined.
+            let text = e.render().to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("shmbus-bench: error: {message} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Pingpong(a) => pingpong(a),
+        Command::ThroughputMemcpy(a) => throughput_memcpy(a),
+        Command::Echo(a) => echo(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("shmbus-bench: error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
