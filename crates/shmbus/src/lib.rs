@@ -5,6 +5,7 @@
 //! no torn message, no hang when a peer is SIGKILLed, no trust in what shared memory holds.
 //!
 //! * [`topic`]: broadcast pub/sub with the last N messages kept for random access.
+//! * [`stream`]: an SPSC ring of variable-size records over a double-mapped buffer.
 //!
 //! Channels live in a [`Domain`]: a directory under `/dev/shm` (or `SHMBUS_ROOT`).
 //!
@@ -20,6 +21,7 @@ pub(crate) mod event;
 pub mod name;
 pub(crate) mod participants;
 pub mod segment;
+pub mod stream;
 pub(crate) mod sync;
 pub mod sys;
 pub mod wait;
@@ -34,3 +36,5 @@ pub use wait::WaitPolicy;
 pub mod waitset;
 #[cfg(not(loom))]
 pub use waitset::{WaitError, WaitHandle, WaitSet, Waitable};
+#[cfg(not(loom))]
+pub use stream::{StreamConfig, StreamReader, StreamWriter};
