@@ -232,12 +232,10 @@ fn bulk_reader(d: &Domain) {
     }
     let secs = start.elapsed().as_secs_f64();
     // Everything arrived; the writer has finished, so the stream ends with Disconnected.
-    loop {
-        match r.read_timeout(Duration::from_secs(30)) {
-            Err(ReadError::Disconnected) => break,
-            Ok(rec) => panic!("unexpected extra record of {} bytes", rec.len()),
-            Err(e) => panic!("reader after the last record: {e}"),
-        }
+    match r.read_timeout(Duration::from_secs(30)) {
+        Err(ReadError::Disconnected) => {}
+        Ok(rec) => panic!("unexpected extra record of {} bytes", rec.len()),
+        Err(e) => panic!("reader after the last record: {e}"),
     }
     println!("READ {seq} {bytes} {:.0}MB/s", bytes as f64 / secs / 1e6);
 }

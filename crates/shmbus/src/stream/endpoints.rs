@@ -335,6 +335,25 @@ impl PeerWatch {
     }
 }
 
+/// Sleeps on `event` (which an attaching peer notifies, see `RingShared::nudge`) until
+/// `peer` is alive or `timeout` passes.
+fn wait_for_peer(
+    shared: &Shared,
+    peer: &mut PeerWatch,
+    event: &crate::event::EventWord,
+    timeout: Option<Duration>,
+) -> bool {
+    let deadline = timeout.map(|t| deadline_after(Some(t)).unwrap_or_else(far_future));
+    block_on(
+        event,
+        WaitPolicy::BLOCK,
+        deadline,
+        Some(LIVENESS_INTERVAL),
+        || peer.alive(shared).then_some(()),
+    )
+    .is_some()
+}
+
 // ---------------------------------------------------------------------------------------
 // Status
 
@@ -600,6 +619,18 @@ impl StreamWriter {
     /// Whether a live process holds the reader role (cached for [`LIVENESS_INTERVAL`]).
     pub fn reader_alive(&mut self) -> bool {
         self.reader.alive(&self.shared)
+    }
+
+    /// Waits until a live process holds the reader role, at most `timeout` (`None`: for
+    /// ever). Returns whether one does. Useful at start-up: a writer whose ring fills before
+    /// any reader attached gets `Disconnected`.
+    pub fn wait_for_reader(&mut self, timeout: Option<Duration>) -> bool {
+        wait_for_peer(
+            &self.shared,
+            &mut self.reader,
+            self.shared.ctrl().writable_event(),
+            timeout,
+        )
     }
 
     /// Ring bytes free right now.
@@ -911,6 +942,18 @@ impl StreamReader {
     /// Whether a live process holds the writer role (cached for [`LIVENESS_INTERVAL`]).
     pub fn writer_alive(&mut self) -> bool {
         self.writer.alive(&self.shared)
+    }
+
+    /// Waits until a live process holds the writer role, at most `timeout` (`None`: for
+    /// ever). Returns whether one does. Useful at start-up: a reader of an empty stream
+    /// with no writer gets `Disconnected`.
+    pub fn wait_for_writer(&mut self, timeout: Option<Duration>) -> bool {
+        wait_for_peer(
+            &self.shared,
+            &mut self.writer,
+            self.shared.ctrl().readable_event(),
+            timeout,
+        )
     }
 
     /// Ring bytes committed and not yet consumed (headers and padding included).
