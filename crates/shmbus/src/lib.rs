@@ -5,6 +5,7 @@
 //! no torn message, no hang when a peer is SIGKILLed, no trust in what shared memory holds.
 //!
 //! * [`topic`]: broadcast pub/sub with the last N messages kept for random access.
+//! * [`stream`]: an SPSC ring of variable-size records over a double-mapped buffer.
 //!
 //! Channels live in a [`Domain`]: a directory under `/dev/shm` (or `SHMBUS_ROOT`).
 //!
@@ -21,6 +22,7 @@ pub(crate) mod event;
 pub mod name;
 pub(crate) mod participants;
 pub mod segment;
+pub mod stream;
 pub(crate) mod sync;
 pub mod sys;
 pub mod topic;
@@ -36,3 +38,5 @@ pub use wait::WaitPolicy;
 pub mod waitset;
 #[cfg(not(loom))]
 pub use waitset::{WaitError, WaitHandle, WaitSet, Waitable};
+#[cfg(not(loom))]
+pub use stream::{StreamConfig, StreamReader, StreamWriter};

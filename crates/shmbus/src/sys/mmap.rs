@@ -44,6 +44,53 @@ impl Mapping {
         Ok(Mapping { ptr: NonNull::new(p.cast()).expect("mmap returned null"), len })
     }
 
+    /// Maps the `ring_len` bytes of `fd` at `offset` *twice*, back to back: the returned
+    /// mapping is `2 * ring_len` bytes long and byte `i + ring_len` is the same physical byte
+    /// as byte `i` (the "magic ring buffer"). A record that starts near the end of the ring
+    /// and runs past it is therefore contiguous in this address space.
+    ///
+    /// `offset` and `ring_len` must be non-zero multiples of the page size (`offset` may be 0).
+    /// Done in three steps so that nothing else can land in between: reserve `2 * ring_len`
+    /// of address space with an anonymous `PROT_NONE` mapping, then map the file range over
+    /// each half with `MAP_FIXED`.
+    pub fn map_ring(fd: BorrowedFd<'_>, offset: u64, ring_len: usize) -> io::Result<Mapping> {
+        let page = super::page_size();
+        if ring_len == 0 || ring_len % page != 0 || offset % page as u64 != 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring offset and length must be page multiples (length non-zero)"));
+        }
+        let total = ring_len
+            .checked_mul(2)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "ring too large to map twice"))?;
+        let off = libc::off_t::try_from(offset).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "ring offset out of range"))?;
+        // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no
+        // existing memory is affected.
+        let base = unsafe {
+            libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // From here on the reservation is ours: unmap all of it on any failure.
+        // SAFETY: `base..base+total` is the reservation just made, owned by nobody else.
+        let reservation = unsafe { Mapping::from_raw(NonNull::new(base.cast()).expect("mmap returned null"), total) };
+        for half in 0..2 {
+            // SAFETY: `base + half * ring_len` lies inside our own reservation, so MAP_FIXED
+            // replaces only pages we own; the fd is valid for the call.
+            let at = unsafe { (base as *mut u8).add(half * ring_len) };
+            // SAFETY: as above: the target range is inside the reservation we own.
+            let p = unsafe {
+                libc::mmap(at.cast(), ring_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd(), off)
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error()); // `reservation` unmaps everything
+            }
+            if p != at.cast() {
+                return Err(io::Error::other("MAP_FIXED mapped the ring at another address"));
+            }
+        }
+        Ok(reservation)
+    }
+
     /// Takes ownership of an existing mapping of `len` bytes at `ptr`.
     ///
     /// # Safety
