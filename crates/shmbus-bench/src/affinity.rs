@@ -13,9 +13,7 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     }
     let max = 8 * std::mem::size_of_val(&set);
     // SAFETY: every index is below the set's capacity in bits.
-    Ok((0..max)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect())
+    Ok((0..max).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
 }
 
 /// Pins the calling thread to `cpu`.
@@ -23,10 +21,7 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     // SAFETY: cpu_set_t is a plain bit array; all-zero is a valid (empty) set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     if cpu >= 8 * std::mem::size_of_val(&set) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is beyond the affinity mask"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} is beyond the affinity mask")));
     }
     // SAFETY: `cpu` was checked against the set's capacity above.
     unsafe { libc::CPU_SET(cpu, &mut set) };

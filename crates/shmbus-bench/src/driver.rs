@@ -59,17 +59,12 @@ struct ChildWatch<'a> {
 impl Watch for ChildWatch<'_> {
     fn check(&mut self, waited: Duration) -> io::Result<()> {
         if let Some(status) = self.child.try_wait()? {
-            return Err(io::Error::other(format!(
-                "the echo process exited ({status}) without answering"
-            )));
+            return Err(io::Error::other(format!("the echo process exited ({status}) without answering")));
         }
         if waited > self.limit {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!(
-                    "the echo process has not answered for {} s",
-                    self.limit.as_secs_f64()
-                ),
+                format!("the echo process has not answered for {} s", self.limit.as_secs_f64()),
             ));
         }
         Ok(())
@@ -100,10 +95,7 @@ fn spawn_echo(config: &Config, handoff: &Handoff, cpu: Option<usize>) -> io::Res
         .args(["--size", &p.size.to_string()])
         .args(["--mode", p.mode.as_str()])
         .args(["--payload", p.payload.as_str()])
-        .args([
-            "--count",
-            &(config.warmup.saturating_add(config.iters)).to_string(),
-        ]);
+        .args(["--count", &(config.warmup.saturating_add(config.iters)).to_string()]);
     if !raw.is_empty() {
         let list: Vec<String> = raw.iter().map(|fd| fd.to_string()).collect();
         cmd.args(["--fds", &list.join(",")]);
@@ -162,28 +154,22 @@ fn wait_exit(child: &mut Child, limit: Duration) -> io::Result<Option<ExitStatus
 pub fn run(config: Config) -> Result<Outcome, String> {
     let cpus = affinity::pick_pair().map_err(|e| format!("cannot read CPU affinity: {e}"))?;
     if let Some((ping_cpu, _)) = cpus {
-        affinity::pin_current_thread(ping_cpu)
-            .map_err(|e| format!("cannot pin to CPU {ping_cpu}: {e}"))?;
+        affinity::pin_current_thread(ping_cpu).map_err(|e| format!("cannot pin to CPU {ping_cpu}: {e}"))?;
     } else {
         eprintln!("shmbus-bench: note: only one CPU available; the two processes are not pinned");
     }
     let name = config.transport.name();
-    let (mut ep, handoff) = config
-        .transport
-        .open(&config.params)
-        .map_err(|e| format!("cannot open transport {name}: {e}"))?;
-    let mut child = spawn_echo(&config, &handoff, cpus.map(|c| c.1))
-        .map_err(|e| format!("cannot start the echo process: {e}"))?;
+    let (mut ep, handoff) =
+        config.transport.open(&config.params).map_err(|e| format!("cannot open transport {name}: {e}"))?;
+    let mut child =
+        spawn_echo(&config, &handoff, cpus.map(|c| c.1)).map_err(|e| format!("cannot start the echo process: {e}"))?;
     // The echo process has its copies now; ours must go, or a dead echo would not show as
     // end-of-file on the byte streams.
     drop(handoff);
 
     let mut hist = Histogram::<u64>::new(3).expect("3 significant figures is valid");
     let result = {
-        let mut watch = ChildWatch {
-            child: &mut child,
-            limit: config.timeout,
-        };
+        let mut watch = ChildWatch { child: &mut child, limit: config.timeout };
         let mut waiter = Waiter::new(&mut watch);
         ping_loop(&config, ep.as_mut(), &mut waiter, &mut hist)
     };
@@ -201,15 +187,11 @@ pub fn run(config: Config) -> Result<Outcome, String> {
         },
         Err(e) => {
             // A dead echo often shows first as end-of-file or a broken pipe; say why.
-            let status = wait_exit(&mut child, Duration::from_millis(200))
-                .ok()
-                .flatten();
+            let status = wait_exit(&mut child, Duration::from_millis(200)).ok().flatten();
             match status {
                 // The watch already names the exit; other errors (end of file, broken
                 // pipe) get the reason added.
-                Some(_) if e.to_string().starts_with("the echo process exited") => {
-                    Err(format!("{name}: {e}"))
-                }
+                Some(_) if e.to_string().starts_with("the echo process exited") => Err(format!("{name}: {e}")),
                 Some(s) => Err(format!("{name}: the echo process exited ({s}): {e}")),
                 None => {
                     let _ = child.kill();
@@ -247,8 +229,7 @@ fn ping_loop(
             ));
         }
         if i >= config.warmup {
-            hist.record(t1.saturating_sub(t0) / 2)
-                .map_err(|e| io::Error::other(format!("histogram: {e:?}")))?;
+            hist.record(t1.saturating_sub(t0) / 2).map_err(|e| io::Error::other(format!("histogram: {e:?}")))?;
         }
     }
     Ok(())
@@ -290,27 +271,20 @@ pub fn echo(config: EchoConfig) -> Result<(), String> {
         // above, and each number is taken once by the ping side's construction).
         fds.push(unsafe { OwnedFd::from_raw_fd(raw) });
     }
-    let handoff = Handoff {
-        fds,
-        args: config.args,
-    };
+    let handoff = Handoff { fds, args: config.args };
     let name = config.transport.name();
-    let mut ep = config
-        .transport
-        .attach(&config.params, handoff)
-        .map_err(|e| format!("echo: cannot attach to {name}: {e}"))?;
+    let mut ep =
+        config.transport.attach(&config.params, handoff).map_err(|e| format!("echo: cannot attach to {name}: {e}"))?;
     let mut buf = vec![0u8; config.params.size];
     let mut watch = ParentWatch { ppid };
     let mut waiter = Waiter::new(&mut watch);
     for i in 0..config.count {
         waiter.reset();
-        ep.recv(&mut buf, &mut waiter)
-            .map_err(|e| format!("echo: {name}: receive {i}: {e}"))?;
+        ep.recv(&mut buf, &mut waiter).map_err(|e| format!("echo: {name}: receive {i}: {e}"))?;
         if config.exit_after == Some(i + 1) {
             std::process::exit(3);
         }
-        ep.send(&buf, &mut waiter)
-            .map_err(|e| format!("echo: {name}: send {i}: {e}"))?;
+        ep.send(&buf, &mut waiter).map_err(|e| format!("echo: {name}: send {i}: {e}"))?;
     }
     Ok(())
 }

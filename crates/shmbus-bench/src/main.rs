@@ -20,11 +20,7 @@ use transports::{Mode, Params, Payload};
 const MAX_SIZE: usize = 1 << 30;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "shmbus-bench",
-    version,
-    about = "Latency and throughput benchmarks for shmbus"
-)]
+#[command(name = "shmbus-bench", version, about = "Latency and throughput benchmarks for shmbus")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -110,12 +106,7 @@ struct EchoArgs {
 }
 
 fn transport(name: &str) -> Result<&'static dyn transports::Transport, String> {
-    transports::by_name(name).ok_or_else(|| {
-        format!(
-            "unknown transport '{name}' (known: {})",
-            transports::names()
-        )
-    })
+    transports::by_name(name).ok_or_else(|| format!("unknown transport '{name}' (known: {})", transports::names()))
 }
 
 fn check_size(size: usize) -> Result<(), String> {
@@ -140,27 +131,15 @@ fn pingpong(a: PingpongArgs) -> Result<(), String> {
     let (mode, payload) = driver::effective(t, a.mode, a.payload);
     if !a.json {
         if a.mode.is_some_and(|m| m != mode) {
-            eprintln!(
-                "shmbus-bench: note: {} always runs in {} mode",
-                t.name(),
-                mode.as_str()
-            );
+            eprintln!("shmbus-bench: note: {} always runs in {} mode", t.name(), mode.as_str());
         }
         if payload != a.payload {
-            eprintln!(
-                "shmbus-bench: note: {} always moves the payload by {}",
-                t.name(),
-                payload.as_str()
-            );
+            eprintln!("shmbus-bench: note: {} always moves the payload by {}", t.name(), payload.as_str());
         }
     }
     let config = driver::Config {
         transport: t,
-        params: Params {
-            size: a.size,
-            mode,
-            payload,
-        },
+        params: Params { size: a.size, mode, payload },
         iters: a.iters,
         warmup: a.warmup.unwrap_or((a.iters / 10).clamp(1000, 10_000)),
         timeout: Duration::from_secs(a.timeout_secs),
@@ -194,11 +173,7 @@ fn echo(a: EchoArgs) -> Result<(), String> {
     check_size(a.size)?;
     driver::echo(driver::EchoConfig {
         transport: t,
-        params: Params {
-            size: a.size,
-            mode: a.mode,
-            payload: a.payload,
-        },
+        params: Params { size: a.size, mode: a.mode, payload: a.payload },
         count: a.count,
         fds: a.fds,
         args: a.args,

@@ -34,9 +34,5 @@ pub fn memcpy_bandwidth(size: usize, min_time: Duration) -> MemcpyResult {
         }
     };
     std::hint::black_box(&dst);
-    MemcpyResult {
-        size,
-        copies,
-        mb_per_s: (copies as f64 * size as f64) / elapsed.as_secs_f64() / 1e6,
-    }
+    MemcpyResult { size, copies, mb_per_s: (copies as f64 * size as f64) / elapsed.as_secs_f64() / 1e6 }
 }

@@ -100,8 +100,5 @@ pub fn memcpy_json(r: &MemcpyResult) -> String {
 
 /// A memcpy measurement as one line.
 pub fn memcpy_line(r: &MemcpyResult) -> String {
-    format!(
-        "memcpy {} B: {:.0} MB/s ({} copies, one core)",
-        r.size, r.mb_per_s, r.copies
-    )
+    format!("memcpy {} B: {:.0} MB/s ({} copies, one core)", r.size, r.mb_per_s, r.copies)
 }

@@ -32,21 +32,14 @@ pub struct Waiter<'a> {
 
 impl std::fmt::Debug for Waiter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Waiter")
-            .field("spins", &self.spins)
-            .field("since_ns", &self.since_ns)
-            .finish_non_exhaustive()
+        f.debug_struct("Waiter").field("spins", &self.spins).field("since_ns", &self.since_ns).finish_non_exhaustive()
     }
 }
 
 impl<'a> Waiter<'a> {
     /// A waiter that asks `watch`.
     pub fn new(watch: &'a mut dyn Watch) -> Self {
-        Waiter {
-            watch,
-            spins: 0,
-            since_ns: 0,
-        }
+        Waiter { watch, spins: 0, since_ns: 0 }
     }
 
     /// Starts a new wait (two stores; called once per round trip).
@@ -74,7 +67,6 @@ impl<'a> Waiter<'a> {
         if self.since_ns == 0 {
             self.since_ns = now;
         }
-        self.watch
-            .check(Duration::from_nanos(now.saturating_sub(self.since_ns)))
+        self.watch.check(Duration::from_nanos(now.saturating_sub(self.since_ns)))
     }
 }

@@ -10,17 +10,7 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
 const TRANSPORTS: &[&str] = &["floor", "futex-floor", "pipe", "uds", "tcp"];
-const REQUIRED: &[&str] = &[
-    "transport",
-    "mode",
-    "size",
-    "iters",
-    "p50_ns",
-    "p90_ns",
-    "p99_ns",
-    "p999_ns",
-    "max_ns",
-];
+const REQUIRED: &[&str] = &["transport", "mode", "size", "iters", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"];
 const OPTIONAL: &[&str] = &["payload", "warmup", "pinned", "min_ns", "mean_ns"];
 /// Far above any sane run of these sizes, even on a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -68,11 +58,7 @@ fn run(args: &[&str]) -> Run {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    Run {
-        success: status.success(),
-        stdout: out_reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
-    }
+    Run { success: status.success(), stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
 }
 
 fn pingpong_json(args: &[&str]) -> serde_json::Map<String, Value> {
@@ -81,12 +67,7 @@ fn pingpong_json(args: &[&str]) -> serde_json::Map<String, Value> {
     let r = run(&all);
     assert!(r.success, "{all:?} failed: {}", r.stderr);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{all:?}: expected one JSON line, got {:?}",
-        r.stdout
-    );
+    assert_eq!(lines.len(), 1, "{all:?}: expected one JSON line, got {:?}", r.stdout);
     let v: Value = serde_json::from_str(lines[0]).expect("stdout is JSON");
     let obj = v.as_object().expect("a JSON object").clone();
     for key in REQUIRED {
@@ -100,17 +81,10 @@ fn pingpong_json(args: &[&str]) -> serde_json::Map<String, Value> {
     }
     let ps: Vec<u64> = ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"]
         .iter()
-        .map(|k| {
-            obj[*k]
-                .as_u64()
-                .unwrap_or_else(|| panic!("{all:?}: {k} is not an integer: {}", obj[*k]))
-        })
+        .map(|k| obj[*k].as_u64().unwrap_or_else(|| panic!("{all:?}: {k} is not an integer: {}", obj[*k])))
         .collect();
     assert!(ps[0] > 0, "{all:?}: p50 must be positive: {ps:?}");
-    assert!(
-        ps.windows(2).all(|w| w[0] <= w[1]),
-        "{all:?}: percentiles out of order: {ps:?}"
-    );
+    assert!(ps.windows(2).all(|w| w[0] <= w[1]), "{all:?}: percentiles out of order: {ps:?}");
     obj
 }
 
@@ -127,16 +101,7 @@ fn expected_mode(transport: &str, asked: &str) -> &'static str {
 fn every_transport_in_both_modes_reports_ordered_percentiles() {
     for t in TRANSPORTS {
         for mode in ["spin", "block"] {
-            let obj = pingpong_json(&[
-                "--transport",
-                t,
-                "--mode",
-                mode,
-                "--size",
-                "64",
-                "--iters",
-                "2000",
-            ]);
+            let obj = pingpong_json(&["--transport", t, "--mode", mode, "--size", "64", "--iters", "2000"]);
             assert_eq!(obj["transport"], *t);
             assert_eq!(obj["mode"], expected_mode(t, mode), "{t} asked {mode}");
             assert_eq!(obj["size"], 64);
@@ -189,36 +154,17 @@ fn text_output_is_one_line() {
     let r = run(&["pingpong", "--transport", "uds", "--iters", "200"]);
     assert!(r.success, "{}", r.stderr);
     assert_eq!(r.stdout.lines().count(), 1, "{:?}", r.stdout);
-    assert!(
-        r.stdout.contains("p50") && r.stdout.contains("uds"),
-        "{:?}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("p50") && r.stdout.contains("uds"), "{:?}", r.stdout);
 }
 
 #[test]
 fn bad_input_is_one_line_on_stderr_and_a_failure() {
     let cases: &[(&[&str], &str)] = &[
-        (
-            &["pingpong", "--transport", "carrier-pigeon"],
-            "unknown transport",
-        ),
-        (
-            &["pingpong", "--transport", "floor", "--size", "0"],
-            "--size",
-        ),
-        (
-            &["pingpong", "--transport", "floor", "--iters", "0"],
-            "--iters",
-        ),
-        (
-            &["pingpong", "--transport", "floor", "--mode", "fast"],
-            "fast",
-        ),
-        (
-            &["pingpong", "--transport", "floor", "--payload", "x"],
-            "--payload",
-        ),
+        (&["pingpong", "--transport", "carrier-pigeon"], "unknown transport"),
+        (&["pingpong", "--transport", "floor", "--size", "0"], "--size"),
+        (&["pingpong", "--transport", "floor", "--iters", "0"], "--iters"),
+        (&["pingpong", "--transport", "floor", "--mode", "fast"], "fast"),
+        (&["pingpong", "--transport", "floor", "--payload", "x"], "--payload"),
         (&["pingpong", "--transport", "floor", "--bogus"], "--bogus"),
         (&["pingpong", "--size", "64"], "--transport"),
         (&["throughput-memcpy", "--size", "0"], "--size"),
@@ -226,23 +172,10 @@ fn bad_input_is_one_line_on_stderr_and_a_failure() {
     for (args, needle) in cases {
         let r = run(args);
         assert!(!r.success, "{args:?} should fail");
-        assert!(
-            r.stdout.is_empty(),
-            "{args:?} printed to stdout: {:?}",
-            r.stdout
-        );
+        assert!(r.stdout.is_empty(), "{args:?} printed to stdout: {:?}", r.stdout);
         let lines: Vec<&str> = r.stderr.lines().collect();
-        assert_eq!(
-            lines.len(),
-            1,
-            "{args:?}: stderr should be one line: {:?}",
-            r.stderr
-        );
-        assert!(
-            lines[0].contains(needle),
-            "{args:?}: {:?} does not mention {needle}",
-            lines[0]
-        );
+        assert_eq!(lines.len(), 1, "{args:?}: stderr should be one line: {:?}", r.stderr);
+        assert!(lines[0].contains(needle), "{args:?}: {:?} does not mention {needle}", lines[0]);
     }
 }
 
@@ -265,30 +198,15 @@ fn a_dying_echo_process_fails_the_run_instead_of_hanging_it() {
             ]);
             assert!(!r.success, "{t} {mode}: should fail when the echo dies");
             assert!(r.stdout.is_empty(), "{t} {mode}: {:?}", r.stdout);
-            assert!(
-                r.stderr.contains("echo process exited"),
-                "{t} {mode}: {:?}",
-                r.stderr
-            );
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "{t} {mode}: took {:?} to notice",
-                start.elapsed()
-            );
+            assert!(r.stderr.contains("echo process exited"), "{t} {mode}: {:?}", r.stderr);
+            assert!(start.elapsed() < Duration::from_secs(30), "{t} {mode}: took {:?} to notice", start.elapsed());
         }
     }
 }
 
 #[test]
 fn memcpy_bandwidth_is_positive() {
-    let r = run(&[
-        "throughput-memcpy",
-        "--size",
-        "4096",
-        "--millis",
-        "20",
-        "--json",
-    ]);
+    let r = run(&["throughput-memcpy", "--size", "4096", "--millis", "20", "--json"]);
     assert!(r.success, "{}", r.stderr);
     let v: Value = serde_json::from_str(r.stdout.trim()).expect("JSON");
     assert_eq!(v["size"], 4096);

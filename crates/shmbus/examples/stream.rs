@@ -24,9 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Create the stream (1 MiB ring) and attach as its writer.
     let mut writer = StreamWriter::create(&domain, "stream-example", &StreamConfig::new(1 << 20))?;
     // Start the reader process.
-    let mut child = Command::new(std::env::current_exe()?)
-        .arg("reader")
-        .spawn()?;
+    let mut child = Command::new(std::env::current_exe()?).arg("reader").spawn()?;
     // A writer whose ring fills before any reader attached gets `Disconnected`: wait for it.
     if !writer.wait_for_reader(Some(Duration::from_secs(10))) {
         return Err("the reader process did not attach".into());
@@ -67,11 +65,7 @@ fn reader(domain: &Domain) -> Result<(), Box<dyn std::error::Error>> {
         }
         let i = u32::from_le_bytes(record[..4].try_into()?);
         let len = u32::from_le_bytes(record[4..8].try_into()?) as usize;
-        assert_eq!(
-            (i, len),
-            (n, record.len()),
-            "records arrive in order, whole"
-        );
+        assert_eq!((i, len), (n, record.len()), "records arrive in order, whole");
         assert!(record[8..].iter().all(|&b| b == i as u8));
         bytes += record.len();
         record.consume(); // hands the space back to the writer

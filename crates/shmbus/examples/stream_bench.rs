@@ -137,20 +137,11 @@ fn main() {
     println!("raw cache-line ping-pong: one-way p50 {raw:.0} ns");
     for size in [32, 256] {
         let s = stream_pingpong(&d, size);
-        println!(
-            "stream {size:>3} B record:     one-way p50 {s:.0} ns ({:.2}x raw)",
-            s / raw
-        );
+        println!("stream {size:>3} B record:     one-way p50 {s:.0} ns ({:.2}x raw)", s / raw);
     }
     let (stream, single, memcpy) = bandwidth(&d);
-    println!(
-        "64 KiB records, two threads: {stream:.2} GB/s ({:.2}x memcpy)",
-        stream / memcpy
-    );
-    println!(
-        "64 KiB records, one thread:  {single:.2} GB/s ({:.2}x memcpy)",
-        single / memcpy
-    );
+    println!("64 KiB records, two threads: {stream:.2} GB/s ({:.2}x memcpy)", stream / memcpy);
+    println!("64 KiB records, one thread:  {single:.2} GB/s ({:.2}x memcpy)", single / memcpy);
     println!("one-core memcpy:             {memcpy:.2} GB/s");
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -37,6 +37,6 @@ pub use wait::WaitPolicy;
 #[cfg(not(loom))]
 pub mod waitset;
 #[cfg(not(loom))]
-pub use waitset::{WaitError, WaitHandle, WaitSet, Waitable};
-#[cfg(not(loom))]
 pub use stream::{StreamConfig, StreamReader, StreamWriter};
+#[cfg(not(loom))]
+pub use waitset::{WaitError, WaitHandle, WaitSet, Waitable};

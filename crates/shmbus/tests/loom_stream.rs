@@ -13,8 +13,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 use shmbus::stream::protocol::{
-    decode_header, encode_header, record_size, ClaimError, ReaderCore, RingShared, WriterCore,
-    HEADER,
+    decode_header, encode_header, record_size, ClaimError, ReaderCore, RingShared, WriterCore, HEADER,
 };
 
 const CAP: u64 = 32;
@@ -26,10 +25,7 @@ struct Ring {
 
 impl Ring {
     fn new() -> Arc<Ring> {
-        Arc::new(Ring {
-            shared: RingShared::new(),
-            bytes: (0..CAP).map(|_| UnsafeCell::new(0)).collect(),
-        })
+        Arc::new(Ring { shared: RingShared::new(), bytes: (0..CAP).map(|_| UnsafeCell::new(0)).collect() })
     }
 
     fn put(&self, pos: u64, data: &[u8]) {
@@ -72,8 +68,8 @@ impl Ring {
             let pos = r.position();
             let mut h = [0u8; 8];
             self.get(pos, &mut h);
-            let (len, size) = decode_header(u64::from_le_bytes(h), avail, r.cached_head(), pos)
-                .expect("torn or garbage header");
+            let (len, size) =
+                decode_header(u64::from_le_bytes(h), avail, r.cached_head(), pos).expect("torn or garbage header");
             let mut out = vec![0u8; len as usize];
             self.get(pos + HEADER, &mut out);
             return (out, size);
@@ -82,9 +78,7 @@ impl Ring {
 }
 
 fn payload(i: u8, len: usize) -> Vec<u8> {
-    (0..len as u8)
-        .map(|j| i.wrapping_mul(16).wrapping_add(j))
-        .collect()
+    (0..len as u8).map(|j| i.wrapping_mul(16).wrapping_add(j)).collect()
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {

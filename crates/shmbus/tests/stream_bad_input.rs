@@ -11,10 +11,7 @@ use shmbus::{Domain, OpenError};
 struct TempRoot(PathBuf);
 impl TempRoot {
     fn new(tag: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let p = std::env::temp_dir().join(format!("shmbus-{tag}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p).unwrap();
         TempRoot(p)
@@ -41,17 +38,12 @@ fn impossible_capacities_are_refused_with_the_rule() {
     let root = TempRoot::new("stream-bad-cap");
     let d = root.domain();
     let p = page_size();
-    assert!(
-        invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(0))).contains("0 bytes")
-    );
+    assert!(invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(0))).contains("0 bytes"));
     let e = invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(p + 100)));
     assert!(e.contains("not a multiple of the page size"), "{e}");
     let e = invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(3 * p)));
     assert!(e.contains("not a power of two"), "{e}");
-    assert!(
-        d.channel_names().unwrap().is_empty(),
-        "a refused stream left a file behind"
-    );
+    assert!(d.channel_names().unwrap().is_empty(), "a refused stream left a file behind");
 }
 
 #[test]
@@ -60,9 +52,7 @@ fn record_larger_than_the_ring_is_refused() {
     let d = root.domain();
     let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(page_size())).unwrap();
     let e = w.try_write(&vec![0; page_size()]).unwrap_err();
-    assert!(
-        matches!(e, TryReserveError::TooLarge { len, max } if len == page_size() && max == page_size() - 8)
-    );
+    assert!(matches!(e, TryReserveError::TooLarge { len, max } if len == page_size() && max == page_size() - 8));
     assert!(e.to_string().contains("larger than this stream's maximum"));
     assert!(w.write(&vec![0; 10 * page_size()]).is_err());
 }
@@ -75,18 +65,12 @@ const HEADER_LEN: usize = 120;
 /// Overwrites parameter `i` and fixes the header checksum, as a hostile or buggy creator
 /// would produce.
 fn rewrite_param(path: &std::path::Path, i: u64, value: u64) {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    f.write_all_at(&value.to_le_bytes(), PARAMS_AT + 8 * i)
-        .unwrap();
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    f.write_all_at(&value.to_le_bytes(), PARAMS_AT + 8 * i).unwrap();
     let mut h = [0u8; HEADER_LEN];
     f.read_exact_at(&mut h, 0).unwrap();
     h[16..24].fill(0); // `ready` and the crc itself are taken as zero
-    f.write_all_at(&crc32c::crc32c(&h).to_le_bytes(), CRC_AT)
-        .unwrap();
+    f.write_all_at(&crc32c::crc32c(&h).to_le_bytes(), CRC_AT).unwrap();
 }
 
 #[test]
@@ -118,10 +102,7 @@ fn corrupt_header_params_are_refused() {
     // A valid but different capacity no longer matches the file size.
     drop(StreamWriter::create(&d, "grown", &StreamConfig::new(1 << 16)).unwrap());
     rewrite_param(&d.channel_path("grown").unwrap(), 0, 1 << 17);
-    assert!(matches!(
-        StreamWriter::open(&d, "grown"),
-        Err(OpenError::Corrupt { .. })
-    ));
+    assert!(matches!(StreamWriter::open(&d, "grown"), Err(OpenError::Corrupt { .. })));
 }
 
 #[test]
@@ -132,41 +113,20 @@ fn corrupt_ring_contents_are_errors_not_panics() {
     let mut r = StreamReader::open(&d, "s").unwrap();
     w.try_write(b"hello").unwrap();
     // Scribble over the record header (first bytes of the ring data) from outside.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(w.path())
-        .unwrap();
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(w.path()).unwrap();
     let data_at = f.metadata().unwrap().len() - (1 << 16);
     f.write_all_at(&u64::MAX.to_le_bytes(), data_at).unwrap();
     assert!(matches!(r.try_read(), Err(TryReadError::Corrupt(_))));
     // A header claiming more bytes than were committed.
-    f.write_all_at(
-        &((1u64 << 20) | (((1u32 << 20) ^ 0x5354_524D) as u64) << 32).to_le_bytes(),
-        data_at,
-    )
-    .unwrap();
+    f.write_all_at(&((1u64 << 20) | (((1u32 << 20) ^ 0x5354_524D) as u64) << 32).to_le_bytes(), data_at).unwrap();
     let e = r.try_read().unwrap_err();
-    assert!(
-        e.to_string().contains("more bytes than were committed"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("more bytes than were committed"), "{e}");
     // Positions: read position beyond the write position (tail is 128 bytes after head).
     let kind_at = 12288u64;
-    f.write_all_at(&(1u64 << 30).to_le_bytes(), kind_at + 128)
-        .unwrap();
+    f.write_all_at(&(1u64 << 30).to_le_bytes(), kind_at + 128).unwrap();
     // (A maximal record does not fit the cached free space, so the writer re-reads it.)
-    assert!(matches!(
-        w.try_write(&vec![0; (1 << 16) - 8]),
-        Err(TryReserveError::Corrupt(_))
-    ));
-    assert!(matches!(
-        StreamReader::open(&d, "s"),
-        Err(OpenError::Busy { .. })
-    ));
+    assert!(matches!(w.try_write(&vec![0; (1 << 16) - 8]), Err(TryReserveError::Corrupt(_))));
+    assert!(matches!(StreamReader::open(&d, "s"), Err(OpenError::Busy { .. })));
     drop(r);
-    assert!(matches!(
-        StreamReader::open(&d, "s"),
-        Err(OpenError::Corrupt { .. })
-    ));
+    assert!(matches!(StreamReader::open(&d, "s"), Err(OpenError::Corrupt { .. })));
 }

@@ -30,10 +30,7 @@ struct TempRoot(PathBuf);
 
 impl TempRoot {
     fn new(tag: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let p = std::env::temp_dir().join(format!("shmbus-{tag}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p).unwrap();
         TempRoot(p)
@@ -67,11 +64,7 @@ fn pattern(wid: u64, seq: u64, i: usize) -> u8 {
 }
 
 fn log_file(path: &Path) -> std::fs::File {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap()
+    OpenOptions::new().create(true).append(true).open(path).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -152,21 +145,11 @@ fn reader(d: &Domain, root: &Path, rid: u64, drain: bool) {
         let ok = rec.len() >= 16 && {
             let wid = u64::from_le_bytes(rec[..8].try_into().unwrap());
             let seq = u64::from_le_bytes(rec[8..16].try_into().unwrap());
-            rec[16..]
-                .iter()
-                .enumerate()
-                .all(|(i, &b)| b == pattern(wid, seq, i))
+            rec[16..].iter().enumerate().all(|(i, &b)| b == pattern(wid, seq, i))
         };
         if !ok {
-            log.write_all(
-                format!(
-                    "BAD record of {} bytes at position {}\n",
-                    rec.len(),
-                    rec.position()
-                )
-                .as_bytes(),
-            )
-            .unwrap();
+            log.write_all(format!("BAD record of {} bytes at position {}\n", rec.len(), rec.position()).as_bytes())
+                .unwrap();
             std::process::exit(4);
         }
         let wid = u64::from_le_bytes(rec[..8].try_into().unwrap());
@@ -213,19 +196,12 @@ fn lines(path: &Path) -> Vec<String> {
 
 #[test]
 fn sigkill_writers_and_readers_at_random_moments() {
-    let kills: u64 = std::env::var("SHMBUS_STREAM_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let kills: u64 = std::env::var("SHMBUS_STREAM_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let root = TempRoot::new("stream-crash");
     let d = Domain::with_root("test", &root.0).unwrap();
     // 64 KiB: records of up to 3 KiB wrap the ring every few dozen records.
     drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     println!("seed {seed}");
     let mut rng = XorShift(seed);
     let (mut n_writers, mut n_readers) = (0u64, 0u64);
@@ -270,10 +246,7 @@ fn sigkill_writers_and_readers_at_random_moments() {
     let mut delivered: HashMap<u64, u64> = HashMap::new();
     let (mut records, mut redelivered) = (0u64, 0u64);
     for rid in 0..=n_readers {
-        for (k, line) in lines(&root.0.join(format!("r{rid}.log")))
-            .iter()
-            .enumerate()
-        {
+        for (k, line) in lines(&root.0.join(format!("r{rid}.log"))).iter().enumerate() {
             assert!(!line.starts_with("BAD"), "reader {rid}: {line}");
             let mut f = line.split(' ').map(|x| x.parse::<u64>().unwrap());
             let (wid, seq) = (f.next().unwrap(), f.next().unwrap());
@@ -296,19 +269,14 @@ fn sigkill_writers_and_readers_at_random_moments() {
     // Writer logs: everything logged as committed was delivered (at most one more record,
     // committed but not yet logged when the writer was killed).
     for wid in 0..=n_writers {
-        let committed = lines(&root.0.join(format!("w{wid}.log")))
-            .last()
-            .map(|l| l.parse::<u64>().unwrap());
+        let committed = lines(&root.0.join(format!("w{wid}.log"))).last().map(|l| l.parse::<u64>().unwrap());
         let got = delivered.get(&wid).copied();
         match committed {
             Some(c) => assert!(
                 got.is_some_and(|g| g == c || g == c + 1),
                 "writer {wid} committed up to {c}, reader got {got:?}"
             ),
-            None => assert!(
-                got.map_or(true, |g| g == 0),
-                "writer {wid} logged nothing, reader got up to {got:?}"
-            ),
+            None => assert!(got.is_none_or(|g| g == 0), "writer {wid} logged nothing, reader got up to {got:?}"),
         }
     }
     println!("{w_kills} writer kills, {r_kills} reader kills; {records} records delivered, {redelivered} redelivered after a reader died");

@@ -23,10 +23,7 @@ struct TempRoot(PathBuf);
 
 impl TempRoot {
     fn new(tag: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let p = std::env::temp_dir().join(format!("shmbus-{tag}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p).unwrap();
         TempRoot(p)
@@ -144,10 +141,7 @@ fn verify(seq: u64, buf: &[u8]) -> bool {
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -222,10 +216,7 @@ fn bulk_reader(d: &Domain) {
             }
         };
         assert_eq!(rec.len(), len, "record {seq}: wrong length");
-        assert!(
-            verify(seq, &rec),
-            "record {seq} of {len} bytes is torn or corrupt"
-        );
+        assert!(verify(seq, &rec), "record {seq} of {len} bytes is torn or corrupt");
         rec.consume();
         seq += 1;
         bytes += len as u64;
@@ -250,11 +241,7 @@ fn bulk_transfer_between_processes() {
     let root = TempRoot::new("stream-bulk");
     let d = root.domain();
     drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 20)).unwrap());
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     println!("seed {seed}");
     let env = [("SHMBUS_STREAM_SEED", seed.to_string())];
     let mut w = spawn_child("bulk-writer", &root, &env);
@@ -266,11 +253,7 @@ fn bulk_transfer_between_processes() {
     println!("{wrote}; {read}");
     let w_fields: Vec<&str> = wrote.split(' ').collect();
     let r_fields: Vec<&str> = read.split(' ').collect();
-    assert_eq!(
-        w_fields[1..3],
-        r_fields[1..3],
-        "records/bytes written and read differ"
-    );
+    assert_eq!(w_fields[1..3], r_fields[1..3], "records/bytes written and read differ");
     let st = stream::status(&d, NAME).unwrap();
     assert_eq!((st.used, st.writer, st.reader), (0, None, None));
 }
@@ -295,24 +278,12 @@ fn second_endpoint_is_busy_until_the_holder_dies() {
             other => panic!("second {role}: expected Busy, got {other:?}"),
         }
         let st = stream::status(&d, NAME).unwrap();
-        let ep = if role == "writer" {
-            st.writer
-        } else {
-            st.reader
-        };
+        let ep = if role == "writer" { st.writer } else { st.reader };
         assert_eq!(ep.map(|e| (e.pid, e.alive)), Some((holder.id(), true)));
         sigkill(&mut holder);
         let st = stream::status(&d, NAME).unwrap();
-        let ep = if role == "writer" {
-            st.writer
-        } else {
-            st.reader
-        };
-        assert_eq!(
-            ep.map(|e| e.alive),
-            Some(false),
-            "dead {role} still shown alive"
-        );
+        let ep = if role == "writer" { st.writer } else { st.reader };
+        assert_eq!(ep.map(|e| e.alive), Some(false), "dead {role} still shown alive");
         if role == "writer" {
             let mut w = StreamWriter::open(&d, NAME).expect("takeover from a dead writer");
             w.try_write(b"after takeover").unwrap();

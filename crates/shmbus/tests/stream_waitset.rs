@@ -10,10 +10,7 @@ use shmbus::{Domain, WaitError, WaitSet, Waitable};
 struct TempRoot(PathBuf);
 impl TempRoot {
     fn new(tag: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let p = std::env::temp_dir().join(format!("shmbus-{tag}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p).unwrap();
         TempRoot(p)
@@ -32,16 +29,9 @@ fn waitset_wakes_the_reader_of_the_stream_that_got_a_record() {
     let cfg = StreamConfig::new(1 << 16);
     let mut ra = StreamReader::create(&d, "a", &cfg).unwrap();
     let mut rb = StreamReader::create(&d, "b", &cfg).unwrap();
-    let mut writers = [
-        StreamWriter::open(&d, "a").unwrap(),
-        StreamWriter::open(&d, "b").unwrap(),
-    ];
+    let mut writers = [StreamWriter::open(&d, "a").unwrap(), StreamWriter::open(&d, "b").unwrap()];
     let mut ws = WaitSet::new();
-    assert_eq!(
-        ws.wait(&[&ra, &rb], Some(Duration::from_millis(20)))
-            .unwrap_err(),
-        WaitError::Timeout
-    );
+    assert_eq!(ws.wait(&[&ra, &rb], Some(Duration::from_millis(20))).unwrap_err(), WaitError::Timeout);
 
     // A writer thread writes to the stream it is told to, a little after being told.
     let (tx, rx) = std::sync::mpsc::channel::<(usize, u32)>();
@@ -54,10 +44,7 @@ fn waitset_wakes_the_reader_of_the_stream_that_got_a_record() {
     for round in 0..50u32 {
         let idx = (round % 2) as usize;
         tx.send((idx, round)).unwrap();
-        let ready = ws
-            .wait(&[&ra, &rb], Some(Duration::from_secs(10)))
-            .unwrap()
-            .to_vec();
+        let ready = ws.wait(&[&ra, &rb], Some(Duration::from_secs(10))).unwrap().to_vec();
         assert_eq!(ready, vec![idx], "round {round}");
         let r = if idx == 0 { &mut ra } else { &mut rb };
         let rec = r.try_read().unwrap();
@@ -81,10 +68,7 @@ fn waitset_wakes_a_writer_when_space_is_freed() {
     while w.try_write(&[0u8; 1000]).is_ok() {}
     assert!(!w.is_ready());
     let mut ws = WaitSet::new();
-    assert_eq!(
-        ws.wait(&[&w], Some(Duration::from_millis(20))).unwrap_err(),
-        WaitError::Timeout
-    );
+    assert_eq!(ws.wait(&[&w], Some(Duration::from_millis(20))).unwrap_err(), WaitError::Timeout);
     let t = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(5));
         r.try_read().unwrap().consume();

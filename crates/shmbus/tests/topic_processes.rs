@@ -407,7 +407,6 @@ fn sigkill_publishers_and_subscribers_at_random_points() {
     };
 
     let mut probe = t.publisher().unwrap();
-    let mut probe_counter = 0u64;
     let mut probe_buf = vec![0u8; 64];
     for it in 0..iterations {
         let seed = rng.next();
@@ -446,8 +445,7 @@ fn sigkill_publishers_and_subscribers_at_random_points() {
         assert_eq!(st.pinned_slots, 0, "iteration {it}: pins of dead subscribers remain");
         assert_eq!((st.publishers, st.subscribers), (1, 1), "iteration {it}: dead participants remain");
         let before = verified.load(Ordering::Relaxed);
-        let n = make_message(0, probe_counter, 64, &mut probe_buf);
-        probe_counter += 1;
+        let n = make_message(0, it, 64, &mut probe_buf);
         probe.publish(&probe_buf[..n]).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while verified.load(Ordering::Relaxed) == before {

@@ -22,11 +22,7 @@ pub fn set_nonblocking(fd: &OwnedFd, on: bool) -> io::Result<()> {
     if flags < 0 {
         return Err(io::Error::last_os_error());
     }
-    let flags = if on {
-        flags | libc::O_NONBLOCK
-    } else {
-        flags & !libc::O_NONBLOCK
-    };
+    let flags = if on { flags | libc::O_NONBLOCK } else { flags & !libc::O_NONBLOCK };
     // SAFETY: F_SETFL with an int argument on a descriptor we own.
     if unsafe { libc::fcntl(raw, libc::F_SETFL, flags) } < 0 {
         return Err(io::Error::last_os_error());
@@ -49,11 +45,7 @@ impl FdStream {
             set_nonblocking(&rx, true)?;
             set_nonblocking(&tx, true)?;
         }
-        Ok(FdStream {
-            rx: File::from(rx),
-            tx: File::from(tx),
-            mode,
-        })
+        Ok(FdStream { rx: File::from(rx), tx: File::from(tx), mode })
     }
 
     /// Called when a transfer could not progress (`EAGAIN`: non-blocking and not ready, or
@@ -72,20 +64,12 @@ impl Endpoint for FdStream {
         let mut done = 0;
         while done < msg.len() {
             match self.tx.write(&msg[done..]) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::WriteZero,
-                        "peer stopped reading",
-                    ))
-                }
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer stopped reading")),
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stalled(waiter)?,
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        "the peer closed its end (broken pipe)",
-                    ))
+                    return Err(io::Error::new(e.kind(), "the peer closed its end (broken pipe)"))
                 }
                 Err(e) => return Err(e),
             }
@@ -98,10 +82,7 @@ impl Endpoint for FdStream {
         while done < buf.len() {
             match self.rx.read(&mut buf[done..]) {
                 Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the peer closed its end (end of file)",
-                    ))
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed its end (end of file)"))
                 }
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -48,13 +48,7 @@ impl FloorEnd {
     fn new(region: Region, tx_lane: usize) -> Self {
         let tx = region.lane(tx_lane);
         let rx = region.lane(1 - tx_lane);
-        FloorEnd {
-            region,
-            tx,
-            rx,
-            next_tx: 1,
-            next_rx: 1,
-        }
+        FloorEnd { region, tx, rx, next_tx: 1, next_rx: 1 }
     }
 }
 
@@ -64,9 +58,7 @@ impl Endpoint for FloorEnd {
         self.region.put(self.tx, msg);
         // Pairs with the Acquire load of `seq` in recv() of the peer: the payload written by
         // put() above is visible once the number is.
-        self.region
-            .seq(self.tx)
-            .store(self.next_tx, Ordering::Release);
+        self.region.seq(self.tx).store(self.next_tx, Ordering::Release);
         self.next_tx = self.next_tx.wrapping_add(1);
         Ok(())
     }

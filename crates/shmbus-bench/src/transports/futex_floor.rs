@@ -50,13 +50,7 @@ impl FutexEnd {
     fn new(region: Region, tx_lane: usize) -> Self {
         let tx = region.lane(tx_lane);
         let rx = region.lane(1 - tx_lane);
-        FutexEnd {
-            region,
-            tx,
-            rx,
-            next_tx: 1,
-            next_rx: 1,
-        }
+        FutexEnd { region, tx, rx, next_tx: 1, next_rx: 1 }
     }
 }
 

@@ -34,10 +34,7 @@ impl Transport for Pipe {
         let (to_echo_r, to_echo_w) = pipe()?;
         let (to_ping_r, to_ping_w) = pipe()?;
         let ping = FdStream::new(to_ping_r, to_echo_w, params.mode)?;
-        let handoff = Handoff {
-            fds: vec![to_echo_r, to_ping_w],
-            args: Vec::new(),
-        };
+        let handoff = Handoff { fds: vec![to_echo_r, to_ping_w], args: Vec::new() };
         Ok((Box::new(ping), handoff))
     }
 
@@ -45,10 +42,7 @@ impl Transport for Pipe {
         let mut fds = handoff.fds.into_iter();
         match (fds.next(), fds.next()) {
             (Some(rx), Some(tx)) => Ok(Box::new(FdStream::new(rx, tx, params.mode)?)),
-            _ => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "pipe needs two descriptors",
-            )),
+            _ => Err(io::Error::new(io::ErrorKind::InvalidInput, "pipe needs two descriptors")),
         }
     }
 }

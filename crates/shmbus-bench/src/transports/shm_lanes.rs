@@ -68,18 +68,17 @@ impl Region {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         std::fs::File::from(fd.try_clone()?).set_len(len as u64)?;
         let region = Region::map(&fd, params)?;
-        let handoff = Handoff {
-            fds: vec![fd],
-            args: Vec::new(),
-        };
+        let handoff = Handoff { fds: vec![fd], args: Vec::new() };
         Ok((region, handoff))
     }
 
     /// Echo side: maps the memfd from the handoff.
     pub fn attach(params: &Params, handoff: Handoff) -> io::Result<Region> {
-        let fd = handoff.fds.into_iter().next().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "no shared-memory descriptor")
-        })?;
+        let fd = handoff
+            .fds
+            .into_iter()
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no shared-memory descriptor"))?;
         let have = std::fs::File::from(fd.try_clone()?).metadata()?.len();
         if have < region_len(params.size)? as u64 {
             return Err(io::Error::new(
@@ -93,11 +92,7 @@ impl Region {
     fn map(fd: &OwnedFd, params: &Params) -> io::Result<Region> {
         let map = Mapping::map(fd.as_fd(), region_len(params.size)?)?;
         map.prefault();
-        Ok(Region {
-            map,
-            size: params.size,
-            payload: params.payload,
-        })
+        Ok(Region { map, size: params.size, payload: params.payload })
     }
 
     /// Lane `i` (0: ping → echo, 1: echo → ping).
@@ -113,10 +108,7 @@ impl Region {
             } else {
                 base.add(2 * LINE + i * buffer_span(self.size))
             };
-            Lane {
-                seq: ctrl.cast::<AtomicU32>(),
-                data,
-            }
+            Lane { seq: ctrl.cast::<AtomicU32>(), data }
         }
     }
 

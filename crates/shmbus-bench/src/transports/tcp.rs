@@ -35,21 +35,18 @@ impl Transport for Tcp {
         let ping = TcpStream::connect(listener.local_addr()?)?;
         let (echo, peer) = listener.accept()?;
         if peer != ping.local_addr()? {
-            return Err(io::Error::other(
-                "an unexpected client connected to the loopback listener",
-            ));
+            return Err(io::Error::other("an unexpected client connected to the loopback listener"));
         }
-        let handoff = Handoff {
-            fds: vec![OwnedFd::from(echo)],
-            args: Vec::new(),
-        };
+        let handoff = Handoff { fds: vec![OwnedFd::from(echo)], args: Vec::new() };
         Ok((Box::new(endpoint(ping, params.mode)?), handoff))
     }
 
     fn attach(&self, params: &Params, handoff: Handoff) -> io::Result<Box<dyn Endpoint>> {
-        let fd = handoff.fds.into_iter().next().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "tcp needs one descriptor")
-        })?;
+        let fd = handoff
+            .fds
+            .into_iter()
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "tcp needs one descriptor"))?;
         Ok(Box::new(endpoint(TcpStream::from(fd), params.mode)?))
     }
 }

@@ -28,17 +28,16 @@ impl Transport for Uds {
 
     fn open(&self, params: &Params) -> io::Result<(Box<dyn Endpoint>, Handoff)> {
         let (ping, echo) = UnixStream::pair()?;
-        let handoff = Handoff {
-            fds: vec![OwnedFd::from(echo)],
-            args: Vec::new(),
-        };
+        let handoff = Handoff { fds: vec![OwnedFd::from(echo)], args: Vec::new() };
         Ok((Box::new(endpoint(ping, params.mode)?), handoff))
     }
 
     fn attach(&self, params: &Params, handoff: Handoff) -> io::Result<Box<dyn Endpoint>> {
-        let fd = handoff.fds.into_iter().next().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "uds needs one descriptor")
-        })?;
+        let fd = handoff
+            .fds
+            .into_iter()
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "uds needs one descriptor"))?;
         Ok(Box::new(endpoint(UnixStream::from(fd), params.mode)?))
     }
 }

@@ -7,8 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::protocol::{
-    decode_header, encode_header, record_size, ClaimError, Corruption, ReaderCore, RingShared,
-    WriterCore, HEADER,
+    decode_header, encode_header, record_size, ClaimError, Corruption, ReaderCore, RingShared, WriterCore, HEADER,
 };
 use crate::domain::Domain;
 use crate::error::OpenError;
@@ -71,25 +70,16 @@ pub(crate) struct StreamLayout {
 
 fn capacity_error(c: u64) -> Option<String> {
     let page = page_size() as u64;
-    let up = c
-        .checked_next_power_of_two()
-        .unwrap_or(MAX_CAPACITY)
-        .clamp(page, MAX_CAPACITY);
+    let up = c.checked_next_power_of_two().unwrap_or(MAX_CAPACITY).clamp(page, MAX_CAPACITY);
     let down = if c.is_power_of_two() { c } else { up / 2 }.max(page);
     if c == 0 {
-        Some(format!(
-            "stream capacity is 0 bytes; give a power of two of at least one page ({page} bytes)"
-        ))
+        Some(format!("stream capacity is 0 bytes; give a power of two of at least one page ({page} bytes)"))
     } else if c % page != 0 {
         Some(format!("stream capacity {c} is not a multiple of the page size {page}; use a power of two of at least {page}, e.g. {up}"))
     } else if !c.is_power_of_two() {
-        Some(format!(
-            "stream capacity {c} is a page multiple but not a power of two; use {down} or {up}"
-        ))
+        Some(format!("stream capacity {c} is a page multiple but not a power of two; use {down} or {up}"))
     } else if c > MAX_CAPACITY {
-        Some(format!(
-            "stream capacity {c} exceeds the maximum {MAX_CAPACITY}"
-        ))
+        Some(format!("stream capacity {c} exceeds the maximum {MAX_CAPACITY}"))
     } else {
         None
     }
@@ -103,10 +93,7 @@ impl StreamLayout {
         let page = page_size() as u64;
         let ctrl_end = KIND_OFFSET as u64 + std::mem::size_of::<RingShared>() as u64;
         let data_offset = ctrl_end.div_ceil(page) * page - KIND_OFFSET as u64;
-        Ok(StreamLayout {
-            capacity,
-            data_offset,
-        })
+        Ok(StreamLayout { capacity, data_offset })
     }
 
     fn max_record_len(&self) -> u64 {
@@ -124,22 +111,15 @@ impl Layout for StreamLayout {
         }
         let page = page_size() as u64;
         if data_offset < std::mem::size_of::<RingShared>() as u64 || data_offset > MAX_DATA_OFFSET {
-            return Err(format!(
-                "stream data offset {data_offset} is outside the control block bounds"
-            ));
+            return Err(format!("stream data offset {data_offset} is outside the control block bounds"));
         }
         if (KIND_OFFSET as u64 + data_offset) % page != 0 {
             return Err(format!("stream data offset {data_offset} is not page aligned in the file (page size {page}); was it created on a host with another page size?"));
         }
         if let Some((i, v)) = params.iter().enumerate().skip(2).find(|(_, &v)| v != 0) {
-            return Err(format!(
-                "unknown stream parameter #{i} = {v} (from a newer shmbus?)"
-            ));
+            return Err(format!("unknown stream parameter #{i} = {v} (from a newer shmbus?)"));
         }
-        Ok(StreamLayout {
-            capacity,
-            data_offset,
-        })
+        Ok(StreamLayout { capacity, data_offset })
     }
 
     fn params(&self) -> [u64; PARAMS] {
@@ -185,8 +165,8 @@ impl Shared {
         slot: usize,
         role: u32,
     ) -> Result<Shared, OpenError> {
-        let layout = StreamLayout::for_capacity(config.capacity as u64)
-            .map_err(|what| OpenError::InvalidConfig { what })?;
+        let layout =
+            StreamLayout::for_capacity(config.capacity as u64).map_err(|what| OpenError::InvalidConfig { what })?;
         let (seg, layout, _created) = Segment::create_or_open(domain, name, &layout, opts)?;
         Shared::attach(seg, layout, slot, role)
     }
@@ -196,29 +176,14 @@ impl Shared {
         Shared::attach(seg, layout, slot, role)
     }
 
-    fn attach(
-        seg: Segment,
-        layout: StreamLayout,
-        slot: usize,
-        role: u32,
-    ) -> Result<Shared, OpenError> {
+    fn attach(seg: Segment, layout: StreamLayout, slot: usize, role: u32) -> Result<Shared, OpenError> {
         let cap = usize::try_from(layout.capacity)
             .map_err(|_| OpenError::corrupt(seg.path(), "capacity exceeds the address space"))?;
-        let ring = Mapping::map_ring(
-            seg.file().as_fd(),
-            KIND_OFFSET as u64 + layout.data_offset,
-            cap,
-        )
-        .map_err(|e| OpenError::io(seg.path(), e))?;
+        let ring = Mapping::map_ring(seg.file().as_fd(), KIND_OFFSET as u64 + layout.data_offset, cap)
+            .map_err(|e| OpenError::io(seg.path(), e))?;
         let me = ProcessId::current();
         claim(&seg, me, slot, role)?;
-        Ok(Shared {
-            seg,
-            ring,
-            layout,
-            slot,
-            me,
-        })
+        Ok(Shared { seg, ring, layout, slot, me })
     }
 
     #[inline]
@@ -273,10 +238,7 @@ fn claim(seg: &Segment, me: ProcessId, slot: usize, role: u32) -> Result<(), Ope
             Some(o) => {
                 holder = o.process.pid;
                 if o.process.pid == me.pid || process_is_alive(o.process) {
-                    return Err(OpenError::Busy {
-                        path: seg.path().to_owned(),
-                        holder_pid: holder,
-                    });
+                    return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: holder });
                 }
             }
         }
@@ -285,10 +247,7 @@ fn claim(seg: &Segment, me: ProcessId, slot: usize, role: u32) -> Result<(), Ope
         table.reclaim_dead(me, process_is_alive, |_, _| {});
         std::thread::yield_now();
     }
-    Err(OpenError::Busy {
-        path: seg.path().to_owned(),
-        holder_pid: holder,
-    })
+    Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: holder })
 }
 
 /// Cached liveness of the peer endpoint.
@@ -302,15 +261,7 @@ struct PeerWatch {
 
 impl PeerWatch {
     fn new(slot: usize) -> PeerWatch {
-        PeerWatch {
-            slot,
-            seen: ProcessId {
-                pid: 0,
-                start_time: 0,
-            },
-            checked_ns: 0,
-            alive: false,
-        }
+        PeerWatch { slot, seen: ProcessId { pid: 0, start_time: 0 }, checked_ns: 0, alive: false }
     }
 
     /// Whether a live process holds the peer's entry (re-checked at most every
@@ -324,9 +275,7 @@ impl PeerWatch {
             return true;
         }
         let now = monotonic_ns();
-        if owner.process != self.seen
-            || now.saturating_sub(self.checked_ns) >= LIVENESS_INTERVAL.as_nanos() as u64
-        {
+        if owner.process != self.seen || now.saturating_sub(self.checked_ns) >= LIVENESS_INTERVAL.as_nanos() as u64 {
             self.seen = owner.process;
             self.checked_ns = now;
             self.alive = process_is_alive(owner.process);
@@ -344,14 +293,7 @@ fn wait_for_peer(
     timeout: Option<Duration>,
 ) -> bool {
     let deadline = timeout.map(|t| deadline_after(Some(t)).unwrap_or_else(far_future));
-    block_on(
-        event,
-        WaitPolicy::BLOCK,
-        deadline,
-        Some(LIVENESS_INTERVAL),
-        || peer.alive(shared).then_some(()),
-    )
-    .is_some()
+    block_on(event, WaitPolicy::BLOCK, deadline, Some(LIVENESS_INTERVAL), || peer.alive(shared).then_some(())).is_some()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -389,12 +331,8 @@ fn status_of(seg: &Segment, layout: &StreamLayout) -> StreamStatus {
     let ctrl = unsafe { &*(seg.kind_base() as *const RingShared) };
     let (head, tail) = ctrl.positions();
     let table = seg.participants();
-    let ep = |slot| {
-        table.owner(slot).map(|o| EndpointStatus {
-            pid: o.process.pid,
-            alive: process_is_alive(o.process),
-        })
-    };
+    let ep =
+        |slot| table.owner(slot).map(|o| EndpointStatus { pid: o.process.pid, alive: process_is_alive(o.process) });
     StreamStatus {
         capacity: layout.capacity,
         used: head.saturating_sub(tail).min(layout.capacity),
@@ -477,8 +415,7 @@ pub enum ReadError {
     Corrupt(StreamCorrupt),
 }
 
-const CORRUPT_HINT: &str =
-    "a peer process is corrupt or hostile; stop both endpoints and recreate the stream";
+const CORRUPT_HINT: &str = "a peer process is corrupt or hostile; stop both endpoints and recreate the stream";
 
 impl fmt::Display for TryReserveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -547,11 +484,7 @@ pub struct StreamWriter {
 impl StreamWriter {
     /// Opens stream `name`, creating it with `config` if it does not exist, and attaches as
     /// its writer. An existing stream must have the same capacity.
-    pub fn create(
-        domain: &Domain,
-        name: &str,
-        config: &StreamConfig,
-    ) -> Result<StreamWriter, OpenError> {
+    pub fn create(domain: &Domain, name: &str, config: &StreamConfig) -> Result<StreamWriter, OpenError> {
         StreamWriter::create_with(domain, name, config, &CreateOptions::default())
     }
 
@@ -562,14 +495,7 @@ impl StreamWriter {
         config: &StreamConfig,
         opts: &CreateOptions,
     ) -> Result<StreamWriter, OpenError> {
-        StreamWriter::attach(Shared::create(
-            domain,
-            name,
-            config,
-            opts,
-            WRITER_SLOT,
-            ROLE_WRITER,
-        )?)
+        StreamWriter::attach(Shared::create(domain, name, config, opts, WRITER_SLOT, ROLE_WRITER)?)
     }
 
     /// Attaches as the writer of the existing stream `name`.
@@ -578,8 +504,7 @@ impl StreamWriter {
     }
 
     fn attach(shared: Shared) -> Result<StreamWriter, OpenError> {
-        let core = WriterCore::attach(shared.ctrl(), shared.layout.capacity)
-            .map_err(|c| shared.corrupt_open(c))?;
+        let core = WriterCore::attach(shared.ctrl(), shared.layout.capacity).map_err(|c| shared.corrupt_open(c))?;
         shared.ctrl().nudge();
         Ok(StreamWriter {
             shared,
@@ -625,12 +550,7 @@ impl StreamWriter {
     /// ever). Returns whether one does. Useful at start-up: a writer whose ring fills before
     /// any reader attached gets `Disconnected`.
     pub fn wait_for_reader(&mut self, timeout: Option<Duration>) -> bool {
-        wait_for_peer(
-            &self.shared,
-            &mut self.reader,
-            self.shared.ctrl().writable_event(),
-            timeout,
-        )
+        wait_for_peer(&self.shared, &mut self.reader, self.shared.ctrl().writable_event(), timeout)
     }
 
     /// Ring bytes free right now.
@@ -654,23 +574,13 @@ impl StreamWriter {
     #[inline]
     pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, TryReserveError> {
         let Some(size) = self.size_for(len) else {
-            return Err(TryReserveError::TooLarge {
-                len,
-                max: self.max_record_len(),
-            });
+            return Err(TryReserveError::TooLarge { len, max: self.max_record_len() });
         };
         match self.core.try_claim(self.shared.ctrl(), size) {
-            Ok(pos) => Ok(WriteGrant {
-                pos,
-                len,
-                writer: self,
-            }),
+            Ok(pos) => Ok(WriteGrant { pos, len, writer: self }),
             Err(ClaimError::Full { free }) => {
                 if self.reader.alive(&self.shared) {
-                    Err(TryReserveError::Full {
-                        needed: size as usize,
-                        free: free as usize,
-                    })
+                    Err(TryReserveError::Full { needed: size as usize, free: free as usize })
                 } else {
                     Err(TryReserveError::Disconnected)
                 }
@@ -685,55 +595,25 @@ impl StreamWriter {
     }
 
     /// Reserves `len` contiguous bytes, waiting for space at most `timeout`.
-    pub fn reserve_timeout(
-        &mut self,
-        len: usize,
-        timeout: Duration,
-    ) -> Result<WriteGrant<'_>, ReserveError> {
-        self.reserve_until(
-            len,
-            Some(deadline_after(Some(timeout)).unwrap_or_else(far_future)),
-        )
+    pub fn reserve_timeout(&mut self, len: usize, timeout: Duration) -> Result<WriteGrant<'_>, ReserveError> {
+        self.reserve_until(len, Some(deadline_after(Some(timeout)).unwrap_or_else(far_future)))
     }
 
-    fn reserve_until(
-        &mut self,
-        len: usize,
-        deadline: Option<Instant>,
-    ) -> Result<WriteGrant<'_>, ReserveError> {
+    fn reserve_until(&mut self, len: usize, deadline: Option<Instant>) -> Result<WriteGrant<'_>, ReserveError> {
         let Some(size) = self.size_for(len) else {
-            return Err(ReserveError::TooLarge {
-                len,
-                max: self.max_record_len(),
-            });
+            return Err(ReserveError::TooLarge { len, max: self.max_record_len() });
         };
-        let StreamWriter {
-            shared,
-            core,
-            reader,
-            policy,
-            ..
-        } = self;
+        let StreamWriter { shared, core, reader, policy, .. } = self;
         let ctrl = shared.ctrl();
-        let outcome = block_on(
-            ctrl.writable_event(),
-            *policy,
-            deadline,
-            Some(LIVENESS_INTERVAL),
-            || match core.try_claim(ctrl, size) {
+        let outcome = block_on(ctrl.writable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
+            match core.try_claim(ctrl, size) {
                 Ok(pos) => Some(Ok(pos)),
-                Err(ClaimError::Full { .. }) => {
-                    (!reader.alive(shared)).then_some(Err(ReserveError::Disconnected))
-                }
+                Err(ClaimError::Full { .. }) => (!reader.alive(shared)).then_some(Err(ReserveError::Disconnected)),
                 Err(ClaimError::Corrupt(c)) => Some(Err(ReserveError::Corrupt(c))),
-            },
-        );
+            }
+        });
         match outcome {
-            Some(Ok(pos)) => Ok(WriteGrant {
-                pos,
-                len,
-                writer: self,
-            }),
+            Some(Ok(pos)) => Ok(WriteGrant { pos, len, writer: self }),
             Some(Err(e)) => Err(e),
             None => Err(ReserveError::Timeout),
         }
@@ -771,16 +651,12 @@ fn far_future() -> Instant {
 
 impl Waitable for StreamWriter {
     fn wait_handle(&self) -> WaitHandle<'_> {
-        WaitHandle {
-            event: self.shared.ctrl().writable_event(),
-        }
+        WaitHandle { event: self.shared.ctrl().writable_event() }
     }
 
     /// Ready when a record of [`StreamWriter::set_writable_len`] bytes fits now.
     fn is_ready(&self) -> bool {
-        self.core
-            .free_now(self.shared.ctrl())
-            .is_ok_and(|free| free >= self.writable_size)
+        self.core.free_now(self.shared.ctrl()).is_ok_and(|free| free >= self.writable_size)
     }
 }
 
@@ -809,11 +685,7 @@ impl WriteGrant<'_> {
     /// If `len` is larger than the reservation.
     #[inline]
     pub fn commit_len(self, len: usize) {
-        assert!(
-            len <= self.len,
-            "commit_len({len}) exceeds the reservation of {} bytes",
-            self.len
-        );
+        assert!(len <= self.len, "commit_len({len}) exceeds the reservation of {} bytes", self.len);
         let w = self.writer;
         let at = w.shared.at(self.pos);
         // SAFETY: `at` is an 8-aligned position (records start at multiples of ALIGN; the
@@ -831,12 +703,7 @@ impl Deref for WriteGrant<'_> {
         // SAFETY: `pos` was claimed for HEADER + len <= capacity bytes; from `at(pos)` they lie
         // inside the 2×capacity double mapping, and the reader does not access them until
         // commit. The borrow of the writer keeps the mapping alive.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.writer.shared.at(self.pos).add(HEADER as usize),
-                self.len,
-            )
-        }
+        unsafe { std::slice::from_raw_parts(self.writer.shared.at(self.pos).add(HEADER as usize), self.len) }
     }
 }
 
@@ -845,21 +712,13 @@ impl DerefMut for WriteGrant<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `deref`; the claimed bytes belong to this writer alone, and `&mut self`
         // makes this the only slice over them.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.writer.shared.at(self.pos).add(HEADER as usize),
-                self.len,
-            )
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.writer.shared.at(self.pos).add(HEADER as usize), self.len) }
     }
 }
 
 impl fmt::Debug for WriteGrant<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WriteGrant")
-            .field("pos", &self.pos)
-            .field("len", &self.len)
-            .finish()
+        f.debug_struct("WriteGrant").field("pos", &self.pos).field("len", &self.len).finish()
     }
 }
 
@@ -881,11 +740,7 @@ type Next = (u64, u32, u64);
 impl StreamReader {
     /// Opens stream `name`, creating it with `config` if it does not exist, and attaches as
     /// its reader. An existing stream must have the same capacity.
-    pub fn create(
-        domain: &Domain,
-        name: &str,
-        config: &StreamConfig,
-    ) -> Result<StreamReader, OpenError> {
+    pub fn create(domain: &Domain, name: &str, config: &StreamConfig) -> Result<StreamReader, OpenError> {
         StreamReader::create_with(domain, name, config, &CreateOptions::default())
     }
 
@@ -896,14 +751,7 @@ impl StreamReader {
         config: &StreamConfig,
         opts: &CreateOptions,
     ) -> Result<StreamReader, OpenError> {
-        StreamReader::attach(Shared::create(
-            domain,
-            name,
-            config,
-            opts,
-            READER_SLOT,
-            ROLE_READER,
-        )?)
+        StreamReader::attach(Shared::create(domain, name, config, opts, READER_SLOT, ROLE_READER)?)
     }
 
     /// Attaches as the reader of the existing stream `name`, resuming after the last record
@@ -913,15 +761,9 @@ impl StreamReader {
     }
 
     fn attach(shared: Shared) -> Result<StreamReader, OpenError> {
-        let core = ReaderCore::attach(shared.ctrl(), shared.layout.capacity)
-            .map_err(|c| shared.corrupt_open(c))?;
+        let core = ReaderCore::attach(shared.ctrl(), shared.layout.capacity).map_err(|c| shared.corrupt_open(c))?;
         shared.ctrl().nudge();
-        Ok(StreamReader {
-            shared,
-            core,
-            writer: PeerWatch::new(WRITER_SLOT),
-            policy: WaitPolicy::default(),
-        })
+        Ok(StreamReader { shared, core, writer: PeerWatch::new(WRITER_SLOT), policy: WaitPolicy::default() })
     }
 
     /// Ring size in bytes.
@@ -948,12 +790,7 @@ impl StreamReader {
     /// ever). Returns whether one does. Useful at start-up: a reader of an empty stream
     /// with no writer gets `Disconnected`.
     pub fn wait_for_writer(&mut self, timeout: Option<Duration>) -> bool {
-        wait_for_peer(
-            &self.shared,
-            &mut self.writer,
-            self.shared.ctrl().readable_event(),
-            timeout,
-        )
+        wait_for_peer(&self.shared, &mut self.writer, self.shared.ctrl().readable_event(), timeout)
     }
 
     /// Ring bytes committed and not yet consumed (headers and padding included).
@@ -989,12 +826,7 @@ impl StreamReader {
         // alone until we consume (the Record borrows the reader, so no consume can happen
         // while the slice lives).
         let ptr = unsafe { self.shared.at(pos).add(HEADER as usize) };
-        Record {
-            reader: self,
-            ptr,
-            len: len as usize,
-            size,
-        }
+        Record { reader: self, ptr, len: len as usize, size }
     }
 
     /// The next record, without waiting. Read it in place, then [`Record::consume`] it;
@@ -1026,25 +858,14 @@ impl StreamReader {
 
     /// The next record, waiting at most `timeout`.
     pub fn read_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, ReadError> {
-        self.read_until(Some(
-            deadline_after(Some(timeout)).unwrap_or_else(far_future),
-        ))
+        self.read_until(Some(deadline_after(Some(timeout)).unwrap_or_else(far_future)))
     }
 
     fn read_until(&mut self, deadline: Option<Instant>) -> Result<Record<'_>, ReadError> {
-        let StreamReader {
-            shared,
-            core,
-            writer,
-            policy,
-        } = self;
+        let StreamReader { shared, core, writer, policy } = self;
         let ctrl = shared.ctrl();
-        let outcome = block_on(
-            ctrl.readable_event(),
-            *policy,
-            deadline,
-            Some(LIVENESS_INTERVAL),
-            || match StreamReader::next(core, shared) {
+        let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
+            match StreamReader::next(core, shared) {
                 Ok(Some(n)) => Some(Ok(n)),
                 Ok(None) if writer.alive(shared) => None,
                 // Gone: one more look, as in `try_read`.
@@ -1054,8 +875,8 @@ impl StreamReader {
                     Err(c) => Some(Err(ReadError::Corrupt(c))),
                 },
                 Err(c) => Some(Err(ReadError::Corrupt(c))),
-            },
-        );
+            }
+        });
         match outcome {
             Some(Ok(n)) => Ok(self.record(n)),
             Some(Err(e)) => Err(e),
@@ -1078,11 +899,7 @@ impl StreamReader {
     }
 
     /// [`StreamReader::read_into`] waiting at most `timeout`.
-    pub fn read_into_timeout(
-        &mut self,
-        buf: &mut Vec<u8>,
-        timeout: Duration,
-    ) -> Result<usize, ReadError> {
+    pub fn read_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, ReadError> {
         let rec = self.read_timeout(timeout)?;
         Ok(rec.copy_into(buf))
     }
@@ -1090,9 +907,7 @@ impl StreamReader {
 
 impl Waitable for StreamReader {
     fn wait_handle(&self) -> WaitHandle<'_> {
-        WaitHandle {
-            event: self.shared.ctrl().readable_event(),
-        }
+        WaitHandle { event: self.shared.ctrl().readable_event() }
     }
 
     /// Ready when a committed record is waiting.
@@ -1146,10 +961,7 @@ impl Deref for Record<'_> {
 
 impl fmt::Debug for Record<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Record")
-            .field("position", &self.position())
-            .field("len", &self.len)
-            .finish()
+        f.debug_struct("Record").field("position", &self.position()).field("len", &self.len).finish()
     }
 }
 
@@ -1202,16 +1014,7 @@ mod tests {
     fn corrupt_params_are_rejected() {
         let good = StreamLayout::for_capacity(1 << 16).unwrap().params();
         let mut bad = Vec::new();
-        for (i, v) in [
-            (0, 0),
-            (0, 12345),
-            (0, 3 << 12),
-            (1, 0),
-            (1, 8),
-            (1, 1 << 40),
-            (1, good[1] + 1),
-            (5, 1),
-        ] {
+        for (i, v) in [(0, 0), (0, 12345), (0, 3 << 12), (1, 0), (1, 8), (1, 1 << 40), (1, good[1] + 1), (5, 1)] {
             let mut p = good;
             p[i] = v;
             bad.push(p);
@@ -1264,20 +1067,13 @@ mod tests {
         let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(cap)).unwrap();
         let mut r = StreamReader::open(&d.0, "s").unwrap();
         assert_eq!(w.max_record_len(), cap - 8);
-        assert!(matches!(
-            w.try_reserve(cap - 7),
-            Err(TryReserveError::TooLarge { .. })
-        ));
+        assert!(matches!(w.try_reserve(cap - 7), Err(TryReserveError::TooLarge { .. })));
         assert!(matches!(w.reserve(cap), Err(ReserveError::TooLarge { .. })));
         w.try_write(&[1]).unwrap();
         assert!(
             matches!(w.try_reserve(cap - 8), Err(TryReserveError::Full { needed, free }) if needed == cap && free == cap - 16)
         );
-        assert_eq!(
-            w.reserve_timeout(cap - 8, Duration::from_millis(20))
-                .unwrap_err(),
-            ReserveError::Timeout
-        );
+        assert_eq!(w.reserve_timeout(cap - 8, Duration::from_millis(20)).unwrap_err(), ReserveError::Timeout);
         r.try_read().unwrap().consume();
         let big = vec![7u8; cap - 8];
         w.try_write(&big).unwrap();
@@ -1325,10 +1121,7 @@ mod tests {
             matches!(StreamReader::open(&d.0, "s"), Err(OpenError::Busy { holder_pid, .. }) if holder_pid == std::process::id())
         );
         let mut w = StreamWriter::create(&d.0, "s", &cfg).unwrap();
-        assert!(matches!(
-            StreamWriter::open(&d.0, "s"),
-            Err(OpenError::Busy { .. })
-        ));
+        assert!(matches!(StreamWriter::open(&d.0, "s"), Err(OpenError::Busy { .. })));
         assert!(matches!(
             StreamWriter::create(&d.0, "s", &StreamConfig::new(2 * page())),
             Err(OpenError::LayoutMismatch { .. })
@@ -1348,10 +1141,7 @@ mod tests {
         let fill = vec![0u8; page() - 8];
         w.try_write(&fill).unwrap();
         drop(r);
-        assert_eq!(
-            w.try_write(b"x").unwrap_err(),
-            TryReserveError::Disconnected
-        );
+        assert_eq!(w.try_write(b"x").unwrap_err(), TryReserveError::Disconnected);
         assert_eq!(w.write(b"x").unwrap_err(), ReserveError::Disconnected);
     }
 

@@ -58,27 +58,14 @@ pub fn encode_header(len: u32) -> u64 {
 /// Validates a header word read from the ring, when `avail` committed bytes start at it.
 /// Returns the payload length and the record size.
 #[inline]
-pub fn decode_header(
-    header: u64,
-    avail: u64,
-    head: u64,
-    tail: u64,
-) -> Result<(u32, u64), Corruption> {
+pub fn decode_header(header: u64, avail: u64, head: u64, tail: u64) -> Result<(u32, u64), Corruption> {
     let len = header as u32;
     if (header >> 32) as u32 != len ^ FRAME_CHECK {
-        return Err(Corruption {
-            what: "record header fails its check (garbage in the ring)",
-            head,
-            tail,
-        });
+        return Err(Corruption { what: "record header fails its check (garbage in the ring)", head, tail });
     }
     let size = record_size(len as u64);
     if size > avail {
-        return Err(Corruption {
-            what: "record header claims more bytes than were committed",
-            head,
-            tail,
-        });
+        return Err(Corruption { what: "record header claims more bytes than were committed", head, tail });
     }
     Ok((len, size))
 }
@@ -96,11 +83,7 @@ pub struct Corruption {
 
 impl std::fmt::Display for Corruption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "stream ring is corrupt: {} (head {}, tail {})",
-            self.what, self.head, self.tail
-        )
+        write!(f, "stream ring is corrupt: {} (head {}, tail {})", self.what, self.head, self.tail)
     }
 }
 
@@ -110,25 +93,13 @@ impl std::error::Error for Corruption {}
 #[inline]
 fn check(head: u64, tail: u64, cap: u64) -> Result<(), Corruption> {
     if tail > head {
-        return Err(Corruption {
-            what: "read position is ahead of the write position",
-            head,
-            tail,
-        });
+        return Err(Corruption { what: "read position is ahead of the write position", head, tail });
     }
     if head - tail > cap {
-        return Err(Corruption {
-            what: "more bytes committed than the ring holds",
-            head,
-            tail,
-        });
+        return Err(Corruption { what: "more bytes committed than the ring holds", head, tail });
     }
     if (head | tail) % ALIGN != 0 {
-        return Err(Corruption {
-            what: "position not aligned to a record boundary",
-            head,
-            tail,
-        });
+        return Err(Corruption { what: "position not aligned to a record boundary", head, tail });
     }
     Ok(())
 }
@@ -166,14 +137,8 @@ impl RingShared {
     /// An empty ring's shared state (both positions 0).
     pub fn new() -> RingShared {
         RingShared {
-            head: Side {
-                pos: AtomicU64::new(0),
-                event: EventWord::new(),
-            },
-            tail: Side {
-                pos: AtomicU64::new(0),
-                event: EventWord::new(),
-            },
+            head: Side { pos: AtomicU64::new(0), event: EventWord::new() },
+            tail: Side { pos: AtomicU64::new(0), event: EventWord::new() },
         }
     }
 
@@ -238,11 +203,7 @@ impl WriterCore {
         // take over from a dead writer; its commits are the only state we inherit).
         let head = shared.head.pos.load(Ordering::Acquire);
         check(head, tail, cap)?;
-        Ok(WriterCore {
-            head,
-            cached_tail: tail,
-            cap,
-        })
+        Ok(WriterCore { head, cached_tail: tail, cap })
     }
 
     /// The position the next record will start at.
@@ -270,11 +231,7 @@ impl WriterCore {
     fn checked_tail(&self, tail: u64) -> Result<(), Corruption> {
         check(self.head, tail, self.cap)?;
         if tail < self.cached_tail {
-            return Err(Corruption {
-                what: "read position moved backwards",
-                head: self.head,
-                tail,
-            });
+            return Err(Corruption { what: "read position moved backwards", head: self.head, tail });
         }
         Ok(())
     }
@@ -330,11 +287,7 @@ impl ReaderCore {
         // Acquire: pairs with the Release store of `head` in `WriterCore::publish`.
         let head = shared.head.pos.load(Ordering::Acquire);
         check(head, tail, cap)?;
-        Ok(ReaderCore {
-            tail,
-            cached_head: head,
-            cap,
-        })
+        Ok(ReaderCore { tail, cached_head: head, cap })
     }
 
     /// The position of the next record to read.
@@ -359,11 +312,7 @@ impl ReaderCore {
             let head = shared.head.pos.load(Ordering::Acquire);
             check(head, self.tail, self.cap)?;
             if head < self.cached_head {
-                return Err(Corruption {
-                    what: "write position moved backwards",
-                    head,
-                    tail: self.tail,
-                });
+                return Err(Corruption { what: "write position moved backwards", head, tail: self.tail });
             }
             self.cached_head = head;
         }
@@ -407,10 +356,7 @@ mod tests {
             let size = record_size(len as u64);
             assert_eq!(size % ALIGN, 0);
             assert!(size >= HEADER + len as u64 && size < HEADER + len as u64 + ALIGN);
-            assert_eq!(
-                decode_header(encode_header(len), size, 0, 0),
-                Ok((len, size))
-            );
+            assert_eq!(decode_header(encode_header(len), size, 0, 0), Ok((len, size)));
             assert!(decode_header(encode_header(len), size - ALIGN, 0, 0).is_err());
         }
         assert!(decode_header(0, 64, 0, 0).is_err());

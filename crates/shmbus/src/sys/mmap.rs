@@ -56,16 +56,27 @@ impl Mapping {
     pub fn map_ring(fd: BorrowedFd<'_>, offset: u64, ring_len: usize) -> io::Result<Mapping> {
         let page = super::page_size();
         if ring_len == 0 || ring_len % page != 0 || offset % page as u64 != 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring offset and length must be page multiples (length non-zero)"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ring offset and length must be page multiples (length non-zero)",
+            ));
         }
         let total = ring_len
             .checked_mul(2)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "ring too large to map twice"))?;
-        let off = libc::off_t::try_from(offset).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "ring offset out of range"))?;
+        let off = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "ring offset out of range"))?;
         // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no
         // existing memory is affected.
         let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
         };
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
@@ -79,7 +90,14 @@ impl Mapping {
             let at = unsafe { (base as *mut u8).add(half * ring_len) };
             // SAFETY: as above: the target range is inside the reservation we own.
             let p = unsafe {
-                libc::mmap(at.cast(), ring_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd(), off)
+                libc::mmap(
+                    at.cast(),
+                    ring_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    fd.as_raw_fd(),
+                    off,
+                )
             };
             if p == libc::MAP_FAILED {
                 return Err(io::Error::last_os_error()); // `reservation` unmaps everything
