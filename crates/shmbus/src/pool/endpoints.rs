@@ -381,8 +381,7 @@ pub struct Worker {
     orphan_check: Duration,
     /// Orphan detection (see `check_orphaned`).
     orphaned: Cell<bool>,
-    saw_dispatcher: Cell<bool>,
-    reported_state: Cell<u64>,
+    reported_epoch: Cell<u64>,
     next_check_ns: Cell<u64>,
 }
 
@@ -453,6 +452,13 @@ impl Worker {
                 max: layout.max_workers,
             });
         };
+        // A dispatcher attached now is ours to serve; one that already detached is not.
+        let st = pool.dispatcher_state();
+        let reported_epoch = if st & 1 == 1 {
+            (st >> 1).saturating_sub(1)
+        } else {
+            st >> 1
+        };
         Ok(Worker {
             seg,
             layout,
@@ -460,8 +466,7 @@ impl Worker {
             policy: WaitPolicy::default(),
             orphan_check: DEFAULT_ORPHAN_CHECK,
             orphaned: Cell::new(false),
-            saw_dispatcher: Cell::new(false),
-            reported_state: Cell::new(0),
+            reported_epoch: Cell::new(reported_epoch),
             next_check_ns: Cell::new(0),
         })
     }
@@ -498,35 +503,32 @@ impl Worker {
 
     /// Whether the dispatcher this worker served is gone (sticky until reported by a
     /// `recv`). A clean detach is seen at once; a dead process within `orphan_check`.
-    fn check_orphaned(&self, force: bool) -> bool {
+    ///
+    /// Dispatchers are numbered by the epoch in the pool's dispatcher state. Each loss is
+    /// reported once: `reported_epoch` is the newest epoch whose dispatcher this worker has
+    /// reported gone (or that was already gone when it joined).
+    fn check_orphaned(&self) -> bool {
         if self.orphaned.get() {
             return true;
         }
         let st = self.pool().dispatcher_state();
-        if st & 1 == 0 {
-            // No dispatcher attached: orphaned if we have seen one since the last report;
-            // a worker that never saw one just keeps waiting.
-            if self.saw_dispatcher.replace(false) {
-                self.orphaned.set(true);
-                return true;
+        let epoch = st >> 1;
+        if epoch <= self.reported_epoch.get() {
+            return false; // no dispatcher since the last report: wait for one
+        }
+        if st & 1 == 1 {
+            // Attached, unless it was SIGKILLed: ask /proc, at most once per interval.
+            let now = monotonic_ns();
+            if now < self.next_check_ns.get() {
+                return false;
             }
-            return false;
+            self.next_check_ns
+                .set(now.saturating_add(self.orphan_check.as_nanos() as u64));
+            if dispatcher_alive(&self.seg).is_some_and(|d| d.1) {
+                return false;
+            }
         }
-        if st == self.reported_state.get() {
-            return false; // the dead dispatcher we already reported: wait for a successor
-        }
-        self.saw_dispatcher.set(true);
-        let now = monotonic_ns();
-        if !force && now < self.next_check_ns.get() {
-            return false;
-        }
-        self.next_check_ns
-            .set(now.saturating_add(self.orphan_check.as_nanos() as u64));
-        if dispatcher_alive(&self.seg).is_some_and(|d| d.1) {
-            return false;
-        }
-        self.reported_state.set(st);
-        self.saw_dispatcher.set(false);
+        self.reported_epoch.set(epoch);
         self.orphaned.set(true);
         true
     }
@@ -581,9 +583,9 @@ impl Worker {
                 Mail::Corrupt(s) => Some(Err(RecvError::Corrupt {
                     what: format!("mailbox {slot} is in state {s}"),
                 })),
-                Mail::Empty | Mail::Filling => this
-                    .check_orphaned(false)
-                    .then_some(Err(RecvError::Orphaned)),
+                Mail::Empty | Mail::Filling => {
+                    this.check_orphaned().then_some(Err(RecvError::Orphaned))
+                }
             },
         );
         let (id, len) = match got {
@@ -663,7 +665,7 @@ impl Worker {
                 })
             }
             Mail::Empty | Mail::Filling => {
-                if !self.check_orphaned(false) {
+                if !self.check_orphaned() {
                     return Err(TryRecvError::Empty);
                 }
                 match self.settle() {
@@ -703,7 +705,7 @@ impl Waitable for Worker {
     /// A job is in the mailbox, or the dispatcher is gone (`try_recv` then says which).
     /// Only an idle worker gets jobs: call `try_recv` or `done` before waiting.
     fn is_ready(&self) -> bool {
-        self.pool().is_full(self.slot) || self.check_orphaned(false)
+        self.pool().is_full(self.slot) || self.check_orphaned()
     }
 
     fn recheck_interval(&self) -> Option<Duration> {
