@@ -236,18 +236,25 @@ impl Dispatcher {
             let len = bytes.len();
             return Err(TryDispatchError::TooLarge { job, len, max });
         }
-        match self.pool().claim_idle(self.rr) {
-            Claim::Claimed(i) => {
-                self.fill(i, job_id, bytes, true);
-                Ok(Dispatched { job_id, worker: i })
+        // A claim whose worker abandoned it (see `fill`) is retried with another worker;
+        // each claim clears that worker's idle bit, so this ends.
+        for _ in 0..=self.layout.max_workers {
+            match self.pool().claim_idle(self.rr) {
+                Claim::Claimed(i) => {
+                    if self.fill(i, job_id, bytes, true) {
+                        return Ok(Dispatched { job_id, worker: i });
+                    }
+                }
+                Claim::AllBusy => break,
+                Claim::NoWorkers => return Err(TryDispatchError::NoWorkers(job)),
             }
-            Claim::AllBusy => Err(TryDispatchError::AllBusy(job)),
-            Claim::NoWorkers => Err(TryDispatchError::NoWorkers(job)),
         }
+        Err(TryDispatchError::AllBusy(job))
     }
 
-    /// Copies `bytes` into claimed (FILLING) mailbox `i` and publishes it.
-    fn fill(&mut self, i: usize, job_id: u64, bytes: &[u8], wake: bool) {
+    /// Copies `bytes` into claimed (FILLING) mailbox `i` and publishes it. `false` if the
+    /// worker gave up on us meanwhile (it wrongly believed us dead): not delivered.
+    fn fill(&mut self, i: usize, job_id: u64, bytes: &[u8], wake: bool) -> bool {
         debug_assert!(bytes.len() <= self.layout.max_job_size);
         let dst = payload_ptr(&self.seg, &self.layout, i);
         // SAFETY: `dst` has max_job_size >= bytes.len() bytes inside the mapping; mailbox i
@@ -256,10 +263,13 @@ impl Dispatcher {
         // payload of a mailbox we own.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
         let pool = pool_ref(&self.seg, &self.layout);
-        pool.publish(i, job_id, bytes.len() as u64, wake);
         self.rr = (i + 1) % self.layout.max_workers;
+        if !pool.publish(i, job_id, bytes.len() as u64, wake) {
+            return false;
+        }
         self.dispatched += 1;
         pool.record(self.next_id, self.dispatched);
+        true
     }
 
     /// Fills as many idle workers as there are, in order, with `jobs` (pool-assigned ids),
@@ -280,21 +290,30 @@ impl Dispatcher {
             });
         }
         let first = dispatched.len();
-        for job in jobs {
-            match self.pool().claim_idle(self.rr) {
-                Claim::Claimed(i) => {
-                    let id = self.next_id;
-                    self.next_id = id.wrapping_add(1);
-                    self.fill(i, id, job, false);
-                    dispatched.push(Dispatched {
-                        job_id: id,
-                        worker: i,
-                    });
+        let mut claims = 0;
+        'jobs: for job in jobs {
+            loop {
+                claims += 1;
+                match self.pool().claim_idle(self.rr) {
+                    Claim::Claimed(i) => {
+                        let id = self.next_id;
+                        if self.fill(i, id, job, false) {
+                            self.next_id = id.wrapping_add(1);
+                            dispatched.push(Dispatched {
+                                job_id: id,
+                                worker: i,
+                            });
+                            break;
+                        }
+                        if claims > jobs.len() + self.layout.max_workers {
+                            break 'jobs;
+                        }
+                    }
+                    Claim::NoWorkers if dispatched.len() == first => {
+                        return Err(BatchDispatchError::NoWorkers)
+                    }
+                    Claim::AllBusy | Claim::NoWorkers => break 'jobs,
                 }
-                Claim::NoWorkers if dispatched.len() == first => {
-                    return Err(BatchDispatchError::NoWorkers)
-                }
-                Claim::AllBusy | Claim::NoWorkers => break,
             }
         }
         let pool = self.pool();
@@ -324,9 +343,6 @@ impl Dispatcher {
             pool.reclaim_worker(index - 1);
         });
         for i in 0..workers {
-            if parts.owner(i + 1).is_none() {
-                pool.orphan_full(i);
-            }
             if let Some((job_id, pid)) = pool.drain_lost(i) {
                 lost.push(LostJob {
                     job_id,
@@ -631,8 +647,8 @@ impl Worker {
 
     /// The dispatcher is writing into our mailbox. Waits for it, unless it is dead or has
     /// taken longer than FILLING_PATIENCE, in which case the FILLING is abandoned (moved to
-    /// `to`) and `true` returned. (A live dispatcher that still finishes later turns the
-    /// mailbox FULL again: the job is then taken by our next recv, or reported lost.)
+    /// `to`) and `true` returned. (A live dispatcher that still finishes later finds its
+    /// CAS to FULL failing and keeps the job: nothing is stranded.)
     fn settle_filling(&self, start: Instant, spins: &mut u32, to: u32) -> bool {
         *spins += 1;
         if *spins < 256 {

@@ -280,6 +280,7 @@ impl fmt::Display for TryRecvError {
 impl std::error::Error for TryRecvError {}
 
 /// The layout parameters of a pool segment, validated.
+#[cfg_attr(loom, allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PoolLayout {
     pub(crate) max_workers: usize,

@@ -25,8 +25,11 @@
 //! 1. **Only the dispatcher leaves IDLE forwards** (CAS `IDLE → FILLING`), and only the
 //!    worker leaves IDLE backwards (CAS `IDLE → BUSY`/`VACANT`). Both are compare-and-swaps,
 //!    so exactly one wins: a job is never placed in a mailbox whose worker has withdrawn.
-//! 2. **Only the dispatcher writes FILLING → FULL**, and it writes the payload, `job_id` and
-//!    `len` only between the two (the Release store of FULL publishes them).
+//! 2. **Only the dispatcher moves FILLING → FULL**, and it writes the payload, `job_id` and
+//!    `len` only between the two (the Release CAS to FULL publishes them). The one other
+//!    exit from FILLING is a worker abandoning it (`FILLING → BUSY`/`VACANT`) because its
+//!    dispatcher died mid-write; if the dispatcher was in fact alive, its CAS to FULL fails
+//!    and the job stays with the dispatcher. A FILLING is never overwritten by a store.
 //! 3. **Only the owning worker writes BUSY, TAKEN → IDLE and FULL → TAKEN**; nobody else
 //!    touches a mailbox in those states except the reclaimer once the owner is dead.
 //! 4. A worker is IDLE only while it is waiting for work (inside `recv`, or after `done()`
@@ -166,6 +169,7 @@ impl Mailbox {
         self.state.load(Ordering::Acquire)
     }
 
+    #[cfg(not(loom))]
     pub(crate) fn event(&self) -> &EventWord {
         &self.event
     }
@@ -482,16 +486,27 @@ impl<'a> PoolRef<'a> {
     }
 
     /// Dispatcher: publishes the job written into claimed mailbox `i` (FILLING → FULL), and
-    /// wakes its worker if `wake`.
-    pub fn publish(&self, i: usize, job_id: u64, len: u64, wake: bool) {
+    /// wakes its worker if `wake`. `false` if the worker abandoned the FILLING (it believed
+    /// the dispatcher dead, see `abandon_filling`): the job was not delivered, the caller
+    /// still has it.
+    pub fn publish(&self, i: usize, job_id: u64, len: u64, wake: bool) -> bool {
         let mb = self.mailbox(i);
         mb.job_id.store(job_id, Ordering::Relaxed);
         mb.len.store(len, Ordering::Relaxed);
-        // Release: pairs with the Acquire load in `try_take`.
-        mb.state.store(FULL, Ordering::Release);
+        // Release: pairs with the Acquire load in `try_take`. A CAS rather than a store, so
+        // an abandoned FILLING is never overwritten (and the job never stranded in a mailbox
+        // nobody will read).
+        if mb
+            .state
+            .compare_exchange(FILLING, FULL, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
         if wake {
             mb.event.notify();
         }
+        true
     }
 
     /// Wakes worker `i` (after a quiet `publish`, or on detach). One atomic; a system call
@@ -542,15 +557,6 @@ impl<'a> PoolRef<'a> {
                 false
             }
         }
-    }
-
-    /// Dispatcher: a job FULL in a mailbox whose owner has already released its participant
-    /// entry (a worker that left during a dispatcher takeover) is LOST.
-    pub fn orphan_full(&self, i: usize) -> bool {
-        self.mailbox(i)
-            .state
-            .compare_exchange(FULL, LOST, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
     }
 
     /// Dispatcher: reports and recycles a LOST mailbox: `(job_id, worker pid)`.
@@ -627,6 +633,7 @@ impl<'a> PoolRef<'a> {
         self.hdr.w.idle_bits.load(Ordering::Relaxed) & self.mask() != 0
     }
 
+    #[cfg(not(loom))]
     pub(crate) fn idle_event(&self) -> &'a EventWord {
         &self.hdr.w.idle_event
     }
@@ -657,7 +664,7 @@ mod tests {
         assert_eq!(p.claim_idle(0), Claim::Claimed(1));
         assert_eq!(p.try_take(1), Mail::Filling);
         assert_eq!(p.claim_idle(0), Claim::AllBusy);
-        p.publish(1, 7, 5, true);
+        assert!(p.publish(1, 7, 5, true));
         assert_eq!(p.try_take(1), Mail::Job { id: 7, len: 5 });
         assert_eq!(p.try_take(1), Mail::Empty);
         assert_eq!(p.mailbox(1).state(), TAKEN);
@@ -692,7 +699,7 @@ mod tests {
         p.make_idle(0);
         assert_eq!(p.claim_idle(0), Claim::Claimed(0));
         assert_eq!(p.withdraw(0), Withdraw::Filling);
-        p.publish(0, 9, 0, false);
+        assert!(p.publish(0, 9, 0, false));
         assert_eq!(p.withdraw(0), Withdraw::Full);
         assert_eq!(p.try_take(0), Mail::Job { id: 9, len: 0 });
     }
@@ -706,7 +713,7 @@ mod tests {
         let Claim::Claimed(i) = p.claim_idle(0) else {
             panic!()
         };
-        p.publish(i, 5, 1, true);
+        assert!(p.publish(i, 5, 1, true));
         assert!(p.reclaim_worker(0));
         assert!(p.reclaim_worker(0), "idempotent");
         assert_eq!(p.drain_lost(0), Some((5, 77)));
@@ -723,7 +730,7 @@ mod tests {
         p.make_idle(0);
         p.claim_idle(0);
         assert_eq!(p.leave(0), Leave::Filling);
-        p.publish(0, 11, 0, false);
+        assert!(p.publish(0, 11, 0, false));
         assert_eq!(p.leave(0), Leave::LeftLost);
         assert!(
             !p.join(0, 4),
@@ -743,6 +750,12 @@ mod tests {
         assert_eq!(p.reset_filling(), 1);
         assert_eq!(p.mailbox(0).state(), IDLE);
         assert_eq!(p.claim_idle(0), Claim::Claimed(0));
+        assert!(
+            p.abandon_filling(0, BUSY),
+            "the worker gives up on a dead dispatcher"
+        );
+        assert!(!p.publish(0, 1, 0, true), "a live one then keeps its job");
+        assert_eq!(p.mailbox(0).state(), BUSY);
         // Bits beyond max_workers (corruption) are ignored.
         h.w.idle_bits.store(u64::MAX, Ordering::Relaxed);
         assert_eq!(p.claim_idle(0), Claim::AllBusy);
