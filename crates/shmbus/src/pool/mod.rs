@@ -287,6 +287,7 @@ pub(crate) struct PoolLayout {
     pub(crate) max_job_size: usize,
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 impl PoolLayout {
     /// Validates (untrusted) parameters.
     pub(crate) fn new(max_workers: u64, max_job_size: u64) -> Result<PoolLayout, String> {
