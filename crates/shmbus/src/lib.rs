@@ -21,6 +21,7 @@ pub mod error;
 pub(crate) mod event;
 pub mod name;
 pub(crate) mod participants;
+pub mod pool;
 pub mod segment;
 pub mod stream;
 pub(crate) mod sync;

@@ -147,10 +147,23 @@ impl<'a> ParticipantTable<'a> {
         &self,
         me: ProcessId,
         is_alive: impl Fn(ProcessId) -> bool,
+        cleanup: impl FnMut(usize, &Participant),
+    ) -> usize {
+        self.reclaim_dead_in(0..self.entries.len(), me, is_alive, cleanup)
+    }
+
+    /// [`reclaim_dead`](Self::reclaim_dead) restricted to the entries in `range`, for kinds
+    /// that reserve index ranges by role (the pool's dispatcher entry 0 and worker entries).
+    pub(crate) fn reclaim_dead_in(
+        &self,
+        range: std::ops::Range<usize>,
+        me: ProcessId,
+        is_alive: impl Fn(ProcessId) -> bool,
         mut cleanup: impl FnMut(usize, &Participant),
     ) -> usize {
         let mut n = 0;
-        for (i, e) in self.entries.iter().enumerate() {
+        let end = range.end.min(self.entries.len());
+        for (i, e) in self.entries.iter().enumerate().take(end).skip(range.start) {
             let w = e.word.load(Ordering::Acquire);
             let state = w & 0xff;
             if state == FREE {

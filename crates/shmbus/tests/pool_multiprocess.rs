@@ -1,0 +1,464 @@
+//! Multi-process pool tests with real processes: every job received exactly once across
+//! worker processes, AllBusy when all are busy, workers SIGKILLed at random points (the
+//! dispatcher learns the lost job ids and reclaims the slots), and the dispatcher SIGKILLed
+//! (workers see Orphaned; a successor takes over).
+//!
+//! The test binary re-executes itself as the child: `child_entry` does nothing unless
+//! `SHMBUS_TEST_CHILD` names a role.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shmbus::pool::{Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
+use shmbus::{Domain, OpenError};
+
+const POOL: &str = "work";
+const CFG: PoolConfig = PoolConfig {
+    max_workers: 4,
+    max_job_size: 1024,
+};
+
+// ------------------------------------------------------------------ helpers
+
+struct TempRoot(PathBuf);
+
+impl TempRoot {
+    fn new(tag: &str) -> TempRoot {
+        let p = std::env::temp_dir().join(format!(
+            "shmbus-poolmp-{tag}-{}-{}",
+            std::process::id(),
+            shmbus::sys::monotonic_ns()
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        TempRoot(p)
+    }
+    fn domain(&self) -> Domain {
+        Domain::with_root("t", &self.0).unwrap()
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// xorshift64*, seeded from the clock; the seed is printed so a failure can be replayed
+/// with `POOL_TEST_SEED`.
+struct Rng(u64);
+
+impl Rng {
+    fn from_clock(what: &str) -> Rng {
+        let seed = std::env::var("POOL_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| shmbus::sys::monotonic_ns() | 1);
+        println!("{what}: seed {seed} (set POOL_TEST_SEED to replay)");
+        Rng(seed)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn spawn_child(role: &str, root: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("SHMBUS_TEST_CHILD", role)
+        .env("SHMBUS_ROOT", root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child")
+}
+
+/// Waits for a child to exit (bounded), killing it and failing if it does not.
+fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} (pid {}) did not exit: hang", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A job: its id, a spin time for the worker (µs), then pseudo-random bytes.
+fn make_job(id: u64, rng: &mut Rng, max_spin_us: u64) -> Vec<u8> {
+    let len = 16 + rng.below(CFG.max_job_size as u64 - 16) as usize;
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(&id.to_le_bytes());
+    v.extend_from_slice(&rng.below(max_spin_us + 1).to_le_bytes());
+    while v.len() < len {
+        v.push(rng.next() as u8);
+    }
+    v
+}
+
+/// Every `(job id, crc)` acknowledged by workers, from all their ack files.
+fn read_acks(root: &Path) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(root).unwrap().flatten() {
+        if !e.file_name().to_string_lossy().starts_with("ack.") {
+            continue;
+        }
+        for line in std::fs::read_to_string(e.path()).unwrap().lines() {
+            let mut f = line.split(' ');
+            let (Some(id), Some(crc)) = (f.next(), f.next()) else {
+                panic!("bad ack line {line:?}")
+            };
+            out.push((id.parse().unwrap(), crc.parse().unwrap()));
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------ child roles
+
+#[test]
+fn child_entry() {
+    let Ok(role) = std::env::var("SHMBUS_TEST_CHILD") else {
+        return;
+    };
+    let root = PathBuf::from(std::env::var("SHMBUS_ROOT").unwrap());
+    let d = Domain::new("t").unwrap();
+    match role.as_str() {
+        "worker" => child_worker(&d, &root),
+        "dispatcher" => child_dispatcher(&d),
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// Receives jobs until orphaned, acknowledging each (id and CRC32C of the payload) with one
+/// O_APPEND write, which survives a SIGKILL once it has returned. A job starting with
+/// `HOLD` blocks until the file `release` exists.
+fn child_worker(d: &Domain, root: &Path) {
+    let mut w = Worker::join(d, POOL).unwrap_or_else(|e| {
+        eprintln!("worker: {e}");
+        std::process::exit(3)
+    });
+    let mut ack = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join(format!("ack.{}", std::process::id())))
+        .unwrap();
+    loop {
+        match w.recv() {
+            Ok(job) => {
+                let data = job.data();
+                if data.starts_with(b"HOLD") {
+                    let end = Instant::now() + Duration::from_secs(20);
+                    while !root.join("release").exists() && Instant::now() < end {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                } else if data.len() >= 16 {
+                    let spin =
+                        Duration::from_micros(u64::from_le_bytes(data[8..16].try_into().unwrap()));
+                    let t = Instant::now();
+                    while t.elapsed() < spin {
+                        std::hint::spin_loop();
+                    }
+                }
+                let line = format!("{} {}\n", job.id(), crc32c::crc32c(data));
+                ack.write_all(line.as_bytes()).unwrap();
+            }
+            Err(RecvError::Orphaned) => std::process::exit(0),
+            Err(e) => {
+                eprintln!("worker: {e}");
+                std::process::exit(2)
+            }
+        }
+    }
+}
+
+/// Takes over the pool and dispatches as fast as it can until killed.
+fn child_dispatcher(d: &Domain) {
+    let mut disp = loop {
+        match Dispatcher::open(d, POOL) {
+            Ok(disp) => break disp,
+            Err(OpenError::Busy { .. }) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("dispatcher: {e}"),
+        }
+    };
+    let job = [0x5au8; 1000];
+    loop {
+        match disp.try_dispatch(&job[..]) {
+            Ok(_) | Err(TryDispatchError::AllBusy(_)) | Err(TryDispatchError::NoWorkers(_)) => {
+                std::hint::spin_loop()
+            }
+            Err(e) => panic!("dispatcher: {e}"),
+        }
+    }
+}
+
+// ------------------------------------------------------------------ tests
+
+#[test]
+fn every_job_received_exactly_once_across_processes() {
+    let root = TempRoot::new("once");
+    let d = root.domain();
+    let mut rng = Rng::from_clock("exactly-once");
+    let mut disp = Dispatcher::create(&d, POOL, CFG).unwrap();
+    let mut children: Vec<Child> = (0..3).map(|_| spawn_child("worker", &root.0)).collect();
+    eventually("3 workers to wait for work", || disp.status().idle == 3);
+
+    // Three jobs that hold their workers: now every worker is busy.
+    let mut expected: HashMap<u64, u32> = HashMap::new();
+    let mut busy_workers = HashSet::new();
+    for _ in 0..3 {
+        let hold = b"HOLD".to_vec();
+        let s = disp.try_dispatch(hold.clone()).unwrap();
+        assert!(
+            busy_workers.insert(s.worker),
+            "each job went to a different worker"
+        );
+        expected.insert(s.job_id, crc32c::crc32c(&hold));
+    }
+    match disp.try_dispatch(b"overflow".as_slice()) {
+        Err(TryDispatchError::AllBusy(job)) => assert_eq!(job, b"overflow"),
+        other => panic!("expected AllBusy with every worker holding a job, got {other:?}"),
+    }
+    std::fs::write(root.0.join("release"), b"").unwrap();
+
+    let total = 3000u64;
+    let mut all_busy = 0u64;
+    for id in 4..4 + total {
+        let mut job = make_job(id, &mut rng, 20);
+        expected.insert(id, crc32c::crc32c(&job));
+        loop {
+            match disp.try_dispatch_with_id(id, job) {
+                Ok(_) => break,
+                Err(TryDispatchError::AllBusy(j)) => {
+                    all_busy += 1;
+                    job = j;
+                    std::thread::yield_now();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    drop(disp);
+    for c in &mut children {
+        assert!(
+            wait_exit(c, "worker").success(),
+            "worker exited with an error"
+        );
+    }
+    let acks = read_acks(&root.0);
+    let mut seen = HashSet::new();
+    for &(id, _) in &acks {
+        assert!(seen.insert(id), "job {id} received twice");
+    }
+    assert_eq!(
+        seen,
+        (1..4 + total).collect::<HashSet<_>>(),
+        "every job received"
+    );
+    for (id, crc) in acks {
+        assert_eq!(expected.get(&id), Some(&crc), "job {id} payload intact");
+    }
+    println!("{total} jobs over 3 worker processes, {all_busy} AllBusy returns");
+}
+
+#[test]
+fn sigkilled_workers_lose_jobs_the_dispatcher_learns_and_slots_are_reclaimed() {
+    let root = TempRoot::new("kill");
+    let d = root.domain();
+    let mut rng = Rng::from_clock("kill-workers");
+    let mut disp = Dispatcher::create(&d, POOL, CFG).unwrap();
+    let mut live: Vec<Child> = (0..3).map(|_| spawn_child("worker", &root.0)).collect();
+    let mut dispatched: HashMap<u64, u32> = HashMap::new();
+    let mut lost: HashSet<u64> = HashSet::new();
+    let mut next_id = 1u64;
+    let kills = 200;
+    for _ in 0..kills {
+        // Dispatch a few jobs; workers spend 0..200 µs on each, so the kill below finds them
+        // idle, filling, holding an untaken job, processing, or acknowledging.
+        for _ in 0..rng.below(12) {
+            let job = make_job(next_id, &mut rng, 200);
+            let crc = crc32c::crc32c(&job);
+            match disp.try_dispatch_with_id(next_id, job) {
+                Ok(_) => {
+                    dispatched.insert(next_id, crc);
+                    next_id += 1;
+                }
+                Err(TryDispatchError::AllBusy(_) | TryDispatchError::NoWorkers(_)) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        if rng.below(2) == 0 {
+            std::thread::sleep(Duration::from_micros(rng.below(400)));
+        }
+        let victim = rng.below(live.len() as u64) as usize;
+        let mut child = live.swap_remove(victim);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        for l in disp.reap() {
+            assert!(
+                dispatched.contains_key(&l.job_id),
+                "lost job {} was never dispatched",
+                l.job_id
+            );
+            assert!(
+                lost.insert(l.job_id),
+                "job {} reported lost twice",
+                l.job_id
+            );
+        }
+        // The victim's mailbox is reclaimed: never more workers than live processes.
+        let st = disp.status();
+        assert!(
+            st.workers <= live.len(),
+            "{} workers attached but only {} processes live",
+            st.workers,
+            live.len()
+        );
+        live.push(spawn_child("worker", &root.0));
+    }
+    // Let the survivors finish; jobs still in their mailboxes are delivered before Orphaned.
+    eventually("replacement workers to join", || {
+        disp.status().workers == live.len()
+    });
+    for l in disp.reap() {
+        assert!(lost.insert(l.job_id));
+    }
+    drop(disp);
+    for c in &mut live {
+        assert!(wait_exit(c, "worker").success());
+    }
+    let acks = read_acks(&root.0);
+    let mut acked = HashSet::new();
+    for (id, crc) in acks {
+        assert!(acked.insert(id), "job {id} received twice");
+        assert_eq!(dispatched.get(&id), Some(&crc), "job {id} payload intact");
+    }
+    // Every dispatched job is accounted for: received, or reported lost. Both only when the
+    // worker died after acknowledging but before asking for more.
+    for id in dispatched.keys() {
+        assert!(
+            acked.contains(id) || lost.contains(id),
+            "job {id} vanished: neither received nor reported lost"
+        );
+    }
+    let both = acked.intersection(&lost).count();
+    println!(
+        "{kills} SIGKILLs: {} jobs dispatched, {} received, {} reported lost ({both} of them after processing)",
+        dispatched.len(),
+        acked.len(),
+        lost.len()
+    );
+}
+
+#[test]
+fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
+    let root = TempRoot::new("killdisp");
+    let d = root.domain();
+    let mut rng = Rng::from_clock("kill-dispatcher");
+    // The pool exists before any dispatcher; two worker threads wait in it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let orphaned: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let received: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let threads: Vec<_> = (0..2)
+        .map(|k| {
+            let mut w = Worker::create_or_join(&d, POOL, CFG).unwrap();
+            let (stop, orphaned, received) = (stop.clone(), orphaned.clone(), received.clone());
+            std::thread::spawn(move || loop {
+                match w.recv() {
+                    Ok(job) => {
+                        assert_eq!(
+                            job.data(),
+                            &[0x5a; 1000][..],
+                            "a job from a killed dispatcher is never torn"
+                        );
+                        received[k].fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(RecvError::Orphaned) => {
+                        orphaned[k].fetch_add(1, Ordering::SeqCst);
+                        if stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            })
+        })
+        .collect();
+    let rounds = 20;
+    for round in 0..rounds {
+        let before = [
+            orphaned[0].load(Ordering::SeqCst),
+            orphaned[1].load(Ordering::SeqCst),
+        ];
+        let got = [
+            received[0].load(Ordering::SeqCst),
+            received[1].load(Ordering::SeqCst),
+        ];
+        let mut child = spawn_child("dispatcher", &root.0);
+        let pid = child.id();
+        eventually("the child dispatcher to attach", || {
+            let st = shmbus::pool::status(&d, POOL).unwrap();
+            st.dispatcher_pid == Some(pid) && st.dispatcher_alive
+        });
+        // Exclusive while it lives.
+        match Dispatcher::open(&d, POOL) {
+            Err(OpenError::Busy { holder_pid, .. }) => assert_eq!(holder_pid, pid),
+            other => panic!("expected Busy, got {:?}", other.map(|_| ())),
+        }
+        // Let it dispatch a while (both workers get work), then kill it at a random point,
+        // often in the middle of writing a job.
+        eventually("both workers to get jobs", || {
+            received[0].load(Ordering::SeqCst) > got[0]
+                && received[1].load(Ordering::SeqCst) > got[1]
+        });
+        std::thread::sleep(Duration::from_micros(rng.below(3000)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Both workers see Orphaned (within their 100 ms check interval; the bound here is
+        // only against hangs).
+        eventually(
+            &format!("round {round}: both workers to see Orphaned"),
+            || {
+                orphaned[0].load(Ordering::SeqCst) > before[0]
+                    && orphaned[1].load(Ordering::SeqCst) > before[1]
+            },
+        );
+    }
+    // A successor in this process takes over, repairs what the last one left, and works.
+    let mut disp = Dispatcher::open(&d, POOL).unwrap();
+    assert!(disp.reap().is_empty(), "nobody died holding a job");
+    eventually("both workers idle under the new dispatcher", || {
+        disp.status().idle == 2
+    });
+    let first = disp.status().dispatched;
+    disp.try_dispatch(&[0x5au8; 1000][..]).unwrap();
+    assert_eq!(disp.status().dispatched, first + 1);
+    stop.store(true, Ordering::SeqCst);
+    drop(disp);
+    for t in threads {
+        t.join().unwrap();
+    }
+}
