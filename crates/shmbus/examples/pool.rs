@@ -19,17 +19,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     if std::env::args().nth(1).as_deref() == Some("worker") {
         return worker(&domain);
     }
-    let mut dispatcher = Dispatcher::create(
-        &domain,
-        POOL,
-        PoolConfig {
-            max_workers: 4,
-            max_job_size: 64,
-        },
-    )?;
-    let mut workers: Vec<Child> = (0..3)
-        .map(|_| Command::new(std::env::current_exe()?).arg("worker").spawn())
-        .collect::<Result<_, _>>()?;
+    let mut dispatcher = Dispatcher::create(&domain, POOL, PoolConfig { max_workers: 4, max_job_size: 64 })?;
+    let mut workers: Vec<Child> =
+        (0..3).map(|_| Command::new(std::env::current_exe()?).arg("worker").spawn()).collect::<Result<_, _>>()?;
     let start = Instant::now();
     while dispatcher.status().idle < 3 {
         if start.elapsed() > Duration::from_secs(20) {
@@ -54,10 +46,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             Err(e) => return Err(e.to_string().into()),
         }
         for lost in dispatcher.reap() {
-            println!(
-                "dispatcher: worker {} died holding job {}",
-                lost.pid, lost.job_id
-            );
+            println!("dispatcher: worker {} died holding job {}", lost.pid, lost.job_id);
         }
     }
     let status = dispatcher.status();
@@ -82,11 +71,7 @@ fn worker(domain: &Domain) -> Result<(), Box<dyn Error>> {
     loop {
         match worker.recv() {
             Ok(job) => {
-                println!(
-                    "worker {me}: job {}: {}",
-                    job.id(),
-                    String::from_utf8_lossy(job.data())
-                );
+                println!("worker {me}: job {}: {}", job.id(), String::from_utf8_lossy(job.data()));
                 std::thread::sleep(Duration::from_millis(2)); // the work
             }
             Err(RecvError::Orphaned) => return Ok(()),

@@ -11,9 +11,7 @@ use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use shmbus::pool::protocol::{
-    Claim, Idle, Leave, Mail, Mailbox, PoolHeader, PoolRef, Withdraw, BUSY, FULL, VACANT,
-};
+use shmbus::pool::protocol::{Claim, Idle, Leave, Mail, Mailbox, PoolHeader, PoolRef, Withdraw, BUSY, FULL, VACANT};
 
 struct Shared {
     hdr: PoolHeader,
@@ -22,10 +20,7 @@ struct Shared {
 
 impl Shared {
     fn new(n: usize) -> Arc<Shared> {
-        Arc::new(Shared {
-            hdr: PoolHeader::new(),
-            mbs: (0..n).map(|_| Mailbox::new()).collect(),
-        })
+        Arc::new(Shared { hdr: PoolHeader::new(), mbs: (0..n).map(|_| Mailbox::new()).collect() })
     }
     fn pool(&self) -> PoolRef<'_> {
         PoolRef::new(&self.hdr, &self.mbs)
@@ -87,24 +82,9 @@ fn dispatch_races_recv_and_withdraw() {
         let sent = dispatch(s.pool(), 42, 2);
         let got = w.join().unwrap();
         // Exactly once: a placed job is received; a job is placed only in a waiting mailbox.
-        assert_eq!(
-            sent.is_some(),
-            got == Some(42),
-            "sent {sent:?}, got {got:?}"
-        );
-        assert_eq!(
-            s.mbs[0].state(),
-            if got.is_some() {
-                shmbus::pool::protocol::TAKEN
-            } else {
-                BUSY
-            }
-        );
-        assert_eq!(
-            s.pool().counts(),
-            (1, 0),
-            "not idle after withdrawing or taking"
-        );
+        assert_eq!(sent.is_some(), got == Some(42), "sent {sent:?}, got {got:?}");
+        assert_eq!(s.mbs[0].state(), if got.is_some() { shmbus::pool::protocol::TAKEN } else { BUSY });
+        assert_eq!(s.pool().counts(), (1, 0), "not idle after withdrawing or taking");
     });
 }
 
@@ -163,11 +143,7 @@ fn leaving_worker_hands_a_racing_job_back_as_lost() {
         let left_lost = w.join().unwrap();
         let lost = s.pool().drain_lost(0);
         assert_eq!(sent.is_some(), left_lost);
-        assert_eq!(
-            lost,
-            sent.map(|_| (9, 7)),
-            "the job comes back exactly when it was sent"
-        );
+        assert_eq!(lost, sent.map(|_| (9, 7)), "the job comes back exactly when it was sent");
         assert_eq!(s.mbs[0].state(), VACANT);
         assert_eq!(s.pool().counts(), (0, 0));
     });
@@ -209,11 +185,7 @@ fn worker_dies_at_every_step_and_is_reclaimed() {
             let done = finished.load(Ordering::SeqCst);
             // Every dispatched job is finished or reported lost, never both, never neither.
             match sent {
-                Some(_) => assert_eq!(
-                    lost.is_some(),
-                    !done,
-                    "steps {steps}: lost {lost:?}, done {done}"
-                ),
+                Some(_) => assert_eq!(lost.is_some(), !done, "steps {steps}: lost {lost:?}, done {done}"),
                 None => assert_eq!(lost, None),
             }
             if let Some((id, pid)) = lost {
@@ -262,11 +234,7 @@ fn successor_repairs_a_dead_dispatchers_filling() {
         let (got, how) = w.join().unwrap();
         // If the worker abandoned the successor's fill (wrongly believing it dead), the
         // successor's publish fails and it keeps the job: delivered exactly when published.
-        assert_eq!(
-            sent.is_some(),
-            got == Some(2),
-            "sent {sent:?}, got {got:?} via {how}"
-        );
+        assert_eq!(sent.is_some(), got == Some(2), "sent {sent:?}, got {got:?} via {how}");
         // Nothing is stranded in the mailbox. (Read with `leave`, a CAS loop: loom may hand
         // a final plain load a stale value after racing RMWs and stores, tokio-rs/loom#254.)
         let left = loop {

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use shmbus::pool::{
-    self, BatchDispatchError, Dispatcher, PoolConfig, RecvError, TryDispatchError, TryRecvError,
-    Worker,
+    self, BatchDispatchError, Dispatcher, PoolConfig, RecvError, TryDispatchError, TryRecvError, Worker,
 };
 use shmbus::{Domain, OpenError, WaitSet};
 
@@ -34,19 +33,13 @@ impl Drop for TempRoot {
     }
 }
 
-const CFG: PoolConfig = PoolConfig {
-    max_workers: 4,
-    max_job_size: 256,
-};
+const CFG: PoolConfig = PoolConfig { max_workers: 4, max_job_size: 256 };
 
 /// Waits (bounded) until `cond` holds.
 fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let end = std::time::Instant::now() + Duration::from_secs(10);
     while !cond() {
-        assert!(
-            std::time::Instant::now() < end,
-            "timed out waiting for {what}"
-        );
+        assert!(std::time::Instant::now() < end, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -62,10 +55,7 @@ fn dispatch_to_a_waiting_worker_and_hand_back_when_busy() {
     }
     let mut w = Worker::join(&d, "p").unwrap();
     // Joined but not waiting: return to sender.
-    assert!(matches!(
-        disp.try_dispatch(b"y".as_slice()),
-        Err(TryDispatchError::AllBusy(b"y"))
-    ));
+    assert!(matches!(disp.try_dispatch(b"y".as_slice()), Err(TryDispatchError::AllBusy(b"y"))));
     assert_eq!(w.try_recv().unwrap_err(), TryRecvError::Empty); // now idle
     let sent = disp.try_dispatch(b"hello".as_slice()).unwrap();
     assert_eq!(sent.worker, w.index());
@@ -73,17 +63,10 @@ fn dispatch_to_a_waiting_worker_and_hand_back_when_busy() {
     // The worker holds it until its next recv: busy.
     let job = w.recv().unwrap();
     assert_eq!((job.id(), job.data()), (1, &b"hello"[..]));
-    assert!(matches!(
-        disp.try_dispatch(b"z".as_slice()),
-        Err(TryDispatchError::AllBusy(_))
-    ));
+    assert!(matches!(disp.try_dispatch(b"z".as_slice()), Err(TryDispatchError::AllBusy(_))));
     let too_big = vec![0u8; 257];
     match disp.try_dispatch(too_big) {
-        Err(TryDispatchError::TooLarge {
-            job,
-            len: 257,
-            max: 256,
-        }) => assert_eq!(job.len(), 257),
+        Err(TryDispatchError::TooLarge { job, len: 257, max: 256 }) => assert_eq!(job.len(), 257),
         other => panic!("expected TooLarge, got {other:?}"),
     }
     w.done();
@@ -141,16 +124,9 @@ fn blocking_recv_across_threads_every_job_once() {
         }
     }
     drop(disp); // workers see Orphaned once their mailbox is empty
-    let mut got: Vec<u64> = handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+    let mut got: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     got.sort_unstable();
-    assert_eq!(
-        got,
-        (1..=total).collect::<Vec<_>>(),
-        "every job received exactly once"
-    );
+    assert_eq!(got, (1..=total).collect::<Vec<_>>(), "every job received exactly once");
     println!("{all_busy} AllBusy returns");
 }
 
@@ -165,10 +141,7 @@ fn batch_fills_idle_workers_then_wakes_them() {
     let d = root.domain();
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let mut out = Vec::with_capacity(8);
-    assert_eq!(
-        disp.try_dispatch_batch(&[b"a"], &mut out),
-        Err(BatchDispatchError::NoWorkers)
-    );
+    assert_eq!(disp.try_dispatch_batch(&[b"a"], &mut out), Err(BatchDispatchError::NoWorkers));
     let mut ws: Vec<Worker> = (0..3).map(|_| Worker::join(&d, "p").unwrap()).collect();
     for w in &mut ws[..2] {
         assert!(w.try_recv().is_err());
@@ -176,18 +149,10 @@ fn batch_fills_idle_workers_then_wakes_them() {
     let big = [0u8; 300];
     assert_eq!(
         disp.try_dispatch_batch(&[b"a", &big], &mut out),
-        Err(BatchDispatchError::TooLarge {
-            index: 1,
-            len: 300,
-            max: 256
-        })
+        Err(BatchDispatchError::TooLarge { index: 1, len: 300, max: 256 })
     );
     let jobs: [&[u8]; 4] = [b"j1", b"j2", b"j3", b"j4"];
-    assert_eq!(
-        disp.try_dispatch_batch(&jobs, &mut out),
-        Ok(2),
-        "two idle workers, two jobs sent"
-    );
+    assert_eq!(disp.try_dispatch_batch(&jobs, &mut out), Ok(2), "two idle workers, two jobs sent");
     assert_eq!(out.len(), 2);
     let mut seen = Vec::new();
     for w in &mut ws[..2] {
@@ -207,27 +172,17 @@ fn one_dispatcher_at_a_time_and_takeover_after_exit() {
         Err(OpenError::Busy { holder_pid, .. }) => assert_eq!(holder_pid, std::process::id()),
         other => panic!("expected Busy, got {other:?}"),
     }
-    assert!(matches!(
-        Dispatcher::create(&d, "p", CFG),
-        Err(OpenError::Busy { .. })
-    ));
+    assert!(matches!(Dispatcher::create(&d, "p", CFG), Err(OpenError::Busy { .. })));
     let mut w = Worker::join(&d, "p").unwrap();
     assert!(w.try_recv().is_err());
     drop(first);
     // A clean exit is seen at once.
     assert_eq!(w.try_recv().unwrap_err(), TryRecvError::Orphaned);
-    assert_eq!(
-        w.try_recv().unwrap_err(),
-        TryRecvError::Empty,
-        "reported once, then waits for a successor"
-    );
+    assert_eq!(w.try_recv().unwrap_err(), TryRecvError::Empty, "reported once, then waits for a successor");
     let mut second = Dispatcher::open(&d, "p").unwrap();
     let s = second.try_dispatch(b"after".as_slice()).unwrap();
     assert_eq!(s.job_id, 1, "ids continue across dispatchers");
-    assert_eq!(
-        w.recv_timeout(Duration::from_secs(5)).unwrap().data(),
-        b"after"
-    );
+    assert_eq!(w.recv_timeout(Duration::from_secs(5)).unwrap().data(), b"after");
     let s = second.try_dispatch(b"x".as_slice());
     assert!(matches!(s, Err(TryDispatchError::AllBusy(_))));
     w.done();
@@ -252,15 +207,9 @@ fn recv_timeout_withdraws() {
     let d = root.domain();
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let mut w = Worker::join(&d, "p").unwrap();
-    assert_eq!(
-        w.recv_timeout(Duration::from_millis(5)).unwrap_err(),
-        RecvError::Timeout
-    );
+    assert_eq!(w.recv_timeout(Duration::from_millis(5)).unwrap_err(), RecvError::Timeout);
     assert_eq!(disp.status().idle, 0, "a worker that timed out is not idle");
-    assert!(matches!(
-        disp.try_dispatch(b"x".as_slice()),
-        Err(TryDispatchError::AllBusy(_))
-    ));
+    assert!(matches!(disp.try_dispatch(b"x".as_slice()), Err(TryDispatchError::AllBusy(_))));
 }
 
 #[test]
@@ -274,19 +223,13 @@ fn leaving_worker_returns_its_undelivered_job_as_lost() {
     drop(w);
     let lost = disp.reap();
     assert_eq!(lost.len(), 1);
-    assert_eq!(
-        (lost[0].job_id, lost[0].worker, lost[0].pid),
-        (s.job_id, s.worker, std::process::id())
-    );
+    assert_eq!((lost[0].job_id, lost[0].worker, lost[0].pid), (s.job_id, s.worker, std::process::id()));
     assert!(disp.reap().is_empty(), "reported once");
     let st = disp.status();
     assert_eq!((st.workers, st.lost), (0, 1));
     // All mailboxes are reusable.
     let ws: Vec<Worker> = (0..4).map(|_| Worker::join(&d, "p").unwrap()).collect();
-    assert!(matches!(
-        Worker::join(&d, "p"),
-        Err(OpenError::TooManyParticipants { max: 4, .. })
-    ));
+    assert!(matches!(Worker::join(&d, "p"), Err(OpenError::TooManyParticipants { max: 4, .. })));
     drop(ws);
 }
 
@@ -301,19 +244,13 @@ fn waitset_over_worker_mailboxes() {
     assert!(a.try_recv().is_err());
     assert!(b.try_recv().is_err());
     let mut ws = WaitSet::new();
-    assert!(
-        ws.wait(&[&a, &b], Some(Duration::from_millis(5))).is_err(),
-        "nothing dispatched yet"
-    );
+    assert!(ws.wait(&[&a, &b], Some(Duration::from_millis(5))).is_err(), "nothing dispatched yet");
     let t = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
         let s = disp.try_dispatch(b"wake one".as_slice()).unwrap();
         (s.worker, disp)
     });
-    let ready = ws
-        .wait(&[&a, &b], Some(Duration::from_secs(10)))
-        .unwrap()
-        .to_vec();
+    let ready = ws.wait(&[&a, &b], Some(Duration::from_secs(10))).unwrap().to_vec();
     let (worker, disp) = t.join().unwrap();
     let chosen = if worker == a.index() { 0 } else { 1 };
     assert_eq!(ready, vec![chosen], "exactly the chosen worker is ready");
@@ -321,79 +258,32 @@ fn waitset_over_worker_mailboxes() {
     assert_eq!(w.try_recv().unwrap().data(), b"wake one");
     // The dispatcher side is waitable too: ready when some worker is idle.
     let mut ws2 = WaitSet::new();
-    assert_eq!(
-        ws2.wait(&[&disp], Some(Duration::from_secs(10))).unwrap(),
-        &[0]
-    );
+    assert_eq!(ws2.wait(&[&disp], Some(Duration::from_secs(10))).unwrap(), &[0]);
     // Orphaned is a readiness too.
     drop(disp);
-    assert!(!ws
-        .wait(&[&a, &b], Some(Duration::from_secs(10)))
-        .unwrap()
-        .is_empty());
+    assert!(!ws.wait(&[&a, &b], Some(Duration::from_secs(10))).unwrap().is_empty());
 }
 
 #[test]
 fn status_without_joining_and_bad_configs() {
     let root = TempRoot::new("status");
     let d = root.domain();
-    assert!(matches!(
-        pool::status(&d, "p"),
-        Err(OpenError::NotFound { .. })
-    ));
-    let bad = |c: PoolConfig| {
-        matches!(
-            Dispatcher::create(&d, "q", c),
-            Err(OpenError::InvalidConfig { .. })
-        )
-    };
-    assert!(bad(PoolConfig {
-        max_workers: 0,
-        max_job_size: 1
-    }));
-    assert!(bad(PoolConfig {
-        max_workers: 65,
-        max_job_size: 1
-    }));
-    assert!(bad(PoolConfig {
-        max_workers: 1,
-        max_job_size: 0
-    }));
-    assert!(bad(PoolConfig {
-        max_workers: 1,
-        max_job_size: pool::MAX_JOB_SIZE + 1
-    }));
+    assert!(matches!(pool::status(&d, "p"), Err(OpenError::NotFound { .. })));
+    let bad = |c: PoolConfig| matches!(Dispatcher::create(&d, "q", c), Err(OpenError::InvalidConfig { .. }));
+    assert!(bad(PoolConfig { max_workers: 0, max_job_size: 1 }));
+    assert!(bad(PoolConfig { max_workers: 65, max_job_size: 1 }));
+    assert!(bad(PoolConfig { max_workers: 1, max_job_size: 0 }));
+    assert!(bad(PoolConfig { max_workers: 1, max_job_size: pool::MAX_JOB_SIZE + 1 }));
     let disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let _w = Worker::join(&d, "p").unwrap();
     let st = pool::status(&d, "p").unwrap();
-    assert_eq!(
-        (
-            st.max_workers,
-            st.max_job_size,
-            st.workers,
-            st.idle,
-            st.busy
-        ),
-        (4, 256, 1, 0, 1)
-    );
+    assert_eq!((st.max_workers, st.max_job_size, st.workers, st.idle, st.busy), (4, 256, 1, 0, 1));
     assert_eq!(st.dispatcher_pid, Some(std::process::id()));
     drop(disp);
     let st = pool::status(&d, "p").unwrap();
     assert_eq!((st.dispatcher_pid, st.dispatcher_alive), (None, false));
-    match Worker::create_or_join(
-        &d,
-        "p",
-        PoolConfig {
-            max_workers: 8,
-            max_job_size: 256,
-        },
-    ) {
-        Err(OpenError::LayoutMismatch {
-            field: "max_workers",
-            existing: 4,
-            requested: 8,
-            ..
-        }) => {}
+    match Worker::create_or_join(&d, "p", PoolConfig { max_workers: 8, max_job_size: 256 }) {
+        Err(OpenError::LayoutMismatch { field: "max_workers", existing: 4, requested: 8, .. }) => {}
         other => panic!("expected LayoutMismatch, got {other:?}"),
     }
 }
@@ -410,18 +300,13 @@ const POOL_HEADER: u64 = 128;
 
 fn patch(path: &std::path::Path, offset: u64, bytes: &[u8], fix_crc: bool) {
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
     f.write_all_at(bytes, offset).unwrap();
     if fix_crc {
         let mut h = vec![0u8; HEADER_LEN];
         f.read_exact_at(&mut h, 0).unwrap();
         h[16..24].fill(0); // ready and crc count as zero
-        f.write_all_at(&crc32c::crc32c(&h).to_le_bytes(), CRC_FIELD)
-            .unwrap();
+        f.write_all_at(&crc32c::crc32c(&h).to_le_bytes(), CRC_FIELD).unwrap();
     }
 }
 
@@ -443,59 +328,33 @@ fn corrupt_headers_are_typed_errors() {
         }
         other => panic!("expected WrongKind, got {other:?}"),
     }
-    assert!(matches!(
-        Dispatcher::open(&d, "p"),
-        Err(OpenError::WrongKind { .. })
-    ));
+    assert!(matches!(Dispatcher::open(&d, "p"), Err(OpenError::WrongKind { .. })));
     // Impossible parameters, with a valid checksum (a hostile creator).
-    for (field, value) in [
-        (0u64, 0u64),
-        (0, 65),
-        (0, u64::MAX),
-        (1, 0),
-        (1, 1 << 40),
-        (2, 1),
-        (7, 3),
-    ] {
+    for (field, value) in [(0u64, 0u64), (0, 65), (0, u64::MAX), (1, 0), (1, 1 << 40), (2, 1), (7, 3)] {
         fresh();
         patch(&path, PARAMS_FIELD + 8 * field, &value.to_le_bytes(), true);
         match Worker::join(&d, "p") {
             Err(OpenError::Corrupt { what, .. }) => assert!(!what.is_empty()),
             other => panic!("param {field} = {value}: expected Corrupt, got {other:?}"),
         }
-        assert!(matches!(
-            pool::status(&d, "p"),
-            Err(OpenError::Corrupt { .. })
-        ));
+        assert!(matches!(pool::status(&d, "p"), Err(OpenError::Corrupt { .. })));
     }
     // A parameter changed without fixing the checksum.
     fresh();
     patch(&path, PARAMS_FIELD, &2u64.to_le_bytes(), false);
-    assert!(matches!(
-        Worker::join(&d, "p"),
-        Err(OpenError::Corrupt { .. })
-    ));
+    assert!(matches!(Worker::join(&d, "p"), Err(OpenError::Corrupt { .. })));
     // Valid parameters that disagree with the file size.
     fresh();
     patch(&path, PARAMS_FIELD + 8, &512u64.to_le_bytes(), true);
-    assert!(matches!(
-        Worker::join(&d, "p"),
-        Err(OpenError::Corrupt { .. })
-    ));
+    assert!(matches!(Worker::join(&d, "p"), Err(OpenError::Corrupt { .. })));
     // Truncated.
     fresh();
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(KIND_AREA + 64).unwrap();
-    assert!(matches!(
-        Worker::join(&d, "p"),
-        Err(OpenError::Truncated { .. })
-    ));
+    assert!(matches!(Worker::join(&d, "p"), Err(OpenError::Truncated { .. })));
     // Garbage.
     std::fs::write(&path, vec![0xAB; 20000]).unwrap();
-    assert!(matches!(
-        Dispatcher::open(&d, "p"),
-        Err(OpenError::NotASegment { .. })
-    ));
+    assert!(matches!(Dispatcher::open(&d, "p"), Err(OpenError::NotASegment { .. })));
 }
 
 #[test]
@@ -509,10 +368,7 @@ fn corrupt_mailboxes_fail_calls_without_panics_or_hangs() {
     let mb = KIND_AREA + POOL_HEADER + (w.index() * stride) as u64;
     // A state no worker can be in.
     patch(&path, mb, &99u32.to_le_bytes(), false);
-    assert!(matches!(
-        w.recv_timeout(Duration::from_millis(10)),
-        Err(RecvError::Corrupt { .. })
-    ));
+    assert!(matches!(w.recv_timeout(Duration::from_millis(10)), Err(RecvError::Corrupt { .. })));
     assert!(matches!(w.try_recv(), Err(TryRecvError::Corrupt { .. })));
     // A FULL mailbox claiming more bytes than max_job_size.
     patch(&path, mb, &4u32.to_le_bytes(), false); // FULL
@@ -524,10 +380,7 @@ fn corrupt_mailboxes_fail_calls_without_panics_or_hangs() {
     // Garbage idle bits (beyond max_workers, or for mailboxes that are not idle) only make
     // dispatch fail.
     patch(&path, KIND_AREA, &u64::MAX.to_le_bytes(), false);
-    assert!(matches!(
-        disp.try_dispatch(b"x".as_slice()),
-        Err(TryDispatchError::AllBusy(_))
-    ));
+    assert!(matches!(disp.try_dispatch(b"x".as_slice()), Err(TryDispatchError::AllBusy(_))));
     // Reaping garbage is harmless.
     patch(&path, mb, &77u32.to_le_bytes(), false);
     assert!(disp.reap().is_empty());

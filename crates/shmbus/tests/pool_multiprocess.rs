@@ -18,10 +18,7 @@ use shmbus::pool::{Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
 use shmbus::{Domain, OpenError};
 
 const POOL: &str = "work";
-const CFG: PoolConfig = PoolConfig {
-    max_workers: 4,
-    max_job_size: 1024,
-};
+const CFG: PoolConfig = PoolConfig { max_workers: 4, max_job_size: 1024 };
 
 // ------------------------------------------------------------------ helpers
 
@@ -128,9 +125,7 @@ fn read_acks(root: &Path) -> Vec<(u64, u32)> {
         }
         for line in std::fs::read_to_string(e.path()).unwrap().lines() {
             let mut f = line.split(' ');
-            let (Some(id), Some(crc)) = (f.next(), f.next()) else {
-                panic!("bad ack line {line:?}")
-            };
+            let (Some(id), Some(crc)) = (f.next(), f.next()) else { panic!("bad ack line {line:?}") };
             out.push((id.parse().unwrap(), crc.parse().unwrap()));
         }
     }
@@ -176,8 +171,7 @@ fn child_worker(d: &Domain, root: &Path) {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 } else if data.len() >= 16 {
-                    let spin =
-                        Duration::from_micros(u64::from_le_bytes(data[8..16].try_into().unwrap()));
+                    let spin = Duration::from_micros(u64::from_le_bytes(data[8..16].try_into().unwrap()));
                     let t = Instant::now();
                     while t.elapsed() < spin {
                         std::hint::spin_loop();
@@ -207,9 +201,7 @@ fn child_dispatcher(d: &Domain) {
     let job = [0x5au8; 1000];
     loop {
         match disp.try_dispatch(&job[..]) {
-            Ok(_) | Err(TryDispatchError::AllBusy(_)) | Err(TryDispatchError::NoWorkers(_)) => {
-                std::hint::spin_loop()
-            }
+            Ok(_) | Err(TryDispatchError::AllBusy(_)) | Err(TryDispatchError::NoWorkers(_)) => std::hint::spin_loop(),
             Err(e) => panic!("dispatcher: {e}"),
         }
     }
@@ -232,10 +224,7 @@ fn every_job_received_exactly_once_across_processes() {
     for _ in 0..3 {
         let hold = b"HOLD".to_vec();
         let s = disp.try_dispatch(hold.clone()).unwrap();
-        assert!(
-            busy_workers.insert(s.worker),
-            "each job went to a different worker"
-        );
+        assert!(busy_workers.insert(s.worker), "each job went to a different worker");
         expected.insert(s.job_id, crc32c::crc32c(&hold));
     }
     match disp.try_dispatch(b"overflow".as_slice()) {
@@ -263,21 +252,14 @@ fn every_job_received_exactly_once_across_processes() {
     }
     drop(disp);
     for c in &mut children {
-        assert!(
-            wait_exit(c, "worker").success(),
-            "worker exited with an error"
-        );
+        assert!(wait_exit(c, "worker").success(), "worker exited with an error");
     }
     let acks = read_acks(&root.0);
     let mut seen = HashSet::new();
     for &(id, _) in &acks {
         assert!(seen.insert(id), "job {id} received twice");
     }
-    assert_eq!(
-        seen,
-        (1..4 + total).collect::<HashSet<_>>(),
-        "every job received"
-    );
+    assert_eq!(seen, (1..4 + total).collect::<HashSet<_>>(), "every job received");
     for (id, crc) in acks {
         assert_eq!(expected.get(&id), Some(&crc), "job {id} payload intact");
     }
@@ -318,31 +300,16 @@ fn sigkilled_workers_lose_jobs_the_dispatcher_learns_and_slots_are_reclaimed() {
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         for l in disp.reap() {
-            assert!(
-                dispatched.contains_key(&l.job_id),
-                "lost job {} was never dispatched",
-                l.job_id
-            );
-            assert!(
-                lost.insert(l.job_id),
-                "job {} reported lost twice",
-                l.job_id
-            );
+            assert!(dispatched.contains_key(&l.job_id), "lost job {} was never dispatched", l.job_id);
+            assert!(lost.insert(l.job_id), "job {} reported lost twice", l.job_id);
         }
         // The victim's mailbox is reclaimed: never more workers than live processes.
         let st = disp.status();
-        assert!(
-            st.workers <= live.len(),
-            "{} workers attached but only {} processes live",
-            st.workers,
-            live.len()
-        );
+        assert!(st.workers <= live.len(), "{} workers attached but only {} processes live", st.workers, live.len());
         live.push(spawn_child("worker", &root.0));
     }
     // Let the survivors finish; jobs still in their mailboxes are delivered before Orphaned.
-    eventually("replacement workers to join", || {
-        disp.status().workers == live.len()
-    });
+    eventually("replacement workers to join", || disp.status().workers == live.len());
     for l in disp.reap() {
         assert!(lost.insert(l.job_id));
     }
@@ -359,10 +326,7 @@ fn sigkilled_workers_lose_jobs_the_dispatcher_learns_and_slots_are_reclaimed() {
     // Every dispatched job is accounted for: received, or reported lost. Both only when the
     // worker died after acknowledging but before asking for more.
     for id in dispatched.keys() {
-        assert!(
-            acked.contains(id) || lost.contains(id),
-            "job {id} vanished: neither received nor reported lost"
-        );
+        assert!(acked.contains(id) || lost.contains(id), "job {id} vanished: neither received nor reported lost");
     }
     let both = acked.intersection(&lost).count();
     println!(
@@ -389,11 +353,7 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
             std::thread::spawn(move || loop {
                 match w.recv() {
                     Ok(job) => {
-                        assert_eq!(
-                            job.data(),
-                            &[0x5a; 1000][..],
-                            "a job from a killed dispatcher is never torn"
-                        );
+                        assert_eq!(job.data(), &[0x5a; 1000][..], "a job from a killed dispatcher is never torn");
                         received[k].fetch_add(1, Ordering::SeqCst);
                     }
                     Err(RecvError::Orphaned) => {
@@ -409,14 +369,8 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
         .collect();
     let rounds = 20;
     for round in 0..rounds {
-        let before = [
-            orphaned[0].load(Ordering::SeqCst),
-            orphaned[1].load(Ordering::SeqCst),
-        ];
-        let got = [
-            received[0].load(Ordering::SeqCst),
-            received[1].load(Ordering::SeqCst),
-        ];
+        let before = [orphaned[0].load(Ordering::SeqCst), orphaned[1].load(Ordering::SeqCst)];
+        let got = [received[0].load(Ordering::SeqCst), received[1].load(Ordering::SeqCst)];
         let mut child = spawn_child("dispatcher", &root.0);
         let pid = child.id();
         eventually("the child dispatcher to attach", || {
@@ -431,28 +385,21 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
         // Let it dispatch a while (both workers get work), then kill it at a random point,
         // often in the middle of writing a job.
         eventually("both workers to get jobs", || {
-            received[0].load(Ordering::SeqCst) > got[0]
-                && received[1].load(Ordering::SeqCst) > got[1]
+            received[0].load(Ordering::SeqCst) > got[0] && received[1].load(Ordering::SeqCst) > got[1]
         });
         std::thread::sleep(Duration::from_micros(rng.below(3000)));
         child.kill().unwrap();
         child.wait().unwrap();
         // Both workers see Orphaned (within their 100 ms check interval; the bound here is
         // only against hangs).
-        eventually(
-            &format!("round {round}: both workers to see Orphaned"),
-            || {
-                orphaned[0].load(Ordering::SeqCst) > before[0]
-                    && orphaned[1].load(Ordering::SeqCst) > before[1]
-            },
-        );
+        eventually(&format!("round {round}: both workers to see Orphaned"), || {
+            orphaned[0].load(Ordering::SeqCst) > before[0] && orphaned[1].load(Ordering::SeqCst) > before[1]
+        });
     }
     // A successor in this process takes over, repairs what the last one left, and works.
     let mut disp = Dispatcher::open(&d, POOL).unwrap();
     assert!(disp.reap().is_empty(), "nobody died holding a job");
-    eventually("both workers idle under the new dispatcher", || {
-        disp.status().idle == 2
-    });
+    eventually("both workers idle under the new dispatcher", || disp.status().idle == 2);
     let first = disp.status().dispatched;
     disp.try_dispatch(&[0x5au8; 1000][..]).unwrap();
     assert_eq!(disp.status().dispatched, first + 1);

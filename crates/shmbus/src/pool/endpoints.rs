@@ -8,12 +8,11 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use super::protocol::{
-    Claim, Idle, Leave, Mail, PoolHeader, PoolRef, Withdraw, BUSY, HEADER_SIZE, MAILBOX_HEAD,
-    VACANT,
+    Claim, Idle, Leave, Mail, PoolHeader, PoolRef, Withdraw, BUSY, HEADER_SIZE, MAILBOX_HEAD, VACANT,
 };
 use super::{
-    BatchDispatchError, Dispatched, LostJob, PoolConfig, PoolLayout, PoolStatus, RecvError,
-    TryDispatchError, TryRecvError, DEFAULT_ORPHAN_CHECK,
+    BatchDispatchError, Dispatched, LostJob, PoolConfig, PoolLayout, PoolStatus, RecvError, TryDispatchError,
+    TryRecvError, DEFAULT_ORPHAN_CHECK,
 };
 use crate::domain::Domain;
 use crate::error::OpenError;
@@ -41,12 +40,7 @@ fn pool_ref<'a>(seg: &'a Segment, layout: &PoolLayout) -> PoolRef<'a> {
     // aligned. All fields are atomics: every bit pattern is valid.
     unsafe {
         let hdr = &*(base as *const PoolHeader);
-        PoolRef::from_raw(
-            hdr,
-            base.add(HEADER_SIZE),
-            layout.stride(),
-            layout.max_workers,
-        )
+        PoolRef::from_raw(hdr, base.add(HEADER_SIZE), layout.stride(), layout.max_workers)
     }
 }
 
@@ -55,16 +49,11 @@ fn payload_ptr(seg: &Segment, layout: &PoolLayout, i: usize) -> *mut u8 {
     assert!(i < layout.max_workers);
     // SAFETY: as in `pool_ref`: mailbox i and its max_job_size payload bytes are inside the
     // mapping.
-    unsafe {
-        seg.kind_base()
-            .add(HEADER_SIZE + i * layout.stride() + MAILBOX_HEAD)
-    }
+    unsafe { seg.kind_base().add(HEADER_SIZE + i * layout.stride() + MAILBOX_HEAD) }
 }
 
 fn dispatcher_alive(seg: &Segment) -> Option<(u32, bool)> {
-    seg.participants()
-        .owner(DISPATCHER_ENTRY)
-        .map(|o| (o.process.pid, process_is_alive(o.process)))
+    seg.participants().owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, process_is_alive(o.process)))
 }
 
 /// Reads a pool's status without joining it.
@@ -108,11 +97,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// Creates the pool `name` (or opens it if it exists with the same layout) and becomes
     /// its dispatcher.
-    pub fn create(
-        domain: &Domain,
-        name: &str,
-        config: PoolConfig,
-    ) -> Result<Dispatcher, OpenError> {
+    pub fn create(domain: &Domain, name: &str, config: PoolConfig) -> Result<Dispatcher, OpenError> {
         Dispatcher::create_with(domain, name, config, &CreateOptions::default())
     }
 
@@ -140,38 +125,24 @@ impl Dispatcher {
         let parts = seg.participants();
         let mut registered = false;
         for _ in 0..16 {
-            if parts
-                .register(me, ROLE_DISPATCHER, DISPATCHER_ENTRY..DISPATCHER_ENTRY + 1)
-                .is_some()
-            {
+            if parts.register(me, ROLE_DISPATCHER, DISPATCHER_ENTRY..DISPATCHER_ENTRY + 1).is_some() {
                 registered = true;
                 break;
             }
             match parts.owner(DISPATCHER_ENTRY) {
                 Some(o) if o.process.pid == me.pid || process_is_alive(o.process) => {
-                    return Err(OpenError::Busy {
-                        path: seg.path().to_owned(),
-                        holder_pid: o.process.pid,
-                    });
+                    return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: o.process.pid });
                 }
                 // Dead (or just released): reclaim the entry and try again. Nothing to clean
                 // in the entry itself; the mailboxes it left FILLING are repaired below.
                 _ => {
-                    parts.reclaim_dead_in(
-                        DISPATCHER_ENTRY..DISPATCHER_ENTRY + 1,
-                        me,
-                        process_is_alive,
-                        |_, _| {},
-                    );
+                    parts.reclaim_dead_in(DISPATCHER_ENTRY..DISPATCHER_ENTRY + 1, me, process_is_alive, |_, _| {});
                 }
             }
         }
         if !registered {
             let holder_pid = parts.owner(DISPATCHER_ENTRY).map_or(0, |o| o.process.pid);
-            return Err(OpenError::Busy {
-                path: seg.path().to_owned(),
-                holder_pid,
-            });
+            return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid });
         }
         let pool = pool_ref(&seg, &layout);
         // We are the only dispatcher and have not dispatched yet: any FILLING is a dead
@@ -180,14 +151,7 @@ impl Dispatcher {
         pool.attach();
         let next_id = pool.next_job_id().max(1);
         let dispatched = pool.dispatched();
-        let mut d = Dispatcher {
-            seg,
-            layout,
-            rr: 0,
-            next_id,
-            dispatched,
-            pending_lost: Vec::new(),
-        };
+        let mut d = Dispatcher { seg, layout, rr: 0, next_id, dispatched, pending_lost: Vec::new() };
         let mut lost = Vec::new();
         d.reap_into(&mut lost);
         d.pending_lost = lost;
@@ -211,10 +175,7 @@ impl Dispatcher {
     /// Places `job` in an idle worker's mailbox and wakes that worker alone, with an id the
     /// pool assigns (1, 2, …, continued across dispatcher takeovers). Never blocks, never
     /// allocates; no system call unless the chosen worker sleeps.
-    pub fn try_dispatch<J: AsRef<[u8]>>(
-        &mut self,
-        job: J,
-    ) -> Result<Dispatched, TryDispatchError<J>> {
+    pub fn try_dispatch<J: AsRef<[u8]>>(&mut self, job: J) -> Result<Dispatched, TryDispatchError<J>> {
         let id = self.next_id;
         let r = self.try_dispatch_with_id(id, job);
         if r.is_ok() {
@@ -283,11 +244,7 @@ impl Dispatcher {
     ) -> Result<usize, BatchDispatchError> {
         let max = self.layout.max_job_size;
         if let Some((index, j)) = jobs.iter().enumerate().find(|(_, j)| j.len() > max) {
-            return Err(BatchDispatchError::TooLarge {
-                index,
-                len: j.len(),
-                max,
-            });
+            return Err(BatchDispatchError::TooLarge { index, len: j.len(), max });
         }
         let first = dispatched.len();
         let mut claims = 0;
@@ -299,19 +256,14 @@ impl Dispatcher {
                         let id = self.next_id;
                         if self.fill(i, id, job, false) {
                             self.next_id = id.wrapping_add(1);
-                            dispatched.push(Dispatched {
-                                job_id: id,
-                                worker: i,
-                            });
+                            dispatched.push(Dispatched { job_id: id, worker: i });
                             break;
                         }
                         if claims > jobs.len() + self.layout.max_workers {
                             break 'jobs;
                         }
                     }
-                    Claim::NoWorkers if dispatched.len() == first => {
-                        return Err(BatchDispatchError::NoWorkers)
-                    }
+                    Claim::NoWorkers if dispatched.len() == first => return Err(BatchDispatchError::NoWorkers),
                     Claim::AllBusy | Claim::NoWorkers => break 'jobs,
                 }
             }
@@ -344,11 +296,7 @@ impl Dispatcher {
         });
         for i in 0..workers {
             if let Some((job_id, pid)) = pool.drain_lost(i) {
-                lost.push(LostJob {
-                    job_id,
-                    worker: i,
-                    pid,
-                });
+                lost.push(LostJob { job_id, worker: i, pid });
             }
         }
     }
@@ -362,9 +310,7 @@ impl Dispatcher {
 impl Waitable for Dispatcher {
     /// Notified whenever a worker becomes idle.
     fn wait_handle(&self) -> WaitHandle<'_> {
-        WaitHandle {
-            event: self.pool().idle_event(),
-        }
+        WaitHandle { event: self.pool().idle_event() }
     }
 
     /// Some worker is (probably) idle: `try_dispatch` will likely succeed.
@@ -433,14 +379,9 @@ impl Worker {
 
     /// Joins `name`, creating the pool with `config` if it does not exist yet (so workers
     /// may start before the dispatcher).
-    pub fn create_or_join(
-        domain: &Domain,
-        name: &str,
-        config: PoolConfig,
-    ) -> Result<Worker, OpenError> {
+    pub fn create_or_join(domain: &Domain, name: &str, config: PoolConfig) -> Result<Worker, OpenError> {
         let layout = config.layout()?;
-        let (seg, layout, _) =
-            Segment::create_or_open(domain, name, &layout, &CreateOptions::default())?;
+        let (seg, layout, _) = Segment::create_or_open(domain, name, &layout, &CreateOptions::default())?;
         Worker::attach(seg, layout)
     }
 
@@ -463,18 +404,11 @@ impl Worker {
             parts.release(entry); // a lost job still waits to be reported: not ours to take
         }
         let Some(slot) = slot else {
-            return Err(OpenError::TooManyParticipants {
-                path: seg.path().to_owned(),
-                max: layout.max_workers,
-            });
+            return Err(OpenError::TooManyParticipants { path: seg.path().to_owned(), max: layout.max_workers });
         };
         // A dispatcher attached now is ours to serve; one that already detached is not.
         let st = pool.dispatcher_state();
-        let reported_epoch = if st & 1 == 1 {
-            (st >> 1).saturating_sub(1)
-        } else {
-            st >> 1
-        };
+        let reported_epoch = if st & 1 == 1 { (st >> 1).saturating_sub(1) } else { st >> 1 };
         Ok(Worker {
             seg,
             layout,
@@ -538,8 +472,7 @@ impl Worker {
             if now < self.next_check_ns.get() {
                 return false;
             }
-            self.next_check_ns
-                .set(now.saturating_add(self.orphan_check.as_nanos() as u64));
+            self.next_check_ns.set(now.saturating_add(self.orphan_check.as_nanos() as u64));
             if dispatcher_alive(&self.seg).is_some_and(|d| d.1) {
                 return false;
             }
@@ -552,10 +485,7 @@ impl Worker {
     /// Turns a job the protocol handed us into a `Job`, validating its length.
     fn job(&self, id: u64, len: u64) -> Result<Job<'_>, String> {
         if len > self.layout.max_job_size as u64 {
-            return Err(format!(
-                "job {id} claims {len} bytes, more than max_job_size {}",
-                self.layout.max_job_size
-            ));
+            return Err(format!("job {id} claims {len} bytes, more than max_job_size {}", self.layout.max_job_size));
         }
         let ptr = payload_ptr(&self.seg, &self.layout, self.slot);
         // SAFETY: len <= max_job_size, so the range is inside our mailbox's payload, mapped
@@ -589,21 +519,13 @@ impl Worker {
         }
         let this = &*self;
         let pool = this.pool();
-        let got = block_on(
-            pool.mailbox(slot).event(),
-            this.policy,
-            deadline,
-            Some(this.orphan_check),
-            || match pool.try_take(slot) {
+        let got = block_on(pool.mailbox(slot).event(), this.policy, deadline, Some(this.orphan_check), || {
+            match pool.try_take(slot) {
                 Mail::Job { id, len } => Some(Ok((id, len))),
-                Mail::Corrupt(s) => Some(Err(RecvError::Corrupt {
-                    what: format!("mailbox {slot} is in state {s}"),
-                })),
-                Mail::Empty | Mail::Filling => {
-                    this.check_orphaned().then_some(Err(RecvError::Orphaned))
-                }
-            },
-        );
+                Mail::Corrupt(s) => Some(Err(RecvError::Corrupt { what: format!("mailbox {slot} is in state {s}") })),
+                Mail::Empty | Mail::Filling => this.check_orphaned().then_some(Err(RecvError::Orphaned)),
+            }
+        });
         let (id, len) = match got {
             Some(Ok(job)) => job,
             Some(Err(RecvError::Orphaned)) => match this.settle() {
@@ -619,8 +541,7 @@ impl Worker {
                 None => return Err(RecvError::Timeout),
             },
         };
-        this.job(id, len)
-            .map_err(|what| RecvError::Corrupt { what })
+        this.job(id, len).map_err(|what| RecvError::Corrupt { what })
     }
 
     /// Stops being idle; returns a job that raced us into the mailbox, if any.
@@ -675,11 +596,7 @@ impl Worker {
         }
         let (id, len) = match pool.try_take(slot) {
             Mail::Job { id, len } => (id, len),
-            Mail::Corrupt(s) => {
-                return Err(TryRecvError::Corrupt {
-                    what: format!("mailbox {slot} is in state {s}"),
-                })
-            }
+            Mail::Corrupt(s) => return Err(TryRecvError::Corrupt { what: format!("mailbox {slot} is in state {s}") }),
             Mail::Empty | Mail::Filling => {
                 if !self.check_orphaned() {
                     return Err(TryRecvError::Empty);
@@ -693,8 +610,7 @@ impl Worker {
                 }
             }
         };
-        self.job(id, len)
-            .map_err(|what| TryRecvError::Corrupt { what })
+        self.job(id, len).map_err(|what| TryRecvError::Corrupt { what })
     }
 
     /// Declares the current job finished and the worker waiting for work, before the next
@@ -713,9 +629,7 @@ impl Waitable for Worker {
     /// The mailbox's own futex: notified when a job is placed in it (and when the
     /// dispatcher detaches).
     fn wait_handle(&self) -> WaitHandle<'_> {
-        WaitHandle {
-            event: self.pool().mailbox(self.slot).event(),
-        }
+        WaitHandle { event: self.pool().mailbox(self.slot).event() }
     }
 
     /// A job is in the mailbox, or the dispatcher is gone (`try_recv` then says which).

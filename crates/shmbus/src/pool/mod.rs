@@ -185,8 +185,12 @@ impl<J> fmt::Debug for TryDispatchError<J> {
 impl<J> fmt::Display for TryDispatchError<J> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TryDispatchError::AllBusy(_) => f.write_str("every worker of the pool is busy; handle the job yourself, drop it, or retry when a worker is idle"),
-            TryDispatchError::NoWorkers(_) => f.write_str("the pool has no workers; start worker processes (Worker::join) first"),
+            TryDispatchError::AllBusy(_) => f.write_str(
+                "every worker of the pool is busy; handle the job yourself, drop it, or retry when a worker is idle",
+            ),
+            TryDispatchError::NoWorkers(_) => {
+                f.write_str("the pool has no workers; start worker processes (Worker::join) first")
+            }
             TryDispatchError::TooLarge { len, max, .. } => {
                 write!(f, "job of {len} bytes exceeds the pool's max_job_size of {max}; split it or recreate the pool with a larger max_job_size")
             }
@@ -245,8 +249,12 @@ impl fmt::Display for RecvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RecvError::Timeout => f.write_str("timed out waiting for a job"),
-            RecvError::Orphaned => f.write_str("the pool's dispatcher is gone; call recv again to wait for a new one, or stop the worker"),
-            RecvError::Corrupt { what } => write!(f, "pool mailbox is corrupt: {what}; drop this worker and recreate the pool"),
+            RecvError::Orphaned => {
+                f.write_str("the pool's dispatcher is gone; call recv again to wait for a new one, or stop the worker")
+            }
+            RecvError::Corrupt { what } => {
+                write!(f, "pool mailbox is corrupt: {what}; drop this worker and recreate the pool")
+            }
         }
     }
 }
@@ -271,8 +279,12 @@ impl fmt::Display for TryRecvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TryRecvError::Empty => f.write_str("no job in the mailbox yet; wait (recv, or a WaitSet) and try again"),
-            TryRecvError::Orphaned => f.write_str("the pool's dispatcher is gone; call recv again to wait for a new one, or stop the worker"),
-            TryRecvError::Corrupt { what } => write!(f, "pool mailbox is corrupt: {what}; drop this worker and recreate the pool"),
+            TryRecvError::Orphaned => {
+                f.write_str("the pool's dispatcher is gone; call recv again to wait for a new one, or stop the worker")
+            }
+            TryRecvError::Corrupt { what } => {
+                write!(f, "pool mailbox is corrupt: {what}; drop this worker and recreate the pool")
+            }
         }
     }
 }
@@ -292,19 +304,12 @@ impl PoolLayout {
     /// Validates (untrusted) parameters.
     pub(crate) fn new(max_workers: u64, max_job_size: u64) -> Result<PoolLayout, String> {
         if max_workers == 0 || max_workers > MAX_WORKERS as u64 {
-            return Err(format!(
-                "max_workers is {max_workers}, must be 1..={MAX_WORKERS}"
-            ));
+            return Err(format!("max_workers is {max_workers}, must be 1..={MAX_WORKERS}"));
         }
         if max_job_size == 0 || max_job_size > MAX_JOB_SIZE as u64 {
-            return Err(format!(
-                "max_job_size is {max_job_size}, must be 1..={MAX_JOB_SIZE}"
-            ));
+            return Err(format!("max_job_size is {max_job_size}, must be 1..={MAX_JOB_SIZE}"));
         }
-        Ok(PoolLayout {
-            max_workers: max_workers as usize,
-            max_job_size: max_job_size as usize,
-        })
+        Ok(PoolLayout { max_workers: max_workers as usize, max_job_size: max_job_size as usize })
     }
 
     /// Bytes from one mailbox to the next: a 64-byte head plus the payload, rounded to 64.

@@ -282,19 +282,8 @@ impl<'a> PoolRef<'a> {
     /// For every `i < workers`, `base + i * stride` is a 64-byte aligned [`Mailbox`] that
     /// stays mapped for `'a`; `workers <= MAX_WORKERS`.
     #[cfg(not(loom))]
-    pub(crate) unsafe fn from_raw(
-        hdr: &'a PoolHeader,
-        base: *const u8,
-        stride: usize,
-        workers: usize,
-    ) -> PoolRef<'a> {
-        PoolRef {
-            hdr,
-            base,
-            stride,
-            workers: workers.min(MAX_WORKERS),
-            _mailboxes: std::marker::PhantomData,
-        }
+    pub(crate) unsafe fn from_raw(hdr: &'a PoolHeader, base: *const u8, stride: usize, workers: usize) -> PoolRef<'a> {
+        PoolRef { hdr, base, stride, workers: workers.min(MAX_WORKERS), _mailboxes: std::marker::PhantomData }
     }
 
     /// Number of mailboxes.
@@ -306,11 +295,7 @@ impl<'a> PoolRef<'a> {
     /// Mailbox `i`. Indices come from this module's own bit scans or from the caller's own
     /// slot, never from shared memory unchecked.
     pub fn mailbox(&self, i: usize) -> &'a Mailbox {
-        assert!(
-            i < self.workers,
-            "mailbox index {i} out of range (pool has {})",
-            self.workers
-        );
+        assert!(i < self.workers, "mailbox index {i} out of range (pool has {})", self.workers);
         // SAFETY: i < workers, and the constructor guarantees a live, aligned Mailbox at
         // base + i * stride for 'a (a heap slice, or the validated segment layout).
         unsafe { &*(self.base.add(i * self.stride) as *const Mailbox) }
@@ -331,11 +316,7 @@ impl<'a> PoolRef<'a> {
         let mb = self.mailbox(i);
         // Acquire: pairs with the Release stores of VACANT in `leave`, `reclaim_worker` and
         // `drain_lost`, so the previous owner's use of the mailbox happens before ours.
-        if mb
-            .state
-            .compare_exchange(VACANT, BUSY, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
+        if mb.state.compare_exchange(VACANT, BUSY, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return false;
         }
         mb.owner_pid.store(pid, Ordering::Relaxed);
@@ -391,10 +372,7 @@ impl<'a> PoolRef<'a> {
     /// Worker: stops being idle (IDLE → BUSY), unless the dispatcher got there first.
     pub fn withdraw(&self, i: usize) -> Withdraw {
         let mb = self.mailbox(i);
-        match mb
-            .state
-            .compare_exchange(IDLE, BUSY, Ordering::AcqRel, Ordering::Acquire)
-        {
+        match mb.state.compare_exchange(IDLE, BUSY, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
                 Withdraw::Withdrawn
@@ -410,20 +388,14 @@ impl<'a> PoolRef<'a> {
     /// mailbox to `to` (BUSY or VACANT). `false` if the state was no longer FILLING.
     pub fn abandon_filling(&self, i: usize, to: u32) -> bool {
         debug_assert!(to == BUSY || to == VACANT);
-        self.mailbox(i)
-            .state
-            .compare_exchange(FILLING, to, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
+        self.mailbox(i).state.compare_exchange(FILLING, to, Ordering::AcqRel, Ordering::Relaxed).is_ok()
     }
 
     /// Worker: leaves the pool. A job already in the mailbox becomes LOST (reported to the
     /// dispatcher by `drain_lost`); a job being taken (TAKEN) counts as handled.
     pub fn leave(&self, i: usize) -> Leave {
         let mb = self.mailbox(i);
-        self.hdr
-            .w
-            .present_bits
-            .fetch_and(!bit(i), Ordering::Relaxed);
+        self.hdr.w.present_bits.fetch_and(!bit(i), Ordering::Relaxed);
         self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
         loop {
             let s = mb.state.load(Ordering::Acquire);
@@ -435,11 +407,7 @@ impl<'a> PoolRef<'a> {
                 // Release: pairs with the Acquire CAS in `join` of the next owner.
                 _ => (VACANT, Leave::Left),
             };
-            if mb
-                .state
-                .compare_exchange(s, to, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
+            if mb.state.compare_exchange(s, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                 return result;
             }
         }
@@ -463,16 +431,11 @@ impl<'a> PoolRef<'a> {
         let mut bits = self.hdr.w.idle_bits.load(Ordering::Acquire) & mask;
         let start = (start % MAX_WORKERS) as u32;
         while bits != 0 {
-            let i =
-                ((bits.rotate_right(start).trailing_zeros() + start) % MAX_WORKERS as u32) as usize;
+            let i = ((bits.rotate_right(start).trailing_zeros() + start) % MAX_WORKERS as u32) as usize;
             let mb = self.mailbox(i);
             // Acquire: pairs with the Release store of IDLE in `make_idle`: the worker is done
             // reading the previous payload before we overwrite it.
-            if mb
-                .state
-                .compare_exchange(IDLE, FILLING, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
+            if mb.state.compare_exchange(IDLE, FILLING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
                 return Claim::Claimed(i);
             }
@@ -496,11 +459,7 @@ impl<'a> PoolRef<'a> {
         // Release: pairs with the Acquire load in `try_take`. A CAS rather than a store, so
         // an abandoned FILLING is never overwritten (and the job never stranded in a mailbox
         // nobody will read).
-        if mb
-            .state
-            .compare_exchange(FILLING, FULL, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
+        if mb.state.compare_exchange(FILLING, FULL, Ordering::Release, Ordering::Relaxed).is_err() {
             return false;
         }
         if wake {
@@ -521,11 +480,7 @@ impl<'a> PoolRef<'a> {
         let mut n = 0;
         for i in 0..self.workers {
             let mb = self.mailbox(i);
-            if mb
-                .state
-                .compare_exchange(FILLING, IDLE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
+            if mb.state.compare_exchange(FILLING, IDLE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                 self.hdr.w.idle_bits.fetch_or(bit(i), Ordering::Release);
                 n += 1;
             }
@@ -540,10 +495,7 @@ impl<'a> PoolRef<'a> {
     /// Must run only in the attached dispatcher (never concurrently with a FILLING it does).
     pub fn reclaim_worker(&self, i: usize) -> bool {
         let mb = self.mailbox(i);
-        self.hdr
-            .w
-            .present_bits
-            .fetch_and(!bit(i), Ordering::Relaxed);
+        self.hdr.w.present_bits.fetch_and(!bit(i), Ordering::Relaxed);
         self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
         match mb.state.load(Ordering::Acquire) {
             FULL | TAKEN | LOST => {
@@ -569,9 +521,7 @@ impl<'a> PoolRef<'a> {
         let id = mb.job_id.load(Ordering::Relaxed);
         let pid = mb.owner_pid.load(Ordering::Relaxed);
         // Release: pairs with the Acquire CAS in `join` of the next owner.
-        mb.state
-            .compare_exchange(LOST, VACANT, Ordering::AcqRel, Ordering::Relaxed)
-            .ok()?;
+        mb.state.compare_exchange(LOST, VACANT, Ordering::AcqRel, Ordering::Relaxed).ok()?;
         self.hdr.d.lost.fetch_add(1, Ordering::Relaxed);
         Some((id, pid))
     }
@@ -590,10 +540,7 @@ impl<'a> PoolRef<'a> {
     pub fn detach(&self) {
         let old = self.hdr.d.dispatcher_state.load(Ordering::Relaxed);
         // Release: pairs with the Acquire load in `dispatcher_state`.
-        self.hdr
-            .d
-            .dispatcher_state
-            .store(old & !1, Ordering::Release);
+        self.hdr.d.dispatcher_state.store(old & !1, Ordering::Release);
         for i in 0..self.workers {
             self.wake(i);
         }
@@ -654,11 +601,7 @@ mod tests {
         assert_eq!(p.claim_idle(0), Claim::NoWorkers);
         assert!(p.join(1, 42));
         assert!(!p.join(1, 43), "a taken mailbox cannot be joined twice");
-        assert_eq!(
-            p.claim_idle(0),
-            Claim::AllBusy,
-            "a joined worker is busy until it waits"
-        );
+        assert_eq!(p.claim_idle(0), Claim::AllBusy, "a joined worker is busy until it waits");
         assert_eq!(p.make_idle(1), Idle::Waiting);
         assert_eq!(p.counts(), (1, 1));
         assert_eq!(p.claim_idle(0), Claim::Claimed(1));
@@ -710,9 +653,7 @@ mod tests {
         let p = PoolRef::new(&h, &m);
         p.join(0, 77);
         p.make_idle(0);
-        let Claim::Claimed(i) = p.claim_idle(0) else {
-            panic!()
-        };
+        let Claim::Claimed(i) = p.claim_idle(0) else { panic!() };
         assert!(p.publish(i, 5, 1, true));
         assert!(p.reclaim_worker(0));
         assert!(p.reclaim_worker(0), "idempotent");
@@ -732,10 +673,7 @@ mod tests {
         assert_eq!(p.leave(0), Leave::Filling);
         assert!(p.publish(0, 11, 0, false));
         assert_eq!(p.leave(0), Leave::LeftLost);
-        assert!(
-            !p.join(0, 4),
-            "a LOST slot is not reused before it is reported"
-        );
+        assert!(!p.join(0, 4), "a LOST slot is not reused before it is reported");
         assert_eq!(p.drain_lost(0), Some((11, 3)));
         assert!(p.join(0, 4));
     }
@@ -750,10 +688,7 @@ mod tests {
         assert_eq!(p.reset_filling(), 1);
         assert_eq!(p.mailbox(0).state(), IDLE);
         assert_eq!(p.claim_idle(0), Claim::Claimed(0));
-        assert!(
-            p.abandon_filling(0, BUSY),
-            "the worker gives up on a dead dispatcher"
-        );
+        assert!(p.abandon_filling(0, BUSY), "the worker gives up on a dead dispatcher");
         assert!(!p.publish(0, 1, 0, true), "a live one then keeps its job");
         assert_eq!(p.mailbox(0).state(), BUSY);
         // Bits beyond max_workers (corruption) are ignored.
