@@ -20,7 +20,9 @@ pub mod floor;
 pub mod futex_floor;
 pub mod pipe;
 mod shm_lanes;
+pub mod shmbus_kinds;
 pub mod tcp;
+pub mod topic;
 pub mod uds;
 
 /// How a waiting side waits.
@@ -129,7 +131,8 @@ pub trait Endpoint {
 }
 
 /// Every transport, in the order they are listed in help and errors.
-pub static ALL: &[&dyn Transport] = &[&floor::Floor, &futex_floor::FutexFloor, &pipe::Pipe, &uds::Uds, &tcp::Tcp];
+pub static ALL: &[&dyn Transport] =
+    &[&floor::Floor, &futex_floor::FutexFloor, &topic::TopicTransport, &pipe::Pipe, &uds::Uds, &tcp::Tcp];
 
 /// The transport called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Transport> {

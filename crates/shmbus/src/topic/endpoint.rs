@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::errors::{PublishError, ReadError, RecvError, TryRecvError};
 use super::protocol::{
-    Control, DataRegion, Lookup, Shared, SlotHeader, MAX_SLOTS, MAX_TOPIC_PARTICIPANTS, ROLE_PUBLISHER, ROLE_SUBSCRIBER,
+    Control, DataRegion, Lookup, Shared, SlotHeader, INLINE_DATA, INLINE_OFFSET, MAX_SLOTS, MAX_TOPIC_PARTICIPANTS, ROLE_PUBLISHER, ROLE_SUBSCRIBER,
 };
 use crate::domain::Domain;
 use crate::error::OpenError;
@@ -74,6 +74,7 @@ pub(crate) struct TopicLayout {
     index_len: u64,
     stride: u64,
     headers_off: u64,
+    /// Where slot 0's payload starts (inside its header for small slots).
     data_off: u64,
     total: u64,
 }
@@ -84,6 +85,7 @@ fn round_up(v: u64, to: u64) -> Option<u64> {
 
 impl TopicLayout {
     fn new(slot_size: u64, history: u64, spare: u64) -> Result<TopicLayout, String> {
+        // Slot headers are 128 bytes: a line of control words and a line of inline data.
         if slot_size == 0 || slot_size > MAX_SLOT_SIZE {
             return Err(format!("slot size {slot_size} must be 1..={MAX_SLOT_SIZE} bytes"));
         }
@@ -98,11 +100,20 @@ impl TopicLayout {
             return Err(format!("{slots} slots exceed the maximum of {MAX_SLOTS}"));
         }
         let index_len = (2 * slots).next_power_of_two().max(64);
-        let stride = if slot_size < 4096 { round_up(slot_size, 64) } else { round_up(slot_size, 4096) }
-            .ok_or("slot size overflows")?;
-        let headers_off = round_up(CONTROL_SIZE + 8 * index_len, 64).ok_or("index overflows")?;
-        let data_off = round_up(headers_off + 64 * slots, 4096).ok_or("headers overflow")?;
-        let total = stride.checked_mul(slots).and_then(|d| d.checked_add(data_off)).ok_or("topic size overflows")?;
+        // Slot headers are 128 bytes: a line of control words and a line of inline payload.
+        let header = std::mem::size_of::<SlotHeader>() as u64;
+        let headers_off = round_up(CONTROL_SIZE + 8 * index_len, 128).ok_or("index overflows")?;
+        let headers_end = headers_off + header * slots;
+        let (stride, data_off, total) = if slot_size <= INLINE_DATA as u64 {
+            // Small messages live inside their slot header.
+            (header, headers_off + INLINE_OFFSET as u64, headers_end)
+        } else {
+            let stride = if slot_size < 4096 { round_up(slot_size, 64) } else { round_up(slot_size, 4096) }
+                .ok_or("slot size overflows")?;
+            let data_off = round_up(headers_end, 4096).ok_or("headers overflow")?;
+            let total = stride.checked_mul(slots).and_then(|d| d.checked_add(data_off)).ok_or("topic size overflows")?;
+            (stride, data_off, total)
+        };
         if total > (1 << 40) {
             return Err(format!("topic would need {total} bytes; reduce slot size or history"));
         }
@@ -160,8 +171,9 @@ impl Inner {
         let l = &self.layout;
         // SAFETY: the segment was validated to be exactly `KIND_OFFSET + l.total` bytes and
         // the offsets below are derived from the same validated layout: the control block at
-        // 0, `index_len` index words at CONTROL_SIZE, `slots` headers at headers_off (64-byte
-        // aligned), data at data_off. All are atomics or raw bytes, valid for any content.
+        // 0, `index_len` index words at CONTROL_SIZE, `slots` 128-byte headers at headers_off
+        // (128-byte aligned), payloads at data_off + s * stride (inside the headers when the
+        // slot size fits inline). All are atomics or raw bytes, valid for any content.
         unsafe {
             Shared {
                 ctl: &*(base as *const Control),
@@ -288,6 +300,7 @@ impl Topic {
             pin_budget: Cell::new(2),
             pending_since: Cell::new(None),
             policy: Cell::new(WaitPolicy::default()),
+            last_slot: Cell::new(usize::MAX),
         })
     }
 
@@ -486,6 +499,8 @@ pub struct Subscriber {
     pin_budget: Cell<usize>,
     pending_since: Cell<Option<(u64, Instant)>>,
     policy: Cell<WaitPolicy>,
+    /// The slot of the last message read in order: the next is most likely in the one after.
+    last_slot: Cell<usize>,
 }
 
 enum Fail {
@@ -569,12 +584,16 @@ impl Subscriber {
         let sh = self.inner.shared();
         // Bounded: a slot overwritten under us retries, but a hostile peer flipping words
         // for ever must not make this loop for ever (it ends as a gap instead).
+        let slots = self.inner.layout.slots as usize;
         for _ in 0..MAX_RETRIES {
             let k = self.next.get();
-            match sh.lookup(k) {
+            let guess = self.last_slot.get().wrapping_add(1) % slots;
+            let found = if sh.probe(guess, k) { Lookup::Found(guess) } else { sh.lookup(k) };
+            match found {
                 Lookup::Found(s) => match read(s, k) {
                     Ok(v) => {
                         self.next.set(k + 1);
+                        self.last_slot.set(s);
                         self.pending_since.set(None);
                         return Ok(v);
                     }

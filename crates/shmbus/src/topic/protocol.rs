@@ -94,8 +94,10 @@ impl Control {
     }
 }
 
-/// One slot's header (its data lives in the data region).
-#[repr(C, align(64))]
+/// One slot's header: a cache line of control words, then [`INLINE_DATA`] bytes where
+/// messages that small live, so that a reader pulls header and payload as one aligned pair
+/// of cache lines. Larger messages live in the data region.
+#[repr(C, align(128))]
 #[derive(Debug)]
 pub(crate) struct SlotHeader {
     pub(crate) w0: AtomicU64,
@@ -103,7 +105,14 @@ pub(crate) struct SlotHeader {
     pub(crate) seq: AtomicU64,
     pub(crate) len: AtomicU64,
     pub(crate) ts: AtomicU64,
+    _pad: [u64; 3],
+    _inline: [u64; 8],
 }
+
+/// Bytes of payload a slot header carries inline.
+pub(crate) const INLINE_DATA: usize = 64;
+/// Offset of the inline payload in a slot header.
+pub(crate) const INLINE_OFFSET: usize = 64;
 
 impl SlotHeader {
     #[allow(dead_code)]
@@ -114,6 +123,8 @@ impl SlotHeader {
             seq: AtomicU64::new(0),
             len: AtomicU64::new(0),
             ts: AtomicU64::new(0),
+            _pad: [0; 3],
+            _inline: [0; 8],
         }
     }
 }
@@ -270,11 +281,11 @@ impl<'a> Shared<'a> {
         let pending = &me.aux[AUX_PENDING];
         let mut t = self.ctl.tail.load(Ordering::Relaxed);
         loop {
-            // Record before claiming: pairs with the SeqCst load of `tail` and the Acquire
-            // loads of pending words in `claimant_alive`.
-            // Wrapping: a hostile `tail` near u64::MAX must not panic us.
+            // Record before claiming. Relaxed is enough: the CAS below is a release, so a
+            // reader whose Acquire load of `tail` sees `k` also sees this store (see
+            // `claimant_alive`). Wrapping: a hostile `tail` near u64::MAX must not panic us.
             let k = t.wrapping_add(1);
-            pending.store(k, Ordering::SeqCst);
+            pending.store(k, Ordering::Relaxed);
             match self.ctl.tail.compare_exchange_weak(t, k, Ordering::SeqCst, Ordering::Relaxed) {
                 Ok(_) => return k,
                 Err(now) => {
@@ -311,6 +322,15 @@ impl<'a> Shared<'a> {
     #[inline]
     pub(crate) fn committed_max(&self) -> u64 {
         self.ctl.committed_max.load(Ordering::Acquire)
+    }
+
+    /// Whether slot `s` holds committed message `k`: the fast path of an in-order reader,
+    /// which guesses the slot after the one it read last (publishers fill slots round-robin)
+    /// and so touches only that slot's lines, not `tail` or the index.
+    #[inline]
+    pub(crate) fn probe(&self, s: usize, k: u64) -> bool {
+        // Pairs with the Release store of `seq` in `commit`.
+        self.slots.get(s).is_some_and(|slot| slot.seq.load(Ordering::Acquire) == k)
     }
 
     /// Finds sequence number `k` (k >= 1).

@@ -1,0 +1,128 @@
+//! `topic`: two shmbus topics, `ping` and `pong`. `--payload touch` loans a slot, writes the
+//! first and last byte in place and sends; the receiver pins the sample and reads those two
+//! bytes (the zero-copy figure). `--payload copy` publishes by copy and receives by copy.
+
+use std::io;
+
+use shmbus::topic::{Publisher, RecvError, Subscriber, Topic, TopicConfig, TryRecvError};
+
+use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
+use super::{Endpoint, Handoff, Params, Payload, Transport};
+use crate::waiter::Waiter;
+
+/// shmbus topics.
+#[derive(Debug)]
+pub struct TopicTransport;
+
+fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str) -> io::Result<Box<dyn Endpoint>> {
+    check_size(params)?;
+    let d = root.domain()?;
+    let cfg = TopicConfig::new(params.size, 4).spare_slots(2);
+    let tx = Topic::create_or_open(&d, tx, &cfg).map_err(io::Error::other)?;
+    let rx = Topic::create_or_open(&d, rx, &cfg).map_err(io::Error::other)?;
+    let publisher = tx.publisher().map_err(io::Error::other)?;
+    let subscriber = rx.subscriber().map_err(io::Error::other)?;
+    // Both topics are fresh: start at the first message whoever subscribes last.
+    subscriber.seek(1);
+    subscriber.set_wait_policy(policy(params.mode));
+    Ok(Box::new(TopicEnd { _root: root, publisher, subscriber, params: *params, buf: Vec::with_capacity(params.size) }))
+}
+
+impl Transport for TopicTransport {
+    fn name(&self) -> &'static str {
+        "topic"
+    }
+
+    fn payload(&self, requested: Payload) -> Payload {
+        requested
+    }
+
+    fn open(&self, params: &Params) -> io::Result<(Box<dyn Endpoint>, Handoff)> {
+        let (root, handoff) = ScratchRoot::create("topic")?;
+        Ok((end(root, params, "ping", "pong")?, handoff))
+    }
+
+    fn attach(&self, params: &Params, handoff: Handoff) -> io::Result<Box<dyn Endpoint>> {
+        end(ScratchRoot::attach(&handoff)?, params, "pong", "ping")
+    }
+}
+
+struct TopicEnd {
+    _root: ScratchRoot,
+    publisher: Publisher,
+    subscriber: Subscriber,
+    params: Params,
+    buf: Vec<u8>,
+}
+
+fn lagged(missed: u64) -> io::Error {
+    io::Error::other(format!("topic subscriber lagged by {missed} in a ping-pong"))
+}
+
+impl Endpoint for TopicEnd {
+    #[inline]
+    fn send(&mut self, msg: &[u8], _waiter: &mut Waiter<'_>) -> io::Result<()> {
+        match self.params.payload {
+            Payload::Copy => self.publisher.publish(msg).map(drop).map_err(io::Error::other),
+            Payload::Touch => {
+                let n = msg.len();
+                let mut loan = self.publisher.loan().map_err(io::Error::other)?;
+                loan[0] = msg[0];
+                loan[n - 1] = msg[n - 1];
+                loan.send(n).map(drop).map_err(io::Error::other)
+            }
+        }
+    }
+
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let n = buf.len();
+        let sub = &self.subscriber;
+        match self.params.payload {
+            Payload::Copy => {
+                let data = &mut self.buf;
+                // Two closures need the buffer in turn: route both through one cell.
+                let data = std::cell::RefCell::new(data);
+                wait_for(
+                    self.params.mode,
+                    waiter,
+                    || match sub.try_recv_into(&mut data.borrow_mut()) {
+                        Ok(_) => Ok(Some(())),
+                        Err(TryRecvError::Empty) => Ok(None),
+                        Err(TryRecvError::Lagged { missed }) => Err(lagged(missed)),
+                        Err(e) => Err(io::Error::other(e)),
+                    },
+                    |slice| match sub.recv_into_timeout(&mut data.borrow_mut(), Some(slice)) {
+                        Ok(_) => Ok(Some(())),
+                        Err(RecvError::Timeout) => Ok(None),
+                        Err(e) => Err(io::Error::other(e)),
+                    },
+                )?;
+                let data = data.into_inner();
+                if data.len() != n {
+                    return Err(io::Error::other(format!("received {} bytes, expected {n}", data.len())));
+                }
+                buf.copy_from_slice(data);
+            }
+            Payload::Touch => {
+                let (first, last) = wait_for(
+                    self.params.mode,
+                    waiter,
+                    || match sub.try_recv_pinned() {
+                        Ok(s) => Ok(Some((s[0], s[s.len() - 1]))),
+                        Err(TryRecvError::Empty) => Ok(None),
+                        Err(e) => Err(io::Error::other(e)),
+                    },
+                    |slice| match sub.recv_pinned_timeout(Some(slice)) {
+                        Ok(s) => Ok(Some((s[0], s[s.len() - 1]))),
+                        Err(RecvError::Timeout) => Ok(None),
+                        Err(e) => Err(io::Error::other(e)),
+                    },
+                )?;
+                buf[0] = first;
+                buf[n - 1] = last;
+            }
+        }
+        Ok(())
+    }
+}
