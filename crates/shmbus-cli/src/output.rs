@@ -50,21 +50,22 @@ impl Table {
         let titles: Vec<String> = self.columns.iter().map(|(t, _)| t.to_string()).collect();
         for row in std::iter::once(&titles).chain(&self.rows) {
             let mut line = String::new();
-            for i in 0..n {
+            for (i, (&width, &(_, align))) in widths.iter().zip(&self.columns).enumerate() {
                 let cell = row.get(i).map(String::as_str).unwrap_or("");
-                let pad = widths[i].saturating_sub(cell.chars().count());
+                let pad = " ".repeat(width.saturating_sub(cell.chars().count()));
                 if i > 0 {
                     line.push_str("  ");
                 }
-                match self.columns[i].1 {
+                match align {
                     Align::Right => {
-                        line.push_str(&" ".repeat(pad));
+                        line.push_str(&pad);
                         line.push_str(cell);
                     }
-                    Align::Left if i + 1 == n => line.push_str(cell),
                     Align::Left => {
                         line.push_str(cell);
-                        line.push_str(&" ".repeat(pad));
+                        if i + 1 < n {
+                            line.push_str(&pad);
+                        }
                     }
                 }
             }
