@@ -202,7 +202,18 @@ fn pub_data_then_sub_from_start_as_json() {
     }
     // --from in the middle; plain output is the payload per line.
     assert_eq!(
-        r.ok(&["sub", "--domain", "d", "t", "--from", "2", "--count", "2"]),
+        r.ok(&[
+            "sub",
+            "--domain",
+            "d",
+            "t",
+            "--from",
+            "2",
+            "--count",
+            "2",
+            "--timeout-ms",
+            "10000"
+        ]),
         "beta\ngamma\n"
     );
 }
@@ -229,7 +240,17 @@ fn pub_reads_stdin_lines() {
         String::from_utf8_lossy(&out.stderr)
     );
     let lines = json_lines(&r.ok(&[
-        "sub", "--domain", "d", "lines", "--from", "1", "--count", "4", "--json",
+        "sub",
+        "--domain",
+        "d",
+        "lines",
+        "--from",
+        "1",
+        "--count",
+        "4",
+        "--json",
+        "--timeout-ms",
+        "10000",
     ]));
     let data: Vec<&str> = lines.iter().map(|l| l["data"].as_str().unwrap()).collect();
     assert_eq!(data, ["one", "two words", "", "last without newline"]);
@@ -242,7 +263,17 @@ fn sub_receives_only_new_messages_by_default_and_latest_on_request() {
     r.ok(&["pub", "--domain", "d", "t", "--data", "old1"]);
     r.ok(&["pub", "--domain", "d", "t", "--data", "old2"]);
     assert_eq!(
-        r.ok(&["sub", "--domain", "d", "t", "--latest", "--count", "1"]),
+        r.ok(&[
+            "sub",
+            "--domain",
+            "d",
+            "t",
+            "--latest",
+            "--count",
+            "1",
+            "--timeout-ms",
+            "10000"
+        ]),
         "old2\n"
     );
 
@@ -322,7 +353,17 @@ fn sub_reports_gaps_and_continues() {
     // 12 messages through 6 slots (history 2 + 4 spare): seq 1 is gone. One gap line, then
     // the oldest message kept.
     let out = r.run(&[
-        "sub", "--domain", "d", "small", "--from", "1", "--count", "1", "--json",
+        "sub",
+        "--domain",
+        "d",
+        "small",
+        "--from",
+        "1",
+        "--count",
+        "1",
+        "--json",
+        "--timeout-ms",
+        "10000",
     ]);
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
