@@ -766,3 +766,41 @@ fn demo_json_has_the_same_numbers() {
         "demo left files behind"
     );
 }
+
+#[test]
+fn root_option_overrides_the_environment() {
+    let env_root = Root::new();
+    let other = Root::new();
+    let dir = other.0.to_str().unwrap();
+    env_root.ok(&[
+        "--root",
+        dir,
+        "pub",
+        "--domain",
+        "d",
+        "elsewhere",
+        "--data",
+        "x",
+    ]);
+    assert!(other.channel_file("d", "elsewhere").exists());
+    assert!(!env_root.channel_file("d", "elsewhere").exists());
+    assert_eq!(env_root.json(&["ls", "--json"]), serde_json::json!([]));
+    let listed = env_root.json(&["ls", "--json", "--root", dir]);
+    assert_eq!(listed[0]["name"], "elsewhere");
+    assert_eq!(
+        env_root.ok(&[
+            "sub",
+            "--root",
+            dir,
+            "--domain",
+            "d",
+            "elsewhere",
+            "--latest",
+            "--count",
+            "1",
+            "--timeout-ms",
+            "10000"
+        ]),
+        "x\n"
+    );
+}
