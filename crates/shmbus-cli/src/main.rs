@@ -23,7 +23,12 @@ use shmbus::Domain;
 
 /// Shared-memory messaging: list, inspect, publish, subscribe, clean and demo channels.
 #[derive(Debug, Parser)]
-#[command(name = "shmbus", version, about, propagate_version = true)]
+#[command(
+    name = "shmbus",
+    version,
+    about = "Shared-memory messaging: list, inspect, publish, subscribe, clean and demo channels",
+    propagate_version = true
+)]
 struct Cli {
     /// Directory holding the domains (default: $SHMBUS_ROOT, else /dev/shm).
     #[arg(long, global = true, value_name = "DIR")]
@@ -43,6 +48,11 @@ enum Command {
     /// Subscribe to a topic and print its messages, one per line.
     Sub(pubsub::SubArgs),
     /// Remove segments whose creator and users are all dead, and stale temporary files.
+    ///
+    /// A segment used by any live process is left alone. Files that are not valid segments
+    /// (bad magic, truncated, corrupt header) are reported and kept unless --force is given.
+    /// Files that cannot be checked (permission denied, another format version) are
+    /// reported and never removed. Each removal is printed, then a summary line.
     Clean(clean::Args),
     /// Run the babus profile (seed 000) as real processes and print latencies.
     Demo(demo::Args),
