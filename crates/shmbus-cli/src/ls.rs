@@ -4,7 +4,7 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 use shmbus::admin;
-use shmbus::Domain;
+use shmbus::{Domain, OpenError};
 
 use crate::output::{cell, print_json, Align, Table};
 use crate::{kinds, Ctx, Result};
@@ -65,7 +65,8 @@ impl Entry {
     }
 }
 
-fn describe(domain: &Domain, name: &str) -> Entry {
+/// `None` if the file vanished since the directory was read.
+fn describe(domain: &Domain, name: &str) -> Option<Entry> {
     let mut e = Entry {
         domain: domain.name().to_owned(),
         name: name.to_owned(),
@@ -79,9 +80,10 @@ fn describe(domain: &Domain, name: &str) -> Entry {
     };
     let report = match domain.channel_path(name).and_then(|p| admin::inspect(&p)) {
         Ok(r) => r,
+        Err(OpenError::NotFound { .. }) => return None,
         Err(err) => {
             e.error = Some(err.to_string());
-            return e;
+            return Some(e);
         }
     };
     e.size_bytes = Some(report.header.total_size);
@@ -95,7 +97,7 @@ fn describe(domain: &Domain, name: &str) -> Entry {
         }
         Err(err) => e.error = Some(err.to_string()),
     }
-    e
+    Some(e)
 }
 
 /// Lists the channels of one domain or of all.
@@ -106,7 +108,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             .channel_names()
             .map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
         for name in names {
-            entries.push(describe(&domain, &name));
+            entries.extend(describe(&domain, &name));
         }
     }
     if args.json {
