@@ -1,1 +1,185 @@
-fn main() {}
+//! `shmbus`: see, drive and measure shmbus channels from the shell.
+//!
+//! One module per verb (`ls`, `info`, `pub`/`sub`, `clean`, `demo`); `kinds` is the one place
+//! that knows what each channel kind reports, and `output` formats tables and JSON.
+//!
+//! Errors: every failure exits non-zero with exactly one line on stderr, `shmbus: <message>`.
+//! Usage errors exit with 2, everything else with 1.
+
+mod clean;
+mod demo;
+mod info;
+mod kinds;
+mod ls;
+mod output;
+mod pubsub;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use shmbus::Domain;
+
+/// Shared-memory messaging: list, inspect, publish, subscribe, clean and demo channels.
+#[derive(Debug, Parser)]
+#[command(
+    name = "shmbus",
+    version,
+    about = "Shared-memory messaging: list, inspect, publish, subscribe, clean and demo channels",
+    propagate_version = true
+)]
+struct Cli {
+    /// Directory holding the domains (default: $SHMBUS_ROOT, else /dev/shm).
+    #[arg(long, global = true, value_name = "DIR")]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List channels: kind, sizes, last sequence number, publishers and subscribers.
+    Ls(ls::Args),
+    /// Everything about one channel: header, creator, status, participants.
+    Info(info::Args),
+    /// Publish to a topic (created if missing): --data once, or one message per stdin line.
+    Pub(pubsub::PubArgs),
+    /// Subscribe to a topic and print its messages, one per line.
+    Sub(pubsub::SubArgs),
+    /// Remove segments whose creator and users are all dead, and stale temporary files.
+    ///
+    /// A segment used by any live process is left alone. Files that are not valid segments
+    /// (bad magic, truncated, corrupt header) are reported and kept unless --force is given.
+    /// Files that cannot be checked (permission denied, another format version) are
+    /// reported and never removed. Each removal is printed, then a summary line.
+    Clean(clean::Args),
+    /// Run the babus profile (seed 000) as real processes and print latencies.
+    Demo(demo::Args),
+    /// One process of `shmbus demo` (internal).
+    #[command(hide = true)]
+    DemoRole(demo::RoleArgs),
+}
+
+/// What every verb gets: where the domains live.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// The root directory in effect.
+    pub root: PathBuf,
+}
+
+impl Ctx {
+    /// Domain `name` under the root in effect.
+    pub fn domain(&self, name: &str) -> Result<Domain> {
+        Ok(Domain::with_root(name, &self.root)?)
+    }
+
+    /// The named domain, or every domain under the root.
+    pub fn domains(&self, name: Option<&str>) -> Result<Vec<Domain>> {
+        match name {
+            Some(n) => Ok(vec![self.domain(n)?]),
+            None => Domain::list(&self.root)
+                .map_err(|e| CliError::msg(format!("{}: {e}", self.root.display()))),
+        }
+    }
+}
+
+/// An error for the user: one line, said once, at the top.
+#[derive(Debug)]
+pub struct CliError(String);
+
+impl CliError {
+    /// An error with this message.
+    pub fn msg(m: impl Into<String>) -> CliError {
+        CliError(m.into())
+    }
+}
+
+impl<E: std::error::Error> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One line, whatever the message held.
+        f.write_str(&self.0.trim().replace('\n', "; "))
+    }
+}
+
+/// The result of every verb.
+pub type Result<T> = std::result::Result<T, CliError>;
+
+fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`shmbus sub … | head`) like other Unix tools, instead of
+    // failing on the next write.
+    // SAFETY: resetting a signal disposition to its default has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "shmbus: internal error: {}{at}; please report it",
+            msg.replace('\n', "; ")
+        );
+    }));
+
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            // clap's message is several lines (error, usage, hint): keep the error part, on
+            // one line.
+            let text = e.to_string();
+            let error = text.split("\n\n").next().unwrap_or("invalid arguments");
+            let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
+            let error = error.strip_prefix("error: ").unwrap_or(&error);
+            eprintln!("shmbus: {error} (see `shmbus --help`)");
+            return ExitCode::from(2);
+        }
+    };
+    let ctx = Ctx {
+        root: cli
+            .root
+            .clone()
+            .unwrap_or_else(shmbus::domain::default_root),
+    };
+    let result = match cli.command {
+        Command::Ls(a) => ls::run(&ctx, &a),
+        Command::Info(a) => info::run(&ctx, &a),
+        Command::Pub(a) => pubsub::run_pub(&ctx, &a),
+        Command::Sub(a) => pubsub::run_sub(&ctx, &a),
+        Command::Clean(a) => clean::run(&ctx, &a),
+        Command::Demo(a) => demo::run(&ctx, &a),
+        Command::DemoRole(a) => demo::run_role(&ctx, &a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shmbus: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

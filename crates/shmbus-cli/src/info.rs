@@ -1,0 +1,137 @@
+//! `shmbus info`: everything about one channel.
+
+use std::io::Write;
+
+use serde_json::{json, Map, Value};
+use shmbus::admin;
+use shmbus::sys::monotonic_ns;
+
+use crate::output::print_json;
+use crate::{kinds, Ctx, Result};
+
+/// `shmbus info --domain D NAME [--json]`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The channel's domain.
+    #[arg(long)]
+    domain: String,
+    /// The channel's name.
+    name: String,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn kv(map: &Map<String, Value>) -> String {
+    map.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Prints the header, creator, status and participants of one channel.
+pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
+    let domain = ctx.domain(&args.domain)?;
+    let path = domain.channel_path(&args.name)?;
+    let report = admin::inspect(&path)?;
+    let h = &report.header;
+    let s = kinds::summarize(&domain, &args.name, &report)?;
+    let role = |r| kinds::role_name(h.kind, r);
+    let age_s = monotonic_ns().saturating_sub(h.created_ns) as f64 / 1e9;
+    let participants: Vec<Value> = report
+        .live
+        .iter()
+        .map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index}))
+        .collect();
+    let dead: Vec<Value> = report
+        .dead
+        .iter()
+        .map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index}))
+        .collect();
+    if args.json {
+        return Ok(print_json(&json!({
+            "domain": domain.name(),
+            "name": args.name,
+            "path": path.display().to_string(),
+            "kind": h.kind.to_string(),
+            "version": h.version,
+            "size_bytes": h.total_size,
+            "params": s.params,
+            "creator_pid": h.creator.pid,
+            "creator_alive": report.creator_alive,
+            "mode": format!("{:04o}", h.mode),
+            "created_ns": h.created_ns,
+            "age_s": age_s,
+            "stale": report.is_stale(),
+            "slot_size": s.slot_size,
+            "history": s.history,
+            "last_seq": s.last_seq,
+            "publishers": s.publishers,
+            "subscribers": s.subscribers,
+            "status": s.status,
+            "participants": participants,
+            "dead_participants": dead,
+        }))?);
+    }
+    let mut out = std::io::stdout().lock();
+    let alive = if report.creator_alive {
+        "alive"
+    } else {
+        "dead"
+    };
+    writeln!(out, "channel       {}/{}", domain.name(), args.name)?;
+    writeln!(out, "path          {}", path.display())?;
+    writeln!(
+        out,
+        "kind          {} (format version {})",
+        h.kind, h.version
+    )?;
+    writeln!(out, "size          {} bytes", h.total_size)?;
+    writeln!(out, "layout        {}", kv(&s.params))?;
+    writeln!(out, "creator       pid {} ({alive})", h.creator.pid)?;
+    writeln!(out, "mode          {:04o}", h.mode)?;
+    writeln!(out, "created       {age_s:.1} s ago")?;
+    let mut status = Map::new();
+    for (k, v) in [
+        ("last_seq", json!(s.last_seq)),
+        ("publishers", json!(s.publishers)),
+        ("subscribers", json!(s.subscribers)),
+    ] {
+        if !v.is_null() {
+            status.insert(k.into(), v);
+        }
+    }
+    status.extend(s.status);
+    writeln!(out, "status        {}", kv(&status))?;
+    let stale = if report.is_stale() {
+        "yes: creator and every user are dead; `shmbus clean` removes it"
+    } else {
+        "no"
+    };
+    writeln!(out, "stale         {stale}")?;
+    writeln!(
+        out,
+        "participants  {} live, {} dead (awaiting reclaim)",
+        report.live.len(),
+        report.dead.len()
+    )?;
+    for p in &report.live {
+        writeln!(
+            out,
+            "  pid {:<8} {:<11} entry {}",
+            p.process.pid,
+            role(p.role),
+            p.index
+        )?;
+    }
+    for p in &report.dead {
+        writeln!(
+            out,
+            "  pid {:<8} {:<11} entry {} (dead)",
+            p.process.pid,
+            role(p.role),
+            p.index
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,150 @@
+//! `shmbus ls`: one line (or JSON object) per channel.
+
+use std::io::Write;
+
+use serde_json::{json, Value};
+use shmbus::admin;
+use shmbus::{Domain, OpenError};
+
+use crate::output::{cell, print_json, Align, Table};
+use crate::{kinds, Ctx, Result};
+
+/// `shmbus ls [--domain D] [--json]`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this domain (default: every domain under the root).
+    #[arg(long)]
+    domain: Option<String>,
+    /// One JSON array of objects instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One channel as listed. A file that fails validation has kind `invalid` and `error` set.
+#[derive(Debug)]
+struct Entry {
+    domain: String,
+    name: String,
+    kind: String,
+    summary: kinds::Summary,
+    size_bytes: Option<u64>,
+    creator_pid: Option<u32>,
+    creator_alive: Option<bool>,
+    stale: Option<bool>,
+    error: Option<String>,
+}
+
+impl Entry {
+    fn json(&self) -> Value {
+        let s = &self.summary;
+        json!({
+            "domain": self.domain,
+            "name": self.name,
+            "kind": self.kind,
+            "slot_size": s.slot_size,
+            "history": s.history,
+            "last_seq": s.last_seq,
+            "publishers": s.publishers,
+            "subscribers": s.subscribers,
+            "size_bytes": self.size_bytes,
+            "creator_pid": self.creator_pid,
+            "creator_alive": self.creator_alive,
+            "stale": self.stale,
+            "error": self.error,
+        })
+    }
+
+    fn state(&self) -> String {
+        match (&self.error, self.stale) {
+            (Some(e), _) => e.clone(),
+            (None, Some(true)) => {
+                "stale (creator and users dead; `shmbus clean` removes it)".into()
+            }
+            (None, _) => String::new(),
+        }
+    }
+}
+
+/// `None` if the file vanished since the directory was read.
+fn describe(domain: &Domain, name: &str) -> Option<Entry> {
+    let mut e = Entry {
+        domain: domain.name().to_owned(),
+        name: name.to_owned(),
+        kind: "invalid".into(),
+        summary: kinds::Summary::default(),
+        size_bytes: None,
+        creator_pid: None,
+        creator_alive: None,
+        stale: None,
+        error: None,
+    };
+    let report = match domain.channel_path(name).and_then(|p| admin::inspect(&p)) {
+        Ok(r) => r,
+        Err(OpenError::NotFound { .. }) => return None,
+        Err(err) => {
+            e.error = Some(err.to_string());
+            return Some(e);
+        }
+    };
+    e.size_bytes = Some(report.header.total_size);
+    e.creator_pid = Some(report.header.creator.pid);
+    e.creator_alive = Some(report.creator_alive);
+    e.stale = Some(report.is_stale());
+    match kinds::summarize(domain, name, &report) {
+        Ok(s) => {
+            e.kind = report.header.kind.to_string();
+            e.summary = s;
+        }
+        Err(err) => e.error = Some(err.to_string()),
+    }
+    Some(e)
+}
+
+/// Lists the channels of one domain or of all.
+pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
+    let mut entries = Vec::new();
+    for domain in ctx.domains(args.domain.as_deref())? {
+        let names = domain
+            .channel_names()
+            .map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
+        for name in names {
+            entries.extend(describe(&domain, &name));
+        }
+    }
+    if args.json {
+        print_json(&Value::Array(entries.iter().map(Entry::json).collect()))?;
+        return Ok(());
+    }
+    let mut t = Table::new(&[
+        ("DOMAIN", Align::Left),
+        ("NAME", Align::Left),
+        ("KIND", Align::Left),
+        ("SLOT", Align::Right),
+        ("HISTORY", Align::Right),
+        ("LAST_SEQ", Align::Right),
+        ("PUBS", Align::Right),
+        ("SUBS", Align::Right),
+        ("NOTE", Align::Left),
+    ]);
+    for e in &entries {
+        let s = &e.summary;
+        t.row(vec![
+            e.domain.clone(),
+            e.name.clone(),
+            e.kind.clone(),
+            cell(s.slot_size),
+            cell(s.history),
+            cell(s.last_seq),
+            cell(s.publishers),
+            cell(s.subscribers),
+            e.state(),
+        ]);
+    }
+    let mut out = std::io::stdout().lock();
+    if entries.is_empty() {
+        writeln!(out, "no channels under {}", ctx.root.display())?;
+        return Ok(());
+    }
+    t.write(&mut out)?;
+    Ok(())
+}

@@ -1,0 +1,806 @@
+//! The `shmbus` binary, run as a real process against a scratch root.
+//!
+//! Every test gets its own root directory (on tmpfs when there is one) through
+//! `SHMBUS_ROOT`, removed afterwards. No test asserts a timing: waits poll for a condition
+//! with a generous limit.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A scratch root, removed on drop, and a way to run `shmbus` against it.
+struct Root(PathBuf);
+
+impl Root {
+    fn new() -> Root {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let base = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!(
+            "shmbus-cli-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Root(dir)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_shmbus"));
+        c.args(args)
+            .env("SHMBUS_ROOT", &self.0)
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Runs and expects success; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "shmbus {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs and expects failure with exactly one line on stderr, prefixed `shmbus: `;
+    /// returns that line.
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "shmbus {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        one_error_line(&out)
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let text = self.ok(args);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    fn channel_file(&self, domain: &str, name: &str) -> PathBuf {
+        self.0.join(format!("shmbus.{domain}")).join(name)
+    }
+
+    fn spawn(&self, args: &[&str]) -> Killed {
+        Killed(Some(
+            self.cmd(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ))
+    }
+
+    /// The `info --json` of a channel, once `cond` holds for it (panics after 20 s).
+    fn wait_info(&self, domain: &str, name: &str, cond: impl Fn(&Value) -> bool) -> Value {
+        let t0 = Instant::now();
+        loop {
+            let out = self.run(&["info", "--domain", domain, name, "--json"]);
+            if out.status.success() {
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                if cond(&v) {
+                    return v;
+                }
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "condition on {domain}/{name} never held"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed (SIGKILL, by its handle) and reaped when dropped.
+struct Killed(Option<Child>);
+
+impl Killed {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("child already finished")
+    }
+
+    fn id(&self) -> u32 {
+        self.0.as_ref().expect("child already finished").id()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits for the child to exit by itself and returns its output.
+    fn finish(mut self) -> Output {
+        self.0
+            .take()
+            .expect("child already finished")
+            .wait_with_output()
+            .unwrap()
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn one_error_line(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one stderr line, got {err:?}");
+    assert!(lines[0].starts_with("shmbus: "), "{err:?}");
+    assert!(!err.contains("panicked"), "{err:?}");
+    lines[0].to_owned()
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[test]
+fn pub_data_then_sub_from_start_as_json() {
+    let r = Root::new();
+    for word in ["alpha", "beta", "gamma"] {
+        assert_eq!(r.ok(&["pub", "--domain", "d", "t", "--data", word]), "");
+    }
+    let lines = json_lines(&r.ok(&[
+        "sub",
+        "--domain",
+        "d",
+        "t",
+        "--from",
+        "1",
+        "--count",
+        "3",
+        "--json",
+        "--timeout-ms",
+        "10000",
+    ]));
+    assert_eq!(lines.len(), 3);
+    let mut last_ts = 0;
+    for (i, (line, word)) in lines.iter().zip(["alpha", "beta", "gamma"]).enumerate() {
+        let obj = line.as_object().unwrap();
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["data", "len", "seq", "ts_ns"]);
+        assert_eq!(obj["seq"], i as u64 + 1);
+        assert_eq!(obj["data"], word);
+        assert_eq!(obj["len"], word.len() as u64);
+        let ts = obj["ts_ns"].as_u64().unwrap();
+        assert!(
+            ts > 0 && ts >= last_ts,
+            "timestamps are monotonic: {ts} after {last_ts}"
+        );
+        last_ts = ts;
+    }
+    // --from in the middle; plain output is the payload per line.
+    assert_eq!(
+        r.ok(&[
+            "sub",
+            "--domain",
+            "d",
+            "t",
+            "--from",
+            "2",
+            "--count",
+            "2",
+            "--timeout-ms",
+            "10000"
+        ]),
+        "beta\ngamma\n"
+    );
+}
+
+#[test]
+fn pub_reads_stdin_lines() {
+    let r = Root::new();
+    let mut child = r
+        .cmd(&["pub", "--domain", "d", "lines"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"one\ntwo words\n\nlast without newline")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&r.ok(&[
+        "sub",
+        "--domain",
+        "d",
+        "lines",
+        "--from",
+        "1",
+        "--count",
+        "4",
+        "--json",
+        "--timeout-ms",
+        "10000",
+    ]));
+    let data: Vec<&str> = lines.iter().map(|l| l["data"].as_str().unwrap()).collect();
+    assert_eq!(data, ["one", "two words", "", "last without newline"]);
+    assert_eq!(lines[2]["len"], 0);
+}
+
+#[test]
+fn sub_receives_only_new_messages_by_default_and_latest_on_request() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "t", "--data", "old1"]);
+    r.ok(&["pub", "--domain", "d", "t", "--data", "old2"]);
+    assert_eq!(
+        r.ok(&[
+            "sub",
+            "--domain",
+            "d",
+            "t",
+            "--latest",
+            "--count",
+            "1",
+            "--timeout-ms",
+            "10000"
+        ]),
+        "old2\n"
+    );
+
+    let sub = r.spawn(&[
+        "sub",
+        "--domain",
+        "d",
+        "t",
+        "--count",
+        "2",
+        "--json",
+        "--timeout-ms",
+        "20000",
+    ]);
+    r.wait_info("d", "t", |v| v["subscribers"] == 1);
+    r.ok(&["pub", "--domain", "d", "t", "--data", "new1"]);
+    r.ok(&["pub", "--domain", "d", "t", "--data", "new2"]);
+    let out = sub.finish();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&String::from_utf8(out.stdout).unwrap());
+    let got: Vec<(u64, &str)> = lines
+        .iter()
+        .map(|l| (l["seq"].as_u64().unwrap(), l["data"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, [(3, "new1"), (4, "new2")]);
+}
+
+#[test]
+fn sub_timeout_fails_with_one_line() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "quiet", "--data", "x"]);
+    let err = r.fails(&["sub", "--domain", "d", "quiet", "--timeout-ms", "100"]);
+    assert!(
+        err.contains("timed out") && err.contains("d/quiet"),
+        "{err}"
+    );
+    // Fewer than --count messages: also a timeout, and what arrived is still printed.
+    let out = r.run(&[
+        "sub",
+        "--domain",
+        "d",
+        "quiet",
+        "--from",
+        "1",
+        "--count",
+        "2",
+        "--timeout-ms",
+        "100",
+    ]);
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "x\n");
+    assert!(one_error_line(&out).contains("1 of 2"));
+}
+
+#[test]
+fn sub_reports_gaps_and_continues() {
+    let r = Root::new();
+    r.ok(&[
+        "pub",
+        "--domain",
+        "d",
+        "small",
+        "--history",
+        "2",
+        "--slot-size",
+        "16",
+        "--data",
+        "1",
+    ]);
+    for i in 2..=12 {
+        r.ok(&["pub", "--domain", "d", "small", "--data", &i.to_string()]);
+    }
+    // 12 messages through 6 slots (history 2 + 4 spare): seq 1 is gone. One gap line, then
+    // the oldest message kept.
+    let out = r.run(&[
+        "sub",
+        "--domain",
+        "d",
+        "small",
+        "--from",
+        "1",
+        "--count",
+        "1",
+        "--json",
+        "--timeout-ms",
+        "10000",
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("gap: ")
+            && err.trim_end().ends_with("message(s) skipped")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let first = json_lines(&String::from_utf8_lossy(&out.stdout))[0]["seq"]
+        .as_u64()
+        .unwrap();
+    assert!(first > 1 && first <= 12);
+    let skipped: u64 = err.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(skipped, first - 1);
+}
+
+#[test]
+fn layout_mismatch_names_both_values() {
+    let r = Root::new();
+    r.ok(&[
+        "pub",
+        "--domain",
+        "d",
+        "sized",
+        "--slot-size",
+        "128",
+        "--data",
+        "x",
+    ]);
+    // Same or unspecified sizes reuse the topic.
+    r.ok(&[
+        "pub",
+        "--domain",
+        "d",
+        "sized",
+        "--slot-size",
+        "128",
+        "--data",
+        "y",
+    ]);
+    r.ok(&[
+        "pub",
+        "--domain",
+        "d",
+        "sized",
+        "--history",
+        "16",
+        "--data",
+        "z",
+    ]);
+    let err = r.fails(&[
+        "pub",
+        "--domain",
+        "d",
+        "sized",
+        "--slot-size",
+        "256",
+        "--data",
+        "x",
+    ]);
+    assert!(
+        err.contains("128") && err.contains("256") && err.contains("slot size"),
+        "{err}"
+    );
+    let err = r.fails(&[
+        "pub",
+        "--domain",
+        "d",
+        "sized",
+        "--history",
+        "3",
+        "--data",
+        "x",
+    ]);
+    assert!(
+        err.contains("16") && err.contains('3') && err.contains("history"),
+        "{err}"
+    );
+    let v = r.wait_info("d", "sized", |_| true);
+    assert_eq!(v["last_seq"], 3);
+}
+
+#[test]
+fn too_large_message_is_a_clear_error() {
+    let r = Root::new();
+    let err = r.fails(&[
+        "pub",
+        "--domain",
+        "d",
+        "tiny",
+        "--slot-size",
+        "4",
+        "--data",
+        "12345",
+    ]);
+    assert!(
+        err.contains("5 bytes") && err.contains("slot size of 4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invalid_names_are_clear_errors() {
+    let r = Root::new();
+    for (domain, name) in [
+        ("d", "a/b"),
+        ("d", "../escape"),
+        ("d", ".hidden"),
+        ("d", ""),
+        ("bad domain", "t"),
+        ("..", "t"),
+    ] {
+        let err = r.fails(&["pub", "--domain", domain, name, "--data", "x"]);
+        assert!(err.contains("invalid name"), "{domain}/{name}: {err}");
+        let err = r.fails(&["sub", "--domain", domain, name, "--timeout-ms", "10"]);
+        assert!(err.contains("invalid name"), "{domain}/{name}: {err}");
+    }
+    let entries: Vec<_> = std::fs::read_dir(&r.0).unwrap().collect();
+    assert!(entries.is_empty(), "nothing was created: {entries:?}");
+    // Missing channel, missing arguments, unknown verb: one line each too.
+    assert!(r
+        .fails(&["sub", "--domain", "d", "nothing", "--timeout-ms", "10"])
+        .contains("no such channel"));
+    assert!(r
+        .fails(&["info", "--domain", "d", "nothing"])
+        .contains("no such channel"));
+    assert!(r.fails(&["sub", "--domain", "d"]).contains("<NAME>"));
+    assert!(r.fails(&["frobnicate"]).contains("frobnicate"));
+    assert!(r
+        .fails(&["sub", "--domain", "d", "x", "--from", "1", "--latest"])
+        .contains("cannot be used"));
+}
+
+#[test]
+fn ls_shows_topics_with_counts() {
+    let r = Root::new();
+    for i in 0..3 {
+        r.ok(&[
+            "pub",
+            "--domain",
+            "one",
+            "imu",
+            "--slot-size",
+            "64",
+            "--history",
+            "8",
+            "--data",
+            &i.to_string(),
+        ]);
+    }
+    r.ok(&["pub", "--domain", "two", "cam", "--data", "x"]);
+    let mut sub = r.spawn(&["sub", "--domain", "one", "imu"]);
+    r.wait_info("one", "imu", |v| v["subscribers"] == 1);
+
+    let all = r.json(&["ls", "--json"]);
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 2);
+    let imu = all.iter().find(|e| e["name"] == "imu").unwrap();
+    assert_eq!(imu["domain"], "one");
+    assert_eq!(imu["kind"], "topic");
+    assert_eq!(imu["slot_size"], 64);
+    assert_eq!(imu["history"], 8);
+    assert_eq!(imu["last_seq"], 3);
+    assert_eq!(imu["publishers"], 0);
+    assert_eq!(imu["subscribers"], 1);
+    let cam = all.iter().find(|e| e["name"] == "cam").unwrap();
+    assert_eq!(
+        (
+            cam["domain"].as_str(),
+            cam["last_seq"].as_u64(),
+            cam["subscribers"].as_u64()
+        ),
+        (Some("two"), Some(1), Some(0))
+    );
+
+    let only_two = r.json(&["ls", "--domain", "two", "--json"]);
+    assert_eq!(only_two.as_array().unwrap().len(), 1);
+
+    let table = r.ok(&["ls"]);
+    let row = table.lines().find(|l| l.contains("imu")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        &cells[..8],
+        ["one", "imu", "topic", "64", "8", "3", "0", "1"]
+    );
+    sub.kill();
+
+    // A file that is not a segment is listed as invalid, not hidden.
+    std::fs::write(r.channel_file("two", "junk"), b"not a segment").unwrap();
+    let v = r.json(&["ls", "--domain", "two", "--json"]);
+    let junk = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "junk")
+        .unwrap()
+        .clone();
+    assert_eq!(junk["kind"], "invalid");
+    assert!(junk["error"]
+        .as_str()
+        .unwrap()
+        .contains("not a shmbus segment"));
+    assert!(r
+        .ok(&["ls"])
+        .lines()
+        .any(|l| l.contains("junk") && l.contains("invalid")));
+}
+
+#[test]
+fn info_json_describes_header_status_and_participants() {
+    let r = Root::new();
+    r.ok(&[
+        "pub",
+        "--domain",
+        "d",
+        "t",
+        "--slot-size",
+        "100",
+        "--history",
+        "5",
+        "--data",
+        "x",
+    ]);
+    let mut sub = r.spawn(&["sub", "--domain", "d", "t"]);
+    let v = r.wait_info("d", "t", |v| v["subscribers"] == 1);
+    assert_eq!(v["kind"], "topic");
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["params"]["slot_size"], 100);
+    assert_eq!(v["params"]["history"], 5);
+    assert_eq!(v["last_seq"], 1);
+    assert_eq!(v["creator_alive"], false, "the creating `pub` has exited");
+    assert!(v["creator_pid"].as_u64().unwrap() > 0);
+    assert_eq!(v["mode"], "0600");
+    assert_eq!(v["stale"], false);
+    let parts = v["participants"].as_array().unwrap();
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0]["pid"], sub.id());
+    assert_eq!(parts[0]["role"], "subscriber");
+    let text = r.ok(&["info", "--domain", "d", "t"]);
+    assert!(
+        text.contains("topic")
+            && text.contains(&format!("pid {}", sub.id()))
+            && text.contains("subscriber"),
+        "{text}"
+    );
+    sub.kill();
+    let v = r.wait_info("d", "t", |v| v["subscribers"] == 0);
+    assert_eq!(v["stale"], true);
+}
+
+#[test]
+fn clean_removes_only_what_the_dead_left() {
+    let r = Root::new();
+    // `killed`: created by a `pub` that is then SIGKILLed while publishing from stdin.
+    let mut creator = r
+        .cmd(&["pub", "--domain", "d", "killed"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .map(|c| Killed(Some(c)))
+        .unwrap();
+    creator
+        .child()
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"m\n")
+        .unwrap();
+    r.wait_info("d", "killed", |v| {
+        v["last_seq"] == 1 && v["publishers"] == 1
+    });
+    // `used`: its creator exited, but a live subscriber uses it.
+    r.ok(&["pub", "--domain", "d", "used", "--data", "x"]);
+    let mut sub = r.spawn(&["sub", "--domain", "d", "used"]);
+    r.wait_info("d", "used", |v| v["subscribers"] == 1);
+    // `done`: creator exited, nobody uses it.
+    r.ok(&["pub", "--domain", "d", "done", "--data", "x"]);
+    // Not a segment at all.
+    std::fs::write(r.channel_file("d", "junk"), b"junk").unwrap();
+
+    // While the creator of `killed` runs, it is left alone.
+    let out = r.ok(&["clean", "--dry-run"]);
+    assert!(
+        out.contains("would remove d/done") && !out.contains("d/killed") && !out.contains("d/used"),
+        "{out}"
+    );
+    creator.kill();
+
+    let out = r.ok(&["clean", "--dry-run"]);
+    assert!(
+        out.contains("would remove d/killed") && out.contains("would remove d/done"),
+        "{out}"
+    );
+    assert!(!out.contains("d/used"), "{out}");
+    assert!(out.contains("junk"), "invalid files are reported: {out}");
+    for name in ["killed", "used", "done", "junk"] {
+        assert!(
+            r.channel_file("d", name).exists(),
+            "--dry-run removed {name}"
+        );
+    }
+
+    let out = r.ok(&["clean"]);
+    assert!(
+        out.contains("removed d/killed") && out.contains("removed d/done"),
+        "{out}"
+    );
+    assert!(!r.channel_file("d", "killed").exists());
+    assert!(!r.channel_file("d", "done").exists());
+    assert!(
+        r.channel_file("d", "used").exists(),
+        "a segment with a live subscriber stays"
+    );
+    assert!(
+        r.channel_file("d", "junk").exists(),
+        "invalid files stay without --force"
+    );
+    // The survivor still works.
+    r.ok(&["pub", "--domain", "d", "used", "--data", "still here"]);
+
+    sub.kill();
+    let out = r.ok(&["clean", "--domain", "d", "--force"]);
+    assert!(
+        out.contains("removed d/used") && out.contains("removed invalid d/junk"),
+        "{out}"
+    );
+    assert!(!r.channel_file("d", "used").exists() && !r.channel_file("d", "junk").exists());
+}
+
+#[test]
+fn demo_prints_every_consumer_and_producer() {
+    let r = Root::new();
+    let out = r.ok(&["demo", "--seconds", "2"]);
+    let consumers = [
+        "imu",
+        "image",
+        "image+med01",
+        "image+med0[1-5]",
+        "imu+image+med0[1-5]",
+        "imu+image+med0[1-5] & sleep(10ms)",
+    ];
+    for c in consumers {
+        for what in ["view", "view+copy"] {
+            let line = out
+                .lines()
+                .find(|l| {
+                    l.starts_with("consumer")
+                        && l.contains(&format!("=> {c} "))
+                        && l.split_whitespace().any(|w| w == what)
+                })
+                .unwrap_or_else(|| panic!("no {what} line for consumer {c}:\n{out}"));
+            if c == "imu" {
+                let n: u64 = line.split_whitespace().nth(8).unwrap().parse().unwrap();
+                assert!(n > 0, "{line}");
+            }
+        }
+    }
+    for p in ["imu", "image", "med01", "med02", "med03", "med04", "med05"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("producer") && l.contains(&format!(" {p} =>")))
+            .unwrap_or_else(|| panic!("no line for producer {p}:\n{out}"));
+        let n: u64 = line.split_whitespace().nth(8).unwrap().parse().unwrap();
+        assert!(n > 0, "{line}");
+    }
+    // The demo cleans up after itself.
+    assert_eq!(
+        std::fs::read_dir(&r.0).unwrap().count(),
+        0,
+        "demo left files behind"
+    );
+}
+
+#[test]
+fn demo_json_has_the_same_numbers() {
+    let r = Root::new();
+    let v = r.json(&[
+        "demo",
+        "--seconds",
+        "1",
+        "--image-bytes",
+        "100000",
+        "--json",
+    ]);
+    assert_eq!(v["image_bytes"], 100000);
+    let consumers = v["consumers"].as_array().unwrap();
+    assert_eq!(consumers.len(), 6);
+    let imu = consumers.iter().find(|c| c["name"] == "imu").unwrap();
+    assert!(imu["view"]["n"].as_u64().unwrap() > 0);
+    assert_eq!(imu["view"]["n"], imu["view_copy"]["n"]);
+    assert!(imu["view"]["p50_ns"].as_u64().unwrap() <= imu["view"]["p99_ns"].as_u64().unwrap());
+    let producers = v["producers"].as_array().unwrap();
+    assert_eq!(producers.len(), 7);
+    for p in producers {
+        assert!(p["write"]["n"].as_u64().unwrap() > 0, "{p}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&r.0).unwrap().count(),
+        0,
+        "demo left files behind"
+    );
+}
+
+#[test]
+fn root_option_overrides_the_environment() {
+    let env_root = Root::new();
+    let other = Root::new();
+    let dir = other.0.to_str().unwrap();
+    env_root.ok(&[
+        "--root",
+        dir,
+        "pub",
+        "--domain",
+        "d",
+        "elsewhere",
+        "--data",
+        "x",
+    ]);
+    assert!(other.channel_file("d", "elsewhere").exists());
+    assert!(!env_root.channel_file("d", "elsewhere").exists());
+    assert_eq!(env_root.json(&["ls", "--json"]), serde_json::json!([]));
+    let listed = env_root.json(&["ls", "--json", "--root", dir]);
+    assert_eq!(listed[0]["name"], "elsewhere");
+    assert_eq!(
+        env_root.ok(&[
+            "sub",
+            "--root",
+            dir,
+            "--domain",
+            "d",
+            "elsewhere",
+            "--latest",
+            "--count",
+            "1",
+            "--timeout-ms",
+            "10000"
+        ]),
+        "x\n"
+    );
+}
