@@ -29,11 +29,7 @@ pub struct Args {
 
 /// Removes stale segments and temporary files; prints each removal.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
-    let verb = if args.dry_run {
-        "would remove"
-    } else {
-        "removed"
-    };
+    let verb = if args.dry_run { "would remove" } else { "removed" };
     let remove = |path: &std::path::Path| -> Result<()> {
         if args.dry_run {
             return Ok(());
@@ -41,17 +37,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(crate::CliError::msg(format!(
-                "cannot remove {}: {e}",
-                path.display()
-            ))),
+            Err(e) => Err(crate::CliError::msg(format!("cannot remove {}: {e}", path.display()))),
         }
     };
     let (mut removed, mut in_use, mut kept_invalid) = (0usize, 0usize, 0usize);
     for domain in ctx.domains(args.domain.as_deref())? {
-        let names = domain
-            .channel_names()
-            .map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
+        let names =
+            domain.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
         for name in names {
             let path = domain.channel_path(&name)?;
             let what = format!("{}/{name}", domain.name());
@@ -66,11 +58,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                 }
                 Ok(_) => in_use += 1,
                 Err(OpenError::NotFound { .. }) => {} // removed meanwhile
-                Err(
-                    e @ (OpenError::NotASegment { .. }
-                    | OpenError::Truncated { .. }
-                    | OpenError::Corrupt { .. }),
-                ) => {
+                Err(e @ (OpenError::NotASegment { .. } | OpenError::Truncated { .. } | OpenError::Corrupt { .. })) => {
                     if args.force {
                         remove(&path)?;
                         removed += 1;
@@ -91,15 +79,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         for t in temps {
             remove(&t.path)?;
             removed += 1;
-            println!(
-                "{verb} temporary file {} (creator pid {} dead)",
-                t.path.display(),
-                t.pid
-            );
+            println!("{verb} temporary file {} (creator pid {} dead)", t.path.display(), t.pid);
         }
     }
-    println!(
-        "{verb} {removed} file(s); kept {in_use} in use, {kept_invalid} invalid or unreadable"
-    );
+    println!("{verb} {removed} file(s); kept {in_use} in use, {kept_invalid} invalid or unreadable");
     Ok(())
 }

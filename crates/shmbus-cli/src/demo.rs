@@ -112,26 +112,11 @@ fn meds() -> Vec<String> {
 
 fn producers(image_bytes: usize) -> Vec<ProducerSpec> {
     let mut v = vec![
-        ProducerSpec {
-            topic: "imu".into(),
-            rate_hz: 1000.0,
-            bytes: IMU_BYTES,
-            loan: false,
-        },
-        ProducerSpec {
-            topic: "image".into(),
-            rate_hz: 30.0,
-            bytes: image_bytes,
-            loan: true,
-        },
+        ProducerSpec { topic: "imu".into(), rate_hz: 1000.0, bytes: IMU_BYTES, loan: false },
+        ProducerSpec { topic: "image".into(), rate_hz: 30.0, bytes: image_bytes, loan: true },
     ];
     for (i, m) in meds().into_iter().enumerate() {
-        v.push(ProducerSpec {
-            topic: m,
-            rate_hz: 40.0 + i as f64,
-            bytes: MED_BYTES,
-            loan: false,
-        });
+        v.push(ProducerSpec { topic: m, rate_hz: 40.0 + i as f64, bytes: MED_BYTES, loan: false });
     }
     v
 }
@@ -143,31 +128,11 @@ fn consumers() -> Vec<ConsumerSpec> {
         a
     };
     vec![
-        ConsumerSpec {
-            label: "imu",
-            topics: s(&["imu"]),
-            sleep_ms: 0,
-        },
-        ConsumerSpec {
-            label: "image",
-            topics: s(&["image"]),
-            sleep_ms: 0,
-        },
-        ConsumerSpec {
-            label: "image+med01",
-            topics: s(&["image", "med01"]),
-            sleep_ms: 0,
-        },
-        ConsumerSpec {
-            label: "image+med0[1-5]",
-            topics: with(s(&["image"]), meds()),
-            sleep_ms: 0,
-        },
-        ConsumerSpec {
-            label: "imu+image+med0[1-5]",
-            topics: with(s(&["imu", "image"]), meds()),
-            sleep_ms: 0,
-        },
+        ConsumerSpec { label: "imu", topics: s(&["imu"]), sleep_ms: 0 },
+        ConsumerSpec { label: "image", topics: s(&["image"]), sleep_ms: 0 },
+        ConsumerSpec { label: "image+med01", topics: s(&["image", "med01"]), sleep_ms: 0 },
+        ConsumerSpec { label: "image+med0[1-5]", topics: with(s(&["image"]), meds()), sleep_ms: 0 },
+        ConsumerSpec { label: "imu+image+med0[1-5]", topics: with(s(&["imu", "image"]), meds()), sleep_ms: 0 },
         ConsumerSpec {
             label: "imu+image+med0[1-5] & sleep(10ms)",
             topics: with(s(&["imu", "image"]), meds()),
@@ -180,11 +145,7 @@ fn consumers() -> Vec<ConsumerSpec> {
 fn topic_config(p: &ProducerSpec) -> TopicConfig {
     // History: about 60 ms of messages for the small topics; 4 frames for the image (each
     // slot is a whole frame; 4 spare slots cover the pins of the 5 image consumers).
-    let history = if p.loan {
-        4
-    } else {
-        ((p.rate_hz * 0.06) as usize).max(16)
-    };
+    let history = if p.loan { 4 } else { ((p.rate_hz * 0.06) as usize).max(16) };
     TopicConfig::new(p.bytes.max(1), history)
 }
 
@@ -210,79 +171,39 @@ impl Drop for Run {
 fn fresh_domain(ctx: &Ctx) -> Result<Domain> {
     let pid = std::process::id();
     for n in 0..100 {
-        let name = if n == 0 {
-            format!("demo-{pid}")
-        } else {
-            format!("demo-{pid}-{n}")
-        };
+        let name = if n == 0 { format!("demo-{pid}") } else { format!("demo-{pid}-{n}") };
         let d = ctx.domain(&name)?;
         if !d.dir().exists() {
             return Ok(d);
         }
     }
-    Err(CliError::msg(format!(
-        "no free demo domain name under {}; run `shmbus clean`",
-        ctx.root.display()
-    )))
+    Err(CliError::msg(format!("no free demo domain name under {}; run `shmbus clean`", ctx.root.display())))
 }
 
-fn role_command(
-    ctx: &Ctx,
-    domain: &Domain,
-    role: &str,
-    label: &str,
-    topics: &[String],
-) -> Result<Command> {
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::msg(format!("cannot find the shmbus executable: {e}")))?;
+fn role_command(ctx: &Ctx, domain: &Domain, role: &str, label: &str, topics: &[String]) -> Result<Command> {
+    let exe = std::env::current_exe().map_err(|e| CliError::msg(format!("cannot find the shmbus executable: {e}")))?;
     let mut cmd = Command::new(exe);
     cmd.arg("--root").arg(&ctx.root);
-    cmd.args([
-        "demo-role",
-        "--domain",
-        domain.name(),
-        "--role",
-        role,
-        "--label",
-        label,
-        "--topics",
-        &topics.join(","),
-    ]);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+    cmd.args(["demo-role", "--domain", domain.name(), "--role", role, "--label", label, "--topics", &topics.join(",")]);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     Ok(cmd)
 }
 
 fn read_result(label: &str, out: &mut impl Read) -> Result<Value> {
     let mut text = String::new();
-    out.read_to_string(&mut text)
-        .map_err(|e| CliError::msg(format!("demo process '{label}': {e}")))?;
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    serde_json::from_str(line).map_err(|_| {
-        CliError::msg(format!(
-            "demo process '{label}' reported no result (see its error above)"
-        ))
-    })
+    out.read_to_string(&mut text).map_err(|e| CliError::msg(format!("demo process '{label}': {e}")))?;
+    let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    serde_json::from_str(line)
+        .map_err(|_| CliError::msg(format!("demo process '{label}' reported no result (see its error above)")))
 }
 
 /// Runs the profile and prints the latencies.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     if !(args.seconds > 0.0 && args.seconds <= 86_400.0) {
-        return Err(CliError::msg(format!(
-            "--seconds {} must be in (0, 86400]",
-            args.seconds
-        )));
+        return Err(CliError::msg(format!("--seconds {} must be in (0, 86400]", args.seconds)));
     }
     let domain = fresh_domain(ctx)?;
-    let mut run = Run {
-        domain: domain.clone(),
-        children: Vec::new(),
-    };
+    let mut run = Run { domain: domain.clone(), children: Vec::new() };
     let prods = producers(args.image_bytes);
     for p in &prods {
         Topic::create_or_open(&domain, &p.topic, &topic_config(p))?;
@@ -294,9 +215,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     for c in &cons {
         let mut cmd = role_command(ctx, &domain, "consumer", c.label, &c.topics)?;
         cmd.args(["--sleep-ms", &c.sleep_ms.to_string()]);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| CliError::msg(format!("cannot start a demo process: {e}")))?;
+        let mut child = cmd.spawn().map_err(|e| CliError::msg(format!("cannot start a demo process: {e}")))?;
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         run.children.push(child);
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
@@ -306,13 +225,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     }
     for ((_, out), c) in pipes.iter_mut().zip(&cons) {
         let mut line = String::new();
-        out.read_line(&mut line)
-            .map_err(|e| CliError::msg(format!("demo consumer '{}': {e}", c.label)))?;
+        out.read_line(&mut line).map_err(|e| CliError::msg(format!("demo consumer '{}': {e}", c.label)))?;
         if line.trim() != "ready" {
-            return Err(CliError::msg(format!(
-                "demo consumer '{}' failed to start (see its error above)",
-                c.label
-            )));
+            return Err(CliError::msg(format!("demo consumer '{}' failed to start (see its error above)", c.label)));
         }
     }
 
@@ -321,33 +236,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let until_ns = start_ns + (args.seconds * 1e9) as u64;
     let first_producer = run.children.len();
     for p in &prods {
-        let mut cmd = role_command(
-            ctx,
-            &domain,
-            "producer",
-            &p.topic,
-            std::slice::from_ref(&p.topic),
-        )?;
-        cmd.args([
-            "--rate-hz",
-            &p.rate_hz.to_string(),
-            "--bytes",
-            &p.bytes.to_string(),
-        ]);
-        cmd.args([
-            "--start-ns",
-            &start_ns.to_string(),
-            "--until-ns",
-            &until_ns.to_string(),
-        ]);
+        let mut cmd = role_command(ctx, &domain, "producer", &p.topic, std::slice::from_ref(&p.topic))?;
+        cmd.args(["--rate-hz", &p.rate_hz.to_string(), "--bytes", &p.bytes.to_string()]);
+        cmd.args(["--start-ns", &start_ns.to_string(), "--until-ns", &until_ns.to_string()]);
         if p.loan {
             cmd.arg("--loan");
         }
         cmd.stdin(Stdio::null());
-        run.children.push(
-            cmd.spawn()
-                .map_err(|e| CliError::msg(format!("cannot start a demo process: {e}")))?,
-        );
+        run.children.push(cmd.spawn().map_err(|e| CliError::msg(format!("cannot start a demo process: {e}")))?);
     }
     for (stdin, _) in &mut pipes {
         // A consumer that died already shows up when its result is read.
@@ -360,27 +256,18 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         let v = read_result(c.label, &mut out)?;
         let status = run.children[i].wait()?;
         if !status.success() {
-            return Err(CliError::msg(format!(
-                "demo consumer '{}' failed ({status})",
-                c.label
-            )));
+            return Err(CliError::msg(format!("demo consumer '{}' failed ({status})", c.label)));
         }
         consumer_results.push(v);
     }
     let mut producer_results = Vec::new();
     for (i, p) in prods.iter().enumerate() {
         let child = &mut run.children[first_producer + i];
-        let mut out = child
-            .stdout
-            .take()
-            .ok_or_else(|| CliError::msg("demo process without pipes"))?;
+        let mut out = child.stdout.take().ok_or_else(|| CliError::msg("demo process without pipes"))?;
         let v = read_result(&p.topic, &mut out)?;
         let status = child.wait()?;
         if !status.success() {
-            return Err(CliError::msg(format!(
-                "demo producer '{}' failed ({status})",
-                p.topic
-            )));
+            return Err(CliError::msg(format!("demo producer '{}' failed ({status})", p.topic)));
         }
         producer_results.push(v);
     }
@@ -428,12 +315,7 @@ fn print_table(r: &Value, domain: &Domain, args: &Args) -> Result<()> {
         ("N", Align::Right),
         ("NOTE", Align::Left),
     ]);
-    let num = |s: &Value, k: &str| {
-        s.get(k)
-            .and_then(Value::as_f64)
-            .map(fmt_ns)
-            .unwrap_or_else(|| "-".into())
-    };
+    let num = |s: &Value, k: &str| s.get(k).and_then(Value::as_f64).map(fmt_ns).unwrap_or_else(|| "-".into());
     let row = |t: &mut Table, role: &str, name: String, what: &str, s: &Value, note: String| {
         let n = s.get("n").and_then(Value::as_u64).unwrap_or(0);
         t.row(vec![
@@ -451,29 +333,14 @@ fn print_table(r: &Value, domain: &Domain, args: &Args) -> Result<()> {
     for c in r["consumers"].as_array().into_iter().flatten() {
         let name = format!("=> {}", c["name"].as_str().unwrap_or("?"));
         let gaps = c["gaps"].as_u64().unwrap_or(0);
-        let note = if gaps > 0 {
-            format!("{gaps} message(s) skipped (lagged)")
-        } else {
-            String::new()
-        };
-        row(
-            &mut t,
-            "consumer",
-            name.clone(),
-            "view",
-            &c["view"],
-            String::new(),
-        );
+        let note = if gaps > 0 { format!("{gaps} message(s) skipped (lagged)") } else { String::new() };
+        row(&mut t, "consumer", name.clone(), "view", &c["view"], String::new());
         row(&mut t, "consumer", name, "view+copy", &c["view_copy"], note);
     }
     for p in r["producers"].as_array().into_iter().flatten() {
         let name = format!("{} =>", p["name"].as_str().unwrap_or("?"));
         let failed = p["failed"].as_u64().unwrap_or(0);
-        let note = if failed > 0 {
-            format!("{failed} publish(es) failed")
-        } else {
-            String::new()
-        };
+        let note = if failed > 0 { format!("{failed} publish(es) failed") } else { String::new() };
         row(&mut t, "producer", name, "write", &p["write"], note);
     }
     t.write(&mut out)?;
@@ -526,18 +393,11 @@ fn sleep_until(t_ns: u64) {
 }
 
 fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
-    let name = args
-        .topics
-        .first()
-        .ok_or_else(|| CliError::msg("producer needs --topics NAME"))?;
+    let name = args.topics.first().ok_or_else(|| CliError::msg("producer needs --topics NAME"))?;
     let topic = Topic::open(domain, name)?;
     let mut publisher = topic.publisher()?;
     if args.bytes > topic.slot_size() {
-        return Err(CliError::msg(format!(
-            "--bytes {} exceeds the slot size {}",
-            args.bytes,
-            topic.slot_size()
-        )));
+        return Err(CliError::msg(format!("--bytes {} exceeds the slot size {}", args.bytes, topic.slot_size())));
     }
     let period = (1e9 / args.rate_hz.max(0.001)) as u64;
     let mut payload = vec![0u8; args.bytes];
@@ -593,10 +453,7 @@ fn consume(domain: &Domain, args: &RoleArgs) -> Result<Value> {
     std::io::stdout().flush()?;
     let mut line = String::new();
     std::io::stdin().read_line(&mut line)?;
-    let until: u64 = line
-        .trim()
-        .parse()
-        .map_err(|_| CliError::msg("demo consumer: no deadline on stdin"))?;
+    let until: u64 = line.trim().parse().map_err(|_| CliError::msg("demo consumer: no deadline on stdin"))?;
 
     let waitables: Vec<&dyn Waitable> = subs.iter().map(|s| s as &dyn Waitable).collect();
     let mut ws = WaitSet::new();
@@ -657,12 +514,7 @@ mod tests {
         let mut s = Samples((1..=100).rev().collect());
         let v = s.summary();
         assert_eq!(
-            (
-                v["n"].as_u64(),
-                v["p50_ns"].as_u64(),
-                v["p99_ns"].as_u64(),
-                v["max_ns"].as_u64()
-            ),
+            (v["n"].as_u64(), v["p50_ns"].as_u64(), v["p99_ns"].as_u64(), v["max_ns"].as_u64()),
             (Some(100), Some(50), Some(99), Some(100))
         );
         assert_eq!(v["mean_ns"].as_f64(), Some(50.5));

@@ -23,10 +23,7 @@ pub struct Args {
 }
 
 fn kv(map: &Map<String, Value>) -> String {
-    map.iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
 /// Prints the header, creator, status and participants of one channel.
@@ -38,16 +35,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let s = kinds::summarize(&domain, &args.name, &report)?;
     let role = |r| kinds::role_name(h.kind, r);
     let age_s = monotonic_ns().saturating_sub(h.created_ns) as f64 / 1e9;
-    let participants: Vec<Value> = report
-        .live
-        .iter()
-        .map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index}))
-        .collect();
-    let dead: Vec<Value> = report
-        .dead
-        .iter()
-        .map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index}))
-        .collect();
+    let participants: Vec<Value> =
+        report.live.iter().map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index})).collect();
+    let dead: Vec<Value> =
+        report.dead.iter().map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index})).collect();
     if args.json {
         return Ok(print_json(&json!({
             "domain": domain.name(),
@@ -74,64 +65,34 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         }))?);
     }
     let mut out = std::io::stdout().lock();
-    let alive = if report.creator_alive {
-        "alive"
-    } else {
-        "dead"
-    };
+    let alive = if report.creator_alive { "alive" } else { "dead" };
     writeln!(out, "channel       {}/{}", domain.name(), args.name)?;
     writeln!(out, "path          {}", path.display())?;
-    writeln!(
-        out,
-        "kind          {} (format version {})",
-        h.kind, h.version
-    )?;
+    writeln!(out, "kind          {} (format version {})", h.kind, h.version)?;
     writeln!(out, "size          {} bytes", h.total_size)?;
     writeln!(out, "layout        {}", kv(&s.params))?;
     writeln!(out, "creator       pid {} ({alive})", h.creator.pid)?;
     writeln!(out, "mode          {:04o}", h.mode)?;
     writeln!(out, "created       {age_s:.1} s ago")?;
     let mut status = Map::new();
-    for (k, v) in [
-        ("last_seq", json!(s.last_seq)),
-        ("publishers", json!(s.publishers)),
-        ("subscribers", json!(s.subscribers)),
-    ] {
+    for (k, v) in
+        [("last_seq", json!(s.last_seq)), ("publishers", json!(s.publishers)), ("subscribers", json!(s.subscribers))]
+    {
         if !v.is_null() {
             status.insert(k.into(), v);
         }
     }
     status.extend(s.status);
     writeln!(out, "status        {}", kv(&status))?;
-    let stale = if report.is_stale() {
-        "yes: creator and every user are dead; `shmbus clean` removes it"
-    } else {
-        "no"
-    };
+    let stale =
+        if report.is_stale() { "yes: creator and every user are dead; `shmbus clean` removes it" } else { "no" };
     writeln!(out, "stale         {stale}")?;
-    writeln!(
-        out,
-        "participants  {} live, {} dead (awaiting reclaim)",
-        report.live.len(),
-        report.dead.len()
-    )?;
+    writeln!(out, "participants  {} live, {} dead (awaiting reclaim)", report.live.len(), report.dead.len())?;
     for p in &report.live {
-        writeln!(
-            out,
-            "  pid {:<8} {:<11} entry {}",
-            p.process.pid,
-            role(p.role),
-            p.index
-        )?;
+        writeln!(out, "  pid {:<8} {:<11} entry {}", p.process.pid, role(p.role), p.index)?;
     }
     for p in &report.dead {
-        writeln!(
-            out,
-            "  pid {:<8} {:<11} entry {} (dead)",
-            p.process.pid,
-            role(p.role),
-            p.index
-        )?;
+        writeln!(out, "  pid {:<8} {:<11} entry {} (dead)", p.process.pid, role(p.role), p.index)?;
     }
     Ok(())
 }

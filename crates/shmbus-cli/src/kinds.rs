@@ -71,17 +71,8 @@ fn topic(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary>
 /// A kind this tool does not know in detail yet: its raw layout parameters.
 fn generic(report: &SegmentReport) -> Summary {
     let mut params = Map::new();
-    for (i, v) in report
-        .header
-        .params
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| **v != 0)
-    {
+    for (i, v) in report.header.params.iter().enumerate().filter(|(_, v)| **v != 0) {
         params.insert(format!("param{i}"), json!(v));
     }
-    Summary {
-        params,
-        ..Summary::default()
-    }
+    Summary { params, ..Summary::default() }
 }

@@ -57,9 +57,7 @@ impl Entry {
     fn state(&self) -> String {
         match (&self.error, self.stale) {
             (Some(e), _) => e.clone(),
-            (None, Some(true)) => {
-                "stale (creator and users dead; `shmbus clean` removes it)".into()
-            }
+            (None, Some(true)) => "stale (creator and users dead; `shmbus clean` removes it)".into(),
             (None, _) => String::new(),
         }
     }
@@ -104,9 +102,8 @@ fn describe(domain: &Domain, name: &str) -> Option<Entry> {
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let mut entries = Vec::new();
     for domain in ctx.domains(args.domain.as_deref())? {
-        let names = domain
-            .channel_names()
-            .map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
+        let names =
+            domain.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
         for name in names {
             entries.extend(describe(&domain, &name));
         }

@@ -78,8 +78,7 @@ impl Ctx {
     pub fn domains(&self, name: Option<&str>) -> Result<Vec<Domain>> {
         match name {
             Some(n) => Ok(vec![self.domain(n)?]),
-            None => Domain::list(&self.root)
-                .map_err(|e| CliError::msg(format!("{}: {e}", self.root.display()))),
+            None => Domain::list(&self.root).map_err(|e| CliError::msg(format!("{}: {e}", self.root.display()))),
         }
     }
 }
@@ -123,14 +122,8 @@ fn main() -> ExitCode {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        let at = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
-        eprintln!(
-            "shmbus: internal error: {}{at}; please report it",
-            msg.replace('\n', "; ")
-        );
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("shmbus: internal error: {}{at}; please report it", msg.replace('\n', "; "));
     }));
 
     let cli = match Cli::try_parse() {
@@ -160,12 +153,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let ctx = Ctx {
-        root: cli
-            .root
-            .clone()
-            .unwrap_or_else(shmbus::domain::default_root),
-    };
+    let ctx = Ctx { root: cli.root.clone().unwrap_or_else(shmbus::domain::default_root) };
     let result = match cli.command {
         Command::Ls(a) => ls::run(&ctx, &a),
         Command::Info(a) => info::run(&ctx, &a),

@@ -23,10 +23,7 @@ pub struct Table {
 impl Table {
     /// A table with these column titles.
     pub fn new(columns: &[(&'static str, Align)]) -> Table {
-        Table {
-            columns: columns.to_vec(),
-            rows: Vec::new(),
-        }
+        Table { columns: columns.to_vec(), rows: Vec::new() }
     }
 
     /// Adds a row (missing cells are blank).
@@ -37,11 +34,7 @@ impl Table {
     /// Writes the table; the last column is never padded.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
         let n = self.columns.len();
-        let mut widths: Vec<usize> = self
-            .columns
-            .iter()
-            .map(|(t, _)| t.chars().count())
-            .collect();
+        let mut widths: Vec<usize> = self.columns.iter().map(|(t, _)| t.chars().count()).collect();
         for row in &self.rows {
             for (i, cell) in row.iter().enumerate().take(n) {
                 widths[i] = widths[i].max(cell.chars().count());
@@ -108,10 +101,7 @@ pub fn fmt_ns(ns: f64) -> String {
 pub fn message_json(seq: u64, ts_ns: u64, data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
     let quoted = serde_json::to_string(&*text).unwrap_or_else(|_| "\"\"".into());
-    format!(
-        "{{\"seq\":{seq},\"ts_ns\":{ts_ns},\"len\":{},\"data\":{quoted}}}",
-        data.len()
-    )
+    format!("{{\"seq\":{seq},\"ts_ns\":{ts_ns},\"len\":{},\"data\":{quoted}}}", data.len())
 }
 
 #[cfg(test)]
@@ -129,27 +119,17 @@ mod tests {
     #[test]
     fn message_lines_have_exactly_four_keys() {
         let line = message_json(3, 42, b"a\"b\xff");
-        assert_eq!(
-            line,
-            "{\"seq\":3,\"ts_ns\":42,\"len\":4,\"data\":\"a\\\"b\u{fffd}\"}"
-        );
+        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"len\":4,\"data\":\"a\\\"b\u{fffd}\"}");
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v.as_object().unwrap().len(), 4);
     }
 
     #[test]
     fn table_aligns() {
-        let mut t = Table::new(&[
-            ("NAME", Align::Left),
-            ("N", Align::Right),
-            ("NOTE", Align::Left),
-        ]);
+        let mut t = Table::new(&[("NAME", Align::Left), ("N", Align::Right), ("NOTE", Align::Left)]);
         t.row(vec!["imu".into(), "1000".into(), "ok".into()]);
         let mut out = Vec::new();
         t.write(&mut out).unwrap();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "NAME     N  NOTE\nimu   1000  ok\n"
-        );
+        assert_eq!(String::from_utf8(out).unwrap(), "NAME     N  NOTE\nimu   1000  ok\n");
     }
 }

@@ -48,19 +48,16 @@ fn open_for_publish(domain: &Domain, args: &PubArgs) -> Result<Topic> {
             )
             .spare_slots(st.slots.saturating_sub(st.history) as usize)
         }
-        Err(OpenError::NotFound { .. }) => TopicConfig::new(
-            args.slot_size.unwrap_or(DEFAULT_SLOT_SIZE),
-            args.history.unwrap_or(DEFAULT_HISTORY),
-        ),
+        Err(OpenError::NotFound { .. }) => {
+            TopicConfig::new(args.slot_size.unwrap_or(DEFAULT_SLOT_SIZE), args.history.unwrap_or(DEFAULT_HISTORY))
+        }
         Err(e) => return Err(e.into()),
     };
     Ok(Topic::create_or_open(domain, &args.name, &config)?)
 }
 
 fn publish(publisher: &mut Publisher, data: &[u8]) -> Result<u64> {
-    publisher
-        .publish(data)
-        .map_err(|e| CliError::msg(format!("publish failed: {e}")))
+    publisher.publish(data).map_err(|e| CliError::msg(format!("publish failed: {e}")))
 }
 
 /// Publishes `--data` once, or each stdin line.
@@ -76,9 +73,7 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = stdin
-            .read_until(b'\n', &mut line)
-            .map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
+        let n = stdin.read_until(b'\n', &mut line).map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
         if n == 0 {
             return Ok(());
         }
@@ -128,7 +123,7 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut buf = Vec::new();
     let mut received = 0u64;
-    while args.count.map_or(true, |n| received < n) {
+    while args.count.is_none_or(|n| received < n) {
         match sub.recv_into_timeout(&mut buf, timeout) {
             Ok(m) => {
                 if args.json {

@@ -18,16 +18,8 @@ struct Root(PathBuf);
 impl Root {
     fn new() -> Root {
         static N: AtomicUsize = AtomicUsize::new(0);
-        let base = if Path::new("/dev/shm").is_dir() {
-            PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
-        };
-        let dir = base.join(format!(
-            "shmbus-cli-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
+        let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        let dir = base.join(format!("shmbus-cli-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Root(dir)
@@ -35,10 +27,7 @@ impl Root {
 
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_shmbus"));
-        c.args(args)
-            .env("SHMBUS_ROOT", &self.0)
-            .env_remove("RUST_BACKTRACE")
-            .stdin(Stdio::null());
+        c.args(args).env("SHMBUS_ROOT", &self.0).env_remove("RUST_BACKTRACE").stdin(Stdio::null());
         c
     }
 
@@ -49,11 +38,7 @@ impl Root {
     /// Runs and expects success; returns stdout.
     fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "shmbus {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "shmbus {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -61,11 +46,7 @@ impl Root {
     /// returns that line.
     fn fails(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        assert!(
-            !out.status.success(),
-            "shmbus {args:?} succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert!(!out.status.success(), "shmbus {args:?} succeeded: {}", String::from_utf8_lossy(&out.stdout));
         one_error_line(&out)
     }
 
@@ -79,13 +60,7 @@ impl Root {
     }
 
     fn spawn(&self, args: &[&str]) -> Killed {
-        Killed(Some(
-            self.cmd(args)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ))
+        Killed(Some(self.cmd(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()))
     }
 
     /// The `info --json` of a channel, once `cond` holds for it (panics after 20 s).
@@ -99,10 +74,7 @@ impl Root {
                     return v;
                 }
             }
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "condition on {domain}/{name} never held"
-            );
+            assert!(t0.elapsed() < Duration::from_secs(20), "condition on {domain}/{name} never held");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -135,11 +107,7 @@ impl Killed {
 
     /// Waits for the child to exit by itself and returns its output.
     fn finish(mut self) -> Output {
-        self.0
-            .take()
-            .expect("child already finished")
-            .wait_with_output()
-            .unwrap()
+        self.0.take().expect("child already finished").wait_with_output().unwrap()
     }
 }
 
@@ -159,9 +127,7 @@ fn one_error_line(out: &Output) -> String {
 }
 
 fn json_lines(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect()
 }
 
 #[test]
@@ -194,26 +160,12 @@ fn pub_data_then_sub_from_start_as_json() {
         assert_eq!(obj["data"], word);
         assert_eq!(obj["len"], word.len() as u64);
         let ts = obj["ts_ns"].as_u64().unwrap();
-        assert!(
-            ts > 0 && ts >= last_ts,
-            "timestamps are monotonic: {ts} after {last_ts}"
-        );
+        assert!(ts > 0 && ts >= last_ts, "timestamps are monotonic: {ts} after {last_ts}");
         last_ts = ts;
     }
     // --from in the middle; plain output is the payload per line.
     assert_eq!(
-        r.ok(&[
-            "sub",
-            "--domain",
-            "d",
-            "t",
-            "--from",
-            "2",
-            "--count",
-            "2",
-            "--timeout-ms",
-            "10000"
-        ]),
+        r.ok(&["sub", "--domain", "d", "t", "--from", "2", "--count", "2", "--timeout-ms", "10000"]),
         "beta\ngamma\n"
     );
 }
@@ -221,24 +173,11 @@ fn pub_data_then_sub_from_start_as_json() {
 #[test]
 fn pub_reads_stdin_lines() {
     let r = Root::new();
-    let mut child = r
-        .cmd(&["pub", "--domain", "d", "lines"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"one\ntwo words\n\nlast without newline")
-        .unwrap();
+    let mut child =
+        r.cmd(&["pub", "--domain", "d", "lines"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"one\ntwo words\n\nlast without newline").unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let lines = json_lines(&r.ok(&[
         "sub",
         "--domain",
@@ -262,46 +201,17 @@ fn sub_receives_only_new_messages_by_default_and_latest_on_request() {
     let r = Root::new();
     r.ok(&["pub", "--domain", "d", "t", "--data", "old1"]);
     r.ok(&["pub", "--domain", "d", "t", "--data", "old2"]);
-    assert_eq!(
-        r.ok(&[
-            "sub",
-            "--domain",
-            "d",
-            "t",
-            "--latest",
-            "--count",
-            "1",
-            "--timeout-ms",
-            "10000"
-        ]),
-        "old2\n"
-    );
+    assert_eq!(r.ok(&["sub", "--domain", "d", "t", "--latest", "--count", "1", "--timeout-ms", "10000"]), "old2\n");
 
-    let sub = r.spawn(&[
-        "sub",
-        "--domain",
-        "d",
-        "t",
-        "--count",
-        "2",
-        "--json",
-        "--timeout-ms",
-        "20000",
-    ]);
+    let sub = r.spawn(&["sub", "--domain", "d", "t", "--count", "2", "--json", "--timeout-ms", "20000"]);
     r.wait_info("d", "t", |v| v["subscribers"] == 1);
     r.ok(&["pub", "--domain", "d", "t", "--data", "new1"]);
     r.ok(&["pub", "--domain", "d", "t", "--data", "new2"]);
     let out = sub.finish();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let lines = json_lines(&String::from_utf8(out.stdout).unwrap());
-    let got: Vec<(u64, &str)> = lines
-        .iter()
-        .map(|l| (l["seq"].as_u64().unwrap(), l["data"].as_str().unwrap()))
-        .collect();
+    let got: Vec<(u64, &str)> =
+        lines.iter().map(|l| (l["seq"].as_u64().unwrap(), l["data"].as_str().unwrap())).collect();
     assert_eq!(got, [(3, "new1"), (4, "new2")]);
 }
 
@@ -310,23 +220,9 @@ fn sub_timeout_fails_with_one_line() {
     let r = Root::new();
     r.ok(&["pub", "--domain", "d", "quiet", "--data", "x"]);
     let err = r.fails(&["sub", "--domain", "d", "quiet", "--timeout-ms", "100"]);
-    assert!(
-        err.contains("timed out") && err.contains("d/quiet"),
-        "{err}"
-    );
+    assert!(err.contains("timed out") && err.contains("d/quiet"), "{err}");
     // Fewer than --count messages: also a timeout, and what arrived is still printed.
-    let out = r.run(&[
-        "sub",
-        "--domain",
-        "d",
-        "quiet",
-        "--from",
-        "1",
-        "--count",
-        "2",
-        "--timeout-ms",
-        "100",
-    ]);
+    let out = r.run(&["sub", "--domain", "d", "quiet", "--from", "1", "--count", "2", "--timeout-ms", "100"]);
     assert!(!out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "x\n");
     assert!(one_error_line(&out).contains("1 of 2"));
@@ -335,47 +231,21 @@ fn sub_timeout_fails_with_one_line() {
 #[test]
 fn sub_reports_gaps_and_continues() {
     let r = Root::new();
-    r.ok(&[
-        "pub",
-        "--domain",
-        "d",
-        "small",
-        "--history",
-        "2",
-        "--slot-size",
-        "16",
-        "--data",
-        "1",
-    ]);
+    r.ok(&["pub", "--domain", "d", "small", "--history", "2", "--slot-size", "16", "--data", "1"]);
     for i in 2..=12 {
         r.ok(&["pub", "--domain", "d", "small", "--data", &i.to_string()]);
     }
     // 12 messages through 6 slots (history 2 + 4 spare): seq 1 is gone. One gap line, then
     // the oldest message kept.
-    let out = r.run(&[
-        "sub",
-        "--domain",
-        "d",
-        "small",
-        "--from",
-        "1",
-        "--count",
-        "1",
-        "--json",
-        "--timeout-ms",
-        "10000",
-    ]);
+    let out =
+        r.run(&["sub", "--domain", "d", "small", "--from", "1", "--count", "1", "--json", "--timeout-ms", "10000"]);
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.starts_with("gap: ")
-            && err.trim_end().ends_with("message(s) skipped")
-            && err.lines().count() == 1,
+        err.starts_with("gap: ") && err.trim_end().ends_with("message(s) skipped") && err.lines().count() == 1,
         "{err}"
     );
-    let first = json_lines(&String::from_utf8_lossy(&out.stdout))[0]["seq"]
-        .as_u64()
-        .unwrap();
+    let first = json_lines(&String::from_utf8_lossy(&out.stdout))[0]["seq"].as_u64().unwrap();
     assert!(first > 1 && first <= 12);
     let skipped: u64 = err.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert_eq!(skipped, first - 1);
@@ -384,65 +254,14 @@ fn sub_reports_gaps_and_continues() {
 #[test]
 fn layout_mismatch_names_both_values() {
     let r = Root::new();
-    r.ok(&[
-        "pub",
-        "--domain",
-        "d",
-        "sized",
-        "--slot-size",
-        "128",
-        "--data",
-        "x",
-    ]);
+    r.ok(&["pub", "--domain", "d", "sized", "--slot-size", "128", "--data", "x"]);
     // Same or unspecified sizes reuse the topic.
-    r.ok(&[
-        "pub",
-        "--domain",
-        "d",
-        "sized",
-        "--slot-size",
-        "128",
-        "--data",
-        "y",
-    ]);
-    r.ok(&[
-        "pub",
-        "--domain",
-        "d",
-        "sized",
-        "--history",
-        "16",
-        "--data",
-        "z",
-    ]);
-    let err = r.fails(&[
-        "pub",
-        "--domain",
-        "d",
-        "sized",
-        "--slot-size",
-        "256",
-        "--data",
-        "x",
-    ]);
-    assert!(
-        err.contains("128") && err.contains("256") && err.contains("slot size"),
-        "{err}"
-    );
-    let err = r.fails(&[
-        "pub",
-        "--domain",
-        "d",
-        "sized",
-        "--history",
-        "3",
-        "--data",
-        "x",
-    ]);
-    assert!(
-        err.contains("16") && err.contains('3') && err.contains("history"),
-        "{err}"
-    );
+    r.ok(&["pub", "--domain", "d", "sized", "--slot-size", "128", "--data", "y"]);
+    r.ok(&["pub", "--domain", "d", "sized", "--history", "16", "--data", "z"]);
+    let err = r.fails(&["pub", "--domain", "d", "sized", "--slot-size", "256", "--data", "x"]);
+    assert!(err.contains("128") && err.contains("256") && err.contains("slot size"), "{err}");
+    let err = r.fails(&["pub", "--domain", "d", "sized", "--history", "3", "--data", "x"]);
+    assert!(err.contains("16") && err.contains('3') && err.contains("history"), "{err}");
     let v = r.wait_info("d", "sized", |_| true);
     assert_eq!(v["last_seq"], 3);
 }
@@ -450,33 +269,16 @@ fn layout_mismatch_names_both_values() {
 #[test]
 fn too_large_message_is_a_clear_error() {
     let r = Root::new();
-    let err = r.fails(&[
-        "pub",
-        "--domain",
-        "d",
-        "tiny",
-        "--slot-size",
-        "4",
-        "--data",
-        "12345",
-    ]);
-    assert!(
-        err.contains("5 bytes") && err.contains("slot size of 4"),
-        "{err}"
-    );
+    let err = r.fails(&["pub", "--domain", "d", "tiny", "--slot-size", "4", "--data", "12345"]);
+    assert!(err.contains("5 bytes") && err.contains("slot size of 4"), "{err}");
 }
 
 #[test]
 fn invalid_names_are_clear_errors() {
     let r = Root::new();
-    for (domain, name) in [
-        ("d", "a/b"),
-        ("d", "../escape"),
-        ("d", ".hidden"),
-        ("d", ""),
-        ("bad domain", "t"),
-        ("..", "t"),
-    ] {
+    for (domain, name) in
+        [("d", "a/b"), ("d", "../escape"), ("d", ".hidden"), ("d", ""), ("bad domain", "t"), ("..", "t")]
+    {
         let err = r.fails(&["pub", "--domain", domain, name, "--data", "x"]);
         assert!(err.contains("invalid name"), "{domain}/{name}: {err}");
         let err = r.fails(&["sub", "--domain", domain, name, "--timeout-ms", "10"]);
@@ -485,35 +287,18 @@ fn invalid_names_are_clear_errors() {
     let entries: Vec<_> = std::fs::read_dir(&r.0).unwrap().collect();
     assert!(entries.is_empty(), "nothing was created: {entries:?}");
     // Missing channel, missing arguments, unknown verb: one line each too.
-    assert!(r
-        .fails(&["sub", "--domain", "d", "nothing", "--timeout-ms", "10"])
-        .contains("no such channel"));
-    assert!(r
-        .fails(&["info", "--domain", "d", "nothing"])
-        .contains("no such channel"));
+    assert!(r.fails(&["sub", "--domain", "d", "nothing", "--timeout-ms", "10"]).contains("no such channel"));
+    assert!(r.fails(&["info", "--domain", "d", "nothing"]).contains("no such channel"));
     assert!(r.fails(&["sub", "--domain", "d"]).contains("<NAME>"));
     assert!(r.fails(&["frobnicate"]).contains("frobnicate"));
-    assert!(r
-        .fails(&["sub", "--domain", "d", "x", "--from", "1", "--latest"])
-        .contains("cannot be used"));
+    assert!(r.fails(&["sub", "--domain", "d", "x", "--from", "1", "--latest"]).contains("cannot be used"));
 }
 
 #[test]
 fn ls_shows_topics_with_counts() {
     let r = Root::new();
     for i in 0..3 {
-        r.ok(&[
-            "pub",
-            "--domain",
-            "one",
-            "imu",
-            "--slot-size",
-            "64",
-            "--history",
-            "8",
-            "--data",
-            &i.to_string(),
-        ]);
+        r.ok(&["pub", "--domain", "one", "imu", "--slot-size", "64", "--history", "8", "--data", &i.to_string()]);
     }
     r.ok(&["pub", "--domain", "two", "cam", "--data", "x"]);
     let mut sub = r.spawn(&["sub", "--domain", "one", "imu"]);
@@ -532,11 +317,7 @@ fn ls_shows_topics_with_counts() {
     assert_eq!(imu["subscribers"], 1);
     let cam = all.iter().find(|e| e["name"] == "cam").unwrap();
     assert_eq!(
-        (
-            cam["domain"].as_str(),
-            cam["last_seq"].as_u64(),
-            cam["subscribers"].as_u64()
-        ),
+        (cam["domain"].as_str(), cam["last_seq"].as_u64(), cam["subscribers"].as_u64()),
         (Some("two"), Some(1), Some(0))
     );
 
@@ -546,48 +327,22 @@ fn ls_shows_topics_with_counts() {
     let table = r.ok(&["ls"]);
     let row = table.lines().find(|l| l.contains("imu")).unwrap();
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(
-        &cells[..8],
-        ["one", "imu", "topic", "64", "8", "3", "0", "1"]
-    );
+    assert_eq!(&cells[..8], ["one", "imu", "topic", "64", "8", "3", "0", "1"]);
     sub.kill();
 
     // A file that is not a segment is listed as invalid, not hidden.
     std::fs::write(r.channel_file("two", "junk"), b"not a segment").unwrap();
     let v = r.json(&["ls", "--domain", "two", "--json"]);
-    let junk = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "junk")
-        .unwrap()
-        .clone();
+    let junk = v.as_array().unwrap().iter().find(|e| e["name"] == "junk").unwrap().clone();
     assert_eq!(junk["kind"], "invalid");
-    assert!(junk["error"]
-        .as_str()
-        .unwrap()
-        .contains("not a shmbus segment"));
-    assert!(r
-        .ok(&["ls"])
-        .lines()
-        .any(|l| l.contains("junk") && l.contains("invalid")));
+    assert!(junk["error"].as_str().unwrap().contains("not a shmbus segment"));
+    assert!(r.ok(&["ls"]).lines().any(|l| l.contains("junk") && l.contains("invalid")));
 }
 
 #[test]
 fn info_json_describes_header_status_and_participants() {
     let r = Root::new();
-    r.ok(&[
-        "pub",
-        "--domain",
-        "d",
-        "t",
-        "--slot-size",
-        "100",
-        "--history",
-        "5",
-        "--data",
-        "x",
-    ]);
+    r.ok(&["pub", "--domain", "d", "t", "--slot-size", "100", "--history", "5", "--data", "x"]);
     let mut sub = r.spawn(&["sub", "--domain", "d", "t"]);
     let v = r.wait_info("d", "t", |v| v["subscribers"] == 1);
     assert_eq!(v["kind"], "topic");
@@ -605,9 +360,7 @@ fn info_json_describes_header_status_and_participants() {
     assert_eq!(parts[0]["role"], "subscriber");
     let text = r.ok(&["info", "--domain", "d", "t"]);
     assert!(
-        text.contains("topic")
-            && text.contains(&format!("pid {}", sub.id()))
-            && text.contains("subscriber"),
+        text.contains("topic") && text.contains(&format!("pid {}", sub.id())) && text.contains("subscriber"),
         "{text}"
     );
     sub.kill();
@@ -619,22 +372,10 @@ fn info_json_describes_header_status_and_participants() {
 fn clean_removes_only_what_the_dead_left() {
     let r = Root::new();
     // `killed`: created by a `pub` that is then SIGKILLed while publishing from stdin.
-    let mut creator = r
-        .cmd(&["pub", "--domain", "d", "killed"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .map(|c| Killed(Some(c)))
-        .unwrap();
-    creator
-        .child()
-        .stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"m\n")
-        .unwrap();
-    r.wait_info("d", "killed", |v| {
-        v["last_seq"] == 1 && v["publishers"] == 1
-    });
+    let mut creator =
+        r.cmd(&["pub", "--domain", "d", "killed"]).stdin(Stdio::piped()).spawn().map(|c| Killed(Some(c))).unwrap();
+    creator.child().stdin.as_mut().unwrap().write_all(b"m\n").unwrap();
+    r.wait_info("d", "killed", |v| v["last_seq"] == 1 && v["publishers"] == 1);
     // `used`: its creator exited, but a live subscriber uses it.
     r.ok(&["pub", "--domain", "d", "used", "--data", "x"]);
     let mut sub = r.spawn(&["sub", "--domain", "d", "used"]);
@@ -646,50 +387,29 @@ fn clean_removes_only_what_the_dead_left() {
 
     // While the creator of `killed` runs, it is left alone.
     let out = r.ok(&["clean", "--dry-run"]);
-    assert!(
-        out.contains("would remove d/done") && !out.contains("d/killed") && !out.contains("d/used"),
-        "{out}"
-    );
+    assert!(out.contains("would remove d/done") && !out.contains("d/killed") && !out.contains("d/used"), "{out}");
     creator.kill();
 
     let out = r.ok(&["clean", "--dry-run"]);
-    assert!(
-        out.contains("would remove d/killed") && out.contains("would remove d/done"),
-        "{out}"
-    );
+    assert!(out.contains("would remove d/killed") && out.contains("would remove d/done"), "{out}");
     assert!(!out.contains("d/used"), "{out}");
     assert!(out.contains("junk"), "invalid files are reported: {out}");
     for name in ["killed", "used", "done", "junk"] {
-        assert!(
-            r.channel_file("d", name).exists(),
-            "--dry-run removed {name}"
-        );
+        assert!(r.channel_file("d", name).exists(), "--dry-run removed {name}");
     }
 
     let out = r.ok(&["clean"]);
-    assert!(
-        out.contains("removed d/killed") && out.contains("removed d/done"),
-        "{out}"
-    );
+    assert!(out.contains("removed d/killed") && out.contains("removed d/done"), "{out}");
     assert!(!r.channel_file("d", "killed").exists());
     assert!(!r.channel_file("d", "done").exists());
-    assert!(
-        r.channel_file("d", "used").exists(),
-        "a segment with a live subscriber stays"
-    );
-    assert!(
-        r.channel_file("d", "junk").exists(),
-        "invalid files stay without --force"
-    );
+    assert!(r.channel_file("d", "used").exists(), "a segment with a live subscriber stays");
+    assert!(r.channel_file("d", "junk").exists(), "invalid files stay without --force");
     // The survivor still works.
     r.ok(&["pub", "--domain", "d", "used", "--data", "still here"]);
 
     sub.kill();
     let out = r.ok(&["clean", "--domain", "d", "--force"]);
-    assert!(
-        out.contains("removed d/used") && out.contains("removed invalid d/junk"),
-        "{out}"
-    );
+    assert!(out.contains("removed d/used") && out.contains("removed invalid d/junk"), "{out}");
     assert!(!r.channel_file("d", "used").exists() && !r.channel_file("d", "junk").exists());
 }
 
@@ -697,14 +417,8 @@ fn clean_removes_only_what_the_dead_left() {
 fn demo_prints_every_consumer_and_producer() {
     let r = Root::new();
     let out = r.ok(&["demo", "--seconds", "2"]);
-    let consumers = [
-        "imu",
-        "image",
-        "image+med01",
-        "image+med0[1-5]",
-        "imu+image+med0[1-5]",
-        "imu+image+med0[1-5] & sleep(10ms)",
-    ];
+    let consumers =
+        ["imu", "image", "image+med01", "image+med0[1-5]", "imu+image+med0[1-5]", "imu+image+med0[1-5] & sleep(10ms)"];
     for c in consumers {
         for what in ["view", "view+copy"] {
             let line = out
@@ -730,24 +444,13 @@ fn demo_prints_every_consumer_and_producer() {
         assert!(n > 0, "{line}");
     }
     // The demo cleans up after itself.
-    assert_eq!(
-        std::fs::read_dir(&r.0).unwrap().count(),
-        0,
-        "demo left files behind"
-    );
+    assert_eq!(std::fs::read_dir(&r.0).unwrap().count(), 0, "demo left files behind");
 }
 
 #[test]
 fn demo_json_has_the_same_numbers() {
     let r = Root::new();
-    let v = r.json(&[
-        "demo",
-        "--seconds",
-        "1",
-        "--image-bytes",
-        "100000",
-        "--json",
-    ]);
+    let v = r.json(&["demo", "--seconds", "1", "--image-bytes", "100000", "--json"]);
     assert_eq!(v["image_bytes"], 100000);
     let consumers = v["consumers"].as_array().unwrap();
     assert_eq!(consumers.len(), 6);
@@ -760,11 +463,7 @@ fn demo_json_has_the_same_numbers() {
     for p in producers {
         assert!(p["write"]["n"].as_u64().unwrap() > 0, "{p}");
     }
-    assert_eq!(
-        std::fs::read_dir(&r.0).unwrap().count(),
-        0,
-        "demo left files behind"
-    );
+    assert_eq!(std::fs::read_dir(&r.0).unwrap().count(), 0, "demo left files behind");
 }
 
 #[test]
@@ -772,16 +471,7 @@ fn root_option_overrides_the_environment() {
     let env_root = Root::new();
     let other = Root::new();
     let dir = other.0.to_str().unwrap();
-    env_root.ok(&[
-        "--root",
-        dir,
-        "pub",
-        "--domain",
-        "d",
-        "elsewhere",
-        "--data",
-        "x",
-    ]);
+    env_root.ok(&["--root", dir, "pub", "--domain", "d", "elsewhere", "--data", "x"]);
     assert!(other.channel_file("d", "elsewhere").exists());
     assert!(!env_root.channel_file("d", "elsewhere").exists());
     assert_eq!(env_root.json(&["ls", "--json"]), serde_json::json!([]));

@@ -21,7 +21,8 @@ impl ScratchRoot {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-        let path = base.join(format!("shmbus-bench-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let path =
+            base.join(format!("shmbus-bench-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
         std::fs::create_dir_all(&path)?;
         let handoff = Handoff { fds: Vec::new(), args: vec![path.display().to_string()] };
         Ok((ScratchRoot { path, owner: true }, handoff))

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::errors::{PublishError, ReadError, RecvError, TryRecvError};
 use super::protocol::{
-    Control, DataRegion, Lookup, Shared, SlotHeader, INLINE_DATA, INLINE_OFFSET, MAX_SLOTS, MAX_TOPIC_PARTICIPANTS, ROLE_PUBLISHER, ROLE_SUBSCRIBER,
+    Control, DataRegion, Lookup, Shared, SlotHeader, INLINE_DATA, INLINE_OFFSET, MAX_SLOTS, MAX_TOPIC_PARTICIPANTS,
+    ROLE_PUBLISHER, ROLE_SUBSCRIBER,
 };
 use crate::domain::Domain;
 use crate::error::OpenError;
@@ -111,7 +112,8 @@ impl TopicLayout {
             let stride = if slot_size < 4096 { round_up(slot_size, 64) } else { round_up(slot_size, 4096) }
                 .ok_or("slot size overflows")?;
             let data_off = round_up(headers_end, 4096).ok_or("headers overflow")?;
-            let total = stride.checked_mul(slots).and_then(|d| d.checked_add(data_off)).ok_or("topic size overflows")?;
+            let total =
+                stride.checked_mul(slots).and_then(|d| d.checked_add(data_off)).ok_or("topic size overflows")?;
             (stride, data_off, total)
         };
         if total > (1 << 40) {
@@ -263,7 +265,6 @@ impl Topic {
     }
 
     fn from_segment(seg: Segment, layout: TopicLayout, name: &str) -> Topic {
-        seg.mapping().prefault();
         Topic { inner: Arc::new(Inner { seg, layout, name: name.to_owned() }) }
     }
 

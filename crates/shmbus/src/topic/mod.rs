@@ -52,3 +52,5 @@ mod errors;
 pub use endpoint::{Loan, Message, MessageInfo, Publisher, Sample, Subscriber, Topic, TopicConfig, TopicStatus};
 #[cfg(not(loom))]
 pub use errors::{PublishError, ReadError, RecvError, TryRecvError};
+/// Role numbers topic endpoints register with (as listed by `shmbus info`).
+pub use protocol::{ROLE_PUBLISHER, ROLE_SUBSCRIBER};

@@ -52,9 +52,9 @@ pub(crate) const MAX_TOPIC_PARTICIPANTS: usize = 120;
 /// `aux` word of a publisher's participant entry holding the sequence number it is claiming.
 pub(crate) const AUX_PENDING: usize = 0;
 /// Role numbers in the participant table.
-pub(crate) const ROLE_PUBLISHER: u32 = 1;
+pub const ROLE_PUBLISHER: u32 = 1;
 /// Role number of a subscriber.
-pub(crate) const ROLE_SUBSCRIBER: u32 = 2;
+pub const ROLE_SUBSCRIBER: u32 = 2;
 
 const WRITER_MASK: u64 = 0xff;
 const TAG_BITS: u32 = 40;
@@ -400,11 +400,22 @@ impl<'a> Shared<'a> {
         let word = if second { &slot.w1 } else { &slot.w0 };
         // SYNC POINT (Dekker with `acquire_slot`), see there.
         word.fetch_or(bit, Ordering::SeqCst);
-        if slot.w0.load(Ordering::SeqCst) & WRITER_MASK != 0 || slot.seq.load(Ordering::Acquire) != k {
+        let writer = slot.w0.load(Ordering::SeqCst) & WRITER_MASK;
+        if (writer != 0 && !self.committing(writer as usize - 1, k)) || slot.seq.load(Ordering::Acquire) != k {
             word.fetch_and(!bit, Ordering::Release);
             return Err(PinError::Gone);
         }
         Ok(())
+    }
+
+    /// Whether writer `id` is still finishing the commit of `k` (between its `seq = k` store
+    /// and clearing its writer bits). Such a slot already holds all of `k` and the writer will
+    /// not touch the payload again, so a pin on it is valid. A writer that holds the bits for
+    /// a *new* message cannot have `k` pending: `commit` clears `PENDING` only after the
+    /// writer bits, and the writer re-acquires (a SeqCst CAS on `w0`, which our SeqCst load
+    /// read from) only after that, so we would see `PENDING` as 0 or its next claim.
+    fn committing(&self, id: usize, k: u64) -> bool {
+        id < self.participants.len() && self.participants.entry(id).aux[AUX_PENDING].load(Ordering::Acquire) == k
     }
 
     /// Releases participant `me`'s pin on slot `s`.
