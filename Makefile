@@ -29,8 +29,10 @@ doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 # Loom models of every lock-free protocol.
+LOOM_MODELS := $(patsubst crates/shmbus/tests/%.rs,--test %,$(wildcard crates/shmbus/tests/loom_*.rs))
 loom:
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(LOOM_TARGET) $(CARGO) test -p shmbus --release --lib --tests loom
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(LOOM_TARGET) $(CARGO) test -p shmbus --release --lib -- loom
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(LOOM_TARGET) $(CARGO) test -p shmbus --release $(LOOM_MODELS)
 
 # ThreadSanitizer over the multi-thread tests. Needs nightly with rust-src; where that cannot
 # be installed the suite says so and is skipped (it is not a substitute for the loom models).

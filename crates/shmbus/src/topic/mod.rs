@@ -54,3 +54,6 @@ pub use endpoint::{Loan, Message, MessageInfo, Publisher, Sample, Subscriber, To
 pub use errors::{PublishError, ReadError, RecvError, TryRecvError};
 /// Role numbers topic endpoints register with (as listed by `shmbus info`).
 pub use protocol::{ROLE_PUBLISHER, ROLE_SUBSCRIBER};
+
+#[cfg(all(test, loom))]
+mod loom_tests;
