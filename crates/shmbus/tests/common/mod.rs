@@ -111,3 +111,23 @@ pub fn sigkill(child: &mut Child) {
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
 }
+
+/// Runs example `name` with `SHMBUS_ROOT=root` and returns its output. The example is the one
+/// `cargo test` built next to this test binary (same profile); it is rebuilt first in case
+/// only this test target was built (a no-op when it is current).
+pub fn run_example(name: &str, root: &Path) -> std::process::Output {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    };
+    let example = profile_dir.join("examples").join(name);
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "shmbus", "--example", name, "--profile", &profile])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(st.success() && example.exists(), "could not build {}", example.display());
+    Command::new(&example).env("SHMBUS_ROOT", root).output().unwrap()
+}

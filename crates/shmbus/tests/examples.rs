@@ -1,0 +1,34 @@
+//! Every example runs and says what it should (examples are code the tests run).
+
+mod common;
+
+use common::{run_example, Scratch};
+
+fn run(name: &str) -> String {
+    let s = Scratch::new(&format!("example-{name}"));
+    let out = run_example(name, s.path());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{name} failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+#[test]
+fn topic_quickstart() {
+    let out = run("topic");
+    assert!(out.contains("frame 1 (6220800 bytes) first byte 42"), "{out}");
+    assert!(out.contains("imu 1: accel"), "{out}");
+}
+
+#[test]
+fn stream() {
+    let out = run("stream");
+    assert!(out.contains("reader: received 10000 records"), "{out}");
+    assert!(out.contains("writer: sent 10000 records"), "{out}");
+}
+
+#[test]
+fn pool() {
+    let out = run("pool");
+    assert!(out.contains("all 30 jobs done"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("worker ")).count(), 30, "each job received once:\n{out}");
+}
