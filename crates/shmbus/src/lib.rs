@@ -19,6 +19,7 @@ pub mod error;
 pub(crate) mod event;
 pub mod name;
 pub(crate) mod participants;
+pub mod queue;
 pub mod segment;
 pub(crate) mod sync;
 pub mod sys;
