@@ -297,14 +297,24 @@ impl<'a, C: Cells> Ring<'a, C> {
                 let stall = (state == WRITING || state == READING).then(|| Stall { stamp: s, owner: stamp_owner(s) });
                 return Push::Full(stall);
             }
-            // Our `tail` is stale, or the cell is garbage. Any claim of a position q > pos was
-            // made while `tail == q`, and its stamp was acquired above, so a fresh `tail` must
-            // have moved; if it has not, the stamp cannot be legitimate.
+            // Our `tail` is stale, or the cell is garbage.
             let now = self.ctl.tail.0.load(Ordering::Acquire);
-            if now == pos {
-                return Push::Corrupt("cell stamp does not match the tail position");
+            if now != pos {
+                pos = now;
+                continue;
             }
-            pos = now;
+            // `tail` has not moved. `EMPTY(pos + cap)` means `pos` was claimed, sent and
+            // received, but its producer died before moving `tail`: help. Any other later
+            // stamp is impossible: a claim of q > pos was made while `tail == q`, and its
+            // stamp was acquired above, so a fresh `tail` would be at least q.
+            if state == EMPTY && q == pos + self.cap {
+                pos = match self.ctl.tail.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => pos + 1,
+                    Err(now) => now,
+                };
+                continue;
+            }
+            return Push::Corrupt("cell stamp does not match the tail position");
         }
     }
 
@@ -638,6 +648,27 @@ mod tests {
         assert_eq!(r.try_push(1, b"z"), Push::Done);
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
         assert_eq!(out[0], b'z');
+    }
+
+    #[test]
+    fn tail_left_behind_a_consumed_dead_claim_is_helped() {
+        // Found by loom: a producer claims position 1 and dies before moving `tail`; the
+        // cell is abandoned and retired (EMPTY(1 + cap)) while `tail` still says 1.
+        let f = Fixture::new(2, 8);
+        let r = f.ring();
+        let mut out = [0u8; 8];
+        r.table.register(pid(10), 1, 0..1).unwrap();
+        r.table.register(pid(11), 1, 1..2).unwrap();
+        r.table.register(pid(12), 2, 2..3).unwrap();
+        assert_eq!(r.try_push(1, b"a"), Push::Done);
+        assert_eq!(r.push_impl(0, b"x", Crash::AfterClaim), Push::Done);
+        assert_eq!(f.ctl.tail.0.load(Ordering::Relaxed), 1);
+        assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
+        r.reclaim_dead(pid(12), |p| p.pid != 10);
+        assert_eq!(r.try_pop(2, &mut out), Pop::Empty(None));
+        assert_eq!(r.try_push(1, b"b"), Push::Done);
+        assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
+        assert_eq!(out[0], b'b');
     }
 
     #[test]
