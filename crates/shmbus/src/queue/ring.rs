@@ -56,6 +56,10 @@ const STATE_SHIFT: u32 = 7;
 const OWNER_MASK: u64 = (1 << STATE_SHIFT) - 1;
 /// Positions at or beyond this do not fit a stamp.
 pub(crate) const MAX_POS: u64 = 1 << (64 - POS_SHIFT);
+/// Retries one operation may take before it calls the ring corrupt. Each retry means some
+/// other participant made progress (or left a claim to help past), so a legitimate
+/// operation needs a handful; this only stops a hostile ring from spinning us for ever.
+const MAX_STEPS: u32 = 1 << 20;
 
 const EMPTY: u64 = 0;
 const WRITING: u64 = 1;
@@ -241,7 +245,12 @@ impl<'a, C: Cells> Ring<'a, C> {
         // Acquire: pairs with the AcqRel CAS that moved `tail` here, after which the cell of
         // every position below is visibly claimed (see `Corrupt` reasoning below).
         let mut pos = self.ctl.tail.0.load(Ordering::Acquire);
+        let mut steps = 0u32;
         loop {
+            steps += 1;
+            if steps > MAX_STEPS {
+                return Push::Corrupt("no progress after a million retries");
+            }
             if pos >= MAX_POS - self.cap {
                 return Push::Corrupt("queue position counter exhausted (or tail corrupted)");
             }
@@ -331,7 +340,12 @@ impl<'a, C: Cells> Ring<'a, C> {
         let intent = &self.table.entry(me).aux[0];
         // Acquire: pairs with the AcqRel CAS that moved `head` here.
         let mut pos = self.ctl.head.0.load(Ordering::Acquire);
+        let mut steps = 0u32;
         loop {
+            steps += 1;
+            if steps > MAX_STEPS {
+                return Pop::Corrupt("no progress after a million retries");
+            }
             if pos >= MAX_POS - self.cap {
                 return Pop::Corrupt("queue position counter exhausted (or head corrupted)");
             }
@@ -730,6 +744,19 @@ mod tests {
         assert!(matches!(r.try_push(0, b"a"), Push::Corrupt(_)));
         f.ctl.head.0.store(MAX_POS, Ordering::Relaxed);
         assert!(matches!(r.try_pop(1, &mut out), Pop::Corrupt(_)));
+    }
+
+    #[test]
+    fn hostile_ring_that_keeps_asking_for_help_is_cut_off() {
+        let f = Fixture::new(4, 8);
+        let r = f.ring();
+        let mut out = [0u8; 8];
+        r.table.register(pid(11), 2, 0..1).unwrap();
+        f.ctl.tail.0.store(1 << 40, Ordering::Relaxed);
+        for (i, h) in f.cells.headers.iter().enumerate() {
+            h.stamp.store(stamp(i as u64 + (4 << 30), FULL, 0), Ordering::Relaxed);
+        }
+        assert_eq!(r.try_pop(0, &mut out), Pop::Corrupt("no progress after a million retries"));
     }
 
     #[test]
