@@ -92,7 +92,9 @@ fn too_large_is_a_clear_error_and_hands_the_value_back() {
 #[test]
 fn bad_configs_are_refused() {
     let (d, _root) = domain();
-    for (c, word) in [(cfg(0, 10), "capacity"), (cfg(10, 0), "max_element_size"), (cfg(1 << 40, 10), "capacity"), (cfg(1 << 31, 1 << 29), "need more")] {
+    for (c, word) in
+        [(cfg(0, 10), "capacity"), (cfg(10, 0), "max_element_size"), (cfg(1 << 40, 10), "capacity"), (cfg(1 << 31, 1 << 29), "need more")]
+    {
         match Queue::create(&d, "q", c, &CreateOptions::default()) {
             Err(e @ OpenError::InvalidConfig { .. }) => assert!(e.to_string().contains(word), "{e}"),
             other => panic!("{c:?}: {other:?}"),

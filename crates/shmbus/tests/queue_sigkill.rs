@@ -81,7 +81,8 @@ impl Log {
         f.set_len(LOG_BYTES as u64).unwrap();
         // SAFETY: a fresh shared mapping of a file we just sized; never unmapped (the
         // victim runs until killed).
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), LOG_BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        let p =
+            unsafe { libc::mmap(std::ptr::null_mut(), LOG_BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0) };
         assert_ne!(p, libc::MAP_FAILED);
         Log { words: p as *const AtomicU64, len: LOG_BYTES / 8 }
     }

@@ -168,6 +168,20 @@ impl Cells for MappedCells {
         // SAFETY: caller holds the READING claim and out.len() <= max, as above.
         unsafe { std::ptr::copy_nonoverlapping(self.base.add(index * self.stride + CELL_HEADER), out.as_mut_ptr(), out.len()) };
     }
+
+    #[inline]
+    fn prefetch_read(&self, index: usize, bytes: usize) {
+        #[cfg(target_arch = "x86_64")]
+        for off in (64..bytes.min(self.stride)).step_by(64) {
+            // SAFETY: the address is inside cell `index` (off < stride); PREFETCHT0 only hints
+            // the cache, never faults or changes memory. (Line 0, the header, is already here:
+            // the stamp was just read.)
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(self.base.add(index * self.stride + off) as *const i8)
+            };
+        }
+        let _ = (index, bytes);
+    }
 }
 
 /// The mapping and the addresses derived from its validated layout.
@@ -213,7 +227,14 @@ impl Shared {
                     .ok_or_else(|| OpenError::TooManyParticipants { path: self.seg.path().to_owned(), max: PARTICIPANTS })?
             }
         };
-        Ok(Endpoint { shared: Arc::clone(self), index, me, policy: WaitPolicy::default(), watch: Cell::new(None) })
+        Ok(Endpoint {
+            shared: Arc::clone(self),
+            index,
+            me,
+            policy: WaitPolicy::default(),
+            watch: Cell::new(None),
+            had_room: Cell::new(true),
+        })
     }
 }
 
@@ -233,6 +254,8 @@ struct Endpoint {
     policy: WaitPolicy,
     /// `Cell`: makes the endpoint `!Sync`, and lets `is_ready(&self)` keep watching.
     watch: Cell<Option<Watch>>,
+    /// The last push found room: claim optimistically (see `Ring::try_push`).
+    had_room: Cell<bool>,
 }
 
 impl Endpoint {
@@ -446,13 +469,15 @@ impl Producer {
         if bytes.len() > max {
             return Err(TrySendError::TooLarge { len: bytes.len(), max, msg });
         }
-        match self.ep.shared.ring().try_push(self.ep.index, bytes) {
+        match self.ep.shared.ring().try_push(self.ep.index, bytes, self.ep.had_room.get()) {
             Push::Done => {
                 self.ep.watch.set(None);
+                self.ep.had_room.set(true);
                 Ok(())
             }
             Push::Full(stall) => {
                 self.ep.observe(stall);
+                self.ep.had_room.set(false);
                 Err(TrySendError::Full(msg))
             }
             Push::Corrupt(what) => Err(TrySendError::Corrupt { what, msg }),
@@ -477,10 +502,14 @@ impl Producer {
         }
         let shared = Arc::clone(&self.ep.shared);
         let ring = shared.ring();
-        let r = self.ep.block(&ring.ctl.not_full.0, deadline, |ep| match ring.try_push(ep.index, bytes) {
-            Push::Done => Some(Ok(())),
+        let r = self.ep.block(&ring.ctl.not_full.0, deadline, |ep| match ring.try_push(ep.index, bytes, ep.had_room.get()) {
+            Push::Done => {
+                ep.had_room.set(true);
+                Some(Ok(()))
+            }
             Push::Full(stall) => {
                 ep.observe(stall);
+                ep.had_room.set(false);
                 None
             }
             Push::Corrupt(what) => Some(Err(what)),
@@ -876,6 +905,17 @@ impl fmt::Display for RecvError {
 impl std::error::Error for TryRecvError {}
 impl std::error::Error for RecvError {}
 
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<shmbus::queue::Producer>();
+/// ```
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<shmbus::queue::Consumer>();
+/// ```
+#[allow(dead_code)]
+fn endpoints_are_not_sync() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -910,14 +950,3 @@ mod tests {
         // `Cell` in the endpoint makes it !Sync; checked by the compile-fail doc test below.
     }
 }
-
-/// ```compile_fail
-/// fn sync<T: Sync>() {}
-/// sync::<shmbus::queue::Producer>();
-/// ```
-/// ```compile_fail
-/// fn sync<T: Sync>() {}
-/// sync::<shmbus::queue::Consumer>();
-/// ```
-#[allow(dead_code)]
-fn endpoints_are_not_sync() {}

@@ -111,7 +111,7 @@ impl HeapQueue {
 
     /// One push attempt by participant `me`.
     pub fn push(&self, me: usize, data: &[u8]) -> PushResult {
-        match self.ring().try_push(me, data) {
+        match self.ring().try_push(me, data, true) {
             Push::Done => PushResult::Done,
             Push::Full(_) => PushResult::Full,
             Push::Corrupt(_) => PushResult::Corrupt,
@@ -120,7 +120,7 @@ impl HeapQueue {
 
     /// A push by `me` that stops ("dies") at `at`, if it gets that far.
     pub fn push_crashing(&self, me: usize, data: &[u8], at: CrashPoint) -> PushResult {
-        match self.ring().push_impl(me, data, at.into()) {
+        match self.ring().push_impl(me, data, false, at.into()) {
             Push::Done => PushResult::Done,
             Push::Full(_) => PushResult::Full,
             Push::Corrupt(_) => PushResult::Corrupt,

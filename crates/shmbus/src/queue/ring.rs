@@ -163,7 +163,12 @@ pub(crate) trait Cells {
     /// # Safety
     /// The caller holds the `READING` claim on the cell and `out.len() <= max_element_size`.
     unsafe fn read(&self, index: usize, out: &mut [u8]);
+    /// Hints that the first `bytes` bytes of cell `index` will be read now. Default: nothing.
+    fn prefetch_read(&self, _index: usize, _bytes: usize) {}
 }
+
+/// Bytes of a cell that the prefetch hints cover at most.
+pub(crate) const PREFETCH_LIMIT: usize = 1024;
 
 /// A claim held by someone else that stands in our way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +223,7 @@ pub(crate) struct Ring<'a, C> {
     max: usize,
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 impl<'a, C: Cells> Ring<'a, C> {
     /// A ring of `cap >= 1` cells of at most `max` payload bytes each. The caller guarantees
     /// `cells` has `cap` cells.
@@ -232,14 +238,16 @@ impl<'a, C: Cells> Ring<'a, C> {
     }
 
     /// Copies `data` in as the next message, or reports why not. `me` is the producer's
-    /// participant index.
+    /// participant index. `optimistic`: try to claim the cell at `tail` without reading it
+    /// first (saves a cache-line round trip when there is room; pass false after `Full`, so a
+    /// producer waiting on a full queue only reads the cell the consumers are working on).
     #[inline]
-    pub(crate) fn try_push(&self, me: usize, data: &[u8]) -> Push {
-        self.push_impl(me, data, Crash::Never)
+    pub(crate) fn try_push(&self, me: usize, data: &[u8], optimistic: bool) -> Push {
+        self.push_impl(me, data, optimistic, Crash::Never)
     }
 
     #[inline(always)]
-    pub(crate) fn push_impl(&self, me: usize, data: &[u8], crash: Crash) -> Push {
+    pub(crate) fn push_impl(&self, me: usize, data: &[u8], optimistic: bool, crash: Crash) -> Push {
         debug_assert!(data.len() <= self.max);
         let intent = &self.table.entry(me).aux[0];
         // Acquire: pairs with the AcqRel CAS that moved `tail` here, after which the cell of
@@ -256,41 +264,37 @@ impl<'a, C: Cells> Ring<'a, C> {
             }
             let idx = self.index(pos);
             let cell = self.cells.header(idx);
-            // Acquire: pairs with the Release store of EMPTY(pos) in `try_pop` (the previous
-            // consumer is done reading) or with the initial layout.
-            let s = cell.stamp.load(Ordering::Acquire);
-            let (q, state) = (stamp_pos(s), stamp_state(s));
-            if q == pos && state == EMPTY {
+            let free = stamp(pos, EMPTY, 0);
+            let s = if optimistic && steps == 1 {
                 // Relaxed: read only by a reclaimer after our death, which it learns of through
                 // the kernel (process exit), ordering everything we did before.
                 intent.store(pos + 1, Ordering::Relaxed);
                 if crash == Crash::AfterIntent {
                     return Push::Done;
                 }
-                // AcqRel: Acquire pairs with the retiring consumer's Release (as above);
-                // Release makes our intent and claim visible to whoever helps past us.
+                // AcqRel: Acquire pairs with the Release store of EMPTY(pos) by the consumer
+                // that retired the cell (its reads happen-before our writes); Release makes
+                // our intent and claim visible to whoever helps past us.
+                match cell.stamp.compare_exchange(free, stamp(pos, WRITING, me), Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return self.fill(pos, idx, cell, data, crash),
+                    Err(actual) => actual,
+                }
+            } else {
+                // Acquire: pairs as above.
+                cell.stamp.load(Ordering::Acquire)
+            };
+            let (q, state) = (stamp_pos(s), stamp_state(s));
+            if s == free {
+                // Relaxed: see above.
+                intent.store(pos + 1, Ordering::Relaxed);
+                if crash == Crash::AfterIntent {
+                    return Push::Done;
+                }
+                // AcqRel: see above.
                 if cell.stamp.compare_exchange(s, stamp(pos, WRITING, me), Ordering::AcqRel, Ordering::Acquire).is_err() {
                     continue; // another producer claimed `pos`: re-read and help
                 }
-                if crash == Crash::AfterClaim {
-                    return Push::Done;
-                }
-                // Failure means someone already helped: fine either way.
-                let _ = self.ctl.tail.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
-                cell.len.store(data.len() as u32, Ordering::Relaxed);
-                if crash == Crash::MidCopy {
-                    // SAFETY: we hold WRITING on `idx`; half the data is within bounds.
-                    unsafe { self.cells.write(idx, &data[..data.len() / 2]) };
-                    return Push::Done;
-                }
-                // SAFETY: we hold the WRITING claim on `idx` (our CAS succeeded and nobody else
-                // moves a WRITING(_, me) stamp while we live); `data.len() <= max` (caller).
-                unsafe { self.cells.write(idx, data) };
-                // Release: pairs with the Acquire load/CAS in `try_pop`: the payload and `len`
-                // are visible to the consumer that sees FULL.
-                cell.stamp.store(stamp(pos, FULL, 0), Ordering::Release);
-                self.ctl.not_empty.0.notify();
-                return Push::Done;
+                return self.fill(pos, idx, cell, data, crash);
             }
             if q == pos {
                 // `pos` is claimed by another producer that has not moved `tail` yet (or died
@@ -327,6 +331,30 @@ impl<'a, C: Cells> Ring<'a, C> {
         }
     }
 
+    /// The rest of a push once we hold `WRITING(pos, me)` on cell `idx`.
+    #[inline(always)]
+    fn fill(&self, pos: u64, idx: usize, cell: &CellHeader, data: &[u8], crash: Crash) -> Push {
+        if crash == Crash::AfterClaim {
+            return Push::Done;
+        }
+        // Failure means someone already helped: fine either way.
+        let _ = self.ctl.tail.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
+        cell.len.store(data.len() as u32, Ordering::Relaxed);
+        if crash == Crash::MidCopy {
+            // SAFETY: we hold WRITING on `idx`; half the data is within bounds.
+            unsafe { self.cells.write(idx, &data[..data.len() / 2]) };
+            return Push::Done;
+        }
+        // SAFETY: we hold the WRITING claim on `idx` (our CAS succeeded and nobody else moves
+        // a WRITING(_, me) stamp while we live); `data.len() <= max` (caller).
+        unsafe { self.cells.write(idx, data) };
+        // Release: pairs with the Acquire load/CAS in `pop_impl`: the payload and `len` are
+        // visible to the consumer that sees FULL.
+        cell.stamp.store(stamp(pos, FULL, 0), Ordering::Release);
+        self.ctl.not_empty.0.notify();
+        Push::Done
+    }
+
     /// Copies the next message into `out` (`out.len() >= max`), or reports why not. `me` is
     /// the consumer's participant index.
     #[inline]
@@ -357,6 +385,11 @@ impl<'a, C: Cells> Ring<'a, C> {
             if q == pos {
                 match state {
                     FULL => {
+                        // Start fetching the payload before the CAS, which (being a locked
+                        // instruction) holds back every load after it. `len` is only a hint
+                        // here; it is read again under the claim.
+                        let hint = (cell.len.load(Ordering::Relaxed) as usize).min(self.max);
+                        self.cells.prefetch_read(idx, (CELL_HEADER + hint).min(PREFETCH_LIMIT));
                         // Relaxed: see `push_impl`.
                         intent.store(pos + 1, Ordering::Relaxed);
                         if crash == Crash::AfterIntent {
@@ -390,11 +423,7 @@ impl<'a, C: Cells> Ring<'a, C> {
                     }
                     ABANDONED => {
                         // Its producer died mid-copy: retire it unread (one of us wins the CAS).
-                        if cell
-                            .stamp
-                            .compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire)
-                            .is_ok()
-                        {
+                        if cell.stamp.compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire).is_ok() {
                             let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
                             self.ctl.not_full.0.notify();
                         }
@@ -412,11 +441,7 @@ impl<'a, C: Cells> Ring<'a, C> {
                     EMPTY => return Pop::Empty(None),
                     _ => {
                         // Garbage state: retire the cell so the queue goes on, and say so.
-                        if cell
-                            .stamp
-                            .compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire)
-                            .is_ok()
-                        {
+                        if cell.stamp.compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire).is_ok() {
                             let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
                             self.ctl.not_full.0.notify();
                         }
@@ -547,10 +572,7 @@ mod tests {
 
     impl HeapCells {
         fn new(cap: usize, max: usize) -> Self {
-            HeapCells {
-                headers: (0..cap).map(CellHeader::new).collect(),
-                data: (0..cap).map(|_| UnsafeCell::new(vec![0; max])).collect(),
-            }
+            HeapCells { headers: (0..cap).map(CellHeader::new).collect(), data: (0..cap).map(|_| UnsafeCell::new(vec![0; max])).collect() }
         }
     }
 
@@ -603,9 +625,9 @@ mod tests {
             let mut out = [0u8; 8];
             for lap in 0..3u8 {
                 for i in 0..cap as u8 {
-                    assert_eq!(r.try_push(0, &[lap, i]), Push::Done);
+                    assert_eq!(r.try_push(0, &[lap, i], lap % 2 == 0), Push::Done);
                 }
-                assert_eq!(r.try_push(0, &[9]), Push::Full(None), "cap {cap}");
+                assert_eq!(r.try_push(0, &[9], true), Push::Full(None), "cap {cap}");
                 assert_eq!(r.push_ready(), Err(None));
                 assert_eq!(r.depth(), cap);
                 for i in 0..cap as u8 {
@@ -627,8 +649,8 @@ mod tests {
         r.table.register(pid(10), 1, 0..1).unwrap(); // dead producer: entry 0
         r.table.register(pid(11), 1, 1..2).unwrap(); // live producer: entry 1
         r.table.register(pid(12), 2, 2..3).unwrap(); // consumer: entry 2
-        assert_eq!(r.push_impl(0, b"dead", Crash::MidCopy), Push::Done);
-        assert_eq!(r.try_push(1, b"live"), Push::Done);
+        assert_eq!(r.push_impl(0, b"dead", true, Crash::MidCopy), Push::Done);
+        assert_eq!(r.try_push(1, b"live", true), Push::Done);
         // The consumer is stuck behind the dead claim.
         let Pop::Empty(Some(stall)) = r.try_pop(2, &mut out) else { panic!() };
         assert_eq!(stall.owner, 0);
@@ -652,14 +674,14 @@ mod tests {
         r.table.register(pid(10), 1, 0..1).unwrap();
         r.table.register(pid(11), 1, 1..2).unwrap();
         r.table.register(pid(12), 2, 2..3).unwrap();
-        assert_eq!(r.push_impl(0, b"x", Crash::AfterClaim), Push::Done);
+        assert_eq!(r.push_impl(0, b"x", false, Crash::AfterClaim), Push::Done);
         assert_eq!(f.ctl.tail.0.load(Ordering::Relaxed), 0);
-        assert_eq!(r.try_push(1, b"y"), Push::Done); // helps tail past the dead claim
-        assert_eq!(r.try_push(1, b"z"), Push::Full(Some(Stall { stamp: stamp(0, WRITING, 0), owner: 0 })));
+        assert_eq!(r.try_push(1, b"y", true), Push::Done); // helps tail past the dead claim
+        assert_eq!(r.try_push(1, b"z", true), Push::Full(Some(Stall { stamp: stamp(0, WRITING, 0), owner: 0 })));
         r.reclaim_dead(pid(12), |p| p.pid != 10);
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
         assert_eq!(out[0], b'y');
-        assert_eq!(r.try_push(1, b"z"), Push::Done);
+        assert_eq!(r.try_push(1, b"z", true), Push::Done);
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
         assert_eq!(out[0], b'z');
     }
@@ -674,13 +696,13 @@ mod tests {
         r.table.register(pid(10), 1, 0..1).unwrap();
         r.table.register(pid(11), 1, 1..2).unwrap();
         r.table.register(pid(12), 2, 2..3).unwrap();
-        assert_eq!(r.try_push(1, b"a"), Push::Done);
-        assert_eq!(r.push_impl(0, b"x", Crash::AfterClaim), Push::Done);
+        assert_eq!(r.try_push(1, b"a", true), Push::Done);
+        assert_eq!(r.push_impl(0, b"x", false, Crash::AfterClaim), Push::Done);
         assert_eq!(f.ctl.tail.0.load(Ordering::Relaxed), 1);
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
         r.reclaim_dead(pid(12), |p| p.pid != 10);
         assert_eq!(r.try_pop(2, &mut out), Pop::Empty(None));
-        assert_eq!(r.try_push(1, b"b"), Push::Done);
+        assert_eq!(r.try_push(1, b"b", true), Push::Done);
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
         assert_eq!(out[0], b'b');
     }
@@ -693,8 +715,8 @@ mod tests {
         r.table.register(pid(10), 1, 0..1).unwrap();
         r.table.register(pid(11), 1, 1..2).unwrap();
         r.table.register(pid(12), 2, 2..3).unwrap();
-        assert_eq!(r.push_impl(0, b"x", Crash::AfterIntent), Push::Done);
-        assert_eq!(r.try_push(1, b"y"), Push::Done); // claims position 0, which the dead one only intended
+        assert_eq!(r.push_impl(0, b"x", true, Crash::AfterIntent), Push::Done);
+        assert_eq!(r.try_push(1, b"y", true), Push::Done); // claims position 0, which the dead one only intended
         r.reclaim_dead(pid(12), |p| p.pid != 10);
         assert_eq!(f.ctl.abandoned.load(Ordering::Relaxed), 0);
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
@@ -709,16 +731,16 @@ mod tests {
         r.table.register(pid(10), 1, 0..1).unwrap();
         r.table.register(pid(11), 2, 1..2).unwrap(); // dies
         r.table.register(pid(12), 2, 2..3).unwrap();
-        assert_eq!(r.try_push(0, b"a"), Push::Done);
-        assert_eq!(r.try_push(0, b"b"), Push::Done);
+        assert_eq!(r.try_push(0, b"a", true), Push::Done);
+        assert_eq!(r.try_push(0, b"b", true), Push::Done);
         assert_eq!(r.pop_impl(1, &mut out, Crash::MidCopy), Pop::Empty(None));
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
         assert_eq!(out[0], b'b');
         // The ring is blocked for producers by the dead reader of "a".
-        assert!(matches!(r.try_push(0, b"c"), Push::Full(Some(Stall { owner: 1, .. }))));
+        assert!(matches!(r.try_push(0, b"c", true), Push::Full(Some(Stall { owner: 1, .. }))));
         r.reclaim_dead(pid(12), |p| p.pid != 11);
         assert_eq!(f.ctl.lost.load(Ordering::Relaxed), 1);
-        assert_eq!(r.try_push(0, b"c"), Push::Done);
+        assert_eq!(r.try_push(0, b"c", true), Push::Done);
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
         assert_eq!(out[0], b'c');
     }
@@ -731,17 +753,17 @@ mod tests {
         r.table.register(pid(10), 1, 0..1).unwrap();
         r.table.register(pid(11), 2, 1..2).unwrap();
         f.cells.headers[0].stamp.store(u64::MAX, Ordering::Relaxed);
-        assert!(matches!(r.try_push(0, b"a"), Push::Corrupt(_)));
+        assert!(matches!(r.try_push(0, b"a", true), Push::Corrupt(_)));
         assert!(matches!(r.try_pop(1, &mut out), Pop::Corrupt(_)));
         f.cells.headers[0].stamp.store(stamp(0, EMPTY, 0), Ordering::Relaxed);
-        assert_eq!(r.try_push(0, b"a"), Push::Done);
+        assert_eq!(r.try_push(0, b"a", true), Push::Done);
         f.cells.headers[0].len.store(1 << 30, Ordering::Relaxed);
         assert!(matches!(r.try_pop(1, &mut out), Pop::Corrupt(_)));
         // The bad cell was retired: the queue goes on.
-        assert_eq!(r.try_push(0, b"b"), Push::Done);
+        assert_eq!(r.try_push(0, b"b", true), Push::Done);
         assert_eq!(r.try_pop(1, &mut out), Pop::Got(1));
         f.ctl.tail.0.store(u64::MAX, Ordering::Relaxed);
-        assert!(matches!(r.try_push(0, b"a"), Push::Corrupt(_)));
+        assert!(matches!(r.try_push(0, b"a", true), Push::Corrupt(_)));
         f.ctl.head.0.store(MAX_POS, Ordering::Relaxed);
         assert!(matches!(r.try_pop(1, &mut out), Pop::Corrupt(_)));
     }
@@ -773,7 +795,7 @@ mod tests {
                     let r = f.ring();
                     for i in 0..per {
                         let v = (p as u64 * per + i).to_le_bytes();
-                        while r.try_push(p, &v) != Push::Done {
+                        while r.try_push(p, &v, i % 3 != 0) != Push::Done {
                             std::thread::yield_now();
                         }
                     }
