@@ -581,7 +581,7 @@ impl Consumer {
                     self.ep.watch.set(None);
                     return Ok(n);
                 }
-                Pop::Empty(Some(stall)) if spins < PENDING_SPINS && ring.still_stalled(&stall) && is_writing(&stall) => {
+                Pop::Empty(Some(stall)) if spins < PENDING_SPINS && ring.still_stalled(&stall) && stall.is_writing() => {
                     // A producer is mid-copy at the head: it is usually done in nanoseconds.
                     spins += 1;
                     spin_hint();
@@ -676,10 +676,6 @@ impl Consumer {
     pub fn status(&self) -> QueueStatus {
         status_of(&self.ep.shared)
     }
-}
-
-fn is_writing(stall: &Stall) -> bool {
-    stall.stamp >> 7 & 0x7 == 1
 }
 
 /// Consumers are ready when a message (or a dead producer's abandoned cell) is at the head.

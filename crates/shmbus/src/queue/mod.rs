@@ -33,8 +33,9 @@
 //! the claimant's participant index; `tail`/`head` are hints that anyone moves past a claimed
 //! cell. The ring module (`queue/ring.rs`) states the stamps and invariants; `docs/queue.md`
 //! walks through them. The hot path is: one load of the counter, one load and one CAS of the
-//! cell stamp, one CAS of the counter, the copy, one store of the stamp and one atomic add
-//! on the event word. No lock, no allocation, no system call unless someone sleeps.
+//! cell stamp (just the CAS when the last send found room), one CAS of the counter, the copy,
+//! one store of the stamp and one atomic add on the event word. No lock, no allocation, no
+//! system call unless someone sleeps.
 //!
 //! # Crash semantics
 //!

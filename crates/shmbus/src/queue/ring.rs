@@ -179,6 +179,13 @@ pub(crate) struct Stall {
     pub(crate) owner: usize,
 }
 
+impl Stall {
+    /// Whether the claim is a producer's (mid-copy), rather than a consumer's.
+    pub(crate) fn is_writing(&self) -> bool {
+        stamp_state(self.stamp) == WRITING
+    }
+}
+
 /// Outcome of one push attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Push {
