@@ -9,10 +9,19 @@ mod example;
 fn request_reply_example_answers_every_request() {
     let root = std::path::PathBuf::from(format!("/dev/shm/shmbus-test-queue-example-{}", std::process::id()));
     std::fs::create_dir_all(&root).unwrap();
+    let _cleanup = TempRoot(root.clone());
     let domain = shmbus::Domain::with_root("example", &root).unwrap();
     let total = example::run(&domain).unwrap();
     assert_eq!(total, 150);
     // The example cleans up after itself.
     assert!(domain.channel_names().unwrap().is_empty());
-    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Removes the test's root directory, also when the test fails.
+struct TempRoot(std::path::PathBuf);
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

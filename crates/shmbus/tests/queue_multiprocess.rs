@@ -18,6 +18,15 @@ const MAX: usize = 300;
 const PER_PRODUCER: u64 = 30_000;
 const STOP: u64 = u64::MAX;
 
+/// Removes the test's root directory, also when the test fails.
+struct TempRoot(PathBuf);
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn fnv(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
@@ -99,6 +108,7 @@ fn spawn(root: &Path, role: &str) -> std::process::Child {
 fn two_producer_and_two_consumer_processes_deliver_exactly_once() {
     let root = PathBuf::from(format!("/dev/shm/shmbus-test-queue-mp-{}", std::process::id()));
     std::fs::create_dir_all(&root).unwrap();
+    let _cleanup = TempRoot(root.clone());
     let d = domain_at(&root);
     let q = Queue::create(&d, "q", QueueConfig { capacity: 64, max_element_size: MAX }, &CreateOptions::default()).unwrap();
 
@@ -140,5 +150,4 @@ fn two_producer_and_two_consumer_processes_deliver_exactly_once() {
     let st = q.status();
     assert_eq!((st.depth, st.abandoned, st.lost), (0, 0, 0));
     drop((q, tx));
-    std::fs::remove_dir_all(&root).unwrap();
 }

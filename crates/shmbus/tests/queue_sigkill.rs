@@ -30,6 +30,15 @@ const ROOT: &str = "SHMBUS_QUEUE_TEST_ROOT";
 const MAX: usize = 2048;
 const STARTED: u64 = 0x5354_4152_5445_4421;
 
+/// Removes the test's root directory, also when the test fails.
+struct TempRoot(PathBuf);
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A word-wise hash: cheap, so victims spend their time inside queue operations.
 fn hash(data: &[u8]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64 ^ data.len() as u64;
@@ -173,6 +182,7 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
     let iterations: usize = std::env::var("SHMBUS_SIGKILL_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let root = PathBuf::from(format!("/dev/shm/shmbus-test-queue-kill-{}", std::process::id()));
     std::fs::create_dir_all(&root).unwrap();
+    let _cleanup = TempRoot(root.clone());
     let d = domain_at(&root);
     let q = Queue::create(&d, "q", QueueConfig { capacity: 8, max_element_size: MAX }, &CreateOptions::default()).unwrap();
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
@@ -323,5 +333,4 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
         assert_eq!(q.reclaim_dead(), 0);
     });
     drop(q);
-    std::fs::remove_dir_all(&root).unwrap();
 }
