@@ -5,7 +5,10 @@
 //! no torn message, no hang when a peer is SIGKILLed, no trust in what shared memory holds.
 //!
 //! * [`topic`]: broadcast pub/sub with the last N messages kept for random access.
+//! * [`queue`]: a bounded MPMC queue; each message goes to exactly one consumer.
 //! * [`stream`]: an SPSC ring of variable-size records over a double-mapped buffer.
+//! * [`pool`]: work dispatch to worker processes, handing the job back when all are busy.
+//! * [`journal`]: a persistent, replayable log in a directory, with durable named readers.
 //!
 //! Channels live in a [`Domain`]: a directory under `/dev/shm` (or `SHMBUS_ROOT`).
 //!
@@ -22,6 +25,7 @@ pub(crate) mod event;
 pub mod name;
 pub(crate) mod participants;
 pub mod pool;
+pub mod queue;
 pub mod segment;
 pub mod stream;
 pub(crate) mod sync;
