@@ -16,6 +16,7 @@
 
 pub mod domain;
 pub mod error;
+pub mod journal;
 pub(crate) mod event;
 pub mod name;
 pub(crate) mod participants;
