@@ -1,0 +1,429 @@
+//! Single-process journal tests: API behaviour, rolling, retention, compression, recovery
+//! from truncation and zeroing, bad input, and the parser over the fuzz corpus.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use shmbus::journal::format::{self, data_file_name, index_file_name};
+use shmbus::journal::{Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle};
+use shmbus::{OpenError, WaitSet};
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("shmbus-jt-{tag}-{}-{}", std::process::id(), shmbus::sys::monotonic_ns()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+struct Cleanup(PathBuf);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn small() -> JournalOptions {
+    JournalOptions { cycle_bytes: 1 << 20, chunk_bytes: 64 << 10, max_entry: 64 << 10, roll: RollCycle::Never, ..Default::default() }
+}
+
+fn payload(i: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|k| (i as usize * 31 + k * 7) as u8).collect()
+}
+
+#[test]
+fn append_and_tail_in_order() {
+    let dir = tmpdir("order");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    let mut t = j.tailer().unwrap();
+    assert!(t.try_next().unwrap().is_none());
+    for i in 0..1000u64 {
+        assert_eq!(a.append(&payload(i, (i % 300) as usize)).unwrap(), i);
+    }
+    {
+        let mut r = a.reserve(5).unwrap();
+        assert_eq!(r.index(), 1000);
+        r.as_mut_slice().copy_from_slice(b"hello");
+        assert_eq!(r.commit().unwrap(), 1000);
+    }
+    // A dropped reservation is abandoned and skipped; the index stays dense.
+    drop(a.reserve(10).unwrap());
+    assert_eq!(a.append(b"after").unwrap(), 1002);
+    for i in 0..1000u64 {
+        let e = t.try_next().unwrap().unwrap();
+        assert_eq!(e.index, i);
+        assert_eq!(e.data, &payload(i, (i % 300) as usize)[..]);
+        assert!(e.ts_ns > 0);
+    }
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"hello");
+    let e = t.try_next().unwrap().unwrap();
+    assert_eq!((e.index, e.data), (1002, &b"after"[..]));
+    assert!(t.try_next().unwrap().is_none());
+    assert!(t.next_timeout(Some(Duration::from_millis(20))).unwrap().is_none());
+
+    let mut t = j.tailer_at(500).unwrap();
+    assert_eq!(t.try_next().unwrap().unwrap().index, 500);
+    let info = j.info().unwrap();
+    assert_eq!(info.next_index, 1003);
+    assert_eq!(info.first_index, 0);
+    assert_eq!(info.appenders, 1);
+}
+
+#[test]
+fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
+    let dir = tmpdir("roll");
+    let _c = Cleanup(dir.clone());
+    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, roll: RollCycle::Never, ..Default::default() };
+    let j = Journal::open(&dir, &opts).unwrap();
+    let mut a = j.appender().unwrap();
+    let mut stamps = Vec::new();
+    for i in 0..2000u64 {
+        a.append(&payload(i, 200)).unwrap();
+        if i % 100 == 0 {
+            stamps.push((i, shmbus::journal::realtime_ns()));
+        }
+    }
+    let info = j.info().unwrap();
+    assert!(info.cycles.len() > 4, "{info:?}");
+    assert_eq!(info.next_index, 2000);
+    let mut t = j.tailer().unwrap();
+    for i in 0..2000u64 {
+        assert_eq!(t.try_next().unwrap().unwrap().index, i);
+    }
+    for &(i, ts) in &stamps {
+        let mut t = j.tailer_at_time(ts).unwrap();
+        let e = t.try_next().unwrap().unwrap();
+        assert!(e.index > i && e.index <= i + 100, "ts of {i} found {}", e.index);
+    }
+    for i in [0u64, 1, 333, 1999] {
+        assert_eq!(j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index, i);
+    }
+
+    let dir2 = tmpdir("rolltime");
+    let _c2 = Cleanup(dir2.clone());
+    let j = Journal::open(&dir2, &JournalOptions { roll: RollCycle::Every(Duration::from_secs(1)), ..small() }).unwrap();
+    let mut a = j.appender().unwrap();
+    a.append(b"one").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    a.append(b"two").unwrap();
+    let info = j.info().unwrap();
+    assert_eq!(info.cycles.len(), 2);
+    assert!(info.cycles[0].sealed && info.cycles[1].first_index == 1);
+    let mut t = j.tailer().unwrap();
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"one");
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"two");
+}
+
+#[test]
+fn compression_round_trip() {
+    let dir = tmpdir("lz4");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    a.set_compression(true);
+    let big: Vec<u8> = b"compressible ".iter().copied().cycle().take(20000).collect();
+    let random: Vec<u8> = payload(7, 5000).iter().enumerate().map(|(k, b)| b ^ (k as u8).wrapping_mul(97)).collect();
+    a.append(&big).unwrap();
+    a.append(&random).unwrap();
+    a.append(b"tiny").unwrap();
+    let info = j.info().unwrap();
+    assert!(info.bytes < 20000, "compression did not shrink: {}", info.bytes);
+    let mut t = j.tailer().unwrap();
+    assert_eq!(t.try_next().unwrap().unwrap().data, &big[..]);
+    assert_eq!(t.try_next().unwrap().unwrap().data, &random[..]);
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"tiny");
+}
+
+#[test]
+fn retention_while_tailing() {
+    let dir = tmpdir("retain");
+    let _c = Cleanup(dir.clone());
+    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, roll: RollCycle::Never, retention: Retention { max_cycles: Some(3), max_age: None }, ..Default::default() };
+    let j = Journal::open(&dir, &opts).unwrap();
+    let mut a = j.appender().unwrap();
+    let mut slow = j.tailer().unwrap();
+    let mut fast = j.tailer().unwrap();
+    for i in 0..200u64 {
+        a.append(&payload(i, 500)).unwrap();
+    }
+    // The slow tailer reads a little: it holds the first cycle mapped.
+    for i in 0..10u64 {
+        assert_eq!(slow.try_next().unwrap().unwrap().index, i);
+    }
+    let mut next = 0;
+    for i in 200..3000u64 {
+        a.append(&payload(i, 500)).unwrap();
+        while let Some(e) = fast.try_next().unwrap() {
+            assert_eq!(e.index, next);
+            next += 1;
+        }
+    }
+    assert_eq!(next, 3000);
+    let info = j.info().unwrap();
+    assert!(info.cycles.len() <= 3, "{:?}", info.cycles);
+    assert!(info.first_index > 0);
+    // The slow tailer finishes its mapped cycle, then reports the gap and continues.
+    let mut seen = 10;
+    let mut gap = None;
+    loop {
+        match slow.try_next() {
+            Ok(Some(e)) => {
+                assert_eq!(e.data, &payload(e.index, 500)[..]);
+                assert!(e.index >= seen);
+                seen = e.index + 1;
+            }
+            Ok(None) => break,
+            Err(ReadError::Gap { from, to }) => gap = Some((from, to)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(seen, 3000);
+    let (from, to) = gap.expect("a gap was reported");
+    assert!(from < to && to <= info.first_index);
+    let rep = j.gc_with(Retention { max_cycles: Some(1), max_age: None }).unwrap();
+    assert!(!rep.removed_cycles.is_empty());
+    assert_eq!(j.info().unwrap().cycles.len(), 1);
+}
+
+#[test]
+fn waitset_wakes_on_append() {
+    let dir = tmpdir("ws");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut t = j.tailer().unwrap();
+    let j2 = j.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        j2.appender().unwrap().append(b"wake").unwrap();
+    });
+    let mut ws = WaitSet::with_policy(shmbus::WaitPolicy::BLOCK);
+    let ready = ws.wait(&[&t], Some(Duration::from_secs(10))).unwrap().to_vec();
+    assert_eq!(ready, vec![0]);
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"wake");
+    h.join().unwrap();
+    // Blocking next wakes too.
+    let j3 = j.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        j3.appender().unwrap().append(b"again").unwrap();
+    });
+    t.set_wait_policy(shmbus::WaitPolicy::BLOCK);
+    assert_eq!(t.next_timeout(Some(Duration::from_secs(10))).unwrap().unwrap().data, b"again");
+    h.join().unwrap();
+}
+
+#[test]
+fn named_reader_resumes_and_validates_names() {
+    let dir = tmpdir("named");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..10u64 {
+        a.append(&i.to_le_bytes()).unwrap();
+    }
+    {
+        let mut r = j.reader("billing").unwrap();
+        assert!(matches!(j.reader("billing"), Err(ReaderError::Busy { .. })));
+        for i in 0..4u64 {
+            assert_eq!(r.try_next().unwrap().unwrap().index, i);
+        }
+        r.ack();
+    }
+    {
+        let mut r = j.reader("billing").unwrap();
+        assert_eq!(r.try_next().unwrap().unwrap().index, 4);
+        // No ack: entry 5 is delivered again after a restart (the duplicate window).
+        assert_eq!(r.try_next().unwrap().unwrap().index, 5);
+    }
+    let mut r = j.reader("billing").unwrap();
+    assert_eq!(r.try_next().unwrap().unwrap().index, 5);
+    let readers = j.readers();
+    assert_eq!(readers.len(), 1);
+    assert_eq!(readers[0].name, "billing");
+    assert_eq!(readers[0].holder_pid, Some(std::process::id()));
+    for bad in ["../x", "a/b", "", ".hidden", "x y"] {
+        assert!(matches!(j.reader(bad), Err(ReaderError::InvalidName(_))), "{bad}");
+    }
+}
+
+fn write_some(dir: &Path, n: u64) -> Journal {
+    let j = Journal::open(dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..n {
+        a.append(&payload(i, 100)).unwrap();
+    }
+    j
+}
+
+fn read_all(j: &Journal) -> Vec<u64> {
+    let mut t = j.tailer().unwrap();
+    let mut v = Vec::new();
+    while let Some(e) = t.try_next().unwrap() {
+        assert_eq!(e.data, &payload(e.index, 100)[..]);
+        v.push(e.index);
+    }
+    v
+}
+
+#[test]
+fn recovers_from_truncation_and_zeroed_tail() {
+    // Truncation: cut the data file in the middle of entry 50.
+    let dir = tmpdir("trunc");
+    let _c = Cleanup(dir.clone());
+    drop(write_some(&dir, 100));
+    let entry = format::entry_units(100) * 8;
+    let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
+    f.set_len(4096 + 50 * entry + 20).unwrap();
+    drop(f);
+    let j = Journal::open(&dir, &small()).unwrap();
+    let rep = j.recovery().to_vec();
+    assert_eq!(rep.len(), 1, "{rep:?}");
+    assert_eq!((rep[0].kept_entries, rep[0].dropped_entries), (50, 50));
+    assert_eq!(read_all(&j), (0..50).collect::<Vec<_>>());
+    // Appending continues at the dense index after the last good entry.
+    assert_eq!(j.appender().unwrap().append(&payload(50, 100)).unwrap(), 50);
+    assert_eq!(read_all(&j), (0..51).collect::<Vec<_>>());
+    drop(j);
+
+    // Zeroed tail (a lost page cache): zero from the middle of entry 70 on.
+    let dir = tmpdir("zero");
+    let _c2 = Cleanup(dir.clone());
+    drop(write_some(&dir, 100));
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
+        f.write_all_at(&vec![0u8; (30 * entry) as usize], 4096 + 70 * entry + 8).unwrap();
+    }
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert_eq!(j.recovery()[0].kept_entries, 70);
+    assert_eq!(read_all(&j), (0..70).collect::<Vec<_>>());
+    drop(j);
+
+    // A CRC mismatch in the middle: recovery keeps the entries before it.
+    let dir = tmpdir("crc");
+    let _c3 = Cleanup(dir.clone());
+    drop(write_some(&dir, 100));
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
+        f.write_all_at(b"X", 4096 + 40 * entry + 40).unwrap();
+    }
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert_eq!(j.recovery()[0].kept_entries, 40);
+    assert_eq!(j.recovery()[0].reason, format::ScanStop::BadCrc);
+    assert_eq!(read_all(&j), (0..40).collect::<Vec<_>>());
+    drop(j);
+
+    // The data file cut inside its header page: moved aside, the cycle restarts.
+    let dir = tmpdir("hdr");
+    let _c4 = Cleanup(dir.clone());
+    drop(write_some(&dir, 10));
+    std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap().set_len(100).unwrap();
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert_eq!(j.recovery().len(), 1);
+    assert!(read_all(&j).is_empty());
+    let _ = index_file_name(0);
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    // Not a journal: a directory with other files.
+    let dir = tmpdir("notj");
+    let _c = Cleanup(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), b"hello").unwrap();
+    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
+    // A garbage metadata file.
+    std::fs::write(dir.join(format::META_FILE), vec![0xabu8; 5000]).unwrap();
+    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
+    // Missing, without create.
+    let missing = tmpdir("missing");
+    assert!(matches!(Journal::open(&missing, &JournalOptions { create: false, ..small() }), Err(OpenError::NotFound { .. })));
+    // A newer format version.
+    let dir = tmpdir("newer");
+    let _c2 = Cleanup(dir.clone());
+    drop(Journal::open(&dir, &small()).unwrap());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
+        f.write_all_at(&2u32.to_le_bytes(), 8).unwrap();
+    }
+    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
+    // Invalid options.
+    let dir = tmpdir("opts");
+    assert!(matches!(Journal::open(&dir, &JournalOptions { cycle_bytes: 1000, ..small() }), Err(OpenError::InvalidConfig { .. })));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Too large an entry.
+    let dir = tmpdir("big");
+    let _c3 = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert!(matches!(j.appender().unwrap().append(&vec![0u8; 65 << 10]), Err(shmbus::journal::AppendError::TooLarge { .. })));
+    // No permission (skipped as root, who bypasses file modes).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        let m = dir.join(format::META_FILE);
+        std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o000)).unwrap();
+        assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::PermissionDenied { .. })));
+        std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+#[test]
+fn durability_modes_work() {
+    for d in [Durability::Flush, Durability::Periodic(Duration::from_millis(5))] {
+        let dir = tmpdir("dur");
+        let _c = Cleanup(dir.clone());
+        let j = Journal::open(&dir, &JournalOptions { durability: d, ..small() }).unwrap();
+        let mut a = j.appender().unwrap();
+        for i in 0..50u64 {
+            a.append(&payload(i, 100)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        drop(a);
+        assert_eq!(read_all(&j).len(), 50);
+    }
+}
+
+/// The parser over the corpus and thousands of random and mutated inputs: no panic, no
+/// out-of-bounds read (run under the normal test harness, so CI needs no nightly).
+#[test]
+fn parser_survives_corpus_and_mutations() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/parse");
+    let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(&corpus).map(|d| d.flatten().filter_map(|e| std::fs::read(e.path()).ok()).collect()).unwrap_or_default();
+    // A real cycle file and metadata file as seeds too.
+    let dir = tmpdir("parse");
+    let _c = Cleanup(dir.clone());
+    let j = write_some(&dir, 20);
+    drop(j);
+    inputs.push(std::fs::read(dir.join(data_file_name(0))).unwrap()[..4096 + 20 * 136].to_vec());
+    inputs.push(std::fs::read(dir.join(format::META_FILE)).unwrap());
+    let mut x: u64 = shmbus::sys::monotonic_ns() | 1;
+    eprintln!("parser mutation seed {x}");
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..3000 {
+        let mut b = if inputs.is_empty() || rnd() % 4 == 0 {
+            (0..rnd() % 8192).map(|_| rnd() as u8).collect::<Vec<u8>>()
+        } else {
+            inputs[(rnd() % inputs.len() as u64) as usize].clone()
+        };
+        for _ in 0..(rnd() % 16) {
+            if b.is_empty() {
+                break;
+            }
+            let k = (rnd() % b.len() as u64) as usize;
+            match rnd() % 4 {
+                0 => b[k] = rnd() as u8,
+                1 => b.truncate(k),
+                2 => b[k..].iter_mut().take(64).for_each(|v| *v = 0),
+                _ => b[k] ^= 1 << (rnd() % 8),
+            }
+        }
+        std::hint::black_box(format::fuzz_parse(&b));
+    }
+}
