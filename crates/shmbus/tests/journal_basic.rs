@@ -5,11 +5,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use shmbus::journal::format::{self, data_file_name, index_file_name};
-use shmbus::journal::{Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle};
+use shmbus::journal::{
+    Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle,
+};
 use shmbus::{OpenError, WaitSet};
 
 fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("shmbus-jt-{tag}-{}-{}", std::process::id(), shmbus::sys::monotonic_ns()));
+    let d = std::env::temp_dir().join(format!(
+        "shmbus-jt-{tag}-{}-{}",
+        std::process::id(),
+        shmbus::sys::monotonic_ns()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -22,7 +28,13 @@ impl Drop for Cleanup {
 }
 
 fn small() -> JournalOptions {
-    JournalOptions { cycle_bytes: 1 << 20, chunk_bytes: 64 << 10, max_entry: 64 << 10, roll: RollCycle::Never, ..Default::default() }
+    JournalOptions {
+        cycle_bytes: 1 << 20,
+        chunk_bytes: 64 << 10,
+        max_entry: 64 << 10,
+        roll: RollCycle::Never,
+        ..Default::default()
+    }
 }
 
 fn payload(i: u64, len: usize) -> Vec<u8> {
@@ -59,7 +71,10 @@ fn append_and_tail_in_order() {
     let e = t.try_next().unwrap().unwrap();
     assert_eq!((e.index, e.data), (1002, &b"after"[..]));
     assert!(t.try_next().unwrap().is_none());
-    assert!(t.next_timeout(Some(Duration::from_millis(20))).unwrap().is_none());
+    assert!(t
+        .next_timeout(Some(Duration::from_millis(20)))
+        .unwrap()
+        .is_none());
 
     let mut t = j.tailer_at(500).unwrap();
     assert_eq!(t.try_next().unwrap().unwrap().index, 500);
@@ -73,7 +88,13 @@ fn append_and_tail_in_order() {
 fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     let dir = tmpdir("roll");
     let _c = Cleanup(dir.clone());
-    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, roll: RollCycle::Never, ..Default::default() };
+    let opts = JournalOptions {
+        cycle_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        max_entry: 4096,
+        roll: RollCycle::Never,
+        ..Default::default()
+    };
     let j = Journal::open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     let mut stamps = Vec::new();
@@ -93,15 +114,29 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     for &(i, ts) in &stamps {
         let mut t = j.tailer_at_time(ts).unwrap();
         let e = t.try_next().unwrap().unwrap();
-        assert!(e.index > i && e.index <= i + 100, "ts of {i} found {}", e.index);
+        assert!(
+            e.index > i && e.index <= i + 100,
+            "ts of {i} found {}",
+            e.index
+        );
     }
     for i in [0u64, 1, 333, 1999] {
-        assert_eq!(j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index, i);
+        assert_eq!(
+            j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index,
+            i
+        );
     }
 
     let dir2 = tmpdir("rolltime");
     let _c2 = Cleanup(dir2.clone());
-    let j = Journal::open(&dir2, &JournalOptions { roll: RollCycle::Every(Duration::from_secs(1)), ..small() }).unwrap();
+    let j = Journal::open(
+        &dir2,
+        &JournalOptions {
+            roll: RollCycle::Every(Duration::from_secs(1)),
+            ..small()
+        },
+    )
+    .unwrap();
     let mut a = j.appender().unwrap();
     a.append(b"one").unwrap();
     std::thread::sleep(Duration::from_millis(1100));
@@ -121,13 +156,26 @@ fn compression_round_trip() {
     let j = Journal::open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     a.set_compression(true);
-    let big: Vec<u8> = b"compressible ".iter().copied().cycle().take(20000).collect();
-    let random: Vec<u8> = payload(7, 5000).iter().enumerate().map(|(k, b)| b ^ (k as u8).wrapping_mul(97)).collect();
+    let big: Vec<u8> = b"compressible "
+        .iter()
+        .copied()
+        .cycle()
+        .take(20000)
+        .collect();
+    let random: Vec<u8> = payload(7, 5000)
+        .iter()
+        .enumerate()
+        .map(|(k, b)| b ^ (k as u8).wrapping_mul(97))
+        .collect();
     a.append(&big).unwrap();
     a.append(&random).unwrap();
     a.append(b"tiny").unwrap();
     let info = j.info().unwrap();
-    assert!(info.bytes < 20000, "compression did not shrink: {}", info.bytes);
+    assert!(
+        info.bytes < 20000,
+        "compression did not shrink: {}",
+        info.bytes
+    );
     let mut t = j.tailer().unwrap();
     assert_eq!(t.try_next().unwrap().unwrap().data, &big[..]);
     assert_eq!(t.try_next().unwrap().unwrap().data, &random[..]);
@@ -138,7 +186,17 @@ fn compression_round_trip() {
 fn retention_while_tailing() {
     let dir = tmpdir("retain");
     let _c = Cleanup(dir.clone());
-    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, roll: RollCycle::Never, retention: Retention { max_cycles: Some(3), max_age: None }, ..Default::default() };
+    let opts = JournalOptions {
+        cycle_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        max_entry: 4096,
+        roll: RollCycle::Never,
+        retention: Retention {
+            max_cycles: Some(3),
+            max_age: None,
+        },
+        ..Default::default()
+    };
     let j = Journal::open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     let mut slow = j.tailer().unwrap();
@@ -180,7 +238,12 @@ fn retention_while_tailing() {
     assert_eq!(seen, 3000);
     let (from, to) = gap.expect("a gap was reported");
     assert!(from < to && to <= info.first_index);
-    let rep = j.gc_with(Retention { max_cycles: Some(1), max_age: None }).unwrap();
+    let rep = j
+        .gc_with(Retention {
+            max_cycles: Some(1),
+            max_age: None,
+        })
+        .unwrap();
     assert!(!rep.removed_cycles.is_empty());
     assert_eq!(j.info().unwrap().cycles.len(), 1);
 }
@@ -197,7 +260,10 @@ fn waitset_wakes_on_append() {
         j2.appender().unwrap().append(b"wake").unwrap();
     });
     let mut ws = WaitSet::with_policy(shmbus::WaitPolicy::BLOCK);
-    let ready = ws.wait(&[&t], Some(Duration::from_secs(10))).unwrap().to_vec();
+    let ready = ws
+        .wait(&[&t], Some(Duration::from_secs(10)))
+        .unwrap()
+        .to_vec();
     assert_eq!(ready, vec![0]);
     assert_eq!(t.try_next().unwrap().unwrap().data, b"wake");
     h.join().unwrap();
@@ -208,7 +274,13 @@ fn waitset_wakes_on_append() {
         j3.appender().unwrap().append(b"again").unwrap();
     });
     t.set_wait_policy(shmbus::WaitPolicy::BLOCK);
-    assert_eq!(t.next_timeout(Some(Duration::from_secs(10))).unwrap().unwrap().data, b"again");
+    assert_eq!(
+        t.next_timeout(Some(Duration::from_secs(10)))
+            .unwrap()
+            .unwrap()
+            .data,
+        b"again"
+    );
     h.join().unwrap();
 }
 
@@ -242,7 +314,10 @@ fn named_reader_resumes_and_validates_names() {
     assert_eq!(readers[0].name, "billing");
     assert_eq!(readers[0].holder_pid, Some(std::process::id()));
     for bad in ["../x", "a/b", "", ".hidden", "x y"] {
-        assert!(matches!(j.reader(bad), Err(ReaderError::InvalidName(_))), "{bad}");
+        assert!(
+            matches!(j.reader(bad), Err(ReaderError::InvalidName(_))),
+            "{bad}"
+        );
     }
 }
 
@@ -272,7 +347,10 @@ fn recovers_from_truncation_and_zeroed_tail() {
     let _c = Cleanup(dir.clone());
     drop(write_some(&dir, 100));
     let entry = format::entry_units(100) * 8;
-    let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(data_file_name(0)))
+        .unwrap();
     f.set_len(4096 + 50 * entry + 20).unwrap();
     drop(f);
     let j = Journal::open(&dir, &small()).unwrap();
@@ -291,8 +369,12 @@ fn recovers_from_truncation_and_zeroed_tail() {
     drop(write_some(&dir, 100));
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
-        f.write_all_at(&vec![0u8; (30 * entry) as usize], 4096 + 70 * entry + 8).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(data_file_name(0)))
+            .unwrap();
+        f.write_all_at(&vec![0u8; (30 * entry) as usize], 4096 + 70 * entry + 8)
+            .unwrap();
     }
     let j = Journal::open(&dir, &small()).unwrap();
     assert_eq!(j.recovery()[0].kept_entries, 70);
@@ -305,7 +387,10 @@ fn recovers_from_truncation_and_zeroed_tail() {
     drop(write_some(&dir, 100));
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(data_file_name(0)))
+            .unwrap();
         f.write_all_at(b"X", 4096 + 40 * entry + 40).unwrap();
     }
     let j = Journal::open(&dir, &small()).unwrap();
@@ -318,7 +403,12 @@ fn recovers_from_truncation_and_zeroed_tail() {
     let dir = tmpdir("hdr");
     let _c4 = Cleanup(dir.clone());
     drop(write_some(&dir, 10));
-    std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap().set_len(100).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(data_file_name(0)))
+        .unwrap()
+        .set_len(100)
+        .unwrap();
     let j = Journal::open(&dir, &small()).unwrap();
     assert_eq!(j.recovery().len(), 1);
     assert!(read_all(&j).is_empty());
@@ -332,49 +422,95 @@ fn bad_input_is_a_typed_error() {
     let _c = Cleanup(dir.clone());
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("notes.txt"), b"hello").unwrap();
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
+    assert!(matches!(
+        Journal::open(&dir, &small()),
+        Err(OpenError::NotASegment { .. })
+    ));
     // A garbage metadata file.
     std::fs::write(dir.join(format::META_FILE), vec![0xabu8; 5000]).unwrap();
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
+    assert!(matches!(
+        Journal::open(&dir, &small()),
+        Err(OpenError::NotASegment { .. })
+    ));
     // Missing, without create.
     let missing = tmpdir("missing");
-    assert!(matches!(Journal::open(&missing, &JournalOptions { create: false, ..small() }), Err(OpenError::NotFound { .. })));
+    assert!(matches!(
+        Journal::open(
+            &missing,
+            &JournalOptions {
+                create: false,
+                ..small()
+            }
+        ),
+        Err(OpenError::NotFound { .. })
+    ));
     // A newer format version.
     let dir = tmpdir("newer");
     let _c2 = Cleanup(dir.clone());
     drop(Journal::open(&dir, &small()).unwrap());
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(format::META_FILE))
+            .unwrap();
         f.write_all_at(&2u32.to_le_bytes(), 8).unwrap();
     }
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
+    assert!(matches!(
+        Journal::open(&dir, &small()),
+        Err(OpenError::VersionMismatch { found: 2, .. })
+    ));
     // Invalid options.
     let dir = tmpdir("opts");
-    assert!(matches!(Journal::open(&dir, &JournalOptions { cycle_bytes: 1000, ..small() }), Err(OpenError::InvalidConfig { .. })));
+    assert!(matches!(
+        Journal::open(
+            &dir,
+            &JournalOptions {
+                cycle_bytes: 1000,
+                ..small()
+            }
+        ),
+        Err(OpenError::InvalidConfig { .. })
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     // Too large an entry.
     let dir = tmpdir("big");
     let _c3 = Cleanup(dir.clone());
     let j = Journal::open(&dir, &small()).unwrap();
-    assert!(matches!(j.appender().unwrap().append(&vec![0u8; 65 << 10]), Err(shmbus::journal::AppendError::TooLarge { .. })));
+    assert!(matches!(
+        j.appender().unwrap().append(&vec![0u8; 65 << 10]),
+        Err(shmbus::journal::AppendError::TooLarge { .. })
+    ));
     // No permission (skipped as root, who bypasses file modes).
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         use std::os::unix::fs::PermissionsExt;
         let m = dir.join(format::META_FILE);
         std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o000)).unwrap();
-        assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::PermissionDenied { .. })));
+        assert!(matches!(
+            Journal::open(&dir, &small()),
+            Err(OpenError::PermissionDenied { .. })
+        ));
         std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
 }
 
 #[test]
 fn durability_modes_work() {
-    for d in [Durability::Flush, Durability::Periodic(Duration::from_millis(5))] {
+    for d in [
+        Durability::Flush,
+        Durability::Periodic(Duration::from_millis(5)),
+    ] {
         let dir = tmpdir("dur");
         let _c = Cleanup(dir.clone());
-        let j = Journal::open(&dir, &JournalOptions { durability: d, ..small() }).unwrap();
+        let j = Journal::open(
+            &dir,
+            &JournalOptions {
+                durability: d,
+                ..small()
+            },
+        )
+        .unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..50u64 {
             a.append(&payload(i, 100)).unwrap();
@@ -390,7 +526,13 @@ fn durability_modes_work() {
 #[test]
 fn parser_survives_corpus_and_mutations() {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/parse");
-    let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(&corpus).map(|d| d.flatten().filter_map(|e| std::fs::read(e.path()).ok()).collect()).unwrap_or_default();
+    let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(&corpus)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read(e.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
     // A real cycle file and metadata file as seeds too.
     let dir = tmpdir("parse");
     let _c = Cleanup(dir.clone());

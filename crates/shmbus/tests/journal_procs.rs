@@ -18,7 +18,11 @@ use shmbus::journal::{Journal, JournalOptions, ReadError, RollCycle};
 const CHILD: &str = "SHMBUS_TEST_CHILD";
 
 fn tmpdir(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("shmbus-jp-{tag}-{}-{}", std::process::id(), shmbus::sys::monotonic_ns()))
+    std::env::temp_dir().join(format!(
+        "shmbus-jp-{tag}-{}-{}",
+        std::process::id(),
+        shmbus::sys::monotonic_ns()
+    ))
 }
 
 struct Cleanup(PathBuf);
@@ -29,12 +33,23 @@ impl Drop for Cleanup {
 }
 
 fn opts() -> JournalOptions {
-    JournalOptions { cycle_bytes: 2 << 20, chunk_bytes: 256 << 10, max_entry: 4096, roll: RollCycle::Never, abandon_timeout: Duration::from_secs(5), ..Default::default() }
+    JournalOptions {
+        cycle_bytes: 2 << 20,
+        chunk_bytes: 256 << 10,
+        max_entry: 4096,
+        roll: RollCycle::Never,
+        abandon_timeout: Duration::from_secs(5),
+        ..Default::default()
+    }
 }
 
 fn spawn(role: &str, dir: &Path, extra: &[(&str, String)]) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"]).env(CHILD, role).env("JDIR", dir).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    c.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(CHILD, role)
+        .env("JDIR", dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     for (k, v) in extra {
         c.env(k, v);
     }
@@ -64,7 +79,9 @@ fn wait_with_timeout(mut c: Child, limit: Duration) -> (bool, String) {
 
 /// Lines the child marked with `@@` (the test harness prints around them).
 fn marked(out: &str) -> Vec<String> {
-    out.lines().filter_map(|l| l.strip_prefix("@@").map(str::to_owned)).collect()
+    out.lines()
+        .filter_map(|l| l.strip_prefix("@@").map(str::to_owned))
+        .collect()
 }
 
 fn xorshift(seed: u64) -> impl FnMut() -> u64 {
@@ -103,7 +120,9 @@ fn parse_entry(d: &[u8]) -> Option<(u64, u64)> {
 
 #[test]
 fn child_entry() {
-    let Ok(role) = std::env::var(CHILD) else { return };
+    let Ok(role) = std::env::var(CHILD) else {
+        return;
+    };
     let dir = PathBuf::from(std::env::var("JDIR").unwrap());
     let j = Journal::open(&dir, &opts()).unwrap();
     let var = |k: &str| std::env::var(k).unwrap().parse::<u64>().unwrap();
@@ -124,10 +143,16 @@ fn child_entry() {
             let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
             let mut n = 0;
             while n < count {
-                let e = t.next_timeout(Some(Duration::from_secs(30))).unwrap().expect("tailer timed out");
+                let e = t
+                    .next_timeout(Some(Duration::from_secs(30)))
+                    .unwrap()
+                    .expect("tailer timed out");
                 assert_eq!(e.index, n, "indices are dense and in order");
                 let (a, s) = parse_entry(e.data).expect("payload intact");
-                assert_eq!(s, next_seq[a as usize], "appender {a}'s entries in order, none lost or repeated");
+                assert_eq!(
+                    s, next_seq[a as usize],
+                    "appender {a}'s entries in order, none lost or repeated"
+                );
                 next_seq[a as usize] += 1;
                 digest = (digest ^ (a << 32 | s)).wrapping_mul(0x100_0000_01b3);
                 n += 1;
@@ -151,7 +176,8 @@ fn child_entry() {
                     }
                     r.commit().unwrap()
                 };
-                out.write_all(format!("\n@@{index} {id} {seq}\n").as_bytes()).unwrap();
+                out.write_all(format!("\n@@{index} {id} {seq}\n").as_bytes())
+                    .unwrap();
                 out.flush().unwrap();
             }
         }
@@ -175,8 +201,18 @@ fn two_appender_processes_three_tailer_processes() {
     let _c = Cleanup(dir.clone());
     drop(Journal::open(&dir, &opts()).unwrap());
     const N: u64 = 100_000;
-    let tailers: Vec<Child> = (0..3).map(|_| spawn("tailer", &dir, &[("COUNT", (2 * N).to_string())])).collect();
-    let appenders: Vec<Child> = (0..2).map(|a| spawn("appender", &dir, &[("APP_ID", a.to_string()), ("COUNT", N.to_string())])).collect();
+    let tailers: Vec<Child> = (0..3)
+        .map(|_| spawn("tailer", &dir, &[("COUNT", (2 * N).to_string())]))
+        .collect();
+    let appenders: Vec<Child> = (0..2)
+        .map(|a| {
+            spawn(
+                "appender",
+                &dir,
+                &[("APP_ID", a.to_string()), ("COUNT", N.to_string())],
+            )
+        })
+        .collect();
     for a in appenders {
         let (ok, _) = wait_with_timeout(a, Duration::from_secs(120));
         assert!(ok, "appender failed");
@@ -186,13 +222,23 @@ fn two_appender_processes_three_tailer_processes() {
         .map(|t| {
             let (ok, out) = wait_with_timeout(t, Duration::from_secs(120));
             assert!(ok, "tailer failed: {out}");
-            marked(&out).into_iter().find(|l| l.starts_with("digest")).unwrap_or_else(|| panic!("no digest in {out}"))
+            marked(&out)
+                .into_iter()
+                .find(|l| l.starts_with("digest"))
+                .unwrap_or_else(|| panic!("no digest in {out}"))
         })
         .collect();
-    assert!(digests.iter().all(|d| *d == digests[0]), "tailers disagree on the order: {digests:?}");
+    assert!(
+        digests.iter().all(|d| *d == digests[0]),
+        "tailers disagree on the order: {digests:?}"
+    );
     let info = Journal::open(&dir, &opts()).unwrap().info().unwrap();
     assert_eq!(info.next_index, 2 * N);
-    assert!(info.cycles.len() > 1, "the test should cross a roll: {:?}", info.cycles);
+    assert!(
+        info.cycles.len() > 1,
+        "the test should cross a roll: {:?}",
+        info.cycles
+    );
 }
 
 #[test]
@@ -209,14 +255,29 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     let mut kills = 0;
     let mut round = 0u64;
     while kills < 200 {
-        let kids: Vec<Child> = (0..2).map(|k| spawn("crashy", &dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rnd().to_string())])).collect();
+        let kids: Vec<Child> = (0..2)
+            .map(|k| {
+                spawn(
+                    "crashy",
+                    &dir,
+                    &[
+                        ("APP_ID", (round * 2 + k).to_string()),
+                        ("SEED", rnd().to_string()),
+                    ],
+                )
+            })
+            .collect();
         std::thread::sleep(Duration::from_micros(2000 + rnd() % 20_000));
         for mut k in kids {
             sigkill(&k);
             let _ = k.wait();
             kills += 1;
             let out = BufReader::new(k.stdout.take().unwrap());
-            for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
+            for line in out
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.strip_prefix("@@").map(str::to_owned))
+            {
                 let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
                 if v.len() == 3 {
                     committed.push((v[0], v[1], v[2]));
@@ -231,10 +292,18 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
         round += 1;
     }
     // A final live append: the tailer must reach it (nothing blocks it).
-    let end = j.appender().unwrap().append(&entry_bytes(u32::MAX as u64, 0)).unwrap();
+    let end = j
+        .appender()
+        .unwrap()
+        .append(&entry_bytes(u32::MAX as u64, 0))
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !seen.contains_key(&end) {
-        assert!(Instant::now() < deadline, "tailer stuck before index {end} (at {})", tailer.position());
+        assert!(
+            Instant::now() < deadline,
+            "tailer stuck before index {end} (at {})",
+            tailer.position()
+        );
         match tailer.next_timeout(Some(Duration::from_secs(1))) {
             Ok(Some(e)) => {
                 let (a, s) = parse_entry(e.data).expect("payload intact");
@@ -247,9 +316,17 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     }
     assert!(!committed.is_empty());
     for (index, a, s) in &committed {
-        assert_eq!(seen.get(index), Some(&(*a, *s)), "committed entry {index} lost");
+        assert_eq!(
+            seen.get(index),
+            Some(&(*a, *s)),
+            "committed entry {index} lost"
+        );
     }
-    eprintln!("{kills} kills, {} committed reported, {} entries read, last index {end}", committed.len(), seen.len());
+    eprintln!(
+        "{kills} kills, {} committed reported, {} entries read, last index {end}",
+        committed.len(),
+        seen.len()
+    );
 }
 
 #[test]
@@ -276,12 +353,19 @@ fn sigkilled_named_reader_resumes() {
         }
         let _ = c.wait();
         let out = BufReader::new(c.stdout.take().unwrap());
-        let lines: Vec<String> = out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)).collect();
+        let lines: Vec<String> = out
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|l| l.strip_prefix("@@").map(str::to_owned))
+            .collect();
         let got: Vec<u64> = lines.iter().filter_map(|l| l.parse().ok()).collect();
         if let Some(&first) = got.first() {
             // Resume: no entry skipped; at most the last one before the kill repeated.
             let expect = last.map_or(0, |l| l + 1);
-            assert!(first == expect || Some(first) == last, "resumed at {first}, last processed {last:?}");
+            assert!(
+                first == expect || Some(first) == last,
+                "resumed at {first}, last processed {last:?}"
+            );
         }
         for w in got.windows(2) {
             assert_eq!(w[1], w[0] + 1);
@@ -302,7 +386,13 @@ fn sigkilled_named_reader_resumes() {
 #[test]
 fn journal_example_runs() {
     let exe = std::env::current_exe().unwrap();
-    let examples = exe.parent().unwrap().parent().unwrap().join("examples").join("journal");
+    let examples = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("journal");
     if !examples.exists() {
         let mut args = vec!["build", "-q", "-p", "shmbus", "--example", "journal"];
         if exe.to_string_lossy().contains("/release/") {

@@ -15,13 +15,22 @@ use super::format::*;
 
 /// Opens an existing file read-write, without following symlinks.
 pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
-    std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
 }
 
 /// Creates `path` with `contents` as its first bytes and total length `len`, race-free:
 /// built under a hidden temporary name and `link(2)`ed into place. `Ok(false)`: the file
 /// already existed (someone else won).
-pub(crate) fn create_file_atomically(path: &Path, mode: u32, len: u64, contents: &[u8]) -> io::Result<bool> {
+pub(crate) fn create_file_atomically(
+    path: &Path,
+    mode: u32,
+    len: u64,
+    contents: &[u8],
+) -> io::Result<bool> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
     let me = ProcessId::current();
@@ -138,19 +147,33 @@ impl MetaFile {
         let file = open_rw(path).map_err(|e| OpenError::io(path, e))?;
         let size = file.metadata().map_err(|e| OpenError::io(path, e))?.len();
         let mut head = [0u8; META_HEADER_SIZE];
-        let n = file.read_at(&mut head, 0).map_err(|e| OpenError::io(path, e))?;
+        let n = file
+            .read_at(&mut head, 0)
+            .map_err(|e| OpenError::io(path, e))?;
         let hdr = match MetaHeader::decode(&head[..n]) {
             Ok(h) => h,
-            Err(FormatError::BadMagic) | Err(FormatError::Short { .. }) if n < 8 || head[..8] != META_MAGIC.to_le_bytes() => {
-                return Err(OpenError::NotASegment { path: path.to_owned() })
+            Err(FormatError::BadMagic) | Err(FormatError::Short { .. })
+                if n < 8 || head[..8] != META_MAGIC.to_le_bytes() =>
+            {
+                return Err(OpenError::NotASegment {
+                    path: path.to_owned(),
+                })
             }
             Err(FormatError::Version(v)) => {
-                return Err(OpenError::VersionMismatch { path: path.to_owned(), found: v, supported: JOURNAL_FORMAT_VERSION })
+                return Err(OpenError::VersionMismatch {
+                    path: path.to_owned(),
+                    found: v,
+                    supported: JOURNAL_FORMAT_VERSION,
+                })
             }
             Err(e) => return Err(OpenError::corrupt(path, e.to_string())),
         };
         if size != META_SIZE as u64 {
-            return Err(OpenError::Truncated { path: path.to_owned(), size, expected: META_SIZE as u64 });
+            return Err(OpenError::Truncated {
+                path: path.to_owned(),
+                size,
+                expected: META_SIZE as u64,
+            });
         }
         let map = Mapping::map(file.as_fd(), META_SIZE).map_err(|e| OpenError::io(path, e))?;
         Ok(MetaFile { file, map, hdr })
@@ -177,13 +200,19 @@ impl MetaFile {
     pub(crate) fn event(&self) -> &crate::event::EventWord {
         // SAFETY: offset 576 is inside the mapping, 4-aligned, and EventWord is a
         // repr(transparent) AtomicU32, valid for every bit pattern.
-        unsafe { &*(self.map.as_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord) }
+        unsafe {
+            &*(self.map.as_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord)
+        }
     }
 
     pub(crate) fn participants(&self) -> crate::participants::ParticipantTable<'_> {
         // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the mapping, which
         // lives as long as `self`.
-        unsafe { crate::participants::ParticipantTable::from_raw(self.map.as_ptr().add(META_PARTICIPANTS_OFFSET)) }
+        unsafe {
+            crate::participants::ParticipantTable::from_raw(
+                self.map.as_ptr().add(META_PARTICIPANTS_OFFSET),
+            )
+        }
     }
 
     /// Word `w` (0..16) of named-reader entry `k`.
@@ -214,25 +243,43 @@ impl CycleFiles {
         let dpath = dir.join(data_file_name(c));
         let ipath = dir.join(index_file_name(c));
         let data_file = open_rw(&dpath).map_err(|e| OpenError::io(&dpath, e))?;
-        let size = data_file.metadata().map_err(|e| OpenError::io(&dpath, e))?.len();
+        let size = data_file
+            .metadata()
+            .map_err(|e| OpenError::io(&dpath, e))?
+            .len();
         if size < CYCLE_HEADER_PAGE as u64 {
-            return Err(OpenError::Truncated { path: dpath, size, expected: CYCLE_HEADER_PAGE as u64 });
+            return Err(OpenError::Truncated {
+                path: dpath,
+                size,
+                expected: CYCLE_HEADER_PAGE as u64,
+            });
         }
         let mut head = [0u8; CYCLE_HEADER_SIZE];
-        data_file.read_exact_at(&mut head, 0).map_err(|e| OpenError::io(&dpath, e))?;
+        data_file
+            .read_exact_at(&mut head, 0)
+            .map_err(|e| OpenError::io(&dpath, e))?;
         let hdr = match CycleHeader::decode(&head) {
             Ok(h) => h,
             Err(FormatError::Version(v)) => {
-                return Err(OpenError::VersionMismatch { path: dpath, found: v, supported: JOURNAL_FORMAT_VERSION })
+                return Err(OpenError::VersionMismatch {
+                    path: dpath,
+                    found: v,
+                    supported: JOURNAL_FORMAT_VERSION,
+                })
             }
             Err(e) => return Err(OpenError::corrupt(&dpath, e.to_string())),
         };
         if hdr.cycle != c || hdr.cycle_bytes != meta.cycle_bytes {
-            return Err(OpenError::corrupt(&dpath, "cycle header does not match its file name or the journal's cycle size"));
+            return Err(OpenError::corrupt(
+                &dpath,
+                "cycle header does not match its file name or the journal's cycle size",
+            ));
         }
         let index_file = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
-        let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes).map_err(|_| OpenError::corrupt(&dpath, "cycle too large"))?;
-        let ilen = usize::try_from(meta.index_bytes()).map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
+        let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes)
+            .map_err(|_| OpenError::corrupt(&dpath, "cycle too large"))?;
+        let ilen = usize::try_from(meta.index_bytes())
+            .map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
         let data = Mapping::map(data_file.as_fd(), dlen).map_err(|e| OpenError::io(&dpath, e))?;
         let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
         Ok(CycleFiles {
@@ -288,17 +335,27 @@ impl CycleFiles {
     pub(crate) fn index_slot(&self, i: u64) -> Option<&crate::sync::AtomicU32> {
         let end = i.checked_add(1)?.checked_mul(4)?;
         // Pairs with the Release fetch_max of `ialloc` in `grow_index`: the file is that long.
-        if i >= self.max_entries || end > self.ialloc().load(crate::sync::Ordering::Acquire) || end > self.index.len() as u64 {
+        if i >= self.max_entries
+            || end > self.ialloc().load(crate::sync::Ordering::Acquire)
+            || end > self.index.len() as u64
+        {
             return None;
         }
         // SAFETY: checked: the slot is inside the mapping and the backed part of the file;
         // 4-aligned; atomics accept every bit pattern.
-        Some(unsafe { &*(self.index.as_ptr().add(i as usize * 4) as *const crate::sync::AtomicU32) })
+        Some(unsafe {
+            &*(self.index.as_ptr().add(i as usize * 4) as *const crate::sync::AtomicU32)
+        })
     }
 }
 
 /// Creates cycle `c`'s index and data files if missing. `Ok(true)` if this call created it.
-pub(crate) fn create_cycle(dir: &Path, meta: &MetaHeader, mode: u32, hdr: &CycleHeader) -> io::Result<bool> {
+pub(crate) fn create_cycle(
+    dir: &Path,
+    meta: &MetaHeader,
+    mode: u32,
+    hdr: &CycleHeader,
+) -> io::Result<bool> {
     let ipath = dir.join(index_file_name(hdr.cycle));
     let dpath = dir.join(data_file_name(hdr.cycle));
     if dpath.exists() {

@@ -164,7 +164,11 @@ impl JournalOptions {
         };
         MetaHeader {
             version: JOURNAL_FORMAT_VERSION,
-            roll_kind: if self.roll == RollCycle::Never { ROLL_NEVER } else { ROLL_TIME },
+            roll_kind: if self.roll == RollCycle::Never {
+                ROLL_NEVER
+            } else {
+                ROLL_TIME
+            },
             roll_secs: self.roll.secs(),
             cycle_bytes: self.cycle_bytes,
             chunk_bytes: self.chunk_bytes.min(self.cycle_bytes),
@@ -182,10 +186,15 @@ impl JournalOptions {
 /// `CLOCK_REALTIME` in nanoseconds: the clock of journal timestamps (meaningful across
 /// reboots and hosts, which replay needs).
 pub fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// What open-time recovery found in a cycle after an unclean stop.
@@ -242,9 +251,15 @@ impl Journal {
         let meta_path = dir.join(META_FILE);
         let hdr = opts.to_header();
         if opts.create {
-            hdr.validate().map_err(|e| OpenError::InvalidConfig { what: e.to_string() })?;
+            hdr.validate().map_err(|e| OpenError::InvalidConfig {
+                what: e.to_string(),
+            })?;
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&dir).map_err(|e| OpenError::io(&dir, e))?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(&dir)
+                .map_err(|e| OpenError::io(&dir, e))?;
         }
         if !meta_path.exists() {
             if !opts.create {
@@ -253,22 +268,34 @@ impl Journal {
             let foreign = std::fs::read_dir(&dir)
                 .map_err(|e| OpenError::io(&dir, e))?
                 .flatten()
-                .any(|e| e.file_name().to_str().is_none_or(|n| !n.starts_with('.')));
+                .any(|e| e.file_name().to_str().map_or(true, |n| !n.starts_with('.')));
             if foreign {
                 return Err(OpenError::NotASegment { path: dir });
             }
             let head = hdr.encode();
-            files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head).map_err(|e| OpenError::io(&meta_path, e))?;
+            files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head)
+                .map_err(|e| OpenError::io(&meta_path, e))?;
         }
         let meta = MetaFile::open(&meta_path)?;
         let alone = files::flock(&meta.file, libc::LOCK_EX | libc::LOCK_NB).is_ok();
-        let mut inner = Inner { dir, meta, mode: opts.mode, recovery: Vec::new() };
-        let res = if alone { inner.recover() } else { Ok(Vec::new()) };
+        let mut inner = Inner {
+            dir,
+            meta,
+            mode: opts.mode,
+            recovery: Vec::new(),
+        };
+        let res = if alone {
+            inner.recover()
+        } else {
+            Ok(Vec::new())
+        };
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = files::flock(&inner.meta.file, libc::LOCK_SH);
         inner.recovery = res?;
         lock.map_err(|e| OpenError::io(&meta_path, e))?;
-        let j = Journal { inner: Arc::new(inner) };
+        let j = Journal {
+            inner: Arc::new(inner),
+        };
         j.inner.reclaim();
         Ok(j)
     }
@@ -339,8 +366,17 @@ impl Journal {
                 let name = self.inner.reader_name(k)?;
                 let pid = m.reader_word(k, 2).load(Ordering::Relaxed);
                 let start = m.reader_word(k, 3).load(Ordering::Relaxed);
-                let holder = (pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start })).then_some(pid as u32);
-                Some(ReaderInfo { name, position: m.reader_word(k, 1).load(Ordering::Acquire), holder_pid: holder })
+                let holder = (pid != 0
+                    && process_is_alive(ProcessId {
+                        pid: pid as u32,
+                        start_time: start,
+                    }))
+                .then_some(pid as u32);
+                Some(ReaderInfo {
+                    name,
+                    position: m.reader_word(k, 1).load(Ordering::Acquire),
+                    holder_pid: holder,
+                })
             })
             .collect()
     }
@@ -352,7 +388,10 @@ impl Journal {
         let r = match self.inner.find_reader(name) {
             Some(k) => {
                 self.inner.check_holder(k)?;
-                self.inner.meta.reader_word(k, 0).store(0, Ordering::Release);
+                self.inner
+                    .meta
+                    .reader_word(k, 0)
+                    .store(0, Ordering::Release);
                 Ok(true)
             }
             None => Ok(false),
@@ -366,14 +405,31 @@ impl Journal {
         let inner = &self.inner;
         let mut cycles = Vec::new();
         for c in inner.list_cycles()? {
-            let Ok(cy) = CycleFiles::open(&inner.dir, c, &inner.meta.hdr) else { continue };
+            let Ok(cy) = CycleFiles::open(&inner.dir, c, &inner.meta.hdr) else {
+                continue;
+            };
             let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
-            let file_bytes = cy.data_file.metadata().map(|m| m.len()).unwrap_or(0) + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0);
-            cycles.push(CycleInfo { cycle: c, first_index: cy.hdr.first_index, entries: n, bytes: u * UNIT as u64, file_bytes, sealed, bucket_start_ns: cy.hdr.bucket_start });
+            let file_bytes = cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
+                + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0);
+            cycles.push(CycleInfo {
+                cycle: c,
+                first_index: cy.hdr.first_index,
+                entries: n,
+                bytes: u * UNIT as u64,
+                file_bytes,
+                sealed,
+                bucket_start_ns: cy.hdr.bucket_start,
+            });
         }
         let first_index = cycles.first().map_or(0, |c| c.first_index);
         let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
-        let appenders = inner.meta.participants().list().into_iter().filter(|p| p.role == ROLE_APPENDER).count();
+        let appenders = inner
+            .meta
+            .participants()
+            .list()
+            .into_iter()
+            .filter(|p| p.role == ROLE_APPENDER)
+            .count();
         Ok(JournalInfo {
             dir: inner.dir.clone(),
             format_version: JOURNAL_FORMAT_VERSION,
@@ -480,7 +536,8 @@ impl Inner {
     /// does not exist yet and `c` is not older than the current cycle.
     fn open_or_create_cycle(&self, c: u64, ts: u64) -> Result<CycleFiles, OpenError> {
         match self.open_cycle(c) {
-            Err(OpenError::NotFound { .. }) if c >= self.meta.current().load(Ordering::Acquire) => {}
+            Err(OpenError::NotFound { .. }) if c >= self.meta.current().load(Ordering::Acquire) => {
+            }
             r => return r,
         }
         let first_index = if c == 0 {
@@ -492,8 +549,15 @@ impl Inner {
             prev.hdr.first_index + n
         };
         let (bucket_start, bucket_end) = bucket_for(self.hdr(), ts);
-        let hdr = CycleHeader { cycle: c, first_index, bucket_start, bucket_end, cycle_bytes: self.hdr().cycle_bytes };
-        create_cycle(&self.dir, self.hdr(), self.mode, &hdr).map_err(|e| OpenError::io(&self.dir, e))?;
+        let hdr = CycleHeader {
+            cycle: c,
+            first_index,
+            bucket_start,
+            bucket_end,
+            cycle_bytes: self.hdr().cycle_bytes,
+        };
+        create_cycle(&self.dir, self.hdr(), self.mode, &hdr)
+            .map_err(|e| OpenError::io(&self.dir, e))?;
         self.meta.current().fetch_max(c, Ordering::AcqRel);
         self.meta.event().notify();
         self.open_cycle(c)
@@ -504,11 +568,18 @@ impl Inner {
             let f = self.meta.first().load(Ordering::Acquire);
             match self.open_cycle(f) {
                 Ok(c) => return Ok(c.hdr.first_index),
-                Err(OpenError::NotFound { .. }) if self.meta.first().load(Ordering::Acquire) != f => continue,
+                Err(OpenError::NotFound { .. })
+                    if self.meta.first().load(Ordering::Acquire) != f =>
+                {
+                    continue
+                }
                 Err(e) => return Err(ReadError::Open(e)),
             }
         }
-        Err(ReadError::Open(OpenError::Io { path: self.dir.clone(), source: io::Error::other("cycles keep disappearing") }))
+        Err(ReadError::Open(OpenError::Io {
+            path: self.dir.clone(),
+            source: io::Error::other("cycles keep disappearing"),
+        }))
     }
 
     fn next_index(&self) -> Result<u64, ReadError> {
@@ -519,7 +590,10 @@ impl Inner {
     }
 
     fn list_cycles(&self) -> io::Result<Vec<u64>> {
-        let mut v: Vec<u64> = std::fs::read_dir(&self.dir)?.flatten().filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name)).collect();
+        let mut v: Vec<u64> = std::fs::read_dir(&self.dir)?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
+            .collect();
         v.sort_unstable();
         Ok(v)
     }
@@ -541,11 +615,14 @@ impl Inner {
     /// Whether a participant other than `except` records a pending claim of `w` in cycle `c`.
     fn claim_recorded_elsewhere(&self, except: usize, c: u64, w: u64) -> Option<u64> {
         let table = self.meta.participants();
-        (0..table.len()).filter(|&i| i != except && table.owner(i).is_some()).find_map(|i| {
-            let e = table.entry(i);
-            let a0 = e.aux[0].load(Ordering::Acquire);
-            (a0 == BUSY | c && e.aux[1].load(Ordering::Relaxed) == w).then(|| e.aux[2].load(Ordering::Relaxed))
-        })
+        (0..table.len())
+            .filter(|&i| i != except && table.owner(i).is_some())
+            .find_map(|i| {
+                let e = table.entry(i);
+                let a0 = e.aux[0].load(Ordering::Acquire);
+                (a0 == BUSY | c && e.aux[1].load(Ordering::Relaxed) == w)
+                    .then(|| e.aux[2].load(Ordering::Relaxed))
+            })
     }
 
     fn abandon_dead_claim(&self, index: usize, c: u64, w: u64, units: u64) {
@@ -581,31 +658,61 @@ impl Inner {
                 // The current cycle's header is gone: move the wreck aside and start the
                 // cycle again from its predecessor's end.
                 let d = self.dir.join(data_file_name(c));
-                let aside = self.dir.join(format!("{}.corrupt-{}", data_file_name(c), now));
+                let aside = self
+                    .dir
+                    .join(format!("{}.corrupt-{}", data_file_name(c), now));
                 std::fs::rename(&d, &aside).map_err(|e| OpenError::io(&d, e))?;
                 let _ = std::fs::remove_file(self.dir.join(index_file_name(c)));
                 self.open_or_create_cycle(c, now)?;
-                return Ok(vec![RecoveryReport { cycle: c, kept_entries: 0, dropped_entries: 0, dropped_bytes: 0, abandoned_holes: 0, reason: ScanStop::BadHeader }]);
+                return Ok(vec![RecoveryReport {
+                    cycle: c,
+                    kept_entries: 0,
+                    dropped_entries: 0,
+                    dropped_bytes: 0,
+                    abandoned_holes: 0,
+                    reason: ScanStop::BadHeader,
+                }]);
             }
             Err(e) => return Err(e),
         };
         let max = self.hdr().max_entry;
-        let dsize = cy.data_file.metadata().map_err(|e| OpenError::io(&self.dir, e))?.len().saturating_sub(CYCLE_HEADER_PAGE as u64);
-        let isize = cy.index_file.metadata().map_err(|e| OpenError::io(&self.dir, e))?.len();
+        let dsize = cy
+            .data_file
+            .metadata()
+            .map_err(|e| OpenError::io(&self.dir, e))?
+            .len()
+            .saturating_sub(CYCLE_HEADER_PAGE as u64);
+        let isize = cy
+            .index_file
+            .metadata()
+            .map_err(|e| OpenError::io(&self.dir, e))?
+            .len();
         let avail = dsize.min(cy.cap_units * UNIT as u64) / UNIT as u64 * UNIT as u64;
         let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
-        cy.alloc().store(cy.alloc().load(Ordering::Relaxed).min(avail), Ordering::Release);
-        cy.ialloc().store(cy.ialloc().load(Ordering::Relaxed).min(isize.min(cy.index.len() as u64)), Ordering::Release);
+        cy.alloc().store(
+            cy.alloc().load(Ordering::Relaxed).min(avail),
+            Ordering::Release,
+        );
+        cy.ialloc().store(
+            cy.ialloc()
+                .load(Ordering::Relaxed)
+                .min(isize.min(cy.index.len() as u64)),
+            Ordering::Release,
+        );
         let claimed = (u * UNIT as u64).min(avail);
         // SAFETY: we hold the exclusive lock: no other process has the journal open, so the
         // bytes do not change while this slice lives; `claimed <= avail <=` the file size
         // and the mapping length.
-        let data = unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, claimed as usize) };
+        let data =
+            unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, claimed as usize) };
         let (mut i, mut off, mut holes) = (0u64, 0u64, 0u64);
         let mut reason = ScanStop::End;
         while off < claimed && i < n {
             match read_entry(data, off, i, max) {
-                Ok((ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. }, ..)) => {
+                Ok((
+                    ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. },
+                    ..,
+                )) => {
                     i += 1;
                     off += units * UNIT as u64;
                 }
@@ -614,17 +721,24 @@ impl Inner {
                     let next = if i + 1 == n {
                         Some(u)
                     } else {
-                        cy.index_slot(i + 1).map(|s| s.load(Ordering::Relaxed) as u64).filter(|&v| v != 0).map(|v| v - 1)
+                        cy.index_slot(i + 1)
+                            .map(|s| s.load(Ordering::Relaxed) as u64)
+                            .filter(|&v| v != 0)
+                            .map(|v| v - 1)
                     };
-                    let units = next.map(|nu| nu.saturating_sub(off / UNIT as u64)).unwrap_or(0);
+                    let units = next
+                        .map(|nu| nu.saturating_sub(off / UNIT as u64))
+                        .unwrap_or(0);
                     let ok = units_fit(&cy, off / UNIT as u64, units, u)
                         && (off + units * UNIT as u64) <= claimed
-                        && (i + 1 == n || read_entry(data, off + units * UNIT as u64, i + 1, max).is_ok());
+                        && (i + 1 == n
+                            || read_entry(data, off + units * UNIT as u64, i + 1, max).is_ok());
                     if !ok {
                         reason = ScanStop::Unfinished;
                         break;
                     }
-                    cy.entry_word(off).store(entry_word(ST_ABANDONED, 0, units), Ordering::Release);
+                    cy.entry_word(off)
+                        .store(entry_word(ST_ABANDONED, 0, units), Ordering::Release);
                     holes += 1;
                     i += 1;
                     off += units * UNIT as u64;
@@ -639,7 +753,18 @@ impl Inner {
             reason = ScanStop::PastEnd;
         }
         if i == n && off == u * UNIT as u64 {
-            return Ok(if holes > 0 { vec![RecoveryReport { cycle: c, kept_entries: n, dropped_entries: 0, dropped_bytes: 0, abandoned_holes: holes, reason }] } else { Vec::new() });
+            return Ok(if holes > 0 {
+                vec![RecoveryReport {
+                    cycle: c,
+                    kept_entries: n,
+                    dropped_entries: 0,
+                    dropped_bytes: 0,
+                    abandoned_holes: holes,
+                    reason,
+                }]
+            } else {
+                Vec::new()
+            });
         }
         // Cut: zero the junk (within the backed file) so it is never read as a header.
         let junk_end = (u * UNIT as u64).min(avail);
@@ -653,10 +778,18 @@ impl Inner {
                 None => break,
             }
         }
-        cy.pos().store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
+        cy.pos()
+            .store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
         let _ = sealed;
         let _ = files::fdatasync(&cy.data_file);
-        Ok(vec![RecoveryReport { cycle: c, kept_entries: i, dropped_entries: n - i, dropped_bytes: u * UNIT as u64 - off, abandoned_holes: holes, reason }])
+        Ok(vec![RecoveryReport {
+            cycle: c,
+            kept_entries: i,
+            dropped_entries: n - i,
+            dropped_bytes: u * UNIT as u64 - off,
+            abandoned_holes: holes,
+            reason,
+        }])
     }
 
     fn gc(&self, r: Retention) -> io::Result<GcReport> {
@@ -671,7 +804,11 @@ impl Inner {
             let by_count = r.max_cycles.is_some_and(|m| remaining > m.max(1));
             let dpath = self.dir.join(data_file_name(c));
             let by_age = r.max_age.is_some_and(|age| {
-                std::fs::metadata(&dpath).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|e| e > age)
+                std::fs::metadata(&dpath)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|e| e > age)
             });
             if !by_count && !by_age {
                 break;
@@ -704,7 +841,8 @@ impl Inner {
                 // The first readable entry at or after i (bounded probe).
                 (i..n.min(i + 64)).find_map(|k| entry_ts(&cy, k, max))
             };
-            if n == 0 || ts_at(n.saturating_sub(64).max(0)).is_none_or(|_| false) && (0..n).rev().take(64).find_map(|k| entry_ts(&cy, k, max)).is_some_and(|t| t < ts) {
+            let last_ts = (0..n).rev().take(64).find_map(|k| entry_ts(&cy, k, max));
+            if n == 0 || last_ts.is_some_and(|t| t < ts) {
                 continue;
             }
             let (mut lo, mut hi) = (0u64, n);
@@ -726,7 +864,13 @@ impl Inner {
 
     fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
         let p = self.dir.join(READERS_LOCK_FILE);
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&p).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&p)
+            .map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
         files::flock(&f, libc::LOCK_EX).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
         Ok(f)
     }
@@ -739,7 +883,11 @@ impl Inner {
         }
         let mut b = [0u8; 64];
         for w in 0..8 {
-            b[w * 8..w * 8 + 8].copy_from_slice(&m.reader_word(k, 8 + w).load(Ordering::Relaxed).to_le_bytes());
+            b[w * 8..w * 8 + 8].copy_from_slice(
+                &m.reader_word(k, 8 + w)
+                    .load(Ordering::Relaxed)
+                    .to_le_bytes(),
+            );
         }
         let s = std::str::from_utf8(&b[..len]).ok()?;
         validate_name(s).ok()?;
@@ -747,15 +895,25 @@ impl Inner {
     }
 
     fn find_reader(&self, name: &str) -> Option<usize> {
-        (0..MAX_READERS).find(|&k| self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1 && self.reader_name(k).as_deref() == Some(name))
+        (0..MAX_READERS).find(|&k| {
+            self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1
+                && self.reader_name(k).as_deref() == Some(name)
+        })
     }
 
     fn check_holder(&self, k: usize) -> Result<(), ReaderError> {
         let m = &self.meta;
         let pid = m.reader_word(k, 2).load(Ordering::Acquire);
         let start = m.reader_word(k, 3).load(Ordering::Relaxed);
-        if pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start }) {
-            return Err(ReaderError::Busy { holder_pid: pid as u32 });
+        if pid != 0
+            && process_is_alive(ProcessId {
+                pid: pid as u32,
+                start_time: start,
+            })
+        {
+            return Err(ReaderError::Busy {
+                holder_pid: pid as u32,
+            });
         }
         Ok(())
     }
@@ -769,13 +927,19 @@ impl Inner {
                 k
             }
             None => {
-                let k = (0..MAX_READERS).find(|&k| m.reader_word(k, 0).load(Ordering::Acquire) != 1).ok_or(ReaderError::TableFull { max: MAX_READERS })?;
+                let k = (0..MAX_READERS)
+                    .find(|&k| m.reader_word(k, 0).load(Ordering::Acquire) != 1)
+                    .ok_or(ReaderError::TableFull { max: MAX_READERS })?;
                 let mut b = [0u8; 64];
                 b[..name.len()].copy_from_slice(name.as_bytes());
                 for w in 0..8 {
-                    m.reader_word(k, 8 + w).store(u64::from_le_bytes(b[w * 8..w * 8 + 8].try_into().unwrap_or_default()), Ordering::Relaxed);
+                    m.reader_word(k, 8 + w).store(
+                        u64::from_le_bytes(b[w * 8..w * 8 + 8].try_into().unwrap_or_default()),
+                        Ordering::Relaxed,
+                    );
                 }
-                m.reader_word(k, 5).store(name.len() as u64, Ordering::Relaxed);
+                m.reader_word(k, 5)
+                    .store(name.len() as u64, Ordering::Relaxed);
                 let first = self.first_index().map_err(ReaderError::Read)?;
                 m.reader_word(k, 1).store(first, Ordering::Relaxed);
                 // Pairs with the Acquire loads of the state word in `find_reader`/`readers`.
@@ -803,7 +967,11 @@ impl Inner {
         m.reader_word(k, 1).store(pos, Ordering::Release);
         m.reader_word(k, 4).store(realtime_ns(), Ordering::Relaxed);
         if m.hdr.durability == 1 {
-            let _ = files::msync_range(&m.map, META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
+            let _ = files::msync_range(
+                &m.map,
+                META_READERS_OFFSET + k * READER_ENTRY_SIZE,
+                READER_ENTRY_SIZE,
+            );
         }
     }
 }
@@ -829,7 +997,8 @@ fn abandon_at(cy: &CycleFiles, at: u64, units: u64) -> bool {
         return false;
     };
     // AcqRel: races with the owner's CAS 0 → RESERVED / RESERVED → COMMITTED; exactly one wins.
-    hw.compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    hw.compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
 }
 
 fn seal(cy: &CycleFiles) {
@@ -857,7 +1026,12 @@ fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
     }
     // SAFETY: committed (Acquire above pairs with the Release CAS in `commit`), so the
     // entry's bytes are final; `units_fit` checked they lie in the claimed, backed area.
-    let bytes = unsafe { std::slice::from_raw_parts(cy.data_ptr(off) as *const u8, (units * UNIT as u64) as usize) };
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            cy.data_ptr(off) as *const u8,
+            (units * UNIT as u64) as usize,
+        )
+    };
     match read_entry(bytes, 0, i, max) {
         Ok((ScannedEntry::Committed { ts, .. }, ..)) => Some(ts),
         _ => None,
@@ -962,7 +1136,9 @@ impl Appender {
     fn new(inner: Arc<Inner>) -> Result<Appender, AppendError> {
         inner.reclaim();
         let table = inner.meta.participants();
-        let slot = table.register(ProcessId::current(), ROLE_APPENDER, 0..table.len()).ok_or(AppendError::TooManyAppenders)?;
+        let slot = table
+            .register(ProcessId::current(), ROLE_APPENDER, 0..table.len())
+            .ok_or(AppendError::TooManyAppenders)?;
         let c = inner.meta.current().load(Ordering::Acquire);
         let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
             Ok(cy) => cy,
@@ -991,11 +1167,23 @@ impl Appender {
                         }
                     })
                     .map_err(AppendError::Io)?;
-                Some(Syncer { stop, thread: Some(thread) })
+                Some(Syncer {
+                    stop,
+                    thread: Some(thread),
+                })
             }
             _ => None,
         };
-        Ok(Appender { inner, slot, cy, alloc: 0, ialloc: 0, compress: false, scratch: Vec::new(), syncer })
+        Ok(Appender {
+            inner,
+            slot,
+            cy,
+            alloc: 0,
+            ialloc: 0,
+            compress: false,
+            scratch: Vec::new(),
+            syncer,
+        })
     }
 
     /// Compress entries of at least 64 bytes with lz4 in [`Appender::append`] when that
@@ -1011,9 +1199,9 @@ impl Appender {
                 let mut buf = std::mem::take(&mut self.scratch);
                 buf.resize(lz4_flex::block::get_maximum_output_size(data.len()), 0);
                 let r = match lz4_flex::block::compress_into(data, &mut buf) {
-                    Ok(n) if n < data.len() => self.reserve_inner(n).and_then(|mut res| {
+                    Ok(n) if n < data.len() => self.reserve_inner(n).map(|mut res| {
                         res.as_mut_slice().copy_from_slice(&buf[..n]);
-                        Ok(res.commit_inner(FLAG_LZ4, data.len() as u32))
+                        res.commit_inner(FLAG_LZ4, data.len() as u32)
                     }),
                     _ => self.copy_append(data),
                 };
@@ -1079,12 +1267,25 @@ impl Appender {
             let new = pos_word(false, n + 1, u + units);
             // AcqRel: pairs with the Acquire loads of `pos` by readers and other appenders;
             // our aux stores above happen-before anyone sees the claim.
-            if self.cy.pos().compare_exchange(w, new, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if self
+                .cy
+                .pos()
+                .compare_exchange(w, new, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
                 continue;
             }
             let off = u * UNIT as u64;
             let hw = self.cy.entry_word(off);
-            if hw.compare_exchange(0, entry_word(ST_RESERVED, 0, units), Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if hw
+                .compare_exchange(
+                    0,
+                    entry_word(ST_RESERVED, 0, units),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+            {
                 // Already abandoned by a reader (we stalled past the timeout): claim again.
                 aux[0].store(0, Ordering::Release);
                 continue;
@@ -1092,20 +1293,35 @@ impl Appender {
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
-            return Ok(Reservation { app: self, off, n, units, len, ts, done: false });
+            return Ok(Reservation {
+                app: self,
+                off,
+                n,
+                units,
+                len,
+                ts,
+                done: false,
+            });
         }
     }
 
     fn advance(&mut self) -> Result<(), AppendError> {
         let current = self.inner.meta.current().load(Ordering::Acquire);
-        let next = if current > self.cy.num { current } else { self.cy.num + 1 };
+        let next = if current > self.cy.num {
+            current
+        } else {
+            self.cy.num + 1
+        };
         let created = next > current;
         self.cy = self.inner.open_or_create_cycle(next, realtime_ns())?;
         self.alloc = 0;
         self.ialloc = 0;
         let h = self.inner.hdr();
         if created && (h.retain_cycles != 0 || h.retain_secs != 0) {
-            let r = Retention { max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles), max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)) };
+            let r = Retention {
+                max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
+                max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
+            };
             let _ = self.inner.gc(r);
         }
         Ok(())
@@ -1119,7 +1335,8 @@ impl Appender {
         }
         let h = self.inner.hdr();
         let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.cycle_bytes);
-        files::grow(&self.cy.data_file, CYCLE_HEADER_PAGE as u64 + want).map_err(AppendError::Io)?;
+        files::grow(&self.cy.data_file, CYCLE_HEADER_PAGE as u64 + want)
+            .map_err(AppendError::Io)?;
         if h.durability == 1 {
             files::fdatasync(&self.cy.data_file).map_err(AppendError::Io)?;
         }
@@ -1134,7 +1351,8 @@ impl Appender {
             return Ok(());
         }
         let h = self.inner.hdr();
-        let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
+        let want =
+            (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
         files::grow(&self.cy.index_file, want).map_err(AppendError::Io)?;
         // Pairs with the Acquire load in `CycleFiles::index_slot`.
         self.cy.ialloc().fetch_max(want, Ordering::AcqRel);
@@ -1171,7 +1389,12 @@ impl Reservation<'_> {
         // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
         // before the claim) and ours alone until commit: no reader reads them before the
         // Release CAS to COMMITTED, no other appender can claim them.
-        unsafe { std::slice::from_raw_parts_mut(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64),
+                self.len,
+            )
+        }
     }
 
     /// The global index this entry will have.
@@ -1192,7 +1415,8 @@ impl Reservation<'_> {
         let len = self.len as u32;
         let idx = self.n as u32;
         // SAFETY: the payload was written by us (see `as_mut_slice`) and is stable.
-        let payload = unsafe { std::slice::from_raw_parts(p.add(ENTRY_HEADER) as *const u8, self.len) };
+        let payload =
+            unsafe { std::slice::from_raw_parts(p.add(ENTRY_HEADER) as *const u8, self.len) };
         let crc = entry_crc(len, raw_len, self.ts, idx, flags, payload);
         // SAFETY: header bytes 8..32 of our claimed entry; 8-aligned; ours until commit.
         unsafe {
@@ -1206,7 +1430,12 @@ impl Reservation<'_> {
         let reserved = entry_word(ST_RESERVED, 0, self.units);
         // Release: pairs with the Acquire load of word 0 by readers; every byte above
         // happens-before a reader that sees COMMITTED.
-        let r = hw.compare_exchange(reserved, entry_word(ST_COMMITTED, flags, self.units), Ordering::AcqRel, Ordering::Relaxed);
+        let r = hw.compare_exchange(
+            reserved,
+            entry_word(ST_COMMITTED, flags, self.units),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
         let aux = &self.app.inner.meta.participants().entry(self.app.slot).aux;
         aux[0].store(0, Ordering::Release);
         let index = cy.hdr.first_index + self.n;
@@ -1215,7 +1444,11 @@ impl Reservation<'_> {
             return Err(CommitError::Abandoned { index });
         }
         if self.app.inner.hdr().durability == 1 {
-            let _ = files::msync_range(&cy.data, CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
+            let _ = files::msync_range(
+                &cy.data,
+                CYCLE_HEADER_PAGE + self.off as usize,
+                (self.units * UNIT as u64) as usize,
+            );
         }
         Ok(index)
     }
@@ -1225,7 +1458,8 @@ impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.done {
             abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);
-            self.app.inner.meta.participants().entry(self.app.slot).aux[0].store(0, Ordering::Release);
+            self.app.inner.meta.participants().entry(self.app.slot).aux[0]
+                .store(0, Ordering::Release);
             self.app.inner.meta.event().notify();
         }
     }
@@ -1350,7 +1584,14 @@ impl From<NameError> for ReaderError {
 }
 
 enum Step {
-    Entry { off: u64, len: usize, flags: u64, raw_len: u64, ts: u64, index: u64 },
+    Entry {
+        off: u64,
+        len: usize,
+        flags: u64,
+        raw_len: u64,
+        ts: u64,
+        index: u64,
+    },
     Empty,
 }
 
@@ -1413,7 +1654,12 @@ impl Tailer {
         // Jump straight to the entry when its index slot is written and checks out.
         let target = t.skip_until - t.cy.hdr.first_index;
         if target > 0 {
-            if let Some(off) = t.cy.index_slot(target).map(|s| s.load(Ordering::Relaxed) as u64).filter(|&v| v != 0).map(|v| (v - 1) * UNIT as u64) {
+            if let Some(off) =
+                t.cy.index_slot(target)
+                    .map(|s| s.load(Ordering::Relaxed) as u64)
+                    .filter(|&v| v != 0)
+                    .map(|v| (v - 1) * UNIT as u64)
+            {
                 if entry_ts(&t.cy, target, t.inner.hdr().max_entry).is_some() {
                     t.i = target;
                     t.off = off;
@@ -1436,23 +1682,49 @@ impl Tailer {
     /// The next entry if one is committed now; `Ok(None)` at the end.
     pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
         match self.step()? {
-            Step::Entry { off, len, flags, raw_len, ts, index } => self.materialize(off, len, flags, raw_len, ts, index).map(Some),
+            Step::Entry {
+                off,
+                len,
+                flags,
+                raw_len,
+                ts,
+                index,
+            } => self
+                .materialize(off, len, flags, raw_len, ts, index)
+                .map(Some),
             Step::Empty => Ok(None),
         }
     }
 
     /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
     /// the timeout passes.
-    pub fn next_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<Entry<'_>>, ReadError> {
+    pub fn next_timeout(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Entry<'_>>, ReadError> {
         let deadline = crate::wait::deadline_after(timeout);
         loop {
-            if let Step::Entry { off, len, flags, raw_len, ts, index } = self.step()? {
-                return self.materialize(off, len, flags, raw_len, ts, index).map(Some);
+            if let Step::Entry {
+                off,
+                len,
+                flags,
+                raw_len,
+                ts,
+                index,
+            } = self.step()?
+            {
+                return self
+                    .materialize(off, len, flags, raw_len, ts, index)
+                    .map(Some);
             }
             let this = &*self;
             let recheck = this.recheck_interval();
             let ev = this.inner.meta.event();
-            if crate::wait::block_on(ev, this.policy, deadline, recheck, || this.peek_ready().then_some(())).is_none() {
+            if crate::wait::block_on(ev, this.policy, deadline, recheck, || {
+                this.peek_ready().then_some(())
+            })
+            .is_none()
+            {
                 return Ok(None);
             }
         }
@@ -1486,7 +1758,14 @@ impl Tailer {
         if self.i >= n {
             return sealed && self.next_cycle_exists();
         }
-        if self.off + ENTRY_HEADER as u64 > u * UNIT as u64 || !units_fit(&self.cy, self.off / UNIT as u64, (ENTRY_HEADER / UNIT) as u64, u) {
+        if self.off + ENTRY_HEADER as u64 > u * UNIT as u64
+            || !units_fit(
+                &self.cy,
+                self.off / UNIT as u64,
+                (ENTRY_HEADER / UNIT) as u64,
+                u,
+            )
+        {
             return true; // inconsistent: let step report it
         }
         let (st, _, _) = entry_word_parts(self.cy.entry_word(self.off).load(Ordering::Acquire));
@@ -1498,7 +1777,8 @@ impl Tailer {
     }
 
     fn next_cycle_exists(&self) -> bool {
-        self.inner.meta.current().load(Ordering::Acquire) > self.cy.num || self.stuck_for(u64::MAX) > Duration::from_millis(20)
+        self.inner.meta.current().load(Ordering::Acquire) > self.cy.num
+            || self.stuck_for(u64::MAX) > Duration::from_millis(20)
     }
 
     fn stuck_for(&self, key: u64) -> Duration {
@@ -1518,7 +1798,11 @@ impl Tailer {
         if waited < Duration::from_millis(1) {
             return;
         }
-        if self.last_reclaim.get().is_none_or(|t| t.elapsed() > Duration::from_millis(5)) {
+        if self
+            .last_reclaim
+            .get()
+            .map_or(true, |t| t.elapsed() > Duration::from_millis(5))
+        {
             self.last_reclaim.set(Some(Instant::now()));
             self.inner.reclaim();
         }
@@ -1536,13 +1820,19 @@ impl Tailer {
             Some(cu)
         } else if w0 == 0 {
             let w = pos_word(false, self.i, at);
-            self.inner.claim_recorded_elsewhere(usize::MAX, self.cy.num, w).or_else(|| {
-                if self.i + 1 == n {
-                    Some(u - at)
-                } else {
-                    self.cy.index_slot(self.i + 1).map(|s| s.load(Ordering::Relaxed) as u64).filter(|&v| v != 0).map(|v| (v - 1).saturating_sub(at))
-                }
-            })
+            self.inner
+                .claim_recorded_elsewhere(usize::MAX, self.cy.num, w)
+                .or_else(|| {
+                    if self.i + 1 == n {
+                        Some(u - at)
+                    } else {
+                        self.cy
+                            .index_slot(self.i + 1)
+                            .map(|s| s.load(Ordering::Relaxed) as u64)
+                            .filter(|&v| v != 0)
+                            .map(|v| (v - 1).saturating_sub(at))
+                    }
+                })
         } else {
             None
         };
@@ -1570,21 +1860,33 @@ impl Tailer {
                 continue;
             }
             let global = self.cy.hdr.first_index + self.i;
-            if !units_fit(&self.cy, self.off / UNIT as u64, (ENTRY_HEADER / UNIT) as u64, u) {
+            if !units_fit(
+                &self.cy,
+                self.off / UNIT as u64,
+                (ENTRY_HEADER / UNIT) as u64,
+                u,
+            ) {
                 // The position word and our offset disagree: nothing more in this cycle is
                 // trustworthy. Move on if we can.
                 self.i = n;
                 self.off = u * UNIT as u64;
-                return Err(ReadError::Corrupt { index: global, what: "entry offset outside the cycle" });
+                return Err(ReadError::Corrupt {
+                    index: global,
+                    what: "entry offset outside the cycle",
+                });
             }
             let w0 = self.cy.entry_word(self.off).load(Ordering::Acquire);
             let (st, _, units) = entry_word_parts(w0);
             match st {
-                ST_ABANDONED | ST_COMMITTED if units_fit(&self.cy, self.off / UNIT as u64, units, u) => {}
+                ST_ABANDONED | ST_COMMITTED
+                    if units_fit(&self.cy, self.off / UNIT as u64, units, u) => {}
                 ST_ABANDONED | ST_COMMITTED => {
                     self.i = n;
                     self.off = u * UNIT as u64;
-                    return Err(ReadError::Corrupt { index: global, what: "entry size outside the cycle" });
+                    return Err(ReadError::Corrupt {
+                        index: global,
+                        what: "entry size outside the cycle",
+                    });
                 }
                 _ if w0 == 0 || st == ST_RESERVED => {
                     self.handle_in_flight(n, u);
@@ -1593,7 +1895,10 @@ impl Tailer {
                 _ => {
                     self.i = n;
                     self.off = u * UNIT as u64;
-                    return Err(ReadError::Corrupt { index: global, what: "unknown entry state" });
+                    return Err(ReadError::Corrupt {
+                        index: global,
+                        what: "unknown entry state",
+                    });
                 }
             }
             self.stuck_since.set(None);
@@ -1606,28 +1911,70 @@ impl Tailer {
             // SAFETY: committed (the Acquire load of word 0 pairs with the Release CAS in
             // `commit_inner`), so these bytes are final; `units_fit` checked that they lie
             // inside the claimed and backed data area.
-            let bytes = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off) as *const u8, (units * UNIT as u64) as usize) };
+            let bytes = unsafe {
+                std::slice::from_raw_parts(
+                    self.cy.data_ptr(off) as *const u8,
+                    (units * UNIT as u64) as usize,
+                )
+            };
             return match read_entry(bytes, 0, self.i - 1, max) {
-                Ok((_, payload, flags, raw_len)) => Ok(Step::Entry { off, len: payload.len(), flags, raw_len, ts: rd_ts(bytes), index: global }),
-                Err(ScanStop::BadCrc) => Err(ReadError::Corrupt { index: global, what: "CRC mismatch" }),
-                Err(_) => Err(ReadError::Corrupt { index: global, what: "bad entry header" }),
+                Ok((_, payload, flags, raw_len)) => Ok(Step::Entry {
+                    off,
+                    len: payload.len(),
+                    flags,
+                    raw_len,
+                    ts: rd_ts(bytes),
+                    index: global,
+                }),
+                Err(ScanStop::BadCrc) => Err(ReadError::Corrupt {
+                    index: global,
+                    what: "CRC mismatch",
+                }),
+                Err(_) => Err(ReadError::Corrupt {
+                    index: global,
+                    what: "bad entry header",
+                }),
             };
         }
     }
 
-    fn materialize(&mut self, off: u64, len: usize, flags: u64, raw_len: u64, ts: u64, index: u64) -> Result<Entry<'_>, ReadError> {
+    fn materialize(
+        &mut self,
+        off: u64,
+        len: usize,
+        flags: u64,
+        raw_len: u64,
+        ts: u64,
+        index: u64,
+    ) -> Result<Entry<'_>, ReadError> {
         if let Some(k) = self.named {
             self.inner.store_reader_pos(k, index);
         }
         // SAFETY: as in `step`: a committed entry's payload, inside the backed area.
-        let payload = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off + ENTRY_HEADER as u64) as *const u8, len) };
+        let payload = unsafe {
+            std::slice::from_raw_parts(
+                self.cy.data_ptr(off + ENTRY_HEADER as u64) as *const u8,
+                len,
+            )
+        };
         if flags & FLAG_LZ4 != 0 {
             if !decompress_into(payload, raw_len as usize, &mut self.scratch) {
-                return Err(ReadError::Corrupt { index, what: "lz4 payload does not decompress" });
+                return Err(ReadError::Corrupt {
+                    index,
+                    what: "lz4 payload does not decompress",
+                });
             }
-            return Ok(Entry { index, ts_ns: ts, data: &self.scratch });
+            return Ok(Entry {
+                index,
+                ts_ns: ts,
+                data: &self.scratch,
+            });
         }
-        Ok(Entry { index, ts_ns: ts, data: payload })
+        Ok(Entry {
+            index,
+            ts_ns: ts,
+            data: payload,
+        })
     }
 
     /// Moves to the next cycle after a sealed one. `Ok(false)`: not there yet.
@@ -1653,7 +2000,10 @@ impl Tailer {
                 self.i = t.i;
                 self.off = t.off;
                 self.skip_until = t.skip_until;
-                return Err(ReadError::Gap { from: expect_first, to: first });
+                return Err(ReadError::Gap {
+                    from: expect_first,
+                    to: first,
+                });
             }
             Err(e) => return Err(e.into()),
         };
@@ -1662,7 +2012,10 @@ impl Tailer {
             self.cy = next;
             self.i = 0;
             self.off = 0;
-            return Err(ReadError::Gap { from: expect_first, to });
+            return Err(ReadError::Gap {
+                from: expect_first,
+                to,
+            });
         }
         self.cy = next;
         self.i = 0;
@@ -1673,7 +2026,9 @@ impl Tailer {
 }
 
 fn rd_ts(b: &[u8]) -> u64 {
-    b.get(16..24).and_then(|s| s.try_into().ok()).map_or(0, u64::from_le_bytes)
+    b.get(16..24)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
 }
 
 impl Drop for Tailer {
@@ -1687,7 +2042,9 @@ impl Drop for Tailer {
 #[cfg(not(loom))]
 impl crate::waitset::Waitable for Tailer {
     fn wait_handle(&self) -> crate::waitset::WaitHandle<'_> {
-        crate::waitset::WaitHandle { event: self.inner.meta.event() }
+        crate::waitset::WaitHandle {
+            event: self.inner.meta.event(),
+        }
     }
 
     fn is_ready(&self) -> bool {
