@@ -1236,8 +1236,6 @@ impl Appender {
             return Err(AppendError::TooLarge { len, max });
         }
         let units = entry_units(len);
-        let inner = self.inner.clone();
-        let aux = &inner.meta.participants().entry(self.slot).aux;
         loop {
             let ts = realtime_ns();
             if ts >= self.cy.hdr.bucket_end {
@@ -1261,6 +1259,7 @@ impl Appender {
                 self.grow_index((n + 1) * 4)?;
             }
             // Record the claim before making it, for whoever reclaims us if we die.
+            let aux = &self.inner.meta.participants().entry(self.slot).aux;
             aux[1].store(w, Ordering::Relaxed);
             aux[2].store(units, Ordering::Relaxed);
             aux[0].store(BUSY | self.cy.num, Ordering::Release);
@@ -1340,6 +1339,13 @@ impl Appender {
         if h.durability == 1 {
             files::fdatasync(&self.cy.data_file).map_err(AppendError::Io)?;
         }
+        files::populate(
+            &self.cy.data,
+            CYCLE_HEADER_PAGE + self.alloc as usize,
+            (want - self.alloc) as usize,
+        );
+        // Release: pairs with the Acquire loads of `alloc` (readers' bounds, other
+        // appenders): the file is this long before anyone may claim or read below `want`.
         self.cy.alloc().fetch_max(want, Ordering::AcqRel);
         self.alloc = want;
         Ok(())
