@@ -525,7 +525,7 @@ fn durability_modes_work() {
 /// out-of-bounds read (run under the normal test harness, so CI needs no nightly).
 #[test]
 fn parser_survives_corpus_and_mutations() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/parse");
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_parse");
     let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(&corpus)
         .map(|d| {
             d.flatten()
@@ -568,4 +568,35 @@ fn parser_survives_corpus_and_mutations() {
         }
         std::hint::black_box(format::fuzz_parse(&b));
     }
+}
+
+/// Regenerates the committed seed corpus: `SHMBUS_WRITE_CORPUS=1 cargo test -p shmbus
+/// --test journal_basic write_fuzz_corpus -- --ignored`.
+#[test]
+#[ignore]
+fn write_fuzz_corpus() {
+    if std::env::var_os("SHMBUS_WRITE_CORPUS").is_none() {
+        return;
+    }
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_parse");
+    std::fs::create_dir_all(&out).unwrap();
+    let dir = tmpdir("corpus");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..5u64 {
+        a.append(&payload(i, 30 + i as usize)).unwrap();
+    }
+    drop(a.reserve(12).unwrap());
+    a.set_compression(true);
+    a.append(&b"abcabcabc".repeat(30)).unwrap();
+    let used = j.info().unwrap().bytes as usize;
+    let data = std::fs::read(dir.join(data_file_name(0))).unwrap();
+    std::fs::write(out.join("cycle_entries"), &data[..4096 + used]).unwrap();
+    std::fs::write(out.join("cycle_truncated"), &data[..4096 + used / 2]).unwrap();
+    std::fs::write(out.join("cycle_header_only"), &data[..4096]).unwrap();
+    let meta = std::fs::read(dir.join(format::META_FILE)).unwrap();
+    std::fs::write(out.join("meta_header"), &meta[..512]).unwrap();
+    // Entries without the header page (a bare data area).
+    std::fs::write(out.join("data_area"), &data[4096..4096 + used]).unwrap();
 }
