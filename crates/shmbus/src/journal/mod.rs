@@ -749,6 +749,30 @@ impl Inner {
                 }
             }
         }
+        // Entries committed past the position word (flush mode after a power loss: the
+        // entries' pages were synced, the header page with the position word was not).
+        let (n, u) = if i == n && off == u * UNIT as u64 && !sealed {
+            let alloc = cy.alloc().load(Ordering::Acquire).min(avail);
+            // SAFETY: we are alone (exclusive lock), and `alloc <= avail` lies inside both
+            // the file and the mapping.
+            let all =
+                unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, alloc as usize) };
+            while let Ok((ScannedEntry::Committed { units, .. }, ..)) = read_entry(all, off, i, max)
+            {
+                if let Some(s) = cy.index_slot(i) {
+                    s.store((off / UNIT as u64 + 1) as u32, Ordering::Relaxed);
+                }
+                i += 1;
+                off += units * UNIT as u64;
+            }
+            if i > n {
+                cy.pos()
+                    .store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
+            }
+            (i, off / UNIT as u64)
+        } else {
+            (n, u)
+        };
         if i == n && off < u * UNIT as u64 {
             reason = ScanStop::PastEnd;
         }
