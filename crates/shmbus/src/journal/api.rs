@@ -1,0 +1,1999 @@
+//! The journal's endpoints and their file glue (see the module docs of `journal`).
+
+use std::cell::Cell;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::OpenError;
+use crate::name::{validate_name, NameError};
+use crate::sync::Ordering;
+use crate::sys::{process_is_alive, ProcessId};
+use crate::wait::WaitPolicy;
+
+use super::files::{self, create_cycle, CycleFiles, MetaFile};
+use super::format::*;
+use super::protocol::{self, EntryState};
+
+/// When a journal starts a new cycle (besides when the current one is full).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RollCycle {
+    /// Only when a cycle is full (`cycle_bytes`).
+    Never,
+    /// Every minute (UTC, aligned to the epoch).
+    Minutely,
+    /// Every hour.
+    Hourly,
+    /// Every day (UTC midnight).
+    Daily,
+    /// Every given period (whole seconds, at least 1).
+    Every(Duration),
+}
+
+impl RollCycle {
+    fn secs(self) -> u64 {
+        match self {
+            RollCycle::Never => 0,
+            RollCycle::Minutely => 60,
+            RollCycle::Hourly => 3600,
+            RollCycle::Daily => 86400,
+            RollCycle::Every(d) => d.as_secs(),
+        }
+    }
+}
+
+/// What a successful commit guarantees (see `docs/journal.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// In the page cache: survives the crash of any process, not of the machine.
+    None,
+    /// `msync(MS_SYNC)` of the entry's pages before `commit` returns: survives power loss.
+    Flush,
+    /// A background thread of each appender `fdatasync`s every period: at most one period
+    /// of committed entries is lost on power loss.
+    Periodic(Duration),
+}
+
+/// Which cycles [`Journal::gc`] deletes. The current cycle is never deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Retention {
+    /// Keep at most this many cycles.
+    pub max_cycles: Option<u64>,
+    /// Delete cycles last written longer ago than this.
+    pub max_age: Option<Duration>,
+}
+
+/// Options for [`Journal::open`]. They apply when the journal is created; an existing
+/// journal keeps the configuration it was created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalOptions {
+    /// Create the journal (and its directory) if missing. Default true.
+    pub create: bool,
+    /// Time-based roll cycle. Default `Daily`.
+    pub roll: RollCycle,
+    /// Capacity of one cycle's data area; a full cycle rolls. Default 1 GiB (virtual; the
+    /// files grow in `chunk_bytes` steps).
+    pub cycle_bytes: u64,
+    /// Growth step of data and index files. Default 16 MiB.
+    pub chunk_bytes: u64,
+    /// Largest entry payload. Default 16 MiB.
+    pub max_entry: u64,
+    /// Durability of commits. Default `None`.
+    pub durability: Durability,
+    /// Retention applied at each roll and by [`Journal::gc`]. Default: keep everything.
+    pub retention: Retention,
+    /// How long an entry reserved by a *live* appender may stay uncommitted before readers
+    /// abandon it. Default 10 s. (Dead appenders are detected at once.)
+    pub abandon_timeout: Duration,
+    /// File mode of created files. Default 0o600.
+    pub mode: u32,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        JournalOptions {
+            create: true,
+            roll: RollCycle::Daily,
+            cycle_bytes: 1 << 30,
+            chunk_bytes: 16 << 20,
+            max_entry: 16 << 20,
+            durability: Durability::None,
+            retention: Retention::default(),
+            abandon_timeout: Duration::from_secs(10),
+            mode: 0o600,
+        }
+    }
+}
+
+impl JournalOptions {
+    fn to_header(self) -> MetaHeader {
+        let (durability, periodic_ms) = match self.durability {
+            Durability::None => (0, 0),
+            Durability::Flush => (1, 0),
+            Durability::Periodic(d) => (2, d.as_millis().min(u64::MAX as u128) as u64),
+        };
+        MetaHeader {
+            version: JOURNAL_FORMAT_VERSION,
+            roll_kind: if self.roll == RollCycle::Never {
+                ROLL_NEVER
+            } else {
+                ROLL_TIME
+            },
+            roll_secs: self.roll.secs(),
+            cycle_bytes: self.cycle_bytes,
+            chunk_bytes: self.chunk_bytes.min(self.cycle_bytes),
+            max_entry: self.max_entry,
+            durability,
+            periodic_ms,
+            retain_cycles: self.retention.max_cycles.unwrap_or(0),
+            retain_secs: self.retention.max_age.map_or(0, |d| d.as_secs().max(1)),
+            abandon_ms: self.abandon_timeout.as_millis().clamp(1, u64::MAX as u128) as u64,
+            created_ns: realtime_ns(),
+        }
+    }
+}
+
+/// `CLOCK_REALTIME` in nanoseconds: the clock of journal timestamps (meaningful across
+/// reboots and hosts, which replay needs).
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// What open-time recovery found in a cycle after an unclean stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The cycle scanned.
+    pub cycle: u64,
+    /// Entries kept (committed or abandoned) in the cycle.
+    pub kept_entries: u64,
+    /// Claimed entries dropped (never committed, or corrupt, or cut off).
+    pub dropped_entries: u64,
+    /// Bytes of data dropped (zeroed).
+    pub dropped_bytes: u64,
+    /// Entries whose writer had died, turned into abandoned holes.
+    pub abandoned_holes: u64,
+    /// Why the scan stopped.
+    pub reason: ScanStop,
+}
+
+/// An open journal. Cheap to clone (`Arc`); appenders and tailers keep it alive.
+#[derive(Debug, Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    meta: MetaFile,
+    mode: u32,
+    recovery: Vec<RecoveryReport>,
+}
+
+const BUSY: u64 = 1 << 63;
+const ROLE_APPENDER: u32 = 1;
+
+fn bucket_for(hdr: &MetaHeader, ts: u64) -> (u64, u64) {
+    if hdr.roll_kind == ROLL_TIME {
+        let p = hdr.roll_secs.saturating_mul(1_000_000_000);
+        let start = ts / p * p;
+        (start, start.saturating_add(p))
+    } else {
+        (0, u64::MAX)
+    }
+}
+
+impl Journal {
+    /// Opens (or, with `opts.create`, creates) the journal in directory `dir`.
+    ///
+    /// A directory that is not empty and has no `journal.meta` is refused
+    /// ([`OpenError::NotASegment`]) rather than filled with journal files.
+    pub fn open(dir: impl AsRef<Path>, opts: &JournalOptions) -> Result<Journal, OpenError> {
+        let dir = dir.as_ref().to_owned();
+        let meta_path = dir.join(META_FILE);
+        let hdr = opts.to_header();
+        if opts.create {
+            hdr.validate().map_err(|e| OpenError::InvalidConfig {
+                what: e.to_string(),
+            })?;
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(&dir)
+                .map_err(|e| OpenError::io(&dir, e))?;
+        }
+        if !meta_path.exists() {
+            if !opts.create {
+                return Err(OpenError::NotFound { path: meta_path });
+            }
+            let foreign = std::fs::read_dir(&dir)
+                .map_err(|e| OpenError::io(&dir, e))?
+                .flatten()
+                .any(|e| e.file_name().to_str().map_or(true, |n| !n.starts_with('.')));
+            if foreign {
+                return Err(OpenError::NotASegment { path: dir });
+            }
+            let head = hdr.encode();
+            files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head)
+                .map_err(|e| OpenError::io(&meta_path, e))?;
+        }
+        let meta = MetaFile::open(&meta_path)?;
+        let alone = files::flock(&meta.file, libc::LOCK_EX | libc::LOCK_NB).is_ok();
+        let mut inner = Inner {
+            dir,
+            meta,
+            mode: opts.mode,
+            recovery: Vec::new(),
+        };
+        let res = if alone {
+            inner.recover()
+        } else {
+            Ok(Vec::new())
+        };
+        // Downgrade (or take) the shared lock every open handle holds.
+        let lock = files::flock(&inner.meta.file, libc::LOCK_SH);
+        inner.recovery = res?;
+        lock.map_err(|e| OpenError::io(&meta_path, e))?;
+        let j = Journal {
+            inner: Arc::new(inner),
+        };
+        j.inner.reclaim();
+        Ok(j)
+    }
+
+    /// The journal's directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// What open-time recovery dropped (empty after a clean stop or when other handles
+    /// were open).
+    pub fn recovery(&self) -> &[RecoveryReport] {
+        &self.inner.recovery
+    }
+
+    /// A new appender (any number per process and across processes).
+    pub fn appender(&self) -> Result<Appender, AppendError> {
+        Appender::new(self.inner.clone())
+    }
+
+    /// A tailer from the oldest retained entry.
+    pub fn tailer(&self) -> Result<Tailer, ReadError> {
+        let first = self.inner.first_index()?;
+        Tailer::at(self.inner.clone(), first, None)
+    }
+
+    /// A tailer whose first entry is global index `index` (or the oldest retained entry, if
+    /// `index` was deleted by retention; or the end, if `index` is in the future).
+    pub fn tailer_at(&self, index: u64) -> Result<Tailer, ReadError> {
+        Tailer::at(self.inner.clone(), index, None)
+    }
+
+    /// A tailer that sees only entries appended from now on.
+    pub fn tailer_at_end(&self) -> Result<Tailer, ReadError> {
+        let end = self.inner.next_index()?;
+        Tailer::at(self.inner.clone(), end, None)
+    }
+
+    /// A tailer from the first entry whose timestamp is `>= ts_ns` (CLOCK_REALTIME ns), found
+    /// by binary search. Timestamps of concurrent appenders can be out of order by their
+    /// scheduling jitter; the search then lands on one of the candidates.
+    pub fn tailer_at_time(&self, ts_ns: u64) -> Result<Tailer, ReadError> {
+        let index = self.inner.search_time(ts_ns)?;
+        Tailer::at(self.inner.clone(), index, None)
+    }
+
+    /// The named durable reader `name`: resumes at its persisted position (a new reader
+    /// starts at the oldest retained entry). See [`Tailer::ack`] for the delivery guarantee.
+    pub fn reader(&self, name: &str) -> Result<Tailer, ReaderError> {
+        validate_name(name)?;
+        let k = self.inner.claim_reader(name)?;
+        let pos = self.inner.meta.reader_word(k, 1).load(Ordering::Acquire);
+        match Tailer::at(self.inner.clone(), pos, Some(k)) {
+            Ok(t) => Ok(t),
+            Err(e) => {
+                self.inner.release_reader(k);
+                Err(ReaderError::Read(e))
+            }
+        }
+    }
+
+    /// Every named reader and its persisted position.
+    pub fn readers(&self) -> Vec<ReaderInfo> {
+        let m = &self.inner.meta;
+        (0..MAX_READERS)
+            .filter(|&k| m.reader_word(k, 0).load(Ordering::Acquire) == 1)
+            .filter_map(|k| {
+                let name = self.inner.reader_name(k)?;
+                let pid = m.reader_word(k, 2).load(Ordering::Relaxed);
+                let start = m.reader_word(k, 3).load(Ordering::Relaxed);
+                let holder = (pid != 0
+                    && process_is_alive(ProcessId {
+                        pid: pid as u32,
+                        start_time: start,
+                    }))
+                .then_some(pid as u32);
+                Some(ReaderInfo {
+                    name,
+                    position: m.reader_word(k, 1).load(Ordering::Acquire),
+                    holder_pid: holder,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes the named reader `name` (fails with `Busy` while a live process holds it).
+    pub fn remove_reader(&self, name: &str) -> Result<bool, ReaderError> {
+        validate_name(name)?;
+        let lock = self.inner.lock_readers()?;
+        let r = match self.inner.find_reader(name) {
+            Some(k) => {
+                self.inner.check_holder(k)?;
+                self.inner
+                    .meta
+                    .reader_word(k, 0)
+                    .store(0, Ordering::Release);
+                Ok(true)
+            }
+            None => Ok(false),
+        };
+        drop(lock);
+        r
+    }
+
+    /// A snapshot of cycles, entries, bytes, readers and appenders.
+    pub fn info(&self) -> Result<JournalInfo, ReadError> {
+        let inner = &self.inner;
+        let mut cycles = Vec::new();
+        for c in inner.list_cycles()? {
+            let Ok(cy) = CycleFiles::open(&inner.dir, c, &inner.meta.hdr) else {
+                continue;
+            };
+            let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
+            let file_bytes = cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
+                + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0);
+            cycles.push(CycleInfo {
+                cycle: c,
+                first_index: cy.hdr.first_index,
+                entries: n,
+                bytes: u * UNIT as u64,
+                file_bytes,
+                sealed,
+                bucket_start_ns: cy.hdr.bucket_start,
+            });
+        }
+        let first_index = cycles.first().map_or(0, |c| c.first_index);
+        let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
+        let appenders = inner
+            .meta
+            .participants()
+            .list()
+            .into_iter()
+            .filter(|p| p.role == ROLE_APPENDER)
+            .count();
+        Ok(JournalInfo {
+            dir: inner.dir.clone(),
+            format_version: JOURNAL_FORMAT_VERSION,
+            first_index,
+            next_index,
+            bytes: cycles.iter().map(|c| c.bytes).sum(),
+            file_bytes: cycles.iter().map(|c| c.file_bytes).sum(),
+            cycles,
+            readers: self.readers(),
+            appenders,
+        })
+    }
+
+    /// Applies the configured retention now.
+    pub fn gc(&self) -> Result<GcReport, io::Error> {
+        let h = &self.inner.meta.hdr;
+        let r = Retention {
+            max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
+            max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
+        };
+        self.gc_with(r)
+    }
+
+    /// Applies `retention` now (whatever the journal was configured with). Tailers still
+    /// reading a deleted cycle keep their mapping; a tailer that later needs a deleted
+    /// cycle reports [`ReadError::Gap`] and continues at the oldest retained entry.
+    pub fn gc_with(&self, retention: Retention) -> Result<GcReport, io::Error> {
+        self.inner.gc(retention)
+    }
+}
+
+/// A cycle in [`JournalInfo`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CycleInfo {
+    /// Cycle number.
+    pub cycle: u64,
+    /// Global index of its first entry.
+    pub first_index: u64,
+    /// Entries claimed in it (committed, abandoned or in flight).
+    pub entries: u64,
+    /// Bytes of its data area in use.
+    pub bytes: u64,
+    /// Bytes of its data and index files on disk.
+    pub file_bytes: u64,
+    /// No more entries will be added.
+    pub sealed: bool,
+    /// Start of its time bucket (CLOCK_REALTIME ns; 0 when rolling by size only).
+    pub bucket_start_ns: u64,
+}
+
+/// A named reader in [`JournalInfo`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderInfo {
+    /// Its name.
+    pub name: String,
+    /// Global index it resumes at.
+    pub position: u64,
+    /// The live process holding it, if any.
+    pub holder_pid: Option<u32>,
+}
+
+/// A snapshot from [`Journal::info`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalInfo {
+    /// The directory.
+    pub dir: PathBuf,
+    /// On-disk format version.
+    pub format_version: u32,
+    /// Cycles present, oldest first.
+    pub cycles: Vec<CycleInfo>,
+    /// Oldest retained global index.
+    pub first_index: u64,
+    /// Index the next entry will get.
+    pub next_index: u64,
+    /// Data bytes in use over all cycles.
+    pub bytes: u64,
+    /// Bytes of all cycle files on disk.
+    pub file_bytes: u64,
+    /// Named readers.
+    pub readers: Vec<ReaderInfo>,
+    /// Registered appenders.
+    pub appenders: usize,
+}
+
+/// What [`Journal::gc`] removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GcReport {
+    /// Cycles deleted.
+    pub removed_cycles: Vec<u64>,
+    /// Bytes of files deleted.
+    pub removed_bytes: u64,
+}
+
+impl Inner {
+    fn hdr(&self) -> &MetaHeader {
+        &self.meta.hdr
+    }
+
+    fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
+        CycleFiles::open(&self.dir, c, &self.meta.hdr)
+    }
+
+    /// Opens cycle `c`, creating it (as cycle 0 or as the successor of sealed `c-1`) if it
+    /// does not exist yet and `c` is not older than the current cycle.
+    fn open_or_create_cycle(&self, c: u64, ts: u64) -> Result<CycleFiles, OpenError> {
+        match self.open_cycle(c) {
+            Err(OpenError::NotFound { .. }) if c >= self.meta.current().load(Ordering::Acquire) => {
+            }
+            r => return r,
+        }
+        let first_index = if c == 0 {
+            0
+        } else {
+            let prev = self.open_cycle(c - 1)?;
+            seal(&prev);
+            let (_, n, _) = pos_parts(prev.pos().load(Ordering::Acquire));
+            prev.hdr.first_index + n
+        };
+        let (bucket_start, bucket_end) = bucket_for(self.hdr(), ts);
+        let hdr = CycleHeader {
+            cycle: c,
+            first_index,
+            bucket_start,
+            bucket_end,
+            cycle_bytes: self.hdr().cycle_bytes,
+        };
+        create_cycle(&self.dir, self.hdr(), self.mode, &hdr)
+            .map_err(|e| OpenError::io(&self.dir, e))?;
+        self.meta.current().fetch_max(c, Ordering::AcqRel);
+        self.meta.event().notify();
+        self.open_cycle(c)
+    }
+
+    fn first_index(&self) -> Result<u64, ReadError> {
+        for _ in 0..16 {
+            let f = self.meta.first().load(Ordering::Acquire);
+            match self.open_cycle(f) {
+                Ok(c) => return Ok(c.hdr.first_index),
+                Err(OpenError::NotFound { .. })
+                    if self.meta.first().load(Ordering::Acquire) != f =>
+                {
+                    continue
+                }
+                Err(e) => return Err(ReadError::Open(e)),
+            }
+        }
+        Err(ReadError::Open(OpenError::Io {
+            path: self.dir.clone(),
+            source: io::Error::other("cycles keep disappearing"),
+        }))
+    }
+
+    fn next_index(&self) -> Result<u64, ReadError> {
+        let c = self.meta.current().load(Ordering::Acquire);
+        let cy = self.open_or_create_cycle(c, realtime_ns())?;
+        let (_, n, _) = pos_parts(cy.pos().load(Ordering::Acquire));
+        Ok(cy.hdr.first_index + n)
+    }
+
+    fn list_cycles(&self) -> io::Result<Vec<u64>> {
+        let mut v: Vec<u64> = std::fs::read_dir(&self.dir)?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
+            .collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    /// Reclaims participant entries of dead processes, abandoning what they had claimed.
+    fn reclaim(&self) {
+        let table = self.meta.participants();
+        table.reclaim_dead(ProcessId::current(), process_is_alive, |index, entry| {
+            let a0 = entry.aux[0].load(Ordering::Acquire);
+            if a0 & BUSY != 0 {
+                let w = entry.aux[1].load(Ordering::Relaxed);
+                let units = entry.aux[2].load(Ordering::Relaxed);
+                self.abandon_dead_claim(index, a0 & !BUSY, w, units);
+            }
+            entry.aux[0].store(0, Ordering::Release);
+        });
+    }
+
+    /// Whether a participant other than `except` records a pending claim of `w` in cycle `c`.
+    fn claim_recorded_elsewhere(&self, except: usize, c: u64, w: u64) -> Option<u64> {
+        let table = self.meta.participants();
+        (0..table.len())
+            .filter(|&i| i != except && table.owner(i).is_some())
+            .find_map(|i| {
+                let e = table.entry(i);
+                let a0 = e.aux[0].load(Ordering::Acquire);
+                (a0 == BUSY | c && e.aux[1].load(Ordering::Relaxed) == w)
+                    .then(|| e.aux[2].load(Ordering::Relaxed))
+            })
+    }
+
+    fn abandon_dead_claim(&self, index: usize, c: u64, w: u64, units: u64) {
+        let Ok(cy) = self.open_cycle(c) else { return };
+        let (_, wn, wu) = pos_parts(w);
+        let (_, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
+        if wn >= n || self.claim_recorded_elsewhere(index, c, w).is_some() {
+            return; // the claim never happened, or a live appender holds it
+        }
+        if !units_fit(&cy, wu, units, u) {
+            return;
+        }
+        // Consistency with the next entry's index slot, when it is known.
+        if wn + 1 < n {
+            if let Some(s) = cy.index_slot(wn + 1) {
+                let v = s.load(Ordering::Relaxed) as u64;
+                if v != 0 && v - 1 != wu + units {
+                    return;
+                }
+            }
+        }
+        abandon_at(&cy, wu, units);
+        self.meta.event().notify();
+    }
+
+    fn recover(&self) -> Result<Vec<RecoveryReport>, OpenError> {
+        self.reclaim();
+        let c = self.meta.current().load(Ordering::Acquire);
+        let now = realtime_ns();
+        let cy = match self.open_or_create_cycle(c, now) {
+            Ok(cy) => cy,
+            Err(OpenError::Truncated { .. } | OpenError::Corrupt { .. }) => {
+                // The current cycle's header is gone: move the wreck aside and start the
+                // cycle again from its predecessor's end.
+                let d = self.dir.join(data_file_name(c));
+                let aside = self
+                    .dir
+                    .join(format!("{}.corrupt-{}", data_file_name(c), now));
+                std::fs::rename(&d, &aside).map_err(|e| OpenError::io(&d, e))?;
+                let _ = std::fs::remove_file(self.dir.join(index_file_name(c)));
+                self.open_or_create_cycle(c, now)?;
+                return Ok(vec![RecoveryReport {
+                    cycle: c,
+                    kept_entries: 0,
+                    dropped_entries: 0,
+                    dropped_bytes: 0,
+                    abandoned_holes: 0,
+                    reason: ScanStop::BadHeader,
+                }]);
+            }
+            Err(e) => return Err(e),
+        };
+        let max = self.hdr().max_entry;
+        let dsize = cy
+            .data_file
+            .metadata()
+            .map_err(|e| OpenError::io(&self.dir, e))?
+            .len()
+            .saturating_sub(CYCLE_HEADER_PAGE as u64);
+        let isize = cy
+            .index_file
+            .metadata()
+            .map_err(|e| OpenError::io(&self.dir, e))?
+            .len();
+        let avail = dsize.min(cy.cap_units * UNIT as u64) / UNIT as u64 * UNIT as u64;
+        let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
+        cy.alloc().store(
+            cy.alloc().load(Ordering::Relaxed).min(avail),
+            Ordering::Release,
+        );
+        cy.ialloc().store(
+            cy.ialloc()
+                .load(Ordering::Relaxed)
+                .min(isize.min(cy.index.len() as u64)),
+            Ordering::Release,
+        );
+        let claimed = (u * UNIT as u64).min(avail);
+        // SAFETY: we hold the exclusive lock: no other process has the journal open, so the
+        // bytes do not change while this slice lives; `claimed <= avail <=` the file size
+        // and the mapping length.
+        let data =
+            unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, claimed as usize) };
+        let (mut i, mut off, mut holes) = (0u64, 0u64, 0u64);
+        let mut reason = ScanStop::End;
+        while off < claimed && i < n {
+            match read_entry(data, off, i, max) {
+                Ok((
+                    ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. },
+                    ..,
+                )) => {
+                    i += 1;
+                    off += units * UNIT as u64;
+                }
+                Err(ScanStop::Unfinished) => {
+                    // A hole left by a dead writer: its end is the next entry's start.
+                    let next = if i + 1 == n {
+                        Some(u)
+                    } else {
+                        cy.index_slot(i + 1)
+                            .map(|s| s.load(Ordering::Relaxed) as u64)
+                            .filter(|&v| v != 0)
+                            .map(|v| v - 1)
+                    };
+                    let units = next
+                        .map(|nu| nu.saturating_sub(off / UNIT as u64))
+                        .unwrap_or(0);
+                    let ok = units_fit(&cy, off / UNIT as u64, units, u)
+                        && (off + units * UNIT as u64) <= claimed
+                        && (i + 1 == n
+                            || read_entry(data, off + units * UNIT as u64, i + 1, max).is_ok());
+                    if !ok {
+                        reason = ScanStop::Unfinished;
+                        break;
+                    }
+                    cy.entry_word(off)
+                        .store(entry_word(ST_ABANDONED, 0, units), Ordering::Release);
+                    holes += 1;
+                    i += 1;
+                    off += units * UNIT as u64;
+                }
+                Err(stop) => {
+                    reason = stop;
+                    break;
+                }
+            }
+        }
+        // Entries committed past the position word (flush mode after a power loss: the
+        // entries' pages were synced, the header page with the position word was not).
+        let (n, u) = if i == n && off == u * UNIT as u64 && !sealed {
+            let alloc = cy.alloc().load(Ordering::Acquire).min(avail);
+            // SAFETY: we are alone (exclusive lock), and `alloc <= avail` lies inside both
+            // the file and the mapping.
+            let all =
+                unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, alloc as usize) };
+            while let Ok((ScannedEntry::Committed { units, .. }, ..)) = read_entry(all, off, i, max)
+            {
+                if let Some(s) = cy.index_slot(i) {
+                    s.store((off / UNIT as u64 + 1) as u32, Ordering::Relaxed);
+                }
+                i += 1;
+                off += units * UNIT as u64;
+            }
+            if i > n {
+                cy.pos()
+                    .store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
+            }
+            (i, off / UNIT as u64)
+        } else {
+            (n, u)
+        };
+        if i == n && off < u * UNIT as u64 {
+            reason = ScanStop::PastEnd;
+        }
+        if i == n && off == u * UNIT as u64 {
+            return Ok(if holes > 0 {
+                vec![RecoveryReport {
+                    cycle: c,
+                    kept_entries: n,
+                    dropped_entries: 0,
+                    dropped_bytes: 0,
+                    abandoned_holes: holes,
+                    reason,
+                }]
+            } else {
+                Vec::new()
+            });
+        }
+        // Cut: zero the junk (within the backed file) so it is never read as a header.
+        let junk_end = (u * UNIT as u64).min(avail);
+        if junk_end > off {
+            // SAFETY: `off..junk_end` lies inside the backed data area; we are alone.
+            unsafe { std::ptr::write_bytes(cy.data_ptr(off), 0, (junk_end - off) as usize) };
+        }
+        for k in i..n {
+            match cy.index_slot(k) {
+                Some(s) => s.store(0, Ordering::Relaxed),
+                None => break,
+            }
+        }
+        cy.pos()
+            .store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
+        let _ = sealed;
+        let _ = files::fdatasync(&cy.data_file);
+        Ok(vec![RecoveryReport {
+            cycle: c,
+            kept_entries: i,
+            dropped_entries: n - i,
+            dropped_bytes: u * UNIT as u64 - off,
+            abandoned_holes: holes,
+            reason,
+        }])
+    }
+
+    fn gc(&self, r: Retention) -> io::Result<GcReport> {
+        self.reclaim();
+        let cycles = self.list_cycles()?;
+        let current = self.meta.current().load(Ordering::Acquire);
+        let mut rep = GcReport::default();
+        let older: Vec<u64> = cycles.iter().copied().filter(|&c| c < current).collect();
+        let total = cycles.len() as u64;
+        for (k, &c) in older.iter().enumerate() {
+            let remaining = total - k as u64;
+            let by_count = r.max_cycles.is_some_and(|m| remaining > m.max(1));
+            let dpath = self.dir.join(data_file_name(c));
+            let by_age = r.max_age.is_some_and(|age| {
+                std::fs::metadata(&dpath)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|e| e > age)
+            });
+            if !by_count && !by_age {
+                break;
+            }
+            // Publish first, then delete: tailers that miss the file see `first` moved.
+            self.meta.first().fetch_max(c + 1, Ordering::AcqRel);
+            let ipath = self.dir.join(index_file_name(c));
+            for p in [&dpath, &ipath] {
+                if let Ok(m) = std::fs::metadata(p) {
+                    rep.removed_bytes += m.len();
+                }
+                match std::fs::remove_file(p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            rep.removed_cycles.push(c);
+        }
+        Ok(rep)
+    }
+
+    /// First global index whose entry has a timestamp `>= ts`.
+    fn search_time(&self, ts: u64) -> Result<u64, ReadError> {
+        let max = self.hdr().max_entry;
+        for c in self.list_cycles()? {
+            let Ok(cy) = self.open_cycle(c) else { continue };
+            let (_, n, _) = pos_parts(cy.pos().load(Ordering::Acquire));
+            let ts_at = |i: u64| -> Option<u64> {
+                // The first readable entry at or after i (bounded probe).
+                (i..n.min(i + 64)).find_map(|k| entry_ts(&cy, k, max))
+            };
+            let last_ts = (0..n).rev().take(64).find_map(|k| entry_ts(&cy, k, max));
+            if n == 0 || last_ts.is_some_and(|t| t < ts) {
+                continue;
+            }
+            let (mut lo, mut hi) = (0u64, n);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match ts_at(mid) {
+                    Some(t) if t < ts => lo = mid + 1,
+                    _ => hi = mid,
+                }
+            }
+            if lo < n {
+                return Ok(cy.hdr.first_index + lo);
+            }
+        }
+        self.next_index()
+    }
+
+    // ---- named readers ----
+
+    fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
+        let p = self.dir.join(READERS_LOCK_FILE);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&p)
+            .map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
+        files::flock(&f, libc::LOCK_EX).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
+        Ok(f)
+    }
+
+    fn reader_name(&self, k: usize) -> Option<String> {
+        let m = &self.meta;
+        let len = m.reader_word(k, 5).load(Ordering::Relaxed) as usize;
+        if len == 0 || len > 64 {
+            return None;
+        }
+        let mut b = [0u8; 64];
+        for w in 0..8 {
+            b[w * 8..w * 8 + 8].copy_from_slice(
+                &m.reader_word(k, 8 + w)
+                    .load(Ordering::Relaxed)
+                    .to_le_bytes(),
+            );
+        }
+        let s = std::str::from_utf8(&b[..len]).ok()?;
+        validate_name(s).ok()?;
+        Some(s.to_owned())
+    }
+
+    fn find_reader(&self, name: &str) -> Option<usize> {
+        (0..MAX_READERS).find(|&k| {
+            self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1
+                && self.reader_name(k).as_deref() == Some(name)
+        })
+    }
+
+    fn check_holder(&self, k: usize) -> Result<(), ReaderError> {
+        let m = &self.meta;
+        let pid = m.reader_word(k, 2).load(Ordering::Acquire);
+        let start = m.reader_word(k, 3).load(Ordering::Relaxed);
+        if pid != 0
+            && process_is_alive(ProcessId {
+                pid: pid as u32,
+                start_time: start,
+            })
+        {
+            return Err(ReaderError::Busy {
+                holder_pid: pid as u32,
+            });
+        }
+        Ok(())
+    }
+
+    fn claim_reader(&self, name: &str) -> Result<usize, ReaderError> {
+        let _lock = self.lock_readers()?;
+        let m = &self.meta;
+        let k = match self.find_reader(name) {
+            Some(k) => {
+                self.check_holder(k)?;
+                k
+            }
+            None => {
+                let k = (0..MAX_READERS)
+                    .find(|&k| m.reader_word(k, 0).load(Ordering::Acquire) != 1)
+                    .ok_or(ReaderError::TableFull { max: MAX_READERS })?;
+                let mut b = [0u8; 64];
+                b[..name.len()].copy_from_slice(name.as_bytes());
+                for w in 0..8 {
+                    m.reader_word(k, 8 + w).store(
+                        u64::from_le_bytes(b[w * 8..w * 8 + 8].try_into().unwrap_or_default()),
+                        Ordering::Relaxed,
+                    );
+                }
+                m.reader_word(k, 5)
+                    .store(name.len() as u64, Ordering::Relaxed);
+                let first = self.first_index().map_err(ReaderError::Read)?;
+                m.reader_word(k, 1).store(first, Ordering::Relaxed);
+                // Pairs with the Acquire loads of the state word in `find_reader`/`readers`.
+                m.reader_word(k, 0).store(1, Ordering::Release);
+                k
+            }
+        };
+        let me = ProcessId::current();
+        m.reader_word(k, 3).store(me.start_time, Ordering::Relaxed);
+        m.reader_word(k, 2).store(me.pid as u64, Ordering::Release);
+        Ok(k)
+    }
+
+    fn release_reader(&self, k: usize) {
+        let m = &self.meta;
+        if m.reader_word(k, 2).load(Ordering::Relaxed) == ProcessId::current().pid as u64 {
+            m.reader_word(k, 2).store(0, Ordering::Release);
+        }
+    }
+
+    fn store_reader_pos(&self, k: usize, pos: u64) {
+        let m = &self.meta;
+        // Pairs with the Acquire load in `Journal::reader`: one aligned 8-byte store, so the
+        // persisted position is always a whole value, never torn, whenever the process dies.
+        m.reader_word(k, 1).store(pos, Ordering::Release);
+        m.reader_word(k, 4).store(realtime_ns(), Ordering::Relaxed);
+        if m.hdr.durability == 1 {
+            let _ = files::msync_range(
+                &m.map,
+                META_READERS_OFFSET + k * READER_ENTRY_SIZE,
+                READER_ENTRY_SIZE,
+            );
+        }
+    }
+}
+
+/// Whether an entry of `units` at unit offset `at` fits before the claimed end `end`.
+fn units_fit(cy: &CycleFiles, at: u64, units: u64, end: u64) -> bool {
+    units >= (ENTRY_HEADER / UNIT) as u64
+        && units <= cy.cap_units
+        && at.checked_add(units).is_some_and(|e| e <= end)
+        && (at + (ENTRY_HEADER / UNIT) as u64) * UNIT as u64 <= cy.alloc().load(Ordering::Acquire)
+}
+
+/// Marks the entry at unit offset `at` abandoned if it is unwritten or reserved.
+fn abandon_at(cy: &CycleFiles, at: u64, units: u64) -> bool {
+    protocol::abandon_entry(cy.entry_word(at * UNIT as u64), units)
+}
+
+fn seal(cy: &CycleFiles) {
+    protocol::seal(cy.pos());
+}
+
+/// Timestamp of in-cycle entry `i` if it is committed and valid.
+fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
+    let off = (cy.index_slot(i)?.load(Ordering::Relaxed) as u64).checked_sub(1)? * UNIT as u64;
+    let (_, _, u) = pos_parts(cy.pos().load(Ordering::Acquire));
+    if off + ENTRY_HEADER as u64 > u * UNIT as u64 {
+        return None;
+    }
+    let w = cy.entry_word(off).load(Ordering::Acquire);
+    let (st, _, units) = entry_word_parts(w);
+    if st != ST_COMMITTED || !units_fit(cy, off / UNIT as u64, units, u) {
+        return None;
+    }
+    // SAFETY: committed (Acquire above pairs with the Release CAS in `commit`), so the
+    // entry's bytes are final; `units_fit` checked they lie in the claimed, backed area.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            cy.data_ptr(off) as *const u8,
+            (units * UNIT as u64) as usize,
+        )
+    };
+    match read_entry(bytes, 0, i, max) {
+        Ok((ScannedEntry::Committed { ts, .. }, ..)) => Some(ts),
+        _ => None,
+    }
+}
+
+// ---- appending ----------------------------------------------------------------------------
+
+/// Appending to a journal failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AppendError {
+    /// The entry is larger than the journal's `max_entry`.
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// All 128 appender entries of the journal are held by live processes.
+    TooManyAppenders,
+    /// A cycle file could not be opened, created or grown.
+    Open(OpenError),
+    /// A file operation failed (growing, syncing).
+    Io(io::Error),
+    /// The entry was abandoned by readers before it was committed (see
+    /// [`CommitError::Abandoned`]) too many times in a row.
+    Abandoned,
+}
+
+impl fmt::Display for AppendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AppendError::TooLarge { len, max } => write!(f, "entry of {len} bytes exceeds the journal's max entry size {max}; split it or create the journal with a larger max_entry"),
+            AppendError::TooManyAppenders => f.write_str("all 128 appender slots of the journal are held by live processes; drop some appenders"),
+            AppendError::Open(e) => write!(f, "journal cycle: {e}"),
+            AppendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
+            AppendError::Abandoned => f.write_str("the entry was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append again"),
+        }
+    }
+}
+
+impl std::error::Error for AppendError {}
+
+impl From<OpenError> for AppendError {
+    fn from(e: OpenError) -> Self {
+        AppendError::Open(e)
+    }
+}
+
+/// Committing a reservation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitError {
+    /// Readers gave up on this entry (it stayed reserved longer than the journal's abandon
+    /// timeout) and skipped it; its data is not in the journal. Append it again.
+    Abandoned {
+        /// The index the entry had.
+        index: u64,
+    },
+}
+
+impl fmt::Display for CommitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommitError::Abandoned { index } => write!(f, "entry {index} was abandoned by readers before commit (reserved longer than the abandon timeout); append it again"),
+        }
+    }
+}
+
+impl std::error::Error for CommitError {}
+
+/// Writes entries. `Send`; one per thread.
+#[derive(Debug)]
+pub struct Appender {
+    inner: Arc<Inner>,
+    slot: usize,
+    cy: CycleFiles,
+    alloc: u64,
+    ialloc: u64,
+    compress: bool,
+    scratch: Vec<u8>,
+    syncer: Option<Syncer>,
+}
+
+#[derive(Debug)]
+struct Syncer {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+impl Appender {
+    fn new(inner: Arc<Inner>) -> Result<Appender, AppendError> {
+        inner.reclaim();
+        let table = inner.meta.participants();
+        let slot = table
+            .register(ProcessId::current(), ROLE_APPENDER, 0..table.len())
+            .ok_or(AppendError::TooManyAppenders)?;
+        let c = inner.meta.current().load(Ordering::Acquire);
+        let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
+            Ok(cy) => cy,
+            Err(e) => {
+                table.release(slot);
+                return Err(e.into());
+            }
+        };
+        let syncer = match inner.hdr().durability {
+            2 => {
+                let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let (s2, i2) = (stop.clone(), inner.clone());
+                let period = Duration::from_millis(inner.hdr().periodic_ms);
+                let thread = std::thread::Builder::new()
+                    .name("shmbus-journal-sync".into())
+                    .spawn(move || {
+                        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                            std::thread::park_timeout(period);
+                            let c = i2.meta.current().load(Ordering::Acquire);
+                            for name in [data_file_name(c), index_file_name(c)] {
+                                if let Ok(f) = files::open_rw(&i2.dir.join(name)) {
+                                    let _ = files::fdatasync(&f);
+                                }
+                            }
+                            let _ = files::msync_range(&i2.meta.map, 0, META_SIZE);
+                        }
+                    })
+                    .map_err(AppendError::Io)?;
+                Some(Syncer {
+                    stop,
+                    thread: Some(thread),
+                })
+            }
+            _ => None,
+        };
+        Ok(Appender {
+            inner,
+            slot,
+            cy,
+            alloc: 0,
+            ialloc: 0,
+            compress: false,
+            scratch: Vec::new(),
+            syncer,
+        })
+    }
+
+    /// Compress entries of at least 64 bytes with lz4 in [`Appender::append`] when that
+    /// makes them smaller (flagged per entry; readers decompress transparently).
+    pub fn set_compression(&mut self, on: bool) {
+        self.compress = on;
+    }
+
+    /// Copies `data` in as one entry and commits it. Returns its global index.
+    pub fn append(&mut self, data: &[u8]) -> Result<u64, AppendError> {
+        for _ in 0..8 {
+            let r = if self.compress && data.len() >= 64 {
+                let mut buf = std::mem::take(&mut self.scratch);
+                buf.resize(lz4_flex::block::get_maximum_output_size(data.len()), 0);
+                let r = match lz4_flex::block::compress_into(data, &mut buf) {
+                    Ok(n) if n < data.len() => self.reserve_inner(n).map(|mut res| {
+                        res.as_mut_slice().copy_from_slice(&buf[..n]);
+                        res.commit_inner(FLAG_LZ4, data.len() as u32)
+                    }),
+                    _ => self.copy_append(data),
+                };
+                self.scratch = buf;
+                r
+            } else {
+                self.copy_append(data)
+            };
+            match r? {
+                Ok(i) => return Ok(i),
+                Err(CommitError::Abandoned { .. }) => continue,
+            }
+        }
+        Err(AppendError::Abandoned)
+    }
+
+    fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, CommitError>, AppendError> {
+        let mut res = self.reserve_inner(data.len())?;
+        res.as_mut_slice().copy_from_slice(data);
+        Ok(res.commit_inner(0, data.len() as u32))
+    }
+
+    /// Claims room for an entry of exactly `len` bytes, to be written in place and
+    /// committed (zero-copy). Reserved entries are never compressed.
+    pub fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
+        self.reserve_inner(len)
+    }
+
+    fn reserve_inner(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
+        let max = self.inner.hdr().max_entry;
+        if len as u64 > max {
+            return Err(AppendError::TooLarge { len, max });
+        }
+        let units = entry_units(len);
+        loop {
+            let ts = realtime_ns();
+            if ts >= self.cy.hdr.bucket_end {
+                seal(&self.cy);
+            }
+            let w = self.cy.pos().load(Ordering::Acquire);
+            let (sealed, n, u) = pos_parts(w);
+            if sealed {
+                self.advance()?;
+                continue;
+            }
+            if u + units > self.cy.cap_units || n + 1 >= self.cy.max_entries {
+                seal(&self.cy);
+                continue;
+            }
+            let end = (u + units) * UNIT as u64;
+            if end > self.alloc {
+                self.grow_data(end)?;
+            }
+            if (n + 1) * 4 > self.ialloc {
+                self.grow_index((n + 1) * 4)?;
+            }
+            // Record the claim before making it, for whoever reclaims us if we die.
+            let aux = &self.inner.meta.participants().entry(self.slot).aux;
+            aux[1].store(w, Ordering::Relaxed);
+            aux[2].store(units, Ordering::Relaxed);
+            aux[0].store(BUSY | self.cy.num, Ordering::Release);
+            // Pairs with the Acquire loads of `pos` by readers and reclaimers: our aux
+            // stores above happen-before anyone sees the claim.
+            if !protocol::try_claim(self.cy.pos(), w, units) {
+                continue;
+            }
+            let off = u * UNIT as u64;
+            let hw = self.cy.entry_word(off);
+            if !protocol::reserve_entry(hw, units) {
+                // Already abandoned by a reader (we stalled past the timeout): claim again.
+                aux[0].store(0, Ordering::Release);
+                continue;
+            }
+            if let Some(s) = self.cy.index_slot(n) {
+                s.store((u + 1) as u32, Ordering::Relaxed);
+            }
+            return Ok(Reservation {
+                app: self,
+                off,
+                n,
+                units,
+                len,
+                ts,
+                done: false,
+            });
+        }
+    }
+
+    fn advance(&mut self) -> Result<(), AppendError> {
+        let current = self.inner.meta.current().load(Ordering::Acquire);
+        let next = if current > self.cy.num {
+            current
+        } else {
+            self.cy.num + 1
+        };
+        let created = next > current;
+        self.cy = self.inner.open_or_create_cycle(next, realtime_ns())?;
+        self.alloc = 0;
+        self.ialloc = 0;
+        let h = self.inner.hdr();
+        if created && (h.retain_cycles != 0 || h.retain_secs != 0) {
+            let r = Retention {
+                max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
+                max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
+            };
+            let _ = self.inner.gc(r);
+        }
+        Ok(())
+    }
+
+    fn grow_data(&mut self, end: u64) -> Result<(), AppendError> {
+        // Pairs with the Release fetch_max below (here or in another appender).
+        self.alloc = self.cy.alloc().load(Ordering::Acquire);
+        if end <= self.alloc {
+            return Ok(());
+        }
+        let h = self.inner.hdr();
+        let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.cycle_bytes);
+        files::grow(&self.cy.data_file, CYCLE_HEADER_PAGE as u64 + want)
+            .map_err(AppendError::Io)?;
+        if h.durability == 1 {
+            files::fdatasync(&self.cy.data_file).map_err(AppendError::Io)?;
+        }
+        files::populate(
+            &self.cy.data,
+            CYCLE_HEADER_PAGE + self.alloc as usize,
+            (want - self.alloc) as usize,
+        );
+        // Release: pairs with the Acquire loads of `alloc` (readers' bounds, other
+        // appenders): the file is this long before anyone may claim or read below `want`.
+        self.cy.alloc().fetch_max(want, Ordering::AcqRel);
+        self.alloc = want;
+        Ok(())
+    }
+
+    fn grow_index(&mut self, end: u64) -> Result<(), AppendError> {
+        self.ialloc = self.cy.ialloc().load(Ordering::Acquire);
+        if end <= self.ialloc {
+            return Ok(());
+        }
+        let h = self.inner.hdr();
+        let want =
+            (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
+        files::grow(&self.cy.index_file, want).map_err(AppendError::Io)?;
+        // Pairs with the Acquire load in `CycleFiles::index_slot`.
+        self.cy.ialloc().fetch_max(want, Ordering::AcqRel);
+        self.ialloc = want;
+        Ok(())
+    }
+}
+
+impl Drop for Appender {
+    fn drop(&mut self) {
+        self.syncer.take();
+        self.inner.meta.participants().entry(self.slot).aux[0].store(0, Ordering::Release);
+        self.inner.meta.participants().release(self.slot);
+    }
+}
+
+/// Room for one entry, claimed by [`Appender::reserve`]: write it through
+/// [`Reservation::as_mut_slice`], then [`Reservation::commit`]. Dropped uncommitted, the
+/// entry is abandoned (readers skip it).
+#[derive(Debug)]
+pub struct Reservation<'a> {
+    app: &'a mut Appender,
+    off: u64,
+    n: u64,
+    units: u64,
+    len: usize,
+    ts: u64,
+    done: bool,
+}
+
+impl Reservation<'_> {
+    /// The entry's bytes, to fill in.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
+        // before the claim) and ours alone until commit: no reader reads them before the
+        // Release CAS to COMMITTED, no other appender can claim them.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64),
+                self.len,
+            )
+        }
+    }
+
+    /// The global index this entry will have.
+    pub fn index(&self) -> u64 {
+        self.app.cy.hdr.first_index + self.n
+    }
+
+    /// Publishes the entry. Returns its global index.
+    pub fn commit(self) -> Result<u64, CommitError> {
+        let len = self.len as u32;
+        self.commit_inner(0, len)
+    }
+
+    fn commit_inner(mut self, flags: u64, raw_len: u32) -> Result<u64, CommitError> {
+        self.done = true;
+        let cy = &self.app.cy;
+        let p = cy.data_ptr(self.off);
+        let len = self.len as u32;
+        let idx = self.n as u32;
+        // SAFETY: the payload was written by us (see `as_mut_slice`) and is stable.
+        let payload =
+            unsafe { std::slice::from_raw_parts(p.add(ENTRY_HEADER) as *const u8, self.len) };
+        let crc = entry_crc(len, raw_len, self.ts, idx, flags, payload);
+        // SAFETY: header bytes 8..32 of our claimed entry; 8-aligned; ours until commit.
+        unsafe {
+            std::ptr::write(p.add(8) as *mut u32, len.to_le());
+            std::ptr::write(p.add(12) as *mut u32, raw_len.to_le());
+            std::ptr::write(p.add(16) as *mut u64, self.ts.to_le());
+            std::ptr::write(p.add(24) as *mut u32, idx.to_le());
+            std::ptr::write(p.add(28) as *mut u32, crc.to_le());
+        }
+        let hw = cy.entry_word(self.off);
+        // Release (inside): every byte above happens-before a reader that sees COMMITTED.
+        let committed = protocol::commit_entry(hw, self.units, flags);
+        let aux = &self.app.inner.meta.participants().entry(self.app.slot).aux;
+        aux[0].store(0, Ordering::Release);
+        let index = cy.hdr.first_index + self.n;
+        self.app.inner.meta.event().notify();
+        if !committed {
+            return Err(CommitError::Abandoned { index });
+        }
+        if self.app.inner.hdr().durability == 1 {
+            let _ = files::msync_range(
+                &cy.data,
+                CYCLE_HEADER_PAGE + self.off as usize,
+                (self.units * UNIT as u64) as usize,
+            );
+        }
+        Ok(index)
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);
+            self.app.inner.meta.participants().entry(self.app.slot).aux[0]
+                .store(0, Ordering::Release);
+            self.app.inner.meta.event().notify();
+        }
+    }
+}
+
+// ---- reading ------------------------------------------------------------------------------
+
+/// One entry, borrowed from the tailer until its next call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// Global index (dense, identical for every reader).
+    pub index: u64,
+    /// CLOCK_REALTIME nanoseconds taken by the appender when it reserved the entry.
+    pub ts_ns: u64,
+    /// The payload (decompressed if it was stored compressed).
+    pub data: &'a [u8],
+}
+
+impl Entry<'_> {
+    /// Payload length.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+}
+
+/// Reading failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// Entries `from..to` were deleted by retention before this tailer read them; it
+    /// continues at `to`.
+    Gap {
+        /// First missing index.
+        from: u64,
+        /// Where the tailer continues.
+        to: u64,
+    },
+    /// Entry `index` fails its checks (CRC, header); the tailer skips it (or the rest of its
+    /// cycle if its size is unusable).
+    Corrupt {
+        /// The entry.
+        index: u64,
+        /// What failed.
+        what: &'static str,
+    },
+    /// A cycle file could not be opened.
+    Open(OpenError),
+    /// Listing the directory failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Gap { from, to } => write!(f, "entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
+            ReadError::Corrupt { index, what } => write!(f, "journal entry {index} is corrupt ({what}); it is skipped"),
+            ReadError::Open(e) => write!(f, "journal cycle: {e}"),
+            ReadError::Io(e) => write!(f, "journal directory: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl From<OpenError> for ReadError {
+    fn from(e: OpenError) -> Self {
+        ReadError::Open(e)
+    }
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+/// Opening a named reader failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReaderError {
+    /// The name is not acceptable (same rules as channel names: no path separators).
+    InvalidName(NameError),
+    /// A live process holds this reader.
+    Busy {
+        /// Its pid.
+        holder_pid: u32,
+    },
+    /// All reader entries are used.
+    TableFull {
+        /// The table size.
+        max: usize,
+    },
+    /// The reader lock file could not be used.
+    Io(OpenError),
+    /// Positioning the reader failed.
+    Read(ReadError),
+}
+
+impl fmt::Display for ReaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReaderError::InvalidName(e) => write!(f, "reader name: {e}"),
+            ReaderError::Busy { holder_pid } => write!(f, "the named reader is held by live process {holder_pid}; stop it first or use another name"),
+            ReaderError::TableFull { max } => write!(f, "all {max} named readers are in use; remove unused ones (`Journal::remove_reader`)"),
+            ReaderError::Io(e) => write!(f, "{e}"),
+            ReaderError::Read(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReaderError {}
+
+impl From<NameError> for ReaderError {
+    fn from(e: NameError) -> Self {
+        ReaderError::InvalidName(e)
+    }
+}
+
+enum Step {
+    Entry {
+        off: u64,
+        len: usize,
+        flags: u64,
+        raw_len: u64,
+        ts: u64,
+        index: u64,
+    },
+    Empty,
+}
+
+/// Reads entries in index order; any number per journal, in any process. A named reader
+/// (from [`Journal::reader`]) also persists its position.
+#[derive(Debug)]
+pub struct Tailer {
+    inner: Arc<Inner>,
+    cy: CycleFiles,
+    /// In-cycle index and byte offset of the next entry.
+    i: u64,
+    off: u64,
+    /// Deliver nothing below this global index (positioning without an index slot).
+    skip_until: u64,
+    scratch: Vec<u8>,
+    stuck_since: Cell<Option<(u64, Instant)>>,
+    last_reclaim: Cell<Option<Instant>>,
+    named: Option<usize>,
+    policy: WaitPolicy,
+    pending_gap: Option<(u64, u64)>,
+}
+
+impl Tailer {
+    fn at(inner: Arc<Inner>, index: u64, named: Option<usize>) -> Result<Tailer, ReadError> {
+        let cycles = inner.list_cycles()?;
+        let current = inner.meta.current().load(Ordering::Acquire);
+        // The newest cycle whose first index is <= index.
+        let mut chosen = None;
+        for &c in cycles.iter().rev() {
+            match inner.open_cycle(c) {
+                Ok(cy) if cy.hdr.first_index <= index => {
+                    chosen = Some(cy);
+                    break;
+                }
+                Ok(cy) => chosen = Some(cy),
+                Err(OpenError::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let cy = match chosen {
+            Some(cy) => cy,
+            None => inner.open_or_create_cycle(current, realtime_ns())?,
+        };
+        let mut t = Tailer {
+            inner,
+            i: 0,
+            off: 0,
+            skip_until: index.max(cy.hdr.first_index),
+            cy,
+            scratch: Vec::new(),
+            stuck_since: Cell::new(None),
+            last_reclaim: Cell::new(None),
+            named,
+            policy: WaitPolicy::default(),
+            pending_gap: None,
+        };
+        if index < t.cy.hdr.first_index {
+            t.pending_gap = Some((index, t.cy.hdr.first_index));
+        }
+        // Jump straight to the entry when its index slot is written and checks out.
+        let target = t.skip_until - t.cy.hdr.first_index;
+        if target > 0 {
+            if let Some(off) =
+                t.cy.index_slot(target)
+                    .map(|s| s.load(Ordering::Relaxed) as u64)
+                    .filter(|&v| v != 0)
+                    .map(|v| (v - 1) * UNIT as u64)
+            {
+                if entry_ts(&t.cy, target, t.inner.hdr().max_entry).is_some() {
+                    t.i = target;
+                    t.off = off;
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// Sets the spin-then-sleep policy of the blocking calls.
+    pub fn set_wait_policy(&mut self, p: WaitPolicy) {
+        self.policy = p;
+    }
+
+    /// Global index of the next entry this tailer will look at.
+    pub fn position(&self) -> u64 {
+        (self.cy.hdr.first_index + self.i).max(self.skip_until)
+    }
+
+    /// The next entry if one is committed now; `Ok(None)` at the end.
+    pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
+        match self.step()? {
+            Step::Entry {
+                off,
+                len,
+                flags,
+                raw_len,
+                ts,
+                index,
+            } => self
+                .materialize(off, len, flags, raw_len, ts, index)
+                .map(Some),
+            Step::Empty => Ok(None),
+        }
+    }
+
+    /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
+    /// the timeout passes.
+    pub fn next_timeout(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Entry<'_>>, ReadError> {
+        let deadline = crate::wait::deadline_after(timeout);
+        loop {
+            if let Step::Entry {
+                off,
+                len,
+                flags,
+                raw_len,
+                ts,
+                index,
+            } = self.step()?
+            {
+                return self
+                    .materialize(off, len, flags, raw_len, ts, index)
+                    .map(Some);
+            }
+            let this = &*self;
+            let recheck = this.recheck_interval();
+            let ev = this.inner.meta.event();
+            if crate::wait::block_on(ev, this.policy, deadline, recheck, || {
+                this.peek_ready().then_some(())
+            })
+            .is_none()
+            {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Persists "everything up to and including the last delivered entry is done" for a
+    /// named reader (no-op for plain tailers). Without `ack`, each `next` persists the
+    /// position of the entry it returns, so after a crash that entry is delivered again:
+    /// at-least-once, with a duplicate window of exactly the last delivered entry.
+    pub fn ack(&self) {
+        if let Some(k) = self.named {
+            self.inner.store_reader_pos(k, self.position());
+        }
+    }
+
+    fn recheck_interval(&self) -> Option<Duration> {
+        let (sealed, n, _) = pos_parts(self.cy.pos().load(Ordering::Acquire));
+        if self.i < n || sealed {
+            Some(Duration::from_millis(2))
+        } else {
+            None
+        }
+    }
+
+    /// Whether `step` would make progress (an entry, a skip, a cycle change).
+    fn peek_ready(&self) -> bool {
+        if self.pending_gap.is_some() {
+            return true;
+        }
+        let (sealed, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
+        if self.i >= n {
+            return sealed && self.next_cycle_exists();
+        }
+        if self.off + ENTRY_HEADER as u64 > u * UNIT as u64
+            || !units_fit(
+                &self.cy,
+                self.off / UNIT as u64,
+                (ENTRY_HEADER / UNIT) as u64,
+                u,
+            )
+        {
+            return true; // inconsistent: let step report it
+        }
+        let (st, _, _) = entry_word_parts(self.cy.entry_word(self.off).load(Ordering::Acquire));
+        if st == ST_COMMITTED || st == ST_ABANDONED {
+            return true;
+        }
+        self.handle_in_flight(n, u);
+        false
+    }
+
+    fn next_cycle_exists(&self) -> bool {
+        self.inner.meta.current().load(Ordering::Acquire) > self.cy.num
+            || self.stuck_for(u64::MAX) > Duration::from_millis(20)
+    }
+
+    fn stuck_for(&self, key: u64) -> Duration {
+        let key = key ^ (self.cy.num << 40) ^ self.i;
+        match self.stuck_since.get() {
+            Some((k, t)) if k == key => t.elapsed(),
+            _ => {
+                self.stuck_since.set(Some((key, Instant::now())));
+                Duration::ZERO
+            }
+        }
+    }
+
+    /// The next entry is claimed but not committed: detect dead or stuck appenders.
+    fn handle_in_flight(&self, n: u64, u: u64) {
+        let waited = self.stuck_for(0);
+        if waited < Duration::from_millis(1) {
+            return;
+        }
+        if self
+            .last_reclaim
+            .get()
+            .map_or(true, |t| t.elapsed() > Duration::from_millis(5))
+        {
+            self.last_reclaim.set(Some(Instant::now()));
+            self.inner.reclaim();
+        }
+        if waited >= Duration::from_millis(self.inner.hdr().abandon_ms) {
+            self.force_abandon(n, u);
+        }
+    }
+
+    /// Abandons the entry at our position after the abandon timeout.
+    fn force_abandon(&self, n: u64, u: u64) {
+        let at = self.off / UNIT as u64;
+        let w0 = self.cy.entry_word(self.off).load(Ordering::Acquire);
+        let (st, _, cu) = entry_word_parts(w0);
+        let units = if st == ST_RESERVED {
+            Some(cu)
+        } else if w0 == 0 {
+            let w = pos_word(false, self.i, at);
+            self.inner
+                .claim_recorded_elsewhere(usize::MAX, self.cy.num, w)
+                .or_else(|| {
+                    if self.i + 1 == n {
+                        Some(u - at)
+                    } else {
+                        self.cy
+                            .index_slot(self.i + 1)
+                            .map(|s| s.load(Ordering::Relaxed) as u64)
+                            .filter(|&v| v != 0)
+                            .map(|v| (v - 1).saturating_sub(at))
+                    }
+                })
+        } else {
+            None
+        };
+        if let Some(units) = units.filter(|&k| units_fit(&self.cy, at, k, u)) {
+            if abandon_at(&self.cy, at, units) {
+                self.inner.meta.event().notify();
+            }
+        }
+    }
+
+    fn step(&mut self) -> Result<Step, ReadError> {
+        if let Some((from, to)) = self.pending_gap.take() {
+            return Err(ReadError::Gap { from, to });
+        }
+        let max = self.inner.hdr().max_entry;
+        loop {
+            let (sealed, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
+            if self.i >= n {
+                if !sealed {
+                    return Ok(Step::Empty);
+                }
+                if !self.move_next()? {
+                    return Ok(Step::Empty);
+                }
+                continue;
+            }
+            let global = self.cy.hdr.first_index + self.i;
+            if !units_fit(
+                &self.cy,
+                self.off / UNIT as u64,
+                (ENTRY_HEADER / UNIT) as u64,
+                u,
+            ) {
+                // The position word and our offset disagree: nothing more in this cycle is
+                // trustworthy. Move on if we can.
+                self.i = n;
+                self.off = u * UNIT as u64;
+                return Err(ReadError::Corrupt {
+                    index: global,
+                    what: "entry offset outside the cycle",
+                });
+            }
+            let w0 = self.cy.entry_word(self.off).load(Ordering::Acquire);
+            let (st, _, units) = entry_word_parts(w0);
+            match st {
+                ST_ABANDONED | ST_COMMITTED
+                    if units_fit(&self.cy, self.off / UNIT as u64, units, u) => {}
+                ST_ABANDONED | ST_COMMITTED => {
+                    self.i = n;
+                    self.off = u * UNIT as u64;
+                    return Err(ReadError::Corrupt {
+                        index: global,
+                        what: "entry size outside the cycle",
+                    });
+                }
+                _ if w0 == 0 || st == ST_RESERVED => {
+                    self.handle_in_flight(n, u);
+                    return Ok(Step::Empty);
+                }
+                _ => {
+                    self.i = n;
+                    self.off = u * UNIT as u64;
+                    return Err(ReadError::Corrupt {
+                        index: global,
+                        what: "unknown entry state",
+                    });
+                }
+            }
+            self.stuck_since.set(None);
+            let off = self.off;
+            self.i += 1;
+            self.off += units * UNIT as u64;
+            if st == ST_ABANDONED || global < self.skip_until {
+                continue;
+            }
+            // SAFETY: committed (the Acquire load of word 0 pairs with the Release CAS in
+            // `commit_inner`), so these bytes are final; `units_fit` checked that they lie
+            // inside the claimed and backed data area.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(
+                    self.cy.data_ptr(off) as *const u8,
+                    (units * UNIT as u64) as usize,
+                )
+            };
+            return match read_entry(bytes, 0, self.i - 1, max) {
+                Ok((_, payload, flags, raw_len)) => Ok(Step::Entry {
+                    off,
+                    len: payload.len(),
+                    flags,
+                    raw_len,
+                    ts: rd_ts(bytes),
+                    index: global,
+                }),
+                Err(ScanStop::BadCrc) => Err(ReadError::Corrupt {
+                    index: global,
+                    what: "CRC mismatch",
+                }),
+                Err(_) => Err(ReadError::Corrupt {
+                    index: global,
+                    what: "bad entry header",
+                }),
+            };
+        }
+    }
+
+    fn materialize(
+        &mut self,
+        off: u64,
+        len: usize,
+        flags: u64,
+        raw_len: u64,
+        ts: u64,
+        index: u64,
+    ) -> Result<Entry<'_>, ReadError> {
+        if let Some(k) = self.named {
+            self.inner.store_reader_pos(k, index);
+        }
+        // SAFETY: as in `step`: a committed entry's payload, inside the backed area.
+        let payload = unsafe {
+            std::slice::from_raw_parts(
+                self.cy.data_ptr(off + ENTRY_HEADER as u64) as *const u8,
+                len,
+            )
+        };
+        if flags & FLAG_LZ4 != 0 {
+            if !decompress_into(payload, raw_len as usize, &mut self.scratch) {
+                return Err(ReadError::Corrupt {
+                    index,
+                    what: "lz4 payload does not decompress",
+                });
+            }
+            return Ok(Entry {
+                index,
+                ts_ns: ts,
+                data: &self.scratch,
+            });
+        }
+        Ok(Entry {
+            index,
+            ts_ns: ts,
+            data: payload,
+        })
+    }
+
+    /// Moves to the next cycle after a sealed one. `Ok(false)`: not there yet.
+    fn move_next(&mut self) -> Result<bool, ReadError> {
+        let (_, n, _) = pos_parts(self.cy.pos().load(Ordering::Acquire));
+        let expect_first = self.cy.hdr.first_index + n;
+        let c1 = self.cy.num + 1;
+        let current = self.inner.meta.current().load(Ordering::Acquire);
+        let next = match self.inner.open_cycle(c1) {
+            Ok(cy) => cy,
+            Err(OpenError::NotFound { .. }) if current <= self.cy.num => {
+                // Sealed but the successor is not created yet (its creator is slow or died).
+                if self.stuck_for(u64::MAX) < Duration::from_millis(20) {
+                    return Ok(false);
+                }
+                self.inner.open_or_create_cycle(c1, realtime_ns())?
+            }
+            Err(OpenError::NotFound { .. }) => {
+                // Deleted by retention: continue at the oldest retained entry.
+                let first = self.inner.first_index()?;
+                let mut t = Tailer::at(self.inner.clone(), first, None)?;
+                std::mem::swap(&mut self.cy, &mut t.cy);
+                self.i = t.i;
+                self.off = t.off;
+                self.skip_until = t.skip_until;
+                return Err(ReadError::Gap {
+                    from: expect_first,
+                    to: first,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if next.hdr.first_index != expect_first {
+            let to = next.hdr.first_index;
+            self.cy = next;
+            self.i = 0;
+            self.off = 0;
+            return Err(ReadError::Gap {
+                from: expect_first,
+                to,
+            });
+        }
+        self.cy = next;
+        self.i = 0;
+        self.off = 0;
+        self.stuck_since.set(None);
+        Ok(true)
+    }
+}
+
+fn rd_ts(b: &[u8]) -> u64 {
+    b.get(16..24)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+impl Drop for Tailer {
+    fn drop(&mut self) {
+        if let Some(k) = self.named {
+            self.inner.release_reader(k);
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl crate::waitset::Waitable for Tailer {
+    fn wait_handle(&self) -> crate::waitset::WaitHandle<'_> {
+        crate::waitset::WaitHandle {
+            event: self.inner.meta.event(),
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        self.peek_ready()
+    }
+
+    fn recheck_interval(&self) -> Option<Duration> {
+        Tailer::recheck_interval(self)
+    }
+}
