@@ -9,11 +9,18 @@ use loom::thread;
 use shmbus::journal::format::pos_parts;
 use shmbus::journal::protocol::*;
 
+/// Runs a model with a preemption bound, which keeps each model to seconds.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
 /// Two appenders claim while a third party seals: claims get distinct, dense indices and
 /// contiguous, non-overlapping ranges, and the sealed word is exactly their sum.
 #[test]
 fn claims_are_dense_and_seal_is_exact() {
-    loom::model(|| {
+    model(|| {
         let pos = Arc::new(AtomicU64::new(0));
         let appenders: Vec<_> = (0..2u64)
             .map(|k| {
@@ -62,7 +69,7 @@ fn claims_are_dense_and_seal_is_exact() {
 /// checks the happens-before edge through the Release CAS).
 #[test]
 fn commit_and_abandon_exclude_each_other() {
-    loom::model(|| {
+    model(|| {
         let word = Arc::new(AtomicU64::new(0));
         let payload = Arc::new(UnsafeCell::new(0u64));
         let owner = {
