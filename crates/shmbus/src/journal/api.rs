@@ -1554,6 +1554,8 @@ pub struct Tailer {
     named: Option<usize>,
     policy: WaitPolicy,
     pending_gap: Option<(u64, u64)>,
+    /// The position word of `cy` as last loaded.
+    seen: u64,
 }
 
 impl Tailer {
@@ -1589,6 +1591,7 @@ impl Tailer {
             named,
             policy: WaitPolicy::default(),
             pending_gap: None,
+            seen: 0,
         };
         if index < t.cy.hdr.first_index {
             t.pending_gap = Some((index, t.cy.hdr.first_index));
@@ -1791,7 +1794,14 @@ impl Tailer {
         }
         let max = self.inner.hdr().max_entry;
         loop {
-            let (sealed, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
+            // The position word is reloaded only when we have read everything it showed
+            // last time: a tailer keeping up touches the appenders' hot line once per
+            // batch, not once per entry. (n and units only grow, so an old value is a
+            // valid bound.)
+            if pos_parts(self.seen).1 <= self.i {
+                self.seen = self.cy.pos().load(Ordering::Acquire);
+            }
+            let (sealed, n, u) = pos_parts(self.seen);
             if self.i >= n {
                 if !sealed {
                     return Ok(Step::Empty);
@@ -1831,6 +1841,7 @@ impl Tailer {
                     });
                 }
                 _ if w0 == 0 || st == ST_RESERVED => {
+                    let (_, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
                     self.handle_in_flight(n, u);
                     return Ok(Step::Empty);
                 }
@@ -1939,6 +1950,7 @@ impl Tailer {
                 let first = self.inner.first_index()?;
                 let mut t = Tailer::at(self.inner.clone(), first, None)?;
                 std::mem::swap(&mut self.cy, &mut t.cy);
+                self.seen = 0;
                 self.i = t.i;
                 self.off = t.off;
                 self.skip_until = t.skip_until;
@@ -1952,6 +1964,7 @@ impl Tailer {
         if next.hdr.first_index != expect_first {
             let to = next.hdr.first_index;
             self.cy = next;
+            self.seen = 0;
             self.i = 0;
             self.off = 0;
             return Err(ReadError::Gap {
@@ -1960,6 +1973,7 @@ impl Tailer {
             });
         }
         self.cy = next;
+        self.seen = 0;
         self.i = 0;
         self.off = 0;
         self.stuck_since.set(None);
