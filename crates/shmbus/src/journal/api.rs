@@ -1065,12 +1065,75 @@ impl std::error::Error for CommitError {}
 pub struct Appender {
     inner: Arc<Inner>,
     slot: usize,
-    cy: CycleFiles,
+    cy: Arc<CycleFiles>,
     alloc: u64,
     ialloc: u64,
     compress: bool,
     scratch: Vec<u8>,
     syncer: Option<Syncer>,
+    pretouch: bool,
+    pretoucher: Option<Pretoucher>,
+}
+
+/// A helper thread that grows and pre-faults the next chunk of the current cycle while the
+/// appender still writes the current one, so the hot path never waits for the kernel to
+/// allocate and zero pages (Chronicle's "pretoucher").
+#[derive(Debug)]
+struct Pretoucher {
+    tx: Option<std::sync::mpsc::SyncSender<(Arc<CycleFiles>, u64)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    requested: (u64, u64),
+}
+
+impl Pretoucher {
+    fn spawn(hdr: MetaHeader) -> Option<Pretoucher> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Arc<CycleFiles>, u64)>(1);
+        let thread = std::thread::Builder::new()
+            .name("shmbus-journal-pretouch".into())
+            .spawn(move || {
+                while let Ok((cy, want)) = rx.recv() {
+                    let _ = grow_cycle_data(&cy, &hdr, want);
+                }
+            })
+            .ok()?;
+        Some(Pretoucher {
+            tx: Some(tx),
+            thread: Some(thread),
+            requested: (u64::MAX, 0),
+        })
+    }
+}
+
+impl Drop for Pretoucher {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, pre-faults the
+/// new pages, then publishes the new `alloc`. Idempotent; any number of growers may race.
+fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64) -> io::Result<()> {
+    // Pairs with the Release fetch_max below (here or in another grower).
+    let old = cy.alloc().load(Ordering::Acquire);
+    if want <= old {
+        return Ok(());
+    }
+    files::grow(&cy.data_file, CYCLE_HEADER_PAGE as u64 + want)?;
+    if h.durability == 1 {
+        files::fdatasync(&cy.data_file)?;
+    }
+    files::populate(
+        &cy.data,
+        CYCLE_HEADER_PAGE + old as usize,
+        (want - old) as usize,
+    );
+    // Release: pairs with the Acquire loads of `alloc` (readers' bounds, appenders): the
+    // file is this long before anyone may claim or read below `want`.
+    cy.alloc().fetch_max(want, Ordering::AcqRel);
+    Ok(())
 }
 
 #[derive(Debug)]
@@ -1134,12 +1197,14 @@ impl Appender {
         Ok(Appender {
             inner,
             slot,
-            cy,
+            cy: Arc::new(cy),
             alloc: 0,
             ialloc: 0,
             compress: false,
             scratch: Vec::new(),
             syncer,
+            pretouch: true,
+            pretoucher: None,
         })
     }
 
@@ -1212,6 +1277,9 @@ impl Appender {
             if end > self.alloc {
                 self.grow_data(end)?;
             }
+            if self.pretouch && end.saturating_add(self.inner.hdr().chunk_bytes / 2) > self.alloc {
+                self.request_pretouch(end);
+            }
             if (n + 1) * 4 > self.ialloc {
                 self.grow_index((n + 1) * 4)?;
             }
@@ -1255,7 +1323,7 @@ impl Appender {
             self.cy.num + 1
         };
         let created = next > current;
-        self.cy = self.inner.open_or_create_cycle(next, realtime_ns())?;
+        self.cy = Arc::new(self.inner.open_or_create_cycle(next, realtime_ns())?);
         self.alloc = 0;
         self.ialloc = 0;
         let h = self.inner.hdr();
@@ -1270,28 +1338,57 @@ impl Appender {
     }
 
     fn grow_data(&mut self, end: u64) -> Result<(), AppendError> {
-        // Pairs with the Release fetch_max below (here or in another appender).
         self.alloc = self.cy.alloc().load(Ordering::Acquire);
         if end <= self.alloc {
             return Ok(());
         }
-        let h = self.inner.hdr();
+        let h = *self.inner.hdr();
         let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.cycle_bytes);
-        files::grow(&self.cy.data_file, CYCLE_HEADER_PAGE as u64 + want)
-            .map_err(AppendError::Io)?;
-        if h.durability == 1 {
-            files::fdatasync(&self.cy.data_file).map_err(AppendError::Io)?;
-        }
-        files::populate(
-            &self.cy.data,
-            CYCLE_HEADER_PAGE + self.alloc as usize,
-            (want - self.alloc) as usize,
-        );
-        // Release: pairs with the Acquire loads of `alloc` (readers' bounds, other
-        // appenders): the file is this long before anyone may claim or read below `want`.
-        self.cy.alloc().fetch_max(want, Ordering::AcqRel);
-        self.alloc = want;
+        grow_cycle_data(&self.cy, &h, want).map_err(AppendError::Io)?;
+        self.alloc = self.cy.alloc().load(Ordering::Acquire);
         Ok(())
+    }
+
+    /// Asks the pretoucher for the next chunk once we are within half a chunk of the end.
+    #[cold]
+    fn request_pretouch(&mut self, end: u64) {
+        let h = *self.inner.hdr();
+        // The pretoucher may have grown the file already: refresh our copy first.
+        self.alloc = self.cy.alloc().load(Ordering::Acquire);
+        if end.saturating_add(h.chunk_bytes / 2) <= self.alloc {
+            return;
+        }
+        let want = self.alloc.saturating_add(h.chunk_bytes).min(h.cycle_bytes);
+        if want <= self.alloc {
+            return;
+        }
+        if self.pretoucher.is_none() {
+            self.pretoucher = Pretoucher::spawn(h);
+            if self.pretoucher.is_none() {
+                self.pretouch = false;
+                return;
+            }
+        }
+        let Some(p) = self.pretoucher.as_mut() else {
+            return;
+        };
+        if p.requested.0 == self.cy.num && p.requested.1 >= want {
+            return;
+        }
+        if let Some(tx) = &p.tx {
+            if tx.try_send((self.cy.clone(), want)).is_ok() {
+                p.requested = (self.cy.num, want);
+            }
+        }
+    }
+
+    /// Turns the background pretoucher off (on by default): growth and page faults then
+    /// happen on the appending thread when it reaches the end of the backed file.
+    pub fn set_pretouch(&mut self, on: bool) {
+        self.pretouch = on;
+        if !on {
+            self.pretoucher = None;
+        }
     }
 
     fn grow_index(&mut self, end: u64) -> Result<(), AppendError> {
@@ -1363,18 +1460,23 @@ impl Reservation<'_> {
         let p = cy.data_ptr(self.off);
         let len = self.len as u32;
         let idx = self.n as u32;
-        // SAFETY: the payload was written by us (see `as_mut_slice`) and is stable.
-        let payload =
-            unsafe { std::slice::from_raw_parts(p.add(ENTRY_HEADER) as *const u8, self.len) };
-        let crc = entry_crc(len, raw_len, self.ts, idx, flags, payload);
-        // SAFETY: header bytes 8..32 of our claimed entry; 8-aligned; ours until commit.
+        // SAFETY: header bytes 12..32 of our claimed entry; aligned; ours until commit.
         unsafe {
-            std::ptr::write(p.add(8) as *mut u32, len.to_le());
-            std::ptr::write(p.add(12) as *mut u32, raw_len.to_le());
-            std::ptr::write(p.add(16) as *mut u64, self.ts.to_le());
-            std::ptr::write(p.add(24) as *mut u32, idx.to_le());
-            std::ptr::write(p.add(28) as *mut u32, crc.to_le());
+            std::ptr::write(p.add(12) as *mut u32, len.to_le());
+            std::ptr::write(p.add(16) as *mut u32, raw_len.to_le());
+            std::ptr::write(p.add(20) as *mut u32, idx.to_le());
+            std::ptr::write(p.add(24) as *mut u64, self.ts.to_le());
         }
+        // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
+        let covered = unsafe {
+            std::slice::from_raw_parts(
+                p.add(CRC_FROM) as *const u8,
+                ENTRY_HEADER - CRC_FROM + self.len,
+            )
+        };
+        let crc = entry_crc(flags, covered);
+        // SAFETY: header bytes 8..12 of our entry.
+        unsafe { std::ptr::write(p.add(8) as *mut u32, crc.to_le()) };
         let hw = cy.entry_word(self.off);
         // Release (inside): every byte above happens-before a reader that sees COMMITTED.
         let committed = protocol::commit_entry(hw, self.units, flags);
@@ -1827,25 +1929,16 @@ impl Tailer {
                     what: "entry offset outside the cycle",
                 });
             }
-            let w0 = self.cy.entry_word(self.off).load(Ordering::Acquire);
-            let (st, _, units) = entry_word_parts(w0);
-            match st {
-                ST_ABANDONED | ST_COMMITTED
-                    if units_fit(&self.cy, self.off / UNIT as u64, units, u) => {}
-                ST_ABANDONED | ST_COMMITTED => {
-                    self.i = n;
-                    self.off = u * UNIT as u64;
-                    return Err(ReadError::Corrupt {
-                        index: global,
-                        what: "entry size outside the cycle",
-                    });
-                }
-                _ if w0 == 0 || st == ST_RESERVED => {
+            // Acquire (in `observe`): pairs with the Release CAS in `protocol::commit_entry`.
+            let (units, abandoned) = match protocol::observe(self.cy.entry_word(self.off)) {
+                EntryState::Committed { units, .. } => (units, false),
+                EntryState::Abandoned { units } => (units, true),
+                EntryState::Unwritten | EntryState::Reserved { .. } => {
                     let (_, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
                     self.handle_in_flight(n, u);
                     return Ok(Step::Empty);
                 }
-                _ => {
+                EntryState::Junk => {
                     self.i = n;
                     self.off = u * UNIT as u64;
                     return Err(ReadError::Corrupt {
@@ -1853,12 +1946,20 @@ impl Tailer {
                         what: "unknown entry state",
                     });
                 }
+            };
+            if !units_fit(&self.cy, self.off / UNIT as u64, units, u) {
+                self.i = n;
+                self.off = u * UNIT as u64;
+                return Err(ReadError::Corrupt {
+                    index: global,
+                    what: "entry size outside the cycle",
+                });
             }
             self.stuck_since.set(None);
             let off = self.off;
             self.i += 1;
             self.off += units * UNIT as u64;
-            if st == ST_ABANDONED || global < self.skip_until {
+            if abandoned || global < self.skip_until {
                 continue;
             }
             // SAFETY: committed (the Acquire load of word 0 pairs with the Release CAS in
@@ -1982,7 +2083,7 @@ impl Tailer {
 }
 
 fn rd_ts(b: &[u8]) -> u64 {
-    b.get(16..24)
+    b.get(24..32)
         .and_then(|s| s.try_into().ok())
         .map_or(0, u64::from_le_bytes)
 }

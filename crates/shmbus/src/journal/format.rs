@@ -401,16 +401,15 @@ pub fn entry_units(payload: usize) -> u64 {
     (ENTRY_HEADER + payload).div_ceil(UNIT) as u64
 }
 
-/// CRC of an entry: over `len`, `raw_len`, `ts`, `idx`, `flags` and the payload.
+/// Offset in an entry of the first byte the CRC covers (`len`, `raw_len`, index,
+/// timestamp, then the payload: one contiguous range, one CRC call).
+pub const CRC_FROM: usize = 12;
+
+/// CRC of an entry: CRC32C, started from the flags, over bytes `CRC_FROM..32 + len` of the
+/// entry (`len`, `raw_len`, index, timestamp, payload).
 #[inline]
-pub fn entry_crc(len: u32, raw_len: u32, ts: u64, idx: u32, flags: u64, payload: &[u8]) -> u32 {
-    let mut h = [0u8; 24];
-    h[0..4].copy_from_slice(&len.to_le_bytes());
-    h[4..8].copy_from_slice(&raw_len.to_le_bytes());
-    h[8..16].copy_from_slice(&ts.to_le_bytes());
-    h[16..20].copy_from_slice(&idx.to_le_bytes());
-    h[20..24].copy_from_slice(&(flags as u32).to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(&h), payload)
+pub fn entry_crc(flags: u64, covered: &[u8]) -> u32 {
+    crc32c::crc32c_append(flags as u32, covered)
 }
 
 /// One entry as found by the scanner.
@@ -497,11 +496,11 @@ pub fn read_entry(
             0,
         )),
         ST_COMMITTED => {
-            let len = rd_u32(data, off + 8).ok_or(ScanStop::PastEnd)?;
-            let raw_len = rd_u32(data, off + 12).ok_or(ScanStop::PastEnd)?;
-            let ts = rd_u64(data, off + 16).ok_or(ScanStop::PastEnd)?;
-            let eidx = rd_u32(data, off + 24).ok_or(ScanStop::PastEnd)?;
-            let crc = rd_u32(data, off + 28).ok_or(ScanStop::PastEnd)?;
+            let crc = rd_u32(data, off + 8).ok_or(ScanStop::PastEnd)?;
+            let len = rd_u32(data, off + 12).ok_or(ScanStop::PastEnd)?;
+            let raw_len = rd_u32(data, off + 16).ok_or(ScanStop::PastEnd)?;
+            let eidx = rd_u32(data, off + 20).ok_or(ScanStop::PastEnd)?;
+            let ts = rd_u64(data, off + 24).ok_or(ScanStop::PastEnd)?;
             if eidx as u64 != idx || flags & !FLAG_LZ4 != 0 {
                 return Err(ScanStop::BadHeader);
             }
@@ -512,7 +511,11 @@ pub fn read_entry(
                 return Err(ScanStop::BadHeader);
             }
             let payload = &data[off + ENTRY_HEADER..off + ENTRY_HEADER + len as usize];
-            if entry_crc(len, raw_len, ts, eidx, flags, payload) != crc {
+            if entry_crc(
+                flags,
+                &data[off + CRC_FROM..off + ENTRY_HEADER + len as usize],
+            ) != crc
+            {
                 return Err(ScanStop::BadCrc);
             }
             Ok((
