@@ -623,3 +623,38 @@ fn write_fuzz_corpus() {
     // Entries without the header page (a bare data area).
     std::fs::write(out.join("data_area"), &data[4096..4096 + used]).unwrap();
 }
+
+/// A live appender that stalls between reserve and commit longer than the abandon timeout
+/// does not block tailers: its entry is abandoned, later entries are read, and its late
+/// commit fails with `CommitError::Abandoned`.
+#[test]
+fn stalled_appender_is_abandoned_after_the_timeout() {
+    let dir = tmpdir("stall");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(
+        &dir,
+        &JournalOptions {
+            abandon_timeout: Duration::from_millis(200),
+            ..small()
+        },
+    )
+    .unwrap();
+    let mut stalled = j.appender().unwrap();
+    let mut other = j.appender().unwrap();
+    let mut r = stalled.reserve(8).unwrap();
+    r.as_mut_slice().copy_from_slice(b"too late");
+    assert_eq!(other.append(b"on time").unwrap(), 1);
+    let mut t = j.tailer().unwrap();
+    let e = t
+        .next_timeout(Some(Duration::from_secs(20)))
+        .unwrap()
+        .expect("tailer got past the stalled entry");
+    assert_eq!((e.index, e.data), (1, &b"on time"[..]));
+    assert_eq!(
+        r.commit(),
+        Err(shmbus::journal::CommitError::Abandoned { index: 0 })
+    );
+    // The appender keeps working.
+    assert_eq!(stalled.append(b"next").unwrap(), 2);
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"next");
+}
