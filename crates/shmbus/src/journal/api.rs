@@ -954,10 +954,13 @@ impl Inner {
 
 /// Whether an entry of `units` at unit offset `at` fits before the claimed end `end`.
 fn units_fit(cy: &CycleFiles, at: u64, units: u64, end: u64) -> bool {
+    let Some(e) = at.checked_add(units) else {
+        return false;
+    };
     units >= (ENTRY_HEADER / UNIT) as u64
-        && units <= cy.cap_units
-        && at.checked_add(units).is_some_and(|e| e <= end)
-        && (at + (ENTRY_HEADER / UNIT) as u64) * UNIT as u64 <= cy.alloc().load(Ordering::Acquire)
+        && e <= end
+        && e <= cy.cap_units
+        && cy.backed(e * UNIT as u64)
 }
 
 /// Marks the entry at unit offset `at` abandoned if it is unwritten or reserved.

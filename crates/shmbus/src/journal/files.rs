@@ -257,6 +257,11 @@ pub(crate) struct CycleFiles {
     pub(crate) index: Mapping,
     pub(crate) cap_units: u64,
     pub(crate) max_entries: u64,
+    /// Bytes of the data area this process has seen the file actually hold (`fstat`): the
+    /// shared `alloc` word is not trusted for memory safety, this is.
+    data_seen: std::sync::atomic::AtomicU64,
+    /// Likewise for the index file.
+    index_seen: std::sync::atomic::AtomicU64,
 }
 
 impl CycleFiles {
@@ -313,7 +318,40 @@ impl CycleFiles {
             index,
             cap_units: meta.cycle_bytes / UNIT as u64,
             max_entries: max_entries(meta.cycle_bytes),
+            data_seen: std::sync::atomic::AtomicU64::new(0),
+            index_seen: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Whether the first `end` bytes of the data area are inside the file (so touching them
+    /// cannot fault). Costs an `fstat` only when the file grew past what we saw last.
+    pub(crate) fn backed(&self, end: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if end <= self.data_seen.load(Relaxed) {
+            return true;
+        }
+        let cap = self.cap_units * UNIT as u64;
+        let size = self
+            .data_file
+            .metadata()
+            .map_or(0, |m| m.len().saturating_sub(CYCLE_HEADER_PAGE as u64))
+            .min(cap);
+        self.data_seen.fetch_max(size, Relaxed);
+        end <= size
+    }
+
+    fn index_backed(&self, end: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if end <= self.index_seen.load(Relaxed) {
+            return true;
+        }
+        let size = self
+            .index_file
+            .metadata()
+            .map_or(0, |m| m.len())
+            .min(self.index.len() as u64);
+        self.index_seen.fetch_max(size, Relaxed);
+        end <= size
     }
 
     fn hword(&self, off: usize) -> &AtomicU64 {
@@ -360,6 +398,7 @@ impl CycleFiles {
         if i >= self.max_entries
             || end > self.ialloc().load(crate::sync::Ordering::Acquire)
             || end > self.index.len() as u64
+            || !self.index_backed(end)
         {
             return None;
         }
