@@ -490,6 +490,11 @@ impl Inner {
         match self.open_cycle(c) {
             Err(OpenError::NotFound { .. }) if c >= self.meta.current().load(Ordering::Acquire) => {
             }
+            Ok(cy) => {
+                // Its creator may have died between linking the file and publishing it.
+                self.meta.current().fetch_max(c, Ordering::AcqRel);
+                return Ok(cy);
+            }
             r => return r,
         }
         let first_index = if c == 0 {
@@ -520,10 +525,18 @@ impl Inner {
             let f = self.meta.first().load(Ordering::Acquire);
             match self.open_cycle(f) {
                 Ok(c) => return Ok(c.hdr.first_index),
-                Err(OpenError::NotFound { .. })
-                    if self.meta.first().load(Ordering::Acquire) != f =>
-                {
-                    continue
+                Err(OpenError::NotFound { .. }) => {
+                    if self.meta.first().load(Ordering::Acquire) != f {
+                        continue; // gc moved it meanwhile
+                    }
+                    // Removed by hand (or a gc died half way): the oldest file present is
+                    // the first cycle.
+                    match self.list_cycles()?.into_iter().find(|&c| c > f) {
+                        Some(c) => {
+                            self.meta.first().fetch_max(c, Ordering::AcqRel);
+                        }
+                        None => return self.next_index(),
+                    }
                 }
                 Err(e) => return Err(ReadError::Open(e)),
             }
@@ -602,6 +615,15 @@ impl Inner {
 
     fn recover(&self) -> Result<Vec<RecoveryReport>, OpenError> {
         self.reclaim();
+        // The newest cycle file present is current, even if its creator died before
+        // publishing it in the metadata.
+        let newest = self
+            .list_cycles()
+            .map_err(|e| OpenError::io(&self.dir, e))?
+            .last()
+            .copied()
+            .unwrap_or(0);
+        self.meta.current().fetch_max(newest, Ordering::AcqRel);
         let c = self.meta.current().load(Ordering::Acquire);
         let now = realtime_ns();
         let cy = match self.open_or_create_cycle(c, now) {
