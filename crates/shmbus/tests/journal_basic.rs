@@ -748,3 +748,70 @@ fn missing_and_unpublished_cycles() {
     assert_eq!(next, 1000);
     assert_eq!(j.appender().unwrap().append(b"more").unwrap(), 1000);
 }
+
+/// Tiered storage: old cycles move to an archive directory while tailers read; every
+/// reader finds them there; retention deletes from both tiers.
+#[test]
+fn tiered_storage_moves_old_cycles_transparently() {
+    let dir = tmpdir("tier");
+    let _c = Cleanup(dir.clone());
+    let opts = JournalOptions {
+        cycle_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        max_entry: 4096,
+        ..small()
+    };
+    let j = Journal::open(&dir, &opts).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..1000u64 {
+        a.append(&payload(i, 200)).unwrap();
+    }
+    let mut early = j.tailer().unwrap();
+    for i in 0..10u64 {
+        assert_eq!(early.try_next().unwrap().unwrap().index, i);
+    }
+    let total = j.info().unwrap().cycles.len();
+    assert!(total >= 4);
+    let rep = j.tier("cold", 2).unwrap();
+    assert_eq!(rep.moved_cycles.len(), total - 2);
+    assert_eq!(j.archive_dir(), Some(dir.join("cold")));
+    assert!(dir.join("cold").join(data_file_name(0)).exists());
+    assert!(!dir.join(data_file_name(0)).exists());
+    assert_eq!(j.info().unwrap().cycles.len(), total);
+    // A tailer that was reading keeps going; new tailers and other handles read the archive.
+    for i in 10..1000u64 {
+        assert_eq!(early.try_next().unwrap().unwrap().index, i);
+    }
+    let j2 = Journal::open(&dir, &opts).unwrap();
+    let mut t = j2.tailer().unwrap();
+    for i in 0..1000u64 {
+        let e = t.try_next().unwrap().unwrap();
+        assert_eq!((e.index, e.data), (i, &payload(i, 200)[..]));
+    }
+    assert_eq!(
+        j2.tailer_at(5).unwrap().try_next().unwrap().unwrap().index,
+        5
+    );
+    // Appending goes on in the hot tier; a second tier() call moves more.
+    for i in 1000..1500u64 {
+        a.append(&payload(i, 200)).unwrap();
+    }
+    assert!(!j.tier("cold", 1).unwrap().moved_cycles.is_empty());
+    assert!(matches!(
+        j.tier("elsewhere", 1),
+        Err(shmbus::journal::TierError::OtherArchive { .. })
+    ));
+    // Retention deletes from the archive too.
+    j.gc_with(Retention {
+        max_cycles: Some(2),
+        max_age: None,
+    })
+    .unwrap();
+    let info = j.info().unwrap();
+    assert_eq!(info.cycles.len(), 2);
+    assert_eq!(
+        std::fs::read_dir(dir.join("cold")).unwrap().count(),
+        2,
+        "only the hot cycle's files are left"
+    );
+}

@@ -357,7 +357,7 @@ impl Journal {
         let inner = &self.inner;
         let mut cycles = Vec::new();
         for c in inner.list_cycles()? {
-            let Ok(cy) = CycleFiles::open(&inner.dir, c, &inner.meta.hdr) else {
+            let Ok(cy) = inner.open_cycle(c) else {
                 continue;
             };
             let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
@@ -403,6 +403,21 @@ impl Journal {
             max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
         };
         self.gc_with(r)
+    }
+
+    /// Tiered storage: moves every cycle except the newest `keep_hot` to the `archive`
+    /// directory (absolute, or relative to the journal directory; e.g. on a slower, larger
+    /// disk). The archive is recorded in the metadata, so every tailer and named reader, in
+    /// any process, finds archived cycles transparently; retention deletes from both tiers.
+    /// Safe while tailers read: each cycle is complete in at least one tier at every
+    /// instant. One archive per journal.
+    pub fn tier(&self, archive: impl AsRef<Path>, keep_hot: u64) -> Result<TierReport, TierError> {
+        self.inner.tier(archive.as_ref(), keep_hot)
+    }
+
+    /// The archive directory, if [`Journal::tier`] has set one.
+    pub fn archive_dir(&self) -> Option<PathBuf> {
+        self.inner.meta.archive_dir(&self.inner.dir)
     }
 
     /// Applies `retention` now (whatever the journal was configured with). Tailers still
@@ -466,6 +481,85 @@ pub struct JournalInfo {
     pub appenders: usize,
 }
 
+/// What [`Journal::tier`] moved.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TierReport {
+    /// Cycles moved to the archive.
+    pub moved_cycles: Vec<u64>,
+    /// Bytes moved.
+    pub moved_bytes: u64,
+}
+
+/// Moving cycles to the archive failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TierError {
+    /// The journal already archives to another directory.
+    OtherArchive {
+        /// The archive in use.
+        existing: PathBuf,
+    },
+    /// The archive path is empty, too long or contains a NUL byte.
+    BadPath,
+    /// A file operation failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for TierError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TierError::OtherArchive { existing } => write!(
+                f,
+                "this journal already archives to {}; use that directory",
+                existing.display()
+            ),
+            TierError::BadPath => write!(
+                f,
+                "archive path must be 1 to {MAX_ARCHIVE_PATH} bytes without NUL"
+            ),
+            TierError::Io(e) => write!(
+                f,
+                "moving cycles to the archive failed: {e}; check space and permissions"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TierError {}
+
+/// Moves `from` to `to` (rename, or copy + fsync + link + remove across filesystems).
+/// Returns the bytes moved. The destination appears complete or not at all; the source is
+/// left for the caller to remove.
+fn move_file(from: &Path, to: &Path, mode: u32) -> io::Result<u64> {
+    let len = std::fs::metadata(from)?.len();
+    if to.exists() {
+        return Ok(0);
+    }
+    match std::fs::hard_link(from, to) {
+        Ok(()) => return Ok(len),
+        Err(e)
+            if e.raw_os_error() == Some(libc::EXDEV)
+                || e.kind() == io::ErrorKind::PermissionDenied => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(0),
+        Err(e) => return Err(e),
+    }
+    let tmp = to.with_extension(format!("moving-{}", ProcessId::current().pid));
+    std::fs::copy(from, &tmp)?;
+    let f = std::fs::OpenOptions::new().write(true).open(&tmp)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    f.sync_all()?;
+    let r = std::fs::hard_link(&tmp, to);
+    let _ = std::fs::remove_file(&tmp);
+    match r {
+        Ok(()) => Ok(len),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
 /// What [`Journal::gc`] removed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GcReport {
@@ -480,8 +574,22 @@ impl Inner {
         &self.meta.hdr
     }
 
+    /// Opens cycle `c` from the journal directory or, failing that, from the archive tier.
     fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
-        CycleFiles::open(&self.dir, c, &self.meta.hdr)
+        match CycleFiles::open(&self.dir, c, &self.meta.hdr) {
+            Err(OpenError::NotFound { path }) => match self.meta.archive_dir(&self.dir) {
+                Some(a) => CycleFiles::open(&a, c, &self.meta.hdr),
+                None => Err(OpenError::NotFound { path }),
+            },
+            r => r,
+        }
+    }
+
+    /// The directory holding cycle `c`'s data file now (hot first, then the archive).
+    fn cycle_dir(&self, c: u64) -> Option<PathBuf> {
+        std::iter::once(self.dir.clone())
+            .chain(self.meta.archive_dir(&self.dir))
+            .find(|d| d.join(data_file_name(c)).exists())
     }
 
     /// Opens cycle `c`, creating it (as cycle 0 or as the successor of sealed `c-1`) if it
@@ -554,13 +662,77 @@ impl Inner {
         Ok(cy.hdr.first_index + n)
     }
 
+    /// Cycle numbers present in the journal directory and the archive, ascending.
     fn list_cycles(&self) -> io::Result<Vec<u64>> {
         let mut v: Vec<u64> = std::fs::read_dir(&self.dir)?
             .flatten()
             .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
             .collect();
+        if let Some(a) = self.meta.archive_dir(&self.dir) {
+            if let Ok(rd) = std::fs::read_dir(a) {
+                v.extend(
+                    rd.flatten()
+                        .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name)),
+                );
+            }
+        }
         v.sort_unstable();
+        v.dedup();
         Ok(v)
+    }
+
+    /// Moves every cycle but the newest `keep_hot` (and never the current one) to
+    /// `archive`, data file last in, data file first out, so that at every instant each
+    /// cycle is complete in at least one tier.
+    fn tier(&self, archive: &Path, keep_hot: u64) -> Result<TierReport, TierError> {
+        use std::os::unix::ffi::OsStrExt;
+        let _lock = self
+            .lock_readers()
+            .map_err(|e| TierError::Io(io::Error::other(e.to_string())))?;
+        if let Some(existing) = self.meta.archive_dir(&self.dir) {
+            if existing != self.dir.join(archive) {
+                return Err(TierError::OtherArchive { existing });
+            }
+        } else if !self.meta.set_archive_dir(archive.as_os_str().as_bytes()) {
+            return Err(TierError::BadPath);
+        }
+        let adir = self.dir.join(archive);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(&adir)
+                .map_err(TierError::Io)?;
+        }
+        let current = self.meta.current().load(Ordering::Acquire);
+        let hot: Vec<u64> = std::fs::read_dir(&self.dir)
+            .map_err(TierError::Io)?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
+            .filter(|&c| c < current)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let keep = keep_hot.saturating_sub(1) as usize; // the current cycle counts as hot
+        let mut rep = TierReport::default();
+        for &c in hot.iter().take(hot.len().saturating_sub(keep)) {
+            let mut bytes = 0;
+            for name in [index_file_name(c), data_file_name(c)] {
+                bytes += move_file(&self.dir.join(&name), &adir.join(&name), self.mode)
+                    .map_err(TierError::Io)?;
+            }
+            for name in [data_file_name(c), index_file_name(c)] {
+                match std::fs::remove_file(self.dir.join(name)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(TierError::Io(e)),
+                }
+            }
+            rep.moved_cycles.push(c);
+            rep.moved_bytes += bytes;
+        }
+        Ok(rep)
     }
 
     /// Reclaims participant entries of dead processes, abandoning what they had claimed.
@@ -800,7 +972,8 @@ impl Inner {
         for (k, &c) in older.iter().enumerate() {
             let remaining = total - k as u64;
             let by_count = r.max_cycles.is_some_and(|m| remaining > m.max(1));
-            let dpath = self.dir.join(data_file_name(c));
+            let cdir = self.cycle_dir(c).unwrap_or_else(|| self.dir.clone());
+            let dpath = cdir.join(data_file_name(c));
             let by_age = r.max_age.is_some_and(|age| {
                 std::fs::metadata(&dpath)
                     .and_then(|m| m.modified())
@@ -813,7 +986,7 @@ impl Inner {
             }
             // Publish first, then delete: tailers that miss the file see `first` moved.
             self.meta.first().fetch_max(c + 1, Ordering::AcqRel);
-            let ipath = self.dir.join(index_file_name(c));
+            let ipath = cdir.join(index_file_name(c));
             for p in [&dpath, &ipath] {
                 if let Ok(m) = std::fs::metadata(p) {
                     rep.removed_bytes += m.len();

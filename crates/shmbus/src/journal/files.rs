@@ -237,6 +237,51 @@ impl MetaFile {
         }
     }
 
+    /// The archive directory recorded by `Journal::tier`, if any (validated: non-empty,
+    /// no NUL, at most `MAX_ARCHIVE_PATH` bytes).
+    pub(crate) fn archive_dir(&self, journal_dir: &Path) -> Option<PathBuf> {
+        // Pairs with the Release store of the length in `set_archive_dir`.
+        let len = self
+            .word(META_ARCHIVE_OFFSET)
+            .load(crate::sync::Ordering::Acquire) as usize;
+        if len == 0 || len > MAX_ARCHIVE_PATH {
+            return None;
+        }
+        let mut b = vec![0u8; len.div_ceil(8) * 8];
+        for (k, chunk) in b.chunks_mut(8).enumerate() {
+            let w = self
+                .word(META_ARCHIVE_OFFSET + 8 + k * 8)
+                .load(crate::sync::Ordering::Relaxed);
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        b.truncate(len);
+        if b.contains(&0) {
+            return None;
+        }
+        use std::os::unix::ffi::OsStrExt;
+        Some(journal_dir.join(std::ffi::OsStr::from_bytes(&b)))
+    }
+
+    /// Records the archive directory. The caller serialises writers (readers lock).
+    pub(crate) fn set_archive_dir(&self, path: &[u8]) -> bool {
+        if path.is_empty() || path.len() > MAX_ARCHIVE_PATH || path.contains(&0) {
+            return false;
+        }
+        use crate::sync::Ordering::{Relaxed, Release};
+        self.word(META_ARCHIVE_OFFSET).store(0, Release);
+        let mut b = path.to_vec();
+        b.resize(path.len().div_ceil(8) * 8, 0);
+        for (k, chunk) in b.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            self.word(META_ARCHIVE_OFFSET + 8 + k * 8)
+                .store(u64::from_le_bytes(w), Relaxed);
+        }
+        self.word(META_ARCHIVE_OFFSET)
+            .store(path.len() as u64, Release);
+        true
+    }
+
     /// Word `w` (0..16) of named-reader entry `k`.
     pub(crate) fn reader_word(&self, k: usize, w: usize) -> &AtomicU64 {
         assert!(k < MAX_READERS && w < READER_ENTRY_SIZE / 8);
@@ -302,6 +347,8 @@ impl CycleFiles {
                 "cycle header does not match its file name or the journal's cycle size",
             ));
         }
+        // (A data file without its index is half moved between tiers: NotFound, so the
+        // caller looks in the other tier.)
         let index_file = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
         let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes)
             .map_err(|_| OpenError::corrupt(&dpath, "cycle too large"))?;

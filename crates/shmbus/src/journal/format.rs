@@ -32,6 +32,11 @@ pub const META_PARTICIPANTS_OFFSET: usize = PAGE;
 /// Offset of the named-reader table.
 pub const META_READERS_OFFSET: usize = META_PARTICIPANTS_OFFSET
     + crate::participants::PARTICIPANTS * crate::participants::PARTICIPANT_SIZE;
+/// Offset of the archive (cold tier) directory record: a u64 length (0 = none), then the
+/// path bytes (absolute, or relative to the journal directory).
+pub const META_ARCHIVE_OFFSET: usize = 1024;
+/// Longest archive path.
+pub const MAX_ARCHIVE_PATH: usize = 2048;
 /// Named readers per journal.
 pub const MAX_READERS: usize = 256;
 /// Bytes per named-reader entry.
