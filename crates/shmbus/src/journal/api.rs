@@ -131,7 +131,45 @@ impl JournalOptions {
             retain_secs: self.retention.max_age.map_or(0, |d| d.as_secs().max(1)),
             abandon_ms: self.abandon_timeout.as_millis().clamp(1, u64::MAX as u128) as u64,
             created_ns: realtime_ns(),
+            id: random_id(),
         }
+    }
+}
+
+/// 16 random bytes (`getrandom(2)`, falling back to time and pid if it is unavailable).
+fn random_id() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    // SAFETY: `b` is a valid writable buffer of 16 bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 16 {
+        b[..8].copy_from_slice(&realtime_ns().to_le_bytes());
+        b[8..12].copy_from_slice(&ProcessId::current().pid.to_le_bytes());
+        b[12..].copy_from_slice(&(crate::sys::monotonic_ns() as u32).to_le_bytes());
+    }
+    b
+}
+
+/// On-the-fly encryption of entry payloads, supplied by the application (shmbus picks no
+/// cipher: use an AEAD such as XChaCha20-Poly1305 or AES-GCM-SIV from a crate you trust).
+///
+/// The journal guarantees a nonce that is unique for every entry of every journal
+/// ([`format::entry_nonce`]: random journal id, cycle, in-cycle index) and passes the
+/// entry's global index as associated data, so a sealed entry cannot be moved to another
+/// position undetected. Sealing happens after compression.
+pub trait EntryCipher: Send + Sync {
+    /// Bytes `seal` adds (the authentication tag).
+    fn overhead(&self) -> usize;
+    /// Encrypts and authenticates `plain` with `aad` into `out` (`plain.len() +
+    /// overhead()` bytes).
+    fn seal(&self, nonce: &[u8; 24], aad: &[u8], plain: &[u8], out: &mut [u8]);
+    /// Checks and decrypts `sealed` into `out` (`sealed.len() - overhead()` bytes).
+    /// `false`: wrong key, or the entry was tampered with.
+    fn open(&self, nonce: &[u8; 24], aad: &[u8], sealed: &[u8], out: &mut [u8]) -> bool;
+}
+
+impl fmt::Debug for dyn EntryCipher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EntryCipher {{ overhead: {} }}", self.overhead())
     }
 }
 
@@ -1271,6 +1309,7 @@ pub struct Appender {
     syncer: Option<Syncer>,
     pretouch: bool,
     pretoucher: Option<Pretoucher>,
+    cipher: Option<Arc<dyn EntryCipher>>,
 }
 
 /// A helper thread that grows and pre-faults the next chunk of the current cycle while the
@@ -1403,6 +1442,7 @@ impl Appender {
             syncer,
             pretouch: true,
             pretoucher: None,
+            cipher: None,
         })
     }
 
@@ -1414,23 +1454,63 @@ impl Appender {
 
     /// Copies `data` in as one entry and commits it. Returns its global index.
     pub fn append(&mut self, data: &[u8]) -> Result<u64, AppendError> {
+        if !self.compress && self.cipher.is_none() {
+            for _ in 0..8 {
+                match self.copy_append(data)? {
+                    Ok(i) => return Ok(i),
+                    Err(CommitError::Abandoned { .. }) => continue,
+                }
+            }
+            return Err(AppendError::Abandoned);
+        }
+        let mut buf = std::mem::take(&mut self.scratch);
+        let r = self.transform_append(data, &mut buf);
+        self.scratch = buf;
+        r
+    }
+
+    /// Encrypts entries from now on with `cipher` (see [`EntryCipher`]); `None` stops.
+    /// Tailers need the same cipher ([`Tailer::set_cipher`]).
+    pub fn set_cipher(&mut self, cipher: Option<Arc<dyn EntryCipher>>) {
+        self.cipher = cipher;
+    }
+
+    /// The slow path of `append`: compress and/or seal.
+    fn transform_append(&mut self, data: &[u8], buf: &mut Vec<u8>) -> Result<u64, AppendError> {
+        let mut flags = 0;
+        let mut body = data;
+        if self.compress && data.len() >= 64 {
+            buf.resize(lz4_flex::block::get_maximum_output_size(data.len()), 0);
+            if let Ok(n) = lz4_flex::block::compress_into(data, buf) {
+                if n < data.len() {
+                    flags |= FLAG_LZ4;
+                    body = &buf[..n];
+                }
+            }
+        }
+        let max = self.inner.hdr().max_entry;
+        if data.len() as u64 > max {
+            return Err(AppendError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
         for _ in 0..8 {
-            let r = if self.compress && data.len() >= 64 {
-                let mut buf = std::mem::take(&mut self.scratch);
-                buf.resize(lz4_flex::block::get_maximum_output_size(data.len()), 0);
-                let r = match lz4_flex::block::compress_into(data, &mut buf) {
-                    Ok(n) if n < data.len() => self.reserve_inner(n).map(|mut res| {
-                        res.as_mut_slice().copy_from_slice(&buf[..n]);
-                        res.commit_inner(FLAG_LZ4, data.len() as u32)
-                    }),
-                    _ => self.copy_append(data),
-                };
-                self.scratch = buf;
-                r
-            } else {
-                self.copy_append(data)
+            let r = match self.cipher.clone() {
+                None => {
+                    let mut res = self.reserve_inner(body.len())?;
+                    res.as_mut_slice().copy_from_slice(body);
+                    res.commit_inner(flags, data.len() as u32)
+                }
+                Some(c) => {
+                    let mut res = self.reserve_inner(body.len() + c.overhead())?;
+                    let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
+                    let aad = res.index().to_le_bytes();
+                    c.seal(&nonce, &aad, body, res.as_mut_slice());
+                    res.commit_inner(flags | FLAG_SEALED, data.len() as u32)
+                }
             };
-            match r? {
+            match r {
                 Ok(i) => return Ok(i),
                 Err(CommitError::Abandoned { .. }) => continue,
             }
@@ -1752,6 +1832,12 @@ pub enum ReadError {
         /// What failed.
         what: &'static str,
     },
+    /// Entry `index` is encrypted and this tailer has no cipher ([`Tailer::set_cipher`]);
+    /// it is skipped.
+    Encrypted {
+        /// The entry.
+        index: u64,
+    },
     /// A cycle file could not be opened.
     Open(OpenError),
     /// Listing the directory failed.
@@ -1763,6 +1849,7 @@ impl fmt::Display for ReadError {
         match self {
             ReadError::Gap { from, to } => write!(f, "entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
             ReadError::Corrupt { index, what } => write!(f, "journal entry {index} is corrupt ({what}); it is skipped"),
+            ReadError::Encrypted { index } => write!(f, "journal entry {index} is encrypted; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped"),
             ReadError::Open(e) => write!(f, "journal cycle: {e}"),
             ReadError::Io(e) => write!(f, "journal directory: {e}"),
         }
@@ -1849,6 +1936,8 @@ pub struct Tailer {
     /// Deliver nothing below this global index (positioning without an index slot).
     skip_until: u64,
     scratch: Vec<u8>,
+    sealed_scratch: Vec<u8>,
+    cipher: Option<Arc<dyn EntryCipher>>,
     stuck_since: Cell<Option<(u64, Instant)>>,
     last_reclaim: Cell<Option<Instant>>,
     named: Option<usize>,
@@ -1886,6 +1975,8 @@ impl Tailer {
             skip_until: index.max(cy.hdr.first_index),
             cy,
             scratch: Vec::new(),
+            sealed_scratch: Vec::new(),
+            cipher: None,
             stuck_since: Cell::new(None),
             last_reclaim: Cell::new(None),
             named,
@@ -1973,6 +2064,12 @@ impl Tailer {
                 return Ok(None);
             }
         }
+    }
+
+    /// Decrypts sealed entries with `cipher` (the appenders' [`EntryCipher`]). Without it,
+    /// sealed entries are reported as [`ReadError::Encrypted`] and skipped.
+    pub fn set_cipher(&mut self, cipher: Option<Arc<dyn EntryCipher>>) {
+        self.cipher = cipher;
     }
 
     /// Persists "everything up to and including the last delivered entry is done" for a
@@ -2209,8 +2306,36 @@ impl Tailer {
                 len,
             )
         };
+        let mut body = payload;
+        if flags & FLAG_SEALED != 0 {
+            let Some(c) = &self.cipher else {
+                return Err(ReadError::Encrypted { index });
+            };
+            let Some(plain_len) = len.checked_sub(c.overhead()) else {
+                return Err(ReadError::Corrupt {
+                    index,
+                    what: "sealed payload shorter than the cipher's tag",
+                });
+            };
+            let idx = index.saturating_sub(self.cy.hdr.first_index);
+            let nonce = entry_nonce(&self.inner.hdr().id, self.cy.num, idx as u32);
+            self.sealed_scratch.clear();
+            self.sealed_scratch.resize(plain_len, 0);
+            if !c.open(
+                &nonce,
+                &index.to_le_bytes(),
+                payload,
+                &mut self.sealed_scratch,
+            ) {
+                return Err(ReadError::Corrupt {
+                    index,
+                    what: "decryption failed (wrong key or tampered entry)",
+                });
+            }
+            body = &self.sealed_scratch;
+        }
         if flags & FLAG_LZ4 != 0 {
-            if !decompress_into(payload, raw_len as usize, &mut self.scratch) {
+            if !decompress_into(body, raw_len as usize, &mut self.scratch) {
                 return Err(ReadError::Corrupt {
                     index,
                     what: "lz4 payload does not decompress",
@@ -2222,10 +2347,16 @@ impl Tailer {
                 data: &self.scratch,
             });
         }
+        if body.len() as u64 != raw_len {
+            return Err(ReadError::Corrupt {
+                index,
+                what: "payload length does not match its header",
+            });
+        }
         Ok(Entry {
             index,
             ts_ns: ts,
-            data: payload,
+            data: body,
         })
     }
 

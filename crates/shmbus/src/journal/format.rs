@@ -79,6 +79,8 @@ pub struct MetaHeader {
     pub abandon_ms: u64,
     /// CLOCK_REALTIME of creation.
     pub created_ns: u64,
+    /// Random identity of this journal (nonces of encrypted entries start with it).
+    pub id: [u8; 16],
 }
 
 /// Why a file is not a usable journal file.
@@ -152,6 +154,7 @@ impl MetaHeader {
         put(72, &self.retain_secs.to_le_bytes());
         put(80, &self.abandon_ms.to_le_bytes());
         put(88, &self.created_ns.to_le_bytes());
+        put(96, &self.id);
         let crc = crc32c::crc32c(&b[..120]);
         b[120..124].copy_from_slice(&crc.to_le_bytes());
         b
@@ -190,6 +193,7 @@ impl MetaHeader {
             retain_secs: g64(72),
             abandon_ms: g64(80),
             created_ns: g64(88),
+            id: b[96..112].try_into().unwrap_or([0; 16]),
         };
         h.validate()?;
         Ok(h)
@@ -388,6 +392,20 @@ pub const ST_ABANDONED: u64 = 0x41;
 
 /// Entry flag: payload is lz4 block-compressed; `raw_len` is the decompressed size.
 pub const FLAG_LZ4: u64 = 1;
+/// Entry flag: payload is sealed by the user's `EntryCipher` (after compression, if both).
+pub const FLAG_SEALED: u64 = 2;
+/// Every flag this version knows.
+pub const KNOWN_FLAGS: u64 = FLAG_LZ4 | FLAG_SEALED;
+
+/// The 24-byte nonce of an encrypted entry: the journal's id (12 bytes), the cycle (8) and
+/// the in-cycle index (4). Unique for every entry of every journal (ids are random).
+pub fn entry_nonce(id: &[u8; 16], cycle: u64, idx: u32) -> [u8; 24] {
+    let mut n = [0u8; 24];
+    n[..12].copy_from_slice(&id[..12]);
+    n[12..20].copy_from_slice(&cycle.to_le_bytes());
+    n[20..24].copy_from_slice(&idx.to_le_bytes());
+    n
+}
 
 /// Builds word 0 of an entry header.
 #[inline]
@@ -506,12 +524,12 @@ pub fn read_entry(
             let raw_len = rd_u32(data, off + 16).ok_or(ScanStop::PastEnd)?;
             let eidx = rd_u32(data, off + 20).ok_or(ScanStop::PastEnd)?;
             let ts = rd_u64(data, off + 24).ok_or(ScanStop::PastEnd)?;
-            if eidx as u64 != idx || flags & !FLAG_LZ4 != 0 {
+            if eidx as u64 != idx || flags & !KNOWN_FLAGS != 0 {
                 return Err(ScanStop::BadHeader);
             }
             if entry_units(len as usize) != units
                 || raw_len as u64 > max_entry
-                || (flags & FLAG_LZ4 == 0 && raw_len != len)
+                || (flags == 0 && raw_len != len)
             {
                 return Err(ScanStop::BadHeader);
             }
