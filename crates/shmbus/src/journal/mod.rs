@@ -43,15 +43,29 @@
 //! that gets the lock exclusively is alone: it reclaims dead appenders and scans the current
 //! cycle, keeping entries while headers and CRCs hold, and cuts (zeroing the rest) at the
 //! first that does not. What was dropped is reported by [`Journal::recovery`].
+//!
+//! # Files
+//! `format` (on-disk layout and the untrusting parsers, fuzzed), `protocol` (the lock-free
+//! words, model-checked with loom), `files` (mapping, creation, growth), `handle`
+//! ([`Journal`]: open, recovery, cycles, retention, tiers, readers' table), `appender`,
+//! `tailer`.
 
 #[cfg(not(loom))]
-mod api;
+mod appender;
 #[cfg(not(loom))]
 mod files;
 pub mod format;
+#[cfg(not(loom))]
+mod handle;
 #[doc(hidden)]
 pub mod protocol;
+#[cfg(not(loom))]
+mod tailer;
 
 #[cfg(not(loom))]
-pub use api::*;
+pub use appender::*;
 pub use format::JOURNAL_FORMAT_VERSION;
+#[cfg(not(loom))]
+pub use handle::*;
+#[cfg(not(loom))]
+pub use tailer::*;

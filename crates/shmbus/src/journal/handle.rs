@@ -1,21 +1,23 @@
-//! The journal's endpoints and their file glue (see the module docs of `journal`).
+//! The journal handle: options, opening and recovery, cycles, retention, tiers, named
+//! readers' table, `info`.
 
-use std::cell::Cell;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::OpenError;
-use crate::name::{validate_name, NameError};
+use crate::name::validate_name;
 use crate::sync::Ordering;
 use crate::sys::{process_is_alive, ProcessId};
-use crate::wait::WaitPolicy;
 
 use super::files::{self, create_cycle, CycleFiles, MetaFile};
 use super::format::*;
-use super::protocol::{self, EntryState};
+use super::protocol;
+
+use super::appender::{AppendError, Appender};
+use super::tailer::{ReadError, ReaderError, Tailer};
 
 /// When a journal starts a new cycle (besides when the current one is full).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,17 +213,17 @@ pub struct Journal {
 }
 
 #[derive(Debug)]
-struct Inner {
-    dir: PathBuf,
-    meta: MetaFile,
-    mode: u32,
-    recovery: Vec<RecoveryReport>,
+pub(super) struct Inner {
+    pub(super) dir: PathBuf,
+    pub(super) meta: MetaFile,
+    pub(super) mode: u32,
+    pub(super) recovery: Vec<RecoveryReport>,
 }
 
-const BUSY: u64 = 1 << 63;
-const ROLE_APPENDER: u32 = 1;
+pub(super) const BUSY: u64 = 1 << 63;
+pub(super) const ROLE_APPENDER: u32 = 1;
 
-fn bucket_for(hdr: &MetaHeader, ts: u64) -> (u64, u64) {
+pub(super) fn bucket_for(hdr: &MetaHeader, ts: u64) -> (u64, u64) {
     if hdr.roll_kind == ROLL_TIME {
         let p = hdr.roll_secs.saturating_mul(1_000_000_000);
         let start = ts / p * p;
@@ -608,12 +610,12 @@ pub struct GcReport {
 }
 
 impl Inner {
-    fn hdr(&self) -> &MetaHeader {
+    pub(super) fn hdr(&self) -> &MetaHeader {
         &self.meta.hdr
     }
 
     /// Opens cycle `c` from the journal directory or, failing that, from the archive tier.
-    fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
+    pub(super) fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
         match CycleFiles::open(&self.dir, c, &self.meta.hdr) {
             Err(OpenError::NotFound { path }) => match self.meta.archive_dir(&self.dir) {
                 Some(a) => CycleFiles::open(&a, c, &self.meta.hdr),
@@ -624,7 +626,7 @@ impl Inner {
     }
 
     /// The directory holding cycle `c`'s data file now (hot first, then the archive).
-    fn cycle_dir(&self, c: u64) -> Option<PathBuf> {
+    pub(super) fn cycle_dir(&self, c: u64) -> Option<PathBuf> {
         std::iter::once(self.dir.clone())
             .chain(self.meta.archive_dir(&self.dir))
             .find(|d| d.join(data_file_name(c)).exists())
@@ -632,7 +634,7 @@ impl Inner {
 
     /// Opens cycle `c`, creating it (as cycle 0 or as the successor of sealed `c-1`) if it
     /// does not exist yet and `c` is not older than the current cycle.
-    fn open_or_create_cycle(&self, c: u64, ts: u64) -> Result<CycleFiles, OpenError> {
+    pub(super) fn open_or_create_cycle(&self, c: u64, ts: u64) -> Result<CycleFiles, OpenError> {
         match self.open_cycle(c) {
             Err(OpenError::NotFound { .. }) if c >= self.meta.current().load(Ordering::Acquire) => {
             }
@@ -666,7 +668,7 @@ impl Inner {
         self.open_cycle(c)
     }
 
-    fn first_index(&self) -> Result<u64, ReadError> {
+    pub(super) fn first_index(&self) -> Result<u64, ReadError> {
         for _ in 0..16 {
             let f = self.meta.first().load(Ordering::Acquire);
             match self.open_cycle(f) {
@@ -693,7 +695,7 @@ impl Inner {
         }))
     }
 
-    fn next_index(&self) -> Result<u64, ReadError> {
+    pub(super) fn next_index(&self) -> Result<u64, ReadError> {
         let c = self.meta.current().load(Ordering::Acquire);
         let cy = self.open_or_create_cycle(c, realtime_ns())?;
         let (_, n, _) = pos_parts(cy.pos().load(Ordering::Acquire));
@@ -701,7 +703,7 @@ impl Inner {
     }
 
     /// Cycle numbers present in the journal directory and the archive, ascending.
-    fn list_cycles(&self) -> io::Result<Vec<u64>> {
+    pub(super) fn list_cycles(&self) -> io::Result<Vec<u64>> {
         let mut v: Vec<u64> = std::fs::read_dir(&self.dir)?
             .flatten()
             .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
@@ -722,7 +724,7 @@ impl Inner {
     /// Moves every cycle but the newest `keep_hot` (and never the current one) to
     /// `archive`, data file last in, data file first out, so that at every instant each
     /// cycle is complete in at least one tier.
-    fn tier(&self, archive: &Path, keep_hot: u64) -> Result<TierReport, TierError> {
+    pub(super) fn tier(&self, archive: &Path, keep_hot: u64) -> Result<TierReport, TierError> {
         use std::os::unix::ffi::OsStrExt;
         let _lock = self
             .lock_readers()
@@ -774,7 +776,7 @@ impl Inner {
     }
 
     /// Reclaims participant entries of dead processes, abandoning what they had claimed.
-    fn reclaim(&self) {
+    pub(super) fn reclaim(&self) {
         let table = self.meta.participants();
         table.reclaim_dead(ProcessId::current(), process_is_alive, |index, entry| {
             let a0 = entry.aux[0].load(Ordering::Acquire);
@@ -788,7 +790,7 @@ impl Inner {
     }
 
     /// Whether a participant other than `except` records a pending claim of `w` in cycle `c`.
-    fn claim_recorded_elsewhere(&self, except: usize, c: u64, w: u64) -> Option<u64> {
+    pub(super) fn claim_recorded_elsewhere(&self, except: usize, c: u64, w: u64) -> Option<u64> {
         let table = self.meta.participants();
         (0..table.len())
             .filter(|&i| i != except && table.owner(i).is_some())
@@ -800,7 +802,7 @@ impl Inner {
             })
     }
 
-    fn abandon_dead_claim(&self, index: usize, c: u64, w: u64, units: u64) {
+    pub(super) fn abandon_dead_claim(&self, index: usize, c: u64, w: u64, units: u64) {
         let Ok(cy) = self.open_cycle(c) else { return };
         let (_, wn, wu) = pos_parts(w);
         let (_, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
@@ -823,7 +825,7 @@ impl Inner {
         self.meta.event().notify();
     }
 
-    fn recover(&self) -> Result<Vec<RecoveryReport>, OpenError> {
+    pub(super) fn recover(&self) -> Result<Vec<RecoveryReport>, OpenError> {
         self.reclaim();
         // The newest cycle file present is current, even if its creator died before
         // publishing it in the metadata.
@@ -1000,7 +1002,7 @@ impl Inner {
         }])
     }
 
-    fn gc(&self, r: Retention) -> io::Result<GcReport> {
+    pub(super) fn gc(&self, r: Retention) -> io::Result<GcReport> {
         self.reclaim();
         let cycles = self.list_cycles()?;
         let current = self.meta.current().load(Ordering::Acquire);
@@ -1041,7 +1043,7 @@ impl Inner {
     }
 
     /// First global index whose entry has a timestamp `>= ts`.
-    fn search_time(&self, ts: u64) -> Result<u64, ReadError> {
+    pub(super) fn search_time(&self, ts: u64) -> Result<u64, ReadError> {
         let max = self.hdr().max_entry;
         for c in self.list_cycles()? {
             let Ok(cy) = self.open_cycle(c) else { continue };
@@ -1071,7 +1073,7 @@ impl Inner {
 
     // ---- named readers ----
 
-    fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
+    pub(super) fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
         let p = self.dir.join(READERS_LOCK_FILE);
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -1084,7 +1086,7 @@ impl Inner {
         Ok(f)
     }
 
-    fn reader_name(&self, k: usize) -> Option<String> {
+    pub(super) fn reader_name(&self, k: usize) -> Option<String> {
         let m = &self.meta;
         let len = m.reader_word(k, 5).load(Ordering::Relaxed) as usize;
         if len == 0 || len > 64 {
@@ -1103,14 +1105,14 @@ impl Inner {
         Some(s.to_owned())
     }
 
-    fn find_reader(&self, name: &str) -> Option<usize> {
+    pub(super) fn find_reader(&self, name: &str) -> Option<usize> {
         (0..MAX_READERS).find(|&k| {
             self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1
                 && self.reader_name(k).as_deref() == Some(name)
         })
     }
 
-    fn check_holder(&self, k: usize) -> Result<(), ReaderError> {
+    pub(super) fn check_holder(&self, k: usize) -> Result<(), ReaderError> {
         let m = &self.meta;
         let pid = m.reader_word(k, 2).load(Ordering::Acquire);
         let start = m.reader_word(k, 3).load(Ordering::Relaxed);
@@ -1127,7 +1129,7 @@ impl Inner {
         Ok(())
     }
 
-    fn claim_reader(&self, name: &str) -> Result<usize, ReaderError> {
+    pub(super) fn claim_reader(&self, name: &str) -> Result<usize, ReaderError> {
         let _lock = self.lock_readers()?;
         let m = &self.meta;
         let k = match self.find_reader(name) {
@@ -1162,14 +1164,14 @@ impl Inner {
         Ok(k)
     }
 
-    fn release_reader(&self, k: usize) {
+    pub(super) fn release_reader(&self, k: usize) {
         let m = &self.meta;
         if m.reader_word(k, 2).load(Ordering::Relaxed) == ProcessId::current().pid as u64 {
             m.reader_word(k, 2).store(0, Ordering::Release);
         }
     }
 
-    fn store_reader_pos(&self, k: usize, pos: u64) {
+    pub(super) fn store_reader_pos(&self, k: usize, pos: u64) {
         let m = &self.meta;
         // Pairs with the Acquire load in `Journal::reader`: one aligned 8-byte store, so the
         // persisted position is always a whole value, never torn, whenever the process dies.
@@ -1186,7 +1188,7 @@ impl Inner {
 }
 
 /// Whether an entry of `units` at unit offset `at` fits before the claimed end `end`.
-fn units_fit(cy: &CycleFiles, at: u64, units: u64, end: u64) -> bool {
+pub(super) fn units_fit(cy: &CycleFiles, at: u64, units: u64, end: u64) -> bool {
     let Some(e) = at.checked_add(units) else {
         return false;
     };
@@ -1197,16 +1199,16 @@ fn units_fit(cy: &CycleFiles, at: u64, units: u64, end: u64) -> bool {
 }
 
 /// Marks the entry at unit offset `at` abandoned if it is unwritten or reserved.
-fn abandon_at(cy: &CycleFiles, at: u64, units: u64) -> bool {
+pub(super) fn abandon_at(cy: &CycleFiles, at: u64, units: u64) -> bool {
     protocol::abandon_entry(cy.entry_word(at * UNIT as u64), units)
 }
 
-fn seal(cy: &CycleFiles) {
+pub(super) fn seal(cy: &CycleFiles) {
     protocol::seal(cy.pos());
 }
 
 /// Timestamp of in-cycle entry `i` if it is committed and valid.
-fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
+pub(super) fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
     let off = (cy.index_slot(i)?.load(Ordering::Relaxed) as u64).checked_sub(1)? * UNIT as u64;
     let (_, _, u) = pos_parts(cy.pos().load(Ordering::Acquire));
     if off + ENTRY_HEADER as u64 > u * UNIT as u64 {
@@ -1228,1216 +1230,5 @@ fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
     match read_entry(bytes, 0, i, max) {
         Ok((ScannedEntry::Committed { ts, .. }, ..)) => Some(ts),
         _ => None,
-    }
-}
-
-// ---- appending ----------------------------------------------------------------------------
-
-/// Appending to a journal failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum AppendError {
-    /// The entry is larger than the journal's `max_entry`.
-    TooLarge {
-        /// Its length.
-        len: usize,
-        /// The limit.
-        max: u64,
-    },
-    /// All 128 appender entries of the journal are held by live processes.
-    TooManyAppenders,
-    /// A cycle file could not be opened, created or grown.
-    Open(OpenError),
-    /// A file operation failed (growing, syncing).
-    Io(io::Error),
-    /// The entry was abandoned by readers before it was committed (see
-    /// [`CommitError::Abandoned`]) too many times in a row.
-    Abandoned,
-}
-
-impl fmt::Display for AppendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AppendError::TooLarge { len, max } => write!(f, "entry of {len} bytes exceeds the journal's max entry size {max}; split it or create the journal with a larger max_entry"),
-            AppendError::TooManyAppenders => f.write_str("all 128 appender slots of the journal are held by live processes; drop some appenders"),
-            AppendError::Open(e) => write!(f, "journal cycle: {e}"),
-            AppendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
-            AppendError::Abandoned => f.write_str("the entry was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append again"),
-        }
-    }
-}
-
-impl std::error::Error for AppendError {}
-
-impl From<OpenError> for AppendError {
-    fn from(e: OpenError) -> Self {
-        AppendError::Open(e)
-    }
-}
-
-/// Committing a reservation failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommitError {
-    /// Readers gave up on this entry (it stayed reserved longer than the journal's abandon
-    /// timeout) and skipped it; its data is not in the journal. Append it again.
-    Abandoned {
-        /// The index the entry had.
-        index: u64,
-    },
-}
-
-impl fmt::Display for CommitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CommitError::Abandoned { index } => write!(f, "entry {index} was abandoned by readers before commit (reserved longer than the abandon timeout); append it again"),
-        }
-    }
-}
-
-impl std::error::Error for CommitError {}
-
-/// Writes entries. `Send`; one per thread.
-#[derive(Debug)]
-pub struct Appender {
-    inner: Arc<Inner>,
-    slot: usize,
-    cy: Arc<CycleFiles>,
-    alloc: u64,
-    ialloc: u64,
-    compress: bool,
-    scratch: Vec<u8>,
-    syncer: Option<Syncer>,
-    pretouch: bool,
-    pretoucher: Option<Pretoucher>,
-    cipher: Option<Arc<dyn EntryCipher>>,
-}
-
-/// A helper thread that grows and pre-faults the next chunk of the current cycle while the
-/// appender still writes the current one, so the hot path never waits for the kernel to
-/// allocate and zero pages (Chronicle's "pretoucher").
-#[derive(Debug)]
-struct Pretoucher {
-    tx: Option<std::sync::mpsc::SyncSender<(Arc<CycleFiles>, u64)>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    requested: (u64, u64),
-}
-
-impl Pretoucher {
-    fn spawn(hdr: MetaHeader) -> Option<Pretoucher> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(Arc<CycleFiles>, u64)>(1);
-        let thread = std::thread::Builder::new()
-            .name("shmbus-journal-pretouch".into())
-            .spawn(move || {
-                while let Ok((cy, want)) = rx.recv() {
-                    let _ = grow_cycle_data(&cy, &hdr, want);
-                }
-            })
-            .ok()?;
-        Some(Pretoucher {
-            tx: Some(tx),
-            thread: Some(thread),
-            requested: (u64::MAX, 0),
-        })
-    }
-}
-
-impl Drop for Pretoucher {
-    fn drop(&mut self) {
-        self.tx.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, pre-faults the
-/// new pages, then publishes the new `alloc`. Idempotent; any number of growers may race.
-fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64) -> io::Result<()> {
-    // Pairs with the Release fetch_max below (here or in another grower).
-    let old = cy.alloc().load(Ordering::Acquire);
-    if want <= old {
-        return Ok(());
-    }
-    files::grow(&cy.data_file, CYCLE_HEADER_PAGE as u64 + want)?;
-    if h.durability == 1 {
-        files::fdatasync(&cy.data_file)?;
-    }
-    files::populate(
-        &cy.data,
-        CYCLE_HEADER_PAGE + old as usize,
-        (want - old) as usize,
-    );
-    // Release: pairs with the Acquire loads of `alloc` (readers' bounds, appenders): the
-    // file is this long before anyone may claim or read below `want`.
-    cy.alloc().fetch_max(want, Ordering::AcqRel);
-    Ok(())
-}
-
-#[derive(Debug)]
-struct Syncer {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Syncer {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-            let _ = t.join();
-        }
-    }
-}
-
-impl Appender {
-    fn new(inner: Arc<Inner>) -> Result<Appender, AppendError> {
-        inner.reclaim();
-        let table = inner.meta.participants();
-        let slot = table
-            .register(ProcessId::current(), ROLE_APPENDER, 0..table.len())
-            .ok_or(AppendError::TooManyAppenders)?;
-        let c = inner.meta.current().load(Ordering::Acquire);
-        let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
-            Ok(cy) => cy,
-            Err(e) => {
-                table.release(slot);
-                return Err(e.into());
-            }
-        };
-        let syncer = match inner.hdr().durability {
-            2 => {
-                let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let (s2, i2) = (stop.clone(), inner.clone());
-                let period = Duration::from_millis(inner.hdr().periodic_ms);
-                let thread = std::thread::Builder::new()
-                    .name("shmbus-journal-sync".into())
-                    .spawn(move || {
-                        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
-                            std::thread::park_timeout(period);
-                            let c = i2.meta.current().load(Ordering::Acquire);
-                            for name in [data_file_name(c), index_file_name(c)] {
-                                if let Ok(f) = files::open_rw(&i2.dir.join(name)) {
-                                    let _ = files::fdatasync(&f);
-                                }
-                            }
-                            let _ = files::msync_range(&i2.meta.map, 0, META_SIZE);
-                        }
-                    })
-                    .map_err(AppendError::Io)?;
-                Some(Syncer {
-                    stop,
-                    thread: Some(thread),
-                })
-            }
-            _ => None,
-        };
-        Ok(Appender {
-            inner,
-            slot,
-            cy: Arc::new(cy),
-            alloc: 0,
-            ialloc: 0,
-            compress: false,
-            scratch: Vec::new(),
-            syncer,
-            pretouch: true,
-            pretoucher: None,
-            cipher: None,
-        })
-    }
-
-    /// Compress entries of at least 64 bytes with lz4 in [`Appender::append`] when that
-    /// makes them smaller (flagged per entry; readers decompress transparently).
-    pub fn set_compression(&mut self, on: bool) {
-        self.compress = on;
-    }
-
-    /// Copies `data` in as one entry and commits it. Returns its global index.
-    pub fn append(&mut self, data: &[u8]) -> Result<u64, AppendError> {
-        if !self.compress && self.cipher.is_none() {
-            for _ in 0..8 {
-                match self.copy_append(data)? {
-                    Ok(i) => return Ok(i),
-                    Err(CommitError::Abandoned { .. }) => continue,
-                }
-            }
-            return Err(AppendError::Abandoned);
-        }
-        let mut buf = std::mem::take(&mut self.scratch);
-        let r = self.transform_append(data, &mut buf);
-        self.scratch = buf;
-        r
-    }
-
-    /// Encrypts entries from now on with `cipher` (see [`EntryCipher`]); `None` stops.
-    /// Tailers need the same cipher ([`Tailer::set_cipher`]).
-    pub fn set_cipher(&mut self, cipher: Option<Arc<dyn EntryCipher>>) {
-        self.cipher = cipher;
-    }
-
-    /// The slow path of `append`: compress and/or seal.
-    fn transform_append(&mut self, data: &[u8], buf: &mut Vec<u8>) -> Result<u64, AppendError> {
-        let mut flags = 0;
-        let mut body = data;
-        if self.compress && data.len() >= 64 {
-            buf.resize(lz4_flex::block::get_maximum_output_size(data.len()), 0);
-            if let Ok(n) = lz4_flex::block::compress_into(data, buf) {
-                if n < data.len() {
-                    flags |= FLAG_LZ4;
-                    body = &buf[..n];
-                }
-            }
-        }
-        let max = self.inner.hdr().max_entry;
-        if data.len() as u64 > max {
-            return Err(AppendError::TooLarge {
-                len: data.len(),
-                max,
-            });
-        }
-        for _ in 0..8 {
-            let r = match self.cipher.clone() {
-                None => {
-                    let mut res = self.reserve_inner(body.len())?;
-                    res.as_mut_slice().copy_from_slice(body);
-                    res.commit_inner(flags, data.len() as u32)
-                }
-                Some(c) => {
-                    let mut res = self.reserve_inner(body.len() + c.overhead())?;
-                    let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
-                    let aad = res.index().to_le_bytes();
-                    c.seal(&nonce, &aad, body, res.as_mut_slice());
-                    res.commit_inner(flags | FLAG_SEALED, data.len() as u32)
-                }
-            };
-            match r {
-                Ok(i) => return Ok(i),
-                Err(CommitError::Abandoned { .. }) => continue,
-            }
-        }
-        Err(AppendError::Abandoned)
-    }
-
-    fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, CommitError>, AppendError> {
-        let mut res = self.reserve_inner(data.len())?;
-        res.as_mut_slice().copy_from_slice(data);
-        Ok(res.commit_inner(0, data.len() as u32))
-    }
-
-    /// Claims room for an entry of exactly `len` bytes, to be written in place and
-    /// committed (zero-copy). Reserved entries are never compressed.
-    pub fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
-        self.reserve_inner(len)
-    }
-
-    fn reserve_inner(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
-        let max = self.inner.hdr().max_entry;
-        if len as u64 > max {
-            return Err(AppendError::TooLarge { len, max });
-        }
-        let units = entry_units(len);
-        loop {
-            let ts = realtime_ns();
-            if ts >= self.cy.hdr.bucket_end {
-                seal(&self.cy);
-            }
-            let w = self.cy.pos().load(Ordering::Acquire);
-            let (sealed, n, u) = pos_parts(w);
-            if sealed {
-                self.advance()?;
-                continue;
-            }
-            if u + units > self.cy.cap_units || n + 1 >= self.cy.max_entries {
-                seal(&self.cy);
-                continue;
-            }
-            let end = (u + units) * UNIT as u64;
-            if end > self.alloc {
-                self.grow_data(end)?;
-            }
-            if self.pretouch && end.saturating_add(self.inner.hdr().chunk_bytes / 2) > self.alloc {
-                self.request_pretouch(end);
-            }
-            if (n + 1) * 4 > self.ialloc {
-                self.grow_index((n + 1) * 4)?;
-            }
-            // Record the claim before making it, for whoever reclaims us if we die.
-            let aux = &self.inner.meta.participants().entry(self.slot).aux;
-            aux[1].store(w, Ordering::Relaxed);
-            aux[2].store(units, Ordering::Relaxed);
-            aux[0].store(BUSY | self.cy.num, Ordering::Release);
-            // Pairs with the Acquire loads of `pos` by readers and reclaimers: our aux
-            // stores above happen-before anyone sees the claim.
-            if !protocol::try_claim(self.cy.pos(), w, units) {
-                continue;
-            }
-            let off = u * UNIT as u64;
-            let hw = self.cy.entry_word(off);
-            if !protocol::reserve_entry(hw, units) {
-                // Already abandoned by a reader (we stalled past the timeout): claim again.
-                aux[0].store(0, Ordering::Release);
-                continue;
-            }
-            if let Some(s) = self.cy.index_slot(n) {
-                s.store((u + 1) as u32, Ordering::Relaxed);
-            }
-            return Ok(Reservation {
-                app: self,
-                off,
-                n,
-                units,
-                len,
-                ts,
-                done: false,
-            });
-        }
-    }
-
-    fn advance(&mut self) -> Result<(), AppendError> {
-        let current = self.inner.meta.current().load(Ordering::Acquire);
-        let next = if current > self.cy.num {
-            current
-        } else {
-            self.cy.num + 1
-        };
-        let created = next > current;
-        self.cy = Arc::new(self.inner.open_or_create_cycle(next, realtime_ns())?);
-        self.alloc = 0;
-        self.ialloc = 0;
-        let h = self.inner.hdr();
-        if created && (h.retain_cycles != 0 || h.retain_secs != 0) {
-            let r = Retention {
-                max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
-                max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
-            };
-            let _ = self.inner.gc(r);
-        }
-        Ok(())
-    }
-
-    fn grow_data(&mut self, end: u64) -> Result<(), AppendError> {
-        self.alloc = self.cy.alloc().load(Ordering::Acquire);
-        if end <= self.alloc {
-            return Ok(());
-        }
-        let h = *self.inner.hdr();
-        let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.cycle_bytes);
-        grow_cycle_data(&self.cy, &h, want).map_err(AppendError::Io)?;
-        self.alloc = self.cy.alloc().load(Ordering::Acquire);
-        Ok(())
-    }
-
-    /// Asks the pretoucher for the next chunk once we are within half a chunk of the end.
-    #[cold]
-    fn request_pretouch(&mut self, end: u64) {
-        let h = *self.inner.hdr();
-        // The pretoucher may have grown the file already: refresh our copy first.
-        self.alloc = self.cy.alloc().load(Ordering::Acquire);
-        if end.saturating_add(h.chunk_bytes / 2) <= self.alloc {
-            return;
-        }
-        let want = self.alloc.saturating_add(h.chunk_bytes).min(h.cycle_bytes);
-        if want <= self.alloc {
-            return;
-        }
-        if self.pretoucher.is_none() {
-            self.pretoucher = Pretoucher::spawn(h);
-            if self.pretoucher.is_none() {
-                self.pretouch = false;
-                return;
-            }
-        }
-        let Some(p) = self.pretoucher.as_mut() else {
-            return;
-        };
-        if p.requested.0 == self.cy.num && p.requested.1 >= want {
-            return;
-        }
-        if let Some(tx) = &p.tx {
-            if tx.try_send((self.cy.clone(), want)).is_ok() {
-                p.requested = (self.cy.num, want);
-            }
-        }
-    }
-
-    /// Turns the background pretoucher off (on by default): growth and page faults then
-    /// happen on the appending thread when it reaches the end of the backed file.
-    pub fn set_pretouch(&mut self, on: bool) {
-        self.pretouch = on;
-        if !on {
-            self.pretoucher = None;
-        }
-    }
-
-    fn grow_index(&mut self, end: u64) -> Result<(), AppendError> {
-        self.ialloc = self.cy.ialloc().load(Ordering::Acquire);
-        if end <= self.ialloc {
-            return Ok(());
-        }
-        let h = self.inner.hdr();
-        let want =
-            (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
-        files::grow(&self.cy.index_file, want).map_err(AppendError::Io)?;
-        // Pairs with the Acquire load in `CycleFiles::index_slot`.
-        self.cy.ialloc().fetch_max(want, Ordering::AcqRel);
-        self.ialloc = want;
-        Ok(())
-    }
-}
-
-impl Drop for Appender {
-    fn drop(&mut self) {
-        self.syncer.take();
-        self.inner.meta.participants().entry(self.slot).aux[0].store(0, Ordering::Release);
-        self.inner.meta.participants().release(self.slot);
-    }
-}
-
-/// Room for one entry, claimed by [`Appender::reserve`]: write it through
-/// [`Reservation::as_mut_slice`], then [`Reservation::commit`]. Dropped uncommitted, the
-/// entry is abandoned (readers skip it).
-#[derive(Debug)]
-pub struct Reservation<'a> {
-    app: &'a mut Appender,
-    off: u64,
-    n: u64,
-    units: u64,
-    len: usize,
-    ts: u64,
-    done: bool,
-}
-
-impl Reservation<'_> {
-    /// The entry's bytes, to fill in.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
-        // before the claim) and ours alone until commit: no reader reads them before the
-        // Release CAS to COMMITTED, no other appender can claim them.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64),
-                self.len,
-            )
-        }
-    }
-
-    /// The global index this entry will have.
-    pub fn index(&self) -> u64 {
-        self.app.cy.hdr.first_index + self.n
-    }
-
-    /// Publishes the entry. Returns its global index.
-    pub fn commit(self) -> Result<u64, CommitError> {
-        let len = self.len as u32;
-        self.commit_inner(0, len)
-    }
-
-    fn commit_inner(mut self, flags: u64, raw_len: u32) -> Result<u64, CommitError> {
-        self.done = true;
-        let cy = &self.app.cy;
-        let p = cy.data_ptr(self.off);
-        let len = self.len as u32;
-        let idx = self.n as u32;
-        // SAFETY: header bytes 12..32 of our claimed entry; aligned; ours until commit.
-        unsafe {
-            std::ptr::write(p.add(12) as *mut u32, len.to_le());
-            std::ptr::write(p.add(16) as *mut u32, raw_len.to_le());
-            std::ptr::write(p.add(20) as *mut u32, idx.to_le());
-            std::ptr::write(p.add(24) as *mut u64, self.ts.to_le());
-        }
-        // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
-        let covered = unsafe {
-            std::slice::from_raw_parts(
-                p.add(CRC_FROM) as *const u8,
-                ENTRY_HEADER - CRC_FROM + self.len,
-            )
-        };
-        let crc = entry_crc(flags, covered);
-        // SAFETY: header bytes 8..12 of our entry.
-        unsafe { std::ptr::write(p.add(8) as *mut u32, crc.to_le()) };
-        let hw = cy.entry_word(self.off);
-        // Release (inside): every byte above happens-before a reader that sees COMMITTED.
-        let committed = protocol::commit_entry(hw, self.units, flags);
-        let aux = &self.app.inner.meta.participants().entry(self.app.slot).aux;
-        aux[0].store(0, Ordering::Release);
-        let index = cy.hdr.first_index + self.n;
-        self.app.inner.meta.event().notify();
-        if !committed {
-            return Err(CommitError::Abandoned { index });
-        }
-        if self.app.inner.hdr().durability == 1 {
-            let _ = files::msync_range(
-                &cy.data,
-                CYCLE_HEADER_PAGE + self.off as usize,
-                (self.units * UNIT as u64) as usize,
-            );
-        }
-        Ok(index)
-    }
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);
-            self.app.inner.meta.participants().entry(self.app.slot).aux[0]
-                .store(0, Ordering::Release);
-            self.app.inner.meta.event().notify();
-        }
-    }
-}
-
-// ---- reading ------------------------------------------------------------------------------
-
-/// One entry, borrowed from the tailer until its next call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry<'a> {
-    /// Global index (dense, identical for every reader).
-    pub index: u64,
-    /// CLOCK_REALTIME nanoseconds taken by the appender when it reserved the entry.
-    pub ts_ns: u64,
-    /// The payload (decompressed if it was stored compressed).
-    pub data: &'a [u8],
-}
-
-impl Entry<'_> {
-    /// Payload length.
-    pub fn len(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Whether the payload is empty.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
-}
-
-/// Reading failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ReadError {
-    /// Entries `from..to` were deleted by retention before this tailer read them; it
-    /// continues at `to`.
-    Gap {
-        /// First missing index.
-        from: u64,
-        /// Where the tailer continues.
-        to: u64,
-    },
-    /// Entry `index` fails its checks (CRC, header); the tailer skips it (or the rest of its
-    /// cycle if its size is unusable).
-    Corrupt {
-        /// The entry.
-        index: u64,
-        /// What failed.
-        what: &'static str,
-    },
-    /// Entry `index` is encrypted and this tailer has no cipher ([`Tailer::set_cipher`]);
-    /// it is skipped.
-    Encrypted {
-        /// The entry.
-        index: u64,
-    },
-    /// A cycle file could not be opened.
-    Open(OpenError),
-    /// Listing the directory failed.
-    Io(io::Error),
-}
-
-impl fmt::Display for ReadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReadError::Gap { from, to } => write!(f, "entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
-            ReadError::Corrupt { index, what } => write!(f, "journal entry {index} is corrupt ({what}); it is skipped"),
-            ReadError::Encrypted { index } => write!(f, "journal entry {index} is encrypted; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped"),
-            ReadError::Open(e) => write!(f, "journal cycle: {e}"),
-            ReadError::Io(e) => write!(f, "journal directory: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ReadError {}
-
-impl From<OpenError> for ReadError {
-    fn from(e: OpenError) -> Self {
-        ReadError::Open(e)
-    }
-}
-
-impl From<io::Error> for ReadError {
-    fn from(e: io::Error) -> Self {
-        ReadError::Io(e)
-    }
-}
-
-/// Opening a named reader failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ReaderError {
-    /// The name is not acceptable (same rules as channel names: no path separators).
-    InvalidName(NameError),
-    /// A live process holds this reader.
-    Busy {
-        /// Its pid.
-        holder_pid: u32,
-    },
-    /// All reader entries are used.
-    TableFull {
-        /// The table size.
-        max: usize,
-    },
-    /// The reader lock file could not be used.
-    Io(OpenError),
-    /// Positioning the reader failed.
-    Read(ReadError),
-}
-
-impl fmt::Display for ReaderError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReaderError::InvalidName(e) => write!(f, "reader name: {e}"),
-            ReaderError::Busy { holder_pid } => write!(f, "the named reader is held by live process {holder_pid}; stop it first or use another name"),
-            ReaderError::TableFull { max } => write!(f, "all {max} named readers are in use; remove unused ones (`Journal::remove_reader`)"),
-            ReaderError::Io(e) => write!(f, "{e}"),
-            ReaderError::Read(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ReaderError {}
-
-impl From<NameError> for ReaderError {
-    fn from(e: NameError) -> Self {
-        ReaderError::InvalidName(e)
-    }
-}
-
-enum Step {
-    Entry {
-        off: u64,
-        len: usize,
-        flags: u64,
-        raw_len: u64,
-        ts: u64,
-        index: u64,
-    },
-    Empty,
-}
-
-/// Reads entries in index order; any number per journal, in any process. A named reader
-/// (from [`Journal::reader`]) also persists its position.
-#[derive(Debug)]
-pub struct Tailer {
-    inner: Arc<Inner>,
-    cy: CycleFiles,
-    /// In-cycle index and byte offset of the next entry.
-    i: u64,
-    off: u64,
-    /// Deliver nothing below this global index (positioning without an index slot).
-    skip_until: u64,
-    scratch: Vec<u8>,
-    sealed_scratch: Vec<u8>,
-    cipher: Option<Arc<dyn EntryCipher>>,
-    stuck_since: Cell<Option<(u64, Instant)>>,
-    last_reclaim: Cell<Option<Instant>>,
-    named: Option<usize>,
-    policy: WaitPolicy,
-    pending_gap: Option<(u64, u64)>,
-    /// The position word of `cy` as last loaded.
-    seen: u64,
-}
-
-impl Tailer {
-    fn at(inner: Arc<Inner>, index: u64, named: Option<usize>) -> Result<Tailer, ReadError> {
-        let cycles = inner.list_cycles()?;
-        let current = inner.meta.current().load(Ordering::Acquire);
-        // The newest cycle whose first index is <= index.
-        let mut chosen = None;
-        for &c in cycles.iter().rev() {
-            match inner.open_cycle(c) {
-                Ok(cy) if cy.hdr.first_index <= index => {
-                    chosen = Some(cy);
-                    break;
-                }
-                Ok(cy) => chosen = Some(cy),
-                Err(OpenError::NotFound { .. }) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let cy = match chosen {
-            Some(cy) => cy,
-            None => inner.open_or_create_cycle(current, realtime_ns())?,
-        };
-        let mut t = Tailer {
-            inner,
-            i: 0,
-            off: 0,
-            skip_until: index.max(cy.hdr.first_index),
-            cy,
-            scratch: Vec::new(),
-            sealed_scratch: Vec::new(),
-            cipher: None,
-            stuck_since: Cell::new(None),
-            last_reclaim: Cell::new(None),
-            named,
-            policy: WaitPolicy::default(),
-            pending_gap: None,
-            seen: 0,
-        };
-        if index < t.cy.hdr.first_index {
-            t.pending_gap = Some((index, t.cy.hdr.first_index));
-        }
-        // Jump straight to the entry when its index slot is written and checks out.
-        let target = t.skip_until - t.cy.hdr.first_index;
-        if target > 0 {
-            if let Some(off) =
-                t.cy.index_slot(target)
-                    .map(|s| s.load(Ordering::Relaxed) as u64)
-                    .filter(|&v| v != 0)
-                    .map(|v| (v - 1) * UNIT as u64)
-            {
-                if entry_ts(&t.cy, target, t.inner.hdr().max_entry).is_some() {
-                    t.i = target;
-                    t.off = off;
-                }
-            }
-        }
-        Ok(t)
-    }
-
-    /// Sets the spin-then-sleep policy of the blocking calls.
-    pub fn set_wait_policy(&mut self, p: WaitPolicy) {
-        self.policy = p;
-    }
-
-    /// Global index of the next entry this tailer will look at.
-    pub fn position(&self) -> u64 {
-        (self.cy.hdr.first_index + self.i).max(self.skip_until)
-    }
-
-    /// The next entry if one is committed now; `Ok(None)` at the end.
-    pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
-        match self.step()? {
-            Step::Entry {
-                off,
-                len,
-                flags,
-                raw_len,
-                ts,
-                index,
-            } => self
-                .materialize(off, len, flags, raw_len, ts, index)
-                .map(Some),
-            Step::Empty => Ok(None),
-        }
-    }
-
-    /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
-    /// the timeout passes.
-    pub fn next_timeout(
-        &mut self,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Entry<'_>>, ReadError> {
-        let deadline = crate::wait::deadline_after(timeout);
-        loop {
-            if let Step::Entry {
-                off,
-                len,
-                flags,
-                raw_len,
-                ts,
-                index,
-            } = self.step()?
-            {
-                return self
-                    .materialize(off, len, flags, raw_len, ts, index)
-                    .map(Some);
-            }
-            let this = &*self;
-            let recheck = this.recheck_interval();
-            let ev = this.inner.meta.event();
-            if crate::wait::block_on(ev, this.policy, deadline, recheck, || {
-                this.peek_ready().then_some(())
-            })
-            .is_none()
-            {
-                return Ok(None);
-            }
-        }
-    }
-
-    /// Decrypts sealed entries with `cipher` (the appenders' [`EntryCipher`]). Without it,
-    /// sealed entries are reported as [`ReadError::Encrypted`] and skipped.
-    pub fn set_cipher(&mut self, cipher: Option<Arc<dyn EntryCipher>>) {
-        self.cipher = cipher;
-    }
-
-    /// Persists "everything up to and including the last delivered entry is done" for a
-    /// named reader (no-op for plain tailers). Without `ack`, each `next` persists the
-    /// position of the entry it returns, so after a crash that entry is delivered again:
-    /// at-least-once, with a duplicate window of exactly the last delivered entry.
-    pub fn ack(&self) {
-        if let Some(k) = self.named {
-            self.inner.store_reader_pos(k, self.position());
-        }
-    }
-
-    fn recheck_interval(&self) -> Option<Duration> {
-        let (sealed, n, _) = pos_parts(self.cy.pos().load(Ordering::Acquire));
-        if self.i < n || sealed {
-            Some(Duration::from_millis(2))
-        } else {
-            None
-        }
-    }
-
-    /// Whether `step` would make progress (an entry, a skip, a cycle change).
-    fn peek_ready(&self) -> bool {
-        if self.pending_gap.is_some() {
-            return true;
-        }
-        let (sealed, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
-        if self.i >= n {
-            return sealed && self.next_cycle_exists();
-        }
-        if self.off + ENTRY_HEADER as u64 > u * UNIT as u64
-            || !units_fit(
-                &self.cy,
-                self.off / UNIT as u64,
-                (ENTRY_HEADER / UNIT) as u64,
-                u,
-            )
-        {
-            return true; // inconsistent: let step report it
-        }
-        let (st, _, _) = entry_word_parts(self.cy.entry_word(self.off).load(Ordering::Acquire));
-        if st == ST_COMMITTED || st == ST_ABANDONED {
-            return true;
-        }
-        self.handle_in_flight(n, u);
-        false
-    }
-
-    fn next_cycle_exists(&self) -> bool {
-        self.inner.meta.current().load(Ordering::Acquire) > self.cy.num
-            || self.stuck_for(u64::MAX) > Duration::from_millis(20)
-    }
-
-    fn stuck_for(&self, key: u64) -> Duration {
-        let key = key ^ (self.cy.num << 40) ^ self.i;
-        match self.stuck_since.get() {
-            Some((k, t)) if k == key => t.elapsed(),
-            _ => {
-                self.stuck_since.set(Some((key, Instant::now())));
-                Duration::ZERO
-            }
-        }
-    }
-
-    /// The next entry is claimed but not committed: detect dead or stuck appenders.
-    fn handle_in_flight(&self, n: u64, u: u64) {
-        let waited = self.stuck_for(0);
-        if waited < Duration::from_millis(1) {
-            return;
-        }
-        if self
-            .last_reclaim
-            .get()
-            .map_or(true, |t| t.elapsed() > Duration::from_millis(5))
-        {
-            self.last_reclaim.set(Some(Instant::now()));
-            self.inner.reclaim();
-        }
-        if waited >= Duration::from_millis(self.inner.hdr().abandon_ms) {
-            self.force_abandon(n, u);
-        }
-    }
-
-    /// Abandons the entry at our position after the abandon timeout.
-    fn force_abandon(&self, n: u64, u: u64) {
-        let at = self.off / UNIT as u64;
-        let w0 = self.cy.entry_word(self.off).load(Ordering::Acquire);
-        let (st, _, cu) = entry_word_parts(w0);
-        let units = if st == ST_RESERVED {
-            Some(cu)
-        } else if w0 == 0 {
-            let w = pos_word(false, self.i, at);
-            self.inner
-                .claim_recorded_elsewhere(usize::MAX, self.cy.num, w)
-                .or_else(|| {
-                    if self.i + 1 == n {
-                        Some(u - at)
-                    } else {
-                        self.cy
-                            .index_slot(self.i + 1)
-                            .map(|s| s.load(Ordering::Relaxed) as u64)
-                            .filter(|&v| v != 0)
-                            .map(|v| (v - 1).saturating_sub(at))
-                    }
-                })
-        } else {
-            None
-        };
-        if let Some(units) = units.filter(|&k| units_fit(&self.cy, at, k, u)) {
-            if abandon_at(&self.cy, at, units) {
-                self.inner.meta.event().notify();
-            }
-        }
-    }
-
-    fn step(&mut self) -> Result<Step, ReadError> {
-        if let Some((from, to)) = self.pending_gap.take() {
-            return Err(ReadError::Gap { from, to });
-        }
-        let max = self.inner.hdr().max_entry;
-        loop {
-            // The position word is reloaded only when we have read everything it showed
-            // last time: a tailer keeping up touches the appenders' hot line once per
-            // batch, not once per entry. (n and units only grow, so an old value is a
-            // valid bound.)
-            if pos_parts(self.seen).1 <= self.i {
-                self.seen = self.cy.pos().load(Ordering::Acquire);
-            }
-            let (sealed, n, u) = pos_parts(self.seen);
-            if self.i >= n {
-                if !sealed {
-                    return Ok(Step::Empty);
-                }
-                if !self.move_next()? {
-                    return Ok(Step::Empty);
-                }
-                continue;
-            }
-            let global = self.cy.hdr.first_index + self.i;
-            if !units_fit(
-                &self.cy,
-                self.off / UNIT as u64,
-                (ENTRY_HEADER / UNIT) as u64,
-                u,
-            ) {
-                // The position word and our offset disagree: nothing more in this cycle is
-                // trustworthy. Move on if we can.
-                self.i = n;
-                self.off = u * UNIT as u64;
-                return Err(ReadError::Corrupt {
-                    index: global,
-                    what: "entry offset outside the cycle",
-                });
-            }
-            // Acquire (in `observe`): pairs with the Release CAS in `protocol::commit_entry`.
-            let (units, abandoned) = match protocol::observe(self.cy.entry_word(self.off)) {
-                EntryState::Committed { units, .. } => (units, false),
-                EntryState::Abandoned { units } => (units, true),
-                EntryState::Unwritten | EntryState::Reserved { .. } => {
-                    let (_, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
-                    self.handle_in_flight(n, u);
-                    return Ok(Step::Empty);
-                }
-                EntryState::Junk => {
-                    self.i = n;
-                    self.off = u * UNIT as u64;
-                    return Err(ReadError::Corrupt {
-                        index: global,
-                        what: "unknown entry state",
-                    });
-                }
-            };
-            if !units_fit(&self.cy, self.off / UNIT as u64, units, u) {
-                self.i = n;
-                self.off = u * UNIT as u64;
-                return Err(ReadError::Corrupt {
-                    index: global,
-                    what: "entry size outside the cycle",
-                });
-            }
-            self.stuck_since.set(None);
-            let off = self.off;
-            self.i += 1;
-            self.off += units * UNIT as u64;
-            if abandoned || global < self.skip_until {
-                continue;
-            }
-            // SAFETY: committed (the Acquire load of word 0 pairs with the Release CAS in
-            // `commit_inner`), so these bytes are final; `units_fit` checked that they lie
-            // inside the claimed and backed data area.
-            let bytes = unsafe {
-                std::slice::from_raw_parts(
-                    self.cy.data_ptr(off) as *const u8,
-                    (units * UNIT as u64) as usize,
-                )
-            };
-            return match read_entry(bytes, 0, self.i - 1, max) {
-                Ok((_, payload, flags, raw_len)) => Ok(Step::Entry {
-                    off,
-                    len: payload.len(),
-                    flags,
-                    raw_len,
-                    ts: rd_ts(bytes),
-                    index: global,
-                }),
-                Err(ScanStop::BadCrc) => Err(ReadError::Corrupt {
-                    index: global,
-                    what: "CRC mismatch",
-                }),
-                Err(_) => Err(ReadError::Corrupt {
-                    index: global,
-                    what: "bad entry header",
-                }),
-            };
-        }
-    }
-
-    fn materialize(
-        &mut self,
-        off: u64,
-        len: usize,
-        flags: u64,
-        raw_len: u64,
-        ts: u64,
-        index: u64,
-    ) -> Result<Entry<'_>, ReadError> {
-        if let Some(k) = self.named {
-            self.inner.store_reader_pos(k, index);
-        }
-        // SAFETY: as in `step`: a committed entry's payload, inside the backed area.
-        let payload = unsafe {
-            std::slice::from_raw_parts(
-                self.cy.data_ptr(off + ENTRY_HEADER as u64) as *const u8,
-                len,
-            )
-        };
-        let mut body = payload;
-        if flags & FLAG_SEALED != 0 {
-            let Some(c) = &self.cipher else {
-                return Err(ReadError::Encrypted { index });
-            };
-            let Some(plain_len) = len.checked_sub(c.overhead()) else {
-                return Err(ReadError::Corrupt {
-                    index,
-                    what: "sealed payload shorter than the cipher's tag",
-                });
-            };
-            let idx = index.saturating_sub(self.cy.hdr.first_index);
-            let nonce = entry_nonce(&self.inner.hdr().id, self.cy.num, idx as u32);
-            self.sealed_scratch.clear();
-            self.sealed_scratch.resize(plain_len, 0);
-            if !c.open(
-                &nonce,
-                &index.to_le_bytes(),
-                payload,
-                &mut self.sealed_scratch,
-            ) {
-                return Err(ReadError::Corrupt {
-                    index,
-                    what: "decryption failed (wrong key or tampered entry)",
-                });
-            }
-            body = &self.sealed_scratch;
-        }
-        if flags & FLAG_LZ4 != 0 {
-            if !decompress_into(body, raw_len as usize, &mut self.scratch) {
-                return Err(ReadError::Corrupt {
-                    index,
-                    what: "lz4 payload does not decompress",
-                });
-            }
-            return Ok(Entry {
-                index,
-                ts_ns: ts,
-                data: &self.scratch,
-            });
-        }
-        if body.len() as u64 != raw_len {
-            return Err(ReadError::Corrupt {
-                index,
-                what: "payload length does not match its header",
-            });
-        }
-        Ok(Entry {
-            index,
-            ts_ns: ts,
-            data: body,
-        })
-    }
-
-    /// Moves to the next cycle after a sealed one. `Ok(false)`: not there yet.
-    fn move_next(&mut self) -> Result<bool, ReadError> {
-        let (_, n, _) = pos_parts(self.cy.pos().load(Ordering::Acquire));
-        let expect_first = self.cy.hdr.first_index + n;
-        let c1 = self.cy.num + 1;
-        let current = self.inner.meta.current().load(Ordering::Acquire);
-        let next = match self.inner.open_cycle(c1) {
-            Ok(cy) => cy,
-            Err(OpenError::NotFound { .. }) if current <= self.cy.num => {
-                // Sealed but the successor is not created yet (its creator is slow or died).
-                if self.stuck_for(u64::MAX) < Duration::from_millis(20) {
-                    return Ok(false);
-                }
-                self.inner.open_or_create_cycle(c1, realtime_ns())?
-            }
-            Err(OpenError::NotFound { .. }) => {
-                // Deleted by retention: continue at the oldest retained entry.
-                let first = self.inner.first_index()?;
-                let mut t = Tailer::at(self.inner.clone(), first, None)?;
-                std::mem::swap(&mut self.cy, &mut t.cy);
-                self.seen = 0;
-                self.i = t.i;
-                self.off = t.off;
-                self.skip_until = t.skip_until;
-                return Err(ReadError::Gap {
-                    from: expect_first,
-                    to: first,
-                });
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if next.hdr.first_index != expect_first {
-            let to = next.hdr.first_index;
-            self.cy = next;
-            self.seen = 0;
-            self.i = 0;
-            self.off = 0;
-            return Err(ReadError::Gap {
-                from: expect_first,
-                to,
-            });
-        }
-        self.cy = next;
-        self.seen = 0;
-        self.i = 0;
-        self.off = 0;
-        self.stuck_since.set(None);
-        Ok(true)
-    }
-}
-
-fn rd_ts(b: &[u8]) -> u64 {
-    b.get(24..32)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
-}
-
-impl Drop for Tailer {
-    fn drop(&mut self) {
-        if let Some(k) = self.named {
-            self.inner.release_reader(k);
-        }
-    }
-}
-
-#[cfg(not(loom))]
-impl crate::waitset::Waitable for Tailer {
-    fn wait_handle(&self) -> crate::waitset::WaitHandle<'_> {
-        crate::waitset::WaitHandle {
-            event: self.inner.meta.event(),
-        }
-    }
-
-    fn is_ready(&self) -> bool {
-        self.peek_ready()
-    }
-
-    fn recheck_interval(&self) -> Option<Duration> {
-        Tailer::recheck_interval(self)
     }
 }
