@@ -252,7 +252,7 @@ impl Appender {
     }
 
     /// Encrypts entries from now on with `cipher` (see [`EntryCipher`]); `None` stops.
-    /// Tailers need the same cipher ([`Tailer::set_cipher`]).
+    /// Tailers need the same cipher ([`Tailer::set_cipher`](super::Tailer::set_cipher)).
     pub fn set_cipher(&mut self, cipher: Option<Arc<dyn EntryCipher>>) {
         self.cipher = cipher;
     }
