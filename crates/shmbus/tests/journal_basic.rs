@@ -908,3 +908,22 @@ fn encryption_round_trip_with_a_pluggable_cipher() {
         Err(ReadError::Corrupt { index: 0, .. })
     ));
 }
+
+/// Many threads creating the same journal at once: one creates it, all open it.
+#[test]
+fn concurrent_creation_is_race_free() {
+    let dir = tmpdir("race");
+    let _c = Cleanup(dir.clone());
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let j = Journal::open(&dir, &small()).unwrap();
+                j.appender().unwrap().append(b"x").unwrap()
+            })
+        })
+        .collect();
+    let mut idx: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    idx.sort_unstable();
+    assert_eq!(idx, (0..8).collect::<Vec<_>>());
+}

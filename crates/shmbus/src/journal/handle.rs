@@ -260,7 +260,17 @@ impl Journal {
             let foreign = std::fs::read_dir(&dir)
                 .map_err(|e| OpenError::io(&dir, e))?
                 .flatten()
-                .any(|e| e.file_name().to_str().map_or(true, |n| !n.starts_with('.')));
+                .any(|e| {
+                    // Hidden files are our temporaries; journal files may be a concurrent
+                    // creator's, who just won the race.
+                    e.file_name().to_str().map_or(true, |n| {
+                        !(n.starts_with('.')
+                            || n == META_FILE
+                            || n == READERS_LOCK_FILE
+                            || n.ends_with(".sbjd")
+                            || n.ends_with(".sbji"))
+                    })
+                });
             if foreign {
                 return Err(OpenError::NotASegment { path: dir });
             }
