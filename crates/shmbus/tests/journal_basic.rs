@@ -413,6 +413,12 @@ fn recovers_from_truncation_and_zeroed_tail() {
         let stale = format::pos_word(false, 60, 60 * entry / 8);
         f.write_all_at(&stale.to_le_bytes(), format::CYCLE_POS_OFFSET as u64)
             .unwrap();
+        // The alloc word is in the same unsynced page: stale too.
+        f.write_all_at(
+            &(60 * entry).to_le_bytes(),
+            format::CYCLE_ALLOC_OFFSET as u64,
+        )
+        .unwrap();
     }
     let j = Journal::open(&dir, &small()).unwrap();
     assert_eq!(read_all(&j), (0..100).collect::<Vec<_>>());

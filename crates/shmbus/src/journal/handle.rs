@@ -948,11 +948,12 @@ impl Inner {
         // Entries committed past the position word (flush mode after a power loss: the
         // entries' pages were synced, the header page with the position word was not).
         let (n, u) = if i == n && off == u * UNIT as u64 && !sealed {
-            let alloc = cy.alloc().load(Ordering::Acquire).min(avail);
-            // SAFETY: we are alone (exclusive lock), and `alloc <= avail` lies inside both
-            // the file and the mapping.
+            // Up to the file's real size: after a power loss the `alloc` word (in the unsynced
+            // header page) may be stale too.
+            // SAFETY: we are alone (exclusive lock), and `avail` lies inside both the file
+            // and the mapping.
             let all =
-                unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, alloc as usize) };
+                unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, avail as usize) };
             while let Ok((ScannedEntry::Committed { units, .. }, ..)) = read_entry(all, off, i, max)
             {
                 if let Some(s) = cy.index_slot(i) {
@@ -962,6 +963,7 @@ impl Inner {
                 off += units * UNIT as u64;
             }
             if i > n {
+                cy.alloc().fetch_max(off, Ordering::AcqRel);
                 cy.pos()
                     .store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
             }
