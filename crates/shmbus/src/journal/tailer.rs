@@ -329,6 +329,9 @@ impl Tailer {
         if self.pending_gap.is_some() {
             return true;
         }
+        if self.next_is_final() {
+            return true;
+        }
         let (sealed, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
         if self.i >= n {
             return sealed && self.next_cycle_exists();
@@ -349,6 +352,30 @@ impl Tailer {
         }
         self.handle_in_flight(n, u);
         false
+    }
+
+    /// Whether the entry at our offset is already committed or abandoned, judged from its
+    /// own header alone. Sound without the position word: claims are contiguous, so the
+    /// entry at our offset can only be our next index, and bytes past the claimed end are
+    /// zero (fresh file pages, or zeroed by recovery); the entry is validated (index, size,
+    /// CRC) before use anyway. A caught-up tailer thus polls one line, the one the
+    /// appender writes next, instead of the appenders' contended position word.
+    fn next_is_final(&self) -> bool {
+        let at = self.off / UNIT as u64;
+        if !units_fit(
+            &self.cy,
+            at,
+            (ENTRY_HEADER / UNIT) as u64,
+            self.cy.cap_units,
+        ) {
+            return false;
+        }
+        match protocol::observe(self.cy.entry_word(self.off)) {
+            EntryState::Committed { units, .. } | EntryState::Abandoned { units } => {
+                units_fit(&self.cy, at, units, self.cy.cap_units)
+            }
+            _ => false,
+        }
     }
 
     fn next_cycle_exists(&self) -> bool {
@@ -428,10 +455,16 @@ impl Tailer {
             // last time: a tailer keeping up touches the appenders' hot line once per
             // batch, not once per entry. (n and units only grow, so an old value is a
             // valid bound.)
-            if pos_parts(self.seen).1 <= self.i {
+            let (sealed, n, u) = if pos_parts(self.seen).1 > self.i {
+                pos_parts(self.seen)
+            } else if self.next_is_final() {
+                // Caught up, but the next entry's own header already says it is there:
+                // read it without touching the position line (see `next_is_final`).
+                (false, self.i + 1, self.cy.cap_units)
+            } else {
                 self.seen = self.cy.pos().load(Ordering::Acquire);
-            }
-            let (sealed, n, u) = pos_parts(self.seen);
+                pos_parts(self.seen)
+            };
             if self.i >= n {
                 if !sealed {
                     return Ok(Step::Empty);
