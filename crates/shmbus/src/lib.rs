@@ -21,6 +21,7 @@
 pub mod admin;
 pub mod domain;
 pub mod error;
+pub mod journal;
 pub(crate) mod event;
 pub mod name;
 pub(crate) mod participants;

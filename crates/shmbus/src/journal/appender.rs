@@ -1,0 +1,570 @@
+//! Appenders: claiming, reserving, committing, growing files ahead, rolling cycles.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::OpenError;
+use crate::sync::Ordering;
+use crate::sys::ProcessId;
+
+use super::files::{self, CycleFiles};
+use super::format::*;
+use super::protocol;
+
+use super::handle::*;
+
+/// Appending to a journal failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AppendError {
+    /// The entry is larger than the journal's `max_entry`.
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// All 128 appender entries of the journal are held by live processes.
+    TooManyAppenders,
+    /// A cycle file could not be opened, created or grown.
+    Open(OpenError),
+    /// A file operation failed (growing, syncing).
+    Io(io::Error),
+    /// The entry was abandoned by readers before it was committed (see
+    /// [`CommitError::Abandoned`]) too many times in a row.
+    Abandoned,
+}
+
+impl fmt::Display for AppendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AppendError::TooLarge { len, max } => write!(f, "entry of {len} bytes exceeds the journal's max entry size {max}; split it or create the journal with a larger max_entry"),
+            AppendError::TooManyAppenders => f.write_str("all 128 appender slots of the journal are held by live processes; drop some appenders"),
+            AppendError::Open(e) => write!(f, "journal cycle: {e}"),
+            AppendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
+            AppendError::Abandoned => f.write_str("the entry was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append again"),
+        }
+    }
+}
+
+impl std::error::Error for AppendError {}
+
+impl From<OpenError> for AppendError {
+    fn from(e: OpenError) -> Self {
+        AppendError::Open(e)
+    }
+}
+
+/// Committing a reservation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitError {
+    /// Readers gave up on this entry (it stayed reserved longer than the journal's abandon
+    /// timeout) and skipped it; its data is not in the journal. Append it again.
+    Abandoned {
+        /// The index the entry had.
+        index: u64,
+    },
+}
+
+impl fmt::Display for CommitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommitError::Abandoned { index } => write!(f, "entry {index} was abandoned by readers before commit (reserved longer than the abandon timeout); append it again"),
+        }
+    }
+}
+
+impl std::error::Error for CommitError {}
+
+/// Writes entries. `Send`; one per thread.
+#[derive(Debug)]
+pub struct Appender {
+    inner: Arc<Inner>,
+    slot: usize,
+    cy: Arc<CycleFiles>,
+    alloc: u64,
+    ialloc: u64,
+    compress: bool,
+    scratch: Vec<u8>,
+    syncer: Option<Syncer>,
+    pretouch: bool,
+    pretoucher: Option<Pretoucher>,
+    cipher: Option<Arc<dyn EntryCipher>>,
+}
+
+/// A helper thread that grows and pre-faults the next chunk of the current cycle while the
+/// appender still writes the current one, so the hot path never waits for the kernel to
+/// allocate and zero pages (Chronicle's "pretoucher").
+#[derive(Debug)]
+struct Pretoucher {
+    tx: Option<std::sync::mpsc::SyncSender<(Arc<CycleFiles>, u64)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    requested: (u64, u64),
+}
+
+impl Pretoucher {
+    fn spawn(hdr: MetaHeader) -> Option<Pretoucher> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Arc<CycleFiles>, u64)>(1);
+        let thread = std::thread::Builder::new()
+            .name("shmbus-journal-pretouch".into())
+            .spawn(move || {
+                while let Ok((cy, want)) = rx.recv() {
+                    let _ = grow_cycle_data(&cy, &hdr, want);
+                }
+            })
+            .ok()?;
+        Some(Pretoucher {
+            tx: Some(tx),
+            thread: Some(thread),
+            requested: (u64::MAX, 0),
+        })
+    }
+}
+
+impl Drop for Pretoucher {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, pre-faults the
+/// new pages, then publishes the new `alloc`. Idempotent; any number of growers may race.
+fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64) -> io::Result<()> {
+    // Pairs with the Release fetch_max below (here or in another grower).
+    let old = cy.alloc().load(Ordering::Acquire);
+    if want <= old {
+        return Ok(());
+    }
+    files::grow(&cy.data_file, CYCLE_HEADER_PAGE as u64 + want)?;
+    if h.durability == 1 {
+        files::fdatasync(&cy.data_file)?;
+    }
+    files::populate(
+        &cy.data,
+        CYCLE_HEADER_PAGE + old as usize,
+        (want - old) as usize,
+    );
+    // Release: pairs with the Acquire loads of `alloc` (readers' bounds, appenders): the
+    // file is this long before anyone may claim or read below `want`.
+    cy.alloc().fetch_max(want, Ordering::AcqRel);
+    Ok(())
+}
+
+#[derive(Debug)]
+struct Syncer {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+impl Appender {
+    pub(super) fn new(inner: Arc<Inner>) -> Result<Appender, AppendError> {
+        inner.reclaim();
+        let table = inner.meta.participants();
+        let slot = table
+            .register(ProcessId::current(), ROLE_APPENDER, 0..table.len())
+            .ok_or(AppendError::TooManyAppenders)?;
+        let c = inner.meta.current().load(Ordering::Acquire);
+        let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
+            Ok(cy) => cy,
+            Err(e) => {
+                table.release(slot);
+                return Err(e.into());
+            }
+        };
+        let syncer = match inner.hdr().durability {
+            2 => {
+                let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let (s2, i2) = (stop.clone(), inner.clone());
+                let period = Duration::from_millis(inner.hdr().periodic_ms);
+                let thread = std::thread::Builder::new()
+                    .name("shmbus-journal-sync".into())
+                    .spawn(move || {
+                        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                            std::thread::park_timeout(period);
+                            let c = i2.meta.current().load(Ordering::Acquire);
+                            for name in [data_file_name(c), index_file_name(c)] {
+                                if let Ok(f) = files::open_rw(&i2.dir.join(name)) {
+                                    let _ = files::fdatasync(&f);
+                                }
+                            }
+                            let _ = files::msync_range(&i2.meta.map, 0, META_SIZE);
+                        }
+                    })
+                    .map_err(AppendError::Io)?;
+                Some(Syncer {
+                    stop,
+                    thread: Some(thread),
+                })
+            }
+            _ => None,
+        };
+        Ok(Appender {
+            inner,
+            slot,
+            cy: Arc::new(cy),
+            alloc: 0,
+            ialloc: 0,
+            compress: false,
+            scratch: Vec::new(),
+            syncer,
+            pretouch: true,
+            pretoucher: None,
+            cipher: None,
+        })
+    }
+
+    /// Compress entries of at least 64 bytes with lz4 in [`Appender::append`] when that
+    /// makes them smaller (flagged per entry; readers decompress transparently).
+    pub fn set_compression(&mut self, on: bool) {
+        self.compress = on;
+    }
+
+    /// Copies `data` in as one entry and commits it. Returns its global index.
+    pub fn append(&mut self, data: &[u8]) -> Result<u64, AppendError> {
+        if !self.compress && self.cipher.is_none() {
+            for _ in 0..8 {
+                match self.copy_append(data)? {
+                    Ok(i) => return Ok(i),
+                    Err(CommitError::Abandoned { .. }) => continue,
+                }
+            }
+            return Err(AppendError::Abandoned);
+        }
+        let mut buf = std::mem::take(&mut self.scratch);
+        let r = self.transform_append(data, &mut buf);
+        self.scratch = buf;
+        r
+    }
+
+    /// Encrypts entries from now on with `cipher` (see [`EntryCipher`]); `None` stops.
+    /// Tailers need the same cipher ([`Tailer::set_cipher`](super::Tailer::set_cipher)).
+    pub fn set_cipher(&mut self, cipher: Option<Arc<dyn EntryCipher>>) {
+        self.cipher = cipher;
+    }
+
+    /// The slow path of `append`: compress and/or seal.
+    fn transform_append(&mut self, data: &[u8], buf: &mut Vec<u8>) -> Result<u64, AppendError> {
+        let mut flags = 0;
+        let mut body = data;
+        if self.compress && data.len() >= 64 {
+            buf.resize(lz4_flex::block::get_maximum_output_size(data.len()), 0);
+            if let Ok(n) = lz4_flex::block::compress_into(data, buf) {
+                if n < data.len() {
+                    flags |= FLAG_LZ4;
+                    body = &buf[..n];
+                }
+            }
+        }
+        let max = self.inner.hdr().max_entry;
+        if data.len() as u64 > max {
+            return Err(AppendError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        for _ in 0..8 {
+            let r = match self.cipher.clone() {
+                None => {
+                    let mut res = self.reserve_inner(body.len())?;
+                    res.as_mut_slice().copy_from_slice(body);
+                    res.commit_inner(flags, data.len() as u32)
+                }
+                Some(c) => {
+                    let mut res = self.reserve_inner(body.len() + c.overhead())?;
+                    let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
+                    let aad = res.index().to_le_bytes();
+                    c.seal(&nonce, &aad, body, res.as_mut_slice());
+                    res.commit_inner(flags | FLAG_SEALED, data.len() as u32)
+                }
+            };
+            match r {
+                Ok(i) => return Ok(i),
+                Err(CommitError::Abandoned { .. }) => continue,
+            }
+        }
+        Err(AppendError::Abandoned)
+    }
+
+    fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, CommitError>, AppendError> {
+        let mut res = self.reserve_inner(data.len())?;
+        res.as_mut_slice().copy_from_slice(data);
+        Ok(res.commit_inner(0, data.len() as u32))
+    }
+
+    /// Claims room for an entry of exactly `len` bytes, to be written in place and
+    /// committed (zero-copy). Reserved entries are never compressed.
+    pub fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
+        self.reserve_inner(len)
+    }
+
+    fn reserve_inner(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
+        let max = self.inner.hdr().max_entry;
+        if len as u64 > max {
+            return Err(AppendError::TooLarge { len, max });
+        }
+        let units = entry_units(len);
+        loop {
+            let ts = realtime_ns();
+            if ts >= self.cy.hdr.bucket_end {
+                seal(&self.cy);
+            }
+            let w = self.cy.pos().load(Ordering::Acquire);
+            let (sealed, n, u) = pos_parts(w);
+            if sealed {
+                self.advance()?;
+                continue;
+            }
+            if u + units > self.cy.cap_units || n + 1 >= self.cy.max_entries {
+                seal(&self.cy);
+                continue;
+            }
+            let end = (u + units) * UNIT as u64;
+            if end > self.alloc {
+                self.grow_data(end)?;
+            }
+            if self.pretouch && end.saturating_add(self.inner.hdr().chunk_bytes / 2) > self.alloc {
+                self.request_pretouch(end);
+            }
+            if (n + 1) * 4 > self.ialloc {
+                self.grow_index((n + 1) * 4)?;
+            }
+            // Record the claim before making it, for whoever reclaims us if we die.
+            let aux = &self.inner.meta.participants().entry(self.slot).aux;
+            aux[1].store(w, Ordering::Relaxed);
+            aux[2].store(units, Ordering::Relaxed);
+            aux[0].store(BUSY | self.cy.num, Ordering::Release);
+            // Pairs with the Acquire loads of `pos` by readers and reclaimers: our aux
+            // stores above happen-before anyone sees the claim.
+            if !protocol::try_claim(self.cy.pos(), w, units) {
+                continue;
+            }
+            let off = u * UNIT as u64;
+            let hw = self.cy.entry_word(off);
+            if !protocol::reserve_entry(hw, units) {
+                // Already abandoned by a reader (we stalled past the timeout): claim again.
+                aux[0].store(0, Ordering::Release);
+                continue;
+            }
+            if let Some(s) = self.cy.index_slot(n) {
+                s.store((u + 1) as u32, Ordering::Relaxed);
+            }
+            return Ok(Reservation {
+                app: self,
+                off,
+                n,
+                units,
+                len,
+                ts,
+                done: false,
+            });
+        }
+    }
+
+    fn advance(&mut self) -> Result<(), AppendError> {
+        let current = self.inner.meta.current().load(Ordering::Acquire);
+        let next = if current > self.cy.num {
+            current
+        } else {
+            self.cy.num + 1
+        };
+        let created = next > current;
+        self.cy = Arc::new(self.inner.open_or_create_cycle(next, realtime_ns())?);
+        self.alloc = 0;
+        self.ialloc = 0;
+        let h = self.inner.hdr();
+        if created && (h.retain_cycles != 0 || h.retain_secs != 0) {
+            let r = Retention {
+                max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
+                max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
+            };
+            let _ = self.inner.gc(r);
+        }
+        Ok(())
+    }
+
+    fn grow_data(&mut self, end: u64) -> Result<(), AppendError> {
+        self.alloc = self.cy.alloc().load(Ordering::Acquire);
+        if end <= self.alloc {
+            return Ok(());
+        }
+        let h = *self.inner.hdr();
+        let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.cycle_bytes);
+        grow_cycle_data(&self.cy, &h, want).map_err(AppendError::Io)?;
+        self.alloc = self.cy.alloc().load(Ordering::Acquire);
+        Ok(())
+    }
+
+    /// Asks the pretoucher for the next chunk once we are within half a chunk of the end.
+    #[cold]
+    fn request_pretouch(&mut self, end: u64) {
+        let h = *self.inner.hdr();
+        // The pretoucher may have grown the file already: refresh our copy first.
+        self.alloc = self.cy.alloc().load(Ordering::Acquire);
+        if end.saturating_add(h.chunk_bytes / 2) <= self.alloc {
+            return;
+        }
+        let want = self.alloc.saturating_add(h.chunk_bytes).min(h.cycle_bytes);
+        if want <= self.alloc {
+            return;
+        }
+        if self.pretoucher.is_none() {
+            self.pretoucher = Pretoucher::spawn(h);
+            if self.pretoucher.is_none() {
+                self.pretouch = false;
+                return;
+            }
+        }
+        let Some(p) = self.pretoucher.as_mut() else {
+            return;
+        };
+        if p.requested.0 == self.cy.num && p.requested.1 >= want {
+            return;
+        }
+        if let Some(tx) = &p.tx {
+            if tx.try_send((self.cy.clone(), want)).is_ok() {
+                p.requested = (self.cy.num, want);
+            }
+        }
+    }
+
+    /// Turns the background pretoucher off (on by default): growth and page faults then
+    /// happen on the appending thread when it reaches the end of the backed file.
+    pub fn set_pretouch(&mut self, on: bool) {
+        self.pretouch = on;
+        if !on {
+            self.pretoucher = None;
+        }
+    }
+
+    fn grow_index(&mut self, end: u64) -> Result<(), AppendError> {
+        self.ialloc = self.cy.ialloc().load(Ordering::Acquire);
+        if end <= self.ialloc {
+            return Ok(());
+        }
+        let h = self.inner.hdr();
+        let want =
+            (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
+        files::grow(&self.cy.index_file, want).map_err(AppendError::Io)?;
+        // Pairs with the Acquire load in `CycleFiles::index_slot`.
+        self.cy.ialloc().fetch_max(want, Ordering::AcqRel);
+        self.ialloc = want;
+        Ok(())
+    }
+}
+
+impl Drop for Appender {
+    fn drop(&mut self) {
+        self.syncer.take();
+        self.inner.meta.participants().entry(self.slot).aux[0].store(0, Ordering::Release);
+        self.inner.meta.participants().release(self.slot);
+    }
+}
+
+/// Room for one entry, claimed by [`Appender::reserve`]: write it through
+/// [`Reservation::as_mut_slice`], then [`Reservation::commit`]. Dropped uncommitted, the
+/// entry is abandoned (readers skip it).
+#[derive(Debug)]
+pub struct Reservation<'a> {
+    app: &'a mut Appender,
+    off: u64,
+    n: u64,
+    units: u64,
+    len: usize,
+    ts: u64,
+    done: bool,
+}
+
+impl Reservation<'_> {
+    /// The entry's bytes, to fill in.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
+        // before the claim) and ours alone until commit: no reader reads them before the
+        // Release CAS to COMMITTED, no other appender can claim them.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64),
+                self.len,
+            )
+        }
+    }
+
+    /// The global index this entry will have.
+    pub fn index(&self) -> u64 {
+        self.app.cy.hdr.first_index + self.n
+    }
+
+    /// Publishes the entry. Returns its global index.
+    pub fn commit(self) -> Result<u64, CommitError> {
+        let len = self.len as u32;
+        self.commit_inner(0, len)
+    }
+
+    fn commit_inner(mut self, flags: u64, raw_len: u32) -> Result<u64, CommitError> {
+        self.done = true;
+        let cy = &self.app.cy;
+        let p = cy.data_ptr(self.off);
+        let len = self.len as u32;
+        let idx = self.n as u32;
+        // SAFETY: header bytes 12..32 of our claimed entry; aligned; ours until commit.
+        unsafe {
+            std::ptr::write(p.add(12) as *mut u32, len.to_le());
+            std::ptr::write(p.add(16) as *mut u32, raw_len.to_le());
+            std::ptr::write(p.add(20) as *mut u32, idx.to_le());
+            std::ptr::write(p.add(24) as *mut u64, self.ts.to_le());
+        }
+        // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
+        let covered = unsafe {
+            std::slice::from_raw_parts(
+                p.add(CRC_FROM) as *const u8,
+                ENTRY_HEADER - CRC_FROM + self.len,
+            )
+        };
+        let crc = entry_crc(flags, covered);
+        // SAFETY: header bytes 8..12 of our entry.
+        unsafe { std::ptr::write(p.add(8) as *mut u32, crc.to_le()) };
+        let hw = cy.entry_word(self.off);
+        // Release (inside): every byte above happens-before a reader that sees COMMITTED.
+        let committed = protocol::commit_entry(hw, self.units, flags);
+        let aux = &self.app.inner.meta.participants().entry(self.app.slot).aux;
+        aux[0].store(0, Ordering::Release);
+        let index = cy.hdr.first_index + self.n;
+        self.app.inner.meta.event().notify();
+        if !committed {
+            return Err(CommitError::Abandoned { index });
+        }
+        if self.app.inner.hdr().durability == 1 {
+            let _ = files::msync_range(
+                &cy.data,
+                CYCLE_HEADER_PAGE + self.off as usize,
+                (self.units * UNIT as u64) as usize,
+            );
+        }
+        Ok(index)
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);
+            self.app.inner.meta.participants().entry(self.app.slot).aux[0]
+                .store(0, Ordering::Release);
+            self.app.inner.meta.event().notify();
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! File glue for the journal: race-free creation, growth in chunks, locks, syncing, and the
+//! mapped views of the metadata and cycle files.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::OpenError;
+use crate::sync::AtomicU64;
+use crate::sys::{monotonic_ns, Mapping, ProcessId};
+
+use super::format::*;
+
+/// Opens an existing file read-write, without following symlinks.
+pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Creates `path` with `contents` as its first bytes and total length `len`, race-free:
+/// built under a hidden temporary name and `link(2)`ed into place. `Ok(false)`: the file
+/// already existed (someone else won).
+pub(crate) fn create_file_atomically(
+    path: &Path,
+    mode: u32,
+    len: u64,
+    contents: &[u8],
+) -> io::Result<bool> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
+    let me = ProcessId::current();
+    let tmp = dir.join(format!(".{name}.{}.{}.tmp", me.pid, monotonic_ns()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    let guard = RemoveOnDrop(tmp.clone());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    grow(&file, len)?;
+    file.write_all_at(contents, 0)?;
+    match std::fs::hard_link(&tmp, path) {
+        Ok(()) => {
+            drop(guard);
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Extends `file` to at least `len` bytes; never shrinks it, so concurrent growers are safe.
+pub(crate) fn grow(file: &File, len: u64) -> io::Result<()> {
+    // SAFETY: fallocate on a valid fd; mode 0 only allocates and extends, never shrinks.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+        return Err(e);
+    }
+    // No fallocate on this filesystem: extend under an exclusive lock so that two growers
+    // can never shrink each other's extension.
+    flock(file, libc::LOCK_EX)?;
+    let res = (|| {
+        if file.metadata()?.len() < len {
+            file.set_len(len)?;
+        }
+        Ok(())
+    })();
+    let _ = flock(file, libc::LOCK_UN);
+    res
+}
+
+/// Pre-faults `offset..offset+len` of `map` for writing (`MADV_POPULATE_WRITE`, Linux
+/// 5.14+), so appenders do not take one page fault per page of a fresh chunk. Advisory:
+/// errors (older kernels) are ignored and the pages fault in on first touch instead.
+pub(crate) fn populate(map: &Mapping, offset: usize, len: usize) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    let page = crate::sys::page_size();
+    let start = offset / page * page;
+    let end = offset.saturating_add(len).min(map.len());
+    if end <= start {
+        return;
+    }
+    // SAFETY: the range lies inside our own mapping; populating does not change contents
+    // (it faults pages in as if written with their current values).
+    unsafe {
+        libc::madvise(
+            map.as_ptr().add(start).cast(),
+            end - start,
+            MADV_POPULATE_WRITE,
+        )
+    };
+}
+
+/// `flock(2)`.
+pub(crate) fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
+    loop {
+        // SAFETY: flock on a valid fd; no memory is passed.
+        let r = unsafe { libc::flock(file.as_raw_fd(), op) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// `msync(MS_SYNC)` of the pages covering `ptr..ptr+len` inside `map`.
+pub(crate) fn msync_range(map: &Mapping, offset: usize, len: usize) -> io::Result<()> {
+    let page = crate::sys::page_size();
+    let start = offset / page * page;
+    let end = offset.saturating_add(len).min(map.len());
+    if end <= start {
+        return Ok(());
+    }
+    // SAFETY: `start..end` lies inside our own mapping and is page aligned at the start;
+    // msync does not change memory contents.
+    let r = unsafe { libc::msync(map.as_ptr().add(start).cast(), end - start, libc::MS_SYNC) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `fdatasync(2)`.
+pub(crate) fn fdatasync(file: &File) -> io::Result<()> {
+    // SAFETY: fdatasync on a valid fd.
+    let r = unsafe { libc::fdatasync(file.as_raw_fd()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The metadata file, mapped.
+#[derive(Debug)]
+pub(crate) struct MetaFile {
+    pub(crate) file: File,
+    pub(crate) map: Mapping,
+    pub(crate) hdr: MetaHeader,
+}
+
+impl MetaFile {
+    pub(crate) fn open(path: &Path) -> Result<MetaFile, OpenError> {
+        let file = open_rw(path).map_err(|e| OpenError::io(path, e))?;
+        let size = file.metadata().map_err(|e| OpenError::io(path, e))?.len();
+        let mut head = [0u8; META_HEADER_SIZE];
+        let n = file
+            .read_at(&mut head, 0)
+            .map_err(|e| OpenError::io(path, e))?;
+        let hdr = match MetaHeader::decode(&head[..n]) {
+            Ok(h) => h,
+            Err(FormatError::BadMagic) | Err(FormatError::Short { .. })
+                if n < 8 || head[..8] != META_MAGIC.to_le_bytes() =>
+            {
+                return Err(OpenError::NotASegment {
+                    path: path.to_owned(),
+                })
+            }
+            Err(FormatError::Version(v)) => {
+                return Err(OpenError::VersionMismatch {
+                    path: path.to_owned(),
+                    found: v,
+                    supported: JOURNAL_FORMAT_VERSION,
+                })
+            }
+            Err(e) => return Err(OpenError::corrupt(path, e.to_string())),
+        };
+        if size != META_SIZE as u64 {
+            return Err(OpenError::Truncated {
+                path: path.to_owned(),
+                size,
+                expected: META_SIZE as u64,
+            });
+        }
+        let map = Mapping::map(file.as_fd(), META_SIZE).map_err(|e| OpenError::io(path, e))?;
+        Ok(MetaFile { file, map, hdr })
+    }
+
+    fn word(&self, off: usize) -> &AtomicU64 {
+        debug_assert!(off % 8 == 0 && off + 8 <= META_SIZE);
+        // SAFETY: `off` is a constant inside the META_SIZE mapping, 8-aligned (the mapping is
+        // page aligned); atomics are valid for every bit pattern; the mapping lives as long
+        // as `self`.
+        unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }
+    }
+
+    /// Highest cycle number created so far.
+    pub(crate) fn current(&self) -> &AtomicU64 {
+        self.word(META_SHARED_OFFSET)
+    }
+
+    /// Oldest cycle not yet deleted by retention.
+    pub(crate) fn first(&self) -> &AtomicU64 {
+        self.word(META_SHARED_OFFSET + 8)
+    }
+
+    pub(crate) fn event(&self) -> &crate::event::EventWord {
+        // SAFETY: offset 576 is inside the mapping, 4-aligned, and EventWord is a
+        // repr(transparent) AtomicU32, valid for every bit pattern.
+        unsafe {
+            &*(self.map.as_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord)
+        }
+    }
+
+    pub(crate) fn participants(&self) -> crate::participants::ParticipantTable<'_> {
+        // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the mapping, which
+        // lives as long as `self`.
+        unsafe {
+            crate::participants::ParticipantTable::from_raw(
+                self.map.as_ptr().add(META_PARTICIPANTS_OFFSET),
+            )
+        }
+    }
+
+    /// The archive directory recorded by `Journal::tier`, if any (validated: non-empty,
+    /// no NUL, at most `MAX_ARCHIVE_PATH` bytes).
+    pub(crate) fn archive_dir(&self, journal_dir: &Path) -> Option<PathBuf> {
+        // Pairs with the Release store of the length in `set_archive_dir`.
+        let len = self
+            .word(META_ARCHIVE_OFFSET)
+            .load(crate::sync::Ordering::Acquire) as usize;
+        if len == 0 || len > MAX_ARCHIVE_PATH {
+            return None;
+        }
+        let mut b = vec![0u8; len.div_ceil(8) * 8];
+        for (k, chunk) in b.chunks_mut(8).enumerate() {
+            let w = self
+                .word(META_ARCHIVE_OFFSET + 8 + k * 8)
+                .load(crate::sync::Ordering::Relaxed);
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        b.truncate(len);
+        if b.contains(&0) {
+            return None;
+        }
+        use std::os::unix::ffi::OsStrExt;
+        Some(journal_dir.join(std::ffi::OsStr::from_bytes(&b)))
+    }
+
+    /// Records the archive directory. The caller serialises writers (readers lock).
+    pub(crate) fn set_archive_dir(&self, path: &[u8]) -> bool {
+        if path.is_empty() || path.len() > MAX_ARCHIVE_PATH || path.contains(&0) {
+            return false;
+        }
+        use crate::sync::Ordering::{Relaxed, Release};
+        self.word(META_ARCHIVE_OFFSET).store(0, Release);
+        let mut b = path.to_vec();
+        b.resize(path.len().div_ceil(8) * 8, 0);
+        for (k, chunk) in b.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            self.word(META_ARCHIVE_OFFSET + 8 + k * 8)
+                .store(u64::from_le_bytes(w), Relaxed);
+        }
+        self.word(META_ARCHIVE_OFFSET)
+            .store(path.len() as u64, Release);
+        true
+    }
+
+    /// Word `w` (0..16) of named-reader entry `k`.
+    pub(crate) fn reader_word(&self, k: usize, w: usize) -> &AtomicU64 {
+        assert!(k < MAX_READERS && w < READER_ENTRY_SIZE / 8);
+        self.word(META_READERS_OFFSET + k * READER_ENTRY_SIZE + w * 8)
+    }
+}
+
+/// One cycle's data and index files, mapped at their full virtual size.
+#[derive(Debug)]
+pub(crate) struct CycleFiles {
+    pub(crate) num: u64,
+    pub(crate) hdr: CycleHeader,
+    pub(crate) data_file: File,
+    pub(crate) index_file: File,
+    /// `CYCLE_HEADER_PAGE + cycle_bytes` bytes; only the part below the file size is touched.
+    pub(crate) data: Mapping,
+    /// `index_bytes` bytes; likewise.
+    pub(crate) index: Mapping,
+    pub(crate) cap_units: u64,
+    pub(crate) max_entries: u64,
+    /// Bytes of the data area this process has seen the file actually hold (`fstat`): the
+    /// shared `alloc` word is not trusted for memory safety, this is.
+    data_seen: std::sync::atomic::AtomicU64,
+    /// Likewise for the index file.
+    index_seen: std::sync::atomic::AtomicU64,
+}
+
+impl CycleFiles {
+    /// Opens cycle `c` of the journal in `dir` and validates its header against `meta`.
+    pub(crate) fn open(dir: &Path, c: u64, meta: &MetaHeader) -> Result<CycleFiles, OpenError> {
+        let dpath = dir.join(data_file_name(c));
+        let ipath = dir.join(index_file_name(c));
+        let data_file = open_rw(&dpath).map_err(|e| OpenError::io(&dpath, e))?;
+        let size = data_file
+            .metadata()
+            .map_err(|e| OpenError::io(&dpath, e))?
+            .len();
+        if size < CYCLE_HEADER_PAGE as u64 {
+            return Err(OpenError::Truncated {
+                path: dpath,
+                size,
+                expected: CYCLE_HEADER_PAGE as u64,
+            });
+        }
+        let mut head = [0u8; CYCLE_HEADER_SIZE];
+        data_file
+            .read_exact_at(&mut head, 0)
+            .map_err(|e| OpenError::io(&dpath, e))?;
+        let hdr = match CycleHeader::decode(&head) {
+            Ok(h) => h,
+            Err(FormatError::Version(v)) => {
+                return Err(OpenError::VersionMismatch {
+                    path: dpath,
+                    found: v,
+                    supported: JOURNAL_FORMAT_VERSION,
+                })
+            }
+            Err(e) => return Err(OpenError::corrupt(&dpath, e.to_string())),
+        };
+        if hdr.cycle != c || hdr.cycle_bytes != meta.cycle_bytes {
+            return Err(OpenError::corrupt(
+                &dpath,
+                "cycle header does not match its file name or the journal's cycle size",
+            ));
+        }
+        // (A data file without its index is half moved between tiers: NotFound, so the
+        // caller looks in the other tier.)
+        let index_file = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
+        let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes)
+            .map_err(|_| OpenError::corrupt(&dpath, "cycle too large"))?;
+        let ilen = usize::try_from(meta.index_bytes())
+            .map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
+        let data = Mapping::map(data_file.as_fd(), dlen).map_err(|e| OpenError::io(&dpath, e))?;
+        let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
+        Ok(CycleFiles {
+            num: c,
+            hdr,
+            data_file,
+            index_file,
+            data,
+            index,
+            cap_units: meta.cycle_bytes / UNIT as u64,
+            max_entries: max_entries(meta.cycle_bytes),
+            data_seen: std::sync::atomic::AtomicU64::new(0),
+            index_seen: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// Whether the first `end` bytes of the data area are inside the file (so touching them
+    /// cannot fault). Costs an `fstat` only when the file grew past what we saw last.
+    pub(crate) fn backed(&self, end: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if end <= self.data_seen.load(Relaxed) {
+            return true;
+        }
+        let cap = self.cap_units * UNIT as u64;
+        let size = self
+            .data_file
+            .metadata()
+            .map_or(0, |m| m.len().saturating_sub(CYCLE_HEADER_PAGE as u64))
+            .min(cap);
+        self.data_seen.fetch_max(size, Relaxed);
+        end <= size
+    }
+
+    fn index_backed(&self, end: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if end <= self.index_seen.load(Relaxed) {
+            return true;
+        }
+        let size = self
+            .index_file
+            .metadata()
+            .map_or(0, |m| m.len())
+            .min(self.index.len() as u64);
+        self.index_seen.fetch_max(size, Relaxed);
+        end <= size
+    }
+
+    fn hword(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `off` is one of the constant word offsets inside the header page, which the
+        // file always has (checked at open); 8-aligned; atomics accept every bit pattern.
+        unsafe { &*(self.data.as_ptr().add(off) as *const AtomicU64) }
+    }
+
+    /// The position word: `SEALED | entries << 32 | units`.
+    pub(crate) fn pos(&self) -> &AtomicU64 {
+        self.hword(CYCLE_POS_OFFSET)
+    }
+
+    /// Bytes of the data area backed by the file (grows in chunks).
+    pub(crate) fn alloc(&self) -> &AtomicU64 {
+        self.hword(CYCLE_ALLOC_OFFSET)
+    }
+
+    /// Bytes of the index file backed.
+    pub(crate) fn ialloc(&self) -> &AtomicU64 {
+        self.hword(CYCLE_IALLOC_OFFSET)
+    }
+
+    /// Word 0 of the entry at data-area byte offset `off`. The caller has checked
+    /// `off + ENTRY_HEADER <= backed bytes` and `off % 8 == 0`.
+    pub(crate) fn entry_word(&self, off: u64) -> &AtomicU64 {
+        debug_assert!(off % 8 == 0 && off + ENTRY_HEADER as u64 <= self.cap_units * UNIT as u64);
+        // SAFETY: per the caller's check the word lies inside the mapped and backed data
+        // area; 8-aligned; atomics accept every bit pattern.
+        unsafe { &*(self.data.as_ptr().add(CYCLE_HEADER_PAGE + off as usize) as *const AtomicU64) }
+    }
+
+    /// Raw pointer to data-area byte `off` (caller checks bounds).
+    pub(crate) fn data_ptr(&self, off: u64) -> *mut u8 {
+        debug_assert!(off <= self.cap_units * UNIT as u64);
+        // SAFETY: callers pass offsets inside the data area, which is inside the mapping.
+        unsafe { self.data.as_ptr().add(CYCLE_HEADER_PAGE + off as usize) }
+    }
+
+    /// Index slot `i` (`offset_units + 1`, 0 = not written), if backed.
+    pub(crate) fn index_slot(&self, i: u64) -> Option<&crate::sync::AtomicU32> {
+        let end = i.checked_add(1)?.checked_mul(4)?;
+        // Pairs with the Release fetch_max of `ialloc` in `grow_index`: the file is that long.
+        if i >= self.max_entries
+            || end > self.ialloc().load(crate::sync::Ordering::Acquire)
+            || end > self.index.len() as u64
+            || !self.index_backed(end)
+        {
+            return None;
+        }
+        // SAFETY: checked: the slot is inside the mapping and the backed part of the file;
+        // 4-aligned; atomics accept every bit pattern.
+        Some(unsafe {
+            &*(self.index.as_ptr().add(i as usize * 4) as *const crate::sync::AtomicU32)
+        })
+    }
+}
+
+/// Creates cycle `c`'s index and data files if missing. `Ok(true)` if this call created it.
+pub(crate) fn create_cycle(
+    dir: &Path,
+    meta: &MetaHeader,
+    mode: u32,
+    hdr: &CycleHeader,
+) -> io::Result<bool> {
+    let ipath = dir.join(index_file_name(hdr.cycle));
+    let dpath = dir.join(data_file_name(hdr.cycle));
+    if dpath.exists() {
+        return Ok(false);
+    }
+    // The index first, so a data file's existence implies its index file's. A stale index
+    // file left by a creator that died before linking the data file is all zeros: reuse it.
+    let ichunk = meta.chunk_bytes.min(meta.index_bytes());
+    let _ = create_file_atomically(&ipath, mode, ichunk, &[])?;
+    grow(&open_rw(&ipath)?, ichunk)?;
+    let mut page = vec![0u8; CYCLE_HEADER_PAGE];
+    page[..CYCLE_HEADER_SIZE].copy_from_slice(&hdr.encode());
+    let dalloc = meta.chunk_bytes.min(meta.cycle_bytes);
+    page[CYCLE_ALLOC_OFFSET..CYCLE_ALLOC_OFFSET + 8].copy_from_slice(&dalloc.to_le_bytes());
+    page[CYCLE_IALLOC_OFFSET..CYCLE_IALLOC_OFFSET + 8].copy_from_slice(&ichunk.to_le_bytes());
+    create_file_atomically(&dpath, mode, CYCLE_HEADER_PAGE as u64 + dalloc, &page)
+}

@@ -1,0 +1,71 @@
+//! Journals: persistent, replayable, memory-mapped append-only logs in a directory.
+//!
+//! A journal is a directory holding `journal.meta` (configuration, the futex event word,
+//! the appender table and the named-reader table, all mapped shared) and, per *cycle*, a
+//! data file `NNNNNNNNNNNN.sbjd` and an index file `NNNNNNNNNNNN.sbji`. The format is
+//! specified in `docs/journal-format.md`; user documentation is in `docs/journal.md`.
+//!
+//! # Algorithm
+//! **Claiming.** Each cycle has one 64-bit *position word* `SEALED:1 | n:31 | units:32`:
+//! `n` entries have been claimed and they span `units` 8-byte units of the data area. An
+//! appender claims its entry with one compare-and-swap from `(n, u)` to `(n+1, u+k)`: that
+//! single atomic gives it both its dense in-cycle index `n` (global index = the cycle's
+//! `first_index + n`) and its bytes `[8u, 8(u+k))`; the index file slot `n` is then a plain,
+//! uncontended store. (A CAS rather than a fetch_add, so that sealing is exact: see below.
+//! Uncontended it costs the same single locked instruction.)
+//!
+//! **Entries.** Each entry starts with a 32-byte header whose word 0 packs `state | flags |
+//! units`. The winner of the claim moves word 0 from 0 to `RESERVED` with a CAS, writes the
+//! payload, length, timestamp, index and CRC32C, and publishes with a Release CAS
+//! `RESERVED → COMMITTED`. A reader loads word 0 with Acquire: `COMMITTED` means every other
+//! field is final. `ABANDONED` entries are skipped. Indices are dense over claimed entries;
+//! readers see every committed one, in index order, identical for all readers.
+//!
+//! **Dead and stuck appenders.** Before its claim CAS an appender records `(cycle, expected
+//! position word, units)` in its participant entry's `aux` words. A reader that finds the
+//! next entry claimed but not committed reclaims dead participants (pid + start time): the
+//! cleanup turns a dead appender's claimed entry into `ABANDONED` (CAS from 0 or from
+//! `RESERVED`), unless a live appender records the same claim. After `abandon_timeout` even a
+//! live appender's entry is abandoned (its `commit` then fails with
+//! [`CommitError::Abandoned`]). So no appender can block readers for ever.
+//!
+//! **Sealing and rolling.** When an entry does not fit, or its timestamp is past the
+//! cycle's time bucket, the appender *seals* the cycle by CASing the SEALED bit into the
+//! position word: the final `(n, units)` stay in the word, so the next cycle's first index is
+//! exact and anyone (an appender or a reader) can create the next cycle race-free (built
+//! under a temporary name, `link(2)`ed into place).
+//!
+//! **Growth.** Files are mapped once at their full virtual size; the backed part grows in
+//! chunks by `fallocate` *before* a claim may reach it (`alloc` word, monotonic), so readers
+//! never touch an unbacked page and nobody is stopped while a file grows.
+//!
+//! **Recovery.** Every open handle holds a shared `flock` on the metadata file. An opener
+//! that gets the lock exclusively is alone: it reclaims dead appenders and scans the current
+//! cycle, keeping entries while headers and CRCs hold, and cuts (zeroing the rest) at the
+//! first that does not. What was dropped is reported by [`Journal::recovery`].
+//!
+//! # Files
+//! `format` (on-disk layout and the untrusting parsers, fuzzed), `protocol` (the lock-free
+//! words, model-checked with loom), `files` (mapping, creation, growth), `handle`
+//! ([`Journal`]: open, recovery, cycles, retention, tiers, readers' table), `appender`,
+//! `tailer`.
+
+#[cfg(not(loom))]
+mod appender;
+#[cfg(not(loom))]
+mod files;
+pub mod format;
+#[cfg(not(loom))]
+mod handle;
+#[doc(hidden)]
+pub mod protocol;
+#[cfg(not(loom))]
+mod tailer;
+
+#[cfg(not(loom))]
+pub use appender::*;
+pub use format::JOURNAL_FORMAT_VERSION;
+#[cfg(not(loom))]
+pub use handle::*;
+#[cfg(not(loom))]
+pub use tailer::*;

@@ -1,0 +1,935 @@
+//! Single-process journal tests: API behaviour, rolling, retention, compression, recovery
+//! from truncation and zeroing, bad input, and the parser over the fuzz corpus.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use shmbus::journal::format::{self, data_file_name, index_file_name};
+use shmbus::journal::{
+    Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle,
+};
+use shmbus::{OpenError, WaitSet};
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "shmbus-jt-{tag}-{}-{}",
+        std::process::id(),
+        shmbus::sys::monotonic_ns()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+struct Cleanup(PathBuf);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn small() -> JournalOptions {
+    JournalOptions {
+        cycle_bytes: 1 << 20,
+        chunk_bytes: 64 << 10,
+        max_entry: 64 << 10,
+        roll: RollCycle::Never,
+        ..Default::default()
+    }
+}
+
+fn payload(i: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|k| (i as usize * 31 + k * 7) as u8).collect()
+}
+
+#[test]
+fn append_and_tail_in_order() {
+    let dir = tmpdir("order");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    let mut t = j.tailer().unwrap();
+    assert!(t.try_next().unwrap().is_none());
+    for i in 0..1000u64 {
+        assert_eq!(a.append(&payload(i, (i % 300) as usize)).unwrap(), i);
+    }
+    {
+        let mut r = a.reserve(5).unwrap();
+        assert_eq!(r.index(), 1000);
+        r.as_mut_slice().copy_from_slice(b"hello");
+        assert_eq!(r.commit().unwrap(), 1000);
+    }
+    // A dropped reservation is abandoned and skipped; the index stays dense.
+    drop(a.reserve(10).unwrap());
+    assert_eq!(a.append(b"after").unwrap(), 1002);
+    for i in 0..1000u64 {
+        let e = t.try_next().unwrap().unwrap();
+        assert_eq!(e.index, i);
+        assert_eq!(e.data, &payload(i, (i % 300) as usize)[..]);
+        assert!(e.ts_ns > 0);
+    }
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"hello");
+    let e = t.try_next().unwrap().unwrap();
+    assert_eq!((e.index, e.data), (1002, &b"after"[..]));
+    assert!(t.try_next().unwrap().is_none());
+    assert!(t
+        .next_timeout(Some(Duration::from_millis(20)))
+        .unwrap()
+        .is_none());
+
+    let mut t = j.tailer_at(500).unwrap();
+    assert_eq!(t.try_next().unwrap().unwrap().index, 500);
+    let info = j.info().unwrap();
+    assert_eq!(info.next_index, 1003);
+    assert_eq!(info.first_index, 0);
+    assert_eq!(info.appenders, 1);
+}
+
+#[test]
+fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
+    let dir = tmpdir("roll");
+    let _c = Cleanup(dir.clone());
+    let opts = JournalOptions {
+        cycle_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        max_entry: 4096,
+        roll: RollCycle::Never,
+        ..Default::default()
+    };
+    let j = Journal::open(&dir, &opts).unwrap();
+    let mut a = j.appender().unwrap();
+    let mut stamps = Vec::new();
+    for i in 0..2000u64 {
+        a.append(&payload(i, 200)).unwrap();
+        if i % 100 == 0 {
+            stamps.push((i, shmbus::journal::realtime_ns()));
+        }
+    }
+    let info = j.info().unwrap();
+    assert!(info.cycles.len() > 4, "{info:?}");
+    assert_eq!(info.next_index, 2000);
+    let mut t = j.tailer().unwrap();
+    for i in 0..2000u64 {
+        assert_eq!(t.try_next().unwrap().unwrap().index, i);
+    }
+    for &(i, ts) in &stamps {
+        let mut t = j.tailer_at_time(ts).unwrap();
+        let e = t.try_next().unwrap().unwrap();
+        assert!(
+            e.index > i && e.index <= i + 100,
+            "ts of {i} found {}",
+            e.index
+        );
+    }
+    for i in [0u64, 1, 333, 1999] {
+        assert_eq!(
+            j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index,
+            i
+        );
+    }
+
+    let dir2 = tmpdir("rolltime");
+    let _c2 = Cleanup(dir2.clone());
+    let j = Journal::open(
+        &dir2,
+        &JournalOptions {
+            roll: RollCycle::Every(Duration::from_secs(1)),
+            ..small()
+        },
+    )
+    .unwrap();
+    let mut a = j.appender().unwrap();
+    a.append(b"one").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    a.append(b"two").unwrap();
+    let info = j.info().unwrap();
+    assert_eq!(info.cycles.len(), 2);
+    assert!(info.cycles[0].sealed && info.cycles[1].first_index == 1);
+    let mut t = j.tailer().unwrap();
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"one");
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"two");
+}
+
+#[test]
+fn compression_round_trip() {
+    let dir = tmpdir("lz4");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    a.set_compression(true);
+    let big: Vec<u8> = b"compressible "
+        .iter()
+        .copied()
+        .cycle()
+        .take(20000)
+        .collect();
+    let random: Vec<u8> = payload(7, 5000)
+        .iter()
+        .enumerate()
+        .map(|(k, b)| b ^ (k as u8).wrapping_mul(97))
+        .collect();
+    a.append(&big).unwrap();
+    a.append(&random).unwrap();
+    a.append(b"tiny").unwrap();
+    let info = j.info().unwrap();
+    assert!(
+        info.bytes < 20000,
+        "compression did not shrink: {}",
+        info.bytes
+    );
+    let mut t = j.tailer().unwrap();
+    assert_eq!(t.try_next().unwrap().unwrap().data, &big[..]);
+    assert_eq!(t.try_next().unwrap().unwrap().data, &random[..]);
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"tiny");
+}
+
+#[test]
+fn retention_while_tailing() {
+    let dir = tmpdir("retain");
+    let _c = Cleanup(dir.clone());
+    let opts = JournalOptions {
+        cycle_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        max_entry: 4096,
+        roll: RollCycle::Never,
+        retention: Retention {
+            max_cycles: Some(3),
+            max_age: None,
+        },
+        ..Default::default()
+    };
+    let j = Journal::open(&dir, &opts).unwrap();
+    let mut a = j.appender().unwrap();
+    let mut slow = j.tailer().unwrap();
+    let mut fast = j.tailer().unwrap();
+    for i in 0..200u64 {
+        a.append(&payload(i, 500)).unwrap();
+    }
+    // The slow tailer reads a little: it holds the first cycle mapped.
+    for i in 0..10u64 {
+        assert_eq!(slow.try_next().unwrap().unwrap().index, i);
+    }
+    let mut next = 0;
+    for i in 200..3000u64 {
+        a.append(&payload(i, 500)).unwrap();
+        while let Some(e) = fast.try_next().unwrap() {
+            assert_eq!(e.index, next);
+            next += 1;
+        }
+    }
+    assert_eq!(next, 3000);
+    let info = j.info().unwrap();
+    assert!(info.cycles.len() <= 3, "{:?}", info.cycles);
+    assert!(info.first_index > 0);
+    // The slow tailer finishes its mapped cycle, then reports the gap and continues.
+    let mut seen = 10;
+    let mut gap = None;
+    loop {
+        match slow.try_next() {
+            Ok(Some(e)) => {
+                assert_eq!(e.data, &payload(e.index, 500)[..]);
+                assert!(e.index >= seen);
+                seen = e.index + 1;
+            }
+            Ok(None) => break,
+            Err(ReadError::Gap { from, to }) => gap = Some((from, to)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(seen, 3000);
+    let (from, to) = gap.expect("a gap was reported");
+    assert!(from < to && to <= info.first_index);
+    let rep = j
+        .gc_with(Retention {
+            max_cycles: Some(1),
+            max_age: None,
+        })
+        .unwrap();
+    assert!(!rep.removed_cycles.is_empty());
+    assert_eq!(j.info().unwrap().cycles.len(), 1);
+}
+
+#[test]
+fn waitset_wakes_on_append() {
+    let dir = tmpdir("ws");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut t = j.tailer().unwrap();
+    let j2 = j.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        j2.appender().unwrap().append(b"wake").unwrap();
+    });
+    let mut ws = WaitSet::with_policy(shmbus::WaitPolicy::BLOCK);
+    let ready = ws
+        .wait(&[&t], Some(Duration::from_secs(10)))
+        .unwrap()
+        .to_vec();
+    assert_eq!(ready, vec![0]);
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"wake");
+    h.join().unwrap();
+    // Blocking next wakes too.
+    let j3 = j.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        j3.appender().unwrap().append(b"again").unwrap();
+    });
+    t.set_wait_policy(shmbus::WaitPolicy::BLOCK);
+    assert_eq!(
+        t.next_timeout(Some(Duration::from_secs(10)))
+            .unwrap()
+            .unwrap()
+            .data,
+        b"again"
+    );
+    h.join().unwrap();
+}
+
+#[test]
+fn named_reader_resumes_and_validates_names() {
+    let dir = tmpdir("named");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..10u64 {
+        a.append(&i.to_le_bytes()).unwrap();
+    }
+    {
+        let mut r = j.reader("billing").unwrap();
+        assert!(matches!(j.reader("billing"), Err(ReaderError::Busy { .. })));
+        for i in 0..4u64 {
+            assert_eq!(r.try_next().unwrap().unwrap().index, i);
+        }
+        r.ack();
+    }
+    {
+        let mut r = j.reader("billing").unwrap();
+        assert_eq!(r.try_next().unwrap().unwrap().index, 4);
+        // No ack: entry 5 is delivered again after a restart (the duplicate window).
+        assert_eq!(r.try_next().unwrap().unwrap().index, 5);
+    }
+    let mut r = j.reader("billing").unwrap();
+    assert_eq!(r.try_next().unwrap().unwrap().index, 5);
+    let readers = j.readers();
+    assert_eq!(readers.len(), 1);
+    assert_eq!(readers[0].name, "billing");
+    assert_eq!(readers[0].holder_pid, Some(std::process::id()));
+    for bad in ["../x", "a/b", "", ".hidden", "x y"] {
+        assert!(
+            matches!(j.reader(bad), Err(ReaderError::InvalidName(_))),
+            "{bad}"
+        );
+    }
+}
+
+fn write_some(dir: &Path, n: u64) -> Journal {
+    let j = Journal::open(dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..n {
+        a.append(&payload(i, 100)).unwrap();
+    }
+    j
+}
+
+fn read_all(j: &Journal) -> Vec<u64> {
+    let mut t = j.tailer().unwrap();
+    let mut v = Vec::new();
+    while let Some(e) = t.try_next().unwrap() {
+        assert_eq!(e.data, &payload(e.index, 100)[..]);
+        v.push(e.index);
+    }
+    v
+}
+
+#[test]
+fn recovers_from_truncation_and_zeroed_tail() {
+    // Truncation: cut the data file in the middle of entry 50.
+    let dir = tmpdir("trunc");
+    let _c = Cleanup(dir.clone());
+    drop(write_some(&dir, 100));
+    let entry = format::entry_units(100) * 8;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(data_file_name(0)))
+        .unwrap();
+    f.set_len(4096 + 50 * entry + 20).unwrap();
+    drop(f);
+    let j = Journal::open(&dir, &small()).unwrap();
+    let rep = j.recovery().to_vec();
+    assert_eq!(rep.len(), 1, "{rep:?}");
+    assert_eq!((rep[0].kept_entries, rep[0].dropped_entries), (50, 50));
+    assert_eq!(read_all(&j), (0..50).collect::<Vec<_>>());
+    // Appending continues at the dense index after the last good entry.
+    assert_eq!(j.appender().unwrap().append(&payload(50, 100)).unwrap(), 50);
+    assert_eq!(read_all(&j), (0..51).collect::<Vec<_>>());
+    drop(j);
+
+    // Zeroed tail (a lost page cache): zero from the middle of entry 70 on.
+    let dir = tmpdir("zero");
+    let _c2 = Cleanup(dir.clone());
+    drop(write_some(&dir, 100));
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(data_file_name(0)))
+            .unwrap();
+        f.write_all_at(&vec![0u8; (30 * entry) as usize], 4096 + 70 * entry + 8)
+            .unwrap();
+    }
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert_eq!(j.recovery()[0].kept_entries, 70);
+    assert_eq!(read_all(&j), (0..70).collect::<Vec<_>>());
+    drop(j);
+
+    // A CRC mismatch in the middle: recovery keeps the entries before it.
+    let dir = tmpdir("crc");
+    let _c3 = Cleanup(dir.clone());
+    drop(write_some(&dir, 100));
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(data_file_name(0)))
+            .unwrap();
+        f.write_all_at(b"X", 4096 + 40 * entry + 40).unwrap();
+    }
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert_eq!(j.recovery()[0].kept_entries, 40);
+    assert_eq!(j.recovery()[0].reason, format::ScanStop::BadCrc);
+    assert_eq!(read_all(&j), (0..40).collect::<Vec<_>>());
+    drop(j);
+
+    // A stale position word (flush mode after power loss: entry pages synced, the header
+    // page not): recovery scans on past it and keeps the committed entries.
+    let dir = tmpdir("stalepos");
+    let _c5 = Cleanup(dir.clone());
+    drop(write_some(&dir, 100));
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(data_file_name(0)))
+            .unwrap();
+        let stale = format::pos_word(false, 60, 60 * entry / 8);
+        f.write_all_at(&stale.to_le_bytes(), format::CYCLE_POS_OFFSET as u64)
+            .unwrap();
+        // The alloc word is in the same unsynced page: stale too.
+        f.write_all_at(
+            &(60 * entry).to_le_bytes(),
+            format::CYCLE_ALLOC_OFFSET as u64,
+        )
+        .unwrap();
+    }
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert_eq!(read_all(&j), (0..100).collect::<Vec<_>>());
+    assert_eq!(
+        j.appender().unwrap().append(&payload(100, 100)).unwrap(),
+        100
+    );
+    drop(j);
+
+    // The data file cut inside its header page: moved aside, the cycle restarts.
+    let dir = tmpdir("hdr");
+    let _c4 = Cleanup(dir.clone());
+    drop(write_some(&dir, 10));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(data_file_name(0)))
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert_eq!(j.recovery().len(), 1);
+    assert!(read_all(&j).is_empty());
+    let _ = index_file_name(0);
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    // Not a journal: a directory with other files.
+    let dir = tmpdir("notj");
+    let _c = Cleanup(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), b"hello").unwrap();
+    assert!(matches!(
+        Journal::open(&dir, &small()),
+        Err(OpenError::NotASegment { .. })
+    ));
+    // A garbage metadata file.
+    std::fs::write(dir.join(format::META_FILE), vec![0xabu8; 5000]).unwrap();
+    assert!(matches!(
+        Journal::open(&dir, &small()),
+        Err(OpenError::NotASegment { .. })
+    ));
+    // Missing, without create.
+    let missing = tmpdir("missing");
+    assert!(matches!(
+        Journal::open(
+            &missing,
+            &JournalOptions {
+                create: false,
+                ..small()
+            }
+        ),
+        Err(OpenError::NotFound { .. })
+    ));
+    // A newer format version.
+    let dir = tmpdir("newer");
+    let _c2 = Cleanup(dir.clone());
+    drop(Journal::open(&dir, &small()).unwrap());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(format::META_FILE))
+            .unwrap();
+        f.write_all_at(&2u32.to_le_bytes(), 8).unwrap();
+    }
+    assert!(matches!(
+        Journal::open(&dir, &small()),
+        Err(OpenError::VersionMismatch { found: 2, .. })
+    ));
+    // Invalid options.
+    let dir = tmpdir("opts");
+    assert!(matches!(
+        Journal::open(
+            &dir,
+            &JournalOptions {
+                cycle_bytes: 1000,
+                ..small()
+            }
+        ),
+        Err(OpenError::InvalidConfig { .. })
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Too large an entry.
+    let dir = tmpdir("big");
+    let _c3 = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    assert!(matches!(
+        j.appender().unwrap().append(&vec![0u8; 65 << 10]),
+        Err(shmbus::journal::AppendError::TooLarge { .. })
+    ));
+    // No permission (skipped as root, who bypasses file modes).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        let m = dir.join(format::META_FILE);
+        std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o000)).unwrap();
+        assert!(matches!(
+            Journal::open(&dir, &small()),
+            Err(OpenError::PermissionDenied { .. })
+        ));
+        std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+#[test]
+fn durability_modes_work() {
+    for d in [
+        Durability::Flush,
+        Durability::Periodic(Duration::from_millis(5)),
+    ] {
+        let dir = tmpdir("dur");
+        let _c = Cleanup(dir.clone());
+        let j = Journal::open(
+            &dir,
+            &JournalOptions {
+                durability: d,
+                ..small()
+            },
+        )
+        .unwrap();
+        let mut a = j.appender().unwrap();
+        for i in 0..50u64 {
+            a.append(&payload(i, 100)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        drop(a);
+        assert_eq!(read_all(&j).len(), 50);
+    }
+}
+
+/// The parser over the corpus and thousands of random and mutated inputs: no panic, no
+/// out-of-bounds read (run under the normal test harness, so CI needs no nightly).
+#[test]
+fn parser_survives_corpus_and_mutations() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_parse");
+    let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(&corpus)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read(e.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // A real cycle file and metadata file as seeds too.
+    let dir = tmpdir("parse");
+    let _c = Cleanup(dir.clone());
+    let j = write_some(&dir, 20);
+    drop(j);
+    inputs.push(std::fs::read(dir.join(data_file_name(0))).unwrap()[..4096 + 20 * 136].to_vec());
+    inputs.push(std::fs::read(dir.join(format::META_FILE)).unwrap());
+    let mut x: u64 = shmbus::sys::monotonic_ns() | 1;
+    eprintln!("parser mutation seed {x}");
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..3000 {
+        let mut b = if inputs.is_empty() || rnd() % 4 == 0 {
+            (0..rnd() % 8192).map(|_| rnd() as u8).collect::<Vec<u8>>()
+        } else {
+            inputs[(rnd() % inputs.len() as u64) as usize].clone()
+        };
+        for _ in 0..(rnd() % 16) {
+            if b.is_empty() {
+                break;
+            }
+            let k = (rnd() % b.len() as u64) as usize;
+            match rnd() % 4 {
+                0 => b[k] = rnd() as u8,
+                1 => b.truncate(k),
+                2 => b[k..].iter_mut().take(64).for_each(|v| *v = 0),
+                _ => b[k] ^= 1 << (rnd() % 8),
+            }
+        }
+        std::hint::black_box(format::fuzz_parse(&b));
+    }
+}
+
+/// Regenerates the committed seed corpus: `SHMBUS_WRITE_CORPUS=1 cargo test -p shmbus
+/// --test journal_basic write_fuzz_corpus -- --ignored`.
+#[test]
+#[ignore]
+fn write_fuzz_corpus() {
+    if std::env::var_os("SHMBUS_WRITE_CORPUS").is_none() {
+        return;
+    }
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_parse");
+    std::fs::create_dir_all(&out).unwrap();
+    let dir = tmpdir("corpus");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..5u64 {
+        a.append(&payload(i, 30 + i as usize)).unwrap();
+    }
+    drop(a.reserve(12).unwrap());
+    a.set_compression(true);
+    a.append(&b"abcabcabc".repeat(30)).unwrap();
+    let used = j.info().unwrap().bytes as usize;
+    let data = std::fs::read(dir.join(data_file_name(0))).unwrap();
+    std::fs::write(out.join("cycle_entries"), &data[..4096 + used]).unwrap();
+    std::fs::write(out.join("cycle_truncated"), &data[..4096 + used / 2]).unwrap();
+    std::fs::write(out.join("cycle_header_only"), &data[..4096]).unwrap();
+    let meta = std::fs::read(dir.join(format::META_FILE)).unwrap();
+    std::fs::write(out.join("meta_header"), &meta[..512]).unwrap();
+    // Entries without the header page (a bare data area).
+    std::fs::write(out.join("data_area"), &data[4096..4096 + used]).unwrap();
+}
+
+/// A live appender that stalls between reserve and commit longer than the abandon timeout
+/// does not block tailers: its entry is abandoned, later entries are read, and its late
+/// commit fails with `CommitError::Abandoned`.
+#[test]
+fn stalled_appender_is_abandoned_after_the_timeout() {
+    let dir = tmpdir("stall");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(
+        &dir,
+        &JournalOptions {
+            abandon_timeout: Duration::from_millis(200),
+            ..small()
+        },
+    )
+    .unwrap();
+    let mut stalled = j.appender().unwrap();
+    let mut other = j.appender().unwrap();
+    let mut r = stalled.reserve(8).unwrap();
+    r.as_mut_slice().copy_from_slice(b"too late");
+    assert_eq!(other.append(b"on time").unwrap(), 1);
+    let mut t = j.tailer().unwrap();
+    let e = t
+        .next_timeout(Some(Duration::from_secs(20)))
+        .unwrap()
+        .expect("tailer got past the stalled entry");
+    assert_eq!((e.index, e.data), (1, &b"on time"[..]));
+    assert_eq!(
+        r.commit(),
+        Err(shmbus::journal::CommitError::Abandoned { index: 0 })
+    );
+    // The appender keeps working.
+    assert_eq!(stalled.append(b"next").unwrap(), 2);
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"next");
+}
+
+/// Garbage in the live shared words (no recovery runs: another handle is open) makes reads
+/// fail or end, never crash or read out of bounds.
+#[test]
+fn garbage_shared_words_are_survived() {
+    let dir = tmpdir("garbage");
+    let _c = Cleanup(dir.clone());
+    let j = write_some(&dir, 50);
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(data_file_name(0)))
+        .unwrap();
+    for (pos, alloc) in [
+        (u64::MAX, u64::MAX),
+        (format::pos_word(false, 1 << 30, u32::MAX as u64), 1 << 40),
+        (format::pos_word(true, 3, 7), 0),
+    ] {
+        f.write_all_at(&pos.to_le_bytes(), format::CYCLE_POS_OFFSET as u64)
+            .unwrap();
+        f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64)
+            .unwrap();
+        f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_IALLOC_OFFSET as u64)
+            .unwrap();
+        let j2 = Journal::open(&dir, &small()).unwrap();
+        assert!(j2.recovery().is_empty(), "not alone: no recovery");
+        for start in [0u64, 10, 1 << 20] {
+            let Ok(mut t) = j2.tailer_at(start) else {
+                continue;
+            };
+            for _ in 0..200 {
+                match t.try_next() {
+                    Ok(Some(e)) => assert_eq!(e.data, &payload(e.index, 100)[..]),
+                    Ok(None) => break,
+                    Err(_) => {}
+                }
+            }
+        }
+        let _ = j2.info();
+        let _ = j2.tailer_at_time(1);
+    }
+    drop(j);
+}
+
+/// Cycle files removed by hand, and a `current` word that lags the newest cycle file (its
+/// creator died between linking and publishing it): both are recovered at open.
+#[test]
+fn missing_and_unpublished_cycles() {
+    let dir = tmpdir("cycles");
+    let _c = Cleanup(dir.clone());
+    let opts = JournalOptions {
+        cycle_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        max_entry: 4096,
+        ..small()
+    };
+    {
+        let j = Journal::open(&dir, &opts).unwrap();
+        let mut a = j.appender().unwrap();
+        for i in 0..1000u64 {
+            a.append(&payload(i, 200)).unwrap();
+        }
+        assert!(j.info().unwrap().cycles.len() >= 4);
+    }
+    std::fs::remove_file(dir.join(data_file_name(0))).unwrap();
+    std::fs::remove_file(dir.join(index_file_name(0))).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(format::META_FILE))
+            .unwrap();
+        f.write_all_at(&1u64.to_le_bytes(), format::META_SHARED_OFFSET as u64)
+            .unwrap();
+    }
+    let j = Journal::open(&dir, &opts).unwrap();
+    let info = j.info().unwrap();
+    assert_eq!(info.next_index, 1000);
+    let mut t = j.tailer().unwrap();
+    let first = t.try_next().unwrap().unwrap().index;
+    assert_eq!(first, info.first_index);
+    assert!(first > 0);
+    let mut next = first + 1;
+    while let Some(e) = t.try_next().unwrap() {
+        assert_eq!(e.index, next);
+        next += 1;
+    }
+    assert_eq!(next, 1000);
+    assert_eq!(j.appender().unwrap().append(b"more").unwrap(), 1000);
+}
+
+/// Tiered storage: old cycles move to an archive directory while tailers read; every
+/// reader finds them there; retention deletes from both tiers.
+#[test]
+fn tiered_storage_moves_old_cycles_transparently() {
+    let dir = tmpdir("tier");
+    let _c = Cleanup(dir.clone());
+    let opts = JournalOptions {
+        cycle_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        max_entry: 4096,
+        ..small()
+    };
+    let j = Journal::open(&dir, &opts).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..1000u64 {
+        a.append(&payload(i, 200)).unwrap();
+    }
+    let mut early = j.tailer().unwrap();
+    for i in 0..10u64 {
+        assert_eq!(early.try_next().unwrap().unwrap().index, i);
+    }
+    let total = j.info().unwrap().cycles.len();
+    assert!(total >= 4);
+    let rep = j.tier("cold", 2).unwrap();
+    assert_eq!(rep.moved_cycles.len(), total - 2);
+    assert_eq!(j.archive_dir(), Some(dir.join("cold")));
+    assert!(dir.join("cold").join(data_file_name(0)).exists());
+    assert!(!dir.join(data_file_name(0)).exists());
+    assert_eq!(j.info().unwrap().cycles.len(), total);
+    // A tailer that was reading keeps going; new tailers and other handles read the archive.
+    for i in 10..1000u64 {
+        assert_eq!(early.try_next().unwrap().unwrap().index, i);
+    }
+    let j2 = Journal::open(&dir, &opts).unwrap();
+    let mut t = j2.tailer().unwrap();
+    for i in 0..1000u64 {
+        let e = t.try_next().unwrap().unwrap();
+        assert_eq!((e.index, e.data), (i, &payload(i, 200)[..]));
+    }
+    assert_eq!(
+        j2.tailer_at(5).unwrap().try_next().unwrap().unwrap().index,
+        5
+    );
+    // Appending goes on in the hot tier; a second tier() call moves more.
+    for i in 1000..1500u64 {
+        a.append(&payload(i, 200)).unwrap();
+    }
+    assert!(!j.tier("cold", 1).unwrap().moved_cycles.is_empty());
+    assert!(matches!(
+        j.tier("elsewhere", 1),
+        Err(shmbus::journal::TierError::OtherArchive { .. })
+    ));
+    // Retention deletes from the archive too.
+    j.gc_with(Retention {
+        max_cycles: Some(2),
+        max_age: None,
+    })
+    .unwrap();
+    let info = j.info().unwrap();
+    assert_eq!(info.cycles.len(), 2);
+    assert_eq!(
+        std::fs::read_dir(dir.join("cold")).unwrap().count(),
+        2,
+        "only the hot cycle's files are left"
+    );
+}
+
+/// A toy cipher for the plumbing test (NOT cryptography): a keyed xorshift keystream and
+/// an 8-byte keyed checksum as the tag. Real users plug in an AEAD.
+struct ToyCipher(u64);
+
+impl ToyCipher {
+    fn stream(&self, nonce: &[u8; 24]) -> impl Iterator<Item = u8> {
+        let mut x = self.0
+            ^ u64::from_le_bytes(nonce[12..20].try_into().unwrap())
+            ^ (u64::from_le_bytes(nonce[16..24].try_into().unwrap()) << 1)
+            ^ u64::from_le_bytes(nonce[..8].try_into().unwrap())
+            | 1;
+        std::iter::from_fn(move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            Some(x as u8)
+        })
+    }
+
+    fn tag(&self, nonce: &[u8; 24], aad: &[u8], ct: &[u8]) -> [u8; 8] {
+        let mut h = self.0.to_le_bytes().to_vec();
+        h.extend_from_slice(nonce);
+        h.extend_from_slice(aad);
+        h.extend_from_slice(ct);
+        let a = crc32c::crc32c(&h) as u64;
+        h.reverse();
+        ((crc32c::crc32c(&h) as u64) << 32 | a).to_le_bytes()
+    }
+}
+
+impl shmbus::journal::EntryCipher for ToyCipher {
+    fn overhead(&self) -> usize {
+        8
+    }
+    fn seal(&self, nonce: &[u8; 24], aad: &[u8], plain: &[u8], out: &mut [u8]) {
+        for ((o, p), k) in out.iter_mut().zip(plain).zip(self.stream(nonce)) {
+            *o = p ^ k;
+        }
+        let tag = self.tag(nonce, aad, &out[..plain.len()]);
+        out[plain.len()..].copy_from_slice(&tag);
+    }
+    fn open(&self, nonce: &[u8; 24], aad: &[u8], sealed: &[u8], out: &mut [u8]) -> bool {
+        let (ct, tag) = sealed.split_at(sealed.len() - 8);
+        if self.tag(nonce, aad, ct) != tag {
+            return false;
+        }
+        for ((o, c), k) in out.iter_mut().zip(ct).zip(self.stream(nonce)) {
+            *o = c ^ k;
+        }
+        true
+    }
+}
+
+#[test]
+fn encryption_round_trip_with_a_pluggable_cipher() {
+    use std::sync::Arc;
+    let dir = tmpdir("crypt");
+    let _c = Cleanup(dir.clone());
+    let j = Journal::open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    a.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
+    let secret = b"the launch code is 0000 and the launch code is 0000 again".repeat(4);
+    a.append(&secret).unwrap();
+    a.set_compression(true);
+    a.append(&secret).unwrap();
+    a.append(b"short").unwrap();
+    a.set_cipher(None);
+    a.append(b"plain").unwrap();
+    let bytes = std::fs::read(dir.join(data_file_name(0))).unwrap();
+    assert!(
+        !bytes.windows(15).any(|w| w == b"the launch code"),
+        "plaintext on disk"
+    );
+    let mut t = j.tailer().unwrap();
+    t.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
+    assert_eq!(t.try_next().unwrap().unwrap().data, &secret[..]);
+    assert_eq!(t.try_next().unwrap().unwrap().data, &secret[..]);
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"short");
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"plain");
+    // No cipher: reported and skipped. Wrong key: authentication fails.
+    let mut t = j.tailer().unwrap();
+    assert!(matches!(
+        t.try_next(),
+        Err(ReadError::Encrypted { index: 0 })
+    ));
+    let mut t = j.tailer().unwrap();
+    t.set_cipher(Some(Arc::new(ToyCipher(0xbad))));
+    assert!(matches!(
+        t.try_next(),
+        Err(ReadError::Corrupt { index: 0, .. })
+    ));
+}
+
+/// Many threads creating the same journal at once: one creates it, all open it.
+#[test]
+fn concurrent_creation_is_race_free() {
+    let dir = tmpdir("race");
+    let _c = Cleanup(dir.clone());
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let j = Journal::open(&dir, &small()).unwrap();
+                j.appender().unwrap().append(b"x").unwrap()
+            })
+        })
+        .collect();
+    let mut idx: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    idx.sort_unstable();
+    assert_eq!(idx, (0..8).collect::<Vec<_>>());
+}
