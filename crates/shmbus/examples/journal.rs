@@ -11,9 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args()
         .nth(1)
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("shmbus-journal-example-{}", std::process::id()))
-        });
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("shmbus-journal-example-{}", std::process::id())));
     let opts = JournalOptions {
         roll: RollCycle::Hourly,
         cycle_bytes: 8 << 20,
@@ -29,10 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::thread::spawn(move || -> Result<u64, String> {
             let mut n = 0;
             while n < 1000 {
-                match tailer
-                    .next_timeout(Some(Duration::from_secs(10)))
-                    .map_err(|e| e.to_string())?
-                {
+                match tailer.next_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())? {
                     Some(e) => {
                         assert_eq!(e.data, format!("tick {}", n).as_bytes());
                         n += 1;
@@ -54,10 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut r = appender.reserve(8)?;
     r.as_mut_slice().copy_from_slice(&42u64.to_le_bytes());
     let idx = r.commit()?;
-    println!(
-        "live tailer saw {} entries; the reserved entry got index {idx}",
-        live.join().expect("tailer thread")?
-    );
+    println!("live tailer saw {} entries; the reserved entry got index {idx}", live.join().expect("tailer thread")?);
 
     // A named reader: resumes where it left off, across restarts.
     let mut billing = journal.reader("billing")?;
@@ -67,18 +59,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = e.data;
     }
     billing.ack();
-    println!(
-        "billing read {count} entries, resumes at {}",
-        billing.position()
-    );
+    println!("billing read {count} entries, resumes at {}", billing.position());
 
     // Replay from a timestamp.
     let mut replay = journal.tailer_at_time(start_ts)?;
     let e = replay.try_next()?.ok_or("nothing to replay")?;
-    println!(
-        "replay from the start timestamp begins at index {} (first appended: {first})",
-        e.index
-    );
+    println!("replay from the start timestamp begins at index {} (first appended: {first})", e.index);
 
     let info = journal.info()?;
     println!(
@@ -87,15 +73,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         info.first_index,
         info.next_index,
         info.bytes,
-        info.readers
-            .iter()
-            .map(|r| (&r.name, r.position))
-            .collect::<Vec<_>>()
+        info.readers.iter().map(|r| (&r.name, r.position)).collect::<Vec<_>>()
     );
-    let gc = journal.gc_with(Retention {
-        max_cycles: Some(24),
-        max_age: None,
-    })?;
+    let gc = journal.gc_with(Retention { max_cycles: Some(24), max_age: None })?;
     println!("gc removed {} cycle(s)", gc.removed_cycles.len());
     if std::env::args().nth(1).is_none() {
         drop((billing, replay, appender, journal));

@@ -14,9 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args()
         .nth(1)
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("shmbus-journal-speed-{}", std::process::id()))
-        });
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("shmbus-journal-speed-{}", std::process::id())));
     let opts = JournalOptions {
         roll: RollCycle::Never,
         cycle_bytes: 4 << 30,
@@ -36,10 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         a.append(&msg)?;
     }
     let dt = t.elapsed();
-    println!(
-        "40 B append: {:.1} M entries/s",
-        n as f64 / dt.as_secs_f64() / 1e6
-    );
+    println!("40 B append: {:.1} M entries/s", n as f64 / dt.as_secs_f64() / 1e6);
     if std::env::var_os("ONLY40").is_some() {
         return Ok(());
     }
@@ -62,10 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     std::hint::black_box(&dst);
     let mb = copied as f64 / t.elapsed().as_secs_f64() / 1e9;
-    println!(
-        "32 KiB append: {jb:.2} GB/s, memcpy {mb:.2} GB/s, ratio {:.2}",
-        jb / mb
-    );
+    println!("32 KiB append: {jb:.2} GB/s, memcpy {mb:.2} GB/s, ratio {:.2}", jb / mb);
 
     // Latency: append → a spinning tailer in another thread sees it (same clock).
     let mut tailer = j.tailer_at_end()?;
@@ -92,11 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut lat = h.join().expect("tailer");
     lat.sort_unstable();
-    println!(
-        "append→tail one-way p50 {} ns, p99 {} ns",
-        lat[lat.len() / 2],
-        lat[lat.len() * 99 / 100]
-    );
+    println!("append→tail one-way p50 {} ns, p99 {} ns", lat[lat.len() / 2], lat[lat.len() * 99 / 100]);
 
     // Floor: one-way cache-line ping-pong between two threads.
     let flag = Arc::new(AtomicU64::new(0));
@@ -118,10 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     h.join().expect("ponger");
-    println!(
-        "cache-line ping-pong one-way: {} ns",
-        t.elapsed().as_nanos() as u64 / r / 2
-    );
+    println!("cache-line ping-pong one-way: {} ns", t.elapsed().as_nanos() as u64 / r / 2);
     drop((a, j));
     if std::env::args().nth(1).is_none() {
         std::fs::remove_dir_all(&dir)?;

@@ -81,7 +81,9 @@ fn client(domain: &Domain, name: &str, n: u64) -> Result<Vec<String>, Box<dyn Er
         // would match replies to requests by id instead.
         let reply = match replies.recv_timeout(Duration::from_secs(5)) {
             Ok(r) => r,
-            Err(RecvError::Timeout) => return Err(format!("{name}: no reply to request {id} within 5 s; is a server running?").into()),
+            Err(RecvError::Timeout) => {
+                return Err(format!("{name}: no reply to request {id} within 5 s; is a server running?").into())
+            }
             Err(e) => return Err(e.into()),
         };
         let got_id = u64::from_le_bytes(reply[..8].try_into()?);
@@ -101,7 +103,11 @@ pub fn run(domain: &Domain) -> Result<usize, Box<dyn Error>> {
     let total = std::thread::scope(|s| -> Result<usize, Box<dyn Error>> {
         let servers: Vec<_> = (0..2).map(|_| s.spawn(|| server(domain).map_err(|e| e.to_string()))).collect();
         let clients: Vec<_> = (0..3)
-            .map(|c| s.spawn(move || client(domain, &format!("rr.reply.{}.{c}", std::process::id()), 50).map_err(|e| e.to_string())))
+            .map(|c| {
+                s.spawn(move || {
+                    client(domain, &format!("rr.reply.{}.{c}", std::process::id()), 50).map_err(|e| e.to_string())
+                })
+            })
             .collect();
         let mut total = 0;
         for c in clients {

@@ -21,8 +21,8 @@
 pub mod admin;
 pub mod domain;
 pub mod error;
-pub mod journal;
 pub(crate) mod event;
+pub mod journal;
 pub mod name;
 pub(crate) mod participants;
 pub mod pool;

@@ -5,17 +5,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use shmbus::journal::format::{self, data_file_name, index_file_name};
-use shmbus::journal::{
-    Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle,
-};
+use shmbus::journal::{Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle};
 use shmbus::{OpenError, WaitSet};
 
 fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "shmbus-jt-{tag}-{}-{}",
-        std::process::id(),
-        shmbus::sys::monotonic_ns()
-    ));
+    let d =
+        std::env::temp_dir().join(format!("shmbus-jt-{tag}-{}-{}", std::process::id(), shmbus::sys::monotonic_ns()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -71,10 +66,7 @@ fn append_and_tail_in_order() {
     let e = t.try_next().unwrap().unwrap();
     assert_eq!((e.index, e.data), (1002, &b"after"[..]));
     assert!(t.try_next().unwrap().is_none());
-    assert!(t
-        .next_timeout(Some(Duration::from_millis(20)))
-        .unwrap()
-        .is_none());
+    assert!(t.next_timeout(Some(Duration::from_millis(20))).unwrap().is_none());
 
     let mut t = j.tailer_at(500).unwrap();
     assert_eq!(t.try_next().unwrap().unwrap().index, 500);
@@ -114,29 +106,16 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     for &(i, ts) in &stamps {
         let mut t = j.tailer_at_time(ts).unwrap();
         let e = t.try_next().unwrap().unwrap();
-        assert!(
-            e.index > i && e.index <= i + 100,
-            "ts of {i} found {}",
-            e.index
-        );
+        assert!(e.index > i && e.index <= i + 100, "ts of {i} found {}", e.index);
     }
     for i in [0u64, 1, 333, 1999] {
-        assert_eq!(
-            j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index,
-            i
-        );
+        assert_eq!(j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index, i);
     }
 
     let dir2 = tmpdir("rolltime");
     let _c2 = Cleanup(dir2.clone());
-    let j = Journal::open(
-        &dir2,
-        &JournalOptions {
-            roll: RollCycle::Every(Duration::from_secs(1)),
-            ..small()
-        },
-    )
-    .unwrap();
+    let j =
+        Journal::open(&dir2, &JournalOptions { roll: RollCycle::Every(Duration::from_secs(1)), ..small() }).unwrap();
     let mut a = j.appender().unwrap();
     a.append(b"one").unwrap();
     std::thread::sleep(Duration::from_millis(1100));
@@ -156,26 +135,13 @@ fn compression_round_trip() {
     let j = Journal::open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     a.set_compression(true);
-    let big: Vec<u8> = b"compressible "
-        .iter()
-        .copied()
-        .cycle()
-        .take(20000)
-        .collect();
-    let random: Vec<u8> = payload(7, 5000)
-        .iter()
-        .enumerate()
-        .map(|(k, b)| b ^ (k as u8).wrapping_mul(97))
-        .collect();
+    let big: Vec<u8> = b"compressible ".iter().copied().cycle().take(20000).collect();
+    let random: Vec<u8> = payload(7, 5000).iter().enumerate().map(|(k, b)| b ^ (k as u8).wrapping_mul(97)).collect();
     a.append(&big).unwrap();
     a.append(&random).unwrap();
     a.append(b"tiny").unwrap();
     let info = j.info().unwrap();
-    assert!(
-        info.bytes < 20000,
-        "compression did not shrink: {}",
-        info.bytes
-    );
+    assert!(info.bytes < 20000, "compression did not shrink: {}", info.bytes);
     let mut t = j.tailer().unwrap();
     assert_eq!(t.try_next().unwrap().unwrap().data, &big[..]);
     assert_eq!(t.try_next().unwrap().unwrap().data, &random[..]);
@@ -191,10 +157,7 @@ fn retention_while_tailing() {
         chunk_bytes: 16 << 10,
         max_entry: 4096,
         roll: RollCycle::Never,
-        retention: Retention {
-            max_cycles: Some(3),
-            max_age: None,
-        },
+        retention: Retention { max_cycles: Some(3), max_age: None },
         ..Default::default()
     };
     let j = Journal::open(&dir, &opts).unwrap();
@@ -238,12 +201,7 @@ fn retention_while_tailing() {
     assert_eq!(seen, 3000);
     let (from, to) = gap.expect("a gap was reported");
     assert!(from < to && to <= info.first_index);
-    let rep = j
-        .gc_with(Retention {
-            max_cycles: Some(1),
-            max_age: None,
-        })
-        .unwrap();
+    let rep = j.gc_with(Retention { max_cycles: Some(1), max_age: None }).unwrap();
     assert!(!rep.removed_cycles.is_empty());
     assert_eq!(j.info().unwrap().cycles.len(), 1);
 }
@@ -260,10 +218,7 @@ fn waitset_wakes_on_append() {
         j2.appender().unwrap().append(b"wake").unwrap();
     });
     let mut ws = WaitSet::with_policy(shmbus::WaitPolicy::BLOCK);
-    let ready = ws
-        .wait(&[&t], Some(Duration::from_secs(10)))
-        .unwrap()
-        .to_vec();
+    let ready = ws.wait(&[&t], Some(Duration::from_secs(10))).unwrap().to_vec();
     assert_eq!(ready, vec![0]);
     assert_eq!(t.try_next().unwrap().unwrap().data, b"wake");
     h.join().unwrap();
@@ -274,13 +229,7 @@ fn waitset_wakes_on_append() {
         j3.appender().unwrap().append(b"again").unwrap();
     });
     t.set_wait_policy(shmbus::WaitPolicy::BLOCK);
-    assert_eq!(
-        t.next_timeout(Some(Duration::from_secs(10)))
-            .unwrap()
-            .unwrap()
-            .data,
-        b"again"
-    );
+    assert_eq!(t.next_timeout(Some(Duration::from_secs(10))).unwrap().unwrap().data, b"again");
     h.join().unwrap();
 }
 
@@ -314,10 +263,7 @@ fn named_reader_resumes_and_validates_names() {
     assert_eq!(readers[0].name, "billing");
     assert_eq!(readers[0].holder_pid, Some(std::process::id()));
     for bad in ["../x", "a/b", "", ".hidden", "x y"] {
-        assert!(
-            matches!(j.reader(bad), Err(ReaderError::InvalidName(_))),
-            "{bad}"
-        );
+        assert!(matches!(j.reader(bad), Err(ReaderError::InvalidName(_))), "{bad}");
     }
 }
 
@@ -347,10 +293,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     let _c = Cleanup(dir.clone());
     drop(write_some(&dir, 100));
     let entry = format::entry_units(100) * 8;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join(data_file_name(0)))
-        .unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
     f.set_len(4096 + 50 * entry + 20).unwrap();
     drop(f);
     let j = Journal::open(&dir, &small()).unwrap();
@@ -369,12 +312,8 @@ fn recovers_from_truncation_and_zeroed_tail() {
     drop(write_some(&dir, 100));
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join(data_file_name(0)))
-            .unwrap();
-        f.write_all_at(&vec![0u8; (30 * entry) as usize], 4096 + 70 * entry + 8)
-            .unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
+        f.write_all_at(&vec![0u8; (30 * entry) as usize], 4096 + 70 * entry + 8).unwrap();
     }
     let j = Journal::open(&dir, &small()).unwrap();
     assert_eq!(j.recovery()[0].kept_entries, 70);
@@ -387,10 +326,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     drop(write_some(&dir, 100));
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join(data_file_name(0)))
-            .unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
         f.write_all_at(b"X", 4096 + 40 * entry + 40).unwrap();
     }
     let j = Journal::open(&dir, &small()).unwrap();
@@ -406,38 +342,22 @@ fn recovers_from_truncation_and_zeroed_tail() {
     drop(write_some(&dir, 100));
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join(data_file_name(0)))
-            .unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
         let stale = format::pos_word(false, 60, 60 * entry / 8);
-        f.write_all_at(&stale.to_le_bytes(), format::CYCLE_POS_OFFSET as u64)
-            .unwrap();
+        f.write_all_at(&stale.to_le_bytes(), format::CYCLE_POS_OFFSET as u64).unwrap();
         // The alloc word is in the same unsynced page: stale too.
-        f.write_all_at(
-            &(60 * entry).to_le_bytes(),
-            format::CYCLE_ALLOC_OFFSET as u64,
-        )
-        .unwrap();
+        f.write_all_at(&(60 * entry).to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
     }
     let j = Journal::open(&dir, &small()).unwrap();
     assert_eq!(read_all(&j), (0..100).collect::<Vec<_>>());
-    assert_eq!(
-        j.appender().unwrap().append(&payload(100, 100)).unwrap(),
-        100
-    );
+    assert_eq!(j.appender().unwrap().append(&payload(100, 100)).unwrap(), 100);
     drop(j);
 
     // The data file cut inside its header page: moved aside, the cycle restarts.
     let dir = tmpdir("hdr");
     let _c4 = Cleanup(dir.clone());
     drop(write_some(&dir, 10));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join(data_file_name(0)))
-        .unwrap()
-        .set_len(100)
-        .unwrap();
+    std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap().set_len(100).unwrap();
     let j = Journal::open(&dir, &small()).unwrap();
     assert_eq!(j.recovery().len(), 1);
     assert!(read_all(&j).is_empty());
@@ -451,26 +371,14 @@ fn bad_input_is_a_typed_error() {
     let _c = Cleanup(dir.clone());
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("notes.txt"), b"hello").unwrap();
-    assert!(matches!(
-        Journal::open(&dir, &small()),
-        Err(OpenError::NotASegment { .. })
-    ));
+    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
     // A garbage metadata file.
     std::fs::write(dir.join(format::META_FILE), vec![0xabu8; 5000]).unwrap();
-    assert!(matches!(
-        Journal::open(&dir, &small()),
-        Err(OpenError::NotASegment { .. })
-    ));
+    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
     // Missing, without create.
     let missing = tmpdir("missing");
     assert!(matches!(
-        Journal::open(
-            &missing,
-            &JournalOptions {
-                create: false,
-                ..small()
-            }
-        ),
+        Journal::open(&missing, &JournalOptions { create: false, ..small() }),
         Err(OpenError::NotFound { .. })
     ));
     // A newer format version.
@@ -479,26 +387,14 @@ fn bad_input_is_a_typed_error() {
     drop(Journal::open(&dir, &small()).unwrap());
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join(format::META_FILE))
-            .unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
         f.write_all_at(&2u32.to_le_bytes(), 8).unwrap();
     }
-    assert!(matches!(
-        Journal::open(&dir, &small()),
-        Err(OpenError::VersionMismatch { found: 2, .. })
-    ));
+    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
     // Invalid options.
     let dir = tmpdir("opts");
     assert!(matches!(
-        Journal::open(
-            &dir,
-            &JournalOptions {
-                cycle_bytes: 1000,
-                ..small()
-            }
-        ),
+        Journal::open(&dir, &JournalOptions { cycle_bytes: 1000, ..small() }),
         Err(OpenError::InvalidConfig { .. })
     ));
     let _ = std::fs::remove_dir_all(&dir);
@@ -516,30 +412,17 @@ fn bad_input_is_a_typed_error() {
         use std::os::unix::fs::PermissionsExt;
         let m = dir.join(format::META_FILE);
         std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o000)).unwrap();
-        assert!(matches!(
-            Journal::open(&dir, &small()),
-            Err(OpenError::PermissionDenied { .. })
-        ));
+        assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::PermissionDenied { .. })));
         std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
 }
 
 #[test]
 fn durability_modes_work() {
-    for d in [
-        Durability::Flush,
-        Durability::Periodic(Duration::from_millis(5)),
-    ] {
+    for d in [Durability::Flush, Durability::Periodic(Duration::from_millis(5))] {
         let dir = tmpdir("dur");
         let _c = Cleanup(dir.clone());
-        let j = Journal::open(
-            &dir,
-            &JournalOptions {
-                durability: d,
-                ..small()
-            },
-        )
-        .unwrap();
+        let j = Journal::open(&dir, &JournalOptions { durability: d, ..small() }).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..50u64 {
             a.append(&payload(i, 100)).unwrap();
@@ -556,11 +439,7 @@ fn durability_modes_work() {
 fn parser_survives_corpus_and_mutations() {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_parse");
     let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(&corpus)
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| std::fs::read(e.path()).ok())
-                .collect()
-        })
+        .map(|d| d.flatten().filter_map(|e| std::fs::read(e.path()).ok()).collect())
         .unwrap_or_default();
     // A real cycle file and metadata file as seeds too.
     let dir = tmpdir("parse");
@@ -637,29 +516,16 @@ fn write_fuzz_corpus() {
 fn stalled_appender_is_abandoned_after_the_timeout() {
     let dir = tmpdir("stall");
     let _c = Cleanup(dir.clone());
-    let j = Journal::open(
-        &dir,
-        &JournalOptions {
-            abandon_timeout: Duration::from_millis(200),
-            ..small()
-        },
-    )
-    .unwrap();
+    let j = Journal::open(&dir, &JournalOptions { abandon_timeout: Duration::from_millis(200), ..small() }).unwrap();
     let mut stalled = j.appender().unwrap();
     let mut other = j.appender().unwrap();
     let mut r = stalled.reserve(8).unwrap();
     r.as_mut_slice().copy_from_slice(b"too late");
     assert_eq!(other.append(b"on time").unwrap(), 1);
     let mut t = j.tailer().unwrap();
-    let e = t
-        .next_timeout(Some(Duration::from_secs(20)))
-        .unwrap()
-        .expect("tailer got past the stalled entry");
+    let e = t.next_timeout(Some(Duration::from_secs(20))).unwrap().expect("tailer got past the stalled entry");
     assert_eq!((e.index, e.data), (1, &b"on time"[..]));
-    assert_eq!(
-        r.commit(),
-        Err(shmbus::journal::CommitError::Abandoned { index: 0 })
-    );
+    assert_eq!(r.commit(), Err(shmbus::journal::CommitError::Abandoned { index: 0 }));
     // The appender keeps working.
     assert_eq!(stalled.append(b"next").unwrap(), 2);
     assert_eq!(t.try_next().unwrap().unwrap().data, b"next");
@@ -673,21 +539,15 @@ fn garbage_shared_words_are_survived() {
     let _c = Cleanup(dir.clone());
     let j = write_some(&dir, 50);
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join(data_file_name(0)))
-        .unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
     for (pos, alloc) in [
         (u64::MAX, u64::MAX),
         (format::pos_word(false, 1 << 30, u32::MAX as u64), 1 << 40),
         (format::pos_word(true, 3, 7), 0),
     ] {
-        f.write_all_at(&pos.to_le_bytes(), format::CYCLE_POS_OFFSET as u64)
-            .unwrap();
-        f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64)
-            .unwrap();
-        f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_IALLOC_OFFSET as u64)
-            .unwrap();
+        f.write_all_at(&pos.to_le_bytes(), format::CYCLE_POS_OFFSET as u64).unwrap();
+        f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
+        f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_IALLOC_OFFSET as u64).unwrap();
         let j2 = Journal::open(&dir, &small()).unwrap();
         assert!(j2.recovery().is_empty(), "not alone: no recovery");
         for start in [0u64, 10, 1 << 20] {
@@ -714,12 +574,7 @@ fn garbage_shared_words_are_survived() {
 fn missing_and_unpublished_cycles() {
     let dir = tmpdir("cycles");
     let _c = Cleanup(dir.clone());
-    let opts = JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 4096,
-        ..small()
-    };
+    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, ..small() };
     {
         let j = Journal::open(&dir, &opts).unwrap();
         let mut a = j.appender().unwrap();
@@ -732,12 +587,8 @@ fn missing_and_unpublished_cycles() {
     std::fs::remove_file(dir.join(index_file_name(0))).unwrap();
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join(format::META_FILE))
-            .unwrap();
-        f.write_all_at(&1u64.to_le_bytes(), format::META_SHARED_OFFSET as u64)
-            .unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
+        f.write_all_at(&1u64.to_le_bytes(), format::META_SHARED_OFFSET as u64).unwrap();
     }
     let j = Journal::open(&dir, &opts).unwrap();
     let info = j.info().unwrap();
@@ -761,12 +612,7 @@ fn missing_and_unpublished_cycles() {
 fn tiered_storage_moves_old_cycles_transparently() {
     let dir = tmpdir("tier");
     let _c = Cleanup(dir.clone());
-    let opts = JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 4096,
-        ..small()
-    };
+    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, ..small() };
     let j = Journal::open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..1000u64 {
@@ -794,32 +640,18 @@ fn tiered_storage_moves_old_cycles_transparently() {
         let e = t.try_next().unwrap().unwrap();
         assert_eq!((e.index, e.data), (i, &payload(i, 200)[..]));
     }
-    assert_eq!(
-        j2.tailer_at(5).unwrap().try_next().unwrap().unwrap().index,
-        5
-    );
+    assert_eq!(j2.tailer_at(5).unwrap().try_next().unwrap().unwrap().index, 5);
     // Appending goes on in the hot tier; a second tier() call moves more.
     for i in 1000..1500u64 {
         a.append(&payload(i, 200)).unwrap();
     }
     assert!(!j.tier("cold", 1).unwrap().moved_cycles.is_empty());
-    assert!(matches!(
-        j.tier("elsewhere", 1),
-        Err(shmbus::journal::TierError::OtherArchive { .. })
-    ));
+    assert!(matches!(j.tier("elsewhere", 1), Err(shmbus::journal::TierError::OtherArchive { .. })));
     // Retention deletes from the archive too.
-    j.gc_with(Retention {
-        max_cycles: Some(2),
-        max_age: None,
-    })
-    .unwrap();
+    j.gc_with(Retention { max_cycles: Some(2), max_age: None }).unwrap();
     let info = j.info().unwrap();
     assert_eq!(info.cycles.len(), 2);
-    assert_eq!(
-        std::fs::read_dir(dir.join("cold")).unwrap().count(),
-        2,
-        "only the hot cycle's files are left"
-    );
+    assert_eq!(std::fs::read_dir(dir.join("cold")).unwrap().count(), 2, "only the hot cycle's files are left");
 }
 
 /// A toy cipher for the plumbing test (NOT cryptography): a keyed xorshift keystream and
@@ -891,10 +723,7 @@ fn encryption_round_trip_with_a_pluggable_cipher() {
     a.set_cipher(None);
     a.append(b"plain").unwrap();
     let bytes = std::fs::read(dir.join(data_file_name(0))).unwrap();
-    assert!(
-        !bytes.windows(15).any(|w| w == b"the launch code"),
-        "plaintext on disk"
-    );
+    assert!(!bytes.windows(15).any(|w| w == b"the launch code"), "plaintext on disk");
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
     assert_eq!(t.try_next().unwrap().unwrap().data, &secret[..]);
@@ -903,16 +732,10 @@ fn encryption_round_trip_with_a_pluggable_cipher() {
     assert_eq!(t.try_next().unwrap().unwrap().data, b"plain");
     // No cipher: reported and skipped. Wrong key: authentication fails.
     let mut t = j.tailer().unwrap();
-    assert!(matches!(
-        t.try_next(),
-        Err(ReadError::Encrypted { index: 0 })
-    ));
+    assert!(matches!(t.try_next(), Err(ReadError::Encrypted { index: 0 })));
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0xbad))));
-    assert!(matches!(
-        t.try_next(),
-        Err(ReadError::Corrupt { index: 0, .. })
-    ));
+    assert!(matches!(t.try_next(), Err(ReadError::Corrupt { index: 0, .. })));
 }
 
 /// Many threads creating the same journal at once: one creates it, all open it.

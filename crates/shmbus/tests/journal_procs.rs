@@ -18,11 +18,7 @@ use shmbus::journal::{Journal, JournalOptions, ReadError, RollCycle};
 const CHILD: &str = "SHMBUS_TEST_CHILD";
 
 fn tmpdir(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "shmbus-jp-{tag}-{}-{}",
-        std::process::id(),
-        shmbus::sys::monotonic_ns()
-    ))
+    std::env::temp_dir().join(format!("shmbus-jp-{tag}-{}-{}", std::process::id(), shmbus::sys::monotonic_ns()))
 }
 
 struct Cleanup(PathBuf);
@@ -79,9 +75,7 @@ fn wait_with_timeout(mut c: Child, limit: Duration) -> (bool, String) {
 
 /// Lines the child marked with `@@` (the test harness prints around them).
 fn marked(out: &str) -> Vec<String> {
-    out.lines()
-        .filter_map(|l| l.strip_prefix("@@").map(str::to_owned))
-        .collect()
+    out.lines().filter_map(|l| l.strip_prefix("@@").map(str::to_owned)).collect()
 }
 
 fn xorshift(seed: u64) -> impl FnMut() -> u64 {
@@ -143,16 +137,10 @@ fn child_entry() {
             let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
             let mut n = 0;
             while n < count {
-                let e = t
-                    .next_timeout(Some(Duration::from_secs(30)))
-                    .unwrap()
-                    .expect("tailer timed out");
+                let e = t.next_timeout(Some(Duration::from_secs(30))).unwrap().expect("tailer timed out");
                 assert_eq!(e.index, n, "indices are dense and in order");
                 let (a, s) = parse_entry(e.data).expect("payload intact");
-                assert_eq!(
-                    s, next_seq[a as usize],
-                    "appender {a}'s entries in order, none lost or repeated"
-                );
+                assert_eq!(s, next_seq[a as usize], "appender {a}'s entries in order, none lost or repeated");
                 next_seq[a as usize] += 1;
                 digest = (digest ^ (a << 32 | s)).wrapping_mul(0x100_0000_01b3);
                 n += 1;
@@ -176,8 +164,7 @@ fn child_entry() {
                     }
                     r.commit().unwrap()
                 };
-                out.write_all(format!("\n@@{index} {id} {seq}\n").as_bytes())
-                    .unwrap();
+                out.write_all(format!("\n@@{index} {id} {seq}\n").as_bytes()).unwrap();
                 out.flush().unwrap();
             }
         }
@@ -201,18 +188,9 @@ fn two_appender_processes_three_tailer_processes() {
     let _c = Cleanup(dir.clone());
     drop(Journal::open(&dir, &opts()).unwrap());
     const N: u64 = 100_000;
-    let tailers: Vec<Child> = (0..3)
-        .map(|_| spawn("tailer", &dir, &[("COUNT", (2 * N).to_string())]))
-        .collect();
-    let appenders: Vec<Child> = (0..2)
-        .map(|a| {
-            spawn(
-                "appender",
-                &dir,
-                &[("APP_ID", a.to_string()), ("COUNT", N.to_string())],
-            )
-        })
-        .collect();
+    let tailers: Vec<Child> = (0..3).map(|_| spawn("tailer", &dir, &[("COUNT", (2 * N).to_string())])).collect();
+    let appenders: Vec<Child> =
+        (0..2).map(|a| spawn("appender", &dir, &[("APP_ID", a.to_string()), ("COUNT", N.to_string())])).collect();
     for a in appenders {
         let (ok, _) = wait_with_timeout(a, Duration::from_secs(120));
         assert!(ok, "appender failed");
@@ -222,23 +200,13 @@ fn two_appender_processes_three_tailer_processes() {
         .map(|t| {
             let (ok, out) = wait_with_timeout(t, Duration::from_secs(120));
             assert!(ok, "tailer failed: {out}");
-            marked(&out)
-                .into_iter()
-                .find(|l| l.starts_with("digest"))
-                .unwrap_or_else(|| panic!("no digest in {out}"))
+            marked(&out).into_iter().find(|l| l.starts_with("digest")).unwrap_or_else(|| panic!("no digest in {out}"))
         })
         .collect();
-    assert!(
-        digests.iter().all(|d| *d == digests[0]),
-        "tailers disagree on the order: {digests:?}"
-    );
+    assert!(digests.iter().all(|d| *d == digests[0]), "tailers disagree on the order: {digests:?}");
     let info = Journal::open(&dir, &opts()).unwrap().info().unwrap();
     assert_eq!(info.next_index, 2 * N);
-    assert!(
-        info.cycles.len() > 1,
-        "the test should cross a roll: {:?}",
-        info.cycles
-    );
+    assert!(info.cycles.len() > 1, "the test should cross a roll: {:?}", info.cycles);
 }
 
 #[test]
@@ -247,15 +215,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     let _c = Cleanup(dir.clone());
     // Small cycles, so that kills also land while cycles roll (an existing journal keeps
     // its configuration: the children open it with `opts()`).
-    let j = Journal::open(
-        &dir,
-        &JournalOptions {
-            cycle_bytes: 256 << 10,
-            chunk_bytes: 64 << 10,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let j = Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap();
     let seed = shmbus::sys::monotonic_ns();
     eprintln!("kill test seed {seed}");
     let mut rnd = xorshift(seed);
@@ -266,16 +226,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     let mut round = 0u64;
     while kills < 200 {
         let kids: Vec<Child> = (0..2)
-            .map(|k| {
-                spawn(
-                    "crashy",
-                    &dir,
-                    &[
-                        ("APP_ID", (round * 2 + k).to_string()),
-                        ("SEED", rnd().to_string()),
-                    ],
-                )
-            })
+            .map(|k| spawn("crashy", &dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rnd().to_string())]))
             .collect();
         std::thread::sleep(Duration::from_micros(2000 + rnd() % 20_000));
         for mut k in kids {
@@ -283,11 +234,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
             let _ = k.wait();
             kills += 1;
             let out = BufReader::new(k.stdout.take().unwrap());
-            for line in out
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| l.strip_prefix("@@").map(str::to_owned))
-            {
+            for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
                 let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
                 if v.len() == 3 {
                     committed.push((v[0], v[1], v[2]));
@@ -302,18 +249,10 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
         round += 1;
     }
     // A final live append: the tailer must reach it (nothing blocks it).
-    let end = j
-        .appender()
-        .unwrap()
-        .append(&entry_bytes(u32::MAX as u64, 0))
-        .unwrap();
+    let end = j.appender().unwrap().append(&entry_bytes(u32::MAX as u64, 0)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !seen.contains_key(&end) {
-        assert!(
-            Instant::now() < deadline,
-            "tailer stuck before index {end} (at {})",
-            tailer.position()
-        );
+        assert!(Instant::now() < deadline, "tailer stuck before index {end} (at {})", tailer.position());
         match tailer.next_timeout(Some(Duration::from_secs(1))) {
             Ok(Some(e)) => {
                 let (a, s) = parse_entry(e.data).expect("payload intact");
@@ -326,11 +265,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     }
     assert!(!committed.is_empty());
     for (index, a, s) in &committed {
-        assert_eq!(
-            seen.get(index),
-            Some(&(*a, *s)),
-            "committed entry {index} lost"
-        );
+        assert_eq!(seen.get(index), Some(&(*a, *s)), "committed entry {index} lost");
     }
     eprintln!(
         "{kills} kills, {} committed reported, {} entries read, last index {end}, {} cycles",
@@ -347,17 +282,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
 fn open_after_everyone_was_killed_recovers() {
     let dir = tmpdir("killall");
     let _c = Cleanup(dir.clone());
-    drop(
-        Journal::open(
-            &dir,
-            &JournalOptions {
-                cycle_bytes: 256 << 10,
-                chunk_bytes: 64 << 10,
-                ..opts()
-            },
-        )
-        .unwrap(),
-    );
+    drop(Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap());
     let seed = shmbus::sys::monotonic_ns();
     eprintln!("kill-all seed {seed}");
     let mut rnd = xorshift(seed);
@@ -365,27 +290,14 @@ fn open_after_everyone_was_killed_recovers() {
     let mut holes = 0;
     for round in 0..20u64 {
         let kids: Vec<Child> = (0..2)
-            .map(|k| {
-                spawn(
-                    "crashy",
-                    &dir,
-                    &[
-                        ("APP_ID", (round * 2 + k).to_string()),
-                        ("SEED", rnd().to_string()),
-                    ],
-                )
-            })
+            .map(|k| spawn("crashy", &dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rnd().to_string())]))
             .collect();
         std::thread::sleep(Duration::from_micros(3000 + rnd() % 20_000));
         for mut k in kids {
             sigkill(&k);
             let _ = k.wait();
             let out = BufReader::new(k.stdout.take().unwrap());
-            for line in out
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| l.strip_prefix("@@").map(str::to_owned))
-            {
+            for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
                 let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
                 if v.len() == 3 {
                     committed.push((v[0], v[1], v[2]));
@@ -401,22 +313,12 @@ fn open_after_everyone_was_killed_recovers() {
             seen.insert(e.index, parse_entry(e.data).expect("payload intact"));
         }
         for (index, a, s) in &committed {
-            assert_eq!(
-                seen.get(index),
-                Some(&(*a, *s)),
-                "committed entry {index} lost"
-            );
+            assert_eq!(seen.get(index), Some(&(*a, *s)), "committed entry {index} lost");
         }
         // Appending continues.
-        j.appender()
-            .unwrap()
-            .append(&entry_bytes(u32::MAX as u64, round))
-            .unwrap();
+        j.appender().unwrap().append(&entry_bytes(u32::MAX as u64, round)).unwrap();
     }
-    eprintln!(
-        "{} committed entries kept; {holes} holes repaired by the scan",
-        committed.len()
-    );
+    eprintln!("{} committed entries kept; {holes} holes repaired by the scan", committed.len());
 }
 
 #[test]
@@ -443,19 +345,13 @@ fn sigkilled_named_reader_resumes() {
         }
         let _ = c.wait();
         let out = BufReader::new(c.stdout.take().unwrap());
-        let lines: Vec<String> = out
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|l| l.strip_prefix("@@").map(str::to_owned))
-            .collect();
+        let lines: Vec<String> =
+            out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)).collect();
         let got: Vec<u64> = lines.iter().filter_map(|l| l.parse().ok()).collect();
         if let Some(&first) = got.first() {
             // Resume: no entry skipped; at most the last one before the kill repeated.
             let expect = last.map_or(0, |l| l + 1);
-            assert!(
-                first == expect || Some(first) == last,
-                "resumed at {first}, last processed {last:?}"
-            );
+            assert!(first == expect || Some(first) == last, "resumed at {first}, last processed {last:?}");
         }
         for w in got.windows(2) {
             assert_eq!(w[1], w[0] + 1);
@@ -476,13 +372,7 @@ fn sigkilled_named_reader_resumes() {
 #[test]
 fn journal_example_runs() {
     let exe = std::env::current_exe().unwrap();
-    let examples = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("journal");
+    let examples = exe.parent().unwrap().parent().unwrap().join("examples").join("journal");
     if !examples.exists() {
         let mut args = vec!["build", "-q", "-p", "shmbus", "--example", "journal"];
         if exe.to_string_lossy().contains("/release/") {

@@ -45,10 +45,7 @@ fn claims_are_dense_and_seal_is_exact() {
             thread::spawn(move || seal(&pos))
         };
         let sealed_word = sealer.join().unwrap();
-        let mut claims: Vec<_> = appenders
-            .into_iter()
-            .filter_map(|h| h.join().unwrap())
-            .collect();
+        let mut claims: Vec<_> = appenders.into_iter().filter_map(|h| h.join().unwrap()).collect();
         claims.sort_unstable();
         let (sealed, n, u) = pos_parts(load_pos(&pos));
         assert!(sealed);
@@ -100,10 +97,7 @@ fn commit_and_abandon_exclude_each_other() {
         let committed = owner.join().unwrap();
         let abandoned = abandoner.join().unwrap();
         reader.join().unwrap();
-        assert!(
-            committed ^ abandoned,
-            "committed {committed} abandoned {abandoned}"
-        );
+        assert!(committed ^ abandoned, "committed {committed} abandoned {abandoned}");
         match observe(&word) {
             EntryState::Committed { .. } => assert!(committed),
             EntryState::Abandoned { units } => assert!(abandoned && units == 4),

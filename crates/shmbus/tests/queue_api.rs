@@ -19,7 +19,11 @@ impl Drop for TempRoot {
 
 fn domain() -> (Domain, TempRoot) {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(format!("/dev/shm/shmbus-test-queue-api-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let dir = PathBuf::from(format!(
+        "/dev/shm/shmbus-test-queue-api-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     (Domain::with_root("t", &dir).unwrap(), TempRoot(dir))
 }
@@ -92,9 +96,12 @@ fn too_large_is_a_clear_error_and_hands_the_value_back() {
 #[test]
 fn bad_configs_are_refused() {
     let (d, _root) = domain();
-    for (c, word) in
-        [(cfg(0, 10), "capacity"), (cfg(10, 0), "max_element_size"), (cfg(1 << 40, 10), "capacity"), (cfg(1 << 31, 1 << 29), "need more")]
-    {
+    for (c, word) in [
+        (cfg(0, 10), "capacity"),
+        (cfg(10, 0), "max_element_size"),
+        (cfg(1 << 40, 10), "capacity"),
+        (cfg(1 << 31, 1 << 29), "need more"),
+    ] {
         match Queue::create(&d, "q", c, &CreateOptions::default()) {
             Err(e @ OpenError::InvalidConfig { .. }) => assert!(e.to_string().contains(word), "{e}"),
             other => panic!("{c:?}: {other:?}"),
@@ -128,7 +135,10 @@ fn receive_buffer_must_hold_the_max_element() {
     let e = rx.try_recv_into(&mut small).unwrap_err();
     assert_eq!(e, TryRecvError::BufferTooSmall { len: 31, needed: 32 });
     assert!(e.to_string().contains("at least"));
-    assert_eq!(rx.recv_into_timeout(&mut small, Duration::ZERO), Err(RecvError::BufferTooSmall { len: 31, needed: 32 }));
+    assert_eq!(
+        rx.recv_into_timeout(&mut small, Duration::ZERO),
+        Err(RecvError::BufferTooSmall { len: 31, needed: 32 })
+    );
 }
 
 #[test]
@@ -181,7 +191,8 @@ fn many_threads_compete_and_each_message_arrives_once() {
     let (d, _root) = domain();
     let q = Queue::create(&d, "q", cfg(16, 16), &CreateOptions::default()).unwrap();
     let (producers, consumers, per) = (3u64, 3usize, 20_000u64);
-    let seen: Vec<std::sync::atomic::AtomicU8> = (0..producers * per).map(|_| std::sync::atomic::AtomicU8::new(0)).collect();
+    let seen: Vec<std::sync::atomic::AtomicU8> =
+        (0..producers * per).map(|_| std::sync::atomic::AtomicU8::new(0)).collect();
     let done = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for p in 0..producers {

@@ -21,7 +21,11 @@ impl Drop for TempRoot {
 
 fn domain() -> (Domain, TempRoot) {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(format!("/dev/shm/shmbus-test-queue-corrupt-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let dir = PathBuf::from(format!(
+        "/dev/shm/shmbus-test-queue-corrupt-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     (Domain::with_root("t", &dir).unwrap(), TempRoot(dir))
 }
@@ -58,7 +62,8 @@ fn patch_header(path: &Path, offset: u64, bytes: &[u8]) {
 }
 
 fn make(d: &Domain, name: &str) -> PathBuf {
-    let q = Queue::create(d, name, QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default()).unwrap();
+    let q =
+        Queue::create(d, name, QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default()).unwrap();
     q.path().to_owned()
 }
 
@@ -91,7 +96,8 @@ fn garbage_parameters_are_typed_errors() {
             other => panic!("{what}: {other:?}"),
         }
         // Creating over it fails the same way rather than trusting it.
-        assert!(Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default()).is_err());
+        assert!(Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default())
+            .is_err());
         std::fs::remove_file(&path).unwrap();
     }
     // An unknown extra parameter.
@@ -147,7 +153,8 @@ fn another_kind_is_wrong_kind() {
 #[test]
 fn scribbled_cells_make_calls_fail_not_panic_or_hang() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default()).unwrap();
+    let q =
+        Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default()).unwrap();
     let mut tx = q.producer().unwrap();
     let mut rx = q.consumer().unwrap();
     let f = std::fs::OpenOptions::new().read(true).write(true).open(q.path()).unwrap();

@@ -110,7 +110,8 @@ fn two_producer_and_two_consumer_processes_deliver_exactly_once() {
     std::fs::create_dir_all(&root).unwrap();
     let _cleanup = TempRoot(root.clone());
     let d = domain_at(&root);
-    let q = Queue::create(&d, "q", QueueConfig { capacity: 64, max_element_size: MAX }, &CreateOptions::default()).unwrap();
+    let q =
+        Queue::create(&d, "q", QueueConfig { capacity: 64, max_element_size: MAX }, &CreateOptions::default()).unwrap();
 
     let outs: Vec<PathBuf> = (0..2).map(|i| root.join(format!("consumer{i}.ids"))).collect();
     let mut consumers: Vec<_> = outs.iter().map(|o| spawn(&root, &format!("consumer:{}", o.display()))).collect();

@@ -90,8 +90,16 @@ impl Log {
         f.set_len(LOG_BYTES as u64).unwrap();
         // SAFETY: a fresh shared mapping of a file we just sized; never unmapped (the
         // victim runs until killed).
-        let p =
-            unsafe { libc::mmap(std::ptr::null_mut(), LOG_BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LOG_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
         assert_ne!(p, libc::MAP_FAILED);
         Log { words: p as *const AtomicU64, len: LOG_BYTES / 8 }
     }
@@ -184,7 +192,8 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
     std::fs::create_dir_all(&root).unwrap();
     let _cleanup = TempRoot(root.clone());
     let d = domain_at(&root);
-    let q = Queue::create(&d, "q", QueueConfig { capacity: 8, max_element_size: MAX }, &CreateOptions::default()).unwrap();
+    let q =
+        Queue::create(&d, "q", QueueConfig { capacity: 8, max_element_size: MAX }, &CreateOptions::default()).unwrap();
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     println!("seed {seed:#x}");
     let mut rng = Rng(seed);
@@ -320,7 +329,11 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
             st.abandoned,
             *max_gap.lock().unwrap(),
         );
-        assert!(missing.len() as u64 <= consumer_kills, "lost {} messages with only {consumer_kills} consumer kills", missing.len());
+        assert!(
+            missing.len() as u64 <= consumer_kills,
+            "lost {} messages with only {consumer_kills} consumer kills",
+            missing.len()
+        );
         assert!(st.lost <= consumer_kills);
         assert!(st.lost <= missing.len() as u64, "every counted loss is a missing message");
         assert!(st.abandoned <= producer_kills);

@@ -20,7 +20,11 @@ impl Drop for TempRoot {
 
 fn domain() -> (Domain, TempRoot) {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(format!("/dev/shm/shmbus-test-queue-ws-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let dir = PathBuf::from(format!(
+        "/dev/shm/shmbus-test-queue-ws-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     (Domain::with_root("t", &dir).unwrap(), TempRoot(dir))
 }

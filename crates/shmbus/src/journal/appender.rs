@@ -115,11 +115,7 @@ impl Pretoucher {
                 }
             })
             .ok()?;
-        Some(Pretoucher {
-            tx: Some(tx),
-            thread: Some(thread),
-            requested: (u64::MAX, 0),
-        })
+        Some(Pretoucher { tx: Some(tx), thread: Some(thread), requested: (u64::MAX, 0) })
     }
 }
 
@@ -144,11 +140,7 @@ fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64) -> io::Result<()>
     if h.durability == 1 {
         files::fdatasync(&cy.data_file)?;
     }
-    files::populate(
-        &cy.data,
-        CYCLE_HEADER_PAGE + old as usize,
-        (want - old) as usize,
-    );
+    files::populate(&cy.data, CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
     // Release: pairs with the Acquire loads of `alloc` (readers' bounds, appenders): the
     // file is this long before anyone may claim or read below `want`.
     cy.alloc().fetch_max(want, Ordering::AcqRel);
@@ -175,9 +167,8 @@ impl Appender {
     pub(super) fn new(inner: Arc<Inner>) -> Result<Appender, AppendError> {
         inner.reclaim();
         let table = inner.meta.participants();
-        let slot = table
-            .register(ProcessId::current(), ROLE_APPENDER, 0..table.len())
-            .ok_or(AppendError::TooManyAppenders)?;
+        let slot =
+            table.register(ProcessId::current(), ROLE_APPENDER, 0..table.len()).ok_or(AppendError::TooManyAppenders)?;
         let c = inner.meta.current().load(Ordering::Acquire);
         let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
             Ok(cy) => cy,
@@ -206,10 +197,7 @@ impl Appender {
                         }
                     })
                     .map_err(AppendError::Io)?;
-                Some(Syncer {
-                    stop,
-                    thread: Some(thread),
-                })
+                Some(Syncer { stop, thread: Some(thread) })
             }
             _ => None,
         };
@@ -272,10 +260,7 @@ impl Appender {
         }
         let max = self.inner.hdr().max_entry;
         if data.len() as u64 > max {
-            return Err(AppendError::TooLarge {
-                len: data.len(),
-                max,
-            });
+            return Err(AppendError::TooLarge { len: data.len(), max });
         }
         for _ in 0..8 {
             let r = match self.cipher.clone() {
@@ -363,25 +348,13 @@ impl Appender {
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
-            return Ok(Reservation {
-                app: self,
-                off,
-                n,
-                units,
-                len,
-                ts,
-                done: false,
-            });
+            return Ok(Reservation { app: self, off, n, units, len, ts, done: false });
         }
     }
 
     fn advance(&mut self) -> Result<(), AppendError> {
         let current = self.inner.meta.current().load(Ordering::Acquire);
-        let next = if current > self.cy.num {
-            current
-        } else {
-            self.cy.num + 1
-        };
+        let next = if current > self.cy.num { current } else { self.cy.num + 1 };
         let created = next > current;
         self.cy = Arc::new(self.inner.open_or_create_cycle(next, realtime_ns())?);
         self.alloc = 0;
@@ -457,8 +430,7 @@ impl Appender {
             return Ok(());
         }
         let h = self.inner.hdr();
-        let want =
-            (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
+        let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
         files::grow(&self.cy.index_file, want).map_err(AppendError::Io)?;
         // Pairs with the Acquire load in `CycleFiles::index_slot`.
         self.cy.ialloc().fetch_max(want, Ordering::AcqRel);
@@ -495,12 +467,7 @@ impl Reservation<'_> {
         // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
         // before the claim) and ours alone until commit: no reader reads them before the
         // Release CAS to COMMITTED, no other appender can claim them.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64),
-                self.len,
-            )
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
     }
 
     /// The global index this entry will have.
@@ -528,12 +495,8 @@ impl Reservation<'_> {
             std::ptr::write(p.add(24) as *mut u64, self.ts.to_le());
         }
         // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
-        let covered = unsafe {
-            std::slice::from_raw_parts(
-                p.add(CRC_FROM) as *const u8,
-                ENTRY_HEADER - CRC_FROM + self.len,
-            )
-        };
+        let covered =
+            unsafe { std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.len) };
         let crc = entry_crc(flags, covered);
         // SAFETY: header bytes 8..12 of our entry.
         unsafe { std::ptr::write(p.add(8) as *mut u32, crc.to_le()) };
@@ -562,8 +525,7 @@ impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.done {
             abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);
-            self.app.inner.meta.participants().entry(self.app.slot).aux[0]
-                .store(0, Ordering::Release);
+            self.app.inner.meta.participants().entry(self.app.slot).aux[0].store(0, Ordering::Release);
             self.app.inner.meta.event().notify();
         }
     }

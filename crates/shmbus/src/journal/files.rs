@@ -15,22 +15,13 @@ use super::format::*;
 
 /// Opens an existing file read-write, without following symlinks.
 pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
+    std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)
 }
 
 /// Creates `path` with `contents` as its first bytes and total length `len`, race-free:
 /// built under a hidden temporary name and `link(2)`ed into place. `Ok(false)`: the file
 /// already existed (someone else won).
-pub(crate) fn create_file_atomically(
-    path: &Path,
-    mode: u32,
-    len: u64,
-    contents: &[u8],
-) -> io::Result<bool> {
+pub(crate) fn create_file_atomically(path: &Path, mode: u32, len: u64, contents: &[u8]) -> io::Result<bool> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
     let me = ProcessId::current();
@@ -103,13 +94,7 @@ pub(crate) fn populate(map: &Mapping, offset: usize, len: usize) {
     }
     // SAFETY: the range lies inside our own mapping; populating does not change contents
     // (it faults pages in as if written with their current values).
-    unsafe {
-        libc::madvise(
-            map.as_ptr().add(start).cast(),
-            end - start,
-            MADV_POPULATE_WRITE,
-        )
-    };
+    unsafe { libc::madvise(map.as_ptr().add(start).cast(), end - start, MADV_POPULATE_WRITE) };
 }
 
 /// `flock(2)`.
@@ -169,17 +154,13 @@ impl MetaFile {
         let file = open_rw(path).map_err(|e| OpenError::io(path, e))?;
         let size = file.metadata().map_err(|e| OpenError::io(path, e))?.len();
         let mut head = [0u8; META_HEADER_SIZE];
-        let n = file
-            .read_at(&mut head, 0)
-            .map_err(|e| OpenError::io(path, e))?;
+        let n = file.read_at(&mut head, 0).map_err(|e| OpenError::io(path, e))?;
         let hdr = match MetaHeader::decode(&head[..n]) {
             Ok(h) => h,
             Err(FormatError::BadMagic) | Err(FormatError::Short { .. })
                 if n < 8 || head[..8] != META_MAGIC.to_le_bytes() =>
             {
-                return Err(OpenError::NotASegment {
-                    path: path.to_owned(),
-                })
+                return Err(OpenError::NotASegment { path: path.to_owned() })
             }
             Err(FormatError::Version(v)) => {
                 return Err(OpenError::VersionMismatch {
@@ -191,11 +172,7 @@ impl MetaFile {
             Err(e) => return Err(OpenError::corrupt(path, e.to_string())),
         };
         if size != META_SIZE as u64 {
-            return Err(OpenError::Truncated {
-                path: path.to_owned(),
-                size,
-                expected: META_SIZE as u64,
-            });
+            return Err(OpenError::Truncated { path: path.to_owned(), size, expected: META_SIZE as u64 });
         }
         let map = Mapping::map(file.as_fd(), META_SIZE).map_err(|e| OpenError::io(path, e))?;
         Ok(MetaFile { file, map, hdr })
@@ -222,36 +199,26 @@ impl MetaFile {
     pub(crate) fn event(&self) -> &crate::event::EventWord {
         // SAFETY: offset 576 is inside the mapping, 4-aligned, and EventWord is a
         // repr(transparent) AtomicU32, valid for every bit pattern.
-        unsafe {
-            &*(self.map.as_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord)
-        }
+        unsafe { &*(self.map.as_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord) }
     }
 
     pub(crate) fn participants(&self) -> crate::participants::ParticipantTable<'_> {
         // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the mapping, which
         // lives as long as `self`.
-        unsafe {
-            crate::participants::ParticipantTable::from_raw(
-                self.map.as_ptr().add(META_PARTICIPANTS_OFFSET),
-            )
-        }
+        unsafe { crate::participants::ParticipantTable::from_raw(self.map.as_ptr().add(META_PARTICIPANTS_OFFSET)) }
     }
 
     /// The archive directory recorded by `Journal::tier`, if any (validated: non-empty,
     /// no NUL, at most `MAX_ARCHIVE_PATH` bytes).
     pub(crate) fn archive_dir(&self, journal_dir: &Path) -> Option<PathBuf> {
         // Pairs with the Release store of the length in `set_archive_dir`.
-        let len = self
-            .word(META_ARCHIVE_OFFSET)
-            .load(crate::sync::Ordering::Acquire) as usize;
+        let len = self.word(META_ARCHIVE_OFFSET).load(crate::sync::Ordering::Acquire) as usize;
         if len == 0 || len > MAX_ARCHIVE_PATH {
             return None;
         }
         let mut b = vec![0u8; len.div_ceil(8) * 8];
         for (k, chunk) in b.chunks_mut(8).enumerate() {
-            let w = self
-                .word(META_ARCHIVE_OFFSET + 8 + k * 8)
-                .load(crate::sync::Ordering::Relaxed);
+            let w = self.word(META_ARCHIVE_OFFSET + 8 + k * 8).load(crate::sync::Ordering::Relaxed);
             chunk.copy_from_slice(&w.to_le_bytes());
         }
         b.truncate(len);
@@ -274,11 +241,9 @@ impl MetaFile {
         for (k, chunk) in b.chunks(8).enumerate() {
             let mut w = [0u8; 8];
             w.copy_from_slice(chunk);
-            self.word(META_ARCHIVE_OFFSET + 8 + k * 8)
-                .store(u64::from_le_bytes(w), Relaxed);
+            self.word(META_ARCHIVE_OFFSET + 8 + k * 8).store(u64::from_le_bytes(w), Relaxed);
         }
-        self.word(META_ARCHIVE_OFFSET)
-            .store(path.len() as u64, Release);
+        self.word(META_ARCHIVE_OFFSET).store(path.len() as u64, Release);
         true
     }
 
@@ -315,29 +280,16 @@ impl CycleFiles {
         let dpath = dir.join(data_file_name(c));
         let ipath = dir.join(index_file_name(c));
         let data_file = open_rw(&dpath).map_err(|e| OpenError::io(&dpath, e))?;
-        let size = data_file
-            .metadata()
-            .map_err(|e| OpenError::io(&dpath, e))?
-            .len();
+        let size = data_file.metadata().map_err(|e| OpenError::io(&dpath, e))?.len();
         if size < CYCLE_HEADER_PAGE as u64 {
-            return Err(OpenError::Truncated {
-                path: dpath,
-                size,
-                expected: CYCLE_HEADER_PAGE as u64,
-            });
+            return Err(OpenError::Truncated { path: dpath, size, expected: CYCLE_HEADER_PAGE as u64 });
         }
         let mut head = [0u8; CYCLE_HEADER_SIZE];
-        data_file
-            .read_exact_at(&mut head, 0)
-            .map_err(|e| OpenError::io(&dpath, e))?;
+        data_file.read_exact_at(&mut head, 0).map_err(|e| OpenError::io(&dpath, e))?;
         let hdr = match CycleHeader::decode(&head) {
             Ok(h) => h,
             Err(FormatError::Version(v)) => {
-                return Err(OpenError::VersionMismatch {
-                    path: dpath,
-                    found: v,
-                    supported: JOURNAL_FORMAT_VERSION,
-                })
+                return Err(OpenError::VersionMismatch { path: dpath, found: v, supported: JOURNAL_FORMAT_VERSION })
             }
             Err(e) => return Err(OpenError::corrupt(&dpath, e.to_string())),
         };
@@ -352,8 +304,7 @@ impl CycleFiles {
         let index_file = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
         let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes)
             .map_err(|_| OpenError::corrupt(&dpath, "cycle too large"))?;
-        let ilen = usize::try_from(meta.index_bytes())
-            .map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
+        let ilen = usize::try_from(meta.index_bytes()).map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
         let data = Mapping::map(data_file.as_fd(), dlen).map_err(|e| OpenError::io(&dpath, e))?;
         let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
         Ok(CycleFiles {
@@ -378,11 +329,7 @@ impl CycleFiles {
             return true;
         }
         let cap = self.cap_units * UNIT as u64;
-        let size = self
-            .data_file
-            .metadata()
-            .map_or(0, |m| m.len().saturating_sub(CYCLE_HEADER_PAGE as u64))
-            .min(cap);
+        let size = self.data_file.metadata().map_or(0, |m| m.len().saturating_sub(CYCLE_HEADER_PAGE as u64)).min(cap);
         self.data_seen.fetch_max(size, Relaxed);
         end <= size
     }
@@ -392,11 +339,7 @@ impl CycleFiles {
         if end <= self.index_seen.load(Relaxed) {
             return true;
         }
-        let size = self
-            .index_file
-            .metadata()
-            .map_or(0, |m| m.len())
-            .min(self.index.len() as u64);
+        let size = self.index_file.metadata().map_or(0, |m| m.len()).min(self.index.len() as u64);
         self.index_seen.fetch_max(size, Relaxed);
         end <= size
     }
@@ -451,19 +394,12 @@ impl CycleFiles {
         }
         // SAFETY: checked: the slot is inside the mapping and the backed part of the file;
         // 4-aligned; atomics accept every bit pattern.
-        Some(unsafe {
-            &*(self.index.as_ptr().add(i as usize * 4) as *const crate::sync::AtomicU32)
-        })
+        Some(unsafe { &*(self.index.as_ptr().add(i as usize * 4) as *const crate::sync::AtomicU32) })
     }
 }
 
 /// Creates cycle `c`'s index and data files if missing. `Ok(true)` if this call created it.
-pub(crate) fn create_cycle(
-    dir: &Path,
-    meta: &MetaHeader,
-    mode: u32,
-    hdr: &CycleHeader,
-) -> io::Result<bool> {
+pub(crate) fn create_cycle(dir: &Path, meta: &MetaHeader, mode: u32, hdr: &CycleHeader) -> io::Result<bool> {
     let ipath = dir.join(index_file_name(hdr.cycle));
     let dpath = dir.join(data_file_name(hdr.cycle));
     if dpath.exists() {

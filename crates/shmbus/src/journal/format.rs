@@ -30,8 +30,8 @@ pub const META_SHARED_OFFSET: usize = 512;
 /// Offset of the participant (appender/tailer) table.
 pub const META_PARTICIPANTS_OFFSET: usize = PAGE;
 /// Offset of the named-reader table.
-pub const META_READERS_OFFSET: usize = META_PARTICIPANTS_OFFSET
-    + crate::participants::PARTICIPANTS * crate::participants::PARTICIPANT_SIZE;
+pub const META_READERS_OFFSET: usize =
+    META_PARTICIPANTS_OFFSET + crate::participants::PARTICIPANTS * crate::participants::PARTICIPANT_SIZE;
 /// Offset of the archive (cold tier) directory record: a u64 length (0 = none), then the
 /// path bytes (absolute, or relative to the journal directory).
 pub const META_ARCHIVE_OFFSET: usize = 1024;
@@ -110,10 +110,7 @@ impl fmt::Display for FormatError {
                 write!(f, "file is {len} bytes, its header needs {need}")
             }
             FormatError::BadMagic => f.write_str("not a shmbus journal file (bad magic)"),
-            FormatError::Version(v) => write!(
-                f,
-                "format version {v}, this library reads {JOURNAL_FORMAT_VERSION}"
-            ),
+            FormatError::Version(v) => write!(f, "format version {v}, this library reads {JOURNAL_FORMAT_VERSION}"),
             FormatError::BadCrc => f.write_str("header checksum mismatch"),
             FormatError::Field(what) => write!(f, "header field out of range: {what}"),
         }
@@ -163,10 +160,7 @@ impl MetaHeader {
     /// Decodes and validates a metadata header from untrusted bytes.
     pub fn decode(b: &[u8]) -> Result<MetaHeader, FormatError> {
         if b.len() < META_HEADER_SIZE {
-            return Err(FormatError::Short {
-                len: b.len(),
-                need: META_HEADER_SIZE,
-            });
+            return Err(FormatError::Short { len: b.len(), need: META_HEADER_SIZE });
         }
         let g64 = |o| rd_u64(b, o).unwrap_or(0);
         let g32 = |o| rd_u32(b, o).unwrap_or(0);
@@ -207,36 +201,24 @@ impl MetaHeader {
         if self.roll_kind == ROLL_TIME && (self.roll_secs == 0 || self.roll_secs > 366 * 86400) {
             return Err(FormatError::Field("roll period must be 1 s ..= 366 days"));
         }
-        if !(MIN_CYCLE_BYTES..=MAX_CYCLE_BYTES).contains(&self.cycle_bytes)
-            || self.cycle_bytes % PAGE as u64 != 0
-        {
-            return Err(FormatError::Field(
-                "cycle size must be a multiple of 4096 in 64 KiB ..= 16 GiB",
-            ));
+        if !(MIN_CYCLE_BYTES..=MAX_CYCLE_BYTES).contains(&self.cycle_bytes) || self.cycle_bytes % PAGE as u64 != 0 {
+            return Err(FormatError::Field("cycle size must be a multiple of 4096 in 64 KiB ..= 16 GiB"));
         }
-        if self.chunk_bytes < PAGE as u64
-            || self.chunk_bytes % PAGE as u64 != 0
-            || self.chunk_bytes > self.cycle_bytes
+        if self.chunk_bytes < PAGE as u64 || self.chunk_bytes % PAGE as u64 != 0 || self.chunk_bytes > self.cycle_bytes
         {
-            return Err(FormatError::Field(
-                "growth chunk must be a multiple of 4096, at most the cycle size",
-            ));
+            return Err(FormatError::Field("growth chunk must be a multiple of 4096, at most the cycle size"));
         }
         if self.max_entry == 0
             || self.max_entry + ENTRY_HEADER as u64 > self.cycle_bytes / 2
             || self.max_entry > u32::MAX as u64 / 2
         {
-            return Err(FormatError::Field(
-                "max entry size must be 1 ..= half the cycle size",
-            ));
+            return Err(FormatError::Field("max entry size must be 1 ..= half the cycle size"));
         }
         if self.durability > 2 {
             return Err(FormatError::Field("durability mode"));
         }
         if self.durability == 2 && self.periodic_ms == 0 {
-            return Err(FormatError::Field(
-                "periodic durability needs a period of at least 1 ms",
-            ));
+            return Err(FormatError::Field("periodic durability needs a period of at least 1 ms"));
         }
         if self.abandon_ms == 0 {
             return Err(FormatError::Field("abandon timeout must be at least 1 ms"));
@@ -302,10 +284,7 @@ impl CycleHeader {
     /// Decodes and validates a cycle header from untrusted bytes.
     pub fn decode(b: &[u8]) -> Result<CycleHeader, FormatError> {
         if b.len() < CYCLE_HEADER_SIZE {
-            return Err(FormatError::Short {
-                len: b.len(),
-                need: CYCLE_HEADER_SIZE,
-            });
+            return Err(FormatError::Short { len: b.len(), need: CYCLE_HEADER_SIZE });
         }
         let g64 = |o| rd_u64(b, o).unwrap_or(0);
         if g64(0) != CYCLE_MAGIC {
@@ -364,11 +343,7 @@ pub const POS_SEALED: u64 = 1 << 63;
 /// Decodes a position word into (sealed, entries claimed, data units claimed).
 #[inline]
 pub fn pos_parts(w: u64) -> (bool, u64, u64) {
-    (
-        w & POS_SEALED != 0,
-        (w >> 32) & 0x7fff_ffff,
-        w & 0xffff_ffff,
-    )
+    (w & POS_SEALED != 0, (w >> 32) & 0x7fff_ffff, w & 0xffff_ffff)
 }
 /// Builds a position word.
 #[inline]
@@ -508,16 +483,11 @@ pub fn read_entry(
         return Err(ScanStop::BadHeader);
     }
     let span = (units as usize) * UNIT;
-    if off.checked_add(span).map_or(true, |e| e > data.len()) {
+    if off.checked_add(span).is_none_or(|e| e > data.len()) {
         return Err(ScanStop::PastEnd);
     }
     match state {
-        ST_ABANDONED => Ok((
-            ScannedEntry::Abandoned { idx, offset, units },
-            &[][..],
-            0,
-            0,
-        )),
+        ST_ABANDONED => Ok((ScannedEntry::Abandoned { idx, offset, units }, &[][..], 0, 0)),
         ST_COMMITTED => {
             let crc = rd_u32(data, off + 8).ok_or(ScanStop::PastEnd)?;
             let len = rd_u32(data, off + 12).ok_or(ScanStop::PastEnd)?;
@@ -527,31 +497,14 @@ pub fn read_entry(
             if eidx as u64 != idx || flags & !KNOWN_FLAGS != 0 {
                 return Err(ScanStop::BadHeader);
             }
-            if entry_units(len as usize) != units
-                || raw_len as u64 > max_entry
-                || (flags == 0 && raw_len != len)
-            {
+            if entry_units(len as usize) != units || raw_len as u64 > max_entry || (flags == 0 && raw_len != len) {
                 return Err(ScanStop::BadHeader);
             }
             let payload = &data[off + ENTRY_HEADER..off + ENTRY_HEADER + len as usize];
-            if entry_crc(
-                flags,
-                &data[off + CRC_FROM..off + ENTRY_HEADER + len as usize],
-            ) != crc
-            {
+            if entry_crc(flags, &data[off + CRC_FROM..off + ENTRY_HEADER + len as usize]) != crc {
                 return Err(ScanStop::BadCrc);
             }
-            Ok((
-                ScannedEntry::Committed {
-                    idx,
-                    offset,
-                    units,
-                    ts,
-                },
-                payload,
-                flags,
-                raw_len as u64,
-            ))
+            Ok((ScannedEntry::Committed { idx, offset, units, ts }, payload, flags, raw_len as u64))
         }
         _ => Err(ScanStop::BadHeader),
     }
@@ -561,15 +514,8 @@ pub fn read_entry(
 /// `claimed_units` (the position word) or the end of `data`, whichever is first. This is
 /// the open-time recovery scan and the fuzzed parser.
 pub fn scan_data(data: &[u8], claimed_units: u64, max_entry: u64) -> Scan {
-    let limit = claimed_units
-        .saturating_mul(UNIT as u64)
-        .min(data.len() as u64);
-    let mut s = Scan {
-        entries: 0,
-        committed: 0,
-        end: 0,
-        stop: ScanStop::End,
-    };
+    let limit = claimed_units.saturating_mul(UNIT as u64).min(data.len() as u64);
+    let mut s = Scan { entries: 0, committed: 0, end: 0, stop: ScanStop::End };
     while s.end < limit {
         match read_entry(&data[..limit as usize], s.end, s.entries, max_entry) {
             Ok((e, ..)) => {
@@ -615,9 +561,7 @@ pub fn fuzz_parse(bytes: &[u8]) -> u64 {
         acc += h.first_index;
     }
     // Treat the rest as a data area whatever the header said.
-    let data = bytes
-        .get(CYCLE_HEADER_PAGE.min(bytes.len())..)
-        .unwrap_or(&[]);
+    let data = bytes.get(CYCLE_HEADER_PAGE.min(bytes.len())..).unwrap_or(&[]);
     let pos = rd_u64(bytes, CYCLE_POS_OFFSET).unwrap_or(u64::MAX);
     let (_, _, units) = pos_parts(pos);
     for max_entry in [1u64 << 20, 64] {
@@ -635,9 +579,7 @@ pub fn fuzz_parse(bytes: &[u8]) -> u64 {
                     acc += decompress_into(payload, raw as usize, &mut out) as u64;
                 }
                 off += units * UNIT as u64;
-            } else if let Ok((ScannedEntry::Abandoned { units, .. }, ..)) =
-                read_entry(bytes, off, i, max_entry)
-            {
+            } else if let Ok((ScannedEntry::Abandoned { units, .. }, ..)) = read_entry(bytes, off, i, max_entry) {
                 off += units * UNIT as u64;
             }
         }

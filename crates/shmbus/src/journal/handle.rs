@@ -118,11 +118,7 @@ impl JournalOptions {
         };
         MetaHeader {
             version: JOURNAL_FORMAT_VERSION,
-            roll_kind: if self.roll == RollCycle::Never {
-                ROLL_NEVER
-            } else {
-                ROLL_TIME
-            },
+            roll_kind: if self.roll == RollCycle::Never { ROLL_NEVER } else { ROLL_TIME },
             roll_secs: self.roll.secs(),
             cycle_bytes: self.cycle_bytes,
             chunk_bytes: self.chunk_bytes.min(self.cycle_bytes),
@@ -178,15 +174,10 @@ impl fmt::Debug for dyn EntryCipher {
 /// `CLOCK_REALTIME` in nanoseconds: the clock of journal timestamps (meaningful across
 /// reboots and hosts, which replay needs).
 pub fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
 }
 
 /// What open-time recovery found in a cycle after an unclean stop.
@@ -243,34 +234,25 @@ impl Journal {
         let meta_path = dir.join(META_FILE);
         let hdr = opts.to_header();
         if opts.create {
-            hdr.validate().map_err(|e| OpenError::InvalidConfig {
-                what: e.to_string(),
-            })?;
+            hdr.validate().map_err(|e| OpenError::InvalidConfig { what: e.to_string() })?;
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(&dir)
-                .map_err(|e| OpenError::io(&dir, e))?;
+            std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&dir).map_err(|e| OpenError::io(&dir, e))?;
         }
         if !meta_path.exists() {
             if !opts.create {
                 return Err(OpenError::NotFound { path: meta_path });
             }
-            let foreign = std::fs::read_dir(&dir)
-                .map_err(|e| OpenError::io(&dir, e))?
-                .flatten()
-                .any(|e| {
-                    // Hidden files are our temporaries; journal files may be a concurrent
-                    // creator's, who just won the race.
-                    e.file_name().to_str().map_or(true, |n| {
-                        !(n.starts_with('.')
-                            || n == META_FILE
-                            || n == READERS_LOCK_FILE
-                            || n.ends_with(".sbjd")
-                            || n.ends_with(".sbji"))
-                    })
-                });
+            let foreign = std::fs::read_dir(&dir).map_err(|e| OpenError::io(&dir, e))?.flatten().any(|e| {
+                // Hidden files are our temporaries; journal files may be a concurrent
+                // creator's, who just won the race.
+                e.file_name().to_str().is_none_or(|n| {
+                    !(n.starts_with('.')
+                        || n == META_FILE
+                        || n == READERS_LOCK_FILE
+                        || n.ends_with(".sbjd")
+                        || n.ends_with(".sbji"))
+                })
+            });
             if foreign {
                 return Err(OpenError::NotASegment { path: dir });
             }
@@ -280,24 +262,13 @@ impl Journal {
         }
         let meta = MetaFile::open(&meta_path)?;
         let alone = files::flock(&meta.file, libc::LOCK_EX | libc::LOCK_NB).is_ok();
-        let mut inner = Inner {
-            dir,
-            meta,
-            mode: opts.mode,
-            recovery: Vec::new(),
-        };
-        let res = if alone {
-            inner.recover()
-        } else {
-            Ok(Vec::new())
-        };
+        let mut inner = Inner { dir, meta, mode: opts.mode, recovery: Vec::new() };
+        let res = if alone { inner.recover() } else { Ok(Vec::new()) };
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = files::flock(&inner.meta.file, libc::LOCK_SH);
         inner.recovery = res?;
         lock.map_err(|e| OpenError::io(&meta_path, e))?;
-        let j = Journal {
-            inner: Arc::new(inner),
-        };
+        let j = Journal { inner: Arc::new(inner) };
         j.inner.reclaim();
         Ok(j)
     }
@@ -368,17 +339,9 @@ impl Journal {
                 let name = self.inner.reader_name(k)?;
                 let pid = m.reader_word(k, 2).load(Ordering::Relaxed);
                 let start = m.reader_word(k, 3).load(Ordering::Relaxed);
-                let holder = (pid != 0
-                    && process_is_alive(ProcessId {
-                        pid: pid as u32,
-                        start_time: start,
-                    }))
-                .then_some(pid as u32);
-                Some(ReaderInfo {
-                    name,
-                    position: m.reader_word(k, 1).load(Ordering::Acquire),
-                    holder_pid: holder,
-                })
+                let holder = (pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start }))
+                    .then_some(pid as u32);
+                Some(ReaderInfo { name, position: m.reader_word(k, 1).load(Ordering::Acquire), holder_pid: holder })
             })
             .collect()
     }
@@ -390,10 +353,7 @@ impl Journal {
         let r = match self.inner.find_reader(name) {
             Some(k) => {
                 self.inner.check_holder(k)?;
-                self.inner
-                    .meta
-                    .reader_word(k, 0)
-                    .store(0, Ordering::Release);
+                self.inner.meta.reader_word(k, 0).store(0, Ordering::Release);
                 Ok(true)
             }
             None => Ok(false),
@@ -425,13 +385,7 @@ impl Journal {
         }
         let first_index = cycles.first().map_or(0, |c| c.first_index);
         let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
-        let appenders = inner
-            .meta
-            .participants()
-            .list()
-            .into_iter()
-            .filter(|p| p.role == ROLE_APPENDER)
-            .count();
+        let appenders = inner.meta.participants().list().into_iter().filter(|p| p.role == ROLE_APPENDER).count();
         Ok(JournalInfo {
             dir: inner.dir.clone(),
             format_version: JOURNAL_FORMAT_VERSION,
@@ -558,19 +512,11 @@ pub enum TierError {
 impl fmt::Display for TierError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TierError::OtherArchive { existing } => write!(
-                f,
-                "this journal already archives to {}; use that directory",
-                existing.display()
-            ),
-            TierError::BadPath => write!(
-                f,
-                "archive path must be 1 to {MAX_ARCHIVE_PATH} bytes without NUL"
-            ),
-            TierError::Io(e) => write!(
-                f,
-                "moving cycles to the archive failed: {e}; check space and permissions"
-            ),
+            TierError::OtherArchive { existing } => {
+                write!(f, "this journal already archives to {}; use that directory", existing.display())
+            }
+            TierError::BadPath => write!(f, "archive path must be 1 to {MAX_ARCHIVE_PATH} bytes without NUL"),
+            TierError::Io(e) => write!(f, "moving cycles to the archive failed: {e}; check space and permissions"),
         }
     }
 }
@@ -587,9 +533,7 @@ fn move_file(from: &Path, to: &Path, mode: u32) -> io::Result<u64> {
     }
     match std::fs::hard_link(from, to) {
         Ok(()) => return Ok(len),
-        Err(e)
-            if e.raw_os_error() == Some(libc::EXDEV)
-                || e.kind() == io::ErrorKind::PermissionDenied => {}
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) || e.kind() == io::ErrorKind::PermissionDenied => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(0),
         Err(e) => return Err(e),
     }
@@ -646,8 +590,7 @@ impl Inner {
     /// does not exist yet and `c` is not older than the current cycle.
     pub(super) fn open_or_create_cycle(&self, c: u64, ts: u64) -> Result<CycleFiles, OpenError> {
         match self.open_cycle(c) {
-            Err(OpenError::NotFound { .. }) if c >= self.meta.current().load(Ordering::Acquire) => {
-            }
+            Err(OpenError::NotFound { .. }) if c >= self.meta.current().load(Ordering::Acquire) => {}
             Ok(cy) => {
                 // Its creator may have died between linking the file and publishing it.
                 self.meta.current().fetch_max(c, Ordering::AcqRel);
@@ -664,15 +607,8 @@ impl Inner {
             prev.hdr.first_index + n
         };
         let (bucket_start, bucket_end) = bucket_for(self.hdr(), ts);
-        let hdr = CycleHeader {
-            cycle: c,
-            first_index,
-            bucket_start,
-            bucket_end,
-            cycle_bytes: self.hdr().cycle_bytes,
-        };
-        create_cycle(&self.dir, self.hdr(), self.mode, &hdr)
-            .map_err(|e| OpenError::io(&self.dir, e))?;
+        let hdr = CycleHeader { cycle: c, first_index, bucket_start, bucket_end, cycle_bytes: self.hdr().cycle_bytes };
+        create_cycle(&self.dir, self.hdr(), self.mode, &hdr).map_err(|e| OpenError::io(&self.dir, e))?;
         self.meta.current().fetch_max(c, Ordering::AcqRel);
         self.meta.event().notify();
         self.open_cycle(c)
@@ -720,10 +656,7 @@ impl Inner {
             .collect();
         if let Some(a) = self.meta.archive_dir(&self.dir) {
             if let Ok(rd) = std::fs::read_dir(a) {
-                v.extend(
-                    rd.flatten()
-                        .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name)),
-                );
+                v.extend(rd.flatten().filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name)));
             }
         }
         v.sort_unstable();
@@ -736,9 +669,7 @@ impl Inner {
     /// cycle is complete in at least one tier.
     pub(super) fn tier(&self, archive: &Path, keep_hot: u64) -> Result<TierReport, TierError> {
         use std::os::unix::ffi::OsStrExt;
-        let _lock = self
-            .lock_readers()
-            .map_err(|e| TierError::Io(io::Error::other(e.to_string())))?;
+        let _lock = self.lock_readers().map_err(|e| TierError::Io(io::Error::other(e.to_string())))?;
         if let Some(existing) = self.meta.archive_dir(&self.dir) {
             if existing != self.dir.join(archive) {
                 return Err(TierError::OtherArchive { existing });
@@ -749,11 +680,7 @@ impl Inner {
         let adir = self.dir.join(archive);
         {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(&adir)
-                .map_err(TierError::Io)?;
+            std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&adir).map_err(TierError::Io)?;
         }
         let current = self.meta.current().load(Ordering::Acquire);
         let hot: Vec<u64> = std::fs::read_dir(&self.dir)
@@ -769,8 +696,7 @@ impl Inner {
         for &c in hot.iter().take(hot.len().saturating_sub(keep)) {
             let mut bytes = 0;
             for name in [index_file_name(c), data_file_name(c)] {
-                bytes += move_file(&self.dir.join(&name), &adir.join(&name), self.mode)
-                    .map_err(TierError::Io)?;
+                bytes += move_file(&self.dir.join(&name), &adir.join(&name), self.mode).map_err(TierError::Io)?;
             }
             for name in [data_file_name(c), index_file_name(c)] {
                 match std::fs::remove_file(self.dir.join(name)) {
@@ -802,14 +728,11 @@ impl Inner {
     /// Whether a participant other than `except` records a pending claim of `w` in cycle `c`.
     pub(super) fn claim_recorded_elsewhere(&self, except: usize, c: u64, w: u64) -> Option<u64> {
         let table = self.meta.participants();
-        (0..table.len())
-            .filter(|&i| i != except && table.owner(i).is_some())
-            .find_map(|i| {
-                let e = table.entry(i);
-                let a0 = e.aux[0].load(Ordering::Acquire);
-                (a0 == BUSY | c && e.aux[1].load(Ordering::Relaxed) == w)
-                    .then(|| e.aux[2].load(Ordering::Relaxed))
-            })
+        (0..table.len()).filter(|&i| i != except && table.owner(i).is_some()).find_map(|i| {
+            let e = table.entry(i);
+            let a0 = e.aux[0].load(Ordering::Acquire);
+            (a0 == BUSY | c && e.aux[1].load(Ordering::Relaxed) == w).then(|| e.aux[2].load(Ordering::Relaxed))
+        })
     }
 
     pub(super) fn abandon_dead_claim(&self, index: usize, c: u64, w: u64, units: u64) {
@@ -839,12 +762,7 @@ impl Inner {
         self.reclaim();
         // The newest cycle file present is current, even if its creator died before
         // publishing it in the metadata.
-        let newest = self
-            .list_cycles()
-            .map_err(|e| OpenError::io(&self.dir, e))?
-            .last()
-            .copied()
-            .unwrap_or(0);
+        let newest = self.list_cycles().map_err(|e| OpenError::io(&self.dir, e))?.last().copied().unwrap_or(0);
         self.meta.current().fetch_max(newest, Ordering::AcqRel);
         let c = self.meta.current().load(Ordering::Acquire);
         let now = realtime_ns();
@@ -854,9 +772,7 @@ impl Inner {
                 // The current cycle's header is gone: move the wreck aside and start the
                 // cycle again from its predecessor's end.
                 let d = self.dir.join(data_file_name(c));
-                let aside = self
-                    .dir
-                    .join(format!("{}.corrupt-{}", data_file_name(c), now));
+                let aside = self.dir.join(format!("{}.corrupt-{}", data_file_name(c), now));
                 std::fs::rename(&d, &aside).map_err(|e| OpenError::io(&d, e))?;
                 let _ = std::fs::remove_file(self.dir.join(index_file_name(c)));
                 self.open_or_create_cycle(c, now)?;
@@ -878,37 +794,21 @@ impl Inner {
             .map_err(|e| OpenError::io(&self.dir, e))?
             .len()
             .saturating_sub(CYCLE_HEADER_PAGE as u64);
-        let isize = cy
-            .index_file
-            .metadata()
-            .map_err(|e| OpenError::io(&self.dir, e))?
-            .len();
+        let isize = cy.index_file.metadata().map_err(|e| OpenError::io(&self.dir, e))?.len();
         let avail = dsize.min(cy.cap_units * UNIT as u64) / UNIT as u64 * UNIT as u64;
         let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
-        cy.alloc().store(
-            cy.alloc().load(Ordering::Relaxed).min(avail),
-            Ordering::Release,
-        );
-        cy.ialloc().store(
-            cy.ialloc()
-                .load(Ordering::Relaxed)
-                .min(isize.min(cy.index.len() as u64)),
-            Ordering::Release,
-        );
+        cy.alloc().store(cy.alloc().load(Ordering::Relaxed).min(avail), Ordering::Release);
+        cy.ialloc().store(cy.ialloc().load(Ordering::Relaxed).min(isize.min(cy.index.len() as u64)), Ordering::Release);
         let claimed = (u * UNIT as u64).min(avail);
         // SAFETY: we hold the exclusive lock: no other process has the journal open, so the
         // bytes do not change while this slice lives; `claimed <= avail <=` the file size
         // and the mapping length.
-        let data =
-            unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, claimed as usize) };
+        let data = unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, claimed as usize) };
         let (mut i, mut off, mut holes) = (0u64, 0u64, 0u64);
         let mut reason = ScanStop::End;
         while off < claimed && i < n {
             match read_entry(data, off, i, max) {
-                Ok((
-                    ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. },
-                    ..,
-                )) => {
+                Ok((ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. }, ..)) => {
                     i += 1;
                     off += units * UNIT as u64;
                 }
@@ -922,19 +822,15 @@ impl Inner {
                             .filter(|&v| v != 0)
                             .map(|v| v - 1)
                     };
-                    let units = next
-                        .map(|nu| nu.saturating_sub(off / UNIT as u64))
-                        .unwrap_or(0);
+                    let units = next.map(|nu| nu.saturating_sub(off / UNIT as u64)).unwrap_or(0);
                     let ok = units_fit(&cy, off / UNIT as u64, units, u)
                         && (off + units * UNIT as u64) <= claimed
-                        && (i + 1 == n
-                            || read_entry(data, off + units * UNIT as u64, i + 1, max).is_ok());
+                        && (i + 1 == n || read_entry(data, off + units * UNIT as u64, i + 1, max).is_ok());
                     if !ok {
                         reason = ScanStop::Unfinished;
                         break;
                     }
-                    cy.entry_word(off)
-                        .store(entry_word(ST_ABANDONED, 0, units), Ordering::Release);
+                    cy.entry_word(off).store(entry_word(ST_ABANDONED, 0, units), Ordering::Release);
                     holes += 1;
                     i += 1;
                     off += units * UNIT as u64;
@@ -952,10 +848,8 @@ impl Inner {
             // header page) may be stale too.
             // SAFETY: we are alone (exclusive lock), and `avail` lies inside both the file
             // and the mapping.
-            let all =
-                unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, avail as usize) };
-            while let Ok((ScannedEntry::Committed { units, .. }, ..)) = read_entry(all, off, i, max)
-            {
+            let all = unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, avail as usize) };
+            while let Ok((ScannedEntry::Committed { units, .. }, ..)) = read_entry(all, off, i, max) {
                 if let Some(s) = cy.index_slot(i) {
                     s.store((off / UNIT as u64 + 1) as u32, Ordering::Relaxed);
                 }
@@ -964,8 +858,7 @@ impl Inner {
             }
             if i > n {
                 cy.alloc().fetch_max(off, Ordering::AcqRel);
-                cy.pos()
-                    .store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
+                cy.pos().store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
             }
             (i, off / UNIT as u64)
         } else {
@@ -1000,8 +893,7 @@ impl Inner {
                 None => break,
             }
         }
-        cy.pos()
-            .store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
+        cy.pos().store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
         let _ = sealed;
         let _ = files::fdatasync(&cy.data_file);
         Ok(vec![RecoveryReport {
@@ -1106,11 +998,7 @@ impl Inner {
         }
         let mut b = [0u8; 64];
         for w in 0..8 {
-            b[w * 8..w * 8 + 8].copy_from_slice(
-                &m.reader_word(k, 8 + w)
-                    .load(Ordering::Relaxed)
-                    .to_le_bytes(),
-            );
+            b[w * 8..w * 8 + 8].copy_from_slice(&m.reader_word(k, 8 + w).load(Ordering::Relaxed).to_le_bytes());
         }
         let s = std::str::from_utf8(&b[..len]).ok()?;
         validate_name(s).ok()?;
@@ -1119,8 +1007,7 @@ impl Inner {
 
     pub(super) fn find_reader(&self, name: &str) -> Option<usize> {
         (0..MAX_READERS).find(|&k| {
-            self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1
-                && self.reader_name(k).as_deref() == Some(name)
+            self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1 && self.reader_name(k).as_deref() == Some(name)
         })
     }
 
@@ -1128,15 +1015,8 @@ impl Inner {
         let m = &self.meta;
         let pid = m.reader_word(k, 2).load(Ordering::Acquire);
         let start = m.reader_word(k, 3).load(Ordering::Relaxed);
-        if pid != 0
-            && process_is_alive(ProcessId {
-                pid: pid as u32,
-                start_time: start,
-            })
-        {
-            return Err(ReaderError::Busy {
-                holder_pid: pid as u32,
-            });
+        if pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start }) {
+            return Err(ReaderError::Busy { holder_pid: pid as u32 });
         }
         Ok(())
     }
@@ -1161,8 +1041,7 @@ impl Inner {
                         Ordering::Relaxed,
                     );
                 }
-                m.reader_word(k, 5)
-                    .store(name.len() as u64, Ordering::Relaxed);
+                m.reader_word(k, 5).store(name.len() as u64, Ordering::Relaxed);
                 let first = self.first_index().map_err(ReaderError::Read)?;
                 m.reader_word(k, 1).store(first, Ordering::Relaxed);
                 // Pairs with the Acquire loads of the state word in `find_reader`/`readers`.
@@ -1190,11 +1069,7 @@ impl Inner {
         m.reader_word(k, 1).store(pos, Ordering::Release);
         m.reader_word(k, 4).store(realtime_ns(), Ordering::Relaxed);
         if m.hdr.durability == 1 {
-            let _ = files::msync_range(
-                &m.map,
-                META_READERS_OFFSET + k * READER_ENTRY_SIZE,
-                READER_ENTRY_SIZE,
-            );
+            let _ = files::msync_range(&m.map, META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
         }
     }
 }
@@ -1204,10 +1079,7 @@ pub(super) fn units_fit(cy: &CycleFiles, at: u64, units: u64, end: u64) -> bool 
     let Some(e) = at.checked_add(units) else {
         return false;
     };
-    units >= (ENTRY_HEADER / UNIT) as u64
-        && e <= end
-        && e <= cy.cap_units
-        && cy.backed(e * UNIT as u64)
+    units >= (ENTRY_HEADER / UNIT) as u64 && e <= end && e <= cy.cap_units && cy.backed(e * UNIT as u64)
 }
 
 /// Marks the entry at unit offset `at` abandoned if it is unwritten or reserved.
@@ -1233,12 +1105,7 @@ pub(super) fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
     }
     // SAFETY: committed (Acquire above pairs with the Release CAS in `commit`), so the
     // entry's bytes are final; `units_fit` checked they lie in the claimed, backed area.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(
-            cy.data_ptr(off) as *const u8,
-            (units * UNIT as u64) as usize,
-        )
-    };
+    let bytes = unsafe { std::slice::from_raw_parts(cy.data_ptr(off) as *const u8, (units * UNIT as u64) as usize) };
     match read_entry(bytes, 0, i, max) {
         Ok((ScannedEntry::Committed { ts, .. }, ..)) => Some(ts),
         _ => None,

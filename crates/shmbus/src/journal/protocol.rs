@@ -32,13 +32,7 @@ pub fn try_claim(pos: &AtomicU64, w: u64, units: u64) -> bool {
     debug_assert!(!sealed);
     // AcqRel: Release publishes the claimer's recovery record (stored before this CAS);
     // Acquire orders the following header CAS after the claim.
-    pos.compare_exchange(
-        w,
-        pos_word(false, n + 1, u + units),
-        Ordering::AcqRel,
-        Ordering::Relaxed,
-    )
-    .is_ok()
+    pos.compare_exchange(w, pos_word(false, n + 1, u + units), Ordering::AcqRel, Ordering::Relaxed).is_ok()
 }
 
 /// Seals the cycle (idempotent). Returns the final position word; its `(n, units)` are
@@ -58,13 +52,7 @@ pub fn seal(pos: &AtomicU64) -> u64 {
 /// (the owner stalled past the abandon timeout) and the owner must claim again.
 #[inline]
 pub fn reserve_entry(word: &AtomicU64, units: u64) -> bool {
-    word.compare_exchange(
-        0,
-        entry_word(ST_RESERVED, 0, units),
-        Ordering::AcqRel,
-        Ordering::Relaxed,
-    )
-    .is_ok()
+    word.compare_exchange(0, entry_word(ST_RESERVED, 0, units), Ordering::AcqRel, Ordering::Relaxed).is_ok()
 }
 
 /// The owner publishes its entry. Release: pairs with the Acquire load in [`observe`]; every
@@ -89,13 +77,7 @@ pub fn abandon_entry(word: &AtomicU64, units: u64) -> bool {
     if !(cur == 0 || (st == ST_RESERVED && cu == units)) {
         return false;
     }
-    word.compare_exchange(
-        cur,
-        entry_word(ST_ABANDONED, 0, units),
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    )
-    .is_ok()
+    word.compare_exchange(cur, entry_word(ST_ABANDONED, 0, units), Ordering::AcqRel, Ordering::Acquire).is_ok()
 }
 
 /// What a reader sees in an entry's word 0.

@@ -125,8 +125,12 @@ impl fmt::Display for ReaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ReaderError::InvalidName(e) => write!(f, "reader name: {e}"),
-            ReaderError::Busy { holder_pid } => write!(f, "the named reader is held by live process {holder_pid}; stop it first or use another name"),
-            ReaderError::TableFull { max } => write!(f, "all {max} named readers are in use; remove unused ones (`Journal::remove_reader`)"),
+            ReaderError::Busy { holder_pid } => {
+                write!(f, "the named reader is held by live process {holder_pid}; stop it first or use another name")
+            }
+            ReaderError::TableFull { max } => {
+                write!(f, "all {max} named readers are in use; remove unused ones (`Journal::remove_reader`)")
+            }
             ReaderError::Io(e) => write!(f, "{e}"),
             ReaderError::Read(e) => write!(f, "{e}"),
         }
@@ -142,14 +146,7 @@ impl From<NameError> for ReaderError {
 }
 
 enum Step {
-    Entry {
-        off: u64,
-        len: usize,
-        flags: u64,
-        raw_len: u64,
-        ts: u64,
-        index: u64,
-    },
+    Entry { off: u64, len: usize, flags: u64, raw_len: u64, ts: u64, index: u64 },
     Empty,
 }
 
@@ -177,11 +174,7 @@ pub struct Tailer {
 }
 
 impl Tailer {
-    pub(super) fn at(
-        inner: Arc<Inner>,
-        index: u64,
-        named: Option<usize>,
-    ) -> Result<Tailer, ReadError> {
+    pub(super) fn at(inner: Arc<Inner>, index: u64, named: Option<usize>) -> Result<Tailer, ReadError> {
         let cycles = inner.list_cycles()?;
         let current = inner.meta.current().load(Ordering::Acquire);
         // The newest cycle whose first index is <= index.
@@ -251,49 +244,25 @@ impl Tailer {
     /// The next entry if one is committed now; `Ok(None)` at the end.
     pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
         match self.step()? {
-            Step::Entry {
-                off,
-                len,
-                flags,
-                raw_len,
-                ts,
-                index,
-            } => self
-                .materialize(off, len, flags, raw_len, ts, index)
-                .map(Some),
+            Step::Entry { off, len, flags, raw_len, ts, index } => {
+                self.materialize(off, len, flags, raw_len, ts, index).map(Some)
+            }
             Step::Empty => Ok(None),
         }
     }
 
     /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
     /// the timeout passes.
-    pub fn next_timeout(
-        &mut self,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Entry<'_>>, ReadError> {
+    pub fn next_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<Entry<'_>>, ReadError> {
         let deadline = crate::wait::deadline_after(timeout);
         loop {
-            if let Step::Entry {
-                off,
-                len,
-                flags,
-                raw_len,
-                ts,
-                index,
-            } = self.step()?
-            {
-                return self
-                    .materialize(off, len, flags, raw_len, ts, index)
-                    .map(Some);
+            if let Step::Entry { off, len, flags, raw_len, ts, index } = self.step()? {
+                return self.materialize(off, len, flags, raw_len, ts, index).map(Some);
             }
             let this = &*self;
             let recheck = this.recheck_interval();
             let ev = this.inner.meta.event();
-            if crate::wait::block_on(ev, this.policy, deadline, recheck, || {
-                this.peek_ready().then_some(())
-            })
-            .is_none()
-            {
+            if crate::wait::block_on(ev, this.policy, deadline, recheck, || this.peek_ready().then_some(())).is_none() {
                 return Ok(None);
             }
         }
@@ -337,12 +306,7 @@ impl Tailer {
             return sealed && self.next_cycle_exists();
         }
         if self.off + ENTRY_HEADER as u64 > u * UNIT as u64
-            || !units_fit(
-                &self.cy,
-                self.off / UNIT as u64,
-                (ENTRY_HEADER / UNIT) as u64,
-                u,
-            )
+            || !units_fit(&self.cy, self.off / UNIT as u64, (ENTRY_HEADER / UNIT) as u64, u)
         {
             return true; // inconsistent: let step report it
         }
@@ -362,12 +326,7 @@ impl Tailer {
     /// appender writes next, instead of the appenders' contended position word.
     fn next_is_final(&self) -> bool {
         let at = self.off / UNIT as u64;
-        if !units_fit(
-            &self.cy,
-            at,
-            (ENTRY_HEADER / UNIT) as u64,
-            self.cy.cap_units,
-        ) {
+        if !units_fit(&self.cy, at, (ENTRY_HEADER / UNIT) as u64, self.cy.cap_units) {
             return false;
         }
         match protocol::observe(self.cy.entry_word(self.off)) {
@@ -400,11 +359,7 @@ impl Tailer {
         if waited < Duration::from_millis(1) {
             return;
         }
-        if self
-            .last_reclaim
-            .get()
-            .map_or(true, |t| t.elapsed() > Duration::from_millis(5))
-        {
+        if self.last_reclaim.get().is_none_or(|t| t.elapsed() > Duration::from_millis(5)) {
             self.last_reclaim.set(Some(Instant::now()));
             self.inner.reclaim();
         }
@@ -422,19 +377,17 @@ impl Tailer {
             Some(cu)
         } else if w0 == 0 {
             let w = pos_word(false, self.i, at);
-            self.inner
-                .claim_recorded_elsewhere(usize::MAX, self.cy.num, w)
-                .or_else(|| {
-                    if self.i + 1 == n {
-                        Some(u - at)
-                    } else {
-                        self.cy
-                            .index_slot(self.i + 1)
-                            .map(|s| s.load(Ordering::Relaxed) as u64)
-                            .filter(|&v| v != 0)
-                            .map(|v| (v - 1).saturating_sub(at))
-                    }
-                })
+            self.inner.claim_recorded_elsewhere(usize::MAX, self.cy.num, w).or_else(|| {
+                if self.i + 1 == n {
+                    Some(u - at)
+                } else {
+                    self.cy
+                        .index_slot(self.i + 1)
+                        .map(|s| s.load(Ordering::Relaxed) as u64)
+                        .filter(|&v| v != 0)
+                        .map(|v| (v - 1).saturating_sub(at))
+                }
+            })
         } else {
             None
         };
@@ -475,20 +428,12 @@ impl Tailer {
                 continue;
             }
             let global = self.cy.hdr.first_index + self.i;
-            if !units_fit(
-                &self.cy,
-                self.off / UNIT as u64,
-                (ENTRY_HEADER / UNIT) as u64,
-                u,
-            ) {
+            if !units_fit(&self.cy, self.off / UNIT as u64, (ENTRY_HEADER / UNIT) as u64, u) {
                 // The position word and our offset disagree: nothing more in this cycle is
                 // trustworthy. Move on if we can.
                 self.i = n;
                 self.off = u * UNIT as u64;
-                return Err(ReadError::Corrupt {
-                    index: global,
-                    what: "entry offset outside the cycle",
-                });
+                return Err(ReadError::Corrupt { index: global, what: "entry offset outside the cycle" });
             }
             // Acquire (in `observe`): pairs with the Release CAS in `protocol::commit_entry`.
             let (units, abandoned) = match protocol::observe(self.cy.entry_word(self.off)) {
@@ -502,19 +447,13 @@ impl Tailer {
                 EntryState::Junk => {
                     self.i = n;
                     self.off = u * UNIT as u64;
-                    return Err(ReadError::Corrupt {
-                        index: global,
-                        what: "unknown entry state",
-                    });
+                    return Err(ReadError::Corrupt { index: global, what: "unknown entry state" });
                 }
             };
             if !units_fit(&self.cy, self.off / UNIT as u64, units, u) {
                 self.i = n;
                 self.off = u * UNIT as u64;
-                return Err(ReadError::Corrupt {
-                    index: global,
-                    what: "entry size outside the cycle",
-                });
+                return Err(ReadError::Corrupt { index: global, what: "entry size outside the cycle" });
             }
             self.stuck_since.set(None);
             let off = self.off;
@@ -527,28 +466,14 @@ impl Tailer {
             // `commit_inner`), so these bytes are final; `units_fit` checked that they lie
             // inside the claimed and backed data area.
             let bytes = unsafe {
-                std::slice::from_raw_parts(
-                    self.cy.data_ptr(off) as *const u8,
-                    (units * UNIT as u64) as usize,
-                )
+                std::slice::from_raw_parts(self.cy.data_ptr(off) as *const u8, (units * UNIT as u64) as usize)
             };
             return match read_entry(bytes, 0, self.i - 1, max) {
-                Ok((_, payload, flags, raw_len)) => Ok(Step::Entry {
-                    off,
-                    len: payload.len(),
-                    flags,
-                    raw_len,
-                    ts: rd_ts(bytes),
-                    index: global,
-                }),
-                Err(ScanStop::BadCrc) => Err(ReadError::Corrupt {
-                    index: global,
-                    what: "CRC mismatch",
-                }),
-                Err(_) => Err(ReadError::Corrupt {
-                    index: global,
-                    what: "bad entry header",
-                }),
+                Ok((_, payload, flags, raw_len)) => {
+                    Ok(Step::Entry { off, len: payload.len(), flags, raw_len, ts: rd_ts(bytes), index: global })
+                }
+                Err(ScanStop::BadCrc) => Err(ReadError::Corrupt { index: global, what: "CRC mismatch" }),
+                Err(_) => Err(ReadError::Corrupt { index: global, what: "bad entry header" }),
             };
         }
     }
@@ -566,64 +491,35 @@ impl Tailer {
             self.inner.store_reader_pos(k, index);
         }
         // SAFETY: as in `step`: a committed entry's payload, inside the backed area.
-        let payload = unsafe {
-            std::slice::from_raw_parts(
-                self.cy.data_ptr(off + ENTRY_HEADER as u64) as *const u8,
-                len,
-            )
-        };
+        let payload =
+            unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off + ENTRY_HEADER as u64) as *const u8, len) };
         let mut body = payload;
         if flags & FLAG_SEALED != 0 {
             let Some(c) = &self.cipher else {
                 return Err(ReadError::Encrypted { index });
             };
             let Some(plain_len) = len.checked_sub(c.overhead()) else {
-                return Err(ReadError::Corrupt {
-                    index,
-                    what: "sealed payload shorter than the cipher's tag",
-                });
+                return Err(ReadError::Corrupt { index, what: "sealed payload shorter than the cipher's tag" });
             };
             let idx = index.saturating_sub(self.cy.hdr.first_index);
             let nonce = entry_nonce(&self.inner.hdr().id, self.cy.num, idx as u32);
             self.sealed_scratch.clear();
             self.sealed_scratch.resize(plain_len, 0);
-            if !c.open(
-                &nonce,
-                &index.to_le_bytes(),
-                payload,
-                &mut self.sealed_scratch,
-            ) {
-                return Err(ReadError::Corrupt {
-                    index,
-                    what: "decryption failed (wrong key or tampered entry)",
-                });
+            if !c.open(&nonce, &index.to_le_bytes(), payload, &mut self.sealed_scratch) {
+                return Err(ReadError::Corrupt { index, what: "decryption failed (wrong key or tampered entry)" });
             }
             body = &self.sealed_scratch;
         }
         if flags & FLAG_LZ4 != 0 {
             if !decompress_into(body, raw_len as usize, &mut self.scratch) {
-                return Err(ReadError::Corrupt {
-                    index,
-                    what: "lz4 payload does not decompress",
-                });
+                return Err(ReadError::Corrupt { index, what: "lz4 payload does not decompress" });
             }
-            return Ok(Entry {
-                index,
-                ts_ns: ts,
-                data: &self.scratch,
-            });
+            return Ok(Entry { index, ts_ns: ts, data: &self.scratch });
         }
         if body.len() as u64 != raw_len {
-            return Err(ReadError::Corrupt {
-                index,
-                what: "payload length does not match its header",
-            });
+            return Err(ReadError::Corrupt { index, what: "payload length does not match its header" });
         }
-        Ok(Entry {
-            index,
-            ts_ns: ts,
-            data: body,
-        })
+        Ok(Entry { index, ts_ns: ts, data: body })
     }
 
     /// Moves to the next cycle after a sealed one. `Ok(false)`: not there yet.
@@ -650,10 +546,7 @@ impl Tailer {
                 self.i = t.i;
                 self.off = t.off;
                 self.skip_until = t.skip_until;
-                return Err(ReadError::Gap {
-                    from: expect_first,
-                    to: first,
-                });
+                return Err(ReadError::Gap { from: expect_first, to: first });
             }
             Err(e) => return Err(e.into()),
         };
@@ -663,10 +556,7 @@ impl Tailer {
             self.seen = 0;
             self.i = 0;
             self.off = 0;
-            return Err(ReadError::Gap {
-                from: expect_first,
-                to,
-            });
+            return Err(ReadError::Gap { from: expect_first, to });
         }
         self.cy = next;
         self.seen = 0;
@@ -678,9 +568,7 @@ impl Tailer {
 }
 
 fn rd_ts(b: &[u8]) -> u64 {
-    b.get(24..32)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
+    b.get(24..32).and_then(|s| s.try_into().ok()).map_or(0, u64::from_le_bytes)
 }
 
 impl Drop for Tailer {
@@ -694,9 +582,7 @@ impl Drop for Tailer {
 #[cfg(not(loom))]
 impl crate::waitset::Waitable for Tailer {
     fn wait_handle(&self) -> crate::waitset::WaitHandle<'_> {
-        crate::waitset::WaitHandle {
-            event: self.inner.meta.event(),
-        }
+        crate::waitset::WaitHandle { event: self.inner.meta.event() }
     }
 
     fn is_ready(&self) -> bool {

@@ -104,7 +104,10 @@ impl Layout for QueueLayout {
     fn from_params(params: &[u64; PARAMS]) -> Result<Self, String> {
         let l = QueueLayout::new(params[0], params[1])?;
         if params[2] != l.stride as u64 {
-            return Err(format!("cell stride {} does not match max_element_size {} (expected {})", params[2], l.max, l.stride));
+            return Err(format!(
+                "cell stride {} does not match max_element_size {} (expected {})",
+                params[2], l.max, l.stride
+            ));
         }
         if let Some(i) = (3..PARAMS).find(|&i| params[i] != 0) {
             return Err(format!("unknown layout parameter {i} = {}", params[i]));
@@ -135,7 +138,9 @@ impl Layout for QueueLayout {
             // SAFETY: cell i lies inside the kind area (kind_area_size covers capacity * stride
             // after CONTROL_BYTES) and is 64-byte aligned (base is page aligned, stride a
             // multiple of 64); the file is private to the creator.
-            unsafe { std::ptr::write(base.add(CONTROL_BYTES + i * self.stride) as *mut CellHeader, CellHeader::new(i)) };
+            unsafe {
+                std::ptr::write(base.add(CONTROL_BYTES + i * self.stride) as *mut CellHeader, CellHeader::new(i))
+            };
         }
     }
 }
@@ -160,13 +165,17 @@ impl Cells for MappedCells {
     unsafe fn write(&self, index: usize, data: &[u8]) {
         // SAFETY: caller holds the WRITING claim and data.len() <= max, so the copy stays
         // inside the cell's payload (stride >= CELL_HEADER + max).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(index * self.stride + CELL_HEADER), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(index * self.stride + CELL_HEADER), data.len())
+        };
     }
 
     #[inline]
     unsafe fn read(&self, index: usize, out: &mut [u8]) {
         // SAFETY: caller holds the READING claim and out.len() <= max, as above.
-        unsafe { std::ptr::copy_nonoverlapping(self.base.add(index * self.stride + CELL_HEADER), out.as_mut_ptr(), out.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.add(index * self.stride + CELL_HEADER), out.as_mut_ptr(), out.len())
+        };
     }
 
     #[inline]
@@ -177,7 +186,9 @@ impl Cells for MappedCells {
             // the cache, never faults or changes memory. (Line 0, the header, is already here:
             // the stamp was just read.)
             unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(self.base.add(index * self.stride + off) as *const i8)
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.base.add(index * self.stride + off) as *const i8,
+                )
             };
         }
         let _ = (index, bytes);
@@ -222,9 +233,10 @@ impl Shared {
             Some(i) => i,
             None => {
                 self.ring().reclaim_dead(me, process_is_alive);
-                table
-                    .register(me, role, 0..PARTICIPANTS)
-                    .ok_or_else(|| OpenError::TooManyParticipants { path: self.seg.path().to_owned(), max: PARTICIPANTS })?
+                table.register(me, role, 0..PARTICIPANTS).ok_or_else(|| OpenError::TooManyParticipants {
+                    path: self.seg.path().to_owned(),
+                    max: PARTICIPANTS,
+                })?
             }
         };
         Ok(Endpoint {
@@ -303,7 +315,12 @@ impl Endpoint {
     }
 
     /// Spins per the policy, then sleeps on `event` until `attempt` yields or the deadline.
-    fn block<T>(&self, event: &EventWord, deadline: Option<Instant>, mut attempt: impl FnMut(&Self) -> Option<T>) -> Option<T> {
+    fn block<T>(
+        &self,
+        event: &EventWord,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut(&Self) -> Option<T>,
+    ) -> Option<T> {
         let mut f = || attempt(self);
         if let Some(v) = spin_phase(self.policy, deadline, &mut f) {
             return Some(v);
@@ -354,7 +371,8 @@ impl Queue {
     /// Creates the queue `name` in `domain`, or opens it if it already exists with the same
     /// capacity and max element size (else [`OpenError::LayoutMismatch`]).
     pub fn create(domain: &Domain, name: &str, config: QueueConfig, opts: &CreateOptions) -> Result<Queue, OpenError> {
-        let layout = QueueLayout::new(config.capacity, config.max_element_size as u64).map_err(|what| OpenError::InvalidConfig { what })?;
+        let layout = QueueLayout::new(config.capacity, config.max_element_size as u64)
+            .map_err(|what| OpenError::InvalidConfig { what })?;
         let (seg, layout, _created) = Segment::create_or_open(domain, name, &layout, opts)?;
         Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) })
     }
@@ -502,17 +520,19 @@ impl Producer {
         }
         let shared = Arc::clone(&self.ep.shared);
         let ring = shared.ring();
-        let r = self.ep.block(&ring.ctl.not_full.0, deadline, |ep| match ring.try_push(ep.index, bytes, ep.had_room.get()) {
-            Push::Done => {
-                ep.had_room.set(true);
-                Some(Ok(()))
+        let r = self.ep.block(&ring.ctl.not_full.0, deadline, |ep| {
+            match ring.try_push(ep.index, bytes, ep.had_room.get()) {
+                Push::Done => {
+                    ep.had_room.set(true);
+                    Some(Ok(()))
+                }
+                Push::Full(stall) => {
+                    ep.observe(stall);
+                    ep.had_room.set(false);
+                    None
+                }
+                Push::Corrupt(what) => Some(Err(what)),
             }
-            Push::Full(stall) => {
-                ep.observe(stall);
-                ep.had_room.set(false);
-                None
-            }
-            Push::Corrupt(what) => Some(Err(what)),
         });
         self.ep.watch.set(None);
         match r {
@@ -581,7 +601,9 @@ impl Consumer {
                     self.ep.watch.set(None);
                     return Ok(n);
                 }
-                Pop::Empty(Some(stall)) if spins < PENDING_SPINS && ring.still_stalled(&stall) && stall.is_writing() => {
+                Pop::Empty(Some(stall))
+                    if spins < PENDING_SPINS && ring.still_stalled(&stall) && stall.is_writing() =>
+                {
                     // A producer is mid-copy at the head: it is usually done in nanoseconds.
                     spins += 1;
                     spin_hint();

@@ -92,7 +92,9 @@ impl HeapQueue {
     pub fn new(capacity: usize, max: usize, participants: usize) -> HeapQueue {
         HeapQueue {
             ctl: Control::new(),
-            cells: (0..capacity).map(|i| ModelCell { header: CellHeader::new(i), data: UnsafeCell::new(vec![0; max]) }).collect(),
+            cells: (0..capacity)
+                .map(|i| ModelCell { header: CellHeader::new(i), data: UnsafeCell::new(vec![0; max]) })
+                .collect(),
             parts: (0..participants).map(|_| Participant::new()).collect(),
             cap: capacity as u64,
             max,

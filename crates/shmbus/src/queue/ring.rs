@@ -140,7 +140,11 @@ pub(crate) struct CellHeader {
 impl CellHeader {
     #[allow(dead_code)]
     pub(crate) fn new(index: usize) -> CellHeader {
-        CellHeader { stamp: AtomicU64::new(stamp(index as u64, EMPTY, 0)), len: AtomicU32::new(0), _pad: AtomicU32::new(0) }
+        CellHeader {
+            stamp: AtomicU64::new(stamp(index as u64, EMPTY, 0)),
+            len: AtomicU32::new(0),
+            _pad: AtomicU32::new(0),
+        }
     }
 }
 
@@ -298,7 +302,8 @@ impl<'a, C: Cells> Ring<'a, C> {
                     return Push::Done;
                 }
                 // AcqRel: see above.
-                if cell.stamp.compare_exchange(s, stamp(pos, WRITING, me), Ordering::AcqRel, Ordering::Acquire).is_err() {
+                if cell.stamp.compare_exchange(s, stamp(pos, WRITING, me), Ordering::AcqRel, Ordering::Acquire).is_err()
+                {
                     continue; // another producer claimed `pos`: re-read and help
                 }
                 return self.fill(pos, idx, cell, data, crash);
@@ -404,7 +409,11 @@ impl<'a, C: Cells> Ring<'a, C> {
                         }
                         // AcqRel: Acquire pairs with the producer's Release of FULL; Release
                         // publishes our claim to helpers.
-                        if cell.stamp.compare_exchange(s, stamp(pos, READING, me), Ordering::AcqRel, Ordering::Acquire).is_err() {
+                        if cell
+                            .stamp
+                            .compare_exchange(s, stamp(pos, READING, me), Ordering::AcqRel, Ordering::Acquire)
+                            .is_err()
+                        {
                             continue;
                         }
                         if crash == Crash::AfterClaim {
@@ -430,7 +439,11 @@ impl<'a, C: Cells> Ring<'a, C> {
                     }
                     ABANDONED => {
                         // Its producer died mid-copy: retire it unread (one of us wins the CAS).
-                        if cell.stamp.compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                        if cell
+                            .stamp
+                            .compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok()
+                        {
                             let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
                             self.ctl.not_full.0.notify();
                         }
@@ -438,7 +451,8 @@ impl<'a, C: Cells> Ring<'a, C> {
                     }
                     READING => {
                         // Another consumer has it and has not moved `head` yet: help.
-                        pos = match self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Acquire) {
+                        pos = match self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Acquire)
+                        {
                             Ok(_) => pos + 1,
                             Err(now) => now,
                         };
@@ -448,7 +462,11 @@ impl<'a, C: Cells> Ring<'a, C> {
                     EMPTY => return Pop::Empty(None),
                     _ => {
                         // Garbage state: retire the cell so the queue goes on, and say so.
-                        if cell.stamp.compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                        if cell
+                            .stamp
+                            .compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok()
+                        {
                             let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
                             self.ctl.not_full.0.notify();
                         }
@@ -544,7 +562,11 @@ impl<'a, C: Cells> Ring<'a, C> {
         if cell.stamp.compare_exchange(writing, stamp(p, ABANDONED, 0), Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             self.ctl.abandoned.fetch_add(1, Ordering::Relaxed);
             self.ctl.not_empty.0.notify();
-        } else if cell.stamp.compare_exchange(reading, stamp(p + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+        } else if cell
+            .stamp
+            .compare_exchange(reading, stamp(p + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
             self.ctl.lost.fetch_add(1, Ordering::Relaxed);
             self.ctl.not_full.0.notify();
         }
@@ -579,7 +601,10 @@ mod tests {
 
     impl HeapCells {
         fn new(cap: usize, max: usize) -> Self {
-            HeapCells { headers: (0..cap).map(CellHeader::new).collect(), data: (0..cap).map(|_| UnsafeCell::new(vec![0; max])).collect() }
+            HeapCells {
+                headers: (0..cap).map(CellHeader::new).collect(),
+                data: (0..cap).map(|_| UnsafeCell::new(vec![0; max])).collect(),
+            }
         }
     }
 
@@ -793,7 +818,8 @@ mod tests {
         let cap = 4;
         let f = Fixture::new(cap, 8);
         let per = if cfg!(miri) { 50 } else { 20_000u64 };
-        let seen: Vec<std::sync::atomic::AtomicU8> = (0..2 * per).map(|_| std::sync::atomic::AtomicU8::new(0)).collect();
+        let seen: Vec<std::sync::atomic::AtomicU8> =
+            (0..2 * per).map(|_| std::sync::atomic::AtomicU8::new(0)).collect();
         let total = std::sync::atomic::AtomicU64::new(0);
         std::thread::scope(|s| {
             for p in 0..2usize {

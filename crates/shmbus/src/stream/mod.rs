@@ -16,7 +16,7 @@
 //!
 //! The capacity is a **power of two of at least one page** (so also a page multiple, which
 //! the double mapping needs, and a mask replaces the modulo). Zero, a non-page-multiple or a
-//! page multiple that is not a power of two is refused with [`OpenError::InvalidConfig`]
+//! page multiple that is not a power of two is refused with [`OpenError::InvalidConfig`](crate::OpenError::InvalidConfig)
 //! naming the nearest valid sizes.
 //!
 //! # Protocol and invariants
@@ -31,7 +31,7 @@
 //! # Exclusive endpoints and crashes
 //!
 //! The writer role is participant entry 0 of the segment and the reader role entry 1; a
-//! second writer (or reader) while the first is alive gets [`OpenError::Busy`]. If the
+//! second writer (or reader) while the first is alive gets [`OpenError::Busy`](crate::OpenError::Busy). If the
 //! holder is dead its entry is reclaimed and the newcomer takes over. Nothing needs repair:
 //!
 //! * a writer killed mid-reserve never published its `head`, so the reader never sees the
@@ -47,8 +47,8 @@
 //!
 //! # Waiting
 //!
-//! Blocking calls spin briefly then sleep on a futex ([`WaitPolicy`]); both endpoints are
-//! [`Waitable`]: the reader is ready when a record is available, the writer when a record
+//! Blocking calls spin briefly then sleep on a futex ([`WaitPolicy`](crate::WaitPolicy)); both endpoints are
+//! [`Waitable`](crate::Waitable): the reader is ready when a record is available, the writer when a record
 //! of [`StreamWriter::set_writable_len`] bytes (default 0) fits. The hot path makes no
 //! system call while nobody sleeps, allocates nothing and takes no lock.
 //!

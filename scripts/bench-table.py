@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Runs the shmbus-bench ping-pong matrix once and prints a Markdown table with ratios to the
+floors measured in the same run. Usage: scripts/bench-table.py [--iters N] [--bench PATH]"""
+import argparse, json, os, subprocess, sys
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--iters", type=int, default=200000)
+ap.add_argument("--bench", default="target/release/shmbus-bench")
+args = ap.parse_args()
+
+ROWS = [
+    ("floor", "spin", 8, "copy"),
+    ("futex-floor", "block", 8, "copy"),
+    ("topic", "spin", 8, "copy"),
+    ("topic", "spin", 8, "touch"),
+    ("topic", "spin", 256, "copy"),
+    ("topic", "spin", 6220800, "touch"),
+    ("topic", "block", 8, "copy"),
+    ("stream", "spin", 64, "copy"),
+    ("stream", "block", 64, "copy"),
+    ("queue", "spin", 64, "copy"),
+    ("queue", "block", 64, "copy"),
+    ("pipe", "block", 8, "copy"),
+    ("uds", "block", 8, "copy"),
+    ("tcp", "block", 8, "copy"),
+]
+
+def run(t, mode, size, payload):
+    iters = args.iters if size < 1 << 20 else max(args.iters // 20, 2000)
+    cmd = [args.bench, "pingpong", "--transport", t, "--mode", mode, "--size", str(size),
+           "--payload", payload, "--iters", str(iters), "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return cmd, None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"
+    return cmd, json.loads(p.stdout), None
+
+results = []
+for row in ROWS:
+    cmd, r, err = run(*row)
+    results.append((row, cmd, r, err))
+floor = next(r for (row, _, r, _) in results if row[0] == "floor" and r)["p50_ns"]
+futex = next(r for (row, _, r, _) in results if row[0] == "futex-floor" and r)["p50_ns"]
+print(f"load average before: {os.getloadavg()}")
+print()
+print("| transport | mode | size (B) | payload | p50 ns | p99 ns | p99.9 ns | p50 / floor | p50 / futex-floor |")
+print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+for (t, mode, size, payload), cmd, r, err in results:
+    if r is None:
+        print(f"| {t} | {mode} | {size} | {payload} | skipped: {err} | | | | |")
+        continue
+    p50 = r["p50_ns"]
+    print(f"| {t} | {r['mode']} | {size} | {r['payload']} | {p50} | {r['p99_ns']} | {r['p999_ns']} | {p50/floor:.2f} | {p50/futex:.2f} |")
+print()
+print("Commands: `" + " ".join(results[0][1]).replace(args.bench, "shmbus-bench") + "` and likewise per row.")
