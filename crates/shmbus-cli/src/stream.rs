@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
 use shmbus::sys::monotonic_ns;
-use shmbus::{Domain, OpenError};
+use shmbus::{Domain, OpenError, WaitError, WaitSet};
 
 use crate::pubsub::{PubArgs, Recv, Sink, Source, SubArgs};
 use crate::{CliError, Result};
@@ -63,6 +63,8 @@ impl Sink for StreamSink {
 #[derive(Debug)]
 pub struct StreamSource {
     reader: StreamReader,
+    /// Sleeps on the reader while no writer is attached.
+    waitset: WaitSet,
     /// Records received in this session.
     received: u64,
 }
@@ -75,12 +77,12 @@ pub fn reader(domain: &Domain, args: &SubArgs) -> Result<StreamSource> {
             args.domain, args.name
         )));
     }
-    Ok(StreamSource { reader: StreamReader::open(domain, &args.name)?, received: 0 })
+    Ok(StreamSource { reader: StreamReader::open(domain, &args.name)?, waitset: WaitSet::new(), received: 0 })
 }
 
 impl Source for StreamSource {
-    /// The next record. With no writer attached, waits for one (a `pub` per message comes
-    /// and goes) instead of failing.
+    /// The next record. With no writer attached, waits for a record anyway instead of
+    /// failing: writers come and go (one `shmbus pub` per message).
     fn recv(&mut self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<Recv> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
@@ -96,10 +98,12 @@ impl Source for StreamSource {
                 }
                 Err(ReadError::Timeout) => return Ok(Recv::Timeout),
                 Err(ReadError::Disconnected) => {
-                    // Empty and no writer: wait for the next one. The wait returns at once
-                    // only if a writer is alive, and then the read blocks on it.
-                    if !self.reader.wait_for_writer(left) {
-                        return Ok(Recv::Timeout);
+                    // Empty and no writer: wait for a record instead (a `pub` per message
+                    // attaches, commits and detaches between two looks at its liveness).
+                    match self.waitset.wait(&[&self.reader], left) {
+                        Ok(_) => {}
+                        Err(WaitError::Timeout) => return Ok(Recv::Timeout),
+                        Err(e) => return Err(CliError::msg(format!("waiting for a record: {e}"))),
                     }
                 }
                 Err(e) => return Err(CliError::msg(format!("receive failed: {e}"))),
