@@ -25,12 +25,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use shmbus::Domain;
 
-/// Shared-memory messaging: list, inspect, publish, subscribe, clean and demo channels.
+/// Shared-memory messaging: list, inspect, publish, subscribe, dispatch, clean and demo channels.
 #[derive(Debug, Parser)]
 #[command(
     name = "shmbus",
     version,
-    about = "Shared-memory messaging: list, inspect, publish, subscribe, clean and demo channels",
+    about = "Shared-memory messaging: list, inspect, publish, subscribe, dispatch, clean and demo channels",
     propagate_version = true
 )]
 struct Cli {
