@@ -40,7 +40,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let dead: Vec<Value> =
         report.dead.iter().map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index})).collect();
     if args.json {
-        return Ok(print_json(&json!({
+        let mut v = json!({
             "domain": domain.name(),
             "name": args.name,
             "path": path.display().to_string(),
@@ -62,7 +62,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             "status": s.status,
             "participants": participants,
             "dead_participants": dead,
-        }))?);
+        });
+        if let Value::Object(map) = &mut v {
+            map.extend(s.ls_fields());
+        }
+        return Ok(print_json(&v)?);
     }
     let mut out = std::io::stdout().lock();
     let alive = if report.creator_alive { "alive" } else { "dead" };
@@ -82,7 +86,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             status.insert(k.into(), v);
         }
     }
-    status.extend(s.status);
+    status.extend(s.status.into_iter().filter(|(_, v)| !v.is_null()));
     writeln!(out, "status        {}", kv(&status))?;
     let stale =
         if report.is_stale() { "yes: creator and every user are dead; `shmbus clean` removes it" } else { "no" };

@@ -37,7 +37,7 @@ struct Entry {
 impl Entry {
     fn json(&self) -> Value {
         let s = &self.summary;
-        json!({
+        let mut v = json!({
             "domain": self.domain,
             "name": self.name,
             "kind": self.kind,
@@ -51,15 +51,21 @@ impl Entry {
             "creator_alive": self.creator_alive,
             "stale": self.stale,
             "error": self.error,
-        })
+        });
+        if let Value::Object(map) = &mut v {
+            map.extend(s.ls_fields());
+        }
+        v
     }
 
-    fn state(&self) -> String {
-        match (&self.error, self.stale) {
+    /// The NOTE column: the kind's live state, then whether the channel is stale or broken.
+    fn note(&self) -> String {
+        let state = match (&self.error, self.stale) {
             (Some(e), _) => e.clone(),
             (None, Some(true)) => "stale (creator and users dead; `shmbus clean` removes it)".into(),
             (None, _) => String::new(),
-        }
+        };
+        [self.summary.detail.as_str(), &state].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join("; ")
     }
 }
 
@@ -134,7 +140,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             cell(s.last_seq),
             cell(s.publishers),
             cell(s.subscribers),
-            e.state(),
+            e.note(),
         ]);
     }
     let mut out = std::io::stdout().lock();

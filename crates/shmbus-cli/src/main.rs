@@ -1,7 +1,8 @@
 //! `shmbus`: see, drive and measure shmbus channels from the shell.
 //!
-//! One module per verb (`ls`, `info`, `pub`/`sub`, `clean`, `demo`); `kinds` is the one place
-//! that knows what each channel kind reports, and `output` formats tables and JSON.
+//! One module per verb (`ls`, `info`, `pub`/`sub`, `pool`, `clean`, `demo`); `kinds` is the
+//! one place that dispatches on the channel kind, `topic` and `stream` are what `pub`/`sub`
+//! do on each kind, and `output` formats tables and JSON.
 //!
 //! Errors: every failure exits non-zero with exactly one line on stderr, `shmbus: <message>`.
 //! Usage errors exit with 2, everything else with 1.
@@ -12,7 +13,10 @@ mod info;
 mod kinds;
 mod ls;
 mod output;
+mod pool;
 mod pubsub;
+mod stream;
+mod topic;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -21,12 +25,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use shmbus::Domain;
 
-/// Shared-memory messaging: list, inspect, publish, subscribe, clean and demo channels.
+/// Shared-memory messaging: list, inspect, publish, subscribe, dispatch, clean and demo channels.
 #[derive(Debug, Parser)]
 #[command(
     name = "shmbus",
     version,
-    about = "Shared-memory messaging: list, inspect, publish, subscribe, clean and demo channels",
+    about = "Shared-memory messaging: list, inspect, publish, subscribe, dispatch, clean and demo channels",
     propagate_version = true
 )]
 struct Cli {
@@ -43,10 +47,13 @@ enum Command {
     Ls(ls::Args),
     /// Everything about one channel: header, creator, status, participants.
     Info(info::Args),
-    /// Publish to a topic (created if missing): --data once, or one message per stdin line.
+    /// Publish to a topic or stream (a topic is created if missing, or --kind): --data once,
+    /// or one message per stdin line.
     Pub(pubsub::PubArgs),
-    /// Subscribe to a topic and print its messages, one per line.
+    /// Subscribe to a topic, or read a stream, and print its messages, one per line.
     Sub(pubsub::SubArgs),
+    /// Dispatch jobs to a pool's workers, or be a worker.
+    Pool(pool::Args),
     /// Remove segments whose creator and users are all dead, and stale temporary files.
     ///
     /// A segment used by any live process is left alone. Files that are not valid segments
@@ -159,6 +166,7 @@ fn main() -> ExitCode {
         Command::Info(a) => info::run(&ctx, &a),
         Command::Pub(a) => pubsub::run_pub(&ctx, &a),
         Command::Sub(a) => pubsub::run_sub(&ctx, &a),
+        Command::Pool(a) => pool::run(&ctx, &a),
         Command::Clean(a) => clean::run(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::DemoRole(a) => demo::run_role(&ctx, &a),

@@ -99,9 +99,20 @@ pub fn fmt_ns(ns: f64) -> String {
 /// One received message as a JSON line with exactly `seq`, `ts_ns`, `len` and `data`
 /// (lossy UTF-8), in that order.
 pub fn message_json(seq: u64, ts_ns: u64, data: &[u8]) -> String {
+    message_json_with(&[("seq", seq), ("ts_ns", ts_ns)], data)
+}
+
+/// One received message as a JSON line: the numbers `fields` in order, then `len` and
+/// `data` (lossy UTF-8).
+pub fn message_json_with(fields: &[(&str, u64)], data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
     let quoted = serde_json::to_string(&*text).unwrap_or_else(|_| "\"\"".into());
-    format!("{{\"seq\":{seq},\"ts_ns\":{ts_ns},\"len\":{},\"data\":{quoted}}}", data.len())
+    let mut line = String::from("{");
+    for (k, v) in fields {
+        line.push_str(&format!("\"{k}\":{v},"));
+    }
+    line.push_str(&format!("\"len\":{},\"data\":{quoted}}}", data.len()));
+    line
 }
 
 #[cfg(test)]

@@ -1,73 +1,114 @@
-//! `shmbus pub` and `shmbus sub`: drive a topic from the shell.
+//! `shmbus pub` and `shmbus sub`: drive a topic or a stream from the shell.
+//!
+//! The verbs read stdin and print; what a channel kind does with a message is behind
+//! [`Sink`] and [`Source`], opened by [`kinds::sink`] and [`kinds::source`] from the kind in
+//! the channel's header (or `--kind` when `pub` creates one).
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
-use shmbus::topic::{Publisher, RecvError, Topic, TopicConfig};
-use shmbus::{Domain, OpenError};
-
 use crate::output::message_json;
-use crate::{CliError, Ctx, Result};
+use crate::{kinds, CliError, Ctx, Result};
 
-/// Slot size of a topic `pub` creates when none is given.
-pub const DEFAULT_SLOT_SIZE: usize = 4096;
-/// History of a topic `pub` creates when none is given.
-pub const DEFAULT_HISTORY: usize = 16;
+/// The channel kinds `pub --kind` can create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    /// Broadcast pub/sub with history (`--slot-size`, `--history`).
+    Topic,
+    /// SPSC ring of variable-size records (`--capacity`).
+    Stream,
+    /// Bounded MPMC queue.
+    Queue,
+}
 
-/// `shmbus pub --domain D NAME [--slot-size BYTES] [--history N] [--data TEXT]`
+/// `shmbus pub --domain D NAME [--kind K] [size flags] [--data TEXT] [--timeout-ms T]`
 #[derive(Debug, clap::Args)]
 pub struct PubArgs {
-    /// The topic's domain.
+    /// The channel's domain.
     #[arg(long)]
-    domain: String,
-    /// The topic's name.
-    name: String,
-    /// Largest message in bytes. Used when creating the topic (default 4096); if the topic
-    /// exists with another slot size, `pub` fails.
+    pub domain: String,
+    /// The channel's name.
+    pub name: String,
+    /// Kind of channel to create if it does not exist (default: topic, or what the size
+    /// flags given belong to). If it exists, it must be of this kind.
+    #[arg(long, value_enum)]
+    pub kind: Option<KindArg>,
+    /// Topic: largest message in bytes. Used when creating the topic (default 4096); if
+    /// the topic exists with another slot size, `pub` fails.
     #[arg(long, value_name = "BYTES")]
-    slot_size: Option<usize>,
-    /// Messages kept for random access. Used when creating the topic (default 16); if the
-    /// topic exists with another history, `pub` fails.
+    pub slot_size: Option<usize>,
+    /// Topic: messages kept for random access. Used when creating the topic (default 16);
+    /// if the topic exists with another history, `pub` fails.
     #[arg(long, value_name = "N")]
-    history: Option<usize>,
+    pub history: Option<usize>,
+    /// Stream: ring size in bytes, a power of two of at least one page; K, M, G suffixes
+    /// (powers of 1024) allowed. Used when creating the stream (default 1M); if the stream
+    /// exists with another capacity, `pub` fails.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub capacity: Option<usize>,
     /// Publish this one message. Without it, every line of stdin is one message (without
     /// its newline).
     #[arg(long, value_name = "TEXT")]
-    data: Option<String>,
+    pub data: Option<String>,
+    /// Stream: fail if a record does not fit in the ring within this long (the reader is
+    /// slow or stuck). Default: wait as long as a reader is attached.
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
 }
 
-/// Opens the topic, creating it if missing. Sizes not given are taken from an existing
-/// topic (or the defaults); sizes given must match an existing topic.
-fn open_for_publish(domain: &Domain, args: &PubArgs) -> Result<Topic> {
-    let config = match Topic::open(domain, &args.name) {
-        Ok(t) => {
-            let st = t.status();
-            TopicConfig::new(
-                args.slot_size.unwrap_or(st.slot_size as usize),
-                args.history.unwrap_or(st.history as usize),
-            )
-            .spare_slots(st.slots.saturating_sub(st.history) as usize)
+/// Parses `4096`, `64K`, `1M`, `1G` (binary multiples).
+fn parse_size(s: &str) -> std::result::Result<usize, String> {
+    let t = s.trim();
+    let (digits, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        None => (t, 1usize),
+        Some((i, _)) => {
+            let mult = match t[i..].to_ascii_lowercase().as_str() {
+                "k" | "kib" => 1 << 10,
+                "m" | "mib" => 1 << 20,
+                "g" | "gib" => 1 << 30,
+                other => return Err(format!("unknown size suffix {other:?} (use K, M or G)")),
+            };
+            (&t[..i], mult)
         }
-        Err(OpenError::NotFound { .. }) => {
-            TopicConfig::new(args.slot_size.unwrap_or(DEFAULT_SLOT_SIZE), args.history.unwrap_or(DEFAULT_HISTORY))
-        }
-        Err(e) => return Err(e.into()),
     };
-    Ok(Topic::create_or_open(domain, &args.name, &config)?)
+    let n: usize = digits.parse().map_err(|_| format!("{s:?} is not a size in bytes"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("{s} is too large"))
 }
 
-fn publish(publisher: &mut Publisher, data: &[u8]) -> Result<u64> {
-    publisher.publish(data).map_err(|e| CliError::msg(format!("publish failed: {e}")))
+/// Somewhere `pub` sends messages.
+pub trait Sink {
+    /// Sends one message.
+    fn send(&mut self, data: &[u8]) -> Result<()>;
+}
+
+/// What a [`Source`] produced.
+#[derive(Debug)]
+pub enum Recv {
+    /// A message, now in the buffer.
+    Msg {
+        /// Its sequence number (topic) or ordinal in this session (stream).
+        seq: u64,
+        /// CLOCK_MONOTONIC at publish (topic) or receive (stream).
+        ts_ns: u64,
+    },
+    /// This many messages were skipped.
+    Gap(u64),
+    /// No message within the timeout.
+    Timeout,
+}
+
+/// Somewhere `sub` receives messages from.
+pub trait Source {
+    /// The next message into `buf`, waiting at most `timeout` (`None`: for ever).
+    fn recv(&mut self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<Recv>;
 }
 
 /// Publishes `--data` once, or each stdin line.
 pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
-    let topic = open_for_publish(&domain, args)?;
-    let mut publisher = topic.publisher()?;
+    let mut sink = kinds::sink(&domain, args)?;
     if let Some(data) = &args.data {
-        publish(&mut publisher, data.as_bytes())?;
-        return Ok(());
+        return sink.send(data.as_bytes());
     }
     let mut stdin = std::io::stdin().lock();
     let mut line = Vec::new();
@@ -80,54 +121,49 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
         if line.last() == Some(&b'\n') {
             line.pop();
         }
-        publish(&mut publisher, &line)?;
+        sink.send(&line)?;
     }
 }
 
 /// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct SubArgs {
-    /// The topic's domain.
+    /// The channel's domain.
     #[arg(long)]
-    domain: String,
-    /// The topic's name.
-    name: String,
+    pub domain: String,
+    /// The channel's name.
+    pub name: String,
     /// Exit (with 0) after this many messages. Default: run until killed.
     #[arg(long, value_name = "N")]
-    count: Option<u64>,
-    /// Start at this sequence number (gaps are reported if it is no longer kept).
+    pub count: Option<u64>,
+    /// Topic: start at this sequence number (gaps are reported if it is no longer kept).
     /// Default: only messages published from now on.
     #[arg(long, value_name = "SEQ", conflicts_with = "latest")]
-    from: Option<u64>,
-    /// Start with the newest message already published.
+    pub from: Option<u64>,
+    /// Topic: start with the newest message already published.
     #[arg(long)]
-    latest: bool,
+    pub latest: bool,
     /// Fail if no message arrives for this long (per message, not in total).
     #[arg(long, value_name = "MS")]
-    timeout_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
     /// Print JSON lines {"seq","ts_ns","len","data"} instead of payloads.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
-/// Prints messages of a topic as they arrive.
+/// Prints messages of a topic or records of a stream as they arrive.
 pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
-    let sub = Topic::open(&domain, &args.name)?.subscriber()?;
-    if let Some(seq) = args.from {
-        sub.seek(seq);
-    } else if args.latest {
-        sub.seek_latest();
-    }
+    let mut source = kinds::source(&domain, args)?;
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
     let mut buf = Vec::new();
     let mut received = 0u64;
     while args.count.is_none_or(|n| received < n) {
-        match sub.recv_into_timeout(&mut buf, timeout) {
-            Ok(m) => {
+        match source.recv(&mut buf, timeout)? {
+            Recv::Msg { seq, ts_ns } => {
                 if args.json {
-                    writeln!(out, "{}", message_json(m.seq, m.ts_ns, &buf))?;
+                    writeln!(out, "{}", message_json(seq, ts_ns, &buf))?;
                 } else {
                     out.write_all(String::from_utf8_lossy(&buf).as_bytes())?;
                     out.write_all(b"\n")?;
@@ -135,8 +171,8 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
                 out.flush()?;
                 received += 1;
             }
-            Err(RecvError::Lagged { missed }) => eprintln!("gap: {missed} message(s) skipped"),
-            Err(RecvError::Timeout) => {
+            Recv::Gap(missed) => eprintln!("gap: {missed} message(s) skipped"),
+            Recv::Timeout => {
                 let of = args.count.map(|n| format!(" of {n}")).unwrap_or_default();
                 return Err(CliError::msg(format!(
                     "timed out: no message on {}/{} for {} ms ({received}{of} received)",
@@ -145,8 +181,23 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
                     args.timeout_ms.unwrap_or(0)
                 )));
             }
-            Err(e) => return Err(CliError::msg(format!("receive failed: {e}"))),
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert!(parse_size("12x").unwrap_err().contains("suffix"));
+        assert!(parse_size("K").is_err());
+        assert!(parse_size("-1").is_err());
+    }
 }

@@ -1,0 +1,251 @@
+//! `shmbus pool dispatch` and `shmbus pool worker`: try a pool from two terminals.
+//!
+//! `dispatch` becomes the pool's dispatcher and sends each line as a job to an idle worker
+//! (return to sender: if every worker is busy the job comes back, and the tool retries with
+//! a short sleep until `--timeout-ms`). `worker` joins the pool and prints each job it
+//! takes. Either creates the pool if it is missing.
+
+use std::io::{BufRead, Write};
+use std::time::{Duration, Instant};
+
+use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
+use shmbus::{Domain, OpenError};
+
+use crate::output::message_json_with;
+use crate::{CliError, Ctx, Result};
+
+/// Workers a pool created by the tool has room for, when not given.
+pub const DEFAULT_MAX_WORKERS: usize = 8;
+/// Largest job of a pool created by the tool, when not given.
+pub const DEFAULT_MAX_JOB_SIZE: usize = 4096;
+/// Sleep between two dispatch attempts while every worker is busy.
+const RETRY_SLEEP: Duration = Duration::from_millis(1);
+
+/// `shmbus pool dispatch|worker …`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: PoolCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum PoolCommand {
+    /// Be the pool's dispatcher: send --data, or each stdin line, as a job to an idle worker.
+    Dispatch(DispatchArgs),
+    /// Join the pool as a worker and print each job it receives.
+    Worker(WorkerArgs),
+}
+
+/// The pool's layout, for creating it.
+#[derive(Debug, clap::Args)]
+struct LayoutArgs {
+    /// Most workers attached at once, 1..=64. Used when creating the pool (default 8); if
+    /// the pool exists with another value, the command fails.
+    #[arg(long, value_name = "N")]
+    max_workers: Option<usize>,
+    /// Largest job in bytes. Used when creating the pool (default 4096); if the pool exists
+    /// with another value, the command fails.
+    #[arg(long, value_name = "BYTES")]
+    max_job_size: Option<usize>,
+}
+
+/// `shmbus pool dispatch --domain D NAME [--max-workers N] [--max-job-size B] [--data TEXT] [--timeout-ms T]`
+#[derive(Debug, clap::Args)]
+struct DispatchArgs {
+    /// The pool's domain.
+    #[arg(long)]
+    domain: String,
+    /// The pool's name.
+    name: String,
+    #[command(flatten)]
+    layout: LayoutArgs,
+    /// Dispatch this one job. Without it, every line of stdin is one job (without its
+    /// newline).
+    #[arg(long, value_name = "TEXT")]
+    data: Option<String>,
+    /// How long to keep retrying a job while every worker is busy.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    timeout_ms: u64,
+}
+
+/// `shmbus pool worker --domain D NAME [--count N] [--timeout-ms T] [--json]`
+#[derive(Debug, clap::Args)]
+struct WorkerArgs {
+    /// The pool's domain.
+    #[arg(long)]
+    domain: String,
+    /// The pool's name.
+    name: String,
+    #[command(flatten)]
+    layout: LayoutArgs,
+    /// Exit (with 0) after this many jobs. Default: until the dispatcher goes.
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Fail if no job arrives for this long (per job, not in total).
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<u64>,
+    /// Print JSON lines {"job_id","worker","len","data"} instead of `job ID: PAYLOAD`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `pool dispatch` or `pool worker`.
+pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
+    match &args.command {
+        PoolCommand::Dispatch(a) => dispatch(ctx, a),
+        PoolCommand::Worker(a) => work(ctx, a),
+    }
+}
+
+/// The layout to create or check the pool with: `None` to open it as it is (it exists and
+/// no size was given).
+fn config_for(domain: &Domain, name: &str, layout: &LayoutArgs) -> Result<Option<PoolConfig>> {
+    let (mw, mjs) = (layout.max_workers, layout.max_job_size);
+    match pool::status(domain, name) {
+        Ok(_) if mw.is_none() && mjs.is_none() => Ok(None),
+        Ok(st) => Ok(Some(PoolConfig {
+            max_workers: mw.unwrap_or(st.max_workers),
+            max_job_size: mjs.unwrap_or(st.max_job_size),
+        })),
+        Err(OpenError::NotFound { .. }) => Ok(Some(PoolConfig {
+            max_workers: mw.unwrap_or(DEFAULT_MAX_WORKERS),
+            max_job_size: mjs.unwrap_or(DEFAULT_MAX_JOB_SIZE),
+        })),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn dispatch(ctx: &Ctx, args: &DispatchArgs) -> Result<()> {
+    let domain = ctx.domain(&args.domain)?;
+    let mut d = match config_for(&domain, &args.name, &args.layout)? {
+        Some(config) => Dispatcher::create(&domain, &args.name, config)?,
+        None => Dispatcher::open(&domain, &args.name)?,
+    };
+    let mut out = std::io::stdout().lock();
+    report_lost(&mut out, &mut d)?;
+    let mut job = Dispatch { args, d, sent: 0 };
+    if let Some(data) = &args.data {
+        return job.one(&mut out, data.as_bytes());
+    }
+    let mut stdin = std::io::stdin().lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = stdin.read_until(b'\n', &mut line).map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        job.one(&mut out, &line)?;
+    }
+}
+
+/// Prints the jobs of workers that died (or left) holding them.
+fn report_lost(out: &mut impl Write, d: &mut Dispatcher) -> Result<()> {
+    for lost in d.reap() {
+        writeln!(out, "lost job {}: worker {} (pid {}) died or left holding it", lost.job_id, lost.worker, lost.pid)?;
+    }
+    Ok(())
+}
+
+struct Dispatch<'a> {
+    args: &'a DispatchArgs,
+    d: Dispatcher,
+    sent: u64,
+}
+
+impl Dispatch<'_> {
+    /// Dispatches one job, retrying while every worker is busy.
+    fn one(&mut self, out: &mut impl Write, job: &[u8]) -> Result<()> {
+        let (domain, name) = (&self.args.domain, &self.args.name);
+        let timeout = Duration::from_millis(self.args.timeout_ms);
+        let t0 = Instant::now();
+        let mut said_busy = false;
+        loop {
+            match self.d.try_dispatch(job) {
+                Ok(sent) => {
+                    self.sent += 1;
+                    writeln!(out, "job {} -> worker {}", sent.job_id, sent.worker)?;
+                    out.flush()?;
+                    return Ok(());
+                }
+                Err(TryDispatchError::AllBusy(_)) => {
+                    if !said_busy {
+                        writeln!(out, "all busy; retrying for up to {} ms", self.args.timeout_ms)?;
+                        out.flush()?;
+                        said_busy = true;
+                    }
+                    // A dead worker looks busy until reaped.
+                    report_lost(out, &mut self.d)?;
+                    if t0.elapsed() >= timeout {
+                        let workers = self.d.status().workers;
+                        return Err(CliError::msg(format!(
+                            "all {workers} worker(s) of {domain}/{name} stayed busy for {} ms; job not dispatched ({} dispatched before it); start more workers or raise --timeout-ms",
+                            self.args.timeout_ms, self.sent
+                        )));
+                    }
+                    std::thread::sleep(RETRY_SLEEP);
+                }
+                Err(TryDispatchError::NoWorkers(_)) => {
+                    return Err(CliError::msg(format!(
+                        "pool {domain}/{name} has no workers; start one first (`shmbus pool worker --domain {domain} {name}`); {} job(s) dispatched",
+                        self.sent
+                    )));
+                }
+                Err(e) => return Err(CliError::msg(format!("dispatch failed: {e}"))),
+            }
+        }
+    }
+}
+
+fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
+    let domain = ctx.domain(&args.domain)?;
+    let mut w = match config_for(&domain, &args.name, &args.layout)? {
+        Some(config) => Worker::create_or_join(&domain, &args.name, config)?,
+        None => Worker::join(&domain, &args.name)?,
+    };
+    let index = w.index();
+    let timeout = args.timeout_ms.map(Duration::from_millis);
+    let mut out = std::io::stdout().lock();
+    let mut received = 0u64;
+    while args.count.is_none_or(|n| received < n) {
+        let r = match timeout {
+            Some(t) => w.recv_timeout(t),
+            None => w.recv(),
+        };
+        match r {
+            Ok(job) => {
+                if args.json {
+                    writeln!(
+                        out,
+                        "{}",
+                        message_json_with(&[("job_id", job.id()), ("worker", index as u64)], job.data())
+                    )?;
+                } else {
+                    writeln!(out, "job {}: {}", job.id(), String::from_utf8_lossy(job.data()))?;
+                }
+                out.flush()?;
+                received += 1;
+            }
+            Err(RecvError::Orphaned) => {
+                return Err(CliError::msg(format!(
+                    "the dispatcher of {}/{} is gone (exited or died) after {received} job(s)",
+                    args.domain, args.name
+                )));
+            }
+            Err(RecvError::Timeout) => {
+                let of = args.count.map(|n| format!(" of {n}")).unwrap_or_default();
+                return Err(CliError::msg(format!(
+                    "timed out: no job on {}/{} for {} ms ({received}{of} received)",
+                    args.domain,
+                    args.name,
+                    args.timeout_ms.unwrap_or(0)
+                )));
+            }
+            Err(e) => return Err(CliError::msg(format!("receive failed: {e}"))),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! The stream kind for `pub` and `sub`.
+//!
+//! `pub` attaches as the stream's one writer and writes one record per message; `sub`
+//! attaches as its one reader and *consumes* records: a record `sub` printed is gone, and
+//! the next reader resumes after it. A stream has no sequence numbers or timestamps of its
+//! own, so `sub --json` reports `seq` as the record's ordinal in this reader's session
+//! (1, 2, …) and `ts_ns` as CLOCK_MONOTONIC when this reader received it.
+
+use std::time::{Duration, Instant};
+
+use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::sys::monotonic_ns;
+use shmbus::{Domain, OpenError, WaitError, WaitSet};
+
+use crate::pubsub::{PubArgs, Recv, Sink, Source, SubArgs};
+use crate::{CliError, Result};
+
+/// Capacity of a stream `pub` creates when none is given (the library's default, 1 MiB).
+pub fn default_capacity() -> usize {
+    StreamConfig::default().capacity
+}
+
+/// `pub`'s end of a stream.
+#[derive(Debug)]
+pub struct StreamSink {
+    writer: StreamWriter,
+    timeout: Option<Duration>,
+}
+
+/// Attaches as the writer of the stream, creating it if missing. `--capacity` creates it
+/// with that capacity, or must match an existing stream's.
+pub fn writer(domain: &Domain, args: &PubArgs) -> Result<StreamSink> {
+    let writer = match args.capacity {
+        Some(c) => StreamWriter::create(domain, &args.name, &StreamConfig::new(c))?,
+        None => match StreamWriter::open(domain, &args.name) {
+            Err(OpenError::NotFound { .. }) => {
+                StreamWriter::create(domain, &args.name, &StreamConfig::new(default_capacity()))?
+            }
+            w => w?,
+        },
+    };
+    Ok(StreamSink { writer, timeout: args.timeout_ms.map(Duration::from_millis) })
+}
+
+impl Sink for StreamSink {
+    fn send(&mut self, data: &[u8]) -> Result<()> {
+        let r = match self.timeout {
+            Some(t) => self.writer.write_timeout(data, t),
+            None => self.writer.write(data),
+        };
+        r.map_err(|e| match e {
+            ReserveError::Timeout => CliError::msg(format!(
+                "publish failed: no room for a {} byte record in the stream within {} ms; the reader is slow or stuck",
+                data.len(),
+                self.timeout.unwrap_or_default().as_millis()
+            )),
+            e => CliError::msg(format!("publish failed: {e}")),
+        })
+    }
+}
+
+/// `sub`'s end of a stream.
+#[derive(Debug)]
+pub struct StreamSource {
+    reader: StreamReader,
+    /// Sleeps on the reader while no writer is attached.
+    waitset: WaitSet,
+    /// Records received in this session.
+    received: u64,
+}
+
+/// Attaches as the reader of the existing stream.
+pub fn reader(domain: &Domain, args: &SubArgs) -> Result<StreamSource> {
+    if args.from.is_some() || args.latest {
+        return Err(CliError::msg(format!(
+            "--from and --latest apply to topics; {}/{} is a stream, whose reader resumes after the last record consumed",
+            args.domain, args.name
+        )));
+    }
+    Ok(StreamSource { reader: StreamReader::open(domain, &args.name)?, waitset: WaitSet::new(), received: 0 })
+}
+
+impl Source for StreamSource {
+    /// The next record. With no writer attached, waits for a record anyway instead of
+    /// failing: writers come and go (one `shmbus pub` per message).
+    fn recv(&mut self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<Recv> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let r = match left {
+                Some(left) => self.reader.read_into_timeout(buf, left),
+                None => self.reader.read_into(buf),
+            };
+            match r {
+                Ok(_) => {
+                    self.received += 1;
+                    return Ok(Recv::Msg { seq: self.received, ts_ns: monotonic_ns() });
+                }
+                Err(ReadError::Timeout) => return Ok(Recv::Timeout),
+                Err(ReadError::Disconnected) => {
+                    // Empty and no writer: wait for a record instead (a `pub` per message
+                    // attaches, commits and detaches between two looks at its liveness).
+                    match self.waitset.wait(&[&self.reader], left) {
+                        Ok(_) => {}
+                        Err(WaitError::Timeout) => return Ok(Recv::Timeout),
+                        Err(e) => return Err(CliError::msg(format!("waiting for a record: {e}"))),
+                    }
+                }
+                Err(e) => return Err(CliError::msg(format!("receive failed: {e}"))),
+            }
+        }
+    }
+}

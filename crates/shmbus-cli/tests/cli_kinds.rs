@@ -1,0 +1,226 @@
+//! The `shmbus` binary on streams and pools (and the queue hook), as real processes against
+//! a scratch root (see `common`).
+
+mod common;
+
+use std::process::Stdio;
+
+use common::{json_lines, one_error_line, Killed, Root};
+use serde_json::Value;
+
+/// Sends `sig` to a child of ours.
+fn signal(child: &Killed, sig: i32) {
+    // SAFETY: kill(2) on the pid of a child we have not reaped yet (Killed reaps on drop).
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+#[test]
+fn stream_pub_sub_round_trip() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "s", "--kind", "stream", "--capacity", "64K", "--data", "alpha"]);
+    let out = r.run_stdin(&["pub", "--domain", "d", "s"], b"beta\n\nlast without newline");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The records wait in the ring for the reader; seq counts this reader's records.
+    let lines = json_lines(&r.ok(&["sub", "--domain", "d", "s", "--count", "4", "--json", "--timeout-ms", "10000"]));
+    let got: Vec<(u64, u64, &str)> = lines
+        .iter()
+        .map(|l| (l["seq"].as_u64().unwrap(), l["len"].as_u64().unwrap(), l["data"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, [(1, 5, "alpha"), (2, 4, "beta"), (3, 0, ""), (4, 20, "last without newline")]);
+    for l in &lines {
+        assert_eq!(l.as_object().unwrap().len(), 4, "{l}");
+    }
+    let ts: Vec<u64> = lines.iter().map(|l| l["ts_ns"].as_u64().unwrap()).collect();
+    assert!(ts[0] > 0 && ts.windows(2).all(|w| w[0] <= w[1]), "receive times are monotonic: {ts:?}");
+
+    // Consumed: a second reader finds nothing.
+    let out = r.run(&["sub", "--domain", "d", "s", "--timeout-ms", "100"]);
+    assert!(!out.status.success() && out.stdout.is_empty());
+    assert!(one_error_line(&out).contains("timed out"));
+
+    // A reader started first waits for a writer; plain output is one record per line.
+    let sub = r.spawn(&["sub", "--domain", "d", "s", "--count", "2", "--timeout-ms", "20000"]);
+    r.wait_info("d", "s", |v| v["reader_alive"] == true);
+    r.ok(&["pub", "--domain", "d", "s", "--data", "late 1"]);
+    r.ok(&["pub", "--domain", "d", "s", "--data", "late 2"]);
+    let out = sub.finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "late 1\nlate 2\n");
+}
+
+#[test]
+fn stream_options_are_checked() {
+    let r = Root::new();
+    // Bad capacities: one clear line each, nothing created.
+    for (cap, expect) in [("1000", "power of two"), ("0", "0 bytes"), ("12288", "8192 or 16384")] {
+        let err = r.fails(&["pub", "--domain", "d", "bad", "--kind", "stream", "--capacity", cap, "--data", "x"]);
+        assert!(err.contains("capacity") && err.contains(cap) && err.contains(expect), "{cap}: {err}");
+        assert!(!r.channel_file("d", "bad").exists());
+    }
+    let out = r.run(&["pub", "--domain", "d", "bad", "--kind", "stream", "--capacity", "lots", "--data", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_error_line(&out).contains("lots"));
+
+    // --capacity alone creates a stream; other sizes than the existing one fail.
+    r.ok(&["pub", "--domain", "d", "s", "--capacity", "8192", "--data", "x"]);
+    assert_eq!(r.wait_info("d", "s", |_| true)["kind"], "stream");
+    let err = r.fails(&["pub", "--domain", "d", "s", "--capacity", "16384", "--data", "x"]);
+    assert!(err.contains("8192") && err.contains("16384"), "{err}");
+    let err = r.fails(&["pub", "--domain", "d", "s", "--slot-size", "64", "--data", "x"]);
+    assert!(err.contains("--slot-size") && err.contains("stream"), "{err}");
+    let err = r.fails(&["pub", "--domain", "d", "s", "--kind", "topic", "--data", "x"]);
+    assert!(err.contains("is a stream, not a topic"), "{err}");
+    let err = r.fails(&["sub", "--domain", "d", "s", "--from", "1", "--timeout-ms", "10"]);
+    assert!(err.contains("--from") && err.contains("stream"), "{err}");
+    // A record larger than the ring.
+    let big = "y".repeat(9000);
+    let err = r.fails(&["pub", "--domain", "d", "s", "--data", &big]);
+    assert!(err.contains("9000 bytes") && err.contains("maximum of 8184"), "{err}");
+    // Full ring and no reader: an error, not a hang.
+    let big_half = "z".repeat(5000);
+    r.ok(&["pub", "--domain", "d", "s", "--data", &big_half]);
+    let err = r.fails(&["pub", "--domain", "d", "s", "--data", &big_half]);
+    assert!(err.contains("full") && err.contains("no reader"), "{err}");
+
+    // Queue: the hook until the library has one.
+    let err = r.fails(&["pub", "--domain", "d", "q", "--kind", "queue", "--data", "x"]);
+    assert!(err.contains("queue support not built yet"), "{err}");
+}
+
+#[test]
+fn ls_and_info_show_stream_and_pool_state() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "s", "--capacity", "16K", "--data", "hello"]);
+    r.ok(&["pub", "--domain", "d", "t", "--data", "x"]);
+    let v = r.json(&["ls", "--json"]);
+    let s = v.as_array().unwrap().iter().find(|e| e["name"] == "s").unwrap();
+    assert_eq!(s["kind"], "stream");
+    assert_eq!(s["capacity"], 16384);
+    assert_eq!(s["bytes_used"], 16, "an 8-byte record header + 5 bytes padded to 8");
+    assert_eq!((s["writer_pid"].clone(), s["reader_pid"].clone()), (Value::Null, Value::Null));
+
+    // A live writer (pub reading a stdin we hold open) and a live reader (which drains).
+    let mut writer =
+        r.cmd(&["pub", "--domain", "d", "s"]).stdin(Stdio::piped()).spawn().map(|c| Killed(Some(c))).unwrap();
+    let reader = r.spawn(&["sub", "--domain", "d", "s"]);
+    let info =
+        r.wait_info("d", "s", |v| v["writer_alive"] == true && v["reader_alive"] == true && v["bytes_used"] == 0);
+    assert_eq!(info["writer_pid"], writer.id());
+    assert_eq!(info["reader_pid"], reader.id());
+    assert_eq!((info["publishers"].as_u64(), info["subscribers"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(info["params"]["capacity"], 16384);
+    let mut roles: Vec<&str> =
+        info["participants"].as_array().unwrap().iter().map(|p| p["role"].as_str().unwrap()).collect();
+    roles.sort();
+    assert_eq!(roles, ["reader", "writer"]);
+    let text = r.ok(&["info", "--domain", "d", "s"]);
+    assert!(
+        text.contains("stream") && text.contains(&format!("pid {}", writer.id())) && text.contains("writer"),
+        "{text}"
+    );
+
+    // A pool with one idle worker, then one busy (stopped, with a job in its mailbox).
+    let worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--max-workers", "3", "--max-job-size", "100"]);
+    let info = r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    assert_eq!(info["kind"], "pool");
+    assert_eq!((info["max_workers"].as_u64(), info["max_job_size"].as_u64()), (Some(3), Some(100)));
+    assert_eq!((info["workers"].as_u64(), info["workers_busy"].as_u64()), (Some(1), Some(0)));
+    assert_eq!(info["dispatcher_pid"], Value::Null);
+    assert_eq!(info["participants"][0]["role"], "worker");
+    signal(&worker, libc::SIGSTOP);
+    r.ok(&["pool", "dispatch", "--domain", "d", "p", "--data", "held"]);
+
+    let v = r.json(&["ls", "--domain", "d", "--json"]);
+    let all = v.as_array().unwrap();
+    assert_eq!(all.len(), 3);
+    let keys = |e: &Value| {
+        let mut k: Vec<String> = e.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert!(all.iter().all(|e| keys(e) == keys(&all[0])), "every entry has the same keys: {v}");
+    let p = all.iter().find(|e| e["name"] == "p").unwrap();
+    assert_eq!(
+        (p["workers"].as_u64(), p["workers_idle"].as_u64(), p["workers_busy"].as_u64()),
+        (Some(1), Some(0), Some(1))
+    );
+    assert_eq!(p["capacity"], Value::Null);
+    let s = all.iter().find(|e| e["name"] == "s").unwrap();
+    assert_eq!((s["writer_alive"].as_bool(), s["workers"].clone()), (Some(true), Value::Null));
+    let t = all.iter().find(|e| e["name"] == "t").unwrap();
+    assert_eq!(
+        (t["kind"].as_str(), t["capacity"].clone(), t["last_seq"].as_u64()),
+        (Some("topic"), Value::Null, Some(1))
+    );
+
+    let table = r.ok(&["ls", "--domain", "d"]);
+    let row = table.lines().find(|l| l.split_whitespace().nth(1) == Some("p")).unwrap();
+    assert!(row.contains("pool") && row.contains("workers 1/3 (0 idle, 1 busy)"), "{table}");
+    let row = table.lines().find(|l| l.split_whitespace().nth(1) == Some("s")).unwrap();
+    assert!(row.contains(&format!("writer {} (alive)", writer.id())), "{table}");
+
+    // The stopped worker still gets its job when it runs again.
+    signal(&worker, libc::SIGCONT);
+    drop(writer.child().stdin.take());
+    let out = writer.finish();
+    assert!(out.status.success());
+    let info = r.wait_info("d", "s", |v| v["writer_pid"].is_null());
+    assert_eq!(info["reader_alive"], true);
+    drop(reader);
+    let out = worker.finish();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "job 1: held\n");
+    assert!(one_error_line(&out).contains("dispatcher of d/p is gone"));
+}
+
+#[test]
+fn pool_dispatch_reaches_a_running_worker() {
+    let r = Root::new();
+    let worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "3", "--json", "--timeout-ms", "20000"]);
+    r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    let out =
+        r.run_stdin(&["pool", "dispatch", "--domain", "d", "p", "--timeout-ms", "20000"], b"first\nsecond\nthird");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let sent: Vec<&str> = text.lines().filter(|l| !l.starts_with("all busy")).collect();
+    assert_eq!(sent, ["job 1 -> worker 0", "job 2 -> worker 0", "job 3 -> worker 0"], "{text}");
+
+    let out = worker.finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jobs = json_lines(&String::from_utf8(out.stdout).unwrap());
+    let got: Vec<(u64, &str)> =
+        jobs.iter().map(|j| (j["job_id"].as_u64().unwrap(), j["data"].as_str().unwrap())).collect();
+    assert_eq!(got, [(1, "first"), (2, "second"), (3, "third")]);
+    assert!(jobs.iter().all(|j| j["worker"] == 0 && j["len"] == j["data"].as_str().unwrap().len()));
+}
+
+#[test]
+fn pool_dispatch_errors_are_clear() {
+    let r = Root::new();
+    // No workers: the pool is created, the job is refused at once.
+    let err = r.fails(&["pool", "dispatch", "--domain", "d", "p", "--max-job-size", "8", "--data", "x"]);
+    assert!(err.contains("no workers") && err.contains("shmbus pool worker --domain d p"), "{err}");
+    assert_eq!(r.wait_info("d", "p", |_| true)["max_job_size"], 8);
+
+    // The only worker busy (stopped holding a job): "all busy", retried, then an error.
+    let worker = r.spawn(&["pool", "worker", "--domain", "d", "p"]);
+    r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    signal(&worker, libc::SIGSTOP);
+    let out = r.run_stdin(&["pool", "dispatch", "--domain", "d", "p", "--timeout-ms", "200"], b"one\ntwo\n");
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "job 1 -> worker 0\nall busy; retrying for up to 200 ms\n");
+    let err = one_error_line(&out);
+    assert!(err.contains("busy for 200 ms") && err.contains("1 dispatched"), "{err}");
+
+    // Too large for the pool, and layouts that differ from the existing pool.
+    signal(&worker, libc::SIGCONT);
+    let err = r.fails(&["pool", "dispatch", "--domain", "d", "p", "--data", "123456789"]);
+    assert!(err.contains("9 bytes") && err.contains("max_job_size of 8"), "{err}");
+    let err = r.fails(&["pool", "worker", "--domain", "d", "p", "--max-job-size", "16"]);
+    assert!(err.contains("max_job_size") && err.contains("16") && err.contains('8'), "{err}");
+    // Not a pool, and pub/sub on a pool.
+    r.ok(&["pub", "--domain", "d", "t", "--data", "x"]);
+    assert!(r.fails(&["pool", "dispatch", "--domain", "d", "t", "--data", "x"]).contains("is a topic, not a pool"));
+    assert!(r.fails(&["pub", "--domain", "d", "p", "--data", "x"]).contains("shmbus pool dispatch"));
+    assert!(r.fails(&["sub", "--domain", "d", "p"]).contains("shmbus pool worker"));
+}
