@@ -28,6 +28,9 @@ pub const MAX_SPARE: u64 = 1 << 16;
 /// How long a subscriber waits on a claimed-but-uncommitted sequence number before it asks
 /// whether the claimant is still alive.
 const PENDING_GRACE: Duration = Duration::from_millis(1);
+/// While polling, every how many misses an in-order read does a full lookup.
+const FULL_LOOKUP_EVERY: u32 = 64;
+// (The first miss of a wait is a full lookup too: `misses` starts at 0 after each read.)
 /// Retries of a read whose slot was overwritten under it, before giving up on that message.
 const MAX_RETRIES: usize = 64;
 
@@ -302,6 +305,7 @@ impl Topic {
             pending_since: Cell::new(None),
             policy: Cell::new(WaitPolicy::default()),
             last_slot: Cell::new(usize::MAX),
+            misses: Cell::new(0),
         })
     }
 
@@ -502,6 +506,10 @@ pub struct Subscriber {
     policy: Cell<WaitPolicy>,
     /// The slot of the last message read in order: the next is most likely in the one after.
     last_slot: Cell<usize>,
+    /// Consecutive in-order reads that found nothing. While polling, only every
+    /// `FULL_LOOKUP_EVERY`-th miss reads `tail`; the others look at the predicted slot and
+    /// the index, so a spinning reader does not keep pulling the publisher's claim counter.
+    misses: Cell<u32>,
 }
 
 enum Fail {
@@ -589,12 +597,29 @@ impl Subscriber {
         for _ in 0..MAX_RETRIES {
             let k = self.next.get();
             let guess = self.last_slot.get().wrapping_add(1) % slots;
-            let found = if sh.probe(guess, k) { Lookup::Found(guess) } else { sh.lookup(k) };
+            let found = if sh.probe(guess, k) {
+                Lookup::Found(guess)
+            } else {
+                // Not where predicted. The index finds any committed message; only every
+                // FULL_LOOKUP_EVERY-th miss (or the first after a sleep) also reads `tail`
+                // to tell a pending claim (maybe of a dead publisher) from nothing at all.
+                let m = self.misses.get();
+                self.misses.set(m.wrapping_add(1));
+                if m % FULL_LOOKUP_EVERY == 0 {
+                    sh.lookup(k)
+                } else {
+                    match sh.lookup_index(k) {
+                        Lookup::NotYet => return Err(TryRecvError::Empty),
+                        other => other,
+                    }
+                }
+            };
             match found {
                 Lookup::Found(s) => match read(s, k) {
                     Ok(v) => {
                         self.next.set(k + 1);
                         self.last_slot.set(s);
+                        self.misses.set(1); // the next full lookup is FULL_LOOKUP_EVERY misses away
                         self.pending_since.set(None);
                         return Ok(v);
                     }
@@ -655,7 +680,11 @@ impl Subscriber {
         }
         let deadline = deadline_after(timeout);
         let sh = self.inner.shared();
-        let recheck = || (sh.tail() >= self.next.get()).then_some(PENDING_GRACE);
+        let recheck = || {
+            // About to sleep: the first attempt after waking looks everywhere.
+            self.misses.set(0);
+            (sh.tail() >= self.next.get()).then_some(PENDING_GRACE)
+        };
         let r = block_on_with(self.inner.event(), self.policy.get(), deadline, recheck, || match attempt() {
             Err(TryRecvError::Empty) => None,
             other => Some(other),
@@ -804,6 +833,8 @@ impl Waitable for Subscriber {
     }
 
     fn is_ready(&self) -> bool {
+        // A wait set asks this before and after sleeping: make the next receive look everywhere.
+        self.misses.set(0);
         let k = self.next.get();
         match self.inner.shared().lookup(k) {
             Lookup::Found(_) | Lookup::Evicted => true,

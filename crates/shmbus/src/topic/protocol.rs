@@ -339,6 +339,18 @@ impl<'a> Shared<'a> {
         if k > self.tail() {
             return Lookup::NotYet;
         }
+        match self.lookup_index(k) {
+            // An entry from an earlier lap: k is pending, unless it is too old to be kept.
+            Lookup::NotYet if self.tail().saturating_sub(k) >= self.index.len() as u64 => Lookup::Evicted,
+            Lookup::NotYet => Lookup::Pending,
+            other => other,
+        }
+    }
+
+    /// Finds `k` through its index entry alone, without reading `tail` (which publishers
+    /// write on every claim): `NotYet` here means "not committed", whether claimed or not.
+    #[inline]
+    pub(crate) fn lookup_index(&self, k: u64) -> Lookup {
         // Pairs with the Release store of the index entry in `commit`.
         let e = self.index[(k as usize) & (self.index.len() - 1)].load(Ordering::Acquire);
         let tag = e >> SLOT_BITS;
@@ -353,12 +365,7 @@ impl<'a> Shared<'a> {
         // Is the entry's tag older than k (k not written yet) or newer (k overwritten)?
         let behind = want.wrapping_sub(tag) & TAG_MASK;
         if behind != 0 && behind < (1 << (TAG_BITS - 1)) {
-            // An entry from an earlier lap: k is pending, unless it is too old to be kept.
-            if self.tail().saturating_sub(k) >= self.index.len() as u64 {
-                Lookup::Evicted
-            } else {
-                Lookup::Pending
-            }
+            Lookup::NotYet
         } else {
             Lookup::Evicted
         }
