@@ -33,7 +33,8 @@ pub struct Summary {
 pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
     match report.header.kind {
         Kind::Topic => topic(domain, name, report),
-        Kind::Queue | Kind::Stream | Kind::Pool | Kind::Journal => Ok(generic(report)),
+        Kind::Queue => crate::queue::summarize(domain, name, report),
+        Kind::Stream | Kind::Pool | Kind::Journal => Ok(generic(report)),
     }
 }
 
@@ -43,6 +44,8 @@ pub fn role_name(kind: Kind, role: u32) -> String {
     match (kind, role) {
         (Kind::Topic, 1) => "publisher".into(),
         (Kind::Topic, 2) => "subscriber".into(),
+        (Kind::Queue, 1) => "producer".into(),
+        (Kind::Queue, 2) => "consumer".into(),
         (_, r) => format!("role {r}"),
     }
 }

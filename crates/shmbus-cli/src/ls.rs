@@ -46,6 +46,7 @@ impl Entry {
             "last_seq": s.last_seq,
             "publishers": s.publishers,
             "subscribers": s.subscribers,
+            "depth": s.status.get("depth"),
             "size_bytes": self.size_bytes,
             "creator_pid": self.creator_pid,
             "creator_alive": self.creator_alive,
@@ -121,6 +122,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         ("LAST_SEQ", Align::Right),
         ("PUBS", Align::Right),
         ("SUBS", Align::Right),
+        ("DEPTH", Align::Right),
         ("NOTE", Align::Left),
     ]);
     for e in &entries {
@@ -134,6 +136,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             cell(s.last_seq),
             cell(s.publishers),
             cell(s.subscribers),
+            cell(s.status.get("depth")),
             e.state(),
         ]);
     }

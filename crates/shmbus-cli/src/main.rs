@@ -14,6 +14,7 @@ mod kinds;
 mod ls;
 mod output;
 mod pubsub;
+mod queue;
 mod record;
 
 use std::fmt;

@@ -34,6 +34,27 @@ pub struct PubArgs {
     /// its newline).
     #[arg(long, value_name = "TEXT")]
     data: Option<String>,
+    /// Kind of channel to create if missing (default: topic; an existing channel is used as
+    /// what it is).
+    #[arg(long, value_enum, value_name = "KIND")]
+    kind: Option<KindArg>,
+    /// Queue: messages it holds. Used when creating the queue (default 1024).
+    #[arg(long, value_name = "N")]
+    capacity: Option<u64>,
+    /// Queue: largest message in bytes. Used when creating the queue (default 1024).
+    #[arg(long, value_name = "BYTES")]
+    max_element_size: Option<usize>,
+}
+
+/// The kind of channel `pub --kind` creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    /// Broadcast pub/sub with history.
+    Topic,
+    /// Bounded MPMC queue: each message to one consumer.
+    Queue,
+    /// SPSC ring of variable-size records.
+    Stream,
 }
 
 /// Opens the topic, creating it if missing. Sizes not given are taken from an existing
@@ -63,6 +84,11 @@ fn publish(publisher: &mut Publisher, data: &[u8]) -> Result<u64> {
 /// Publishes `--data` once, or each stdin line.
 pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let topic_sizes = args.slot_size.is_some() || args.history.is_some();
+    let queue_sizes = (args.capacity, args.max_element_size);
+    if let Some(r) = crate::queue::pub_if_queue(&domain, &args.name, args.kind, args.data.as_deref(), topic_sizes, queue_sizes) {
+        return r;
+    }
     let topic = open_for_publish(&domain, args)?;
     let mut publisher = topic.publisher()?;
     if let Some(data) = &args.data {
@@ -113,6 +139,10 @@ pub struct SubArgs {
 /// Prints messages of a topic as they arrive.
 pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let topic_start = args.from.is_some() || args.latest;
+    if let Some(r) = crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, args.json, topic_start) {
+        return r;
+    }
     let sub = Topic::open(&domain, &args.name)?.subscriber()?;
     if let Some(seq) = args.from {
         sub.seek(seq);
