@@ -13,7 +13,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use shmbus::journal::{
     Appender, Journal, JournalInfo, JournalOptions, ReadError, ReaderError, Retention, RollCycle, Tailer,
@@ -54,13 +54,18 @@ struct DirArg {
     dir: PathBuf,
 }
 
-/// Time-based roll cycle of a new journal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Roll {
-    Never,
-    Minutely,
-    Hourly,
-    Daily,
+/// `--roll`: `never`, `minutely`, `hourly`, `daily`, or `<N>s` (every N seconds).
+fn parse_roll(s: &str) -> std::result::Result<RollCycle, String> {
+    match s {
+        "never" => Ok(RollCycle::Never),
+        "minutely" => Ok(RollCycle::Minutely),
+        "hourly" => Ok(RollCycle::Hourly),
+        "daily" => Ok(RollCycle::Daily),
+        _ => match s.strip_suffix('s').and_then(|n| n.parse::<u64>().ok()) {
+            Some(n) if n > 0 => Ok(RollCycle::Every(Duration::from_secs(n))),
+            _ => Err(format!("{s:?} is not a roll cycle: use never, minutely, hourly, daily or <N>s")),
+        },
+    }
 }
 
 #[derive(Debug, ClapArgs)]
@@ -71,10 +76,10 @@ struct AppendArgs {
     /// newline).
     #[arg(long, value_name = "TEXT")]
     data: Option<String>,
-    /// Roll cycle when creating the journal (an existing journal keeps its own). Default
-    /// daily.
-    #[arg(long, value_enum, value_name = "CYCLE")]
-    roll: Option<Roll>,
+    /// Roll cycle when creating the journal: never, minutely, hourly, daily or <N>s (every N
+    /// seconds). Default daily. An existing journal keeps its own.
+    #[arg(long, value_parser = parse_roll, value_name = "CYCLE")]
+    roll: Option<RollCycle>,
     /// Compress entries of 64 bytes or more with lz4 when that makes them smaller (readers
     /// decompress transparently).
     #[arg(long)]
@@ -223,12 +228,7 @@ fn append_one(app: &mut Appender, data: &[u8]) -> Result<u64> {
 }
 
 fn append(a: &AppendArgs) -> Result<()> {
-    let roll = match a.roll.unwrap_or(Roll::Daily) {
-        Roll::Never => RollCycle::Never,
-        Roll::Minutely => RollCycle::Minutely,
-        Roll::Hourly => RollCycle::Hourly,
-        Roll::Daily => RollCycle::Daily,
-    };
+    let roll = a.roll.unwrap_or(RollCycle::Daily);
     let j = open(&a.dir.dir, &JournalOptions { roll, ..JournalOptions::default() })?;
     let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", a.dir.dir.display())))?;
     app.set_compression(a.compress);
@@ -468,6 +468,14 @@ fn gc(a: &GcArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roll_cycles_parse() {
+        assert_eq!(parse_roll("hourly"), Ok(RollCycle::Hourly));
+        assert_eq!(parse_roll("5s"), Ok(RollCycle::Every(Duration::from_secs(5))));
+        assert!(parse_roll("0s").is_err());
+        assert!(parse_roll("weekly").is_err());
+    }
 
     #[test]
     fn entry_lines_have_exactly_four_keys() {
