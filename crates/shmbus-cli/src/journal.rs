@@ -240,7 +240,11 @@ fn append(a: &AppendArgs) -> Result<()> {
 }
 
 /// A tailer positioned by `--from` / `--from-ts`, else by `default`.
-fn positioned(j: &Journal, from: &FromArgs, default: impl FnOnce(&Journal) -> std::result::Result<Tailer, ReadError>) -> Result<Tailer> {
+fn positioned(
+    j: &Journal,
+    from: &FromArgs,
+    default: impl FnOnce(&Journal) -> std::result::Result<Tailer, ReadError>,
+) -> Result<Tailer> {
     let t = match (from.from, from.from_ts) {
         (Some(i), _) => j.tailer_at(i),
         (None, Some(ts)) => j.tailer_at_time(ts),

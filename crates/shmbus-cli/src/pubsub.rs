@@ -86,7 +86,9 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let topic_sizes = args.slot_size.is_some() || args.history.is_some();
     let queue_sizes = (args.capacity, args.max_element_size);
-    if let Some(r) = crate::queue::pub_if_queue(&domain, &args.name, args.kind, args.data.as_deref(), topic_sizes, queue_sizes) {
+    if let Some(r) =
+        crate::queue::pub_if_queue(&domain, &args.name, args.kind, args.data.as_deref(), topic_sizes, queue_sizes)
+    {
         return r;
     }
     let topic = open_for_publish(&domain, args)?;
@@ -140,7 +142,9 @@ pub struct SubArgs {
 pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let topic_start = args.from.is_some() || args.latest;
-    if let Some(r) = crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, args.json, topic_start) {
+    if let Some(r) =
+        crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, args.json, topic_start)
+    {
         return r;
     }
     let sub = Topic::open(&domain, &args.name)?.subscriber()?;

@@ -108,13 +108,7 @@ pub fn run_pub(
 }
 
 /// `sub` on a queue: pops and prints messages.
-pub fn run_sub(
-    domain: &Domain,
-    name: &str,
-    count: Option<u64>,
-    timeout_ms: Option<u64>,
-    json: bool,
-) -> Result<()> {
+pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Option<u64>, json: bool) -> Result<()> {
     let queue = Queue::open(domain, name)?;
     let mut rx = queue.consumer()?;
     let mut buf = vec![0u8; rx.max_element_size()];
@@ -166,9 +160,7 @@ pub fn pub_if_queue(
     let queue_sizes = capacity.is_some() || max_element_size.is_some();
     let is_queue = match kind {
         Some(KindArg::Queue) => true,
-        Some(KindArg::Stream) => {
-            return Some(Err(CliError::msg("`pub --kind stream` is not supported by this build")))
-        }
+        Some(KindArg::Stream) => return Some(Err(CliError::msg("`pub --kind stream` is not supported by this build"))),
         Some(KindArg::Topic) => false,
         None => matches!(existing_kind(domain, name), Ok(Some(Kind::Queue))),
     };

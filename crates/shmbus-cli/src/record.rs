@@ -173,8 +173,14 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                 }
                 match sub.try_recv_into(&mut buf) {
                     Ok(m) => {
-                        let rec =
-                            Recorded { topic: name, seq: m.seq, ts_ns: m.ts_ns, slot_size: *slot, history: *hist, payload: &buf };
+                        let rec = Recorded {
+                            topic: name,
+                            seq: m.seq,
+                            ts_ns: m.ts_ns,
+                            slot_size: *slot,
+                            history: *hist,
+                            payload: &buf,
+                        };
                         rec.encode(&mut entry);
                         app.append(&entry).map_err(|e| CliError::msg(format!("append failed: {e}")))?;
                         counts[i] += 1;
