@@ -131,14 +131,18 @@ pub struct RecordArgs {
 /// every message recorded so far is committed).
 pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
-    let j = open(&args.dir, &JournalOptions::default())?;
-    let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
     let mut subs: Vec<(String, Subscriber, u32, u32)> = Vec::new();
     for name in &args.topics {
+        if subs.iter().any(|s| &s.0 == name) {
+            continue;
+        }
         let t = Topic::open(&domain, name)?;
         let (slot, hist) = (t.slot_size() as u32, t.history() as u32);
         subs.push((name.clone(), t.subscriber()?, slot, hist));
     }
+    // Subscribed first: a missing topic leaves no journal behind.
+    let j = open(&args.dir, &JournalOptions::default())?;
+    let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
     let until = args.seconds.map(|s| monotonic_ns().saturating_add((s.max(0.0) * 1e9) as u64));
     let waitables: Vec<&dyn Waitable> = subs.iter().map(|s| &s.1 as &dyn Waitable).collect();
     let mut ws = WaitSet::new();

@@ -518,6 +518,7 @@ fn bad_input_fails_with_one_line() {
     assert!(err.contains("not a record entry"), "{err}");
     let err = r.fails(&["record", "--domain", "d", "nosuch", "--dir", &r.jdir("rec"), "--count", "1"]);
     assert!(err.contains("no such channel"), "{err}");
+    assert!(!Path::new(&r.jdir("rec")).exists(), "a failed record leaves no journal");
 
     // Usage errors exit with 2.
     for args in [
