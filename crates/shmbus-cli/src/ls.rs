@@ -127,6 +127,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         ("LAST_SEQ", Align::Right),
         ("PUBS", Align::Right),
         ("SUBS", Align::Right),
+        ("DEPTH", Align::Right),
         ("NOTE", Align::Left),
     ]);
     for e in &entries {
@@ -140,6 +141,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             cell(s.last_seq),
             cell(s.publishers),
             cell(s.subscribers),
+            cell(s.status.get("depth")),
             e.note(),
         ]);
     }

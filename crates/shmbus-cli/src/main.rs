@@ -10,11 +10,14 @@
 mod clean;
 mod demo;
 mod info;
+mod journal;
 mod kinds;
 mod ls;
 mod output;
 mod pool;
 mod pubsub;
+mod queue;
+mod record;
 mod stream;
 mod topic;
 
@@ -63,6 +66,12 @@ enum Command {
     Clean(clean::Args),
     /// Run the babus profile (seed 000) as real processes and print latencies.
     Demo(demo::Args),
+    /// A journal directory: append, dump, tail, info, readers, gc.
+    Journal(journal::Args),
+    /// Record topics into a journal (topic name, original timestamp and payload per entry).
+    Record(record::RecordArgs),
+    /// Republish a recorded journal to its topics, with the original spacing.
+    Replay(record::ReplayArgs),
     /// One process of `shmbus demo` (internal).
     #[command(hide = true)]
     DemoRole(demo::RoleArgs),
@@ -170,6 +179,9 @@ fn main() -> ExitCode {
         Command::Clean(a) => clean::run(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::DemoRole(a) => demo::run_role(&ctx, &a),
+        Command::Journal(a) => journal::run(&ctx, &a),
+        Command::Record(a) => record::run_record(&ctx, &a),
+        Command::Replay(a) => record::run_replay(&ctx, &a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -54,6 +54,10 @@ pub struct PubArgs {
     /// slow or stuck). Default: wait as long as a reader is attached.
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
+    /// Queue: largest message in bytes. Used when creating the queue (default 1024); with
+    /// `--kind queue`, `--capacity` is the number of messages it holds (default 1024).
+    #[arg(long, value_name = "BYTES")]
+    pub max_element_size: Option<usize>,
 }
 
 /// Parses `4096`, `64K`, `1M`, `1G` (binary multiples).
@@ -106,6 +110,13 @@ pub trait Source {
 /// Publishes `--data` once, or each stdin line.
 pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let topic_sizes = args.slot_size.is_some() || args.history.is_some();
+    let queue_sizes = (args.capacity.map(|c| c as u64), args.max_element_size);
+    if let Some(r) =
+        crate::queue::pub_if_queue(&domain, &args.name, args.kind, args.data.as_deref(), topic_sizes, queue_sizes)
+    {
+        return r;
+    }
     let mut sink = kinds::sink(&domain, args)?;
     if let Some(data) = &args.data {
         return sink.send(data.as_bytes());
@@ -154,6 +165,12 @@ pub struct SubArgs {
 /// Prints messages of a topic or records of a stream as they arrive.
 pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let topic_start = args.from.is_some() || args.latest;
+    if let Some(r) =
+        crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, args.json, topic_start)
+    {
+        return r;
+    }
     let mut source = kinds::source(&domain, args)?;
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();

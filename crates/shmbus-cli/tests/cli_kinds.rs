@@ -83,9 +83,10 @@ fn stream_options_are_checked() {
     let err = r.fails(&["pub", "--domain", "d", "s", "--data", &big_half]);
     assert!(err.contains("full") && err.contains("no reader"), "{err}");
 
-    // Queue: the hook until the library has one.
-    let err = r.fails(&["pub", "--domain", "d", "q", "--kind", "queue", "--data", "x"]);
-    assert!(err.contains("queue support not built yet"), "{err}");
+    // Queue: --kind queue creates one; queue flags on a topic are refused.
+    r.ok(&["pub", "--domain", "d", "q", "--kind", "queue", "--capacity", "8", "--data", "x"]);
+    let err = r.fails(&["pub", "--domain", "d", "t2", "--max-element-size", "64", "--data", "x"]);
+    assert!(err.contains("--max-element-size is for queues"), "{err}");
 }
 
 #[test]

@@ -1,0 +1,491 @@
+//! `shmbus journal append|dump|tail|info|readers|gc --dir DIR`: a journal from the shell.
+//!
+//! Entries print like `sub` messages: one payload per line (lossy UTF-8), or with `--json`
+//! one line per entry with exactly `{"index","ts_ns","len","data"}` (`ts_ns`: the journal's
+//! CLOCK_REALTIME nanoseconds at append).
+//!
+//! `tail --reader NAME` uses the journal's named durable reader: the position is acknowledged
+//! after each entry is written to stdout, so a later run resumes with the next entry. The
+//! only duplicate possible is the one entry a `tail` was killed between printing and
+//! acknowledging.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args as ClapArgs, Subcommand};
+use serde_json::{json, Value};
+use shmbus::journal::{
+    Appender, Journal, JournalInfo, JournalOptions, ReadError, ReaderError, Retention, RollCycle, Tailer,
+};
+use shmbus::OpenError;
+
+use crate::output::{cell, print_json, Align, Table};
+use crate::{CliError, Ctx, Result};
+
+/// `shmbus journal <verb> --dir DIR …`
+#[derive(Debug, ClapArgs)]
+pub struct Args {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    /// Append --data once, or one entry per stdin line (creates the journal if missing).
+    Append(AppendArgs),
+    /// Print every entry from the start (or --from / --from-ts) and exit.
+    Dump(DumpArgs),
+    /// Follow the journal: print entries as they are appended.
+    Tail(TailArgs),
+    /// Cycles, entries, first/next index, bytes, appenders, readers.
+    Info(InfoArgs),
+    /// The named readers and their positions.
+    Readers(InfoArgs),
+    /// Apply retention now and print the cycles removed.
+    Gc(GcArgs),
+}
+
+/// The journal directory, common to every verb.
+#[derive(Debug, ClapArgs)]
+struct DirArg {
+    /// The journal's directory.
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+}
+
+/// `--roll`: `never`, `minutely`, `hourly`, `daily`, or `<N>s` (every N seconds).
+fn parse_roll(s: &str) -> std::result::Result<RollCycle, String> {
+    match s {
+        "never" => Ok(RollCycle::Never),
+        "minutely" => Ok(RollCycle::Minutely),
+        "hourly" => Ok(RollCycle::Hourly),
+        "daily" => Ok(RollCycle::Daily),
+        _ => match s.strip_suffix('s').and_then(|n| n.parse::<u64>().ok()) {
+            Some(n) if n > 0 => Ok(RollCycle::Every(Duration::from_secs(n))),
+            _ => Err(format!("{s:?} is not a roll cycle: use never, minutely, hourly, daily or <N>s")),
+        },
+    }
+}
+
+#[derive(Debug, ClapArgs)]
+struct AppendArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Append this one entry. Without it, every line of stdin is one entry (without its
+    /// newline).
+    #[arg(long, value_name = "TEXT")]
+    data: Option<String>,
+    /// Roll cycle when creating the journal: never, minutely, hourly, daily or <N>s (every N
+    /// seconds). Default daily. An existing journal keeps its own.
+    #[arg(long, value_parser = parse_roll, value_name = "CYCLE")]
+    roll: Option<RollCycle>,
+    /// Compress entries of 64 bytes or more with lz4 when that makes them smaller (readers
+    /// decompress transparently).
+    #[arg(long)]
+    compress: bool,
+    /// Print one JSON line {"index","len"} per appended entry.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where reading starts.
+#[derive(Debug, ClapArgs)]
+struct FromArgs {
+    /// Start at this global index (the oldest retained entry if it was removed).
+    #[arg(long, value_name = "INDEX", conflicts_with = "from_ts")]
+    from: Option<u64>,
+    /// Start at the first entry appended at or after this CLOCK_REALTIME time (ns).
+    #[arg(long, value_name = "NS")]
+    from_ts: Option<u64>,
+}
+
+#[derive(Debug, ClapArgs)]
+struct DumpArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    #[command(flatten)]
+    from: FromArgs,
+    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, ClapArgs)]
+struct TailArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Start here instead of at the end (only entries appended from now on).
+    #[command(flatten)]
+    from: FromArgs,
+    /// Read as the named durable reader NAME: resume where its last run stopped (a new
+    /// reader starts at the oldest entry) and record progress after each entry printed.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["from", "from_ts"])]
+    reader: Option<String>,
+    /// Exit (with 0) after this many entries. Default: run until killed.
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Fail if no entry arrives for this long (per entry, not in total).
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<u64>,
+    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, ClapArgs)]
+struct InfoArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, ClapArgs)]
+struct GcArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Keep at most this many cycles (the current one is never removed).
+    #[arg(long, value_name = "K")]
+    keep_cycles: Option<u64>,
+    /// Remove cycles last written longer ago than this.
+    #[arg(long, value_name = "S")]
+    max_age_secs: Option<u64>,
+    /// One JSON object {"removed_cycles","removed_bytes"} instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a `journal` verb.
+pub fn run(_ctx: &Ctx, args: &Args) -> Result<()> {
+    match &args.verb {
+        Verb::Append(a) => append(a),
+        Verb::Dump(a) => dump(a),
+        Verb::Tail(a) => tail(a),
+        Verb::Info(a) => info(a),
+        Verb::Readers(a) => readers(a),
+        Verb::Gc(a) => gc(a),
+    }
+}
+
+/// Opens the journal in `dir`, creating it with `opts` when `opts.create`. Errors name the
+/// directory and say what to do.
+pub fn open(dir: &Path, opts: &JournalOptions) -> Result<Journal> {
+    Journal::open(dir, opts).map_err(|e| match e {
+        OpenError::NotFound { .. } if !dir.is_dir() => {
+            CliError::msg(format!("{}: no such directory; check --dir", dir.display()))
+        }
+        OpenError::NotFound { .. } => CliError::msg(format!(
+            "{}: not a journal (no journal.meta); `shmbus journal append --dir` creates one",
+            dir.display()
+        )),
+        OpenError::NotASegment { .. } => CliError::msg(format!(
+            "{}: not a journal directory (it holds other files); use a new or empty directory",
+            dir.display()
+        )),
+        e => CliError::msg(format!("{}: {e}", dir.display())),
+    })
+}
+
+/// Opens an existing journal.
+pub fn open_existing(dir: &Path) -> Result<Journal> {
+    open(dir, &JournalOptions { create: false, ..JournalOptions::default() })
+}
+
+/// Calls `f` with `--data` once, or with each stdin line (without its newline; a last line
+/// without newline counts too).
+pub fn for_each_input(data: Option<&str>, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    if let Some(d) = data {
+        return f(d.as_bytes());
+    }
+    let mut stdin = std::io::stdin().lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = stdin.read_until(b'\n', &mut line).map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        f(&line)?;
+    }
+}
+
+/// One appended entry as a line of output.
+fn appended(out: &mut impl Write, json: bool, index: u64, len: usize) -> Result<()> {
+    if json {
+        writeln!(out, "{}", json!({"index": index, "len": len}))?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn append_one(app: &mut Appender, data: &[u8]) -> Result<u64> {
+    app.append(data).map_err(|e| CliError::msg(format!("append failed: {e}")))
+}
+
+fn append(a: &AppendArgs) -> Result<()> {
+    let roll = a.roll.unwrap_or(RollCycle::Daily);
+    let j = open(&a.dir.dir, &JournalOptions { roll, ..JournalOptions::default() })?;
+    let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", a.dir.dir.display())))?;
+    app.set_compression(a.compress);
+    let mut out = std::io::stdout().lock();
+    for_each_input(a.data.as_deref(), |data| {
+        let index = append_one(&mut app, data)?;
+        appended(&mut out, a.json, index, data.len())
+    })
+}
+
+/// A tailer positioned by `--from` / `--from-ts`, else by `default`.
+fn positioned(
+    j: &Journal,
+    from: &FromArgs,
+    default: impl FnOnce(&Journal) -> std::result::Result<Tailer, ReadError>,
+) -> Result<Tailer> {
+    let t = match (from.from, from.from_ts) {
+        (Some(i), _) => j.tailer_at(i),
+        (None, Some(ts)) => j.tailer_at_time(ts),
+        (None, None) => default(j),
+    };
+    t.map_err(|e| CliError::msg(format!("{}: {e}", j.dir().display())))
+}
+
+/// One entry as a JSON line with exactly `index`, `ts_ns`, `len`, `data` (lossy UTF-8).
+pub fn entry_json(index: u64, ts_ns: u64, data: &[u8]) -> String {
+    let text = String::from_utf8_lossy(data);
+    let quoted = serde_json::to_string(&*text).unwrap_or_else(|_| "\"\"".into());
+    format!("{{\"index\":{index},\"ts_ns\":{ts_ns},\"len\":{},\"data\":{quoted}}}", data.len())
+}
+
+fn print_entry(out: &mut impl Write, json: bool, index: u64, ts_ns: u64, data: &[u8]) -> Result<()> {
+    if json {
+        writeln!(out, "{}", entry_json(index, ts_ns, data))?;
+    } else {
+        out.write_all(String::from_utf8_lossy(data).as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// A read error that the tailer survives (it has moved past the problem): said on stderr.
+fn survivable(e: &ReadError) -> bool {
+    match e {
+        ReadError::Gap { from, to } => {
+            eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
+            true
+        }
+        ReadError::Corrupt { .. } | ReadError::Encrypted { .. } => {
+            eprintln!("skipped: {e}");
+            true
+        }
+        _ => false,
+    }
+}
+
+fn dump(a: &DumpArgs) -> Result<()> {
+    let j = open_existing(&a.dir.dir)?;
+    let mut t = positioned(&j, &a.from, Journal::tailer)?;
+    let mut out = std::io::stdout().lock();
+    loop {
+        match t.try_next() {
+            Ok(Some(e)) => print_entry(&mut out, a.json, e.index, e.ts_ns, e.data)?,
+            Ok(None) => break,
+            Err(e) if survivable(&e) => {}
+            Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn reader_error(dir: &Path, name: &str, e: ReaderError) -> CliError {
+    CliError::msg(format!("{}: reader {name:?}: {e}", dir.display()))
+}
+
+fn tail(a: &TailArgs) -> Result<()> {
+    let j = open_existing(&a.dir.dir)?;
+    let mut t = match &a.reader {
+        Some(name) => j.reader(name).map_err(|e| reader_error(&a.dir.dir, name, e))?,
+        None => positioned(&j, &a.from, Journal::tailer_at_end)?,
+    };
+    let timeout = a.timeout_ms.map(Duration::from_millis);
+    let mut out = std::io::stdout().lock();
+    let mut received = 0u64;
+    while a.count.is_none_or(|n| received < n) {
+        match t.next_timeout(timeout) {
+            Ok(Some(e)) => {
+                print_entry(&mut out, a.json, e.index, e.ts_ns, e.data)?;
+                out.flush()?;
+                received += 1;
+                // Printed: the named reader may move past it.
+                t.ack();
+            }
+            Ok(None) => {
+                let of = a.count.map(|n| format!(" of {n}")).unwrap_or_default();
+                return Err(CliError::msg(format!(
+                    "timed out: no entry in {} for {} ms ({received}{of} received)",
+                    a.dir.dir.display(),
+                    a.timeout_ms.unwrap_or(0)
+                )));
+            }
+            Err(e) if survivable(&e) => {}
+            Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
+        }
+    }
+    Ok(())
+}
+
+fn journal_info(j: &Journal) -> Result<JournalInfo> {
+    j.info().map_err(|e| CliError::msg(format!("{}: {e}", j.dir().display())))
+}
+
+fn readers_json(info: &JournalInfo) -> Value {
+    Value::Array(
+        info.readers
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "position": r.position,
+                    "pending": info.next_index.saturating_sub(r.position),
+                    "holder_pid": r.holder_pid,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn info(a: &InfoArgs) -> Result<()> {
+    let j = open_existing(&a.dir.dir)?;
+    let info = journal_info(&j)?;
+    let entries: u64 = info.cycles.iter().map(|c| c.entries).sum();
+    if a.json {
+        let cycles: Vec<Value> = info
+            .cycles
+            .iter()
+            .map(|c| {
+                json!({
+                    "cycle": c.cycle,
+                    "first_index": c.first_index,
+                    "entries": c.entries,
+                    "bytes": c.bytes,
+                    "file_bytes": c.file_bytes,
+                    "sealed": c.sealed,
+                    "bucket_start_ns": c.bucket_start_ns,
+                })
+            })
+            .collect();
+        print_json(&json!({
+            "dir": info.dir.display().to_string(),
+            "format_version": info.format_version,
+            "first_index": info.first_index,
+            "next_index": info.next_index,
+            "entries": entries,
+            "bytes": info.bytes,
+            "file_bytes": info.file_bytes,
+            "appenders": info.appenders,
+            "archive_dir": j.archive_dir().map(|p| p.display().to_string()),
+            "cycles": cycles,
+            "readers": readers_json(&info),
+        }))?;
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "journal       {}", info.dir.display())?;
+    writeln!(out, "format        version {}", info.format_version)?;
+    writeln!(out, "entries       {entries} (indices {}..{})", info.first_index, info.next_index)?;
+    writeln!(out, "bytes         {} in entries, {} on disk", info.bytes, info.file_bytes)?;
+    writeln!(out, "appenders     {} live", info.appenders)?;
+    if let Some(a) = j.archive_dir() {
+        writeln!(out, "archive       {}", a.display())?;
+    }
+    writeln!(out, "cycles        {}", info.cycles.len())?;
+    for c in &info.cycles {
+        let sealed = if c.sealed { " sealed" } else { "" };
+        writeln!(
+            out,
+            "  cycle {:<8} first {:<8} entries {:<8} bytes {}{sealed}",
+            c.cycle, c.first_index, c.entries, c.bytes
+        )?;
+    }
+    writeln!(out, "readers       {}", info.readers.len())?;
+    for r in &info.readers {
+        let holder = r.holder_pid.map(|p| format!(" (held by pid {p})")).unwrap_or_default();
+        writeln!(out, "  {:<16} at {}{holder}", r.name, r.position)?;
+    }
+    Ok(())
+}
+
+fn readers(a: &InfoArgs) -> Result<()> {
+    let j = open_existing(&a.dir.dir)?;
+    let info = journal_info(&j)?;
+    if a.json {
+        print_json(&readers_json(&info))?;
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    if info.readers.is_empty() {
+        writeln!(out, "no named readers in {}", info.dir.display())?;
+        return Ok(());
+    }
+    let mut t = Table::new(&[
+        ("NAME", Align::Left),
+        ("POSITION", Align::Right),
+        ("PENDING", Align::Right),
+        ("HOLDER", Align::Right),
+    ]);
+    for r in &info.readers {
+        t.row(vec![
+            r.name.clone(),
+            r.position.to_string(),
+            info.next_index.saturating_sub(r.position).to_string(),
+            cell(r.holder_pid),
+        ]);
+    }
+    t.write(&mut out)?;
+    Ok(())
+}
+
+fn gc(a: &GcArgs) -> Result<()> {
+    let j = open_existing(&a.dir.dir)?;
+    let report = if a.keep_cycles.is_none() && a.max_age_secs.is_none() {
+        j.gc()
+    } else {
+        j.gc_with(Retention { max_cycles: a.keep_cycles, max_age: a.max_age_secs.map(Duration::from_secs) })
+    }
+    .map_err(|e| CliError::msg(format!("{}: gc failed: {e}", a.dir.dir.display())))?;
+    if a.json {
+        print_json(&json!({"removed_cycles": report.removed_cycles, "removed_bytes": report.removed_bytes}))?;
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for c in &report.removed_cycles {
+        writeln!(out, "removed cycle {c}")?;
+    }
+    writeln!(out, "removed {} cycle(s), {} bytes", report.removed_cycles.len(), report.removed_bytes)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roll_cycles_parse() {
+        assert_eq!(parse_roll("hourly"), Ok(RollCycle::Hourly));
+        assert_eq!(parse_roll("5s"), Ok(RollCycle::Every(Duration::from_secs(5))));
+        assert!(parse_roll("0s").is_err());
+        assert!(parse_roll("weekly").is_err());
+    }
+
+    #[test]
+    fn entry_lines_have_exactly_four_keys() {
+        let line = entry_json(7, 42, b"a\"b\xff");
+        assert_eq!(line, "{\"index\":7,\"ts_ns\":42,\"len\":4,\"data\":\"a\\\"b\u{fffd}\"}");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 4);
+    }
+}

@@ -1,0 +1,204 @@
+//! Queues in the generic verbs: `ls`/`info` numbers, `pub` pushes, `sub` pops.
+//!
+//! * `pub` on an existing queue pushes `--data` once, or one message per stdin line. A push
+//!   blocks while the queue is full (until a consumer makes room). `pub --kind queue
+//!   [--capacity N] [--max-element-size B]` creates the queue if missing (default 1024
+//!   messages of up to 1024 bytes); sizes given must match an existing queue.
+//! * `sub` on a queue pops: each message goes to exactly one consumer, so several `sub`s
+//!   share the messages. `--json` lines are `{"seq","ts_ns","len","data"}` with `seq` the
+//!   ordinal of the message in this `sub` run (1, 2, …) and `ts_ns` the CLOCK_MONOTONIC
+//!   time it was received (a queue keeps neither a sequence number nor a timestamp).
+//!   `--from`/`--latest` do not apply to queues.
+
+use std::io::Write;
+use std::time::Duration;
+
+use serde_json::{json, Map};
+use shmbus::admin::{self, SegmentReport};
+use shmbus::queue::{Queue, QueueConfig, RecvError};
+use shmbus::sys::monotonic_ns;
+use shmbus::{CreateOptions, Domain, Kind, OpenError};
+
+use crate::journal::for_each_input;
+use crate::kinds::Summary;
+use crate::output::message_json;
+use crate::pubsub::KindArg;
+use crate::{CliError, Result};
+
+/// Capacity of a queue `pub --kind queue` creates when none is given.
+pub const DEFAULT_CAPACITY: u64 = 1024;
+/// Max element size of a queue `pub --kind queue` creates when none is given.
+pub const DEFAULT_MAX_ELEMENT_SIZE: usize = 1024;
+
+/// The kind of the existing channel `name`, if it exists and is valid.
+pub fn existing_kind(domain: &Domain, name: &str) -> Result<Option<Kind>> {
+    let path = domain.channel_path(name)?;
+    match admin::inspect(&path) {
+        Ok(r) => Ok(Some(r.header.kind)),
+        Err(OpenError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `ls`/`info` numbers of a queue: `slot_size` is the max element size, `history` the
+/// capacity, `last_seq` the messages sent so far; status has depth and the crash counters.
+pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
+    let p = report.header.params;
+    let st = Queue::open(domain, name)?.status();
+    let mut params = Map::new();
+    params.insert("capacity".into(), json!(p[0]));
+    params.insert("max_element_size".into(), json!(p[1]));
+    params.insert("stride".into(), json!(p[2]));
+    let mut status = Map::new();
+    status.insert("depth".into(), json!(st.depth));
+    status.insert("capacity".into(), json!(st.capacity));
+    status.insert("max_element_size".into(), json!(st.max_element_size));
+    status.insert("producers".into(), json!(st.producers));
+    status.insert("consumers".into(), json!(st.consumers));
+    status.insert("sent".into(), json!(st.sent));
+    status.insert("received".into(), json!(st.received));
+    status.insert("abandoned".into(), json!(st.abandoned));
+    status.insert("lost".into(), json!(st.lost));
+    let mut fields = Map::new();
+    fields.insert("capacity".into(), json!(st.capacity));
+    fields.insert("depth".into(), json!(st.depth));
+    Ok(Summary {
+        slot_size: Some(st.max_element_size as u64),
+        history: Some(st.capacity),
+        last_seq: Some(st.sent),
+        publishers: Some(st.producers),
+        subscribers: Some(st.consumers),
+        params,
+        detail: format!(
+            "depth {}/{}, {} producer(s), {} consumer(s)",
+            st.depth, st.capacity, st.producers, st.consumers
+        ),
+        status,
+        fields,
+    })
+}
+
+/// Opens the queue, creating it when `create`. Sizes not given are taken from an existing
+/// queue (or the defaults); sizes given must match an existing queue.
+fn open_for_push(
+    domain: &Domain,
+    name: &str,
+    create: bool,
+    capacity: Option<u64>,
+    max_element_size: Option<usize>,
+) -> Result<Queue> {
+    let config = match Queue::open(domain, name) {
+        Ok(q) => QueueConfig {
+            capacity: capacity.unwrap_or(q.capacity()),
+            max_element_size: max_element_size.unwrap_or(q.max_element_size()),
+        },
+        Err(OpenError::NotFound { .. }) if create => QueueConfig {
+            capacity: capacity.unwrap_or(DEFAULT_CAPACITY),
+            max_element_size: max_element_size.unwrap_or(DEFAULT_MAX_ELEMENT_SIZE),
+        },
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Queue::create(domain, name, config, &CreateOptions::default())?)
+}
+
+/// `pub` to a queue: pushes `data` once, or one message per stdin line.
+pub fn run_pub(
+    domain: &Domain,
+    name: &str,
+    data: Option<&str>,
+    create: bool,
+    capacity: Option<u64>,
+    max_element_size: Option<usize>,
+) -> Result<()> {
+    let queue = open_for_push(domain, name, create, capacity, max_element_size)?;
+    let mut tx = queue.producer()?;
+    for_each_input(data, |msg| tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}"))))
+}
+
+/// `sub` on a queue: pops and prints messages.
+pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Option<u64>, json: bool) -> Result<()> {
+    let queue = Queue::open(domain, name)?;
+    let mut rx = queue.consumer()?;
+    let mut buf = vec![0u8; rx.max_element_size()];
+    let mut out = std::io::stdout().lock();
+    let mut received = 0u64;
+    while count.is_none_or(|n| received < n) {
+        let r = match timeout_ms {
+            Some(ms) => rx.recv_into_timeout(&mut buf, Duration::from_millis(ms)),
+            None => rx.recv_into(&mut buf),
+        };
+        match r {
+            Ok(len) => {
+                let ts = monotonic_ns();
+                received += 1;
+                let msg = &buf[..len];
+                if json {
+                    writeln!(out, "{}", message_json(received, ts, msg))?;
+                } else {
+                    out.write_all(String::from_utf8_lossy(msg).as_bytes())?;
+                    out.write_all(b"\n")?;
+                }
+                out.flush()?;
+            }
+            Err(RecvError::Timeout) => {
+                let of = count.map(|n| format!(" of {n}")).unwrap_or_default();
+                return Err(CliError::msg(format!(
+                    "timed out: no message in queue {}/{name} for {} ms ({received}{of} received)",
+                    domain.name(),
+                    timeout_ms.unwrap_or(0)
+                )));
+            }
+            Err(e @ RecvError::Corrupt { .. }) => eprintln!("skipped: {e}"),
+            Err(e) => return Err(CliError::msg(format!("receive failed: {e}"))),
+        }
+    }
+    Ok(())
+}
+
+/// `pub`'s queue part: `Some(result)` when the channel is (or is to be created as) a queue,
+/// or when queue options are misused; `None` to go on as a topic.
+pub fn pub_if_queue(
+    domain: &Domain,
+    name: &str,
+    kind: Option<KindArg>,
+    data: Option<&str>,
+    topic_sizes: bool,
+    (capacity, max_element_size): (Option<u64>, Option<usize>),
+) -> Option<Result<()>> {
+    let is_queue = match kind {
+        Some(KindArg::Queue) => true,
+        Some(KindArg::Stream | KindArg::Topic) => false,
+        None => matches!(existing_kind(domain, name), Ok(Some(Kind::Queue))),
+    };
+    if is_queue && topic_sizes {
+        return Some(Err(CliError::msg(format!(
+            "{name} is a queue: --slot-size and --history are for topics; use --capacity and --max-element-size"
+        ))));
+    }
+    // (`--capacity` without `--kind queue` is a stream's ring size: not ours to judge.)
+    if !is_queue && max_element_size.is_some() {
+        return Some(Err(CliError::msg("--max-element-size is for queues; add --kind queue to create one")));
+    }
+    is_queue.then(|| run_pub(domain, name, data, kind == Some(KindArg::Queue), capacity, max_element_size))
+}
+
+/// `sub`'s queue part: `Some(result)` when the channel is a queue, `None` otherwise.
+pub fn sub_if_queue(
+    domain: &Domain,
+    name: &str,
+    count: Option<u64>,
+    timeout_ms: Option<u64>,
+    json: bool,
+    topic_start: bool,
+) -> Option<Result<()>> {
+    if !matches!(existing_kind(domain, name), Ok(Some(Kind::Queue))) {
+        return None;
+    }
+    if topic_start {
+        return Some(Err(CliError::msg(format!(
+            "{}/{name} is a queue: --from and --latest are for topics (a queue hands each message to one consumer, oldest first)",
+            domain.name()
+        ))));
+    }
+    Some(run_sub(domain, name, count, timeout_ms, json))
+}

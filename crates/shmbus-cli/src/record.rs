@@ -1,0 +1,378 @@
+//! `shmbus record` and `shmbus replay`: topics to a journal and back.
+//!
+//! # Record entry format (version 1)
+//!
+//! Each recorded message is one journal entry: a 32-byte little-endian header, the topic
+//! name, then the payload unchanged.
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0  | 4 | magic `SBRC` |
+//! | 4  | 2 | format version, 1 |
+//! | 6  | 2 | topic name length `n` (1..=64) |
+//! | 8  | 8 | sequence number of the message in its topic |
+//! | 16 | 8 | publish timestamp of the message (CLOCK_MONOTONIC ns, from the topic) |
+//! | 24 | 4 | slot size of the source topic (bytes) |
+//! | 28 | 4 | history of the source topic (messages) |
+//! | 32 | n | topic name (UTF-8) |
+//! | 32+n | … | payload |
+//!
+//! The journal's own entry timestamp (CLOCK_REALTIME at append) is when the message was
+//! recorded; `replay --from-ts` selects by it. Replay spaces messages by the *original*
+//! timestamps; where those go backwards or jump by more than a second beyond the recording
+//! clock (a journal holding several recording sessions, maybe across reboots), it uses the
+//! recording timestamps instead.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+use shmbus::journal::{JournalOptions, ReadError};
+use shmbus::sys::monotonic_ns;
+use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TryRecvError};
+use shmbus::{Domain, OpenError, WaitError, WaitSet, Waitable};
+
+use crate::journal::{open, open_existing};
+use crate::{CliError, Ctx, Result};
+
+/// Magic of a record entry.
+pub const MAGIC: &[u8; 4] = b"SBRC";
+/// Version of the record entry format.
+pub const VERSION: u16 = 1;
+/// Bytes before the topic name.
+pub const HEADER: usize = 32;
+
+/// One recorded message, as stored in a journal entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded<'a> {
+    /// Source topic name.
+    pub topic: &'a str,
+    /// Its sequence number there.
+    pub seq: u64,
+    /// Its publish timestamp (CLOCK_MONOTONIC ns).
+    pub ts_ns: u64,
+    /// Slot size of the source topic.
+    pub slot_size: u32,
+    /// History of the source topic.
+    pub history: u32,
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+impl<'a> Recorded<'a> {
+    /// Appends the encoded entry to `out` (which is cleared first).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(self.topic.len() as u16).to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.ts_ns.to_le_bytes());
+        out.extend_from_slice(&self.slot_size.to_le_bytes());
+        out.extend_from_slice(&self.history.to_le_bytes());
+        out.extend_from_slice(self.topic.as_bytes());
+        out.extend_from_slice(self.payload);
+    }
+
+    /// Parses an entry; says what is wrong with one that is not a record entry.
+    pub fn decode(b: &'a [u8]) -> std::result::Result<Recorded<'a>, String> {
+        if b.len() < HEADER || &b[..4] != MAGIC {
+            return Err("not a record entry (no SBRC header); was this journal written by `shmbus record`?".into());
+        }
+        let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
+        let version = u16_at(4);
+        if version != VERSION {
+            return Err(format!("record entry format version {version}, this tool reads {VERSION}"));
+        }
+        let n = u16_at(6) as usize;
+        if n == 0 || b.len() < HEADER + n {
+            return Err(format!("record entry with a bad topic name length {n}"));
+        }
+        let topic = std::str::from_utf8(&b[HEADER..HEADER + n]).map_err(|_| "record entry topic name is not UTF-8")?;
+        Ok(Recorded {
+            topic,
+            seq: u64_at(8),
+            ts_ns: u64_at(16),
+            slot_size: u32_at(24),
+            history: u32_at(28),
+            payload: &b[HEADER + n..],
+        })
+    }
+}
+
+/// `shmbus record --domain D TOPIC... --dir DIR [--count N] [--seconds S]`
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// The topics' domain.
+    #[arg(long)]
+    domain: String,
+    /// Topics to record (they must exist). Only messages published from now on are recorded.
+    #[arg(required = true, value_name = "TOPIC")]
+    topics: Vec<String>,
+    /// The journal directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// Stop (with 0) after this many messages in total.
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Stop (with 0) after this many seconds.
+    #[arg(long, value_name = "S")]
+    seconds: Option<f64>,
+    /// Print the summary as one JSON object {"messages","gaps","topics":{name: count}}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Records messages of topics into a journal until `--count` or `--seconds` (or killed:
+/// every message recorded so far is committed).
+pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
+    let domain = ctx.domain(&args.domain)?;
+    let mut subs: Vec<(String, Subscriber, u32, u32)> = Vec::new();
+    for name in &args.topics {
+        if subs.iter().any(|s| &s.0 == name) {
+            continue;
+        }
+        let t = Topic::open(&domain, name)?;
+        let (slot, hist) = (t.slot_size() as u32, t.history() as u32);
+        subs.push((name.clone(), t.subscriber()?, slot, hist));
+    }
+    // Subscribed first: a missing topic leaves no journal behind.
+    let j = open(&args.dir, &JournalOptions::default())?;
+    let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    let until = args.seconds.map(|s| monotonic_ns().saturating_add((s.max(0.0) * 1e9) as u64));
+    let waitables: Vec<&dyn Waitable> = subs.iter().map(|s| &s.1 as &dyn Waitable).collect();
+    let mut ws = WaitSet::new();
+    let mut counts = vec![0u64; subs.len()];
+    let (mut total, mut gaps) = (0u64, 0u64);
+    let (mut buf, mut entry) = (Vec::new(), Vec::new());
+    let mut ready = Vec::new();
+    'run: while args.count.is_none_or(|n| total < n) {
+        let timeout = match until {
+            Some(u) => {
+                let now = monotonic_ns();
+                if now >= u {
+                    break;
+                }
+                Some(Duration::from_nanos(u - now))
+            }
+            None => None,
+        };
+        match ws.wait(&waitables, timeout) {
+            Ok(r) => {
+                ready.clear();
+                ready.extend_from_slice(r);
+            }
+            Err(WaitError::Timeout) => break,
+            Err(e) => return Err(e.into()),
+        }
+        for &i in &ready {
+            let (name, sub, slot, hist) = &subs[i];
+            loop {
+                if args.count.is_some_and(|n| total >= n) {
+                    break 'run;
+                }
+                match sub.try_recv_into(&mut buf) {
+                    Ok(m) => {
+                        let rec = Recorded {
+                            topic: name,
+                            seq: m.seq,
+                            ts_ns: m.ts_ns,
+                            slot_size: *slot,
+                            history: *hist,
+                            payload: &buf,
+                        };
+                        rec.encode(&mut entry);
+                        app.append(&entry).map_err(|e| CliError::msg(format!("append failed: {e}")))?;
+                        counts[i] += 1;
+                        total += 1;
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Lagged { missed }) => {
+                        eprintln!("gap: {missed} message(s) of {name} skipped (not recorded)");
+                        gaps += missed;
+                    }
+                    Err(e) => return Err(CliError::msg(format!("receive from {name} failed: {e}"))),
+                }
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let topics: serde_json::Map<String, serde_json::Value> =
+            subs.iter().zip(&counts).map(|(s, c)| (s.0.clone(), json!(c))).collect();
+        writeln!(out, "{}", json!({"messages": total, "gaps": gaps, "topics": topics}))?;
+    } else {
+        writeln!(out, "recorded {total} message(s) from {} topic(s) into {}", subs.len(), args.dir.display())?;
+    }
+    Ok(())
+}
+
+/// Replay speed: a factor of the original pace, or as fast as possible.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Speed {
+    /// Original spacing divided by this factor.
+    Factor(f64),
+    /// No waiting.
+    Max,
+}
+
+fn parse_speed(s: &str) -> std::result::Result<Speed, String> {
+    if s.eq_ignore_ascii_case("max") {
+        return Ok(Speed::Max);
+    }
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f > 0.0 => Ok(Speed::Factor(f)),
+        _ => Err(format!("{s:?} is not a speed: give a positive factor (1.0 = original pace) or `max`")),
+    }
+}
+
+/// `shmbus replay --dir DIR --domain D [--speed 1.0|max] [--from-ts T]`
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The journal directory written by `shmbus record`.
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// Domain to publish into (topics keep their recorded names; missing ones are created
+    /// with the recorded slot size and history, or larger if a message needs it).
+    #[arg(long)]
+    domain: String,
+    /// Pace: a factor of the original (2.0 = twice as fast) or `max` (no waiting).
+    #[arg(long, default_value = "1.0", value_parser = parse_speed, value_name = "FACTOR|max")]
+    speed: Speed,
+    /// Start at the first message recorded at or after this CLOCK_REALTIME time (ns).
+    #[arg(long, value_name = "NS")]
+    from_ts: Option<u64>,
+    /// Only these topics (default: every recorded topic).
+    #[arg(long = "topic", value_name = "NAME")]
+    topics: Vec<String>,
+    /// Print the summary as one JSON object {"messages","topics":{name: count}}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Opens the topic for replay, creating it if missing with room for `min_slot` bytes.
+fn replay_topic(domain: &Domain, rec: &Recorded<'_>) -> Result<Publisher> {
+    let topic = match Topic::open(domain, rec.topic) {
+        Ok(t) => t,
+        Err(OpenError::NotFound { .. }) => {
+            let slot = (rec.slot_size as usize).max(rec.payload.len()).max(1);
+            let history = (rec.history as usize).max(1);
+            Topic::create_or_open(domain, rec.topic, &TopicConfig::new(slot, history))?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(topic.publisher()?)
+}
+
+/// Republishes the recorded messages in journal order, with their original spacing scaled
+/// by `--speed`.
+pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
+    let domain = ctx.domain(&args.domain)?;
+    let j = open_existing(&args.dir)?;
+    let mut t = match args.from_ts {
+        Some(ts) => j.tailer_at_time(ts),
+        None => j.tailer(),
+    }
+    .map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    let mut pubs: HashMap<String, Publisher> = HashMap::new();
+    let mut counts: Vec<(String, u64)> = Vec::new();
+    let mut total = 0u64;
+    // (original ts, journal ts, scheduled monotonic time) of the previous message.
+    let mut prev: Option<(u64, u64, u64)> = None;
+    loop {
+        let e = match t.try_next() {
+            Ok(Some(e)) => e,
+            Ok(None) => break,
+            Err(ReadError::Gap { from, to }) => {
+                eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
+                continue;
+            }
+            Err(e @ (ReadError::Corrupt { .. } | ReadError::Encrypted { .. })) => {
+                eprintln!("skipped: {e}");
+                continue;
+            }
+            Err(e) => return Err(CliError::msg(format!("reading {}: {e}", args.dir.display()))),
+        };
+        let rec = Recorded::decode(e.data)
+            .map_err(|what| CliError::msg(format!("{} entry {}: {what}", args.dir.display(), e.index)))?;
+        if !args.topics.is_empty() && !args.topics.iter().any(|n| n == rec.topic) {
+            continue;
+        }
+        let now = monotonic_ns();
+        let at = match (prev, args.speed) {
+            (None, _) | (_, Speed::Max) => now,
+            (Some((pts, pj, pat)), Speed::Factor(f)) => {
+                let recorded_gap = e.ts_ns.saturating_sub(pj);
+                let gap = match rec.ts_ns.checked_sub(pts) {
+                    Some(g) if g <= recorded_gap.saturating_add(1_000_000_000) => g,
+                    _ => recorded_gap,
+                };
+                pat.saturating_add((gap as f64 / f) as u64)
+            }
+        };
+        if at > now {
+            std::thread::sleep(Duration::from_nanos(at - now));
+        }
+        prev = Some((rec.ts_ns, e.ts_ns, at));
+        if !pubs.contains_key(rec.topic) {
+            pubs.insert(rec.topic.to_owned(), replay_topic(&domain, &rec)?);
+            counts.push((rec.topic.to_owned(), 0));
+        }
+        let publisher = pubs.get_mut(rec.topic).ok_or_else(|| CliError::msg("internal: publisher missing"))?;
+        publisher
+            .publish(rec.payload)
+            .map_err(|err| CliError::msg(format!("publish to {}/{} failed: {err}", args.domain, rec.topic)))?;
+        if let Some(c) = counts.iter_mut().find(|c| c.0 == rec.topic) {
+            c.1 += 1;
+        }
+        total += 1;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let topics: serde_json::Map<String, serde_json::Value> =
+            counts.iter().map(|(n, c)| (n.clone(), json!(c))).collect();
+        writeln!(out, "{}", json!({"messages": total, "topics": topics}))?;
+    } else {
+        writeln!(out, "replayed {total} message(s) to {} topic(s) in domain {}", counts.len(), args.domain)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_entries_round_trip() {
+        let rec = Recorded { topic: "imu", seq: 9, ts_ns: 123, slot_size: 64, history: 8, payload: b"hello" };
+        let mut buf = Vec::new();
+        rec.encode(&mut buf);
+        assert_eq!(buf.len(), HEADER + 3 + 5);
+        assert_eq!(&buf[..4], b"SBRC");
+        assert_eq!(Recorded::decode(&buf).unwrap(), rec);
+    }
+
+    #[test]
+    fn foreign_entries_are_refused() {
+        assert!(Recorded::decode(b"hello").is_err());
+        let mut buf = Vec::new();
+        Recorded { topic: "t", seq: 1, ts_ns: 1, slot_size: 1, history: 1, payload: b"" }.encode(&mut buf);
+        buf[6] = 200; // name longer than the entry
+        assert!(Recorded::decode(&buf).is_err());
+        buf[6] = 1;
+        buf[4] = 2; // another version
+        assert!(Recorded::decode(&buf).unwrap_err().contains("version 2"));
+    }
+
+    #[test]
+    fn speeds_parse() {
+        assert_eq!(parse_speed("max"), Ok(Speed::Max));
+        assert_eq!(parse_speed("2.5"), Ok(Speed::Factor(2.5)));
+        assert!(parse_speed("0").is_err());
+        assert!(parse_speed("fast").is_err());
+    }
+}

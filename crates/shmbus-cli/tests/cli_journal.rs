@@ -1,0 +1,544 @@
+//! `shmbus journal`, `record`/`replay` and queues in `pub`/`sub`/`ls`/`info`, run as real
+//! processes against a scratch root and scratch journal directories.
+//!
+//! Every test gets its own root (on tmpfs when there is one) through `SHMBUS_ROOT`, holding
+//! its journal directories too, removed afterwards. Waits poll for a condition with a
+//! generous limit; the only timing asserted is a lower bound (replay at the original pace
+//! cannot be faster than the recorded spacing).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A scratch root, removed on drop, and a way to run `shmbus` against it.
+struct Root(PathBuf);
+
+impl Root {
+    fn new() -> Root {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        let dir = base.join(format!("shmbus-cli-jtest-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Root(dir)
+    }
+
+    /// A journal directory path inside the scratch root (not created).
+    fn jdir(&self, name: &str) -> String {
+        self.0.join(format!("journal-{name}")).to_str().unwrap().to_owned()
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_shmbus"));
+        c.args(args).env("SHMBUS_ROOT", &self.0).env_remove("RUST_BACKTRACE").stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Runs and expects success; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "shmbus {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs with `input` on stdin and expects success; returns stdout.
+    fn ok_stdin(&self, args: &[&str], input: &str) -> String {
+        let mut child =
+            self.cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "shmbus {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs and expects failure with exactly one line on stderr, prefixed `shmbus: `;
+    /// returns that line.
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(!out.status.success(), "shmbus {args:?} succeeded: {}", String::from_utf8_lossy(&out.stdout));
+        one_error_line(&out)
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let text = self.ok(args);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    fn spawn(&self, args: &[&str]) -> Killed {
+        Killed(Some(self.cmd(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()))
+    }
+
+    /// The JSON of `args` once `cond` holds for it (panics after 20 s).
+    fn wait_json(&self, args: &[&str], cond: impl Fn(&Value) -> bool) -> Value {
+        let t0 = Instant::now();
+        loop {
+            let out = self.run(args);
+            if out.status.success() {
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                if cond(&v) {
+                    return v;
+                }
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "condition on {args:?} never held");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed (SIGKILL, by its handle) and reaped when dropped.
+struct Killed(Option<Child>);
+
+impl Killed {
+    fn id(&self) -> u32 {
+        self.0.as_ref().expect("child already finished").id()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits for the child to exit by itself and returns its output.
+    fn finish(mut self) -> Output {
+        self.0.take().expect("child already finished").wait_with_output().unwrap()
+    }
+
+    /// Like `finish`, and expects success; returns stdout.
+    fn finish_ok(self) -> String {
+        let out = self.finish();
+        assert!(out.status.success(), "child failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn exited(&mut self) -> bool {
+        self.0.as_mut().is_some_and(|c| c.try_wait().unwrap().is_some())
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn one_error_line(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one stderr line, got {err:?}");
+    assert!(lines[0].starts_with("shmbus: "), "{err:?}");
+    assert!(!err.contains("panicked"), "{err:?}");
+    lines[0].to_owned()
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect()
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().cloned().collect();
+    k.sort();
+    k
+}
+
+/// `(index, data)` of JSON entry lines, checking each has exactly the four keys and a
+/// matching length.
+fn entries(text: &str) -> Vec<(u64, String)> {
+    json_lines(text)
+        .iter()
+        .map(|e| {
+            assert_eq!(keys(e), ["data", "index", "len", "ts_ns"], "{e}");
+            let data = e["data"].as_str().unwrap().to_owned();
+            assert_eq!(e["len"], data.len() as u64);
+            assert!(e["ts_ns"].as_u64().unwrap() > 0);
+            (e["index"].as_u64().unwrap(), data)
+        })
+        .collect()
+}
+
+fn pairs(v: &[(u64, &str)]) -> Vec<(u64, String)> {
+    v.iter().map(|(i, s)| (*i, s.to_string())).collect()
+}
+
+#[test]
+fn append_data_and_stdin_then_dump_as_json() {
+    let r = Root::new();
+    let j = r.jdir("a");
+    assert_eq!(r.ok(&["journal", "append", "--dir", &j, "--data", "first"]), "");
+    // The last line has no newline: it is an entry too; an empty line is an empty entry.
+    let appended = json_lines(&r.ok_stdin(&["journal", "append", "--dir", &j, "--json"], "two\n\nfour"));
+    let idx: Vec<u64> = appended.iter().map(|v| v["index"].as_u64().unwrap()).collect();
+    assert_eq!(idx, [1, 2, 3]);
+
+    let all = r.ok(&["journal", "dump", "--dir", &j, "--json"]);
+    assert_eq!(entries(&all), pairs(&[(0, "first"), (1, "two"), (2, ""), (3, "four")]));
+    let ts: Vec<u64> = json_lines(&all).iter().map(|e| e["ts_ns"].as_u64().unwrap()).collect();
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{ts:?}");
+
+    assert_eq!(r.ok(&["journal", "dump", "--dir", &j]), "first\ntwo\n\nfour\n");
+    assert_eq!(
+        entries(&r.ok(&["journal", "dump", "--dir", &j, "--from", "2", "--json"])),
+        pairs(&[(2, ""), (3, "four")])
+    );
+    let from_ts = ts[3].to_string();
+    let tail = entries(&r.ok(&["journal", "dump", "--dir", &j, "--from-ts", &from_ts, "--json"]));
+    assert_eq!(tail.last(), Some(&(3, "four".to_string())));
+    assert!(tail.iter().all(|(i, _)| *i >= 1), "{tail:?}");
+    // Past the end: nothing, and success.
+    assert_eq!(r.ok(&["journal", "dump", "--dir", &j, "--from", "99"]), "");
+}
+
+#[test]
+fn tail_follows_appends_from_another_process() {
+    let r = Root::new();
+    let j = r.jdir("t");
+    r.ok(&["journal", "append", "--dir", &j, "--data", "seed"]);
+
+    // A named reader makes the waiting tail visible: once it holds the reader at position 1
+    // it has printed the seed and sleeps for the next entry.
+    let tail = r.spawn(&[
+        "journal",
+        "tail",
+        "--dir",
+        &j,
+        "--reader",
+        "live",
+        "--count",
+        "4",
+        "--json",
+        "--timeout-ms",
+        "20000",
+    ]);
+    let pid = tail.id();
+    r.wait_json(&["journal", "readers", "--dir", &j, "--json"], |v| {
+        v.as_array().unwrap().iter().any(|x| x["name"] == "live" && x["holder_pid"] == pid && x["position"] == 1)
+    });
+    let mut appender = r.cmd(&["journal", "append", "--dir", &j]).stdin(Stdio::piped()).spawn().unwrap();
+    appender.stdin.take().unwrap().write_all(b"x1\nx2\nx3\n").unwrap();
+    assert!(appender.wait().unwrap().success());
+    assert_eq!(entries(&tail.finish_ok()), pairs(&[(0, "seed"), (1, "x1"), (2, "x2"), (3, "x3")]));
+
+    // A plain tail starts at the end: it never prints what was there before it started.
+    let mut plain = r.spawn(&["journal", "tail", "--dir", &j, "--count", "1", "--json", "--timeout-ms", "20000"]);
+    let t0 = Instant::now();
+    let mut k = 0;
+    while !plain.exited() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "plain tail never saw an entry");
+        r.ok(&["journal", "append", "--dir", &j, "--data", &format!("ping{k}")]);
+        k += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got = entries(&plain.finish_ok());
+    assert_eq!(got.len(), 1);
+    assert!(got[0].0 >= 4 && got[0].1.starts_with("ping"), "{got:?}");
+    assert_eq!(got[0].1, format!("ping{}", got[0].0 - 4));
+}
+
+#[test]
+fn named_reader_resumes_where_it_stopped() {
+    let r = Root::new();
+    let j = r.jdir("n");
+    r.ok_stdin(&["journal", "append", "--dir", &j], "e0\ne1\ne2\ne3\ne4\n");
+    let tail = |n: &str| {
+        entries(&r.ok(&[
+            "journal",
+            "tail",
+            "--dir",
+            &j,
+            "--reader",
+            "r",
+            "--count",
+            n,
+            "--json",
+            "--timeout-ms",
+            "10000",
+        ]))
+    };
+
+    assert_eq!(tail("2"), pairs(&[(0, "e0"), (1, "e1")]));
+    let readers = r.json(&["journal", "readers", "--dir", &j, "--json"]);
+    assert_eq!(readers, serde_json::json!([{"name": "r", "position": 2, "pending": 3, "holder_pid": null}]));
+    // No entry lost, none repeated.
+    assert_eq!(tail("3"), pairs(&[(2, "e2"), (3, "e3"), (4, "e4")]));
+    r.ok(&["journal", "append", "--dir", &j, "--data", "e5"]);
+    assert_eq!(tail("1"), pairs(&[(5, "e5")]));
+    // Another name has its own position, from the oldest entry.
+    let other = entries(&r.ok(&["journal", "tail", "--dir", &j, "--reader", "other", "--count", "1", "--json"]));
+    assert_eq!(other, pairs(&[(0, "e0")]));
+    // Caught up: waiting for more runs out, and the position is kept.
+    let err = r.fails(&["journal", "tail", "--dir", &j, "--reader", "r", "--count", "1", "--timeout-ms", "100"]);
+    assert!(err.contains("timed out"), "{err}");
+    let text = r.ok(&["journal", "readers", "--dir", &j]);
+    assert!(text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["r", "6", "0", "-"]), "{text}");
+}
+
+#[test]
+fn info_readers_and_gc_json_shapes() {
+    let r = Root::new();
+    let j = r.jdir("g");
+    // One cycle per second: three appends a second apart make three cycles.
+    r.ok(&["journal", "append", "--dir", &j, "--roll", "1s", "--data", "c0"]);
+    for d in ["c1", "c2"] {
+        std::thread::sleep(Duration::from_millis(1100));
+        r.ok(&["journal", "append", "--dir", &j, "--data", d]);
+    }
+    r.ok(&["journal", "tail", "--dir", &j, "--reader", "slow", "--count", "1"]);
+
+    let info = r.json(&["journal", "info", "--dir", &j, "--json"]);
+    assert_eq!(
+        keys(&info),
+        [
+            "appenders",
+            "archive_dir",
+            "bytes",
+            "cycles",
+            "dir",
+            "entries",
+            "file_bytes",
+            "first_index",
+            "format_version",
+            "next_index",
+            "readers"
+        ]
+    );
+    assert_eq!(info["entries"], 3);
+    assert_eq!(info["first_index"], 0);
+    assert_eq!(info["next_index"], 3);
+    assert_eq!(info["appenders"], 0);
+    let cycles = info["cycles"].as_array().unwrap();
+    assert!(cycles.len() >= 3, "{info}");
+    assert_eq!(
+        keys(&cycles[0]),
+        ["bucket_start_ns", "bytes", "cycle", "entries", "file_bytes", "first_index", "sealed"]
+    );
+    assert_eq!(cycles[0]["sealed"], true);
+    assert_eq!(cycles.last().unwrap()["sealed"], false);
+    assert_eq!(info["readers"], serde_json::json!([{"name": "slow", "position": 1, "pending": 2, "holder_pid": null}]));
+    let text = r.ok(&["journal", "info", "--dir", &j]);
+    assert!(text.contains("entries       3 (indices 0..3)"), "{text}");
+
+    let gc = r.json(&["journal", "gc", "--dir", &j, "--keep-cycles", "1", "--json"]);
+    assert_eq!(keys(&gc), ["removed_bytes", "removed_cycles"]);
+    let removed = gc["removed_cycles"].as_array().unwrap();
+    assert_eq!(removed.len(), cycles.len() - 1, "{gc}");
+    assert!(gc["removed_bytes"].as_u64().unwrap() > 0);
+    let after = r.json(&["journal", "info", "--dir", &j, "--json"]);
+    assert_eq!(after["cycles"].as_array().unwrap().len(), 1);
+    assert_eq!(after["first_index"], 2);
+    assert_eq!(entries(&r.ok(&["journal", "dump", "--dir", &j, "--json"])), pairs(&[(2, "c2")]));
+    // The reader behind the retained range is told about the gap and continues.
+    let out = r.run(&["journal", "tail", "--dir", &j, "--reader", "slow", "--count", "1"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "c2\n");
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("gap: entries 1..2"));
+    // Nothing left to remove.
+    assert_eq!(r.ok(&["journal", "gc", "--dir", &j]), "removed 0 cycle(s), 0 bytes\n");
+}
+
+#[test]
+fn record_two_topics_then_replay_into_another_domain() {
+    let r = Root::new();
+    let j = r.jdir("rec");
+    for t in ["a", "b"] {
+        r.ok(&["pub", "--domain", "src", t, "--slot-size", "256", "--history", "32", "--data", "before"]);
+    }
+    let rec = r.spawn(&["record", "--domain", "src", "a", "b", "--dir", &j, "--count", "6", "--json"]);
+    for t in ["a", "b"] {
+        r.wait_json(&["info", "--domain", "src", t, "--json"], |v| v["subscribers"] == 1);
+    }
+    let mut pa = r.cmd(&["pub", "--domain", "src", "a"]).stdin(Stdio::piped()).spawn().unwrap();
+    pa.stdin.take().unwrap().write_all(b"a1\na2\na3\n").unwrap();
+    assert!(pa.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut pb = r.cmd(&["pub", "--domain", "src", "b"]).stdin(Stdio::piped()).spawn().unwrap();
+    pb.stdin.take().unwrap().write_all(b"b1\nb2\nb3\n").unwrap();
+    assert!(pb.wait().unwrap().success());
+    let summary: Value = serde_json::from_str(&rec.finish_ok()).unwrap();
+    assert_eq!(summary, serde_json::json!({"messages": 6, "gaps": 0, "topics": {"a": 3, "b": 3}}));
+    assert_eq!(r.json(&["journal", "info", "--dir", &j, "--json"])["entries"], 6);
+
+    // Replay at full speed into a fresh domain: topics are created with the recorded sizes.
+    let out: Value =
+        serde_json::from_str(&r.ok(&["replay", "--dir", &j, "--domain", "dst", "--speed", "max", "--json"])).unwrap();
+    assert_eq!(out, serde_json::json!({"messages": 6, "topics": {"a": 3, "b": 3}}));
+    let ls = r.json(&["ls", "--domain", "dst", "--json"]);
+    for t in ["a", "b"] {
+        let e = ls.as_array().unwrap().iter().find(|e| e["name"] == t).unwrap();
+        assert_eq!(
+            (e["kind"].as_str(), e["slot_size"].as_u64(), e["history"].as_u64()),
+            (Some("topic"), Some(256), Some(32))
+        );
+    }
+    for t in ["a", "b"] {
+        let got = json_lines(&r.ok(&[
+            "sub",
+            "--domain",
+            "dst",
+            t,
+            "--from",
+            "1",
+            "--count",
+            "3",
+            "--json",
+            "--timeout-ms",
+            "10000",
+        ]));
+        let data: Vec<&str> = got.iter().map(|m| m["data"].as_str().unwrap()).collect();
+        assert_eq!(data, [format!("{t}1"), format!("{t}2"), format!("{t}3")]);
+    }
+
+    // A live subscriber sees a second replay, in order, at the original pace (the 300 ms
+    // between the two publishers is kept: a lower bound, so not flaky).
+    let live = r.spawn(&["sub", "--domain", "dst", "b", "--count", "3", "--timeout-ms", "20000"]);
+    r.wait_json(&["info", "--domain", "dst", "b", "--json"], |v| v["subscribers"] == 1);
+    let t0 = Instant::now();
+    r.ok(&["replay", "--dir", &j, "--domain", "dst", "--speed", "1"]);
+    assert!(t0.elapsed() >= Duration::from_millis(250), "replay took {:?}", t0.elapsed());
+    assert_eq!(live.finish_ok(), "b1\nb2\nb3\n");
+    // Only some topics.
+    let only: Value = serde_json::from_str(
+        &r.ok(&["replay", "--dir", &j, "--domain", "x", "--speed", "max", "--topic", "b", "--json"]),
+    )
+    .unwrap();
+    assert_eq!(only["topics"], serde_json::json!({"b": 3}));
+}
+
+#[test]
+fn queue_pub_sub_round_trip_and_depth_in_ls_and_info() {
+    let r = Root::new();
+    let q = ["--domain", "d", "q"];
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        let mut v = vec!["pub"];
+        v.extend_from_slice(&q);
+        v.extend_from_slice(extra);
+        v
+    };
+    assert_eq!(r.ok(&with(&["--kind", "queue", "--capacity", "8", "--max-element-size", "64", "--data", "one"])), "");
+    // An existing queue is pushed to without --kind.
+    r.ok_stdin(&with(&[]), "two\nthree");
+
+    let ls = r.json(&["ls", "--domain", "d", "--json"]);
+    let e = &ls[0];
+    assert_eq!(e["kind"], "queue");
+    assert_eq!(e["depth"], 3);
+    assert_eq!(e["slot_size"], 64);
+    assert_eq!(e["history"], 8);
+    let table = r.ok(&["ls", "--domain", "d"]);
+    assert!(table.lines().next().unwrap().contains("DEPTH"), "{table}");
+    let row: Vec<&str> = table.lines().find(|l| l.contains(" q ")).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..9], ["d", "q", "queue", "64", "8", "3", "0", "0", "3"]);
+    let info = r.json(&["info", "--domain", "d", "q", "--json"]);
+    assert_eq!(
+        info["params"],
+        serde_json::json!({"capacity": 8, "max_element_size": 64, "stride": info["params"]["stride"]})
+    );
+    assert_eq!(info["status"]["depth"], 3);
+    assert_eq!(info["status"]["capacity"], 8);
+    assert_eq!(info["status"]["max_element_size"], 64);
+
+    let got = json_lines(&r.ok(&["sub", "--domain", "d", "q", "--count", "2", "--json", "--timeout-ms", "10000"]));
+    for (i, (m, want)) in got.iter().zip(["one", "two"]).enumerate() {
+        assert_eq!(keys(m), ["data", "len", "seq", "ts_ns"]);
+        assert_eq!(m["seq"], i as u64 + 1, "seq is the ordinal in this run");
+        assert_eq!(m["data"], want);
+        assert_eq!(m["len"], want.len());
+    }
+    assert_eq!(r.json(&["ls", "--domain", "d", "--json"])[0]["depth"], 1);
+    // Each run counts from 1 again; each message went to one consumer only.
+    let got = json_lines(&r.ok(&["sub", "--domain", "d", "q", "--count", "1", "--json", "--timeout-ms", "10000"]));
+    assert_eq!((got[0]["seq"].as_u64(), got[0]["data"].as_str()), (Some(1), Some("three")));
+    assert_eq!(r.json(&["ls", "--domain", "d", "--json"])[0]["depth"], 0);
+
+    // A waiting consumer shows in info, and gets what a later pub pushes.
+    let sub = r.spawn(&["sub", "--domain", "d", "q", "--count", "1", "--timeout-ms", "20000"]);
+    let pid = sub.id();
+    let info = r.wait_json(&["info", "--domain", "d", "q", "--json"], |v| v["subscribers"] == 1);
+    assert_eq!(info["status"]["consumers"], 1);
+    assert!(
+        info["participants"].as_array().unwrap().iter().any(|p| p["pid"] == pid && p["role"] == "consumer"),
+        "{info}"
+    );
+    r.ok(&with(&["--data", "late"]));
+    assert_eq!(sub.finish_ok(), "late\n");
+
+    let err = r.fails(&["sub", "--domain", "d", "q", "--count", "1", "--timeout-ms", "100"]);
+    assert!(err.contains("timed out") && err.contains("d/q"), "{err}");
+    let err = r.fails(&with(&["--kind", "queue", "--capacity", "16", "--data", "x"]));
+    assert!(err.contains('8') && err.contains("16"), "{err}");
+    let err = r.fails(&with(&["--max-element-size", "64", "--slot-size", "64", "--data", "x"]));
+    assert!(err.contains("for topics"), "{err}");
+    let long = "x".repeat(65);
+    let err = r.fails(&["pub", "--domain", "d", "q", "--data", long.as_str()]);
+    assert!(err.contains("65") && err.contains("64"), "{err}");
+}
+
+#[test]
+fn bad_input_fails_with_one_line() {
+    let r = Root::new();
+    // A directory that is not a journal.
+    let plain = r.0.join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    std::fs::write(plain.join("notes.txt"), "hello").unwrap();
+    let plain = plain.to_str().unwrap();
+    for verb in ["dump", "tail", "info", "readers", "gc"] {
+        let err = r.fails(&["journal", verb, "--dir", plain]);
+        assert!(err.contains("not a journal"), "{verb}: {err}");
+    }
+    let err = r.fails(&["journal", "append", "--dir", plain, "--data", "x"]);
+    assert!(err.contains("not a journal directory"), "{err}");
+    assert!(!Path::new(plain).join("journal.meta").exists(), "append must not fill a foreign directory");
+    let missing = r.jdir("missing");
+    let err = r.fails(&["journal", "dump", "--dir", &missing]);
+    assert!(err.contains("no such directory"), "{err}");
+    assert!(!Path::new(&missing).exists(), "reading must not create the journal");
+
+    let j = r.jdir("ok");
+    r.ok(&["journal", "append", "--dir", &j, "--data", "not a record"]);
+    for bad in ["a/b", "../up", ".hidden", ""] {
+        let err = r.fails(&["journal", "tail", "--dir", &j, "--reader", bad, "--count", "1"]);
+        assert!(err.contains("reader") && err.contains("name"), "{bad}: {err}");
+    }
+    assert!(r.json(&["journal", "readers", "--dir", &j, "--json"]).as_array().unwrap().is_empty());
+    let err = r.fails(&["replay", "--dir", &j, "--domain", "d"]);
+    assert!(err.contains("not a record entry"), "{err}");
+    let err = r.fails(&["record", "--domain", "d", "nosuch", "--dir", &r.jdir("rec"), "--count", "1"]);
+    assert!(err.contains("no such channel"), "{err}");
+    assert!(!Path::new(&r.jdir("rec")).exists(), "a failed record leaves no journal");
+
+    // Usage errors exit with 2.
+    for args in [
+        &["replay", "--dir", j.as_str(), "--domain", "d", "--speed", "fast"][..],
+        &["journal", "append", "--dir", j.as_str(), "--roll", "weekly", "--data", "x"],
+        &["journal", "tail", "--dir", j.as_str(), "--reader", "r", "--from", "0"],
+        &["pub", "--domain", "d", "t", "--kind", "pipe", "--data", "x"],
+    ] {
+        let out = r.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        one_error_line(&out);
+    }
+
+    // Queue-only and topic-only options on the other kind.
+    r.ok(&["pub", "--domain", "d", "t", "--data", "x"]);
+    let err = r.fails(&["pub", "--domain", "d", "t", "--capacity", "4", "--data", "x"]);
+    assert!(err.contains("--kind queue"), "{err}");
+    r.ok(&["pub", "--domain", "d", "q", "--kind", "queue", "--data", "x"]);
+    let err = r.fails(&["sub", "--domain", "d", "q", "--latest", "--count", "1"]);
+    assert!(err.contains("is a queue"), "{err}");
+    let err = r.fails(&["pub", "--domain", "d", "t", "--kind", "queue", "--data", "x"]);
+    assert!(err.contains("not a queue"), "{err}");
+}
