@@ -30,9 +30,12 @@ fn kv(map: &Map<String, Value>) -> String {
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let path = domain.channel_path(&args.name)?;
+    let first = admin::inspect(&path)?;
+    let s = kinds::summarize(&domain, &args.name, &first)?;
+    // Participants and staleness from a second look, taken after the status: a participant
+    // that registered before the status was read is then in both.
     let report = admin::inspect(&path)?;
     let h = &report.header;
-    let s = kinds::summarize(&domain, &args.name, &report)?;
     let role = |r| kinds::role_name(h.kind, r);
     let age_s = monotonic_ns().saturating_sub(h.created_ns) as f64 / 1e9;
     let participants: Vec<Value> =
