@@ -1,0 +1,252 @@
+//! One `WaitSet` over 128 channels of every kind at once — topics, queues, streams, pool
+//! mailboxes and journal tailers — fed by another process in random order. Every item must
+//! arrive, every wake-up must report a channel that really has something, and nothing may be
+//! lost (with `futex_waitv` and with the fallback).
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{child_role, env_str, env_u64, spawn_child, wait_with_deadline, Rng, Scratch};
+use shmbus::journal::{Journal, JournalOptions, Tailer};
+use shmbus::pool::{Dispatcher, PoolConfig, Worker};
+use shmbus::queue::{Consumer, Queue, QueueConfig};
+use shmbus::stream::StreamConfig;
+use shmbus::topic::{Subscriber, Topic, TopicConfig};
+use shmbus::{CreateOptions, Domain, StreamReader, StreamWriter, WaitSet, Waitable};
+
+const TOPICS: usize = 40;
+const QUEUES: usize = 40;
+const STREAMS: usize = 30;
+const POOLS: usize = 10;
+const JOURNALS: usize = 8;
+const TOTAL: usize = TOPICS + QUEUES + STREAMS + POOLS + JOURNALS;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Topic(usize),
+    Queue(usize),
+    Stream(usize),
+    Pool(usize),
+    Journal(usize),
+}
+
+fn all() -> Vec<Which> {
+    let mut v = Vec::with_capacity(TOTAL);
+    v.extend((0..TOPICS).map(Which::Topic));
+    v.extend((0..QUEUES).map(Which::Queue));
+    v.extend((0..STREAMS).map(Which::Stream));
+    v.extend((0..POOLS).map(Which::Pool));
+    v.extend((0..JOURNALS).map(Which::Journal));
+    v
+}
+
+fn journal_dir(root: &str, i: usize) -> PathBuf {
+    PathBuf::from(root).join(format!("journal{i}"))
+}
+
+enum Chan {
+    Topic(Subscriber),
+    Queue(Consumer),
+    Stream(StreamReader),
+    Pool(Worker),
+    Journal(Tailer),
+}
+
+impl Chan {
+    fn waitable(&self) -> &dyn Waitable {
+        match self {
+            Chan::Topic(c) => c,
+            Chan::Queue(c) => c,
+            Chan::Stream(c) => c,
+            Chan::Pool(c) => c,
+            Chan::Journal(c) => c,
+        }
+    }
+
+    /// Takes everything available; returns the payloads.
+    fn drain(&mut self) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        match self {
+            Chan::Topic(s) => {
+                while let Ok(m) = s.try_recv() {
+                    got.push(m.data);
+                }
+            }
+            Chan::Queue(c) => {
+                while let Ok(m) = c.try_recv() {
+                    got.push(m);
+                }
+            }
+            Chan::Stream(r) => {
+                let mut buf = Vec::new();
+                while r.try_read_into(&mut buf).is_ok() {
+                    got.push(buf.clone());
+                }
+            }
+            Chan::Pool(w) => {
+                if let Ok(job) = w.try_recv() {
+                    got.push(job.data().to_vec());
+                }
+                w.done();
+            }
+            Chan::Journal(t) => {
+                while let Ok(Some(e)) = t.try_next() {
+                    got.push(e.data.to_vec());
+                }
+            }
+        }
+        got
+    }
+}
+
+fn payload(which: Which, round: u64) -> Vec<u8> {
+    format!("{which:?}/{round}").into_bytes()
+}
+
+#[test]
+fn child_entry() {
+    let Some(role) = child_role() else { return };
+    assert_eq!(role, "feeder");
+    let root = env_str("ROOT");
+    let d = Domain::with_root("w", &root).unwrap();
+    let rounds = env_u64("ROUNDS");
+    let mut rng = Rng(env_u64("SEED") | 1);
+    let mut topics: Vec<_> =
+        (0..TOPICS).map(|i| Topic::open(&d, &format!("t{i}")).unwrap().publisher().unwrap()).collect();
+    let mut queues: Vec<_> =
+        (0..QUEUES).map(|i| Queue::open(&d, &format!("q{i}")).unwrap().producer().unwrap()).collect();
+    let mut streams: Vec<_> = (0..STREAMS).map(|i| StreamWriter::open(&d, &format!("s{i}")).unwrap()).collect();
+    let mut pools: Vec<_> = (0..POOLS).map(|i| Dispatcher::open(&d, &format!("p{i}")).unwrap()).collect();
+    let journals: Vec<_> = (0..JOURNALS)
+        .map(|i| Journal::open(journal_dir(&root, i), &JournalOptions { create: false, ..Default::default() }).unwrap())
+        .collect();
+    let mut appenders: Vec<_> = journals.iter().map(|j| j.appender().unwrap()).collect();
+    for round in 0..rounds {
+        let mut order = all();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        for which in order {
+            let p = payload(which, round);
+            match which {
+                Which::Topic(i) => drop(topics[i].publish(&p).unwrap()),
+                Which::Queue(i) => queues[i].send(p).unwrap(),
+                Which::Stream(i) => streams[i].write(&p).unwrap(),
+                Which::Pool(i) => {
+                    // Return to sender: retry until the worker has taken the previous job.
+                    let mut job = p;
+                    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+                    loop {
+                        assert!(std::time::Instant::now() < give_up, "pool {i}: the worker never became idle");
+                        match pools[i].try_dispatch(job) {
+                            Ok(_) => break,
+                            Err(e) => {
+                                job = e.into_job();
+                                std::thread::sleep(Duration::from_micros(200));
+                            }
+                        }
+                    }
+                }
+                Which::Journal(i) => drop(appenders[i].append(&p).unwrap()),
+            }
+            if rng.below(16) == 0 {
+                std::thread::sleep(Duration::from_micros(300));
+            }
+        }
+    }
+    // Keep the dispatchers alive until the waiter has seen the last jobs.
+    std::thread::sleep(Duration::from_millis(env_u64("LINGER_MS")));
+}
+
+fn mixed() {
+    let s = Scratch::new("mixed");
+    let root = s.path().display().to_string();
+    let d = s.domain("w");
+    let rounds = 3u64;
+    let mut chans: Vec<(Which, Chan)> = Vec::new();
+    for which in all() {
+        let chan = match which {
+            Which::Topic(i) => {
+                let t = Topic::create_or_open(&d, &format!("t{i}"), &TopicConfig::new(64, 8)).unwrap();
+                Chan::Topic(t.subscriber().unwrap())
+            }
+            Which::Queue(i) => {
+                let cfg = QueueConfig { capacity: 8, max_element_size: 64 };
+                Chan::Queue(
+                    Queue::create(&d, &format!("q{i}"), cfg, &CreateOptions::default()).unwrap().consumer().unwrap(),
+                )
+            }
+            Which::Stream(i) => {
+                Chan::Stream(StreamReader::create(&d, &format!("s{i}"), &StreamConfig::new(4096)).unwrap())
+            }
+            Which::Pool(i) => {
+                let cfg = PoolConfig { max_workers: 1, max_job_size: 64 };
+                // The pool is created by its worker; the feeder attaches as the dispatcher.
+                Chan::Pool(Worker::create_or_join(&d, &format!("p{i}"), cfg).unwrap())
+            }
+            Which::Journal(i) => Chan::Journal(
+                Journal::open(journal_dir(&root, i), &JournalOptions::default()).unwrap().tailer().unwrap(),
+            ),
+        };
+        chans.push((which, chan));
+    }
+    assert_eq!(chans.len(), 128);
+    let env =
+        [("ROOT", root.clone()), ("ROUNDS", rounds.to_string()), ("SEED", "5".into()), ("LINGER_MS", "3000".into())];
+    let mut feeder = spawn_child("child_entry", "feeder", &env);
+    // A pool worker becomes idle (dispatchable) by asking for work: a first `try_recv` does
+    // that without blocking, so it can then sleep in the wait set.
+    for (_, c) in &mut chans {
+        assert!(c.drain().is_empty());
+    }
+    let mut ws = WaitSet::new();
+    let mut counts = vec![0u64; chans.len()];
+    let mut total = 0u64;
+    let want = rounds * chans.len() as u64;
+    while total < want {
+        let refs: Vec<&dyn Waitable> = chans.iter().map(|(_, c)| c.waitable()).collect();
+        let ready = match ws.wait(&refs, Some(Duration::from_secs(30))) {
+            Ok(r) => r.to_vec(),
+            Err(e) => {
+                let missing: Vec<_> =
+                    chans.iter().zip(&counts).filter(|(_, &c)| c < rounds).map(|((w, _), c)| (*w, *c)).collect();
+                let fed = feeder.try_wait().unwrap();
+                panic!("{e}: nothing became ready; feeder status {fed:?}; short channels {missing:?}");
+            }
+        };
+        drop(refs);
+        for i in ready {
+            let (which, chan) = &mut chans[i];
+            for p in chan.drain() {
+                assert_eq!(p, payload(*which, counts[i]), "channel {which:?}: wrong or out-of-order item");
+                counts[i] += 1;
+                total += 1;
+            }
+        }
+    }
+    assert!(counts.iter().all(|&c| c == rounds), "{counts:?}");
+    assert!(wait_with_deadline(&mut feeder, 60, "feeder").success());
+}
+
+#[test]
+fn waitset_over_128_channels_of_every_kind() {
+    mixed();
+}
+
+/// The same with the fallback: the waiting happens in a child process started with
+/// `SHMBUS_NO_WAITV=1` (the choice is made once per process).
+#[test]
+fn waitset_over_128_channels_of_every_kind_fallback() {
+    if std::env::var_os("SHMBUS_NO_WAITV").is_some() {
+        mixed(); // we are that child: waitv is off here
+        return;
+    }
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["waitset_over_128_channels_of_every_kind_fallback", "--exact", "--nocapture"])
+        .env("SHMBUS_NO_WAITV", "1")
+        .spawn()
+        .unwrap();
+    assert!(wait_with_deadline(&mut child, 120, "fallback waiter").success());
+}
