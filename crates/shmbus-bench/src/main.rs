@@ -39,7 +39,7 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct PingpongArgs {
-    /// floor, futex-floor, pipe, uds or tcp.
+    /// floor, futex-floor, topic, stream, pipe, uds or tcp.
     #[arg(long, value_name = "T")]
     transport: String,
     /// Message size in bytes.
