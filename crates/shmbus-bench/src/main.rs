@@ -3,9 +3,11 @@
 //! See the crate README for what each measurement times.
 
 mod affinity;
+mod child;
 mod driver;
 mod memcpy;
 mod report;
+mod throughput;
 mod transports;
 mod waiter;
 
@@ -32,6 +34,11 @@ enum Command {
     Pingpong(PingpongArgs),
     /// One-core memcpy bandwidth in MB/s.
     ThroughputMemcpy(MemcpyArgs),
+    /// Stream bandwidth between two pinned processes, next to memcpy measured in the same run.
+    Throughput(ThroughputArgs),
+    /// The reader side of `throughput` (started by `throughput` itself).
+    #[command(name = throughput::READER_ROLE, hide = true)]
+    StreamReader(StreamReaderArgs),
     /// The echo side of a ping-pong (started by `pingpong` itself).
     #[command(name = driver::ECHO_ROLE, hide = true)]
     Echo(EchoArgs),
@@ -81,6 +88,54 @@ struct MemcpyArgs {
     /// Print one JSON object instead of a line.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ThroughputArgs {
+    /// Only stream.
+    #[arg(long, value_name = "T", default_value = "stream")]
+    transport: String,
+    /// Record payload size in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 65536)]
+    size: usize,
+    /// Payload bytes to move in the timed part (whole records; default 1 GiB).
+    #[arg(long, value_name = "TOTAL", default_value_t = 1 << 30)]
+    bytes: u64,
+    /// Ring capacity in bytes, a power of two of at least a page. Default: at least 1 MiB
+    /// and 8 records.
+    #[arg(long, value_name = "BYTES")]
+    capacity: Option<usize>,
+    /// spin or block while the ring is full (writer) or empty (reader).
+    #[arg(long, value_enum, default_value_t = Mode::Spin)]
+    mode: Mode,
+    /// copy: whole record in and out; touch: first and last byte only.
+    #[arg(long, value_enum, default_value_t = Payload::Copy)]
+    payload: Payload,
+    /// How long the memcpy yardstick runs.
+    #[arg(long, value_name = "MS", default_value_t = 300)]
+    memcpy_millis: u64,
+    /// Fail when the reader makes no progress for this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    timeout_secs: u64,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct StreamReaderArgs {
+    #[arg(long)]
+    root: String,
+    #[arg(long)]
+    size: usize,
+    #[arg(long)]
+    records: u64,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long, value_enum)]
+    payload: Payload,
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -168,6 +223,34 @@ fn throughput_memcpy(a: MemcpyArgs) -> Result<(), String> {
     Ok(())
 }
 
+fn throughput(a: ThroughputArgs) -> Result<(), String> {
+    if a.transport != "stream" {
+        return Err(format!("throughput measures only the stream transport, not '{}'", a.transport));
+    }
+    check_size(a.size)?;
+    if a.bytes == 0 {
+        return Err("--bytes must be at least 1".into());
+    }
+    if a.timeout_secs == 0 {
+        return Err("--timeout-secs must be at least 1".into());
+    }
+    let o = throughput::run(throughput::Config {
+        size: a.size,
+        bytes: a.bytes,
+        capacity: a.capacity.unwrap_or(0),
+        mode: a.mode,
+        payload: a.payload,
+        memcpy_time: Duration::from_millis(a.memcpy_millis.max(1)),
+        timeout: Duration::from_secs(a.timeout_secs),
+    })?;
+    if a.json {
+        println!("{}", throughput::json(&o));
+    } else {
+        println!("{}", throughput::line(&o));
+    }
+    Ok(())
+}
+
 fn echo(a: EchoArgs) -> Result<(), String> {
     let t = transport(&a.transport)?;
     check_size(a.size)?;
@@ -214,6 +297,15 @@ fn main() -> ExitCode {
         Command::Pingpong(a) => pingpong(a),
         Command::ThroughputMemcpy(a) => throughput_memcpy(a),
         Command::Echo(a) => echo(a),
+        Command::Throughput(a) => throughput(a),
+        Command::StreamReader(a) => throughput::reader(throughput::ReaderConfig {
+            root: a.root,
+            size: a.size,
+            records: a.records,
+            mode: a.mode,
+            payload: a.payload,
+            cpu: a.cpu,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
