@@ -6,6 +6,7 @@ mod affinity;
 mod child;
 mod driver;
 mod memcpy;
+mod pool;
 mod report;
 mod throughput;
 mod transports;
@@ -36,6 +37,12 @@ enum Command {
     ThroughputMemcpy(MemcpyArgs),
     /// Stream bandwidth between two pinned processes, next to memcpy measured in the same run.
     Throughput(ThroughputArgs),
+    /// Seed 003: bursts of jobs to worker processes through a shmbus pool, against a
+    /// crossbeam-channel thread pool; enqueue→recv latency percentiles.
+    Pool(PoolArgs),
+    /// A worker of `pool` (started by `pool` itself).
+    #[command(name = pool::WORKER_ROLE, hide = true)]
+    PoolWorker(PoolWorkerArgs),
     /// The reader side of `throughput` (started by `throughput` itself).
     #[command(name = throughput::READER_ROLE, hide = true)]
     StreamReader(StreamReaderArgs),
@@ -120,6 +127,47 @@ struct ThroughputArgs {
     /// Print one JSON object instead of a line.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Args)]
+struct PoolArgs {
+    /// Jobs per burst.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    jobs: usize,
+    /// Worker processes (and baseline threads), 1..=64.
+    #[arg(long, value_name = "M", default_value_t = 3)]
+    workers: usize,
+    /// Recorded bursts.
+    #[arg(long, value_name = "R", default_value_t = 1000)]
+    rounds: u64,
+    /// Unrecorded bursts first. Default: rounds/10, at least 10.
+    #[arg(long, value_name = "R")]
+    warmup: Option<u64>,
+    /// How workers wait: spin, or sleep at once (block).
+    #[arg(long, value_enum, default_value_t = Mode::Block)]
+    mode: Mode,
+    /// Pause between bursts (after every worker is waiting again), microseconds.
+    #[arg(long, value_name = "US", default_value_t = 200)]
+    gap_us: u64,
+    /// Busy work per job in the worker, microseconds.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    work_us: u64,
+    /// Fail when workers stop answering for this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    timeout_secs: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct PoolWorkerArgs {
+    #[arg(long)]
+    root: String,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long)]
+    work_ns: u64,
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +299,37 @@ fn throughput(a: ThroughputArgs) -> Result<(), String> {
     Ok(())
 }
 
+fn pool(a: PoolArgs) -> Result<(), String> {
+    if a.jobs == 0 {
+        return Err("--jobs must be at least 1".into());
+    }
+    if !(1..=shmbus::pool::MAX_WORKERS).contains(&a.workers) {
+        return Err(format!("--workers must be 1..={}", shmbus::pool::MAX_WORKERS));
+    }
+    if a.rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    if a.timeout_secs == 0 {
+        return Err("--timeout-secs must be at least 1".into());
+    }
+    let o = pool::run(pool::Config {
+        jobs: a.jobs,
+        workers: a.workers,
+        rounds: a.rounds,
+        warmup: a.warmup.unwrap_or((a.rounds / 10).max(10)),
+        mode: a.mode,
+        gap: Duration::from_micros(a.gap_us),
+        work: Duration::from_micros(a.work_us),
+        timeout: Duration::from_secs(a.timeout_secs),
+    })?;
+    if a.json {
+        println!("{}", pool::json(&o));
+    } else {
+        println!("{}", pool::table(&o));
+    }
+    Ok(())
+}
+
 fn echo(a: EchoArgs) -> Result<(), String> {
     let t = transport(&a.transport)?;
     check_size(a.size)?;
@@ -298,6 +377,12 @@ fn main() -> ExitCode {
         Command::ThroughputMemcpy(a) => throughput_memcpy(a),
         Command::Echo(a) => echo(a),
         Command::Throughput(a) => throughput(a),
+        Command::Pool(a) => pool(a),
+        Command::PoolWorker(a) => pool::worker(pool::WorkerConfig {
+            root: a.root,
+            mode: a.mode,
+            work: Duration::from_nanos(a.work_ns),
+        }),
         Command::StreamReader(a) => throughput::reader(throughput::ReaderConfig {
             root: a.root,
             size: a.size,
