@@ -5,6 +5,7 @@
 mod affinity;
 mod child;
 mod driver;
+mod fanout;
 mod memcpy;
 mod pool;
 mod report;
@@ -21,6 +22,9 @@ use transports::{Mode, Params, Payload};
 
 /// Largest message a ping-pong accepts (1 GiB).
 const MAX_SIZE: usize = 1 << 30;
+
+/// Most subscriber processes `fanout` starts (a topic has 120 participant entries).
+const MAX_SUBSCRIBERS: usize = 100;
 
 #[derive(Debug, Parser)]
 #[command(name = "shmbus-bench", version, about = "Latency and throughput benchmarks for shmbus")]
@@ -43,6 +47,11 @@ enum Command {
     /// A worker of `pool` (started by `pool` itself).
     #[command(name = pool::WORKER_ROLE, hide = true)]
     PoolWorker(PoolWorkerArgs),
+    /// ns per publish on a topic with K subscriber processes reading.
+    Fanout(FanoutArgs),
+    /// A subscriber of `fanout` (started by `fanout` itself).
+    #[command(name = fanout::SUBSCRIBER_ROLE, hide = true)]
+    FanoutSubscriber(FanoutSubscriberArgs),
     /// The reader side of `throughput` (started by `throughput` itself).
     #[command(name = throughput::READER_ROLE, hide = true)]
     StreamReader(StreamReaderArgs),
@@ -168,6 +177,50 @@ struct PoolWorkerArgs {
     mode: Mode,
     #[arg(long)]
     work_ns: u64,
+}
+
+#[derive(Debug, Args)]
+struct FanoutArgs {
+    /// Subscriber processes.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    subscribers: usize,
+    /// Message size in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    size: usize,
+    /// Recorded publishes.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    iters: u64,
+    /// Unrecorded publishes first. Default: iters/10, at least 1000, at most 10000.
+    #[arg(long, value_name = "N")]
+    warmup: Option<u64>,
+    /// How subscribers wait: spin (try_recv in a loop) or block (sleep at once).
+    #[arg(long, value_enum, default_value_t = Mode::Spin)]
+    mode: Mode,
+    /// copy: publish + copying reads; touch: loan/send + pinned reads.
+    #[arg(long, value_enum, default_value_t = Payload::Copy)]
+    payload: Payload,
+    /// Fail when subscribers do not finish for this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    timeout_secs: u64,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct FanoutSubscriberArgs {
+    #[arg(long)]
+    root: String,
+    #[arg(long)]
+    size: usize,
+    #[arg(long)]
+    last: u64,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long, value_enum)]
+    payload: Payload,
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -330,6 +383,34 @@ fn pool(a: PoolArgs) -> Result<(), String> {
     Ok(())
 }
 
+fn fanout(a: FanoutArgs) -> Result<(), String> {
+    if a.subscribers == 0 || a.subscribers > MAX_SUBSCRIBERS {
+        return Err(format!("--subscribers must be 1..={MAX_SUBSCRIBERS}"));
+    }
+    check_size(a.size)?;
+    if a.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    if a.timeout_secs == 0 {
+        return Err("--timeout-secs must be at least 1".into());
+    }
+    let o = fanout::run(fanout::Config {
+        subscribers: a.subscribers,
+        size: a.size,
+        iters: a.iters,
+        warmup: a.warmup.unwrap_or((a.iters / 10).clamp(1000, 10_000)),
+        mode: a.mode,
+        payload: a.payload,
+        timeout: Duration::from_secs(a.timeout_secs),
+    })?;
+    if a.json {
+        println!("{}", fanout::json(&o));
+    } else {
+        println!("{}", fanout::line(&o));
+    }
+    Ok(())
+}
+
 fn echo(a: EchoArgs) -> Result<(), String> {
     let t = transport(&a.transport)?;
     check_size(a.size)?;
@@ -378,6 +459,15 @@ fn main() -> ExitCode {
         Command::Echo(a) => echo(a),
         Command::Throughput(a) => throughput(a),
         Command::Pool(a) => pool(a),
+        Command::Fanout(a) => fanout(a),
+        Command::FanoutSubscriber(a) => fanout::subscriber(fanout::SubscriberConfig {
+            root: a.root,
+            size: a.size,
+            last: a.last,
+            mode: a.mode,
+            payload: a.payload,
+            cpu: a.cpu,
+        }),
         Command::PoolWorker(a) => pool::worker(pool::WorkerConfig {
             root: a.root,
             mode: a.mode,
