@@ -468,11 +468,9 @@ fn main() -> ExitCode {
             payload: a.payload,
             cpu: a.cpu,
         }),
-        Command::PoolWorker(a) => pool::worker(pool::WorkerConfig {
-            root: a.root,
-            mode: a.mode,
-            work: Duration::from_nanos(a.work_ns),
-        }),
+        Command::PoolWorker(a) => {
+            pool::worker(pool::WorkerConfig { root: a.root, mode: a.mode, work: Duration::from_nanos(a.work_ns) })
+        }
         Command::StreamReader(a) => throughput::reader(throughput::ReaderConfig {
             root: a.root,
             size: a.size,

@@ -89,7 +89,10 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
         .map_err(|e| format!("cannot create the stream: {e}"))?;
     writer.set_wait_policy(policy(config.mode));
     if size > writer.max_record_len() {
-        return Err(format!("--size {size} does not fit a ring of {} bytes; give a larger --capacity", config.capacity));
+        return Err(format!(
+            "--size {size} does not fit a ring of {} bytes; give a larger --capacity",
+            config.capacity
+        ));
     }
     let records = (config.bytes / size as u64).max(1);
     let warmup = ((4 * config.capacity / size) as u64).clamp(16, 1 << 20).min(records);

@@ -132,10 +132,15 @@ pub trait Endpoint {
 }
 
 /// Every transport, in the order they are listed in help and errors.
-pub static ALL: &[&dyn Transport] =
-    &[&floor::Floor, &futex_floor::FutexFloor, &topic::TopicTransport,
+pub static ALL: &[&dyn Transport] = &[
+    &floor::Floor,
+    &futex_floor::FutexFloor,
+    &topic::TopicTransport,
     &stream::StreamTransport,
-    &pipe::Pipe, &uds::Uds, &tcp::Tcp];
+    &pipe::Pipe,
+    &uds::Uds,
+    &tcp::Tcp,
+];
 
 /// The transport called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Transport> {
