@@ -80,9 +80,6 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
     } else {
         eprintln!("shmbus-bench: note: only one CPU available; writer and reader are not pinned");
     }
-    // The yardstick first, on the writer's CPU, before the reader exists.
-    let memcpy = memcpy_bandwidth(size, config.memcpy_time);
-
     let (root, handoff) = ScratchRoot::create("throughput").map_err(|e| format!("cannot make a scratch root: {e}"))?;
     let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
     let mut writer = StreamWriter::create(&domain, "throughput", &StreamConfig::new(config.capacity))
@@ -94,6 +91,8 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
             config.capacity
         ));
     }
+    // The yardstick, on the writer's CPU, before the reader exists.
+    let memcpy = memcpy_bandwidth(size, config.memcpy_time);
     let records = (config.bytes / size as u64).max(1);
     let warmup = ((4 * config.capacity / size) as u64).clamp(16, 1 << 20).min(records);
     let mut args = vec![
