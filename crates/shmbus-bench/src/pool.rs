@@ -177,10 +177,13 @@ fn run_pool(config: &Config) -> Result<Stats, String> {
     }
 }
 
-/// Waits until all workers wait for work.
+/// Waits until all workers wait for work. Sleeps first: right after a burst the CPU belongs
+/// to the woken workers (`status()` reads `/proc`, which a worker woken onto this CPU would
+/// otherwise wait behind).
 fn all_idle(config: &Config, d: &Dispatcher, helpers: &mut [Helper]) -> Result<(), String> {
     let start = Instant::now();
     loop {
+        std::thread::sleep(Duration::from_micros(50));
         let s = d.status();
         if s.workers == config.workers && s.idle == config.workers {
             return Ok(());
@@ -199,7 +202,6 @@ fn all_idle(config: &Config, d: &Dispatcher, helpers: &mut [Helper]) -> Result<(
                 s.idle
             ));
         }
-        std::thread::sleep(Duration::from_micros(50));
     }
 }
 
