@@ -3,9 +3,13 @@
 //! See the crate README for what each measurement times.
 
 mod affinity;
+mod child;
 mod driver;
+mod fanout;
 mod memcpy;
+mod pool;
 mod report;
+mod throughput;
 mod transports;
 mod waiter;
 
@@ -18,6 +22,9 @@ use transports::{Mode, Params, Payload};
 
 /// Largest message a ping-pong accepts (1 GiB).
 const MAX_SIZE: usize = 1 << 30;
+
+/// Most subscriber processes `fanout` starts (a topic has 120 participant entries).
+const MAX_SUBSCRIBERS: usize = 100;
 
 #[derive(Debug, Parser)]
 #[command(name = "shmbus-bench", version, about = "Latency and throughput benchmarks for shmbus")]
@@ -32,6 +39,22 @@ enum Command {
     Pingpong(PingpongArgs),
     /// One-core memcpy bandwidth in MB/s.
     ThroughputMemcpy(MemcpyArgs),
+    /// Stream bandwidth between two pinned processes, next to memcpy measured in the same run.
+    Throughput(ThroughputArgs),
+    /// Seed 003: bursts of jobs to worker processes through a shmbus pool, against a
+    /// crossbeam-channel thread pool; enqueue→recv latency percentiles.
+    Pool(PoolArgs),
+    /// A worker of `pool` (started by `pool` itself).
+    #[command(name = pool::WORKER_ROLE, hide = true)]
+    PoolWorker(PoolWorkerArgs),
+    /// ns per publish on a topic with K subscriber processes reading.
+    Fanout(FanoutArgs),
+    /// A subscriber of `fanout` (started by `fanout` itself).
+    #[command(name = fanout::SUBSCRIBER_ROLE, hide = true)]
+    FanoutSubscriber(FanoutSubscriberArgs),
+    /// The reader side of `throughput` (started by `throughput` itself).
+    #[command(name = throughput::READER_ROLE, hide = true)]
+    StreamReader(StreamReaderArgs),
     /// The echo side of a ping-pong (started by `pingpong` itself).
     #[command(name = driver::ECHO_ROLE, hide = true)]
     Echo(EchoArgs),
@@ -39,7 +62,7 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct PingpongArgs {
-    /// floor, futex-floor, pipe, uds or tcp.
+    /// floor, futex-floor, topic, stream, pipe, uds or tcp.
     #[arg(long, value_name = "T")]
     transport: String,
     /// Message size in bytes.
@@ -81,6 +104,139 @@ struct MemcpyArgs {
     /// Print one JSON object instead of a line.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ThroughputArgs {
+    /// Only stream.
+    #[arg(long, value_name = "T", default_value = "stream")]
+    transport: String,
+    /// Record payload size in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 65536)]
+    size: usize,
+    /// Payload bytes to move in the timed part (whole records; default 1 GiB).
+    #[arg(long, value_name = "TOTAL", default_value_t = 1 << 30)]
+    bytes: u64,
+    /// Ring capacity in bytes, a power of two of at least a page. Default: at least 1 MiB
+    /// and 8 records.
+    #[arg(long, value_name = "BYTES")]
+    capacity: Option<usize>,
+    /// spin or block while the ring is full (writer) or empty (reader).
+    #[arg(long, value_enum, default_value_t = Mode::Spin)]
+    mode: Mode,
+    /// copy: whole record in and out; touch: first and last byte only.
+    #[arg(long, value_enum, default_value_t = Payload::Copy)]
+    payload: Payload,
+    /// How long the memcpy yardstick runs.
+    #[arg(long, value_name = "MS", default_value_t = 300)]
+    memcpy_millis: u64,
+    /// Fail when the reader makes no progress for this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    timeout_secs: u64,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct PoolArgs {
+    /// Jobs per burst.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    jobs: usize,
+    /// Worker processes (and baseline threads), 1..=64.
+    #[arg(long, value_name = "M", default_value_t = 3)]
+    workers: usize,
+    /// Recorded bursts.
+    #[arg(long, value_name = "R", default_value_t = 1000)]
+    rounds: u64,
+    /// Unrecorded bursts first. Default: rounds/10, at least 10.
+    #[arg(long, value_name = "R")]
+    warmup: Option<u64>,
+    /// How workers wait: spin, or sleep at once (block).
+    #[arg(long, value_enum, default_value_t = Mode::Block)]
+    mode: Mode,
+    /// Pause between bursts (after every worker is waiting again), microseconds.
+    #[arg(long, value_name = "US", default_value_t = 200)]
+    gap_us: u64,
+    /// Busy work per job in the worker, microseconds.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    work_us: u64,
+    /// Fail when workers stop answering for this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    timeout_secs: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct PoolWorkerArgs {
+    #[arg(long)]
+    root: String,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long)]
+    work_ns: u64,
+}
+
+#[derive(Debug, Args)]
+struct FanoutArgs {
+    /// Subscriber processes.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    subscribers: usize,
+    /// Message size in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    size: usize,
+    /// Recorded publishes.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    iters: u64,
+    /// Unrecorded publishes first. Default: iters/10, at least 1000, at most 10000.
+    #[arg(long, value_name = "N")]
+    warmup: Option<u64>,
+    /// How subscribers wait: spin (try_recv in a loop) or block (sleep at once).
+    #[arg(long, value_enum, default_value_t = Mode::Spin)]
+    mode: Mode,
+    /// copy: publish + copying reads; touch: loan/send + pinned reads.
+    #[arg(long, value_enum, default_value_t = Payload::Copy)]
+    payload: Payload,
+    /// Fail when subscribers do not finish for this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    timeout_secs: u64,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct FanoutSubscriberArgs {
+    #[arg(long)]
+    root: String,
+    #[arg(long)]
+    size: usize,
+    #[arg(long)]
+    last: u64,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long, value_enum)]
+    payload: Payload,
+    #[arg(long)]
+    cpu: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+struct StreamReaderArgs {
+    #[arg(long)]
+    root: String,
+    #[arg(long)]
+    size: usize,
+    #[arg(long)]
+    records: u64,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long, value_enum)]
+    payload: Payload,
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -168,6 +324,93 @@ fn throughput_memcpy(a: MemcpyArgs) -> Result<(), String> {
     Ok(())
 }
 
+fn throughput(a: ThroughputArgs) -> Result<(), String> {
+    if a.transport != "stream" {
+        return Err(format!("throughput measures only the stream transport, not '{}'", a.transport));
+    }
+    check_size(a.size)?;
+    if a.bytes == 0 {
+        return Err("--bytes must be at least 1".into());
+    }
+    if a.timeout_secs == 0 {
+        return Err("--timeout-secs must be at least 1".into());
+    }
+    let o = throughput::run(throughput::Config {
+        size: a.size,
+        bytes: a.bytes,
+        capacity: a.capacity.unwrap_or(0),
+        mode: a.mode,
+        payload: a.payload,
+        memcpy_time: Duration::from_millis(a.memcpy_millis.max(1)),
+        timeout: Duration::from_secs(a.timeout_secs),
+    })?;
+    if a.json {
+        println!("{}", throughput::json(&o));
+    } else {
+        println!("{}", throughput::line(&o));
+    }
+    Ok(())
+}
+
+fn pool(a: PoolArgs) -> Result<(), String> {
+    if a.jobs == 0 {
+        return Err("--jobs must be at least 1".into());
+    }
+    if !(1..=shmbus::pool::MAX_WORKERS).contains(&a.workers) {
+        return Err(format!("--workers must be 1..={}", shmbus::pool::MAX_WORKERS));
+    }
+    if a.rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    if a.timeout_secs == 0 {
+        return Err("--timeout-secs must be at least 1".into());
+    }
+    let o = pool::run(pool::Config {
+        jobs: a.jobs,
+        workers: a.workers,
+        rounds: a.rounds,
+        warmup: a.warmup.unwrap_or((a.rounds / 10).max(10)),
+        mode: a.mode,
+        gap: Duration::from_micros(a.gap_us),
+        work: Duration::from_micros(a.work_us),
+        timeout: Duration::from_secs(a.timeout_secs),
+    })?;
+    if a.json {
+        println!("{}", pool::json(&o));
+    } else {
+        println!("{}", pool::table(&o));
+    }
+    Ok(())
+}
+
+fn fanout(a: FanoutArgs) -> Result<(), String> {
+    if a.subscribers == 0 || a.subscribers > MAX_SUBSCRIBERS {
+        return Err(format!("--subscribers must be 1..={MAX_SUBSCRIBERS}"));
+    }
+    check_size(a.size)?;
+    if a.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    if a.timeout_secs == 0 {
+        return Err("--timeout-secs must be at least 1".into());
+    }
+    let o = fanout::run(fanout::Config {
+        subscribers: a.subscribers,
+        size: a.size,
+        iters: a.iters,
+        warmup: a.warmup.unwrap_or((a.iters / 10).clamp(1000, 10_000)),
+        mode: a.mode,
+        payload: a.payload,
+        timeout: Duration::from_secs(a.timeout_secs),
+    })?;
+    if a.json {
+        println!("{}", fanout::json(&o));
+    } else {
+        println!("{}", fanout::line(&o));
+    }
+    Ok(())
+}
+
 fn echo(a: EchoArgs) -> Result<(), String> {
     let t = transport(&a.transport)?;
     check_size(a.size)?;
@@ -214,6 +457,28 @@ fn main() -> ExitCode {
         Command::Pingpong(a) => pingpong(a),
         Command::ThroughputMemcpy(a) => throughput_memcpy(a),
         Command::Echo(a) => echo(a),
+        Command::Throughput(a) => throughput(a),
+        Command::Pool(a) => pool(a),
+        Command::Fanout(a) => fanout(a),
+        Command::FanoutSubscriber(a) => fanout::subscriber(fanout::SubscriberConfig {
+            root: a.root,
+            size: a.size,
+            last: a.last,
+            mode: a.mode,
+            payload: a.payload,
+            cpu: a.cpu,
+        }),
+        Command::PoolWorker(a) => {
+            pool::worker(pool::WorkerConfig { root: a.root, mode: a.mode, work: Duration::from_nanos(a.work_ns) })
+        }
+        Command::StreamReader(a) => throughput::reader(throughput::ReaderConfig {
+            root: a.root,
+            size: a.size,
+            records: a.records,
+            mode: a.mode,
+            payload: a.payload,
+            cpu: a.cpu,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
-const TRANSPORTS: &[&str] = &["floor", "futex-floor", "topic", "pipe", "uds", "tcp"];
+const TRANSPORTS: &[&str] = &["floor", "futex-floor", "topic", "stream", "pipe", "uds", "tcp"];
+/// Transports that honour `--payload touch` (the rest always copy).
+const ZERO_COPY: &[&str] = &["floor", "futex-floor", "topic", "stream"];
 const REQUIRED: &[&str] = &["transport", "mode", "size", "iters", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"];
 const OPTIONAL: &[&str] = &["payload", "warmup", "pinned", "min_ns", "mean_ns"];
 /// Far above any sane run of these sizes, even on a loaded machine.
@@ -142,8 +144,7 @@ fn odd_and_large_sizes_and_both_payloads_round_trip() {
                     "10",
                 ]);
                 assert_eq!(obj["size"].to_string(), size);
-                let zero_copy = t.contains("floor") || *t == "topic";
-                let real = if zero_copy { payload } else { "copy" };
+                let real = if ZERO_COPY.contains(t) { payload } else { "copy" };
                 assert_eq!(obj["payload"], real, "{t} asked {payload}");
             }
         }

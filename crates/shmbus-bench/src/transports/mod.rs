@@ -21,6 +21,7 @@ pub mod futex_floor;
 pub mod pipe;
 mod shm_lanes;
 pub mod shmbus_kinds;
+pub mod stream;
 pub mod tcp;
 pub mod topic;
 pub mod uds;
@@ -131,8 +132,15 @@ pub trait Endpoint {
 }
 
 /// Every transport, in the order they are listed in help and errors.
-pub static ALL: &[&dyn Transport] =
-    &[&floor::Floor, &futex_floor::FutexFloor, &topic::TopicTransport, &pipe::Pipe, &uds::Uds, &tcp::Tcp];
+pub static ALL: &[&dyn Transport] = &[
+    &floor::Floor,
+    &futex_floor::FutexFloor,
+    &topic::TopicTransport,
+    &stream::StreamTransport,
+    &pipe::Pipe,
+    &uds::Uds,
+    &tcp::Tcp,
+];
 
 /// The transport called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Transport> {

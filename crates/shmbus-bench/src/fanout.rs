@@ -1,0 +1,302 @@
+//! `fanout`: the cost of one `publish` on a topic with K subscriber processes attached and
+//! reading, to show that publish cost does not grow with the number of subscribers.
+//!
+//! What is timed: each `publish` call (or `loan` + write two bytes + `send` with
+//! `--payload touch`) alone, between two `CLOCK_MONOTONIC` reads, in the publisher process
+//! pinned to the first CPU. The subscribers are real processes, pinned to the second CPU,
+//! each reading in order (spinning on `try_recv_into` / `try_recv_pinned`, or sleeping in
+//! the blocking receive with `--mode block`); they skip ahead when they lag. The clock's own
+//! cost (the median of back-to-back reads) is reported as `clock_ns` and is included in
+//! every sample.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde_json::json;
+use shmbus::sys::monotonic_ns;
+use shmbus::topic::{RecvError, Topic, TopicConfig};
+
+use crate::affinity;
+use crate::child::{self, Helper};
+use crate::transports::shmbus_kinds::{policy, ScratchRoot, BLOCK_SLICE};
+use crate::transports::{Mode, Payload};
+
+/// The hidden subcommand of a subscriber process.
+pub const SUBSCRIBER_ROLE: &str = "__fanout-subscriber";
+
+/// History of the measured topic.
+const HISTORY: usize = 256;
+
+/// One run, as asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Subscriber processes.
+    pub subscribers: usize,
+    /// Message size.
+    pub size: usize,
+    /// Recorded publishes.
+    pub iters: u64,
+    /// Unrecorded publishes first.
+    pub warmup: u64,
+    /// How subscribers wait.
+    pub mode: Mode,
+    /// copy: `publish` and copying reads; touch: loan/send and pinned reads.
+    pub payload: Payload,
+    /// Give up when subscribers do not finish for this long.
+    pub timeout: Duration,
+}
+
+/// What a run measured.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The configuration.
+    pub config: Config,
+    /// ns per publish call.
+    pub hist: Histogram<u64>,
+    /// Median cost of two back-to-back clock reads.
+    pub clock_ns: u64,
+    /// Fewest and most messages any subscriber received.
+    pub received: (u64, u64),
+    /// Messages the subscribers skipped (lagged), summed.
+    pub lagged: u64,
+    /// Whether publisher and subscribers were pinned to different CPUs.
+    pub pinned: bool,
+}
+
+fn clock_cost() -> u64 {
+    let mut v: Vec<u64> = (0..10_001)
+        .map(|_| {
+            let a = monotonic_ns();
+            let b = monotonic_ns();
+            b - a
+        })
+        .collect();
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Publisher side. Errors are one line.
+pub fn run(config: Config) -> Result<Outcome, String> {
+    let cpus = affinity::pick_pair().map_err(|e| format!("cannot read CPU affinity: {e}"))?;
+    if let Some((p, _)) = cpus {
+        affinity::pin_current_thread(p).map_err(|e| format!("cannot pin to CPU {p}: {e}"))?;
+    } else {
+        eprintln!("shmbus-bench: note: only one CPU available; publisher and subscribers are not pinned");
+    }
+    let (root, handoff) = ScratchRoot::create("fanout").map_err(|e| format!("cannot make a scratch root: {e}"))?;
+    let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
+    let topic = Topic::create_or_open(&domain, "fanout", &TopicConfig::new(config.size, HISTORY))
+        .map_err(|e| format!("cannot create the topic: {e}"))?;
+    let mut publisher = topic.publisher().map_err(|e| format!("cannot publish: {e}"))?;
+    let total = config.warmup + config.iters;
+    let mut args = vec![
+        format!("--root={}", handoff.args[0]),
+        format!("--size={}", config.size),
+        format!("--last={total}"),
+        format!("--mode={}", config.mode.as_str()),
+        format!("--payload={}", config.payload.as_str()),
+    ];
+    if let Some((_, s)) = cpus {
+        args.push(format!("--cpu={s}"));
+    }
+    let mut helpers: Vec<Helper> = Vec::with_capacity(config.subscribers);
+    for _ in 0..config.subscribers {
+        match child::spawn(SUBSCRIBER_ROLE, &args) {
+            Ok(h) => helpers.push(h),
+            Err(e) => {
+                child::kill_all(&mut helpers);
+                return Err(format!("cannot start a subscriber process: {e}"));
+            }
+        }
+    }
+    let result = publish_all(&config, &topic, &mut publisher, &mut helpers, total);
+    let result = result.and_then(|(hist, clock_ns)| {
+        let (mut lo, mut hi, mut lagged) = (u64::MAX, 0, 0);
+        for h in &mut helpers {
+            let line = h.line().map_err(|e| format!("subscriber: {e}"))?;
+            let mut it = line.split_whitespace();
+            let (Some("received"), Some(r), Some("lagged"), Some(l)) = (it.next(), it.next(), it.next(), it.next())
+            else {
+                return Err(format!("a subscriber reported {line:?}"));
+            };
+            let r: u64 = r.parse().map_err(|_| format!("a subscriber reported {line:?}"))?;
+            lagged += l.parse::<u64>().map_err(|_| format!("a subscriber reported {line:?}"))?;
+            lo = lo.min(r);
+            hi = hi.max(r);
+            match h.wait_exit(config.timeout) {
+                Ok(Some(s)) if s.success() => {}
+                Ok(Some(s)) => return Err(format!("a subscriber process failed ({s})")),
+                _ => return Err("a subscriber process did not exit".into()),
+            }
+        }
+        Ok(Outcome { config, hist, clock_ns, received: (lo, hi), lagged, pinned: cpus.is_some() })
+    });
+    if result.is_err() {
+        child::kill_all(&mut helpers);
+    }
+    result
+}
+
+fn publish_all(
+    config: &Config,
+    topic: &Topic,
+    publisher: &mut shmbus::topic::Publisher,
+    helpers: &mut [Helper],
+    total: u64,
+) -> Result<(Histogram<u64>, u64), String> {
+    for h in helpers.iter_mut() {
+        let l = h.line().map_err(|e| format!("subscriber: {e}"))?;
+        if l != "ready" {
+            return Err(format!("a subscriber said {l:?} instead of ready"));
+        }
+    }
+    if topic.status().subscribers != config.subscribers {
+        return Err(format!("{} subscribers attached, expected {}", topic.status().subscribers, config.subscribers));
+    }
+    let clock_ns = clock_cost();
+    let n = config.size;
+    let mut msg: Vec<u8> = (0..n).map(|i| i as u8).collect();
+    let mut hist = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+    for i in 0..total {
+        msg[0] = i as u8;
+        let t0 = monotonic_ns();
+        match config.payload {
+            Payload::Copy => publisher.publish(&msg).map(drop),
+            Payload::Touch => publisher.loan().and_then(|mut loan| {
+                loan[0] = i as u8;
+                loan[n - 1] = i as u8;
+                loan.send(n).map(drop)
+            }),
+        }
+        .map_err(|e| format!("publish {i}: {e}"))?;
+        let t1 = monotonic_ns();
+        if i >= config.warmup {
+            hist.record((t1 - t0).max(1)).map_err(|e| format!("histogram: {e:?}"))?;
+        }
+    }
+    Ok((hist, clock_ns))
+}
+
+/// Subscriber process arguments.
+#[derive(Debug)]
+pub struct SubscriberConfig {
+    /// Scratch root holding the topic.
+    pub root: String,
+    /// Message size.
+    pub size: usize,
+    /// Sequence number of the last message: exit after receiving it.
+    pub last: u64,
+    /// How to wait.
+    pub mode: Mode,
+    /// Copy out or pin and look at two bytes.
+    pub payload: Payload,
+    /// CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+/// Subscriber side: reads in order until message `last`, then prints
+/// `received R lagged L`.
+pub fn subscriber(config: SubscriberConfig) -> Result<(), String> {
+    let ppid = std::os::unix::process::parent_id();
+    if let Some(cpu) = config.cpu {
+        affinity::pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
+    }
+    let handoff = crate::transports::Handoff { fds: Vec::new(), args: vec![config.root] };
+    let root = ScratchRoot::attach(&handoff).map_err(|e| e.to_string())?;
+    let domain = root.domain().map_err(|e| e.to_string())?;
+    let sub = Topic::subscribe(&domain, "fanout").map_err(|e| format!("subscriber: cannot subscribe: {e}"))?;
+    sub.seek(1);
+    sub.set_wait_policy(policy(config.mode));
+    let mut buf = Vec::with_capacity(config.size);
+    let (mut received, mut lagged, mut spins) = (0u64, 0u64, 0u32);
+    let mut seen = 0u8;
+    println!("ready");
+    loop {
+        let r: Result<u64, RecvError> = match (config.mode, config.payload) {
+            (Mode::Spin, Payload::Copy) => sub.try_recv_into(&mut buf).map(|m| m.seq).map_err(RecvError::from),
+            (Mode::Spin, Payload::Touch) => sub
+                .try_recv_pinned()
+                .map(|s| {
+                    seen ^= s[0] ^ s[s.len() - 1];
+                    s.seq()
+                })
+                .map_err(RecvError::from),
+            (Mode::Block, Payload::Copy) => sub.recv_into_timeout(&mut buf, Some(BLOCK_SLICE)).map(|m| m.seq),
+            (Mode::Block, Payload::Touch) => sub.recv_pinned_timeout(Some(BLOCK_SLICE)).map(|s| {
+                seen ^= s[0] ^ s[s.len() - 1];
+                s.seq()
+            }),
+        };
+        match r {
+            Ok(seq) => {
+                received += 1;
+                if seq >= config.last {
+                    break;
+                }
+            }
+            Err(RecvError::Lagged { missed }) => lagged += missed,
+            Err(RecvError::Timeout) => {
+                spins = spins.wrapping_add(1);
+                std::hint::spin_loop();
+                if (config.mode == Mode::Block || spins % (1 << 16) == 0) && !child::parent_alive(ppid) {
+                    return Err("subscriber: the publisher process is gone".into());
+                }
+            }
+            Err(e) => return Err(format!("subscriber: {e}")),
+        }
+    }
+    std::hint::black_box(seen);
+    println!("received {received} lagged {lagged}");
+    Ok(())
+}
+
+/// The run as one JSON object.
+pub fn json(o: &Outcome) -> String {
+    let h = &o.hist;
+    let c = &o.config;
+    json!({
+        "subscribers": c.subscribers,
+        "size": c.size,
+        "iters": c.iters,
+        "warmup": c.warmup,
+        "mode": c.mode.as_str(),
+        "payload": c.payload.as_str(),
+        "pinned": o.pinned,
+        "p50_ns": h.value_at_quantile(0.50),
+        "p90_ns": h.value_at_quantile(0.90),
+        "p99_ns": h.value_at_quantile(0.99),
+        "p999_ns": h.value_at_quantile(0.999),
+        "max_ns": h.max(),
+        "min_ns": h.min(),
+        "mean_ns": h.mean().round() as u64,
+        "clock_ns": o.clock_ns,
+        "received_min": o.received.0,
+        "received_max": o.received.1,
+        "lagged": o.lagged,
+    })
+    .to_string()
+}
+
+/// The run as one readable line.
+pub fn line(o: &Outcome) -> String {
+    let h = &o.hist;
+    let c = &o.config;
+    format!(
+        "fanout {} subscribers {} {} {} B  {} publishes  ns per publish: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  mean {:.0}  (clock {} ns included; received {}..{}, lagged {})",
+        c.subscribers,
+        c.mode.as_str(),
+        c.payload.as_str(),
+        c.size,
+        c.iters,
+        h.value_at_quantile(0.50),
+        h.value_at_quantile(0.90),
+        h.value_at_quantile(0.99),
+        h.value_at_quantile(0.999),
+        h.max(),
+        h.mean(),
+        o.clock_ns,
+        o.received.0,
+        o.received.1,
+        o.lagged,
+    )
+}
