@@ -19,6 +19,7 @@ mod fd_stream;
 pub mod floor;
 pub mod futex_floor;
 pub mod pipe;
+pub mod queue;
 mod shm_lanes;
 pub mod shmbus_kinds;
 pub mod tcp;
@@ -132,7 +133,8 @@ pub trait Endpoint {
 
 /// Every transport, in the order they are listed in help and errors.
 pub static ALL: &[&dyn Transport] =
-    &[&floor::Floor, &futex_floor::FutexFloor, &topic::TopicTransport, &pipe::Pipe, &uds::Uds, &tcp::Tcp];
+    &[&floor::Floor, &futex_floor::FutexFloor, &topic::TopicTransport, &pipe::Pipe, &uds::Uds, &tcp::Tcp,
+    &queue::QueueTransport];
 
 /// The transport called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Transport> {
