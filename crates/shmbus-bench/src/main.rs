@@ -3,8 +3,11 @@
 //! See the crate README for what each measurement times.
 
 mod affinity;
+mod cpus;
 mod driver;
+mod journal;
 mod memcpy;
+mod queue_table;
 mod report;
 mod transports;
 mod waiter;
@@ -32,6 +35,13 @@ enum Command {
     Pingpong(PingpongArgs),
     /// One-core memcpy bandwidth in MB/s.
     ThroughputMemcpy(MemcpyArgs),
+    /// Seed 004's table: 2,000,000 queue messages per size, wall time vs the seed's mutex queue.
+    QueueTable(queue_table::QueueTableArgs),
+    /// Journal append→tail latency (RTT/2) and throughput, seed 002's sizes.
+    Journal(journal::JournalArgs),
+    /// An appender process of `journal`'s throughput run (started by `journal` itself).
+    #[command(name = journal::APPENDER_ROLE, hide = true)]
+    JournalAppender(journal::AppenderArgs),
     /// The echo side of a ping-pong (started by `pingpong` itself).
     #[command(name = driver::ECHO_ROLE, hide = true)]
     Echo(EchoArgs),
@@ -213,6 +223,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Pingpong(a) => pingpong(a),
         Command::ThroughputMemcpy(a) => throughput_memcpy(a),
+        Command::QueueTable(a) => queue_table::run(a.messages, a.json),
+        Command::Journal(a) => journal::run(a),
+        Command::JournalAppender(a) => journal::appender_main(a),
         Command::Echo(a) => echo(a),
     };
     match result {

@@ -18,6 +18,7 @@ use crate::waiter::Waiter;
 mod fd_stream;
 pub mod floor;
 pub mod futex_floor;
+pub mod journal;
 pub mod pipe;
 pub mod queue;
 mod shm_lanes;
@@ -134,7 +135,7 @@ pub trait Endpoint {
 /// Every transport, in the order they are listed in help and errors.
 pub static ALL: &[&dyn Transport] =
     &[&floor::Floor, &futex_floor::FutexFloor, &topic::TopicTransport, &pipe::Pipe, &uds::Uds, &tcp::Tcp,
-    &queue::QueueTransport];
+    &queue::QueueTransport, &journal::JOURNAL];
 
 /// The transport called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Transport> {
