@@ -283,18 +283,29 @@ fn tail(
     Ok(())
 }
 
+/// What one throughput run does.
+#[derive(Debug, Clone, Copy)]
+pub struct TputConfig<'a> {
+    /// Parent of the temporary directory (`None`: the system's temporary directory).
+    pub parent: Option<&'a Path>,
+    /// Durability of the journal.
+    pub durability: Durability,
+    /// Entry size in bytes (at least 8).
+    pub size: usize,
+    /// Appender processes.
+    pub appenders: u32,
+    /// Timed entries per appender.
+    pub messages: u64,
+    /// How the tailer waits.
+    pub mode: Mode,
+    /// Longest wait for the next entry.
+    pub timeout: Duration,
+}
+
 /// The throughput run: `appenders` processes append `messages` entries each while this
-/// process tails them all.
-pub fn throughput(
-    parent: Option<&Path>,
-    dur: Durability,
-    size: usize,
-    appenders: u32,
-    messages: u64,
-    mode: Mode,
-    timeout: Duration,
-    cpu_set: &CpuSet,
-) -> Result<Throughput, String> {
+/// process tails them all. `cpu_set`: the CPUs to spread the processes over.
+pub fn throughput(c: &TputConfig<'_>, cpu_set: &CpuSet) -> Result<Throughput, String> {
+    let TputConfig { parent, durability: dur, size, appenders, messages, mode, timeout } = *c;
     let count = u32::try_from(messages).map_err(|_| "--messages must fit in 32 bits".to_string())?;
     let warm = (count / 10).clamp(1, 1000);
     let dir = TempDir::create(parent, "journal-tput").map_err(|e| format!("cannot make a temporary directory: {e}"))?;
@@ -434,8 +445,16 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
         let o = driver::run(config)?;
         let h = &o.hist;
         let messages = a.messages.unwrap_or_else(|| default_messages(a.mode, size));
-        let t = throughput(Some(&parent), dur, size, u32::from(a.appenders), messages, a.wait, timeout, &cpu_set)
-            .map_err(|e| format!("journal throughput ({size} B): {e}"))?;
+        let tc = TputConfig {
+            parent: Some(&parent),
+            durability: dur,
+            size,
+            appenders: u32::from(a.appenders),
+            messages,
+            mode: a.wait,
+            timeout,
+        };
+        let t = throughput(&tc, &cpu_set).map_err(|e| format!("journal throughput ({size} B): {e}"))?;
         let (p50, p90, p99, p999) =
             (h.value_at_quantile(0.5), h.value_at_quantile(0.9), h.value_at_quantile(0.99), h.value_at_quantile(0.999));
         if a.json {

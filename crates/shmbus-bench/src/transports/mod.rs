@@ -133,9 +133,16 @@ pub trait Endpoint {
 }
 
 /// Every transport, in the order they are listed in help and errors.
-pub static ALL: &[&dyn Transport] =
-    &[&floor::Floor, &futex_floor::FutexFloor, &topic::TopicTransport, &pipe::Pipe, &uds::Uds, &tcp::Tcp,
-    &queue::QueueTransport, &journal::JOURNAL];
+pub static ALL: &[&dyn Transport] = &[
+    &floor::Floor,
+    &futex_floor::FutexFloor,
+    &topic::TopicTransport,
+    &pipe::Pipe,
+    &uds::Uds,
+    &tcp::Tcp,
+    &queue::QueueTransport,
+    &journal::JOURNAL,
+];
 
 /// The transport called `name`.
 pub fn by_name(name: &str) -> Option<&'static dyn Transport> {
