@@ -40,3 +40,20 @@ impl CpuSet {
         Ok(())
     }
 }
+
+/// The spin floor's median one-way latency (64 B, 20,000 round trips) on the CPU pair the
+/// driver picks now: the yardstick printed beside results, because on a VM the distance
+/// between the two vCPUs (and with it the floor) can change from one run to the next.
+pub fn floor_p50_ns(cpu_set: &CpuSet) -> Result<u64, String> {
+    use crate::transports::{floor::Floor, Mode, Params, Payload};
+    cpu_set.restore()?;
+    let o = crate::driver::run(crate::driver::Config {
+        transport: &Floor,
+        params: Params { size: 64, mode: Mode::Spin, payload: Payload::Copy },
+        iters: 20_000,
+        warmup: 2_000,
+        timeout: std::time::Duration::from_secs(10),
+        echo_exit_after: None,
+    })?;
+    Ok(o.hist.value_at_quantile(0.5))
+}

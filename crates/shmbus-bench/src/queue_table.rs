@@ -49,6 +49,8 @@ pub struct Row {
     pub pinned: bool,
     /// The seed's wall seconds for 2,000,000 messages of this size.
     pub seed_s: f64,
+    /// The spin floor's p50 (64 B) measured just before this size.
+    pub floor_p50_ns: u64,
 }
 
 impl Row {
@@ -77,6 +79,7 @@ pub fn messages_for(size: usize, messages: u64) -> u64 {
 
 /// Runs one size.
 pub fn run_size(size: usize, messages: u64, cpu_set: &CpuSet) -> Result<Row, String> {
+    let floor_p50_ns = crate::cpus::floor_p50_ns(cpu_set)?;
     cpu_set.restore()?;
     let messages = messages_for(size, messages);
     let config = driver::Config {
@@ -105,6 +108,7 @@ pub fn run_size(size: usize, messages: u64, cpu_set: &CpuSet) -> Result<Row, Str
         p99_ns: h.value_at_quantile(0.99),
         pinned: o.cpus.is_some(),
         seed_s,
+        floor_p50_ns,
     })
 }
 
@@ -127,6 +131,7 @@ pub fn json(r: &Row) -> String {
         "speedup": r.speedup(),
         "p50_s_per_2m": r.p50_s_per_2m(),
         "speedup_p50": r.seed_s / r.p50_s_per_2m(),
+        "floor_p50_ns": r.floor_p50_ns,
     })
     .to_string()
 }
@@ -134,7 +139,7 @@ pub fn json(r: &Row) -> String {
 /// The header of the text table.
 pub fn header() -> String {
     format!(
-        "{:>6} {:>9} {:>9} {:>10} {:>12} {:>8} {:>8} {:>9} {:>8} {:>11} {:>12}",
+        "{:>6} {:>9} {:>9} {:>10} {:>12} {:>8} {:>8} {:>9} {:>8} {:>11} {:>12} {:>9}",
         "bytes",
         "messages",
         "wall s",
@@ -145,14 +150,15 @@ pub fn header() -> String {
         "seed s",
         "speed-up",
         "p50 x 2M s",
-        "p50 speed-up"
+        "p50 speed-up",
+        "floor ns"
     )
 }
 
 /// One row of the text table.
 pub fn line(r: &Row) -> String {
     format!(
-        "{:>6} {:>9} {:>9.3} {:>10.3} {:>12.0} {:>8} {:>8} {:>9.3} {:>7.1}x {:>11.3} {:>11.1}x",
+        "{:>6} {:>9} {:>9.3} {:>10.3} {:>12.0} {:>8} {:>8} {:>9.3} {:>7.1}x {:>11.3} {:>11.1}x {:>9}",
         r.size,
         r.messages,
         r.wall_s,
@@ -163,7 +169,8 @@ pub fn line(r: &Row) -> String {
         r.seed_s,
         r.speedup(),
         r.p50_s_per_2m(),
-        r.seed_s / r.p50_s_per_2m()
+        r.seed_s / r.p50_s_per_2m(),
+        r.floor_p50_ns
     )
 }
 
