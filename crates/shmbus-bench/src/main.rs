@@ -4,10 +4,13 @@
 
 mod affinity;
 mod child;
+mod cpus;
 mod driver;
 mod fanout;
+mod journal;
 mod memcpy;
 mod pool;
+mod queue_table;
 mod report;
 mod throughput;
 mod transports;
@@ -55,6 +58,13 @@ enum Command {
     /// The reader side of `throughput` (started by `throughput` itself).
     #[command(name = throughput::READER_ROLE, hide = true)]
     StreamReader(StreamReaderArgs),
+    /// Seed 004's table: 2,000,000 queue messages per size, wall time vs the seed's mutex queue.
+    QueueTable(queue_table::QueueTableArgs),
+    /// Journal append→tail latency (RTT/2) and throughput, seed 002's sizes.
+    Journal(journal::JournalArgs),
+    /// An appender process of `journal`'s throughput run (started by `journal` itself).
+    #[command(name = journal::APPENDER_ROLE, hide = true)]
+    JournalAppender(journal::AppenderArgs),
     /// The echo side of a ping-pong (started by `pingpong` itself).
     #[command(name = driver::ECHO_ROLE, hide = true)]
     Echo(EchoArgs),
@@ -456,6 +466,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Pingpong(a) => pingpong(a),
         Command::ThroughputMemcpy(a) => throughput_memcpy(a),
+        Command::QueueTable(a) => queue_table::run(a.messages, a.json),
+        Command::Journal(a) => journal::run(a),
+        Command::JournalAppender(a) => journal::appender_main(a),
         Command::Echo(a) => echo(a),
         Command::Throughput(a) => throughput(a),
         Command::Pool(a) => pool(a),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
-const TRANSPORTS: &[&str] = &["floor", "futex-floor", "topic", "stream", "pipe", "uds", "tcp"];
+const TRANSPORTS: &[&str] = &["floor", "futex-floor", "topic", "stream", "queue", "pipe", "uds", "tcp"];
 /// Transports that honour `--payload touch` (the rest always copy).
 const ZERO_COPY: &[&str] = &["floor", "futex-floor", "topic", "stream"];
 const REQUIRED: &[&str] = &["transport", "mode", "size", "iters", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"];

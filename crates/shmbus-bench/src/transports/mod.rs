@@ -18,7 +18,9 @@ use crate::waiter::Waiter;
 mod fd_stream;
 pub mod floor;
 pub mod futex_floor;
+pub mod journal;
 pub mod pipe;
+pub mod queue;
 mod shm_lanes;
 pub mod shmbus_kinds;
 pub mod stream;
@@ -137,6 +139,8 @@ pub static ALL: &[&dyn Transport] = &[
     &futex_floor::FutexFloor,
     &topic::TopicTransport,
     &stream::StreamTransport,
+    &queue::QueueTransport,
+    &journal::JOURNAL,
     &pipe::Pipe,
     &uds::Uds,
     &tcp::Tcp,

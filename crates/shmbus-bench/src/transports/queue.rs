@@ -1,0 +1,111 @@
+//! `queue`: two shmbus queues, `ping` and `pong` (one per direction), each with one producer
+//! and one consumer. The payload is copied in (`try_send` / `send_timeout`) and out
+//! (`try_recv_into` / `recv_into_timeout`, no allocation); the queue has no zero-copy verbs,
+//! so `--payload touch` runs as copy. Spin mode busy-polls the non-blocking verbs; block
+//! mode sets [`shmbus::WaitPolicy::BLOCK`] (sleep on the futex at once).
+
+use std::io;
+
+use shmbus::queue::{Consumer, Producer, Queue, QueueConfig, RecvError, SendError, TryRecvError, TrySendError};
+use shmbus::CreateOptions;
+
+use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
+use super::{Endpoint, Handoff, Params, Transport};
+use crate::waiter::Waiter;
+
+/// Cells per queue. A ping-pong has at most one message in flight per direction.
+pub const CAPACITY: u64 = 16;
+
+/// shmbus queues.
+#[derive(Debug)]
+pub struct QueueTransport;
+
+fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str, create: bool) -> io::Result<Box<dyn Endpoint>> {
+    check_size(params)?;
+    let d = root.domain()?;
+    let open = |name: &str| {
+        if create {
+            let cfg = QueueConfig { capacity: CAPACITY, max_element_size: params.size };
+            Queue::create(&d, name, cfg, &CreateOptions::default())
+        } else {
+            Queue::open(&d, name)
+        }
+        .map_err(io::Error::other)
+    };
+    let tx = open(tx)?;
+    let rx = open(rx)?;
+    let mut producer = tx.producer().map_err(io::Error::other)?;
+    let mut consumer = rx.consumer().map_err(io::Error::other)?;
+    producer.set_wait_policy(policy(params.mode));
+    consumer.set_wait_policy(policy(params.mode));
+    Ok(Box::new(QueueEnd { _root: root, producer, consumer, params: *params }))
+}
+
+impl Transport for QueueTransport {
+    fn name(&self) -> &'static str {
+        "queue"
+    }
+
+    fn open(&self, params: &Params) -> io::Result<(Box<dyn Endpoint>, Handoff)> {
+        let (root, handoff) = ScratchRoot::create("queue")?;
+        Ok((end(root, params, "ping", "pong", true)?, handoff))
+    }
+
+    fn attach(&self, params: &Params, handoff: Handoff) -> io::Result<Box<dyn Endpoint>> {
+        end(ScratchRoot::attach(&handoff)?, params, "pong", "ping", false)
+    }
+}
+
+struct QueueEnd {
+    _root: ScratchRoot,
+    producer: Producer,
+    consumer: Consumer,
+    params: Params,
+}
+
+impl Endpoint for QueueEnd {
+    #[inline]
+    fn send(&mut self, msg: &[u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let p = &mut self.producer;
+        let p = std::cell::RefCell::new(p);
+        wait_for(
+            self.params.mode,
+            waiter,
+            || match p.borrow_mut().try_send(msg) {
+                Ok(()) => Ok(Some(())),
+                Err(TrySendError::Full(_)) => Ok(None),
+                Err(e) => Err(io::Error::other(e.to_string())),
+            },
+            |slice| match p.borrow_mut().send_timeout(msg, slice) {
+                Ok(()) => Ok(Some(())),
+                Err(SendError::Timeout(_)) => Ok(None),
+                Err(e) => Err(io::Error::other(e.to_string())),
+            },
+        )
+    }
+
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let expected = buf.len();
+        let c = std::cell::RefCell::new(&mut self.consumer);
+        let b = std::cell::RefCell::new(buf);
+        let n = wait_for(
+            self.params.mode,
+            waiter,
+            || match c.borrow_mut().try_recv_into(&mut b.borrow_mut()) {
+                Ok(n) => Ok(Some(n)),
+                Err(TryRecvError::Empty) => Ok(None),
+                Err(e) => Err(io::Error::other(e)),
+            },
+            |slice| match c.borrow_mut().recv_into_timeout(&mut b.borrow_mut(), slice) {
+                Ok(n) => Ok(Some(n)),
+                Err(RecvError::Timeout) => Ok(None),
+                Err(e) => Err(io::Error::other(e)),
+            },
+        )?;
+        if n != expected {
+            return Err(io::Error::other(format!("received {n} bytes, expected {expected}")));
+        }
+        Ok(())
+    }
+}
