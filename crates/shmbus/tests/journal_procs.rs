@@ -150,6 +150,30 @@ fn child_entry() {
     }
 }
 
+/// Runs two `crashy` appenders (ids `2 * round` and `2 * round + 1`) for `min_us` plus up to
+/// 20 ms, SIGKILLs both and adds every `(index, appender, seq)` they reported as committed
+/// to `committed`. Returns how many were killed.
+fn crashy_round(dir: &Path, round: u64, min_us: u64, rng: &mut Rng, committed: &mut Vec<(u64, u64, u64)>) -> u64 {
+    let kids: Vec<Child> = (0..2)
+        .map(|k| spawn("crashy", dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rng.next().to_string())]))
+        .collect();
+    std::thread::sleep(Duration::from_micros(min_us + rng.next() % 20_000));
+    let mut kills = 0;
+    for mut k in kids {
+        sigkill(&mut k);
+        let _ = k.wait();
+        kills += 1;
+        let out = BufReader::new(k.stdout.take().unwrap());
+        for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
+            let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
+            if v.len() == 3 {
+                committed.push((v[0], v[1], v[2]));
+            }
+        }
+    }
+    kills
+}
+
 #[test]
 fn two_appender_processes_three_tailer_processes() {
     let (dir, _c) = fresh_dir("jp-mpmc");
@@ -189,24 +213,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     let mut kills = 0;
     let mut round = 0u64;
     while kills < 200 {
-        let kids: Vec<Child> = (0..2)
-            .map(|k| {
-                spawn("crashy", &dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rng.next().to_string())])
-            })
-            .collect();
-        std::thread::sleep(Duration::from_micros(2000 + rng.next() % 20_000));
-        for mut k in kids {
-            sigkill(&mut k);
-            let _ = k.wait();
-            kills += 1;
-            let out = BufReader::new(k.stdout.take().unwrap());
-            for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
-                let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
-                if v.len() == 3 {
-                    committed.push((v[0], v[1], v[2]));
-                }
-            }
-        }
+        kills += crashy_round(&dir, round, 2000, &mut rng, &mut committed);
         // Drain what is there: the tailer must get past every dead appender's entry.
         while let Some(e) = tailer.try_next().unwrap() {
             let (a, s) = parse_entry(e.data).expect("payload intact");
@@ -252,23 +259,7 @@ fn open_after_everyone_was_killed_recovers() {
     let mut committed = Vec::<(u64, u64, u64)>::new();
     let mut holes = 0;
     for round in 0..20u64 {
-        let kids: Vec<Child> = (0..2)
-            .map(|k| {
-                spawn("crashy", &dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rng.next().to_string())])
-            })
-            .collect();
-        std::thread::sleep(Duration::from_micros(3000 + rng.next() % 20_000));
-        for mut k in kids {
-            sigkill(&mut k);
-            let _ = k.wait();
-            let out = BufReader::new(k.stdout.take().unwrap());
-            for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
-                let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
-                if v.len() == 3 {
-                    committed.push((v[0], v[1], v[2]));
-                }
-            }
-        }
+        crashy_round(&dir, round, 3000, &mut rng, &mut committed);
         // Nobody has the journal open now: this open runs recovery.
         let j = Journal::open(&dir, &opts()).unwrap();
         holes += j.recovery().iter().map(|r| r.abandoned_holes).sum::<u64>();
