@@ -9,7 +9,7 @@
 //! only duplicate possible is the one entry a `tail` was killed between printing and
 //! acknowledging.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use shmbus::journal::{
 };
 use shmbus::OpenError;
 
+use crate::input::for_each_input;
 use crate::output::{cell, print_json, Align, Table};
 use crate::{CliError, Ctx, Result};
 
@@ -191,27 +192,6 @@ pub fn open(dir: &Path, opts: &JournalOptions) -> Result<Journal> {
 /// Opens an existing journal.
 pub fn open_existing(dir: &Path) -> Result<Journal> {
     open(dir, &JournalOptions { create: false, ..JournalOptions::default() })
-}
-
-/// Calls `f` with `--data` once, or with each stdin line (without its newline; a last line
-/// without newline counts too).
-pub fn for_each_input(data: Option<&str>, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
-    if let Some(d) = data {
-        return f(d.as_bytes());
-    }
-    let mut stdin = std::io::stdin().lock();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = stdin.read_until(b'\n', &mut line).map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
-        if n == 0 {
-            return Ok(());
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        f(&line)?;
-    }
 }
 
 /// One appended entry as a line of output.

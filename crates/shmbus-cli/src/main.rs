@@ -2,7 +2,7 @@
 //!
 //! One module per verb (`ls`, `info`, `pub`/`sub`, `pool`, `clean`, `demo`); `kinds` is the
 //! one place that dispatches on the channel kind, `topic` and `stream` are what `pub`/`sub`
-//! do on each kind, and `output` formats tables and JSON.
+//! do on each kind, `input` reads the messages to send, and `output` formats tables and JSON.
 //!
 //! Errors: every failure exits non-zero with exactly one line on stderr, `shmbus: <message>`.
 //! Usage errors exit with 2, everything else with 1.
@@ -10,6 +10,7 @@
 mod clean;
 mod demo;
 mod info;
+mod input;
 mod journal;
 mod kinds;
 mod ls;

@@ -5,12 +5,13 @@
 //! a short sleep until `--timeout-ms`). `worker` joins the pool and prints each job it
 //! takes. Either creates the pool if it is missing.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
 use shmbus::{Domain, OpenError};
 
+use crate::input::for_each_input;
 use crate::output::message_json_with;
 use crate::{CliError, Ctx, Result};
 
@@ -124,22 +125,7 @@ fn dispatch(ctx: &Ctx, args: &DispatchArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     report_lost(&mut out, &mut d)?;
     let mut job = Dispatch { args, d, sent: 0 };
-    if let Some(data) = &args.data {
-        return job.one(&mut out, data.as_bytes());
-    }
-    let mut stdin = std::io::stdin().lock();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = stdin.read_until(b'\n', &mut line).map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
-        if n == 0 {
-            return Ok(());
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        job.one(&mut out, &line)?;
-    }
+    for_each_input(args.data.as_deref(), |line| job.one(&mut out, line))
 }
 
 /// Prints the jobs of workers that died (or left) holding them.

@@ -4,9 +4,10 @@
 //! [`Sink`] and [`Source`], opened by [`kinds::sink`] and [`kinds::source`] from the kind in
 //! the channel's header (or `--kind` when `pub` creates one).
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::time::Duration;
 
+use crate::input::for_each_input;
 use crate::output::message_json;
 use crate::{kinds, CliError, Ctx, Result};
 
@@ -118,22 +119,7 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
         return r;
     }
     let mut sink = kinds::sink(&domain, args)?;
-    if let Some(data) = &args.data {
-        return sink.send(data.as_bytes());
-    }
-    let mut stdin = std::io::stdin().lock();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = stdin.read_until(b'\n', &mut line).map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
-        if n == 0 {
-            return Ok(());
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        sink.send(&line)?;
-    }
+    for_each_input(args.data.as_deref(), |msg| sink.send(msg))
 }
 
 /// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json]`

@@ -19,7 +19,7 @@ use shmbus::queue::{Queue, QueueConfig, RecvError};
 use shmbus::sys::monotonic_ns;
 use shmbus::{CreateOptions, Domain, Kind, OpenError};
 
-use crate::journal::for_each_input;
+use crate::input::for_each_input;
 use crate::kinds::Summary;
 use crate::output::message_json;
 use crate::pubsub::KindArg;

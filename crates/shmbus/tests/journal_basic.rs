@@ -1,26 +1,15 @@
 //! Single-process journal tests: API behaviour, rolling, retention, compression, recovery
 //! from truncation and zeroing, bad input, and the parser over the fuzz corpus.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
+use common::{fresh_dir, Rng};
 use shmbus::journal::format::{self, data_file_name, index_file_name};
 use shmbus::journal::{Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle};
 use shmbus::{OpenError, WaitSet};
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d =
-        std::env::temp_dir().join(format!("shmbus-jt-{tag}-{}-{}", std::process::id(), shmbus::sys::monotonic_ns()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-struct Cleanup(PathBuf);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn small() -> JournalOptions {
     JournalOptions {
@@ -38,8 +27,7 @@ fn payload(i: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn append_and_tail_in_order() {
-    let dir = tmpdir("order");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-order");
     let j = Journal::open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     let mut t = j.tailer().unwrap();
@@ -78,8 +66,7 @@ fn append_and_tail_in_order() {
 
 #[test]
 fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
-    let dir = tmpdir("roll");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-roll");
     let opts = JournalOptions {
         cycle_bytes: 64 << 10,
         chunk_bytes: 16 << 10,
@@ -112,8 +99,7 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
         assert_eq!(j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index, i);
     }
 
-    let dir2 = tmpdir("rolltime");
-    let _c2 = Cleanup(dir2.clone());
+    let (dir2, _c2) = fresh_dir("jt-rolltime");
     let j =
         Journal::open(&dir2, &JournalOptions { roll: RollCycle::Every(Duration::from_secs(1)), ..small() }).unwrap();
     let mut a = j.appender().unwrap();
@@ -130,8 +116,7 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
 
 #[test]
 fn compression_round_trip() {
-    let dir = tmpdir("lz4");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-lz4");
     let j = Journal::open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     a.set_compression(true);
@@ -150,8 +135,7 @@ fn compression_round_trip() {
 
 #[test]
 fn retention_while_tailing() {
-    let dir = tmpdir("retain");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-retain");
     let opts = JournalOptions {
         cycle_bytes: 64 << 10,
         chunk_bytes: 16 << 10,
@@ -208,8 +192,7 @@ fn retention_while_tailing() {
 
 #[test]
 fn waitset_wakes_on_append() {
-    let dir = tmpdir("ws");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-ws");
     let j = Journal::open(&dir, &small()).unwrap();
     let mut t = j.tailer().unwrap();
     let j2 = j.clone();
@@ -235,8 +218,7 @@ fn waitset_wakes_on_append() {
 
 #[test]
 fn named_reader_resumes_and_validates_names() {
-    let dir = tmpdir("named");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-named");
     let j = Journal::open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..10u64 {
@@ -289,8 +271,7 @@ fn read_all(j: &Journal) -> Vec<u64> {
 #[test]
 fn recovers_from_truncation_and_zeroed_tail() {
     // Truncation: cut the data file in the middle of entry 50.
-    let dir = tmpdir("trunc");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-trunc");
     drop(write_some(&dir, 100));
     let entry = format::entry_units(100) * 8;
     let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
@@ -307,8 +288,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     drop(j);
 
     // Zeroed tail (a lost page cache): zero from the middle of entry 70 on.
-    let dir = tmpdir("zero");
-    let _c2 = Cleanup(dir.clone());
+    let (dir, _c2) = fresh_dir("jt-zero");
     drop(write_some(&dir, 100));
     {
         use std::os::unix::fs::FileExt;
@@ -321,8 +301,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     drop(j);
 
     // A CRC mismatch in the middle: recovery keeps the entries before it.
-    let dir = tmpdir("crc");
-    let _c3 = Cleanup(dir.clone());
+    let (dir, _c3) = fresh_dir("jt-crc");
     drop(write_some(&dir, 100));
     {
         use std::os::unix::fs::FileExt;
@@ -337,8 +316,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
 
     // A stale position word (flush mode after power loss: entry pages synced, the header
     // page not): recovery scans on past it and keeps the committed entries.
-    let dir = tmpdir("stalepos");
-    let _c5 = Cleanup(dir.clone());
+    let (dir, _c5) = fresh_dir("jt-stalepos");
     drop(write_some(&dir, 100));
     {
         use std::os::unix::fs::FileExt;
@@ -354,8 +332,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     drop(j);
 
     // The data file cut inside its header page: moved aside, the cycle restarts.
-    let dir = tmpdir("hdr");
-    let _c4 = Cleanup(dir.clone());
+    let (dir, _c4) = fresh_dir("jt-hdr");
     drop(write_some(&dir, 10));
     std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap().set_len(100).unwrap();
     let j = Journal::open(&dir, &small()).unwrap();
@@ -367,8 +344,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
 #[test]
 fn bad_input_is_a_typed_error() {
     // Not a journal: a directory with other files.
-    let dir = tmpdir("notj");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-notj");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("notes.txt"), b"hello").unwrap();
     assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
@@ -376,14 +352,13 @@ fn bad_input_is_a_typed_error() {
     std::fs::write(dir.join(format::META_FILE), vec![0xabu8; 5000]).unwrap();
     assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
     // Missing, without create.
-    let missing = tmpdir("missing");
+    let (missing, _c_missing) = fresh_dir("jt-missing");
     assert!(matches!(
         Journal::open(&missing, &JournalOptions { create: false, ..small() }),
         Err(OpenError::NotFound { .. })
     ));
     // A newer format version.
-    let dir = tmpdir("newer");
-    let _c2 = Cleanup(dir.clone());
+    let (dir, _c2) = fresh_dir("jt-newer");
     drop(Journal::open(&dir, &small()).unwrap());
     {
         use std::os::unix::fs::FileExt;
@@ -392,15 +367,13 @@ fn bad_input_is_a_typed_error() {
     }
     assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
     // Invalid options.
-    let dir = tmpdir("opts");
+    let (dir, _c_opts) = fresh_dir("jt-opts");
     assert!(matches!(
         Journal::open(&dir, &JournalOptions { cycle_bytes: 1000, ..small() }),
         Err(OpenError::InvalidConfig { .. })
     ));
-    let _ = std::fs::remove_dir_all(&dir);
     // Too large an entry.
-    let dir = tmpdir("big");
-    let _c3 = Cleanup(dir.clone());
+    let (dir, _c3) = fresh_dir("jt-big");
     let j = Journal::open(&dir, &small()).unwrap();
     assert!(matches!(
         j.appender().unwrap().append(&vec![0u8; 65 << 10]),
@@ -420,8 +393,7 @@ fn bad_input_is_a_typed_error() {
 #[test]
 fn durability_modes_work() {
     for d in [Durability::Flush, Durability::Periodic(Duration::from_millis(5))] {
-        let dir = tmpdir("dur");
-        let _c = Cleanup(dir.clone());
+        let (dir, _c) = fresh_dir("jt-dur");
         let j = Journal::open(&dir, &JournalOptions { durability: d, ..small() }).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..50u64 {
@@ -442,36 +414,28 @@ fn parser_survives_corpus_and_mutations() {
         .map(|d| d.flatten().filter_map(|e| std::fs::read(e.path()).ok()).collect())
         .unwrap_or_default();
     // A real cycle file and metadata file as seeds too.
-    let dir = tmpdir("parse");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-parse");
     let j = write_some(&dir, 20);
     drop(j);
     inputs.push(std::fs::read(dir.join(data_file_name(0))).unwrap()[..4096 + 20 * 136].to_vec());
     inputs.push(std::fs::read(dir.join(format::META_FILE)).unwrap());
-    let mut x: u64 = shmbus::sys::monotonic_ns() | 1;
-    eprintln!("parser mutation seed {x}");
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = Rng::from_env_or_clock();
     for _ in 0..3000 {
-        let mut b = if inputs.is_empty() || rnd() % 4 == 0 {
-            (0..rnd() % 8192).map(|_| rnd() as u8).collect::<Vec<u8>>()
+        let mut b = if inputs.is_empty() || rng.next() % 4 == 0 {
+            (0..rng.next() % 8192).map(|_| rng.next() as u8).collect::<Vec<u8>>()
         } else {
-            inputs[(rnd() % inputs.len() as u64) as usize].clone()
+            inputs[(rng.next() % inputs.len() as u64) as usize].clone()
         };
-        for _ in 0..(rnd() % 16) {
+        for _ in 0..(rng.next() % 16) {
             if b.is_empty() {
                 break;
             }
-            let k = (rnd() % b.len() as u64) as usize;
-            match rnd() % 4 {
-                0 => b[k] = rnd() as u8,
+            let k = (rng.next() % b.len() as u64) as usize;
+            match rng.next() % 4 {
+                0 => b[k] = rng.next() as u8,
                 1 => b.truncate(k),
                 2 => b[k..].iter_mut().take(64).for_each(|v| *v = 0),
-                _ => b[k] ^= 1 << (rnd() % 8),
+                _ => b[k] ^= 1 << (rng.next() % 8),
             }
         }
         std::hint::black_box(format::fuzz_parse(&b));
@@ -488,8 +452,7 @@ fn write_fuzz_corpus() {
     }
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_parse");
     std::fs::create_dir_all(&out).unwrap();
-    let dir = tmpdir("corpus");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-corpus");
     let j = Journal::open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..5u64 {
@@ -514,8 +477,7 @@ fn write_fuzz_corpus() {
 /// commit fails with `CommitError::Abandoned`.
 #[test]
 fn stalled_appender_is_abandoned_after_the_timeout() {
-    let dir = tmpdir("stall");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-stall");
     let j = Journal::open(&dir, &JournalOptions { abandon_timeout: Duration::from_millis(200), ..small() }).unwrap();
     let mut stalled = j.appender().unwrap();
     let mut other = j.appender().unwrap();
@@ -535,8 +497,7 @@ fn stalled_appender_is_abandoned_after_the_timeout() {
 /// fail or end, never crash or read out of bounds.
 #[test]
 fn garbage_shared_words_are_survived() {
-    let dir = tmpdir("garbage");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-garbage");
     let j = write_some(&dir, 50);
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
@@ -572,8 +533,7 @@ fn garbage_shared_words_are_survived() {
 /// creator died between linking and publishing it): both are recovered at open.
 #[test]
 fn missing_and_unpublished_cycles() {
-    let dir = tmpdir("cycles");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-cycles");
     let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, ..small() };
     {
         let j = Journal::open(&dir, &opts).unwrap();
@@ -610,8 +570,7 @@ fn missing_and_unpublished_cycles() {
 /// reader finds them there; retention deletes from both tiers.
 #[test]
 fn tiered_storage_moves_old_cycles_transparently() {
-    let dir = tmpdir("tier");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-tier");
     let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, ..small() };
     let j = Journal::open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
@@ -710,8 +669,7 @@ impl shmbus::journal::EntryCipher for ToyCipher {
 #[test]
 fn encryption_round_trip_with_a_pluggable_cipher() {
     use std::sync::Arc;
-    let dir = tmpdir("crypt");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-crypt");
     let j = Journal::open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     a.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
@@ -741,8 +699,7 @@ fn encryption_round_trip_with_a_pluggable_cipher() {
 /// Many threads creating the same journal at once: one creates it, all open it.
 #[test]
 fn concurrent_creation_is_race_free() {
-    let dir = tmpdir("race");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jt-race");
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let dir = dir.clone();

@@ -8,25 +8,15 @@
 //! * SIGKILL of a named reader and resume, with the documented duplicate window;
 //! * the `journal` example runs.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
+use common::{child_role, example_command, fresh_dir, sigkill, spawn_child, Rng};
 use shmbus::journal::{Journal, JournalOptions, ReadError, RollCycle};
-
-const CHILD: &str = "SHMBUS_TEST_CHILD";
-
-fn tmpdir(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("shmbus-jp-{tag}-{}-{}", std::process::id(), shmbus::sys::monotonic_ns()))
-}
-
-struct Cleanup(PathBuf);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn opts() -> JournalOptions {
     JournalOptions {
@@ -40,16 +30,9 @@ fn opts() -> JournalOptions {
 }
 
 fn spawn(role: &str, dir: &Path, extra: &[(&str, String)]) -> Child {
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(CHILD, role)
-        .env("JDIR", dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (k, v) in extra {
-        c.env(k, v);
-    }
-    c.spawn().unwrap()
+    let mut env = vec![("JDIR", dir.display().to_string())];
+    env.extend_from_slice(extra);
+    spawn_child("child_entry", role, &env)
 }
 
 fn wait_with_timeout(mut c: Child, limit: Duration) -> (bool, String) {
@@ -78,21 +61,6 @@ fn marked(out: &str) -> Vec<String> {
     out.lines().filter_map(|l| l.strip_prefix("@@").map(str::to_owned)).collect()
 }
 
-fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
-
-fn sigkill(c: &Child) {
-    // SAFETY: kill(2) with a pid we spawned and have not reaped.
-    unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGKILL) };
-}
-
 /// Payload of appender `a`'s `seq`-th entry (16 to 40 bytes, self-checking).
 fn entry_bytes(a: u64, seq: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(40);
@@ -114,7 +82,7 @@ fn parse_entry(d: &[u8]) -> Option<(u64, u64)> {
 
 #[test]
 fn child_entry() {
-    let Ok(role) = std::env::var(CHILD) else {
+    let Some(role) = child_role() else {
         return;
     };
     let dir = PathBuf::from(std::env::var("JDIR").unwrap());
@@ -150,16 +118,16 @@ fn child_entry() {
         "crashy" => {
             // Appends until killed; reports each committed index on stdout (unbuffered).
             let id = var("APP_ID");
-            let mut rnd = xorshift(var("SEED"));
+            let mut rng = Rng(var("SEED") | 1);
             let mut a = j.appender().unwrap();
             for seq in 0.. {
                 let d = entry_bytes(id, seq);
-                let index = if rnd() % 2 == 0 {
+                let index = if rng.next() % 2 == 0 {
                     a.append(&d).unwrap()
                 } else {
                     let mut r = a.reserve(d.len()).unwrap();
                     r.as_mut_slice().copy_from_slice(&d);
-                    for _ in 0..(rnd() % 2000) {
+                    for _ in 0..(rng.next() % 2000) {
                         std::hint::spin_loop();
                     }
                     r.commit().unwrap()
@@ -182,10 +150,33 @@ fn child_entry() {
     }
 }
 
+/// Runs two `crashy` appenders (ids `2 * round` and `2 * round + 1`) for `min_us` plus up to
+/// 20 ms, SIGKILLs both and adds every `(index, appender, seq)` they reported as committed
+/// to `committed`. Returns how many were killed.
+fn crashy_round(dir: &Path, round: u64, min_us: u64, rng: &mut Rng, committed: &mut Vec<(u64, u64, u64)>) -> u64 {
+    let kids: Vec<Child> = (0..2)
+        .map(|k| spawn("crashy", dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rng.next().to_string())]))
+        .collect();
+    std::thread::sleep(Duration::from_micros(min_us + rng.next() % 20_000));
+    let mut kills = 0;
+    for mut k in kids {
+        sigkill(&mut k);
+        let _ = k.wait();
+        kills += 1;
+        let out = BufReader::new(k.stdout.take().unwrap());
+        for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
+            let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
+            if v.len() == 3 {
+                committed.push((v[0], v[1], v[2]));
+            }
+        }
+    }
+    kills
+}
+
 #[test]
 fn two_appender_processes_three_tailer_processes() {
-    let dir = tmpdir("mpmc");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jp-mpmc");
     drop(Journal::open(&dir, &opts()).unwrap());
     const N: u64 = 100_000;
     let tailers: Vec<Child> = (0..3).map(|_| spawn("tailer", &dir, &[("COUNT", (2 * N).to_string())])).collect();
@@ -211,36 +202,18 @@ fn two_appender_processes_three_tailer_processes() {
 
 #[test]
 fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
-    let dir = tmpdir("kill");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jp-kill");
     // Small cycles, so that kills also land while cycles roll (an existing journal keeps
     // its configuration: the children open it with `opts()`).
     let j = Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap();
-    let seed = shmbus::sys::monotonic_ns();
-    eprintln!("kill test seed {seed}");
-    let mut rnd = xorshift(seed);
+    let mut rng = Rng::from_env_or_clock();
     let mut tailer = j.tailer().unwrap();
     let mut seen = std::collections::HashMap::<u64, (u64, u64)>::new();
     let mut committed = Vec::<(u64, u64, u64)>::new();
     let mut kills = 0;
     let mut round = 0u64;
     while kills < 200 {
-        let kids: Vec<Child> = (0..2)
-            .map(|k| spawn("crashy", &dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rnd().to_string())]))
-            .collect();
-        std::thread::sleep(Duration::from_micros(2000 + rnd() % 20_000));
-        for mut k in kids {
-            sigkill(&k);
-            let _ = k.wait();
-            kills += 1;
-            let out = BufReader::new(k.stdout.take().unwrap());
-            for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
-                let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
-                if v.len() == 3 {
-                    committed.push((v[0], v[1], v[2]));
-                }
-            }
-        }
+        kills += crashy_round(&dir, round, 2000, &mut rng, &mut committed);
         // Drain what is there: the tailer must get past every dead appender's entry.
         while let Some(e) = tailer.try_next().unwrap() {
             let (a, s) = parse_entry(e.data).expect("payload intact");
@@ -280,30 +253,13 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
 /// committed.
 #[test]
 fn open_after_everyone_was_killed_recovers() {
-    let dir = tmpdir("killall");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jp-killall");
     drop(Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap());
-    let seed = shmbus::sys::monotonic_ns();
-    eprintln!("kill-all seed {seed}");
-    let mut rnd = xorshift(seed);
+    let mut rng = Rng::from_env_or_clock();
     let mut committed = Vec::<(u64, u64, u64)>::new();
     let mut holes = 0;
     for round in 0..20u64 {
-        let kids: Vec<Child> = (0..2)
-            .map(|k| spawn("crashy", &dir, &[("APP_ID", (round * 2 + k).to_string()), ("SEED", rnd().to_string())]))
-            .collect();
-        std::thread::sleep(Duration::from_micros(3000 + rnd() % 20_000));
-        for mut k in kids {
-            sigkill(&k);
-            let _ = k.wait();
-            let out = BufReader::new(k.stdout.take().unwrap());
-            for line in out.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("@@").map(str::to_owned)) {
-                let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
-                if v.len() == 3 {
-                    committed.push((v[0], v[1], v[2]));
-                }
-            }
-        }
+        crashy_round(&dir, round, 3000, &mut rng, &mut committed);
         // Nobody has the journal open now: this open runs recovery.
         let j = Journal::open(&dir, &opts()).unwrap();
         holes += j.recovery().iter().map(|r| r.abandoned_holes).sum::<u64>();
@@ -323,25 +279,22 @@ fn open_after_everyone_was_killed_recovers() {
 
 #[test]
 fn sigkilled_named_reader_resumes() {
-    let dir = tmpdir("reader");
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = fresh_dir("jp-reader");
     let j = Journal::open(&dir, &opts()).unwrap();
     let mut a = j.appender().unwrap();
     const N: u64 = 20_000;
     for i in 0..N {
         a.append(&i.to_le_bytes()).unwrap();
     }
-    let seed = shmbus::sys::monotonic_ns();
-    eprintln!("reader kill seed {seed}");
-    let mut rnd = xorshift(seed);
+    let mut rng = Rng::from_env_or_clock();
     let mut last: Option<u64> = None;
     let mut restarts = 0;
     loop {
         let mut c = spawn("reader", &dir, &[]);
         let killed = restarts < 5;
         if killed {
-            std::thread::sleep(Duration::from_millis(20 + rnd() % 30));
-            sigkill(&c);
+            std::thread::sleep(Duration::from_millis(20 + rng.next() % 30));
+            sigkill(&mut c);
         }
         let _ = c.wait();
         let out = BufReader::new(c.stdout.take().unwrap());
@@ -371,19 +324,8 @@ fn sigkilled_named_reader_resumes() {
 
 #[test]
 fn journal_example_runs() {
-    let exe = std::env::current_exe().unwrap();
-    let examples = exe.parent().unwrap().parent().unwrap().join("examples").join("journal");
-    if !examples.exists() {
-        let mut args = vec!["build", "-q", "-p", "shmbus", "--example", "journal"];
-        if exe.to_string_lossy().contains("/release/") {
-            args.push("--release");
-        }
-        let st = Command::new(env!("CARGO")).args(&args).status().unwrap();
-        assert!(st.success());
-    }
-    let dir = tmpdir("example");
-    let _c = Cleanup(dir.clone());
-    let out = Command::new(&examples).arg(&dir).output().unwrap();
+    let (dir, _c) = fresh_dir("jp-example");
+    let out = example_command("journal").arg(&dir).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("\nok"), "{text}");
 }

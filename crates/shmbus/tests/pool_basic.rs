@@ -1,53 +1,22 @@
 //! In-process tests of the pool API: dispatch and receive across threads, errors that hand
 //! the job back, dispatcher exclusivity and takeover, WaitSet, status, corrupt segments.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Duration;
 
+use common::{eventually, Scratch};
 use shmbus::pool::{
     self, BatchDispatchError, Dispatcher, PoolConfig, RecvError, TryDispatchError, TryRecvError, Worker,
 };
-use shmbus::{Domain, OpenError, WaitSet};
-
-/// A fresh temporary root (never /dev/shm), removed on drop.
-struct TempRoot(PathBuf);
-
-impl TempRoot {
-    fn new(tag: &str) -> TempRoot {
-        let p = std::env::temp_dir().join(format!(
-            "shmbus-pool-{tag}-{}-{}",
-            std::process::id(),
-            shmbus::sys::monotonic_ns()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempRoot(p)
-    }
-    fn domain(&self) -> Domain {
-        Domain::with_root("t", &self.0).unwrap()
-    }
-}
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use shmbus::{OpenError, WaitSet};
 
 const CFG: PoolConfig = PoolConfig { max_workers: 4, max_job_size: 256 };
 
-/// Waits (bounded) until `cond` holds.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = std::time::Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(std::time::Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn dispatch_to_a_waiting_worker_and_hand_back_when_busy() {
-    let root = TempRoot::new("basic");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-basic");
+    let d = root.domain("t");
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     match disp.try_dispatch(b"x".to_vec()) {
         Err(TryDispatchError::NoWorkers(job)) => assert_eq!(job, b"x"),
@@ -84,8 +53,8 @@ fn dispatch_to_a_waiting_worker_and_hand_back_when_busy() {
 
 #[test]
 fn blocking_recv_across_threads_every_job_once() {
-    let root = TempRoot::new("threads");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-threads");
+    let d = root.domain("t");
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let n_workers = 3;
     let handles: Vec<_> = (0..n_workers)
@@ -137,8 +106,8 @@ fn payload(id: u64) -> Vec<u8> {
 
 #[test]
 fn batch_fills_idle_workers_then_wakes_them() {
-    let root = TempRoot::new("batch");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-batch");
+    let d = root.domain("t");
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let mut out = Vec::with_capacity(8);
     assert_eq!(disp.try_dispatch_batch(&[b"a"], &mut out), Err(BatchDispatchError::NoWorkers));
@@ -165,8 +134,8 @@ fn batch_fills_idle_workers_then_wakes_them() {
 
 #[test]
 fn one_dispatcher_at_a_time_and_takeover_after_exit() {
-    let root = TempRoot::new("excl");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-excl");
+    let d = root.domain("t");
     let first = Dispatcher::create(&d, "p", CFG).unwrap();
     match Dispatcher::open(&d, "p") {
         Err(OpenError::Busy { holder_pid, .. }) => assert_eq!(holder_pid, std::process::id()),
@@ -191,20 +160,20 @@ fn one_dispatcher_at_a_time_and_takeover_after_exit() {
 
 #[test]
 fn blocked_worker_is_orphaned_when_the_dispatcher_exits() {
-    let root = TempRoot::new("orphan");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-orphan");
+    let d = root.domain("t");
     let disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let mut w = Worker::join(&d, "p").unwrap();
     let h = std::thread::spawn(move || w.recv().map(|j| j.id()));
-    eventually("the worker to wait", || disp.status().idle == 1);
+    eventually("the worker to wait", 10, || disp.status().idle == 1);
     drop(disp);
     assert_eq!(h.join().unwrap(), Err(RecvError::Orphaned));
 }
 
 #[test]
 fn recv_timeout_withdraws() {
-    let root = TempRoot::new("timeout");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-timeout");
+    let d = root.domain("t");
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let mut w = Worker::join(&d, "p").unwrap();
     assert_eq!(w.recv_timeout(Duration::from_millis(5)).unwrap_err(), RecvError::Timeout);
@@ -214,8 +183,8 @@ fn recv_timeout_withdraws() {
 
 #[test]
 fn leaving_worker_returns_its_undelivered_job_as_lost() {
-    let root = TempRoot::new("leave");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-leave");
+    let d = root.domain("t");
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let mut w = Worker::join(&d, "p").unwrap();
     w.done();
@@ -235,8 +204,8 @@ fn leaving_worker_returns_its_undelivered_job_as_lost() {
 
 #[test]
 fn waitset_over_worker_mailboxes() {
-    let root = TempRoot::new("waitset");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-waitset");
+    let d = root.domain("t");
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let mut a = Worker::join(&d, "p").unwrap();
     let mut b = Worker::join(&d, "p").unwrap();
@@ -266,8 +235,8 @@ fn waitset_over_worker_mailboxes() {
 
 #[test]
 fn status_without_joining_and_bad_configs() {
-    let root = TempRoot::new("status");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-status");
+    let d = root.domain("t");
     assert!(matches!(pool::status(&d, "p"), Err(OpenError::NotFound { .. })));
     let bad = |c: PoolConfig| matches!(Dispatcher::create(&d, "q", c), Err(OpenError::InvalidConfig { .. }));
     assert!(bad(PoolConfig { max_workers: 0, max_job_size: 1 }));
@@ -312,8 +281,8 @@ fn patch(path: &std::path::Path, offset: u64, bytes: &[u8], fix_crc: bool) {
 
 #[test]
 fn corrupt_headers_are_typed_errors() {
-    let root = TempRoot::new("corrupt");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-corrupt");
+    let d = root.domain("t");
     let path = d.channel_path("p").unwrap();
     let fresh = || {
         let _ = std::fs::remove_file(&path);
@@ -359,8 +328,8 @@ fn corrupt_headers_are_typed_errors() {
 
 #[test]
 fn corrupt_mailboxes_fail_calls_without_panics_or_hangs() {
-    let root = TempRoot::new("mailbox");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("pool-mailbox");
+    let d = root.domain("t");
     let path = d.channel_path("p").unwrap();
     let mut disp = Dispatcher::create(&d, "p", CFG).unwrap();
     let stride = 64 + 256;

@@ -6,14 +6,17 @@
 //! The test binary re-executes itself as the child: `child_entry` does nothing unless
 //! `SHMBUS_TEST_CHILD` names a role.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{child_command, child_role, eventually, wait_with_deadline, Rng, Scratch};
 use shmbus::pool::{Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
 use shmbus::{Domain, OpenError};
 
@@ -22,86 +25,11 @@ const CFG: PoolConfig = PoolConfig { max_workers: 4, max_job_size: 1024 };
 
 // ------------------------------------------------------------------ helpers
 
-struct TempRoot(PathBuf);
-
-impl TempRoot {
-    fn new(tag: &str) -> TempRoot {
-        let p = std::env::temp_dir().join(format!(
-            "shmbus-poolmp-{tag}-{}-{}",
-            std::process::id(),
-            shmbus::sys::monotonic_ns()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempRoot(p)
-    }
-    fn domain(&self) -> Domain {
-        Domain::with_root("t", &self.0).unwrap()
-    }
-}
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// xorshift64*, seeded from the clock; the seed is printed so a failure can be replayed
-/// with `POOL_TEST_SEED`.
-struct Rng(u64);
-
-impl Rng {
-    fn from_clock(what: &str) -> Rng {
-        let seed = std::env::var("POOL_TEST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| shmbus::sys::monotonic_ns() | 1);
-        println!("{what}: seed {seed} (set POOL_TEST_SEED to replay)");
-        Rng(seed)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn spawn_child(role: &str, root: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env("SHMBUS_TEST_CHILD", role)
-        .env("SHMBUS_ROOT", root)
+fn spawn(role: &str, root: &Path) -> Child {
+    child_command("child_entry", role, &[("SHMBUS_ROOT", root.display().to_string())])
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn child")
-}
-
-/// Waits for a child to exit (bounded), killing it and failing if it does not.
-fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} (pid {}) did not exit: hang", child.id());
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// A job: its id, a spin time for the worker (µs), then pseudo-random bytes.
@@ -136,7 +64,7 @@ fn read_acks(root: &Path) -> Vec<(u64, u32)> {
 
 #[test]
 fn child_entry() {
-    let Ok(role) = std::env::var("SHMBUS_TEST_CHILD") else {
+    let Some(role) = child_role() else {
         return;
     };
     let root = PathBuf::from(std::env::var("SHMBUS_ROOT").unwrap());
@@ -211,12 +139,12 @@ fn child_dispatcher(d: &Domain) {
 
 #[test]
 fn every_job_received_exactly_once_across_processes() {
-    let root = TempRoot::new("once");
-    let d = root.domain();
-    let mut rng = Rng::from_clock("exactly-once");
+    let root = Scratch::in_temp_dir("poolmp-once");
+    let d = root.domain("t");
+    let mut rng = Rng::from_var_or_clock("POOL_TEST_SEED");
     let mut disp = Dispatcher::create(&d, POOL, CFG).unwrap();
-    let mut children: Vec<Child> = (0..3).map(|_| spawn_child("worker", &root.0)).collect();
-    eventually("3 workers to wait for work", || disp.status().idle == 3);
+    let mut children: Vec<Child> = (0..3).map(|_| spawn("worker", &root.0)).collect();
+    eventually("3 workers to wait for work", 20, || disp.status().idle == 3);
 
     // Three jobs that hold their workers: now every worker is busy.
     let mut expected: HashMap<u64, u32> = HashMap::new();
@@ -252,7 +180,7 @@ fn every_job_received_exactly_once_across_processes() {
     }
     drop(disp);
     for c in &mut children {
-        assert!(wait_exit(c, "worker").success(), "worker exited with an error");
+        assert!(wait_with_deadline(c, 20, "worker").success(), "worker exited with an error");
     }
     let acks = read_acks(&root.0);
     let mut seen = HashSet::new();
@@ -268,11 +196,11 @@ fn every_job_received_exactly_once_across_processes() {
 
 #[test]
 fn sigkilled_workers_lose_jobs_the_dispatcher_learns_and_slots_are_reclaimed() {
-    let root = TempRoot::new("kill");
-    let d = root.domain();
-    let mut rng = Rng::from_clock("kill-workers");
+    let root = Scratch::in_temp_dir("poolmp-kill");
+    let d = root.domain("t");
+    let mut rng = Rng::from_var_or_clock("POOL_TEST_SEED");
     let mut disp = Dispatcher::create(&d, POOL, CFG).unwrap();
-    let mut live: Vec<Child> = (0..3).map(|_| spawn_child("worker", &root.0)).collect();
+    let mut live: Vec<Child> = (0..3).map(|_| spawn("worker", &root.0)).collect();
     let mut dispatched: HashMap<u64, u32> = HashMap::new();
     let mut lost: HashSet<u64> = HashSet::new();
     let mut next_id = 1u64;
@@ -306,16 +234,16 @@ fn sigkilled_workers_lose_jobs_the_dispatcher_learns_and_slots_are_reclaimed() {
         // The victim's mailbox is reclaimed: never more workers than live processes.
         let st = disp.status();
         assert!(st.workers <= live.len(), "{} workers attached but only {} processes live", st.workers, live.len());
-        live.push(spawn_child("worker", &root.0));
+        live.push(spawn("worker", &root.0));
     }
     // Let the survivors finish; jobs still in their mailboxes are delivered before Orphaned.
-    eventually("replacement workers to join", || disp.status().workers == live.len());
+    eventually("replacement workers to join", 20, || disp.status().workers == live.len());
     for l in disp.reap() {
         assert!(lost.insert(l.job_id));
     }
     drop(disp);
     for c in &mut live {
-        assert!(wait_exit(c, "worker").success());
+        assert!(wait_with_deadline(c, 20, "worker").success());
     }
     let acks = read_acks(&root.0);
     let mut acked = HashSet::new();
@@ -339,9 +267,9 @@ fn sigkilled_workers_lose_jobs_the_dispatcher_learns_and_slots_are_reclaimed() {
 
 #[test]
 fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
-    let root = TempRoot::new("killdisp");
-    let d = root.domain();
-    let mut rng = Rng::from_clock("kill-dispatcher");
+    let root = Scratch::in_temp_dir("poolmp-killdisp");
+    let d = root.domain("t");
+    let mut rng = Rng::from_var_or_clock("POOL_TEST_SEED");
     // The pool exists before any dispatcher; two worker threads wait in it.
     let stop = Arc::new(AtomicBool::new(false));
     let orphaned: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
@@ -371,9 +299,9 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
     for round in 0..rounds {
         let before = [orphaned[0].load(Ordering::SeqCst), orphaned[1].load(Ordering::SeqCst)];
         let got = [received[0].load(Ordering::SeqCst), received[1].load(Ordering::SeqCst)];
-        let mut child = spawn_child("dispatcher", &root.0);
+        let mut child = spawn("dispatcher", &root.0);
         let pid = child.id();
-        eventually("the child dispatcher to attach", || {
+        eventually("the child dispatcher to attach", 20, || {
             let st = shmbus::pool::status(&d, POOL).unwrap();
             st.dispatcher_pid == Some(pid) && st.dispatcher_alive
         });
@@ -384,7 +312,7 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
         }
         // Let it dispatch a while (both workers get work), then kill it at a random point,
         // often in the middle of writing a job.
-        eventually("both workers to get jobs", || {
+        eventually("both workers to get jobs", 20, || {
             received[0].load(Ordering::SeqCst) > got[0] && received[1].load(Ordering::SeqCst) > got[1]
         });
         std::thread::sleep(Duration::from_micros(rng.below(3000)));
@@ -392,14 +320,14 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
         child.wait().unwrap();
         // Both workers see Orphaned (within their 100 ms check interval; the bound here is
         // only against hangs).
-        eventually(&format!("round {round}: both workers to see Orphaned"), || {
+        eventually(&format!("round {round}: both workers to see Orphaned"), 20, || {
             orphaned[0].load(Ordering::SeqCst) > before[0] && orphaned[1].load(Ordering::SeqCst) > before[1]
         });
     }
     // A successor in this process takes over, repairs what the last one left, and works.
     let mut disp = Dispatcher::open(&d, POOL).unwrap();
     assert!(disp.reap().is_empty(), "nobody died holding a job");
-    eventually("both workers idle under the new dispatcher", || disp.status().idle == 2);
+    eventually("both workers idle under the new dispatcher", 20, || disp.status().idle == 2);
     let first = disp.status().dispatched;
     disp.try_dispatch(&[0x5au8; 1000][..]).unwrap();
     assert_eq!(disp.status().dispatched, first + 1);

@@ -2,30 +2,18 @@
 //! bad input, status, participant accounting.
 #![cfg(not(loom))]
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::Scratch;
 use shmbus::queue::{Queue, QueueConfig, RecvError, SendError, TryRecvError, TrySendError};
 use shmbus::{CreateOptions, Domain, OpenError};
 
-struct TempRoot(PathBuf);
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn domain() -> (Domain, TempRoot) {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(format!(
-        "/dev/shm/shmbus-test-queue-api-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    (Domain::with_root("t", &dir).unwrap(), TempRoot(dir))
+fn domain() -> (Domain, Scratch) {
+    let s = Scratch::new("queue-api");
+    (s.domain("t"), s)
 }
 
 fn cfg(capacity: u64, max_element_size: usize) -> QueueConfig {

@@ -3,31 +3,19 @@
 //! must be a typed error: no panic, no hang, no out-of-bounds access.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::Scratch;
 use shmbus::queue::{Queue, QueueConfig, RecvError, TryRecvError, TrySendError};
 use shmbus::{CreateOptions, Domain, Kind, OpenError};
 
-struct TempRoot(PathBuf);
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn domain() -> (Domain, TempRoot) {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(format!(
-        "/dev/shm/shmbus-test-queue-corrupt-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    (Domain::with_root("t", &dir).unwrap(), TempRoot(dir))
+fn domain() -> (Domain, Scratch) {
+    let s = Scratch::new("queue-corrupt");
+    (s.domain("t"), s)
 }
 
 // Header layout (see `segment.rs`): magic 0, version 8, kind 12, ready 16, crc 20,

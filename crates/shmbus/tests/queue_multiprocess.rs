@@ -2,30 +2,23 @@
 //! delivered exactly once, checked by ids and by a checksum over every payload.
 //!
 //! The children are this test binary run again with `child_main` as the only test and the
-//! role in `SHMBUS_QUEUE_CHILD`.
+//! role in `SHMBUS_TEST_CHILD`.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
+use common::{child_command, child_role, Scratch};
 use shmbus::queue::{Queue, QueueConfig, RecvError};
 use shmbus::{CreateOptions, Domain};
 
-const CHILD: &str = "SHMBUS_QUEUE_CHILD";
 const ROOT: &str = "SHMBUS_QUEUE_TEST_ROOT";
 const MAX: usize = 300;
 const PER_PRODUCER: u64 = 30_000;
 const STOP: u64 = u64::MAX;
-
-/// Removes the test's root directory, also when the test fails.
-struct TempRoot(PathBuf);
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn fnv(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
@@ -56,7 +49,7 @@ fn domain_at(root: &Path) -> Domain {
 /// Child entry point: does nothing unless run as a child.
 #[test]
 fn child_main() {
-    let Ok(role) = std::env::var(CHILD) else { return };
+    let Some(role) = child_role() else { return };
     let root = PathBuf::from(std::env::var(ROOT).unwrap());
     let q = Queue::open(&domain_at(&root), "q").unwrap();
     let mut parts = role.split(':');
@@ -95,27 +88,20 @@ fn child_main() {
 }
 
 fn spawn(root: &Path, role: &str) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["child_main", "--exact", "--nocapture", "--test-threads", "1"])
-        .env(CHILD, role)
-        .env(ROOT, root)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
+    child_command("child_main", role, &[(ROOT, root.display().to_string())]).stdout(Stdio::null()).spawn().unwrap()
 }
 
 #[test]
 fn two_producer_and_two_consumer_processes_deliver_exactly_once() {
-    let root = PathBuf::from(format!("/dev/shm/shmbus-test-queue-mp-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
-    let _cleanup = TempRoot(root.clone());
-    let d = domain_at(&root);
+    let scratch = Scratch::new("queue-mp");
+    let root = scratch.path();
+    let d = domain_at(root);
     let q =
         Queue::create(&d, "q", QueueConfig { capacity: 64, max_element_size: MAX }, &CreateOptions::default()).unwrap();
 
     let outs: Vec<PathBuf> = (0..2).map(|i| root.join(format!("consumer{i}.ids"))).collect();
-    let mut consumers: Vec<_> = outs.iter().map(|o| spawn(&root, &format!("consumer:{}", o.display()))).collect();
-    let mut producers: Vec<_> = (1..=2).map(|n| spawn(&root, &format!("producer:{n}"))).collect();
+    let mut consumers: Vec<_> = outs.iter().map(|o| spawn(root, &format!("consumer:{}", o.display()))).collect();
+    let mut producers: Vec<_> = (1..=2).map(|n| spawn(root, &format!("producer:{n}"))).collect();
     for p in &mut producers {
         assert!(p.wait().unwrap().success(), "a producer failed");
     }

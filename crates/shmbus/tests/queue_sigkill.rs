@@ -13,31 +13,24 @@
 //! Set `SHMBUS_SIGKILL_ITERATIONS` to run more (or fewer) kills.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::collections::HashSet;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use common::{child_command, child_role, Rng, Scratch};
 use shmbus::queue::{Queue, QueueConfig, RecvError, SendError};
 use shmbus::{CreateOptions, Domain};
 
-const CHILD: &str = "SHMBUS_QUEUE_VICTIM";
 const ROOT: &str = "SHMBUS_QUEUE_TEST_ROOT";
 const MAX: usize = 2048;
 const STARTED: u64 = 0x5354_4152_5445_4421;
-
-/// Removes the test's root directory, also when the test fails.
-struct TempRoot(PathBuf);
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A word-wise hash: cheap, so victims spend their time inside queue operations.
 fn hash(data: &[u8]) -> u64 {
@@ -135,7 +128,7 @@ fn read_log(path: &Path) -> Vec<u64> {
 /// Victim entry point: does nothing unless run as a victim. Runs until killed.
 #[test]
 fn victim_main() {
-    let Ok(role) = std::env::var(CHILD) else { return };
+    let Some(role) = child_role() else { return };
     let root = PathBuf::from(std::env::var(ROOT).unwrap());
     let mut parts = role.split(':');
     let (kind, n, log) = (parts.next().unwrap(), parts.next().unwrap().parse::<u64>().unwrap(), parts.next().unwrap());
@@ -165,20 +158,6 @@ fn victim_main() {
     }
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 struct Victim {
     producer: bool,
     n: u64,
@@ -188,15 +167,12 @@ struct Victim {
 #[test]
 fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
     let iterations: usize = std::env::var("SHMBUS_SIGKILL_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
-    let root = PathBuf::from(format!("/dev/shm/shmbus-test-queue-kill-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
-    let _cleanup = TempRoot(root.clone());
-    let d = domain_at(&root);
+    let scratch = Scratch::new("queue-kill");
+    let root = scratch.path();
+    let d = domain_at(root);
     let q =
         Queue::create(&d, "q", QueueConfig { capacity: 8, max_element_size: MAX }, &CreateOptions::default()).unwrap();
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
-    println!("seed {seed:#x}");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_env_or_clock();
 
     let stop_producing = AtomicBool::new(false);
     let received = Mutex::new(Vec::<u64>::new());
@@ -255,13 +231,14 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
             let log = root.join(format!("victim{i}.log"));
             std::fs::write(&log, []).unwrap();
             let kind = if producer { "producer" } else { "consumer" };
-            let mut child = Command::new(std::env::current_exe().unwrap())
-                .args(["victim_main", "--exact", "--nocapture", "--test-threads", "1"])
-                .env(CHILD, format!("{kind}:{n}:{}", log.display()))
-                .env(ROOT, &root)
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap();
+            let mut child = child_command(
+                "victim_main",
+                &format!("{kind}:{n}:{}", log.display()),
+                &[(ROOT, root.display().to_string())],
+            )
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
             // Wait until it works, then let it run 0..3 ms and kill it mid-whatever.
             let f = std::fs::File::open(&log).unwrap();
             let wait_start = Instant::now();

@@ -2,31 +2,19 @@
 //! how long a claim left by a dead participant can hold up a blocked endpoint.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::Scratch;
 use shmbus::queue::{Queue, QueueConfig, LIVENESS_RECHECK};
 use shmbus::{CreateOptions, Domain, WaitError, WaitSet, Waitable};
 
-struct TempRoot(PathBuf);
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn domain() -> (Domain, TempRoot) {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(format!(
-        "/dev/shm/shmbus-test-queue-ws-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    (Domain::with_root("t", &dir).unwrap(), TempRoot(dir))
+fn domain() -> (Domain, Scratch) {
+    let s = Scratch::new("queue-ws");
+    (s.domain("t"), s)
 }
 
 fn queue(d: &Domain, name: &str, capacity: u64) -> Queue {

@@ -1,30 +1,14 @@
 //! Bad input to a stream: impossible sizes, oversized records, and segment files whose
 //! header parameters or contents are corrupt. Every case is a clear error, never a panic.
 
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+mod common;
 
+use std::os::unix::fs::FileExt;
+
+use common::Scratch;
 use shmbus::stream::{StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError};
 use shmbus::sys::page_size;
-use shmbus::{Domain, OpenError};
-
-struct TempRoot(PathBuf);
-impl TempRoot {
-    fn new(tag: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let p = std::env::temp_dir().join(format!("shmbus-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempRoot(p)
-    }
-    fn domain(&self) -> Domain {
-        Domain::with_root("test", &self.0).unwrap()
-    }
-}
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use shmbus::OpenError;
 
 fn invalid_config(r: Result<StreamWriter, OpenError>) -> String {
     match r {
@@ -35,8 +19,8 @@ fn invalid_config(r: Result<StreamWriter, OpenError>) -> String {
 
 #[test]
 fn impossible_capacities_are_refused_with_the_rule() {
-    let root = TempRoot::new("stream-bad-cap");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("stream-bad-cap");
+    let d = root.domain("test");
     let p = page_size();
     assert!(invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(0))).contains("0 bytes"));
     let e = invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(p + 100)));
@@ -48,8 +32,8 @@ fn impossible_capacities_are_refused_with_the_rule() {
 
 #[test]
 fn record_larger_than_the_ring_is_refused() {
-    let root = TempRoot::new("stream-bad-rec");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("stream-bad-rec");
+    let d = root.domain("test");
     let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(page_size())).unwrap();
     let e = w.try_write(&vec![0; page_size()]).unwrap_err();
     assert!(matches!(e, TryReserveError::TooLarge { len, max } if len == page_size() && max == page_size() - 8));
@@ -75,8 +59,8 @@ fn rewrite_param(path: &std::path::Path, i: u64, value: u64) {
 
 #[test]
 fn corrupt_header_params_are_refused() {
-    let root = TempRoot::new("stream-bad-params");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("stream-bad-params");
+    let d = root.domain("test");
     let p = page_size() as u64;
     for (i, v, what) in [
         (0, 0, "0 bytes"),
@@ -107,8 +91,8 @@ fn corrupt_header_params_are_refused() {
 
 #[test]
 fn corrupt_ring_contents_are_errors_not_panics() {
-    let root = TempRoot::new("stream-bad-ring");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("stream-bad-ring");
+    let d = root.domain("test");
     let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(1 << 16)).unwrap();
     let mut r = StreamReader::open(&d, "s").unwrap();
     w.try_write(b"hello").unwrap();

@@ -13,51 +13,20 @@
 //! delivered; every replacement endpoint takes over (no `Busy` from a dead holder); nothing
 //! hangs (the drain finishes). `SHMBUS_STREAM_KILLS` sets the number of kills (default 200).
 
+mod common;
+
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
+use common::{child_command, child_role, sigkill, wait_with_deadline, Rng, Scratch};
 use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
 use shmbus::Domain;
 
-const CHILD_ENV: &str = "SHMBUS_TEST_CHILD";
 const NAME: &str = "crash";
-
-struct TempRoot(PathBuf);
-
-impl TempRoot {
-    fn new(tag: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let p = std::env::temp_dir().join(format!("shmbus-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempRoot(p)
-    }
-}
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        } else {
-            eprintln!("logs kept in {}", self.0.display());
-        }
-    }
-}
-
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
 
 fn pattern(wid: u64, seq: u64, i: usize) -> u8 {
     (wid.wrapping_mul(131).wrapping_add(seq.wrapping_mul(7)) as usize).wrapping_add(i) as u8
@@ -72,7 +41,7 @@ fn log_file(path: &Path) -> std::fs::File {
 
 #[test]
 fn child_entry() {
-    let Ok(role) = std::env::var(CHILD_ENV) else {
+    let Some(role) = child_role() else {
         return;
     };
     let d = Domain::new("test").unwrap();
@@ -95,7 +64,7 @@ fn writer(d: &Domain, root: &Path, wid: u64) {
             std::process::exit(3);
         }
     };
-    let mut rng = XorShift((wid + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut rng = Rng((wid + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     for seq in 0u64.. {
         let len = 16 + (rng.next() % 3000) as usize;
         let mut g = loop {
@@ -162,16 +131,9 @@ fn reader(d: &Domain, root: &Path, rid: u64, drain: bool) {
 // ---------------------------------------------------------------------------------------
 // Parent
 
-fn spawn(role: &str, root: &TempRoot, id: u64) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, role)
-        .env("SHMBUS_ROOT", &root.0)
-        .env("SHMBUS_TEST_ID", id.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
+fn spawn(role: &str, root: &Scratch, id: u64) -> Child {
+    let env = [("SHMBUS_ROOT", root.path().display().to_string()), ("SHMBUS_TEST_ID", id.to_string())];
+    child_command("child_entry", role, &env).stdout(Stdio::null()).spawn().unwrap()
 }
 
 /// SIGKILLs and reaps `child`; panics if it had already exited on its own (a failure).
@@ -179,8 +141,7 @@ fn kill(child: &mut Child, what: &str) {
     if let Some(st) = child.try_wait().unwrap() {
         panic!("{what} exited on its own with {st} (see its stderr above)");
     }
-    // SAFETY: kill(2) on our own unreaped child's pid; no memory involved.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    sigkill(child);
     child.wait().unwrap();
 }
 
@@ -197,13 +158,11 @@ fn lines(path: &Path) -> Vec<String> {
 #[test]
 fn sigkill_writers_and_readers_at_random_moments() {
     let kills: u64 = std::env::var("SHMBUS_STREAM_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
-    let root = TempRoot::new("stream-crash");
-    let d = Domain::with_root("test", &root.0).unwrap();
+    let root = Scratch::in_temp_dir("stream-crash").kept_on_failure();
+    let d = root.domain("test");
     // 64 KiB: records of up to 3 KiB wrap the ring every few dozen records.
     drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
-    println!("seed {seed}");
-    let mut rng = XorShift(seed);
+    let mut rng = Rng::from_env_or_clock();
     let (mut n_writers, mut n_readers) = (0u64, 0u64);
     let mut w = spawn("writer", &root, n_writers);
     let mut r = spawn("reader", &root, n_readers);
@@ -228,17 +187,7 @@ fn sigkill_writers_and_readers_at_random_moments() {
     kill(&mut r, "last reader");
     n_readers += 1;
     let mut drain = spawn("drain", &root, n_readers);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let st = loop {
-        if let Some(st) = drain.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = drain.kill();
-            panic!("the drain reader hung (no Disconnected after the writer died?)");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let st = wait_with_deadline(&mut drain, 60, "the drain reader (no Disconnected after the writer died?)");
     assert!(st.success(), "drain reader failed: {st}");
 
     // Reader logs, in incarnation order.

@@ -5,67 +5,26 @@
 //! naming the child's role. `SHMBUS_STREAM_BYTES` sets the bulk transfer size (default
 //! 1 GiB).
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
+use common::{child_role, sigkill, spawn_child, wait_with_deadline, Rng, Scratch};
 use shmbus::stream::{self, ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
 use shmbus::{Domain, OpenError};
 
-const CHILD_ENV: &str = "SHMBUS_TEST_CHILD";
 const NAME: &str = "bulk";
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-struct TempRoot(PathBuf);
-
-impl TempRoot {
-    fn new(tag: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let p = std::env::temp_dir().join(format!("shmbus-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempRoot(p)
-    }
-    fn domain(&self) -> Domain {
-        Domain::with_root("test", &self.0).unwrap()
-    }
-}
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn spawn_child(role: &str, root: &TempRoot, extra: &[(&str, String)]) -> Child {
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, role)
-        .env("SHMBUS_ROOT", &root.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (k, v) in extra {
-        c.env(k, v);
-    }
-    c.spawn().unwrap()
-}
-
-/// Waits for `child` at most `limit`; kills it and panics on timeout.
-fn wait_child(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+/// Runs `child_entry` in `role` with the domain root of `root`.
+fn spawn(role: &str, root: &Scratch, extra: &[(&str, String)]) -> Child {
+    let mut env = vec![("SHMBUS_ROOT", root.path().display().to_string())];
+    env.extend_from_slice(extra);
+    spawn_child("child_entry", role, &env)
 }
 
 /// Reads the child's stdout up to a line containing `prefix` and returns the line from
@@ -85,26 +44,8 @@ fn read_line_with(child: &mut Child, prefix: &str) -> String {
     }
 }
 
-fn sigkill(child: &mut Child) {
-    // SAFETY: kill(2) on our own child's pid; no memory involved.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
-    child.wait().unwrap();
-}
-
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
-
 /// The length of record `i` of the bulk sequence: half small (< 256), half up to 64 KiB.
-fn bulk_len(rng: &mut XorShift) -> usize {
+fn bulk_len(rng: &mut Rng) -> usize {
     let x = rng.next();
     if x & 1 == 0 {
         (x >> 8) as usize % 256
@@ -149,7 +90,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 #[test]
 fn child_entry() {
-    let Ok(role) = std::env::var(CHILD_ENV) else {
+    let Some(role) = child_role() else {
         return;
     };
     let d = Domain::new("test").unwrap();
@@ -173,7 +114,7 @@ fn child_entry() {
 
 fn bulk_writer(d: &Domain) {
     let total = env_u64("SHMBUS_STREAM_BYTES", 1 << 30);
-    let mut rng = XorShift(env_u64("SHMBUS_STREAM_SEED", 1));
+    let mut rng = Rng(env_u64("SHMBUS_STREAM_SEED", 1));
     let mut w = StreamWriter::open(d, NAME).unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
     let (mut seq, mut bytes) = (0u64, 0u64);
@@ -199,7 +140,7 @@ fn bulk_writer(d: &Domain) {
 
 fn bulk_reader(d: &Domain) {
     let total = env_u64("SHMBUS_STREAM_BYTES", 1 << 30);
-    let mut rng = XorShift(env_u64("SHMBUS_STREAM_SEED", 1));
+    let mut rng = Rng(env_u64("SHMBUS_STREAM_SEED", 1));
     let mut r = StreamReader::open(d, NAME).unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
     let start = Instant::now();
@@ -238,18 +179,18 @@ fn bulk_reader(d: &Domain) {
 /// 0..64 KiB, each verified byte for byte, through a 1 MiB ring.
 #[test]
 fn bulk_transfer_between_processes() {
-    let root = TempRoot::new("stream-bulk");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("stream-bulk");
+    let d = root.domain("test");
     drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 20)).unwrap());
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     println!("seed {seed}");
     let env = [("SHMBUS_STREAM_SEED", seed.to_string())];
-    let mut w = spawn_child("bulk-writer", &root, &env);
-    let mut r = spawn_child("bulk-reader", &root, &env);
+    let mut w = spawn("bulk-writer", &root, &env);
+    let mut r = spawn("bulk-reader", &root, &env);
     let wrote = read_line_with(&mut w, "WROTE");
     let read = read_line_with(&mut r, "READ");
-    assert!(wait_child(&mut w, Duration::from_secs(600), "writer").success());
-    assert!(wait_child(&mut r, Duration::from_secs(600), "reader").success());
+    assert!(wait_with_deadline(&mut w, 600, "writer").success());
+    assert!(wait_with_deadline(&mut r, 600, "reader").success());
     println!("{wrote}; {read}");
     let w_fields: Vec<&str> = wrote.split(' ').collect();
     let r_fields: Vec<&str> = read.split(' ').collect();
@@ -262,11 +203,11 @@ fn bulk_transfer_between_processes() {
 /// takes over once it is SIGKILLed.
 #[test]
 fn second_endpoint_is_busy_until_the_holder_dies() {
-    let root = TempRoot::new("stream-busy");
-    let d = root.domain();
+    let root = Scratch::in_temp_dir("stream-busy");
+    let d = root.domain("test");
     drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
     for role in ["writer", "reader"] {
-        let mut holder = spawn_child(&format!("hold-{role}"), &root, &[]);
+        let mut holder = spawn(&format!("hold-{role}"), &root, &[]);
         read_line_with(&mut holder, "HOLDING");
         let busy = if role == "writer" {
             StreamWriter::open(&d, NAME).map(drop)
@@ -281,6 +222,7 @@ fn second_endpoint_is_busy_until_the_holder_dies() {
         let ep = if role == "writer" { st.writer } else { st.reader };
         assert_eq!(ep.map(|e| (e.pid, e.alive)), Some((holder.id(), true)));
         sigkill(&mut holder);
+        holder.wait().unwrap();
         let st = stream::status(&d, NAME).unwrap();
         let ep = if role == "writer" { st.writer } else { st.reader };
         assert_eq!(ep.map(|e| e.alive), Some(false), "dead {role} still shown alive");

@@ -1,31 +1,18 @@
 //! WaitSet over stream endpoints: readers wake when a record is committed, a writer when
 //! space is freed; nothing is ready spuriously.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Duration;
 
+use common::Scratch;
 use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
-use shmbus::{Domain, WaitError, WaitSet, Waitable};
-
-struct TempRoot(PathBuf);
-impl TempRoot {
-    fn new(tag: &str) -> TempRoot {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let p = std::env::temp_dir().join(format!("shmbus-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempRoot(p)
-    }
-}
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use shmbus::{WaitError, WaitSet, Waitable};
 
 #[test]
 fn waitset_wakes_the_reader_of_the_stream_that_got_a_record() {
-    let root = TempRoot::new("stream-ws");
-    let d = Domain::with_root("test", &root.0).unwrap();
+    let root = Scratch::in_temp_dir("stream-ws");
+    let d = root.domain("test");
     let cfg = StreamConfig::new(1 << 16);
     let mut ra = StreamReader::create(&d, "a", &cfg).unwrap();
     let mut rb = StreamReader::create(&d, "b", &cfg).unwrap();
@@ -58,8 +45,8 @@ fn waitset_wakes_the_reader_of_the_stream_that_got_a_record() {
 
 #[test]
 fn waitset_wakes_a_writer_when_space_is_freed() {
-    let root = TempRoot::new("stream-ws-w");
-    let d = Domain::with_root("test", &root.0).unwrap();
+    let root = Scratch::in_temp_dir("stream-ws-w");
+    let d = root.domain("test");
     let cap = 1 << 16;
     let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(cap)).unwrap();
     let mut r = StreamReader::open(&d, "s").unwrap();

@@ -26,6 +26,11 @@ impl Root {
         Root(dir)
     }
 
+    /// A journal directory path inside the scratch root (not created).
+    pub fn jdir(&self, name: &str) -> String {
+        self.0.join(format!("journal-{name}")).to_str().unwrap().to_owned()
+    }
+
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_shmbus"));
         c.args(args).env("SHMBUS_ROOT", &self.0).env_remove("RUST_BACKTRACE").stdin(Stdio::null());
@@ -59,6 +64,13 @@ impl Root {
         child.wait_with_output().unwrap()
     }
 
+    /// Runs with `input` on stdin and expects success; returns stdout.
+    pub fn ok_stdin(&self, args: &[&str], input: &str) -> String {
+        let out = self.run_stdin(args, input.as_bytes());
+        assert!(out.status.success(), "shmbus {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     pub fn json(&self, args: &[&str]) -> Value {
         let text = self.ok(args);
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -74,16 +86,21 @@ impl Root {
 
     /// The `info --json` of a channel, once `cond` holds for it (panics after 20 s).
     pub fn wait_info(&self, domain: &str, name: &str, cond: impl Fn(&Value) -> bool) -> Value {
+        self.wait_json(&["info", "--domain", domain, name, "--json"], cond)
+    }
+
+    /// The JSON of `args` once `cond` holds for it (panics after 20 s).
+    pub fn wait_json(&self, args: &[&str], cond: impl Fn(&Value) -> bool) -> Value {
         let t0 = Instant::now();
         loop {
-            let out = self.run(&["info", "--domain", domain, name, "--json"]);
+            let out = self.run(args);
             if out.status.success() {
                 let v: Value = serde_json::from_slice(&out.stdout).unwrap();
                 if cond(&v) {
                     return v;
                 }
             }
-            assert!(t0.elapsed() < Duration::from_secs(20), "condition on {domain}/{name} never held");
+            assert!(t0.elapsed() < Duration::from_secs(20), "condition on {args:?} never held");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -117,6 +134,18 @@ impl Killed {
     /// Waits for the child to exit by itself and returns its output.
     pub fn finish(mut self) -> Output {
         self.0.take().expect("child already finished").wait_with_output().unwrap()
+    }
+
+    /// Like `finish`, and expects success; returns stdout.
+    pub fn finish_ok(self) -> String {
+        let out = self.finish();
+        assert!(out.status.success(), "child failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Whether the child has exited (without reaping it twice).
+    pub fn exited(&mut self) -> bool {
+        self.0.as_mut().is_some_and(|c| c.try_wait().unwrap().is_some())
     }
 }
 

@@ -14,7 +14,7 @@ use crate::participants::PARTICIPANTS;
 use crate::segment::{CreateOptions, Kind, Layout, Segment, PARAMS};
 use crate::sync::spin_hint;
 use crate::sys::{process_is_alive, ProcessId};
-use crate::wait::{deadline_after, spin_phase, WaitPolicy};
+use crate::wait::{block_on_with, deadline_after, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// How long a claim may stand in a waiter's way before the waiter checks whether its owner
@@ -314,38 +314,15 @@ impl Endpoint {
         self.watch.get().map(|w| w.next_check.saturating_duration_since(Instant::now()).max(Duration::from_micros(100)))
     }
 
-    /// Spins per the policy, then sleeps on `event` until `attempt` yields or the deadline.
+    /// Spins per the policy, then sleeps on `event` until `attempt` yields or the deadline;
+    /// while a claim is watched, each sleep ends in time for its liveness re-check.
     fn block<T>(
         &self,
         event: &EventWord,
         deadline: Option<Instant>,
         mut attempt: impl FnMut(&Self) -> Option<T>,
     ) -> Option<T> {
-        let mut f = || attempt(self);
-        if let Some(v) = spin_phase(self.policy, deadline, &mut f) {
-            return Some(v);
-        }
-        loop {
-            let seen = event.load();
-            if let Some(v) = f() {
-                return Some(v);
-            }
-            let Some(armed) = event.arm(seen) else { continue };
-            let mut timeout = match deadline {
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return None;
-                    }
-                    Some(d - now)
-                }
-                None => None,
-            };
-            if let Some(r) = self.recheck() {
-                timeout = Some(timeout.map_or(r, |t| t.min(r)));
-            }
-            event.sleep(armed, timeout);
-        }
+        block_on_with(event, self.policy, deadline, || self.recheck(), || attempt(self))
     }
 
     fn wait_interval(&self) -> Option<Duration> {

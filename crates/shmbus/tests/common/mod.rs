@@ -6,16 +6,31 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A scratch root directory (on tmpfs when there is one), removed on drop.
-pub struct Scratch(pub PathBuf);
+pub struct Scratch(pub PathBuf, bool);
 
 impl Scratch {
     pub fn new(tag: &str) -> Scratch {
-        static N: AtomicUsize = AtomicUsize::new(0);
         let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        Scratch::under(&base, tag)
+    }
+
+    /// A scratch root under the system's temporary directory (never `/dev/shm`).
+    pub fn in_temp_dir(tag: &str) -> Scratch {
+        Scratch::under(&std::env::temp_dir(), tag)
+    }
+
+    fn under(base: &Path, tag: &str) -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
         let dir = base.join(format!("shmbus-test-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
+        Scratch(dir, false)
+    }
+
+    /// Keeps the directory (and says where it is) when the test fails, for its logs.
+    pub fn kept_on_failure(mut self) -> Scratch {
+        self.1 = true;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -29,13 +44,25 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if self.1 && std::thread::panicking() {
+            eprintln!("logs kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
-/// Runs this test binary again as a child executing test `entry` with `role` in
-/// `SHMBUS_TEST_CHILD` and extra environment `env`.
-pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
+/// A path for a directory that does not exist yet (a journal creates its own), inside a
+/// fresh scratch root under the temporary directory, which is removed on drop.
+pub fn fresh_dir(tag: &str) -> (PathBuf, Scratch) {
+    let s = Scratch::in_temp_dir(tag);
+    (s.path().join("dir"), s)
+}
+
+/// The command that runs this test binary again as a child executing test `entry` with
+/// `role` in `SHMBUS_TEST_CHILD` and extra environment `env` (stdout piped, stderr inherited),
+/// for a caller that changes something before spawning it.
+pub fn child_command(entry: &str, role: &str, env: &[(&str, String)]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([entry, "--exact", "--nocapture", "--test-threads=1", "--include-ignored"])
         .env("SHMBUS_TEST_CHILD", role)
@@ -45,7 +72,13 @@ pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.spawn().unwrap()
+    cmd
+}
+
+/// Runs this test binary again as a child executing test `entry` with `role` in
+/// `SHMBUS_TEST_CHILD` and extra environment `env`.
+pub fn spawn_child(entry: &str, role: &str, env: &[(&str, String)]) -> Child {
+    child_command(entry, role, env).spawn().unwrap()
 }
 
 /// The child role, if this process is a child. A child dies with its parent test, so a
@@ -70,10 +103,16 @@ pub struct Rng(pub u64);
 
 impl Rng {
     pub fn from_env_or_clock() -> Rng {
-        let seed = std::env::var("SHMBUS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        Rng::from_var_or_clock("SHMBUS_SEED")
+    }
+
+    /// Seeded from environment variable `var` if set, else from the clock; the seed is
+    /// printed so a failure can be replayed with `var`.
+    pub fn from_var_or_clock(var: &str) -> Rng {
+        let seed = std::env::var(var).ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
         });
-        eprintln!("rng seed (SHMBUS_SEED): {seed}");
+        eprintln!("rng seed ({var}): {seed}");
         Rng(seed)
     }
 
@@ -107,15 +146,29 @@ pub fn wait_with_deadline(child: &mut Child, secs: u64, what: &str) -> std::proc
     }
 }
 
+/// Waits until `cond` holds, polling every millisecond; panics after `secs` seconds.
+pub fn eventually(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !cond() {
+        assert!(std::time::Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 pub fn sigkill(child: &mut Child) {
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
 }
 
-/// Runs example `name` with `SHMBUS_ROOT=root` and returns its output. The example is the one
-/// `cargo test` built next to this test binary (same profile); it is rebuilt first in case
-/// only this test target was built (a no-op when it is current).
+/// Runs example `name` with `SHMBUS_ROOT=root` and returns its output.
 pub fn run_example(name: &str, root: &Path) -> std::process::Output {
+    example_command(name).env("SHMBUS_ROOT", root).output().unwrap()
+}
+
+/// The command that runs example `name`. The example is the one `cargo test` built next to
+/// this test binary (same profile); it is rebuilt first in case only this test target was
+/// built (a no-op when it is current).
+pub fn example_command(name: &str) -> Command {
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().unwrap().parent().unwrap();
     let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
@@ -129,5 +182,5 @@ pub fn run_example(name: &str, root: &Path) -> std::process::Output {
         .status()
         .unwrap();
     assert!(st.success() && example.exists(), "could not build {}", example.display());
-    Command::new(&example).env("SHMBUS_ROOT", root).output().unwrap()
+    Command::new(&example)
 }
