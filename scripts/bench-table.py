@@ -20,6 +20,7 @@ ROWS = [
     ("stream", "block", 64, "copy"),
     ("queue", "spin", 64, "copy"),
     ("queue", "block", 64, "copy"),
+    ("journal", "spin", 40, "copy"),
     ("pipe", "block", 8, "copy"),
     ("uds", "block", 8, "copy"),
     ("tcp", "block", 8, "copy"),
