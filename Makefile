@@ -4,9 +4,9 @@ CARGO ?= cargo
 LOOM_TARGET := target/loom
 TSAN_TARGET := target/tsan
 
-.PHONY: test deps fmt clippy unit loom tsan doc demo bench-smoke clean-shm
+.PHONY: test deps redis-server fmt clippy unit loom tsan doc demo bench-smoke clean-shm
 
-test: deps fmt clippy unit doc loom tsan
+test: deps redis-server fmt clippy unit doc loom tsan
 	@echo "make test: all suites passed"
 
 # Tools the suites need; each install is skipped when already present.
@@ -20,10 +20,14 @@ fmt:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# Redis 7 (Debian's package) for the bench's Redis peers; installed when missing.
+redis-server:
+	@command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+
 # Unit, integration, multi-process, SIGKILL, CLI and bench-smoke tests, in the `ci` profile
 # (optimized, with debug assertions and overflow checks on).
 unit:
-	$(CARGO) test --workspace --profile ci
+	SHMBUS_BENCH_REQUIRE_REDIS=1 $(CARGO) test --workspace --profile ci
 
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps

@@ -72,7 +72,8 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct PingpongArgs {
-    /// floor, futex-floor, topic, stream, pipe, uds or tcp.
+    /// floor, futex-floor, topic, stream, queue, journal, pipe, uds, tcp, redis-pubsub-tcp,
+    /// redis-pubsub-uds, redis-stream-tcp or redis-stream-uds.
     #[arg(long, value_name = "T")]
     transport: String,
     /// Message size in bytes.
@@ -287,6 +288,11 @@ fn check_size(size: usize) -> Result<(), String> {
 
 fn pingpong(a: PingpongArgs) -> Result<(), String> {
     let t = transport(&a.transport)?;
+    if transports::redis::is_redis(t.name()) && !transports::redis::available() {
+        // The one line a missing peer gets; an explicit run of it fails.
+        eprintln!("{}", transports::redis::NOT_FOUND);
+        std::process::exit(1);
+    }
     check_size(a.size)?;
     if a.iters == 0 {
         return Err("--iters must be at least 1".into());

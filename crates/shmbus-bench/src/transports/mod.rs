@@ -21,6 +21,7 @@ pub mod futex_floor;
 pub mod journal;
 pub mod pipe;
 pub mod queue;
+pub mod redis;
 mod shm_lanes;
 pub mod shmbus_kinds;
 pub mod stream;
@@ -144,6 +145,10 @@ pub static ALL: &[&dyn Transport] = &[
     &pipe::Pipe,
     &uds::Uds,
     &tcp::Tcp,
+    &redis::PUBSUB_TCP,
+    &redis::PUBSUB_UDS,
+    &redis::STREAM_TCP,
+    &redis::STREAM_UDS,
 ];
 
 /// The transport called `name`.

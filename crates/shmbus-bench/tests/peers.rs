@@ -1,0 +1,176 @@
+//! The peers (Redis pub/sub and streams over TCP and a Unix socket) and `report`: every path
+//! briefly, the one-line skip when `redis-server` is missing, output shape only (never speed).
+//!
+//! The tests that run Redis need `redis-server` on `PATH` (`make test` installs it). Without
+//! it they print a note and pass, unless `SHMBUS_BENCH_REQUIRE_REDIS=1` is set (as `make test`
+//! does), in which case they fail.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
+const REDIS: &[&str] = &["redis-pubsub-tcp", "redis-pubsub-uds", "redis-stream-tcp", "redis-stream-uds"];
+const NOT_FOUND: &str = "redis-server not found: skipping the Redis peers";
+const DEADLINE: Duration = Duration::from_secs(600);
+
+/// One run at a time: the runs pin processes to the same two CPUs.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Run {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn shmbus-bench");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("shmbus-bench {args:?} did not finish within {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Run { success: status.success(), stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
+}
+
+fn run(args: &[&str]) -> Run {
+    run_env(args, &[])
+}
+
+fn redis_on_path() -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|d| d.join("redis-server").is_file());
+    if !found {
+        assert!(
+            std::env::var_os("SHMBUS_BENCH_REQUIRE_REDIS").is_none_or(|v| v != "1"),
+            "redis-server is not on PATH but SHMBUS_BENCH_REQUIRE_REDIS=1"
+        );
+        eprintln!("note: redis-server not on PATH; the Redis runs are not tested here");
+    }
+    found
+}
+
+fn one_json(r: &Run, what: &str) -> serde_json::Map<String, Value> {
+    assert!(r.success, "{what} failed: {}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: expected one JSON line, got {:?}", r.stdout);
+    serde_json::from_str::<Value>(lines[0]).expect("stdout is JSON").as_object().expect("an object").clone()
+}
+
+fn percentiles_ordered(obj: &serde_json::Map<String, Value>, what: &str) {
+    let ps: Vec<u64> = ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"]
+        .iter()
+        .map(|k| obj[*k].as_u64().unwrap_or_else(|| panic!("{what}: {k} is not an integer")))
+        .collect();
+    assert!(ps[0] > 0, "{what}: {ps:?}");
+    assert!(ps.windows(2).all(|w| w[0] <= w[1]), "{what}: percentiles out of order: {ps:?}");
+}
+
+#[test]
+fn every_redis_transport_round_trips_small_and_large_messages() {
+    if !redis_on_path() {
+        return;
+    }
+    for t in REDIS {
+        // 1 B, and 300,000 B: several socket reads per message on both sides.
+        for size in ["1", "300000"] {
+            let what = format!("{t} {size} B");
+            let r = run(&["pingpong", "--transport", t, "--size", size, "--iters", "200", "--warmup", "20", "--json"]);
+            let obj = one_json(&r, &what);
+            assert_eq!(obj["transport"], *t);
+            assert_eq!(obj["mode"], "block", "{what}");
+            assert_eq!(obj["payload"], "copy", "{what}");
+            assert_eq!(obj["size"].to_string(), size);
+            percentiles_ordered(&obj, &what);
+        }
+    }
+}
+
+#[test]
+fn redis_always_blocks_and_says_so() {
+    if !redis_on_path() {
+        return;
+    }
+    let r = run(&["pingpong", "--transport", "redis-pubsub-uds", "--mode", "spin", "--iters", "100"]);
+    assert!(r.success, "{}", r.stderr);
+    assert_eq!(r.stdout.lines().count(), 1, "{:?}", r.stdout);
+    assert!(r.stdout.contains("redis-pubsub-uds") && r.stdout.contains("block"), "{:?}", r.stdout);
+    assert!(r.stderr.contains("always runs in block mode"), "{:?}", r.stderr);
+}
+
+#[test]
+fn a_dying_echo_fails_a_redis_run_and_the_server_is_stopped() {
+    if !redis_on_path() {
+        return;
+    }
+    for t in REDIS {
+        // A private TMPDIR: the server's directory is in it and must be gone afterwards
+        // (it is removed when the server has been stopped).
+        let tmp = std::env::temp_dir().join(format!("shmbus-bench-peers-test-{}-{t}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let start = Instant::now();
+        let r = run_env(
+            &["pingpong", "--transport", t, "--iters", "1000000", "--echo-exit-after", "50", "--json"],
+            &[("TMPDIR", tmp.to_str().unwrap())],
+        );
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name()).collect();
+        std::fs::remove_dir_all(&tmp).unwrap();
+        assert!(left.is_empty(), "{t}: the server's directory was left behind: {left:?}");
+        assert!(!r.success, "{t}: should fail when the echo dies");
+        assert!(r.stdout.is_empty(), "{t}: {:?}", r.stdout);
+        assert!(r.stderr.contains("echo process exited"), "{t}: {:?}", r.stderr);
+        assert!(start.elapsed() < Duration::from_secs(60), "{t}: took {:?}", start.elapsed());
+    }
+}
+
+#[test]
+fn a_missing_redis_server_is_one_line_and_a_failure_for_an_explicit_run() {
+    for t in REDIS {
+        // PATH without redis-server …
+        let r = run_env(&["pingpong", "--transport", t, "--iters", "10", "--json"], &[("PATH", "/nonexistent")]);
+        assert!(!r.success, "{t}: must fail");
+        assert!(r.stdout.is_empty(), "{t}: {:?}", r.stdout);
+        assert_eq!(r.stderr.trim_end(), NOT_FOUND, "{t}");
+    }
+    // … or the override pointing nowhere.
+    let r = run_env(
+        &["pingpong", "--transport", "redis-stream-tcp", "--iters", "10"],
+        &[("SHMBUS_BENCH_REDIS_SERVER", "/nonexistent/redis-server")],
+    );
+    assert!(!r.success);
+    assert_eq!(r.stderr.trim_end(), NOT_FOUND);
+}
+
+#[allow(dead_code)]
+fn exists_nonempty(p: &Path) -> bool {
+    std::fs::metadata(p).map(|m| m.len() > 0).unwrap_or(false)
+}
