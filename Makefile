@@ -20,9 +20,11 @@ fmt:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# Redis 7 (Debian's package) for the bench's Redis peers; installed when missing.
+# Redis 7 (Debian's package) for the bench's Redis peers, and a TrueType font for the text
+# of `shmbus-bench report`'s plots; each installed when missing.
 redis-server:
 	@command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	@test -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf || (apt-get update && apt-get install -y fonts-dejavu-core)
 
 # Unit, integration, multi-process, SIGKILL, CLI and bench-smoke tests, in the `ci` profile
 # (optimized, with debug assertions and overflow checks on).

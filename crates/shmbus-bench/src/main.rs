@@ -9,9 +9,11 @@ mod driver;
 mod fanout;
 mod journal;
 mod memcpy;
+mod plots;
 mod pool;
 mod queue_table;
 mod report;
+mod suite;
 mod throughput;
 mod transports;
 mod waiter;
@@ -65,6 +67,8 @@ enum Command {
     /// An appender process of `journal`'s throughput run (started by `journal` itself).
     #[command(name = journal::APPENDER_ROLE, hide = true)]
     JournalAppender(journal::AppenderArgs),
+    /// Everything against the peers in one run: results.json, summary.md and plots in DIR.
+    Report(suite::ReportArgs),
     /// The echo side of a ping-pong (started by `pingpong` itself).
     #[command(name = driver::ECHO_ROLE, hide = true)]
     Echo(EchoArgs),
@@ -474,6 +478,7 @@ fn main() -> ExitCode {
         Command::ThroughputMemcpy(a) => throughput_memcpy(a),
         Command::QueueTable(a) => queue_table::run(a.messages, a.json),
         Command::Journal(a) => journal::run(a),
+        Command::Report(a) => suite::run(a),
         Command::JournalAppender(a) => journal::appender_main(a),
         Command::Echo(a) => echo(a),
         Command::Throughput(a) => throughput(a),

@@ -170,7 +170,97 @@ fn a_missing_redis_server_is_one_line_and_a_failure_for_an_explicit_run() {
     assert_eq!(r.stderr.trim_end(), NOT_FOUND);
 }
 
-#[allow(dead_code)]
-fn exists_nonempty(p: &Path) -> bool {
-    std::fs::metadata(p).map(|m| m.len() > 0).unwrap_or(false)
+fn nonempty(p: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    assert!(!bytes.is_empty(), "{} is empty", p.display());
+    bytes
+}
+
+/// A fresh output directory under the system temp dir.
+fn out_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("shmbus-bench-report-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Checks the files of a `report --quick` in `dir`; returns results.json.
+fn check_report(dir: &Path, with_redis: bool) -> Value {
+    let results: Value = serde_json::from_slice(&nonempty(&dir.join("results.json"))).expect("results.json is JSON");
+    assert_eq!(results["quick"], true);
+    assert_eq!(results["failures"], 0, "{results}");
+    for key in
+        ["machine", "loadavg_start", "loadavg_end", "kinds", "queue_table", "journal", "pool", "fanout", "throughput"]
+    {
+        assert!(results.get(key).is_some(), "results.json lacks {key}");
+    }
+    let h2h = results["head_to_head"].as_array().expect("head_to_head is an array");
+    let transports: Vec<&str> = h2h.iter().map(|r| r["transport"].as_str().unwrap()).collect();
+    for t in ["floor", "futex-floor", "topic", "uds", "pipe", "tcp"] {
+        assert!(transports.contains(&t), "head-to-head lacks {t}");
+    }
+    for t in ["redis-pubsub-tcp", "redis-pubsub-uds"] {
+        assert_eq!(transports.contains(&t), with_redis, "{t} in the head-to-head: {transports:?}");
+    }
+    for r in h2h {
+        for k in ["size", "p50_ns", "p99_ns", "p999_ns", "max_ns"] {
+            assert!(r[k].as_u64().is_some(), "{k} missing in {r}");
+        }
+        assert!(r["p50_ns"].as_u64() <= r["p99_ns"].as_u64() && r["p99_ns"].as_u64() <= r["p999_ns"].as_u64(), "{r}");
+        assert!(r["cdf"].as_array().is_some_and(|c| !c.is_empty()), "{r}");
+    }
+    let sizes: Vec<u64> = h2h.iter().map(|r| r["size"].as_u64().unwrap()).collect();
+    for s in [8, 1024, 65536] {
+        assert!(sizes.contains(&s), "no {s} B row");
+    }
+    for section in ["kinds", "queue_table", "journal", "pool", "fanout", "throughput"] {
+        let a = results[section].as_array().unwrap_or_else(|| panic!("{section} is not an array"));
+        assert!(!a.is_empty(), "{section} is empty");
+        assert!(a.iter().all(|o| o.get("error").is_none()), "{section}: {a:?}");
+    }
+    let md = String::from_utf8(nonempty(&dir.join("summary.md"))).expect("UTF-8");
+    assert!(md.starts_with("# shmbus-bench report"), "{md}");
+    for needle in [
+        "## Head-to-head",
+        "| transport | p50 | p99 | p99.9 | ×floor |",
+        "`topic block copy`",
+        "queue-table",
+        "head_to_head_p50.svg",
+    ] {
+        assert!(md.contains(needle), "summary.md lacks {needle:?}");
+    }
+    assert_eq!(md.contains("redis-pubsub-uds"), with_redis);
+    for stem in ["head_to_head_p50", "cdf_1KiB", "cdf_64KiB"] {
+        let svg = String::from_utf8(nonempty(&dir.join(format!("{stem}.svg")))).expect("SVG is text");
+        assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"), "{stem}.svg is not a whole SVG");
+        let png = nonempty(&dir.join(format!("{stem}.png")));
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{stem}.png is not a PNG");
+    }
+    results
+}
+
+#[test]
+fn report_quick_writes_json_markdown_and_plots() {
+    let with_redis = redis_on_path();
+    let dir = out_dir("full");
+    let r = run(&["report", "--out", dir.to_str().unwrap(), "--quick"]);
+    assert!(r.success, "report failed: {}", r.stderr);
+    assert!(r.stdout.is_empty(), "report prints to files only: {:?}", r.stdout);
+    let results = check_report(&dir, with_redis);
+    assert_eq!(results["skipped"].as_array().map(Vec::len), Some(usize::from(!with_redis)));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn report_without_redis_server_says_so_once_and_skips_only_redis() {
+    let dir = out_dir("noredis");
+    let r = run_env(
+        &["report", "--out", dir.to_str().unwrap(), "--quick"],
+        &[("SHMBUS_BENCH_REDIS_SERVER", "/nonexistent/redis-server")],
+    );
+    assert!(r.success, "report failed: {}", r.stderr);
+    assert_eq!(r.stderr.lines().filter(|l| l.contains("redis-server not found")).count(), 1, "{}", r.stderr);
+    assert!(r.stderr.lines().any(|l| l == NOT_FOUND), "{}", r.stderr);
+    let results = check_report(&dir, false);
+    assert_eq!(results["skipped"][0], NOT_FOUND);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
