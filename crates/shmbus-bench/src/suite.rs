@@ -3,7 +3,8 @@
 //!
 //! * **Head-to-head** (in this process, through the ping-pong driver, each run on the same
 //!   CPU pair): shmbus topic (spin and block, copy and touch) against Unix sockets, pipes,
-//!   loopback TCP and Redis pub/sub (TCP and Unix socket), with the spin and futex floors as
+//!   loopback TCP, Redis pub/sub (TCP and Unix socket) and, built with the `iceoryx2` feature,
+//!   iceoryx2 publish-subscribe (spin; copy and touch), with the spin and futex floors as
 //!   the yardsticks, for 8 B, 1 KiB, 64 KiB, 1 MiB and 6 MiB. One-way latency = RTT/2.
 //! * **Kinds**: every shmbus kind (topic, stream, queue, journal) at 64 B, spin and block.
 //! * **The other subcommands** (`queue-table`, `journal`, `pool`, `fanout`, `throughput`) run
@@ -80,6 +81,10 @@ const CONTENDERS: &[Contender] = &[
     c("topic", Mode::Spin, Payload::Touch),
     c("topic", Mode::Block, Payload::Copy),
     c("topic", Mode::Block, Payload::Touch),
+    #[cfg(feature = "iceoryx2")]
+    c("iceoryx2", Mode::Spin, Payload::Copy),
+    #[cfg(feature = "iceoryx2")]
+    c("iceoryx2", Mode::Spin, Payload::Touch),
     c("uds", Mode::Block, Payload::Copy),
     c("pipe", Mode::Block, Payload::Copy),
     c("tcp", Mode::Block, Payload::Copy),

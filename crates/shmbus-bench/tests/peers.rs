@@ -201,6 +201,7 @@ fn check_report(dir: &Path, with_redis: bool) -> Value {
     for t in ["redis-pubsub-tcp", "redis-pubsub-uds"] {
         assert_eq!(transports.contains(&t), with_redis, "{t} in the head-to-head: {transports:?}");
     }
+    assert_eq!(transports.contains(&"iceoryx2"), cfg!(feature = "iceoryx2"), "{transports:?}");
     for r in h2h {
         for k in ["size", "p50_ns", "p99_ns", "p999_ns", "max_ns"] {
             assert!(r[k].as_u64().is_some(), "{k} missing in {r}");
@@ -263,4 +264,45 @@ fn report_without_redis_server_says_so_once_and_skips_only_redis() {
     let results = check_report(&dir, false);
     assert_eq!(results["skipped"][0], NOT_FOUND);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(feature = "iceoryx2")]
+#[test]
+fn iceoryx2_round_trips_with_copy_and_touch() {
+    for payload in ["copy", "touch"] {
+        for size in ["1", "300000"] {
+            let what = format!("iceoryx2 {payload} {size} B");
+            let r = run(&[
+                "pingpong",
+                "--transport",
+                "iceoryx2",
+                "--payload",
+                payload,
+                "--size",
+                size,
+                "--iters",
+                "500",
+                "--warmup",
+                "50",
+                "--json",
+            ]);
+            let obj = one_json(&r, &what);
+            assert_eq!(obj["transport"], "iceoryx2");
+            assert_eq!(obj["mode"], "spin", "{what}");
+            assert_eq!(obj["payload"], payload, "{what}");
+            assert_eq!(obj["size"].to_string(), size);
+            percentiles_ordered(&obj, &what);
+        }
+    }
+}
+
+#[cfg(feature = "iceoryx2")]
+#[test]
+fn a_dying_echo_fails_an_iceoryx2_run() {
+    let start = Instant::now();
+    let r = run(&["pingpong", "--transport", "iceoryx2", "--iters", "1000000", "--echo-exit-after", "50", "--json"]);
+    assert!(!r.success, "should fail when the echo dies");
+    assert!(r.stdout.is_empty(), "{:?}", r.stdout);
+    assert!(r.stderr.contains("echo process exited"), "{:?}", r.stderr);
+    assert!(start.elapsed() < Duration::from_secs(60), "took {:?}", start.elapsed());
 }

@@ -18,6 +18,8 @@ use crate::waiter::Waiter;
 mod fd_stream;
 pub mod floor;
 pub mod futex_floor;
+#[cfg(feature = "iceoryx2")]
+pub mod iceoryx2;
 pub mod journal;
 pub mod pipe;
 pub mod queue;
@@ -149,6 +151,8 @@ pub static ALL: &[&dyn Transport] = &[
     &redis::PUBSUB_UDS,
     &redis::STREAM_TCP,
     &redis::STREAM_UDS,
+    #[cfg(feature = "iceoryx2")]
+    &iceoryx2::Iceoryx2,
 ];
 
 /// The transport called `name`.
