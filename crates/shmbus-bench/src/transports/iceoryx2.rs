@@ -103,7 +103,8 @@ impl Endpoint for End {
         Ok(())
     }
 
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let buf = buf.as_mut_slice();
         loop {
             if let Some(sample) = self.subscriber.receive().map_err(other("receive"))? {
                 let p = sample.payload();

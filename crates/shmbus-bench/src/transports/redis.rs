@@ -488,7 +488,8 @@ impl Endpoint for PubSubEnd {
         }
     }
 
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let buf = buf.as_mut_slice();
         self.sub.expect_array(3, waiter)?;
         let kind = self.sub.read_bulk(waiter)?;
         if kind != b"message" {
@@ -515,7 +516,8 @@ impl Endpoint for StreamEnd {
         Ok(())
     }
 
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let buf = buf.as_mut_slice();
         let last = std::mem::take(&mut self.last_id);
         self.conn.command(&[b"XREAD", b"COUNT", b"1", b"BLOCK", b"0", b"STREAMS", self.inc, &last], waiter)?;
         // [[key, [[id, [field, value]]]]]
