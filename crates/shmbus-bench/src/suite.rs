@@ -6,6 +6,7 @@
 //!   loopback TCP, Redis pub/sub (TCP and Unix socket) and, built with the `iceoryx2` feature,
 //!   iceoryx2 publish-subscribe (spin; copy and touch), with the spin and futex floors as
 //!   the yardsticks, for 8 B, 1 KiB, 64 KiB, 1 MiB and 6 MiB. One-way latency = RTT/2.
+//! * **Redis streams** (TCP and Unix socket) at the same sizes, in their own table.
 //! * **Kinds**: every shmbus kind (topic, stream, queue, journal) at 64 B, spin and block.
 //! * **The other subcommands** (`queue-table`, `journal`, `pool`, `fanout`, `throughput`) run
 //!   as child processes of this binary with `--json`; their objects go into `results.json`
@@ -91,6 +92,10 @@ const CONTENDERS: &[Contender] = &[
     c("redis-pubsub-tcp", Mode::Block, Payload::Copy),
     c("redis-pubsub-uds", Mode::Block, Payload::Copy),
 ];
+
+/// Redis streams (`XADD` / `XREAD BLOCK`), beside the head-to-head at the same sizes.
+const REDIS_STREAMS: &[Contender] =
+    &[c("redis-stream-tcp", Mode::Block, Payload::Copy), c("redis-stream-uds", Mode::Block, Payload::Copy)];
 
 /// The kinds table: every shmbus kind at 64 B.
 const KINDS: &[&str] = &["topic", "stream", "queue", "journal"];
@@ -338,6 +343,16 @@ pub fn run(a: ReportArgs) -> Result<(), String> {
             h2h.push(m);
         }
     }
+    let mut streams = Vec::new();
+    if redis_ok {
+        for &size in sizes {
+            for &c in REDIS_STREAMS {
+                let m = measure(&cpu_set, c, size, a.quick);
+                failures += usize::from(m.result.is_err());
+                streams.push(m);
+            }
+        }
+    }
     let mut kinds = Vec::new();
     for &t in KINDS {
         for mode in [Mode::Spin, Mode::Block] {
@@ -374,6 +389,7 @@ pub fn run(a: ReportArgs) -> Result<(), String> {
         "skipped": skipped,
         "failures": failures,
         "head_to_head": h2h.iter().map(Measured::to_json).collect::<Vec<_>>(),
+        "redis_streams": streams.iter().map(Measured::to_json).collect::<Vec<_>>(),
         "kinds": kinds.iter().map(Measured::to_json).collect::<Vec<_>>(),
     });
     results.as_object_mut().expect("an object").extend(others);
@@ -383,7 +399,7 @@ pub fn run(a: ReportArgs) -> Result<(), String> {
     std::fs::write(&json_path, text + "\n").map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
 
     let plot_files = plots::write_all(&a.out, &h2h, sizes);
-    let md = summary(&results, &h2h, &kinds, sizes, &plot_files);
+    let md = summary(&results, &h2h, &streams, &kinds, sizes, &plot_files);
     let md_path = a.out.join("summary.md");
     std::fs::write(&md_path, md).map_err(|e| format!("cannot write {}: {e}", md_path.display()))?;
     let mut written = vec![json_path, md_path];
@@ -471,7 +487,14 @@ fn objects_table(out: &mut String, objs: &[Value], keys: &[&str]) {
     md_table(out, keys, &rows);
 }
 
-fn summary(results: &Value, h2h: &[Measured], kinds: &[Measured], sizes: &[usize], plots: &[plots::Plot]) -> String {
+fn summary(
+    results: &Value,
+    h2h: &[Measured],
+    streams: &[Measured],
+    kinds: &[Measured],
+    sizes: &[usize],
+    plots: &[plots::Plot],
+) -> String {
     let mut s = String::new();
     let m = &results["machine"];
     let _ =
@@ -572,6 +595,34 @@ fn summary(results: &Value, h2h: &[Measured], kinds: &[Measured], sizes: &[usize
         }
     }
 
+    if !streams.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Redis streams (XADD, XREAD BLOCK), one-way (RTT/2)\n\n`×topic`: p50 over shmbus topic block copy of the same size.\n"
+        );
+        let rows: Vec<Vec<String>> = streams
+            .iter()
+            .map(|x| match &x.result {
+                Ok(Stats { summary: sm, .. }) => vec![
+                    format!("`{}`", x.label),
+                    size_label(x.size),
+                    ns_label(sm.p50),
+                    ns_label(sm.p99),
+                    ns_label(sm.p999),
+                    ratio(sm.p50, topic_of(x)),
+                ],
+                Err(e) => vec![
+                    format!("`{}`", x.label),
+                    size_label(x.size),
+                    format!("error: {e}"),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ],
+            })
+            .collect();
+        md_table(&mut s, &["transport", "size", "p50", "p99", "p99.9", "×topic"], &rows);
+    }
     let _ = writeln!(s, "## shmbus kinds at 64 B (one-way, RTT/2)\n");
     let rows: Vec<Vec<String>> = kinds
         .iter()

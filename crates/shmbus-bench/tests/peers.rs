@@ -209,6 +209,9 @@ fn check_report(dir: &Path, with_redis: bool) -> Value {
         assert!(r["p50_ns"].as_u64() <= r["p99_ns"].as_u64() && r["p99_ns"].as_u64() <= r["p999_ns"].as_u64(), "{r}");
         assert!(r["cdf"].as_array().is_some_and(|c| !c.is_empty()), "{r}");
     }
+    let streams = results["redis_streams"].as_array().expect("redis_streams is an array");
+    assert_eq!(streams.is_empty(), !with_redis, "{streams:?}");
+    assert!(streams.iter().all(|r| r["p50_ns"].as_u64().is_some()), "{streams:?}");
     let sizes: Vec<u64> = h2h.iter().map(|r| r["size"].as_u64().unwrap()).collect();
     for s in [8, 1024, 65536] {
         assert!(sizes.contains(&s), "no {s} B row");
@@ -230,6 +233,7 @@ fn check_report(dir: &Path, with_redis: bool) -> Value {
         assert!(md.contains(needle), "summary.md lacks {needle:?}");
     }
     assert_eq!(md.contains("redis-pubsub-uds"), with_redis);
+    assert_eq!(md.contains("`redis-stream-tcp block`"), with_redis);
     if md.contains("no TrueType font found") {
         // plotters needs a font for any text; `make test` installs one.
         assert!(
