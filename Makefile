@@ -3,10 +3,13 @@ SHELL := /bin/bash
 CARGO ?= cargo
 LOOM_TARGET := target/loom
 TSAN_TARGET := target/tsan
+# The bench's optional iceoryx2 peer is built and tested too (about 90 s more on the first
+# build on two cores; cached after).
+BENCH_FEATURES := --features shmbus-bench/iceoryx2
 
-.PHONY: test deps fmt clippy unit loom tsan doc demo bench-smoke clean-shm
+.PHONY: test deps redis-server fmt clippy unit loom tsan doc demo bench-smoke clean-shm
 
-test: deps fmt clippy unit doc loom tsan
+test: deps redis-server fmt clippy unit doc loom tsan
 	@echo "make test: all suites passed"
 
 # Tools the suites need; each install is skipped when already present.
@@ -18,12 +21,18 @@ fmt:
 	$(CARGO) fmt --all --check
 
 clippy:
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets $(BENCH_FEATURES) -- -D warnings
+
+# Redis 7 (Debian's package) for the bench's Redis peers, and a TrueType font for the text
+# of `shmbus-bench report`'s plots; each installed when missing.
+redis-server:
+	@command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	@test -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf || (apt-get update && apt-get install -y fonts-dejavu-core)
 
 # Unit, integration, multi-process, SIGKILL, CLI and bench-smoke tests, in the `ci` profile
 # (optimized, with debug assertions and overflow checks on).
 unit:
-	$(CARGO) test --workspace --profile ci
+	SHMBUS_BENCH_REQUIRE_REDIS=1 $(CARGO) test --workspace --profile ci $(BENCH_FEATURES)
 
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps

@@ -221,6 +221,7 @@ fn ping_loop(
         let t0 = monotonic_ns();
         ep.send(&msg, waiter)?;
         ep.recv(&mut reply, waiter)?;
+        debug_assert_eq!(reply.len(), size);
         let t1 = monotonic_ns();
         if reply[0] != tag || reply[size - 1] != tag {
             return Err(io::Error::new(

@@ -9,9 +9,11 @@ mod driver;
 mod fanout;
 mod journal;
 mod memcpy;
+mod plots;
 mod pool;
 mod queue_table;
 mod report;
+mod suite;
 mod throughput;
 mod transports;
 mod waiter;
@@ -65,6 +67,8 @@ enum Command {
     /// An appender process of `journal`'s throughput run (started by `journal` itself).
     #[command(name = journal::APPENDER_ROLE, hide = true)]
     JournalAppender(journal::AppenderArgs),
+    /// Everything against the peers in one run: results.json, summary.md and plots in DIR.
+    Report(suite::ReportArgs),
     /// The echo side of a ping-pong (started by `pingpong` itself).
     #[command(name = driver::ECHO_ROLE, hide = true)]
     Echo(EchoArgs),
@@ -72,7 +76,8 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct PingpongArgs {
-    /// floor, futex-floor, topic, stream, pipe, uds or tcp.
+    /// floor, futex-floor, topic, stream, queue, journal, pipe, uds, tcp, redis-pubsub-tcp,
+    /// redis-pubsub-uds, redis-stream-tcp or redis-stream-uds.
     #[arg(long, value_name = "T")]
     transport: String,
     /// Message size in bytes.
@@ -287,6 +292,11 @@ fn check_size(size: usize) -> Result<(), String> {
 
 fn pingpong(a: PingpongArgs) -> Result<(), String> {
     let t = transport(&a.transport)?;
+    if transports::redis::is_redis(t.name()) && !transports::redis::available() {
+        // The one line a missing peer gets; an explicit run of it fails.
+        eprintln!("{}", transports::redis::NOT_FOUND);
+        std::process::exit(1);
+    }
     check_size(a.size)?;
     if a.iters == 0 {
         return Err("--iters must be at least 1".into());
@@ -468,6 +478,7 @@ fn main() -> ExitCode {
         Command::ThroughputMemcpy(a) => throughput_memcpy(a),
         Command::QueueTable(a) => queue_table::run(a.messages, a.json),
         Command::Journal(a) => journal::run(a),
+        Command::Report(a) => suite::run(a),
         Command::JournalAppender(a) => journal::appender_main(a),
         Command::Echo(a) => echo(a),
         Command::Throughput(a) => throughput(a),

@@ -77,7 +77,8 @@ impl Endpoint for FdStream {
         Ok(())
     }
 
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let buf = buf.as_mut_slice();
         let mut done = 0;
         while done < buf.len() {
             match self.rx.read(&mut buf[done..]) {

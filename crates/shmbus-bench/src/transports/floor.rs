@@ -64,7 +64,8 @@ impl Endpoint for FloorEnd {
     }
 
     #[inline]
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let buf = buf.as_mut_slice();
         let seq = self.region.seq(self.rx);
         // Pairs with the Release store of `seq` in send() of the peer.
         while seq.load(Ordering::Acquire) != self.next_rx {

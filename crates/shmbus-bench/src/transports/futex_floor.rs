@@ -67,7 +67,8 @@ impl Endpoint for FutexEnd {
     }
 
     #[inline]
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let buf = buf.as_mut_slice();
         let seq = self.region.seq(self.rx);
         loop {
             // Pairs with the Release store of `seq` in send() of the peer.

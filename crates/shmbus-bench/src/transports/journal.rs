@@ -133,7 +133,8 @@ impl Endpoint for JournalEnd {
     }
 
     #[inline]
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let buf = buf.as_mut_slice();
         let t = std::cell::RefCell::new(&mut self.tailer);
         let b = std::cell::RefCell::new(buf);
         let copy = |data: &[u8]| {

@@ -18,9 +18,12 @@ use crate::waiter::Waiter;
 mod fd_stream;
 pub mod floor;
 pub mod futex_floor;
+#[cfg(feature = "iceoryx2")]
+pub mod iceoryx2;
 pub mod journal;
 pub mod pipe;
 pub mod queue;
+pub mod redis;
 mod shm_lanes;
 pub mod shmbus_kinds;
 pub mod stream;
@@ -128,9 +131,13 @@ pub trait Endpoint {
     /// Sends `msg` to the peer.
     fn send(&mut self, msg: &[u8], waiter: &mut Waiter<'_>) -> io::Result<()>;
 
-    /// Receives the peer's next message into `buf`. With [`Payload::Touch`] only the first
-    /// and last byte of `buf` are written.
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()>;
+    /// Receives the peer's next message into `buf`, which holds `params.size` bytes on entry
+    /// and must on return. A `Vec` rather than a slice so that the shmbus kinds whose copying
+    /// receive fills a caller's `Vec` (topic `try_recv_into`, stream `try_read_into`) copy
+    /// the payload once, straight into the caller's buffer, as a user of them would; the
+    /// other transports write into `buf.as_mut_slice()`. With [`Payload::Touch`] only the
+    /// first and last byte of `buf` are written.
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()>;
 }
 
 /// Every transport, in the order they are listed in help and errors.
@@ -144,6 +151,12 @@ pub static ALL: &[&dyn Transport] = &[
     &pipe::Pipe,
     &uds::Uds,
     &tcp::Tcp,
+    &redis::PUBSUB_TCP,
+    &redis::PUBSUB_UDS,
+    &redis::STREAM_TCP,
+    &redis::STREAM_UDS,
+    #[cfg(feature = "iceoryx2")]
+    &iceoryx2::Iceoryx2,
 ];
 
 /// The transport called `name`.

@@ -85,7 +85,8 @@ impl Endpoint for QueueEnd {
     }
 
     #[inline]
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
+        let buf = buf.as_mut_slice();
         let expected = buf.len();
         let c = std::cell::RefCell::new(&mut self.consumer);
         let b = std::cell::RefCell::new(buf);

@@ -49,13 +49,7 @@ fn end(root: ScratchRoot, params: &Params, create: bool) -> io::Result<Box<dyn E
     };
     writer.set_wait_policy(policy(params.mode));
     reader.set_wait_policy(policy(params.mode));
-    Ok(Box::new(StreamEnd {
-        _root: root,
-        writer: RefCell::new(writer),
-        reader: RefCell::new(reader),
-        params: *params,
-        buf: RefCell::new(Vec::with_capacity(params.size)),
-    }))
+    Ok(Box::new(StreamEnd { _root: root, writer: RefCell::new(writer), reader: RefCell::new(reader), params: *params }))
 }
 
 impl Transport for StreamTransport {
@@ -83,7 +77,6 @@ struct StreamEnd {
     writer: RefCell<StreamWriter>,
     reader: RefCell<StreamReader>,
     params: Params,
-    buf: RefCell<Vec<u8>>,
 }
 
 fn nap<T>() -> io::Result<Option<T>> {
@@ -132,12 +125,13 @@ impl Endpoint for StreamEnd {
     }
 
     #[inline]
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
         let n = buf.len();
         let r = &self.reader;
         match self.params.payload {
             Payload::Copy => {
-                let data = &self.buf;
+                // Straight into the caller's buffer: one copy out of the ring.
+                let data = std::cell::RefCell::new(&mut *buf);
                 let got = wait_for(
                     self.params.mode,
                     waiter,
@@ -153,10 +147,9 @@ impl Endpoint for StreamEnd {
                         Err(e) => Err(io::Error::other(e)),
                     },
                 )?;
-                if got != n {
+                if got != n || buf.len() != n {
                     return Err(io::Error::other(format!("received {got} bytes, expected {n}")));
                 }
-                buf.copy_from_slice(&self.buf.borrow());
             }
             Payload::Touch => {
                 let look = |rec: &[u8]| (rec.len(), rec.first().copied(), rec.last().copied());

@@ -25,7 +25,7 @@ fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str) -> io::Result<Box
     // Both topics are fresh: start at the first message whoever subscribes last.
     subscriber.seek(1);
     subscriber.set_wait_policy(policy(params.mode));
-    Ok(Box::new(TopicEnd { _root: root, publisher, subscriber, params: *params, buf: Vec::with_capacity(params.size) }))
+    Ok(Box::new(TopicEnd { _root: root, publisher, subscriber, params: *params }))
 }
 
 impl Transport for TopicTransport {
@@ -52,7 +52,6 @@ struct TopicEnd {
     publisher: Publisher,
     subscriber: Subscriber,
     params: Params,
-    buf: Vec<u8>,
 }
 
 fn lagged(missed: u64) -> io::Error {
@@ -75,14 +74,14 @@ impl Endpoint for TopicEnd {
     }
 
     #[inline]
-    fn recv(&mut self, buf: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
         let n = buf.len();
         let sub = &self.subscriber;
         match self.params.payload {
             Payload::Copy => {
-                let data = &mut self.buf;
+                // Straight into the caller's buffer: one copy out of the slot.
                 // Two closures need the buffer in turn: route both through one cell.
-                let data = std::cell::RefCell::new(data);
+                let data = std::cell::RefCell::new(&mut *buf);
                 wait_for(
                     self.params.mode,
                     waiter,
@@ -98,11 +97,9 @@ impl Endpoint for TopicEnd {
                         Err(e) => Err(io::Error::other(e)),
                     },
                 )?;
-                let data = data.into_inner();
-                if data.len() != n {
-                    return Err(io::Error::other(format!("received {} bytes, expected {n}", data.len())));
+                if buf.len() != n {
+                    return Err(io::Error::other(format!("received {} bytes, expected {n}", buf.len())));
                 }
-                buf.copy_from_slice(data);
             }
             Payload::Touch => {
                 let (first, last) = wait_for(
