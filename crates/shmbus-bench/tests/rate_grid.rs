@@ -1,0 +1,109 @@
+//! `rate-grid` (seed 001), briefly: the shape of its output, never the speed.
+
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
+
+/// Runs pin processes; one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn run(args: &[&str]) -> Output {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    Command::new(BIN).args(args).output().expect("run shmbus-bench")
+}
+
+const KEYS: &[&str] = &[
+    "experiment",
+    "mode",
+    "rate",
+    "ring",
+    "size_min",
+    "size_max",
+    "seconds",
+    "sent",
+    "received",
+    "writer_waits",
+    "pinned",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "p999_ns",
+    "max_ns",
+    "min_ns",
+    "mean_ns",
+];
+
+#[test]
+fn json_is_one_object_per_cell_for_both_modes() {
+    let o = run(&["rate-grid", "--rates", "200,1000", "--rings", "4K,1M", "--seconds-per-cell", "0.05", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let cells: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(cells.len(), 2 * 2 * 2, "{text}");
+    let mut seen = Vec::new();
+    for c in &cells {
+        let obj = c.as_object().expect("an object");
+        let mut got: Vec<&str> = obj.keys().map(String::as_str).collect();
+        let mut want = KEYS.to_vec();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "{c}");
+        assert_eq!(c["experiment"], "rate_grid");
+        assert_eq!((c["size_min"].as_u64(), c["size_max"].as_u64()), (Some(20), Some(40)), "{c}");
+        let sent = c["sent"].as_u64().unwrap();
+        let rate = c["rate"].as_u64().unwrap();
+        assert_eq!(sent, (rate as f64 * 0.05).round() as u64, "{c}");
+        assert_eq!(c["received"].as_u64(), Some(sent), "{c}");
+        let q: Vec<u64> = ["min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"]
+            .iter()
+            .map(|k| c[k].as_u64().unwrap())
+            .collect();
+        assert!(q[0] > 0 && q.windows(2).all(|w| w[0] <= w[1]), "{c}");
+        seen.push((c["mode"].as_str().unwrap().to_string(), rate, c["ring"].as_u64().unwrap()));
+    }
+    for mode in ["spin", "block"] {
+        for rate in [200, 1000] {
+            for ring in [4096, 1 << 20] {
+                assert!(seen.contains(&(mode.to_string(), rate, ring)), "{mode} {rate} {ring} missing: {seen:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn text_is_p50_and_p99_tables_per_mode() {
+    let o =
+        run(&["rate-grid", "--rates", "500", "--rings", "16K,32K", "--seconds-per-cell", "0.02", "--mode", "block"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(text.matches("mode block").count(), 2, "{text}");
+    assert!(!text.contains("mode spin"), "{text}");
+    assert!(text.contains("p50 µs") && text.contains("p99 µs"), "{text}");
+    let header = text.lines().nth(1).unwrap();
+    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["rate", "16K", "32K"], "{text}");
+    let row = text.lines().nth(2).unwrap();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[0], "500", "{text}");
+    assert!(cols[1..].iter().all(|v| v.parse::<f64>().is_ok_and(|x| x > 0.0)), "{text}");
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    for args in [
+        &["rate-grid", "--rings", "3K"][..],
+        &["rate-grid", "--rings", "1000"],
+        &["rate-grid", "--rates", "0"],
+        &["rate-grid", "--size", "8"],
+        &["rate-grid", "--seconds-per-cell", "0"],
+    ] {
+        let o = run(args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("shmbus-bench: error: "), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
