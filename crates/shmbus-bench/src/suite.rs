@@ -8,7 +8,8 @@
 //!   the yardsticks, for 8 B, 1 KiB, 64 KiB, 1 MiB and 6 MiB. One-way latency = RTT/2.
 //! * **Redis streams** (TCP and Unix socket) at the same sizes, in their own table.
 //! * **Kinds**: every shmbus kind (topic, stream, queue, journal) at 64 B, spin and block.
-//! * **The other subcommands** (`queue-table`, `journal`, `pool`, `fanout`, `throughput`) run
+//! * **The other subcommands** (`queue-table`, `journal`, `pool`, `fanout`, `rate-grid`,
+//!   `throughput`) run
 //!   as child processes of this binary with `--json`; their objects go into `results.json`
 //!   as printed.
 //!
@@ -276,6 +277,14 @@ fn sections(quick: bool) -> Vec<(&'static str, Vec<Vec<String>>)> {
                 .collect(),
         ),
         (
+            "rate_grid",
+            vec![if q {
+                s(&["rate-grid", "--rates", "100,1000", "--rings", "4K,1M", "--seconds-per-cell", "0.1"])
+            } else {
+                s(&["rate-grid"])
+            }],
+        ),
+        (
             "throughput",
             vec![s(&[
                 "throughput",
@@ -399,11 +408,14 @@ pub fn run(a: ReportArgs) -> Result<(), String> {
     std::fs::write(&json_path, text + "\n").map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
 
     let plot_files = plots::write_all(&a.out, &h2h, sizes);
+    let grid_cells = results["rate_grid"].as_array().cloned().unwrap_or_default();
+    let grid_plot = plots::rate_grid(&a.out, &grid_cells);
     let md = summary(&results, &h2h, &streams, &kinds, sizes, &plot_files);
+    let md = md + &rate_grid_section(&grid_cells, &grid_plot);
     let md_path = a.out.join("summary.md");
     std::fs::write(&md_path, md).map_err(|e| format!("cannot write {}: {e}", md_path.display()))?;
     let mut written = vec![json_path, md_path];
-    written.extend(plot_files.iter().flat_map(|p| p.files.iter().cloned()));
+    written.extend(plot_files.iter().chain([&grid_plot]).flat_map(|p| p.files.iter().cloned()));
     for p in &written {
         eprintln!("shmbus-bench: report: wrote {}", p.display());
     }
@@ -688,5 +700,61 @@ fn summary(
     );
     let _ = writeln!(s, "## stream throughput vs memcpy\n");
     objects_table(&mut s, &section("throughput"), &["size", "capacity", "mb_per_s", "memcpy_mb_per_s", "ratio"]);
+    s
+}
+
+/// The seed 001 section: per mode, p50 and p99 (µs) by rate (rows) and ring (columns), and
+/// the plot.
+fn rate_grid_section(cells: &[Value], plot: &plots::Plot) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## rate-grid (seed 001): stream one-way latency vs message rate and ring size\n\n\
+         20–40 B records paced by absolute deadlines; each carries its CLOCK_MONOTONIC send time and the \
+         reader process (other CPU) records now − sent. µs; rows: msg/s, columns: ring.\n"
+    );
+    for c in cells.iter().filter(|c| c.get("error").is_some()) {
+        let _ = writeln!(s, "error: {}\n", cell(&c["error"]));
+    }
+    let ok: Vec<&Value> = cells.iter().filter(|c| c.get("error").is_none()).collect();
+    let mut rates: Vec<u64> = ok.iter().filter_map(|c| c["rate"].as_u64()).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    let mut rings: Vec<u64> = ok.iter().filter_map(|c| c["ring"].as_u64()).collect();
+    rings.sort_unstable();
+    rings.dedup();
+    for mode in ["spin", "block"] {
+        if !ok.iter().any(|c| c["mode"] == mode) {
+            continue;
+        }
+        for (name, key) in [("p50", "p50_ns"), ("p99", "p99_ns")] {
+            let _ = writeln!(s, "### {mode}: {name} (µs)\n");
+            let mut header = vec!["msg/s".to_string()];
+            header.extend(rings.iter().map(|&r| size_label(r as usize)));
+            let rows: Vec<Vec<String>> = rates
+                .iter()
+                .map(|&rate| {
+                    let mut row = vec![rate.to_string()];
+                    row.extend(rings.iter().map(|&ring| {
+                        ok.iter()
+                            .find(|c| c["mode"] == mode && c["rate"] == rate && c["ring"] == ring)
+                            .and_then(|c| c[key].as_u64())
+                            .map_or("–".into(), |ns| format!("{:.1}", ns as f64 / 1e3))
+                    }));
+                    row
+                })
+                .collect();
+            md_table(&mut s, &header.iter().map(String::as_str).collect::<Vec<_>>(), &rows);
+        }
+    }
+    for f in &plot.files {
+        if f.extension().is_some_and(|e| e == "svg") {
+            let name = f.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let _ = writeln!(s, "![{}]({name})\n", plot.title);
+        }
+    }
+    if let Some(note) = &plot.note {
+        let _ = writeln!(s, "{note}\n");
+    }
     s
 }

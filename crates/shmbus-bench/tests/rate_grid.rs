@@ -107,3 +107,39 @@ fn bad_input_is_one_line() {
         assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn report_quick_has_the_rate_grid_section_and_plot() {
+    let dir = std::env::temp_dir().join(format!("shmbus-bench-rate-grid-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Redis plays no part here: skip it so the test needs no server.
+    let o = {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        Command::new(BIN)
+            .args(["report", "--out", dir.to_str().unwrap(), "--quick"])
+            .env("SHMBUS_BENCH_REDIS_SERVER", "/nonexistent/redis-server")
+            .output()
+            .expect("run report")
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let results: Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let cells = results["rate_grid"].as_array().expect("rate_grid is an array");
+    // --quick: 2 rates × 2 rings × 2 modes.
+    assert_eq!(cells.len(), 8, "{cells:?}");
+    assert!(cells.iter().all(|c| c.get("error").is_none() && c["p50_ns"].as_u64().is_some()), "{cells:?}");
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    for needle in ["## rate-grid (seed 001)", "### spin: p50 (µs)", "### block: p99 (µs)", "| msg/s | 4 KiB | 1 MiB |"]
+    {
+        assert!(md.contains(needle), "summary.md lacks {needle:?}");
+    }
+    if md.contains("rate_grid_p50.svg and rate_grid_p50.png not written") || md.contains("no TrueType font found") {
+        eprintln!("note: no font here; the plot files are not checked");
+    } else {
+        assert!(md.contains("(rate_grid_p50.svg)"), "{md}");
+        let svg = std::fs::read_to_string(dir.join("rate_grid_p50.svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"));
+        let png = std::fs::read(dir.join("rate_grid_p50.png")).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
