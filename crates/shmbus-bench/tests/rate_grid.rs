@@ -132,6 +132,7 @@ fn report_quick_has_the_rate_grid_section_and_plot() {
     {
         assert!(md.contains(needle), "summary.md lacks {needle:?}");
     }
+    check_demo(&results, &md);
     if md.contains("rate_grid_p50.svg and rate_grid_p50.png not written") || md.contains("no TrueType font found") {
         eprintln!("note: no font here; the plot files are not checked");
     } else {
@@ -141,5 +142,59 @@ fn report_quick_has_the_rate_grid_section_and_plot() {
         let png = std::fs::read(dir.join("rate_grid_p50.png")).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Seed 000's demo in a report: two runs (6,220,800 B and 1,080 B images) when the `shmbus`
+/// binary is next to `shmbus-bench`, else one skip line.
+fn check_demo(results: &Value, md: &str) {
+    assert!(md.contains("## demo (seed 000)"), "{md}");
+    let demo = &results["demo"];
+    if let Some(skip) = demo.get("skipped") {
+        assert!(skip.as_str().unwrap().starts_with("shmbus binary not found"), "{demo}");
+        assert!(md.contains("Skipped: shmbus binary not found"), "{md}");
+        return;
+    }
+    let runs = demo["runs"].as_array().expect("demo runs");
+    assert_eq!(runs.len(), 2, "{demo}");
+    for (run, image) in runs.iter().zip([6_220_800u64, 1080]) {
+        assert!(run.get("error").is_none(), "{run}");
+        let r = &run["result"];
+        assert_eq!(r["image_bytes"].as_u64(), Some(image), "{run}");
+        assert_eq!(r["consumers"].as_array().map(Vec::len), Some(6), "{run}");
+        assert_eq!(r["producers"].as_array().map(Vec::len), Some(7), "{run}");
+        for c in r["consumers"].as_array().unwrap() {
+            assert!(c["view"]["n"].as_u64().is_some_and(|n| n > 0), "{c}");
+            assert!(c["view_copy"]["p50_ns"].as_u64().is_some(), "{c}");
+        }
+    }
+    assert!(md.contains("| consumer | view mean |") && md.contains("| producer | write mean |"), "{md}");
+    assert!(md.contains("--image-bytes 1080"), "{md}");
+}
+
+#[test]
+fn report_without_a_shmbus_binary_skips_the_demo_in_one_line() {
+    let dir = std::env::temp_dir().join(format!("shmbus-bench-rate-grid-nodemo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // A copy of the binary alone in a directory: no `shmbus` beside it.
+    let bin = dir.join("shmbus-bench");
+    std::fs::copy(BIN, &bin).unwrap();
+    let out = dir.join("out");
+    let o = {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        Command::new(&bin)
+            .args(["report", "--out", out.to_str().unwrap(), "--quick"])
+            .env("SHMBUS_BENCH_REDIS_SERVER", "/nonexistent/redis-server")
+            .output()
+            .expect("run report")
+    };
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(err.lines().filter(|l| l.contains("shmbus binary not found")).count(), 1, "{err}");
+    let results: Value = serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert!(results["demo"]["skipped"].is_string(), "{}", results["demo"]);
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    check_demo(&results, &md);
     std::fs::remove_dir_all(&dir).unwrap();
 }
