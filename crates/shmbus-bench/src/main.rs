@@ -12,6 +12,7 @@ mod memcpy;
 mod plots;
 mod pool;
 mod queue_table;
+mod rate_grid;
 mod report;
 mod suite;
 mod throughput;
@@ -67,6 +68,11 @@ enum Command {
     /// An appender process of `journal`'s throughput run (started by `journal` itself).
     #[command(name = journal::APPENDER_ROLE, hide = true)]
     JournalAppender(journal::AppenderArgs),
+    /// Seed 001: stream one-way latency against message rate and ring size (20–40 B records).
+    RateGrid(rate_grid::RateGridArgs),
+    /// The reader process of `rate-grid` (started by `rate-grid` itself).
+    #[command(name = rate_grid::READER_ROLE, hide = true)]
+    RateReader(rate_grid::ReaderArgs),
     /// Everything against the peers in one run: results.json, summary.md and plots in DIR.
     Report(suite::ReportArgs),
     /// The echo side of a ping-pong (started by `pingpong` itself).
@@ -479,6 +485,8 @@ fn main() -> ExitCode {
         Command::QueueTable(a) => queue_table::run(a.messages, a.json),
         Command::Journal(a) => journal::run(a),
         Command::Report(a) => suite::run(a),
+        Command::RateGrid(a) => rate_grid::run(a),
+        Command::RateReader(a) => rate_grid::reader_main(a),
         Command::JournalAppender(a) => journal::appender_main(a),
         Command::Echo(a) => echo(a),
         Command::Throughput(a) => throughput(a),

@@ -262,3 +262,87 @@ where
         .map_err(err)?;
     Ok(())
 }
+
+/// Seed 001's grid: p50 one-way latency against message rate (log x), one line per ring
+/// size; spin on the left, block on the right. `cells` are `rate-grid --json` objects.
+pub fn rate_grid(out: &Path, cells: &[serde_json::Value]) -> Plot {
+    let title = "rate-grid (seed 001): stream one-way p50 vs message rate, one line per ring";
+    if !cells.iter().any(|c| c["p50_ns"].as_u64().is_some()) {
+        let note = "rate_grid_p50.svg and rate_grid_p50.png not written: no rate-grid results".to_string();
+        eprintln!("shmbus-bench: report: {note}");
+        return Plot { title: title.to_string(), files: Vec::new(), note: Some(note) };
+    }
+    both(out, "rate_grid_p50", title, &|canvas| on_canvas!(canvas, |root| grid(root, cells)))
+}
+
+/// (rate, p50 ns) points of one mode and ring, by rate.
+fn grid_line(cells: &[serde_json::Value], mode: &str, ring: u64) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = cells
+        .iter()
+        .filter(|c| c["mode"] == mode && c["ring"] == ring)
+        .filter_map(|c| Some((c["rate"].as_u64()? as f64, c["p50_ns"].as_u64()?.max(1) as f64)))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+fn grid<DB: DrawingBackend>(root: &DrawingArea<DB, plotters::coord::Shift>, cells: &[serde_json::Value]) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let mut rings: Vec<u64> = cells.iter().filter_map(|c| c["ring"].as_u64()).collect();
+    rings.sort_unstable();
+    rings.dedup();
+    let rates: Vec<f64> = cells.iter().filter_map(|c| c["rate"].as_u64()).map(|r| r as f64).collect();
+    let p50s: Vec<f64> = cells.iter().filter_map(|c| c["p50_ns"].as_u64()).map(|v| v.max(1) as f64).collect();
+    let (xlo, xhi) = (
+        rates.iter().copied().fold(f64::INFINITY, f64::min).min(1e6) / 1.3,
+        rates.iter().copied().fold(0.0, f64::max).max(2.0) * 1.3,
+    );
+    let (ylo, yhi) = (
+        p50s.iter().copied().fold(f64::INFINITY, f64::min).min(1e9) / 1.5,
+        p50s.iter().copied().fold(0.0, f64::max).max(2.0) * 1.5,
+    );
+    let (w, _) = root.dim_in_pixel();
+    let (left, right) = root.split_horizontally(w / 2);
+    for (area, mode) in [(left, "spin"), (right, "block")] {
+        let mut chart = ChartBuilder::on(&area)
+            .caption(format!("stream {mode}: one-way p50 vs msg/s"), ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| ns_label(*y as u64))
+            .x_desc("messages per second (log)")
+            .y_desc("one-way p50 (log)")
+            .draw()
+            .map_err(err)?;
+        for (j, &ring) in rings.iter().enumerate() {
+            let color = Palette99::pick(j).to_rgba();
+            let line = grid_line(cells, mode, ring);
+            if line.is_empty() {
+                continue;
+            }
+            chart.draw_series(line.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(err)?;
+            chart
+                .draw_series(LineSeries::new(line, color.stroke_width(2)))
+                .map_err(err)?
+                .label(format!("ring {}", size_label(ring as usize)))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(err)?;
+    }
+    Ok(())
+}

@@ -8,7 +8,8 @@
 //!   the yardsticks, for 8 B, 1 KiB, 64 KiB, 1 MiB and 6 MiB. One-way latency = RTT/2.
 //! * **Redis streams** (TCP and Unix socket) at the same sizes, in their own table.
 //! * **Kinds**: every shmbus kind (topic, stream, queue, journal) at 64 B, spin and block.
-//! * **The other subcommands** (`queue-table`, `journal`, `pool`, `fanout`, `throughput`) run
+//! * **The other subcommands** (`queue-table`, `journal`, `pool`, `fanout`, `rate-grid`,
+//!   `throughput`) run
 //!   as child processes of this binary with `--json`; their objects go into `results.json`
 //!   as printed.
 //!
@@ -276,6 +277,14 @@ fn sections(quick: bool) -> Vec<(&'static str, Vec<Vec<String>>)> {
                 .collect(),
         ),
         (
+            "rate_grid",
+            vec![if q {
+                s(&["rate-grid", "--rates", "100,1000", "--rings", "4K,1M", "--seconds-per-cell", "0.1"])
+            } else {
+                s(&["rate-grid"])
+            }],
+        ),
+        (
             "throughput",
             vec![s(&[
                 "throughput",
@@ -379,6 +388,8 @@ pub fn run(a: ReportArgs) -> Result<(), String> {
         others.insert(name.to_string(), Value::Array(objs));
     }
 
+    let demo = demo_runs(a.quick, &mut failures);
+
     let load_end = loadavg();
     let mut results = json!({
         "quick": a.quick,
@@ -391,6 +402,7 @@ pub fn run(a: ReportArgs) -> Result<(), String> {
         "head_to_head": h2h.iter().map(Measured::to_json).collect::<Vec<_>>(),
         "redis_streams": streams.iter().map(Measured::to_json).collect::<Vec<_>>(),
         "kinds": kinds.iter().map(Measured::to_json).collect::<Vec<_>>(),
+        "demo": demo,
     });
     results.as_object_mut().expect("an object").extend(others);
 
@@ -399,11 +411,14 @@ pub fn run(a: ReportArgs) -> Result<(), String> {
     std::fs::write(&json_path, text + "\n").map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
 
     let plot_files = plots::write_all(&a.out, &h2h, sizes);
+    let grid_cells = results["rate_grid"].as_array().cloned().unwrap_or_default();
+    let grid_plot = plots::rate_grid(&a.out, &grid_cells);
     let md = summary(&results, &h2h, &streams, &kinds, sizes, &plot_files);
+    let md = md + &rate_grid_section(&grid_cells, &grid_plot) + &demo_section(&results["demo"]);
     let md_path = a.out.join("summary.md");
     std::fs::write(&md_path, md).map_err(|e| format!("cannot write {}: {e}", md_path.display()))?;
     let mut written = vec![json_path, md_path];
-    written.extend(plot_files.iter().flat_map(|p| p.files.iter().cloned()));
+    written.extend(plot_files.iter().chain([&grid_plot]).flat_map(|p| p.files.iter().cloned()));
     for p in &written {
         eprintln!("shmbus-bench: report: wrote {}", p.display());
     }
@@ -688,5 +703,188 @@ fn summary(
     );
     let _ = writeln!(s, "## stream throughput vs memcpy\n");
     objects_table(&mut s, &section("throughput"), &["size", "capacity", "mb_per_s", "memcpy_mb_per_s", "ratio"]);
+    s
+}
+
+/// The seed 001 section: per mode, p50 and p99 (µs) by rate (rows) and ring (columns), and
+/// the plot.
+fn rate_grid_section(cells: &[Value], plot: &plots::Plot) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## rate-grid (seed 001): stream one-way latency vs message rate and ring size\n\n\
+         20–40 B records paced by absolute deadlines; each carries its CLOCK_MONOTONIC send time and the \
+         reader process (other CPU) records now − sent. µs; rows: msg/s, columns: ring.\n"
+    );
+    for c in cells.iter().filter(|c| c.get("error").is_some()) {
+        let _ = writeln!(s, "error: {}\n", cell(&c["error"]));
+    }
+    let ok: Vec<&Value> = cells.iter().filter(|c| c.get("error").is_none()).collect();
+    let mut rates: Vec<u64> = ok.iter().filter_map(|c| c["rate"].as_u64()).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    let mut rings: Vec<u64> = ok.iter().filter_map(|c| c["ring"].as_u64()).collect();
+    rings.sort_unstable();
+    rings.dedup();
+    for mode in ["spin", "block"] {
+        if !ok.iter().any(|c| c["mode"] == mode) {
+            continue;
+        }
+        for (name, key) in [("p50", "p50_ns"), ("p99", "p99_ns")] {
+            let _ = writeln!(s, "### {mode}: {name} (µs)\n");
+            let mut header = vec!["msg/s".to_string()];
+            header.extend(rings.iter().map(|&r| size_label(r as usize)));
+            let rows: Vec<Vec<String>> = rates
+                .iter()
+                .map(|&rate| {
+                    let mut row = vec![rate.to_string()];
+                    row.extend(rings.iter().map(|&ring| {
+                        ok.iter()
+                            .find(|c| c["mode"] == mode && c["rate"] == rate && c["ring"] == ring)
+                            .and_then(|c| c[key].as_u64())
+                            .map_or("–".into(), |ns| format!("{:.1}", ns as f64 / 1e3))
+                    }));
+                    row
+                })
+                .collect();
+            md_table(&mut s, &header.iter().map(String::as_str).collect::<Vec<_>>(), &rows);
+        }
+    }
+    for f in &plot.files {
+        if f.extension().is_some_and(|e| e == "svg") {
+            let name = f.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let _ = writeln!(s, "![{}]({name})\n", plot.title);
+        }
+    }
+    if let Some(note) = &plot.note {
+        let _ = writeln!(s, "{note}\n");
+    }
+    s
+}
+
+/// The `shmbus` binary next to this one (same target directory), if built.
+fn shmbus_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.join("shmbus");
+    p.is_file().then_some(p)
+}
+
+/// Seed 000's demo profile through `shmbus demo --seconds S [--image-bytes B] --json`, with
+/// the seed's 6,220,800 B images and with 1,080 B ones: `{"runs": [...]}`, or
+/// `{"skipped": "…"}` when the `shmbus` binary is not next to this one.
+fn demo_runs(quick: bool, failures: &mut usize) -> Value {
+    let Some(bin) = shmbus_binary() else {
+        let line = "shmbus binary not found next to shmbus-bench: skipping the demo (seed 000); \
+                    build it with `cargo build -p shmbus-cli` (same profile)";
+        eprintln!("shmbus-bench: report: {line}");
+        return json!({ "skipped": line });
+    };
+    let seconds = if quick { "0.5" } else { "10" };
+    let mut runs = Vec::new();
+    for image in ["6220800", "1080"] {
+        let args = ["demo", "--seconds", seconds, "--image-bytes", image, "--json"];
+        let what = format!("shmbus {}", args.join(" "));
+        let r = Command::new(&bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run {what}: {e}"))
+            .and_then(|o| {
+                if !o.status.success() {
+                    return Err(format!("{what} failed ({})", o.status));
+                }
+                serde_json::from_slice::<Value>(&o.stdout).map_err(|e| format!("{what}: not JSON ({e})"))
+            });
+        match r {
+            Ok(v) => runs.push(json!({ "args": args, "result": v })),
+            Err(e) => {
+                eprintln!("shmbus-bench: report: {e}");
+                *failures += 1;
+                runs.push(json!({ "args": args, "error": e }));
+            }
+        }
+    }
+    json!({ "runs": runs })
+}
+
+/// µs with one decimal from a nanosecond JSON number.
+fn us_cell(v: &Value) -> String {
+    v.as_f64().map_or("–".into(), |ns| format!("{:.1}", ns / 1e3))
+}
+
+/// The seed 000 section: per run, the consumers' view and view+copy latency and the
+/// producers' write latency, as the seed's table.
+fn demo_section(demo: &Value) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## demo (seed 000): `shmbus demo`, the babus profile\n");
+    if let Some(skip) = demo.get("skipped") {
+        let _ = writeln!(s, "Skipped: {}\n", cell(skip));
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "imu 1 kHz (64 B), image 30 Hz, med01..med05 40–44 Hz (2 KiB); latencies against the publish \
+         timestamp, µs. Redis TCP/UDS runs of this profile are not in the report.\n"
+    );
+    for run in demo["runs"].as_array().into_iter().flatten() {
+        let args: Vec<String> =
+            run["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_string)).collect();
+        let _ = writeln!(s, "### `shmbus {}`\n", args.join(" "));
+        if let Some(e) = run.get("error") {
+            let _ = writeln!(s, "error: {}\n", cell(e));
+            continue;
+        }
+        let r = &run["result"];
+        let rows: Vec<Vec<String>> = r["consumers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                vec![
+                    format!("`{}`", cell(&c["name"])),
+                    us_cell(&c["view"]["mean_ns"]),
+                    us_cell(&c["view"]["p50_ns"]),
+                    us_cell(&c["view"]["p99_ns"]),
+                    us_cell(&c["view_copy"]["mean_ns"]),
+                    us_cell(&c["view_copy"]["p50_ns"]),
+                    us_cell(&c["view_copy"]["p99_ns"]),
+                    cell(&c["view"]["n"]),
+                    cell(&c["gaps"]),
+                ]
+            })
+            .collect();
+        md_table(
+            &mut s,
+            &[
+                "consumer",
+                "view mean",
+                "view p50",
+                "view p99",
+                "view+copy mean",
+                "view+copy p50",
+                "view+copy p99",
+                "n",
+                "gaps",
+            ],
+            &rows,
+        );
+        let rows: Vec<Vec<String>> = r["producers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                vec![
+                    format!("`{}`", cell(&p["name"])),
+                    us_cell(&p["write"]["mean_ns"]),
+                    us_cell(&p["write"]["p50_ns"]),
+                    us_cell(&p["write"]["p99_ns"]),
+                    cell(&p["write"]["n"]),
+                    cell(&p["failed"]),
+                ]
+            })
+            .collect();
+        md_table(&mut s, &["producer", "write mean", "write p50", "write p99", "n", "failed"], &rows);
+    }
     s
 }
