@@ -2,60 +2,22 @@
 //! --transport queue|journal` in both modes, `queue-table`, and `journal` in every durability
 //! mode with one and two appenders. Checks the shape of the output, never speed.
 
-use std::io::Read;
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::{run_with, Run};
 
 use serde_json::{Map, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
 const PERCENTILES: &[&str] = &["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"];
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Pinned, spinning runs fight over the same CPUs: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-struct Run {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
 fn run_in(args: &[&str], tmpdir: Option<&PathBuf>) -> Run {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut cmd = Command::new(BIN);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    if let Some(d) = tmpdir {
-        cmd.env("TMPDIR", d);
-    }
-    let mut child = cmd.spawn().expect("spawn shmbus-bench");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("shmbus-bench {args:?} did not finish within {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Run { success: status.success(), stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
+    let dir = tmpdir.map(|d| d.display().to_string());
+    let env: Vec<(&str, &str)> = dir.as_deref().map(|d| ("TMPDIR", d)).into_iter().collect();
+    run_with(args, &env, DEADLINE)
 }
 
 fn run(args: &[&str]) -> Run {

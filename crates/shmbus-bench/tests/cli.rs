@@ -1,14 +1,14 @@
 //! Runs the built `shmbus-bench` binary: every transport in both modes, bad input, and a
 //! dying echo process. Asserts shape and sanity of the output, never speed.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::{run_with, Run};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
 const TRANSPORTS: &[&str] = &["floor", "futex-floor", "topic", "stream", "queue", "pipe", "uds", "tcp"];
 /// Transports that honour `--payload touch` (the rest always copy).
 const ZERO_COPY: &[&str] = &["floor", "futex-floor", "topic", "stream"];
@@ -17,50 +17,8 @@ const OPTIONAL: &[&str] = &["payload", "warmup", "pinned", "min_ns", "mean_ns"];
 /// Far above any sane run of these sizes, even on a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Spinning runs pin both processes; two runs at once on a small machine would only fight
-/// over the same CPUs. One run at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-struct Run {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(args: &[&str]) -> Run {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn shmbus-bench");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("shmbus-bench {args:?} did not finish within {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Run { success: status.success(), stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
+    run_with(args, &[], DEADLINE)
 }
 
 fn pingpong_json(args: &[&str]) -> serde_json::Map<String, Value> {

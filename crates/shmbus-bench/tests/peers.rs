@@ -5,61 +5,21 @@
 //! font (`make test` installs both). Without them they print a note and pass, unless
 //! `SHMBUS_BENCH_REQUIRE_REDIS=1` is set (as `make test` does), in which case they fail.
 
-use std::io::Read;
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use common::{run_with, Run};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
 const REDIS: &[&str] = &["redis-pubsub-tcp", "redis-pubsub-uds", "redis-stream-tcp", "redis-stream-uds"];
 const NOT_FOUND: &str = "redis-server not found: skipping the Redis peers";
 const DEADLINE: Duration = Duration::from_secs(600);
 
-/// One run at a time: the runs pin processes to the same two CPUs.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-struct Run {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
 fn run_env(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut cmd = Command::new(BIN);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn shmbus-bench");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("shmbus-bench {args:?} did not finish within {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Run { success: status.success(), stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
+    run_with(args, env, DEADLINE)
 }
 
 fn run(args: &[&str]) -> Run {

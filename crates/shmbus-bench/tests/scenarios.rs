@@ -1,60 +1,19 @@
 //! Runs the built `shmbus-bench` binary through the multi-process scenarios — `throughput`,
 //! `pool`, `fanout` — briefly, and checks the shape of the output, never the speed.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
+
+use common::{run_with, Run};
 
 use serde_json::{Map, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_shmbus-bench");
 /// Far above any sane run of these sizes, even on a loaded machine in a debug build.
 const DEADLINE: Duration = Duration::from_secs(180);
 
-/// Spinning runs pin processes; one run at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-struct Run {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(args: &[&str]) -> Run {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn shmbus-bench");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("shmbus-bench {args:?} did not finish within {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Run { success: status.success(), stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
+    run_with(args, &[], DEADLINE)
 }
 
 /// Runs `args` with `--json`; asserts one JSON object on one line with exactly `keys`.
