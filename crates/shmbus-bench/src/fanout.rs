@@ -198,12 +198,7 @@ pub struct SubscriberConfig {
 /// `received R lagged L`.
 pub fn subscriber(config: SubscriberConfig) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
-    if let Some(cpu) = config.cpu {
-        affinity::pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
-    }
-    let handoff = crate::transports::Handoff { fds: Vec::new(), args: vec![config.root] };
-    let root = ScratchRoot::attach(&handoff).map_err(|e| e.to_string())?;
-    let domain = root.domain().map_err(|e| e.to_string())?;
+    let (_root, domain) = crate::transports::shmbus_kinds::child_domain(config.root, config.cpu)?;
     let sub = Topic::subscribe(&domain, "fanout").map_err(|e| format!("subscriber: cannot subscribe: {e}"))?;
     sub.seek(1);
     sub.set_wait_policy(policy(config.mode));

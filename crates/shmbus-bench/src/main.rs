@@ -304,12 +304,8 @@ fn pingpong(a: PingpongArgs) -> Result<(), String> {
         std::process::exit(1);
     }
     check_size(a.size)?;
-    if a.iters == 0 {
-        return Err("--iters must be at least 1".into());
-    }
-    if a.timeout_secs == 0 {
-        return Err("--timeout-secs must be at least 1".into());
-    }
+    at_least_one("--iters", a.iters)?;
+    at_least_one("--timeout-secs", a.timeout_secs)?;
     let (mode, payload) = driver::effective(t, a.mode, a.payload);
     if !a.json {
         if a.mode.is_some_and(|m| m != mode) {
@@ -355,12 +351,8 @@ fn throughput(a: ThroughputArgs) -> Result<(), String> {
         return Err(format!("throughput measures only the stream transport, not '{}'", a.transport));
     }
     check_size(a.size)?;
-    if a.bytes == 0 {
-        return Err("--bytes must be at least 1".into());
-    }
-    if a.timeout_secs == 0 {
-        return Err("--timeout-secs must be at least 1".into());
-    }
+    at_least_one("--bytes", a.bytes)?;
+    at_least_one("--timeout-secs", a.timeout_secs)?;
     let o = throughput::run(throughput::Config {
         size: a.size,
         bytes: a.bytes,
@@ -379,18 +371,12 @@ fn throughput(a: ThroughputArgs) -> Result<(), String> {
 }
 
 fn pool(a: PoolArgs) -> Result<(), String> {
-    if a.jobs == 0 {
-        return Err("--jobs must be at least 1".into());
-    }
+    at_least_one("--jobs", a.jobs as u64)?;
     if !(1..=shmbus::pool::MAX_WORKERS).contains(&a.workers) {
         return Err(format!("--workers must be 1..={}", shmbus::pool::MAX_WORKERS));
     }
-    if a.rounds == 0 {
-        return Err("--rounds must be at least 1".into());
-    }
-    if a.timeout_secs == 0 {
-        return Err("--timeout-secs must be at least 1".into());
-    }
+    at_least_one("--rounds", a.rounds)?;
+    at_least_one("--timeout-secs", a.timeout_secs)?;
     let o = pool::run(pool::Config {
         jobs: a.jobs,
         workers: a.workers,
@@ -414,12 +400,8 @@ fn fanout(a: FanoutArgs) -> Result<(), String> {
         return Err(format!("--subscribers must be 1..={MAX_SUBSCRIBERS}"));
     }
     check_size(a.size)?;
-    if a.iters == 0 {
-        return Err("--iters must be at least 1".into());
-    }
-    if a.timeout_secs == 0 {
-        return Err("--timeout-secs must be at least 1".into());
-    }
+    at_least_one("--iters", a.iters)?;
+    at_least_one("--timeout-secs", a.timeout_secs)?;
     let o = fanout::run(fanout::Config {
         subscribers: a.subscribers,
         size: a.size,
@@ -519,4 +501,12 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `Err("FLAG must be at least 1")` when `value` is 0.
+fn at_least_one(flag: &str, value: u64) -> Result<(), String> {
+    if value == 0 {
+        return Err(format!("{flag} must be at least 1"));
+    }
+    Ok(())
 }

@@ -245,9 +245,7 @@ pub struct WorkerConfig {
 /// Worker side: receives until the dispatcher leaves, then prints `lat v v v …`.
 pub fn worker(config: WorkerConfig) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
-    let handoff = crate::transports::Handoff { fds: Vec::new(), args: vec![config.root] };
-    let root = ScratchRoot::attach(&handoff).map_err(|e| e.to_string())?;
-    let domain = root.domain().map_err(|e| e.to_string())?;
+    let (_root, domain) = crate::transports::shmbus_kinds::child_domain(config.root, None)?;
     let mut w = Worker::join(&domain, "bench").map_err(|e| format!("worker: cannot join: {e}"))?;
     w.set_wait_policy(policy(config.mode));
     let mut lat: Vec<u64> = Vec::with_capacity(1 << 16);

@@ -382,12 +382,7 @@ fn parse(rec: &[u8]) -> Option<(u64, u64)> {
 /// then prints one JSON line (count and percentiles in ns).
 pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
-    if let Some(cpu) = a.cpu {
-        affinity::pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
-    }
-    let handoff = crate::transports::Handoff { fds: Vec::new(), args: vec![a.root] };
-    let root = ScratchRoot::attach(&handoff).map_err(|e| e.to_string())?;
-    let domain = root.domain().map_err(|e| e.to_string())?;
+    let (_root, domain) = crate::transports::shmbus_kinds::child_domain(a.root, a.cpu)?;
     let mut r = StreamReader::open(&domain, "rate").map_err(|e| format!("reader: cannot open: {e}"))?;
     r.set_wait_policy(policy(a.mode));
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;

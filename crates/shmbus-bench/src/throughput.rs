@@ -257,12 +257,7 @@ pub struct ReaderConfig {
 /// Reader side: reads and checks `records` records, then prints `done N`.
 pub fn reader(config: ReaderConfig) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
-    if let Some(cpu) = config.cpu {
-        affinity::pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
-    }
-    let handoff = crate::transports::Handoff { fds: Vec::new(), args: vec![config.root] };
-    let root = ScratchRoot::attach(&handoff).map_err(|e| e.to_string())?;
-    let domain = root.domain().map_err(|e| e.to_string())?;
+    let (_root, domain) = crate::transports::shmbus_kinds::child_domain(config.root, config.cpu)?;
     let mut r = StreamReader::open(&domain, "throughput").map_err(|e| format!("reader: cannot open: {e}"))?;
     r.set_wait_policy(policy(config.mode));
     println!("ready");

@@ -48,6 +48,17 @@ impl Drop for ScratchRoot {
     }
 }
 
+/// The start of a benchmark child process: pins it to `cpu` (if given) and attaches to the
+/// scratch root `root` its parent made. Keep the returned root alive as long as the domain.
+pub fn child_domain(root: String, cpu: Option<usize>) -> Result<(ScratchRoot, shmbus::Domain), String> {
+    if let Some(cpu) = cpu {
+        crate::affinity::pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
+    }
+    let root = ScratchRoot::attach(&Handoff { fds: Vec::new(), args: vec![root] }).map_err(|e| e.to_string())?;
+    let domain = root.domain().map_err(|e| e.to_string())?;
+    Ok((root, domain))
+}
+
 /// The shmbus wait policy for a benchmark mode: spin for ever, or sleep at once (so
 /// `block` measures the futex path, comparable with `futex-floor`).
 pub fn policy(mode: Mode) -> shmbus::WaitPolicy {
