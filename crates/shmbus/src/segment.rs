@@ -341,7 +341,6 @@ impl Segment {
         unsafe { ParticipantTable::from_raw(self.map.as_ptr().add(PARTICIPANTS_OFFSET)) }
     }
 
-    #[allow(dead_code)]
     pub(crate) fn info(&self) -> &HeaderInfo {
         &self.info
     }
@@ -350,14 +349,8 @@ impl Segment {
         &self.path
     }
 
-    #[allow(dead_code)]
     pub(crate) fn file(&self) -> &File {
         &self.file
-    }
-
-    #[allow(dead_code)]
-    pub(crate) fn mapping(&self) -> &Mapping {
-        &self.map
     }
 }
 

@@ -71,7 +71,6 @@ pub(crate) fn spin_phase<T>(
 /// `recheck` caps each sleep, for conditions that can change without a notification (a
 /// peer's death); `None` sleeps until woken. Returns `None` at the deadline.
 #[cfg(not(loom))]
-#[allow(dead_code)] // used by the kinds that wait without a liveness re-check
 pub(crate) fn block_on<T>(
     event: &EventWord,
     policy: WaitPolicy,
