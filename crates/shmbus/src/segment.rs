@@ -31,7 +31,7 @@ use crate::sys::{monotonic_ns, Mapping, ProcessId};
 /// `b"SHMBUS\0\x01"` as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMBUS\0\x01");
 /// The segment format this library reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Value of `ready` once the creator has finished.
 const READY: u32 = 0x5245_4459; // "READY"
 /// Offset of the participant table.

@@ -17,3 +17,14 @@ pub(crate) fn spin_hint() {
     #[cfg(not(loom))]
     std::hint::spin_loop();
 }
+
+/// The middle of a Dekker handshake whose two accesses on each side are already SeqCst
+/// (a SeqCst read-modify-write, then a SeqCst load of the other side's word). The C++/Rust
+/// memory model orders those by itself, so this is nothing in production; loom models SeqCst
+/// accesses only as AcqRel (its documented limitation) but models `fence(SeqCst)` fully, so
+/// under loom it is that fence, and the model checks the handshake as the hardware runs it.
+#[inline(always)]
+pub(crate) fn dekker_fence() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+}

@@ -31,6 +31,8 @@ const PENDING_GRACE: Duration = Duration::from_millis(1);
 /// While polling, every how many misses an in-order read does a full lookup.
 const FULL_LOOKUP_EVERY: u32 = 64;
 // (The first miss of a wait is a full lookup too: `misses` starts at 0 after each read.)
+/// Largest copy-publish that claims its sequence number before writing (see `publish`).
+const CLAIM_FIRST_MAX: usize = 4096;
 /// Retries of a read whose slot was overwritten under it, before giving up on that message.
 const MAX_RETRIES: usize = 64;
 
@@ -89,7 +91,6 @@ fn round_up(v: u64, to: u64) -> Option<u64> {
 
 impl TopicLayout {
     fn new(slot_size: u64, history: u64, spare: u64) -> Result<TopicLayout, String> {
-        // Slot headers are 128 bytes: a line of control words and a line of inline data.
         if slot_size == 0 || slot_size > MAX_SLOT_SIZE {
             return Err(format!("slot size {slot_size} must be 1..={MAX_SLOT_SIZE} bytes"));
         }
@@ -104,7 +105,7 @@ impl TopicLayout {
             return Err(format!("{slots} slots exceed the maximum of {MAX_SLOTS}"));
         }
         let index_len = (2 * slots).next_power_of_two().max(64);
-        // Slot headers are 128 bytes: a line of control words and a line of inline payload.
+        // Slot headers are 128 bytes: a line of guard words, and a line of seq/len/ts with inline payload.
         let header = std::mem::size_of::<SlotHeader>() as u64;
         let headers_off = round_up(CONTROL_SIZE + 8 * index_len, 128).ok_or("index overflows")?;
         let headers_end = headers_off + header * slots;
@@ -368,6 +369,7 @@ impl Publisher {
         }
     }
 
+    /// Claims, commits and announces slot `s`, whose `len` bytes are written.
     fn finish(&self, s: usize, len: usize) -> u64 {
         let inner = &*self.inner;
         let sh = inner.shared();
@@ -385,16 +387,34 @@ impl Publisher {
             return Err(PublishError::TooLarge { len: data.len(), max });
         }
         let s = self.acquire()?;
-        // SAFETY: `s` came from acquire_slot (so `s < slots` and we hold its writer bits) and
-        // `data.len() <= slot_size` was checked above.
-        unsafe { self.inner.shared().data.write(s, data) };
-        Ok(self.finish(s, data.len()))
+        let inner = &*self.inner;
+        let sh = inner.shared();
+        if data.len() > CLAIM_FIRST_MAX {
+            sh.begin_write(s);
+            // SAFETY: `s` came from acquire_slot (so `s < slots` and we hold its writer bits)
+            // and `data.len() <= slot_size` was checked above.
+            unsafe { sh.data.write(s, data) };
+            return Ok(self.finish(s, data.len()));
+        }
+        // Small: claim and stamp first, so that the reader's line of the slot is written in
+        // one burst (`seq = 0`, payload, `len`, `ts`, `seq = k`) with no locked instruction in
+        // between, which would let a polling reader take the line back half-way.
+        let me = sh.participants.entry(self.id);
+        let k = sh.claim_seq(me);
+        let ts = monotonic_ns();
+        sh.begin_write(s);
+        // SAFETY: as above.
+        unsafe { sh.data.write(s, data) };
+        sh.commit(me, s, k, data.len(), ts);
+        inner.event().notify();
+        Ok(k)
     }
 
     /// Loans a slot to write a message in place (zero copy). Write into the loan, then
     /// [`Loan::send`] it; dropping it unsent publishes nothing.
     pub fn loan(&mut self) -> Result<Loan<'_>, PublishError> {
         let s = self.acquire()?;
+        self.inner.shared().begin_write(s);
         Ok(Loan { publisher: self, slot: s, sent: false })
     }
 
@@ -405,6 +425,7 @@ impl Publisher {
     pub fn debug_claim_without_commit(&mut self, junk: &[u8]) -> Result<u64, PublishError> {
         let s = self.acquire()?;
         let n = junk.len().min(self.slot_size());
+        self.inner.shared().begin_write(s);
         // SAFETY: as in `publish`: we hold slot `s` and `n <= slot_size`.
         unsafe { self.inner.shared().data.write(s, &junk[..n]) };
         let sh = self.inner.shared();

@@ -43,13 +43,27 @@ impl Mem {
     }
 }
 
-/// Publishes `[x, x]` as participant `me`. Returns the sequence number, or None if no slot.
+/// Publishes `[x, x]` as participant `me`, writing before claiming (loans, large messages).
+/// Returns the sequence number, or None if no slot.
 fn publish(sh: &Shared<'_>, me: usize, x: u8) -> Option<u64> {
     let s = sh.acquire_slot(me).ok()?;
+    sh.begin_write(s);
     // SAFETY: s < slots and the payload fits the slot.
     unsafe { sh.data.write(s, &[x, x]) };
     let part = sh.participants.entry(me);
     let k = sh.claim_seq(part);
+    sh.commit(part, s, k, PAYLOAD, 0);
+    Some(k)
+}
+
+/// Publishes `[x, x]` claiming before writing (small copy-publishes).
+fn publish_claim_first(sh: &Shared<'_>, me: usize, x: u8) -> Option<u64> {
+    let s = sh.acquire_slot(me).ok()?;
+    let part = sh.participants.entry(me);
+    let k = sh.claim_seq(part);
+    sh.begin_write(s);
+    // SAFETY: s < slots and the payload fits the slot.
+    unsafe { sh.data.write(s, &[x, x]) };
     sh.commit(part, s, k, PAYLOAD, 0);
     Some(k)
 }
@@ -71,11 +85,18 @@ fn read(sh: &Shared<'_>, k: u64) -> Option<[u8; 2]> {
 fn two_publishers_and_a_copy_reader_never_tear() {
     loom::model(|| {
         let mem = Mem::new(2);
+        // One publisher writes first, the other claims first: both orders, interleaved.
         let handles: Vec<_> = [(0usize, 1u8), (1, 2)]
             .into_iter()
             .map(|(me, x)| {
                 let mem = mem.clone();
-                thread::spawn(move || publish(&mem.shared(), me, x))
+                thread::spawn(move || {
+                    if me == 0 {
+                        publish(&mem.shared(), me, x)
+                    } else {
+                        publish_claim_first(&mem.shared(), me, x)
+                    }
+                })
             })
             .collect();
         let sh = mem.shared();
@@ -100,7 +121,7 @@ fn a_pinned_slot_is_never_overwritten() {
         assert_eq!(publish(&sh, 0, 7), Some(1));
         let writer = {
             let mem = mem.clone();
-            thread::spawn(move || publish(&mem.shared(), 0, 9))
+            thread::spawn(move || publish_claim_first(&mem.shared(), 0, 9))
         };
         // Reader: pin seq 1; while pinned its bytes must stay [7, 7].
         if let Lookup::Found(s) = sh.lookup(1) {
@@ -127,6 +148,7 @@ fn a_dead_writer_leaves_no_readable_partial_message() {
             thread::spawn(move || {
                 let sh = mem.shared();
                 if let Ok(s) = sh.acquire_slot(1) {
+                    sh.begin_write(s);
                     mem.bytes[s * PAYLOAD].store(6, Ordering::Relaxed);
                     let _k = sh.claim_seq(sh.participants.entry(1));
                 }

@@ -5,29 +5,35 @@
 //! the heap.
 //!
 //! # Memory
-//! * `C = history + spare` **slots**, each a 64-byte header plus a data area of the slot
-//!   size. A slot's header holds two *guard words* (`w0`, `w1`), the committed sequence
-//!   number `seq` (0 = nothing valid), `len` and `ts`.
-//! * `w0` bits 0..8 hold the id+1 of the participant writing the slot (0 = no writer); bits
-//!   8..64 of `w0` and all of `w1` are *pin bits*, one per participant (ids 0..120).
+//! * `C = history + spare` **slots**, each a 128-byte header (and, for messages larger than
+//!   [`INLINE_DATA`], a data area of the slot size). The header's first line holds the
+//!   *guard words*: `w0` = id+1 of the participant writing the slot (0 = no writer), `w1` and
+//!   `w2` = *pin bits*, one per participant (ids 0..120). Its second line holds what copy
+//!   readers poll and read: the committed sequence number `seq` (0 = nothing valid), `len`,
+//!   `ts` and small payloads inline, so a small message crosses between cores as one line.
 //! * An **index** of `L` (a power of two ≥ 2C) words maps a sequence number `k` to its
 //!   slot: `index[k mod L] = (k mod 2^40) << 24 | slot`. A reader that finds another tag there
 //!   knows `k` is not (or no longer) reachable through the index.
 //! * `tail` is the last *claimed* sequence number, `committed_max` the highest committed one.
 //!
 //! # Publishing (any number of publishers)
-//! 1. Pick a slot round-robin (`next_slot.fetch_add`) and acquire it: CAS `w0` from 0 (no
-//!    writer, no pins) to `me+1`, then check `w1` is 0 (both SeqCst: a Dekker handshake with
-//!    pinning readers, who set their bit and then check the writer bits). Pinned or busy
-//!    slots are skipped; if every slot is pinned the publish fails instead of waiting.
-//! 2. Store `seq = 0` and a Release fence, *then* write the payload: a copy reader that sees
-//!    any new byte also sees `seq` changed (the seqlock rule).
-//! 3. Claim the sequence number: store `k = tail+1` in the participant entry's `PENDING`
+//! 1. Pick a slot round-robin (`next_slot.fetch_add`) and acquire it: CAS `w0` from 0 to
+//!    `me+1`, then check the pin words are 0 (all SeqCst: a Dekker handshake with pinning
+//!    readers, who set their bit and then check `w0`). Pinned or busy slots are skipped; if
+//!    every slot is pinned the publish fails instead of waiting.
+//! 2. Claim the sequence number: store `k = tail+1` in the participant entry's `PENDING`
 //!    word, then CAS `tail` to `k`. The pending word is written *before* the claim, so for
 //!    every claimed `k` some entry named it: readers can tell a slow claimant (alive) from a
 //!    dead one.
-//! 4. Store `len`, `ts`, then `seq = k` (Release), then the index entry (Release), clear the
-//!    writer bits, clear `PENDING`, raise `committed_max`, notify the event word.
+//! 3. Store `seq = 0` and a Release fence, *then* write the payload: a copy reader that sees
+//!    any new byte also sees `seq` changed (the seqlock rule).
+//! 4. Store `len`, `ts`, then `seq = k` (Release), then the index entry (Release), clear
+//!    `w0` (a plain store), clear `PENDING`, raise `committed_max`, notify the event word.
+//!
+//! Steps 2 and 3 may come in either order. Copy-publishes of small messages claim first, so
+//! that step 3 and the stores of step 4 up to `seq = k` hit the reader's line in one burst
+//! with no locked instruction between them; loans and large messages write first, so a slow
+//! write never holds back the sequence numbers of other publishers.
 //!
 //! # Reading
 //! * **Copy** (never torn): load `seq == k` (Acquire), copy `len` (clamped) bytes, Acquire
@@ -45,7 +51,7 @@
 //!   Readers report it as a gap.
 
 use crate::participants::{Participant, ParticipantTable};
-use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, Ordering};
 
 /// Participants that can pin (and so can be registered on a topic).
 pub(crate) const MAX_TOPIC_PARTICIPANTS: usize = 120;
@@ -94,25 +100,35 @@ impl Control {
     }
 }
 
-/// One slot's header: a cache line of control words, then [`INLINE_DATA`] bytes where
-/// messages that small live, so that a reader pulls header and payload as one aligned pair
-/// of cache lines. Larger messages live in the data region.
+/// One slot's header: two cache lines. The first holds the guard words, which publishers
+/// and pinning subscribers fight over; the second holds what a copy reader polls and reads —
+/// `seq`, `len`, `ts` and, for messages of at most [`INLINE_DATA`] bytes, the payload itself —
+/// so that a copy read of a small message moves exactly one line between the cores, and the
+/// publisher's bookkeeping on the guard line after the commit never disturbs the reader.
 #[repr(C, align(128))]
 #[derive(Debug)]
 pub(crate) struct SlotHeader {
     pub(crate) w0: AtomicU64,
     pub(crate) w1: AtomicU64,
+    pub(crate) w2: AtomicU64,
+    _guard_pad: [u64; 5],
     pub(crate) seq: AtomicU64,
     pub(crate) len: AtomicU64,
     pub(crate) ts: AtomicU64,
-    _pad: [u64; 3],
-    _inline: [u64; 8],
+    _inline: [u64; 5],
 }
 
-/// Bytes of payload a slot header carries inline.
-pub(crate) const INLINE_DATA: usize = 64;
+/// Bytes of payload a slot header carries inline (in the line of `seq`, `len` and `ts`).
+pub(crate) const INLINE_DATA: usize = 40;
 /// Offset of the inline payload in a slot header.
-pub(crate) const INLINE_OFFSET: usize = 64;
+pub(crate) const INLINE_OFFSET: usize = 88;
+
+const _: () = {
+    assert!(std::mem::size_of::<SlotHeader>() == 128);
+    assert!(std::mem::offset_of!(SlotHeader, seq) == 64, "seq must start the reader's line");
+    assert!(std::mem::offset_of!(SlotHeader, _inline) == INLINE_OFFSET);
+    assert!(INLINE_OFFSET + INLINE_DATA == 128);
+};
 
 impl SlotHeader {
     #[allow(dead_code)]
@@ -120,11 +136,12 @@ impl SlotHeader {
         SlotHeader {
             w0: AtomicU64::new(0),
             w1: AtomicU64::new(0),
+            w2: AtomicU64::new(0),
+            _guard_pad: [0; 5],
             seq: AtomicU64::new(0),
             len: AtomicU64::new(0),
             ts: AtomicU64::new(0),
-            _pad: [0; 3],
-            _inline: [0; 8],
+            _inline: [0; 5],
         }
     }
 }
@@ -227,12 +244,21 @@ pub(crate) enum PinError {
     Gone,
 }
 
+/// The pin word (`w1` or `w2`) and bit of a participant.
 #[inline]
-fn pin_bit(participant: usize) -> (bool, u64) {
-    if participant < 56 {
-        (false, 1u64 << (8 + participant))
+fn pin_bit(slot: &SlotHeader, participant: usize) -> (&AtomicU64, u64) {
+    if participant < 64 {
+        (&slot.w1, 1u64 << participant)
     } else {
-        (true, 1u64 << (participant - 56))
+        (&slot.w2, 1u64 << (participant - 64))
+    }
+}
+
+impl SlotHeader {
+    /// Whether any participant pins this slot.
+    #[inline]
+    fn pinned(&self, order: Ordering) -> bool {
+        self.w1.load(order) | self.w2.load(order) != 0
     }
 }
 
@@ -242,38 +268,47 @@ impl<'a> Shared<'a> {
         self.slots.len()
     }
 
-    /// Acquires a free slot for writing by participant `me`. Skips pinned and busy slots.
+    /// Acquires a free slot for writing by participant `me`: takes its writer word. Skips
+    /// pinned and busy slots. The slot's old message stays readable until [`begin_write`].
+    ///
+    /// [`begin_write`]: Shared::begin_write
     pub(crate) fn acquire_slot(&self, me: usize) -> Result<usize, AcquireError> {
         let n = self.slot_count();
         let mine = me as u64 + 1;
         for _ in 0..n {
             let s = (self.ctl.next_slot.fetch_add(1, Ordering::Relaxed) % n as u64) as usize;
             let slot = &self.slots[s];
-            if slot.w0.load(Ordering::Relaxed) != 0 || slot.w1.load(Ordering::Relaxed) != 0 {
+            if slot.w0.load(Ordering::Relaxed) != 0 || slot.pinned(Ordering::Relaxed) {
                 continue;
             }
-            // SYNC POINT (Dekker with `pin`): our CAS on w0 and load of w1 are SeqCst, as are
-            // the reader's fetch_or on its pin word and its load of w0; at least one side sees
-            // the other and backs off.
+            // SYNC POINT (Dekker with `pin`): our CAS on w0 and loads of the pin words are
+            // SeqCst, as are the reader's fetch_or on its pin word and its load of w0; at
+            // least one side sees the other and backs off.
             if slot.w0.compare_exchange(0, mine, Ordering::SeqCst, Ordering::Relaxed).is_err() {
                 continue;
             }
-            if slot.w1.load(Ordering::SeqCst) != 0 {
-                slot.w0.fetch_and(!WRITER_MASK, Ordering::Release);
+            dekker_fence();
+            if slot.pinned(Ordering::SeqCst) {
+                slot.w0.store(0, Ordering::Release);
                 continue;
             }
-            // Invalidate the old message before touching its bytes. Pairs with the Acquire
-            // fence in `read_copy`: a reader that sees any byte we write next also sees this.
-            slot.seq.store(0, Ordering::Relaxed);
-            fence(Ordering::Release);
             return Ok(s);
         }
         Err(AcquireError::AllBusy)
     }
 
+    /// Invalidates the old message of acquired slot `s`, before its bytes are touched.
+    #[inline]
+    pub(crate) fn begin_write(&self, s: usize) {
+        // Pairs with the Acquire fence in `read_copy`: a reader that sees any byte we write
+        // next also sees this.
+        self.slots[s].seq.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+    }
+
     /// Gives a slot back without publishing (an unsent loan). Its old message is gone.
     pub(crate) fn abandon_slot(&self, s: usize) {
-        self.slots[s].w0.fetch_and(!WRITER_MASK, Ordering::Release);
+        self.slots[s].w0.store(0, Ordering::Release);
     }
 
     /// Claims the next sequence number for participant `me`, recording it as pending first.
@@ -306,7 +341,8 @@ impl<'a> Shared<'a> {
         // Pairs with the Acquire load of the index in `lookup`.
         self.index[(k as usize) & (self.index.len() - 1)]
             .store(((k & TAG_MASK) << SLOT_BITS) | s as u64, Ordering::Release);
-        slot.w0.fetch_and(!WRITER_MASK, Ordering::Release);
+        // A plain store: `w0` holds nothing but the writer (pins live in `w1`/`w2`).
+        slot.w0.store(0, Ordering::Release);
         // After the index: a reader that sees PENDING cleared also sees the index entry.
         me.aux[AUX_PENDING].store(0, Ordering::Release);
         self.ctl.committed_max.fetch_max(k, Ordering::Release);
@@ -403,10 +439,10 @@ impl<'a> Shared<'a> {
     /// Pins slot `s` for participant `me` if it still holds `k`.
     pub(crate) fn pin(&self, me: usize, s: usize, k: u64) -> Result<(), PinError> {
         let slot = &self.slots[s];
-        let (second, bit) = pin_bit(me);
-        let word = if second { &slot.w1 } else { &slot.w0 };
+        let (word, bit) = pin_bit(slot, me);
         // SYNC POINT (Dekker with `acquire_slot`), see there.
         word.fetch_or(bit, Ordering::SeqCst);
+        dekker_fence();
         let writer = slot.w0.load(Ordering::SeqCst) & WRITER_MASK;
         if (writer != 0 && !self.committing(writer as usize - 1, k)) || slot.seq.load(Ordering::Acquire) != k {
             word.fetch_and(!bit, Ordering::Release);
@@ -427,9 +463,7 @@ impl<'a> Shared<'a> {
 
     /// Releases participant `me`'s pin on slot `s`.
     pub(crate) fn unpin(&self, me: usize, s: usize) {
-        let (second, bit) = pin_bit(me);
-        let slot = &self.slots[s];
-        let word = if second { &slot.w1 } else { &slot.w0 };
+        let (word, bit) = pin_bit(&self.slots[s], me);
         // Pairs with the SeqCst CAS in `acquire_slot`: our reads of the slot happen-before
         // a writer acquiring it.
         word.fetch_and(!bit, Ordering::Release);
@@ -459,19 +493,16 @@ impl<'a> Shared<'a> {
     /// Undoes whatever dead participant `index` held: its writer bits and its pin bits.
     /// Idempotent.
     pub(crate) fn cleanup_participant(&self, index: usize) {
-        let (second, bit) = pin_bit(index.min(MAX_TOPIC_PARTICIPANTS - 1));
         let writer = index as u64 + 1;
         for slot in self.slots {
             if slot.w0.load(Ordering::Acquire) & WRITER_MASK == writer {
                 // The dead writer may have left half a message: make it unreadable first.
                 slot.seq.store(0, Ordering::Relaxed);
                 fence(Ordering::Release);
-                let _ = slot.w0.fetch_update(Ordering::Release, Ordering::Relaxed, |w| {
-                    (w & WRITER_MASK == writer).then_some(w & !WRITER_MASK)
-                });
+                let _ = slot.w0.compare_exchange(writer, 0, Ordering::Release, Ordering::Relaxed);
             }
             if index < MAX_TOPIC_PARTICIPANTS {
-                let word = if second { &slot.w1 } else { &slot.w0 };
+                let (word, bit) = pin_bit(slot, index);
                 word.fetch_and(!bit, Ordering::Release);
             }
         }
@@ -479,9 +510,6 @@ impl<'a> Shared<'a> {
 
     /// Number of slots currently pinned by anyone (for status).
     pub(crate) fn pinned_slots(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| s.w0.load(Ordering::Relaxed) & !WRITER_MASK != 0 || s.w1.load(Ordering::Relaxed) != 0)
-            .count()
+        self.slots.iter().filter(|s| s.pinned(Ordering::Relaxed)).count()
     }
 }
