@@ -216,9 +216,9 @@ pub(crate) enum Crash {
     Never,
     /// After storing the intent, before claiming.
     AfterIntent,
-    /// After claiming the cell, before helping the counter.
+    /// Right after claiming the cell, before the copy.
     AfterClaim,
-    /// After the claim and the counter, before or during the copy.
+    /// After the claim, during the copy (the counter moves only after the copy).
     MidCopy,
 }
 
@@ -349,8 +349,6 @@ impl<'a, C: Cells> Ring<'a, C> {
         if crash == Crash::AfterClaim {
             return Push::Done;
         }
-        // Failure means someone already helped: fine either way.
-        let _ = self.ctl.tail.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
         cell.len.store(data.len() as u32, Ordering::Relaxed);
         if crash == Crash::MidCopy {
             // SAFETY: we hold WRITING on `idx`; half the data is within bounds.
@@ -363,6 +361,9 @@ impl<'a, C: Cells> Ring<'a, C> {
         // Release: pairs with the Acquire load/CAS in `pop_impl`: the payload and `len` are
         // visible to the consumer that sees FULL.
         cell.stamp.store(stamp(pos, FULL, 0), Ordering::Release);
+        // Only now move `tail` (a locked instruction, kept off the path to the consumer).
+        // Until then other producers see `pos` claimed and help; failure means one did.
+        let _ = self.ctl.tail.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
         self.ctl.not_empty.0.notify();
         Push::Done
     }
@@ -391,8 +392,28 @@ impl<'a, C: Cells> Ring<'a, C> {
             }
             let idx = self.index(pos);
             let cell = self.cells.header(idx);
-            // Acquire: pairs with the producer's Release store of FULL (payload visible).
-            let s = cell.stamp.load(Ordering::Acquire);
+            let s = if steps == 1 {
+                // Claim optimistically: one locked instruction takes the line for writing at
+                // once, where a load first would share it and the claim then upgrade it.
+                // Relaxed intent: see `push_impl`.
+                intent.store(pos + 1, Ordering::Relaxed);
+                if crash == Crash::AfterIntent {
+                    return Pop::Empty(None);
+                }
+                // AcqRel: as for the claim below.
+                match cell.stamp.compare_exchange(
+                    stamp(pos, FULL, 0),
+                    stamp(pos, READING, me),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return self.take(pos, idx, cell, out, crash),
+                    Err(actual) => actual,
+                }
+            } else {
+                // Acquire: pairs with the producer's Release store of FULL (payload visible).
+                cell.stamp.load(Ordering::Acquire)
+            };
             let (q, state) = (stamp_pos(s), stamp_state(s));
             if q == pos {
                 match state {
@@ -416,26 +437,7 @@ impl<'a, C: Cells> Ring<'a, C> {
                         {
                             continue;
                         }
-                        if crash == Crash::AfterClaim {
-                            return Pop::Empty(None);
-                        }
-                        let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
-                        let len = cell.len.load(Ordering::Relaxed) as usize;
-                        if crash == Crash::MidCopy {
-                            return Pop::Empty(None);
-                        }
-                        let result = if len > self.max {
-                            Pop::Corrupt("message length exceeds the queue's max element size")
-                        } else {
-                            // SAFETY: we hold READING on `idx`; len <= max <= out.len().
-                            unsafe { self.cells.read(idx, &mut out[..len]) };
-                            Pop::Got(len)
-                        };
-                        // Release: pairs with the Acquire load in `push_impl`: our reads of the
-                        // payload happen-before the next producer's writes.
-                        cell.stamp.store(stamp(pos + self.cap, EMPTY, 0), Ordering::Release);
-                        self.ctl.not_full.0.notify();
-                        return result;
+                        return self.take(pos, idx, cell, out, crash);
                     }
                     ABANDONED => {
                         // Its producer died mid-copy: retire it unread (one of us wins the CAS).
@@ -502,6 +504,33 @@ impl<'a, C: Cells> Ring<'a, C> {
                 Err(now) => now,
             };
         }
+    }
+
+    /// The rest of a pop once we hold `READING(pos, me)` on cell `idx`.
+    #[inline(always)]
+    fn take(&self, pos: u64, idx: usize, cell: &CellHeader, out: &mut [u8], crash: Crash) -> Pop {
+        if crash == Crash::AfterClaim {
+            return Pop::Empty(None);
+        }
+        let len = cell.len.load(Ordering::Relaxed) as usize;
+        if crash == Crash::MidCopy {
+            return Pop::Empty(None);
+        }
+        let result = if len > self.max {
+            Pop::Corrupt("message length exceeds the queue's max element size")
+        } else {
+            // SAFETY: we hold READING on `idx`; len <= max <= out.len().
+            unsafe { self.cells.read(idx, &mut out[..len]) };
+            Pop::Got(len)
+        };
+        // Release: pairs with the Acquire load in `push_impl`: our reads of the
+        // payload happen-before the next producer's writes.
+        cell.stamp.store(stamp(pos + self.cap, EMPTY, 0), Ordering::Release);
+        // Only now move `head`, off the path to the message; until then other
+        // consumers see `pos` claimed (or retired) and help.
+        let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
+        self.ctl.not_full.0.notify();
+        result
     }
 
     /// Whether a pop could make progress now, without taking anything.
