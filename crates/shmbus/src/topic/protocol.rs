@@ -278,9 +278,9 @@ impl<'a> Shared<'a> {
         for _ in 0..n {
             let s = (self.ctl.next_slot.fetch_add(1, Ordering::Relaxed) % n as u64) as usize;
             let slot = &self.slots[s];
-            if slot.w0.load(Ordering::Relaxed) != 0 || slot.pinned(Ordering::Relaxed) {
-                continue;
-            }
+            // No load first: a CAS straight away takes the guard line for writing in one
+            // transfer, where a load would share it and the CAS then upgrade it (the line
+            // moves to subscribers whenever they pin).
             // SYNC POINT (Dekker with `pin`): our CAS on w0 and loads of the pin words are
             // SeqCst, as are the reader's fetch_or on its pin word and its load of w0; at
             // least one side sees the other and backs off.
