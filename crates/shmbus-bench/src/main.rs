@@ -5,6 +5,7 @@
 mod affinity;
 mod child;
 mod cpus;
+mod demo_redis;
 mod driver;
 mod fanout;
 mod journal;
@@ -73,6 +74,11 @@ enum Command {
     /// The reader process of `rate-grid` (started by `rate-grid` itself).
     #[command(name = rate_grid::READER_ROLE, hide = true)]
     RateReader(rate_grid::ReaderArgs),
+    /// Seed 000's demo profile (`shmbus demo`) over Redis streams, TCP or Unix socket.
+    DemoRedis(demo_redis::Args),
+    /// One producer or consumer of `demo-redis` (started by `demo-redis` itself).
+    #[command(name = demo_redis::ROLE, hide = true)]
+    DemoRedisRole(demo_redis::RoleArgs),
     /// Everything against the peers in one run: results.json, summary.md and plots in DIR.
     Report(suite::ReportArgs),
     /// The echo side of a ping-pong (started by `pingpong` itself).
@@ -467,6 +473,8 @@ fn main() -> ExitCode {
         Command::QueueTable(a) => queue_table::run(a.messages, a.json),
         Command::Journal(a) => journal::run(a),
         Command::Report(a) => suite::run(a),
+        Command::DemoRedis(a) => demo_redis::run(a),
+        Command::DemoRedisRole(a) => demo_redis::role_main(a),
         Command::RateGrid(a) => rate_grid::run(a),
         Command::RateReader(a) => rate_grid::reader_main(a),
         Command::JournalAppender(a) => journal::appender_main(a),

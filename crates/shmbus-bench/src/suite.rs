@@ -8,6 +8,9 @@
 //!   the yardsticks, for 8 B, 1 KiB, 64 KiB, 1 MiB and 6 MiB. One-way latency = RTT/2.
 //! * **Redis streams** (TCP and Unix socket) at the same sizes, in their own table.
 //! * **Kinds**: every shmbus kind (topic, stream, queue, journal) at 64 B, spin and block.
+//! * **Demo (seed 000)**: `shmbus demo` (the `shmbus` binary next to this one) and the same
+//!   profile over Redis streams (`demo-redis --transport tcp|uds`), each with 6,220,800 B and
+//!   1,080 B images; summary.md gets one table per image size with a column per backend.
 //! * **The other subcommands** (`queue-table`, `journal`, `pool`, `fanout`, `rate-grid`,
 //!   `throughput`) run
 //!   as child processes of this binary with `--json`; their objects go into `results.json`
@@ -388,7 +391,7 @@ pub fn run(a: ReportArgs) -> Result<(), String> {
         others.insert(name.to_string(), Value::Array(objs));
     }
 
-    let demo = demo_runs(a.quick, &mut failures);
+    let demo = demo_runs(a.quick, redis_ok, &mut failures);
 
     let load_end = loadavg();
     let mut results = json!({
@@ -769,122 +772,223 @@ fn shmbus_binary() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-/// Seed 000's demo profile through `shmbus demo --seconds S [--image-bytes B] --json`, with
-/// the seed's 6,220,800 B images and with 1,080 B ones: `{"runs": [...]}`, or
-/// `{"skipped": "…"}` when the `shmbus` binary is not next to this one.
-fn demo_runs(quick: bool, failures: &mut usize) -> Value {
-    let Some(bin) = shmbus_binary() else {
-        let line = "shmbus binary not found next to shmbus-bench: skipping the demo (seed 000); \
-                    build it with `cargo build -p shmbus-cli` (same profile)";
-        eprintln!("shmbus-bench: report: {line}");
-        return json!({ "skipped": line });
-    };
+/// The demo's image sizes: the seed's full-HD frame and its small-message run.
+const DEMO_IMAGES: &[&str] = &["6220800", "1080"];
+
+/// Seed 000's demo profile through `shmbus demo --seconds S --image-bytes B --json`, and
+/// over Redis streams through `demo-redis --transport tcp|uds …`, with the seed's
+/// 6,220,800 B images and with 1,080 B ones: `{"runs": [...], "redis": {"runs": [...]}}`.
+/// Either part is `{"skipped": "…"}` instead when its binary (`shmbus` next to this one,
+/// `redis-server`) is missing; the missing `redis-server` was announced already.
+fn demo_runs(quick: bool, redis_ok: bool, failures: &mut usize) -> Value {
     let seconds = if quick { "0.5" } else { "10" };
-    let mut runs = Vec::new();
-    for image in ["6220800", "1080"] {
-        let args = ["demo", "--seconds", seconds, "--image-bytes", image, "--json"];
-        let what = format!("shmbus {}", args.join(" "));
-        let r = Command::new(&bin)
-            .args(args)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("cannot run {what}: {e}"))
-            .and_then(|o| {
-                if !o.status.success() {
-                    return Err(format!("{what} failed ({})", o.status));
-                }
-                serde_json::from_slice::<Value>(&o.stdout).map_err(|e| format!("{what}: not JSON ({e})"))
-            });
-        match r {
-            Ok(v) => runs.push(json!({ "args": args, "result": v })),
-            Err(e) => {
-                eprintln!("shmbus-bench: report: {e}");
-                *failures += 1;
-                runs.push(json!({ "args": args, "error": e }));
+    let mut demo = match shmbus_binary() {
+        None => {
+            let line = "shmbus binary not found next to shmbus-bench: skipping the demo (seed 000); \
+                        build it with `cargo build -p shmbus-cli` (same profile)";
+            eprintln!("shmbus-bench: report: {line}");
+            json!({ "skipped": line })
+        }
+        Some(bin) => {
+            let mut runs = Vec::new();
+            for &image in DEMO_IMAGES {
+                let args = ["demo", "--seconds", seconds, "--image-bytes", image, "--json"];
+                let what = format!("shmbus {}", args.join(" "));
+                let r = Command::new(&bin)
+                    .args(args)
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::inherit())
+                    .output()
+                    .map_err(|e| format!("cannot run {what}: {e}"))
+                    .and_then(|o| {
+                        if !o.status.success() {
+                            return Err(format!("{what} failed ({})", o.status));
+                        }
+                        serde_json::from_slice::<Value>(&o.stdout).map_err(|e| format!("{what}: not JSON ({e})"))
+                    });
+                runs.push(demo_run(&args, r, failures));
+            }
+            json!({ "runs": runs })
+        }
+    };
+    demo["redis"] = if redis_ok {
+        let mut runs = Vec::new();
+        for &image in DEMO_IMAGES {
+            for via in ["tcp", "uds"] {
+                let args = ["demo-redis", "--transport", via, "--seconds", seconds, "--image-bytes", image, "--json"];
+                let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+                let r = child_json(&owned).and_then(|mut v| match (v.pop(), v.is_empty()) {
+                    (Some(obj), true) => Ok(obj),
+                    _ => Err(format!("{}: expected one JSON line", args.join(" "))),
+                });
+                runs.push(demo_run(&args, r, failures));
             }
         }
+        json!({ "runs": runs })
+    } else {
+        json!({ "skipped": redis::NOT_FOUND })
+    };
+    demo
+}
+
+/// One demo run in results.json: its arguments and its result or error.
+fn demo_run(args: &[&str], r: Result<Value, String>, failures: &mut usize) -> Value {
+    match r {
+        Ok(v) => json!({ "args": args, "result": v }),
+        Err(e) => {
+            eprintln!("shmbus-bench: report: {e}");
+            *failures += 1;
+            json!({ "args": args, "error": e })
+        }
     }
-    json!({ "runs": runs })
 }
 
-/// µs with one decimal from a nanosecond JSON number.
-fn us_cell(v: &Value) -> String {
-    v.as_f64().map_or("–".into(), |ns| format!("{:.1}", ns / 1e3))
+/// A demo latency summary as "mean / p99", each in its own unit ("158.6 µs / 2.53 ms").
+fn mean_p99(v: &Value) -> String {
+    match (v["n"].as_u64(), v["mean_ns"].as_f64(), v["p99_ns"].as_u64()) {
+        (Some(n), Some(mean), Some(p99)) if n > 0 => format!("{} / {}", ns_label(mean.round() as u64), ns_label(p99)),
+        _ => "–".into(),
+    }
 }
 
-/// The seed 000 section: per run, the consumers' view and view+copy latency and the
-/// producers' write latency, as the seed's table.
+/// The seed 000 section: per image size one table of the consumers (view and view+copy) and
+/// one of the producers (write), with a column per backend (shmbus, Redis TCP, Redis UDS),
+/// as the seed's profile compares babus with Redis.
 fn demo_section(demo: &Value) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## demo (seed 000): `shmbus demo`, the babus profile\n");
-    if let Some(skip) = demo.get("skipped") {
-        let _ = writeln!(s, "Skipped: {}\n", cell(skip));
-        return s;
-    }
+    let _ = writeln!(s, "## demo (seed 000): `shmbus demo` against Redis streams (`shmbus-bench demo-redis`)\n");
     let _ = writeln!(
         s,
-        "imu 1 kHz (64 B), image 30 Hz, med01..med05 40–44 Hz (2 KiB); latencies against the publish \
-         timestamp, µs. Redis TCP/UDS runs of this profile are not in the report.\n"
+        "imu 1 kHz (64 B), image 30 Hz, med01..med05 40–44 Hz (2 KiB), 13 processes; latency from the \
+         producer's `CLOCK_MONOTONIC` timestamp to the message in hand, mean / p99. shmbus: \
+         view = pinned sample in hand, view+copy = payload copied out. Redis (`XADD` / `XREAD BLOCK`, \
+         the harness's own `redis-server`): one number, since a socket client has the payload only \
+         once it has read (copied) it into its buffer; write = the `XADD` round trip.\n"
     );
-    for run in demo["runs"].as_array().into_iter().flatten() {
-        let args: Vec<String> =
-            run["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_string)).collect();
-        let _ = writeln!(s, "### `shmbus {}`\n", args.join(" "));
-        if let Some(e) = run.get("error") {
-            let _ = writeln!(s, "error: {}\n", cell(e));
+    // (backend, column title, its runs or why there are none)
+    let redis = &demo["redis"];
+    let backends: [(&str, &str, &Value); 3] =
+        [("shmbus", "shmbus", demo), ("redis-tcp", "Redis TCP", redis), ("redis-uds", "Redis UDS", redis)];
+    for (what, part) in [("shmbus", demo), ("Redis", redis)] {
+        if let Some(skip) = part.get("skipped") {
+            let _ = writeln!(s, "{what} skipped: {}\n", cell(skip));
+        }
+    }
+    let run_of = |backend: &str, image: &str, part: &Value| -> Option<Value> {
+        part["runs"].as_array()?.iter().find_map(|r| {
+            let args: Vec<&str> = r["args"].as_array()?.iter().filter_map(Value::as_str).collect();
+            let via = args.iter().position(|&a| a == "--transport").and_then(|i| args.get(i + 1));
+            let this = match via {
+                Some(v) => format!("redis-{v}"),
+                None => "shmbus".into(),
+            };
+            let img = args.iter().position(|&a| a == "--image-bytes").and_then(|i| args.get(i + 1));
+            (this == backend && img == Some(&image)).then(|| r.clone())
+        })
+    };
+    for &image in DEMO_IMAGES {
+        let bytes: usize = image.parse().unwrap_or(0);
+        let runs: Vec<Option<Value>> = backends.iter().map(|(b, _, part)| run_of(b, image, part)).collect();
+        if runs.iter().all(Option::is_none) {
             continue;
         }
-        let r = &run["result"];
-        let rows: Vec<Vec<String>> = r["consumers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                vec![
-                    format!("`{}`", cell(&c["name"])),
-                    us_cell(&c["view"]["mean_ns"]),
-                    us_cell(&c["view"]["p50_ns"]),
-                    us_cell(&c["view"]["p99_ns"]),
-                    us_cell(&c["view_copy"]["mean_ns"]),
-                    us_cell(&c["view_copy"]["p50_ns"]),
-                    us_cell(&c["view_copy"]["p99_ns"]),
-                    cell(&c["view"]["n"]),
-                    cell(&c["gaps"]),
-                ]
+        let _ = writeln!(s, "### image {} B\n", group_digits(bytes));
+        for run in runs.iter().flatten() {
+            let args: Vec<&str> = run["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let bin = if args.first() == Some(&"demo") { "shmbus" } else { "shmbus-bench" };
+            match run.get("error") {
+                Some(e) => {
+                    let _ = writeln!(s, "* `{bin} {}`: error: {}", args.join(" "), cell(e));
+                }
+                None => {
+                    let _ = writeln!(s, "* `{bin} {}`", args.join(" "));
+                }
+            }
+        }
+        let _ = writeln!(s);
+        let results: Vec<Option<&Value>> = runs.iter().map(|r| r.as_ref().and_then(|r| r.get("result"))).collect();
+        let shmbus = results[0];
+        let find = |r: Option<&Value>, list: &str, name: &str| -> Value {
+            r.and_then(|r| r[list].as_array())
+                .and_then(|a| a.iter().find(|c| c["name"] == name))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        // Names in the order of the first result that has them.
+        let names = |list: &str| -> Vec<String> {
+            results
+                .iter()
+                .flatten()
+                .find_map(|r| r[list].as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["name"].as_str().map(str::to_string))
+                .collect()
+        };
+        let per_backend = |f: &dyn Fn(&Value) -> String, list: &str, name: &str| -> String {
+            results.iter().map(|r| f(&find(*r, list, name))).collect::<Vec<_>>().join(" / ")
+        };
+        let count =
+            |v: &Value| v["view"]["n"].as_u64().or(v["write"]["n"].as_u64()).map_or("–".into(), |n| n.to_string());
+        let gaps = |v: &Value| v["gaps"].as_u64().map_or("–".into(), |n| n.to_string());
+        let rows: Vec<Vec<String>> = names("consumers")
+            .iter()
+            .map(|name| {
+                let mut row = vec![format!("`{name}`")];
+                let c = find(shmbus, "consumers", name);
+                row.push(mean_p99(&c["view"]));
+                row.push(mean_p99(&c["view_copy"]));
+                for r in &results[1..] {
+                    row.push(mean_p99(&find(*r, "consumers", name)["view_copy"]));
+                }
+                row.push(per_backend(&count, "consumers", name));
+                row.push(per_backend(&gaps, "consumers", name));
+                row
             })
             .collect();
+        let titles: Vec<&str> = backends.iter().map(|b| b.1).collect();
         md_table(
             &mut s,
             &[
                 "consumer",
-                "view mean",
-                "view p50",
-                "view p99",
-                "view+copy mean",
-                "view+copy p50",
-                "view+copy p99",
-                "n",
-                "gaps",
+                "shmbus view",
+                "shmbus view+copy",
+                "Redis TCP view+copy",
+                "Redis UDS view+copy",
+                &format!("n ({})", titles.join(" / ")),
+                &format!("gaps ({})", titles.join(" / ")),
             ],
             &rows,
         );
-        let rows: Vec<Vec<String>> = r["producers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|p| {
-                vec![
-                    format!("`{}`", cell(&p["name"])),
-                    us_cell(&p["write"]["mean_ns"]),
-                    us_cell(&p["write"]["p50_ns"]),
-                    us_cell(&p["write"]["p99_ns"]),
-                    cell(&p["write"]["n"]),
-                    cell(&p["failed"]),
-                ]
+        let rows: Vec<Vec<String>> = names("producers")
+            .iter()
+            .map(|name| {
+                let mut row = vec![format!("`{name}`")];
+                for r in &results {
+                    row.push(mean_p99(&find(*r, "producers", name)["write"]));
+                }
+                row.push(per_backend(&count, "producers", name));
+                row
             })
             .collect();
-        md_table(&mut s, &["producer", "write mean", "write p50", "write p99", "n", "failed"], &rows);
+        md_table(
+            &mut s,
+            &["producer", "shmbus write", "Redis TCP write", "Redis UDS write", &format!("n ({})", titles.join(" / "))],
+            &rows,
+        );
     }
     s
+}
+
+/// 6220800 → "6,220,800".
+fn group_digits(n: usize) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
 }

@@ -193,6 +193,7 @@ fn check_report(dir: &Path, with_redis: bool) -> Value {
         assert!(md.contains(needle), "summary.md lacks {needle:?}");
     }
     assert_eq!(md.contains("redis-pubsub-uds"), with_redis);
+    check_redis_demo(&results, &md, with_redis);
     assert_eq!(md.contains("`redis-stream-tcp block`"), with_redis);
     if md.contains("no TrueType font found") {
         // plotters needs a font for any text; `make test` installs one.
@@ -210,6 +211,42 @@ fn check_report(dir: &Path, with_redis: bool) -> Value {
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{stem}.png is not a PNG");
     }
     results
+}
+
+/// The Redis half of the report's demo section: `demo-redis` over TCP and UDS for both image
+/// sizes, in the per-size tables beside shmbus; or one skip line.
+fn check_redis_demo(results: &Value, md: &str, with_redis: bool) {
+    let redis = &results["demo"]["redis"];
+    if !with_redis {
+        assert_eq!(redis["skipped"], NOT_FOUND, "{redis}");
+        assert!(md.contains(&format!("Redis skipped: {NOT_FOUND}")), "{md}");
+        return;
+    }
+    let runs = redis["runs"].as_array().expect("demo.redis.runs");
+    let mut seen = Vec::new();
+    for run in runs {
+        assert!(run.get("error").is_none(), "{run}");
+        let r = &run["result"];
+        seen.push((r["backend"].as_str().unwrap().to_string(), r["image_bytes"].as_u64().unwrap()));
+        assert_eq!(r["consumers"].as_array().map(Vec::len), Some(6), "{run}");
+        assert_eq!(r["producers"].as_array().map(Vec::len), Some(7), "{run}");
+        for c in r["consumers"].as_array().unwrap() {
+            assert!(c["view_copy"]["n"].as_u64().is_some_and(|n| n > 0), "{c}");
+            assert!(c["view_copy"]["mean_ns"].as_f64().is_some_and(|m| m > 0.0), "{c}");
+        }
+    }
+    let want: Vec<(String, u64)> =
+        [6_220_800, 1080].iter().flat_map(|&b| ["redis-tcp", "redis-uds"].map(|t| (t.to_string(), b))).collect();
+    assert_eq!(seen, want);
+    for needle in [
+        "### image 6,220,800 B",
+        "### image 1,080 B",
+        "| consumer | shmbus view | shmbus view+copy | Redis TCP view+copy | Redis UDS view+copy |",
+        "| producer | shmbus write | Redis TCP write | Redis UDS write |",
+        "`shmbus-bench demo-redis --transport uds --seconds 0.5 --image-bytes 1080 --json`",
+    ] {
+        assert!(md.contains(needle), "summary.md lacks {needle:?}");
+    }
 }
 
 #[test]

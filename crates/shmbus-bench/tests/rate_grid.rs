@@ -146,13 +146,17 @@ fn report_quick_has_the_rate_grid_section_and_plot() {
 }
 
 /// Seed 000's demo in a report: two runs (6,220,800 B and 1,080 B images) when the `shmbus`
-/// binary is next to `shmbus-bench`, else one skip line.
+/// binary is next to `shmbus-bench`, else one skip line. These reports run without
+/// `redis-server`: the Redis half of the demo is one skip line.
 fn check_demo(results: &Value, md: &str) {
     assert!(md.contains("## demo (seed 000)"), "{md}");
     let demo = &results["demo"];
+    assert_eq!(demo["redis"]["skipped"], "redis-server not found: skipping the Redis peers", "{demo}");
+    assert!(md.contains("Redis skipped: redis-server not found"), "{md}");
     if let Some(skip) = demo.get("skipped") {
         assert!(skip.as_str().unwrap().starts_with("shmbus binary not found"), "{demo}");
-        assert!(md.contains("Skipped: shmbus binary not found"), "{md}");
+        assert!(md.contains("shmbus skipped: shmbus binary not found"), "{md}");
+        assert!(!md.contains("### image"), "{md}");
         return;
     }
     let runs = demo["runs"].as_array().expect("demo runs");
@@ -168,8 +172,8 @@ fn check_demo(results: &Value, md: &str) {
             assert!(c["view_copy"]["p50_ns"].as_u64().is_some(), "{c}");
         }
     }
-    assert!(md.contains("| consumer | view mean |") && md.contains("| producer | write mean |"), "{md}");
-    assert!(md.contains("--image-bytes 1080"), "{md}");
+    assert!(md.contains("| consumer | shmbus view |") && md.contains("| producer | shmbus write |"), "{md}");
+    assert!(md.contains("### image 6,220,800 B") && md.contains("--image-bytes 1080"), "{md}");
 }
 
 #[test]

@@ -21,6 +21,9 @@
 //!
 //! Redis waits only by blocking on its sockets, so these transports always run in `block`
 //! mode; sockets get a receive/send timeout of [`BLOCK_SLICE`] so a dead peer is noticed.
+//!
+//! `demo-redis` (seed 000's profile over Redis streams) starts its server with [`Server`] and
+//! talks to it through [`Conn`] too.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -167,7 +170,8 @@ impl Server {
         }
     }
 
-    fn addr(&self, uds: bool) -> Addr {
+    /// The loopback TCP address (`uds` false) or the Unix socket (`uds` true).
+    pub(crate) fn addr(&self, uds: bool) -> Addr {
         if uds {
             Addr::Unix(self.socket.clone())
         } else {
@@ -196,20 +200,22 @@ impl Drop for Server {
 
 /// Where a client connects.
 #[derive(Debug, Clone)]
-enum Addr {
+pub(crate) enum Addr {
     Tcp(u16),
     Unix(PathBuf),
 }
 
 impl Addr {
-    fn to_arg(&self) -> String {
+    /// `tcp:PORT` or `unix:PATH`, for a child process's command line.
+    pub(crate) fn to_arg(&self) -> String {
         match self {
             Addr::Tcp(port) => format!("tcp:{port}"),
             Addr::Unix(p) => format!("unix:{}", p.display()),
         }
     }
 
-    fn parse(s: &str) -> io::Result<Addr> {
+    /// The inverse of [`Addr::to_arg`].
+    pub(crate) fn parse(s: &str) -> io::Result<Addr> {
         if let Some(p) = s.strip_prefix("tcp:") {
             return p.parse().map(Addr::Tcp).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad port"));
         }
@@ -233,7 +239,7 @@ impl crate::waiter::Watch for NoWatch {
 }
 
 /// One RESP2 connection: a buffered reader and the command buffer.
-struct Conn {
+pub(crate) struct Conn {
     rx: File,
     tx: File,
     buf: Vec<u8>,
@@ -247,7 +253,8 @@ fn protocol(what: impl std::fmt::Display) -> io::Error {
 }
 
 impl Conn {
-    fn connect(addr: &Addr) -> io::Result<Conn> {
+    /// Connects (TCP_NODELAY; send/receive timeouts of [`BLOCK_SLICE`]).
+    pub(crate) fn connect(addr: &Addr) -> io::Result<Conn> {
         let fd: OwnedFd = match addr {
             Addr::Tcp(port) => {
                 let s = TcpStream::connect((Ipv4Addr::LOCALHOST, *port))?;
@@ -278,7 +285,7 @@ impl Conn {
     }
 
     /// Sends one command (an array of bulk strings) with a single write where it fits.
-    fn command(&mut self, args: &[&[u8]], waiter: &mut Waiter<'_>) -> io::Result<()> {
+    pub(crate) fn command(&mut self, args: &[&[u8]], waiter: &mut Waiter<'_>) -> io::Result<()> {
         self.cmd.clear();
         self.cmd.push(b'*');
         self.cmd.extend_from_slice(args.len().to_string().as_bytes());
@@ -344,7 +351,7 @@ impl Conn {
     }
 
     /// A header line of type `want` (`*`, `$`, `:`) as its integer; errors on `-ERR`.
-    fn header(&mut self, want: u8, waiter: &mut Waiter<'_>) -> io::Result<i64> {
+    pub(crate) fn header(&mut self, want: u8, waiter: &mut Waiter<'_>) -> io::Result<i64> {
         let (t, rest) = self.line(waiter)?;
         if t == b'-' {
             return Err(protocol(String::from_utf8_lossy(&rest)));
@@ -402,13 +409,25 @@ impl Conn {
     }
 
     /// A (short) bulk string.
-    fn read_bulk(&mut self, waiter: &mut Waiter<'_>) -> io::Result<Vec<u8>> {
+    pub(crate) fn read_bulk(&mut self, waiter: &mut Waiter<'_>) -> io::Result<Vec<u8>> {
         let n = self.header(b'$', waiter)?;
         let n = usize::try_from(n).map_err(|_| protocol("nil bulk string"))?;
         let mut v = vec![0; n];
         self.read_exact_into(&mut v, waiter)?;
         self.crlf(waiter)?;
         Ok(v)
+    }
+
+    /// A bulk string of at most `dst.len()` bytes, read into the start of `dst`; its length.
+    pub(crate) fn read_bulk_to(&mut self, dst: &mut [u8], waiter: &mut Waiter<'_>) -> io::Result<usize> {
+        let n = self.header(b'$', waiter)?;
+        let n = usize::try_from(n).map_err(|_| protocol("nil bulk string"))?;
+        if n > dst.len() {
+            return Err(protocol(format!("payload of {n} bytes, at most {} expected", dst.len())));
+        }
+        self.read_exact_into(&mut dst[..n], waiter)?;
+        self.crlf(waiter)?;
+        Ok(n)
     }
 
     /// A bulk string of exactly `dst.len()` bytes, read into `dst`.
@@ -421,7 +440,7 @@ impl Conn {
         self.crlf(waiter)
     }
 
-    fn expect_array(&mut self, len: i64, waiter: &mut Waiter<'_>) -> io::Result<()> {
+    pub(crate) fn expect_array(&mut self, len: i64, waiter: &mut Waiter<'_>) -> io::Result<()> {
         let n = self.header(b'*', waiter)?;
         if n != len {
             return Err(protocol(format!("array of {n}, expected {len}")));
