@@ -1,6 +1,10 @@
 //! `topic`: two shmbus topics, `ping` and `pong`. `--payload touch` loans a slot, writes the
 //! first and last byte in place and sends; the receiver pins the sample and reads those two
 //! bytes (the zero-copy figure). `--payload copy` publishes by copy and receives by copy.
+//!
+//! Each topic keeps a history of 2 plus 1 spare slot: the same number of samples in flight as
+//! the iceoryx2 peer (no history, a subscriber buffer of 2), so large payloads cycle through
+//! the same amount of memory in both.
 
 use std::io;
 
@@ -17,7 +21,7 @@ pub struct TopicTransport;
 fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str) -> io::Result<Box<dyn Endpoint>> {
     check_size(params)?;
     let d = root.domain()?;
-    let cfg = TopicConfig::new(params.size, 4).spare_slots(2);
+    let cfg = TopicConfig::new(params.size, 2).spare_slots(1);
     let tx = Topic::create_or_open(&d, tx, &cfg).map_err(io::Error::other)?;
     let rx = Topic::create_or_open(&d, rx, &cfg).map_err(io::Error::other)?;
     let publisher = tx.publisher().map_err(io::Error::other)?;
