@@ -29,14 +29,17 @@
 //! * After its last message each producer adds an `end` entry; a consumer stops when it
 //!   has seen the end of every stream it reads, so everything sent is counted.
 //!
-//! The output is the table and the JSON object of `shmbus demo --json` (`consumers`,
-//! `producers`, `seconds`, `image_bytes`), plus `backend` and `view_is_copy`.
+//! The profile (rates, sizes, histories, consumers), the latency summaries and the table
+//! come from the `shmbus-profile` crate, as in `shmbus demo`. The output is the table and the
+//! JSON object of `shmbus demo --json` (`consumers`, `producers`, `seconds`, `image_bytes`),
+//! plus `backend` and `view_is_copy`.
 
 use std::io::{self, Write};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use shmbus::sys::monotonic_ns;
+use shmbus_profile::{consumers, producers, write_table, PaceArgs, RunArgs, Samples, MED_BYTES};
 
 use crate::child::{self, Helper};
 use crate::transports::redis::{self, Addr, Conn, Server};
@@ -45,12 +48,6 @@ use crate::waiter::{Waiter, Watch};
 /// The hidden subcommand of one producer or consumer.
 pub const ROLE: &str = "demo-redis-role";
 
-/// Default image size: one 1920x1080 RGB frame.
-const IMAGE_BYTES: usize = 1920 * 1080 * 3;
-const IMU_BYTES: usize = 64;
-const MED_BYTES: usize = 2048;
-/// Head start for the producers to be spawned before the clock starts.
-const START_NS: u64 = 200_000_000;
 /// `XREAD BLOCK` timeout (ms): how often a waiting consumer looks at its parent.
 const BLOCK_MS: &[u8] = b"100";
 /// Longest one socket wait may last before a role gives up.
@@ -80,15 +77,8 @@ pub struct Args {
     /// How clients reach the server: tcp or uds.
     #[arg(long, value_enum, value_name = "T")]
     transport: Via,
-    /// How long the producers publish.
-    #[arg(long, default_value_t = 10.0, value_name = "S")]
-    seconds: f64,
-    /// Size of each `image` message.
-    #[arg(long, default_value_t = IMAGE_BYTES, value_name = "B")]
-    image_bytes: usize,
-    /// One JSON object (one line) with every number instead of the table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// A producer or a consumer.
@@ -114,9 +104,6 @@ pub struct RoleArgs {
     /// The stream a producer writes, or those a consumer reads.
     #[arg(long, value_delimiter = ',')]
     streams: Vec<String>,
-    /// Producer: messages per second.
-    #[arg(long, default_value_t = 1.0)]
-    rate_hz: f64,
     /// Producer: message size. Consumer: the largest message (its buffer).
     #[arg(long, default_value_t = 64)]
     bytes: usize,
@@ -129,73 +116,9 @@ pub struct RoleArgs {
     /// Consumer: sleep this long after each reply with messages.
     #[arg(long, default_value_t = 0)]
     sleep_ms: u64,
-    /// Producer: CLOCK_MONOTONIC ns of the first message.
-    #[arg(long, default_value_t = 0)]
-    start_ns: u64,
-    /// Producer: CLOCK_MONOTONIC ns after which no message is sent.
-    #[arg(long, default_value_t = 0)]
-    until_ns: u64,
-}
-
-struct ProducerSpec {
-    stream: String,
-    rate_hz: f64,
-    bytes: usize,
-    /// The image: filled whole each time.
-    fill: bool,
-}
-
-impl ProducerSpec {
-    /// The history `shmbus demo` gives this topic: 4 frames for the image, about 60 ms of
-    /// messages (at least 16) for the rest.
-    fn maxlen(&self) -> usize {
-        if self.fill {
-            4
-        } else {
-            ((self.rate_hz * 0.06) as usize).max(16)
-        }
-    }
-}
-
-struct ConsumerSpec {
-    label: &'static str,
-    streams: Vec<String>,
-    sleep_ms: u64,
-}
-
-fn meds() -> Vec<String> {
-    (1..=5).map(|i| format!("med0{i}")).collect()
-}
-
-fn producers(image_bytes: usize) -> Vec<ProducerSpec> {
-    let mut v = vec![
-        ProducerSpec { stream: "imu".into(), rate_hz: 1000.0, bytes: IMU_BYTES, fill: false },
-        ProducerSpec { stream: "image".into(), rate_hz: 30.0, bytes: image_bytes, fill: true },
-    ];
-    for (i, m) in meds().into_iter().enumerate() {
-        v.push(ProducerSpec { stream: m, rate_hz: 40.0 + i as f64, bytes: MED_BYTES, fill: false });
-    }
-    v
-}
-
-fn consumers() -> Vec<ConsumerSpec> {
-    let s = |v: &[&str]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>();
-    let with = |mut a: Vec<String>, b: Vec<String>| {
-        a.extend(b);
-        a
-    };
-    vec![
-        ConsumerSpec { label: "imu", streams: s(&["imu"]), sleep_ms: 0 },
-        ConsumerSpec { label: "image", streams: s(&["image"]), sleep_ms: 0 },
-        ConsumerSpec { label: "image+med01", streams: s(&["image", "med01"]), sleep_ms: 0 },
-        ConsumerSpec { label: "image+med0[1-5]", streams: with(s(&["image"]), meds()), sleep_ms: 0 },
-        ConsumerSpec { label: "imu+image+med0[1-5]", streams: with(s(&["imu", "image"]), meds()), sleep_ms: 0 },
-        ConsumerSpec {
-            label: "imu+image+med0[1-5] & sleep(10ms)",
-            streams: with(s(&["imu", "image"]), meds()),
-            sleep_ms: 10,
-        },
-    ]
+    // Producer: when and how often it writes.
+    #[command(flatten)]
+    pace: PaceArgs,
 }
 
 /// The role processes; any still running when this is dropped (an error midway) are killed
@@ -217,10 +140,8 @@ fn role_args(addr: &str, role: &str, label: &str, streams: &[String]) -> Vec<Str
 
 /// Runs the profile against a fresh `redis-server` and prints the latencies.
 pub fn run(a: Args) -> Result<(), String> {
-    if !(a.seconds > 0.0 && a.seconds <= 86_400.0) {
-        return Err(format!("--seconds {} must be in (0, 86400]", a.seconds));
-    }
-    if a.image_bytes == 0 || a.image_bytes > crate::MAX_SIZE {
+    a.run.check()?;
+    if a.run.image_bytes == 0 || a.run.image_bytes > crate::MAX_SIZE {
         return Err(format!("--image-bytes must be 1..={}", crate::MAX_SIZE));
     }
     if !redis::available() {
@@ -234,14 +155,14 @@ pub fn run(a: Args) -> Result<(), String> {
     drop(server);
     let result = json!({
         "backend": a.transport.backend(),
-        "seconds": a.seconds,
-        "image_bytes": a.image_bytes,
+        "seconds": a.run.seconds,
+        "image_bytes": a.run.image_bytes,
         "view_is_copy": true,
         "consumers": consumer_results,
         "producers": producer_results,
     });
     let mut out = io::stdout().lock();
-    let written = if a.json { writeln!(out, "{result}") } else { write_table(&result, &mut out) };
+    let written = if a.run.json { writeln!(out, "{result}") } else { write_table(&result, &mut out) };
     written.map_err(|e| format!("cannot write the results: {e}"))
 }
 
@@ -252,11 +173,11 @@ fn run_roles(addr: &str, a: &Args) -> Result<(Vec<Value>, Vec<Value>), String> {
         child::spawn(ROLE, &args).map_err(|e| format!("cannot start the demo-redis {what}: {e}"))
     };
     let cons = consumers();
-    let prods = producers(a.image_bytes);
-    let largest = a.image_bytes.max(MED_BYTES);
+    let prods = producers(a.run.image_bytes);
+    let largest = a.run.image_bytes.max(MED_BYTES);
     let mut roles = Roles(Vec::new());
     for c in &cons {
-        let mut args = role_args(addr, "consumer", c.label, &c.streams);
+        let mut args = role_args(addr, "consumer", c.label, &c.topics);
         args.extend(["--bytes".into(), largest.to_string(), "--sleep-ms".into(), c.sleep_ms.to_string()]);
         roles.0.push(spawn(args, c.label)?);
     }
@@ -268,31 +189,20 @@ fn run_roles(addr: &str, a: &Args) -> Result<(Vec<Value>, Vec<Value>), String> {
         }
     }
 
-    let start_ns = monotonic_ns() + START_NS;
-    let until_ns = start_ns + (a.seconds * 1e9) as u64;
+    let (start_ns, until_ns) = a.run.window();
     for p in &prods {
-        let mut args = role_args(addr, "producer", &p.stream, std::slice::from_ref(&p.stream));
-        args.extend([
-            "--rate-hz".into(),
-            p.rate_hz.to_string(),
-            "--bytes".into(),
-            p.bytes.to_string(),
-            "--maxlen".into(),
-            p.maxlen().to_string(),
-            "--start-ns".into(),
-            start_ns.to_string(),
-            "--until-ns".into(),
-            until_ns.to_string(),
-        ]);
-        if p.fill {
+        let mut args = role_args(addr, "producer", &p.topic, std::slice::from_ref(&p.topic));
+        args.extend(["--bytes".into(), p.bytes.to_string(), "--maxlen".into(), p.history.to_string()]);
+        args.extend(PaceArgs { rate_hz: p.rate_hz, start_ns, until_ns }.to_args());
+        if p.camera {
             args.push("--fill".into());
         }
-        roles.0.push(spawn(args, &p.stream)?);
+        roles.0.push(spawn(args, &p.topic)?);
     }
 
     // Producers first: they end on their own; a failed one ends the run (its consumers
     // would wait for its end entry forever).
-    let labels: Vec<&str> = cons.iter().map(|c| c.label).chain(prods.iter().map(|p| p.stream.as_str())).collect();
+    let labels: Vec<&str> = cons.iter().map(|c| c.label).chain(prods.iter().map(|p| p.topic.as_str())).collect();
     let mut results = vec![Value::Null; labels.len()];
     for i in (cons.len()..labels.len()).chain(0..cons.len()) {
         let h = &mut roles.0[i];
@@ -308,123 +218,6 @@ fn run_roles(addr: &str, a: &Args) -> Result<(Vec<Value>, Vec<Value>), String> {
     }
     let producer_results = results.split_off(cons.len());
     Ok((results, producer_results))
-}
-
-/// The `shmbus demo` table for a result object (of either `shmbus demo --json` or this).
-pub fn write_table(r: &Value, out: &mut impl Write) -> io::Result<()> {
-    let backend = r["backend"].as_str().unwrap_or("shmbus");
-    let via = match backend {
-        "redis-tcp" => "Redis streams over loopback TCP",
-        "redis-uds" => "Redis streams over a Unix socket",
-        other => other,
-    };
-    writeln!(
-        out,
-        "demo-redis (seed 000's profile, {via}): {} s; imu {IMU_BYTES} B @ 1 kHz, image {} B @ 30 Hz, \
-         med01..05 {MED_BYTES} B @ 40..44 Hz",
-        r["seconds"], r["image_bytes"]
-    )?;
-    writeln!(
-        out,
-        "{} processes and the harness's redis-server; latency = XADD timestamp -> payload read from the \
-         XREAD reply into the consumer's buffer (view = view+copy: a socket client copies to read)",
-        consumers().len() + producers(0).len()
-    )?;
-    writeln!(out)?;
-    let titles = ["ROLE", "NAME", "LATENCY OF", "MEAN", "P50", "P99", "MAX", "N", "NOTE"];
-    let right = [false, false, false, true, true, true, true, true, false];
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let num = |s: &Value, k: &str| s.get(k).and_then(Value::as_f64).map(fmt_ns).unwrap_or_else(|| "-".into());
-    let row = |role: &str, name: String, what: &str, s: &Value, note: String| {
-        let n = s.get("n").and_then(Value::as_u64).unwrap_or(0);
-        vec![
-            role.into(),
-            name,
-            what.into(),
-            num(s, "mean_ns"),
-            num(s, "p50_ns"),
-            num(s, "p99_ns"),
-            num(s, "max_ns"),
-            n.to_string(),
-            note,
-        ]
-    };
-    for c in r["consumers"].as_array().into_iter().flatten() {
-        let name = format!("=> {}", c["name"].as_str().unwrap_or("?"));
-        let gaps = c["gaps"].as_u64().unwrap_or(0);
-        let note = if gaps > 0 { format!("{gaps} message(s) skipped (lagged)") } else { String::new() };
-        rows.push(row("consumer", name.clone(), "view", &c["view"], String::new()));
-        rows.push(row("consumer", name, "view+copy", &c["view_copy"], note));
-    }
-    for p in r["producers"].as_array().into_iter().flatten() {
-        let name = format!("{} =>", p["name"].as_str().unwrap_or("?"));
-        let failed = p["failed"].as_u64().unwrap_or(0);
-        let note = if failed > 0 { format!("{failed} publish(es) failed") } else { String::new() };
-        rows.push(row("producer", name, "write", &p["write"], note));
-    }
-    let mut widths: Vec<usize> = titles.iter().map(|t| t.len()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let header: Vec<String> = titles.iter().map(|t| t.to_string()).collect();
-    for r in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            let pad = " ".repeat(widths[i].saturating_sub(c.chars().count()));
-            if i > 0 {
-                line.push_str("  ");
-            }
-            if right[i] {
-                line.push_str(&pad);
-                line.push_str(c);
-            } else {
-                line.push_str(c);
-                line.push_str(&pad);
-            }
-        }
-        writeln!(out, "{}", line.trim_end())?;
-    }
-    Ok(())
-}
-
-/// A duration in nanoseconds, as `shmbus demo` prints it: `850ns`, `12.1us`, `3.2ms`, `1.20s`.
-fn fmt_ns(ns: f64) -> String {
-    if !ns.is_finite() {
-        "-".into()
-    } else if ns < 1_000.0 {
-        format!("{ns:.0}ns")
-    } else if ns < 1_000_000.0 {
-        format!("{:.1}us", ns / 1e3)
-    } else if ns < 1_000_000_000.0 {
-        format!("{:.1}ms", ns / 1e6)
-    } else {
-        format!("{:.2}s", ns / 1e9)
-    }
-}
-
-/// Latency samples in nanoseconds, summarized as `shmbus demo` does.
-#[derive(Debug, Default)]
-struct Samples(Vec<u64>);
-
-impl Samples {
-    fn push(&mut self, ns: u64) {
-        self.0.push(ns);
-    }
-
-    fn summary(&mut self) -> Value {
-        let v = &mut self.0;
-        if v.is_empty() {
-            return json!({"n": 0, "mean_ns": null, "p50_ns": null, "p99_ns": null, "max_ns": null});
-        }
-        v.sort_unstable();
-        let n = v.len();
-        // Nearest-rank percentile.
-        let pct = |p: usize| v[((p * n).div_ceil(100)).clamp(1, n) - 1];
-        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
-        json!({"n": n, "mean_ns": mean, "p50_ns": pct(50), "p99_ns": pct(99), "max_ns": v[n - 1]})
-    }
 }
 
 /// A role's socket waits go on while the parent is there, for at most [`STALL_LIMIT`].
@@ -461,13 +254,6 @@ pub fn role_main(a: RoleArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn sleep_until(t_ns: u64) {
-    let now = monotonic_ns();
-    if t_ns > now {
-        std::thread::sleep(Duration::from_nanos(t_ns - now));
-    }
-}
-
 fn bad_reply(what: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("redis: {what}"))
 }
@@ -475,13 +261,11 @@ fn bad_reply(what: impl std::fmt::Display) -> io::Error {
 fn produce(conn: &mut Conn, a: &RoleArgs, w: &mut Waiter<'_>) -> io::Result<Value> {
     let key = a.streams.first().ok_or_else(|| io::Error::other("a producer needs --streams NAME"))?.as_bytes();
     let maxlen = a.maxlen.to_string();
-    let period = (1e9 / a.rate_hz.max(0.001)) as u64;
     let mut payload = vec![0u8; a.bytes];
     let mut write = Samples::default();
     let mut frame = 0u64;
-    let mut next = a.start_ns;
-    while next < a.until_ns {
-        sleep_until(next);
+    let mut ticker = a.pace.ticker();
+    while ticker.wait() {
         frame += 1;
         if a.fill {
             // The "camera" writes the frame into the producer's own buffer (not timed).
@@ -512,11 +296,6 @@ fn produce(conn: &mut Conn, a: &RoleArgs, w: &mut Waiter<'_>) -> io::Result<Valu
         )?;
         let _id = conn.read_bulk(w)?;
         write.push(monotonic_ns() - ts);
-        next += period;
-        let now = monotonic_ns();
-        if now > next + period {
-            next = now; // fell behind (descheduled): resume the rate instead of bursting
-        }
     }
     // The end of the stream for its consumers.
     w.reset();
@@ -629,26 +408,4 @@ fn field_u64(conn: &mut Conn, name: &[u8], w: &mut Waiter<'_>) -> io::Result<u64
     }
     let v = conn.read_bulk(w)?;
     std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()).ok_or_else(|| bad_reply("a field is not a number"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_profile_matches_shmbus_demo() {
-        assert_eq!(consumers().len(), 6);
-        assert_eq!(consumers()[4].streams.len(), 7);
-        assert_eq!(consumers()[5].sleep_ms, 10);
-        let p = producers(IMAGE_BYTES);
-        assert_eq!(p.len(), 7);
-        assert_eq!(p.iter().map(ProducerSpec::maxlen).collect::<Vec<_>>(), [60, 4, 16, 16, 16, 16, 16]);
-    }
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let v = Samples((1..=100).rev().collect()).summary();
-        assert_eq!((v["n"].as_u64(), v["p50_ns"].as_u64(), v["p99_ns"].as_u64()), (Some(100), Some(50), Some(99)));
-        assert_eq!(v["mean_ns"].as_f64(), Some(50.5));
-    }
 }

@@ -18,6 +18,9 @@
 //! * **write** (producers): duration of the `publish` call, or of `loan` + `send` (not the
 //!   time spent filling the loaned image).
 //!
+//! The profile, its summaries and the table are those of the `shmbus-profile` crate, shared
+//! with `shmbus-bench demo-redis` (the same profile over Redis streams).
+//!
 //! The parent creates a fresh domain `demo-<pid>`, starts each role by re-executing this
 //! binary with the hidden `demo-role` subcommand, starts the producers once every consumer
 //! has subscribed, collects one JSON line from each child, removes the domain and prints.
@@ -31,30 +34,19 @@ use shmbus::sys::monotonic_ns;
 use shmbus::topic::{Topic, TopicConfig, TryRecvError};
 use shmbus::{Domain, WaitError, WaitSet, Waitable};
 
-use crate::output::{fmt_ns, print_json, Align, Table};
+use shmbus_profile::{consumers, producers, write_table, PaceArgs, ProducerSpec, RunArgs, Samples};
+
+use crate::output::print_json;
 use crate::{CliError, Ctx, Result};
 
-/// Default image size: one 1920x1080 RGB frame.
-const IMAGE_BYTES: usize = 1920 * 1080 * 3;
-const IMU_BYTES: usize = 64;
-const MED_BYTES: usize = 2048;
 /// How long consumers keep receiving after the producers' last message.
 const DRAIN_NS: u64 = 300_000_000;
-/// Head start for the producers to be spawned before the clock starts.
-const START_NS: u64 = 200_000_000;
 
 /// `shmbus demo [--seconds S] [--image-bytes B] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// How long the producers publish.
-    #[arg(long, default_value_t = 10.0, value_name = "S")]
-    seconds: f64,
-    /// Size of each `image` message.
-    #[arg(long, default_value_t = IMAGE_BYTES, value_name = "B")]
-    image_bytes: usize,
-    /// One JSON object with every number instead of the table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// One process of the demo (hidden `demo-role` subcommand).
@@ -72,9 +64,6 @@ pub struct RoleArgs {
     /// Topics: the one a producer writes, or those a consumer reads (comma-separated).
     #[arg(long, value_delimiter = ',')]
     topics: Vec<String>,
-    /// Producer: messages per second.
-    #[arg(long, default_value_t = 1.0)]
-    rate_hz: f64,
     /// Producer: message size.
     #[arg(long, default_value_t = 64)]
     bytes: usize,
@@ -84,69 +73,15 @@ pub struct RoleArgs {
     /// Consumer: sleep this long after each batch of messages.
     #[arg(long, default_value_t = 0)]
     sleep_ms: u64,
-    /// Producer: CLOCK_MONOTONIC ns of the first message.
-    #[arg(long, default_value_t = 0)]
-    start_ns: u64,
-    /// Producer: CLOCK_MONOTONIC ns after which no message is sent. (Consumers read their
-    /// deadline from stdin once every process is running.)
-    #[arg(long, default_value_t = 0)]
-    until_ns: u64,
+    // Producer: when and how often it publishes. (Consumers read their deadline from stdin
+    // once every process is running.)
+    #[command(flatten)]
+    pace: PaceArgs,
 }
 
-struct ProducerSpec {
-    topic: String,
-    rate_hz: f64,
-    bytes: usize,
-    loan: bool,
-}
-
-struct ConsumerSpec {
-    label: &'static str,
-    topics: Vec<String>,
-    sleep_ms: u64,
-}
-
-fn meds() -> Vec<String> {
-    (1..=5).map(|i| format!("med0{i}")).collect()
-}
-
-fn producers(image_bytes: usize) -> Vec<ProducerSpec> {
-    let mut v = vec![
-        ProducerSpec { topic: "imu".into(), rate_hz: 1000.0, bytes: IMU_BYTES, loan: false },
-        ProducerSpec { topic: "image".into(), rate_hz: 30.0, bytes: image_bytes, loan: true },
-    ];
-    for (i, m) in meds().into_iter().enumerate() {
-        v.push(ProducerSpec { topic: m, rate_hz: 40.0 + i as f64, bytes: MED_BYTES, loan: false });
-    }
-    v
-}
-
-fn consumers() -> Vec<ConsumerSpec> {
-    let s = |v: &[&str]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>();
-    let with = |mut a: Vec<String>, b: Vec<String>| {
-        a.extend(b);
-        a
-    };
-    vec![
-        ConsumerSpec { label: "imu", topics: s(&["imu"]), sleep_ms: 0 },
-        ConsumerSpec { label: "image", topics: s(&["image"]), sleep_ms: 0 },
-        ConsumerSpec { label: "image+med01", topics: s(&["image", "med01"]), sleep_ms: 0 },
-        ConsumerSpec { label: "image+med0[1-5]", topics: with(s(&["image"]), meds()), sleep_ms: 0 },
-        ConsumerSpec { label: "imu+image+med0[1-5]", topics: with(s(&["imu", "image"]), meds()), sleep_ms: 0 },
-        ConsumerSpec {
-            label: "imu+image+med0[1-5] & sleep(10ms)",
-            topics: with(s(&["imu", "image"]), meds()),
-            sleep_ms: 10,
-        },
-    ]
-}
-
-/// Sizes of each topic the demo creates: (slot size, history).
+/// Sizes of each topic the demo creates: a slot per message, the profile's history.
 fn topic_config(p: &ProducerSpec) -> TopicConfig {
-    // History: about 60 ms of messages for the small topics; 4 frames for the image (each
-    // slot is a whole frame; 4 spare slots cover the pins of the 5 image consumers).
-    let history = if p.loan { 4 } else { ((p.rate_hz * 0.06) as usize).max(16) };
-    TopicConfig::new(p.bytes.max(1), history)
+    TopicConfig::new(p.bytes.max(1), p.history)
 }
 
 /// Child processes that are killed (by their handle) and reaped if the demo fails midway,
@@ -199,9 +134,8 @@ fn read_result(label: &str, out: &mut impl Read) -> Result<Value> {
 
 /// Runs the profile and prints the latencies.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
-    if !(args.seconds > 0.0 && args.seconds <= 86_400.0) {
-        return Err(CliError::msg(format!("--seconds {} must be in (0, 86400]", args.seconds)));
-    }
+    let args = &args.run;
+    args.check().map_err(CliError::msg)?;
     let domain = fresh_domain(ctx)?;
     let mut run = Run { domain: domain.clone(), children: Vec::new() };
     let prods = producers(args.image_bytes);
@@ -232,14 +166,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     }
 
     // Then the producers, on a common clock.
-    let start_ns = monotonic_ns() + START_NS;
-    let until_ns = start_ns + (args.seconds * 1e9) as u64;
+    let (start_ns, until_ns) = args.window();
     let first_producer = run.children.len();
     for p in &prods {
         let mut cmd = role_command(ctx, &domain, "producer", &p.topic, std::slice::from_ref(&p.topic))?;
-        cmd.args(["--rate-hz", &p.rate_hz.to_string(), "--bytes", &p.bytes.to_string()]);
-        cmd.args(["--start-ns", &start_ns.to_string(), "--until-ns", &until_ns.to_string()]);
-        if p.loan {
+        cmd.args(["--bytes", &p.bytes.to_string()]);
+        cmd.args(PaceArgs { rate_hz: p.rate_hz, start_ns, until_ns }.to_args());
+        if p.camera {
             cmd.arg("--loan");
         }
         cmd.stdin(Stdio::null());
@@ -284,90 +217,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     if args.json {
         print_json(&result)?;
     } else {
-        print_table(&result, &domain, args)?;
+        write_table(&result, &mut std::io::stdout().lock())?;
     }
     Ok(())
-}
-
-fn print_table(r: &Value, domain: &Domain, args: &Args) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "shmbus demo (babus profile, seed 000): {} s; imu {IMU_BYTES} B @ 1 kHz, image {} B @ 30 Hz (loaned), med01..05 {MED_BYTES} B @ 40..44 Hz",
-        args.seconds, args.image_bytes
-    )?;
-    writeln!(
-        out,
-        "{} processes in domain {} under {} (removed); latency = publish timestamp -> sample in hand (view) / payload copied (view+copy)",
-        consumers().len() + producers(0).len(),
-        domain.name(),
-        domain.root().display()
-    )?;
-    writeln!(out)?;
-    let mut t = Table::new(&[
-        ("ROLE", Align::Left),
-        ("NAME", Align::Left),
-        ("LATENCY OF", Align::Left),
-        ("MEAN", Align::Right),
-        ("P50", Align::Right),
-        ("P99", Align::Right),
-        ("MAX", Align::Right),
-        ("N", Align::Right),
-        ("NOTE", Align::Left),
-    ]);
-    let num = |s: &Value, k: &str| s.get(k).and_then(Value::as_f64).map(fmt_ns).unwrap_or_else(|| "-".into());
-    let row = |t: &mut Table, role: &str, name: String, what: &str, s: &Value, note: String| {
-        let n = s.get("n").and_then(Value::as_u64).unwrap_or(0);
-        t.row(vec![
-            role.into(),
-            name,
-            what.into(),
-            num(s, "mean_ns"),
-            num(s, "p50_ns"),
-            num(s, "p99_ns"),
-            num(s, "max_ns"),
-            n.to_string(),
-            note,
-        ]);
-    };
-    for c in r["consumers"].as_array().into_iter().flatten() {
-        let name = format!("=> {}", c["name"].as_str().unwrap_or("?"));
-        let gaps = c["gaps"].as_u64().unwrap_or(0);
-        let note = if gaps > 0 { format!("{gaps} message(s) skipped (lagged)") } else { String::new() };
-        row(&mut t, "consumer", name.clone(), "view", &c["view"], String::new());
-        row(&mut t, "consumer", name, "view+copy", &c["view_copy"], note);
-    }
-    for p in r["producers"].as_array().into_iter().flatten() {
-        let name = format!("{} =>", p["name"].as_str().unwrap_or("?"));
-        let failed = p["failed"].as_u64().unwrap_or(0);
-        let note = if failed > 0 { format!("{failed} publish(es) failed") } else { String::new() };
-        row(&mut t, "producer", name, "write", &p["write"], note);
-    }
-    t.write(&mut out)?;
-    Ok(())
-}
-
-/// Latency samples in nanoseconds.
-#[derive(Debug, Default)]
-struct Samples(Vec<u64>);
-
-impl Samples {
-    fn push(&mut self, ns: u64) {
-        self.0.push(ns);
-    }
-
-    fn summary(&mut self) -> Value {
-        let v = &mut self.0;
-        if v.is_empty() {
-            return json!({"n": 0, "mean_ns": null, "p50_ns": null, "p99_ns": null, "max_ns": null});
-        }
-        v.sort_unstable();
-        let n = v.len();
-        // Nearest-rank percentile.
-        let pct = |p: usize| v[((p * n).div_ceil(100)).clamp(1, n) - 1];
-        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
-        json!({"n": n, "mean_ns": mean, "p50_ns": pct(50), "p99_ns": pct(99), "max_ns": v[n - 1]})
-    }
 }
 
 /// Runs one producer or consumer of the demo and prints its numbers as one JSON line.
@@ -385,13 +237,6 @@ pub fn run_role(ctx: &Ctx, args: &RoleArgs) -> Result<()> {
     Ok(())
 }
 
-fn sleep_until(t_ns: u64) {
-    let now = monotonic_ns();
-    if t_ns > now {
-        std::thread::sleep(Duration::from_nanos(t_ns - now));
-    }
-}
-
 fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
     let name = args.topics.first().ok_or_else(|| CliError::msg("producer needs --topics NAME"))?;
     let topic = Topic::open(domain, name)?;
@@ -399,13 +244,11 @@ fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
     if args.bytes > topic.slot_size() {
         return Err(CliError::msg(format!("--bytes {} exceeds the slot size {}", args.bytes, topic.slot_size())));
     }
-    let period = (1e9 / args.rate_hz.max(0.001)) as u64;
     let mut payload = vec![0u8; args.bytes];
     let mut write = Samples::default();
     let (mut failed, mut frame) = (0u64, 0u64);
-    let mut next = args.start_ns;
-    while next < args.until_ns {
-        sleep_until(next);
+    let mut ticker = args.pace.ticker();
+    while ticker.wait() {
         frame += 1;
         let ok = if args.loan {
             let t0 = monotonic_ns();
@@ -430,11 +273,6 @@ fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
             r.is_ok()
         };
         failed += u64::from(!ok);
-        next += period;
-        let now = monotonic_ns();
-        if now > next + period {
-            next = now; // fell behind (descheduled): resume the rate instead of bursting
-        }
     }
     Ok(json!({"name": args.label, "topic": name, "write": write.summary(), "failed": failed}))
 }
@@ -502,29 +340,4 @@ fn consume(domain: &Domain, args: &RoleArgs) -> Result<Value> {
     Ok(
         json!({"name": args.label, "topics": args.topics, "view": view.summary(), "view_copy": view_copy.summary(), "gaps": gaps}),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let mut s = Samples((1..=100).rev().collect());
-        let v = s.summary();
-        assert_eq!(
-            (v["n"].as_u64(), v["p50_ns"].as_u64(), v["p99_ns"].as_u64(), v["max_ns"].as_u64()),
-            (Some(100), Some(50), Some(99), Some(100))
-        );
-        assert_eq!(v["mean_ns"].as_f64(), Some(50.5));
-        assert_eq!(Samples::default().summary()["n"].as_u64(), Some(0));
-    }
-
-    #[test]
-    fn the_profile_matches_the_seed() {
-        let labels: Vec<_> = consumers().iter().map(|c| c.label).collect();
-        assert_eq!(labels.len(), 6);
-        assert_eq!(consumers()[4].topics.len(), 7);
-        assert_eq!(producers(IMAGE_BYTES).len(), 7);
-    }
 }

@@ -1,4 +1,4 @@
-//! Output helpers: aligned text tables, JSON, durations.
+//! Output helpers: aligned text tables, JSON.
 
 use std::io::{self, Write};
 
@@ -80,22 +80,6 @@ pub fn cell<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-/// A duration in nanoseconds, human-sized: `850ns`, `12.1us`, `3.2ms`, `1.20s`.
-pub fn fmt_ns(ns: f64) -> String {
-    if !ns.is_finite() {
-        return "-".into();
-    }
-    if ns < 1_000.0 {
-        format!("{ns:.0}ns")
-    } else if ns < 1_000_000.0 {
-        format!("{:.1}us", ns / 1e3)
-    } else if ns < 1_000_000_000.0 {
-        format!("{:.1}ms", ns / 1e6)
-    } else {
-        format!("{:.2}s", ns / 1e9)
-    }
-}
-
 /// One received message as a JSON line with exactly `seq`, `ts_ns`, `len` and `data`
 /// (lossy UTF-8), in that order.
 pub fn message_json(seq: u64, ts_ns: u64, data: &[u8]) -> String {
@@ -118,14 +102,6 @@ pub fn message_json_with(fields: &[(&str, u64)], data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_well() {
-        assert_eq!(fmt_ns(850.0), "850ns");
-        assert_eq!(fmt_ns(12_100.0), "12.1us");
-        assert_eq!(fmt_ns(3_200_000.0), "3.2ms");
-        assert_eq!(fmt_ns(1_200_000_000.0), "1.20s");
-    }
 
     #[test]
     fn message_lines_have_exactly_four_keys() {
