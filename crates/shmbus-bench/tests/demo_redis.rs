@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::run_with;
+use common::{redis_on_path, run_with};
 use serde_json::Value;
 
 const NOT_FOUND: &str = "redis-server not found: skipping the Redis peers";
@@ -16,19 +16,6 @@ const DEADLINE: Duration = Duration::from_secs(120);
 const CONSUMERS: &[&str] =
     &["imu", "image", "image+med01", "image+med0[1-5]", "imu+image+med0[1-5]", "imu+image+med0[1-5] & sleep(10ms)"];
 const PRODUCERS: &[&str] = &["imu", "image", "med01", "med02", "med03", "med04", "med05"];
-
-fn redis_on_path() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path).any(|d| d.join("redis-server").is_file());
-    if !found {
-        assert!(
-            std::env::var_os("SHMBUS_BENCH_REQUIRE_REDIS").is_none_or(|v| v != "1"),
-            "redis-server is not on PATH but SHMBUS_BENCH_REQUIRE_REDIS=1"
-        );
-        eprintln!("note: redis-server not on PATH; demo-redis is not tested here");
-    }
-    found
-}
 
 /// A latency summary with messages in it: n > 0 and 0 < p50 <= p99 <= max, mean > 0.
 fn has_latencies(s: &Value, what: &str) -> u64 {
@@ -42,7 +29,7 @@ fn has_latencies(s: &Value, what: &str) -> u64 {
 
 #[test]
 fn both_transports_report_every_consumer_and_producer() {
-    if !redis_on_path() {
+    if !redis_on_path("demo-redis is") {
         return;
     }
     for via in ["tcp", "uds"] {
@@ -89,7 +76,7 @@ fn both_transports_report_every_consumer_and_producer() {
 
 #[test]
 fn the_text_output_is_the_demo_table() {
-    if !redis_on_path() {
+    if !redis_on_path("demo-redis is") {
         return;
     }
     let r = run_with(&["demo-redis", "--transport", "uds", "--seconds", "0.3", "--image-bytes", "1080"], &[], DEADLINE);

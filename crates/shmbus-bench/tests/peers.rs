@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{run_with, Run};
+use common::{redis_on_path, run_with, Run};
 
 use serde_json::Value;
 
@@ -24,19 +24,6 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> Run {
 
 fn run(args: &[&str]) -> Run {
     run_env(args, &[])
-}
-
-fn redis_on_path() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path).any(|d| d.join("redis-server").is_file());
-    if !found {
-        assert!(
-            std::env::var_os("SHMBUS_BENCH_REQUIRE_REDIS").is_none_or(|v| v != "1"),
-            "redis-server is not on PATH but SHMBUS_BENCH_REQUIRE_REDIS=1"
-        );
-        eprintln!("note: redis-server not on PATH; the Redis runs are not tested here");
-    }
-    found
 }
 
 fn one_json(r: &Run, what: &str) -> serde_json::Map<String, Value> {
@@ -57,7 +44,7 @@ fn percentiles_ordered(obj: &serde_json::Map<String, Value>, what: &str) {
 
 #[test]
 fn every_redis_transport_round_trips_small_and_large_messages() {
-    if !redis_on_path() {
+    if !redis_on_path("the Redis runs are") {
         return;
     }
     for t in REDIS {
@@ -77,7 +64,7 @@ fn every_redis_transport_round_trips_small_and_large_messages() {
 
 #[test]
 fn redis_always_blocks_and_says_so() {
-    if !redis_on_path() {
+    if !redis_on_path("the Redis runs are") {
         return;
     }
     let r = run(&["pingpong", "--transport", "redis-pubsub-uds", "--mode", "spin", "--iters", "100"]);
@@ -89,7 +76,7 @@ fn redis_always_blocks_and_says_so() {
 
 #[test]
 fn a_dying_echo_fails_a_redis_run_and_the_server_is_stopped() {
-    if !redis_on_path() {
+    if !redis_on_path("the Redis runs are") {
         return;
     }
     for t in REDIS {
@@ -251,7 +238,7 @@ fn check_redis_demo(results: &Value, md: &str, with_redis: bool) {
 
 #[test]
 fn report_quick_writes_json_markdown_and_plots() {
-    let with_redis = redis_on_path();
+    let with_redis = redis_on_path("the Redis runs are");
     let dir = out_dir("full");
     let r = run(&["report", "--out", dir.to_str().unwrap(), "--quick"]);
     assert!(r.success, "report failed: {}", r.stderr);

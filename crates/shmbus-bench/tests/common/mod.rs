@@ -55,3 +55,19 @@ pub fn run_with(args: &[&str], env: &[(&str, &str)], deadline: Duration) -> Run 
     };
     Run { success: status.success(), stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
 }
+
+/// Whether `redis-server` is on PATH. Without it the Redis runs are skipped with a note
+/// saying what (`what`), unless `SHMBUS_BENCH_REQUIRE_REDIS=1` (as `make test` sets), which
+/// makes a missing server a failure.
+pub fn redis_on_path(what: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|d| d.join("redis-server").is_file());
+    if !found {
+        assert!(
+            std::env::var_os("SHMBUS_BENCH_REQUIRE_REDIS").is_none_or(|v| v != "1"),
+            "redis-server is not on PATH but SHMBUS_BENCH_REQUIRE_REDIS=1"
+        );
+        eprintln!("note: redis-server not on PATH; {what} not tested here");
+    }
+    found
+}
