@@ -94,6 +94,10 @@ pub struct Appender {
     cipher: Option<Arc<dyn EntryCipher>>,
 }
 
+/// How many chunks ahead of the claimed end the pretoucher keeps the file grown: with one,
+/// a fast appender (large entries) overtakes it while it pre-faults the chunk.
+const PRETOUCH_AHEAD: u64 = 2;
+
 /// A helper thread that grows and pre-faults the next chunk of the current cycle while the
 /// appender still writes the current one, so the hot path never waits for the kernel to
 /// allocate and zero pages (Chronicle's "pretoucher").
@@ -110,13 +114,29 @@ impl Pretoucher {
         let thread = std::thread::Builder::new()
             .name("shmbus-journal-pretouch".into())
             .spawn(move || {
+                unpin_current_thread();
                 while let Ok((cy, want)) = rx.recv() {
-                    let _ = grow_cycle_data(&cy, &hdr, want);
+                    let _ = grow_cycle_data(&cy, &hdr, want, true);
                 }
             })
             .ok()?;
         Some(Pretoucher { tx: Some(tx), thread: Some(thread), requested: (u64::MAX, 0) })
     }
+}
+
+/// Lets the calling thread run on every CPU the process may use. A thread inherits the
+/// CPU pinning of the thread that spawned it: a pretoucher pinned to its appender's core
+/// would take its page faults on exactly the core it is meant to relieve. (The kernel
+/// intersects the mask with the process's cpuset.) Best effort.
+fn unpin_current_thread() {
+    // SAFETY: cpu_set_t is plain data; all-zero is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: `cpu` is below CPU_SETSIZE, the capacity of `set`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
 }
 
 impl Drop for Pretoucher {
@@ -128,9 +148,12 @@ impl Drop for Pretoucher {
     }
 }
 
-/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, pre-faults the
-/// new pages, then publishes the new `alloc`. Idempotent; any number of growers may race.
-fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64) -> io::Result<()> {
+/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, publishes the
+/// new `alloc`, then (with `populate`) pre-faults the new pages. Idempotent; any number of
+/// growers may race. `alloc` is published before the pre-faulting, so an appender that
+/// catches up with the pretoucher never waits for it: it faults the pages it touches
+/// itself (populating is only a performance hint, never needed for correctness).
+fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64, populate: bool) -> io::Result<()> {
     // Pairs with the Release fetch_max below (here or in another grower).
     let old = cy.alloc().load(Ordering::Acquire);
     if want <= old {
@@ -140,10 +163,12 @@ fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64) -> io::Result<()>
     if h.durability == 1 {
         files::fdatasync(&cy.data_file)?;
     }
-    files::populate(&cy.data, CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
     // Release: pairs with the Acquire loads of `alloc` (readers' bounds, appenders): the
     // file is this long before anyone may claim or read below `want`.
     cy.alloc().fetch_max(want, Ordering::AcqRel);
+    if populate {
+        files::populate(&cy.data, CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
+    }
     Ok(())
 }
 
@@ -267,14 +292,14 @@ impl Appender {
                 None => {
                     let mut res = self.reserve_inner(body.len())?;
                     res.as_mut_slice().copy_from_slice(body);
-                    res.commit_inner(flags, data.len() as u32)
+                    res.commit_inner(flags, data.len() as u32, Some(body))
                 }
                 Some(c) => {
                     let mut res = self.reserve_inner(body.len() + c.overhead())?;
                     let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
                     let aad = res.index().to_le_bytes();
                     c.seal(&nonce, &aad, body, res.as_mut_slice());
-                    res.commit_inner(flags | FLAG_SEALED, data.len() as u32)
+                    res.commit_inner(flags | FLAG_SEALED, data.len() as u32, None)
                 }
             };
             match r {
@@ -288,7 +313,7 @@ impl Appender {
     fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, CommitError>, AppendError> {
         let mut res = self.reserve_inner(data.len())?;
         res.as_mut_slice().copy_from_slice(data);
-        Ok(res.commit_inner(0, data.len() as u32))
+        Ok(res.commit_inner(0, data.len() as u32, Some(data)))
     }
 
     /// Claims room for an entry of exactly `len` bytes, to be written in place and
@@ -322,7 +347,7 @@ impl Appender {
             if end > self.alloc {
                 self.grow_data(end)?;
             }
-            if self.pretouch && end.saturating_add(self.inner.hdr().chunk_bytes / 2) > self.alloc {
+            if self.pretouch && end.saturating_add(PRETOUCH_AHEAD * self.inner.hdr().chunk_bytes) > self.alloc {
                 self.request_pretouch(end);
             }
             if (n + 1) * 4 > self.ialloc {
@@ -338,13 +363,8 @@ impl Appender {
             if !protocol::try_claim(self.cy.pos(), w, units) {
                 continue;
             }
+            // Word 0 of the entry stays 0 until `commit` (see `protocol::commit_entry`).
             let off = u * UNIT as u64;
-            let hw = self.cy.entry_word(off);
-            if !protocol::reserve_entry(hw, units) {
-                // Already abandoned by a reader (we stalled past the timeout): claim again.
-                aux[0].store(0, Ordering::Release);
-                continue;
-            }
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
@@ -377,21 +397,24 @@ impl Appender {
         }
         let h = *self.inner.hdr();
         let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.cycle_bytes);
-        grow_cycle_data(&self.cy, &h, want).map_err(AppendError::Io)?;
+        // No pre-faulting here, on the hot path: the pretoucher does it (if it is on), else
+        // the pages fault in one by one as they are written.
+        grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(AppendError::Io)?;
         self.alloc = self.cy.alloc().load(Ordering::Acquire);
         Ok(())
     }
 
-    /// Asks the pretoucher for the next chunk once we are within half a chunk of the end.
+    /// Asks the pretoucher to grow and pre-fault the file ahead once we are within
+    /// `PRETOUCH_AHEAD` chunks of its end.
     #[cold]
     fn request_pretouch(&mut self, end: u64) {
         let h = *self.inner.hdr();
         // The pretoucher may have grown the file already: refresh our copy first.
         self.alloc = self.cy.alloc().load(Ordering::Acquire);
-        if end.saturating_add(h.chunk_bytes / 2) <= self.alloc {
+        if end.saturating_add(PRETOUCH_AHEAD * h.chunk_bytes) <= self.alloc {
             return;
         }
-        let want = self.alloc.saturating_add(h.chunk_bytes).min(h.cycle_bytes);
+        let want = (end.div_ceil(h.chunk_bytes) + PRETOUCH_AHEAD + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
         if want <= self.alloc {
             return;
         }
@@ -478,26 +501,37 @@ impl Reservation<'_> {
     /// Publishes the entry. Returns its global index.
     pub fn commit(self) -> Result<u64, CommitError> {
         let len = self.len as u32;
-        self.commit_inner(0, len)
+        self.commit_inner(0, len, None)
     }
 
-    fn commit_inner(mut self, flags: u64, raw_len: u32) -> Result<u64, CommitError> {
+    /// `src`: the payload bytes just written (the caller's copy), to checksum instead of
+    /// reading the mapped entry back; `None` for payloads written in place.
+    fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, CommitError> {
         self.done = true;
         let cy = &self.app.cy;
         let p = cy.data_ptr(self.off);
         let len = self.len as u32;
         let idx = self.n as u32;
-        // SAFETY: header bytes 12..32 of our claimed entry; aligned; ours until commit.
-        unsafe {
-            std::ptr::write(p.add(12) as *mut u32, len.to_le());
-            std::ptr::write(p.add(16) as *mut u32, raw_len.to_le());
-            std::ptr::write(p.add(20) as *mut u32, idx.to_le());
-            std::ptr::write(p.add(24) as *mut u64, self.ts.to_le());
-        }
-        // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
-        let covered =
-            unsafe { std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.len) };
-        let crc = entry_crc(flags, covered);
+        let mut head = [0u8; ENTRY_HEADER - CRC_FROM];
+        head[0..4].copy_from_slice(&len.to_le_bytes());
+        head[4..8].copy_from_slice(&raw_len.to_le_bytes());
+        head[8..12].copy_from_slice(&idx.to_le_bytes());
+        head[12..20].copy_from_slice(&self.ts.to_le_bytes());
+        // SAFETY: header bytes 12..32 of our claimed entry; ours until commit.
+        unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), p.add(CRC_FROM), head.len()) };
+        let crc = match src {
+            Some(payload) => {
+                debug_assert_eq!(payload.len(), self.len);
+                entry_crc_parts(flags, &head, payload)
+            }
+            None => {
+                // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
+                let covered = unsafe {
+                    std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.len)
+                };
+                entry_crc(flags, covered)
+            }
+        };
         // SAFETY: header bytes 8..12 of our entry.
         unsafe { std::ptr::write(p.add(8) as *mut u32, crc.to_le()) };
         let hw = cy.entry_word(self.off);

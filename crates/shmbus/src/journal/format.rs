@@ -410,6 +410,15 @@ pub fn entry_crc(flags: u64, covered: &[u8]) -> u32 {
     crc32c::crc32c_append(flags as u32, covered)
 }
 
+/// [`entry_crc`] computed from the parts instead of the entry's bytes: `head` is bytes
+/// `CRC_FROM..32` (`len`, `raw_len`, index, timestamp, little-endian), `payload` the payload.
+/// The writer uses it on its own copies, so it never reads back the lines it just wrote
+/// (which a polling reader may have taken away in between).
+#[inline]
+pub fn entry_crc_parts(flags: u64, head: &[u8; ENTRY_HEADER - CRC_FROM], payload: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c_append(flags as u32, head), payload)
+}
+
 /// One entry as found by the scanner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScannedEntry {
