@@ -455,7 +455,9 @@ impl Appender {
     }
 
     /// Turns the background pretoucher off (on by default): growth and page faults then
-    /// happen on the appending thread when it reaches the end of the backed file.
+    /// happen on the appending thread when it reaches the end of the backed file. The
+    /// pretoucher thread does not inherit the appender thread's CPU affinity: it may run on
+    /// any CPU of the process's cpuset (turn it off where isolated cores must stay quiet).
     pub fn set_pretouch(&mut self, on: bool) {
         self.pretouch = on;
         if !on {

@@ -64,7 +64,7 @@ pub fn commit_entry(word: &AtomicU64, units: u64, flags: u64) -> bool {
 }
 
 /// Abandons an entry that is unwritten (0) or reserved with `units`. `true` if this call did
-/// it. Races with [`reserve_entry`] and [`commit_entry`]: exactly one side wins each CAS.
+/// it. Races with [`commit_entry`]: exactly one side wins the CAS.
 pub fn abandon_entry(word: &AtomicU64, units: u64) -> bool {
     let cur = word.load(Ordering::Acquire);
     let (st, _, cu) = entry_word_parts(cur);
