@@ -766,3 +766,19 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
         }
     }
 }
+
+/// The journal's own CRC32C (a short-input fast path) is the `crc32c` crate's function for
+/// every length around the switch-over, every alignment and any starting value.
+#[test]
+fn entry_crc_matches_the_crc32c_crate() {
+    let mut rng = Rng::from_env_or_clock();
+    let buf: Vec<u8> = (0..2048).map(|_| rng.next() as u8).collect();
+    for len in (0..700).chain([1023, 1024, 2000]) {
+        for start in 0..8 {
+            let seed = rng.next() as u32;
+            let data = &buf[start..start + len];
+            assert_eq!(format::crc32c_append(seed, data), crc32c::crc32c_append(seed, data), "len {len} start {start}");
+        }
+    }
+    assert_eq!(format::crc32c_append(0, b"123456789"), 0xE306_9283);
+}
