@@ -90,6 +90,8 @@ pub struct Appender {
     scratch: Vec<u8>,
     syncer: Option<Syncer>,
     pretouch: bool,
+    /// The claimed end at which to consult the pretoucher again (see `request_pretouch`).
+    pretouch_at: u64,
     pretoucher: Option<Pretoucher>,
     cipher: Option<Arc<dyn EntryCipher>>,
 }
@@ -252,6 +254,7 @@ impl Appender {
             scratch: Vec::new(),
             syncer,
             pretouch: true,
+            pretouch_at: 0,
             pretoucher: None,
             cipher: None,
         })
@@ -363,7 +366,7 @@ impl Appender {
             if end > self.alloc {
                 self.grow_data(end)?;
             }
-            if self.pretouch && end.saturating_add(PRETOUCH_AHEAD * self.inner.hdr().chunk_bytes) > self.alloc {
+            if self.pretouch && end >= self.pretouch_at {
                 self.request_pretouch(end);
             }
             if (n + 1) * 4 > self.ialloc {
@@ -395,6 +398,7 @@ impl Appender {
         self.cy = Arc::new(self.inner.open_or_create_cycle(next, realtime_ns())?);
         self.alloc = 0;
         self.ialloc = 0;
+        self.pretouch_at = 0;
         let h = self.inner.hdr();
         if created && (h.retain_cycles != 0 || h.retain_secs != 0) {
             let r = Retention {
@@ -421,15 +425,22 @@ impl Appender {
     }
 
     /// Asks the pretoucher to grow and pre-fault the file ahead once we are within
-    /// `PRETOUCH_AHEAD` chunks of its end.
+    /// `PRETOUCH_AHEAD` chunks of its end, and sets `pretouch_at`, so that the hot path calls
+    /// this only every so often (not on every append while the pretoucher is busy).
     #[cold]
     fn request_pretouch(&mut self, end: u64) {
         let h = *self.inner.hdr();
         // The pretoucher may have grown the file already: refresh our copy first.
         self.alloc = self.cy.alloc().load(Ordering::Acquire);
-        if end.saturating_add(PRETOUCH_AHEAD * h.chunk_bytes) <= self.alloc {
+        let ahead = PRETOUCH_AHEAD * h.chunk_bytes;
+        if end.saturating_add(ahead) <= self.alloc {
+            // Far enough from the end: next time when we come within `ahead` of it.
+            self.pretouch_at = self.alloc - ahead + 1;
             return;
         }
+        // Consult again after a sixteenth of a chunk (the request may be refused while the
+        // pretoucher is busy; growing is done by the appender itself if it catches up).
+        self.pretouch_at = end.saturating_add((h.chunk_bytes / 16).max(UNIT as u64));
         let want = (end.div_ceil(h.chunk_bytes) + PRETOUCH_AHEAD + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
         if want <= self.alloc {
             return;
@@ -460,6 +471,7 @@ impl Appender {
     /// any CPU of the process's cpuset (turn it off where isolated cores must stay quiet).
     pub fn set_pretouch(&mut self, on: bool) {
         self.pretouch = on;
+        self.pretouch_at = 0;
         if !on {
             self.pretoucher = None;
         }
