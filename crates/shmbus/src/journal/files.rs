@@ -62,10 +62,12 @@ pub(crate) fn grow(file: &File, len: u64) -> io::Result<()> {
     grow_from(file, 0, len)
 }
 
-/// [`grow`], allocating only `from..len`: the caller knows the file already holds `0..from`
-/// (a growing cycle file). On tmpfs `fallocate` visits every page of its range, so
+/// [`grow`], allocating only `from..len` (`from` capped at the file's size): the caller
+/// knows the file already holds `0..from` (a growing cycle file). On tmpfs `fallocate` visits every page of its range, so
 /// reallocating the whole file at each growth made growing quadratic in the file size.
 pub(crate) fn grow_from(file: &File, from: u64, len: u64) -> io::Result<()> {
+    // `from` comes from a shared word: never skip past what the file really holds.
+    let from = from.min(file.metadata()?.len());
     if from >= len {
         return Ok(());
     }
