@@ -377,6 +377,8 @@ pub fn throughput(c: &TputConfig<'_>, cpu_set: &CpuSet) -> Result<Throughput, St
 /// An appender process of the throughput run: warm-up entries, "ready", wait for "go",
 /// the timed entries.
 pub fn appender_main(a: AppenderArgs) -> Result<(), String> {
+    // Before pinning: the CPUs this process may use, for the pretoucher.
+    let allowed = affinity::allowed_cpus().map_err(|e| format!("cannot read the CPU affinity: {e}"))?;
     if let Some(cpu) = a.cpu {
         affinity::pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
     }
@@ -385,6 +387,10 @@ pub fn appender_main(a: AppenderArgs) -> Result<(), String> {
     }
     let j = open_existing(&a.dir).map_err(|e| format!("appender: {e}"))?;
     let mut app = j.appender().map_err(|e| format!("appender: {e}"))?;
+    if a.cpu.is_some() {
+        // The appender is pinned; its pretoucher may use any CPU this process was given.
+        app.set_pretouch_cpus(&allowed);
+    }
     let mut msg: Vec<u8> = (0..a.size).map(|i| (i * 7) as u8).collect();
     msg[0..4].copy_from_slice(&a.id.to_le_bytes());
     for seq in 0..a.warmup {

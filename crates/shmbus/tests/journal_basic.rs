@@ -715,7 +715,7 @@ fn concurrent_creation_is_race_free() {
 }
 
 /// Growth ahead of the appender (the pretoucher, in several steps on tmpfs, in one step
-/// elsewhere; or the appender itself) while a tailer in another thread reads along: every
+/// elsewhere, with its inherited CPU affinity or placed explicitly; or the appender itself) while a tailer in another thread reads along: every
 /// entry arrives intact, on the temporary directory's filesystem and on tmpfs.
 #[test]
 fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
@@ -733,8 +733,9 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
         dirs.push(shm);
     }
     for (k, base) in dirs.iter().enumerate() {
-        for pretouch in [true, false] {
-            let dir = base.join(format!("j{k}{pretouch}"));
+        // The pretoucher with its inherited affinity, placed on CPU 0, or off.
+        for (v, (pretouch, cpus)) in [(true, None), (true, Some(vec![0usize])), (false, None)].into_iter().enumerate() {
+            let dir = base.join(format!("j{k}-{v}"));
             let opts = JournalOptions {
                 cycle_bytes: 48 << 20,
                 chunk_bytes: 4 << 20,
@@ -754,6 +755,9 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
             });
             let mut a = j.appender().unwrap();
             a.set_pretouch(pretouch);
+            if let Some(cpus) = &cpus {
+                a.set_pretouch_cpus(cpus);
+            }
             for i in 0..n {
                 assert_eq!(a.append(&payload(i, 1000 + (i as usize * 97) % 40_000)).unwrap(), i);
             }

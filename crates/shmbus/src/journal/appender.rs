@@ -93,6 +93,8 @@ pub struct Appender {
     /// The claimed end at which to consult the pretoucher again (see `request_pretouch`).
     pretouch_at: u64,
     pretoucher: Option<Pretoucher>,
+    /// CPUs the pretoucher runs on (`None`: the CPU affinity of the thread that starts it).
+    pretouch_cpus: Option<Vec<usize>>,
     cipher: Option<Arc<dyn EntryCipher>>,
 }
 
@@ -114,12 +116,14 @@ struct Pretoucher {
 }
 
 impl Pretoucher {
-    fn spawn(hdr: MetaHeader) -> Option<Pretoucher> {
+    fn spawn(hdr: MetaHeader, cpus: Option<Vec<usize>>) -> Option<Pretoucher> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(Arc<CycleFiles>, u64)>(1);
         let thread = std::thread::Builder::new()
             .name("shmbus-journal-pretouch".into())
             .spawn(move || {
-                unpin_current_thread();
+                if let Some(cpus) = cpus {
+                    pin_current_thread(&cpus);
+                }
                 while let Ok((cy, want)) = rx.recv() {
                     // On tmpfs, fallocate itself allocates and zeroes the pages, under the
                     // inode lock: grow in small steps, each published before the next, so
@@ -141,14 +145,13 @@ impl Pretoucher {
     }
 }
 
-/// Lets the calling thread run on every CPU the process may use. A thread inherits the
-/// CPU pinning of the thread that spawned it: a pretoucher pinned to its appender's core
-/// would take its page faults on exactly the core it is meant to relieve. (The kernel
-/// intersects the mask with the process's cpuset.) Best effort.
-fn unpin_current_thread() {
+/// Restricts the calling thread to `cpus` (see [`Appender::set_pretouch_cpus`]). Best effort:
+/// CPUs beyond `CPU_SETSIZE` are ignored, and a set the kernel refuses leaves the inherited
+/// mask in place.
+fn pin_current_thread(cpus: &[usize]) {
     // SAFETY: cpu_set_t is plain data; all-zero is a valid (empty) set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for cpu in 0..libc::CPU_SETSIZE as usize {
+    for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
         // SAFETY: `cpu` is below CPU_SETSIZE, the capacity of `set`.
         unsafe { libc::CPU_SET(cpu, &mut set) };
     }
@@ -256,6 +259,7 @@ impl Appender {
             pretouch: true,
             pretouch_at: 0,
             pretoucher: None,
+            pretouch_cpus: None,
             cipher: None,
         })
     }
@@ -446,7 +450,7 @@ impl Appender {
             return;
         }
         if self.pretoucher.is_none() {
-            self.pretoucher = Pretoucher::spawn(h);
+            self.pretoucher = Pretoucher::spawn(h, self.pretouch_cpus.clone());
             if self.pretoucher.is_none() {
                 self.pretouch = false;
                 return;
@@ -466,15 +470,25 @@ impl Appender {
     }
 
     /// Turns the background pretoucher off (on by default): growth and page faults then
-    /// happen on the appending thread when it reaches the end of the backed file. The
-    /// pretoucher thread does not inherit the appender thread's CPU affinity: it may run on
-    /// any CPU of the process's cpuset (turn it off where isolated cores must stay quiet).
+    /// happen on the appending thread when it reaches the end of the backed file.
     pub fn set_pretouch(&mut self, on: bool) {
         self.pretouch = on;
         self.pretouch_at = 0;
         if !on {
             self.pretoucher = None;
         }
+    }
+
+    /// Runs the pretoucher on `cpus`. By default it inherits the CPU affinity of the thread
+    /// that starts it (the appending thread, at its first append near the end of the file),
+    /// so it never leaves the cores the application was confined to; an appender pinned to
+    /// one core then takes the pretoucher's page faults on that same core. Give it other
+    /// cores here (never isolated ones another process depends on). Takes effect when the
+    /// pretoucher next starts: now, if it is running.
+    pub fn set_pretouch_cpus(&mut self, cpus: &[usize]) {
+        self.pretouch_cpus = Some(cpus.to_vec());
+        self.pretoucher = None;
+        self.pretouch_at = 0;
     }
 
     fn grow_index(&mut self, end: u64) -> Result<(), AppendError> {
