@@ -1,6 +1,7 @@
 //! `journal`: append→tail latency and throughput of shmbus journals (seed 002's sizes).
 //!
-//! For each size, two measurements in a temporary directory that is removed afterwards:
+//! For each size, two measurements in a temporary directory that is removed afterwards, then
+//! two memcpy yardsticks:
 //!
 //! * **Latency**: the ping-pong driver over two journals (the `journal` transport): each
 //!   process appends to one journal and live-tails the other, so a round trip is two
@@ -13,6 +14,13 @@
 //!   reads untimed) the clock starts when the tailer tells the appenders to go and stops
 //!   when it has read the last entry. Each entry carries its appender's id and sequence
 //!   number, checked in order by the tailer.
+//! * **Yardsticks** (one core, this process, after the throughput run): `memcpy_cached` copies
+//!   one entry-sized buffer into another over and over (inside the caches); `memcpy_stream`
+//!   copies the run's total bytes in entry-sized pieces sequentially into one pre-faulted
+//!   destination of that size (memory-bound, as a journal writing fresh pages is). The
+//!   throughput target (≥ 0.5 × memcpy) is judged against the streaming one.
+//!   `memcpy_fresh` is the streaming copy into never-touched memory (one page fault per
+//!   4 KiB page, as for new file pages): context for what the faults alone cost.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -369,6 +377,8 @@ pub fn throughput(c: &TputConfig<'_>, cpu_set: &CpuSet) -> Result<Throughput, St
 /// An appender process of the throughput run: warm-up entries, "ready", wait for "go",
 /// the timed entries.
 pub fn appender_main(a: AppenderArgs) -> Result<(), String> {
+    // Before pinning: the CPUs this process may use, for the pretoucher.
+    let allowed = affinity::allowed_cpus().map_err(|e| format!("cannot read the CPU affinity: {e}"))?;
     if let Some(cpu) = a.cpu {
         affinity::pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
     }
@@ -377,6 +387,10 @@ pub fn appender_main(a: AppenderArgs) -> Result<(), String> {
     }
     let j = open_existing(&a.dir).map_err(|e| format!("appender: {e}"))?;
     let mut app = j.appender().map_err(|e| format!("appender: {e}"))?;
+    if a.cpu.is_some() {
+        // The appender is pinned; its pretoucher may use any CPU this process was given.
+        app.set_pretouch_cpus(&allowed);
+    }
     let mut msg: Vec<u8> = (0..a.size).map(|i| (i * 7) as u8).collect();
     msg[0..4].copy_from_slice(&a.id.to_le_bytes());
     for seq in 0..a.warmup {
@@ -395,6 +409,31 @@ pub fn appender_main(a: AppenderArgs) -> Result<(), String> {
         app.append(&msg).map_err(|e| format!("appender {}: {e}", a.id))?;
     }
     Ok(())
+}
+
+/// The two one-core memcpy yardsticks of a throughput run, MiB/s.
+#[derive(Debug, Clone, Copy)]
+struct Yardsticks {
+    /// One entry-sized buffer copied into another over and over (stays in L1/L2).
+    cached: f64,
+    /// The run's bytes copied in entry-sized pieces sequentially into one pre-faulted
+    /// destination of that size (bound by memory bandwidth): the one a journal writing
+    /// fresh pages is judged against.
+    stream: f64,
+    /// As `stream`, into fresh (never touched) anonymous memory: includes one page fault per
+    /// 4 KiB page, as writing new file pages does.
+    fresh: f64,
+}
+
+impl Yardsticks {
+    fn measure(size: usize, total: u64) -> Yardsticks {
+        let cached =
+            crate::memcpy::memcpy_bandwidth(size, Duration::from_millis(200)).mb_per_s * 1e6 / (1u64 << 20) as f64;
+        // The better of two passes: the first may be disturbed by the allocator returning memory.
+        let stream = (0..2).map(|_| crate::memcpy::memcpy_streaming(size, total).mib_per_s()).fold(0.0, f64::max);
+        let fresh = crate::memcpy::memcpy_streaming_fresh(size, total).mib_per_s();
+        Yardsticks { cached, stream, fresh }
+    }
 }
 
 /// Default entries per appender in the throughput run.
@@ -456,6 +495,8 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
             timeout,
         };
         let t = throughput(&tc, &cpu_set).map_err(|e| format!("journal throughput ({size} B): {e}"))?;
+        let y = Yardsticks::measure(size, t.messages * u64::from(t.appenders) * size as u64);
+        let tput = t.mib_per_s(size);
         let (p50, p90, p99, p999) =
             (h.value_at_quantile(0.5), h.value_at_quantile(0.9), h.value_at_quantile(0.99), h.value_at_quantile(0.999));
         if a.json {
@@ -482,7 +523,12 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
                 "tput_secs": t.secs,
                 "tput_pinned": t.pinned,
                 "msgs_per_s": t.msgs_per_s().round() as u64,
-                "mib_per_s": t.mib_per_s(size),
+                "mib_per_s": tput,
+                "memcpy_cached_mib_per_s": y.cached,
+                "memcpy_stream_mib_per_s": y.stream,
+                "memcpy_fresh_mib_per_s": y.fresh,
+                "x_memcpy_cached": tput / y.cached,
+                "x_memcpy_stream": tput / y.stream,
             });
             if a.mode == Sync::Periodic {
                 v["period_ms"] = json!(a.period_ms.max(1));
@@ -491,7 +537,8 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
         } else {
             println!(
                 "journal {:<8} {:<5} {:>6} B  one-way (RTT/2) ns: p50 {p50}  p90 {p90}  p99 {p99}  p99.9 {p999}  max {} (floor p50 {floor})  |  \
-                 {} appender{}: {:.0} msg/s  {:.1} MiB/s ({} x {} entries, {:.3} s)",
+                 {} appender{}: {:.0} msg/s  {:.1} MiB/s ({} x {} entries, {:.3} s) = {:.3} x streaming memcpy {:.0} MiB/s, \
+                 {:.3} x cached memcpy {:.0} MiB/s (memcpy into fresh pages {:.0} MiB/s)",
                 a.mode.as_str(),
                 a.wait.as_str(),
                 size,
@@ -503,6 +550,11 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
                 t.appenders,
                 t.messages,
                 t.secs,
+                tput / y.stream,
+                y.stream,
+                tput / y.cached,
+                y.cached,
+                y.fresh,
             );
         }
     }

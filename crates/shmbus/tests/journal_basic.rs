@@ -713,3 +713,76 @@ fn concurrent_creation_is_race_free() {
     idx.sort_unstable();
     assert_eq!(idx, (0..8).collect::<Vec<_>>());
 }
+
+/// Growth ahead of the appender (the pretoucher, in several steps on tmpfs, in one step
+/// elsewhere, with its inherited CPU affinity or placed explicitly; or the appender itself) while a tailer in another thread reads along: every
+/// entry arrives intact, on the temporary directory's filesystem and on tmpfs.
+#[test]
+fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
+    let (disk, _c) = fresh_dir("jt-grow");
+    let shm = Path::new("/dev/shm").join(format!("shmbus-test-jt-grow-{}", std::process::id()));
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(shm.clone());
+    let mut dirs = vec![disk];
+    if Path::new("/dev/shm").is_dir() {
+        dirs.push(shm);
+    }
+    for (k, base) in dirs.iter().enumerate() {
+        // The pretoucher with its inherited affinity, placed on CPU 0, or off.
+        for (v, (pretouch, cpus)) in [(true, None), (true, Some(vec![0usize])), (false, None)].into_iter().enumerate() {
+            let dir = base.join(format!("j{k}-{v}"));
+            let opts = JournalOptions {
+                cycle_bytes: 48 << 20,
+                chunk_bytes: 4 << 20,
+                max_entry: 64 << 10,
+                roll: RollCycle::Never,
+                ..Default::default()
+            };
+            let j = Journal::open(&dir, &opts).unwrap();
+            let mut t = j.tailer().unwrap();
+            let n = 1200u64;
+            let reader = std::thread::spawn(move || {
+                for i in 0..n {
+                    let e = t.next_timeout(Some(Duration::from_secs(20))).unwrap().expect("entry");
+                    assert_eq!(e.index, i);
+                    assert_eq!(e.data, &payload(i, 1000 + (i as usize * 97) % 40_000)[..]);
+                }
+            });
+            let mut a = j.appender().unwrap();
+            a.set_pretouch(pretouch);
+            if let Some(cpus) = &cpus {
+                a.set_pretouch_cpus(cpus);
+            }
+            for i in 0..n {
+                assert_eq!(a.append(&payload(i, 1000 + (i as usize * 97) % 40_000)).unwrap(), i);
+            }
+            reader.join().unwrap();
+            let info = j.info().unwrap();
+            assert_eq!(info.next_index, n);
+            drop(a);
+            drop(j);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+}
+
+/// The journal's own CRC32C (a short-input fast path) is the `crc32c` crate's function for
+/// every length around the switch-over, every alignment and any starting value.
+#[test]
+fn entry_crc_matches_the_crc32c_crate() {
+    let mut rng = Rng::from_env_or_clock();
+    let buf: Vec<u8> = (0..2048).map(|_| rng.next() as u8).collect();
+    for len in (0..700).chain([1023, 1024, 2000]) {
+        for start in 0..8 {
+            let seed = rng.next() as u32;
+            let data = &buf[start..start + len];
+            assert_eq!(format::crc32c_append(seed, data), crc32c::crc32c_append(seed, data), "len {len} start {start}");
+        }
+    }
+    assert_eq!(format::crc32c_append(0, b"123456789"), 0xE306_9283);
+}

@@ -90,9 +90,20 @@ pub struct Appender {
     scratch: Vec<u8>,
     syncer: Option<Syncer>,
     pretouch: bool,
+    /// The claimed end at which to consult the pretoucher again (see `request_pretouch`).
+    pretouch_at: u64,
     pretoucher: Option<Pretoucher>,
+    /// CPUs the pretoucher runs on (`None`: the CPU affinity of the thread that starts it).
+    pretouch_cpus: Option<Vec<usize>>,
     cipher: Option<Arc<dyn EntryCipher>>,
 }
+
+/// How many chunks ahead of the claimed end the pretoucher keeps the file grown: with one,
+/// a fast appender (large entries) overtakes it while it pre-faults the chunk.
+const PRETOUCH_AHEAD: u64 = 2;
+
+/// The pretoucher's growth step on tmpfs.
+const TMPFS_GROW_STEP: u64 = 2 << 20;
 
 /// A helper thread that grows and pre-faults the next chunk of the current cycle while the
 /// appender still writes the current one, so the hot path never waits for the kernel to
@@ -105,18 +116,47 @@ struct Pretoucher {
 }
 
 impl Pretoucher {
-    fn spawn(hdr: MetaHeader) -> Option<Pretoucher> {
+    fn spawn(hdr: MetaHeader, cpus: Option<Vec<usize>>) -> Option<Pretoucher> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(Arc<CycleFiles>, u64)>(1);
         let thread = std::thread::Builder::new()
             .name("shmbus-journal-pretouch".into())
             .spawn(move || {
+                if let Some(cpus) = cpus {
+                    pin_current_thread(&cpus);
+                }
                 while let Ok((cy, want)) = rx.recv() {
-                    let _ = grow_cycle_data(&cy, &hdr, want);
+                    // On tmpfs, fallocate itself allocates and zeroes the pages, under the
+                    // inode lock: grow in small steps, each published before the next, so
+                    // an appender close behind never waits long. Elsewhere fallocate is
+                    // cheap and one step measured better (ext4, 32 KiB entries: 2 MiB steps
+                    // halved the throughput; the cause was not pinned down).
+                    let step = if cy.tmpfs { TMPFS_GROW_STEP.min(hdr.chunk_bytes) } else { want };
+                    let mut next = cy.alloc().load(Ordering::Acquire);
+                    while next < want {
+                        next = (next / step + 1).saturating_mul(step).min(want);
+                        if grow_cycle_data(&cy, &hdr, next, true).is_err() {
+                            break;
+                        }
+                    }
                 }
             })
             .ok()?;
         Some(Pretoucher { tx: Some(tx), thread: Some(thread), requested: (u64::MAX, 0) })
     }
+}
+
+/// Restricts the calling thread to `cpus` (see [`Appender::set_pretouch_cpus`]). Best effort:
+/// CPUs beyond `CPU_SETSIZE` are ignored, and a set the kernel refuses leaves the inherited
+/// mask in place.
+fn pin_current_thread(cpus: &[usize]) {
+    // SAFETY: cpu_set_t is plain data; all-zero is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: `cpu` is below CPU_SETSIZE, the capacity of `set`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
 }
 
 impl Drop for Pretoucher {
@@ -128,22 +168,28 @@ impl Drop for Pretoucher {
     }
 }
 
-/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, pre-faults the
-/// new pages, then publishes the new `alloc`. Idempotent; any number of growers may race.
-fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64) -> io::Result<()> {
+/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, publishes the
+/// new `alloc`, then (with `populate`) pre-faults the new pages. Idempotent; any number of
+/// growers may race. `alloc` is published before the pre-faulting, so an appender that
+/// catches up with the pretoucher never waits for it: it faults the pages it touches
+/// itself (populating is only a performance hint, never needed for correctness).
+fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64, populate: bool) -> io::Result<()> {
     // Pairs with the Release fetch_max below (here or in another grower).
     let old = cy.alloc().load(Ordering::Acquire);
     if want <= old {
         return Ok(());
     }
-    files::grow(&cy.data_file, CYCLE_HEADER_PAGE as u64 + want)?;
+    // `alloc <= file size - header page` always holds, so only `old..want` is new.
+    files::grow_from(&cy.data_file, CYCLE_HEADER_PAGE as u64 + old, CYCLE_HEADER_PAGE as u64 + want)?;
     if h.durability == 1 {
         files::fdatasync(&cy.data_file)?;
     }
-    files::populate(&cy.data, CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
     // Release: pairs with the Acquire loads of `alloc` (readers' bounds, appenders): the
     // file is this long before anyone may claim or read below `want`.
     cy.alloc().fetch_max(want, Ordering::AcqRel);
+    if populate {
+        files::populate(&cy.data, CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
+    }
     Ok(())
 }
 
@@ -211,7 +257,9 @@ impl Appender {
             scratch: Vec::new(),
             syncer,
             pretouch: true,
+            pretouch_at: 0,
             pretoucher: None,
+            pretouch_cpus: None,
             cipher: None,
         })
     }
@@ -267,14 +315,14 @@ impl Appender {
                 None => {
                     let mut res = self.reserve_inner(body.len())?;
                     res.as_mut_slice().copy_from_slice(body);
-                    res.commit_inner(flags, data.len() as u32)
+                    res.commit_inner(flags, data.len() as u32, Some(body))
                 }
                 Some(c) => {
                     let mut res = self.reserve_inner(body.len() + c.overhead())?;
                     let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
                     let aad = res.index().to_le_bytes();
                     c.seal(&nonce, &aad, body, res.as_mut_slice());
-                    res.commit_inner(flags | FLAG_SEALED, data.len() as u32)
+                    res.commit_inner(flags | FLAG_SEALED, data.len() as u32, None)
                 }
             };
             match r {
@@ -288,7 +336,7 @@ impl Appender {
     fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, CommitError>, AppendError> {
         let mut res = self.reserve_inner(data.len())?;
         res.as_mut_slice().copy_from_slice(data);
-        Ok(res.commit_inner(0, data.len() as u32))
+        Ok(res.commit_inner(0, data.len() as u32, Some(data)))
     }
 
     /// Claims room for an entry of exactly `len` bytes, to be written in place and
@@ -322,7 +370,7 @@ impl Appender {
             if end > self.alloc {
                 self.grow_data(end)?;
             }
-            if self.pretouch && end.saturating_add(self.inner.hdr().chunk_bytes / 2) > self.alloc {
+            if self.pretouch && end >= self.pretouch_at {
                 self.request_pretouch(end);
             }
             if (n + 1) * 4 > self.ialloc {
@@ -338,13 +386,8 @@ impl Appender {
             if !protocol::try_claim(self.cy.pos(), w, units) {
                 continue;
             }
+            // Word 0 of the entry stays 0 until `commit` (see `protocol::commit_entry`).
             let off = u * UNIT as u64;
-            let hw = self.cy.entry_word(off);
-            if !protocol::reserve_entry(hw, units) {
-                // Already abandoned by a reader (we stalled past the timeout): claim again.
-                aux[0].store(0, Ordering::Release);
-                continue;
-            }
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
@@ -359,6 +402,7 @@ impl Appender {
         self.cy = Arc::new(self.inner.open_or_create_cycle(next, realtime_ns())?);
         self.alloc = 0;
         self.ialloc = 0;
+        self.pretouch_at = 0;
         let h = self.inner.hdr();
         if created && (h.retain_cycles != 0 || h.retain_secs != 0) {
             let r = Retention {
@@ -376,27 +420,37 @@ impl Appender {
             return Ok(());
         }
         let h = *self.inner.hdr();
-        let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.cycle_bytes);
-        grow_cycle_data(&self.cy, &h, want).map_err(AppendError::Io)?;
+        let want = (end.div_ceil(h.chunk_bytes) + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
+        // No pre-faulting here, on the hot path: the pretoucher does it (if it is on), else
+        // the pages fault in one by one as they are written.
+        grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(AppendError::Io)?;
         self.alloc = self.cy.alloc().load(Ordering::Acquire);
         Ok(())
     }
 
-    /// Asks the pretoucher for the next chunk once we are within half a chunk of the end.
+    /// Asks the pretoucher to grow and pre-fault the file ahead once we are within
+    /// `PRETOUCH_AHEAD` chunks of its end, and sets `pretouch_at`, so that the hot path calls
+    /// this only every so often (not on every append while the pretoucher is busy).
     #[cold]
     fn request_pretouch(&mut self, end: u64) {
         let h = *self.inner.hdr();
         // The pretoucher may have grown the file already: refresh our copy first.
         self.alloc = self.cy.alloc().load(Ordering::Acquire);
-        if end.saturating_add(h.chunk_bytes / 2) <= self.alloc {
+        let ahead = PRETOUCH_AHEAD * h.chunk_bytes;
+        if end.saturating_add(ahead) <= self.alloc {
+            // Far enough from the end: next time when we come within `ahead` of it.
+            self.pretouch_at = self.alloc - ahead + 1;
             return;
         }
-        let want = self.alloc.saturating_add(h.chunk_bytes).min(h.cycle_bytes);
+        // Consult again after a sixteenth of a chunk (the request may be refused while the
+        // pretoucher is busy; growing is done by the appender itself if it catches up).
+        self.pretouch_at = end.saturating_add((h.chunk_bytes / 16).max(UNIT as u64));
+        let want = (end.div_ceil(h.chunk_bytes) + PRETOUCH_AHEAD + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
         if want <= self.alloc {
             return;
         }
         if self.pretoucher.is_none() {
-            self.pretoucher = Pretoucher::spawn(h);
+            self.pretoucher = Pretoucher::spawn(h, self.pretouch_cpus.clone());
             if self.pretoucher.is_none() {
                 self.pretouch = false;
                 return;
@@ -419,9 +473,22 @@ impl Appender {
     /// happen on the appending thread when it reaches the end of the backed file.
     pub fn set_pretouch(&mut self, on: bool) {
         self.pretouch = on;
+        self.pretouch_at = 0;
         if !on {
             self.pretoucher = None;
         }
+    }
+
+    /// Runs the pretoucher on `cpus`. By default it inherits the CPU affinity of the thread
+    /// that starts it (the appending thread, at its first append near the end of the file),
+    /// so it never leaves the cores the application was confined to; an appender pinned to
+    /// one core then takes the pretoucher's page faults on that same core. Give it other
+    /// cores here (never isolated ones another process depends on). Takes effect when the
+    /// pretoucher next starts: now, if it is running.
+    pub fn set_pretouch_cpus(&mut self, cpus: &[usize]) {
+        self.pretouch_cpus = Some(cpus.to_vec());
+        self.pretoucher = None;
+        self.pretouch_at = 0;
     }
 
     fn grow_index(&mut self, end: u64) -> Result<(), AppendError> {
@@ -431,7 +498,8 @@ impl Appender {
         }
         let h = self.inner.hdr();
         let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
-        files::grow(&self.cy.index_file, want).map_err(AppendError::Io)?;
+        // `ialloc <=` the index file's size always holds, so only `ialloc..want` is new.
+        files::grow_from(&self.cy.index_file, self.ialloc, want).map_err(AppendError::Io)?;
         // Pairs with the Acquire load in `CycleFiles::index_slot`.
         self.cy.ialloc().fetch_max(want, Ordering::AcqRel);
         self.ialloc = want;
@@ -478,26 +546,37 @@ impl Reservation<'_> {
     /// Publishes the entry. Returns its global index.
     pub fn commit(self) -> Result<u64, CommitError> {
         let len = self.len as u32;
-        self.commit_inner(0, len)
+        self.commit_inner(0, len, None)
     }
 
-    fn commit_inner(mut self, flags: u64, raw_len: u32) -> Result<u64, CommitError> {
+    /// `src`: the payload bytes just written (the caller's copy), to checksum instead of
+    /// reading the mapped entry back; `None` for payloads written in place.
+    fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, CommitError> {
         self.done = true;
         let cy = &self.app.cy;
         let p = cy.data_ptr(self.off);
         let len = self.len as u32;
         let idx = self.n as u32;
-        // SAFETY: header bytes 12..32 of our claimed entry; aligned; ours until commit.
-        unsafe {
-            std::ptr::write(p.add(12) as *mut u32, len.to_le());
-            std::ptr::write(p.add(16) as *mut u32, raw_len.to_le());
-            std::ptr::write(p.add(20) as *mut u32, idx.to_le());
-            std::ptr::write(p.add(24) as *mut u64, self.ts.to_le());
-        }
-        // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
-        let covered =
-            unsafe { std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.len) };
-        let crc = entry_crc(flags, covered);
+        let mut head = [0u8; ENTRY_HEADER - CRC_FROM];
+        head[0..4].copy_from_slice(&len.to_le_bytes());
+        head[4..8].copy_from_slice(&raw_len.to_le_bytes());
+        head[8..12].copy_from_slice(&idx.to_le_bytes());
+        head[12..20].copy_from_slice(&self.ts.to_le_bytes());
+        // SAFETY: header bytes 12..32 of our claimed entry; ours until commit.
+        unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), p.add(CRC_FROM), head.len()) };
+        let crc = match src {
+            Some(payload) => {
+                debug_assert_eq!(payload.len(), self.len);
+                entry_crc_parts(flags, &head, payload)
+            }
+            None => {
+                // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
+                let covered = unsafe {
+                    std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.len)
+                };
+                entry_crc(flags, covered)
+            }
+        };
         // SAFETY: header bytes 8..12 of our entry.
         unsafe { std::ptr::write(p.add(8) as *mut u32, crc.to_le()) };
         let hw = cy.entry_word(self.off);

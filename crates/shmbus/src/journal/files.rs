@@ -59,8 +59,20 @@ impl Drop for RemoveOnDrop {
 
 /// Extends `file` to at least `len` bytes; never shrinks it, so concurrent growers are safe.
 pub(crate) fn grow(file: &File, len: u64) -> io::Result<()> {
+    grow_from(file, 0, len)
+}
+
+/// [`grow`], allocating only `from..len` (`from` capped at the file's size): the caller
+/// knows the file already holds `0..from` (a growing cycle file). On tmpfs `fallocate` visits every page of its range, so
+/// reallocating the whole file at each growth made growing quadratic in the file size.
+pub(crate) fn grow_from(file: &File, from: u64, len: u64) -> io::Result<()> {
+    // `from` comes from a shared word: never skip past what the file really holds.
+    let from = from.min(file.metadata()?.len());
+    if from >= len {
+        return Ok(());
+    }
     // SAFETY: fallocate on a valid fd; mode 0 only allocates and extends, never shrinks.
-    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, from as libc::off_t, (len - from) as libc::off_t) };
     if r == 0 {
         return Ok(());
     }
@@ -95,6 +107,20 @@ pub(crate) fn populate(map: &Mapping, offset: usize, len: usize) {
     // SAFETY: the range lies inside our own mapping; populating does not change contents
     // (it faults pages in as if written with their current values).
     unsafe { libc::madvise(map.as_ptr().add(start).cast(), end - start, MADV_POPULATE_WRITE) };
+}
+
+/// Whether `file` is on tmpfs (`fstatfs`; `false` if that fails).
+fn is_tmpfs(file: &File) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    // SAFETY: statfs is plain data; all-zero is a valid value.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd and a writable statfs.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut s) } != 0 {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    let magic = i64::from(s.f_type);
+    magic == TMPFS_MAGIC
 }
 
 /// `flock(2)`.
@@ -267,6 +293,9 @@ pub(crate) struct CycleFiles {
     pub(crate) index: Mapping,
     pub(crate) cap_units: u64,
     pub(crate) max_entries: u64,
+    /// Whether the data file is on tmpfs, where `fallocate` allocates and zeroes every page
+    /// under the inode lock (growth is then done in small steps; see the appender).
+    pub(crate) tmpfs: bool,
     /// Bytes of the data area this process has seen the file actually hold (`fstat`): the
     /// shared `alloc` word is not trusted for memory safety, this is.
     data_seen: std::sync::atomic::AtomicU64,
@@ -307,6 +336,7 @@ impl CycleFiles {
         let ilen = usize::try_from(meta.index_bytes()).map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
         let data = Mapping::map(data_file.as_fd(), dlen).map_err(|e| OpenError::io(&dpath, e))?;
         let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
+        let tmpfs = is_tmpfs(&data_file);
         Ok(CycleFiles {
             num: c,
             hdr,
@@ -316,6 +346,7 @@ impl CycleFiles {
             index,
             cap_units: meta.cycle_bytes / UNIT as u64,
             max_entries: max_entries(meta.cycle_bytes),
+            tmpfs,
             data_seen: std::sync::atomic::AtomicU64::new(0),
             index_seen: std::sync::atomic::AtomicU64::new(0),
         })

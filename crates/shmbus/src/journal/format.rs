@@ -407,7 +407,52 @@ pub const CRC_FROM: usize = 12;
 /// entry (`len`, `raw_len`, index, timestamp, payload).
 #[inline]
 pub fn entry_crc(flags: u64, covered: &[u8]) -> u32 {
-    crc32c::crc32c_append(flags as u32, covered)
+    crc32c_append(flags as u32, covered)
+}
+
+/// [`entry_crc`] computed from the parts instead of the entry's bytes: `head` is bytes
+/// `CRC_FROM..32` (`len`, `raw_len`, index, timestamp, little-endian), `payload` the payload.
+/// The writer uses it on its own copies, so it never reads back the lines it just wrote
+/// (which a polling reader may have taken away in between).
+#[inline]
+pub fn entry_crc_parts(flags: u64, head: &[u8; ENTRY_HEADER - CRC_FROM], payload: &[u8]) -> u32 {
+    crc32c_append(crc32c_append(flags as u32, head), payload)
+}
+
+/// Below this length [`crc32c_append`] uses one straight chain of `crc32` instructions; at
+/// and above it the `crc32c` crate's three-way interleaved version, which is faster on long
+/// inputs but costs a few hundred instructions of set-up per call: more than the whole
+/// checksum of a small entry.
+const CRC_SHORT: usize = 512;
+
+/// CRC32C of `data` continued from `crc` (the same function as `crc32c::crc32c_append`),
+/// with a cheap path for the short inputs most entries are.
+#[inline]
+pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if data.len() < CRC_SHORT && std::arch::is_x86_feature_detected!("sse4.2") {
+        // SAFETY: the CPU supports SSE4.2 (checked just above).
+        return unsafe { crc32c_short_sse42(crc, data) };
+    }
+    crc32c::crc32c_append(crc, data)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn crc32c_short_sse42(crc: u32, data: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
+    let mut c = u64::from(!crc);
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        c = _mm_crc32_u64(c, u64::from_le_bytes(b));
+    }
+    let mut c = c as u32;
+    for &b in words.remainder() {
+        c = _mm_crc32_u8(c, b);
+    }
+    !c
 }
 
 /// One entry as found by the scanner.

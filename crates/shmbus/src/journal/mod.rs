@@ -15,10 +15,10 @@
 //! Uncontended it costs the same single locked instruction.)
 //!
 //! **Entries.** Each entry starts with a 32-byte header whose word 0 packs `state | flags |
-//! units`. The winner of the claim moves word 0 from 0 to `RESERVED` with a CAS, writes the
-//! payload, length, timestamp, index and CRC32C, and publishes with a Release CAS
-//! `RESERVED → COMMITTED`. A reader loads word 0 with Acquire: `COMMITTED` means every other
-//! field is final. `ABANDONED` entries are skipped. Indices are dense over claimed entries;
+//! units`. The winner of the claim writes the payload, length, timestamp, index and CRC32C
+//! while word 0 is still 0, and publishes with one Release CAS `0 → COMMITTED` (older
+//! versions went through a `RESERVED` state first, which readers still accept). A reader
+//! loads word 0 with Acquire: `COMMITTED` means every other field is final. `ABANDONED` entries are skipped. Indices are dense over claimed entries;
 //! readers see every committed one, in index order, identical for all readers.
 //!
 //! **Dead and stuck appenders.** Before its claim CAS an appender records `(cycle, expected

@@ -8,10 +8,10 @@
 //! * the cycle's **position word** `SEALED:1 | n:31 | units:32` only grows; claims move it
 //!   `(n, u) → (n+1, u+k)` by CAS, so every claimed index is unique and dense and claimed
 //!   byte ranges never overlap; `SEALED` is set once and then nothing changes it;
-//! * an entry's **word 0** goes `0 → RESERVED` (owner), `RESERVED → COMMITTED` (owner,
-//!   Release) and `0 | RESERVED → ABANDONED` (anyone who knows the owner is dead or late),
-//!   each by CAS, so the owner's commit and an abandonment cannot both succeed; `COMMITTED`
-//!   and `ABANDONED` are final.
+//! * an entry's **word 0** goes `0 → COMMITTED` (owner, Release) and `0 | RESERVED →
+//!   ABANDONED` (anyone who knows the owner is dead or late), each by CAS, so the owner's
+//!   commit and an abandonment cannot both succeed; `COMMITTED` and `ABANDONED` are final.
+//!   (`RESERVED` is written only by older versions, which went `0 → RESERVED → COMMITTED`.)
 
 use super::format::*;
 use crate::sync::{AtomicU64, Ordering};
@@ -48,29 +48,23 @@ pub fn seal(pos: &AtomicU64) -> u64 {
     w
 }
 
-/// The owner marks its freshly claimed entry reserved. `false`: it was abandoned already
-/// (the owner stalled past the abandon timeout) and the owner must claim again.
-#[inline]
-pub fn reserve_entry(word: &AtomicU64, units: u64) -> bool {
-    word.compare_exchange(0, entry_word(ST_RESERVED, 0, units), Ordering::AcqRel, Ordering::Relaxed).is_ok()
-}
-
-/// The owner publishes its entry. Release: pairs with the Acquire load in [`observe`]; every
-/// byte of the entry written before this call is visible to a reader that sees COMMITTED.
-/// `false`: readers abandoned the entry first.
+/// The owner publishes its entry: word 0 goes from 0 (unwritten: claimed, being written)
+/// straight to COMMITTED. Release: pairs with the Acquire load in [`observe`]; every byte of
+/// the entry written before this call is visible to a reader that sees COMMITTED. `false`:
+/// readers abandoned the entry first (the owner stalled past the abandon timeout); its
+/// bytes are then ignored by everyone (an abandoned entry is skipped by its size alone).
+///
+/// There is no separate "reserved" step: one locked instruction per entry on the line a
+/// caught-up tailer polls, not two. (Writers of older versions went 0 → RESERVED →
+/// COMMITTED; readers and abandoners treat RESERVED like 0, so both kinds of writer can
+/// share a journal.)
 #[inline]
 pub fn commit_entry(word: &AtomicU64, units: u64, flags: u64) -> bool {
-    word.compare_exchange(
-        entry_word(ST_RESERVED, 0, units),
-        entry_word(ST_COMMITTED, flags, units),
-        Ordering::AcqRel,
-        Ordering::Relaxed,
-    )
-    .is_ok()
+    word.compare_exchange(0, entry_word(ST_COMMITTED, flags, units), Ordering::AcqRel, Ordering::Relaxed).is_ok()
 }
 
 /// Abandons an entry that is unwritten (0) or reserved with `units`. `true` if this call did
-/// it. Races with [`reserve_entry`] and [`commit_entry`]: exactly one side wins each CAS.
+/// it. Races with [`commit_entry`]: exactly one side wins the CAS.
 pub fn abandon_entry(word: &AtomicU64, units: u64) -> bool {
     let cur = word.load(Ordering::Acquire);
     let (st, _, cu) = entry_word_parts(cur);

@@ -171,6 +171,8 @@ pub struct Tailer {
     pending_gap: Option<(u64, u64)>,
     /// The position word of `cy` as last loaded.
     seen: u64,
+    /// Polls that found the next entry not yet committed (see `step`).
+    idle_polls: u32,
 }
 
 impl Tailer {
@@ -209,6 +211,7 @@ impl Tailer {
             policy: WaitPolicy::default(),
             pending_gap: None,
             seen: 0,
+            idle_polls: 0,
         };
         if index < t.cy.hdr.first_index {
             t.pending_gap = Some((index, t.cy.hdr.first_index));
@@ -325,15 +328,22 @@ impl Tailer {
     /// CRC) before use anyway. A caught-up tailer thus polls one line, the one the
     /// appender writes next, instead of the appenders' contended position word.
     fn next_is_final(&self) -> bool {
+        matches!(self.next_state(), Some(EntryState::Committed { .. } | EntryState::Abandoned { .. }))
+    }
+
+    /// The state of the entry at our offset, from its own header alone (`None`: the offset
+    /// or the size it claims is outside the cycle). Committed and abandoned states are
+    /// only reported when their size fits.
+    fn next_state(&self) -> Option<EntryState> {
         let at = self.off / UNIT as u64;
         if !units_fit(&self.cy, at, (ENTRY_HEADER / UNIT) as u64, self.cy.cap_units) {
-            return false;
+            return None;
         }
         match protocol::observe(self.cy.entry_word(self.off)) {
-            EntryState::Committed { units, .. } | EntryState::Abandoned { units } => {
-                units_fit(&self.cy, at, units, self.cy.cap_units)
+            s @ (EntryState::Committed { units, .. } | EntryState::Abandoned { units }) => {
+                units_fit(&self.cy, at, units, self.cy.cap_units).then_some(s)
             }
-            _ => false,
+            s => Some(s),
         }
     }
 
@@ -410,13 +420,34 @@ impl Tailer {
             // valid bound.)
             let (sealed, n, u) = if pos_parts(self.seen).1 > self.i {
                 pos_parts(self.seen)
-            } else if self.next_is_final() {
-                // Caught up, but the next entry's own header already says it is there:
-                // read it without touching the position line (see `next_is_final`).
-                (false, self.i + 1, self.cy.cap_units)
             } else {
-                self.seen = self.cy.pos().load(Ordering::Acquire);
-                pos_parts(self.seen)
+                match self.next_state() {
+                    Some(EntryState::Committed { .. } | EntryState::Abandoned { .. }) => {
+                        // Caught up, but the next entry's own header already says it is
+                        // there: read it without touching the position line (see
+                        // `next_is_final`).
+                        self.idle_polls = 0;
+                        (false, self.i + 1, self.cy.cap_units)
+                    }
+                    Some(EntryState::Unwritten | EntryState::Reserved { .. })
+                        if self.inner.meta.current().load(Ordering::Acquire) == self.cy.num
+                            && self.idle_polls_skip() =>
+                    {
+                        // Caught up in the newest cycle and the next entry is not there yet:
+                        // nothing to deliver. Loading the position word on every such poll
+                        // would pull the appenders' claim line to this core each time and
+                        // stall their claim CAS. It is needed here only to notice a stuck
+                        // claim, so only every 16th such poll loads it. (A sealed cycle is
+                        // followed by a newer one, announced in the metadata's `current`
+                        // word, a line written once per cycle: with a newer cycle we always
+                        // load the position word.)
+                        return Ok(Step::Empty);
+                    }
+                    _ => {
+                        self.seen = self.cy.pos().load(Ordering::Acquire);
+                        pos_parts(self.seen)
+                    }
+                }
             };
             if self.i >= n {
                 if !sealed {
@@ -476,6 +507,12 @@ impl Tailer {
                 Err(_) => Err(ReadError::Corrupt { index: global, what: "bad entry header" }),
             };
         }
+    }
+
+    /// Counts an idle poll; `true` when this one may skip the position word.
+    fn idle_polls_skip(&mut self) -> bool {
+        self.idle_polls = self.idle_polls.wrapping_add(1);
+        self.idle_polls % 16 != 0
     }
 
     fn materialize(
