@@ -13,7 +13,7 @@ use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::participants::ParticipantTable;
 use crate::segment::{CreateOptions, Kind, Layout, Segment, KIND_OFFSET, PARAMS};
-use crate::sys::{monotonic_ns, page_size, process_is_alive, Mapping, ProcessId};
+use crate::sys::{coarse_monotonic_ns, page_size, process_is_alive, Mapping, ProcessId};
 use crate::wait::{block_on, deadline_after, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -55,6 +55,18 @@ impl Default for StreamConfig {
     fn default() -> Self {
         StreamConfig::new(1 << 20)
     }
+}
+
+/// A read prefetch hint for the cache line at `p` (nothing where the target has none).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and has no effect on memory.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -274,7 +286,9 @@ impl PeerWatch {
         if owner.process.pid == shared.me.pid {
             return true;
         }
-        let now = monotonic_ns();
+        // The coarse clock: this runs on every empty poll of a spinning reader, and a precise
+        // clock read there (~20 ns) would delay noticing the record it waits for.
+        let now = coarse_monotonic_ns();
         if owner.process != self.seen || now.saturating_sub(self.checked_ns) >= LIVENESS_INTERVAL.as_nanos() as u64 {
             self.seen = owner.process;
             self.checked_ns = now;
@@ -808,6 +822,15 @@ impl StreamReader {
     fn next(core: &mut ReaderCore, shared: &Shared) -> Result<Option<Next>, Corruption> {
         let avail = core.poll(shared.ctrl())?;
         if avail == 0 {
+            // Fetch the lines the next record will be written to while we wait for the write
+            // position: once it moves, they are already on their way instead of requested
+            // only then (about one cache-line round trip instead of two). Four lines cover
+            // records up to ~250 B; the double mapping makes them contiguous. Measured, spin
+            // ping-pong p50 at floor 55-60 ns: 32 B 105-110 -> 95-100 ns, 256 B 150 -> 135 ns.
+            let at = shared.at(core.position());
+            for i in 0..4 {
+                prefetch(at.wrapping_add(64 * i));
+            }
             return Ok(None);
         }
         let pos = core.position();
@@ -968,6 +991,7 @@ impl fmt::Debug for Record<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::monotonic_ns;
     use std::path::PathBuf;
 
     /// A domain in a fresh temporary root, removed on drop.

@@ -12,7 +12,7 @@ pub mod time;
 pub use futex::{futex_wait, futex_waitv, futex_wake, waitv_supported, WaitOutcome, WaitvEntry};
 pub use mmap::Mapping;
 pub use process::{process_is_alive, ProcessId};
-pub use time::monotonic_ns;
+pub use time::{coarse_monotonic_ns, monotonic_ns};
 
 /// The system page size, read once.
 pub fn page_size() -> usize {

@@ -11,3 +11,15 @@ pub fn monotonic_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// Nanoseconds of `CLOCK_MONOTONIC_COARSE`: the same clock at the resolution of the kernel's
+/// tick (1–4 ms), read from the vDSO without the time-stamp counter. For rate-limiting
+/// checks inside polling loops (liveness every 50 ms, say), where a precise clock read
+/// would stretch every poll and so delay the message the loop is waiting for.
+#[inline]
+pub fn coarse_monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC_COARSE exists since 2.6.32.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
