@@ -55,6 +55,9 @@ pub struct Outcome {
     pub memcpy_mb_per_s: f64,
     /// Whether writer and reader were pinned to two different CPUs.
     pub pinned: bool,
+    /// The spin floor's p50 just before the run: where the two vCPUs sit (neighbouring or
+    /// distant cores) decides the cross-core bandwidth as much as the stream does.
+    pub floor_p50_ns: u64,
 }
 
 /// Default ring: at least 8 MiB and at least 8 records, a power of two.
@@ -80,6 +83,10 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
         config.capacity = default_capacity(config.size);
     }
     let size = config.size;
+    let cpu_set = crate::cpus::CpuSet::current()?;
+    let floor_p50_ns = crate::cpus::floor_p50_ns(&cpu_set)?;
+    // The floor run pins this thread: give it back every CPU before choosing the pair.
+    cpu_set.restore()?;
     let cpus = affinity::pick_pair().map_err(|e| format!("cannot read CPU affinity: {e}"))?;
     if let Some((w, _)) = cpus {
         affinity::pin_current_thread(w).map_err(|e| format!("cannot pin to CPU {w}: {e}"))?;
@@ -134,7 +141,15 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
         }
     };
     let mb_per_s = (records as f64 * size as f64) / secs / 1e6;
-    Ok(Outcome { config, records, secs, mb_per_s, memcpy_mb_per_s: memcpy.mb_per_s, pinned: cpus.is_some() })
+    Ok(Outcome {
+        config,
+        records,
+        secs,
+        mb_per_s,
+        memcpy_mb_per_s: memcpy.mb_per_s,
+        pinned: cpus.is_some(),
+        floor_p50_ns,
+    })
 }
 
 /// Writes the warm-up and the timed records; returns the timed seconds.
@@ -321,6 +336,7 @@ pub fn json(o: &Outcome) -> String {
         "mb_per_s": o.mb_per_s.round() as u64,
         "memcpy_mb_per_s": o.memcpy_mb_per_s.round() as u64,
         "ratio": (o.mb_per_s / o.memcpy_mb_per_s * 1000.0).round() / 1000.0,
+        "floor_p50_ns": o.floor_p50_ns,
     })
     .to_string()
 }
@@ -328,7 +344,7 @@ pub fn json(o: &Outcome) -> String {
 /// The run as one readable line.
 pub fn line(o: &Outcome) -> String {
     format!(
-        "stream {} {} {} B records, {} MiB in {:.3} s: {:.0} MB/s; memcpy {:.0} MB/s (one core); ratio {:.3}{}",
+        "stream {} {} {} B records, {} MiB in {:.3} s: {:.0} MB/s; memcpy {:.0} MB/s (one core); ratio {:.3}; floor {} ns{}",
         o.config.mode.as_str(),
         o.config.payload.as_str(),
         o.config.size,
@@ -337,6 +353,7 @@ pub fn line(o: &Outcome) -> String {
         o.mb_per_s,
         o.memcpy_mb_per_s,
         o.mb_per_s / o.memcpy_mb_per_s,
+        o.floor_p50_ns,
         if o.pinned { "" } else { " (unpinned)" },
     )
 }

@@ -56,6 +56,7 @@ const THROUGHPUT_KEYS: &[&str] = &[
     "mb_per_s",
     "memcpy_mb_per_s",
     "ratio",
+    "floor_p50_ns",
 ];
 
 #[test]
@@ -91,6 +92,7 @@ fn stream_throughput_reports_bandwidth_next_to_memcpy() {
         assert!(uint(&o, "capacity").is_power_of_two(), "{o:?}");
         assert!(uint(&o, "mb_per_s") > 0 && uint(&o, "memcpy_mb_per_s") > 0, "{o:?}");
         assert!(o["ratio"].as_f64().unwrap() > 0.0, "{o:?}");
+        assert!(uint(&o, "floor_p50_ns") > 0, "{o:?}");
     }
 }
 
