@@ -15,6 +15,7 @@ say "stream throughput 64 KiB" "$B" throughput --transport stream --size 65536 -
 for jw in "2 3" "3 3" "5 3" "6 6"; do set -- $jw; say "pool $1/$2" "$B" pool --jobs "$1" --workers "$2" --rounds 1000 --mode block; done
 say "queue table" "$B" queue-table
 say "journal (seed 002 sizes), mode none" "$B" journal --mode none --json
+say "journal 40 B, tailer after (the append rate)" "$B" journal --size 40 --mode none --tailer after --json
 say "journal 40 B, 2 appenders" "$B" journal --size 40 --mode none --appenders 2 --json
 say "journal 40 B, mode flush" "$B" journal --size 40 --mode flush --json
 echo; echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

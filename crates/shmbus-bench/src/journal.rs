@@ -72,6 +72,24 @@ impl Sync {
     }
 }
 
+/// When the throughput run's tailer reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TailerTiming {
+    /// Along with the appenders.
+    Live,
+    /// Once they are done.
+    After,
+}
+
+impl TailerTiming {
+    fn as_str(self) -> &'static str {
+        match self {
+            TailerTiming::Live => "live",
+            TailerTiming::After => "after",
+        }
+    }
+}
+
 /// `shmbus-bench journal`.
 #[derive(Debug, clap::Args)]
 pub struct JournalArgs {
@@ -102,6 +120,11 @@ pub struct JournalArgs {
     /// How tailers wait: spin (busy-poll) or block (futex sleep at once).
     #[arg(long, value_enum, default_value_t = Mode::Spin)]
     wait: Mode,
+    /// The throughput run's tailer: `live` reads along while the appenders append (the
+    /// end-to-end rate); `after` reads everything once they are done (the append rate with no
+    /// reader on the appenders' heels; every entry is still read and checked).
+    #[arg(long, value_enum, default_value_t = TailerTiming::Live)]
+    tailer: TailerTiming,
     /// Directory to make the temporary journals in. Default: the system's temporary
     /// directory (`TMPDIR`, else /tmp).
     #[arg(long, value_name = "DIR")]
@@ -138,13 +161,21 @@ pub struct Throughput {
     pub appenders: u32,
     /// Entries per appender (timed).
     pub messages: u64,
-    /// Seconds from "go" to the last entry read.
+    /// Seconds the rate is taken over: from "go" to the last entry read (live tailer), or
+    /// the slowest appender's time from "go" to its last append (tailer after).
     pub secs: f64,
+    /// The slowest appender's own time from "go" to its last append.
+    pub append_secs: f64,
     /// Whether the tailer and each appender had a CPU of their own.
     pub pinned: bool,
 }
 
 impl Throughput {
+    /// Entries appended per second by all appenders, as their own clocks saw it.
+    pub fn append_msgs_per_s(&self) -> f64 {
+        (self.messages * u64::from(self.appenders)) as f64 / self.append_secs
+    }
+
     /// Entries per second through the journal (all appenders).
     pub fn msgs_per_s(&self) -> f64 {
         (self.messages * u64::from(self.appenders)) as f64 / self.secs
@@ -308,12 +339,14 @@ pub struct TputConfig<'a> {
     pub mode: Mode,
     /// Longest wait for the next entry.
     pub timeout: Duration,
+    /// Whether the tailer reads along (else after the appenders are done).
+    pub live: bool,
 }
 
 /// The throughput run: `appenders` processes append `messages` entries each while this
 /// process tails them all. `cpu_set`: the CPUs to spread the processes over.
 pub fn throughput(c: &TputConfig<'_>, cpu_set: &CpuSet) -> Result<Throughput, String> {
-    let TputConfig { parent, durability: dur, size, appenders, messages, mode, timeout } = *c;
+    let TputConfig { parent, durability: dur, size, appenders, messages, mode, timeout, live } = *c;
     let count = u32::try_from(messages).map_err(|_| "--messages must fit in 32 bits".to_string())?;
     let warm = (count / 10).clamp(1, 1000);
     let dir = TempDir::create(parent, "journal-tput").map_err(|e| format!("cannot make a temporary directory: {e}"))?;
@@ -359,8 +392,28 @@ pub fn throughput(c: &TputConfig<'_>, cpu_set: &CpuSet) -> Result<Throughput, St
     for (_, stdin, _) in &mut apps.children {
         stdin.write_all(b"go\n").and_then(|()| stdin.flush()).map_err(|e| format!("appender: {e}"))?;
     }
-    tail(&mut tailer, mode, messages * u64::from(appenders), size, &mut next, &mut apps, timeout)?;
-    let secs = start.elapsed().as_secs_f64();
+    let total = messages * u64::from(appenders);
+    let mut secs = 0.0;
+    if live {
+        tail(&mut tailer, mode, total, size, &mut next, &mut apps, timeout)?;
+        secs = start.elapsed().as_secs_f64();
+    }
+    // Each appender reports its own time from "go" to its last append.
+    let mut append_secs = 0.0f64;
+    for (c, _, out) in &mut apps.children {
+        let mut line = String::new();
+        out.read_line(&mut line).map_err(|e| format!("appender: {e}"))?;
+        let ns = line.trim().strip_prefix("done ").and_then(|n| n.parse::<u64>().ok()).ok_or_else(|| {
+            let status = c.wait().map(|s| s.to_string()).unwrap_or_default();
+            format!("an appender reported {line:?} ({status})")
+        })?;
+        append_secs = append_secs.max(ns as f64 / 1e9);
+    }
+    if !live {
+        // Not timed: every entry is still read and checked.
+        tail(&mut tailer, mode, total, size, &mut next, &mut apps, timeout)?;
+        secs = append_secs;
+    }
     for (c, _, _) in &mut apps.children {
         let s = c.wait().map_err(|e| format!("cannot wait for an appender: {e}"))?;
         if !s.success() {
@@ -371,7 +424,7 @@ pub fn throughput(c: &TputConfig<'_>, cpu_set: &CpuSet) -> Result<Throughput, St
     drop(tailer);
     drop(j);
     drop(dir);
-    Ok(Throughput { appenders, messages, secs, pinned })
+    Ok(Throughput { appenders, messages, secs, append_secs, pinned })
 }
 
 /// An appender process of the throughput run: warm-up entries, "ready", wait for "go",
@@ -404,10 +457,13 @@ pub fn appender_main(a: AppenderArgs) -> Result<(), String> {
     if line.trim() != "go" {
         return Err("appender: the measuring process went away".into());
     }
+    let start = Instant::now();
     for seq in a.warmup..a.warmup.saturating_add(a.count) {
         msg[4..8].copy_from_slice(&seq.to_le_bytes());
         app.append(&msg).map_err(|e| format!("appender {}: {e}", a.id))?;
     }
+    let ns = start.elapsed().as_nanos();
+    writeln!(out, "done {ns}").and_then(|()| out.flush()).map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -493,6 +549,7 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
             messages,
             mode: a.wait,
             timeout,
+            live: a.tailer == TailerTiming::Live,
         };
         let t = throughput(&tc, &cpu_set).map_err(|e| format!("journal throughput ({size} B): {e}"))?;
         let y = Yardsticks::measure(size, t.messages * u64::from(t.appenders) * size as u64);
@@ -523,6 +580,8 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
                 "tput_secs": t.secs,
                 "tput_pinned": t.pinned,
                 "msgs_per_s": t.msgs_per_s().round() as u64,
+                "tailer": a.tailer.as_str(),
+                "append_msgs_per_s": t.append_msgs_per_s().round() as u64,
                 "mib_per_s": tput,
                 "memcpy_cached_mib_per_s": y.cached,
                 "memcpy_stream_mib_per_s": y.stream,
@@ -537,7 +596,7 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
         } else {
             println!(
                 "journal {:<8} {:<5} {:>6} B  one-way (RTT/2) ns: p50 {p50}  p90 {p90}  p99 {p99}  p99.9 {p999}  max {} (floor p50 {floor})  |  \
-                 {} appender{}: {:.0} msg/s  {:.1} MiB/s ({} x {} entries, {:.3} s) = {:.3} x streaming memcpy {:.0} MiB/s, \
+                 {} appender{}, tailer {}: {:.0} msg/s (appending {:.0}/s)  {:.1} MiB/s ({} x {} entries, {:.3} s) = {:.3} x streaming memcpy {:.0} MiB/s, \
                  {:.3} x cached memcpy {:.0} MiB/s (memcpy into fresh pages {:.0} MiB/s)",
                 a.mode.as_str(),
                 a.wait.as_str(),
@@ -545,7 +604,9 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
                 h.max(),
                 t.appenders,
                 if t.appenders == 1 { "" } else { "s" },
+                a.tailer.as_str(),
                 t.msgs_per_s(),
+                t.append_msgs_per_s(),
                 t.mib_per_s(size),
                 t.appenders,
                 t.messages,

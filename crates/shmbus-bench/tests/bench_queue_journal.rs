@@ -130,6 +130,8 @@ fn journal_reports_latency_and_throughput_for_every_mode_and_appender_count() {
     let d = dir.to_str().unwrap();
     for mode in ["none", "flush", "periodic"] {
         for appenders in ["1", "2"] {
+            // The tailer reads along, or after the appenders are done (both checked once each).
+            let tailer = if (mode == "none") == (appenders == "1") { "live" } else { "after" };
             let args = [
                 "journal",
                 "--json",
@@ -139,6 +141,8 @@ fn journal_reports_latency_and_throughput_for_every_mode_and_appender_count() {
                 mode,
                 "--appenders",
                 appenders,
+                "--tailer",
+                tailer,
                 "--iters",
                 "200",
                 "--warmup",
@@ -163,6 +167,12 @@ fn journal_reports_latency_and_throughput_for_every_mode_and_appender_count() {
             assert_percentiles(o);
             assert!(u(o, "msgs_per_s") > 0, "{o:?}");
             assert!(f(o, "mib_per_s") > 0.0, "{o:?}");
+            assert_eq!(o["tailer"], tailer);
+            // The appenders' own rate is at least the end-to-end one (equal with the tailer after).
+            assert!(u(o, "append_msgs_per_s") + 1 >= u(o, "msgs_per_s"), "{o:?}");
+            if tailer == "after" {
+                assert_eq!(u(o, "append_msgs_per_s"), u(o, "msgs_per_s"), "{o:?}");
+            }
             assert_eq!(o.contains_key("period_ms"), mode == "periodic", "{o:?}");
         }
     }
