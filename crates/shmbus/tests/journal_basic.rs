@@ -529,6 +529,38 @@ fn garbage_shared_words_are_survived() {
     drop(j);
 }
 
+/// A shared `alloc` word claiming more room than the data file has (corrupt or hostile)
+/// must not make an appender write past the end of the file (a SIGBUS would kill this test
+/// process): it checks the file's real size and grows it, and every entry reads back.
+#[test]
+fn a_hostile_alloc_word_does_not_make_the_appender_fault() {
+    let (dir, _c) = fresh_dir("jt-alloc");
+    let j = write_some(&dir, 10);
+    let path = dir.join(data_file_name(0));
+    let size_before = std::fs::metadata(&path).unwrap().len();
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    // The whole cycle (1 MiB), far beyond the one or two 64 KiB chunks the file has.
+    f.write_all_at(&(1u64 << 20).to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
+    let j2 = Journal::open(&dir, &small()).unwrap();
+    let mut a = j2.appender().unwrap();
+    a.set_pretouch(false);
+    // 3,000 entries of 200 B: ~650 KiB, well past the file's size before.
+    for i in 10..3010u64 {
+        a.append(&payload(i, 200)).unwrap();
+    }
+    assert!(std::fs::metadata(&path).unwrap().len() > size_before, "the appender grew the file");
+    let mut t = j2.tailer().unwrap();
+    let mut n = 0u64;
+    while let Some(e) = t.try_next().unwrap() {
+        let len = if e.index < 10 { 100 } else { 200 };
+        assert_eq!(e.data, &payload(e.index, len)[..], "entry {}", e.index);
+        n += 1;
+    }
+    assert_eq!(n, 3010);
+    drop((a, j2, j));
+}
+
 /// Cycle files removed by hand, and a `current` word that lags the newest cycle file (its
 /// creator died between linking and publishing it): both are recovered at open.
 #[test]

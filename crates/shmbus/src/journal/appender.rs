@@ -414,17 +414,32 @@ impl Appender {
         Ok(())
     }
 
+    /// Makes sure the data area is backed by the file up to `end`, growing it if needed, and
+    /// sets `alloc` to what is known backed. The shared `alloc` word is only a hint: a
+    /// corrupt or hostile one must not make us write past the end of the file (SIGBUS), so
+    /// what we write into is always checked against the file's real size (an `fstat` only
+    /// when the file grew past what we saw last).
     fn grow_data(&mut self, end: u64) -> Result<(), AppendError> {
-        self.alloc = self.cy.alloc().load(Ordering::Acquire);
-        if end <= self.alloc {
-            return Ok(());
+        let shared = self.cy.alloc().load(Ordering::Acquire);
+        if end > shared || !self.cy.backed(end) {
+            let h = *self.inner.hdr();
+            let want = (end.div_ceil(h.chunk_bytes) + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
+            // No pre-faulting here, on the hot path: the pretoucher does it (if it is on),
+            // else the pages fault in one by one as they are written.
+            grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(AppendError::Io)?;
+            if !self.cy.backed(end) {
+                // `alloc` claimed room the file does not have, so growth skipped it: extend
+                // the file from its real size.
+                let from = CYCLE_HEADER_PAGE as u64 + self.cy.backed_bytes();
+                files::grow_from(&self.cy.data_file, from, CYCLE_HEADER_PAGE as u64 + want).map_err(AppendError::Io)?;
+                if !self.cy.backed(end) {
+                    return Err(AppendError::Io(io::Error::other(
+                        "the cycle's data file cannot be grown to hold the entry",
+                    )));
+                }
+            }
         }
-        let h = *self.inner.hdr();
-        let want = (end.div_ceil(h.chunk_bytes) + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
-        // No pre-faulting here, on the hot path: the pretoucher does it (if it is on), else
-        // the pages fault in one by one as they are written.
-        grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(AppendError::Io)?;
-        self.alloc = self.cy.alloc().load(Ordering::Acquire);
+        self.alloc = self.cy.alloc().load(Ordering::Acquire).min(self.cy.backed_bytes());
         Ok(())
     }
 
@@ -434,19 +449,20 @@ impl Appender {
     #[cold]
     fn request_pretouch(&mut self, end: u64) {
         let h = *self.inner.hdr();
-        // The pretoucher may have grown the file already: refresh our copy first.
-        self.alloc = self.cy.alloc().load(Ordering::Acquire);
+        // The pretoucher may have grown the file already: look at the shared word (only to
+        // decide whether to ask for more; what we write into is checked in `grow_data`).
+        let alloc = self.cy.alloc().load(Ordering::Acquire);
         let ahead = PRETOUCH_AHEAD * h.chunk_bytes;
-        if end.saturating_add(ahead) <= self.alloc {
+        if end.saturating_add(ahead) <= alloc {
             // Far enough from the end: next time when we come within `ahead` of it.
-            self.pretouch_at = self.alloc - ahead + 1;
+            self.pretouch_at = alloc - ahead + 1;
             return;
         }
         // Consult again after a sixteenth of a chunk (the request may be refused while the
         // pretoucher is busy; growing is done by the appender itself if it catches up).
         self.pretouch_at = end.saturating_add((h.chunk_bytes / 16).max(UNIT as u64));
         let want = (end.div_ceil(h.chunk_bytes) + PRETOUCH_AHEAD + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
-        if want <= self.alloc {
+        if want <= alloc {
             return;
         }
         if self.pretoucher.is_none() {

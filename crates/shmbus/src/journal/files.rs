@@ -365,6 +365,11 @@ impl CycleFiles {
         end <= size
     }
 
+    /// Bytes of the data area last seen inside the file (what [`CycleFiles::backed`] learnt).
+    pub(crate) fn backed_bytes(&self) -> u64 {
+        self.data_seen.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn index_backed(&self, end: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         if end <= self.index_seen.load(Relaxed) {
