@@ -2,17 +2,13 @@
 //! open on it.
 //!
 //! This is the one place that dispatches on [`Kind`]: supporting a new kind is one match
-//! arm in [`summarize`] (and its roles in [`role_name`]), and one in [`sink`] and
-//! [`source`] if `pub`/`sub` drive it.
-//!
-//! Queue hook: the library has no `queue` module yet. When it lands: add `src/queue.rs`
-//! with a [`Sink`] (push with `--timeout-ms`) and a [`Source`] (pop), fill `capacity` and
-//! `depth` in a `queue` arm of [`summarize`], and replace [`queue_not_built`] in [`sink`]
-//! and [`source`].
+//! arm in [`summarize`], and one in [`sink`] and [`source`] if `pub`/`sub` drive it. Role
+//! names come from the library (`shmbus::admin::role_name`). Queues take their own path
+//! through `pub`/`sub` (`queue::pub_if_queue`, before `sink`/`source` are asked).
 
 use serde_json::{json, Map, Value};
 use shmbus::admin::{self, SegmentReport};
-use shmbus::topic::{Topic, ROLE_PUBLISHER, ROLE_SUBSCRIBER};
+use shmbus::topic::Topic;
 use shmbus::{pool, stream, Domain, Kind, OpenError};
 
 use crate::pubsub::{KindArg, PubArgs, Sink, Source, SubArgs};
@@ -39,13 +35,6 @@ pub const LS_KEYS: &[&str] = &[
     "dispatcher_pid",
     "dispatcher_alive",
 ];
-
-/// Participant role numbers of a stream (the library keeps them private).
-const STREAM_ROLE_WRITER: u32 = 1;
-const STREAM_ROLE_READER: u32 = 2;
-/// Participant role numbers of a pool (the library keeps them private).
-const POOL_ROLE_DISPATCHER: u32 = 1;
-const POOL_ROLE_WORKER: u32 = 2;
 
 /// A channel's kind-specific numbers. Fields a kind does not have stay `None`.
 #[derive(Debug, Default)]
@@ -90,22 +79,7 @@ pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<
 
 /// The name of participant role number `role` in a channel of `kind`.
 pub fn role_name(kind: Kind, role: u32) -> String {
-    match (kind, role) {
-        (Kind::Topic, ROLE_PUBLISHER) => "publisher".into(),
-        (Kind::Topic, ROLE_SUBSCRIBER) => "subscriber".into(),
-        (Kind::Stream, STREAM_ROLE_WRITER) => "writer".into(),
-        (Kind::Stream, STREAM_ROLE_READER) => "reader".into(),
-        (Kind::Pool, POOL_ROLE_DISPATCHER) => "dispatcher".into(),
-        (Kind::Pool, POOL_ROLE_WORKER) => "worker".into(),
-        (Kind::Queue, 1) => "producer".into(),
-        (Kind::Queue, 2) => "consumer".into(),
-        (_, r) => format!("role {r}"),
-    }
-}
-
-/// Live participants of `report` with role `role`.
-fn live_with_role(report: &SegmentReport, role: u32) -> usize {
-    report.live.iter().filter(|p| p.role == role).count()
+    admin::role_name(kind, role).map_or_else(|| format!("role {role}"), str::to_owned)
 }
 
 fn topic(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
@@ -160,8 +134,8 @@ fn stream_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result
     Ok(Summary {
         // The largest record: the ring less one record header (stream::protocol::HEADER).
         slot_size: Some(st.capacity.saturating_sub(8).min(u32::MAX as u64)),
-        publishers: Some(live_with_role(report, STREAM_ROLE_WRITER)),
-        subscribers: Some(live_with_role(report, STREAM_ROLE_READER)),
+        publishers: Some(report.live_in_role("writer")),
+        subscribers: Some(report.live_in_role("reader")),
         params,
         status,
         detail: format!("used {}/{} B, writer {}, reader {}", st.used, st.capacity, endpoint(writer), endpoint(reader)),
@@ -190,8 +164,8 @@ fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<S
     status.insert("jobs_lost".into(), json!(st.lost));
     Ok(Summary {
         slot_size: Some(st.max_job_size as u64),
-        publishers: Some(live_with_role(report, POOL_ROLE_DISPATCHER)),
-        subscribers: Some(live_with_role(report, POOL_ROLE_WORKER)),
+        publishers: Some(report.live_in_role("dispatcher")),
+        subscribers: Some(report.live_in_role("worker")),
         params,
         status,
         detail: format!(

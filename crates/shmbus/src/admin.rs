@@ -28,6 +28,34 @@ impl SegmentReport {
     pub fn is_stale(&self) -> bool {
         !self.creator_alive && self.live.is_empty()
     }
+
+    /// Live participants in the role named `role` (see [`role_name`]).
+    #[cfg(not(loom))]
+    pub fn live_in_role(&self, role: &str) -> usize {
+        self.live.iter().filter(|p| role_name(self.header.kind, p.role) == Some(role)).count()
+    }
+}
+
+/// The name of participant role number `role` in a channel of `kind`: "publisher" or
+/// "subscriber" (topic), "producer" or "consumer" (queue), "writer" or "reader" (stream),
+/// "dispatcher" or "worker" (pool), "appender" (journal); `None` for a number the kind does
+/// not use (a corrupt entry, or a newer shmbus).
+#[cfg(not(loom))]
+pub fn role_name(kind: crate::segment::Kind, role: u32) -> Option<&'static str> {
+    use crate::segment::Kind;
+    use crate::{journal, pool, queue, stream, topic};
+    Some(match (kind, role) {
+        (Kind::Topic, topic::ROLE_PUBLISHER) => "publisher",
+        (Kind::Topic, topic::ROLE_SUBSCRIBER) => "subscriber",
+        (Kind::Queue, queue::ROLE_PRODUCER) => "producer",
+        (Kind::Queue, queue::ROLE_CONSUMER) => "consumer",
+        (Kind::Stream, stream::ROLE_WRITER) => "writer",
+        (Kind::Stream, stream::ROLE_READER) => "reader",
+        (Kind::Pool, pool::ROLE_DISPATCHER) => "dispatcher",
+        (Kind::Pool, pool::ROLE_WORKER) => "worker",
+        (Kind::Journal, journal::ROLE_APPENDER) => "appender",
+        _ => return None,
+    })
 }
 
 /// Validates the segment at `path` and reports its users.
@@ -67,4 +95,28 @@ pub fn stale_temp_files(domain: &Domain) -> std::io::Result<Vec<StaleTemp>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::role_name;
+    use crate::segment::Kind;
+
+    #[test]
+    fn every_kind_names_its_roles_and_nothing_else() {
+        let names: Vec<_> = [Kind::Topic, Kind::Queue, Kind::Stream, Kind::Pool, Kind::Journal]
+            .into_iter()
+            .map(|k| (role_name(k, 1), role_name(k, 2), role_name(k, 0), role_name(k, 99)))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (Some("publisher"), Some("subscriber"), None, None),
+                (Some("producer"), Some("consumer"), None, None),
+                (Some("writer"), Some("reader"), None, None),
+                (Some("dispatcher"), Some("worker"), None, None),
+                (Some("appender"), None, None, None),
+            ]
+        );
+    }
 }

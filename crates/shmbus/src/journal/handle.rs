@@ -212,7 +212,7 @@ pub(super) struct Inner {
 }
 
 pub(super) const BUSY: u64 = 1 << 63;
-pub(super) const ROLE_APPENDER: u32 = 1;
+pub(crate) const ROLE_APPENDER: u32 = 1;
 
 pub(super) fn bucket_for(hdr: &MetaHeader, ts: u64) -> (u64, u64) {
     if hdr.roll_kind == ROLL_TIME {

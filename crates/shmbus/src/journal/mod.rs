@@ -57,6 +57,8 @@ mod files;
 pub mod format;
 #[cfg(not(loom))]
 mod handle;
+#[cfg(not(loom))]
+pub(crate) use handle::ROLE_APPENDER;
 #[doc(hidden)]
 pub mod protocol;
 #[cfg(not(loom))]

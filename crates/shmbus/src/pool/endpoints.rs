@@ -22,8 +22,8 @@ use crate::wait::{block_on, deadline_after, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// Participant role numbers (shown by `shmbus info`).
-const ROLE_DISPATCHER: u32 = 1;
-const ROLE_WORKER: u32 = 2;
+pub(crate) const ROLE_DISPATCHER: u32 = 1;
+pub(crate) const ROLE_WORKER: u32 = 2;
 /// The dispatcher's participant entry.
 const DISPATCHER_ENTRY: usize = 0;
 /// How long a worker waits for a live dispatcher to finish writing a job (a copy of at most

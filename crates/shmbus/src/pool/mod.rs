@@ -78,6 +78,8 @@ mod protocol;
 mod endpoints;
 #[cfg(not(loom))]
 pub use endpoints::{status, Dispatcher, Job, Worker};
+#[cfg(not(loom))]
+pub(crate) use endpoints::{ROLE_DISPATCHER, ROLE_WORKER};
 
 pub use protocol::MAX_WORKERS;
 

@@ -34,8 +34,8 @@ pub const MAX_ELEMENT_SIZE: usize = 1 << 30;
 pub const MAX_QUEUE_BYTES: u64 = 1 << 40;
 
 /// Participant roles in the entry's `role` word.
-const ROLE_PRODUCER: u32 = 1;
-const ROLE_CONSUMER: u32 = 2;
+pub(crate) const ROLE_PRODUCER: u32 = 1;
+pub(crate) const ROLE_CONSUMER: u32 = 2;
 
 /// Bytes before the first cell: the control block, padded.
 const CONTROL_BYTES: usize = 1024;

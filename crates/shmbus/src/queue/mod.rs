@@ -60,6 +60,8 @@ mod ring;
 mod api;
 #[cfg(not(loom))]
 pub use api::*;
+#[cfg(not(loom))]
+pub(crate) use api::{ROLE_CONSUMER, ROLE_PRODUCER};
 
 #[cfg(loom)]
 pub mod model;

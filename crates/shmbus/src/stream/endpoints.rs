@@ -30,8 +30,8 @@ const WRITER_SLOT: usize = 0;
 /// Participant entry held by the reader.
 const READER_SLOT: usize = 1;
 /// Role numbers stored in the participant entries.
-const ROLE_WRITER: u32 = 1;
-const ROLE_READER: u32 = 2;
+pub(crate) const ROLE_WRITER: u32 = 1;
+pub(crate) const ROLE_READER: u32 = 2;
 /// Bound on the offset of the ring data inside the kind area (a corrupt header cannot make
 /// us map far beyond the control block).
 const MAX_DATA_OFFSET: u64 = 1 << 20;

@@ -74,3 +74,5 @@ pub mod protocol;
 mod endpoints;
 #[cfg(not(loom))]
 pub use endpoints::*;
+#[cfg(not(loom))]
+pub(crate) use endpoints::{ROLE_READER, ROLE_WRITER};
