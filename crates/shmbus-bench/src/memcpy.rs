@@ -88,3 +88,77 @@ fn streaming(piece: usize, total: u64, prefault: bool) -> StreamingResult {
     std::hint::black_box(&dst);
     StreamingResult { total: (pieces * piece) as u64, secs }
 }
+
+/// The cross-core copy floor: the least any shared-memory channel can cost to move `total`
+/// bytes in `piece`-byte records from one CPU to another. Two threads pinned to `cpus` share
+/// a plain ring of `capacity` bytes (whole records) and two counters on lines of their own;
+/// the writer copies each record in, the reader copies it out — exactly the two copies of a
+/// stream, with nothing else: no framing, no validation, no liveness. MB/s (10^6 bytes/s)
+/// of payload, from the first record written to the last one read.
+pub fn cross_core_copy_mb_per_s(piece: usize, capacity: usize, total: u64, cpus: Option<(usize, usize)>) -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    #[repr(align(128))]
+    struct Counter(AtomicU64);
+    struct Ring(*mut u8);
+    // SAFETY: the writer only writes slots the reader has released and the reader only reads
+    // slots the writer has published (the counters below, Release/Acquire); the buffer
+    // outlives both threads (joined before it is freed).
+    unsafe impl Send for Ring {}
+    // SAFETY: as above.
+    unsafe impl Sync for Ring {}
+    impl Ring {
+        fn at(&self, off: usize) -> *mut u8 {
+            self.0.wrapping_add(off)
+        }
+    }
+
+    let piece = piece.max(1);
+    let slots = (capacity / piece).max(1) as u64;
+    let records = (total / piece as u64).max(1);
+    let mut buf = vec![0u8; slots as usize * piece];
+    buf.fill(1); // fault the ring in before timing
+    let ring = Ring(buf.as_mut_ptr());
+    let (head, tail) = (Counter(AtomicU64::new(0)), Counter(AtomicU64::new(0)));
+    let start = std::sync::Barrier::new(2);
+    let pin = |cpu: Option<usize>| {
+        if let Some(c) = cpu {
+            let _ = crate::affinity::pin_current_thread(c);
+        }
+    };
+    let secs = std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(cpus.map(|c| c.0));
+            let src: Vec<u8> = (0..piece).map(|i| (i * 7) as u8).collect();
+            start.wait();
+            for i in 0..records {
+                while i - tail.0.load(Ordering::Acquire) >= slots {
+                    std::hint::spin_loop();
+                }
+                let at = (i % slots) as usize * piece;
+                // SAFETY: slot `at..at + piece` is inside the ring and released by the reader.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), ring.at(at), piece) };
+                head.0.store(i + 1, Ordering::Release);
+            }
+        });
+        let reader = s.spawn(|| {
+            pin(cpus.map(|c| c.1));
+            let mut dst = vec![0u8; piece];
+            start.wait();
+            let t0 = std::time::Instant::now();
+            for i in 0..records {
+                while head.0.load(Ordering::Acquire) <= i {
+                    std::hint::spin_loop();
+                }
+                let at = (i % slots) as usize * piece;
+                // SAFETY: slot `at..at + piece` is inside the ring and published by the writer.
+                unsafe { std::ptr::copy_nonoverlapping(ring.at(at), dst.as_mut_ptr(), piece) };
+                std::hint::black_box(&mut dst);
+                tail.0.store(i + 1, Ordering::Release);
+            }
+            t0.elapsed().as_secs_f64()
+        });
+        reader.join().expect("reader thread")
+    });
+    drop(buf);
+    records as f64 * piece as f64 / secs / 1e6
+}

@@ -708,7 +708,16 @@ fn summary(
     objects_table(
         &mut s,
         &section("throughput"),
-        &["size", "capacity", "mb_per_s", "memcpy_mb_per_s", "ratio", "floor_p50_ns"],
+        &[
+            "size",
+            "capacity",
+            "mb_per_s",
+            "memcpy_mb_per_s",
+            "ratio",
+            "copy_floor_mb_per_s",
+            "x_copy_floor",
+            "floor_p50_ns",
+        ],
     );
     s
 }

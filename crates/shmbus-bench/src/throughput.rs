@@ -55,6 +55,9 @@ pub struct Outcome {
     pub memcpy_mb_per_s: f64,
     /// Whether writer and reader were pinned to two different CPUs.
     pub pinned: bool,
+    /// The cross-core copy floor right after the run: the same records, ring size and CPUs
+    /// through a plain two-thread ring with nothing but the two copies (MB/s).
+    pub copy_floor_mb_per_s: f64,
     /// The spin floor's p50 just before the run: where the two vCPUs sit (neighbouring or
     /// distant cores) decides the cross-core bandwidth as much as the stream does.
     pub floor_p50_ns: u64,
@@ -141,6 +144,8 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
         }
     };
     let mb_per_s = (records as f64 * size as f64) / secs / 1e6;
+    let copy_floor_mb_per_s =
+        crate::memcpy::cross_core_copy_mb_per_s(size, config.capacity, (records * size as u64).min(1 << 30), cpus);
     Ok(Outcome {
         config,
         records,
@@ -148,6 +153,7 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
         mb_per_s,
         memcpy_mb_per_s: memcpy.mb_per_s,
         pinned: cpus.is_some(),
+        copy_floor_mb_per_s,
         floor_p50_ns,
     })
 }
@@ -336,6 +342,8 @@ pub fn json(o: &Outcome) -> String {
         "mb_per_s": o.mb_per_s.round() as u64,
         "memcpy_mb_per_s": o.memcpy_mb_per_s.round() as u64,
         "ratio": (o.mb_per_s / o.memcpy_mb_per_s * 1000.0).round() / 1000.0,
+        "copy_floor_mb_per_s": o.copy_floor_mb_per_s.round() as u64,
+        "x_copy_floor": (o.mb_per_s / o.copy_floor_mb_per_s * 1000.0).round() / 1000.0,
         "floor_p50_ns": o.floor_p50_ns,
     })
     .to_string()
@@ -344,7 +352,7 @@ pub fn json(o: &Outcome) -> String {
 /// The run as one readable line.
 pub fn line(o: &Outcome) -> String {
     format!(
-        "stream {} {} {} B records, {} MiB in {:.3} s: {:.0} MB/s; memcpy {:.0} MB/s (one core); ratio {:.3}; floor {} ns{}",
+        "stream {} {} {} B records, {} MiB in {:.3} s: {:.0} MB/s; memcpy {:.0} MB/s (one core); ratio {:.3}; cross-core copy floor {:.0} MB/s ({:.2} x); floor {} ns{}",
         o.config.mode.as_str(),
         o.config.payload.as_str(),
         o.config.size,
@@ -353,6 +361,8 @@ pub fn line(o: &Outcome) -> String {
         o.mb_per_s,
         o.memcpy_mb_per_s,
         o.mb_per_s / o.memcpy_mb_per_s,
+        o.copy_floor_mb_per_s,
+        o.mb_per_s / o.copy_floor_mb_per_s,
         o.floor_p50_ns,
         if o.pinned { "" } else { " (unpinned)" },
     )

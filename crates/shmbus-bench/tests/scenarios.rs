@@ -56,6 +56,8 @@ const THROUGHPUT_KEYS: &[&str] = &[
     "mb_per_s",
     "memcpy_mb_per_s",
     "ratio",
+    "copy_floor_mb_per_s",
+    "x_copy_floor",
     "floor_p50_ns",
 ];
 
@@ -93,6 +95,7 @@ fn stream_throughput_reports_bandwidth_next_to_memcpy() {
         assert!(uint(&o, "mb_per_s") > 0 && uint(&o, "memcpy_mb_per_s") > 0, "{o:?}");
         assert!(o["ratio"].as_f64().unwrap() > 0.0, "{o:?}");
         assert!(uint(&o, "floor_p50_ns") > 0, "{o:?}");
+        assert!(uint(&o, "copy_floor_mb_per_s") > 0 && o["x_copy_floor"].as_f64().unwrap() > 0.0, "{o:?}");
     }
 }
 
