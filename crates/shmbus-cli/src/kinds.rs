@@ -116,6 +116,7 @@ fn endpoint(e: Option<(u32, bool)>) -> String {
 fn stream_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
     let p = report.header.params;
     let st = stream::status(domain, name)?;
+    let live = live_after_status(domain, name)?;
     let mut params = Map::new();
     params.insert("capacity".into(), json!(p[0]));
     params.insert("data_offset".into(), json!(p[1]));
@@ -134,8 +135,8 @@ fn stream_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result
     Ok(Summary {
         // The largest record: the ring less one record header (stream::protocol::HEADER).
         slot_size: Some(st.capacity.saturating_sub(8).min(u32::MAX as u64)),
-        publishers: Some(report.live_in_role("writer")),
-        subscribers: Some(report.live_in_role("reader")),
+        publishers: Some(live.live_in_role("writer")),
+        subscribers: Some(live.live_in_role("reader")),
         params,
         status,
         detail: format!("used {}/{} B, writer {}, reader {}", st.used, st.capacity, endpoint(writer), endpoint(reader)),
@@ -147,6 +148,7 @@ fn stream_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result
 fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
     let p = report.header.params;
     let st = pool::status(domain, name)?;
+    let live = live_after_status(domain, name)?;
     let mut params = Map::new();
     params.insert("max_workers".into(), json!(p[0]));
     params.insert("max_job_size".into(), json!(p[1]));
@@ -164,8 +166,8 @@ fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<S
     status.insert("jobs_lost".into(), json!(st.lost));
     Ok(Summary {
         slot_size: Some(st.max_job_size as u64),
-        publishers: Some(report.live_in_role("dispatcher")),
-        subscribers: Some(report.live_in_role("worker")),
+        publishers: Some(live.live_in_role("dispatcher")),
+        subscribers: Some(live.live_in_role("worker")),
         params,
         status,
         detail: format!(
@@ -179,6 +181,13 @@ fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<S
         fields,
         ..Summary::default()
     })
+}
+
+/// The participants of channel `name`, looked at *after* its status was read: every endpoint
+/// the status shows alive registered before that, so the counts agree with the status (the
+/// report the caller took first may predate an endpoint that attached since).
+fn live_after_status(domain: &Domain, name: &str) -> Result<SegmentReport> {
+    Ok(admin::inspect(&domain.channel_path(name)?)?)
 }
 
 /// A kind this tool does not know in detail yet: its raw layout parameters.
