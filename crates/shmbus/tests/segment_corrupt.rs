@@ -236,3 +236,36 @@ fn permission_child() {
     assert!(e.to_string().contains("permission denied"), "{e}");
     println!("@@permission denied ok");
 }
+
+/// The `segment_open` fuzz target's harness (one copy, shared with the fuzz crate).
+mod fuzz_harness {
+    include!("../../../fuzz/fuzz_targets/segment_open_body.rs");
+}
+
+/// Replays the `segment_open` fuzz corpus (valid segments of every kind and the inputs that
+/// once crashed it), then random mutations of those, through the fuzz target's own harness:
+/// open, inspect and read as every kind must never panic (this build checks overflow) or
+/// fault. Seed: SHMBUS_SEED.
+#[test]
+fn segment_fuzz_corpus_and_mutations_are_survived() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/segment_open");
+    let mut corpus: Vec<Vec<u8>> =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    corpus.sort();
+    assert!(corpus.len() >= 5, "the corpus holds a valid segment of every kind and the regressions");
+    for input in &corpus {
+        fuzz_harness::exercise_segment(input);
+    }
+    let mut rng = Rng::from_env_or_clock();
+    for _ in 0..400 {
+        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
+        input[0] = rng.below(2) as u8; // fix the checksum up, or not
+        let len = input.len() as u64;
+        for _ in 0..1 + rng.below(8) {
+            // Mostly the header, the control words and the participant table; sometimes anywhere.
+            let at = if rng.below(4) == 0 { rng.below(len) } else { rng.below(len.min(16 << 10)) };
+            input[at as usize] = rng.below(256) as u8;
+        }
+        fuzz_harness::exercise_segment(&input);
+    }
+}

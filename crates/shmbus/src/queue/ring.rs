@@ -492,11 +492,14 @@ impl<'a, C: Cells> Ring<'a, C> {
             // can only be legitimate if that later position is within what `tail` allows.
             let tail = self.ctl.tail.0.load(Ordering::Acquire);
             let later = q > pos && (q - pos) % self.cap == 0;
-            let plausible = match state {
-                EMPTY => q - self.cap < tail,
-                _ => q <= tail,
-            };
-            if !(later && plausible) {
+            // Only evaluated for a later lap, where q >= pos + cap >= cap (no underflow on a
+            // hostile stamp: found by the segment_open fuzz target).
+            let plausible = later
+                && match state {
+                    EMPTY => q - self.cap < tail,
+                    _ => q <= tail,
+                };
+            if !plausible {
                 return Pop::Corrupt("cell stamp does not match the head position");
             }
             pos = match self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Acquire) {
