@@ -18,6 +18,19 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// A hint that the cache line at `p` will be read soon (`PREFETCHT0` on x86-64; nothing
+/// elsewhere or under loom). Never faults and changes no memory, whatever `p` is.
+#[inline(always)]
+pub(crate) fn prefetch_line(p: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: a prefetch is only a hint: it never faults and has no effect on memory.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(any(not(target_arch = "x86_64"), loom))]
+    let _ = p;
+}
+
 /// The middle of a Dekker handshake whose two accesses on each side are already SeqCst
 /// (a SeqCst read-modify-write, then a SeqCst load of the other side's word). The C++/Rust
 /// memory model orders those by itself, so this is nothing in production; loom models SeqCst

@@ -174,10 +174,7 @@ impl fmt::Debug for dyn EntryCipher {
 /// `CLOCK_REALTIME` in nanoseconds: the clock of journal timestamps (meaningful across
 /// reboots and hosts, which replay needs).
 pub fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+    crate::sys::time::clock_ns(libc::CLOCK_REALTIME)
 }
 
 /// What open-time recovery found in a cycle after an unclean stop.

@@ -180,18 +180,10 @@ impl Cells for MappedCells {
 
     #[inline]
     fn prefetch_read(&self, index: usize, bytes: usize) {
-        #[cfg(target_arch = "x86_64")]
+        // From line 1: line 0, the header, is already here (the stamp was just read).
         for off in (64..bytes.min(self.stride)).step_by(64) {
-            // SAFETY: the address is inside cell `index` (off < stride); PREFETCHT0 only hints
-            // the cache, never faults or changes memory. (Line 0, the header, is already here:
-            // the stamp was just read.)
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    self.base.add(index * self.stride + off) as *const i8,
-                )
-            };
+            crate::sync::prefetch_line(self.base.wrapping_add(index * self.stride + off));
         }
-        let _ = (index, bytes);
     }
 }
 

@@ -57,18 +57,6 @@ impl Default for StreamConfig {
     }
 }
 
-/// A read prefetch hint for the cache line at `p` (nothing where the target has none).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults and has no effect on memory.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 // ---------------------------------------------------------------------------------------
 // Layout
 
@@ -829,7 +817,7 @@ impl StreamReader {
             // ping-pong p50 at floor 55-60 ns: 32 B 105-110 -> 95-100 ns, 256 B 150 -> 135 ns.
             let at = shared.at(core.position());
             for i in 0..4 {
-                prefetch(at.wrapping_add(64 * i));
+                crate::sync::prefetch_line(at.wrapping_add(64 * i));
             }
             return Ok(None);
         }
