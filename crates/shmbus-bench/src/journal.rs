@@ -195,23 +195,10 @@ fn durability(a: &JournalArgs) -> Durability {
     }
 }
 
-/// "tmpfs" when `dir` is on tmpfs (then `flush` costs nothing), else "disk".
-fn fs_kind(dir: &Path) -> &'static str {
-    use std::os::unix::ffi::OsStrExt;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return "unknown" };
-    // SAFETY: statfs is plain data; all-zero is valid. `c` is NUL-terminated and `s` writable.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
-        return "unknown";
-    }
-    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    if i64::from(s.f_type) == TMPFS_MAGIC {
-        "tmpfs"
-    } else {
-        "disk"
-    }
+/// The filesystem under `dir`: "tmpfs" (then `flush` costs nothing), "tmpfs+huge" (tmpfs
+/// with 2 MiB pages), or the disk filesystem's type ("ext4", …).
+fn fs_kind(dir: &Path) -> String {
+    shmbus::journal::Storage::of(dir).map_or_else(|_| "unknown".into(), |s| s.label())
 }
 
 struct Appenders {
@@ -595,7 +582,7 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
             println!("{v}");
         } else {
             println!(
-                "journal {:<8} {:<5} {:>6} B  one-way (RTT/2) ns: p50 {p50}  p90 {p90}  p99 {p99}  p99.9 {p999}  max {} (floor p50 {floor})  |  \
+                "journal {:<8} {:<5} {:>6} B on {fs}  one-way (RTT/2) ns: p50 {p50}  p90 {p90}  p99 {p99}  p99.9 {p999}  max {} (floor p50 {floor})  |  \
                  {} appender{}, tailer {}: {:.0} msg/s (appending {:.0}/s)  {:.1} MiB/s ({} x {} entries, {:.3} s) = {:.3} x streaming memcpy {:.0} MiB/s, \
                  {:.3} x cached memcpy {:.0} MiB/s (memcpy into fresh pages {:.0} MiB/s)",
                 a.mode.as_str(),

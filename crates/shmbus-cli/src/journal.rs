@@ -368,6 +368,11 @@ fn info(a: &InfoArgs) -> Result<()> {
             "file_bytes": info.file_bytes,
             "appenders": info.appenders,
             "archive_dir": j.archive_dir().map(|p| p.display().to_string()),
+            "storage": info.storage.as_ref().map(|s| json!({
+                "fs_type": s.fs_type,
+                "tmpfs_huge": s.tmpfs_huge,
+                "huge_pages": s.huge_pages(),
+            })),
             "cycles": cycles,
             "readers": readers_json(&info),
         }))?;
@@ -379,6 +384,15 @@ fn info(a: &InfoArgs) -> Result<()> {
     writeln!(out, "entries       {entries} (indices {}..{})", info.first_index, info.next_index)?;
     writeln!(out, "bytes         {} in entries, {} on disk", info.bytes, info.file_bytes)?;
     writeln!(out, "appenders     {} live", info.appenders)?;
+    if let Some(s) = &info.storage {
+        let pages = match s.huge_pages() {
+            Some(true) => " (2 MiB pages)",
+            Some(false) => " (4 KiB pages: mount with huge=within_size for faster appends, see docs/journal.md)",
+            None => "",
+        };
+        let huge = s.tmpfs_huge.as_deref().map(|h| format!(", huge={h}")).unwrap_or_default();
+        writeln!(out, "storage       {}{huge}{pages}", s.fs_type)?;
+    }
     if let Some(a) = j.archive_dir() {
         writeln!(out, "archive       {}", a.display())?;
     }

@@ -179,10 +179,15 @@ fn info_readers_and_gc_json_shapes() {
             "first_index",
             "format_version",
             "next_index",
-            "readers"
+            "readers",
+            "storage"
         ]
     );
     assert_eq!(info["entries"], 3);
+    // The test root is on some real filesystem: the mount table names it.
+    assert!(info["storage"]["fs_type"].as_str().is_some_and(|t| !t.is_empty()), "{info}");
+    let on_tmpfs = info["storage"]["fs_type"] == "tmpfs";
+    assert_eq!(info["storage"]["tmpfs_huge"].is_string(), on_tmpfs, "{info}");
     assert_eq!(info["first_index"], 0);
     assert_eq!(info["next_index"], 3);
     assert_eq!(info["appenders"], 0);
@@ -197,6 +202,7 @@ fn info_readers_and_gc_json_shapes() {
     assert_eq!(info["readers"], serde_json::json!([{"name": "slow", "position": 1, "pending": 2, "holder_pid": null}]));
     let text = r.ok(&["journal", "info", "--dir", &j]);
     assert!(text.contains("entries       3 (indices 0..3)"), "{text}");
+    assert!(text.contains("storage       "), "{text}");
 
     let gc = r.json(&["journal", "gc", "--dir", &j, "--keep-cycles", "1", "--json"]);
     assert_eq!(keys(&gc), ["removed_bytes", "removed_cycles"]);

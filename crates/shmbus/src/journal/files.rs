@@ -336,6 +336,7 @@ impl CycleFiles {
         let ilen = usize::try_from(meta.index_bytes()).map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
         let data = Mapping::map(data_file.as_fd(), dlen).map_err(|e| OpenError::io(&dpath, e))?;
         let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
+        data.advise_huge();
         let tmpfs = is_tmpfs(&data_file);
         Ok(CycleFiles {
             num: c,

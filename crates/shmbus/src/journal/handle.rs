@@ -393,6 +393,7 @@ impl Journal {
             cycles,
             readers: self.readers(),
             appenders,
+            storage: super::Storage::of(&inner.dir).ok(),
         })
     }
 
@@ -480,6 +481,8 @@ pub struct JournalInfo {
     pub readers: Vec<ReaderInfo>,
     /// Registered appenders.
     pub appenders: usize,
+    /// The filesystem the journal is on (`None` if the mount table could not tell).
+    pub storage: Option<super::Storage>,
 }
 
 /// What [`Journal::tier`] moved.

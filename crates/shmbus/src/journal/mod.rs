@@ -62,6 +62,8 @@ pub(crate) use handle::ROLE_APPENDER;
 #[doc(hidden)]
 pub mod protocol;
 #[cfg(not(loom))]
+mod storage;
+#[cfg(not(loom))]
 mod tailer;
 
 #[cfg(not(loom))]
@@ -69,5 +71,7 @@ pub use appender::*;
 pub use format::JOURNAL_FORMAT_VERSION;
 #[cfg(not(loom))]
 pub use handle::*;
+#[cfg(not(loom))]
+pub use storage::Storage;
 #[cfg(not(loom))]
 pub use tailer::*;

@@ -139,6 +139,15 @@ impl Mapping {
         // SAFETY: the range is exactly our mapping; madvise does not change its contents.
         unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_WILLNEED) };
     }
+
+    /// Asks for huge pages where the filesystem can give them (`MADV_HUGEPAGE`): on ext4 and
+    /// XFS the page cache then fills the mapping with 2 MiB folios mapped by one page-table
+    /// entry each, instead of some of it, so writing fresh pages takes 512 times fewer
+    /// faults. tmpfs follows its own `huge=` mount option. Advisory: errors are ignored.
+    pub fn advise_huge(&self) {
+        // SAFETY: the range is exactly our mapping; madvise does not change its contents.
+        unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_HUGEPAGE) };
+    }
 }
 
 impl Drop for Mapping {
