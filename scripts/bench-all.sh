@@ -18,4 +18,16 @@ say "journal (seed 002 sizes), mode none" "$B" journal --mode none --json
 say "journal 40 B, tailer after (the append rate)" "$B" journal --size 40 --mode none --tailer after --json
 say "journal 40 B, 2 appenders" "$B" journal --size 40 --mode none --appenders 2 --json
 say "journal 40 B, mode flush" "$B" journal --size 40 --mode flush --json
+# The same on a tmpfs with 2 MiB pages (docs/journal.md, "Storage and huge pages"), if this
+# user may mount one; otherwise say so and go on.
+HUGE=$(mktemp -d)
+if mount -t tmpfs -o huge=within_size,size=12g shmbus-bench-huge "$HUGE" 2>/dev/null; then
+    trap 'umount "$HUGE"; rmdir "$HUGE"' EXIT
+    say "journal (seed 002 sizes), mode none, tmpfs huge=within_size" "$B" journal --mode none --dir "$HUGE" --json
+    say "journal 40 B, tmpfs huge, tailer after" "$B" journal --size 40 --mode none --dir "$HUGE" --tailer after --json
+    say "journal 40 B, tmpfs huge, 2 appenders" "$B" journal --size 40 --mode none --dir "$HUGE" --appenders 2 --json
+else
+    rmdir "$HUGE"
+    printf '\n## journal on a huge-page tmpfs: skipped (cannot mount a tmpfs as this user)\n'
+fi
 echo; echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
