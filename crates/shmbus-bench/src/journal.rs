@@ -20,7 +20,9 @@
 //!   destination of that size (memory-bound, as a journal writing fresh pages is). The
 //!   throughput target (≥ 0.5 × memcpy) is judged against the streaming one.
 //!   `memcpy_fresh` is the streaming copy into never-touched memory (one page fault per
-//!   4 KiB page, as for new file pages): context for what the faults alone cost.
+//!   4 KiB page, as for new file pages): context for what the faults alone cost;
+//!   `memcpy_fresh_huge` the same into memory that asked for 2 MiB pages (the context for a
+//!   journal on a huge-page tmpfs: how fast this machine hands out zeroed huge pages).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -466,6 +468,8 @@ struct Yardsticks {
     /// As `stream`, into fresh (never touched) anonymous memory: includes one page fault per
     /// 4 KiB page, as writing new file pages does.
     fresh: f64,
+    /// As `fresh`, into memory that asked for 2 MiB pages.
+    fresh_huge: f64,
 }
 
 impl Yardsticks {
@@ -475,7 +479,8 @@ impl Yardsticks {
         // The better of two passes: the first may be disturbed by the allocator returning memory.
         let stream = (0..2).map(|_| crate::memcpy::memcpy_streaming(size, total).mib_per_s()).fold(0.0, f64::max);
         let fresh = crate::memcpy::memcpy_streaming_fresh(size, total).mib_per_s();
-        Yardsticks { cached, stream, fresh }
+        let fresh_huge = crate::memcpy::memcpy_streaming_fresh_huge(size, total).mib_per_s();
+        Yardsticks { cached, stream, fresh, fresh_huge }
     }
 }
 
@@ -573,6 +578,7 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
                 "memcpy_cached_mib_per_s": y.cached,
                 "memcpy_stream_mib_per_s": y.stream,
                 "memcpy_fresh_mib_per_s": y.fresh,
+                "memcpy_fresh_huge_mib_per_s": y.fresh_huge,
                 "x_memcpy_cached": tput / y.cached,
                 "x_memcpy_stream": tput / y.stream,
             });
@@ -584,7 +590,7 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
             println!(
                 "journal {:<8} {:<5} {:>6} B on {fs}  one-way (RTT/2) ns: p50 {p50}  p90 {p90}  p99 {p99}  p99.9 {p999}  max {} (floor p50 {floor})  |  \
                  {} appender{}, tailer {}: {:.0} msg/s (appending {:.0}/s)  {:.1} MiB/s ({} x {} entries, {:.3} s) = {:.3} x streaming memcpy {:.0} MiB/s, \
-                 {:.3} x cached memcpy {:.0} MiB/s (memcpy into fresh pages {:.0} MiB/s)",
+                 {:.3} x cached memcpy {:.0} MiB/s (memcpy into fresh pages {:.0} MiB/s, fresh 2 MiB pages {:.0} MiB/s)",
                 a.mode.as_str(),
                 a.wait.as_str(),
                 size,
@@ -603,6 +609,7 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
                 tput / y.cached,
                 y.cached,
                 y.fresh,
+                y.fresh_huge,
             );
         }
     }

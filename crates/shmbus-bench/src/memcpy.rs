@@ -60,24 +60,43 @@ impl StreamingResult {
 /// this one is bound by the one-core bandwidth to memory, as a journal writing hundreds of
 /// MiB is; it excludes page faults (the destination is already mapped).
 pub fn memcpy_streaming(piece: usize, total: u64) -> StreamingResult {
-    streaming(piece, total, true)
+    streaming(piece, total, Dest::Prefaulted)
 }
 
 /// [`memcpy_streaming`] into a fresh destination (anonymous memory never touched before,
 /// 4 KiB pages): the copy takes one page fault per page, as a writer of new file pages
 /// does. Not the yardstick of the target; it shows what the faults alone cost here.
 pub fn memcpy_streaming_fresh(piece: usize, total: u64) -> StreamingResult {
-    streaming(piece, total, false)
+    streaming(piece, total, Dest::Fresh)
 }
 
-fn streaming(piece: usize, total: u64, prefault: bool) -> StreamingResult {
+/// [`memcpy_streaming_fresh`] into fresh memory that asked for 2 MiB pages
+/// (`MADV_HUGEPAGE`): what fresh memory costs a writer on huge pages (a journal on a tmpfs
+/// mounted with `huge=`), i.e. how fast the kernel allocates and zeroes them on this machine.
+pub fn memcpy_streaming_fresh_huge(piece: usize, total: u64) -> StreamingResult {
+    streaming(piece, total, Dest::FreshHuge)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dest {
+    Prefaulted,
+    Fresh,
+    FreshHuge,
+}
+
+fn streaming(piece: usize, total: u64, dest: Dest) -> StreamingResult {
     let piece = piece.max(1);
     let pieces = (total / piece as u64).max(1) as usize;
     let src: Vec<u8> = (0..piece).map(|i| (i * 7) as u8).collect();
     // A zeroed allocation this large is fresh anonymous memory (calloc → mmap), untouched.
     let mut dst = vec![0u8; pieces * piece];
-    if prefault {
-        dst.fill(1);
+    match dest {
+        Dest::Prefaulted => dst.fill(1),
+        Dest::Fresh => {}
+        // SAFETY: advice on the vector's own, not yet touched, pages; contents unchanged.
+        Dest::FreshHuge => unsafe {
+            libc::madvise(dst.as_mut_ptr().cast(), dst.len(), libc::MADV_HUGEPAGE);
+        },
     }
     std::hint::black_box(&mut dst);
     let start = Instant::now();

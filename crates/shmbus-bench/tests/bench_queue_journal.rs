@@ -177,6 +177,11 @@ fn journal_reports_latency_and_throughput_for_every_mode_and_appender_count() {
                 assert_eq!(u(o, "append_msgs_per_s"), u(o, "msgs_per_s"), "{o:?}");
             }
             assert_eq!(o.contains_key("period_ms"), mode == "periodic", "{o:?}");
+            // The scratch directory's filesystem, named as the mount table does.
+            assert!(o["fs"].as_str().is_some_and(|fs| !fs.is_empty() && fs != "unknown"), "{o:?}");
+            for k in ["memcpy_stream_mib_per_s", "memcpy_fresh_mib_per_s", "memcpy_fresh_huge_mib_per_s"] {
+                assert!(f(o, k) > 0.0, "{k}: {o:?}");
+            }
         }
     }
     assert_empty_and_remove(&dir);
