@@ -3,6 +3,15 @@
 //! * A segment is removed when its creator and every participant are dead
 //!   ([`SegmentReport::is_stale`](shmbus::admin::SegmentReport::is_stale)). A segment any live
 //!   process uses is left alone.
+//! * A stale queue, stream or pool that still holds undelivered data (messages sent and not
+//!   received, bytes not consumed, jobs not taken or not yet reported lost:
+//!   [`SegmentReport::pending`](shmbus::admin::SegmentReport::pending)) is kept and reported:
+//!   a producer may send and exit before its consumer starts, and nothing committed is lost.
+//!   `--force` removes it. A stale topic is removed whatever its history holds: the history
+//!   is a window of recent messages owed to no reader (see `shmbus::admin`).
+//! * A stale segment this user may not open read-write (e.g. a monitoring account with read
+//!   permission only) is reported as one it cannot remove, and kept, with or without
+//!   `--force`.
 //! * Temporary creation files (`.<name>.<pid>.<nanos>`) of dead creators are removed.
 //! * A file that is not a valid segment (bad magic, truncated, corrupt header) is reported
 //!   and kept: it may be someone's data. `--force` removes it too.
@@ -22,7 +31,8 @@ pub struct Args {
     /// Print what would be removed; remove nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Also remove files that are not valid segments (bad magic, truncated, corrupt).
+    /// Also remove stale segments that hold undelivered data, and files that are not valid
+    /// segments (bad magic, truncated, corrupt).
     #[arg(long)]
     force: bool,
 }
@@ -40,7 +50,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             Err(e) => Err(crate::CliError::msg(format!("cannot remove {}: {e}", path.display()))),
         }
     };
-    let (mut removed, mut in_use, mut kept_invalid) = (0usize, 0usize, 0usize);
+    let (mut removed, mut in_use, mut kept_pending, mut kept_invalid, mut not_ours) = (0usize, 0, 0, 0, 0);
     for domain in ctx.domains(args.domain.as_deref())? {
         let names =
             domain.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
@@ -48,15 +58,31 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             let path = domain.channel_path(&name)?;
             let what = format!("{}/{name}", domain.name());
             match admin::inspect(&path) {
-                Ok(report) if report.is_stale() => {
-                    remove(&path)?;
-                    removed += 1;
+                Ok(report) if !report.is_stale() => in_use += 1,
+                Ok(report) if !report.writable => {
+                    not_ours += 1;
                     println!(
-                        "{verb} {what} ({}; creator pid {} dead, no live users)",
+                        "kept {what}: cannot check/remove it: stale ({}; creator pid {} dead, no live users) but this user may not open it read-write",
                         report.header.kind, report.header.creator.pid
                     );
                 }
-                Ok(_) => in_use += 1,
+                Ok(report) if report.has_pending() && !args.force => {
+                    kept_pending += 1;
+                    let pending = report.pending.map(|p| p.to_string()).unwrap_or_default();
+                    println!("kept {what}: {pending} (--force removes it)");
+                }
+                Ok(report) => {
+                    remove(&path)?;
+                    removed += 1;
+                    let lost = match report.pending {
+                        Some(p) if p.count() > 0 => format!("; {p} discarded"),
+                        _ => String::new(),
+                    };
+                    println!(
+                        "{verb} {what} ({}; creator pid {} dead, no live users{lost})",
+                        report.header.kind, report.header.creator.pid
+                    );
+                }
                 Err(OpenError::NotFound { .. }) => {} // removed meanwhile
                 Err(e @ (OpenError::NotASegment { .. } | OpenError::Truncated { .. } | OpenError::Corrupt { .. })) => {
                     if args.force {
@@ -82,6 +108,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             println!("{verb} temporary file {} (creator pid {} dead)", t.path.display(), t.pid);
         }
     }
-    println!("{verb} {removed} file(s); kept {in_use} in use, {kept_invalid} invalid or unreadable");
+    println!(
+        "{verb} {removed} file(s); kept {in_use} in use, {kept_pending} with undelivered data, {not_ours} this user may not remove, {kept_invalid} invalid or unreadable"
+    );
     Ok(())
 }

@@ -31,7 +31,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let path = domain.channel_path(&args.name)?;
     let first = admin::inspect(&path)?;
-    let s = kinds::summarize(&domain, &args.name, &first)?;
+    let (s, no_status) = match kinds::summarize(&domain, &args.name, &first) {
+        Ok(s) => (s, false),
+        // Topics and queues need a read-write open for their status; say what the read-only
+        // look found instead of failing.
+        Err(_) if !first.writable => (crate::ls::read_only_summary(&first), true),
+        Err(e) => return Err(e),
+    };
     // Participants and staleness from a second look, taken after the status: a participant
     // that registered before the status was read is then in both.
     let report = admin::inspect(&path)?;
@@ -57,6 +63,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             "created_ns": h.created_ns,
             "age_s": age_s,
             "stale": report.is_stale(),
+            "pending": report.pending.map(|p| p.count()),
+            "pending_unit": report.pending.map(|p| p.unit()),
+            "writable": report.writable,
             "slot_size": s.slot_size,
             "history": s.history,
             "last_seq": s.last_seq,
@@ -91,8 +100,17 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     }
     status.extend(s.status.into_iter().filter(|(_, v)| !v.is_null()));
     writeln!(out, "status        {}", kv(&status))?;
-    let stale =
-        if report.is_stale() { "yes: creator and every user are dead; `shmbus clean` removes it" } else { "no" };
+    if no_status {
+        writeln!(out, "access        read-only to this user: no live status")?;
+    }
+    if let Some(p) = report.pending {
+        writeln!(out, "pending       {p}")?;
+    }
+    let stale = if report.is_stale() {
+        format!("yes: {}", crate::ls::stale_note(report.pending, report.writable))
+    } else {
+        "no".into()
+    };
     writeln!(out, "stale         {stale}")?;
     writeln!(out, "participants  {} live, {} dead (awaiting reclaim)", report.live.len(), report.dead.len())?;
     for p in &report.live {

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use serde_json::{json, Value};
-use shmbus::admin;
+use shmbus::admin::{self, Pending, SegmentReport};
 use shmbus::{Domain, OpenError};
 
 use crate::output::{cell, print_json, Align, Table};
@@ -31,6 +31,8 @@ struct Entry {
     creator_pid: Option<u32>,
     creator_alive: Option<bool>,
     stale: Option<bool>,
+    pending: Option<Pending>,
+    writable: Option<bool>,
     error: Option<String>,
 }
 
@@ -50,6 +52,9 @@ impl Entry {
             "creator_pid": self.creator_pid,
             "creator_alive": self.creator_alive,
             "stale": self.stale,
+            "pending": self.pending.map(|p| p.count()),
+            "pending_unit": self.pending.map(|p| p.unit()),
+            "writable": self.writable,
             "error": self.error,
         });
         if let Value::Object(map) = &mut v {
@@ -62,10 +67,21 @@ impl Entry {
     fn note(&self) -> String {
         let state = match (&self.error, self.stale) {
             (Some(e), _) => e.clone(),
-            (None, Some(true)) => "stale (creator and users dead; `shmbus clean` removes it)".into(),
+            (None, Some(true)) => format!("stale ({})", stale_note(self.pending, self.writable == Some(true))),
             (None, _) => String::new(),
         };
         [self.summary.detail.as_str(), &state].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join("; ")
+    }
+}
+
+/// Why a channel is stale and what `shmbus clean` would do with it (for `ls` and `info`).
+pub fn stale_note(pending: Option<Pending>, writable: bool) -> String {
+    match pending {
+        _ if !writable => "creator and users dead; this user may not remove it".into(),
+        Some(p) if p.count() > 0 => {
+            format!("creator and users dead; holds {p}: `shmbus clean` keeps it, `--force` removes it")
+        }
+        _ => "creator and users dead; `shmbus clean` removes it".into(),
     }
 }
 
@@ -80,6 +96,8 @@ fn describe(domain: &Domain, name: &str) -> Option<Entry> {
         creator_pid: None,
         creator_alive: None,
         stale: None,
+        pending: None,
+        writable: None,
         error: None,
     };
     let report = match domain.channel_path(name).and_then(|p| admin::inspect(&p)) {
@@ -94,14 +112,40 @@ fn describe(domain: &Domain, name: &str) -> Option<Entry> {
     e.creator_pid = Some(report.header.creator.pid);
     e.creator_alive = Some(report.creator_alive);
     e.stale = Some(report.is_stale());
+    e.pending = report.pending;
+    e.writable = Some(report.writable);
     match kinds::summarize(domain, name, &report) {
         Ok(s) => {
             e.kind = report.header.kind.to_string();
             e.summary = s;
         }
+        // The kind's full status needs a read-write open (topics and queues); the header,
+        // users and undelivered count came from the read-only look.
+        Err(_) if !report.writable => {
+            e.kind = report.header.kind.to_string();
+            e.summary = read_only_summary(&report);
+        }
         Err(err) => e.error = Some(err.to_string()),
     }
     Some(e)
+}
+
+/// What is known of a channel whose kind status this user cannot read (topics and queues
+/// need a read-write open for it): the raw layout parameters, a queue's depth (its
+/// undelivered messages) and a note saying so.
+pub fn read_only_summary(report: &SegmentReport) -> kinds::Summary {
+    let mut s = kinds::Summary::default();
+    for (i, v) in report.header.params.iter().enumerate().filter(|(_, v)| **v != 0) {
+        s.params.insert(format!("param{i}"), json!(v));
+    }
+    let pending = report.pending;
+    if let Some(Pending::Messages(n)) = pending {
+        s.status.insert("depth".into(), json!(n));
+        s.fields.insert("depth".into(), json!(n));
+    }
+    let what = pending.map(|p| format!("{p}; ")).unwrap_or_default();
+    s.detail = format!("{what}read-only to this user: no live status");
+    s
 }
 
 /// Lists the channels of one domain or of all.

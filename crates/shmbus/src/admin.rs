@@ -1,5 +1,38 @@
 //! Inspecting and cleaning segments, for tools (`shmbus ls`, `info`, `clean`).
+//!
+//! # Looking without touching
+//!
+//! [`inspect`] opens a segment `O_RDONLY` and maps it `PROT_READ`, whoever calls it: read
+//! permission is enough (a monitoring account can list a 0644 segment it does not own), and
+//! nothing it does can write to the segment: it does not register as a participant, reclaim
+//! the dead or move an index. The header is validated exactly as a read-write open validates
+//! it; what it then reads (participant table, ring indices) is untrusted and only ever
+//! clamped or compared, never used to index without a bounds check. Whether the caller could
+//! open the segment read-write is reported separately ([`SegmentReport::writable`]).
+//!
+//! # Undelivered data
+//!
+//! [`SegmentReport::pending`] is what removing the segment would lose: committed data that no
+//! reader has taken yet, read from the kind's own indices by the kind's own readers.
+//!
+//! * **queue**: messages sent and not received ([`Pending::Messages`]);
+//! * **stream**: bytes committed and not consumed ([`Pending::Bytes`]);
+//! * **pool**: jobs dispatched and not taken, or lost with their worker and not yet
+//!   reported by `Dispatcher::reap` ([`Pending::Jobs`]);
+//! * **topic**: `None`, by decision. A topic promises its history as a window of the last N
+//!   messages that publishers overwrite without waiting for anyone, and a new subscriber
+//!   starts at new messages: no message in a topic is owed to any reader, so none is
+//!   undelivered. Once every publisher and subscriber is gone the history is stale state,
+//!   and `shmbus clean` removes the topic like any other stale segment. Keep messages that
+//!   must outlive their processes in a journal (`shmbus record`).
+//! * **journal**: `None`: journal data lives in its directory, which `clean` never touches.
+//!
+//! A queue, stream or pool with pending data is a legitimate state even when every process
+//! is gone (a producer may send and exit before its consumer starts), so `shmbus clean`
+//! keeps such a segment unless told `--force`.
 
+use std::fmt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::domain::Domain;
@@ -21,12 +54,71 @@ pub struct SegmentReport {
     pub live: Vec<ParticipantInfo>,
     /// Participants whose processes are dead (their entries await reclaiming).
     pub dead: Vec<ParticipantInfo>,
+    /// Whether this process may open the segment read-write: what an endpoint needs, and what
+    /// `shmbus clean` requires before it removes a segment. (Inspection itself reads only.)
+    pub writable: bool,
+    /// Committed data no reader has taken yet (see the [module docs](self)); `None` for kinds
+    /// that owe no delivery (topics, journals).
+    pub pending: Option<Pending>,
+}
+
+/// Committed data a segment holds that no reader has taken yet: what removing it would lose.
+///
+/// A snapshot of indices that live processes may be moving; exact once nobody uses the
+/// segment. It errs on the side of more (a queue cell a dead producer left half-written
+/// counts until a consumer retires it), never of fewer, so a segment it calls empty holds
+/// nothing deliverable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pending {
+    /// Queue: messages sent and not yet received.
+    Messages(u64),
+    /// Stream: bytes committed and not yet consumed (record headers and padding included).
+    Bytes(u64),
+    /// Pool: jobs dispatched and not taken by a worker, or lost with their worker and not yet
+    /// reported to a dispatcher.
+    Jobs(u64),
+}
+
+impl Pending {
+    /// The number, in the variant's unit.
+    pub fn count(self) -> u64 {
+        match self {
+            Pending::Messages(n) | Pending::Bytes(n) | Pending::Jobs(n) => n,
+        }
+    }
+
+    /// The unit of [`count`](Self::count): `"messages"`, `"bytes"` or `"jobs"`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Pending::Messages(_) => "messages",
+            Pending::Bytes(_) => "bytes",
+            Pending::Jobs(_) => "jobs",
+        }
+    }
+}
+
+impl fmt::Display for Pending {
+    /// `3 undelivered messages`, `1 unread byte`, `2 undelivered jobs`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.count();
+        let (what, one) = match self {
+            Pending::Messages(_) => ("undelivered", "message"),
+            Pending::Bytes(_) => ("unread", "byte"),
+            Pending::Jobs(_) => ("undelivered", "job"),
+        };
+        write!(f, "{n} {what} {one}{}", if n == 1 { "" } else { "s" })
+    }
 }
 
 impl SegmentReport {
     /// Neither the creator nor any participant is alive: `shmbus clean` may remove it.
     pub fn is_stale(&self) -> bool {
         !self.creator_alive && self.live.is_empty()
+    }
+
+    /// The segment holds committed data no reader has taken yet (see [`Pending`]).
+    pub fn has_pending(&self) -> bool {
+        self.pending.is_some_and(|p| p.count() > 0)
     }
 
     /// Live participants in the role named `role` (see [`role_name`]).
@@ -58,12 +150,52 @@ pub fn role_name(kind: crate::segment::Kind, role: u32) -> Option<&'static str> 
     })
 }
 
-/// Validates the segment at `path` and reports its users.
+/// Validates the segment at `path` and reports its users and its undelivered data, through a
+/// read-only mapping (see the [module docs](self)): needs read permission only, writes nothing.
+/// A queue, stream or pool whose layout parameters are invalid for its kind is
+/// [`OpenError::Corrupt`], as it would be to an endpoint.
 pub fn inspect(path: &Path) -> Result<SegmentReport, OpenError> {
-    let seg = Segment::open_path(path)?;
+    let seg = Segment::open_path_read_only(path)?;
     let header = *seg.info();
     let (live, dead) = seg.participants().list().into_iter().partition(|p| process_is_alive(p.process));
-    Ok(SegmentReport { path: path.to_owned(), creator_alive: process_is_alive(header.creator), header, live, dead })
+    let pending = pending_of(seg)?;
+    Ok(SegmentReport {
+        path: path.to_owned(),
+        creator_alive: process_is_alive(header.creator),
+        header,
+        live,
+        dead,
+        writable: may_open_read_write(path),
+        pending,
+    })
+}
+
+/// What the segment's kind holds undelivered, by the kind's own index readers.
+#[cfg(not(loom))]
+fn pending_of(seg: Segment) -> Result<Option<Pending>, OpenError> {
+    use crate::segment::Kind;
+    Ok(match seg.info().kind {
+        Kind::Queue => Some(Pending::Messages(crate::queue::undelivered(seg)?)),
+        Kind::Stream => Some(Pending::Bytes(crate::stream::unread_bytes(&seg)?)),
+        Kind::Pool => Some(Pending::Jobs(crate::pool::undelivered_jobs(&seg)?)),
+        Kind::Topic | Kind::Journal => None,
+    })
+}
+
+/// The kinds' segment code is not built under loom.
+#[cfg(loom)]
+fn pending_of(_seg: Segment) -> Result<Option<Pending>, OpenError> {
+    Ok(None)
+}
+
+/// Whether this process may open `path` read-write (the file is opened and closed at once).
+fn may_open_read_write(path: &Path) -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .is_ok()
 }
 
 /// A leftover temporary file of a creator that died mid-creation (`.<name>.<pid>.<nanos>`).

@@ -15,6 +15,10 @@
 //! checks magic, version, kind, checksum, that the layout parameters are valid for the kind
 //! and that the file size is exactly what they imply, and from then on uses only its own
 //! copy of the layout: a peer that later scribbles over the header cannot move any bound.
+//!
+//! **Tools look read-only.** `admin` opens segments `O_RDONLY` and maps them `PROT_READ`
+//! (`Segment::open_path_read_only`), validated by the same code as a read-write open, so
+//! a user with read permission only can inspect a segment, and inspection cannot write.
 
 use std::fs::File;
 use std::io;
@@ -207,27 +211,62 @@ impl Segment {
 
     /// Opens an existing channel `name` as a `L`.
     pub(crate) fn open<L: Layout>(domain: &Domain, name: &str) -> Result<(Segment, L), OpenError> {
-        let path = domain.channel_path(name)?;
-        let seg = Segment::open_path(&path)?;
-        if seg.info.kind != L::KIND {
-            return Err(OpenError::WrongKind { path, found: Some(seg.info.kind), expected: L::KIND });
+        let seg = Segment::open_path(&domain.channel_path(name)?)?;
+        let layout = seg.layout::<L>()?;
+        Ok((seg, layout))
+    }
+
+    /// [`open`](Self::open), read-only: see [`open_path_read_only`](Self::open_path_read_only).
+    pub(crate) fn open_read_only<L: Layout>(domain: &Domain, name: &str) -> Result<(Segment, L), OpenError> {
+        let seg = Segment::open_path_read_only(&domain.channel_path(name)?)?;
+        let layout = seg.layout::<L>()?;
+        Ok((seg, layout))
+    }
+
+    /// The layout of this segment as a `L`: the header's kind must be `L`'s, its parameters
+    /// valid for it, and the file size exactly what they imply.
+    pub(crate) fn layout<L: Layout>(&self) -> Result<L, OpenError> {
+        let path = &self.path;
+        if self.info.kind != L::KIND {
+            return Err(OpenError::WrongKind { path: path.clone(), found: Some(self.info.kind), expected: L::KIND });
         }
-        let layout = L::from_params(&seg.info.params).map_err(|what| OpenError::corrupt(&path, what))?;
+        let layout = L::from_params(&self.info.params).map_err(|what| OpenError::corrupt(path, what))?;
         let expected = KIND_OFFSET as u64 + layout.kind_area_size();
-        if seg.info.total_size != expected {
+        if self.info.total_size != expected {
             return Err(OpenError::corrupt(
-                &path,
-                format!("total size {} does not match its layout ({expected})", seg.info.total_size),
+                path,
+                format!("total size {} does not match its layout ({expected})", self.info.total_size),
             ));
         }
-        Ok((seg, layout))
+        Ok(layout)
     }
 
     /// Opens and validates the common header of any segment file, whatever its kind.
     pub(crate) fn open_path(path: &Path) -> Result<Segment, OpenError> {
+        Segment::open_path_as(path, Access::ReadWrite)
+    }
+
+    /// [`open_path`](Self::open_path) with the file opened `O_RDONLY` and mapped `PROT_READ`,
+    /// for tools that only look (`admin`): it needs read permission only, and nothing can
+    /// write through it. Validated exactly as a read-write open.
+    ///
+    /// The result must never reach an endpoint or anything else that stores into the
+    /// segment (a store faults). Read it only with atomic loads of at most 8 bytes: on the
+    /// 64-bit Linux targets shmbus runs on these are single load instructions (x86-64 `mov`,
+    /// AArch64 `ldr`/`ldar`), which read-only pages serve. (Rust documents this for `Relaxed`
+    /// loads; the `Acquire` loads of the kinds' index readers rely on the same instructions.)
+    pub(crate) fn open_path_read_only(path: &Path) -> Result<Segment, OpenError> {
+        Segment::open_path_as(path, Access::ReadOnly)
+    }
+
+    fn open_path_as(path: &Path, access: Access) -> Result<Segment, OpenError> {
+        let map = match access {
+            Access::ReadWrite => Mapping::map,
+            Access::ReadOnly => Mapping::map_read_only,
+        };
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(access == Access::ReadWrite)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| OpenError::io(path, e))?;
@@ -246,7 +285,7 @@ impl Segment {
             }
             return Err(OpenError::NotASegment { path: path.to_owned() });
         }
-        let head = Mapping::map(file.as_fd(), KIND_OFFSET).map_err(|e| OpenError::io(path, e))?;
+        let head = map(file.as_fd(), KIND_OFFSET).map_err(|e| OpenError::io(path, e))?;
         // SAFETY: the mapping is KIND_OFFSET >= size_of::<SegmentHeader>() bytes and page
         // aligned; a volatile read copies it out without assuming anything about its contents
         // (every bit pattern is a valid SegmentHeader of plain integers).
@@ -255,7 +294,7 @@ impl Segment {
         drop(head);
         let len =
             usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
-        let map = Mapping::map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
+        let map = map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
         Ok(Segment { map, file, path: path.to_owned(), info })
     }
 
@@ -352,6 +391,15 @@ impl Segment {
     pub(crate) fn file(&self) -> &File {
         &self.file
     }
+}
+
+/// How [`Segment::open_path_as`] opens the file and maps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// `O_RDWR`, `PROT_READ | PROT_WRITE`: for endpoints.
+    ReadWrite,
+    /// `O_RDONLY`, `PROT_READ`: for tools that only look.
+    ReadOnly,
 }
 
 /// Removes a temporary file unless disarmed.
@@ -482,7 +530,8 @@ fn check_same_layout<L: Layout>(path: &Path, existing: &L, requested: &L) -> Res
     Ok(())
 }
 
-/// Reads the validated header of any segment file (for `ls`, `info`, `clean`).
+/// Reads the validated header of any segment file (for `ls`, `info`, `clean`). Needs read
+/// permission only: the file is opened and mapped read-only.
 pub fn inspect(path: &Path) -> Result<HeaderInfo, OpenError> {
-    Segment::open_path(path).map(|s| s.info)
+    Segment::open_path_read_only(path).map(|s| s.info)
 }

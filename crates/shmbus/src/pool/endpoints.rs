@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use super::protocol::{
-    Claim, Idle, Leave, Mail, PoolHeader, PoolRef, Withdraw, BUSY, HEADER_SIZE, MAILBOX_HEAD, VACANT,
+    Claim, Idle, Leave, Mail, PoolHeader, PoolRef, Withdraw, BUSY, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, VACANT,
 };
 use super::{
     BatchDispatchError, Dispatched, LostJob, PoolConfig, PoolLayout, PoolStatus, RecvError, TryDispatchError,
@@ -56,10 +56,20 @@ fn dispatcher_alive(seg: &Segment) -> Option<(u32, bool)> {
     seg.participants().owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, process_is_alive(o.process)))
 }
 
-/// Reads a pool's status without joining it.
+/// Reads a pool's status without joining it (read permission suffices).
 pub fn status(domain: &Domain, name: &str) -> Result<PoolStatus, OpenError> {
-    let (seg, layout) = Segment::open::<PoolLayout>(domain, name)?;
+    let (seg, layout) = Segment::open_read_only::<PoolLayout>(domain, name)?;
     Ok(status_of(&seg, &layout))
+}
+
+/// Jobs in pool segment `seg` that the pool still owes someone, for `admin::inspect` (loads
+/// only): mailboxes FULL (dispatched, not taken) or LOST (its worker died or left holding
+/// it; the next `reap` reports it). By the protocol's invariant 5 every dispatched job is
+/// taken or reported lost; these are the ones that are neither yet.
+pub(crate) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
+    let layout = seg.layout::<PoolLayout>()?;
+    let pool = pool_ref(seg, &layout);
+    Ok((0..pool.workers()).filter(|&i| matches!(pool.mailbox(i).state(), FULL | LOST)).count() as u64)
 }
 
 fn status_of(seg: &Segment, layout: &PoolLayout) -> PoolStatus {

@@ -79,7 +79,7 @@ mod endpoints;
 #[cfg(not(loom))]
 pub use endpoints::{status, Dispatcher, Job, Worker};
 #[cfg(not(loom))]
-pub(crate) use endpoints::{ROLE_DISPATCHER, ROLE_WORKER};
+pub(crate) use endpoints::{undelivered_jobs, ROLE_DISPATCHER, ROLE_WORKER};
 
 pub use protocol::MAX_WORKERS;
 

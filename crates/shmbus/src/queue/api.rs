@@ -391,6 +391,18 @@ impl Queue {
     }
 }
 
+/// Messages in queue segment `seg` that no consumer has received, for `admin::inspect` (a
+/// look through a read-only mapping: loads only). The ring's depth, or 1 when the depth reads
+/// 0 but a pop could make progress: a producer that died between publishing its message and
+/// moving `tail` leaves `tail` one behind it. Errs on the side of more: a cell a dead
+/// producer left half-written counts until a consumer retires it.
+pub(crate) fn undelivered(seg: Segment) -> Result<u64, OpenError> {
+    let layout = seg.layout::<QueueLayout>()?;
+    let shared = Shared::new(seg, layout);
+    let ring = shared.ring();
+    Ok(ring.depth().max(u64::from(ring.pop_ready().is_ok())))
+}
+
 fn status_of(shared: &Shared) -> QueueStatus {
     let ring = shared.ring();
     let (mut producers, mut consumers) = (0, 0);

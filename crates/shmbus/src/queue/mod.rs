@@ -61,7 +61,7 @@ mod api;
 #[cfg(not(loom))]
 pub use api::*;
 #[cfg(not(loom))]
-pub(crate) use api::{ROLE_CONSUMER, ROLE_PRODUCER};
+pub(crate) use api::{undelivered, ROLE_CONSUMER, ROLE_PRODUCER};
 
 #[cfg(loom)]
 pub mod model;

@@ -345,10 +345,17 @@ fn status_of(seg: &Segment, layout: &StreamLayout) -> StreamStatus {
     }
 }
 
-/// Reads the status of stream `name` without attaching to it.
+/// Reads the status of stream `name` without attaching to it (read permission suffices).
 pub fn status(domain: &Domain, name: &str) -> Result<StreamStatus, OpenError> {
-    let (seg, layout) = Segment::open::<StreamLayout>(domain, name)?;
+    let (seg, layout) = Segment::open_read_only::<StreamLayout>(domain, name)?;
     Ok(status_of(&seg, &layout))
+}
+
+/// Bytes committed to stream segment `seg` and not yet consumed (record headers and padding
+/// included), for `admin::inspect`: the status's `used`, by loads only.
+pub(crate) fn unread_bytes(seg: &Segment) -> Result<u64, OpenError> {
+    let layout = seg.layout::<StreamLayout>()?;
+    Ok(status_of(seg, &layout).used)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -75,4 +75,4 @@ mod endpoints;
 #[cfg(not(loom))]
 pub use endpoints::*;
 #[cfg(not(loom))]
-pub(crate) use endpoints::{ROLE_READER, ROLE_WRITER};
+pub(crate) use endpoints::{unread_bytes, ROLE_READER, ROLE_WRITER};

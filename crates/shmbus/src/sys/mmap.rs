@@ -23,21 +23,22 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps the first `len` bytes of `fd` shared and read-write.
     pub fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
+        Mapping::map_prot(fd, len, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    /// Maps the first `len` bytes of `fd` shared and read-only (`PROT_READ`; `fd` may be
+    /// opened `O_RDONLY`). A store into it faults: for tools that only look.
+    pub fn map_read_only(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
+        Mapping::map_prot(fd, len, libc::PROT_READ)
+    }
+
+    fn map_prot(fd: BorrowedFd<'_>, len: usize, prot: libc::c_int) -> io::Result<Mapping> {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map zero bytes"));
         }
         // SAFETY: a fresh mapping at an address of the kernel's choice; no existing memory is
         // affected. The fd is valid for the call.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }

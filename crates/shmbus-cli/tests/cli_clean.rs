@@ -1,0 +1,163 @@
+//! `shmbus clean` keeps stale segments that hold undelivered data, and `ls`/`info`/`clean`
+//! work for a user with read permission only. Real processes against a scratch root (see
+//! `common`); a process that has exited is a dead one.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use common::Root;
+use serde_json::Value;
+
+/// The uid and gid of `nobody`.
+const NOBODY: u32 = 65534;
+
+/// A queue `q` holding three messages and a queue `e` whose only message was received; every
+/// process that touched them has exited.
+fn stale_queues(r: &Root) {
+    for m in ["one", "two", "three"] {
+        r.ok(&["pub", "--domain", "d", "q", "--kind", "queue", "--capacity", "8", "--data", m]);
+    }
+    r.ok(&["pub", "--domain", "d", "e", "--kind", "queue", "--capacity", "8", "--data", "gone"]);
+    r.ok(&["sub", "--domain", "d", "e", "--count", "1", "--timeout-ms", "10000"]);
+}
+
+#[test]
+fn clean_keeps_a_stale_queue_with_messages_until_forced() {
+    let r = Root::new();
+    stale_queues(&r);
+
+    let out = r.ok(&["clean", "--dry-run"]);
+    assert!(out.contains("kept d/q: 3 undelivered messages (--force removes it)"), "{out}");
+    assert!(out.contains("would remove d/e (queue;"), "an empty stale queue goes: {out}");
+    assert!(out.contains("kept 0 in use, 1 with undelivered data"), "{out}");
+    assert!(r.channel_file("d", "e").exists(), "--dry-run removed e");
+
+    let out = r.ok(&["clean"]);
+    assert!(out.contains("kept d/q: 3 undelivered messages") && out.contains("removed d/e"), "{out}");
+    assert!(r.channel_file("d", "q").exists() && !r.channel_file("d", "e").exists());
+    // Nothing was lost: a consumer started now gets every message, in order.
+    let got = r.ok(&["sub", "--domain", "d", "q", "--count", "3", "--timeout-ms", "10000"]);
+    assert_eq!(got.lines().collect::<Vec<_>>(), ["one", "two", "three"]);
+
+    for m in ["four", "five"] {
+        r.ok(&["pub", "--domain", "d", "q", "--data", m]);
+    }
+    let out = r.ok(&["clean", "--force"]);
+    assert!(out.contains("removed d/q (queue;") && out.contains("2 undelivered messages discarded"), "{out}");
+    assert!(!r.channel_file("d", "q").exists());
+}
+
+#[test]
+fn ls_and_info_say_what_clean_will_keep() {
+    let r = Root::new();
+    stale_queues(&r);
+    // A stream whose writer exited before any reader came: its record waits in the ring.
+    r.ok(&["pub", "--domain", "d", "s", "--kind", "stream", "--capacity", "64K", "--data", "hello"]);
+    // A topic with history and nobody left: removed (its history is owed to no reader).
+    r.ok(&["pub", "--domain", "d", "t", "--data", "old news"]);
+
+    let v = r.json(&["ls", "--domain", "d", "--json"]);
+    let entry = |name: &str| v.as_array().unwrap().iter().find(|e| e["name"] == name).unwrap().clone();
+    let q = entry("q");
+    assert_eq!(
+        (q["stale"].as_bool(), q["pending"].as_u64(), q["pending_unit"].as_str()),
+        (Some(true), Some(3), Some("messages"))
+    );
+    assert_eq!((entry("e")["pending"].as_u64(), entry("s")["pending_unit"].as_str()), (Some(0), Some("bytes")));
+    assert!(entry("s")["pending"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!((entry("t")["pending"].clone(), entry("t")["last_seq"].as_u64()), (Value::Null, Some(1)));
+
+    let table = r.ok(&["ls", "--domain", "d"]);
+    let row = |name: &str| table.lines().find(|l| l.split_whitespace().nth(1) == Some(name)).unwrap().to_owned();
+    assert!(row("q").contains("3 undelivered messages: `shmbus clean` keeps it"), "{table}");
+    assert!(row("e").contains("`shmbus clean` removes it"), "{table}");
+
+    let info = r.json(&["info", "--domain", "d", "s", "--json"]);
+    assert_eq!((info["pending_unit"].as_str(), info["writable"].as_bool()), (Some("bytes"), Some(true)));
+    let text = r.ok(&["info", "--domain", "d", "q"]);
+    assert!(text.contains("pending       3 undelivered messages"), "{text}");
+
+    let out = r.ok(&["clean", "--domain", "d"]);
+    assert!(out.contains("kept d/q: 3 undelivered messages") && out.contains("kept d/s: 16 unread bytes"), "{out}");
+    assert!(out.contains("removed d/e") && out.contains("removed d/t"), "{out}");
+    let got = r.ok(&["sub", "--domain", "d", "s", "--count", "1", "--timeout-ms", "10000"]);
+    assert_eq!(got.trim_end(), "hello");
+}
+
+// ------------------------------------------------------------------ read permission only
+
+/// `shmbus args` as uid/gid nobody, from a copy of the binary in
+/// the scratch root (so nobody may execute it wherever the build put it).
+fn run_as_nobody(r: &Root, args: &[&str]) -> Output {
+    let exe = r.0.join("shmbus-copy");
+    if !exe.exists() {
+        std::fs::copy(env!("CARGO_BIN_EXE_shmbus"), &exe).unwrap();
+    }
+    let mut c = Command::new(&exe);
+    c.args(args).env("SHMBUS_ROOT", &r.0).env_remove("RUST_BACKTRACE").stdin(Stdio::null()).uid(NOBODY).gid(NOBODY); // dropping from root, std also clears the supplementary groups
+    c.output().unwrap()
+}
+
+fn ok_as_nobody(r: &Root, args: &[&str]) -> String {
+    let out = run_as_nobody(r, args);
+    assert!(out.status.success(), "shmbus {args:?} as nobody failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn chmod(path: &PathBuf, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn a_read_only_user_sees_segments_and_removes_nothing() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to create segments and look at them as uid {NOBODY}");
+        return;
+    }
+    let r = Root::new();
+    stale_queues(&r);
+    r.ok(&["pub", "--domain", "d", "t", "--data", "x"]);
+    r.ok(&["pub", "--domain", "d", "s", "--kind", "stream", "--capacity", "64K", "--data", "hello"]);
+    chmod(&r.0, 0o755);
+    chmod(&r.0.join("shmbus.d"), 0o755);
+    for name in ["q", "e", "t", "s"] {
+        chmod(&r.channel_file("d", name), 0o644);
+    }
+
+    let v: Value = serde_json::from_str(&ok_as_nobody(&r, &["ls", "--json"])).unwrap();
+    let entry = |name: &str| v.as_array().unwrap().iter().find(|e| e["name"] == name).unwrap().clone();
+    for (name, kind) in [("q", "queue"), ("e", "queue"), ("t", "topic"), ("s", "stream")] {
+        let e = entry(name);
+        assert_eq!(
+            (e["kind"].as_str(), e["writable"].as_bool(), e["error"].clone()),
+            (Some(kind), Some(false), Value::Null),
+            "{v}"
+        );
+    }
+    assert_eq!((entry("q")["pending"].as_u64(), entry("q")["depth"].as_u64()), (Some(3), Some(3)));
+    // A stream's status needs only read permission: all of it is there.
+    assert_eq!(entry("s")["capacity"].as_u64(), Some(65536));
+    let table = ok_as_nobody(&r, &["ls"]);
+    assert!(table.contains("read-only to this user"), "{table}");
+
+    let info: Value = serde_json::from_str(&ok_as_nobody(&r, &["info", "--domain", "d", "q", "--json"])).unwrap();
+    assert_eq!((info["kind"].as_str(), info["pending"].as_u64()), (Some("queue"), Some(3)));
+    let text = ok_as_nobody(&r, &["info", "--domain", "d", "t"]);
+    assert!(text.contains("kind          topic") && text.contains("read-only to this user"), "{text}");
+
+    for args in [&["clean", "--dry-run"][..], &["clean"], &["clean", "--force"]] {
+        let out = ok_as_nobody(&r, args);
+        for name in ["q", "e", "t", "s"] {
+            assert!(out.contains(&format!("kept d/{name}: cannot check/remove it")), "{args:?}: {out}");
+        }
+        assert!(out.contains("removed 0 file(s)") || out.contains("would remove 0 file(s)"), "{out}");
+    }
+    for name in ["q", "e", "t", "s"] {
+        assert!(r.channel_file("d", name).exists(), "a read-only user removed {name}");
+    }
+}

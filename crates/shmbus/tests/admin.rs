@@ -1,0 +1,207 @@
+//! `admin::inspect`: a read-only look that needs read permission only, and the undelivered
+//! data it reports per kind.
+//!
+//! The test binary re-executes itself as the child: `child_entry` does nothing unless
+//! `SHMBUS_TEST_CHILD` names a role.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::{child_command, child_role, eventually, sigkill, wait_with_deadline, Scratch};
+use shmbus::admin::{self, Pending};
+use shmbus::pool::{Dispatcher, PoolConfig, Worker};
+use shmbus::queue::{Queue, QueueConfig};
+use shmbus::stream::{protocol::record_size, StreamConfig, StreamReader, StreamWriter};
+use shmbus::topic::{Topic, TopicConfig};
+use shmbus::{CreateOptions, Domain, Kind, OpenError};
+
+/// The uid and gid of `nobody`.
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Makes `path` and its parent directories up to `root` traversable by everyone, as a domain
+/// shared with a monitoring account would be.
+fn open_up(root: &Path, path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if d == root {
+            break;
+        }
+        dir = d.parent();
+    }
+}
+
+// ------------------------------------------------------------------ child roles
+
+#[test]
+fn child_entry() {
+    let Some(role) = child_role() else {
+        return;
+    };
+    let root = PathBuf::from(std::env::var("SHMBUS_ROOT").unwrap());
+    let d = Domain::with_root("t", &root).unwrap();
+    match role.as_str() {
+        "nobody_inspects" => child_nobody_inspects(&d),
+        "worker" => {
+            let mut w = Worker::join(&d, "p").unwrap();
+            while w.recv().is_ok() {}
+        }
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// Drops to nobody, checks that a read-write open is refused, then inspects read-only.
+fn child_nobody_inspects(d: &Domain) {
+    // SAFETY: plain credential calls on this (single-purpose) process; order matters:
+    // supplementary groups and gid while still privileged, uid last.
+    unsafe {
+        assert_eq!(libc::setgroups(0, std::ptr::null()), 0, "setgroups");
+        assert_eq!(libc::setresgid(NOBODY, NOBODY, NOBODY), 0, "setresgid");
+        assert_eq!(libc::setresuid(NOBODY, NOBODY, NOBODY), 0, "setresuid");
+        // A credential change clears the parent-death signal: set it again.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+    }
+    let path = d.channel_path("q").unwrap();
+    // The premise: an endpoint (read-write) open is refused to this user.
+    match Queue::open(d, "q") {
+        Err(OpenError::PermissionDenied { .. }) => {}
+        other => panic!("a read-write open as nobody should be refused, got {other:?}"),
+    }
+    let report = admin::inspect(&path).expect("inspect needs read permission only");
+    assert_eq!(report.header.kind, Kind::Queue);
+    assert!(!report.writable, "nobody may not open it read-write");
+    assert_eq!(report.pending, Some(Pending::Messages(3)));
+    assert_eq!(report.live.len(), 1, "the parent's producer is listed: {report:?}");
+    assert_eq!(shmbus::segment::inspect(&path).unwrap().kind, Kind::Queue);
+    println!("inspected as nobody: ok");
+}
+
+// ------------------------------------------------------------------ tests
+
+#[test]
+fn inspect_needs_read_permission_only() {
+    if child_role().is_some() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("skipped: needs root to create a segment and inspect it as uid {NOBODY}");
+        return;
+    }
+    let s = Scratch::new("admin-ro");
+    let d = s.domain("t");
+    let q =
+        Queue::create(&d, "q", QueueConfig { capacity: 8, max_element_size: 16 }, &CreateOptions::default()).unwrap();
+    let mut tx = q.producer().unwrap();
+    for m in [b"a", b"b", b"c"] {
+        tx.try_send(m).unwrap();
+    }
+    let path = d.channel_path("q").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
+    open_up(s.path(), &path);
+    // Root itself may open anything read-write: the report says so.
+    assert!(admin::inspect(&path).unwrap().writable);
+
+    let mut child = child_command("child_entry", "nobody_inspects", &[("SHMBUS_ROOT", s.path().display().to_string())])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_with_deadline(&mut child, 60, "inspect as nobody");
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(st.success() && out.contains("inspected as nobody: ok"), "child failed ({st}): {out}");
+    // Inspection wrote nothing: the messages are all still there, in order.
+    let mut rx = q.consumer().unwrap();
+    for m in [b"a", b"b", b"c"] {
+        assert_eq!(rx.try_recv().unwrap(), m);
+    }
+}
+
+#[test]
+fn pending_counts_what_no_reader_took() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("admin-pending");
+    let d = s.domain("t");
+    let pending = |name: &str| admin::inspect(&d.channel_path(name).unwrap()).unwrap().pending;
+
+    // Queue: messages sent and not received.
+    let q =
+        Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 16 }, &CreateOptions::default()).unwrap();
+    assert_eq!(pending("q"), Some(Pending::Messages(0)));
+    let mut tx = q.producer().unwrap();
+    for m in [b"1", b"2", b"3"] {
+        tx.try_send(m).unwrap();
+    }
+    assert_eq!(pending("q"), Some(Pending::Messages(3)));
+    let mut rx = q.consumer().unwrap();
+    rx.try_recv().unwrap();
+    assert_eq!(pending("q"), Some(Pending::Messages(2)));
+
+    // Stream: bytes committed and not consumed, framing included.
+    let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(1 << 16)).unwrap();
+    assert_eq!(pending("s"), Some(Pending::Bytes(0)));
+    w.try_write(b"hello").unwrap();
+    assert_eq!(pending("s"), Some(Pending::Bytes(record_size(5))));
+    let mut r = StreamReader::open(&d, "s").unwrap();
+    r.try_read().unwrap().consume();
+    assert_eq!(pending("s"), Some(Pending::Bytes(0)));
+
+    // Topic: history is owed to nobody.
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::new(64, 4)).unwrap();
+    t.publisher().unwrap().publish(b"x").unwrap();
+    assert_eq!(pending("t"), None);
+
+    // Pool: a job placed in the mailbox of a worker that then died before taking it is owed
+    // to the next dispatcher as a loss report, until `reap` delivers that.
+    let mut disp = Dispatcher::create(&d, "p", PoolConfig { max_workers: 2, max_job_size: 64 }).unwrap();
+    assert_eq!(pending("p"), Some(Pending::Jobs(0)));
+    let mut worker = child_command("child_entry", "worker", &[("SHMBUS_ROOT", s.path().display().to_string())])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("the worker waits for work", 20, || shmbus::pool::status(&d, "p").unwrap().idle == 1);
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe { libc::kill(worker.id() as i32, libc::SIGSTOP) };
+    disp.try_dispatch(b"job".as_slice()).unwrap();
+    assert_eq!(pending("p"), Some(Pending::Jobs(1)));
+    sigkill(&mut worker);
+    worker.wait().unwrap();
+    assert_eq!(pending("p"), Some(Pending::Jobs(1)), "a dead worker's untaken job is still owed");
+    eventually("reap reports the lost job", 20, || !disp.reap().is_empty());
+    assert_eq!(pending("p"), Some(Pending::Jobs(0)));
+}
+
+#[test]
+fn invalid_layout_is_corrupt_not_a_guess() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("admin-corrupt");
+    let d = s.domain("t");
+    Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 16 }, &CreateOptions::default()).unwrap();
+    let path = d.channel_path("q").unwrap();
+    // A well-formed lie: the queue's cell stride (parameter 2, header bytes 48..56) changed
+    // and the header checksum recomputed. The common header is valid; the layout is not.
+    let mut h = std::fs::read(&path).unwrap()[..120].to_vec();
+    h[48..56].copy_from_slice(&4096u64.to_le_bytes());
+    let mut zeroed = h.clone();
+    zeroed[16..24].fill(0);
+    h[20..24].copy_from_slice(&crc32c::crc32c(&zeroed).to_le_bytes());
+    std::os::unix::fs::FileExt::write_all_at(&std::fs::OpenOptions::new().write(true).open(&path).unwrap(), &h, 0)
+        .unwrap();
+    assert!(matches!(admin::inspect(&path), Err(OpenError::Corrupt { .. })));
+    assert!(shmbus::segment::inspect(&path).is_ok(), "the common header alone is valid");
+}
