@@ -175,6 +175,11 @@ fn pending_counts_what_no_reader_took() {
     eventually("the worker waits for work", 20, || shmbus::pool::status(&d, "p").unwrap().idle == 1);
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe { libc::kill(worker.id() as i32, libc::SIGSTOP) };
+    // kill(2) returns before the worker has stopped: until it has, it could still take the job.
+    let stat = format!("/proc/{}/stat", worker.id());
+    eventually("the worker has stopped", 20, || {
+        std::fs::read_to_string(&stat).is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')))
+    });
     disp.try_dispatch(b"job".as_slice()).unwrap();
     assert_eq!(pending("p"), Some(Pending::Jobs(1)));
     sigkill(&mut worker);
