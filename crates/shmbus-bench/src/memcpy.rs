@@ -93,10 +93,15 @@ fn streaming(piece: usize, total: u64, dest: Dest) -> StreamingResult {
     match dest {
         Dest::Prefaulted => dst.fill(1),
         Dest::Fresh => {}
-        // SAFETY: advice on the vector's own, not yet touched, pages; contents unchanged.
-        Dest::FreshHuge => unsafe {
-            libc::madvise(dst.as_mut_ptr().cast(), dst.len(), libc::MADV_HUGEPAGE);
-        },
+        Dest::FreshHuge => {
+            // madvise wants a page-aligned start; the allocation's first bytes are its
+            // allocator's header page, so advise from the next page boundary on.
+            let page = 4096;
+            let skip = dst.as_ptr().align_offset(page).min(dst.len());
+            let len = (dst.len() - skip) / page * page;
+            // SAFETY: advice on the vector's own, not yet touched, pages; contents unchanged.
+            unsafe { libc::madvise(dst.as_mut_ptr().add(skip).cast(), len, libc::MADV_HUGEPAGE) };
+        }
     }
     std::hint::black_box(&mut dst);
     let start = Instant::now();
