@@ -40,14 +40,21 @@ pub struct Args {
 /// Removes stale segments and temporary files; prints each removal.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let verb = if args.dry_run { "would remove" } else { "removed" };
-    let remove = |path: &std::path::Path| -> Result<()> {
+    // A file that cannot be removed is reported and skipped: the rest still gets cleaned,
+    // and the exit status says that something was left.
+    let failed = std::cell::Cell::new(0usize);
+    let remove = |path: &std::path::Path| -> bool {
         if args.dry_run {
-            return Ok(());
+            return true;
         }
         match std::fs::remove_file(path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(crate::CliError::msg(format!("cannot remove {}: {e}", path.display()))),
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => {
+                eprintln!("shmbus clean: cannot remove {}: {e}", path.display());
+                failed.set(failed.get() + 1);
+                false
+            }
         }
     };
     let (mut removed, mut in_use, mut kept_pending, mut kept_invalid, mut not_ours) = (0usize, 0, 0, 0, 0);
@@ -72,7 +79,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                     println!("kept {what}: {pending} (--force removes it)");
                 }
                 Ok(report) => {
-                    remove(&path)?;
+                    if !remove(&path) {
+                        continue;
+                    }
                     removed += 1;
                     let lost = match report.pending {
                         Some(p) if p.count() > 0 => format!("; {p} discarded"),
@@ -86,9 +95,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                 Err(OpenError::NotFound { .. }) => {} // removed meanwhile
                 Err(e @ (OpenError::NotASegment { .. } | OpenError::Truncated { .. } | OpenError::Corrupt { .. })) => {
                     if args.force {
-                        remove(&path)?;
-                        removed += 1;
-                        println!("{verb} invalid {what}: {e}");
+                        if remove(&path) {
+                            removed += 1;
+                            println!("{verb} invalid {what}: {e}");
+                        }
                     } else {
                         kept_invalid += 1;
                         println!("kept invalid {what} (--force removes it): {e}");
@@ -103,7 +113,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         let temps = admin::stale_temp_files(&domain)
             .map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
         for t in temps {
-            remove(&t.path)?;
+            if !remove(&t.path) {
+                continue;
+            }
             removed += 1;
             println!("{verb} temporary file {} (creator pid {} dead)", t.path.display(), t.pid);
         }
@@ -111,5 +123,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     println!(
         "{verb} {removed} file(s); kept {in_use} in use, {kept_pending} with undelivered data, {not_ours} this user may not remove, {kept_invalid} invalid or unreadable"
     );
-    Ok(())
+    match failed.get() {
+        0 => Ok(()),
+        n => Err(crate::CliError::msg(format!("{n} file(s) could not be removed (see above)"))),
+    }
 }

@@ -161,3 +161,36 @@ fn a_read_only_user_sees_segments_and_removes_nothing() {
         assert!(r.channel_file("d", name).exists(), "a read-only user removed {name}");
     }
 }
+
+#[test]
+fn a_file_that_cannot_be_removed_is_reported_and_the_rest_still_cleaned() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to set up segments another user may open but not unlink");
+        return;
+    }
+    let r = Root::new();
+    // Two stale, empty queues in a domain nobody may not write to (so not unlink in), and
+    // one in a domain nobody owns.
+    for (domain, name) in [("d", "a"), ("d", "b"), ("own", "c")] {
+        r.ok(&["pub", "--domain", domain, name, "--kind", "queue", "--capacity", "8", "--data", "x"]);
+        r.ok(&["sub", "--domain", domain, name, "--count", "1", "--timeout-ms", "10000"]);
+        chmod(&r.channel_file(domain, name), 0o666);
+    }
+    chmod(&r.0, 0o755);
+    chmod(&r.0.join("shmbus.d"), 0o755);
+    let own = r.channel_file("own", "c").parent().unwrap().to_owned();
+    std::os::unix::fs::chown(&own, Some(NOBODY), Some(NOBODY)).unwrap();
+
+    let out = run_as_nobody(&r, &["clean"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "leaving files behind must not look like success: {stdout}");
+    for name in ["a", "b"] {
+        assert!(stderr.contains(&format!("cannot remove {}", r.channel_file("d", name).display())), "{stderr}");
+        assert!(r.channel_file("d", name).exists());
+    }
+    assert!(stderr.contains("2 file(s) could not be removed"), "{stderr}");
+    // The failures did not stop the run: the removable one went.
+    assert!(stdout.contains("removed own/c (queue;") && stdout.contains("removed 1 file(s)"), "{stdout}");
+    assert!(!r.channel_file("own", "c").exists());
+}
