@@ -47,16 +47,23 @@ fn shmem_pmd_mapped_kib() -> u64 {
         .unwrap_or(0)
 }
 
-#[test]
-fn huge_page_tmpfs_is_reported_and_used() {
-    let (dir, _c) = fresh_dir("jt-huge");
-    let mnt = match Mount::tmpfs(&dir, "huge=within_size,size=256m") {
-        Ok(m) => m,
+/// A fresh directory with a tmpfs mounted on it with `options`, or `None` (said on stderr)
+/// where this process may not mount. Bind the result in this order: bindings drop in reverse,
+/// so the mount goes before the scratch directory under it.
+fn mounted_tmpfs(tag: &str, options: &str) -> Option<(common::Scratch, std::path::PathBuf, Mount)> {
+    let (dir, scratch) = fresh_dir(tag);
+    match Mount::tmpfs(&dir, options) {
+        Ok(m) => Some((scratch, dir, m)),
         Err(e) => {
             eprintln!("skipped: cannot mount a tmpfs here ({e}); needs root or CAP_SYS_ADMIN");
-            return;
+            None
         }
-    };
+    }
+}
+
+#[test]
+fn huge_page_tmpfs_is_reported_and_used() {
+    let Some((_c, dir, mnt)) = mounted_tmpfs("jt-huge", "huge=within_size,size=256m") else { return };
     let jdir = dir.join("j");
     let opts =
         JournalOptions { cycle_bytes: 64 << 20, chunk_bytes: 4 << 20, roll: RollCycle::Never, ..Default::default() };
@@ -92,14 +99,7 @@ fn huge_page_tmpfs_is_reported_and_used() {
 
 #[test]
 fn plain_tmpfs_reports_small_pages() {
-    let (dir, _c) = fresh_dir("jt-small");
-    let _mnt = match Mount::tmpfs(&dir, "size=128m") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("skipped: cannot mount a tmpfs here ({e}); needs root or CAP_SYS_ADMIN");
-            return;
-        }
-    };
+    let Some((_c, dir, _mnt)) = mounted_tmpfs("jt-small", "size=128m") else { return };
     let j = Journal::open(dir.join("j"), &JournalOptions::default()).unwrap();
     let storage = j.info().unwrap().storage.unwrap();
     assert_eq!(storage.label(), "tmpfs");
