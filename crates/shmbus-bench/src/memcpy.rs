@@ -96,7 +96,8 @@ fn streaming(piece: usize, total: u64, dest: Dest) -> StreamingResult {
         Dest::FreshHuge => {
             // madvise wants a page-aligned start; the allocation's first bytes are its
             // allocator's header page, so advise from the next page boundary on.
-            let page = 4096;
+            // SAFETY: sysconf has no preconditions.
+            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(1);
             let skip = dst.as_ptr().align_offset(page).min(dst.len());
             let len = (dst.len() - skip) / page * page;
             // SAFETY: advice on the vector's own, not yet touched, pages; contents unchanged.
