@@ -32,7 +32,6 @@
 //! keeps such a segment unless told `--force`.
 
 use std::fmt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::domain::Domain;
@@ -190,12 +189,7 @@ fn pending_of(_seg: Segment) -> Result<Option<Pending>, OpenError> {
 
 /// Whether this process may open `path` read-write (the file is opened and closed at once).
 fn may_open_read_write(path: &Path) -> bool {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .is_ok()
+    crate::sys::open_existing(path, true).is_ok()
 }
 
 /// A leftover temporary file of a creator that died mid-creation (`.<name>.<pid>.<nanos>`).

@@ -264,12 +264,7 @@ impl Segment {
             Access::ReadWrite => Mapping::map,
             Access::ReadOnly => Mapping::map_read_only,
         };
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(access == Access::ReadWrite)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| OpenError::io(path, e))?;
+        let file = crate::sys::open_existing(path, access == Access::ReadWrite).map_err(|e| OpenError::io(path, e))?;
         let meta = file.metadata().map_err(|e| OpenError::io(path, e))?;
         if !meta.file_type().is_file() {
             return Err(OpenError::NotASegment { path: path.to_owned() });

@@ -15,7 +15,7 @@ use super::format::*;
 
 /// Opens an existing file read-write, without following symlinks.
 pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
-    std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)
+    crate::sys::open_existing(path, true)
 }
 
 /// Creates `path` with `contents` as its first bytes and total length `len`, race-free:

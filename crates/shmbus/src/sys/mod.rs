@@ -14,6 +14,14 @@ pub use mmap::Mapping;
 pub use process::{process_is_alive, ProcessId};
 pub use time::{coarse_monotonic_ns, monotonic_ns};
 
+/// Opens the existing file `path` for reading (and writing, with `write`), never following a
+/// symlink in its last component (`O_NOFOLLOW`), closed on exec: how every shmbus file is
+/// opened that someone else may have created.
+pub fn open_existing(path: &std::path::Path, write: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).write(write).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)
+}
+
 /// The system page size, read once.
 pub fn page_size() -> usize {
     use std::sync::OnceLock;
