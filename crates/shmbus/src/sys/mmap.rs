@@ -137,8 +137,7 @@ impl Mapping {
     /// Asks the kernel to back the whole mapping with pages now (`MADV_WILLNEED`), so the
     /// first writes of a hot path do not page-fault. Advisory: errors are ignored.
     pub fn prefault(&self) {
-        // SAFETY: the range is exactly our mapping; madvise does not change its contents.
-        unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_WILLNEED) };
+        self.advise(libc::MADV_WILLNEED);
     }
 
     /// Asks for huge pages where the filesystem can give them (`MADV_HUGEPAGE`): on ext4 and
@@ -146,8 +145,15 @@ impl Mapping {
     /// entry each, instead of some of it, so writing fresh pages takes 512 times fewer
     /// faults. tmpfs follows its own `huge=` mount option. Advisory: errors are ignored.
     pub fn advise_huge(&self) {
-        // SAFETY: the range is exactly our mapping; madvise does not change its contents.
-        unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_HUGEPAGE) };
+        self.advise(libc::MADV_HUGEPAGE);
+    }
+
+    /// `madvise` over the whole mapping with an advice that never changes its contents;
+    /// errors are ignored (advice only).
+    fn advise(&self, advice: libc::c_int) {
+        // SAFETY: the range is exactly our mapping; the callers' advice values do not change
+        // its contents.
+        unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, advice) };
     }
 }
 
