@@ -31,13 +31,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let path = domain.channel_path(&args.name)?;
     let first = admin::inspect(&path)?;
-    let (s, no_status) = match kinds::summarize(&domain, &args.name, &first) {
-        Ok(s) => (s, false),
-        // Topics and queues need a read-write open for their status; say what the read-only
-        // look found instead of failing.
-        Err(_) if !first.writable => (crate::ls::read_only_summary(&first), true),
-        Err(e) => return Err(e),
-    };
+    let (s, no_status) = kinds::summarize_or_read_only(&domain, &args.name, &first)?;
     // Participants and staleness from a second look, taken after the status: a participant
     // that registered before the status was read is then in both.
     let report = admin::inspect(&path)?;

@@ -7,7 +7,7 @@
 //! through `pub`/`sub` (`queue::pub_if_queue`, before `sink`/`source` are asked).
 
 use serde_json::{json, Map, Value};
-use shmbus::admin::{self, SegmentReport};
+use shmbus::admin::{self, Pending, SegmentReport};
 use shmbus::topic::Topic;
 use shmbus::{pool, stream, Domain, Kind, OpenError};
 
@@ -64,6 +64,35 @@ impl Summary {
     pub fn ls_fields(&self) -> Map<String, Value> {
         LS_KEYS.iter().map(|k| (k.to_string(), self.fields.get(*k).cloned().unwrap_or(Value::Null))).collect()
     }
+}
+
+/// [`summarize`], or, when that fails for a user who may not open the segment read-write
+/// (the status of topics and queues needs a read-write open), what the read-only look in
+/// `report` found: the header, users and undelivered count. The flag says which it is.
+pub fn summarize_or_read_only(domain: &Domain, name: &str, report: &SegmentReport) -> Result<(Summary, bool)> {
+    match summarize(domain, name, report) {
+        Ok(s) => Ok((s, false)),
+        Err(_) if !report.writable => Ok((read_only_summary(report), true)),
+        Err(e) => Err(e),
+    }
+}
+
+/// What is known of a channel whose kind status this user cannot read (topics and queues
+/// need a read-write open for it): the raw layout parameters, a queue's depth (its
+/// undelivered messages) and a note saying so.
+fn read_only_summary(report: &SegmentReport) -> Summary {
+    let mut s = Summary::default();
+    for (i, v) in report.header.params.iter().enumerate().filter(|(_, v)| **v != 0) {
+        s.params.insert(format!("param{i}"), json!(v));
+    }
+    let pending = report.pending;
+    if let Some(Pending::Messages(n)) = pending {
+        s.status.insert("depth".into(), json!(n));
+        s.fields.insert("depth".into(), json!(n));
+    }
+    let what = pending.map(|p| format!("{p}; ")).unwrap_or_default();
+    s.detail = format!("{what}read-only to this user: no live status");
+    s
 }
 
 /// Reads the kind-specific state of the channel `name` that `report` describes.

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use serde_json::{json, Value};
-use shmbus::admin::{self, Pending, SegmentReport};
+use shmbus::admin::{self, Pending};
 use shmbus::{Domain, OpenError};
 
 use crate::output::{cell, print_json, Align, Table};
@@ -114,38 +114,14 @@ fn describe(domain: &Domain, name: &str) -> Option<Entry> {
     e.stale = Some(report.is_stale());
     e.pending = report.pending;
     e.writable = Some(report.writable);
-    match kinds::summarize(domain, name, &report) {
-        Ok(s) => {
+    match kinds::summarize_or_read_only(domain, name, &report) {
+        Ok((s, _)) => {
             e.kind = report.header.kind.to_string();
             e.summary = s;
-        }
-        // The kind's full status needs a read-write open (topics and queues); the header,
-        // users and undelivered count came from the read-only look.
-        Err(_) if !report.writable => {
-            e.kind = report.header.kind.to_string();
-            e.summary = read_only_summary(&report);
         }
         Err(err) => e.error = Some(err.to_string()),
     }
     Some(e)
-}
-
-/// What is known of a channel whose kind status this user cannot read (topics and queues
-/// need a read-write open for it): the raw layout parameters, a queue's depth (its
-/// undelivered messages) and a note saying so.
-pub fn read_only_summary(report: &SegmentReport) -> kinds::Summary {
-    let mut s = kinds::Summary::default();
-    for (i, v) in report.header.params.iter().enumerate().filter(|(_, v)| **v != 0) {
-        s.params.insert(format!("param{i}"), json!(v));
-    }
-    let pending = report.pending;
-    if let Some(Pending::Messages(n)) = pending {
-        s.status.insert("depth".into(), json!(n));
-        s.fields.insert("depth".into(), json!(n));
-    }
-    let what = pending.map(|p| format!("{p}; ")).unwrap_or_default();
-    s.detail = format!("{what}read-only to this user: no live status");
-    s
 }
 
 /// Lists the channels of one domain or of all.
