@@ -449,7 +449,7 @@ fn header_crc(raw: &RawHeader) -> u32 {
     // it as bytes is sound.
     let bytes =
         unsafe { std::slice::from_raw_parts(&copy as *const RawHeader as *const u8, std::mem::size_of::<RawHeader>()) };
-    crc32c::crc32c(bytes)
+    crate::crc::crc32c(bytes)
 }
 
 const _: () = assert!(std::mem::size_of::<RawHeader>() == 8 + 4 + 4 + 4 + 4 + 8 + 8 * PARAMS + 4 + 4 + 8 + 8);

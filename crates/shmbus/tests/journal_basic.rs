@@ -803,13 +803,15 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
     }
 }
 
-/// The journal's own CRC32C (a short-input fast path) is the `crc32c` crate's function for
-/// every length around the switch-over, every alignment and any starting value.
+/// The journal's own CRC32C (a `crc32` chain for short inputs, carry-less folding for long
+/// ones) is the `crc32c` crate's function for every length around the switch-over, long
+/// lengths on and off the folding's 16, 64 and 256-byte steps, every alignment and any
+/// starting value.
 #[test]
 fn entry_crc_matches_the_crc32c_crate() {
     let mut rng = Rng::from_env_or_clock();
-    let buf: Vec<u8> = (0..2048).map(|_| rng.next() as u8).collect();
-    for len in (0..700).chain([1023, 1024, 2000]) {
+    let buf: Vec<u8> = (0..70_000).map(|_| rng.next() as u8).collect();
+    for len in (0..700).chain([1023, 1024, 2000, 4095, 4096, 4097, 16_383, 32_768, 32_779, 65_536, 69_990]) {
         for start in 0..8 {
             let seed = rng.next() as u32;
             let data = &buf[start..start + len];

@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+pub use crate::crc::crc32c_append;
+
 /// Version of the journal on-disk format written and read by this library.
 pub const JOURNAL_FORMAT_VERSION: u32 = 1;
 
@@ -152,7 +154,7 @@ impl MetaHeader {
         put(80, &self.abandon_ms.to_le_bytes());
         put(88, &self.created_ns.to_le_bytes());
         put(96, &self.id);
-        let crc = crc32c::crc32c(&b[..120]);
+        let crc = crate::crc::crc32c(&b[..120]);
         b[120..124].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -171,7 +173,7 @@ impl MetaHeader {
         if version != JOURNAL_FORMAT_VERSION {
             return Err(FormatError::Version(version));
         }
-        if crc32c::crc32c(&b[..120]) != g32(120) {
+        if crate::crc::crc32c(&b[..120]) != g32(120) {
             return Err(FormatError::BadCrc);
         }
         let h = MetaHeader {
@@ -276,7 +278,7 @@ impl CycleHeader {
         b[32..40].copy_from_slice(&self.bucket_start.to_le_bytes());
         b[40..48].copy_from_slice(&self.bucket_end.to_le_bytes());
         b[48..56].copy_from_slice(&self.cycle_bytes.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..56]);
+        let crc = crate::crc::crc32c(&b[..56]);
         b[56..60].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -294,7 +296,7 @@ impl CycleHeader {
         if v != JOURNAL_FORMAT_VERSION {
             return Err(FormatError::Version(v));
         }
-        if crc32c::crc32c(&b[..56]) != rd_u32(b, 56).unwrap_or(0) {
+        if crate::crc::crc32c(&b[..56]) != rd_u32(b, 56).unwrap_or(0) {
             return Err(FormatError::BadCrc);
         }
         let h = CycleHeader {
@@ -417,42 +419,6 @@ pub fn entry_crc(flags: u64, covered: &[u8]) -> u32 {
 #[inline]
 pub fn entry_crc_parts(flags: u64, head: &[u8; ENTRY_HEADER - CRC_FROM], payload: &[u8]) -> u32 {
     crc32c_append(crc32c_append(flags as u32, head), payload)
-}
-
-/// Below this length [`crc32c_append`] uses one straight chain of `crc32` instructions; at
-/// and above it the `crc32c` crate's three-way interleaved version, which is faster on long
-/// inputs but costs a few hundred instructions of set-up per call: more than the whole
-/// checksum of a small entry.
-const CRC_SHORT: usize = 512;
-
-/// CRC32C of `data` continued from `crc` (the same function as `crc32c::crc32c_append`),
-/// with a cheap path for the short inputs most entries are.
-#[inline]
-pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    if data.len() < CRC_SHORT && std::arch::is_x86_feature_detected!("sse4.2") {
-        // SAFETY: the CPU supports SSE4.2 (checked just above).
-        return unsafe { crc32c_short_sse42(crc, data) };
-    }
-    crc32c::crc32c_append(crc, data)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse4.2")]
-unsafe fn crc32c_short_sse42(crc: u32, data: &[u8]) -> u32 {
-    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
-    let mut c = u64::from(!crc);
-    let mut words = data.chunks_exact(8);
-    for w in &mut words {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        c = _mm_crc32_u64(c, u64::from_le_bytes(b));
-    }
-    let mut c = c as u32;
-    for &b in words.remainder() {
-        c = _mm_crc32_u8(c, b);
-    }
-    !c
 }
 
 /// One entry as found by the scanner.
