@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::error::OpenError;
 use crate::sync::Ordering;
+use crate::sys::time::TscRealtime;
 use crate::sys::ProcessId;
 
 use super::files::{self, CycleFiles};
@@ -96,6 +97,8 @@ pub struct Appender {
     /// CPUs the pretoucher runs on (`None`: the CPU affinity of the thread that starts it).
     pretouch_cpus: Option<Vec<usize>>,
     cipher: Option<Arc<dyn EntryCipher>>,
+    /// Entry timestamps: `CLOCK_REALTIME` through the time-stamp counter.
+    clock: TscRealtime,
 }
 
 /// How many chunks ahead of the claimed end the pretoucher keeps the file grown: with one,
@@ -261,6 +264,7 @@ impl Appender {
             pretoucher: None,
             pretouch_cpus: None,
             cipher: None,
+            clock: TscRealtime::new(),
         })
     }
 
@@ -352,7 +356,7 @@ impl Appender {
         }
         let units = entry_units(len);
         loop {
-            let ts = realtime_ns();
+            let ts = self.clock.now_ns();
             if ts >= self.cy.hdr.bucket_end {
                 seal(&self.cy);
             }
