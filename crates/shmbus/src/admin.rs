@@ -17,8 +17,8 @@
 //!
 //! * **queue**: messages sent and not received ([`Pending::Messages`]);
 //! * **stream**: bytes committed and not consumed ([`Pending::Bytes`]);
-//! * **pool**: jobs dispatched and not taken, or lost with their worker and not yet
-//!   reported by `Dispatcher::reap` ([`Pending::Jobs`]);
+//! * **pool**: jobs dispatched and not taken, or lost with their worker (before or after
+//!   it took them) and not yet reported by `Dispatcher::reap` ([`Pending::Jobs`]);
 //! * **topic**: `None`, by decision. A topic promises its history as a window of the last N
 //!   messages that publishers overwrite without waiting for anyone, and a new subscriber
 //!   starts at new messages: no message in a topic is owed to any reader, so none is
@@ -73,8 +73,8 @@ pub enum Pending {
     Messages(u64),
     /// Stream: bytes committed and not yet consumed (record headers and padding included).
     Bytes(u64),
-    /// Pool: jobs dispatched and not taken by a worker, or lost with their worker and not yet
-    /// reported to a dispatcher.
+    /// Pool: jobs dispatched and not taken by a worker, or lost with their worker (taken or
+    /// not) and not yet reported to a dispatcher.
     Jobs(u64),
 }
 

@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -54,6 +55,15 @@ fn child_entry() {
         "worker" => {
             let mut w = Worker::join(&d, "p").unwrap();
             while w.recv().is_ok() {}
+        }
+        "holder" => {
+            // Takes one job, says so, and holds it until killed.
+            let mut w = Worker::join(&d, "p").unwrap();
+            let _job = w.recv().unwrap();
+            println!("took");
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(60));
+            }
         }
         other => panic!("unknown child role {other}"),
     }
@@ -186,6 +196,25 @@ fn pending_counts_what_no_reader_took() {
     worker.wait().unwrap();
     assert_eq!(pending("p"), Some(Pending::Jobs(1)), "a dead worker's untaken job is still owed");
     eventually("reap reports the lost job", 20, || !disp.reap().is_empty());
+    assert_eq!(pending("p"), Some(Pending::Jobs(0)));
+
+    // Pool: a job taken by a worker is its worker's while the worker lives, and owed as a
+    // loss report once it has died holding it, until `reap` delivers that.
+    let mut holder = child_command("child_entry", "holder", &[("SHMBUS_ROOT", s.path().display().to_string())])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the holder waits for work", 20, || shmbus::pool::status(&d, "p").unwrap().idle == 1);
+    disp.try_dispatch(b"held".as_slice()).unwrap();
+    // The child's stdout also carries the test harness's own words, on the same line too.
+    let mut lines = std::io::BufReader::new(holder.stdout.take().unwrap()).lines();
+    assert!(lines.any(|l| l.unwrap().ends_with("took")), "the holder ended without taking the job");
+    assert_eq!(pending("p"), Some(Pending::Jobs(0)), "a live worker's taken job is in progress, not owed");
+    sigkill(&mut holder);
+    holder.wait().unwrap();
+    assert_eq!(pending("p"), Some(Pending::Jobs(1)), "a dead worker's taken job is owed as a loss report");
+    let lost = disp.reap();
+    assert_eq!(lost.len(), 1, "{lost:?}");
     assert_eq!(pending("p"), Some(Pending::Jobs(0)));
 }
 

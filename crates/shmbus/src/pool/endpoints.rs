@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use super::protocol::{
-    Claim, Idle, Leave, Mail, PoolHeader, PoolRef, Withdraw, BUSY, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, VACANT,
+    Claim, Idle, Leave, Mail, PoolHeader, PoolRef, Withdraw, BUSY, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, TAKEN, VACANT,
 };
 use super::{
     BatchDispatchError, Dispatched, LostJob, PoolConfig, PoolLayout, PoolStatus, RecvError, TryDispatchError,
@@ -63,13 +63,22 @@ pub fn status(domain: &Domain, name: &str) -> Result<PoolStatus, OpenError> {
 }
 
 /// Jobs in pool segment `seg` that the pool still owes someone, for `admin::inspect` (loads
-/// only): mailboxes FULL (dispatched, not taken) or LOST (its worker died or left holding
-/// it; the next `reap` reports it). By the protocol's invariant 5 every dispatched job is
+/// only): mailboxes FULL (dispatched, not taken), LOST (its worker died or left holding
+/// it; the next `reap` reports it), or TAKEN by a worker that has died (the next `reap`
+/// marks it LOST and reports it). By the protocol's invariant 5 every dispatched job is
 /// taken or reported lost; these are the ones that are neither yet.
 pub(crate) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
     let layout = seg.layout::<PoolLayout>()?;
     let pool = pool_ref(seg, &layout);
-    Ok((0..pool.workers()).filter(|&i| matches!(pool.mailbox(i).state(), FULL | LOST)).count() as u64)
+    let parts = seg.participants();
+    // Mailbox `i` belongs to participant entry `1 + i`. A job taken by a worker that has died
+    // since is owed too: the next `reap` turns it into a loss report.
+    let owed = |i: usize| match pool.mailbox(i).state() {
+        FULL | LOST => true,
+        TAKEN => parts.owner(1 + i).is_none_or(|p| !process_is_alive(p.process)),
+        _ => false,
+    };
+    Ok((0..pool.workers()).filter(|&i| owed(i)).count() as u64)
 }
 
 fn status_of(seg: &Segment, layout: &PoolLayout) -> PoolStatus {
