@@ -1,5 +1,7 @@
 //! Every example runs and says what it should (examples are code the tests run).
 
+#![cfg(not(loom))]
+
 mod common;
 
 use common::{run_example, Scratch};

@@ -1,6 +1,8 @@
 //! Single-process journal tests: API behaviour, rolling, retention, compression, recovery
 //! from truncation and zeroing, bad input, and the parser over the fuzz corpus.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::path::Path;

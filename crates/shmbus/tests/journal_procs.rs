@@ -8,6 +8,8 @@
 //! * SIGKILL of a named reader and resume, with the documented duplicate window;
 //! * the `journal` example runs.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};

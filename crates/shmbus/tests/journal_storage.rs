@@ -3,6 +3,8 @@
 //! across huge-page boundaries. Mounting needs root (or CAP_SYS_ADMIN); without it the test
 //! says why and checks only what it can.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::ffi::CString;

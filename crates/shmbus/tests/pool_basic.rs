@@ -1,6 +1,8 @@
 //! In-process tests of the pool API: dispatch and receive across threads, errors that hand
 //! the job back, dispatcher exclusivity and takeover, WaitSet, status, corrupt segments.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::time::Duration;

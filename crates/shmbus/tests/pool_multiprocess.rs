@@ -6,6 +6,8 @@
 //! The test binary re-executes itself as the child: `child_entry` does nothing unless
 //! `SHMBUS_TEST_CHILD` names a role.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::collections::{HashMap, HashSet};

@@ -1,6 +1,8 @@
 //! Bad input to a stream: impossible sizes, oversized records, and segment files whose
 //! header parameters or contents are corrupt. Every case is a clear error, never a panic.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::os::unix::fs::FileExt;

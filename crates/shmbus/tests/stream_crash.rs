@@ -13,6 +13,8 @@
 //! delivered; every replacement endpoint takes over (no `Busy` from a dead holder); nothing
 //! hangs (the drain finishes). `SHMBUS_STREAM_KILLS` sets the number of kills (default 200).
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::collections::HashMap;

@@ -5,6 +5,8 @@
 //! naming the child's role. `SHMBUS_STREAM_BYTES` sets the bulk transfer size (default
 //! 1 GiB).
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

@@ -1,5 +1,7 @@
 //! Topic semantics in one process: ordering, history, gaps, pins, loans, errors.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use common::Scratch;

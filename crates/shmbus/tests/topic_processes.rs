@@ -1,6 +1,8 @@
 //! Topics across real processes: delivery, WaitSet over 128 topics, and SIGKILL at random
 //! points (no torn message, no hang, pins and slots reclaimed, abandoned claims as gaps).
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::collections::HashSet;

@@ -3,6 +3,8 @@
 //! arrive, every wake-up must report a channel that really has something, and nothing may be
 //! lost (with `futex_waitv` and with the fallback).
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::path::PathBuf;
