@@ -29,7 +29,7 @@ pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// `CLOCK_REALTIME` read through the time-stamp counter: one `rdtsc`, a multiply and a shift
-/// per reading (about 10 ns) instead of the vDSO's clock read (about 23 ns on our benchmark
+/// per reading (about 10 ns) instead of the vDSO's clock read (about 24 ns on our benchmark
 /// host, a quarter of a 40-byte journal append).
 ///
 /// It is the kernel's own method, done per reader. Every [`REANCHOR_NS`] of counter ticks it
@@ -93,8 +93,9 @@ impl TscRealtime {
     }
 
     /// `tsc: false`: every reading is a `clock_gettime`, as [`TscRealtime::new`] does where
-    /// the counter is not usable. (`true` where it is not usable gives wrong readings.)
-    pub fn with_counter(tsc: bool) -> Self {
+    /// the counter is not usable. (Private: `true` where it is not usable gives wrong
+    /// readings.)
+    fn with_counter(tsc: bool) -> Self {
         TscRealtime { anchor_tsc: 0, anchor_ns: 0, base_tsc: 0, base_ns: 0, mult: 0, window: 0, last: 0, tsc }
     }
 
