@@ -107,13 +107,16 @@ impl TscRealtime {
     /// Nanoseconds of `CLOCK_REALTIME` (see the type's documentation for how close).
     #[inline]
     pub fn now_ns(&mut self) -> u64 {
-        let d = rdtsc().wrapping_sub(self.anchor_tsc);
-        if d < self.window {
-            // d < window (1 ms of ticks: < 2^24 at ≤ 16 ticks/ns) and mult < 2^34 (≥ 0.25
-            // ticks/ns): the product stays below 2^58.
-            let t = self.anchor_ns.wrapping_add((d * self.mult) >> 32);
-            self.last = self.last.max(t);
-            return self.last;
+        // `window` is 0 without the counter and while the rate is measured: no `rdtsc` then.
+        if self.window != 0 {
+            let d = rdtsc().wrapping_sub(self.anchor_tsc);
+            if d < self.window {
+                // d < window (1 ms of ticks: < 2^24 at ≤ 16 ticks/ns) and mult < 2^34 (≥ 0.25
+                // ticks/ns): the product stays below 2^58.
+                let t = self.anchor_ns.wrapping_add((d * self.mult) >> 32);
+                self.last = self.last.max(t);
+                return self.last;
+            }
         }
         self.reanchor()
     }
