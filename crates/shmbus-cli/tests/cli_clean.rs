@@ -107,6 +107,17 @@ fn ok_as_nobody(r: &Root, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A fresh root when this test runs as root; `None` (and a note saying what it needs root
+/// for) otherwise.
+fn root_or_skip(needs: &str) -> Option<Root> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to {needs}");
+        return None;
+    }
+    Some(Root::new())
+}
+
 fn chmod(path: &PathBuf, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -114,12 +125,7 @@ fn chmod(path: &PathBuf, mode: u32) {
 
 #[test]
 fn a_read_only_user_sees_segments_and_removes_nothing() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to create segments and look at them as uid {NOBODY}");
-        return;
-    }
-    let r = Root::new();
+    let Some(r) = root_or_skip(&format!("create segments and look at them as uid {NOBODY}")) else { return };
     stale_queues(&r);
     r.ok(&["pub", "--domain", "d", "t", "--data", "x"]);
     r.ok(&["pub", "--domain", "d", "s", "--kind", "stream", "--capacity", "64K", "--data", "hello"]);
@@ -164,12 +170,7 @@ fn a_read_only_user_sees_segments_and_removes_nothing() {
 
 #[test]
 fn a_file_that_cannot_be_removed_is_reported_and_the_rest_still_cleaned() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to set up segments another user may open but not unlink");
-        return;
-    }
-    let r = Root::new();
+    let Some(r) = root_or_skip("set up segments another user may open but not unlink") else { return };
     // Two stale, empty queues in a domain nobody may not write to (so not unlink in), and
     // one in a domain nobody owns.
     for (domain, name) in [("d", "a"), ("d", "b"), ("own", "c")] {
