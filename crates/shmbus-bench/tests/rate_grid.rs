@@ -181,9 +181,11 @@ fn report_without_a_shmbus_binary_skips_the_demo_in_one_line() {
     let dir = std::env::temp_dir().join(format!("shmbus-bench-rate-grid-nodemo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    // A copy of the binary alone in a directory: no `shmbus` beside it.
+    // A copy of the binary alone in a directory: no `shmbus` beside it. `cp` writes it, so
+    // no write descriptor of this process can leak into a child another test thread forks
+    // meanwhile (running the copy would then fail with "Text file busy").
     let bin = dir.join("shmbus-bench");
-    std::fs::copy(BIN, &bin).unwrap();
+    assert!(Command::new("cp").arg(BIN).arg(&bin).status().unwrap().success());
     let out = dir.join("out");
     let o = {
         let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -91,10 +91,15 @@ fn ls_and_info_say_what_clean_will_keep() {
 
 /// `shmbus args` as uid/gid nobody, from a copy of the binary in
 /// the scratch root (so nobody may execute it wherever the build put it).
+///
+/// `cp` makes the copy, not this process: a file this process held open for writing could
+/// leak into a child another test thread forks at that moment, and executing the copy while
+/// that child lives fails with "Text file busy".
 fn run_as_nobody(r: &Root, args: &[&str]) -> Output {
     let exe = r.0.join("shmbus-copy");
     if !exe.exists() {
-        std::fs::copy(env!("CARGO_BIN_EXE_shmbus"), &exe).unwrap();
+        let cp = Command::new("cp").arg(env!("CARGO_BIN_EXE_shmbus")).arg(&exe).status().unwrap();
+        assert!(cp.success(), "cp of the shmbus binary failed: {cp}");
     }
     let mut c = Command::new(&exe);
     c.args(args).env("SHMBUS_ROOT", &r.0).env_remove("RUST_BACKTRACE").stdin(Stdio::null()).uid(NOBODY).gid(NOBODY); // dropping from root, std also clears the supplementary groups
