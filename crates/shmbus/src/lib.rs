@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+mod copy;
 mod crc;
 pub mod domain;
 pub mod error;

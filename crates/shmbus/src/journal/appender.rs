@@ -339,7 +339,7 @@ impl Appender {
 
     fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, CommitError>, AppendError> {
         let mut res = self.reserve_inner(data.len())?;
-        res.as_mut_slice().copy_from_slice(data);
+        crate::copy::copy_to_fresh(res.as_mut_slice(), data);
         Ok(res.commit_inner(0, data.len() as u32, Some(data)))
     }
 
