@@ -427,7 +427,13 @@ impl Appender {
         let shared = self.cy.alloc().load(Ordering::Acquire);
         if end > shared || !self.cy.backed(end) {
             let h = *self.inner.hdr();
-            let want = (end.div_ceil(h.chunk_bytes) + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
+            // On tmpfs `fallocate` zeroes every page it adds, on this thread: an appender that
+            // has overtaken its pretoucher grows by one step only and leaves the rest to it
+            // (a chunk and more at once stalled appends for milliseconds). Elsewhere growth
+            // is cheap: a chunk ahead.
+            let step = if self.cy.tmpfs && self.pretouch { TMPFS_GROW_STEP.min(h.chunk_bytes) } else { h.chunk_bytes };
+            let want = if step == h.chunk_bytes { end.div_ceil(step) + 1 } else { end.div_ceil(step) };
+            let want = want.saturating_mul(step).min(h.cycle_bytes);
             // No pre-faulting here, on the hot path: the pretoucher does it (if it is on),
             // else the pages fault in one by one as they are written.
             grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(AppendError::Io)?;
