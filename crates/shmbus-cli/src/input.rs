@@ -6,21 +6,143 @@ use crate::{CliError, Result};
 
 /// Calls `f` with `--data` once, or with each stdin line (without its newline; a last line
 /// without newline counts too).
-pub fn for_each_input(data: Option<&str>, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
-    if let Some(d) = data {
-        return f(d.as_bytes());
+///
+/// `max_len` is the most one message can hold (a topic's slot, a queue's element, …): a
+/// line longer than that is an error, found while reading it and without holding more than
+/// `max_len` bytes of it, so a huge or endless line never makes this process grow. The lines
+/// before it have been sent; the error says which line it was.
+pub fn for_each_input(data: Option<&str>, max_len: usize, f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    match data {
+        Some(d) if d.len() > max_len => Err(too_long("--data", max_len)),
+        Some(d) => {
+            let mut f = f;
+            f(d.as_bytes())
+        }
+        None => for_each_line(&mut std::io::stdin().lock(), max_len, f),
     }
-    let mut stdin = std::io::stdin().lock();
+}
+
+/// [`for_each_input`]'s line loop over any reader.
+fn for_each_line(input: &mut impl BufRead, max_len: usize, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
     let mut line = Vec::new();
+    let mut number = 0u64;
     loop {
         line.clear();
-        let n = stdin.read_until(b'\n', &mut line).map_err(|e| CliError::msg(format!("reading stdin: {e}")))?;
-        if n == 0 {
-            return Ok(());
+        number += 1;
+        match read_line_bounded(input, &mut line, max_len)? {
+            Line::End => return Ok(()),
+            Line::TooLong => return Err(too_long(&format!("stdin line {number}"), max_len)),
+            Line::Read => f(&line)?,
         }
-        if line.last() == Some(&b'\n') {
-            line.pop();
+    }
+}
+
+/// What [`read_line_bounded`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// A line is in the buffer.
+    Read,
+    /// The line was longer than the limit; it has been read to its end and dropped.
+    TooLong,
+    /// End of input, no line.
+    End,
+}
+
+/// Reads one line into `line` (without its newline), keeping at most `max_len` bytes: past
+/// that the rest of the line is read and dropped in buffer-sized pieces.
+fn read_line_bounded(input: &mut impl BufRead, line: &mut Vec<u8>, max_len: usize) -> Result<Line> {
+    let mut seen_any = false;
+    let mut too_long = false;
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CliError::msg(format!("reading stdin: {e}"))),
+        };
+        if chunk.is_empty() {
+            return Ok(match (seen_any, too_long) {
+                (false, _) => Line::End,
+                (true, true) => Line::TooLong,
+                (true, false) => Line::Read,
+            });
         }
-        f(&line)?;
+        seen_any = true;
+        let (piece, used, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], i + 1, true),
+            None => (chunk, chunk.len(), false),
+        };
+        if !too_long {
+            if line.len() + piece.len() > max_len {
+                too_long = true;
+                line.clear();
+            } else {
+                line.extend_from_slice(piece);
+            }
+        }
+        input.consume(used);
+        if done {
+            return Ok(if too_long { Line::TooLong } else { Line::Read });
+        }
+    }
+}
+
+fn too_long(what: &str, max_len: usize) -> CliError {
+    CliError::msg(format!(
+        "{what} is longer than {max_len} bytes, the most one message can hold here; \
+         split it, or use a channel made for larger messages"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> (Vec<Vec<u8>>, Option<String>) {
+        let mut got = Vec::new();
+        let r = for_each_line(&mut std::io::BufReader::with_capacity(4, input), max, |l| {
+            got.push(l.to_vec());
+            Ok(())
+        });
+        (got, r.err().map(|e| e.to_string()))
+    }
+
+    #[test]
+    fn lines_are_split_and_the_last_needs_no_newline() {
+        let (got, err) = lines(b"ab\n\ncdefgh\nij", 8);
+        assert_eq!(got, vec![b"ab".to_vec(), b"".to_vec(), b"cdefgh".to_vec(), b"ij".to_vec()]);
+        assert_eq!(err, None);
+    }
+
+    #[test]
+    fn a_line_at_the_limit_passes_and_one_past_it_stops_with_its_number() {
+        let (got, err) = lines(b"12345678\n123456789\nnot reached\n", 8);
+        assert_eq!(got, vec![b"12345678".to_vec()]);
+        let err = err.expect("the long line is an error");
+        assert!(err.contains("stdin line 2 is longer than 8 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_long_last_line_without_newline_is_an_error_too() {
+        let (got, err) = lines(b"ok\n0123456789abcdef", 8);
+        assert_eq!(got, vec![b"ok".to_vec()]);
+        assert!(err.expect("error").contains("stdin line 2"));
+    }
+
+    #[test]
+    fn a_huge_line_is_never_held_whole() {
+        // 64 MiB of one line against a 4 KiB limit: the buffer never grows past the limit.
+        struct Endless(usize);
+        impl std::io::Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(self.0);
+                buf[..n].fill(b'x');
+                self.0 -= n;
+                Ok(n)
+            }
+        }
+        let mut input = std::io::BufReader::new(Endless(64 << 20));
+        let mut line = Vec::new();
+        assert_eq!(read_line_bounded(&mut input, &mut line, 4096).unwrap(), Line::TooLong);
+        assert!(line.capacity() <= 4096 + 8192, "held {} bytes", line.capacity());
     }
 }

@@ -213,7 +213,7 @@ fn append(a: &AppendArgs) -> Result<()> {
     let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", a.dir.dir.display())))?;
     app.set_compression(a.compress);
     let mut out = std::io::stdout().lock();
-    for_each_input(a.data.as_deref(), |data| {
+    for_each_input(a.data.as_deref(), app.max_entry_len(), |data| {
         let index = append_one(&mut app, data)?;
         appended(&mut out, a.json, index, data.len())
     })

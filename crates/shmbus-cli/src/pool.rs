@@ -125,7 +125,7 @@ fn dispatch(ctx: &Ctx, args: &DispatchArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     report_lost(&mut out, &mut d)?;
     let mut job = Dispatch { args, d, sent: 0 };
-    for_each_input(args.data.as_deref(), |line| job.one(&mut out, line))
+    for_each_input(args.data.as_deref(), job.d.max_job_size(), |line| job.one(&mut out, line))
 }
 
 /// Prints the jobs of workers that died (or left) holding them.

@@ -84,6 +84,8 @@ fn parse_size(s: &str) -> std::result::Result<usize, String> {
 pub trait Sink {
     /// Sends one message.
     fn send(&mut self, data: &[u8]) -> Result<()>;
+    /// The most bytes one message can hold.
+    fn max_len(&self) -> usize;
 }
 
 /// What a [`Source`] produced.
@@ -119,7 +121,7 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
         return r;
     }
     let mut sink = kinds::sink(&domain, args)?;
-    for_each_input(args.data.as_deref(), |msg| sink.send(msg))
+    for_each_input(args.data.as_deref(), sink.max_len(), |msg| sink.send(msg))
 }
 
 /// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json]`

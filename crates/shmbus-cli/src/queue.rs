@@ -112,7 +112,7 @@ pub fn run_pub(
 ) -> Result<()> {
     let queue = open_for_push(domain, name, create, capacity, max_element_size)?;
     let mut tx = queue.producer()?;
-    for_each_input(data, |msg| tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}"))))
+    for_each_input(data, tx.max_element_size(), |msg| tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}"))))
 }
 
 /// `sub` on a queue: pops and prints messages.

@@ -57,6 +57,10 @@ impl Sink for StreamSink {
             e => CliError::msg(format!("publish failed: {e}")),
         })
     }
+
+    fn max_len(&self) -> usize {
+        self.writer.max_record_len()
+    }
 }
 
 /// `sub`'s end of a stream.

@@ -37,6 +37,10 @@ impl Sink for Publisher {
     fn send(&mut self, data: &[u8]) -> Result<()> {
         self.publish(data).map(drop).map_err(|e| CliError::msg(format!("publish failed: {e}")))
     }
+
+    fn max_len(&self) -> usize {
+        self.slot_size()
+    }
 }
 
 /// Subscribes to the topic at the position `--from` / `--latest` ask for.

@@ -268,6 +268,11 @@ impl Appender {
         })
     }
 
+    /// The largest entry [`Appender::append`] takes, in bytes (the journal's `max_entry`).
+    pub fn max_entry_len(&self) -> usize {
+        usize::try_from(self.inner.hdr().max_entry).unwrap_or(usize::MAX)
+    }
+
     /// Compress entries of at least 64 bytes with lz4 in [`Appender::append`] when that
     /// makes them smaller (flagged per entry; readers decompress transparently).
     pub fn set_compression(&mut self, on: bool) {
