@@ -48,7 +48,7 @@ enum Command {
     ThroughputMemcpy(MemcpyArgs),
     /// Stream bandwidth between two pinned processes, next to memcpy measured in the same run.
     Throughput(ThroughputArgs),
-    /// Seed 003: bursts of jobs to worker processes through a shmbus pool, against a
+    /// Bursts of jobs to worker processes through a shmbus pool, against a
     /// crossbeam-channel thread pool; enqueue→recv latency percentiles.
     Pool(PoolArgs),
     /// A worker of `pool` (started by `pool` itself).
@@ -62,19 +62,19 @@ enum Command {
     /// The reader side of `throughput` (started by `throughput` itself).
     #[command(name = throughput::READER_ROLE, hide = true)]
     StreamReader(StreamReaderArgs),
-    /// Seed 004's table: 2,000,000 queue messages per size, wall time vs the seed's mutex queue.
+    /// 2,000,000 queue messages per size: wall time against a mutex-guarded shared-memory queue.
     QueueTable(queue_table::QueueTableArgs),
-    /// Journal append→tail latency (RTT/2) and throughput, seed 002's sizes.
+    /// Journal append→tail latency (RTT/2) and throughput, 40 B to 32 KiB entries.
     Journal(journal::JournalArgs),
     /// An appender process of `journal`'s throughput run (started by `journal` itself).
     #[command(name = journal::APPENDER_ROLE, hide = true)]
     JournalAppender(journal::AppenderArgs),
-    /// Seed 001: stream one-way latency against message rate and ring size (20–40 B records).
+    /// Stream one-way latency against message rate and ring size (20–40 B records).
     RateGrid(rate_grid::RateGridArgs),
     /// The reader process of `rate-grid` (started by `rate-grid` itself).
     #[command(name = rate_grid::READER_ROLE, hide = true)]
     RateReader(rate_grid::ReaderArgs),
-    /// Seed 000's demo profile (`shmbus demo`) over Redis streams, TCP or Unix socket.
+    /// The robotics profile of `shmbus demo` over Redis streams, TCP or Unix socket.
     DemoRedis(demo_redis::Args),
     /// One producer or consumer of `demo-redis` (started by `demo-redis` itself).
     #[command(name = demo_redis::ROLE, hide = true)]

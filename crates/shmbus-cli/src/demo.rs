@@ -1,6 +1,6 @@
-//! `shmbus demo`: the babus profile (seed 000) end to end, as real processes.
+//! `shmbus demo`: the robotics profile end to end, as real processes.
 //!
-//! Topology (rates and sizes as in the seed):
+//! Topology:
 //!
 //! | producer       | rate          | message                     | how                 |
 //! |----------------|---------------|-----------------------------|---------------------|

@@ -65,7 +65,8 @@ enum Command {
     /// Files that cannot be checked (permission denied, another format version) are
     /// reported and never removed. Each removal is printed, then a summary line.
     Clean(clean::Args),
-    /// Run the babus profile (seed 000) as real processes and print latencies.
+    /// Run the robotics profile (a camera, an IMU, five medium topics) as real processes and
+    /// print latencies.
     Demo(demo::Args),
     /// A journal directory: append, dump, tail, info, readers, gc.
     Journal(journal::Args),

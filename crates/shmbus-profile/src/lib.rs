@@ -1,4 +1,4 @@
-//! Seed 000's demo profile: the babus robotics workload that `shmbus demo` runs over shmbus
+//! The demo profile: the robotics workload that `shmbus demo` runs over shmbus
 //! topics and `shmbus-bench demo-redis` runs over Redis streams, defined once here.
 //!
 //! | producer       | rate      | message                       | history                  |
@@ -261,7 +261,7 @@ pub fn write_table(r: &Value, out: &mut impl Write) -> io::Result<()> {
         "shmbus" => {
             writeln!(
                 out,
-                "shmbus demo (babus profile, seed 000): {} s; imu {IMU_BYTES} B @ 1 kHz, image {} B @ 30 Hz \
+                "shmbus demo (robotics profile): {} s; imu {IMU_BYTES} B @ 1 kHz, image {} B @ 30 Hz \
                  (loaned), med01..05 {MED_BYTES} B @ 40..44 Hz",
                 r["seconds"].as_f64().unwrap_or(f64::NAN),
                 r["image_bytes"]
@@ -283,7 +283,7 @@ pub fn write_table(r: &Value, out: &mut impl Write) -> io::Result<()> {
             };
             writeln!(
                 out,
-                "demo-redis (seed 000's profile, {via}): {} s; imu {IMU_BYTES} B @ 1 kHz, image {} B @ 30 Hz, \
+                "demo-redis (the demo's robotics profile, {via}): {} s; imu {IMU_BYTES} B @ 1 kHz, image {} B @ 30 Hz, \
                  med01..05 {MED_BYTES} B @ 40..44 Hz",
                 r["seconds"], r["image_bytes"]
             )?;
@@ -487,7 +487,7 @@ mod tests {
     fn a_shmbus_run_prints_the_demo_table() {
         let lines = table(&result(json!({"domain": "demo-42", "root": "/dev/shm/shmbus"})));
         let head = [
-            "shmbus demo (babus profile, seed 000): 2 s; imu 64 B @ 1 kHz, image 1080 B @ 30 Hz (loaned), \
+            "shmbus demo (robotics profile): 2 s; imu 64 B @ 1 kHz, image 1080 B @ 30 Hz (loaned), \
              med01..05 2048 B @ 40..44 Hz",
             "13 processes in domain demo-42 under /dev/shm/shmbus (removed); latency = publish timestamp -> \
              sample in hand (view) / payload copied (view+copy)",
@@ -500,7 +500,7 @@ mod tests {
     fn a_redis_run_prints_its_backend() {
         let lines = table(&result(json!({"backend": "redis-uds", "view_is_copy": true})));
         let head = [
-            "demo-redis (seed 000's profile, Redis streams over a Unix socket): 2.0 s; imu 64 B @ 1 kHz, \
+            "demo-redis (the demo's robotics profile, Redis streams over a Unix socket): 2.0 s; imu 64 B @ 1 kHz, \
              image 1080 B @ 30 Hz, med01..05 2048 B @ 40..44 Hz",
             "13 processes and the harness's redis-server; latency = XADD timestamp -> payload read from the \
              XREAD reply into the consumer's buffer (view = view+copy: a socket client copies to read)",
@@ -508,6 +508,6 @@ mod tests {
         ];
         assert_eq!(lines, head.iter().chain(&ROWS).copied().collect::<Vec<_>>());
         let tcp = table(&result(json!({"backend": "redis-tcp", "view_is_copy": true})));
-        assert!(tcp[0].starts_with("demo-redis (seed 000's profile, Redis streams over loopback TCP): "), "{}", tcp[0]);
+        assert!(tcp[0].starts_with("demo-redis (the demo's robotics profile, Redis streams over loopback TCP): "), "{}", tcp[0]);
     }
 }
