@@ -1,17 +1,38 @@
 //! Shared file mappings.
+//!
+//! Every mapping is registered with [`sigbus`](super::sigbus) while it lives, so that a
+//! fault in it because the file shrank under it is contained (the page reads as zeros and
+//! [`Mapping::was_truncated`] turns true) instead of killing the process.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
+use super::sigbus;
+
 /// A `MAP_SHARED` read-write mapping of (the start of) a file, unmapped on drop.
 ///
 /// The memory is shared with other processes: nothing in it may be trusted, and every
 /// access to it goes through atomics or through copies that are validated afterwards.
-#[derive(Debug)]
+///
+/// If another process shrinks the file, the pages past its new end read as zeros (and
+/// stores there are private to this process) instead of raising a fatal SIGBUS: see
+/// [`sigbus`](super::sigbus) and [`Mapping::was_truncated`].
 pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
+    /// Our registration for SIGBUS containment, removed before `munmap`.
+    slot: &'static sigbus::Slot,
+}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("contained_faults", &self.contained_faults())
+            .finish()
+    }
 }
 
 // SAFETY: a Mapping is an owned address range; the memory behind it is only accessed through
@@ -42,7 +63,9 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mapping { ptr: NonNull::new(p.cast()).expect("mmap returned null"), len })
+        let ptr = NonNull::new(p.cast()).expect("mmap returned null");
+        // SAFETY: the mapping just made, owned by nobody else, with protection `prot`.
+        Ok(unsafe { Mapping::from_raw_prot(ptr, len, prot) })
     }
 
     /// Maps the `ring_len` bytes of `fd` at `offset` *twice*, back to back: the returned
@@ -82,9 +105,16 @@ impl Mapping {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        // From here on the reservation is ours: unmap all of it on any failure.
+        // From here on the reservation is ours: unmap all of it on any failure. It is
+        // registered whole, with the protection of the two halves mapped over it.
         // SAFETY: `base..base+total` is the reservation just made, owned by nobody else.
-        let reservation = unsafe { Mapping::from_raw(NonNull::new(base.cast()).expect("mmap returned null"), total) };
+        let reservation = unsafe {
+            Mapping::from_raw_prot(
+                NonNull::new(base.cast()).expect("mmap returned null"),
+                total,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
         for half in 0..2 {
             // SAFETY: `base + half * ring_len` lies inside our own reservation, so MAP_FIXED
             // replaces only pages we own; the fd is valid for the call.
@@ -110,13 +140,45 @@ impl Mapping {
         Ok(reservation)
     }
 
-    /// Takes ownership of an existing mapping of `len` bytes at `ptr`.
+    /// Takes ownership of an existing mapping of `len` bytes at `ptr`. It is registered for
+    /// SIGBUS containment as readable and writable: a page that faults because the file
+    /// shrank is replaced by a read-write zero page.
     ///
     /// # Safety
     /// `ptr..ptr+len` must be a mapping this process made with `mmap`, owned by nobody else:
     /// it is unmapped when the returned value drops.
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Mapping {
-        Mapping { ptr, len }
+        // SAFETY: forwarded from the caller.
+        unsafe { Mapping::from_raw_prot(ptr, len, libc::PROT_READ | libc::PROT_WRITE) }
+    }
+
+    /// [`Mapping::from_raw`] for a mapping with protection `prot`, which the zero pages of
+    /// SIGBUS containment get too.
+    ///
+    /// # Safety
+    /// As for [`Mapping::from_raw`].
+    unsafe fn from_raw_prot(ptr: NonNull<u8>, len: usize, prot: libc::c_int) -> Mapping {
+        let slot = sigbus::register(ptr.as_ptr(), len, prot);
+        Mapping { ptr, len, slot }
+    }
+
+    /// Whether an access to this mapping faulted because the file behind it shrank (another
+    /// process truncated it) or could not be backed (tmpfs full), since it was mapped. Such
+    /// pages now read as zeros and stores to them are private to this process: the channel
+    /// behind it is damaged. Always false when the application opted out of shmbus's SIGBUS
+    /// handler (see [`sigbus`](super::sigbus)) without calling
+    /// [`contain_fault`](super::sigbus::contain_fault) from its own.
+    ///
+    /// Cheap (one relaxed load): meant for slow paths, such as before sleeping, on a timeout
+    /// or when reporting corruption.
+    pub fn was_truncated(&self) -> bool {
+        self.contained_faults() != 0
+    }
+
+    /// How many page faults were contained in this mapping since it was made (see
+    /// [`Mapping::was_truncated`]).
+    pub fn contained_faults(&self) -> u64 {
+        self.slot.faults()
     }
 
     /// The first byte of the mapping.
@@ -159,7 +221,128 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        // Unregister first: once unmapped, the range may be reused by anything.
+        sigbus::unregister(self.slot);
         // SAFETY: we own this mapping (invariant of the type); nothing borrows it past drop.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    /// A fresh file of `len` bytes filled with 0xAB, removed when the returned guard drops.
+    fn filled_file(tag: &str, len: usize) -> (std::fs::File, TempPath) {
+        use std::io::Write;
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!("shmbus-mmap-test-{tag}-{}-{n}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
+        f.write_all(&vec![0xAB; len]).unwrap();
+        (f, TempPath(path))
+    }
+
+    struct TempPath(std::path::PathBuf);
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn read(m: &Mapping, off: usize) -> u8 {
+        assert!(off < m.len());
+        // SAFETY: in bounds of a live mapping; a volatile read so that it really happens.
+        unsafe { m.as_ptr().add(off).read_volatile() }
+    }
+
+    /// The permissions column of /proc/self/maps for the line containing `addr`.
+    fn perms_at(addr: usize) -> String {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        for line in maps.lines() {
+            let (range, rest) = line.split_once(' ').unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (usize::from_str_radix(a, 16).unwrap(), usize::from_str_radix(b, 16).unwrap());
+            if (a..b).contains(&addr) {
+                return rest[..4].to_owned();
+            }
+        }
+        panic!("{addr:#x} is not mapped");
+    }
+
+    #[test]
+    fn a_truncated_file_reads_as_zeros_and_is_reported() {
+        if sigbus::handler_disabled() {
+            eprintln!("skipped: the SIGBUS handler is disabled by {}", sigbus::OPT_OUT_ENV);
+            return;
+        }
+        let page = super::super::page_size();
+        let len = 4 * page + 100; // a partly used last page
+        let (f, _path) = filled_file("trunc", len);
+        let m = Mapping::map(f.as_fd(), len).unwrap();
+        assert_eq!(read(&m, 0), 0xAB);
+        assert!(!m.was_truncated());
+        let before = sigbus::contained_faults();
+        f.set_len(page as u64).unwrap(); // keep the first page only
+        assert_eq!(read(&m, 0), 0xAB, "the page still in the file is untouched");
+        assert_eq!(read(&m, page), 0, "a page past the new end reads as zero");
+        assert_eq!(read(&m, len - 1), 0, "so does the partly used last page");
+        assert!(m.was_truncated());
+        assert_eq!(m.contained_faults(), 2);
+        assert!(sigbus::contained_faults() >= before + 2);
+        // Stores into a replaced page work and stay private.
+        // SAFETY: in bounds of a live read-write mapping.
+        unsafe { m.as_ptr().add(page + 1).write_volatile(7) };
+        assert_eq!(read(&m, page + 1), 7);
+        assert_eq!(perms_at(m.as_ptr() as usize + page), "rw-p", "a private zero page");
+    }
+
+    #[test]
+    fn a_read_only_mapping_stays_read_only() {
+        if sigbus::handler_disabled() {
+            return;
+        }
+        let page = super::super::page_size();
+        let (f, _path) = filled_file("ro", 2 * page);
+        let m = Mapping::map_read_only(f.as_fd(), 2 * page).unwrap();
+        f.set_len(0).unwrap();
+        assert_eq!(read(&m, page + 5), 0);
+        assert!(m.was_truncated());
+        assert_eq!(perms_at(m.as_ptr() as usize + page), "r--p");
+    }
+
+    #[test]
+    fn a_truncated_ring_reads_as_zeros() {
+        if sigbus::handler_disabled() {
+            return;
+        }
+        let page = super::super::page_size();
+        let (f, _path) = filled_file("ring", 3 * page);
+        let m = Mapping::map_ring(f.as_fd(), page as u64, 2 * page).unwrap();
+        assert_eq!(m.len(), 4 * page);
+        assert_eq!(read(&m, 3 * page), 0xAB);
+        f.set_len(0).unwrap();
+        for off in [0, page, 2 * page, 4 * page - 1] {
+            assert_eq!(read(&m, off), 0, "offset {off}");
+        }
+        assert_eq!(m.contained_faults(), 4);
+    }
+
+    #[test]
+    fn a_fresh_mapping_does_not_inherit_faults() {
+        if sigbus::handler_disabled() {
+            return;
+        }
+        let page = super::super::page_size();
+        for _ in 0..3 {
+            let (f, _path) = filled_file("fresh", page);
+            let m = Mapping::map(f.as_fd(), page).unwrap();
+            assert!(!m.was_truncated());
+            f.set_len(0).unwrap();
+            assert_eq!(read(&m, 0), 0);
+            assert!(m.was_truncated());
+        }
     }
 }
