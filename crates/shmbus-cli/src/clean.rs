@@ -17,6 +17,15 @@
 //!   and kept: it may be someone's data. `--force` removes it too.
 //! * A file that cannot be checked (permission denied, another format version, I/O error) is
 //!   reported and never removed: a process of another user or shmbus version may be using it.
+//!
+//! What `clean` may touch, even as root and with `--force`: regular files with a valid
+//! channel name, and shmbus's own temporary files, directly inside a domain directory under
+//! the root, removed with `unlinkat` relative to that directory's descriptor. A domain is
+//! opened once without following a symlink and checked against the trust policy
+//! (`shmbus::domain::TrustPolicy`): a domain that is a symlink, not a directory, owned by an
+//! untrusted user or writable by all without the sticky bit is reported and skipped whole. A
+//! channel file owned by an untrusted user, or anything but a regular file under a channel's
+//! name (FIFO, socket, device, symlink), is reported and kept.
 
 use shmbus::{admin, OpenError};
 
@@ -43,11 +52,12 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     // A file that cannot be removed is reported and skipped: the rest still gets cleaned,
     // and the exit status says that something was left.
     let failed = std::cell::Cell::new(0usize);
-    let remove = |path: &std::path::Path| -> bool {
+    let remove = |dir: &shmbus::domain::DomainDir, name: &str| -> bool {
         if args.dry_run {
             return true;
         }
-        match std::fs::remove_file(path) {
+        let path = dir.path().join(name);
+        match dir.remove_file(name) {
             Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
             Err(e) => {
@@ -58,13 +68,22 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         }
     };
     let (mut removed, mut in_use, mut kept_pending, mut kept_invalid, mut not_ours) = (0usize, 0, 0, 0, 0);
+    let mut skipped_domains = 0usize;
     for domain in ctx.domains(args.domain.as_deref())? {
-        let names =
-            domain.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
+        let dir = match domain.open_dir() {
+            Ok(d) => d,
+            Err(OpenError::NotFound { .. }) => continue,
+            Err(e) => {
+                // Planted, untrusted or not a directory: nothing in it is looked at.
+                skipped_domains += 1;
+                println!("skipped domain {}: {e}", domain.name());
+                continue;
+            }
+        };
+        let names = dir.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", dir.path().display())))?;
         for name in names {
-            let path = domain.channel_path(&name)?;
             let what = format!("{}/{name}", domain.name());
-            match admin::inspect(&path) {
+            match admin::inspect_in(&dir, &name) {
                 Ok(report) if !report.is_stale() => in_use += 1,
                 Ok(report) if !report.writable => {
                     not_ours += 1;
@@ -79,7 +98,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                     println!("kept {what}: {pending} (--force removes it)");
                 }
                 Ok(report) => {
-                    if !remove(&path) {
+                    if !remove(&dir, &name) {
                         continue;
                     }
                     removed += 1;
@@ -95,7 +114,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                 Err(OpenError::NotFound { .. }) => {} // removed meanwhile
                 Err(e @ (OpenError::NotASegment { .. } | OpenError::Truncated { .. } | OpenError::Corrupt { .. })) => {
                     if args.force {
-                        if remove(&path) {
+                        if remove(&dir, &name) {
                             removed += 1;
                             println!("{verb} invalid {what}: {e}");
                         }
@@ -104,24 +123,32 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                         println!("kept invalid {what} (--force removes it): {e}");
                     }
                 }
+                Err(e @ OpenError::Untrusted { .. }) => {
+                    not_ours += 1;
+                    println!("kept {what}: {e}");
+                }
                 Err(e) => {
                     kept_invalid += 1;
                     println!("kept unreadable {what}: {e}");
                 }
             }
         }
-        let temps = admin::stale_temp_files(&domain)
-            .map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
+        let temps = admin::stale_temp_files_in(&dir)
+            .map_err(|e| crate::CliError::msg(format!("{}: {e}", dir.path().display())))?;
         for t in temps {
-            if !remove(&t.path) {
+            if !remove(&dir, &t.name) {
                 continue;
             }
             removed += 1;
             println!("{verb} temporary file {} (creator pid {} dead)", t.path.display(), t.pid);
         }
     }
+    let skipped = match skipped_domains {
+        0 => String::new(),
+        n => format!("; skipped {n} untrusted or invalid domain(s)"),
+    };
     println!(
-        "{verb} {removed} file(s); kept {in_use} in use, {kept_pending} with undelivered data, {not_ours} this user may not remove, {kept_invalid} invalid or unreadable"
+        "{verb} {removed} file(s); kept {in_use} in use, {kept_pending} with undelivered data, {not_ours} this user may not remove, {kept_invalid} invalid or unreadable{skipped}"
     );
     match failed.get() {
         0 => Ok(()),

@@ -30,11 +30,11 @@ fn kv(map: &Map<String, Value>) -> String {
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let path = domain.channel_path(&args.name)?;
-    let first = admin::inspect(&path)?;
+    let first = admin::inspect_channel(&domain, &args.name)?;
     let (s, no_status) = kinds::summarize_or_read_only(&domain, &args.name, &first)?;
     // Participants and staleness from a second look, taken after the status: a participant
     // that registered before the status was read is then in both.
-    let report = admin::inspect(&path)?;
+    let report = admin::inspect_channel(&domain, &args.name)?;
     let h = &report.header;
     let role = |r| kinds::role_name(h.kind, r);
     let age_s = monotonic_ns().saturating_sub(h.created_ns) as f64 / 1e9;

@@ -216,7 +216,7 @@ fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<S
 /// the status shows alive registered before that, so the counts agree with the status (the
 /// report the caller took first may predate an endpoint that attached since).
 fn live_after_status(domain: &Domain, name: &str) -> Result<SegmentReport> {
-    Ok(admin::inspect(&domain.channel_path(name)?)?)
+    Ok(admin::inspect_channel(domain, name)?)
 }
 
 /// A kind this tool does not know in detail yet: its raw layout parameters.
@@ -236,7 +236,7 @@ fn queue_not_built() -> CliError {
 
 /// The kind in the header of channel `name`.
 fn kind_of(domain: &Domain, name: &str) -> std::result::Result<Kind, OpenError> {
-    Ok(admin::inspect(&domain.channel_path(name)?)?.header.kind)
+    Ok(admin::inspect_channel(domain, name)?.header.kind)
 }
 
 fn kind_from_arg(k: KindArg) -> Kind {

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 use shmbus::admin::{self, Pending};
+use shmbus::domain::DomainDir;
 use shmbus::{Domain, OpenError};
 
 use crate::output::{cell, print_json, Align, Table};
@@ -86,7 +87,7 @@ pub fn stale_note(pending: Option<Pending>, writable: bool) -> String {
 }
 
 /// `None` if the file vanished since the directory was read.
-fn describe(domain: &Domain, name: &str) -> Option<Entry> {
+fn describe(domain: &Domain, dir: &DomainDir, name: &str) -> Option<Entry> {
     let mut e = Entry {
         domain: domain.name().to_owned(),
         name: name.to_owned(),
@@ -100,7 +101,7 @@ fn describe(domain: &Domain, name: &str) -> Option<Entry> {
         writable: None,
         error: None,
     };
-    let report = match domain.channel_path(name).and_then(|p| admin::inspect(&p)) {
+    let report = match admin::inspect_in(dir, name) {
         Ok(r) => r,
         Err(OpenError::NotFound { .. }) => return None,
         Err(err) => {
@@ -128,10 +129,18 @@ fn describe(domain: &Domain, name: &str) -> Option<Entry> {
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let mut entries = Vec::new();
     for domain in ctx.domains(args.domain.as_deref())? {
-        let names =
-            domain.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", domain.dir().display())))?;
+        let dir = match domain.open_dir() {
+            Ok(d) => d,
+            Err(OpenError::NotFound { .. }) => continue,
+            Err(e) => {
+                // A planted, untrusted or non-directory domain: say so, list nothing from it.
+                eprintln!("shmbus ls: skipped domain {}: {e}", domain.name());
+                continue;
+            }
+        };
+        let names = dir.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", dir.path().display())))?;
         for name in names {
-            entries.extend(describe(&domain, &name));
+            entries.extend(describe(&domain, &dir, &name));
         }
     }
     if args.json {

@@ -30,13 +30,25 @@
 //! A queue, stream or pool with pending data is a legitimate state even when every process
 //! is gone (a producer may send and exit before its consumer starts), so `shmbus clean`
 //! keeps such a segment unless told `--force`.
+//!
+//! # Inside the domain directory only
+//!
+//! Tools that walk a domain open it once ([`Domain::open_dir`]: no symlink followed, owner
+//! checked against the trust policy) and do everything through that [`DomainDir`]:
+//! [`inspect_in`] looks at a channel file relative to it, [`stale_temp_files_in`] lists
+//! temporary files in it, and [`DomainDir::remove_file`] removes a regular file from it with
+//! `unlinkat`. A domain directory replaced by a symlink, or owned by an untrusted user, is an
+//! error when opened, and nothing is looked at or removed through it; swapping the name
+//! afterwards does not redirect the descriptor. A FIFO, socket or device under a channel's
+//! name is reported ([`OpenError::UnexpectedFileType`]) without blocking.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::domain::Domain;
+use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
 use crate::participants::ParticipantInfo;
+use crate::segment::Access;
 use crate::segment::{HeaderInfo, Segment};
 use crate::sys::process_is_alive;
 
@@ -153,20 +165,43 @@ pub fn role_name(kind: crate::segment::Kind, role: u32) -> Option<&'static str> 
 /// read-only mapping (see the [module docs](self)): needs read permission only, writes nothing.
 /// A queue, stream or pool whose layout parameters are invalid for its kind is
 /// [`OpenError::Corrupt`], as it would be to an endpoint.
+///
+/// The path is resolved like every channel path: its domain directory (`shmbus.<name>`) is
+/// opened without following a symlink and checked against the trust policy in
+/// `SHMBUS_TRUST_UIDS`. Tools that walk a domain use [`inspect_in`].
 pub fn inspect(path: &Path) -> Result<SegmentReport, OpenError> {
     let seg = Segment::open_path_read_only(path)?;
+    report(seg)
+}
+
+/// [`inspect`] for channel `name` of an opened domain directory (see the
+/// [module docs](self)).
+pub fn inspect_in(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
+    crate::name::validate_name(name)?;
+    report(Segment::open_in(dir, name, Access::ReadOnly)?)
+}
+
+/// [`inspect_in`] for channel `name` of `domain`.
+pub fn inspect_channel(domain: &Domain, name: &str) -> Result<SegmentReport, OpenError> {
+    let path = domain.channel_path(name)?;
+    match domain.open_dir() {
+        Ok(dir) => inspect_in(&dir, name),
+        Err(OpenError::NotFound { .. }) => Err(OpenError::NotFound { path }),
+        Err(e) => Err(e),
+    }
+}
+
+fn report(seg: Segment) -> Result<SegmentReport, OpenError> {
+    let path = seg.path().to_owned();
+    // Whether this user could open it read-write: probed on the same directory entry.
+    let writable = match DomainDir::open_parent_of(&path) {
+        Ok((dir, name)) => dir.open_channel(&name, true).is_ok(),
+        Err(_) => false,
+    };
     let header = *seg.info();
     let (live, dead) = seg.participants().list().into_iter().partition(|p| process_is_alive(p.process));
     let pending = pending_of(seg)?;
-    Ok(SegmentReport {
-        path: path.to_owned(),
-        creator_alive: process_is_alive(header.creator),
-        header,
-        live,
-        dead,
-        writable: may_open_read_write(path),
-        pending,
-    })
+    Ok(SegmentReport { path, creator_alive: process_is_alive(header.creator), header, live, dead, writable, pending })
 }
 
 /// What the segment's kind holds undelivered, by the kind's own index readers.
@@ -187,46 +222,71 @@ fn pending_of(_seg: Segment) -> Result<Option<Pending>, OpenError> {
     Ok(None)
 }
 
-/// Whether this process may open `path` read-write (the file is opened and closed at once).
-fn may_open_read_write(path: &Path) -> bool {
-    crate::sys::open_existing(path, true).is_ok()
-}
-
 /// A leftover temporary file of a creator that died mid-creation (`.<name>.<pid>.<nanos>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleTemp {
     /// The file.
     pub path: PathBuf,
+    /// Its name in the domain directory (remove it with [`DomainDir::remove_file`]).
+    pub name: String,
     /// The pid in its name.
     pub pid: u32,
 }
 
-/// Temporary creation files in `domain` whose creating process is gone.
+/// Temporary creation files in `domain` whose creating process is gone (none if the domain
+/// directory does not exist). See [`stale_temp_files_in`].
 pub fn stale_temp_files(domain: &Domain) -> std::io::Result<Vec<StaleTemp>> {
+    match domain.open_dir() {
+        Ok(dir) => stale_temp_files_in(&dir),
+        Err(OpenError::NotFound { .. }) => Ok(Vec::new()),
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    }
+}
+
+/// Temporary creation files in `dir` whose creating process is gone: regular files named
+/// like shmbus's own (`.<channel>.<pid>.<nanos>`) and owned by a trusted user. Anything else
+/// with a dot name is not ours and is never reported for removal.
+pub fn stale_temp_files_in(dir: &DomainDir) -> std::io::Result<Vec<StaleTemp>> {
+    use crate::sys::fs;
     let mut out = Vec::new();
-    let entries = match std::fs::read_dir(domain.dir()) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(e),
-    };
-    for entry in entries.flatten() {
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
-        let Some(rest) = name.strip_prefix('.') else { continue };
-        let mut parts = rest.rsplitn(3, '.');
-        let (_nanos, pid) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()));
-        if let Some(pid) = pid {
-            if !process_is_alive(crate::sys::ProcessId { pid, start_time: 0 }) {
-                out.push(StaleTemp { path: entry.path(), pid });
-            }
+    for entry in fs::list_dir(dir.fd())? {
+        let Some(name) = entry.name.to_str().map(str::to_owned) else { continue };
+        let Some(pid) = temp_file_pid(&name) else { continue };
+        match fs::stat_at(dir.fd(), &entry.name) {
+            Ok(st) if st.kind == fs::FileKind::Regular && dir.trust().trusts(st.uid) => {}
+            _ => continue,
+        }
+        if !process_is_alive(crate::sys::ProcessId { pid, start_time: 0 }) {
+            out.push(StaleTemp { path: dir.path().join(&name), name, pid });
         }
     }
     Ok(out)
 }
 
+/// The pid in a temporary file name `.<channel>.<pid>.<nanos>`, if `name` is one.
+fn temp_file_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?;
+    let mut parts = rest.rsplitn(3, '.');
+    let nanos = parts.next()?;
+    let pid = parts.next()?.parse::<u32>().ok()?;
+    let channel = parts.next()?;
+    (nanos.bytes().all(|b| b.is_ascii_digit()) && !nanos.is_empty() && crate::name::validate_name(channel).is_ok())
+        .then_some(pid)
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::role_name;
+    use super::{role_name, temp_file_pid};
     use crate::segment::Kind;
+
+    #[test]
+    fn only_shmbus_temporary_names_are_temporary_files() {
+        assert_eq!(temp_file_pid(".imu.123.456789"), Some(123));
+        assert_eq!(temp_file_pid(".a.b.7.1"), Some(7));
+        for n in [".bashrc", ".x.y", ".imu.12a.5", ".imu.1.", "..1.2", ".imu.1.2x", "imu.1.2"] {
+            assert_eq!(temp_file_pid(n), None, "{n}");
+        }
+    }
 
     #[test]
     fn every_kind_names_its_roles_and_nothing_else() {

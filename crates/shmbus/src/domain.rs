@@ -1,12 +1,40 @@
-//! Domains: namespaces of channels, each a directory under the root.
+//! Domains: namespaces of channels, each a directory under the root, and the trust policy
+//! that decides whose directories and files a process accepts.
 //!
 //! The root is `/dev/shm` unless `SHMBUS_ROOT` or [`Domain::with_root`] says otherwise; a
 //! domain `robot1` keeps its channels in `<root>/shmbus.robot1/`, one file per channel.
+//!
+//! # Never through a symlink
+//!
+//! The root is the caller's configuration and is opened as given (symlinks followed). Every
+//! thing *inside* it may have been put there by another local user (`/dev/shm` is writable by
+//! everyone), so it is reached only through directory descriptors ([`crate::sys::fs`]): the
+//! domain directory is opened `O_DIRECTORY | O_NOFOLLOW` relative to the root and checked on
+//! the open descriptor ([`DomainDir`]); channel files are opened, created, linked, listed and
+//! removed relative to that descriptor, non-blocking and only if they are regular files. A
+//! symlink, FIFO, socket or device under a domain's or a channel's name is refused with an
+//! error that says what was found; a directory swapped for a symlink between two calls is
+//! never followed, because the second call does not resolve the name again.
+//!
+//! # Trust
+//!
+//! A process accepts a domain directory and a channel file ([`TrustPolicy`]) only when it is
+//! owned by the process's effective uid, by root, or by a uid it trusts explicitly
+//! ([`Domain::trust_uid`], or the `SHMBUS_TRUST_UIDS` environment variable for programs that
+//! do not say). A domain directory other users may write to must have the sticky bit. Anything
+//! else is [`OpenError::Untrusted`], for creating, publishing and reading alike: a channel
+//! planted by another user could feed the process forged messages or collect what it
+//! publishes. The full policy, and how to share channels between users on purpose, is in
+//! `docs/trust.md`.
 
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::error::OpenError;
 use crate::name::validate_name;
+use crate::sys::fs::{self, FileKind, OpenFileError, Stat};
 
 /// Default root directory for segment files.
 pub const DEFAULT_ROOT: &str = "/dev/shm";
@@ -14,12 +42,149 @@ pub const DEFAULT_ROOT: &str = "/dev/shm";
 pub const ROOT_ENV: &str = "SHMBUS_ROOT";
 /// Prefix of a domain directory's name under the root.
 pub const DOMAIN_DIR_PREFIX: &str = "shmbus.";
+/// Environment variable listing further uids (or user names) to trust, separated by commas
+/// or spaces: `SHMBUS_TRUST_UIDS=1001,svc-camera`. Read by [`Domain::new`] and
+/// [`Domain::with_root`].
+pub const TRUST_ENV: &str = "SHMBUS_TRUST_UIDS";
+/// Mode of a domain directory shmbus creates (set exactly, whatever the umask): everyone may
+/// look up channels in it, only the owner may add or remove them. Each channel file carries
+/// its own mode (0600 by default), which is what protects its contents.
+pub const DOMAIN_DIR_MODE: u32 = 0o755;
+
+/// Whose domain directories and channel files a process accepts.
+///
+/// Trusted owners are: this process's effective uid, root (uid 0), and the uids added with
+/// [`trust_uid`](Self::trust_uid). Root is trusted by everyone because root can do anything
+/// to the process anyway; root itself trusts no other user unless told to.
+///
+/// * A **domain directory** is accepted if it is a real directory (never a symlink) owned by
+///   a trusted uid, and, if others (not just its group) may write to it, it has the sticky
+///   bit (like `/dev/shm`), so that nobody can remove or replace a file they do not own. A
+///   group-writable directory is accepted: its trusted owner chose to share it with that
+///   group.
+/// * A **channel file** is accepted if it is a regular file owned by a trusted uid.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TrustPolicy {
+    extra: Vec<u32>,
+}
+
+impl TrustPolicy {
+    /// Trusts this process's effective uid and root only.
+    pub fn new() -> TrustPolicy {
+        TrustPolicy::default()
+    }
+
+    /// [`new`](Self::new) plus the uids or user names listed in `SHMBUS_TRUST_UIDS` (commas
+    /// or spaces between them). An unknown user name is an [`OpenError::InvalidConfig`]:
+    /// silently trusting fewer users would make a typo look like a planted channel.
+    pub fn from_env() -> Result<TrustPolicy, OpenError> {
+        match std::env::var_os(TRUST_ENV) {
+            None => Ok(TrustPolicy::new()),
+            Some(v) => TrustPolicy::parse(&v.to_string_lossy()),
+        }
+    }
+
+    /// Parses a list like `1001, svc-camera` (uids or user names, commas or spaces between).
+    pub fn parse(list: &str) -> Result<TrustPolicy, OpenError> {
+        let mut p = TrustPolicy::new();
+        for item in list.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()) {
+            let uid = match item.parse::<u32>() {
+                Ok(uid) => uid,
+                Err(_) => fs::user_uid(item).ok_or_else(|| OpenError::InvalidConfig {
+                    what: format!(
+                        "{TRUST_ENV}: no user named {item:?}; list uids or existing user names separated by commas"
+                    ),
+                })?,
+            };
+            p = p.trust_uid(uid);
+        }
+        Ok(p)
+    }
+
+    /// Also trusts `uid`: its domain directories and channel files are accepted as this
+    /// process's own. Do this only for a user whose channels you mean to share.
+    pub fn trust_uid(mut self, uid: u32) -> TrustPolicy {
+        if !self.extra.contains(&uid) {
+            self.extra.push(uid);
+        }
+        self
+    }
+
+    /// The uids trusted beyond this process's own and root.
+    pub fn extra_uids(&self) -> &[u32] {
+        &self.extra
+    }
+
+    /// Whether files owned by `uid` are accepted.
+    pub fn trusts(&self, uid: u32) -> bool {
+        uid == 0 || uid == fs::effective_uid() || self.extra.contains(&uid)
+    }
+
+    /// Checks an opened domain directory.
+    pub(crate) fn check_dir(&self, path: &Path, st: &Stat) -> Result<(), OpenError> {
+        if !self.trusts(st.uid) {
+            return Err(OpenError::Untrusted {
+                path: path.to_owned(),
+                owner_uid: st.uid,
+                why: format!(
+                    "the domain directory belongs to {}, whom this process does not trust; {}",
+                    describe_uid(st.uid),
+                    untrusted_fix(st.uid, "directory", path)
+                ),
+            });
+        }
+        if st.mode & 0o002 != 0 && st.mode & 0o1000 == 0 {
+            return Err(OpenError::Untrusted {
+                path: path.to_owned(),
+                owner_uid: st.uid,
+                why: format!(
+                    "the domain directory (mode {:04o}) is writable by every user and has no sticky bit, so anyone could replace its channels; `chmod o-w` or `chmod +t` it",
+                    st.mode
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks an opened channel file.
+    pub(crate) fn check_file(&self, path: &Path, st: &Stat) -> Result<(), OpenError> {
+        if self.trusts(st.uid) {
+            return Ok(());
+        }
+        Err(OpenError::Untrusted {
+            path: path.to_owned(),
+            owner_uid: st.uid,
+            why: format!(
+                "the channel file belongs to {}, whom this process does not trust; {}",
+                describe_uid(st.uid),
+                untrusted_fix(st.uid, "file", path)
+            ),
+        })
+    }
+}
+
+/// What to do about a directory or file owned by an untrusted `uid`.
+fn untrusted_fix(uid: u32, what: &str, path: &Path) -> String {
+    format!(
+        "if that user planted it, remove the {what} (`rm -r {}`, as its owner or root); to share channels with that user on purpose, trust them: `{TRUST_ENV}={uid}` or `Domain::trust_uid({uid})` (see docs/trust.md)",
+        path.display()
+    )
+}
+
+/// `uid 1001 (alice)`, or `uid 4242` for a uid without an account.
+pub(crate) fn describe_uid(uid: u32) -> String {
+    match fs::user_name(uid) {
+        Some(n) => format!("uid {uid} ({n})"),
+        None => format!("uid {uid}"),
+    }
+}
 
 /// A namespace of channels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Domain {
     name: String,
     root: PathBuf,
+    trust: TrustPolicy,
 }
 
 /// The root in effect: `SHMBUS_ROOT` if set and non-empty, else `/dev/shm`.
@@ -31,15 +196,34 @@ pub fn default_root() -> PathBuf {
 }
 
 impl Domain {
-    /// The domain `name` under the default root.
+    /// The domain `name` under the default root, trusting what `SHMBUS_TRUST_UIDS` lists.
     pub fn new(name: &str) -> Result<Domain, OpenError> {
         Domain::with_root(name, default_root())
     }
 
-    /// The domain `name` under an explicit root directory.
+    /// The domain `name` under an explicit root directory, trusting what `SHMBUS_TRUST_UIDS`
+    /// lists (see [`TrustPolicy::from_env`]).
     pub fn with_root(name: &str, root: impl Into<PathBuf>) -> Result<Domain, OpenError> {
         validate_name(name)?;
-        Ok(Domain { name: name.to_owned(), root: root.into() })
+        Ok(Domain { name: name.to_owned(), root: root.into(), trust: TrustPolicy::from_env()? })
+    }
+
+    /// This domain, also trusting directories and channel files owned by `uid` (see
+    /// [`TrustPolicy`]): how a process deliberately uses channels another user created.
+    pub fn trust_uid(mut self, uid: u32) -> Domain {
+        self.trust = self.trust.trust_uid(uid);
+        self
+    }
+
+    /// This domain with exactly `policy` (replacing what the environment said).
+    pub fn with_trust(mut self, policy: TrustPolicy) -> Domain {
+        self.trust = policy;
+        self
+    }
+
+    /// The trust policy in effect.
+    pub fn trust(&self) -> &TrustPolicy {
+        &self.trust
     }
 
     /// The domain's name.
@@ -54,7 +238,11 @@ impl Domain {
 
     /// The directory holding this domain's channel files.
     pub fn dir(&self) -> PathBuf {
-        self.root.join(format!("{DOMAIN_DIR_PREFIX}{}", self.name))
+        self.root.join(self.dir_name())
+    }
+
+    fn dir_name(&self) -> String {
+        format!("{DOMAIN_DIR_PREFIX}{}", self.name)
     }
 
     /// The file of channel `name` (validated).
@@ -63,53 +251,238 @@ impl Domain {
         Ok(self.dir().join(name))
     }
 
-    /// Creates the domain directory if missing (mode 0755: files inside carry their own mode).
-    pub(crate) fn ensure_dir(&self) -> Result<(), OpenError> {
-        use std::os::unix::fs::DirBuilderExt;
-        let dir = self.dir();
-        match std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(OpenError::io(dir, e)),
-        }
+    /// Opens the existing domain directory without following a symlink and checks it against
+    /// the trust policy. [`OpenError::NotFound`] if the root or the directory does not exist.
+    pub fn open_dir(&self) -> Result<DomainDir, OpenError> {
+        let root = match fs::open_dir(&self.root) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(OpenError::NotFound { path: self.dir() }),
+            Err(e) => return Err(OpenError::io(&self.root, e)),
+        };
+        self.open_dir_in(root.as_fd())
     }
 
-    /// Every domain under `root`.
-    pub fn list(root: &Path) -> std::io::Result<Vec<Domain>> {
-        let mut out = Vec::new();
-        let entries = match std::fs::read_dir(root) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+    fn open_dir_in(&self, root: BorrowedFd<'_>) -> Result<DomainDir, OpenError> {
+        let path = self.dir();
+        let name = self.dir_name();
+        let fd = match fs::open_dir_at(root, OsStr::new(&name)) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(OpenError::NotFound { path }),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                // Something other than a directory: say what.
+                let st = fs::stat_at(root, OsStr::new(&name)).map_err(|e| OpenError::io(&path, e))?;
+                return Err(OpenError::UnexpectedFileType {
+                    path,
+                    found: st.kind,
+                    expected: FileKind::Directory,
+                    owner_uid: st.uid,
+                });
+            }
+            Err(e) => return Err(OpenError::io(&path, e)),
+        };
+        let st = fs::fstat(fd.as_fd()).map_err(|e| OpenError::io(&path, e))?;
+        self.trust.check_dir(&path, &st)?;
+        Ok(DomainDir { fd, path, trust: self.trust.clone(), stat: st })
+    }
+
+    /// [`open_dir`](Self::open_dir), creating the root (as configured) and the domain
+    /// directory ([`DOMAIN_DIR_MODE`]) if missing. A directory this call creates is made with
+    /// `mkdirat` relative to the root, re-opened `O_NOFOLLOW`, and checked like any other.
+    pub(crate) fn open_or_create_dir(&self) -> Result<DomainDir, OpenError> {
+        let root = match fs::open_dir(&self.root) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // The root is the caller's configuration: create it as a plain path.
+                std::fs::create_dir_all(&self.root).map_err(|e| OpenError::io(&self.root, e))?;
+                fs::open_dir(&self.root).map_err(|e| OpenError::io(&self.root, e))?
+            }
+            Err(e) => return Err(OpenError::io(&self.root, e)),
+        };
+        for _ in 0..8 {
+            match self.open_dir_in(root.as_fd()) {
+                Err(OpenError::NotFound { .. }) => {}
+                other => return other,
+            }
+            // Private until checked: nobody else can use it before its final mode is set.
+            match fs::mkdir_at(root.as_fd(), OsStr::new(&self.dir_name()), 0o700) {
+                Ok(()) => {
+                    let dir = self.open_dir_in(root.as_fd())?;
+                    if dir.stat.uid == fs::effective_uid() {
+                        fs::fchmod(dir.fd.as_fd(), DOMAIN_DIR_MODE).map_err(|e| OpenError::io(&dir.path, e))?;
+                    }
+                    return self.open_dir_in(root.as_fd());
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    let st = fs::fstat(root.as_fd()).map_err(|e| OpenError::io(&self.root, e))?;
+                    return Err(OpenError::CannotCreate {
+                        dir: self.root.clone(),
+                        what: format!("domain directory {}", self.dir_name()),
+                        owner_uid: st.uid,
+                        mode: st.mode,
+                    });
+                }
+                Err(e) => return Err(OpenError::io(self.dir(), e)),
+            }
+        }
+        Err(OpenError::Io {
+            path: self.dir(),
+            source: io::Error::other(
+                "the domain directory keeps appearing and disappearing; is something removing it?",
+            ),
+        })
+    }
+
+    /// Every domain under `root`: each entry named `shmbus.<valid name>`, whatever it is
+    /// (a symlink or a file in a domain's place is listed too, so that the tools can report
+    /// it: opening it with [`open_dir`](Self::open_dir) says what is wrong).
+    pub fn list(root: &Path) -> io::Result<Vec<Domain>> {
+        let trust = TrustPolicy::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let dir = match fs::open_dir(root) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        for entry in entries.flatten() {
-            let fname = entry.file_name();
-            let Some(s) = fname.to_str() else { continue };
+        let mut out = Vec::new();
+        for entry in fs::list_dir(dir.as_fd())? {
+            let Some(s) = entry.name.to_str() else { continue };
             let Some(name) = s.strip_prefix(DOMAIN_DIR_PREFIX) else { continue };
-            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) && validate_name(name).is_ok() {
-                out.push(Domain { name: name.to_owned(), root: root.to_owned() });
+            if validate_name(name).is_ok() {
+                out.push(Domain { name: name.to_owned(), root: root.to_owned(), trust: trust.clone() });
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }
 
-    /// Names of the channel files in this domain (validated names only, sorted).
-    pub fn channel_names(&self) -> std::io::Result<Vec<String>> {
-        let mut out = Vec::new();
-        let entries = match std::fs::read_dir(self.dir()) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(e),
+    /// Names of the channels in this domain (validated names, sorted): see
+    /// [`DomainDir::channel_names`]. Empty if the domain directory does not exist; an
+    /// untrusted or non-directory domain is an error.
+    pub fn channel_names(&self) -> io::Result<Vec<String>> {
+        match self.open_dir() {
+            Ok(d) => d.channel_names(),
+            Err(OpenError::NotFound { .. }) => Ok(Vec::new()),
+            Err(OpenError::Io { source, .. }) => Err(source),
+            Err(e) => Err(io::Error::other(e.to_string())),
+        }
+    }
+}
+
+/// An open, checked domain directory: everything inside it is reached relative to this
+/// descriptor, so renaming or replacing the directory's name afterwards changes nothing.
+#[derive(Debug)]
+pub struct DomainDir {
+    fd: OwnedFd,
+    path: PathBuf,
+    trust: TrustPolicy,
+    stat: Stat,
+}
+
+impl DomainDir {
+    /// Opens the directory that holds the file `path` for the path-based entry points
+    /// (`admin::inspect`, `segment::inspect`): if the parent is named like a domain
+    /// (`<root>/shmbus.<name>`), exactly as [`Domain::open_dir`]; otherwise the parent is a
+    /// directory the caller named and is opened as given. Returns the file's name too.
+    pub(crate) fn open_parent_of(path: &Path) -> Result<(DomainDir, String), OpenError> {
+        let bad = || OpenError::Io {
+            path: path.to_owned(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "not a path to a file in a directory"),
         };
-        for entry in entries.flatten() {
-            if let Some(s) = entry.file_name().to_str() {
-                if validate_name(s).is_ok() && entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
-                    out.push(s.to_owned());
-                }
+        let file = path.file_name().and_then(OsStr::to_str).ok_or_else(bad)?.to_owned();
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let domain_name = parent.file_name().and_then(OsStr::to_str).and_then(|n| n.strip_prefix(DOMAIN_DIR_PREFIX));
+        if let (Some(name), Some(root)) = (domain_name, parent.parent()) {
+            if validate_name(name).is_ok() {
+                let root = if root.as_os_str().is_empty() { Path::new(".") } else { root };
+                return Ok((Domain::with_root(name, root)?.open_dir()?, file));
+            }
+        }
+        let fd = fs::open_dir(parent).map_err(|e| OpenError::io(parent, e))?;
+        let stat = fs::fstat(fd.as_fd()).map_err(|e| OpenError::io(parent, e))?;
+        Ok((DomainDir { fd, path: parent.to_owned(), trust: TrustPolicy::from_env()?, stat }, file))
+    }
+
+    /// The directory's path (for messages: nothing resolves it again).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The open descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The directory's owner, mode and identity, as checked when it was opened.
+    pub fn stat(&self) -> &Stat {
+        &self.stat
+    }
+
+    /// The trust policy it was opened with.
+    pub fn trust(&self) -> &TrustPolicy {
+        &self.trust
+    }
+
+    /// The path of channel `name` in it (for messages).
+    pub fn channel_path(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Names of the channels in this directory, sorted: every entry with a valid channel
+    /// name except directories (a journal may live there; channels are never directories).
+    /// Regular files and anything odd in a channel's place (a FIFO, socket, device or
+    /// symlink) are listed, so that tools can report what they find there; hidden
+    /// temporary files are not (their names start with a dot).
+    pub fn channel_names(&self) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in fs::list_dir(self.fd())? {
+            let Some(s) = entry.name.to_str() else { continue };
+            if validate_name(s).is_err() {
+                continue;
+            }
+            let kind = match entry.kind {
+                Some(k) => k,
+                None => match fs::stat_at(self.fd(), &entry.name) {
+                    Ok(st) => st.kind,
+                    Err(_) => continue, // gone meanwhile
+                },
+            };
+            if kind != FileKind::Directory {
+                out.push(s.to_owned());
             }
         }
         out.sort();
         Ok(out)
+    }
+
+    /// Opens channel file `name`: a regular file (never through a symlink, never blocking)
+    /// owned by a trusted uid. Returns it with its `fstat`.
+    pub(crate) fn open_channel(&self, name: &str, write: bool) -> Result<(std::fs::File, Stat), OpenError> {
+        let path = self.channel_path(name);
+        let (file, st) = match fs::open_file_at(self.fd(), OsStr::new(name), write) {
+            Ok(r) => r,
+            Err(OpenFileError::NotRegular(found)) => {
+                let owner_uid = fs::stat_at(self.fd(), OsStr::new(name)).map(|s| s.uid).unwrap_or(u32::MAX);
+                return Err(OpenError::UnexpectedFileType { path, found, expected: FileKind::Regular, owner_uid });
+            }
+            Err(OpenFileError::Io(e)) => return Err(OpenError::io(path, e)),
+        };
+        self.trust.check_file(&path, &st)?;
+        Ok((file, st))
+    }
+
+    /// Removes channel file `name` from this directory (`unlinkat` relative to it): only a
+    /// regular file, never a symlink, FIFO, device or directory (`InvalidInput` saying what
+    /// it is). Use it after checking what the file holds; nothing outside the directory is
+    /// ever touched.
+    pub fn remove_file(&self, name: &str) -> io::Result<()> {
+        let st = fs::stat_at(self.fd(), OsStr::new(name))?;
+        if st.kind != FileKind::Regular {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is {}, not a regular file; not removed", self.channel_path(name).display(), st.kind),
+            ));
+        }
+        fs::unlink_at(self.fd(), OsStr::new(name))
     }
 }
 
@@ -124,5 +497,15 @@ mod tests {
         assert_eq!(d.channel_path("imu").unwrap(), PathBuf::from("/r/shmbus.robot1/imu"));
         assert!(d.channel_path("../x").is_err());
         assert!(Domain::with_root("a/b", "/r").is_err());
+    }
+
+    #[test]
+    fn trust_list_parses_uids_and_names() {
+        let p = TrustPolicy::parse("1001, 1002 root").unwrap();
+        assert_eq!(p.extra_uids(), [1001, 1002, 0]);
+        assert!(p.trusts(1001) && p.trusts(0) && p.trusts(fs::effective_uid()));
+        assert!(!TrustPolicy::new().trusts(if fs::effective_uid() == 4242 { 4243 } else { 4242 }));
+        let e = TrustPolicy::parse("no-such-user-here").unwrap_err().to_string();
+        assert!(e.contains("SHMBUS_TRUST_UIDS") && e.contains("no-such-user-here"), "{e}");
     }
 }

@@ -7,8 +7,10 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::name::NameError;
+use crate::domain::DOMAIN_DIR_PREFIX;
+use crate::name::{validate_name, NameError};
 use crate::segment::Kind;
+use crate::sys::fs::FileKind;
 
 /// Creating or opening a channel failed.
 #[derive(Debug)]
@@ -95,6 +97,43 @@ pub enum OpenError {
         /// The holder's pid.
         holder_pid: u32,
     },
+    /// A domain directory or channel file this process does not trust (see
+    /// [`TrustPolicy`](crate::domain::TrustPolicy)): owned by a user it does not trust, or a
+    /// domain directory every user may write to without the sticky bit. Refused for creating,
+    /// publishing and reading alike.
+    Untrusted {
+        /// The directory or file.
+        path: PathBuf,
+        /// Its owner.
+        owner_uid: u32,
+        /// What is wrong and how to fix it.
+        why: String,
+    },
+    /// Something other than a regular file is under a channel's name, or other than a
+    /// directory under a domain's name (a symlink, FIFO, socket, device, …). Never opened
+    /// through, never waited on.
+    UnexpectedFileType {
+        /// The name that was looked up.
+        path: PathBuf,
+        /// What is there.
+        found: FileKind,
+        /// What shmbus expected ([`FileKind::Regular`] or [`FileKind::Directory`]).
+        expected: FileKind,
+        /// Its owner (`u32::MAX` if it could not be read).
+        owner_uid: u32,
+    },
+    /// This user may not create files in a directory (a domain directory, or the root when
+    /// the domain directory itself is missing): the directory's owner and mode are the cause.
+    CannotCreate {
+        /// The directory that is not writable.
+        dir: PathBuf,
+        /// What was to be created in it.
+        what: String,
+        /// The directory's owner.
+        owner_uid: u32,
+        /// The directory's mode.
+        mode: u32,
+    },
     /// Any other operating-system error.
     Io {
         /// The file or directory involved.
@@ -125,21 +164,80 @@ impl fmt::Display for OpenError {
         match self {
             InvalidName(e) => e.fmt(f),
             InvalidConfig { what } => write!(f, "invalid channel configuration: {what}"),
-            NotFound { path } => write!(f, "{}: no such channel; create it first (e.g. `shmbus pub`) or check --domain and SHMBUS_ROOT", path.display()),
-            PermissionDenied { path } => write!(f, "{}: permission denied; run as the creator's user or have it created with a group/mode that includes you", path.display()),
-            NotASegment { path } => write!(f, "{}: not a shmbus segment (bad magic); remove the file or use another name", path.display()),
-            VersionMismatch { path, found, supported } => write!(f, "{}: segment format version {found}, this library speaks {supported}; upgrade the older side or remove the segment", path.display()),
+            NotFound { path } if is_channel_path(path) => write!(f, "{}: no such channel; create it first (e.g. `shmbus pub`) or check --domain and SHMBUS_ROOT", path.display()),
+            NotFound { path } => write!(f, "{}: no such file or directory", path.display()),
+            PermissionDenied { path } => write!(f, "{}: permission denied: its owner or mode excludes this user; run as its owner, or have it created with a mode/group that includes you (see docs/trust.md)", path.display()),
+            NotASegment { path } => write!(f, "{}: not a shmbus segment (bad magic); {}", path.display(), fix_unusable(path, true)),
+            VersionMismatch { path, found, supported } => write!(f, "{}: segment format version {found}, this library speaks {supported}; upgrade the older side, or remove the file (`rm {}`) if nothing uses it", path.display(), path.display()),
             WrongKind { path, found, expected } => match found {
                 Some(k) => write!(f, "{}: is a {k}, not a {expected}; open it as a {k} or use another name", path.display()),
                 None => write!(f, "{}: unknown channel kind in header, expected a {expected}; the file is corrupt or from a newer shmbus", path.display()),
             },
-            Truncated { path, size, expected } => write!(f, "{}: file is {size} bytes but its header needs {expected}; it is truncated or corrupt, remove it (`shmbus clean`)", path.display()),
-            Corrupt { path, what } => write!(f, "{}: corrupt segment header: {what}; remove it (`shmbus clean`) and recreate", path.display()),
+            Truncated { path, size, expected } => write!(f, "{}: file is {size} bytes but its header needs {expected}; it is truncated or corrupt: {}", path.display(), fix_unusable(path, true)),
+            Corrupt { path, what } => write!(f, "{}: corrupt header: {what}; {}", path.display(), fix_unusable(path, false)),
             LayoutMismatch { path, field, existing, requested } => write!(f, "{}: exists with {field} = {existing}, but {requested} was requested; open it with the same {field} or use another name", path.display()),
             TooManyParticipants { path, max } => write!(f, "{}: all {max} participant entries are in use by live processes; close some endpoints", path.display()),
             Busy { path, holder_pid } => write!(f, "{}: this endpoint is exclusive and held by live process {holder_pid}; stop it first", path.display()),
+            Untrusted { path, why, .. } => write!(f, "{}: refused: {why}", path.display()),
+            UnexpectedFileType { path, found, expected: FileKind::Directory, owner_uid } => write!(
+                f,
+                "{}: is {found}{}, not a domain directory; shmbus never follows a symlink or uses anything but a real directory here, since another user could have put it there to redirect you: remove it (`rm {}`) and shmbus recreates the directory, or use another domain",
+                path.display(),
+                owner_note(*owner_uid),
+                path.display()
+            ),
+            UnexpectedFileType { path, found, owner_uid, .. } => write!(
+                f,
+                "{}: is {found}{}, not a shmbus channel file; channels are regular files, never opened through a symlink or waited on: remove it (`rm {}`) if it does not belong there, or use another channel name",
+                path.display(),
+                owner_note(*owner_uid),
+                path.display()
+            ),
+            CannotCreate { dir, what, owner_uid, mode } => write!(
+                f,
+                "cannot create {what} in {}: the directory belongs to {} with mode {mode:04o}, and this user ({}) may not write to it; use a domain of your own (another domain name), or have its owner create the channel with a mode/group that includes you, or make the directory writable by a group you are in, with the sticky bit (see docs/trust.md)",
+                dir.display(),
+                crate::domain::describe_uid(*owner_uid),
+                crate::domain::describe_uid(crate::sys::fs::effective_uid())
+            ),
             Io { path, source } => write!(f, "{}: {source}", path.display()),
         }
+    }
+}
+
+/// Whether `path` is a channel file in a domain (`<root>/shmbus.<domain>/<channel>`), the
+/// only files `shmbus clean` looks at.
+fn is_channel_path(path: &std::path::Path) -> bool {
+    let valid = |p: Option<&std::ffi::OsStr>| p.and_then(|n| n.to_str()).map(str::to_owned);
+    let file = valid(path.file_name());
+    let dir = valid(path.parent().and_then(|p| p.file_name()));
+    match (file, dir) {
+        (Some(file), Some(dir)) => {
+            validate_name(&file).is_ok()
+                && dir.strip_prefix(DOMAIN_DIR_PREFIX).is_some_and(|d| validate_name(d).is_ok())
+        }
+        _ => false,
+    }
+}
+
+/// How to get rid of a file shmbus cannot use. `shmbus clean --force` removes a channel file
+/// whose header it cannot validate (`header_level`), and nothing outside domains.
+fn fix_unusable(path: &std::path::Path, header_level: bool) -> String {
+    if header_level && is_channel_path(path) {
+        format!("`shmbus clean --force` removes it (or `rm {}`); then recreate the channel", path.display())
+    } else if is_channel_path(path) {
+        format!("remove the file (`rm {}`) and recreate the channel", path.display())
+    } else {
+        "move the file aside, or remove it if nothing in it is needed".into()
+    }
+}
+
+/// ` (owned by uid 4242)`, or nothing if the owner is unknown.
+fn owner_note(uid: u32) -> String {
+    if uid == u32::MAX {
+        String::new()
+    } else {
+        format!(" (owned by {})", crate::domain::describe_uid(uid))
     }
 }
 

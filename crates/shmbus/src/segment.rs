@@ -11,6 +11,14 @@
 //! `ready` last, and then `link(2)`s it to its final name, which fails with `EEXIST` if
 //! another creator won the race. The loser discards its file and opens the winner's.
 //!
+//! **Nothing goes through a name twice.** Every open and create works relative to the
+//! domain directory's descriptor ([`DomainDir`]), opened without following a symlink and
+//! checked against the trust policy: the temporary file is created `O_CREAT | O_EXCL |
+//! O_NOFOLLOW` with its exact mode (0600 unless asked otherwise, set with `fchmod` whatever
+//! the umask), linked with `linkat` and removed with `unlinkat` in that directory, and a
+//! channel file is opened non-blocking and used only if it is a regular file owned by a
+//! trusted user (see [`crate::domain`]).
+//!
 //! **Opening trusts nothing.** The opener copies the header out of the mapping once,
 //! checks magic, version, kind, checksum, that the layout parameters are valid for the kind
 //! and that the file size is exactly what they imply, and from then on uses only its own
@@ -20,15 +28,16 @@
 //! (`Segment::open_path_read_only`), validated by the same code as a read-write open, so
 //! a user with read permission only can inspect a segment, and inspection cannot write.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::domain::Domain;
+use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
+use crate::name::validate_name;
 use crate::participants::{ParticipantTable, PARTICIPANTS, PARTICIPANT_SIZE};
 use crate::sys::{monotonic_ns, Mapping, ProcessId};
 
@@ -185,9 +194,12 @@ impl Segment {
         opts: &CreateOptions,
     ) -> Result<(Segment, L, bool), OpenError> {
         let path = domain.channel_path(name)?;
-        domain.ensure_dir()?;
+        let dir = domain.open_or_create_dir()?;
         for _ in 0..64 {
-            match Segment::open::<L>(domain, name) {
+            match Segment::open_in(&dir, name, Access::ReadWrite).and_then(|seg| {
+                let layout = seg.layout::<L>()?;
+                Ok((seg, layout))
+            }) {
                 Ok((seg, existing)) => {
                     check_same_layout(&path, &existing, layout)?;
                     return Ok((seg, existing, false));
@@ -195,7 +207,7 @@ impl Segment {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_new(domain, &path, layout, opts)? {
+            match Segment::create_new(&dir, name, layout, opts)? {
                 Some(seg) => {
                     let l = L::from_params(&layout.params()).map_err(|what| OpenError::InvalidConfig { what })?;
                     return Ok((seg, l, true));
@@ -211,16 +223,28 @@ impl Segment {
 
     /// Opens an existing channel `name` as a `L`.
     pub(crate) fn open<L: Layout>(domain: &Domain, name: &str) -> Result<(Segment, L), OpenError> {
-        let seg = Segment::open_path(&domain.channel_path(name)?)?;
+        let seg = Segment::open_channel(domain, name, Access::ReadWrite)?;
         let layout = seg.layout::<L>()?;
         Ok((seg, layout))
     }
 
     /// [`open`](Self::open), read-only: see [`open_path_read_only`](Self::open_path_read_only).
     pub(crate) fn open_read_only<L: Layout>(domain: &Domain, name: &str) -> Result<(Segment, L), OpenError> {
-        let seg = Segment::open_path_read_only(&domain.channel_path(name)?)?;
+        let seg = Segment::open_channel(domain, name, Access::ReadOnly)?;
         let layout = seg.layout::<L>()?;
         Ok((seg, layout))
+    }
+
+    /// Opens channel `name` of `domain` through its checked directory descriptor. A missing
+    /// root or domain directory is `NotFound` for the channel.
+    fn open_channel(domain: &Domain, name: &str, access: Access) -> Result<Segment, OpenError> {
+        let path = domain.channel_path(name)?;
+        let dir = match domain.open_dir() {
+            Ok(d) => d,
+            Err(OpenError::NotFound { .. }) => return Err(OpenError::NotFound { path }),
+            Err(e) => return Err(e),
+        };
+        Segment::open_in(&dir, name, access)
     }
 
     /// The layout of this segment as a `L`: the header's kind must be `L`'s, its parameters
@@ -241,12 +265,8 @@ impl Segment {
         Ok(layout)
     }
 
-    /// Opens and validates the common header of any segment file, whatever its kind.
-    pub(crate) fn open_path(path: &Path) -> Result<Segment, OpenError> {
-        Segment::open_path_as(path, Access::ReadWrite)
-    }
-
-    /// [`open_path`](Self::open_path) with the file opened `O_RDONLY` and mapped `PROT_READ`,
+    /// Opens and validates the common header of the segment file `path`, whatever its kind,
+    /// with the file opened `O_RDONLY` and mapped `PROT_READ`,
     /// for tools that only look (`admin`): it needs read permission only, and nothing can
     /// write through it. Validated exactly as a read-write open.
     ///
@@ -260,16 +280,24 @@ impl Segment {
     }
 
     fn open_path_as(path: &Path, access: Access) -> Result<Segment, OpenError> {
+        let (dir, name) = match DomainDir::open_parent_of(path) {
+            Ok(d) => d,
+            Err(OpenError::NotFound { .. }) => return Err(OpenError::NotFound { path: path.to_owned() }),
+            Err(e) => return Err(e),
+        };
+        Segment::open_in(&dir, &name, access)
+    }
+
+    /// Opens and validates the file `name` in `dir` (a regular file owned by a trusted user,
+    /// opened relative to the directory's descriptor: see [`DomainDir::open_channel`]).
+    pub(crate) fn open_in(dir: &DomainDir, name: &str, access: Access) -> Result<Segment, OpenError> {
         let map = match access {
             Access::ReadWrite => Mapping::map,
             Access::ReadOnly => Mapping::map_read_only,
         };
-        let file = crate::sys::open_existing(path, access == Access::ReadWrite).map_err(|e| OpenError::io(path, e))?;
-        let meta = file.metadata().map_err(|e| OpenError::io(path, e))?;
-        if !meta.file_type().is_file() {
-            return Err(OpenError::NotASegment { path: path.to_owned() });
-        }
-        let size = meta.size();
+        let path = &dir.channel_path(name);
+        let (file, st) = dir.open_channel(name, access == Access::ReadWrite)?;
+        let size = st.size;
         if size < KIND_OFFSET as u64 {
             // Too short even for the header: tell "not ours" from "ours but cut".
             let mut magic = [0u8; 8];
@@ -293,36 +321,36 @@ impl Segment {
         Ok(Segment { map, file, path: path.to_owned(), info })
     }
 
-    /// Builds a new segment under a temporary name and links it into place.
-    /// `Ok(None)`: another creator won the race.
+    /// Builds a new segment `name` in `dir` under a temporary name and links it into place
+    /// (all relative to the directory's descriptor). `Ok(None)`: another creator won the race.
     fn create_new<L: Layout>(
-        domain: &Domain,
-        path: &Path,
+        dir: &DomainDir,
+        name: &str,
         layout: &L,
         opts: &CreateOptions,
     ) -> Result<Option<Segment>, OpenError> {
+        validate_name(name)?;
+        let path = &dir.channel_path(name);
         let total = KIND_OFFSET as u64 + layout.kind_area_size();
         let total_usize =
             usize::try_from(total).map_err(|_| OpenError::InvalidConfig { what: "segment too large".into() })?;
         let me = ProcessId::current();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
         static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let unique = monotonic_ns().wrapping_add(UNIQUE.fetch_add(1, Ordering::Relaxed));
-        let tmp = domain.dir().join(format!(".{name}.{}.{unique}", me.pid));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(opts.mode)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(|e| OpenError::io(&tmp, e))?;
-        let cleanup = TempFile(tmp.clone());
-        {
-            use std::os::unix::fs::PermissionsExt;
-            // The umask may have cleared bits the caller asked for: set the mode exactly.
-            file.set_permissions(std::fs::Permissions::from_mode(opts.mode)).map_err(|e| OpenError::io(&tmp, e))?;
-        }
+        let tmp_name = OsString::from(format!(".{name}.{}.{unique}", me.pid));
+        let tmp = dir.path().join(&tmp_name);
+        // Created with exactly `opts.mode` (fchmod after the open, whatever the umask).
+        let file = crate::sys::fs::create_file_at(dir.fd(), &tmp_name, opts.mode).map_err(|e| match e.kind() {
+            // Not the temporary file's fault: the domain directory does not let us write.
+            io::ErrorKind::PermissionDenied => OpenError::CannotCreate {
+                dir: dir.path().to_owned(),
+                what: format!("channel {name}"),
+                owner_uid: dir.stat().uid,
+                mode: dir.stat().mode,
+            },
+            _ => OpenError::io(&tmp, e),
+        })?;
+        let cleanup = TempFile { dir: dir.fd(), name: tmp_name.clone() };
         if let Some(gid) = opts.gid {
             std::os::unix::fs::fchown(&file, None, Some(gid)).map_err(|e| OpenError::io(&tmp, e))?;
         }
@@ -332,7 +360,7 @@ impl Segment {
                 path: tmp.clone(),
                 source: io::Error::new(
                     io::ErrorKind::StorageFull,
-                    format!("not enough space for {total} bytes in {}", domain.root().display()),
+                    format!("not enough space for {total} bytes in {}", dir.path().display()),
                 ),
             },
             _ => OpenError::io(&tmp, e),
@@ -353,7 +381,7 @@ impl Segment {
             layout.init(map.as_ptr().add(KIND_OFFSET));
             write_header(map.as_ptr(), &info);
         }
-        match std::fs::hard_link(&tmp, path) {
+        match crate::sys::fs::link_at(dir.fd(), &tmp_name, dir.fd(), OsStr::new(name)) {
             Ok(()) => {
                 drop(cleanup);
                 Ok(Some(Segment { map, file, path: path.to_owned(), info }))
@@ -388,20 +416,24 @@ impl Segment {
     }
 }
 
-/// How [`Segment::open_path_as`] opens the file and maps it.
+/// How [`Segment::open_in`] opens the file and maps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Access {
+pub(crate) enum Access {
     /// `O_RDWR`, `PROT_READ | PROT_WRITE`: for endpoints.
     ReadWrite,
     /// `O_RDONLY`, `PROT_READ`: for tools that only look.
     ReadOnly,
 }
 
-/// Removes a temporary file unless disarmed.
-struct TempFile(PathBuf);
-impl Drop for TempFile {
+/// Removes a temporary file's name from its directory (relative to the directory's
+/// descriptor) when dropped: after a failed creation, and after the final link.
+struct TempFile<'a> {
+    dir: BorrowedFd<'a>,
+    name: OsString,
+}
+impl Drop for TempFile<'_> {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = crate::sys::fs::unlink_at(self.dir, &self.name);
     }
 }
 

@@ -1,0 +1,477 @@
+//! Filesystem access relative to directory descriptors, never through a symlink.
+//!
+//! Paths are resolved by the kernel one call at a time, so a directory that another user can
+//! write to may change between two calls: a directory checked by one `stat(2)` can be a
+//! symlink by the next `open(2)`. The functions here avoid that by working *relative to an
+//! open directory descriptor*: open a directory once with [`open_dir_at`] (`O_NOFOLLOW`, so
+//! a symlink in its place fails), check what was opened with [`fstat`] (the descriptor, not
+//! the name), and then do everything inside it with the `*at` calls below. What the
+//! descriptor refers to cannot be swapped afterwards, whatever happens to names.
+//!
+//! Rules every function follows:
+//! * the last component is never followed if it is a symlink (`O_NOFOLLOW`,
+//!   `AT_SYMLINK_NOFOLLOW`, `linkat` without `AT_SYMLINK_FOLLOW`);
+//! * names are single components (no `/`): a name with a slash is refused with
+//!   `InvalidInput` rather than resolved through intermediate directories;
+//! * every descriptor is opened `O_CLOEXEC`;
+//! * files are opened `O_NONBLOCK`: a FIFO or a device under an expected file name cannot
+//!   block the caller in `open(2)`, and [`open_file_at`] looks (with `fstatat`) before it
+//!   opens, so a device is never even opened.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
+
+/// What a directory entry is, from its mode bits (`S_IFMT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file.
+    Regular,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// A FIFO (named pipe).
+    Fifo,
+    /// A Unix-domain socket.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// Anything else.
+    Unknown,
+}
+
+impl FileKind {
+    /// The kind encoded in `st_mode`.
+    pub fn from_mode(mode: u32) -> FileKind {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => FileKind::Regular,
+            libc::S_IFDIR => FileKind::Directory,
+            libc::S_IFLNK => FileKind::Symlink,
+            libc::S_IFIFO => FileKind::Fifo,
+            libc::S_IFSOCK => FileKind::Socket,
+            libc::S_IFCHR => FileKind::CharDevice,
+            libc::S_IFBLK => FileKind::BlockDevice,
+            _ => FileKind::Unknown,
+        }
+    }
+
+    /// What it is in words, with an article: `a FIFO (named pipe)`, `a symbolic link`, ….
+    pub fn describe(self) -> &'static str {
+        match self {
+            FileKind::Regular => "a regular file",
+            FileKind::Directory => "a directory",
+            FileKind::Symlink => "a symbolic link",
+            FileKind::Fifo => "a FIFO (named pipe)",
+            FileKind::Socket => "a socket",
+            FileKind::CharDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Unknown => "a file of unknown type",
+        }
+    }
+}
+
+impl fmt::Display for FileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// The parts of `struct stat` shmbus decides on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// File type.
+    pub kind: FileKind,
+    /// Permission bits including set-id and sticky (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Number of hard links.
+    pub nlink: u64,
+    /// Device and inode: together they identify the file.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl Stat {
+    fn from_raw(st: &libc::stat) -> Stat {
+        Stat {
+            kind: FileKind::from_mode(st.st_mode),
+            mode: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            size: st.st_size as u64,
+            // `nlink_t` is u64 on x86-64 and u32 on AArch64.
+            #[allow(clippy::unnecessary_cast)]
+            nlink: st.st_nlink as u64,
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }
+    }
+
+    /// Whether `self` and `other` are the same file (same device and inode).
+    pub fn same_file(&self, other: &Stat) -> bool {
+        self.dev == other.dev && self.ino == other.ino
+    }
+}
+
+/// Opening a file that must be a regular file failed.
+#[derive(Debug)]
+pub enum OpenFileError {
+    /// Something other than a regular file is under that name (not opened, or closed again).
+    NotRegular(FileKind),
+    /// The system call failed (`NotFound`, `PermissionDenied`, …).
+    Io(io::Error),
+}
+
+impl fmt::Display for OpenFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenFileError::NotRegular(k) => write!(f, "is {k}, not a regular file"),
+            OpenFileError::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OpenFileError {}
+
+impl From<io::Error> for OpenFileError {
+    fn from(e: io::Error) -> Self {
+        OpenFileError::Io(e)
+    }
+}
+
+/// A single path component as a C string: no `/`, no NUL, not empty, not `.` or `..`.
+fn component(name: &OsStr) -> io::Result<CString> {
+    let b = name.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?} is not a single file name")));
+    }
+    CString::new(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file name contains a NUL byte"))
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// Retries `f` while it fails with `EINTR`.
+fn retry(mut f: impl FnMut() -> libc::c_int) -> io::Result<libc::c_int> {
+    loop {
+        match cvt(f()) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+fn owned(fd: libc::c_int) -> OwnedFd {
+    // SAFETY: `fd` was just returned by a successful open call and is owned by nobody else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Opens the directory `path`, *following* symlinks: for a directory the caller configured
+/// (the root), not for anything found inside one.
+pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let fd = retry(|| unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+    Ok(owned(fd))
+}
+
+/// Opens the directory `name` inside `dir` with `O_DIRECTORY | O_NOFOLLOW`: a symlink under
+/// that name fails with `ELOOP` (`io::ErrorKind` other than `NotFound`), anything that is not
+/// a directory with `ENOTDIR`. Check the result with [`fstat`] before trusting it.
+pub fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+    let c = component(name)?;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `dir` is a valid descriptor and `c` a valid C string for the call.
+    let fd = retry(|| unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) })?;
+    Ok(owned(fd))
+}
+
+/// `fstat(2)` of an open descriptor.
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
+    // SAFETY: an all-zero `stat` is a valid value of the plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is valid and `st` a writable `stat`.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(Stat::from_raw(&st))
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: what is under `name` itself (a symlink is
+/// reported as [`FileKind::Symlink`], not as its target).
+pub fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Stat> {
+    let c = component(name)?;
+    // SAFETY: an all-zero `stat` is a valid value of the plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `dir` is valid, `c` a valid C string and `st` a writable `stat`.
+    retry(|| unsafe { libc::fstatat(dir.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(Stat::from_raw(&st))
+}
+
+/// Opens the existing *regular* file `name` inside `dir`, read-only or read-write, and
+/// returns it with its [`Stat`] (taken from the open descriptor).
+///
+/// Never blocks and never follows a symlink: it looks first (`fstatat`, no follow) and
+/// refuses anything but a regular file without opening it (so a device's open routine never
+/// runs), then opens with `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY` and checks the descriptor
+/// again with `fstat`, which catches a swap between the two calls.
+pub fn open_file_at(dir: BorrowedFd<'_>, name: &OsStr, write: bool) -> Result<(File, Stat), OpenFileError> {
+    let before = stat_at(dir, name)?;
+    if before.kind != FileKind::Regular {
+        return Err(OpenFileError::NotRegular(before.kind));
+    }
+    let c = component(name)?;
+    let access = if write { libc::O_RDWR } else { libc::O_RDONLY };
+    let flags = access | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: `dir` is valid and `c` a valid C string for the call.
+    let fd = match retry(|| unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) }) {
+        Ok(fd) => owned(fd),
+        // O_NOFOLLOW on a symlink: swapped in since the look.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(OpenFileError::NotRegular(FileKind::Symlink)),
+        Err(e) => return Err(e.into()),
+    };
+    let st = fstat(fd.as_fd())?;
+    if st.kind != FileKind::Regular {
+        return Err(OpenFileError::NotRegular(st.kind));
+    }
+    Ok((File::from(fd), st))
+}
+
+/// Creates the new file `name` inside `dir` (`O_CREAT | O_EXCL | O_NOFOLLOW`, read-write) and
+/// sets its mode to exactly `mode` with `fchmod`, whatever the umask. Fails with
+/// `AlreadyExists` if anything (a symlink included) has that name.
+pub fn create_file_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<File> {
+    let c = component(name)?;
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // Created with no permission bits at all: nobody else can open it before the fchmod.
+    // SAFETY: `dir` is valid and `c` a valid C string for the call.
+    let fd = retry(|| unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, 0 as libc::c_uint) })?;
+    let file = File::from(owned(fd));
+    if let Err(e) = fchmod(file.as_fd(), mode) {
+        let _ = unlink_at(dir, name);
+        return Err(e);
+    }
+    Ok(file)
+}
+
+/// Sets the mode of an open file exactly (`fchmod(2)`).
+pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    // SAFETY: `fd` is valid for the call.
+    retry(|| unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) })?;
+    Ok(())
+}
+
+/// Creates the directory `name` inside `dir` (`mkdirat(2)`; the umask applies: set the exact
+/// mode on the opened directory with [`fchmod`] if it matters). `AlreadyExists` if the name
+/// is taken, by anything.
+pub fn mkdir_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
+    let c = component(name)?;
+    // SAFETY: `dir` is valid and `c` a valid C string for the call.
+    retry(|| unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) })?;
+    Ok(())
+}
+
+/// Gives the file `old` in `old_dir` the additional name `new` in `new_dir` (`linkat(2)`
+/// without `AT_SYMLINK_FOLLOW`: a symlink is linked as itself, never its target). Fails with
+/// `AlreadyExists` if `new` exists: the atomic "publish under a final name" step.
+pub fn link_at(old_dir: BorrowedFd<'_>, old: &OsStr, new_dir: BorrowedFd<'_>, new: &OsStr) -> io::Result<()> {
+    let (o, n) = (component(old)?, component(new)?);
+    // SAFETY: both descriptors are valid and both names valid C strings for the call.
+    retry(|| unsafe { libc::linkat(old_dir.as_raw_fd(), o.as_ptr(), new_dir.as_raw_fd(), n.as_ptr(), 0) })?;
+    Ok(())
+}
+
+/// Removes the name `name` (not a directory) from `dir` (`unlinkat(2)`). A symlink is removed
+/// as itself; nothing outside `dir` is touched.
+pub fn unlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    let c = component(name)?;
+    // SAFETY: `dir` is valid and `c` a valid C string for the call.
+    retry(|| unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) })?;
+    Ok(())
+}
+
+/// Removes the empty directory `name` from `dir` (`unlinkat(2)` with `AT_REMOVEDIR`).
+pub fn remove_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    let c = component(name)?;
+    // SAFETY: `dir` is valid and `c` a valid C string for the call.
+    retry(|| unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) })?;
+    Ok(())
+}
+
+/// One entry of [`list_dir`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's name (never `.` or `..`).
+    pub name: OsString,
+    /// Its type as the directory reports it (`d_type`), `None` where the filesystem does not
+    /// say: ask [`stat_at`]. Either way it is a hint about a name that may change: decide on
+    /// what an `*_at` call finds, not on this.
+    pub kind: Option<FileKind>,
+}
+
+/// The entries of the open directory `dir` (read through a duplicate of the descriptor, from
+/// the start; `dir` itself is not moved or closed).
+pub fn list_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<DirEntry>> {
+    // SAFETY: `dir` is valid; F_DUPFD_CLOEXEC returns a new descriptor we own.
+    let dup = owned(cvt(unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) })?);
+    // The duplicate shares the file offset with `dir`: rewind so listing twice works.
+    // SAFETY: `dup` is a valid descriptor.
+    if unsafe { libc::lseek(dup.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let raw = std::os::fd::IntoRawFd::into_raw_fd(dup);
+    // SAFETY: `raw` is a valid directory descriptor; on success the DIR stream owns it.
+    let stream = unsafe { libc::fdopendir(raw) };
+    if stream.is_null() {
+        let e = io::Error::last_os_error();
+        drop(owned(raw));
+        return Err(e);
+    }
+    struct Dir(*mut libc::DIR);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            // SAFETY: the stream came from fdopendir and is closed exactly once (here); this
+            // also closes the descriptor it owns.
+            unsafe { libc::closedir(self.0) };
+        }
+    }
+    let stream = Dir(stream);
+    let mut out = Vec::new();
+    loop {
+        // readdir signals errors only through errno: clear it first.
+        // SAFETY: __errno_location returns this thread's errno slot.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: the stream is open; the returned entry is valid until the next readdir.
+        let ent = unsafe { libc::readdir(stream.0) };
+        if ent.is_null() {
+            // SAFETY: as above.
+            let errno = unsafe { *libc::__errno_location() };
+            if errno != 0 {
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+            break;
+        }
+        // SAFETY: `ent` is a valid dirent whose d_name is NUL-terminated.
+        let (name, d_type) = unsafe { (std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()).to_bytes(), (*ent).d_type) };
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match d_type {
+            libc::DT_REG => Some(FileKind::Regular),
+            libc::DT_DIR => Some(FileKind::Directory),
+            libc::DT_LNK => Some(FileKind::Symlink),
+            libc::DT_FIFO => Some(FileKind::Fifo),
+            libc::DT_SOCK => Some(FileKind::Socket),
+            libc::DT_CHR => Some(FileKind::CharDevice),
+            libc::DT_BLK => Some(FileKind::BlockDevice),
+            _ => None,
+        };
+        out.push(DirEntry { name: OsString::from_vec(name.to_vec()), kind });
+    }
+    Ok(out)
+}
+
+/// The effective uid of this process.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The name of user `uid` from the password database, if it has one.
+pub fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: an all-zero passwd is a valid value of the plain C struct.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; getpwuid_r writes strings into `buf` only.
+    let r = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut result) };
+    if r != 0 || result.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name points into `buf`, NUL-terminated, and `buf` is still alive.
+    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// The uid of the user called `name` in the password database, if there is one.
+pub fn user_uid(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: an all-zero passwd is a valid value of the plain C struct.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; getpwnam_r writes strings into `buf` only.
+    let r = unsafe { libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut result) };
+    if r != 0 || result.is_null() {
+        return None;
+    }
+    Some(pw.pw_uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("shmbus-fs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    #[test]
+    fn finds_without_following_and_without_blocking() {
+        let p = scratch("kinds");
+        std::fs::write(p.join("f"), b"x").unwrap();
+        std::os::unix::fs::symlink(p.join("f"), p.join("l")).unwrap();
+        std::fs::create_dir(p.join("d")).unwrap();
+        let fifo = CString::new(p.join("p").as_os_str().as_bytes()).unwrap();
+        // SAFETY: valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let dir = open_dir(&p).unwrap();
+        let d = dir.as_fd();
+        assert!(open_file_at(d, OsStr::new("f"), true).is_ok());
+        for (name, kind) in [("l", FileKind::Symlink), ("d", FileKind::Directory), ("p", FileKind::Fifo)] {
+            match open_file_at(d, OsStr::new(name), true) {
+                Err(OpenFileError::NotRegular(k)) => assert_eq!(k, kind, "{name}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        assert!(open_dir_at(d, OsStr::new("d")).is_ok());
+        assert_eq!(open_dir_at(d, OsStr::new("l")).unwrap_err().raw_os_error(), Some(libc::ENOTDIR));
+        assert!(open_file_at(d, OsStr::new("a/b"), false).is_err());
+        let mut names: Vec<_> = list_dir(d).unwrap().into_iter().map(|e| e.name).collect();
+        names.sort();
+        assert_eq!(names, ["d", "f", "l", "p"]);
+        assert_eq!(list_dir(d).unwrap().len(), 4, "listing twice sees everything twice");
+
+        // SAFETY: umask has no preconditions.
+        let old = unsafe { libc::umask(0o077) };
+        let f = create_file_at(d, OsStr::new("new"), 0o640).unwrap();
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        assert_eq!(fstat(f.as_fd()).unwrap().mode, 0o640);
+        assert_eq!(create_file_at(d, OsStr::new("l"), 0o600).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        link_at(d, OsStr::new("new"), d, OsStr::new("new2")).unwrap();
+        unlink_at(d, OsStr::new("l")).unwrap();
+        assert!(p.join("f").exists(), "unlinking a symlink removed its target");
+        let _ = std::fs::remove_dir_all(&p);
+    }
+}
