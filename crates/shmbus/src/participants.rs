@@ -53,6 +53,24 @@ impl Participant {
     }
 }
 
+/// What an entry's owner word says, checked (see [`ParticipantTable::state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntryState {
+    /// Nobody holds it.
+    Free,
+    /// Being claimed (the owner has not finished registering).
+    Claiming,
+    /// Held, with this role.
+    Active {
+        /// The kind's role number.
+        role: u32,
+    },
+    /// A reclaimer is cleaning up after a dead owner.
+    Reclaiming,
+    /// Garbage (a corrupt or hostile peer wrote the word), or no such entry.
+    Invalid,
+}
+
 /// A snapshot of one entry, for listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParticipantInfo {
@@ -107,9 +125,13 @@ impl<'a> ParticipantTable<'a> {
                 for a in &e.aux {
                     a.store(0, Ordering::Relaxed);
                 }
-                // Pairs with the Acquire loads in `owner` and `reclaim_dead`.
-                e.word.store(((me.pid as u64) << 8) | ACTIVE, Ordering::Release);
-                return Some(i);
+                // Pairs with the Acquire loads in `owner` and `reclaim_dead`. A CAS, not a
+                // store: a peer may have taken over an entry left CLAIMING (see
+                // `take_over_stale`); then it is not ours and we look further.
+                let active = ((me.pid as u64) << 8) | ACTIVE;
+                if e.word.compare_exchange(claimed, active, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                    return Some(i);
+                }
             }
         }
         None
@@ -121,7 +143,9 @@ impl<'a> ParticipantTable<'a> {
         self.entries[index].word.store(FREE, Ordering::Release);
     }
 
-    /// The owner and role of an entry in use.
+    /// The owner and role of an entry in use. An entry whose state byte is none of the four
+    /// states (garbage written by a corrupt or hostile peer) is reported with pid 0, which
+    /// no liveness check calls alive, so it is reclaimed like a dead one.
     pub(crate) fn owner(&self, index: usize) -> Option<ParticipantInfo> {
         let e = &self.entries[index];
         let w = e.word.load(Ordering::Acquire);
@@ -129,11 +153,48 @@ impl<'a> ParticipantTable<'a> {
             return None;
         }
         let start = if w & 0xff == ACTIVE { e.start_time.load(Ordering::Relaxed) } else { 0 };
-        Some(ParticipantInfo {
-            index,
-            process: ProcessId { pid: (w >> 8) as u32, start_time: start },
-            role: e.role.load(Ordering::Relaxed),
-        })
+        let pid = if w & 0xff > RECLAIMING { 0 } else { (w >> 8) as u32 };
+        Some(ParticipantInfo { index, process: ProcessId { pid, start_time: start }, role: e.role.load(Ordering::Relaxed) })
+    }
+
+    /// The state of entry `index` as one value, for checks against what shared words claim
+    /// (a pin bit or a writer mark is only possible for an entry in a matching state).
+    pub(crate) fn state(&self, index: usize) -> EntryState {
+        let Some(e) = self.entries.get(index) else { return EntryState::Invalid };
+        // Acquire: pairs with the Release store (CAS) of ACTIVE in `register`, so the role
+        // read next is the registered one.
+        let w = e.word.load(Ordering::Acquire);
+        match w & 0xff {
+            FREE => EntryState::Free,
+            CLAIMING => EntryState::Claiming,
+            ACTIVE => EntryState::Active { role: e.role.load(Ordering::Relaxed) },
+            RECLAIMING => EntryState::Reclaiming,
+            _ => EntryState::Invalid,
+        }
+    }
+
+    /// Takes over entry `index` if its word still equals `seen`, a CLAIMING or RECLAIMING
+    /// word the caller has watched stay unchanged far longer than an honest claim or
+    /// reclaim takes (its owner died in that window, or a hostile peer wrote it). Runs
+    /// `cleanup` and frees the entry. A registrant that was merely slow then fails its final
+    /// CAS in `register` and looks further, so no entry ever has two owners.
+    pub(crate) fn take_over_stale(&self, index: usize, seen: u64, me: ProcessId, cleanup: impl FnOnce(usize, &Participant)) -> bool {
+        let Some(e) = self.entries.get(index) else { return false };
+        if !matches!(seen & 0xff, CLAIMING | RECLAIMING) {
+            return false;
+        }
+        let mine = ((me.pid as u64) << 8) | RECLAIMING;
+        if e.word.compare_exchange(seen, mine, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        cleanup(index, e);
+        e.word.store(FREE, Ordering::Release);
+        true
+    }
+
+    /// The raw owner word of entry `index` (`pid << 8 | state`), for staleness checks.
+    pub(crate) fn raw_word(&self, index: usize) -> u64 {
+        self.entries.get(index).map_or(FREE, |e| e.word.load(Ordering::Acquire))
     }
 
     /// Every entry in use.
@@ -169,12 +230,15 @@ impl<'a> ParticipantTable<'a> {
             if state == FREE {
                 continue;
             }
+            // A state byte that is none of the four is garbage from a corrupt or hostile
+            // peer: no process owns the entry, whatever pid the word names.
+            let garbage = state > RECLAIMING;
             let pid = (w >> 8) as u32;
             let start = if state == ACTIVE { e.start_time.load(Ordering::Relaxed) } else { 0 };
-            if pid == me.pid && state != RECLAIMING {
+            if !garbage && pid == me.pid && state != RECLAIMING {
                 continue; // our own entries are never dead to us
             }
-            if is_alive(ProcessId { pid, start_time: start }) {
+            if !garbage && is_alive(ProcessId { pid, start_time: start }) {
                 continue;
             }
             let mine = ((me.pid as u64) << 8) | RECLAIMING;

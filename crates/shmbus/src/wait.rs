@@ -99,7 +99,9 @@ pub(crate) fn block_on_with<T>(
         if let Some(v) = attempt() {
             return Some(v);
         }
-        let Some(armed) = event.arm(seen) else { continue };
+        // The deadline is checked on every turn, before arming: a peer that keeps changing
+        // the event word (hostile, or just busy) makes `arm` fail over and over, and must
+        // not keep us past the deadline.
         let mut timeout = match deadline {
             Some(d) => {
                 let now = Instant::now();
@@ -110,6 +112,7 @@ pub(crate) fn block_on_with<T>(
             }
             None => None,
         };
+        let Some(armed) = event.arm(seen) else { continue };
         if let Some(r) = recheck() {
             timeout = Some(timeout.map_or(r, |t| t.min(r)));
         }

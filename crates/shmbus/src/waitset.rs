@@ -138,6 +138,12 @@ impl WaitSet {
         }
         let recheck = channels.iter().filter_map(|c| c.recheck_interval()).min();
         'outer: loop {
+            // Checked on every turn: a channel whose event word keeps changing (a busy or
+            // hostile peer) makes arming fail over and over, and must not keep us past it.
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                self.scan(channels);
+                return if self.ready.is_empty() { Err(WaitError::Timeout) } else { Ok(&self.ready) };
+            }
             self.seen.clear();
             for c in channels {
                 self.seen.push(c.wait_handle().event.load());

@@ -11,7 +11,7 @@ use super::protocol::{
 };
 use crate::domain::Domain;
 use crate::error::OpenError;
-use crate::participants::ParticipantTable;
+use crate::participants::{EntryState, ParticipantTable};
 use crate::segment::{CreateOptions, Kind, Layout, Segment, KIND_OFFSET, PARAMS};
 use crate::sys::{coarse_monotonic_ns, page_size, process_is_alive, Mapping, ProcessId};
 use crate::wait::{block_on, deadline_after, WaitPolicy};
@@ -225,26 +225,52 @@ impl Drop for Shared {
     }
 }
 
-/// Claims the exclusive participant entry `slot`, taking it over from a dead holder.
+/// How long an entry may stay half-claimed or half-reclaimed (an honest claimer or
+/// reclaimer finishes in microseconds) before a newcomer takes it over.
+const STALE_ENTRY: Duration = Duration::from_millis(20);
+
+/// Claims the exclusive participant entry `slot`, taking it over from a dead holder, from a
+/// claimer or reclaimer that died half-way (the entry stays unchanged for `STALE_ENTRY`),
+/// or from garbage a corrupt or hostile peer wrote there.
 fn claim(seg: &Segment, me: ProcessId, slot: usize, role: u32) -> Result<(), OpenError> {
     let table = seg.participants();
     let mut holder = 0;
-    for _ in 0..64 {
+    let mut watched: Option<(u64, Instant)> = None;
+    let give_up = Instant::now() + 10 * STALE_ENTRY;
+    while Instant::now() < give_up {
         if table.register(me, role, slot..slot + 1).is_some() {
             return Ok(());
         }
-        match table.owner(slot) {
-            None => continue, // released meanwhile
-            Some(o) => {
+        let word = table.raw_word(slot);
+        match (table.state(slot), table.owner(slot)) {
+            (_, None) => continue, // released meanwhile
+            (EntryState::Active { .. }, Some(o)) => {
                 holder = o.process.pid;
                 if o.process.pid == me.pid || process_is_alive(o.process) {
                     return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: holder });
                 }
             }
+            (EntryState::Claiming | EntryState::Reclaiming, Some(o)) if process_is_alive(o.process) => {
+                // Someone is claiming or reclaiming it right now, or died doing so long ago
+                // (and its pid was reused), or a hostile peer wrote a live pid here: wait a
+                // little, then take it over if the word has not moved.
+                holder = o.process.pid;
+                match watched {
+                    Some((w, since)) if w == word => {
+                        if since.elapsed() >= STALE_ENTRY {
+                            table.take_over_stale(slot, word, me, |_, _| {});
+                        }
+                    }
+                    _ => watched = Some((word, Instant::now())),
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            _ => {}
         }
-        // The holder is dead. A stream endpoint leaves nothing to repair (see the module
-        // docs), so the cleanup is empty; reclaiming only frees the entry.
-        table.reclaim_dead(me, process_is_alive, |_, _| {});
+        // The holder is dead (or the entry is garbage). A stream endpoint leaves nothing to
+        // repair (see the module docs), so the cleanup is empty; reclaiming only frees it.
+        table.reclaim_dead_in(slot..slot + 1, me, process_is_alive, |_, _| {});
         std::thread::yield_now();
     }
     Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: holder })
@@ -741,6 +767,9 @@ pub struct StreamReader {
     core: ReaderCore,
     writer: PeerWatch,
     policy: WaitPolicy,
+    /// The corrupt state reported last: the same state again reads as empty, so corruption
+    /// is reported once per state, not by every call while it lasts.
+    reported: Option<Corruption>,
 }
 
 /// Where the next record is: `(position, payload length, ring bytes)`.
@@ -772,7 +801,13 @@ impl StreamReader {
     fn attach(shared: Shared) -> Result<StreamReader, OpenError> {
         let core = ReaderCore::attach(shared.ctrl(), shared.layout.capacity).map_err(|c| shared.corrupt_open(c))?;
         shared.ctrl().nudge();
-        Ok(StreamReader { shared, core, writer: PeerWatch::new(WRITER_SLOT), policy: WaitPolicy::default() })
+        Ok(StreamReader {
+            shared,
+            core,
+            writer: PeerWatch::new(WRITER_SLOT),
+            policy: WaitPolicy::default(),
+            reported: None,
+        })
     }
 
     /// Ring size in bytes.
@@ -812,9 +847,26 @@ impl StreamReader {
         status_of(&self.shared.seg, &self.shared.layout)
     }
 
-    /// The next committed record, if any, validated.
+    /// The next committed record, if any, validated. A corrupt state equal to `reported` is
+    /// not reported again: it reads as no record (see `StreamReader::reported`).
     #[inline]
-    fn next(core: &mut ReaderCore, shared: &Shared) -> Result<Option<Next>, Corruption> {
+    fn next(
+        core: &mut ReaderCore,
+        shared: &Shared,
+        reported: &mut Option<Corruption>,
+    ) -> Result<Option<Next>, Corruption> {
+        match StreamReader::next_raw(core, shared) {
+            Err(c) if *reported == Some(c) => Ok(None),
+            Err(c) => {
+                *reported = Some(c);
+                Err(c)
+            }
+            ok => ok,
+        }
+    }
+
+    #[inline]
+    fn next_raw(core: &mut ReaderCore, shared: &Shared) -> Result<Option<Next>, Corruption> {
         let avail = core.poll(shared.ctrl())?;
         if avail == 0 {
             // Fetch the lines the next record will be written to while we wait for the write
@@ -834,7 +886,7 @@ impl StreamReader {
         // store of head (which `poll` Acquired) and will not touch it until we consume.
         // A volatile read copies it out once; only the copy is validated and used.
         let header = unsafe { std::ptr::read_volatile(shared.at(pos) as *const u64) };
-        let (len, size) = decode_header(header, avail, core.cached_head(), pos)?;
+        let (len, size) = decode_header(header, avail, core.cached_head(), pos).inspect_err(|_| core.resync())?;
         Ok(Some((pos, len, size)))
     }
 
@@ -851,14 +903,14 @@ impl StreamReader {
     /// dropping it unconsumed leaves it to be read again.
     #[inline]
     pub fn try_read(&mut self) -> Result<Record<'_>, TryReadError> {
-        match StreamReader::next(&mut self.core, &self.shared) {
+        match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
             Ok(Some(n)) => Ok(self.record(n)),
             Ok(None) => {
                 if self.writer.alive(&self.shared) {
                     Err(TryReadError::Empty)
                 } else {
                     // The writer may have committed just before it went: look once more.
-                    match StreamReader::next(&mut self.core, &self.shared) {
+                    match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
                         Ok(Some(n)) => Ok(self.record(n)),
                         Ok(None) => Err(TryReadError::Disconnected),
                         Err(c) => Err(TryReadError::Corrupt(c)),
@@ -880,14 +932,14 @@ impl StreamReader {
     }
 
     fn read_until(&mut self, deadline: Option<Instant>) -> Result<Record<'_>, ReadError> {
-        let StreamReader { shared, core, writer, policy } = self;
+        let StreamReader { shared, core, writer, policy, reported } = self;
         let ctrl = shared.ctrl();
         let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
-            match StreamReader::next(core, shared) {
+            match StreamReader::next(core, shared, reported) {
                 Ok(Some(n)) => Some(Ok(n)),
                 Ok(None) if writer.alive(shared) => None,
                 // Gone: one more look, as in `try_read`.
-                Ok(None) => match StreamReader::next(core, shared) {
+                Ok(None) => match StreamReader::next(core, shared, reported) {
                     Ok(Some(n)) => Some(Ok(n)),
                     Ok(None) => Some(Err(ReadError::Disconnected)),
                     Err(c) => Some(Err(ReadError::Corrupt(c))),
@@ -928,9 +980,10 @@ impl Waitable for StreamReader {
         WaitHandle { event: self.shared.ctrl().readable_event() }
     }
 
-    /// Ready when a committed record is waiting.
+    /// Ready when a committed record is waiting (or a corrupt state not reported yet).
     fn is_ready(&self) -> bool {
-        self.core.has_data(self.shared.ctrl())
+        let ctrl = self.shared.ctrl();
+        self.core.has_data(ctrl) && self.reported.is_none_or(|c| c.head != ctrl.positions().0)
     }
 }
 

@@ -246,7 +246,15 @@ impl WriterCore {
             // Acquire: pairs with the Release store of `tail` in `ReaderCore::release`: the
             // reader's reads of these bytes happen-before our writes to them.
             let tail = shared.tail.pos.load(Ordering::Acquire);
-            self.checked_tail(tail).map_err(ClaimError::Corrupt)?;
+            if let Err(c) = self.checked_tail(tail) {
+                // A read position that went backwards but is otherwise consistent only
+                // understates the free space: take it, so the error is reported once and
+                // the ring goes on working if the reader's real position is restored.
+                if check(self.head, tail, self.cap).is_ok() {
+                    self.cached_tail = tail;
+                }
+                return Err(ClaimError::Corrupt(c));
+            }
             self.cached_tail = tail;
             let free = self.cached_free();
             if free < size {
@@ -317,6 +325,14 @@ impl ReaderCore {
             self.cached_head = head;
         }
         Ok(self.cached_head - self.tail)
+    }
+
+    /// Forgets the cached write position, so that the next [`ReaderCore::poll`] re-reads
+    /// the shared one: after a corrupt record header, a write position restored by then is
+    /// taken instead of the bad one cached.
+    #[inline]
+    pub fn resync(&mut self) {
+        self.cached_head = self.tail;
     }
 
     /// Whether the shared write position is ahead of ours (without updating the cache).

@@ -5,10 +5,10 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::errors::{PublishError, ReadError, RecvError, TryRecvError};
+use super::errors::{Corrupt, PublishError, ReadError, RecvError, TryRecvError};
 use super::protocol::{
     Control, DataRegion, Lookup, Shared, SlotHeader, INLINE_DATA, INLINE_OFFSET, MAX_SLOTS, MAX_TOPIC_PARTICIPANTS,
-    ROLE_PUBLISHER, ROLE_SUBSCRIBER,
+    PIN_RECORDS, ROLE_PUBLISHER, ROLE_SUBSCRIBER,
 };
 use crate::domain::Domain;
 use crate::error::OpenError;
@@ -302,6 +302,8 @@ impl Topic {
             id,
             next: Cell::new(next),
             pins: RefCell::new(Vec::new()),
+            untracked: Cell::new(false),
+            reported: Cell::new(None),
             pin_budget: Cell::new(2),
             pending_since: Cell::new(None),
             policy: Cell::new(WaitPolicy::default()),
@@ -361,9 +363,12 @@ impl Publisher {
         match sh.acquire_slot(self.id) {
             Ok(s) => Ok(s),
             Err(_) => {
-                // Maybe the dead hold slots: reclaim, then try once more.
+                // Maybe the dead hold slots: reclaim, then try once more; then once more
+                // honouring only the pins and writer marks a live participant can own
+                // (garbage a corrupt or hostile peer wrote is cleared).
                 self.inner.reclaim_dead();
                 sh.acquire_slot(self.id)
+                    .or_else(|_| sh.acquire_slot_audited(self.id))
                     .map_err(|_| PublishError::AllPinned { slots: self.inner.layout.slots as usize })
             }
         }
@@ -520,8 +525,13 @@ pub struct Subscriber {
     inner: Arc<Inner>,
     id: usize,
     next: Cell<u64>,
-    /// Slots this subscriber pins, with how many samples hold each.
-    pins: RefCell<Vec<(usize, u32)>>,
+    /// Slots this subscriber pins, with how many samples hold each and the pin record
+    /// (`None`: untracked) naming the slot in shared memory.
+    pins: RefCell<Vec<(usize, u32, Option<usize>)>>,
+    /// Pins are no longer recorded (the budget went above `PIN_RECORDS`).
+    untracked: Cell<bool>,
+    /// The last corrupt `(tail, committed_max)` reported, so that it is reported once.
+    reported: Cell<Option<(u64, u64)>>,
     pin_budget: Cell<usize>,
     pending_since: Cell<Option<(u64, Instant)>>,
     policy: Cell<WaitPolicy>,
@@ -544,9 +554,12 @@ impl Subscriber {
         self.next.get()
     }
 
-    /// Moves the in-order cursor to `seq` (clamped to at least 1).
+    /// Moves the in-order cursor to `seq`, clamped to `1..=` the next sequence number to be
+    /// claimed: seeking beyond it (say `u64::MAX`) waits for the next message published, as
+    /// a new subscriber does.
     pub fn seek(&self, seq: u64) {
-        self.next.set(seq.max(1));
+        let next = self.inner.shared().tail().saturating_add(1);
+        self.next.set(seq.clamp(1, next));
         self.pending_since.set(None);
     }
 
@@ -572,8 +585,15 @@ impl Subscriber {
         self.policy.set(policy);
     }
 
-    /// How many pinned samples this subscriber may hold at once (default 2).
+    /// How many pinned samples this subscriber may hold at once (default 2). Up to 4 pins
+    /// are recorded in the subscriber's participant entry, which lets publishers tell real
+    /// pins from garbage; with a larger budget every pin bit of this subscriber is honoured
+    /// while it lives.
     pub fn set_pin_budget(&self, budget: usize) {
+        if budget > PIN_RECORDS && !self.untracked.get() {
+            self.untracked.set(true);
+            self.inner.shared().set_pins_untracked(self.id);
+        }
         self.pin_budget.set(budget);
     }
 
@@ -609,6 +629,20 @@ impl Subscriber {
         true
     }
 
+    /// Reports the impossible positions seen (`Err` of `Shared::positions`) at cursor `k`
+    /// once: moves the cursor after the last claimed sequence number and returns `Corrupt`,
+    /// or `Empty` if this very state was reported already.
+    fn corrupt(&self, k: u64, (tail, committed): (u64, u64)) -> TryRecvError {
+        let next = tail.saturating_add(1).max(1);
+        self.next.set(next);
+        self.pending_since.set(None);
+        self.misses.set(0);
+        if self.reported.replace(Some((tail, committed))) == Some((tail, committed)) {
+            return TryRecvError::Empty;
+        }
+        TryRecvError::Corrupt(Corrupt { tail, committed, cursor: k, next })
+    }
+
     /// The in-order state machine shared by every receive flavour.
     fn try_next<T>(&self, mut read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TryRecvError> {
         let sh = self.inner.shared();
@@ -638,7 +672,7 @@ impl Subscriber {
             match found {
                 Lookup::Found(s) => match read(s, k) {
                     Ok(v) => {
-                        self.next.set(k + 1);
+                        self.next.set(k.saturating_add(1));
                         self.last_slot.set(s);
                         self.misses.set(1); // the next full lookup is FULL_LOOKUP_EVERY misses away
                         self.pending_since.set(None);
@@ -648,9 +682,19 @@ impl Subscriber {
                     Err(Fail::Gone) => continue, // overwritten under us: the lookup says Evicted now
                 },
                 Lookup::NotYet => return Err(TryRecvError::Empty),
+                // Past the next claim: `tail` went backwards under us.
+                Lookup::Ahead => {
+                    let sh = self.inner.shared();
+                    return Err(self.corrupt(k, (sh.tail(), sh.committed_max())));
+                }
                 Lookup::Pending => {
                     if self.abandoned(k) {
-                        self.next.set(k + 1);
+                        // A gap is only reported for positions that can be true: garbage in
+                        // `tail` would otherwise make every sequence number up to it a gap.
+                        if let Err(bad) = sh.positions() {
+                            return Err(self.corrupt(k, bad));
+                        }
+                        self.next.set(k.saturating_add(1));
                         self.pending_since.set(None);
                         return Err(TryRecvError::Lagged { missed: 1 });
                     }
@@ -662,10 +706,18 @@ impl Subscriber {
         Err(self.skip_evicted(self.next.get()))
     }
 
-    /// Moves the cursor past evicted sequence number `k` to the oldest one kept.
+    /// Moves the cursor past evicted sequence number `k` to the oldest one kept. The gap is
+    /// at least 1 and never more than the positions allow: impossible positions (or a cursor
+    /// that cannot move on) are reported as `Corrupt` instead.
     fn skip_evicted(&self, k: u64) -> TryRecvError {
-        let tail = self.inner.shared().tail();
+        let (tail, committed) = match self.inner.shared().positions() {
+            Ok(p) => p,
+            Err(bad) => return self.corrupt(k, bad),
+        };
         let oldest = tail.saturating_add(1).saturating_sub(self.inner.layout.history).max(k.saturating_add(1));
+        if oldest <= k || oldest > tail.saturating_add(1) {
+            return self.corrupt(k, (tail, committed));
+        }
         self.next.set(oldest);
         self.pending_since.set(None);
         TryRecvError::Lagged { missed: oldest - k }
@@ -696,7 +748,9 @@ impl Subscriber {
         timeout: Option<Duration>,
         mut attempt: impl FnMut() -> Result<T, TryRecvError>,
     ) -> Result<T, RecvError> {
-        if let r @ (Ok(_) | Err(TryRecvError::Lagged { .. } | TryRecvError::PinLimit { .. })) = attempt() {
+        if let r @ (Ok(_) | Err(TryRecvError::Lagged { .. } | TryRecvError::PinLimit { .. } | TryRecvError::Corrupt(_))) =
+            attempt()
+        {
             return r.map_err(RecvError::from);
         }
         let deadline = deadline_after(timeout);
@@ -739,7 +793,7 @@ impl Subscriber {
     fn pin_slot(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
         let sh = self.inner.shared();
         let mut pins = self.pins.borrow_mut();
-        if let Some(entry) = pins.iter_mut().find(|(slot, _)| *slot == s) {
+        if let Some(entry) = pins.iter_mut().find(|(slot, _, _)| *slot == s) {
             // Already pinned by us, so it cannot have been rewritten: check it is still `k`.
             if sh.slots[s].seq.load(crate::sync::Ordering::Acquire) != k {
                 return Err(Fail::Gone);
@@ -749,8 +803,14 @@ impl Subscriber {
             if pins.len() >= self.pin_budget.get() {
                 return Err(Fail::PinLimit);
             }
-            sh.pin(self.id, s, k).map_err(|_| Fail::Gone)?;
-            pins.push((s, 1));
+            // A free pin record (there is one: a tracked budget is at most PIN_RECORDS).
+            let record = if self.untracked.get() {
+                None
+            } else {
+                (0..PIN_RECORDS).find(|r| pins.iter().all(|p| p.2 != Some(*r)))
+            };
+            sh.pin(self.id, s, k, record).map_err(|_| Fail::Gone)?;
+            pins.push((s, 1, record));
         }
         let (len, ts_ns) = sh.pinned_meta(s);
         Ok(Sample { sub: self, slot: s, seq: k, ts_ns, ptr: sh.data.slot_ptr(s), len })
@@ -758,11 +818,11 @@ impl Subscriber {
 
     fn release_pin(&self, s: usize) {
         let mut pins = self.pins.borrow_mut();
-        if let Some(i) = pins.iter().position(|(slot, _)| *slot == s) {
+        if let Some(i) = pins.iter().position(|(slot, _, _)| *slot == s) {
             pins[i].1 -= 1;
             if pins[i].1 == 0 {
-                pins.swap_remove(i);
-                self.inner.shared().unpin(self.id, s);
+                let (_, _, record) = pins.swap_remove(i);
+                self.inner.shared().unpin(self.id, s, record);
             }
         }
     }
@@ -784,7 +844,7 @@ impl Subscriber {
         let sh = self.inner.shared();
         match sh.lookup(seq) {
             Lookup::Found(s) => Ok(s),
-            Lookup::NotYet => Err(ReadError::NotYet { seq, last: sh.tail() }),
+            Lookup::NotYet | Lookup::Ahead => Err(ReadError::NotYet { seq, last: sh.tail() }),
             Lookup::Pending => Err(ReadError::Pending { seq }),
             Lookup::Evicted => Err(self.evicted(seq)),
         }
@@ -824,7 +884,10 @@ impl Subscriber {
     pub fn latest(&self) -> Result<Message, ReadError> {
         let mut r = Err(ReadError::NotYet { seq: 1, last: 0 });
         for _ in 0..MAX_RETRIES {
-            let k = self.inner.shared().committed_max();
+            let k = match self.inner.shared().positions() {
+                Ok((_, committed)) => committed,
+                Err((tail, committed)) => return Err(ReadError::Corrupt { tail, committed }),
+            };
             if k == 0 {
                 return Err(ReadError::NotYet { seq: 1, last: 0 });
             }
@@ -841,8 +904,8 @@ impl Drop for Subscriber {
     fn drop(&mut self) {
         // Samples borrow the subscriber, so none is alive; clear any pin left anyway.
         let sh = self.inner.shared();
-        for (s, _) in self.pins.get_mut().drain(..) {
-            sh.unpin(self.id, s);
+        for (s, _, record) in self.pins.get_mut().drain(..) {
+            sh.unpin(self.id, s, record);
         }
         sh.participants.release(self.id);
     }
@@ -857,8 +920,14 @@ impl Waitable for Subscriber {
         // A wait set asks this before and after sleeping: make the next receive look everywhere.
         self.misses.set(0);
         let k = self.next.get();
-        match self.inner.shared().lookup(k) {
-            Lookup::Found(_) | Lookup::Evicted => true,
+        let sh = self.inner.shared();
+        match sh.lookup(k) {
+            Lookup::Found(_) => true,
+            // A receive would report something, unless it is a corrupt state already reported.
+            Lookup::Evicted | Lookup::Ahead => match sh.positions() {
+                Ok(_) => true,
+                Err(bad) => self.reported.get() != Some(bad),
+            },
             Lookup::NotYet => false,
             Lookup::Pending => self.abandoned(k),
         }

@@ -47,6 +47,33 @@ pub enum TryRecvError {
         /// The budget.
         budget: usize,
     },
+    /// The topic's shared positions cannot be true (a corrupt or hostile process wrote
+    /// them): reported once per corrupt state seen. The cursor was moved to `next`, after
+    /// the last claimed sequence number, so the following receives wait for new messages.
+    Corrupt(Corrupt),
+}
+
+/// What a subscriber found impossible in the topic's shared positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Corrupt {
+    /// The last claimed sequence number as read.
+    pub tail: u64,
+    /// The newest committed sequence number as read.
+    pub committed: u64,
+    /// Where the subscriber's cursor was.
+    pub cursor: u64,
+    /// Where the cursor was moved.
+    pub next: u64,
+}
+
+impl fmt::Display for Corrupt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "topic positions are corrupt (last claimed {}, newest committed {}, subscriber at {}): a process sharing the topic is corrupt or hostile; the subscriber skipped to {}; if this repeats, stop every endpoint and recreate the topic",
+            self.tail, self.committed, self.cursor, self.next
+        )
+    }
 }
 
 impl fmt::Display for TryRecvError {
@@ -55,6 +82,7 @@ impl fmt::Display for TryRecvError {
             TryRecvError::Empty => f.write_str("no new message"),
             TryRecvError::Lagged { missed } => write!(f, "subscriber lagged: {missed} message(s) skipped; read faster or create the topic with a longer history"),
             TryRecvError::PinLimit { budget } => write!(f, "pin budget of {budget} samples exhausted; drop samples before taking more, or raise it with set_pin_budget"),
+            TryRecvError::Corrupt(c) => c.fmt(f),
         }
     }
 }
@@ -76,6 +104,8 @@ pub enum RecvError {
         /// The budget.
         budget: usize,
     },
+    /// See [`TryRecvError::Corrupt`].
+    Corrupt(Corrupt),
 }
 
 impl fmt::Display for RecvError {
@@ -84,6 +114,7 @@ impl fmt::Display for RecvError {
             RecvError::Timeout => f.write_str("timed out waiting for a message"),
             RecvError::Lagged { missed } => TryRecvError::Lagged { missed: *missed }.fmt(f),
             RecvError::PinLimit { budget } => TryRecvError::PinLimit { budget: *budget }.fmt(f),
+            RecvError::Corrupt(c) => c.fmt(f),
         }
     }
 }
@@ -95,6 +126,7 @@ impl From<TryRecvError> for RecvError {
             TryRecvError::Empty => RecvError::Timeout,
             TryRecvError::Lagged { missed } => RecvError::Lagged { missed },
             TryRecvError::PinLimit { budget } => RecvError::PinLimit { budget },
+            TryRecvError::Corrupt(c) => RecvError::Corrupt(c),
         }
     }
 }
@@ -129,6 +161,14 @@ pub enum ReadError {
         /// The budget.
         budget: usize,
     },
+    /// The topic's shared positions cannot be true (a corrupt or hostile process wrote
+    /// them); the newest message cannot be told.
+    Corrupt {
+        /// The last claimed sequence number as read.
+        tail: u64,
+        /// The newest committed sequence number as read.
+        committed: u64,
+    },
 }
 
 impl fmt::Display for ReadError {
@@ -139,6 +179,7 @@ impl fmt::Display for ReadError {
             ReadError::Evicted { seq, oldest } => write!(f, "sequence {seq} is no longer in the history (oldest kept is {oldest}); create the topic with a longer history"),
             ReadError::Pending { seq } => write!(f, "sequence {seq} is claimed but not committed (publisher busy or dead)"),
             ReadError::PinLimit { budget } => TryRecvError::PinLimit { budget: *budget }.fmt(f),
+            ReadError::Corrupt { tail, committed } => write!(f, "topic positions are corrupt (last claimed {tail}, newest committed {committed}): a process sharing the topic is corrupt or hostile; if this repeats, stop every endpoint and recreate the topic"),
         }
     }
 }

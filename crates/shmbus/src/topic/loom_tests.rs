@@ -6,10 +6,11 @@ use loom::sync::atomic::AtomicU8;
 use loom::sync::Arc;
 use loom::thread;
 
-use super::protocol::{Control, AUX_PENDING};
+use super::protocol::{Control, AUX_PENDING, ROLE_PUBLISHER, ROLE_SUBSCRIBER};
 use super::protocol::{DataRegion, Lookup, Shared, SlotHeader};
 use crate::participants::{Participant, ParticipantTable};
 use crate::sync::{AtomicU64, Ordering};
+use crate::sys::ProcessId;
 
 struct Mem {
     ctl: Control,
@@ -125,11 +126,11 @@ fn a_pinned_slot_is_never_overwritten() {
         };
         // Reader: pin seq 1; while pinned its bytes must stay [7, 7].
         if let Lookup::Found(s) = sh.lookup(1) {
-            if sh.pin(1, s, 1).is_ok() {
+            if sh.pin(1, s, 1, None).is_ok() {
                 let a = mem.bytes[0].load(Ordering::Relaxed);
                 let b = mem.bytes[1].load(Ordering::Relaxed);
                 assert_eq!((a, b), (7, 7), "pinned payload changed");
-                sh.unpin(1, s);
+                sh.unpin(1, s, None);
             }
         }
         writer.join().unwrap();
@@ -166,5 +167,55 @@ fn a_dead_writer_leaves_no_readable_partial_message() {
         let _ = read(&sh, 1);
         let k = publish(&sh, 0, 8).expect("slot reclaimed");
         assert_eq!(read(&sh, k), Some([8, 8]));
+    });
+}
+
+#[test]
+fn an_audited_acquire_clears_garbage_pins_but_never_takes_a_recorded_one() {
+    loom::model(|| {
+        // One slot holding seq 1; a registered subscriber pins it (recording the pin) while a
+        // publisher that found every slot busy acquires with the audit. A garbage pin bit of
+        // a free entry must not block the publisher, and the real pin must never be overrun.
+        let mem = Mem::new(1);
+        let sh = mem.shared();
+        let me = ProcessId { pid: 7, start_time: 1 };
+        assert_eq!(sh.participants.register(me, ROLE_PUBLISHER, 0..1), Some(0));
+        assert_eq!(sh.participants.register(me, ROLE_SUBSCRIBER, 1..2), Some(1));
+        assert_eq!(publish(&sh, 0, 7), Some(1));
+        mem.slots[0].w1.store(1 << 3, Ordering::Relaxed); // entry 3 is free: garbage
+        let writer = {
+            let mem = mem.clone();
+            thread::spawn(move || {
+                let sh = mem.shared();
+                let s = sh.acquire_slot_audited(0).ok()?;
+                sh.begin_write(s);
+                // SAFETY: s < slots and the payload fits the slot.
+                unsafe { sh.data.write(s, &[9, 9]) };
+                let part = sh.participants.entry(0);
+                let k = sh.claim_seq(part);
+                sh.commit(part, s, k, PAYLOAD, 0);
+                Some(k)
+            })
+        };
+        let pinned = if let Lookup::Found(s) = sh.lookup(1) {
+            if sh.pin(1, s, 1, Some(0)).is_ok() {
+                let a = mem.bytes[0].load(Ordering::Relaxed);
+                let b = mem.bytes[1].load(Ordering::Relaxed);
+                assert_eq!((a, b), (7, 7), "pinned payload changed");
+                sh.unpin(1, s, Some(0));
+                true
+            } else {
+                false
+            }
+        } else {
+            false
+        };
+        let published = writer.join().unwrap();
+        // With no pin held across the acquire, the garbage bit alone never stops it.
+        if !pinned {
+            assert_eq!(published, Some(2), "garbage pin blocked the publisher");
+        }
+        // The audit looked at the slot either way, and cleared the garbage bit.
+        assert_eq!(mem.slots[0].w1.load(Ordering::Relaxed) & (1 << 3), 0, "garbage pin left");
     });
 }

@@ -51,7 +51,7 @@ mod errors;
 #[cfg(not(loom))]
 pub use endpoint::{Loan, Message, MessageInfo, Publisher, Sample, Subscriber, Topic, TopicConfig, TopicStatus};
 #[cfg(not(loom))]
-pub use errors::{PublishError, ReadError, RecvError, TryRecvError};
+pub use errors::{Corrupt, PublishError, ReadError, RecvError, TryRecvError};
 /// Role numbers topic endpoints register with (as listed by `shmbus info`).
 pub use protocol::{ROLE_PUBLISHER, ROLE_SUBSCRIBER};
 

@@ -50,13 +50,25 @@
 //!   `tail` passed it, the index never shows it, and no live participant has it pending.
 //!   Readers report it as a gap.
 
-use crate::participants::{Participant, ParticipantTable};
+use crate::participants::{EntryState, Participant, ParticipantTable};
 use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, Ordering};
 
 /// Participants that can pin (and so can be registered on a topic).
 pub(crate) const MAX_TOPIC_PARTICIPANTS: usize = 120;
 /// `aux` word of a publisher's participant entry holding the sequence number it is claiming.
 pub(crate) const AUX_PENDING: usize = 0;
+/// `aux` words of a subscriber's participant entry recording the slots it pins (`slot + 1`,
+/// 0 = unused): a pin bit is honoured only if its owner's record names the slot.
+pub(crate) const AUX_PIN_RECORDS: std::ops::Range<usize> = 1..5;
+/// Pins a subscriber can record (a larger pin budget stops recording, see [`PIN_UNTRACKED`]).
+pub(crate) const PIN_RECORDS: usize = 4;
+/// Stored in the first pin record by a subscriber whose pin budget exceeds [`PIN_RECORDS`]:
+/// every pin bit of that (live, registered) subscriber is honoured.
+pub(crate) const PIN_UNTRACKED: u64 = u64::MAX;
+/// How far `tail` may honestly run ahead of `committed_max`: claims beyond the newest
+/// commit are in flight (one per live publisher at most) or abandoned by publishers that
+/// died with no commit since. Beyond this bound plus the slot count, the words are garbage.
+pub(crate) const MAX_CLAIMS_AHEAD: u64 = 2 * MAX_TOPIC_PARTICIPANTS as u64;
 /// Role numbers in the participant table.
 pub const ROLE_PUBLISHER: u32 = 1;
 /// Role number of a subscriber.
@@ -224,6 +236,10 @@ pub(crate) enum Lookup {
     Found(usize),
     /// Not claimed yet.
     NotYet,
+    /// Beyond the next sequence number to be claimed (`k > tail + 1`): an in-order cursor
+    /// never gets there honestly, so either `tail` went backwards (corrupt) or a caller asked
+    /// for the future.
+    Ahead,
     /// Claimed, not committed (or abandoned by a dead publisher: see `claimant_alive`).
     Pending,
     /// Overwritten: older than the history kept.
@@ -372,8 +388,9 @@ impl<'a> Shared<'a> {
     /// Finds sequence number `k` (k >= 1).
     #[inline]
     pub(crate) fn lookup(&self, k: u64) -> Lookup {
-        if k > self.tail() {
-            return Lookup::NotYet;
+        let tail = self.tail();
+        if k > tail {
+            return if k - 1 > tail { Lookup::Ahead } else { Lookup::NotYet };
         }
         match self.lookup_index(k) {
             // An entry from an earlier lap: k is pending, unless it is too old to be kept.
@@ -436,16 +453,26 @@ impl<'a> Shared<'a> {
         Some((len, ts))
     }
 
-    /// Pins slot `s` for participant `me` if it still holds `k`.
-    pub(crate) fn pin(&self, me: usize, s: usize, k: u64) -> Result<(), PinError> {
+    /// Pins slot `s` for participant `me` if it still holds `k`. `record` is the pin record
+    /// (`0..PIN_RECORDS`) naming the slot, or `None` for an untracked subscriber.
+    pub(crate) fn pin(&self, me: usize, s: usize, k: u64, record: Option<usize>) -> Result<(), PinError> {
         let slot = &self.slots[s];
         let (word, bit) = pin_bit(slot, me);
+        let record = record.map(|r| &self.participants.entry(me).aux[AUX_PIN_RECORDS.start + r]);
+        if let Some(r) = record {
+            // Before the pin bit: the SeqCst RMW below releases it, so an auditing publisher
+            // that sees our bit also sees the record (see `pin_possible`).
+            r.store(s as u64 + 1, Ordering::Relaxed);
+        }
         // SYNC POINT (Dekker with `acquire_slot`), see there.
         word.fetch_or(bit, Ordering::SeqCst);
         dekker_fence();
         let writer = slot.w0.load(Ordering::SeqCst) & WRITER_MASK;
         if (writer != 0 && !self.committing(writer as usize - 1, k)) || slot.seq.load(Ordering::Acquire) != k {
             word.fetch_and(!bit, Ordering::Release);
+            if let Some(r) = record {
+                r.store(0, Ordering::Relaxed);
+            }
             return Err(PinError::Gone);
         }
         Ok(())
@@ -461,12 +488,98 @@ impl<'a> Shared<'a> {
         id < self.participants.len() && self.participants.entry(id).aux[AUX_PENDING].load(Ordering::Acquire) == k
     }
 
-    /// Releases participant `me`'s pin on slot `s`.
-    pub(crate) fn unpin(&self, me: usize, s: usize) {
+    /// Releases participant `me`'s pin on slot `s`, then its pin record (if any).
+    pub(crate) fn unpin(&self, me: usize, s: usize, record: Option<usize>) {
         let (word, bit) = pin_bit(&self.slots[s], me);
         // Pairs with the SeqCst CAS in `acquire_slot`: our reads of the slot happen-before
         // a writer acquiring it.
         word.fetch_and(!bit, Ordering::Release);
+        if let Some(r) = record {
+            // After the bit: a record never goes missing while its bit is set by us.
+            self.participants.entry(me).aux[AUX_PIN_RECORDS.start + r].store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks participant `me` as a subscriber whose pins are not recorded (pin budget above
+    /// [`PIN_RECORDS`]): all its pin bits are honoured while it is registered.
+    pub(crate) fn set_pins_untracked(&self, me: usize) {
+        self.participants.entry(me).aux[AUX_PIN_RECORDS.start].store(PIN_UNTRACKED, Ordering::Relaxed);
+    }
+
+    /// Whether participant `i`'s pin bit on slot `s` can be real: `i` is a registered
+    /// subscriber whose pin records name `s` (or who does not record). Called with the
+    /// slot's writer word held, after loading the pin word (SeqCst): a subscriber whose bit
+    /// that load saw stored its record before setting the bit, so the record is visible; a
+    /// subscriber that sets its bit later sees our writer word and backs off by itself.
+    fn pin_possible(&self, i: usize, s: usize) -> bool {
+        if !matches!(self.participants.state(i), EntryState::Active { role: ROLE_SUBSCRIBER }) {
+            return false;
+        }
+        let e = self.participants.entry(i);
+        let want = s as u64 + 1;
+        AUX_PIN_RECORDS.clone().any(|r| {
+            // Acquire: pairs with the release of the subscriber's pin RMW (see above).
+            let v = e.aux[r].load(Ordering::Acquire);
+            v == want || v == PIN_UNTRACKED
+        })
+    }
+
+    /// Whether writer word `w` can be a live publisher's mark (or one being cleaned up):
+    /// `w` names a participant that is a registered publisher, or that a reclaimer holds.
+    fn writer_possible(&self, w: u64) -> bool {
+        if w == 0 || w > MAX_TOPIC_PARTICIPANTS as u64 {
+            return false;
+        }
+        matches!(
+            self.participants.state(w as usize - 1),
+            EntryState::Active { role: ROLE_PUBLISHER } | EntryState::Reclaiming
+        )
+    }
+
+    /// [`acquire_slot`](Shared::acquire_slot) for when it found every slot busy and the
+    /// dead were reclaimed: a slot whose writer word or pin bits no live participant can own
+    /// (garbage from a corrupt or hostile peer, or left by an entry since freed) is taken
+    /// anyway, and its impossible pin bits cleared. Bits of registered subscribers that record
+    /// the slot, and writer marks of registered publishers, are still honoured.
+    pub(crate) fn acquire_slot_audited(&self, me: usize) -> Result<usize, AcquireError> {
+        let n = self.slot_count();
+        let mine = me as u64 + 1;
+        for _ in 0..n {
+            let s = (self.ctl.next_slot.fetch_add(1, Ordering::Relaxed) % n as u64) as usize;
+            let slot = &self.slots[s];
+            let w = slot.w0.load(Ordering::SeqCst);
+            // A writer word read from a publisher's CAS carries its registration with it
+            // (the CAS came after it, Acquire here); so "not possible" is never a live one.
+            if w == mine || (w != 0 && self.writer_possible(w)) {
+                continue;
+            }
+            // SYNC POINT: the same Dekker handshake as in `acquire_slot`.
+            if slot.w0.compare_exchange(w, mine, Ordering::SeqCst, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            dekker_fence();
+            let mut honoured = false;
+            for (word, base) in [(&slot.w1, 0usize), (&slot.w2, 64usize)] {
+                let mut bits = word.load(Ordering::SeqCst);
+                while bits != 0 {
+                    let j = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if self.pin_possible(base + j, s) {
+                        honoured = true;
+                    } else {
+                        // Clearing while we hold the writer word: a subscriber setting this
+                        // bit from now on sees us and backs off, so no real pin is lost.
+                        word.fetch_and(!(1u64 << j), Ordering::AcqRel);
+                    }
+                }
+            }
+            if honoured {
+                slot.w0.store(0, Ordering::Release);
+                continue;
+            }
+            return Ok(s);
+        }
+        Err(AcquireError::AllBusy)
     }
 
     /// `(len, ts)` of a pinned slot (stable while pinned).
@@ -506,6 +619,28 @@ impl<'a> Shared<'a> {
                 word.fetch_and(!bit, Ordering::Release);
             }
         }
+        if let Some(e) = (index < self.participants.len()).then(|| self.participants.entry(index)) {
+            for r in AUX_PIN_RECORDS {
+                e.aux[r].store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Checks that `tail` and `committed_max` can be true together. Returns them, or
+    /// `Err((tail, committed_max))` if a corrupt or hostile peer wrote at least one.
+    pub(crate) fn positions(&self) -> Result<(u64, u64), (u64, u64)> {
+        // `tail`, then `committed_max`, then `tail` again. Every sequence number up to the
+        // first `tail` that was committed before the `committed_max` load is at most `cm`, so
+        // the ones in (cm, t1] were still uncommitted then: in flight or abandoned, a bounded
+        // number. And every commit follows its claim, so `cm <= t2`.
+        let t1 = self.tail();
+        let cm = self.committed_max();
+        let tail = self.tail();
+        let bound = MAX_CLAIMS_AHEAD + self.slot_count() as u64;
+        if cm > tail || t1.saturating_sub(cm) > bound || tail == u64::MAX {
+            return Err((tail, cm));
+        }
+        Ok((tail, cm))
     }
 
     /// Number of slots currently pinned by anyone (for status).
