@@ -43,7 +43,7 @@ impl fmt::Display for AppendError {
         match self {
             AppendError::TooLarge { len, max } => write!(f, "entry of {len} bytes exceeds the journal's max entry size {max}; split it or create the journal with a larger max_entry"),
             AppendError::TooManyAppenders => f.write_str("all 128 appender slots of the journal are held by live processes; drop some appenders"),
-            AppendError::Open(e) => write!(f, "journal cycle: {e}"),
+            AppendError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
             AppendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
             AppendError::Abandoned => f.write_str("the entry was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append again"),
         }
@@ -218,7 +218,7 @@ impl Appender {
         let table = inner.meta.participants();
         let slot =
             table.register(ProcessId::current(), ROLE_APPENDER, 0..table.len()).ok_or(AppendError::TooManyAppenders)?;
-        let c = inner.meta.current().load(Ordering::Acquire);
+        let c = inner.current_cycle();
         let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
             Ok(cy) => cy,
             Err(e) => {
@@ -405,7 +405,7 @@ impl Appender {
     }
 
     fn advance(&mut self) -> Result<(), AppendError> {
-        let current = self.inner.meta.current().load(Ordering::Acquire);
+        let current = self.inner.current_cycle();
         let next = if current > self.cy.num { current } else { self.cy.num + 1 };
         let created = next > current;
         self.cy = Arc::new(self.inner.open_or_create_cycle(next, realtime_ns())?);

@@ -13,9 +13,73 @@ use crate::sys::{monotonic_ns, Mapping, ProcessId};
 
 use super::format::*;
 
-/// Opens an existing file read-write, without following symlinks.
+/// Flags of every journal open: never through a symlink in the last component, never
+/// blocking (a FIFO planted under a journal file's name must not hang the open), closed on
+/// exec.
+const OPEN_FLAGS: libc::c_int = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+/// Opens an existing journal file read-write: not through a symlink, without blocking, and
+/// only if it is a regular file (anything else is an error that says what was found).
 pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
-    crate::sys::open_existing(path, true)
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(OPEN_FLAGS)
+        .open(path)
+        .map_err(explain_open_error)?;
+    require_regular(&f)?;
+    Ok(f)
+}
+
+/// Opens the lock file `path`, creating it with `mode` if missing: not through a symlink,
+/// without blocking, a regular file only.
+pub(crate) fn open_lock_file(path: &Path, mode: u32) -> io::Result<File> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(mode)
+        .custom_flags(OPEN_FLAGS)
+        .open(path)
+        .map_err(explain_open_error)?;
+    require_regular(&f)?;
+    Ok(f)
+}
+
+/// `ELOOP` from `O_NOFOLLOW` means the name is a symlink: say so.
+fn explain_open_error(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is a symbolic link; journal files are never opened through one (someone may be redirecting \
+             the journal): remove the link",
+        );
+    }
+    e
+}
+
+/// Fails unless `f` is a regular file, naming what it is instead.
+pub(crate) fn require_regular(f: &File) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = f.metadata()?.file_type();
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("is {what}, not a regular file; a journal file must be a regular file: remove it"),
+    ))
 }
 
 /// Creates `path` with `contents` as its first bytes and total length `len`, race-free:
@@ -305,7 +369,8 @@ pub(crate) struct CycleFiles {
 
 impl CycleFiles {
     /// Opens cycle `c` of the journal in `dir` and validates its header against `meta`.
-    pub(crate) fn open(dir: &Path, c: u64, meta: &MetaHeader) -> Result<CycleFiles, OpenError> {
+    /// With `rebuild` (a file mode), a missing index file is rebuilt from the data file.
+    pub(crate) fn open(dir: &Path, c: u64, meta: &MetaHeader, rebuild: Option<u32>) -> Result<CycleFiles, OpenError> {
         let dpath = dir.join(data_file_name(c));
         let ipath = dir.join(index_file_name(c));
         let data_file = open_rw(&dpath).map_err(|e| OpenError::io(&dpath, e))?;
@@ -328,13 +393,30 @@ impl CycleFiles {
                 "cycle header does not match its file name or the journal's cycle size",
             ));
         }
-        // (A data file without its index is half moved between tiers: NotFound, so the
-        // caller looks in the other tier.)
-        let index_file = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
         let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes)
             .map_err(|_| OpenError::corrupt(&dpath, "cycle too large"))?;
         let ilen = usize::try_from(meta.index_bytes()).map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
         let data = Mapping::map(data_file.as_fd(), dlen).map_err(|e| OpenError::io(&dpath, e))?;
+        // A data file without its index: the index was lost (tier moves and retention
+        // never leave one alone). Without `rebuild` NotFound, so the caller can look in the
+        // other tier first.
+        let index_file = match open_rw(&ipath) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match rebuild {
+                Some(mode) => {
+                    let area = size.saturating_sub(CYCLE_HEADER_PAGE as u64).min(meta.cycle_bytes);
+                    // SAFETY: `area` bytes after the header page are inside the file (its size
+                    // was read above) and inside the mapping (capped at `cycle_bytes`). A peer
+                    // that truncates a journal file under us is the documented SIGBUS case.
+                    let bytes = unsafe {
+                        std::slice::from_raw_parts(data.as_ptr().add(CYCLE_HEADER_PAGE) as *const u8, area as usize)
+                    };
+                    rebuild_index(&ipath, bytes, &data_file, meta, mode).map_err(|e| OpenError::io(&ipath, e))?;
+                    open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?
+                }
+                None => return Err(OpenError::io(&ipath, e)),
+            },
+            r => r.map_err(|e| OpenError::io(&ipath, e))?,
+        };
         let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
         data.advise_huge();
         let tmpfs = is_tmpfs(&data_file);
@@ -453,4 +535,37 @@ pub(crate) fn create_cycle(dir: &Path, meta: &MetaHeader, mode: u32, hdr: &Cycle
     page[CYCLE_ALLOC_OFFSET..CYCLE_ALLOC_OFFSET + 8].copy_from_slice(&dalloc.to_le_bytes());
     page[CYCLE_IALLOC_OFFSET..CYCLE_IALLOC_OFFSET + 8].copy_from_slice(&ichunk.to_le_bytes());
     create_file_atomically(&dpath, mode, CYCLE_HEADER_PAGE as u64 + dalloc, &page)
+}
+
+/// Rebuilds a missing index file from its data file: every entry carries its in-cycle
+/// index and checksum, so a scan of the data file finds them (past damaged ranges too, see
+/// [`index_from_data`]). `data` is the data area present in the file. Created race-free
+/// like every journal file (a concurrent rebuilder wins or loses whole).
+pub(crate) fn rebuild_index(ipath: &Path, data: &[u8], data_file: &File, meta: &MetaHeader, mode: u32) -> io::Result<()> {
+    let mut head = [0u8; PAGE];
+    let n = data_file.read_at(&mut head, 0)?;
+    let ialloc = if n >= CYCLE_IALLOC_OFFSET + 8 {
+        u64::from_le_bytes(head[CYCLE_IALLOC_OFFSET..CYCLE_IALLOC_OFFSET + 8].try_into().unwrap_or([0; 8]))
+    } else {
+        0
+    };
+    let slots = index_from_data(data, meta.max_entry, max_entries(meta.cycle_bytes));
+    let needed = slots.last().map_or(0, |&(i, _)| (i + 1) * 4);
+    // At least what the data file says the index had (appenders grow it from there), a
+    // whole number of chunks, at most the index's full size.
+    let len = needed
+        .max(ialloc.min(meta.index_bytes()))
+        .max(meta.chunk_bytes)
+        .div_ceil(PAGE as u64)
+        .saturating_mul(PAGE as u64)
+        .min(meta.index_bytes());
+    let mut bytes = vec![0u8; needed.min(len) as usize];
+    for &(i, off) in &slots {
+        let at = (i * 4) as usize;
+        if let Some(s) = bytes.get_mut(at..at + 4) {
+            s.copy_from_slice(&((off / UNIT as u64 + 1) as u32).to_le_bytes());
+        }
+    }
+    create_file_atomically(ipath, mode, len, &bytes)?;
+    Ok(())
 }

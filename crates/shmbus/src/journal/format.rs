@@ -576,6 +576,7 @@ pub fn fuzz_parse(bytes: &[u8]) -> u64 {
     let pos = rd_u64(bytes, CYCLE_POS_OFFSET).unwrap_or(u64::MAX);
     let (_, _, units) = pos_parts(pos);
     for max_entry in [1u64 << 20, 64] {
+        acc += index_from_data(data, max_entry, 1 << 31).len() as u64;
         let s = scan_data(data, units, max_entry);
         acc += s.entries + s.end;
         let s = scan_data(bytes, u64::MAX >> 3, max_entry);
@@ -596,4 +597,60 @@ pub fn fuzz_parse(bytes: &[u8]) -> u64 {
         }
     }
     acc
+}
+
+/// Finds the first valid committed entry at or after byte `from` of `data` (a data area or
+/// a part of one), scanning in 8-byte steps: a committed header whose stored in-cycle index
+/// is in `min_idx..max_idx` and whose checksum holds. Returns (in-cycle index, offset).
+///
+/// This is how readers get past a damaged range (a zeroed page, junk headers) and how a
+/// missing index file is rebuilt: every entry carries its own index and checksum, so the
+/// data file alone says where the healthy entries are. Never reads outside `data`; the
+/// work is linear in the bytes scanned (the checksum is computed only for headers that
+/// pass the cheap checks).
+pub fn find_next_entry(data: &[u8], from: u64, min_idx: u64, max_idx: u64, max_entry: u64) -> Option<(u64, u64)> {
+    let mut off = from.div_ceil(UNIT as u64) * UNIT as u64;
+    let len = data.len() as u64;
+    while off.checked_add(ENTRY_HEADER as u64).is_some_and(|e| e <= len) {
+        let o = off as usize;
+        let w0 = rd_u64(data, o).unwrap_or(0);
+        let (state, _, units) = entry_word_parts(w0);
+        if state == ST_COMMITTED && units >= (ENTRY_HEADER / UNIT) as u64 && units <= entry_units(max_entry as usize) {
+            let eidx = rd_u32(data, o + 20).unwrap_or(0) as u64;
+            if eidx >= min_idx && eidx < max_idx {
+                if let Ok((ScannedEntry::Committed { .. }, ..)) = read_entry(data, off, eidx, max_entry) {
+                    return Some((eidx, off));
+                }
+            }
+        }
+        off += UNIT as u64;
+    }
+    None
+}
+
+/// The index slots of a data area, rebuilt from the entries themselves: (in-cycle index,
+/// offset) of every entry found, in order. Walks entries while they are valid; past a
+/// damaged range it resumes at the next valid committed entry ([`find_next_entry`]), so
+/// one bad page hides only the entries inside it. Abandoned entries right after a damaged
+/// range cannot be placed (they carry no index) and get no slot; the index is a hint.
+pub fn index_from_data(data: &[u8], max_entry: u64, max_idx: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let (mut i, mut off) = (0u64, 0u64);
+    while i < max_idx && off.checked_add(ENTRY_HEADER as u64).is_some_and(|e| e <= data.len() as u64) {
+        match read_entry(data, off, i, max_entry) {
+            Ok((ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. }, ..)) => {
+                out.push((i, off));
+                i += 1;
+                off += units * UNIT as u64;
+            }
+            Err(_) => match find_next_entry(data, off, i + 1, max_idx, max_entry) {
+                Some((j, o)) => {
+                    i = j;
+                    off = o;
+                }
+                None => break,
+            },
+        }
+    }
+    out
 }

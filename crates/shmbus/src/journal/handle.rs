@@ -190,8 +190,18 @@ pub struct RecoveryReport {
     pub dropped_bytes: u64,
     /// Entries whose writer had died, turned into abandoned holes.
     pub abandoned_holes: u64,
+    /// Damaged ranges found between sound entries (zeroed or overwritten bytes). They are
+    /// left in place, not cut: readers report each as [`ReadError::Damaged`] and read on.
+    pub damaged_ranges: u64,
     /// Why the scan stopped.
     pub reason: ScanStop,
+}
+
+/// The mode of a directory the journal creates: search permission for whoever may read
+/// its files (0600 → 0700, 0640 → 0750, 0644 → 0755).
+pub(super) fn dir_mode(file_mode: u32) -> u32 {
+    let m = file_mode & 0o777;
+    m | 0o700 | ((m & 0o044) >> 2)
 }
 
 /// An open journal. Cheap to clone (`Arc`); appenders and tailers keep it alive.
@@ -230,12 +240,19 @@ impl Journal {
         let dir = dir.as_ref().to_owned();
         let meta_path = dir.join(META_FILE);
         let hdr = opts.to_header();
+        let mut made_dir = false;
         if opts.create {
             hdr.validate().map_err(|e| OpenError::InvalidConfig { what: e.to_string() })?;
+            made_dir = dir.symlink_metadata().is_err();
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&dir).map_err(|e| OpenError::io(&dir, e))?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(dir_mode(opts.mode))
+                .create(&dir)
+                .map_err(|e| OpenError::io(&dir, e))?;
         }
-        if !meta_path.exists() {
+        let mut made_meta = false;
+        if meta_path.symlink_metadata().is_err() {
             if !opts.create {
                 return Err(OpenError::NotFound { path: meta_path });
             }
@@ -254,17 +271,34 @@ impl Journal {
                 return Err(OpenError::NotASegment { path: dir });
             }
             let head = hdr.encode();
-            files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head)
+            made_meta = files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head)
                 .map_err(|e| OpenError::io(&meta_path, e))?;
         }
-        let meta = MetaFile::open(&meta_path)?;
+        let r = Journal::open_meta(dir.clone(), &meta_path, opts.mode);
+        if r.is_err() && made_meta {
+            // The journal was being created by this call and its first cycle could not be:
+            // leave nothing half made (no journal.meta pointing at nothing). Only if nobody
+            // else got a cycle file in meanwhile.
+            if dir.join(data_file_name(0)).symlink_metadata().is_err() {
+                let _ = std::fs::remove_file(dir.join(index_file_name(0)));
+                let _ = std::fs::remove_file(&meta_path);
+                if made_dir {
+                    let _ = std::fs::remove_dir(&dir);
+                }
+            }
+        }
+        r
+    }
+
+    fn open_meta(dir: PathBuf, meta_path: &Path, mode: u32) -> Result<Journal, OpenError> {
+        let meta = MetaFile::open(meta_path)?;
         let alone = files::flock(&meta.file, libc::LOCK_EX | libc::LOCK_NB).is_ok();
-        let mut inner = Inner { dir, meta, mode: opts.mode, recovery: Vec::new() };
+        let mut inner = Inner { dir, meta, mode, recovery: Vec::new() };
         let res = if alone { inner.recover() } else { Ok(Vec::new()) };
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = files::flock(&inner.meta.file, libc::LOCK_SH);
         inner.recovery = res?;
-        lock.map_err(|e| OpenError::io(&meta_path, e))?;
+        lock.map_err(|e| OpenError::io(meta_path, e))?;
         let j = Journal { inner: Arc::new(inner) };
         j.inner.reclaim();
         Ok(j)
@@ -318,7 +352,7 @@ impl Journal {
         validate_name(name)?;
         let k = self.inner.claim_reader(name)?;
         let pos = self.inner.meta.reader_word(k, 1).load(Ordering::Acquire);
-        match Tailer::at(self.inner.clone(), pos, Some(k)) {
+        match Tailer::named_at(self.inner.clone(), pos, k) {
             Ok(t) => Ok(t),
             Err(e) => {
                 self.inner.release_reader(k);
@@ -363,9 +397,15 @@ impl Journal {
     pub fn info(&self) -> Result<JournalInfo, ReadError> {
         let inner = &self.inner;
         let mut cycles = Vec::new();
+        let mut unreadable_cycles = Vec::new();
         for c in inner.list_cycles()? {
-            let Ok(cy) = inner.open_cycle(c) else {
-                continue;
+            let cy = match inner.open_cycle(c) {
+                Ok(cy) => cy,
+                Err(OpenError::NotFound { .. }) => continue, // deleted meanwhile
+                Err(e) => {
+                    unreadable_cycles.push((c, open_error_message(&e)));
+                    continue;
+                }
             };
             let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
             let file_bytes = cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
@@ -391,6 +431,7 @@ impl Journal {
             bytes: cycles.iter().map(|c| c.bytes).sum(),
             file_bytes: cycles.iter().map(|c| c.file_bytes).sum(),
             cycles,
+            unreadable_cycles,
             readers: self.readers(),
             appenders,
             storage: super::Storage::of(&inner.dir).ok(),
@@ -469,6 +510,10 @@ pub struct JournalInfo {
     pub format_version: u32,
     /// Cycles present, oldest first.
     pub cycles: Vec<CycleInfo>,
+    /// Cycles whose files are present but cannot be read (damaged header, wrong size, not
+    /// a regular file), with what is wrong. Readers report them as
+    /// [`ReadError::Damaged`] and read on after them.
+    pub unreadable_cycles: Vec<(u64, String)>,
     /// Oldest retained global index.
     pub first_index: u64,
     /// Index the next entry will get.
@@ -527,8 +572,8 @@ impl std::error::Error for TierError {}
 /// Returns the bytes moved. The destination appears complete or not at all; the source is
 /// left for the caller to remove.
 fn move_file(from: &Path, to: &Path, mode: u32) -> io::Result<u64> {
-    let len = std::fs::metadata(from)?.len();
-    if to.exists() {
+    let len = std::fs::symlink_metadata(from)?.len();
+    if to.symlink_metadata().is_ok() {
         return Ok(0);
     }
     match std::fs::hard_link(from, to) {
@@ -538,13 +583,27 @@ fn move_file(from: &Path, to: &Path, mode: u32) -> io::Result<u64> {
         Err(e) => return Err(e),
     }
     let tmp = to.with_extension(format!("moving-{}", ProcessId::current().pid));
-    std::fs::copy(from, &tmp)?;
-    let f = std::fs::OpenOptions::new().write(true).open(&tmp)?;
-    {
+    // Copied by hand: never through a symlink at either name, created with exactly `mode`.
+    let mut src = files::open_rw(from)?;
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?
+    };
+    let copied = (|| {
         use std::os::unix::fs::PermissionsExt;
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        io::copy(&mut src, &mut f)?;
+        f.sync_all()
+    })();
+    if let Err(e) = copied {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    f.sync_all()?;
     let r = std::fs::hard_link(&tmp, to);
     let _ = std::fs::remove_file(&tmp);
     match r {
@@ -569,12 +628,26 @@ impl Inner {
     }
 
     /// Opens cycle `c` from the journal directory or, failing that, from the archive tier.
+    /// A cycle whose data file is present but whose index file is missing gets its index
+    /// rebuilt from the data file (after looking for the complete pair in the other tier).
     pub(super) fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
-        match CycleFiles::open(&self.dir, c, &self.meta.hdr) {
-            Err(OpenError::NotFound { path }) => match self.meta.archive_dir(&self.dir) {
-                Some(a) => CycleFiles::open(&a, c, &self.meta.hdr),
-                None => Err(OpenError::NotFound { path }),
-            },
+        let archive = self.meta.archive_dir(&self.dir);
+        match CycleFiles::open(&self.dir, c, &self.meta.hdr, None) {
+            Err(OpenError::NotFound { path }) => {
+                if let Some(a) = &archive {
+                    match CycleFiles::open(a, c, &self.meta.hdr, None) {
+                        Err(OpenError::NotFound { .. }) => {}
+                        r => return r,
+                    }
+                }
+                // Not complete in either tier: rebuild the index where the data file is.
+                for d in std::iter::once(&self.dir).chain(archive.as_ref()) {
+                    if d.join(data_file_name(c)).symlink_metadata().is_ok() {
+                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode));
+                    }
+                }
+                Err(OpenError::NotFound { path })
+            }
             r => r,
         }
     }
@@ -586,11 +659,34 @@ impl Inner {
             .find(|d| d.join(data_file_name(c)).exists())
     }
 
+    /// Whether cycle `c`'s data file is present in either tier.
+    pub(super) fn cycle_present(&self, c: u64) -> bool {
+        std::iter::once(self.dir.clone())
+            .chain(self.meta.archive_dir(&self.dir))
+            .any(|d| d.join(data_file_name(c)).symlink_metadata().is_ok())
+    }
+
+    /// The current cycle: the metadata's `current` word, checked against the files. The
+    /// word is raised only after its cycle's file exists, so a `current` whose file is
+    /// missing while older cycles are present is damaged or hostile: it is put back to the
+    /// newest cycle present (one CAS; honest writers only ever raise it to a present cycle).
+    pub(super) fn current_cycle(&self) -> u64 {
+        let c = self.meta.current().load(Ordering::Acquire);
+        if c == 0 || self.cycle_present(c) {
+            return c;
+        }
+        let newest = self.list_cycles().ok().and_then(|v| v.last().copied()).unwrap_or(0);
+        if newest < c && !self.cycle_present(c) {
+            let _ = self.meta.current().compare_exchange(c, newest, Ordering::AcqRel, Ordering::Acquire);
+        }
+        self.meta.current().load(Ordering::Acquire)
+    }
+
     /// Opens cycle `c`, creating it (as cycle 0 or as the successor of sealed `c-1`) if it
     /// does not exist yet and `c` is not older than the current cycle.
     pub(super) fn open_or_create_cycle(&self, c: u64, ts: u64) -> Result<CycleFiles, OpenError> {
         match self.open_cycle(c) {
-            Err(OpenError::NotFound { .. }) if c >= self.meta.current().load(Ordering::Acquire) => {}
+            Err(OpenError::NotFound { .. }) if c >= self.current_cycle() => {}
             Ok(cy) => {
                 // Its creator may have died between linking the file and publishing it.
                 self.meta.current().fetch_max(c, Ordering::AcqRel);
@@ -624,12 +720,21 @@ impl Inner {
                         continue; // gc moved it meanwhile
                     }
                     // Removed by hand (or a gc died half way): the oldest file present is
-                    // the first cycle.
-                    match self.list_cycles()?.into_iter().find(|&c| c > f) {
+                    // the first cycle. A `first` past every cycle present is damaged or
+                    // hostile (retention never removes the current cycle): it must not
+                    // hide the journal, so the oldest cycle present is first.
+                    let cycles = self.list_cycles()?;
+                    match cycles.iter().copied().find(|&c| c > f) {
                         Some(c) => {
                             self.meta.first().fetch_max(c, Ordering::AcqRel);
                         }
-                        None => return self.next_index(),
+                        None => match cycles.first() {
+                            Some(&c) => match self.open_cycle(c) {
+                                Ok(cy) => return Ok(cy.hdr.first_index),
+                                Err(_) => return self.next_index(),
+                            },
+                            None => return self.next_index(),
+                        },
                     }
                 }
                 Err(e) => return Err(ReadError::Open(e)),
@@ -642,7 +747,7 @@ impl Inner {
     }
 
     pub(super) fn next_index(&self) -> Result<u64, ReadError> {
-        let c = self.meta.current().load(Ordering::Acquire);
+        let c = self.current_cycle();
         let cy = self.open_or_create_cycle(c, realtime_ns())?;
         let (_, n, _) = pos_parts(cy.pos().load(Ordering::Acquire));
         Ok(cy.hdr.first_index + n)
@@ -680,7 +785,7 @@ impl Inner {
         let adir = self.dir.join(archive);
         {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&adir).map_err(TierError::Io)?;
+            std::fs::DirBuilder::new().recursive(true).mode(dir_mode(self.mode)).create(&adir).map_err(TierError::Io)?;
         }
         let current = self.meta.current().load(Ordering::Acquire);
         let hot: Vec<u64> = std::fs::read_dir(&self.dir)
@@ -735,6 +840,23 @@ impl Inner {
         })
     }
 
+    /// The first claim in flight in cycle `c` with an in-cycle index in `i+1..j`, as
+    /// recorded by live appenders: (index, unit offset).
+    pub(super) fn earliest_claim_between(&self, c: u64, i: u64, j: u64) -> Option<(u64, u64)> {
+        let table = self.meta.participants();
+        (0..table.len())
+            .filter(|&k| table.owner(k).is_some())
+            .filter_map(|k| {
+                let e = table.entry(k);
+                if e.aux[0].load(Ordering::Acquire) != BUSY | c {
+                    return None;
+                }
+                let (_, n, u) = pos_parts(e.aux[1].load(Ordering::Relaxed));
+                (n > i && n < j).then_some((n, u))
+            })
+            .min()
+    }
+
     pub(super) fn abandon_dead_claim(&self, index: usize, c: u64, w: u64, units: u64) {
         let Ok(cy) = self.open_cycle(c) else { return };
         let (_, wn, wu) = pos_parts(w);
@@ -764,7 +886,7 @@ impl Inner {
         // publishing it in the metadata.
         let newest = self.list_cycles().map_err(|e| OpenError::io(&self.dir, e))?.last().copied().unwrap_or(0);
         self.meta.current().fetch_max(newest, Ordering::AcqRel);
-        let c = self.meta.current().load(Ordering::Acquire);
+        let c = self.current_cycle();
         let now = realtime_ns();
         let cy = match self.open_or_create_cycle(c, now) {
             Ok(cy) => cy,
@@ -782,6 +904,7 @@ impl Inner {
                     dropped_entries: 0,
                     dropped_bytes: 0,
                     abandoned_holes: 0,
+                    damaged_ranges: 0,
                     reason: ScanStop::BadHeader,
                 }]);
             }
@@ -804,11 +927,22 @@ impl Inner {
         // bytes do not change while this slice lives; `claimed <= avail <=` the file size
         // and the mapping length.
         let data = unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, claimed as usize) };
-        let (mut i, mut off, mut holes) = (0u64, 0u64, 0u64);
+        let (mut i, mut off, mut holes, mut damaged) = (0u64, 0u64, 0u64, 0u64);
         let mut reason = ScanStop::End;
+        // Past a damaged range (a zeroed page, junk headers) the walk goes on at the next
+        // sound entry, which carries its own index: the damage stays where it is (readers
+        // report and skip it) and nothing healthy after it is cut.
+        let resume = |i: u64, off: u64| find_next_entry(data, off, i + 1, n, max);
         while off < claimed && i < n {
             match read_entry(data, off, i, max) {
                 Ok((ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. }, ..)) => {
+                    // The index is a hint: repair a damaged slot while we are here.
+                    if let Some(s) = cy.index_slot(i) {
+                        let v = (off / UNIT as u64 + 1) as u32;
+                        if s.load(Ordering::Relaxed) != v {
+                            s.store(v, Ordering::Relaxed);
+                        }
+                    }
                     i += 1;
                     off += units * UNIT as u64;
                 }
@@ -827,6 +961,11 @@ impl Inner {
                         && (off + units * UNIT as u64) <= claimed
                         && (i + 1 == n || read_entry(data, off + units * UNIT as u64, i + 1, max).is_ok());
                     if !ok {
+                        if let Some((j, o)) = resume(i, off) {
+                            damaged += 1;
+                            (i, off) = (j, o);
+                            continue;
+                        }
                         reason = ScanStop::Unfinished;
                         break;
                     }
@@ -836,6 +975,11 @@ impl Inner {
                     off += units * UNIT as u64;
                 }
                 Err(stop) => {
+                    if let Some((j, o)) = resume(i, off) {
+                        damaged += 1;
+                        (i, off) = (j, o);
+                        continue;
+                    }
                     reason = stop;
                     break;
                 }
@@ -868,13 +1012,14 @@ impl Inner {
             reason = ScanStop::PastEnd;
         }
         if i == n && off == u * UNIT as u64 {
-            return Ok(if holes > 0 {
+            return Ok(if holes > 0 || damaged > 0 {
                 vec![RecoveryReport {
                     cycle: c,
                     kept_entries: n,
                     dropped_entries: 0,
                     dropped_bytes: 0,
                     abandoned_holes: holes,
+                    damaged_ranges: damaged,
                     reason,
                 }]
             } else {
@@ -900,8 +1045,9 @@ impl Inner {
             cycle: c,
             kept_entries: i,
             dropped_entries: n - i,
-            dropped_bytes: u * UNIT as u64 - off,
+            dropped_bytes: (u * UNIT as u64).saturating_sub(off),
             abandoned_holes: holes,
+            damaged_ranges: damaged,
             reason,
         }])
     }
@@ -932,7 +1078,7 @@ impl Inner {
             self.meta.first().fetch_max(c + 1, Ordering::AcqRel);
             let ipath = cdir.join(index_file_name(c));
             for p in [&dpath, &ipath] {
-                if let Ok(m) = std::fs::metadata(p) {
+                if let Ok(m) = std::fs::symlink_metadata(p) {
                     rep.removed_bytes += m.len();
                 }
                 match std::fs::remove_file(p) {
@@ -979,13 +1125,7 @@ impl Inner {
 
     pub(super) fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
         let p = self.dir.join(READERS_LOCK_FILE);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&p)
-            .map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
+        let f = files::open_lock_file(&p, self.mode).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
         files::flock(&f, libc::LOCK_EX).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
         Ok(f)
     }
@@ -1109,5 +1249,43 @@ pub(super) fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
     match read_entry(bytes, 0, i, max) {
         Ok((ScannedEntry::Committed { ts, .. }, ..)) => Some(ts),
         _ => None,
+    }
+}
+
+/// What an [`OpenError`] from a journal call means for a journal: the shared messages of
+/// [`OpenError`] speak of channels (and of `shmbus clean`, which does not touch journals).
+/// Every journal error message goes through this; use it for errors of [`Journal::open`].
+pub fn open_error_message(e: &OpenError) -> String {
+    match e {
+        OpenError::NotFound { path } if path.file_name().is_some_and(|n| n == META_FILE) => format!(
+            "{}: not a journal (no {META_FILE}); `Journal::open` with `create` (or `shmbus journal append`) creates one",
+            path.display()
+        ),
+        OpenError::NotFound { path } => format!(
+            "{}: a journal file is missing (deleted while in use, or by hand); the journal skips what it cannot read",
+            path.display()
+        ),
+        OpenError::NotASegment { path } if path.is_dir() => format!(
+            "{}: not a journal directory (it holds other files); use a new or empty directory",
+            path.display()
+        ),
+        OpenError::NotASegment { path } => format!(
+            "{}: not a shmbus journal file (bad magic); the journal directory holds a foreign or damaged file: move it away",
+            path.display()
+        ),
+        OpenError::VersionMismatch { path, found, supported } => format!(
+            "{}: journal format version {found}, this library reads {supported}; use a shmbus that reads version {found}",
+            path.display()
+        ),
+        OpenError::Truncated { path, size, expected } => format!(
+            "{}: journal file is {size} bytes, its header needs {expected}: it is damaged; restore it from a copy, or move the journal directory aside and start a new one",
+            path.display()
+        ),
+        OpenError::Corrupt { path, what } => format!(
+            "{}: damaged journal file ({what}); restore it from a copy, or move the journal directory aside and start a new one",
+            path.display()
+        ),
+        OpenError::InvalidConfig { what } => format!("invalid journal configuration: {what}"),
+        e => e.to_string(),
     }
 }

@@ -67,6 +67,31 @@ pub enum ReadError {
         /// The entry.
         index: u64,
     },
+    /// Entries `from..to` of cycle `cycle` are damaged (zeroed or overwritten bytes, junk
+    /// headers, an unreadable cycle file) and cannot be read; the tailer has moved past
+    /// them and continues at `to`, the next healthy entry. Reported once per range.
+    Damaged {
+        /// The cycle the damage is in.
+        cycle: u64,
+        /// First global index lost (equal to `to` when a whole cycle file is unreadable and
+        /// its first index is unknown).
+        from: u64,
+        /// Where the tailer continues.
+        to: u64,
+        /// The damaged bytes of the cycle's data area (offsets from its start), when known.
+        bytes: Option<(u64, u64)>,
+        /// What was found there.
+        what: String,
+    },
+    /// A named reader's persisted position was impossible (past the end of the journal: a
+    /// damaged or overwritten reader table); it was reset to `to`, the oldest retained
+    /// entry, so nothing is skipped (entries may be delivered again). Reported once.
+    PositionReset {
+        /// The position found.
+        saved: u64,
+        /// Where the reader continues.
+        to: u64,
+    },
     /// A cycle file could not be opened.
     Open(OpenError),
     /// Listing the directory failed.
@@ -79,7 +104,22 @@ impl fmt::Display for ReadError {
             ReadError::Gap { from, to } => write!(f, "entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
             ReadError::Corrupt { index, what } => write!(f, "journal entry {index} is corrupt ({what}); it is skipped"),
             ReadError::Encrypted { index } => write!(f, "journal entry {index} is encrypted; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped"),
-            ReadError::Open(e) => write!(f, "journal cycle: {e}"),
+            ReadError::Damaged { cycle, from, to, bytes, what } => {
+                if from < to {
+                    write!(f, "journal entries {from}..{to} of cycle {cycle} are damaged ({what})")?;
+                } else {
+                    write!(f, "journal cycle {cycle} is damaged ({what})")?;
+                }
+                if let Some((a, b)) = bytes {
+                    write!(f, " at bytes {a}..{b} of its data area")?;
+                }
+                write!(f, "; they are skipped, reading continues at entry {to}")
+            }
+            ReadError::PositionReset { saved, to } => write!(
+                f,
+                "the named reader's saved position {saved} is past the end of the journal (its reader table is damaged); reset to the oldest entry {to}, entries may be delivered again"
+            ),
+            ReadError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
             ReadError::Io(e) => write!(f, "journal directory: {e}"),
         }
     }
@@ -131,7 +171,7 @@ impl fmt::Display for ReaderError {
             ReaderError::TableFull { max } => {
                 write!(f, "all {max} named readers are in use; remove unused ones (`Journal::remove_reader`)")
             }
-            ReaderError::Io(e) => write!(f, "{e}"),
+            ReaderError::Io(e) => write!(f, "{}", super::open_error_message(e)),
             ReaderError::Read(e) => write!(f, "{e}"),
         }
     }
@@ -149,6 +189,13 @@ enum Step {
     Entry { off: u64, len: usize, flags: u64, raw_len: u64, ts: u64, index: u64 },
     Empty,
 }
+
+/// Entries (and abandoned entries skipped) one `step` walks at most before it returns, so
+/// that a call checks its deadline however many entries a cycle holds.
+const STEP_BUDGET: u32 = 4096;
+
+/// Index slots after a damaged entry that a tailer tries before it scans the data.
+const RESYNC_SLOTS: u64 = 64;
 
 /// Reads entries in index order; any number per journal, in any process. A named reader
 /// (from [`Journal::reader`]) also persists its position.
@@ -168,18 +215,29 @@ pub struct Tailer {
     last_reclaim: Cell<Option<Instant>>,
     named: Option<usize>,
     policy: WaitPolicy,
-    pending_gap: Option<(u64, u64)>,
+    /// An error to report once before anything else (a gap, a damaged range, a reset).
+    pending: Option<ReadError>,
     /// The position word of `cy` as last loaded.
     seen: u64,
     /// Polls that found the next entry not yet committed (see `step`).
     idle_polls: u32,
+    /// The last `step` stopped on its budget, not at the end: there is more to do now.
+    more: bool,
+    /// For a cycle whose position word says "not sealed" although a newer cycle exists (a
+    /// damaged word): its end as the successor's first index says, and the bytes present.
+    forced_end: Option<(u64, u64)>,
+    /// A cycle that could not be opened, already reported.
+    bad_cycle: Option<u64>,
+    /// Damaged ranges this tailer has reported and skipped.
+    damaged: u64,
 }
 
 impl Tailer {
     pub(super) fn at(inner: Arc<Inner>, index: u64, named: Option<usize>) -> Result<Tailer, ReadError> {
         let cycles = inner.list_cycles()?;
-        let current = inner.meta.current().load(Ordering::Acquire);
-        // The newest cycle whose first index is <= index.
+        let current = inner.current_cycle();
+        // The newest cycle whose first index is <= index. Cycles that cannot be opened are
+        // passed over here; reading reports them when it gets there.
         let mut chosen = None;
         for &c in cycles.iter().rev() {
             match inner.open_cycle(c) {
@@ -188,8 +246,7 @@ impl Tailer {
                     break;
                 }
                 Ok(cy) => chosen = Some(cy),
-                Err(OpenError::NotFound { .. }) => continue,
-                Err(e) => return Err(e.into()),
+                Err(_) => continue,
             }
         }
         let cy = match chosen {
@@ -209,12 +266,22 @@ impl Tailer {
             last_reclaim: Cell::new(None),
             named,
             policy: WaitPolicy::default(),
-            pending_gap: None,
+            pending: None,
             seen: 0,
             idle_polls: 0,
+            more: false,
+            forced_end: None,
+            bad_cycle: None,
+            damaged: 0,
         };
         if index < t.cy.hdr.first_index {
-            t.pending_gap = Some((index, t.cy.hdr.first_index));
+            t.pending = Some(ReadError::Gap { from: index, to: t.cy.hdr.first_index });
+        }
+        // A start in the future of the newest cycle is the end (indices are dense: nothing
+        // can be claimed past the end without everything before it).
+        if t.inner.current_cycle() <= t.cy.num {
+            let (_, n, _) = pos_parts(t.cy.pos().load(Ordering::Acquire));
+            t.skip_until = t.skip_until.min(t.cy.hdr.first_index + n);
         }
         // Jump straight to the entry when its index slot is written and checks out.
         let target = t.skip_until - t.cy.hdr.first_index;
@@ -234,6 +301,21 @@ impl Tailer {
         Ok(t)
     }
 
+    /// A named reader at its saved position `pos`: a position past the end of the journal
+    /// cannot have been saved by a reader (it only ever saves indices it has seen), so the
+    /// table is damaged: the reader restarts at the oldest retained entry and reports it.
+    pub(super) fn named_at(inner: Arc<Inner>, pos: u64, k: usize) -> Result<Tailer, ReadError> {
+        let next = inner.next_index()?;
+        if pos <= next {
+            return Tailer::at(inner, pos, Some(k));
+        }
+        let first = inner.first_index()?;
+        inner.store_reader_pos(k, first);
+        let mut t = Tailer::at(inner, first, Some(k))?;
+        t.pending = Some(ReadError::PositionReset { saved: pos, to: first });
+        Ok(t)
+    }
+
     /// Sets the spin-then-sleep policy of the blocking calls.
     pub fn set_wait_policy(&mut self, p: WaitPolicy) {
         self.policy = p;
@@ -244,23 +326,45 @@ impl Tailer {
         (self.cy.hdr.first_index + self.i).max(self.skip_until)
     }
 
+    /// How many damaged ranges ([`ReadError::Damaged`]) this tailer has reported and
+    /// skipped.
+    pub fn damaged_ranges(&self) -> u64 {
+        self.damaged
+    }
+
     /// The next entry if one is committed now; `Ok(None)` at the end.
+    ///
+    /// An entry that is claimed but not written, with no live appender writing it, is
+    /// damage, not an entry in flight: it is reported ([`ReadError::Damaged`]) and skipped
+    /// at once, so reading a damaged journal to its end never stops early.
     pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
-        match self.step()? {
-            Step::Entry { off, len, flags, raw_len, ts, index } => {
-                self.materialize(off, len, flags, raw_len, ts, index).map(Some)
+        for _ in 0..64 {
+            match self.step(true)? {
+                Step::Entry { off, len, flags, raw_len, ts, index } => {
+                    return self.materialize(off, len, flags, raw_len, ts, index).map(Some)
+                }
+                Step::Empty if self.more => continue,
+                Step::Empty => return Ok(None),
             }
-            Step::Empty => Ok(None),
         }
+        Ok(None)
     }
 
     /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
-    /// the timeout passes.
+    /// the timeout passes. Returns within the timeout whatever the journal's files hold.
     pub fn next_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<Entry<'_>>, ReadError> {
         let deadline = crate::wait::deadline_after(timeout);
         loop {
-            if let Step::Entry { off, len, flags, raw_len, ts, index } = self.step()? {
+            if let Step::Entry { off, len, flags, raw_len, ts, index } = self.step(false)? {
                 return self.materialize(off, len, flags, raw_len, ts, index).map(Some);
+            }
+            // `block_on` returns at once while the tailer has work: the deadline is checked
+            // here too, so no state of the files can keep this loop past it.
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            if self.more {
+                continue;
             }
             let this = &*self;
             let recheck = this.recheck_interval();
@@ -289,7 +393,7 @@ impl Tailer {
 
     fn recheck_interval(&self) -> Option<Duration> {
         let (sealed, n, _) = pos_parts(self.cy.pos().load(Ordering::Acquire));
-        if self.i < n || sealed {
+        if self.i < n || sealed || self.inner.meta.current().load(Ordering::Acquire) > self.cy.num {
             Some(Duration::from_millis(2))
         } else {
             None
@@ -298,13 +402,13 @@ impl Tailer {
 
     /// Whether `step` would make progress (an entry, a skip, a cycle change).
     fn peek_ready(&self) -> bool {
-        if self.pending_gap.is_some() {
+        if self.pending.is_some() || self.more {
             return true;
         }
         if self.next_is_final() {
             return true;
         }
-        let (sealed, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
+        let (sealed, n, u) = self.view();
         if self.i >= n {
             return sealed && self.next_cycle_exists();
         }
@@ -317,8 +421,45 @@ impl Tailer {
         if st == ST_COMMITTED || st == ST_ABANDONED {
             return true;
         }
-        self.handle_in_flight(n, u);
-        false
+        self.handle_in_flight(n, u, false)
+    }
+
+    /// The position word as this tailer must use it: `(sealed, entries, units)`. A cycle
+    /// with a successor is sealed (appenders seal a cycle before creating the next); if its
+    /// word says otherwise the word is damaged, and the cycle ends where the successor's
+    /// first index says, within the bytes present.
+    fn view(&self) -> (bool, u64, u64) {
+        let v = pos_parts(self.cy.pos().load(Ordering::Acquire));
+        match (v.0, self.forced_end) {
+            (false, Some((n, u))) => (true, n, u),
+            _ => v,
+        }
+    }
+
+    /// Sets `forced_end` when the position word is not sealed although a successor cycle
+    /// exists (see `view`).
+    fn check_forced_end(&mut self) {
+        if self.forced_end.is_some() || self.inner.meta.current().load(Ordering::Acquire) <= self.cy.num {
+            return;
+        }
+        let (sealed, _, _) = pos_parts(self.cy.pos().load(Ordering::Acquire));
+        if sealed {
+            return;
+        }
+        if let Ok(next) = self.inner.open_cycle(self.cy.num + 1) {
+            if let Some(n) = next.hdr.first_index.checked_sub(self.cy.hdr.first_index) {
+                let n = n.min(self.cy.max_entries);
+                let units = self.backed_units();
+                self.forced_end = Some((n.max(self.i), units));
+            }
+        }
+    }
+
+    /// Units of the data area the file holds now.
+    fn backed_units(&self) -> u64 {
+        let cap = self.cy.cap_units * UNIT as u64;
+        let _ = self.cy.backed(cap);
+        self.cy.backed_bytes().min(cap) / UNIT as u64
     }
 
     /// Whether the entry at our offset is already committed or abandoned, judged from its
@@ -347,9 +488,15 @@ impl Tailer {
         }
     }
 
+    /// Whether there is a cycle after ours to move to (or to create, if its creator is
+    /// slow or died).
     fn next_cycle_exists(&self) -> bool {
-        self.inner.meta.current().load(Ordering::Acquire) > self.cy.num
-            || self.stuck_for(u64::MAX) > Duration::from_millis(20)
+        let current = self.inner.meta.current().load(Ordering::Acquire);
+        if current > self.cy.num {
+            // Checked against the files: a damaged `current` must not keep a waiter busy.
+            return self.bad_cycle != Some(self.cy.num + 1) || self.inner.cycle_present(self.cy.num + 1);
+        }
+        self.stuck_for(u64::MAX) > Duration::from_millis(20)
     }
 
     fn stuck_for(&self, key: u64) -> Duration {
@@ -364,18 +511,39 @@ impl Tailer {
     }
 
     /// The next entry is claimed but not committed: detect dead or stuck appenders.
-    fn handle_in_flight(&self, n: u64, u: u64) {
+    /// `true`: nobody is writing it (no live appender records the claim, and it is still
+    /// unwritten after that was checked): the bytes are damaged, not in flight. `now`:
+    /// decide at once (`try_next`); otherwise only after the entry has waited 1 ms, so a
+    /// tailer does not scan the appender table on every poll of an entry being written.
+    fn handle_in_flight(&self, n: u64, u: u64, now: bool) -> bool {
         let waited = self.stuck_for(0);
-        if waited < Duration::from_millis(1) {
-            return;
+        if !now && waited < Duration::from_millis(1) {
+            return false;
         }
-        if self.last_reclaim.get().is_none_or(|t| t.elapsed() > Duration::from_millis(5)) {
+        if now || self.last_reclaim.get().is_none_or(|t| t.elapsed() > Duration::from_millis(5)) {
             self.last_reclaim.set(Some(Instant::now()));
             self.inner.reclaim();
+        }
+        if !matches!(protocol::observe(self.cy.entry_word(self.off)), EntryState::Unwritten | EntryState::Reserved { .. }) {
+            return false;
+        }
+        let at = self.off / UNIT as u64;
+        // An appender records (cycle, position word before its claim, units) in its
+        // participant entry before the claim CAS (Release) and clears it after its commit
+        // CAS: a record seen means the entry is being written; no record, and the word
+        // still unwritten when loaded after the records, means nobody will write it.
+        if self.inner.claim_recorded_elsewhere(usize::MAX, self.cy.num, pos_word(false, self.i, at)).is_none()
+            && matches!(
+                protocol::observe(self.cy.entry_word(self.off)),
+                EntryState::Unwritten | EntryState::Reserved { .. }
+            )
+        {
+            return true;
         }
         if waited >= Duration::from_millis(self.inner.hdr().abandon_ms) {
             self.force_abandon(n, u);
         }
+        false
     }
 
     /// Abandons the entry at our position after the abandon timeout.
@@ -408,21 +576,117 @@ impl Tailer {
         }
     }
 
-    fn step(&mut self) -> Result<Step, ReadError> {
-        if let Some((from, to)) = self.pending_gap.take() {
-            return Err(ReadError::Gap { from, to });
+    /// The entry at our position (`self.i` at `self.off`) is damaged: finds the next sound
+    /// entry of the cycle, moves there, and describes what was skipped. Sources, in order:
+    /// the index slots of the next entries (validated against the entries they point at),
+    /// then a scan of the data area for the next committed entry whose header and checksum
+    /// hold (each entry carries its own index). Entries that live appenders are still
+    /// writing inside the range are not skipped: reading stops before the first of them.
+    fn resync(&mut self, what: &str) -> ReadError {
+        // The real bounds (the caller may have had the fast path's guess).
+        self.seen = self.cy.pos().load(Ordering::Acquire);
+        self.check_forced_end();
+        let (_, n, u) = self.view();
+        let (i, off) = (self.i, self.off);
+        let max = self.inner.hdr().max_entry;
+        let limit = u.saturating_mul(UNIT as u64).min(self.backed_units() * UNIT as u64);
+        let mut found = None;
+        for j in i + 1..n.min(i + 1 + RESYNC_SLOTS) {
+            let Some(v) = self.cy.index_slot(j).map(|s| s.load(Ordering::Relaxed) as u64).filter(|&v| v != 0) else {
+                continue;
+            };
+            let o = (v - 1) * UNIT as u64;
+            if o > off && o + ENTRY_HEADER as u64 <= limit && self.sound_at(j, o, limit, max) {
+                found = Some((j, o));
+                break;
+            }
+        }
+        if found.is_none() && off < limit {
+            // SAFETY: `limit` is within the bytes the file holds (`backed_units`) and the
+            // mapping; the scan only reads, and validates every entry it accepts (a
+            // concurrent writer can only be writing claimed-but-uncommitted entries, which
+            // the scan does not accept).
+            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0) as *const u8, limit as usize) };
+            found = find_next_entry(data, off, i + 1, n, max);
+        }
+        let (mut j, mut o) = found.unwrap_or((n, u.saturating_mul(UNIT as u64)));
+        // Claims in flight between: resume at the first (it will be committed or abandoned).
+        if let Some((k, ku)) = self.inner.earliest_claim_between(self.cy.num, i, j) {
+            j = k;
+            o = ku * UNIT as u64;
+        }
+        let first = self.cy.hdr.first_index;
+        self.i = j;
+        self.off = o;
+        self.seen = 0;
+        self.stuck_since.set(None);
+        self.damaged += 1;
+        ReadError::Damaged {
+            cycle: self.cy.num,
+            from: first + i,
+            to: first + j,
+            bytes: Some((off, o.max(off))),
+            what: what.to_owned(),
+        }
+    }
+
+    /// Whether entry `j` at byte `o` is sound: committed and valid, or abandoned with a size
+    /// that fits.
+    fn sound_at(&self, j: u64, o: u64, limit: u64, max: u64) -> bool {
+        let w = self.cy.entry_word(o).load(Ordering::Acquire);
+        let (st, _, units) = entry_word_parts(w);
+        let Some(end) = units.checked_mul(UNIT as u64).and_then(|b| b.checked_add(o)) else { return false };
+        if units < (ENTRY_HEADER / UNIT) as u64 || end > limit {
+            return false;
+        }
+        match st {
+            ST_ABANDONED => true,
+            ST_COMMITTED => {
+                // SAFETY: committed (Acquire above), inside the backed bytes (`end <= limit`).
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(self.cy.data_ptr(o) as *const u8, (units * UNIT as u64) as usize)
+                };
+                read_entry(bytes, 0, j, max).is_ok()
+            }
+            _ => false,
+        }
+    }
+
+    /// The entry at our position failed a check: reported, and the tailer moves to the next
+    /// sound entry.
+    fn damaged_here(&mut self, what: &str) -> Result<Step, ReadError> {
+        let e = self.resync(what);
+        if matches!(e, ReadError::Damaged { to, .. } if to <= self.skip_until) {
+            // Before where this tailer was asked to start: not its business.
+            self.damaged -= 1;
+            self.more = true;
+            return Ok(Step::Empty);
+        }
+        Err(e)
+    }
+
+    fn step(&mut self, now: bool) -> Result<Step, ReadError> {
+        self.more = false;
+        if let Some(e) = self.pending.take() {
+            return Err(e);
         }
         let max = self.inner.hdr().max_entry;
+        let mut budget = STEP_BUDGET;
         loop {
+            budget -= 1;
+            if budget == 0 {
+                self.more = true;
+                return Ok(Step::Empty);
+            }
             // The position word is reloaded only when we have read everything it showed
             // last time: a tailer keeping up touches the appenders' hot line once per
             // batch, not once per entry. (n and units only grow, so an old value is a
             // valid bound.)
-            let (sealed, n, u) = if pos_parts(self.seen).1 > self.i {
+            let (sealed, n, u) = if pos_parts(self.seen).1 > self.i && self.forced_end.is_none() {
                 pos_parts(self.seen)
             } else {
                 match self.next_state() {
-                    Some(EntryState::Committed { .. } | EntryState::Abandoned { .. }) => {
+                    Some(EntryState::Committed { .. } | EntryState::Abandoned { .. }) if self.forced_end.is_none() => {
                         // Caught up, but the next entry's own header already says it is
                         // there: read it without touching the position line (see
                         // `next_is_final`).
@@ -430,7 +694,8 @@ impl Tailer {
                         (false, self.i + 1, self.cy.cap_units)
                     }
                     Some(EntryState::Unwritten | EntryState::Reserved { .. })
-                        if self.inner.meta.current().load(Ordering::Acquire) == self.cy.num
+                        if !now
+                            && self.inner.meta.current().load(Ordering::Acquire) == self.cy.num
                             && self.idle_polls_skip() =>
                     {
                         // Caught up in the newest cycle and the next entry is not there yet:
@@ -445,12 +710,17 @@ impl Tailer {
                     }
                     _ => {
                         self.seen = self.cy.pos().load(Ordering::Acquire);
-                        pos_parts(self.seen)
+                        self.check_forced_end();
+                        self.view()
                     }
                 }
             };
             if self.i >= n {
                 if !sealed {
+                    self.check_forced_end();
+                    if self.forced_end.is_some() {
+                        continue;
+                    }
                     return Ok(Step::Empty);
                 }
                 if !self.move_next()? {
@@ -458,39 +728,31 @@ impl Tailer {
                 }
                 continue;
             }
-            let global = self.cy.hdr.first_index + self.i;
             if !units_fit(&self.cy, self.off / UNIT as u64, (ENTRY_HEADER / UNIT) as u64, u) {
-                // The position word and our offset disagree: nothing more in this cycle is
-                // trustworthy. Move on if we can.
-                self.i = n;
-                self.off = u * UNIT as u64;
-                return Err(ReadError::Corrupt { index: global, what: "entry offset outside the cycle" });
+                // Our offset is outside the claimed, backed area: what led here was damaged.
+                return self.damaged_here("entry offset outside the cycle");
             }
             // Acquire (in `observe`): pairs with the Release CAS in `protocol::commit_entry`.
             let (units, abandoned) = match protocol::observe(self.cy.entry_word(self.off)) {
                 EntryState::Committed { units, .. } => (units, false),
                 EntryState::Abandoned { units } => (units, true),
                 EntryState::Unwritten | EntryState::Reserved { .. } => {
-                    let (_, n, u) = pos_parts(self.cy.pos().load(Ordering::Acquire));
-                    self.handle_in_flight(n, u);
+                    if self.handle_in_flight(n, u, now) {
+                        return self.damaged_here("claimed but never written: zeroed or overwritten bytes");
+                    }
                     return Ok(Step::Empty);
                 }
-                EntryState::Junk => {
-                    self.i = n;
-                    self.off = u * UNIT as u64;
-                    return Err(ReadError::Corrupt { index: global, what: "unknown entry state" });
-                }
+                EntryState::Junk => return self.damaged_here("unknown entry state"),
             };
             if !units_fit(&self.cy, self.off / UNIT as u64, units, u) {
-                self.i = n;
-                self.off = u * UNIT as u64;
-                return Err(ReadError::Corrupt { index: global, what: "entry size outside the cycle" });
+                return self.damaged_here("entry size outside the cycle");
             }
-            self.stuck_since.set(None);
+            let global = self.cy.hdr.first_index + self.i;
             let off = self.off;
-            self.i += 1;
-            self.off += units * UNIT as u64;
-            if abandoned || global < self.skip_until {
+            if abandoned {
+                self.stuck_since.set(None);
+                self.i += 1;
+                self.off += units * UNIT as u64;
                 continue;
             }
             // SAFETY: committed (the Acquire load of word 0 pairs with the Release CAS in
@@ -499,11 +761,31 @@ impl Tailer {
             let bytes = unsafe {
                 std::slice::from_raw_parts(self.cy.data_ptr(off) as *const u8, (units * UNIT as u64) as usize)
             };
-            return match read_entry(bytes, 0, self.i - 1, max) {
+            let checked = read_entry(bytes, 0, self.i, max);
+            match checked {
+                Err(ScanStop::BadCrc) => {
+                    // The header holds (index, sizes): only this entry's bytes are bad.
+                    self.stuck_since.set(None);
+                    self.i += 1;
+                    self.off += units * UNIT as u64;
+                    if global < self.skip_until {
+                        continue;
+                    }
+                    return Err(ReadError::Corrupt { index: global, what: "CRC mismatch" });
+                }
+                Err(_) => return self.damaged_here("bad entry header"),
+                Ok(_) => {}
+            }
+            self.stuck_since.set(None);
+            self.i += 1;
+            self.off += units * UNIT as u64;
+            if global < self.skip_until {
+                continue;
+            }
+            return match checked {
                 Ok((_, payload, flags, raw_len)) => {
                     Ok(Step::Entry { off, len: payload.len(), flags, raw_len, ts: rd_ts(bytes), index: global })
                 }
-                Err(ScanStop::BadCrc) => Err(ReadError::Corrupt { index: global, what: "CRC mismatch" }),
                 Err(_) => Err(ReadError::Corrupt { index: global, what: "bad entry header" }),
             };
         }
@@ -560,47 +842,93 @@ impl Tailer {
     }
 
     /// Moves to the next cycle after a sealed one. `Ok(false)`: not there yet.
+    ///
+    /// Only ever forward: a missing successor (deleted by retention: a gap; lost otherwise:
+    /// damage) or one that cannot be opened (damage) is passed over to the next cycle
+    /// present, and reported once.
     fn move_next(&mut self) -> Result<bool, ReadError> {
-        let (_, n, _) = pos_parts(self.cy.pos().load(Ordering::Acquire));
-        let expect_first = self.cy.hdr.first_index + n;
+        let (_, n, _) = self.view();
+        let expect_first = self.cy.hdr.first_index.saturating_add(n);
         let c1 = self.cy.num + 1;
-        let current = self.inner.meta.current().load(Ordering::Acquire);
-        let next = match self.inner.open_cycle(c1) {
-            Ok(cy) => cy,
-            Err(OpenError::NotFound { .. }) if current <= self.cy.num => {
+        let problem = match self.inner.open_cycle(c1) {
+            Ok(next) => {
+                let to = next.hdr.first_index;
+                self.enter(next);
+                if to > expect_first {
+                    return Err(ReadError::Gap { from: expect_first, to });
+                }
+                return Ok(true);
+            }
+            Err(OpenError::NotFound { .. }) if self.inner.current_cycle() <= self.cy.num => {
                 // Sealed but the successor is not created yet (its creator is slow or died).
                 if self.stuck_for(u64::MAX) < Duration::from_millis(20) {
                     return Ok(false);
                 }
-                self.inner.open_or_create_cycle(c1, realtime_ns())?
+                let next = self.inner.open_or_create_cycle(c1, realtime_ns())?;
+                self.enter(next);
+                return Ok(true);
             }
-            Err(OpenError::NotFound { .. }) => {
-                // Deleted by retention: continue at the oldest retained entry.
-                let first = self.inner.first_index()?;
-                let mut t = Tailer::at(self.inner.clone(), first, None)?;
-                std::mem::swap(&mut self.cy, &mut t.cy);
-                self.seen = 0;
-                self.i = t.i;
-                self.off = t.off;
-                self.skip_until = t.skip_until;
-                return Err(ReadError::Gap { from: expect_first, to: first });
-            }
-            Err(e) => return Err(e.into()),
+            Err(OpenError::NotFound { .. }) => None,
+            Err(e) => Some(e),
         };
-        if next.hdr.first_index != expect_first {
-            let to = next.hdr.first_index;
-            self.cy = next;
-            self.seen = 0;
-            self.i = 0;
-            self.off = 0;
+        // The successor is missing or unreadable: the next cycle present that opens.
+        let mut next = None;
+        for c in self.inner.list_cycles()?.into_iter().filter(|&c| c > c1) {
+            if let Ok(cy) = self.inner.open_cycle(c) {
+                next = Some(cy);
+                break;
+            }
+        }
+        let retention = problem.is_none() && self.inner.meta.first().load(Ordering::Acquire) > c1;
+        let Some(next) = next else {
+            // Nothing after it (yet): report an unreadable successor once, then wait for
+            // it to be repaired or followed.
+            if let Some(e) = problem {
+                if self.bad_cycle != Some(c1) {
+                    self.bad_cycle = Some(c1);
+                    self.damaged += 1;
+                    return Err(ReadError::Damaged {
+                        cycle: c1,
+                        from: expect_first,
+                        to: expect_first,
+                        bytes: None,
+                        what: super::open_error_message(&e),
+                    });
+                }
+            }
+            return Ok(false);
+        };
+        let to = next.hdr.first_index;
+        let num = next.num;
+        self.enter(next);
+        if to <= expect_first {
+            return Ok(true);
+        }
+        if retention {
             return Err(ReadError::Gap { from: expect_first, to });
         }
+        self.damaged += 1;
+        Err(ReadError::Damaged {
+            cycle: c1,
+            from: expect_first,
+            to,
+            bytes: None,
+            what: match problem {
+                Some(e) => super::open_error_message(&e),
+                None if num > c1 + 1 => format!("cycles {c1}..{num} are missing"),
+                None => format!("cycle {c1}'s files are missing"),
+            },
+        })
+    }
+
+    /// Makes `next` the cycle being read, from its start.
+    fn enter(&mut self, next: CycleFiles) {
         self.cy = next;
         self.seen = 0;
         self.i = 0;
         self.off = 0;
+        self.forced_end = None;
         self.stuck_since.set(None);
-        Ok(true)
     }
 }
 

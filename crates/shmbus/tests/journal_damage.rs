@@ -1,0 +1,323 @@
+//! Journal damage that must not hide healthy data: zeroed pages, junk headers, unreadable
+//! cycle files and missing index files, in sealed and in current cycles. Every healthy
+//! entry before and after the damage is delivered, in order; the damage is reported
+//! (`ReadError::Damaged`: which cycle, which indices, which bytes) once, and skipped.
+//! Also: a journal whose first data file cannot be created leaves nothing half made.
+
+#![cfg(not(loom))]
+
+mod common;
+
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{child_role, fresh_dir, spawn_child, wait_with_deadline};
+use shmbus::journal::format::{data_file_name, index_file_name, CYCLE_HEADER_PAGE, META_FILE};
+use shmbus::journal::{Journal, JournalOptions, ReadError, RollCycle, Tailer};
+
+/// 64 KiB cycles, 100-byte payloads (136 bytes an entry): about 480 entries a cycle.
+fn opts() -> JournalOptions {
+    JournalOptions {
+        cycle_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        max_entry: 1024,
+        roll: RollCycle::Never,
+        ..Default::default()
+    }
+}
+
+fn payload(i: u64) -> Vec<u8> {
+    let mut v = i.to_le_bytes().to_vec();
+    v.extend((0..92).map(|k| (i as u8).wrapping_add(k)));
+    v
+}
+
+/// A journal of `count` entries (about `count / 480` sealed cycles and a current one).
+fn journal_with(dir: &Path, count: u64) -> Journal {
+    let j = Journal::open(dir, &opts()).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..count {
+        assert_eq!(a.append(&payload(i)).unwrap(), i);
+    }
+    j
+}
+
+/// What a full read delivered: entries (checked against their payload) and damage reports.
+#[derive(Default)]
+struct Read {
+    indices: Vec<u64>,
+    damaged: Vec<(u64, u64, u64)>,
+    corrupt: Vec<u64>,
+}
+
+/// Delivered indices as ranges, so a failure message stays short.
+impl std::fmt::Debug for Read {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for &i in &self.indices {
+            match ranges.last_mut() {
+                Some(r) if r.1 == i => r.1 = i + 1,
+                _ => ranges.push((i, i + 1)),
+            }
+        }
+        write!(f, "delivered {ranges:?}, damaged (cycle, from, to) {:?}, corrupt {:?}", self.damaged, self.corrupt)
+    }
+}
+
+/// Reads everything with `try_next` (what `dump` does), with a bound on the calls.
+fn read_all(t: &mut Tailer) -> Read {
+    let mut r = Read::default();
+    for _ in 0..100_000 {
+        match t.try_next() {
+            Ok(Some(e)) => {
+                assert_eq!(e.data, payload(e.index), "entry {} delivered intact", e.index);
+                r.indices.push(e.index);
+            }
+            Ok(None) => return r,
+            Err(ReadError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
+            Err(ReadError::Corrupt { index, .. }) => r.corrupt.push(index),
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    panic!("try_next never reached the end: {r:?}");
+}
+
+/// The same with `next_timeout` (what a live tailer does): must reach the end too.
+fn read_all_waiting(t: &mut Tailer, total: u64) -> Read {
+    let mut r = Read::default();
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(20), "tailer stuck: {r:?}");
+        match t.next_timeout(Some(Duration::from_millis(300))) {
+            Ok(Some(e)) => {
+                assert_eq!(e.data, payload(e.index));
+                r.indices.push(e.index);
+                if e.index + 1 == total {
+                    return r;
+                }
+            }
+            Ok(None) => return r,
+            Err(ReadError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
+            Err(ReadError::Corrupt { index, .. }) => r.corrupt.push(index),
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+}
+
+/// Every index of `0..total` is delivered, in order, or inside a reported damaged range
+/// (or reported corrupt); at least one range is reported.
+fn check(r: &Read, total: u64, what: &str) {
+    check_lost(r, total, 40, what)
+}
+
+fn check_lost(r: &Read, total: u64, most: usize, what: &str) {
+    assert!(r.indices.windows(2).all(|w| w[0] < w[1]), "{what}: in order: {r:?}");
+    assert!(!r.damaged.is_empty() || !r.corrupt.is_empty(), "{what}: the damage is reported: {r:?}");
+    let lost = |i: u64| r.damaged.iter().any(|&(_, f, t)| f <= i && i < t) || r.corrupt.contains(&i);
+    let mut got = r.indices.iter().peekable();
+    for i in 0..total {
+        if got.peek() == Some(&&i) {
+            got.next();
+            assert!(!lost(i), "{what}: {i} delivered and reported lost: {r:?}");
+        } else {
+            assert!(lost(i), "{what}: healthy entry {i} not delivered and not reported: {r:?}");
+        }
+    }
+    assert!(got.next().is_none(), "{what}: no extra entries");
+    let lost_count = (0..total).filter(|&i| lost(i)).count();
+    assert!(lost_count < most, "{what}: only the damaged entries are lost ({lost_count}): {r:?}");
+}
+
+fn zero(path: &Path, at: u64, len: usize) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(&vec![0u8; len], at).unwrap();
+}
+
+fn cycles(j: &Journal) -> usize {
+    j.info().unwrap().cycles.len()
+}
+
+#[test]
+fn zeroed_page_in_a_sealed_cycle_is_reported_and_skipped() {
+    let (dir, _s) = fresh_dir("jd-zero-sealed");
+    let total = 1500;
+    let j = journal_with(&dir, total);
+    assert!(cycles(&j) >= 3);
+    // A live tailer opened before the damage, and fresh ones after.
+    let mut live = j.tailer().unwrap();
+    // Page 2 of cycle 0's data area.
+    zero(&dir.join(data_file_name(0)), CYCLE_HEADER_PAGE as u64 + 8192, 4096);
+    check(&read_all(&mut live), total, "live tailer");
+    check(&read_all(&mut j.tailer().unwrap()), total, "fresh tailer");
+    check(&read_all_waiting(&mut j.tailer().unwrap(), total), total, "waiting tailer");
+    drop(j);
+    // A new process view: open alone (recovery runs on the current cycle only).
+    let j = Journal::open(&dir, &opts()).unwrap();
+    let r = read_all(&mut j.tailer().unwrap());
+    check(&r, total, "after reopen");
+    assert_eq!(r.damaged.len(), 1, "one range: {r:?}");
+    assert_eq!(r.damaged[0].0, 0, "in cycle 0");
+}
+
+#[test]
+fn zeroed_first_data_page_of_a_sealed_cycle() {
+    let (dir, _s) = fresh_dir("jd-zero-first");
+    let total = 1200;
+    let j = journal_with(&dir, total);
+    zero(&dir.join(data_file_name(1)), CYCLE_HEADER_PAGE as u64, 4096);
+    check(&read_all(&mut j.tailer().unwrap()), total, "zeroed first page of cycle 1");
+}
+
+#[test]
+fn zeroed_page_in_the_current_cycle_is_reported_and_skipped() {
+    let (dir, _s) = fresh_dir("jd-zero-current");
+    let total = 1200;
+    let j = journal_with(&dir, total);
+    let current = j.info().unwrap().cycles.last().unwrap().cycle;
+    zero(&dir.join(data_file_name(current)), CYCLE_HEADER_PAGE as u64 + 4096, 4096);
+    check(&read_all(&mut j.tailer().unwrap()), total, "open handle");
+    check(&read_all_waiting(&mut j.tailer().unwrap(), total), total, "waiting tailer");
+    drop(j);
+    // Alone: recovery must keep what follows the damage, and appends continue after it.
+    let j = Journal::open(&dir, &opts()).unwrap();
+    assert!(j.recovery().iter().all(|r| r.dropped_entries == 0), "{:?}", j.recovery());
+    check(&read_all(&mut j.tailer().unwrap()), total, "after recovery");
+    let mut a = j.appender().unwrap();
+    assert_eq!(a.append(&payload(total)).unwrap(), total);
+    check(&read_all(&mut j.tailer().unwrap()), total + 1, "appended after the damage");
+}
+
+#[test]
+fn junk_entry_headers_are_reported_and_skipped() {
+    let (dir, _s) = fresh_dir("jd-junk");
+    let total = 1200;
+    let j = journal_with(&dir, total);
+    // Entry 10 of cycle 0 (136 bytes each): junk in word 0 (unknown state, huge size).
+    let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
+    f.write_all_at(&[0xEE; 8], CYCLE_HEADER_PAGE as u64 + 10 * 136).unwrap();
+    // Entry 20 of cycle 0: a wrong stored index (a header that lies).
+    f.write_all_at(&[0x77; 4], CYCLE_HEADER_PAGE as u64 + 20 * 136 + 20).unwrap();
+    // Entry 30: a flipped payload byte (a CRC mismatch: only that entry).
+    f.write_all_at(&[0x55], CYCLE_HEADER_PAGE as u64 + 30 * 136 + 40).unwrap();
+    let r = read_all(&mut j.tailer().unwrap());
+    check(&r, total, "junk headers");
+    assert!(r.corrupt.contains(&30), "{r:?}");
+    assert_eq!(r.indices.iter().filter(|&&i| i < 40).count(), 37, "{r:?}");
+}
+
+#[test]
+fn unreadable_sealed_cycle_file_is_reported_and_skipped() {
+    let (dir, _s) = fresh_dir("jd-bad-cycle-header");
+    let total = 1500;
+    let j = journal_with(&dir, total);
+    let info = j.info().unwrap();
+    let (first1, first2) = (info.cycles[1].first_index, info.cycles[2].first_index);
+    // Cycle 1's header: a broken checksum.
+    let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(1))).unwrap();
+    f.write_all_at(&[0xAB; 8], 24).unwrap();
+    drop(f);
+    assert_eq!(j.info().unwrap().unreadable_cycles.len(), 1);
+    let r = read_all(&mut j.tailer().unwrap());
+    assert_eq!(r.damaged, vec![(1, first1, first2)], "{r:?}");
+    check_lost(&r, total, 600, "unreadable cycle 1");
+    check_lost(&read_all_waiting(&mut j.tailer().unwrap(), total), total, 600, "waiting tailer");
+}
+
+#[test]
+fn missing_index_of_a_sealed_cycle_is_rebuilt() {
+    let (dir, _s) = fresh_dir("jd-index-sealed");
+    let total = 1500;
+    let j = journal_with(&dir, total);
+    std::fs::remove_file(dir.join(index_file_name(1))).unwrap();
+    let mut t = j.tailer().unwrap();
+    let r = read_all(&mut t);
+    assert_eq!(r.indices, (0..total).collect::<Vec<_>>(), "the whole cycle is read");
+    let meta = std::fs::symlink_metadata(dir.join(index_file_name(1))).expect("index rebuilt");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    // The rebuilt index serves random access.
+    let k = j.info().unwrap().cycles[1].first_index + 77;
+    let e = j.tailer_at(k).unwrap().try_next().unwrap().unwrap().index;
+    assert_eq!(e, k);
+}
+
+#[test]
+fn missing_index_of_the_current_cycle_is_rebuilt_and_appends_continue() {
+    let (dir, _s) = fresh_dir("jd-index-current");
+    let total = 1200;
+    let j = journal_with(&dir, total);
+    let current = j.info().unwrap().cycles.last().unwrap().cycle;
+    drop(j);
+    std::fs::remove_file(dir.join(index_file_name(current))).unwrap();
+    let j = Journal::open(&dir, &opts()).expect("a lost index does not make the journal unopenable");
+    let mut a = j.appender().unwrap();
+    assert_eq!(a.append(&payload(total)).unwrap(), total);
+    let r = read_all(&mut j.tailer().unwrap());
+    assert_eq!(r.indices, (0..=total).collect::<Vec<_>>());
+    let k = total - 5;
+    assert_eq!(j.tailer_at(k).unwrap().try_next().unwrap().unwrap().index, k);
+}
+
+#[test]
+fn damaged_index_pages_do_not_hide_entries() {
+    let (dir, _s) = fresh_dir("jd-index-zero");
+    let total = 1500;
+    let j = journal_with(&dir, total);
+    for c in 0..3 {
+        let p = dir.join(index_file_name(c));
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.write_all_at(&vec![0xFF; 1024], 0).unwrap();
+    }
+    assert_eq!(read_all(&mut j.tailer().unwrap()).indices, (0..total).collect::<Vec<_>>());
+    for k in [3, 250, 700, 1400] {
+        assert_eq!(j.tailer_at(k).unwrap().try_next().unwrap().unwrap().index, k, "tailer_at({k})");
+    }
+    // Both an index and a data page damaged in one cycle.
+    zero(&dir.join(data_file_name(1)), CYCLE_HEADER_PAGE as u64 + 4096, 4096);
+    check(&read_all(&mut j.tailer().unwrap()), total, "index and data damaged");
+}
+
+#[test]
+fn missing_middle_cycle_is_reported() {
+    let (dir, _s) = fresh_dir("jd-cycle-gone");
+    let total = 1500;
+    let j = journal_with(&dir, total);
+    std::fs::remove_file(dir.join(data_file_name(1))).unwrap();
+    std::fs::remove_file(dir.join(index_file_name(1))).unwrap();
+    let r = read_all(&mut j.tailer().unwrap());
+    assert_eq!(r.damaged.len(), 1, "{r:?}");
+    check_lost(&r, total, 600, "cycle 1 deleted by hand");
+}
+
+/// Runs with a file-size limit that lets `journal.meta` be written but not the first
+/// cycle's data file.
+#[test]
+fn first_cycle_uncreatable_child() {
+    if child_role().as_deref() != Some("nospace") {
+        return;
+    }
+    let dir = std::path::PathBuf::from(std::env::var("JDIR").unwrap());
+    // SAFETY: setrlimit/signal on this process only; SIGXFSZ ignored so the write fails
+    // with EFBIG instead of killing the process.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let lim = libc::rlimit { rlim_cur: 200 << 10, rlim_max: 200 << 10 };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+    }
+    let o = JournalOptions { cycle_bytes: 8 << 20, chunk_bytes: 1 << 20, ..opts() };
+    let e = Journal::open(&dir, &o).expect_err("the first cycle cannot be created");
+    println!("\n@@{e}");
+}
+
+#[test]
+fn journal_whose_first_cycle_cannot_be_created_leaves_nothing_half_made() {
+    let (dir, _s) = fresh_dir("jd-nospace");
+    let mut c = spawn_child("first_cycle_uncreatable_child", "nospace", &[("JDIR", dir.display().to_string())]);
+    let st = wait_with_deadline(&mut c, 30, "nospace child");
+    assert!(st.success(), "{st:?}");
+    assert!(!dir.join(META_FILE).exists(), "no journal.meta pointing at nothing");
+    assert!(!dir.exists() || std::fs::read_dir(&dir).unwrap().next().is_none(), "nothing left behind");
+    // And the directory can then be made a journal normally.
+    let j = journal_with(&dir, 3);
+    assert_eq!(read_all(&mut j.tailer().unwrap()).indices, vec![0, 1, 2]);
+}
