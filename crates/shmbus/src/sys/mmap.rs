@@ -1,6 +1,6 @@
 //! Shared file mappings.
 //!
-//! Every mapping is registered with [`sigbus`](super::sigbus) while it lives, so that a
+//! Every mapping is registered with [`sigbus`] while it lives, so that a
 //! fault in it because the file shrank under it is contained (the page reads as zeros and
 //! [`Mapping::was_truncated`] turns true) instead of killing the process.
 
@@ -17,7 +17,7 @@ use super::sigbus;
 ///
 /// If another process shrinks the file, the pages past its new end read as zeros (and
 /// stores there are private to this process) instead of raising a fatal SIGBUS: see
-/// [`sigbus`](super::sigbus) and [`Mapping::was_truncated`].
+/// [`sigbus`] and [`Mapping::was_truncated`].
 pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
@@ -166,7 +166,7 @@ impl Mapping {
     /// process truncated it) or could not be backed (tmpfs full), since it was mapped. Such
     /// pages now read as zeros and stores to them are private to this process: the channel
     /// behind it is damaged. Always false when the application opted out of shmbus's SIGBUS
-    /// handler (see [`sigbus`](super::sigbus)) without calling
+    /// handler (see [`sigbus`]) without calling
     /// [`contain_fault`](super::sigbus::contain_fault) from its own.
     ///
     /// Cheap (one relaxed load): meant for slow paths, such as before sleeping, on a timeout

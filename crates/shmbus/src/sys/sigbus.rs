@@ -26,8 +26,8 @@
 //!   protection) over the faulting page, then returns: the access is restarted and completes,
 //!   reading zeros. A store there lands in that private page and is never seen by another
 //!   process. The channel code treats shared memory as untrusted input already, so zeros are
-//!   one more value that its validation rejects or waits on; [`Mapping::was_truncated`]
-//!   (super::Mapping::was_truncated) tells it why.
+//!   one more value that its validation rejects or waits on;
+//!   [`Mapping::was_truncated`](super::Mapping::was_truncated) tells it why.
 //! * **Chaining**: any other SIGBUS (another mapping, an address of no mapping, a hardware
 //!   memory error, a signal sent with `kill`) goes to the previous action exactly as the
 //!   kernel would have delivered it: an `SA_SIGINFO` handler gets the same arguments, a plain
@@ -83,7 +83,7 @@ const GEN_ONE: u64 = 4;
 /// while another thread writes them; the seqlock in `state` says whether a read was
 /// consistent.
 #[derive(Debug)]
-pub struct Slot {
+pub(crate) struct Slot {
     state: AtomicU64,
     start: AtomicUsize,
     len: AtomicUsize,
