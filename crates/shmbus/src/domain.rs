@@ -265,20 +265,29 @@ impl Domain {
     fn open_dir_in(&self, root: BorrowedFd<'_>) -> Result<DomainDir, OpenError> {
         let path = self.dir();
         let name = self.dir_name();
-        let fd = match fs::open_dir_at(root, OsStr::new(&name)) {
-            Ok(fd) => fd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(OpenError::NotFound { path }),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
-                // Something other than a directory: say what.
-                let st = fs::stat_at(root, OsStr::new(&name)).map_err(|e| OpenError::io(&path, e))?;
-                return Err(OpenError::UnexpectedFileType {
-                    path,
-                    found: st.kind,
-                    expected: FileKind::Directory,
-                    owner_uid: st.uid,
-                });
+        let mut attempts = 0;
+        let fd = loop {
+            attempts += 1;
+            match fs::open_dir_at(root, OsStr::new(&name)) {
+                Ok(fd) => break fd,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(OpenError::NotFound { path }),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                    // Something other than a directory: say what. If a directory is back by
+                    // the time we look, the name is being swapped: try again a few times.
+                    let st = fs::stat_at(root, OsStr::new(&name)).map_err(|e| OpenError::io(&path, e))?;
+                    if st.kind == FileKind::Directory && attempts < 8 {
+                        continue;
+                    }
+                    let found = if st.kind == FileKind::Directory { FileKind::Symlink } else { st.kind };
+                    return Err(OpenError::UnexpectedFileType {
+                        path,
+                        found,
+                        expected: FileKind::Directory,
+                        owner_uid: st.uid,
+                    });
+                }
+                Err(e) => return Err(OpenError::io(&path, e)),
             }
-            Err(e) => return Err(OpenError::io(&path, e)),
         };
         let st = fs::fstat(fd.as_fd()).map_err(|e| OpenError::io(&path, e))?;
         self.trust.check_dir(&path, &st)?;
