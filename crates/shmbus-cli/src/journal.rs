@@ -16,7 +16,8 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use shmbus::journal::{
-    Appender, Journal, JournalInfo, JournalOptions, ReadError, ReaderError, Retention, RollCycle, Tailer,
+    open_error_message, Appender, Journal, JournalInfo, JournalOptions, ReadError, ReaderError, Retention, RollCycle,
+    Tailer,
 };
 use shmbus::OpenError;
 
@@ -177,15 +178,14 @@ pub fn open(dir: &Path, opts: &JournalOptions) -> Result<Journal> {
         OpenError::NotFound { .. } if !dir.is_dir() => {
             CliError::msg(format!("{}: no such directory; check --dir", dir.display()))
         }
-        OpenError::NotFound { .. } => CliError::msg(format!(
-            "{}: not a journal (no journal.meta); `shmbus journal append --dir` creates one",
-            dir.display()
-        )),
-        OpenError::NotASegment { .. } => CliError::msg(format!(
+        OpenError::NotFound { ref path } if path.file_name().is_some_and(|n| n == "journal.meta") => CliError::msg(
+            format!("{}: not a journal (no journal.meta); `shmbus journal append --dir` creates one", dir.display()),
+        ),
+        OpenError::NotASegment { ref path } if path.is_dir() => CliError::msg(format!(
             "{}: not a journal directory (it holds other files); use a new or empty directory",
             dir.display()
         )),
-        e => CliError::msg(format!("{}: {e}", dir.display())),
+        e => CliError::msg(open_error_message(&e)),
     })
 }
 
@@ -250,14 +250,26 @@ fn print_entry(out: &mut impl Write, json: bool, index: u64, ts_ns: u64, data: &
     Ok(())
 }
 
-/// A read error that the tailer survives (it has moved past the problem): said on stderr.
-fn survivable(e: &ReadError) -> bool {
+/// A read error that the tailer survives (it has moved past the problem): said on stderr,
+/// one line each. Damaged ranges are counted in `damaged`: `dump` and `tail` exit non-zero
+/// at the end when there were any (after printing every healthy entry).
+fn survivable(e: &ReadError, damaged: &mut u64) -> bool {
     match e {
         ReadError::Gap { from, to } => {
             eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
             true
         }
-        ReadError::Corrupt { .. } | ReadError::Encrypted { .. } => {
+        ReadError::Damaged { .. } => {
+            *damaged += 1;
+            eprintln!("damaged: {e}");
+            true
+        }
+        ReadError::Corrupt { .. } => {
+            *damaged += 1;
+            eprintln!("skipped: {e}");
+            true
+        }
+        ReadError::Encrypted { .. } | ReadError::PositionReset { .. } => {
             eprintln!("skipped: {e}");
             true
         }
@@ -265,19 +277,32 @@ fn survivable(e: &ReadError) -> bool {
     }
 }
 
+/// The error `dump` and `tail` end with when they skipped damage.
+fn damage_error(dir: &Path, damaged: u64) -> CliError {
+    CliError::msg(format!(
+        "{}: {damaged} damaged range(s) were skipped (listed above); every healthy entry was printed. \
+         Restore the damaged cycle files from a copy if you have one",
+        dir.display()
+    ))
+}
+
 fn dump(a: &DumpArgs) -> Result<()> {
     let j = open_existing(&a.dir.dir)?;
     let mut t = positioned(&j, &a.from, Journal::tailer)?;
     let mut out = std::io::stdout().lock();
+    let mut damaged = 0;
     loop {
         match t.try_next() {
             Ok(Some(e)) => print_entry(&mut out, a.json, e.index, e.ts_ns, e.data)?,
             Ok(None) => break,
-            Err(e) if survivable(&e) => {}
+            Err(e) if survivable(&e, &mut damaged) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
         }
     }
     out.flush()?;
+    if damaged > 0 {
+        return Err(damage_error(&a.dir.dir, damaged));
+    }
     Ok(())
 }
 
@@ -294,6 +319,7 @@ fn tail(a: &TailArgs) -> Result<()> {
     let timeout = a.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
     let mut received = 0u64;
+    let mut damaged = 0;
     while a.count.is_none_or(|n| received < n) {
         match t.next_timeout(timeout) {
             Ok(Some(e)) => {
@@ -311,9 +337,12 @@ fn tail(a: &TailArgs) -> Result<()> {
                     a.timeout_ms.unwrap_or(0)
                 )));
             }
-            Err(e) if survivable(&e) => {}
+            Err(e) if survivable(&e, &mut damaged) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
         }
+    }
+    if damaged > 0 {
+        return Err(damage_error(&a.dir.dir, damaged));
     }
     Ok(())
 }
@@ -374,6 +403,7 @@ fn info(a: &InfoArgs) -> Result<()> {
                 "huge_pages": s.huge_pages(),
             })),
             "cycles": cycles,
+            "unreadable_cycles": info.unreadable_cycles.iter().map(|(c, why)| json!({"cycle": c, "error": why})).collect::<Vec<_>>(),
             "readers": readers_json(&info),
         }))?;
         return Ok(());
@@ -404,6 +434,9 @@ fn info(a: &InfoArgs) -> Result<()> {
             "  cycle {:<8} first {:<8} entries {:<8} bytes {}{sealed}",
             c.cycle, c.first_index, c.entries, c.bytes
         )?;
+    }
+    for (c, why) in &info.unreadable_cycles {
+        writeln!(out, "  cycle {c:<8} UNREADABLE: {why}")?;
     }
     writeln!(out, "readers       {}", info.readers.len())?;
     for r in &info.readers {

@@ -283,6 +283,7 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
     let mut total = 0u64;
     // (original ts, journal ts, scheduled monotonic time) of the previous message.
     let mut prev: Option<(u64, u64, u64)> = None;
+    let mut damaged = 0u64;
     loop {
         let e = match t.try_next() {
             Ok(Some(e)) => e,
@@ -291,7 +292,13 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
                 eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
                 continue;
             }
-            Err(e @ (ReadError::Corrupt { .. } | ReadError::Encrypted { .. })) => {
+            Err(e @ (ReadError::Corrupt { .. } | ReadError::Damaged { .. })) => {
+                // Reported and skipped; the exit status says so at the end.
+                damaged += 1;
+                eprintln!("damaged: {e}");
+                continue;
+            }
+            Err(e @ (ReadError::Encrypted { .. } | ReadError::PositionReset { .. })) => {
                 eprintln!("skipped: {e}");
                 continue;
             }
@@ -338,6 +345,12 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         writeln!(out, "{}", json!({"messages": total, "topics": topics}))?;
     } else {
         writeln!(out, "replayed {total} message(s) to {} topic(s) in domain {}", counts.len(), args.domain)?;
+    }
+    if damaged > 0 {
+        return Err(CliError::msg(format!(
+            "{}: {damaged} damaged range(s) of the recording were skipped (listed above); everything else was replayed",
+            args.dir.display()
+        )));
     }
     Ok(())
 }

@@ -180,7 +180,8 @@ fn info_readers_and_gc_json_shapes() {
             "format_version",
             "next_index",
             "readers",
-            "storage"
+            "storage",
+            "unreadable_cycles"
         ]
     );
     assert_eq!(info["entries"], 3);
@@ -356,7 +357,8 @@ fn queue_pub_sub_round_trip_and_depth_in_ls_and_info() {
     assert!(err.contains("for topics"), "{err}");
     let long = "x".repeat(65);
     let err = r.fails(&["pub", "--domain", "d", "q", "--data", long.as_str()]);
-    assert!(err.contains("65") && err.contains("64"), "{err}");
+    // (An over-long input is refused without being read whole, so its length may not be known.)
+    assert!(err.contains("64"), "{err}");
 }
 
 #[test]
@@ -413,4 +415,105 @@ fn bad_input_fails_with_one_line() {
     assert!(err.contains("is a queue"), "{err}");
     let err = r.fails(&["pub", "--domain", "d", "t", "--kind", "queue", "--data", "x"]);
     assert!(err.contains("not a queue"), "{err}");
+}
+
+/// 200 entries of ~100 bytes: "entry-NNN" padded.
+fn fill(r: &Root, j: &str) -> Vec<String> {
+    let lines: Vec<String> = (0..200).map(|i| format!("entry-{i:03}-{}", "x".repeat(90))).collect();
+    r.ok_stdin(&["journal", "append", "--dir", j], &lines.join("\n"));
+    lines
+}
+
+#[test]
+fn dump_over_a_damaged_journal_reports_the_damage_and_prints_every_healthy_entry() {
+    use std::os::unix::fs::FileExt;
+    let r = Root::new();
+    let j = r.jdir("damaged");
+    let lines = fill(&r, &j);
+    // Zero one page in the middle of the data (entries of 136 bytes: about 30 of them).
+    let data = Path::new(&j).join("000000000000.sbjd");
+    let f = std::fs::OpenOptions::new().write(true).open(&data).unwrap();
+    f.write_all_at(&[0u8; 4096], 4096 + 8192).unwrap();
+    drop(f);
+    let out = r.run(&["journal", "dump", "--dir", &j]);
+    assert!(!out.status.success(), "damage makes the exit status non-zero");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let printed: Vec<&str> = stdout.lines().collect();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let err_lines: Vec<&str> = err.lines().collect();
+    // One line per damaged range (an entry cut by the zeroed page is a checksum mismatch,
+    // the entries inside it one range), then the final error line.
+    let (last, ranges) = err_lines.split_last().unwrap();
+    assert!((1..=3).contains(&ranges.len()), "{err}");
+    assert!(ranges.iter().all(|l| l.starts_with("damaged: ") || l.starts_with("skipped: ")), "{err}");
+    assert!(ranges.iter().any(|l| l.starts_with("damaged: journal entries ") && l.contains("of cycle 0")), "{err}");
+    assert!(last.starts_with("shmbus: ") && last.contains(&format!("{} damaged range", ranges.len())), "{err}");
+    // Healthy entries before and after, in order; only the ones in the page are missing.
+    assert_eq!(printed.first(), Some(&lines[0].as_str()));
+    assert_eq!(printed.last(), Some(&lines[199].as_str()));
+    assert!(printed.len() >= 200 - 32 && printed.len() < 200, "{} printed", printed.len());
+    let mut at = 0;
+    for p in &printed {
+        at += lines[at..].iter().position(|l| l == p).expect("in order, each once") + 1;
+    }
+    // Appending goes on after the damage, and the new entry is printed too.
+    r.ok(&["journal", "append", "--dir", &j, "--data", "after"]);
+    let out = r.run(&["journal", "dump", "--dir", &j]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().last(), Some("after"));
+}
+
+#[test]
+fn a_lost_index_file_is_rebuilt_and_every_verb_works() {
+    let r = Root::new();
+    let j = r.jdir("noindex");
+    let lines = fill(&r, &j);
+    std::fs::remove_file(Path::new(&j).join("000000000000.sbji")).unwrap();
+    r.ok(&["journal", "append", "--dir", &j, "--data", "more"]);
+    let all = r.ok(&["journal", "dump", "--dir", &j]);
+    assert_eq!(all.lines().count(), 201);
+    assert_eq!(all.lines().next(), Some(lines[0].as_str()));
+    assert_eq!(r.ok(&["journal", "dump", "--dir", &j, "--from", "200"]), "more\n");
+    r.ok(&["journal", "info", "--dir", &j]);
+}
+
+#[test]
+fn special_files_and_symlinks_in_a_journal_give_a_clear_error_not_a_hang() {
+    let r = Root::new();
+    let j = r.jdir("special");
+    fill(&r, &j);
+    // A symlink planted as readers.lock: never followed (the target stays untouched).
+    let target = r.0.join("victim");
+    std::fs::write(&target, b"keep").unwrap();
+    let lock = Path::new(&j).join("readers.lock");
+    let _ = std::fs::remove_file(&lock);
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    let start = Instant::now();
+    let e = r.fails(&["journal", "tail", "--dir", &j, "--reader", "r1", "--count", "1"]);
+    assert!(e.contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    std::fs::remove_file(&lock).unwrap();
+    // A FIFO as readers.lock and as the index: an immediate error that says what it is.
+    let mkfifo = |p: &Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    };
+    mkfifo(&lock);
+    let e = r.fails(&["journal", "tail", "--dir", &j, "--reader", "r1", "--count", "1"]);
+    assert!(e.contains("FIFO"), "{e}");
+    std::fs::remove_file(&lock).unwrap();
+    let index = Path::new(&j).join("000000000000.sbji");
+    std::fs::remove_file(&index).unwrap();
+    mkfifo(&index);
+    let e = r.fails(&["journal", "append", "--dir", &j, "--data", "x"]);
+    assert!(e.contains("FIFO") && !e.contains("shmbus clean") && !e.contains("no such channel"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(20), "no hang");
+    // Files the journal creates are private.
+    std::fs::remove_file(&index).unwrap();
+    r.ok(&["journal", "tail", "--dir", &j, "--reader", "r2", "--count", "1"]);
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["journal.meta", "readers.lock", "000000000000.sbjd", "000000000000.sbji"] {
+        let m = std::fs::symlink_metadata(Path::new(&j).join(name)).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600, "{name}");
+    }
 }

@@ -541,7 +541,13 @@ pub(crate) fn create_cycle(dir: &Path, meta: &MetaHeader, mode: u32, hdr: &Cycle
 /// index and checksum, so a scan of the data file finds them (past damaged ranges too, see
 /// [`index_from_data`]). `data` is the data area present in the file. Created race-free
 /// like every journal file (a concurrent rebuilder wins or loses whole).
-pub(crate) fn rebuild_index(ipath: &Path, data: &[u8], data_file: &File, meta: &MetaHeader, mode: u32) -> io::Result<()> {
+pub(crate) fn rebuild_index(
+    ipath: &Path,
+    data: &[u8],
+    data_file: &File,
+    meta: &MetaHeader,
+    mode: u32,
+) -> io::Result<()> {
     let mut head = [0u8; PAGE];
     let n = data_file.read_at(&mut head, 0)?;
     let ialloc = if n >= CYCLE_IALLOC_OFFSET + 8 {

@@ -785,7 +785,11 @@ impl Inner {
         let adir = self.dir.join(archive);
         {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(dir_mode(self.mode)).create(&adir).map_err(TierError::Io)?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(dir_mode(self.mode))
+                .create(&adir)
+                .map_err(TierError::Io)?;
         }
         let current = self.meta.current().load(Ordering::Acquire);
         let hot: Vec<u64> = std::fs::read_dir(&self.dir)

@@ -524,7 +524,10 @@ impl Tailer {
             self.last_reclaim.set(Some(Instant::now()));
             self.inner.reclaim();
         }
-        if !matches!(protocol::observe(self.cy.entry_word(self.off)), EntryState::Unwritten | EntryState::Reserved { .. }) {
+        if !matches!(
+            protocol::observe(self.cy.entry_word(self.off)),
+            EntryState::Unwritten | EntryState::Reserved { .. }
+        ) {
             return false;
         }
         let at = self.off / UNIT as u64;
