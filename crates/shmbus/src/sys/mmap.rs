@@ -345,4 +345,30 @@ mod tests {
             assert!(m.was_truncated());
         }
     }
+
+    #[test]
+    fn threads_mapping_and_faulting_at_once() {
+        if sigbus::handler_disabled() {
+            return;
+        }
+        let page = super::super::page_size();
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let (f, _path) = filled_file(&format!("threads{t}"), 2 * page);
+                        let m = Mapping::map(f.as_fd(), 2 * page).unwrap();
+                        assert_eq!(read(&m, page), 0xAB);
+                        f.set_len(page as u64).unwrap();
+                        assert_eq!(read(&m, 0), 0xAB);
+                        assert_eq!(read(&m, page), 0);
+                        assert_eq!(m.contained_faults(), 1);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
 }
