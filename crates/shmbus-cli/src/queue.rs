@@ -112,7 +112,9 @@ pub fn run_pub(
 ) -> Result<()> {
     let queue = open_for_push(domain, name, create, capacity, max_element_size)?;
     let mut tx = queue.producer()?;
-    for_each_input(data, tx.max_element_size(), |msg| tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}"))))
+    for_each_input(data, tx.max_element_size(), |msg| {
+        tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}")))
+    })
 }
 
 /// `sub` on a queue: pops and prints messages.
@@ -148,8 +150,14 @@ pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Opti
                     timeout_ms.unwrap_or(0)
                 )));
             }
-            Err(e @ RecvError::Corrupt { .. }) => eprintln!("skipped: {e}"),
-            Err(e) => return Err(CliError::msg(format!("receive failed: {e}"))),
+            // Reported once: the receive that met the corruption repaired what it could, but
+            // a `sub` that went on would print the same line for every bad cell it met.
+            Err(e) => {
+                return Err(CliError::msg(format!(
+                    "receive from queue {}/{name} failed after {received} message(s): {e}",
+                    domain.name()
+                )))
+            }
         }
     }
     Ok(())

@@ -813,7 +813,7 @@ fn too_large(f: &mut fmt::Formatter<'_>, len: usize, max: usize) -> fmt::Result 
 }
 
 fn corrupt(f: &mut fmt::Formatter<'_>, what: &str) -> fmt::Result {
-    write!(f, "queue memory is corrupt ({what}); stop its users, remove it (`shmbus clean`) and recreate it")
+    write!(f, "queue memory is corrupt ({what}): a process that maps it wrote impossible values; find it (`shmbus info` lists the queue's users), and if this repeats, stop them and recreate the queue (`shmbus clean --force` removes it once no process uses it)")
 }
 
 impl<T> fmt::Display for TrySendError<T> {

@@ -60,6 +60,10 @@ pub(crate) const MAX_POS: u64 = 1 << (64 - POS_SHIFT);
 /// other participant made progress (or left a claim to help past), so a legitimate
 /// operation needs a handful; this only stops a hostile ring from spinning us for ever.
 const MAX_STEPS: u32 = 1 << 20;
+/// Largest ring whose counters `Ring::resync` rebuilds from the cells: a scan of this many
+/// cell headers takes about a millisecond. Larger rings report a corrupt counter without
+/// repairing it.
+const RESYNC_MAX_CELLS: u64 = 1 << 16;
 
 const EMPTY: u64 = 0;
 const WRITING: u64 = 1;
@@ -268,10 +272,18 @@ impl<'a, C: Cells> Ring<'a, C> {
         loop {
             steps += 1;
             if steps > MAX_STEPS {
-                return Push::Corrupt("no progress after a million retries");
+                return Push::Corrupt(if self.resync(&self.ctl.tail.0, pos, false) {
+                    "no progress after a million retries (repaired from the cells)"
+                } else {
+                    "no progress after a million retries"
+                });
             }
             if pos >= MAX_POS - self.cap {
-                return Push::Corrupt("queue position counter exhausted (or tail corrupted)");
+                return Push::Corrupt(if self.resync(&self.ctl.tail.0, pos, false) {
+                    "tail position out of range (repaired from the cells)"
+                } else {
+                    "queue position counter exhausted (or tail and cells corrupted)"
+                });
             }
             let idx = self.index(pos);
             let cell = self.cells.header(idx);
@@ -339,7 +351,11 @@ impl<'a, C: Cells> Ring<'a, C> {
                 };
                 continue;
             }
-            return Push::Corrupt("cell stamp does not match the tail position");
+            return Push::Corrupt(if self.resync(&self.ctl.tail.0, pos, false) {
+                "cell stamp does not match the tail position (repaired from the cells)"
+            } else {
+                "cell stamp does not match the tail position"
+            });
         }
     }
 
@@ -385,10 +401,18 @@ impl<'a, C: Cells> Ring<'a, C> {
         loop {
             steps += 1;
             if steps > MAX_STEPS {
-                return Pop::Corrupt("no progress after a million retries");
+                return Pop::Corrupt(if self.resync(&self.ctl.head.0, pos, true) {
+                    "no progress after a million retries (repaired from the cells)"
+                } else {
+                    "no progress after a million retries"
+                });
             }
             if pos >= MAX_POS - self.cap {
-                return Pop::Corrupt("queue position counter exhausted (or head corrupted)");
+                return Pop::Corrupt(if self.resync(&self.ctl.head.0, pos, true) {
+                    "head position out of range (repaired from the cells)"
+                } else {
+                    "queue position counter exhausted (or head and cells corrupted)"
+                });
             }
             let idx = self.index(pos);
             let cell = self.cells.header(idx);
@@ -500,7 +524,11 @@ impl<'a, C: Cells> Ring<'a, C> {
                     _ => q <= tail,
                 };
             if !plausible {
-                return Pop::Corrupt("cell stamp does not match the head position");
+                return Pop::Corrupt(if self.resync(&self.ctl.head.0, pos, true) {
+                    "cell stamp does not match the head position (repaired from the cells)"
+                } else {
+                    "cell stamp does not match the head position"
+                });
             }
             pos = match self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => pos + 1,
@@ -534,6 +562,91 @@ impl<'a, C: Cells> Ring<'a, C> {
         let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
         self.ctl.not_full.0.notify();
         result
+    }
+
+    /// Recovers from a counter (`head` if `for_head`, else `tail`) or cell stamps that a
+    /// hostile or corrupted peer left where they contradict each other, from the cells
+    /// themselves: in an intact ring every cell's stamp names the oldest position it has not
+    /// finished with, so `head` is the smallest stamp position and `tail` the smallest
+    /// position still `EMPTY` (or the oldest occupied one plus the capacity when the ring is
+    /// full). Both values lag the real ones at worst, which the algorithm tolerates (it helps
+    /// a stale counter along). A cell whose stamp is impossible (unknown state, or a position
+    /// of another cell, an owner on an unclaimed cell) is given the stamp it should have:
+    /// `ABANDONED` for a position below `tail` (consumers retire it unread), `EMPTY` above.
+    /// A stamp that is possible on its own but of the wrong lap is not repaired (with peers
+    /// running, telling it from honest progress would need a lock): it is reported by each
+    /// operation that meets it, and the queue must be recreated.
+    ///
+    /// Runs only on a path that is about to report `Corrupt`, never on a healthy ring: one or
+    /// two scans of the cell headers, no more often than corruption is met. Changes a word
+    /// only by a CAS from the bad value, so whatever an honest participant moved meanwhile is
+    /// left alone. Returns whether anything was repaired; `false` if the cells give no
+    /// consistent picture (or the ring is too large to scan within a receive's time budget).
+    #[cold]
+    #[inline(never)]
+    fn resync(&self, counter: &AtomicU64, seen: u64, for_head: bool) -> bool {
+        if self.cap > RESYNC_MAX_CELLS {
+            return false;
+        }
+        let limit = MAX_POS - 2 * self.cap;
+        // A stamp no honest participant ever writes into cell `i`: an unknown state, a
+        // position of another cell or beyond the limit, an owner on an unclaimed cell.
+        let bad = |i: u64, s: u64| {
+            let (q, state) = (stamp_pos(s), stamp_state(s));
+            state > READING
+                || q >= limit
+                || self.index(q) as u64 != i
+                || (stamp_owner(s) != 0 && state != WRITING && state != READING)
+        };
+        let (mut head, mut tail, mut bad_cells) = (u64::MAX, u64::MAX, 0u64);
+        for i in 0..self.cap {
+            // Acquire: pairs with the Release stores and CASes of the stamp (as in pop).
+            let s = self.cells.header(i as usize).stamp.load(Ordering::Acquire);
+            if bad(i, s) {
+                bad_cells += 1;
+                continue;
+            }
+            let q = stamp_pos(s);
+            head = head.min(q);
+            tail = tail.min(if stamp_state(s) == EMPTY { q } else { q + self.cap });
+        }
+        if bad_cells == self.cap {
+            // No cell to go by: trust the counters if they are consistent with each other.
+            let h = self.ctl.head.0.load(Ordering::Acquire);
+            let t = self.ctl.tail.0.load(Ordering::Acquire);
+            if h > t || t - h > self.cap || t >= limit {
+                return false;
+            }
+            (head, tail) = (h, t);
+        }
+        let tail = tail.min(head + self.cap);
+        let mut repaired = false;
+        if bad_cells > 0 {
+            for i in 0..self.cap {
+                let cell = self.cells.header(i as usize);
+                let s = cell.stamp.load(Ordering::Acquire);
+                if !bad(i, s) {
+                    continue;
+                }
+                let p = head + (i + self.cap - self.index(head) as u64) % self.cap;
+                let state = if p < tail { ABANDONED } else { EMPTY };
+                // AcqRel: as every stamp transition.
+                if cell.stamp.compare_exchange(s, stamp(p, state, 0), Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                    repaired = true;
+                    if state == ABANDONED {
+                        self.ctl.abandoned.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            self.ctl.not_empty.0.notify();
+            self.ctl.not_full.0.notify();
+        }
+        let fixed = if for_head { head } else { tail };
+        // AcqRel: as every move of the counter; failure means an honest participant moved it.
+        if fixed != seen && counter.compare_exchange(seen, fixed, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            repaired = true;
+        }
+        repaired
     }
 
     /// Whether a pop could make progress now, without taking anything.
@@ -810,26 +923,51 @@ mod tests {
     }
 
     #[test]
-    fn garbage_stamps_and_lengths_are_reported_not_followed() {
+    fn garbage_stamps_and_lengths_are_reported_once_and_repaired() {
         let f = Fixture::new(4, 8);
         let r = f.ring();
         let mut out = [0u8; 8];
         r.table.register(pid(10), 1, 0..1).unwrap();
         r.table.register(pid(11), 2, 1..2).unwrap();
+        // An impossible stamp at the tail: reported, and the cell given the stamp it should have.
         f.cells.headers[0].stamp.store(u64::MAX, Ordering::Relaxed);
         assert!(matches!(r.try_push(0, b"a", true), Push::Corrupt(_)));
-        assert!(matches!(r.try_pop(1, &mut out), Pop::Corrupt(_)));
-        f.cells.headers[0].stamp.store(stamp(0, EMPTY, 0), Ordering::Relaxed);
         assert_eq!(r.try_push(0, b"a", true), Push::Done);
-        f.cells.headers[0].len.store(1 << 30, Ordering::Relaxed);
-        assert!(matches!(r.try_pop(1, &mut out), Pop::Corrupt(_)));
-        // The bad cell was retired: the queue goes on.
-        assert_eq!(r.try_push(0, b"b", true), Push::Done);
         assert_eq!(r.try_pop(1, &mut out), Pop::Got(1));
-        f.ctl.tail.0.store(u64::MAX, Ordering::Relaxed);
-        assert!(matches!(r.try_push(0, b"a", true), Push::Corrupt(_)));
-        f.ctl.head.0.store(MAX_POS, Ordering::Relaxed);
+        assert_eq!(out[0], b'a');
+        // A length beyond the max: reported, the cell retired, the queue goes on.
+        assert_eq!(r.try_push(0, b"b", true), Push::Done);
+        let idx = r.index(f.ctl.head.0.load(Ordering::Relaxed));
+        f.cells.headers[idx].len.store(1 << 30, Ordering::Relaxed);
         assert!(matches!(r.try_pop(1, &mut out), Pop::Corrupt(_)));
+        assert_eq!(r.try_push(0, b"c", true), Push::Done);
+        assert_eq!(r.try_pop(1, &mut out), Pop::Got(1));
+        assert_eq!(out[0], b'c');
+        // Counters out of range or far from the cells: reported once, then rebuilt.
+        for bad in [u64::MAX, MAX_POS, 12345, 0] {
+            let (h, t) = (f.ctl.head.0.load(Ordering::Relaxed), f.ctl.tail.0.load(Ordering::Relaxed));
+            f.ctl.tail.0.store(bad, Ordering::Relaxed);
+            let first = r.try_push(0, b"d", true);
+            if bad != 0 {
+                assert!(matches!(first, Push::Corrupt(_)), "tail {bad}: {first:?}");
+            }
+            if first != Push::Done {
+                assert!(matches!(first, Push::Corrupt(_)), "tail {bad}: {first:?}");
+                assert_eq!(r.try_push(0, b"d", true), Push::Done, "tail {bad}");
+            }
+            f.ctl.head.0.store(bad, Ordering::Relaxed);
+            let got = r.try_pop(1, &mut out);
+            if bad != 0 {
+                assert!(matches!(got, Pop::Corrupt(_)), "head {bad}: {got:?}");
+            }
+            if got != Pop::Got(1) {
+                assert!(matches!(got, Pop::Corrupt(_)), "head {bad}: {got:?}");
+                assert_eq!(r.try_pop(1, &mut out), Pop::Got(1), "head {bad}");
+            }
+            assert_eq!(out[0], b'd');
+            assert_eq!(r.try_pop(1, &mut out), Pop::Empty(None));
+            assert!(f.ctl.head.0.load(Ordering::Relaxed) >= h && f.ctl.tail.0.load(Ordering::Relaxed) >= t);
+        }
     }
 
     #[test]
@@ -842,7 +980,48 @@ mod tests {
         for (i, h) in f.cells.headers.iter().enumerate() {
             h.stamp.store(stamp(i as u64 + (4 << 30), FULL, 0), Ordering::Relaxed);
         }
-        assert_eq!(r.try_pop(0, &mut out), Pop::Corrupt("no progress after a million retries"));
+        let Pop::Corrupt(what) = r.try_pop(0, &mut out) else { panic!() };
+        assert!(what.starts_with("no progress after a million retries"), "{what}");
+        // The cells were consistent: head was rebuilt from them and the messages are there.
+        assert_eq!(f.ctl.head.0.load(Ordering::Relaxed), 4 << 30);
+        assert_eq!(r.try_pop(0, &mut out), Pop::Got(0));
+    }
+
+    #[test]
+    fn random_control_words_never_hang_or_panic() {
+        // Cheap xorshift: every counter and stamp set to extreme and random values, then every
+        // operation tried; each returns (bounded by MAX_STEPS), none panics.
+        let f = Fixture::new(3, 8);
+        let r = f.ring();
+        let mut out = [0u8; 8];
+        r.table.register(pid(10), 1, 0..1).unwrap();
+        r.table.register(pid(11), 2, 1..2).unwrap();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let specials = [0, 1, u64::MAX, u64::MAX - 1, MAX_POS, MAX_POS - 1];
+        for round in 0..2000u32 {
+            let mut vals = [0u64; 3];
+            for v in &mut vals {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *v = x;
+            }
+            let [v, n, m] = vals;
+            let pick = if n % 3 == 0 { specials[(n / 3) as usize % specials.len()] } else { m % 64 };
+            let cell = &f.cells.headers[(v >> 8) as usize % 3];
+            match v % 5 {
+                0 => f.ctl.head.0.store(pick, Ordering::Relaxed),
+                1 => f.ctl.tail.0.store(pick, Ordering::Relaxed),
+                2 => cell.stamp.store(if n % 2 == 0 { pick } else { m }, Ordering::Relaxed),
+                3 => cell.len.store(pick as u32, Ordering::Relaxed),
+                _ => {}
+            }
+            let _ = r.try_push(0, &[round as u8], round % 2 == 0);
+            let _ = r.try_pop(1, &mut out);
+            let _ = r.pop_ready();
+            let _ = r.push_ready();
+            assert!(r.depth() <= 3);
+        }
     }
 
     #[test]

@@ -1,0 +1,407 @@
+//! A queue under a hostile peer: while an honest producer and a consumer run in their own
+//! processes, this process writes extreme and random values (0, 1, max, max-1, random,
+//! plausible-looking stamps) into every control word of the segment (counters, event words,
+//! cell stamps and lengths, participant entries) many thousands of times. Every call of the
+//! children must return within its timeout plus a generous slack, neither may die by a
+//! signal, and their output stays bounded. Once the words are restored, honest parties
+//! work again. Also replays the `queue_state` fuzz corpus.
+//!
+//! The test binary re-executes itself as the children (`child_entry`).
+#![cfg(not(loom))]
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{child_command, child_role, eventually, wait_with_deadline, Rng, Scratch};
+use shmbus::queue::{Queue, QueueConfig, RecvError, TryRecvError};
+use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
+use shmbus::{CreateOptions, Domain};
+
+mod fuzz_body {
+    include!("../../../fuzz/fuzz_targets/queue_state_body.rs");
+}
+
+const CAP: u64 = 8;
+const MAX: usize = 64;
+/// Each receive's timeout, and the slack a call may take beyond it before it counts as hung.
+const TIMEOUT: Duration = Duration::from_millis(20);
+const SLACK: Duration = Duration::from_secs(3);
+/// How long the scribbling lasts.
+const SCRIBBLE: Duration = Duration::from_secs(3);
+/// Most bytes a child may print (it prints one summary line, or one line on failure).
+const OUTPUT_LIMIT: usize = 16 * 1024;
+
+fn domain_at(root: &Path) -> Domain {
+    Domain::with_root("h", root).unwrap()
+}
+
+// ------------------------------------------------------------------ the segment's words
+
+/// `(file offset, width)` of every control word of a `CAP` x `MAX` queue.
+fn control_words() -> Vec<(usize, usize)> {
+    let k = KIND_OFFSET;
+    // Control block (see queue/ring.rs): tail, head, not_empty, not_full (each on its own
+    // 128-byte line), then the abandoned and lost counters.
+    let mut w = vec![(k, 8), (k + 128, 8), (k + 256, 4), (k + 384, 4), (k + 512, 8), (k + 520, 8)];
+    let stride = (16 + MAX).div_ceil(64) * 64;
+    for i in 0..CAP as usize {
+        let cell = k + 1024 + i * stride;
+        w.extend([(cell, 8), (cell + 8, 4)]);
+    }
+    // The entries the children take: owner word, start time, role, intent (aux[0]).
+    for e in 0..4 {
+        let entry = PARTICIPANTS_OFFSET + e * 64;
+        w.extend([(entry, 8), (entry + 8, 8), (entry + 16, 4), (entry + 24, 8)]);
+    }
+    w
+}
+
+/// The segment mapped shared into this process, for scribbling.
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(path: &Path) -> Mapping {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        // SAFETY: a fresh shared mapping of the whole file; unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        Mapping { base: p as *mut u8, len }
+    }
+
+    fn store(&self, offset: usize, width: usize, v: u64) {
+        assert!(offset + width <= self.len && offset % width == 0);
+        // SAFETY: in bounds and aligned (checked above); atomics, as the queue's own accesses.
+        unsafe {
+            match width {
+                8 => (*(self.base.add(offset) as *const AtomicU64)).store(v, Ordering::Relaxed),
+                _ => (*(self.base.add(offset) as *const AtomicU32)).store(v as u32, Ordering::Relaxed),
+            }
+        }
+    }
+
+    fn load(&self, offset: usize) -> u64 {
+        assert!(offset + 8 <= self.len && offset % 8 == 0);
+        // SAFETY: in bounds and aligned.
+        unsafe { (*(self.base.add(offset) as *const AtomicU64)).load(Ordering::Relaxed) }
+    }
+
+    fn zero(&self, offset: usize, len: usize) {
+        assert!(offset + len <= self.len);
+        // SAFETY: in bounds; no process uses the queue while it is restored.
+        unsafe { std::ptr::write_bytes(self.base.add(offset), 0, len) };
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// A hostile value for a word of `width` bytes.
+fn hostile_value(rng: &mut Rng, width: usize) -> u64 {
+    let max = if width == 8 { u64::MAX } else { u32::MAX as u64 };
+    match rng.below(8) {
+        0 => 0,
+        1 => 1,
+        2 => max,
+        3 => max - 1,
+        4 => rng.below(64),
+        // A plausible stamp: a position near the start, any state, a low owner.
+        5 => (rng.below(4096) << 10 | rng.below(8) << 7 | rng.below(4)) & max,
+        _ => rng.next() & max,
+    }
+}
+
+/// Writes hostile values into every control word until `until`; returns how many writes.
+fn scribble(map: &Mapping, words: &[(usize, usize)], rng: &mut Rng, until: Instant) -> u64 {
+    let mut n = 0u64;
+    while Instant::now() < until {
+        for _ in 0..64 {
+            let (off, width) = words[rng.below(words.len() as u64) as usize];
+            map.store(off, width, hostile_value(rng, width));
+            n += 1;
+        }
+        // Let the children run between bursts (this machine may have two cores).
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    n
+}
+
+// ------------------------------------------------------------------ children
+
+/// Runs `f` and fails the child (one line, exit 3) if it overran its timeout by the slack.
+fn timed<T>(what: &str, timeout: Duration, f: impl FnOnce() -> T) -> T {
+    let t0 = Instant::now();
+    let r = f();
+    let took = t0.elapsed();
+    if took > timeout + SLACK {
+        println!("HUNG: {what} took {took:?} with a timeout of {timeout:?}");
+        std::process::exit(3);
+    }
+    r
+}
+
+#[test]
+fn child_entry() {
+    let Some(role) = child_role() else {
+        return;
+    };
+    let root = PathBuf::from(std::env::var("SHMBUS_ROOT").unwrap());
+    let stop = root.join("stop");
+    let q = Queue::open(&domain_at(&root), "q").unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    let (mut ok, mut empty, mut corrupt, mut other) = (0u64, 0u64, 0u64, 0u64);
+    match role.as_str() {
+        "consumer" => {
+            let mut rx = q.consumer().unwrap();
+            let mut buf = vec![0u8; MAX];
+            let mut i = 0u64;
+            while !stop.exists() && Instant::now() < end {
+                i += 1;
+                let r = match i % 3 {
+                    0 => timed("try_recv", Duration::ZERO, || rx.try_recv().map(|m| m.len())).map_err(|e| match e {
+                        TryRecvError::Empty => RecvError::Timeout,
+                        TryRecvError::Corrupt { what } => RecvError::Corrupt { what },
+                        TryRecvError::BufferTooSmall { len, needed } => RecvError::BufferTooSmall { len, needed },
+                    }),
+                    1 => timed("recv_into_timeout", TIMEOUT, || rx.recv_into_timeout(&mut buf, TIMEOUT)),
+                    _ => timed("recv_timeout", TIMEOUT, || rx.recv_timeout(TIMEOUT).map(|m| m.len())),
+                };
+                match r {
+                    Ok(n) => {
+                        assert!(n <= MAX, "a message of {n} bytes from a queue of max {MAX}");
+                        ok += 1;
+                    }
+                    Err(RecvError::Timeout) => empty += 1,
+                    Err(RecvError::Corrupt { .. }) => corrupt += 1,
+                    Err(_) => other += 1,
+                }
+                let _ = timed("has_message", Duration::ZERO, || rx.has_message());
+            }
+        }
+        "producer" => {
+            let mut tx = q.producer().unwrap();
+            let mut i = 0u64;
+            while !stop.exists() && Instant::now() < end {
+                i += 1;
+                let msg = i.to_le_bytes();
+                let r = if i % 2 == 0 {
+                    timed("send_timeout", TIMEOUT, || tx.send_timeout(msg, TIMEOUT).map_err(|e| e.to_string()))
+                } else {
+                    timed("try_send", Duration::ZERO, || tx.try_send(msg).map_err(|e| e.to_string()))
+                };
+                match r {
+                    Ok(()) => ok += 1,
+                    Err(e) if e.contains("corrupt") => corrupt += 1,
+                    Err(e) if e.contains("full") || e.contains("timed out") => empty += 1,
+                    Err(_) => other += 1,
+                }
+            }
+        }
+        other => panic!("unknown child role {other}"),
+    }
+    let st = q.status();
+    assert!(st.depth <= st.capacity);
+    println!("{role}: ok {ok}, empty/full {empty}, corrupt {corrupt}, other {other}");
+}
+
+fn spawn(role: &str, root: &Path) -> Child {
+    child_command("child_entry", role, &[("SHMBUS_ROOT", root.display().to_string())])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a child (bounded), and checks it exited 0, not by a signal, with bounded output.
+fn finish(mut child: Child, role: &str) -> String {
+    // Read the pipes while waiting, so a child that prints too much cannot block on them.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = (&mut out).take(OUTPUT_LIMIT as u64 * 64).read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = (&mut err).take(OUTPUT_LIMIT as u64 * 64).read_to_end(&mut v);
+        v
+    });
+    let st = wait_with_deadline(&mut child, 30, role);
+    let (out, err) = (t_out.join().unwrap(), t_err.join().unwrap());
+    let text = format!("{}{}", String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+    assert!(st.signal().is_none(), "{role} died by signal {:?}: {text}", st.signal());
+    assert_eq!(st.code(), Some(0), "{role} failed: {text}");
+    assert!(out.len() + err.len() <= OUTPUT_LIMIT, "{role} printed {} bytes", out.len() + err.len());
+    text
+}
+
+/// Puts the queue back in its freshly created state (no process uses it).
+fn restore(map: &Mapping) {
+    map.zero(PARTICIPANTS_OFFSET, KIND_OFFSET - PARTICIPANTS_OFFSET);
+    map.zero(KIND_OFFSET, 1024);
+    let stride = (16 + MAX).div_ceil(64) * 64;
+    for i in 0..CAP as usize {
+        let cell = KIND_OFFSET + 1024 + i * stride;
+        map.store(cell, 8, (i as u64) << 10);
+        map.store(cell + 8, 4, 0);
+    }
+}
+
+#[test]
+fn a_hostile_peer_never_hangs_kills_or_floods_a_queue_reader() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("hostile-queue").kept_on_failure();
+    let d = domain_at(s.path());
+    let q = Queue::create(&d, "q", QueueConfig { capacity: CAP, max_element_size: MAX }, &CreateOptions::default())
+        .unwrap();
+    let consumer = spawn("consumer", s.path());
+    let producer = spawn("producer", s.path());
+    eventually("both children registered", 20, || {
+        let st = q.status();
+        st.consumers == 1 && st.producers == 1
+    });
+    let map = Mapping::new(q.path());
+    let mut rng = Rng::from_var_or_clock("SHMBUS_HOSTILE_SEED");
+    let words = control_words();
+    let writes = scribble(&map, &words, &mut rng, Instant::now() + SCRIBBLE);
+    std::fs::write(s.path().join("stop"), b"").unwrap();
+    assert!(writes >= 10_000, "only {writes} hostile writes");
+    let c = finish(consumer, "consumer");
+    let p = finish(producer, "producer");
+    eprintln!("{writes} hostile writes; {} {}", c.trim(), p.trim());
+
+    // Restored, the queue works for honest parties again: every message, in order.
+    restore(&map);
+    let q = Queue::open(&d, "q").unwrap();
+    let (mut tx, mut rx) = (q.producer().unwrap(), q.consumer().unwrap());
+    for i in 0..100u64 {
+        tx.send_timeout(i.to_le_bytes(), Duration::from_secs(5)).unwrap();
+        let m = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(m, i.to_le_bytes());
+    }
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+}
+
+#[test]
+fn counters_and_stamps_scribbled_then_left_are_repaired_by_the_honest_parties() {
+    if child_role().is_some() {
+        return;
+    }
+    // Without restoring anything: an operation that meets the damage (counters set to any
+    // value, cell stamps no honest participant writes) reports it and repairs it from the
+    // cells, and the queue goes on.
+    let s = Scratch::new("hostile-queue-repair");
+    let d = domain_at(s.path());
+    let q = Queue::create(&d, "q", QueueConfig { capacity: CAP, max_element_size: MAX }, &CreateOptions::default())
+        .unwrap();
+    let (mut tx, mut rx) = (q.producer().unwrap(), q.consumer().unwrap());
+    let map = Mapping::new(q.path());
+    let mut rng = Rng::from_var_or_clock("SHMBUS_HOSTILE_SEED");
+    // Only the counters and the stamps: the entries are ours, and a length is caught anyway.
+    let stride = (16 + MAX).div_ceil(64) * 64;
+    let mut words = vec![(KIND_OFFSET, 8), (KIND_OFFSET + 128, 8)];
+    words.extend((0..CAP as usize).map(|i| (KIND_OFFSET + 1024 + i * stride, 8)));
+    for round in 0..300u64 {
+        for _ in 0..1 + rng.below(3) {
+            let w = rng.below(words.len() as u64) as usize;
+            let (off, width) = words[w];
+            let v = if w < 2 {
+                hostile_value(&mut rng, width)
+            } else {
+                // A stamp no honest participant writes: an unknown state, an owner on an
+                // unclaimed cell, a position of another cell, or all ones.
+                let cell = (w - 2) as u64;
+                let pos = ((map.load(off) >> 10) % (1 << 40)) / CAP * CAP + cell + rng.below(3) * CAP;
+                match rng.below(4) {
+                    0 => u64::MAX,
+                    1 => pos << 10 | (5 + rng.below(3)) << 7,
+                    2 => pos << 10 | [0, 2, 3][rng.below(3) as usize] << 7 | (1 + rng.below(100)),
+                    _ => (pos + 1 + rng.below(CAP - 1)) << 10 | rng.below(5) << 7,
+                }
+            };
+            map.store(off, width, v);
+        }
+        // A handful of calls get the queue going again; each returns at once.
+        let mut delivered = false;
+        let mut seen = Vec::new();
+        for _ in 0..64 {
+            let t0 = Instant::now();
+            let sent = tx.try_send(round.to_le_bytes());
+            let got = rx.recv_timeout(Duration::ZERO);
+            assert!(t0.elapsed() < SLACK, "round {round}: a call hung");
+            if sent.is_ok() && got.is_ok() {
+                delivered = true;
+                break;
+            }
+            if seen.len() < 6 {
+                seen.push(format!("{:?} {:?}", sent.map_err(|e| e.to_string()), got));
+            }
+        }
+        let state: Vec<String> = words
+            .iter()
+            .map(|&(off, _)| {
+                let v = map.load(off);
+                if off >= KIND_OFFSET + 1024 {
+                    format!("{}/{}/{}", v >> 10, (v >> 7) & 7, v & 127)
+                } else {
+                    v.to_string()
+                }
+            })
+            .collect();
+        assert!(delivered, "round {round}: the queue did not recover: {seen:?}; tail, head, stamps: {state:?}");
+        while rx.try_recv().is_ok() {}
+    }
+}
+
+/// Replays the `queue_state` fuzz corpus and random mutations of it.
+#[test]
+fn queue_state_fuzz_corpus_and_mutations_are_survived() {
+    if child_role().is_some() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/queue_state");
+    let mut corpus: Vec<Vec<u8>> =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    corpus.sort();
+    assert!(corpus.len() >= 4, "the corpus holds a handful of inputs");
+    for input in &corpus {
+        fuzz_body::exercise_queue_state(input);
+    }
+    let mut rng = Rng::from_var_or_clock("SHMBUS_FUZZ_SEED");
+    for _ in 0..200 {
+        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
+        for _ in 0..1 + rng.below(8) {
+            if input.is_empty() {
+                break;
+            }
+            let i = rng.below(input.len() as u64) as usize;
+            input[i] = rng.next() as u8;
+        }
+        fuzz_body::exercise_queue_state(&input);
+    }
+}
