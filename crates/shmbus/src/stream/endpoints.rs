@@ -514,6 +514,9 @@ pub struct StreamWriter {
     reader: PeerWatch,
     policy: WaitPolicy,
     writable_size: u64,
+    /// The corrupt state reported last: the same state again reads as a full ring, so
+    /// corruption is reported once per state, not by every call while it lasts.
+    reported: Option<Corruption>,
 }
 
 impl StreamWriter {
@@ -547,6 +550,7 @@ impl StreamWriter {
             reader: PeerWatch::new(READER_SLOT),
             policy: WaitPolicy::default(),
             writable_size: HEADER,
+            reported: None,
         })
     }
 
@@ -611,7 +615,7 @@ impl StreamWriter {
         let Some(size) = self.size_for(len) else {
             return Err(TryReserveError::TooLarge { len, max: self.max_record_len() });
         };
-        match self.core.try_claim(self.shared.ctrl(), size) {
+        match latch(self.core.try_claim(self.shared.ctrl(), size), &mut self.reported) {
             Ok(pos) => Ok(WriteGrant { pos, len, writer: self }),
             Err(ClaimError::Full { free }) => {
                 if self.reader.alive(&self.shared) {
@@ -638,10 +642,10 @@ impl StreamWriter {
         let Some(size) = self.size_for(len) else {
             return Err(ReserveError::TooLarge { len, max: self.max_record_len() });
         };
-        let StreamWriter { shared, core, reader, policy, .. } = self;
+        let StreamWriter { shared, core, reader, policy, reported, .. } = self;
         let ctrl = shared.ctrl();
         let outcome = block_on(ctrl.writable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
-            match core.try_claim(ctrl, size) {
+            match latch(core.try_claim(ctrl, size), reported) {
                 Ok(pos) => Some(Ok(pos)),
                 Err(ClaimError::Full { .. }) => (!reader.alive(shared)).then_some(Err(ReserveError::Disconnected)),
                 Err(ClaimError::Corrupt(c)) => Some(Err(ReserveError::Corrupt(c))),
@@ -677,6 +681,20 @@ impl StreamWriter {
         g.copy_from_slice(data);
         g.commit();
         Ok(())
+    }
+}
+
+/// A claim's corruption equal to the one reported last reads as a full ring (no space can
+/// be trusted), so that it is reported once, not by every call while it lasts.
+#[inline]
+fn latch(r: Result<u64, ClaimError>, reported: &mut Option<Corruption>) -> Result<u64, ClaimError> {
+    match r {
+        Err(ClaimError::Corrupt(c)) if *reported == Some(c) => Err(ClaimError::Full { free: 0 }),
+        Err(ClaimError::Corrupt(c)) => {
+            *reported = Some(c);
+            Err(ClaimError::Corrupt(c))
+        }
+        ok => ok,
     }
 }
 
