@@ -135,7 +135,8 @@ pub struct SubArgs {
     /// Exit (with 0) after this many messages. Default: run until killed.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
-    /// Topic: start at this sequence number (gaps are reported if it is no longer kept).
+    /// Topic: start at this sequence number (gaps are reported if it is no longer kept; a
+    /// number beyond the next message to be published starts at that next message).
     /// Default: only messages published from now on.
     #[arg(long, value_name = "SEQ", conflicts_with = "latest")]
     pub from: Option<u64>,
