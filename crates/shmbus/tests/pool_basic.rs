@@ -337,10 +337,16 @@ fn corrupt_mailboxes_fail_calls_without_panics_or_hangs() {
     let stride = 64 + 256;
     let mut w = Worker::join(&d, "p").unwrap();
     let mb = KIND_AREA + POOL_HEADER + (w.index() * stride) as u64;
-    // A state no worker can be in.
+    // A state no worker can be in: reported once, reset, and the worker goes on.
     patch(&path, mb, &99u32.to_le_bytes(), false);
     assert!(matches!(w.recv_timeout(Duration::from_millis(10)), Err(RecvError::Corrupt { .. })));
+    assert!(matches!(w.try_recv(), Err(TryRecvError::Empty)));
+    patch(&path, mb, &99u32.to_le_bytes(), false);
     assert!(matches!(w.try_recv(), Err(TryRecvError::Corrupt { .. })));
+    assert!(matches!(w.recv_timeout(Duration::from_millis(10)), Err(RecvError::Timeout)));
+    w.done();
+    disp.try_dispatch(b"ok".as_slice()).unwrap();
+    assert_eq!(w.recv_timeout(Duration::from_secs(5)).unwrap().data(), b"ok");
     // A FULL mailbox claiming more bytes than max_job_size.
     patch(&path, mb, &4u32.to_le_bytes(), false); // FULL
     patch(&path, mb + 24, &(1u64 << 40).to_le_bytes(), false); // len
@@ -357,4 +363,9 @@ fn corrupt_mailboxes_fail_calls_without_panics_or_hangs() {
     assert!(disp.reap().is_empty());
     drop(w); // leaves a garbage state behind without hanging
     assert!(disp.reap().is_empty());
+    // The mailbox is usable again: a new worker joins and gets work.
+    let mut w = Worker::join(&d, "p").unwrap();
+    w.done();
+    disp.try_dispatch(b"again".as_slice()).unwrap();
+    assert_eq!(w.recv_timeout(Duration::from_secs(5)).unwrap().data(), b"again");
 }

@@ -313,6 +313,18 @@ impl Dispatcher {
         parts.reclaim_dead_in(1..1 + workers, me, process_is_alive, |index, _| {
             pool.reclaim_worker(index - 1);
         });
+        // What no owner explains: a mailbox left in use with its entry free (a hostile or
+        // corrupted peer, or a job published to a worker that died meanwhile), and hint bits
+        // cleared from under a live worker. The state is read before the entry (see
+        // `repair_ownerless`).
+        for i in 0..workers {
+            let seen = pool.mailbox(i).state();
+            if parts.owner(1 + i).is_none() {
+                pool.repair_ownerless(i, seen);
+            } else {
+                pool.restore_hints(i);
+            }
+        }
         for i in 0..workers {
             if let Some((job_id, pid)) = pool.drain_lost(i) {
                 lost.push(LostJob { job_id, worker: i, pid });
@@ -408,26 +420,46 @@ impl Worker {
         let me = ProcessId::current();
         let parts = seg.participants();
         let pool = pool_ref(&seg, &layout);
-        let mut slot = None;
-        for i in 0..layout.max_workers {
-            if pool.mailbox(i).state() != VACANT {
-                continue;
+        let take_vacant = || {
+            for i in 0..layout.max_workers {
+                if pool.mailbox(i).state() != VACANT {
+                    continue;
+                }
+                let Some(entry) = parts.register(me, ROLE_WORKER, i + 1..i + 2) else {
+                    continue;
+                };
+                if pool.join(i, me.pid) {
+                    return Some(i);
+                }
+                parts.release(entry); // a lost job still waits to be reported: not ours to take
             }
-            let Some(entry) = parts.register(me, ROLE_WORKER, i + 1..i + 2) else {
-                continue;
-            };
-            if pool.join(i, me.pid) {
-                slot = Some(i);
-                break;
+            None
+        };
+        let slot = match take_vacant() {
+            Some(i) => Some(i),
+            None => {
+                // Every mailbox is taken. Those of dead workers are freed here, without waiting
+                // for the dispatcher's next `reap` (there may be no dispatcher): by CAS only,
+                // and a job they held becomes LOST for the dispatcher to report.
+                let freed = parts.reclaim_dead_in(1..1 + layout.max_workers, me, process_is_alive, |index, _| {
+                    pool.release_dead(index - 1);
+                });
+                if freed > 0 {
+                    take_vacant()
+                } else {
+                    None
+                }
             }
-            parts.release(entry); // a lost job still waits to be reported: not ours to take
-        }
+        };
         let Some(slot) = slot else {
             return Err(OpenError::TooManyParticipants { path: seg.path().to_owned(), max: layout.max_workers });
         };
-        // A dispatcher attached now is ours to serve; one that already detached is not.
+        // A dispatcher attached and alive now is ours to serve. One that detached, or that
+        // died without detaching (its attached bit still set), is not: we wait for the next
+        // one instead of reporting a dispatcher we never had as gone.
         let st = pool.dispatcher_state();
-        let reported_epoch = if st & 1 == 1 { (st >> 1).saturating_sub(1) } else { st >> 1 };
+        let serving = st & 1 == 1 && dispatcher_alive(&seg).is_some_and(|d| d.1);
+        let reported_epoch = if serving { (st >> 1).wrapping_sub(1) } else { st >> 1 };
         Ok(Worker {
             seg,
             layout,
@@ -482,7 +514,9 @@ impl Worker {
         }
         let st = self.pool().dispatcher_state();
         let epoch = st >> 1;
-        if epoch <= self.reported_epoch.get() {
+        // `==`, not `<=`: epochs only grow, but a peer may have written any value, and a
+        // dispatcher attaching after that must still be recognised.
+        if epoch == self.reported_epoch.get() {
             return false; // no dispatcher since the last report: wait for one
         }
         if st & 1 == 1 {
@@ -499,6 +533,14 @@ impl Worker {
         self.reported_epoch.set(epoch);
         self.orphaned.set(true);
         true
+    }
+
+    /// Our mailbox holds state `s`, which its own worker cannot be in: puts it back to BUSY
+    /// (so the next `recv` works) and says what was found, for the one error that reports it.
+    fn repair(&self, s: u32) -> String {
+        let slot = self.slot;
+        let fixed = if self.pool().repair_own(slot, s) { "; reset, the worker goes on" } else { "" };
+        format!("mailbox {slot} was in state {s}, not one its own worker can be in{fixed}")
     }
 
     /// Turns a job the protocol handed us into a `Job`, validating its length.
@@ -532,16 +574,14 @@ impl Worker {
     fn recv_deadline(&mut self, deadline: Option<Instant>) -> Result<Job<'_>, RecvError> {
         let slot = self.slot;
         if let Idle::Corrupt(s) = self.pool().make_idle(slot) {
-            return Err(RecvError::Corrupt {
-                what: format!("mailbox {slot} is in state {s}, not one its own worker can be in"),
-            });
+            return Err(RecvError::Corrupt { what: self.repair(s) });
         }
         let this = &*self;
         let pool = this.pool();
         let got = block_on(pool.mailbox(slot).event(), this.policy, deadline, Some(this.orphan_check), || {
             match pool.try_take(slot) {
                 Mail::Job { id, len } => Some(Ok((id, len))),
-                Mail::Corrupt(s) => Some(Err(RecvError::Corrupt { what: format!("mailbox {slot} is in state {s}") })),
+                Mail::Corrupt(s) => Some(Err(RecvError::Corrupt { what: this.repair(s) })),
                 Mail::Empty | Mail::Filling => this.check_orphaned().then_some(Err(RecvError::Orphaned)),
             }
         });
@@ -569,6 +609,12 @@ impl Worker {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
+            // A live dispatcher finishes a FILLING within FILLING_PATIENCE, and the other
+            // states end this loop at once; only a peer rewriting the word could keep us
+            // here, so past twice the patience we stop and stay as we are.
+            if start.elapsed() > 2 * FILLING_PATIENCE {
+                return None;
+            }
             match pool.withdraw(self.slot) {
                 Withdraw::Withdrawn | Withdraw::Corrupt(_) => return None,
                 Withdraw::Full => {
@@ -609,13 +655,11 @@ impl Worker {
         let slot = self.slot;
         let pool = self.pool();
         if let Idle::Corrupt(s) = pool.make_idle(slot) {
-            return Err(TryRecvError::Corrupt {
-                what: format!("mailbox {slot} is in state {s}, not one its own worker can be in"),
-            });
+            return Err(TryRecvError::Corrupt { what: self.repair(s) });
         }
         let (id, len) = match pool.try_take(slot) {
             Mail::Job { id, len } => (id, len),
-            Mail::Corrupt(s) => return Err(TryRecvError::Corrupt { what: format!("mailbox {slot} is in state {s}") }),
+            Mail::Corrupt(s) => return Err(TryRecvError::Corrupt { what: self.repair(s) }),
             Mail::Empty | Mail::Filling => {
                 if !self.check_orphaned() {
                     return Err(TryRecvError::Empty);
@@ -671,7 +715,8 @@ impl Drop for Worker {
             match pool.leave(self.slot) {
                 Leave::Left | Leave::LeftLost => break,
                 Leave::Filling => {
-                    if self.settle_filling(start, &mut spins, VACANT) {
+                    // Bounded as in `settle`, against a peer that keeps writing FILLING.
+                    if self.settle_filling(start, &mut spins, VACANT) || start.elapsed() > 2 * FILLING_PATIENCE {
                         break;
                     }
                 }

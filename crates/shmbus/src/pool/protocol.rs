@@ -397,7 +397,10 @@ impl<'a> PoolRef<'a> {
         let mb = self.mailbox(i);
         self.hdr.w.present_bits.fetch_and(!bit(i), Ordering::Relaxed);
         self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
-        loop {
+        // Each failed CAS means another process changed the word; an honest one changes it
+        // at most twice here (the dispatcher's claim and publish), so a few tries suffice,
+        // and a bound keeps a hostile peer rewriting the word from holding us for ever.
+        for _ in 0..64 {
             let s = mb.state.load(Ordering::Acquire);
             let (to, result) = match s {
                 FILLING => return Leave::Filling,
@@ -410,6 +413,90 @@ impl<'a> PoolRef<'a> {
             if mb.state.compare_exchange(s, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                 return result;
             }
+        }
+        Leave::Left
+    }
+
+    /// Worker: its own mailbox holds `seen`, a state its worker cannot be in (a peer wrote
+    /// junk, or garbage from a corrupted segment). Puts it back to BUSY, as after `join`, so
+    /// the worker goes on after reporting the corruption once. A CAS from `seen`: a state
+    /// an honest dispatcher set meanwhile is left alone. Returns whether it was repaired.
+    pub fn repair_own(&self, i: usize, seen: u32) -> bool {
+        let mb = self.mailbox(i);
+        if matches!(seen, BUSY | IDLE | FILLING | FULL | TAKEN) {
+            return false;
+        }
+        self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
+        self.hdr.w.present_bits.fetch_or(bit(i), Ordering::Relaxed);
+        // Release: as in `join`.
+        mb.state.compare_exchange(seen, BUSY, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+
+    /// Any process: releases mailbox `i` of a worker that is dead (the caller holds its
+    /// participant entry in reclaiming state, so no new owner can join meanwhile), with
+    /// compare-and-swaps only, so it is safe while a dispatcher runs: unlike
+    /// [`reclaim_worker`](Self::reclaim_worker) it needs no dispatcher. A job the worker
+    /// held (FULL or TAKEN) becomes LOST, to be reported by `drain_lost`; an IDLE mailbox is
+    /// withdrawn by CAS (racing the dispatcher's claim exactly as the worker's own withdraw
+    /// does); a FILLING is left to its dispatcher (the next `reap` recovers what it becomes).
+    pub fn release_dead(&self, i: usize) {
+        let mb = self.mailbox(i);
+        self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
+        for _ in 0..64 {
+            let s = mb.state.load(Ordering::Acquire);
+            let to = match s {
+                VACANT | LOST | FILLING => return,
+                FULL | TAKEN => LOST,
+                _ => VACANT,
+            };
+            // Release: pairs with the Acquire load in `drain_lost` / the Acquire CAS in `join`.
+            if mb.state.compare_exchange(s, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                if to == VACANT {
+                    self.hdr.w.present_bits.fetch_and(!bit(i), Ordering::Relaxed);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Dispatcher, in `reap`: repairs mailbox `i` whose participant entry is free (no owner),
+    /// given the state `seen` read *before* the entry was found free. An ownerless mailbox
+    /// can honestly hold only VACANT or LOST, or FULL after a job was published to a worker
+    /// that died meanwhile; anything else is left by a hostile or corrupted peer. FULL and
+    /// TAKEN become LOST (reported by `drain_lost`), everything else VACANT, by CAS from
+    /// `seen` (a worker that joins meanwhile first needs VACANT, so its state is never hit).
+    /// Must run only in the attached dispatcher, between its dispatches.
+    pub fn repair_ownerless(&self, i: usize, seen: u32) {
+        let to = match seen {
+            VACANT | LOST => return,
+            FULL | TAKEN => LOST,
+            _ => VACANT,
+        };
+        let mb = self.mailbox(i);
+        // Release: as in `release_dead`.
+        if mb.state.compare_exchange(seen, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
+            self.hdr.w.present_bits.fetch_and(!bit(i), Ordering::Relaxed);
+        }
+    }
+
+    /// Dispatcher, in `reap`: sets the hint bits a peer cleared from under an owned mailbox
+    /// (an IDLE worker whose idle bit is gone would never be given work). Only sets bits: a
+    /// stale set bit costs one failed claim, a lost one a worker.
+    pub fn restore_hints(&self, i: usize) {
+        let s = self.mailbox(i).state.load(Ordering::Acquire);
+        if s == VACANT || s == LOST {
+            return;
+        }
+        let (present, idle) =
+            (self.hdr.w.present_bits.load(Ordering::Relaxed), self.hdr.w.idle_bits.load(Ordering::Relaxed));
+        if present & bit(i) == 0 {
+            self.hdr.w.present_bits.fetch_or(bit(i), Ordering::Relaxed);
+        }
+        if s == IDLE && idle & bit(i) == 0 {
+            // Release: as in `make_idle`.
+            self.hdr.w.idle_bits.fetch_or(bit(i), Ordering::Release);
+            self.hdr.w.idle_event.notify();
         }
     }
 

@@ -1,0 +1,345 @@
+//! A pool under a hostile peer: while a dispatcher and two workers run in their own
+//! processes, this process writes extreme and random values (0, 1, max, max-1, random,
+//! valid-looking states) into every control word of the segment (hint bits, dispatcher
+//! state, counters, mailbox states, job ids and lengths, participant entries) many thousands
+//! of times. Every call of the children must return within its timeout plus a generous
+//! slack, none may die by a signal, and their output stays bounded. Once the words are
+//! restored, honest parties work again. Also replays the `pool_state` fuzz corpus.
+//!
+//! The test binary re-executes itself as the children (`child_entry`).
+#![cfg(not(loom))]
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{child_command, child_role, eventually, wait_with_deadline, Rng, Scratch};
+use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError, Worker};
+use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
+use shmbus::waitset::Waitable;
+use shmbus::Domain;
+
+mod fuzz_body {
+    include!("../../../fuzz/fuzz_targets/pool_state_body.rs");
+}
+
+const WORKERS: usize = 4;
+const MAX_JOB: usize = 64;
+const CFG: PoolConfig = PoolConfig { max_workers: WORKERS, max_job_size: MAX_JOB };
+/// Each receive's timeout, and the slack a call may take beyond it before it counts as hung
+/// (a worker waits up to a second for a live dispatcher it believes mid-copy).
+const TIMEOUT: Duration = Duration::from_millis(20);
+const SLACK: Duration = Duration::from_secs(3);
+/// How long the scribbling lasts.
+const SCRIBBLE: Duration = Duration::from_secs(3);
+/// Most bytes a child may print (it prints one summary line, or one line on failure).
+const OUTPUT_LIMIT: usize = 16 * 1024;
+
+fn domain_at(root: &Path) -> Domain {
+    Domain::with_root("h", root).unwrap()
+}
+
+/// `(file offset, width)` of every control word of the pool.
+fn control_words() -> Vec<(usize, usize)> {
+    let k = KIND_OFFSET;
+    // Header (see pool/protocol.rs): idle bits, present bits, idle event; then dispatcher
+    // state, next job id, dispatched, lost on the next line.
+    let mut w = vec![(k, 8), (k + 8, 8), (k + 16, 4), (k + 64, 8), (k + 72, 8), (k + 80, 8), (k + 88, 8)];
+    let stride = 64 + MAX_JOB.div_ceil(64) * 64;
+    for i in 0..WORKERS {
+        // Mailbox: state, event, owner pid, job id, length.
+        let mb = k + 128 + i * stride;
+        w.extend([(mb, 4), (mb + 4, 4), (mb + 8, 4), (mb + 16, 8), (mb + 24, 8)]);
+    }
+    // Participant entries: the dispatcher's (0) and the workers' (1..): owner word, start
+    // time, role.
+    for e in 0..=WORKERS {
+        let entry = PARTICIPANTS_OFFSET + e * 64;
+        w.extend([(entry, 8), (entry + 8, 8), (entry + 16, 4)]);
+    }
+    w
+}
+
+/// The segment mapped shared into this process, for scribbling.
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(path: &Path) -> Mapping {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        // SAFETY: a fresh shared mapping of the whole file; unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        Mapping { base: p as *mut u8, len }
+    }
+
+    fn store(&self, offset: usize, width: usize, v: u64) {
+        assert!(offset + width <= self.len && offset % width == 0);
+        // SAFETY: in bounds and aligned (checked above); atomics, as the queue's own accesses.
+        unsafe {
+            match width {
+                8 => (*(self.base.add(offset) as *const AtomicU64)).store(v, Ordering::Relaxed),
+                _ => (*(self.base.add(offset) as *const AtomicU32)).store(v as u32, Ordering::Relaxed),
+            }
+        }
+    }
+
+    fn zero(&self, offset: usize, len: usize) {
+        assert!(offset + len <= self.len);
+        // SAFETY: in bounds; no process uses the queue while it is restored.
+        unsafe { std::ptr::write_bytes(self.base.add(offset), 0, len) };
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// A hostile value for a word of `width` bytes.
+fn hostile_value(rng: &mut Rng, width: usize) -> u64 {
+    let max = if width == 8 { u64::MAX } else { u32::MAX as u64 };
+    match rng.below(8) {
+        0 => 0,
+        1 => 1,
+        2 => max,
+        3 => max - 1,
+        // A valid-looking mailbox state, bit pattern or small count.
+        4 | 5 => rng.below(8),
+        6 => rng.below(1 << WORKERS),
+        _ => rng.next() & max,
+    }
+}
+
+/// Writes hostile values into every control word until `until`; returns how many writes.
+fn scribble(map: &Mapping, words: &[(usize, usize)], rng: &mut Rng, until: Instant) -> u64 {
+    let mut n = 0u64;
+    while Instant::now() < until {
+        for _ in 0..64 {
+            let (off, width) = words[rng.below(words.len() as u64) as usize];
+            map.store(off, width, hostile_value(rng, width));
+            n += 1;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    n
+}
+
+/// Runs `f` and fails the child (one line, exit 3) if it overran its timeout by the slack.
+fn timed<T>(what: &str, timeout: Duration, f: impl FnOnce() -> T) -> T {
+    let t0 = Instant::now();
+    let r = f();
+    let took = t0.elapsed();
+    if took > timeout + SLACK {
+        println!("HUNG: {what} took {took:?} with a timeout of {timeout:?}");
+        std::process::exit(3);
+    }
+    r
+}
+
+#[test]
+fn child_entry() {
+    let Some(role) = child_role() else {
+        return;
+    };
+    let root = PathBuf::from(std::env::var("SHMBUS_ROOT").unwrap());
+    let stop = root.join("stop");
+    let d = domain_at(&root);
+    let end = Instant::now() + Duration::from_secs(30);
+    let (mut ok, mut empty, mut corrupt, mut other) = (0u64, 0u64, 0u64, 0u64);
+    match role.as_str() {
+        "worker" => {
+            let mut w = Worker::join(&d, "p").unwrap();
+            w.set_orphan_check(Duration::from_millis(5));
+            let mut i = 0u64;
+            while !stop.exists() && Instant::now() < end {
+                i += 1;
+                let r = if i % 2 == 0 {
+                    timed("recv_timeout", TIMEOUT, || w.recv_timeout(TIMEOUT).map(|j| j.data().len()))
+                } else {
+                    timed("try_recv", Duration::ZERO, || {
+                        w.try_recv().map(|j| j.data().len()).map_err(|e| match e {
+                            pool::TryRecvError::Empty => RecvError::Timeout,
+                            pool::TryRecvError::Orphaned => RecvError::Orphaned,
+                            pool::TryRecvError::Corrupt { what } => RecvError::Corrupt { what },
+                        })
+                    })
+                };
+                match r {
+                    Ok(n) => {
+                        assert!(n <= MAX_JOB, "a job of {n} bytes from a pool of max {MAX_JOB}");
+                        ok += 1;
+                    }
+                    Err(RecvError::Timeout) => empty += 1,
+                    Err(RecvError::Corrupt { .. }) => corrupt += 1,
+                    Err(RecvError::Orphaned) => other += 1,
+                }
+                let _ = timed("is_ready", Duration::ZERO, || w.is_ready());
+                if i % 3 == 0 {
+                    timed("done", Duration::ZERO, || w.done());
+                }
+            }
+            timed("drop", Duration::ZERO, || drop(w));
+        }
+        "dispatcher" => {
+            let mut disp = Dispatcher::open(&d, "p").unwrap();
+            let mut sent = Vec::new();
+            let mut i = 0u64;
+            let mut last_reap = Instant::now();
+            while !stop.exists() && Instant::now() < end {
+                i += 1;
+                let r = timed("try_dispatch", Duration::ZERO, || disp.try_dispatch(i.to_le_bytes()).map(|_| 1));
+                match r {
+                    Ok(_) => ok += 1,
+                    Err(_) => empty += 1,
+                }
+                if i % 4 == 0 {
+                    sent.clear();
+                    let jobs = [b"a".as_slice(), b"bb".as_slice(), b"ccc".as_slice()];
+                    match timed("try_dispatch_batch", Duration::ZERO, || disp.try_dispatch_batch(&jobs, &mut sent)) {
+                        Ok(n) => ok += n as u64,
+                        Err(_) => empty += 1,
+                    }
+                }
+                // Waiting for an idle worker: poll readiness, as a WaitSet would.
+                let _ = timed("is_ready", Duration::ZERO, || disp.is_ready());
+                if last_reap.elapsed() > Duration::from_millis(5) {
+                    corrupt += timed("reap", Duration::ZERO, || disp.reap()).len() as u64;
+                    last_reap = Instant::now();
+                }
+                let st = timed("status", Duration::ZERO, || disp.status());
+                assert!(st.idle <= st.workers && st.workers <= WORKERS, "{st:?}");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            timed("drop", Duration::ZERO, || drop(disp));
+        }
+        other => panic!("unknown child role {other}"),
+    }
+    println!("{role}: ok {ok}, empty/busy {empty}, corrupt/lost {corrupt}, orphaned {other}");
+}
+
+fn spawn(role: &str, root: &Path) -> Child {
+    child_command("child_entry", role, &[("SHMBUS_ROOT", root.display().to_string())])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a child (bounded), and checks it exited 0, not by a signal, with bounded output.
+fn finish(mut child: Child, role: &str) -> String {
+    // Read the pipes while waiting, so a child that prints too much cannot block on them.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = (&mut out).take(OUTPUT_LIMIT as u64 * 64).read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = (&mut err).take(OUTPUT_LIMIT as u64 * 64).read_to_end(&mut v);
+        v
+    });
+    let st = wait_with_deadline(&mut child, 30, role);
+    let (out, err) = (t_out.join().unwrap(), t_err.join().unwrap());
+    let text = format!("{}{}", String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+    assert!(st.signal().is_none(), "{role} died by signal {:?}: {text}", st.signal());
+    assert_eq!(st.code(), Some(0), "{role} failed: {text}");
+    assert!(out.len() + err.len() <= OUTPUT_LIMIT, "{role} printed {} bytes", out.len() + err.len());
+    text
+}
+
+#[test]
+fn a_hostile_peer_never_hangs_kills_or_floods_pool_workers_or_dispatcher() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("hostile-pool").kept_on_failure();
+    let d = domain_at(s.path());
+    drop(Dispatcher::create(&d, "p", CFG).unwrap());
+    let path = d.channel_path("p").unwrap();
+    let workers = [spawn("worker", s.path()), spawn("worker", s.path())];
+    eventually("workers joined", 20, || pool::status(&d, "p").unwrap().workers == 2);
+    let dispatcher = spawn("dispatcher", s.path());
+    eventually("dispatcher attached", 20, || pool::status(&d, "p").unwrap().dispatcher_alive);
+    let map = Mapping::new(&path);
+    let mut rng = Rng::from_var_or_clock("SHMBUS_HOSTILE_SEED");
+    let words = control_words();
+    let writes = scribble(&map, &words, &mut rng, Instant::now() + SCRIBBLE);
+    std::fs::write(s.path().join("stop"), b"").unwrap();
+    assert!(writes >= 10_000, "only {writes} hostile writes");
+    let mut summary = vec![finish(dispatcher, "dispatcher")];
+    for w in workers {
+        summary.push(finish(w, "worker"));
+    }
+    eprintln!("{writes} hostile writes");
+    for line in summary.iter().flat_map(|s| s.lines()).filter(|l| l.contains(": ok ")) {
+        eprintln!("{line}");
+    }
+
+    // Restored (all zero is a fresh pool), the pool works for honest parties again.
+    map.zero(PARTICIPANTS_OFFSET, KIND_OFFSET - PARTICIPANTS_OFFSET);
+    map.zero(KIND_OFFSET, map.len - KIND_OFFSET);
+    let mut disp = Dispatcher::open(&d, "p").unwrap();
+    let mut w = Worker::join(&d, "p").unwrap();
+    for i in 0..50u64 {
+        w.done();
+        disp.try_dispatch(i.to_le_bytes()).unwrap();
+        assert_eq!(w.recv_timeout(Duration::from_secs(5)).unwrap().data(), i.to_le_bytes());
+    }
+    assert!(disp.reap().is_empty());
+}
+
+/// Replays the `pool_state` fuzz corpus and random mutations of it.
+#[test]
+fn pool_state_fuzz_corpus_and_mutations_are_survived() {
+    if child_role().is_some() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/pool_state");
+    let mut corpus: Vec<Vec<u8>> =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    corpus.sort();
+    assert!(corpus.len() >= 4, "the corpus holds a handful of inputs");
+    for input in &corpus {
+        let t0 = Instant::now();
+        fuzz_body::exercise_pool_state(input);
+        assert!(t0.elapsed() < Duration::from_secs(20), "input {input:?} took {:?}", t0.elapsed());
+    }
+    let mut rng = Rng::from_var_or_clock("SHMBUS_FUZZ_SEED");
+    // Few: an input that leaves a mailbox FILLING under a live dispatcher costs the worker
+    // its one-second patience.
+    for _ in 0..40 {
+        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
+        for _ in 0..1 + rng.below(8) {
+            if input.is_empty() {
+                break;
+            }
+            let i = rng.below(input.len() as u64) as usize;
+            input[i] = rng.next() as u8;
+        }
+        let t0 = Instant::now();
+        fuzz_body::exercise_pool_state(&input);
+        assert!(t0.elapsed() < Duration::from_secs(20), "input {input:?} took {:?}", t0.elapsed());
+    }
+}
