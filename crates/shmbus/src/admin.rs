@@ -170,15 +170,19 @@ pub fn role_name(kind: crate::segment::Kind, role: u32) -> Option<&'static str> 
 /// opened without following a symlink and checked against the trust policy in
 /// `SHMBUS_TRUST_UIDS`. Tools that walk a domain use [`inspect_in`].
 pub fn inspect(path: &Path) -> Result<SegmentReport, OpenError> {
-    let seg = Segment::open_path_read_only(path)?;
-    report(seg)
+    let (dir, name) = match DomainDir::open_parent_of(path) {
+        Ok(d) => d,
+        Err(OpenError::NotFound { .. }) => return Err(OpenError::NotFound { path: path.to_owned() }),
+        Err(e) => return Err(e),
+    };
+    report(&dir, &name)
 }
 
 /// [`inspect`] for channel `name` of an opened domain directory (see the
 /// [module docs](self)).
 pub fn inspect_in(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
     crate::name::validate_name(name)?;
-    report(Segment::open_in(dir, name, Access::ReadOnly)?)
+    report(dir, name)
 }
 
 /// [`inspect_in`] for channel `name` of `domain`.
@@ -191,13 +195,12 @@ pub fn inspect_channel(domain: &Domain, name: &str) -> Result<SegmentReport, Ope
     }
 }
 
-fn report(seg: Segment) -> Result<SegmentReport, OpenError> {
+fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
+    let seg = Segment::open_in(dir, name, Access::ReadOnly)?;
     let path = seg.path().to_owned();
-    // Whether this user could open it read-write: probed on the same directory entry.
-    let writable = match DomainDir::open_parent_of(&path) {
-        Ok((dir, name)) => dir.open_channel(&name, true).is_ok(),
-        Err(_) => false,
-    };
+    // Whether this user could open it read-write, probed in the same directory (opened and
+    // closed at once).
+    let writable = dir.open_channel(name, true).is_ok();
     let header = *seg.info();
     let (live, dead) = seg.participants().list().into_iter().partition(|p| process_is_alive(p.process));
     let pending = pending_of(seg)?;
