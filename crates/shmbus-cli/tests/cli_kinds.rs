@@ -225,3 +225,52 @@ fn pool_dispatch_errors_are_clear() {
     assert!(r.fails(&["pub", "--domain", "d", "p", "--data", "x"]).contains("shmbus pool dispatch"));
     assert!(r.fails(&["sub", "--domain", "d", "p"]).contains("shmbus pool worker"));
 }
+
+#[test]
+fn sub_on_a_queue_with_a_corrupt_head_fails_once_and_in_time() {
+    use std::os::unix::fs::FileExt;
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "q", "--kind", "queue", "--capacity", "8", "--data", "kept"]);
+    // The head counter overwritten with a position no cell agrees with.
+    let f = std::fs::OpenOptions::new().write(true).open(r.channel_file("d", "q")).unwrap();
+    let head = shmbus::segment::KIND_OFFSET as u64 + 128;
+    f.write_all_at(&12_345u64.to_le_bytes(), head).unwrap();
+    let t0 = std::time::Instant::now();
+    let out = r.run(&["sub", "--domain", "d", "q", "--timeout-ms", "300"]);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10), "sub took {:?}", t0.elapsed());
+    assert!(!out.status.success());
+    assert!(out.stderr.len() < 1024, "{} bytes of stderr", out.stderr.len());
+    let err = one_error_line(&out);
+    assert!(err.contains("corrupt") && err.contains("head"), "{err}");
+    // The receive that reported it rebuilt the head from the cells: the message is there.
+    assert_eq!(r.ok(&["sub", "--domain", "d", "q", "--count", "1", "--timeout-ms", "5000"]), "kept\n");
+    // Far beyond any position: the same, within the timeout.
+    f.write_all_at(&u64::MAX.to_le_bytes(), head).unwrap();
+    let out = r.run(&["sub", "--domain", "d", "q", "--timeout-ms", "300"]);
+    assert!(!out.status.success() && out.stderr.len() < 1024);
+    assert!(one_error_line(&out).contains("corrupt"));
+    let out = r.run(&["sub", "--domain", "d", "q", "--timeout-ms", "300"]);
+    assert!(one_error_line(&out).contains("timed out"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn pool_worker_started_after_a_dispatcher_was_killed_waits_for_the_next_one() {
+    let r = Root::new();
+    // A dispatcher that holds the pool (its stdin stays open), killed.
+    let mut cmd = r.cmd(&["pool", "dispatch", "--domain", "d", "p"]);
+    let mut dispatcher = Killed(Some(cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap()));
+    r.wait_info("d", "p", |v| v["dispatcher_alive"] == true);
+    dispatcher.kill();
+    r.wait_info("d", "p", |v| v["dispatcher_alive"] == false);
+
+    // The first worker started after the crash waits; it does not report the dead one.
+    let mut worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "1", "--timeout-ms", "20000"]);
+    r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert!(!worker.exited(), "the worker gave up on a dispatcher it never had");
+    // The next dispatcher takes over and the worker serves it.
+    let out = r.ok(&["pool", "dispatch", "--domain", "d", "p", "--data", "after the crash", "--timeout-ms", "20000"]);
+    assert!(out.contains("-> worker 0"), "{out}");
+    let text = worker.finish_ok();
+    assert!(text.ends_with(": after the crash\n"), "{text}");
+}
