@@ -290,6 +290,14 @@ impl Domain {
             }
         };
         let st = fs::fstat(fd.as_fd()).map_err(|e| OpenError::io(&path, e))?;
+        if st.kind != FileKind::Directory {
+            return Err(OpenError::UnexpectedFileType {
+                path,
+                found: st.kind,
+                expected: FileKind::Directory,
+                owner_uid: st.uid,
+            });
+        }
         self.trust.check_dir(&path, &st)?;
         Ok(DomainDir { fd, path, trust: self.trust.clone(), stat: st })
     }
@@ -317,7 +325,8 @@ impl Domain {
                 Ok(()) => {
                     let dir = self.open_dir_in(root.as_fd())?;
                     if dir.stat.uid == fs::effective_uid() {
-                        fs::fchmod(dir.fd.as_fd(), DOMAIN_DIR_MODE).map_err(|e| OpenError::io(&dir.path, e))?;
+                        let readable = fs::reopen_dir_readable(dir.fd()).map_err(|e| OpenError::io(&dir.path, e))?;
+                        fs::fchmod(readable.as_fd(), DOMAIN_DIR_MODE).map_err(|e| OpenError::io(&dir.path, e))?;
                     }
                     return self.open_dir_in(root.as_fd());
                 }
@@ -416,7 +425,8 @@ impl DomainDir {
         &self.path
     }
 
-    /// The open descriptor.
+    /// The open descriptor (`O_PATH`: a base for the `*_at` calls of [`crate::sys::fs`] and
+    /// for `fstat`; see [`crate::sys::fs::reopen_dir_readable`] to read or `fchmod` it).
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

@@ -137,6 +137,12 @@ fn child_entry() {
             println!("@@{e:?}");
             println!("@@{e}");
         }
+        // Looks at topic `t` of domain `x` (mode 0711: search permission only).
+        "inspect_search_only" => {
+            let d = Domain::with_root("x", &root).unwrap();
+            let r = admin::inspect_channel(&d, "t").unwrap();
+            println!("@@inspected writable={}", r.writable);
+        }
         // Swaps `shmbus.r` between an attacker directory and a symlink to the victim until
         // killed (or 200 000 swaps).
         "swapper" => swap_loop(&root, &target),
@@ -431,4 +437,18 @@ fn a_raced_directory_symlink_swap_never_redirects_a_create() {
     assert_eq!(listing(&victim), before, "the victim directory changed ({created} created, {refused} refused)");
     assert!(created > 0 && refused > 0, "the race never happened ({created} created, {refused} refused)");
     let _ = std::fs::remove_dir_all(&victim);
+}
+
+#[test]
+fn a_domain_with_search_permission_only_can_be_used() {
+    if !root_or_skip("a domain another user may search but not list") {
+        return;
+    }
+    let s = Scratch::new("search");
+    std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = s.domain("x");
+    Topic::create_or_open(&d, "t", &TopicConfig::new(64, 4).mode(0o644)).unwrap();
+    std::fs::set_permissions(d.dir(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let out = run_as(NOBODY, "inspect_search_only", s.path(), &[]);
+    assert!(out.contains("@@inspected writable=false"), "{out}");
 }

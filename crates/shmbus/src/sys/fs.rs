@@ -186,22 +186,39 @@ fn owned(fd: libc::c_int) -> OwnedFd {
 
 /// Opens the directory `path`, *following* symlinks: for a directory the caller configured
 /// (the root), not for anything found inside one.
+///
+/// Directories are opened `O_PATH`: the descriptor serves as the base of the `*_at` calls
+/// and for [`fstat`], and needs only search permission on the directory (as resolving a path
+/// through it would), not read permission. [`list_dir`] opens a readable descriptor of the
+/// same directory when it needs one.
 pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let fd = retry(|| unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+    let fd = retry(|| unsafe { libc::open(c.as_ptr(), flags) })?;
     Ok(owned(fd))
 }
 
-/// Opens the directory `name` inside `dir` with `O_DIRECTORY | O_NOFOLLOW`: a symlink under
-/// that name fails with `ELOOP` (`io::ErrorKind` other than `NotFound`), anything that is not
-/// a directory with `ENOTDIR`. Check the result with [`fstat`] before trusting it.
+/// Opens the directory `name` inside `dir` with `O_DIRECTORY | O_NOFOLLOW` (and `O_PATH`, see
+/// [`open_dir`]): a symlink or anything else that is not a directory under that name fails
+/// with `ENOTDIR` or `ELOOP`, never with `NotFound`. Check the result with [`fstat`]
+/// (`kind == Directory`, owner, mode) before trusting it.
 pub fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     let c = component(name)?;
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: `dir` is a valid descriptor and `c` a valid C string for the call.
     let fd = retry(|| unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) })?;
+    Ok(owned(fd))
+}
+
+/// A readable (`O_RDONLY`) descriptor of the directory `dir` refers to (which may be an
+/// `O_PATH` descriptor): `openat(dir, ".")`, so no name is resolved again. Needs read
+/// permission on the directory.
+pub fn reopen_dir_readable(dir: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `dir` is valid and "." a valid C string literal.
+    let fd = retry(|| unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags) })?;
     Ok(owned(fd))
 }
 
@@ -271,7 +288,8 @@ pub fn create_file_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Resul
     Ok(file)
 }
 
-/// Sets the mode of an open file exactly (`fchmod(2)`).
+/// Sets the mode of an open file exactly (`fchmod(2)`; not on an `O_PATH` descriptor: see
+/// [`reopen_dir_readable`] for a directory).
 pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
     // SAFETY: `fd` is valid for the call.
     retry(|| unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) })?;
@@ -326,17 +344,11 @@ pub struct DirEntry {
     pub kind: Option<FileKind>,
 }
 
-/// The entries of the open directory `dir` (read through a duplicate of the descriptor, from
-/// the start; `dir` itself is not moved or closed).
+/// The entries of the open directory `dir` (`O_PATH` or readable; read through a fresh
+/// readable descriptor of the same directory, from the start). Needs read permission on
+/// the directory.
 pub fn list_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<DirEntry>> {
-    // SAFETY: `dir` is valid; F_DUPFD_CLOEXEC returns a new descriptor we own.
-    let dup = owned(cvt(unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) })?);
-    // The duplicate shares the file offset with `dir`: rewind so listing twice works.
-    // SAFETY: `dup` is a valid descriptor.
-    if unsafe { libc::lseek(dup.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let raw = std::os::fd::IntoRawFd::into_raw_fd(dup);
+    let raw = std::os::fd::IntoRawFd::into_raw_fd(reopen_dir_readable(dir)?);
     // SAFETY: `raw` is a valid directory descriptor; on success the DIR stream owns it.
     let stream = unsafe { libc::fdopendir(raw) };
     if stream.is_null() {
