@@ -19,6 +19,10 @@ use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
 use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError};
 use shmbus::{Domain, WaitSet};
 
+mod fuzz_body {
+    include!("../../../fuzz/fuzz_targets/stream_state_body.rs");
+}
+
 const NAME: &str = "hostile";
 /// segment.rs: header page, then 128 × 64-byte participant entries, then the kind area.
 const PARTICIPANTS: u64 = 4096;
@@ -298,4 +302,36 @@ fn live_endpoints_survive_scribbled_control_words() {
     assert!(field(&w, "corrupt") < 2 * scribbles, "{w}");
     assert!(field(&r, "corrupt") < 2 * scribbles, "{r}");
     assert_eq!(field(&r, "after"), AFTER, "records after the restore: {r}");
+}
+
+/// Replays the `stream_state` fuzz corpus and random mutations of it (bytes changed, or junk
+/// appended so that later words are reached too). Seed: SHMBUS_FUZZ_SEED.
+#[test]
+fn stream_state_fuzz_corpus_and_mutations_are_survived() {
+    if child_role().is_some() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/stream_state");
+    let mut corpus: Vec<Vec<u8>> =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    corpus.sort();
+    assert!(corpus.len() >= 5, "the corpus holds a handful of inputs");
+    for input in &corpus {
+        fuzz_body::exercise_stream_state(input);
+    }
+    let mut rng = Rng::from_var_or_clock("SHMBUS_FUZZ_SEED");
+    for _ in 0..100 {
+        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
+        for _ in 0..rng.below(16) {
+            input.push(rng.next() as u8);
+        }
+        for _ in 0..1 + rng.below(8) {
+            if input.is_empty() {
+                break;
+            }
+            let i = rng.below(input.len() as u64) as usize;
+            input[i] = rng.next() as u8;
+        }
+        fuzz_body::exercise_stream_state(&input);
+    }
 }

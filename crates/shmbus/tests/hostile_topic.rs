@@ -22,6 +22,10 @@ use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
 use shmbus::topic::{PublishError, RecvError, Topic, TopicConfig};
 use shmbus::{Domain, WaitSet};
 
+mod fuzz_body {
+    include!("../../../fuzz/fuzz_targets/topic_state_body.rs");
+}
+
 const NAME: &str = "hostile";
 /// Where the kind area starts in the file (segment.rs: header page, then 128 × 64-byte
 /// participant entries).
@@ -416,4 +420,36 @@ fn a_cursor_far_past_the_end_waits_and_a_corrupt_tail_is_reported_once() {
         }
     }
     assert_eq!(got.as_deref(), Some(&b"five"[..]));
+}
+
+/// Replays the `topic_state` fuzz corpus and random mutations of it (bytes changed, or junk
+/// appended so that later words are reached too). Seed: SHMBUS_FUZZ_SEED.
+#[test]
+fn topic_state_fuzz_corpus_and_mutations_are_survived() {
+    if child_role().is_some() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/topic_state");
+    let mut corpus: Vec<Vec<u8>> =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    corpus.sort();
+    assert!(corpus.len() >= 5, "the corpus holds a handful of inputs");
+    for input in &corpus {
+        fuzz_body::exercise_topic_state(input);
+    }
+    let mut rng = Rng::from_var_or_clock("SHMBUS_FUZZ_SEED");
+    for _ in 0..200 {
+        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
+        for _ in 0..rng.below(16) {
+            input.push(rng.next() as u8);
+        }
+        for _ in 0..1 + rng.below(8) {
+            if input.is_empty() {
+                break;
+            }
+            let i = rng.below(input.len() as u64) as usize;
+            input[i] = rng.next() as u8;
+        }
+        fuzz_body::exercise_topic_state(&input);
+    }
 }
