@@ -1,0 +1,250 @@
+//! SIGKILL, then restart, for every role of the queue and the pool: the first participant
+//! started after the crash waits or works; none fails on what the dead one left.
+//!
+//! The victims are this test binary run again (`child_entry`), killed with SIGKILL.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{child_command, child_role, eventually, sigkill, Scratch};
+use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError as PoolRecvError, TryDispatchError, Worker};
+use shmbus::queue::{Queue, QueueConfig, RecvError};
+use shmbus::{CreateOptions, Domain};
+
+const POOL: PoolConfig = PoolConfig { max_workers: 1, max_job_size: 64 };
+const QUEUE: QueueConfig = QueueConfig { capacity: 4, max_element_size: 64 };
+
+fn domain_at(root: &Path) -> Domain {
+    Domain::with_root("r", root).unwrap()
+}
+
+#[test]
+fn child_entry() {
+    let Some(role) = child_role() else {
+        return;
+    };
+    let d = domain_at(&PathBuf::from(std::env::var("SHMBUS_ROOT").unwrap()));
+    match role.as_str() {
+        // Holds the pool as its dispatcher until killed.
+        "dispatcher" => {
+            let _d = Dispatcher::create(&d, "p", POOL).unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        // Waits for work until killed (idle in recv).
+        "idle-worker" => {
+            let mut w = Worker::join(&d, "p").unwrap();
+            let _ = w.recv_timeout(Duration::from_secs(60));
+        }
+        // Takes one job and is killed holding it.
+        "busy-worker" => {
+            let mut w = Worker::join(&d, "p").unwrap();
+            let _job = w.recv_timeout(Duration::from_secs(60)).unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        // Sends until killed (the queue fills up, then it blocks in send).
+        "producer" => {
+            let mut tx = Queue::open(&d, "q").unwrap().producer().unwrap();
+            for i in 0u64.. {
+                tx.send(i.to_le_bytes()).unwrap();
+            }
+        }
+        // Receives until killed, slowly.
+        "consumer" => {
+            let mut rx = Queue::open(&d, "q").unwrap().consumer().unwrap();
+            loop {
+                let _ = rx.recv_timeout(Duration::from_secs(60));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+fn spawn(role: &str, root: &Path) -> Child {
+    child_command("child_entry", role, &[("SHMBUS_ROOT", root.display().to_string())])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn kill(mut child: Child) {
+    sigkill(&mut child);
+    child.wait().unwrap();
+}
+
+/// Dispatches `job` as soon as a worker is idle (within 10 s).
+fn dispatch_when_idle(disp: &mut Dispatcher, job: &[u8]) -> u64 {
+    let t0 = Instant::now();
+    loop {
+        match disp.try_dispatch(job) {
+            Ok(sent) => return sent.job_id,
+            Err(TryDispatchError::AllBusy(_) | TryDispatchError::NoWorkers(_)) => {
+                assert!(t0.elapsed() < Duration::from_secs(10), "no worker became idle");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn pool_dispatcher_killed_then_a_worker_first_then_a_new_dispatcher() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-dispatcher");
+    let d = domain_at(s.path());
+    let victim = spawn("dispatcher", s.path());
+    eventually("the dispatcher attached", 20, || pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
+    kill(victim);
+
+    // The first worker started after the crash waits for a dispatcher (it never had one).
+    let (tx, rx) = mpsc::channel();
+    let d2 = d.clone();
+    let worker = std::thread::spawn(move || {
+        let mut w = Worker::join(&d2, "p").unwrap();
+        w.set_orphan_check(Duration::from_millis(5));
+        tx.send(()).unwrap();
+        let r = w.recv_timeout(Duration::from_secs(20)).map(|j| j.data().to_vec());
+        tx.send(()).unwrap();
+        r
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "the worker returned without a dispatcher");
+
+    // A new dispatcher takes over from the dead one; the waiting worker serves it.
+    let mut disp = Dispatcher::open(&d, "p").unwrap();
+    dispatch_when_idle(&mut disp, b"after the crash");
+    assert_eq!(worker.join().unwrap().unwrap(), b"after the crash");
+}
+
+#[test]
+fn pool_dispatcher_killed_while_served_is_reported_once_then_the_next_is_served() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-served");
+    let d = domain_at(s.path());
+    let victim = spawn("dispatcher", s.path());
+    eventually("the dispatcher attached", 20, || pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
+    let mut w = Worker::join(&d, "p").unwrap();
+    w.set_orphan_check(Duration::from_millis(5));
+    kill(victim);
+    // The worker served the dead dispatcher: told once, then it waits for the next.
+    assert_eq!(w.recv_timeout(Duration::from_secs(10)).map(|j| j.id()), Err(PoolRecvError::Orphaned));
+    assert_eq!(w.recv_timeout(Duration::from_millis(50)).map(|j| j.id()), Err(PoolRecvError::Timeout));
+    let mut disp = Dispatcher::open(&d, "p").unwrap();
+    w.done();
+    dispatch_when_idle(&mut disp, b"next");
+    assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().data(), b"next");
+}
+
+#[test]
+fn pool_worker_killed_then_a_new_worker_joins_at_once() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-worker");
+    let d = domain_at(s.path());
+    // One mailbox: the new worker needs the dead one's.
+    let mut disp = Dispatcher::create(&d, "p", POOL).unwrap();
+    let victim = spawn("idle-worker", s.path());
+    eventually("the worker waits", 20, || disp.status().idle == 1);
+    kill(victim);
+    // No reap in between: the joining worker frees the dead one's mailbox itself.
+    let mut w = Worker::join(&d, "p").unwrap();
+    w.done();
+    dispatch_when_idle(&mut disp, b"to the new worker");
+    assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().data(), b"to the new worker");
+    assert!(disp.reap().is_empty(), "the dead worker held no job");
+}
+
+#[test]
+fn pool_worker_killed_holding_a_job_is_reported_and_replaced() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-busy-worker");
+    let d = domain_at(s.path());
+    let mut disp = Dispatcher::create(&d, "p", PoolConfig { max_workers: 2, ..POOL }).unwrap();
+    let victim = spawn("busy-worker", s.path());
+    eventually("the worker waits", 20, || disp.status().idle == 1);
+    let id = dispatch_when_idle(&mut disp, b"dies with it");
+    eventually("the job is taken", 20, || disp.status().idle == 0 && disp.try_dispatch(b"x".as_slice()).is_err());
+    kill(victim);
+    let mut w = Worker::join(&d, "p").unwrap();
+    w.done();
+    dispatch_when_idle(&mut disp, b"to the new worker");
+    assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().data(), b"to the new worker");
+    let lost: Vec<u64> = disp.reap().iter().map(|l| l.job_id).collect();
+    assert_eq!(lost, [id]);
+}
+
+#[test]
+fn queue_producer_killed_then_a_new_producer_and_consumer_work() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-producer");
+    let d = domain_at(s.path());
+    let q = Queue::create(&d, "q", QUEUE, &CreateOptions::default()).unwrap();
+    let victim = spawn("producer", s.path());
+    eventually("the queue is full", 20, || q.status().depth == QUEUE.capacity);
+    kill(victim);
+    // The first producer and consumer after the crash: every message the dead one sent, in
+    // order, then the new one's.
+    let mut tx = Queue::open(&d, "q").unwrap().producer().unwrap();
+    let mut rx = Queue::open(&d, "q").unwrap().consumer().unwrap();
+    for i in 0..QUEUE.capacity {
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), i.to_le_bytes());
+    }
+    tx.send_timeout(b"new", Duration::from_secs(5)).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), b"new");
+    assert_eq!(rx.recv_timeout(Duration::from_millis(20)), Err(RecvError::Timeout));
+}
+
+#[test]
+fn queue_consumer_killed_then_a_new_consumer_gets_the_rest() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-consumer");
+    let d = domain_at(s.path());
+    let q = Queue::create(&d, "q", QUEUE, &CreateOptions::default()).unwrap();
+    let mut tx = q.producer().unwrap();
+    let victim = spawn("consumer", s.path());
+    eventually("the consumer is there", 20, || q.status().consumers == 1);
+    let mut sent = 0u64;
+    while sent < 50 {
+        tx.send_timeout(sent.to_le_bytes(), Duration::from_secs(10)).unwrap();
+        sent += 1;
+    }
+    kill(victim);
+    // The first consumer after the crash gets everything still queued and everything sent
+    // after it; a producer blocked behind a claim the dead one held gets past it.
+    let q2 = q.clone();
+    let consumer = std::thread::spawn(move || {
+        let mut rx = q2.consumer().unwrap();
+        let mut got = Vec::new();
+        while let Ok(m) = rx.recv_timeout(Duration::from_millis(500)) {
+            got.push(u64::from_le_bytes(m.try_into().unwrap()));
+        }
+        got
+    });
+    let t0 = Instant::now();
+    for i in 0..3 * QUEUE.capacity {
+        tx.send_timeout((1000 + i).to_le_bytes(), Duration::from_secs(10)).unwrap();
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let got = consumer.join().unwrap();
+    let tail: Vec<u64> = (1000..1000 + 3 * QUEUE.capacity).collect();
+    assert!(got.ends_with(&tail), "the new consumer got {got:?}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "out of order: {got:?}");
+    let st = q.status();
+    assert!(st.lost <= 1, "{st:?}");
+}
