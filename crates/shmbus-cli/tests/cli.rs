@@ -381,10 +381,7 @@ fn run_within(r: &Root, args: &[&str], secs: u64) -> std::process::Output {
         if std::time::Instant::now() > end {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
-            panic!(
-                "shmbus {args:?} still running after {secs} s; stderr so far: {} bytes",
-                out.stderr.len()
-            );
+            panic!("shmbus {args:?} still running after {secs} s; stderr so far: {} bytes", out.stderr.len());
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
@@ -397,14 +394,25 @@ fn sub_from_far_past_the_end_waits_for_new_messages_and_times_out() {
     for i in 1..=3 {
         r.ok(&["pub", "--domain", "d", "t", "--data", &format!("m{i}")]);
     }
-    let out = run_within(&r, &["sub", "--domain", "d", "t", "--from", "18446744073709551610", "--timeout-ms", "300"], 20);
+    let out =
+        run_within(&r, &["sub", "--domain", "d", "t", "--from", "18446744073709551610", "--timeout-ms", "300"], 20);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
     let err = one_error_line(&out);
     assert!(err.contains("timed out") && !err.contains("gap"), "{err}");
     // And a message published meanwhile is the first one printed.
-    let mut sub =
-        r.spawn(&["sub", "--domain", "d", "t", "--from", "18446744073709551610", "--count", "1", "--timeout-ms", "20000"]);
+    let mut sub = r.spawn(&[
+        "sub",
+        "--domain",
+        "d",
+        "t",
+        "--from",
+        "18446744073709551610",
+        "--count",
+        "1",
+        "--timeout-ms",
+        "20000",
+    ]);
     r.wait_info("d", "t", |v| v.to_string().contains("subscriber"));
     let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !sub.exited() {

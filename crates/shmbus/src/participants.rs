@@ -154,7 +154,11 @@ impl<'a> ParticipantTable<'a> {
         }
         let start = if w & 0xff == ACTIVE { e.start_time.load(Ordering::Relaxed) } else { 0 };
         let pid = if w & 0xff > RECLAIMING { 0 } else { (w >> 8) as u32 };
-        Some(ParticipantInfo { index, process: ProcessId { pid, start_time: start }, role: e.role.load(Ordering::Relaxed) })
+        Some(ParticipantInfo {
+            index,
+            process: ProcessId { pid, start_time: start },
+            role: e.role.load(Ordering::Relaxed),
+        })
     }
 
     /// The state of entry `index` as one value, for checks against what shared words claim
@@ -178,7 +182,13 @@ impl<'a> ParticipantTable<'a> {
     /// reclaim takes (its owner died in that window, or a hostile peer wrote it). Runs
     /// `cleanup` and frees the entry. A registrant that was merely slow then fails its final
     /// CAS in `register` and looks further, so no entry ever has two owners.
-    pub(crate) fn take_over_stale(&self, index: usize, seen: u64, me: ProcessId, cleanup: impl FnOnce(usize, &Participant)) -> bool {
+    pub(crate) fn take_over_stale(
+        &self,
+        index: usize,
+        seen: u64,
+        me: ProcessId,
+        cleanup: impl FnOnce(usize, &Participant),
+    ) -> bool {
         let Some(e) = self.entries.get(index) else { return false };
         if !matches!(seen & 0xff, CLAIMING | RECLAIMING) {
             return false;

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError};
+use shmbus::stream::{
+    ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError,
+};
 use shmbus::{Domain, WaitSet};
 
 mod fuzz_body {

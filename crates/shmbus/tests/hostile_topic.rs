@@ -118,7 +118,8 @@ fn subscriber(d: &Domain, root: &Path) {
     let mut ws = WaitSet::new();
     let mut buf = Vec::new();
     let mut rng = Rng(0x5eed);
-    let (mut calls, mut ok, mut lagged, mut corrupt, mut ok_after, mut max) = (0u64, 0u64, 0u64, 0u64, 0u64, Duration::ZERO);
+    let (mut calls, mut ok, mut lagged, mut corrupt, mut ok_after, mut max) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, Duration::ZERO);
     while !marker(root, "done").exists() {
         let restored = marker(root, "restored").exists();
         for i in 0..64u64 {
@@ -154,7 +155,10 @@ fn subscriber(d: &Domain, root: &Path) {
             }
         }
     }
-    println!("subscriber calls={calls} ok={ok} corrupt={corrupt} lagged={lagged} ok_after={ok_after} max_ms={}", max.as_millis());
+    println!(
+        "subscriber calls={calls} ok={ok} corrupt={corrupt} lagged={lagged} ok_after={ok_after} max_ms={}",
+        max.as_millis()
+    );
 }
 
 /// What a receive that returned no message said.
@@ -240,7 +244,11 @@ fn a_live_subscriber_survives_scribbled_control_words() {
     let scribbles = 40_000;
     let start = Instant::now();
     for n in 0..scribbles {
-        let off = if n % 16 == 0 { owners[rng.below(owners.len() as u64) as usize] } else { words[rng.below(words.len() as u64) as usize] };
+        let off = if n % 16 == 0 {
+            owners[rng.below(owners.len() as u64) as usize]
+        } else {
+            words[rng.below(words.len() as u64) as usize]
+        };
         let v = hostile_value(&mut rng, read_u64(&f, off));
         write_u64(&f, off, v);
         if n % 16 == 0 {

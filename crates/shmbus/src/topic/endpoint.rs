@@ -748,8 +748,8 @@ impl Subscriber {
         timeout: Option<Duration>,
         mut attempt: impl FnMut() -> Result<T, TryRecvError>,
     ) -> Result<T, RecvError> {
-        if let r @ (Ok(_) | Err(TryRecvError::Lagged { .. } | TryRecvError::PinLimit { .. } | TryRecvError::Corrupt(_))) =
-            attempt()
+        if let r @ (Ok(_)
+        | Err(TryRecvError::Lagged { .. } | TryRecvError::PinLimit { .. } | TryRecvError::Corrupt(_))) = attempt()
         {
             return r.map_err(RecvError::from);
         }
