@@ -75,24 +75,30 @@ impl TrustPolicy {
     }
 
     /// [`new`](Self::new) plus the uids or user names listed in `SHMBUS_TRUST_UIDS` (commas
-    /// or spaces between them). An unknown user name is an [`OpenError::InvalidConfig`]:
+    /// or spaces between them). An unknown user name is an [`OpenError::InvalidTrustList`]:
     /// silently trusting fewer users would make a typo look like a planted channel.
     pub fn from_env() -> Result<TrustPolicy, OpenError> {
         match std::env::var_os(TRUST_ENV) {
             None => Ok(TrustPolicy::new()),
-            Some(v) => TrustPolicy::parse(&v.to_string_lossy()),
+            Some(v) => TrustPolicy::parse(&v.to_string_lossy()).map_err(|e| match e {
+                OpenError::InvalidTrustList { what } => {
+                    OpenError::InvalidTrustList { what: format!("{TRUST_ENV}: {what}") }
+                }
+                e => e,
+            }),
         }
     }
 
     /// Parses a list like `1001, svc-camera` (uids or user names, commas or spaces between).
+    /// A name without an account is [`OpenError::InvalidTrustList`].
     pub fn parse(list: &str) -> Result<TrustPolicy, OpenError> {
         let mut p = TrustPolicy::new();
         for item in list.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()) {
             let uid = match item.parse::<u32>() {
                 Ok(uid) => uid,
-                Err(_) => fs::user_uid(item).ok_or_else(|| OpenError::InvalidConfig {
+                Err(_) => fs::user_uid(item).ok_or_else(|| OpenError::InvalidTrustList {
                     what: format!(
-                        "{TRUST_ENV}: no user named {item:?}; list uids or existing user names separated by commas"
+                        "no user named {item:?} in the list of users to trust; list uids or existing user names separated by commas"
                     ),
                 })?,
             };
@@ -525,6 +531,6 @@ mod tests {
         assert!(p.trusts(1001) && p.trusts(0) && p.trusts(fs::effective_uid()));
         assert!(!TrustPolicy::new().trusts(if fs::effective_uid() == 4242 { 4243 } else { 4242 }));
         let e = TrustPolicy::parse("no-such-user-here").unwrap_err().to_string();
-        assert!(e.contains("SHMBUS_TRUST_UIDS") && e.contains("no-such-user-here"), "{e}");
+        assert!(e.contains("no-such-user-here"), "{e}");
     }
 }

@@ -134,6 +134,14 @@ pub enum OpenError {
         /// The directory's mode.
         mode: u32,
     },
+    /// A list of users to trust (`SHMBUS_TRUST_UIDS`, [`TrustPolicy::parse`]) names a user
+    /// that does not exist.
+    ///
+    /// [`TrustPolicy::parse`]: crate::domain::TrustPolicy::parse
+    InvalidTrustList {
+        /// What is wrong with it.
+        what: String,
+    },
     /// Any other operating-system error.
     Io {
         /// The file or directory involved.
@@ -188,7 +196,7 @@ impl fmt::Display for OpenError {
             ),
             UnexpectedFileType { path, found, owner_uid, .. } => write!(
                 f,
-                "{}: is {found}{}, not a shmbus channel file; channels are regular files, never opened through a symlink or waited on: remove it (`rm {}`) if it does not belong there, or use another channel name",
+                "{}: is {found}{}, not a shmbus channel file; shmbus opens only regular files as channels, never through a symlink: remove it (`rm {}`) if it does not belong there, or use another channel name",
                 path.display(),
                 owner_note(*owner_uid),
                 path.display()
@@ -200,6 +208,7 @@ impl fmt::Display for OpenError {
                 crate::domain::describe_uid(*owner_uid),
                 crate::domain::describe_uid(crate::sys::fs::effective_uid())
             ),
+            InvalidTrustList { what } => f.write_str(what),
             Io { path, source } => write!(f, "{}: {source}", path.display()),
         }
     }
@@ -232,12 +241,12 @@ fn fix_unusable(path: &std::path::Path, header_level: bool) -> String {
     }
 }
 
-/// ` (owned by uid 4242)`, or nothing if the owner is unknown.
+/// `, owned by uid 4242`, or nothing if the owner is unknown.
 fn owner_note(uid: u32) -> String {
     if uid == u32::MAX {
         String::new()
     } else {
-        format!(" (owned by {})", crate::domain::describe_uid(uid))
+        format!(", owned by {}", crate::domain::describe_uid(uid))
     }
 }
 
