@@ -316,6 +316,23 @@ pub fn link_at(old_dir: BorrowedFd<'_>, old: &OsStr, new_dir: BorrowedFd<'_>, ne
     Ok(())
 }
 
+/// Renames `old` in `old_dir` to `new` in `new_dir` (`renameat2(2)`), replacing `new` if it
+/// exists, or failing with `AlreadyExists` instead when `no_replace` (`RENAME_NOREPLACE`).
+/// A symlink is renamed as itself; neither name is resolved through a symlink.
+pub fn rename_at(
+    old_dir: BorrowedFd<'_>,
+    old: &OsStr,
+    new_dir: BorrowedFd<'_>,
+    new: &OsStr,
+    no_replace: bool,
+) -> io::Result<()> {
+    let (o, n) = (component(old)?, component(new)?);
+    let flags = if no_replace { libc::RENAME_NOREPLACE } else { 0 };
+    // SAFETY: both descriptors are valid and both names valid C strings for the call.
+    retry(|| unsafe { libc::renameat2(old_dir.as_raw_fd(), o.as_ptr(), new_dir.as_raw_fd(), n.as_ptr(), flags) })?;
+    Ok(())
+}
+
 /// Removes the name `name` (not a directory) from `dir` (`unlinkat(2)`). A symlink is removed
 /// as itself; nothing outside `dir` is touched.
 pub fn unlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
@@ -483,6 +500,10 @@ mod tests {
         assert_eq!(create_file_at(d, OsStr::new("l"), 0o600).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
         link_at(d, OsStr::new("new"), d, OsStr::new("new2")).unwrap();
         unlink_at(d, OsStr::new("l")).unwrap();
+        rename_at(d, OsStr::new("new2"), d, OsStr::new("new3"), true).unwrap();
+        let e = rename_at(d, OsStr::new("new3"), d, OsStr::new("new"), true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        rename_at(d, OsStr::new("new3"), d, OsStr::new("new"), false).unwrap();
         assert!(p.join("f").exists(), "unlinking a symlink removed its target");
         let _ = std::fs::remove_dir_all(&p);
     }
