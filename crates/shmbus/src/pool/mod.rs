@@ -29,7 +29,8 @@
 //!
 //! * **A worker is SIGKILLed**: its participant entry and mailbox stay until the
 //!   dispatcher calls [`Dispatcher::reap`] (call it periodically, e.g. every 100 ms or when
-//!   dispatch keeps failing). `reap` reports each job the dead worker held, dispatched but
+//!   dispatch keeps failing), or until a joining worker finds every mailbox taken and frees
+//!   the dead ones itself. `reap` reports each job the dead worker held, dispatched but
 //!   not taken or taken but not finished, as a [`LostJob`], and frees the mailbox for a new
 //!   worker. A lost job may have been partly or fully processed.
 //! * **The dispatcher is SIGKILLed**: a worker blocked in `recv` notices within its orphan
@@ -37,7 +38,12 @@
 //!   gets [`RecvError::Orphaned`]; a dispatcher that exits cleanly wakes every worker and
 //!   they see `Orphaned` at once. A job already in a mailbox is still delivered first.
 //!   Calling `recv` again waits for a new dispatcher, which may take over as soon as the old
-//!   one is dead ([`Dispatcher::open`]), repairing a mailbox it left half-filled.
+//!   one is dead ([`Dispatcher::open`]), repairing a mailbox it left half-filled. A worker
+//!   that joins after the dispatcher died (or exited) is not told about it: it waits for
+//!   the next one, so restarting a crashed system works the first time.
+//! * **Hostile memory**: a state its worker cannot be in is reported once
+//!   ([`RecvError::Corrupt`]) and reset; [`Dispatcher::reap`] repairs ownerless mailboxes
+//!   and hint bits; every wait is bounded. See `docs/pool.md` for exactly what holds.
 //! * Only one dispatcher at a time: a second one gets [`OpenError::Busy`] while the first
 //!   lives.
 //!
@@ -255,7 +261,7 @@ impl fmt::Display for RecvError {
                 f.write_str("the pool's dispatcher is gone; call recv again to wait for a new one, or stop the worker")
             }
             RecvError::Corrupt { what } => {
-                write!(f, "pool mailbox is corrupt: {what}; drop this worker and recreate the pool")
+                write!(f, "pool mailbox is corrupt ({what}): a process that maps the pool wrote impossible values; if this repeats, stop the pool's processes and recreate it")
             }
         }
     }
@@ -285,7 +291,7 @@ impl fmt::Display for TryRecvError {
                 f.write_str("the pool's dispatcher is gone; call recv again to wait for a new one, or stop the worker")
             }
             TryRecvError::Corrupt { what } => {
-                write!(f, "pool mailbox is corrupt: {what}; drop this worker and recreate the pool")
+                write!(f, "pool mailbox is corrupt ({what}): a process that maps the pool wrote impossible values; if this repeats, stop the pool's processes and recreate it")
             }
         }
     }

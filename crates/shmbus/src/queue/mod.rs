@@ -51,6 +51,15 @@
 //! * Nothing is delivered twice and no torn message is delivered.
 //! * A process that is alive but stopped (`SIGSTOP`, a debugger) blocks the queue behind its
 //!   claim for as long as it is stopped: FIFO order cannot skip it.
+//! * Any role restarted after a crash works at once: a new endpoint registers, and the dead
+//!   one's claim is reclaimed by whoever it stands in the way of.
+//!
+//! # Hostile memory
+//!
+//! Every call returns within its timeout whatever the shared words say. A counter no cell
+//! agrees with, or a cell stamp no honest participant writes, is reported once as
+//! `Corrupt` by the operation that meets it, which repairs it from the cells (cold path, by
+//! CAS from the bad value); the next call works. See `docs/queue.md` for exactly what holds.
 //!
 //! Endpoints do not survive `fork`: open them in the process that uses them.
 
