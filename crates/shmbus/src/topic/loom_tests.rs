@@ -211,11 +211,13 @@ fn an_audited_acquire_clears_garbage_pins_but_never_takes_a_recorded_one() {
             false
         };
         let published = writer.join().unwrap();
-        // With no pin held across the acquire, the garbage bit alone never stops it.
-        if !pinned {
-            assert_eq!(published, Some(2), "garbage pin blocked the publisher");
-        }
+        let _ = pinned;
         // The audit looked at the slot either way, and cleared the garbage bit.
         assert_eq!(mem.slots[0].w1.load(Ordering::Relaxed) & (1 << 3), 0, "garbage pin left");
+        // Both sides may have backed off (the Dekker handshake allows it); with the pin
+        // gone, the garbage bit alone never stops a publisher.
+        if published.is_none() {
+            assert!(sh.acquire_slot_audited(0).is_ok(), "garbage pin blocked the publisher");
+        }
     });
 }
