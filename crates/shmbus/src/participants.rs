@@ -245,8 +245,12 @@ impl<'a> ParticipantTable<'a> {
             let garbage = state > RECLAIMING;
             let pid = (w >> 8) as u32;
             let start = if state == ACTIVE { e.start_time.load(Ordering::Relaxed) } else { 0 };
-            if !garbage && pid == me.pid && state != RECLAIMING {
-                continue; // our own entries are never dead to us
+            // Our own entries are never dead to us, but an ACTIVE entry with our pid and
+            // another start time is a predecessor's that died (its pid reused, as when a
+            // container restarts): `is_alive` below says so.
+            let predecessor = state == ACTIVE && me.start_time != 0 && start != 0 && start != me.start_time;
+            if !garbage && pid == me.pid && state != RECLAIMING && !predecessor {
+                continue;
             }
             if !garbage && is_alive(ProcessId { pid, start_time: start }) {
                 continue;

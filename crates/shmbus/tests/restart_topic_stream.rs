@@ -248,3 +248,33 @@ fn stream_reader_restarts() {
         },
     );
 }
+
+/// A role held by a dead process whose pid is ours now (pid reuse, as after a container
+/// restart): the entry names our pid with another start time, and must be taken over, not
+/// reported as `Busy` by ourselves.
+#[test]
+fn a_dead_predecessor_with_our_pid_is_taken_over() {
+    if child_role().is_some() {
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let s = Scratch::new("restart-same-pid");
+    let d = s.domain("r");
+    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
+    let f = std::fs::OpenOptions::new().write(true).open(d.channel_path(NAME).unwrap()).unwrap();
+    let me = std::process::id() as u64;
+    for (entry, role) in [(0u64, 1u32), (1, 2)] {
+        // segment.rs: participant entries from offset 4096, 64 bytes each: `pid << 8 | ACTIVE`,
+        // start time, role.
+        let at = 4096 + 64 * entry;
+        f.write_all_at(&((me << 8) | 2).to_le_bytes(), at).unwrap();
+        f.write_all_at(&12345u64.to_le_bytes(), at + 8).unwrap();
+        f.write_all_at(&role.to_le_bytes(), at + 16).unwrap();
+    }
+    let mut w = StreamWriter::open(&d, NAME).expect("writer role taken over from our dead predecessor");
+    let mut r = StreamReader::open(&d, NAME).expect("reader role taken over from our dead predecessor");
+    w.try_write(b"hello").unwrap();
+    let mut buf = Vec::new();
+    r.try_read_into(&mut buf).unwrap();
+    assert_eq!(buf, b"hello");
+}

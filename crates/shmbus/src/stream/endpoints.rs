@@ -246,7 +246,11 @@ fn claim(seg: &Segment, me: ProcessId, slot: usize, role: u32) -> Result<(), Ope
             (_, None) => continue, // released meanwhile
             (EntryState::Active { .. }, Some(o)) => {
                 holder = o.process.pid;
-                if o.process.pid == me.pid || process_is_alive(o.process) {
+                // Our own pid with another start time is a dead predecessor (a pid reused,
+                // as when a container restarts), not us: `process_is_alive` says so.
+                let us = o.process.pid == me.pid
+                    && (o.process.start_time == me.start_time || o.process.start_time == 0 || me.start_time == 0);
+                if us || process_is_alive(o.process) {
                     return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: holder });
                 }
             }
