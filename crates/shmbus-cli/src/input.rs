@@ -11,13 +11,11 @@ use crate::{CliError, Result};
 /// line longer than that is an error, found while reading it and without holding more than
 /// `max_len` bytes of it, so a huge or endless line never makes this process grow. The lines
 /// before it have been sent; the error says which line it was.
-pub fn for_each_input(data: Option<&str>, max_len: usize, f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+/// `--data` is already in memory: it goes to `f` as it is, whose send reports a size the
+/// channel cannot take in the kind's own words.
+pub fn for_each_input(data: Option<&str>, max_len: usize, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
     match data {
-        Some(d) if d.len() > max_len => Err(too_long("--data", max_len)),
-        Some(d) => {
-            let mut f = f;
-            f(d.as_bytes())
-        }
+        Some(d) => f(d.as_bytes()),
         None => for_each_line(&mut std::io::stdin().lock(), max_len, f),
     }
 }
@@ -31,7 +29,7 @@ fn for_each_line(input: &mut impl BufRead, max_len: usize, mut f: impl FnMut(&[u
         number += 1;
         match read_line_bounded(input, &mut line, max_len)? {
             Line::End => return Ok(()),
-            Line::TooLong => return Err(too_long(&format!("stdin line {number}"), max_len)),
+            Line::TooLong => return Err(too_long(number, max_len)),
             Line::Read => f(&line)?,
         }
     }
@@ -86,9 +84,9 @@ fn read_line_bounded(input: &mut impl BufRead, line: &mut Vec<u8>, max_len: usiz
     }
 }
 
-fn too_long(what: &str, max_len: usize) -> CliError {
+fn too_long(line: u64, max_len: usize) -> CliError {
     CliError::msg(format!(
-        "{what} is longer than {max_len} bytes, the most one message can hold here; \
+        "stdin line {line} is longer than {max_len} bytes, the most one message can hold here; \
          split it, or use a channel made for larger messages"
     ))
 }
