@@ -63,7 +63,9 @@ enum Command {
     /// A segment used by any live process is left alone. Files that are not valid segments
     /// (bad magic, truncated, corrupt header) are reported and kept unless --force is given.
     /// Files that cannot be checked (permission denied, another format version) are
-    /// reported and never removed. Each removal is printed, then a summary line.
+    /// reported and never removed. Domains that are symlinks or belong to users this
+    /// process does not trust (docs/trust.md) are skipped and reported, and only regular
+    /// files are ever removed. Each removal is printed, then a summary line.
     Clean(clean::Args),
     /// Run the robotics profile (a camera, an IMU, five medium topics) as real processes and
     /// print latencies.
