@@ -36,6 +36,11 @@ pub enum AppendError {
     /// The entry was abandoned by readers before it was committed (see
     /// [`CommitError::Abandoned`]) too many times in a row.
     Abandoned,
+    /// The journal's shared state is damaged so that no entry can be claimed now.
+    Damaged {
+        /// What was found.
+        what: &'static str,
+    },
 }
 
 impl fmt::Display for AppendError {
@@ -45,6 +50,7 @@ impl fmt::Display for AppendError {
             AppendError::TooManyAppenders => f.write_str("all 128 appender slots of the journal are held by live processes; drop some appenders"),
             AppendError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
             AppendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
+            AppendError::Damaged { what } => write!(f, "cannot append: {what}; stop the processes using the journal and open it again (recovery repairs the cycle), or move it aside"),
             AppendError::Abandoned => f.write_str("the entry was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append again"),
         }
     }
@@ -360,7 +366,18 @@ impl Appender {
             return Err(AppendError::TooLarge { len, max });
         }
         let units = entry_units(len);
+        // Honest appenders move a cycle on once per roll and lose a claim CAS only to
+        // another claim: bounds far above both keep a damaged or hostile position word
+        // (sealing every new cycle, changing under every CAS) from holding this call.
+        let (mut rolls, mut tries) = (0u32, 0u32);
         loop {
+            tries += 1;
+            if tries > 1_000_000 || rolls > 64 {
+                return Err(AppendError::Damaged {
+                    what: "the current cycle's position word keeps changing or sealing without entries being \
+                           claimed (damaged, or written by something that is not an appender)",
+                });
+            }
             let ts = self.clock.now_ns();
             if ts >= self.cy.hdr.bucket_end {
                 seal(&self.cy);
@@ -368,6 +385,7 @@ impl Appender {
             let w = self.cy.pos().load(Ordering::Acquire);
             let (sealed, n, u) = pos_parts(w);
             if sealed {
+                rolls += 1;
                 self.advance()?;
                 continue;
             }
@@ -385,6 +403,13 @@ impl Appender {
             if (n + 1) * 4 > self.ialloc {
                 self.grow_index((n + 1) * 4)?;
             }
+            // Bytes past the claimed end are zero in a sound cycle (one load of the line we
+            // are about to write anyway). Sound entries there mean the position word is
+            // behind (damaged or overwritten): it is moved past them first, so nothing
+            // committed is ever overwritten.
+            if self.cy.entry_word(u * UNIT as u64).load(Ordering::Relaxed) != 0 && self.repair_position(w) {
+                continue;
+            }
             // Record the claim before making it, for whoever reclaims us if we die.
             let aux = &self.inner.meta.participants().entry(self.slot).aux;
             aux[1].store(w, Ordering::Relaxed);
@@ -395,8 +420,14 @@ impl Appender {
             if !protocol::try_claim(self.cy.pos(), w, units) {
                 continue;
             }
-            // Word 0 of the entry stays 0 until `commit` (see `protocol::commit_entry`).
+            // Word 0 of the entry stays 0 until `commit` (see `protocol::commit_entry`). The
+            // range is ours now: junk left in its first word (not a sound entry, see above)
+            // is cleared, or it would fail our commit.
             let off = u * UNIT as u64;
+            let hw = self.cy.entry_word(off);
+            if hw.load(Ordering::Relaxed) != 0 {
+                hw.store(0, Ordering::Relaxed);
+            }
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
@@ -404,11 +435,43 @@ impl Appender {
         }
     }
 
+    /// The position word `w` is behind sound entries (each checked: header, index,
+    /// checksum): moves it past them with one CAS. `true` if it moved (by us or anyone).
+    #[cold]
+    fn repair_position(&self, w: u64) -> bool {
+        let (_, n0, u0) = pos_parts(w);
+        let (mut n, mut u) = (n0, u0);
+        let max = self.inner.hdr().max_entry;
+        let backed = self.cy.backed_bytes().min(self.cy.cap_units * UNIT as u64);
+        while n + 1 < self.cy.max_entries {
+            let at = u * UNIT as u64;
+            if at + ENTRY_HEADER as u64 > backed {
+                break;
+            }
+            // SAFETY: `at..backed` lies inside the mapping and the bytes the file holds
+            // (`backed_bytes` is from fstat); only read, and every entry accepted is validated.
+            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(at) as *const u8, (backed - at) as usize) };
+            match read_entry(data, 0, n, max) {
+                Ok((ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. }, ..)) => {
+                    n += 1;
+                    u += units;
+                }
+                Err(_) => break,
+            }
+        }
+        if n == n0 {
+            return false;
+        }
+        // AcqRel: as a claim. Fails if anyone changed the word meanwhile (then retry anyway).
+        let _ = self.cy.pos().compare_exchange(w, pos_word(false, n, u), Ordering::AcqRel, Ordering::Relaxed);
+        true
+    }
+
     fn advance(&mut self) -> Result<(), AppendError> {
         let current = self.inner.current_cycle();
         let next = if current > self.cy.num { current } else { self.cy.num + 1 };
         let created = next > current;
-        self.cy = Arc::new(self.inner.open_or_create_cycle(next, realtime_ns())?);
+        self.cy = Arc::new(self.inner.open_or_create_after(next, realtime_ns(), Some(&self.cy))?);
         self.alloc = 0;
         self.ialloc = 0;
         self.pretouch_at = 0;

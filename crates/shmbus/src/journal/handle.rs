@@ -322,8 +322,12 @@ impl Journal {
 
     /// A tailer from the oldest retained entry.
     pub fn tailer(&self) -> Result<Tailer, ReadError> {
-        let first = self.inner.first_index()?;
-        Tailer::at(self.inner.clone(), first, None)
+        let (first, bad) = self.inner.first_start()?;
+        let mut t = Tailer::at(self.inner.clone(), first, None)?;
+        if let Some((cycle, what)) = bad {
+            t.report_first(ReadError::Damaged { cycle, from: first, to: first, bytes: None, what });
+        }
+        Ok(t)
     }
 
     /// A tailer whose first entry is global index `index` (or the oldest retained entry, if
@@ -685,6 +689,18 @@ impl Inner {
     /// Opens cycle `c`, creating it (as cycle 0 or as the successor of sealed `c-1`) if it
     /// does not exist yet and `c` is not older than the current cycle.
     pub(super) fn open_or_create_cycle(&self, c: u64, ts: u64) -> Result<CycleFiles, OpenError> {
+        self.open_or_create_after(c, ts, None)
+    }
+
+    /// [`Inner::open_or_create_cycle`], with the predecessor already mapped by the caller
+    /// (an appender or tailer moving on from it): its header was checked when it was
+    /// opened, so damage to the file's header since then does not stop the journal.
+    pub(super) fn open_or_create_after(
+        &self,
+        c: u64,
+        ts: u64,
+        prev: Option<&CycleFiles>,
+    ) -> Result<CycleFiles, OpenError> {
         match self.open_cycle(c) {
             Err(OpenError::NotFound { .. }) if c >= self.current_cycle() => {}
             Ok(cy) => {
@@ -697,8 +713,15 @@ impl Inner {
         let first_index = if c == 0 {
             0
         } else {
-            let prev = self.open_cycle(c - 1)?;
-            seal(&prev);
+            let opened;
+            let prev = match prev {
+                Some(p) if p.num + 1 == c => p,
+                _ => {
+                    opened = self.open_cycle(c - 1)?;
+                    &opened
+                }
+            };
+            seal(prev);
             let (_, n, _) = pos_parts(prev.pos().load(Ordering::Acquire));
             prev.hdr.first_index + n
         };
@@ -711,34 +734,34 @@ impl Inner {
     }
 
     pub(super) fn first_index(&self) -> Result<u64, ReadError> {
+        self.first_start().map(|(first, _)| first)
+    }
+
+    /// The oldest retained entry, and the oldest cycle passed over because it cannot be
+    /// read (with what is wrong), if any: an unreadable oldest cycle must not stop reading
+    /// from the start, and must not be passed over silently.
+    pub(super) fn first_start(&self) -> Result<(u64, Option<(u64, String)>), ReadError> {
         for _ in 0..16 {
             let f = self.meta.first().load(Ordering::Acquire);
-            match self.open_cycle(f) {
-                Ok(c) => return Ok(c.hdr.first_index),
-                Err(OpenError::NotFound { .. }) => {
-                    if self.meta.first().load(Ordering::Acquire) != f {
-                        continue; // gc moved it meanwhile
-                    }
-                    // Removed by hand (or a gc died half way): the oldest file present is
-                    // the first cycle. A `first` past every cycle present is damaged or
-                    // hostile (retention never removes the current cycle): it must not
-                    // hide the journal, so the oldest cycle present is first.
-                    let cycles = self.list_cycles()?;
-                    match cycles.iter().copied().find(|&c| c > f) {
-                        Some(c) => {
-                            self.meta.first().fetch_max(c, Ordering::AcqRel);
-                        }
-                        None => match cycles.first() {
-                            Some(&c) => match self.open_cycle(c) {
-                                Ok(cy) => return Ok(cy.hdr.first_index),
-                                Err(_) => return self.next_index(),
-                            },
-                            None => return self.next_index(),
-                        },
+            // Cycles below `first` are being deleted by retention. A `first` past every
+            // cycle present is damaged or hostile (retention never removes the current
+            // cycle): it must not hide the journal, so then every cycle present counts.
+            let cycles = self.list_cycles()?;
+            let from = if cycles.iter().any(|&c| c >= f) { f } else { 0 };
+            let mut bad = None;
+            for c in cycles.into_iter().filter(|&c| c >= from) {
+                match self.open_cycle(c) {
+                    Ok(cy) => return Ok((cy.hdr.first_index, bad)),
+                    Err(OpenError::NotFound { .. }) => {} // deleted meanwhile
+                    Err(e) => {
+                        bad.get_or_insert((c, open_error_message(&e)));
                     }
                 }
-                Err(e) => return Err(ReadError::Open(e)),
             }
+            if self.meta.first().load(Ordering::Acquire) != f {
+                continue; // gc moved it meanwhile
+            }
+            return Ok((self.next_index()?, bad));
         }
         Err(ReadError::Open(OpenError::Io {
             path: self.dir.clone(),
@@ -791,7 +814,8 @@ impl Inner {
                 .create(&adir)
                 .map_err(TierError::Io)?;
         }
-        let current = self.meta.current().load(Ordering::Acquire);
+        let newest = self.list_cycles().map_err(TierError::Io)?.last().copied().unwrap_or(0);
+        let current = self.current_cycle().min(newest);
         let hot: Vec<u64> = std::fs::read_dir(&self.dir)
             .map_err(TierError::Io)?
             .flatten()
@@ -1059,7 +1083,9 @@ impl Inner {
     pub(super) fn gc(&self, r: Retention) -> io::Result<GcReport> {
         self.reclaim();
         let cycles = self.list_cycles()?;
-        let current = self.meta.current().load(Ordering::Acquire);
+        // Checked against the files, and never past the newest cycle present: a damaged
+        // `current` word must not make retention delete the cycle being written.
+        let current = self.current_cycle().min(cycles.last().copied().unwrap_or(0));
         let mut rep = GcReport::default();
         let older: Vec<u64> = cycles.iter().copied().filter(|&c| c < current).collect();
         let total = cycles.len() as u64;

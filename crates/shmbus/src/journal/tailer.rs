@@ -228,6 +228,9 @@ pub struct Tailer {
     forced_end: Option<(u64, u64)>,
     /// A cycle that could not be opened, already reported.
     bad_cycle: Option<u64>,
+    /// (cycle, index, offset) where the current cycle's position word claims more than
+    /// its bytes hold, already reported (see `past_the_bytes`).
+    held: Option<(u64, u64, u64)>,
     /// Damaged ranges this tailer has reported and skipped.
     damaged: u64,
 }
@@ -272,6 +275,7 @@ impl Tailer {
             more: false,
             forced_end: None,
             bad_cycle: None,
+            held: None,
             damaged: 0,
         };
         if index < t.cy.hdr.first_index {
@@ -314,6 +318,14 @@ impl Tailer {
         let mut t = Tailer::at(inner, first, Some(k))?;
         t.pending = Some(ReadError::PositionReset { saved: pos, to: first });
         Ok(t)
+    }
+
+    /// Makes `e` the first thing this tailer reports (before a pending gap, if any).
+    pub(super) fn report_first(&mut self, e: ReadError) {
+        if matches!(e, ReadError::Damaged { .. }) {
+            self.damaged += 1;
+        }
+        self.pending = Some(e);
     }
 
     /// Sets the spin-then-sleep policy of the blocking calls.
@@ -429,10 +441,9 @@ impl Tailer {
     /// word says otherwise the word is damaged, and the cycle ends where the successor's
     /// first index says, within the bytes present.
     fn view(&self) -> (bool, u64, u64) {
-        let v = pos_parts(self.cy.pos().load(Ordering::Acquire));
-        match (v.0, self.forced_end) {
-            (false, Some((n, u))) => (true, n, u),
-            _ => v,
+        match self.forced_end {
+            Some((n, u)) => (true, n, u),
+            None => pos_parts(self.cy.pos().load(Ordering::Acquire)),
         }
     }
 
@@ -453,6 +464,54 @@ impl Tailer {
                 self.forced_end = Some((n.max(self.i), units));
             }
         }
+    }
+
+    /// Where a sealed cycle really ends (entries): the successor's first index says it
+    /// exactly; without one, the position word's count, bounded by the cycle's capacity.
+    fn sealed_end(&self, n: u64) -> u64 {
+        let end = match self.inner.open_cycle(self.cy.num + 1) {
+            Ok(next) => next.hdr.first_index.checked_sub(self.cy.hdr.first_index).unwrap_or(n),
+            Err(_) => n,
+        };
+        end.min(self.cy.max_entries).max(self.i)
+    }
+
+    /// Our offset is past the bytes a cycle holds (a damaged position word or entry size
+    /// led here). A sealed cycle is done: the rest of it is reported as one range and the
+    /// tailer moves on. In the current cycle appenders will seal or extend it: reported
+    /// once, then waited on.
+    fn past_the_bytes(&mut self) -> Result<Step, ReadError> {
+        let (sealed, n, _) = self.view();
+        let (first, i, off) = (self.cy.hdr.first_index, self.i, self.off);
+        if sealed {
+            let end = self.sealed_end(n);
+            self.forced_end = Some((end, self.backed_units()));
+            self.i = end;
+            self.seen = 0;
+            if end <= i {
+                return Ok(Step::Empty);
+            }
+            self.damaged += 1;
+            return Err(ReadError::Damaged {
+                cycle: self.cy.num,
+                from: first + i,
+                to: first + end,
+                bytes: Some((off, off)),
+                what: "the cycle's entries end before its position word says".into(),
+            });
+        }
+        if self.held == Some((self.cy.num, i, off)) {
+            return Ok(Step::Empty);
+        }
+        self.held = Some((self.cy.num, i, off));
+        self.damaged += 1;
+        Err(ReadError::Damaged {
+            cycle: self.cy.num,
+            from: first + i,
+            to: first + i,
+            bytes: Some((off, off)),
+            what: "the position word claims entries past the bytes present; waiting for appenders to move on".into(),
+        })
     }
 
     /// Units of the data area the file holds now.
@@ -612,7 +671,26 @@ impl Tailer {
             let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0) as *const u8, limit as usize) };
             found = find_next_entry(data, off, i + 1, n, max);
         }
-        let (mut j, mut o) = found.unwrap_or((n, u.saturating_mul(UNIT as u64)));
+        let (mut j, mut o) = match found {
+            Some(x) => x,
+            // Nothing sound follows: the damage runs to the end of what is claimed. A
+            // damaged position word may claim the impossible: the end is bounded by the
+            // bytes present, by a successor's first index, and by the smallest entry size.
+            None => {
+                let units = u.min(self.backed_units());
+                let (sealed, _, _) = self.view();
+                if sealed {
+                    let end = self.sealed_end(n);
+                    self.forced_end = Some((end, units));
+                    (end, units * UNIT as u64)
+                } else {
+                    (n.min(self.cy.max_entries).min(units / (ENTRY_HEADER / UNIT) as u64), units * UNIT as u64)
+                }
+            }
+        };
+        // Always past the damaged entry, never back.
+        j = j.max(i + 1);
+        o = o.max(off);
         // Claims in flight between: resume at the first (it will be committed or abandoned).
         if let Some((k, ku)) = self.inner.earliest_claim_between(self.cy.num, i, j) {
             j = k;
@@ -733,6 +811,9 @@ impl Tailer {
             }
             if !units_fit(&self.cy, self.off / UNIT as u64, (ENTRY_HEADER / UNIT) as u64, u) {
                 // Our offset is outside the claimed, backed area: what led here was damaged.
+                if self.off + ENTRY_HEADER as u64 > self.backed_units() * UNIT as u64 {
+                    return self.past_the_bytes();
+                }
                 return self.damaged_here("entry offset outside the cycle");
             }
             // Acquire (in `observe`): pairs with the Release CAS in `protocol::commit_entry`.
@@ -867,7 +948,15 @@ impl Tailer {
                 if self.stuck_for(u64::MAX) < Duration::from_millis(20) {
                     return Ok(false);
                 }
-                let next = self.inner.open_or_create_cycle(c1, realtime_ns())?;
+                let next = match self.inner.open_or_create_after(c1, realtime_ns(), Some(&self.cy)) {
+                    Ok(next) => next,
+                    // Reported once; then waited on like a successor not created yet.
+                    Err(e) if self.bad_cycle != Some(c1) => {
+                        self.bad_cycle = Some(c1);
+                        return Err(e.into());
+                    }
+                    Err(_) => return Ok(false),
+                };
                 self.enter(next);
                 return Ok(true);
             }
