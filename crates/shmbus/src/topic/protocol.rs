@@ -588,15 +588,16 @@ impl<'a> Shared<'a> {
         ((slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size), slot.ts.load(Ordering::Relaxed))
     }
 
-    /// Whether some live participant still has `k` pending (so it may yet commit).
+    /// Whether some live publisher still has `k` pending (so it may yet commit).
     pub(crate) fn claimant_alive(&self, k: u64, is_alive: impl Fn(crate::sys::ProcessId) -> bool) -> bool {
         for i in 0..self.participants.len() {
             let e = self.participants.entry(i);
             if e.aux[AUX_PENDING].load(Ordering::Acquire) != k {
                 continue;
             }
+            // Only a publisher claims: a pending word in any other entry is garbage.
             match self.participants.owner(i) {
-                Some(owner) if is_alive(owner.process) => return true,
+                Some(owner) if owner.role == ROLE_PUBLISHER && is_alive(owner.process) => return true,
                 _ => {}
             }
         }
