@@ -315,14 +315,17 @@ impl Dispatcher {
         });
         // What no owner explains: a mailbox left in use with its entry free (a hostile or
         // corrupted peer, or a job published to a worker that died meanwhile), and hint bits
-        // cleared from under a live worker. The state is read before the entry (see
-        // `repair_ownerless`).
+        // cleared from under a live worker. The entry is found free both before and after
+        // the state is read, so the state is not that of a worker joining or leaving right
+        // now (see `repair_ownerless`).
         for i in 0..workers {
+            if parts.owner(1 + i).is_some() {
+                pool.restore_hints(i);
+                continue;
+            }
             let seen = pool.mailbox(i).state();
             if parts.owner(1 + i).is_none() {
                 pool.repair_ownerless(i, seen);
-            } else {
-                pool.restore_hints(i);
             }
         }
         for i in 0..workers {

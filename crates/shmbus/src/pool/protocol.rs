@@ -460,11 +460,13 @@ impl<'a> PoolRef<'a> {
     }
 
     /// Dispatcher, in `reap`: repairs mailbox `i` whose participant entry is free (no owner),
-    /// given the state `seen` read *before* the entry was found free. An ownerless mailbox
+    /// given the state `seen` read between two looks that found the entry free. An ownerless mailbox
     /// can honestly hold only VACANT or LOST, or FULL after a job was published to a worker
     /// that died meanwhile; anything else is left by a hostile or corrupted peer. FULL and
     /// TAKEN become LOST (reported by `drain_lost`), everything else VACANT, by CAS from
-    /// `seen` (a worker that joins meanwhile first needs VACANT, so its state is never hit).
+    /// `seen`: a worker that joins meanwhile first needs VACANT, so its state is hit only if
+    /// one worker joined and left and another joined within these few loads (it then reports
+    /// `Corrupt` once and resets its mailbox).
     /// Must run only in the attached dispatcher, between its dispatches.
     pub fn repair_ownerless(&self, i: usize, seen: u32) {
         let to = match seen {
