@@ -370,9 +370,8 @@ fn every_control_word_at_each_edge_value() {
                     Err(ReadError::Corrupt(_)) => r_corrupt += 1,
                     Ok(_) | Err(ReadError::Timeout | ReadError::Disconnected) => {}
                 }
-                match w.write_timeout(b"x", Duration::from_millis(5)) {
-                    Err(ReserveError::Corrupt(_)) => w_corrupt += 1,
-                    _ => {}
+                if let Err(ReserveError::Corrupt(_)) = w.write_timeout(b"x", Duration::from_millis(5)) {
+                    w_corrupt += 1;
                 }
                 let _ = (r.try_read().map(|rec| rec.consume()), w.try_write(b"y"));
                 assert!(start.elapsed() < SLACK, "word {off} = {v}: calls took {:?}", start.elapsed());
