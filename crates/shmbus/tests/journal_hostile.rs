@@ -324,3 +324,41 @@ fn collect_stdout(c: &mut std::process::Child) -> std::thread::JoinHandle<String
         s
     })
 }
+
+/// The `journal_state` fuzz target's harness (one copy, shared with the fuzz crate).
+mod fuzz_harness {
+    include!("../../../fuzz/fuzz_targets/journal_state_body.rs");
+}
+
+/// Replays the `journal_state` fuzz corpus (targeted values for every control word), then
+/// random mutations of it, through the fuzz target's own harness: tailing, positioning,
+/// named readers, appending and recovery must never panic (this build checks overflow),
+/// fault or hang. Seed: SHMBUS_SEED.
+#[test]
+fn journal_state_fuzz_corpus_and_mutations_are_survived() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_state");
+    let mut corpus: Vec<Vec<u8>> =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    corpus.sort();
+    assert!(corpus.len() >= 10, "the corpus holds targeted inputs for every kind of word");
+    let start = Instant::now();
+    for input in &corpus {
+        fuzz_harness::exercise_journal_state(input);
+    }
+    let mut rng = Rng::from_env_or_clock();
+    let mut runs = 0;
+    while runs < 400 && start.elapsed() < Duration::from_secs(15) {
+        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
+        for _ in 0..1 + rng.below(12) {
+            let mut rec = [0u8; 11];
+            rec[0] = rng.below(6) as u8;
+            rec[1..3].copy_from_slice(&(rng.next() as u16).to_le_bytes());
+            let v = [0, 1, u64::MAX, u64::MAX - 1, rng.next(), rng.next() & 0xffff_ffff][rng.below(6) as usize];
+            rec[3..].copy_from_slice(&v.to_le_bytes());
+            input.extend_from_slice(&rec);
+        }
+        fuzz_harness::exercise_journal_state(&input);
+        runs += 1;
+    }
+    assert!(runs >= 20, "only {runs} mutated inputs in the time given");
+}
