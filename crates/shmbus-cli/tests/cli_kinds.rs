@@ -235,9 +235,14 @@ fn sub_on_a_queue_with_a_corrupt_head_fails_once_and_in_time() {
     let f = std::fs::OpenOptions::new().write(true).open(r.channel_file("d", "q")).unwrap();
     let head = shmbus::segment::KIND_OFFSET as u64 + 128;
     f.write_all_at(&12_345u64.to_le_bytes(), head).unwrap();
+    // Spawned and watched: a `sub` that loops on the error must fail the test, not hang it.
     let t0 = std::time::Instant::now();
-    let out = r.run(&["sub", "--domain", "d", "q", "--timeout-ms", "300"]);
-    assert!(t0.elapsed() < std::time::Duration::from_secs(10), "sub took {:?}", t0.elapsed());
+    let mut sub = r.spawn(&["sub", "--domain", "d", "q", "--timeout-ms", "300"]);
+    while !sub.exited() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "sub did not return within its timeout");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = sub.finish();
     assert!(!out.status.success());
     assert!(out.stderr.len() < 1024, "{} bytes of stderr", out.stderr.len());
     let err = one_error_line(&out);
