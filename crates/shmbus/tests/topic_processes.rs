@@ -354,6 +354,35 @@ fn a_publisher_dying_after_its_claim_becomes_a_gap_not_a_hang() {
 }
 
 #[test]
+fn publishers_dying_one_after_another_after_their_claims_make_one_gap() {
+    let s = Scratch::new("claims");
+    let d = s.domain("p");
+    let t = Topic::create_or_open(&d, "data", &TopicConfig::new(64, 4).spare_slots(2)).unwrap();
+    let sub = t.subscriber().unwrap();
+    let mut p = t.publisher().unwrap();
+    assert_eq!(p.publish(b"first").unwrap(), 1);
+    // Three publishers claim 2, 3, 4 and die before committing; a live one claims 5.
+    for k in 2..=4 {
+        let mut child = spawn_child("child_entry", "claim-and-hang", &env(&s, "data", &[]));
+        assert_eq!(read_line(&mut child), format!("claimed {k}"));
+        sigkill(&mut child);
+        child.wait().unwrap();
+    }
+    let mut live = spawn_child("child_entry", "claim-and-hang", &env(&s, "data", &[]));
+    assert_eq!(read_line(&mut live), "claimed 5");
+    assert_eq!(sub.recv_timeout(Duration::from_secs(5)).unwrap().data, b"first");
+    // One gap for the three dead claims, not three; the live claimant is waited for.
+    assert_eq!(sub.recv_timeout(Duration::from_secs(10)).unwrap_err(), RecvError::Lagged { missed: 3 });
+    assert_eq!(sub.next_seq(), 5);
+    assert_eq!(sub.recv_timeout(Duration::from_millis(50)).unwrap_err(), RecvError::Timeout);
+    sigkill(&mut live);
+    live.wait().unwrap();
+    assert_eq!(sub.recv_timeout(Duration::from_secs(10)).unwrap_err(), RecvError::Lagged { missed: 1 });
+    assert_eq!(p.publish(b"after").unwrap(), 6);
+    assert_eq!(sub.recv_timeout(Duration::from_secs(5)).unwrap().data, b"after");
+}
+
+#[test]
 fn pins_of_a_killed_subscriber_are_reclaimed() {
     let s = Scratch::new("pins");
     let d = s.domain("p");

@@ -691,12 +691,16 @@ impl Subscriber {
                     if self.abandoned(k) {
                         // A gap is only reported for positions that can be true: garbage in
                         // `tail` would otherwise make every sequence number up to it a gap.
-                        if let Err(bad) = sh.positions() {
-                            return Err(self.corrupt(k, bad));
-                        }
-                        self.next.set(k.saturating_add(1));
+                        let tail = match sh.positions() {
+                            Ok((tail, _)) => tail,
+                            Err(bad) => return Err(self.corrupt(k, bad)),
+                        };
+                        // The numbers right after `k` abandoned too (publishers that died
+                        // one after another) make one gap, not one each.
+                        let missed = sh.abandoned_run(k, tail, process_is_alive);
+                        self.next.set(k.saturating_add(missed));
                         self.pending_since.set(None);
-                        return Err(TryRecvError::Lagged { missed: 1 });
+                        return Err(TryRecvError::Lagged { missed });
                     }
                     return Err(TryRecvError::Empty);
                 }

@@ -604,6 +604,39 @@ impl<'a> Shared<'a> {
         false
     }
 
+    /// How many sequence numbers from `k` on are abandoned, `k` being one (its claimant is
+    /// dead): the run continues while a number up to `tail` is neither committed nor pending
+    /// with a live publisher, and stops after `index.len()` numbers. `tail` must have been
+    /// loaded before this call: every number up to it was claimed, its pending word stored
+    /// before the claim, so the scan of pending words below sees it (or, if cleared, the
+    /// commit's index entry, stored before the clear).
+    pub(crate) fn abandoned_run(&self, k: u64, tail: u64, is_alive: impl Fn(crate::sys::ProcessId) -> bool) -> u64 {
+        let mut live = [0u64; MAX_TOPIC_PARTICIPANTS];
+        let mut n_live = 0;
+        for i in 0..self.participants.len().min(MAX_TOPIC_PARTICIPANTS) {
+            // Acquire: pairs with the Release of the claim (the CAS of `tail`) and of the
+            // clear in `commit`, see above.
+            let p = self.participants.entry(i).aux[AUX_PENDING].load(Ordering::Acquire);
+            if p <= k || p > tail {
+                continue;
+            }
+            match self.participants.owner(i) {
+                Some(owner) if owner.role == ROLE_PUBLISHER && is_alive(owner.process) => {
+                    live[n_live] = p;
+                    n_live += 1;
+                }
+                _ => {}
+            }
+        }
+        let live = &live[..n_live];
+        let limit = k.saturating_add(self.index.len() as u64).min(tail.saturating_add(1));
+        let mut j = k.saturating_add(1);
+        while j < limit && self.lookup_index(j) == Lookup::NotYet && !live.contains(&j) {
+            j += 1;
+        }
+        j - k
+    }
+
     /// Undoes whatever dead participant `index` held: its writer bits and its pin bits.
     /// Idempotent.
     pub(crate) fn cleanup_participant(&self, index: usize) {
