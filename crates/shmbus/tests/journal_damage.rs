@@ -321,3 +321,61 @@ fn journal_whose_first_cycle_cannot_be_created_leaves_nothing_half_made() {
     let j = journal_with(&dir, 3);
     assert_eq!(read_all(&mut j.tailer().unwrap()).indices, vec![0, 1, 2]);
 }
+
+#[test]
+fn a_garbage_named_reader_position_is_reported_once_and_reset_to_the_oldest_entry() {
+    use shmbus::journal::format::{MAX_READERS, META_READERS_OFFSET, READER_ENTRY_SIZE};
+    let (dir, _s) = fresh_dir("jd-reader-pos");
+    let total = 700;
+    let j = journal_with(&dir, total);
+    {
+        let mut r = j.reader("billing").unwrap();
+        for _ in 0..10 {
+            r.try_next().unwrap().unwrap();
+        }
+        r.ack();
+    }
+    let meta = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(META_FILE)).unwrap();
+    let k = (0..MAX_READERS)
+        .find(|&k| {
+            let mut w = [0u8; 8];
+            meta.read_exact_at(&mut w, (META_READERS_OFFSET + k * READER_ENTRY_SIZE + 8) as u64).unwrap();
+            u64::from_le_bytes(w) == 10
+        })
+        .expect("the reader's saved position");
+    for garbage in [u64::MAX, u64::MAX - 1, total + 1, 1 << 40] {
+        meta.write_all_at(&garbage.to_le_bytes(), (META_READERS_OFFSET + k * READER_ENTRY_SIZE + 8) as u64).unwrap();
+        let mut r = j.reader("billing").unwrap();
+        match r.try_next() {
+            Err(ReadError::PositionReset { saved, to }) => assert_eq!((saved, to), (garbage, 0)),
+            other => panic!("expected PositionReset, got {:?}", other.map(|e| e.map(|e| e.index))),
+        }
+        // Reported once; then every entry from the oldest, in order.
+        let got = read_all(&mut r);
+        assert_eq!(got.indices, (0..total).collect::<Vec<_>>(), "{got:?}");
+        assert!(got.damaged.is_empty() && got.corrupt.is_empty());
+    }
+    // A plain tailer asked for an index far in the future starts at the end, and sees what
+    // is appended next.
+    let mut t = j.tailer_at(u64::MAX - 3).unwrap();
+    assert!(t.try_next().unwrap().is_none());
+    j.appender().unwrap().append(&payload(total)).unwrap();
+    assert_eq!(t.try_next().unwrap().map(|e| e.index), Some(total));
+}
+
+#[test]
+fn a_fifo_in_place_of_journal_meta_is_an_immediate_clear_error() {
+    let (dir, _s) = fresh_dir("jd-fifo-meta");
+    drop(journal_with(&dir, 3));
+    let meta = dir.join(META_FILE);
+    std::fs::remove_file(&meta).unwrap();
+    let c = std::ffi::CString::new(meta.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let start = Instant::now();
+    let e = Journal::open(&dir, &opts()).unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let msg = shmbus::journal::open_error_message(&e);
+    assert!(msg.contains("FIFO") && msg.contains("journal.meta"), "{msg}");
+    assert!(!msg.contains("shmbus clean") && !msg.contains("channel"), "{msg}");
+}
