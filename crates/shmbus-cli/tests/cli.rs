@@ -442,3 +442,26 @@ fn sub_on_a_corrupt_topic_exits_with_one_line_and_no_huge_gap() {
     // What was committed before the damage may be printed first; nothing more.
     assert!(String::from_utf8_lossy(&out.stdout).lines().count() <= 3, "{out:?}");
 }
+
+#[test]
+fn sub_on_a_corrupt_stream_exits_with_one_line() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "s", "--kind", "stream", "--capacity", "64K", "--data", "hello"]);
+    let path = r.channel_file("d", "s");
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    // The first record's header (the ring starts at the first page boundary after the
+    // 4 KiB header, 128 participant entries of 64 bytes and the 256-byte control block).
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let ring = (4096 + 128 * 64 + 256u64).div_ceil(page) * page;
+    std::os::unix::fs::FileExt::write_all_at(&f, &u64::MAX.to_le_bytes(), ring).unwrap();
+    let out = run_within(&r, &["sub", "--domain", "d", "s", "--timeout-ms", "300"], 20);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(one_error_line(&out).contains("corrupt"), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    // Positions that break the ring's invariant: refused when the reader attaches.
+    std::os::unix::fs::FileExt::write_all_at(&f, &13u64.to_le_bytes(), 4096 + 128 * 64).unwrap();
+    let out = run_within(&r, &["sub", "--domain", "d", "s", "--timeout-ms", "300"], 20);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(one_error_line(&out).contains("corrupt"), "{out:?}");
+}
