@@ -17,6 +17,8 @@ const MAX_RSS_BYTES: u64 = 64 << 20;
 
 /// Runs `shmbus args` with one line of `HUGE_LINE` bytes (after a first short line) on
 /// stdin; returns its stderr, exit status and peak resident size in bytes.
+// The child is reaped by `wait4` (for its resource usage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run_with_huge_line(root: &Root, args: &[&str]) -> (String, std::process::ExitStatus, u64) {
     let mut child = root.cmd(args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
