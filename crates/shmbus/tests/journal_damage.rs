@@ -379,3 +379,36 @@ fn a_fifo_in_place_of_journal_meta_is_an_immediate_clear_error() {
     assert!(msg.contains("FIFO") && msg.contains("journal.meta"), "{msg}");
     assert!(!msg.contains("shmbus clean") && !msg.contains("channel"), "{msg}");
 }
+
+#[test]
+fn a_large_damaged_range_is_scanned_in_steps_within_each_timeout() {
+    let (dir, _s) = fresh_dir("jd-large");
+    let o = JournalOptions { cycle_bytes: 32 << 20, chunk_bytes: 4 << 20, ..opts() };
+    let j = Journal::open(&dir, &o).unwrap();
+    let mut a = j.appender().unwrap();
+    let total = 160_000; // 136 bytes each: about 21 MiB
+    for i in 0..total {
+        a.append(&payload(i)).unwrap();
+    }
+    drop(a);
+    // 12 MiB of zeros in the middle.
+    zero(&dir.join(data_file_name(0)), CYCLE_HEADER_PAGE as u64 + (4 << 20), 12 << 20);
+    let r = read_all(&mut j.tailer().unwrap());
+    check_lost(&r, total, 100_000, "12 MiB zeroed");
+    assert_eq!(r.damaged.len(), 1, "{r:?}");
+    // A waiting tailer: every call keeps to its timeout while the scan goes on.
+    let mut t = j.tailer_at(30_000).unwrap();
+    let mut last = None;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        let call = Instant::now();
+        let res = t.next_timeout(Some(Duration::from_millis(5))).map(|e| e.map(|e| e.index));
+        assert!(call.elapsed() < Duration::from_millis(5) + Duration::from_secs(1), "{:?}", call.elapsed());
+        match res {
+            Ok(Some(i)) => last = Some(i),
+            Ok(None) if last == Some(total - 1) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(last, Some(total - 1));
+}

@@ -197,6 +197,9 @@ const STEP_BUDGET: u32 = 4096;
 /// Index slots after a damaged entry that a tailer tries before it scans the data.
 const RESYNC_SLOTS: u64 = 64;
 
+/// Bytes of a damaged range a tailer scans per call (a few ms), see `resync`.
+const SCAN_WINDOW: u64 = 4 << 20;
+
 /// Reads entries in index order; any number per journal, in any process. A named reader
 /// (from [`Journal::reader`]) also persists its position.
 #[derive(Debug)]
@@ -233,6 +236,9 @@ pub struct Tailer {
     held: Option<(u64, u64, u64)>,
     /// Damaged ranges this tailer has reported and skipped.
     damaged: u64,
+    /// A scan for the next sound entry in progress: (cycle, index, offset) of the damaged
+    /// entry, and how far the scan got.
+    scan: Option<(u64, u64, u64, u64)>,
 }
 
 impl Tailer {
@@ -277,6 +283,7 @@ impl Tailer {
             bad_cycle: None,
             held: None,
             damaged: 0,
+            scan: None,
         };
         if index < t.cy.hdr.first_index {
             t.pending = Some(ReadError::Gap { from: index, to: t.cy.hdr.first_index });
@@ -349,17 +356,21 @@ impl Tailer {
     /// An entry that is claimed but not written, with no live appender writing it, is
     /// damage, not an entry in flight: it is reported ([`ReadError::Damaged`]) and skipped
     /// at once, so reading a damaged journal to its end never stops early.
+    ///
+    /// It does not wait, but it does the work there is: walking abandoned entries and
+    /// scanning a damaged range for the next sound entry (linear in the cycle's size) before
+    /// it says `Ok(None)`.
     pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
-        for _ in 0..64 {
+        loop {
             match self.step(true)? {
                 Step::Entry { off, len, flags, raw_len, ts, index } => {
                     return self.materialize(off, len, flags, raw_len, ts, index).map(Some)
                 }
+                // Each such step made progress (entries walked, bytes scanned).
                 Step::Empty if self.more => continue,
                 Step::Empty => return Ok(None),
             }
         }
-        Ok(None)
     }
 
     /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
@@ -644,7 +655,7 @@ impl Tailer {
     /// then a scan of the data area for the next committed entry whose header and checksum
     /// hold (each entry carries its own index). Entries that live appenders are still
     /// writing inside the range are not skipped: reading stops before the first of them.
-    fn resync(&mut self, what: &str) -> ReadError {
+    fn resync(&mut self, what: &str) -> Option<ReadError> {
         // The real bounds (the caller may have had the fast path's guess).
         self.seen = self.cy.pos().load(Ordering::Acquire);
         self.check_forced_end();
@@ -664,13 +675,28 @@ impl Tailer {
             }
         }
         if found.is_none() && off < limit {
-            // SAFETY: `limit` is within the bytes the file holds (`backed_units`) and the
-            // mapping; the scan only reads, and validates every entry it accepts (a
+            // The scan goes on from where an earlier call left it for this same place, and
+            // looks at most SCAN_WINDOW bytes per call, so that a call keeps to its deadline
+            // whatever the size of the damage (the caller is told to come back).
+            let from = match self.scan {
+                Some((c, si, soff, at)) if (c, si, soff) == (self.cy.num, i, off) => at,
+                _ => off,
+            };
+            let window_end = from.saturating_add(SCAN_WINDOW);
+            // An entry starting before the window's end may extend past it.
+            let end = limit.min(window_end.saturating_add(ENTRY_HEADER as u64 + max));
+            // SAFETY: `end <= limit`, within the bytes the file holds (`backed_units`) and
+            // the mapping; the scan only reads, and validates every entry it accepts (a
             // concurrent writer can only be writing claimed-but-uncommitted entries, which
             // the scan does not accept).
-            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0) as *const u8, limit as usize) };
-            found = find_next_entry(data, off, i + 1, n, max);
+            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0) as *const u8, end as usize) };
+            found = find_next_entry(data, from, i + 1, n, max);
+            if found.is_none() && window_end < limit {
+                self.scan = Some((self.cy.num, i, off, window_end));
+                return None;
+            }
         }
+        self.scan = None;
         let (mut j, mut o) = match found {
             Some(x) => x,
             // Nothing sound follows: the damage runs to the end of what is claimed. A
@@ -702,13 +728,13 @@ impl Tailer {
         self.seen = 0;
         self.stuck_since.set(None);
         self.damaged += 1;
-        ReadError::Damaged {
+        Some(ReadError::Damaged {
             cycle: self.cy.num,
             from: first + i,
             to: first + j,
             bytes: Some((off, o.max(off))),
             what: what.to_owned(),
-        }
+        })
     }
 
     /// Whether entry `j` at byte `o` is sound: committed and valid, or abandoned with a size
@@ -736,7 +762,11 @@ impl Tailer {
     /// The entry at our position failed a check: reported, and the tailer moves to the next
     /// sound entry.
     fn damaged_here(&mut self, what: &str) -> Result<Step, ReadError> {
-        let e = self.resync(what);
+        let Some(e) = self.resync(what) else {
+            // The scan for the next sound entry is not finished: more next call.
+            self.more = true;
+            return Ok(Step::Empty);
+        };
         if matches!(e, ReadError::Damaged { to, .. } if to <= self.skip_until) {
             // Before where this tailer was asked to start: not its business.
             self.damaged -= 1;
