@@ -590,7 +590,7 @@ impl Tailer {
         if !now && waited < Duration::from_millis(1) {
             return false;
         }
-        if now || self.last_reclaim.get().is_none_or(|t| t.elapsed() > Duration::from_millis(5)) {
+        if self.last_reclaim.get().is_none_or(|t| t.elapsed() > Duration::from_millis(5)) {
             self.last_reclaim.set(Some(Instant::now()));
             self.inner.reclaim();
         }
@@ -805,7 +805,7 @@ impl Tailer {
                         (false, self.i + 1, self.cy.cap_units)
                     }
                     Some(EntryState::Unwritten | EntryState::Reserved { .. })
-                        if !now
+                        if (!now || (self.seen != 0 && pos_parts(self.seen).1 <= self.i))
                             && self.inner.meta.current().load(Ordering::Acquire) == self.cy.num
                             && self.idle_polls_skip() =>
                     {
@@ -816,7 +816,9 @@ impl Tailer {
                         // claim, so only every 16th such poll loads it. (A sealed cycle is
                         // followed by a newer one, announced in the metadata's `current`
                         // word, a line written once per cycle: with a newer cycle we always
-                        // load the position word.)
+                        // load the position word.) `try_next` skips only once it has seen the
+                        // position word say it is caught up: an unwritten entry that the word
+                        // already claimed may be damage, which it must report at once.
                         return Ok(Step::Empty);
                     }
                     _ => {
