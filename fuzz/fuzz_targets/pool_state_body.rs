@@ -26,6 +26,11 @@ fn pool_state_words() -> Vec<(u64, usize)> {
         let entry = PARTICIPANTS_OFFSET as u64 + e * 64;
         w.extend([(entry, 8), (entry + 8, 8), (entry + 16, 4)]);
     }
+    // Each mailbox's loss report moved aside by an adopting worker: flag, pid, job id.
+    for i in 0..POOL_STATE_WORKERS as u64 {
+        let mb = k + 128 + i * stride;
+        w.extend([(mb + 32, 4), (mb + 36, 4), (mb + 40, 8)]);
+    }
     w
 }
 

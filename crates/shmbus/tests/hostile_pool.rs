@@ -62,6 +62,11 @@ fn control_words() -> Vec<(usize, usize)> {
         let entry = PARTICIPANTS_OFFSET + e * 64;
         w.extend([(entry, 8), (entry + 8, 8), (entry + 16, 4)]);
     }
+    // Each mailbox's loss report moved aside by an adopting worker: flag, pid, job id.
+    for i in 0..WORKERS {
+        let mb = k + 128 + i * stride;
+        w.extend([(mb + 32, 4), (mb + 36, 4), (mb + 40, 8)]);
+    }
     w
 }
 

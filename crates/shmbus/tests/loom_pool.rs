@@ -1,7 +1,8 @@
 //! Loom model of the pool's mailbox protocol (`src/pool/protocol.rs`): the dispatcher and
 //! a worker racing over one mailbox, a worker withdrawing (timeout) or leaving while a job
-//! is being placed, a worker dying at every point of its program and being reclaimed, and a
-//! successor dispatcher repairing a dead one's half-written mailbox.
+//! is being placed, a worker dying at every point of its program and being reclaimed, a
+//! successor dispatcher repairing a dead one's half-written mailbox, and a joining worker
+//! adopting a dead one's LOST mailbox while the dispatcher reaps it.
 //!
 //! Run with:
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p shmbus --release --test loom_pool`
@@ -244,5 +245,33 @@ fn successor_repairs_a_dead_dispatchers_filling() {
             }
         };
         assert_eq!(left, Leave::Left);
+    });
+}
+
+/// A worker joining adopts a mailbox left LOST by a dead worker while the dispatcher reaps
+/// it: the loss is reported exactly once (from the mailbox or from aside), and the mailbox
+/// ends up either the adopter's (BUSY) or free.
+#[test]
+fn adopting_a_lost_mailbox_races_the_dispatchers_reap() {
+    model(|| {
+        let s = Shared::new(1);
+        let p = s.pool();
+        assert!(p.join(0, 7));
+        assert_eq!(p.make_idle(0), Idle::Waiting);
+        assert_eq!(dispatch(p, 42, 1), Some(0));
+        assert!(p.reclaim_worker(0)); // died holding job 42
+        let s2 = Arc::clone(&s);
+        let adopter = thread::spawn(move || s2.pool().adopt_lost(0, 8));
+        let mut reports = Vec::new();
+        let p = s.pool();
+        reports.extend(p.drain_lost(0));
+        reports.extend(p.drain_pending(0));
+        let adopted = adopter.join().unwrap();
+        // A later reap finds whatever is left.
+        reports.extend(p.drain_lost(0));
+        reports.extend(p.drain_pending(0));
+        assert_eq!(reports, [(42, 7)]);
+        assert_eq!(p.mailbox(0).state(), if adopted { BUSY } else { VACANT });
+        assert_eq!(p.lost(), 1);
     });
 }

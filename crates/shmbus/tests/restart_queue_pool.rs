@@ -35,6 +35,12 @@ fn child_entry() {
             let _d = Dispatcher::create(&d, "p", POOL).unwrap();
             std::thread::sleep(Duration::from_secs(60));
         }
+        // Holds the pool, dispatches one job when a worker is idle, then waits to be killed.
+        "dispatch-one" => {
+            let mut disp = Dispatcher::create(&d, "p", POOL).unwrap();
+            dispatch_when_idle(&mut disp, b"held when killed");
+            std::thread::sleep(Duration::from_secs(60));
+        }
         // Waits for work until killed (idle in recv).
         "idle-worker" => {
             let mut w = Worker::join(&d, "p").unwrap();
@@ -171,18 +177,59 @@ fn pool_worker_killed_holding_a_job_is_reported_and_replaced() {
     }
     let s = Scratch::new("restart-busy-worker");
     let d = domain_at(s.path());
-    let mut disp = Dispatcher::create(&d, "p", PoolConfig { max_workers: 2, ..POOL }).unwrap();
+    // One mailbox: the new worker must take over the one the dead worker left LOST.
+    let mut disp = Dispatcher::create(&d, "p", POOL).unwrap();
     let victim = spawn("busy-worker", s.path());
     eventually("the worker waits", 20, || disp.status().idle == 1);
     let id = dispatch_when_idle(&mut disp, b"dies with it");
     eventually("the job is taken", 20, || disp.status().idle == 0 && disp.try_dispatch(b"x".as_slice()).is_err());
     kill(victim);
+    // No reap in between: the new worker joins at once, and the job is still reported, once.
     let mut w = Worker::join(&d, "p").unwrap();
     w.done();
     dispatch_when_idle(&mut disp, b"to the new worker");
     assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().data(), b"to the new worker");
     let lost: Vec<u64> = disp.reap().iter().map(|l| l.job_id).collect();
     assert_eq!(lost, [id]);
+    assert!(disp.reap().is_empty());
+}
+
+#[test]
+fn pool_whole_system_killed_then_worker_first_then_dispatcher() {
+    if child_role().is_some() {
+        return;
+    }
+    // The dispatcher and the only worker (holding a job) are both killed; the restart starts
+    // the worker first, then the dispatcher: both work, and the job is reported lost once.
+    let s = Scratch::new("restart-system");
+    let d = domain_at(s.path());
+    let dispatcher = spawn("dispatch-one", s.path());
+    eventually("the dispatcher attached", 20, || pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
+    let worker = spawn("busy-worker", s.path());
+    eventually("the job is dispatched and taken", 20, || {
+        pool::status(&d, "p").is_ok_and(|st| st.dispatched == 1 && st.workers == 1 && st.idle == 0)
+    });
+    // Taken: the mailbox is TAKEN, not FULL (give the worker a moment past the take).
+    std::thread::sleep(Duration::from_millis(50));
+    kill(dispatcher);
+    kill(worker);
+
+    let (tx, rx) = mpsc::channel();
+    let d2 = d.clone();
+    let restarted = std::thread::spawn(move || {
+        let mut w = Worker::join(&d2, "p").unwrap();
+        tx.send(()).unwrap();
+        let r = w.recv_timeout(Duration::from_secs(20)).map(|j| j.data().to_vec());
+        tx.send(()).unwrap();
+        r
+    });
+    rx.recv_timeout(Duration::from_secs(10)).expect("the restarted worker joined");
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "the worker returned without a dispatcher");
+    let mut disp = Dispatcher::open(&d, "p").unwrap_or_else(|e| panic!("{e}"));
+    dispatch_when_idle(&mut disp, b"after the restart");
+    assert_eq!(restarted.join().unwrap().unwrap(), b"after the restart");
+    let lost: Vec<u64> = disp.reap().iter().map(|l| l.job_id).collect();
+    assert_eq!(lost, [1]);
 }
 
 #[test]

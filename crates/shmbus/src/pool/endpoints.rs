@@ -78,7 +78,9 @@ pub(crate) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
         TAKEN => parts.owner(1 + i).is_none_or(|p| !process_is_alive(p.process)),
         _ => false,
     };
-    Ok((0..pool.workers()).filter(|&i| owed(i)).count() as u64)
+    // Plus loss reports a worker that adopted a LOST mailbox moved aside.
+    let pending = (0..pool.workers()).filter(|&i| pool.has_pending(i)).count() as u64;
+    Ok((0..pool.workers()).filter(|&i| owed(i)).count() as u64 + pending)
 }
 
 fn status_of(seg: &Segment, layout: &PoolLayout) -> PoolStatus {
@@ -332,6 +334,9 @@ impl Dispatcher {
             if let Some((job_id, pid)) = pool.drain_lost(i) {
                 lost.push(LostJob { job_id, worker: i, pid });
             }
+            if let Some((job_id, pid)) = pool.drain_pending(i) {
+                lost.push(LostJob { job_id, worker: i, pid });
+            }
         }
     }
 
@@ -438,22 +443,33 @@ impl Worker {
             }
             None
         };
-        let slot = match take_vacant() {
-            Some(i) => Some(i),
-            None => {
-                // Every mailbox is taken. Those of dead workers are freed here, without waiting
-                // for the dispatcher's next `reap` (there may be no dispatcher): by CAS only,
-                // and a job they held becomes LOST for the dispatcher to report.
-                let freed = parts.reclaim_dead_in(1..1 + layout.max_workers, me, process_is_alive, |index, _| {
-                    pool.release_dead(index - 1);
-                });
-                if freed > 0 {
-                    take_vacant()
-                } else {
-                    None
+        // A mailbox left LOST by a worker that died or left holding a job: taken over with
+        // its loss report moved aside for the dispatcher (see `PoolRef::adopt_lost`).
+        let adopt_lost = || {
+            for i in 0..layout.max_workers {
+                if pool.mailbox(i).state() != LOST {
+                    continue;
                 }
+                let Some(entry) = parts.register(me, ROLE_WORKER, i + 1..i + 2) else {
+                    continue;
+                };
+                if pool.adopt_lost(i, me.pid) {
+                    return Some(i);
+                }
+                parts.release(entry);
             }
+            None
         };
+        let slot = take_vacant().or_else(|| {
+            // Every mailbox is taken. Those of dead workers are freed here, without waiting
+            // for the dispatcher's next `reap` (there may be no dispatcher): by CAS only, a
+            // job they held becoming LOST; then a LOST one is adopted. So the first worker
+            // restarted after a crash joins even when every mailbox was held by the dead.
+            parts.reclaim_dead_in(1..1 + layout.max_workers, me, process_is_alive, |index, _| {
+                pool.release_dead(index - 1);
+            });
+            take_vacant().or_else(adopt_lost)
+        });
         let Some(slot) = slot else {
             return Err(OpenError::TooManyParticipants { path: seg.path().to_owned(), max: layout.max_workers });
         };

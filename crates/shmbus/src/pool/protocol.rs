@@ -37,7 +37,9 @@
 //! 5. **A job leaves the dispatcher's hands exactly once**: it is either taken by the worker
 //!    (`FULL → TAKEN`) or turned into LOST (the worker died, or left without taking it), and
 //!    a LOST mailbox is only recycled (`LOST → VACANT`) by `drain_lost`, which reports its
-//!    job id. So every dispatched job is received or reported lost, never both, never neither.
+//!    job id, or adopted by a joining worker (`LOST → ADOPTING → BUSY`, see `adopt_lost`),
+//!    which first moves the report aside for `drain_pending`. So every dispatched job is
+//!    received or reported lost, never both, never neither.
 //!
 //! The `idle_bits` and `present_bits` words in the header are *hints* mirroring the
 //! states (bit `i` for mailbox `i`), so the dispatcher finds an idle worker with one load
@@ -61,6 +63,9 @@ pub const FULL: u32 = 4;
 pub const TAKEN: u32 = 5;
 /// The worker died or left holding a job; `job_id` says which, until `drain_lost`.
 pub const LOST: u32 = 6;
+/// A joining worker is taking over a LOST mailbox, moving its loss report aside (see
+/// [`PoolRef::adopt_lost`]).
+pub const ADOPTING: u32 = 7;
 
 /// The most workers one pool can have (one bit each in `idle_bits`).
 pub const MAX_WORKERS: usize = 64;
@@ -143,6 +148,12 @@ pub struct Mailbox {
     _reserved: AtomicU32,
     job_id: AtomicU64,
     len: AtomicU64,
+    /// A loss report moved aside by a worker that adopted a LOST mailbox: set (1) once
+    /// `pending_id` / `pending_pid` hold it, cleared by the dispatcher's `drain_pending`.
+    /// (In what used to be padding: zero, "none", in every segment.)
+    pending_set: AtomicU32,
+    pending_pid: AtomicU32,
+    pending_id: AtomicU64,
 }
 
 /// Size of a [`Mailbox`] head in the segment (the payload starts this far in).
@@ -161,6 +172,9 @@ impl Mailbox {
             _reserved: AtomicU32::new(0),
             job_id: AtomicU64::new(0),
             len: AtomicU64::new(0),
+            pending_set: AtomicU32::new(0),
+            pending_pid: AtomicU32::new(0),
+            pending_id: AtomicU64::new(0),
         }
     }
 
@@ -324,6 +338,61 @@ impl<'a> PoolRef<'a> {
         true
     }
 
+    /// Worker joining (it holds mailbox `i`'s participant entry): takes over a mailbox left
+    /// LOST by a worker that died or left holding a job, so a restart does not wait for the
+    /// dispatcher's next `reap`. The loss report is moved aside first (`pending_*`, drained
+    /// by `drain_pending`), so it is still reported exactly once. `false` if the mailbox is
+    /// not LOST, or an earlier report moved aside has not been drained yet.
+    ///
+    /// `LOST → ADOPTING` by CAS (so `drain_lost` and other adopters keep off), then the
+    /// report is copied aside and flagged (Release), then `ADOPTING → BUSY`. If the adopter
+    /// dies in between, the reclaimer finds ADOPTING: the report is aside if flagged, else
+    /// still in `job_id` (see `reclaim_worker`).
+    pub fn adopt_lost(&self, i: usize, pid: u32) -> bool {
+        let mb = self.mailbox(i);
+        // Acquire: pairs with the Release swap in `drain_pending`.
+        if mb.pending_set.load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        // AcqRel: Acquire pairs with the Release store of LOST (job_id written before it).
+        if mb.state.compare_exchange(LOST, ADOPTING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        mb.pending_id.store(mb.job_id.load(Ordering::Relaxed), Ordering::Relaxed);
+        mb.pending_pid.store(mb.owner_pid.load(Ordering::Relaxed), Ordering::Relaxed);
+        // Release: pairs with the Acquire swap in `drain_pending` (the report is complete).
+        mb.pending_set.store(1, Ordering::Release);
+        mb.owner_pid.store(pid, Ordering::Relaxed);
+        // Release: as the store of BUSY in `join`.
+        mb.state.store(BUSY, Ordering::Release);
+        self.hdr.w.present_bits.fetch_or(bit(i), Ordering::Release);
+        true
+    }
+
+    /// Dispatcher: reports a loss that `adopt_lost` moved aside: `(job_id, worker pid)`.
+    /// Not while the adoption is in progress (ADOPTING): a dead adopter's mailbox goes
+    /// through `reclaim_worker` first, which decides where the report is.
+    pub fn drain_pending(&self, i: usize) -> Option<(u64, u32)> {
+        let mb = self.mailbox(i);
+        if mb.pending_set.load(Ordering::Acquire) == 0 || mb.state.load(Ordering::Acquire) == ADOPTING {
+            return None;
+        }
+        let id = mb.pending_id.load(Ordering::Relaxed);
+        let pid = mb.pending_pid.load(Ordering::Relaxed);
+        // AcqRel: Acquire pairs with the Release store in `adopt_lost`; Release frees the
+        // side record for the next adopter (its Acquire load).
+        if mb.pending_set.swap(0, Ordering::AcqRel) == 0 {
+            return None;
+        }
+        self.hdr.d.lost.fetch_add(1, Ordering::Relaxed);
+        Some((id, pid))
+    }
+
+    /// Whether mailbox `i` holds a loss report moved aside (for `undelivered_jobs`).
+    pub fn has_pending(&self, i: usize) -> bool {
+        self.mailbox(i).pending_set.load(Ordering::Acquire) != 0
+    }
+
     /// Worker: declares itself waiting for work (BUSY/TAKEN → IDLE), or reports that a job
     /// is already there or on its way.
     pub fn make_idle(&self, i: usize) -> Idle {
@@ -447,6 +516,8 @@ impl<'a> PoolRef<'a> {
             let to = match s {
                 VACANT | LOST | FILLING => return,
                 FULL | TAKEN => LOST,
+                // A dead adopter: the report is aside if it got that far, else still here.
+                ADOPTING if !self.has_pending(i) => LOST,
                 _ => VACANT,
             };
             // Release: pairs with the Acquire load in `drain_lost` / the Acquire CAS in `join`.
@@ -472,6 +543,7 @@ impl<'a> PoolRef<'a> {
         let to = match seen {
             VACANT | LOST => return,
             FULL | TAKEN => LOST,
+            ADOPTING if !self.has_pending(i) => LOST,
             _ => VACANT,
         };
         let mb = self.mailbox(i);
@@ -587,17 +659,22 @@ impl<'a> PoolRef<'a> {
         self.hdr.w.present_bits.fetch_and(!bit(i), Ordering::Relaxed);
         self.hdr.w.idle_bits.fetch_and(!bit(i), Ordering::Relaxed);
         match mb.state.load(Ordering::Acquire) {
-            FULL | TAKEN | LOST => {
-                // Release: pairs with the Acquire load in `drain_lost`.
-                mb.state.store(LOST, Ordering::Release);
-                true
-            }
+            // A dead adopter (`adopt_lost`) whose report is still in `job_id` (not yet aside)
+            // counts as LOST too.
+            FULL | TAKEN | LOST => self.mark_lost(i),
+            ADOPTING if !self.has_pending(i) => self.mark_lost(i),
             _ => {
                 // Release: pairs with the Acquire CAS in `join`.
                 mb.state.store(VACANT, Ordering::Release);
                 false
             }
         }
+    }
+
+    fn mark_lost(&self, i: usize) -> bool {
+        // Release: pairs with the Acquire load in `drain_lost`.
+        self.mailbox(i).state.store(LOST, Ordering::Release);
+        true
     }
 
     /// Dispatcher: reports and recycles a LOST mailbox: `(job_id, worker pid)`.
@@ -765,6 +842,59 @@ mod tests {
         assert!(!p.join(0, 4), "a LOST slot is not reused before it is reported");
         assert_eq!(p.drain_lost(0), Some((11, 3)));
         assert!(p.join(0, 4));
+    }
+
+    #[test]
+    fn a_lost_mailbox_is_adopted_and_its_loss_still_reported_once() {
+        let (h, m) = pool(1);
+        let p = PoolRef::new(&h, &m);
+        p.join(0, 3);
+        p.make_idle(0);
+        p.claim_idle(0);
+        assert!(p.publish(0, 11, 0, false));
+        assert!(p.reclaim_worker(0)); // died holding job 11
+        assert!(!p.join(0, 4), "LOST is not VACANT");
+        assert!(p.adopt_lost(0, 4));
+        assert_eq!(p.mailbox(0).state(), BUSY);
+        assert_eq!(p.drain_lost(0), None);
+        assert_eq!(p.counts(), (1, 0));
+        // The adopter works like any worker, and dies holding a job too before the report
+        // was drained: its own loss is reported from the mailbox, the first from aside.
+        p.make_idle(0);
+        p.claim_idle(0);
+        assert!(p.publish(0, 12, 0, false));
+        assert!(p.reclaim_worker(0));
+        assert!(!p.adopt_lost(0, 5), "one report aside at a time");
+        assert_eq!(p.drain_lost(0), Some((12, 4)));
+        assert_eq!(p.drain_pending(0), Some((11, 3)));
+        assert_eq!(p.drain_pending(0), None);
+        assert_eq!(p.lost(), 2);
+        assert!(p.join(0, 5));
+    }
+
+    #[test]
+    fn an_adopter_dying_mid_way_loses_no_report_and_doubles_none() {
+        for report_aside in [false, true] {
+            let (h, m) = pool(1);
+            let p = PoolRef::new(&h, &m);
+            p.join(0, 3);
+            p.make_idle(0);
+            p.claim_idle(0);
+            assert!(p.publish(0, 11, 0, false));
+            assert!(p.reclaim_worker(0));
+            // The adopter stops after its CAS to ADOPTING (and maybe after moving the report).
+            assert!(m[0].state.compare_exchange(LOST, ADOPTING, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+            if report_aside {
+                m[0].pending_id.store(11, Ordering::Relaxed);
+                m[0].pending_pid.store(3, Ordering::Relaxed);
+                m[0].pending_set.store(1, Ordering::Release);
+            }
+            assert_eq!(p.drain_pending(0), None, "not while ADOPTING");
+            p.reclaim_worker(0);
+            let reports: Vec<_> = [p.drain_lost(0), p.drain_pending(0)].into_iter().flatten().collect();
+            assert_eq!(reports, [(11, 3)], "aside: {report_aside}");
+            assert!(p.join(0, 6));
+        }
     }
 
     #[test]
