@@ -22,7 +22,7 @@ use common::{child_command, child_role, eventually, wait_with_deadline, Rng, Scr
 use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError, Worker};
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
 use shmbus::waitset::Waitable;
-use shmbus::Domain;
+use shmbus::{Domain, WaitSet};
 
 mod fuzz_body {
     include!("../../../fuzz/fuzz_targets/pool_state_body.rs");
@@ -176,6 +176,7 @@ fn child_entry() {
         "worker" => {
             let mut w = Worker::join(&d, "p").unwrap();
             w.set_orphan_check(Duration::from_millis(5));
+            let mut ws = WaitSet::new();
             let mut i = 0u64;
             while !stop.exists() && Instant::now() < end {
                 i += 1;
@@ -203,11 +204,17 @@ fn child_entry() {
                 if i % 3 == 0 {
                     timed("done", Duration::ZERO, || w.done());
                 }
+                if i % 8 == 0 {
+                    // Idle (done), then wait for a job in a WaitSet.
+                    timed("done", Duration::ZERO, || w.done());
+                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait(&[&w], Some(TIMEOUT)).map(|r| r.len()));
+                }
             }
             timed("drop", Duration::ZERO, || drop(w));
         }
         "dispatcher" => {
             let mut disp = Dispatcher::open(&d, "p").unwrap();
+            let mut ws = WaitSet::new();
             let mut sent = Vec::new();
             let mut i = 0u64;
             let mut last_reap = Instant::now();
@@ -226,8 +233,11 @@ fn child_entry() {
                         Err(_) => empty += 1,
                     }
                 }
-                // Waiting for an idle worker: poll readiness, as a WaitSet would.
+                // Waiting for an idle worker, in a WaitSet.
                 let _ = timed("is_ready", Duration::ZERO, || disp.is_ready());
+                if i % 8 == 0 {
+                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait(&[&disp], Some(TIMEOUT)).map(|r| r.len()));
+                }
                 if last_reap.elapsed() > Duration::from_millis(5) {
                     corrupt += timed("reap", Duration::ZERO, || disp.reap()).len() as u64;
                     last_reap = Instant::now();

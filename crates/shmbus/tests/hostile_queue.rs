@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::{child_command, child_role, eventually, wait_with_deadline, Rng, Scratch};
 use shmbus::queue::{Queue, QueueConfig, RecvError, TryRecvError};
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
-use shmbus::{CreateOptions, Domain};
+use shmbus::{CreateOptions, Domain, WaitSet};
 
 mod fuzz_body {
     include!("../../../fuzz/fuzz_targets/queue_state_body.rs");
@@ -176,6 +176,7 @@ fn child_entry() {
     match role.as_str() {
         "consumer" => {
             let mut rx = q.consumer().unwrap();
+            let mut ws = WaitSet::new();
             let mut buf = vec![0u8; MAX];
             let mut i = 0u64;
             while !stop.exists() && Instant::now() < end {
@@ -199,6 +200,9 @@ fn child_entry() {
                     Err(_) => other += 1,
                 }
                 let _ = timed("has_message", Duration::ZERO, || rx.has_message());
+                if i % 8 == 0 {
+                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait(&[&rx], Some(TIMEOUT)).map(|r| r.len()));
+                }
             }
         }
         "producer" => {
