@@ -412,3 +412,55 @@ fn a_large_damaged_range_is_scanned_in_steps_within_each_timeout() {
     }
     assert_eq!(last, Some(total - 1));
 }
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Waits `ms` on `t` and returns the CPU time it burned; asserts nothing new is reported.
+fn wait_cpu(t: &mut Tailer, ms: u64) -> Duration {
+    let (cpu, wall) = (thread_cpu(), Instant::now());
+    let r = t.next_timeout(Some(Duration::from_millis(ms))).map(|e| e.map(|e| e.index));
+    assert!(matches!(r, Ok(None)), "nothing more, reported once: {:?}", r.map_err(|e| e.to_string()));
+    assert!(wall.elapsed() < Duration::from_millis(ms) + Duration::from_secs(2));
+    thread_cpu() - cpu
+}
+
+#[test]
+fn waiting_in_front_of_damage_does_not_spin() {
+    let (dir, _s) = fresh_dir("jd-nospin");
+    let total = 1500;
+    let j = journal_with(&dir, total);
+    let info = j.info().unwrap();
+    let current = info.cycles.last().unwrap().cycle;
+    let current_first = info.cycles.last().unwrap().first_index;
+    // The current cycle's header damaged while the journal is open (no recovery runs).
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(data_file_name(current))).unwrap();
+    let mut head = [0u8; 8];
+    f.read_exact_at(&mut head, 24).unwrap();
+    f.write_all_at(&[0xAB; 8], 24).unwrap();
+    let mut t = j.tailer().unwrap();
+    let r = read_all(&mut t);
+    assert_eq!(r.indices, (0..current_first).collect::<Vec<_>>());
+    assert_eq!(r.damaged, vec![(current, current_first, current_first)], "{r:?}");
+    let cpu = wait_cpu(&mut t, 400);
+    assert!(cpu < Duration::from_millis(200), "waiting burned {cpu:?} of CPU in 400 ms");
+    f.write_all_at(&head, 24).unwrap();
+    drop(t);
+
+    // The current cycle's position word claims more entries and bytes than the file holds.
+    assert_eq!(read_all(&mut j.tailer().unwrap()).indices.len() as u64, total);
+    let mut w = [0u8; 8];
+    f.read_exact_at(&mut w, 256).unwrap();
+    let n = (u64::from_le_bytes(w) >> 32) & 0x7fff_ffff;
+    f.write_all_at(&(((n + 100) << 32) | ((64 << 10) / 8)).to_le_bytes(), 256).unwrap();
+    let mut t = j.tailer_at(total).unwrap();
+    let r = read_all(&mut t);
+    assert!(r.indices.is_empty() && !r.damaged.is_empty(), "{r:?}");
+    let cpu = wait_cpu(&mut t, 400);
+    assert!(cpu < Duration::from_millis(200), "waiting burned {cpu:?} of CPU in 400 ms");
+}

@@ -377,16 +377,27 @@ impl Tailer {
     /// the timeout passes. Returns within the timeout whatever the journal's files hold.
     pub fn next_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<Entry<'_>>, ReadError> {
         let deadline = crate::wait::deadline_after(timeout);
+        let mut idle = 0u32;
         loop {
             if let Step::Entry { off, len, flags, raw_len, ts, index } = self.step(false)? {
                 return self.materialize(off, len, flags, raw_len, ts, index).map(Some);
             }
             // `block_on` returns at once while the tailer has work: the deadline is checked
             // here too, so no state of the files can keep this loop past it.
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
                 return Ok(None);
             }
             if self.more {
+                continue;
+            }
+            idle += 1;
+            if idle >= 3 && self.peek_ready() {
+                // Ready by its look, yet steps make no progress: the files are in a state
+                // that only time or another process changes (already reported). Poll gently
+                // instead of spinning.
+                let nap = Duration::from_millis(2);
+                std::thread::sleep(deadline.map_or(nap, |d| nap.min(d.saturating_duration_since(now))));
                 continue;
             }
             let this = &*self;
@@ -438,7 +449,8 @@ impl Tailer {
         if self.off + ENTRY_HEADER as u64 > u * UNIT as u64
             || !units_fit(&self.cy, self.off / UNIT as u64, (ENTRY_HEADER / UNIT) as u64, u)
         {
-            return true; // inconsistent: let step report it
+            // Inconsistent: let step report it, unless it has (see `past_the_bytes`).
+            return self.held != Some((self.cy.num, self.i, self.off));
         }
         let (st, _, _) = entry_word_parts(self.cy.entry_word(self.off).load(Ordering::Acquire));
         if st == ST_COMMITTED || st == ST_ABANDONED {
@@ -563,8 +575,11 @@ impl Tailer {
     fn next_cycle_exists(&self) -> bool {
         let current = self.inner.meta.current().load(Ordering::Acquire);
         if current > self.cy.num {
-            // Checked against the files: a damaged `current` must not keep a waiter busy.
-            return self.bad_cycle != Some(self.cy.num + 1) || self.inner.cycle_present(self.cy.num + 1);
+            // The successor is unreadable (reported): only a later cycle is progress.
+            if self.bad_cycle == Some(self.cy.num + 1) {
+                return current > self.cy.num + 1;
+            }
+            return true;
         }
         self.stuck_for(u64::MAX) > Duration::from_millis(20)
     }
