@@ -85,7 +85,8 @@ pub fn exercise_journal_state(data: &[u8]) {
     let reopened = Journal::open(&dir, &opts);
     for j in [Ok(open), reopened].into_iter().flatten() {
         let last = j.info().map(|i| i.next_index).unwrap_or(0);
-        let tailers = [j.tailer(), j.tailer_at(last / 2), j.tailer_at(u64::MAX), j.tailer_at_end(), j.tailer_at_time(1)];
+        let tailers =
+            [j.tailer(), j.tailer_at(last / 2), j.tailer_at(u64::MAX), j.tailer_at_end(), j.tailer_at_time(1)];
         for mut t in tailers.into_iter().flatten() {
             acc ^= drain(&mut t, 3000);
         }
