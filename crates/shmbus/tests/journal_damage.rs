@@ -464,3 +464,35 @@ fn waiting_in_front_of_damage_does_not_spin() {
     let cpu = wait_cpu(&mut t, 400);
     assert!(cpu < Duration::from_millis(200), "waiting burned {cpu:?} of CPU in 400 ms");
 }
+
+#[test]
+fn an_appender_never_writes_over_entries_a_lowered_position_word_hides() {
+    let (dir, _s) = fresh_dir("jd-pos-behind");
+    let total = 300; // one cycle
+    let j = journal_with(&dir, total);
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(data_file_name(0))).unwrap();
+    let mut w = [0u8; 8];
+    f.read_exact_at(&mut w, 256).unwrap();
+    let (n, u) = ((u64::from_le_bytes(w) >> 32) & 0x7fff_ffff, u64::from_le_bytes(w) & 0xffff_ffff);
+    assert_eq!(n, total);
+    // Lowered to an entry boundary: the appender moves it back past the sound entries.
+    f.write_all_at(&(((n - 10) << 32) | (u - 10 * 17)).to_le_bytes(), 256).unwrap();
+    let mut a = j.appender().unwrap();
+    assert_eq!(a.append(&payload(total)).unwrap(), total);
+    // Lowered into the middle of an entry: the cycle is sealed, nothing written over.
+    f.read_exact_at(&mut w, 256).unwrap();
+    let u = u64::from_le_bytes(w) & 0xffff_ffff;
+    f.write_all_at(&(((total + 1 - 5) << 32) | (u - 5 * 17 + 3)).to_le_bytes(), 256).unwrap();
+    assert_eq!(a.append(&payload(total + 1)).unwrap(), total + 1);
+    let r = read_all(&mut j.tailer().unwrap());
+    assert_eq!(r.indices, (0..=total + 1).collect::<Vec<_>>(), "{r:?}");
+    // Junk past the real end (free space that is not zero): sealed, the next cycle used.
+    f.read_exact_at(&mut w, 256).unwrap();
+    let u = u64::from_le_bytes(w) & 0xffff_ffff;
+    f.write_all_at(&[0x99; 8], CYCLE_HEADER_PAGE as u64 + u * 8).unwrap();
+    assert_eq!(a.append(&payload(total + 2)).unwrap(), total + 2);
+    let r = read_all(&mut j.tailer().unwrap());
+    assert_eq!(r.indices, (0..=total + 2).collect::<Vec<_>>(), "{r:?}");
+    assert!(r.damaged.is_empty() && r.corrupt.is_empty(), "{r:?}");
+    assert_eq!(j.info().unwrap().cycles.len(), 2);
+}

@@ -405,9 +405,13 @@ impl Appender {
             }
             // Bytes past the claimed end are zero in a sound cycle (one load of the line we
             // are about to write anyway). Sound entries there mean the position word is
-            // behind (damaged or overwritten): it is moved past them first, so nothing
-            // committed is ever overwritten.
-            if self.cy.entry_word(u * UNIT as u64).load(Ordering::Relaxed) != 0 && self.repair_position(w) {
+            // behind (damaged or overwritten): it is moved past them first. Anything else
+            // there is bytes we cannot account for (maybe the inside of an entry): the
+            // cycle is sealed and the next one used. Nothing is ever written over them.
+            if self.cy.entry_word(u * UNIT as u64).load(Ordering::Relaxed) != 0 {
+                if !self.repair_position(w) {
+                    seal(&self.cy);
+                }
                 continue;
             }
             // Record the claim before making it, for whoever reclaims us if we die.
@@ -420,14 +424,8 @@ impl Appender {
             if !protocol::try_claim(self.cy.pos(), w, units) {
                 continue;
             }
-            // Word 0 of the entry stays 0 until `commit` (see `protocol::commit_entry`). The
-            // range is ours now: junk left in its first word (not a sound entry, see above)
-            // is cleared, or it would fail our commit.
+            // Word 0 of the entry stays 0 until `commit` (see `protocol::commit_entry`).
             let off = u * UNIT as u64;
-            let hw = self.cy.entry_word(off);
-            if hw.load(Ordering::Relaxed) != 0 {
-                hw.store(0, Ordering::Relaxed);
-            }
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
@@ -460,11 +458,40 @@ impl Appender {
             }
         }
         if n == n0 {
-            return false;
+            // Not a sound entry where the word points: it may point into the middle of one
+            // (a lowered word). Find the real end from the cycle's start, stepping over
+            // damaged ranges; never move the word back.
+            let Some((ln, lu)) = self.last_sound_entry(backed, max) else { return false };
+            if ln <= n0 || lu <= u0 {
+                return false;
+            }
+            (n, u) = (ln, lu);
         }
         // AcqRel: as a claim. Fails if anyone changed the word meanwhile (then retry anyway).
         let _ = self.cy.pos().compare_exchange(w, pos_word(false, n, u), Ordering::AcqRel, Ordering::Relaxed);
         true
+    }
+
+    /// (entries, units) just past the last sound entry of the cycle's first `backed` bytes.
+    #[cold]
+    fn last_sound_entry(&self, backed: u64, max: u64) -> Option<(u64, u64)> {
+        // SAFETY: as in `repair_position`: inside the mapping and the file; only read.
+        let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0) as *const u8, backed as usize) };
+        let (mut i, mut off, mut last) = (0u64, 0u64, None);
+        while i < self.cy.max_entries {
+            match read_entry(data, off, i, max) {
+                Ok((ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. }, ..)) => {
+                    i += 1;
+                    off += units * UNIT as u64;
+                    last = Some((i, off / UNIT as u64));
+                }
+                Err(_) => match find_next_entry(data, off, i + 1, self.cy.max_entries, max) {
+                    Some((j, o)) => (i, off) = (j, o),
+                    None => break,
+                },
+            }
+        }
+        last
     }
 
     fn advance(&mut self) -> Result<(), AppendError> {
