@@ -89,7 +89,9 @@ pub struct JournalOptions {
     /// How long an entry reserved by a *live* appender may stay uncommitted before readers
     /// abandon it. Default 10 s. (Dead appenders are detected at once.)
     pub abandon_timeout: Duration,
-    /// File mode of created files. Default 0o600.
+    /// File mode of every file the journal creates (metadata, data, index, `readers.lock`),
+    /// set exactly whatever the umask. Default 0o600. Directories the journal creates get
+    /// the matching search bits (0o700 for 0o600, 0o750 for 0o640, 0o755 for 0o644).
     pub mode: u32,
 }
 
