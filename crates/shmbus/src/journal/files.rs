@@ -34,17 +34,23 @@ pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
 /// Opens the lock file `path`, creating it with `mode` if missing: not through a symlink,
 /// without blocking, a regular file only.
 pub(crate) fn open_lock_file(path: &Path, mode: u32) -> io::Result<File> {
-    let f = std::fs::OpenOptions::new()
+    match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(false)
+        .create_new(true)
         .mode(mode)
         .custom_flags(OPEN_FLAGS)
         .open(path)
-        .map_err(explain_open_error)?;
-    require_regular(&f)?;
-    Ok(f)
+    {
+        Ok(f) => {
+            // Created by us: exactly `mode`, whatever the umask.
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            Ok(f)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open_rw(path),
+        Err(e) => Err(explain_open_error(e)),
+    }
 }
 
 /// `ELOOP` from `O_NOFOLLOW` means the name is a symlink: say so.
