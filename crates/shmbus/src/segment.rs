@@ -45,6 +45,9 @@ use crate::sys::{monotonic_ns, Mapping, ProcessId};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMBUS\0\x01");
 /// The segment format this library reads and writes.
 pub const FORMAT_VERSION: u32 = 2;
+/// What every kind's `Truncated` error says: the cause, what it did, and how to recover.
+pub(crate) const TRUNCATED_MSG: &str = "the channel's file was truncated by another process while this process had it mapped: what was read past the cut is zeros and what was written there is lost; stop every endpoint, remove the file (`rm` the path `shmbus info <channel>` prints) and create the channel again";
+
 /// Value of `ready` once the creator has finished.
 const READY: u32 = 0x5245_4459; // "READY"
 /// Offset of the participant table.
@@ -413,6 +416,15 @@ impl Segment {
 
     pub(crate) fn file(&self) -> &File {
         &self.file
+    }
+
+    /// Whether an access to this segment's mapping faulted because another process truncated
+    /// the file while this one had it mapped (see [`Mapping::was_truncated`]): the cut pages
+    /// now read as zeros and stores there are private to this process, for the life of the
+    /// mapping. One relaxed load, but still meant for slow paths only (before sleeping, on a
+    /// timeout, when reporting corruption or a failed send).
+    pub(crate) fn was_truncated(&self) -> bool {
+        self.map.was_truncated()
     }
 }
 

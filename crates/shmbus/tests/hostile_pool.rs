@@ -188,6 +188,7 @@ fn child_entry() {
                             pool::TryRecvError::Empty => RecvError::Timeout,
                             pool::TryRecvError::Orphaned => RecvError::Orphaned,
                             pool::TryRecvError::Corrupt { what } => RecvError::Corrupt { what },
+                            pool::TryRecvError::Truncated => RecvError::Truncated,
                         })
                     })
                 };
@@ -199,6 +200,7 @@ fn child_entry() {
                     Err(RecvError::Timeout) => empty += 1,
                     Err(RecvError::Corrupt { .. }) => corrupt += 1,
                     Err(RecvError::Orphaned) => other += 1,
+                    Err(RecvError::Truncated) => panic!("reported truncated, but nothing truncated the file"),
                 }
                 let _ = timed("is_ready", Duration::ZERO, || w.is_ready());
                 if i % 3 == 0 {

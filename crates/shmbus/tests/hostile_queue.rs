@@ -186,6 +186,7 @@ fn child_entry() {
                         TryRecvError::Empty => RecvError::Timeout,
                         TryRecvError::Corrupt { what } => RecvError::Corrupt { what },
                         TryRecvError::BufferTooSmall { len, needed } => RecvError::BufferTooSmall { len, needed },
+                        TryRecvError::Truncated => RecvError::Truncated,
                     }),
                     1 => timed("recv_into_timeout", TIMEOUT, || rx.recv_into_timeout(&mut buf, TIMEOUT)),
                     _ => timed("recv_timeout", TIMEOUT, || rx.recv_timeout(TIMEOUT).map(|m| m.len())),

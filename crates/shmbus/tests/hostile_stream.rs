@@ -369,6 +369,9 @@ fn every_control_word_at_each_edge_value() {
                 match r.read_into_timeout(&mut buf, Duration::from_millis(5)) {
                     Err(ReadError::Corrupt(_)) => r_corrupt += 1,
                     Ok(_) | Err(ReadError::Timeout | ReadError::Disconnected) => {}
+                    Err(ReadError::Truncated) => {
+                        panic!("word {off} = {v}: reported truncated, but nothing truncated the file")
+                    }
                 }
                 if let Err(ReserveError::Corrupt(_)) = w.write_timeout(b"x", Duration::from_millis(5)) {
                     w_corrupt += 1;

@@ -33,7 +33,7 @@ use shmbus::queue::{Queue, QueueConfig};
 use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
 use shmbus::sys::sigbus;
 use shmbus::topic::{Topic, TopicConfig};
-use shmbus::{CreateOptions, Domain};
+use shmbus::{CreateOptions, Domain, WaitError, WaitSet, Waitable};
 
 /// The timeout of each receive in a child.
 const RECV_TIMEOUT: Duration = Duration::from_millis(20);
@@ -78,8 +78,13 @@ fn child_entry() {
 enum Got {
     Msg,
     Timeout,
+    /// The kind's typed `Truncated` error, with its message.
+    Truncated(String),
     Error(String),
 }
+
+/// The line a child prints the first time it gets a typed `Truncated` error.
+const TRUNCATED_MARKER: &str = "typed truncated error: ";
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -91,42 +96,115 @@ fn reader_child(kind: &str) {
     let root = PathBuf::from(env_str("T_ROOT"));
     let stop = PathBuf::from(env_str("T_STOP"));
     let d = Domain::with_root("t", &root).unwrap();
+    // With T_WAITSET set, each receive waits in a WaitSet first and then receives without
+    // blocking only if the set said ready: a truncated file must make the endpoint ready.
+    let waitset = std::env::var_os("T_WAITSET").is_some();
+    let mut ws = WaitSet::new();
+    // Waits for `ep` in the set: `false` on a timeout.
+    let mut ready = |ep: &dyn Waitable| match ws.wait(&[ep], Some(RECV_TIMEOUT)) {
+        Ok(_) => true,
+        Err(WaitError::Timeout) => false,
+        Err(e) => panic!("waitset: {e}"),
+    };
     // Each kind's receive loop, as a closure over its endpoint.
     match kind {
         "topic" => {
+            use shmbus::topic::{RecvError, TryRecvError};
             let sub = Topic::subscribe(&d, NAME).unwrap();
-            receive_loop(&stop, || match sub.recv_timeout(RECV_TIMEOUT) {
-                Ok(_) => Got::Msg,
-                Err(shmbus::topic::RecvError::Timeout) => Got::Timeout,
-                Err(e) => Got::Error(e.to_string()),
+            receive_loop(&stop, || {
+                if waitset {
+                    if !ready(&sub) {
+                        return Got::Timeout;
+                    }
+                    return match sub.try_recv() {
+                        Ok(_) => Got::Msg,
+                        Err(TryRecvError::Empty) => Got::Timeout,
+                        Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                        Err(e) => Got::Error(e.to_string()),
+                    };
+                }
+                match sub.recv_timeout(RECV_TIMEOUT) {
+                    Ok(_) => Got::Msg,
+                    Err(RecvError::Timeout) => Got::Timeout,
+                    Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                }
             })
         }
         "queue" => {
+            use shmbus::queue::{RecvError, TryRecvError};
             let q = Queue::open(&d, NAME).unwrap();
             let mut c = q.consumer().unwrap();
-            receive_loop(&stop, || match c.recv_timeout(RECV_TIMEOUT) {
-                Ok(_) => Got::Msg,
-                Err(shmbus::queue::RecvError::Timeout) => Got::Timeout,
-                Err(e) => Got::Error(e.to_string()),
+            receive_loop(&stop, || {
+                if waitset {
+                    if !ready(&c) {
+                        return Got::Timeout;
+                    }
+                    return match c.try_recv() {
+                        Ok(_) => Got::Msg,
+                        Err(TryRecvError::Empty) => Got::Timeout,
+                        Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                        Err(e) => Got::Error(e.to_string()),
+                    };
+                }
+                match c.recv_timeout(RECV_TIMEOUT) {
+                    Ok(_) => Got::Msg,
+                    Err(RecvError::Timeout) => Got::Timeout,
+                    Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                }
             })
         }
         "stream" => {
+            use shmbus::stream::{ReadError, TryReadError};
             let mut r = StreamReader::open(&d, NAME).unwrap();
-            receive_loop(&stop, || match r.read_timeout(RECV_TIMEOUT) {
-                Ok(rec) => {
-                    rec.consume();
-                    Got::Msg
+            receive_loop(&stop, || {
+                if waitset {
+                    if !ready(&r) {
+                        return Got::Timeout;
+                    }
+                    return match r.try_read() {
+                        Ok(rec) => {
+                            rec.consume();
+                            Got::Msg
+                        }
+                        Err(TryReadError::Empty) => Got::Timeout,
+                        Err(e @ TryReadError::Truncated) => Got::Truncated(e.to_string()),
+                        Err(e) => Got::Error(e.to_string()),
+                    };
                 }
-                Err(shmbus::stream::ReadError::Timeout) => Got::Timeout,
-                Err(e) => Got::Error(e.to_string()),
+                match r.read_timeout(RECV_TIMEOUT) {
+                    Ok(rec) => {
+                        rec.consume();
+                        Got::Msg
+                    }
+                    Err(ReadError::Timeout) => Got::Timeout,
+                    Err(e @ ReadError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                }
             })
         }
         "pool" => {
+            use shmbus::pool::{RecvError, TryRecvError};
             let mut w = Worker::join(&d, NAME).unwrap();
             receive_loop(&stop, || {
+                if waitset {
+                    // Only an idle worker gets jobs: declare it before waiting.
+                    w.done();
+                    if !ready(&w) {
+                        return Got::Timeout;
+                    }
+                    return match w.try_recv() {
+                        Ok(_) => Got::Msg,
+                        Err(TryRecvError::Empty) => Got::Timeout,
+                        Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                        Err(e) => Got::Error(e.to_string()),
+                    };
+                }
                 let got = match w.recv_timeout(RECV_TIMEOUT) {
                     Ok(_) => Got::Msg,
-                    Err(shmbus::pool::RecvError::Timeout) => Got::Timeout,
+                    Err(RecvError::Timeout) => Got::Timeout,
+                    Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
                 if matches!(got, Got::Msg) {
@@ -149,17 +227,26 @@ fn reader_child(kind: &str) {
 }
 
 /// Receives until the stop file appears or the child's deadline passes, then prints
-/// `done msgs=… timeouts=… errors=… faults=… slow=… first_error=…`.
+/// `done msgs=… timeouts=… errors=… truncated=… faults=… slow=… first_error=…`; the first
+/// typed `Truncated` error is also printed on a line of its own, after [`TRUNCATED_MARKER`].
 fn receive_loop(stop: &Path, mut recv: impl FnMut() -> Got) {
     say("ready");
     let start = Instant::now();
-    let (mut msgs, mut timeouts, mut errors, mut slow) = (0u64, 0u64, 0u64, 0u64);
+    let (mut msgs, mut timeouts, mut errors, mut truncated, mut slow) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut first_error = String::new();
     while !stop.exists() && start.elapsed() < CHILD_DEADLINE {
         let t0 = Instant::now();
         match recv() {
             Got::Msg => msgs += 1,
             Got::Timeout => timeouts += 1,
+            Got::Truncated(e) => {
+                truncated += 1;
+                if truncated == 1 {
+                    say(&format!("{TRUNCATED_MARKER}{e}"));
+                }
+                // Reported at once by every later call: do not spin flat out.
+                std::thread::sleep(Duration::from_millis(1));
+            }
             Got::Error(e) => {
                 errors += 1;
                 if first_error.is_empty() {
@@ -175,7 +262,7 @@ fn receive_loop(stop: &Path, mut recv: impl FnMut() -> Got) {
     }
     let faults = sigbus::contained_faults();
     say(&format!(
-        "done msgs={msgs} timeouts={timeouts} errors={errors} faults={faults} slow={slow} first_error={first_error:?}"
+        "done msgs={msgs} timeouts={timeouts} errors={errors} truncated={truncated} faults={faults} slow={slow} first_error={first_error:?}"
     ));
 }
 
@@ -296,69 +383,113 @@ fn assert_survived_touching(kind: &str, cut: Cut, o: &Outcome, must_fault: bool)
     }
 }
 
-/// Runs `case` on the topic kind for each cut.
-fn topic_case(cut: Cut, env: &[(&str, String)]) -> Outcome {
-    let s = Scratch::new("trunc-topic");
+/// After a cut to 0 the reader must have been told, with its kind's typed `Truncated`
+/// error, whose message says what happened and what to do.
+fn assert_typed_truncation(kind: &str, cut: Cut, o: &Outcome) {
+    if let Cut::Half = cut {
+        return; // the reader may never touch the cut half
+    }
+    let done = o.done_line().unwrap_or_default();
+    assert!(
+        o.field("truncated").unwrap_or(0) > 0,
+        "{kind} reader, file truncated ({cut:?}): never got the typed Truncated error: {done}"
+    );
+    let msg = o
+        .lines
+        .iter()
+        .find_map(|l| l.find(TRUNCATED_MARKER).map(|i| &l[i + TRUNCATED_MARKER.len()..]))
+        .unwrap_or_else(|| panic!("{kind}: no `{TRUNCATED_MARKER}` line; output: {:?}", o.lines));
+    for part in ["truncated by another process", "zeros", "rm", "create the channel again"] {
+        assert!(msg.contains(part), "{kind}: the Truncated message does not say {part:?}: {msg}");
+    }
+}
+
+/// Creates a `kind` channel, runs a reader child of it while the parent publishes and
+/// truncates the file as `cut` says.
+fn kind_case(kind: &str, cut: Cut, env: &[(&str, String)]) -> Outcome {
+    let s = Scratch::new(&format!("trunc-{kind}"));
     let d = s.domain("t");
-    let t = Topic::create_or_open(&d, NAME, &TopicConfig::new(256, 64)).unwrap();
-    let mut p = t.publisher().unwrap();
-    let file = d.channel_path(NAME).unwrap();
-    run_reader_case(&s, "topic", &file, cut, env, |i| {
-        let _ = p.publish(format!("message {i}").as_bytes());
-    })
+    match kind {
+        "topic" => {
+            let t = Topic::create_or_open(&d, NAME, &TopicConfig::new(256, 64)).unwrap();
+            let mut p = t.publisher().unwrap();
+            let file = d.channel_path(NAME).unwrap();
+            run_reader_case(&s, kind, &file, cut, env, |i| {
+                let _ = p.publish(format!("message {i}").as_bytes());
+            })
+        }
+        "queue" => {
+            let q =
+                Queue::create(&d, NAME, QueueConfig { capacity: 64, max_element_size: 256 }, &CreateOptions::default())
+                    .unwrap();
+            let mut p = q.producer().unwrap();
+            let file = d.channel_path(NAME).unwrap();
+            run_reader_case(&s, kind, &file, cut, env, |i| {
+                let _ = p.try_send(format!("message {i}"));
+            })
+        }
+        "stream" => {
+            let mut w = StreamWriter::create(&d, NAME, &StreamConfig::new(64 << 10)).unwrap();
+            let file = d.channel_path(NAME).unwrap();
+            run_reader_case(&s, kind, &file, cut, env, |i| {
+                // Records big enough that 80 of them wrap the ring, crossing the cut.
+                let _ = w.try_write(&[i as u8; 1500]);
+            })
+        }
+        "pool" => {
+            let mut disp = Dispatcher::create(&d, NAME, PoolConfig { max_workers: 4, max_job_size: 256 }).unwrap();
+            let file = d.channel_path(NAME).unwrap();
+            run_reader_case(&s, kind, &file, cut, env, |i| {
+                let _ = disp.try_dispatch(format!("job {i}").into_bytes());
+                let _ = disp.reap();
+            })
+        }
+        other => unreachable!("{other}"),
+    }
+}
+
+fn topic_case(cut: Cut, env: &[(&str, String)]) -> Outcome {
+    kind_case("topic", cut, env)
+}
+
+/// Both cuts for `kind`: the reader survives, and after a cut to 0 it gets the typed error.
+fn survives_both_cuts(kind: &str) {
+    for cut in [Cut::Zero, Cut::Half] {
+        let o = kind_case(kind, cut, &[]);
+        assert_survived(kind, cut, &o);
+        assert_typed_truncation(kind, cut, &o);
+    }
 }
 
 #[test]
 fn topic_subscriber_survives_truncation() {
-    for cut in [Cut::Zero, Cut::Half] {
-        let o = topic_case(cut, &[]);
-        assert_survived("topic", cut, &o);
-    }
+    survives_both_cuts("topic");
 }
 
 #[test]
 fn queue_consumer_survives_truncation() {
-    for cut in [Cut::Zero, Cut::Half] {
-        let s = Scratch::new("trunc-queue");
-        let d = s.domain("t");
-        let q = Queue::create(&d, NAME, QueueConfig { capacity: 64, max_element_size: 256 }, &CreateOptions::default())
-            .unwrap();
-        let mut p = q.producer().unwrap();
-        let file = d.channel_path(NAME).unwrap();
-        let o = run_reader_case(&s, "queue", &file, cut, &[], |i| {
-            let _ = p.try_send(format!("message {i}"));
-        });
-        assert_survived("queue", cut, &o);
-    }
+    survives_both_cuts("queue");
 }
 
 #[test]
 fn stream_reader_survives_truncation() {
-    for cut in [Cut::Zero, Cut::Half] {
-        let s = Scratch::new("trunc-stream");
-        let d = s.domain("t");
-        let mut w = StreamWriter::create(&d, NAME, &StreamConfig::new(64 << 10)).unwrap();
-        let file = d.channel_path(NAME).unwrap();
-        let o = run_reader_case(&s, "stream", &file, cut, &[], |i| {
-            // Records big enough that 80 of them wrap the ring, crossing the cut.
-            let _ = w.try_write(&[i as u8; 1500]);
-        });
-        assert_survived("stream", cut, &o);
-    }
+    survives_both_cuts("stream");
 }
 
 #[test]
 fn pool_worker_survives_truncation() {
-    for cut in [Cut::Zero, Cut::Half] {
-        let s = Scratch::new("trunc-pool");
-        let d = s.domain("t");
-        let mut disp = Dispatcher::create(&d, NAME, PoolConfig { max_workers: 4, max_job_size: 256 }).unwrap();
-        let file = d.channel_path(NAME).unwrap();
-        let o = run_reader_case(&s, "pool", &file, cut, &[], |i| {
-            let _ = disp.try_dispatch(format!("job {i}").into_bytes());
-            let _ = disp.reap();
-        });
-        assert_survived("pool", cut, &o);
+    survives_both_cuts("pool");
+}
+
+/// A reader asleep in a WaitSet is woken (its endpoint reports ready) once its file was
+/// truncated, and the non-blocking receive then gives the typed error.
+#[test]
+fn a_truncated_endpoint_is_ready_in_a_waitset() {
+    for kind in ["topic", "queue", "stream", "pool"] {
+        let o = kind_case(kind, Cut::Zero, &[("T_WAITSET", "1".to_owned())]);
+        let what = format!("{kind} in a WaitSet");
+        assert_survived(&what, Cut::Zero, &o);
+        assert_typed_truncation(&what, Cut::Zero, &o);
     }
 }
 

@@ -151,7 +151,15 @@ impl Dispatcher {
                 break;
             }
             match parts.owner(DISPATCHER_ENTRY) {
-                Some(o) if o.process.pid == me.pid || process_is_alive(o.process) => {
+                // Our own pid with another start time is a dead predecessor (a pid reused, as
+                // when a container restarts), not us: `process_is_alive` says so.
+                Some(o)
+                    if (o.process.pid == me.pid
+                        && (o.process.start_time == me.start_time
+                            || o.process.start_time == 0
+                            || me.start_time == 0))
+                        || process_is_alive(o.process) =>
+                {
                     return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: o.process.pid });
                 }
                 // Dead (or just released): reclaim the entry and try again. Nothing to clean
@@ -228,8 +236,13 @@ impl Dispatcher {
                     }
                 }
                 Claim::AllBusy => break,
+                Claim::NoWorkers if self.seg.was_truncated() => return Err(TryDispatchError::Truncated(job)),
                 Claim::NoWorkers => return Err(TryDispatchError::NoWorkers(job)),
             }
+        }
+        // Failing anyway: zeros past a cut read as workers gone or busy.
+        if self.seg.was_truncated() {
+            return Err(TryDispatchError::Truncated(job));
         }
         Err(TryDispatchError::AllBusy(job))
     }
@@ -284,7 +297,13 @@ impl Dispatcher {
                             break 'jobs;
                         }
                     }
-                    Claim::NoWorkers if dispatched.len() == first => return Err(BatchDispatchError::NoWorkers),
+                    Claim::NoWorkers if dispatched.len() == first => {
+                        return Err(if self.seg.was_truncated() {
+                            BatchDispatchError::Truncated
+                        } else {
+                            BatchDispatchError::NoWorkers
+                        });
+                    }
                     Claim::AllBusy | Claim::NoWorkers => break 'jobs,
                 }
             }
@@ -352,9 +371,10 @@ impl Waitable for Dispatcher {
         WaitHandle { event: self.pool().idle_event() }
     }
 
-    /// Some worker is (probably) idle: `try_dispatch` will likely succeed.
+    /// Some worker is (probably) idle: `try_dispatch` will likely succeed (or the file was
+    /// truncated: `try_dispatch` reports it).
     fn is_ready(&self) -> bool {
-        self.pool().any_idle()
+        self.pool().any_idle() || self.seg.was_truncated()
     }
 }
 
@@ -590,9 +610,19 @@ impl Worker {
         self.recv_deadline(deadline_after(Some(timeout)).or(Some(far_future())))
     }
 
+    /// Whether the pool's file was truncated under this process (see
+    /// [`RecvError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
+    #[cold]
+    fn truncated(&self) -> bool {
+        self.seg.was_truncated()
+    }
+
     fn recv_deadline(&mut self, deadline: Option<Instant>) -> Result<Job<'_>, RecvError> {
         let slot = self.slot;
         if let Idle::Corrupt(s) = self.pool().make_idle(slot) {
+            if self.truncated() {
+                return Err(RecvError::Truncated);
+            }
             return Err(RecvError::Corrupt { what: self.repair(s) });
         }
         let this = &*self;
@@ -600,7 +630,10 @@ impl Worker {
         let got = block_on(pool.mailbox(slot).event(), this.policy, deadline, Some(this.orphan_check), || {
             match pool.try_take(slot) {
                 Mail::Job { id, len } => Some(Ok((id, len))),
+                Mail::Corrupt(_) if this.truncated() => Some(Err(RecvError::Truncated)),
                 Mail::Corrupt(s) => Some(Err(RecvError::Corrupt { what: this.repair(s) })),
+                // Nothing: zeros past a cut also read as "the dispatcher is gone".
+                Mail::Empty | Mail::Filling if this.truncated() => Some(Err(RecvError::Truncated)),
                 Mail::Empty | Mail::Filling => this.check_orphaned().then_some(Err(RecvError::Orphaned)),
             }
         });
@@ -616,10 +649,12 @@ impl Worker {
             Some(Err(e)) => return Err(e),
             None => match this.settle() {
                 Some(job) => job,
+                None if this.truncated() => return Err(RecvError::Truncated),
                 None => return Err(RecvError::Timeout),
             },
         };
-        this.job(id, len).map_err(|what| RecvError::Corrupt { what })
+        this.job(id, len)
+            .map_err(|what| if this.truncated() { RecvError::Truncated } else { RecvError::Corrupt { what } })
     }
 
     /// Stops being idle; returns a job that raced us into the mailbox, if any.
@@ -674,11 +709,16 @@ impl Worker {
         let slot = self.slot;
         let pool = self.pool();
         if let Idle::Corrupt(s) = pool.make_idle(slot) {
+            if self.truncated() {
+                return Err(TryRecvError::Truncated);
+            }
             return Err(TryRecvError::Corrupt { what: self.repair(s) });
         }
         let (id, len) = match pool.try_take(slot) {
             Mail::Job { id, len } => (id, len),
+            Mail::Corrupt(_) if self.truncated() => return Err(TryRecvError::Truncated),
             Mail::Corrupt(s) => return Err(TryRecvError::Corrupt { what: self.repair(s) }),
+            Mail::Empty | Mail::Filling if self.truncated() => return Err(TryRecvError::Truncated),
             Mail::Empty | Mail::Filling => {
                 if !self.check_orphaned() {
                     return Err(TryRecvError::Empty);
@@ -692,7 +732,13 @@ impl Worker {
                 }
             }
         };
-        self.job(id, len).map_err(|what| TryRecvError::Corrupt { what })
+        self.job(id, len).map_err(|what| {
+            if self.truncated() {
+                TryRecvError::Truncated
+            } else {
+                TryRecvError::Corrupt { what }
+            }
+        })
     }
 
     /// Declares the current job finished and the worker waiting for work, before the next
@@ -717,7 +763,7 @@ impl Waitable for Worker {
     /// A job is in the mailbox, or the dispatcher is gone (`try_recv` then says which).
     /// Only an idle worker gets jobs: call `try_recv` or `done` before waiting.
     fn is_ready(&self) -> bool {
-        self.pool().is_full(self.slot) || self.check_orphaned()
+        self.pool().is_full(self.slot) || self.truncated() || self.check_orphaned()
     }
 
     fn recheck_interval(&self) -> Option<Duration> {
@@ -742,5 +788,39 @@ impl Drop for Worker {
             }
         }
         self.seg.participants().release(self.slot + 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileExt;
+
+    use super::*;
+    use crate::participants::PARTICIPANT_SIZE;
+    use crate::pool::PoolConfig;
+    use crate::segment::PARTICIPANTS_OFFSET;
+
+    /// The dispatcher entry names our pid with another start time: a dead predecessor whose
+    /// pid we reused (as after a container restart), taken over, not reported `Busy`; while
+    /// a live dispatcher of ours (same pid, same start time) still is `Busy`.
+    #[test]
+    fn a_dead_predecessor_with_our_pid_is_taken_over() {
+        let root = std::env::temp_dir().join(format!("shmbus-pool-pid-reuse-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let d = Domain::with_root("t", &root).unwrap();
+        drop(Dispatcher::create(&d, "p", PoolConfig { max_workers: 1, max_job_size: 64 }).unwrap());
+        let f = std::fs::OpenOptions::new().write(true).open(d.channel_path("p").unwrap()).unwrap();
+        let me = ProcessId::current();
+        // participants.rs: `pid << 8 | ACTIVE`, then the start time, then the role.
+        let at = (PARTICIPANTS_OFFSET + PARTICIPANT_SIZE * DISPATCHER_ENTRY) as u64;
+        f.write_all_at(&((u64::from(me.pid) << 8) | 2).to_le_bytes(), at).unwrap();
+        f.write_all_at(&me.start_time.wrapping_add(12345).to_le_bytes(), at + 8).unwrap();
+        f.write_all_at(&ROLE_DISPATCHER.to_le_bytes(), at + 16).unwrap();
+        let taken = Dispatcher::open(&d, "p");
+        let again = Dispatcher::open(&d, "p").map(drop);
+        let taken = taken.map(drop);
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(taken.is_ok(), "the dead predecessor's entry was not taken over: {taken:?}");
+        assert!(matches!(again, Err(OpenError::Busy { .. })), "a live dispatcher of ours is Busy: {again:?}");
     }
 }

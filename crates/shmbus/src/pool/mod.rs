@@ -97,6 +97,7 @@ pub const DEFAULT_ORPHAN_CHECK: std::time::Duration = std::time::Duration::from_
 
 #[cfg(not(loom))]
 use crate::error::OpenError;
+use crate::segment::TRUNCATED_MSG;
 
 /// Layout of a pool, fixed at creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +166,10 @@ pub enum TryDispatchError<J> {
         /// The pool's limit.
         max: usize,
     },
+    /// The pool's file was truncated by another process while this one had it mapped:
+    /// what is written past the cut is lost, so the job was not dispatched. Checked when a
+    /// dispatch fails; recreate the pool.
+    Truncated(J),
 }
 
 impl<J> TryDispatchError<J> {
@@ -173,7 +178,8 @@ impl<J> TryDispatchError<J> {
         match self {
             TryDispatchError::AllBusy(j)
             | TryDispatchError::NoWorkers(j)
-            | TryDispatchError::TooLarge { job: j, .. } => j,
+            | TryDispatchError::TooLarge { job: j, .. }
+            | TryDispatchError::Truncated(j) => j,
         }
     }
 }
@@ -183,6 +189,7 @@ impl<J> fmt::Debug for TryDispatchError<J> {
         match self {
             TryDispatchError::AllBusy(_) => f.write_str("AllBusy(..)"),
             TryDispatchError::NoWorkers(_) => f.write_str("NoWorkers(..)"),
+            TryDispatchError::Truncated(_) => f.write_str("Truncated(..)"),
             TryDispatchError::TooLarge { len, max, .. } => {
                 write!(f, "TooLarge {{ len: {len}, max: {max}, .. }}")
             }
@@ -202,6 +209,7 @@ impl<J> fmt::Display for TryDispatchError<J> {
             TryDispatchError::TooLarge { len, max, .. } => {
                 write!(f, "job of {len} bytes exceeds the pool's max_job_size of {max}; split it or recreate the pool with a larger max_job_size")
             }
+            TryDispatchError::Truncated(_) => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -222,6 +230,8 @@ pub enum BatchDispatchError {
         /// The pool's limit.
         max: usize,
     },
+    /// See [`TryDispatchError::Truncated`].
+    Truncated,
 }
 
 impl fmt::Display for BatchDispatchError {
@@ -232,6 +242,7 @@ impl fmt::Display for BatchDispatchError {
                 f,
                 "job {index} of the batch has {len} bytes, more than the pool's max_job_size of {max}; nothing was dispatched; split it or recreate the pool"
             ),
+            BatchDispatchError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -251,6 +262,10 @@ pub enum RecvError {
         /// What was wrong.
         what: String,
     },
+    /// The pool's file was truncated by another process while this worker had it mapped:
+    /// the cut part reads as zeros for the life of this worker, so every later call that
+    /// finds no job (or times out) reports this. Recreate the pool.
+    Truncated,
 }
 
 impl fmt::Display for RecvError {
@@ -263,6 +278,7 @@ impl fmt::Display for RecvError {
             RecvError::Corrupt { what } => {
                 write!(f, "pool mailbox is corrupt ({what}): a process that maps the pool wrote impossible values; if this repeats, stop the pool's processes and recreate it")
             }
+            RecvError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -281,6 +297,10 @@ pub enum TryRecvError {
         /// What was wrong.
         what: String,
     },
+    /// The pool's file was truncated by another process while this worker had it mapped:
+    /// the cut part reads as zeros for the life of this worker, so every later call that
+    /// finds no job (or times out) reports this. Recreate the pool.
+    Truncated,
 }
 
 impl fmt::Display for TryRecvError {
@@ -293,6 +313,7 @@ impl fmt::Display for TryRecvError {
             TryRecvError::Corrupt { what } => {
                 write!(f, "pool mailbox is corrupt ({what}): a process that maps the pool wrote impossible values; if this repeats, stop the pool's processes and recreate it")
             }
+            TryRecvError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }

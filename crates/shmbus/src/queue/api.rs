@@ -11,7 +11,7 @@ use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::event::EventWord;
 use crate::participants::PARTICIPANTS;
-use crate::segment::{CreateOptions, Kind, Layout, Segment, PARAMS};
+use crate::segment::{CreateOptions, Kind, Layout, Segment, PARAMS, TRUNCATED_MSG};
 use crate::sync::spin_hint;
 use crate::sys::{process_is_alive, ProcessId};
 use crate::wait::{block_on_with, deadline_after, WaitPolicy};
@@ -317,6 +317,13 @@ impl Endpoint {
         block_on_with(event, self.policy, deadline, || self.recheck(), || attempt(self))
     }
 
+    /// Whether the queue's file was truncated under this process (see
+    /// [`TryRecvError::Truncated`]). Slow paths only: a failed or empty attempt, a timeout.
+    #[cold]
+    fn truncated(&self) -> bool {
+        self.shared.seg.was_truncated()
+    }
+
     fn wait_interval(&self) -> Option<Duration> {
         Some(if self.watch.get().is_some() { LIVENESS_RECHECK } else { IDLE_RECHECK })
     }
@@ -477,8 +484,12 @@ impl Producer {
             Push::Full(stall) => {
                 self.ep.observe(stall);
                 self.ep.had_room.set(false);
+                if self.ep.truncated() {
+                    return Err(TrySendError::Truncated(msg));
+                }
                 Err(TrySendError::Full(msg))
             }
+            Push::Corrupt(_) if self.ep.truncated() => Err(TrySendError::Truncated(msg)),
             Push::Corrupt(what) => Err(TrySendError::Corrupt { what, msg }),
         }
     }
@@ -510,16 +521,18 @@ impl Producer {
                 Push::Full(stall) => {
                     ep.observe(stall);
                     ep.had_room.set(false);
-                    None
+                    // About to sleep: a truncated file never makes room.
+                    ep.truncated().then_some(Err(None))
                 }
-                Push::Corrupt(what) => Some(Err(what)),
+                Push::Corrupt(what) => Some(Err(Some(what))),
             }
         });
         self.ep.watch.set(None);
         match r {
             Some(Ok(())) => Ok(()),
-            Some(Err(what)) => Err(SendError::Corrupt { what, msg }),
-            None => Err(SendError::Timeout(msg)),
+            Some(Err(_)) | None if self.ep.truncated() => Err(SendError::Truncated(msg)),
+            Some(Err(Some(what))) => Err(SendError::Corrupt { what, msg }),
+            Some(Err(None)) | None => Err(SendError::Timeout(msg)),
         }
     }
 
@@ -593,8 +606,12 @@ impl Consumer {
                     if self.ep.observe(stall) {
                         continue;
                     }
+                    if self.ep.truncated() {
+                        return Err(TryRecvError::Truncated);
+                    }
                     return Err(TryRecvError::Empty);
                 }
+                Pop::Corrupt(_) if self.ep.truncated() => return Err(TryRecvError::Truncated),
                 Pop::Corrupt(what) => return Err(TryRecvError::Corrupt { what }),
             }
         }
@@ -641,17 +658,19 @@ impl Consumer {
                 Pop::Got(n) => return Some(Ok(n)),
                 Pop::Empty(stall) => {
                     if !ep.observe(stall) {
-                        return None;
+                        // About to sleep: a truncated file never delivers.
+                        return ep.truncated().then_some(Err(None));
                     }
                 }
-                Pop::Corrupt(what) => return Some(Err(what)),
+                Pop::Corrupt(what) => return Some(Err(Some(what))),
             }
         });
         self.ep.watch.set(None);
         match r {
             Some(Ok(n)) => Ok(n),
-            Some(Err(what)) => Err(RecvError::Corrupt { what }),
-            None => Err(RecvError::Timeout),
+            Some(Err(_)) | None if self.ep.truncated() => Err(RecvError::Truncated),
+            Some(Err(Some(what))) => Err(RecvError::Corrupt { what }),
+            Some(Err(None)) | None => Err(RecvError::Timeout),
         }
     }
 
@@ -692,7 +711,8 @@ impl Waitable for Consumer {
     fn is_ready(&self) -> bool {
         match self.ep.shared.ring().pop_ready() {
             Ok(()) => true,
-            Err(stall) => self.ep.observe(stall),
+            // Not ready, unless the file was truncated: the call reports that.
+            Err(stall) => self.ep.observe(stall) || self.ep.truncated(),
         }
     }
 
@@ -712,7 +732,8 @@ impl Waitable for Producer {
     fn is_ready(&self) -> bool {
         match self.ep.shared.ring().push_ready() {
             Ok(()) => true,
-            Err(stall) => self.ep.observe(stall),
+            // Not ready, unless the file was truncated: the call reports that.
+            Err(stall) => self.ep.observe(stall) || self.ep.truncated(),
         }
     }
 
@@ -741,6 +762,10 @@ pub enum TrySendError<T> {
         /// What was wrong.
         what: &'static str,
     },
+    /// The queue's file was truncated by another process while this one had it mapped:
+    /// what is written past the cut is lost, so the message was not sent. Checked when a
+    /// send fails or would wait; recreate the queue.
+    Truncated(T),
 }
 
 /// [`Producer::send`] or [`Producer::send_timeout`] failed; the message is handed back.
@@ -763,13 +788,20 @@ pub enum SendError<T> {
         /// What was wrong.
         what: &'static str,
     },
+    /// The queue's file was truncated by another process while this one had it mapped:
+    /// what is written past the cut is lost, so the message was not sent. Checked when a
+    /// send fails or would wait; recreate the queue.
+    Truncated(T),
 }
 
 impl<T> TrySendError<T> {
     /// The message that was not sent.
     pub fn into_inner(self) -> T {
         match self {
-            TrySendError::Full(m) | TrySendError::TooLarge { msg: m, .. } | TrySendError::Corrupt { msg: m, .. } => m,
+            TrySendError::Full(m)
+            | TrySendError::TooLarge { msg: m, .. }
+            | TrySendError::Corrupt { msg: m, .. }
+            | TrySendError::Truncated(m) => m,
         }
     }
 
@@ -783,7 +815,10 @@ impl<T> SendError<T> {
     /// The message that was not sent.
     pub fn into_inner(self) -> T {
         match self {
-            SendError::Timeout(m) | SendError::TooLarge { msg: m, .. } | SendError::Corrupt { msg: m, .. } => m,
+            SendError::Timeout(m)
+            | SendError::TooLarge { msg: m, .. }
+            | SendError::Corrupt { msg: m, .. }
+            | SendError::Truncated(m) => m,
         }
     }
 }
@@ -794,6 +829,7 @@ impl<T> fmt::Debug for TrySendError<T> {
             TrySendError::Full(_) => f.write_str("Full(..)"),
             TrySendError::TooLarge { len, max, .. } => write!(f, "TooLarge {{ len: {len}, max: {max}, .. }}"),
             TrySendError::Corrupt { what, .. } => write!(f, "Corrupt {{ what: {what:?}, .. }}"),
+            TrySendError::Truncated(_) => f.write_str("Truncated(..)"),
         }
     }
 }
@@ -804,6 +840,7 @@ impl<T> fmt::Debug for SendError<T> {
             SendError::Timeout(_) => f.write_str("Timeout(..)"),
             SendError::TooLarge { len, max, .. } => write!(f, "TooLarge {{ len: {len}, max: {max}, .. }}"),
             SendError::Corrupt { what, .. } => write!(f, "Corrupt {{ what: {what:?}, .. }}"),
+            SendError::Truncated(_) => f.write_str("Truncated(..)"),
         }
     }
 }
@@ -822,6 +859,7 @@ impl<T> fmt::Display for TrySendError<T> {
             TrySendError::Full(_) => f.write_str("queue is full; retry later or use send_timeout to wait for room"),
             TrySendError::TooLarge { len, max, .. } => too_large(f, *len, *max),
             TrySendError::Corrupt { what, .. } => corrupt(f, what),
+            TrySendError::Truncated(_) => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -832,6 +870,7 @@ impl<T> fmt::Display for SendError<T> {
             SendError::Timeout(_) => f.write_str("timed out waiting for room in the queue; are its consumers running?"),
             SendError::TooLarge { len, max, .. } => too_large(f, *len, *max),
             SendError::Corrupt { what, .. } => corrupt(f, what),
+            SendError::Truncated(_) => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -856,6 +895,10 @@ pub enum TryRecvError {
         /// What was wrong.
         what: &'static str,
     },
+    /// The queue's file was truncated by another process while this one had it mapped: the
+    /// cut part reads as zeros for the life of this endpoint, so every later call that finds
+    /// nothing valid (or times out) reports this. Recreate the queue.
+    Truncated,
 }
 
 /// [`Consumer::recv`] and its variants got no message.
@@ -875,6 +918,10 @@ pub enum RecvError {
         /// What was wrong.
         what: &'static str,
     },
+    /// The queue's file was truncated by another process while this one had it mapped: the
+    /// cut part reads as zeros for the life of this endpoint, so every later call that finds
+    /// nothing valid (or times out) reports this. Recreate the queue.
+    Truncated,
 }
 
 fn too_small(f: &mut fmt::Formatter<'_>, len: usize, needed: usize) -> fmt::Result {
@@ -887,6 +934,7 @@ impl fmt::Display for TryRecvError {
             TryRecvError::Empty => f.write_str("queue is empty; retry later or use recv_timeout to wait"),
             TryRecvError::BufferTooSmall { len, needed } => too_small(f, *len, *needed),
             TryRecvError::Corrupt { what } => corrupt(f, what),
+            TryRecvError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -897,6 +945,7 @@ impl fmt::Display for RecvError {
             RecvError::Timeout => f.write_str("timed out waiting for a message; are the queue's producers running?"),
             RecvError::BufferTooSmall { len, needed } => too_small(f, *len, *needed),
             RecvError::Corrupt { what } => corrupt(f, what),
+            RecvError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }

@@ -12,7 +12,7 @@ use super::protocol::{
 use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::participants::{EntryState, ParticipantTable};
-use crate::segment::{CreateOptions, Kind, Layout, Segment, KIND_OFFSET, PARAMS};
+use crate::segment::{CreateOptions, Kind, Layout, Segment, KIND_OFFSET, PARAMS, TRUNCATED_MSG};
 use crate::sys::{coarse_monotonic_ns, page_size, process_is_alive, Mapping, ProcessId};
 use crate::wait::{block_on, deadline_after, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
@@ -210,6 +210,13 @@ impl Shared {
 
     fn table(&self) -> ParticipantTable<'_> {
         self.seg.participants()
+    }
+
+    /// Whether the segment or the ring mapping was truncated under this process (see
+    /// [`ReadError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
+    #[cold]
+    fn truncated(&self) -> bool {
+        self.seg.was_truncated() || self.ring.was_truncated()
     }
 
     fn corrupt_open(&self, c: Corruption) -> OpenError {
@@ -412,6 +419,10 @@ pub enum TryReserveError {
     Disconnected,
     /// The shared positions break the ring's invariants.
     Corrupt(StreamCorrupt),
+    /// The stream's file was truncated by another process while this one had it mapped:
+    /// what is written past the cut is lost. Checked when a reserve fails or times out;
+    /// recreate the stream.
+    Truncated,
 }
 
 /// [`StreamWriter::reserve`] / [`StreamWriter::write`] (and their `_timeout` forms) failed.
@@ -430,6 +441,10 @@ pub enum ReserveError {
     Disconnected,
     /// The shared positions break the ring's invariants.
     Corrupt(StreamCorrupt),
+    /// The stream's file was truncated by another process while this one had it mapped:
+    /// what is written past the cut is lost. Checked when a reserve fails or times out;
+    /// recreate the stream.
+    Truncated,
 }
 
 /// [`StreamReader::try_read`] failed.
@@ -441,6 +456,10 @@ pub enum TryReadError {
     Disconnected,
     /// The ring's positions or a record header are garbage.
     Corrupt(StreamCorrupt),
+    /// The stream's file was truncated by another process while this one had it mapped: the
+    /// cut part reads as zeros for the life of this reader, so every later call that finds
+    /// no valid record (or times out) reports this. Recreate the stream.
+    Truncated,
 }
 
 /// [`StreamReader::read`] / [`StreamReader::read_timeout`] failed.
@@ -452,6 +471,10 @@ pub enum ReadError {
     Disconnected,
     /// The ring's positions or a record header are garbage.
     Corrupt(StreamCorrupt),
+    /// The stream's file was truncated by another process while this one had it mapped: the
+    /// cut part reads as zeros for the life of this reader, so every later call that finds
+    /// no valid record (or times out) reports this. Recreate the stream.
+    Truncated,
 }
 
 const CORRUPT_HINT: &str = "a peer process is corrupt or hostile; stop both endpoints and recreate the stream";
@@ -463,6 +486,7 @@ impl fmt::Display for TryReserveError {
             TryReserveError::Full { needed, free } => write!(f, "stream full: record needs {needed} ring bytes, {free} free; retry, or use a blocking write"),
             TryReserveError::Disconnected => f.write_str("stream full and no reader is attached; start a reader or retry later"),
             TryReserveError::Corrupt(c) => write!(f, "{c}; {CORRUPT_HINT}"),
+            TryReserveError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -474,6 +498,7 @@ impl fmt::Display for ReserveError {
             ReserveError::Timeout => f.write_str("timed out waiting for space in the stream; the reader is slow or stuck"),
             ReserveError::Disconnected => f.write_str("stream full and no reader is attached; start a reader or retry later"),
             ReserveError::Corrupt(c) => write!(f, "{c}; {CORRUPT_HINT}"),
+            ReserveError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -486,6 +511,7 @@ impl fmt::Display for TryReadError {
                 f.write_str("stream empty and no writer is attached; start a writer or retry later")
             }
             TryReadError::Corrupt(c) => write!(f, "{c}; {CORRUPT_HINT}"),
+            TryReadError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -498,6 +524,7 @@ impl fmt::Display for ReadError {
                 f.write_str("stream empty and no writer is attached; start a writer or retry later")
             }
             ReadError::Corrupt(c) => write!(f, "{c}; {CORRUPT_HINT}"),
+            ReadError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -621,6 +648,7 @@ impl StreamWriter {
         };
         match latch(self.core.try_claim(self.shared.ctrl(), size), &mut self.reported) {
             Ok(pos) => Ok(WriteGrant { pos, len, writer: self }),
+            Err(_) if self.shared.truncated() => Err(TryReserveError::Truncated),
             Err(ClaimError::Full { free }) => {
                 if self.reader.alive(&self.shared) {
                     Err(TryReserveError::Full { needed: size as usize, free: free as usize })
@@ -651,6 +679,8 @@ impl StreamWriter {
         let outcome = block_on(ctrl.writable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
             match latch(core.try_claim(ctrl, size), reported) {
                 Ok(pos) => Some(Ok(pos)),
+                // No room (or garbage): a truncated file never makes room, so say so now.
+                Err(_) if shared.truncated() => Some(Err(ReserveError::Truncated)),
                 Err(ClaimError::Full { .. }) => (!reader.alive(shared)).then_some(Err(ReserveError::Disconnected)),
                 Err(ClaimError::Corrupt(c)) => Some(Err(ReserveError::Corrupt(c))),
             }
@@ -658,6 +688,7 @@ impl StreamWriter {
         match outcome {
             Some(Ok(pos)) => Ok(WriteGrant { pos, len, writer: self }),
             Some(Err(e)) => Err(e),
+            None if self.shared.truncated() => Err(ReserveError::Truncated),
             None => Err(ReserveError::Timeout),
         }
     }
@@ -711,9 +742,10 @@ impl Waitable for StreamWriter {
         WaitHandle { event: self.shared.ctrl().writable_event() }
     }
 
-    /// Ready when a record of [`StreamWriter::set_writable_len`] bytes fits now.
+    /// Ready when a record of [`StreamWriter::set_writable_len`] bytes fits now (or the file
+    /// was truncated: the reserve reports it).
     fn is_ready(&self) -> bool {
-        self.core.free_now(self.shared.ctrl()).is_ok_and(|free| free >= self.writable_size)
+        self.core.free_now(self.shared.ctrl()).is_ok_and(|free| free >= self.writable_size) || self.shared.truncated()
     }
 }
 
@@ -925,22 +957,24 @@ impl StreamReader {
     /// dropping it unconsumed leaves it to be read again.
     #[inline]
     pub fn try_read(&mut self) -> Result<Record<'_>, TryReadError> {
-        match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
-            Ok(Some(n)) => Ok(self.record(n)),
+        let e = match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
+            Ok(Some(n)) => return Ok(self.record(n)),
             Ok(None) => {
                 if self.writer.alive(&self.shared) {
-                    Err(TryReadError::Empty)
+                    TryReadError::Empty
                 } else {
                     // The writer may have committed just before it went: look once more.
                     match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
-                        Ok(Some(n)) => Ok(self.record(n)),
-                        Ok(None) => Err(TryReadError::Disconnected),
-                        Err(c) => Err(TryReadError::Corrupt(c)),
+                        Ok(Some(n)) => return Ok(self.record(n)),
+                        Ok(None) => TryReadError::Disconnected,
+                        Err(c) => TryReadError::Corrupt(c),
                     }
                 }
             }
-            Err(c) => Err(TryReadError::Corrupt(c)),
-        }
+            Err(c) => TryReadError::Corrupt(c),
+        };
+        // Nothing valid found: zeros past a cut read as "empty" or as garbage.
+        Err(if self.shared.truncated() { TryReadError::Truncated } else { e })
     }
 
     /// The next record, waiting as long as it takes (or until the writer is gone).
@@ -957,21 +991,24 @@ impl StreamReader {
         let StreamReader { shared, core, writer, policy, reported } = self;
         let ctrl = shared.ctrl();
         let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
-            match StreamReader::next(core, shared, reported) {
-                Ok(Some(n)) => Some(Ok(n)),
-                Ok(None) if writer.alive(shared) => None,
+            let e = match StreamReader::next(core, shared, reported) {
+                Ok(Some(n)) => return Some(Ok(n)),
+                // Nothing yet: wait, unless the file was truncated (then nothing ever comes).
+                Ok(None) if writer.alive(shared) => return shared.truncated().then_some(Err(ReadError::Truncated)),
                 // Gone: one more look, as in `try_read`.
                 Ok(None) => match StreamReader::next(core, shared, reported) {
-                    Ok(Some(n)) => Some(Ok(n)),
-                    Ok(None) => Some(Err(ReadError::Disconnected)),
-                    Err(c) => Some(Err(ReadError::Corrupt(c))),
+                    Ok(Some(n)) => return Some(Ok(n)),
+                    Ok(None) => ReadError::Disconnected,
+                    Err(c) => ReadError::Corrupt(c),
                 },
-                Err(c) => Some(Err(ReadError::Corrupt(c))),
-            }
+                Err(c) => ReadError::Corrupt(c),
+            };
+            Some(Err(if shared.truncated() { ReadError::Truncated } else { e }))
         });
         match outcome {
             Some(Ok(n)) => Ok(self.record(n)),
             Some(Err(e)) => Err(e),
+            None if self.shared.truncated() => Err(ReadError::Truncated),
             None => Err(ReadError::Timeout),
         }
     }
@@ -1002,10 +1039,12 @@ impl Waitable for StreamReader {
         WaitHandle { event: self.shared.ctrl().readable_event() }
     }
 
-    /// Ready when a committed record is waiting (or a corrupt state not reported yet).
+    /// Ready when a committed record is waiting (or a corrupt state not reported yet, or the
+    /// file was truncated: the read reports it).
     fn is_ready(&self) -> bool {
         let ctrl = self.shared.ctrl();
-        self.core.has_data(ctrl) && self.reported.is_none_or(|c| c.head != ctrl.positions().0)
+        (self.core.has_data(ctrl) && self.reported.is_none_or(|c| c.head != ctrl.positions().0))
+            || self.shared.truncated()
     }
 }
 

@@ -367,9 +367,14 @@ impl Publisher {
                 // honouring only the pins and writer marks a live participant can own
                 // (garbage a corrupt or hostile peer wrote is cleared).
                 self.inner.reclaim_dead();
-                sh.acquire_slot(self.id)
-                    .or_else(|_| sh.acquire_slot_audited(self.id))
-                    .map_err(|_| PublishError::AllPinned { slots: self.inner.layout.slots as usize })
+                sh.acquire_slot(self.id).or_else(|_| sh.acquire_slot_audited(self.id)).map_err(|_| {
+                    // Failing anyway: the slow path may say why the slots look taken.
+                    if self.inner.seg.was_truncated() {
+                        PublishError::Truncated
+                    } else {
+                        PublishError::AllPinned { slots: self.inner.layout.slots as usize }
+                    }
+                })
             }
         }
     }
@@ -643,8 +648,39 @@ impl Subscriber {
         TryRecvError::Corrupt(Corrupt { tail, committed, cursor: k, next })
     }
 
+    /// An error about to be returned, replaced by `Truncated` if the mapping was truncated
+    /// under us (zeros read past the cut look like "nothing yet" or impossible positions).
+    /// Only on paths that return no message; the pin budget is this subscriber's own.
+    #[cold]
+    fn or_truncated(&self, e: TryRecvError) -> TryRecvError {
+        match e {
+            TryRecvError::PinLimit { .. } => e,
+            _ if self.inner.seg.was_truncated() => TryRecvError::Truncated,
+            _ => e,
+        }
+    }
+
+    /// The same for random access.
+    #[cold]
+    fn read_or_truncated(&self, e: ReadError) -> ReadError {
+        match e {
+            ReadError::PinLimit { .. } | ReadError::InvalidSeq => e,
+            _ if self.inner.seg.was_truncated() => ReadError::Truncated,
+            _ => e,
+        }
+    }
+
+    /// [`Subscriber::try_next_raw`], with a truncated mapping reported as such when nothing
+    /// valid was found (the successful path is untouched).
+    fn try_next<T>(&self, read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TryRecvError> {
+        match self.try_next_raw(read) {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.or_truncated(e)),
+        }
+    }
+
     /// The in-order state machine shared by every receive flavour.
-    fn try_next<T>(&self, mut read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TryRecvError> {
+    fn try_next_raw<T>(&self, mut read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TryRecvError> {
         let sh = self.inner.shared();
         // Bounded: a slot overwritten under us retries, but a hostile peer flipping words
         // for ever must not make this loop for ever (it ends as a gap instead).
@@ -753,7 +789,12 @@ impl Subscriber {
         mut attempt: impl FnMut() -> Result<T, TryRecvError>,
     ) -> Result<T, RecvError> {
         if let r @ (Ok(_)
-        | Err(TryRecvError::Lagged { .. } | TryRecvError::PinLimit { .. } | TryRecvError::Corrupt(_))) = attempt()
+        | Err(
+            TryRecvError::Lagged { .. }
+            | TryRecvError::PinLimit { .. }
+            | TryRecvError::Corrupt(_)
+            | TryRecvError::Truncated,
+        )) = attempt()
         {
             return r.map_err(RecvError::from);
         }
@@ -770,6 +811,8 @@ impl Subscriber {
         });
         match r {
             Some(r) => r.map_err(RecvError::from),
+            // Timed out: a truncation the attempts did not run into is still reported.
+            None if self.inner.seg.was_truncated() => Err(RecvError::Truncated),
             None => Err(RecvError::Timeout),
         }
     }
@@ -856,6 +899,10 @@ impl Subscriber {
 
     /// Copies message `seq` (any of the last N) without moving the cursor.
     pub fn get(&self, seq: u64) -> Result<Message, ReadError> {
+        self.get_raw(seq).map_err(|e| self.read_or_truncated(e))
+    }
+
+    fn get_raw(&self, seq: u64) -> Result<Message, ReadError> {
         let mut data = Vec::new();
         for _ in 0..MAX_RETRIES {
             let s = self.locate(seq)?;
@@ -873,6 +920,10 @@ impl Subscriber {
 
     /// Pins message `seq` (any of the last N) without moving the cursor.
     pub fn get_pinned(&self, seq: u64) -> Result<Sample<'_>, ReadError> {
+        self.get_pinned_raw(seq).map_err(|e| self.read_or_truncated(e))
+    }
+
+    fn get_pinned_raw(&self, seq: u64) -> Result<Sample<'_>, ReadError> {
         for _ in 0..MAX_RETRIES {
             let s = self.locate(seq)?;
             match self.pin_slot(s, seq) {
@@ -886,6 +937,10 @@ impl Subscriber {
 
     /// Copies the newest committed message without moving the cursor.
     pub fn latest(&self) -> Result<Message, ReadError> {
+        self.latest_raw().map_err(|e| self.read_or_truncated(e))
+    }
+
+    fn latest_raw(&self) -> Result<Message, ReadError> {
         let mut r = Err(ReadError::NotYet { seq: 1, last: 0 });
         for _ in 0..MAX_RETRIES {
             let k = match self.inner.shared().positions() {
@@ -895,7 +950,7 @@ impl Subscriber {
             if k == 0 {
                 return Err(ReadError::NotYet { seq: 1, last: 0 });
             }
-            r = self.get(k);
+            r = self.get_raw(k);
             if !matches!(r, Err(ReadError::Evicted { .. })) {
                 break; // else overtaken: take the newer one
             }
@@ -930,10 +985,11 @@ impl Waitable for Subscriber {
             // A receive would report something, unless it is a corrupt state already reported.
             Lookup::Evicted | Lookup::Ahead => match sh.positions() {
                 Ok(_) => true,
-                Err(bad) => self.reported.get() != Some(bad),
+                Err(bad) => self.reported.get() != Some(bad) || self.inner.seg.was_truncated(),
             },
-            Lookup::NotYet => false,
-            Lookup::Pending => self.abandoned(k),
+            // Nothing to receive, unless the file was truncated: the receive reports that.
+            Lookup::NotYet => self.inner.seg.was_truncated(),
+            Lookup::Pending => self.abandoned(k) || self.inner.seg.was_truncated(),
         }
     }
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::segment::TRUNCATED_MSG;
+
 /// Publishing (or loaning a slot) failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -18,6 +20,10 @@ pub enum PublishError {
         /// Number of slots in the topic.
         slots: usize,
     },
+    /// The topic's file was truncated by another process while this one had it mapped:
+    /// what was written past the cut is lost. Checked when a publish fails; recreate the
+    /// topic.
+    Truncated,
 }
 
 impl fmt::Display for PublishError {
@@ -25,6 +31,7 @@ impl fmt::Display for PublishError {
         match self {
             PublishError::TooLarge { len, max } => write!(f, "message of {len} bytes exceeds the topic's slot size of {max} bytes; recreate the topic with a larger --slot-size"),
             PublishError::AllPinned { slots } => write!(f, "all {slots} slots are pinned by subscribers holding zero-copy samples; subscribers must drop samples sooner, or recreate the topic with more spare slots"),
+            PublishError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -51,6 +58,10 @@ pub enum TryRecvError {
     /// them): reported once per corrupt state seen. The cursor was moved to `next`, after
     /// the last claimed sequence number, so the following receives wait for new messages.
     Corrupt(Corrupt),
+    /// The topic's file was truncated by another process while this subscriber had it
+    /// mapped: the cut part reads as zeros for the life of this subscriber, so every later
+    /// call reports this. Checked when there is nothing valid to return; recreate the topic.
+    Truncated,
 }
 
 /// What a subscriber found impossible in the topic's shared positions.
@@ -83,6 +94,7 @@ impl fmt::Display for TryRecvError {
             TryRecvError::Lagged { missed } => write!(f, "subscriber lagged: {missed} message(s) skipped; read faster or create the topic with a longer history"),
             TryRecvError::PinLimit { budget } => write!(f, "pin budget of {budget} samples exhausted; drop samples before taking more, or raise it with set_pin_budget"),
             TryRecvError::Corrupt(c) => c.fmt(f),
+            TryRecvError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -106,6 +118,8 @@ pub enum RecvError {
     },
     /// See [`TryRecvError::Corrupt`].
     Corrupt(Corrupt),
+    /// See [`TryRecvError::Truncated`]; also checked on a timeout.
+    Truncated,
 }
 
 impl fmt::Display for RecvError {
@@ -115,6 +129,7 @@ impl fmt::Display for RecvError {
             RecvError::Lagged { missed } => TryRecvError::Lagged { missed: *missed }.fmt(f),
             RecvError::PinLimit { budget } => TryRecvError::PinLimit { budget: *budget }.fmt(f),
             RecvError::Corrupt(c) => c.fmt(f),
+            RecvError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
@@ -127,6 +142,7 @@ impl From<TryRecvError> for RecvError {
             TryRecvError::Lagged { missed } => RecvError::Lagged { missed },
             TryRecvError::PinLimit { budget } => RecvError::PinLimit { budget },
             TryRecvError::Corrupt(c) => RecvError::Corrupt(c),
+            TryRecvError::Truncated => RecvError::Truncated,
         }
     }
 }
@@ -169,6 +185,8 @@ pub enum ReadError {
         /// The newest committed sequence number as read.
         committed: u64,
     },
+    /// See [`TryRecvError::Truncated`].
+    Truncated,
 }
 
 impl fmt::Display for ReadError {
@@ -180,6 +198,7 @@ impl fmt::Display for ReadError {
             ReadError::Pending { seq } => write!(f, "sequence {seq} is claimed but not committed (publisher busy or dead)"),
             ReadError::PinLimit { budget } => TryRecvError::PinLimit { budget: *budget }.fmt(f),
             ReadError::Corrupt { tail, committed } => write!(f, "topic positions are corrupt (last claimed {tail}, newest committed {committed}): a process sharing the topic is corrupt or hostile; if this repeats, stop every endpoint and recreate the topic"),
+            ReadError::Truncated => f.write_str(TRUNCATED_MSG),
         }
     }
 }
