@@ -118,7 +118,10 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     for &(i, ts) in &stamps {
         let mut t = j.tailer_at_time(ts).unwrap();
         let e = t.try_next().unwrap().unwrap();
-        assert!(e.index > i && e.index <= i + 100, "ts of {i} found {}", e.index);
+        // Entry timestamps come from the appender's counter-based clock, which may run ahead
+        // of `clock_gettime` by its documented error (a µs or so under load): the entry
+        // appended just before the stamp may carry a timestamp at or past it.
+        assert!(e.index >= i && e.index <= i + 100, "ts of {i} found {}", e.index);
     }
     for i in [0u64, 1, 333, 1999] {
         assert_eq!(j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index, i);
