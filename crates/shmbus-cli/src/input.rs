@@ -86,8 +86,9 @@ fn read_line_bounded(input: &mut impl BufRead, line: &mut Vec<u8>, max_len: usiz
 
 fn too_long(line: u64, max_len: usize) -> CliError {
     CliError::msg(format!(
-        "stdin line {line} is longer than {max_len} bytes, the most one message can hold here; \
-         split it, or use a channel made for larger messages"
+        "stdin line {line} is longer than {max_len} bytes, the largest message this channel or \
+         journal takes (set when it was created); split the line, or send it to one created \
+         for larger messages"
     ))
 }
 
