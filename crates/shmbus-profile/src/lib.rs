@@ -508,6 +508,10 @@ mod tests {
         ];
         assert_eq!(lines, head.iter().chain(&ROWS).copied().collect::<Vec<_>>());
         let tcp = table(&result(json!({"backend": "redis-tcp", "view_is_copy": true})));
-        assert!(tcp[0].starts_with("demo-redis (the demo's robotics profile, Redis streams over loopback TCP): "), "{}", tcp[0]);
+        assert!(
+            tcp[0].starts_with("demo-redis (the demo's robotics profile, Redis streams over loopback TCP): "),
+            "{}",
+            tcp[0]
+        );
     }
 }
