@@ -65,6 +65,7 @@ fn child_entry() {
     };
     match role.as_str() {
         "topic" | "queue" | "stream" | "pool" | "journal" => reader_child(&role),
+        "journal-appender" => appender_child(),
         "chain-siginfo" => chain_siginfo_child(),
         "chain-plain" => chain_plain_child(),
         "chain-default" => chain_default_child(),
@@ -216,10 +217,28 @@ fn reader_child(kind: &str) {
         "journal" => {
             let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
             let mut t = j.tailer().unwrap();
-            receive_loop(&stop, || match t.next_timeout(Some(RECV_TIMEOUT)) {
-                Ok(Some(_)) => Got::Msg,
-                Ok(None) => Got::Timeout,
-                Err(e) => Got::Error(e.to_string()),
+            let named = std::env::var_os("T_NAMED").is_some();
+            let mut r = named.then(|| j.reader("r").unwrap());
+            receive_loop(&stop, || {
+                use shmbus::journal::ReadError;
+                let t = r.as_mut().unwrap_or(&mut t);
+                if waitset {
+                    if !ready(&*t) {
+                        return Got::Timeout;
+                    }
+                    return match t.try_next() {
+                        Ok(Some(_)) => Got::Msg,
+                        Ok(None) => Got::Timeout,
+                        Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
+                        Err(e) => Got::Error(e.to_string()),
+                    };
+                }
+                match t.next_timeout(Some(RECV_TIMEOUT)) {
+                    Ok(Some(_)) => Got::Msg,
+                    Ok(None) => Got::Timeout,
+                    Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                }
             })
         }
         _ => unreachable!(),
@@ -505,6 +524,112 @@ fn journal_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let index = data.with_extension("sbji");
     assert!(index.exists(), "no index file next to {}", data.display());
     (data, index, dir.join("journal.meta"))
+}
+
+/// The journal's typed `Truncated` error, with what it must say.
+fn assert_journal_truncation(what: &str, o: &Outcome) {
+    let done = o.done_line().unwrap_or_default();
+    assert!(o.field("truncated").unwrap_or(0) > 0, "{what}: never got the typed Truncated error: {done}");
+    let msg = o
+        .lines
+        .iter()
+        .find_map(|l| l.find(TRUNCATED_MARKER).map(|i| &l[i + TRUNCATED_MARKER.len()..]))
+        .unwrap_or_else(|| panic!("{what}: no `{TRUNCATED_MARKER}` line; output: {:?}", o.lines));
+    for part in
+        ["truncated by another process", "zeros", "lost", "before the cut are on disk", "open the journal again"]
+    {
+        assert!(msg.contains(part), "{what}: the Truncated message does not say {part:?}: {msg}");
+    }
+}
+
+/// A tailer (plain, named, or asleep in a WaitSet) whose current data file is cut to 0
+/// gets the typed error, within its timeout, and survives.
+#[test]
+fn journal_truncation_is_a_typed_read_error() {
+    for env in [vec![], vec![("T_NAMED", "1".to_owned())], vec![("T_WAITSET", "1".to_owned())]] {
+        let s = Scratch::new("trunc-journal-typed");
+        let dir = s.path().join("journal");
+        let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
+        let mut a = j.appender().unwrap();
+        a.append(b"first").unwrap();
+        let (data, _, _) = journal_files(&dir);
+        let o = run_reader_case(&s, "journal", &data, Cut::Zero, &env, |i| {
+            let _ = a.append(format!("entry {i}").as_bytes());
+        });
+        let what = format!("journal tailer {env:?}");
+        assert_survived(&what, Cut::Zero, &o);
+        assert_journal_truncation(&what, &o);
+    }
+}
+
+/// An appender in its own process: appends until told the file was cut, then appends
+/// again and prints what each call gave.
+fn appender_child() {
+    let root = PathBuf::from(env_str("T_ROOT"));
+    let go = PathBuf::from(env_str("T_STOP"));
+    let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..10 {
+        a.append(format!("before {i}").as_bytes()).unwrap();
+    }
+    say("ready");
+    let start = Instant::now();
+    while !go.exists() {
+        assert!(start.elapsed() < CHILD_DEADLINE, "never told to go on");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for k in 0..3 {
+        match a.append(format!("after {k}").as_bytes()) {
+            Ok(i) => say(&format!("append {k}: ok {i}")),
+            Err(e @ shmbus::journal::AppendError::Truncated { .. }) => {
+                say(&format!("append {k}: {TRUNCATED_MARKER}{e}"))
+            }
+            Err(e) => say(&format!("append {k}: error {e}")),
+        }
+    }
+    say(&format!("done faults={}", sigbus::contained_faults()));
+}
+
+/// An appender whose current data file is cut to 0 by another process gets the typed
+/// error on its next append (its entry landed in a private page: never reported as
+/// appended), on every append after, and survives.
+#[test]
+fn a_truncated_journal_appender_gets_the_typed_error() {
+    let s = Scratch::new("trunc-journal-appender");
+    let dir = s.path().join("journal");
+    drop(Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap());
+    let go = s.path().join("go");
+    let env = [("T_ROOT", s.path().display().to_string()), ("T_STOP", go.display().to_string())];
+    let mut child = child_command("child_entry", "journal-appender", &env).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 {
+        let ready = line.trim_end().ends_with("ready");
+        lines.push(std::mem::take(&mut line));
+        if ready {
+            break;
+        }
+    }
+    let (data, _, _) = journal_files(&dir);
+    std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(0).unwrap();
+    std::fs::write(&go, b"").unwrap();
+    let status = wait_with_deadline(&mut child, WATCHDOG_SECS, "journal appender");
+    for l in out.lines() {
+        lines.push(l.unwrap());
+    }
+    assert!(status.success(), "the appender exited with {status:?} (135: SIGBUS); output: {lines:?}");
+    for k in 0..3 {
+        let l = lines
+            .iter()
+            .find(|l| l.contains(&format!("append {k}: ")))
+            .unwrap_or_else(|| panic!("no result for append {k}: {lines:?}"));
+        assert!(l.contains(TRUNCATED_MARKER), "append {k} after the cut did not give the typed error: {l}");
+    }
+    let msg = lines[lines.iter().position(|l| l.contains("append 0: ")).unwrap()].clone();
+    for part in ["truncated by another process", "is lost", "before the cut are on disk", "open the journal again"] {
+        assert!(msg.contains(part), "the appender's Truncated message does not say {part:?}: {msg}");
+    }
 }
 
 #[test]

@@ -41,6 +41,18 @@ pub enum AppendError {
         /// What was found.
         what: &'static str,
     },
+    /// Another process truncated a journal file this appender has mapped (`path`: the
+    /// metadata file, or cycle `cycle`'s data or index file). The entry of this call (if it
+    /// got as far as being written) landed past the cut, in memory private to this process,
+    /// and is not in the journal. This appender never writes through that file again: every
+    /// later call fails the same way. Open the journal again for a new appender once the
+    /// files are sound (recovery repairs the cut cycle).
+    Truncated {
+        /// The truncated file.
+        path: std::path::PathBuf,
+        /// Its cycle (`None` for `journal.meta`).
+        cycle: Option<u64>,
+    },
 }
 
 impl fmt::Display for AppendError {
@@ -52,6 +64,7 @@ impl fmt::Display for AppendError {
             AppendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
             AppendError::Damaged { what } => write!(f, "cannot append: {what}; stop the processes using the journal and open it again (recovery repairs the cycle), or move it aside"),
             AppendError::Abandoned => f.write_str("the entry was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append again"),
+            AppendError::Truncated { path, cycle } => f.write_str(&files::truncated_message(path, *cycle, true)),
         }
     }
 }
@@ -73,12 +86,26 @@ pub enum CommitError {
         /// The index the entry had.
         index: u64,
     },
+    /// Another process truncated a journal file this appender has mapped (see
+    /// [`AppendError::Truncated`]): the entry landed past the cut, in memory private to this
+    /// process, and is not in the journal. Open the journal again for a new appender.
+    Truncated {
+        /// The index the entry would have had.
+        index: u64,
+        /// The truncated file.
+        path: std::path::PathBuf,
+        /// Its cycle (`None` for `journal.meta`).
+        cycle: Option<u64>,
+    },
 }
 
 impl fmt::Display for CommitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CommitError::Abandoned { index } => write!(f, "entry {index} was abandoned by readers before commit (reserved longer than the abandon timeout); append it again"),
+            CommitError::Truncated { index, path, cycle } => {
+                write!(f, "entry {index} is lost: {}", files::truncated_message(path, *cycle, true))
+            }
         }
     }
 }
@@ -292,6 +319,9 @@ impl Appender {
                 match self.copy_append(data)? {
                     Ok(i) => return Ok(i),
                     Err(CommitError::Abandoned { .. }) => continue,
+                    Err(CommitError::Truncated { path, cycle, .. }) => {
+                        return Err(AppendError::Truncated { path, cycle })
+                    }
                 }
             }
             return Err(AppendError::Abandoned);
@@ -343,6 +373,7 @@ impl Appender {
             match r {
                 Ok(i) => return Ok(i),
                 Err(CommitError::Abandoned { .. }) => continue,
+                Err(CommitError::Truncated { path, cycle, .. }) => return Err(AppendError::Truncated { path, cycle }),
             }
         }
         Err(AppendError::Abandoned)
@@ -364,6 +395,11 @@ impl Appender {
         let max = self.inner.hdr().max_entry;
         if len as u64 > max {
             return Err(AppendError::TooLarge { len, max });
+        }
+        // A file cut under us: never write through it again (one load of a global that is 0
+        // unless a fault was ever contained in this process).
+        if let Some((path, cycle)) = self.truncated_file() {
+            return Err(AppendError::Truncated { path, cycle });
         }
         let units = entry_units(len);
         // Honest appenders move a cycle on once per roll and lose a claim CAS only to
@@ -431,6 +467,13 @@ impl Appender {
             }
             return Ok(Reservation { app: self, off, n, units, len, ts, done: false });
         }
+    }
+
+    /// See [`files::truncated_file`]: the metadata file or the current cycle's files were
+    /// cut by another process while mapped here.
+    #[inline]
+    fn truncated_file(&self) -> Option<(std::path::PathBuf, Option<u64>)> {
+        files::truncated_file(&self.inner.dir, &self.inner.meta, &self.cy)
     }
 
     /// The position word `w` is behind sound entries (each checked: header, index,
@@ -707,6 +750,12 @@ impl Reservation<'_> {
         aux[0].store(0, Ordering::Release);
         let index = cy.hdr.first_index + self.n;
         self.app.inner.meta.event().notify();
+        // After the commit store: a cut before or during the writes above sent them to a
+        // private zero page (the SIGBUS containment), so the entry is not in the file and
+        // success must not be reported. One load of a global while no fault was contained.
+        if let Some((path, cycle)) = self.app.truncated_file() {
+            return Err(CommitError::Truncated { index, path, cycle });
+        }
         if !committed {
             return Err(CommitError::Abandoned { index });
         }

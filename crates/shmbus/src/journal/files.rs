@@ -237,6 +237,53 @@ pub(crate) fn fdatasync(file: &File) -> io::Result<()> {
     }
 }
 
+/// Which journal file behind `meta` or `cy` lost pages to a truncation by another process
+/// while this process had it mapped (see [`Mapping::was_truncated`]): its path, and its
+/// cycle (`None` for the metadata file). Costs one relaxed load of a process-wide counter
+/// while no fault was ever contained in this process (always, on a sound host), so it may
+/// be called on hot paths.
+#[inline]
+pub(crate) fn truncated_file(dir: &Path, meta: &MetaFile, cy: &CycleFiles) -> Option<(PathBuf, Option<u64>)> {
+    if crate::sys::sigbus::contained_faults() == 0 {
+        return None;
+    }
+    truncated_file_slow(dir, meta, cy)
+}
+
+#[cold]
+fn truncated_file_slow(dir: &Path, meta: &MetaFile, cy: &CycleFiles) -> Option<(PathBuf, Option<u64>)> {
+    if meta.map.was_truncated() {
+        Some((dir.join(META_FILE), None))
+    } else if cy.data.was_truncated() {
+        Some((dir.join(data_file_name(cy.num)), Some(cy.num)))
+    } else if cy.index.was_truncated() {
+        Some((dir.join(index_file_name(cy.num)), Some(cy.num)))
+    } else {
+        None
+    }
+}
+
+/// What a journal's `Truncated` errors say: the cause, what was lost, what is safe, and how
+/// to recover. `appended`: the error of an appender (its last entry is lost).
+pub(crate) fn truncated_message(path: &Path, cycle: Option<u64>, appended: bool) -> String {
+    let what = match cycle {
+        Some(c) => format!("cycle {c}'s file {}", path.display()),
+        None => format!("the journal's metadata file {}", path.display()),
+    };
+    let lost = if appended {
+        "the entry just appended landed past the cut, in memory private to this process, and is not in the journal \
+         (nor is anything this appender would append through that file): it is lost"
+    } else {
+        "what this process read past the cut is zeros, and entries appended there by processes that had the file \
+         mapped are lost"
+    };
+    format!(
+        "{what} was truncated by another process while this process had it mapped; {lost}. The entries before the cut \
+         are on disk. Stop whatever truncates journal files, then open the journal again (a new appender or tailer; \
+         recovery repairs the cut cycle), or restore the file from a copy"
+    )
+}
+
 /// The metadata file, mapped.
 #[derive(Debug)]
 pub(crate) struct MetaFile {

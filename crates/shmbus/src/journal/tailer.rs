@@ -92,6 +92,17 @@ pub enum ReadError {
         /// Where the reader continues.
         to: u64,
     },
+    /// Another process truncated a journal file (`path`: the metadata file, or cycle
+    /// `cycle`'s data or index file) while this process had it mapped. What this tailer
+    /// read past the cut is zeros; entries appended there are lost; the entries before the
+    /// cut are on disk. Reported on every call from then on: stop whatever truncates the
+    /// journal's files and open the journal again (recovery repairs the cut cycle).
+    Truncated {
+        /// The truncated file.
+        path: std::path::PathBuf,
+        /// Its cycle (`None` for `journal.meta`).
+        cycle: Option<u64>,
+    },
     /// A cycle file could not be opened.
     Open(OpenError),
     /// Listing the directory failed.
@@ -119,6 +130,7 @@ impl fmt::Display for ReadError {
                 f,
                 "the named reader's saved position {saved} is past the end of the journal (its reader table is damaged); reset to the oldest entry {to}, entries may be delivered again"
             ),
+            ReadError::Truncated { path, cycle } => f.write_str(&super::files::truncated_message(path, *cycle, false)),
             ReadError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
             ReadError::Io(e) => write!(f, "journal directory: {e}"),
         }
@@ -362,15 +374,25 @@ impl Tailer {
     /// it says `Ok(None)`.
     pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
         loop {
-            match self.step(true)? {
-                Step::Entry { off, len, flags, raw_len, ts, index } => {
+            match self.step(true) {
+                Ok(Step::Entry { off, len, flags, raw_len, ts, index }) => {
                     return self.materialize(off, len, flags, raw_len, ts, index).map(Some)
                 }
                 // Each such step made progress (entries walked, bytes scanned).
-                Step::Empty if self.more => continue,
-                Step::Empty => return Ok(None),
+                Ok(Step::Empty) if self.more => continue,
+                Ok(Step::Empty) => return self.truncation().map_or(Ok(None), Err),
+                Err(e) => return Err(self.truncation().unwrap_or(e)),
             }
         }
+    }
+
+    /// [`ReadError::Truncated`] if a file this tailer has mapped (the metadata file, the
+    /// current cycle's data or index file) was cut by another process. Slow paths only
+    /// (nothing to read, a timeout, damage found): zeros read past a cut look like damage
+    /// or like the end, and this says why.
+    fn truncation(&self) -> Option<ReadError> {
+        super::files::truncated_file(&self.inner.dir, &self.inner.meta, &self.cy)
+            .map(|(path, cycle)| ReadError::Truncated { path, cycle })
     }
 
     /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
@@ -379,8 +401,15 @@ impl Tailer {
         let deadline = crate::wait::deadline_after(timeout);
         let mut idle = 0u32;
         loop {
-            if let Step::Entry { off, len, flags, raw_len, ts, index } = self.step(false)? {
-                return self.materialize(off, len, flags, raw_len, ts, index).map(Some);
+            match self.step(false) {
+                Ok(Step::Entry { off, len, flags, raw_len, ts, index }) => {
+                    return self.materialize(off, len, flags, raw_len, ts, index).map(Some);
+                }
+                Ok(Step::Empty) => {}
+                Err(e) => return Err(self.truncation().unwrap_or(e)),
+            }
+            if let Some(e) = self.truncation() {
+                return Err(e);
             }
             // `block_on` returns at once while the tailer has work: the deadline is checked
             // here too, so no state of the files can keep this loop past it.
@@ -436,7 +465,8 @@ impl Tailer {
 
     /// Whether `step` would make progress (an entry, a skip, a cycle change).
     fn peek_ready(&self) -> bool {
-        if self.pending.is_some() || self.more {
+        // A cut file is reported by the next call: wake the waiter for it.
+        if self.pending.is_some() || self.more || self.truncation().is_some() {
             return true;
         }
         if self.next_is_final() {
