@@ -7,6 +7,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::domain::{describe_uid, TrustPolicy, TRUST_ENV};
 use crate::error::OpenError;
 use crate::sync::AtomicU64;
 use crate::sys::{monotonic_ns, Mapping, ProcessId};
@@ -33,7 +34,13 @@ pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
 
 /// Opens the lock file `path`, creating it with `mode` if missing: not through a symlink,
 /// without blocking, a regular file only.
-pub(crate) fn open_lock_file(path: &Path, mode: u32) -> io::Result<File> {
+pub(crate) fn open_lock_file(path: &Path, mode: u32, trust: &TrustPolicy) -> Result<File, OpenError> {
+    let f = open_lock_file_unchecked(path, mode).map_err(|e| OpenError::io(path, e))?;
+    check_owner(path, &f, trust)?;
+    Ok(f)
+}
+
+fn open_lock_file_unchecked(path: &Path, mode: u32) -> io::Result<File> {
     match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -51,6 +58,62 @@ pub(crate) fn open_lock_file(path: &Path, mode: u32) -> io::Result<File> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open_rw(path),
         Err(e) => Err(explain_open_error(e)),
     }
+}
+
+/// Fails unless the opened journal file `f` (at `path`) is owned by a uid `trust` accepts
+/// (see docs/trust.md, "Journals"): checked on the descriptor, so what is checked is what
+/// is used.
+pub(crate) fn check_owner(path: &Path, f: &File, trust: &TrustPolicy) -> Result<(), OpenError> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = f.metadata().map_err(|e| OpenError::io(path, e))?.uid();
+    if trust.trusts(uid) {
+        return Ok(());
+    }
+    Err(OpenError::Untrusted {
+        path: path.to_owned(),
+        owner_uid: uid,
+        why: format!(
+            "the journal file belongs to {}, whom this process does not trust (a file planted in the journal's \
+             directory could feed forged entries to readers or collect what is appended); if that user planted it, \
+             remove it (`rm {}`, as its owner or root); to share the journal with that user on purpose, trust them: \
+             `{TRUST_ENV}={uid}` or `Journal::open_with_trust` (see docs/trust.md)",
+            describe_uid(uid),
+            path.display()
+        ),
+    })
+}
+
+/// Checks the journal directory `dir` (already known to exist): it is configuration, like
+/// the root of domains, so it may be reached through symlinks in its path; but like a
+/// domain directory it must be owned by a trusted uid, and if every user may write to it,
+/// it must have the sticky bit (or anyone could remove or replace its files).
+pub(crate) fn check_journal_dir(dir: &Path, trust: &TrustPolicy) -> Result<(), OpenError> {
+    use std::os::unix::fs::MetadataExt;
+    let st = std::fs::metadata(dir).map_err(|e| OpenError::io(dir, e))?;
+    let (uid, mode) = (st.uid(), st.mode() & 0o7777);
+    if !trust.trusts(uid) {
+        return Err(OpenError::Untrusted {
+            path: dir.to_owned(),
+            owner_uid: uid,
+            why: format!(
+                "the journal directory belongs to {}, whom this process does not trust (its owner can replace the \
+                 journal's files); use a directory of your own, or, to share the journal with that user on purpose, \
+                 trust them: `{TRUST_ENV}={uid}` or `Journal::open_with_trust` (see docs/trust.md)",
+                describe_uid(uid)
+            ),
+        });
+    }
+    if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+        return Err(OpenError::Untrusted {
+            path: dir.to_owned(),
+            owner_uid: uid,
+            why: format!(
+                "the journal directory (mode {mode:04o}) is writable by every user and has no sticky bit, so anyone \
+                 could replace the journal's files; `chmod o-w` or `chmod +t` it, or use another directory"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// `ELOOP` from `O_NOFOLLOW` means the name is a symlink: say so.
@@ -293,8 +356,9 @@ pub(crate) struct MetaFile {
 }
 
 impl MetaFile {
-    pub(crate) fn open(path: &Path) -> Result<MetaFile, OpenError> {
+    pub(crate) fn open(path: &Path, trust: &TrustPolicy) -> Result<MetaFile, OpenError> {
         let file = open_rw(path).map_err(|e| OpenError::io(path, e))?;
+        check_owner(path, &file, trust)?;
         let size = file.metadata().map_err(|e| OpenError::io(path, e))?.len();
         let mut head = [0u8; META_HEADER_SIZE];
         let n = file.read_at(&mut head, 0).map_err(|e| OpenError::io(path, e))?;
@@ -423,10 +487,18 @@ pub(crate) struct CycleFiles {
 impl CycleFiles {
     /// Opens cycle `c` of the journal in `dir` and validates its header against `meta`.
     /// With `rebuild` (a file mode), a missing index file is rebuilt from the data file.
-    pub(crate) fn open(dir: &Path, c: u64, meta: &MetaHeader, rebuild: Option<u32>) -> Result<CycleFiles, OpenError> {
+    /// Both files must be owned by a uid `trust` accepts.
+    pub(crate) fn open(
+        dir: &Path,
+        c: u64,
+        meta: &MetaHeader,
+        rebuild: Option<u32>,
+        trust: &TrustPolicy,
+    ) -> Result<CycleFiles, OpenError> {
         let dpath = dir.join(data_file_name(c));
         let ipath = dir.join(index_file_name(c));
         let data_file = open_rw(&dpath).map_err(|e| OpenError::io(&dpath, e))?;
+        check_owner(&dpath, &data_file, trust)?;
         let size = data_file.metadata().map_err(|e| OpenError::io(&dpath, e))?.len();
         if size < CYCLE_HEADER_PAGE as u64 {
             return Err(OpenError::Truncated { path: dpath, size, expected: CYCLE_HEADER_PAGE as u64 });
@@ -470,6 +542,7 @@ impl CycleFiles {
             },
             r => r.map_err(|e| OpenError::io(&ipath, e))?,
         };
+        check_owner(&ipath, &index_file, trust)?;
         let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
         data.advise_huge();
         let tmpfs = is_tmpfs(&data_file);

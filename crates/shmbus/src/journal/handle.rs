@@ -218,6 +218,8 @@ pub(super) struct Inner {
     pub(super) meta: MetaFile,
     pub(super) mode: u32,
     pub(super) recovery: Vec<RecoveryReport>,
+    /// Whose journal files this process uses (see docs/trust.md, "Journals").
+    pub(super) trust: crate::domain::TrustPolicy,
 }
 
 pub(super) const BUSY: u64 = 1 << 63;
@@ -238,7 +240,23 @@ impl Journal {
     ///
     /// A directory that is not empty and has no `journal.meta` is refused
     /// ([`OpenError::NotASegment`]) rather than filled with journal files.
+    ///
+    /// Files in the directory are used only when owned by this process's user, by root, or
+    /// by a uid listed in `SHMBUS_TRUST_UIDS`; the directory itself must be owned by one of
+    /// them and, if every user may write to it, be sticky (see docs/trust.md, "Journals").
+    /// Anything else is [`OpenError::Untrusted`].
     pub fn open(dir: impl AsRef<Path>, opts: &JournalOptions) -> Result<Journal, OpenError> {
+        Journal::open_with_trust(dir, opts, &crate::domain::TrustPolicy::from_env()?)
+    }
+
+    /// [`Journal::open`] with an explicit trust policy (instead of the one
+    /// `SHMBUS_TRUST_UIDS` gives): how a process deliberately uses a journal another user
+    /// created, e.g. `&TrustPolicy::from_env()?.trust_uid(1001)`.
+    pub fn open_with_trust(
+        dir: impl AsRef<Path>,
+        opts: &JournalOptions,
+        trust: &crate::domain::TrustPolicy,
+    ) -> Result<Journal, OpenError> {
         let dir = dir.as_ref().to_owned();
         let meta_path = dir.join(META_FILE);
         let hdr = opts.to_header();
@@ -252,6 +270,9 @@ impl Journal {
                 .mode(dir_mode(opts.mode))
                 .create(&dir)
                 .map_err(|e| OpenError::io(&dir, e))?;
+        }
+        if opts.create || dir.symlink_metadata().is_ok() {
+            files::check_journal_dir(&dir, trust)?;
         }
         let mut made_meta = false;
         if meta_path.symlink_metadata().is_err() {
@@ -276,7 +297,7 @@ impl Journal {
             made_meta = files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head)
                 .map_err(|e| OpenError::io(&meta_path, e))?;
         }
-        let r = Journal::open_meta(dir.clone(), &meta_path, opts.mode);
+        let r = Journal::open_meta(dir.clone(), &meta_path, opts.mode, trust);
         if r.is_err() && made_meta {
             // The journal was being created by this call and its first cycle could not be:
             // leave nothing half made (no journal.meta pointing at nothing). Only if nobody
@@ -292,10 +313,15 @@ impl Journal {
         r
     }
 
-    fn open_meta(dir: PathBuf, meta_path: &Path, mode: u32) -> Result<Journal, OpenError> {
-        let meta = MetaFile::open(meta_path)?;
+    fn open_meta(
+        dir: PathBuf,
+        meta_path: &Path,
+        mode: u32,
+        trust: &crate::domain::TrustPolicy,
+    ) -> Result<Journal, OpenError> {
+        let meta = MetaFile::open(meta_path, trust)?;
         let alone = files::flock(&meta.file, libc::LOCK_EX | libc::LOCK_NB).is_ok();
-        let mut inner = Inner { dir, meta, mode, recovery: Vec::new() };
+        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone() };
         let res = if alone { inner.recover() } else { Ok(Vec::new()) };
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = files::flock(&inner.meta.file, libc::LOCK_SH);
@@ -638,10 +664,10 @@ impl Inner {
     /// rebuilt from the data file (after looking for the complete pair in the other tier).
     pub(super) fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
         let archive = self.meta.archive_dir(&self.dir);
-        match CycleFiles::open(&self.dir, c, &self.meta.hdr, None) {
+        match CycleFiles::open(&self.dir, c, &self.meta.hdr, None, &self.trust) {
             Err(OpenError::NotFound { path }) => {
                 if let Some(a) = &archive {
-                    match CycleFiles::open(a, c, &self.meta.hdr, None) {
+                    match CycleFiles::open(a, c, &self.meta.hdr, None, &self.trust) {
                         Err(OpenError::NotFound { .. }) => {}
                         r => return r,
                     }
@@ -649,7 +675,7 @@ impl Inner {
                 // Not complete in either tier: rebuild the index where the data file is.
                 for d in std::iter::once(&self.dir).chain(archive.as_ref()) {
                     if d.join(data_file_name(c)).symlink_metadata().is_ok() {
-                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode));
+                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode), &self.trust);
                     }
                 }
                 Err(OpenError::NotFound { path })
@@ -1157,7 +1183,7 @@ impl Inner {
 
     pub(super) fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
         let p = self.dir.join(READERS_LOCK_FILE);
-        let f = files::open_lock_file(&p, self.mode).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
+        let f = files::open_lock_file(&p, self.mode, &self.trust).map_err(ReaderError::Io)?;
         files::flock(&f, libc::LOCK_EX).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
         Ok(f)
     }

@@ -1,0 +1,196 @@
+//! The trust policy for journals (docs/trust.md, "Journals"): files in a journal directory
+//! (`journal.meta`, cycle data and index files, `readers.lock`) are used only when owned by
+//! a trusted uid, and the directory must be owned by a trusted uid and, if every user may
+//! write to it, be sticky. Files planted by another uid are refused with
+//! `OpenError::Untrusted`, whose message names the owner and the fix; trusting that uid
+//! (`SHMBUS_TRUST_UIDS`, or `Journal::open_with_trust`) makes them usable.
+//!
+//! Giving a file to another uid needs root: run as another user, these tests print why
+//! they are skipped and pass.
+
+#![cfg(not(loom))]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::{child_command, child_role, env_str, wait_with_deadline, Scratch};
+use shmbus::domain::TrustPolicy;
+use shmbus::journal::{Journal, JournalOptions, ReaderError, RollCycle};
+use shmbus::OpenError;
+
+/// The uid that plays the other local user.
+const OTHER: u32 = 4242;
+
+fn opts() -> JournalOptions {
+    JournalOptions {
+        cycle_bytes: 1 << 20,
+        chunk_bytes: 64 << 10,
+        max_entry: 4096,
+        roll: RollCycle::Never,
+        ..Default::default()
+    }
+}
+
+fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    eprintln!("skipped: {what} needs root (to give files to uid {OTHER}); run the tests as root to cover it");
+    false
+}
+
+/// A journal with one entry and a named reader's lock file, in a fresh directory.
+fn journal(s: &Scratch) -> PathBuf {
+    let dir = s.path().join("j");
+    let j = Journal::open(&dir, &opts()).unwrap();
+    j.appender().unwrap().append(b"entry 0").unwrap();
+    drop(j.reader("r").unwrap());
+    assert!(dir.join("readers.lock").exists());
+    dir
+}
+
+fn data_file(dir: &Path) -> PathBuf {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sbjd"))
+        .collect();
+    v.sort();
+    v.pop().expect("a data file")
+}
+
+fn give_away(p: &Path) {
+    std::os::unix::fs::chown(p, Some(OTHER), Some(OTHER)).unwrap();
+}
+
+/// The trust error, with a message that names the owner and the fix.
+fn assert_untrusted(what: &str, e: &OpenError, path: &Path) {
+    match e {
+        OpenError::Untrusted { path: p, owner_uid, .. } => {
+            assert_eq!(*owner_uid, OTHER, "{what}: {e}");
+            assert_eq!(p, path, "{what}: {e}");
+        }
+        other => panic!("{what}: expected Untrusted, got {other:?} ({other})"),
+    }
+    let msg = e.to_string();
+    for part in [format!("uid {OTHER}"), "does not trust".to_owned(), format!("SHMBUS_TRUST_UIDS={OTHER}")] {
+        assert!(msg.contains(&part), "{what}: the message does not say {part:?}: {msg}");
+    }
+}
+
+/// Opens the journal, appends, tails and takes a named reader: the first error, if any.
+fn use_journal(dir: &Path, trust: &TrustPolicy) -> Result<(), OpenError> {
+    let j = Journal::open_with_trust(dir, &JournalOptions { create: false, ..opts() }, trust)?;
+    j.appender().map_err(|e| match e {
+        shmbus::journal::AppendError::Open(e) => e,
+        e => panic!("append: {e}"),
+    })?;
+    let mut t = j.tailer().map_err(|e| match e {
+        shmbus::journal::ReadError::Open(e) => e,
+        e => panic!("tailer: {e}"),
+    })?;
+    assert_eq!(t.try_next().unwrap().unwrap().data, b"entry 0");
+    match j.reader("r") {
+        Ok(_) => Ok(()),
+        Err(ReaderError::Io(e)) => Err(e),
+        Err(e) => panic!("reader: {e}"),
+    }
+}
+
+#[test]
+fn child_entry() {
+    let Some(role) = child_role() else { return };
+    assert_eq!(role, "open");
+    // Journal::open reads SHMBUS_TRUST_UIDS (set by the parent).
+    let dir = PathBuf::from(env_str("T_DIR"));
+    match Journal::open(&dir, &JournalOptions { create: false, ..opts() }) {
+        Ok(j) => {
+            j.appender().unwrap().append(b"from the child").unwrap();
+            println!("open: ok");
+        }
+        Err(e) => println!("open: error {e}"),
+    }
+}
+
+#[test]
+fn foreign_journal_files_are_refused_unless_trusted() {
+    if !root_or_skip("foreign-owned journal files") {
+        return;
+    }
+    for which in ["journal.meta", "data", "index", "readers.lock"] {
+        let s = Scratch::new("jtrust-file");
+        let dir = journal(&s);
+        let data = data_file(&dir);
+        let file = match which {
+            "data" => data,
+            "index" => data.with_extension("sbji"),
+            name => dir.join(name),
+        };
+        give_away(&file);
+        let what = format!("a {which} file owned by uid {OTHER}");
+        let e = use_journal(&dir, &TrustPolicy::new()).expect_err(&what);
+        assert_untrusted(&what, &e, &file);
+        // Trusted through the API, it is used.
+        use_journal(&dir, &TrustPolicy::new().trust_uid(OTHER)).unwrap_or_else(|e| panic!("{what}, trusted: {e}"));
+    }
+}
+
+#[test]
+fn shmbus_trust_uids_makes_a_foreign_journal_usable() {
+    if !root_or_skip("SHMBUS_TRUST_UIDS for journals") {
+        return;
+    }
+    let s = Scratch::new("jtrust-env");
+    let dir = journal(&s);
+    give_away(&dir.join("journal.meta"));
+    for (trust, expect) in [("", "open: error"), ("7, 4242", "open: ok")] {
+        let env = [("T_DIR", dir.display().to_string()), ("SHMBUS_TRUST_UIDS", trust.to_owned())];
+        let mut cmd = child_command("child_entry", "open", &env);
+        if trust.is_empty() {
+            cmd.env_remove("SHMBUS_TRUST_UIDS");
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+        assert!(wait_with_deadline(&mut child, 20, "open child").success(), "{out}");
+        let line = out.lines().find(|l| l.contains("open: ")).unwrap_or_else(|| panic!("no result: {out}"));
+        assert!(line.contains(expect), "SHMBUS_TRUST_UIDS={trust:?}: {line}");
+        if !trust.is_empty() {
+            continue;
+        }
+        assert!(line.contains("does not trust") && line.contains("SHMBUS_TRUST_UIDS=4242"), "{line}");
+    }
+}
+
+#[test]
+fn a_foreign_or_open_journal_directory_is_refused() {
+    if !root_or_skip("a journal directory owned by another uid") {
+        return;
+    }
+    let s = Scratch::new("jtrust-dir");
+    let dir = journal(&s);
+    give_away(&dir);
+    let e = Journal::open(&dir, &opts()).expect_err("a directory owned by another uid");
+    assert_untrusted("the journal directory", &e, &dir);
+    Journal::open_with_trust(&dir, &opts(), &TrustPolicy::new().trust_uid(OTHER)).unwrap();
+
+    // Ours but writable by every user without the sticky bit: refused; sticky: accepted.
+    let s = Scratch::new("jtrust-dir-mode");
+    let dir = journal(&s);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = Journal::open(&dir, &opts()).expect_err("a world-writable directory");
+    assert!(matches!(e, OpenError::Untrusted { .. }) && e.to_string().contains("sticky"), "{e}");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    Journal::open(&dir, &opts()).unwrap();
+
+    // A new journal in a world-writable directory is refused before anything is created.
+    let s = Scratch::new("jtrust-dir-new");
+    let dir = s.path().join("j");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    Journal::open(&dir, &opts()).expect_err("a world-writable directory");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "files were created in a refused directory");
+}
