@@ -194,3 +194,17 @@ fn a_foreign_or_open_journal_directory_is_refused() {
     Journal::open(&dir, &opts()).expect_err("a world-writable directory");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "files were created in a refused directory");
 }
+
+/// A journal created with files every user may write (`0666`) gets a sticky directory, so
+/// the trust policy accepts the directory it made itself.
+#[test]
+fn a_world_writable_journal_gets_a_sticky_directory() {
+    let s = Scratch::new("jtrust-0666");
+    let dir = s.path().join("j");
+    let j = Journal::open(&dir, &JournalOptions { mode: 0o666, ..opts() }).unwrap();
+    j.appender().unwrap().append(b"x").unwrap();
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o7777;
+    assert!(mode & 0o002 == 0 || mode & 0o1000 != 0, "directory mode {mode:04o}: writable by all, not sticky");
+    drop(j);
+    Journal::open(&dir, &JournalOptions { create: false, ..opts() }).unwrap();
+}

@@ -644,7 +644,15 @@ impl CycleFiles {
 }
 
 /// Creates cycle `c`'s index and data files if missing. `Ok(true)` if this call created it.
-pub(crate) fn create_cycle(dir: &Path, meta: &MetaHeader, mode: u32, hdr: &CycleHeader) -> io::Result<bool> {
+/// An index file left in place (by a creator that died, or planted) is grown only when owned
+/// by a uid `trust` accepts.
+pub(crate) fn create_cycle(
+    dir: &Path,
+    meta: &MetaHeader,
+    mode: u32,
+    hdr: &CycleHeader,
+    trust: &TrustPolicy,
+) -> Result<bool, OpenError> {
     let ipath = dir.join(index_file_name(hdr.cycle));
     let dpath = dir.join(data_file_name(hdr.cycle));
     if dpath.exists() {
@@ -653,14 +661,16 @@ pub(crate) fn create_cycle(dir: &Path, meta: &MetaHeader, mode: u32, hdr: &Cycle
     // The index first, so a data file's existence implies its index file's. A stale index
     // file left by a creator that died before linking the data file is all zeros: reuse it.
     let ichunk = meta.chunk_bytes.min(meta.index_bytes());
-    let _ = create_file_atomically(&ipath, mode, ichunk, &[])?;
-    grow(&open_rw(&ipath)?, ichunk)?;
+    let _ = create_file_atomically(&ipath, mode, ichunk, &[]).map_err(|e| OpenError::io(&ipath, e))?;
+    let index = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
+    check_owner(&ipath, &index, trust)?;
+    grow(&index, ichunk).map_err(|e| OpenError::io(&ipath, e))?;
     let mut page = vec![0u8; CYCLE_HEADER_PAGE];
     page[..CYCLE_HEADER_SIZE].copy_from_slice(&hdr.encode());
     let dalloc = meta.chunk_bytes.min(meta.cycle_bytes);
     page[CYCLE_ALLOC_OFFSET..CYCLE_ALLOC_OFFSET + 8].copy_from_slice(&dalloc.to_le_bytes());
     page[CYCLE_IALLOC_OFFSET..CYCLE_IALLOC_OFFSET + 8].copy_from_slice(&ichunk.to_le_bytes());
-    create_file_atomically(&dpath, mode, CYCLE_HEADER_PAGE as u64 + dalloc, &page)
+    create_file_atomically(&dpath, mode, CYCLE_HEADER_PAGE as u64 + dalloc, &page).map_err(|e| OpenError::io(&dpath, e))
 }
 
 /// Rebuilds a missing index file from its data file: every entry carries its in-cycle

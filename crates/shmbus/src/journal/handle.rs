@@ -200,10 +200,18 @@ pub struct RecoveryReport {
 }
 
 /// The mode of a directory the journal creates: search permission for whoever may read
-/// its files (0600 → 0700, 0640 → 0750, 0644 → 0755).
+/// its files (0600 → 0700, 0640 → 0750, 0644 → 0755), sticky when every user may write it
+/// (0666 → 1777).
 pub(super) fn dir_mode(file_mode: u32) -> u32 {
     let m = file_mode & 0o777;
-    m | 0o700 | ((m & 0o044) >> 2)
+    let d = m | 0o700 | ((m & 0o044) >> 2);
+    // Writable by every user: sticky, so nobody removes or replaces files they do not own
+    // (the trust policy refuses such a directory without it).
+    if d & 0o002 != 0 {
+        d | 0o1000
+    } else {
+        d
+    }
 }
 
 /// An open journal. Cheap to clone (`Arc`); appenders and tailers keep it alive.
@@ -755,7 +763,7 @@ impl Inner {
         };
         let (bucket_start, bucket_end) = bucket_for(self.hdr(), ts);
         let hdr = CycleHeader { cycle: c, first_index, bucket_start, bucket_end, cycle_bytes: self.hdr().cycle_bytes };
-        create_cycle(&self.dir, self.hdr(), self.mode, &hdr).map_err(|e| OpenError::io(&self.dir, e))?;
+        create_cycle(&self.dir, self.hdr(), self.mode, &hdr, &self.trust)?;
         self.meta.current().fetch_max(c, Ordering::AcqRel);
         self.meta.event().notify();
         self.open_cycle(c)
