@@ -119,3 +119,36 @@ pub(crate) fn block_on_with<T>(
         event.sleep(armed, timeout);
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A peer that keeps changing the event word (clearing the waiters flag every time) makes
+    /// every `arm` fail or every sleep return at once: the waiter must still return at its
+    /// deadline.
+    #[test]
+    fn a_word_that_keeps_changing_does_not_hold_a_waiter_past_its_deadline() {
+        let event = EventWord::new();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut v = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    v = v.wrapping_add(2);
+                    event.word().store(v, Ordering::SeqCst);
+                }
+            });
+            for policy in [WaitPolicy::BLOCK, WaitPolicy::ADAPTIVE] {
+                let timeout = Duration::from_millis(50);
+                let start = Instant::now();
+                let r: Option<()> = block_on(&event, policy, deadline_after(Some(timeout)), None, || None);
+                let took = start.elapsed();
+                assert!(r.is_none());
+                assert!(took < timeout + Duration::from_secs(2), "returned after {took:?} for a {timeout:?} timeout");
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+}
