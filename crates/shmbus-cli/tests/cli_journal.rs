@@ -517,3 +517,33 @@ fn special_files_and_symlinks_in_a_journal_give_a_clear_error_not_a_hang() {
         assert_eq!(m.permissions().mode() & 0o777, 0o600, "{name}");
     }
 }
+
+/// A journal file owned by another uid (given away as root) is refused by every verb with
+/// one line that names the owner and the fix; trusting that uid makes the journal usable.
+#[test]
+fn a_journal_file_of_another_user_is_refused_unless_trusted() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: giving a journal file to another uid needs root; run the tests as root to cover it");
+        return;
+    }
+    let r = Root::new();
+    let j = r.jdir("foreign");
+    fill(&r, &j);
+    let data = Path::new(&j).join("000000000000.sbjd");
+    std::os::unix::fs::chown(&data, Some(4242), Some(4242)).unwrap();
+    for args in [
+        &["journal", "dump", "--dir", &j][..],
+        &["journal", "append", "--dir", &j, "--data", "x"][..],
+        &["journal", "tail", "--dir", &j, "--count", "1", "--timeout-ms", "1000"][..],
+    ] {
+        let e = r.fails(args);
+        assert!(
+            e.contains("uid 4242") && e.contains("does not trust") && e.contains("SHMBUS_TRUST_UIDS=4242"),
+            "{args:?}: {e}"
+        );
+    }
+    let out = r.cmd(&["journal", "dump", "--dir", &j]).env("SHMBUS_TRUST_UIDS", "4242").output().unwrap();
+    assert!(out.status.success(), "trusted: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!out.stdout.is_empty());
+}
