@@ -611,7 +611,8 @@ impl std::error::Error for TierError {}
 /// Moves `from` to `to` (rename, or copy + fsync + link + remove across filesystems).
 /// Returns the bytes moved. The destination appears complete or not at all; the source is
 /// left for the caller to remove.
-fn move_file(from: &Path, to: &Path, mode: u32) -> io::Result<u64> {
+/// A copied source must be owned by a uid `trust` accepts: the copy would be ours.
+fn move_file(from: &Path, to: &Path, mode: u32, trust: &crate::domain::TrustPolicy) -> io::Result<u64> {
     let len = std::fs::symlink_metadata(from)?.len();
     if to.symlink_metadata().is_ok() {
         return Ok(0);
@@ -625,6 +626,8 @@ fn move_file(from: &Path, to: &Path, mode: u32) -> io::Result<u64> {
     let tmp = to.with_extension(format!("moving-{}", ProcessId::current().pid));
     // Copied by hand: never through a symlink at either name, created with exactly `mode`.
     let mut src = files::open_rw(from)?;
+    files::check_owner(from, &src, trust)
+        .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, open_error_message(&e)))?;
     let mut f = {
         use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
@@ -865,7 +868,8 @@ impl Inner {
         for &c in hot.iter().take(hot.len().saturating_sub(keep)) {
             let mut bytes = 0;
             for name in [index_file_name(c), data_file_name(c)] {
-                bytes += move_file(&self.dir.join(&name), &adir.join(&name), self.mode).map_err(TierError::Io)?;
+                bytes += move_file(&self.dir.join(&name), &adir.join(&name), self.mode, &self.trust)
+                    .map_err(TierError::Io)?;
             }
             for name in [data_file_name(c), index_file_name(c)] {
                 match std::fs::remove_file(self.dir.join(name)) {
