@@ -171,6 +171,7 @@ impl Mapping {
     ///
     /// Cheap (one relaxed load): meant for slow paths, such as before sleeping, on a timeout
     /// or when reporting corruption.
+    #[inline]
     pub fn was_truncated(&self) -> bool {
         self.contained_faults() != 0
     }

@@ -256,6 +256,7 @@ impl Previous {
 
 /// Faults on shmbus mappings contained in this process so far (each is one page of a
 /// mapping whose file shrank, or that tmpfs could not back, replaced by zeros).
+#[inline]
 pub fn contained_faults() -> u64 {
     FAULTS.load(Ordering::Relaxed)
 }
