@@ -169,11 +169,12 @@ impl Mapping {
     /// handler (see [`sigbus`]) without calling
     /// [`contain_fault`](super::sigbus::contain_fault) from its own.
     ///
-    /// Cheap (one relaxed load): meant for slow paths, such as before sleeping, on a timeout
-    /// or when reporting corruption.
+    /// Cheap: while no fault was ever contained in this process (the usual case) it is one
+    /// relaxed load of a process-wide counter, so it may run on polls that find nothing;
+    /// only after a fault does it look at this mapping's own count.
     #[inline]
     pub fn was_truncated(&self) -> bool {
-        self.contained_faults() != 0
+        sigbus::contained_faults() != 0 && self.contained_faults() != 0
     }
 
     /// How many page faults were contained in this mapping since it was made (see

@@ -359,24 +359,29 @@ pub struct Publisher {
 
 impl Publisher {
     fn acquire(&self) -> Result<usize, PublishError> {
-        let sh = self.inner.shared();
-        match sh.acquire_slot(self.id) {
+        match self.inner.shared().acquire_slot(self.id) {
             Ok(s) => Ok(s),
-            Err(_) => {
-                // Maybe the dead hold slots: reclaim, then try once more; then once more
-                // honouring only the pins and writer marks a live participant can own
-                // (garbage a corrupt or hostile peer wrote is cleared).
-                self.inner.reclaim_dead();
-                sh.acquire_slot(self.id).or_else(|_| sh.acquire_slot_audited(self.id)).map_err(|_| {
-                    // Failing anyway: the slow path may say why the slots look taken.
-                    if self.inner.seg.was_truncated() {
-                        PublishError::Truncated
-                    } else {
-                        PublishError::AllPinned { slots: self.inner.layout.slots as usize }
-                    }
-                })
-            }
+            Err(_) => self.acquire_slow(),
         }
+    }
+
+    /// Every slot looked busy. Out of line, so the publish path stays small.
+    #[cold]
+    #[inline(never)]
+    fn acquire_slow(&self) -> Result<usize, PublishError> {
+        let sh = self.inner.shared();
+        // Maybe the dead hold slots: reclaim, then try once more; then once more
+        // honouring only the pins and writer marks a live participant can own
+        // (garbage a corrupt or hostile peer wrote is cleared).
+        self.inner.reclaim_dead();
+        sh.acquire_slot(self.id).or_else(|_| sh.acquire_slot_audited(self.id)).map_err(|_| {
+            // Failing anyway: the slow path may say why the slots look taken.
+            if self.inner.seg.was_truncated() {
+                PublishError::Truncated
+            } else {
+                PublishError::AllPinned { slots: self.inner.layout.slots as usize }
+            }
+        })
     }
 
     /// Claims, commits and announces slot `s`, whose `len` bytes are written.
@@ -637,6 +642,8 @@ impl Subscriber {
     /// Reports the impossible positions seen (`Err` of `Shared::positions`) at cursor `k`
     /// once: moves the cursor after the last claimed sequence number and returns `Corrupt`,
     /// or `Empty` if this very state was reported already.
+    #[cold]
+    #[inline(never)]
     fn corrupt(&self, k: u64, (tail, committed): (u64, u64)) -> TryRecvError {
         let next = tail.saturating_add(1).max(1);
         self.next.set(next);
@@ -651,7 +658,9 @@ impl Subscriber {
     /// An error about to be returned, replaced by `Truncated` if the mapping was truncated
     /// under us (zeros read past the cut look like "nothing yet" or impossible positions).
     /// Only on paths that return no message; the pin budget is this subscriber's own.
-    #[cold]
+    /// Inline: an empty poll of a spinning receiver comes through here, and costs one load
+    /// of the process-wide fault counter.
+    #[inline]
     fn or_truncated(&self, e: TryRecvError) -> TryRecvError {
         match e {
             TryRecvError::PinLimit { .. } => e,
@@ -662,6 +671,7 @@ impl Subscriber {
 
     /// The same for random access.
     #[cold]
+    #[inline(never)]
     fn read_or_truncated(&self, e: ReadError) -> ReadError {
         match e {
             ReadError::PinLimit { .. } | ReadError::InvalidSeq => e,
@@ -749,6 +759,8 @@ impl Subscriber {
     /// Moves the cursor past evicted sequence number `k` to the oldest one kept. The gap is
     /// at least 1 and never more than the positions allow: impossible positions (or a cursor
     /// that cannot move on) are reported as `Corrupt` instead.
+    #[cold]
+    #[inline(never)]
     fn skip_evicted(&self, k: u64) -> TryRecvError {
         let (tail, committed) = match self.inner.shared().positions() {
             Ok(p) => p,
