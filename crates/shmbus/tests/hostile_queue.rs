@@ -11,14 +11,12 @@
 
 mod common;
 
-use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{child_command, child_role, eventually, wait_with_deadline, Rng, Scratch};
+use common::hostile::{self, spawn, SharedMap as Mapping};
+use common::{child_role, eventually, Rng, Scratch};
 use shmbus::queue::{Queue, QueueConfig, RecvError, TryRecvError};
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
 use shmbus::{CreateOptions, Domain, WaitSet};
@@ -62,63 +60,6 @@ fn control_words() -> Vec<(usize, usize)> {
     w
 }
 
-/// The segment mapped shared into this process, for scribbling.
-struct Mapping {
-    base: *mut u8,
-    len: usize,
-}
-
-impl Mapping {
-    fn new(path: &Path) -> Mapping {
-        use std::os::fd::AsRawFd;
-        let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
-        let len = f.metadata().unwrap().len() as usize;
-        // SAFETY: a fresh shared mapping of the whole file; unmapped in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        Mapping { base: p as *mut u8, len }
-    }
-
-    fn store(&self, offset: usize, width: usize, v: u64) {
-        assert!(offset + width <= self.len && offset % width == 0);
-        // SAFETY: in bounds and aligned (checked above); atomics, as the queue's own accesses.
-        unsafe {
-            match width {
-                8 => (*(self.base.add(offset) as *const AtomicU64)).store(v, Ordering::Relaxed),
-                _ => (*(self.base.add(offset) as *const AtomicU32)).store(v as u32, Ordering::Relaxed),
-            }
-        }
-    }
-
-    fn load(&self, offset: usize) -> u64 {
-        assert!(offset + 8 <= self.len && offset % 8 == 0);
-        // SAFETY: in bounds and aligned.
-        unsafe { (*(self.base.add(offset) as *const AtomicU64)).load(Ordering::Relaxed) }
-    }
-
-    fn zero(&self, offset: usize, len: usize) {
-        assert!(offset + len <= self.len);
-        // SAFETY: in bounds; no process uses the queue while it is restored.
-        unsafe { std::ptr::write_bytes(self.base.add(offset), 0, len) };
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
-    }
-}
-
 /// A hostile value for a word of `width` bytes.
 fn hostile_value(rng: &mut Rng, width: usize) -> u64 {
     let max = if width == 8 { u64::MAX } else { u32::MAX as u64 };
@@ -134,33 +75,19 @@ fn hostile_value(rng: &mut Rng, width: usize) -> u64 {
     }
 }
 
-/// Writes hostile values into every control word until `until`; returns how many writes.
-fn scribble(map: &Mapping, words: &[(usize, usize)], rng: &mut Rng, until: Instant) -> u64 {
-    let mut n = 0u64;
-    while Instant::now() < until {
-        for _ in 0..64 {
-            let (off, width) = words[rng.below(words.len() as u64) as usize];
-            map.store(off, width, hostile_value(rng, width));
-            n += 1;
-        }
-        // Let the children run between bursts (this machine may have two cores).
-        std::thread::sleep(Duration::from_micros(50));
-    }
-    n
-}
-
 // ------------------------------------------------------------------ children
 
-/// Runs `f` and fails the child (one line, exit 3) if it overran its timeout by the slack.
+/// The shared harness, with this suite's slack, value generator and output limit.
 fn timed<T>(what: &str, timeout: Duration, f: impl FnOnce() -> T) -> T {
-    let t0 = Instant::now();
-    let r = f();
-    let took = t0.elapsed();
-    if took > timeout + SLACK {
-        println!("HUNG: {what} took {took:?} with a timeout of {timeout:?}");
-        std::process::exit(3);
-    }
-    r
+    hostile::timed(what, timeout, SLACK, f)
+}
+
+fn scribble(map: &Mapping, words: &[(usize, usize)], rng: &mut Rng, until: Instant) -> u64 {
+    hostile::scribble(map, words, rng, until, hostile_value)
+}
+
+fn finish(child: Child, role: &str) -> String {
+    hostile::finish(child, role, OUTPUT_LIMIT)
 }
 
 #[test]
@@ -230,37 +157,6 @@ fn child_entry() {
     let st = q.status();
     assert!(st.depth <= st.capacity);
     println!("{role}: ok {ok}, empty/full {empty}, corrupt {corrupt}, other {other}");
-}
-
-fn spawn(role: &str, root: &Path) -> Child {
-    child_command("child_entry", role, &[("SHMBUS_ROOT", root.display().to_string())])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits for a child (bounded), and checks it exited 0, not by a signal, with bounded output.
-fn finish(mut child: Child, role: &str) -> String {
-    // Read the pipes while waiting, so a child that prints too much cannot block on them.
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = (&mut out).take(OUTPUT_LIMIT as u64 * 64).read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = (&mut err).take(OUTPUT_LIMIT as u64 * 64).read_to_end(&mut v);
-        v
-    });
-    let st = wait_with_deadline(&mut child, 30, role);
-    let (out, err) = (t_out.join().unwrap(), t_err.join().unwrap());
-    let text = format!("{}{}", String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
-    assert!(st.signal().is_none(), "{role} died by signal {:?}: {text}", st.signal());
-    assert_eq!(st.code(), Some(0), "{role} failed: {text}");
-    assert!(out.len() + err.len() <= OUTPUT_LIMIT, "{role} printed {} bytes", out.len() + err.len());
-    text
 }
 
 /// Puts the queue back in its freshly created state (no process uses it).
@@ -389,24 +285,5 @@ fn queue_state_fuzz_corpus_and_mutations_are_survived() {
     if child_role().is_some() {
         return;
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/queue_state");
-    let mut corpus: Vec<Vec<u8>> =
-        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
-    corpus.sort();
-    assert!(corpus.len() >= 4, "the corpus holds a handful of inputs");
-    for input in &corpus {
-        fuzz_body::exercise_queue_state(input);
-    }
-    let mut rng = Rng::from_var_or_clock("SHMBUS_FUZZ_SEED");
-    for _ in 0..200 {
-        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
-        for _ in 0..1 + rng.below(8) {
-            if input.is_empty() {
-                break;
-            }
-            let i = rng.below(input.len() as u64) as usize;
-            input[i] = rng.next() as u8;
-        }
-        fuzz_body::exercise_queue_state(&input);
-    }
+    hostile::replay_corpus("queue_state", 4, 200, 0, fuzz_body::exercise_queue_state);
 }

@@ -15,6 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::hostile;
 use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
 use shmbus::stream::{
     ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError,
@@ -313,29 +314,7 @@ fn stream_state_fuzz_corpus_and_mutations_are_survived() {
     if child_role().is_some() {
         return;
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/stream_state");
-    let mut corpus: Vec<Vec<u8>> =
-        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
-    corpus.sort();
-    assert!(corpus.len() >= 5, "the corpus holds a handful of inputs");
-    for input in &corpus {
-        fuzz_body::exercise_stream_state(input);
-    }
-    let mut rng = Rng::from_var_or_clock("SHMBUS_FUZZ_SEED");
-    for _ in 0..100 {
-        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
-        for _ in 0..rng.below(16) {
-            input.push(rng.next() as u8);
-        }
-        for _ in 0..1 + rng.below(8) {
-            if input.is_empty() {
-                break;
-            }
-            let i = rng.below(input.len() as u64) as usize;
-            input[i] = rng.next() as u8;
-        }
-        fuzz_body::exercise_stream_state(&input);
-    }
+    hostile::replay_corpus("stream_state", 5, 100, 15, fuzz_body::exercise_stream_state);
 }
 
 /// Each control word set to 0, 1, max, max − 1 and a random value in turn, under a reader and

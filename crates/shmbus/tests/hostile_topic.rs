@@ -18,6 +18,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::hostile;
 use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
 use shmbus::topic::{PublishError, RecvError, Topic, TopicConfig};
 use shmbus::{Domain, WaitSet};
@@ -437,27 +438,5 @@ fn topic_state_fuzz_corpus_and_mutations_are_survived() {
     if child_role().is_some() {
         return;
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/topic_state");
-    let mut corpus: Vec<Vec<u8>> =
-        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
-    corpus.sort();
-    assert!(corpus.len() >= 5, "the corpus holds a handful of inputs");
-    for input in &corpus {
-        fuzz_body::exercise_topic_state(input);
-    }
-    let mut rng = Rng::from_var_or_clock("SHMBUS_FUZZ_SEED");
-    for _ in 0..200 {
-        let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();
-        for _ in 0..rng.below(16) {
-            input.push(rng.next() as u8);
-        }
-        for _ in 0..1 + rng.below(8) {
-            if input.is_empty() {
-                break;
-            }
-            let i = rng.below(input.len() as u64) as usize;
-            input[i] = rng.next() as u8;
-        }
-        fuzz_body::exercise_topic_state(&input);
-    }
+    hostile::replay_corpus("topic_state", 5, 200, 15, fuzz_body::exercise_topic_state);
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: scratch roots and child processes.
 #![allow(dead_code)]
 
+pub mod hostile;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
