@@ -14,6 +14,7 @@ mod plots;
 mod pool;
 mod queue_table;
 mod rate_grid;
+mod render;
 mod report;
 mod suite;
 mod throughput;
