@@ -66,11 +66,28 @@
 mod ring;
 
 #[cfg(not(loom))]
-mod api;
+mod channel;
 #[cfg(not(loom))]
-pub use api::*;
+mod consumer;
 #[cfg(not(loom))]
-pub(crate) use api::{undelivered, ROLE_CONSUMER, ROLE_PRODUCER};
+mod error;
+#[cfg(not(loom))]
+mod layout;
+#[cfg(not(loom))]
+mod producer;
+
+#[cfg(not(loom))]
+pub(crate) use channel::{undelivered, ROLE_CONSUMER, ROLE_PRODUCER};
+#[cfg(not(loom))]
+pub use channel::{Queue, QueueStatus, IDLE_RECHECK, LIVENESS_RECHECK};
+#[cfg(not(loom))]
+pub use consumer::Consumer;
+#[cfg(not(loom))]
+pub use error::{RecvError, SendError, TryRecvError, TrySendError};
+#[cfg(not(loom))]
+pub use layout::{QueueConfig, MAX_CAPACITY, MAX_ELEMENT_SIZE, MAX_QUEUE_BYTES};
+#[cfg(not(loom))]
+pub use producer::Producer;
 
 #[cfg(loom)]
 pub mod model;

@@ -1,0 +1,332 @@
+//! The open queue ([`Queue`], [`QueueStatus`]) and the handle its endpoints share.
+
+use std::cell::Cell;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::consumer::Consumer;
+#[cfg(doc)] // for intra-doc links
+use super::error::TryRecvError;
+use super::layout::{MappedCells, QueueConfig, QueueLayout, CONTROL_BYTES};
+use super::producer::Producer;
+use super::ring::{Control, Ring, Stall};
+use crate::domain::Domain;
+use crate::error::OpenError;
+use crate::event::EventWord;
+use crate::participants::PARTICIPANTS;
+use crate::segment::{CreateOptions, Segment};
+use crate::sys::{process_is_alive, ProcessId};
+use crate::wait::{block_on_with, WaitPolicy};
+
+/// How long a claim may stand in a waiter's way before the waiter checks whether its owner
+/// is still alive, and how often it re-checks after that. A blocked endpoint gets past a
+/// dead participant's claim within about twice this.
+pub const LIVENESS_RECHECK: Duration = Duration::from_millis(5);
+
+/// How often an endpoint in a [`crate::WaitSet`] is re-checked while nothing blocks it, so a
+/// claim left by a participant that died while the set slept is found within a bounded time.
+pub const IDLE_RECHECK: Duration = Duration::from_millis(100);
+
+/// Participant roles in the entry's `role` word.
+pub(crate) const ROLE_PRODUCER: u32 = 1;
+pub(crate) const ROLE_CONSUMER: u32 = 2;
+
+/// The mapping and the addresses derived from its validated layout.
+#[derive(Debug)]
+pub(super) struct Shared {
+    seg: Segment,
+    pub(super) layout: QueueLayout,
+    pub(super) ctl: *const Control,
+    cells: MappedCells,
+}
+
+// SAFETY: the raw pointers point into `seg`'s mapping, which lives as long as `Shared`; all
+// shared state behind them is atomics or claimed payload (see the ring's invariants).
+unsafe impl Send for Shared {}
+// SAFETY: as above; `&Shared` only hands out the ring, whose operations are thread-safe.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    fn new(seg: Segment, layout: QueueLayout) -> Shared {
+        let base = seg.kind_base();
+        // SAFETY: the kind area is at least CONTROL_BYTES long (validated size), page aligned.
+        let cells = MappedCells { base: unsafe { base.add(CONTROL_BYTES) }, stride: layout.stride };
+        Shared { ctl: base as *const Control, cells, seg, layout }
+    }
+
+    #[inline]
+    pub(super) fn ring(&self) -> Ring<'_, MappedCells> {
+        // SAFETY: `ctl` points to the control block inside the mapping `self` keeps alive;
+        // its fields are atomics, valid for any bit pattern, and it is 128-byte aligned.
+        let ctl = unsafe { &*self.ctl };
+        Ring::new(ctl, self.cells, self.seg.participants(), self.layout.capacity, self.layout.max)
+    }
+
+    fn register(self: &Arc<Self>, role: u32) -> Result<Endpoint, OpenError> {
+        let me = ProcessId::current();
+        let table = self.seg.participants();
+        let index = match table.register(me, role, 0..PARTICIPANTS) {
+            Some(i) => i,
+            None => {
+                self.ring().reclaim_dead(me, process_is_alive);
+                table.register(me, role, 0..PARTICIPANTS).ok_or_else(|| OpenError::TooManyParticipants {
+                    path: self.seg.path().to_owned(),
+                    max: PARTICIPANTS,
+                })?
+            }
+        };
+        Ok(Endpoint {
+            shared: Arc::clone(self),
+            index,
+            me,
+            policy: WaitPolicy::default(),
+            watch: Cell::new(None),
+            had_room: Cell::new(true),
+        })
+    }
+}
+
+/// A claim being watched: what it was and when to look at its owner next.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Watch {
+    stall: Stall,
+    next_check: Instant,
+}
+
+/// What producers and consumers share: the registration and the stall watch.
+#[derive(Debug)]
+pub(super) struct Endpoint {
+    pub(super) shared: Arc<Shared>,
+    pub(super) index: usize,
+    me: ProcessId,
+    pub(super) policy: WaitPolicy,
+    /// `Cell`: makes the endpoint `!Sync`, and lets `is_ready(&self)` keep watching.
+    pub(super) watch: Cell<Option<Watch>>,
+    /// The last push found room: claim optimistically (see `Ring::try_push`).
+    pub(super) had_room: Cell<bool>,
+}
+
+impl Endpoint {
+    /// Notes the claim (if any) in our way. Once the same claim has stood for
+    /// `LIVENESS_RECHECK`, checks its owner and reclaims it if dead. Returns true if that
+    /// freed the way.
+    pub(super) fn observe(&self, stall: Option<Stall>) -> bool {
+        let Some(stall) = stall else {
+            self.watch.set(None);
+            return false;
+        };
+        let now = Instant::now();
+        match self.watch.get() {
+            Some(w) if w.stall == stall => {
+                if now < w.next_check {
+                    return false;
+                }
+            }
+            _ => {
+                self.watch.set(Some(Watch { stall, next_check: now + LIVENESS_RECHECK }));
+                return false;
+            }
+        }
+        self.watch.set(Some(Watch { stall, next_check: now + LIVENESS_RECHECK }));
+        let ring = self.shared.ring();
+        let owner_alive = match ring.table.owner(stall.owner) {
+            Some(info) => process_is_alive(info.process),
+            // The entry is free but the claim stands: nothing to reclaim through the table.
+            None => true,
+        };
+        if owner_alive {
+            return false;
+        }
+        ring.reclaim_dead(self.me, process_is_alive);
+        let freed = !ring.still_stalled(&stall);
+        if freed {
+            self.watch.set(None);
+        }
+        freed
+    }
+
+    /// The longest a blocked call may sleep before it must look at a watched claim again.
+    fn recheck(&self) -> Option<Duration> {
+        self.watch.get().map(|w| w.next_check.saturating_duration_since(Instant::now()).max(Duration::from_micros(100)))
+    }
+
+    /// Spins per the policy, then sleeps on `event` until `attempt` yields or the deadline;
+    /// while a claim is watched, each sleep ends in time for its liveness re-check.
+    pub(super) fn block<T>(
+        &self,
+        event: &EventWord,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut(&Self) -> Option<T>,
+    ) -> Option<T> {
+        block_on_with(event, self.policy, deadline, || self.recheck(), || attempt(self))
+    }
+
+    /// Whether the queue's file was truncated under this process (see
+    /// [`TryRecvError::Truncated`]). Slow paths only: a failed or empty attempt, a timeout.
+    #[cold]
+    pub(super) fn truncated(&self) -> bool {
+        self.shared.seg.was_truncated()
+    }
+
+    pub(super) fn wait_interval(&self) -> Option<Duration> {
+        Some(if self.watch.get().is_some() { LIVENESS_RECHECK } else { IDLE_RECHECK })
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // Every operation completes before it returns, so we hold no claim here.
+        self.shared.seg.participants().release(self.index);
+    }
+}
+
+/// An open queue. Cheap to keep; make endpoints with [`Queue::producer`] and
+/// [`Queue::consumer`] (each takes one of the segment's participant entries).
+#[derive(Debug, Clone)]
+pub struct Queue {
+    shared: Arc<Shared>,
+}
+
+impl Queue {
+    /// Creates the queue `name` in `domain`, or opens it if it already exists with the same
+    /// capacity and max element size (else [`OpenError::LayoutMismatch`]).
+    pub fn create(domain: &Domain, name: &str, config: QueueConfig, opts: &CreateOptions) -> Result<Queue, OpenError> {
+        let layout = QueueLayout::new(config.capacity, config.max_element_size as u64)
+            .map_err(|what| OpenError::InvalidConfig { what })?;
+        let (seg, layout, _created) = Segment::create_or_open(domain, name, &layout, opts)?;
+        Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) })
+    }
+
+    /// Opens the existing queue `name` in `domain`.
+    pub fn open(domain: &Domain, name: &str) -> Result<Queue, OpenError> {
+        let (seg, layout) = Segment::open::<QueueLayout>(domain, name)?;
+        Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) })
+    }
+
+    /// A new producer endpoint.
+    pub fn producer(&self) -> Result<Producer, OpenError> {
+        Ok(Producer { ep: self.shared.register(ROLE_PRODUCER)? })
+    }
+
+    /// A new consumer endpoint.
+    pub fn consumer(&self) -> Result<Consumer, OpenError> {
+        let ep = self.shared.register(ROLE_CONSUMER)?;
+        Ok(Consumer { scratch: Vec::new(), ep })
+    }
+
+    /// Messages the queue holds.
+    pub fn capacity(&self) -> u64 {
+        self.shared.layout.capacity
+    }
+
+    /// Largest message, in bytes.
+    pub fn max_element_size(&self) -> usize {
+        self.shared.layout.max
+    }
+
+    /// The segment file.
+    pub fn path(&self) -> &Path {
+        self.shared.seg.path()
+    }
+
+    /// A snapshot for tools: depth, layout, live producers and consumers, crash counters.
+    /// Reads `/proc` once per participant entry in use.
+    pub fn status(&self) -> QueueStatus {
+        status_of(&self.shared)
+    }
+
+    /// Reclaims what dead participants held (their entries and claims) now, instead of when
+    /// a blocked endpoint finds them. Returns how many entries were reclaimed.
+    pub fn reclaim_dead(&self) -> usize {
+        self.shared.ring().reclaim_dead(ProcessId::current(), process_is_alive)
+    }
+}
+
+/// Messages in queue segment `seg` that no consumer has received, for `admin::inspect` (a
+/// look through a read-only mapping: loads only). The ring's depth, or 1 when the depth reads
+/// 0 but a pop could make progress: a producer that died between publishing its message and
+/// moving `tail` leaves `tail` one behind it. Errs on the side of more: a cell a dead
+/// producer left half-written counts until a consumer retires it.
+pub(crate) fn undelivered(seg: Segment) -> Result<u64, OpenError> {
+    let layout = seg.layout::<QueueLayout>()?;
+    let shared = Shared::new(seg, layout);
+    let ring = shared.ring();
+    Ok(ring.depth().max(u64::from(ring.pop_ready().is_ok())))
+}
+
+pub(super) fn status_of(shared: &Shared) -> QueueStatus {
+    let ring = shared.ring();
+    let (mut producers, mut consumers) = (0, 0);
+    for p in ring.table.list() {
+        if !process_is_alive(p.process) {
+            continue;
+        }
+        match p.role {
+            ROLE_PRODUCER => producers += 1,
+            ROLE_CONSUMER => consumers += 1,
+            _ => {}
+        }
+    }
+    use crate::sync::Ordering::Relaxed;
+    QueueStatus {
+        capacity: shared.layout.capacity,
+        max_element_size: shared.layout.max,
+        depth: ring.depth(),
+        producers,
+        consumers,
+        sent: ring.ctl.tail.0.load(Relaxed),
+        received: ring.ctl.head.0.load(Relaxed),
+        abandoned: ring.ctl.abandoned.load(Relaxed),
+        lost: ring.ctl.lost.load(Relaxed),
+    }
+}
+
+/// A snapshot of a queue, from [`Queue::status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueStatus {
+    /// Messages the queue holds.
+    pub capacity: u64,
+    /// Largest message, in bytes.
+    pub max_element_size: usize,
+    /// Messages in the queue now (including any being written).
+    pub depth: u64,
+    /// Live producer endpoints.
+    pub producers: usize,
+    /// Live consumer endpoints.
+    pub consumers: usize,
+    /// Positions claimed by producers so far (messages sent, plus abandoned ones).
+    pub sent: u64,
+    /// Positions taken by consumers so far.
+    pub received: u64,
+    /// Cells given up because their producer died mid-send (those messages were never sent).
+    pub abandoned: u64,
+    /// Messages lost because the consumer that had claimed them died mid-receive.
+    pub lost: u64,
+}
+
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<shmbus::queue::Producer>();
+/// ```
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<shmbus::queue::Consumer>();
+/// ```
+#[allow(dead_code)]
+fn endpoints_are_not_sync() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_send_not_sync() {
+        fn send<T: Send>() {}
+        send::<Producer>();
+        send::<Consumer>();
+        send::<Queue>();
+        // `Cell` in the endpoint makes it !Sync; checked by the compile-fail doc test below.
+    }
+}
