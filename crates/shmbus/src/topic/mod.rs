@@ -44,16 +44,26 @@
 pub(crate) mod protocol;
 
 #[cfg(not(loom))]
-mod endpoint;
+mod channel;
 #[cfg(not(loom))]
-mod errors;
+mod error;
+#[cfg(not(loom))]
+mod layout;
+#[cfg(not(loom))]
+mod publisher;
+#[cfg(not(loom))]
+mod subscriber;
 
 #[cfg(not(loom))]
-pub use endpoint::{Loan, Message, MessageInfo, Publisher, Sample, Subscriber, Topic, TopicConfig, TopicStatus};
+pub use channel::{Topic, TopicConfig, TopicStatus};
 #[cfg(not(loom))]
-pub use errors::{Corrupt, PublishError, ReadError, RecvError, TryRecvError};
+pub use error::{Corrupt, PublishError, ReadError, RecvError, TryRecvError};
 /// Role numbers topic endpoints register with (as listed by `shmbus info`).
 pub use protocol::{ROLE_PUBLISHER, ROLE_SUBSCRIBER};
+#[cfg(not(loom))]
+pub use publisher::{Loan, Publisher};
+#[cfg(not(loom))]
+pub use subscriber::{Message, MessageInfo, Sample, Subscriber};
 
 #[cfg(all(test, loom))]
 mod loom_tests;

@@ -1,0 +1,94 @@
+//! The topic's segment layout: where the control block, index, slot headers and payloads sit.
+
+use super::protocol::{SlotHeader, INLINE_DATA, INLINE_OFFSET, MAX_SLOTS};
+use crate::segment::{Kind, Layout, PARAMS};
+
+/// Largest slot size a topic accepts (1 GiB).
+pub const MAX_SLOT_SIZE: u64 = 1 << 30;
+/// Largest history depth a topic accepts.
+pub const MAX_HISTORY: u64 = 1 << 20;
+/// Largest number of spare slots.
+pub const MAX_SPARE: u64 = 1 << 16;
+
+pub(super) const CONTROL_SIZE: u64 = 256;
+
+/// The topic's layout, derived from (slot_size, history, spare).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TopicLayout {
+    pub(super) slot_size: u64,
+    pub(super) history: u64,
+    pub(super) spare: u64,
+    pub(super) slots: u64,
+    pub(super) index_len: u64,
+    pub(super) stride: u64,
+    pub(super) headers_off: u64,
+    /// Where slot 0's payload starts (inside its header for small slots).
+    pub(super) data_off: u64,
+    pub(super) total: u64,
+}
+
+fn round_up(v: u64, to: u64) -> Option<u64> {
+    v.checked_add(to - 1).map(|x| x / to * to)
+}
+
+impl TopicLayout {
+    pub(super) fn new(slot_size: u64, history: u64, spare: u64) -> Result<TopicLayout, String> {
+        if slot_size == 0 || slot_size > MAX_SLOT_SIZE {
+            return Err(format!("slot size {slot_size} must be 1..={MAX_SLOT_SIZE} bytes"));
+        }
+        if history == 0 || history > MAX_HISTORY {
+            return Err(format!("history {history} must be 1..={MAX_HISTORY}"));
+        }
+        if spare > MAX_SPARE {
+            return Err(format!("spare slots {spare} must be at most {MAX_SPARE}"));
+        }
+        let slots = history + spare;
+        if slots > MAX_SLOTS {
+            return Err(format!("{slots} slots exceed the maximum of {MAX_SLOTS}"));
+        }
+        let index_len = (2 * slots).next_power_of_two().max(64);
+        // Slot headers are 128 bytes: a line of guard words, and a line of seq/len/ts with inline payload.
+        let header = std::mem::size_of::<SlotHeader>() as u64;
+        let headers_off = round_up(CONTROL_SIZE + 8 * index_len, 128).ok_or("index overflows")?;
+        let headers_end = headers_off + header * slots;
+        let (stride, data_off, total) = if slot_size <= INLINE_DATA as u64 {
+            // Small messages live inside their slot header.
+            (header, headers_off + INLINE_OFFSET as u64, headers_end)
+        } else {
+            let stride = if slot_size < 4096 { round_up(slot_size, 64) } else { round_up(slot_size, 4096) }
+                .ok_or("slot size overflows")?;
+            let data_off = round_up(headers_end, 4096).ok_or("headers overflow")?;
+            let total =
+                stride.checked_mul(slots).and_then(|d| d.checked_add(data_off)).ok_or("topic size overflows")?;
+            (stride, data_off, total)
+        };
+        if total > (1 << 40) {
+            return Err(format!("topic would need {total} bytes; reduce slot size or history"));
+        }
+        Ok(TopicLayout { slot_size, history, spare, slots, index_len, stride, headers_off, data_off, total })
+    }
+}
+
+impl Layout for TopicLayout {
+    const KIND: Kind = Kind::Topic;
+
+    fn from_params(p: &[u64; PARAMS]) -> Result<Self, String> {
+        TopicLayout::new(p[0], p[1], p[2])
+    }
+
+    fn params(&self) -> [u64; PARAMS] {
+        [self.slot_size, self.history, self.spare, 0, 0, 0, 0, 0]
+    }
+
+    fn kind_area_size(&self) -> u64 {
+        self.total
+    }
+
+    fn param_names() -> [&'static str; PARAMS] {
+        ["slot size", "history", "spare slots", "", "", "", "", ""]
+    }
+
+    unsafe fn init(&self, _base: *mut u8) {
+        // All-zero is the initial state: no message, no writer, no pins, tail 0.
+    }
+}
