@@ -1,116 +1,25 @@
 //! Appenders: claiming, reserving, committing, growing files ahead, rolling cycles.
 
-use std::fmt;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::OpenError;
 use crate::sync::Ordering;
 use crate::sys::time::TscRealtime;
 use crate::sys::ProcessId;
 
 use super::files::{self, CycleFiles};
-use super::format::*;
+use super::format::{
+    data_file_name, entry_crc, entry_crc_parts, entry_nonce, entry_units, find_next_entry, index_file_name, pos_parts,
+    pos_word, read_entry, MetaHeader, ScannedEntry, CRC_FROM, CYCLE_HEADER_PAGE, ENTRY_HEADER, FLAG_LZ4, FLAG_SEALED,
+    META_SIZE, UNIT,
+};
 use super::protocol;
 
-use super::handle::*;
-
-/// Appending to a journal failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum AppendError {
-    /// The entry is larger than the journal's `max_entry`.
-    TooLarge {
-        /// Its length.
-        len: usize,
-        /// The limit.
-        max: u64,
-    },
-    /// All 128 appender entries of the journal are held by live processes.
-    TooManyAppenders,
-    /// A cycle file could not be opened, created or grown.
-    Open(OpenError),
-    /// A file operation failed (growing, syncing).
-    Io(io::Error),
-    /// The entry was abandoned by readers before it was committed (see
-    /// [`CommitError::Abandoned`]) too many times in a row.
-    Abandoned,
-    /// The journal's shared state is damaged so that no entry can be claimed now.
-    Damaged {
-        /// What was found.
-        what: &'static str,
-    },
-    /// Another process truncated a journal file this appender has mapped (`path`: the
-    /// metadata file, or cycle `cycle`'s data or index file). The entry of this call (if it
-    /// got as far as being written) landed past the cut, in memory private to this process,
-    /// and is not in the journal. This appender never writes through that file again: every
-    /// later call fails the same way. Open the journal again for a new appender once the
-    /// files are sound (recovery repairs the cut cycle).
-    Truncated {
-        /// The truncated file.
-        path: std::path::PathBuf,
-        /// Its cycle (`None` for `journal.meta`).
-        cycle: Option<u64>,
-    },
-}
-
-impl fmt::Display for AppendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AppendError::TooLarge { len, max } => write!(f, "entry of {len} bytes exceeds the journal's max entry size {max}; split it or create the journal with a larger max_entry"),
-            AppendError::TooManyAppenders => f.write_str("all 128 appender slots of the journal are held by live processes; drop some appenders"),
-            AppendError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
-            AppendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
-            AppendError::Damaged { what } => write!(f, "cannot append: {what}; stop the processes using the journal and open it again (recovery repairs the cycle), or move it aside"),
-            AppendError::Abandoned => f.write_str("the entry was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append again"),
-            AppendError::Truncated { path, cycle } => f.write_str(&files::truncated_message(path, *cycle, true)),
-        }
-    }
-}
-
-impl std::error::Error for AppendError {}
-
-impl From<OpenError> for AppendError {
-    fn from(e: OpenError) -> Self {
-        AppendError::Open(e)
-    }
-}
-
-/// Committing a reservation failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommitError {
-    /// Readers gave up on this entry (it stayed reserved longer than the journal's abandon
-    /// timeout) and skipped it; its data is not in the journal. Append it again.
-    Abandoned {
-        /// The index the entry had.
-        index: u64,
-    },
-    /// Another process truncated a journal file this appender has mapped (see
-    /// [`AppendError::Truncated`]): the entry landed past the cut, in memory private to this
-    /// process, and is not in the journal. Open the journal again for a new appender.
-    Truncated {
-        /// The index the entry would have had.
-        index: u64,
-        /// The truncated file.
-        path: std::path::PathBuf,
-        /// Its cycle (`None` for `journal.meta`).
-        cycle: Option<u64>,
-    },
-}
-
-impl fmt::Display for CommitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CommitError::Abandoned { index } => write!(f, "entry {index} was abandoned by readers before commit (reserved longer than the abandon timeout); append it again"),
-            CommitError::Truncated { index, path, cycle } => {
-                write!(f, "entry {index} is lost: {}", files::truncated_message(path, *cycle, true))
-            }
-        }
-    }
-}
-
-impl std::error::Error for CommitError {}
+use super::channel::{realtime_ns, EntryCipher, Inner, BUSY, ROLE_APPENDER};
+use super::cycles::{abandon_at, seal};
+use super::error::{AppendError, CommitError};
+use super::retention::Retention;
 
 /// Writes entries. `Send`; one per thread.
 #[derive(Debug)]

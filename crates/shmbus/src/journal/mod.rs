@@ -46,32 +46,55 @@
 //!
 //! # Files
 //! `format` (on-disk layout and the untrusting parsers, fuzzed), `protocol` (the lock-free
-//! words, model-checked with loom), `files` (mapping, creation, growth), `handle`
-//! ([`Journal`]: open, recovery, cycles, retention, tiers, readers' table), `appender`,
-//! `tailer`.
+//! words, model-checked with loom), `files` (mapping, creation, growth), `channel`
+//! ([`Journal`]: options, open, the handle's calls, `info`), `cycles` (cycle files, indices,
+//! time search), `recovery`, `retention` (`gc`), `tier` (tiering, moving files), `readers`
+//! (the named readers' table), `error`, `appender`, `tailer`.
 
 #[cfg(not(loom))]
 mod appender;
 #[cfg(not(loom))]
+mod channel;
+#[cfg(not(loom))]
+mod cycles;
+#[cfg(not(loom))]
+mod error;
+#[cfg(not(loom))]
 mod files;
 pub mod format;
-#[cfg(not(loom))]
-mod handle;
-#[cfg(not(loom))]
-pub(crate) use handle::ROLE_APPENDER;
 #[doc(hidden)]
 pub mod protocol;
+#[cfg(not(loom))]
+mod readers;
+#[cfg(not(loom))]
+mod recovery;
+#[cfg(not(loom))]
+mod retention;
 #[cfg(not(loom))]
 mod storage;
 #[cfg(not(loom))]
 mod tailer;
+#[cfg(not(loom))]
+mod tier;
 
 #[cfg(not(loom))]
-pub use appender::*;
+pub use appender::{Appender, Reservation};
+#[cfg(not(loom))]
+pub(crate) use channel::ROLE_APPENDER;
+#[cfg(not(loom))]
+pub use channel::{realtime_ns, CycleInfo, Durability, EntryCipher, Journal, JournalInfo, JournalOptions, RollCycle};
+#[cfg(not(loom))]
+pub use error::{open_error_message, AppendError, CommitError, ReadError, ReaderError, TierError};
 pub use format::JOURNAL_FORMAT_VERSION;
 #[cfg(not(loom))]
-pub use handle::*;
+pub use readers::ReaderInfo;
+#[cfg(not(loom))]
+pub use recovery::RecoveryReport;
+#[cfg(not(loom))]
+pub use retention::{GcReport, Retention};
 #[cfg(not(loom))]
 pub use storage::Storage;
 #[cfg(not(loom))]
-pub use tailer::*;
+pub use tailer::{Entry, Tailer};
+#[cfg(not(loom))]
+pub use tier::TierReport;

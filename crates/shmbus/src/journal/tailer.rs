@@ -2,21 +2,23 @@
 //! appenders' entries, moving between cycles.
 
 use std::cell::Cell;
-use std::fmt;
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::OpenError;
-use crate::name::NameError;
 use crate::sync::Ordering;
 use crate::wait::WaitPolicy;
 
 use super::files::CycleFiles;
-use super::format::*;
+use super::format::{
+    decompress_into, entry_nonce, entry_word_parts, find_next_entry, pos_parts, pos_word, read_entry, ScanStop,
+    ENTRY_HEADER, FLAG_LZ4, FLAG_SEALED, ST_ABANDONED, ST_COMMITTED, ST_RESERVED, UNIT,
+};
 use super::protocol::{self, EntryState};
 
-use super::handle::*;
+use super::channel::{realtime_ns, EntryCipher, Inner};
+use super::cycles::{abandon_at, entry_ts, units_fit};
+use super::error::ReadError;
 
 /// One entry, borrowed from the tailer until its next call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,162 +43,6 @@ impl Entry<'_> {
     }
 }
 
-/// Reading failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ReadError {
-    /// Entries `from..to` were deleted by retention before this tailer read them; it
-    /// continues at `to`.
-    Gap {
-        /// First missing index.
-        from: u64,
-        /// Where the tailer continues.
-        to: u64,
-    },
-    /// Entry `index` fails its checks (CRC, header); the tailer skips it (or the rest of its
-    /// cycle if its size is unusable).
-    Corrupt {
-        /// The entry.
-        index: u64,
-        /// What failed.
-        what: &'static str,
-    },
-    /// Entry `index` is encrypted and this tailer has no cipher ([`Tailer::set_cipher`]);
-    /// it is skipped.
-    Encrypted {
-        /// The entry.
-        index: u64,
-    },
-    /// Entries `from..to` of cycle `cycle` are damaged (zeroed or overwritten bytes, junk
-    /// headers, an unreadable cycle file) and cannot be read; the tailer has moved past
-    /// them and continues at `to`, the next healthy entry. Reported once per range.
-    Damaged {
-        /// The cycle the damage is in.
-        cycle: u64,
-        /// First global index lost (equal to `to` when a whole cycle file is unreadable and
-        /// its first index is unknown).
-        from: u64,
-        /// Where the tailer continues.
-        to: u64,
-        /// The damaged bytes of the cycle's data area (offsets from its start), when known.
-        bytes: Option<(u64, u64)>,
-        /// What was found there.
-        what: String,
-    },
-    /// A named reader's persisted position was impossible (past the end of the journal: a
-    /// damaged or overwritten reader table); it was reset to `to`, the oldest retained
-    /// entry, so nothing is skipped (entries may be delivered again). Reported once.
-    PositionReset {
-        /// The position found.
-        saved: u64,
-        /// Where the reader continues.
-        to: u64,
-    },
-    /// Another process truncated a journal file (`path`: the metadata file, or cycle
-    /// `cycle`'s data or index file) while this process had it mapped. What this tailer
-    /// read past the cut is zeros; entries appended there are lost; the entries before the
-    /// cut are on disk. Reported on every call from then on: stop whatever truncates the
-    /// journal's files and open the journal again (recovery repairs the cut cycle).
-    Truncated {
-        /// The truncated file.
-        path: std::path::PathBuf,
-        /// Its cycle (`None` for `journal.meta`).
-        cycle: Option<u64>,
-    },
-    /// A cycle file could not be opened.
-    Open(OpenError),
-    /// Listing the directory failed.
-    Io(io::Error),
-}
-
-impl fmt::Display for ReadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReadError::Gap { from, to } => write!(f, "entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
-            ReadError::Corrupt { index, what } => write!(f, "journal entry {index} is corrupt ({what}); it is skipped"),
-            ReadError::Encrypted { index } => write!(f, "journal entry {index} is encrypted; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped"),
-            ReadError::Damaged { cycle, from, to, bytes, what } => {
-                if from < to {
-                    write!(f, "journal entries {from}..{to} of cycle {cycle} are damaged ({what})")?;
-                } else {
-                    write!(f, "journal cycle {cycle} is damaged ({what})")?;
-                }
-                if let Some((a, b)) = bytes {
-                    write!(f, " at bytes {a}..{b} of its data area")?;
-                }
-                write!(f, "; they are skipped, reading continues at entry {to}")
-            }
-            ReadError::PositionReset { saved, to } => write!(
-                f,
-                "the named reader's saved position {saved} is past the end of the journal (its reader table is damaged); reset to the oldest entry {to}, entries may be delivered again"
-            ),
-            ReadError::Truncated { path, cycle } => f.write_str(&super::files::truncated_message(path, *cycle, false)),
-            ReadError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
-            ReadError::Io(e) => write!(f, "journal directory: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ReadError {}
-
-impl From<OpenError> for ReadError {
-    fn from(e: OpenError) -> Self {
-        ReadError::Open(e)
-    }
-}
-
-impl From<io::Error> for ReadError {
-    fn from(e: io::Error) -> Self {
-        ReadError::Io(e)
-    }
-}
-
-/// Opening a named reader failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ReaderError {
-    /// The name is not acceptable (same rules as channel names: no path separators).
-    InvalidName(NameError),
-    /// A live process holds this reader.
-    Busy {
-        /// Its pid.
-        holder_pid: u32,
-    },
-    /// All reader entries are used.
-    TableFull {
-        /// The table size.
-        max: usize,
-    },
-    /// The reader lock file could not be used.
-    Io(OpenError),
-    /// Positioning the reader failed.
-    Read(ReadError),
-}
-
-impl fmt::Display for ReaderError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReaderError::InvalidName(e) => write!(f, "reader name: {e}"),
-            ReaderError::Busy { holder_pid } => {
-                write!(f, "the named reader is held by live process {holder_pid}; stop it first or use another name")
-            }
-            ReaderError::TableFull { max } => {
-                write!(f, "all {max} named readers are in use; remove unused ones (`Journal::remove_reader`)")
-            }
-            ReaderError::Io(e) => write!(f, "{}", super::open_error_message(e)),
-            ReaderError::Read(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ReaderError {}
-
-impl From<NameError> for ReaderError {
-    fn from(e: NameError) -> Self {
-        ReaderError::InvalidName(e)
-    }
-}
-
 enum Step {
     Entry { off: u64, len: usize, flags: u64, raw_len: u64, ts: u64, index: u64 },
     Empty,
@@ -213,7 +59,7 @@ const RESYNC_SLOTS: u64 = 64;
 const SCAN_WINDOW: u64 = 4 << 20;
 
 /// Reads entries in index order; any number per journal, in any process. A named reader
-/// (from [`Journal::reader`]) also persists its position.
+/// (from [`Journal::reader`](super::Journal::reader)) also persists its position.
 #[derive(Debug)]
 pub struct Tailer {
     inner: Arc<Inner>,

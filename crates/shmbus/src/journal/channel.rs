@@ -1,0 +1,526 @@
+//! The journal handle: options, opening, the handle's public calls, `info`.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::OpenError;
+use crate::name::validate_name;
+use crate::sync::Ordering;
+use crate::sys::{process_is_alive, ProcessId};
+
+use super::appender::Appender;
+use super::error::{open_error_message, AppendError, ReadError, ReaderError, TierError};
+use super::files::{self, MetaFile};
+use super::format::{
+    data_file_name, index_file_name, pos_parts, MetaHeader, JOURNAL_FORMAT_VERSION, MAX_READERS, META_FILE, META_SIZE,
+    READERS_LOCK_FILE, ROLL_NEVER, ROLL_TIME, UNIT,
+};
+use super::readers::ReaderInfo;
+use super::recovery::RecoveryReport;
+use super::retention::{GcReport, Retention};
+use super::tailer::Tailer;
+use super::tier::TierReport;
+
+/// When a journal starts a new cycle (besides when the current one is full).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RollCycle {
+    /// Only when a cycle is full (`cycle_bytes`).
+    Never,
+    /// Every minute (UTC, aligned to the epoch).
+    Minutely,
+    /// Every hour.
+    Hourly,
+    /// Every day (UTC midnight).
+    Daily,
+    /// Every given period (whole seconds, at least 1).
+    Every(Duration),
+}
+
+impl RollCycle {
+    fn secs(self) -> u64 {
+        match self {
+            RollCycle::Never => 0,
+            RollCycle::Minutely => 60,
+            RollCycle::Hourly => 3600,
+            RollCycle::Daily => 86400,
+            RollCycle::Every(d) => d.as_secs(),
+        }
+    }
+}
+
+/// What a successful commit guarantees (see `docs/journal.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// In the page cache: survives the crash of any process, not of the machine.
+    None,
+    /// `msync(MS_SYNC)` of the entry's pages before `commit` returns: survives power loss.
+    Flush,
+    /// A background thread of each appender `fdatasync`s every period: at most one period
+    /// of committed entries is lost on power loss.
+    Periodic(Duration),
+}
+
+/// Options for [`Journal::open`]. They apply when the journal is created; an existing
+/// journal keeps the configuration it was created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalOptions {
+    /// Create the journal (and its directory) if missing. Default true.
+    pub create: bool,
+    /// Time-based roll cycle. Default `Daily`.
+    pub roll: RollCycle,
+    /// Capacity of one cycle's data area; a full cycle rolls. Default 1 GiB (virtual; the
+    /// files grow in `chunk_bytes` steps).
+    pub cycle_bytes: u64,
+    /// Growth step of data and index files. Default 16 MiB.
+    pub chunk_bytes: u64,
+    /// Largest entry payload. Default 16 MiB.
+    pub max_entry: u64,
+    /// Durability of commits. Default `None`.
+    pub durability: Durability,
+    /// Retention applied at each roll and by [`Journal::gc`]. Default: keep everything.
+    pub retention: Retention,
+    /// How long an entry reserved by a *live* appender may stay uncommitted before readers
+    /// abandon it. Default 10 s. (Dead appenders are detected at once.)
+    pub abandon_timeout: Duration,
+    /// File mode of every file the journal creates (metadata, data, index, `readers.lock`),
+    /// set exactly whatever the umask. Default 0o600. Directories the journal creates get
+    /// the matching search bits (0o700 for 0o600, 0o750 for 0o640, 0o755 for 0o644).
+    pub mode: u32,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        JournalOptions {
+            create: true,
+            roll: RollCycle::Daily,
+            cycle_bytes: 1 << 30,
+            chunk_bytes: 16 << 20,
+            max_entry: 16 << 20,
+            durability: Durability::None,
+            retention: Retention::default(),
+            abandon_timeout: Duration::from_secs(10),
+            mode: 0o600,
+        }
+    }
+}
+
+impl JournalOptions {
+    fn to_header(self) -> MetaHeader {
+        let (durability, periodic_ms) = match self.durability {
+            Durability::None => (0, 0),
+            Durability::Flush => (1, 0),
+            Durability::Periodic(d) => (2, d.as_millis().min(u64::MAX as u128) as u64),
+        };
+        MetaHeader {
+            version: JOURNAL_FORMAT_VERSION,
+            roll_kind: if self.roll == RollCycle::Never { ROLL_NEVER } else { ROLL_TIME },
+            roll_secs: self.roll.secs(),
+            cycle_bytes: self.cycle_bytes,
+            chunk_bytes: self.chunk_bytes.min(self.cycle_bytes),
+            max_entry: self.max_entry,
+            durability,
+            periodic_ms,
+            retain_cycles: self.retention.max_cycles.unwrap_or(0),
+            retain_secs: self.retention.max_age.map_or(0, |d| d.as_secs().max(1)),
+            abandon_ms: self.abandon_timeout.as_millis().clamp(1, u64::MAX as u128) as u64,
+            created_ns: realtime_ns(),
+            id: random_id(),
+        }
+    }
+}
+
+/// 16 random bytes (`getrandom(2)`, falling back to time and pid if it is unavailable).
+fn random_id() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    // SAFETY: `b` is a valid writable buffer of 16 bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 16 {
+        b[..8].copy_from_slice(&realtime_ns().to_le_bytes());
+        b[8..12].copy_from_slice(&ProcessId::current().pid.to_le_bytes());
+        b[12..].copy_from_slice(&(crate::sys::monotonic_ns() as u32).to_le_bytes());
+    }
+    b
+}
+
+/// On-the-fly encryption of entry payloads, supplied by the application (shmbus picks no
+/// cipher: use an AEAD such as XChaCha20-Poly1305 or AES-GCM-SIV from a crate you trust).
+///
+/// The journal guarantees a nonce that is unique for every entry of every journal
+/// ([`entry_nonce`](super::format::entry_nonce): random journal id, cycle, in-cycle index) and passes the
+/// entry's global index as associated data, so a sealed entry cannot be moved to another
+/// position undetected. Sealing happens after compression.
+pub trait EntryCipher: Send + Sync {
+    /// Bytes `seal` adds (the authentication tag).
+    fn overhead(&self) -> usize;
+    /// Encrypts and authenticates `plain` with `aad` into `out` (`plain.len() +
+    /// overhead()` bytes).
+    fn seal(&self, nonce: &[u8; 24], aad: &[u8], plain: &[u8], out: &mut [u8]);
+    /// Checks and decrypts `sealed` into `out` (`sealed.len() - overhead()` bytes).
+    /// `false`: wrong key, or the entry was tampered with.
+    fn open(&self, nonce: &[u8; 24], aad: &[u8], sealed: &[u8], out: &mut [u8]) -> bool;
+}
+
+impl fmt::Debug for dyn EntryCipher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EntryCipher {{ overhead: {} }}", self.overhead())
+    }
+}
+
+/// `CLOCK_REALTIME` in nanoseconds: the clock of journal timestamps (meaningful across
+/// reboots and hosts, which replay needs).
+pub fn realtime_ns() -> u64 {
+    crate::sys::time::clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// The mode of a directory the journal creates: search permission for whoever may read
+/// its files (0600 → 0700, 0640 → 0750, 0644 → 0755), sticky when every user may write it
+/// (0666 → 1777).
+pub(super) fn dir_mode(file_mode: u32) -> u32 {
+    let m = file_mode & 0o777;
+    let d = m | 0o700 | ((m & 0o044) >> 2);
+    // Writable by every user: sticky, so nobody removes or replaces files they do not own
+    // (the trust policy refuses such a directory without it).
+    if d & 0o002 != 0 {
+        d | 0o1000
+    } else {
+        d
+    }
+}
+
+/// An open journal. Cheap to clone (`Arc`); appenders and tailers keep it alive.
+#[derive(Debug, Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(super) struct Inner {
+    pub(super) dir: PathBuf,
+    pub(super) meta: MetaFile,
+    pub(super) mode: u32,
+    pub(super) recovery: Vec<RecoveryReport>,
+    /// Whose journal files this process uses (see docs/trust.md, "Journals").
+    pub(super) trust: crate::domain::TrustPolicy,
+}
+
+pub(super) const BUSY: u64 = 1 << 63;
+pub(crate) const ROLE_APPENDER: u32 = 1;
+
+impl Journal {
+    /// Opens (or, with `opts.create`, creates) the journal in directory `dir`.
+    ///
+    /// A directory that is not empty and has no `journal.meta` is refused
+    /// ([`OpenError::NotASegment`]) rather than filled with journal files.
+    ///
+    /// Files in the directory are used only when owned by this process's user, by root, or
+    /// by a uid listed in `SHMBUS_TRUST_UIDS`; the directory itself must be owned by one of
+    /// them and, if every user may write to it, be sticky (see docs/trust.md, "Journals").
+    /// Anything else is [`OpenError::Untrusted`].
+    pub fn open(dir: impl AsRef<Path>, opts: &JournalOptions) -> Result<Journal, OpenError> {
+        Journal::open_with_trust(dir, opts, &crate::domain::TrustPolicy::from_env()?)
+    }
+
+    /// [`Journal::open`] with an explicit trust policy (instead of the one
+    /// `SHMBUS_TRUST_UIDS` gives): how a process deliberately uses a journal another user
+    /// created, e.g. `&TrustPolicy::from_env()?.trust_uid(1001)`.
+    pub fn open_with_trust(
+        dir: impl AsRef<Path>,
+        opts: &JournalOptions,
+        trust: &crate::domain::TrustPolicy,
+    ) -> Result<Journal, OpenError> {
+        let dir = dir.as_ref().to_owned();
+        let meta_path = dir.join(META_FILE);
+        let hdr = opts.to_header();
+        let mut made_dir = false;
+        if opts.create {
+            hdr.validate().map_err(|e| OpenError::InvalidConfig { what: e.to_string() })?;
+            made_dir = dir.symlink_metadata().is_err();
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(dir_mode(opts.mode))
+                .create(&dir)
+                .map_err(|e| OpenError::io(&dir, e))?;
+        }
+        if opts.create || dir.symlink_metadata().is_ok() {
+            files::check_journal_dir(&dir, trust)?;
+        }
+        let mut made_meta = false;
+        if meta_path.symlink_metadata().is_err() {
+            if !opts.create {
+                return Err(OpenError::NotFound { path: meta_path });
+            }
+            let foreign = std::fs::read_dir(&dir).map_err(|e| OpenError::io(&dir, e))?.flatten().any(|e| {
+                // Hidden files are our temporaries; journal files may be a concurrent
+                // creator's, who just won the race.
+                e.file_name().to_str().is_none_or(|n| {
+                    !(n.starts_with('.')
+                        || n == META_FILE
+                        || n == READERS_LOCK_FILE
+                        || n.ends_with(".sbjd")
+                        || n.ends_with(".sbji"))
+                })
+            });
+            if foreign {
+                return Err(OpenError::NotASegment { path: dir });
+            }
+            let head = hdr.encode();
+            made_meta = files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head)
+                .map_err(|e| OpenError::io(&meta_path, e))?;
+        }
+        let r = Journal::open_meta(dir.clone(), &meta_path, opts.mode, trust);
+        if r.is_err() && made_meta {
+            // The journal was being created by this call and its first cycle could not be:
+            // leave nothing half made (no journal.meta pointing at nothing). Only if nobody
+            // else got a cycle file in meanwhile.
+            if dir.join(data_file_name(0)).symlink_metadata().is_err() {
+                let _ = std::fs::remove_file(dir.join(index_file_name(0)));
+                let _ = std::fs::remove_file(&meta_path);
+                if made_dir {
+                    let _ = std::fs::remove_dir(&dir);
+                }
+            }
+        }
+        r
+    }
+
+    fn open_meta(
+        dir: PathBuf,
+        meta_path: &Path,
+        mode: u32,
+        trust: &crate::domain::TrustPolicy,
+    ) -> Result<Journal, OpenError> {
+        let meta = MetaFile::open(meta_path, trust)?;
+        let alone = files::flock(&meta.file, libc::LOCK_EX | libc::LOCK_NB).is_ok();
+        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone() };
+        let res = if alone { inner.recover() } else { Ok(Vec::new()) };
+        // Downgrade (or take) the shared lock every open handle holds.
+        let lock = files::flock(&inner.meta.file, libc::LOCK_SH);
+        inner.recovery = res?;
+        lock.map_err(|e| OpenError::io(meta_path, e))?;
+        let j = Journal { inner: Arc::new(inner) };
+        j.inner.reclaim();
+        Ok(j)
+    }
+
+    /// The journal's directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// What open-time recovery dropped (empty after a clean stop or when other handles
+    /// were open).
+    pub fn recovery(&self) -> &[RecoveryReport] {
+        &self.inner.recovery
+    }
+
+    /// A new appender (any number per process and across processes).
+    pub fn appender(&self) -> Result<Appender, AppendError> {
+        Appender::new(self.inner.clone())
+    }
+
+    /// A tailer from the oldest retained entry.
+    pub fn tailer(&self) -> Result<Tailer, ReadError> {
+        let (first, bad) = self.inner.first_start()?;
+        let mut t = Tailer::at(self.inner.clone(), first, None)?;
+        if let Some((cycle, what)) = bad {
+            t.report_first(ReadError::Damaged { cycle, from: first, to: first, bytes: None, what });
+        }
+        Ok(t)
+    }
+
+    /// A tailer whose first entry is global index `index` (or the oldest retained entry, if
+    /// `index` was deleted by retention; or the end, if `index` is in the future).
+    pub fn tailer_at(&self, index: u64) -> Result<Tailer, ReadError> {
+        Tailer::at(self.inner.clone(), index, None)
+    }
+
+    /// A tailer that sees only entries appended from now on.
+    pub fn tailer_at_end(&self) -> Result<Tailer, ReadError> {
+        let end = self.inner.next_index()?;
+        Tailer::at(self.inner.clone(), end, None)
+    }
+
+    /// A tailer from the first entry whose timestamp is `>= ts_ns` (CLOCK_REALTIME ns), found
+    /// by binary search. Timestamps of concurrent appenders can be out of order by their
+    /// scheduling jitter; the search then lands on one of the candidates.
+    pub fn tailer_at_time(&self, ts_ns: u64) -> Result<Tailer, ReadError> {
+        let index = self.inner.search_time(ts_ns)?;
+        Tailer::at(self.inner.clone(), index, None)
+    }
+
+    /// The named durable reader `name`: resumes at its persisted position (a new reader
+    /// starts at the oldest retained entry). See [`Tailer::ack`] for the delivery guarantee.
+    pub fn reader(&self, name: &str) -> Result<Tailer, ReaderError> {
+        validate_name(name)?;
+        let k = self.inner.claim_reader(name)?;
+        let pos = self.inner.meta.reader_word(k, 1).load(Ordering::Acquire);
+        match Tailer::named_at(self.inner.clone(), pos, k) {
+            Ok(t) => Ok(t),
+            Err(e) => {
+                self.inner.release_reader(k);
+                Err(ReaderError::Read(e))
+            }
+        }
+    }
+
+    /// Every named reader and its persisted position.
+    pub fn readers(&self) -> Vec<ReaderInfo> {
+        let m = &self.inner.meta;
+        (0..MAX_READERS)
+            .filter(|&k| m.reader_word(k, 0).load(Ordering::Acquire) == 1)
+            .filter_map(|k| {
+                let name = self.inner.reader_name(k)?;
+                let pid = m.reader_word(k, 2).load(Ordering::Relaxed);
+                let start = m.reader_word(k, 3).load(Ordering::Relaxed);
+                let holder = (pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start }))
+                    .then_some(pid as u32);
+                Some(ReaderInfo { name, position: m.reader_word(k, 1).load(Ordering::Acquire), holder_pid: holder })
+            })
+            .collect()
+    }
+
+    /// Deletes the named reader `name` (fails with `Busy` while a live process holds it).
+    pub fn remove_reader(&self, name: &str) -> Result<bool, ReaderError> {
+        validate_name(name)?;
+        let lock = self.inner.lock_readers()?;
+        let r = match self.inner.find_reader(name) {
+            Some(k) => {
+                self.inner.check_holder(k)?;
+                self.inner.meta.reader_word(k, 0).store(0, Ordering::Release);
+                Ok(true)
+            }
+            None => Ok(false),
+        };
+        drop(lock);
+        r
+    }
+
+    /// A snapshot of cycles, entries, bytes, readers and appenders.
+    pub fn info(&self) -> Result<JournalInfo, ReadError> {
+        let inner = &self.inner;
+        let mut cycles = Vec::new();
+        let mut unreadable_cycles = Vec::new();
+        for c in inner.list_cycles()? {
+            let cy = match inner.open_cycle(c) {
+                Ok(cy) => cy,
+                Err(OpenError::NotFound { .. }) => continue, // deleted meanwhile
+                Err(e) => {
+                    unreadable_cycles.push((c, open_error_message(&e)));
+                    continue;
+                }
+            };
+            let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
+            let file_bytes = cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
+                + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0);
+            cycles.push(CycleInfo {
+                cycle: c,
+                first_index: cy.hdr.first_index,
+                entries: n,
+                bytes: u * UNIT as u64,
+                file_bytes,
+                sealed,
+                bucket_start_ns: cy.hdr.bucket_start,
+            });
+        }
+        let first_index = cycles.first().map_or(0, |c| c.first_index);
+        let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
+        let appenders = inner.meta.participants().list().into_iter().filter(|p| p.role == ROLE_APPENDER).count();
+        Ok(JournalInfo {
+            dir: inner.dir.clone(),
+            format_version: JOURNAL_FORMAT_VERSION,
+            first_index,
+            next_index,
+            bytes: cycles.iter().map(|c| c.bytes).sum(),
+            file_bytes: cycles.iter().map(|c| c.file_bytes).sum(),
+            cycles,
+            unreadable_cycles,
+            readers: self.readers(),
+            appenders,
+            storage: super::Storage::of(&inner.dir).ok(),
+        })
+    }
+
+    /// Applies the configured retention now.
+    pub fn gc(&self) -> Result<GcReport, io::Error> {
+        let h = &self.inner.meta.hdr;
+        let r = Retention {
+            max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
+            max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
+        };
+        self.gc_with(r)
+    }
+
+    /// Tiered storage: moves every cycle except the newest `keep_hot` to the `archive`
+    /// directory (absolute, or relative to the journal directory; e.g. on a slower, larger
+    /// disk). The archive is recorded in the metadata, so every tailer and named reader, in
+    /// any process, finds archived cycles transparently; retention deletes from both tiers.
+    /// Safe while tailers read: each cycle is complete in at least one tier at every
+    /// instant. One archive per journal.
+    pub fn tier(&self, archive: impl AsRef<Path>, keep_hot: u64) -> Result<TierReport, TierError> {
+        self.inner.tier(archive.as_ref(), keep_hot)
+    }
+
+    /// The archive directory, if [`Journal::tier`] has set one.
+    pub fn archive_dir(&self) -> Option<PathBuf> {
+        self.inner.meta.archive_dir(&self.inner.dir)
+    }
+
+    /// Applies `retention` now (whatever the journal was configured with). Tailers still
+    /// reading a deleted cycle keep their mapping; a tailer that later needs a deleted
+    /// cycle reports [`ReadError::Gap`] and continues at the oldest retained entry.
+    pub fn gc_with(&self, retention: Retention) -> Result<GcReport, io::Error> {
+        self.inner.gc(retention)
+    }
+}
+
+/// A cycle in [`JournalInfo`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CycleInfo {
+    /// Cycle number.
+    pub cycle: u64,
+    /// Global index of its first entry.
+    pub first_index: u64,
+    /// Entries claimed in it (committed, abandoned or in flight).
+    pub entries: u64,
+    /// Bytes of its data area in use.
+    pub bytes: u64,
+    /// Bytes of its data and index files on disk.
+    pub file_bytes: u64,
+    /// No more entries will be added.
+    pub sealed: bool,
+    /// Start of its time bucket (CLOCK_REALTIME ns; 0 when rolling by size only).
+    pub bucket_start_ns: u64,
+}
+
+/// A snapshot from [`Journal::info`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalInfo {
+    /// The directory.
+    pub dir: PathBuf,
+    /// On-disk format version.
+    pub format_version: u32,
+    /// Cycles present, oldest first.
+    pub cycles: Vec<CycleInfo>,
+    /// Cycles whose files are present but cannot be read (damaged header, wrong size, not
+    /// a regular file), with what is wrong. Readers report them as
+    /// [`ReadError::Damaged`] and read on after them.
+    pub unreadable_cycles: Vec<(u64, String)>,
+    /// Oldest retained global index.
+    pub first_index: u64,
+    /// Index the next entry will get.
+    pub next_index: u64,
+    /// Data bytes in use over all cycles.
+    pub bytes: u64,
+    /// Bytes of all cycle files on disk.
+    pub file_bytes: u64,
+    /// Named readers.
+    pub readers: Vec<ReaderInfo>,
+    /// Registered appenders.
+    pub appenders: usize,
+    /// The filesystem the journal is on (`None` if the mount table could not tell).
+    pub storage: Option<super::Storage>,
+}

@@ -1,0 +1,116 @@
+//! Named durable readers: their table in the metadata file and its lock.
+
+use crate::error::OpenError;
+use crate::name::validate_name;
+use crate::sync::Ordering;
+use crate::sys::{process_is_alive, ProcessId};
+
+use super::channel::{realtime_ns, Inner};
+use super::error::ReaderError;
+use super::files;
+use super::format::{MAX_READERS, META_READERS_OFFSET, READERS_LOCK_FILE, READER_ENTRY_SIZE};
+
+/// A named reader in [`JournalInfo`](super::JournalInfo).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderInfo {
+    /// Its name.
+    pub name: String,
+    /// Global index it resumes at.
+    pub position: u64,
+    /// The live process holding it, if any.
+    pub holder_pid: Option<u32>,
+}
+
+impl Inner {
+    // ---- named readers ----
+
+    pub(super) fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
+        let p = self.dir.join(READERS_LOCK_FILE);
+        let f = files::open_lock_file(&p, self.mode, &self.trust).map_err(ReaderError::Io)?;
+        files::flock(&f, libc::LOCK_EX).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
+        Ok(f)
+    }
+
+    pub(super) fn reader_name(&self, k: usize) -> Option<String> {
+        let m = &self.meta;
+        let len = m.reader_word(k, 5).load(Ordering::Relaxed) as usize;
+        if len == 0 || len > 64 {
+            return None;
+        }
+        let mut b = [0u8; 64];
+        for w in 0..8 {
+            b[w * 8..w * 8 + 8].copy_from_slice(&m.reader_word(k, 8 + w).load(Ordering::Relaxed).to_le_bytes());
+        }
+        let s = std::str::from_utf8(&b[..len]).ok()?;
+        validate_name(s).ok()?;
+        Some(s.to_owned())
+    }
+
+    pub(super) fn find_reader(&self, name: &str) -> Option<usize> {
+        (0..MAX_READERS).find(|&k| {
+            self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1 && self.reader_name(k).as_deref() == Some(name)
+        })
+    }
+
+    pub(super) fn check_holder(&self, k: usize) -> Result<(), ReaderError> {
+        let m = &self.meta;
+        let pid = m.reader_word(k, 2).load(Ordering::Acquire);
+        let start = m.reader_word(k, 3).load(Ordering::Relaxed);
+        if pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start }) {
+            return Err(ReaderError::Busy { holder_pid: pid as u32 });
+        }
+        Ok(())
+    }
+
+    pub(super) fn claim_reader(&self, name: &str) -> Result<usize, ReaderError> {
+        let _lock = self.lock_readers()?;
+        let m = &self.meta;
+        let k = match self.find_reader(name) {
+            Some(k) => {
+                self.check_holder(k)?;
+                k
+            }
+            None => {
+                let k = (0..MAX_READERS)
+                    .find(|&k| m.reader_word(k, 0).load(Ordering::Acquire) != 1)
+                    .ok_or(ReaderError::TableFull { max: MAX_READERS })?;
+                let mut b = [0u8; 64];
+                b[..name.len()].copy_from_slice(name.as_bytes());
+                for w in 0..8 {
+                    m.reader_word(k, 8 + w).store(
+                        u64::from_le_bytes(b[w * 8..w * 8 + 8].try_into().unwrap_or_default()),
+                        Ordering::Relaxed,
+                    );
+                }
+                m.reader_word(k, 5).store(name.len() as u64, Ordering::Relaxed);
+                let first = self.first_index().map_err(ReaderError::Read)?;
+                m.reader_word(k, 1).store(first, Ordering::Relaxed);
+                // Pairs with the Acquire loads of the state word in `find_reader`/`readers`.
+                m.reader_word(k, 0).store(1, Ordering::Release);
+                k
+            }
+        };
+        let me = ProcessId::current();
+        m.reader_word(k, 3).store(me.start_time, Ordering::Relaxed);
+        m.reader_word(k, 2).store(me.pid as u64, Ordering::Release);
+        Ok(k)
+    }
+
+    pub(super) fn release_reader(&self, k: usize) {
+        let m = &self.meta;
+        if m.reader_word(k, 2).load(Ordering::Relaxed) == ProcessId::current().pid as u64 {
+            m.reader_word(k, 2).store(0, Ordering::Release);
+        }
+    }
+
+    pub(super) fn store_reader_pos(&self, k: usize, pos: u64) {
+        let m = &self.meta;
+        // Pairs with the Acquire load in `Journal::reader`: one aligned 8-byte store, so the
+        // persisted position is always a whole value, never torn, whenever the process dies.
+        m.reader_word(k, 1).store(pos, Ordering::Release);
+        m.reader_word(k, 4).store(realtime_ns(), Ordering::Relaxed);
+        if m.hdr.durability == 1 {
+            let _ = files::msync_range(&m.map, META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Retention: deleting old cycles (`gc`).
+
+use std::io;
+use std::time::Duration;
+
+use crate::sync::Ordering;
+
+use super::channel::Inner;
+use super::format::{data_file_name, index_file_name};
+
+/// Which cycles [`Journal::gc`](super::Journal::gc) deletes. The current cycle is never deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Retention {
+    /// Keep at most this many cycles.
+    pub max_cycles: Option<u64>,
+    /// Delete cycles last written longer ago than this.
+    pub max_age: Option<Duration>,
+}
+
+/// What [`Journal::gc`](super::Journal::gc) removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GcReport {
+    /// Cycles deleted.
+    pub removed_cycles: Vec<u64>,
+    /// Bytes of files deleted.
+    pub removed_bytes: u64,
+}
+
+impl Inner {
+    pub(super) fn gc(&self, r: Retention) -> io::Result<GcReport> {
+        self.reclaim();
+        let cycles = self.list_cycles()?;
+        // Checked against the files, and never past the newest cycle present: a damaged
+        // `current` word must not make retention delete the cycle being written.
+        let current = self.current_cycle().min(cycles.last().copied().unwrap_or(0));
+        let mut rep = GcReport::default();
+        let older: Vec<u64> = cycles.iter().copied().filter(|&c| c < current).collect();
+        let total = cycles.len() as u64;
+        for (k, &c) in older.iter().enumerate() {
+            let remaining = total - k as u64;
+            let by_count = r.max_cycles.is_some_and(|m| remaining > m.max(1));
+            let cdir = self.cycle_dir(c).unwrap_or_else(|| self.dir.clone());
+            let dpath = cdir.join(data_file_name(c));
+            let by_age = r.max_age.is_some_and(|age| {
+                std::fs::metadata(&dpath)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|e| e > age)
+            });
+            if !by_count && !by_age {
+                break;
+            }
+            // Publish first, then delete: tailers that miss the file see `first` moved.
+            self.meta.first().fetch_max(c + 1, Ordering::AcqRel);
+            let ipath = cdir.join(index_file_name(c));
+            for p in [&dpath, &ipath] {
+                if let Ok(m) = std::fs::symlink_metadata(p) {
+                    rep.removed_bytes += m.len();
+                }
+                match std::fs::remove_file(p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            rep.removed_cycles.push(c);
+        }
+        Ok(rep)
+    }
+}

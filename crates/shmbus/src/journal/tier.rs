@@ -1,0 +1,123 @@
+//! Tiered storage: moving old cycles to the archive directory.
+
+use std::io;
+use std::path::Path;
+
+use crate::sys::ProcessId;
+
+use super::channel::{dir_mode, Inner};
+use super::error::{open_error_message, TierError};
+use super::files;
+use super::format::{data_file_name, index_file_name, parse_data_file_name};
+
+/// What [`Journal::tier`](super::Journal::tier) moved.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TierReport {
+    /// Cycles moved to the archive.
+    pub moved_cycles: Vec<u64>,
+    /// Bytes moved.
+    pub moved_bytes: u64,
+}
+
+/// Moves `from` to `to` (rename, or copy + fsync + link + remove across filesystems).
+/// Returns the bytes moved. The destination appears complete or not at all; the source is
+/// left for the caller to remove.
+/// A copied source must be owned by a uid `trust` accepts: the copy would be ours.
+fn move_file(from: &Path, to: &Path, mode: u32, trust: &crate::domain::TrustPolicy) -> io::Result<u64> {
+    let len = std::fs::symlink_metadata(from)?.len();
+    if to.symlink_metadata().is_ok() {
+        return Ok(0);
+    }
+    match std::fs::hard_link(from, to) {
+        Ok(()) => return Ok(len),
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) || e.kind() == io::ErrorKind::PermissionDenied => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(0),
+        Err(e) => return Err(e),
+    }
+    let tmp = to.with_extension(format!("moving-{}", ProcessId::current().pid));
+    // Copied by hand: never through a symlink at either name, created with exactly `mode`.
+    let mut src = files::open_rw(from)?;
+    files::check_owner(from, &src, trust)
+        .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, open_error_message(&e)))?;
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?
+    };
+    let copied = (|| {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        io::copy(&mut src, &mut f)?;
+        f.sync_all()
+    })();
+    if let Err(e) = copied {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let r = std::fs::hard_link(&tmp, to);
+    let _ = std::fs::remove_file(&tmp);
+    match r {
+        Ok(()) => Ok(len),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+impl Inner {
+    /// Moves every cycle but the newest `keep_hot` (and never the current one) to
+    /// `archive`, data file last in, data file first out, so that at every instant each
+    /// cycle is complete in at least one tier.
+    pub(super) fn tier(&self, archive: &Path, keep_hot: u64) -> Result<TierReport, TierError> {
+        use std::os::unix::ffi::OsStrExt;
+        let _lock = self.lock_readers().map_err(|e| TierError::Io(io::Error::other(e.to_string())))?;
+        if let Some(existing) = self.meta.archive_dir(&self.dir) {
+            if existing != self.dir.join(archive) {
+                return Err(TierError::OtherArchive { existing });
+            }
+        } else if !self.meta.set_archive_dir(archive.as_os_str().as_bytes()) {
+            return Err(TierError::BadPath);
+        }
+        let adir = self.dir.join(archive);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(dir_mode(self.mode))
+                .create(&adir)
+                .map_err(TierError::Io)?;
+        }
+        let newest = self.list_cycles().map_err(TierError::Io)?.last().copied().unwrap_or(0);
+        let current = self.current_cycle().min(newest);
+        let hot: Vec<u64> = std::fs::read_dir(&self.dir)
+            .map_err(TierError::Io)?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
+            .filter(|&c| c < current)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let keep = keep_hot.saturating_sub(1) as usize; // the current cycle counts as hot
+        let mut rep = TierReport::default();
+        for &c in hot.iter().take(hot.len().saturating_sub(keep)) {
+            let mut bytes = 0;
+            for name in [index_file_name(c), data_file_name(c)] {
+                bytes += move_file(&self.dir.join(&name), &adir.join(&name), self.mode, &self.trust)
+                    .map_err(TierError::Io)?;
+            }
+            for name in [data_file_name(c), index_file_name(c)] {
+                match std::fs::remove_file(self.dir.join(name)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(TierError::Io(e)),
+                }
+            }
+            rep.moved_cycles.push(c);
+            rep.moved_bytes += bytes;
+        }
+        Ok(rep)
+    }
+}
