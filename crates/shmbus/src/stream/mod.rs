@@ -71,8 +71,27 @@
 pub mod protocol;
 
 #[cfg(not(loom))]
-mod endpoints;
+mod channel;
 #[cfg(not(loom))]
-pub use endpoints::*;
+mod error;
 #[cfg(not(loom))]
-pub(crate) use endpoints::{unread_bytes, ROLE_READER, ROLE_WRITER};
+mod layout;
+#[cfg(not(loom))]
+mod reader;
+#[cfg(all(test, not(loom)))]
+mod tests;
+#[cfg(not(loom))]
+mod writer;
+
+#[cfg(not(loom))]
+pub use channel::{status, EndpointStatus, StreamStatus, LIVENESS_INTERVAL};
+#[cfg(not(loom))]
+pub(crate) use channel::{unread_bytes, ROLE_READER, ROLE_WRITER};
+#[cfg(not(loom))]
+pub use error::{ReadError, ReserveError, StreamCorrupt, TryReadError, TryReserveError};
+#[cfg(not(loom))]
+pub use layout::{StreamConfig, MAX_CAPACITY};
+#[cfg(not(loom))]
+pub use reader::{Record, StreamReader};
+#[cfg(not(loom))]
+pub use writer::{StreamWriter, WriteGrant};

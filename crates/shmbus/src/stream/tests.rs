@@ -1,0 +1,218 @@
+//! Unit tests of the stream endpoints (layout, double mapping, records, roles, waking).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::channel::status;
+use super::error::{ReadError, ReserveError, TryReadError, TryReserveError};
+use super::layout::{StreamConfig, StreamLayout, MAX_CAPACITY};
+use super::reader::StreamReader;
+use super::writer::StreamWriter;
+use crate::domain::Domain;
+use crate::error::OpenError;
+use crate::segment::{Layout, KIND_OFFSET};
+use crate::sys::{monotonic_ns, page_size};
+use crate::wait::WaitPolicy;
+use crate::waitset::Waitable;
+
+/// A domain in a fresh temporary root, removed on drop.
+struct TempDomain(Domain, PathBuf);
+impl TempDomain {
+    fn new(tag: &str) -> TempDomain {
+        let root =
+            std::env::temp_dir().join(format!("shmbus-stream-unit-{tag}-{}-{}", std::process::id(), monotonic_ns()));
+        std::fs::create_dir_all(&root).unwrap();
+        TempDomain(Domain::with_root("t", &root).unwrap(), root)
+    }
+}
+impl Drop for TempDomain {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+fn page() -> usize {
+    page_size()
+}
+
+#[test]
+fn capacity_rule_is_enforced_with_clear_errors() {
+    let p = page() as u64;
+    for (cap, needle) in [
+        (0, "is 0 bytes"),
+        (p + 1, "not a multiple of the page size"),
+        (3 * p, "not a power of two"),
+        (MAX_CAPACITY * 2, "exceeds"),
+    ] {
+        let e = StreamLayout::for_capacity(cap).unwrap_err();
+        assert!(e.contains(needle), "{cap}: {e}");
+    }
+    let l = StreamLayout::for_capacity(p).unwrap();
+    assert_eq!((KIND_OFFSET as u64 + l.data_offset) % p, 0);
+    assert_eq!(StreamLayout::from_params(&l.params()), Ok(l));
+}
+
+#[test]
+fn corrupt_params_are_rejected() {
+    let good = StreamLayout::for_capacity(1 << 16).unwrap().params();
+    let mut bad = Vec::new();
+    for (i, v) in [(0, 0), (0, 12345), (0, 3 << 12), (1, 0), (1, 8), (1, 1 << 40), (1, good[1] + 1), (5, 1)] {
+        let mut p = good;
+        p[i] = v;
+        bad.push(p);
+    }
+    for p in bad {
+        assert!(StreamLayout::from_params(&p).is_err(), "{p:?} accepted");
+    }
+}
+
+#[test]
+fn double_mapping_aliases_the_two_halves() {
+    let d = TempDomain::new("alias");
+    let cap = page();
+    let w = StreamWriter::create(&d.0, "s", &StreamConfig::new(cap)).unwrap();
+    let base = w.shared.ring.as_ptr();
+    // SAFETY: both offsets are inside the 2×cap mapping; no grant is live.
+    unsafe {
+        base.add(3).write_volatile(0xAB);
+        assert_eq!(base.add(cap + 3).read_volatile(), 0xAB);
+        base.add(cap + cap - 1).write_volatile(0xCD);
+        assert_eq!(base.add(cap - 1).read_volatile(), 0xCD);
+    }
+}
+
+#[test]
+fn records_round_trip_across_the_wrap() {
+    let d = TempDomain::new("wrap");
+    let cap = page();
+    let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(cap)).unwrap();
+    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    let mut buf = Vec::new();
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    for i in 0..5000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let len = (rng % (cap as u64 / 3)) as usize;
+        let data: Vec<u8> = (0..len).map(|j| (i as usize * 31 + j) as u8).collect();
+        w.try_write(&data).unwrap();
+        assert_eq!(r.try_read_into(&mut buf), Ok(len));
+        assert_eq!(buf, data);
+    }
+    assert_eq!(r.try_read().unwrap_err(), TryReadError::Empty);
+}
+
+#[test]
+fn full_ring_hands_back_and_max_record_fits_exactly() {
+    let d = TempDomain::new("full");
+    let cap = page();
+    let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(cap)).unwrap();
+    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    assert_eq!(w.max_record_len(), cap - 8);
+    assert!(matches!(w.try_reserve(cap - 7), Err(TryReserveError::TooLarge { .. })));
+    assert!(matches!(w.reserve(cap), Err(ReserveError::TooLarge { .. })));
+    w.try_write(&[1]).unwrap();
+    assert!(
+        matches!(w.try_reserve(cap - 8), Err(TryReserveError::Full { needed, free }) if needed == cap && free == cap - 16)
+    );
+    assert_eq!(w.reserve_timeout(cap - 8, Duration::from_millis(20)).unwrap_err(), ReserveError::Timeout);
+    r.try_read().unwrap().consume();
+    let big = vec![7u8; cap - 8];
+    w.try_write(&big).unwrap();
+    assert!(!w.is_ready());
+    let rec = r.try_read().unwrap();
+    assert_eq!(&*rec, &big[..]);
+    rec.consume();
+    assert!(w.is_ready());
+}
+
+#[test]
+fn uncommitted_grant_is_invisible_and_unconsumed_record_is_redelivered() {
+    let d = TempDomain::new("grant");
+    let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(page())).unwrap();
+    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    {
+        let mut g = w.try_reserve(10).unwrap();
+        g.fill(9);
+        assert!(!r.is_ready());
+        // dropped: nothing committed
+    }
+    assert_eq!(r.try_read().unwrap_err(), TryReadError::Empty);
+    let mut g = w.try_reserve(100).unwrap();
+    g[..3].copy_from_slice(b"abc");
+    g.commit_len(3);
+    assert!(r.is_ready());
+    assert_eq!(&*r.try_read().unwrap(), b"abc"); // dropped, not consumed
+    drop(r);
+    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    let rec = r.try_read().unwrap();
+    assert_eq!(&*rec, b"abc");
+    rec.consume();
+    drop(r);
+    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    assert_eq!(r.try_read().unwrap_err(), TryReadError::Empty);
+}
+
+#[test]
+fn second_endpoint_of_a_role_is_busy_and_disconnects_are_reported() {
+    let d = TempDomain::new("busy");
+    let cfg = StreamConfig::new(page());
+    let mut r = StreamReader::create(&d.0, "s", &cfg).unwrap();
+    assert_eq!(r.try_read().unwrap_err(), TryReadError::Disconnected);
+    assert!(
+        matches!(StreamReader::open(&d.0, "s"), Err(OpenError::Busy { holder_pid, .. }) if holder_pid == std::process::id())
+    );
+    let mut w = StreamWriter::create(&d.0, "s", &cfg).unwrap();
+    assert!(matches!(StreamWriter::open(&d.0, "s"), Err(OpenError::Busy { .. })));
+    assert!(matches!(
+        StreamWriter::create(&d.0, "s", &StreamConfig::new(2 * page())),
+        Err(OpenError::LayoutMismatch { .. })
+    ));
+    w.try_write(b"last").unwrap();
+    let st = w.status();
+    assert_eq!((st.capacity, st.used), (page() as u64, 16));
+    assert_eq!(st.writer.map(|e| e.alive), Some(true));
+    assert_eq!(st.reader.map(|e| e.pid), Some(std::process::id()));
+    drop(w);
+    assert_eq!(status(&d.0, "s").unwrap().writer, None);
+    // Committed data outlives the writer; then the reader learns it is gone.
+    assert_eq!(&*r.read().unwrap(), b"last");
+    r.read().unwrap().consume();
+    assert_eq!(r.read().unwrap_err(), ReadError::Disconnected);
+    let mut w = StreamWriter::open(&d.0, "s").unwrap();
+    let fill = vec![0u8; page() - 8];
+    w.try_write(&fill).unwrap();
+    drop(r);
+    assert_eq!(w.try_write(b"x").unwrap_err(), TryReserveError::Disconnected);
+    assert_eq!(w.write(b"x").unwrap_err(), ReserveError::Disconnected);
+}
+
+#[test]
+fn blocking_calls_wake_across_threads() {
+    let d = TempDomain::new("threads");
+    let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(page())).unwrap();
+    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    r.set_wait_policy(WaitPolicy::BLOCK);
+    w.set_wait_policy(WaitPolicy::BLOCK);
+    let n = 20_000u32;
+    let t = std::thread::spawn(move || {
+        let mut sum = 0u64;
+        for i in 0..n {
+            let rec = r.read().unwrap();
+            assert_eq!(rec.len(), (i % 300) as usize);
+            assert!(rec.iter().all(|&b| b == i as u8));
+            sum += rec.len() as u64;
+            rec.consume();
+        }
+        sum
+    });
+    let mut sum = 0u64;
+    for i in 0..n {
+        let len = (i % 300) as usize;
+        let mut g = w.reserve(len).unwrap();
+        g.fill(i as u8);
+        g.commit();
+        sum += len as u64;
+    }
+    assert_eq!(t.join().unwrap(), sum);
+}
