@@ -95,7 +95,7 @@ impl TailerTiming {
 /// `shmbus-bench journal`.
 #[derive(Debug, clap::Args)]
 pub struct JournalArgs {
-    /// Entry size in bytes (at least 8). Default: seed 002's 40, 160, 220, 512, 1024,
+    /// Entry size in bytes (at least 8). Default: 40, 160, 220, 512, 1024,
     /// 16384 and 32768 bytes, one result each.
     #[arg(long, value_name = "BYTES")]
     size: Option<usize>,

@@ -266,7 +266,7 @@ where
 /// Seed 001's grid: p50 one-way latency against message rate (log x), one line per ring
 /// size; spin on the left, block on the right. `cells` are `rate-grid --json` objects.
 pub fn rate_grid(out: &Path, cells: &[serde_json::Value]) -> Plot {
-    let title = "rate-grid (seed 001): stream one-way p50 vs message rate, one line per ring";
+    let title = "rate-grid: stream one-way p50 vs message rate, one line per ring";
     if !cells.iter().any(|c| c["p50_ns"].as_u64().is_some()) {
         let note = "rate_grid_p50.svg and rate_grid_p50.png not written: no rate-grid results".to_string();
         eprintln!("shmbus-bench: report: {note}");

@@ -233,7 +233,7 @@ pub(crate) fn summary(
 
     let empty = Vec::new();
     let section = |k: &str| results[k].as_array().unwrap_or(&empty).clone();
-    let _ = writeln!(s, "## queue-table (seed 004)\n");
+    let _ = writeln!(s, "## queue-table: 2,000,000 queue messages per size against a mutex-guarded queue\n");
     objects_table(
         &mut s,
         &section("queue_table"),
@@ -249,13 +249,13 @@ pub(crate) fn summary(
             "floor_p50_ns",
         ],
     );
-    let _ = writeln!(s, "## journal (seed 002), durability none\n");
+    let _ = writeln!(s, "## journal: append → tail, durability none\n");
     objects_table(
         &mut s,
         &section("journal"),
         &["size", "fs", "p50_ns", "p99_ns", "p999_ns", "msgs_per_s", "mib_per_s", "floor_p50_ns"],
     );
-    let _ = writeln!(s, "## pool (seed 003): enqueue → recv, shmbus pool vs crossbeam threads\n");
+    let _ = writeln!(s, "## pool: enqueue → recv, shmbus pool vs crossbeam threads\n");
     let pool_rows: Vec<Value> = section("pool")
         .iter()
         .map(|o| {
@@ -300,13 +300,13 @@ pub(crate) fn summary(
     s
 }
 
-/// The seed 001 section: per mode, p50 and p99 (µs) by rate (rows) and ring (columns), and
+/// The rate-grid section: per mode, p50 and p99 (µs) by rate (rows) and ring (columns), and
 /// the plot.
 pub(crate) fn rate_grid_section(cells: &[Value], plot: &plots::Plot) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "## rate-grid (seed 001): stream one-way latency vs message rate and ring size\n\n\
+        "## rate-grid: stream one-way latency vs message rate and ring size\n\n\
          20–40 B records paced by absolute deadlines; each carries its CLOCK_MONOTONIC send time and the \
          reader process (other CPU) records now − sent. µs; rows: msg/s, columns: ring.\n"
     );
@@ -364,12 +364,12 @@ fn mean_p99(v: &Value) -> String {
     }
 }
 
-/// The seed 000 section: per image size one table of the consumers (view and view+copy) and
+/// The demo section: per image size one table of the consumers (view and view+copy) and
 /// one of the producers (write), with a column per backend (shmbus, Redis TCP, Redis UDS),
-/// as the seed's profile compares babus with Redis.
+/// as the robotics profile compares shmbus with Redis.
 pub(crate) fn demo_section(demo: &Value) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## demo (seed 000): `shmbus demo` against Redis streams (`shmbus-bench demo-redis`)\n");
+    let _ = writeln!(s, "## demo: `shmbus demo` against Redis streams (`shmbus-bench demo-redis`)\n");
     let _ = writeln!(
         s,
         "imu 1 kHz (64 B), image 30 Hz, med01..med05 40–44 Hz (2 KiB), 13 processes; latency from the \

@@ -8,7 +8,7 @@
 //!   the yardsticks, for 8 B, 1 KiB, 64 KiB, 1 MiB and 6 MiB. One-way latency = RTT/2.
 //! * **Redis streams** (TCP and Unix socket) at the same sizes, in their own table.
 //! * **Kinds**: every shmbus kind (topic, stream, queue, journal) at 64 B, spin and block.
-//! * **Demo (seed 000)**: `shmbus demo` (the `shmbus` binary next to this one) and the same
+//! * **Demo**: `shmbus demo` (the `shmbus` binary next to this one) and the same
 //!   profile over Redis streams (`demo-redis --transport tcp|uds`), each with 6,220,800 B and
 //!   1,080 B images; summary.md gets one table per image size with a column per backend.
 //! * **The other subcommands** (`queue-table`, `journal`, `pool`, `fanout`, `rate-grid`,
@@ -440,11 +440,11 @@ fn shmbus_binary() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-/// The demo's image sizes: the seed's full-HD frame and its small-message run.
+/// The demo's image sizes: a full-HD frame and a small-message run.
 pub(crate) const DEMO_IMAGES: &[&str] = &["6220800", "1080"];
 
-/// Seed 000's demo profile through `shmbus demo --seconds S --image-bytes B --json`, and
-/// over Redis streams through `demo-redis --transport tcp|uds …`, with the seed's
+/// The demo's robotics profile through `shmbus demo --seconds S --image-bytes B --json`, and
+/// over Redis streams through `demo-redis --transport tcp|uds …`, with full-HD
 /// 6,220,800 B images and with 1,080 B ones: `{"runs": [...], "redis": {"runs": [...]}}`.
 /// Either part is `{"skipped": "…"}` instead when its binary (`shmbus` next to this one,
 /// `redis-server`) is missing; the missing `redis-server` was announced already.
@@ -452,7 +452,7 @@ fn demo_runs(quick: bool, redis_ok: bool, failures: &mut usize) -> Value {
     let seconds = if quick { "0.5" } else { "10" };
     let mut demo = match shmbus_binary() {
         None => {
-            let line = "shmbus binary not found next to shmbus-bench: skipping the demo (seed 000); \
+            let line = "shmbus binary not found next to shmbus-bench: skipping the demo; \
                         build it with `cargo build -p shmbus-cli` (same profile)";
             eprintln!("shmbus-bench: report: {line}");
             json!({ "skipped": line })

@@ -1,4 +1,4 @@
-//! `rate-grid` (seed 001), briefly: the shape of its output, never the speed.
+//! `rate-grid`, briefly: the shape of its output, never the speed.
 
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -128,8 +128,12 @@ fn report_quick_has_the_rate_grid_section_and_plot() {
     assert_eq!(cells.len(), 8, "{cells:?}");
     assert!(cells.iter().all(|c| c.get("error").is_none() && c["p50_ns"].as_u64().is_some()), "{cells:?}");
     let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
-    for needle in ["## rate-grid (seed 001)", "### spin: p50 (µs)", "### block: p99 (µs)", "| msg/s | 4 KiB | 1 MiB |"]
-    {
+    for needle in [
+        "## rate-grid: stream one-way latency",
+        "### spin: p50 (µs)",
+        "### block: p99 (µs)",
+        "| msg/s | 4 KiB | 1 MiB |",
+    ] {
         assert!(md.contains(needle), "summary.md lacks {needle:?}");
     }
     check_demo(&results, &md);
@@ -149,7 +153,7 @@ fn report_quick_has_the_rate_grid_section_and_plot() {
 /// binary is next to `shmbus-bench`, else one skip line. These reports run without
 /// `redis-server`: the Redis half of the demo is one skip line.
 fn check_demo(results: &Value, md: &str) {
-    assert!(md.contains("## demo (seed 000)"), "{md}");
+    assert!(md.contains("## demo: `shmbus demo`"), "{md}");
     let demo = &results["demo"];
     assert_eq!(demo["redis"]["skipped"], "redis-server not found: skipping the Redis peers", "{demo}");
     assert!(md.contains("Redis skipped: redis-server not found"), "{md}");
