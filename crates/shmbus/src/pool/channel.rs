@@ -1,0 +1,151 @@
+//! Segment glue: the pool's endpoints over a shared mapping.
+//!
+//! Builds [`PoolRef`]s from the validated segment layout, ties mailbox `i` to participant
+//! entry `i + 1` (entry 0 is the dispatcher's), and does everything that needs a clock, a
+//! futex or `/proc`: blocking, orphan detection, reclaiming the dead.
+
+#[cfg(not(loom))]
+use super::layout::PoolLayout;
+#[cfg(not(loom))]
+use super::protocol::{PoolHeader, PoolRef, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, TAKEN};
+#[cfg(not(loom))]
+use crate::domain::Domain;
+#[cfg(not(loom))]
+use crate::error::OpenError;
+#[cfg(not(loom))]
+use crate::segment::Segment;
+#[cfg(not(loom))]
+use crate::sys::process_is_alive;
+
+/// How often a waiting worker checks, by default, that its dispatcher process still lives.
+pub const DEFAULT_ORPHAN_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A job placed in a worker's mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dispatched {
+    /// The job's id (assigned by the pool, or given by the caller).
+    pub job_id: u64,
+    /// The worker's mailbox index (0..max_workers).
+    pub worker: usize,
+}
+
+/// A job whose worker died (or left) before finishing it, reported by [`Dispatcher::reap`].
+///
+/// [`Dispatcher::reap`]: super::Dispatcher::reap
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostJob {
+    /// The job's id.
+    pub job_id: u64,
+    /// The mailbox index the job was in (now free for a new worker).
+    pub worker: usize,
+    /// The worker's process id.
+    pub pid: u32,
+}
+
+/// A snapshot of a pool, for the CLI and monitoring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Layout: most workers.
+    pub max_workers: usize,
+    /// Layout: largest job.
+    pub max_job_size: usize,
+    /// Workers attached (including dead ones the dispatcher has not reaped yet).
+    pub workers: usize,
+    /// Workers waiting for work.
+    pub idle: usize,
+    /// Workers attached and not waiting (`workers - idle`).
+    pub busy: usize,
+    /// The dispatcher's pid, if one holds the pool.
+    pub dispatcher_pid: Option<u32>,
+    /// Whether that dispatcher process is alive.
+    pub dispatcher_alive: bool,
+    /// Jobs dispatched over the pool's life.
+    pub dispatched: u64,
+    /// Jobs reported lost over the pool's life.
+    pub lost: u64,
+}
+
+/// Participant role numbers (shown by `shmbus info`).
+#[cfg(not(loom))]
+pub(crate) const ROLE_DISPATCHER: u32 = 1;
+#[cfg(not(loom))]
+pub(crate) const ROLE_WORKER: u32 = 2;
+/// The dispatcher's participant entry.
+#[cfg(not(loom))]
+pub(super) const DISPATCHER_ENTRY: usize = 0;
+
+/// The pool view of a segment.
+#[cfg(not(loom))]
+pub(super) fn pool_ref<'a>(seg: &'a Segment, layout: &PoolLayout) -> PoolRef<'a> {
+    let base = seg.kind_base();
+    // SAFETY: `Segment::open`/`create_or_open` validated that the file is exactly
+    // KIND_OFFSET + kind_area_size() bytes, so the header and `max_workers` mailboxes of
+    // `stride` bytes lie inside the mapping, which lives as long as `seg`. The kind area is
+    // page aligned and HEADER_SIZE and stride are multiples of 64, so each Mailbox is 64-byte
+    // aligned. All fields are atomics: every bit pattern is valid.
+    unsafe {
+        let hdr = &*(base as *const PoolHeader);
+        PoolRef::from_raw(hdr, base.add(HEADER_SIZE), layout.stride(), layout.max_workers)
+    }
+}
+
+/// Start of mailbox `i`'s payload (`i < max_workers`).
+#[cfg(not(loom))]
+pub(super) fn payload_ptr(seg: &Segment, layout: &PoolLayout, i: usize) -> *mut u8 {
+    assert!(i < layout.max_workers);
+    // SAFETY: as in `pool_ref`: mailbox i and its max_job_size payload bytes are inside the
+    // mapping.
+    unsafe { seg.kind_base().add(HEADER_SIZE + i * layout.stride() + MAILBOX_HEAD) }
+}
+
+#[cfg(not(loom))]
+pub(super) fn dispatcher_alive(seg: &Segment) -> Option<(u32, bool)> {
+    seg.participants().owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, process_is_alive(o.process)))
+}
+
+/// Reads a pool's status without joining it (read permission suffices).
+#[cfg(not(loom))]
+pub fn status(domain: &Domain, name: &str) -> Result<PoolStatus, OpenError> {
+    let (seg, layout) = Segment::open_read_only::<PoolLayout>(domain, name)?;
+    Ok(status_of(&seg, &layout))
+}
+
+/// Jobs in pool segment `seg` that the pool still owes someone, for `admin::inspect` (loads
+/// only): mailboxes FULL (dispatched, not taken), LOST (its worker died or left holding
+/// it; the next `reap` reports it), or TAKEN by a worker that has died (the next `reap`
+/// marks it LOST and reports it). By the protocol's invariant 5 every dispatched job is
+/// taken or reported lost; these are the ones that are neither yet.
+#[cfg(not(loom))]
+pub(crate) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
+    let layout = seg.layout::<PoolLayout>()?;
+    let pool = pool_ref(seg, &layout);
+    let parts = seg.participants();
+    // Mailbox `i` belongs to participant entry `1 + i`. A job taken by a worker that has died
+    // since is owed too: the next `reap` turns it into a loss report.
+    let owed = |i: usize| match pool.mailbox(i).state() {
+        FULL | LOST => true,
+        TAKEN => parts.owner(1 + i).is_none_or(|p| !process_is_alive(p.process)),
+        _ => false,
+    };
+    // Plus loss reports a worker that adopted a LOST mailbox moved aside.
+    let pending = (0..pool.workers()).filter(|&i| pool.has_pending(i)).count() as u64;
+    Ok((0..pool.workers()).filter(|&i| owed(i)).count() as u64 + pending)
+}
+
+#[cfg(not(loom))]
+pub(super) fn status_of(seg: &Segment, layout: &PoolLayout) -> PoolStatus {
+    let pool = pool_ref(seg, layout);
+    let (workers, idle) = pool.counts();
+    let disp = dispatcher_alive(seg);
+    PoolStatus {
+        max_workers: layout.max_workers,
+        max_job_size: layout.max_job_size,
+        workers: workers as usize,
+        idle: idle as usize,
+        busy: (workers - idle) as usize,
+        dispatcher_pid: disp.map(|d| d.0),
+        dispatcher_alive: disp.is_some_and(|d| d.1),
+        dispatched: pool.dispatched(),
+        lost: pool.lost(),
+    }
+}
