@@ -39,7 +39,10 @@ fn drain(t: &mut Tailer, n: usize) -> u64 {
 /// reader's words (state, position = the cursor, holder, name), the appender table (state,
 /// pid, claim records), a cycle's position/alloc/ialloc words, index slots, entry headers.
 pub fn exercise_journal_state(data: &[u8]) {
-    let dir = std::env::temp_dir().join(format!("shmbus-fuzz-jstate-{}", std::process::id()));
+    // One directory per call: tests replaying the corpus may run this on several threads.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("shmbus-fuzz-jstate-{}-{call}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let opts = journal_state_opts();
     let open = Journal::open(&dir, &opts).expect("fresh journal");

@@ -336,6 +336,17 @@ mod fuzz_harness {
 /// fault or hang. Seed: SHMBUS_SEED.
 #[test]
 fn journal_state_fuzz_corpus_and_mutations_are_survived() {
+    replay_journal_state(Rng::from_env_or_clock());
+}
+
+/// A mutation sequence that once pointed an index slot past the cycle's capacity while
+/// `tailer_at_time` searched by timestamp (the entry header was read out of bounds).
+#[test]
+fn journal_state_regression_index_slot_past_the_capacity() {
+    replay_journal_state(Rng(1795469877406982795));
+}
+
+fn replay_journal_state(mut rng: Rng) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_state");
     let mut corpus: Vec<Vec<u8>> =
         std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
@@ -345,7 +356,6 @@ fn journal_state_fuzz_corpus_and_mutations_are_survived() {
     for input in &corpus {
         fuzz_harness::exercise_journal_state(input);
     }
-    let mut rng = Rng::from_env_or_clock();
     let mut runs = 0;
     while runs < 400 && start.elapsed() < Duration::from_secs(15) {
         let mut input = corpus[rng.below(corpus.len() as u64) as usize].clone();

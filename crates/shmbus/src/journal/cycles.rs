@@ -241,9 +241,12 @@ pub(super) fn seal(cy: &CycleFiles) {
 
 /// Timestamp of in-cycle entry `i` if it is committed and valid.
 pub(super) fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
-    let off = (cy.index_slot(i)?.load(Ordering::Relaxed) as u64).checked_sub(1)? * UNIT as u64;
+    let off = (cy.index_slot(i)?.load(Ordering::Relaxed) as u64).checked_sub(1)?.checked_mul(UNIT as u64)?;
     let (_, _, u) = pos_parts(cy.pos().load(Ordering::Acquire));
-    if off + ENTRY_HEADER as u64 > u * UNIT as u64 {
+    // The index slot and the position word are shared bytes: the header must lie inside the
+    // claimed area, the cycle's capacity and the backed part of the file before it is read.
+    let header_end = off.checked_add(ENTRY_HEADER as u64)?;
+    if header_end > u.saturating_mul(UNIT as u64) || header_end > cy.cap_units * UNIT as u64 || !cy.backed(header_end) {
         return None;
     }
     let w = cy.entry_word(off).load(Ordering::Acquire);
