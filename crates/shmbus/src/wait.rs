@@ -28,16 +28,54 @@ impl Default for WaitPolicy {
     }
 }
 
-/// Turns an optional timeout into an optional deadline.
-pub(crate) fn deadline_after(timeout: Option<Duration>) -> Option<Instant> {
-    timeout.and_then(|t| Instant::now().checked_add(t))
+/// When a blocking call gives up: an instant on the monotonic clock, or never.
+///
+/// Every blocking receive, send and wait computes its deadline once, on entry, with
+/// [`Deadline::after`] (or [`Deadline::from_timeout`]), and checks it with
+/// [`passed`](Deadline::passed) / [`remaining`](Deadline::remaining) as it goes.
+///
+/// A timeout so long that `now + timeout` is not representable as an [`Instant`] (such as
+/// `Duration::MAX`) gives [`Deadline::NEVER`]: the call waits for ever, like its untimed
+/// form, and never panics on the overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Deadline(Option<Instant>);
+
+impl Deadline {
+    /// No deadline: wait for ever.
+    pub(crate) const NEVER: Deadline = Deadline(None);
+
+    /// `timeout` from now; [`Deadline::NEVER`] when that instant is not representable.
+    pub(crate) fn after(timeout: Duration) -> Deadline {
+        Deadline(Instant::now().checked_add(timeout))
+    }
+
+    /// [`Deadline::after`] the timeout; `None` (no timeout) is [`Deadline::NEVER`].
+    pub(crate) fn from_timeout(timeout: Option<Duration>) -> Deadline {
+        timeout.map_or(Deadline::NEVER, Deadline::after)
+    }
+
+    /// The time left before the deadline (zero once it has passed); `None` for
+    /// [`Deadline::NEVER`].
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        self.0.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether the deadline has passed (never true for [`Deadline::NEVER`]).
+    pub(crate) fn passed(&self) -> bool {
+        self.passed_at(Instant::now())
+    }
+
+    /// Whether the deadline had passed at `now`, for a caller that already read the clock.
+    pub(crate) fn passed_at(&self, now: Instant) -> bool {
+        self.0.is_some_and(|d| now >= d)
+    }
 }
 
 /// Busy-polls `attempt` for the policy's spin time. `Some` as soon as it yields a value.
 #[inline]
 pub(crate) fn spin_phase<T>(
     policy: WaitPolicy,
-    deadline: Option<Instant>,
+    deadline: Deadline,
     attempt: &mut impl FnMut() -> Option<T>,
 ) -> Option<T> {
     if let Some(v) = attempt() {
@@ -58,7 +96,7 @@ pub(crate) fn spin_phase<T>(
         i = i.wrapping_add(1);
         if i % 8 == 0 {
             let now = Instant::now();
-            if now.duration_since(start) >= policy.spin || deadline.is_some_and(|d| now >= d) {
+            if now.duration_since(start) >= policy.spin || deadline.passed_at(now) {
                 return None;
             }
         }
@@ -74,7 +112,7 @@ pub(crate) fn spin_phase<T>(
 pub(crate) fn block_on<T>(
     event: &EventWord,
     policy: WaitPolicy,
-    deadline: Option<Instant>,
+    deadline: Deadline,
     recheck: Option<Duration>,
     attempt: impl FnMut() -> Option<T>,
 ) -> Option<T> {
@@ -87,7 +125,7 @@ pub(crate) fn block_on<T>(
 pub(crate) fn block_on_with<T>(
     event: &EventWord,
     policy: WaitPolicy,
-    deadline: Option<Instant>,
+    deadline: Deadline,
     recheck: impl Fn() -> Option<Duration>,
     mut attempt: impl FnMut() -> Option<T>,
 ) -> Option<T> {
@@ -102,16 +140,10 @@ pub(crate) fn block_on_with<T>(
         // The deadline is checked on every turn, before arming: a peer that keeps changing
         // the event word (hostile, or just busy) makes `arm` fail over and over, and must
         // not keep us past the deadline.
-        let mut timeout = match deadline {
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    return None;
-                }
-                Some(d - now)
-            }
-            None => None,
-        };
+        let mut timeout = deadline.remaining();
+        if timeout.is_some_and(|t| t.is_zero()) {
+            return None;
+        }
         let Some(armed) = event.arm(seen) else { continue };
         if let Some(r) = recheck() {
             timeout = Some(timeout.map_or(r, |t| t.min(r)));
@@ -143,12 +175,50 @@ mod tests {
             for policy in [WaitPolicy::BLOCK, WaitPolicy::ADAPTIVE] {
                 let timeout = Duration::from_millis(50);
                 let start = Instant::now();
-                let r: Option<()> = block_on(&event, policy, deadline_after(Some(timeout)), None, || None);
+                let r: Option<()> = block_on(&event, policy, Deadline::after(timeout), None, || None);
                 let took = start.elapsed();
                 assert!(r.is_none());
                 assert!(took < timeout + Duration::from_secs(2), "returned after {took:?} for a {timeout:?} timeout");
             }
             stop.store(true, Ordering::Relaxed);
         });
+    }
+
+    #[test]
+    fn a_timeout_past_the_clock_s_range_is_never_and_does_not_panic() {
+        assert_eq!(Deadline::after(Duration::MAX), Deadline::NEVER);
+        assert_eq!(Deadline::from_timeout(Some(Duration::MAX)), Deadline::NEVER);
+        let d = Deadline::after(Duration::MAX);
+        assert!(!d.passed());
+        assert_eq!(d.remaining(), None);
+    }
+
+    #[test]
+    fn never_never_passes() {
+        assert_eq!(Deadline::from_timeout(None), Deadline::NEVER);
+        assert!(!Deadline::NEVER.passed());
+        assert_eq!(Deadline::NEVER.remaining(), None);
+    }
+
+    #[test]
+    fn a_zero_timeout_has_passed_at_once() {
+        let d = Deadline::after(Duration::ZERO);
+        assert!(d.passed());
+        assert_eq!(d.remaining(), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_finite_timeout_counts_down_and_passes() {
+        let timeout = Duration::from_millis(30);
+        let d = Deadline::from_timeout(Some(timeout));
+        assert_ne!(d, Deadline::NEVER);
+        let left = d.remaining().expect("a finite deadline has a remaining time");
+        assert!(left <= timeout);
+        std::thread::sleep(timeout + Duration::from_millis(5));
+        assert!(d.passed());
+        assert_eq!(d.remaining(), Some(Duration::ZERO));
+        let start = Instant::now();
+        assert!(d.passed_at(start));
+        assert!(!Deadline::after(Duration::from_secs(3600)).passed_at(start));
     }
 }

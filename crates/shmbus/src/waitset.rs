@@ -32,12 +32,12 @@
 //! ```
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::event::EventWord;
 use crate::sys::futex::WAITV_MAX;
 use crate::sys::{futex_waitv, monotonic_ns, waitv_supported, WaitvEntry};
-use crate::wait::{deadline_after, WaitPolicy};
+use crate::wait::{Deadline, WaitPolicy};
 
 /// The most channels one [`WaitSet::wait`] call accepts.
 pub const MAX_WAIT_CHANNELS: usize = WAITV_MAX;
@@ -126,7 +126,7 @@ impl WaitSet {
         if channels.len() > MAX_WAIT_CHANNELS {
             return Err(WaitError::TooMany { given: channels.len() });
         }
-        let deadline = deadline_after(timeout);
+        let deadline = Deadline::from_timeout(timeout);
         // Spin phase.
         let policy = self.policy;
         let mut any = || {
@@ -140,7 +140,7 @@ impl WaitSet {
         'outer: loop {
             // Checked on every turn: a channel whose event word keeps changing (a busy or
             // hostile peer) makes arming fail over and over, and must not keep us past it.
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.passed() {
                 self.scan(channels);
                 return if self.ready.is_empty() { Err(WaitError::Timeout) } else { Ok(&self.ready) };
             }
@@ -158,12 +158,10 @@ impl WaitSet {
                 let Some(armed) = ev.arm(seen) else { continue 'outer };
                 self.entries.push(WaitvEntry::new(ev.word(), armed));
             }
-            let now = Instant::now();
-            let mut remaining = match deadline {
-                Some(d) if now >= d => return Err(WaitError::Timeout),
-                Some(d) => Some(d - now),
-                None => None,
-            };
+            let mut remaining = deadline.remaining();
+            if remaining.is_some_and(|r| r.is_zero()) {
+                return Err(WaitError::Timeout);
+            }
             if let Some(r) = recheck {
                 remaining = Some(remaining.map_or(r, |t| t.min(r)));
             }

@@ -244,7 +244,7 @@ impl Tailer {
     /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
     /// the timeout passes. Returns within the timeout whatever the journal's files hold.
     pub fn next_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<Entry<'_>>, ReadError> {
-        let deadline = crate::wait::deadline_after(timeout);
+        let deadline = crate::wait::Deadline::from_timeout(timeout);
         let mut idle = 0u32;
         loop {
             match self.step(false) {
@@ -259,8 +259,8 @@ impl Tailer {
             }
             // `block_on` returns at once while the tailer has work: the deadline is checked
             // here too, so no state of the files can keep this loop past it.
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
+            let remaining = deadline.remaining();
+            if remaining.is_some_and(|r| r.is_zero()) {
                 return Ok(None);
             }
             if self.more {
@@ -272,7 +272,7 @@ impl Tailer {
                 // that only time or another process changes (already reported). Poll gently
                 // instead of spinning.
                 let nap = Duration::from_millis(2);
-                std::thread::sleep(deadline.map_or(nap, |d| nap.min(d.saturating_duration_since(now))));
+                std::thread::sleep(remaining.map_or(nap, |r| nap.min(r)));
                 continue;
             }
             let this = &*self;

@@ -11,7 +11,7 @@ use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::segment::{CreateOptions, Segment};
 use crate::sys::{monotonic_ns, process_is_alive, ProcessId};
-use crate::wait::{block_on, deadline_after, WaitPolicy};
+use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// How long a worker waits for a live dispatcher to finish writing a job (a copy of at most
@@ -232,13 +232,13 @@ impl Worker {
     /// the dispatcher can only give it work now. A job still in the mailbox is delivered
     /// even if the dispatcher has gone since.
     pub fn recv(&mut self) -> Result<Job<'_>, RecvError> {
-        self.recv_deadline(None)
+        self.recv_deadline(Deadline::NEVER)
     }
 
     /// [`recv`](Self::recv) with a timeout; on [`RecvError::Timeout`] the worker is no
     /// longer idle (a job that raced the timeout is returned instead).
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Job<'_>, RecvError> {
-        self.recv_deadline(deadline_after(Some(timeout)).or(Some(far_future())))
+        self.recv_deadline(Deadline::after(timeout))
     }
 
     /// Whether the pool's file was truncated under this process (see
@@ -248,7 +248,7 @@ impl Worker {
         self.seg.was_truncated()
     }
 
-    fn recv_deadline(&mut self, deadline: Option<Instant>) -> Result<Job<'_>, RecvError> {
+    fn recv_deadline(&mut self, deadline: Deadline) -> Result<Job<'_>, RecvError> {
         let slot = self.slot;
         if let Idle::Corrupt(s) = self.pool().make_idle(slot) {
             if self.truncated() {
@@ -378,10 +378,6 @@ impl Worker {
     pub fn done(&mut self) {
         let _ = self.pool().make_idle(self.slot);
     }
-}
-
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86400 * 365)
 }
 
 impl Waitable for Worker {

@@ -17,7 +17,7 @@ use crate::event::EventWord;
 use crate::participants::PARTICIPANTS;
 use crate::segment::{CreateOptions, Segment};
 use crate::sys::{process_is_alive, ProcessId};
-use crate::wait::{block_on_with, WaitPolicy};
+use crate::wait::{block_on_with, Deadline, WaitPolicy};
 
 /// How long a claim may stand in a waiter's way before the waiter checks whether its owner
 /// is still alive, and how often it re-checks after that. A blocked endpoint gets past a
@@ -156,7 +156,7 @@ impl Endpoint {
     pub(super) fn block<T>(
         &self,
         event: &EventWord,
-        deadline: Option<Instant>,
+        deadline: Deadline,
         mut attempt: impl FnMut(&Self) -> Option<T>,
     ) -> Option<T> {
         block_on_with(event, self.policy, deadline, || self.recheck(), || attempt(self))

@@ -1,7 +1,7 @@
 //! The receiving end: [`Consumer`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[cfg(doc)] // for intra-doc links
 use super::channel::Queue;
@@ -9,7 +9,7 @@ use super::channel::{status_of, Endpoint, QueueStatus};
 use super::error::{RecvError, TryRecvError};
 use super::ring::Pop;
 use crate::sync::spin_hint;
-use crate::wait::{deadline_after, WaitPolicy};
+use crate::wait::{Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// How often `try_recv` re-reads a cell whose producer is mid-copy before reporting empty.
@@ -72,26 +72,26 @@ impl Consumer {
 
     /// Receives the next message, waiting as long as it takes.
     pub fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
-        self.recv_vec(None)
+        self.recv_vec(Deadline::NEVER)
     }
 
     /// Receives the next message, waiting at most `timeout`.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
-        self.recv_vec(deadline_after(Some(timeout)))
+        self.recv_vec(Deadline::after(timeout))
     }
 
     /// Receives the next message into `buf` (at least [`Consumer::max_element_size`] bytes),
     /// waiting as long as it takes; returns its length. Allocates nothing.
     pub fn recv_into(&mut self, buf: &mut [u8]) -> Result<usize, RecvError> {
-        self.recv_deadline(buf, None)
+        self.recv_deadline(buf, Deadline::NEVER)
     }
 
     /// Like [`Consumer::recv_into`], waiting at most `timeout`.
     pub fn recv_into_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, RecvError> {
-        self.recv_deadline(buf, deadline_after(Some(timeout)))
+        self.recv_deadline(buf, Deadline::after(timeout))
     }
 
-    fn recv_vec(&mut self, deadline: Option<Instant>) -> Result<Vec<u8>, RecvError> {
+    fn recv_vec(&mut self, deadline: Deadline) -> Result<Vec<u8>, RecvError> {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.resize(self.ep.shared.layout.max, 0);
         let r = self.recv_deadline(&mut buf, deadline).map(|n| buf[..n].to_vec());
@@ -99,7 +99,7 @@ impl Consumer {
         r
     }
 
-    fn recv_deadline(&mut self, buf: &mut [u8], deadline: Option<Instant>) -> Result<usize, RecvError> {
+    fn recv_deadline(&mut self, buf: &mut [u8], deadline: Deadline) -> Result<usize, RecvError> {
         let max = self.ep.shared.layout.max;
         if buf.len() < max {
             return Err(RecvError::BufferTooSmall { len: buf.len(), needed: max });

@@ -1,14 +1,14 @@
 //! The sending end: [`Producer`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[cfg(doc)] // for intra-doc links
 use super::channel::Queue;
 use super::channel::{status_of, Endpoint, QueueStatus};
 use super::error::{SendError, TrySendError};
 use super::ring::Push;
-use crate::wait::{deadline_after, WaitPolicy};
+use crate::wait::{Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// The sending end. `Send`, not `Sync`: one thread at a time; make one per thread.
@@ -46,15 +46,15 @@ impl Producer {
 
     /// Sends `msg`, waiting as long as it takes for room.
     pub fn send<T: AsRef<[u8]>>(&mut self, msg: T) -> Result<(), SendError<T>> {
-        self.send_deadline(msg, None)
+        self.send_deadline(msg, Deadline::NEVER)
     }
 
     /// Sends `msg`, waiting at most `timeout` for room; hands it back on timeout.
     pub fn send_timeout<T: AsRef<[u8]>>(&mut self, msg: T, timeout: Duration) -> Result<(), SendError<T>> {
-        self.send_deadline(msg, deadline_after(Some(timeout)))
+        self.send_deadline(msg, Deadline::after(timeout))
     }
 
-    fn send_deadline<T: AsRef<[u8]>>(&mut self, msg: T, deadline: Option<Instant>) -> Result<(), SendError<T>> {
+    fn send_deadline<T: AsRef<[u8]>>(&mut self, msg: T, deadline: Deadline) -> Result<(), SendError<T>> {
         let bytes = msg.as_ref();
         let max = self.ep.shared.layout.max;
         if bytes.len() > max {

@@ -12,7 +12,7 @@ use crate::error::OpenError;
 use crate::participants::{EntryState, ParticipantTable};
 use crate::segment::{CreateOptions, Segment, KIND_OFFSET};
 use crate::sys::{coarse_monotonic_ns, process_is_alive, Mapping, ProcessId};
-use crate::wait::{block_on, deadline_after, WaitPolicy};
+use crate::wait::{block_on, Deadline, WaitPolicy};
 
 #[cfg(doc)]
 use super::error::ReadError;
@@ -215,12 +215,8 @@ pub(super) fn wait_for_peer(
     event: &crate::event::EventWord,
     timeout: Option<Duration>,
 ) -> bool {
-    let deadline = timeout.map(|t| deadline_after(Some(t)).unwrap_or_else(far_future));
+    let deadline = Deadline::from_timeout(timeout);
     block_on(event, WaitPolicy::BLOCK, deadline, Some(LIVENESS_INTERVAL), || peer.alive(shared).then_some(())).is_some()
-}
-
-pub(super) fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 86_400)
 }
 
 // ---------------------------------------------------------------------------------------

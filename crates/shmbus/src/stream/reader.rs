@@ -3,11 +3,10 @@
 use std::fmt;
 use std::ops::Deref;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::channel::{
-    far_future, status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_READER,
-    WRITER_SLOT,
+    status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_READER, WRITER_SLOT,
 };
 use super::error::{ReadError, TryReadError};
 use super::layout::StreamConfig;
@@ -15,7 +14,7 @@ use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
 use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::segment::CreateOptions;
-use crate::wait::{block_on, deadline_after, WaitPolicy};
+use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// The reading end of a stream (one at a time per stream, across all processes).
@@ -183,15 +182,15 @@ impl StreamReader {
 
     /// The next record, waiting as long as it takes (or until the writer is gone).
     pub fn read(&mut self) -> Result<Record<'_>, ReadError> {
-        self.read_until(None)
+        self.read_until(Deadline::NEVER)
     }
 
     /// The next record, waiting at most `timeout`.
     pub fn read_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, ReadError> {
-        self.read_until(Some(deadline_after(Some(timeout)).unwrap_or_else(far_future)))
+        self.read_until(Deadline::after(timeout))
     }
 
-    fn read_until(&mut self, deadline: Option<Instant>) -> Result<Record<'_>, ReadError> {
+    fn read_until(&mut self, deadline: Deadline) -> Result<Record<'_>, ReadError> {
         let StreamReader { shared, core, writer, policy, reported } = self;
         let ctrl = shared.ctrl();
         let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {

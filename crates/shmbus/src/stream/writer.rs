@@ -3,11 +3,10 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::channel::{
-    far_future, status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_WRITER,
-    WRITER_SLOT,
+    status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_WRITER, WRITER_SLOT,
 };
 use super::error::{ReserveError, TryReserveError};
 use super::layout::StreamConfig;
@@ -15,7 +14,7 @@ use super::protocol::{encode_header, record_size, ClaimError, Corruption, Writer
 use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::segment::CreateOptions;
-use crate::wait::{block_on, deadline_after, WaitPolicy};
+use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// The writing end of a stream (one at a time per stream, across all processes).
@@ -143,15 +142,15 @@ impl StreamWriter {
 
     /// Reserves `len` contiguous bytes, waiting for space as long as it takes.
     pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, ReserveError> {
-        self.reserve_until(len, None)
+        self.reserve_until(len, Deadline::NEVER)
     }
 
     /// Reserves `len` contiguous bytes, waiting for space at most `timeout`.
     pub fn reserve_timeout(&mut self, len: usize, timeout: Duration) -> Result<WriteGrant<'_>, ReserveError> {
-        self.reserve_until(len, Some(deadline_after(Some(timeout)).unwrap_or_else(far_future)))
+        self.reserve_until(len, Deadline::after(timeout))
     }
 
-    fn reserve_until(&mut self, len: usize, deadline: Option<Instant>) -> Result<WriteGrant<'_>, ReserveError> {
+    fn reserve_until(&mut self, len: usize, deadline: Deadline) -> Result<WriteGrant<'_>, ReserveError> {
         let Some(size) = self.size_for(len) else {
             return Err(ReserveError::TooLarge { len, max: self.max_record_len() });
         };

@@ -9,7 +9,7 @@ use super::channel::Inner;
 use super::error::{Corrupt, ReadError, RecvError, TryRecvError};
 use super::protocol::{Lookup, PIN_RECORDS};
 use crate::sys::process_is_alive;
-use crate::wait::{block_on_with, deadline_after, WaitPolicy};
+use crate::wait::{block_on_with, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// How long a subscriber waits on a claimed-but-uncommitted sequence number before it asks
@@ -343,7 +343,7 @@ impl Subscriber {
         {
             return r.map_err(RecvError::from);
         }
-        let deadline = deadline_after(timeout);
+        let deadline = Deadline::from_timeout(timeout);
         let sh = self.inner.shared();
         let recheck = || {
             // About to sleep: the first attempt after waking looks everywhere.
