@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod hostile;
+pub mod restart;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

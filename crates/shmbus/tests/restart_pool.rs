@@ -1,27 +1,20 @@
-//! SIGKILL, then restart, for every role of the queue and the pool: the first participant
-//! started after the crash waits or works; none fails on what the dead one left.
+//! SIGKILL, then restart, for every role of the pool: the first participant started after
+//! the crash waits or works; none fails on what the dead one left.
 //!
 //! The victims are this test binary run again (`child_entry`), killed with SIGKILL.
 #![cfg(not(loom))]
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{child_command, child_role, eventually, sigkill, Scratch};
+use common::restart::{domain_at, kill, spawn};
+use common::{child_role, eventually, Scratch};
 use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError as PoolRecvError, TryDispatchError, Worker};
-use shmbus::queue::{Queue, QueueConfig, RecvError};
-use shmbus::{CreateOptions, Domain};
 
 const POOL: PoolConfig = PoolConfig { max_workers: 1, max_job_size: 64 };
-const QUEUE: QueueConfig = QueueConfig { capacity: 4, max_element_size: 64 };
-
-fn domain_at(root: &Path) -> Domain {
-    Domain::with_root("r", root).unwrap()
-}
 
 #[test]
 fn child_entry() {
@@ -52,35 +45,8 @@ fn child_entry() {
             let _job = w.recv_timeout(Duration::from_secs(60)).unwrap();
             std::thread::sleep(Duration::from_secs(60));
         }
-        // Sends until killed (the queue fills up, then it blocks in send).
-        "producer" => {
-            let mut tx = Queue::open(&d, "q").unwrap().producer().unwrap();
-            for i in 0u64.. {
-                tx.send(i.to_le_bytes()).unwrap();
-            }
-        }
-        // Receives until killed, slowly.
-        "consumer" => {
-            let mut rx = Queue::open(&d, "q").unwrap().consumer().unwrap();
-            loop {
-                let _ = rx.recv_timeout(Duration::from_secs(60));
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
         other => panic!("unknown child role {other}"),
     }
-}
-
-fn spawn(role: &str, root: &Path) -> Child {
-    child_command("child_entry", role, &[("SHMBUS_ROOT", root.display().to_string())])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-fn kill(mut child: Child) {
-    sigkill(&mut child);
-    child.wait().unwrap();
 }
 
 /// Dispatches `job` as soon as a worker is idle (within 10 s).
@@ -230,68 +196,4 @@ fn pool_whole_system_killed_then_worker_first_then_dispatcher() {
     assert_eq!(restarted.join().unwrap().unwrap(), b"after the restart");
     let lost: Vec<u64> = disp.reap().iter().map(|l| l.job_id).collect();
     assert_eq!(lost, [1]);
-}
-
-#[test]
-fn queue_producer_killed_then_a_new_producer_and_consumer_work() {
-    if child_role().is_some() {
-        return;
-    }
-    let s = Scratch::new("restart-producer");
-    let d = domain_at(s.path());
-    let q = Queue::create(&d, "q", QUEUE, &CreateOptions::default()).unwrap();
-    let victim = spawn("producer", s.path());
-    eventually("the queue is full", 20, || q.status().depth == QUEUE.capacity);
-    kill(victim);
-    // The first producer and consumer after the crash: every message the dead one sent, in
-    // order, then the new one's.
-    let mut tx = Queue::open(&d, "q").unwrap().producer().unwrap();
-    let mut rx = Queue::open(&d, "q").unwrap().consumer().unwrap();
-    for i in 0..QUEUE.capacity {
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), i.to_le_bytes());
-    }
-    tx.send_timeout(b"new", Duration::from_secs(5)).unwrap();
-    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), b"new");
-    assert_eq!(rx.recv_timeout(Duration::from_millis(20)), Err(RecvError::Timeout));
-}
-
-#[test]
-fn queue_consumer_killed_then_a_new_consumer_gets_the_rest() {
-    if child_role().is_some() {
-        return;
-    }
-    let s = Scratch::new("restart-consumer");
-    let d = domain_at(s.path());
-    let q = Queue::create(&d, "q", QUEUE, &CreateOptions::default()).unwrap();
-    let mut tx = q.producer().unwrap();
-    let victim = spawn("consumer", s.path());
-    eventually("the consumer is there", 20, || q.status().consumers == 1);
-    let mut sent = 0u64;
-    while sent < 50 {
-        tx.send_timeout(sent.to_le_bytes(), Duration::from_secs(10)).unwrap();
-        sent += 1;
-    }
-    kill(victim);
-    // The first consumer after the crash gets everything still queued and everything sent
-    // after it; a producer blocked behind a claim the dead one held gets past it.
-    let q2 = q.clone();
-    let consumer = std::thread::spawn(move || {
-        let mut rx = q2.consumer().unwrap();
-        let mut got = Vec::new();
-        while let Ok(m) = rx.recv_timeout(Duration::from_millis(500)) {
-            got.push(u64::from_le_bytes(m.try_into().unwrap()));
-        }
-        got
-    });
-    let t0 = Instant::now();
-    for i in 0..3 * QUEUE.capacity {
-        tx.send_timeout((1000 + i).to_le_bytes(), Duration::from_secs(10)).unwrap();
-    }
-    assert!(t0.elapsed() < Duration::from_secs(10));
-    let got = consumer.join().unwrap();
-    let tail: Vec<u64> = (1000..1000 + 3 * QUEUE.capacity).collect();
-    assert!(got.ends_with(&tail), "the new consumer got {got:?}");
-    assert!(got.windows(2).all(|w| w[0] < w[1]), "out of order: {got:?}");
-    let st = q.status();
-    assert!(st.lost <= 1, "{st:?}");
 }

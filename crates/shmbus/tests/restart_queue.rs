@@ -1,0 +1,107 @@
+//! SIGKILL, then restart, for every role of the queue: the first participant started after
+//! the crash waits or works; none fails on what the dead one left.
+//!
+//! The victims are this test binary run again (`child_entry`), killed with SIGKILL.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::restart::{domain_at, kill, spawn};
+use common::{child_role, eventually, Scratch};
+use shmbus::queue::{Queue, QueueConfig, RecvError};
+use shmbus::CreateOptions;
+
+const QUEUE: QueueConfig = QueueConfig { capacity: 4, max_element_size: 64 };
+
+#[test]
+fn child_entry() {
+    let Some(role) = child_role() else {
+        return;
+    };
+    let d = domain_at(&PathBuf::from(std::env::var("SHMBUS_ROOT").unwrap()));
+    match role.as_str() {
+        // Sends until killed (the queue fills up, then it blocks in send).
+        "producer" => {
+            let mut tx = Queue::open(&d, "q").unwrap().producer().unwrap();
+            for i in 0u64.. {
+                tx.send(i.to_le_bytes()).unwrap();
+            }
+        }
+        // Receives until killed, slowly.
+        "consumer" => {
+            let mut rx = Queue::open(&d, "q").unwrap().consumer().unwrap();
+            loop {
+                let _ = rx.recv_timeout(Duration::from_secs(60));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+#[test]
+fn queue_producer_killed_then_a_new_producer_and_consumer_work() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-producer");
+    let d = domain_at(s.path());
+    let q = Queue::create(&d, "q", QUEUE, &CreateOptions::default()).unwrap();
+    let victim = spawn("producer", s.path());
+    eventually("the queue is full", 20, || q.status().depth == QUEUE.capacity);
+    kill(victim);
+    // The first producer and consumer after the crash: every message the dead one sent, in
+    // order, then the new one's.
+    let mut tx = Queue::open(&d, "q").unwrap().producer().unwrap();
+    let mut rx = Queue::open(&d, "q").unwrap().consumer().unwrap();
+    for i in 0..QUEUE.capacity {
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), i.to_le_bytes());
+    }
+    tx.send_timeout(b"new", Duration::from_secs(5)).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), b"new");
+    assert_eq!(rx.recv_timeout(Duration::from_millis(20)), Err(RecvError::Timeout));
+}
+
+#[test]
+fn queue_consumer_killed_then_a_new_consumer_gets_the_rest() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-consumer");
+    let d = domain_at(s.path());
+    let q = Queue::create(&d, "q", QUEUE, &CreateOptions::default()).unwrap();
+    let mut tx = q.producer().unwrap();
+    let victim = spawn("consumer", s.path());
+    eventually("the consumer is there", 20, || q.status().consumers == 1);
+    let mut sent = 0u64;
+    while sent < 50 {
+        tx.send_timeout(sent.to_le_bytes(), Duration::from_secs(10)).unwrap();
+        sent += 1;
+    }
+    kill(victim);
+    // The first consumer after the crash gets everything still queued and everything sent
+    // after it; a producer blocked behind a claim the dead one held gets past it.
+    let q2 = q.clone();
+    let consumer = std::thread::spawn(move || {
+        let mut rx = q2.consumer().unwrap();
+        let mut got = Vec::new();
+        while let Ok(m) = rx.recv_timeout(Duration::from_millis(500)) {
+            got.push(u64::from_le_bytes(m.try_into().unwrap()));
+        }
+        got
+    });
+    let t0 = Instant::now();
+    for i in 0..3 * QUEUE.capacity {
+        tx.send_timeout((1000 + i).to_le_bytes(), Duration::from_secs(10)).unwrap();
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let got = consumer.join().unwrap();
+    let tail: Vec<u64> = (1000..1000 + 3 * QUEUE.capacity).collect();
+    assert!(got.ends_with(&tail), "the new consumer got {got:?}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "out of order: {got:?}");
+    let st = q.status();
+    assert!(st.lost <= 1, "{st:?}");
+}
