@@ -27,13 +27,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{child_command, child_role, env_str, wait_with_deadline, Scratch};
-use shmbus::journal::{Journal, JournalOptions, RollCycle};
-use shmbus::pool::{Dispatcher, PoolConfig, Worker};
-use shmbus::queue::{Queue, QueueConfig};
-use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
 use shmbus::sys::sigbus;
-use shmbus::topic::{Topic, TopicConfig};
-use shmbus::{CreateOptions, Domain, WaitError, WaitSet, Waitable};
+use shmbus::{Domain, WaitError, WaitSet, Waitable};
 
 /// The timeout of each receive in a child.
 const RECV_TIMEOUT: Duration = Duration::from_millis(20);
@@ -45,16 +40,6 @@ const WATCHDOG_SECS: u64 = 20;
 const CALL_SLACK: Duration = Duration::from_secs(3);
 const NAME: &str = "ch";
 
-fn journal_opts() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 1 << 20,
-        chunk_bytes: 64 << 10,
-        max_entry: 4096,
-        roll: RollCycle::Never,
-        ..Default::default()
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Children
 
@@ -65,7 +50,7 @@ fn child_entry() {
     };
     match role.as_str() {
         "topic" | "queue" | "stream" | "pool" | "journal" => reader_child(&role),
-        "journal-appender" => appender_child(),
+        "journal-appender" => journal::appender_child(),
         "chain-siginfo" => chain_siginfo_child(),
         "chain-plain" => chain_plain_child(),
         "chain-default" => chain_default_child(),
@@ -107,143 +92,20 @@ fn reader_child(kind: &str) {
         Err(WaitError::Timeout) => false,
         Err(e) => panic!("waitset: {e}"),
     };
-    // Each kind's receive loop, as a closure over its endpoint.
+    // Each kind's receive loop, as a closure over its endpoint (in the kind's module).
     match kind {
-        "topic" => {
-            use shmbus::topic::{RecvError, TryRecvError};
-            let sub = Topic::subscribe(&d, NAME).unwrap();
-            receive_loop(&stop, || {
-                if waitset {
-                    if !ready(&sub) {
-                        return Got::Timeout;
-                    }
-                    return match sub.try_recv() {
-                        Ok(_) => Got::Msg,
-                        Err(TryRecvError::Empty) => Got::Timeout,
-                        Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
-                        Err(e) => Got::Error(e.to_string()),
-                    };
-                }
-                match sub.recv_timeout(RECV_TIMEOUT) {
-                    Ok(_) => Got::Msg,
-                    Err(RecvError::Timeout) => Got::Timeout,
-                    Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
-                    Err(e) => Got::Error(e.to_string()),
-                }
-            })
-        }
-        "queue" => {
-            use shmbus::queue::{RecvError, TryRecvError};
-            let q = Queue::open(&d, NAME).unwrap();
-            let mut c = q.consumer().unwrap();
-            receive_loop(&stop, || {
-                if waitset {
-                    if !ready(&c) {
-                        return Got::Timeout;
-                    }
-                    return match c.try_recv() {
-                        Ok(_) => Got::Msg,
-                        Err(TryRecvError::Empty) => Got::Timeout,
-                        Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
-                        Err(e) => Got::Error(e.to_string()),
-                    };
-                }
-                match c.recv_timeout(RECV_TIMEOUT) {
-                    Ok(_) => Got::Msg,
-                    Err(RecvError::Timeout) => Got::Timeout,
-                    Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
-                    Err(e) => Got::Error(e.to_string()),
-                }
-            })
-        }
-        "stream" => {
-            use shmbus::stream::{ReadError, TryReadError};
-            let mut r = StreamReader::open(&d, NAME).unwrap();
-            receive_loop(&stop, || {
-                if waitset {
-                    if !ready(&r) {
-                        return Got::Timeout;
-                    }
-                    return match r.try_read() {
-                        Ok(rec) => {
-                            rec.consume();
-                            Got::Msg
-                        }
-                        Err(TryReadError::Empty) => Got::Timeout,
-                        Err(e @ TryReadError::Truncated) => Got::Truncated(e.to_string()),
-                        Err(e) => Got::Error(e.to_string()),
-                    };
-                }
-                match r.read_timeout(RECV_TIMEOUT) {
-                    Ok(rec) => {
-                        rec.consume();
-                        Got::Msg
-                    }
-                    Err(ReadError::Timeout) => Got::Timeout,
-                    Err(e @ ReadError::Truncated) => Got::Truncated(e.to_string()),
-                    Err(e) => Got::Error(e.to_string()),
-                }
-            })
-        }
-        "pool" => {
-            use shmbus::pool::{RecvError, TryRecvError};
-            let mut w = Worker::join(&d, NAME).unwrap();
-            receive_loop(&stop, || {
-                if waitset {
-                    // Only an idle worker gets jobs: declare it before waiting.
-                    w.done();
-                    if !ready(&w) {
-                        return Got::Timeout;
-                    }
-                    return match w.try_recv() {
-                        Ok(_) => Got::Msg,
-                        Err(TryRecvError::Empty) => Got::Timeout,
-                        Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
-                        Err(e) => Got::Error(e.to_string()),
-                    };
-                }
-                let got = match w.recv_timeout(RECV_TIMEOUT) {
-                    Ok(_) => Got::Msg,
-                    Err(RecvError::Timeout) => Got::Timeout,
-                    Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
-                    Err(e) => Got::Error(e.to_string()),
-                };
-                if matches!(got, Got::Msg) {
-                    w.done();
-                }
-                got
-            })
-        }
-        "journal" => {
-            let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
-            let mut t = j.tailer().unwrap();
-            let named = std::env::var_os("T_NAMED").is_some();
-            let mut r = named.then(|| j.reader("r").unwrap());
-            receive_loop(&stop, || {
-                use shmbus::journal::ReadError;
-                let t = r.as_mut().unwrap_or(&mut t);
-                if waitset {
-                    if !ready(&*t) {
-                        return Got::Timeout;
-                    }
-                    return match t.try_next() {
-                        Ok(Some(_)) => Got::Msg,
-                        Ok(None) => Got::Timeout,
-                        Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
-                        Err(e) => Got::Error(e.to_string()),
-                    };
-                }
-                match t.next_timeout(Some(RECV_TIMEOUT)) {
-                    Ok(Some(_)) => Got::Msg,
-                    Ok(None) => Got::Timeout,
-                    Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
-                    Err(e) => Got::Error(e.to_string()),
-                }
-            })
-        }
+        "topic" => topic::reader(&d, &stop, waitset, &mut ready),
+        "queue" => queue::reader(&d, &stop, waitset, &mut ready),
+        "stream" => stream::reader(&d, &stop, waitset, &mut ready),
+        "pool" => pool::reader(&d, &stop, waitset, &mut ready),
+        "journal" => journal::reader(&root, &stop, waitset, &mut ready),
         _ => unreachable!(),
     }
 }
+
+/// A WaitSet wait for one endpoint, as [`reader_child`] gives it to each kind's reader:
+/// `false` on a timeout.
+type Ready<'a> = &'a mut dyn FnMut(&dyn Waitable) -> bool;
 
 /// Receives until the stop file appears or the child's deadline passes, then prints
 /// `done msgs=… timeouts=… errors=… truncated=… faults=… slow=… first_error=…`; the first
@@ -429,40 +291,10 @@ fn kind_case(kind: &str, cut: Cut, env: &[(&str, String)]) -> Outcome {
     let s = Scratch::new(&format!("trunc-{kind}"));
     let d = s.domain("t");
     match kind {
-        "topic" => {
-            let t = Topic::create_or_open(&d, NAME, &TopicConfig::new(256, 64)).unwrap();
-            let mut p = t.publisher().unwrap();
-            let file = d.channel_path(NAME).unwrap();
-            run_reader_case(&s, kind, &file, cut, env, |i| {
-                let _ = p.publish(format!("message {i}").as_bytes());
-            })
-        }
-        "queue" => {
-            let q =
-                Queue::create(&d, NAME, QueueConfig { capacity: 64, max_element_size: 256 }, &CreateOptions::default())
-                    .unwrap();
-            let mut p = q.producer().unwrap();
-            let file = d.channel_path(NAME).unwrap();
-            run_reader_case(&s, kind, &file, cut, env, |i| {
-                let _ = p.try_send(format!("message {i}"));
-            })
-        }
-        "stream" => {
-            let mut w = StreamWriter::create(&d, NAME, &StreamConfig::new(64 << 10)).unwrap();
-            let file = d.channel_path(NAME).unwrap();
-            run_reader_case(&s, kind, &file, cut, env, |i| {
-                // Records big enough that 80 of them wrap the ring, crossing the cut.
-                let _ = w.try_write(&[i as u8; 1500]);
-            })
-        }
-        "pool" => {
-            let mut disp = Dispatcher::create(&d, NAME, PoolConfig { max_workers: 4, max_job_size: 256 }).unwrap();
-            let file = d.channel_path(NAME).unwrap();
-            run_reader_case(&s, kind, &file, cut, env, |i| {
-                let _ = disp.try_dispatch(format!("job {i}").into_bytes());
-                let _ = disp.reap();
-            })
-        }
+        "topic" => topic::case(&s, &d, cut, env),
+        "queue" => queue::case(&s, &d, cut, env),
+        "stream" => stream::case(&s, &d, cut, env),
+        "pool" => pool::case(&s, &d, cut, env),
         other => unreachable!("{other}"),
     }
 }
@@ -480,26 +312,6 @@ fn survives_both_cuts(kind: &str) {
     }
 }
 
-#[test]
-fn topic_subscriber_survives_truncation() {
-    survives_both_cuts("topic");
-}
-
-#[test]
-fn queue_consumer_survives_truncation() {
-    survives_both_cuts("queue");
-}
-
-#[test]
-fn stream_reader_survives_truncation() {
-    survives_both_cuts("stream");
-}
-
-#[test]
-fn pool_worker_survives_truncation() {
-    survives_both_cuts("pool");
-}
-
 /// A reader asleep in a WaitSet is woken (its endpoint reports ready) once its file was
 /// truncated, and the non-blocking receive then gives the typed error.
 #[test]
@@ -512,146 +324,403 @@ fn a_truncated_endpoint_is_ready_in_a_waitset() {
     }
 }
 
-/// The journal's files, newest cycle's data and index, and its meta file.
-fn journal_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let mut data: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sbjd"))
-        .collect();
-    data.sort();
-    let data = data.pop().expect("the journal has a data file");
-    let index = data.with_extension("sbji");
-    assert!(index.exists(), "no index file next to {}", data.display());
-    (data, index, dir.join("journal.meta"))
-}
+// ---------------------------------------------------------------------------------------
+// Topic
 
-/// The journal's typed `Truncated` error, with what it must say.
-fn assert_journal_truncation(what: &str, o: &Outcome) {
-    let done = o.done_line().unwrap_or_default();
-    assert!(o.field("truncated").unwrap_or(0) > 0, "{what}: never got the typed Truncated error: {done}");
-    let msg = o
-        .lines
-        .iter()
-        .find_map(|l| l.find(TRUNCATED_MARKER).map(|i| &l[i + TRUNCATED_MARKER.len()..]))
-        .unwrap_or_else(|| panic!("{what}: no `{TRUNCATED_MARKER}` line; output: {:?}", o.lines));
-    for part in
-        ["truncated by another process", "zeros", "lost", "before the cut are on disk", "open the journal again"]
-    {
-        assert!(msg.contains(part), "{what}: the Truncated message does not say {part:?}: {msg}");
-    }
-}
+mod topic {
+    use super::*;
+    use shmbus::topic::{Topic, TopicConfig};
 
-/// A tailer (plain, named, or asleep in a WaitSet) whose current data file is cut to 0
-/// gets the typed error, within its timeout, and survives.
-#[test]
-fn journal_truncation_is_a_typed_read_error() {
-    for env in [vec![], vec![("T_NAMED", "1".to_owned())], vec![("T_WAITSET", "1".to_owned())]] {
-        let s = Scratch::new("trunc-journal-typed");
-        let dir = s.path().join("journal");
-        let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
-        let mut a = j.appender().unwrap();
-        a.append(b"first").unwrap();
-        let (data, _, _) = journal_files(&dir);
-        let o = run_reader_case(&s, "journal", &data, Cut::Zero, &env, |i| {
-            let _ = a.append(format!("entry {i}").as_bytes());
-        });
-        let what = format!("journal tailer {env:?}");
-        assert_survived(&what, Cut::Zero, &o);
-        assert_journal_truncation(&what, &o);
-    }
-}
+    const KIND: &str = "topic";
 
-/// An appender in its own process: appends until told the file was cut, then appends
-/// again and prints what each call gave.
-fn appender_child() {
-    let root = PathBuf::from(env_str("T_ROOT"));
-    let go = PathBuf::from(env_str("T_STOP"));
-    let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
-    let mut a = j.appender().unwrap();
-    for i in 0..10 {
-        a.append(format!("before {i}").as_bytes()).unwrap();
-    }
-    say("ready");
-    let start = Instant::now();
-    while !go.exists() {
-        assert!(start.elapsed() < CHILD_DEADLINE, "never told to go on");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    for k in 0..3 {
-        match a.append(format!("after {k}").as_bytes()) {
-            Ok(i) => say(&format!("append {k}: ok {i}")),
-            Err(e @ shmbus::journal::AppendError::Truncated { .. }) => {
-                say(&format!("append {k}: {TRUNCATED_MARKER}{e}"))
+    pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
+        use shmbus::topic::{RecvError, TryRecvError};
+        let sub = Topic::subscribe(d, NAME).unwrap();
+        receive_loop(stop, || {
+            if waitset {
+                if !ready(&sub) {
+                    return Got::Timeout;
+                }
+                return match sub.try_recv() {
+                    Ok(_) => Got::Msg,
+                    Err(TryRecvError::Empty) => Got::Timeout,
+                    Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                };
             }
-            Err(e) => say(&format!("append {k}: error {e}")),
-        }
+            match sub.recv_timeout(RECV_TIMEOUT) {
+                Ok(_) => Got::Msg,
+                Err(RecvError::Timeout) => Got::Timeout,
+                Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
+                Err(e) => Got::Error(e.to_string()),
+            }
+        })
     }
-    say(&format!("done faults={}", sigbus::contained_faults()));
+
+    pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
+        let t = Topic::create_or_open(d, NAME, &TopicConfig::new(256, 64)).unwrap();
+        let mut p = t.publisher().unwrap();
+        let file = d.channel_path(NAME).unwrap();
+        run_reader_case(s, KIND, &file, cut, env, |i| {
+            let _ = p.publish(format!("message {i}").as_bytes());
+        })
+    }
+
+    #[test]
+    fn topic_subscriber_survives_truncation() {
+        survives_both_cuts("topic");
+    }
 }
 
-/// An appender whose current data file is cut to 0 by another process gets the typed
-/// error on its next append (its entry landed in a private page: never reported as
-/// appended), on every append after, and survives.
-#[test]
-fn a_truncated_journal_appender_gets_the_typed_error() {
-    let s = Scratch::new("trunc-journal-appender");
-    let dir = s.path().join("journal");
-    drop(Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap());
-    let go = s.path().join("go");
-    let env = [("T_ROOT", s.path().display().to_string()), ("T_STOP", go.display().to_string())];
-    let mut child = child_command("child_entry", "journal-appender", &env).spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 {
-        let ready = line.trim_end().ends_with("ready");
-        lines.push(std::mem::take(&mut line));
-        if ready {
-            break;
+// ---------------------------------------------------------------------------------------
+// Queue
+
+mod queue {
+    use super::*;
+    use shmbus::queue::{Queue, QueueConfig};
+    use shmbus::CreateOptions;
+
+    const KIND: &str = "queue";
+
+    pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
+        use shmbus::queue::{RecvError, TryRecvError};
+        let q = Queue::open(d, NAME).unwrap();
+        let mut c = q.consumer().unwrap();
+        receive_loop(stop, || {
+            if waitset {
+                if !ready(&c) {
+                    return Got::Timeout;
+                }
+                return match c.try_recv() {
+                    Ok(_) => Got::Msg,
+                    Err(TryRecvError::Empty) => Got::Timeout,
+                    Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                };
+            }
+            match c.recv_timeout(RECV_TIMEOUT) {
+                Ok(_) => Got::Msg,
+                Err(RecvError::Timeout) => Got::Timeout,
+                Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
+                Err(e) => Got::Error(e.to_string()),
+            }
+        })
+    }
+
+    pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
+        let q = Queue::create(d, NAME, QueueConfig { capacity: 64, max_element_size: 256 }, &CreateOptions::default())
+            .unwrap();
+        let mut p = q.producer().unwrap();
+        let file = d.channel_path(NAME).unwrap();
+        run_reader_case(s, KIND, &file, cut, env, |i| {
+            let _ = p.try_send(format!("message {i}"));
+        })
+    }
+
+    #[test]
+    fn queue_consumer_survives_truncation() {
+        survives_both_cuts("queue");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Stream
+
+mod stream {
+    use super::*;
+    use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
+
+    const KIND: &str = "stream";
+
+    pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
+        use shmbus::stream::{ReadError, TryReadError};
+        let mut r = StreamReader::open(d, NAME).unwrap();
+        receive_loop(stop, || {
+            if waitset {
+                if !ready(&r) {
+                    return Got::Timeout;
+                }
+                return match r.try_read() {
+                    Ok(rec) => {
+                        rec.consume();
+                        Got::Msg
+                    }
+                    Err(TryReadError::Empty) => Got::Timeout,
+                    Err(e @ TryReadError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                };
+            }
+            match r.read_timeout(RECV_TIMEOUT) {
+                Ok(rec) => {
+                    rec.consume();
+                    Got::Msg
+                }
+                Err(ReadError::Timeout) => Got::Timeout,
+                Err(e @ ReadError::Truncated) => Got::Truncated(e.to_string()),
+                Err(e) => Got::Error(e.to_string()),
+            }
+        })
+    }
+
+    pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
+        let mut w = StreamWriter::create(d, NAME, &StreamConfig::new(64 << 10)).unwrap();
+        let file = d.channel_path(NAME).unwrap();
+        run_reader_case(s, KIND, &file, cut, env, |i| {
+            // Records big enough that 80 of them wrap the ring, crossing the cut.
+            let _ = w.try_write(&[i as u8; 1500]);
+        })
+    }
+
+    #[test]
+    fn stream_reader_survives_truncation() {
+        survives_both_cuts("stream");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pool
+
+mod pool {
+    use super::*;
+    use shmbus::pool::{Dispatcher, PoolConfig, Worker};
+
+    const KIND: &str = "pool";
+
+    pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
+        use shmbus::pool::{RecvError, TryRecvError};
+        let mut w = Worker::join(d, NAME).unwrap();
+        receive_loop(stop, || {
+            if waitset {
+                // Only an idle worker gets jobs: declare it before waiting.
+                w.done();
+                if !ready(&w) {
+                    return Got::Timeout;
+                }
+                return match w.try_recv() {
+                    Ok(_) => Got::Msg,
+                    Err(TryRecvError::Empty) => Got::Timeout,
+                    Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                };
+            }
+            let got = match w.recv_timeout(RECV_TIMEOUT) {
+                Ok(_) => Got::Msg,
+                Err(RecvError::Timeout) => Got::Timeout,
+                Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
+                Err(e) => Got::Error(e.to_string()),
+            };
+            if matches!(got, Got::Msg) {
+                w.done();
+            }
+            got
+        })
+    }
+
+    pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
+        let mut disp = Dispatcher::create(d, NAME, PoolConfig { max_workers: 4, max_job_size: 256 }).unwrap();
+        let file = d.channel_path(NAME).unwrap();
+        run_reader_case(s, KIND, &file, cut, env, |i| {
+            let _ = disp.try_dispatch(format!("job {i}").into_bytes());
+            let _ = disp.reap();
+        })
+    }
+
+    #[test]
+    fn pool_worker_survives_truncation() {
+        survives_both_cuts("pool");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Journal
+
+mod journal {
+    use super::*;
+    use shmbus::journal::{Journal, JournalOptions, RollCycle};
+
+    fn journal_opts() -> JournalOptions {
+        JournalOptions {
+            cycle_bytes: 1 << 20,
+            chunk_bytes: 64 << 10,
+            max_entry: 4096,
+            roll: RollCycle::Never,
+            ..Default::default()
         }
     }
-    let (data, _, _) = journal_files(&dir);
-    std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(0).unwrap();
-    std::fs::write(&go, b"").unwrap();
-    let status = wait_with_deadline(&mut child, WATCHDOG_SECS, "journal appender");
-    for l in out.lines() {
-        lines.push(l.unwrap());
+
+    pub(super) fn reader(root: &Path, stop: &Path, waitset: bool, ready: Ready) {
+        let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
+        let mut t = j.tailer().unwrap();
+        let named = std::env::var_os("T_NAMED").is_some();
+        let mut r = named.then(|| j.reader("r").unwrap());
+        receive_loop(stop, || {
+            use shmbus::journal::ReadError;
+            let t = r.as_mut().unwrap_or(&mut t);
+            if waitset {
+                if !ready(&*t) {
+                    return Got::Timeout;
+                }
+                return match t.try_next() {
+                    Ok(Some(_)) => Got::Msg,
+                    Ok(None) => Got::Timeout,
+                    Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
+                    Err(e) => Got::Error(e.to_string()),
+                };
+            }
+            match t.next_timeout(Some(RECV_TIMEOUT)) {
+                Ok(Some(_)) => Got::Msg,
+                Ok(None) => Got::Timeout,
+                Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
+                Err(e) => Got::Error(e.to_string()),
+            }
+        })
     }
-    assert!(status.success(), "the appender exited with {status:?} (135: SIGBUS); output: {lines:?}");
-    for k in 0..3 {
-        let l = lines
+
+    /// The journal's files, newest cycle's data and index, and its meta file.
+    fn journal_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let mut data: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "sbjd"))
+            .collect();
+        data.sort();
+        let data = data.pop().expect("the journal has a data file");
+        let index = data.with_extension("sbji");
+        assert!(index.exists(), "no index file next to {}", data.display());
+        (data, index, dir.join("journal.meta"))
+    }
+
+    /// The journal's typed `Truncated` error, with what it must say.
+    fn assert_journal_truncation(what: &str, o: &Outcome) {
+        let done = o.done_line().unwrap_or_default();
+        assert!(o.field("truncated").unwrap_or(0) > 0, "{what}: never got the typed Truncated error: {done}");
+        let msg = o
+            .lines
             .iter()
-            .find(|l| l.contains(&format!("append {k}: ")))
-            .unwrap_or_else(|| panic!("no result for append {k}: {lines:?}"));
-        assert!(l.contains(TRUNCATED_MARKER), "append {k} after the cut did not give the typed error: {l}");
+            .find_map(|l| l.find(TRUNCATED_MARKER).map(|i| &l[i + TRUNCATED_MARKER.len()..]))
+            .unwrap_or_else(|| panic!("{what}: no `{TRUNCATED_MARKER}` line; output: {:?}", o.lines));
+        for part in
+            ["truncated by another process", "zeros", "lost", "before the cut are on disk", "open the journal again"]
+        {
+            assert!(msg.contains(part), "{what}: the Truncated message does not say {part:?}: {msg}");
+        }
     }
-    let msg = lines[lines.iter().position(|l| l.contains("append 0: ")).unwrap()].clone();
-    for part in ["truncated by another process", "is lost", "before the cut are on disk", "open the journal again"] {
-        assert!(msg.contains(part), "the appender's Truncated message does not say {part:?}: {msg}");
+
+    /// A tailer (plain, named, or asleep in a WaitSet) whose current data file is cut to 0
+    /// gets the typed error, within its timeout, and survives.
+    #[test]
+    fn journal_truncation_is_a_typed_read_error() {
+        for env in [vec![], vec![("T_NAMED", "1".to_owned())], vec![("T_WAITSET", "1".to_owned())]] {
+            let s = Scratch::new("trunc-journal-typed");
+            let dir = s.path().join("journal");
+            let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
+            let mut a = j.appender().unwrap();
+            a.append(b"first").unwrap();
+            let (data, _, _) = journal_files(&dir);
+            let o = run_reader_case(&s, "journal", &data, Cut::Zero, &env, |i| {
+                let _ = a.append(format!("entry {i}").as_bytes());
+            });
+            let what = format!("journal tailer {env:?}");
+            assert_survived(&what, Cut::Zero, &o);
+            assert_journal_truncation(&what, &o);
+        }
+    }
+
+    /// An appender in its own process: appends until told the file was cut, then appends
+    /// again and prints what each call gave.
+    pub(super) fn appender_child() {
+        let root = PathBuf::from(env_str("T_ROOT"));
+        let go = PathBuf::from(env_str("T_STOP"));
+        let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
+        let mut a = j.appender().unwrap();
+        for i in 0..10 {
+            a.append(format!("before {i}").as_bytes()).unwrap();
+        }
+        say("ready");
+        let start = Instant::now();
+        while !go.exists() {
+            assert!(start.elapsed() < CHILD_DEADLINE, "never told to go on");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for k in 0..3 {
+            match a.append(format!("after {k}").as_bytes()) {
+                Ok(i) => say(&format!("append {k}: ok {i}")),
+                Err(e @ shmbus::journal::AppendError::Truncated { .. }) => {
+                    say(&format!("append {k}: {TRUNCATED_MARKER}{e}"))
+                }
+                Err(e) => say(&format!("append {k}: error {e}")),
+            }
+        }
+        say(&format!("done faults={}", sigbus::contained_faults()));
+    }
+
+    /// An appender whose current data file is cut to 0 by another process gets the typed
+    /// error on its next append (its entry landed in a private page: never reported as
+    /// appended), on every append after, and survives.
+    #[test]
+    fn a_truncated_journal_appender_gets_the_typed_error() {
+        let s = Scratch::new("trunc-journal-appender");
+        let dir = s.path().join("journal");
+        drop(Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap());
+        let go = s.path().join("go");
+        let env = [("T_ROOT", s.path().display().to_string()), ("T_STOP", go.display().to_string())];
+        let mut child = child_command("child_entry", "journal-appender", &env).spawn().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut lines = Vec::new();
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap() > 0 {
+            let ready = line.trim_end().ends_with("ready");
+            lines.push(std::mem::take(&mut line));
+            if ready {
+                break;
+            }
+        }
+        let (data, _, _) = journal_files(&dir);
+        std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(0).unwrap();
+        std::fs::write(&go, b"").unwrap();
+        let status = wait_with_deadline(&mut child, WATCHDOG_SECS, "journal appender");
+        for l in out.lines() {
+            lines.push(l.unwrap());
+        }
+        assert!(status.success(), "the appender exited with {status:?} (135: SIGBUS); output: {lines:?}");
+        for k in 0..3 {
+            let l = lines
+                .iter()
+                .find(|l| l.contains(&format!("append {k}: ")))
+                .unwrap_or_else(|| panic!("no result for append {k}: {lines:?}"));
+            assert!(l.contains(TRUNCATED_MARKER), "append {k} after the cut did not give the typed error: {l}");
+        }
+        let msg = lines[lines.iter().position(|l| l.contains("append 0: ")).unwrap()].clone();
+        for part in ["truncated by another process", "is lost", "before the cut are on disk", "open the journal again"]
+        {
+            assert!(msg.contains(part), "the appender's Truncated message does not say {part:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn journal_tailer_survives_truncation() {
+        // (which file, how much): the current cycle's data file both ways, then its index and
+        // the meta file. A tailer reading in order does not look at the index, so only the data
+        // and meta cases must fault.
+        for (which, cut) in [(0, Cut::Zero), (0, Cut::Half), (1, Cut::Zero), (2, Cut::Zero)] {
+            let s = Scratch::new("trunc-journal");
+            let dir = s.path().join("journal");
+            let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
+            let mut a = j.appender().unwrap();
+            a.append(b"first").unwrap();
+            let (data, index, meta) = journal_files(&dir);
+            let file = [data, index, meta][which].clone();
+            let o = run_reader_case(&s, "journal", &file, cut, &[], |i| {
+                let _ = a.append(format!("entry {i}").as_bytes());
+            });
+            let what = format!("journal ({})", file.file_name().unwrap().to_string_lossy());
+            assert_survived_touching(&what, cut, &o, which != 1);
+        }
     }
 }
 
-#[test]
-fn journal_tailer_survives_truncation() {
-    // (which file, how much): the current cycle's data file both ways, then its index and
-    // the meta file. A tailer reading in order does not look at the index, so only the data
-    // and meta cases must fault.
-    for (which, cut) in [(0, Cut::Zero), (0, Cut::Half), (1, Cut::Zero), (2, Cut::Zero)] {
-        let s = Scratch::new("trunc-journal");
-        let dir = s.path().join("journal");
-        let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
-        let mut a = j.appender().unwrap();
-        a.append(b"first").unwrap();
-        let (data, index, meta) = journal_files(&dir);
-        let file = [data, index, meta][which].clone();
-        let o = run_reader_case(&s, "journal", &file, cut, &[], |i| {
-            let _ = a.append(format!("entry {i}").as_bytes());
-        });
-        let what = format!("journal ({})", file.file_name().unwrap().to_string_lossy());
-        assert_survived_touching(&what, cut, &o, which != 1);
-    }
-}
+// ---------------------------------------------------------------------------------------
+// Opting out of the handler
 
 /// Without the handler (opted out), the same truncation kills the reader: the cases above
 /// would fail without the containment.
