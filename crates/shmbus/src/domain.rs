@@ -277,7 +277,7 @@ impl Domain {
             match fs::open_dir_at(root, OsStr::new(&name)) {
                 Ok(fd) => break fd,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(OpenError::NotFound { path }),
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                Err(e) if fs::is_symlink_loop(&e) || fs::is_not_directory(&e) => {
                     // Something other than a directory: say what. If a directory is back by
                     // the time we look, the name is being swapped: try again a few times.
                     let st = fs::stat_at(root, OsStr::new(&name)).map_err(|e| OpenError::io(&path, e))?;

@@ -358,8 +358,8 @@ impl Segment {
             std::os::unix::fs::fchown(&file, None, Some(gid)).map_err(|e| OpenError::io(&tmp, e))?;
         }
         file.set_len(total).map_err(|e| OpenError::io(&tmp, e))?;
-        reserve(&file, total).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOSPC) => OpenError::Io {
+        reserve(&file, total).map_err(|e| match e {
+            e if crate::sys::fs::is_no_space(&e) => OpenError::Io {
                 path: tmp.clone(),
                 source: io::Error::new(
                     io::ErrorKind::StorageFull,
@@ -452,18 +452,8 @@ impl Drop for TempFile<'_> {
 /// Backs the whole file with memory now, so running out of space is an error at creation
 /// rather than a SIGBUS on first touch.
 fn reserve(file: &File, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: fallocate on a valid fd; no memory is passed.
-    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        // Filesystems without fallocate: the sparse file still works.
-        Some(libc::EOPNOTSUPP) => Ok(()),
-        _ => Err(e),
-    }
+    // `Ok(false)`: a filesystem without fallocate; the sparse file still works.
+    crate::sys::fs::fallocate(file, 0, len).map(|_| ())
 }
 
 /// The header as plain integers, for copying out of untrusted memory.

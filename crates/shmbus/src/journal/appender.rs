@@ -94,14 +94,7 @@ impl Pretoucher {
 /// CPUs beyond `CPU_SETSIZE` are ignored, and a set the kernel refuses leaves the inherited
 /// mask in place.
 fn pin_current_thread(cpus: &[usize]) {
-    // SAFETY: cpu_set_t is plain data; all-zero is a valid (empty) set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-        // SAFETY: `cpu` is below CPU_SETSIZE, the capacity of `set`.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    let _ = crate::sys::process::set_cpu_affinity(cpus);
 }
 
 impl Drop for Pretoucher {
@@ -127,13 +120,13 @@ fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64, populate: bool) -
     // `alloc <= file size - header page` always holds, so only `old..want` is new.
     files::grow_from(&cy.data_file, CYCLE_HEADER_PAGE as u64 + old, CYCLE_HEADER_PAGE as u64 + want)?;
     if h.durability == 1 {
-        files::fdatasync(&cy.data_file)?;
+        crate::sys::fs::fdatasync(&cy.data_file)?;
     }
     // Release: pairs with the Acquire loads of `alloc` (readers' bounds, appenders): the
     // file is this long before anyone may claim or read below `want`.
     cy.alloc().fetch_max(want, Ordering::AcqRel);
     if populate {
-        files::populate(&cy.data, CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
+        cy.data.populate_write(CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
     }
     Ok(())
 }
@@ -181,10 +174,10 @@ impl Appender {
                             let c = i2.meta.current().load(Ordering::Acquire);
                             for name in [data_file_name(c), index_file_name(c)] {
                                 if let Ok(f) = files::open_rw(&i2.dir.join(name)) {
-                                    let _ = files::fdatasync(&f);
+                                    let _ = crate::sys::fs::fdatasync(&f);
                                 }
                             }
-                            let _ = files::msync_range(&i2.meta.map, 0, META_SIZE);
+                            let _ = i2.meta.map.msync_range(0, META_SIZE);
                         }
                     })
                     .map_err(AppendError::Io)?;
@@ -669,11 +662,7 @@ impl Reservation<'_> {
             return Err(CommitError::Abandoned { index });
         }
         if self.app.inner.hdr().durability == 1 {
-            let _ = files::msync_range(
-                &cy.data,
-                CYCLE_HEADER_PAGE + self.off as usize,
-                (self.units * UNIT as u64) as usize,
-            );
+            let _ = cy.data.msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
         }
         Ok(index)
     }

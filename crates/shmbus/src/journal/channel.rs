@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::error::OpenError;
 use crate::name::validate_name;
 use crate::sync::Ordering;
+use crate::sys::fs::FlockOp;
 use crate::sys::{process_is_alive, ProcessId};
 
 use super::appender::Appender;
@@ -135,9 +136,7 @@ impl JournalOptions {
 /// 16 random bytes (`getrandom(2)`, falling back to time and pid if it is unavailable).
 fn random_id() -> [u8; 16] {
     let mut b = [0u8; 16];
-    // SAFETY: `b` is a valid writable buffer of 16 bytes.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 16 {
+    if crate::sys::process::random_bytes(&mut b).is_err() {
         b[..8].copy_from_slice(&realtime_ns().to_le_bytes());
         b[8..12].copy_from_slice(&ProcessId::current().pid.to_le_bytes());
         b[12..].copy_from_slice(&(crate::sys::monotonic_ns() as u32).to_le_bytes());
@@ -172,7 +171,7 @@ impl fmt::Debug for dyn EntryCipher {
 /// `CLOCK_REALTIME` in nanoseconds: the clock of journal timestamps (meaningful across
 /// reboots and hosts, which replay needs).
 pub fn realtime_ns() -> u64 {
-    crate::sys::time::clock_ns(libc::CLOCK_REALTIME)
+    crate::sys::time::realtime_ns()
 }
 
 /// The mode of a directory the journal creates: search permission for whoever may read
@@ -294,11 +293,11 @@ impl Journal {
         trust: &crate::domain::TrustPolicy,
     ) -> Result<Journal, OpenError> {
         let meta = MetaFile::open(meta_path, trust)?;
-        let alone = files::flock(&meta.file, libc::LOCK_EX | libc::LOCK_NB).is_ok();
+        let alone = crate::sys::fs::flock(&meta.file, FlockOp::ExclusiveNonBlocking).is_ok();
         let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone() };
         let res = if alone { inner.recover() } else { Ok(Vec::new()) };
         // Downgrade (or take) the shared lock every open handle holds.
-        let lock = files::flock(&inner.meta.file, libc::LOCK_SH);
+        let lock = crate::sys::fs::flock(&inner.meta.file, FlockOp::Shared);
         inner.recovery = res?;
         lock.map_err(|e| OpenError::io(meta_path, e))?;
         let j = Journal { inner: Arc::new(inner) };

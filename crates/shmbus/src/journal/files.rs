@@ -3,13 +3,14 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::domain::{describe_uid, TrustPolicy, TRUST_ENV};
 use crate::error::OpenError;
 use crate::sync::AtomicU64;
+use crate::sys::fs::{self, FlockOp};
 use crate::sys::{monotonic_ns, Mapping, ProcessId};
 
 use super::format::*;
@@ -17,7 +18,7 @@ use super::format::*;
 /// Flags of every journal open: never through a symlink in the last component, never
 /// blocking (a FIFO planted under a journal file's name must not hang the open), closed on
 /// exec.
-const OPEN_FLAGS: libc::c_int = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+const OPEN_FLAGS: i32 = crate::sys::fs::NOFOLLOW_NONBLOCK_CLOEXEC;
 
 /// Opens an existing journal file read-write: not through a symlink, without blocking, and
 /// only if it is a regular file (anything else is an error that says what was found).
@@ -118,7 +119,7 @@ pub(crate) fn check_journal_dir(dir: &Path, trust: &TrustPolicy) -> Result<(), O
 
 /// `ELOOP` from `O_NOFOLLOW` means the name is a symlink: say so.
 fn explain_open_error(e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(libc::ELOOP) {
+    if crate::sys::fs::is_symlink_loop(&e) {
         return io::Error::new(
             io::ErrorKind::InvalidInput,
             "is a symbolic link; journal files are never opened through one (someone may be redirecting \
@@ -164,7 +165,7 @@ pub(crate) fn create_file_atomically(path: &Path, mode: u32, len: u64, contents:
         .write(true)
         .create_new(true)
         .mode(mode)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .custom_flags(crate::sys::fs::NOFOLLOW_CLOEXEC)
         .open(&tmp)?;
     let guard = RemoveOnDrop(tmp.clone());
     {
@@ -204,100 +205,21 @@ pub(crate) fn grow_from(file: &File, from: u64, len: u64) -> io::Result<()> {
     if from >= len {
         return Ok(());
     }
-    // SAFETY: fallocate on a valid fd; mode 0 only allocates and extends, never shrinks.
-    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, from as libc::off_t, (len - from) as libc::off_t) };
-    if r == 0 {
+    // Mode 0 only allocates and extends, never shrinks.
+    if fs::fallocate(file, from, len - from)? {
         return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-        return Err(e);
     }
     // No fallocate on this filesystem: extend under an exclusive lock so that two growers
     // can never shrink each other's extension.
-    flock(file, libc::LOCK_EX)?;
+    fs::flock(file, FlockOp::Exclusive)?;
     let res = (|| {
         if file.metadata()?.len() < len {
             file.set_len(len)?;
         }
         Ok(())
     })();
-    let _ = flock(file, libc::LOCK_UN);
+    let _ = fs::flock(file, FlockOp::Unlock);
     res
-}
-
-/// Pre-faults `offset..offset+len` of `map` for writing (`MADV_POPULATE_WRITE`, Linux
-/// 5.14+), so appenders do not take one page fault per page of a fresh chunk. Advisory:
-/// errors (older kernels) are ignored and the pages fault in on first touch instead.
-pub(crate) fn populate(map: &Mapping, offset: usize, len: usize) {
-    const MADV_POPULATE_WRITE: libc::c_int = 23;
-    let page = crate::sys::page_size();
-    let start = offset / page * page;
-    let end = offset.saturating_add(len).min(map.len());
-    if end <= start {
-        return;
-    }
-    // SAFETY: the range lies inside our own mapping; populating does not change contents
-    // (it faults pages in as if written with their current values).
-    unsafe { libc::madvise(map.as_ptr().add(start).cast(), end - start, MADV_POPULATE_WRITE) };
-}
-
-/// Whether `file` is on tmpfs (`fstatfs`; `false` if that fails).
-fn is_tmpfs(file: &File) -> bool {
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    // SAFETY: statfs is plain data; all-zero is a valid value.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid fd and a writable statfs.
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut s) } != 0 {
-        return false;
-    }
-    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    let magic = i64::from(s.f_type);
-    magic == TMPFS_MAGIC
-}
-
-/// `flock(2)`.
-pub(crate) fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
-    loop {
-        // SAFETY: flock on a valid fd; no memory is passed.
-        let r = unsafe { libc::flock(file.as_raw_fd(), op) };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
-}
-
-/// `msync(MS_SYNC)` of the pages covering `ptr..ptr+len` inside `map`.
-pub(crate) fn msync_range(map: &Mapping, offset: usize, len: usize) -> io::Result<()> {
-    let page = crate::sys::page_size();
-    let start = offset / page * page;
-    let end = offset.saturating_add(len).min(map.len());
-    if end <= start {
-        return Ok(());
-    }
-    // SAFETY: `start..end` lies inside our own mapping and is page aligned at the start;
-    // msync does not change memory contents.
-    let r = unsafe { libc::msync(map.as_ptr().add(start).cast(), end - start, libc::MS_SYNC) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// `fdatasync(2)`.
-pub(crate) fn fdatasync(file: &File) -> io::Result<()> {
-    // SAFETY: fdatasync on a valid fd.
-    let r = unsafe { libc::fdatasync(file.as_raw_fd()) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// Which journal file behind `meta` or `cy` lost pages to a truncation by another process
@@ -545,7 +467,7 @@ impl CycleFiles {
         check_owner(&ipath, &index_file, trust)?;
         let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
         data.advise_huge();
-        let tmpfs = is_tmpfs(&data_file);
+        let tmpfs = fs::is_tmpfs(&data_file);
         Ok(CycleFiles {
             num: c,
             hdr,

@@ -3,6 +3,7 @@
 use crate::error::OpenError;
 use crate::name::validate_name;
 use crate::sync::Ordering;
+use crate::sys::fs::FlockOp;
 use crate::sys::{process_is_alive, ProcessId};
 
 use super::channel::{realtime_ns, Inner};
@@ -27,7 +28,7 @@ impl Inner {
     pub(super) fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
         let p = self.dir.join(READERS_LOCK_FILE);
         let f = files::open_lock_file(&p, self.mode, &self.trust).map_err(ReaderError::Io)?;
-        files::flock(&f, libc::LOCK_EX).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
+        crate::sys::fs::flock(&f, FlockOp::Exclusive).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
         Ok(f)
     }
 
@@ -110,7 +111,7 @@ impl Inner {
         m.reader_word(k, 1).store(pos, Ordering::Release);
         m.reader_word(k, 4).store(realtime_ns(), Ordering::Relaxed);
         if m.hdr.durability == 1 {
-            let _ = files::msync_range(&m.map, META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
+            let _ = m.map.msync_range(META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
         }
     }
 }

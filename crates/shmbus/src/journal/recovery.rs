@@ -7,7 +7,6 @@ use crate::sys::{process_is_alive, ProcessId};
 
 use super::channel::{realtime_ns, Inner, BUSY};
 use super::cycles::{abandon_at, units_fit};
-use super::files;
 use super::format::{
     data_file_name, entry_word, find_next_entry, index_file_name, pos_parts, pos_word, read_entry, ScanStop,
     ScannedEntry, CYCLE_HEADER_PAGE, ST_ABANDONED, UNIT,
@@ -258,7 +257,7 @@ impl Inner {
         }
         cy.pos().store(pos_word(false, i, off / UNIT as u64), Ordering::Release);
         let _ = sealed;
-        let _ = files::fdatasync(&cy.data_file);
+        let _ = crate::sys::fs::fdatasync(&cy.data_file);
         Ok(vec![RecoveryReport {
             cycle: c,
             kept_entries: i,

@@ -30,7 +30,7 @@ fn move_file(from: &Path, to: &Path, mode: u32, trust: &crate::domain::TrustPoli
     }
     match std::fs::hard_link(from, to) {
         Ok(()) => return Ok(len),
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) || e.kind() == io::ErrorKind::PermissionDenied => {}
+        Err(e) if crate::sys::fs::is_cross_device(&e) || e.kind() == io::ErrorKind::PermissionDenied => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(0),
         Err(e) => return Err(e),
     }
@@ -45,7 +45,7 @@ fn move_file(from: &Path, to: &Path, mode: u32, trust: &crate::domain::TrustPoli
             .write(true)
             .create_new(true)
             .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(crate::sys::fs::NOFOLLOW_CLOEXEC)
             .open(&tmp)?
     };
     let copied = (|| {

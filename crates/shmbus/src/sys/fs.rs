@@ -454,6 +454,112 @@ pub fn user_uid(name: &str) -> Option<u32> {
     Some(pw.pw_uid)
 }
 
+/// Open flags that never follow a symlink in the last component and close on exec, for
+/// `OpenOptionsExt::custom_flags` on a path the caller builds itself.
+pub const NOFOLLOW_CLOEXEC: i32 = libc::O_NOFOLLOW | libc::O_CLOEXEC;
+
+/// [`NOFOLLOW_CLOEXEC`] plus `O_NONBLOCK`: a FIFO planted under the name cannot block the
+/// open.
+pub const NOFOLLOW_NONBLOCK_CLOEXEC: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+/// Allocates `offset..offset+len` of `file` (`fallocate(2)` mode 0: only allocates and
+/// extends, never shrinks), so running out of space is an error now rather than a SIGBUS on
+/// first touch. `Ok(false)`: the filesystem has no `fallocate` (`EOPNOTSUPP`); the file is
+/// unchanged and still usable sparse, or the caller extends it another way. Any other
+/// failure (such as `ENOSPC`, see [`is_no_space`]) is an error.
+pub fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<bool> {
+    // SAFETY: fallocate on a valid fd; no memory is passed.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        return Ok(false);
+    }
+    Err(e)
+}
+
+/// A `flock(2)` operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlockOp {
+    /// `LOCK_SH`: a shared lock, waiting for it.
+    Shared,
+    /// `LOCK_EX`: an exclusive lock, waiting for it.
+    Exclusive,
+    /// `LOCK_EX | LOCK_NB`: an exclusive lock, or `WouldBlock` at once if someone holds one.
+    ExclusiveNonBlocking,
+    /// `LOCK_UN`: releases the lock.
+    Unlock,
+}
+
+/// `flock(2)` on `file`, retrying when a signal interrupts the wait (`EINTR`).
+pub fn flock(file: &File, op: FlockOp) -> io::Result<()> {
+    let op = match op {
+        FlockOp::Shared => libc::LOCK_SH,
+        FlockOp::Exclusive => libc::LOCK_EX,
+        FlockOp::ExclusiveNonBlocking => libc::LOCK_EX | libc::LOCK_NB,
+        FlockOp::Unlock => libc::LOCK_UN,
+    };
+    loop {
+        // SAFETY: flock on a valid fd; no memory is passed.
+        let r = unsafe { libc::flock(file.as_raw_fd(), op) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// Whether `file` is on tmpfs (`fstatfs(2)`; `false` if that fails).
+pub fn is_tmpfs(file: &File) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    // SAFETY: statfs is plain data; all-zero is a valid value.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd and a writable statfs.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut s) } != 0 {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    let magic = i64::from(s.f_type);
+    magic == TMPFS_MAGIC
+}
+
+/// `fdatasync(2)`: the file's data (and the metadata needed to read it back) reach the disk.
+pub fn fdatasync(file: &File) -> io::Result<()> {
+    // SAFETY: fdatasync on a valid fd.
+    let r = unsafe { libc::fdatasync(file.as_raw_fd()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether `e` is `ELOOP`: with `O_NOFOLLOW` (every open here), the last component is a
+/// symlink.
+pub fn is_symlink_loop(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
+}
+
+/// Whether `e` is `ENOTDIR`: a name opened as a directory is something else.
+pub fn is_not_directory(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+/// Whether `e` is `EXDEV`: a link or rename across filesystems, which needs a copy instead.
+pub fn is_cross_device(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EXDEV)
+}
+
+/// Whether `e` is `ENOSPC`: the filesystem is full.
+pub fn is_no_space(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

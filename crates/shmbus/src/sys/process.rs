@@ -80,6 +80,40 @@ pub fn process_is_alive(id: ProcessId) -> bool {
     }
 }
 
+/// Fills `buf` with random bytes from the kernel (`getrandom(2)`, flags 0: waits for the
+/// entropy pool once at boot, then never blocks). An error if the call fails or returns
+/// fewer bytes than asked (possible above 256 bytes); the caller picks a fallback.
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    // SAFETY: `buf` is a valid writable buffer of `buf.len()` bytes.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != buf.len() {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "getrandom returned fewer bytes than asked"));
+    }
+    Ok(())
+}
+
+/// Restricts the calling thread to the CPUs `cpus` (`sched_setaffinity(2)`). CPUs at or
+/// beyond `CPU_SETSIZE` are ignored. An error (such as `EINVAL` for a set with no usable
+/// CPU) leaves the thread's mask unchanged.
+pub fn set_cpu_affinity(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; all-zero is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: `cpu` is below CPU_SETSIZE, the capacity of `set`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

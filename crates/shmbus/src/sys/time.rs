@@ -18,6 +18,12 @@ pub fn coarse_monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
+/// Nanoseconds of `CLOCK_REALTIME` since 1970: wall-clock time, meaningful across reboots
+/// and hosts (wrapping for a clock set before 1970).
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
 /// Nanoseconds of `clock` (wrapping: a realtime clock set before 1970 must not panic us).
 #[inline(always)]
 pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
