@@ -4,18 +4,16 @@
 //! entry `i + 1` (entry 0 is the dispatcher's), and does everything that needs a clock, a
 //! futex or `/proc`: blocking, orphan detection, reclaiming the dead.
 
+// The segment glue is not built under loom (the value types below are).
 #[cfg(not(loom))]
-use super::layout::PoolLayout;
-#[cfg(not(loom))]
-use super::protocol::{PoolHeader, PoolRef, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, TAKEN};
-#[cfg(not(loom))]
-use crate::domain::Domain;
-#[cfg(not(loom))]
-use crate::error::OpenError;
-#[cfg(not(loom))]
-use crate::segment::Segment;
-#[cfg(not(loom))]
-use crate::sys::process_is_alive;
+use {
+    super::layout::PoolLayout,
+    super::protocol::{PoolHeader, PoolRef, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, TAKEN},
+    crate::domain::Domain,
+    crate::error::OpenError,
+    crate::segment::Segment,
+    crate::sys::process_is_alive,
+};
 
 /// How often a waiting worker checks, by default, that its dispatcher process still lives.
 pub const DEFAULT_ORPHAN_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
