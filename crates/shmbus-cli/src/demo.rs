@@ -32,7 +32,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use shmbus::sys::monotonic_ns;
 use shmbus::topic::{Topic, TopicConfig, TryRecvError};
-use shmbus::{Domain, WaitError, WaitSet, Waitable};
+use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
 
 use shmbus_profile::{consumers, producers, write_table, PaceArgs, ProducerSpec, RunArgs, Samples};
 
@@ -303,12 +303,12 @@ fn consume(domain: &Domain, args: &RoleArgs) -> Result<Value> {
         if now >= until {
             break;
         }
-        match ws.wait(&waitables, Some(Duration::from_nanos(until - now))) {
+        match ws.wait_timeout(&waitables, Duration::from_nanos(until - now)) {
             Ok(r) => {
                 ready.clear();
                 ready.extend_from_slice(r);
             }
-            Err(WaitError::Timeout) => break,
+            Err(WaitTimeoutError::Timeout) => break,
             Err(e) => return Err(e.into()),
         }
         for &i in &ready {

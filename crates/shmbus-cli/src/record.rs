@@ -32,7 +32,7 @@ use serde_json::json;
 use shmbus::journal::{JournalOptions, ReadError};
 use shmbus::sys::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TryRecvError};
-use shmbus::{Domain, OpenError, WaitError, WaitSet, Waitable};
+use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
 
 use crate::journal::{open, open_existing};
 use crate::{CliError, Ctx, Result};
@@ -161,12 +161,16 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             }
             None => None,
         };
-        match ws.wait(&waitables, timeout) {
+        let waited = match timeout {
+            Some(t) => ws.wait_timeout(&waitables, t),
+            None => ws.wait(&waitables).map_err(WaitTimeoutError::from),
+        };
+        match waited {
             Ok(r) => {
                 ready.clear();
                 ready.extend_from_slice(r);
             }
-            Err(WaitError::Timeout) => break,
+            Err(WaitTimeoutError::Timeout) => break,
             Err(e) => return Err(e.into()),
         }
         for &i in &ready {

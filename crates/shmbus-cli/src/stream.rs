@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
 use shmbus::sys::monotonic_ns;
-use shmbus::{Domain, OpenError, WaitError, WaitSet};
+use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError};
 
 use crate::pubsub::{PubArgs, Recv, Sink, Source, SubArgs};
 use crate::{CliError, Result};
@@ -104,9 +104,13 @@ impl Source for StreamSource {
                 Err(ReadError::Disconnected) => {
                     // Empty and no writer: wait for a record instead (a `pub` per message
                     // attaches, commits and detaches between two looks at its liveness).
-                    match self.waitset.wait(&[&self.reader], left) {
+                    let waited = match left {
+                        Some(t) => self.waitset.wait_timeout(&[&self.reader], t),
+                        None => self.waitset.wait(&[&self.reader]).map_err(WaitTimeoutError::from),
+                    };
+                    match waited {
                         Ok(_) => {}
-                        Err(WaitError::Timeout) => return Ok(Recv::Timeout),
+                        Err(WaitTimeoutError::Timeout) => return Ok(Recv::Timeout),
                         Err(e) => return Err(CliError::msg(format!("waiting for a record: {e}"))),
                     }
                 }

@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut ws = WaitSet::new();
     let mut seen = 0;
     while seen < 2 {
-        let ready = ws.wait(&[&imu_sub, &image_sub], Some(Duration::from_secs(5)))?.to_vec();
+        let ready = ws.wait_timeout(&[&imu_sub, &image_sub], Duration::from_secs(5))?.to_vec();
         if ready.contains(&0) {
             while let Ok(m) = imu_sub.try_recv() {
                 println!("imu {}: {}", m.seq, String::from_utf8_lossy(&m.data));

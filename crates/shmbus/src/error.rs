@@ -265,3 +265,278 @@ impl From<NameError> for OpenError {
         OpenError::InvalidName(e)
     }
 }
+
+/// A channel's shared state broke an invariant while an endpoint used it: a process that
+/// maps the channel is corrupt or hostile. Every kind reports it with this one type, inside
+/// its receive and send errors.
+///
+/// It says which kind, what was impossible, the values that were read (by name) and whether
+/// the endpoint repaired the state and carried on. It is `Copy` and allocates nothing, so an
+/// endpoint can compare it with the last one it reported and report each problem once.
+///
+/// ```
+/// # use shmbus::{Corrupt, Kind};
+/// fn log(c: &Corrupt) {
+///     eprintln!("{} {}: {:?} (repaired: {})", c.kind(), c.what(), c.values(), c.repaired());
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Corrupt {
+    kind: Kind,
+    what: &'static str,
+    seen: [(&'static str, u64); Corrupt::MAX_VALUES],
+    n_seen: u8,
+    repaired: bool,
+}
+
+// The constructors are used as each kind's errors move onto this type.
+#[allow(dead_code)]
+impl Corrupt {
+    /// The most values one report carries.
+    pub const MAX_VALUES: usize = 4;
+
+    /// A report of `what` in a channel of `kind`, with no values yet.
+    pub(crate) const fn new(kind: Kind, what: &'static str) -> Corrupt {
+        Corrupt { kind, what, seen: [("", 0); Corrupt::MAX_VALUES], n_seen: 0, repaired: false }
+    }
+
+    /// Adds a value that was read (beyond [`Corrupt::MAX_VALUES`] it is dropped).
+    pub(crate) const fn with(mut self, name: &'static str, value: u64) -> Corrupt {
+        if (self.n_seen as usize) < Corrupt::MAX_VALUES {
+            self.seen[self.n_seen as usize] = (name, value);
+            self.n_seen += 1;
+        }
+        self
+    }
+
+    /// Marks the state as repaired by the endpoint that found it.
+    pub(crate) const fn and_repaired(mut self) -> Corrupt {
+        self.repaired = true;
+        self
+    }
+
+    /// The kind of channel.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// What was impossible, in a few words.
+    pub fn what(&self) -> &'static str {
+        self.what
+    }
+
+    /// The values that were read, by name (`("tail", 17)`, …), in the order they were taken.
+    pub fn values(&self) -> &[(&'static str, u64)] {
+        &self.seen[..self.n_seen as usize]
+    }
+
+    /// The value read under `name`, if the report has one.
+    pub fn value(&self, name: &str) -> Option<u64> {
+        self.values().iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+    }
+
+    /// Whether the endpoint put the shared state right and carried on (the problem was
+    /// reported once); otherwise the same error comes back until the channel is recreated.
+    pub fn repaired(&self) -> bool {
+        self.repaired
+    }
+}
+
+impl fmt::Display for Corrupt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} state is corrupt: {}", self.kind, self.what)?;
+        for (i, (name, value)) in self.values().iter().enumerate() {
+            f.write_str(if i == 0 { " (" } else { ", " })?;
+            write!(f, "{name} {value}")?;
+        }
+        if self.n_seen > 0 {
+            f.write_str(")")?;
+        }
+        let kind = self.kind;
+        write!(f, ": a process that maps the {kind} is corrupt or hostile; ")?;
+        if self.repaired {
+            write!(f, "this endpoint repaired the state and carried on; if this repeats, stop every endpoint and recreate the {kind}")
+        } else {
+            write!(f, "stop every endpoint and recreate the {kind}")
+        }
+    }
+}
+
+impl std::error::Error for Corrupt {}
+
+/// Defines the three errors of one operation, crossbeam style: the `try_` form (which alone can
+/// say "nothing now"), the blocking form (which cannot time out) and the `_timeout` form
+/// (which alone can). They share every other variant and its message, written once.
+///
+/// Each variant is a unit, a struct with named fields or a one-field tuple written
+/// `Name(binding: Type)`; after `=>` comes the `write!` format and arguments for its message,
+/// which may use the field names (or the binding) as variables. The generated items:
+/// `From<Block> for Try` and `From<Block> for Timeout`, and `Try::into_blocking(self) ->
+/// Option<Block>` (`None` for the try-only variants), which the blocking loops use.
+#[allow(unused_macros)]
+macro_rules! error_family {
+    (
+        $(#[$common:meta])*
+        try $(#[$try_meta:meta])* $try:ident {
+            $( $(#[$tv_meta:meta])* $tv:ident
+               $( ( $tb:ident : $tbt:ty ) )?
+               $( { $( $(#[$tf_meta:meta])* $tf:ident : $tft:ty ),* $(,)? } )?
+               => ( $($tmsg:tt)* ) ),* $(,)?
+        }
+        block $(#[$block_meta:meta])* $block:ident;
+        timeout $(#[$timeout_meta:meta])* $timeout:ident => $timeout_msg:literal;
+        shared {
+            $( $(#[$v_meta:meta])* $v:ident
+               $( ( $b:ident : $bt:ty ) )?
+               $( { $( $(#[$f_meta:meta])* $f:ident : $ft:ty ),* $(,)? } )?
+               => ( $($msg:tt)* ) ),* $(,)?
+        }
+    ) => {
+        $(#[$common])*
+        $(#[$try_meta])*
+        #[non_exhaustive]
+        pub enum $try {
+            $( $(#[$tv_meta])* $tv $( ($tbt) )? $( { $( $(#[$tf_meta])* $tf: $tft ),* } )?, )*
+            $( $(#[$v_meta])* $v $( ($bt) )? $( { $( $(#[$f_meta])* $f: $ft ),* } )?, )*
+        }
+
+        $(#[$common])*
+        $(#[$block_meta])*
+        #[non_exhaustive]
+        pub enum $block {
+            $( $(#[$v_meta])* $v $( ($bt) )? $( { $( $(#[$f_meta])* $f: $ft ),* } )?, )*
+        }
+
+        $(#[$common])*
+        $(#[$timeout_meta])*
+        #[non_exhaustive]
+        pub enum $timeout {
+            /// The timeout passed first.
+            Timeout,
+            $( $(#[$v_meta])* $v $( ($bt) )? $( { $( $(#[$f_meta])* $f: $ft ),* } )?, )*
+        }
+
+        impl ::std::fmt::Display for $block {
+            #[allow(unused_variables)]
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                match self {
+                    $( $block::$v { $( 0: $b )? $( $( $f ),* )? } => write!(f, $($msg)*), )*
+                }
+            }
+        }
+
+        impl ::std::fmt::Display for $try {
+            #[allow(unused_variables)]
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                match self {
+                    $( $try::$tv { $( 0: $tb )? $( $( $tf ),* )? } => write!(f, $($tmsg)*), )*
+                    $( $try::$v { $( 0: $b )? $( $( $f ),* )? } => write!(f, $($msg)*), )*
+                }
+            }
+        }
+
+        impl ::std::fmt::Display for $timeout {
+            #[allow(unused_variables)]
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                match self {
+                    $timeout::Timeout => f.write_str($timeout_msg),
+                    $( $timeout::$v { $( 0: $b )? $( $( $f ),* )? } => write!(f, $($msg)*), )*
+                }
+            }
+        }
+
+        impl ::std::error::Error for $try {}
+        impl ::std::error::Error for $block {}
+        impl ::std::error::Error for $timeout {}
+
+        impl From<$block> for $try {
+            fn from(e: $block) -> $try {
+                match e {
+                    $( $block::$v { $( 0: $b )? $( $( $f ),* )? } => $try::$v { $( 0: $b )? $( $( $f ),* )? }, )*
+                }
+            }
+        }
+
+        impl From<$block> for $timeout {
+            fn from(e: $block) -> $timeout {
+                match e {
+                    $( $block::$v { $( 0: $b )? $( $( $f ),* )? } => $timeout::$v { $( 0: $b )? $( $( $f ),* )? }, )*
+                }
+            }
+        }
+
+        impl $try {
+            /// The blocking form of this error, or `None` for a "nothing now" outcome that a
+            /// blocking call waits through.
+            #[allow(dead_code, unused_variables)]
+            pub(crate) fn into_blocking(self) -> Option<$block> {
+                match self {
+                    $( $try::$tv { .. } => None, )*
+                    $( $try::$v { $( 0: $b )? $( $( $f ),* )? } => Some($block::$v { $( 0: $b )? $( $( $f ),* )? }), )*
+                }
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use error_family;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    error_family! {
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        try
+        /// Try.
+        DemoTryRecvError {
+            /// Nothing now.
+            Empty => ("nothing now"),
+        }
+        block
+        /// Block.
+        DemoRecvError;
+        timeout
+        /// Timeout.
+        DemoRecvTimeoutError => "timed out";
+        shared {
+            /// Fell behind.
+            Lagged {
+                /// How many.
+                missed: u64,
+            } => ("lagged by {missed}"),
+            /// Corrupt.
+            Corrupt(c: Corrupt) => ("{c}"),
+            /// Cut.
+            Truncated => ("truncated"),
+        }
+    }
+
+    #[test]
+    fn corrupt_reports_values_and_repair() {
+        let c = Corrupt::new(Kind::Topic, "committed ahead of tail").with("tail", 3).with("committed", 9);
+        assert_eq!(c.values(), &[("tail", 3), ("committed", 9)]);
+        assert_eq!(c.value("committed"), Some(9));
+        assert_eq!(c.value("next"), None);
+        assert!(!c.repaired());
+        let text = c.and_repaired().to_string();
+        assert!(text.starts_with("topic state is corrupt: committed ahead of tail (tail 3, committed 9)"), "{text}");
+        assert!(text.contains("repaired"), "{text}");
+        let many = (0..6).fold(Corrupt::new(Kind::Queue, "x"), |c, i| c.with("v", i));
+        assert_eq!(many.values().len(), Corrupt::MAX_VALUES);
+    }
+
+    #[test]
+    fn error_family_shares_variants_and_messages() {
+        let c = Corrupt::new(Kind::Stream, "bad header");
+        let block = DemoRecvError::Corrupt(c);
+        assert_eq!(DemoTryRecvError::from(block.clone()), DemoTryRecvError::Corrupt(c));
+        assert_eq!(DemoRecvTimeoutError::from(block.clone()).to_string(), block.to_string());
+        assert_eq!(DemoRecvTimeoutError::Timeout.to_string(), "timed out");
+        assert_eq!(DemoTryRecvError::Lagged { missed: 4 }.to_string(), "lagged by 4");
+        assert_eq!(DemoTryRecvError::Empty.into_blocking(), None);
+        assert_eq!(DemoTryRecvError::Truncated.into_blocking(), Some(DemoRecvError::Truncated));
+        assert_eq!(DemoTryRecvError::Empty.to_string(), "nothing now");
+    }
+}

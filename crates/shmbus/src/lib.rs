@@ -37,7 +37,7 @@ pub mod topic;
 pub mod wait;
 
 pub use domain::Domain;
-pub use error::OpenError;
+pub use error::{Corrupt, OpenError};
 pub use name::{validate_name, NameError};
 pub use participants::ParticipantInfo;
 pub use segment::{CreateOptions, HeaderInfo, Kind};
@@ -47,4 +47,4 @@ pub mod waitset;
 #[cfg(not(loom))]
 pub use stream::{StreamConfig, StreamReader, StreamWriter};
 #[cfg(not(loom))]
-pub use waitset::{WaitError, WaitHandle, WaitSet, Waitable};
+pub use waitset::{WaitError, WaitHandle, WaitSet, WaitTimeoutError, Waitable};

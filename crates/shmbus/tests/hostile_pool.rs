@@ -143,7 +143,7 @@ fn child_entry() {
                 if i % 8 == 0 {
                     // Idle (done), then wait for a job in a WaitSet.
                     timed("done", Duration::ZERO, || w.done());
-                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait(&[&w], Some(TIMEOUT)).map(|r| r.len()));
+                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait_timeout(&[&w], TIMEOUT).map(|r| r.len()));
                 }
             }
             timed("drop", Duration::ZERO, || drop(w));
@@ -172,7 +172,7 @@ fn child_entry() {
                 // Waiting for an idle worker, in a WaitSet.
                 let _ = timed("is_ready", Duration::ZERO, || disp.is_ready());
                 if i % 8 == 0 {
-                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait(&[&disp], Some(TIMEOUT)).map(|r| r.len()));
+                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait_timeout(&[&disp], TIMEOUT).map(|r| r.len()));
                 }
                 if last_reap.elapsed() > Duration::from_millis(5) {
                     corrupt += timed("reap", Duration::ZERO, || disp.reap()).len() as u64;

@@ -129,7 +129,7 @@ fn child_entry() {
                 }
                 let _ = timed("has_message", Duration::ZERO, || rx.has_message());
                 if i % 8 == 0 {
-                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait(&[&rx], Some(TIMEOUT)).map(|r| r.len()));
+                    let _ = timed("WaitSet::wait", TIMEOUT, || ws.wait_timeout(&[&rx], TIMEOUT).map(|r| r.len()));
                 }
             }
         }

@@ -141,7 +141,7 @@ fn reader(d: &Domain, root: &Path) {
                         _ => TryReadError::Empty,
                     })
                 }),
-                _ => timed("wait set", || ws.wait(&[&r], Some(TIMEOUT)).map(|_| 0).map_err(|_| TryReadError::Empty)),
+                _ => timed("wait set", || ws.wait_timeout(&[&r], TIMEOUT).map(|_| 0).map_err(|_| TryReadError::Empty)),
             };
             match res {
                 Ok(_) => ok += 1,

@@ -133,7 +133,7 @@ fn subscriber(d: &Domain, root: &Path) {
                 4 => sub.get(t.last_seq().wrapping_sub(rng.below(12))).map(|m| m.data.len()).map_err(|_| Got::Other),
                 5 => sub.latest().map(|m| m.data.len()).map_err(|_| Got::Other),
                 6 => sub.get_pinned(rng.next() >> rng.below(64)).map(|s| s.len()).map_err(|_| Got::Other),
-                _ => ws.wait(&[&sub], Some(TIMEOUT)).map(|_| 0).map_err(|_| Got::Other),
+                _ => ws.wait_timeout(&[&sub], TIMEOUT).map(|_| 0).map_err(|_| Got::Other),
             };
             let took = start.elapsed();
             max = max.max(took);

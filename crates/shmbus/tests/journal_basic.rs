@@ -229,7 +229,7 @@ fn waitset_wakes_on_append() {
         j2.appender().unwrap().append(b"wake").unwrap();
     });
     let mut ws = WaitSet::with_policy(shmbus::WaitPolicy::BLOCK);
-    let ready = ws.wait(&[&t], Some(Duration::from_secs(10))).unwrap().to_vec();
+    let ready = ws.wait_timeout(&[&t], Duration::from_secs(10)).unwrap().to_vec();
     assert_eq!(ready, vec![0]);
     assert_eq!(t.try_next().unwrap().unwrap().data, b"wake");
     h.join().unwrap();

@@ -215,13 +215,13 @@ fn waitset_over_worker_mailboxes() {
     assert!(a.try_recv().is_err());
     assert!(b.try_recv().is_err());
     let mut ws = WaitSet::new();
-    assert!(ws.wait(&[&a, &b], Some(Duration::from_millis(5))).is_err(), "nothing dispatched yet");
+    assert!(ws.wait_timeout(&[&a, &b], Duration::from_millis(5)).is_err(), "nothing dispatched yet");
     let t = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
         let s = disp.try_dispatch(b"wake one".as_slice()).unwrap();
         (s.worker, disp)
     });
-    let ready = ws.wait(&[&a, &b], Some(Duration::from_secs(10))).unwrap().to_vec();
+    let ready = ws.wait_timeout(&[&a, &b], Duration::from_secs(10)).unwrap().to_vec();
     let (worker, disp) = t.join().unwrap();
     let chosen = if worker == a.index() { 0 } else { 1 };
     assert_eq!(ready, vec![chosen], "exactly the chosen worker is ready");
@@ -229,10 +229,10 @@ fn waitset_over_worker_mailboxes() {
     assert_eq!(w.try_recv().unwrap().data(), b"wake one");
     // The dispatcher side is waitable too: ready when some worker is idle.
     let mut ws2 = WaitSet::new();
-    assert_eq!(ws2.wait(&[&disp], Some(Duration::from_secs(10))).unwrap(), &[0]);
+    assert_eq!(ws2.wait_timeout(&[&disp], Duration::from_secs(10)).unwrap(), &[0]);
     // Orphaned is a readiness too.
     drop(disp);
-    assert!(!ws.wait(&[&a, &b], Some(Duration::from_secs(10))).unwrap().is_empty());
+    assert!(!ws.wait_timeout(&[&a, &b], Duration::from_secs(10)).unwrap().is_empty());
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::Scratch;
 use shmbus::queue::{Queue, QueueConfig, LIVENESS_RECHECK};
-use shmbus::{CreateOptions, Domain, WaitError, WaitSet, Waitable};
+use shmbus::{CreateOptions, Domain, WaitSet, WaitTimeoutError, Waitable};
 
 fn domain() -> (Domain, Scratch) {
     let s = Scratch::new("queue-ws");
@@ -28,14 +28,14 @@ fn consumer_is_ready_when_non_empty() {
     let mut rx = q.consumer().unwrap();
     let mut ws = WaitSet::new();
     assert!(ws.poll(&[&rx]).is_empty());
-    assert_eq!(ws.wait(&[&rx], Some(Duration::from_millis(20))), Err(WaitError::Timeout));
+    assert_eq!(ws.wait_timeout(&[&rx], Duration::from_millis(20)), Err(WaitTimeoutError::Timeout));
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(20));
             q.producer().unwrap().send(b"hi").unwrap();
         });
         let t = Instant::now();
-        assert_eq!(ws.wait(&[&rx], Some(Duration::from_secs(5))).unwrap(), &[0]);
+        assert_eq!(ws.wait_timeout(&[&rx], Duration::from_secs(5)).unwrap(), &[0]);
         assert!(t.elapsed() < Duration::from_secs(5));
     });
     assert_eq!(rx.try_recv().unwrap(), b"hi");
@@ -52,13 +52,13 @@ fn producer_is_ready_when_non_full() {
     tx.send(b"1").unwrap();
     tx.send(b"2").unwrap();
     assert!(!tx.is_ready());
-    assert_eq!(ws.wait(&[&tx], Some(Duration::from_millis(20))), Err(WaitError::Timeout));
+    assert_eq!(ws.wait_timeout(&[&tx], Duration::from_millis(20)), Err(WaitTimeoutError::Timeout));
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(20));
             q.consumer().unwrap().recv().unwrap();
         });
-        assert_eq!(ws.wait(&[&tx], Some(Duration::from_secs(5))).unwrap(), &[0]);
+        assert_eq!(ws.wait_timeout(&[&tx], Duration::from_secs(5)).unwrap(), &[0]);
     });
     tx.try_send(b"3").unwrap();
 }
@@ -73,13 +73,13 @@ fn mixed_set_reports_exactly_the_ready_endpoints() {
     let mut tx_b = b.producer().unwrap();
     let mut ws = WaitSet::new();
     // Both queues empty: only the producers are ready.
-    assert_eq!(ws.wait(&[&rx_a, &rx_b, &tx_a, &tx_b], Some(Duration::ZERO)).unwrap(), &[2, 3]);
+    assert_eq!(ws.wait_timeout(&[&rx_a, &rx_b, &tx_a, &tx_b], Duration::ZERO).unwrap(), &[2, 3]);
     tx_a.send(b"x").unwrap();
     // a is full: its consumer is ready, its producer is not.
-    assert_eq!(ws.wait(&[&rx_a, &rx_b, &tx_a, &tx_b], None).unwrap(), &[0, 3]);
+    assert_eq!(ws.wait(&[&rx_a, &rx_b, &tx_a, &tx_b]).unwrap(), &[0, 3]);
     rx_a.recv().unwrap();
     tx_b.send(b"y").unwrap();
-    assert_eq!(ws.wait(&[&rx_a, &rx_b, &tx_a], None).unwrap(), &[1, 2]);
+    assert_eq!(ws.wait(&[&rx_a, &rx_b, &tx_a]).unwrap(), &[1, 2]);
 }
 
 // Raw layout, to leave behind exactly what a SIGKILLed participant leaves: see `segment.rs`
@@ -120,7 +120,7 @@ fn waitset_consumer_gets_past_a_dead_producers_claim_within_the_bound() {
     assert!(rx.try_recv().is_err(), "FIFO: the dead claim is in front");
     let mut ws = WaitSet::new();
     let t = Instant::now();
-    assert_eq!(ws.wait(&[&rx], Some(Duration::from_secs(5))).unwrap(), &[0]);
+    assert_eq!(ws.wait_timeout(&[&rx], Duration::from_secs(5)).unwrap(), &[0]);
     let waited = t.elapsed();
     assert_eq!(rx.try_recv().unwrap(), b"after");
     assert!(waited < 4 * LIVENESS_RECHECK + Duration::from_millis(100), "{waited:?}");
@@ -156,7 +156,7 @@ fn blocked_producer_gets_past_a_dead_consumers_claim_within_the_bound() {
     leave_dead_claim(q.path(), 0, 4, 2);
     assert!(tx.try_send(b"x").is_err());
     let mut ws = WaitSet::new();
-    assert_eq!(ws.wait(&[&tx], Some(Duration::from_secs(5))).unwrap(), &[0]);
+    assert_eq!(ws.wait_timeout(&[&tx], Duration::from_secs(5)).unwrap(), &[0]);
     tx.send_timeout([9u8], Duration::from_secs(5)).unwrap();
     let got: Vec<Vec<u8>> = (0..4).map(|_| rx.try_recv().unwrap()).collect();
     assert_eq!(got, vec![vec![1], vec![2], vec![3], vec![9]], "only the dead consumer's message is lost");

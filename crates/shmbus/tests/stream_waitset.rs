@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::Scratch;
 use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
-use shmbus::{WaitError, WaitSet, Waitable};
+use shmbus::{WaitSet, WaitTimeoutError, Waitable};
 
 #[test]
 fn waitset_wakes_the_reader_of_the_stream_that_got_a_record() {
@@ -20,7 +20,7 @@ fn waitset_wakes_the_reader_of_the_stream_that_got_a_record() {
     let mut rb = StreamReader::create(&d, "b", &cfg).unwrap();
     let mut writers = [StreamWriter::open(&d, "a").unwrap(), StreamWriter::open(&d, "b").unwrap()];
     let mut ws = WaitSet::new();
-    assert_eq!(ws.wait(&[&ra, &rb], Some(Duration::from_millis(20))).unwrap_err(), WaitError::Timeout);
+    assert_eq!(ws.wait_timeout(&[&ra, &rb], Duration::from_millis(20)).unwrap_err(), WaitTimeoutError::Timeout);
 
     // A writer thread writes to the stream it is told to, a little after being told.
     let (tx, rx) = std::sync::mpsc::channel::<(usize, u32)>();
@@ -33,7 +33,7 @@ fn waitset_wakes_the_reader_of_the_stream_that_got_a_record() {
     for round in 0..50u32 {
         let idx = (round % 2) as usize;
         tx.send((idx, round)).unwrap();
-        let ready = ws.wait(&[&ra, &rb], Some(Duration::from_secs(10))).unwrap().to_vec();
+        let ready = ws.wait_timeout(&[&ra, &rb], Duration::from_secs(10)).unwrap().to_vec();
         assert_eq!(ready, vec![idx], "round {round}");
         let r = if idx == 0 { &mut ra } else { &mut rb };
         let rec = r.try_read().unwrap();
@@ -57,13 +57,13 @@ fn waitset_wakes_a_writer_when_space_is_freed() {
     while w.try_write(&[0u8; 1000]).is_ok() {}
     assert!(!w.is_ready());
     let mut ws = WaitSet::new();
-    assert_eq!(ws.wait(&[&w], Some(Duration::from_millis(20))).unwrap_err(), WaitError::Timeout);
+    assert_eq!(ws.wait_timeout(&[&w], Duration::from_millis(20)).unwrap_err(), WaitTimeoutError::Timeout);
     let t = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(5));
         r.try_read().unwrap().consume();
         r
     });
-    assert_eq!(ws.wait(&[&w], Some(Duration::from_secs(10))).unwrap(), &[0]);
+    assert_eq!(ws.wait_timeout(&[&w], Duration::from_secs(10)).unwrap(), &[0]);
     w.try_write(&[1u8; 1000]).unwrap();
     drop(t.join().unwrap());
 }

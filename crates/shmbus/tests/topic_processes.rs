@@ -197,7 +197,7 @@ fn child_entry() {
             let mut received = 0;
             while received < total {
                 let ready =
-                    ws.wait(&refs, Some(Duration::from_secs(20))).expect("wait set timed out: lost wake-up").to_vec();
+                    ws.wait_timeout(&refs, Duration::from_secs(20)).expect("wait set timed out: lost wake-up").to_vec();
                 assert!(!ready.is_empty());
                 let mut progressed = false;
                 for i in ready {

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_command, child_role, env_str, wait_with_deadline, Scratch};
 use shmbus::sys::sigbus;
-use shmbus::{Domain, WaitError, WaitSet, Waitable};
+use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
 
 /// The timeout of each receive in a child.
 const RECV_TIMEOUT: Duration = Duration::from_millis(20);
@@ -87,9 +87,9 @@ fn reader_child(kind: &str) {
     let waitset = std::env::var_os("T_WAITSET").is_some();
     let mut ws = WaitSet::new();
     // Waits for `ep` in the set: `false` on a timeout.
-    let mut ready = |ep: &dyn Waitable| match ws.wait(&[ep], Some(RECV_TIMEOUT)) {
+    let mut ready = |ep: &dyn Waitable| match ws.wait_timeout(&[ep], RECV_TIMEOUT) {
         Ok(_) => true,
-        Err(WaitError::Timeout) => false,
+        Err(WaitTimeoutError::Timeout) => false,
         Err(e) => panic!("waitset: {e}"),
     };
     // Each kind's receive loop, as a closure over its endpoint (in the kind's module).

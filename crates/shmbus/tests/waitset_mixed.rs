@@ -209,7 +209,7 @@ fn mixed() {
     let want = rounds * chans.len() as u64;
     while total < want {
         let refs: Vec<&dyn Waitable> = chans.iter().map(|(_, c)| c.waitable()).collect();
-        let ready = match ws.wait(&refs, Some(Duration::from_secs(30))) {
+        let ready = match ws.wait_timeout(&refs, Duration::from_secs(30)) {
             Ok(r) => r.to_vec(),
             Err(e) => {
                 let missing: Vec<_> =
