@@ -202,6 +202,13 @@ impl<'a> ParticipantTable<'a> {
         true
     }
 
+    /// Leaves entry `index` in the CLAIMING state for `who`, as a claimer that died half-way
+    /// leaves it (tests of the takeover).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn force_claiming(&self, index: usize, who: ProcessId) {
+        self.entries[index].word.store(((who.pid as u64) << 8) | CLAIMING, Ordering::Release);
+    }
+
     /// The raw owner word of entry `index` (`pid << 8 | state`), for staleness checks.
     pub(crate) fn raw_word(&self, index: usize) -> u64 {
         self.entries.get(index).map_or(FREE, |e| e.word.load(Ordering::Acquire))

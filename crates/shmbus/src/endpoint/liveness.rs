@@ -1,0 +1,167 @@
+//! Noticing that a peer died: one clock and one table of intervals for every kind.
+//!
+//! A process that is SIGKILLed sends no notification, so an endpoint that waits on a peer
+//! asks `/proc` whether it still runs (`process_is_alive`, a few microseconds). Asking on
+//! every poll would cost more than the poll, so each check is throttled to an interval. All
+//! of them read one clock, [`now_ns`]: the vDSO's coarse monotonic clock, a few nanoseconds
+//! and never a system call, so even a spinning reader can consult it on every empty poll.
+//! Its resolution is one kernel tick (1 to 4 ms), so an interval here is a lower bound and a
+//! check may come up to one tick later.
+//!
+//! # The intervals
+//!
+//! | constant | value | rule |
+//! |---|---|---|
+//! | [`PENDING_GRACE`] | 1 ms | a topic slot claimed but not committed for this long has its claimant's liveness checked |
+//! | [`CLAIM_RECHECK`] | 5 ms | a queue cell held by a claimant is re-checked this often while someone waits on it |
+//! | [`PEER`] | 50 ms | a stream endpoint re-checks its peer (the writer for a reader, the reader for a writer) this often |
+//! | [`ORPHAN`] | 100 ms | a pool worker re-checks its dispatcher, and an idle queue waiter its peers, this often |
+//!
+//! A peer that detaches cleanly is seen at once (its entry is freed); these bound only how
+//! long a SIGKILLed peer can go unnoticed.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use crate::participants::ParticipantTable;
+use crate::sys::{coarse_monotonic_ns, process_is_alive, ProcessId};
+
+/// A topic slot claimed and not committed for this long has its claimant checked.
+pub(crate) const PENDING_GRACE: Duration = Duration::from_millis(1);
+/// A queue cell held by a claimant is re-checked this often while someone waits on it.
+pub(crate) const CLAIM_RECHECK: Duration = Duration::from_millis(5);
+/// A stream endpoint re-checks its peer this often.
+pub(crate) const PEER: Duration = Duration::from_millis(50);
+/// A pool worker re-checks its dispatcher, and an idle queue waiter its peers, this often.
+pub(crate) const ORPHAN: Duration = Duration::from_millis(100);
+
+/// The liveness clock, in nanoseconds (see the module docs).
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    coarse_monotonic_ns()
+}
+
+fn as_ns(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+/// Says "now" at most once per interval.
+#[derive(Debug)]
+pub(crate) struct Throttle {
+    every_ns: u64,
+    next_ns: Cell<u64>,
+}
+
+impl Throttle {
+    /// A throttle whose first [`Throttle::due`] is true at once.
+    pub(crate) fn new(every: Duration) -> Throttle {
+        Throttle { every_ns: as_ns(every), next_ns: Cell::new(0) }
+    }
+
+    /// Changes the interval (the next due time is kept).
+    pub(crate) fn set_interval(&mut self, every: Duration) {
+        self.every_ns = as_ns(every);
+    }
+
+    /// The interval.
+    pub(crate) fn interval(&self) -> Duration {
+        Duration::from_nanos(self.every_ns)
+    }
+
+    /// Whether the interval has passed since the last time this said yes; if so, starts the
+    /// next one.
+    pub(crate) fn due(&self) -> bool {
+        self.due_at(now_ns())
+    }
+
+    /// [`Throttle::due`] at a time the caller has already read from [`now_ns`].
+    pub(crate) fn due_at(&self, now: u64) -> bool {
+        if now < self.next_ns.get() {
+            return false;
+        }
+        self.next_ns.set(now.saturating_add(self.every_ns));
+        true
+    }
+}
+
+/// Whether a live process holds a peer's entry, cached for an interval.
+///
+/// A free entry is seen at once (a clean detach); a new holder is checked at once; the same
+/// holder is re-checked at most once per interval.
+#[derive(Debug)]
+pub(crate) struct PeerWatch {
+    slot: usize,
+    every_ns: u64,
+    seen: Cell<ProcessId>,
+    checked_ns: Cell<u64>,
+    alive: Cell<bool>,
+}
+
+impl PeerWatch {
+    /// Watches entry `slot`, re-checking its holder every `every`.
+    pub(crate) fn new(slot: usize, every: Duration) -> PeerWatch {
+        PeerWatch {
+            slot,
+            every_ns: as_ns(every),
+            seen: Cell::new(ProcessId { pid: 0, start_time: 0 }),
+            checked_ns: Cell::new(0),
+            alive: Cell::new(false),
+        }
+    }
+
+    /// Whether a live process holds the entry (`me` counts as alive).
+    pub(crate) fn alive(&self, table: ParticipantTable<'_>, me: ProcessId) -> bool {
+        let Some(owner) = table.owner(self.slot) else {
+            self.alive.set(false);
+            return false;
+        };
+        if owner.process.pid == me.pid {
+            return true;
+        }
+        let now = now_ns();
+        if owner.process != self.seen.get() || now.saturating_sub(self.checked_ns.get()) >= self.every_ns {
+            self.seen.set(owner.process);
+            self.checked_ns.set(now);
+            self.alive.set(process_is_alive(owner.process));
+        }
+        self.alive.get()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::participants::Participant;
+
+    #[test]
+    fn throttle_says_yes_once_per_interval() {
+        let t = Throttle::new(Duration::from_secs(3600));
+        assert!(t.due_at(10));
+        assert!(!t.due_at(11));
+        assert!(!t.due_at(3_599_000_000_000));
+        assert!(t.due_at(3_600_000_000_010));
+        let quick = Throttle::new(Duration::ZERO);
+        assert!(quick.due() && quick.due());
+    }
+
+    #[test]
+    fn peer_watch_sees_a_detach_at_once_and_a_death_after_its_interval() {
+        let entries: Vec<Participant> = (0..1).map(|_| Participant::new()).collect();
+        let table = ParticipantTable::from_slice(&entries);
+        let me = ProcessId::current();
+        let watch = PeerWatch::new(0, Duration::from_secs(3600));
+        assert!(!watch.alive(table, me), "free entry");
+
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let peer = ProcessId { pid: child.id(), start_time: 0 };
+        table.register(peer, 1, 0..1).unwrap();
+        assert!(watch.alive(table, me), "live holder");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(watch.alive(table, me), "cached within the interval");
+        let fresh = PeerWatch::new(0, Duration::ZERO);
+        assert!(!fresh.alive(table, me), "dead holder once re-checked");
+        table.release(0);
+        assert!(!watch.alive(table, me), "a freed entry is seen at once");
+    }
+}
