@@ -28,10 +28,10 @@
 //! (`Segment::open_path_read_only`), validated by the same code as a read-write open, so
 //! a user with read permission only can inspect a segment, and inspection cannot write.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -39,6 +39,7 @@ use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
 use crate::name::validate_name;
 use crate::participants::{ParticipantTable, PARTICIPANTS, PARTICIPANT_SIZE};
+use crate::sys::fs::CreateError;
 use crate::sys::{monotonic_ns, Mapping, ProcessId};
 
 /// `b"SHMBUS\0\x01"` as a little-endian u64.
@@ -338,59 +339,53 @@ impl Segment {
         let total_usize =
             usize::try_from(total).map_err(|_| OpenError::InvalidConfig { what: "segment too large".into() })?;
         let me = ProcessId::current();
-        static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let unique = monotonic_ns().wrapping_add(UNIQUE.fetch_add(1, Ordering::Relaxed));
-        let tmp_name = OsString::from(format!(".{name}.{}.{unique}", me.pid));
-        let tmp = dir.path().join(&tmp_name);
-        // Created with exactly `opts.mode` (fchmod after the open, whatever the umask).
-        let file = crate::sys::fs::create_file_at(dir.fd(), &tmp_name, opts.mode).map_err(|e| match e.kind() {
+        let created = crate::sys::fs::create_race_free(dir.fd(), OsStr::new(name), opts.mode, |file, tmp_name| {
+            let tmp = dir.path().join(tmp_name);
+            if let Some(gid) = opts.gid {
+                std::os::unix::fs::fchown(file, None, Some(gid)).map_err(|e| OpenError::io(&tmp, e))?;
+            }
+            file.set_len(total).map_err(|e| OpenError::io(&tmp, e))?;
+            reserve(file, total).map_err(|e| match e {
+                e if crate::sys::fs::is_no_space(&e) => OpenError::Io {
+                    path: tmp.clone(),
+                    source: io::Error::new(
+                        io::ErrorKind::StorageFull,
+                        format!("not enough space for {total} bytes in {}", dir.path().display()),
+                    ),
+                },
+                _ => OpenError::io(&tmp, e),
+            })?;
+            let map = Mapping::map(file.as_fd(), total_usize).map_err(|e| OpenError::io(&tmp, e))?;
+            let info = HeaderInfo {
+                kind: L::KIND,
+                version: FORMAT_VERSION,
+                total_size: total,
+                params: layout.params(),
+                creator: me,
+                mode: opts.mode,
+                created_ns: monotonic_ns(),
+            };
+            // SAFETY: the file is fresh (zero-filled), private to us until linked, and the
+            // mapping covers KIND_OFFSET + kind_area_size bytes.
+            unsafe {
+                layout.init(map.as_ptr().add(KIND_OFFSET));
+                write_header(map.as_ptr(), &info);
+            }
+            Ok((map, info))
+        });
+        match created {
+            Ok(Some((file, (map, info)))) => Ok(Some(Segment { map, file, path: path.to_owned(), info })),
+            Ok(None) => Ok(None),
             // Not the temporary file's fault: the domain directory does not let us write.
-            io::ErrorKind::PermissionDenied => OpenError::CannotCreate {
+            Err(CreateError::Temp(e)) if e.kind() == io::ErrorKind::PermissionDenied => Err(OpenError::CannotCreate {
                 dir: dir.path().to_owned(),
                 what: format!("channel {name}"),
                 owner_uid: dir.stat().uid,
                 mode: dir.stat().mode,
-            },
-            _ => OpenError::io(&tmp, e),
-        })?;
-        let cleanup = TempFile { dir: dir.fd(), name: tmp_name.clone() };
-        if let Some(gid) = opts.gid {
-            std::os::unix::fs::fchown(&file, None, Some(gid)).map_err(|e| OpenError::io(&tmp, e))?;
-        }
-        file.set_len(total).map_err(|e| OpenError::io(&tmp, e))?;
-        reserve(&file, total).map_err(|e| match e {
-            e if crate::sys::fs::is_no_space(&e) => OpenError::Io {
-                path: tmp.clone(),
-                source: io::Error::new(
-                    io::ErrorKind::StorageFull,
-                    format!("not enough space for {total} bytes in {}", dir.path().display()),
-                ),
-            },
-            _ => OpenError::io(&tmp, e),
-        })?;
-        let map = Mapping::map(file.as_fd(), total_usize).map_err(|e| OpenError::io(&tmp, e))?;
-        let info = HeaderInfo {
-            kind: L::KIND,
-            version: FORMAT_VERSION,
-            total_size: total,
-            params: layout.params(),
-            creator: me,
-            mode: opts.mode,
-            created_ns: monotonic_ns(),
-        };
-        // SAFETY: the file is fresh (zero-filled), private to us until linked, and the mapping
-        // covers KIND_OFFSET + kind_area_size bytes.
-        unsafe {
-            layout.init(map.as_ptr().add(KIND_OFFSET));
-            write_header(map.as_ptr(), &info);
-        }
-        match crate::sys::fs::link_at(dir.fd(), &tmp_name, dir.fd(), OsStr::new(name)) {
-            Ok(()) => {
-                drop(cleanup);
-                Ok(Some(Segment { map, file, path: path.to_owned(), info }))
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
-            Err(e) => Err(OpenError::io(path, e)),
+            }),
+            Err(CreateError::Temp(e)) => Err(OpenError::io(dir.path(), e)),
+            Err(CreateError::Build(e)) => Err(e),
+            Err(CreateError::Link(e)) => Err(OpenError::io(path, e)),
         }
     }
 
@@ -439,16 +434,6 @@ pub(crate) enum Access {
 
 /// Removes a temporary file's name from its directory (relative to the directory's
 /// descriptor) when dropped: after a failed creation, and after the final link.
-struct TempFile<'a> {
-    dir: BorrowedFd<'a>,
-    name: OsString,
-}
-impl Drop for TempFile<'_> {
-    fn drop(&mut self) {
-        let _ = crate::sys::fs::unlink_at(self.dir, &self.name);
-    }
-}
-
 /// Backs the whole file with memory now, so running out of space is an error at creation
 /// rather than a SIGBUS on first touch.
 fn reserve(file: &File, len: u64) -> io::Result<()> {

@@ -11,7 +11,7 @@ use crate::domain::{describe_uid, TrustPolicy, TRUST_ENV};
 use crate::error::OpenError;
 use crate::sync::AtomicU64;
 use crate::sys::fs::{self, FlockOp};
-use crate::sys::{monotonic_ns, Mapping, ProcessId};
+use crate::sys::Mapping;
 
 use super::format::*;
 
@@ -153,41 +153,25 @@ pub(crate) fn require_regular(f: &File) -> io::Result<()> {
 }
 
 /// Creates `path` with `contents` as its first bytes and total length `len`, race-free:
-/// built under a hidden temporary name and `link(2)`ed into place. `Ok(false)`: the file
-/// already existed (someone else won).
+/// built under a hidden temporary name and linked into place (`sys::fs::create_race_free`),
+/// relative to the parent directory opened without following a symlink. `Ok(false)`: the
+/// file already existed (someone else won).
 pub(crate) fn create_file_atomically(path: &Path, mode: u32, len: u64, contents: &[u8]) -> io::Result<bool> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
-    let me = ProcessId::current();
-    let tmp = dir.join(format!(".{name}.{}.{}.tmp", me.pid, monotonic_ns()));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(crate::sys::fs::NOFOLLOW_CLOEXEC)
-        .open(&tmp)?;
-    let guard = RemoveOnDrop(tmp.clone());
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    }
-    grow(&file, len)?;
-    file.write_all_at(contents, 0)?;
-    match std::fs::hard_link(&tmp, path) {
-        Ok(()) => {
-            drop(guard);
-            Ok(true)
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-struct RemoveOnDrop(PathBuf);
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{} names no file", path.display())))?;
+    let dir = fs::open_dir(parent)?;
+    let created = fs::create_race_free(dir.as_fd(), name, mode, |file, _| {
+        grow(file, len)?;
+        file.write_all_at(contents, 0)
+    });
+    match created {
+        Ok(made) => Ok(made.is_some()),
+        Err(fs::CreateError::Temp(e) | fs::CreateError::Build(e) | fs::CreateError::Link(e)) => Err(e),
     }
 }
 

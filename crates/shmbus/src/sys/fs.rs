@@ -288,6 +288,51 @@ pub fn create_file_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Resul
     Ok(file)
 }
 
+/// Where [`create_race_free`] failed.
+#[derive(Debug)]
+pub enum CreateError<E> {
+    /// Creating the hidden temporary file failed (the directory does not let us write, …).
+    Temp(io::Error),
+    /// The caller's `build` step failed; the temporary file is removed.
+    Build(E),
+    /// Publishing the file under its name failed (other than "it exists").
+    Link(io::Error),
+}
+
+/// Creates the file `name` in `dir` race-free: a hidden temporary file is created with
+/// exactly `mode` ([`create_file_at`]), filled by `build` (sized, initialised, whatever the
+/// caller needs), and only then linked under `name` ([`link_at`]). Readers therefore never
+/// see a half-built file, and nothing is followed through a symlink. `Ok(None)`: `name`
+/// already existed (someone else won the race; the temporary is removed). `build` gets the
+/// open file and the temporary's name (for messages).
+pub fn create_race_free<T, E>(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    mode: u32,
+    build: impl FnOnce(&File, &OsStr) -> Result<T, E>,
+) -> Result<Option<(File, T)>, CreateError<E>> {
+    static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let unique = super::monotonic_ns().wrapping_add(UNIQUE.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let mut tmp = OsString::from(".");
+    tmp.push(name);
+    tmp.push(format!(".{}.{unique}", std::process::id()));
+    let file = create_file_at(dir, &tmp, mode).map_err(CreateError::Temp)?;
+    struct Unlink<'a>(BorrowedFd<'a>, &'a OsStr);
+    impl Drop for Unlink<'_> {
+        fn drop(&mut self) {
+            let _ = unlink_at(self.0, self.1);
+        }
+    }
+    // Removes the temporary on every path: once linked, the file lives on under `name`.
+    let _tmp = Unlink(dir, &tmp);
+    let built = build(&file, &tmp).map_err(CreateError::Build)?;
+    match link_at(dir, &tmp, dir, name) {
+        Ok(()) => Ok(Some((file, built))),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(CreateError::Link(e)),
+    }
+}
+
 /// Sets the mode of an open file exactly (`fchmod(2)`; not on an `O_PATH` descriptor: see
 /// [`reopen_dir_readable`] for a directory).
 pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
