@@ -16,10 +16,10 @@ const POOL_STATE_MAX_JOB: usize = 32;
 /// dispatcher's and the workers' participant entries.
 fn pool_state_words() -> Vec<(u64, usize)> {
     let k = KIND_OFFSET as u64;
-    let mut w = vec![(k, 8), (k + 8, 8), (k + 16, 4), (k + 64, 8), (k + 72, 8), (k + 80, 8), (k + 88, 8)];
+    let mut w = vec![(k, 8), (k + 8, 8), (k + 16, 4), (k + 128, 8), (k + 136, 8), (k + 144, 8), (k + 152, 8)];
     let stride = 64 + POOL_STATE_MAX_JOB.div_ceil(64) as u64 * 64;
     for i in 0..POOL_STATE_WORKERS as u64 {
-        let mb = k + 128 + i * stride;
+        let mb = k + 256 + i * stride;
         w.extend([(mb, 4), (mb + 4, 4), (mb + 8, 4), (mb + 16, 8), (mb + 24, 8)]);
     }
     for e in 0..=POOL_STATE_WORKERS as u64 {
@@ -28,7 +28,7 @@ fn pool_state_words() -> Vec<(u64, usize)> {
     }
     // Each mailbox's loss report moved aside by an adopting worker: flag, pid, job id.
     for i in 0..POOL_STATE_WORKERS as u64 {
-        let mb = k + 128 + i * stride;
+        let mb = k + 256 + i * stride;
         w.extend([(mb + 32, 4), (mb + 36, 4), (mb + 40, 8)]);
     }
     w

@@ -17,8 +17,8 @@ const TOPIC_STATE_INDEX: u64 = 64;
 /// the owner word, start time, role and five recovery words of the first participant entries.
 fn topic_state_words() -> Vec<(u64, usize)> {
     let k = KIND_OFFSET as u64;
-    let mut w = vec![(k, 8), (k + 64, 8), (k + 128, 8), (k + 192, 4)];
-    let headers = k + 256 + 8 * TOPIC_STATE_INDEX;
+    let mut w = vec![(k, 8), (k + 128, 8), (k + 256, 8), (k + 384, 4)];
+    let headers = k + 512 + 8 * TOPIC_STATE_INDEX;
     for s in 0..TOPIC_STATE_SLOTS {
         let h = headers + 128 * s;
         w.extend([(h, 8), (h + 8, 8), (h + 16, 8), (h + 64, 8), (h + 72, 8), (h + 80, 8)]);
@@ -28,7 +28,7 @@ fn topic_state_words() -> Vec<(u64, usize)> {
         w.extend([(entry, 8), (entry + 8, 8), (entry + 16, 4)]);
         w.extend((0..5).map(|a| (entry + 24 + 8 * a, 8)));
     }
-    w.extend((0..TOPIC_STATE_INDEX).map(|i| (k + 256 + 8 * i, 8)));
+    w.extend((0..TOPIC_STATE_INDEX).map(|i| (k + 512 + 8 * i, 8)));
     w
 }
 

@@ -9,6 +9,22 @@ pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Order
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+/// A value on a cache-line pair of its own: aligned and padded to 128 bytes, because x86's
+/// spatial prefetcher pulls cache lines in pairs, so a word on the neighbouring line of a
+/// busy word is disturbed as if it shared the line (crossbeam's `CachePadded` does the
+/// same). The one way shmbus keeps hot shared words apart.
+#[repr(C, align(128))]
+#[derive(Debug, Default)]
+pub(crate) struct CachePadded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// One step of a busy wait: a CPU pause hint, or a scheduling point under loom.
 #[inline]
 pub(crate) fn spin_hint() {

@@ -46,12 +46,12 @@ fn domain_at(root: &Path) -> Domain {
 fn control_words() -> Vec<(usize, usize)> {
     let k = KIND_OFFSET;
     // Header (see pool/protocol.rs): idle bits, present bits, idle event; then dispatcher
-    // state, next job id, dispatched, lost on the next line.
-    let mut w = vec![(k, 8), (k + 8, 8), (k + 16, 4), (k + 64, 8), (k + 72, 8), (k + 80, 8), (k + 88, 8)];
+    // state, next job id, dispatched, lost on the next 128-byte line pair.
+    let mut w = vec![(k, 8), (k + 8, 8), (k + 16, 4), (k + 128, 8), (k + 136, 8), (k + 144, 8), (k + 152, 8)];
     let stride = 64 + MAX_JOB.div_ceil(64) * 64;
     for i in 0..WORKERS {
         // Mailbox: state, event, owner pid, job id, length.
-        let mb = k + 128 + i * stride;
+        let mb = k + 256 + i * stride;
         w.extend([(mb, 4), (mb + 4, 4), (mb + 8, 4), (mb + 16, 8), (mb + 24, 8)]);
     }
     // Participant entries: the dispatcher's (0) and the workers' (1..): owner word, start
@@ -62,7 +62,7 @@ fn control_words() -> Vec<(usize, usize)> {
     }
     // Each mailbox's loss report moved aside by an adopting worker: flag, pid, job id.
     for i in 0..WORKERS {
-        let mb = k + 128 + i * stride;
+        let mb = k + 256 + i * stride;
         w.extend([(mb + 32, 4), (mb + 36, 4), (mb + 40, 8)]);
     }
     w

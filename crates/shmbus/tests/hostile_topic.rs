@@ -35,9 +35,13 @@ const PARTICIPANTS: u64 = 4096;
 /// The test topic: 32-byte slots (inline), history 8, 4 spare: 12 slots, 64 index words.
 const SLOTS: u64 = 12;
 const INDEX_LEN: u64 = 64;
-/// topic/endpoint.rs: control block 256 bytes, then the index, then 128-byte slot headers.
-const INDEX_OFF: u64 = KIND + 256;
-const HEADERS_OFF: u64 = KIND + 768;
+/// topic/layout.rs: control block 512 bytes (four 128-byte line pairs), then the index, then
+/// 128-byte slot headers.
+const INDEX_OFF: u64 = KIND + 512;
+const HEADERS_OFF: u64 = KIND + 1024;
+/// The control words: tail, newest committed, next slot, event word.
+const TAIL: u64 = KIND;
+const COMMITTED: u64 = KIND + 128;
 /// Receive timeout of the subscriber's calls, and the slack a call may take beyond it.
 const TIMEOUT: Duration = Duration::from_millis(20);
 const SLACK: Duration = Duration::from_secs(2);
@@ -48,7 +52,7 @@ fn config() -> TopicConfig {
 
 /// Every control word's file offset.
 fn control_words() -> Vec<u64> {
-    let mut w = vec![KIND, KIND + 64, KIND + 128, KIND + 192];
+    let mut w = vec![TAIL, COMMITTED, KIND + 256, KIND + 384];
     w.extend((0..INDEX_LEN).map(|i| INDEX_OFF + 8 * i));
     for s in 0..SLOTS {
         let h = HEADERS_OFF + 128 * s;
@@ -389,8 +393,8 @@ fn a_cursor_far_past_the_end_waits_and_a_corrupt_tail_is_reported_once() {
     // `tail` (and `committed_max`) overwritten with values near the end of the range: one
     // Corrupt, then timeouts; never a gap, let alone a huge one.
     for (tail, cm) in [(u64::MAX - 3, 5), (u64::MAX, u64::MAX), (1 << 62, 1 << 62), (2, 4), (0, 0)] {
-        write_u64(&f, KIND, tail);
-        write_u64(&f, KIND + 64, cm);
+        write_u64(&f, TAIL, tail);
+        write_u64(&f, COMMITTED, cm);
         let mut corrupt = 0;
         let end = Instant::now() + Duration::from_millis(300);
         while Instant::now() < end {
@@ -411,8 +415,8 @@ fn a_cursor_far_past_the_end_waits_and_a_corrupt_tail_is_reported_once() {
         let _ = sub.get(tail);
     }
     // Restored to a consistent state: publishing and receiving go on.
-    write_u64(&f, KIND, 4);
-    write_u64(&f, KIND + 64, 4);
+    write_u64(&f, TAIL, 4);
+    write_u64(&f, COMMITTED, 4);
     let k = p.publish(b"five").unwrap();
     assert_eq!(k, 5);
     // The cursor was moved back with `tail`, so the old messages 1..=4 may come again first.

@@ -267,7 +267,7 @@ const CRC_FIELD: u64 = 20;
 const PARAMS_FIELD: u64 = 32;
 const HEADER_LEN: usize = 120;
 const KIND_AREA: u64 = 12288;
-const POOL_HEADER: u64 = 128;
+const POOL_HEADER: u64 = 256;
 
 fn patch(path: &std::path::Path, offset: u64, bytes: &[u8], fix_crc: bool) {
     use std::os::unix::fs::FileExt;

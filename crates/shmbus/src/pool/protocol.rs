@@ -47,7 +47,7 @@
 //! state word decides.
 
 use crate::event::EventWord;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 
 /// No worker owns the mailbox.
 pub const VACANT: u32 = 0;
@@ -71,7 +71,7 @@ pub const ADOPTING: u32 = 7;
 pub const MAX_WORKERS: usize = 64;
 
 /// Pool-wide words written by workers.
-#[repr(C, align(64))]
+#[repr(C)]
 #[derive(Debug)]
 pub struct WorkerLine {
     /// Bit `i`: mailbox `i` is (probably) IDLE. A hint; the state word decides.
@@ -83,7 +83,7 @@ pub struct WorkerLine {
 }
 
 /// Pool-wide words written by the dispatcher.
-#[repr(C, align(64))]
+#[repr(C)]
 #[derive(Debug)]
 pub struct DispatcherLine {
     /// `epoch << 1 | attached`: bumped by every dispatcher that attaches, bit 0 cleared by a
@@ -101,13 +101,13 @@ pub struct DispatcherLine {
 #[repr(C)]
 #[derive(Debug)]
 pub struct PoolHeader {
-    w: WorkerLine,
-    d: DispatcherLine,
+    w: CachePadded<WorkerLine>,
+    d: CachePadded<DispatcherLine>,
 }
 
 /// Size of [`PoolHeader`] in the segment.
 #[cfg(not(loom))]
-pub(crate) const HEADER_SIZE: usize = 128;
+pub(crate) const HEADER_SIZE: usize = 256;
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<PoolHeader>() == HEADER_SIZE);
 
@@ -115,17 +115,17 @@ impl PoolHeader {
     /// A fresh header (all zero, like a freshly created segment).
     pub fn new() -> PoolHeader {
         PoolHeader {
-            w: WorkerLine {
+            w: CachePadded(WorkerLine {
                 idle_bits: AtomicU64::new(0),
                 present_bits: AtomicU64::new(0),
                 idle_event: EventWord::new(),
-            },
-            d: DispatcherLine {
+            }),
+            d: CachePadded(DispatcherLine {
                 dispatcher_state: AtomicU64::new(0),
                 next_job_id: AtomicU64::new(0),
                 dispatched: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
-            },
+            }),
         }
     }
 }

@@ -48,7 +48,7 @@
 
 use crate::event::EventWord;
 use crate::participants::ParticipantTable;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 use crate::sys::ProcessId;
 
 const POS_SHIFT: u32 = 10;
@@ -93,24 +93,18 @@ const fn stamp_owner(s: u64) -> usize {
     (s & OWNER_MASK) as usize
 }
 
-/// `#[repr(align(128))]`: two adjacent lines, because x86's spatial prefetcher pulls cache
-/// lines in pairs (crossbeam's `CachePadded` does the same).
-#[repr(C, align(128))]
-#[derive(Debug)]
-pub(crate) struct Padded<T>(pub(crate) T);
-
 /// The queue's control block, at the start of the kind area.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct Control {
     /// Next position to produce (a hint: may lag one claimed cell behind; see module docs).
-    pub(crate) tail: Padded<AtomicU64>,
+    pub(crate) tail: CachePadded<AtomicU64>,
     /// Next position to consume (a hint, likewise).
-    pub(crate) head: Padded<AtomicU64>,
+    pub(crate) head: CachePadded<AtomicU64>,
     /// Notified when a message is published or a cell abandoned: consumers sleep here.
-    pub(crate) not_empty: Padded<EventWord>,
+    pub(crate) not_empty: CachePadded<EventWord>,
     /// Notified when a cell is retired: producers sleep here.
-    pub(crate) not_full: Padded<EventWord>,
+    pub(crate) not_full: CachePadded<EventWord>,
     /// Cells given up because their producer died mid-copy.
     pub(crate) abandoned: AtomicU64,
     /// Messages lost because their consumer died mid-copy.
@@ -121,10 +115,10 @@ impl Control {
     #[allow(dead_code)]
     pub(crate) fn new() -> Control {
         Control {
-            tail: Padded(AtomicU64::new(0)),
-            head: Padded(AtomicU64::new(0)),
-            not_empty: Padded(EventWord::new()),
-            not_full: Padded(EventWord::new()),
+            tail: CachePadded(AtomicU64::new(0)),
+            head: CachePadded(AtomicU64::new(0)),
+            not_empty: CachePadded(EventWord::new()),
+            not_full: CachePadded(EventWord::new()),
             abandoned: AtomicU64::new(0),
             lost: AtomicU64::new(0),
         }

@@ -33,7 +33,7 @@
 //! so a reader detects a garbage header instead of trusting it.
 
 use crate::event::EventWord;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, CachePadded, Ordering};
 
 /// Bytes of the per-record header.
 pub const HEADER: u64 = 8;
@@ -104,9 +104,9 @@ fn check(head: u64, tail: u64, cap: u64) -> Result<(), Corruption> {
     Ok(())
 }
 
-/// One side's position and the event word its peer sleeps on, on a cache line pair of its
-/// own (128 bytes: adjacent-line prefetchers pull lines in pairs).
-#[repr(C, align(128))]
+/// One side's position and the event word its peer sleeps on (each side on a cache-line pair
+/// of its own in [`RingShared`]).
+#[repr(C)]
 #[derive(Debug)]
 struct Side {
     pos: AtomicU64,
@@ -119,9 +119,9 @@ struct Side {
 #[derive(Debug)]
 pub struct RingShared {
     /// `head` and the *readable* event (notified by the writer on commit).
-    head: Side,
+    head: CachePadded<Side>,
     /// `tail` and the *writable* event (notified by the reader on consume).
-    tail: Side,
+    tail: CachePadded<Side>,
 }
 
 #[cfg(not(loom))]
@@ -137,8 +137,8 @@ impl RingShared {
     /// An empty ring's shared state (both positions 0).
     pub fn new() -> RingShared {
         RingShared {
-            head: Side { pos: AtomicU64::new(0), event: EventWord::new() },
-            tail: Side { pos: AtomicU64::new(0), event: EventWord::new() },
+            head: CachePadded(Side { pos: AtomicU64::new(0), event: EventWord::new() }),
+            tail: CachePadded(Side { pos: AtomicU64::new(0), event: EventWord::new() }),
         }
     }
 

@@ -101,7 +101,7 @@ impl Inner {
     pub(super) fn event(&self) -> &EventWord {
         // SAFETY: the control block's `event` is an AtomicU32 in the mapping; EventWord is
         // repr(transparent) over AtomicU32.
-        unsafe { &*(&self.shared().ctl.event as *const crate::sync::AtomicU32 as *const EventWord) }
+        unsafe { &*(&self.shared().ctl.event.0 as *const crate::sync::AtomicU32 as *const EventWord) }
     }
 
     pub(super) fn reclaim_dead(&self) -> usize {

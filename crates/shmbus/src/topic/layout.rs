@@ -10,7 +10,7 @@ pub const MAX_HISTORY: u64 = 1 << 20;
 /// Largest number of spare slots.
 pub const MAX_SPARE: u64 = 1 << 16;
 
-pub(super) const CONTROL_SIZE: u64 = 256;
+pub(super) const CONTROL_SIZE: u64 = super::protocol::CONTROL_BYTES as u64;
 
 /// The topic's layout, derived from (slot_size, history, spare).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

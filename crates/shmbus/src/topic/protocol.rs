@@ -51,7 +51,7 @@
 //!   Readers report it as a gap.
 
 use crate::participants::{EntryState, Participant, ParticipantTable};
-use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, CachePadded, Ordering};
 
 /// Participants that can pin (and so can be registered on a topic).
 pub(crate) const MAX_TOPIC_PARTICIPANTS: usize = 120;
@@ -82,32 +82,29 @@ const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 /// Most slots a topic can have (the index packs a slot number into 24 bits).
 pub(crate) const MAX_SLOTS: u64 = SLOT_MASK;
 
-/// The topic's control block: one cache line per hot word.
+/// The topic's control block: one cache-line pair per hot word.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct Control {
-    pub(crate) tail: AtomicU64,
-    _p0: [u64; 7],
-    pub(crate) committed_max: AtomicU64,
-    _p1: [u64; 7],
-    pub(crate) next_slot: AtomicU64,
-    _p2: [u64; 7],
-    pub(crate) event: AtomicU32,
-    _p3: [u32; 15],
+    pub(crate) tail: CachePadded<AtomicU64>,
+    pub(crate) committed_max: CachePadded<AtomicU64>,
+    pub(crate) next_slot: CachePadded<AtomicU64>,
+    pub(crate) event: CachePadded<AtomicU32>,
 }
+
+/// Bytes of [`Control`] in the segment.
+pub(crate) const CONTROL_BYTES: usize = 512;
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Control>() == CONTROL_BYTES);
 
 impl Control {
     #[allow(dead_code)]
     pub(crate) fn new() -> Control {
         Control {
-            tail: AtomicU64::new(0),
-            _p0: [0; 7],
-            committed_max: AtomicU64::new(0),
-            _p1: [0; 7],
-            next_slot: AtomicU64::new(0),
-            _p2: [0; 7],
-            event: AtomicU32::new(0),
-            _p3: [0; 15],
+            tail: CachePadded(AtomicU64::new(0)),
+            committed_max: CachePadded(AtomicU64::new(0)),
+            next_slot: CachePadded(AtomicU64::new(0)),
+            event: CachePadded(AtomicU32::new(0)),
         }
     }
 }
