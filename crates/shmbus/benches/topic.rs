@@ -55,20 +55,23 @@ fn publish(c: &mut Criterion) {
     let d = root.domain();
     let mut g = c.benchmark_group("publish");
     for size in SIZES {
-        let topic = Topic::create_or_open(&d, &format!("pub{size}"), &TopicConfig::new(size, 64)).unwrap();
+        let topic =
+            Topic::create_or_open(&d, &format!("pub{size}"), &TopicConfig::default().max_message_len(size).history(64))
+                .unwrap();
         let mut publisher = topic.publisher().unwrap();
         let _idle = topic.subscriber().unwrap();
         let msg = vec![7u8; size];
         g.throughput(Throughput::Bytes(size as u64));
         g.bench_with_input(BenchmarkId::new("copy", size), &size, |b, _| {
-            b.iter(|| publisher.publish(black_box(&msg)).unwrap())
+            b.iter(|| publisher.send(black_box(&msg)).unwrap())
         });
         g.bench_with_input(BenchmarkId::new("loan_send", size), &size, |b, &n| {
             b.iter(|| {
                 let mut loan = publisher.loan().unwrap();
                 loan[0] = 1;
                 loan[n - 1] = 2;
-                loan.send(n).unwrap()
+                loan.truncate(n);
+                loan.send().unwrap()
             })
         });
     }
@@ -80,10 +83,15 @@ fn recv(c: &mut Criterion) {
     let d = root.domain();
     let mut g = c.benchmark_group("recv");
     for size in SIZES {
-        let topic = Topic::create_or_open(&d, &format!("recv{size}"), &TopicConfig::new(size, 64)).unwrap();
+        let topic = Topic::create_or_open(
+            &d,
+            &format!("recv{size}"),
+            &TopicConfig::default().max_message_len(size).history(64),
+        )
+        .unwrap();
         let mut publisher = topic.publisher().unwrap();
         let sub = topic.subscriber().unwrap();
-        let seq = publisher.publish(&vec![3u8; size]).unwrap();
+        let seq = publisher.send(&vec![3u8; size]).unwrap();
         let mut buf = Vec::with_capacity(size);
         g.throughput(Throughput::Bytes(size as u64));
         g.bench_with_input(BenchmarkId::new("try_recv_into", size), &size, |b, _| {
@@ -95,7 +103,7 @@ fn recv(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("try_recv_pinned", size), &size, |b, _| {
             b.iter(|| {
                 sub.seek(seq);
-                let s = sub.try_recv_pinned().unwrap();
+                let s = sub.try_recv_ref().unwrap();
                 black_box((s[0], s[s.len() - 1]))
             })
         });
