@@ -1,18 +1,19 @@
 //! Topic micro-benchmarks in one process (criterion, `harness = false`): the cost of the
-//! publish and receive calls themselves, without another process or core in the loop.
+//! send and receive calls themselves, without another process or core in the loop.
 //! Cross-process latency is `shmbus-bench`'s job.
 //!
 //! ```sh
 //! cargo bench -p shmbus --bench topic
 //! ```
 //!
-//! * `publish/copy/{8,4096}`: `Publisher::publish` of an 8-byte / 4 KiB message (history 64,
+//! * `publish/copy/{8,4096}`: `Publisher::send` of an 8-byte / 4 KiB message (history 64,
 //!   one subscriber attached and idle, so the publisher wraps around the history).
-//! * `publish/loan_send/{8,4096}`: `loan`, write the first and last byte, `send`.
+//! * `publish/loan_send/{8,4096}`: `loan`, write the first and last byte, `truncate`, `send`.
 //! * `recv/try_recv_into/{8,4096}`: re-reads one committed message by copy (`seek` back,
 //!   then `try_recv_into` into a reused buffer).
-//! * `recv/try_recv_pinned/{8,4096}`: the same message pinned (zero copy), first and last
-//!   byte read, sample dropped (unpinned).
+//! * `recv/try_recv_pinned/{8,4096}`: the same message pinned by `try_recv_ref` (zero copy),
+//!   first and last byte read, sample dropped (unpinned). (The benchmark ids keep their
+//!   names, so that results stay comparable.)
 //!
 //! Under `cargo test` the bench target is only built and run once per benchmark in test
 //! mode (criterion's `--test` handling), so it costs next to nothing there.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_role, env_str, env_u64, sigkill, spawn_child, wait_with_deadline, Rng, Scratch};
 use shmbus::topic::{Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
-use shmbus::{Domain, WaitSet, Waitable};
+use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
 
 // ---- message format: [pid u32][counter u64][pattern...][hash u32] -------------------------
 
@@ -359,6 +359,34 @@ fn a_publisher_dying_after_its_claim_becomes_a_gap_not_a_hang() {
     }
     assert_eq!(sub.latest().unwrap().seq(), 2 + slots + 2);
     assert_eq!(Topic::status(&d, "data").unwrap().publishers, 1);
+}
+
+/// A `WaitSet` notices a dead claimant through `Subscriber::recheck` (`is_ready` itself looks
+/// only), and the receive that follows reports the gap.
+#[test]
+fn a_wait_set_notices_a_publisher_dying_after_its_claim() {
+    let s = Scratch::new("claimws");
+    let d = s.domain("p");
+    let t = Topic::create_or_open(&d, "data", &TopicConfig::default().max_message_len(64).history(4).spare_slots(1))
+        .unwrap();
+    let sub = t.subscriber().unwrap();
+    let mut child = spawn_child("child_entry", "claim-and-hang", &env(&s, "data", &[]));
+    assert_eq!(read_line(&mut child), "claimed 1");
+    let mut ws = WaitSet::new();
+    assert_eq!(ws.wait_timeout(&[&sub], Duration::from_millis(50)).unwrap_err(), WaitTimeoutError::Timeout);
+    assert!(!sub.is_ready());
+    sigkill(&mut child);
+    child.wait().unwrap();
+    // Asking is_ready does not probe or reclaim: it stays false however often it is asked.
+    for _ in 0..3 {
+        assert!(!sub.is_ready());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let start = Instant::now();
+    assert_eq!(ws.wait_timeout(&[&sub], Duration::from_secs(10)).unwrap(), &[0]);
+    eprintln!("@@gap noticed by the wait set {:?} after the kill", start.elapsed());
+    assert_eq!(sub.try_recv().unwrap_err(), TopicTryRecvError::Lagged { missed: 1 });
+    assert_eq!(sub.next_seq(), 2);
 }
 
 #[test]
