@@ -5,7 +5,9 @@
 mod common;
 
 use common::Scratch;
-use shmbus::topic::{Topic, TopicConfig, TopicGetError, TopicSendError, TopicTryRecvError};
+use shmbus::topic::{
+    Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError,
+};
 use shmbus::OpenError;
 
 fn topic(s: &Scratch, name: &str, slot: usize, history: usize) -> Topic {
@@ -206,6 +208,93 @@ fn reopening_with_another_layout_names_both_values() {
     assert!(matches!(e, OpenError::LayoutMismatch { field: "history", existing: 8, requested: 9, .. }));
     // Same layout opens fine.
     Topic::create_or_open(&d, "a", &TopicConfig::default().max_message_len(64).history(8)).unwrap();
+}
+
+#[test]
+fn unset_config_values_accept_the_existing_topic_and_take_defaults_when_creating() {
+    let s = Scratch::new("unset");
+    let d = s.domain("t");
+    let created = Topic::create_or_open(&d, "a", &TopicConfig::default().max_message_len(64).history(8)).unwrap();
+    // Nothing set: whatever the topic has.
+    let t = Topic::create_or_open(&d, "a", &TopicConfig::default()).unwrap();
+    assert_eq!((t.max_message_len(), t.history()), (64, 8));
+    // Only the history set, and equal: fine; the spare slots (4 by default) are not compared
+    // when unset.
+    Topic::create_or_open(&d, "a", &TopicConfig::default().history(8)).unwrap();
+    let e = Topic::create_or_open(&d, "a", &TopicConfig::default().spare_slots(1)).unwrap_err();
+    assert!(matches!(e, OpenError::LayoutMismatch { field: "spare slots", existing: 4, requested: 1, .. }), "{e}");
+    drop(created);
+    // Created with nothing set: the documented defaults.
+    let t = Topic::create_or_open(&d, "b", &TopicConfig::default()).unwrap();
+    assert_eq!((t.max_message_len(), t.history()), (4096, 16));
+    let st = Topic::status(&d, "b").unwrap();
+    assert_eq!((st.max_message_len, st.history, st.slots), (4096, 16, 20));
+}
+
+#[test]
+fn status_is_read_only_and_registers_nothing() {
+    let s = Scratch::new("status");
+    let d = s.domain("t");
+    let t = topic(&s, "a", 16, 4);
+    let mut p = t.publisher().unwrap();
+    let sub = t.subscriber().unwrap();
+    p.send(b"x").unwrap();
+    let st = Topic::status(&d, "a").unwrap();
+    assert_eq!((st.last_seq, st.publishers, st.subscribers, st.pinned_slots), (1, 1, 1, 0));
+    // Read permission is enough.
+    use std::os::unix::fs::PermissionsExt;
+    let path = d.channel_path("a").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let st = Topic::status(&d, "a").unwrap();
+    assert_eq!((st.publishers, st.subscribers), (1, 1));
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    drop(sub);
+    assert_eq!(Topic::status(&d, "a").unwrap().subscribers, 0);
+    assert!(matches!(Topic::status(&d, "missing"), Err(OpenError::NotFound { .. })));
+}
+
+#[test]
+fn the_three_receive_families_and_the_iterators() {
+    let s = Scratch::new("families");
+    let t = topic(&s, "a", 16, 8);
+    let mut p = t.publisher().unwrap();
+    let sub = t.subscriber().unwrap();
+    for m in [&b"one"[..], b"two", b"three", b"four"] {
+        p.send(m).unwrap();
+    }
+    let m = sub.recv().unwrap();
+    assert_eq!((m.seq(), m.data(), m.len()), (1, &b"one"[..], 3));
+    let mut buf = Vec::with_capacity(16);
+    let info = sub.recv_into(&mut buf).unwrap();
+    assert_eq!((info.seq(), info.len(), &buf[..]), (2, 3, &b"two"[..]));
+    let info = sub.try_recv_into(&mut buf).unwrap();
+    assert_eq!((info.seq(), &buf[..]), (3, &b"three"[..]));
+    let sample = sub.recv_ref().unwrap();
+    assert_eq!((sample.seq(), &*sample), (4, &b"four"[..]));
+    drop(sample);
+    assert_eq!(sub.recv_ref_timeout(std::time::Duration::ZERO).unwrap_err(), TopicRecvTimeoutError::Timeout);
+    assert_eq!(sub.try_recv_ref().unwrap_err(), TopicTryRecvError::Empty);
+    assert_eq!(sub.try_iter().count(), 0);
+    let r = sub.get_ref(2).unwrap();
+    assert_eq!(&*r, b"two");
+    drop(r);
+    // try_iter: everything there, then it ends at Empty.
+    for m in [&b"five"[..], b"six"] {
+        p.send(m).unwrap();
+    }
+    let got: Vec<Vec<u8>> = sub.try_iter().map(|m| m.unwrap().into_data()).collect();
+    assert_eq!(got, [b"five".to_vec(), b"six".to_vec()]);
+    // A gap is yielded once, then the iterator ends; the next one goes on from there.
+    for i in 0..20u8 {
+        p.send(&[i]).unwrap();
+    }
+    let mut it = sub.try_iter();
+    assert!(matches!(it.next(), Some(Err(TopicRecvError::Lagged { .. }))));
+    assert!(it.next().is_none());
+    assert_eq!(sub.try_iter().count(), 8);
+    // iter blocks for the next message.
+    p.send(b"last").unwrap();
+    assert_eq!(sub.iter().next().unwrap().unwrap().data(), b"last");
 }
 
 #[test]
