@@ -29,7 +29,7 @@ pub fn exercise_segment(data: &[u8]) {
 
     let _ = admin::inspect(&path);
     if let Ok(t) = Topic::open(&d, "ch") {
-        let _ = t.status();
+        let _ = Topic::status(&d, "ch");
         if let Ok(s) = t.subscriber() {
             s.seek_oldest();
             for _ in 0..64 {

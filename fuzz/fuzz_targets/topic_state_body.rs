@@ -42,11 +42,11 @@ pub fn exercise_topic_state(data: &[u8]) {
     let root = std::env::temp_dir().join(format!("shmbus-fuzz-topic-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let d = Domain::with_root("fz", &root).expect("scratch domain");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::new(32, 8).spare_slots(4)).expect("create topic");
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(32).history(8).spare_slots(4)).expect("create topic");
     let mut p = t.publisher().expect("publisher");
     let sub = t.subscriber().expect("subscriber");
     for m in [&b"one"[..], b"two", b"three"] {
-        p.publish(m).expect("publish");
+        p.send(m).expect("publish");
     }
     let file = std::fs::OpenOptions::new().write(true).open(d.channel_path("t").expect("path")).expect("open segment");
     let mut rest = data;
@@ -63,19 +63,20 @@ pub fn exercise_topic_state(data: &[u8]) {
         for _ in 0..8 {
             let _ = sub.try_recv();
             let _ = sub.try_recv_into(&mut buf);
-            let _ = sub.try_recv_pinned().map(|s| s.len());
+            let _ = sub.try_recv_ref().map(|s| s.len());
         }
         let _ = sub.recv_timeout(Duration::ZERO);
-        let _ = sub.recv_into_timeout(&mut buf, Some(Duration::ZERO));
-        let _ = sub.recv_pinned_timeout(Some(Duration::ZERO)).map(|s| s.len());
+        let _ = sub.recv_into_timeout(&mut buf, Duration::ZERO);
+        let _ = sub.recv_ref_timeout(Duration::ZERO).map(|s| s.len());
         for seq in [0, 1, 3, t.last_seq(), t.last_seq().wrapping_add(1), u64::MAX] {
             let _ = sub.get(seq);
-            let _ = sub.get_pinned(seq).map(|s| s.len());
+            let _ = sub.get_ref(seq).map(|s| s.len());
         }
         let _ = sub.latest();
         let _ = sub.is_ready();
         let _ = sub.recheck_interval();
-        let _ = (sub.lag(), t.status());
+        let _ = sub.recheck();
+        let _ = (sub.lag(), Topic::status(&d, "t"));
         if round == 0 {
             sub.seek_oldest();
         } else {
@@ -84,8 +85,11 @@ pub fn exercise_topic_state(data: &[u8]) {
         sub.seek(u64::MAX);
         // Publishing fails (every slot pinned or busy) or works; it never hangs.
         for _ in 0..4 {
-            let _ = p.publish(b"four");
-            let _ = p.loan().and_then(|l| l.send(3));
+            let _ = p.send(b"four");
+            let _ = p.loan().and_then(|mut l| {
+                l.truncate(3);
+                l.send()
+            });
         }
     }
     let _ = t.reclaim_dead();

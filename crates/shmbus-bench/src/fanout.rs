@@ -14,7 +14,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde_json::json;
 use shmbus::sys::monotonic_ns;
-use shmbus::topic::{RecvError, Topic, TopicConfig};
+use shmbus::topic::{Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
 
 use crate::affinity;
 use crate::child::{self, Helper};
@@ -40,7 +40,7 @@ pub struct Config {
     pub warmup: u64,
     /// How subscribers wait.
     pub mode: Mode,
-    /// copy: `publish` and copying reads; touch: loan/send and pinned reads.
+    /// copy: `send` and copying reads; touch: loan/send and pinned reads.
     pub payload: Payload,
     /// Give up when subscribers do not finish for this long.
     pub timeout: Duration,
@@ -85,8 +85,9 @@ pub fn run(config: Config) -> Result<Outcome, String> {
     }
     let (root, handoff) = ScratchRoot::create("fanout").map_err(|e| format!("cannot make a scratch root: {e}"))?;
     let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
-    let topic = Topic::create_or_open(&domain, "fanout", &TopicConfig::new(config.size, HISTORY))
-        .map_err(|e| format!("cannot create the topic: {e}"))?;
+    let topic =
+        Topic::create_or_open(&domain, "fanout", &TopicConfig::default().max_message_len(config.size).history(HISTORY))
+            .map_err(|e| format!("cannot create the topic: {e}"))?;
     let mut publisher = topic.publisher().map_err(|e| format!("cannot publish: {e}"))?;
     let total = config.warmup + config.iters;
     let mut args = vec![
@@ -109,7 +110,7 @@ pub fn run(config: Config) -> Result<Outcome, String> {
             }
         }
     }
-    let result = publish_all(&config, &topic, &mut publisher, &mut helpers, total);
+    let result = publish_all(&config, &domain, &mut publisher, &mut helpers, total);
     let result = result.and_then(|(hist, clock_ns)| {
         let (mut lo, mut hi, mut lagged) = (u64::MAX, 0, 0);
         for h in &mut helpers {
@@ -139,7 +140,7 @@ pub fn run(config: Config) -> Result<Outcome, String> {
 
 fn publish_all(
     config: &Config,
-    topic: &Topic,
+    domain: &shmbus::Domain,
     publisher: &mut shmbus::topic::Publisher,
     helpers: &mut [Helper],
     total: u64,
@@ -150,8 +151,9 @@ fn publish_all(
             return Err(format!("a subscriber said {l:?} instead of ready"));
         }
     }
-    if topic.status().subscribers != config.subscribers {
-        return Err(format!("{} subscribers attached, expected {}", topic.status().subscribers, config.subscribers));
+    let subscribers = Topic::status(domain, "fanout").map_err(|e| format!("status: {e}"))?.subscribers;
+    if subscribers != config.subscribers {
+        return Err(format!("{subscribers} subscribers attached, expected {}", config.subscribers));
     }
     let clock_ns = clock_cost();
     let n = config.size;
@@ -161,11 +163,12 @@ fn publish_all(
         msg[0] = i as u8;
         let t0 = monotonic_ns();
         match config.payload {
-            Payload::Copy => publisher.publish(&msg).map(drop),
+            Payload::Copy => publisher.send(&msg).map(drop),
             Payload::Touch => publisher.loan().and_then(|mut loan| {
                 loan[0] = i as u8;
                 loan[n - 1] = i as u8;
-                loan.send(n).map(drop)
+                loan.truncate(n);
+                loan.send().map(drop)
             }),
         }
         .map_err(|e| format!("publish {i}: {e}"))?;
@@ -199,7 +202,9 @@ pub struct SubscriberConfig {
 pub fn subscriber(config: SubscriberConfig) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
     let (_root, domain) = crate::transports::shmbus_kinds::child_domain(config.root, config.cpu)?;
-    let sub = Topic::subscribe(&domain, "fanout").map_err(|e| format!("subscriber: cannot subscribe: {e}"))?;
+    let sub = Topic::open(&domain, "fanout")
+        .and_then(|t| t.subscriber())
+        .map_err(|e| format!("subscriber: cannot subscribe: {e}"))?;
     sub.seek(1);
     sub.set_wait_policy(policy(config.mode));
     let mut buf = Vec::with_capacity(config.size);
@@ -207,42 +212,70 @@ pub fn subscriber(config: SubscriberConfig) -> Result<(), String> {
     let mut seen = 0u8;
     println!("ready");
     loop {
-        let r: Result<u64, RecvError> = match (config.mode, config.payload) {
-            (Mode::Spin, Payload::Copy) => sub.try_recv_into(&mut buf).map(|m| m.seq).map_err(RecvError::from),
-            (Mode::Spin, Payload::Touch) => sub
-                .try_recv_pinned()
-                .map(|s| {
-                    seen ^= s[0] ^ s[s.len() - 1];
-                    s.seq()
-                })
-                .map_err(RecvError::from),
-            (Mode::Block, Payload::Copy) => sub.recv_into_timeout(&mut buf, Some(BLOCK_SLICE)).map(|m| m.seq),
-            (Mode::Block, Payload::Touch) => sub.recv_pinned_timeout(Some(BLOCK_SLICE)).map(|s| {
+        let step = match (config.mode, config.payload) {
+            (Mode::Spin, Payload::Copy) => Step::from_try(sub.try_recv_into(&mut buf).map(|m| m.seq())),
+            (Mode::Spin, Payload::Touch) => Step::from_try(sub.try_recv_ref().map(|s| {
                 seen ^= s[0] ^ s[s.len() - 1];
                 s.seq()
-            }),
+            })),
+            (Mode::Block, Payload::Copy) => {
+                Step::from_timeout(sub.recv_into_timeout(&mut buf, BLOCK_SLICE).map(|m| m.seq()))
+            }
+            (Mode::Block, Payload::Touch) => Step::from_timeout(sub.recv_ref_timeout(BLOCK_SLICE).map(|s| {
+                seen ^= s[0] ^ s[s.len() - 1];
+                s.seq()
+            })),
         };
-        match r {
-            Ok(seq) => {
+        match step {
+            Step::Msg(seq) => {
                 received += 1;
                 if seq >= config.last {
                     break;
                 }
             }
-            Err(RecvError::Lagged { missed }) => lagged += missed,
-            Err(RecvError::Timeout) => {
+            Step::Lagged(missed) => lagged += missed,
+            Step::Nothing => {
                 spins = spins.wrapping_add(1);
                 std::hint::spin_loop();
                 if (config.mode == Mode::Block || spins % (1 << 16) == 0) && !child::parent_alive(ppid) {
                     return Err("subscriber: the publisher process is gone".into());
                 }
             }
-            Err(e) => return Err(format!("subscriber: {e}")),
+            Step::Failed(e) => return Err(format!("subscriber: {e}")),
         }
     }
     std::hint::black_box(seen);
     println!("received {received} lagged {lagged}");
     Ok(())
+}
+
+/// What one receive of a subscriber came to: nothing now (an empty poll or a timed-out
+/// slice) is the same for the spinning and the blocking modes.
+enum Step {
+    Msg(u64),
+    Nothing,
+    Lagged(u64),
+    Failed(String),
+}
+
+impl Step {
+    fn from_try(r: Result<u64, TopicTryRecvError>) -> Step {
+        match r {
+            Ok(seq) => Step::Msg(seq),
+            Err(TopicTryRecvError::Empty) => Step::Nothing,
+            Err(TopicTryRecvError::Lagged { missed }) => Step::Lagged(missed),
+            Err(e) => Step::Failed(e.to_string()),
+        }
+    }
+
+    fn from_timeout(r: Result<u64, TopicRecvTimeoutError>) -> Step {
+        match r {
+            Ok(seq) => Step::Msg(seq),
+            Err(TopicRecvTimeoutError::Timeout) => Step::Nothing,
+            Err(TopicRecvTimeoutError::Lagged { missed }) => Step::Lagged(missed),
+            Err(e) => Step::Failed(e.to_string()),
+        }
+    }
 }
 
 /// The run as one JSON object.

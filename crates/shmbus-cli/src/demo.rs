@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use shmbus::sys::monotonic_ns;
-use shmbus::topic::{Topic, TopicConfig, TryRecvError};
+use shmbus::topic::{Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
 
 use shmbus_profile::{consumers, producers, write_table, PaceArgs, ProducerSpec, RunArgs, Samples};
@@ -81,7 +81,7 @@ pub struct RoleArgs {
 
 /// Sizes of each topic the demo creates: a slot per message, the profile's history.
 fn topic_config(p: &ProducerSpec) -> TopicConfig {
-    TopicConfig::new(p.bytes.max(1), p.history)
+    TopicConfig::default().max_message_len(p.bytes.max(1)).history(p.history)
 }
 
 /// Child processes that are killed (by their handle) and reaped if the demo fails midway,
@@ -241,8 +241,8 @@ fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
     let name = args.topics.first().ok_or_else(|| CliError::msg("producer needs --topics NAME"))?;
     let topic = Topic::open(domain, name)?;
     let mut publisher = topic.publisher()?;
-    if args.bytes > topic.slot_size() {
-        return Err(CliError::msg(format!("--bytes {} exceeds the slot size {}", args.bytes, topic.slot_size())));
+    if args.bytes > topic.max_message_len() {
+        return Err(CliError::msg(format!("--bytes {} exceeds the slot size {}", args.bytes, topic.max_message_len())));
     }
     let mut payload = vec![0u8; args.bytes];
     let mut write = Samples::default();
@@ -258,7 +258,8 @@ fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
                     // The "camera" writes the frame straight into shared memory.
                     loan[..args.bytes].fill(frame as u8);
                     let t2 = monotonic_ns();
-                    let sent = loan.send(args.bytes).is_ok();
+                    loan.truncate(args.bytes);
+                    let sent = loan.send().is_ok();
                     write.push((t1 - t0) + (monotonic_ns() - t2));
                     sent
                 }
@@ -268,7 +269,7 @@ fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
             let n = payload.len().min(8);
             payload[..n].copy_from_slice(&frame.to_le_bytes()[..n]);
             let t0 = monotonic_ns();
-            let r = publisher.publish(&payload);
+            let r = publisher.send(&payload);
             write.push(monotonic_ns() - t0);
             r.is_ok()
         };
@@ -281,8 +282,8 @@ fn consume(domain: &Domain, args: &RoleArgs) -> Result<Value> {
     let mut subs = Vec::new();
     let mut max_len = 0;
     for t in &args.topics {
-        let s = Topic::subscribe(domain, t)?;
-        max_len = max_len.max(s.slot_size());
+        let s = Topic::open(domain, t)?.subscriber()?;
+        max_len = max_len.max(s.max_message_len());
         subs.push(s);
     }
     // A private buffer to copy into, touched up front so copies do not page-fault.
@@ -313,7 +314,7 @@ fn consume(domain: &Domain, args: &RoleArgs) -> Result<Value> {
         }
         for &i in &ready {
             loop {
-                match subs[i].try_recv_pinned() {
+                match subs[i].try_recv_ref() {
                     Ok(sample) => {
                         let t_view = monotonic_ns();
                         let n = sample.len().min(buf.len());
@@ -325,8 +326,8 @@ fn consume(domain: &Domain, args: &RoleArgs) -> Result<Value> {
                         view.push(t_view.saturating_sub(ts));
                         view_copy.push(t_copy.saturating_sub(ts));
                     }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Lagged { missed }) => gaps += missed,
+                    Err(TopicTryRecvError::Empty) => break,
+                    Err(TopicTryRecvError::Lagged { missed }) => gaps += missed,
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -113,7 +113,7 @@ pub fn role_name(kind: Kind, role: u32) -> String {
 
 fn topic(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
     let p = report.header.params;
-    let st = Topic::open(domain, name)?.status();
+    let st = Topic::status(domain, name)?;
     let mut params = Map::new();
     params.insert("slot_size".into(), json!(p[0]));
     params.insert("history".into(), json!(p[1]));
@@ -122,7 +122,7 @@ fn topic(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary>
     status.insert("slots".into(), json!(st.slots));
     status.insert("pinned_slots".into(), json!(st.pinned_slots));
     Ok(Summary {
-        slot_size: Some(st.slot_size),
+        slot_size: Some(st.max_message_len),
         history: Some(st.history),
         last_seq: Some(st.last_seq),
         publishers: Some(st.publishers),

@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde_json::json;
 use shmbus::journal::{JournalOptions, ReadError};
 use shmbus::sys::monotonic_ns;
-use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TryRecvError};
+use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
 
 use crate::journal::{open, open_existing};
@@ -137,7 +137,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             continue;
         }
         let t = Topic::open(&domain, name)?;
-        let (slot, hist) = (t.slot_size() as u32, t.history() as u32);
+        let (slot, hist) = (t.max_message_len() as u32, t.history() as u32);
         subs.push((name.clone(), t.subscriber()?, slot, hist));
     }
     // Subscribed first: a missing topic leaves no journal behind.
@@ -183,8 +183,8 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                     Ok(m) => {
                         let rec = Recorded {
                             topic: name,
-                            seq: m.seq,
-                            ts_ns: m.ts_ns,
+                            seq: m.seq(),
+                            ts_ns: m.ts_ns(),
                             slot_size: *slot,
                             history: *hist,
                             payload: &buf,
@@ -194,8 +194,8 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                         counts[i] += 1;
                         total += 1;
                     }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Lagged { missed }) => {
+                    Err(TopicTryRecvError::Empty) => break,
+                    Err(TopicTryRecvError::Lagged { missed }) => {
                         eprintln!("gap: {missed} message(s) of {name} skipped (not recorded)");
                         gaps += missed;
                     }
@@ -265,7 +265,7 @@ fn replay_topic(domain: &Domain, rec: &Recorded<'_>) -> Result<Publisher> {
         Err(OpenError::NotFound { .. }) => {
             let slot = (rec.slot_size as usize).max(rec.payload.len()).max(1);
             let history = (rec.history as usize).max(1);
-            Topic::create_or_open(domain, rec.topic, &TopicConfig::new(slot, history))?
+            Topic::create_or_open(domain, rec.topic, &TopicConfig::default().max_message_len(slot).history(history))?
         }
         Err(e) => return Err(e.into()),
     };
@@ -335,7 +335,7 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         }
         let publisher = pubs.get_mut(rec.topic).ok_or_else(|| CliError::msg("internal: publisher missing"))?;
         publisher
-            .publish(rec.payload)
+            .send(rec.payload)
             .map_err(|err| CliError::msg(format!("publish to {}/{} failed: {err}", args.domain, rec.topic)))?;
         if let Some(c) = counts.iter_mut().find(|c| c.0 == rec.topic) {
             c.1 += 1;

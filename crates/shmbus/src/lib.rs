@@ -44,6 +44,11 @@ pub use error::{Corrupt, OpenError};
 pub use name::{validate_name, NameError};
 pub use participants::ParticipantInfo;
 pub use segment::{CreateOptions, HeaderInfo, Kind};
+#[cfg(not(loom))]
+pub use topic::{
+    Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError,
+    TopicStatus, TopicTryRecvError,
+};
 pub use wait::WaitPolicy;
 #[cfg(not(loom))]
 pub mod waitset;

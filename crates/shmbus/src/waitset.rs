@@ -19,8 +19,8 @@
 //! # use shmbus::{Domain, WaitSet, Waitable, topic::{Topic, TopicConfig}};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let d = Domain::new("robot1")?;
-//! let mut imu = Topic::subscribe(&d, "imu")?;
-//! let mut image = Topic::subscribe(&d, "image")?;
+//! let imu = Topic::open(&d, "imu")?.subscriber()?;
+//! let image = Topic::open(&d, "image")?.subscriber()?;
 //! let mut ws = WaitSet::new();
 //! loop {
 //!     let ready = ws.wait(&[&imu, &image])?;

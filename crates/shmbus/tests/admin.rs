@@ -170,8 +170,8 @@ fn pending_counts_what_no_reader_took() {
     assert_eq!(pending("s"), Some(Pending::Bytes(0)));
 
     // Topic: history is owed to nobody.
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::new(64, 4)).unwrap();
-    t.publisher().unwrap().publish(b"x").unwrap();
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
+    t.publisher().unwrap().send(b"x").unwrap();
     assert_eq!(pending("t"), None);
 
     // Pool: a job placed in the mailbox of a worker that then died before taking it is owed

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::hostile;
 use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
-use shmbus::topic::{PublishError, RecvError, Topic, TopicConfig};
+use shmbus::topic::{Topic, TopicConfig, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError};
 use shmbus::{Domain, WaitSet};
 
 mod fuzz_body {
@@ -47,7 +47,7 @@ const TIMEOUT: Duration = Duration::from_millis(20);
 const SLACK: Duration = Duration::from_secs(2);
 
 fn config() -> TopicConfig {
-    TopicConfig::new(32, 8).spare_slots(4)
+    TopicConfig::default().max_message_len(32).history(8).spare_slots(4)
 }
 
 /// Every control word's file offset.
@@ -130,13 +130,13 @@ fn subscriber(d: &Domain, root: &Path) {
         for i in 0..64u64 {
             let start = Instant::now();
             let got = match i % 8 {
-                0 => sub.recv_into_timeout(&mut buf, Some(TIMEOUT)).map(|m| m.len).map_err(Got::from),
-                1 => sub.recv_pinned_timeout(Some(TIMEOUT)).map(|s| s.len()).map_err(Got::from),
-                2 => sub.try_recv().map(|m| m.data.len()).map_err(|e| Got::from(RecvError::from(e))),
-                3 => sub.try_recv_pinned().map(|s| s.len()).map_err(|e| Got::from(RecvError::from(e))),
-                4 => sub.get(t.last_seq().wrapping_sub(rng.below(12))).map(|m| m.data.len()).map_err(|_| Got::Other),
-                5 => sub.latest().map(|m| m.data.len()).map_err(|_| Got::Other),
-                6 => sub.get_pinned(rng.next() >> rng.below(64)).map(|s| s.len()).map_err(|_| Got::Other),
+                0 => sub.recv_into_timeout(&mut buf, TIMEOUT).map(|m| m.len()).map_err(Got::from),
+                1 => sub.recv_ref_timeout(TIMEOUT).map(|s| s.len()).map_err(Got::from),
+                2 => sub.try_recv().map(|m| m.data().len()).map_err(Got::from),
+                3 => sub.try_recv_ref().map(|s| s.len()).map_err(Got::from),
+                4 => sub.get(t.last_seq().wrapping_sub(rng.below(12))).map(|m| m.data().len()).map_err(|_| Got::Other),
+                5 => sub.latest().map(|m| m.data().len()).map_err(|_| Got::Other),
+                6 => sub.get_ref(rng.next() >> rng.below(64)).map(|s| s.len()).map_err(|_| Got::Other),
                 _ => ws.wait_timeout(&[&sub], TIMEOUT).map(|_| 0).map_err(|_| Got::Other),
             };
             let took = start.elapsed();
@@ -173,11 +173,21 @@ enum Got {
     Other,
 }
 
-impl From<RecvError> for Got {
-    fn from(e: RecvError) -> Got {
+impl From<TopicRecvTimeoutError> for Got {
+    fn from(e: TopicRecvTimeoutError) -> Got {
         match e {
-            RecvError::Lagged { .. } => Got::Lagged,
-            RecvError::Corrupt(_) => Got::Corrupt,
+            TopicRecvTimeoutError::Lagged { .. } => Got::Lagged,
+            TopicRecvTimeoutError::Corrupt(_) => Got::Corrupt,
+            _ => Got::Other,
+        }
+    }
+}
+
+impl From<TopicTryRecvError> for Got {
+    fn from(e: TopicTryRecvError) -> Got {
+        match e {
+            TopicTryRecvError::Lagged { .. } => Got::Lagged,
+            TopicTryRecvError::Corrupt(_) => Got::Corrupt,
             _ => Got::Other,
         }
     }
@@ -193,14 +203,14 @@ fn publisher(d: &Domain, root: &Path) {
         let restored = marker(root, "restored").exists();
         for _ in 0..16 {
             n += 1;
-            match p.publish(format!("m{n}").as_bytes()) {
+            match p.send(format!("m{n}").as_bytes()) {
                 Ok(_) => {
                     ok += 1;
                     if restored {
                         ok_after += 1;
                     }
                 }
-                Err(PublishError::AllPinned { .. }) => all_pinned += 1,
+                Err(TopicSendError::AllPinned { .. }) => all_pinned += 1,
                 Err(e) => panic!("publish: {e}"),
             }
             std::thread::sleep(Duration::from_micros(200));
@@ -311,8 +321,8 @@ fn a_live_subscriber_survives_scribbled_control_words() {
     // And a newcomer works too.
     let mut p = topic.publisher().unwrap();
     let s2 = topic.subscriber().unwrap();
-    let k = p.publish(b"after").unwrap();
-    assert_eq!(s2.recv_timeout(Duration::from_secs(5)).unwrap().seq, k);
+    let k = p.send(b"after").unwrap();
+    assert_eq!(s2.recv_timeout(Duration::from_secs(5)).unwrap().seq(), k);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -329,8 +339,8 @@ fn garbage_pins_and_writer_marks_do_not_block_publishers_and_real_pins_hold() {
     let f = std::fs::OpenOptions::new().read(true).write(true).open(d.channel_path(NAME).unwrap()).unwrap();
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
-    p.publish(b"keep me").unwrap();
-    let held = sub.try_recv_pinned().unwrap();
+    p.send(b"keep me").unwrap();
+    let held = sub.try_recv_ref().unwrap();
     // Every slot: all pin bits set, or a writer mark of an entry nobody holds, or garbage.
     for s in 0..SLOTS {
         let h = HEADERS_OFF + 128 * s;
@@ -339,7 +349,7 @@ fn garbage_pins_and_writer_marks_do_not_block_publishers_and_real_pins_hold() {
         write_u64(&f, h, [0, 9, 0xdead_beef, u64::MAX][s as usize % 4]);
     }
     for i in 0..200u32 {
-        p.publish(format!("n{i}").as_bytes()).unwrap_or_else(|e| panic!("publish {i}: {e}"));
+        p.send(format!("n{i}").as_bytes()).unwrap_or_else(|e| panic!("publish {i}: {e}"));
         assert_eq!(&*held, b"keep me", "a real pin was overrun");
     }
     drop(held);
@@ -352,17 +362,17 @@ fn garbage_pins_and_writer_marks_do_not_block_publishers_and_real_pins_hold() {
         write_u64(&f, PARTICIPANTS + 64 + 32 + 8 * r, r + 1);
     }
     for i in 0..50u32 {
-        p.publish(format!("r{i}").as_bytes()).unwrap_or_else(|e| panic!("publish with junk records {i}: {e}"));
+        p.send(format!("r{i}").as_bytes()).unwrap_or_else(|e| panic!("publish with junk records {i}: {e}"));
     }
     // An untracked subscriber (budget above the records) keeps every pin it really holds.
     let wide = t.subscriber().unwrap();
     wide.set_pin_budget(8);
     wide.seek_latest();
-    let a = wide.try_recv_pinned().unwrap();
+    let a = wide.try_recv_ref().unwrap();
     let a_seq = a.seq();
     let a_bytes = a.to_vec();
     for _ in 0..50 {
-        let _ = p.publish(b"more");
+        let _ = p.send(b"more");
         assert_eq!(&*a, &a_bytes[..], "pin of {a_seq} overrun");
     }
 }
@@ -378,17 +388,17 @@ fn a_cursor_far_past_the_end_waits_and_a_corrupt_tail_is_reported_once() {
     let f = std::fs::OpenOptions::new().read(true).write(true).open(d.channel_path(NAME).unwrap()).unwrap();
     let mut p = t.publisher().unwrap();
     for _ in 0..3 {
-        p.publish(b"x").unwrap();
+        p.send(b"x").unwrap();
     }
     let sub = t.subscriber().unwrap();
     sub.seek(u64::MAX - 5);
     assert_eq!(sub.next_seq(), 4, "a seek past the end clamps to the next message");
     let start = Instant::now();
-    assert_eq!(sub.recv_timeout(Duration::from_millis(50)).unwrap_err(), RecvError::Timeout);
+    assert_eq!(sub.recv_timeout(Duration::from_millis(50)).unwrap_err(), TopicRecvTimeoutError::Timeout);
     assert!(start.elapsed() < Duration::from_secs(2));
-    assert_eq!(sub.recv_timeout(Duration::ZERO).unwrap_err(), RecvError::Timeout);
-    p.publish(b"four").unwrap();
-    assert_eq!(sub.recv_timeout(Duration::from_secs(1)).unwrap().seq, 4);
+    assert_eq!(sub.recv_timeout(Duration::ZERO).unwrap_err(), TopicRecvTimeoutError::Timeout);
+    p.send(b"four").unwrap();
+    assert_eq!(sub.recv_timeout(Duration::from_secs(1)).unwrap().seq(), 4);
 
     // `tail` (and `committed_max`) overwritten with values near the end of the range: one
     // Corrupt, then timeouts; never a gap, let alone a huge one.
@@ -400,12 +410,15 @@ fn a_cursor_far_past_the_end_waits_and_a_corrupt_tail_is_reported_once() {
         while Instant::now() < end {
             let start = Instant::now();
             match sub.recv_timeout(Duration::from_millis(10)) {
-                Err(RecvError::Corrupt(c)) => {
-                    assert_eq!(c.tail, tail);
+                Err(TopicRecvTimeoutError::Corrupt(c)) => {
+                    assert_eq!(c.value("tail"), Some(tail));
+                    assert!(c.repaired());
                     corrupt += 1;
                 }
-                Err(RecvError::Lagged { missed }) => assert!(missed <= 64, "gap of {missed} from ({tail}, {cm})"),
-                Err(RecvError::Timeout) | Ok(_) => {}
+                Err(TopicRecvTimeoutError::Lagged { missed }) => {
+                    assert!(missed <= 64, "gap of {missed} from ({tail}, {cm})")
+                }
+                Err(TopicRecvTimeoutError::Timeout) | Ok(_) => {}
                 Err(e) => panic!("{e}"),
             }
             assert!(start.elapsed() < Duration::from_secs(2), "a 10 ms receive took {:?}", start.elapsed());
@@ -417,18 +430,18 @@ fn a_cursor_far_past_the_end_waits_and_a_corrupt_tail_is_reported_once() {
     // Restored to a consistent state: publishing and receiving go on.
     write_u64(&f, TAIL, 4);
     write_u64(&f, COMMITTED, 4);
-    let k = p.publish(b"five").unwrap();
+    let k = p.send(b"five").unwrap();
     assert_eq!(k, 5);
     // The cursor was moved back with `tail`, so the old messages 1..=4 may come again first.
     let mut got = None;
     for _ in 0..8 {
         match sub.recv_timeout(Duration::from_secs(1)) {
-            Ok(m) if m.seq == 5 => {
-                got = Some(m.data);
+            Ok(m) if m.seq() == 5 => {
+                got = Some(m.into_data());
                 break;
             }
-            Ok(m) => assert!(m.seq < 5),
-            Err(RecvError::Corrupt(_) | RecvError::Lagged { .. }) => continue,
+            Ok(m) => assert!(m.seq() < 5),
+            Err(TopicRecvTimeoutError::Corrupt(_) | TopicRecvTimeoutError::Lagged { .. }) => continue,
             Err(e) => panic!("{e}"),
         }
     }
@@ -443,4 +456,26 @@ fn topic_state_fuzz_corpus_and_mutations_are_survived() {
         return;
     }
     hostile::replay_corpus("topic_state", 5, 200, 15, fuzz_body::exercise_topic_state);
+}
+
+/// The offsets this file scribbles on are the topic's real words: were the layout to move,
+/// the tests above would scribble on padding and pass without testing anything.
+#[test]
+fn the_scribbled_offsets_are_the_topics_words() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("hostile-topic-offsets");
+    let d = Domain::with_root("h", s.path()).unwrap();
+    let topic = Topic::create_or_open(&d, NAME, &config()).unwrap();
+    let mut p = topic.publisher().unwrap();
+    for m in [b"one".as_slice(), b"two", b"three"] {
+        p.send(m).unwrap();
+    }
+    let f = std::fs::File::open(d.channel_path(NAME).unwrap()).unwrap();
+    assert_eq!(read_u64(&f, TAIL), 3, "tail");
+    assert_eq!(read_u64(&f, COMMITTED), 3, "newest committed");
+    let seqs: Vec<u64> = (0..SLOTS).map(|s| read_u64(&f, HEADERS_OFF + 128 * s + 64)).collect();
+    assert!([1, 2, 3].iter().all(|q| seqs.contains(q)), "slot headers hold seq 1..=3: {seqs:?}");
+    assert!((0..INDEX_LEN).any(|i| read_u64(&f, INDEX_OFF + 8 * i) != 0), "the index is where the words say");
 }

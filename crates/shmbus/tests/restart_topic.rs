@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 
 use common::child_role;
 use common::restart::{fail, kill_and_restart};
-use shmbus::topic::{RecvError, Topic, TopicConfig};
+use shmbus::topic::{Topic, TopicConfig, TopicRecvTimeoutError};
 use shmbus::Domain;
 
 const NAME: &str = "restart";
 
 fn topic_config() -> TopicConfig {
     // Three slots, so a subscriber that dies holding pins pins all of them.
-    TopicConfig::new(64, 2).spare_slots(1)
+    TopicConfig::default().max_message_len(64).history(2).spare_slots(1)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -48,11 +48,12 @@ fn publisher(d: &Domain, forever: bool) {
         }
         // Loans and copies, so that a kill lands in either.
         let r = if i % 2 == 0 {
-            p.publish(format!("p{i}").as_bytes())
+            p.send(format!("p{i}").as_bytes())
         } else {
             p.loan().and_then(|mut l| {
                 l[..4].copy_from_slice(b"loan");
-                l.send(4)
+                l.truncate(4);
+                l.send()
             })
         };
         if let Err(e) = r {
@@ -72,7 +73,7 @@ fn subscriber(d: &Domain, forever: bool) {
         if Instant::now() > end {
             fail(format!("subscriber: {got} messages in 10 s"));
         }
-        match s.recv_pinned_timeout(Some(Duration::from_millis(100))) {
+        match s.recv_ref_timeout(Duration::from_millis(100)) {
             Ok(sample) => {
                 got += 1;
                 // Hold up to three pins (every slot), so a kill often leaves them all set.
@@ -81,8 +82,8 @@ fn subscriber(d: &Domain, forever: bool) {
                     held.clear();
                 }
             }
-            Err(RecvError::Lagged { .. } | RecvError::Timeout) => {}
-            Err(RecvError::PinLimit { .. }) => held.clear(),
+            Err(TopicRecvTimeoutError::Lagged { .. } | TopicRecvTimeoutError::Timeout) => {}
+            Err(TopicRecvTimeoutError::PinLimit { .. }) => held.clear(),
             Err(e) => fail(format!("subscriber receive: {e}")),
         }
     }
@@ -103,7 +104,7 @@ fn topic_publisher_restarts() {
         |sub| {
             // Drain as a subscriber would; gaps from killed publishers are fine.
             match sub.recv_timeout(Duration::from_millis(1)) {
-                Ok(_) | Err(RecvError::Timeout | RecvError::Lagged { .. }) => {}
+                Ok(_) | Err(TopicRecvTimeoutError::Timeout | TopicRecvTimeoutError::Lagged { .. }) => {}
                 Err(e) => panic!("subscriber: {e}"),
             }
         },
@@ -123,7 +124,7 @@ fn topic_subscriber_restarts() {
         |publ| {
             n += 1;
             // All slots pinned by a live subscriber is allowed; by a dead one, not for long.
-            let _ = publ.publish(format!("m{n}").as_bytes());
+            let _ = publ.send(format!("m{n}").as_bytes());
             std::thread::sleep(Duration::from_micros(300));
         },
     );

@@ -40,7 +40,7 @@ fn write_at(path: &std::path::Path, offset: u64, bytes: &[u8]) {
 
 fn fresh_topic(s: &Scratch, name: &str) -> std::path::PathBuf {
     let d = s.domain("c");
-    Topic::create_or_open(&d, name, &TopicConfig::new(256, 8)).unwrap();
+    Topic::create_or_open(&d, name, &TopicConfig::default().max_message_len(256).history(8)).unwrap();
     d.channel_path(name).unwrap()
 }
 
@@ -152,7 +152,7 @@ fn header_fields_overwritten_with_garbage() {
 fn scribbling_over_a_live_topic_never_panics_or_hangs() {
     let s = Scratch::new("scribble");
     let d = s.domain("c");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::new(256, 8)).unwrap();
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(256).history(8)).unwrap();
     let path = d.channel_path("t").unwrap();
     let len = std::fs::metadata(&path).unwrap().len();
     let mut p = t.publisher().unwrap();
@@ -177,19 +177,20 @@ fn scribbling_over_a_live_topic_never_panics_or_hangs() {
     let until = Instant::now() + Duration::from_millis(500);
     let mut calls = 0u64;
     while Instant::now() < until {
-        let _ = p.publish(b"payload");
+        let _ = p.send(b"payload");
         if let Ok(mut loan) = p.loan() {
             loan[0] = 1;
-            let _ = loan.send(1);
+            loan.truncate(1);
+            let _ = loan.send();
         }
         let _ = sub.try_recv();
         let _ = sub.get(sub.next_seq().saturating_sub(3));
         let _ = sub.latest();
-        if let Ok(sample) = sub.try_recv_pinned() {
+        if let Ok(sample) = sub.try_recv_ref() {
             assert!(sample.len() <= 256, "a sample longer than the slot");
         }
         let _ = sub.recv_timeout(Duration::from_micros(100));
-        let _ = t.status();
+        let _ = Topic::status(&d, "t");
         let _ = t.reclaim_dead();
         calls += 1;
     }
@@ -204,7 +205,7 @@ fn scribbling_over_a_live_topic_never_panics_or_hangs() {
 fn no_permission_is_a_permission_error() {
     let s = Scratch::new("perm");
     let d = s.domain("c");
-    Topic::create_or_open(&d, "secret", &TopicConfig::new(8, 1)).unwrap();
+    Topic::create_or_open(&d, "secret", &TopicConfig::default().max_message_len(8).history(1)).unwrap();
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         // Root ignores file modes: try as `nobody` in a child process.

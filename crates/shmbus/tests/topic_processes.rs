@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{child_role, env_str, env_u64, sigkill, spawn_child, wait_with_deadline, Rng, Scratch};
-use shmbus::topic::{RecvError, Topic, TopicConfig, TryRecvError};
-use shmbus::{Domain, WaitSet, Waitable};
+use shmbus::topic::{Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
+use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
 
 // ---- message format: [pid u32][counter u64][pattern...][hash u32] -------------------------
 
@@ -81,11 +81,12 @@ fn child_entry() {
                 let len = 16 + rng.below((max - 16) as u64 + 1) as usize;
                 let n = make_message(pid, i, len, &mut buf);
                 if rng.below(2) == 0 {
-                    p.publish(&buf[..n]).unwrap();
+                    p.send(&buf[..n]).unwrap();
                 } else {
                     let mut loan = p.loan().unwrap();
                     loan[..n].copy_from_slice(&buf[..n]);
-                    loan.send(n).unwrap();
+                    loan.truncate(n);
+                    loan.send().unwrap();
                 }
                 i += 1;
             }
@@ -100,7 +101,7 @@ fn child_entry() {
             let mut seen = HashSet::new();
             let mut buf = Vec::new();
             while (seen.len() as u64) < expect {
-                match s.recv_into_timeout(&mut buf, Some(Duration::from_secs(20))) {
+                match s.recv_into_timeout(&mut buf, Duration::from_secs(20)) {
                     Ok(_) => {
                         let id = check_message(&buf).expect("torn or corrupt message");
                         assert!(seen.insert(id), "duplicate {id:?}");
@@ -119,7 +120,7 @@ fn child_entry() {
             let mut held = Vec::new();
             let mut rng = Rng(env_u64("SEED") | 1);
             loop {
-                match s.recv_pinned_timeout(Some(Duration::from_millis(100))) {
+                match s.recv_ref_timeout(Duration::from_millis(100)) {
                     Ok(sample) => {
                         if check_message(&sample).is_none() {
                             std::process::exit(3);
@@ -132,7 +133,7 @@ fn child_entry() {
                             }
                         }
                     }
-                    Err(RecvError::PinLimit { .. }) => {
+                    Err(TopicRecvTimeoutError::PinLimit { .. }) => {
                         held.clear();
                     }
                     Err(_) => {}
@@ -146,7 +147,7 @@ fn child_entry() {
             let n = env_u64("PINS") as usize;
             s.set_pin_budget(n);
             s.seek(1);
-            let held: Vec<_> = (0..n).map(|_| s.try_recv_pinned().unwrap()).collect();
+            let held: Vec<_> = (0..n).map(|_| s.try_recv_ref().unwrap()).collect();
             println!("@@pinned {}", held.len());
             std::thread::sleep(Duration::from_secs(600));
         }
@@ -172,7 +173,7 @@ fn child_entry() {
                     order.swap(i, rng.below(i as u64 + 1) as usize);
                 }
                 for i in order {
-                    pubs[i].publish(&[(i % 256) as u8, r as u8]).unwrap();
+                    pubs[i].send(&[(i % 256) as u8, r as u8]).unwrap();
                     if rng.below(8) == 0 {
                         std::thread::sleep(Duration::from_micros(200));
                     }
@@ -202,7 +203,7 @@ fn child_entry() {
                 let mut progressed = false;
                 for i in ready {
                     while let Ok(m) = subs[i].try_recv() {
-                        assert_eq!(m.data, vec![(i % 256) as u8, got[i] as u8], "topic {i} out of order");
+                        assert_eq!(m.data(), vec![(i % 256) as u8, got[i] as u8], "topic {i} out of order");
                         got[i] += 1;
                         received += 1;
                         progressed = true;
@@ -215,8 +216,13 @@ fn child_entry() {
         }
         // Creates (or opens) the topic and checks its layout.
         "create" => {
-            let t = Topic::create_or_open(&child_domain(), &env_str("TOPIC"), &TopicConfig::new(256, 16)).unwrap();
-            assert_eq!((t.slot_size(), t.history()), (256, 16));
+            let t = Topic::create_or_open(
+                &child_domain(),
+                &env_str("TOPIC"),
+                &TopicConfig::default().max_message_len(256).history(16),
+            )
+            .unwrap();
+            assert_eq!((t.max_message_len(), t.history()), (256, 16));
         }
         other => panic!("unknown child role {other}"),
     }
@@ -263,7 +269,7 @@ fn read_line(child: &mut std::process::Child) -> String {
 fn publishers_and_subscribers_in_separate_processes() {
     let s = Scratch::new("procs");
     let d = s.domain("p");
-    Topic::create_or_open(&d, "data", &TopicConfig::new(1024, 4096)).unwrap();
+    Topic::create_or_open(&d, "data", &TopicConfig::default().max_message_len(1024).history(4096)).unwrap();
     let per = 2000u64;
     let mut subs: Vec<_> = (0..2)
         .map(|_| spawn_child("child_entry", "subscriber", &env(&s, "data", &[("EXPECT", (2 * per).to_string())])))
@@ -300,7 +306,7 @@ fn waitset_over_many_topics(no_waitv: bool) {
     let d = s.domain("p");
     let n = 128;
     for i in 0..n {
-        Topic::create_or_open(&d, &format!("t{i}"), &TopicConfig::new(8, 64)).unwrap();
+        Topic::create_or_open(&d, &format!("t{i}"), &TopicConfig::default().max_message_len(8).history(64)).unwrap();
     }
     let mut extra = vec![("N", n.to_string()), ("ROUNDS", "20".to_string())];
     if no_waitv {
@@ -329,38 +335,69 @@ fn waitset_over_128_topics_with_the_fallback() {
 fn a_publisher_dying_after_its_claim_becomes_a_gap_not_a_hang() {
     let s = Scratch::new("claim");
     let d = s.domain("p");
-    let t = Topic::create_or_open(&d, "data", &TopicConfig::new(64, 4).spare_slots(1)).unwrap();
+    let t = Topic::create_or_open(&d, "data", &TopicConfig::default().max_message_len(64).history(4).spare_slots(1))
+        .unwrap();
     let sub = t.subscriber().unwrap();
     let mut child = spawn_child("child_entry", "claim-and-hang", &env(&s, "data", &[]));
     assert_eq!(read_line(&mut child), "claimed 1");
     // A live claimant is waited for, never skipped.
-    assert_eq!(sub.recv_timeout(Duration::from_millis(50)).unwrap_err(), RecvError::Timeout);
+    assert_eq!(sub.recv_timeout(Duration::from_millis(50)).unwrap_err(), TopicRecvTimeoutError::Timeout);
     assert!(!sub.is_ready());
     sigkill(&mut child);
     child.wait().unwrap();
     // Without any further publish, the waiting subscriber notices the death.
     let start = Instant::now();
-    assert_eq!(sub.recv_timeout(Duration::from_secs(10)).unwrap_err(), RecvError::Lagged { missed: 1 });
+    assert_eq!(sub.recv_timeout(Duration::from_secs(10)).unwrap_err(), TopicRecvTimeoutError::Lagged { missed: 1 });
     eprintln!("@@gap noticed {:?} after the kill", start.elapsed());
     // The dead publisher's slot was reclaimed: every slot is usable again.
     let mut p = t.publisher().unwrap();
-    assert_eq!(p.publish(b"next").unwrap(), 2);
-    assert_eq!(sub.try_recv().unwrap().data, b"next");
-    for i in 0..t.status().slots + 2 {
-        p.publish(&i.to_le_bytes()).unwrap();
+    assert_eq!(p.send(b"next").unwrap(), 2);
+    assert_eq!(sub.try_recv().unwrap().data(), b"next");
+    let slots = Topic::status(&d, "data").unwrap().slots;
+    for i in 0..slots + 2 {
+        p.send(&i.to_le_bytes()).unwrap();
     }
-    assert_eq!(sub.latest().unwrap().seq, 2 + t.status().slots + 2);
-    assert_eq!(t.status().publishers, 1);
+    assert_eq!(sub.latest().unwrap().seq(), 2 + slots + 2);
+    assert_eq!(Topic::status(&d, "data").unwrap().publishers, 1);
+}
+
+/// A `WaitSet` notices a dead claimant through `Subscriber::recheck` (`is_ready` itself looks
+/// only), and the receive that follows reports the gap.
+#[test]
+fn a_wait_set_notices_a_publisher_dying_after_its_claim() {
+    let s = Scratch::new("claimws");
+    let d = s.domain("p");
+    let t = Topic::create_or_open(&d, "data", &TopicConfig::default().max_message_len(64).history(4).spare_slots(1))
+        .unwrap();
+    let sub = t.subscriber().unwrap();
+    let mut child = spawn_child("child_entry", "claim-and-hang", &env(&s, "data", &[]));
+    assert_eq!(read_line(&mut child), "claimed 1");
+    let mut ws = WaitSet::new();
+    assert_eq!(ws.wait_timeout(&[&sub], Duration::from_millis(50)).unwrap_err(), WaitTimeoutError::Timeout);
+    assert!(!sub.is_ready());
+    sigkill(&mut child);
+    child.wait().unwrap();
+    // Asking is_ready does not probe or reclaim: it stays false however often it is asked.
+    for _ in 0..3 {
+        assert!(!sub.is_ready());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let start = Instant::now();
+    assert_eq!(ws.wait_timeout(&[&sub], Duration::from_secs(10)).unwrap(), &[0]);
+    eprintln!("@@gap noticed by the wait set {:?} after the kill", start.elapsed());
+    assert_eq!(sub.try_recv().unwrap_err(), TopicTryRecvError::Lagged { missed: 1 });
+    assert_eq!(sub.next_seq(), 2);
 }
 
 #[test]
 fn publishers_dying_one_after_another_after_their_claims_make_one_gap() {
     let s = Scratch::new("claims");
     let d = s.domain("p");
-    let t = Topic::create_or_open(&d, "data", &TopicConfig::new(64, 4).spare_slots(2)).unwrap();
+    let t = Topic::create_or_open(&d, "data", &TopicConfig::default().max_message_len(64).history(4).spare_slots(2))
+        .unwrap();
     let sub = t.subscriber().unwrap();
     let mut p = t.publisher().unwrap();
-    assert_eq!(p.publish(b"first").unwrap(), 1);
+    assert_eq!(p.send(b"first").unwrap(), 1);
     // Three publishers claim 2, 3, 4 and die before committing; a live one claims 5.
     for k in 2..=4 {
         let mut child = spawn_child("child_entry", "claim-and-hang", &env(&s, "data", &[]));
@@ -370,16 +407,16 @@ fn publishers_dying_one_after_another_after_their_claims_make_one_gap() {
     }
     let mut live = spawn_child("child_entry", "claim-and-hang", &env(&s, "data", &[]));
     assert_eq!(read_line(&mut live), "claimed 5");
-    assert_eq!(sub.recv_timeout(Duration::from_secs(5)).unwrap().data, b"first");
+    assert_eq!(sub.recv_timeout(Duration::from_secs(5)).unwrap().data(), b"first");
     // One gap for the three dead claims, not three; the live claimant is waited for.
-    assert_eq!(sub.recv_timeout(Duration::from_secs(10)).unwrap_err(), RecvError::Lagged { missed: 3 });
+    assert_eq!(sub.recv_timeout(Duration::from_secs(10)).unwrap_err(), TopicRecvTimeoutError::Lagged { missed: 3 });
     assert_eq!(sub.next_seq(), 5);
-    assert_eq!(sub.recv_timeout(Duration::from_millis(50)).unwrap_err(), RecvError::Timeout);
+    assert_eq!(sub.recv_timeout(Duration::from_millis(50)).unwrap_err(), TopicRecvTimeoutError::Timeout);
     sigkill(&mut live);
     live.wait().unwrap();
-    assert_eq!(sub.recv_timeout(Duration::from_secs(10)).unwrap_err(), RecvError::Lagged { missed: 1 });
-    assert_eq!(p.publish(b"after").unwrap(), 6);
-    assert_eq!(sub.recv_timeout(Duration::from_secs(5)).unwrap().data, b"after");
+    assert_eq!(sub.recv_timeout(Duration::from_secs(10)).unwrap_err(), TopicRecvTimeoutError::Lagged { missed: 1 });
+    assert_eq!(p.send(b"after").unwrap(), 6);
+    assert_eq!(sub.recv_timeout(Duration::from_secs(5)).unwrap().data(), b"after");
 }
 
 #[test]
@@ -387,20 +424,22 @@ fn pins_of_a_killed_subscriber_are_reclaimed() {
     let s = Scratch::new("pins");
     let d = s.domain("p");
     // Two slots in all, both to be pinned by the child.
-    let t = Topic::create_or_open(&d, "data", &TopicConfig::new(64, 1).spare_slots(1)).unwrap();
+    let t = Topic::create_or_open(&d, "data", &TopicConfig::default().max_message_len(64).history(1).spare_slots(1))
+        .unwrap();
     let mut p = t.publisher().unwrap();
-    p.publish(b"one").unwrap();
-    p.publish(b"two").unwrap();
+    p.send(b"one").unwrap();
+    p.send(b"two").unwrap();
     let mut child = spawn_child("child_entry", "hold-pins", &env(&s, "data", &[("PINS", "2".into())]));
     assert_eq!(read_line(&mut child), "pinned 2");
-    assert_eq!(t.status().pinned_slots, 2);
-    assert!(matches!(p.publish(b"three"), Err(shmbus::topic::PublishError::AllPinned { slots: 2 })));
+    assert_eq!(Topic::status(&d, "data").unwrap().pinned_slots, 2);
+    assert!(matches!(p.send(b"three"), Err(shmbus::topic::TopicSendError::AllPinned { slots: 2 })));
     sigkill(&mut child);
     child.wait().unwrap();
     // The next publish finds every slot pinned, reclaims the dead subscriber and succeeds.
-    assert_eq!(p.publish(b"three").unwrap(), 3);
-    assert_eq!(t.status().pinned_slots, 0);
-    assert_eq!(t.status().subscribers, 0);
+    assert_eq!(p.send(b"three").unwrap(), 3);
+    let st = Topic::status(&d, "data").unwrap();
+    assert_eq!(st.pinned_slots, 0);
+    assert_eq!(st.subscribers, 0);
 }
 
 #[test]
@@ -409,7 +448,8 @@ fn sigkill_publishers_and_subscribers_at_random_points() {
     let s = Scratch::new("kill");
     let d = s.domain("p");
     let max = 64 * 1024;
-    let t = Topic::create_or_open(&d, "data", &TopicConfig::new(max, 8).spare_slots(4)).unwrap();
+    let t = Topic::create_or_open(&d, "data", &TopicConfig::default().max_message_len(max).history(8).spare_slots(4))
+        .unwrap();
     let mut rng = Rng::from_env_or_clock();
 
     // A verifier in this process checks every message it can get.
@@ -422,15 +462,15 @@ fn sigkill_publishers_and_subscribers_at_random_points() {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                match sub.recv_into_timeout(&mut buf, Some(Duration::from_millis(20))) {
+                match sub.recv_into_timeout(&mut buf, Duration::from_millis(20)) {
                     Ok(_) => {
                         assert!(check_message(&buf).is_some(), "verifier received a torn message");
                         verified.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(RecvError::Lagged { missed }) => {
+                    Err(TopicRecvTimeoutError::Lagged { missed }) => {
                         gaps.fetch_add(missed, Ordering::Relaxed);
                     }
-                    Err(RecvError::Timeout) => {}
+                    Err(TopicRecvTimeoutError::Timeout) => {}
                     Err(e) => panic!("verifier: {e}"),
                 }
             }
@@ -472,12 +512,12 @@ fn sigkill_publishers_and_subscribers_at_random_points() {
         // Nothing is wedged: the dead are reclaimed, no pins remain, and a new message
         // reaches the verifier.
         t.reclaim_dead();
-        let st = t.status();
+        let st = Topic::status(&d, "data").unwrap();
         assert_eq!(st.pinned_slots, 0, "iteration {it}: pins of dead subscribers remain");
         assert_eq!((st.publishers, st.subscribers), (1, 1), "iteration {it}: dead participants remain");
         let before = verified.load(Ordering::Relaxed);
         let n = make_message(0, it, 64, &mut probe_buf);
-        probe.publish(&probe_buf[..n]).unwrap();
+        probe.send(&probe_buf[..n]).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while verified.load(Ordering::Relaxed) == before {
             assert!(Instant::now() < deadline, "iteration {it}: verifier stuck after the kill");
@@ -507,8 +547,9 @@ fn racing_creators_never_see_a_half_built_topic() {
                 let (root, name) = (s.path().to_owned(), name.clone());
                 std::thread::spawn(move || {
                     let d = Domain::with_root("p", root).unwrap();
-                    let t = Topic::create_or_open(&d, &name, &TopicConfig::new(256, 16)).unwrap();
-                    assert_eq!((t.slot_size(), t.history()), (256, 16));
+                    let t = Topic::create_or_open(&d, &name, &TopicConfig::default().max_message_len(256).history(16))
+                        .unwrap();
+                    assert_eq!((t.max_message_len(), t.history()), (256, 16));
                 })
             })
             .collect();
@@ -522,5 +563,5 @@ fn racing_creators_never_see_a_half_built_topic() {
     // Only final names remain: no temporary files leaked.
     let left: Vec<_> = std::fs::read_dir(s.path().join("shmbus.p")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), rounds, "{left:?}");
-    let _ = TryRecvError::Empty;
+    let _ = TopicTryRecvError::Empty;
 }

@@ -334,8 +334,8 @@ mod topic {
     const KIND: &str = "topic";
 
     pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
-        use shmbus::topic::{RecvError, TryRecvError};
-        let sub = Topic::subscribe(d, NAME).unwrap();
+        use shmbus::topic::{TopicRecvTimeoutError, TopicTryRecvError};
+        let sub = Topic::open(d, NAME).unwrap().subscriber().unwrap();
         receive_loop(stop, || {
             if waitset {
                 if !ready(&sub) {
@@ -343,26 +343,26 @@ mod topic {
                 }
                 return match sub.try_recv() {
                     Ok(_) => Got::Msg,
-                    Err(TryRecvError::Empty) => Got::Timeout,
-                    Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(TopicTryRecvError::Empty) => Got::Timeout,
+                    Err(e @ TopicTryRecvError::Truncated) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
             match sub.recv_timeout(RECV_TIMEOUT) {
                 Ok(_) => Got::Msg,
-                Err(RecvError::Timeout) => Got::Timeout,
-                Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
+                Err(TopicRecvTimeoutError::Timeout) => Got::Timeout,
+                Err(e @ TopicRecvTimeoutError::Truncated) => Got::Truncated(e.to_string()),
                 Err(e) => Got::Error(e.to_string()),
             }
         })
     }
 
     pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
-        let t = Topic::create_or_open(d, NAME, &TopicConfig::new(256, 64)).unwrap();
+        let t = Topic::create_or_open(d, NAME, &TopicConfig::default().max_message_len(256).history(64)).unwrap();
         let mut p = t.publisher().unwrap();
         let file = d.channel_path(NAME).unwrap();
         run_reader_case(s, KIND, &file, cut, env, |i| {
-            let _ = p.publish(format!("message {i}").as_bytes());
+            let _ = p.send(format!("message {i}").as_bytes());
         })
     }
 

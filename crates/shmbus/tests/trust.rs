@@ -104,12 +104,13 @@ fn child_entry() {
         // Creates domain `p` and a world-readable/writable topic `secret` in it, as the attacker.
         "plant_domain" => {
             let d = Domain::with_root("p", &root).unwrap();
-            Topic::create_or_open(&d, "secret", &TopicConfig::new(64, 4).mode(0o666)).unwrap();
+            Topic::create_or_open(&d, "secret", &TopicConfig::default().max_message_len(64).history(4).mode(0o666))
+                .unwrap();
         }
         // Plants a topic `c` in root's shared (sticky, world-writable) domain `shared`.
         "plant_channel" => {
             let d = Domain::with_root("shared", &root).unwrap();
-            Topic::create_or_open(&d, "c", &TopicConfig::new(64, 4).mode(0o666)).unwrap();
+            Topic::create_or_open(&d, "c", &TopicConfig::default().max_message_len(64).history(4).mode(0o666)).unwrap();
         }
         // Reads topic `secret` of domain `p` from its history; prints what it finds.
         "read_secret" => {
@@ -118,7 +119,7 @@ fn child_entry() {
             let sub = t.subscriber().unwrap();
             sub.seek_oldest();
             while let Ok(m) = sub.try_recv() {
-                println!("@@read {}", String::from_utf8_lossy(&m.data));
+                println!("@@read {}", String::from_utf8_lossy(m.data()));
             }
         }
         // A non-root victim: the planted domain is refused unless SHMBUS_TRUST_UIDS says.
@@ -133,7 +134,9 @@ fn child_entry() {
         // Tries to create a channel in root's domain `rootonly` (mode 0755).
         "create_in_rootonly" => {
             let d = Domain::with_root("rootonly", &root).unwrap();
-            let e = Topic::create_or_open(&d, "new", &TopicConfig::new(64, 4)).map(drop).unwrap_err();
+            let e = Topic::create_or_open(&d, "new", &TopicConfig::default().max_message_len(64).history(4))
+                .map(drop)
+                .unwrap_err();
             println!("@@{e:?}");
             println!("@@{e}");
         }
@@ -175,7 +178,7 @@ fn swap_loop(root: &Path, target: &Path) {
 fn special_files_under_a_channel_name_fail_fast_and_say_what_they_are() {
     let s = Scratch::new("special");
     let d = s.domain("d");
-    Topic::create_or_open(&d, "real", &TopicConfig::new(64, 4)).unwrap();
+    Topic::create_or_open(&d, "real", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
     let dir = d.dir();
     mkfifo(&dir.join("fifo"));
     let _sock = std::os::unix::net::UnixListener::bind(dir.join("sock")).unwrap();
@@ -191,7 +194,7 @@ fn special_files_under_a_channel_name_fail_fast_and_say_what_they_are() {
         let results = within_10s(name, move || {
             vec![
                 Topic::open(&d2, name).map(drop),
-                Topic::create_or_open(&d2, name, &TopicConfig::new(64, 4)).map(drop),
+                Topic::create_or_open(&d2, name, &TopicConfig::default().max_message_len(64).history(4)).map(drop),
                 StreamWriter::create(&d2, name, &StreamConfig::new(1 << 16)).map(drop),
                 admin::inspect_channel(&d2, name).map(drop),
                 admin::inspect(&d2.channel_path(name).unwrap()).map(drop),
@@ -225,8 +228,10 @@ fn a_domain_that_is_not_a_directory_is_refused() {
     for (dom, words) in [("l", "symbolic link"), ("f", "FIFO")] {
         let d = s.domain(dom);
         let d2 = d.clone();
-        let e =
-            within_10s(dom, move || Topic::create_or_open(&d2, "t", &TopicConfig::new(64, 4)).map(drop)).unwrap_err();
+        let e = within_10s(dom, move || {
+            Topic::create_or_open(&d2, "t", &TopicConfig::default().max_message_len(64).history(4)).map(drop)
+        })
+        .unwrap_err();
         assert!(matches!(e, OpenError::UnexpectedFileType { expected: FileKind::Directory, .. }), "{e}");
         assert!(e.to_string().contains(words) && e.to_string().contains("not a domain directory"), "{e}");
         assert!(Topic::open(&d, "t").is_err() && admin::inspect_channel(&d, "t").is_err());
@@ -241,13 +246,13 @@ fn created_files_are_0600_and_domains_0755_whatever_the_umask() {
     // wider default modes meanwhile, which they do not check.)
     let old = unsafe { libc::umask(0) };
     let d = s.domain("m");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::new(64, 4));
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4));
     let w = StreamWriter::create(&d, "s", &StreamConfig::new(1 << 16));
-    let g = Topic::create_or_open(&d, "g", &TopicConfig::new(64, 4).mode(0o640));
+    let g = Topic::create_or_open(&d, "g", &TopicConfig::default().max_message_len(64).history(4).mode(0o640));
     // SAFETY: as above.
     unsafe { libc::umask(0o077) };
     let d2 = s.domain("m2");
-    let t2 = Topic::create_or_open(&d2, "t", &TopicConfig::new(64, 4));
+    let t2 = Topic::create_or_open(&d2, "t", &TopicConfig::default().max_message_len(64).history(4));
     // SAFETY: as above.
     unsafe { libc::umask(old) };
     let (_t, _w, _g, _t2) = (t.unwrap(), w.unwrap(), g.unwrap(), t2.unwrap());
@@ -269,7 +274,7 @@ fn created_files_are_0600_and_domains_0755_whatever_the_umask() {
 fn a_world_writable_domain_without_sticky_bit_is_refused() {
     let s = Scratch::new("sticky");
     let d = s.domain("w");
-    Topic::create_or_open(&d, "t", &TopicConfig::new(64, 4)).unwrap();
+    Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
     std::fs::set_permissions(d.dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let e = Topic::open(&d, "t").unwrap_err();
     assert!(matches!(e, OpenError::Untrusted { .. }), "{e}");
@@ -303,7 +308,7 @@ fn a_symlinked_domain_is_never_followed() {
     let before = listing(&victim);
     run_as(ATTACKER, "plant_symlink", s.path(), &[("SHMBUS_TEST_TARGET", victim.display().to_string())]);
     let d = s.domain("d");
-    let e = Topic::create_or_open(&d, "new", &TopicConfig::new(64, 4)).unwrap_err();
+    let e = Topic::create_or_open(&d, "new", &TopicConfig::default().max_message_len(64).history(4)).unwrap_err();
     assert!(matches!(e, OpenError::UnexpectedFileType { found: FileKind::Symlink, .. }), "{e}");
     assert!(e.to_string().contains(&format!("uid {ATTACKER}")), "{e}");
     assert!(Topic::open(&d, "t").is_err());
@@ -314,7 +319,7 @@ fn a_symlinked_domain_is_never_followed() {
     assert!(admin::stale_temp_files(&d).is_err());
     // Trusting the attacker does not make a symlink acceptable.
     let trusting = d.clone().trust_uid(ATTACKER);
-    assert!(Topic::create_or_open(&trusting, "new", &TopicConfig::new(64, 4)).is_err());
+    assert!(Topic::create_or_open(&trusting, "new", &TopicConfig::default().max_message_len(64).history(4)).is_err());
     assert_eq!(listing(&victim), before, "the victim directory changed");
     let _ = std::fs::remove_dir_all(&victim);
 }
@@ -328,7 +333,7 @@ fn a_planted_domain_and_channel_are_refused_until_trusted() {
     run_as(ATTACKER, "plant_domain", s.path(), &[]);
     let d = s.domain("p");
     // Root refuses to publish into it, or even to read it.
-    let e = Topic::create_or_open(&d, "secret", &TopicConfig::new(64, 4)).unwrap_err();
+    let e = Topic::create_or_open(&d, "secret", &TopicConfig::default().max_message_len(64).history(4)).unwrap_err();
     match &e {
         OpenError::Untrusted { owner_uid, .. } => assert_eq!(*owner_uid, ATTACKER),
         other => panic!("{other}"),
@@ -337,7 +342,7 @@ fn a_planted_domain_and_channel_are_refused_until_trusted() {
     assert!(text.contains(&format!("uid {ATTACKER}")) && text.contains("SHMBUS_TRUST_UIDS=4242"), "{text}");
     assert!(matches!(Topic::open(&d, "secret").unwrap_err(), OpenError::Untrusted { .. }));
     assert!(matches!(
-        Topic::create_or_open(&d, "other", &TopicConfig::new(64, 4)).unwrap_err(),
+        Topic::create_or_open(&d, "other", &TopicConfig::default().max_message_len(64).history(4)).unwrap_err(),
         OpenError::Untrusted { .. }
     ));
     let out = run_as(ATTACKER, "read_secret", s.path(), &[]);
@@ -350,8 +355,8 @@ fn a_planted_domain_and_channel_are_refused_until_trusted() {
 
     // Told explicitly, root uses it: a deliberate share.
     let trusting = d.clone().trust_uid(ATTACKER);
-    let t = Topic::create_or_open(&trusting, "secret", &TopicConfig::new(64, 4)).unwrap();
-    t.publisher().unwrap().publish(b"shared on purpose").unwrap();
+    let t = Topic::create_or_open(&trusting, "secret", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
+    t.publisher().unwrap().send(b"shared on purpose").unwrap();
     drop(t);
     let out = run_as(ATTACKER, "read_secret", s.path(), &[]);
     assert!(out.contains("@@read shared on purpose"), "{out}");
@@ -365,10 +370,10 @@ fn a_channel_planted_in_a_shared_domain_is_refused() {
     let s = sticky_root("plantch");
     // Root's domain, shared with everyone like /dev/shm itself: world-writable and sticky.
     let d = s.domain("shared");
-    Topic::create_or_open(&d, "mine", &TopicConfig::new(64, 4)).unwrap();
+    Topic::create_or_open(&d, "mine", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
     std::fs::set_permissions(d.dir(), std::fs::Permissions::from_mode(0o1777)).unwrap();
     run_as(ATTACKER, "plant_channel", s.path(), &[]);
-    let e = Topic::create_or_open(&d, "c", &TopicConfig::new(64, 4)).unwrap_err();
+    let e = Topic::create_or_open(&d, "c", &TopicConfig::default().max_message_len(64).history(4)).unwrap_err();
     assert!(matches!(e, OpenError::Untrusted { owner_uid: ATTACKER, .. }), "{e}");
     assert!(e.to_string().contains("channel file belongs to uid 4242"), "{e}");
     assert!(admin::inspect_channel(&d, "c").is_err());
@@ -383,7 +388,7 @@ fn another_users_domain_blames_the_directory_not_the_temporary_file() {
     }
     let s = sticky_root("cannot");
     let d = s.domain("rootonly");
-    Topic::create_or_open(&d, "t", &TopicConfig::new(64, 4)).unwrap();
+    Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
     let out = run_as(NOBODY, "create_in_rootonly", s.path(), &[]);
     assert!(out.contains("CannotCreate"), "{out}");
     assert!(out.contains(&d.dir().display().to_string()) && out.contains("uid 0") && out.contains("0755"), "{out}");
@@ -421,7 +426,7 @@ fn a_raced_directory_symlink_swap_never_redirects_a_create() {
     let (mut created, mut refused) = (0, 0);
     for i in 0..400 {
         let name = format!("t{}", i % 7);
-        match Topic::create_or_open(&d, &name, &TopicConfig::new(64, 4)) {
+        match Topic::create_or_open(&d, &name, &TopicConfig::default().max_message_len(64).history(4)) {
             Ok(_) => created += 1,
             // A symlink (or, if the swap is faster than the retries, whatever was seen).
             Err(OpenError::UnexpectedFileType { .. }) => refused += 1,
@@ -447,7 +452,7 @@ fn a_domain_with_search_permission_only_can_be_used() {
     let s = Scratch::new("search");
     std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let d = s.domain("x");
-    Topic::create_or_open(&d, "t", &TopicConfig::new(64, 4).mode(0o644)).unwrap();
+    Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4).mode(0o644)).unwrap();
     std::fs::set_permissions(d.dir(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let out = run_as(NOBODY, "inspect_search_only", s.path(), &[]);
     assert!(out.contains("@@inspected writable=false"), "{out}");

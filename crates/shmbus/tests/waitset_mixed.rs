@@ -73,7 +73,7 @@ impl Chan {
         match self {
             Chan::Topic(s) => {
                 while let Ok(m) = s.try_recv() {
-                    got.push(m.data);
+                    got.push(m.into_data());
                 }
             }
             Chan::Queue(c) => {
@@ -133,7 +133,7 @@ fn child_entry() {
         for which in order {
             let p = payload(which, round);
             match which {
-                Which::Topic(i) => drop(topics[i].publish(&p).unwrap()),
+                Which::Topic(i) => drop(topics[i].send(&p).unwrap()),
                 Which::Queue(i) => queues[i].send(p).unwrap(),
                 Which::Stream(i) => streams[i].write(&p).unwrap(),
                 Which::Pool(i) => {
@@ -171,7 +171,9 @@ fn mixed() {
     for which in all() {
         let chan = match which {
             Which::Topic(i) => {
-                let t = Topic::create_or_open(&d, &format!("t{i}"), &TopicConfig::new(64, 8)).unwrap();
+                let t =
+                    Topic::create_or_open(&d, &format!("t{i}"), &TopicConfig::default().max_message_len(64).history(8))
+                        .unwrap();
                 Chan::Topic(t.subscriber().unwrap())
             }
             Which::Queue(i) => {

@@ -8,7 +8,7 @@
 
 use std::io;
 
-use shmbus::topic::{Publisher, RecvError, Subscriber, Topic, TopicConfig, TryRecvError};
+use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
 
 use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
 use super::{Endpoint, Handoff, Params, Payload, Transport};
@@ -21,7 +21,7 @@ pub struct TopicTransport;
 fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str) -> io::Result<Box<dyn Endpoint>> {
     check_size(params)?;
     let d = root.domain()?;
-    let cfg = TopicConfig::new(params.size, 2).spare_slots(1);
+    let cfg = TopicConfig::default().max_message_len(params.size).history(2).spare_slots(1);
     let tx = Topic::create_or_open(&d, tx, &cfg).map_err(io::Error::other)?;
     let rx = Topic::create_or_open(&d, rx, &cfg).map_err(io::Error::other)?;
     let publisher = tx.publisher().map_err(io::Error::other)?;
@@ -66,13 +66,14 @@ impl Endpoint for TopicEnd {
     #[inline]
     fn send(&mut self, msg: &[u8], _waiter: &mut Waiter<'_>) -> io::Result<()> {
         match self.params.payload {
-            Payload::Copy => self.publisher.publish(msg).map(drop).map_err(io::Error::other),
+            Payload::Copy => self.publisher.send(msg).map(drop).map_err(io::Error::other),
             Payload::Touch => {
                 let n = msg.len();
                 let mut loan = self.publisher.loan().map_err(io::Error::other)?;
                 loan[0] = msg[0];
                 loan[n - 1] = msg[n - 1];
-                loan.send(n).map(drop).map_err(io::Error::other)
+                loan.truncate(n);
+                loan.send().map(drop).map_err(io::Error::other)
             }
         }
     }
@@ -91,13 +92,13 @@ impl Endpoint for TopicEnd {
                     waiter,
                     || match sub.try_recv_into(&mut data.borrow_mut()) {
                         Ok(_) => Ok(Some(())),
-                        Err(TryRecvError::Empty) => Ok(None),
-                        Err(TryRecvError::Lagged { missed }) => Err(lagged(missed)),
+                        Err(TopicTryRecvError::Empty) => Ok(None),
+                        Err(TopicTryRecvError::Lagged { missed }) => Err(lagged(missed)),
                         Err(e) => Err(io::Error::other(e)),
                     },
-                    |slice| match sub.recv_into_timeout(&mut data.borrow_mut(), Some(slice)) {
+                    |slice| match sub.recv_into_timeout(&mut data.borrow_mut(), slice) {
                         Ok(_) => Ok(Some(())),
-                        Err(RecvError::Timeout) => Ok(None),
+                        Err(TopicRecvTimeoutError::Timeout) => Ok(None),
                         Err(e) => Err(io::Error::other(e)),
                     },
                 )?;
@@ -109,14 +110,14 @@ impl Endpoint for TopicEnd {
                 let (first, last) = wait_for(
                     self.params.mode,
                     waiter,
-                    || match sub.try_recv_pinned() {
+                    || match sub.try_recv_ref() {
                         Ok(s) => Ok(Some((s[0], s[s.len() - 1]))),
-                        Err(TryRecvError::Empty) => Ok(None),
+                        Err(TopicTryRecvError::Empty) => Ok(None),
                         Err(e) => Err(io::Error::other(e)),
                     },
-                    |slice| match sub.recv_pinned_timeout(Some(slice)) {
+                    |slice| match sub.recv_ref_timeout(slice) {
                         Ok(s) => Ok(Some((s[0], s[s.len() - 1]))),
-                        Err(RecvError::Timeout) => Ok(None),
+                        Err(TopicRecvTimeoutError::Timeout) => Ok(None),
                         Err(e) => Err(io::Error::other(e)),
                     },
                 )?;

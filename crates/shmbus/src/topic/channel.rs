@@ -15,35 +15,104 @@ use crate::segment::{CreateOptions, Segment};
 use crate::sync::AtomicU64;
 use crate::sys::{process_is_alive, ProcessId};
 
-/// How to create a topic.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Default largest message of a created topic, in bytes.
+pub const DEFAULT_MAX_MESSAGE_LEN: usize = 4096;
+/// Default history of a created topic.
+pub const DEFAULT_HISTORY: usize = 16;
+/// Default number of spare slots of a created topic.
+pub const DEFAULT_SPARE_SLOTS: usize = 4;
+
+/// How to create or open a topic, built with setters:
+/// `TopicConfig::default().max_message_len(64).history(16)`.
+///
+/// A setter that is not called accepts whatever an existing topic has; a value that is set
+/// and differs from the existing topic fails with [`OpenError::LayoutMismatch`]. A topic
+/// that is created takes the documented default of every value not set.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct TopicConfig {
-    /// Largest message in bytes.
-    pub slot_size: usize,
-    /// Messages kept for random access (N).
-    pub history: usize,
-    /// Extra slots so that pinned samples do not shorten the history (default 4).
-    pub spare_slots: usize,
-    /// File mode and group of a created segment.
-    pub create: CreateOptions,
+    max_message_len: Option<usize>,
+    history: Option<usize>,
+    spare_slots: Option<usize>,
+    mode: Option<u32>,
+    group: Option<u32>,
 }
 
 impl TopicConfig {
-    /// A topic of `slot_size`-byte messages keeping the last `history`.
-    pub fn new(slot_size: usize, history: usize) -> TopicConfig {
-        TopicConfig { slot_size, history, spare_slots: 4, create: CreateOptions::default() }
+    /// The largest message in bytes (the slot size; default
+    /// [`DEFAULT_MAX_MESSAGE_LEN`], 4096).
+    pub fn max_message_len(mut self, len: usize) -> TopicConfig {
+        self.max_message_len = Some(len);
+        self
     }
 
-    /// Sets the number of spare slots.
+    /// How many of the last messages stay readable by sequence number (default
+    /// [`DEFAULT_HISTORY`], 16).
+    pub fn history(mut self, history: usize) -> TopicConfig {
+        self.history = Some(history);
+        self
+    }
+
+    /// Extra slots, so that pinned samples do not shorten the history (default
+    /// [`DEFAULT_SPARE_SLOTS`], 4).
     pub fn spare_slots(mut self, n: usize) -> TopicConfig {
-        self.spare_slots = n;
+        self.spare_slots = Some(n);
         self
     }
 
-    /// Sets the file mode of a created segment (default `0o600`).
+    /// The file mode of a created topic (default `0o600`). An existing topic keeps its own.
     pub fn mode(mut self, mode: u32) -> TopicConfig {
-        self.create.mode = mode;
+        self.mode = Some(mode);
         self
+    }
+
+    /// The group (gid) of a created topic (default: the creator's). An existing topic keeps
+    /// its own.
+    pub fn group(mut self, gid: u32) -> TopicConfig {
+        self.group = Some(gid);
+        self
+    }
+
+    /// The layout of a topic created with this config (defaults for what is unset).
+    fn layout(&self) -> Result<TopicLayout, OpenError> {
+        TopicLayout::new(
+            self.max_message_len.unwrap_or(DEFAULT_MAX_MESSAGE_LEN) as u64,
+            self.history.unwrap_or(DEFAULT_HISTORY) as u64,
+            self.spare_slots.unwrap_or(DEFAULT_SPARE_SLOTS) as u64,
+        )
+        .map_err(|what| OpenError::InvalidConfig { what })
+    }
+
+    /// Checks the values that are set against an existing topic's layout.
+    fn check(&self, path: &std::path::Path, existing: &TopicLayout) -> Result<(), OpenError> {
+        let fields = [
+            ("slot size", self.max_message_len, existing.slot_size),
+            ("history", self.history, existing.history),
+            ("spare slots", self.spare_slots, existing.spare),
+        ];
+        for (field, requested, existing) in fields {
+            match requested {
+                Some(r) if r as u64 != existing => {
+                    return Err(OpenError::LayoutMismatch {
+                        path: path.to_owned(),
+                        field,
+                        existing,
+                        requested: r as u64,
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn create_options(&self) -> CreateOptions {
+        let mut opts = CreateOptions::default();
+        if let Some(mode) = self.mode {
+            opts.mode = mode;
+        }
+        opts.gid = self.group;
+        opts
     }
 }
 
@@ -123,11 +192,12 @@ impl Inner {
     }
 }
 
-/// A snapshot of a topic's state.
+/// A snapshot of a topic's state, from [`Topic::status`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TopicStatus {
-    /// Largest message.
-    pub slot_size: u64,
+    /// Largest message in bytes.
+    pub max_message_len: u64,
     /// Guaranteed history depth.
     pub history: u64,
     /// Total slots (history + spare).
@@ -143,14 +213,34 @@ pub struct TopicStatus {
 }
 
 impl Topic {
-    /// Opens topic `name`, creating it with `config` if it does not exist. If it exists with
-    /// a different slot size, history or spare count, fails with
-    /// [`OpenError::LayoutMismatch`] naming both values.
+    /// Opens topic `name`, creating it with `config` if it does not exist. The values `config`
+    /// sets must match an existing topic (else [`OpenError::LayoutMismatch`] names both);
+    /// the values it leaves unset accept the existing topic's, or take their defaults when
+    /// the topic is created.
     pub fn create_or_open(domain: &Domain, name: &str, config: &TopicConfig) -> Result<Topic, OpenError> {
-        let layout = TopicLayout::new(config.slot_size as u64, config.history as u64, config.spare_slots as u64)
-            .map_err(|what| OpenError::InvalidConfig { what })?;
-        let (seg, layout, _) = Segment::create_or_open(domain, name, &layout, &config.create)?;
-        Ok(Topic::from_segment(seg, layout, name))
+        let layout = config.layout()?;
+        let opts = config.create_options();
+        for _ in 0..64 {
+            match Segment::open::<TopicLayout>(domain, name) {
+                Ok((seg, existing)) => {
+                    config.check(seg.path(), &existing)?;
+                    return Ok(Topic::from_segment(seg, existing, name));
+                }
+                Err(OpenError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match Segment::create_or_open(domain, name, &layout, &opts) {
+                Ok((seg, layout, _)) => return Ok(Topic::from_segment(seg, layout, name)),
+                // Created by another process in the meantime with other values than the
+                // defaults this config leaves unset: open it and compare what is set.
+                Err(OpenError::LayoutMismatch { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(OpenError::Io {
+            path: domain.channel_path(name)?,
+            source: std::io::Error::other("topic keeps appearing and disappearing; is something deleting it?"),
+        })
     }
 
     /// Opens an existing topic.
@@ -159,50 +249,13 @@ impl Topic {
         Ok(Topic::from_segment(seg, layout, name))
     }
 
-    /// Opens an existing topic and subscribes to it (new messages only).
-    pub fn subscribe(domain: &Domain, name: &str) -> Result<Subscriber, OpenError> {
-        Topic::open(domain, name)?.subscriber()
-    }
-
-    fn from_segment(seg: Segment, layout: TopicLayout, name: &str) -> Topic {
-        Topic { inner: Arc::new(Inner { seg, layout, name: name.to_owned() }) }
-    }
-
-    /// The topic's name.
-    pub fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// Largest message in bytes.
-    pub fn slot_size(&self) -> usize {
-        self.inner.layout.slot_size as usize
-    }
-
-    /// Guaranteed history depth.
-    pub fn history(&self) -> usize {
-        self.inner.layout.history as usize
-    }
-
-    /// A new publisher.
-    pub fn publisher(&self) -> Result<Publisher, OpenError> {
-        let id = self.inner.register(ROLE_PUBLISHER)?;
-        Ok(Publisher::new(self.inner.clone(), id))
-    }
-
-    /// A new subscriber that receives messages published from now on.
-    pub fn subscriber(&self) -> Result<Subscriber, OpenError> {
-        let id = self.inner.register(ROLE_SUBSCRIBER)?;
-        Ok(Subscriber::new(self.inner.clone(), id))
-    }
-
-    /// Highest committed sequence number (0: none yet).
-    pub fn last_seq(&self) -> u64 {
-        self.inner.shared().committed_max()
-    }
-
-    /// A snapshot of the topic's state.
-    pub fn status(&self) -> TopicStatus {
-        let sh = self.inner.shared();
+    /// Reads the status of topic `name` without joining it: the file is opened and mapped
+    /// read-only, so read permission suffices, and nothing is registered or written.
+    pub fn status(domain: &Domain, name: &str) -> Result<TopicStatus, OpenError> {
+        let (seg, layout) = Segment::open_read_only::<TopicLayout>(domain, name)?;
+        // Only loads from here on: the mapping is read-only.
+        let inner = Inner { seg, layout, name: name.to_owned() };
+        let sh = inner.shared();
         let mut publishers = 0;
         let mut subscribers = 0;
         for p in sh.participants.list() {
@@ -215,15 +268,54 @@ impl Topic {
                 _ => {}
             }
         }
-        TopicStatus {
-            slot_size: self.inner.layout.slot_size,
-            history: self.inner.layout.history,
-            slots: self.inner.layout.slots,
+        Ok(TopicStatus {
+            max_message_len: layout.slot_size,
+            history: layout.history,
+            slots: layout.slots,
             last_seq: sh.committed_max(),
             publishers,
             subscribers,
             pinned_slots: sh.pinned_slots(),
-        }
+        })
+    }
+
+    fn from_segment(seg: Segment, layout: TopicLayout, name: &str) -> Topic {
+        Topic { inner: Arc::new(Inner { seg, layout, name: name.to_owned() }) }
+    }
+
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Largest message in bytes.
+    pub fn max_message_len(&self) -> usize {
+        self.inner.layout.slot_size as usize
+    }
+
+    /// Guaranteed history depth.
+    pub fn history(&self) -> usize {
+        self.inner.layout.history as usize
+    }
+
+    /// A new publisher. Fails with [`OpenError::TooManyParticipants`] when every participant
+    /// entry is taken by a live process.
+    pub fn publisher(&self) -> Result<Publisher, OpenError> {
+        let id = self.inner.register(ROLE_PUBLISHER)?;
+        Ok(Publisher::new(self.inner.clone(), id))
+    }
+
+    /// A new subscriber that receives messages published from now on. Fails with
+    /// [`OpenError::TooManyParticipants`] when every participant entry is taken by a live
+    /// process.
+    pub fn subscriber(&self) -> Result<Subscriber, OpenError> {
+        let id = self.inner.register(ROLE_SUBSCRIBER)?;
+        Ok(Subscriber::new(self.inner.clone(), id))
+    }
+
+    /// Highest committed sequence number (0: none yet).
+    pub fn last_seq(&self) -> u64 {
+        self.inner.shared().committed_max()
     }
 
     /// Reclaims what dead participants held (their slots, pins and entries). Returns how

@@ -7,9 +7,19 @@
 //!
 //! Reads are either a validated **copy** (never torn: a seqlock check after the copy) or a
 //! zero-copy **pinned** [`Sample`] that no publisher overwrites while it is held. Publishers
-//! never wait for subscribers: pinned slots are skipped, and only when *every* slot is
-//! pinned does a publish fail ([`PublishError::AllPinned`]). Publishing touches no
-//! per-subscriber state, so its cost does not grow with the number of subscribers.
+//! never wait for subscribers, so a [`Publisher`] has only `send`: pinned slots are skipped,
+//! and only when *every* slot is pinned does a send fail ([`TopicSendError::AllPinned`]).
+//! Sending touches no per-subscriber state, so its cost does not grow with the number of
+//! subscribers.
+//!
+//! A [`Subscriber`] receives in order with three families, each with a `try_` form, a
+//! blocking form and a `_timeout` form: owned ([`Subscriber::recv`] → [`Message`]), into a
+//! caller's buffer ([`Subscriber::recv_into`] → [`MessageInfo`]) and zero-copy
+//! ([`Subscriber::recv_ref`] → [`Sample`]). It also reads by sequence number
+//! ([`Subscriber::get`], [`Subscriber::get_ref`], [`Subscriber::latest`]), iterates
+//! ([`Subscriber::iter`], [`Subscriber::try_iter`]) and waits in a
+//! [`WaitSet`](crate::WaitSet). Its receives take `&self`, so that several samples can be held
+//! at once.
 //!
 //! The algorithm and its invariants are in the `protocol` module's docs.
 //!
@@ -22,7 +32,7 @@
 //! * A publisher killed mid-write never exposes its partial message: the slot is reclaimed
 //!   (by the next publisher that finds no free slot, a new participant, or `shmbus clean`),
 //!   and the sequence number it had claimed — if any — is reported to subscribers as a gap
-//!   ([`TryRecvError::Lagged`]) once its death is noticed: at most about 1 ms plus one
+//!   ([`TopicTryRecvError::Lagged`]) once its death is noticed: at most about 1 ms plus one
 //!   `/proc` lookup after a waiting subscriber first sees the later messages.
 //! * A subscriber killed while holding pins: its pins are cleared when its participant
 //!   entry is reclaimed (at the latest when a publisher finds every slot pinned).
@@ -31,12 +41,20 @@
 //! use shmbus::{Domain, topic::{Topic, TopicConfig}};
 //! # let dir = tempfile_dir();
 //! let domain = Domain::with_root("example", &dir)?;
-//! let topic = Topic::create_or_open(&domain, "imu", &TopicConfig::new(64, 8))?;
+//! let config = TopicConfig::default().max_message_len(64).history(8);
+//! let topic = Topic::create_or_open(&domain, "imu", &config)?;
 //! let mut publisher = topic.publisher()?;
 //! let subscriber = topic.subscriber()?;
-//! let seq = publisher.publish(b"hello")?;
+//! let seq = publisher.send(b"hello")?;
 //! let msg = subscriber.try_recv()?;
-//! assert_eq!((msg.seq, &msg.data[..]), (seq, &b"hello"[..]));
+//! assert_eq!((msg.seq(), msg.data()), (seq, &b"hello"[..]));
+//!
+//! let mut loan = publisher.loan()?;
+//! loan[..5].copy_from_slice(b"world");
+//! loan.truncate(5);
+//! loan.send()?;
+//! let sample = subscriber.recv_ref()?;
+//! assert_eq!(&*sample, b"world");
 //! # fn tempfile_dir() -> std::path::PathBuf { let d = std::env::temp_dir().join(format!("shmbus-doc-{}", std::process::id())); std::fs::create_dir_all(&d).unwrap(); d }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -55,15 +73,15 @@ mod publisher;
 mod subscriber;
 
 #[cfg(not(loom))]
-pub use channel::{Topic, TopicConfig, TopicStatus};
+pub use channel::{Topic, TopicConfig, TopicStatus, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN, DEFAULT_SPARE_SLOTS};
 #[cfg(not(loom))]
-pub use error::{Corrupt, PublishError, ReadError, RecvError, TryRecvError};
+pub use error::{TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError};
 /// Role numbers topic endpoints register with (as listed by `shmbus info`).
 pub use protocol::{ROLE_PUBLISHER, ROLE_SUBSCRIBER};
 #[cfg(not(loom))]
 pub use publisher::{Loan, Publisher};
 #[cfg(not(loom))]
-pub use subscriber::{Message, MessageInfo, Sample, Subscriber};
+pub use subscriber::{Iter, Message, MessageInfo, Sample, Subscriber, TryIter};
 
 #[cfg(all(test, loom))]
 mod loom_tests;

@@ -1,13 +1,13 @@
-//! Publishing: the publisher endpoint and its in-place loans.
+//! Sending: the publisher endpoint and its in-place loans.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use super::channel::Inner;
-use super::error::PublishError;
+use super::error::TopicSendError;
 use crate::sys::monotonic_ns;
 
-/// Largest copy-publish that claims its sequence number before writing (see `publish`).
+/// Largest copy-send that claims its sequence number before writing (see `send`).
 const CLAIM_FIRST_MAX: usize = 4096;
 
 /// Publishes to a topic. `Send`, not `Sync`: one thread at a time; make one per thread.
@@ -23,17 +23,17 @@ impl Publisher {
         Publisher { inner, id }
     }
 
-    fn acquire(&self) -> Result<usize, PublishError> {
+    fn acquire(&self) -> Result<usize, TopicSendError> {
         match self.inner.shared().acquire_slot(self.id) {
             Ok(s) => Ok(s),
             Err(_) => self.acquire_slow(),
         }
     }
 
-    /// Every slot looked busy. Out of line, so the publish path stays small.
+    /// Every slot looked busy. Out of line, so the send path stays small.
     #[cold]
     #[inline(never)]
-    fn acquire_slow(&self) -> Result<usize, PublishError> {
+    fn acquire_slow(&self) -> Result<usize, TopicSendError> {
         let sh = self.inner.shared();
         // Maybe the dead hold slots: reclaim, then try once more; then once more
         // honouring only the pins and writer marks a live participant can own
@@ -42,9 +42,9 @@ impl Publisher {
         sh.acquire_slot(self.id).or_else(|_| sh.acquire_slot_audited(self.id)).map_err(|_| {
             // Failing anyway: the slow path may say why the slots look taken.
             if self.inner.seg.was_truncated() {
-                PublishError::Truncated
+                TopicSendError::Truncated
             } else {
-                PublishError::AllPinned { slots: self.inner.layout.slots as usize }
+                TopicSendError::AllPinned { slots: self.inner.layout.slots as usize }
             }
         })
     }
@@ -60,11 +60,12 @@ impl Publisher {
         k
     }
 
-    /// Copies `data` into the topic as the next message. Returns its sequence number.
-    pub fn publish(&mut self, data: &[u8]) -> Result<u64, PublishError> {
+    /// Copies `data` into the topic as the next message. Returns its sequence number. Never
+    /// waits: the oldest unpinned slot is overwritten.
+    pub fn send(&mut self, data: &[u8]) -> Result<u64, TopicSendError> {
         let max = self.inner.layout.slot_size as usize;
         if data.len() > max {
-            return Err(PublishError::TooLarge { len: data.len(), max });
+            return Err(TopicSendError::TooLarge { len: data.len(), max });
         }
         let s = self.acquire()?;
         let inner = &*self.inner;
@@ -90,30 +91,34 @@ impl Publisher {
         Ok(k)
     }
 
-    /// Loans a slot to write a message in place (zero copy). Write into the loan, then
-    /// [`Loan::send`] it; dropping it unsent publishes nothing.
-    pub fn loan(&mut self) -> Result<Loan<'_>, PublishError> {
+    /// Loans a slot to write a message in place (zero copy). The loan is the whole slot
+    /// ([`max_message_len`](Self::max_message_len) bytes); write into it,
+    /// [`truncate`](Loan::truncate) it to the message's length, then [`Loan::send`] it.
+    /// Dropping it unsent publishes nothing.
+    pub fn loan(&mut self) -> Result<Loan<'_>, TopicSendError> {
         let s = self.acquire()?;
         self.inner.shared().begin_write(s);
-        Ok(Loan { publisher: self, slot: s, sent: false })
+        let len = self.max_message_len();
+        Ok(Loan { publisher: self, slot: s, len, sent: false })
     }
 
     /// Test hook: acquires a slot, writes `junk` into it and claims a sequence number, then
     /// returns *without committing*, as a publisher killed at that instant would leave it.
     /// Only for crash tests; the slot stays held until this process dies and is reclaimed.
+    /// Not part of the API.
     #[doc(hidden)]
-    pub fn debug_claim_without_commit(&mut self, junk: &[u8]) -> Result<u64, PublishError> {
+    pub fn debug_claim_without_commit(&mut self, junk: &[u8]) -> Result<u64, TopicSendError> {
         let s = self.acquire()?;
-        let n = junk.len().min(self.slot_size());
+        let n = junk.len().min(self.max_message_len());
         self.inner.shared().begin_write(s);
-        // SAFETY: as in `publish`: we hold slot `s` and `n <= slot_size`.
+        // SAFETY: as in `send`: we hold slot `s` and `n <= slot_size`.
         unsafe { self.inner.shared().data.write(s, &junk[..n]) };
         let sh = self.inner.shared();
         Ok(sh.claim_seq(sh.participants.entry(self.id)))
     }
 
     /// Largest message in bytes.
-    pub fn slot_size(&self) -> usize {
+    pub fn max_message_len(&self) -> usize {
         self.inner.layout.slot_size as usize
     }
 }
@@ -125,24 +130,29 @@ impl Drop for Publisher {
     }
 }
 
-/// A slot loaned for writing in place. Derefs to the whole slot (`slot_size` bytes, with
-/// whatever an earlier message left there). Not visible to anyone until sent.
+/// A slot loaned for writing in place, from [`Publisher::loan`]. Derefs to the whole slot
+/// (`max_message_len` bytes, with whatever an earlier message left there) until
+/// [`truncate`](Loan::truncate)d. Not visible to anyone until sent; dropping it unsent
+/// publishes nothing.
 #[derive(Debug)]
 pub struct Loan<'a> {
     publisher: &'a mut Publisher,
     slot: usize,
+    len: usize,
     sent: bool,
 }
 
 impl Loan<'_> {
-    /// Publishes the first `len` bytes of the loan. Returns the sequence number.
-    pub fn send(mut self, len: usize) -> Result<u64, PublishError> {
-        let max = self.publisher.slot_size();
-        if len > max {
-            return Err(PublishError::TooLarge { len, max }); // drop releases the slot
-        }
+    /// Shortens the message to its first `len` bytes. Like [`Vec::truncate`], a `len` at
+    /// least the current length does nothing.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Publishes the loan (its `len()` bytes). Returns the sequence number.
+    pub fn send(mut self) -> Result<u64, TopicSendError> {
         self.sent = true;
-        Ok(self.publisher.finish(self.slot, len))
+        Ok(self.publisher.finish(self.slot, self.len))
     }
 }
 
@@ -151,8 +161,9 @@ impl Deref for Loan<'_> {
     fn deref(&self) -> &[u8] {
         let sh = self.publisher.inner.shared();
         // SAFETY: we hold the slot's writer bits, so no one else writes it, and it is
-        // `slot_size` bytes inside the mapping which the publisher keeps alive.
-        unsafe { std::slice::from_raw_parts(sh.data.slot_ptr(self.slot), sh.data.slot_size) }
+        // `slot_size` bytes (at least `len`) inside the mapping which the publisher keeps
+        // alive.
+        unsafe { std::slice::from_raw_parts(sh.data.slot_ptr(self.slot), self.len) }
     }
 }
 
@@ -160,7 +171,7 @@ impl DerefMut for Loan<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
         let sh = self.publisher.inner.shared();
         // SAFETY: as in `deref`; `&mut self` makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(sh.data.slot_ptr(self.slot), sh.data.slot_size) }
+        unsafe { std::slice::from_raw_parts_mut(sh.data.slot_ptr(self.slot), self.len) }
     }
 }
 

@@ -1,4 +1,4 @@
-//! Subscribing: the subscriber endpoint, its receive flavours and pinned samples.
+//! Subscribing: the subscriber endpoint, its receive families, pinned samples and iterators.
 
 use std::cell::{Cell, RefCell};
 use std::ops::Deref;
@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::channel::Inner;
-use super::error::{Corrupt, ReadError, RecvError, TryRecvError};
+use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
 use super::protocol::{Lookup, PIN_RECORDS};
+use crate::error::Corrupt;
 use crate::sys::process_is_alive;
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
@@ -21,29 +22,82 @@ const FULL_LOOKUP_EVERY: u32 = 64;
 /// Retries of a read whose slot was overwritten under it, before giving up on that message.
 const MAX_RETRIES: usize = 64;
 
-/// A received message (copied out of shared memory).
+/// A received message, copied out of shared memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
-    /// Sequence number.
-    pub seq: u64,
-    /// `CLOCK_MONOTONIC` nanoseconds at publish.
-    pub ts_ns: u64,
-    /// The payload.
-    pub data: Vec<u8>,
+    seq: u64,
+    ts_ns: u64,
+    data: Vec<u8>,
 }
 
-/// What was received into a caller's buffer.
+impl Message {
+    fn new(info: MessageInfo, data: Vec<u8>) -> Message {
+        Message { seq: info.seq, ts_ns: info.ts_ns, data }
+    }
+
+    /// Sequence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// `CLOCK_MONOTONIC` nanoseconds at publish.
+    pub fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+
+    /// The payload.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Payload length.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The payload, taken out of the message.
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+}
+
+/// What was received into a caller's buffer (the `*_recv_into*` family).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageInfo {
-    /// Sequence number.
-    pub seq: u64,
-    /// `CLOCK_MONOTONIC` nanoseconds at publish.
-    pub ts_ns: u64,
-    /// Payload length.
-    pub len: usize,
+    seq: u64,
+    ts_ns: u64,
+    len: usize,
 }
 
-/// Subscribes to a topic. `Send`, not `Sync`. Samples borrow it.
+impl MessageInfo {
+    /// Sequence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// `CLOCK_MONOTONIC` nanoseconds at publish.
+    pub fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+
+    /// Payload length (the buffer's length too).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Subscribes to a topic. `Send`, not `Sync`. Receives take `&self`, so that several pinned
+/// [`Sample`]s (which borrow it) can be held at once.
 #[derive(Debug)]
 pub struct Subscriber {
     inner: Arc<Inner>,
@@ -54,8 +108,12 @@ pub struct Subscriber {
     pins: RefCell<Vec<(usize, u32, Option<usize>)>>,
     /// Pins are no longer recorded (the budget went above `PIN_RECORDS`).
     untracked: Cell<bool>,
-    /// The last corrupt `(tail, committed_max)` reported, so that it is reported once.
-    reported: Cell<Option<(u64, u64)>>,
+    /// The last corrupt positions reported (see `corrupt_positions`), so that each is
+    /// reported once.
+    reported: Cell<Option<Corrupt>>,
+    /// A sequence number `recheck` found abandoned by a dead publisher (0: none), so that
+    /// `is_ready` can say so without looking again.
+    abandoned_seq: Cell<u64>,
     pin_budget: Cell<usize>,
     pending_since: Cell<Option<(u64, Instant)>>,
     policy: Cell<WaitPolicy>,
@@ -84,6 +142,7 @@ impl Subscriber {
             pins: RefCell::new(Vec::new()),
             untracked: Cell::new(false),
             reported: Cell::new(None),
+            abandoned_seq: Cell::new(0),
             pin_budget: Cell::new(2),
             pending_since: Cell::new(None),
             policy: Cell::new(WaitPolicy::default()),
@@ -140,8 +199,8 @@ impl Subscriber {
         self.pin_budget.set(budget);
     }
 
-    /// The topic's slot size.
-    pub fn slot_size(&self) -> usize {
+    /// The topic's largest message in bytes.
+    pub fn max_message_len(&self) -> usize {
         self.inner.layout.slot_size as usize
     }
 
@@ -177,15 +236,16 @@ impl Subscriber {
     /// or `Empty` if this very state was reported already.
     #[cold]
     #[inline(never)]
-    fn corrupt(&self, k: u64, (tail, committed): (u64, u64)) -> TryRecvError {
+    fn corrupt(&self, k: u64, (tail, committed): (u64, u64)) -> TopicTryRecvError {
         let next = tail.saturating_add(1).max(1);
         self.next.set(next);
         self.pending_since.set(None);
         self.misses.set(0);
-        if self.reported.replace(Some((tail, committed))) == Some((tail, committed)) {
-            return TryRecvError::Empty;
+        let seen = corrupt_positions(tail, committed);
+        if self.reported.replace(Some(seen)) == Some(seen) {
+            return TopicTryRecvError::Empty;
         }
-        TryRecvError::Corrupt(Corrupt { tail, committed, cursor: k, next })
+        TopicTryRecvError::Corrupt(seen.with("cursor", k).with("next", next).and_repaired())
     }
 
     /// An error about to be returned, replaced by `Truncated` if the mapping was truncated
@@ -194,10 +254,10 @@ impl Subscriber {
     /// Inline: an empty poll of a spinning receiver comes through here, and costs one load
     /// of the process-wide fault counter.
     #[inline]
-    fn or_truncated(&self, e: TryRecvError) -> TryRecvError {
+    fn or_truncated(&self, e: TopicTryRecvError) -> TopicTryRecvError {
         match e {
-            TryRecvError::PinLimit { .. } => e,
-            _ if self.inner.seg.was_truncated() => TryRecvError::Truncated,
+            TopicTryRecvError::PinLimit { .. } => e,
+            _ if self.inner.seg.was_truncated() => TopicTryRecvError::Truncated,
             _ => e,
         }
     }
@@ -205,17 +265,17 @@ impl Subscriber {
     /// The same for random access.
     #[cold]
     #[inline(never)]
-    fn read_or_truncated(&self, e: ReadError) -> ReadError {
+    fn read_or_truncated(&self, e: TopicGetError) -> TopicGetError {
         match e {
-            ReadError::PinLimit { .. } | ReadError::InvalidSeq => e,
-            _ if self.inner.seg.was_truncated() => ReadError::Truncated,
+            TopicGetError::PinLimit { .. } | TopicGetError::InvalidSeq => e,
+            _ if self.inner.seg.was_truncated() => TopicGetError::Truncated,
             _ => e,
         }
     }
 
     /// [`Subscriber::try_next_raw`], with a truncated mapping reported as such when nothing
     /// valid was found (the successful path is untouched).
-    fn try_next<T>(&self, read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TryRecvError> {
+    fn try_next<T>(&self, read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TopicTryRecvError> {
         match self.try_next_raw(read) {
             Ok(v) => Ok(v),
             Err(e) => Err(self.or_truncated(e)),
@@ -223,7 +283,7 @@ impl Subscriber {
     }
 
     /// The in-order state machine shared by every receive flavour.
-    fn try_next_raw<T>(&self, mut read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TryRecvError> {
+    fn try_next_raw<T>(&self, mut read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TopicTryRecvError> {
         let sh = self.inner.shared();
         // Bounded: a slot overwritten under us retries, but a hostile peer flipping words
         // for ever must not make this loop for ever (it ends as a gap instead).
@@ -243,7 +303,7 @@ impl Subscriber {
                     sh.lookup(k)
                 } else {
                     match sh.lookup_index(k) {
-                        Lookup::NotYet => return Err(TryRecvError::Empty),
+                        Lookup::NotYet => return Err(TopicTryRecvError::Empty),
                         other => other,
                     }
                 }
@@ -257,10 +317,10 @@ impl Subscriber {
                         self.pending_since.set(None);
                         return Ok(v);
                     }
-                    Err(Fail::PinLimit) => return Err(TryRecvError::PinLimit { budget: self.pin_budget.get() }),
+                    Err(Fail::PinLimit) => return Err(TopicTryRecvError::PinLimit { budget: self.pin_budget.get() }),
                     Err(Fail::Gone) => continue, // overwritten under us: the lookup says Evicted now
                 },
-                Lookup::NotYet => return Err(TryRecvError::Empty),
+                Lookup::NotYet => return Err(TopicTryRecvError::Empty),
                 // Past the next claim: `tail` went backwards under us.
                 Lookup::Ahead => {
                     let sh = self.inner.shared();
@@ -279,9 +339,9 @@ impl Subscriber {
                         let missed = sh.abandoned_run(k, tail, process_is_alive);
                         self.next.set(k.saturating_add(missed));
                         self.pending_since.set(None);
-                        return Err(TryRecvError::Lagged { missed });
+                        return Err(TopicTryRecvError::Lagged { missed });
                     }
-                    return Err(TryRecvError::Empty);
+                    return Err(TopicTryRecvError::Empty);
                 }
                 Lookup::Evicted => return Err(self.skip_evicted(k)),
             }
@@ -294,7 +354,7 @@ impl Subscriber {
     /// that cannot move on) are reported as `Corrupt` instead.
     #[cold]
     #[inline(never)]
-    fn skip_evicted(&self, k: u64) -> TryRecvError {
+    fn skip_evicted(&self, k: u64) -> TopicTryRecvError {
         let (tail, committed) = match self.inner.shared().positions() {
             Ok(p) => p,
             Err(bad) => return self.corrupt(k, bad),
@@ -305,7 +365,7 @@ impl Subscriber {
         }
         self.next.set(oldest);
         self.pending_since.set(None);
-        TryRecvError::Lagged { missed: oldest - k }
+        TopicTryRecvError::Lagged { missed: oldest - k }
     }
 
     fn copy_reader<'b>(&'b self, buf: &'b mut Vec<u8>) -> impl FnMut(usize, u64) -> Result<MessageInfo, Fail> + 'b {
@@ -315,33 +375,33 @@ impl Subscriber {
         }
     }
 
-    /// Receives the next message in order into `buf` (reusing its allocation), without
-    /// blocking.
-    pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<MessageInfo, TryRecvError> {
+    /// Receives the next message in order into `buf`, without blocking. `buf` is cleared and
+    /// filled with the payload, reusing its allocation.
+    pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<MessageInfo, TopicTryRecvError> {
         self.try_next(self.copy_reader(buf))
     }
 
     /// Receives the next message in order, without blocking.
-    pub fn try_recv(&self) -> Result<Message, TryRecvError> {
+    pub fn try_recv(&self) -> Result<Message, TopicTryRecvError> {
         let mut data = Vec::new();
         let info = self.try_recv_into(&mut data)?;
-        Ok(Message { seq: info.seq, ts_ns: info.ts_ns, data })
+        Ok(Message::new(info, data))
     }
 
+    /// Waits for `attempt` to return something other than `Empty`, up to `timeout` (`None`:
+    /// for ever). `Err(None)` means the timeout passed.
     fn block<T>(
         &self,
         timeout: Option<Duration>,
-        mut attempt: impl FnMut() -> Result<T, TryRecvError>,
-    ) -> Result<T, RecvError> {
-        if let r @ (Ok(_)
-        | Err(
-            TryRecvError::Lagged { .. }
-            | TryRecvError::PinLimit { .. }
-            | TryRecvError::Corrupt(_)
-            | TryRecvError::Truncated,
-        )) = attempt()
-        {
-            return r.map_err(RecvError::from);
+        mut attempt: impl FnMut() -> Result<T, TopicTryRecvError>,
+    ) -> Result<T, Option<TopicRecvError>> {
+        match attempt() {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                if let Some(e) = e.into_blocking() {
+                    return Err(Some(e));
+                }
+            }
         }
         let deadline = Deadline::from_timeout(timeout);
         let sh = self.inner.shared();
@@ -351,35 +411,79 @@ impl Subscriber {
             (sh.tail() >= self.next.get()).then_some(PENDING_GRACE)
         };
         let r = block_on_with(self.inner.event(), self.policy.get(), deadline, recheck, || match attempt() {
-            Err(TryRecvError::Empty) => None,
+            Err(TopicTryRecvError::Empty) => None,
             other => Some(other),
         });
         match r {
-            Some(r) => r.map_err(RecvError::from),
+            // Not `Empty` (the attempt above returned None for it), so never `None` here.
+            Some(r) => r.map_err(TopicTryRecvError::into_blocking),
             // Timed out: a truncation the attempts did not run into is still reported.
-            None if self.inner.seg.was_truncated() => Err(RecvError::Truncated),
-            None => Err(RecvError::Timeout),
+            None if self.inner.seg.was_truncated() => Err(Some(TopicRecvError::Truncated)),
+            None => Err(None),
         }
     }
 
-    /// Receives the next message in order into `buf`, waiting up to `timeout` (`None`: for
-    /// ever).
-    pub fn recv_into_timeout(&self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<MessageInfo, RecvError> {
-        self.block(timeout, || self.try_next(self.copy_reader(buf)))
+    /// [`block`](Self::block) for ever.
+    fn block_untimed<T>(&self, mut attempt: impl FnMut() -> Result<T, TopicTryRecvError>) -> Result<T, TopicRecvError> {
+        loop {
+            match self.block(None, &mut attempt) {
+                Ok(v) => return Ok(v),
+                Err(Some(e)) => return Err(e),
+                Err(None) => continue, // no deadline: cannot happen
+            }
+        }
+    }
+
+    /// [`block`](Self::block) up to `timeout`.
+    fn block_timeout<T>(
+        &self,
+        timeout: Duration,
+        attempt: impl FnMut() -> Result<T, TopicTryRecvError>,
+    ) -> Result<T, TopicRecvTimeoutError> {
+        self.block(Some(timeout), attempt).map_err(|e| e.map_or(TopicRecvTimeoutError::Timeout, Into::into))
+    }
+
+    /// Receives the next message in order into `buf`, waiting as long as it takes. `buf` is
+    /// cleared and filled with the payload, reusing its allocation.
+    pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<MessageInfo, TopicRecvError> {
+        self.block_untimed(|| self.try_next(self.copy_reader(buf)))
+    }
+
+    /// Receives the next message in order into `buf`, waiting up to `timeout`.
+    pub fn recv_into_timeout(
+        &self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+    ) -> Result<MessageInfo, TopicRecvTimeoutError> {
+        self.block_timeout(timeout, || self.try_next(self.copy_reader(buf)))
     }
 
     /// Receives the next message in order, waiting up to `timeout`.
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, RecvError> {
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, TopicRecvTimeoutError> {
         let mut data = Vec::new();
-        let info = self.recv_into_timeout(&mut data, Some(timeout))?;
-        Ok(Message { seq: info.seq, ts_ns: info.ts_ns, data })
+        let info = self.recv_into_timeout(&mut data, timeout)?;
+        Ok(Message::new(info, data))
     }
 
     /// Receives the next message in order, waiting as long as it takes.
-    pub fn recv(&self) -> Result<Message, RecvError> {
+    pub fn recv(&self) -> Result<Message, TopicRecvError> {
         let mut data = Vec::new();
-        let info = self.recv_into_timeout(&mut data, None)?;
-        Ok(Message { seq: info.seq, ts_ns: info.ts_ns, data })
+        let info = self.recv_into(&mut data)?;
+        Ok(Message::new(info, data))
+    }
+
+    /// A blocking iterator over the messages in order: each item is what
+    /// [`recv`](Self::recv) returns. It ends only after yielding
+    /// [`TopicRecvError::Truncated`], which every later receive would return too.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { sub: self, done: false }
+    }
+
+    /// An iterator over the messages received without waiting: it yields messages until
+    /// there is none ([`TopicTryRecvError::Empty`]); any other error is yielded once, then it
+    /// ends.
+    pub fn try_iter(&self) -> TryIter<'_> {
+        TryIter { sub: self, done: false }
     }
 
     fn pin_slot(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
@@ -419,35 +523,41 @@ impl Subscriber {
         }
     }
 
-    /// Receives the next message in order as a zero-copy pinned sample, without blocking.
-    pub fn try_recv_pinned(&self) -> Result<Sample<'_>, TryRecvError> {
+    /// Receives the next message in order as a zero-copy pinned [`Sample`], without
+    /// blocking. At most [`set_pin_budget`](Self::set_pin_budget) samples are held at once.
+    pub fn try_recv_ref(&self) -> Result<Sample<'_>, TopicTryRecvError> {
         self.try_next(|s, k| self.pin_slot(s, k))
     }
 
-    /// Receives the next message in order as a pinned sample, waiting up to `timeout`.
-    pub fn recv_pinned_timeout(&self, timeout: Option<Duration>) -> Result<Sample<'_>, RecvError> {
-        self.block(timeout, || self.try_next(|s, k| self.pin_slot(s, k)))
+    /// Receives the next message in order as a pinned sample, waiting as long as it takes.
+    pub fn recv_ref(&self) -> Result<Sample<'_>, TopicRecvError> {
+        self.block_untimed(|| self.try_next(|s, k| self.pin_slot(s, k)))
     }
 
-    fn locate(&self, seq: u64) -> Result<usize, ReadError> {
+    /// Receives the next message in order as a pinned sample, waiting up to `timeout`.
+    pub fn recv_ref_timeout(&self, timeout: Duration) -> Result<Sample<'_>, TopicRecvTimeoutError> {
+        self.block_timeout(timeout, || self.try_next(|s, k| self.pin_slot(s, k)))
+    }
+
+    fn locate(&self, seq: u64) -> Result<usize, TopicGetError> {
         if seq == 0 {
-            return Err(ReadError::InvalidSeq);
+            return Err(TopicGetError::InvalidSeq);
         }
         let sh = self.inner.shared();
         match sh.lookup(seq) {
             Lookup::Found(s) => Ok(s),
-            Lookup::NotYet | Lookup::Ahead => Err(ReadError::NotYet { seq, last: sh.tail() }),
-            Lookup::Pending => Err(ReadError::Pending { seq }),
+            Lookup::NotYet | Lookup::Ahead => Err(TopicGetError::NotYet { seq, last: sh.tail() }),
+            Lookup::Pending => Err(TopicGetError::Pending { seq }),
             Lookup::Evicted => Err(self.evicted(seq)),
         }
     }
 
     /// Copies message `seq` (any of the last N) without moving the cursor.
-    pub fn get(&self, seq: u64) -> Result<Message, ReadError> {
+    pub fn get(&self, seq: u64) -> Result<Message, TopicGetError> {
         self.get_raw(seq).map_err(|e| self.read_or_truncated(e))
     }
 
-    fn get_raw(&self, seq: u64) -> Result<Message, ReadError> {
+    fn get_raw(&self, seq: u64) -> Result<Message, TopicGetError> {
         let mut data = Vec::new();
         for _ in 0..MAX_RETRIES {
             let s = self.locate(seq)?;
@@ -458,22 +568,23 @@ impl Subscriber {
         Err(self.evicted(seq))
     }
 
-    fn evicted(&self, seq: u64) -> ReadError {
+    fn evicted(&self, seq: u64) -> TopicGetError {
         let tail = self.inner.shared().tail();
-        ReadError::Evicted { seq, oldest: tail.saturating_add(1).saturating_sub(self.inner.layout.history).max(1) }
+        TopicGetError::Evicted { seq, oldest: tail.saturating_add(1).saturating_sub(self.inner.layout.history).max(1) }
     }
 
-    /// Pins message `seq` (any of the last N) without moving the cursor.
-    pub fn get_pinned(&self, seq: u64) -> Result<Sample<'_>, ReadError> {
-        self.get_pinned_raw(seq).map_err(|e| self.read_or_truncated(e))
+    /// Pins message `seq` (any of the last N) as a zero-copy [`Sample`], without moving the
+    /// cursor.
+    pub fn get_ref(&self, seq: u64) -> Result<Sample<'_>, TopicGetError> {
+        self.get_ref_raw(seq).map_err(|e| self.read_or_truncated(e))
     }
 
-    fn get_pinned_raw(&self, seq: u64) -> Result<Sample<'_>, ReadError> {
+    fn get_ref_raw(&self, seq: u64) -> Result<Sample<'_>, TopicGetError> {
         for _ in 0..MAX_RETRIES {
             let s = self.locate(seq)?;
             match self.pin_slot(s, seq) {
                 Ok(sample) => return Ok(sample),
-                Err(Fail::PinLimit) => return Err(ReadError::PinLimit { budget: self.pin_budget.get() }),
+                Err(Fail::PinLimit) => return Err(TopicGetError::PinLimit { budget: self.pin_budget.get() }),
                 Err(Fail::Gone) => continue,
             }
         }
@@ -481,22 +592,22 @@ impl Subscriber {
     }
 
     /// Copies the newest committed message without moving the cursor.
-    pub fn latest(&self) -> Result<Message, ReadError> {
+    pub fn latest(&self) -> Result<Message, TopicGetError> {
         self.latest_raw().map_err(|e| self.read_or_truncated(e))
     }
 
-    fn latest_raw(&self) -> Result<Message, ReadError> {
-        let mut r = Err(ReadError::NotYet { seq: 1, last: 0 });
+    fn latest_raw(&self) -> Result<Message, TopicGetError> {
+        let mut r = Err(TopicGetError::NotYet { seq: 1, last: 0 });
         for _ in 0..MAX_RETRIES {
             let k = match self.inner.shared().positions() {
                 Ok((_, committed)) => committed,
-                Err((tail, committed)) => return Err(ReadError::Corrupt { tail, committed }),
+                Err((tail, committed)) => return Err(TopicGetError::Corrupt(corrupt_positions(tail, committed))),
             };
             if k == 0 {
-                return Err(ReadError::NotYet { seq: 1, last: 0 });
+                return Err(TopicGetError::NotYet { seq: 1, last: 0 });
             }
             r = self.get_raw(k);
-            if !matches!(r, Err(ReadError::Evicted { .. })) {
+            if !matches!(r, Err(TopicGetError::Evicted { .. })) {
                 break; // else overtaken: take the newer one
             }
         }
@@ -521,8 +632,6 @@ impl Waitable for Subscriber {
     }
 
     fn is_ready(&self) -> bool {
-        // A wait set asks this before and after sleeping: make the next receive look everywhere.
-        self.misses.set(0);
         let k = self.next.get();
         let sh = self.inner.shared();
         match sh.lookup(k) {
@@ -530,16 +639,30 @@ impl Waitable for Subscriber {
             // A receive would report something, unless it is a corrupt state already reported.
             Lookup::Evicted | Lookup::Ahead => match sh.positions() {
                 Ok(_) => true,
-                Err(bad) => self.reported.get() != Some(bad) || self.inner.seg.was_truncated(),
+                Err((tail, committed)) => {
+                    self.reported.get() != Some(corrupt_positions(tail, committed)) || self.inner.seg.was_truncated()
+                }
             },
             // Nothing to receive, unless the file was truncated: the receive reports that.
             Lookup::NotYet => self.inner.seg.was_truncated(),
-            Lookup::Pending => self.abandoned(k) || self.inner.seg.was_truncated(),
+            // A receive reports a gap once `recheck` found the claimant dead.
+            Lookup::Pending => self.abandoned_seq.get() == k || self.inner.seg.was_truncated(),
         }
     }
 
     fn recheck_interval(&self) -> Option<Duration> {
         (self.inner.shared().tail() >= self.next.get()).then_some(PENDING_GRACE)
+    }
+
+    fn recheck(&self) -> bool {
+        // The next receive looks everywhere, not only at the predicted slot and the index.
+        self.misses.set(0);
+        let k = self.next.get();
+        if self.inner.shared().lookup(k) == Lookup::Pending && self.abandoned(k) {
+            self.abandoned_seq.set(k);
+            return true;
+        }
+        false
     }
 }
 
@@ -579,5 +702,49 @@ impl Deref for Sample<'_> {
 impl Drop for Sample<'_> {
     fn drop(&mut self) {
         self.sub.release_pin(self.slot);
+    }
+}
+
+/// The blocking iterator of [`Subscriber::iter`].
+#[derive(Debug)]
+pub struct Iter<'a> {
+    sub: &'a Subscriber,
+    done: bool,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<Message, TopicRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.sub.recv();
+        self.done = matches!(r, Err(TopicRecvError::Truncated));
+        Some(r)
+    }
+}
+
+/// The non-blocking iterator of [`Subscriber::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a> {
+    sub: &'a Subscriber,
+    done: bool,
+}
+
+impl Iterator for TryIter<'_> {
+    type Item = Result<Message, TopicRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.sub.try_recv() {
+            Ok(m) => Some(Ok(m)),
+            Err(e) => {
+                self.done = true;
+                e.into_blocking().map(Err)
+            }
+        }
     }
 }
