@@ -1,7 +1,7 @@
 // The body of the `pool_state` fuzz target, shared with the test that replays its corpus
 // (crates/shmbus/tests/hostile_pool.rs) through `include!`: one copy of the harness.
 
-use shmbus::pool::{Dispatcher, PoolConfig, Worker};
+use shmbus::pool::{Pool, PoolConfig};
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
 use shmbus::waitset::Waitable;
 use shmbus::Domain;
@@ -43,11 +43,12 @@ pub fn exercise_pool_state(data: &[u8]) {
     let root = std::env::temp_dir().join(format!("shmbus-fuzz-pool-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let d = Domain::with_root("fz", &root).expect("scratch domain");
-    let config = PoolConfig { max_workers: POOL_STATE_WORKERS, max_job_size: POOL_STATE_MAX_JOB };
-    let mut disp = Dispatcher::create(&d, "p", config).expect("create pool");
-    let mut w = Worker::join(&d, "p").expect("join");
+    let config = PoolConfig::default().max_workers(POOL_STATE_WORKERS).max_job_len(POOL_STATE_MAX_JOB);
+    let pool = Pool::create_or_open(&d, "p", &config).expect("create pool");
+    let mut disp = pool.dispatcher().expect("dispatcher");
+    let mut w = pool.worker().expect("join");
     w.done();
-    disp.try_dispatch(b"job".as_slice()).expect("dispatch");
+    disp.try_send(b"job").expect("dispatch");
     let path = d.channel_path("p").expect("valid name");
     let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open segment");
     let mut rest = data;
@@ -61,27 +62,36 @@ pub fn exercise_pool_state(data: &[u8]) {
     }
     let mut sent = Vec::new();
     for _ in 0..4 {
-        if let Ok(job) = w.try_recv() {
-            assert!(job.data().len() <= POOL_STATE_MAX_JOB);
+        if let Ok(job) = w.try_recv_ref() {
+            assert!(job.len() <= POOL_STATE_MAX_JOB);
         }
-        if let Ok(job) = w.recv_timeout(Duration::ZERO) {
-            assert!(job.data().len() <= POOL_STATE_MAX_JOB);
+        if let Ok(job) = w.recv_ref_timeout(Duration::ZERO) {
+            assert!(job.len() <= POOL_STATE_MAX_JOB);
+        }
+        if let Ok(job) = w.try_recv() {
+            assert!(job.len() <= POOL_STATE_MAX_JOB);
+        }
+        let mut buf = Vec::new();
+        if let Ok(info) = w.recv_into_timeout(&mut buf, Duration::ZERO) {
+            assert!(info.len() <= POOL_STATE_MAX_JOB && info.len() == buf.len());
         }
         let _ = w.is_ready();
+        let _ = w.recheck();
         let _ = w.dispatcher_alive();
         w.done();
         let _ = disp.is_ready();
-        let _ = disp.try_dispatch(b"more".as_slice());
-        let _ = disp.try_dispatch_with_id(7, b"seven".as_slice());
+        let _ = disp.try_send(b"more");
+        let _ = disp.try_send_with_id(7, b"seven");
         sent.clear();
-        let _ = disp.try_dispatch_batch(&[b"a".as_slice(), b"b".as_slice()], &mut sent);
+        let _ = disp.try_send_batch(&[b"a".as_slice(), b"b".as_slice()], &mut sent);
         let _ = disp.reap();
         let st = disp.status();
         assert!(st.idle <= st.workers && st.workers <= POOL_STATE_WORKERS, "{st:?}");
     }
-    let _ = shmbus::pool::status(&d, "p");
+    let _ = Pool::status(&d, "p");
     let _ = shmbus::admin::inspect(&path);
     drop(w);
     drop(disp);
+    drop(pool);
     let _ = std::fs::remove_dir_all(&root);
 }

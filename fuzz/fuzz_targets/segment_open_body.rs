@@ -56,6 +56,6 @@ pub fn exercise_segment(data: &[u8]) {
             }
         }
     }
-    let _ = pool::status(&d, "ch");
+    let _ = pool::Pool::status(&d, "ch");
     let _ = std::fs::remove_dir_all(&root);
 }

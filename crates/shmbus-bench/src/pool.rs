@@ -3,7 +3,7 @@
 //! records enqueue → recv latency. Next to it, in the same run, the baseline: `workers`
 //! threads receiving from one crossbeam channel, fed the same bursts.
 //!
-//! What is timed, per job: from the `CLOCK_MONOTONIC` read just before `try_dispatch` (or
+//! What is timed, per job: from the `CLOCK_MONOTONIC` read just before `try_send` (or
 //! `send` on the crossbeam channel) to the read just after the worker's `recv` returned.
 //! The pool hands back jobs when every worker is busy (`AllBusy`, counted as `returned`);
 //! the crossbeam channel queues them (the seed's "5/3" bimodal case). Between bursts the
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
-use shmbus::pool::{Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
+use shmbus::pool::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, PoolTrySendError};
 use shmbus::sys::monotonic_ns;
 
 use crate::child::{self, Helper};
@@ -131,9 +131,10 @@ pub fn run(config: Config) -> Result<Outcome, String> {
 fn run_pool(config: &Config) -> Result<Stats, String> {
     let (root, handoff) = ScratchRoot::create("pool").map_err(|e| format!("cannot make a scratch root: {e}"))?;
     let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
-    let mut dispatcher =
-        Dispatcher::create(&domain, "bench", PoolConfig { max_workers: config.workers, max_job_size: JOB_LEN })
-            .map_err(|e| format!("cannot create the pool: {e}"))?;
+    let pool_config = PoolConfig::default().max_workers(config.workers).max_job_len(JOB_LEN);
+    let mut dispatcher = Pool::create_or_open(&domain, "bench", &pool_config)
+        .and_then(|p| p.dispatcher())
+        .map_err(|e| format!("cannot create the pool: {e}"))?;
     let args = [
         format!("--root={}", handoff.args[0]),
         format!("--mode={}", config.mode.as_str()),
@@ -220,9 +221,9 @@ fn dispatch_rounds(config: &Config, d: &mut Dispatcher, helpers: &mut [Helper]) 
         let recorded = round >= config.warmup;
         for _ in 0..config.jobs {
             let j = job(monotonic_ns(), recorded);
-            match d.try_dispatch(j) {
+            match d.try_send(&j) {
                 Ok(_) => {}
-                Err(TryDispatchError::AllBusy(_)) => returned += recorded as u64,
+                Err(PoolTrySendError::AllBusy) => returned += recorded as u64,
                 Err(e) => return Err(format!("dispatch: {e}")),
             }
         }
@@ -246,12 +247,13 @@ pub struct WorkerConfig {
 pub fn worker(config: WorkerConfig) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
     let (_root, domain) = crate::transports::shmbus_kinds::child_domain(config.root, None)?;
-    let mut w = Worker::join(&domain, "bench").map_err(|e| format!("worker: cannot join: {e}"))?;
+    let mut w =
+        Pool::open(&domain, "bench").and_then(|p| p.worker()).map_err(|e| format!("worker: cannot join: {e}"))?;
     w.set_wait_policy(policy(config.mode));
     let mut lat: Vec<u64> = Vec::with_capacity(1 << 16);
     println!("ready");
     loop {
-        match w.recv_timeout(BLOCK_SLICE) {
+        match w.recv_ref_timeout(BLOCK_SLICE) {
             Ok(job) => {
                 let t = monotonic_ns();
                 let data = job.data();
@@ -264,12 +266,12 @@ pub fn worker(config: WorkerConfig) -> Result<(), String> {
                 }
                 burn(config.work);
             }
-            Err(RecvError::Timeout) => {
+            Err(PoolRecvTimeoutError::Timeout) => {
                 if !child::parent_alive(ppid) {
                     return Err("worker: the dispatcher process is gone".into());
                 }
             }
-            Err(RecvError::Orphaned) => break,
+            Err(PoolRecvTimeoutError::Orphaned) => break,
             Err(e) => return Err(format!("worker: {e}")),
         }
     }

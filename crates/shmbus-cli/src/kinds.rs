@@ -176,7 +176,7 @@ fn stream_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result
 
 fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
     let p = report.header.params;
-    let st = pool::status(domain, name)?;
+    let st = pool::Pool::status(domain, name)?;
     let live = live_after_status(domain, name)?;
     let mut params = Map::new();
     params.insert("max_workers".into(), json!(p[0]));
@@ -184,7 +184,7 @@ fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<S
     let dispatcher = st.dispatcher_pid.map(|pid| (pid, st.dispatcher_alive));
     let mut fields = Map::new();
     fields.insert("max_workers".into(), json!(st.max_workers));
-    fields.insert("max_job_size".into(), json!(st.max_job_size));
+    fields.insert("max_job_size".into(), json!(st.max_job_len));
     fields.insert("workers".into(), json!(st.workers));
     fields.insert("workers_idle".into(), json!(st.idle));
     fields.insert("workers_busy".into(), json!(st.busy));
@@ -194,7 +194,7 @@ fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<S
     status.insert("jobs_dispatched".into(), json!(st.dispatched));
     status.insert("jobs_lost".into(), json!(st.lost));
     Ok(Summary {
-        slot_size: Some(st.max_job_size as u64),
+        slot_size: Some(st.max_job_len as u64),
         publishers: Some(live.live_in_role("dispatcher")),
         subscribers: Some(live.live_in_role("worker")),
         params,

@@ -8,17 +8,13 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
-use shmbus::{Domain, OpenError};
+use shmbus::pool::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, PoolTrySendError};
+use shmbus::Domain;
 
 use crate::input::for_each_input;
 use crate::output::message_json_with;
 use crate::{CliError, Ctx, Result};
 
-/// Workers a pool created by the tool has room for, when not given.
-pub const DEFAULT_MAX_WORKERS: usize = 8;
-/// Largest job of a pool created by the tool, when not given.
-pub const DEFAULT_MAX_JOB_SIZE: usize = 4096;
 /// Sleep between two dispatch attempts while every worker is busy.
 const RETRY_SLEEP: Duration = Duration::from_millis(1);
 
@@ -98,34 +94,26 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     }
 }
 
-/// The layout to create or check the pool with: `None` to open it as it is (it exists and
-/// no size was given).
-fn config_for(domain: &Domain, name: &str, layout: &LayoutArgs) -> Result<Option<PoolConfig>> {
-    let (mw, mjs) = (layout.max_workers, layout.max_job_size);
-    match pool::status(domain, name) {
-        Ok(_) if mw.is_none() && mjs.is_none() => Ok(None),
-        Ok(st) => Ok(Some(PoolConfig {
-            max_workers: mw.unwrap_or(st.max_workers),
-            max_job_size: mjs.unwrap_or(st.max_job_size),
-        })),
-        Err(OpenError::NotFound { .. }) => Ok(Some(PoolConfig {
-            max_workers: mw.unwrap_or(DEFAULT_MAX_WORKERS),
-            max_job_size: mjs.unwrap_or(DEFAULT_MAX_JOB_SIZE),
-        })),
-        Err(e) => Err(e.into()),
+/// Opens the pool, creating it if it is missing: the sizes given are checked against an
+/// existing pool, those not given accept what it has (or the defaults when it is created).
+fn open_pool(domain: &Domain, name: &str, layout: &LayoutArgs) -> Result<Pool> {
+    let mut config = PoolConfig::default();
+    if let Some(n) = layout.max_workers {
+        config = config.max_workers(n);
     }
+    if let Some(len) = layout.max_job_size {
+        config = config.max_job_len(len);
+    }
+    Ok(Pool::create_or_open(domain, name, &config)?)
 }
 
 fn dispatch(ctx: &Ctx, args: &DispatchArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
-    let mut d = match config_for(&domain, &args.name, &args.layout)? {
-        Some(config) => Dispatcher::create(&domain, &args.name, config)?,
-        None => Dispatcher::open(&domain, &args.name)?,
-    };
+    let mut d = open_pool(&domain, &args.name, &args.layout)?.dispatcher()?;
     let mut out = std::io::stdout().lock();
     report_lost(&mut out, &mut d)?;
     let mut job = Dispatch { args, d, sent: 0 };
-    for_each_input(args.data.as_deref(), job.d.max_job_size(), |line| job.one(&mut out, line))
+    for_each_input(args.data.as_deref(), job.d.max_job_len(), |line| job.one(&mut out, line))
 }
 
 /// Prints the jobs of workers that died (or left) holding them.
@@ -150,14 +138,14 @@ impl Dispatch<'_> {
         let t0 = Instant::now();
         let mut said_busy = false;
         loop {
-            match self.d.try_dispatch(job) {
+            match self.d.try_send(job) {
                 Ok(sent) => {
                     self.sent += 1;
                     writeln!(out, "job {} -> worker {}", sent.job_id, sent.worker)?;
                     out.flush()?;
                     return Ok(());
                 }
-                Err(TryDispatchError::AllBusy(_)) => {
+                Err(PoolTrySendError::AllBusy) => {
                     if !said_busy {
                         writeln!(out, "all busy; retrying for up to {} ms", self.args.timeout_ms)?;
                         out.flush()?;
@@ -174,7 +162,7 @@ impl Dispatch<'_> {
                     }
                     std::thread::sleep(RETRY_SLEEP);
                 }
-                Err(TryDispatchError::NoWorkers(_)) => {
+                Err(PoolTrySendError::NoWorkers) => {
                     return Err(CliError::msg(format!(
                         "pool {domain}/{name} has no workers; start one first (`shmbus pool worker --domain {domain} {name}`); {} job(s) dispatched",
                         self.sent
@@ -188,18 +176,15 @@ impl Dispatch<'_> {
 
 fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
-    let mut w = match config_for(&domain, &args.name, &args.layout)? {
-        Some(config) => Worker::create_or_join(&domain, &args.name, config)?,
-        None => Worker::join(&domain, &args.name)?,
-    };
+    let mut w = open_pool(&domain, &args.name, &args.layout)?.worker()?;
     let index = w.index();
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
     let mut received = 0u64;
     while args.count.is_none_or(|n| received < n) {
         let r = match timeout {
-            Some(t) => w.recv_timeout(t),
-            None => w.recv(),
+            Some(t) => w.recv_ref_timeout(t),
+            None => w.recv_ref().map_err(PoolRecvTimeoutError::from),
         };
         match r {
             Ok(job) => {
@@ -215,13 +200,13 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
                 out.flush()?;
                 received += 1;
             }
-            Err(RecvError::Orphaned) => {
+            Err(PoolRecvTimeoutError::Orphaned) => {
                 return Err(CliError::msg(format!(
                     "the dispatcher of {}/{} is gone (exited or died) after {received} job(s)",
                     args.domain, args.name
                 )));
             }
-            Err(RecvError::Timeout) => {
+            Err(PoolRecvTimeoutError::Timeout) => {
                 let of = args.count.map(|n| format!(" of {n}")).unwrap_or_default();
                 return Err(CliError::msg(format!(
                     "timed out: no job on {}/{} for {} ms ({received}{of} received)",

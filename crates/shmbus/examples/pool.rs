@@ -8,7 +8,7 @@ use std::error::Error;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use shmbus::pool::{Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
+use shmbus::pool::{Pool, PoolConfig, PoolRecvError, PoolTrySendError};
 use shmbus::Domain;
 
 const POOL: &str = "pool-example";
@@ -19,7 +19,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     if std::env::args().nth(1).as_deref() == Some("worker") {
         return worker(&domain);
     }
-    let mut dispatcher = Dispatcher::create(&domain, POOL, PoolConfig { max_workers: 4, max_job_size: 64 })?;
+    let pool = Pool::create_or_open(&domain, POOL, &PoolConfig::default().max_workers(4).max_job_len(64))?;
+    let mut dispatcher = pool.dispatcher()?;
     let mut workers: Vec<Child> =
         (0..3).map(|_| Command::new(std::env::current_exe()?).arg("worker").spawn()).collect::<Result<_, _>>()?;
     let start = Instant::now();
@@ -34,16 +35,16 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut returned = 0;
     while sent < JOBS {
         let job = format!("resize image {sent}");
-        match dispatcher.try_dispatch(job.as_bytes()) {
+        match dispatcher.try_send(job.as_bytes()) {
             Ok(d) => {
                 println!("dispatcher: job {} -> worker {}", d.job_id, d.worker);
                 sent += 1;
             }
-            Err(TryDispatchError::AllBusy(_)) => {
+            Err(PoolTrySendError::AllBusy) => {
                 returned += 1; // return to sender: a real system might drop or defer it
                 std::thread::sleep(Duration::from_micros(200));
             }
-            Err(e) => return Err(e.to_string().into()),
+            Err(e) => return Err(e.into()),
         }
         for lost in dispatcher.reap() {
             println!("dispatcher: worker {} died holding job {}", lost.pid, lost.job_id);
@@ -66,15 +67,15 @@ fn main() -> Result<(), Box<dyn Error>> {
 }
 
 fn worker(domain: &Domain) -> Result<(), Box<dyn Error>> {
-    let mut worker = Worker::join(domain, POOL)?;
+    let mut worker = Pool::open(domain, POOL)?.worker()?;
     let me = std::process::id();
     loop {
-        match worker.recv() {
+        match worker.recv_ref() {
             Ok(job) => {
                 println!("worker {me}: job {}: {}", job.id(), String::from_utf8_lossy(job.data()));
                 std::thread::sleep(Duration::from_millis(2)); // the work
             }
-            Err(RecvError::Orphaned) => return Ok(()),
+            Err(PoolRecvError::Orphaned) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
     }

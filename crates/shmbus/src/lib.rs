@@ -43,6 +43,11 @@ pub use domain::Domain;
 pub use error::{Corrupt, OpenError};
 pub use name::{validate_name, NameError};
 pub use participants::ParticipantInfo;
+#[cfg(not(loom))]
+pub use pool::{
+    Dispatcher, Job, JobInfo, JobRef, Pool, PoolConfig, PoolRecvError, PoolRecvTimeoutError, PoolStatus,
+    PoolTryRecvError, PoolTrySendError, Worker,
+};
 pub use segment::{CreateOptions, HeaderInfo, Kind};
 #[cfg(not(loom))]
 pub use topic::{

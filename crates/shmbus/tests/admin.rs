@@ -13,7 +13,7 @@ use std::process::Stdio;
 
 use common::{child_command, child_role, eventually, sigkill, wait_with_deadline, Scratch};
 use shmbus::admin::{self, Pending};
-use shmbus::pool::{Dispatcher, PoolConfig, Worker};
+use shmbus::pool::{Pool, PoolConfig};
 use shmbus::queue::{Queue, QueueConfig};
 use shmbus::stream::{protocol::record_size, StreamConfig, StreamReader, StreamWriter};
 use shmbus::topic::{Topic, TopicConfig};
@@ -53,13 +53,13 @@ fn child_entry() {
     match role.as_str() {
         "nobody_inspects" => child_nobody_inspects(&d),
         "worker" => {
-            let mut w = Worker::join(&d, "p").unwrap();
-            while w.recv().is_ok() {}
+            let mut w = Pool::open(&d, "p").unwrap().worker().unwrap();
+            while w.recv_ref().is_ok() {}
         }
         "holder" => {
             // Takes one job, says so, and holds it until killed.
-            let mut w = Worker::join(&d, "p").unwrap();
-            let _job = w.recv().unwrap();
+            let mut w = Pool::open(&d, "p").unwrap().worker().unwrap();
+            let _job = w.recv_ref().unwrap();
             println!("took");
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(60));
@@ -176,13 +176,14 @@ fn pending_counts_what_no_reader_took() {
 
     // Pool: a job placed in the mailbox of a worker that then died before taking it is owed
     // to the next dispatcher as a loss report, until `reap` delivers that.
-    let mut disp = Dispatcher::create(&d, "p", PoolConfig { max_workers: 2, max_job_size: 64 }).unwrap();
+    let config = PoolConfig::default().max_workers(2).max_job_len(64);
+    let mut disp = Pool::create_or_open(&d, "p", &config).unwrap().dispatcher().unwrap();
     assert_eq!(pending("p"), Some(Pending::Jobs(0)));
     let mut worker = child_command("child_entry", "worker", &[("SHMBUS_ROOT", s.path().display().to_string())])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    eventually("the worker waits for work", 20, || shmbus::pool::status(&d, "p").unwrap().idle == 1);
+    eventually("the worker waits for work", 20, || shmbus::pool::Pool::status(&d, "p").unwrap().idle == 1);
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe { libc::kill(worker.id() as i32, libc::SIGSTOP) };
     // kill(2) returns before the worker has stopped: until it has, it could still take the job.
@@ -190,7 +191,7 @@ fn pending_counts_what_no_reader_took() {
     eventually("the worker has stopped", 20, || {
         std::fs::read_to_string(&stat).is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')))
     });
-    disp.try_dispatch(b"job".as_slice()).unwrap();
+    disp.try_send(b"job").unwrap();
     assert_eq!(pending("p"), Some(Pending::Jobs(1)));
     sigkill(&mut worker);
     worker.wait().unwrap();
@@ -204,8 +205,8 @@ fn pending_counts_what_no_reader_took() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    eventually("the holder waits for work", 20, || shmbus::pool::status(&d, "p").unwrap().idle == 1);
-    disp.try_dispatch(b"held".as_slice()).unwrap();
+    eventually("the holder waits for work", 20, || shmbus::pool::Pool::status(&d, "p").unwrap().idle == 1);
+    disp.try_send(b"held").unwrap();
     // The child's stdout also carries the test harness's own words, on the same line too.
     let mut lines = std::io::BufReader::new(holder.stdout.take().unwrap()).lines();
     assert!(lines.any(|l| l.unwrap().ends_with("took")), "the holder ended without taking the job");

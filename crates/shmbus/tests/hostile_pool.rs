@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::hostile::{self, spawn, SharedMap as Mapping};
 use common::{child_role, eventually, Rng, Scratch};
-use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError, Worker};
+use shmbus::pool::{Pool, PoolConfig, PoolRecvTimeoutError, PoolTryRecvError};
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
 use shmbus::waitset::Waitable;
 use shmbus::{Domain, WaitSet};
@@ -28,7 +28,9 @@ mod fuzz_body {
 
 const WORKERS: usize = 4;
 const MAX_JOB: usize = 64;
-const CFG: PoolConfig = PoolConfig { max_workers: WORKERS, max_job_size: MAX_JOB };
+fn cfg() -> PoolConfig {
+    PoolConfig::default().max_workers(WORKERS).max_job_len(MAX_JOB)
+}
 /// Each receive's timeout, and the slack a call may take beyond it before it counts as hung
 /// (a worker waits up to a second for a live dispatcher it believes mid-copy).
 const TIMEOUT: Duration = Duration::from_millis(20);
@@ -108,21 +110,22 @@ fn child_entry() {
     let (mut ok, mut empty, mut corrupt, mut other) = (0u64, 0u64, 0u64, 0u64);
     match role.as_str() {
         "worker" => {
-            let mut w = Worker::join(&d, "p").unwrap();
+            let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
             w.set_orphan_check(Duration::from_millis(5));
             let mut ws = WaitSet::new();
             let mut i = 0u64;
             while !stop.exists() && Instant::now() < end {
                 i += 1;
                 let r = if i % 2 == 0 {
-                    timed("recv_timeout", TIMEOUT, || w.recv_timeout(TIMEOUT).map(|j| j.data().len()))
+                    timed("recv_timeout", TIMEOUT, || w.recv_ref_timeout(TIMEOUT).map(|j| j.len()))
                 } else {
                     timed("try_recv", Duration::ZERO, || {
-                        w.try_recv().map(|j| j.data().len()).map_err(|e| match e {
-                            pool::TryRecvError::Empty => RecvError::Timeout,
-                            pool::TryRecvError::Orphaned => RecvError::Orphaned,
-                            pool::TryRecvError::Corrupt { what } => RecvError::Corrupt { what },
-                            pool::TryRecvError::Truncated => RecvError::Truncated,
+                        w.try_recv_ref().map(|j| j.len()).map_err(|e| match e {
+                            PoolTryRecvError::Empty => PoolRecvTimeoutError::Timeout,
+                            PoolTryRecvError::Orphaned => PoolRecvTimeoutError::Orphaned,
+                            PoolTryRecvError::Corrupt(c) => PoolRecvTimeoutError::Corrupt(c),
+                            PoolTryRecvError::Truncated => PoolRecvTimeoutError::Truncated,
+                            e => panic!("unknown error {e}"),
                         })
                     })
                 };
@@ -131,12 +134,16 @@ fn child_entry() {
                         assert!(n <= MAX_JOB, "a job of {n} bytes from a pool of max {MAX_JOB}");
                         ok += 1;
                     }
-                    Err(RecvError::Timeout) => empty += 1,
-                    Err(RecvError::Corrupt { .. }) => corrupt += 1,
-                    Err(RecvError::Orphaned) => other += 1,
-                    Err(RecvError::Truncated) => panic!("reported truncated, but nothing truncated the file"),
+                    Err(PoolRecvTimeoutError::Timeout) => empty += 1,
+                    Err(PoolRecvTimeoutError::Corrupt(_)) => corrupt += 1,
+                    Err(PoolRecvTimeoutError::Orphaned) => other += 1,
+                    Err(PoolRecvTimeoutError::Truncated) => {
+                        panic!("reported truncated, but nothing truncated the file")
+                    }
+                    Err(e) => panic!("unknown error {e}"),
                 }
                 let _ = timed("is_ready", Duration::ZERO, || w.is_ready());
+                let _ = timed("recheck", Duration::ZERO, || w.recheck());
                 if i % 3 == 0 {
                     timed("done", Duration::ZERO, || w.done());
                 }
@@ -149,14 +156,14 @@ fn child_entry() {
             timed("drop", Duration::ZERO, || drop(w));
         }
         "dispatcher" => {
-            let mut disp = Dispatcher::open(&d, "p").unwrap();
+            let mut disp = Pool::open(&d, "p").and_then(|p| p.dispatcher()).unwrap();
             let mut ws = WaitSet::new();
             let mut sent = Vec::new();
             let mut i = 0u64;
             let mut last_reap = Instant::now();
             while !stop.exists() && Instant::now() < end {
                 i += 1;
-                let r = timed("try_dispatch", Duration::ZERO, || disp.try_dispatch(i.to_le_bytes()).map(|_| 1));
+                let r = timed("try_send", Duration::ZERO, || disp.try_send(&i.to_le_bytes()).map(|_| 1));
                 match r {
                     Ok(_) => ok += 1,
                     Err(_) => empty += 1,
@@ -164,7 +171,7 @@ fn child_entry() {
                 if i % 4 == 0 {
                     sent.clear();
                     let jobs = [b"a".as_slice(), b"bb".as_slice(), b"ccc".as_slice()];
-                    match timed("try_dispatch_batch", Duration::ZERO, || disp.try_dispatch_batch(&jobs, &mut sent)) {
+                    match timed("try_send_batch", Duration::ZERO, || disp.try_send_batch(&jobs, &mut sent)) {
                         Ok(n) => ok += n as u64,
                         Err(_) => empty += 1,
                     }
@@ -196,12 +203,12 @@ fn a_hostile_peer_never_hangs_kills_or_floods_pool_workers_or_dispatcher() {
     }
     let s = Scratch::new("hostile-pool").kept_on_failure();
     let d = domain_at(s.path());
-    drop(Dispatcher::create(&d, "p", CFG).unwrap());
+    drop(Pool::create_or_open(&d, "p", &cfg()).and_then(|p| p.dispatcher()).unwrap());
     let path = d.channel_path("p").unwrap();
     let workers = [spawn("worker", s.path()), spawn("worker", s.path())];
-    eventually("workers joined", 20, || pool::status(&d, "p").unwrap().workers == 2);
+    eventually("workers joined", 20, || Pool::status(&d, "p").unwrap().workers == 2);
     let dispatcher = spawn("dispatcher", s.path());
-    eventually("dispatcher attached", 20, || pool::status(&d, "p").unwrap().dispatcher_alive);
+    eventually("dispatcher attached", 20, || Pool::status(&d, "p").unwrap().dispatcher_alive);
     let map = Mapping::new(&path);
     let mut rng = Rng::from_var_or_clock("SHMBUS_HOSTILE_SEED");
     let words = control_words();
@@ -220,11 +227,11 @@ fn a_hostile_peer_never_hangs_kills_or_floods_pool_workers_or_dispatcher() {
     // Restored (all zero is a fresh pool), the pool works for honest parties again.
     map.zero(PARTICIPANTS_OFFSET, KIND_OFFSET - PARTICIPANTS_OFFSET);
     map.zero(KIND_OFFSET, map.len() - KIND_OFFSET);
-    let mut disp = Dispatcher::open(&d, "p").unwrap();
-    let mut w = Worker::join(&d, "p").unwrap();
+    let mut disp = Pool::open(&d, "p").and_then(|p| p.dispatcher()).unwrap();
+    let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
     for i in 0..50u64 {
         w.done();
-        disp.try_dispatch(i.to_le_bytes()).unwrap();
+        disp.try_send(&i.to_le_bytes()).unwrap();
         assert_eq!(w.recv_timeout(Duration::from_secs(5)).unwrap().data(), i.to_le_bytes());
     }
     assert!(disp.reap().is_empty());

@@ -19,11 +19,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{child_command, child_role, eventually, wait_with_deadline, Rng, Scratch};
-use shmbus::pool::{Dispatcher, PoolConfig, RecvError, TryDispatchError, Worker};
+use shmbus::pool::{Pool, PoolConfig, PoolRecvError, PoolTrySendError};
 use shmbus::{Domain, OpenError};
 
 const POOL: &str = "work";
-const CFG: PoolConfig = PoolConfig { max_workers: 4, max_job_size: 1024 };
+const MAX_JOB: usize = 1024;
+
+fn cfg() -> PoolConfig {
+    PoolConfig::default().max_workers(4).max_job_len(MAX_JOB)
+}
 
 // ------------------------------------------------------------------ helpers
 
@@ -36,7 +40,7 @@ fn spawn(role: &str, root: &Path) -> Child {
 
 /// A job: its id, a spin time for the worker (µs), then pseudo-random bytes.
 fn make_job(id: u64, rng: &mut Rng, max_spin_us: u64) -> Vec<u8> {
-    let len = 16 + rng.below(CFG.max_job_size as u64 - 16) as usize;
+    let len = 16 + rng.below(MAX_JOB as u64 - 16) as usize;
     let mut v = Vec::with_capacity(len);
     v.extend_from_slice(&id.to_le_bytes());
     v.extend_from_slice(&rng.below(max_spin_us + 1).to_le_bytes());
@@ -82,7 +86,7 @@ fn child_entry() {
 /// O_APPEND write, which survives a SIGKILL once it has returned. A job starting with
 /// `HOLD` blocks until the file `release` exists.
 fn child_worker(d: &Domain, root: &Path) {
-    let mut w = Worker::join(d, POOL).unwrap_or_else(|e| {
+    let mut w = Pool::open(d, POOL).and_then(|p| p.worker()).unwrap_or_else(|e| {
         eprintln!("worker: {e}");
         std::process::exit(3)
     });
@@ -92,7 +96,7 @@ fn child_worker(d: &Domain, root: &Path) {
         .open(root.join(format!("ack.{}", std::process::id())))
         .unwrap();
     loop {
-        match w.recv() {
+        match w.recv_ref() {
             Ok(job) => {
                 let data = job.data();
                 if data.starts_with(b"HOLD") {
@@ -110,7 +114,7 @@ fn child_worker(d: &Domain, root: &Path) {
                 let line = format!("{} {}\n", job.id(), crc32c::crc32c(data));
                 ack.write_all(line.as_bytes()).unwrap();
             }
-            Err(RecvError::Orphaned) => std::process::exit(0),
+            Err(PoolRecvError::Orphaned) => std::process::exit(0),
             Err(e) => {
                 eprintln!("worker: {e}");
                 std::process::exit(2)
@@ -122,7 +126,7 @@ fn child_worker(d: &Domain, root: &Path) {
 /// Takes over the pool and dispatches as fast as it can until killed.
 fn child_dispatcher(d: &Domain) {
     let mut disp = loop {
-        match Dispatcher::open(d, POOL) {
+        match Pool::open(d, POOL).and_then(|p| p.dispatcher()) {
             Ok(disp) => break disp,
             Err(OpenError::Busy { .. }) => std::thread::sleep(Duration::from_millis(1)),
             Err(e) => panic!("dispatcher: {e}"),
@@ -130,8 +134,8 @@ fn child_dispatcher(d: &Domain) {
     };
     let job = [0x5au8; 1000];
     loop {
-        match disp.try_dispatch(&job[..]) {
-            Ok(_) | Err(TryDispatchError::AllBusy(_)) | Err(TryDispatchError::NoWorkers(_)) => std::hint::spin_loop(),
+        match disp.try_send(&job[..]) {
+            Ok(_) | Err(PoolTrySendError::AllBusy) | Err(PoolTrySendError::NoWorkers) => std::hint::spin_loop(),
             Err(e) => panic!("dispatcher: {e}"),
         }
     }
@@ -144,7 +148,7 @@ fn every_job_received_exactly_once_across_processes() {
     let root = Scratch::in_temp_dir("poolmp-once");
     let d = root.domain("t");
     let mut rng = Rng::from_var_or_clock("POOL_TEST_SEED");
-    let mut disp = Dispatcher::create(&d, POOL, CFG).unwrap();
+    let mut disp = Pool::create_or_open(&d, POOL, &cfg()).and_then(|p| p.dispatcher()).unwrap();
     let mut children: Vec<Child> = (0..3).map(|_| spawn("worker", &root.0)).collect();
     eventually("3 workers to wait for work", 20, || disp.status().idle == 3);
 
@@ -153,12 +157,12 @@ fn every_job_received_exactly_once_across_processes() {
     let mut busy_workers = HashSet::new();
     for _ in 0..3 {
         let hold = b"HOLD".to_vec();
-        let s = disp.try_dispatch(hold.clone()).unwrap();
+        let s = disp.try_send(&hold).unwrap();
         assert!(busy_workers.insert(s.worker), "each job went to a different worker");
         expected.insert(s.job_id, crc32c::crc32c(&hold));
     }
-    match disp.try_dispatch(b"overflow".as_slice()) {
-        Err(TryDispatchError::AllBusy(job)) => assert_eq!(job, b"overflow"),
+    match disp.try_send(b"overflow") {
+        Err(PoolTrySendError::AllBusy) => {}
         other => panic!("expected AllBusy with every worker holding a job, got {other:?}"),
     }
     std::fs::write(root.0.join("release"), b"").unwrap();
@@ -166,14 +170,13 @@ fn every_job_received_exactly_once_across_processes() {
     let total = 3000u64;
     let mut all_busy = 0u64;
     for id in 4..4 + total {
-        let mut job = make_job(id, &mut rng, 20);
+        let job = make_job(id, &mut rng, 20);
         expected.insert(id, crc32c::crc32c(&job));
         loop {
-            match disp.try_dispatch_with_id(id, job) {
+            match disp.try_send_with_id(id, &job) {
                 Ok(_) => break,
-                Err(TryDispatchError::AllBusy(j)) => {
+                Err(PoolTrySendError::AllBusy) => {
                     all_busy += 1;
-                    job = j;
                     std::thread::yield_now();
                 }
                 Err(e) => panic!("{e}"),
@@ -201,7 +204,7 @@ fn sigkilled_workers_lose_jobs_the_dispatcher_learns_and_slots_are_reclaimed() {
     let root = Scratch::in_temp_dir("poolmp-kill");
     let d = root.domain("t");
     let mut rng = Rng::from_var_or_clock("POOL_TEST_SEED");
-    let mut disp = Dispatcher::create(&d, POOL, CFG).unwrap();
+    let mut disp = Pool::create_or_open(&d, POOL, &cfg()).and_then(|p| p.dispatcher()).unwrap();
     let mut live: Vec<Child> = (0..3).map(|_| spawn("worker", &root.0)).collect();
     let mut dispatched: HashMap<u64, u32> = HashMap::new();
     let mut lost: HashSet<u64> = HashSet::new();
@@ -213,12 +216,12 @@ fn sigkilled_workers_lose_jobs_the_dispatcher_learns_and_slots_are_reclaimed() {
         for _ in 0..rng.below(12) {
             let job = make_job(next_id, &mut rng, 200);
             let crc = crc32c::crc32c(&job);
-            match disp.try_dispatch_with_id(next_id, job) {
+            match disp.try_send_with_id(next_id, &job) {
                 Ok(_) => {
                     dispatched.insert(next_id, crc);
                     next_id += 1;
                 }
-                Err(TryDispatchError::AllBusy(_) | TryDispatchError::NoWorkers(_)) => break,
+                Err(PoolTrySendError::AllBusy | PoolTrySendError::NoWorkers) => break,
                 Err(e) => panic!("{e}"),
             }
         }
@@ -278,15 +281,15 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
     let received: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let threads: Vec<_> = (0..2)
         .map(|k| {
-            let mut w = Worker::create_or_join(&d, POOL, CFG).unwrap();
+            let mut w = Pool::create_or_open(&d, POOL, &cfg()).and_then(|p| p.worker()).unwrap();
             let (stop, orphaned, received) = (stop.clone(), orphaned.clone(), received.clone());
             std::thread::spawn(move || loop {
-                match w.recv() {
+                match w.recv_ref() {
                     Ok(job) => {
                         assert_eq!(job.data(), &[0x5a; 1000][..], "a job from a killed dispatcher is never torn");
                         received[k].fetch_add(1, Ordering::SeqCst);
                     }
-                    Err(RecvError::Orphaned) => {
+                    Err(PoolRecvError::Orphaned) => {
                         orphaned[k].fetch_add(1, Ordering::SeqCst);
                         if stop.load(Ordering::SeqCst) {
                             return;
@@ -304,11 +307,11 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
         let mut child = spawn("dispatcher", &root.0);
         let pid = child.id();
         eventually("the child dispatcher to attach", 20, || {
-            let st = shmbus::pool::status(&d, POOL).unwrap();
+            let st = shmbus::pool::Pool::status(&d, POOL).unwrap();
             st.dispatcher_pid == Some(pid) && st.dispatcher_alive
         });
         // Exclusive while it lives.
-        match Dispatcher::open(&d, POOL) {
+        match Pool::open(&d, POOL).and_then(|p| p.dispatcher()) {
             Err(OpenError::Busy { holder_pid, .. }) => assert_eq!(holder_pid, pid),
             other => panic!("expected Busy, got {:?}", other.map(|_| ())),
         }
@@ -327,11 +330,11 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
         });
     }
     // A successor in this process takes over, repairs what the last one left, and works.
-    let mut disp = Dispatcher::open(&d, POOL).unwrap();
+    let mut disp = Pool::open(&d, POOL).and_then(|p| p.dispatcher()).unwrap();
     assert!(disp.reap().is_empty(), "nobody died holding a job");
     eventually("both workers idle under the new dispatcher", 20, || disp.status().idle == 2);
     let first = disp.status().dispatched;
-    disp.try_dispatch(&[0x5au8; 1000][..]).unwrap();
+    disp.try_send(&[0x5au8; 1000][..]).unwrap();
     assert_eq!(disp.status().dispatched, first + 1);
     stop.store(true, Ordering::SeqCst);
     drop(disp);

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use common::restart::{domain_at, kill, spawn};
 use common::{child_role, eventually, Scratch};
-use shmbus::pool::{self, Dispatcher, PoolConfig, RecvError as PoolRecvError, TryDispatchError, Worker};
+use shmbus::pool::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, PoolTrySendError};
 
-const POOL: PoolConfig = PoolConfig { max_workers: 1, max_job_size: 64 };
+fn pool_config() -> PoolConfig {
+    PoolConfig::default().max_workers(1).max_job_len(64)
+}
 
 #[test]
 fn child_entry() {
@@ -25,23 +27,23 @@ fn child_entry() {
     match role.as_str() {
         // Holds the pool as its dispatcher until killed.
         "dispatcher" => {
-            let _d = Dispatcher::create(&d, "p", POOL).unwrap();
+            let _d = Pool::create_or_open(&d, "p", &pool_config()).and_then(|p| p.dispatcher()).unwrap();
             std::thread::sleep(Duration::from_secs(60));
         }
         // Holds the pool, dispatches one job when a worker is idle, then waits to be killed.
         "dispatch-one" => {
-            let mut disp = Dispatcher::create(&d, "p", POOL).unwrap();
+            let mut disp = Pool::create_or_open(&d, "p", &pool_config()).and_then(|p| p.dispatcher()).unwrap();
             dispatch_when_idle(&mut disp, b"held when killed");
             std::thread::sleep(Duration::from_secs(60));
         }
         // Waits for work until killed (idle in recv).
         "idle-worker" => {
-            let mut w = Worker::join(&d, "p").unwrap();
+            let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
             let _ = w.recv_timeout(Duration::from_secs(60));
         }
         // Takes one job and is killed holding it.
         "busy-worker" => {
-            let mut w = Worker::join(&d, "p").unwrap();
+            let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
             let _job = w.recv_timeout(Duration::from_secs(60)).unwrap();
             std::thread::sleep(Duration::from_secs(60));
         }
@@ -53,9 +55,9 @@ fn child_entry() {
 fn dispatch_when_idle(disp: &mut Dispatcher, job: &[u8]) -> u64 {
     let t0 = Instant::now();
     loop {
-        match disp.try_dispatch(job) {
+        match disp.try_send(job) {
             Ok(sent) => return sent.job_id,
-            Err(TryDispatchError::AllBusy(_) | TryDispatchError::NoWorkers(_)) => {
+            Err(PoolTrySendError::AllBusy | PoolTrySendError::NoWorkers) => {
                 assert!(t0.elapsed() < Duration::from_secs(10), "no worker became idle");
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -72,14 +74,14 @@ fn pool_dispatcher_killed_then_a_worker_first_then_a_new_dispatcher() {
     let s = Scratch::new("restart-dispatcher");
     let d = domain_at(s.path());
     let victim = spawn("dispatcher", s.path());
-    eventually("the dispatcher attached", 20, || pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
+    eventually("the dispatcher attached", 20, || Pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
     kill(victim);
 
     // The first worker started after the crash waits for a dispatcher (it never had one).
     let (tx, rx) = mpsc::channel();
     let d2 = d.clone();
     let worker = std::thread::spawn(move || {
-        let mut w = Worker::join(&d2, "p").unwrap();
+        let mut w = Pool::open(&d2, "p").and_then(|p| p.worker()).unwrap();
         w.set_orphan_check(Duration::from_millis(5));
         tx.send(()).unwrap();
         let r = w.recv_timeout(Duration::from_secs(20)).map(|j| j.data().to_vec());
@@ -90,7 +92,7 @@ fn pool_dispatcher_killed_then_a_worker_first_then_a_new_dispatcher() {
     assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "the worker returned without a dispatcher");
 
     // A new dispatcher takes over from the dead one; the waiting worker serves it.
-    let mut disp = Dispatcher::open(&d, "p").unwrap();
+    let mut disp = Pool::open(&d, "p").and_then(|p| p.dispatcher()).unwrap();
     dispatch_when_idle(&mut disp, b"after the crash");
     assert_eq!(worker.join().unwrap().unwrap(), b"after the crash");
 }
@@ -103,17 +105,39 @@ fn pool_dispatcher_killed_while_served_is_reported_once_then_the_next_is_served(
     let s = Scratch::new("restart-served");
     let d = domain_at(s.path());
     let victim = spawn("dispatcher", s.path());
-    eventually("the dispatcher attached", 20, || pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
-    let mut w = Worker::join(&d, "p").unwrap();
+    eventually("the dispatcher attached", 20, || Pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
+    let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
     w.set_orphan_check(Duration::from_millis(5));
     kill(victim);
     // The worker served the dead dispatcher: told once, then it waits for the next.
-    assert_eq!(w.recv_timeout(Duration::from_secs(10)).map(|j| j.id()), Err(PoolRecvError::Orphaned));
-    assert_eq!(w.recv_timeout(Duration::from_millis(50)).map(|j| j.id()), Err(PoolRecvError::Timeout));
-    let mut disp = Dispatcher::open(&d, "p").unwrap();
+    assert_eq!(w.recv_timeout(Duration::from_secs(10)).map(|j| j.id()), Err(PoolRecvTimeoutError::Orphaned));
+    assert_eq!(w.recv_timeout(Duration::from_millis(50)).map(|j| j.id()), Err(PoolRecvTimeoutError::Timeout));
+    let mut disp = Pool::open(&d, "p").and_then(|p| p.dispatcher()).unwrap();
     w.done();
     dispatch_when_idle(&mut disp, b"next");
     assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().data(), b"next");
+}
+
+/// The same in a `WaitSet`: `is_ready` does not read `/proc`, the set's `recheck` does, and
+/// wakes the waiter once the dispatcher is found dead.
+#[test]
+fn pool_dispatcher_killed_wakes_a_worker_in_a_waitset() {
+    use shmbus::{WaitSet, Waitable};
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("restart-waitset");
+    let d = domain_at(s.path());
+    let victim = spawn("dispatcher", s.path());
+    eventually("the dispatcher attached", 20, || Pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
+    let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
+    w.set_orphan_check(Duration::from_millis(5));
+    assert!(w.try_recv().is_err()); // idle
+    kill(victim);
+    assert!(!w.is_ready(), "is_ready does not probe /proc");
+    let mut ws = WaitSet::new();
+    assert_eq!(ws.wait_timeout(&[&w], Duration::from_secs(10)).unwrap(), &[0]);
+    assert_eq!(w.try_recv().map(|j| j.id()), Err(shmbus::pool::PoolTryRecvError::Orphaned));
 }
 
 #[test]
@@ -124,12 +148,12 @@ fn pool_worker_killed_then_a_new_worker_joins_at_once() {
     let s = Scratch::new("restart-worker");
     let d = domain_at(s.path());
     // One mailbox: the new worker needs the dead one's.
-    let mut disp = Dispatcher::create(&d, "p", POOL).unwrap();
+    let mut disp = Pool::create_or_open(&d, "p", &pool_config()).and_then(|p| p.dispatcher()).unwrap();
     let victim = spawn("idle-worker", s.path());
     eventually("the worker waits", 20, || disp.status().idle == 1);
     kill(victim);
     // No reap in between: the joining worker frees the dead one's mailbox itself.
-    let mut w = Worker::join(&d, "p").unwrap();
+    let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
     w.done();
     dispatch_when_idle(&mut disp, b"to the new worker");
     assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().data(), b"to the new worker");
@@ -144,14 +168,14 @@ fn pool_worker_killed_holding_a_job_is_reported_and_replaced() {
     let s = Scratch::new("restart-busy-worker");
     let d = domain_at(s.path());
     // One mailbox: the new worker must take over the one the dead worker left LOST.
-    let mut disp = Dispatcher::create(&d, "p", POOL).unwrap();
+    let mut disp = Pool::create_or_open(&d, "p", &pool_config()).and_then(|p| p.dispatcher()).unwrap();
     let victim = spawn("busy-worker", s.path());
     eventually("the worker waits", 20, || disp.status().idle == 1);
     let id = dispatch_when_idle(&mut disp, b"dies with it");
-    eventually("the job is taken", 20, || disp.status().idle == 0 && disp.try_dispatch(b"x".as_slice()).is_err());
+    eventually("the job is taken", 20, || disp.status().idle == 0 && disp.try_send(b"x").is_err());
     kill(victim);
     // No reap in between: the new worker joins at once, and the job is still reported, once.
-    let mut w = Worker::join(&d, "p").unwrap();
+    let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
     w.done();
     dispatch_when_idle(&mut disp, b"to the new worker");
     assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().data(), b"to the new worker");
@@ -170,10 +194,10 @@ fn pool_whole_system_killed_then_worker_first_then_dispatcher() {
     let s = Scratch::new("restart-system");
     let d = domain_at(s.path());
     let dispatcher = spawn("dispatch-one", s.path());
-    eventually("the dispatcher attached", 20, || pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
+    eventually("the dispatcher attached", 20, || Pool::status(&d, "p").is_ok_and(|st| st.dispatcher_alive));
     let worker = spawn("busy-worker", s.path());
     eventually("the job is dispatched and taken", 20, || {
-        pool::status(&d, "p").is_ok_and(|st| st.dispatched == 1 && st.workers == 1 && st.idle == 0)
+        Pool::status(&d, "p").is_ok_and(|st| st.dispatched == 1 && st.workers == 1 && st.idle == 0)
     });
     // Taken: the mailbox is TAKEN, not FULL (give the worker a moment past the take).
     std::thread::sleep(Duration::from_millis(50));
@@ -183,7 +207,7 @@ fn pool_whole_system_killed_then_worker_first_then_dispatcher() {
     let (tx, rx) = mpsc::channel();
     let d2 = d.clone();
     let restarted = std::thread::spawn(move || {
-        let mut w = Worker::join(&d2, "p").unwrap();
+        let mut w = Pool::open(&d2, "p").and_then(|p| p.worker()).unwrap();
         tx.send(()).unwrap();
         let r = w.recv_timeout(Duration::from_secs(20)).map(|j| j.data().to_vec());
         tx.send(()).unwrap();
@@ -191,7 +215,7 @@ fn pool_whole_system_killed_then_worker_first_then_dispatcher() {
     });
     rx.recv_timeout(Duration::from_secs(10)).expect("the restarted worker joined");
     assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "the worker returned without a dispatcher");
-    let mut disp = Dispatcher::open(&d, "p").unwrap_or_else(|e| panic!("{e}"));
+    let mut disp = Pool::open(&d, "p").and_then(|p| p.dispatcher()).unwrap_or_else(|e| panic!("{e}"));
     dispatch_when_idle(&mut disp, b"after the restart");
     assert_eq!(restarted.join().unwrap().unwrap(), b"after the restart");
     let lost: Vec<u64> = disp.reap().iter().map(|l| l.job_id).collect();

@@ -482,13 +482,13 @@ mod stream {
 
 mod pool {
     use super::*;
-    use shmbus::pool::{Dispatcher, PoolConfig, Worker};
+    use shmbus::pool::{Pool, PoolConfig};
 
     const KIND: &str = "pool";
 
     pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
-        use shmbus::pool::{RecvError, TryRecvError};
-        let mut w = Worker::join(d, NAME).unwrap();
+        use shmbus::pool::{PoolRecvTimeoutError, PoolTryRecvError};
+        let mut w = Pool::open(d, NAME).and_then(|p| p.worker()).unwrap();
         receive_loop(stop, || {
             if waitset {
                 // Only an idle worker gets jobs: declare it before waiting.
@@ -496,17 +496,17 @@ mod pool {
                 if !ready(&w) {
                     return Got::Timeout;
                 }
-                return match w.try_recv() {
+                return match w.try_recv_ref() {
                     Ok(_) => Got::Msg,
-                    Err(TryRecvError::Empty) => Got::Timeout,
-                    Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(PoolTryRecvError::Empty) => Got::Timeout,
+                    Err(e @ PoolTryRecvError::Truncated) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
-            let got = match w.recv_timeout(RECV_TIMEOUT) {
+            let got = match w.recv_ref_timeout(RECV_TIMEOUT) {
                 Ok(_) => Got::Msg,
-                Err(RecvError::Timeout) => Got::Timeout,
-                Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
+                Err(PoolRecvTimeoutError::Timeout) => Got::Timeout,
+                Err(e @ PoolRecvTimeoutError::Truncated) => Got::Truncated(e.to_string()),
                 Err(e) => Got::Error(e.to_string()),
             };
             if matches!(got, Got::Msg) {
@@ -517,10 +517,11 @@ mod pool {
     }
 
     pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
-        let mut disp = Dispatcher::create(d, NAME, PoolConfig { max_workers: 4, max_job_size: 256 }).unwrap();
+        let config = PoolConfig::default().max_workers(4).max_job_len(256);
+        let mut disp = Pool::create_or_open(d, NAME, &config).and_then(|p| p.dispatcher()).unwrap();
         let file = d.channel_path(NAME).unwrap();
         run_reader_case(s, KIND, &file, cut, env, |i| {
-            let _ = disp.try_dispatch(format!("job {i}").into_bytes());
+            let _ = disp.try_send(format!("job {i}").as_bytes());
             let _ = disp.reap();
         })
     }

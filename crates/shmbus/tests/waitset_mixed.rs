@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{child_role, env_str, env_u64, spawn_child, wait_with_deadline, Rng, Scratch};
 use shmbus::journal::{Journal, JournalOptions, Tailer};
-use shmbus::pool::{Dispatcher, PoolConfig, Worker};
+use shmbus::pool::{Pool, PoolConfig, Worker};
 use shmbus::queue::{Consumer, Queue, QueueConfig};
 use shmbus::stream::StreamConfig;
 use shmbus::topic::{Subscriber, Topic, TopicConfig};
@@ -120,7 +120,8 @@ fn child_entry() {
     let mut queues: Vec<_> =
         (0..QUEUES).map(|i| Queue::open(&d, &format!("q{i}")).unwrap().producer().unwrap()).collect();
     let mut streams: Vec<_> = (0..STREAMS).map(|i| StreamWriter::open(&d, &format!("s{i}")).unwrap()).collect();
-    let mut pools: Vec<_> = (0..POOLS).map(|i| Dispatcher::open(&d, &format!("p{i}")).unwrap()).collect();
+    let mut pools: Vec<_> =
+        (0..POOLS).map(|i| Pool::open(&d, &format!("p{i}")).unwrap().dispatcher().unwrap()).collect();
     let journals: Vec<_> = (0..JOURNALS)
         .map(|i| Journal::open(journal_dir(&root, i), &JournalOptions { create: false, ..Default::default() }).unwrap())
         .collect();
@@ -138,14 +139,12 @@ fn child_entry() {
                 Which::Stream(i) => streams[i].write(&p).unwrap(),
                 Which::Pool(i) => {
                     // Return to sender: retry until the worker has taken the previous job.
-                    let mut job = p;
                     let give_up = std::time::Instant::now() + Duration::from_secs(20);
                     loop {
                         assert!(std::time::Instant::now() < give_up, "pool {i}: the worker never became idle");
-                        match pools[i].try_dispatch(job) {
+                        match pools[i].try_send(&p) {
                             Ok(_) => break,
-                            Err(e) => {
-                                job = e.into_job();
+                            Err(_) => {
                                 std::thread::sleep(Duration::from_micros(200));
                             }
                         }
@@ -186,9 +185,9 @@ fn mixed() {
                 Chan::Stream(StreamReader::create(&d, &format!("s{i}"), &StreamConfig::new(4096)).unwrap())
             }
             Which::Pool(i) => {
-                let cfg = PoolConfig { max_workers: 1, max_job_size: 64 };
+                let cfg = PoolConfig::default().max_workers(1).max_job_len(64);
                 // The pool is created by its worker; the feeder attaches as the dispatcher.
-                Chan::Pool(Worker::create_or_join(&d, &format!("p{i}"), cfg).unwrap())
+                Chan::Pool(Pool::create_or_open(&d, &format!("p{i}"), &cfg).unwrap().worker().unwrap())
             }
             Which::Journal(i) => Chan::Journal(
                 Journal::open(journal_dir(&root, i), &JournalOptions::default()).unwrap().tailer().unwrap(),

@@ -9,7 +9,6 @@
 use {
     super::layout::PoolLayout,
     super::protocol::{PoolHeader, PoolRef, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, TAKEN},
-    crate::domain::Domain,
     crate::error::OpenError,
     crate::segment::Segment,
     crate::sys::process_is_alive,
@@ -40,13 +39,16 @@ pub struct LostJob {
     pub pid: u32,
 }
 
-/// A snapshot of a pool, for the CLI and monitoring.
+/// A snapshot of a pool, for the CLI and monitoring ([`Pool::status`]).
+///
+/// [`Pool::status`]: super::Pool::status
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolStatus {
     /// Layout: most workers.
     pub max_workers: usize,
-    /// Layout: largest job.
-    pub max_job_size: usize,
+    /// Layout: largest job in bytes.
+    pub max_job_len: usize,
     /// Workers attached (including dead ones the dispatcher has not reaped yet).
     pub workers: usize,
     /// Workers waiting for work.
@@ -101,13 +103,6 @@ pub(super) fn dispatcher_alive(seg: &Segment) -> Option<(u32, bool)> {
     seg.participants().owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, process_is_alive(o.process)))
 }
 
-/// Reads a pool's status without joining it (read permission suffices).
-#[cfg(not(loom))]
-pub fn status(domain: &Domain, name: &str) -> Result<PoolStatus, OpenError> {
-    let (seg, layout) = Segment::open_read_only::<PoolLayout>(domain, name)?;
-    Ok(status_of(&seg, &layout))
-}
-
 /// Jobs in pool segment `seg` that the pool still owes someone, for `admin::inspect` (loads
 /// only): mailboxes FULL (dispatched, not taken), LOST (its worker died or left holding
 /// it; the next `reap` reports it), or TAKEN by a worker that has died (the next `reap`
@@ -137,7 +132,7 @@ pub(super) fn status_of(seg: &Segment, layout: &PoolLayout) -> PoolStatus {
     let disp = dispatcher_alive(seg);
     PoolStatus {
         max_workers: layout.max_workers,
-        max_job_size: layout.max_job_size,
+        max_job_len: layout.max_job_size,
         workers: workers as usize,
         idle: idle as usize,
         busy: (workers - idle) as usize,

@@ -1,23 +1,28 @@
 //! The pool's single dispatcher.
 
+use std::sync::Arc;
+
 use super::channel::{
     payload_ptr, pool_ref, status_of, Dispatched, LostJob, PoolStatus, DISPATCHER_ENTRY, ROLE_DISPATCHER,
 };
-use super::error::{BatchDispatchError, TryDispatchError};
-use super::layout::{PoolConfig, PoolLayout};
+use super::error::PoolTrySendError;
+use super::handle::Shared;
+use super::layout::PoolLayout;
 use super::protocol::{Claim, PoolRef};
-use crate::domain::Domain;
 use crate::error::OpenError;
-use crate::segment::{CreateOptions, Segment};
+use crate::segment::Segment;
 use crate::sys::{process_is_alive, ProcessId};
 use crate::waitset::{WaitHandle, Waitable};
 
 // ==================================================================== Dispatcher
 
-/// The pool's single dispatcher. `Send`; one thread dispatches at a time (`&mut self`).
+/// The pool's single dispatcher, made by [`Pool::dispatcher`]. `Send`; one thread
+/// dispatches at a time (`&mut self`).
+///
+/// [`Pool::dispatcher`]: super::Pool::dispatcher
 #[derive(Debug)]
 pub struct Dispatcher {
-    seg: Segment,
+    shared: Arc<Shared>,
     layout: PoolLayout,
     /// Round-robin start for the idle search.
     rr: usize,
@@ -28,32 +33,8 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Creates the pool `name` (or opens it if it exists with the same layout) and becomes
-    /// its dispatcher.
-    pub fn create(domain: &Domain, name: &str, config: PoolConfig) -> Result<Dispatcher, OpenError> {
-        Dispatcher::create_with(domain, name, config, &CreateOptions::default())
-    }
-
-    /// [`create`](Self::create) with explicit file options.
-    pub fn create_with(
-        domain: &Domain,
-        name: &str,
-        config: PoolConfig,
-        opts: &CreateOptions,
-    ) -> Result<Dispatcher, OpenError> {
-        let layout = config.layout()?;
-        let (seg, layout, _) = Segment::create_or_open(domain, name, &layout, opts)?;
-        Dispatcher::attach(seg, layout)
-    }
-
-    /// Becomes the dispatcher of the existing pool `name`. Fails with [`OpenError::Busy`]
-    /// while another dispatcher lives; takes over from a dead one (repairing what it left).
-    pub fn open(domain: &Domain, name: &str) -> Result<Dispatcher, OpenError> {
-        let (seg, layout) = Segment::open::<PoolLayout>(domain, name)?;
-        Dispatcher::attach(seg, layout)
-    }
-
-    fn attach(seg: Segment, layout: PoolLayout) -> Result<Dispatcher, OpenError> {
+    pub(super) fn attach(shared: Arc<Shared>) -> Result<Dispatcher, OpenError> {
+        let (seg, layout) = (&shared.seg, shared.layout);
         let me = ProcessId::current();
         let parts = seg.participants();
         let mut registered = false;
@@ -85,26 +66,30 @@ impl Dispatcher {
             let holder_pid = parts.owner(DISPATCHER_ENTRY).map_or(0, |o| o.process.pid);
             return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid });
         }
-        let pool = pool_ref(&seg, &layout);
+        let pool = pool_ref(seg, &layout);
         // We are the only dispatcher and have not dispatched yet: any FILLING is a dead
         // predecessor's half-written job, never delivered. Its worker is still waiting.
         pool.reset_filling();
         pool.attach();
         let next_id = pool.next_job_id().max(1);
         let dispatched = pool.dispatched();
-        let mut d = Dispatcher { seg, layout, rr: 0, next_id, dispatched, pending_lost: Vec::new() };
+        let mut d = Dispatcher { shared, layout, rr: 0, next_id, dispatched, pending_lost: Vec::new() };
         let mut lost = Vec::new();
         d.reap_into(&mut lost);
         d.pending_lost = lost;
         Ok(d)
     }
 
-    fn pool(&self) -> PoolRef<'_> {
-        pool_ref(&self.seg, &self.layout)
+    fn seg(&self) -> &Segment {
+        &self.shared.seg
     }
 
-    /// The pool's `max_job_size`.
-    pub fn max_job_size(&self) -> usize {
+    fn pool(&self) -> PoolRef<'_> {
+        pool_ref(self.seg(), &self.layout)
+    }
+
+    /// The pool's `max_job_len`: the largest job in bytes.
+    pub fn max_job_len(&self) -> usize {
         self.layout.max_job_size
     }
 
@@ -115,10 +100,11 @@ impl Dispatcher {
 
     /// Places `job` in an idle worker's mailbox and wakes that worker alone, with an id the
     /// pool assigns (1, 2, …, continued across dispatcher takeovers). Never blocks, never
-    /// allocates; no system call unless the chosen worker sleeps.
-    pub fn try_dispatch<J: AsRef<[u8]>>(&mut self, job: J) -> Result<Dispatched, TryDispatchError<J>> {
+    /// allocates; no system call unless the chosen worker sleeps. On an error nothing was
+    /// sent and the job stays with the caller.
+    pub fn try_send(&mut self, job: &[u8]) -> Result<Dispatched, PoolTrySendError> {
         let id = self.next_id;
-        let r = self.try_dispatch_with_id(id, job);
+        let r = self.try_send_with_id(id, job);
         if r.is_ok() {
             self.next_id = id.wrapping_add(1);
             self.pool().record(self.next_id, self.dispatched);
@@ -126,50 +112,44 @@ impl Dispatcher {
         r
     }
 
-    /// [`try_dispatch`](Self::try_dispatch) with a caller-chosen job id.
-    pub fn try_dispatch_with_id<J: AsRef<[u8]>>(
-        &mut self,
-        job_id: u64,
-        job: J,
-    ) -> Result<Dispatched, TryDispatchError<J>> {
-        let bytes = job.as_ref();
+    /// [`try_send`](Self::try_send) with a caller-chosen job id.
+    pub fn try_send_with_id(&mut self, job_id: u64, job: &[u8]) -> Result<Dispatched, PoolTrySendError> {
         let max = self.layout.max_job_size;
-        if bytes.len() > max {
-            let len = bytes.len();
-            return Err(TryDispatchError::TooLarge { job, len, max });
+        if job.len() > max {
+            return Err(PoolTrySendError::TooLarge { len: job.len(), max, index: None });
         }
         // A claim whose worker abandoned it (see `fill`) is retried with another worker;
         // each claim clears that worker's idle bit, so this ends.
         for _ in 0..=self.layout.max_workers {
             match self.pool().claim_idle(self.rr) {
                 Claim::Claimed(i) => {
-                    if self.fill(i, job_id, bytes, true) {
+                    if self.fill(i, job_id, job, true) {
                         return Ok(Dispatched { job_id, worker: i });
                     }
                 }
                 Claim::AllBusy => break,
-                Claim::NoWorkers if self.seg.was_truncated() => return Err(TryDispatchError::Truncated(job)),
-                Claim::NoWorkers => return Err(TryDispatchError::NoWorkers(job)),
+                Claim::NoWorkers if self.seg().was_truncated() => return Err(PoolTrySendError::Truncated),
+                Claim::NoWorkers => return Err(PoolTrySendError::NoWorkers),
             }
         }
         // Failing anyway: zeros past a cut read as workers gone or busy.
-        if self.seg.was_truncated() {
-            return Err(TryDispatchError::Truncated(job));
+        if self.seg().was_truncated() {
+            return Err(PoolTrySendError::Truncated);
         }
-        Err(TryDispatchError::AllBusy(job))
+        Err(PoolTrySendError::AllBusy)
     }
 
     /// Copies `bytes` into claimed (FILLING) mailbox `i` and publishes it. `false` if the
     /// worker gave up on us meanwhile (it wrongly believed us dead): not delivered.
     fn fill(&mut self, i: usize, job_id: u64, bytes: &[u8], wake: bool) -> bool {
         debug_assert!(bytes.len() <= self.layout.max_job_size);
-        let dst = payload_ptr(&self.seg, &self.layout, i);
+        let dst = payload_ptr(self.seg(), &self.layout, i);
         // SAFETY: `dst` has max_job_size >= bytes.len() bytes inside the mapping; mailbox i
         // is FILLING by our claim, so its worker does not read the payload until `publish`
         // (protocol invariant 2); `bytes` is our own memory, not overlapping the mapping's
         // payload of a mailbox we own.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
-        let pool = pool_ref(&self.seg, &self.layout);
+        let pool = pool_ref(&self.shared.seg, &self.layout);
         self.rr = (i + 1) % self.layout.max_workers;
         if !pool.publish(i, job_id, bytes.len() as u64, wake) {
             return false;
@@ -182,15 +162,17 @@ impl Dispatcher {
     /// Fills as many idle workers as there are, in order, with `jobs` (pool-assigned ids),
     /// then wakes them all. Appends one [`Dispatched`] per job sent to `dispatched` (reuse
     /// the vector to avoid allocating) and returns how many were sent: `jobs[n..]` were not
-    /// (every worker was busy). All sizes are checked before anything is sent.
-    pub fn try_dispatch_batch(
+    /// (every worker was busy). All sizes are checked before anything is sent: a job too
+    /// large is [`PoolTrySendError::TooLarge`] with its `index`. The error is `NoWorkers` or
+    /// `Truncated` only when nothing was sent; `AllBusy` is `Ok(0)`.
+    pub fn try_send_batch(
         &mut self,
         jobs: &[&[u8]],
         dispatched: &mut Vec<Dispatched>,
-    ) -> Result<usize, BatchDispatchError> {
+    ) -> Result<usize, PoolTrySendError> {
         let max = self.layout.max_job_size;
         if let Some((index, j)) = jobs.iter().enumerate().find(|(_, j)| j.len() > max) {
-            return Err(BatchDispatchError::TooLarge { index, len: j.len(), max });
+            return Err(PoolTrySendError::TooLarge { len: j.len(), max, index: Some(index) });
         }
         let first = dispatched.len();
         let mut claims = 0;
@@ -210,10 +192,10 @@ impl Dispatcher {
                         }
                     }
                     Claim::NoWorkers if dispatched.len() == first => {
-                        return Err(if self.seg.was_truncated() {
-                            BatchDispatchError::Truncated
+                        return Err(if self.seg().was_truncated() {
+                            PoolTrySendError::Truncated
                         } else {
-                            BatchDispatchError::NoWorkers
+                            PoolTrySendError::NoWorkers
                         });
                     }
                     Claim::AllBusy | Claim::NoWorkers => break 'jobs,
@@ -237,8 +219,9 @@ impl Dispatcher {
     }
 
     fn reap_into(&mut self, lost: &mut Vec<LostJob>) {
-        let pool = pool_ref(&self.seg, &self.layout);
-        let parts = self.seg.participants();
+        let seg = &self.shared.seg;
+        let pool = pool_ref(seg, &self.layout);
+        let parts = seg.participants();
         let me = ProcessId::current();
         let workers = self.layout.max_workers;
         // Only the attached dispatcher reclaims worker entries, so no FILLING of ours is in
@@ -273,7 +256,7 @@ impl Dispatcher {
 
     /// A snapshot of the pool.
     pub fn status(&self) -> PoolStatus {
-        status_of(&self.seg, &self.layout)
+        status_of(self.seg(), &self.layout)
     }
 }
 
@@ -283,10 +266,10 @@ impl Waitable for Dispatcher {
         WaitHandle { event: self.pool().idle_event() }
     }
 
-    /// Some worker is (probably) idle: `try_dispatch` will likely succeed (or the file was
-    /// truncated: `try_dispatch` reports it).
+    /// Some worker is (probably) idle: `try_send` will likely succeed (or the file was
+    /// truncated: `try_send` reports it).
     fn is_ready(&self) -> bool {
-        self.pool().any_idle() || self.seg.was_truncated()
+        self.pool().any_idle() || self.seg().was_truncated()
     }
 }
 
@@ -297,7 +280,7 @@ impl Drop for Dispatcher {
         // Detach before releasing the entry: a successor attaches only after the release,
         // so our store cannot clear its attached bit.
         pool.detach();
-        self.seg.participants().release(DISPATCHER_ENTRY);
+        self.seg().participants().release(DISPATCHER_ENTRY);
     }
 }
 
@@ -306,8 +289,9 @@ mod tests {
     use std::os::unix::fs::FileExt;
 
     use super::*;
+    use crate::domain::Domain;
     use crate::participants::PARTICIPANT_SIZE;
-    use crate::pool::PoolConfig;
+    use crate::pool::{Pool, PoolConfig};
     use crate::segment::PARTICIPANTS_OFFSET;
 
     /// The dispatcher entry names our pid with another start time: a dead predecessor whose
@@ -318,7 +302,8 @@ mod tests {
         let root = std::env::temp_dir().join(format!("shmbus-pool-pid-reuse-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let d = Domain::with_root("t", &root).unwrap();
-        drop(Dispatcher::create(&d, "p", PoolConfig { max_workers: 1, max_job_size: 64 }).unwrap());
+        let pool = Pool::create_or_open(&d, "p", &PoolConfig::default().max_workers(1).max_job_len(64)).unwrap();
+        drop(pool.dispatcher().unwrap());
         let f = std::fs::OpenOptions::new().write(true).open(d.channel_path("p").unwrap()).unwrap();
         let me = ProcessId::current();
         // participants.rs: `pid << 8 | ACTIVE`, then the start time, then the role.
@@ -326,8 +311,8 @@ mod tests {
         f.write_all_at(&((u64::from(me.pid) << 8) | 2).to_le_bytes(), at).unwrap();
         f.write_all_at(&me.start_time.wrapping_add(12345).to_le_bytes(), at + 8).unwrap();
         f.write_all_at(&ROLE_DISPATCHER.to_le_bytes(), at + 16).unwrap();
-        let taken = Dispatcher::open(&d, "p");
-        let again = Dispatcher::open(&d, "p").map(drop);
+        let taken = pool.dispatcher();
+        let again = pool.dispatcher().map(drop);
         let taken = taken.map(drop);
         let _ = std::fs::remove_dir_all(&root);
         assert!(taken.is_ok(), "the dead predecessor's entry was not taken over: {taken:?}");

@@ -7,15 +7,56 @@ use super::protocol::MAX_WORKERS;
 use crate::error::OpenError;
 
 /// Largest job payload a pool accepts (16 MiB).
-pub const MAX_JOB_SIZE: usize = 16 << 20;
+pub const MAX_JOB_LEN: usize = 16 << 20;
 
-/// Layout of a pool, fixed at creation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How to make a pool: its layout, fixed at creation, and the file's mode and group.
+///
+/// Built with named setters from the default:
+/// `PoolConfig::default().max_workers(4).max_job_len(4096)`. A setter that is not called
+/// accepts whatever an existing pool has; a set value that differs from the existing pool
+/// fails with [`OpenError::LayoutMismatch`]; a pool that is created uses the defaults for the
+/// unset values.
+///
+/// [`OpenError::LayoutMismatch`]: crate::OpenError::LayoutMismatch
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct PoolConfig {
-    /// Most workers attached at once (1..=64).
-    pub max_workers: usize,
-    /// Largest job payload in bytes (1..=[`MAX_JOB_SIZE`]).
-    pub max_job_size: usize,
+    max_workers: Option<usize>,
+    max_job_len: Option<usize>,
+    mode: Option<u32>,
+    group: Option<u32>,
+}
+
+impl PoolConfig {
+    /// The default of [`max_workers`](Self::max_workers).
+    pub const DEFAULT_MAX_WORKERS: usize = 8;
+    /// The default of [`max_job_len`](Self::max_job_len).
+    pub const DEFAULT_MAX_JOB_LEN: usize = 4096;
+
+    /// Most workers attached at once, 1..=64 (default 8).
+    pub fn max_workers(mut self, n: usize) -> Self {
+        self.max_workers = Some(n);
+        self
+    }
+
+    /// Largest job payload in bytes, 1..=[`MAX_JOB_LEN`] (default 4096).
+    pub fn max_job_len(mut self, len: usize) -> Self {
+        self.max_job_len = Some(len);
+        self
+    }
+
+    /// File mode of a created pool (default `0o600`). Used only when the pool is created.
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Group (gid) to give a created pool (default: the creator's). Used only when the pool
+    /// is created.
+    pub fn group(mut self, gid: u32) -> Self {
+        self.group = Some(gid);
+        self
+    }
 }
 
 /// The layout parameters of a pool segment, validated.
@@ -33,8 +74,8 @@ impl PoolLayout {
         if max_workers == 0 || max_workers > MAX_WORKERS as u64 {
             return Err(format!("max_workers is {max_workers}, must be 1..={MAX_WORKERS}"));
         }
-        if max_job_size == 0 || max_job_size > MAX_JOB_SIZE as u64 {
-            return Err(format!("max_job_size is {max_job_size}, must be 1..={MAX_JOB_SIZE}"));
+        if max_job_size == 0 || max_job_size > MAX_JOB_LEN as u64 {
+            return Err(format!("max_job_size is {max_job_size}, must be 1..={MAX_JOB_LEN}"));
         }
         Ok(PoolLayout { max_workers: max_workers as usize, max_job_size: max_job_size as usize })
     }
@@ -79,8 +120,50 @@ impl crate::segment::Layout for PoolLayout {
 
 #[cfg(not(loom))]
 impl PoolConfig {
+    /// The layout a created pool gets: the set values, the defaults for the others.
     pub(crate) fn layout(&self) -> Result<PoolLayout, OpenError> {
-        PoolLayout::new(self.max_workers as u64, self.max_job_size as u64)
-            .map_err(|what| OpenError::InvalidConfig { what })
+        PoolLayout::new(
+            self.max_workers.unwrap_or(Self::DEFAULT_MAX_WORKERS) as u64,
+            self.max_job_len.unwrap_or(Self::DEFAULT_MAX_JOB_LEN) as u64,
+        )
+        .map_err(|what| OpenError::InvalidConfig { what })
+    }
+
+    /// The file options of a created pool.
+    pub(crate) fn create_options(&self) -> crate::segment::CreateOptions {
+        let mut opts = crate::segment::CreateOptions::default();
+        if let Some(mode) = self.mode {
+            opts.mode = mode;
+        }
+        opts.gid = self.group;
+        opts
+    }
+
+    /// Checks the values that were set against an existing pool's layout.
+    pub(crate) fn check(&self, path: &std::path::Path, existing: &PoolLayout) -> Result<(), OpenError> {
+        let set = [
+            ("max_workers", self.max_workers, existing.max_workers),
+            ("max_job_size", self.max_job_len, existing.max_job_size),
+        ];
+        for (field, requested, existing) in set {
+            if let Some(requested) = requested.filter(|&r| r != existing) {
+                return Err(OpenError::LayoutMismatch {
+                    path: path.to_owned(),
+                    field,
+                    existing: existing as u64,
+                    requested: requested as u64,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the header parameter `field` was left unset (accepts what exists).
+    pub(crate) fn is_unset(&self, field: &str) -> bool {
+        match field {
+            "max_workers" => self.max_workers.is_none(),
+            "max_job_size" => self.max_job_len.is_none(),
+            _ => false,
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! Pool: work dispatch to worker processes with return-to-sender semantics.
 //!
-//! One [`Dispatcher`] hands byte jobs to any number of [`Worker`] processes (up to
-//! `max_workers`, at most 64). [`Dispatcher::try_dispatch`] succeeds only if some worker is
-//! waiting for work *right now*; otherwise the job comes back
-//! ([`TryDispatchError::AllBusy`]) and the caller decides what to do with the overflow
+//! A [`Pool`] handle is made with [`Pool::create_or_open`] or [`Pool::open`]; from it, one
+//! [`Dispatcher`] ([`Pool::dispatcher`]) hands byte jobs to any number of [`Worker`] processes
+//! ([`Pool::worker`], up to `max_workers`, at most 64). [`Dispatcher::try_send`] succeeds
+//! only if some worker is waiting for work *right now*; otherwise nothing is sent
+//! ([`PoolTrySendError::AllBusy`]) and the caller decides what to do with the overflow
 //! (drop it, queue it, run it inline). This is burst-pool's "return to sender", without its
 //! wake-all: each worker sleeps on the futex in its own mailbox and the dispatcher wakes
 //! exactly the worker it chose, with no system call at all if that worker is spinning.
@@ -11,9 +12,9 @@
 //! # Algorithm
 //!
 //! Each worker owns one *mailbox*: a state word, a futex word, the job id, the length and
-//! `max_job_size` payload bytes. The state word runs the machine
+//! `max_job_len` payload bytes. The state word runs the machine
 //! `VACANT → BUSY → IDLE → FILLING → FULL → TAKEN → IDLE …` (and `LOST` for jobs whose worker
-//! died or left). A worker becomes IDLE when it calls `recv` (or `done`); the dispatcher
+//! died or left). A worker becomes IDLE when it asks for a job (any receive, or `done`); the dispatcher
 //! claims an idle mailbox with one compare-and-swap `IDLE → FILLING`, found through an
 //! `idle_bits` word (round-robin start), copies the job, stores FULL (Release) and notifies
 //! that mailbox's event word. The worker takes it (`FULL → TAKEN`) and reads the payload in
@@ -35,14 +36,15 @@
 //!   worker. A lost job may have been partly or fully processed.
 //! * **The dispatcher is SIGKILLed**: a worker blocked in `recv` notices within its orphan
 //!   check interval (default [`DEFAULT_ORPHAN_CHECK`], 100 ms, plus one `/proc` read) and
-//!   gets [`RecvError::Orphaned`]; a dispatcher that exits cleanly wakes every worker and
+//!   gets [`PoolRecvError::Orphaned`]; a dispatcher that exits cleanly wakes every worker and
 //!   they see `Orphaned` at once. A job already in a mailbox is still delivered first.
 //!   Calling `recv` again waits for a new dispatcher, which may take over as soon as the old
-//!   one is dead ([`Dispatcher::open`]), repairing a mailbox it left half-filled. A worker
+//!   one is dead ([`Pool::dispatcher`]), repairing a mailbox it left half-filled. A worker
 //!   that joins after the dispatcher died (or exited) is not told about it: it waits for
 //!   the next one, so restarting a crashed system works the first time.
 //! * **Hostile memory**: a state its worker cannot be in is reported once
-//!   ([`RecvError::Corrupt`]) and reset; [`Dispatcher::reap`] repairs ownerless mailboxes
+//!   ([`PoolRecvError::Corrupt`], [`Corrupt::repaired`](crate::Corrupt::repaired)) and
+//!   reset; [`Dispatcher::reap`] repairs ownerless mailboxes
 //!   and hint bits; every wait is bounded. See `docs/pool.md` for exactly what holds.
 //! * Only one dispatcher at a time: a second one gets [`OpenError::Busy`] while the first
 //!   lives.
@@ -50,22 +52,24 @@
 //! # Example
 //!
 //! ```no_run
-//! use shmbus::pool::{Dispatcher, PoolConfig, TryDispatchError, Worker};
+//! use shmbus::pool::{Pool, PoolConfig, PoolTrySendError};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let d = shmbus::Domain::new("robot1")?;
-//! let mut dispatcher = Dispatcher::create(&d, "work", PoolConfig { max_workers: 4, max_job_size: 4096 })?;
+//! let pool = Pool::create_or_open(&d, "work", &PoolConfig::default().max_workers(4).max_job_len(4096))?;
 //! // In each worker process:
-//! let mut worker = Worker::join(&d, "work")?;
+//! let mut worker = pool.worker()?;
 //! # std::thread::spawn(move || {
-//! while let Ok(job) = worker.recv() {
-//!     println!("job {} has {} bytes", job.id(), job.data().len());
+//! while let Ok(job) = worker.recv_ref() {
+//!     println!("job {} has {} bytes", job.id(), job.len());
 //! }
 //! # });
 //! // In the dispatcher:
-//! match dispatcher.try_dispatch(b"frame 1".as_slice()) {
+//! let mut dispatcher = pool.dispatcher()?;
+//! let job = b"frame 1";
+//! match dispatcher.try_send(job) {
 //!     Ok(sent) => println!("job {} went to worker {}", sent.job_id, sent.worker),
-//!     Err(TryDispatchError::AllBusy(job)) => println!("all busy, dropping {} bytes", job.len()),
-//!     Err(e) => return Err(e.to_string().into()),
+//!     Err(PoolTrySendError::AllBusy) => println!("all busy, dropping {} bytes", job.len()),
+//!     Err(e) => return Err(e.into()),
 //! }
 //! for lost in dispatcher.reap() {
 //!     println!("worker pid {} died holding job {}", lost.pid, lost.job_id);
@@ -84,20 +88,22 @@ mod channel;
 #[cfg(not(loom))]
 mod dispatcher;
 mod error;
+#[cfg(not(loom))]
+mod handle;
 mod layout;
 #[cfg(not(loom))]
 mod worker;
 
 #[cfg(not(loom))]
-pub use channel::status;
-#[cfg(not(loom))]
 pub(crate) use channel::{undelivered_jobs, ROLE_DISPATCHER, ROLE_WORKER};
 pub use channel::{Dispatched, LostJob, PoolStatus, DEFAULT_ORPHAN_CHECK};
 #[cfg(not(loom))]
 pub use dispatcher::Dispatcher;
-pub use error::{BatchDispatchError, RecvError, TryDispatchError, TryRecvError};
-pub use layout::{PoolConfig, MAX_JOB_SIZE};
+pub use error::{PoolRecvError, PoolRecvTimeoutError, PoolTryRecvError, PoolTrySendError};
 #[cfg(not(loom))]
-pub use worker::{Job, Worker};
+pub use handle::Pool;
+pub use layout::{PoolConfig, MAX_JOB_LEN};
+#[cfg(not(loom))]
+pub use worker::{Iter, Job, JobInfo, JobRef, TryIter, Worker};
 
 pub use protocol::MAX_WORKERS;

@@ -1,15 +1,17 @@
 //! A pool's workers and the jobs they take.
 
 use std::cell::Cell;
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::channel::{dispatcher_alive, payload_ptr, pool_ref, DEFAULT_ORPHAN_CHECK, ROLE_WORKER};
-use super::error::{RecvError, TryRecvError};
-use super::layout::{PoolConfig, PoolLayout};
+use super::error::{PoolRecvError, PoolRecvTimeoutError, PoolTryRecvError};
+use super::handle::Shared;
+use super::layout::PoolLayout;
 use super::protocol::{Idle, Leave, Mail, PoolRef, Withdraw, BUSY, LOST, VACANT};
-use crate::domain::Domain;
-use crate::error::OpenError;
-use crate::segment::{CreateOptions, Segment};
+use crate::error::{Corrupt, OpenError};
+use crate::segment::{Kind, Segment};
 use crate::sys::{monotonic_ns, process_is_alive, ProcessId};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
@@ -20,10 +22,16 @@ const FILLING_PATIENCE: Duration = Duration::from_secs(1);
 
 // ==================================================================== Worker
 
-/// One worker of a pool. `Send`, not `Sync`.
+/// One worker of a pool, made by [`Pool::worker`]. `Send`, not `Sync`.
+///
+/// A worker is *idle* (the dispatcher may hand it a job) from the moment it asks for work
+/// (any receive, or [`done`](Self::done)) until it gets a job; it is busy with that job until
+/// its next receive or `done`, whichever of the three receive families it used.
+///
+/// [`Pool::worker`]: super::Pool::worker
 #[derive(Debug)]
 pub struct Worker {
-    seg: Segment,
+    shared: Arc<Shared>,
     layout: PoolLayout,
     /// Our mailbox; our participant entry is `slot + 1`.
     slot: usize,
@@ -35,15 +43,16 @@ pub struct Worker {
     next_check_ns: Cell<u64>,
 }
 
-/// A job taken from the mailbox: read it in place. The worker stays busy with it until its
-/// next `recv` / `try_recv` / `done`.
+/// A job read in place, in the worker's mailbox (no copy), from
+/// [`Worker::recv_ref`] and its `try_` / `_timeout` forms. The worker stays busy with it
+/// until its next receive or [`Worker::done`].
 #[derive(Debug)]
-pub struct Job<'a> {
+pub struct JobRef<'a> {
     id: u64,
     data: &'a [u8],
 }
 
-impl<'a> Job<'a> {
+impl<'a> JobRef<'a> {
     /// The job's id.
     pub fn id(&self) -> u64 {
         self.id
@@ -53,30 +62,91 @@ impl<'a> Job<'a> {
     pub fn data(&self) -> &'a [u8] {
         self.data
     }
+
+    /// The payload's length in bytes.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+}
+
+impl Deref for JobRef<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.data
+    }
+}
+
+/// A job copied out of the mailbox, from [`Worker::recv`] and its `try_` / `_timeout` forms.
+/// The worker stays busy with it until its next receive or [`Worker::done`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    id: u64,
+    data: Vec<u8>,
+}
+
+impl Job {
+    /// The job's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The payload.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The payload's length in bytes.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The payload, owned.
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+}
+
+/// What [`Worker::recv_into`] (and its `try_` / `_timeout` forms) put in the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobInfo {
+    id: u64,
+    len: usize,
+}
+
+impl JobInfo {
+    /// The job's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The payload's length in bytes (the buffer's length).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 impl Worker {
-    /// Joins the existing pool `name` as a worker, taking a free mailbox.
-    ///
-    /// Fails with [`OpenError::TooManyParticipants`] when all `max_workers` mailboxes are
-    /// taken (by live workers, or by dead ones the dispatcher has not reaped yet).
-    pub fn join(domain: &Domain, name: &str) -> Result<Worker, OpenError> {
-        let (seg, layout) = Segment::open::<PoolLayout>(domain, name)?;
-        Worker::attach(seg, layout)
-    }
-
-    /// Joins `name`, creating the pool with `config` if it does not exist yet (so workers
-    /// may start before the dispatcher).
-    pub fn create_or_join(domain: &Domain, name: &str, config: PoolConfig) -> Result<Worker, OpenError> {
-        let layout = config.layout()?;
-        let (seg, layout, _) = Segment::create_or_open(domain, name, &layout, &CreateOptions::default())?;
-        Worker::attach(seg, layout)
-    }
-
-    fn attach(seg: Segment, layout: PoolLayout) -> Result<Worker, OpenError> {
+    pub(super) fn attach(shared: Arc<Shared>) -> Result<Worker, OpenError> {
+        let (seg, layout) = (&shared.seg, shared.layout);
         let me = ProcessId::current();
         let parts = seg.participants();
-        let pool = pool_ref(&seg, &layout);
+        let pool = pool_ref(seg, &layout);
         let take_vacant = || {
             for i in 0..layout.max_workers {
                 if pool.mailbox(i).state() != VACANT {
@@ -126,10 +196,10 @@ impl Worker {
         // died without detaching (its attached bit still set), is not: we wait for the next
         // one instead of reporting a dispatcher we never had as gone.
         let st = pool.dispatcher_state();
-        let serving = st & 1 == 1 && dispatcher_alive(&seg).is_some_and(|d| d.1);
+        let serving = st & 1 == 1 && dispatcher_alive(seg).is_some_and(|d| d.1);
         let reported_epoch = if serving { (st >> 1).wrapping_sub(1) } else { st >> 1 };
         Ok(Worker {
-            seg,
+            shared,
             layout,
             slot,
             policy: WaitPolicy::default(),
@@ -140,8 +210,12 @@ impl Worker {
         })
     }
 
+    fn seg(&self) -> &Segment {
+        &self.shared.seg
+    }
+
     fn pool(&self) -> PoolRef<'_> {
-        pool_ref(&self.seg, &self.layout)
+        pool_ref(self.seg(), &self.layout)
     }
 
     /// This worker's mailbox index (what [`Dispatched::worker`] reports).
@@ -151,8 +225,8 @@ impl Worker {
         self.slot
     }
 
-    /// The pool's `max_job_size`.
-    pub fn max_job_size(&self) -> usize {
+    /// The pool's `max_job_len`: the largest job in bytes.
+    pub fn max_job_len(&self) -> usize {
         self.layout.max_job_size
     }
 
@@ -169,7 +243,17 @@ impl Worker {
 
     /// Whether a live dispatcher holds the pool right now (reads `/proc`).
     pub fn dispatcher_alive(&self) -> bool {
-        self.pool().dispatcher_state() & 1 == 1 && dispatcher_alive(&self.seg).is_some_and(|d| d.1)
+        self.pool().dispatcher_state() & 1 == 1 && dispatcher_alive(self.seg()).is_some_and(|d| d.1)
+    }
+
+    /// [`check_orphaned`](Self::check_orphaned) without its `/proc` probe and without
+    /// changing anything: a gone dispatcher already noticed, or one that detached cleanly.
+    fn orphan_seen(&self) -> bool {
+        if self.orphaned.get() {
+            return true;
+        }
+        let st = self.pool().dispatcher_state();
+        st >> 1 != self.reported_epoch.get() && st & 1 == 0
     }
 
     /// Whether the dispatcher this worker served is gone (sticky until reported by a
@@ -196,7 +280,7 @@ impl Worker {
                 return false;
             }
             self.next_check_ns.set(now.saturating_add(self.orphan_check.as_nanos() as u64));
-            if dispatcher_alive(&self.seg).is_some_and(|d| d.1) {
+            if dispatcher_alive(self.seg()).is_some_and(|d| d.1) {
                 return false;
             }
         }
@@ -206,86 +290,209 @@ impl Worker {
     }
 
     /// Our mailbox holds state `s`, which its own worker cannot be in: puts it back to BUSY
-    /// (so the next `recv` works) and says what was found, for the one error that reports it.
-    fn repair(&self, s: u32) -> String {
+    /// (so the next receive works) and says what was found, for the one error that reports
+    /// it.
+    fn repair(&self, s: u32) -> Corrupt {
         let slot = self.slot;
-        let fixed = if self.pool().repair_own(slot, s) { "; reset, the worker goes on" } else { "" };
-        format!("mailbox {slot} was in state {s}, not one its own worker can be in{fixed}")
-    }
-
-    /// Turns a job the protocol handed us into a `Job`, validating its length.
-    fn job(&self, id: u64, len: u64) -> Result<Job<'_>, String> {
-        if len > self.layout.max_job_size as u64 {
-            return Err(format!("job {id} claims {len} bytes, more than max_job_size {}", self.layout.max_job_size));
+        let c = Corrupt::new(Kind::Pool, "a mailbox is in a state its own worker cannot be in")
+            .with("mailbox", slot as u64)
+            .with("state", u64::from(s));
+        if self.pool().repair_own(slot, s) {
+            c.and_repaired()
+        } else {
+            c
         }
-        let ptr = payload_ptr(&self.seg, &self.layout, self.slot);
-        // SAFETY: len <= max_job_size, so the range is inside our mailbox's payload, mapped
-        // for as long as `self` (the Job borrows it). The mailbox is TAKEN by us: the
-        // dispatcher writes a payload only while FILLING by its own claim of an IDLE mailbox
-        // (protocol invariants 1-3), so the bytes do not change while the Job lives unless a
-        // peer breaks the protocol, which can garble the bytes but not move the bounds.
+    }
+
+    /// Validates the length of a job the protocol handed us.
+    fn check_len(&self, id: u64, len: u64) -> Result<(), Corrupt> {
+        let max = self.layout.max_job_size as u64;
+        if len > max {
+            return Err(Corrupt::new(Kind::Pool, "a job claims more bytes than max_job_len")
+                .with("job", id)
+                .with("len", len)
+                .with("max", max));
+        }
+        Ok(())
+    }
+
+    /// The job `id` of `len` bytes (checked by `check_len`) in our mailbox, in place.
+    fn job_ref(&self, id: u64, len: u64) -> JobRef<'_> {
+        debug_assert!(len <= self.layout.max_job_size as u64);
+        let ptr = payload_ptr(self.seg(), &self.layout, self.slot);
+        // SAFETY: len <= max_job_size (`check_len`), so the range is inside our mailbox's
+        // payload, mapped for as long as `self` (the JobRef borrows it). The mailbox is TAKEN
+        // by us: the dispatcher writes a payload only while FILLING by its own claim of an
+        // IDLE mailbox (protocol invariants 1-3), so the bytes do not change while the JobRef
+        // lives unless a peer breaks the protocol, which can garble the bytes but not move
+        // the bounds.
         let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) };
-        Ok(Job { id, data })
+        JobRef { id, data }
     }
 
-    /// Waits for a job (blocking, with the wait policy). The worker is idle while it waits:
-    /// the dispatcher can only give it work now. A job still in the mailbox is delivered
-    /// even if the dispatcher has gone since.
-    pub fn recv(&mut self) -> Result<Job<'_>, RecvError> {
-        self.recv_deadline(Deadline::NEVER)
+    /// Waits for a job (blocking, with the wait policy) and reads it in place. The worker is
+    /// idle while it waits: the dispatcher can only give it work now. A job still in the
+    /// mailbox is delivered even if the dispatcher has gone since.
+    pub fn recv_ref(&mut self) -> Result<JobRef<'_>, PoolRecvError> {
+        let (id, len) = loop {
+            match self.take(Deadline::NEVER) {
+                Ok(job) => break job,
+                Err(Some(e)) => return Err(e),
+                Err(None) => continue, // no deadline passes; wait on
+            }
+        };
+        Ok(self.job_ref(id, len))
     }
 
-    /// [`recv`](Self::recv) with a timeout; on [`RecvError::Timeout`] the worker is no
-    /// longer idle (a job that raced the timeout is returned instead).
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Job<'_>, RecvError> {
-        self.recv_deadline(Deadline::after(timeout))
+    /// [`recv_ref`](Self::recv_ref) with a timeout; on [`PoolRecvTimeoutError::Timeout`] the
+    /// worker is no longer idle (a job that raced the timeout is returned instead).
+    pub fn recv_ref_timeout(&mut self, timeout: Duration) -> Result<JobRef<'_>, PoolRecvTimeoutError> {
+        match self.take(Deadline::after(timeout)) {
+            Ok((id, len)) => Ok(self.job_ref(id, len)),
+            Err(Some(e)) => Err(e.into()),
+            Err(None) => Err(PoolRecvTimeoutError::Timeout),
+        }
+    }
+
+    /// Takes a job if one is in the mailbox, without waiting, and reads it in place;
+    /// otherwise the worker is now idle (waiting for work) and `Empty` is returned. Use with
+    /// a [`crate::WaitSet`].
+    pub fn try_recv_ref(&mut self) -> Result<JobRef<'_>, PoolTryRecvError> {
+        let (id, len) = self.try_take()?;
+        Ok(self.job_ref(id, len))
+    }
+
+    /// [`recv_ref`](Self::recv_ref), copying the job out: an owned [`Job`].
+    pub fn recv(&mut self) -> Result<Job, PoolRecvError> {
+        self.recv_ref().map(|j| Job { id: j.id, data: j.data.to_vec() })
+    }
+
+    /// [`recv_ref_timeout`](Self::recv_ref_timeout), copying the job out.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Job, PoolRecvTimeoutError> {
+        self.recv_ref_timeout(timeout).map(|j| Job { id: j.id, data: j.data.to_vec() })
+    }
+
+    /// [`try_recv_ref`](Self::try_recv_ref), copying the job out.
+    pub fn try_recv(&mut self) -> Result<Job, PoolTryRecvError> {
+        self.try_recv_ref().map(|j| Job { id: j.id, data: j.data.to_vec() })
+    }
+
+    /// [`recv_ref`](Self::recv_ref), copying the job into `buf` (replacing its contents;
+    /// no allocation once `buf` has the capacity).
+    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<JobInfo, PoolRecvError> {
+        self.recv_ref().map(|j| copy_into(&j, buf))
+    }
+
+    /// [`recv_ref_timeout`](Self::recv_ref_timeout), copying the job into `buf`.
+    pub fn recv_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<JobInfo, PoolRecvTimeoutError> {
+        self.recv_ref_timeout(timeout).map(|j| copy_into(&j, buf))
+    }
+
+    /// [`try_recv_ref`](Self::try_recv_ref), copying the job into `buf`.
+    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<JobInfo, PoolTryRecvError> {
+        self.try_recv_ref().map(|j| copy_into(&j, buf))
+    }
+
+    /// A blocking iterator over owned jobs: each `next` is a [`recv`](Self::recv). An error
+    /// is yielded and the iteration goes on (after `Orphaned` it waits for the next
+    /// dispatcher), except `Truncated`, which holds for the life of the worker: it is
+    /// yielded once and the iteration ends.
+    pub fn iter(&mut self) -> Iter<'_> {
+        Iter { worker: self, done: false }
+    }
+
+    /// An iterator over the jobs there are now, owned: each `next` is a
+    /// [`try_recv`](Self::try_recv). It ends at `Empty` (the worker is then idle); another
+    /// error is yielded once, then it ends.
+    pub fn try_iter(&mut self) -> TryIter<'_> {
+        TryIter { worker: self, done: false }
     }
 
     /// Whether the pool's file was truncated under this process (see
-    /// [`RecvError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
+    /// [`PoolRecvError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
     #[cold]
     fn truncated(&self) -> bool {
-        self.seg.was_truncated()
+        self.seg().was_truncated()
     }
 
-    fn recv_deadline(&mut self, deadline: Deadline) -> Result<Job<'_>, RecvError> {
+    /// The blocking take: a job's id and checked length, or an error (`None`: the deadline
+    /// passed).
+    fn take(&mut self, deadline: Deadline) -> Result<(u64, u64), Option<PoolRecvError>> {
         let slot = self.slot;
         if let Idle::Corrupt(s) = self.pool().make_idle(slot) {
             if self.truncated() {
-                return Err(RecvError::Truncated);
+                return Err(Some(PoolRecvError::Truncated));
             }
-            return Err(RecvError::Corrupt { what: self.repair(s) });
+            return Err(Some(PoolRecvError::Corrupt(self.repair(s))));
         }
         let this = &*self;
         let pool = this.pool();
         let got = block_on(pool.mailbox(slot).event(), this.policy, deadline, Some(this.orphan_check), || {
             match pool.try_take(slot) {
                 Mail::Job { id, len } => Some(Ok((id, len))),
-                Mail::Corrupt(_) if this.truncated() => Some(Err(RecvError::Truncated)),
-                Mail::Corrupt(s) => Some(Err(RecvError::Corrupt { what: this.repair(s) })),
+                Mail::Corrupt(_) if this.truncated() => Some(Err(PoolRecvError::Truncated)),
+                Mail::Corrupt(s) => Some(Err(PoolRecvError::Corrupt(this.repair(s)))),
                 // Nothing: zeros past a cut also read as "the dispatcher is gone".
-                Mail::Empty | Mail::Filling if this.truncated() => Some(Err(RecvError::Truncated)),
-                Mail::Empty | Mail::Filling => this.check_orphaned().then_some(Err(RecvError::Orphaned)),
+                Mail::Empty | Mail::Filling if this.truncated() => Some(Err(PoolRecvError::Truncated)),
+                Mail::Empty | Mail::Filling => this.check_orphaned().then_some(Err(PoolRecvError::Orphaned)),
             }
         });
         let (id, len) = match got {
             Some(Ok(job)) => job,
-            Some(Err(RecvError::Orphaned)) => match this.settle() {
+            Some(Err(PoolRecvError::Orphaned)) => match this.settle() {
                 Some(job) => job,
                 None => {
                     this.orphaned.set(false);
-                    return Err(RecvError::Orphaned);
+                    return Err(Some(PoolRecvError::Orphaned));
                 }
             },
-            Some(Err(e)) => return Err(e),
+            Some(Err(e)) => return Err(Some(e)),
             None => match this.settle() {
                 Some(job) => job,
-                None if this.truncated() => return Err(RecvError::Truncated),
-                None => return Err(RecvError::Timeout),
+                None if this.truncated() => return Err(Some(PoolRecvError::Truncated)),
+                None => return Err(None),
             },
         };
-        this.job(id, len)
-            .map_err(|what| if this.truncated() { RecvError::Truncated } else { RecvError::Corrupt { what } })
+        match this.check_len(id, len) {
+            Ok(()) => Ok((id, len)),
+            Err(_) if this.truncated() => Err(Some(PoolRecvError::Truncated)),
+            Err(c) => Err(Some(PoolRecvError::Corrupt(c))),
+        }
+    }
+
+    /// The non-blocking take.
+    fn try_take(&mut self) -> Result<(u64, u64), PoolTryRecvError> {
+        let slot = self.slot;
+        let pool = self.pool();
+        if let Idle::Corrupt(s) = pool.make_idle(slot) {
+            if self.truncated() {
+                return Err(PoolTryRecvError::Truncated);
+            }
+            return Err(PoolTryRecvError::Corrupt(self.repair(s)));
+        }
+        let (id, len) = match pool.try_take(slot) {
+            Mail::Job { id, len } => (id, len),
+            Mail::Corrupt(_) if self.truncated() => return Err(PoolTryRecvError::Truncated),
+            Mail::Corrupt(s) => return Err(PoolTryRecvError::Corrupt(self.repair(s))),
+            Mail::Empty | Mail::Filling if self.truncated() => return Err(PoolTryRecvError::Truncated),
+            Mail::Empty | Mail::Filling => {
+                if !self.check_orphaned() {
+                    return Err(PoolTryRecvError::Empty);
+                }
+                match self.settle() {
+                    Some(job) => job,
+                    None => {
+                        self.orphaned.set(false);
+                        return Err(PoolTryRecvError::Orphaned);
+                    }
+                }
+            }
+        };
+        match self.check_len(id, len) {
+            Ok(()) => Ok((id, len)),
+            Err(_) if self.truncated() => Err(PoolTryRecvError::Truncated),
+            Err(c) => Err(PoolTryRecvError::Corrupt(c)),
+        }
     }
 
     /// Stops being idle; returns a job that raced us into the mailbox, if any.
@@ -330,50 +537,12 @@ impl Worker {
         if *spins % 1024 != 0 {
             return false;
         }
-        let dead = !dispatcher_alive(&self.seg).is_some_and(|d| d.1);
+        let dead = !dispatcher_alive(self.seg()).is_some_and(|d| d.1);
         (dead || start.elapsed() > FILLING_PATIENCE) && self.pool().abandon_filling(self.slot, to)
     }
 
-    /// Takes a job if one is in the mailbox, without waiting; otherwise the worker is now
-    /// idle (waiting for work) and `Empty` is returned. Use with a [`crate::WaitSet`].
-    pub fn try_recv(&mut self) -> Result<Job<'_>, TryRecvError> {
-        let slot = self.slot;
-        let pool = self.pool();
-        if let Idle::Corrupt(s) = pool.make_idle(slot) {
-            if self.truncated() {
-                return Err(TryRecvError::Truncated);
-            }
-            return Err(TryRecvError::Corrupt { what: self.repair(s) });
-        }
-        let (id, len) = match pool.try_take(slot) {
-            Mail::Job { id, len } => (id, len),
-            Mail::Corrupt(_) if self.truncated() => return Err(TryRecvError::Truncated),
-            Mail::Corrupt(s) => return Err(TryRecvError::Corrupt { what: self.repair(s) }),
-            Mail::Empty | Mail::Filling if self.truncated() => return Err(TryRecvError::Truncated),
-            Mail::Empty | Mail::Filling => {
-                if !self.check_orphaned() {
-                    return Err(TryRecvError::Empty);
-                }
-                match self.settle() {
-                    Some(job) => job,
-                    None => {
-                        self.orphaned.set(false);
-                        return Err(TryRecvError::Orphaned);
-                    }
-                }
-            }
-        };
-        self.job(id, len).map_err(|what| {
-            if self.truncated() {
-                TryRecvError::Truncated
-            } else {
-                TryRecvError::Corrupt { what }
-            }
-        })
-    }
-
     /// Declares the current job finished and the worker waiting for work, before the next
-    /// `recv`. Call it only if a `recv` / `try_recv` follows promptly (or before waiting in a
+    /// receive. Call it only if a receive follows promptly (or before waiting in a
     /// [`crate::WaitSet`]): an idle worker is one the dispatcher may hand a job to.
     pub fn done(&mut self) {
         let _ = self.pool().make_idle(self.slot);
@@ -388,13 +557,72 @@ impl Waitable for Worker {
     }
 
     /// A job is in the mailbox, or the dispatcher is gone (`try_recv` then says which).
-    /// Only an idle worker gets jobs: call `try_recv` or `done` before waiting.
+    /// Only an idle worker gets jobs: call `try_recv` or `done` before waiting. Reads the
+    /// mailbox and the dispatcher word only: a SIGKILLed dispatcher is found by
+    /// [`recheck`](Waitable::recheck).
     fn is_ready(&self) -> bool {
-        self.pool().is_full(self.slot) || self.truncated() || self.check_orphaned()
+        self.pool().is_full(self.slot) || self.truncated() || self.orphan_seen()
     }
 
     fn recheck_interval(&self) -> Option<Duration> {
         Some(self.orphan_check)
+    }
+
+    /// Asks `/proc` whether the dispatcher still lives (at most once per orphan-check
+    /// interval); `true` when it is gone, which the next receive reports.
+    fn recheck(&self) -> bool {
+        self.check_orphaned()
+    }
+}
+
+/// Puts `job` in `buf`, replacing its contents.
+fn copy_into(job: &JobRef<'_>, buf: &mut Vec<u8>) -> JobInfo {
+    buf.clear();
+    buf.extend_from_slice(job.data);
+    JobInfo { id: job.id, len: job.data.len() }
+}
+
+/// The blocking iterator of [`Worker::iter`].
+#[derive(Debug)]
+pub struct Iter<'a> {
+    worker: &'a mut Worker,
+    done: bool,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<Job, PoolRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.worker.recv();
+        self.done = matches!(r, Err(PoolRecvError::Truncated));
+        Some(r)
+    }
+}
+
+/// The non-blocking iterator of [`Worker::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a> {
+    worker: &'a mut Worker,
+    done: bool,
+}
+
+impl Iterator for TryIter<'_> {
+    type Item = Result<Job, PoolRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.worker.try_recv() {
+            Ok(job) => Some(Ok(job)),
+            Err(e) => {
+                self.done = true;
+                e.into_blocking().map(Err)
+            }
+        }
     }
 }
 
@@ -414,6 +642,6 @@ impl Drop for Worker {
                 }
             }
         }
-        self.seg.participants().release(self.slot + 1);
+        self.seg().participants().release(self.slot + 1);
     }
 }
