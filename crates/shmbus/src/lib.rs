@@ -40,6 +40,11 @@ pub use domain::Domain;
 pub use error::{Corrupt, OpenError};
 pub use name::{validate_name, NameError};
 pub use participants::ParticipantInfo;
+#[cfg(not(loom))]
+pub use queue::{
+    Consumer, Producer, Queue, QueueConfig, QueueRecvError, QueueRecvTimeoutError, QueueSendError,
+    QueueSendTimeoutError, QueueStatus, QueueTryRecvError, QueueTrySendError,
+};
 pub use segment::{CreateOptions, HeaderInfo, Kind};
 pub use wait::WaitPolicy;
 #[cfg(not(loom))]

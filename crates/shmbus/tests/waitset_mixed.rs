@@ -16,7 +16,7 @@ use shmbus::pool::{Dispatcher, PoolConfig, Worker};
 use shmbus::queue::{Consumer, Queue, QueueConfig};
 use shmbus::stream::StreamConfig;
 use shmbus::topic::{Subscriber, Topic, TopicConfig};
-use shmbus::{CreateOptions, Domain, StreamReader, StreamWriter, WaitSet, Waitable};
+use shmbus::{Domain, StreamReader, StreamWriter, WaitSet, Waitable};
 
 const TOPICS: usize = 40;
 const QUEUES: usize = 40;
@@ -134,7 +134,7 @@ fn child_entry() {
             let p = payload(which, round);
             match which {
                 Which::Topic(i) => drop(topics[i].publish(&p).unwrap()),
-                Which::Queue(i) => queues[i].send(p).unwrap(),
+                Which::Queue(i) => queues[i].send(&p).unwrap(),
                 Which::Stream(i) => streams[i].write(&p).unwrap(),
                 Which::Pool(i) => {
                     // Return to sender: retry until the worker has taken the previous job.
@@ -175,10 +175,8 @@ fn mixed() {
                 Chan::Topic(t.subscriber().unwrap())
             }
             Which::Queue(i) => {
-                let cfg = QueueConfig { capacity: 8, max_element_size: 64 };
-                Chan::Queue(
-                    Queue::create(&d, &format!("q{i}"), cfg, &CreateOptions::default()).unwrap().consumer().unwrap(),
-                )
+                let cfg = QueueConfig::default().capacity(8).max_message_len(64);
+                Chan::Queue(Queue::create_or_open(&d, &format!("q{i}"), &cfg).unwrap().consumer().unwrap())
             }
             Which::Stream(i) => {
                 Chan::Stream(StreamReader::create(&d, &format!("s{i}"), &StreamConfig::new(4096)).unwrap())
