@@ -4,7 +4,7 @@
 use shmbus::queue::{Queue, QueueConfig};
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
 use shmbus::waitset::Waitable;
-use shmbus::{CreateOptions, Domain};
+use shmbus::Domain;
 
 /// Capacity and largest message of the queue the input is written into.
 const QUEUE_STATE_CAPACITY: u64 = 4;
@@ -38,8 +38,8 @@ pub fn exercise_queue_state(data: &[u8]) {
     let root = std::env::temp_dir().join(format!("shmbus-fuzz-queue-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let d = Domain::with_root("fz", &root).expect("scratch domain");
-    let config = QueueConfig { capacity: QUEUE_STATE_CAPACITY, max_element_size: QUEUE_STATE_MAX };
-    let q = Queue::create(&d, "q", config, &CreateOptions::default()).expect("create queue");
+    let config = QueueConfig::default().capacity(QUEUE_STATE_CAPACITY).max_message_len(QUEUE_STATE_MAX);
+    let q = Queue::create_or_open(&d, "q", &config).expect("create queue");
     let mut tx = q.producer().expect("producer");
     let mut rx = q.consumer().expect("consumer");
     tx.try_send(b"one").expect("send");
@@ -54,7 +54,7 @@ pub fn exercise_queue_state(data: &[u8]) {
         file.write_all_at(&rest[..n], offset).expect("write word");
         rest = &rest[n..];
     }
-    let mut buf = vec![0u8; rx.max_element_size()];
+    let mut buf = Vec::new();
     for _ in 0..8 {
         let _ = rx.try_recv();
         let _ = rx.try_recv_into(&mut buf);
@@ -62,12 +62,15 @@ pub fn exercise_queue_state(data: &[u8]) {
         let _ = rx.recv_into_timeout(&mut buf, Duration::ZERO);
         let _ = rx.has_message();
         let _ = rx.is_ready();
+        let _ = rx.recheck();
+        let _ = rx.try_iter().count();
         let _ = tx.try_send(b"three");
         let _ = tx.send_timeout(b"four", Duration::ZERO);
         let _ = tx.has_room();
         let _ = tx.is_ready();
+        let _ = tx.recheck();
     }
-    let st = q.status();
+    let st = Queue::status(&d, "q").expect("status");
     assert!(st.depth <= st.capacity, "depth {} beyond capacity {}", st.depth, st.capacity);
     let _ = q.reclaim_dead();
     let _ = shmbus::admin::inspect(q.path());

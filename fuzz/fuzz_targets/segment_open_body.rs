@@ -39,8 +39,8 @@ pub fn exercise_segment(data: &[u8]) {
             let _ = s.get(1);
         }
     }
+    let _ = Queue::status(&d, "ch");
     if let Ok(q) = Queue::open(&d, "ch") {
-        let _ = q.status();
         if let Ok(mut c) = q.consumer() {
             for _ in 0..64 {
                 let _ = c.try_recv();

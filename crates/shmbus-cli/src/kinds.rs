@@ -67,7 +67,7 @@ impl Summary {
 }
 
 /// [`summarize`], or, when that fails for a user who may not open the segment read-write
-/// (the status of topics and queues needs a read-write open), what the read-only look in
+/// (the status of topics needs a read-write open), what the read-only look in
 /// `report` found: the header, users and undelivered count. The flag says which it is.
 pub fn summarize_or_read_only(domain: &Domain, name: &str, report: &SegmentReport) -> Result<(Summary, bool)> {
     match summarize(domain, name, report) {
@@ -77,9 +77,9 @@ pub fn summarize_or_read_only(domain: &Domain, name: &str, report: &SegmentRepor
     }
 }
 
-/// What is known of a channel whose kind status this user cannot read (topics and queues
-/// need a read-write open for it): the raw layout parameters, a queue's depth (its
-/// undelivered messages) and a note saying so.
+/// What is known of a channel whose kind status this user cannot read (topics need a
+/// read-write open for it): the raw layout parameters, a queue's depth (its undelivered
+/// messages) and a note saying so.
 fn read_only_summary(report: &SegmentReport) -> Summary {
     let mut s = Summary::default();
     for (i, v) in report.header.params.iter().enumerate().filter(|(_, v)| **v != 0) {

@@ -15,20 +15,15 @@ use std::time::Duration;
 
 use serde_json::{json, Map};
 use shmbus::admin::{self, SegmentReport};
-use shmbus::queue::{Queue, QueueConfig, RecvError};
+use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError};
 use shmbus::sys::monotonic_ns;
-use shmbus::{CreateOptions, Domain, Kind, OpenError};
+use shmbus::{Domain, Kind, OpenError};
 
 use crate::input::for_each_input;
 use crate::kinds::Summary;
 use crate::output::message_json;
 use crate::pubsub::KindArg;
 use crate::{CliError, Result};
-
-/// Capacity of a queue `pub --kind queue` creates when none is given.
-pub const DEFAULT_CAPACITY: u64 = 1024;
-/// Max element size of a queue `pub --kind queue` creates when none is given.
-pub const DEFAULT_MAX_ELEMENT_SIZE: usize = 1024;
 
 /// The kind of the existing channel `name`, if it exists and is valid.
 pub fn existing_kind(domain: &Domain, name: &str) -> Result<Option<Kind>> {
@@ -44,7 +39,7 @@ pub fn existing_kind(domain: &Domain, name: &str) -> Result<Option<Kind>> {
 /// capacity, `last_seq` the messages sent so far; status has depth and the crash counters.
 pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
     let p = report.header.params;
-    let st = Queue::open(domain, name)?.status();
+    let st = Queue::status(domain, name)?;
     let mut params = Map::new();
     params.insert("capacity".into(), json!(p[0]));
     params.insert("max_element_size".into(), json!(p[1]));
@@ -52,7 +47,7 @@ pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<
     let mut status = Map::new();
     status.insert("depth".into(), json!(st.depth));
     status.insert("capacity".into(), json!(st.capacity));
-    status.insert("max_element_size".into(), json!(st.max_element_size));
+    status.insert("max_element_size".into(), json!(st.max_message_len));
     status.insert("producers".into(), json!(st.producers));
     status.insert("consumers".into(), json!(st.consumers));
     status.insert("sent".into(), json!(st.sent));
@@ -63,7 +58,7 @@ pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<
     fields.insert("capacity".into(), json!(st.capacity));
     fields.insert("depth".into(), json!(st.depth));
     Ok(Summary {
-        slot_size: Some(st.max_element_size as u64),
+        slot_size: Some(st.max_message_len as u64),
         history: Some(st.capacity),
         last_seq: Some(st.sent),
         publishers: Some(st.producers),
@@ -87,18 +82,17 @@ fn open_for_push(
     capacity: Option<u64>,
     max_element_size: Option<usize>,
 ) -> Result<Queue> {
-    let config = match Queue::open(domain, name) {
-        Ok(q) => QueueConfig {
-            capacity: capacity.unwrap_or(q.capacity()),
-            max_element_size: max_element_size.unwrap_or(q.max_element_size()),
-        },
-        Err(OpenError::NotFound { .. }) if create => QueueConfig {
-            capacity: capacity.unwrap_or(DEFAULT_CAPACITY),
-            max_element_size: max_element_size.unwrap_or(DEFAULT_MAX_ELEMENT_SIZE),
-        },
-        Err(e) => return Err(e.into()),
-    };
-    Ok(Queue::create(domain, name, config, &CreateOptions::default())?)
+    if !create {
+        Queue::open(domain, name)?; // must exist: NotFound otherwise
+    }
+    let mut config = QueueConfig::default();
+    if let Some(c) = capacity {
+        config = config.capacity(c);
+    }
+    if let Some(m) = max_element_size {
+        config = config.max_message_len(m);
+    }
+    Ok(Queue::create_or_open(domain, name, &config)?)
 }
 
 /// `pub` to a queue: pushes `data` once, or one message per stdin line.
@@ -112,7 +106,7 @@ pub fn run_pub(
 ) -> Result<()> {
     let queue = open_for_push(domain, name, create, capacity, max_element_size)?;
     let mut tx = queue.producer()?;
-    for_each_input(data, tx.max_element_size(), |msg| {
+    for_each_input(data, tx.max_message_len(), |msg| {
         tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}")))
     })
 }
@@ -121,13 +115,13 @@ pub fn run_pub(
 pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Option<u64>, json: bool) -> Result<()> {
     let queue = Queue::open(domain, name)?;
     let mut rx = queue.consumer()?;
-    let mut buf = vec![0u8; rx.max_element_size()];
+    let mut buf = Vec::with_capacity(rx.max_message_len());
     let mut out = std::io::stdout().lock();
     let mut received = 0u64;
     while count.is_none_or(|n| received < n) {
         let r = match timeout_ms {
             Some(ms) => rx.recv_into_timeout(&mut buf, Duration::from_millis(ms)),
-            None => rx.recv_into(&mut buf),
+            None => rx.recv_into(&mut buf).map_err(QueueRecvTimeoutError::from),
         };
         match r {
             Ok(len) => {
@@ -142,7 +136,7 @@ pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Opti
                 }
                 out.flush()?;
             }
-            Err(RecvError::Timeout) => {
+            Err(QueueRecvTimeoutError::Timeout) => {
                 let of = count.map(|n| format!(" of {n}")).unwrap_or_default();
                 return Err(CliError::msg(format!(
                     "timed out: no message in queue {}/{name} for {} ms ({received}{of} received)",

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use shmbus::queue::{Queue, QueueConfig};
-use shmbus::{CreateOptions, Domain};
+use shmbus::Domain;
 
 #[repr(align(128))]
 struct Line(AtomicU64);
@@ -78,9 +78,9 @@ fn floor(n: usize) -> (u64, u64) {
 
 /// One-way ns (p50, p99) of a ping-pong of `size`-byte messages over two queues.
 fn queues(domain: &Domain, size: usize, n: usize) -> (u64, u64) {
-    let cfg = QueueConfig { capacity: 64, max_element_size: size };
-    let ping = Queue::create(domain, &format!("ping{size}"), cfg, &CreateOptions::default()).unwrap();
-    let pong = Queue::create(domain, &format!("pong{size}"), cfg, &CreateOptions::default()).unwrap();
+    let cfg = QueueConfig::default().capacity(64).max_message_len(size);
+    let ping = Queue::create_or_open(domain, &format!("ping{size}"), &cfg).unwrap();
+    let pong = Queue::create_or_open(domain, &format!("pong{size}"), &cfg).unwrap();
     let mut samples = Vec::with_capacity(n);
     std::thread::scope(|s| {
         let (ping2, pong2) = (ping.clone(), pong.clone());
@@ -88,7 +88,7 @@ fn queues(domain: &Domain, size: usize, n: usize) -> (u64, u64) {
             pin(1);
             let mut rx = ping2.consumer().unwrap();
             let mut tx = pong2.producer().unwrap();
-            let mut buf = vec![0u8; size];
+            let mut buf = Vec::with_capacity(size);
             for _ in 0..n {
                 while rx.try_recv_into(&mut buf).is_err() {
                     std::hint::spin_loop();
@@ -102,7 +102,7 @@ fn queues(domain: &Domain, size: usize, n: usize) -> (u64, u64) {
         let mut tx = ping.producer().unwrap();
         let mut rx = pong.consumer().unwrap();
         let msg = vec![7u8; size];
-        let mut buf = vec![0u8; size];
+        let mut buf = Vec::with_capacity(size);
         for _ in 0..n {
             let t = Instant::now();
             while tx.try_send(&msg).is_err() {

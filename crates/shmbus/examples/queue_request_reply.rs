@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::error::Error;
 use std::time::Duration;
 
-use shmbus::queue::{Producer, Queue, QueueConfig, RecvError};
-use shmbus::{CreateOptions, Domain};
+use shmbus::queue::{Producer, Queue, QueueConfig, QueueRecvTimeoutError};
+use shmbus::Domain;
 
 const REQUESTS: &str = "rr.requests";
 const MAX: usize = 256;
@@ -45,7 +45,7 @@ fn decode_request(m: &[u8]) -> Option<(&str, u64, &[u8])> {
 fn server(domain: &Domain) -> Result<usize, Box<dyn Error>> {
     let mut requests = Queue::open(domain, REQUESTS)?.consumer()?;
     let mut replies: HashMap<String, Producer> = HashMap::new();
-    let mut buf = vec![0u8; requests.max_element_size()];
+    let mut buf = Vec::with_capacity(requests.max_message_len());
     let mut served = 0;
     loop {
         let n = requests.recv_into(&mut buf)?;
@@ -62,26 +62,26 @@ fn server(domain: &Domain) -> Result<usize, Box<dyn Error>> {
         if !replies.contains_key(reply_to) {
             replies.insert(reply_to.to_owned(), Queue::open(domain, reply_to)?.producer()?);
         }
-        replies.get_mut(reply_to).expect("inserted above").send_timeout(reply, Duration::from_secs(5))?;
+        replies.get_mut(reply_to).expect("inserted above").send_timeout(&reply, Duration::from_secs(5))?;
         served += 1;
     }
 }
 
 /// Sends `n` requests and checks every reply. Returns the replies in request order.
 fn client(domain: &Domain, name: &str, n: u64) -> Result<Vec<String>, Box<dyn Error>> {
-    let cfg = QueueConfig { capacity: 16, max_element_size: MAX };
-    let reply_q = Queue::create(domain, name, cfg, &CreateOptions::default())?;
+    let cfg = QueueConfig::default().capacity(16).max_message_len(MAX);
+    let reply_q = Queue::create_or_open(domain, name, &cfg)?;
     let mut replies = reply_q.consumer()?;
     let mut requests = Queue::open(domain, REQUESTS)?.producer()?;
     let mut out = Vec::new();
     for id in 0..n {
         let body = format!("{name} request {id}");
-        requests.send_timeout(encode_request(name, id, body.as_bytes()), Duration::from_secs(5))?;
+        requests.send_timeout(&encode_request(name, id, body.as_bytes()), Duration::from_secs(5))?;
         // One outstanding request at a time keeps the example simple; a pipelined client
         // would match replies to requests by id instead.
         let reply = match replies.recv_timeout(Duration::from_secs(5)) {
             Ok(r) => r,
-            Err(RecvError::Timeout) => {
+            Err(QueueRecvTimeoutError::Timeout) => {
                 return Err(format!("{name}: no reply to request {id} within 5 s; is a server running?").into())
             }
             Err(e) => return Err(e.into()),
@@ -98,8 +98,8 @@ fn client(domain: &Domain, name: &str, n: u64) -> Result<Vec<String>, Box<dyn Er
 
 /// Runs two servers and three clients in `domain`. Returns the total replies received.
 pub fn run(domain: &Domain) -> Result<usize, Box<dyn Error>> {
-    let cfg = QueueConfig { capacity: 64, max_element_size: MAX };
-    let requests = Queue::create(domain, REQUESTS, cfg, &CreateOptions::default())?;
+    let cfg = QueueConfig::default().capacity(64).max_message_len(MAX);
+    let requests = Queue::create_or_open(domain, REQUESTS, &cfg)?;
     let total = std::thread::scope(|s| -> Result<usize, Box<dyn Error>> {
         let servers: Vec<_> = (0..2).map(|_| s.spawn(|| server(domain).map_err(|e| e.to_string()))).collect();
         let clients: Vec<_> = (0..3)
@@ -117,7 +117,7 @@ pub fn run(domain: &Domain) -> Result<usize, Box<dyn Error>> {
         }
         let mut tx = requests.producer()?;
         for _ in &servers {
-            tx.send_timeout(encode_request("-", 0, SHUTDOWN), Duration::from_secs(5))?;
+            tx.send_timeout(&encode_request("-", 0, SHUTDOWN), Duration::from_secs(5))?;
         }
         for (i, srv) in servers.into_iter().enumerate() {
             println!("server {i} served {}", srv.join().expect("server panicked")?);

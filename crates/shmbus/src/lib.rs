@@ -48,6 +48,11 @@ pub use pool::{
     Dispatcher, Job, JobInfo, JobRef, Pool, PoolConfig, PoolRecvError, PoolRecvTimeoutError, PoolStatus,
     PoolTryRecvError, PoolTrySendError, Worker,
 };
+#[cfg(not(loom))]
+pub use queue::{
+    Consumer, Producer, Queue, QueueConfig, QueueRecvError, QueueRecvTimeoutError, QueueSendError,
+    QueueSendTimeoutError, QueueStatus, QueueTryRecvError, QueueTrySendError,
+};
 pub use segment::{CreateOptions, HeaderInfo, Kind};
 #[cfg(not(loom))]
 pub use topic::{

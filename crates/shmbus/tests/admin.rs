@@ -17,7 +17,7 @@ use shmbus::pool::{Pool, PoolConfig};
 use shmbus::queue::{Queue, QueueConfig};
 use shmbus::stream::{protocol::record_size, StreamConfig, StreamReader, StreamWriter};
 use shmbus::topic::{Topic, TopicConfig};
-use shmbus::{CreateOptions, Domain, Kind, OpenError};
+use shmbus::{Domain, Kind, OpenError};
 
 /// The uid and gid of `nobody`.
 const NOBODY: u32 = 65534;
@@ -108,8 +108,7 @@ fn inspect_needs_read_permission_only() {
     }
     let s = Scratch::new("admin-ro");
     let d = s.domain("t");
-    let q =
-        Queue::create(&d, "q", QueueConfig { capacity: 8, max_element_size: 16 }, &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(8).max_message_len(16)).unwrap();
     let mut tx = q.producer().unwrap();
     for m in [b"a", b"b", b"c"] {
         tx.try_send(m).unwrap();
@@ -148,8 +147,7 @@ fn pending_counts_what_no_reader_took() {
     let pending = |name: &str| admin::inspect(&d.channel_path(name).unwrap()).unwrap().pending;
 
     // Queue: messages sent and not received.
-    let q =
-        Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 16 }, &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(4).max_message_len(16)).unwrap();
     assert_eq!(pending("q"), Some(Pending::Messages(0)));
     let mut tx = q.producer().unwrap();
     for m in [b"1", b"2", b"3"] {
@@ -226,7 +224,7 @@ fn invalid_layout_is_corrupt_not_a_guess() {
     }
     let s = Scratch::new("admin-corrupt");
     let d = s.domain("t");
-    Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 16 }, &CreateOptions::default()).unwrap();
+    Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(4).max_message_len(16)).unwrap();
     let path = d.channel_path("q").unwrap();
     // A well-formed lie: the queue's cell stride (parameter 2, header bytes 48..56) changed
     // and the header checksum recomputed. The common header is valid; the layout is not.

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use common::hostile::{self, spawn, SharedMap as Mapping};
 use common::{child_role, eventually, Rng, Scratch};
-use shmbus::queue::{Queue, QueueConfig, RecvError, TryRecvError};
+use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueTryRecvError};
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
-use shmbus::{CreateOptions, Domain, WaitSet};
+use shmbus::{Domain, WaitSet};
 
 mod fuzz_body {
     include!("../../../fuzz/fuzz_targets/queue_state_body.rs");
@@ -104,16 +104,16 @@ fn child_entry() {
         "consumer" => {
             let mut rx = q.consumer().unwrap();
             let mut ws = WaitSet::new();
-            let mut buf = vec![0u8; MAX];
+            let mut buf = Vec::new();
             let mut i = 0u64;
             while !stop.exists() && Instant::now() < end {
                 i += 1;
                 let r = match i % 3 {
                     0 => timed("try_recv", Duration::ZERO, || rx.try_recv().map(|m| m.len())).map_err(|e| match e {
-                        TryRecvError::Empty => RecvError::Timeout,
-                        TryRecvError::Corrupt { what } => RecvError::Corrupt { what },
-                        TryRecvError::BufferTooSmall { len, needed } => RecvError::BufferTooSmall { len, needed },
-                        TryRecvError::Truncated => RecvError::Truncated,
+                        QueueTryRecvError::Empty => QueueRecvTimeoutError::Timeout,
+                        QueueTryRecvError::Corrupt(c) => QueueRecvTimeoutError::Corrupt(c),
+                        QueueTryRecvError::Truncated => QueueRecvTimeoutError::Truncated,
+                        e => panic!("unexpected {e:?}"),
                     }),
                     1 => timed("recv_into_timeout", TIMEOUT, || rx.recv_into_timeout(&mut buf, TIMEOUT)),
                     _ => timed("recv_timeout", TIMEOUT, || rx.recv_timeout(TIMEOUT).map(|m| m.len())),
@@ -123,8 +123,8 @@ fn child_entry() {
                         assert!(n <= MAX, "a message of {n} bytes from a queue of max {MAX}");
                         ok += 1;
                     }
-                    Err(RecvError::Timeout) => empty += 1,
-                    Err(RecvError::Corrupt { .. }) => corrupt += 1,
+                    Err(QueueRecvTimeoutError::Timeout) => empty += 1,
+                    Err(QueueRecvTimeoutError::Corrupt(_)) => corrupt += 1,
                     Err(_) => other += 1,
                 }
                 let _ = timed("has_message", Duration::ZERO, || rx.has_message());
@@ -140,9 +140,9 @@ fn child_entry() {
                 i += 1;
                 let msg = i.to_le_bytes();
                 let r = if i % 2 == 0 {
-                    timed("send_timeout", TIMEOUT, || tx.send_timeout(msg, TIMEOUT).map_err(|e| e.to_string()))
+                    timed("send_timeout", TIMEOUT, || tx.send_timeout(&msg, TIMEOUT).map_err(|e| e.to_string()))
                 } else {
-                    timed("try_send", Duration::ZERO, || tx.try_send(msg).map_err(|e| e.to_string()))
+                    timed("try_send", Duration::ZERO, || tx.try_send(&msg).map_err(|e| e.to_string()))
                 };
                 match r {
                     Ok(()) => ok += 1,
@@ -154,7 +154,7 @@ fn child_entry() {
         }
         other => panic!("unknown child role {other}"),
     }
-    let st = q.status();
+    let st = Queue::status(&domain_at(&root), "q").unwrap();
     assert!(st.depth <= st.capacity);
     println!("{role}: ok {ok}, empty/full {empty}, corrupt {corrupt}, other {other}");
 }
@@ -178,12 +178,11 @@ fn a_hostile_peer_never_hangs_kills_or_floods_a_queue_reader() {
     }
     let s = Scratch::new("hostile-queue").kept_on_failure();
     let d = domain_at(s.path());
-    let q = Queue::create(&d, "q", QueueConfig { capacity: CAP, max_element_size: MAX }, &CreateOptions::default())
-        .unwrap();
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(CAP).max_message_len(MAX)).unwrap();
     let consumer = spawn("consumer", s.path());
     let producer = spawn("producer", s.path());
     eventually("both children registered", 20, || {
-        let st = q.status();
+        let st = Queue::status(&d, "q").unwrap();
         st.consumers == 1 && st.producers == 1
     });
     let map = Mapping::new(q.path());
@@ -201,11 +200,11 @@ fn a_hostile_peer_never_hangs_kills_or_floods_a_queue_reader() {
     let q = Queue::open(&d, "q").unwrap();
     let (mut tx, mut rx) = (q.producer().unwrap(), q.consumer().unwrap());
     for i in 0..100u64 {
-        tx.send_timeout(i.to_le_bytes(), Duration::from_secs(5)).unwrap();
+        tx.send_timeout(&i.to_le_bytes(), Duration::from_secs(5)).unwrap();
         let m = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert_eq!(m, i.to_le_bytes());
     }
-    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    assert_eq!(rx.try_recv(), Err(QueueTryRecvError::Empty));
 }
 
 #[test]
@@ -218,8 +217,7 @@ fn counters_and_stamps_scribbled_then_left_are_repaired_by_the_honest_parties() 
     // cells, and the queue goes on.
     let s = Scratch::new("hostile-queue-repair");
     let d = domain_at(s.path());
-    let q = Queue::create(&d, "q", QueueConfig { capacity: CAP, max_element_size: MAX }, &CreateOptions::default())
-        .unwrap();
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(CAP).max_message_len(MAX)).unwrap();
     let (mut tx, mut rx) = (q.producer().unwrap(), q.consumer().unwrap());
     let map = Mapping::new(q.path());
     let mut rng = Rng::from_var_or_clock("SHMBUS_HOSTILE_SEED");
@@ -252,7 +250,7 @@ fn counters_and_stamps_scribbled_then_left_are_repaired_by_the_honest_parties() 
         let mut seen = Vec::new();
         for _ in 0..64 {
             let t0 = Instant::now();
-            let sent = tx.try_send(round.to_le_bytes());
+            let sent = tx.try_send(&round.to_le_bytes());
             let got = rx.recv_timeout(Duration::ZERO);
             assert!(t0.elapsed() < SLACK, "round {round}: a call hung");
             if sent.is_ok() && got.is_ok() {

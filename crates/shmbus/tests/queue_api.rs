@@ -8,22 +8,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::Scratch;
-use shmbus::queue::{Queue, QueueConfig, RecvError, SendError, TryRecvError, TrySendError};
-use shmbus::{CreateOptions, Domain, OpenError};
+use shmbus::queue::{
+    Queue, QueueConfig, QueueRecvTimeoutError, QueueSendError, QueueSendTimeoutError, QueueTryRecvError,
+    QueueTrySendError,
+};
+use shmbus::{Domain, OpenError};
 
 fn domain() -> (Domain, Scratch) {
     let s = Scratch::new("queue-api");
     (s.domain("t"), s)
 }
 
-fn cfg(capacity: u64, max_element_size: usize) -> QueueConfig {
-    QueueConfig { capacity, max_element_size }
+fn cfg(capacity: u64, max_message_len: usize) -> QueueConfig {
+    QueueConfig::default().capacity(capacity).max_message_len(max_message_len)
 }
 
 #[test]
 fn round_trip_in_fifo_order_with_variable_lengths() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(8, 100), &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &cfg(8, 100)).unwrap();
     let mut tx = q.producer().unwrap();
     let mut rx = Queue::open(&d, "q").unwrap().consumer().unwrap();
     for round in 0..5u8 {
@@ -33,52 +36,51 @@ fn round_trip_in_fifo_order_with_variable_lengths() {
             assert_eq!(rx.try_recv().unwrap(), msg);
         }
     }
-    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    assert_eq!(rx.try_recv(), Err(QueueTryRecvError::Empty));
 }
 
 #[test]
-fn full_queue_hands_the_value_back() {
+fn full_queue_says_full_and_sends_nothing() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(3, 16), &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &cfg(3, 16)).unwrap();
     let mut tx = q.producer().unwrap();
     let mut rx = q.consumer().unwrap();
     assert!(tx.has_room());
     for i in 0..3u8 {
-        tx.try_send(vec![i]).unwrap();
+        tx.try_send(&[i]).unwrap();
     }
     assert!(!tx.has_room());
-    let e = tx.try_send(vec![42u8, 43]).unwrap_err();
-    assert!(e.is_full(), "{e}");
+    let e = tx.try_send(&[42u8, 43]).unwrap_err();
+    assert!(matches!(e, QueueTrySendError::Full), "{e}");
     assert!(e.to_string().contains("full"));
-    assert_eq!(e.into_inner(), vec![42, 43]);
-    assert_eq!(q.status().depth, 3);
-    let mut buf = [0u8; 16];
+    assert_eq!(Queue::status(&d, "q").unwrap().depth, 3);
+    let mut buf = Vec::new();
     assert_eq!(rx.try_recv_into(&mut buf), Ok(1));
-    assert_eq!(buf[0], 0);
-    tx.try_send(vec![3u8]).unwrap();
+    assert_eq!(buf, [0]);
+    tx.try_send(&[3u8]).unwrap();
     for i in 1..4u8 {
         assert_eq!(rx.try_recv().unwrap(), vec![i]);
     }
 }
 
 #[test]
-fn too_large_is_a_clear_error_and_hands_the_value_back() {
+fn too_large_is_a_clear_error_and_sends_nothing() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(4, 10), &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &cfg(4, 10)).unwrap();
     let mut tx = q.producer().unwrap();
     let big = vec![7u8; 11];
-    match tx.try_send(big.clone()) {
-        Err(e @ TrySendError::TooLarge { len: 11, max: 10, .. }) => {
+    match tx.try_send(&big) {
+        Err(e @ QueueTrySendError::TooLarge { len: 11, max: 10 }) => {
             assert!(e.to_string().contains("max element size of 10"), "{e}");
-            assert_eq!(e.into_inner(), big);
         }
         other => panic!("{other:?}"),
     }
-    match tx.send_timeout(big.clone(), Duration::from_millis(1)) {
-        Err(SendError::TooLarge { msg, .. }) => assert_eq!(msg, big),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(q.status().depth, 0, "nothing was sent");
+    assert_eq!(
+        tx.send_timeout(&big, Duration::from_millis(1)),
+        Err(QueueSendTimeoutError::TooLarge { len: 11, max: 10 })
+    );
+    assert_eq!(tx.send(&big), Err(QueueSendError::TooLarge { len: 11, max: 10 }));
+    assert_eq!(Queue::status(&d, "q").unwrap().depth, 0, "nothing was sent");
 }
 
 #[test]
@@ -86,11 +88,11 @@ fn bad_configs_are_refused() {
     let (d, _root) = domain();
     for (c, word) in [
         (cfg(0, 10), "capacity"),
-        (cfg(10, 0), "max_element_size"),
+        (cfg(10, 0), "max_message_len"),
         (cfg(1 << 40, 10), "capacity"),
         (cfg(1 << 31, 1 << 29), "need more"),
     ] {
-        match Queue::create(&d, "q", c, &CreateOptions::default()) {
+        match Queue::create_or_open(&d, "q", &c) {
             Err(e @ OpenError::InvalidConfig { .. }) => assert!(e.to_string().contains(word), "{e}"),
             other => panic!("{c:?}: {other:?}"),
         }
@@ -102,11 +104,11 @@ fn bad_configs_are_refused() {
 #[test]
 fn create_twice_opens_and_checks_the_layout() {
     let (d, _root) = domain();
-    let a = Queue::create(&d, "q", cfg(4, 32), &CreateOptions::default()).unwrap();
-    let b = Queue::create(&d, "q", cfg(4, 32), &CreateOptions::default()).unwrap();
+    let a = Queue::create_or_open(&d, "q", &cfg(4, 32)).unwrap();
+    let b = Queue::create_or_open(&d, "q", &cfg(4, 32)).unwrap();
     a.producer().unwrap().try_send(b"x").unwrap();
     assert_eq!(b.consumer().unwrap().try_recv().unwrap(), b"x");
-    match Queue::create(&d, "q", cfg(8, 32), &CreateOptions::default()) {
+    match Queue::create_or_open(&d, "q", &cfg(8, 32)) {
         Err(OpenError::LayoutMismatch { field: "capacity", existing: 4, requested: 8, .. }) => {}
         other => panic!("{other:?}"),
     }
@@ -115,43 +117,102 @@ fn create_twice_opens_and_checks_the_layout() {
 }
 
 #[test]
-fn receive_buffer_must_hold_the_max_element() {
+fn unset_config_values_accept_the_existing_queue() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(4, 32), &CreateOptions::default()).unwrap();
-    let mut rx = q.consumer().unwrap();
-    let mut small = [0u8; 31];
-    let e = rx.try_recv_into(&mut small).unwrap_err();
-    assert_eq!(e, TryRecvError::BufferTooSmall { len: 31, needed: 32 });
-    assert!(e.to_string().contains("at least"));
+    let a = Queue::create_or_open(&d, "q", &cfg(4, 32).mode(0o640)).unwrap();
+    let b = Queue::create_or_open(&d, "q", &QueueConfig::default()).unwrap();
+    assert_eq!((b.capacity(), b.max_message_len()), (4, 32));
+    let c = Queue::create_or_open(&d, "q", &QueueConfig::default().max_message_len(32)).unwrap();
+    assert_eq!(c.capacity(), 4);
+    match Queue::create_or_open(&d, "q", &QueueConfig::default().max_message_len(64)) {
+        Err(OpenError::LayoutMismatch { field: "max_element_size", existing: 32, requested: 64, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777, 0o640);
+    // Created with nothing set: the defaults.
+    let e = Queue::create_or_open(&d, "e", &QueueConfig::default()).unwrap();
     assert_eq!(
-        rx.recv_into_timeout(&mut small, Duration::ZERO),
-        Err(RecvError::BufferTooSmall { len: 31, needed: 32 })
+        (e.capacity(), e.max_message_len()),
+        (QueueConfig::DEFAULT_CAPACITY, QueueConfig::DEFAULT_MAX_MESSAGE_LEN)
     );
+}
+
+#[test]
+fn recv_into_replaces_the_contents_and_reuses_the_allocation() {
+    let (d, _root) = domain();
+    let q = Queue::create_or_open(&d, "q", &cfg(4, 32)).unwrap();
+    let mut tx = q.producer().unwrap();
+    let mut rx = q.consumer().unwrap();
+    let mut buf = b"old contents".to_vec();
+    tx.send(b"first").unwrap();
+    assert_eq!(rx.try_recv_into(&mut buf), Ok(5));
+    assert_eq!(buf, b"first");
+    assert!(buf.capacity() >= 32);
+    let at = buf.as_ptr();
+    for m in [&b"a longer second message"[..], b"", b"x"] {
+        tx.send(m).unwrap();
+        assert_eq!(rx.recv_into_timeout(&mut buf, Duration::from_secs(5)), Ok(m.len()));
+        assert_eq!(buf, m);
+        assert_eq!(buf.as_ptr(), at, "no new allocation once the buffer has room");
+    }
+    tx.send(b"y").unwrap();
+    assert_eq!(rx.recv_into(&mut buf), Ok(1));
+    assert_eq!(buf, b"y");
+    assert_eq!(rx.try_recv_into(&mut buf), Err(QueueTryRecvError::Empty));
+    assert_eq!(rx.recv_into_timeout(&mut buf, Duration::ZERO), Err(QueueRecvTimeoutError::Timeout));
+}
+
+#[test]
+fn iterators_yield_the_messages() {
+    let (d, _root) = domain();
+    let q = Queue::create_or_open(&d, "q", &cfg(8, 8)).unwrap();
+    let mut tx = q.producer().unwrap();
+    let mut rx = q.consumer().unwrap();
+    for i in 0..5u8 {
+        tx.send(&[i]).unwrap();
+    }
+    let got: Vec<Vec<u8>> = rx.try_iter().map(Result::unwrap).collect();
+    assert_eq!(got, (0..5u8).map(|i| vec![i]).collect::<Vec<_>>());
+    assert_eq!(rx.try_iter().count(), 0, "ends when the queue is empty");
+    tx.send(b"a").unwrap();
+    tx.send(b"b").unwrap();
+    let got: Vec<Vec<u8>> = rx.iter().take(2).map(Result::unwrap).collect();
+    assert_eq!(got, [b"a".to_vec(), b"b".to_vec()]);
+}
+
+#[test]
+fn status_needs_read_permission_only() {
+    let (d, _root) = domain();
+    let q = Queue::create_or_open(&d, "q", &cfg(4, 8)).unwrap();
+    q.producer().unwrap().send(b"x").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(q.path(), std::fs::Permissions::from_mode(0o400)).unwrap();
+    let st = Queue::status(&d, "q").unwrap();
+    assert_eq!((st.capacity, st.max_message_len, st.depth, st.sent), (4, 8, 1, 1));
+    assert!(matches!(Queue::status(&d, "none"), Err(OpenError::NotFound { .. })));
 }
 
 #[test]
 fn timeouts_end_blocking_calls() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(1, 8), &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &cfg(1, 8)).unwrap();
     let mut rx = q.consumer().unwrap();
     let mut tx = q.producer().unwrap();
     let t = Instant::now();
-    assert_eq!(rx.recv_timeout(Duration::from_millis(30)), Err(RecvError::Timeout));
+    assert_eq!(rx.recv_timeout(Duration::from_millis(30)), Err(QueueRecvTimeoutError::Timeout));
     let waited = t.elapsed();
     assert!(waited >= Duration::from_millis(30) && waited < Duration::from_secs(2), "{waited:?}");
     tx.send(b"a").unwrap();
     let t = Instant::now();
-    match tx.send_timeout(b"b", Duration::from_millis(30)) {
-        Err(SendError::Timeout(m)) => assert_eq!(m, b"b"),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(tx.send_timeout(b"b", Duration::from_millis(30)), Err(QueueSendTimeoutError::Timeout));
     assert!(t.elapsed() >= Duration::from_millis(30));
 }
 
 #[test]
 fn blocking_send_and_recv_wake_each_other() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(2, 8), &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &cfg(2, 8)).unwrap();
     let n = 20_000u64;
     std::thread::scope(|s| {
         let q2 = q.clone();
@@ -159,25 +220,25 @@ fn blocking_send_and_recv_wake_each_other() {
             let mut tx = q2.producer().unwrap();
             tx.set_wait_policy(shmbus::WaitPolicy::BLOCK);
             for i in 0..n {
-                tx.send(i.to_le_bytes()).unwrap();
+                tx.send(&i.to_le_bytes()).unwrap();
             }
         });
         let mut rx = q.consumer().unwrap();
         rx.set_wait_policy(shmbus::WaitPolicy::BLOCK);
-        let mut buf = [0u8; 8];
+        let mut buf = Vec::new();
         for i in 0..n {
             assert_eq!(rx.recv_into(&mut buf), Ok(8));
-            assert_eq!(u64::from_le_bytes(buf), i);
+            assert_eq!(u64::from_le_bytes(buf[..].try_into().unwrap()), i);
         }
     });
-    let st = q.status();
+    let st = Queue::status(&d, "q").unwrap();
     assert_eq!((st.sent, st.received, st.depth), (n, n, 0));
 }
 
 #[test]
 fn many_threads_compete_and_each_message_arrives_once() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(16, 16), &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &cfg(16, 16)).unwrap();
     let (producers, consumers, per) = (3u64, 3usize, 20_000u64);
     let seen: Vec<std::sync::atomic::AtomicU8> =
         (0..producers * per).map(|_| std::sync::atomic::AtomicU8::new(0)).collect();
@@ -192,7 +253,7 @@ fn many_threads_compete_and_each_message_arrives_once() {
                     let mut m = [0u8; 16];
                     m[..8].copy_from_slice(&id.to_le_bytes());
                     m[8..].copy_from_slice(&(!id).to_le_bytes());
-                    tx.send(m).unwrap();
+                    tx.send(&m).unwrap();
                 }
             });
         }
@@ -200,7 +261,7 @@ fn many_threads_compete_and_each_message_arrives_once() {
             let (q, seen, done) = (q.clone(), &seen, &done);
             s.spawn(move || {
                 let mut rx = q.consumer().unwrap();
-                let mut buf = [0u8; 16];
+                let mut buf = Vec::new();
                 while done.load(Ordering::Relaxed) < (producers * per) as usize {
                     match rx.recv_into_timeout(&mut buf, Duration::from_millis(10)) {
                         Ok(16) => {
@@ -209,7 +270,7 @@ fn many_threads_compete_and_each_message_arrives_once() {
                             assert_eq!(seen[id as usize].fetch_add(1, Ordering::Relaxed), 0, "duplicate {id}");
                             done.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(RecvError::Timeout) => {}
+                        Err(QueueRecvTimeoutError::Timeout) => {}
                         other => panic!("{other:?}"),
                     }
                 }
@@ -222,24 +283,25 @@ fn many_threads_compete_and_each_message_arrives_once() {
 #[test]
 fn status_counts_live_endpoints_by_role() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(4, 8), &CreateOptions::default()).unwrap();
-    let st = q.status();
-    assert_eq!((st.capacity, st.max_element_size, st.depth, st.producers, st.consumers), (4, 8, 0, 0, 0));
+    let q = Queue::create_or_open(&d, "q", &cfg(4, 8)).unwrap();
+    let st = Queue::status(&d, "q").unwrap();
+    assert_eq!((st.capacity, st.max_message_len, st.depth, st.producers, st.consumers), (4, 8, 0, 0, 0));
     let p1 = q.producer().unwrap();
     let _p2 = q.producer().unwrap();
     let mut c = q.consumer().unwrap();
-    let st = q.status();
+    let st = Queue::status(&d, "q").unwrap();
     assert_eq!((st.producers, st.consumers), (2, 1));
+    assert_eq!(c.status(), st);
     drop(p1);
-    assert_eq!(q.status().producers, 1);
-    assert_eq!(c.try_recv(), Err(TryRecvError::Empty));
+    assert_eq!(Queue::status(&d, "q").unwrap().producers, 1);
+    assert_eq!(c.try_recv(), Err(QueueTryRecvError::Empty));
     assert_eq!((st.abandoned, st.lost), (0, 0));
 }
 
 #[test]
 fn participant_table_runs_out_with_a_clear_error_and_frees_on_drop() {
     let (d, _root) = domain();
-    let q = Queue::create(&d, "q", cfg(4, 8), &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &cfg(4, 8)).unwrap();
     let mut held = Vec::new();
     loop {
         match q.producer() {
@@ -260,13 +322,13 @@ fn participant_table_runs_out_with_a_clear_error_and_frees_on_drop() {
 fn capacity_one_and_non_power_of_two_capacities_wrap_correctly() {
     let (d, _root) = domain();
     for cap in [1u64, 3, 5, 7] {
-        let q = Queue::create(&d, &format!("q{cap}"), cfg(cap, 8), &CreateOptions::default()).unwrap();
+        let q = Queue::create_or_open(&d, &format!("q{cap}"), &cfg(cap, 8)).unwrap();
         let mut tx = q.producer().unwrap();
         let mut rx = q.consumer().unwrap();
         let mut next_in = 0u64;
         let mut next_out = 0u64;
         for _ in 0..100 {
-            while tx.try_send(next_in.to_le_bytes()).is_ok() {
+            while tx.try_send(&next_in.to_le_bytes()).is_ok() {
                 next_in += 1;
             }
             assert_eq!(next_in - next_out, cap);

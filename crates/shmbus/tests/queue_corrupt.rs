@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::Scratch;
-use shmbus::queue::{Queue, QueueConfig, RecvError, TryRecvError, TrySendError};
-use shmbus::{CreateOptions, Domain, Kind, OpenError};
+use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueTryRecvError, QueueTrySendError};
+use shmbus::{Domain, Kind, OpenError};
 
 fn domain() -> (Domain, Scratch) {
     let s = Scratch::new("queue-corrupt");
@@ -50,8 +50,7 @@ fn patch_header(path: &Path, offset: u64, bytes: &[u8]) {
 }
 
 fn make(d: &Domain, name: &str) -> PathBuf {
-    let q =
-        Queue::create(d, name, QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(d, name, &QueueConfig::default().capacity(4).max_message_len(48)).unwrap();
     q.path().to_owned()
 }
 
@@ -84,8 +83,7 @@ fn garbage_parameters_are_typed_errors() {
             other => panic!("{what}: {other:?}"),
         }
         // Creating over it fails the same way rather than trusting it.
-        assert!(Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default())
-            .is_err());
+        assert!(Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(4).max_message_len(48)).is_err());
         std::fs::remove_file(&path).unwrap();
     }
     // An unknown extra parameter.
@@ -147,8 +145,7 @@ fn read_at(f: &std::fs::File, offset: u64) -> [u8; 8] {
 #[test]
 fn scribbled_cells_make_calls_fail_not_panic_or_hang() {
     let (d, _root) = domain();
-    let q =
-        Queue::create(&d, "q", QueueConfig { capacity: 4, max_element_size: 48 }, &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(4).max_message_len(48)).unwrap();
     let mut tx = q.producer().unwrap();
     let mut rx = q.consumer().unwrap();
     let f = std::fs::OpenOptions::new().read(true).write(true).open(q.path()).unwrap();
@@ -158,31 +155,37 @@ fn scribbled_cells_make_calls_fail_not_panic_or_hang() {
     tx.try_send(b"hello").unwrap();
     tx.try_send(b"world").unwrap();
     f.write_all_at(&u32::MAX.to_le_bytes(), FIRST_CELL + 8).unwrap();
-    assert!(matches!(rx.try_recv(), Err(TryRecvError::Corrupt { .. })));
+    match rx.try_recv() {
+        Err(QueueTryRecvError::Corrupt(c)) => {
+            assert_eq!((c.kind(), c.value("len"), c.value("max")), (Kind::Queue, Some(u32::MAX as u64), Some(48)));
+            assert!(c.repaired(), "the cell is skipped: {c}");
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(rx.try_recv().unwrap(), b"world");
 
     // A garbage stamp at the head: reported once, the cell repaired (its message, if any, is
     // gone), and the queue goes on.
     f.write_all_at(&u64::MAX.to_le_bytes(), FIRST_CELL + 2 * stride).unwrap();
     let e = rx.try_recv().unwrap_err();
-    assert!(matches!(e, TryRecvError::Corrupt { .. }), "{e:?}");
-    assert!(e.to_string().contains("shmbus clean"));
-    assert!(matches!(rx.recv_timeout(Duration::from_millis(20)), Err(RecvError::Timeout)));
+    assert!(matches!(e, QueueTryRecvError::Corrupt(c) if c.repaired()), "{e:?}");
+    assert!(e.to_string().contains("corrupt") && e.to_string().contains("recreate the queue"), "{e}");
+    assert!(matches!(rx.recv_timeout(Duration::from_millis(20)), Err(QueueRecvTimeoutError::Timeout)));
     tx.try_send(b"x").unwrap();
     assert_eq!(rx.recv_timeout(Duration::from_millis(20)).unwrap(), b"x");
     // And at the tail.
     let tail = u64::from_le_bytes(read_at(&f, KIND_AREA));
     f.write_all_at(&u64::MAX.to_le_bytes(), FIRST_CELL + (tail % 4) * stride).unwrap();
-    assert!(matches!(tx.try_send(b"y"), Err(TrySendError::Corrupt { .. })));
+    assert!(matches!(tx.try_send(b"y"), Err(QueueTrySendError::Corrupt(_))));
     tx.send_timeout(b"y", Duration::from_millis(20)).unwrap();
     assert_eq!(rx.recv_timeout(Duration::from_millis(20)).unwrap(), b"y");
 
     // Garbage counters: reported once each, then rebuilt from the cells.
     f.write_all_at(&u64::MAX.to_le_bytes(), KIND_AREA).unwrap(); // tail
     f.write_all_at(&(u64::MAX - 5).to_le_bytes(), KIND_AREA + 128).unwrap(); // head
-    assert!(matches!(tx.try_send(b"x"), Err(TrySendError::Corrupt { .. })));
-    assert!(matches!(rx.try_recv(), Err(TryRecvError::Corrupt { .. })));
-    let st = q.status();
+    assert!(matches!(tx.try_send(b"x"), Err(QueueTrySendError::Corrupt(c)) if c.repaired()));
+    assert!(matches!(rx.try_recv(), Err(QueueTryRecvError::Corrupt(c)) if c.repaired()));
+    let st = Queue::status(&d, "q").unwrap();
     assert!(st.depth <= st.capacity);
     tx.try_send(b"z").unwrap();
     assert_eq!(rx.try_recv().unwrap(), b"z");
@@ -202,6 +205,6 @@ fn scribbled_cells_make_calls_fail_not_panic_or_hang() {
         let _ = tx.try_send(b"x");
         let _ = rx.try_recv();
         let _ = rx.recv_timeout(Duration::from_micros(50));
-        let _ = q.status();
+        let _ = Queue::status(&d, "q");
     }
 }

@@ -12,8 +12,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{child_command, child_role, Scratch};
-use shmbus::queue::{Queue, QueueConfig, RecvError};
-use shmbus::{CreateOptions, Domain};
+use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError};
+use shmbus::Domain;
 
 const ROOT: &str = "SHMBUS_QUEUE_TEST_ROOT";
 const MAX: usize = 300;
@@ -65,7 +65,7 @@ fn child_main() {
         }
         (Some("consumer"), Some(out)) => {
             let mut rx = q.consumer().unwrap();
-            let mut buf = vec![0u8; rx.max_element_size()];
+            let mut buf = Vec::with_capacity(rx.max_message_len());
             let mut ids = Vec::new();
             loop {
                 match rx.recv_into_timeout(&mut buf, Duration::from_secs(30)) {
@@ -76,7 +76,7 @@ fn child_main() {
                         }
                         ids.push(id);
                     }
-                    Err(RecvError::Timeout) => panic!("consumer starved for 30 s"),
+                    Err(QueueRecvTimeoutError::Timeout) => panic!("consumer starved for 30 s"),
                     Err(e) => panic!("{e}"),
                 }
             }
@@ -96,8 +96,7 @@ fn two_producer_and_two_consumer_processes_deliver_exactly_once() {
     let scratch = Scratch::new("queue-mp");
     let root = scratch.path();
     let d = domain_at(root);
-    let q =
-        Queue::create(&d, "q", QueueConfig { capacity: 64, max_element_size: MAX }, &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(64).max_message_len(MAX)).unwrap();
 
     let outs: Vec<PathBuf> = (0..2).map(|i| root.join(format!("consumer{i}.ids"))).collect();
     let mut consumers: Vec<_> = outs.iter().map(|o| spawn(root, &format!("consumer:{}", o.display()))).collect();
@@ -134,7 +133,7 @@ fn two_producer_and_two_consumer_processes_deliver_exactly_once() {
     // Per-producer FIFO as seen by each consumer is not guaranteed across consumers, but
     // both consumers competed.
     assert!(per_consumer.iter().all(|&n| n > 0), "both consumers got work: {per_consumer:?}");
-    let st = q.status();
+    let st = Queue::status(&d, "q").unwrap();
     assert_eq!((st.depth, st.abandoned, st.lost), (0, 0, 0));
     drop((q, tx));
 }

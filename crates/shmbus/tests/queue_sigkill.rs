@@ -25,8 +25,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{child_command, child_role, Rng, Scratch};
-use shmbus::queue::{Queue, QueueConfig, RecvError, SendError};
-use shmbus::{CreateOptions, Domain};
+use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueSendTimeoutError};
+use shmbus::Domain;
 
 const ROOT: &str = "SHMBUS_QUEUE_TEST_ROOT";
 const MAX: usize = 2048;
@@ -148,7 +148,7 @@ fn victim_main() {
         "consumer" => {
             let mut rx = q.consumer().unwrap();
             log.set(0, STARTED);
-            let mut buf = vec![0u8; MAX];
+            let mut buf = Vec::with_capacity(MAX);
             for k in 2.. {
                 let len = rx.recv_into(&mut buf).unwrap();
                 log.set(k, decode(&buf[..len]));
@@ -170,8 +170,7 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
     let scratch = Scratch::new("queue-kill");
     let root = scratch.path();
     let d = domain_at(root);
-    let q =
-        Queue::create(&d, "q", QueueConfig { capacity: 8, max_element_size: MAX }, &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(8).max_message_len(MAX)).unwrap();
     let mut rng = Rng::from_env_or_clock();
 
     let stop_producing = AtomicBool::new(false);
@@ -190,7 +189,7 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
                 encode(1 << 32 | seq, &mut buf);
                 match tx.send_timeout(&buf, Duration::from_secs(5)) {
                     Ok(()) => seq += 1,
-                    Err(SendError::Timeout(_)) => panic!("surviving producer wedged for 5 s"),
+                    Err(QueueSendTimeoutError::Timeout) => panic!("surviving producer wedged for 5 s"),
                     Err(e) => panic!("{e}"),
                 }
                 if seq % 8 == 0 {
@@ -202,7 +201,7 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
         // Two surviving consumers: run until the queue stays empty after everyone stopped.
         let consumer = || {
             let mut rx = q.consumer().unwrap();
-            let mut buf = vec![0u8; MAX];
+            let mut buf = Vec::with_capacity(MAX);
             let mut last = Instant::now();
             loop {
                 match rx.recv_into_timeout(&mut buf, Duration::from_millis(500)) {
@@ -214,7 +213,7 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
                         last = now;
                         received.lock().unwrap().push(id);
                     }
-                    Err(RecvError::Timeout) => {
+                    Err(QueueRecvTimeoutError::Timeout) => {
                         if stop_producing.load(Ordering::Relaxed) {
                             return;
                         }
@@ -286,7 +285,7 @@ fn sigkill_at_random_points_never_duplicates_tears_or_wedges() {
             }
             std::fs::remove_file(&v.log).unwrap();
         }
-        let st = q.status();
+        let st = Queue::status(&d, "q").unwrap();
         let mut dup = got.clone();
         dup.sort_unstable();
         let dups: Vec<_> = dup.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();

@@ -9,8 +9,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::Scratch;
-use shmbus::queue::{Queue, QueueConfig, LIVENESS_RECHECK};
-use shmbus::{CreateOptions, Domain, WaitSet, WaitTimeoutError, Waitable};
+use shmbus::queue::{Queue, QueueConfig};
+use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
+
+/// How long a claim may stand before a waiter checks its owner (docs/queue.md, "Crash
+/// semantics": 5 ms); a blocked endpoint gets past a dead one's claim within about twice it.
+const LIVENESS_RECHECK: Duration = Duration::from_millis(5);
 
 fn domain() -> (Domain, Scratch) {
     let s = Scratch::new("queue-ws");
@@ -18,7 +22,7 @@ fn domain() -> (Domain, Scratch) {
 }
 
 fn queue(d: &Domain, name: &str, capacity: u64) -> Queue {
-    Queue::create(d, name, QueueConfig { capacity, max_element_size: 64 }, &CreateOptions::default()).unwrap()
+    Queue::create_or_open(d, name, &QueueConfig::default().capacity(capacity).max_message_len(64)).unwrap()
 }
 
 #[test]
@@ -124,7 +128,30 @@ fn waitset_consumer_gets_past_a_dead_producers_claim_within_the_bound() {
     let waited = t.elapsed();
     assert_eq!(rx.try_recv().unwrap(), b"after");
     assert!(waited < 4 * LIVENESS_RECHECK + Duration::from_millis(100), "{waited:?}");
-    assert_eq!(q.status().abandoned, 1);
+    assert_eq!(Queue::status(&d, "q").unwrap().abandoned, 1);
+}
+
+#[test]
+fn is_ready_looks_without_reclaiming_and_recheck_reclaims() {
+    let (d, _root) = domain();
+    let q = queue(&d, "q", 4);
+    let rx = q.consumer().unwrap();
+    let mut tx = q.producer().unwrap();
+    leave_dead_claim(q.path(), 0, 1, 1);
+    tx.send(b"after").unwrap();
+    for _ in 0..3 {
+        assert!(!rx.is_ready());
+        std::thread::sleep(2 * LIVENESS_RECHECK);
+    }
+    assert_eq!(Queue::status(&d, "q").unwrap().abandoned, 0, "is_ready reclaimed");
+    assert_eq!(rx.recheck_interval(), Some(LIVENESS_RECHECK), "a claim in the way is re-checked soon");
+    let t = Instant::now();
+    while !rx.recheck() {
+        assert!(t.elapsed() < Duration::from_secs(5), "recheck never reclaimed the dead claim");
+        std::thread::sleep(LIVENESS_RECHECK);
+    }
+    assert!(rx.is_ready());
+    assert_eq!(Queue::status(&d, "q").unwrap().abandoned, 1);
 }
 
 #[test]
@@ -149,7 +176,7 @@ fn blocked_producer_gets_past_a_dead_consumers_claim_within_the_bound() {
     let mut tx = q.producer().unwrap();
     let mut rx = q.consumer().unwrap();
     for i in 0..4u8 {
-        tx.send([i]).unwrap();
+        tx.send(&[i]).unwrap();
     }
     // A consumer claimed message 0 and was killed mid-copy; position 0 is past `head` for
     // everyone else, and the ring is full.
@@ -157,8 +184,8 @@ fn blocked_producer_gets_past_a_dead_consumers_claim_within_the_bound() {
     assert!(tx.try_send(b"x").is_err());
     let mut ws = WaitSet::new();
     assert_eq!(ws.wait_timeout(&[&tx], Duration::from_secs(5)).unwrap(), &[0]);
-    tx.send_timeout([9u8], Duration::from_secs(5)).unwrap();
+    tx.send_timeout(&[9u8], Duration::from_secs(5)).unwrap();
     let got: Vec<Vec<u8>> = (0..4).map(|_| rx.try_recv().unwrap()).collect();
     assert_eq!(got, vec![vec![1], vec![2], vec![3], vec![9]], "only the dead consumer's message is lost");
-    assert_eq!(q.status().lost, 1);
+    assert_eq!(Queue::status(&d, "q").unwrap().lost, 1);
 }

@@ -11,10 +11,13 @@ use std::time::{Duration, Instant};
 
 use common::restart::{domain_at, kill, spawn};
 use common::{child_role, eventually, Scratch};
-use shmbus::queue::{Queue, QueueConfig, RecvError};
-use shmbus::CreateOptions;
+use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError};
 
-const QUEUE: QueueConfig = QueueConfig { capacity: 4, max_element_size: 64 };
+const CAPACITY: u64 = 4;
+
+fn queue() -> QueueConfig {
+    QueueConfig::default().capacity(CAPACITY).max_message_len(64)
+}
 
 #[test]
 fn child_entry() {
@@ -27,7 +30,7 @@ fn child_entry() {
         "producer" => {
             let mut tx = Queue::open(&d, "q").unwrap().producer().unwrap();
             for i in 0u64.. {
-                tx.send(i.to_le_bytes()).unwrap();
+                tx.send(&i.to_le_bytes()).unwrap();
             }
         }
         // Receives until killed, slowly.
@@ -49,20 +52,20 @@ fn queue_producer_killed_then_a_new_producer_and_consumer_work() {
     }
     let s = Scratch::new("restart-producer");
     let d = domain_at(s.path());
-    let q = Queue::create(&d, "q", QUEUE, &CreateOptions::default()).unwrap();
+    let _q = Queue::create_or_open(&d, "q", &queue()).unwrap();
     let victim = spawn("producer", s.path());
-    eventually("the queue is full", 20, || q.status().depth == QUEUE.capacity);
+    eventually("the queue is full", 20, || Queue::status(&d, "q").unwrap().depth == CAPACITY);
     kill(victim);
     // The first producer and consumer after the crash: every message the dead one sent, in
     // order, then the new one's.
     let mut tx = Queue::open(&d, "q").unwrap().producer().unwrap();
     let mut rx = Queue::open(&d, "q").unwrap().consumer().unwrap();
-    for i in 0..QUEUE.capacity {
+    for i in 0..CAPACITY {
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), i.to_le_bytes());
     }
     tx.send_timeout(b"new", Duration::from_secs(5)).unwrap();
     assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), b"new");
-    assert_eq!(rx.recv_timeout(Duration::from_millis(20)), Err(RecvError::Timeout));
+    assert_eq!(rx.recv_timeout(Duration::from_millis(20)), Err(QueueRecvTimeoutError::Timeout));
 }
 
 #[test]
@@ -72,13 +75,13 @@ fn queue_consumer_killed_then_a_new_consumer_gets_the_rest() {
     }
     let s = Scratch::new("restart-consumer");
     let d = domain_at(s.path());
-    let q = Queue::create(&d, "q", QUEUE, &CreateOptions::default()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &queue()).unwrap();
     let mut tx = q.producer().unwrap();
     let victim = spawn("consumer", s.path());
-    eventually("the consumer is there", 20, || q.status().consumers == 1);
+    eventually("the consumer is there", 20, || Queue::status(&d, "q").unwrap().consumers == 1);
     let mut sent = 0u64;
     while sent < 50 {
-        tx.send_timeout(sent.to_le_bytes(), Duration::from_secs(10)).unwrap();
+        tx.send_timeout(&sent.to_le_bytes(), Duration::from_secs(10)).unwrap();
         sent += 1;
     }
     kill(victim);
@@ -94,14 +97,14 @@ fn queue_consumer_killed_then_a_new_consumer_gets_the_rest() {
         got
     });
     let t0 = Instant::now();
-    for i in 0..3 * QUEUE.capacity {
-        tx.send_timeout((1000 + i).to_le_bytes(), Duration::from_secs(10)).unwrap();
+    for i in 0..3 * CAPACITY {
+        tx.send_timeout(&(1000 + i).to_le_bytes(), Duration::from_secs(10)).unwrap();
     }
     assert!(t0.elapsed() < Duration::from_secs(10));
     let got = consumer.join().unwrap();
-    let tail: Vec<u64> = (1000..1000 + 3 * QUEUE.capacity).collect();
+    let tail: Vec<u64> = (1000..1000 + 3 * CAPACITY).collect();
     assert!(got.ends_with(&tail), "the new consumer got {got:?}");
     assert!(got.windows(2).all(|w| w[0] < w[1]), "out of order: {got:?}");
-    let st = q.status();
+    let st = Queue::status(&d, "q").unwrap();
     assert!(st.lost <= 1, "{st:?}");
 }

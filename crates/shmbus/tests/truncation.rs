@@ -378,12 +378,11 @@ mod topic {
 mod queue {
     use super::*;
     use shmbus::queue::{Queue, QueueConfig};
-    use shmbus::CreateOptions;
 
     const KIND: &str = "queue";
 
     pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
-        use shmbus::queue::{RecvError, TryRecvError};
+        use shmbus::queue::{QueueRecvTimeoutError, QueueTryRecvError};
         let q = Queue::open(d, NAME).unwrap();
         let mut c = q.consumer().unwrap();
         receive_loop(stop, || {
@@ -393,27 +392,26 @@ mod queue {
                 }
                 return match c.try_recv() {
                     Ok(_) => Got::Msg,
-                    Err(TryRecvError::Empty) => Got::Timeout,
-                    Err(e @ TryRecvError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(QueueTryRecvError::Empty) => Got::Timeout,
+                    Err(e @ QueueTryRecvError::Truncated) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
             match c.recv_timeout(RECV_TIMEOUT) {
                 Ok(_) => Got::Msg,
-                Err(RecvError::Timeout) => Got::Timeout,
-                Err(e @ RecvError::Truncated) => Got::Truncated(e.to_string()),
+                Err(QueueRecvTimeoutError::Timeout) => Got::Timeout,
+                Err(e @ QueueRecvTimeoutError::Truncated) => Got::Truncated(e.to_string()),
                 Err(e) => Got::Error(e.to_string()),
             }
         })
     }
 
     pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
-        let q = Queue::create(d, NAME, QueueConfig { capacity: 64, max_element_size: 256 }, &CreateOptions::default())
-            .unwrap();
+        let q = Queue::create_or_open(d, NAME, &QueueConfig::default().capacity(64).max_message_len(256)).unwrap();
         let mut p = q.producer().unwrap();
         let file = d.channel_path(NAME).unwrap();
         run_reader_case(s, KIND, &file, cut, env, |i| {
-            let _ = p.try_send(format!("message {i}"));
+            let _ = p.try_send(format!("message {i}").as_bytes());
         })
     }
 

@@ -6,8 +6,10 @@
 
 use std::io;
 
-use shmbus::queue::{Consumer, Producer, Queue, QueueConfig, RecvError, SendError, TryRecvError, TrySendError};
-use shmbus::CreateOptions;
+use shmbus::queue::{
+    Consumer, Producer, Queue, QueueConfig, QueueRecvTimeoutError, QueueSendTimeoutError, QueueTryRecvError,
+    QueueTrySendError,
+};
 
 use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
 use super::{Endpoint, Handoff, Params, Transport};
@@ -25,8 +27,8 @@ fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str, create: bool) -> 
     let d = root.domain()?;
     let open = |name: &str| {
         if create {
-            let cfg = QueueConfig { capacity: CAPACITY, max_element_size: params.size };
-            Queue::create(&d, name, cfg, &CreateOptions::default())
+            let cfg = QueueConfig::default().capacity(CAPACITY).max_message_len(params.size);
+            Queue::create_or_open(&d, name, &cfg)
         } else {
             Queue::open(&d, name)
         }
@@ -73,12 +75,12 @@ impl Endpoint for QueueEnd {
             waiter,
             || match p.borrow_mut().try_send(msg) {
                 Ok(()) => Ok(Some(())),
-                Err(TrySendError::Full(_)) => Ok(None),
+                Err(QueueTrySendError::Full) => Ok(None),
                 Err(e) => Err(io::Error::other(e.to_string())),
             },
             |slice| match p.borrow_mut().send_timeout(msg, slice) {
                 Ok(()) => Ok(Some(())),
-                Err(SendError::Timeout(_)) => Ok(None),
+                Err(QueueSendTimeoutError::Timeout) => Ok(None),
                 Err(e) => Err(io::Error::other(e.to_string())),
             },
         )
@@ -86,7 +88,8 @@ impl Endpoint for QueueEnd {
 
     #[inline]
     fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
-        let buf = buf.as_mut_slice();
+        // `recv_into` replaces the contents of `buf`, whose capacity (it holds `size` bytes)
+        // is the max message length: no allocation.
         let expected = buf.len();
         let c = std::cell::RefCell::new(&mut self.consumer);
         let b = std::cell::RefCell::new(buf);
@@ -95,12 +98,12 @@ impl Endpoint for QueueEnd {
             waiter,
             || match c.borrow_mut().try_recv_into(&mut b.borrow_mut()) {
                 Ok(n) => Ok(Some(n)),
-                Err(TryRecvError::Empty) => Ok(None),
+                Err(QueueTryRecvError::Empty) => Ok(None),
                 Err(e) => Err(io::Error::other(e)),
             },
             |slice| match c.borrow_mut().recv_into_timeout(&mut b.borrow_mut(), slice) {
                 Ok(n) => Ok(Some(n)),
-                Err(RecvError::Timeout) => Ok(None),
+                Err(QueueRecvTimeoutError::Timeout) => Ok(None),
                 Err(e) => Err(io::Error::other(e)),
             },
         )?;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::consumer::Consumer;
 #[cfg(doc)] // for intra-doc links
-use super::error::TryRecvError;
+use super::error::QueueTryRecvError;
 use super::layout::{MappedCells, QueueConfig, QueueLayout, CONTROL_BYTES};
 use super::producer::Producer;
 use super::ring::{Control, Ring, Stall};
@@ -15,18 +15,18 @@ use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::event::EventWord;
 use crate::participants::PARTICIPANTS;
-use crate::segment::{CreateOptions, Segment};
+use crate::segment::Segment;
 use crate::sys::{process_is_alive, ProcessId};
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
 
 /// How long a claim may stand in a waiter's way before the waiter checks whether its owner
 /// is still alive, and how often it re-checks after that. A blocked endpoint gets past a
 /// dead participant's claim within about twice this.
-pub const LIVENESS_RECHECK: Duration = Duration::from_millis(5);
+pub(crate) const LIVENESS_RECHECK: Duration = Duration::from_millis(5);
 
 /// How often an endpoint in a [`crate::WaitSet`] is re-checked while nothing blocks it, so a
 /// claim left by a participant that died while the set slept is found within a bounded time.
-pub const IDLE_RECHECK: Duration = Duration::from_millis(100);
+pub(crate) const IDLE_RECHECK: Duration = Duration::from_millis(100);
 
 /// Participant roles in the entry's `role` word.
 pub(crate) const ROLE_PRODUCER: u32 = 1;
@@ -163,14 +163,16 @@ impl Endpoint {
     }
 
     /// Whether the queue's file was truncated under this process (see
-    /// [`TryRecvError::Truncated`]). Slow paths only: a failed or empty attempt, a timeout.
+    /// [`QueueTryRecvError::Truncated`]). Slow paths only: a failed or empty attempt, a timeout.
     #[cold]
     pub(super) fn truncated(&self) -> bool {
         self.shared.seg.was_truncated()
     }
 
-    pub(super) fn wait_interval(&self) -> Option<Duration> {
-        Some(if self.watch.get().is_some() { LIVENESS_RECHECK } else { IDLE_RECHECK })
+    /// How often a [`crate::WaitSet`] re-checks this endpoint: soon while a claim stands in
+    /// its way (`stall`, or one being watched), else now and then.
+    pub(super) fn wait_interval(&self, stall: Option<Stall>) -> Option<Duration> {
+        Some(if stall.is_some() || self.watch.get().is_some() { LIVENESS_RECHECK } else { IDLE_RECHECK })
     }
 }
 
@@ -189,19 +191,61 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// Creates the queue `name` in `domain`, or opens it if it already exists with the same
-    /// capacity and max element size (else [`OpenError::LayoutMismatch`]).
-    pub fn create(domain: &Domain, name: &str, config: QueueConfig, opts: &CreateOptions) -> Result<Queue, OpenError> {
-        let layout = QueueLayout::new(config.capacity, config.max_element_size as u64)
-            .map_err(|what| OpenError::InvalidConfig { what })?;
-        let (seg, layout, _created) = Segment::create_or_open(domain, name, &layout, opts)?;
-        Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) })
+    /// Opens the queue `name` in `domain`, creating it if it does not exist. A layout value
+    /// set in `config` must match an existing queue (else [`OpenError::LayoutMismatch`]); one
+    /// left unset accepts the existing queue's, or takes its default when the queue is
+    /// created. Mode and group apply only when the queue is created.
+    pub fn create_or_open(domain: &Domain, name: &str, config: &QueueConfig) -> Result<Queue, OpenError> {
+        let layout = config.layout_to_create().map_err(|what| OpenError::InvalidConfig { what })?;
+        // Bounded: each turn either opens, creates, or lost a race with a creator or remover.
+        let mut last = None;
+        for _ in 0..8 {
+            match Queue::open(domain, name) {
+                Ok(q) => {
+                    q.check_config(config)?;
+                    return Ok(q);
+                }
+                Err(OpenError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match Segment::create_or_open(domain, name, &layout, &config.create_options()) {
+                Ok((seg, layout, _created)) => return Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) }),
+                // Another process created it with a value this config leaves unset: open theirs.
+                Err(e @ OpenError::LayoutMismatch { .. }) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| OpenError::NotFound { path: domain.channel_path(name).unwrap_or_default() }))
     }
 
     /// Opens the existing queue `name` in `domain`.
     pub fn open(domain: &Domain, name: &str) -> Result<Queue, OpenError> {
         let (seg, layout) = Segment::open::<QueueLayout>(domain, name)?;
         Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) })
+    }
+
+    /// A snapshot of the queue `name` in `domain` for tools: depth, layout, live producers and
+    /// consumers, crash counters. Needs read permission only: it maps the queue read-only,
+    /// registers nothing and writes nothing. Reads `/proc` once per participant entry in use.
+    pub fn status(domain: &Domain, name: &str) -> Result<QueueStatus, OpenError> {
+        let (seg, layout) = Segment::open_read_only::<QueueLayout>(domain, name)?;
+        // Loads only: `status_of` reads the control block, one cell stamp and the table.
+        Ok(status_of(&Shared::new(seg, layout)))
+    }
+
+    /// Fails with `LayoutMismatch` if `config` sets a value this queue does not have.
+    fn check_config(&self, config: &QueueConfig) -> Result<(), OpenError> {
+        let l = &self.shared.layout;
+        let checks = [
+            ("capacity", l.capacity, config.capacity_set()),
+            ("max_element_size", l.max as u64, config.max_message_len_set().map(|m| m as u64)),
+        ];
+        for (field, existing, requested) in checks {
+            if let Some(requested) = requested.filter(|&r| r != existing) {
+                return Err(OpenError::LayoutMismatch { path: self.path().to_owned(), field, existing, requested });
+            }
+        }
+        Ok(())
     }
 
     /// A new producer endpoint.
@@ -221,19 +265,13 @@ impl Queue {
     }
 
     /// Largest message, in bytes.
-    pub fn max_element_size(&self) -> usize {
+    pub fn max_message_len(&self) -> usize {
         self.shared.layout.max
     }
 
     /// The segment file.
     pub fn path(&self) -> &Path {
         self.shared.seg.path()
-    }
-
-    /// A snapshot for tools: depth, layout, live producers and consumers, crash counters.
-    /// Reads `/proc` once per participant entry in use.
-    pub fn status(&self) -> QueueStatus {
-        status_of(&self.shared)
     }
 
     /// Reclaims what dead participants held (their entries and claims) now, instead of when
@@ -271,7 +309,7 @@ pub(super) fn status_of(shared: &Shared) -> QueueStatus {
     use crate::sync::Ordering::Relaxed;
     QueueStatus {
         capacity: shared.layout.capacity,
-        max_element_size: shared.layout.max,
+        max_message_len: shared.layout.max,
         depth: ring.depth(),
         producers,
         consumers,
@@ -282,14 +320,15 @@ pub(super) fn status_of(shared: &Shared) -> QueueStatus {
     }
 }
 
-/// A snapshot of a queue, from [`Queue::status`].
+/// A snapshot of a queue, from [`Queue::status`], [`Producer::status`] or
+/// [`Consumer::status`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueStatus {
     /// Messages the queue holds.
     pub capacity: u64,
     /// Largest message, in bytes.
-    pub max_element_size: usize,
+    pub max_message_len: usize,
     /// Messages in the queue now (including any being written).
     pub depth: u64,
     /// Live producer endpoints.

@@ -6,8 +6,9 @@ use std::time::Duration;
 #[cfg(doc)] // for intra-doc links
 use super::channel::Queue;
 use super::channel::{status_of, Endpoint, QueueStatus};
-use super::error::{RecvError, TryRecvError};
-use super::ring::Pop;
+use super::error::{QueueRecvError, QueueRecvTimeoutError, QueueTryRecvError};
+use super::layout::MappedCells;
+use super::ring::{Pop, Ring};
 use crate::sync::spin_hint;
 use crate::wait::{Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
@@ -15,35 +16,71 @@ use crate::waitset::{WaitHandle, Waitable};
 /// How often `try_recv` re-reads a cell whose producer is mid-copy before reporting empty.
 const PENDING_SPINS: u32 = 64;
 
+/// Pops the next message into `buf`, replacing its contents: the copy goes into `buf`'s spare
+/// capacity (reserved once to the max message length), with no memset and no allocation once
+/// `buf` has that capacity.
+#[inline]
+fn pop_into(ring: &Ring<'_, MappedCells>, me: usize, buf: &mut Vec<u8>) -> Pop {
+    let max = ring.max();
+    buf.clear();
+    buf.reserve(max);
+    let pop = ring.try_pop_into(me, &mut buf.spare_capacity_mut()[..max]);
+    if let Pop::Got(n) = pop {
+        // SAFETY: the ring initialized the first `n <= max` bytes of the spare capacity.
+        unsafe { buf.set_len(n) };
+    }
+    pop
+}
+
+/// How a blocking receive ended, before it is put in the caller's error type.
+enum Got {
+    Failed(QueueRecvError),
+    TimedOut,
+}
+
+impl Got {
+    fn untimed(self) -> QueueRecvError {
+        match self {
+            Got::Failed(e) => e,
+            // An untimed wait ends without a message only on a truncated file (checked first).
+            Got::TimedOut => QueueRecvError::Truncated,
+        }
+    }
+
+    fn timed(self) -> QueueRecvTimeoutError {
+        match self {
+            Got::Failed(e) => e.into(),
+            Got::TimedOut => QueueRecvTimeoutError::Timeout,
+        }
+    }
+}
+
 /// The receiving end. `Send`, not `Sync`: one thread at a time; make one per thread.
 #[derive(Debug)]
 pub struct Consumer {
     pub(super) ep: Endpoint,
-    /// Receive buffer for the allocating variants (grown to `max` on first use).
+    /// Receive buffer for the allocating variants (its capacity grown to `max` on first use).
     pub(super) scratch: Vec<u8>,
 }
 
 impl Consumer {
     /// Receives the next message if there is one now.
-    pub fn try_recv(&mut self) -> Result<Vec<u8>, TryRecvError> {
+    pub fn try_recv(&mut self) -> Result<Vec<u8>, QueueTryRecvError> {
         let mut buf = std::mem::take(&mut self.scratch);
-        buf.resize(self.ep.shared.layout.max, 0);
         let r = self.try_recv_into(&mut buf).map(|n| buf[..n].to_vec());
         self.scratch = buf;
         r
     }
 
-    /// Receives the next message into `buf` if there is one now; returns its length.
-    /// `buf` must hold [`Consumer::max_element_size`] bytes. Allocates nothing.
-    pub fn try_recv_into(&mut self, buf: &mut [u8]) -> Result<usize, TryRecvError> {
-        let max = self.ep.shared.layout.max;
-        if buf.len() < max {
-            return Err(TryRecvError::BufferTooSmall { len: buf.len(), needed: max });
-        }
+    /// Receives the next message into `buf` if there is one now, replacing its contents (it is
+    /// left empty when nothing is received); returns the message's length. Reuses `buf`'s
+    /// allocation: allocates nothing once `buf` has a capacity of
+    /// [`Consumer::max_message_len`] bytes (the first call reserves it).
+    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, QueueTryRecvError> {
         let ring = self.ep.shared.ring();
         let mut spins = 0;
         loop {
-            match ring.try_pop(self.ep.index, buf) {
+            match pop_into(&ring, self.ep.index, buf) {
                 Pop::Got(n) => {
                     self.ep.watch.set(None);
                     return Ok(n);
@@ -60,54 +97,62 @@ impl Consumer {
                         continue;
                     }
                     if self.ep.truncated() {
-                        return Err(TryRecvError::Truncated);
+                        return Err(QueueTryRecvError::Truncated);
                     }
-                    return Err(TryRecvError::Empty);
+                    return Err(QueueTryRecvError::Empty);
                 }
-                Pop::Corrupt(_) if self.ep.truncated() => return Err(TryRecvError::Truncated),
-                Pop::Corrupt(what) => return Err(TryRecvError::Corrupt { what }),
+                Pop::Corrupt(_) if self.ep.truncated() => return Err(QueueTryRecvError::Truncated),
+                Pop::Corrupt(c) => return Err(QueueTryRecvError::Corrupt(c)),
             }
         }
     }
 
     /// Receives the next message, waiting as long as it takes.
-    pub fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
-        self.recv_vec(Deadline::NEVER)
+    pub fn recv(&mut self) -> Result<Vec<u8>, QueueRecvError> {
+        self.recv_vec(Deadline::NEVER).map_err(Got::untimed)
     }
 
     /// Receives the next message, waiting at most `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
-        self.recv_vec(Deadline::after(timeout))
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, QueueRecvTimeoutError> {
+        self.recv_vec(Deadline::after(timeout)).map_err(Got::timed)
     }
 
-    /// Receives the next message into `buf` (at least [`Consumer::max_element_size`] bytes),
-    /// waiting as long as it takes; returns its length. Allocates nothing.
-    pub fn recv_into(&mut self, buf: &mut [u8]) -> Result<usize, RecvError> {
-        self.recv_deadline(buf, Deadline::NEVER)
+    /// Receives the next message into `buf` (as [`Consumer::try_recv_into`] does), waiting as
+    /// long as it takes; returns its length.
+    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, QueueRecvError> {
+        self.recv_deadline(buf, Deadline::NEVER).map_err(Got::untimed)
     }
 
     /// Like [`Consumer::recv_into`], waiting at most `timeout`.
-    pub fn recv_into_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, RecvError> {
-        self.recv_deadline(buf, Deadline::after(timeout))
+    pub fn recv_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, QueueRecvTimeoutError> {
+        self.recv_deadline(buf, Deadline::after(timeout)).map_err(Got::timed)
     }
 
-    fn recv_vec(&mut self, deadline: Deadline) -> Result<Vec<u8>, RecvError> {
+    /// A blocking iterator over received messages: each item is [`Consumer::recv`]'s result.
+    /// It never ends (a queue has no end); an error is yielded and the iteration goes on.
+    pub fn iter(&mut self) -> Iter<'_> {
+        Iter { rx: self }
+    }
+
+    /// An iterator over the messages there are now: it yields [`Consumer::try_recv`]'s
+    /// messages until the queue is empty; an error other than `Empty` is yielded once, then
+    /// it ends.
+    pub fn try_iter(&mut self) -> TryIter<'_> {
+        TryIter { rx: Some(self) }
+    }
+
+    fn recv_vec(&mut self, deadline: Deadline) -> Result<Vec<u8>, Got> {
         let mut buf = std::mem::take(&mut self.scratch);
-        buf.resize(self.ep.shared.layout.max, 0);
         let r = self.recv_deadline(&mut buf, deadline).map(|n| buf[..n].to_vec());
         self.scratch = buf;
         r
     }
 
-    fn recv_deadline(&mut self, buf: &mut [u8], deadline: Deadline) -> Result<usize, RecvError> {
-        let max = self.ep.shared.layout.max;
-        if buf.len() < max {
-            return Err(RecvError::BufferTooSmall { len: buf.len(), needed: max });
-        }
+    fn recv_deadline(&mut self, buf: &mut Vec<u8>, deadline: Deadline) -> Result<usize, Got> {
         let shared = Arc::clone(&self.ep.shared);
         let ring = shared.ring();
         let r = self.ep.block(&ring.ctl.not_empty.0, deadline, |ep| loop {
-            match ring.try_pop(ep.index, buf) {
+            match pop_into(&ring, ep.index, buf) {
                 Pop::Got(n) => return Some(Ok(n)),
                 Pop::Empty(stall) => {
                     if !ep.observe(stall) {
@@ -115,15 +160,15 @@ impl Consumer {
                         return ep.truncated().then_some(Err(None));
                     }
                 }
-                Pop::Corrupt(what) => return Some(Err(Some(what))),
+                Pop::Corrupt(c) => return Some(Err(Some(c))),
             }
         });
         self.ep.watch.set(None);
         match r {
             Some(Ok(n)) => Ok(n),
-            Some(Err(_)) | None if self.ep.truncated() => Err(RecvError::Truncated),
-            Some(Err(Some(what))) => Err(RecvError::Corrupt { what }),
-            Some(Err(None)) | None => Err(RecvError::Timeout),
+            Some(Err(_)) | None if self.ep.truncated() => Err(Got::Failed(QueueRecvError::Truncated)),
+            Some(Err(Some(c))) => Err(Got::Failed(QueueRecvError::Corrupt(c))),
+            Some(Err(None)) | None => Err(Got::TimedOut),
         }
     }
 
@@ -137,8 +182,8 @@ impl Consumer {
         self.ep.policy = policy;
     }
 
-    /// Largest message, in bytes: the size `*_into` buffers need.
-    pub fn max_element_size(&self) -> usize {
+    /// Largest message, in bytes: the capacity `*_into` buffers are given.
+    pub fn max_message_len(&self) -> usize {
         self.ep.shared.layout.max
     }
 
@@ -164,12 +209,58 @@ impl Waitable for Consumer {
     fn is_ready(&self) -> bool {
         match self.ep.shared.ring().pop_ready() {
             Ok(()) => true,
-            // Not ready, unless the file was truncated: the call reports that.
-            Err(stall) => self.ep.observe(stall) || self.ep.truncated(),
+            // Not ready, unless the file was truncated: the call reports that. A claim in the
+            // way is looked at by `recheck`, not here.
+            Err(_) => self.ep.truncated(),
         }
     }
 
     fn recheck_interval(&self) -> Option<Duration> {
-        self.ep.wait_interval()
+        self.ep.wait_interval(self.ep.shared.ring().pop_ready().err().flatten())
+    }
+
+    /// Checks the owner of a claim at the head (once it has stood for the liveness
+    /// interval) and reclaims it if the owner is dead.
+    fn recheck(&self) -> bool {
+        match self.ep.shared.ring().pop_ready() {
+            Ok(()) => true,
+            Err(stall) => self.ep.observe(stall),
+        }
+    }
+}
+
+/// [`Consumer::iter`]: blocking receives, for ever.
+#[derive(Debug)]
+pub struct Iter<'a> {
+    rx: &'a mut Consumer,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<Vec<u8>, QueueRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.rx.recv())
+    }
+}
+
+/// [`Consumer::try_iter`]: the messages there are now.
+#[derive(Debug)]
+pub struct TryIter<'a> {
+    /// `None` once the iteration has ended.
+    rx: Option<&'a mut Consumer>,
+}
+
+impl Iterator for TryIter<'_> {
+    type Item = Result<Vec<u8>, QueueRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let r = self.rx.as_mut()?.try_recv();
+        match r {
+            Ok(m) => Some(Ok(m)),
+            Err(e) => {
+                self.rx = None;
+                e.into_blocking().map(Err)
+            }
+        }
     }
 }

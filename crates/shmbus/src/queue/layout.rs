@@ -1,12 +1,14 @@
 //! The queue's layout in its segment and the configuration it is made from.
 
+use std::mem::MaybeUninit;
+
 use super::ring::{CellHeader, Cells, Control, CELL_HEADER};
-use crate::segment::{Kind, Layout, PARAMS};
+use crate::segment::{CreateOptions, Kind, Layout, PARAMS};
 
 /// Largest accepted capacity (messages).
 pub const MAX_CAPACITY: u64 = 1 << 32;
-/// Largest accepted message size (bytes).
-pub const MAX_ELEMENT_SIZE: usize = 1 << 30;
+/// Largest accepted max message length (bytes).
+pub const MAX_MESSAGE_LEN: usize = 1 << 30;
 /// Largest accepted queue segment (bytes).
 pub const MAX_QUEUE_BYTES: u64 = 1 << 40;
 
@@ -14,19 +16,74 @@ pub const MAX_QUEUE_BYTES: u64 = 1 << 40;
 pub(super) const CONTROL_BYTES: usize = 1024;
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);
 
-/// Layout of a queue, chosen at creation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How to make a queue: its layout (fixed when it is created) and the file's mode and group.
+///
+/// Built with the setters, each of which says its default:
+/// `QueueConfig::default().capacity(1024).max_message_len(256)`. A setter that is not called
+/// accepts whatever an existing queue has; a value that is set and differs from the existing
+/// queue fails with [`OpenError::LayoutMismatch`](crate::OpenError::LayoutMismatch). When the
+/// queue is created, unset values take the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueConfig {
-    /// How many messages the queue holds (at least 1).
-    pub capacity: u64,
-    /// Largest message, in bytes (at least 1).
-    pub max_element_size: usize,
+    capacity: Option<u64>,
+    max_message_len: Option<usize>,
+    mode: Option<u32>,
+    group: Option<u32>,
 }
 
-impl Default for QueueConfig {
-    /// 1024 messages of up to 1 KiB.
-    fn default() -> Self {
-        QueueConfig { capacity: 1024, max_element_size: 1024 }
+impl QueueConfig {
+    /// How many messages the queue holds (at least 1, at most [`MAX_CAPACITY`]).
+    /// Default: [`QueueConfig::DEFAULT_CAPACITY`].
+    pub fn capacity(mut self, capacity: u64) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// The largest message, in bytes (at least 1, at most [`MAX_MESSAGE_LEN`]).
+    /// Default: [`QueueConfig::DEFAULT_MAX_MESSAGE_LEN`].
+    pub fn max_message_len(mut self, len: usize) -> Self {
+        self.max_message_len = Some(len);
+        self
+    }
+
+    /// File mode of a created queue (default `0o600`). Ignored when the queue exists.
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Group (gid) of a created queue (default: the creator's). Ignored when the queue exists.
+    pub fn group(mut self, gid: u32) -> Self {
+        self.group = Some(gid);
+        self
+    }
+
+    /// Capacity of a created queue whose capacity was not set.
+    pub const DEFAULT_CAPACITY: u64 = 1024;
+    /// Max message length of a created queue whose max message length was not set.
+    pub const DEFAULT_MAX_MESSAGE_LEN: usize = 1024;
+
+    pub(super) fn capacity_set(&self) -> Option<u64> {
+        self.capacity
+    }
+
+    pub(super) fn max_message_len_set(&self) -> Option<usize> {
+        self.max_message_len
+    }
+
+    /// The layout a created queue gets.
+    pub(super) fn layout_to_create(&self) -> Result<QueueLayout, String> {
+        QueueLayout::new(
+            self.capacity.unwrap_or(Self::DEFAULT_CAPACITY),
+            self.max_message_len.unwrap_or(Self::DEFAULT_MAX_MESSAGE_LEN) as u64,
+        )
+    }
+
+    /// The file options of a created queue.
+    pub(super) fn create_options(&self) -> CreateOptions {
+        let defaults = CreateOptions::default();
+        CreateOptions { mode: self.mode.unwrap_or(defaults.mode), gid: self.group.or(defaults.gid) }
     }
 }
 
@@ -51,10 +108,10 @@ impl QueueLayout {
             return Err(format!("capacity {capacity} is larger than the maximum {MAX_CAPACITY}"));
         }
         if max == 0 {
-            return Err("max_element_size is 0; messages need at least one byte of room".into());
+            return Err("max_message_len is 0; messages need at least one byte of room".into());
         }
-        if max > MAX_ELEMENT_SIZE as u64 {
-            return Err(format!("max_element_size {max} is larger than the maximum {MAX_ELEMENT_SIZE}"));
+        if max > MAX_MESSAGE_LEN as u64 {
+            return Err(format!("max_message_len {max} is larger than the maximum {MAX_MESSAGE_LEN}"));
         }
         let max = max as usize;
         let stride = Self::stride_for(max);
@@ -62,7 +119,7 @@ impl QueueLayout {
         match bytes {
             Some(b) if b <= MAX_QUEUE_BYTES => Ok(QueueLayout { capacity, max, stride }),
             _ => Err(format!(
-                "{capacity} messages of {max} bytes need more than the {MAX_QUEUE_BYTES} bytes a queue may take; lower capacity or max_element_size"
+                "{capacity} messages of {max} bytes need more than the {MAX_QUEUE_BYTES} bytes a queue may take; lower capacity or max_message_len"
             )),
         }
     }
@@ -141,10 +198,14 @@ impl Cells for MappedCells {
     }
 
     #[inline]
-    unsafe fn read(&self, index: usize, out: &mut [u8]) {
+    unsafe fn read(&self, index: usize, out: &mut [MaybeUninit<u8>]) {
         // SAFETY: caller holds the READING claim and out.len() <= max, as above.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.base.add(index * self.stride + CELL_HEADER), out.as_mut_ptr(), out.len())
+            std::ptr::copy_nonoverlapping(
+                self.base.add(index * self.stride + CELL_HEADER),
+                out.as_mut_ptr().cast::<u8>(),
+                out.len(),
+            )
         };
     }
 
@@ -173,7 +234,7 @@ mod tests {
             [10, u64::MAX, 128, 0, 0, 0, 0, 0],
             [10, 100, 64, 0, 0, 0, 0, 0],
             [10, 100, 128, 1, 0, 0, 0, 0],
-            [MAX_CAPACITY, MAX_ELEMENT_SIZE as u64, QueueLayout::stride_for(MAX_ELEMENT_SIZE) as u64, 0, 0, 0, 0, 0],
+            [MAX_CAPACITY, MAX_MESSAGE_LEN as u64, QueueLayout::stride_for(MAX_MESSAGE_LEN) as u64, 0, 0, 0, 0, 0],
             [u64::MAX, u64::MAX, u64::MAX, u64::MAX, u64::MAX, u64::MAX, u64::MAX, u64::MAX],
         ];
         for p in bad {

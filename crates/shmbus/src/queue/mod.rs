@@ -1,29 +1,37 @@
 //! Queue: a bounded MPMC queue of byte messages with competing consumers.
 //!
-//! Every message goes to exactly one consumer. Capacity and the largest message size are
-//! fixed when the queue is created; messages may be any length up to that size.
+//! Every message goes to exactly one consumer. Capacity and the largest message length are
+//! fixed when the queue is created; messages may be any length up to that.
 //!
 //! ```no_run
-//! use shmbus::{CreateOptions, Domain};
+//! use shmbus::Domain;
 //! use shmbus::queue::{Queue, QueueConfig};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let d = Domain::new("robot1")?;
-//! let q = Queue::create(&d, "jobs", QueueConfig { capacity: 1024, max_element_size: 256 }, &CreateOptions::default())?;
+//! let q = Queue::create_or_open(&d, "jobs", &QueueConfig::default().capacity(1024).max_message_len(256))?;
 //! let mut tx = q.producer()?;
 //! let mut rx = Queue::open(&d, "jobs")?.consumer()?; // usually in another process
 //! tx.try_send(b"hello")?;
 //! assert_eq!(rx.recv()?, b"hello");
+//! let mut buf = Vec::new(); // reused: no allocation once it has room for the largest message
+//! tx.send(b"again")?;
+//! let n = rx.recv_into(&mut buf)?;
+//! assert_eq!(&buf[..n], b"again");
+//! println!("{:?}", Queue::status(&d, "jobs")?); // read permission is enough
 //! # Ok(()) }
 //! ```
 //!
 //! # Verbs
 //!
 //! The verbs are crossbeam-channel's, as in every shmbus channel kind: [`Producer::try_send`]
-//! (hands the message back in [`TrySendError::Full`] when there is no room),
+//! ([`QueueTrySendError::Full`] when there is no room; the message stays with the caller),
 //! [`Producer::send`] / [`Producer::send_timeout`] (block), [`Consumer::try_recv`],
-//! [`Consumer::recv`] / [`Consumer::recv_timeout`]. The `*_into` receive variants copy into a
-//! caller buffer of at least [`Consumer::max_element_size`] bytes and allocate nothing: that
-//! is the hot path. `push`/`pop` in the design notes mean the same operations.
+//! [`Consumer::recv`] / [`Consumer::recv_timeout`], and [`Consumer::iter`] /
+//! [`Consumer::try_iter`]. The `*_into` receive variants copy into a caller's `Vec<u8>`,
+//! reusing its allocation, and allocate nothing once it has a capacity of
+//! [`Consumer::max_message_len`] bytes: that is the hot path. There is no zero-copy receive
+//! (see `docs/api.md`, "where a kind does not fit"). `push`/`pop` in the design notes mean the
+//! same operations.
 //!
 //! # Algorithm
 //!
@@ -41,10 +49,10 @@
 //!
 //! * A producer killed mid-send leaves a cell claimed `WRITING`. Consumers that reach it wait
 //!   (a sleeping consumer is woken by the next message behind it); once the claim has stood
-//!   for [`LIVENESS_RECHECK`] they check the claimant's process, and if it is dead, mark the
-//!   cell abandoned and skip it. A blocked consumer therefore resumes within about
-//!   2 × [`LIVENESS_RECHECK`] (10 ms) of reaching the dead claim. The half-written message
-//!   is never delivered.
+//!   for 5 ms they check the claimant's process, and if it is dead, mark the cell abandoned
+//!   and skip it. A blocked consumer (or one in a [`WaitSet`](crate::WaitSet)) therefore
+//!   resumes within about 10 ms of reaching the dead claim. The half-written message is
+//!   never delivered.
 //! * A consumer killed mid-receive loses the one message it had claimed (counted in
 //!   [`QueueStatus::lost`]); producers blocked on its cell recover within the same bound.
 //!   A message whose receive had returned is the consumer's, and goes with it.
@@ -58,8 +66,9 @@
 //!
 //! Every call returns within its timeout whatever the shared words say. A counter no cell
 //! agrees with, or a cell stamp no honest participant writes, is reported once as
-//! `Corrupt` by the operation that meets it, which repairs it from the cells (cold path, by
-//! CAS from the bad value); the next call works. See `docs/queue.md` for exactly what holds.
+//! [`Corrupt`](crate::Corrupt) by the operation that meets it, which repairs it from the cells
+//! (cold path, by CAS from the bad value) and says so ([`Corrupt::repaired`](crate::Corrupt::repaired));
+//! the next call works. See `docs/queue.md` for exactly what holds.
 //!
 //! Endpoints do not survive `fork`: open them in the process that uses them.
 
@@ -79,13 +88,15 @@ mod producer;
 #[cfg(not(loom))]
 pub(crate) use channel::{undelivered, ROLE_CONSUMER, ROLE_PRODUCER};
 #[cfg(not(loom))]
-pub use channel::{Queue, QueueStatus, IDLE_RECHECK, LIVENESS_RECHECK};
+pub use channel::{Queue, QueueStatus};
 #[cfg(not(loom))]
-pub use consumer::Consumer;
+pub use consumer::{Consumer, Iter, TryIter};
 #[cfg(not(loom))]
-pub use error::{RecvError, SendError, TryRecvError, TrySendError};
+pub use error::{
+    QueueRecvError, QueueRecvTimeoutError, QueueSendError, QueueSendTimeoutError, QueueTryRecvError, QueueTrySendError,
+};
 #[cfg(not(loom))]
-pub use layout::{QueueConfig, MAX_CAPACITY, MAX_ELEMENT_SIZE, MAX_QUEUE_BYTES};
+pub use layout::{QueueConfig, MAX_CAPACITY, MAX_MESSAGE_LEN, MAX_QUEUE_BYTES};
 #[cfg(not(loom))]
 pub use producer::Producer;
 

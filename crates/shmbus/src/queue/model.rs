@@ -4,9 +4,11 @@
 //! the cell memory (loom's checked `UnsafeCell`) and the participant table (heap entries)
 //! differ, and a "crash" is a participant that stops at a chosen point of an operation.
 
+use std::mem::MaybeUninit;
+
 use loom::cell::UnsafeCell;
 
-use super::ring::{CellHeader, Cells, Control, Crash, Pop, Push, Ring};
+use super::ring::{as_uninit, CellHeader, Cells, Control, Crash, Pop, Push, Ring};
 use crate::participants::{Participant, ParticipantTable};
 use crate::sync::Ordering;
 use crate::sys::ProcessId;
@@ -71,9 +73,13 @@ impl Cells for ModelCells<'_> {
         // SAFETY: the caller holds the WRITING claim; loom checks that no access overlaps.
         self.0[index].data.with_mut(|p| unsafe { (&mut *p)[..data.len()].copy_from_slice(data) });
     }
-    unsafe fn read(&self, index: usize, out: &mut [u8]) {
-        // SAFETY: the caller holds the READING claim; loom checks that no access overlaps.
-        self.0[index].data.with(|p| out.copy_from_slice(unsafe { &(&*p)[..out.len()] }));
+    unsafe fn read(&self, index: usize, out: &mut [MaybeUninit<u8>]) {
+        // SAFETY: the caller holds the READING claim; loom checks that no access overlaps;
+        // `out.len() <= max`, the length of the cell's buffer.
+        self.0[index].data.with(|p| unsafe {
+            let src = &(&*p)[..out.len()];
+            std::ptr::copy_nonoverlapping(src.as_ptr(), out.as_mut_ptr().cast::<u8>(), out.len());
+        });
     }
 }
 
@@ -140,7 +146,7 @@ impl HeapQueue {
 
     /// A pop by `me` that stops ("dies") at `at`, if it gets that far.
     pub fn pop_crashing(&self, me: usize, out: &mut [u8], at: CrashPoint) -> PopResult {
-        match self.ring().pop_impl(me, out, at.into()) {
+        match self.ring().pop_impl(me, as_uninit(out), at.into()) {
             Pop::Got(n) => PopResult::Got(n),
             Pop::Empty(_) => PopResult::Empty,
             Pop::Corrupt(_) => PopResult::Corrupt,

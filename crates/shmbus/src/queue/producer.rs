@@ -6,10 +6,16 @@ use std::time::Duration;
 #[cfg(doc)] // for intra-doc links
 use super::channel::Queue;
 use super::channel::{status_of, Endpoint, QueueStatus};
-use super::error::{SendError, TrySendError};
+use super::error::{QueueSendError, QueueSendTimeoutError, QueueTrySendError};
 use super::ring::Push;
 use crate::wait::{Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
+
+/// How a blocking send ended, before it is put in the caller's error type.
+enum Sent {
+    Failed(QueueSendError),
+    TimedOut,
+}
 
 /// The sending end. `Send`, not `Sync`: one thread at a time; make one per thread.
 #[derive(Debug)]
@@ -18,14 +24,14 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// Sends `msg` if there is room now; otherwise hands it back in the error.
-    pub fn try_send<T: AsRef<[u8]>>(&mut self, msg: T) -> Result<(), TrySendError<T>> {
-        let bytes = msg.as_ref();
+    /// Sends `msg` if there is room now. On [`QueueTrySendError::Full`] nothing was sent; the
+    /// message is still the caller's to retry.
+    pub fn try_send(&mut self, msg: &[u8]) -> Result<(), QueueTrySendError> {
         let max = self.ep.shared.layout.max;
-        if bytes.len() > max {
-            return Err(TrySendError::TooLarge { len: bytes.len(), max, msg });
+        if msg.len() > max {
+            return Err(QueueTrySendError::TooLarge { len: msg.len(), max });
         }
-        match self.ep.shared.ring().try_push(self.ep.index, bytes, self.ep.had_room.get()) {
+        match self.ep.shared.ring().try_push(self.ep.index, msg, self.ep.had_room.get()) {
             Push::Done => {
                 self.ep.watch.set(None);
                 self.ep.had_room.set(true);
@@ -35,35 +41,41 @@ impl Producer {
                 self.ep.observe(stall);
                 self.ep.had_room.set(false);
                 if self.ep.truncated() {
-                    return Err(TrySendError::Truncated(msg));
+                    return Err(QueueTrySendError::Truncated);
                 }
-                Err(TrySendError::Full(msg))
+                Err(QueueTrySendError::Full)
             }
-            Push::Corrupt(_) if self.ep.truncated() => Err(TrySendError::Truncated(msg)),
-            Push::Corrupt(what) => Err(TrySendError::Corrupt { what, msg }),
+            Push::Corrupt(_) if self.ep.truncated() => Err(QueueTrySendError::Truncated),
+            Push::Corrupt(c) => Err(QueueTrySendError::Corrupt(c)),
         }
     }
 
     /// Sends `msg`, waiting as long as it takes for room.
-    pub fn send<T: AsRef<[u8]>>(&mut self, msg: T) -> Result<(), SendError<T>> {
-        self.send_deadline(msg, Deadline::NEVER)
+    pub fn send(&mut self, msg: &[u8]) -> Result<(), QueueSendError> {
+        self.send_deadline(msg, Deadline::NEVER).map_err(|e| match e {
+            Sent::Failed(e) => e,
+            // An untimed wait ends without room only on a truncated file (checked above).
+            Sent::TimedOut => QueueSendError::Truncated,
+        })
     }
 
-    /// Sends `msg`, waiting at most `timeout` for room; hands it back on timeout.
-    pub fn send_timeout<T: AsRef<[u8]>>(&mut self, msg: T, timeout: Duration) -> Result<(), SendError<T>> {
-        self.send_deadline(msg, Deadline::after(timeout))
+    /// Sends `msg`, waiting at most `timeout` for room.
+    pub fn send_timeout(&mut self, msg: &[u8], timeout: Duration) -> Result<(), QueueSendTimeoutError> {
+        self.send_deadline(msg, Deadline::after(timeout)).map_err(|e| match e {
+            Sent::Failed(e) => e.into(),
+            Sent::TimedOut => QueueSendTimeoutError::Timeout,
+        })
     }
 
-    fn send_deadline<T: AsRef<[u8]>>(&mut self, msg: T, deadline: Deadline) -> Result<(), SendError<T>> {
-        let bytes = msg.as_ref();
+    fn send_deadline(&mut self, msg: &[u8], deadline: Deadline) -> Result<(), Sent> {
         let max = self.ep.shared.layout.max;
-        if bytes.len() > max {
-            return Err(SendError::TooLarge { len: bytes.len(), max, msg });
+        if msg.len() > max {
+            return Err(Sent::Failed(QueueSendError::TooLarge { len: msg.len(), max }));
         }
         let shared = Arc::clone(&self.ep.shared);
         let ring = shared.ring();
         let r = self.ep.block(&ring.ctl.not_full.0, deadline, |ep| {
-            match ring.try_push(ep.index, bytes, ep.had_room.get()) {
+            match ring.try_push(ep.index, msg, ep.had_room.get()) {
                 Push::Done => {
                     ep.had_room.set(true);
                     Some(Ok(()))
@@ -74,15 +86,15 @@ impl Producer {
                     // About to sleep: a truncated file never makes room.
                     ep.truncated().then_some(Err(None))
                 }
-                Push::Corrupt(what) => Some(Err(Some(what))),
+                Push::Corrupt(c) => Some(Err(Some(c))),
             }
         });
         self.ep.watch.set(None);
         match r {
             Some(Ok(())) => Ok(()),
-            Some(Err(_)) | None if self.ep.truncated() => Err(SendError::Truncated(msg)),
-            Some(Err(Some(what))) => Err(SendError::Corrupt { what, msg }),
-            Some(Err(None)) | None => Err(SendError::Timeout(msg)),
+            Some(Err(_)) | None if self.ep.truncated() => Err(Sent::Failed(QueueSendError::Truncated)),
+            Some(Err(Some(c))) => Err(Sent::Failed(QueueSendError::Corrupt(c))),
+            Some(Err(None)) | None => Err(Sent::TimedOut),
         }
     }
 
@@ -97,7 +109,7 @@ impl Producer {
     }
 
     /// Largest message, in bytes.
-    pub fn max_element_size(&self) -> usize {
+    pub fn max_message_len(&self) -> usize {
         self.ep.shared.layout.max
     }
 
@@ -123,12 +135,22 @@ impl Waitable for Producer {
     fn is_ready(&self) -> bool {
         match self.ep.shared.ring().push_ready() {
             Ok(()) => true,
-            // Not ready, unless the file was truncated: the call reports that.
-            Err(stall) => self.ep.observe(stall) || self.ep.truncated(),
+            // Not ready, unless the file was truncated: the call reports that. A claim in the
+            // way is looked at by `recheck`, not here.
+            Err(_) => self.ep.truncated(),
         }
     }
 
     fn recheck_interval(&self) -> Option<Duration> {
-        self.ep.wait_interval()
+        self.ep.wait_interval(self.ep.shared.ring().push_ready().err().flatten())
+    }
+
+    /// Checks the owner of a claim in the way (once it has stood for the liveness interval)
+    /// and reclaims it if the owner is dead.
+    fn recheck(&self) -> bool {
+        match self.ep.shared.ring().push_ready() {
+            Ok(()) => true,
+            Err(stall) => self.ep.observe(stall),
+        }
     }
 }

@@ -46,8 +46,12 @@
 //! Positions are 54-bit: 1.8·10^16 messages, 5.7 years at 100 million messages per second.
 //! A queue that reaches the limit reports `Corrupt` instead of wrapping.
 
+use std::mem::MaybeUninit;
+
+use crate::error::Corrupt;
 use crate::event::EventWord;
 use crate::participants::ParticipantTable;
+use crate::segment::Kind;
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 use crate::sys::ProcessId;
 
@@ -72,6 +76,26 @@ const ABANDONED: u64 = 3;
 const READING: u64 = 4;
 
 const _: () = assert!(crate::participants::PARTICIPANTS as u64 <= OWNER_MASK + 1);
+
+/// `out` as bytes that may be overwritten with initialized ones (the ring never de-initializes
+/// anything: it only copies message bytes in).
+#[cfg_attr(not(any(test, loom)), allow(dead_code))]
+pub(crate) fn as_uninit(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`; every write through the result (the
+    // ring's `Cells::read`) stores initialized bytes, so `out` stays initialized.
+    unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) }
+}
+
+/// A report of `what`, met at counter `name` = `pos`; `repaired` if the cells put it right.
+#[cold]
+fn report(what: &'static str, name: &'static str, pos: u64, repaired: bool) -> Corrupt {
+    let c = Corrupt::new(Kind::Queue, what).with(name, pos);
+    if repaired {
+        c.and_repaired()
+    } else {
+        c
+    }
+}
 
 #[inline]
 pub(crate) const fn stamp(pos: u64, state: u64, owner: usize) -> u64 {
@@ -160,11 +184,11 @@ pub(crate) trait Cells {
     /// # Safety
     /// The caller holds the `WRITING` claim on the cell and `data.len() <= max_element_size`.
     unsafe fn write(&self, index: usize, data: &[u8]);
-    /// Copies the first `out.len()` payload bytes of cell `index` into `out`.
+    /// Copies the first `out.len()` payload bytes of cell `index` into `out`, initializing it.
     ///
     /// # Safety
     /// The caller holds the `READING` claim on the cell and `out.len() <= max_element_size`.
-    unsafe fn read(&self, index: usize, out: &mut [u8]);
+    unsafe fn read(&self, index: usize, out: &mut [MaybeUninit<u8>]);
     /// Hints that the first `bytes` bytes of cell `index` will be read now. Default: nothing.
     fn prefetch_read(&self, _index: usize, _bytes: usize) {}
 }
@@ -194,7 +218,7 @@ pub(crate) enum Push {
     Done,
     /// No free cell; `Some` if the cell in the way is held by a claimant (maybe dead).
     Full(Option<Stall>),
-    Corrupt(&'static str),
+    Corrupt(Corrupt),
 }
 
 /// Outcome of one pop attempt.
@@ -205,7 +229,7 @@ pub(crate) enum Pop {
     /// Nothing to pop; `Some` if a message is being written (or its writer died) at the head.
     Empty(Option<Stall>),
     /// The cell's length or stamp was impossible. The cell was retired if it could be.
-    Corrupt(&'static str),
+    Corrupt(Corrupt),
 }
 
 /// Where a model makes a participant "die" (tests and loom only; production passes `Never`).
@@ -241,6 +265,12 @@ impl<'a, C: Cells> Ring<'a, C> {
         Ring { ctl, cells, table, cap, mask: cap.wrapping_sub(1), pow2: cap.is_power_of_two(), max }
     }
 
+    /// The largest message, in bytes.
+    #[inline]
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
     #[inline]
     fn index(&self, pos: u64) -> usize {
         (if self.pow2 { pos & self.mask } else { pos % self.cap }) as usize
@@ -266,18 +296,17 @@ impl<'a, C: Cells> Ring<'a, C> {
         loop {
             steps += 1;
             if steps > MAX_STEPS {
-                return Push::Corrupt(if self.resync(&self.ctl.tail.0, pos, false) {
-                    "no progress after a million retries (repaired from the cells)"
-                } else {
-                    "no progress after a million retries"
-                });
+                let repaired = self.resync(&self.ctl.tail.0, pos, false);
+                return Push::Corrupt(report("no progress after a million retries", "tail", pos, repaired));
             }
             if pos >= MAX_POS - self.cap {
-                return Push::Corrupt(if self.resync(&self.ctl.tail.0, pos, false) {
-                    "tail position out of range (repaired from the cells)"
+                let repaired = self.resync(&self.ctl.tail.0, pos, false);
+                let what = if repaired {
+                    "tail position out of range"
                 } else {
                     "queue position counter exhausted (or tail and cells corrupted)"
-                });
+                };
+                return Push::Corrupt(report(what, "tail", pos, repaired));
             }
             let idx = self.index(pos);
             let cell = self.cells.header(idx);
@@ -345,11 +374,10 @@ impl<'a, C: Cells> Ring<'a, C> {
                 };
                 continue;
             }
-            return Push::Corrupt(if self.resync(&self.ctl.tail.0, pos, false) {
-                "cell stamp does not match the tail position (repaired from the cells)"
-            } else {
-                "cell stamp does not match the tail position"
-            });
+            let repaired = self.resync(&self.ctl.tail.0, pos, false);
+            return Push::Corrupt(
+                report("cell stamp does not match the tail position", "tail", pos, repaired).with("stamp", s),
+            );
         }
     }
 
@@ -378,15 +406,22 @@ impl<'a, C: Cells> Ring<'a, C> {
         Push::Done
     }
 
-    /// Copies the next message into `out` (`out.len() >= max`), or reports why not. `me` is
-    /// the consumer's participant index.
+    /// Copies the next message into the start of `out` (`out.len() >= max`), or reports why
+    /// not; on `Got(n)` the first `n` bytes of `out` are initialized. `me` is the consumer's
+    /// participant index.
     #[inline]
-    pub(crate) fn try_pop(&self, me: usize, out: &mut [u8]) -> Pop {
+    pub(crate) fn try_pop_into(&self, me: usize, out: &mut [MaybeUninit<u8>]) -> Pop {
         self.pop_impl(me, out, Crash::Never)
     }
 
+    /// [`Ring::try_pop_into`] into initialized bytes.
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    pub(crate) fn try_pop(&self, me: usize, out: &mut [u8]) -> Pop {
+        self.pop_impl(me, as_uninit(out), Crash::Never)
+    }
+
     #[inline(always)]
-    pub(crate) fn pop_impl(&self, me: usize, out: &mut [u8], crash: Crash) -> Pop {
+    pub(crate) fn pop_impl(&self, me: usize, out: &mut [MaybeUninit<u8>], crash: Crash) -> Pop {
         debug_assert!(out.len() >= self.max);
         let intent = &self.table.entry(me).aux[0];
         // Acquire: pairs with the AcqRel CAS that moved `head` here.
@@ -395,18 +430,17 @@ impl<'a, C: Cells> Ring<'a, C> {
         loop {
             steps += 1;
             if steps > MAX_STEPS {
-                return Pop::Corrupt(if self.resync(&self.ctl.head.0, pos, true) {
-                    "no progress after a million retries (repaired from the cells)"
-                } else {
-                    "no progress after a million retries"
-                });
+                let repaired = self.resync(&self.ctl.head.0, pos, true);
+                return Pop::Corrupt(report("no progress after a million retries", "head", pos, repaired));
             }
             if pos >= MAX_POS - self.cap {
-                return Pop::Corrupt(if self.resync(&self.ctl.head.0, pos, true) {
-                    "head position out of range (repaired from the cells)"
+                let repaired = self.resync(&self.ctl.head.0, pos, true);
+                let what = if repaired {
+                    "head position out of range"
                 } else {
                     "queue position counter exhausted (or head and cells corrupted)"
-                });
+                };
+                return Pop::Corrupt(report(what, "head", pos, repaired));
             }
             let idx = self.index(pos);
             let cell = self.cells.header(idx);
@@ -482,15 +516,15 @@ impl<'a, C: Cells> Ring<'a, C> {
                     EMPTY => return Pop::Empty(None),
                     _ => {
                         // Garbage state: retire the cell so the queue goes on, and say so.
-                        if cell
+                        let retired = cell
                             .stamp
                             .compare_exchange(s, stamp(pos + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Acquire)
-                            .is_ok()
-                        {
+                            .is_ok();
+                        if retired {
                             let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
                             self.ctl.not_full.0.notify();
                         }
-                        return Pop::Corrupt("unknown cell state");
+                        return Pop::Corrupt(report("unknown cell state", "head", pos, retired).with("stamp", s));
                     }
                 }
             }
@@ -518,11 +552,10 @@ impl<'a, C: Cells> Ring<'a, C> {
                     _ => q <= tail,
                 };
             if !plausible {
-                return Pop::Corrupt(if self.resync(&self.ctl.head.0, pos, true) {
-                    "cell stamp does not match the head position (repaired from the cells)"
-                } else {
-                    "cell stamp does not match the head position"
-                });
+                let repaired = self.resync(&self.ctl.head.0, pos, true);
+                return Pop::Corrupt(
+                    report("cell stamp does not match the head position", "head", pos, repaired).with("stamp", s),
+                );
             }
             pos = match self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => pos + 1,
@@ -533,7 +566,7 @@ impl<'a, C: Cells> Ring<'a, C> {
 
     /// The rest of a pop once we hold `READING(pos, me)` on cell `idx`.
     #[inline(always)]
-    fn take(&self, pos: u64, idx: usize, cell: &CellHeader, out: &mut [u8], crash: Crash) -> Pop {
+    fn take(&self, pos: u64, idx: usize, cell: &CellHeader, out: &mut [MaybeUninit<u8>], crash: Crash) -> Pop {
         if crash == Crash::AfterClaim {
             return Pop::Empty(None);
         }
@@ -542,7 +575,13 @@ impl<'a, C: Cells> Ring<'a, C> {
             return Pop::Empty(None);
         }
         let result = if len > self.max {
-            Pop::Corrupt("message length exceeds the queue's max element size")
+            // The cell is retired below: the queue goes on without the message.
+            Pop::Corrupt(
+                Corrupt::new(Kind::Queue, "message length exceeds the queue's max message length")
+                    .with("len", len as u64)
+                    .with("max", self.max as u64)
+                    .and_repaired(),
+            )
         } else {
             // SAFETY: we hold READING on `idx`; len <= max <= out.len().
             unsafe { self.cells.read(idx, &mut out[..len]) };
@@ -755,9 +794,12 @@ mod tests {
             // SAFETY: the caller holds the WRITING claim: no other access to this buffer.
             unsafe { (&mut *self.data[index].get())[..data.len()].copy_from_slice(data) };
         }
-        unsafe fn read(&self, index: usize, out: &mut [u8]) {
-            // SAFETY: the caller holds the READING claim: no writer.
-            out.copy_from_slice(unsafe { &(&*self.data[index].get())[..out.len()] });
+        unsafe fn read(&self, index: usize, out: &mut [MaybeUninit<u8>]) {
+            // SAFETY: the caller holds the READING claim: no writer; `out.len() <= max`.
+            unsafe {
+                let src = &(&*self.data[index].get())[..out.len()];
+                std::ptr::copy_nonoverlapping(src.as_ptr(), out.as_mut_ptr().cast::<u8>(), out.len());
+            }
         }
     }
 
@@ -904,7 +946,7 @@ mod tests {
         r.table.register(pid(12), 2, 2..3).unwrap();
         assert_eq!(r.try_push(0, b"a", true), Push::Done);
         assert_eq!(r.try_push(0, b"b", true), Push::Done);
-        assert_eq!(r.pop_impl(1, &mut out, Crash::MidCopy), Pop::Empty(None));
+        assert_eq!(r.pop_impl(1, as_uninit(&mut out), Crash::MidCopy), Pop::Empty(None));
         assert_eq!(r.try_pop(2, &mut out), Pop::Got(1));
         assert_eq!(out[0], b'b');
         // The ring is blocked for producers by the dead reader of "a".
@@ -974,8 +1016,9 @@ mod tests {
         for (i, h) in f.cells.headers.iter().enumerate() {
             h.stamp.store(stamp(i as u64 + (4 << 30), FULL, 0), Ordering::Relaxed);
         }
-        let Pop::Corrupt(what) = r.try_pop(0, &mut out) else { panic!() };
-        assert!(what.starts_with("no progress after a million retries"), "{what}");
+        let Pop::Corrupt(c) = r.try_pop(0, &mut out) else { panic!() };
+        assert_eq!(c.what(), "no progress after a million retries", "{c}");
+        assert!(c.repaired(), "{c}");
         // The cells were consistent: head was rebuilt from them and the messages are there.
         assert_eq!(f.ctl.head.0.load(Ordering::Relaxed), 4 << 30);
         assert_eq!(r.try_pop(0, &mut out), Pop::Got(0));
