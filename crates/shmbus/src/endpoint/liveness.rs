@@ -3,10 +3,10 @@
 //! A process that is SIGKILLed sends no notification, so an endpoint that waits on a peer
 //! asks `/proc` whether it still runs (`process_is_alive`, a few microseconds). Asking on
 //! every poll would cost more than the poll, so each check is throttled to an interval. All
-//! of them read one clock, [`now_ns`]: the vDSO's coarse monotonic clock, a few nanoseconds
-//! and never a system call, so even a spinning reader can consult it on every empty poll.
-//! Its resolution is one kernel tick (1 to 4 ms), so an interval here is a lower bound and a
-//! check may come up to one tick later.
+//! of them read one clock, [`now_ns`]: `CLOCK_MONOTONIC` through the vDSO (about 20 ns, never
+//! a system call). A spinning reader polls every few tens of nanoseconds, so [`PeerWatch`]
+//! reads the clock only on every [`CLOCK_EVERY`]th poll of an unchanged peer: an interval is
+//! then a lower bound that a poll loop overshoots by at most that many polls.
 //!
 //! # The intervals
 //!
@@ -24,7 +24,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use crate::participants::ParticipantTable;
-use crate::sys::{coarse_monotonic_ns, process_is_alive, ProcessId};
+use crate::sys::{monotonic_ns, process_is_alive, ProcessId};
 
 /// A topic slot claimed and not committed for this long has its claimant checked.
 pub(crate) const PENDING_GRACE: Duration = Duration::from_millis(1);
@@ -35,10 +35,13 @@ pub(crate) const PEER: Duration = Duration::from_millis(50);
 /// A pool worker re-checks its dispatcher, and an idle queue waiter its peers, this often.
 pub(crate) const ORPHAN: Duration = Duration::from_millis(100);
 
+/// A [`PeerWatch`] whose peer has not changed reads the clock on every this many polls.
+pub(crate) const CLOCK_EVERY: u32 = 64;
+
 /// The liveness clock, in nanoseconds (see the module docs).
 #[inline]
 pub(crate) fn now_ns() -> u64 {
-    coarse_monotonic_ns()
+    monotonic_ns()
 }
 
 fn as_ns(d: Duration) -> u64 {
@@ -87,7 +90,8 @@ impl Throttle {
 /// Whether a live process holds a peer's entry, cached for an interval.
 ///
 /// A free entry is seen at once (a clean detach); a new holder is checked at once; the same
-/// holder is re-checked at most once per interval.
+/// holder is re-checked at most once per interval (the clock is read every [`CLOCK_EVERY`]
+/// polls).
 #[derive(Debug)]
 pub(crate) struct PeerWatch {
     slot: usize,
@@ -95,6 +99,7 @@ pub(crate) struct PeerWatch {
     seen: Cell<ProcessId>,
     checked_ns: Cell<u64>,
     alive: Cell<bool>,
+    polls: Cell<u32>,
 }
 
 impl PeerWatch {
@@ -106,6 +111,7 @@ impl PeerWatch {
             seen: Cell::new(ProcessId { pid: 0, start_time: 0 }),
             checked_ns: Cell::new(0),
             alive: Cell::new(false),
+            polls: Cell::new(0),
         }
     }
 
@@ -117,6 +123,13 @@ impl PeerWatch {
         };
         if owner.process.pid == me.pid {
             return true;
+        }
+        if owner.process == self.seen.get() {
+            let polls = self.polls.get().wrapping_add(1);
+            self.polls.set(polls);
+            if polls % CLOCK_EVERY != 0 {
+                return self.alive.get();
+            }
         }
         let now = now_ns();
         if owner.process != self.seen.get() || now.saturating_sub(self.checked_ns.get()) >= self.every_ns {
@@ -161,6 +174,11 @@ mod tests {
         assert!(watch.alive(table, me), "cached within the interval");
         let fresh = PeerWatch::new(0, Duration::ZERO);
         assert!(!fresh.alive(table, me), "dead holder once re-checked");
+        let seen_alive = PeerWatch::new(0, Duration::ZERO);
+        seen_alive.seen.set(peer);
+        seen_alive.alive.set(true);
+        let polls_to_notice = (1..=2 * CLOCK_EVERY).find(|_| !seen_alive.alive(table, me));
+        assert_eq!(polls_to_notice, Some(CLOCK_EVERY), "the clock is read every CLOCK_EVERY polls");
         table.release(0);
         assert!(!watch.alive(table, me), "a freed entry is seen at once");
     }

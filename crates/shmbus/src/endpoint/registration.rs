@@ -35,14 +35,15 @@ pub(crate) fn is_us(holder: ProcessId, me: ProcessId) -> bool {
 }
 
 /// Registers `me` with `role` in a free entry of `range`. If none is free, reclaims the dead
-/// (`reclaim`, the kind's reclaim with its cleanup) and tries once more; then the table is
+/// (`reclaim`, the kind's reclaim with its cleanup, returning how many it freed) and tries
+/// once more; then the table is
 /// full of live participants: [`OpenError::TooManyParticipants`] naming `path`.
 pub(crate) fn register_shared(
     table: ParticipantTable<'_>,
     me: ProcessId,
     role: u32,
     range: Range<usize>,
-    reclaim: impl FnOnce(),
+    reclaim: impl FnOnce() -> usize,
     path: &Path,
 ) -> Result<usize, OpenError> {
     if let Some(i) = table.register(me, role, range.clone()) {
@@ -135,15 +136,11 @@ mod tests {
         assert_eq!(t.register(dead, 1, 0..2), Some(1));
         let me = ProcessId::current();
         let mut reclaimed = 0;
-        let i = register_shared(
-            t,
-            me,
-            2,
-            0..2,
-            || reclaimed = t.reclaim_dead(me, process_is_alive, |_, _| {}),
-            Path::new("x"),
-        )
-        .unwrap();
+        let reclaim = || {
+            reclaimed = t.reclaim_dead(me, process_is_alive, |_, _| {});
+            reclaimed
+        };
+        let i = register_shared(t, me, 2, 0..2, reclaim, Path::new("x")).unwrap();
         assert_eq!((i, reclaimed), (0, 2));
         assert_eq!(t.owner(0).unwrap().process, me);
     }
@@ -155,7 +152,7 @@ mod tests {
         let me = ProcessId::current();
         t.register(me, 1, 0..2).unwrap();
         t.register(me, 1, 0..2).unwrap();
-        let e = register_shared(t, me, 1, 0..2, || {}, Path::new("seg")).unwrap_err();
+        let e = register_shared(t, me, 1, 0..2, || 0, Path::new("seg")).unwrap_err();
         assert!(matches!(e, OpenError::TooManyParticipants { max: 2, .. }), "{e:?}");
     }
 

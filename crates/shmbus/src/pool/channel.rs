@@ -15,7 +15,7 @@ use {
 };
 
 /// How often a waiting worker checks, by default, that its dispatcher process still lives.
-pub const DEFAULT_ORPHAN_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+pub const DEFAULT_ORPHAN_CHECK: std::time::Duration = crate::endpoint::liveness::ORPHAN;
 
 /// A job placed in a worker's mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use super::error::PoolTrySendError;
 use super::handle::Shared;
 use super::layout::PoolLayout;
 use super::protocol::{Claim, PoolRef};
+use crate::endpoint::registration::claim_exclusive;
 use crate::error::OpenError;
 use crate::segment::Segment;
 use crate::sys::{process_is_alive, ProcessId};
@@ -35,37 +36,10 @@ pub struct Dispatcher {
 impl Dispatcher {
     pub(super) fn attach(shared: Arc<Shared>) -> Result<Dispatcher, OpenError> {
         let (seg, layout) = (&shared.seg, shared.layout);
+        // Nothing to clean in a dead predecessor's entry itself; the mailboxes it left FILLING
+        // are repaired below.
         let me = ProcessId::current();
-        let parts = seg.participants();
-        let mut registered = false;
-        for _ in 0..16 {
-            if parts.register(me, ROLE_DISPATCHER, DISPATCHER_ENTRY..DISPATCHER_ENTRY + 1).is_some() {
-                registered = true;
-                break;
-            }
-            match parts.owner(DISPATCHER_ENTRY) {
-                // Our own pid with another start time is a dead predecessor (a pid reused, as
-                // when a container restarts), not us: `process_is_alive` says so.
-                Some(o)
-                    if (o.process.pid == me.pid
-                        && (o.process.start_time == me.start_time
-                            || o.process.start_time == 0
-                            || me.start_time == 0))
-                        || process_is_alive(o.process) =>
-                {
-                    return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: o.process.pid });
-                }
-                // Dead (or just released): reclaim the entry and try again. Nothing to clean
-                // in the entry itself; the mailboxes it left FILLING are repaired below.
-                _ => {
-                    parts.reclaim_dead_in(DISPATCHER_ENTRY..DISPATCHER_ENTRY + 1, me, process_is_alive, |_, _| {});
-                }
-            }
-        }
-        if !registered {
-            let holder_pid = parts.owner(DISPATCHER_ENTRY).map_or(0, |o| o.process.pid);
-            return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid });
-        }
+        claim_exclusive(seg.participants(), me, DISPATCHER_ENTRY, ROLE_DISPATCHER, seg.path(), |_, _| {})?;
         let pool = pool_ref(seg, &layout);
         // We are the only dispatcher and have not dispatched yet: any FILLING is a dead
         // predecessor's half-written job, never delivered. Its worker is still waiting.

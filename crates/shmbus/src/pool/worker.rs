@@ -10,9 +10,10 @@ use super::error::{PoolRecvError, PoolRecvTimeoutError, PoolTryRecvError};
 use super::handle::Shared;
 use super::layout::PoolLayout;
 use super::protocol::{Idle, Leave, Mail, PoolRef, Withdraw, BUSY, LOST, VACANT};
+use crate::endpoint::liveness;
 use crate::error::{Corrupt, OpenError};
 use crate::segment::{Kind, Segment};
-use crate::sys::{monotonic_ns, process_is_alive, ProcessId};
+use crate::sys::{process_is_alive, ProcessId};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -275,7 +276,7 @@ impl Worker {
         }
         if st & 1 == 1 {
             // Attached, unless it was SIGKILLed: ask /proc, at most once per interval.
-            let now = monotonic_ns();
+            let now = liveness::now_ns();
             if now < self.next_check_ns.get() {
                 return false;
             }

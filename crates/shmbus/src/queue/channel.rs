@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::consumer::Consumer;
 #[cfg(doc)] // for intra-doc links
@@ -12,6 +12,8 @@ use super::layout::{MappedCells, QueueConfig, QueueLayout, CONTROL_BYTES};
 use super::producer::Producer;
 use super::ring::{Control, Ring, Stall};
 use crate::domain::Domain;
+use crate::endpoint::liveness;
+use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
 use crate::participants::PARTICIPANTS;
@@ -22,11 +24,11 @@ use crate::wait::{block_on_with, Deadline, WaitPolicy};
 /// How long a claim may stand in a waiter's way before the waiter checks whether its owner
 /// is still alive, and how often it re-checks after that. A blocked endpoint gets past a
 /// dead participant's claim within about twice this.
-pub(crate) const LIVENESS_RECHECK: Duration = Duration::from_millis(5);
+pub(crate) const LIVENESS_RECHECK: Duration = liveness::CLAIM_RECHECK;
 
 /// How often an endpoint in a [`crate::WaitSet`] is re-checked while nothing blocks it, so a
 /// claim left by a participant that died while the set slept is found within a bounded time.
-pub(crate) const IDLE_RECHECK: Duration = Duration::from_millis(100);
+pub(crate) const IDLE_RECHECK: Duration = liveness::ORPHAN;
 
 /// Participant roles in the entry's `role` word.
 pub(crate) const ROLE_PRODUCER: u32 = 1;
@@ -65,17 +67,8 @@ impl Shared {
 
     fn register(self: &Arc<Self>, role: u32) -> Result<Endpoint, OpenError> {
         let me = ProcessId::current();
-        let table = self.seg.participants();
-        let index = match table.register(me, role, 0..PARTICIPANTS) {
-            Some(i) => i,
-            None => {
-                self.ring().reclaim_dead(me, process_is_alive);
-                table.register(me, role, 0..PARTICIPANTS).ok_or_else(|| OpenError::TooManyParticipants {
-                    path: self.seg.path().to_owned(),
-                    max: PARTICIPANTS,
-                })?
-            }
-        };
+        let reclaim = || self.ring().reclaim_dead(me, process_is_alive);
+        let index = register_shared(self.seg.participants(), me, role, 0..PARTICIPANTS, reclaim, self.seg.path())?;
         Ok(Endpoint {
             shared: Arc::clone(self),
             index,
@@ -91,7 +84,8 @@ impl Shared {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Watch {
     stall: Stall,
-    next_check: Instant,
+    /// On the liveness clock.
+    next_check_ns: u64,
 }
 
 /// What producers and consumers share: the registration and the stall watch.
@@ -116,19 +110,20 @@ impl Endpoint {
             self.watch.set(None);
             return false;
         };
-        let now = Instant::now();
+        let now = liveness::now_ns();
+        let next_check_ns = now.saturating_add(LIVENESS_RECHECK.as_nanos() as u64);
         match self.watch.get() {
             Some(w) if w.stall == stall => {
-                if now < w.next_check {
+                if now < w.next_check_ns {
                     return false;
                 }
             }
             _ => {
-                self.watch.set(Some(Watch { stall, next_check: now + LIVENESS_RECHECK }));
+                self.watch.set(Some(Watch { stall, next_check_ns }));
                 return false;
             }
         }
-        self.watch.set(Some(Watch { stall, next_check: now + LIVENESS_RECHECK }));
+        self.watch.set(Some(Watch { stall, next_check_ns }));
         let ring = self.shared.ring();
         let owner_alive = match ring.table.owner(stall.owner) {
             Some(info) => process_is_alive(info.process),
@@ -148,7 +143,9 @@ impl Endpoint {
 
     /// The longest a blocked call may sleep before it must look at a watched claim again.
     fn recheck(&self) -> Option<Duration> {
-        self.watch.get().map(|w| w.next_check.saturating_duration_since(Instant::now()).max(Duration::from_micros(100)))
+        self.watch.get().map(|w| {
+            Duration::from_nanos(w.next_check_ns.saturating_sub(liveness::now_ns())).max(Duration::from_micros(100))
+        })
     }
 
     /// Spins per the policy, then sleeps on `event` until `attempt` yields or the deadline;

@@ -9,6 +9,7 @@ use super::protocol::{
 use super::publisher::Publisher;
 use super::subscriber::Subscriber;
 use crate::domain::Domain;
+use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
 use crate::segment::{CreateOptions, Segment};
@@ -129,12 +130,6 @@ pub(super) struct Inner {
     name: String,
 }
 
-// SAFETY: the raw pointers derived from the mapping are only dereferenced through atomics
-// or validated copies; the mapping itself is Send + Sync.
-unsafe impl Send for Inner {}
-// SAFETY: as above.
-unsafe impl Sync for Inner {}
-
 impl Inner {
     #[inline]
     pub(super) fn shared(&self) -> Shared<'_> {
@@ -179,16 +174,15 @@ impl Inner {
     }
 
     fn register(&self, role: u32) -> Result<usize, OpenError> {
-        let me = ProcessId::current();
-        let table = self.seg.participants();
-        if let Some(i) = table.register(me, role, 0..MAX_TOPIC_PARTICIPANTS) {
-            return Ok(i);
-        }
-        self.reclaim_dead();
-        table.register(me, role, 0..MAX_TOPIC_PARTICIPANTS).ok_or_else(|| OpenError::TooManyParticipants {
-            path: self.seg.path().to_owned(),
-            max: MAX_TOPIC_PARTICIPANTS,
-        })
+        let range = 0..MAX_TOPIC_PARTICIPANTS;
+        register_shared(
+            self.seg.participants(),
+            ProcessId::current(),
+            role,
+            range,
+            || self.reclaim_dead(),
+            self.seg.path(),
+        )
     }
 }
 

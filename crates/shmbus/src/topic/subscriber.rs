@@ -3,11 +3,12 @@
 use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::channel::Inner;
 use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
 use super::protocol::{Lookup, PIN_RECORDS};
+use crate::endpoint::liveness::{self, PENDING_GRACE};
 use crate::error::Corrupt;
 use crate::sys::process_is_alive;
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
@@ -15,7 +16,7 @@ use crate::waitset::{WaitHandle, Waitable};
 
 /// How long a subscriber waits on a claimed-but-uncommitted sequence number before it asks
 /// whether the claimant is still alive.
-const PENDING_GRACE: Duration = Duration::from_millis(1);
+
 /// While polling, every how many misses an in-order read does a full lookup.
 const FULL_LOOKUP_EVERY: u32 = 64;
 // (The first miss of a wait is a full lookup too: `misses` starts at 0 after each read.)
@@ -115,7 +116,7 @@ pub struct Subscriber {
     /// `is_ready` can say so without looking again.
     abandoned_seq: Cell<u64>,
     pin_budget: Cell<usize>,
-    pending_since: Cell<Option<(u64, Instant)>>,
+    pending_since: Cell<Option<(u64, u64)>>,
     policy: Cell<WaitPolicy>,
     /// The slot of the last message read in order: the next is most likely in the one after.
     last_slot: Cell<usize>,
@@ -207,10 +208,10 @@ impl Subscriber {
     /// Whether `k`, stuck as pending, was abandoned by a dead publisher. Rate-limited: asks
     /// only after `PENDING_GRACE`.
     fn abandoned(&self, k: u64) -> bool {
-        let now = Instant::now();
+        let now = liveness::now_ns();
         match self.pending_since.get() {
             Some((seq, since)) if seq == k => {
-                if now.duration_since(since) < PENDING_GRACE {
+                if now.saturating_sub(since) < PENDING_GRACE.as_nanos() as u64 {
                     return false;
                 }
             }
