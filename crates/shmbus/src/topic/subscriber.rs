@@ -14,9 +14,6 @@ use crate::sys::process_is_alive;
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
-/// How long a subscriber waits on a claimed-but-uncommitted sequence number before it asks
-/// whether the claimant is still alive.
-
 /// While polling, every how many misses an in-order read does a full lookup.
 const FULL_LOOKUP_EVERY: u32 = 64;
 // (The first miss of a wait is a full lookup too: `misses` starts at 0 after each read.)
