@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError};
+use shmbus::stream::{
+    StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamWriter,
+};
 
 use crate::affinity;
 use crate::child::{self, Helper};
@@ -347,7 +349,7 @@ fn send(cell: &Cell, writer: &mut StreamWriter, reader: &mut Helper, seq: u64, l
                 g.commit();
                 return Ok(true);
             }
-            Err(ReserveError::Timeout) => {
+            Err(StreamSendTimeoutError::Timeout) => {
                 if let Ok(Some(s)) = reader.child.try_wait() {
                     return Err(format!("the reader process exited ({s})"));
                 }
@@ -399,7 +401,7 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
                     rec.consume();
                     Some((now, v))
                 }
-                Err(TryReadError::Empty) => {
+                Err(StreamTryRecvError::Empty) => {
                     spins = spins.wrapping_add(1);
                     if spins % (1 << 16) == 0 && !child::parent_alive(ppid) {
                         return Err("reader: the writer process is gone".into());
@@ -416,7 +418,7 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
                     rec.consume();
                     Some((now, v))
                 }
-                Err(ReadError::Timeout) => {
+                Err(StreamRecvTimeoutError::Timeout) => {
                     if !child::parent_alive(ppid) {
                         return Err("reader: the writer process is gone".into());
                     }

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter};
 
 use crate::affinity;
 use crate::child::{self, Helper};
@@ -221,7 +221,7 @@ fn write_one(
                 g.commit();
                 return Ok(());
             }
-            Err(ReserveError::Timeout) => {
+            Err(StreamSendTimeoutError::Timeout) => {
                 waited += BLOCK_SLICE;
                 check_reader(reader, waited, config.timeout)?;
             }
@@ -310,7 +310,7 @@ pub fn reader(config: ReaderConfig) -> Result<(), String> {
                         rec.consume();
                         break v;
                     }
-                    Err(ReadError::Timeout) => {
+                    Err(StreamRecvTimeoutError::Timeout) => {
                         if !child::parent_alive(ppid) {
                             return Err("reader: the writer process is gone".into());
                         }

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter};
 use shmbus::sys::monotonic_ns;
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError};
 
@@ -46,10 +46,10 @@ impl Sink for StreamSink {
     fn send(&mut self, data: &[u8]) -> Result<()> {
         let r = match self.timeout {
             Some(t) => self.writer.write_timeout(data, t),
-            None => self.writer.write(data),
+            None => self.writer.write(data).map_err(StreamSendTimeoutError::from),
         };
         r.map_err(|e| match e {
-            ReserveError::Timeout => CliError::msg(format!(
+            StreamSendTimeoutError::Timeout => CliError::msg(format!(
                 "publish failed: no room for a {} byte record in the stream within {} ms; the reader is slow or stuck",
                 data.len(),
                 self.timeout.unwrap_or_default().as_millis()
@@ -93,15 +93,15 @@ impl Source for StreamSource {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let r = match left {
                 Some(left) => self.reader.read_into_timeout(buf, left),
-                None => self.reader.read_into(buf),
+                None => self.reader.read_into(buf).map_err(StreamRecvTimeoutError::from),
             };
             match r {
                 Ok(_) => {
                     self.received += 1;
                     return Ok(Recv::Msg { seq: self.received, ts_ns: monotonic_ns() });
                 }
-                Err(ReadError::Timeout) => return Ok(Recv::Timeout),
-                Err(ReadError::Disconnected) => {
+                Err(StreamRecvTimeoutError::Timeout) => return Ok(Recv::Timeout),
+                Err(StreamRecvTimeoutError::Disconnected) => {
                     // Empty and no writer: wait for a record instead (a `pub` per message
                     // attaches, commits and detaches between two looks at its liveness).
                     let waited = match left {

@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use shmbus::stream::{ReadError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{StreamConfig, StreamReader, StreamRecvTimeoutError, StreamWriter};
 use shmbus::Domain;
 
 const RECORDS: u32 = 10_000;
@@ -56,7 +56,7 @@ fn reader(domain: &Domain) -> Result<(), Box<dyn std::error::Error>> {
     loop {
         let record = match reader.read_timeout(Duration::from_secs(10)) {
             Ok(r) => r,
-            Err(ReadError::Disconnected) => break, // writer gone and nothing left
+            Err(StreamRecvTimeoutError::Disconnected) => break, // writer gone and nothing left
             Err(e) => return Err(e.into()),
         };
         if &*record == b"bye" {

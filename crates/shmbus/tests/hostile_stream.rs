@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use common::hostile;
 use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
 use shmbus::stream::{
-    ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError,
+    StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError,
+    StreamWriter,
 };
 use shmbus::{Domain, WaitSet};
 
@@ -119,7 +120,7 @@ fn reader(d: &Domain, root: &Path) {
     while !marker(root, "quiesce").exists() {
         for i in 0..32 {
             calls += 1;
-            let res: Result<usize, TryReadError> = match i % 4 {
+            let res: Result<usize, StreamTryRecvError> = match i % 4 {
                 0 => timed("read_timeout", || {
                     r.read_timeout(TIMEOUT)
                         .map(|rec| {
@@ -128,25 +129,27 @@ fn reader(d: &Domain, root: &Path) {
                             n
                         })
                         .map_err(|e| match e {
-                            ReadError::Corrupt(c) => TryReadError::Corrupt(c),
-                            ReadError::Disconnected => TryReadError::Disconnected,
-                            _ => TryReadError::Empty,
+                            StreamRecvTimeoutError::Corrupt(c) => StreamTryRecvError::Corrupt(c),
+                            StreamRecvTimeoutError::Disconnected => StreamTryRecvError::Disconnected,
+                            _ => StreamTryRecvError::Empty,
                         })
                 }),
                 1 => timed("try_read", || r.try_read().map(|rec| rec.len())),
                 2 => timed("read_into_timeout", || {
                     r.read_into_timeout(&mut buf, TIMEOUT).map_err(|e| match e {
-                        ReadError::Corrupt(c) => TryReadError::Corrupt(c),
-                        ReadError::Disconnected => TryReadError::Disconnected,
-                        _ => TryReadError::Empty,
+                        StreamRecvTimeoutError::Corrupt(c) => StreamTryRecvError::Corrupt(c),
+                        StreamRecvTimeoutError::Disconnected => StreamTryRecvError::Disconnected,
+                        _ => StreamTryRecvError::Empty,
                     })
                 }),
-                _ => timed("wait set", || ws.wait_timeout(&[&r], TIMEOUT).map(|_| 0).map_err(|_| TryReadError::Empty)),
+                _ => timed("wait set", || {
+                    ws.wait_timeout(&[&r], TIMEOUT).map(|_| 0).map_err(|_| StreamTryRecvError::Empty)
+                }),
             };
             match res {
                 Ok(_) => ok += 1,
-                Err(TryReadError::Corrupt(_)) => corrupt += 1,
-                Err(TryReadError::Disconnected) => {
+                Err(StreamTryRecvError::Corrupt(_)) => corrupt += 1,
+                Err(StreamTryRecvError::Disconnected) => {
                     disconnected += 1;
                     // Empty with the writer's entry scribbled: do not spin on it.
                     std::thread::sleep(Duration::from_millis(1));
@@ -167,7 +170,7 @@ fn reader(d: &Domain, root: &Path) {
                 assert_eq!(buf, format!("ok-{after}").as_bytes(), "record {after} after the restore");
                 after += 1;
             }
-            Err(ReadError::Timeout | ReadError::Disconnected) => {}
+            Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {}
             Err(e) => panic!("after the restore: {e}"),
         }
     }
@@ -188,8 +191,8 @@ fn writer(d: &Domain, root: &Path) {
                 0 => timed("try_write", || w.try_write(data.as_bytes())),
                 1 => timed("write_timeout", || {
                     w.write_timeout(data.as_bytes(), TIMEOUT).map_err(|e| match e {
-                        ReserveError::Corrupt(c) => TryReserveError::Corrupt(c),
-                        _ => TryReserveError::Disconnected,
+                        StreamSendTimeoutError::Corrupt(c) => StreamTrySendError::Corrupt(c),
+                        _ => StreamTrySendError::Disconnected,
                     })
                 }),
                 _ => timed("try_reserve", || {
@@ -201,7 +204,7 @@ fn writer(d: &Domain, root: &Path) {
             };
             match res {
                 Ok(()) => ok += 1,
-                Err(TryReserveError::Corrupt(_)) => corrupt += 1,
+                Err(StreamTrySendError::Corrupt(_)) => corrupt += 1,
                 Err(_) => std::thread::sleep(Duration::from_micros(100)),
             }
         }
@@ -346,13 +349,13 @@ fn every_control_word_at_each_edge_value() {
             for _ in 0..5 {
                 let start = Instant::now();
                 match r.read_into_timeout(&mut buf, Duration::from_millis(5)) {
-                    Err(ReadError::Corrupt(_)) => r_corrupt += 1,
-                    Ok(_) | Err(ReadError::Timeout | ReadError::Disconnected) => {}
-                    Err(ReadError::Truncated) => {
-                        panic!("word {off} = {v}: reported truncated, but nothing truncated the file")
+                    Err(StreamRecvTimeoutError::Corrupt(_)) => r_corrupt += 1,
+                    Ok(_) | Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {}
+                    Err(e) => {
+                        panic!("word {off} = {v}: reported {e}, but nothing truncated the file")
                     }
                 }
-                if let Err(ReserveError::Corrupt(_)) = w.write_timeout(b"x", Duration::from_millis(5)) {
+                if let Err(StreamSendTimeoutError::Corrupt(_)) = w.write_timeout(b"x", Duration::from_millis(5)) {
                     w_corrupt += 1;
                 }
                 let _ = (r.try_read().map(|rec| rec.consume()), w.try_write(b"y"));
@@ -374,7 +377,7 @@ fn every_control_word_at_each_edge_value() {
             loop {
                 match r.try_read() {
                     Ok(rec) => rec.consume(),
-                    Err(TryReadError::Corrupt(_)) => {
+                    Err(StreamTryRecvError::Corrupt(_)) => {
                         // A record header the scribble broke: skip the rest of the ring.
                         drop(r);
                         write_u64(&f, TAIL, read_u64(&f, HEAD));

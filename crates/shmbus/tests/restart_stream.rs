@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::restart::{fail, kill_and_restart};
 use common::{child_role, Scratch};
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter};
 use shmbus::Domain;
 
 const NAME: &str = "restart";
@@ -43,7 +43,7 @@ fn writer(d: &Domain, forever: bool) {
         }
         match w.write_timeout(format!("w{i}").as_bytes(), Duration::from_secs(5)) {
             Ok(()) => {}
-            Err(ReserveError::Disconnected) if forever => std::thread::sleep(Duration::from_millis(1)),
+            Err(StreamSendTimeoutError::Disconnected) if forever => std::thread::sleep(Duration::from_millis(1)),
             Err(e) => fail(format!("write {i}: {e}")),
         }
     }
@@ -60,7 +60,9 @@ fn reader(d: &Domain, forever: bool) {
         }
         match r.read_into_timeout(&mut buf, Duration::from_millis(100)) {
             Ok(_) => got += 1,
-            Err(ReadError::Timeout | ReadError::Disconnected) => std::thread::sleep(Duration::from_millis(1)),
+            Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
             Err(e) => fail(format!("read: {e}")),
         }
     }
@@ -80,7 +82,7 @@ fn stream_writer_restarts() {
         "writer",
         |d| StreamReader::create(d, NAME, &StreamConfig::new(1 << 16)).unwrap(),
         |reader| match reader.read_into_timeout(&mut buf, Duration::from_millis(1)) {
-            Ok(_) | Err(ReadError::Timeout | ReadError::Disconnected) => {}
+            Ok(_) | Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {}
             Err(e) => panic!("reader: {e}"),
         },
     );
@@ -99,7 +101,7 @@ fn stream_reader_restarts() {
         |writer| {
             n += 1;
             match writer.write_timeout(format!("r{n}").as_bytes(), Duration::from_millis(1)) {
-                Ok(()) | Err(ReserveError::Timeout | ReserveError::Disconnected) => {}
+                Ok(()) | Err(StreamSendTimeoutError::Timeout | StreamSendTimeoutError::Disconnected) => {}
                 Err(e) => panic!("writer: {e}"),
             }
             std::thread::sleep(Duration::from_micros(200));

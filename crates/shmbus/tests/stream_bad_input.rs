@@ -8,7 +8,7 @@ mod common;
 use std::os::unix::fs::FileExt;
 
 use common::Scratch;
-use shmbus::stream::{StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError};
+use shmbus::stream::{StreamConfig, StreamReader, StreamTryRecvError, StreamTrySendError, StreamWriter};
 use shmbus::sys::page_size;
 use shmbus::OpenError;
 
@@ -38,7 +38,7 @@ fn record_larger_than_the_ring_is_refused() {
     let d = root.domain("test");
     let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(page_size())).unwrap();
     let e = w.try_write(&vec![0; page_size()]).unwrap_err();
-    assert!(matches!(e, TryReserveError::TooLarge { len, max } if len == page_size() && max == page_size() - 8));
+    assert!(matches!(e, StreamTrySendError::TooLarge { len, max } if len == page_size() && max == page_size() - 8));
     assert!(e.to_string().contains("larger than this stream's maximum"));
     assert!(w.write(&vec![0; 10 * page_size()]).is_err());
 }
@@ -102,7 +102,7 @@ fn corrupt_ring_contents_are_errors_not_panics() {
     let f = std::fs::OpenOptions::new().read(true).write(true).open(w.path()).unwrap();
     let data_at = f.metadata().unwrap().len() - (1 << 16);
     f.write_all_at(&u64::MAX.to_le_bytes(), data_at).unwrap();
-    assert!(matches!(r.try_read(), Err(TryReadError::Corrupt(_))));
+    assert!(matches!(r.try_read(), Err(StreamTryRecvError::Corrupt(_))));
     // A header claiming more bytes than were committed.
     f.write_all_at(&((1u64 << 20) | (((1u32 << 20) ^ 0x5354_524D) as u64) << 32).to_le_bytes(), data_at).unwrap();
     let e = r.try_read().unwrap_err();
@@ -111,7 +111,7 @@ fn corrupt_ring_contents_are_errors_not_panics() {
     let kind_at = 12288u64;
     f.write_all_at(&(1u64 << 30).to_le_bytes(), kind_at + 128).unwrap();
     // (A maximal record does not fit the cached free space, so the writer re-reads it.)
-    assert!(matches!(w.try_write(&vec![0; (1 << 16) - 8]), Err(TryReserveError::Corrupt(_))));
+    assert!(matches!(w.try_write(&vec![0; (1 << 16) - 8]), Err(StreamTrySendError::Corrupt(_))));
     assert!(matches!(StreamReader::open(&d, "s"), Err(OpenError::Busy { .. })));
     drop(r);
     assert!(matches!(StreamReader::open(&d, "s"), Err(OpenError::Corrupt { .. })));

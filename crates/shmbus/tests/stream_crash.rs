@@ -25,7 +25,7 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::{child_command, child_role, sigkill, wait_with_deadline, Rng, Scratch};
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{StreamConfig, StreamReader, StreamRecvError, StreamSendError, StreamWriter};
 use shmbus::Domain;
 
 const NAME: &str = "crash";
@@ -73,7 +73,7 @@ fn writer(d: &Domain, root: &Path, wid: u64) {
             match w.reserve(len) {
                 Ok(g) => break g,
                 // The reader is being replaced.
-                Err(ReserveError::Disconnected) => std::thread::sleep(Duration::from_millis(1)),
+                Err(StreamSendError::Disconnected) => std::thread::sleep(Duration::from_millis(1)),
                 Err(e) => {
                     eprintln!("writer {wid}: {e}");
                     std::process::exit(3);
@@ -102,9 +102,9 @@ fn reader(d: &Domain, root: &Path, rid: u64, drain: bool) {
     loop {
         let rec = match r.read() {
             Ok(rec) => rec,
-            Err(ReadError::Disconnected) if drain => return,
+            Err(StreamRecvError::Disconnected) if drain => return,
             // The writer is being replaced.
-            Err(ReadError::Disconnected) => {
+            Err(StreamRecvError::Disconnected) => {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }

@@ -14,7 +14,9 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{child_role, sigkill, spawn_child, wait_with_deadline, Rng, Scratch};
-use shmbus::stream::{self, ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{
+    self, StreamConfig, StreamReader, StreamRecvError, StreamRecvTimeoutError, StreamSendError, StreamWriter,
+};
 use shmbus::{Domain, OpenError};
 
 const NAME: &str = "bulk";
@@ -126,7 +128,7 @@ fn bulk_writer(d: &Domain) {
             match w.reserve(len) {
                 Ok(g) => break g,
                 // No reader yet (or not any more): it is being started; retry.
-                Err(ReserveError::Disconnected) if Instant::now() < deadline => {
+                Err(StreamSendError::Disconnected) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1))
                 }
                 Err(e) => panic!("writer: {e}"),
@@ -152,7 +154,7 @@ fn bulk_reader(d: &Domain) {
         let rec = loop {
             match r.read() {
                 Ok(rec) => break rec,
-                Err(ReadError::Disconnected) if Instant::now() < deadline => {
+                Err(StreamRecvError::Disconnected) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1))
                 }
                 Err(e) => panic!("reader at record {seq}: {e}"),
@@ -167,7 +169,7 @@ fn bulk_reader(d: &Domain) {
     let secs = start.elapsed().as_secs_f64();
     // Everything arrived; the writer has finished, so the stream ends with Disconnected.
     match r.read_timeout(Duration::from_secs(30)) {
-        Err(ReadError::Disconnected) => {}
+        Err(StreamRecvTimeoutError::Disconnected) => {}
         Ok(rec) => panic!("unexpected extra record of {} bytes", rec.len()),
         Err(e) => panic!("reader after the last record: {e}"),
     }

@@ -433,7 +433,7 @@ mod stream {
     const KIND: &str = "stream";
 
     pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
-        use shmbus::stream::{ReadError, TryReadError};
+        use shmbus::stream::{StreamRecvTimeoutError, StreamTryRecvError};
         let mut r = StreamReader::open(d, NAME).unwrap();
         receive_loop(stop, || {
             if waitset {
@@ -445,8 +445,8 @@ mod stream {
                         rec.consume();
                         Got::Msg
                     }
-                    Err(TryReadError::Empty) => Got::Timeout,
-                    Err(e @ TryReadError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(StreamTryRecvError::Empty) => Got::Timeout,
+                    Err(e @ StreamTryRecvError::Truncated) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
@@ -455,8 +455,8 @@ mod stream {
                     rec.consume();
                     Got::Msg
                 }
-                Err(ReadError::Timeout) => Got::Timeout,
-                Err(e @ ReadError::Truncated) => Got::Truncated(e.to_string()),
+                Err(StreamRecvTimeoutError::Timeout) => Got::Timeout,
+                Err(e @ StreamRecvTimeoutError::Truncated) => Got::Truncated(e.to_string()),
                 Err(e) => Got::Error(e.to_string()),
             }
         })

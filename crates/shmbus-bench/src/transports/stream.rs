@@ -9,7 +9,8 @@ use std::io;
 use std::time::Duration;
 
 use shmbus::stream::{
-    ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError,
+    StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError,
+    StreamWriter,
 };
 
 use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
@@ -108,7 +109,7 @@ impl Endpoint for StreamEnd {
                     Ok(Some(()))
                 }
                 // The reader not attached yet or gone: the waiter asks about the peer.
-                Err(TryReserveError::Full { .. } | TryReserveError::Disconnected) => Ok(None),
+                Err(StreamTrySendError::Full { .. } | StreamTrySendError::Disconnected) => Ok(None),
                 Err(e) => Err(io::Error::other(e)),
             },
             |slice| match w.borrow_mut().reserve_timeout(n, slice) {
@@ -117,8 +118,8 @@ impl Endpoint for StreamEnd {
                     g.commit();
                     Ok(Some(()))
                 }
-                Err(ReserveError::Timeout) => Ok(None),
-                Err(ReserveError::Disconnected) => nap(),
+                Err(StreamSendTimeoutError::Timeout) => Ok(None),
+                Err(StreamSendTimeoutError::Disconnected) => nap(),
                 Err(e) => Err(io::Error::other(e)),
             },
         )
@@ -137,13 +138,13 @@ impl Endpoint for StreamEnd {
                     waiter,
                     || match r.borrow_mut().try_read_into(&mut data.borrow_mut()) {
                         Ok(len) => Ok(Some(len)),
-                        Err(TryReadError::Empty | TryReadError::Disconnected) => Ok(None),
+                        Err(StreamTryRecvError::Empty | StreamTryRecvError::Disconnected) => Ok(None),
                         Err(e) => Err(io::Error::other(e)),
                     },
                     |slice| match r.borrow_mut().read_into_timeout(&mut data.borrow_mut(), slice) {
                         Ok(len) => Ok(Some(len)),
-                        Err(ReadError::Timeout) => Ok(None),
-                        Err(ReadError::Disconnected) => nap(),
+                        Err(StreamRecvTimeoutError::Timeout) => Ok(None),
+                        Err(StreamRecvTimeoutError::Disconnected) => nap(),
                         Err(e) => Err(io::Error::other(e)),
                     },
                 )?;
@@ -164,7 +165,7 @@ impl Endpoint for StreamEnd {
                                 rec.consume();
                                 Ok(Some(v))
                             }
-                            Err(TryReadError::Empty | TryReadError::Disconnected) => Ok(None),
+                            Err(StreamTryRecvError::Empty | StreamTryRecvError::Disconnected) => Ok(None),
                             Err(e) => Err(io::Error::other(e)),
                         }
                     },
@@ -176,8 +177,8 @@ impl Endpoint for StreamEnd {
                                 rec.consume();
                                 Ok(Some(v))
                             }
-                            Err(ReadError::Timeout) => Ok(None),
-                            Err(ReadError::Disconnected) => nap(),
+                            Err(StreamRecvTimeoutError::Timeout) => Ok(None),
+                            Err(StreamRecvTimeoutError::Disconnected) => nap(),
                             Err(e) => Err(io::Error::other(e)),
                         }
                     },

@@ -15,7 +15,7 @@ use crate::sys::{coarse_monotonic_ns, process_is_alive, Mapping, ProcessId};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 
 #[cfg(doc)]
-use super::error::ReadError;
+use super::error::StreamRecvError;
 
 /// How often a blocked endpoint re-checks that its peer is alive, and how long a liveness
 /// answer is cached: a dead peer is reported at most this long (plus one `/proc` read) after
@@ -97,7 +97,7 @@ impl Shared {
     }
 
     /// Whether the segment or the ring mapping was truncated under this process (see
-    /// [`ReadError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
+    /// [`StreamRecvError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
     #[cold]
     pub(super) fn truncated(&self) -> bool {
         self.seg.was_truncated() || self.ring.was_truncated()

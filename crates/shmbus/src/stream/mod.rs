@@ -68,7 +68,10 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(loom)]
 pub mod protocol;
+#[cfg(not(loom))]
+pub(crate) mod protocol;
 
 #[cfg(not(loom))]
 mod channel;
@@ -88,7 +91,10 @@ pub use channel::{status, EndpointStatus, StreamStatus, LIVENESS_INTERVAL};
 #[cfg(not(loom))]
 pub(crate) use channel::{unread_bytes, ROLE_READER, ROLE_WRITER};
 #[cfg(not(loom))]
-pub use error::{ReadError, ReserveError, StreamCorrupt, TryReadError, TryReserveError};
+pub use error::{
+    StreamRecvError, StreamRecvTimeoutError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError,
+    StreamTrySendError,
+};
 #[cfg(not(loom))]
 pub use layout::{StreamConfig, MAX_CAPACITY};
 #[cfg(not(loom))]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::channel::{
     status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_READER, WRITER_SLOT,
 };
-use super::error::{ReadError, TryReadError};
+use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
 use super::layout::StreamConfig;
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
 use crate::domain::Domain;
@@ -159,79 +159,93 @@ impl StreamReader {
     /// The next record, without waiting. Read it in place, then [`Record::consume`] it;
     /// dropping it unconsumed leaves it to be read again.
     #[inline]
-    pub fn try_read(&mut self) -> Result<Record<'_>, TryReadError> {
+    pub fn try_read(&mut self) -> Result<Record<'_>, StreamTryRecvError> {
         let e = match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
             Ok(Some(n)) => return Ok(self.record(n)),
             Ok(None) => {
                 if self.writer.alive(&self.shared) {
-                    TryReadError::Empty
+                    StreamTryRecvError::Empty
                 } else {
                     // The writer may have committed just before it went: look once more.
                     match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
                         Ok(Some(n)) => return Ok(self.record(n)),
-                        Ok(None) => TryReadError::Disconnected,
-                        Err(c) => TryReadError::Corrupt(c),
+                        Ok(None) => StreamTryRecvError::Disconnected,
+                        Err(c) => StreamTryRecvError::Corrupt(c.into()),
                     }
                 }
             }
-            Err(c) => TryReadError::Corrupt(c),
+            Err(c) => StreamTryRecvError::Corrupt(c.into()),
         };
         // Nothing valid found: zeros past a cut read as "empty" or as garbage.
-        Err(if self.shared.truncated() { TryReadError::Truncated } else { e })
+        Err(if self.shared.truncated() { StreamTryRecvError::Truncated } else { e })
     }
 
     /// The next record, waiting as long as it takes (or until the writer is gone).
-    pub fn read(&mut self) -> Result<Record<'_>, ReadError> {
-        self.read_until(Deadline::NEVER)
+    pub fn read(&mut self) -> Result<Record<'_>, StreamRecvError> {
+        let n = loop {
+            match self.next_until(Deadline::NEVER) {
+                Ok(n) => break n,
+                Err(Some(e)) => return Err(e),
+                Err(None) => continue,
+            }
+        };
+        Ok(self.record(n))
     }
 
     /// The next record, waiting at most `timeout`.
-    pub fn read_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, ReadError> {
-        self.read_until(Deadline::after(timeout))
+    pub fn read_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, StreamRecvTimeoutError> {
+        match self.next_until(Deadline::after(timeout)) {
+            Ok(n) => Ok(self.record(n)),
+            Err(Some(e)) => Err(e.into()),
+            Err(None) => Err(StreamRecvTimeoutError::Timeout),
+        }
     }
 
-    fn read_until(&mut self, deadline: Deadline) -> Result<Record<'_>, ReadError> {
+    /// Waits for the next record until `deadline`; `Err(None)` if it passed.
+    fn next_until(&mut self, deadline: Deadline) -> Result<Next, Option<StreamRecvError>> {
         let StreamReader { shared, core, writer, policy, reported } = self;
         let ctrl = shared.ctrl();
         let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
             let e = match StreamReader::next(core, shared, reported) {
                 Ok(Some(n)) => return Some(Ok(n)),
                 // Nothing yet: wait, unless the file was truncated (then nothing ever comes).
-                Ok(None) if writer.alive(shared) => return shared.truncated().then_some(Err(ReadError::Truncated)),
+                Ok(None) if writer.alive(shared) => {
+                    return shared.truncated().then_some(Err(StreamRecvError::Truncated))
+                }
                 // Gone: one more look, as in `try_read`.
                 Ok(None) => match StreamReader::next(core, shared, reported) {
                     Ok(Some(n)) => return Some(Ok(n)),
-                    Ok(None) => ReadError::Disconnected,
-                    Err(c) => ReadError::Corrupt(c),
+                    Ok(None) => StreamRecvError::Disconnected,
+                    Err(c) => StreamRecvError::Corrupt(c.into()),
                 },
-                Err(c) => ReadError::Corrupt(c),
+                Err(c) => StreamRecvError::Corrupt(c.into()),
             };
-            Some(Err(if shared.truncated() { ReadError::Truncated } else { e }))
+            Some(Err(if shared.truncated() { StreamRecvError::Truncated } else { e }))
         });
         match outcome {
-            Some(Ok(n)) => Ok(self.record(n)),
-            Some(Err(e)) => Err(e),
-            None if self.shared.truncated() => Err(ReadError::Truncated),
-            None => Err(ReadError::Timeout),
+            Some(Ok(n)) => Ok(n),
+            Some(Err(e)) => Err(Some(e)),
+            None if self.shared.truncated() => Err(Some(StreamRecvError::Truncated)),
+            None => Err(None),
         }
     }
 
     /// Copies the next record into `buf` (replacing its contents) and consumes it, without
     /// waiting. Returns the record length.
-    pub fn try_read_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, TryReadError> {
+    pub fn try_read_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamTryRecvError> {
         let rec = self.try_read()?;
         Ok(rec.copy_into(buf))
     }
 
     /// Copies the next record into `buf` (replacing its contents) and consumes it, waiting
     /// as long as it takes. Returns the record length.
-    pub fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, ReadError> {
+    pub fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamRecvError> {
         let rec = self.read()?;
         Ok(rec.copy_into(buf))
     }
 
     /// [`StreamReader::read_into`] waiting at most `timeout`.
-    pub fn read_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, ReadError> {
+    pub fn read_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, StreamRecvTimeoutError> {
         let rec = self.read_timeout(timeout)?;
         Ok(rec.copy_into(buf))
     }

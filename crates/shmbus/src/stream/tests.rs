@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::channel::status;
-use super::error::{ReadError, ReserveError, TryReadError, TryReserveError};
+use super::error::{StreamRecvError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError};
 use super::layout::{StreamConfig, StreamLayout, MAX_CAPACITY};
 use super::reader::StreamReader;
 use super::writer::StreamWriter;
@@ -99,7 +99,7 @@ fn records_round_trip_across_the_wrap() {
         assert_eq!(r.try_read_into(&mut buf), Ok(len));
         assert_eq!(buf, data);
     }
-    assert_eq!(r.try_read().unwrap_err(), TryReadError::Empty);
+    assert_eq!(r.try_read().unwrap_err(), StreamTryRecvError::Empty);
 }
 
 #[test]
@@ -109,13 +109,13 @@ fn full_ring_hands_back_and_max_record_fits_exactly() {
     let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(cap)).unwrap();
     let mut r = StreamReader::open(&d.0, "s").unwrap();
     assert_eq!(w.max_record_len(), cap - 8);
-    assert!(matches!(w.try_reserve(cap - 7), Err(TryReserveError::TooLarge { .. })));
-    assert!(matches!(w.reserve(cap), Err(ReserveError::TooLarge { .. })));
+    assert!(matches!(w.try_reserve(cap - 7), Err(StreamTrySendError::TooLarge { .. })));
+    assert!(matches!(w.reserve(cap), Err(StreamSendError::TooLarge { .. })));
     w.try_write(&[1]).unwrap();
     assert!(
-        matches!(w.try_reserve(cap - 8), Err(TryReserveError::Full { needed, free }) if needed == cap && free == cap - 16)
+        matches!(w.try_reserve(cap - 8), Err(StreamTrySendError::Full { needed, free }) if needed == cap && free == cap - 16)
     );
-    assert_eq!(w.reserve_timeout(cap - 8, Duration::from_millis(20)).unwrap_err(), ReserveError::Timeout);
+    assert_eq!(w.reserve_timeout(cap - 8, Duration::from_millis(20)).unwrap_err(), StreamSendTimeoutError::Timeout);
     r.try_read().unwrap().consume();
     let big = vec![7u8; cap - 8];
     w.try_write(&big).unwrap();
@@ -137,7 +137,7 @@ fn uncommitted_grant_is_invisible_and_unconsumed_record_is_redelivered() {
         assert!(!r.is_ready());
         // dropped: nothing committed
     }
-    assert_eq!(r.try_read().unwrap_err(), TryReadError::Empty);
+    assert_eq!(r.try_read().unwrap_err(), StreamTryRecvError::Empty);
     let mut g = w.try_reserve(100).unwrap();
     g[..3].copy_from_slice(b"abc");
     g.commit_len(3);
@@ -150,7 +150,7 @@ fn uncommitted_grant_is_invisible_and_unconsumed_record_is_redelivered() {
     rec.consume();
     drop(r);
     let mut r = StreamReader::open(&d.0, "s").unwrap();
-    assert_eq!(r.try_read().unwrap_err(), TryReadError::Empty);
+    assert_eq!(r.try_read().unwrap_err(), StreamTryRecvError::Empty);
 }
 
 #[test]
@@ -158,7 +158,7 @@ fn second_endpoint_of_a_role_is_busy_and_disconnects_are_reported() {
     let d = TempDomain::new("busy");
     let cfg = StreamConfig::new(page());
     let mut r = StreamReader::create(&d.0, "s", &cfg).unwrap();
-    assert_eq!(r.try_read().unwrap_err(), TryReadError::Disconnected);
+    assert_eq!(r.try_read().unwrap_err(), StreamTryRecvError::Disconnected);
     assert!(
         matches!(StreamReader::open(&d.0, "s"), Err(OpenError::Busy { holder_pid, .. }) if holder_pid == std::process::id())
     );
@@ -178,13 +178,13 @@ fn second_endpoint_of_a_role_is_busy_and_disconnects_are_reported() {
     // Committed data outlives the writer; then the reader learns it is gone.
     assert_eq!(&*r.read().unwrap(), b"last");
     r.read().unwrap().consume();
-    assert_eq!(r.read().unwrap_err(), ReadError::Disconnected);
+    assert_eq!(r.read().unwrap_err(), StreamRecvError::Disconnected);
     let mut w = StreamWriter::open(&d.0, "s").unwrap();
     let fill = vec![0u8; page() - 8];
     w.try_write(&fill).unwrap();
     drop(r);
-    assert_eq!(w.try_write(b"x").unwrap_err(), TryReserveError::Disconnected);
-    assert_eq!(w.write(b"x").unwrap_err(), ReserveError::Disconnected);
+    assert_eq!(w.try_write(b"x").unwrap_err(), StreamTrySendError::Disconnected);
+    assert_eq!(w.write(b"x").unwrap_err(), StreamSendError::Disconnected);
 }
 
 #[test]

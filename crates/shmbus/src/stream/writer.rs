@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::channel::{
     status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_WRITER, WRITER_SLOT,
 };
-use super::error::{ReserveError, TryReserveError};
+use super::error::{StreamSendError, StreamSendTimeoutError, StreamTrySendError};
 use super::layout::StreamConfig;
 use super::protocol::{encode_header, record_size, ClaimError, Corruption, WriterCore, HEADER};
 use crate::domain::Domain;
@@ -122,37 +122,49 @@ impl StreamWriter {
     /// Reserves `len` contiguous bytes for a record, without waiting. Write them through the
     /// returned grant, then [`WriteGrant::commit`]; dropping the grant commits nothing.
     #[inline]
-    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, TryReserveError> {
+    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, StreamTrySendError> {
         let Some(size) = self.size_for(len) else {
-            return Err(TryReserveError::TooLarge { len, max: self.max_record_len() });
+            return Err(StreamTrySendError::TooLarge { len, max: self.max_record_len() });
         };
         match latch(self.core.try_claim(self.shared.ctrl(), size), &mut self.reported) {
             Ok(pos) => Ok(WriteGrant { pos, len, writer: self }),
-            Err(_) if self.shared.truncated() => Err(TryReserveError::Truncated),
+            Err(_) if self.shared.truncated() => Err(StreamTrySendError::Truncated),
             Err(ClaimError::Full { free }) => {
                 if self.reader.alive(&self.shared) {
-                    Err(TryReserveError::Full { needed: size as usize, free: free as usize })
+                    Err(StreamTrySendError::Full { needed: size as usize, free: free as usize })
                 } else {
-                    Err(TryReserveError::Disconnected)
+                    Err(StreamTrySendError::Disconnected)
                 }
             }
-            Err(ClaimError::Corrupt(c)) => Err(TryReserveError::Corrupt(c)),
+            Err(ClaimError::Corrupt(c)) => Err(StreamTrySendError::Corrupt(c.into())),
         }
     }
 
     /// Reserves `len` contiguous bytes, waiting for space as long as it takes.
-    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, ReserveError> {
-        self.reserve_until(len, Deadline::NEVER)
+    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, StreamSendError> {
+        let pos = loop {
+            match self.claim_until(len, Deadline::NEVER) {
+                Ok(pos) => break pos,
+                Err(Some(e)) => return Err(e),
+                Err(None) => continue,
+            }
+        };
+        Ok(WriteGrant { pos, len, writer: self })
     }
 
     /// Reserves `len` contiguous bytes, waiting for space at most `timeout`.
-    pub fn reserve_timeout(&mut self, len: usize, timeout: Duration) -> Result<WriteGrant<'_>, ReserveError> {
-        self.reserve_until(len, Deadline::after(timeout))
+    pub fn reserve_timeout(&mut self, len: usize, timeout: Duration) -> Result<WriteGrant<'_>, StreamSendTimeoutError> {
+        match self.claim_until(len, Deadline::after(timeout)) {
+            Ok(pos) => Ok(WriteGrant { pos, len, writer: self }),
+            Err(Some(e)) => Err(e.into()),
+            Err(None) => Err(StreamSendTimeoutError::Timeout),
+        }
     }
 
-    fn reserve_until(&mut self, len: usize, deadline: Deadline) -> Result<WriteGrant<'_>, ReserveError> {
+    /// Claims space for a record of `len` bytes by `deadline`; `Err(None)` if it passed.
+    fn claim_until(&mut self, len: usize, deadline: Deadline) -> Result<u64, Option<StreamSendError>> {
         let Some(size) = self.size_for(len) else {
-            return Err(ReserveError::TooLarge { len, max: self.max_record_len() });
+            return Err(Some(StreamSendError::TooLarge { len, max: self.max_record_len() }));
         };
         let StreamWriter { shared, core, reader, policy, reported, .. } = self;
         let ctrl = shared.ctrl();
@@ -160,22 +172,22 @@ impl StreamWriter {
             match latch(core.try_claim(ctrl, size), reported) {
                 Ok(pos) => Some(Ok(pos)),
                 // No room (or garbage): a truncated file never makes room, so say so now.
-                Err(_) if shared.truncated() => Some(Err(ReserveError::Truncated)),
-                Err(ClaimError::Full { .. }) => (!reader.alive(shared)).then_some(Err(ReserveError::Disconnected)),
-                Err(ClaimError::Corrupt(c)) => Some(Err(ReserveError::Corrupt(c))),
+                Err(_) if shared.truncated() => Some(Err(StreamSendError::Truncated)),
+                Err(ClaimError::Full { .. }) => (!reader.alive(shared)).then_some(Err(StreamSendError::Disconnected)),
+                Err(ClaimError::Corrupt(c)) => Some(Err(StreamSendError::Corrupt(c.into()))),
             }
         });
         match outcome {
-            Some(Ok(pos)) => Ok(WriteGrant { pos, len, writer: self }),
-            Some(Err(e)) => Err(e),
-            None if self.shared.truncated() => Err(ReserveError::Truncated),
-            None => Err(ReserveError::Timeout),
+            Some(Ok(pos)) => Ok(pos),
+            Some(Err(e)) => Err(Some(e)),
+            None if self.shared.truncated() => Err(Some(StreamSendError::Truncated)),
+            None => Err(None),
         }
     }
 
     /// Copies `data` in as one record, without waiting.
     #[inline]
-    pub fn try_write(&mut self, data: &[u8]) -> Result<(), TryReserveError> {
+    pub fn try_write(&mut self, data: &[u8]) -> Result<(), StreamTrySendError> {
         let mut g = self.try_reserve(data.len())?;
         g.copy_from_slice(data);
         g.commit();
@@ -183,7 +195,7 @@ impl StreamWriter {
     }
 
     /// Copies `data` in as one record, waiting for space as long as it takes.
-    pub fn write(&mut self, data: &[u8]) -> Result<(), ReserveError> {
+    pub fn write(&mut self, data: &[u8]) -> Result<(), StreamSendError> {
         let mut g = self.reserve(data.len())?;
         g.copy_from_slice(data);
         g.commit();
@@ -191,7 +203,7 @@ impl StreamWriter {
     }
 
     /// Copies `data` in as one record, waiting for space at most `timeout`.
-    pub fn write_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<(), ReserveError> {
+    pub fn write_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<(), StreamSendTimeoutError> {
         let mut g = self.reserve_timeout(data.len(), timeout)?;
         g.copy_from_slice(data);
         g.commit();
