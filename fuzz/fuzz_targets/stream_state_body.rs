@@ -2,7 +2,7 @@
 // (crates/shmbus/tests/hostile_stream.rs) through `include!`: one copy of the harness.
 
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
-use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::waitset::Waitable;
 use shmbus::Domain;
 
@@ -33,8 +33,8 @@ pub fn exercise_stream_state(data: &[u8]) {
     let root = std::env::temp_dir().join(format!("shmbus-fuzz-stream-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let d = Domain::with_root("fz", &root).expect("scratch domain");
-    let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(page as usize)).expect("create stream");
-    let mut r = StreamReader::open(&d, "s").expect("reader");
+    let mut w = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(page as usize)).and_then(|s| s.writer()).expect("create stream");
+    let mut r = Stream::open(&d, "s").and_then(|s| s.reader()).expect("reader");
     w.try_write(b"one").expect("write");
     w.try_write(b"two").expect("write");
     let file = std::fs::OpenOptions::new().write(true).open(w.path()).expect("open segment");
@@ -68,10 +68,10 @@ pub fn exercise_stream_state(data: &[u8]) {
     }
     drop(r);
     drop(w);
-    if let Ok(mut r) = StreamReader::open(&d, "s") {
+    if let Ok(mut r) = Stream::open(&d, "s").and_then(|s| s.reader()) {
         let _ = r.try_read().map(|rec| rec.consume());
     }
-    if let Ok(mut w) = StreamWriter::open(&d, "s") {
+    if let Ok(mut w) = Stream::open(&d, "s").and_then(|s| s.writer()) {
         let _ = w.try_write(b"again");
     }
     let _ = std::fs::remove_dir_all(&root);

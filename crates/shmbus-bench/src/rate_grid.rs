@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use shmbus::stream::{
-    StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamWriter,
+    Stream, StreamConfig, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamWriter,
 };
 
 use crate::affinity;
@@ -252,7 +252,8 @@ pub fn run_cell(cell: Cell) -> Result<CellResult, String> {
     }
     let (root, handoff) = ScratchRoot::create("rate").map_err(|e| format!("cannot make a scratch root: {e}"))?;
     let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
-    let mut writer = StreamWriter::create(&domain, "rate", &StreamConfig::new(cell.ring))
+    let mut writer = Stream::create_or_open(&domain, "rate", &StreamConfig::default().capacity(cell.ring))
+        .and_then(|s| s.writer())
         .map_err(|e| format!("cannot create a {} B stream: {e}", cell.ring))?;
     writer.set_wait_policy(policy(cell.mode));
     let (_, hi) = lengths(cell.size);
@@ -385,7 +386,8 @@ fn parse(rec: &[u8]) -> Option<(u64, u64)> {
 pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
     let (_root, domain) = crate::transports::shmbus_kinds::child_domain(a.root, a.cpu)?;
-    let mut r = StreamReader::open(&domain, "rate").map_err(|e| format!("reader: cannot open: {e}"))?;
+    let mut r =
+        Stream::open(&domain, "rate").and_then(|s| s.reader()).map_err(|e| format!("reader: cannot open: {e}"))?;
     r.set_wait_policy(policy(a.mode));
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
     println!("ready");

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shmbus::stream::{StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter};
 
 use crate::affinity;
 use crate::child::{self, Helper};
@@ -98,7 +98,8 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
     }
     let (root, handoff) = ScratchRoot::create("throughput").map_err(|e| format!("cannot make a scratch root: {e}"))?;
     let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
-    let mut writer = StreamWriter::create(&domain, "throughput", &StreamConfig::new(config.capacity))
+    let mut writer = Stream::create_or_open(&domain, "throughput", &StreamConfig::default().capacity(config.capacity))
+        .and_then(|s| s.writer())
         .map_err(|e| format!("cannot create the stream: {e}"))?;
     writer.set_wait_policy(policy(config.mode));
     if size > writer.max_record_len() {
@@ -279,7 +280,9 @@ pub struct ReaderConfig {
 pub fn reader(config: ReaderConfig) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
     let (_root, domain) = crate::transports::shmbus_kinds::child_domain(config.root, config.cpu)?;
-    let mut r = StreamReader::open(&domain, "throughput").map_err(|e| format!("reader: cannot open: {e}"))?;
+    let mut r = Stream::open(&domain, "throughput")
+        .and_then(|s| s.reader())
+        .map_err(|e| format!("reader: cannot open: {e}"))?;
     r.set_wait_policy(policy(config.mode));
     println!("ready");
     let n = config.size;

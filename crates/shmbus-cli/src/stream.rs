@@ -8,17 +8,14 @@
 
 use std::time::{Duration, Instant};
 
-use shmbus::stream::{StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter};
+use shmbus::stream::{
+    Stream, StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter,
+};
 use shmbus::sys::monotonic_ns;
-use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError};
+use shmbus::{Domain, WaitSet, WaitTimeoutError};
 
 use crate::pubsub::{PubArgs, Recv, Sink, Source, SubArgs};
 use crate::{CliError, Result};
-
-/// Capacity of a stream `pub` creates when none is given (the library's default, 1 MiB).
-pub fn default_capacity() -> usize {
-    StreamConfig::default().capacity
-}
 
 /// `pub`'s end of a stream.
 #[derive(Debug)]
@@ -30,15 +27,11 @@ pub struct StreamSink {
 /// Attaches as the writer of the stream, creating it if missing. `--capacity` creates it
 /// with that capacity, or must match an existing stream's.
 pub fn writer(domain: &Domain, args: &PubArgs) -> Result<StreamSink> {
-    let writer = match args.capacity {
-        Some(c) => StreamWriter::create(domain, &args.name, &StreamConfig::new(c))?,
-        None => match StreamWriter::open(domain, &args.name) {
-            Err(OpenError::NotFound { .. }) => {
-                StreamWriter::create(domain, &args.name, &StreamConfig::new(default_capacity()))?
-            }
-            w => w?,
-        },
-    };
+    let mut config = StreamConfig::default();
+    if let Some(c) = args.capacity {
+        config = config.capacity(c);
+    }
+    let writer = Stream::create_or_open(domain, &args.name, &config)?.writer()?;
     Ok(StreamSink { writer, timeout: args.timeout_ms.map(Duration::from_millis) })
 }
 
@@ -81,7 +74,7 @@ pub fn reader(domain: &Domain, args: &SubArgs) -> Result<StreamSource> {
             args.domain, args.name
         )));
     }
-    Ok(StreamSource { reader: StreamReader::open(domain, &args.name)?, waitset: WaitSet::new(), received: 0 })
+    Ok(StreamSource { reader: Stream::open(domain, &args.name)?.reader()?, waitset: WaitSet::new(), received: 0 })
 }
 
 impl Source for StreamSource {

@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use shmbus::stream::{StreamConfig, StreamReader, StreamRecvTimeoutError, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvTimeoutError};
 use shmbus::Domain;
 
 const RECORDS: u32 = 10_000;
@@ -22,7 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Create the stream (1 MiB ring) and attach as its writer.
-    let mut writer = StreamWriter::create(&domain, "stream-example", &StreamConfig::new(1 << 20))?;
+    let mut writer = Stream::create_or_open(&domain, "stream-example", &StreamConfig::default().capacity(1 << 20))
+        .and_then(|s| s.writer())?;
     // Start the reader process.
     let mut child = Command::new(std::env::current_exe()?).arg("reader").spawn()?;
     // A writer whose ring fills before any reader attached gets `Disconnected`: wait for it.
@@ -51,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn reader(domain: &Domain) -> Result<(), Box<dyn std::error::Error>> {
-    let mut reader = StreamReader::open(domain, "stream-example")?;
+    let mut reader = Stream::open(domain, "stream-example").and_then(|s| s.reader())?;
     let (mut n, mut bytes) = (0u32, 0usize);
     loop {
         let record = match reader.read_timeout(Duration::from_secs(10)) {

@@ -41,10 +41,13 @@ pub use error::{Corrupt, OpenError};
 pub use name::{validate_name, NameError};
 pub use participants::ParticipantInfo;
 pub use segment::{CreateOptions, HeaderInfo, Kind};
+#[cfg(not(loom))]
+pub use stream::{
+    Stream, StreamConfig, StreamReader, StreamRecvError, StreamRecvTimeoutError, StreamSendError,
+    StreamSendTimeoutError, StreamStatus, StreamTryRecvError, StreamTrySendError, StreamWriter,
+};
 pub use wait::WaitPolicy;
 #[cfg(not(loom))]
 pub mod waitset;
-#[cfg(not(loom))]
-pub use stream::{StreamConfig, StreamReader, StreamWriter};
 #[cfg(not(loom))]
 pub use waitset::{WaitError, WaitHandle, WaitSet, WaitTimeoutError, Waitable};

@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 use common::hostile;
 use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
 use shmbus::stream::{
-    StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError,
-    StreamWriter,
+    Stream, StreamConfig, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError,
 };
 use shmbus::{Domain, WaitSet};
 
@@ -112,7 +111,7 @@ fn child_entry() {
 }
 
 fn reader(d: &Domain, root: &Path) {
-    let mut r = StreamReader::open(d, NAME).unwrap();
+    let mut r = Stream::open(d, NAME).and_then(|s| s.reader()).unwrap();
     std::fs::write(marker(root, "reader-ready"), b"").unwrap();
     let mut ws = WaitSet::new();
     let mut buf = Vec::new();
@@ -161,7 +160,7 @@ fn reader(d: &Domain, root: &Path) {
     drop(r);
     std::fs::write(marker(root, "reader-closed"), b"").unwrap();
     wait_for(&marker(root, "restored"));
-    let mut r = StreamReader::open(d, NAME).expect("the first re-attach works");
+    let mut r = Stream::open(d, NAME).and_then(|s| s.reader()).expect("the first re-attach works");
     let mut after = 0u64;
     let end = Instant::now() + Duration::from_secs(20);
     while after < AFTER && Instant::now() < end {
@@ -178,7 +177,7 @@ fn reader(d: &Domain, root: &Path) {
 }
 
 fn writer(d: &Domain, root: &Path) {
-    let mut w = StreamWriter::open(d, NAME).unwrap();
+    let mut w = Stream::open(d, NAME).and_then(|s| s.writer()).unwrap();
     std::fs::write(marker(root, "writer-ready"), b"").unwrap();
     let (mut calls, mut ok, mut corrupt) = (0u64, 0u64, 0u64);
     let mut n = 0u64;
@@ -212,7 +211,7 @@ fn writer(d: &Domain, root: &Path) {
     drop(w);
     std::fs::write(marker(root, "writer-closed"), b"").unwrap();
     wait_for(&marker(root, "restored"));
-    let mut w = StreamWriter::open(d, NAME).expect("the first re-attach works");
+    let mut w = Stream::open(d, NAME).and_then(|s| s.writer()).expect("the first re-attach works");
     for i in 0..AFTER {
         timed("write_timeout", || w.write_timeout(format!("ok-{i}").as_bytes(), Duration::from_secs(1)))
             .unwrap_or_else(|e| panic!("after the restore, record {i}: {e}"));
@@ -242,7 +241,11 @@ fn live_endpoints_survive_scribbled_control_words() {
     let s = Scratch::new("hostile-stream");
     let root = s.path().to_owned();
     let d = Domain::with_root("h", &root).unwrap();
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(page() as usize)).unwrap());
+    drop(
+        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(page() as usize))
+            .and_then(|s| s.writer())
+            .unwrap(),
+    );
     let path = d.channel_path(NAME).unwrap();
     let env = [("SHMBUS_ROOT", root.display().to_string())];
     let mut reader = child_command("child_entry", "reader", &env).spawn().unwrap();
@@ -332,8 +335,9 @@ fn every_control_word_at_each_edge_value() {
     let s = Scratch::new("hostile-stream-edges");
     let d = s.domain("h");
     let cap = page() as usize;
-    let mut w = StreamWriter::create(&d, NAME, &StreamConfig::new(cap)).unwrap();
-    let mut r = StreamReader::open(&d, NAME).unwrap();
+    let mut w =
+        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(cap)).and_then(|s| s.writer()).unwrap();
+    let mut r = Stream::open(&d, NAME).and_then(|s| s.reader()).unwrap();
     let f = std::fs::OpenOptions::new().read(true).write(true).open(d.channel_path(NAME).unwrap()).unwrap();
     let mut rng = Rng::from_env_or_clock();
     let mut buf = Vec::new();
@@ -370,8 +374,8 @@ fn every_control_word_at_each_edge_value() {
                 write_u64(&f, HEAD, 0);
                 write_u64(&f, TAIL, 0);
             }
-            w = StreamWriter::open(&d, NAME).unwrap();
-            r = StreamReader::open(&d, NAME).unwrap();
+            w = Stream::open(&d, NAME).and_then(|s| s.writer()).unwrap();
+            r = Stream::open(&d, NAME).and_then(|s| s.reader()).unwrap();
             // Drain what is there (records written before may be garbage now), then check
             // a fresh record arrives intact.
             loop {
@@ -381,7 +385,7 @@ fn every_control_word_at_each_edge_value() {
                         // A record header the scribble broke: skip the rest of the ring.
                         drop(r);
                         write_u64(&f, TAIL, read_u64(&f, HEAD));
-                        r = StreamReader::open(&d, NAME).unwrap();
+                        r = Stream::open(&d, NAME).and_then(|s| s.reader()).unwrap();
                         break;
                     }
                     Err(_) => break,

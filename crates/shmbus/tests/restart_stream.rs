@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::restart::{fail, kill_and_restart};
 use common::{child_role, Scratch};
-use shmbus::stream::{StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvTimeoutError, StreamSendTimeoutError};
 use shmbus::Domain;
 
 const NAME: &str = "restart";
@@ -36,7 +36,7 @@ fn child_entry() {
 }
 
 fn writer(d: &Domain, forever: bool) {
-    let mut w = StreamWriter::open(d, NAME).unwrap_or_else(|e| fail(format!("writer open: {e}")));
+    let mut w = Stream::open(d, NAME).and_then(|s| s.writer()).unwrap_or_else(|e| fail(format!("writer open: {e}")));
     for i in 0u64.. {
         if !forever && i == 50 {
             return;
@@ -50,7 +50,7 @@ fn writer(d: &Domain, forever: bool) {
 }
 
 fn reader(d: &Domain, forever: bool) {
-    let mut r = StreamReader::open(d, NAME).unwrap_or_else(|e| fail(format!("reader open: {e}")));
+    let mut r = Stream::open(d, NAME).and_then(|s| s.reader()).unwrap_or_else(|e| fail(format!("reader open: {e}")));
     let mut buf = Vec::new();
     let mut got = 0;
     let end = Instant::now() + Duration::from_secs(10);
@@ -80,7 +80,11 @@ fn stream_writer_restarts() {
     kill_and_restart(
         "restart-writer",
         "writer",
-        |d| StreamReader::create(d, NAME, &StreamConfig::new(1 << 16)).unwrap(),
+        |d| {
+            Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(1 << 16))
+                .and_then(|s| s.reader())
+                .unwrap()
+        },
         |reader| match reader.read_into_timeout(&mut buf, Duration::from_millis(1)) {
             Ok(_) | Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {}
             Err(e) => panic!("reader: {e}"),
@@ -97,7 +101,11 @@ fn stream_reader_restarts() {
     kill_and_restart(
         "restart-reader",
         "reader",
-        |d| StreamWriter::create(d, NAME, &StreamConfig::new(1 << 16)).unwrap(),
+        |d| {
+            Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(1 << 16))
+                .and_then(|s| s.writer())
+                .unwrap()
+        },
         |writer| {
             n += 1;
             match writer.write_timeout(format!("r{n}").as_bytes(), Duration::from_millis(1)) {
@@ -120,7 +128,9 @@ fn a_dead_predecessor_with_our_pid_is_taken_over() {
     use std::os::unix::fs::FileExt;
     let s = Scratch::new("restart-same-pid");
     let d = s.domain("r");
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
+    drop(
+        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap(),
+    );
     let f = std::fs::OpenOptions::new().write(true).open(d.channel_path(NAME).unwrap()).unwrap();
     let me = std::process::id() as u64;
     for (entry, role) in [(0u64, 1u32), (1, 2)] {
@@ -131,8 +141,10 @@ fn a_dead_predecessor_with_our_pid_is_taken_over() {
         f.write_all_at(&12345u64.to_le_bytes(), at + 8).unwrap();
         f.write_all_at(&role.to_le_bytes(), at + 16).unwrap();
     }
-    let mut w = StreamWriter::open(&d, NAME).expect("writer role taken over from our dead predecessor");
-    let mut r = StreamReader::open(&d, NAME).expect("reader role taken over from our dead predecessor");
+    let mut w =
+        Stream::open(&d, NAME).and_then(|s| s.writer()).expect("writer role taken over from our dead predecessor");
+    let mut r =
+        Stream::open(&d, NAME).and_then(|s| s.reader()).expect("reader role taken over from our dead predecessor");
     w.try_write(b"hello").unwrap();
     let mut buf = Vec::new();
     r.try_read_into(&mut buf).unwrap();

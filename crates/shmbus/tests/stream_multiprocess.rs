@@ -14,9 +14,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{child_role, sigkill, spawn_child, wait_with_deadline, Rng, Scratch};
-use shmbus::stream::{
-    self, StreamConfig, StreamReader, StreamRecvError, StreamRecvTimeoutError, StreamSendError, StreamWriter,
-};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvError, StreamRecvTimeoutError, StreamSendError};
 use shmbus::{Domain, OpenError};
 
 const NAME: &str = "bulk";
@@ -105,9 +103,9 @@ fn child_entry() {
             let _w;
             let _r;
             if role == "hold-writer" {
-                _w = StreamWriter::open(&d, NAME).unwrap();
+                _w = Stream::open(&d, NAME).and_then(|s| s.writer()).unwrap();
             } else {
-                _r = StreamReader::open(&d, NAME).unwrap();
+                _r = Stream::open(&d, NAME).and_then(|s| s.reader()).unwrap();
             }
             println!("HOLDING");
             std::thread::sleep(Duration::from_secs(600));
@@ -119,7 +117,7 @@ fn child_entry() {
 fn bulk_writer(d: &Domain) {
     let total = env_u64("SHMBUS_STREAM_BYTES", 1 << 30);
     let mut rng = Rng(env_u64("SHMBUS_STREAM_SEED", 1));
-    let mut w = StreamWriter::open(d, NAME).unwrap();
+    let mut w = Stream::open(d, NAME).and_then(|s| s.writer()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
     let (mut seq, mut bytes) = (0u64, 0u64);
     while bytes < total {
@@ -145,7 +143,7 @@ fn bulk_writer(d: &Domain) {
 fn bulk_reader(d: &Domain) {
     let total = env_u64("SHMBUS_STREAM_BYTES", 1 << 30);
     let mut rng = Rng(env_u64("SHMBUS_STREAM_SEED", 1));
-    let mut r = StreamReader::open(d, NAME).unwrap();
+    let mut r = Stream::open(d, NAME).and_then(|s| s.reader()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
     let start = Instant::now();
     let (mut seq, mut bytes) = (0u64, 0u64);
@@ -185,7 +183,9 @@ fn bulk_reader(d: &Domain) {
 fn bulk_transfer_between_processes() {
     let root = Scratch::in_temp_dir("stream-bulk");
     let d = root.domain("test");
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 20)).unwrap());
+    drop(
+        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 20)).and_then(|s| s.writer()).unwrap(),
+    );
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     println!("seed {seed}");
     let env = [("SHMBUS_STREAM_SEED", seed.to_string())];
@@ -199,7 +199,7 @@ fn bulk_transfer_between_processes() {
     let w_fields: Vec<&str> = wrote.split(' ').collect();
     let r_fields: Vec<&str> = read.split(' ').collect();
     assert_eq!(w_fields[1..3], r_fields[1..3], "records/bytes written and read differ");
-    let st = stream::status(&d, NAME).unwrap();
+    let st = Stream::status(&d, NAME).unwrap();
     assert_eq!((st.used, st.writer, st.reader), (0, None, None));
 }
 
@@ -209,32 +209,34 @@ fn bulk_transfer_between_processes() {
 fn second_endpoint_is_busy_until_the_holder_dies() {
     let root = Scratch::in_temp_dir("stream-busy");
     let d = root.domain("test");
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
+    drop(
+        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap(),
+    );
     for role in ["writer", "reader"] {
         let mut holder = spawn(&format!("hold-{role}"), &root, &[]);
         read_line_with(&mut holder, "HOLDING");
         let busy = if role == "writer" {
-            StreamWriter::open(&d, NAME).map(drop)
+            Stream::open(&d, NAME).and_then(|s| s.writer()).map(drop)
         } else {
-            StreamReader::open(&d, NAME).map(drop)
+            Stream::open(&d, NAME).and_then(|s| s.reader()).map(drop)
         };
         match busy {
             Err(OpenError::Busy { holder_pid, .. }) => assert_eq!(holder_pid, holder.id()),
             other => panic!("second {role}: expected Busy, got {other:?}"),
         }
-        let st = stream::status(&d, NAME).unwrap();
+        let st = Stream::status(&d, NAME).unwrap();
         let ep = if role == "writer" { st.writer } else { st.reader };
         assert_eq!(ep.map(|e| (e.pid, e.alive)), Some((holder.id(), true)));
         sigkill(&mut holder);
         holder.wait().unwrap();
-        let st = stream::status(&d, NAME).unwrap();
+        let st = Stream::status(&d, NAME).unwrap();
         let ep = if role == "writer" { st.writer } else { st.reader };
         assert_eq!(ep.map(|e| e.alive), Some(false), "dead {role} still shown alive");
         if role == "writer" {
-            let mut w = StreamWriter::open(&d, NAME).expect("takeover from a dead writer");
+            let mut w = Stream::open(&d, NAME).and_then(|s| s.writer()).expect("takeover from a dead writer");
             w.try_write(b"after takeover").unwrap();
         } else {
-            let mut r = StreamReader::open(&d, NAME).expect("takeover from a dead reader");
+            let mut r = Stream::open(&d, NAME).and_then(|s| s.reader()).expect("takeover from a dead reader");
             let rec = r.try_read().unwrap();
             assert_eq!(&*rec, b"after takeover");
             rec.consume();

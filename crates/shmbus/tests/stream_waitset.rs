@@ -8,17 +8,20 @@ mod common;
 use std::time::Duration;
 
 use common::Scratch;
-use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::{WaitSet, WaitTimeoutError, Waitable};
 
 #[test]
 fn waitset_wakes_the_reader_of_the_stream_that_got_a_record() {
     let root = Scratch::in_temp_dir("stream-ws");
     let d = root.domain("test");
-    let cfg = StreamConfig::new(1 << 16);
-    let mut ra = StreamReader::create(&d, "a", &cfg).unwrap();
-    let mut rb = StreamReader::create(&d, "b", &cfg).unwrap();
-    let mut writers = [StreamWriter::open(&d, "a").unwrap(), StreamWriter::open(&d, "b").unwrap()];
+    let cfg = StreamConfig::default().capacity(1 << 16);
+    let mut ra = Stream::create_or_open(&d, "a", &cfg).and_then(|s| s.reader()).unwrap();
+    let mut rb = Stream::create_or_open(&d, "b", &cfg).and_then(|s| s.reader()).unwrap();
+    let mut writers = [
+        Stream::open(&d, "a").and_then(|s| s.writer()).unwrap(),
+        Stream::open(&d, "b").and_then(|s| s.writer()).unwrap(),
+    ];
     let mut ws = WaitSet::new();
     assert_eq!(ws.wait_timeout(&[&ra, &rb], Duration::from_millis(20)).unwrap_err(), WaitTimeoutError::Timeout);
 
@@ -50,8 +53,9 @@ fn waitset_wakes_a_writer_when_space_is_freed() {
     let root = Scratch::in_temp_dir("stream-ws-w");
     let d = root.domain("test");
     let cap = 1 << 16;
-    let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(cap)).unwrap();
-    let mut r = StreamReader::open(&d, "s").unwrap();
+    let mut w =
+        Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(cap)).and_then(|s| s.writer()).unwrap();
+    let mut r = Stream::open(&d, "s").and_then(|s| s.reader()).unwrap();
     w.set_writable_len(1000);
     assert!(w.is_ready());
     while w.try_write(&[0u8; 1000]).is_ok() {}

@@ -428,13 +428,13 @@ mod queue {
 
 mod stream {
     use super::*;
-    use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
+    use shmbus::stream::{Stream, StreamConfig};
 
     const KIND: &str = "stream";
 
     pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
-        use shmbus::stream::{StreamRecvTimeoutError, StreamTryRecvError};
-        let mut r = StreamReader::open(d, NAME).unwrap();
+        use shmbus::stream::{Stream, StreamRecvTimeoutError, StreamTryRecvError};
+        let mut r = Stream::open(d, NAME).and_then(|s| s.reader()).unwrap();
         receive_loop(stop, || {
             if waitset {
                 if !ready(&r) {
@@ -463,7 +463,9 @@ mod stream {
     }
 
     pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
-        let mut w = StreamWriter::create(d, NAME, &StreamConfig::new(64 << 10)).unwrap();
+        let mut w = Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(64 << 10))
+            .and_then(|s| s.writer())
+            .unwrap();
         let file = d.channel_path(NAME).unwrap();
         run_reader_case(s, KIND, &file, cut, env, |i| {
             // Records big enough that 80 of them wrap the ring, crossing the cut.

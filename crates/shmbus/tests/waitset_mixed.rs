@@ -14,9 +14,9 @@ use common::{child_role, env_str, env_u64, spawn_child, wait_with_deadline, Rng,
 use shmbus::journal::{Journal, JournalOptions, Tailer};
 use shmbus::pool::{Dispatcher, PoolConfig, Worker};
 use shmbus::queue::{Consumer, Queue, QueueConfig};
-use shmbus::stream::StreamConfig;
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::topic::{Subscriber, Topic, TopicConfig};
-use shmbus::{CreateOptions, Domain, StreamReader, StreamWriter, WaitSet, Waitable};
+use shmbus::{CreateOptions, Domain, StreamReader, WaitSet, Waitable};
 
 const TOPICS: usize = 40;
 const QUEUES: usize = 40;
@@ -48,6 +48,7 @@ fn journal_dir(root: &str, i: usize) -> PathBuf {
     PathBuf::from(root).join(format!("journal{i}"))
 }
 
+#[allow(clippy::large_enum_variant)] // a test with one of each; the sizes do not matter
 enum Chan {
     Topic(Subscriber),
     Queue(Consumer),
@@ -119,7 +120,8 @@ fn child_entry() {
         (0..TOPICS).map(|i| Topic::open(&d, &format!("t{i}")).unwrap().publisher().unwrap()).collect();
     let mut queues: Vec<_> =
         (0..QUEUES).map(|i| Queue::open(&d, &format!("q{i}")).unwrap().producer().unwrap()).collect();
-    let mut streams: Vec<_> = (0..STREAMS).map(|i| StreamWriter::open(&d, &format!("s{i}")).unwrap()).collect();
+    let mut streams: Vec<_> =
+        (0..STREAMS).map(|i| Stream::open(&d, &format!("s{i}")).and_then(|s| s.writer()).unwrap()).collect();
     let mut pools: Vec<_> = (0..POOLS).map(|i| Dispatcher::open(&d, &format!("p{i}")).unwrap()).collect();
     let journals: Vec<_> = (0..JOURNALS)
         .map(|i| Journal::open(journal_dir(&root, i), &JournalOptions { create: false, ..Default::default() }).unwrap())
@@ -180,9 +182,11 @@ fn mixed() {
                     Queue::create(&d, &format!("q{i}"), cfg, &CreateOptions::default()).unwrap().consumer().unwrap(),
                 )
             }
-            Which::Stream(i) => {
-                Chan::Stream(StreamReader::create(&d, &format!("s{i}"), &StreamConfig::new(4096)).unwrap())
-            }
+            Which::Stream(i) => Chan::Stream(
+                Stream::create_or_open(&d, &format!("s{i}"), &StreamConfig::default().capacity(4096))
+                    .and_then(|s| s.reader())
+                    .unwrap(),
+            ),
             Which::Pool(i) => {
                 let cfg = PoolConfig { max_workers: 1, max_job_size: 64 };
                 // The pool is created by its worker; the feeder attaches as the dispatcher.

@@ -9,8 +9,8 @@ use std::io;
 use std::time::Duration;
 
 use shmbus::stream::{
-    StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError,
-    StreamWriter,
+    Stream, StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError,
+    StreamTrySendError, StreamWriter,
 };
 
 use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
@@ -36,16 +36,16 @@ const DISCONNECTED_NAP: Duration = Duration::from_millis(1);
 fn end(root: ScratchRoot, params: &Params, create: bool) -> io::Result<Box<dyn Endpoint>> {
     check_size(params)?;
     let d = root.domain()?;
-    let cfg = StreamConfig::new(capacity_for(params.size));
+    let cfg = StreamConfig::default().capacity(capacity_for(params.size));
     let (mut writer, mut reader) = if create {
         (
-            StreamWriter::create(&d, "ping", &cfg).map_err(io::Error::other)?,
-            StreamReader::create(&d, "pong", &cfg).map_err(io::Error::other)?,
+            Stream::create_or_open(&d, "ping", &cfg).and_then(|s| s.writer()).map_err(io::Error::other)?,
+            Stream::create_or_open(&d, "pong", &cfg).and_then(|s| s.reader()).map_err(io::Error::other)?,
         )
     } else {
         (
-            StreamWriter::open(&d, "pong").map_err(io::Error::other)?,
-            StreamReader::open(&d, "ping").map_err(io::Error::other)?,
+            Stream::open(&d, "pong").and_then(|s| s.writer()).map_err(io::Error::other)?,
+            Stream::open(&d, "ping").and_then(|s| s.reader()).map_err(io::Error::other)?,
         )
     };
     writer.set_wait_policy(policy(params.mode));

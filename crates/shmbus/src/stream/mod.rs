@@ -1,7 +1,7 @@
 //! Stream: a single-producer single-consumer ring of variable-size records over a
 //! double-mapped ("magic") ring buffer.
 //!
-//! One [`StreamWriter`] reserves space, writes a record in place and commits it; one
+//! A [`Stream`] handle maps the ring; from it, one [`StreamWriter`] reserves space, writes a record in place and commits it; one
 //! [`StreamReader`] reads records in order, in place, and consumes them. Records are byte
 //! strings of any length up to [`StreamWriter::max_record_len`] (capacity − 8).
 //!
@@ -53,15 +53,16 @@
 //! system call while nobody sleeps, allocates nothing and takes no lock.
 //!
 //! ```no_run
-//! use shmbus::{Domain, stream::{StreamConfig, StreamReader, StreamWriter}};
+//! use shmbus::{Domain, stream::{Stream, StreamConfig}};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let d = Domain::new("robot1")?;
-//! let mut w = StreamWriter::create(&d, "log", &StreamConfig::new(1 << 20))?;
+//! let stream = Stream::create_or_open(&d, "log", &StreamConfig::default().capacity(1 << 20))?;
+//! let mut w = stream.writer()?;
 //! let mut grant = w.reserve(5)?;
 //! grant.copy_from_slice(b"hello");
 //! grant.commit();
 //!
-//! let mut r = StreamReader::open(&d, "log")?;
+//! let mut r = Stream::open(&d, "log")?.reader()?;
 //! let rec = r.read()?;
 //! assert_eq!(&*rec, b"hello");
 //! rec.consume();
@@ -87,9 +88,9 @@ mod tests;
 mod writer;
 
 #[cfg(not(loom))]
-pub use channel::{status, EndpointStatus, StreamStatus, LIVENESS_INTERVAL};
-#[cfg(not(loom))]
 pub(crate) use channel::{unread_bytes, ROLE_READER, ROLE_WRITER};
+#[cfg(not(loom))]
+pub use channel::{EndpointStatus, Stream, StreamStatus, LIVENESS_INTERVAL};
 #[cfg(not(loom))]
 pub use error::{
     StreamRecvError, StreamRecvTimeoutError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError,

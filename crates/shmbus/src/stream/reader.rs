@@ -5,15 +5,10 @@ use std::ops::Deref;
 use std::path::Path;
 use std::time::Duration;
 
-use super::channel::{
-    status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_READER, WRITER_SLOT,
-};
+use super::channel::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, WRITER_SLOT};
 use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
-use super::layout::StreamConfig;
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
-use crate::domain::Domain;
 use crate::error::OpenError;
-use crate::segment::CreateOptions;
 use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -33,30 +28,8 @@ pub struct StreamReader {
 type Next = (u64, u32, u64);
 
 impl StreamReader {
-    /// Opens stream `name`, creating it with `config` if it does not exist, and attaches as
-    /// its reader. An existing stream must have the same capacity.
-    pub fn create(domain: &Domain, name: &str, config: &StreamConfig) -> Result<StreamReader, OpenError> {
-        StreamReader::create_with(domain, name, config, &CreateOptions::default())
-    }
-
-    /// [`StreamReader::create`] with explicit file mode and group.
-    pub fn create_with(
-        domain: &Domain,
-        name: &str,
-        config: &StreamConfig,
-        opts: &CreateOptions,
-    ) -> Result<StreamReader, OpenError> {
-        StreamReader::attach(Shared::create(domain, name, config, opts, READER_SLOT, ROLE_READER)?)
-    }
-
-    /// Attaches as the reader of the existing stream `name`, resuming after the last record
-    /// a previous reader consumed.
-    pub fn open(domain: &Domain, name: &str) -> Result<StreamReader, OpenError> {
-        StreamReader::attach(Shared::open(domain, name, READER_SLOT, ROLE_READER)?)
-    }
-
-    fn attach(shared: Shared) -> Result<StreamReader, OpenError> {
-        let core = ReaderCore::attach(shared.ctrl(), shared.layout.capacity).map_err(|c| shared.corrupt_open(c))?;
+    pub(super) fn attach(shared: Shared) -> Result<StreamReader, OpenError> {
+        let core = ReaderCore::attach(shared.ctrl(), shared.layout().capacity).map_err(|c| shared.corrupt_open(c))?;
         shared.ctrl().nudge();
         Ok(StreamReader {
             shared,
@@ -69,12 +42,12 @@ impl StreamReader {
 
     /// Ring size in bytes.
     pub fn capacity(&self) -> usize {
-        self.shared.layout.capacity as usize
+        self.shared.layout().capacity as usize
     }
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.shared.seg.path()
+        self.shared.seg().path()
     }
 
     /// How blocking calls wait (default: spin ~20 µs, then sleep).
@@ -101,7 +74,7 @@ impl StreamReader {
 
     /// A snapshot for tools.
     pub fn status(&self) -> StreamStatus {
-        status_of(&self.shared.seg, &self.shared.layout)
+        status_of(self.shared.seg(), self.shared.layout())
     }
 
     /// The next committed record, if any, validated. A corrupt state equal to `reported` is

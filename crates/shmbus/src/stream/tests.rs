@@ -3,11 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::channel::status;
+use super::channel::Stream;
 use super::error::{StreamRecvError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError};
 use super::layout::{StreamConfig, StreamLayout, MAX_CAPACITY};
-use super::reader::StreamReader;
-use super::writer::StreamWriter;
 use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::segment::{Layout, KIND_OFFSET};
@@ -70,8 +68,8 @@ fn corrupt_params_are_rejected() {
 fn double_mapping_aliases_the_two_halves() {
     let d = TempDomain::new("alias");
     let cap = page();
-    let w = StreamWriter::create(&d.0, "s", &StreamConfig::new(cap)).unwrap();
-    let base = w.shared.ring.as_ptr();
+    let w = Stream::create_or_open(&d.0, "s", &StreamConfig::default().capacity(cap)).and_then(|s| s.writer()).unwrap();
+    let base = w.shared.at(0);
     // SAFETY: both offsets are inside the 2×cap mapping; no grant is live.
     unsafe {
         base.add(3).write_volatile(0xAB);
@@ -85,8 +83,9 @@ fn double_mapping_aliases_the_two_halves() {
 fn records_round_trip_across_the_wrap() {
     let d = TempDomain::new("wrap");
     let cap = page();
-    let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(cap)).unwrap();
-    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    let mut w =
+        Stream::create_or_open(&d.0, "s", &StreamConfig::default().capacity(cap)).and_then(|s| s.writer()).unwrap();
+    let mut r = Stream::open(&d.0, "s").and_then(|s| s.reader()).unwrap();
     let mut buf = Vec::new();
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     for i in 0..5000u64 {
@@ -106,8 +105,9 @@ fn records_round_trip_across_the_wrap() {
 fn full_ring_hands_back_and_max_record_fits_exactly() {
     let d = TempDomain::new("full");
     let cap = page();
-    let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(cap)).unwrap();
-    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    let mut w =
+        Stream::create_or_open(&d.0, "s", &StreamConfig::default().capacity(cap)).and_then(|s| s.writer()).unwrap();
+    let mut r = Stream::open(&d.0, "s").and_then(|s| s.reader()).unwrap();
     assert_eq!(w.max_record_len(), cap - 8);
     assert!(matches!(w.try_reserve(cap - 7), Err(StreamTrySendError::TooLarge { .. })));
     assert!(matches!(w.reserve(cap), Err(StreamSendError::TooLarge { .. })));
@@ -129,8 +129,9 @@ fn full_ring_hands_back_and_max_record_fits_exactly() {
 #[test]
 fn uncommitted_grant_is_invisible_and_unconsumed_record_is_redelivered() {
     let d = TempDomain::new("grant");
-    let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(page())).unwrap();
-    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    let mut w =
+        Stream::create_or_open(&d.0, "s", &StreamConfig::default().capacity(page())).and_then(|s| s.writer()).unwrap();
+    let mut r = Stream::open(&d.0, "s").and_then(|s| s.reader()).unwrap();
     {
         let mut g = w.try_reserve(10).unwrap();
         g.fill(9);
@@ -144,28 +145,28 @@ fn uncommitted_grant_is_invisible_and_unconsumed_record_is_redelivered() {
     assert!(r.is_ready());
     assert_eq!(&*r.try_read().unwrap(), b"abc"); // dropped, not consumed
     drop(r);
-    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    let mut r = Stream::open(&d.0, "s").and_then(|s| s.reader()).unwrap();
     let rec = r.try_read().unwrap();
     assert_eq!(&*rec, b"abc");
     rec.consume();
     drop(r);
-    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    let mut r = Stream::open(&d.0, "s").and_then(|s| s.reader()).unwrap();
     assert_eq!(r.try_read().unwrap_err(), StreamTryRecvError::Empty);
 }
 
 #[test]
 fn second_endpoint_of_a_role_is_busy_and_disconnects_are_reported() {
     let d = TempDomain::new("busy");
-    let cfg = StreamConfig::new(page());
-    let mut r = StreamReader::create(&d.0, "s", &cfg).unwrap();
+    let cfg = StreamConfig::default().capacity(page());
+    let mut r = Stream::create_or_open(&d.0, "s", &cfg).and_then(|s| s.reader()).unwrap();
     assert_eq!(r.try_read().unwrap_err(), StreamTryRecvError::Disconnected);
     assert!(
-        matches!(StreamReader::open(&d.0, "s"), Err(OpenError::Busy { holder_pid, .. }) if holder_pid == std::process::id())
+        matches!(Stream::open(&d.0, "s").and_then(|s| s.reader()), Err(OpenError::Busy { holder_pid, .. }) if holder_pid == std::process::id())
     );
-    let mut w = StreamWriter::create(&d.0, "s", &cfg).unwrap();
-    assert!(matches!(StreamWriter::open(&d.0, "s"), Err(OpenError::Busy { .. })));
+    let mut w = Stream::create_or_open(&d.0, "s", &cfg).and_then(|s| s.writer()).unwrap();
+    assert!(matches!(Stream::open(&d.0, "s").and_then(|s| s.writer()), Err(OpenError::Busy { .. })));
     assert!(matches!(
-        StreamWriter::create(&d.0, "s", &StreamConfig::new(2 * page())),
+        Stream::create_or_open(&d.0, "s", &StreamConfig::default().capacity(2 * page())).and_then(|s| s.writer()),
         Err(OpenError::LayoutMismatch { .. })
     ));
     w.try_write(b"last").unwrap();
@@ -174,12 +175,12 @@ fn second_endpoint_of_a_role_is_busy_and_disconnects_are_reported() {
     assert_eq!(st.writer.map(|e| e.alive), Some(true));
     assert_eq!(st.reader.map(|e| e.pid), Some(std::process::id()));
     drop(w);
-    assert_eq!(status(&d.0, "s").unwrap().writer, None);
+    assert_eq!(Stream::status(&d.0, "s").unwrap().writer, None);
     // Committed data outlives the writer; then the reader learns it is gone.
     assert_eq!(&*r.read().unwrap(), b"last");
     r.read().unwrap().consume();
     assert_eq!(r.read().unwrap_err(), StreamRecvError::Disconnected);
-    let mut w = StreamWriter::open(&d.0, "s").unwrap();
+    let mut w = Stream::open(&d.0, "s").and_then(|s| s.writer()).unwrap();
     let fill = vec![0u8; page() - 8];
     w.try_write(&fill).unwrap();
     drop(r);
@@ -190,8 +191,9 @@ fn second_endpoint_of_a_role_is_busy_and_disconnects_are_reported() {
 #[test]
 fn blocking_calls_wake_across_threads() {
     let d = TempDomain::new("threads");
-    let mut w = StreamWriter::create(&d.0, "s", &StreamConfig::new(page())).unwrap();
-    let mut r = StreamReader::open(&d.0, "s").unwrap();
+    let mut w =
+        Stream::create_or_open(&d.0, "s", &StreamConfig::default().capacity(page())).and_then(|s| s.writer()).unwrap();
+    let mut r = Stream::open(&d.0, "s").and_then(|s| s.reader()).unwrap();
     r.set_wait_policy(WaitPolicy::BLOCK);
     w.set_wait_policy(WaitPolicy::BLOCK);
     let n = 20_000u32;

@@ -5,15 +5,10 @@ use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::time::Duration;
 
-use super::channel::{
-    status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_WRITER, WRITER_SLOT,
-};
+use super::channel::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT};
 use super::error::{StreamSendError, StreamSendTimeoutError, StreamTrySendError};
-use super::layout::StreamConfig;
 use super::protocol::{encode_header, record_size, ClaimError, Corruption, WriterCore, HEADER};
-use crate::domain::Domain;
 use crate::error::OpenError;
-use crate::segment::CreateOptions;
 use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -31,29 +26,8 @@ pub struct StreamWriter {
 }
 
 impl StreamWriter {
-    /// Opens stream `name`, creating it with `config` if it does not exist, and attaches as
-    /// its writer. An existing stream must have the same capacity.
-    pub fn create(domain: &Domain, name: &str, config: &StreamConfig) -> Result<StreamWriter, OpenError> {
-        StreamWriter::create_with(domain, name, config, &CreateOptions::default())
-    }
-
-    /// [`StreamWriter::create`] with explicit file mode and group.
-    pub fn create_with(
-        domain: &Domain,
-        name: &str,
-        config: &StreamConfig,
-        opts: &CreateOptions,
-    ) -> Result<StreamWriter, OpenError> {
-        StreamWriter::attach(Shared::create(domain, name, config, opts, WRITER_SLOT, ROLE_WRITER)?)
-    }
-
-    /// Attaches as the writer of the existing stream `name`.
-    pub fn open(domain: &Domain, name: &str) -> Result<StreamWriter, OpenError> {
-        StreamWriter::attach(Shared::open(domain, name, WRITER_SLOT, ROLE_WRITER)?)
-    }
-
-    fn attach(shared: Shared) -> Result<StreamWriter, OpenError> {
-        let core = WriterCore::attach(shared.ctrl(), shared.layout.capacity).map_err(|c| shared.corrupt_open(c))?;
+    pub(super) fn attach(shared: Shared) -> Result<StreamWriter, OpenError> {
+        let core = WriterCore::attach(shared.ctrl(), shared.layout().capacity).map_err(|c| shared.corrupt_open(c))?;
         shared.ctrl().nudge();
         Ok(StreamWriter {
             shared,
@@ -67,17 +41,17 @@ impl StreamWriter {
 
     /// Ring size in bytes.
     pub fn capacity(&self) -> usize {
-        self.shared.layout.capacity as usize
+        self.shared.layout().capacity as usize
     }
 
     /// The largest record payload this stream accepts (`capacity - 8`, at most `u32::MAX`).
     pub fn max_record_len(&self) -> usize {
-        self.shared.layout.max_record_len() as usize
+        self.shared.layout().max_record_len() as usize
     }
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.shared.seg.path()
+        self.shared.seg().path()
     }
 
     /// How blocking calls wait (default: spin ~20 µs, then sleep).
@@ -88,7 +62,7 @@ impl StreamWriter {
     /// For [`Waitable::is_ready`]: report ready when a record of `len` payload bytes fits
     /// (default 0: when any record fits). Clamped to the maximum record length.
     pub fn set_writable_len(&mut self, len: usize) {
-        self.writable_size = record_size((len as u64).min(self.shared.layout.max_record_len()));
+        self.writable_size = record_size((len as u64).min(self.shared.layout().max_record_len()));
     }
 
     /// Whether a live process holds the reader role (cached for [`LIVENESS_INTERVAL`]).
@@ -110,12 +84,12 @@ impl StreamWriter {
 
     /// A snapshot for tools.
     pub fn status(&self) -> StreamStatus {
-        status_of(&self.shared.seg, &self.shared.layout)
+        status_of(self.shared.seg(), self.shared.layout())
     }
 
     #[inline]
     fn size_for(&self, len: usize) -> Option<u64> {
-        let max = self.shared.layout.max_record_len();
+        let max = self.shared.layout().max_record_len();
         (len as u64 <= max).then(|| record_size(len as u64))
     }
 
