@@ -50,7 +50,7 @@ pub fn exercise_segment(data: &[u8]) {
     let _ = Stream::status(&d, "ch");
     if let Ok(mut r) = Stream::open(&d, "ch").and_then(|s| s.reader()) {
         for _ in 0..64 {
-            match r.try_read() {
+            match r.try_recv_ref() {
                 Ok(rec) => rec.consume(),
                 Err(_) => break,
             }

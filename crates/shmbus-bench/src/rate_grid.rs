@@ -6,9 +6,9 @@
 //! (pinned to the second CPU). After the reader is attached, the writer sends records paced
 //! by absolute deadlines (`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, start + i ×
 //! period, so a late wake-up does not shift the later ones). Each record carries its
-//! sequence number and the writer's `CLOCK_MONOTONIC` read just before `commit`; its length
+//! sequence number and the writer's `CLOCK_MONOTONIC` read just before `send`; its length
 //! cycles through `size × 5/8 ..= size × 5/4` (20–40 B for `--size 32`). The reader takes
-//! each record (`try_read` polled with `WaitPolicy::SPIN`, or `read_timeout` with
+//! each record (`try_recv_ref` polled with `WaitPolicy::SPIN`, or `recv_ref_timeout` with
 //! `WaitPolicy::BLOCK`), reads the clock, and records now − sent in an HDR histogram. The
 //! first [`WARMUP`] records are not recorded. The writer's pacing sleep is outside the
 //! timed span in both modes: the clock is read after it wakes.
@@ -309,7 +309,7 @@ fn write_cell(cell: &Cell, writer: &mut StreamWriter, reader: &mut Helper) -> Re
     if line != "ready" {
         return Err(format!("the reader said {line:?} instead of ready"));
     }
-    if !writer.wait_for_reader(Some(cell.timeout)) {
+    if !writer.wait_for_reader_timeout(cell.timeout) {
         return Err("the reader did not attach".into());
     }
     let (lo, hi) = lengths(cell.size);
@@ -337,17 +337,17 @@ fn send(cell: &Cell, writer: &mut StreamWriter, reader: &mut Helper, seq: u64, l
         }
         g[8..16].copy_from_slice(&shmbus::sys::monotonic_ns().to_le_bytes());
     };
-    if let Ok(mut g) = writer.try_reserve(len) {
+    if let Ok(mut g) = writer.try_loan(len) {
         fill(&mut g);
-        g.commit();
+        g.send();
         return Ok(false);
     }
     let started = Instant::now();
     loop {
-        match writer.reserve_timeout(len, BLOCK_SLICE) {
+        match writer.loan_timeout(len, BLOCK_SLICE) {
             Ok(mut g) => {
                 fill(&mut g);
-                g.commit();
+                g.send();
                 return Ok(true);
             }
             Err(StreamSendTimeoutError::Timeout) => {
@@ -396,7 +396,7 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
     loop {
         // Take the record and read the clock at once; parse after.
         let got = match a.mode {
-            Mode::Spin => match r.try_read() {
+            Mode::Spin => match r.try_recv_ref() {
                 Ok(rec) => {
                     let now = shmbus::sys::monotonic_ns();
                     let v = parse(&rec);
@@ -413,7 +413,7 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
                 }
                 Err(e) => return Err(format!("reader: {e}")),
             },
-            Mode::Block => match r.read_timeout(BLOCK_SLICE) {
+            Mode::Block => match r.recv_ref_timeout(BLOCK_SLICE) {
                 Ok(rec) => {
                     let now = shmbus::sys::monotonic_ns();
                     let v = parse(&rec);

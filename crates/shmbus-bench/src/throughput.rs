@@ -171,7 +171,7 @@ fn write_all(
     if line != "ready" {
         return Err(format!("the reader said {line:?} instead of ready"));
     }
-    if !writer.wait_for_reader(Some(config.timeout)) {
+    if !writer.wait_for_reader_timeout(config.timeout) {
         return Err("the reader did not attach".into());
     }
     let mut src: Vec<u8> = (0..config.size).map(|i| (i * 7) as u8).collect();
@@ -209,17 +209,17 @@ fn write_one(
         }
     };
     // Fast path: no clock read, no deadline. Only a full ring takes the waiting call.
-    if let Ok(mut g) = writer.try_reserve(n) {
+    if let Ok(mut g) = writer.try_loan(n) {
         fill(&mut g, src);
-        g.commit();
+        g.send();
         return Ok(());
     }
     let mut waited = Duration::ZERO;
     loop {
-        match writer.reserve_timeout(n, BLOCK_SLICE) {
+        match writer.loan_timeout(n, BLOCK_SLICE) {
             Ok(mut g) => {
                 fill(&mut g, src);
-                g.commit();
+                g.send();
                 return Ok(());
             }
             Err(StreamSendTimeoutError::Timeout) => {
@@ -296,7 +296,7 @@ pub fn reader(config: ReaderConfig) -> Result<(), String> {
             _ => (rec.len(), rec.first().copied().unwrap_or(0), rec.last().copied().unwrap_or(0)),
         };
         // Fast path: no clock read, no deadline. Only an empty ring takes the waiting call.
-        let fast = match r.try_read() {
+        let fast = match r.try_recv_ref() {
             Ok(rec) => {
                 let v = look(&rec, &mut dst);
                 rec.consume();
@@ -307,7 +307,7 @@ pub fn reader(config: ReaderConfig) -> Result<(), String> {
         let (len, first, last) = match fast {
             Some(v) => v,
             None => loop {
-                match r.read_timeout(BLOCK_SLICE) {
+                match r.recv_ref_timeout(BLOCK_SLICE) {
                     Ok(rec) => {
                         let v = look(&rec, &mut dst);
                         rec.consume();

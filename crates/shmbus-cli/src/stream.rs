@@ -38,8 +38,8 @@ pub fn writer(domain: &Domain, args: &PubArgs) -> Result<StreamSink> {
 impl Sink for StreamSink {
     fn send(&mut self, data: &[u8]) -> Result<()> {
         let r = match self.timeout {
-            Some(t) => self.writer.write_timeout(data, t),
-            None => self.writer.write(data).map_err(StreamSendTimeoutError::from),
+            Some(t) => self.writer.send_timeout(data, t),
+            None => self.writer.send(data).map_err(StreamSendTimeoutError::from),
         };
         r.map_err(|e| match e {
             StreamSendTimeoutError::Timeout => CliError::msg(format!(
@@ -85,8 +85,8 @@ impl Source for StreamSource {
         loop {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let r = match left {
-                Some(left) => self.reader.read_into_timeout(buf, left),
-                None => self.reader.read_into(buf).map_err(StreamRecvTimeoutError::from),
+                Some(left) => self.reader.recv_into_timeout(buf, left),
+                None => self.reader.recv_into(buf).map_err(StreamRecvTimeoutError::from),
             };
             match r {
                 Ok(_) => {

@@ -164,10 +164,10 @@ fn pending_counts_what_no_reader_took() {
     let mut w =
         Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap();
     assert_eq!(pending("s"), Some(Pending::Bytes(0)));
-    w.try_write(b"hello").unwrap();
+    w.try_send(b"hello").unwrap();
     assert_eq!(pending("s"), Some(Pending::Bytes(16))); // an 8-byte header, 5 bytes padded to 8
     let mut r = Stream::open(&d, "s").and_then(|s| s.reader()).unwrap();
-    r.try_read().unwrap().consume();
+    r.try_recv_ref().unwrap().consume();
     assert_eq!(pending("s"), Some(Pending::Bytes(0)));
 
     // Topic: history is owed to nobody.

@@ -41,7 +41,7 @@ fn writer(d: &Domain, forever: bool) {
         if !forever && i == 50 {
             return;
         }
-        match w.write_timeout(format!("w{i}").as_bytes(), Duration::from_secs(5)) {
+        match w.send_timeout(format!("w{i}").as_bytes(), Duration::from_secs(5)) {
             Ok(()) => {}
             Err(StreamSendTimeoutError::Disconnected) if forever => std::thread::sleep(Duration::from_millis(1)),
             Err(e) => fail(format!("write {i}: {e}")),
@@ -58,7 +58,7 @@ fn reader(d: &Domain, forever: bool) {
         if Instant::now() > end {
             fail(format!("reader: {got} records in 10 s"));
         }
-        match r.read_into_timeout(&mut buf, Duration::from_millis(100)) {
+        match r.recv_into_timeout(&mut buf, Duration::from_millis(100)) {
             Ok(_) => got += 1,
             Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {
                 std::thread::sleep(Duration::from_millis(1))
@@ -80,12 +80,8 @@ fn stream_writer_restarts() {
     kill_and_restart(
         "restart-writer",
         "writer",
-        |d| {
-            Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(1 << 16))
-                .and_then(|s| s.reader())
-                .unwrap()
-        },
-        |reader| match reader.read_into_timeout(&mut buf, Duration::from_millis(1)) {
+        |d| Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().reader().unwrap(),
+        |reader| match reader.recv_into_timeout(&mut buf, Duration::from_millis(1)) {
             Ok(_) | Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {}
             Err(e) => panic!("reader: {e}"),
         },
@@ -101,14 +97,10 @@ fn stream_reader_restarts() {
     kill_and_restart(
         "restart-reader",
         "reader",
-        |d| {
-            Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(1 << 16))
-                .and_then(|s| s.writer())
-                .unwrap()
-        },
+        |d| Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap(),
         |writer| {
             n += 1;
-            match writer.write_timeout(format!("r{n}").as_bytes(), Duration::from_millis(1)) {
+            match writer.send_timeout(format!("r{n}").as_bytes(), Duration::from_millis(1)) {
                 Ok(()) | Err(StreamSendTimeoutError::Timeout | StreamSendTimeoutError::Disconnected) => {}
                 Err(e) => panic!("writer: {e}"),
             }
@@ -128,9 +120,7 @@ fn a_dead_predecessor_with_our_pid_is_taken_over() {
     use std::os::unix::fs::FileExt;
     let s = Scratch::new("restart-same-pid");
     let d = s.domain("r");
-    drop(
-        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap(),
-    );
+    drop(Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap());
     let f = std::fs::OpenOptions::new().write(true).open(d.channel_path(NAME).unwrap()).unwrap();
     let me = std::process::id() as u64;
     for (entry, role) in [(0u64, 1u32), (1, 2)] {
@@ -141,12 +131,10 @@ fn a_dead_predecessor_with_our_pid_is_taken_over() {
         f.write_all_at(&12345u64.to_le_bytes(), at + 8).unwrap();
         f.write_all_at(&role.to_le_bytes(), at + 16).unwrap();
     }
-    let mut w =
-        Stream::open(&d, NAME).and_then(|s| s.writer()).expect("writer role taken over from our dead predecessor");
-    let mut r =
-        Stream::open(&d, NAME).and_then(|s| s.reader()).expect("reader role taken over from our dead predecessor");
-    w.try_write(b"hello").unwrap();
+    let mut w = Stream::open(&d, NAME).unwrap().writer().expect("writer role taken over from our dead predecessor");
+    let mut r = Stream::open(&d, NAME).unwrap().reader().expect("reader role taken over from our dead predecessor");
+    w.try_send(b"hello").unwrap();
     let mut buf = Vec::new();
-    r.try_read_into(&mut buf).unwrap();
+    r.try_recv_into(&mut buf).unwrap();
     assert_eq!(buf, b"hello");
 }

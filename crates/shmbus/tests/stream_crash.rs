@@ -70,7 +70,7 @@ fn writer(d: &Domain, root: &Path, wid: u64) {
     for seq in 0u64.. {
         let len = 16 + (rng.next() % 3000) as usize;
         let mut g = loop {
-            match w.reserve(len) {
+            match w.loan(len) {
                 Ok(g) => break g,
                 // The reader is being replaced.
                 Err(StreamSendError::Disconnected) => std::thread::sleep(Duration::from_millis(1)),
@@ -85,7 +85,7 @@ fn writer(d: &Domain, root: &Path, wid: u64) {
         for (i, b) in g[16..].iter_mut().enumerate() {
             *b = pattern(wid, seq, i);
         }
-        g.commit();
+        g.send();
         log.write_all(format!("{seq}\n").as_bytes()).unwrap();
     }
 }
@@ -100,7 +100,7 @@ fn reader(d: &Domain, root: &Path, rid: u64, drain: bool) {
         }
     };
     loop {
-        let rec = match r.read() {
+        let rec = match r.recv_ref() {
             Ok(rec) => rec,
             Err(StreamRecvError::Disconnected) if drain => return,
             // The writer is being replaced.
@@ -163,9 +163,7 @@ fn sigkill_writers_and_readers_at_random_moments() {
     let root = Scratch::in_temp_dir("stream-crash").kept_on_failure();
     let d = root.domain("test");
     // 64 KiB: records of up to 3 KiB wrap the ring every few dozen records.
-    drop(
-        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap(),
-    );
+    drop(Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap());
     let mut rng = Rng::from_env_or_clock();
     let (mut n_writers, mut n_readers) = (0u64, 0u64);
     let mut w = spawn("writer", &root, n_writers);

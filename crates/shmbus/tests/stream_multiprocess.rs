@@ -103,9 +103,9 @@ fn child_entry() {
             let _w;
             let _r;
             if role == "hold-writer" {
-                _w = Stream::open(&d, NAME).and_then(|s| s.writer()).unwrap();
+                _w = Stream::open(&d, NAME).unwrap().writer().unwrap();
             } else {
-                _r = Stream::open(&d, NAME).and_then(|s| s.reader()).unwrap();
+                _r = Stream::open(&d, NAME).unwrap().reader().unwrap();
             }
             println!("HOLDING");
             std::thread::sleep(Duration::from_secs(600));
@@ -117,13 +117,13 @@ fn child_entry() {
 fn bulk_writer(d: &Domain) {
     let total = env_u64("SHMBUS_STREAM_BYTES", 1 << 30);
     let mut rng = Rng(env_u64("SHMBUS_STREAM_SEED", 1));
-    let mut w = Stream::open(d, NAME).and_then(|s| s.writer()).unwrap();
+    let mut w = Stream::open(d, NAME).unwrap().writer().unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
     let (mut seq, mut bytes) = (0u64, 0u64);
     while bytes < total {
         let len = bulk_len(&mut rng);
         let mut g = loop {
-            match w.reserve(len) {
+            match w.loan(len) {
                 Ok(g) => break g,
                 // No reader yet (or not any more): it is being started; retry.
                 Err(StreamSendError::Disconnected) if Instant::now() < deadline => {
@@ -133,7 +133,7 @@ fn bulk_writer(d: &Domain) {
             }
         };
         fill(seq, &mut g);
-        g.commit();
+        g.send();
         seq += 1;
         bytes += len as u64;
     }
@@ -143,14 +143,14 @@ fn bulk_writer(d: &Domain) {
 fn bulk_reader(d: &Domain) {
     let total = env_u64("SHMBUS_STREAM_BYTES", 1 << 30);
     let mut rng = Rng(env_u64("SHMBUS_STREAM_SEED", 1));
-    let mut r = Stream::open(d, NAME).and_then(|s| s.reader()).unwrap();
+    let mut r = Stream::open(d, NAME).unwrap().reader().unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
     let start = Instant::now();
     let (mut seq, mut bytes) = (0u64, 0u64);
     while bytes < total {
         let len = bulk_len(&mut rng);
         let rec = loop {
-            match r.read() {
+            match r.recv_ref() {
                 Ok(rec) => break rec,
                 Err(StreamRecvError::Disconnected) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1))
@@ -166,7 +166,7 @@ fn bulk_reader(d: &Domain) {
     }
     let secs = start.elapsed().as_secs_f64();
     // Everything arrived; the writer has finished, so the stream ends with Disconnected.
-    match r.read_timeout(Duration::from_secs(30)) {
+    match r.recv_ref_timeout(Duration::from_secs(30)) {
         Err(StreamRecvTimeoutError::Disconnected) => {}
         Ok(rec) => panic!("unexpected extra record of {} bytes", rec.len()),
         Err(e) => panic!("reader after the last record: {e}"),
@@ -183,9 +183,7 @@ fn bulk_reader(d: &Domain) {
 fn bulk_transfer_between_processes() {
     let root = Scratch::in_temp_dir("stream-bulk");
     let d = root.domain("test");
-    drop(
-        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 20)).and_then(|s| s.writer()).unwrap(),
-    );
+    drop(Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 20)).unwrap().writer().unwrap());
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     println!("seed {seed}");
     let env = [("SHMBUS_STREAM_SEED", seed.to_string())];
@@ -209,9 +207,7 @@ fn bulk_transfer_between_processes() {
 fn second_endpoint_is_busy_until_the_holder_dies() {
     let root = Scratch::in_temp_dir("stream-busy");
     let d = root.domain("test");
-    drop(
-        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap(),
-    );
+    drop(Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap());
     for role in ["writer", "reader"] {
         let mut holder = spawn(&format!("hold-{role}"), &root, &[]);
         read_line_with(&mut holder, "HOLDING");
@@ -233,11 +229,11 @@ fn second_endpoint_is_busy_until_the_holder_dies() {
         let ep = if role == "writer" { st.writer } else { st.reader };
         assert_eq!(ep.map(|e| e.alive), Some(false), "dead {role} still shown alive");
         if role == "writer" {
-            let mut w = Stream::open(&d, NAME).and_then(|s| s.writer()).expect("takeover from a dead writer");
-            w.try_write(b"after takeover").unwrap();
+            let mut w = Stream::open(&d, NAME).unwrap().writer().expect("takeover from a dead writer");
+            w.try_send(b"after takeover").unwrap();
         } else {
-            let mut r = Stream::open(&d, NAME).and_then(|s| s.reader()).expect("takeover from a dead reader");
-            let rec = r.try_read().unwrap();
+            let mut r = Stream::open(&d, NAME).unwrap().reader().expect("takeover from a dead reader");
+            let rec = r.try_recv_ref().unwrap();
             assert_eq!(&*rec, b"after takeover");
             rec.consume();
         }

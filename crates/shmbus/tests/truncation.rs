@@ -440,7 +440,7 @@ mod stream {
                 if !ready(&r) {
                     return Got::Timeout;
                 }
-                return match r.try_read() {
+                return match r.try_recv_ref() {
                     Ok(rec) => {
                         rec.consume();
                         Got::Msg
@@ -450,7 +450,7 @@ mod stream {
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
-            match r.read_timeout(RECV_TIMEOUT) {
+            match r.recv_ref_timeout(RECV_TIMEOUT) {
                 Ok(rec) => {
                     rec.consume();
                     Got::Msg
@@ -469,7 +469,7 @@ mod stream {
         let file = d.channel_path(NAME).unwrap();
         run_reader_case(s, KIND, &file, cut, env, |i| {
             // Records big enough that 80 of them wrap the ring, crossing the cut.
-            let _ = w.try_write(&[i as u8; 1500]);
+            let _ = w.try_send(&[i as u8; 1500]);
         })
     }
 

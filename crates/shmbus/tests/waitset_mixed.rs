@@ -84,7 +84,7 @@ impl Chan {
             }
             Chan::Stream(r) => {
                 let mut buf = Vec::new();
-                while r.try_read_into(&mut buf).is_ok() {
+                while r.try_recv_into(&mut buf).is_ok() {
                     got.push(buf.clone());
                 }
             }
@@ -137,7 +137,7 @@ fn child_entry() {
             match which {
                 Which::Topic(i) => drop(topics[i].publish(&p).unwrap()),
                 Which::Queue(i) => queues[i].send(p).unwrap(),
-                Which::Stream(i) => streams[i].write(&p).unwrap(),
+                Which::Stream(i) => streams[i].send(&p).unwrap(),
                 Which::Pool(i) => {
                     // Return to sender: retry until the worker has taken the previous job.
                     let mut job = p;

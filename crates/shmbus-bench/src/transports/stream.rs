@@ -1,8 +1,8 @@
 //! `stream`: two shmbus streams, `ping` (ping → echo) and `pong` (echo → ping).
-//! `--payload copy` writes the whole message (`try_write` / `write_timeout`) and reads it out
-//! by copy (`try_read_into` / `read_into_timeout`). `--payload touch` is the zero-copy
-//! pattern: reserve, write the first and last byte in place, commit; read the record in
-//! place, look at its first and last byte, consume.
+//! `--payload copy` writes the whole message (`try_send` / `send_timeout`) and reads it out
+//! by copy (`try_recv_into` / `recv_into_timeout`). `--payload touch` is the zero-copy
+//! pattern: loan, write the first and last byte in place, send; read the record in place
+//! (`try_recv_ref`), look at its first and last byte, consume.
 
 use std::cell::RefCell;
 use std::io;
@@ -102,20 +102,20 @@ impl Endpoint for StreamEnd {
         wait_for(
             self.params.mode,
             waiter,
-            || match w.borrow_mut().try_reserve(n) {
+            || match w.borrow_mut().try_loan(n) {
                 Ok(mut g) => {
                     fill(&mut g);
-                    g.commit();
+                    g.send();
                     Ok(Some(()))
                 }
                 // The reader not attached yet or gone: the waiter asks about the peer.
                 Err(StreamTrySendError::Full { .. } | StreamTrySendError::Disconnected) => Ok(None),
                 Err(e) => Err(io::Error::other(e)),
             },
-            |slice| match w.borrow_mut().reserve_timeout(n, slice) {
+            |slice| match w.borrow_mut().loan_timeout(n, slice) {
                 Ok(mut g) => {
                     fill(&mut g);
-                    g.commit();
+                    g.send();
                     Ok(Some(()))
                 }
                 Err(StreamSendTimeoutError::Timeout) => Ok(None),
@@ -136,12 +136,12 @@ impl Endpoint for StreamEnd {
                 let got = wait_for(
                     self.params.mode,
                     waiter,
-                    || match r.borrow_mut().try_read_into(&mut data.borrow_mut()) {
+                    || match r.borrow_mut().try_recv_into(&mut data.borrow_mut()) {
                         Ok(len) => Ok(Some(len)),
                         Err(StreamTryRecvError::Empty | StreamTryRecvError::Disconnected) => Ok(None),
                         Err(e) => Err(io::Error::other(e)),
                     },
-                    |slice| match r.borrow_mut().read_into_timeout(&mut data.borrow_mut(), slice) {
+                    |slice| match r.borrow_mut().recv_into_timeout(&mut data.borrow_mut(), slice) {
                         Ok(len) => Ok(Some(len)),
                         Err(StreamRecvTimeoutError::Timeout) => Ok(None),
                         Err(StreamRecvTimeoutError::Disconnected) => nap(),
@@ -159,7 +159,7 @@ impl Endpoint for StreamEnd {
                     waiter,
                     || {
                         let mut r = r.borrow_mut();
-                        match r.try_read() {
+                        match r.try_recv_ref() {
                             Ok(rec) => {
                                 let v = look(&rec);
                                 rec.consume();
@@ -171,7 +171,7 @@ impl Endpoint for StreamEnd {
                     },
                     |slice| {
                         let mut r = r.borrow_mut();
-                        match r.read_timeout(slice) {
+                        match r.recv_ref_timeout(slice) {
                             Ok(rec) => {
                                 let v = look(&rec);
                                 rec.consume();

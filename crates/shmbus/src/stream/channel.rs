@@ -305,14 +305,13 @@ impl PeerWatch {
 }
 
 /// Sleeps on `event` (which an attaching peer notifies, see `RingShared::nudge`) until
-/// `peer` is alive or `timeout` passes.
+/// `peer` is alive or `deadline` passes.
 pub(super) fn wait_for_peer(
     shared: &Shared,
     peer: &mut PeerWatch,
     event: &crate::event::EventWord,
-    timeout: Option<Duration>,
+    deadline: Deadline,
 ) -> bool {
-    let deadline = Deadline::from_timeout(timeout);
     block_on(event, WaitPolicy::BLOCK, deadline, Some(LIVENESS_INTERVAL), || peer.alive(shared).then_some(())).is_some()
 }
 

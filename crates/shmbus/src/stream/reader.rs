@@ -60,11 +60,16 @@ impl StreamReader {
         self.writer.alive(&self.shared)
     }
 
-    /// Waits until a live process holds the writer role, at most `timeout` (`None`: for
-    /// ever). Returns whether one does. Useful at start-up: a reader of an empty stream
-    /// with no writer gets `Disconnected`.
-    pub fn wait_for_writer(&mut self, timeout: Option<Duration>) -> bool {
-        wait_for_peer(&self.shared, &mut self.writer, self.shared.ctrl().readable_event(), timeout)
+    /// Waits until a live process holds the writer role. Useful at start-up: a reader of an
+    /// empty stream with no writer gets `Disconnected`.
+    pub fn wait_for_writer(&mut self) -> bool {
+        wait_for_peer(&self.shared, &mut self.writer, self.shared.ctrl().readable_event(), Deadline::NEVER)
+    }
+
+    /// Waits until a live process holds the writer role, at most `timeout`. Returns whether
+    /// one does.
+    pub fn wait_for_writer_timeout(&mut self, timeout: Duration) -> bool {
+        wait_for_peer(&self.shared, &mut self.writer, self.shared.ctrl().readable_event(), Deadline::after(timeout))
     }
 
     /// Ring bytes committed and not yet consumed (headers and padding included).
@@ -132,7 +137,7 @@ impl StreamReader {
     /// The next record, without waiting. Read it in place, then [`Record::consume`] it;
     /// dropping it unconsumed leaves it to be read again.
     #[inline]
-    pub fn try_read(&mut self) -> Result<Record<'_>, StreamTryRecvError> {
+    pub fn try_recv_ref(&mut self) -> Result<Record<'_>, StreamTryRecvError> {
         let e = match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
             Ok(Some(n)) => return Ok(self.record(n)),
             Ok(None) => {
@@ -154,7 +159,7 @@ impl StreamReader {
     }
 
     /// The next record, waiting as long as it takes (or until the writer is gone).
-    pub fn read(&mut self) -> Result<Record<'_>, StreamRecvError> {
+    pub fn recv_ref(&mut self) -> Result<Record<'_>, StreamRecvError> {
         let n = loop {
             match self.next_until(Deadline::NEVER) {
                 Ok(n) => break n,
@@ -166,7 +171,7 @@ impl StreamReader {
     }
 
     /// The next record, waiting at most `timeout`.
-    pub fn read_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, StreamRecvTimeoutError> {
+    pub fn recv_ref_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, StreamRecvTimeoutError> {
         match self.next_until(Deadline::after(timeout)) {
             Ok(n) => Ok(self.record(n)),
             Err(Some(e)) => Err(e.into()),
@@ -185,7 +190,7 @@ impl StreamReader {
                 Ok(None) if writer.alive(shared) => {
                     return shared.truncated().then_some(Err(StreamRecvError::Truncated))
                 }
-                // Gone: one more look, as in `try_read`.
+                // Gone: one more look, as in `try_recv_ref`.
                 Ok(None) => match StreamReader::next(core, shared, reported) {
                     Ok(Some(n)) => return Some(Ok(n)),
                     Ok(None) => StreamRecvError::Disconnected,
@@ -203,24 +208,94 @@ impl StreamReader {
         }
     }
 
-    /// Copies the next record into `buf` (replacing its contents) and consumes it, without
-    /// waiting. Returns the record length.
-    pub fn try_read_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamTryRecvError> {
-        let rec = self.try_read()?;
-        Ok(rec.copy_into(buf))
+    /// Copies the next record into `buf` (replacing its contents, reusing its capacity) and
+    /// consumes it, without waiting. Returns the record length.
+    #[inline]
+    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamTryRecvError> {
+        Ok(self.try_recv_ref()?.copy_into(buf))
     }
 
-    /// Copies the next record into `buf` (replacing its contents) and consumes it, waiting
-    /// as long as it takes. Returns the record length.
-    pub fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamRecvError> {
-        let rec = self.read()?;
-        Ok(rec.copy_into(buf))
+    /// [`StreamReader::try_recv_into`], waiting as long as it takes.
+    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamRecvError> {
+        Ok(self.recv_ref()?.copy_into(buf))
     }
 
-    /// [`StreamReader::read_into`] waiting at most `timeout`.
-    pub fn read_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, StreamRecvTimeoutError> {
-        let rec = self.read_timeout(timeout)?;
-        Ok(rec.copy_into(buf))
+    /// [`StreamReader::try_recv_into`], waiting at most `timeout`.
+    pub fn recv_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, StreamRecvTimeoutError> {
+        Ok(self.recv_ref_timeout(timeout)?.copy_into(buf))
+    }
+
+    /// The next record, copied out and consumed, without waiting.
+    pub fn try_recv(&mut self) -> Result<Vec<u8>, StreamTryRecvError> {
+        Ok(self.try_recv_ref()?.take())
+    }
+
+    /// The next record, copied out and consumed, waiting as long as it takes (or until the
+    /// writer is gone).
+    pub fn recv(&mut self) -> Result<Vec<u8>, StreamRecvError> {
+        Ok(self.recv_ref()?.take())
+    }
+
+    /// The next record, copied out and consumed, waiting at most `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, StreamRecvTimeoutError> {
+        Ok(self.recv_ref_timeout(timeout)?.take())
+    }
+
+    /// A blocking iterator over the records, copied out and consumed ([`StreamReader::recv`]
+    /// per item). After it yields [`StreamRecvError::Disconnected`] or
+    /// [`StreamRecvError::Truncated`] (which would repeat for ever) it ends.
+    pub fn iter(&mut self) -> Iter<'_> {
+        Iter { reader: self, done: false }
+    }
+
+    /// An iterator over the records available now ([`StreamReader::try_recv`] per item): it
+    /// ends at [`StreamTryRecvError::Empty`]; another error is yielded once, then it ends.
+    pub fn try_iter(&mut self) -> TryIter<'_> {
+        TryIter { reader: self, done: false }
+    }
+}
+
+/// The blocking iterator of [`StreamReader::iter`].
+#[derive(Debug)]
+pub struct Iter<'a> {
+    reader: &'a mut StreamReader,
+    done: bool,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<Vec<u8>, StreamRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.reader.recv();
+        self.done = matches!(r, Err(StreamRecvError::Disconnected | StreamRecvError::Truncated));
+        Some(r)
+    }
+}
+
+/// The non-blocking iterator of [`StreamReader::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a> {
+    reader: &'a mut StreamReader,
+    done: bool,
+}
+
+impl Iterator for TryIter<'_> {
+    type Item = Result<Vec<u8>, StreamRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.reader.try_recv() {
+            Ok(v) => Some(Ok(v)),
+            Err(e) => {
+                self.done = true;
+                e.into_blocking().map(Err)
+            }
+        }
     }
 }
 
@@ -260,6 +335,13 @@ impl Record<'_> {
     /// The ring position of the record (bytes before it ever committed).
     pub fn position(&self) -> u64 {
         self.reader.core.position()
+    }
+
+    /// Copies the record out and consumes it.
+    fn take(self) -> Vec<u8> {
+        let v = self.to_vec();
+        self.consume();
+        v
     }
 
     fn copy_into(self, buf: &mut Vec<u8>) -> usize {

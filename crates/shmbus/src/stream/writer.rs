@@ -1,4 +1,4 @@
-//! The writing end: [`StreamWriter`] and its in-place [`WriteGrant`].
+//! The writing end: [`StreamWriter`] and its in-place [`Loan`].
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -20,6 +20,8 @@ pub struct StreamWriter {
     reader: PeerWatch,
     policy: WaitPolicy,
     writable_size: u64,
+    /// The largest payload (cached from the layout for the send path).
+    max_record: u64,
     /// The corrupt state reported last: the same state again reads as a full ring, so
     /// corruption is reported once per state, not by every call while it lasts.
     reported: Option<Corruption>,
@@ -30,12 +32,13 @@ impl StreamWriter {
         let core = WriterCore::attach(shared.ctrl(), shared.layout().capacity).map_err(|c| shared.corrupt_open(c))?;
         shared.ctrl().nudge();
         Ok(StreamWriter {
-            shared,
             core,
             reader: PeerWatch::new(READER_SLOT),
             policy: WaitPolicy::default(),
             writable_size: HEADER,
+            max_record: shared.layout().max_record_len(),
             reported: None,
+            shared,
         })
     }
 
@@ -46,7 +49,7 @@ impl StreamWriter {
 
     /// The largest record payload this stream accepts (`capacity - 8`, at most `u32::MAX`).
     pub fn max_record_len(&self) -> usize {
-        self.shared.layout().max_record_len() as usize
+        self.max_record as usize
     }
 
     /// The segment file.
@@ -62,7 +65,7 @@ impl StreamWriter {
     /// For [`Waitable::is_ready`]: report ready when a record of `len` payload bytes fits
     /// (default 0: when any record fits). Clamped to the maximum record length.
     pub fn set_writable_len(&mut self, len: usize) {
-        self.writable_size = record_size((len as u64).min(self.shared.layout().max_record_len()));
+        self.writable_size = record_size((len as u64).min(self.max_record));
     }
 
     /// Whether a live process holds the reader role (cached for [`LIVENESS_INTERVAL`]).
@@ -70,11 +73,16 @@ impl StreamWriter {
         self.reader.alive(&self.shared)
     }
 
-    /// Waits until a live process holds the reader role, at most `timeout` (`None`: for
-    /// ever). Returns whether one does. Useful at start-up: a writer whose ring fills before
-    /// any reader attached gets `Disconnected`.
-    pub fn wait_for_reader(&mut self, timeout: Option<Duration>) -> bool {
-        wait_for_peer(&self.shared, &mut self.reader, self.shared.ctrl().writable_event(), timeout)
+    /// Waits until a live process holds the reader role. Useful at start-up: a writer whose
+    /// ring fills before any reader attached gets `Disconnected`.
+    pub fn wait_for_reader(&mut self) -> bool {
+        wait_for_peer(&self.shared, &mut self.reader, self.shared.ctrl().writable_event(), Deadline::NEVER)
+    }
+
+    /// Waits until a live process holds the reader role, at most `timeout`. Returns whether
+    /// one does.
+    pub fn wait_for_reader_timeout(&mut self, timeout: Duration) -> bool {
+        wait_for_peer(&self.shared, &mut self.reader, self.shared.ctrl().writable_event(), Deadline::after(timeout))
     }
 
     /// Ring bytes free right now.
@@ -89,19 +97,18 @@ impl StreamWriter {
 
     #[inline]
     fn size_for(&self, len: usize) -> Option<u64> {
-        let max = self.shared.layout().max_record_len();
-        (len as u64 <= max).then(|| record_size(len as u64))
+        (len as u64 <= self.max_record).then(|| record_size(len as u64))
     }
 
-    /// Reserves `len` contiguous bytes for a record, without waiting. Write them through the
-    /// returned grant, then [`WriteGrant::commit`]; dropping the grant commits nothing.
+    /// Lends `len` contiguous bytes of the ring for a record, without waiting. Write them
+    /// through the returned [`Loan`], then [`Loan::send`]; dropping the loan sends nothing.
     #[inline]
-    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, StreamTrySendError> {
+    pub fn try_loan(&mut self, len: usize) -> Result<Loan<'_>, StreamTrySendError> {
         let Some(size) = self.size_for(len) else {
             return Err(StreamTrySendError::TooLarge { len, max: self.max_record_len() });
         };
         match latch(self.core.try_claim(self.shared.ctrl(), size), &mut self.reported) {
-            Ok(pos) => Ok(WriteGrant { pos, len, writer: self }),
+            Ok(pos) => Ok(Loan { pos, len, writer: self }),
             Err(_) if self.shared.truncated() => Err(StreamTrySendError::Truncated),
             Err(ClaimError::Full { free }) => {
                 if self.reader.alive(&self.shared) {
@@ -114,8 +121,8 @@ impl StreamWriter {
         }
     }
 
-    /// Reserves `len` contiguous bytes, waiting for space as long as it takes.
-    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, StreamSendError> {
+    /// Lends `len` contiguous bytes, waiting for space as long as it takes.
+    pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, StreamSendError> {
         let pos = loop {
             match self.claim_until(len, Deadline::NEVER) {
                 Ok(pos) => break pos,
@@ -123,13 +130,13 @@ impl StreamWriter {
                 Err(None) => continue,
             }
         };
-        Ok(WriteGrant { pos, len, writer: self })
+        Ok(Loan { pos, len, writer: self })
     }
 
-    /// Reserves `len` contiguous bytes, waiting for space at most `timeout`.
-    pub fn reserve_timeout(&mut self, len: usize, timeout: Duration) -> Result<WriteGrant<'_>, StreamSendTimeoutError> {
+    /// Lends `len` contiguous bytes, waiting for space at most `timeout`.
+    pub fn loan_timeout(&mut self, len: usize, timeout: Duration) -> Result<Loan<'_>, StreamSendTimeoutError> {
         match self.claim_until(len, Deadline::after(timeout)) {
-            Ok(pos) => Ok(WriteGrant { pos, len, writer: self }),
+            Ok(pos) => Ok(Loan { pos, len, writer: self }),
             Err(Some(e)) => Err(e.into()),
             Err(None) => Err(StreamSendTimeoutError::Timeout),
         }
@@ -161,26 +168,26 @@ impl StreamWriter {
 
     /// Copies `data` in as one record, without waiting.
     #[inline]
-    pub fn try_write(&mut self, data: &[u8]) -> Result<(), StreamTrySendError> {
-        let mut g = self.try_reserve(data.len())?;
-        g.copy_from_slice(data);
-        g.commit();
+    pub fn try_send(&mut self, data: &[u8]) -> Result<(), StreamTrySendError> {
+        let mut l = self.try_loan(data.len())?;
+        l.copy_from_slice(data);
+        l.send();
         Ok(())
     }
 
     /// Copies `data` in as one record, waiting for space as long as it takes.
-    pub fn write(&mut self, data: &[u8]) -> Result<(), StreamSendError> {
-        let mut g = self.reserve(data.len())?;
-        g.copy_from_slice(data);
-        g.commit();
+    pub fn send(&mut self, data: &[u8]) -> Result<(), StreamSendError> {
+        let mut l = self.loan(data.len())?;
+        l.copy_from_slice(data);
+        l.send();
         Ok(())
     }
 
     /// Copies `data` in as one record, waiting for space at most `timeout`.
-    pub fn write_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<(), StreamSendTimeoutError> {
-        let mut g = self.reserve_timeout(data.len(), timeout)?;
-        g.copy_from_slice(data);
-        g.commit();
+    pub fn send_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<(), StreamSendTimeoutError> {
+        let mut l = self.loan_timeout(data.len(), timeout)?;
+        l.copy_from_slice(data);
+        l.send();
         Ok(())
     }
 }
@@ -205,39 +212,35 @@ impl Waitable for StreamWriter {
     }
 
     /// Ready when a record of [`StreamWriter::set_writable_len`] bytes fits now (or the file
-    /// was truncated: the reserve reports it).
+    /// was truncated: the send reports it).
     fn is_ready(&self) -> bool {
         self.core.free_now(self.shared.ctrl()).is_ok_and(|free| free >= self.writable_size) || self.shared.truncated()
     }
 }
 
-/// Space reserved for one record: write the payload through `Deref<Target = [u8]>`, then
-/// [`WriteGrant::commit`]. Until committed the reader cannot see it; dropping the grant
-/// (or the writer process dying) discards it.
-#[must_use = "a reservation is discarded unless committed"]
-pub struct WriteGrant<'a> {
+/// Ring space lent for one record: write the payload through `DerefMut<Target = [u8]>`,
+/// optionally [`Loan::truncate`] it, then [`Loan::send`]. Until sent the reader cannot see
+/// it; dropping the loan (or the writer process dying) discards it.
+#[must_use = "a loan is discarded unless sent"]
+pub struct Loan<'a> {
     writer: &'a mut StreamWriter,
     pos: u64,
     len: usize,
 }
 
-impl WriteGrant<'_> {
-    /// Publishes the record with all the reserved bytes.
+impl Loan<'_> {
+    /// Shortens the record to its first `len` bytes (for a writer that loaned the maximum it
+    /// might need). Like [`Vec::truncate`], a `len` at least the current length does
+    /// nothing.
     #[inline]
-    pub fn commit(self) {
-        let len = self.len;
-        self.commit_len(len);
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
     }
 
-    /// Publishes the record with only its first `len` bytes (for a writer that reserved the
-    /// maximum it might need).
-    ///
-    /// # Panics
-    /// If `len` is larger than the reservation.
+    /// Publishes the record (all its bytes, or as many as [`Loan::truncate`] left).
     #[inline]
-    pub fn commit_len(self, len: usize) {
-        assert!(len <= self.len, "commit_len({len}) exceeds the reservation of {} bytes", self.len);
-        let w = self.writer;
+    pub fn send(self) {
+        let (len, w) = (self.len, self.writer);
         let at = w.shared.at(self.pos);
         // SAFETY: `at` is an 8-aligned position (records start at multiples of ALIGN; the
         // mapping is page aligned) of the claimed space, which only this writer may touch
@@ -247,18 +250,18 @@ impl WriteGrant<'_> {
     }
 }
 
-impl Deref for WriteGrant<'_> {
+impl Deref for Loan<'_> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
         // SAFETY: `pos` was claimed for HEADER + len <= capacity bytes; from `at(pos)` they lie
         // inside the 2×capacity double mapping, and the reader does not access them until
-        // commit. The borrow of the writer keeps the mapping alive.
+        // sent. The borrow of the writer keeps the mapping alive.
         unsafe { std::slice::from_raw_parts(self.writer.shared.at(self.pos).add(HEADER as usize), self.len) }
     }
 }
 
-impl DerefMut for WriteGrant<'_> {
+impl DerefMut for Loan<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `deref`; the claimed bytes belong to this writer alone, and `&mut self`
@@ -267,8 +270,8 @@ impl DerefMut for WriteGrant<'_> {
     }
 }
 
-impl fmt::Debug for WriteGrant<'_> {
+impl fmt::Debug for Loan<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WriteGrant").field("pos", &self.pos).field("len", &self.len).finish()
+        f.debug_struct("Loan").field("pos", &self.pos).field("len", &self.len).finish()
     }
 }
