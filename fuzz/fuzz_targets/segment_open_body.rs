@@ -2,9 +2,9 @@
 // (crates/shmbus/tests/segment_corrupt.rs) through `include!`: one copy of the harness.
 
 use shmbus::queue::Queue;
-use shmbus::stream::StreamReader;
+use shmbus::stream::Stream;
 use shmbus::topic::Topic;
-use shmbus::{admin, pool, stream, Domain};
+use shmbus::{admin, pool, Domain};
 
 /// Bytes of the segment header the checksum covers (with `ready` and the checksum zeroed).
 const HEADER_LEN: usize = 120;
@@ -47,10 +47,10 @@ pub fn exercise_segment(data: &[u8]) {
             }
         }
     }
-    let _ = stream::status(&d, "ch");
-    if let Ok(mut r) = StreamReader::open(&d, "ch") {
+    let _ = Stream::status(&d, "ch");
+    if let Ok(mut r) = Stream::open(&d, "ch").and_then(|s| s.reader()) {
         for _ in 0..64 {
-            match r.try_read() {
+            match r.try_recv_ref() {
                 Ok(rec) => rec.consume(),
                 Err(_) => break,
             }

@@ -2,7 +2,7 @@
 // (crates/shmbus/tests/hostile_stream.rs) through `include!`: one copy of the harness.
 
 use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
-use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::waitset::Waitable;
 use shmbus::Domain;
 
@@ -33,10 +33,10 @@ pub fn exercise_stream_state(data: &[u8]) {
     let root = std::env::temp_dir().join(format!("shmbus-fuzz-stream-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let d = Domain::with_root("fz", &root).expect("scratch domain");
-    let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(page as usize)).expect("create stream");
-    let mut r = StreamReader::open(&d, "s").expect("reader");
-    w.try_write(b"one").expect("write");
-    w.try_write(b"two").expect("write");
+    let mut w = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(page as usize)).unwrap().writer().expect("create stream");
+    let mut r = Stream::open(&d, "s").unwrap().reader().expect("reader");
+    w.try_send(b"one").expect("write");
+    w.try_send(b"two").expect("write");
     let file = std::fs::OpenOptions::new().write(true).open(w.path()).expect("open segment");
     let mut rest = data;
     for (offset, width) in stream_state_words(page) {
@@ -50,29 +50,29 @@ pub fn exercise_stream_state(data: &[u8]) {
     let mut buf = Vec::new();
     for _ in 0..2 {
         for _ in 0..4 {
-            if let Ok(rec) = r.try_read() {
+            if let Ok(rec) = r.try_recv_ref() {
                 let _ = rec.len();
                 rec.consume();
             }
-            let _ = r.try_read_into(&mut buf);
+            let _ = r.try_recv_into(&mut buf);
         }
-        let _ = r.read_timeout(Duration::ZERO).map(|rec| rec.consume());
-        let _ = r.read_into_timeout(&mut buf, Duration::ZERO);
+        let _ = r.recv_ref_timeout(Duration::ZERO).map(|rec| rec.consume());
+        let _ = r.recv_into_timeout(&mut buf, Duration::ZERO);
         let _ = (r.is_ready(), r.pending(), r.status(), r.writer_alive());
         for len in [0, 5, 100, page as usize - 8] {
-            let _ = w.try_write(&vec![1u8; len]);
-            let _ = w.write_timeout(&vec![2u8; len], Duration::ZERO);
-            let _ = w.try_reserve(len).map(|g| g.commit());
+            let _ = w.try_send(&vec![1u8; len]);
+            let _ = w.send_timeout(&vec![2u8; len], Duration::ZERO);
+            let _ = w.try_loan(len).map(|g| g.send());
         }
         let _ = (w.is_ready(), w.free(), w.status(), w.reader_alive());
     }
     drop(r);
     drop(w);
-    if let Ok(mut r) = StreamReader::open(&d, "s") {
-        let _ = r.try_read().map(|rec| rec.consume());
+    if let Ok(mut r) = Stream::open(&d, "s").and_then(|s| s.reader()) {
+        let _ = r.try_recv_ref().map(|rec| rec.consume());
     }
-    if let Ok(mut w) = StreamWriter::open(&d, "s") {
-        let _ = w.try_write(b"again");
+    if let Ok(mut w) = Stream::open(&d, "s").and_then(|s| s.writer()) {
+        let _ = w.try_send(b"again");
     }
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -6,9 +6,9 @@
 //! (pinned to the second CPU). After the reader is attached, the writer sends records paced
 //! by absolute deadlines (`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, start + i ×
 //! period, so a late wake-up does not shift the later ones). Each record carries its
-//! sequence number and the writer's `CLOCK_MONOTONIC` read just before `commit`; its length
+//! sequence number and the writer's `CLOCK_MONOTONIC` read just before `send`; its length
 //! cycles through `size × 5/8 ..= size × 5/4` (20–40 B for `--size 32`). The reader takes
-//! each record (`try_read` polled with `WaitPolicy::SPIN`, or `read_timeout` with
+//! each record (`try_recv_ref` polled with `WaitPolicy::SPIN`, or `recv_ref_timeout` with
 //! `WaitPolicy::BLOCK`), reads the clock, and records now − sent in an HDR histogram. The
 //! first [`WARMUP`] records are not recorded. The writer's pacing sleep is outside the
 //! timed span in both modes: the clock is read after it wakes.
@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError};
+use shmbus::stream::{
+    Stream, StreamConfig, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamWriter,
+};
 
 use crate::affinity;
 use crate::child::{self, Helper};
@@ -250,7 +252,8 @@ pub fn run_cell(cell: Cell) -> Result<CellResult, String> {
     }
     let (root, handoff) = ScratchRoot::create("rate").map_err(|e| format!("cannot make a scratch root: {e}"))?;
     let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
-    let mut writer = StreamWriter::create(&domain, "rate", &StreamConfig::new(cell.ring))
+    let mut writer = Stream::create_or_open(&domain, "rate", &StreamConfig::default().capacity(cell.ring))
+        .and_then(|s| s.writer())
         .map_err(|e| format!("cannot create a {} B stream: {e}", cell.ring))?;
     writer.set_wait_policy(policy(cell.mode));
     let (_, hi) = lengths(cell.size);
@@ -306,7 +309,7 @@ fn write_cell(cell: &Cell, writer: &mut StreamWriter, reader: &mut Helper) -> Re
     if line != "ready" {
         return Err(format!("the reader said {line:?} instead of ready"));
     }
-    if !writer.wait_for_reader(Some(cell.timeout)) {
+    if !writer.wait_for_reader_timeout(cell.timeout) {
         return Err("the reader did not attach".into());
     }
     let (lo, hi) = lengths(cell.size);
@@ -334,20 +337,20 @@ fn send(cell: &Cell, writer: &mut StreamWriter, reader: &mut Helper, seq: u64, l
         }
         g[8..16].copy_from_slice(&shmbus::sys::monotonic_ns().to_le_bytes());
     };
-    if let Ok(mut g) = writer.try_reserve(len) {
+    if let Ok(mut g) = writer.try_loan(len) {
         fill(&mut g);
-        g.commit();
+        g.send();
         return Ok(false);
     }
     let started = Instant::now();
     loop {
-        match writer.reserve_timeout(len, BLOCK_SLICE) {
+        match writer.loan_timeout(len, BLOCK_SLICE) {
             Ok(mut g) => {
                 fill(&mut g);
-                g.commit();
+                g.send();
                 return Ok(true);
             }
-            Err(ReserveError::Timeout) => {
+            Err(StreamSendTimeoutError::Timeout) => {
                 if let Ok(Some(s)) = reader.child.try_wait() {
                     return Err(format!("the reader process exited ({s})"));
                 }
@@ -383,7 +386,8 @@ fn parse(rec: &[u8]) -> Option<(u64, u64)> {
 pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
     let (_root, domain) = crate::transports::shmbus_kinds::child_domain(a.root, a.cpu)?;
-    let mut r = StreamReader::open(&domain, "rate").map_err(|e| format!("reader: cannot open: {e}"))?;
+    let mut r =
+        Stream::open(&domain, "rate").and_then(|s| s.reader()).map_err(|e| format!("reader: cannot open: {e}"))?;
     r.set_wait_policy(policy(a.mode));
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
     println!("ready");
@@ -392,14 +396,14 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
     loop {
         // Take the record and read the clock at once; parse after.
         let got = match a.mode {
-            Mode::Spin => match r.try_read() {
+            Mode::Spin => match r.try_recv_ref() {
                 Ok(rec) => {
                     let now = shmbus::sys::monotonic_ns();
                     let v = parse(&rec);
                     rec.consume();
                     Some((now, v))
                 }
-                Err(TryReadError::Empty) => {
+                Err(StreamTryRecvError::Empty) => {
                     spins = spins.wrapping_add(1);
                     if spins % (1 << 16) == 0 && !child::parent_alive(ppid) {
                         return Err("reader: the writer process is gone".into());
@@ -409,14 +413,14 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
                 }
                 Err(e) => return Err(format!("reader: {e}")),
             },
-            Mode::Block => match r.read_timeout(BLOCK_SLICE) {
+            Mode::Block => match r.recv_ref_timeout(BLOCK_SLICE) {
                 Ok(rec) => {
                     let now = shmbus::sys::monotonic_ns();
                     let v = parse(&rec);
                     rec.consume();
                     Some((now, v))
                 }
-                Err(ReadError::Timeout) => {
+                Err(StreamRecvTimeoutError::Timeout) => {
                     if !child::parent_alive(ppid) {
                         return Err("reader: the writer process is gone".into());
                     }

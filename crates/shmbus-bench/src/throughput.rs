@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter};
 
 use crate::affinity;
 use crate::child::{self, Helper};
@@ -98,7 +98,8 @@ pub fn run(mut config: Config) -> Result<Outcome, String> {
     }
     let (root, handoff) = ScratchRoot::create("throughput").map_err(|e| format!("cannot make a scratch root: {e}"))?;
     let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
-    let mut writer = StreamWriter::create(&domain, "throughput", &StreamConfig::new(config.capacity))
+    let mut writer = Stream::create_or_open(&domain, "throughput", &StreamConfig::default().capacity(config.capacity))
+        .and_then(|s| s.writer())
         .map_err(|e| format!("cannot create the stream: {e}"))?;
     writer.set_wait_policy(policy(config.mode));
     if size > writer.max_record_len() {
@@ -170,7 +171,7 @@ fn write_all(
     if line != "ready" {
         return Err(format!("the reader said {line:?} instead of ready"));
     }
-    if !writer.wait_for_reader(Some(config.timeout)) {
+    if !writer.wait_for_reader_timeout(config.timeout) {
         return Err("the reader did not attach".into());
     }
     let mut src: Vec<u8> = (0..config.size).map(|i| (i * 7) as u8).collect();
@@ -208,20 +209,20 @@ fn write_one(
         }
     };
     // Fast path: no clock read, no deadline. Only a full ring takes the waiting call.
-    if let Ok(mut g) = writer.try_reserve(n) {
+    if let Ok(mut g) = writer.try_loan(n) {
         fill(&mut g, src);
-        g.commit();
+        g.send();
         return Ok(());
     }
     let mut waited = Duration::ZERO;
     loop {
-        match writer.reserve_timeout(n, BLOCK_SLICE) {
+        match writer.loan_timeout(n, BLOCK_SLICE) {
             Ok(mut g) => {
                 fill(&mut g, src);
-                g.commit();
+                g.send();
                 return Ok(());
             }
-            Err(ReserveError::Timeout) => {
+            Err(StreamSendTimeoutError::Timeout) => {
                 waited += BLOCK_SLICE;
                 check_reader(reader, waited, config.timeout)?;
             }
@@ -279,7 +280,9 @@ pub struct ReaderConfig {
 pub fn reader(config: ReaderConfig) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
     let (_root, domain) = crate::transports::shmbus_kinds::child_domain(config.root, config.cpu)?;
-    let mut r = StreamReader::open(&domain, "throughput").map_err(|e| format!("reader: cannot open: {e}"))?;
+    let mut r = Stream::open(&domain, "throughput")
+        .and_then(|s| s.reader())
+        .map_err(|e| format!("reader: cannot open: {e}"))?;
     r.set_wait_policy(policy(config.mode));
     println!("ready");
     let n = config.size;
@@ -293,7 +296,7 @@ pub fn reader(config: ReaderConfig) -> Result<(), String> {
             _ => (rec.len(), rec.first().copied().unwrap_or(0), rec.last().copied().unwrap_or(0)),
         };
         // Fast path: no clock read, no deadline. Only an empty ring takes the waiting call.
-        let fast = match r.try_read() {
+        let fast = match r.try_recv_ref() {
             Ok(rec) => {
                 let v = look(&rec, &mut dst);
                 rec.consume();
@@ -304,13 +307,13 @@ pub fn reader(config: ReaderConfig) -> Result<(), String> {
         let (len, first, last) = match fast {
             Some(v) => v,
             None => loop {
-                match r.read_timeout(BLOCK_SLICE) {
+                match r.recv_ref_timeout(BLOCK_SLICE) {
                     Ok(rec) => {
                         let v = look(&rec, &mut dst);
                         rec.consume();
                         break v;
                     }
-                    Err(ReadError::Timeout) => {
+                    Err(StreamRecvTimeoutError::Timeout) => {
                         if !child::parent_alive(ppid) {
                             return Err("reader: the writer process is gone".into());
                         }

@@ -9,7 +9,7 @@
 use serde_json::{json, Map, Value};
 use shmbus::admin::{self, Pending, SegmentReport};
 use shmbus::topic::Topic;
-use shmbus::{pool, stream, Domain, Kind, OpenError};
+use shmbus::{pool, Domain, Kind, OpenError, Stream};
 
 use crate::pubsub::{KindArg, PubArgs, Sink, Source, SubArgs};
 use crate::{CliError, Result};
@@ -144,7 +144,7 @@ fn endpoint(e: Option<(u32, bool)>) -> String {
 
 fn stream_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
     let p = report.header.params;
-    let st = stream::status(domain, name)?;
+    let st = Stream::status(domain, name)?;
     let live = live_after_status(domain, name)?;
     let mut params = Map::new();
     params.insert("capacity".into(), json!(p[0]));

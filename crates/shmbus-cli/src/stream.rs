@@ -8,17 +8,14 @@
 
 use std::time::{Duration, Instant};
 
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{
+    Stream, StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter,
+};
 use shmbus::sys::monotonic_ns;
-use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError};
+use shmbus::{Domain, WaitSet, WaitTimeoutError};
 
 use crate::pubsub::{PubArgs, Recv, Sink, Source, SubArgs};
 use crate::{CliError, Result};
-
-/// Capacity of a stream `pub` creates when none is given (the library's default, 1 MiB).
-pub fn default_capacity() -> usize {
-    StreamConfig::default().capacity
-}
 
 /// `pub`'s end of a stream.
 #[derive(Debug)]
@@ -30,26 +27,22 @@ pub struct StreamSink {
 /// Attaches as the writer of the stream, creating it if missing. `--capacity` creates it
 /// with that capacity, or must match an existing stream's.
 pub fn writer(domain: &Domain, args: &PubArgs) -> Result<StreamSink> {
-    let writer = match args.capacity {
-        Some(c) => StreamWriter::create(domain, &args.name, &StreamConfig::new(c))?,
-        None => match StreamWriter::open(domain, &args.name) {
-            Err(OpenError::NotFound { .. }) => {
-                StreamWriter::create(domain, &args.name, &StreamConfig::new(default_capacity()))?
-            }
-            w => w?,
-        },
-    };
+    let mut config = StreamConfig::default();
+    if let Some(c) = args.capacity {
+        config = config.capacity(c);
+    }
+    let writer = Stream::create_or_open(domain, &args.name, &config)?.writer()?;
     Ok(StreamSink { writer, timeout: args.timeout_ms.map(Duration::from_millis) })
 }
 
 impl Sink for StreamSink {
     fn send(&mut self, data: &[u8]) -> Result<()> {
         let r = match self.timeout {
-            Some(t) => self.writer.write_timeout(data, t),
-            None => self.writer.write(data),
+            Some(t) => self.writer.send_timeout(data, t),
+            None => self.writer.send(data).map_err(StreamSendTimeoutError::from),
         };
         r.map_err(|e| match e {
-            ReserveError::Timeout => CliError::msg(format!(
+            StreamSendTimeoutError::Timeout => CliError::msg(format!(
                 "publish failed: no room for a {} byte record in the stream within {} ms; the reader is slow or stuck",
                 data.len(),
                 self.timeout.unwrap_or_default().as_millis()
@@ -81,7 +74,7 @@ pub fn reader(domain: &Domain, args: &SubArgs) -> Result<StreamSource> {
             args.domain, args.name
         )));
     }
-    Ok(StreamSource { reader: StreamReader::open(domain, &args.name)?, waitset: WaitSet::new(), received: 0 })
+    Ok(StreamSource { reader: Stream::open(domain, &args.name)?.reader()?, waitset: WaitSet::new(), received: 0 })
 }
 
 impl Source for StreamSource {
@@ -92,16 +85,16 @@ impl Source for StreamSource {
         loop {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let r = match left {
-                Some(left) => self.reader.read_into_timeout(buf, left),
-                None => self.reader.read_into(buf),
+                Some(left) => self.reader.recv_into_timeout(buf, left),
+                None => self.reader.recv_into(buf).map_err(StreamRecvTimeoutError::from),
             };
             match r {
                 Ok(_) => {
                     self.received += 1;
                     return Ok(Recv::Msg { seq: self.received, ts_ns: monotonic_ns() });
                 }
-                Err(ReadError::Timeout) => return Ok(Recv::Timeout),
-                Err(ReadError::Disconnected) => {
+                Err(StreamRecvTimeoutError::Timeout) => return Ok(Recv::Timeout),
+                Err(StreamRecvTimeoutError::Disconnected) => {
                     // Empty and no writer: wait for a record instead (a `pub` per message
                     // attaches, commits and detaches between two looks at its liveness).
                     let waited = match left {

@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use shmbus::stream::{ReadError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvTimeoutError};
 use shmbus::Domain;
 
 const RECORDS: u32 = 10_000;
@@ -22,23 +22,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Create the stream (1 MiB ring) and attach as its writer.
-    let mut writer = StreamWriter::create(&domain, "stream-example", &StreamConfig::new(1 << 20))?;
+    let mut writer =
+        Stream::create_or_open(&domain, "stream-example", &StreamConfig::default().capacity(1 << 20))?.writer()?;
     // Start the reader process.
     let mut child = Command::new(std::env::current_exe()?).arg("reader").spawn()?;
     // A writer whose ring fills before any reader attached gets `Disconnected`: wait for it.
-    if !writer.wait_for_reader(Some(Duration::from_secs(10))) {
+    if !writer.wait_for_reader_timeout(Duration::from_secs(10)) {
         return Err("the reader process did not attach".into());
     }
 
     for i in 0..RECORDS {
         let len = 8 + (i as usize * 37) % 4000;
-        let mut grant = writer.reserve(len)?; // waits while the ring is full
-        grant[..4].copy_from_slice(&i.to_le_bytes());
-        grant[4..8].copy_from_slice(&(len as u32).to_le_bytes());
-        grant[8..].fill(i as u8);
-        grant.commit();
+        let mut loan = writer.loan(len)?; // waits while the ring is full
+        loan[..4].copy_from_slice(&i.to_le_bytes());
+        loan[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        loan[8..].fill(i as u8);
+        loan.send();
     }
-    writer.write(b"bye")?; // the copy convenience
+    writer.send(b"bye")?; // the copy convenience
     drop(writer); // the reader sees Disconnected once it has read everything
 
     let status = child.wait()?;
@@ -51,12 +52,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn reader(domain: &Domain) -> Result<(), Box<dyn std::error::Error>> {
-    let mut reader = StreamReader::open(domain, "stream-example")?;
+    let mut reader = Stream::open(domain, "stream-example")?.reader()?;
     let (mut n, mut bytes) = (0u32, 0usize);
     loop {
-        let record = match reader.read_timeout(Duration::from_secs(10)) {
+        let record = match reader.recv_ref_timeout(Duration::from_secs(10)) {
             Ok(r) => r,
-            Err(ReadError::Disconnected) => break, // writer gone and nothing left
+            Err(StreamRecvTimeoutError::Disconnected) => break, // writer gone and nothing left
             Err(e) => return Err(e.into()),
         };
         if &*record == b"bye" {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::{Domain, WaitPolicy};
 
 const ROUNDS: u64 = 200_000;
@@ -45,20 +45,20 @@ fn raw_pingpong() -> f64 {
 
 /// Median one-way latency (ns) of a record of `size` bytes over a pair of streams.
 fn stream_pingpong(d: &Domain, size: usize) -> f64 {
-    let cfg = StreamConfig::new(1 << 16);
-    let mut ping = StreamWriter::create(d, &format!("ping{size}"), &cfg).unwrap();
-    let mut pong_r = StreamReader::create(d, &format!("pong{size}"), &cfg).unwrap();
-    let mut ping_r = StreamReader::open(d, &format!("ping{size}")).unwrap();
-    let mut pong = StreamWriter::open(d, &format!("pong{size}")).unwrap();
+    let cfg = StreamConfig::default().capacity(1 << 16);
+    let mut ping = Stream::create_or_open(d, &format!("ping{size}"), &cfg).unwrap().writer().unwrap();
+    let mut pong_r = Stream::create_or_open(d, &format!("pong{size}"), &cfg).unwrap().reader().unwrap();
+    let mut ping_r = Stream::open(d, &format!("ping{size}")).unwrap().reader().unwrap();
+    let mut pong = Stream::open(d, &format!("pong{size}")).unwrap().writer().unwrap();
     for e in [&mut ping_r, &mut pong_r] {
         e.set_wait_policy(WaitPolicy::SPIN);
     }
     let t = std::thread::spawn(move || {
         for _ in 0..ROUNDS {
-            let rec = ping_r.read().unwrap();
-            let mut g = pong.try_reserve(rec.len()).unwrap();
+            let rec = ping_r.recv_ref().unwrap();
+            let mut g = pong.try_loan(rec.len()).unwrap();
             g.copy_from_slice(&rec);
-            g.commit();
+            g.send();
             rec.consume();
         }
     });
@@ -66,8 +66,8 @@ fn stream_pingpong(d: &Domain, size: usize) -> f64 {
     let mut samples = Vec::with_capacity(ROUNDS as usize);
     for _ in 0..ROUNDS {
         let t0 = Instant::now();
-        ping.try_write(&msg).unwrap();
-        pong_r.read().unwrap().consume();
+        ping.try_send(&msg).unwrap();
+        pong_r.recv_ref().unwrap().consume();
         samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
     }
     t.join().unwrap();
@@ -78,15 +78,15 @@ fn stream_pingpong(d: &Domain, size: usize) -> f64 {
 fn bandwidth(d: &Domain) -> (f64, f64, f64) {
     const REC: usize = 64 << 10;
     const TOTAL: usize = 4 << 30;
-    let mut w = StreamWriter::create(d, "bw", &StreamConfig::new(4 << 20)).unwrap();
-    let mut r = StreamReader::open(d, "bw").unwrap();
+    let mut w = Stream::create_or_open(d, "bw", &StreamConfig::default().capacity(4 << 20)).unwrap().writer().unwrap();
+    let mut r = Stream::open(d, "bw").unwrap().reader().unwrap();
     r.set_wait_policy(WaitPolicy::SPIN);
     w.set_wait_policy(WaitPolicy::SPIN);
     let src = vec![1u8; REC];
     let t = std::thread::spawn(move || {
         let mut dst = vec![0u8; REC];
         for _ in 0..TOTAL / REC {
-            let rec = r.read().unwrap();
+            let rec = r.recv_ref().unwrap();
             dst.copy_from_slice(&rec); // the reader copies out, as `read_into` would
             rec.consume();
         }
@@ -94,19 +94,19 @@ fn bandwidth(d: &Domain) -> (f64, f64, f64) {
     });
     let t0 = Instant::now();
     for _ in 0..TOTAL / REC {
-        w.write(&src).unwrap();
+        w.send(&src).unwrap();
     }
     t.join().unwrap();
     let stream = TOTAL as f64 / t0.elapsed().as_secs_f64() / 1e9;
     // The same through one thread (write one record, read it): no scheduler in the way on a
     // loaded machine; two copies per record (in and out), so 0.5x memcpy is the ceiling.
-    let mut w = StreamWriter::create(d, "bw1", &StreamConfig::new(4 << 20)).unwrap();
-    let mut r = StreamReader::open(d, "bw1").unwrap();
+    let mut w = Stream::create_or_open(d, "bw1", &StreamConfig::default().capacity(4 << 20)).unwrap().writer().unwrap();
+    let mut r = Stream::open(d, "bw1").unwrap().reader().unwrap();
     let mut dst = vec![0u8; REC];
     let t0 = Instant::now();
     for _ in 0..TOTAL / REC {
-        w.try_write(&src).unwrap();
-        let rec = r.try_read().unwrap();
+        w.try_send(&src).unwrap();
+        let rec = r.try_recv_ref().unwrap();
         dst.copy_from_slice(&rec);
         rec.consume();
     }

@@ -55,6 +55,11 @@ pub use queue::{
 };
 pub use segment::{CreateOptions, HeaderInfo, Kind};
 #[cfg(not(loom))]
+pub use stream::{
+    Stream, StreamConfig, StreamReader, StreamRecvError, StreamRecvTimeoutError, StreamSendError,
+    StreamSendTimeoutError, StreamStatus, StreamTryRecvError, StreamTrySendError, StreamWriter,
+};
+#[cfg(not(loom))]
 pub use topic::{
     Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError,
     TopicStatus, TopicTryRecvError,
@@ -62,7 +67,5 @@ pub use topic::{
 pub use wait::WaitPolicy;
 #[cfg(not(loom))]
 pub mod waitset;
-#[cfg(not(loom))]
-pub use stream::{StreamConfig, StreamReader, StreamWriter};
 #[cfg(not(loom))]
 pub use waitset::{WaitError, WaitHandle, WaitSet, WaitTimeoutError, Waitable};

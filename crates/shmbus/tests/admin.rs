@@ -15,7 +15,7 @@ use common::{child_command, child_role, eventually, sigkill, wait_with_deadline,
 use shmbus::admin::{self, Pending};
 use shmbus::pool::{Pool, PoolConfig};
 use shmbus::queue::{Queue, QueueConfig};
-use shmbus::stream::{protocol::record_size, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::topic::{Topic, TopicConfig};
 use shmbus::{Domain, Kind, OpenError};
 
@@ -159,12 +159,13 @@ fn pending_counts_what_no_reader_took() {
     assert_eq!(pending("q"), Some(Pending::Messages(2)));
 
     // Stream: bytes committed and not consumed, framing included.
-    let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(1 << 16)).unwrap();
+    let mut w =
+        Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap();
     assert_eq!(pending("s"), Some(Pending::Bytes(0)));
-    w.try_write(b"hello").unwrap();
-    assert_eq!(pending("s"), Some(Pending::Bytes(record_size(5))));
-    let mut r = StreamReader::open(&d, "s").unwrap();
-    r.try_read().unwrap().consume();
+    w.try_send(b"hello").unwrap();
+    assert_eq!(pending("s"), Some(Pending::Bytes(16))); // an 8-byte header, 5 bytes padded to 8
+    let mut r = Stream::open(&d, "s").and_then(|s| s.reader()).unwrap();
+    r.try_recv_ref().unwrap().consume();
     assert_eq!(pending("s"), Some(Pending::Bytes(0)));
 
     // Topic: history is owed to nobody.

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use common::hostile;
 use common::{child_command, child_role, wait_with_deadline, Rng, Scratch};
 use shmbus::stream::{
-    ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError,
+    Stream, StreamConfig, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError,
 };
 use shmbus::{Domain, WaitSet};
 
@@ -111,7 +111,7 @@ fn child_entry() {
 }
 
 fn reader(d: &Domain, root: &Path) {
-    let mut r = StreamReader::open(d, NAME).unwrap();
+    let mut r = Stream::open(d, NAME).unwrap().reader().unwrap();
     std::fs::write(marker(root, "reader-ready"), b"").unwrap();
     let mut ws = WaitSet::new();
     let mut buf = Vec::new();
@@ -119,34 +119,36 @@ fn reader(d: &Domain, root: &Path) {
     while !marker(root, "quiesce").exists() {
         for i in 0..32 {
             calls += 1;
-            let res: Result<usize, TryReadError> = match i % 4 {
-                0 => timed("read_timeout", || {
-                    r.read_timeout(TIMEOUT)
+            let res: Result<usize, StreamTryRecvError> = match i % 4 {
+                0 => timed("recv_ref_timeout", || {
+                    r.recv_ref_timeout(TIMEOUT)
                         .map(|rec| {
                             let n = rec.len();
                             rec.consume();
                             n
                         })
                         .map_err(|e| match e {
-                            ReadError::Corrupt(c) => TryReadError::Corrupt(c),
-                            ReadError::Disconnected => TryReadError::Disconnected,
-                            _ => TryReadError::Empty,
+                            StreamRecvTimeoutError::Corrupt(c) => StreamTryRecvError::Corrupt(c),
+                            StreamRecvTimeoutError::Disconnected => StreamTryRecvError::Disconnected,
+                            _ => StreamTryRecvError::Empty,
                         })
                 }),
-                1 => timed("try_read", || r.try_read().map(|rec| rec.len())),
-                2 => timed("read_into_timeout", || {
-                    r.read_into_timeout(&mut buf, TIMEOUT).map_err(|e| match e {
-                        ReadError::Corrupt(c) => TryReadError::Corrupt(c),
-                        ReadError::Disconnected => TryReadError::Disconnected,
-                        _ => TryReadError::Empty,
+                1 => timed("try_recv_ref", || r.try_recv_ref().map(|rec| rec.len())),
+                2 => timed("recv_into_timeout", || {
+                    r.recv_into_timeout(&mut buf, TIMEOUT).map_err(|e| match e {
+                        StreamRecvTimeoutError::Corrupt(c) => StreamTryRecvError::Corrupt(c),
+                        StreamRecvTimeoutError::Disconnected => StreamTryRecvError::Disconnected,
+                        _ => StreamTryRecvError::Empty,
                     })
                 }),
-                _ => timed("wait set", || ws.wait_timeout(&[&r], TIMEOUT).map(|_| 0).map_err(|_| TryReadError::Empty)),
+                _ => timed("wait set", || {
+                    ws.wait_timeout(&[&r], TIMEOUT).map(|_| 0).map_err(|_| StreamTryRecvError::Empty)
+                }),
             };
             match res {
                 Ok(_) => ok += 1,
-                Err(TryReadError::Corrupt(_)) => corrupt += 1,
-                Err(TryReadError::Disconnected) => {
+                Err(StreamTryRecvError::Corrupt(_)) => corrupt += 1,
+                Err(StreamTryRecvError::Disconnected) => {
                     disconnected += 1;
                     // Empty with the writer's entry scribbled: do not spin on it.
                     std::thread::sleep(Duration::from_millis(1));
@@ -158,16 +160,16 @@ fn reader(d: &Domain, root: &Path) {
     drop(r);
     std::fs::write(marker(root, "reader-closed"), b"").unwrap();
     wait_for(&marker(root, "restored"));
-    let mut r = StreamReader::open(d, NAME).expect("the first re-attach works");
+    let mut r = Stream::open(d, NAME).unwrap().reader().expect("the first re-attach works");
     let mut after = 0u64;
     let end = Instant::now() + Duration::from_secs(20);
     while after < AFTER && Instant::now() < end {
-        match timed("read_into_timeout", || r.read_into_timeout(&mut buf, Duration::from_millis(100))) {
+        match timed("recv_into_timeout", || r.recv_into_timeout(&mut buf, Duration::from_millis(100))) {
             Ok(_) => {
                 assert_eq!(buf, format!("ok-{after}").as_bytes(), "record {after} after the restore");
                 after += 1;
             }
-            Err(ReadError::Timeout | ReadError::Disconnected) => {}
+            Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {}
             Err(e) => panic!("after the restore: {e}"),
         }
     }
@@ -175,7 +177,7 @@ fn reader(d: &Domain, root: &Path) {
 }
 
 fn writer(d: &Domain, root: &Path) {
-    let mut w = StreamWriter::open(d, NAME).unwrap();
+    let mut w = Stream::open(d, NAME).unwrap().writer().unwrap();
     std::fs::write(marker(root, "writer-ready"), b"").unwrap();
     let (mut calls, mut ok, mut corrupt) = (0u64, 0u64, 0u64);
     let mut n = 0u64;
@@ -185,23 +187,24 @@ fn writer(d: &Domain, root: &Path) {
             n += 1;
             let data = format!("w{n}");
             let res = match i % 3 {
-                0 => timed("try_write", || w.try_write(data.as_bytes())),
-                1 => timed("write_timeout", || {
-                    w.write_timeout(data.as_bytes(), TIMEOUT).map_err(|e| match e {
-                        ReserveError::Corrupt(c) => TryReserveError::Corrupt(c),
-                        _ => TryReserveError::Disconnected,
+                0 => timed("try_send", || w.try_send(data.as_bytes())),
+                1 => timed("send_timeout", || {
+                    w.send_timeout(data.as_bytes(), TIMEOUT).map_err(|e| match e {
+                        StreamSendTimeoutError::Corrupt(c) => StreamTrySendError::Corrupt(c),
+                        _ => StreamTrySendError::Disconnected,
                     })
                 }),
-                _ => timed("try_reserve", || {
-                    w.try_reserve(1000).map(|mut g| {
-                        g.fill(7);
-                        g.commit_len(10)
+                _ => timed("try_loan", || {
+                    w.try_loan(1000).map(|mut l| {
+                        l.fill(7);
+                        l.truncate(10);
+                        l.send()
                     })
                 }),
             };
             match res {
                 Ok(()) => ok += 1,
-                Err(TryReserveError::Corrupt(_)) => corrupt += 1,
+                Err(StreamTrySendError::Corrupt(_)) => corrupt += 1,
                 Err(_) => std::thread::sleep(Duration::from_micros(100)),
             }
         }
@@ -209,9 +212,9 @@ fn writer(d: &Domain, root: &Path) {
     drop(w);
     std::fs::write(marker(root, "writer-closed"), b"").unwrap();
     wait_for(&marker(root, "restored"));
-    let mut w = StreamWriter::open(d, NAME).expect("the first re-attach works");
+    let mut w = Stream::open(d, NAME).unwrap().writer().expect("the first re-attach works");
     for i in 0..AFTER {
-        timed("write_timeout", || w.write_timeout(format!("ok-{i}").as_bytes(), Duration::from_secs(1)))
+        timed("send_timeout", || w.send_timeout(format!("ok-{i}").as_bytes(), Duration::from_secs(1)))
             .unwrap_or_else(|e| panic!("after the restore, record {i}: {e}"));
     }
     println!("writer calls={calls} ok={ok} corrupt={corrupt}");
@@ -239,7 +242,9 @@ fn live_endpoints_survive_scribbled_control_words() {
     let s = Scratch::new("hostile-stream");
     let root = s.path().to_owned();
     let d = Domain::with_root("h", &root).unwrap();
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(page() as usize)).unwrap());
+    drop(
+        Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(page() as usize)).unwrap().writer().unwrap(),
+    );
     let path = d.channel_path(NAME).unwrap();
     let env = [("SHMBUS_ROOT", root.display().to_string())];
     let mut reader = child_command("child_entry", "reader", &env).spawn().unwrap();
@@ -329,8 +334,8 @@ fn every_control_word_at_each_edge_value() {
     let s = Scratch::new("hostile-stream-edges");
     let d = s.domain("h");
     let cap = page() as usize;
-    let mut w = StreamWriter::create(&d, NAME, &StreamConfig::new(cap)).unwrap();
-    let mut r = StreamReader::open(&d, NAME).unwrap();
+    let mut w = Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(cap)).unwrap().writer().unwrap();
+    let mut r = Stream::open(&d, NAME).unwrap().reader().unwrap();
     let f = std::fs::OpenOptions::new().read(true).write(true).open(d.channel_path(NAME).unwrap()).unwrap();
     let mut rng = Rng::from_env_or_clock();
     let mut buf = Vec::new();
@@ -339,23 +344,23 @@ fn every_control_word_at_each_edge_value() {
         for v in [0, 1, u64::MAX, u64::MAX - 1, rng.next(), 8 * rng.below(1 << 20)] {
             // Something in the ring, so that the reader has a record to look at.
             n += 1;
-            let _ = w.try_write(format!("r{n}").as_bytes());
+            let _ = w.try_send(format!("r{n}").as_bytes());
             let old = read_u64(&f, off);
             write_u64(&f, off, v);
             let (mut r_corrupt, mut w_corrupt) = (0, 0);
             for _ in 0..5 {
                 let start = Instant::now();
-                match r.read_into_timeout(&mut buf, Duration::from_millis(5)) {
-                    Err(ReadError::Corrupt(_)) => r_corrupt += 1,
-                    Ok(_) | Err(ReadError::Timeout | ReadError::Disconnected) => {}
-                    Err(ReadError::Truncated) => {
-                        panic!("word {off} = {v}: reported truncated, but nothing truncated the file")
+                match r.recv_into_timeout(&mut buf, Duration::from_millis(5)) {
+                    Err(StreamRecvTimeoutError::Corrupt(_)) => r_corrupt += 1,
+                    Ok(_) | Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {}
+                    Err(e) => {
+                        panic!("word {off} = {v}: reported {e}, but nothing truncated the file")
                     }
                 }
-                if let Err(ReserveError::Corrupt(_)) = w.write_timeout(b"x", Duration::from_millis(5)) {
+                if let Err(StreamSendTimeoutError::Corrupt(_)) = w.send_timeout(b"x", Duration::from_millis(5)) {
                     w_corrupt += 1;
                 }
-                let _ = (r.try_read().map(|rec| rec.consume()), w.try_write(b"y"));
+                let _ = (r.try_recv_ref().map(|rec| rec.consume()), w.try_send(b"y"));
                 assert!(start.elapsed() < SLACK, "word {off} = {v}: calls took {:?}", start.elapsed());
             }
             assert!(r_corrupt <= 1 && w_corrupt <= 1, "word {off} = {v}: reported {r_corrupt} / {w_corrupt} times");
@@ -367,25 +372,25 @@ fn every_control_word_at_each_edge_value() {
                 write_u64(&f, HEAD, 0);
                 write_u64(&f, TAIL, 0);
             }
-            w = StreamWriter::open(&d, NAME).unwrap();
-            r = StreamReader::open(&d, NAME).unwrap();
+            w = Stream::open(&d, NAME).unwrap().writer().unwrap();
+            r = Stream::open(&d, NAME).unwrap().reader().unwrap();
             // Drain what is there (records written before may be garbage now), then check
             // a fresh record arrives intact.
             loop {
-                match r.try_read() {
+                match r.try_recv_ref() {
                     Ok(rec) => rec.consume(),
-                    Err(TryReadError::Corrupt(_)) => {
+                    Err(StreamTryRecvError::Corrupt(_)) => {
                         // A record header the scribble broke: skip the rest of the ring.
                         drop(r);
                         write_u64(&f, TAIL, read_u64(&f, HEAD));
-                        r = StreamReader::open(&d, NAME).unwrap();
+                        r = Stream::open(&d, NAME).unwrap().reader().unwrap();
                         break;
                     }
                     Err(_) => break,
                 }
             }
-            w.write_timeout(b"fresh", Duration::from_secs(1)).unwrap();
-            r.read_into_timeout(&mut buf, Duration::from_secs(1)).unwrap();
+            w.send_timeout(b"fresh", Duration::from_secs(1)).unwrap();
+            r.recv_into_timeout(&mut buf, Duration::from_secs(1)).unwrap();
             assert_eq!(buf, b"fresh", "word {off} = {v}: after the restore");
         }
     }

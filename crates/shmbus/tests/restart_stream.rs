@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::restart::{fail, kill_and_restart};
 use common::{child_role, Scratch};
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvTimeoutError, StreamSendTimeoutError};
 use shmbus::Domain;
 
 const NAME: &str = "restart";
@@ -36,21 +36,21 @@ fn child_entry() {
 }
 
 fn writer(d: &Domain, forever: bool) {
-    let mut w = StreamWriter::open(d, NAME).unwrap_or_else(|e| fail(format!("writer open: {e}")));
+    let mut w = Stream::open(d, NAME).and_then(|s| s.writer()).unwrap_or_else(|e| fail(format!("writer open: {e}")));
     for i in 0u64.. {
         if !forever && i == 50 {
             return;
         }
-        match w.write_timeout(format!("w{i}").as_bytes(), Duration::from_secs(5)) {
+        match w.send_timeout(format!("w{i}").as_bytes(), Duration::from_secs(5)) {
             Ok(()) => {}
-            Err(ReserveError::Disconnected) if forever => std::thread::sleep(Duration::from_millis(1)),
+            Err(StreamSendTimeoutError::Disconnected) if forever => std::thread::sleep(Duration::from_millis(1)),
             Err(e) => fail(format!("write {i}: {e}")),
         }
     }
 }
 
 fn reader(d: &Domain, forever: bool) {
-    let mut r = StreamReader::open(d, NAME).unwrap_or_else(|e| fail(format!("reader open: {e}")));
+    let mut r = Stream::open(d, NAME).and_then(|s| s.reader()).unwrap_or_else(|e| fail(format!("reader open: {e}")));
     let mut buf = Vec::new();
     let mut got = 0;
     let end = Instant::now() + Duration::from_secs(10);
@@ -58,9 +58,11 @@ fn reader(d: &Domain, forever: bool) {
         if Instant::now() > end {
             fail(format!("reader: {got} records in 10 s"));
         }
-        match r.read_into_timeout(&mut buf, Duration::from_millis(100)) {
+        match r.recv_into_timeout(&mut buf, Duration::from_millis(100)) {
             Ok(_) => got += 1,
-            Err(ReadError::Timeout | ReadError::Disconnected) => std::thread::sleep(Duration::from_millis(1)),
+            Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
             Err(e) => fail(format!("read: {e}")),
         }
     }
@@ -78,9 +80,9 @@ fn stream_writer_restarts() {
     kill_and_restart(
         "restart-writer",
         "writer",
-        |d| StreamReader::create(d, NAME, &StreamConfig::new(1 << 16)).unwrap(),
-        |reader| match reader.read_into_timeout(&mut buf, Duration::from_millis(1)) {
-            Ok(_) | Err(ReadError::Timeout | ReadError::Disconnected) => {}
+        |d| Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().reader().unwrap(),
+        |reader| match reader.recv_into_timeout(&mut buf, Duration::from_millis(1)) {
+            Ok(_) | Err(StreamRecvTimeoutError::Timeout | StreamRecvTimeoutError::Disconnected) => {}
             Err(e) => panic!("reader: {e}"),
         },
     );
@@ -95,11 +97,11 @@ fn stream_reader_restarts() {
     kill_and_restart(
         "restart-reader",
         "reader",
-        |d| StreamWriter::create(d, NAME, &StreamConfig::new(1 << 16)).unwrap(),
+        |d| Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap(),
         |writer| {
             n += 1;
-            match writer.write_timeout(format!("r{n}").as_bytes(), Duration::from_millis(1)) {
-                Ok(()) | Err(ReserveError::Timeout | ReserveError::Disconnected) => {}
+            match writer.send_timeout(format!("r{n}").as_bytes(), Duration::from_millis(1)) {
+                Ok(()) | Err(StreamSendTimeoutError::Timeout | StreamSendTimeoutError::Disconnected) => {}
                 Err(e) => panic!("writer: {e}"),
             }
             std::thread::sleep(Duration::from_micros(200));
@@ -118,7 +120,7 @@ fn a_dead_predecessor_with_our_pid_is_taken_over() {
     use std::os::unix::fs::FileExt;
     let s = Scratch::new("restart-same-pid");
     let d = s.domain("r");
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
+    drop(Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap());
     let f = std::fs::OpenOptions::new().write(true).open(d.channel_path(NAME).unwrap()).unwrap();
     let me = std::process::id() as u64;
     for (entry, role) in [(0u64, 1u32), (1, 2)] {
@@ -129,10 +131,10 @@ fn a_dead_predecessor_with_our_pid_is_taken_over() {
         f.write_all_at(&12345u64.to_le_bytes(), at + 8).unwrap();
         f.write_all_at(&role.to_le_bytes(), at + 16).unwrap();
     }
-    let mut w = StreamWriter::open(&d, NAME).expect("writer role taken over from our dead predecessor");
-    let mut r = StreamReader::open(&d, NAME).expect("reader role taken over from our dead predecessor");
-    w.try_write(b"hello").unwrap();
+    let mut w = Stream::open(&d, NAME).unwrap().writer().expect("writer role taken over from our dead predecessor");
+    let mut r = Stream::open(&d, NAME).unwrap().reader().expect("reader role taken over from our dead predecessor");
+    w.try_send(b"hello").unwrap();
     let mut buf = Vec::new();
-    r.try_read_into(&mut buf).unwrap();
+    r.try_recv_into(&mut buf).unwrap();
     assert_eq!(buf, b"hello");
 }

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use common::{Rng, Scratch};
 use shmbus::segment::Kind;
-use shmbus::stream::StreamConfig;
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::topic::{Topic, TopicConfig};
-use shmbus::{OpenError, StreamWriter};
+use shmbus::OpenError;
 
 /// Header layout (see segment.rs): magic 0..8, version 8..12, kind 12..16, ready 16..20,
 /// crc 20..24, size 24..32, params 32..96, creator 96..120.
@@ -81,7 +81,8 @@ fn a_truncated_segment() {
 fn the_wrong_kind() {
     let s = Scratch::new("kind");
     let d = s.domain("c");
-    let _w = StreamWriter::create(&d, "st", &StreamConfig::new(1 << 16)).unwrap();
+    let _w =
+        Stream::create_or_open(&d, "st", &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap();
     let e = Topic::open(&d, "st").unwrap_err();
     assert!(matches!(e, OpenError::WrongKind { found: Some(Kind::Stream), expected: Kind::Topic, .. }), "{e}");
     assert!(e.to_string().contains("is a stream, not a topic"), "{e}");

@@ -8,7 +8,7 @@ mod common;
 use std::os::unix::fs::FileExt;
 
 use common::Scratch;
-use shmbus::stream::{StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError};
+use shmbus::stream::{Stream, StreamConfig, StreamTryRecvError, StreamTrySendError, StreamWriter};
 use shmbus::sys::page_size;
 use shmbus::OpenError;
 
@@ -24,10 +24,17 @@ fn impossible_capacities_are_refused_with_the_rule() {
     let root = Scratch::in_temp_dir("stream-bad-cap");
     let d = root.domain("test");
     let p = page_size();
-    assert!(invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(0))).contains("0 bytes"));
-    let e = invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(p + 100)));
+    assert!(invalid_config(
+        Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(0)).and_then(|s| s.writer())
+    )
+    .contains("0 bytes"));
+    let e = invalid_config(
+        Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(p + 100)).and_then(|s| s.writer()),
+    );
     assert!(e.contains("not a multiple of the page size"), "{e}");
-    let e = invalid_config(StreamWriter::create(&d, "s", &StreamConfig::new(3 * p)));
+    let e = invalid_config(
+        Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(3 * p)).and_then(|s| s.writer()),
+    );
     assert!(e.contains("not a power of two"), "{e}");
     assert!(d.channel_names().unwrap().is_empty(), "a refused stream left a file behind");
 }
@@ -36,11 +43,12 @@ fn impossible_capacities_are_refused_with_the_rule() {
 fn record_larger_than_the_ring_is_refused() {
     let root = Scratch::in_temp_dir("stream-bad-rec");
     let d = root.domain("test");
-    let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(page_size())).unwrap();
-    let e = w.try_write(&vec![0; page_size()]).unwrap_err();
-    assert!(matches!(e, TryReserveError::TooLarge { len, max } if len == page_size() && max == page_size() - 8));
+    let mut w =
+        Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(page_size())).unwrap().writer().unwrap();
+    let e = w.try_send(&vec![0; page_size()]).unwrap_err();
+    assert!(matches!(e, StreamTrySendError::TooLarge { len, max } if len == page_size() && max == page_size() - 8));
     assert!(e.to_string().contains("larger than this stream's maximum"));
-    assert!(w.write(&vec![0; 10 * page_size()]).is_err());
+    assert!(w.send(&vec![0; 10 * page_size()]).is_err());
 }
 
 /// Offsets in the segment header (see `segment.rs`).
@@ -75,10 +83,10 @@ fn corrupt_header_params_are_refused() {
         (4, 9, "unknown stream parameter"),
     ] {
         let name = format!("s{i}-{v}");
-        drop(StreamWriter::create(&d, &name, &StreamConfig::new(1 << 16)).unwrap());
+        drop(Stream::create_or_open(&d, &name, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap());
         let path = d.channel_path(&name).unwrap();
         rewrite_param(&path, i, v);
-        match StreamReader::open(&d, &name) {
+        match Stream::open(&d, &name).and_then(|s| s.reader()) {
             Err(e @ OpenError::Corrupt { .. }) => {
                 assert!(e.to_string().contains(what), "param {i} = {v}: {e}")
             }
@@ -86,33 +94,33 @@ fn corrupt_header_params_are_refused() {
         }
     }
     // A valid but different capacity no longer matches the file size.
-    drop(StreamWriter::create(&d, "grown", &StreamConfig::new(1 << 16)).unwrap());
+    drop(Stream::create_or_open(&d, "grown", &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap());
     rewrite_param(&d.channel_path("grown").unwrap(), 0, 1 << 17);
-    assert!(matches!(StreamWriter::open(&d, "grown"), Err(OpenError::Corrupt { .. })));
+    assert!(matches!(Stream::open(&d, "grown").and_then(|s| s.writer()), Err(OpenError::Corrupt { .. })));
 }
 
 #[test]
 fn corrupt_ring_contents_are_errors_not_panics() {
     let root = Scratch::in_temp_dir("stream-bad-ring");
     let d = root.domain("test");
-    let mut w = StreamWriter::create(&d, "s", &StreamConfig::new(1 << 16)).unwrap();
-    let mut r = StreamReader::open(&d, "s").unwrap();
-    w.try_write(b"hello").unwrap();
+    let mut w = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap();
+    let mut r = Stream::open(&d, "s").unwrap().reader().unwrap();
+    w.try_send(b"hello").unwrap();
     // Scribble over the record header (first bytes of the ring data) from outside.
     let f = std::fs::OpenOptions::new().read(true).write(true).open(w.path()).unwrap();
     let data_at = f.metadata().unwrap().len() - (1 << 16);
     f.write_all_at(&u64::MAX.to_le_bytes(), data_at).unwrap();
-    assert!(matches!(r.try_read(), Err(TryReadError::Corrupt(_))));
+    assert!(matches!(r.try_recv_ref(), Err(StreamTryRecvError::Corrupt(_))));
     // A header claiming more bytes than were committed.
     f.write_all_at(&((1u64 << 20) | (((1u32 << 20) ^ 0x5354_524D) as u64) << 32).to_le_bytes(), data_at).unwrap();
-    let e = r.try_read().unwrap_err();
+    let e = r.try_recv_ref().unwrap_err();
     assert!(e.to_string().contains("more bytes than were committed"), "{e}");
     // Positions: read position beyond the write position (tail is 128 bytes after head).
     let kind_at = 12288u64;
     f.write_all_at(&(1u64 << 30).to_le_bytes(), kind_at + 128).unwrap();
     // (A maximal record does not fit the cached free space, so the writer re-reads it.)
-    assert!(matches!(w.try_write(&vec![0; (1 << 16) - 8]), Err(TryReserveError::Corrupt(_))));
-    assert!(matches!(StreamReader::open(&d, "s"), Err(OpenError::Busy { .. })));
+    assert!(matches!(w.try_send(&vec![0; (1 << 16) - 8]), Err(StreamTrySendError::Corrupt(_))));
+    assert!(matches!(Stream::open(&d, "s").and_then(|s| s.reader()), Err(OpenError::Busy { .. })));
     drop(r);
-    assert!(matches!(StreamReader::open(&d, "s"), Err(OpenError::Corrupt { .. })));
+    assert!(matches!(Stream::open(&d, "s").and_then(|s| s.reader()), Err(OpenError::Corrupt { .. })));
 }

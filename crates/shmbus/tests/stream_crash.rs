@@ -25,7 +25,7 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::{child_command, child_role, sigkill, wait_with_deadline, Rng, Scratch};
-use shmbus::stream::{ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvError, StreamSendError};
 use shmbus::Domain;
 
 const NAME: &str = "crash";
@@ -59,7 +59,7 @@ fn child_entry() {
 
 fn writer(d: &Domain, root: &Path, wid: u64) {
     let mut log = log_file(&root.join(format!("w{wid}.log")));
-    let mut w = match StreamWriter::open(d, NAME) {
+    let mut w = match Stream::open(d, NAME).and_then(|s| s.writer()) {
         Ok(w) => w,
         Err(e) => {
             eprintln!("writer {wid}: {e}");
@@ -70,10 +70,10 @@ fn writer(d: &Domain, root: &Path, wid: u64) {
     for seq in 0u64.. {
         let len = 16 + (rng.next() % 3000) as usize;
         let mut g = loop {
-            match w.reserve(len) {
+            match w.loan(len) {
                 Ok(g) => break g,
                 // The reader is being replaced.
-                Err(ReserveError::Disconnected) => std::thread::sleep(Duration::from_millis(1)),
+                Err(StreamSendError::Disconnected) => std::thread::sleep(Duration::from_millis(1)),
                 Err(e) => {
                     eprintln!("writer {wid}: {e}");
                     std::process::exit(3);
@@ -85,14 +85,14 @@ fn writer(d: &Domain, root: &Path, wid: u64) {
         for (i, b) in g[16..].iter_mut().enumerate() {
             *b = pattern(wid, seq, i);
         }
-        g.commit();
+        g.send();
         log.write_all(format!("{seq}\n").as_bytes()).unwrap();
     }
 }
 
 fn reader(d: &Domain, root: &Path, rid: u64, drain: bool) {
     let mut log = log_file(&root.join(format!("r{rid}.log")));
-    let mut r = match StreamReader::open(d, NAME) {
+    let mut r = match Stream::open(d, NAME).and_then(|s| s.reader()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("reader {rid}: {e}");
@@ -100,11 +100,11 @@ fn reader(d: &Domain, root: &Path, rid: u64, drain: bool) {
         }
     };
     loop {
-        let rec = match r.read() {
+        let rec = match r.recv_ref() {
             Ok(rec) => rec,
-            Err(ReadError::Disconnected) if drain => return,
+            Err(StreamRecvError::Disconnected) if drain => return,
             // The writer is being replaced.
-            Err(ReadError::Disconnected) => {
+            Err(StreamRecvError::Disconnected) => {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
@@ -163,7 +163,7 @@ fn sigkill_writers_and_readers_at_random_moments() {
     let root = Scratch::in_temp_dir("stream-crash").kept_on_failure();
     let d = root.domain("test");
     // 64 KiB: records of up to 3 KiB wrap the ring every few dozen records.
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
+    drop(Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap());
     let mut rng = Rng::from_env_or_clock();
     let (mut n_writers, mut n_readers) = (0u64, 0u64);
     let mut w = spawn("writer", &root, n_writers);

@@ -14,7 +14,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{child_role, sigkill, spawn_child, wait_with_deadline, Rng, Scratch};
-use shmbus::stream::{self, ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig, StreamRecvError, StreamRecvTimeoutError, StreamSendError};
 use shmbus::{Domain, OpenError};
 
 const NAME: &str = "bulk";
@@ -103,9 +103,9 @@ fn child_entry() {
             let _w;
             let _r;
             if role == "hold-writer" {
-                _w = StreamWriter::open(&d, NAME).unwrap();
+                _w = Stream::open(&d, NAME).unwrap().writer().unwrap();
             } else {
-                _r = StreamReader::open(&d, NAME).unwrap();
+                _r = Stream::open(&d, NAME).unwrap().reader().unwrap();
             }
             println!("HOLDING");
             std::thread::sleep(Duration::from_secs(600));
@@ -117,23 +117,23 @@ fn child_entry() {
 fn bulk_writer(d: &Domain) {
     let total = env_u64("SHMBUS_STREAM_BYTES", 1 << 30);
     let mut rng = Rng(env_u64("SHMBUS_STREAM_SEED", 1));
-    let mut w = StreamWriter::open(d, NAME).unwrap();
+    let mut w = Stream::open(d, NAME).unwrap().writer().unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
     let (mut seq, mut bytes) = (0u64, 0u64);
     while bytes < total {
         let len = bulk_len(&mut rng);
         let mut g = loop {
-            match w.reserve(len) {
+            match w.loan(len) {
                 Ok(g) => break g,
                 // No reader yet (or not any more): it is being started; retry.
-                Err(ReserveError::Disconnected) if Instant::now() < deadline => {
+                Err(StreamSendError::Disconnected) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1))
                 }
                 Err(e) => panic!("writer: {e}"),
             }
         };
         fill(seq, &mut g);
-        g.commit();
+        g.send();
         seq += 1;
         bytes += len as u64;
     }
@@ -143,16 +143,16 @@ fn bulk_writer(d: &Domain) {
 fn bulk_reader(d: &Domain) {
     let total = env_u64("SHMBUS_STREAM_BYTES", 1 << 30);
     let mut rng = Rng(env_u64("SHMBUS_STREAM_SEED", 1));
-    let mut r = StreamReader::open(d, NAME).unwrap();
+    let mut r = Stream::open(d, NAME).unwrap().reader().unwrap();
     let deadline = Instant::now() + Duration::from_secs(600);
     let start = Instant::now();
     let (mut seq, mut bytes) = (0u64, 0u64);
     while bytes < total {
         let len = bulk_len(&mut rng);
         let rec = loop {
-            match r.read() {
+            match r.recv_ref() {
                 Ok(rec) => break rec,
-                Err(ReadError::Disconnected) if Instant::now() < deadline => {
+                Err(StreamRecvError::Disconnected) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1))
                 }
                 Err(e) => panic!("reader at record {seq}: {e}"),
@@ -166,8 +166,8 @@ fn bulk_reader(d: &Domain) {
     }
     let secs = start.elapsed().as_secs_f64();
     // Everything arrived; the writer has finished, so the stream ends with Disconnected.
-    match r.read_timeout(Duration::from_secs(30)) {
-        Err(ReadError::Disconnected) => {}
+    match r.recv_ref_timeout(Duration::from_secs(30)) {
+        Err(StreamRecvTimeoutError::Disconnected) => {}
         Ok(rec) => panic!("unexpected extra record of {} bytes", rec.len()),
         Err(e) => panic!("reader after the last record: {e}"),
     }
@@ -183,7 +183,7 @@ fn bulk_reader(d: &Domain) {
 fn bulk_transfer_between_processes() {
     let root = Scratch::in_temp_dir("stream-bulk");
     let d = root.domain("test");
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 20)).unwrap());
+    drop(Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 20)).unwrap().writer().unwrap());
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     println!("seed {seed}");
     let env = [("SHMBUS_STREAM_SEED", seed.to_string())];
@@ -197,7 +197,7 @@ fn bulk_transfer_between_processes() {
     let w_fields: Vec<&str> = wrote.split(' ').collect();
     let r_fields: Vec<&str> = read.split(' ').collect();
     assert_eq!(w_fields[1..3], r_fields[1..3], "records/bytes written and read differ");
-    let st = stream::status(&d, NAME).unwrap();
+    let st = Stream::status(&d, NAME).unwrap();
     assert_eq!((st.used, st.writer, st.reader), (0, None, None));
 }
 
@@ -207,33 +207,33 @@ fn bulk_transfer_between_processes() {
 fn second_endpoint_is_busy_until_the_holder_dies() {
     let root = Scratch::in_temp_dir("stream-busy");
     let d = root.domain("test");
-    drop(StreamWriter::create(&d, NAME, &StreamConfig::new(1 << 16)).unwrap());
+    drop(Stream::create_or_open(&d, NAME, &StreamConfig::default().capacity(1 << 16)).unwrap().writer().unwrap());
     for role in ["writer", "reader"] {
         let mut holder = spawn(&format!("hold-{role}"), &root, &[]);
         read_line_with(&mut holder, "HOLDING");
         let busy = if role == "writer" {
-            StreamWriter::open(&d, NAME).map(drop)
+            Stream::open(&d, NAME).and_then(|s| s.writer()).map(drop)
         } else {
-            StreamReader::open(&d, NAME).map(drop)
+            Stream::open(&d, NAME).and_then(|s| s.reader()).map(drop)
         };
         match busy {
             Err(OpenError::Busy { holder_pid, .. }) => assert_eq!(holder_pid, holder.id()),
             other => panic!("second {role}: expected Busy, got {other:?}"),
         }
-        let st = stream::status(&d, NAME).unwrap();
+        let st = Stream::status(&d, NAME).unwrap();
         let ep = if role == "writer" { st.writer } else { st.reader };
         assert_eq!(ep.map(|e| (e.pid, e.alive)), Some((holder.id(), true)));
         sigkill(&mut holder);
         holder.wait().unwrap();
-        let st = stream::status(&d, NAME).unwrap();
+        let st = Stream::status(&d, NAME).unwrap();
         let ep = if role == "writer" { st.writer } else { st.reader };
         assert_eq!(ep.map(|e| e.alive), Some(false), "dead {role} still shown alive");
         if role == "writer" {
-            let mut w = StreamWriter::open(&d, NAME).expect("takeover from a dead writer");
-            w.try_write(b"after takeover").unwrap();
+            let mut w = Stream::open(&d, NAME).unwrap().writer().expect("takeover from a dead writer");
+            w.try_send(b"after takeover").unwrap();
         } else {
-            let mut r = StreamReader::open(&d, NAME).expect("takeover from a dead reader");
-            let rec = r.try_read().unwrap();
+            let mut r = Stream::open(&d, NAME).unwrap().reader().expect("takeover from a dead reader");
+            let rec = r.try_recv_ref().unwrap();
             assert_eq!(&*rec, b"after takeover");
             rec.consume();
         }

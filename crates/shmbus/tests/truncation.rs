@@ -426,46 +426,48 @@ mod queue {
 
 mod stream {
     use super::*;
-    use shmbus::stream::{StreamConfig, StreamReader, StreamWriter};
+    use shmbus::stream::{Stream, StreamConfig};
 
     const KIND: &str = "stream";
 
     pub(super) fn reader(d: &Domain, stop: &Path, waitset: bool, ready: Ready) {
-        use shmbus::stream::{ReadError, TryReadError};
-        let mut r = StreamReader::open(d, NAME).unwrap();
+        use shmbus::stream::{Stream, StreamRecvTimeoutError, StreamTryRecvError};
+        let mut r = Stream::open(d, NAME).and_then(|s| s.reader()).unwrap();
         receive_loop(stop, || {
             if waitset {
                 if !ready(&r) {
                     return Got::Timeout;
                 }
-                return match r.try_read() {
+                return match r.try_recv_ref() {
                     Ok(rec) => {
                         rec.consume();
                         Got::Msg
                     }
-                    Err(TryReadError::Empty) => Got::Timeout,
-                    Err(e @ TryReadError::Truncated) => Got::Truncated(e.to_string()),
+                    Err(StreamTryRecvError::Empty) => Got::Timeout,
+                    Err(e @ StreamTryRecvError::Truncated) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
-            match r.read_timeout(RECV_TIMEOUT) {
+            match r.recv_ref_timeout(RECV_TIMEOUT) {
                 Ok(rec) => {
                     rec.consume();
                     Got::Msg
                 }
-                Err(ReadError::Timeout) => Got::Timeout,
-                Err(e @ ReadError::Truncated) => Got::Truncated(e.to_string()),
+                Err(StreamRecvTimeoutError::Timeout) => Got::Timeout,
+                Err(e @ StreamRecvTimeoutError::Truncated) => Got::Truncated(e.to_string()),
                 Err(e) => Got::Error(e.to_string()),
             }
         })
     }
 
     pub(super) fn case(s: &Scratch, d: &Domain, cut: Cut, env: &[(&str, String)]) -> Outcome {
-        let mut w = StreamWriter::create(d, NAME, &StreamConfig::new(64 << 10)).unwrap();
+        let mut w = Stream::create_or_open(d, NAME, &StreamConfig::default().capacity(64 << 10))
+            .and_then(|s| s.writer())
+            .unwrap();
         let file = d.channel_path(NAME).unwrap();
         run_reader_case(s, KIND, &file, cut, env, |i| {
             // Records big enough that 80 of them wrap the ring, crossing the cut.
-            let _ = w.try_write(&[i as u8; 1500]);
+            let _ = w.try_send(&[i as u8; 1500]);
         })
     }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use common::{child_command, child_role, wait_with_deadline, Scratch};
 use shmbus::admin;
-use shmbus::stream::{StreamConfig, StreamWriter};
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::sys::fs::FileKind;
 use shmbus::topic::{Topic, TopicConfig};
 use shmbus::{Domain, OpenError};
@@ -195,7 +195,9 @@ fn special_files_under_a_channel_name_fail_fast_and_say_what_they_are() {
             vec![
                 Topic::open(&d2, name).map(drop),
                 Topic::create_or_open(&d2, name, &TopicConfig::default().max_message_len(64).history(4)).map(drop),
-                StreamWriter::create(&d2, name, &StreamConfig::new(1 << 16)).map(drop),
+                Stream::create_or_open(&d2, name, &StreamConfig::default().capacity(1 << 16))
+                    .and_then(|s| s.writer())
+                    .map(drop),
                 admin::inspect_channel(&d2, name).map(drop),
                 admin::inspect(&d2.channel_path(name).unwrap()).map(drop),
             ]
@@ -247,7 +249,7 @@ fn created_files_are_0600_and_domains_0755_whatever_the_umask() {
     let old = unsafe { libc::umask(0) };
     let d = s.domain("m");
     let t = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4));
-    let w = StreamWriter::create(&d, "s", &StreamConfig::new(1 << 16));
+    let w = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer());
     let g = Topic::create_or_open(&d, "g", &TopicConfig::default().max_message_len(64).history(4).mode(0o640));
     // SAFETY: as above.
     unsafe { libc::umask(0o077) };
@@ -312,7 +314,9 @@ fn a_symlinked_domain_is_never_followed() {
     assert!(matches!(e, OpenError::UnexpectedFileType { found: FileKind::Symlink, .. }), "{e}");
     assert!(e.to_string().contains(&format!("uid {ATTACKER}")), "{e}");
     assert!(Topic::open(&d, "t").is_err());
-    assert!(StreamWriter::create(&d, "s", &StreamConfig::new(1 << 16)).is_err());
+    assert!(Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(1 << 16))
+        .and_then(|s| s.writer())
+        .is_err());
     assert!(admin::inspect_channel(&d, "t").is_err());
     assert!(admin::inspect(&d.channel_path("t").unwrap()).is_err());
     assert!(d.channel_names().is_err());

@@ -14,9 +14,9 @@ use common::{child_role, env_str, env_u64, spawn_child, wait_with_deadline, Rng,
 use shmbus::journal::{Journal, JournalOptions, Tailer};
 use shmbus::pool::{Pool, PoolConfig, Worker};
 use shmbus::queue::{Consumer, Queue, QueueConfig};
-use shmbus::stream::StreamConfig;
+use shmbus::stream::{Stream, StreamConfig};
 use shmbus::topic::{Subscriber, Topic, TopicConfig};
-use shmbus::{Domain, StreamReader, StreamWriter, WaitSet, Waitable};
+use shmbus::{Domain, StreamReader, WaitSet, Waitable};
 
 const TOPICS: usize = 40;
 const QUEUES: usize = 40;
@@ -48,6 +48,7 @@ fn journal_dir(root: &str, i: usize) -> PathBuf {
     PathBuf::from(root).join(format!("journal{i}"))
 }
 
+#[allow(clippy::large_enum_variant)] // a test with one of each; the sizes do not matter
 enum Chan {
     Topic(Subscriber),
     Queue(Consumer),
@@ -83,7 +84,7 @@ impl Chan {
             }
             Chan::Stream(r) => {
                 let mut buf = Vec::new();
-                while r.try_read_into(&mut buf).is_ok() {
+                while r.try_recv_into(&mut buf).is_ok() {
                     got.push(buf.clone());
                 }
             }
@@ -119,7 +120,8 @@ fn child_entry() {
         (0..TOPICS).map(|i| Topic::open(&d, &format!("t{i}")).unwrap().publisher().unwrap()).collect();
     let mut queues: Vec<_> =
         (0..QUEUES).map(|i| Queue::open(&d, &format!("q{i}")).unwrap().producer().unwrap()).collect();
-    let mut streams: Vec<_> = (0..STREAMS).map(|i| StreamWriter::open(&d, &format!("s{i}")).unwrap()).collect();
+    let mut streams: Vec<_> =
+        (0..STREAMS).map(|i| Stream::open(&d, &format!("s{i}")).and_then(|s| s.writer()).unwrap()).collect();
     let mut pools: Vec<_> =
         (0..POOLS).map(|i| Pool::open(&d, &format!("p{i}")).unwrap().dispatcher().unwrap()).collect();
     let journals: Vec<_> = (0..JOURNALS)
@@ -136,7 +138,7 @@ fn child_entry() {
             match which {
                 Which::Topic(i) => drop(topics[i].send(&p).unwrap()),
                 Which::Queue(i) => queues[i].send(&p).unwrap(),
-                Which::Stream(i) => streams[i].write(&p).unwrap(),
+                Which::Stream(i) => streams[i].send(&p).unwrap(),
                 Which::Pool(i) => {
                     // Return to sender: retry until the worker has taken the previous job.
                     let give_up = std::time::Instant::now() + Duration::from_secs(20);
@@ -179,9 +181,11 @@ fn mixed() {
                 let cfg = QueueConfig::default().capacity(8).max_message_len(64);
                 Chan::Queue(Queue::create_or_open(&d, &format!("q{i}"), &cfg).unwrap().consumer().unwrap())
             }
-            Which::Stream(i) => {
-                Chan::Stream(StreamReader::create(&d, &format!("s{i}"), &StreamConfig::new(4096)).unwrap())
-            }
+            Which::Stream(i) => Chan::Stream(
+                Stream::create_or_open(&d, &format!("s{i}"), &StreamConfig::default().capacity(4096))
+                    .and_then(|s| s.reader())
+                    .unwrap(),
+            ),
             Which::Pool(i) => {
                 let cfg = PoolConfig::default().max_workers(1).max_job_len(64);
                 // The pool is created by its worker; the feeder attaches as the dispatcher.

@@ -1,15 +1,16 @@
 //! `stream`: two shmbus streams, `ping` (ping → echo) and `pong` (echo → ping).
-//! `--payload copy` writes the whole message (`try_write` / `write_timeout`) and reads it out
-//! by copy (`try_read_into` / `read_into_timeout`). `--payload touch` is the zero-copy
-//! pattern: reserve, write the first and last byte in place, commit; read the record in
-//! place, look at its first and last byte, consume.
+//! `--payload copy` writes the whole message (`try_send` / `send_timeout`) and reads it out
+//! by copy (`try_recv_into` / `recv_into_timeout`). `--payload touch` is the zero-copy
+//! pattern: loan, write the first and last byte in place, send; read the record in place
+//! (`try_recv_ref`), look at its first and last byte, consume.
 
 use std::cell::RefCell;
 use std::io;
 use std::time::Duration;
 
 use shmbus::stream::{
-    ReadError, ReserveError, StreamConfig, StreamReader, StreamWriter, TryReadError, TryReserveError,
+    Stream, StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamTryRecvError,
+    StreamTrySendError, StreamWriter,
 };
 
 use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
@@ -35,16 +36,16 @@ const DISCONNECTED_NAP: Duration = Duration::from_millis(1);
 fn end(root: ScratchRoot, params: &Params, create: bool) -> io::Result<Box<dyn Endpoint>> {
     check_size(params)?;
     let d = root.domain()?;
-    let cfg = StreamConfig::new(capacity_for(params.size));
+    let cfg = StreamConfig::default().capacity(capacity_for(params.size));
     let (mut writer, mut reader) = if create {
         (
-            StreamWriter::create(&d, "ping", &cfg).map_err(io::Error::other)?,
-            StreamReader::create(&d, "pong", &cfg).map_err(io::Error::other)?,
+            Stream::create_or_open(&d, "ping", &cfg).and_then(|s| s.writer()).map_err(io::Error::other)?,
+            Stream::create_or_open(&d, "pong", &cfg).and_then(|s| s.reader()).map_err(io::Error::other)?,
         )
     } else {
         (
-            StreamWriter::open(&d, "pong").map_err(io::Error::other)?,
-            StreamReader::open(&d, "ping").map_err(io::Error::other)?,
+            Stream::open(&d, "pong").and_then(|s| s.writer()).map_err(io::Error::other)?,
+            Stream::open(&d, "ping").and_then(|s| s.reader()).map_err(io::Error::other)?,
         )
     };
     writer.set_wait_policy(policy(params.mode));
@@ -101,24 +102,24 @@ impl Endpoint for StreamEnd {
         wait_for(
             self.params.mode,
             waiter,
-            || match w.borrow_mut().try_reserve(n) {
+            || match w.borrow_mut().try_loan(n) {
                 Ok(mut g) => {
                     fill(&mut g);
-                    g.commit();
+                    g.send();
                     Ok(Some(()))
                 }
                 // The reader not attached yet or gone: the waiter asks about the peer.
-                Err(TryReserveError::Full { .. } | TryReserveError::Disconnected) => Ok(None),
+                Err(StreamTrySendError::Full { .. } | StreamTrySendError::Disconnected) => Ok(None),
                 Err(e) => Err(io::Error::other(e)),
             },
-            |slice| match w.borrow_mut().reserve_timeout(n, slice) {
+            |slice| match w.borrow_mut().loan_timeout(n, slice) {
                 Ok(mut g) => {
                     fill(&mut g);
-                    g.commit();
+                    g.send();
                     Ok(Some(()))
                 }
-                Err(ReserveError::Timeout) => Ok(None),
-                Err(ReserveError::Disconnected) => nap(),
+                Err(StreamSendTimeoutError::Timeout) => Ok(None),
+                Err(StreamSendTimeoutError::Disconnected) => nap(),
                 Err(e) => Err(io::Error::other(e)),
             },
         )
@@ -135,15 +136,15 @@ impl Endpoint for StreamEnd {
                 let got = wait_for(
                     self.params.mode,
                     waiter,
-                    || match r.borrow_mut().try_read_into(&mut data.borrow_mut()) {
+                    || match r.borrow_mut().try_recv_into(&mut data.borrow_mut()) {
                         Ok(len) => Ok(Some(len)),
-                        Err(TryReadError::Empty | TryReadError::Disconnected) => Ok(None),
+                        Err(StreamTryRecvError::Empty | StreamTryRecvError::Disconnected) => Ok(None),
                         Err(e) => Err(io::Error::other(e)),
                     },
-                    |slice| match r.borrow_mut().read_into_timeout(&mut data.borrow_mut(), slice) {
+                    |slice| match r.borrow_mut().recv_into_timeout(&mut data.borrow_mut(), slice) {
                         Ok(len) => Ok(Some(len)),
-                        Err(ReadError::Timeout) => Ok(None),
-                        Err(ReadError::Disconnected) => nap(),
+                        Err(StreamRecvTimeoutError::Timeout) => Ok(None),
+                        Err(StreamRecvTimeoutError::Disconnected) => nap(),
                         Err(e) => Err(io::Error::other(e)),
                     },
                 )?;
@@ -158,26 +159,26 @@ impl Endpoint for StreamEnd {
                     waiter,
                     || {
                         let mut r = r.borrow_mut();
-                        match r.try_read() {
+                        match r.try_recv_ref() {
                             Ok(rec) => {
                                 let v = look(&rec);
                                 rec.consume();
                                 Ok(Some(v))
                             }
-                            Err(TryReadError::Empty | TryReadError::Disconnected) => Ok(None),
+                            Err(StreamTryRecvError::Empty | StreamTryRecvError::Disconnected) => Ok(None),
                             Err(e) => Err(io::Error::other(e)),
                         }
                     },
                     |slice| {
                         let mut r = r.borrow_mut();
-                        match r.read_timeout(slice) {
+                        match r.recv_ref_timeout(slice) {
                             Ok(rec) => {
                                 let v = look(&rec);
                                 rec.consume();
                                 Ok(Some(v))
                             }
-                            Err(ReadError::Timeout) => Ok(None),
-                            Err(ReadError::Disconnected) => nap(),
+                            Err(StreamRecvTimeoutError::Timeout) => Ok(None),
+                            Err(StreamRecvTimeoutError::Disconnected) => nap(),
                             Err(e) => Err(io::Error::other(e)),
                         }
                     },

@@ -1,12 +1,16 @@
-//! The shared endpoint plumbing: the open segment with its double-mapped ring, the claim
-//! and takeover of the exclusive writer and reader roles, the peer's liveness, and the
-//! stream's status.
+//! The [`Stream`] handle (the open segment with its double-mapped ring), the claim and
+//! takeover of the exclusive writer and reader roles, the peer's liveness, and the stream's
+//! status.
 
 use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::layout::{StreamConfig, StreamLayout};
 use super::protocol::{Corruption, RingShared};
+use super::reader::StreamReader;
+use super::writer::StreamWriter;
 use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::participants::{EntryState, ParticipantTable};
@@ -15,7 +19,7 @@ use crate::sys::{coarse_monotonic_ns, process_is_alive, Mapping, ProcessId};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 
 #[cfg(doc)]
-use super::error::ReadError;
+use super::error::StreamRecvError;
 
 /// How often a blocked endpoint re-checks that its peer is alive, and how long a liveness
 /// answer is cached: a dead peer is reported at most this long (plus one `/proc` read) after
@@ -29,59 +33,152 @@ pub(super) const READER_SLOT: usize = 1;
 pub(crate) const ROLE_WRITER: u32 = 1;
 pub(crate) const ROLE_READER: u32 = 2;
 
-/// An open segment with the ring mapped twice and one participant entry held.
+/// An open stream segment with its ring mapped twice, shared by a [`Stream`] and the
+/// endpoints made from it.
 #[derive(Debug)]
-pub(super) struct Shared {
+pub(super) struct Mapped {
     pub(super) seg: Segment,
     /// `2 * capacity` bytes: the ring data, mapped twice back to back.
     pub(super) ring: Mapping,
     pub(super) layout: StreamLayout,
-    slot: usize,
-    me: ProcessId,
 }
 
-impl Shared {
-    pub(super) fn create(
-        domain: &Domain,
-        name: &str,
-        config: &StreamConfig,
-        opts: &CreateOptions,
-        slot: usize,
-        role: u32,
-    ) -> Result<Shared, OpenError> {
-        let layout =
-            StreamLayout::for_capacity(config.capacity as u64).map_err(|what| OpenError::InvalidConfig { what })?;
-        let (seg, layout, _created) = Segment::create_or_open(domain, name, &layout, opts)?;
-        Shared::attach(seg, layout, slot, role)
+/// A stream: a single-writer single-reader ring of variable-size records. Cheap to clone
+/// (the mapping is shared); the endpoints come from [`Stream::writer`] and
+/// [`Stream::reader`], one of each at a time across all processes.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    inner: Arc<Mapped>,
+}
+
+impl Stream {
+    /// Opens stream `name`, creating it with `config` if it does not exist. A capacity set in
+    /// `config` must match an existing stream's ([`OpenError::LayoutMismatch`] otherwise); an
+    /// unset one accepts it, and creates [`StreamConfig::DEFAULT_CAPACITY`] bytes. The mode
+    /// and group apply only when this call creates the stream.
+    pub fn create_or_open(domain: &Domain, name: &str, config: &StreamConfig) -> Result<Stream, OpenError> {
+        let opts = CreateOptions { mode: config.mode_or_default(), gid: config.group_if_set() };
+        let requested = config.capacity_if_set();
+        let layout = StreamLayout::for_capacity(requested.unwrap_or(StreamConfig::DEFAULT_CAPACITY) as u64)
+            .map_err(|what| OpenError::InvalidConfig { what })?;
+        if requested.is_some() {
+            let (seg, layout, _created) = Segment::create_or_open(domain, name, &layout, &opts)?;
+            return Stream::map(seg, layout);
+        }
+        // No capacity asked for: take an existing stream's, whatever it is.
+        let mut tries = 0;
+        loop {
+            match Segment::open::<StreamLayout>(domain, name) {
+                Ok((seg, layout)) => return Stream::map(seg, layout),
+                Err(OpenError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match Segment::create_or_open(domain, name, &layout, &opts) {
+                Ok((seg, layout, _created)) => return Stream::map(seg, layout),
+                // Another process created it with another capacity meanwhile: open that.
+                Err(OpenError::LayoutMismatch { .. }) if tries < 8 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
-    pub(super) fn open(domain: &Domain, name: &str, slot: usize, role: u32) -> Result<Shared, OpenError> {
+    /// Opens the existing stream `name`.
+    pub fn open(domain: &Domain, name: &str) -> Result<Stream, OpenError> {
         let (seg, layout) = Segment::open::<StreamLayout>(domain, name)?;
-        Shared::attach(seg, layout, slot, role)
+        Stream::map(seg, layout)
     }
 
-    fn attach(seg: Segment, layout: StreamLayout, slot: usize, role: u32) -> Result<Shared, OpenError> {
+    /// Reads the status of stream `name` without attaching to it: the file is opened and
+    /// mapped read-only, so read permission suffices, and nothing is written.
+    pub fn status(domain: &Domain, name: &str) -> Result<StreamStatus, OpenError> {
+        let (seg, layout) = Segment::open_read_only::<StreamLayout>(domain, name)?;
+        Ok(status_of(&seg, &layout))
+    }
+
+    fn map(seg: Segment, layout: StreamLayout) -> Result<Stream, OpenError> {
         let cap = usize::try_from(layout.capacity)
             .map_err(|_| OpenError::corrupt(seg.path(), "capacity exceeds the address space"))?;
         let ring = Mapping::map_ring(seg.file().as_fd(), KIND_OFFSET as u64 + layout.data_offset, cap)
             .map_err(|e| OpenError::io(seg.path(), e))?;
+        Ok(Stream { inner: Arc::new(Mapped { seg, ring, layout }) })
+    }
+
+    /// Attaches as the stream's writer, continuing after the last record a previous writer
+    /// committed. [`OpenError::Busy`] if a live process (this one included) holds the role.
+    pub fn writer(&self) -> Result<StreamWriter, OpenError> {
+        StreamWriter::attach(Shared::claim(self.inner.clone(), WRITER_SLOT, ROLE_WRITER)?)
+    }
+
+    /// Attaches as the stream's reader, resuming after the last record a previous reader
+    /// consumed. [`OpenError::Busy`] if a live process (this one included) holds the role.
+    pub fn reader(&self) -> Result<StreamReader, OpenError> {
+        StreamReader::attach(Shared::claim(self.inner.clone(), READER_SLOT, ROLE_READER)?)
+    }
+
+    /// Ring size in bytes.
+    pub fn capacity(&self) -> usize {
+        self.inner.layout.capacity as usize
+    }
+
+    /// The largest record payload this stream accepts (`capacity - 8`, at most `u32::MAX`).
+    pub fn max_record_len(&self) -> usize {
+        self.inner.layout.max_record_len() as usize
+    }
+
+    /// The segment file.
+    pub fn path(&self) -> &Path {
+        self.inner.seg.path()
+    }
+}
+
+/// One endpoint's hold on a stream: the shared mapping and one participant entry, released
+/// on drop.
+#[derive(Debug)]
+pub(super) struct Shared {
+    mapped: Arc<Mapped>,
+    /// The control block and the ring base, cached from `mapped` (which keeps them mapped)
+    /// so that the hot path loads them from the endpoint itself.
+    ctrl: *const RingShared,
+    base: *mut u8,
+    mask: u64,
+    slot: usize,
+    me: ProcessId,
+}
+
+// SAFETY: the raw pointers point into the mappings owned by `mapped`, which is Send and
+// Sync and outlives them; through them only atomics (the control block) and the ring bytes
+// this endpoint's role owns are accessed, as `Mapped` itself allows.
+unsafe impl Send for Shared {}
+// SAFETY: as above; `&Shared` gives only shared access to atomics and the mapping.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    fn claim(mapped: Arc<Mapped>, slot: usize, role: u32) -> Result<Shared, OpenError> {
         let me = ProcessId::current();
-        claim(&seg, me, slot, role)?;
-        Ok(Shared { seg, ring, layout, slot, me })
+        claim(&mapped.seg, me, slot, role)?;
+        let ctrl = mapped.seg.kind_base() as *const RingShared;
+        let base = mapped.ring.as_ptr();
+        let mask = mapped.layout.capacity - 1;
+        Ok(Shared { mapped, ctrl, base, mask, slot, me })
+    }
+
+    #[inline]
+    pub(super) fn seg(&self) -> &Segment {
+        &self.mapped.seg
+    }
+
+    #[inline]
+    pub(super) fn layout(&self) -> &StreamLayout {
+        &self.mapped.layout
     }
 
     #[inline]
     pub(super) fn ctrl(&self) -> &RingShared {
         // SAFETY: the kind area starts page aligned (align ≥ 128) and is at least
         // `data_offset >= size_of::<RingShared>()` bytes (validated by `from_params` and the
-        // file size check), mapped as long as `self.seg` lives; RingShared holds only
+        // file size check), mapped as long as `self.mapped` lives; RingShared holds only
         // atomics, valid for every bit pattern.
-        unsafe { &*(self.seg.kind_base() as *const RingShared) }
-    }
-
-    #[inline]
-    fn mask(&self) -> u64 {
-        self.layout.capacity - 1
+        unsafe { &*self.ctrl }
     }
 
     /// Address of ring position `pos`. Any record starting there of at most `capacity`
@@ -89,22 +186,22 @@ impl Shared {
     #[inline]
     pub(super) fn at(&self, pos: u64) -> *mut u8 {
         // SAFETY: `pos & mask < capacity` and the mapping is `2 * capacity` bytes long.
-        unsafe { self.ring.as_ptr().add((pos & self.mask()) as usize) }
+        unsafe { self.base.add((pos & self.mask) as usize) }
     }
 
     fn table(&self) -> ParticipantTable<'_> {
-        self.seg.participants()
+        self.mapped.seg.participants()
     }
 
     /// Whether the segment or the ring mapping was truncated under this process (see
-    /// [`ReadError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
+    /// [`StreamRecvError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
     #[cold]
     pub(super) fn truncated(&self) -> bool {
-        self.seg.was_truncated() || self.ring.was_truncated()
+        self.mapped.seg.was_truncated() || self.mapped.ring.was_truncated()
     }
 
     pub(super) fn corrupt_open(&self, c: Corruption) -> OpenError {
-        OpenError::corrupt(self.seg.path(), c.to_string())
+        OpenError::corrupt(self.mapped.seg.path(), c.to_string())
     }
 }
 
@@ -208,14 +305,13 @@ impl PeerWatch {
 }
 
 /// Sleeps on `event` (which an attaching peer notifies, see `RingShared::nudge`) until
-/// `peer` is alive or `timeout` passes.
+/// `peer` is alive or `deadline` passes.
 pub(super) fn wait_for_peer(
     shared: &Shared,
     peer: &mut PeerWatch,
     event: &crate::event::EventWord,
-    timeout: Option<Duration>,
+    deadline: Deadline,
 ) -> bool {
-    let deadline = Deadline::from_timeout(timeout);
     block_on(event, WaitPolicy::BLOCK, deadline, Some(LIVENESS_INTERVAL), || peer.alive(shared).then_some(())).is_some()
 }
 
@@ -224,6 +320,7 @@ pub(super) fn wait_for_peer(
 
 /// One endpoint as seen in the participant table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EndpointStatus {
     /// The holder's pid.
     pub pid: u32,
@@ -233,6 +330,7 @@ pub struct EndpointStatus {
 
 /// A snapshot of a stream, for tools (`shmbus info`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StreamStatus {
     /// Ring size in bytes.
     pub capacity: u64,
@@ -264,12 +362,6 @@ pub(super) fn status_of(seg: &Segment, layout: &StreamLayout) -> StreamStatus {
         writer: ep(WRITER_SLOT),
         reader: ep(READER_SLOT),
     }
-}
-
-/// Reads the status of stream `name` without attaching to it (read permission suffices).
-pub fn status(domain: &Domain, name: &str) -> Result<StreamStatus, OpenError> {
-    let (seg, layout) = Segment::open_read_only::<StreamLayout>(domain, name)?;
-    Ok(status_of(&seg, &layout))
 }
 
 /// Bytes committed to stream segment `seg` and not yet consumed (record headers and padding

@@ -11,24 +11,60 @@ pub const MAX_CAPACITY: u64 = 1 << 40;
 /// us map far beyond the control block).
 const MAX_DATA_OFFSET: u64 = 1 << 20;
 
-/// Creation parameters of a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How to make a stream: built with named setters, each optional.
+///
+/// ```
+/// # use shmbus::stream::StreamConfig;
+/// let config = StreamConfig::default().capacity(1 << 16).mode(0o660);
+/// # let _ = config;
+/// ```
+///
+/// A setter that is not called accepts whatever an existing stream has; a set capacity that
+/// differs from an existing stream's fails with
+/// [`OpenError::LayoutMismatch`](crate::OpenError::LayoutMismatch). When the stream is
+/// created, unset values take their defaults.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct StreamConfig {
-    /// Ring size in bytes: a power of two, at least one page (see the module docs).
-    pub capacity: usize,
+    capacity: Option<usize>,
+    mode: Option<u32>,
+    group: Option<u32>,
 }
 
 impl StreamConfig {
-    /// A stream of `capacity` bytes.
-    pub fn new(capacity: usize) -> StreamConfig {
-        StreamConfig { capacity }
-    }
-}
+    /// The capacity of a stream created without one: 1 MiB.
+    pub const DEFAULT_CAPACITY: usize = 1 << 20;
 
-impl Default for StreamConfig {
-    /// 1 MiB.
-    fn default() -> Self {
-        StreamConfig::new(1 << 20)
+    /// Ring size in bytes: a power of two of at least one page (see the module docs).
+    /// Default (when creating): [`StreamConfig::DEFAULT_CAPACITY`].
+    pub fn capacity(mut self, bytes: usize) -> StreamConfig {
+        self.capacity = Some(bytes);
+        self
+    }
+
+    /// File mode of the segment, applied when this call creates it. Default `0o600`.
+    pub fn mode(mut self, mode: u32) -> StreamConfig {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Group (gid) to give the segment, applied when this call creates it. Default: the
+    /// creator's.
+    pub fn group(mut self, gid: u32) -> StreamConfig {
+        self.group = Some(gid);
+        self
+    }
+
+    pub(super) fn capacity_if_set(&self) -> Option<usize> {
+        self.capacity
+    }
+
+    pub(super) fn mode_or_default(&self) -> u32 {
+        self.mode.unwrap_or(0o600)
+    }
+
+    pub(super) fn group_if_set(&self) -> Option<u32> {
+        self.group
     }
 }
 

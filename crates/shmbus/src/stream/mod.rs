@@ -1,9 +1,13 @@
 //! Stream: a single-producer single-consumer ring of variable-size records over a
 //! double-mapped ("magic") ring buffer.
 //!
-//! One [`StreamWriter`] reserves space, writes a record in place and commits it; one
-//! [`StreamReader`] reads records in order, in place, and consumes them. Records are byte
-//! strings of any length up to [`StreamWriter::max_record_len`] (capacity − 8).
+//! A [`Stream`] handle maps the ring (made with [`Stream::create_or_open`] and a
+//! [`StreamConfig`], or [`Stream::open`]). From it, one [`StreamWriter`] sends records,
+//! copied ([`StreamWriter::send`]) or written in place through a [`Loan`]; one
+//! [`StreamReader`] receives them in order: copied out ([`StreamReader::recv`],
+//! [`StreamReader::recv_into`]) or read in place as a [`Record`] and then consumed
+//! ([`StreamReader::recv_ref`]). Records are byte strings of any length up to
+//! [`StreamWriter::max_record_len`] (capacity − 8).
 //!
 //! # The double mapping
 //!
@@ -21,8 +25,8 @@
 //!
 //! # Protocol and invariants
 //!
-//! The lock-free head/tail protocol lives in [`protocol`] (Lamport's SPSC ring with rtrb's
-//! cached peer positions), checked by the loom model `tests/loom_stream.rs`. In short:
+//! The lock-free head/tail protocol lives in `stream/protocol.rs` (Lamport's SPSC ring with
+//! rtrb's cached peer positions), checked by the loom model `tests/loom_stream.rs`. In short:
 //! `tail <= head <= tail + capacity`; bytes `[tail, head)` are committed records owned by
 //! the reader; the writer owns the rest; each side publishes its position with one Release
 //! store. Framing: an 8-byte header (length plus a check word), then the payload, padded to
@@ -34,7 +38,7 @@
 //! second writer (or reader) while the first is alive gets [`OpenError::Busy`](crate::OpenError::Busy). If the
 //! holder is dead its entry is reclaimed and the newcomer takes over. Nothing needs repair:
 //!
-//! * a writer killed mid-reserve never published its `head`, so the reader never sees the
+//! * a writer killed holding a loan never published its `head`, so the reader never sees the
 //!   partial record; the next writer starts at the last committed position and overwrites it;
 //! * a reader killed mid-read never stored its `tail`, so the next reader resumes at the last
 //!   consumed position and **the record being read is delivered again**; a record is never
@@ -53,22 +57,28 @@
 //! system call while nobody sleeps, allocates nothing and takes no lock.
 //!
 //! ```no_run
-//! use shmbus::{Domain, stream::{StreamConfig, StreamReader, StreamWriter}};
+//! use shmbus::{Domain, stream::{Stream, StreamConfig}};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let d = Domain::new("robot1")?;
-//! let mut w = StreamWriter::create(&d, "log", &StreamConfig::new(1 << 20))?;
-//! let mut grant = w.reserve(5)?;
-//! grant.copy_from_slice(b"hello");
-//! grant.commit();
+//! let stream = Stream::create_or_open(&d, "log", &StreamConfig::default().capacity(1 << 20))?;
+//! let mut w = stream.writer()?;
+//! let mut loan = w.loan(5)?;
+//! loan.copy_from_slice(b"hello");
+//! loan.send();
+//! w.send(b"world")?;
 //!
-//! let mut r = StreamReader::open(&d, "log")?;
-//! let rec = r.read()?;
+//! let mut r = Stream::open(&d, "log")?.reader()?;
+//! let rec = r.recv_ref()?;
 //! assert_eq!(&*rec, b"hello");
 //! rec.consume();
+//! assert_eq!(r.recv()?, b"world");
 //! # Ok(()) }
 //! ```
 
+#[cfg(loom)]
 pub mod protocol;
+#[cfg(not(loom))]
+pub(crate) mod protocol;
 
 #[cfg(not(loom))]
 mod channel;
@@ -84,14 +94,17 @@ mod tests;
 mod writer;
 
 #[cfg(not(loom))]
-pub use channel::{status, EndpointStatus, StreamStatus, LIVENESS_INTERVAL};
-#[cfg(not(loom))]
 pub(crate) use channel::{unread_bytes, ROLE_READER, ROLE_WRITER};
 #[cfg(not(loom))]
-pub use error::{ReadError, ReserveError, StreamCorrupt, TryReadError, TryReserveError};
+pub use channel::{EndpointStatus, Stream, StreamStatus, LIVENESS_INTERVAL};
+#[cfg(not(loom))]
+pub use error::{
+    StreamRecvError, StreamRecvTimeoutError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError,
+    StreamTrySendError,
+};
 #[cfg(not(loom))]
 pub use layout::{StreamConfig, MAX_CAPACITY};
 #[cfg(not(loom))]
-pub use reader::{Record, StreamReader};
+pub use reader::{Iter, Record, StreamReader, TryIter};
 #[cfg(not(loom))]
-pub use writer::{StreamWriter, WriteGrant};
+pub use writer::{Loan, StreamWriter};

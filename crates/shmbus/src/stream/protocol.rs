@@ -9,7 +9,8 @@
 //! The code here knows positions, sizes and frame headers, not memory: the segment glue in
 //! `stream/mod.rs` turns a position into an address of the double-mapped ring, and the loom
 //! model (`tests/loom_stream.rs`) turns it into an index of a heap buffer. It is public only
-//! so that model can drive it; applications use `StreamWriter` and `StreamReader`.
+//! so that model can drive it (`pub` under `cfg(loom)` only); applications use `StreamWriter`
+//! and `StreamReader`, whose errors carry a [`crate::Corrupt`] converted from [`Corruption`].
 //!
 //! # Positions and invariants
 //!
@@ -206,8 +207,9 @@ impl WriterCore {
         Ok(WriterCore { head, cached_tail: tail, cap })
     }
 
-    /// The position the next record will start at.
+    /// The position the next record will start at (for tests and models).
     #[inline]
+    #[allow(dead_code)]
     pub fn position(&self) -> u64 {
         self.head
     }

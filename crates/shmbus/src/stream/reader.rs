@@ -5,15 +5,10 @@ use std::ops::Deref;
 use std::path::Path;
 use std::time::Duration;
 
-use super::channel::{
-    status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_READER, WRITER_SLOT,
-};
-use super::error::{ReadError, TryReadError};
-use super::layout::StreamConfig;
+use super::channel::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, WRITER_SLOT};
+use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
-use crate::domain::Domain;
 use crate::error::OpenError;
-use crate::segment::CreateOptions;
 use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -33,30 +28,8 @@ pub struct StreamReader {
 type Next = (u64, u32, u64);
 
 impl StreamReader {
-    /// Opens stream `name`, creating it with `config` if it does not exist, and attaches as
-    /// its reader. An existing stream must have the same capacity.
-    pub fn create(domain: &Domain, name: &str, config: &StreamConfig) -> Result<StreamReader, OpenError> {
-        StreamReader::create_with(domain, name, config, &CreateOptions::default())
-    }
-
-    /// [`StreamReader::create`] with explicit file mode and group.
-    pub fn create_with(
-        domain: &Domain,
-        name: &str,
-        config: &StreamConfig,
-        opts: &CreateOptions,
-    ) -> Result<StreamReader, OpenError> {
-        StreamReader::attach(Shared::create(domain, name, config, opts, READER_SLOT, ROLE_READER)?)
-    }
-
-    /// Attaches as the reader of the existing stream `name`, resuming after the last record
-    /// a previous reader consumed.
-    pub fn open(domain: &Domain, name: &str) -> Result<StreamReader, OpenError> {
-        StreamReader::attach(Shared::open(domain, name, READER_SLOT, ROLE_READER)?)
-    }
-
-    fn attach(shared: Shared) -> Result<StreamReader, OpenError> {
-        let core = ReaderCore::attach(shared.ctrl(), shared.layout.capacity).map_err(|c| shared.corrupt_open(c))?;
+    pub(super) fn attach(shared: Shared) -> Result<StreamReader, OpenError> {
+        let core = ReaderCore::attach(shared.ctrl(), shared.layout().capacity).map_err(|c| shared.corrupt_open(c))?;
         shared.ctrl().nudge();
         Ok(StreamReader {
             shared,
@@ -69,12 +42,12 @@ impl StreamReader {
 
     /// Ring size in bytes.
     pub fn capacity(&self) -> usize {
-        self.shared.layout.capacity as usize
+        self.shared.layout().capacity as usize
     }
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.shared.seg.path()
+        self.shared.seg().path()
     }
 
     /// How blocking calls wait (default: spin ~20 µs, then sleep).
@@ -87,11 +60,16 @@ impl StreamReader {
         self.writer.alive(&self.shared)
     }
 
-    /// Waits until a live process holds the writer role, at most `timeout` (`None`: for
-    /// ever). Returns whether one does. Useful at start-up: a reader of an empty stream
-    /// with no writer gets `Disconnected`.
-    pub fn wait_for_writer(&mut self, timeout: Option<Duration>) -> bool {
-        wait_for_peer(&self.shared, &mut self.writer, self.shared.ctrl().readable_event(), timeout)
+    /// Waits until a live process holds the writer role. Useful at start-up: a reader of an
+    /// empty stream with no writer gets `Disconnected`.
+    pub fn wait_for_writer(&mut self) -> bool {
+        wait_for_peer(&self.shared, &mut self.writer, self.shared.ctrl().readable_event(), Deadline::NEVER)
+    }
+
+    /// Waits until a live process holds the writer role, at most `timeout`. Returns whether
+    /// one does.
+    pub fn wait_for_writer_timeout(&mut self, timeout: Duration) -> bool {
+        wait_for_peer(&self.shared, &mut self.writer, self.shared.ctrl().readable_event(), Deadline::after(timeout))
     }
 
     /// Ring bytes committed and not yet consumed (headers and padding included).
@@ -101,7 +79,7 @@ impl StreamReader {
 
     /// A snapshot for tools.
     pub fn status(&self) -> StreamStatus {
-        status_of(&self.shared.seg, &self.shared.layout)
+        status_of(self.shared.seg(), self.shared.layout())
     }
 
     /// The next committed record, if any, validated. A corrupt state equal to `reported` is
@@ -159,81 +137,165 @@ impl StreamReader {
     /// The next record, without waiting. Read it in place, then [`Record::consume`] it;
     /// dropping it unconsumed leaves it to be read again.
     #[inline]
-    pub fn try_read(&mut self) -> Result<Record<'_>, TryReadError> {
+    pub fn try_recv_ref(&mut self) -> Result<Record<'_>, StreamTryRecvError> {
         let e = match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
             Ok(Some(n)) => return Ok(self.record(n)),
             Ok(None) => {
                 if self.writer.alive(&self.shared) {
-                    TryReadError::Empty
+                    StreamTryRecvError::Empty
                 } else {
                     // The writer may have committed just before it went: look once more.
                     match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
                         Ok(Some(n)) => return Ok(self.record(n)),
-                        Ok(None) => TryReadError::Disconnected,
-                        Err(c) => TryReadError::Corrupt(c),
+                        Ok(None) => StreamTryRecvError::Disconnected,
+                        Err(c) => StreamTryRecvError::Corrupt(c.into()),
                     }
                 }
             }
-            Err(c) => TryReadError::Corrupt(c),
+            Err(c) => StreamTryRecvError::Corrupt(c.into()),
         };
         // Nothing valid found: zeros past a cut read as "empty" or as garbage.
-        Err(if self.shared.truncated() { TryReadError::Truncated } else { e })
+        Err(if self.shared.truncated() { StreamTryRecvError::Truncated } else { e })
     }
 
     /// The next record, waiting as long as it takes (or until the writer is gone).
-    pub fn read(&mut self) -> Result<Record<'_>, ReadError> {
-        self.read_until(Deadline::NEVER)
+    pub fn recv_ref(&mut self) -> Result<Record<'_>, StreamRecvError> {
+        let n = loop {
+            match self.next_until(Deadline::NEVER) {
+                Ok(n) => break n,
+                Err(Some(e)) => return Err(e),
+                Err(None) => continue,
+            }
+        };
+        Ok(self.record(n))
     }
 
     /// The next record, waiting at most `timeout`.
-    pub fn read_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, ReadError> {
-        self.read_until(Deadline::after(timeout))
+    pub fn recv_ref_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, StreamRecvTimeoutError> {
+        match self.next_until(Deadline::after(timeout)) {
+            Ok(n) => Ok(self.record(n)),
+            Err(Some(e)) => Err(e.into()),
+            Err(None) => Err(StreamRecvTimeoutError::Timeout),
+        }
     }
 
-    fn read_until(&mut self, deadline: Deadline) -> Result<Record<'_>, ReadError> {
+    /// Waits for the next record until `deadline`; `Err(None)` if it passed.
+    fn next_until(&mut self, deadline: Deadline) -> Result<Next, Option<StreamRecvError>> {
         let StreamReader { shared, core, writer, policy, reported } = self;
         let ctrl = shared.ctrl();
         let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
             let e = match StreamReader::next(core, shared, reported) {
                 Ok(Some(n)) => return Some(Ok(n)),
                 // Nothing yet: wait, unless the file was truncated (then nothing ever comes).
-                Ok(None) if writer.alive(shared) => return shared.truncated().then_some(Err(ReadError::Truncated)),
-                // Gone: one more look, as in `try_read`.
+                Ok(None) if writer.alive(shared) => {
+                    return shared.truncated().then_some(Err(StreamRecvError::Truncated))
+                }
+                // Gone: one more look, as in `try_recv_ref`.
                 Ok(None) => match StreamReader::next(core, shared, reported) {
                     Ok(Some(n)) => return Some(Ok(n)),
-                    Ok(None) => ReadError::Disconnected,
-                    Err(c) => ReadError::Corrupt(c),
+                    Ok(None) => StreamRecvError::Disconnected,
+                    Err(c) => StreamRecvError::Corrupt(c.into()),
                 },
-                Err(c) => ReadError::Corrupt(c),
+                Err(c) => StreamRecvError::Corrupt(c.into()),
             };
-            Some(Err(if shared.truncated() { ReadError::Truncated } else { e }))
+            Some(Err(if shared.truncated() { StreamRecvError::Truncated } else { e }))
         });
         match outcome {
-            Some(Ok(n)) => Ok(self.record(n)),
-            Some(Err(e)) => Err(e),
-            None if self.shared.truncated() => Err(ReadError::Truncated),
-            None => Err(ReadError::Timeout),
+            Some(Ok(n)) => Ok(n),
+            Some(Err(e)) => Err(Some(e)),
+            None if self.shared.truncated() => Err(Some(StreamRecvError::Truncated)),
+            None => Err(None),
         }
     }
 
-    /// Copies the next record into `buf` (replacing its contents) and consumes it, without
-    /// waiting. Returns the record length.
-    pub fn try_read_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, TryReadError> {
-        let rec = self.try_read()?;
-        Ok(rec.copy_into(buf))
+    /// Copies the next record into `buf` (replacing its contents, reusing its capacity) and
+    /// consumes it, without waiting. Returns the record length.
+    #[inline]
+    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamTryRecvError> {
+        Ok(self.try_recv_ref()?.copy_into(buf))
     }
 
-    /// Copies the next record into `buf` (replacing its contents) and consumes it, waiting
-    /// as long as it takes. Returns the record length.
-    pub fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, ReadError> {
-        let rec = self.read()?;
-        Ok(rec.copy_into(buf))
+    /// [`StreamReader::try_recv_into`], waiting as long as it takes.
+    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamRecvError> {
+        Ok(self.recv_ref()?.copy_into(buf))
     }
 
-    /// [`StreamReader::read_into`] waiting at most `timeout`.
-    pub fn read_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, ReadError> {
-        let rec = self.read_timeout(timeout)?;
-        Ok(rec.copy_into(buf))
+    /// [`StreamReader::try_recv_into`], waiting at most `timeout`.
+    pub fn recv_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, StreamRecvTimeoutError> {
+        Ok(self.recv_ref_timeout(timeout)?.copy_into(buf))
+    }
+
+    /// The next record, copied out and consumed, without waiting.
+    pub fn try_recv(&mut self) -> Result<Vec<u8>, StreamTryRecvError> {
+        Ok(self.try_recv_ref()?.take())
+    }
+
+    /// The next record, copied out and consumed, waiting as long as it takes (or until the
+    /// writer is gone).
+    pub fn recv(&mut self) -> Result<Vec<u8>, StreamRecvError> {
+        Ok(self.recv_ref()?.take())
+    }
+
+    /// The next record, copied out and consumed, waiting at most `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, StreamRecvTimeoutError> {
+        Ok(self.recv_ref_timeout(timeout)?.take())
+    }
+
+    /// A blocking iterator over the records, copied out and consumed ([`StreamReader::recv`]
+    /// per item). After it yields [`StreamRecvError::Disconnected`] or
+    /// [`StreamRecvError::Truncated`] (which would repeat for ever) it ends.
+    pub fn iter(&mut self) -> Iter<'_> {
+        Iter { reader: self, done: false }
+    }
+
+    /// An iterator over the records available now ([`StreamReader::try_recv`] per item): it
+    /// ends at [`StreamTryRecvError::Empty`]; another error is yielded once, then it ends.
+    pub fn try_iter(&mut self) -> TryIter<'_> {
+        TryIter { reader: self, done: false }
+    }
+}
+
+/// The blocking iterator of [`StreamReader::iter`].
+#[derive(Debug)]
+pub struct Iter<'a> {
+    reader: &'a mut StreamReader,
+    done: bool,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<Vec<u8>, StreamRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.reader.recv();
+        self.done = matches!(r, Err(StreamRecvError::Disconnected | StreamRecvError::Truncated));
+        Some(r)
+    }
+}
+
+/// The non-blocking iterator of [`StreamReader::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a> {
+    reader: &'a mut StreamReader,
+    done: bool,
+}
+
+impl Iterator for TryIter<'_> {
+    type Item = Result<Vec<u8>, StreamRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.reader.try_recv() {
+            Ok(v) => Some(Ok(v)),
+            Err(e) => {
+                self.done = true;
+                e.into_blocking().map(Err)
+            }
+        }
     }
 }
 
@@ -273,6 +335,13 @@ impl Record<'_> {
     /// The ring position of the record (bytes before it ever committed).
     pub fn position(&self) -> u64 {
         self.reader.core.position()
+    }
+
+    /// Copies the record out and consumes it.
+    fn take(self) -> Vec<u8> {
+        let v = self.to_vec();
+        self.consume();
+        v
     }
 
     fn copy_into(self, buf: &mut Vec<u8>) -> usize {

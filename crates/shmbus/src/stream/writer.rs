@@ -1,19 +1,14 @@
-//! The writing end: [`StreamWriter`] and its in-place [`WriteGrant`].
+//! The writing end: [`StreamWriter`] and its in-place [`Loan`].
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::time::Duration;
 
-use super::channel::{
-    status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT, ROLE_WRITER, WRITER_SLOT,
-};
-use super::error::{ReserveError, TryReserveError};
-use super::layout::StreamConfig;
+use super::channel::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT};
+use super::error::{StreamSendError, StreamSendTimeoutError, StreamTrySendError};
 use super::protocol::{encode_header, record_size, ClaimError, Corruption, WriterCore, HEADER};
-use crate::domain::Domain;
 use crate::error::OpenError;
-use crate::segment::CreateOptions;
 use crate::wait::{block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -25,59 +20,41 @@ pub struct StreamWriter {
     reader: PeerWatch,
     policy: WaitPolicy,
     writable_size: u64,
+    /// The largest payload (cached from the layout for the send path).
+    max_record: u64,
     /// The corrupt state reported last: the same state again reads as a full ring, so
     /// corruption is reported once per state, not by every call while it lasts.
     reported: Option<Corruption>,
 }
 
 impl StreamWriter {
-    /// Opens stream `name`, creating it with `config` if it does not exist, and attaches as
-    /// its writer. An existing stream must have the same capacity.
-    pub fn create(domain: &Domain, name: &str, config: &StreamConfig) -> Result<StreamWriter, OpenError> {
-        StreamWriter::create_with(domain, name, config, &CreateOptions::default())
-    }
-
-    /// [`StreamWriter::create`] with explicit file mode and group.
-    pub fn create_with(
-        domain: &Domain,
-        name: &str,
-        config: &StreamConfig,
-        opts: &CreateOptions,
-    ) -> Result<StreamWriter, OpenError> {
-        StreamWriter::attach(Shared::create(domain, name, config, opts, WRITER_SLOT, ROLE_WRITER)?)
-    }
-
-    /// Attaches as the writer of the existing stream `name`.
-    pub fn open(domain: &Domain, name: &str) -> Result<StreamWriter, OpenError> {
-        StreamWriter::attach(Shared::open(domain, name, WRITER_SLOT, ROLE_WRITER)?)
-    }
-
-    fn attach(shared: Shared) -> Result<StreamWriter, OpenError> {
-        let core = WriterCore::attach(shared.ctrl(), shared.layout.capacity).map_err(|c| shared.corrupt_open(c))?;
+    pub(super) fn attach(shared: Shared) -> Result<StreamWriter, OpenError> {
+        let core = WriterCore::attach(shared.ctrl(), shared.layout().capacity).map_err(|c| shared.corrupt_open(c))?;
         shared.ctrl().nudge();
         Ok(StreamWriter {
-            shared,
             core,
             reader: PeerWatch::new(READER_SLOT),
             policy: WaitPolicy::default(),
             writable_size: HEADER,
+            max_record: shared.layout().max_record_len(),
             reported: None,
+            shared,
         })
     }
 
     /// Ring size in bytes.
     pub fn capacity(&self) -> usize {
-        self.shared.layout.capacity as usize
+        self.shared.layout().capacity as usize
     }
 
     /// The largest record payload this stream accepts (`capacity - 8`, at most `u32::MAX`).
     pub fn max_record_len(&self) -> usize {
-        self.shared.layout.max_record_len() as usize
+        self.max_record as usize
     }
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.shared.seg.path()
+        self.shared.seg().path()
     }
 
     /// How blocking calls wait (default: spin ~20 µs, then sleep).
@@ -88,7 +65,7 @@ impl StreamWriter {
     /// For [`Waitable::is_ready`]: report ready when a record of `len` payload bytes fits
     /// (default 0: when any record fits). Clamped to the maximum record length.
     pub fn set_writable_len(&mut self, len: usize) {
-        self.writable_size = record_size((len as u64).min(self.shared.layout.max_record_len()));
+        self.writable_size = record_size((len as u64).min(self.max_record));
     }
 
     /// Whether a live process holds the reader role (cached for [`LIVENESS_INTERVAL`]).
@@ -96,11 +73,16 @@ impl StreamWriter {
         self.reader.alive(&self.shared)
     }
 
-    /// Waits until a live process holds the reader role, at most `timeout` (`None`: for
-    /// ever). Returns whether one does. Useful at start-up: a writer whose ring fills before
-    /// any reader attached gets `Disconnected`.
-    pub fn wait_for_reader(&mut self, timeout: Option<Duration>) -> bool {
-        wait_for_peer(&self.shared, &mut self.reader, self.shared.ctrl().writable_event(), timeout)
+    /// Waits until a live process holds the reader role. Useful at start-up: a writer whose
+    /// ring fills before any reader attached gets `Disconnected`.
+    pub fn wait_for_reader(&mut self) -> bool {
+        wait_for_peer(&self.shared, &mut self.reader, self.shared.ctrl().writable_event(), Deadline::NEVER)
+    }
+
+    /// Waits until a live process holds the reader role, at most `timeout`. Returns whether
+    /// one does.
+    pub fn wait_for_reader_timeout(&mut self, timeout: Duration) -> bool {
+        wait_for_peer(&self.shared, &mut self.reader, self.shared.ctrl().writable_event(), Deadline::after(timeout))
     }
 
     /// Ring bytes free right now.
@@ -110,49 +92,60 @@ impl StreamWriter {
 
     /// A snapshot for tools.
     pub fn status(&self) -> StreamStatus {
-        status_of(&self.shared.seg, &self.shared.layout)
+        status_of(self.shared.seg(), self.shared.layout())
     }
 
     #[inline]
     fn size_for(&self, len: usize) -> Option<u64> {
-        let max = self.shared.layout.max_record_len();
-        (len as u64 <= max).then(|| record_size(len as u64))
+        (len as u64 <= self.max_record).then(|| record_size(len as u64))
     }
 
-    /// Reserves `len` contiguous bytes for a record, without waiting. Write them through the
-    /// returned grant, then [`WriteGrant::commit`]; dropping the grant commits nothing.
+    /// Lends `len` contiguous bytes of the ring for a record, without waiting. Write them
+    /// through the returned [`Loan`], then [`Loan::send`]; dropping the loan sends nothing.
     #[inline]
-    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, TryReserveError> {
+    pub fn try_loan(&mut self, len: usize) -> Result<Loan<'_>, StreamTrySendError> {
         let Some(size) = self.size_for(len) else {
-            return Err(TryReserveError::TooLarge { len, max: self.max_record_len() });
+            return Err(StreamTrySendError::TooLarge { len, max: self.max_record_len() });
         };
         match latch(self.core.try_claim(self.shared.ctrl(), size), &mut self.reported) {
-            Ok(pos) => Ok(WriteGrant { pos, len, writer: self }),
-            Err(_) if self.shared.truncated() => Err(TryReserveError::Truncated),
+            Ok(pos) => Ok(Loan { pos, len, writer: self }),
+            Err(_) if self.shared.truncated() => Err(StreamTrySendError::Truncated),
             Err(ClaimError::Full { free }) => {
                 if self.reader.alive(&self.shared) {
-                    Err(TryReserveError::Full { needed: size as usize, free: free as usize })
+                    Err(StreamTrySendError::Full { needed: size as usize, free: free as usize })
                 } else {
-                    Err(TryReserveError::Disconnected)
+                    Err(StreamTrySendError::Disconnected)
                 }
             }
-            Err(ClaimError::Corrupt(c)) => Err(TryReserveError::Corrupt(c)),
+            Err(ClaimError::Corrupt(c)) => Err(StreamTrySendError::Corrupt(c.into())),
         }
     }
 
-    /// Reserves `len` contiguous bytes, waiting for space as long as it takes.
-    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, ReserveError> {
-        self.reserve_until(len, Deadline::NEVER)
+    /// Lends `len` contiguous bytes, waiting for space as long as it takes.
+    pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, StreamSendError> {
+        let pos = loop {
+            match self.claim_until(len, Deadline::NEVER) {
+                Ok(pos) => break pos,
+                Err(Some(e)) => return Err(e),
+                Err(None) => continue,
+            }
+        };
+        Ok(Loan { pos, len, writer: self })
     }
 
-    /// Reserves `len` contiguous bytes, waiting for space at most `timeout`.
-    pub fn reserve_timeout(&mut self, len: usize, timeout: Duration) -> Result<WriteGrant<'_>, ReserveError> {
-        self.reserve_until(len, Deadline::after(timeout))
+    /// Lends `len` contiguous bytes, waiting for space at most `timeout`.
+    pub fn loan_timeout(&mut self, len: usize, timeout: Duration) -> Result<Loan<'_>, StreamSendTimeoutError> {
+        match self.claim_until(len, Deadline::after(timeout)) {
+            Ok(pos) => Ok(Loan { pos, len, writer: self }),
+            Err(Some(e)) => Err(e.into()),
+            Err(None) => Err(StreamSendTimeoutError::Timeout),
+        }
     }
 
-    fn reserve_until(&mut self, len: usize, deadline: Deadline) -> Result<WriteGrant<'_>, ReserveError> {
+    /// Claims space for a record of `len` bytes by `deadline`; `Err(None)` if it passed.
+    fn claim_until(&mut self, len: usize, deadline: Deadline) -> Result<u64, Option<StreamSendError>> {
         let Some(size) = self.size_for(len) else {
-            return Err(ReserveError::TooLarge { len, max: self.max_record_len() });
+            return Err(Some(StreamSendError::TooLarge { len, max: self.max_record_len() }));
         };
         let StreamWriter { shared, core, reader, policy, reported, .. } = self;
         let ctrl = shared.ctrl();
@@ -160,41 +153,41 @@ impl StreamWriter {
             match latch(core.try_claim(ctrl, size), reported) {
                 Ok(pos) => Some(Ok(pos)),
                 // No room (or garbage): a truncated file never makes room, so say so now.
-                Err(_) if shared.truncated() => Some(Err(ReserveError::Truncated)),
-                Err(ClaimError::Full { .. }) => (!reader.alive(shared)).then_some(Err(ReserveError::Disconnected)),
-                Err(ClaimError::Corrupt(c)) => Some(Err(ReserveError::Corrupt(c))),
+                Err(_) if shared.truncated() => Some(Err(StreamSendError::Truncated)),
+                Err(ClaimError::Full { .. }) => (!reader.alive(shared)).then_some(Err(StreamSendError::Disconnected)),
+                Err(ClaimError::Corrupt(c)) => Some(Err(StreamSendError::Corrupt(c.into()))),
             }
         });
         match outcome {
-            Some(Ok(pos)) => Ok(WriteGrant { pos, len, writer: self }),
-            Some(Err(e)) => Err(e),
-            None if self.shared.truncated() => Err(ReserveError::Truncated),
-            None => Err(ReserveError::Timeout),
+            Some(Ok(pos)) => Ok(pos),
+            Some(Err(e)) => Err(Some(e)),
+            None if self.shared.truncated() => Err(Some(StreamSendError::Truncated)),
+            None => Err(None),
         }
     }
 
     /// Copies `data` in as one record, without waiting.
     #[inline]
-    pub fn try_write(&mut self, data: &[u8]) -> Result<(), TryReserveError> {
-        let mut g = self.try_reserve(data.len())?;
-        g.copy_from_slice(data);
-        g.commit();
+    pub fn try_send(&mut self, data: &[u8]) -> Result<(), StreamTrySendError> {
+        let mut l = self.try_loan(data.len())?;
+        l.copy_from_slice(data);
+        l.send();
         Ok(())
     }
 
     /// Copies `data` in as one record, waiting for space as long as it takes.
-    pub fn write(&mut self, data: &[u8]) -> Result<(), ReserveError> {
-        let mut g = self.reserve(data.len())?;
-        g.copy_from_slice(data);
-        g.commit();
+    pub fn send(&mut self, data: &[u8]) -> Result<(), StreamSendError> {
+        let mut l = self.loan(data.len())?;
+        l.copy_from_slice(data);
+        l.send();
         Ok(())
     }
 
     /// Copies `data` in as one record, waiting for space at most `timeout`.
-    pub fn write_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<(), ReserveError> {
-        let mut g = self.reserve_timeout(data.len(), timeout)?;
-        g.copy_from_slice(data);
-        g.commit();
+    pub fn send_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<(), StreamSendTimeoutError> {
+        let mut l = self.loan_timeout(data.len(), timeout)?;
+        l.copy_from_slice(data);
+        l.send();
         Ok(())
     }
 }
@@ -219,39 +212,35 @@ impl Waitable for StreamWriter {
     }
 
     /// Ready when a record of [`StreamWriter::set_writable_len`] bytes fits now (or the file
-    /// was truncated: the reserve reports it).
+    /// was truncated: the send reports it).
     fn is_ready(&self) -> bool {
         self.core.free_now(self.shared.ctrl()).is_ok_and(|free| free >= self.writable_size) || self.shared.truncated()
     }
 }
 
-/// Space reserved for one record: write the payload through `Deref<Target = [u8]>`, then
-/// [`WriteGrant::commit`]. Until committed the reader cannot see it; dropping the grant
-/// (or the writer process dying) discards it.
-#[must_use = "a reservation is discarded unless committed"]
-pub struct WriteGrant<'a> {
+/// Ring space lent for one record: write the payload through `DerefMut<Target = [u8]>`,
+/// optionally [`Loan::truncate`] it, then [`Loan::send`]. Until sent the reader cannot see
+/// it; dropping the loan (or the writer process dying) discards it.
+#[must_use = "a loan is discarded unless sent"]
+pub struct Loan<'a> {
     writer: &'a mut StreamWriter,
     pos: u64,
     len: usize,
 }
 
-impl WriteGrant<'_> {
-    /// Publishes the record with all the reserved bytes.
+impl Loan<'_> {
+    /// Shortens the record to its first `len` bytes (for a writer that loaned the maximum it
+    /// might need). Like [`Vec::truncate`], a `len` at least the current length does
+    /// nothing.
     #[inline]
-    pub fn commit(self) {
-        let len = self.len;
-        self.commit_len(len);
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
     }
 
-    /// Publishes the record with only its first `len` bytes (for a writer that reserved the
-    /// maximum it might need).
-    ///
-    /// # Panics
-    /// If `len` is larger than the reservation.
+    /// Publishes the record (all its bytes, or as many as [`Loan::truncate`] left).
     #[inline]
-    pub fn commit_len(self, len: usize) {
-        assert!(len <= self.len, "commit_len({len}) exceeds the reservation of {} bytes", self.len);
-        let w = self.writer;
+    pub fn send(self) {
+        let (len, w) = (self.len, self.writer);
         let at = w.shared.at(self.pos);
         // SAFETY: `at` is an 8-aligned position (records start at multiples of ALIGN; the
         // mapping is page aligned) of the claimed space, which only this writer may touch
@@ -261,18 +250,18 @@ impl WriteGrant<'_> {
     }
 }
 
-impl Deref for WriteGrant<'_> {
+impl Deref for Loan<'_> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
         // SAFETY: `pos` was claimed for HEADER + len <= capacity bytes; from `at(pos)` they lie
         // inside the 2×capacity double mapping, and the reader does not access them until
-        // commit. The borrow of the writer keeps the mapping alive.
+        // sent. The borrow of the writer keeps the mapping alive.
         unsafe { std::slice::from_raw_parts(self.writer.shared.at(self.pos).add(HEADER as usize), self.len) }
     }
 }
 
-impl DerefMut for WriteGrant<'_> {
+impl DerefMut for Loan<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `deref`; the claimed bytes belong to this writer alone, and `&mut self`
@@ -281,8 +270,8 @@ impl DerefMut for WriteGrant<'_> {
     }
 }
 
-impl fmt::Debug for WriteGrant<'_> {
+impl fmt::Debug for Loan<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WriteGrant").field("pos", &self.pos).field("len", &self.len).finish()
+        f.debug_struct("Loan").field("pos", &self.pos).field("len", &self.len).finish()
     }
 }
