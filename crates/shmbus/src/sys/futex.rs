@@ -113,3 +113,48 @@ pub fn waitv_supported() -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_returns_at_once_on_a_changed_word_and_times_out_otherwise() {
+        let word = AtomicU32::new(1);
+        assert_eq!(futex_wait(&word, 0, Some(Duration::from_secs(5))), WaitOutcome::Woken);
+        assert_eq!(futex_wait(&word, 1, Some(Duration::from_millis(1))), WaitOutcome::TimedOut);
+        assert_eq!(futex_wake(&word, 1), 0, "nobody waits");
+    }
+
+    #[test]
+    fn wake_reaches_a_waiter() {
+        let word = std::sync::Arc::new(AtomicU32::new(0));
+        let w = word.clone();
+        let waiter = std::thread::spawn(move || {
+            while w.load(Ordering::Acquire) == 0 {
+                futex_wait(&w, 0, Some(Duration::from_secs(10)));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        word.store(1, Ordering::Release);
+        futex_wake(&word, u32::MAX);
+        waiter.join().unwrap();
+    }
+
+    #[test]
+    fn waitv_reports_changed_words_and_deadlines() {
+        if !waitv_supported() {
+            eprintln!("futex_waitv is not available here: nothing to check");
+            return;
+        }
+        let (a, b) = (AtomicU32::new(0), AtomicU32::new(7));
+        let entries = [WaitvEntry::new(&a, 0), WaitvEntry::new(&b, 7)];
+        // SAFETY: both words live for the whole call.
+        let past = unsafe { futex_waitv(&entries, Some(crate::sys::monotonic_ns())) }.unwrap();
+        assert_eq!(past, WaitOutcome::TimedOut);
+        let changed = [WaitvEntry::new(&a, 0), WaitvEntry::new(&b, 8)];
+        // SAFETY: as above.
+        let r = unsafe { futex_waitv(&changed, Some(crate::sys::monotonic_ns() + 5_000_000_000)) }.unwrap();
+        assert_eq!(r, WaitOutcome::Woken, "EAGAIN: a word already differs");
+    }
+}
