@@ -22,9 +22,12 @@ use std::ffi::{CString, OsStr, OsString};
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
+
+use rustix::fs::{AtFlags, FallocateFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
 
 /// What a directory entry is, from its mode bits (`S_IFMT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,14 +53,19 @@ pub enum FileKind {
 impl FileKind {
     /// The kind encoded in `st_mode`.
     pub fn from_mode(mode: u32) -> FileKind {
-        match mode & libc::S_IFMT {
-            libc::S_IFREG => FileKind::Regular,
-            libc::S_IFDIR => FileKind::Directory,
-            libc::S_IFLNK => FileKind::Symlink,
-            libc::S_IFIFO => FileKind::Fifo,
-            libc::S_IFSOCK => FileKind::Socket,
-            libc::S_IFCHR => FileKind::CharDevice,
-            libc::S_IFBLK => FileKind::BlockDevice,
+        FileKind::from_type(FileType::from_raw_mode(mode))
+    }
+
+    /// The kind rustix reports (from `st_mode` or a directory entry's `d_type`).
+    fn from_type(t: FileType) -> FileKind {
+        match t {
+            FileType::RegularFile => FileKind::Regular,
+            FileType::Directory => FileKind::Directory,
+            FileType::Symlink => FileKind::Symlink,
+            FileType::Fifo => FileKind::Fifo,
+            FileType::Socket => FileKind::Socket,
+            FileType::CharacterDevice => FileKind::CharDevice,
+            FileType::BlockDevice => FileKind::BlockDevice,
             _ => FileKind::Unknown,
         }
     }
@@ -105,7 +113,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    fn from_raw(st: &libc::stat) -> Stat {
+    fn from_raw(st: &rustix::fs::Stat) -> Stat {
         Stat {
             kind: FileKind::from_mode(st.st_mode),
             mode: st.st_mode & 0o7777,
@@ -161,27 +169,9 @@ fn component(name: &OsStr) -> io::Result<CString> {
     CString::new(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file name contains a NUL byte"))
 }
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-/// Retries `f` while it fails with `EINTR`.
-fn retry(mut f: impl FnMut() -> libc::c_int) -> io::Result<libc::c_int> {
-    loop {
-        match cvt(f()) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            r => return r,
-        }
-    }
-}
-
-fn owned(fd: libc::c_int) -> OwnedFd {
-    // SAFETY: `fd` was just returned by a successful open call and is owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(fd) }
+/// Retries `f` while it fails with `EINTR`; the error as an [`io::Error`] (same raw code).
+fn retry<T>(f: impl FnMut() -> rustix::io::Result<T>) -> io::Result<T> {
+    Ok(rustix::io::retry_on_intr(f)?)
 }
 
 /// Opens the directory `path`, *following* symlinks: for a directory the caller configured
@@ -194,10 +184,8 @@ fn owned(fd: libc::c_int) -> OwnedFd {
 pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let fd = retry(|| unsafe { libc::open(c.as_ptr(), flags) })?;
-    Ok(owned(fd))
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    retry(|| rustix::fs::open(c.as_c_str(), flags, Mode::empty()))
 }
 
 /// Opens the directory `name` inside `dir` with `O_DIRECTORY | O_NOFOLLOW` (and `O_PATH`, see
@@ -206,39 +194,28 @@ pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 /// (`kind == Directory`, owner, mode) before trusting it.
 pub fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     let c = component(name)?;
-    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: `dir` is a valid descriptor and `c` a valid C string for the call.
-    let fd = retry(|| unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) })?;
-    Ok(owned(fd))
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    retry(|| rustix::fs::openat(dir, c.as_c_str(), flags, Mode::empty()))
 }
 
 /// A readable (`O_RDONLY`) descriptor of the directory `dir` refers to (which may be an
 /// `O_PATH` descriptor): `openat(dir, ".")`, so no name is resolved again. Needs read
 /// permission on the directory.
 pub fn reopen_dir_readable(dir: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: `dir` is valid and "." a valid C string literal.
-    let fd = retry(|| unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags) })?;
-    Ok(owned(fd))
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    retry(|| rustix::fs::openat(dir, c".", flags, Mode::empty()))
 }
 
 /// `fstat(2)` of an open descriptor.
 pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
-    // SAFETY: an all-zero `stat` is a valid value of the plain C struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is valid and `st` a writable `stat`.
-    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
-    Ok(Stat::from_raw(&st))
+    Ok(Stat::from_raw(&rustix::fs::fstat(fd)?))
 }
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: what is under `name` itself (a symlink is
 /// reported as [`FileKind::Symlink`], not as its target).
 pub fn stat_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Stat> {
     let c = component(name)?;
-    // SAFETY: an all-zero `stat` is a valid value of the plain C struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `dir` is valid, `c` a valid C string and `st` a writable `stat`.
-    retry(|| unsafe { libc::fstatat(dir.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    let st = retry(|| rustix::fs::statat(dir, c.as_c_str(), AtFlags::SYMLINK_NOFOLLOW))?;
     Ok(Stat::from_raw(&st))
 }
 
@@ -255,13 +232,12 @@ pub fn open_file_at(dir: BorrowedFd<'_>, name: &OsStr, write: bool) -> Result<(F
         return Err(OpenFileError::NotRegular(before.kind));
     }
     let c = component(name)?;
-    let access = if write { libc::O_RDWR } else { libc::O_RDONLY };
-    let flags = access | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    // SAFETY: `dir` is valid and `c` a valid C string for the call.
-    let fd = match retry(|| unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) }) {
-        Ok(fd) => owned(fd),
+    let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
+    let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match retry(|| rustix::fs::openat(dir, c.as_c_str(), flags, Mode::empty())) {
+        Ok(fd) => fd,
         // O_NOFOLLOW on a symlink: swapped in since the look.
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(OpenFileError::NotRegular(FileKind::Symlink)),
+        Err(e) if is_symlink_loop(&e) => return Err(OpenFileError::NotRegular(FileKind::Symlink)),
         Err(e) => return Err(e.into()),
     };
     let st = fstat(fd.as_fd())?;
@@ -276,11 +252,9 @@ pub fn open_file_at(dir: BorrowedFd<'_>, name: &OsStr, write: bool) -> Result<(F
 /// `AlreadyExists` if anything (a symlink included) has that name.
 pub fn create_file_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<File> {
     let c = component(name)?;
-    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     // Created with no permission bits at all: nobody else can open it before the fchmod.
-    // SAFETY: `dir` is valid and `c` a valid C string for the call.
-    let fd = retry(|| unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, 0 as libc::c_uint) })?;
-    let file = File::from(owned(fd));
+    let file = File::from(retry(|| rustix::fs::openat(dir, c.as_c_str(), flags, Mode::empty()))?);
     if let Err(e) = fchmod(file.as_fd(), mode) {
         let _ = unlink_at(dir, name);
         return Err(e);
@@ -336,9 +310,8 @@ pub fn create_race_free<T, E>(
 /// Sets the mode of an open file exactly (`fchmod(2)`; not on an `O_PATH` descriptor: see
 /// [`reopen_dir_readable`] for a directory).
 pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
-    // SAFETY: `fd` is valid for the call.
-    retry(|| unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) })?;
-    Ok(())
+    // Every bit as given (`from_bits_retain`), as the C call would pass it.
+    retry(|| rustix::fs::fchmod(fd, Mode::from_bits_retain(mode)))
 }
 
 /// Creates the directory `name` inside `dir` (`mkdirat(2)`; the umask applies: set the exact
@@ -346,9 +319,7 @@ pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
 /// is taken, by anything.
 pub fn mkdir_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
     let c = component(name)?;
-    // SAFETY: `dir` is valid and `c` a valid C string for the call.
-    retry(|| unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) })?;
-    Ok(())
+    retry(|| rustix::fs::mkdirat(dir, c.as_c_str(), Mode::from_bits_retain(mode)))
 }
 
 /// Gives the file `old` in `old_dir` the additional name `new` in `new_dir` (`linkat(2)`
@@ -356,9 +327,7 @@ pub fn mkdir_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> 
 /// `AlreadyExists` if `new` exists: the atomic "publish under a final name" step.
 pub fn link_at(old_dir: BorrowedFd<'_>, old: &OsStr, new_dir: BorrowedFd<'_>, new: &OsStr) -> io::Result<()> {
     let (o, n) = (component(old)?, component(new)?);
-    // SAFETY: both descriptors are valid and both names valid C strings for the call.
-    retry(|| unsafe { libc::linkat(old_dir.as_raw_fd(), o.as_ptr(), new_dir.as_raw_fd(), n.as_ptr(), 0) })?;
-    Ok(())
+    retry(|| rustix::fs::linkat(old_dir, o.as_c_str(), new_dir, n.as_c_str(), AtFlags::empty()))
 }
 
 /// Renames `old` in `old_dir` to `new` in `new_dir` (`renameat2(2)`), replacing `new` if it
@@ -372,27 +341,21 @@ pub fn rename_at(
     no_replace: bool,
 ) -> io::Result<()> {
     let (o, n) = (component(old)?, component(new)?);
-    let flags = if no_replace { libc::RENAME_NOREPLACE } else { 0 };
-    // SAFETY: both descriptors are valid and both names valid C strings for the call.
-    retry(|| unsafe { libc::renameat2(old_dir.as_raw_fd(), o.as_ptr(), new_dir.as_raw_fd(), n.as_ptr(), flags) })?;
-    Ok(())
+    let flags = if no_replace { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
+    retry(|| rustix::fs::renameat_with(old_dir, o.as_c_str(), new_dir, n.as_c_str(), flags))
 }
 
 /// Removes the name `name` (not a directory) from `dir` (`unlinkat(2)`). A symlink is removed
 /// as itself; nothing outside `dir` is touched.
 pub fn unlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     let c = component(name)?;
-    // SAFETY: `dir` is valid and `c` a valid C string for the call.
-    retry(|| unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) })?;
-    Ok(())
+    retry(|| rustix::fs::unlinkat(dir, c.as_c_str(), AtFlags::empty()))
 }
 
 /// Removes the empty directory `name` from `dir` (`unlinkat(2)` with `AT_REMOVEDIR`).
 pub fn remove_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     let c = component(name)?;
-    // SAFETY: `dir` is valid and `c` a valid C string for the call.
-    retry(|| unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) })?;
-    Ok(())
+    retry(|| rustix::fs::unlinkat(dir, c.as_c_str(), AtFlags::REMOVEDIR))
 }
 
 /// One entry of [`list_dir`].
@@ -410,52 +373,19 @@ pub struct DirEntry {
 /// readable descriptor of the same directory, from the start). Needs read permission on
 /// the directory.
 pub fn list_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<DirEntry>> {
-    let raw = std::os::fd::IntoRawFd::into_raw_fd(reopen_dir_readable(dir)?);
-    // SAFETY: `raw` is a valid directory descriptor; on success the DIR stream owns it.
-    let stream = unsafe { libc::fdopendir(raw) };
-    if stream.is_null() {
-        let e = io::Error::last_os_error();
-        drop(owned(raw));
-        return Err(e);
-    }
-    struct Dir(*mut libc::DIR);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            // SAFETY: the stream came from fdopendir and is closed exactly once (here); this
-            // also closes the descriptor it owns.
-            unsafe { libc::closedir(self.0) };
-        }
-    }
-    let stream = Dir(stream);
+    // `getdents64` through rustix's directory stream, which owns (and closes) the descriptor.
+    let stream = rustix::fs::Dir::new(reopen_dir_readable(dir)?)?;
     let mut out = Vec::new();
-    loop {
-        // readdir signals errors only through errno: clear it first.
-        // SAFETY: __errno_location returns this thread's errno slot.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: the stream is open; the returned entry is valid until the next readdir.
-        let ent = unsafe { libc::readdir(stream.0) };
-        if ent.is_null() {
-            // SAFETY: as above.
-            let errno = unsafe { *libc::__errno_location() };
-            if errno != 0 {
-                return Err(io::Error::from_raw_os_error(errno));
-            }
-            break;
-        }
-        // SAFETY: `ent` is a valid dirent whose d_name is NUL-terminated.
-        let (name, d_type) = unsafe { (std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()).to_bytes(), (*ent).d_type) };
+    for ent in stream {
+        let ent = ent?;
+        let name = ent.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
-        let kind = match d_type {
-            libc::DT_REG => Some(FileKind::Regular),
-            libc::DT_DIR => Some(FileKind::Directory),
-            libc::DT_LNK => Some(FileKind::Symlink),
-            libc::DT_FIFO => Some(FileKind::Fifo),
-            libc::DT_SOCK => Some(FileKind::Socket),
-            libc::DT_CHR => Some(FileKind::CharDevice),
-            libc::DT_BLK => Some(FileKind::BlockDevice),
-            _ => None,
+        // `DT_UNKNOWN` (the filesystem does not say) is `FileType::Unknown`.
+        let kind = match ent.file_type() {
+            FileType::Unknown => None,
+            t => Some(FileKind::from_type(t)),
         };
         out.push(DirEntry { name: OsString::from_vec(name.to_vec()), kind });
     }
@@ -464,12 +394,12 @@ pub fn list_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<DirEntry>> {
 
 /// The effective uid of this process.
 pub fn effective_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// The name of user `uid` from the password database, if it has one.
 pub fn user_name(uid: u32) -> Option<String> {
+    // libc: the password database is glibc's NSS (`getpwuid_r`), not a system call rustix has.
     let mut buf = vec![0u8; 4096];
     // SAFETY: an all-zero passwd is a valid value of the plain C struct.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
@@ -487,6 +417,7 @@ pub fn user_name(uid: u32) -> Option<String> {
 /// The uid of the user called `name` in the password database, if there is one.
 pub fn user_uid(name: &str) -> Option<u32> {
     let c = CString::new(name).ok()?;
+    // libc: the password database is glibc's NSS (`getpwnam_r`), not a system call rustix has.
     let mut buf = vec![0u8; 4096];
     // SAFETY: an all-zero passwd is a valid value of the plain C struct.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
@@ -501,11 +432,12 @@ pub fn user_uid(name: &str) -> Option<u32> {
 
 /// Open flags that never follow a symlink in the last component and close on exec, for
 /// `OpenOptionsExt::custom_flags` on a path the caller builds itself.
-pub const NOFOLLOW_CLOEXEC: i32 = libc::O_NOFOLLOW | libc::O_CLOEXEC;
+pub const NOFOLLOW_CLOEXEC: i32 = OFlags::NOFOLLOW.union(OFlags::CLOEXEC).bits() as i32;
 
 /// [`NOFOLLOW_CLOEXEC`] plus `O_NONBLOCK`: a FIFO planted under the name cannot block the
 /// open.
-pub const NOFOLLOW_NONBLOCK_CLOEXEC: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+pub const NOFOLLOW_NONBLOCK_CLOEXEC: i32 =
+    OFlags::NOFOLLOW.union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).bits() as i32;
 
 /// Allocates `offset..offset+len` of `file` (`fallocate(2)` mode 0: only allocates and
 /// extends, never shrinks), so running out of space is an error now rather than a SIGBUS on
@@ -513,16 +445,11 @@ pub const NOFOLLOW_NONBLOCK_CLOEXEC: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK |
 /// unchanged and still usable sparse, or the caller extends it another way. Any other
 /// failure (such as `ENOSPC`, see [`is_no_space`]) is an error.
 pub fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<bool> {
-    // SAFETY: fallocate on a valid fd; no memory is passed.
-    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t) };
-    if r == 0 {
-        return Ok(true);
+    match rustix::fs::fallocate(file, FallocateFlags::empty(), offset, len) {
+        Ok(()) => Ok(true),
+        Err(Errno::OPNOTSUPP) => Ok(false),
+        Err(e) => Err(e.into()),
     }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-        return Ok(false);
-    }
-    Err(e)
 }
 
 /// A `flock(2)` operation.
@@ -541,33 +468,18 @@ pub enum FlockOp {
 /// `flock(2)` on `file`, retrying when a signal interrupts the wait (`EINTR`).
 pub fn flock(file: &File, op: FlockOp) -> io::Result<()> {
     let op = match op {
-        FlockOp::Shared => libc::LOCK_SH,
-        FlockOp::Exclusive => libc::LOCK_EX,
-        FlockOp::ExclusiveNonBlocking => libc::LOCK_EX | libc::LOCK_NB,
-        FlockOp::Unlock => libc::LOCK_UN,
+        FlockOp::Shared => FlockOperation::LockShared,
+        FlockOp::Exclusive => FlockOperation::LockExclusive,
+        FlockOp::ExclusiveNonBlocking => FlockOperation::NonBlockingLockExclusive,
+        FlockOp::Unlock => FlockOperation::Unlock,
     };
-    loop {
-        // SAFETY: flock on a valid fd; no memory is passed.
-        let r = unsafe { libc::flock(file.as_raw_fd(), op) };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
+    retry(|| rustix::fs::flock(file, op))
 }
 
 /// Whether `file` is on tmpfs (`fstatfs(2)`; `false` if that fails).
 pub fn is_tmpfs(file: &File) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
-    // SAFETY: statfs is plain data; all-zero is a valid value.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid fd and a writable statfs.
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut s) } != 0 {
-        return false;
-    }
+    let Ok(s) = rustix::fs::fstatfs(file) else { return false };
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
     let magic = i64::from(s.f_type);
     magic == TMPFS_MAGIC
@@ -575,34 +487,28 @@ pub fn is_tmpfs(file: &File) -> bool {
 
 /// `fdatasync(2)`: the file's data (and the metadata needed to read it back) reach the disk.
 pub fn fdatasync(file: &File) -> io::Result<()> {
-    // SAFETY: fdatasync on a valid fd.
-    let r = unsafe { libc::fdatasync(file.as_raw_fd()) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    Ok(rustix::fs::fdatasync(file)?)
 }
 
 /// Whether `e` is `ELOOP`: with `O_NOFOLLOW` (every open here), the last component is a
 /// symlink.
 pub fn is_symlink_loop(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(libc::ELOOP)
+    e.raw_os_error() == Some(Errno::LOOP.raw_os_error())
 }
 
 /// Whether `e` is `ENOTDIR`: a name opened as a directory is something else.
 pub fn is_not_directory(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(libc::ENOTDIR)
+    e.raw_os_error() == Some(Errno::NOTDIR.raw_os_error())
 }
 
 /// Whether `e` is `EXDEV`: a link or rename across filesystems, which needs a copy instead.
 pub fn is_cross_device(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(libc::EXDEV)
+    e.raw_os_error() == Some(Errno::XDEV.raw_os_error())
 }
 
 /// Whether `e` is `ENOSPC`: the filesystem is full.
 pub fn is_no_space(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(libc::ENOSPC)
+    e.raw_os_error() == Some(Errno::NOSPC.raw_os_error())
 }
 
 #[cfg(test)]
@@ -622,11 +528,9 @@ mod tests {
         std::fs::write(p.join("f"), b"x").unwrap();
         std::os::unix::fs::symlink(p.join("f"), p.join("l")).unwrap();
         std::fs::create_dir(p.join("d")).unwrap();
-        let fifo = CString::new(p.join("p").as_os_str().as_bytes()).unwrap();
-        // SAFETY: valid C string.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         let dir = open_dir(&p).unwrap();
         let d = dir.as_fd();
+        rustix::fs::mknodat(d, "p", FileType::Fifo, Mode::from_bits_retain(0o600), 0).unwrap();
         assert!(open_file_at(d, OsStr::new("f"), true).is_ok());
         for (name, kind) in [("l", FileKind::Symlink), ("d", FileKind::Directory), ("p", FileKind::Fifo)] {
             match open_file_at(d, OsStr::new(name), true) {
@@ -635,18 +539,16 @@ mod tests {
             }
         }
         assert!(open_dir_at(d, OsStr::new("d")).is_ok());
-        assert_eq!(open_dir_at(d, OsStr::new("l")).unwrap_err().raw_os_error(), Some(libc::ENOTDIR));
+        assert!(is_not_directory(&open_dir_at(d, OsStr::new("l")).unwrap_err()));
         assert!(open_file_at(d, OsStr::new("a/b"), false).is_err());
         let mut names: Vec<_> = list_dir(d).unwrap().into_iter().map(|e| e.name).collect();
         names.sort();
         assert_eq!(names, ["d", "f", "l", "p"]);
         assert_eq!(list_dir(d).unwrap().len(), 4, "listing twice sees everything twice");
 
-        // SAFETY: umask has no preconditions.
-        let old = unsafe { libc::umask(0o077) };
+        let old = rustix::process::umask(Mode::from_bits_retain(0o077));
         let f = create_file_at(d, OsStr::new("new"), 0o640).unwrap();
-        // SAFETY: as above.
-        unsafe { libc::umask(old) };
+        rustix::process::umask(old);
         assert_eq!(fstat(f.as_fd()).unwrap().mode, 0o640);
         assert_eq!(create_file_at(d, OsStr::new("l"), 0o600).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
         link_at(d, OsStr::new("new"), d, OsStr::new("new2")).unwrap();

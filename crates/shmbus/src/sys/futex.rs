@@ -9,6 +9,9 @@ use std::io;
 use std::sync::atomic::{AtomicI8, AtomicU32, Ordering};
 use std::time::Duration;
 
+use rustix::io::Errno;
+use rustix::thread::futex::{self, ClockId, Timespec};
+
 /// How a wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitOutcome {
@@ -21,64 +24,35 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
-fn timespec(d: Duration) -> libc::timespec {
-    libc::timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    }
+fn timespec(d: Duration) -> Timespec {
+    Timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: i64::from(d.subsec_nanos()) }
 }
 
 /// Sleeps while `*word == expected`, at most `timeout` (relative) if given.
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> WaitOutcome {
     let ts = timeout.map(timespec);
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `word` is a valid aligned u32 for the duration of the call; the kernel only
-    // reads it. `ts_ptr` is null or points to a live timespec.
-    let r = unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, ts_ptr, std::ptr::null::<u32>(), 0u32)
-    };
-    if r == 0 {
-        return WaitOutcome::Woken;
-    }
-    match io::Error::last_os_error().raw_os_error() {
-        Some(libc::ETIMEDOUT) => WaitOutcome::TimedOut,
+    // Shared (no `Flags::PRIVATE`): the word lives in a mapping shared across processes.
+    match futex::wait(word, futex::Flags::empty(), expected, ts.as_ref()) {
+        Ok(()) => WaitOutcome::Woken,
+        Err(Errno::TIMEDOUT) => WaitOutcome::TimedOut,
         // EAGAIN: value already changed. EINTR: signal. Either way: re-check.
-        _ => WaitOutcome::Woken,
+        Err(_) => WaitOutcome::Woken,
     }
 }
 
 /// Wakes up to `n` waiters sleeping on `word`. Returns how many were woken.
 pub fn futex_wake(word: &AtomicU32, n: u32) -> usize {
-    // SAFETY: `word` is a valid aligned u32; FUTEX_WAKE does not access memory.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            n.min(i32::MAX as u32),
-            std::ptr::null::<libc::timespec>(),
-            std::ptr::null::<u32>(),
-            0u32,
-        )
-    };
-    r.max(0) as usize
+    // Shared (no `Flags::PRIVATE`), as in `futex_wait`.
+    futex::wake(word, futex::Flags::empty(), n.min(i32::MAX as u32)).unwrap_or(0)
 }
 
 /// One entry of a `futex_waitv` call: the kernel's `struct futex_waitv`.
-#[repr(C)]
+#[repr(transparent)]
 #[derive(Debug, Clone, Copy)]
-pub struct WaitvEntry {
-    val: u64,
-    uaddr: u64,
-    flags: u32,
-    reserved: u32,
-}
+pub struct WaitvEntry(futex::Wait);
 
-/// `FUTEX2_SIZE_U32`: the waited word is 32 bits. (No `FUTEX2_PRIVATE`: words are shared.)
-const FUTEX2_SIZE_U32: u32 = 0x02;
 /// Most words one `futex_waitv` call accepts (`FUTEX_WAITV_MAX`).
 pub const WAITV_MAX: usize = 128;
-const SYS_FUTEX_WAITV: libc::c_long = 449;
 
 impl WaitvEntry {
     /// An entry that sleeps while `*word == expected`.
@@ -86,7 +60,12 @@ impl WaitvEntry {
     /// The entry holds the word's address: it must only be passed to [`futex_waitv`] while the
     /// word is still mapped.
     pub fn new(word: &AtomicU32, expected: u32) -> Self {
-        Self { val: expected as u64, uaddr: word.as_ptr() as u64, flags: FUTEX2_SIZE_U32, reserved: 0 }
+        let mut w = futex::Wait::new();
+        w.val = u64::from(expected);
+        w.uaddr = futex::WaitPtr::new(word.as_ptr().cast());
+        // A 32-bit word; no `WaitFlags::PRIVATE`: words are shared.
+        w.flags = futex::WaitFlags::SIZE_U32;
+        Self(w)
     }
 }
 
@@ -99,27 +78,15 @@ impl WaitvEntry {
 pub unsafe fn futex_waitv(entries: &[WaitvEntry], deadline_ns: Option<u64>) -> io::Result<WaitOutcome> {
     assert!(entries.len() <= WAITV_MAX, "futex_waitv takes at most {WAITV_MAX} words");
     let ts = deadline_ns.map(|ns| timespec(Duration::from_nanos(ns)));
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `entries` is a valid array of `struct futex_waitv` (repr(C), same layout);
-    // the caller guarantees every address is mapped; `ts_ptr` is null or a live timespec.
-    let r = unsafe {
-        libc::syscall(
-            SYS_FUTEX_WAITV,
-            entries.as_ptr(),
-            entries.len() as libc::c_uint,
-            0u32,
-            ts_ptr,
-            libc::CLOCK_MONOTONIC,
-        )
-    };
-    if r >= 0 {
-        return Ok(WaitOutcome::WokenAt(r as usize));
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::ETIMEDOUT) => Ok(WaitOutcome::TimedOut),
-        Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(WaitOutcome::Woken),
-        _ => Err(err),
+    // SAFETY: `WaitvEntry` is a `repr(transparent)` wrapper of `futex::Wait`, so the two
+    // slices have the same layout and length.
+    let waiters = unsafe { std::slice::from_raw_parts(entries.as_ptr().cast::<futex::Wait>(), entries.len()) };
+    // The caller guarantees every address is mapped for the call.
+    match futex::waitv(waiters, futex::WaitvFlags::empty(), ts.as_ref(), ClockId::Monotonic) {
+        Ok(i) => Ok(WaitOutcome::WokenAt(i)),
+        Err(Errno::TIMEDOUT) => Ok(WaitOutcome::TimedOut),
+        Err(Errno::AGAIN) | Err(Errno::INTR) => Ok(WaitOutcome::Woken),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -138,21 +105,56 @@ pub fn waitv_supported() -> bool {
             let yes = !forced_off && {
                 // A zero-length call is rejected with EINVAL where the syscall exists, ENOSYS
                 // where it does not.
-                // SAFETY: a null array with zero entries; the kernel reads nothing.
-                let r = unsafe {
-                    libc::syscall(
-                        SYS_FUTEX_WAITV,
-                        std::ptr::null::<WaitvEntry>(),
-                        0u32,
-                        0u32,
-                        std::ptr::null::<libc::timespec>(),
-                        0,
-                    )
-                };
-                !(r == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+                let r = futex::waitv(&[], futex::WaitvFlags::empty(), None, ClockId::Monotonic);
+                r != Err(Errno::NOSYS)
             };
             STATE.store(yes as i8, Ordering::Relaxed);
             yes
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_returns_at_once_on_a_changed_word_and_times_out_otherwise() {
+        let word = AtomicU32::new(1);
+        assert_eq!(futex_wait(&word, 0, Some(Duration::from_secs(5))), WaitOutcome::Woken);
+        assert_eq!(futex_wait(&word, 1, Some(Duration::from_millis(1))), WaitOutcome::TimedOut);
+        assert_eq!(futex_wake(&word, 1), 0, "nobody waits");
+    }
+
+    #[test]
+    fn wake_reaches_a_waiter() {
+        let word = std::sync::Arc::new(AtomicU32::new(0));
+        let w = word.clone();
+        let waiter = std::thread::spawn(move || {
+            while w.load(Ordering::Acquire) == 0 {
+                futex_wait(&w, 0, Some(Duration::from_secs(10)));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        word.store(1, Ordering::Release);
+        futex_wake(&word, u32::MAX);
+        waiter.join().unwrap();
+    }
+
+    #[test]
+    fn waitv_reports_changed_words_and_deadlines() {
+        if !waitv_supported() {
+            eprintln!("futex_waitv is not available here: nothing to check");
+            return;
+        }
+        let (a, b) = (AtomicU32::new(0), AtomicU32::new(7));
+        let entries = [WaitvEntry::new(&a, 0), WaitvEntry::new(&b, 7)];
+        // SAFETY: both words live for the whole call.
+        let past = unsafe { futex_waitv(&entries, Some(crate::sys::monotonic_ns())) }.unwrap();
+        assert_eq!(past, WaitOutcome::TimedOut);
+        let changed = [WaitvEntry::new(&a, 0), WaitvEntry::new(&b, 8)];
+        // SAFETY: as above.
+        let r = unsafe { futex_waitv(&changed, Some(crate::sys::monotonic_ns() + 5_000_000_000)) }.unwrap();
+        assert_eq!(r, WaitOutcome::Woken, "EAGAIN: a word already differs");
     }
 }

@@ -4,9 +4,12 @@
 //! fault in it because the file shrank under it is contained (the page reads as zeros and
 //! [`Mapping::was_truncated`] turns true) instead of killing the process.
 
+use std::ffi::c_int;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
+
+use rustix::mm::{Advice, MapFlags, MsyncFlags, ProtFlags};
 
 use super::sigbus;
 
@@ -44,25 +47,22 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps the first `len` bytes of `fd` shared and read-write.
     pub fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
-        Mapping::map_prot(fd, len, libc::PROT_READ | libc::PROT_WRITE)
+        Mapping::map_prot(fd, len, ProtFlags::READ | ProtFlags::WRITE)
     }
 
     /// Maps the first `len` bytes of `fd` shared and read-only (`PROT_READ`; `fd` may be
     /// opened `O_RDONLY`). A store into it faults: for tools that only look.
     pub fn map_read_only(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
-        Mapping::map_prot(fd, len, libc::PROT_READ)
+        Mapping::map_prot(fd, len, ProtFlags::READ)
     }
 
-    fn map_prot(fd: BorrowedFd<'_>, len: usize, prot: libc::c_int) -> io::Result<Mapping> {
+    fn map_prot(fd: BorrowedFd<'_>, len: usize, prot: ProtFlags) -> io::Result<Mapping> {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map zero bytes"));
         }
         // SAFETY: a fresh mapping at an address of the kernel's choice; no existing memory is
         // affected. The fd is valid for the call.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }?;
         let ptr = NonNull::new(p.cast()).expect("mmap returned null");
         // SAFETY: the mapping just made, owned by nobody else, with protection `prot`.
         Ok(unsafe { Mapping::from_raw_prot(ptr, len, prot) })
@@ -88,23 +88,20 @@ impl Mapping {
         let total = ring_len
             .checked_mul(2)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "ring too large to map twice"))?;
-        let off = libc::off_t::try_from(offset)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "ring offset out of range"))?;
+        // `off_t` is signed: an offset past `i64::MAX` is out of range.
+        if i64::try_from(offset).is_err() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring offset out of range"));
+        }
         // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no
         // existing memory is affected.
         let base = unsafe {
-            libc::mmap(
+            rustix::mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 total,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
             )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        }?;
         // From here on the reservation is ours: unmap all of it on any failure. It is
         // registered whole, with the protection of the two halves mapped over it.
         // SAFETY: `base..base+total` is the reservation just made, owned by nobody else.
@@ -112,7 +109,7 @@ impl Mapping {
             Mapping::from_raw_prot(
                 NonNull::new(base.cast()).expect("mmap returned null"),
                 total,
-                libc::PROT_READ | libc::PROT_WRITE,
+                ProtFlags::READ | ProtFlags::WRITE,
             )
         };
         for half in 0..2 {
@@ -121,18 +118,15 @@ impl Mapping {
             let at = unsafe { (base as *mut u8).add(half * ring_len) };
             // SAFETY: as above: the target range is inside the reservation we own.
             let p = unsafe {
-                libc::mmap(
+                rustix::mm::mmap(
                     at.cast(),
                     ring_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_FIXED,
-                    fd.as_raw_fd(),
-                    off,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::SHARED | MapFlags::FIXED,
+                    fd,
+                    offset,
                 )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error()); // `reservation` unmaps everything
-            }
+            }?; // on failure `reservation` unmaps everything
             if p != at.cast() {
                 return Err(io::Error::other("MAP_FIXED mapped the ring at another address"));
             }
@@ -149,7 +143,7 @@ impl Mapping {
     /// it is unmapped when the returned value drops.
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Mapping {
         // SAFETY: forwarded from the caller.
-        unsafe { Mapping::from_raw_prot(ptr, len, libc::PROT_READ | libc::PROT_WRITE) }
+        unsafe { Mapping::from_raw_prot(ptr, len, ProtFlags::READ | ProtFlags::WRITE) }
     }
 
     /// [`Mapping::from_raw`] for a mapping with protection `prot`, which the zero pages of
@@ -157,8 +151,9 @@ impl Mapping {
     ///
     /// # Safety
     /// As for [`Mapping::from_raw`].
-    unsafe fn from_raw_prot(ptr: NonNull<u8>, len: usize, prot: libc::c_int) -> Mapping {
-        let slot = sigbus::register(ptr.as_ptr(), len, prot);
+    unsafe fn from_raw_prot(ptr: NonNull<u8>, len: usize, prot: ProtFlags) -> Mapping {
+        // The registry keeps the raw `PROT_*` bits for the handler's own `mmap` (libc there).
+        let slot = sigbus::register(ptr.as_ptr(), len, prot.bits() as c_int);
         Mapping { ptr, len, slot }
     }
 
@@ -201,7 +196,7 @@ impl Mapping {
     /// Asks the kernel to back the whole mapping with pages now (`MADV_WILLNEED`), so the
     /// first writes of a hot path do not page-fault. Advisory: errors are ignored.
     pub fn prefault(&self) {
-        self.advise(libc::MADV_WILLNEED);
+        self.advise(Advice::WillNeed);
     }
 
     /// Asks for huge pages where the filesystem can give them (`MADV_HUGEPAGE`): on ext4 and
@@ -209,7 +204,7 @@ impl Mapping {
     /// entry each, instead of some of it, so writing fresh pages takes 512 times fewer
     /// faults. tmpfs follows its own `huge=` mount option. Advisory: errors are ignored.
     pub fn advise_huge(&self) {
-        self.advise(libc::MADV_HUGEPAGE);
+        self.advise(Advice::LinuxHugepage);
     }
 
     /// Pre-faults the pages covering `offset..offset+len` for writing
@@ -218,11 +213,12 @@ impl Mapping {
     /// mapping. Advisory: errors (older kernels) are ignored and the pages fault in on first
     /// touch instead.
     pub fn populate_write(&self, offset: usize, len: usize) {
-        const MADV_POPULATE_WRITE: libc::c_int = 23;
         let Some((start, end)) = self.page_range(offset, len) else { return };
         // SAFETY: the range lies inside our own mapping; populating does not change contents
         // (it faults pages in as if written with their current values).
-        unsafe { libc::madvise(self.ptr.as_ptr().add(start).cast(), end - start, MADV_POPULATE_WRITE) };
+        let _ = unsafe {
+            rustix::mm::madvise(self.ptr.as_ptr().add(start).cast(), end - start, Advice::LinuxPopulateWrite)
+        };
     }
 
     /// `msync(MS_SYNC)` of the pages covering `offset..offset+len` (widened down to a page
@@ -231,12 +227,7 @@ impl Mapping {
         let Some((start, end)) = self.page_range(offset, len) else { return Ok(()) };
         // SAFETY: `start..end` lies inside our own mapping and is page aligned at the start;
         // msync does not change memory contents.
-        let r = unsafe { libc::msync(self.ptr.as_ptr().add(start).cast(), end - start, libc::MS_SYNC) };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        Ok(unsafe { rustix::mm::msync(self.ptr.as_ptr().add(start).cast(), end - start, MsyncFlags::SYNC) }?)
     }
 
     /// `offset..offset+len` widened down to a page boundary and clipped to the mapping;
@@ -250,10 +241,10 @@ impl Mapping {
 
     /// `madvise` over the whole mapping with an advice that never changes its contents;
     /// errors are ignored (advice only).
-    fn advise(&self, advice: libc::c_int) {
+    fn advise(&self, advice: Advice) {
         // SAFETY: the range is exactly our mapping; the callers' advice values do not change
         // its contents.
-        unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, advice) };
+        let _ = unsafe { rustix::mm::madvise(self.ptr.as_ptr().cast(), self.len, advice) };
     }
 }
 
@@ -262,7 +253,7 @@ impl Drop for Mapping {
         // Unregister first: once unmapped, the range may be reused by anything.
         sigbus::unregister(self.slot);
         // SAFETY: we own this mapping (invariant of the type); nothing borrows it past drop.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 

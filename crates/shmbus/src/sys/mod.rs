@@ -2,7 +2,9 @@
 //!
 //! Nothing above this module calls `libc` directly. Each function is a thin, safe wrapper
 //! that turns `errno` into [`std::io::Error`] and documents the one kernel behaviour it
-//! relies on.
+//! relies on. The system calls go through `rustix`; `libc` remains only where rustix has no
+//! such call or the context forbids it (the SIGBUS handler in [`sigbus`], the password
+//! database lookups in [`fs`]).
 
 pub mod fs;
 pub mod futex;
@@ -22,25 +24,13 @@ pub use time::{coarse_monotonic_ns, monotonic_ns};
 /// a regular file (`metadata().is_file()`); [`fs::open_file_at`] does both, relative to a
 /// directory descriptor, and is what segments use.
 pub fn open_existing(path: &std::path::Path, write: bool) -> std::io::Result<std::fs::File> {
+    use rustix::fs::OFlags;
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(write)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
+    let flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    std::fs::OpenOptions::new().read(true).write(write).custom_flags(flags.bits() as i32).open(path)
 }
 
-/// The system page size, read once.
+/// The system page size, read once (from the auxiliary vector, cached by rustix).
 pub fn page_size() -> usize {
-    use std::sync::OnceLock;
-    static PAGE: OnceLock<usize> = OnceLock::new();
-    *PAGE.get_or_init(|| {
-        // SAFETY: sysconf has no preconditions.
-        let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if v <= 0 {
-            4096
-        } else {
-            v as usize
-        }
-    })
+    rustix::param::page_size()
 }

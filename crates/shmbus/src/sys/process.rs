@@ -6,6 +6,9 @@
 
 use std::io;
 
+use rustix::io::Errno;
+use rustix::thread::CpuSet;
+
 /// A process: pid plus start time, which together never repeat within one boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProcessId {
@@ -21,8 +24,7 @@ impl ProcessId {
     pub fn current() -> ProcessId {
         use std::sync::Mutex;
         static CACHE: Mutex<Option<ProcessId>> = Mutex::new(None);
-        // SAFETY: getpid has no preconditions.
-        let pid = unsafe { libc::getpid() } as u32;
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(id) = *cache {
             if id.pid == pid {
@@ -72,11 +74,13 @@ pub fn process_is_alive(id: ProcessId) -> bool {
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => false,
         // Unreadable /proc (hidepid, other namespace): fall back to kill(pid, 0).
-        Err(_) => {
-            // SAFETY: signal 0 performs only the existence and permission check.
-            let r = unsafe { libc::kill(id.pid as libc::pid_t, 0) };
-            r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-        }
+        // A pid beyond `i32::MAX` names no process (and must not reach kill as a negative
+        // number, which would name a process group).
+        Err(_) => match i32::try_from(id.pid).ok().and_then(rustix::process::Pid::from_raw) {
+            // Signal 0 performs only the existence and permission check.
+            Some(pid) => matches!(rustix::process::test_kill_process(pid), Ok(()) | Err(Errno::PERM)),
+            None => false,
+        },
     }
 }
 
@@ -84,12 +88,8 @@ pub fn process_is_alive(id: ProcessId) -> bool {
 /// entropy pool once at boot, then never blocks). An error if the call fails or returns
 /// fewer bytes than asked (possible above 256 bytes); the caller picks a fallback.
 pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
-    // SAFETY: `buf` is a valid writable buffer of `buf.len()` bytes.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if n as usize != buf.len() {
+    let n = rustix::rand::getrandom(&mut *buf, rustix::rand::GetRandomFlags::empty())?;
+    if n != buf.len() {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "getrandom returned fewer bytes than asked"));
     }
     Ok(())
@@ -99,19 +99,12 @@ pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
 /// beyond `CPU_SETSIZE` are ignored. An error (such as `EINVAL` for a set with no usable
 /// CPU) leaves the thread's mask unchanged.
 pub fn set_cpu_affinity(cpus: &[usize]) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; all-zero is a valid (empty) set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-        // SAFETY: `cpu` is below CPU_SETSIZE, the capacity of `set`.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
+    let mut set = CpuSet::new();
+    for &cpu in cpus.iter().filter(|&&c| c < CpuSet::MAX_CPU) {
+        set.set(cpu);
     }
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    // `None`: the calling thread.
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
 }
 
 #[cfg(test)]

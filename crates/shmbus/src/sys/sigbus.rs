@@ -58,6 +58,7 @@
 //!   through the first one may be lost. Both threads read zeros or their own stores, never
 //!   the file.
 
+// libc throughout: the handler runs in async-signal context and rustix has no `sigaction`.
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;

@@ -1,12 +1,14 @@
 //! Clocks.
 
+use rustix::time::{clock_gettime, ClockId};
+
 /// Nanoseconds of `CLOCK_MONOTONIC`: the clock every shmbus timestamp uses.
 ///
 /// It is shared by all processes on the host, so a timestamp taken by a publisher can be
 /// compared with one taken by a subscriber to measure latency.
 #[inline]
 pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
+    clock_ns(ClockId::Monotonic)
 }
 
 /// Nanoseconds of `CLOCK_MONOTONIC_COARSE`: the same clock at the resolution of the kernel's
@@ -15,22 +17,21 @@ pub fn monotonic_ns() -> u64 {
 /// would stretch every poll and so delay the message the loop is waiting for.
 #[inline]
 pub fn coarse_monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+    clock_ns(ClockId::MonotonicCoarse)
 }
 
 /// Nanoseconds of `CLOCK_REALTIME` since 1970: wall-clock time, meaningful across reboots
 /// and hosts (wrapping for a clock set before 1970).
 pub fn realtime_ns() -> u64 {
-    clock_ns(libc::CLOCK_REALTIME)
+    clock_ns(ClockId::Realtime)
 }
 
 /// Nanoseconds of `clock` (wrapping: a realtime clock set before 1970 must not panic us).
 #[inline(always)]
-pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; the clocks used here (MONOTONIC, its COARSE
-    // form since 2.6.32, REALTIME) exist on every Linux shmbus supports.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
+pub(crate) fn clock_ns(clock: ClockId) -> u64 {
+    // The clocks used here (MONOTONIC, its COARSE form since 2.6.32, REALTIME) exist on every
+    // Linux shmbus supports; rustix reads them from the vDSO.
+    let ts = clock_gettime(clock);
     (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
 }
 
@@ -131,12 +132,12 @@ impl TscRealtime {
     #[inline(never)]
     fn reanchor(&mut self) -> u64 {
         if !self.tsc {
-            return clock_ns(libc::CLOCK_REALTIME);
+            return clock_ns(ClockId::Realtime);
         }
         if self.mult == 0 && self.base_ns != 0 {
             // Measuring the rate: plain readings (no dearer than before) until the baseline
             // is long enough for the careful one below.
-            let ns = clock_ns(libc::CLOCK_REALTIME);
+            let ns = clock_ns(ClockId::Realtime);
             if ns >= self.base_ns && ns - self.base_ns < MIN_BASELINE_NS {
                 return self.settle(ns);
             }
@@ -144,7 +145,7 @@ impl TscRealtime {
         let mut tries = 0;
         let (ns, c) = loop {
             let c1 = rdtsc();
-            let ns = clock_ns(libc::CLOCK_REALTIME);
+            let ns = clock_ns(ClockId::Realtime);
             let gap = rdtsc().wrapping_sub(c1);
             if gap <= MAX_READ_TICKS {
                 break (ns, c1.wrapping_add(gap / 2));
@@ -240,7 +241,7 @@ mod tests {
     const SLACK_NS: u64 = 100_000;
 
     fn realtime() -> u64 {
-        clock_ns(libc::CLOCK_REALTIME)
+        clock_ns(ClockId::Realtime)
     }
 
     /// Reads `clock` between two kernel readings for at least `for_ns` of clock time (past the
