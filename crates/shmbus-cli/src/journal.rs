@@ -16,8 +16,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use shmbus::journal::{
-    open_error_message, Appender, Journal, JournalInfo, JournalOptions, ReadError, ReaderError, Retention, RollCycle,
-    Tailer,
+    open_error_message, Appender, Journal, JournalInfo, JournalOptions, JournalRecvError, Retention, RollCycle, Tailer,
 };
 use shmbus::OpenError;
 
@@ -223,14 +222,14 @@ fn append(a: &AppendArgs) -> Result<()> {
 fn positioned(
     j: &Journal,
     from: &FromArgs,
-    default: impl FnOnce(&Journal) -> std::result::Result<Tailer, ReadError>,
+    default: impl FnOnce(&Journal) -> std::result::Result<Tailer, OpenError>,
 ) -> Result<Tailer> {
     let t = match (from.from, from.from_ts) {
         (Some(i), _) => j.tailer_at(i),
         (None, Some(ts)) => j.tailer_at_time(ts),
         (None, None) => default(j),
     };
-    t.map_err(|e| CliError::msg(format!("{}: {e}", j.dir().display())))
+    t.map_err(|e| CliError::msg(format!("{}: {}", j.dir().display(), open_error_message(&e))))
 }
 
 /// One entry as a JSON line with exactly `index`, `ts_ns`, `len`, `data` (lossy UTF-8).
@@ -253,23 +252,23 @@ fn print_entry(out: &mut impl Write, json: bool, index: u64, ts_ns: u64, data: &
 /// A read error that the tailer survives (it has moved past the problem): said on stderr,
 /// one line each. Damaged ranges are counted in `damaged`: `dump` and `tail` exit non-zero
 /// at the end when there were any (after printing every healthy entry).
-fn survivable(e: &ReadError, damaged: &mut u64) -> bool {
+fn survivable(e: &JournalRecvError, damaged: &mut u64) -> bool {
     match e {
-        ReadError::Gap { from, to } => {
+        JournalRecvError::Gap { from, to } => {
             eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
             true
         }
-        ReadError::Damaged { .. } => {
+        JournalRecvError::Damaged { .. } => {
             *damaged += 1;
             eprintln!("damaged: {e}");
             true
         }
-        ReadError::Corrupt { .. } => {
+        JournalRecvError::Corrupt(_) => {
             *damaged += 1;
             eprintln!("skipped: {e}");
             true
         }
-        ReadError::Encrypted { .. } | ReadError::PositionReset { .. } => {
+        JournalRecvError::Encrypted { .. } | JournalRecvError::PositionReset { .. } => {
             eprintln!("skipped: {e}");
             true
         }
@@ -306,8 +305,16 @@ fn dump(a: &DumpArgs) -> Result<()> {
     Ok(())
 }
 
-fn reader_error(dir: &Path, name: &str, e: ReaderError) -> CliError {
-    CliError::msg(format!("{}: reader {name:?}: {e}", dir.display()))
+fn reader_error(dir: &Path, name: &str, e: OpenError) -> CliError {
+    CliError::msg(format!("{}: reader {name:?}: {}", dir.display(), reader_message(&e)))
+}
+
+/// What went wrong with a named reader, in the words of the journal.
+fn reader_message(e: &OpenError) -> String {
+    match e {
+        OpenError::InvalidName(n) => format!("reader name: {n}"),
+        e => open_error_message(e),
+    }
 }
 
 fn tail(a: &TailArgs) -> Result<()> {

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
-use shmbus::journal::{JournalOptions, ReadError};
+use shmbus::journal::{JournalOptions, JournalRecvError};
 use shmbus::sys::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
@@ -292,17 +292,17 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         let e = match t.try_next() {
             Ok(Some(e)) => e,
             Ok(None) => break,
-            Err(ReadError::Gap { from, to }) => {
+            Err(JournalRecvError::Gap { from, to }) => {
                 eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
                 continue;
             }
-            Err(e @ (ReadError::Corrupt { .. } | ReadError::Damaged { .. })) => {
+            Err(e @ (JournalRecvError::Corrupt(_) | JournalRecvError::Damaged { .. })) => {
                 // Reported and skipped; the exit status says so at the end.
                 damaged += 1;
                 eprintln!("damaged: {e}");
                 continue;
             }
-            Err(e @ (ReadError::Encrypted { .. } | ReadError::PositionReset { .. })) => {
+            Err(e @ (JournalRecvError::Encrypted { .. } | JournalRecvError::PositionReset { .. })) => {
                 eprintln!("skipped: {e}");
                 continue;
             }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{fresh_dir, Rng};
 use shmbus::journal::format::{self, data_file_name, index_file_name};
-use shmbus::journal::{Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle};
+use shmbus::journal::{Durability, Journal, JournalOptions, JournalRecvError, Retention, RollCycle};
 use shmbus::{OpenError, WaitSet};
 
 fn small() -> JournalOptions {
@@ -206,7 +206,7 @@ fn retention_while_tailing() {
                 seen = e.index + 1;
             }
             Ok(None) => break,
-            Err(ReadError::Gap { from, to }) => gap = Some((from, to)),
+            Err(JournalRecvError::Gap { from, to }) => gap = Some((from, to)),
             Err(e) => panic!("{e}"),
         }
     }
@@ -254,7 +254,7 @@ fn named_reader_resumes_and_validates_names() {
     }
     {
         let mut r = j.reader("billing").unwrap();
-        assert!(matches!(j.reader("billing"), Err(ReaderError::Busy { .. })));
+        assert!(matches!(j.reader("billing"), Err(OpenError::Busy { .. })));
         for i in 0..4u64 {
             assert_eq!(r.try_next().unwrap().unwrap().index, i);
         }
@@ -273,7 +273,7 @@ fn named_reader_resumes_and_validates_names() {
     assert_eq!(readers[0].name, "billing");
     assert_eq!(readers[0].holder_pid, Some(std::process::id()));
     for bad in ["../x", "a/b", "", ".hidden", "x y"] {
-        assert!(matches!(j.reader(bad), Err(ReaderError::InvalidName(_))), "{bad}");
+        assert!(matches!(j.reader(bad), Err(OpenError::InvalidName(_))), "{bad}");
     }
 }
 
@@ -346,7 +346,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
         match t.try_next() {
             Ok(Some(e)) => got.push(e.index),
             Ok(None) => break,
-            Err(ReadError::Corrupt { index, .. }) => assert_eq!(index, 40),
+            Err(JournalRecvError::Corrupt(c)) => assert_eq!(c.value("index"), Some(40)),
             Err(e) => panic!("{e}"),
         }
     }
@@ -417,7 +417,7 @@ fn bad_input_is_a_typed_error() {
     let j = Journal::open(&dir, &small()).unwrap();
     assert!(matches!(
         j.appender().unwrap().append(&vec![0u8; 65 << 10]),
-        Err(shmbus::journal::AppendError::TooLarge { .. })
+        Err(shmbus::journal::JournalSendError::TooLarge { .. })
     ));
     // No permission (skipped as root, who bypasses file modes).
     // SAFETY: geteuid has no preconditions.
@@ -514,7 +514,7 @@ fn write_fuzz_corpus() {
 
 /// A live appender that stalls between reserve and commit longer than the abandon timeout
 /// does not block tailers: its entry is abandoned, later entries are read, and its late
-/// commit fails with `CommitError::Abandoned`.
+/// commit fails with `JournalSendError::Abandoned`.
 #[test]
 fn stalled_appender_is_abandoned_after_the_timeout() {
     let (dir, _c) = fresh_dir("jt-stall");
@@ -527,7 +527,7 @@ fn stalled_appender_is_abandoned_after_the_timeout() {
     let mut t = j.tailer().unwrap();
     let e = t.next_timeout(Some(Duration::from_secs(20))).unwrap().expect("tailer got past the stalled entry");
     assert_eq!((e.index, e.data), (1, &b"on time"[..]));
-    assert_eq!(r.commit(), Err(shmbus::journal::CommitError::Abandoned { index: 0 }));
+    assert!(matches!(r.commit(), Err(shmbus::journal::JournalSendError::Abandoned { index: 0 })));
     // The appender keeps working.
     assert_eq!(stalled.append(b"next").unwrap(), 2);
     assert_eq!(t.try_next().unwrap().unwrap().data, b"next");
@@ -677,7 +677,7 @@ fn tiered_storage_moves_old_cycles_transparently() {
         a.append(&payload(i, 200)).unwrap();
     }
     assert!(!j.tier("cold", 1).unwrap().moved_cycles.is_empty());
-    assert!(matches!(j.tier("elsewhere", 1), Err(shmbus::journal::TierError::OtherArchive { .. })));
+    assert!(matches!(j.tier("elsewhere", 1), Err(shmbus::journal::JournalTierError::OtherArchive { .. })));
     // Retention deletes from the archive too.
     j.gc_with(Retention { max_cycles: Some(2), max_age: None }).unwrap();
     let info = j.info().unwrap();
@@ -762,10 +762,10 @@ fn encryption_round_trip_with_a_pluggable_cipher() {
     assert_eq!(t.try_next().unwrap().unwrap().data, b"plain");
     // No cipher: reported and skipped. Wrong key: authentication fails.
     let mut t = j.tailer().unwrap();
-    assert!(matches!(t.try_next(), Err(ReadError::Encrypted { index: 0 })));
+    assert!(matches!(t.try_next(), Err(JournalRecvError::Encrypted { index: 0 })));
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0xbad))));
-    assert!(matches!(t.try_next(), Err(ReadError::Corrupt { index: 0, .. })));
+    assert!(matches!(t.try_next(), Err(JournalRecvError::Corrupt(c)) if c.value("index") == Some(0)));
 }
 
 /// Many threads creating the same journal at once: one creates it, all open it.

@@ -1,7 +1,7 @@
 //! Journal damage that must not hide healthy data: zeroed pages, junk headers, unreadable
 //! cycle files and missing index files, in sealed and in current cycles. Every healthy
 //! entry before and after the damage is delivered, in order; the damage is reported
-//! (`ReadError::Damaged`: which cycle, which indices, which bytes) once, and skipped.
+//! (`JournalRecvError::Damaged`: which cycle, which indices, which bytes) once, and skipped.
 //! Also: a journal whose first data file cannot be created leaves nothing half made.
 
 #![cfg(not(loom))]
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_role, fresh_dir, spawn_child, wait_with_deadline};
 use shmbus::journal::format::{data_file_name, index_file_name, CYCLE_HEADER_PAGE, META_FILE};
-use shmbus::journal::{Journal, JournalOptions, ReadError, RollCycle, Tailer};
+use shmbus::journal::{Journal, JournalOptions, JournalRecvError, RollCycle, Tailer};
 
 /// 64 KiB cycles, 100-byte payloads (136 bytes an entry): about 480 entries a cycle.
 fn opts() -> JournalOptions {
@@ -75,8 +75,8 @@ fn read_all(t: &mut Tailer) -> Read {
                 r.indices.push(e.index);
             }
             Ok(None) => return r,
-            Err(ReadError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
-            Err(ReadError::Corrupt { index, .. }) => r.corrupt.push(index),
+            Err(JournalRecvError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
+            Err(JournalRecvError::Corrupt(c)) => r.corrupt.push(c.value("index").unwrap()),
             Err(e) => panic!("unexpected error: {e}"),
         }
     }
@@ -98,8 +98,8 @@ fn read_all_waiting(t: &mut Tailer, total: u64) -> Read {
                 }
             }
             Ok(None) => return r,
-            Err(ReadError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
-            Err(ReadError::Corrupt { index, .. }) => r.corrupt.push(index),
+            Err(JournalRecvError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
+            Err(JournalRecvError::Corrupt(c)) => r.corrupt.push(c.value("index").unwrap()),
             Err(e) => panic!("unexpected error: {e}"),
         }
     }
@@ -347,7 +347,7 @@ fn a_garbage_named_reader_position_is_reported_once_and_reset_to_the_oldest_entr
         meta.write_all_at(&garbage.to_le_bytes(), (META_READERS_OFFSET + k * READER_ENTRY_SIZE + 8) as u64).unwrap();
         let mut r = j.reader("billing").unwrap();
         match r.try_next() {
-            Err(ReadError::PositionReset { saved, to }) => assert_eq!((saved, to), (garbage, 0)),
+            Err(JournalRecvError::PositionReset { saved, to }) => assert_eq!((saved, to), (garbage, 0)),
             other => panic!("expected PositionReset, got {:?}", other.map(|e| e.map(|e| e.index))),
         }
         // Reported once; then every entry from the oldest, in order.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_role, fresh_dir, spawn_child, wait_with_deadline, Rng};
 use shmbus::journal::format::{pos_word, META_FILE};
-use shmbus::journal::{Journal, JournalOptions, ReadError, Retention, RollCycle};
+use shmbus::journal::{Journal, JournalOptions, JournalRecvError, Retention, RollCycle};
 
 const HOSTILE_SECS: u64 = 6;
 /// A call with a timeout may overrun it by at most this much.
@@ -108,10 +108,10 @@ fn victim(dir: &Path) {
                 Err(e) => {
                     errors += 1;
                     let kind = match e {
-                        ReadError::Gap { .. } => "gap",
-                        ReadError::Damaged { .. } => "damaged",
-                        ReadError::Corrupt { .. } => "corrupt",
-                        ReadError::PositionReset { .. } => "reset",
+                        JournalRecvError::Gap { .. } => "gap",
+                        JournalRecvError::Damaged { .. } => "damaged",
+                        JournalRecvError::Corrupt(_) => "corrupt",
+                        JournalRecvError::PositionReset { .. } => "reset",
                         _ => "other",
                     };
                     if kinds.get(kind).is_none_or(|&k| k < 3) {

@@ -18,7 +18,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{child_role, example_command, fresh_dir, sigkill, spawn_child, Rng};
-use shmbus::journal::{Journal, JournalOptions, ReadError, RollCycle};
+use shmbus::journal::{Journal, JournalOptions, JournalRecvError, RollCycle};
 
 fn opts() -> JournalOptions {
     JournalOptions {
@@ -253,7 +253,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
                 assert!(seen.insert(e.index, (a, s)).is_none());
             }
             Ok(None) => {}
-            Err(ReadError::Corrupt { index, what }) => panic!("corrupt entry {index}: {what}"),
+            Err(JournalRecvError::Corrupt(c)) => panic!("corrupt entry: {c}"),
             Err(e) => panic!("{e}"),
         }
     }

@@ -554,7 +554,7 @@ mod journal {
         let named = std::env::var_os("T_NAMED").is_some();
         let mut r = named.then(|| j.reader("r").unwrap());
         receive_loop(stop, || {
-            use shmbus::journal::ReadError;
+            use shmbus::journal::JournalRecvError;
             let t = r.as_mut().unwrap_or(&mut t);
             if waitset {
                 if !ready(&*t) {
@@ -563,14 +563,14 @@ mod journal {
                 return match t.try_next() {
                     Ok(Some(_)) => Got::Msg,
                     Ok(None) => Got::Timeout,
-                    Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
+                    Err(e @ JournalRecvError::Truncated { .. }) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
             match t.next_timeout(Some(RECV_TIMEOUT)) {
                 Ok(Some(_)) => Got::Msg,
                 Ok(None) => Got::Timeout,
-                Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
+                Err(e @ JournalRecvError::Truncated { .. }) => Got::Truncated(e.to_string()),
                 Err(e) => Got::Error(e.to_string()),
             }
         })
@@ -649,7 +649,7 @@ mod journal {
         for k in 0..3 {
             match a.append(format!("after {k}").as_bytes()) {
                 Ok(i) => say(&format!("append {k}: ok {i}")),
-                Err(e @ shmbus::journal::AppendError::Truncated { .. }) => {
+                Err(e @ shmbus::journal::JournalSendError::Truncated { .. }) => {
                     say(&format!("append {k}: {TRUNCATED_MARKER}{e}"))
                 }
                 Err(e) => say(&format!("append {k}: error {e}")),

@@ -12,7 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shmbus::journal::{Appender, Durability, Journal, JournalOptions, ReadError, RollCycle, Tailer};
+use shmbus::journal::{Appender, Durability, Journal, JournalOptions, JournalRecvError, RollCycle, Tailer};
 
 use super::shmbus_kinds::{check_size, policy, wait_for};
 use super::{Endpoint, Handoff, Mode, Params, Transport};
@@ -122,7 +122,7 @@ struct JournalEnd {
 }
 
 /// A tailer error as an I/O error.
-pub fn read_error(e: ReadError) -> io::Error {
+pub fn read_error(e: JournalRecvError) -> io::Error {
     io::Error::other(e.to_string())
 }
 

@@ -18,8 +18,10 @@ use super::protocol;
 
 use super::channel::{realtime_ns, EntryCipher, Inner, BUSY, ROLE_APPENDER};
 use super::cycles::{abandon_at, seal};
-use super::error::{AppendError, CommitError};
+use super::error::JournalSendError;
 use super::retention::Retention;
+use crate::error::{Corrupt, OpenError};
+use crate::segment::Kind;
 
 /// Writes entries. `Send`; one per thread.
 #[derive(Debug)]
@@ -148,17 +150,18 @@ impl Drop for Syncer {
 }
 
 impl Appender {
-    pub(super) fn new(inner: Arc<Inner>) -> Result<Appender, AppendError> {
+    pub(super) fn new(inner: Arc<Inner>) -> Result<Appender, OpenError> {
         inner.reclaim();
         let table = inner.meta.participants();
-        let slot =
-            table.register(ProcessId::current(), ROLE_APPENDER, 0..table.len()).ok_or(AppendError::TooManyAppenders)?;
+        let slot = table.register(ProcessId::current(), ROLE_APPENDER, 0..table.len()).ok_or_else(|| {
+            OpenError::TooManyParticipants { path: inner.dir.join(super::format::META_FILE), max: table.len() }
+        })?;
         let c = inner.current_cycle();
         let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
             Ok(cy) => cy,
             Err(e) => {
                 table.release(slot);
-                return Err(e.into());
+                return Err(e);
             }
         };
         let syncer = match inner.hdr().durability {
@@ -180,7 +183,14 @@ impl Appender {
                             let _ = i2.meta.map.msync_range(0, META_SIZE);
                         }
                     })
-                    .map_err(AppendError::Io)?;
+                    .map_err(|e| OpenError::io(&inner.dir, e));
+                let thread = match thread {
+                    Ok(t) => t,
+                    Err(e) => {
+                        table.release(slot);
+                        return Err(e);
+                    }
+                };
                 Some(Syncer { stop, thread: Some(thread) })
             }
             _ => None,
@@ -215,18 +225,17 @@ impl Appender {
     }
 
     /// Copies `data` in as one entry and commits it. Returns its global index.
-    pub fn append(&mut self, data: &[u8]) -> Result<u64, AppendError> {
+    pub fn append(&mut self, data: &[u8]) -> Result<u64, JournalSendError> {
         if !self.compress && self.cipher.is_none() {
+            let mut abandoned = 0;
             for _ in 0..8 {
                 match self.copy_append(data)? {
                     Ok(i) => return Ok(i),
-                    Err(CommitError::Abandoned { .. }) => continue,
-                    Err(CommitError::Truncated { path, cycle, .. }) => {
-                        return Err(AppendError::Truncated { path, cycle })
-                    }
+                    Err(JournalSendError::Abandoned { index }) => abandoned = index,
+                    Err(e) => return Err(e),
                 }
             }
-            return Err(AppendError::Abandoned);
+            return Err(JournalSendError::Abandoned { index: abandoned });
         }
         let mut buf = std::mem::take(&mut self.scratch);
         let r = self.transform_append(data, &mut buf);
@@ -241,7 +250,7 @@ impl Appender {
     }
 
     /// The slow path of `append`: compress and/or seal.
-    fn transform_append(&mut self, data: &[u8], buf: &mut Vec<u8>) -> Result<u64, AppendError> {
+    fn transform_append(&mut self, data: &[u8], buf: &mut Vec<u8>) -> Result<u64, JournalSendError> {
         let mut flags = 0;
         let mut body = data;
         if self.compress && data.len() >= 64 {
@@ -255,8 +264,9 @@ impl Appender {
         }
         let max = self.inner.hdr().max_entry;
         if data.len() as u64 > max {
-            return Err(AppendError::TooLarge { len: data.len(), max });
+            return Err(JournalSendError::TooLarge { len: data.len(), max });
         }
+        let mut abandoned = 0;
         for _ in 0..8 {
             let r = match self.cipher.clone() {
                 None => {
@@ -274,14 +284,14 @@ impl Appender {
             };
             match r {
                 Ok(i) => return Ok(i),
-                Err(CommitError::Abandoned { .. }) => continue,
-                Err(CommitError::Truncated { path, cycle, .. }) => return Err(AppendError::Truncated { path, cycle }),
+                Err(JournalSendError::Abandoned { index }) => abandoned = index,
+                Err(e) => return Err(e),
             }
         }
-        Err(AppendError::Abandoned)
+        Err(JournalSendError::Abandoned { index: abandoned })
     }
 
-    fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, CommitError>, AppendError> {
+    fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, JournalSendError>, JournalSendError> {
         let mut res = self.reserve_inner(data.len())?;
         crate::copy::copy_to_fresh(res.as_mut_slice(), data);
         Ok(res.commit_inner(0, data.len() as u32, Some(data)))
@@ -289,19 +299,19 @@ impl Appender {
 
     /// Claims room for an entry of exactly `len` bytes, to be written in place and
     /// committed (zero-copy). Reserved entries are never compressed.
-    pub fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
+    pub fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, JournalSendError> {
         self.reserve_inner(len)
     }
 
-    fn reserve_inner(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
+    fn reserve_inner(&mut self, len: usize) -> Result<Reservation<'_>, JournalSendError> {
         let max = self.inner.hdr().max_entry;
         if len as u64 > max {
-            return Err(AppendError::TooLarge { len, max });
+            return Err(JournalSendError::TooLarge { len, max });
         }
         // A file cut under us: never write through it again (one load of a global that is 0
         // unless a fault was ever contained in this process).
         if let Some((path, cycle)) = self.truncated_file() {
-            return Err(AppendError::Truncated { path, cycle });
+            return Err(JournalSendError::Truncated { path, cycle, index: None });
         }
         let units = entry_units(len);
         // Honest appenders move a cycle on once per roll and lose a claim CAS only to
@@ -311,10 +321,11 @@ impl Appender {
         loop {
             tries += 1;
             if tries > 1_000_000 || rolls > 64 {
-                return Err(AppendError::Damaged {
-                    what: "the current cycle's position word keeps changing or sealing without entries being \
-                           claimed (damaged, or written by something that is not an appender)",
-                });
+                return Err(JournalSendError::Damaged(Corrupt::new(
+                    Kind::Journal,
+                    "the current cycle's position word keeps changing or sealing without entries being \
+                     claimed (damaged, or written by something that is not an appender)",
+                )));
             }
             let ts = self.clock.now_ns();
             if ts >= self.cy.hdr.bucket_end {
@@ -439,7 +450,7 @@ impl Appender {
         last
     }
 
-    fn advance(&mut self) -> Result<(), AppendError> {
+    fn advance(&mut self) -> Result<(), JournalSendError> {
         let current = self.inner.current_cycle();
         let next = if current > self.cy.num { current } else { self.cy.num + 1 };
         let created = next > current;
@@ -463,7 +474,7 @@ impl Appender {
     /// corrupt or hostile one must not make us write past the end of the file (SIGBUS), so
     /// what we write into is always checked against the file's real size (an `fstat` only
     /// when the file grew past what we saw last).
-    fn grow_data(&mut self, end: u64) -> Result<(), AppendError> {
+    fn grow_data(&mut self, end: u64) -> Result<(), JournalSendError> {
         let shared = self.cy.alloc().load(Ordering::Acquire);
         if end > shared || !self.cy.backed(end) {
             let h = *self.inner.hdr();
@@ -476,14 +487,15 @@ impl Appender {
             let want = want.saturating_mul(step).min(h.cycle_bytes);
             // No pre-faulting here, on the hot path: the pretoucher does it (if it is on),
             // else the pages fault in one by one as they are written.
-            grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(AppendError::Io)?;
+            grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(JournalSendError::Io)?;
             if !self.cy.backed(end) {
                 // `alloc` claimed room the file does not have, so growth skipped it: extend
                 // the file from its real size.
                 let from = CYCLE_HEADER_PAGE as u64 + self.cy.backed_bytes();
-                files::grow_from(&self.cy.data_file, from, CYCLE_HEADER_PAGE as u64 + want).map_err(AppendError::Io)?;
+                files::grow_from(&self.cy.data_file, from, CYCLE_HEADER_PAGE as u64 + want)
+                    .map_err(JournalSendError::Io)?;
                 if !self.cy.backed(end) {
-                    return Err(AppendError::Io(io::Error::other(
+                    return Err(JournalSendError::Io(io::Error::other(
                         "the cycle's data file cannot be grown to hold the entry",
                     )));
                 }
@@ -557,7 +569,7 @@ impl Appender {
         self.pretouch_at = 0;
     }
 
-    fn grow_index(&mut self, end: u64) -> Result<(), AppendError> {
+    fn grow_index(&mut self, end: u64) -> Result<(), JournalSendError> {
         self.ialloc = self.cy.ialloc().load(Ordering::Acquire);
         if end <= self.ialloc {
             return Ok(());
@@ -565,7 +577,7 @@ impl Appender {
         let h = self.inner.hdr();
         let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
         // `ialloc <=` the index file's size always holds, so only `ialloc..want` is new.
-        files::grow_from(&self.cy.index_file, self.ialloc, want).map_err(AppendError::Io)?;
+        files::grow_from(&self.cy.index_file, self.ialloc, want).map_err(JournalSendError::Io)?;
         // Pairs with the Acquire load in `CycleFiles::index_slot`.
         self.cy.ialloc().fetch_max(want, Ordering::AcqRel);
         self.ialloc = want;
@@ -610,14 +622,14 @@ impl Reservation<'_> {
     }
 
     /// Publishes the entry. Returns its global index.
-    pub fn commit(self) -> Result<u64, CommitError> {
+    pub fn commit(self) -> Result<u64, JournalSendError> {
         let len = self.len as u32;
         self.commit_inner(0, len, None)
     }
 
     /// `src`: the payload bytes just written (the caller's copy), to checksum instead of
     /// reading the mapped entry back; `None` for payloads written in place.
-    fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, CommitError> {
+    fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, JournalSendError> {
         self.done = true;
         let cy = &self.app.cy;
         let p = cy.data_ptr(self.off);
@@ -656,10 +668,10 @@ impl Reservation<'_> {
         // private zero page (the SIGBUS containment), so the entry is not in the file and
         // success must not be reported. One load of a global while no fault was contained.
         if let Some((path, cycle)) = self.app.truncated_file() {
-            return Err(CommitError::Truncated { index, path, cycle });
+            return Err(JournalSendError::Truncated { path, cycle, index: Some(index) });
         }
         if !committed {
-            return Err(CommitError::Abandoned { index });
+            return Err(JournalSendError::Abandoned { index });
         }
         if self.app.inner.hdr().durability == 1 {
             let _ = cy.data.msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);

@@ -13,7 +13,7 @@ use crate::sys::fs::FlockOp;
 use crate::sys::{process_is_alive, ProcessId};
 
 use super::appender::Appender;
-use super::error::{open_error_message, AppendError, ReadError, ReaderError, TierError};
+use super::error::{open_error_message, JournalRecvError, JournalTierError};
 use super::files::{self, MetaFile};
 use super::format::{
     data_file_name, index_file_name, pos_parts, MetaHeader, JOURNAL_FORMAT_VERSION, MAX_READERS, META_FILE, META_SIZE,
@@ -317,28 +317,28 @@ impl Journal {
     }
 
     /// A new appender (any number per process and across processes).
-    pub fn appender(&self) -> Result<Appender, AppendError> {
+    pub fn appender(&self) -> Result<Appender, OpenError> {
         Appender::new(self.inner.clone())
     }
 
     /// A tailer from the oldest retained entry.
-    pub fn tailer(&self) -> Result<Tailer, ReadError> {
+    pub fn tailer(&self) -> Result<Tailer, OpenError> {
         let (first, bad) = self.inner.first_start()?;
         let mut t = Tailer::at(self.inner.clone(), first, None)?;
         if let Some((cycle, what)) = bad {
-            t.report_first(ReadError::Damaged { cycle, from: first, to: first, bytes: None, what });
+            t.report_first(JournalRecvError::Damaged { cycle, from: first, to: first, bytes: None, what });
         }
         Ok(t)
     }
 
     /// A tailer whose first entry is global index `index` (or the oldest retained entry, if
     /// `index` was deleted by retention; or the end, if `index` is in the future).
-    pub fn tailer_at(&self, index: u64) -> Result<Tailer, ReadError> {
+    pub fn tailer_at(&self, index: u64) -> Result<Tailer, OpenError> {
         Tailer::at(self.inner.clone(), index, None)
     }
 
     /// A tailer that sees only entries appended from now on.
-    pub fn tailer_at_end(&self) -> Result<Tailer, ReadError> {
+    pub fn tailer_at_end(&self) -> Result<Tailer, OpenError> {
         let end = self.inner.next_index()?;
         Tailer::at(self.inner.clone(), end, None)
     }
@@ -346,14 +346,14 @@ impl Journal {
     /// A tailer from the first entry whose timestamp is `>= ts_ns` (CLOCK_REALTIME ns), found
     /// by binary search. Timestamps of concurrent appenders can be out of order by their
     /// scheduling jitter; the search then lands on one of the candidates.
-    pub fn tailer_at_time(&self, ts_ns: u64) -> Result<Tailer, ReadError> {
+    pub fn tailer_at_time(&self, ts_ns: u64) -> Result<Tailer, OpenError> {
         let index = self.inner.search_time(ts_ns)?;
         Tailer::at(self.inner.clone(), index, None)
     }
 
     /// The named durable reader `name`: resumes at its persisted position (a new reader
     /// starts at the oldest retained entry). See [`Tailer::ack`] for the delivery guarantee.
-    pub fn reader(&self, name: &str) -> Result<Tailer, ReaderError> {
+    pub fn reader(&self, name: &str) -> Result<Tailer, OpenError> {
         validate_name(name)?;
         let k = self.inner.claim_reader(name)?;
         let pos = self.inner.meta.reader_word(k, 1).load(Ordering::Acquire);
@@ -361,7 +361,7 @@ impl Journal {
             Ok(t) => Ok(t),
             Err(e) => {
                 self.inner.release_reader(k);
-                Err(ReaderError::Read(e))
+                Err(e)
             }
         }
     }
@@ -383,7 +383,7 @@ impl Journal {
     }
 
     /// Deletes the named reader `name` (fails with `Busy` while a live process holds it).
-    pub fn remove_reader(&self, name: &str) -> Result<bool, ReaderError> {
+    pub fn remove_reader(&self, name: &str) -> Result<bool, OpenError> {
         validate_name(name)?;
         let lock = self.inner.lock_readers()?;
         let r = match self.inner.find_reader(name) {
@@ -399,11 +399,11 @@ impl Journal {
     }
 
     /// A snapshot of cycles, entries, bytes, readers and appenders.
-    pub fn info(&self) -> Result<JournalInfo, ReadError> {
+    pub fn info(&self) -> Result<JournalInfo, OpenError> {
         let inner = &self.inner;
         let mut cycles = Vec::new();
         let mut unreadable_cycles = Vec::new();
-        for c in inner.list_cycles()? {
+        for c in inner.list_cycles().map_err(|e| OpenError::io(&inner.dir, e))? {
             let cy = match inner.open_cycle(c) {
                 Ok(cy) => cy,
                 Err(OpenError::NotFound { .. }) => continue, // deleted meanwhile
@@ -459,7 +459,7 @@ impl Journal {
     /// any process, finds archived cycles transparently; retention deletes from both tiers.
     /// Safe while tailers read: each cycle is complete in at least one tier at every
     /// instant. One archive per journal.
-    pub fn tier(&self, archive: impl AsRef<Path>, keep_hot: u64) -> Result<TierReport, TierError> {
+    pub fn tier(&self, archive: impl AsRef<Path>, keep_hot: u64) -> Result<TierReport, JournalTierError> {
         self.inner.tier(archive.as_ref(), keep_hot)
     }
 
@@ -470,7 +470,7 @@ impl Journal {
 
     /// Applies `retention` now (whatever the journal was configured with). Tailers still
     /// reading a deleted cycle keep their mapping; a tailer that later needs a deleted
-    /// cycle reports [`ReadError::Gap`] and continues at the oldest retained entry.
+    /// cycle reports [`JournalRecvError::Gap`] and continues at the oldest retained entry.
     pub fn gc_with(&self, retention: Retention) -> Result<GcReport, io::Error> {
         self.inner.gc(retention)
     }
@@ -506,7 +506,7 @@ pub struct JournalInfo {
     pub cycles: Vec<CycleInfo>,
     /// Cycles whose files are present but cannot be read (damaged header, wrong size, not
     /// a regular file), with what is wrong. Readers report them as
-    /// [`ReadError::Damaged`] and read on after them.
+    /// [`JournalRecvError::Damaged`] and read on after them.
     pub unreadable_cycles: Vec<(u64, String)>,
     /// Oldest retained global index.
     pub first_index: u64,

@@ -27,7 +27,7 @@
 //! cleanup turns a dead appender's claimed entry into `ABANDONED` (CAS from 0 or from
 //! `RESERVED`), unless a live appender records the same claim. After `abandon_timeout` even a
 //! live appender's entry is abandoned (its `commit` then fails with
-//! [`CommitError::Abandoned`]). So no appender can block readers for ever.
+//! [`JournalSendError::Abandoned`]). So no appender can block readers for ever.
 //!
 //! **Sealing and rolling.** When an entry does not fit, or its timestamp is past the
 //! cycle's time bucket, the appender *seals* the cycle by CASing the SEALED bit into the
@@ -84,7 +84,10 @@ pub(crate) use channel::ROLE_APPENDER;
 #[cfg(not(loom))]
 pub use channel::{realtime_ns, CycleInfo, Durability, EntryCipher, Journal, JournalInfo, JournalOptions, RollCycle};
 #[cfg(not(loom))]
-pub use error::{open_error_message, AppendError, CommitError, ReadError, ReaderError, TierError};
+pub use error::{
+    open_error_message, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalTierError,
+    JournalTryRecvError,
+};
 pub use format::JOURNAL_FORMAT_VERSION;
 #[cfg(not(loom))]
 pub use readers::ReaderInfo;

@@ -18,7 +18,7 @@ use super::protocol::{self, EntryState};
 
 use super::channel::{realtime_ns, EntryCipher, Inner};
 use super::cycles::{abandon_at, entry_ts, units_fit};
-use super::error::ReadError;
+use super::error::{corrupt_entry, JournalRecvError};
 
 /// One entry, borrowed from the tailer until its next call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +77,7 @@ pub struct Tailer {
     named: Option<usize>,
     policy: WaitPolicy,
     /// An error to report once before anything else (a gap, a damaged range, a reset).
-    pending: Option<ReadError>,
+    pending: Option<Box<JournalRecvError>>,
     /// The position word of `cy` as last loaded.
     seen: u64,
     /// Polls that found the next entry not yet committed (see `step`).
@@ -100,8 +100,8 @@ pub struct Tailer {
 }
 
 impl Tailer {
-    pub(super) fn at(inner: Arc<Inner>, index: u64, named: Option<usize>) -> Result<Tailer, ReadError> {
-        let cycles = inner.list_cycles()?;
+    pub(super) fn at(inner: Arc<Inner>, index: u64, named: Option<usize>) -> Result<Tailer, OpenError> {
+        let cycles = inner.list_cycles().map_err(|e| OpenError::io(&inner.dir, e))?;
         let current = inner.current_cycle();
         // The newest cycle whose first index is <= index. Cycles that cannot be opened are
         // passed over here; reading reports them when it gets there.
@@ -144,7 +144,7 @@ impl Tailer {
             scan: None,
         };
         if index < t.cy.hdr.first_index {
-            t.pending = Some(ReadError::Gap { from: index, to: t.cy.hdr.first_index });
+            t.pending = Some(Box::new(JournalRecvError::Gap { from: index, to: t.cy.hdr.first_index }));
         }
         // A start in the future of the newest cycle is the end (indices are dense: nothing
         // can be claimed past the end without everything before it).
@@ -173,7 +173,7 @@ impl Tailer {
     /// A named reader at its saved position `pos`: a position past the end of the journal
     /// cannot have been saved by a reader (it only ever saves indices it has seen), so the
     /// table is damaged: the reader restarts at the oldest retained entry and reports it.
-    pub(super) fn named_at(inner: Arc<Inner>, pos: u64, k: usize) -> Result<Tailer, ReadError> {
+    pub(super) fn named_at(inner: Arc<Inner>, pos: u64, k: usize) -> Result<Tailer, OpenError> {
         let next = inner.next_index()?;
         if pos <= next {
             return Tailer::at(inner, pos, Some(k));
@@ -181,16 +181,16 @@ impl Tailer {
         let first = inner.first_index()?;
         inner.store_reader_pos(k, first);
         let mut t = Tailer::at(inner, first, Some(k))?;
-        t.pending = Some(ReadError::PositionReset { saved: pos, to: first });
+        t.pending = Some(Box::new(JournalRecvError::PositionReset { saved: pos, to: first }));
         Ok(t)
     }
 
     /// Makes `e` the first thing this tailer reports (before a pending gap, if any).
-    pub(super) fn report_first(&mut self, e: ReadError) {
-        if matches!(e, ReadError::Damaged { .. }) {
+    pub(super) fn report_first(&mut self, e: JournalRecvError) {
+        if matches!(e, JournalRecvError::Damaged { .. }) {
             self.damaged += 1;
         }
-        self.pending = Some(e);
+        self.pending = Some(Box::new(e));
     }
 
     /// Sets the spin-then-sleep policy of the blocking calls.
@@ -203,7 +203,7 @@ impl Tailer {
         (self.cy.hdr.first_index + self.i).max(self.skip_until)
     }
 
-    /// How many damaged ranges ([`ReadError::Damaged`]) this tailer has reported and
+    /// How many damaged ranges ([`JournalRecvError::Damaged`]) this tailer has reported and
     /// skipped.
     pub fn damaged_ranges(&self) -> u64 {
         self.damaged
@@ -212,13 +212,13 @@ impl Tailer {
     /// The next entry if one is committed now; `Ok(None)` at the end.
     ///
     /// An entry that is claimed but not written, with no live appender writing it, is
-    /// damage, not an entry in flight: it is reported ([`ReadError::Damaged`]) and skipped
+    /// damage, not an entry in flight: it is reported ([`JournalRecvError::Damaged`]) and skipped
     /// at once, so reading a damaged journal to its end never stops early.
     ///
     /// It does not wait, but it does the work there is: walking abandoned entries and
     /// scanning a damaged range for the next sound entry (linear in the cycle's size) before
     /// it says `Ok(None)`.
-    pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
+    pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, JournalRecvError> {
         loop {
             match self.step(true) {
                 Ok(Step::Entry { off, len, flags, raw_len, ts, index }) => {
@@ -232,18 +232,18 @@ impl Tailer {
         }
     }
 
-    /// [`ReadError::Truncated`] if a file this tailer has mapped (the metadata file, the
+    /// [`JournalRecvError::Truncated`] if a file this tailer has mapped (the metadata file, the
     /// current cycle's data or index file) was cut by another process. Slow paths only
     /// (nothing to read, a timeout, damage found): zeros read past a cut look like damage
     /// or like the end, and this says why.
-    fn truncation(&self) -> Option<ReadError> {
+    fn truncation(&self) -> Option<JournalRecvError> {
         super::files::truncated_file(&self.inner.dir, &self.inner.meta, &self.cy)
-            .map(|(path, cycle)| ReadError::Truncated { path, cycle })
+            .map(|(path, cycle)| JournalRecvError::Truncated { path, cycle })
     }
 
     /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
     /// the timeout passes. Returns within the timeout whatever the journal's files hold.
-    pub fn next_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<Entry<'_>>, ReadError> {
+    pub fn next_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<Entry<'_>>, JournalRecvError> {
         let deadline = crate::wait::Deadline::from_timeout(timeout);
         let mut idle = 0u32;
         loop {
@@ -285,7 +285,7 @@ impl Tailer {
     }
 
     /// Decrypts sealed entries with `cipher` (the appenders' [`EntryCipher`]). Without it,
-    /// sealed entries are reported as [`ReadError::Encrypted`] and skipped.
+    /// sealed entries are reported as [`JournalRecvError::Encrypted`] and skipped.
     pub fn set_cipher(&mut self, cipher: Option<Arc<dyn EntryCipher>>) {
         self.cipher = cipher;
     }
@@ -379,7 +379,7 @@ impl Tailer {
     /// led here). A sealed cycle is done: the rest of it is reported as one range and the
     /// tailer moves on. In the current cycle appenders will seal or extend it: reported
     /// once, then waited on.
-    fn past_the_bytes(&mut self) -> Result<Step, ReadError> {
+    fn past_the_bytes(&mut self) -> Result<Step, JournalRecvError> {
         let (sealed, n, _) = self.view();
         let (first, i, off) = (self.cy.hdr.first_index, self.i, self.off);
         if sealed {
@@ -391,7 +391,7 @@ impl Tailer {
                 return Ok(Step::Empty);
             }
             self.damaged += 1;
-            return Err(ReadError::Damaged {
+            return Err(JournalRecvError::Damaged {
                 cycle: self.cy.num,
                 from: first + i,
                 to: first + end,
@@ -404,7 +404,7 @@ impl Tailer {
         }
         self.held = Some((self.cy.num, i, off));
         self.damaged += 1;
-        Err(ReadError::Damaged {
+        Err(JournalRecvError::Damaged {
             cycle: self.cy.num,
             from: first + i,
             to: first + i,
@@ -546,7 +546,7 @@ impl Tailer {
     /// then a scan of the data area for the next committed entry whose header and checksum
     /// hold (each entry carries its own index). Entries that live appenders are still
     /// writing inside the range are not skipped: reading stops before the first of them.
-    fn resync(&mut self, what: &str) -> Option<ReadError> {
+    fn resync(&mut self, what: &str) -> Option<JournalRecvError> {
         // The real bounds (the caller may have had the fast path's guess).
         self.seen = self.cy.pos().load(Ordering::Acquire);
         self.check_forced_end();
@@ -619,7 +619,7 @@ impl Tailer {
         self.seen = 0;
         self.stuck_since.set(None);
         self.damaged += 1;
-        Some(ReadError::Damaged {
+        Some(JournalRecvError::Damaged {
             cycle: self.cy.num,
             from: first + i,
             to: first + j,
@@ -652,13 +652,13 @@ impl Tailer {
 
     /// The entry at our position failed a check: reported, and the tailer moves to the next
     /// sound entry.
-    fn damaged_here(&mut self, what: &str) -> Result<Step, ReadError> {
+    fn damaged_here(&mut self, what: &str) -> Result<Step, JournalRecvError> {
         let Some(e) = self.resync(what) else {
             // The scan for the next sound entry is not finished: more next call.
             self.more = true;
             return Ok(Step::Empty);
         };
-        if matches!(e, ReadError::Damaged { to, .. } if to <= self.skip_until) {
+        if matches!(e, JournalRecvError::Damaged { to, .. } if to <= self.skip_until) {
             // Before where this tailer was asked to start: not its business.
             self.damaged -= 1;
             self.more = true;
@@ -667,10 +667,10 @@ impl Tailer {
         Err(e)
     }
 
-    fn step(&mut self, now: bool) -> Result<Step, ReadError> {
+    fn step(&mut self, now: bool) -> Result<Step, JournalRecvError> {
         self.more = false;
         if let Some(e) = self.pending.take() {
-            return Err(e);
+            return Err(*e);
         }
         let max = self.inner.hdr().max_entry;
         let mut budget = STEP_BUDGET;
@@ -778,7 +778,7 @@ impl Tailer {
                     if global < self.skip_until {
                         continue;
                     }
-                    return Err(ReadError::Corrupt { index: global, what: "CRC mismatch" });
+                    return Err(corrupt_entry(global, "CRC mismatch"));
                 }
                 Err(_) => return self.damaged_here("bad entry header"),
                 Ok(_) => {}
@@ -793,7 +793,7 @@ impl Tailer {
                 Ok((_, payload, flags, raw_len)) => {
                     Ok(Step::Entry { off, len: payload.len(), flags, raw_len, ts: rd_ts(bytes), index: global })
                 }
-                Err(_) => Err(ReadError::Corrupt { index: global, what: "bad entry header" }),
+                Err(_) => Err(corrupt_entry(global, "bad entry header")),
             };
         }
     }
@@ -812,7 +812,7 @@ impl Tailer {
         raw_len: u64,
         ts: u64,
         index: u64,
-    ) -> Result<Entry<'_>, ReadError> {
+    ) -> Result<Entry<'_>, JournalRecvError> {
         if let Some(k) = self.named {
             self.inner.store_reader_pos(k, index);
         }
@@ -822,28 +822,28 @@ impl Tailer {
         let mut body = payload;
         if flags & FLAG_SEALED != 0 {
             let Some(c) = &self.cipher else {
-                return Err(ReadError::Encrypted { index });
+                return Err(JournalRecvError::Encrypted { index });
             };
             let Some(plain_len) = len.checked_sub(c.overhead()) else {
-                return Err(ReadError::Corrupt { index, what: "sealed payload shorter than the cipher's tag" });
+                return Err(corrupt_entry(index, "sealed payload shorter than the cipher's tag"));
             };
             let idx = index.saturating_sub(self.cy.hdr.first_index);
             let nonce = entry_nonce(&self.inner.hdr().id, self.cy.num, idx as u32);
             self.sealed_scratch.clear();
             self.sealed_scratch.resize(plain_len, 0);
             if !c.open(&nonce, &index.to_le_bytes(), payload, &mut self.sealed_scratch) {
-                return Err(ReadError::Corrupt { index, what: "decryption failed (wrong key or tampered entry)" });
+                return Err(corrupt_entry(index, "decryption failed (wrong key or tampered entry)"));
             }
             body = &self.sealed_scratch;
         }
         if flags & FLAG_LZ4 != 0 {
             if !decompress_into(body, raw_len as usize, &mut self.scratch) {
-                return Err(ReadError::Corrupt { index, what: "lz4 payload does not decompress" });
+                return Err(corrupt_entry(index, "lz4 payload does not decompress"));
             }
             return Ok(Entry { index, ts_ns: ts, data: &self.scratch });
         }
         if body.len() as u64 != raw_len {
-            return Err(ReadError::Corrupt { index, what: "payload length does not match its header" });
+            return Err(corrupt_entry(index, "payload length does not match its header"));
         }
         Ok(Entry { index, ts_ns: ts, data: body })
     }
@@ -853,7 +853,7 @@ impl Tailer {
     /// Only ever forward: a missing successor (deleted by retention: a gap; lost otherwise:
     /// damage) or one that cannot be opened (damage) is passed over to the next cycle
     /// present, and reported once.
-    fn move_next(&mut self) -> Result<bool, ReadError> {
+    fn move_next(&mut self) -> Result<bool, JournalRecvError> {
         let (_, n, _) = self.view();
         let expect_first = self.cy.hdr.first_index.saturating_add(n);
         let c1 = self.cy.num + 1;
@@ -862,7 +862,7 @@ impl Tailer {
                 let to = next.hdr.first_index;
                 self.enter(next);
                 if to > expect_first {
-                    return Err(ReadError::Gap { from: expect_first, to });
+                    return Err(JournalRecvError::Gap { from: expect_first, to });
                 }
                 return Ok(true);
             }
@@ -902,7 +902,7 @@ impl Tailer {
                 if self.bad_cycle != Some(c1) {
                     self.bad_cycle = Some(c1);
                     self.damaged += 1;
-                    return Err(ReadError::Damaged {
+                    return Err(JournalRecvError::Damaged {
                         cycle: c1,
                         from: expect_first,
                         to: expect_first,
@@ -920,10 +920,10 @@ impl Tailer {
             return Ok(true);
         }
         if retention {
-            return Err(ReadError::Gap { from: expect_first, to });
+            return Err(JournalRecvError::Gap { from: expect_first, to });
         }
         self.damaged += 1;
-        Err(ReadError::Damaged {
+        Err(JournalRecvError::Damaged {
             cycle: c1,
             from: expect_first,
             to,
