@@ -340,7 +340,7 @@ pub fn throughput(c: &TputConfig<'_>, cpu_set: &CpuSet) -> Result<Throughput, St
     let warm = (count / 10).clamp(1, 1000);
     let dir = TempDir::create(parent, "journal-tput").map_err(|e| format!("cannot make a temporary directory: {e}"))?;
     let jdir = dir.path().join("tput");
-    let j = Journal::open(&jdir, &options(dur)).map_err(|e| format!("cannot create the journal: {e}"))?;
+    let j = Journal::create_or_open(&jdir, &options(dur)).map_err(|e| format!("cannot create the journal: {e}"))?;
     let mut tailer = j.tailer().map_err(|e| format!("cannot open a tailer: {e}"))?;
     tailer.set_wait_policy(policy(mode));
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use shmbus::journal::{
-    open_error_message, Appender, Journal, JournalInfo, JournalOptions, JournalRecvError, Retention, RollCycle, Tailer,
+    open_error_message, Appender, Journal, JournalConfig, JournalRecvError, JournalStatus, Retention, RollCycle, Tailer,
 };
 use shmbus::OpenError;
 
@@ -170,10 +170,15 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<()> {
     }
 }
 
-/// Opens the journal in `dir`, creating it with `opts` when `opts.create`. Errors name the
-/// directory and say what to do.
-pub fn open(dir: &Path, opts: &JournalOptions) -> Result<Journal> {
-    Journal::open(dir, opts).map_err(|e| match e {
+/// Opens the journal in `dir`, creating it with `config` if it does not exist. Errors name
+/// the directory and say what to do.
+pub fn open(dir: &Path, config: &JournalConfig) -> Result<Journal> {
+    Journal::create_or_open(dir, config).map_err(|e| open_failed(dir, e))
+}
+
+/// What a failed open of the journal in `dir` means, in the CLI's words.
+fn open_failed(dir: &Path, e: OpenError) -> CliError {
+    match e {
         OpenError::NotFound { .. } if !dir.is_dir() => {
             CliError::msg(format!("{}: no such directory; check --dir", dir.display()))
         }
@@ -185,12 +190,12 @@ pub fn open(dir: &Path, opts: &JournalOptions) -> Result<Journal> {
             dir.display()
         )),
         e => CliError::msg(open_error_message(&e)),
-    })
+    }
 }
 
 /// Opens an existing journal.
 pub fn open_existing(dir: &Path) -> Result<Journal> {
-    open(dir, &JournalOptions { create: false, ..JournalOptions::default() })
+    Journal::open(dir).map_err(|e| open_failed(dir, e))
 }
 
 /// One appended entry as a line of output.
@@ -208,7 +213,7 @@ fn append_one(app: &mut Appender, data: &[u8]) -> Result<u64> {
 
 fn append(a: &AppendArgs) -> Result<()> {
     let roll = a.roll.unwrap_or(RollCycle::Daily);
-    let j = open(&a.dir.dir, &JournalOptions { roll, ..JournalOptions::default() })?;
+    let j = open(&a.dir.dir, &JournalConfig::default().roll(roll))?;
     let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", a.dir.dir.display())))?;
     app.set_compression(a.compress);
     let mut out = std::io::stdout().lock();
@@ -354,11 +359,11 @@ fn tail(a: &TailArgs) -> Result<()> {
     Ok(())
 }
 
-fn journal_info(j: &Journal) -> Result<JournalInfo> {
-    j.info().map_err(|e| CliError::msg(format!("{}: {e}", j.dir().display())))
+fn journal_info(dir: &Path) -> Result<JournalStatus> {
+    Journal::status(dir).map_err(|e| open_failed(dir, e))
 }
 
-fn readers_json(info: &JournalInfo) -> Value {
+fn readers_json(info: &JournalStatus) -> Value {
     Value::Array(
         info.readers
             .iter()
@@ -375,8 +380,7 @@ fn readers_json(info: &JournalInfo) -> Value {
 }
 
 fn info(a: &InfoArgs) -> Result<()> {
-    let j = open_existing(&a.dir.dir)?;
-    let info = journal_info(&j)?;
+    let info = journal_info(&a.dir.dir)?;
     let entries: u64 = info.cycles.iter().map(|c| c.entries).sum();
     if a.json {
         let cycles: Vec<Value> = info
@@ -403,7 +407,7 @@ fn info(a: &InfoArgs) -> Result<()> {
             "bytes": info.bytes,
             "file_bytes": info.file_bytes,
             "appenders": info.appenders,
-            "archive_dir": j.archive_dir().map(|p| p.display().to_string()),
+            "archive_dir": info.archive_dir.as_ref().map(|p| p.display().to_string()),
             "storage": info.storage.as_ref().map(|s| json!({
                 "fs_type": s.fs_type,
                 "tmpfs_huge": s.tmpfs_huge,
@@ -430,7 +434,7 @@ fn info(a: &InfoArgs) -> Result<()> {
         let huge = s.tmpfs_huge.as_deref().map(|h| format!(", huge={h}")).unwrap_or_default();
         writeln!(out, "storage       {}{huge}{pages}", s.fs_type)?;
     }
-    if let Some(a) = j.archive_dir() {
+    if let Some(a) = &info.archive_dir {
         writeln!(out, "archive       {}", a.display())?;
     }
     writeln!(out, "cycles        {}", info.cycles.len())?;
@@ -454,8 +458,7 @@ fn info(a: &InfoArgs) -> Result<()> {
 }
 
 fn readers(a: &InfoArgs) -> Result<()> {
-    let j = open_existing(&a.dir.dir)?;
-    let info = journal_info(&j)?;
+    let info = journal_info(&a.dir.dir)?;
     if a.json {
         print_json(&readers_json(&info))?;
         return Ok(());

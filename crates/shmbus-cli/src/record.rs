@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
-use shmbus::journal::{JournalOptions, JournalRecvError};
+use shmbus::journal::{JournalConfig, JournalRecvError};
 use shmbus::sys::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
@@ -141,7 +141,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
         subs.push((name.clone(), t.subscriber()?, slot, hist));
     }
     // Subscribed first: a missing topic leaves no journal behind.
-    let j = open(&args.dir, &JournalOptions::default())?;
+    let j = open(&args.dir, &JournalConfig::default())?;
     let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
     let until = args.seconds.map(|s| monotonic_ns().saturating_add((s.max(0.0) * 1e9) as u64));
     let waitables: Vec<&dyn Waitable> = subs.iter().map(|s| &s.1 as &dyn Waitable).collect();

@@ -5,21 +5,19 @@
 
 use std::time::Duration;
 
-use shmbus::journal::{Journal, JournalOptions, Retention, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, Retention, RollCycle};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args()
         .nth(1)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join(format!("shmbus-journal-example-{}", std::process::id())));
-    let opts = JournalOptions {
-        roll: RollCycle::Hourly,
-        cycle_bytes: 8 << 20,
-        chunk_bytes: 1 << 20,
-        max_entry: 1 << 20,
-        ..Default::default()
-    };
-    let journal = Journal::open(&dir, &opts)?;
+    let opts = JournalConfig::default()
+        .roll(RollCycle::Hourly)
+        .cycle_bytes(8 << 20)
+        .chunk_bytes(1 << 20)
+        .max_entry_len(1 << 20);
+    let journal = Journal::create_or_open(&dir, &opts)?;
 
     // A live tailer in another thread, woken by the futex in the metadata file.
     let live = {
@@ -40,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let mut appender = journal.appender()?;
-    let first = journal.info()?.next_index;
+    let first = Journal::status(journal.dir())?.next_index;
     let start_ts = shmbus::journal::realtime_ns();
     for i in 0..1000 {
         appender.append(format!("tick {i}").as_bytes())?;
@@ -66,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let e = replay.try_next()?.ok_or("nothing to replay")?;
     println!("replay from the start timestamp begins at index {} (first appended: {first})", e.index);
 
-    let info = journal.info()?;
+    let info = Journal::status(journal.dir())?;
     println!(
         "{} cycle(s), entries {}..{}, {} data bytes, readers {:?}",
         info.cycles.len(),

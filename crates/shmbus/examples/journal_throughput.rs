@@ -8,21 +8,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use shmbus::journal::{Journal, JournalOptions, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, RollCycle};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args()
         .nth(1)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join(format!("shmbus-journal-speed-{}", std::process::id())));
-    let opts = JournalOptions {
-        roll: RollCycle::Never,
-        cycle_bytes: 4 << 30,
-        chunk_bytes: 64 << 20,
-        max_entry: 64 << 10,
-        ..Default::default()
-    };
-    let j = Journal::open(&dir, &opts)?;
+    let opts = JournalConfig::default()
+        .roll(RollCycle::Never)
+        .cycle_bytes(4 << 30)
+        .chunk_bytes(64 << 20)
+        .max_entry_len(64 << 10);
+    let j = Journal::create_or_open(&dir, &opts)?;
     let mut a = j.appender()?;
     let msg = [7u8; 40];
     for _ in 0..100_000 {

@@ -10,17 +10,11 @@ use std::time::Duration;
 
 use common::{fresh_dir, Rng};
 use shmbus::journal::format::{self, data_file_name, index_file_name};
-use shmbus::journal::{Durability, Journal, JournalOptions, JournalRecvError, Retention, RollCycle};
+use shmbus::journal::{Durability, Journal, JournalConfig, JournalRecvError, Retention, RollCycle};
 use shmbus::{OpenError, WaitSet};
 
-fn small() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 1 << 20,
-        chunk_bytes: 64 << 10,
-        max_entry: 64 << 10,
-        roll: RollCycle::Never,
-        ..Default::default()
-    }
+fn small() -> JournalConfig {
+    JournalConfig::default().cycle_bytes(1 << 20).chunk_bytes(64 << 10).max_entry_len(64 << 10).roll(RollCycle::Never)
 }
 
 fn payload(i: u64, len: usize) -> Vec<u8> {
@@ -30,7 +24,7 @@ fn payload(i: u64, len: usize) -> Vec<u8> {
 #[test]
 fn append_and_tail_in_order() {
     let (dir, _c) = fresh_dir("jt-order");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     let mut t = j.tailer().unwrap();
     assert!(t.try_next().unwrap().is_none());
@@ -60,7 +54,7 @@ fn append_and_tail_in_order() {
 
     let mut t = j.tailer_at(500).unwrap();
     assert_eq!(t.try_next().unwrap().unwrap().index, 500);
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.next_index, 1003);
     assert_eq!(info.first_index, 0);
     assert_eq!(info.appenders, 1);
@@ -71,7 +65,7 @@ fn append_and_tail_in_order() {
 #[test]
 fn large_entries_arrive_whole_at_every_length_around_the_streaming_copy() {
     let (dir, _c) = fresh_dir("jt-large");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     let mut t = j.tailer().unwrap();
     let lens = [16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 16 * 1024 + 63, 3, 40_000, 64 * 1024, 17, 32 * 1024 + 9];
@@ -82,7 +76,7 @@ fn large_entries_arrive_whole_at_every_length_around_the_streaming_copy() {
         assert!(e.data == &payload(i as u64, len)[..], "entry {i} ({len} B) differs");
     }
     drop((t, a, j));
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut t = j.tailer().unwrap();
     for (i, &len) in lens.iter().enumerate() {
         assert!(t.try_next().unwrap().unwrap().data == &payload(i as u64, len)[..], "reopened: entry {i}");
@@ -92,14 +86,9 @@ fn large_entries_arrive_whole_at_every_length_around_the_streaming_copy() {
 #[test]
 fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     let (dir, _c) = fresh_dir("jt-roll");
-    let opts = JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 4096,
-        roll: RollCycle::Never,
-        ..Default::default()
-    };
-    let j = Journal::open(&dir, &opts).unwrap();
+    let opts =
+        JournalConfig::default().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(4096).roll(RollCycle::Never);
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     let mut stamps = Vec::new();
     for i in 0..2000u64 {
@@ -108,7 +97,7 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
             stamps.push((i, shmbus::journal::realtime_ns()));
         }
     }
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert!(info.cycles.len() > 4, "{info:?}");
     assert_eq!(info.next_index, 2000);
     let mut t = j.tailer().unwrap();
@@ -128,13 +117,12 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     }
 
     let (dir2, _c2) = fresh_dir("jt-rolltime");
-    let j =
-        Journal::open(&dir2, &JournalOptions { roll: RollCycle::Every(Duration::from_secs(1)), ..small() }).unwrap();
+    let j = Journal::create_or_open(&dir2, &small().roll(RollCycle::Every(Duration::from_secs(1)))).unwrap();
     let mut a = j.appender().unwrap();
     a.append(b"one").unwrap();
     std::thread::sleep(Duration::from_millis(1100));
     a.append(b"two").unwrap();
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.cycles.len(), 2);
     assert!(info.cycles[0].sealed && info.cycles[1].first_index == 1);
     let mut t = j.tailer().unwrap();
@@ -145,7 +133,7 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
 #[test]
 fn compression_round_trip() {
     let (dir, _c) = fresh_dir("jt-lz4");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     a.set_compression(true);
     let big: Vec<u8> = b"compressible ".iter().copied().cycle().take(20000).collect();
@@ -153,7 +141,7 @@ fn compression_round_trip() {
     a.append(&big).unwrap();
     a.append(&random).unwrap();
     a.append(b"tiny").unwrap();
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert!(info.bytes < 20000, "compression did not shrink: {}", info.bytes);
     let mut t = j.tailer().unwrap();
     assert_eq!(t.try_next().unwrap().unwrap().data, &big[..]);
@@ -164,15 +152,13 @@ fn compression_round_trip() {
 #[test]
 fn retention_while_tailing() {
     let (dir, _c) = fresh_dir("jt-retain");
-    let opts = JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 4096,
-        roll: RollCycle::Never,
-        retention: Retention { max_cycles: Some(3), max_age: None },
-        ..Default::default()
-    };
-    let j = Journal::open(&dir, &opts).unwrap();
+    let opts = JournalConfig::default()
+        .cycle_bytes(64 << 10)
+        .chunk_bytes(16 << 10)
+        .max_entry_len(4096)
+        .roll(RollCycle::Never)
+        .retention(Retention { max_cycles: Some(3), max_age: None });
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     let mut slow = j.tailer().unwrap();
     let mut fast = j.tailer().unwrap();
@@ -192,7 +178,7 @@ fn retention_while_tailing() {
         }
     }
     assert_eq!(next, 3000);
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert!(info.cycles.len() <= 3, "{:?}", info.cycles);
     assert!(info.first_index > 0);
     // The slow tailer finishes its mapped cycle, then reports the gap and continues.
@@ -215,13 +201,13 @@ fn retention_while_tailing() {
     assert!(from < to && to <= info.first_index);
     let rep = j.gc_with(Retention { max_cycles: Some(1), max_age: None }).unwrap();
     assert!(!rep.removed_cycles.is_empty());
-    assert_eq!(j.info().unwrap().cycles.len(), 1);
+    assert_eq!(Journal::status(j.dir()).unwrap().cycles.len(), 1);
 }
 
 #[test]
 fn waitset_wakes_on_append() {
     let (dir, _c) = fresh_dir("jt-ws");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut t = j.tailer().unwrap();
     let j2 = j.clone();
     let h = std::thread::spawn(move || {
@@ -247,7 +233,7 @@ fn waitset_wakes_on_append() {
 #[test]
 fn named_reader_resumes_and_validates_names() {
     let (dir, _c) = fresh_dir("jt-named");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..10u64 {
         a.append(&i.to_le_bytes()).unwrap();
@@ -278,7 +264,7 @@ fn named_reader_resumes_and_validates_names() {
 }
 
 fn write_some(dir: &Path, n: u64) -> Journal {
-    let j = Journal::open(dir, &small()).unwrap();
+    let j = Journal::create_or_open(dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..n {
         a.append(&payload(i, 100)).unwrap();
@@ -305,7 +291,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
     f.set_len(4096 + 50 * entry + 20).unwrap();
     drop(f);
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let rep = j.recovery().to_vec();
     assert_eq!(rep.len(), 1, "{rep:?}");
     assert_eq!((rep[0].kept_entries, rep[0].dropped_entries), (50, 50));
@@ -323,7 +309,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
         f.write_all_at(&vec![0u8; (30 * entry) as usize], 4096 + 70 * entry + 8).unwrap();
     }
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!(j.recovery()[0].kept_entries, 70);
     assert_eq!(read_all(&j), (0..70).collect::<Vec<_>>());
     drop(j);
@@ -337,7 +323,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
         f.write_all_at(b"X", 4096 + 40 * entry + 40).unwrap();
     }
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!((j.recovery()[0].kept_entries, j.recovery()[0].dropped_entries), (100, 0));
     assert_eq!(j.recovery()[0].damaged_ranges, 1);
     let mut t = j.tailer().unwrap();
@@ -366,7 +352,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
         // The alloc word is in the same unsynced page: stale too.
         f.write_all_at(&(60 * entry).to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
     }
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!(read_all(&j), (0..100).collect::<Vec<_>>());
     assert_eq!(j.appender().unwrap().append(&payload(100, 100)).unwrap(), 100);
     drop(j);
@@ -375,7 +361,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     let (dir, _c4) = fresh_dir("jt-hdr");
     drop(write_some(&dir, 10));
     std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap().set_len(100).unwrap();
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!(j.recovery().len(), 1);
     assert!(read_all(&j).is_empty());
     let _ = index_file_name(0);
@@ -387,34 +373,28 @@ fn bad_input_is_a_typed_error() {
     let (dir, _c) = fresh_dir("jt-notj");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("notes.txt"), b"hello").unwrap();
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
+    assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::NotASegment { .. })));
     // A garbage metadata file.
     std::fs::write(dir.join(format::META_FILE), vec![0xabu8; 5000]).unwrap();
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
+    assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::NotASegment { .. })));
     // Missing, without create.
     let (missing, _c_missing) = fresh_dir("jt-missing");
-    assert!(matches!(
-        Journal::open(&missing, &JournalOptions { create: false, ..small() }),
-        Err(OpenError::NotFound { .. })
-    ));
+    assert!(matches!(Journal::open(&missing), Err(OpenError::NotFound { .. })));
     // A newer format version.
     let (dir, _c2) = fresh_dir("jt-newer");
-    drop(Journal::open(&dir, &small()).unwrap());
+    drop(Journal::create_or_open(&dir, &small()).unwrap());
     {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
         f.write_all_at(&2u32.to_le_bytes(), 8).unwrap();
     }
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
+    assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
     // Invalid options.
     let (dir, _c_opts) = fresh_dir("jt-opts");
-    assert!(matches!(
-        Journal::open(&dir, &JournalOptions { cycle_bytes: 1000, ..small() }),
-        Err(OpenError::InvalidConfig { .. })
-    ));
+    assert!(matches!(Journal::create_or_open(&dir, &small().cycle_bytes(1000)), Err(OpenError::InvalidConfig { .. })));
     // Too large an entry.
     let (dir, _c3) = fresh_dir("jt-big");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert!(matches!(
         j.appender().unwrap().append(&vec![0u8; 65 << 10]),
         Err(shmbus::journal::JournalSendError::TooLarge { .. })
@@ -425,7 +405,7 @@ fn bad_input_is_a_typed_error() {
         use std::os::unix::fs::PermissionsExt;
         let m = dir.join(format::META_FILE);
         std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o000)).unwrap();
-        assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::PermissionDenied { .. })));
+        assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::PermissionDenied { .. })));
         std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
 }
@@ -434,7 +414,7 @@ fn bad_input_is_a_typed_error() {
 fn durability_modes_work() {
     for d in [Durability::Flush, Durability::Periodic(Duration::from_millis(5))] {
         let (dir, _c) = fresh_dir("jt-dur");
-        let j = Journal::open(&dir, &JournalOptions { durability: d, ..small() }).unwrap();
+        let j = Journal::create_or_open(&dir, &small().durability(d)).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..50u64 {
             a.append(&payload(i, 100)).unwrap();
@@ -493,7 +473,7 @@ fn write_fuzz_corpus() {
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_parse");
     std::fs::create_dir_all(&out).unwrap();
     let (dir, _c) = fresh_dir("jt-corpus");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..5u64 {
         a.append(&payload(i, 30 + i as usize)).unwrap();
@@ -501,7 +481,7 @@ fn write_fuzz_corpus() {
     drop(a.reserve(12).unwrap());
     a.set_compression(true);
     a.append(&b"abcabcabc".repeat(30)).unwrap();
-    let used = j.info().unwrap().bytes as usize;
+    let used = Journal::status(j.dir()).unwrap().bytes as usize;
     let data = std::fs::read(dir.join(data_file_name(0))).unwrap();
     std::fs::write(out.join("cycle_entries"), &data[..4096 + used]).unwrap();
     std::fs::write(out.join("cycle_truncated"), &data[..4096 + used / 2]).unwrap();
@@ -518,7 +498,7 @@ fn write_fuzz_corpus() {
 #[test]
 fn stalled_appender_is_abandoned_after_the_timeout() {
     let (dir, _c) = fresh_dir("jt-stall");
-    let j = Journal::open(&dir, &JournalOptions { abandon_timeout: Duration::from_millis(200), ..small() }).unwrap();
+    let j = Journal::create_or_open(&dir, &small().abandon_timeout(Duration::from_millis(200))).unwrap();
     let mut stalled = j.appender().unwrap();
     let mut other = j.appender().unwrap();
     let mut r = stalled.reserve(8).unwrap();
@@ -549,7 +529,7 @@ fn garbage_shared_words_are_survived() {
         f.write_all_at(&pos.to_le_bytes(), format::CYCLE_POS_OFFSET as u64).unwrap();
         f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
         f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_IALLOC_OFFSET as u64).unwrap();
-        let j2 = Journal::open(&dir, &small()).unwrap();
+        let j2 = Journal::create_or_open(&dir, &small()).unwrap();
         assert!(j2.recovery().is_empty(), "not alone: no recovery");
         for start in [0u64, 10, 1 << 20] {
             let Ok(mut t) = j2.tailer_at(start) else {
@@ -563,7 +543,7 @@ fn garbage_shared_words_are_survived() {
                 }
             }
         }
-        let _ = j2.info();
+        let _ = Journal::status(j2.dir());
         let _ = j2.tailer_at_time(1);
     }
     drop(j);
@@ -582,7 +562,7 @@ fn a_hostile_alloc_word_does_not_make_the_appender_fault() {
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     // The whole cycle (1 MiB), far beyond the one or two 64 KiB chunks the file has.
     f.write_all_at(&(1u64 << 20).to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
-    let j2 = Journal::open(&dir, &small()).unwrap();
+    let j2 = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j2.appender().unwrap();
     a.set_pretouch(false);
     // 3,000 entries of 200 B: ~650 KiB, well past the file's size before.
@@ -606,14 +586,14 @@ fn a_hostile_alloc_word_does_not_make_the_appender_fault() {
 #[test]
 fn missing_and_unpublished_cycles() {
     let (dir, _c) = fresh_dir("jt-cycles");
-    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, ..small() };
+    let opts = small().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(4096);
     {
-        let j = Journal::open(&dir, &opts).unwrap();
+        let j = Journal::create_or_open(&dir, &opts).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..1000u64 {
             a.append(&payload(i, 200)).unwrap();
         }
-        assert!(j.info().unwrap().cycles.len() >= 4);
+        assert!(Journal::status(j.dir()).unwrap().cycles.len() >= 4);
     }
     std::fs::remove_file(dir.join(data_file_name(0))).unwrap();
     std::fs::remove_file(dir.join(index_file_name(0))).unwrap();
@@ -622,8 +602,8 @@ fn missing_and_unpublished_cycles() {
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
         f.write_all_at(&1u64.to_le_bytes(), format::META_SHARED_OFFSET as u64).unwrap();
     }
-    let j = Journal::open(&dir, &opts).unwrap();
-    let info = j.info().unwrap();
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.next_index, 1000);
     let mut t = j.tailer().unwrap();
     let first = t.try_next().unwrap().unwrap().index;
@@ -643,8 +623,8 @@ fn missing_and_unpublished_cycles() {
 #[test]
 fn tiered_storage_moves_old_cycles_transparently() {
     let (dir, _c) = fresh_dir("jt-tier");
-    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, ..small() };
-    let j = Journal::open(&dir, &opts).unwrap();
+    let opts = small().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(4096);
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..1000u64 {
         a.append(&payload(i, 200)).unwrap();
@@ -653,19 +633,19 @@ fn tiered_storage_moves_old_cycles_transparently() {
     for i in 0..10u64 {
         assert_eq!(early.try_next().unwrap().unwrap().index, i);
     }
-    let total = j.info().unwrap().cycles.len();
+    let total = Journal::status(j.dir()).unwrap().cycles.len();
     assert!(total >= 4);
     let rep = j.tier("cold", 2).unwrap();
     assert_eq!(rep.moved_cycles.len(), total - 2);
     assert_eq!(j.archive_dir(), Some(dir.join("cold")));
     assert!(dir.join("cold").join(data_file_name(0)).exists());
     assert!(!dir.join(data_file_name(0)).exists());
-    assert_eq!(j.info().unwrap().cycles.len(), total);
+    assert_eq!(Journal::status(j.dir()).unwrap().cycles.len(), total);
     // A tailer that was reading keeps going; new tailers and other handles read the archive.
     for i in 10..1000u64 {
         assert_eq!(early.try_next().unwrap().unwrap().index, i);
     }
-    let j2 = Journal::open(&dir, &opts).unwrap();
+    let j2 = Journal::create_or_open(&dir, &opts).unwrap();
     let mut t = j2.tailer().unwrap();
     for i in 0..1000u64 {
         let e = t.try_next().unwrap().unwrap();
@@ -680,7 +660,7 @@ fn tiered_storage_moves_old_cycles_transparently() {
     assert!(matches!(j.tier("elsewhere", 1), Err(shmbus::journal::JournalTierError::OtherArchive { .. })));
     // Retention deletes from the archive too.
     j.gc_with(Retention { max_cycles: Some(2), max_age: None }).unwrap();
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.cycles.len(), 2);
     assert_eq!(std::fs::read_dir(dir.join("cold")).unwrap().count(), 2, "only the hot cycle's files are left");
 }
@@ -742,7 +722,7 @@ impl shmbus::journal::EntryCipher for ToyCipher {
 fn encryption_round_trip_with_a_pluggable_cipher() {
     use std::sync::Arc;
     let (dir, _c) = fresh_dir("jt-crypt");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     a.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
     let secret = b"the launch code is 0000 and the launch code is 0000 again".repeat(4);
@@ -776,7 +756,7 @@ fn concurrent_creation_is_race_free() {
         .map(|_| {
             let dir = dir.clone();
             std::thread::spawn(move || {
-                let j = Journal::open(&dir, &small()).unwrap();
+                let j = Journal::create_or_open(&dir, &small()).unwrap();
                 j.appender().unwrap().append(b"x").unwrap()
             })
         })
@@ -808,14 +788,12 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
         // The pretoucher with its inherited affinity, placed on CPU 0, or off.
         for (v, (pretouch, cpus)) in [(true, None), (true, Some(vec![0usize])), (false, None)].into_iter().enumerate() {
             let dir = base.join(format!("j{k}-{v}"));
-            let opts = JournalOptions {
-                cycle_bytes: 48 << 20,
-                chunk_bytes: 4 << 20,
-                max_entry: 64 << 10,
-                roll: RollCycle::Never,
-                ..Default::default()
-            };
-            let j = Journal::open(&dir, &opts).unwrap();
+            let opts = JournalConfig::default()
+                .cycle_bytes(48 << 20)
+                .chunk_bytes(4 << 20)
+                .max_entry_len(64 << 10)
+                .roll(RollCycle::Never);
+            let j = Journal::create_or_open(&dir, &opts).unwrap();
             let mut t = j.tailer().unwrap();
             let n = 1200u64;
             let reader = std::thread::spawn(move || {
@@ -834,7 +812,7 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
                 assert_eq!(a.append(&payload(i, 1000 + (i as usize * 97) % 40_000)).unwrap(), i);
             }
             reader.join().unwrap();
-            let info = j.info().unwrap();
+            let info = Journal::status(j.dir()).unwrap();
             assert_eq!(info.next_index, n);
             drop(a);
             drop(j);

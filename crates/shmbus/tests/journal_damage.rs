@@ -14,17 +14,11 @@ use std::time::{Duration, Instant};
 
 use common::{child_role, fresh_dir, spawn_child, wait_with_deadline};
 use shmbus::journal::format::{data_file_name, index_file_name, CYCLE_HEADER_PAGE, META_FILE};
-use shmbus::journal::{Journal, JournalOptions, JournalRecvError, RollCycle, Tailer};
+use shmbus::journal::{Journal, JournalConfig, JournalRecvError, RollCycle, Tailer};
 
 /// 64 KiB cycles, 100-byte payloads (136 bytes an entry): about 480 entries a cycle.
-fn opts() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 1024,
-        roll: RollCycle::Never,
-        ..Default::default()
-    }
+fn opts() -> JournalConfig {
+    JournalConfig::default().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(1024).roll(RollCycle::Never)
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -35,7 +29,7 @@ fn payload(i: u64) -> Vec<u8> {
 
 /// A journal of `count` entries (about `count / 480` sealed cycles and a current one).
 fn journal_with(dir: &Path, count: u64) -> Journal {
-    let j = Journal::open(dir, &opts()).unwrap();
+    let j = Journal::create_or_open(dir, &opts()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..count {
         assert_eq!(a.append(&payload(i)).unwrap(), i);
@@ -135,7 +129,7 @@ fn zero(path: &Path, at: u64, len: usize) {
 }
 
 fn cycles(j: &Journal) -> usize {
-    j.info().unwrap().cycles.len()
+    Journal::status(j.dir()).unwrap().cycles.len()
 }
 
 #[test]
@@ -153,7 +147,7 @@ fn zeroed_page_in_a_sealed_cycle_is_reported_and_skipped() {
     check(&read_all_waiting(&mut j.tailer().unwrap(), total), total, "waiting tailer");
     drop(j);
     // A new process view: open alone (recovery runs on the current cycle only).
-    let j = Journal::open(&dir, &opts()).unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
     let r = read_all(&mut j.tailer().unwrap());
     check(&r, total, "after reopen");
     assert_eq!(r.damaged.len(), 1, "one range: {r:?}");
@@ -174,13 +168,13 @@ fn zeroed_page_in_the_current_cycle_is_reported_and_skipped() {
     let (dir, _s) = fresh_dir("jd-zero-current");
     let total = 1200;
     let j = journal_with(&dir, total);
-    let current = j.info().unwrap().cycles.last().unwrap().cycle;
+    let current = Journal::status(j.dir()).unwrap().cycles.last().unwrap().cycle;
     zero(&dir.join(data_file_name(current)), CYCLE_HEADER_PAGE as u64 + 4096, 4096);
     check(&read_all(&mut j.tailer().unwrap()), total, "open handle");
     check(&read_all_waiting(&mut j.tailer().unwrap(), total), total, "waiting tailer");
     drop(j);
     // Alone: recovery must keep what follows the damage, and appends continue after it.
-    let j = Journal::open(&dir, &opts()).unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
     assert!(j.recovery().iter().all(|r| r.dropped_entries == 0), "{:?}", j.recovery());
     check(&read_all(&mut j.tailer().unwrap()), total, "after recovery");
     let mut a = j.appender().unwrap();
@@ -211,13 +205,13 @@ fn unreadable_sealed_cycle_file_is_reported_and_skipped() {
     let (dir, _s) = fresh_dir("jd-bad-cycle-header");
     let total = 1500;
     let j = journal_with(&dir, total);
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     let (first1, first2) = (info.cycles[1].first_index, info.cycles[2].first_index);
     // Cycle 1's header: a broken checksum.
     let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(1))).unwrap();
     f.write_all_at(&[0xAB; 8], 24).unwrap();
     drop(f);
-    assert_eq!(j.info().unwrap().unreadable_cycles.len(), 1);
+    assert_eq!(Journal::status(j.dir()).unwrap().unreadable_cycles.len(), 1);
     let r = read_all(&mut j.tailer().unwrap());
     assert_eq!(r.damaged, vec![(1, first1, first2)], "{r:?}");
     check_lost(&r, total, 600, "unreadable cycle 1");
@@ -236,7 +230,7 @@ fn missing_index_of_a_sealed_cycle_is_rebuilt() {
     let meta = std::fs::symlink_metadata(dir.join(index_file_name(1))).expect("index rebuilt");
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     // The rebuilt index serves random access.
-    let k = j.info().unwrap().cycles[1].first_index + 77;
+    let k = Journal::status(j.dir()).unwrap().cycles[1].first_index + 77;
     let e = j.tailer_at(k).unwrap().try_next().unwrap().unwrap().index;
     assert_eq!(e, k);
 }
@@ -246,10 +240,10 @@ fn missing_index_of_the_current_cycle_is_rebuilt_and_appends_continue() {
     let (dir, _s) = fresh_dir("jd-index-current");
     let total = 1200;
     let j = journal_with(&dir, total);
-    let current = j.info().unwrap().cycles.last().unwrap().cycle;
+    let current = Journal::status(j.dir()).unwrap().cycles.last().unwrap().cycle;
     drop(j);
     std::fs::remove_file(dir.join(index_file_name(current))).unwrap();
-    let j = Journal::open(&dir, &opts()).expect("a lost index does not make the journal unopenable");
+    let j = Journal::create_or_open(&dir, &opts()).expect("a lost index does not make the journal unopenable");
     let mut a = j.appender().unwrap();
     assert_eq!(a.append(&payload(total)).unwrap(), total);
     let r = read_all(&mut j.tailer().unwrap());
@@ -304,8 +298,8 @@ fn first_cycle_uncreatable_child() {
         let lim = libc::rlimit { rlim_cur: 200 << 10, rlim_max: 200 << 10 };
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
     }
-    let o = JournalOptions { cycle_bytes: 8 << 20, chunk_bytes: 1 << 20, ..opts() };
-    let e = Journal::open(&dir, &o).expect_err("the first cycle cannot be created");
+    let o = opts().cycle_bytes(8 << 20).chunk_bytes(1 << 20);
+    let e = Journal::create_or_open(&dir, &o).expect_err("the first cycle cannot be created");
     println!("\n@@{e}");
 }
 
@@ -373,7 +367,7 @@ fn a_fifo_in_place_of_journal_meta_is_an_immediate_clear_error() {
     // SAFETY: mkfifo with a valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let start = Instant::now();
-    let e = Journal::open(&dir, &opts()).unwrap_err();
+    let e = Journal::create_or_open(&dir, &opts()).unwrap_err();
     assert!(start.elapsed() < Duration::from_secs(5));
     let msg = shmbus::journal::open_error_message(&e);
     assert!(msg.contains("FIFO") && msg.contains("journal.meta"), "{msg}");
@@ -383,8 +377,8 @@ fn a_fifo_in_place_of_journal_meta_is_an_immediate_clear_error() {
 #[test]
 fn a_large_damaged_range_is_scanned_in_steps_within_each_timeout() {
     let (dir, _s) = fresh_dir("jd-large");
-    let o = JournalOptions { cycle_bytes: 32 << 20, chunk_bytes: 4 << 20, ..opts() };
-    let j = Journal::open(&dir, &o).unwrap();
+    let o = opts().cycle_bytes(32 << 20).chunk_bytes(4 << 20);
+    let j = Journal::create_or_open(&dir, &o).unwrap();
     let mut a = j.appender().unwrap();
     let total = 160_000; // 136 bytes each: about 21 MiB
     for i in 0..total {
@@ -435,7 +429,7 @@ fn waiting_in_front_of_damage_does_not_spin() {
     let (dir, _s) = fresh_dir("jd-nospin");
     let total = 1500;
     let j = journal_with(&dir, total);
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     let current = info.cycles.last().unwrap().cycle;
     let current_first = info.cycles.last().unwrap().first_index;
     // The current cycle's header damaged while the journal is open (no recovery runs).
@@ -494,5 +488,5 @@ fn an_appender_never_writes_over_entries_a_lowered_position_word_hides() {
     let r = read_all(&mut j.tailer().unwrap());
     assert_eq!(r.indices, (0..=total + 2).collect::<Vec<_>>(), "{r:?}");
     assert!(r.damaged.is_empty() && r.corrupt.is_empty(), "{r:?}");
-    assert_eq!(j.info().unwrap().cycles.len(), 2);
+    assert_eq!(Journal::status(j.dir()).unwrap().cycles.len(), 2);
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_role, fresh_dir, spawn_child, wait_with_deadline, Rng};
 use shmbus::journal::format::{pos_word, META_FILE};
-use shmbus::journal::{Journal, JournalOptions, JournalRecvError, Retention, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, JournalRecvError, Retention, RollCycle};
 
 const HOSTILE_SECS: u64 = 6;
 /// A call with a timeout may overrun it by at most this much.
@@ -31,16 +31,14 @@ const SLACK: Duration = Duration::from_secs(2);
 /// A call without a timeout (open, positioning, append) must return within this.
 const BOUNDED: Duration = Duration::from_secs(3);
 
-fn opts() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 1024,
-        roll: RollCycle::Never,
-        retention: Retention { max_cycles: Some(8), max_age: None },
-        abandon_timeout: Duration::from_millis(200),
-        ..Default::default()
-    }
+fn opts() -> JournalConfig {
+    JournalConfig::default()
+        .cycle_bytes(64 << 10)
+        .chunk_bytes(16 << 10)
+        .max_entry_len(1024)
+        .roll(RollCycle::Never)
+        .retention(Retention { max_cycles: Some(8), max_age: None })
+        .abandon_timeout(Duration::from_millis(200))
 }
 
 /// Runs `f`, failing the victim if it took longer than `limit`.
@@ -66,7 +64,7 @@ fn child_entry() {
 
 fn victim(dir: &Path) {
     let stop = dir.join("stop");
-    let j = Journal::open(dir, &opts()).unwrap();
+    let j = Journal::create_or_open(dir, &opts()).unwrap();
     let stopping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let appender = {
         let (j, stopping) = (j.clone(), stopping.clone());
@@ -131,9 +129,9 @@ fn victim(dir: &Path) {
                 3 => timed("tailer_at_time", BOUNDED, &mut max, || j.tailer_at_time(rng.next())).ok(),
                 4 => timed("reader", BOUNDED, &mut max, || j.reader("hostile-r")).ok(),
                 _ => {
-                    let _ = timed("info", BOUNDED, &mut max, || j.info());
+                    let _ = timed("info", BOUNDED, &mut max, || Journal::status(j.dir()));
                     let _ = timed("readers", BOUNDED, &mut max, || j.readers());
-                    let again = timed("Journal::open", BOUNDED, &mut max, || Journal::open(dir, &opts()));
+                    let again = timed("Journal::open", BOUNDED, &mut max, || Journal::create_or_open(dir, &opts()));
                     let mut tl = again.ok().and_then(|j2| j2.tailer().ok());
                     if let Some(tl) = tl.as_mut() {
                         timed("try_next x100", BOUNDED, &mut max, || {
@@ -161,7 +159,7 @@ fn victim(dir: &Path) {
     drop(t);
     // The hostile writer has stopped and put the immutable headers back: the honest parties
     // work again. (Fresh handle: what a restarted process sees.)
-    let j = Journal::open(dir, &opts()).expect("reopen after the hostility");
+    let j = Journal::create_or_open(dir, &opts()).expect("reopen after the hostility");
     let index = j.appender().unwrap().append(b"after").expect("append after the hostility");
     let mut t = j.tailer_at(index).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -287,7 +285,7 @@ fn marked(out: &str) -> Vec<String> {
 fn hostile_control_state_never_hangs_or_kills_journal_readers() {
     let (dir, _s) = fresh_dir("jh-hostile");
     {
-        let j = Journal::open(&dir, &opts()).unwrap();
+        let j = Journal::create_or_open(&dir, &opts()).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..2000u64 {
             a.append(&i.to_le_bytes().repeat(8)).unwrap();

@@ -18,17 +18,15 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{child_role, example_command, fresh_dir, sigkill, spawn_child, Rng};
-use shmbus::journal::{Journal, JournalOptions, JournalRecvError, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, JournalRecvError, RollCycle};
 
-fn opts() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 2 << 20,
-        chunk_bytes: 256 << 10,
-        max_entry: 4096,
-        roll: RollCycle::Never,
-        abandon_timeout: Duration::from_secs(5),
-        ..Default::default()
-    }
+fn opts() -> JournalConfig {
+    JournalConfig::default()
+        .cycle_bytes(2 << 20)
+        .chunk_bytes(256 << 10)
+        .max_entry_len(4096)
+        .roll(RollCycle::Never)
+        .abandon_timeout(Duration::from_secs(5))
 }
 
 fn spawn(role: &str, dir: &Path, extra: &[(&str, String)]) -> Child {
@@ -88,7 +86,7 @@ fn child_entry() {
         return;
     };
     let dir = PathBuf::from(std::env::var("JDIR").unwrap());
-    let j = Journal::open(&dir, &opts()).unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
     let var = |k: &str| std::env::var(k).unwrap().parse::<u64>().unwrap();
     let mut out = std::io::stdout().lock();
     match role.as_str() {
@@ -198,7 +196,7 @@ fn crashy_round(dir: &Path, round: u64, min_us: u64, rng: &mut Rng, committed: &
 #[test]
 fn two_appender_processes_three_tailer_processes() {
     let (dir, _c) = fresh_dir("jp-mpmc");
-    drop(Journal::open(&dir, &opts()).unwrap());
+    drop(Journal::create_or_open(&dir, &opts()).unwrap());
     const N: u64 = 100_000;
     let tailers: Vec<Child> = (0..3).map(|_| spawn("tailer", &dir, &[("COUNT", (2 * N).to_string())])).collect();
     let appenders: Vec<Child> =
@@ -216,7 +214,7 @@ fn two_appender_processes_three_tailer_processes() {
         })
         .collect();
     assert!(digests.iter().all(|d| *d == digests[0]), "tailers disagree on the order: {digests:?}");
-    let info = Journal::open(&dir, &opts()).unwrap().info().unwrap();
+    let info = Journal::status(&dir).unwrap();
     assert_eq!(info.next_index, 2 * N);
     assert!(info.cycles.len() > 1, "the test should cross a roll: {:?}", info.cycles);
 }
@@ -226,7 +224,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     let (dir, _c) = fresh_dir("jp-kill");
     // Small cycles, so that kills also land while cycles roll (an existing journal keeps
     // its configuration: the children open it with `opts()`).
-    let j = Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap();
+    let j = Journal::create_or_open(&dir, &opts().cycle_bytes(256 << 10).chunk_bytes(64 << 10)).unwrap();
     let mut rng = Rng::from_env_or_clock();
     let mut tailer = j.tailer().unwrap();
     let mut seen = std::collections::HashMap::<u64, (u64, u64)>::new();
@@ -265,7 +263,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
         "{kills} kills, {} committed reported, {} entries read, last index {end}, {} cycles",
         committed.len(),
         seen.len(),
-        j.info().unwrap().cycles.len()
+        Journal::status(j.dir()).unwrap().cycles.len()
     );
 }
 
@@ -275,14 +273,14 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
 #[test]
 fn open_after_everyone_was_killed_recovers() {
     let (dir, _c) = fresh_dir("jp-killall");
-    drop(Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap());
+    drop(Journal::create_or_open(&dir, &opts().cycle_bytes(256 << 10).chunk_bytes(64 << 10)).unwrap());
     let mut rng = Rng::from_env_or_clock();
     let mut committed = Vec::<(u64, u64, u64)>::new();
     let mut holes = 0;
     for round in 0..20u64 {
         crashy_round(&dir, round, 3000, &mut rng, &mut committed);
         // Nobody has the journal open now: this open runs recovery.
-        let j = Journal::open(&dir, &opts()).unwrap();
+        let j = Journal::create_or_open(&dir, &opts()).unwrap();
         holes += j.recovery().iter().map(|r| r.abandoned_holes).sum::<u64>();
         let mut t = j.tailer().unwrap();
         let mut seen = std::collections::HashMap::new();
@@ -301,7 +299,7 @@ fn open_after_everyone_was_killed_recovers() {
 #[test]
 fn sigkilled_named_reader_resumes() {
     let (dir, _c) = fresh_dir("jp-reader");
-    let j = Journal::open(&dir, &opts()).unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
     let mut a = j.appender().unwrap();
     const N: u64 = 20_000;
     for i in 0..N {
@@ -352,7 +350,7 @@ fn sigkilled_named_reader_resumes() {
 #[test]
 fn sigkill_then_restart_works_the_first_time_for_every_role() {
     let (dir, _c) = fresh_dir("jp-restart");
-    let j = Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap();
+    let j = Journal::create_or_open(&dir, &opts().cycle_bytes(256 << 10).chunk_bytes(64 << 10)).unwrap();
     let mut rng = Rng::from_env_or_clock();
     let mut committed = Vec::<(u64, u64, u64)>::new();
     for round in 0..12u64 {
@@ -365,7 +363,7 @@ fn sigkill_then_restart_works_the_first_time_for_every_role() {
         );
         assert!(ok, "round {round}: the first appender started after the kill failed: {out}");
         // Tailer: killed mid-read, then the first restart reads through to the end.
-        let target = j.info().unwrap().next_index - 1;
+        let target = Journal::status(j.dir()).unwrap().next_index - 1;
         let mut t = spawn("follow", &dir, &[("TARGET", target.to_string())]);
         std::thread::sleep(Duration::from_millis(rng.next() % 20));
         sigkill(&mut t);

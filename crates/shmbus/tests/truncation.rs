@@ -536,20 +536,14 @@ mod pool {
 
 mod journal {
     use super::*;
-    use shmbus::journal::{Journal, JournalOptions, RollCycle};
+    use shmbus::journal::{Journal, JournalConfig, RollCycle};
 
-    fn journal_opts() -> JournalOptions {
-        JournalOptions {
-            cycle_bytes: 1 << 20,
-            chunk_bytes: 64 << 10,
-            max_entry: 4096,
-            roll: RollCycle::Never,
-            ..Default::default()
-        }
+    fn journal_opts() -> JournalConfig {
+        JournalConfig::default().cycle_bytes(1 << 20).chunk_bytes(64 << 10).max_entry_len(4096).roll(RollCycle::Never)
     }
 
     pub(super) fn reader(root: &Path, stop: &Path, waitset: bool, ready: Ready) {
-        let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
+        let j = Journal::open(root.join("journal")).unwrap();
         let mut t = j.tailer().unwrap();
         let named = std::env::var_os("T_NAMED").is_some();
         let mut r = named.then(|| j.reader("r").unwrap());
@@ -613,7 +607,7 @@ mod journal {
         for env in [vec![], vec![("T_NAMED", "1".to_owned())], vec![("T_WAITSET", "1".to_owned())]] {
             let s = Scratch::new("trunc-journal-typed");
             let dir = s.path().join("journal");
-            let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
+            let j = Journal::create_or_open(&dir, &journal_opts()).unwrap();
             let mut a = j.appender().unwrap();
             a.append(b"first").unwrap();
             let (data, _, _) = journal_files(&dir);
@@ -631,7 +625,7 @@ mod journal {
     pub(super) fn appender_child() {
         let root = PathBuf::from(env_str("T_ROOT"));
         let go = PathBuf::from(env_str("T_STOP"));
-        let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
+        let j = Journal::open(root.join("journal")).unwrap();
         let mut a = j.appender().unwrap();
         // Without the background pretoucher: it may grow the cut file again (fallocate)
         // before the next append touches it, and that append then lands in the file itself,
@@ -665,7 +659,7 @@ mod journal {
     fn a_truncated_journal_appender_gets_the_typed_error() {
         let s = Scratch::new("trunc-journal-appender");
         let dir = s.path().join("journal");
-        drop(Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap());
+        drop(Journal::create_or_open(&dir, &journal_opts()).unwrap());
         let go = s.path().join("go");
         let env = [("T_ROOT", s.path().display().to_string()), ("T_STOP", go.display().to_string())];
         let mut child = child_command("child_entry", "journal-appender", &env).spawn().unwrap();
@@ -709,7 +703,7 @@ mod journal {
         for (which, cut) in [(0, Cut::Zero), (0, Cut::Half), (1, Cut::Zero), (2, Cut::Zero)] {
             let s = Scratch::new("trunc-journal");
             let dir = s.path().join("journal");
-            let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
+            let j = Journal::create_or_open(&dir, &journal_opts()).unwrap();
             let mut a = j.appender().unwrap();
             a.append(b"first").unwrap();
             let (data, index, meta) = journal_files(&dir);

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{child_role, env_str, env_u64, spawn_child, wait_with_deadline, Rng, Scratch};
-use shmbus::journal::{Journal, JournalOptions, Tailer};
+use shmbus::journal::{Journal, JournalConfig, Tailer};
 use shmbus::pool::{Dispatcher, PoolConfig, Worker};
 use shmbus::queue::{Consumer, Queue, QueueConfig};
 use shmbus::stream::StreamConfig;
@@ -121,9 +121,7 @@ fn child_entry() {
         (0..QUEUES).map(|i| Queue::open(&d, &format!("q{i}")).unwrap().producer().unwrap()).collect();
     let mut streams: Vec<_> = (0..STREAMS).map(|i| StreamWriter::open(&d, &format!("s{i}")).unwrap()).collect();
     let mut pools: Vec<_> = (0..POOLS).map(|i| Dispatcher::open(&d, &format!("p{i}")).unwrap()).collect();
-    let journals: Vec<_> = (0..JOURNALS)
-        .map(|i| Journal::open(journal_dir(&root, i), &JournalOptions { create: false, ..Default::default() }).unwrap())
-        .collect();
+    let journals: Vec<_> = (0..JOURNALS).map(|i| Journal::open(journal_dir(&root, i)).unwrap()).collect();
     let mut appenders: Vec<_> = journals.iter().map(|j| j.appender().unwrap()).collect();
     for round in 0..rounds {
         let mut order = all();
@@ -189,7 +187,7 @@ fn mixed() {
                 Chan::Pool(Worker::create_or_join(&d, &format!("p{i}"), cfg).unwrap())
             }
             Which::Journal(i) => Chan::Journal(
-                Journal::open(journal_dir(&root, i), &JournalOptions::default()).unwrap().tailer().unwrap(),
+                Journal::create_or_open(journal_dir(&root, i), &JournalConfig::default()).unwrap().tailer().unwrap(),
             ),
         };
         chans.push((which, chan));

@@ -12,7 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shmbus::journal::{Appender, Durability, Journal, JournalOptions, JournalRecvError, RollCycle, Tailer};
+use shmbus::journal::{Appender, Durability, Journal, JournalConfig, JournalRecvError, RollCycle, Tailer};
 
 use super::shmbus_kinds::{check_size, policy, wait_for};
 use super::{Endpoint, Handoff, Mode, Params, Transport};
@@ -71,20 +71,19 @@ impl Drop for TempDir {
 
 /// Journal options of every benchmark journal: no time-based roll (a roll at midnight in
 /// the middle of a run would be noise), everything else the library's defaults.
-pub fn options(durability: Durability) -> JournalOptions {
-    JournalOptions { roll: RollCycle::Never, durability, ..JournalOptions::default() }
+pub fn options(durability: Durability) -> JournalConfig {
+    JournalConfig::default().roll(RollCycle::Never).durability(durability)
 }
 
 /// Opens an existing journal (the echo side, appender processes).
 pub fn open_existing(dir: &Path) -> io::Result<Journal> {
-    Journal::open(dir, &JournalOptions { create: false, ..options(Durability::None) })
-        .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))
+    Journal::open(dir).map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))
 }
 
 fn end(dir: TempDir, params: &Params, tx: &str, rx: &str, create: Option<Durability>) -> io::Result<Box<dyn Endpoint>> {
     check_size(params)?;
     let open = |name: &str| match create {
-        Some(d) => Journal::open(dir.path().join(name), &options(d)).map_err(io::Error::other),
+        Some(d) => Journal::create_or_open(dir.path().join(name), &options(d)).map_err(io::Error::other),
         None => open_existing(&dir.path().join(name)),
     };
     let tx = open(tx)?;

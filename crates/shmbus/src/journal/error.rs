@@ -220,7 +220,7 @@ impl std::error::Error for JournalTierError {}
 pub fn open_error_message(e: &OpenError) -> String {
     match e {
         OpenError::NotFound { path } if path.file_name().is_some_and(|n| n == META_FILE) => format!(
-            "{}: not a journal (no {META_FILE}); `Journal::open` with `create` (or `shmbus journal append`) creates one",
+            "{}: not a journal (no {META_FILE}); `Journal::create_or_open` (or `shmbus journal append`) creates one",
             path.display()
         ),
         OpenError::NotFound { path } => format!(

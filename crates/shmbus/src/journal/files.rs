@@ -77,7 +77,7 @@ pub(crate) fn check_owner(path: &Path, f: &File, trust: &TrustPolicy) -> Result<
             "the journal file belongs to {}, whom this process does not trust (a file planted in the journal's \
              directory could feed forged entries to readers or collect what is appended); if that user planted it, \
              remove it (`rm {}`, as its owner or root); to share the journal with that user on purpose, trust them: \
-             `{TRUST_ENV}={uid}` or `Journal::open_with_trust` (see docs/trust.md)",
+             `{TRUST_ENV}={uid}` or `JournalConfig::trust` (see docs/trust.md)",
             describe_uid(uid),
             path.display()
         ),
@@ -99,7 +99,7 @@ pub(crate) fn check_journal_dir(dir: &Path, trust: &TrustPolicy) -> Result<(), O
             why: format!(
                 "the journal directory belongs to {}, whom this process does not trust (its owner can replace the \
                  journal's files); use a directory of your own, or, to share the journal with that user on purpose, \
-                 trust them: `{TRUST_ENV}={uid}` or `Journal::open_with_trust` (see docs/trust.md)",
+                 trust them: `{TRUST_ENV}={uid}` or `JournalConfig::trust` (see docs/trust.md)",
                 describe_uid(uid)
             ),
         });

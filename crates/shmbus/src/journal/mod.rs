@@ -47,7 +47,7 @@
 //! # Files
 //! `format` (on-disk layout and the untrusting parsers, fuzzed), `protocol` (the lock-free
 //! words, model-checked with loom), `files` (mapping, creation, growth), `channel`
-//! ([`Journal`]: options, open, the handle's calls, `info`), `cycles` (cycle files, indices,
+//! ([`Journal`]: configuration, open, the handle's calls, `status`), `cycles` (cycle files, indices,
 //! time search), `recovery`, `retention` (`gc`), `tier` (tiering, moving files), `readers`
 //! (the named readers' table), `error`, `appender`, `tailer`.
 
@@ -82,7 +82,7 @@ pub use appender::{Appender, Reservation};
 #[cfg(not(loom))]
 pub(crate) use channel::ROLE_APPENDER;
 #[cfg(not(loom))]
-pub use channel::{realtime_ns, CycleInfo, Durability, EntryCipher, Journal, JournalInfo, JournalOptions, RollCycle};
+pub use channel::{realtime_ns, CycleInfo, Durability, EntryCipher, Journal, JournalConfig, JournalStatus, RollCycle};
 #[cfg(not(loom))]
 pub use error::{
     open_error_message, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalTierError,

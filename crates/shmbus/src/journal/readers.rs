@@ -10,7 +10,7 @@ use super::channel::{realtime_ns, Inner};
 use super::files;
 use super::format::{MAX_READERS, META_READERS_OFFSET, READERS_LOCK_FILE, READER_ENTRY_SIZE};
 
-/// A named reader in [`JournalInfo`](super::JournalInfo).
+/// A named reader in [`JournalStatus`](super::JournalStatus).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReaderInfo {
     /// Its name.
