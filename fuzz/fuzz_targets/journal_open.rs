@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shmbus::journal::{format, Journal, JournalConfig, RollCycle};
+use shmbus::journal::{format, Journal, JournalConfig, JournalTryRecvError, RollCycle};
 
 fuzz_target!(|data: &[u8]| {
     let dir = std::env::temp_dir().join(format!("shmbus-fuzz-open-{}", std::process::id()));
@@ -19,11 +19,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(j) = Journal::create_or_open(&dir, &opts) {
         if let Ok(mut t) = j.tailer() {
             for _ in 0..100_000 {
-                match t.try_next() {
-                    Ok(Some(e)) => {
-                        std::hint::black_box(e.data);
+                match t.try_recv_ref() {
+                    Ok(e) => {
+                        std::hint::black_box(e.data());
                     }
-                    Ok(None) => break,
+                    Err(JournalTryRecvError::Empty) => break,
                     Err(_) => {}
                 }
             }

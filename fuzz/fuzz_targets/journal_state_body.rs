@@ -2,7 +2,7 @@
 // (crates/shmbus/tests/journal_hostile.rs) through `include!`: one copy of the harness.
 
 use shmbus::journal::format::{data_file_name, index_file_name, META_FILE};
-use shmbus::journal::{Journal, JournalConfig, RollCycle, Tailer};
+use shmbus::journal::{Journal, JournalConfig, JournalTryRecvError, RollCycle, Tailer};
 
 /// Options of the scratch journal: 64 KiB cycles, so 1000 entries make three cycles.
 fn journal_state_opts() -> JournalConfig {
@@ -18,9 +18,9 @@ fn journal_state_opts() -> JournalConfig {
 fn drain(t: &mut Tailer, n: usize) -> u64 {
     let mut acc = 0;
     for _ in 0..n {
-        match t.try_next() {
-            Ok(Some(e)) => acc += e.index ^ e.data.len() as u64,
-            Ok(None) => break,
+        match t.try_recv_ref() {
+            Ok(e) => acc += e.index() ^ e.data().len() as u64,
+            Err(JournalTryRecvError::Empty) => break,
             Err(_) => acc += 1,
         }
     }
@@ -47,7 +47,7 @@ pub fn exercise_journal_state(data: &[u8]) {
     {
         let mut a = open.appender().expect("appender");
         for i in 0..1000u64 {
-            a.append(&i.to_le_bytes().repeat(12)).expect("append");
+            a.send(&i.to_le_bytes().repeat(12)).expect("append");
         }
         let mut r = open.reader("fz").expect("reader");
         drain(&mut r, 10);
@@ -78,8 +78,8 @@ pub fn exercise_journal_state(data: &[u8]) {
     }
     let mut acc = drain(&mut live, 3000);
     for _ in 0..3 {
-        if let Ok(Some(e)) = live.next_timeout(Some(std::time::Duration::from_millis(1))) {
-            acc ^= e.index;
+        if let Ok(e) = live.recv_ref_timeout(std::time::Duration::from_millis(1)) {
+            acc ^= e.index();
         }
     }
     drop(live);
@@ -97,7 +97,7 @@ pub fn exercise_journal_state(data: &[u8]) {
         }
         acc ^= j.readers().len() as u64;
         if let Ok(mut a) = j.appender() {
-            acc ^= a.append(b"after").unwrap_or(0);
+            acc ^= a.send(b"after").unwrap_or(0);
         }
         let _ = j.gc();
     }

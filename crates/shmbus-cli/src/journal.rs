@@ -16,7 +16,8 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use shmbus::journal::{
-    open_error_message, Appender, Journal, JournalConfig, JournalRecvError, JournalStatus, Retention, RollCycle, Tailer,
+    open_error_message, Appender, Journal, JournalConfig, JournalRecvTimeoutError, JournalStatus, JournalTryRecvError,
+    Retention, RollCycle, Tailer,
 };
 use shmbus::OpenError;
 
@@ -208,7 +209,7 @@ fn appended(out: &mut impl Write, json: bool, index: u64, len: usize) -> Result<
 }
 
 fn append_one(app: &mut Appender, data: &[u8]) -> Result<u64> {
-    app.append(data).map_err(|e| CliError::msg(format!("append failed: {e}")))
+    app.send(data).map_err(|e| CliError::msg(format!("append failed: {e}")))
 }
 
 fn append(a: &AppendArgs) -> Result<()> {
@@ -254,32 +255,39 @@ fn print_entry(out: &mut impl Write, json: bool, index: u64, ts_ns: u64, data: &
     Ok(())
 }
 
-/// A read error that the tailer survives (it has moved past the problem): said on stderr,
-/// one line each. Damaged ranges are counted in `damaged`: `dump` and `tail` exit non-zero
-/// at the end when there were any (after printing every healthy entry).
-fn survivable(e: &JournalRecvError, damaged: &mut u64) -> bool {
-    match e {
-        JournalRecvError::Gap { from, to } => {
-            eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
-            true
+/// Defines a function saying whether a read error of type `$ty` is one the tailer survives
+/// (it has moved past the problem): said on stderr, one line each. Damaged ranges are
+/// counted in `damaged`: `dump` and `tail` exit non-zero at the end when there were any
+/// (after printing every healthy entry). One per error type of the journal's receive family.
+macro_rules! survivable {
+    ($name:ident, $ty:ident) => {
+        fn $name(e: &$ty, damaged: &mut u64) -> bool {
+            match e {
+                $ty::Gap { from, to } => {
+                    eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
+                    true
+                }
+                $ty::Damaged { .. } => {
+                    *damaged += 1;
+                    eprintln!("damaged: {e}");
+                    true
+                }
+                $ty::Corrupt(_) => {
+                    *damaged += 1;
+                    eprintln!("skipped: {e}");
+                    true
+                }
+                $ty::Encrypted { .. } | $ty::PositionReset { .. } => {
+                    eprintln!("skipped: {e}");
+                    true
+                }
+                _ => false,
+            }
         }
-        JournalRecvError::Damaged { .. } => {
-            *damaged += 1;
-            eprintln!("damaged: {e}");
-            true
-        }
-        JournalRecvError::Corrupt(_) => {
-            *damaged += 1;
-            eprintln!("skipped: {e}");
-            true
-        }
-        JournalRecvError::Encrypted { .. } | JournalRecvError::PositionReset { .. } => {
-            eprintln!("skipped: {e}");
-            true
-        }
-        _ => false,
-    }
+    };
 }
+survivable!(survivable, JournalRecvTimeoutError);
+survivable!(survivable_now, JournalTryRecvError);
 
 /// The error `dump` and `tail` end with when they skipped damage.
 fn damage_error(dir: &Path, damaged: u64) -> CliError {
@@ -296,10 +304,10 @@ fn dump(a: &DumpArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut damaged = 0;
     loop {
-        match t.try_next() {
-            Ok(Some(e)) => print_entry(&mut out, a.json, e.index, e.ts_ns, e.data)?,
-            Ok(None) => break,
-            Err(e) if survivable(&e, &mut damaged) => {}
+        match t.try_recv_ref() {
+            Ok(e) => print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?,
+            Err(JournalTryRecvError::Empty) => break,
+            Err(e) if survivable_now(&e, &mut damaged) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
         }
     }
@@ -333,15 +341,19 @@ fn tail(a: &TailArgs) -> Result<()> {
     let mut received = 0u64;
     let mut damaged = 0;
     while a.count.is_none_or(|n| received < n) {
-        match t.next_timeout(timeout) {
-            Ok(Some(e)) => {
-                print_entry(&mut out, a.json, e.index, e.ts_ns, e.data)?;
+        let got = match timeout {
+            Some(d) => t.recv_ref_timeout(d),
+            None => t.recv_ref().map_err(JournalRecvTimeoutError::from),
+        };
+        match got {
+            Ok(e) => {
+                print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?;
                 out.flush()?;
                 received += 1;
                 // Printed: the named reader may move past it.
                 t.ack();
             }
-            Ok(None) => {
+            Err(JournalRecvTimeoutError::Timeout) => {
                 let of = a.count.map(|n| format!(" of {n}")).unwrap_or_default();
                 return Err(CliError::msg(format!(
                     "timed out: no entry in {} for {} ms ({received}{of} received)",

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use common::{fresh_dir, Rng};
 use shmbus::journal::format::{self, data_file_name, index_file_name};
-use shmbus::journal::{Durability, Journal, JournalConfig, JournalRecvError, Retention, RollCycle};
+use shmbus::journal::{
+    Durability, Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError, Retention, RollCycle,
+};
 use shmbus::{OpenError, WaitSet};
 
 fn small() -> JournalConfig {
@@ -27,33 +29,33 @@ fn append_and_tail_in_order() {
     let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     let mut t = j.tailer().unwrap();
-    assert!(t.try_next().unwrap().is_none());
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Empty)));
     for i in 0..1000u64 {
-        assert_eq!(a.append(&payload(i, (i % 300) as usize)).unwrap(), i);
+        assert_eq!(a.send(&payload(i, (i % 300) as usize)).unwrap(), i);
     }
     {
-        let mut r = a.reserve(5).unwrap();
+        let mut r = a.loan(5).unwrap();
         assert_eq!(r.index(), 1000);
-        r.as_mut_slice().copy_from_slice(b"hello");
-        assert_eq!(r.commit().unwrap(), 1000);
+        r.copy_from_slice(b"hello");
+        assert_eq!(r.send().unwrap(), 1000);
     }
     // A dropped reservation is abandoned and skipped; the index stays dense.
-    drop(a.reserve(10).unwrap());
-    assert_eq!(a.append(b"after").unwrap(), 1002);
+    drop(a.loan(10).unwrap());
+    assert_eq!(a.send(b"after").unwrap(), 1002);
     for i in 0..1000u64 {
-        let e = t.try_next().unwrap().unwrap();
-        assert_eq!(e.index, i);
-        assert_eq!(e.data, &payload(i, (i % 300) as usize)[..]);
-        assert!(e.ts_ns > 0);
+        let e = t.try_recv_ref().unwrap();
+        assert_eq!(e.index(), i);
+        assert_eq!(e.data(), &payload(i, (i % 300) as usize)[..]);
+        assert!(e.ts_ns() > 0);
     }
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"hello");
-    let e = t.try_next().unwrap().unwrap();
-    assert_eq!((e.index, e.data), (1002, &b"after"[..]));
-    assert!(t.try_next().unwrap().is_none());
-    assert!(t.next_timeout(Some(Duration::from_millis(20))).unwrap().is_none());
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"hello");
+    let e = t.try_recv_ref().unwrap();
+    assert_eq!((e.index(), e.data()), (1002, &b"after"[..]));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Empty)));
+    assert!(matches!(t.recv_ref_timeout(Duration::from_millis(20)), Err(JournalRecvTimeoutError::Timeout)));
 
     let mut t = j.tailer_at(500).unwrap();
-    assert_eq!(t.try_next().unwrap().unwrap().index, 500);
+    assert_eq!(t.try_recv_ref().unwrap().index(), 500);
     let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.next_index, 1003);
     assert_eq!(info.first_index, 0);
@@ -70,16 +72,16 @@ fn large_entries_arrive_whole_at_every_length_around_the_streaming_copy() {
     let mut t = j.tailer().unwrap();
     let lens = [16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 16 * 1024 + 63, 3, 40_000, 64 * 1024, 17, 32 * 1024 + 9];
     for (i, &len) in lens.iter().enumerate() {
-        assert_eq!(a.append(&payload(i as u64, len)).unwrap(), i as u64);
-        let e = t.try_next().unwrap().unwrap();
-        assert_eq!((e.index, e.data.len()), (i as u64, len));
-        assert!(e.data == &payload(i as u64, len)[..], "entry {i} ({len} B) differs");
+        assert_eq!(a.send(&payload(i as u64, len)).unwrap(), i as u64);
+        let e = t.try_recv_ref().unwrap();
+        assert_eq!((e.index(), e.data().len()), (i as u64, len));
+        assert!(e.data() == &payload(i as u64, len)[..], "entry {i} ({len} B) differs");
     }
     drop((t, a, j));
     let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut t = j.tailer().unwrap();
     for (i, &len) in lens.iter().enumerate() {
-        assert!(t.try_next().unwrap().unwrap().data == &payload(i as u64, len)[..], "reopened: entry {i}");
+        assert!(t.try_recv_ref().unwrap().data() == &payload(i as u64, len)[..], "reopened: entry {i}");
     }
 }
 
@@ -92,7 +94,7 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     let mut a = j.appender().unwrap();
     let mut stamps = Vec::new();
     for i in 0..2000u64 {
-        a.append(&payload(i, 200)).unwrap();
+        a.send(&payload(i, 200)).unwrap();
         if i % 100 == 0 {
             stamps.push((i, shmbus::journal::realtime_ns()));
         }
@@ -102,32 +104,32 @@ fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     assert_eq!(info.next_index, 2000);
     let mut t = j.tailer().unwrap();
     for i in 0..2000u64 {
-        assert_eq!(t.try_next().unwrap().unwrap().index, i);
+        assert_eq!(t.try_recv_ref().unwrap().index(), i);
     }
     for &(i, ts) in &stamps {
         let mut t = j.tailer_at_time(ts).unwrap();
-        let e = t.try_next().unwrap().unwrap();
+        let e = t.try_recv_ref().unwrap();
         // Entry timestamps come from the appender's counter-based clock, which may run ahead
         // of `clock_gettime` by its documented error (a µs or so under load): the entry
         // appended just before the stamp may carry a timestamp at or past it.
-        assert!(e.index >= i && e.index <= i + 100, "ts of {i} found {}", e.index);
+        assert!(e.index() >= i && e.index() <= i + 100, "ts of {i} found {}", e.index());
     }
     for i in [0u64, 1, 333, 1999] {
-        assert_eq!(j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index, i);
+        assert_eq!(j.tailer_at(i).unwrap().try_recv_ref().unwrap().index(), i);
     }
 
     let (dir2, _c2) = fresh_dir("jt-rolltime");
     let j = Journal::create_or_open(&dir2, &small().roll(RollCycle::Every(Duration::from_secs(1)))).unwrap();
     let mut a = j.appender().unwrap();
-    a.append(b"one").unwrap();
+    a.send(b"one").unwrap();
     std::thread::sleep(Duration::from_millis(1100));
-    a.append(b"two").unwrap();
+    a.send(b"two").unwrap();
     let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.cycles.len(), 2);
     assert!(info.cycles[0].sealed && info.cycles[1].first_index == 1);
     let mut t = j.tailer().unwrap();
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"one");
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"two");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"one");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"two");
 }
 
 #[test]
@@ -138,15 +140,15 @@ fn compression_round_trip() {
     a.set_compression(true);
     let big: Vec<u8> = b"compressible ".iter().copied().cycle().take(20000).collect();
     let random: Vec<u8> = payload(7, 5000).iter().enumerate().map(|(k, b)| b ^ (k as u8).wrapping_mul(97)).collect();
-    a.append(&big).unwrap();
-    a.append(&random).unwrap();
-    a.append(b"tiny").unwrap();
+    a.send(&big).unwrap();
+    a.send(&random).unwrap();
+    a.send(b"tiny").unwrap();
     let info = Journal::status(j.dir()).unwrap();
     assert!(info.bytes < 20000, "compression did not shrink: {}", info.bytes);
     let mut t = j.tailer().unwrap();
-    assert_eq!(t.try_next().unwrap().unwrap().data, &big[..]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, &random[..]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"tiny");
+    assert_eq!(t.try_recv_ref().unwrap().data(), &big[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), &random[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"tiny");
 }
 
 #[test]
@@ -163,17 +165,18 @@ fn retention_while_tailing() {
     let mut slow = j.tailer().unwrap();
     let mut fast = j.tailer().unwrap();
     for i in 0..200u64 {
-        a.append(&payload(i, 500)).unwrap();
+        a.send(&payload(i, 500)).unwrap();
     }
     // The slow tailer reads a little: it holds the first cycle mapped.
     for i in 0..10u64 {
-        assert_eq!(slow.try_next().unwrap().unwrap().index, i);
+        assert_eq!(slow.try_recv_ref().unwrap().index(), i);
     }
     let mut next = 0;
     for i in 200..3000u64 {
-        a.append(&payload(i, 500)).unwrap();
-        while let Some(e) = fast.try_next().unwrap() {
-            assert_eq!(e.index, next);
+        a.send(&payload(i, 500)).unwrap();
+        for e in fast.try_iter() {
+            let e = e.unwrap();
+            assert_eq!(e.index(), next);
             next += 1;
         }
     }
@@ -185,14 +188,14 @@ fn retention_while_tailing() {
     let mut seen = 10;
     let mut gap = None;
     loop {
-        match slow.try_next() {
-            Ok(Some(e)) => {
-                assert_eq!(e.data, &payload(e.index, 500)[..]);
-                assert!(e.index >= seen);
-                seen = e.index + 1;
+        match slow.try_recv_ref() {
+            Ok(e) => {
+                assert_eq!(e.data(), &payload(e.index(), 500)[..]);
+                assert!(e.index() >= seen);
+                seen = e.index() + 1;
             }
-            Ok(None) => break,
-            Err(JournalRecvError::Gap { from, to }) => gap = Some((from, to)),
+            Err(JournalTryRecvError::Empty) => break,
+            Err(JournalTryRecvError::Gap { from, to }) => gap = Some((from, to)),
             Err(e) => panic!("{e}"),
         }
     }
@@ -212,21 +215,21 @@ fn waitset_wakes_on_append() {
     let j2 = j.clone();
     let h = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
-        j2.appender().unwrap().append(b"wake").unwrap();
+        j2.appender().unwrap().send(b"wake").unwrap();
     });
     let mut ws = WaitSet::with_policy(shmbus::WaitPolicy::BLOCK);
     let ready = ws.wait_timeout(&[&t], Duration::from_secs(10)).unwrap().to_vec();
     assert_eq!(ready, vec![0]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"wake");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"wake");
     h.join().unwrap();
     // Blocking next wakes too.
     let j3 = j.clone();
     let h = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
-        j3.appender().unwrap().append(b"again").unwrap();
+        j3.appender().unwrap().send(b"again").unwrap();
     });
     t.set_wait_policy(shmbus::WaitPolicy::BLOCK);
-    assert_eq!(t.next_timeout(Some(Duration::from_secs(10))).unwrap().unwrap().data, b"again");
+    assert_eq!(t.recv_ref_timeout(Duration::from_secs(10)).unwrap().data(), b"again");
     h.join().unwrap();
 }
 
@@ -236,24 +239,24 @@ fn named_reader_resumes_and_validates_names() {
     let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..10u64 {
-        a.append(&i.to_le_bytes()).unwrap();
+        a.send(&i.to_le_bytes()).unwrap();
     }
     {
         let mut r = j.reader("billing").unwrap();
         assert!(matches!(j.reader("billing"), Err(OpenError::Busy { .. })));
         for i in 0..4u64 {
-            assert_eq!(r.try_next().unwrap().unwrap().index, i);
+            assert_eq!(r.try_recv_ref().unwrap().index(), i);
         }
         r.ack();
     }
     {
         let mut r = j.reader("billing").unwrap();
-        assert_eq!(r.try_next().unwrap().unwrap().index, 4);
+        assert_eq!(r.try_recv_ref().unwrap().index(), 4);
         // No ack: entry 5 is delivered again after a restart (the duplicate window).
-        assert_eq!(r.try_next().unwrap().unwrap().index, 5);
+        assert_eq!(r.try_recv_ref().unwrap().index(), 5);
     }
     let mut r = j.reader("billing").unwrap();
-    assert_eq!(r.try_next().unwrap().unwrap().index, 5);
+    assert_eq!(r.try_recv_ref().unwrap().index(), 5);
     let readers = j.readers();
     assert_eq!(readers.len(), 1);
     assert_eq!(readers[0].name, "billing");
@@ -267,7 +270,7 @@ fn write_some(dir: &Path, n: u64) -> Journal {
     let j = Journal::create_or_open(dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..n {
-        a.append(&payload(i, 100)).unwrap();
+        a.send(&payload(i, 100)).unwrap();
     }
     j
 }
@@ -275,9 +278,10 @@ fn write_some(dir: &Path, n: u64) -> Journal {
 fn read_all(j: &Journal) -> Vec<u64> {
     let mut t = j.tailer().unwrap();
     let mut v = Vec::new();
-    while let Some(e) = t.try_next().unwrap() {
-        assert_eq!(e.data, &payload(e.index, 100)[..]);
-        v.push(e.index);
+    for e in t.try_iter() {
+        let e = e.unwrap();
+        assert_eq!(e.data(), &payload(e.index(), 100)[..]);
+        v.push(e.index());
     }
     v
 }
@@ -297,7 +301,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     assert_eq!((rep[0].kept_entries, rep[0].dropped_entries), (50, 50));
     assert_eq!(read_all(&j), (0..50).collect::<Vec<_>>());
     // Appending continues at the dense index after the last good entry.
-    assert_eq!(j.appender().unwrap().append(&payload(50, 100)).unwrap(), 50);
+    assert_eq!(j.appender().unwrap().send(&payload(50, 100)).unwrap(), 50);
     assert_eq!(read_all(&j), (0..51).collect::<Vec<_>>());
     drop(j);
 
@@ -329,10 +333,10 @@ fn recovers_from_truncation_and_zeroed_tail() {
     let mut t = j.tailer().unwrap();
     let mut got = Vec::new();
     loop {
-        match t.try_next() {
-            Ok(Some(e)) => got.push(e.index),
-            Ok(None) => break,
-            Err(JournalRecvError::Corrupt(c)) => assert_eq!(c.value("index"), Some(40)),
+        match t.try_recv_ref() {
+            Ok(e) => got.push(e.index()),
+            Err(JournalTryRecvError::Empty) => break,
+            Err(JournalTryRecvError::Corrupt(c)) => assert_eq!(c.value("index"), Some(40)),
             Err(e) => panic!("{e}"),
         }
     }
@@ -354,7 +358,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
     }
     let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!(read_all(&j), (0..100).collect::<Vec<_>>());
-    assert_eq!(j.appender().unwrap().append(&payload(100, 100)).unwrap(), 100);
+    assert_eq!(j.appender().unwrap().send(&payload(100, 100)).unwrap(), 100);
     drop(j);
 
     // The data file cut inside its header page: moved aside, the cycle restarts.
@@ -396,7 +400,7 @@ fn bad_input_is_a_typed_error() {
     let (dir, _c3) = fresh_dir("jt-big");
     let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert!(matches!(
-        j.appender().unwrap().append(&vec![0u8; 65 << 10]),
+        j.appender().unwrap().send(&vec![0u8; 65 << 10]),
         Err(shmbus::journal::JournalSendError::TooLarge { .. })
     ));
     // No permission (skipped as root, who bypasses file modes).
@@ -417,7 +421,7 @@ fn durability_modes_work() {
         let j = Journal::create_or_open(&dir, &small().durability(d)).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..50u64 {
-            a.append(&payload(i, 100)).unwrap();
+            a.send(&payload(i, 100)).unwrap();
         }
         std::thread::sleep(Duration::from_millis(20));
         drop(a);
@@ -476,11 +480,11 @@ fn write_fuzz_corpus() {
     let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..5u64 {
-        a.append(&payload(i, 30 + i as usize)).unwrap();
+        a.send(&payload(i, 30 + i as usize)).unwrap();
     }
-    drop(a.reserve(12).unwrap());
+    drop(a.loan(12).unwrap());
     a.set_compression(true);
-    a.append(&b"abcabcabc".repeat(30)).unwrap();
+    a.send(&b"abcabcabc".repeat(30)).unwrap();
     let used = Journal::status(j.dir()).unwrap().bytes as usize;
     let data = std::fs::read(dir.join(data_file_name(0))).unwrap();
     std::fs::write(out.join("cycle_entries"), &data[..4096 + used]).unwrap();
@@ -501,16 +505,16 @@ fn stalled_appender_is_abandoned_after_the_timeout() {
     let j = Journal::create_or_open(&dir, &small().abandon_timeout(Duration::from_millis(200))).unwrap();
     let mut stalled = j.appender().unwrap();
     let mut other = j.appender().unwrap();
-    let mut r = stalled.reserve(8).unwrap();
-    r.as_mut_slice().copy_from_slice(b"too late");
-    assert_eq!(other.append(b"on time").unwrap(), 1);
+    let mut r = stalled.loan(8).unwrap();
+    r.copy_from_slice(b"too late");
+    assert_eq!(other.send(b"on time").unwrap(), 1);
     let mut t = j.tailer().unwrap();
-    let e = t.next_timeout(Some(Duration::from_secs(20))).unwrap().expect("tailer got past the stalled entry");
-    assert_eq!((e.index, e.data), (1, &b"on time"[..]));
-    assert!(matches!(r.commit(), Err(shmbus::journal::JournalSendError::Abandoned { index: 0 })));
+    let e = t.recv_ref_timeout(Duration::from_secs(20)).expect("tailer got past the stalled entry");
+    assert_eq!((e.index(), e.data()), (1, &b"on time"[..]));
+    assert!(matches!(r.send(), Err(shmbus::journal::JournalSendError::Abandoned { index: 0 })));
     // The appender keeps working.
-    assert_eq!(stalled.append(b"next").unwrap(), 2);
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"next");
+    assert_eq!(stalled.send(b"next").unwrap(), 2);
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"next");
 }
 
 /// Garbage in the live shared words (no recovery runs: another handle is open) makes reads
@@ -536,9 +540,9 @@ fn garbage_shared_words_are_survived() {
                 continue;
             };
             for _ in 0..200 {
-                match t.try_next() {
-                    Ok(Some(e)) => assert_eq!(e.data, &payload(e.index, 100)[..]),
-                    Ok(None) => break,
+                match t.try_recv_ref() {
+                    Ok(e) => assert_eq!(e.data(), &payload(e.index(), 100)[..]),
+                    Err(JournalTryRecvError::Empty) => break,
                     Err(_) => {}
                 }
             }
@@ -567,14 +571,15 @@ fn a_hostile_alloc_word_does_not_make_the_appender_fault() {
     a.set_pretouch(false);
     // 3,000 entries of 200 B: ~650 KiB, well past the file's size before.
     for i in 10..3010u64 {
-        a.append(&payload(i, 200)).unwrap();
+        a.send(&payload(i, 200)).unwrap();
     }
     assert!(std::fs::metadata(&path).unwrap().len() > size_before, "the appender grew the file");
     let mut t = j2.tailer().unwrap();
     let mut n = 0u64;
-    while let Some(e) = t.try_next().unwrap() {
-        let len = if e.index < 10 { 100 } else { 200 };
-        assert_eq!(e.data, &payload(e.index, len)[..], "entry {}", e.index);
+    for e in t.try_iter() {
+        let e = e.unwrap();
+        let len = if e.index() < 10 { 100 } else { 200 };
+        assert_eq!(e.data(), &payload(e.index(), len)[..], "entry {}", e.index());
         n += 1;
     }
     assert_eq!(n, 3010);
@@ -591,7 +596,7 @@ fn missing_and_unpublished_cycles() {
         let j = Journal::create_or_open(&dir, &opts).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..1000u64 {
-            a.append(&payload(i, 200)).unwrap();
+            a.send(&payload(i, 200)).unwrap();
         }
         assert!(Journal::status(j.dir()).unwrap().cycles.len() >= 4);
     }
@@ -606,16 +611,17 @@ fn missing_and_unpublished_cycles() {
     let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.next_index, 1000);
     let mut t = j.tailer().unwrap();
-    let first = t.try_next().unwrap().unwrap().index;
+    let first = t.try_recv_ref().unwrap().index();
     assert_eq!(first, info.first_index);
     assert!(first > 0);
     let mut next = first + 1;
-    while let Some(e) = t.try_next().unwrap() {
-        assert_eq!(e.index, next);
+    for e in t.try_iter() {
+        let e = e.unwrap();
+        assert_eq!(e.index(), next);
         next += 1;
     }
     assert_eq!(next, 1000);
-    assert_eq!(j.appender().unwrap().append(b"more").unwrap(), 1000);
+    assert_eq!(j.appender().unwrap().send(b"more").unwrap(), 1000);
 }
 
 /// Tiered storage: old cycles move to an archive directory while tailers read; every
@@ -627,11 +633,11 @@ fn tiered_storage_moves_old_cycles_transparently() {
     let j = Journal::create_or_open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..1000u64 {
-        a.append(&payload(i, 200)).unwrap();
+        a.send(&payload(i, 200)).unwrap();
     }
     let mut early = j.tailer().unwrap();
     for i in 0..10u64 {
-        assert_eq!(early.try_next().unwrap().unwrap().index, i);
+        assert_eq!(early.try_recv_ref().unwrap().index(), i);
     }
     let total = Journal::status(j.dir()).unwrap().cycles.len();
     assert!(total >= 4);
@@ -643,18 +649,18 @@ fn tiered_storage_moves_old_cycles_transparently() {
     assert_eq!(Journal::status(j.dir()).unwrap().cycles.len(), total);
     // A tailer that was reading keeps going; new tailers and other handles read the archive.
     for i in 10..1000u64 {
-        assert_eq!(early.try_next().unwrap().unwrap().index, i);
+        assert_eq!(early.try_recv_ref().unwrap().index(), i);
     }
     let j2 = Journal::create_or_open(&dir, &opts).unwrap();
     let mut t = j2.tailer().unwrap();
     for i in 0..1000u64 {
-        let e = t.try_next().unwrap().unwrap();
-        assert_eq!((e.index, e.data), (i, &payload(i, 200)[..]));
+        let e = t.try_recv_ref().unwrap();
+        assert_eq!((e.index(), e.data()), (i, &payload(i, 200)[..]));
     }
-    assert_eq!(j2.tailer_at(5).unwrap().try_next().unwrap().unwrap().index, 5);
+    assert_eq!(j2.tailer_at(5).unwrap().try_recv_ref().unwrap().index(), 5);
     // Appending goes on in the hot tier; a second tier() call moves more.
     for i in 1000..1500u64 {
-        a.append(&payload(i, 200)).unwrap();
+        a.send(&payload(i, 200)).unwrap();
     }
     assert!(!j.tier("cold", 1).unwrap().moved_cycles.is_empty());
     assert!(matches!(j.tier("elsewhere", 1), Err(shmbus::journal::JournalTierError::OtherArchive { .. })));
@@ -726,26 +732,26 @@ fn encryption_round_trip_with_a_pluggable_cipher() {
     let mut a = j.appender().unwrap();
     a.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
     let secret = b"the launch code is 0000 and the launch code is 0000 again".repeat(4);
-    a.append(&secret).unwrap();
+    a.send(&secret).unwrap();
     a.set_compression(true);
-    a.append(&secret).unwrap();
-    a.append(b"short").unwrap();
+    a.send(&secret).unwrap();
+    a.send(b"short").unwrap();
     a.set_cipher(None);
-    a.append(b"plain").unwrap();
+    a.send(b"plain").unwrap();
     let bytes = std::fs::read(dir.join(data_file_name(0))).unwrap();
     assert!(!bytes.windows(15).any(|w| w == b"the launch code"), "plaintext on disk");
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
-    assert_eq!(t.try_next().unwrap().unwrap().data, &secret[..]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, &secret[..]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"short");
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"plain");
+    assert_eq!(t.try_recv_ref().unwrap().data(), &secret[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), &secret[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"short");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"plain");
     // No cipher: reported and skipped. Wrong key: authentication fails.
     let mut t = j.tailer().unwrap();
-    assert!(matches!(t.try_next(), Err(JournalRecvError::Encrypted { index: 0 })));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Encrypted { index: 0 })));
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0xbad))));
-    assert!(matches!(t.try_next(), Err(JournalRecvError::Corrupt(c)) if c.value("index") == Some(0)));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Corrupt(c)) if c.value("index") == Some(0)));
 }
 
 /// Many threads creating the same journal at once: one creates it, all open it.
@@ -757,7 +763,7 @@ fn concurrent_creation_is_race_free() {
             let dir = dir.clone();
             std::thread::spawn(move || {
                 let j = Journal::create_or_open(&dir, &small()).unwrap();
-                j.appender().unwrap().append(b"x").unwrap()
+                j.appender().unwrap().send(b"x").unwrap()
             })
         })
         .collect();
@@ -798,9 +804,9 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
             let n = 1200u64;
             let reader = std::thread::spawn(move || {
                 for i in 0..n {
-                    let e = t.next_timeout(Some(Duration::from_secs(20))).unwrap().expect("entry");
-                    assert_eq!(e.index, i);
-                    assert_eq!(e.data, &payload(i, 1000 + (i as usize * 97) % 40_000)[..]);
+                    let e = t.recv_ref_timeout(Duration::from_secs(20)).expect("entry");
+                    assert_eq!(e.index(), i);
+                    assert_eq!(e.data(), &payload(i, 1000 + (i as usize * 97) % 40_000)[..]);
                 }
             });
             let mut a = j.appender().unwrap();
@@ -809,7 +815,7 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
                 a.set_pretouch_cpus(cpus);
             }
             for i in 0..n {
-                assert_eq!(a.append(&payload(i, 1000 + (i as usize * 97) % 40_000)).unwrap(), i);
+                assert_eq!(a.send(&payload(i, 1000 + (i as usize * 97) % 40_000)).unwrap(), i);
             }
             reader.join().unwrap();
             let info = Journal::status(j.dir()).unwrap();

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_role, fresh_dir, spawn_child, wait_with_deadline, Rng};
 use shmbus::journal::format::{pos_word, META_FILE};
-use shmbus::journal::{Journal, JournalConfig, JournalRecvError, Retention, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError, Retention, RollCycle};
 
 const HOSTILE_SECS: u64 = 6;
 /// A call with a timeout may overrun it by at most this much.
@@ -76,7 +76,7 @@ fn victim(dir: &Path) {
                     app = timed("appender()", BOUNDED, &mut max, || j.appender()).ok();
                 }
                 if let Some(a) = app.as_mut() {
-                    match timed("append", BOUNDED, &mut max, || a.append(b"honest entry from the victim")) {
+                    match timed("append", BOUNDED, &mut max, || a.send(b"honest entry from the victim")) {
                         Ok(_) => ok += 1,
                         Err(_) => {
                             failed += 1;
@@ -97,19 +97,19 @@ fn victim(dir: &Path) {
     while !stop.exists() {
         calls += 1;
         if let Some(tl) = t.as_mut() {
-            let r = timed("next_timeout(20 ms)", Duration::from_millis(20) + SLACK, &mut max, || {
-                tl.next_timeout(Some(Duration::from_millis(20))).map(|e| e.map(|e| e.index))
+            let r = timed("recv_ref_timeout(20 ms)", Duration::from_millis(20) + SLACK, &mut max, || {
+                tl.recv_ref_timeout(Duration::from_millis(20)).map(|e| e.index())
             });
             match r {
-                Ok(Some(_)) => entries += 1,
-                Ok(None) => {}
+                Ok(_) => entries += 1,
+                Err(JournalRecvTimeoutError::Timeout) => {}
                 Err(e) => {
                     errors += 1;
                     let kind = match e {
-                        JournalRecvError::Gap { .. } => "gap",
-                        JournalRecvError::Damaged { .. } => "damaged",
-                        JournalRecvError::Corrupt(_) => "corrupt",
-                        JournalRecvError::PositionReset { .. } => "reset",
+                        JournalRecvTimeoutError::Gap { .. } => "gap",
+                        JournalRecvTimeoutError::Damaged { .. } => "damaged",
+                        JournalRecvTimeoutError::Corrupt(_) => "corrupt",
+                        JournalRecvTimeoutError::PositionReset { .. } => "reset",
                         _ => "other",
                     };
                     if kinds.get(kind).is_none_or(|&k| k < 3) {
@@ -134,9 +134,9 @@ fn victim(dir: &Path) {
                     let again = timed("Journal::open", BOUNDED, &mut max, || Journal::create_or_open(dir, &opts()));
                     let mut tl = again.ok().and_then(|j2| j2.tailer().ok());
                     if let Some(tl) = tl.as_mut() {
-                        timed("try_next x100", BOUNDED, &mut max, || {
+                        timed("try_recv_ref x100", BOUNDED, &mut max, || {
                             for _ in 0..100 {
-                                if let Ok(None) = tl.try_next() {
+                                if let Err(JournalTryRecvError::Empty) = tl.try_recv_ref() {
                                     break;
                                 }
                             }
@@ -160,14 +160,14 @@ fn victim(dir: &Path) {
     // The hostile writer has stopped and put the immutable headers back: the honest parties
     // work again. (Fresh handle: what a restarted process sees.)
     let j = Journal::create_or_open(dir, &opts()).expect("reopen after the hostility");
-    let index = j.appender().unwrap().append(b"after").expect("append after the hostility");
+    let index = j.appender().unwrap().send(b"after").expect("append after the hostility");
     let mut t = j.tailer_at(index).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         assert!(Instant::now() < deadline, "the honest entry {index} was not read back");
-        match t.next_timeout(Some(Duration::from_millis(100))) {
-            Ok(Some(e)) if e.index == index => {
-                assert_eq!(e.data, b"after");
+        match t.recv_ref_timeout(Duration::from_millis(100)) {
+            Ok(e) if e.index() == index => {
+                assert_eq!(e.data(), b"after");
                 break;
             }
             _ => {}
@@ -288,7 +288,7 @@ fn hostile_control_state_never_hangs_or_kills_journal_readers() {
         let j = Journal::create_or_open(&dir, &opts()).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..2000u64 {
-            a.append(&i.to_le_bytes().repeat(8)).unwrap();
+            a.send(&i.to_le_bytes().repeat(8)).unwrap();
         }
         drop(j.reader("hostile-r").unwrap());
     }

@@ -18,7 +18,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{child_role, example_command, fresh_dir, sigkill, spawn_child, Rng};
-use shmbus::journal::{Journal, JournalConfig, JournalRecvError, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, JournalRecvTimeoutError, RollCycle};
 
 fn opts() -> JournalConfig {
     JournalConfig::default()
@@ -94,7 +94,7 @@ fn child_entry() {
             let (id, count) = (var("APP_ID"), var("COUNT"));
             let mut a = j.appender().unwrap();
             for seq in 0..count {
-                a.append(&entry_bytes(id, seq)).unwrap();
+                a.send(&entry_bytes(id, seq)).unwrap();
             }
         }
         "tailer" => {
@@ -105,9 +105,9 @@ fn child_entry() {
             let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
             let mut n = 0;
             while n < count {
-                let e = t.next_timeout(Some(Duration::from_secs(30))).unwrap().expect("tailer timed out");
-                assert_eq!(e.index, n, "indices are dense and in order");
-                let (a, s) = parse_entry(e.data).expect("payload intact");
+                let e = t.recv_ref_timeout(Duration::from_secs(30)).expect("tailer timed out");
+                assert_eq!(e.index(), n, "indices are dense and in order");
+                let (a, s) = parse_entry(e.data()).expect("payload intact");
                 assert_eq!(s, next_seq[a as usize], "appender {a}'s entries in order, none lost or repeated");
                 next_seq[a as usize] += 1;
                 digest = (digest ^ (a << 32 | s)).wrapping_mul(0x100_0000_01b3);
@@ -123,14 +123,14 @@ fn child_entry() {
             for seq in 0.. {
                 let d = entry_bytes(id, seq);
                 let index = if rng.next() % 2 == 0 {
-                    a.append(&d).unwrap()
+                    a.send(&d).unwrap()
                 } else {
-                    let mut r = a.reserve(d.len()).unwrap();
-                    r.as_mut_slice().copy_from_slice(&d);
+                    let mut r = a.loan(d.len()).unwrap();
+                    r.copy_from_slice(&d);
                     for _ in 0..(rng.next() % 2000) {
                         std::hint::spin_loop();
                     }
-                    r.commit().unwrap()
+                    r.send().unwrap()
                 };
                 out.write_all(format!("\n@@{index} {id} {seq}\n").as_bytes()).unwrap();
                 out.flush().unwrap();
@@ -138,8 +138,12 @@ fn child_entry() {
         }
         "reader" => {
             let mut r = j.reader("billing").unwrap();
-            while let Some(e) = r.next_timeout(Some(Duration::from_millis(200))).unwrap() {
-                let i = e.index;
+            while let Some(e) = match r.recv_ref_timeout(Duration::from_millis(200)) {
+                Ok(e) => Some(e),
+                Err(JournalRecvTimeoutError::Timeout) => None,
+                Err(e) => panic!("{e}"),
+            } {
+                let i = e.index();
                 out.write_all(format!("\n@@{i}\n").as_bytes()).unwrap();
                 out.flush().unwrap();
                 r.ack();
@@ -154,11 +158,15 @@ fn child_entry() {
             let deadline = Instant::now() + Duration::from_secs(20);
             loop {
                 assert!(Instant::now() < deadline, "follow: stuck at {:?}", t.position());
-                if let Some(e) = t.next_timeout(Some(Duration::from_millis(200))).unwrap() {
-                    parse_entry(e.data).expect("payload intact");
-                    assert!(last.is_none_or(|l| e.index > l), "in order");
-                    last = Some(e.index);
-                    if e.index >= target {
+                if let Some(e) = match t.recv_ref_timeout(Duration::from_millis(200)) {
+                    Ok(e) => Some(e),
+                    Err(JournalRecvTimeoutError::Timeout) => None,
+                    Err(e) => panic!("{e}"),
+                } {
+                    parse_entry(e.data()).expect("payload intact");
+                    assert!(last.is_none_or(|l| e.index() > l), "in order");
+                    last = Some(e.index());
+                    if e.index() >= target {
                         break;
                     }
                 }
@@ -234,24 +242,25 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     while kills < 200 {
         kills += crashy_round(&dir, round, 2000, &mut rng, &mut committed);
         // Drain what is there: the tailer must get past every dead appender's entry.
-        while let Some(e) = tailer.try_next().unwrap() {
-            let (a, s) = parse_entry(e.data).expect("payload intact");
-            assert!(seen.insert(e.index, (a, s)).is_none());
+        for e in tailer.try_iter() {
+            let e = e.unwrap();
+            let (a, s) = parse_entry(e.data()).expect("payload intact");
+            assert!(seen.insert(e.index(), (a, s)).is_none());
         }
         round += 1;
     }
     // A final live append: the tailer must reach it (nothing blocks it).
-    let end = j.appender().unwrap().append(&entry_bytes(u32::MAX as u64, 0)).unwrap();
+    let end = j.appender().unwrap().send(&entry_bytes(u32::MAX as u64, 0)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !seen.contains_key(&end) {
         assert!(Instant::now() < deadline, "tailer stuck before index {end} (at {})", tailer.position());
-        match tailer.next_timeout(Some(Duration::from_secs(1))) {
-            Ok(Some(e)) => {
-                let (a, s) = parse_entry(e.data).expect("payload intact");
-                assert!(seen.insert(e.index, (a, s)).is_none());
+        match tailer.recv_ref_timeout(Duration::from_secs(1)) {
+            Ok(e) => {
+                let (a, s) = parse_entry(e.data()).expect("payload intact");
+                assert!(seen.insert(e.index(), (a, s)).is_none());
             }
-            Ok(None) => {}
-            Err(JournalRecvError::Corrupt(c)) => panic!("corrupt entry: {c}"),
+            Err(JournalRecvTimeoutError::Timeout) => {}
+            Err(JournalRecvTimeoutError::Corrupt(c)) => panic!("corrupt entry: {c}"),
             Err(e) => panic!("{e}"),
         }
     }
@@ -284,14 +293,15 @@ fn open_after_everyone_was_killed_recovers() {
         holes += j.recovery().iter().map(|r| r.abandoned_holes).sum::<u64>();
         let mut t = j.tailer().unwrap();
         let mut seen = std::collections::HashMap::new();
-        while let Some(e) = t.try_next().unwrap() {
-            seen.insert(e.index, parse_entry(e.data).expect("payload intact"));
+        for e in t.try_iter() {
+            let e = e.unwrap();
+            seen.insert(e.index(), parse_entry(e.data()).expect("payload intact"));
         }
         for (index, a, s) in &committed {
             assert_eq!(seen.get(index), Some(&(*a, *s)), "committed entry {index} lost");
         }
         // Appending continues.
-        j.appender().unwrap().append(&entry_bytes(u32::MAX as u64, round)).unwrap();
+        j.appender().unwrap().send(&entry_bytes(u32::MAX as u64, round)).unwrap();
     }
     eprintln!("{} committed entries kept; {holes} holes repaired by the scan", committed.len());
 }
@@ -303,7 +313,7 @@ fn sigkilled_named_reader_resumes() {
     let mut a = j.appender().unwrap();
     const N: u64 = 20_000;
     for i in 0..N {
-        a.append(&i.to_le_bytes()).unwrap();
+        a.send(&i.to_le_bytes()).unwrap();
     }
     let mut rng = Rng::from_env_or_clock();
     let mut last: Option<u64> = None;
@@ -381,8 +391,9 @@ fn sigkill_then_restart_works_the_first_time_for_every_role() {
     }
     let mut t = j.tailer().unwrap();
     let mut seen = std::collections::HashMap::new();
-    while let Some(e) = t.try_next().unwrap() {
-        seen.insert(e.index, parse_entry(e.data).expect("payload intact"));
+    for e in t.try_iter() {
+        let e = e.unwrap();
+        seen.insert(e.index(), parse_entry(e.data()).expect("payload intact"));
     }
     for (index, a, s) in &committed {
         assert_eq!(seen.get(index), Some(&(*a, *s)), "committed entry {index} lost");

@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use common::fresh_dir;
-use shmbus::journal::{Journal, JournalConfig, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, JournalTryRecvError, RollCycle};
 
 /// A tmpfs mounted for the test's lifetime.
 struct Mount(std::path::PathBuf);
@@ -80,7 +80,7 @@ fn huge_page_tmpfs_is_reported_and_used() {
     // 12 MiB of 32 KiB entries: several 2 MiB pages, entries straddling their boundaries.
     let entry = |i: u64| -> Vec<u8> { (0..32 * 1024).map(|k| (i as usize * 13 + k) as u8).collect() };
     for i in 0..384u64 {
-        assert_eq!(a.append(&entry(i)).unwrap(), i);
+        assert_eq!(a.send(&entry(i)).unwrap(), i);
     }
     let after = shmem_pmd_mapped_kib();
     assert!(
@@ -89,11 +89,11 @@ fn huge_page_tmpfs_is_reported_and_used() {
     );
     let mut t = j.tailer().unwrap();
     for i in 0..384u64 {
-        let e = t.try_next().unwrap().expect("every entry is there");
-        assert_eq!(e.index, i);
-        assert_eq!(e.data, &entry(i)[..]);
+        let e = t.try_recv_ref().expect("every entry is there");
+        assert_eq!(e.index(), i);
+        assert_eq!(e.data(), &entry(i)[..]);
     }
-    assert!(t.try_next().unwrap().is_none());
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Empty)));
     drop((t, a, j));
     drop(mnt);
 }
@@ -111,14 +111,14 @@ fn large_entries_with_a_live_tailer_while_the_file_grows() {
     let mut t = j.tailer().unwrap();
     let reader = std::thread::spawn(move || {
         for i in 0..N {
-            let e = t.next_timeout(Some(std::time::Duration::from_secs(30))).unwrap().expect("no entry for 30 s");
-            assert_eq!(e.index, i);
-            assert!(e.data == &entry(i)[..], "entry {i} differs");
+            let e = t.recv_ref_timeout(std::time::Duration::from_secs(30)).expect("no entry for 30 s");
+            assert_eq!(e.index(), i);
+            assert!(e.data() == &entry(i)[..], "entry {i} differs");
         }
     });
     let mut a = j.appender().unwrap();
     for i in 0..N {
-        assert_eq!(a.append(&entry(i)).unwrap(), i);
+        assert_eq!(a.send(&entry(i)).unwrap(), i);
     }
     reader.join().unwrap();
     drop((a, j));

@@ -40,7 +40,7 @@ fn root_or_skip(what: &str) -> bool {
 fn journal(s: &Scratch) -> PathBuf {
     let dir = s.path().join("j");
     let j = Journal::create_or_open(&dir, &opts()).unwrap();
-    j.appender().unwrap().append(b"entry 0").unwrap();
+    j.appender().unwrap().send(b"entry 0").unwrap();
     drop(j.reader("r").unwrap());
     assert!(dir.join("readers.lock").exists());
     dir
@@ -81,7 +81,7 @@ fn use_journal(dir: &Path, trust: &TrustPolicy) -> Result<(), OpenError> {
     let j = Journal::create_or_open(dir, &opts().trust(trust.clone()))?;
     j.appender()?;
     let mut t = j.tailer()?;
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"entry 0");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"entry 0");
     match j.reader("r") {
         Ok(_) => Ok(()),
         Err(e) => Err(e),
@@ -96,7 +96,7 @@ fn child_entry() {
     let dir = PathBuf::from(env_str("T_DIR"));
     match Journal::open(&dir) {
         Ok(j) => {
-            j.appender().unwrap().append(b"from the child").unwrap();
+            j.appender().unwrap().send(b"from the child").unwrap();
             println!("open: ok");
         }
         Err(e) => println!("open: error {e}"),
@@ -190,7 +190,7 @@ fn a_world_writable_journal_gets_a_sticky_directory() {
     let s = Scratch::new("jtrust-0666");
     let dir = s.path().join("j");
     let j = Journal::create_or_open(&dir, &opts().mode(0o666)).unwrap();
-    j.appender().unwrap().append(b"x").unwrap();
+    j.appender().unwrap().send(b"x").unwrap();
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o7777;
     assert!(mode & 0o002 == 0 || mode & 0o1000 != 0, "directory mode {mode:04o}: writable by all, not sticky");
     drop(j);

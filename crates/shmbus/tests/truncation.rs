@@ -548,23 +548,23 @@ mod journal {
         let named = std::env::var_os("T_NAMED").is_some();
         let mut r = named.then(|| j.reader("r").unwrap());
         receive_loop(stop, || {
-            use shmbus::journal::JournalRecvError;
+            use shmbus::journal::{JournalRecvTimeoutError, JournalTryRecvError};
             let t = r.as_mut().unwrap_or(&mut t);
             if waitset {
                 if !ready(&*t) {
                     return Got::Timeout;
                 }
-                return match t.try_next() {
-                    Ok(Some(_)) => Got::Msg,
-                    Ok(None) => Got::Timeout,
-                    Err(e @ JournalRecvError::Truncated { .. }) => Got::Truncated(e.to_string()),
+                return match t.try_recv_ref() {
+                    Ok(_) => Got::Msg,
+                    Err(JournalTryRecvError::Empty) => Got::Timeout,
+                    Err(e @ JournalTryRecvError::Truncated { .. }) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
-            match t.next_timeout(Some(RECV_TIMEOUT)) {
-                Ok(Some(_)) => Got::Msg,
-                Ok(None) => Got::Timeout,
-                Err(e @ JournalRecvError::Truncated { .. }) => Got::Truncated(e.to_string()),
+            match t.recv_ref_timeout(RECV_TIMEOUT) {
+                Ok(_) => Got::Msg,
+                Err(JournalRecvTimeoutError::Timeout) => Got::Timeout,
+                Err(e @ JournalRecvTimeoutError::Truncated { .. }) => Got::Truncated(e.to_string()),
                 Err(e) => Got::Error(e.to_string()),
             }
         })
@@ -609,10 +609,10 @@ mod journal {
             let dir = s.path().join("journal");
             let j = Journal::create_or_open(&dir, &journal_opts()).unwrap();
             let mut a = j.appender().unwrap();
-            a.append(b"first").unwrap();
+            a.send(b"first").unwrap();
             let (data, _, _) = journal_files(&dir);
             let o = run_reader_case(&s, "journal", &data, Cut::Zero, &env, |i| {
-                let _ = a.append(format!("entry {i}").as_bytes());
+                let _ = a.send(format!("entry {i}").as_bytes());
             });
             let what = format!("journal tailer {env:?}");
             assert_survived(&what, Cut::Zero, &o);
@@ -632,7 +632,7 @@ mod journal {
         // not in a private page (see docs/robustness.md). This case is the other one.
         a.set_pretouch(false);
         for i in 0..10 {
-            a.append(format!("before {i}").as_bytes()).unwrap();
+            a.send(format!("before {i}").as_bytes()).unwrap();
         }
         say("ready");
         let start = Instant::now();
@@ -641,7 +641,7 @@ mod journal {
             std::thread::sleep(Duration::from_millis(5));
         }
         for k in 0..3 {
-            match a.append(format!("after {k}").as_bytes()) {
+            match a.send(format!("after {k}").as_bytes()) {
                 Ok(i) => say(&format!("append {k}: ok {i}")),
                 Err(e @ shmbus::journal::JournalSendError::Truncated { .. }) => {
                     say(&format!("append {k}: {TRUNCATED_MARKER}{e}"))
@@ -705,11 +705,11 @@ mod journal {
             let dir = s.path().join("journal");
             let j = Journal::create_or_open(&dir, &journal_opts()).unwrap();
             let mut a = j.appender().unwrap();
-            a.append(b"first").unwrap();
+            a.send(b"first").unwrap();
             let (data, index, meta) = journal_files(&dir);
             let file = [data, index, meta][which].clone();
             let o = run_reader_case(&s, "journal", &file, cut, &[], |i| {
-                let _ = a.append(format!("entry {i}").as_bytes());
+                let _ = a.send(format!("entry {i}").as_bytes());
             });
             let what = format!("journal ({})", file.file_name().unwrap().to_string_lossy());
             assert_survived_touching(&what, cut, &o, which != 1);

@@ -94,8 +94,8 @@ impl Chan {
                 w.done();
             }
             Chan::Journal(t) => {
-                while let Ok(Some(e)) = t.try_next() {
-                    got.push(e.data.to_vec());
+                while let Ok(e) = t.try_recv() {
+                    got.push(e.into_data());
                 }
             }
         }
@@ -149,7 +149,7 @@ fn child_entry() {
                         }
                     }
                 }
-                Which::Journal(i) => drop(appenders[i].append(&p).unwrap()),
+                Which::Journal(i) => drop(appenders[i].send(&p).unwrap()),
             }
             if rng.below(16) == 0 {
                 std::thread::sleep(Duration::from_micros(300));

@@ -2,7 +2,7 @@
 //! directory on a real filesystem that the ping side creates and removes. Each side appends
 //! (copy) to one journal and live-tails the other, so one round trip is append → tail →
 //! append → tail and RTT/2 is one append→tail hop. Spin mode busy-polls `Tailer::try_next`;
-//! block mode sleeps in `Tailer::next_timeout` with [`shmbus::WaitPolicy::BLOCK`].
+//! block mode sleeps in `Tailer::recv_ref_timeout` with [`shmbus::WaitPolicy::BLOCK`].
 //!
 //! The durability (`none`, `flush`, `periodic`) and the parent directory are properties of
 //! the ping side's [`JournalTransport`]; the echo side opens the existing journals, which
@@ -12,7 +12,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shmbus::journal::{Appender, Durability, Journal, JournalConfig, JournalRecvError, RollCycle, Tailer};
+use shmbus::journal::{
+    Appender, Durability, Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError, RollCycle, Tailer,
+};
 
 use super::shmbus_kinds::{check_size, policy, wait_for};
 use super::{Endpoint, Handoff, Mode, Params, Transport};
@@ -121,14 +123,14 @@ struct JournalEnd {
 }
 
 /// A tailer error as an I/O error.
-pub fn read_error(e: JournalRecvError) -> io::Error {
+pub fn read_error(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
 }
 
 impl Endpoint for JournalEnd {
     #[inline]
     fn send(&mut self, msg: &[u8], _waiter: &mut Waiter<'_>) -> io::Result<()> {
-        self.appender.append(msg).map(drop).map_err(io::Error::other)
+        self.appender.send(msg).map(drop).map_err(io::Error::other)
     }
 
     #[inline]
@@ -147,13 +149,15 @@ impl Endpoint for JournalEnd {
         wait_for(
             self.mode,
             waiter,
-            || match t.borrow_mut().try_next().map_err(read_error)? {
-                Some(e) => copy(e.data),
-                None => Ok(None),
+            || match t.borrow_mut().try_recv_ref() {
+                Ok(e) => copy(e.data()),
+                Err(JournalTryRecvError::Empty) => Ok(None),
+                Err(e) => Err(read_error(e)),
             },
-            |slice: Duration| match t.borrow_mut().next_timeout(Some(slice)).map_err(read_error)? {
-                Some(e) => copy(e.data),
-                None => Ok(None),
+            |slice: Duration| match t.borrow_mut().recv_ref_timeout(slice) {
+                Ok(e) => copy(e.data()),
+                Err(JournalRecvTimeoutError::Timeout) => Ok(None),
+                Err(e) => Err(read_error(e)),
             },
         )
     }

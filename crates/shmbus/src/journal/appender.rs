@@ -1,4 +1,4 @@
-//! Appenders: claiming, reserving, committing, growing files ahead, rolling cycles.
+//! Appenders: claiming, loaning, sending, growing files ahead, rolling cycles.
 
 use std::io;
 use std::sync::Arc;
@@ -213,19 +213,21 @@ impl Appender {
         })
     }
 
-    /// The largest entry [`Appender::append`] takes, in bytes (the journal's `max_entry`).
+    /// The largest entry [`Appender::send`] takes, in bytes (the journal's `max_entry_len`).
     pub fn max_entry_len(&self) -> usize {
         usize::try_from(self.inner.hdr().max_entry).unwrap_or(usize::MAX)
     }
 
-    /// Compress entries of at least 64 bytes with lz4 in [`Appender::append`] when that
+    /// Compress entries of at least 64 bytes with lz4 in [`Appender::send`] when that
     /// makes them smaller (flagged per entry; readers decompress transparently).
     pub fn set_compression(&mut self, on: bool) {
         self.compress = on;
     }
 
-    /// Copies `data` in as one entry and commits it. Returns its global index.
-    pub fn append(&mut self, data: &[u8]) -> Result<u64, JournalSendError> {
+    /// Copies `data` in as one entry and publishes it. Returns its global index. Never
+    /// waits (the journal is unbounded); an entry that readers abandoned because this
+    /// appender stalled is sent again, a few times, before [`JournalSendError::Abandoned`].
+    pub fn send(&mut self, data: &[u8]) -> Result<u64, JournalSendError> {
         if !self.compress && self.cipher.is_none() {
             let mut abandoned = 0;
             for _ in 0..8 {
@@ -249,7 +251,7 @@ impl Appender {
         self.cipher = cipher;
     }
 
-    /// The slow path of `append`: compress and/or seal.
+    /// The slow path of `send`: compress and/or seal.
     fn transform_append(&mut self, data: &[u8], buf: &mut Vec<u8>) -> Result<u64, JournalSendError> {
         let mut flags = 0;
         let mut body = data;
@@ -271,14 +273,14 @@ impl Appender {
             let r = match self.cipher.clone() {
                 None => {
                     let mut res = self.reserve_inner(body.len())?;
-                    res.as_mut_slice().copy_from_slice(body);
+                    res.copy_from_slice(body);
                     res.commit_inner(flags, data.len() as u32, Some(body))
                 }
                 Some(c) => {
                     let mut res = self.reserve_inner(body.len() + c.overhead())?;
                     let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
                     let aad = res.index().to_le_bytes();
-                    c.seal(&nonce, &aad, body, res.as_mut_slice());
+                    c.seal(&nonce, &aad, body, &mut res);
                     res.commit_inner(flags | FLAG_SEALED, data.len() as u32, None)
                 }
             };
@@ -293,17 +295,19 @@ impl Appender {
 
     fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, JournalSendError>, JournalSendError> {
         let mut res = self.reserve_inner(data.len())?;
-        crate::copy::copy_to_fresh(res.as_mut_slice(), data);
+        crate::copy::copy_to_fresh(&mut res, data);
         Ok(res.commit_inner(0, data.len() as u32, Some(data)))
     }
 
-    /// Claims room for an entry of exactly `len` bytes, to be written in place and
-    /// committed (zero-copy). Reserved entries are never compressed.
-    pub fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, JournalSendError> {
+    /// Claims room for an entry of exactly `len` bytes, to be written in place (the
+    /// [`Loan`] derefs to them) and published with [`Loan::send`] (zero-copy). Loaned
+    /// entries are never compressed or encrypted. There is no `Loan::truncate`: an entry's
+    /// header must say the size it was claimed with.
+    pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, JournalSendError> {
         self.reserve_inner(len)
     }
 
-    fn reserve_inner(&mut self, len: usize) -> Result<Reservation<'_>, JournalSendError> {
+    fn reserve_inner(&mut self, len: usize) -> Result<Loan<'_>, JournalSendError> {
         let max = self.inner.hdr().max_entry;
         if len as u64 > max {
             return Err(JournalSendError::TooLarge { len, max });
@@ -378,7 +382,7 @@ impl Appender {
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
-            return Ok(Reservation { app: self, off, n, units, len, ts, done: false });
+            return Ok(Loan { app: self, off, n, units, len, ts, done: false });
         }
     }
 
@@ -593,11 +597,11 @@ impl Drop for Appender {
     }
 }
 
-/// Room for one entry, claimed by [`Appender::reserve`]: write it through
-/// [`Reservation::as_mut_slice`], then [`Reservation::commit`]. Dropped uncommitted, the
-/// entry is abandoned (readers skip it).
+/// Room for one entry, claimed by [`Appender::loan`]: write it through the `DerefMut` to
+/// `[u8]` (exactly the length asked for), then [`Loan::send`]. Dropped unsent, the entry
+/// is abandoned: readers skip it, nothing is published.
 #[derive(Debug)]
-pub struct Reservation<'a> {
+pub struct Loan<'a> {
     app: &'a mut Appender,
     off: u64,
     n: u64,
@@ -607,22 +611,35 @@ pub struct Reservation<'a> {
     done: bool,
 }
 
-impl Reservation<'_> {
-    /// The entry's bytes, to fill in.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+impl std::ops::Deref for Loan<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: as in `deref_mut`; only read, through `&self`.
+        unsafe { std::slice::from_raw_parts(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Loan<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
-        // before the claim) and ours alone until commit: no reader reads them before the
+        // before the claim) and ours alone until sent: no reader reads them before the
         // Release CAS to COMMITTED, no other appender can claim them.
         unsafe { std::slice::from_raw_parts_mut(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
     }
+}
 
+impl Loan<'_> {
     /// The global index this entry will have.
     pub fn index(&self) -> u64 {
         self.app.cy.hdr.first_index + self.n
     }
 
-    /// Publishes the entry. Returns its global index.
-    pub fn commit(self) -> Result<u64, JournalSendError> {
+    /// Publishes the entry. Returns its global index. Fails with
+    /// [`JournalSendError::Abandoned`] when readers gave up on it (it stayed loaned longer
+    /// than the journal's abandon timeout; send it again) and with
+    /// [`JournalSendError::Truncated`] when a file it was written to was cut.
+    pub fn send(self) -> Result<u64, JournalSendError> {
         let len = self.len as u32;
         self.commit_inner(0, len, None)
     }
@@ -680,7 +697,7 @@ impl Reservation<'_> {
     }
 }
 
-impl Drop for Reservation<'_> {
+impl Drop for Loan<'_> {
     fn drop(&mut self) {
         if !self.done {
             abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);

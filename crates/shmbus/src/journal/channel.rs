@@ -57,7 +57,7 @@ impl RollCycle {
 pub enum Durability {
     /// In the page cache: survives the crash of any process, not of the machine.
     None,
-    /// `msync(MS_SYNC)` of the entry's pages before `commit` returns: survives power loss.
+    /// `msync(MS_SYNC)` of the entry's pages before `send` returns: survives power loss.
     Flush,
     /// A background thread of each appender `fdatasync`s every period: at most one period
     /// of committed entries is lost on power loss.
