@@ -844,3 +844,32 @@ fn entry_crc_matches_the_crc32c_crate() {
     }
     assert_eq!(format::crc32c_append(0, b"123456789"), 0xE306_9283);
 }
+
+/// `Journal::status` only looks: it creates, repairs and writes nothing (a lost index file
+/// is not rebuilt by it, the metadata file is not touched), and an appender's handle does.
+#[test]
+fn status_is_read_only() {
+    let (dir, _c) = fresh_dir("jt-status-ro");
+    {
+        let j = Journal::create_or_open(&dir, &small()).unwrap();
+        j.appender().unwrap().send(b"x").unwrap();
+    }
+    let names = |d: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    let before = names(&dir);
+    let meta = std::fs::read(dir.join(format::META_FILE)).unwrap();
+    let st = Journal::status(&dir).unwrap();
+    assert_eq!((st.first_index, st.next_index, st.cycles.len(), st.appenders), (0, 1, 1, 0));
+    assert_eq!(names(&dir), before);
+    assert_eq!(std::fs::read(dir.join(format::META_FILE)).unwrap(), meta);
+    std::fs::remove_file(dir.join(index_file_name(0))).unwrap();
+    Journal::status(&dir).unwrap();
+    assert!(!dir.join(index_file_name(0)).exists(), "status rebuilt the index");
+    // Opening the journal does repair it.
+    drop(Journal::open(&dir).unwrap().tailer().unwrap());
+    assert!(dir.join(index_file_name(0)).exists());
+    assert!(matches!(Journal::status(dir.join("missing")), Err(OpenError::NotFound { .. })));
+}

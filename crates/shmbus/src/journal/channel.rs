@@ -257,6 +257,9 @@ pub(super) struct Inner {
     pub(super) recovery: Vec<RecoveryReport>,
     /// Whose journal files this process uses (see docs/trust.md, "Journals").
     pub(super) trust: crate::domain::TrustPolicy,
+    /// Opened for status only: every file and mapping is read-only, nothing is created,
+    /// locked, reclaimed or repaired.
+    pub(super) read_only: bool,
 }
 
 pub(super) const BUSY: u64 = 1 << 63;
@@ -372,7 +375,7 @@ impl Journal {
             }
         };
         let alone = crate::sys::fs::flock(&meta.file, FlockOp::ExclusiveNonBlocking).is_ok();
-        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone() };
+        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone(), read_only: false };
         let res = if alone { inner.recover() } else { Ok(Vec::new()) };
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = crate::sys::fs::flock(&inner.meta.file, FlockOp::Shared);
@@ -477,10 +480,25 @@ impl Journal {
     }
 
     /// A snapshot of the journal in `dir`: cycles, entries, bytes, readers and appenders.
-    /// It opens the journal (never creating it) for the time of the call, as
-    /// [`Journal::open`] does.
+    ///
+    /// Read-only: it needs read permission only, opens and maps every file read-only, and
+    /// never creates, locks, registers, reclaims or repairs anything (so it does not run
+    /// recovery, and an index file that is missing makes its cycle unreadable here). The
+    /// trust policy is `SHMBUS_TRUST_UIDS`'s, as for [`Journal::open`].
     pub fn status(dir: impl AsRef<Path>) -> Result<JournalStatus, OpenError> {
-        Journal::open(dir)?.status_of()
+        let dir = dir.as_ref().to_owned();
+        let trust = crate::domain::TrustPolicy::from_env()?;
+        if dir.symlink_metadata().is_ok() {
+            files::check_journal_dir(&dir, &trust)?;
+        }
+        let meta_path = dir.join(META_FILE);
+        let meta = MetaFile::open_as(&meta_path, &trust, true)?;
+        let mode = {
+            use std::os::unix::fs::PermissionsExt;
+            meta.file.metadata().map_err(|e| OpenError::io(&meta_path, e))?.permissions().mode() & 0o777
+        };
+        let inner = Inner { dir, meta, mode, recovery: Vec::new(), trust, read_only: true };
+        Journal { inner: Arc::new(inner) }.status_of()
     }
 
     fn status_of(&self) -> Result<JournalStatus, OpenError> {
@@ -511,7 +529,14 @@ impl Journal {
         }
         let first_index = cycles.first().map_or(0, |c| c.first_index);
         let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
-        let appenders = inner.meta.participants().list().into_iter().filter(|p| p.role == ROLE_APPENDER).count();
+        // Live ones: status reclaims nothing, so a dead appender's entry may still be there.
+        let appenders = inner
+            .meta
+            .participants()
+            .list()
+            .into_iter()
+            .filter(|p| p.role == ROLE_APPENDER && process_is_alive(p.process))
+            .count();
         Ok(JournalStatus {
             dir: inner.dir.clone(),
             format_version: JOURNAL_FORMAT_VERSION,

@@ -36,18 +36,19 @@ impl Inner {
     /// rebuilt from the data file (after looking for the complete pair in the other tier).
     pub(super) fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
         let archive = self.meta.archive_dir(&self.dir);
-        match CycleFiles::open(&self.dir, c, &self.meta.hdr, None, &self.trust) {
+        match CycleFiles::open(&self.dir, c, &self.meta.hdr, None, &self.trust, self.read_only) {
             Err(OpenError::NotFound { path }) => {
                 if let Some(a) = &archive {
-                    match CycleFiles::open(a, c, &self.meta.hdr, None, &self.trust) {
+                    match CycleFiles::open(a, c, &self.meta.hdr, None, &self.trust, self.read_only) {
                         Err(OpenError::NotFound { .. }) => {}
                         r => return r,
                     }
                 }
-                // Not complete in either tier: rebuild the index where the data file is.
-                for d in std::iter::once(&self.dir).chain(archive.as_ref()) {
+                // Not complete in either tier: rebuild the index where the data file is
+                // (not when looking only: status).
+                for d in std::iter::once(&self.dir).chain(archive.as_ref()).filter(|_| !self.read_only) {
                     if d.join(data_file_name(c)).symlink_metadata().is_ok() {
-                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode), &self.trust);
+                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode), &self.trust, false);
                     }
                 }
                 Err(OpenError::NotFound { path })
