@@ -4,27 +4,31 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shmbus::journal::{format, Journal, JournalOptions, RollCycle};
+use shmbus::journal::{format, Journal, JournalConfig, JournalTryRecvError, RollCycle};
 
 fuzz_target!(|data: &[u8]| {
     let dir = std::env::temp_dir().join(format!("shmbus-fuzz-open-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = JournalOptions { roll: RollCycle::Never, cycle_bytes: 1 << 20, chunk_bytes: 64 << 10, max_entry: 64 << 10, ..Default::default() };
-    drop(Journal::open(&dir, &opts).expect("fresh journal"));
+    let opts = JournalConfig::default()
+        .roll(RollCycle::Never)
+        .cycle_bytes(1 << 20)
+        .chunk_bytes(64 << 10)
+        .max_entry_len(64 << 10);
+    drop(Journal::create_or_open(&dir, &opts).expect("fresh journal"));
     std::fs::write(dir.join(format::data_file_name(0)), data).expect("write cycle");
-    if let Ok(j) = Journal::open(&dir, &opts) {
+    if let Ok(j) = Journal::create_or_open(&dir, &opts) {
         if let Ok(mut t) = j.tailer() {
             for _ in 0..100_000 {
-                match t.try_next() {
-                    Ok(Some(e)) => {
-                        std::hint::black_box(e.data);
+                match t.try_recv_ref() {
+                    Ok(e) => {
+                        std::hint::black_box(e.data());
                     }
-                    Ok(None) => break,
+                    Err(JournalTryRecvError::Empty) => break,
                     Err(_) => {}
                 }
             }
         }
-        let _ = j.info();
+        let _ = Journal::status(j.dir());
     }
     let _ = std::fs::remove_dir_all(&dir);
 });

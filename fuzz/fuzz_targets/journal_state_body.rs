@@ -2,27 +2,25 @@
 // (crates/shmbus/tests/journal_hostile.rs) through `include!`: one copy of the harness.
 
 use shmbus::journal::format::{data_file_name, index_file_name, META_FILE};
-use shmbus::journal::{Journal, JournalOptions, RollCycle, Tailer};
+use shmbus::journal::{Journal, JournalConfig, JournalTryRecvError, RollCycle, Tailer};
 
 /// Options of the scratch journal: 64 KiB cycles, so 1000 entries make three cycles.
-fn journal_state_opts() -> JournalOptions {
-    JournalOptions {
-        roll: RollCycle::Never,
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 1024,
-        abandon_timeout: std::time::Duration::from_millis(1),
-        ..Default::default()
-    }
+fn journal_state_opts() -> JournalConfig {
+    JournalConfig::default()
+        .roll(RollCycle::Never)
+        .cycle_bytes(64 << 10)
+        .chunk_bytes(16 << 10)
+        .max_entry_len(1024)
+        .abandon_timeout(std::time::Duration::from_millis(1))
 }
 
 /// Reads at most `n` results from `t` (entries or errors): bounded whatever the files say.
 fn drain(t: &mut Tailer, n: usize) -> u64 {
     let mut acc = 0;
     for _ in 0..n {
-        match t.try_next() {
-            Ok(Some(e)) => acc += e.index ^ e.data.len() as u64,
-            Ok(None) => break,
+        match t.try_recv_ref() {
+            Ok(e) => acc += e.index() ^ e.data().len() as u64,
+            Err(JournalTryRecvError::Empty) => break,
             Err(_) => acc += 1,
         }
     }
@@ -45,11 +43,11 @@ pub fn exercise_journal_state(data: &[u8]) {
     let dir = std::env::temp_dir().join(format!("shmbus-fuzz-jstate-{}-{call}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let opts = journal_state_opts();
-    let open = Journal::open(&dir, &opts).expect("fresh journal");
+    let open = Journal::create_or_open(&dir, &opts).expect("fresh journal");
     {
         let mut a = open.appender().expect("appender");
         for i in 0..1000u64 {
-            a.append(&i.to_le_bytes().repeat(12)).expect("append");
+            a.send(&i.to_le_bytes().repeat(12)).expect("append");
         }
         let mut r = open.reader("fz").expect("reader");
         drain(&mut r, 10);
@@ -80,14 +78,14 @@ pub fn exercise_journal_state(data: &[u8]) {
     }
     let mut acc = drain(&mut live, 3000);
     for _ in 0..3 {
-        if let Ok(Some(e)) = live.next_timeout(Some(std::time::Duration::from_millis(1))) {
-            acc ^= e.index;
+        if let Ok(e) = live.recv_ref_timeout(std::time::Duration::from_millis(1)) {
+            acc ^= e.index();
         }
     }
     drop(live);
-    let reopened = Journal::open(&dir, &opts);
+    let reopened = Journal::create_or_open(&dir, &opts);
     for j in [Ok(open), reopened].into_iter().flatten() {
-        let last = j.info().map(|i| i.next_index).unwrap_or(0);
+        let last = Journal::status(j.dir()).map(|i| i.next_index).unwrap_or(0);
         let tailers =
             [j.tailer(), j.tailer_at(last / 2), j.tailer_at(u64::MAX), j.tailer_at_end(), j.tailer_at_time(1)];
         for mut t in tailers.into_iter().flatten() {
@@ -99,7 +97,7 @@ pub fn exercise_journal_state(data: &[u8]) {
         }
         acc ^= j.readers().len() as u64;
         if let Ok(mut a) = j.appender() {
-            acc ^= a.append(b"after").unwrap_or(0);
+            acc ^= a.send(b"after").unwrap_or(0);
         }
         let _ = j.gc();
     }

@@ -31,7 +31,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shmbus::journal::{Durability, Journal};
+use shmbus::journal::{Durability, Journal, JournalRecvTimeoutError, JournalTryRecvError};
 
 use crate::affinity;
 use crate::cpus::CpuSet;
@@ -274,21 +274,28 @@ fn tail(
     let mut idle_since: Option<Instant> = None;
     while got < n {
         let entry = match mode {
-            Mode::Spin => t.try_next(),
-            Mode::Block => t.next_timeout(Some(Duration::from_millis(250))),
-        }
-        .map_err(|e| format!("tailer: {}", read_error(e)))?;
+            Mode::Spin => match t.try_recv_ref() {
+                Ok(e) => Some(e),
+                Err(JournalTryRecvError::Empty) => None,
+                Err(e) => return Err(format!("tailer: {}", read_error(e))),
+            },
+            Mode::Block => match t.recv_ref_timeout(Duration::from_millis(250)) {
+                Ok(e) => Some(e),
+                Err(JournalRecvTimeoutError::Timeout) => None,
+                Err(e) => return Err(format!("tailer: {}", read_error(e))),
+            },
+        };
         match entry {
             Some(e) => {
-                if e.data.len() != size {
-                    return Err(format!("entry {} has {} bytes, expected {size}", e.index, e.data.len()));
+                if e.data().len() != size {
+                    return Err(format!("entry {} has {} bytes, expected {size}", e.index(), e.data().len()));
                 }
-                let id = u32::from_le_bytes(e.data[0..4].try_into().expect("4 bytes")) as usize;
-                let seq = u32::from_le_bytes(e.data[4..8].try_into().expect("4 bytes"));
+                let id = u32::from_le_bytes(e.data()[0..4].try_into().expect("4 bytes")) as usize;
+                let seq = u32::from_le_bytes(e.data()[4..8].try_into().expect("4 bytes"));
                 match next.get_mut(id) {
                     Some(x) if *x == seq => *x += 1,
                     Some(x) => return Err(format!("appender {id}: entry {seq} arrived, expected {x}")),
-                    None => return Err(format!("entry {} names appender {id}, which does not exist", e.index)),
+                    None => return Err(format!("entry {} names appender {id}, which does not exist", e.index())),
                 }
                 got += 1;
                 idle_since = None;
@@ -340,7 +347,7 @@ pub fn throughput(c: &TputConfig<'_>, cpu_set: &CpuSet) -> Result<Throughput, St
     let warm = (count / 10).clamp(1, 1000);
     let dir = TempDir::create(parent, "journal-tput").map_err(|e| format!("cannot make a temporary directory: {e}"))?;
     let jdir = dir.path().join("tput");
-    let j = Journal::open(&jdir, &options(dur)).map_err(|e| format!("cannot create the journal: {e}"))?;
+    let j = Journal::create_or_open(&jdir, &options(dur)).map_err(|e| format!("cannot create the journal: {e}"))?;
     let mut tailer = j.tailer().map_err(|e| format!("cannot open a tailer: {e}"))?;
     tailer.set_wait_policy(policy(mode));
 
@@ -437,7 +444,7 @@ pub fn appender_main(a: AppenderArgs) -> Result<(), String> {
     msg[0..4].copy_from_slice(&a.id.to_le_bytes());
     for seq in 0..a.warmup {
         msg[4..8].copy_from_slice(&seq.to_le_bytes());
-        app.append(&msg).map_err(|e| format!("appender {}: {e}", a.id))?;
+        app.send(&msg).map_err(|e| format!("appender {}: {e}", a.id))?;
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "ready").and_then(|()| out.flush()).map_err(|e| e.to_string())?;
@@ -449,7 +456,7 @@ pub fn appender_main(a: AppenderArgs) -> Result<(), String> {
     let start = Instant::now();
     for seq in a.warmup..a.warmup.saturating_add(a.count) {
         msg[4..8].copy_from_slice(&seq.to_le_bytes());
-        app.append(&msg).map_err(|e| format!("appender {}: {e}", a.id))?;
+        app.send(&msg).map_err(|e| format!("appender {}: {e}", a.id))?;
     }
     let ns = start.elapsed().as_nanos();
     writeln!(out, "done {ns}").and_then(|()| out.flush()).map_err(|e| e.to_string())?;

@@ -16,8 +16,8 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use shmbus::journal::{
-    open_error_message, Appender, Journal, JournalInfo, JournalOptions, ReadError, ReaderError, Retention, RollCycle,
-    Tailer,
+    open_error_message, Appender, Journal, JournalConfig, JournalRecvTimeoutError, JournalStatus, JournalTryRecvError,
+    Retention, RollCycle, Tailer,
 };
 use shmbus::OpenError;
 
@@ -171,10 +171,15 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<()> {
     }
 }
 
-/// Opens the journal in `dir`, creating it with `opts` when `opts.create`. Errors name the
-/// directory and say what to do.
-pub fn open(dir: &Path, opts: &JournalOptions) -> Result<Journal> {
-    Journal::open(dir, opts).map_err(|e| match e {
+/// Opens the journal in `dir`, creating it with `config` if it does not exist. Errors name
+/// the directory and say what to do.
+pub fn open(dir: &Path, config: &JournalConfig) -> Result<Journal> {
+    Journal::create_or_open(dir, config).map_err(|e| open_failed(dir, e))
+}
+
+/// What a failed open of the journal in `dir` means, in the CLI's words.
+fn open_failed(dir: &Path, e: OpenError) -> CliError {
+    match e {
         OpenError::NotFound { .. } if !dir.is_dir() => {
             CliError::msg(format!("{}: no such directory; check --dir", dir.display()))
         }
@@ -186,12 +191,12 @@ pub fn open(dir: &Path, opts: &JournalOptions) -> Result<Journal> {
             dir.display()
         )),
         e => CliError::msg(open_error_message(&e)),
-    })
+    }
 }
 
 /// Opens an existing journal.
 pub fn open_existing(dir: &Path) -> Result<Journal> {
-    open(dir, &JournalOptions { create: false, ..JournalOptions::default() })
+    Journal::open(dir).map_err(|e| open_failed(dir, e))
 }
 
 /// One appended entry as a line of output.
@@ -204,12 +209,12 @@ fn appended(out: &mut impl Write, json: bool, index: u64, len: usize) -> Result<
 }
 
 fn append_one(app: &mut Appender, data: &[u8]) -> Result<u64> {
-    app.append(data).map_err(|e| CliError::msg(format!("append failed: {e}")))
+    app.send(data).map_err(|e| CliError::msg(format!("append failed: {e}")))
 }
 
 fn append(a: &AppendArgs) -> Result<()> {
     let roll = a.roll.unwrap_or(RollCycle::Daily);
-    let j = open(&a.dir.dir, &JournalOptions { roll, ..JournalOptions::default() })?;
+    let j = open(&a.dir.dir, &JournalConfig::default().roll(roll))?;
     let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", a.dir.dir.display())))?;
     app.set_compression(a.compress);
     let mut out = std::io::stdout().lock();
@@ -223,14 +228,14 @@ fn append(a: &AppendArgs) -> Result<()> {
 fn positioned(
     j: &Journal,
     from: &FromArgs,
-    default: impl FnOnce(&Journal) -> std::result::Result<Tailer, ReadError>,
+    default: impl FnOnce(&Journal) -> std::result::Result<Tailer, OpenError>,
 ) -> Result<Tailer> {
     let t = match (from.from, from.from_ts) {
         (Some(i), _) => j.tailer_at(i),
         (None, Some(ts)) => j.tailer_at_time(ts),
         (None, None) => default(j),
     };
-    t.map_err(|e| CliError::msg(format!("{}: {e}", j.dir().display())))
+    t.map_err(|e| CliError::msg(format!("{}: {}", j.dir().display(), open_error_message(&e))))
 }
 
 /// One entry as a JSON line with exactly `index`, `ts_ns`, `len`, `data` (lossy UTF-8).
@@ -250,32 +255,39 @@ fn print_entry(out: &mut impl Write, json: bool, index: u64, ts_ns: u64, data: &
     Ok(())
 }
 
-/// A read error that the tailer survives (it has moved past the problem): said on stderr,
-/// one line each. Damaged ranges are counted in `damaged`: `dump` and `tail` exit non-zero
-/// at the end when there were any (after printing every healthy entry).
-fn survivable(e: &ReadError, damaged: &mut u64) -> bool {
-    match e {
-        ReadError::Gap { from, to } => {
-            eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
-            true
+/// Defines a function saying whether a read error of type `$ty` is one the tailer survives
+/// (it has moved past the problem): said on stderr, one line each. Damaged ranges are
+/// counted in `damaged`: `dump` and `tail` exit non-zero at the end when there were any
+/// (after printing every healthy entry). One per error type of the journal's receive family.
+macro_rules! survivable {
+    ($name:ident, $ty:ident) => {
+        fn $name(e: &$ty, damaged: &mut u64) -> bool {
+            match e {
+                $ty::Gap { from, to } => {
+                    eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
+                    true
+                }
+                $ty::Damaged { .. } => {
+                    *damaged += 1;
+                    eprintln!("damaged: {e}");
+                    true
+                }
+                $ty::Corrupt(_) => {
+                    *damaged += 1;
+                    eprintln!("skipped: {e}");
+                    true
+                }
+                $ty::Encrypted { .. } | $ty::PositionReset { .. } => {
+                    eprintln!("skipped: {e}");
+                    true
+                }
+                _ => false,
+            }
         }
-        ReadError::Damaged { .. } => {
-            *damaged += 1;
-            eprintln!("damaged: {e}");
-            true
-        }
-        ReadError::Corrupt { .. } => {
-            *damaged += 1;
-            eprintln!("skipped: {e}");
-            true
-        }
-        ReadError::Encrypted { .. } | ReadError::PositionReset { .. } => {
-            eprintln!("skipped: {e}");
-            true
-        }
-        _ => false,
-    }
+    };
 }
+survivable!(survivable, JournalRecvTimeoutError);
+survivable!(survivable_now, JournalTryRecvError);
 
 /// The error `dump` and `tail` end with when they skipped damage.
 fn damage_error(dir: &Path, damaged: u64) -> CliError {
@@ -292,10 +304,10 @@ fn dump(a: &DumpArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut damaged = 0;
     loop {
-        match t.try_next() {
-            Ok(Some(e)) => print_entry(&mut out, a.json, e.index, e.ts_ns, e.data)?,
-            Ok(None) => break,
-            Err(e) if survivable(&e, &mut damaged) => {}
+        match t.try_recv_ref() {
+            Ok(e) => print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?,
+            Err(JournalTryRecvError::Empty) => break,
+            Err(e) if survivable_now(&e, &mut damaged) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
         }
     }
@@ -306,8 +318,16 @@ fn dump(a: &DumpArgs) -> Result<()> {
     Ok(())
 }
 
-fn reader_error(dir: &Path, name: &str, e: ReaderError) -> CliError {
-    CliError::msg(format!("{}: reader {name:?}: {e}", dir.display()))
+fn reader_error(dir: &Path, name: &str, e: OpenError) -> CliError {
+    CliError::msg(format!("{}: reader {name:?}: {}", dir.display(), reader_message(&e)))
+}
+
+/// What went wrong with a named reader, in the words of the journal.
+fn reader_message(e: &OpenError) -> String {
+    match e {
+        OpenError::InvalidName(n) => format!("reader name: {n}"),
+        e => open_error_message(e),
+    }
 }
 
 fn tail(a: &TailArgs) -> Result<()> {
@@ -321,15 +341,19 @@ fn tail(a: &TailArgs) -> Result<()> {
     let mut received = 0u64;
     let mut damaged = 0;
     while a.count.is_none_or(|n| received < n) {
-        match t.next_timeout(timeout) {
-            Ok(Some(e)) => {
-                print_entry(&mut out, a.json, e.index, e.ts_ns, e.data)?;
+        let got = match timeout {
+            Some(d) => t.recv_ref_timeout(d),
+            None => t.recv_ref().map_err(JournalRecvTimeoutError::from),
+        };
+        match got {
+            Ok(e) => {
+                print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?;
                 out.flush()?;
                 received += 1;
                 // Printed: the named reader may move past it.
                 t.ack();
             }
-            Ok(None) => {
+            Err(JournalRecvTimeoutError::Timeout) => {
                 let of = a.count.map(|n| format!(" of {n}")).unwrap_or_default();
                 return Err(CliError::msg(format!(
                     "timed out: no entry in {} for {} ms ({received}{of} received)",
@@ -347,11 +371,11 @@ fn tail(a: &TailArgs) -> Result<()> {
     Ok(())
 }
 
-fn journal_info(j: &Journal) -> Result<JournalInfo> {
-    j.info().map_err(|e| CliError::msg(format!("{}: {e}", j.dir().display())))
+fn journal_info(dir: &Path) -> Result<JournalStatus> {
+    Journal::status(dir).map_err(|e| open_failed(dir, e))
 }
 
-fn readers_json(info: &JournalInfo) -> Value {
+fn readers_json(info: &JournalStatus) -> Value {
     Value::Array(
         info.readers
             .iter()
@@ -368,8 +392,7 @@ fn readers_json(info: &JournalInfo) -> Value {
 }
 
 fn info(a: &InfoArgs) -> Result<()> {
-    let j = open_existing(&a.dir.dir)?;
-    let info = journal_info(&j)?;
+    let info = journal_info(&a.dir.dir)?;
     let entries: u64 = info.cycles.iter().map(|c| c.entries).sum();
     if a.json {
         let cycles: Vec<Value> = info
@@ -396,7 +419,7 @@ fn info(a: &InfoArgs) -> Result<()> {
             "bytes": info.bytes,
             "file_bytes": info.file_bytes,
             "appenders": info.appenders,
-            "archive_dir": j.archive_dir().map(|p| p.display().to_string()),
+            "archive_dir": info.archive_dir.as_ref().map(|p| p.display().to_string()),
             "storage": info.storage.as_ref().map(|s| json!({
                 "fs_type": s.fs_type,
                 "tmpfs_huge": s.tmpfs_huge,
@@ -423,7 +446,7 @@ fn info(a: &InfoArgs) -> Result<()> {
         let huge = s.tmpfs_huge.as_deref().map(|h| format!(", huge={h}")).unwrap_or_default();
         writeln!(out, "storage       {}{huge}{pages}", s.fs_type)?;
     }
-    if let Some(a) = j.archive_dir() {
+    if let Some(a) = &info.archive_dir {
         writeln!(out, "archive       {}", a.display())?;
     }
     writeln!(out, "cycles        {}", info.cycles.len())?;
@@ -447,8 +470,7 @@ fn info(a: &InfoArgs) -> Result<()> {
 }
 
 fn readers(a: &InfoArgs) -> Result<()> {
-    let j = open_existing(&a.dir.dir)?;
-    let info = journal_info(&j)?;
+    let info = journal_info(&a.dir.dir)?;
     if a.json {
         print_json(&readers_json(&info))?;
         return Ok(());

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
-use shmbus::journal::{JournalOptions, ReadError};
+use shmbus::journal::{JournalConfig, JournalTryRecvError};
 use shmbus::sys::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
@@ -141,7 +141,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
         subs.push((name.clone(), t.subscriber()?, slot, hist));
     }
     // Subscribed first: a missing topic leaves no journal behind.
-    let j = open(&args.dir, &JournalOptions::default())?;
+    let j = open(&args.dir, &JournalConfig::default())?;
     let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
     let until = args.seconds.map(|s| monotonic_ns().saturating_add((s.max(0.0) * 1e9) as u64));
     let waitables: Vec<&dyn Waitable> = subs.iter().map(|s| &s.1 as &dyn Waitable).collect();
@@ -190,7 +190,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                             payload: &buf,
                         };
                         rec.encode(&mut entry);
-                        app.append(&entry).map_err(|e| CliError::msg(format!("append failed: {e}")))?;
+                        app.send(&entry).map_err(|e| CliError::msg(format!("append failed: {e}")))?;
                         counts[i] += 1;
                         total += 1;
                     }
@@ -289,27 +289,27 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
     let mut prev: Option<(u64, u64, u64)> = None;
     let mut damaged = 0u64;
     loop {
-        let e = match t.try_next() {
-            Ok(Some(e)) => e,
-            Ok(None) => break,
-            Err(ReadError::Gap { from, to }) => {
+        let e = match t.try_recv_ref() {
+            Ok(e) => e,
+            Err(JournalTryRecvError::Empty) => break,
+            Err(JournalTryRecvError::Gap { from, to }) => {
                 eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
                 continue;
             }
-            Err(e @ (ReadError::Corrupt { .. } | ReadError::Damaged { .. })) => {
+            Err(e @ (JournalTryRecvError::Corrupt(_) | JournalTryRecvError::Damaged { .. })) => {
                 // Reported and skipped; the exit status says so at the end.
                 damaged += 1;
                 eprintln!("damaged: {e}");
                 continue;
             }
-            Err(e @ (ReadError::Encrypted { .. } | ReadError::PositionReset { .. })) => {
+            Err(e @ (JournalTryRecvError::Encrypted { .. } | JournalTryRecvError::PositionReset { .. })) => {
                 eprintln!("skipped: {e}");
                 continue;
             }
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", args.dir.display()))),
         };
-        let rec = Recorded::decode(e.data)
-            .map_err(|what| CliError::msg(format!("{} entry {}: {what}", args.dir.display(), e.index)))?;
+        let rec = Recorded::decode(e.data())
+            .map_err(|what| CliError::msg(format!("{} entry {}: {what}", args.dir.display(), e.index())))?;
         if !args.topics.is_empty() && !args.topics.iter().any(|n| n == rec.topic) {
             continue;
         }
@@ -317,7 +317,7 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         let at = match (prev, args.speed) {
             (None, _) | (_, Speed::Max) => now,
             (Some((pts, pj, pat)), Speed::Factor(f)) => {
-                let recorded_gap = e.ts_ns.saturating_sub(pj);
+                let recorded_gap = e.ts_ns().saturating_sub(pj);
                 let gap = match rec.ts_ns.checked_sub(pts) {
                     Some(g) if g <= recorded_gap.saturating_add(1_000_000_000) => g,
                     _ => recorded_gap,
@@ -328,7 +328,7 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         if at > now {
             std::thread::sleep(Duration::from_nanos(at - now));
         }
-        prev = Some((rec.ts_ns, e.ts_ns, at));
+        prev = Some((rec.ts_ns, e.ts_ns(), at));
         if !pubs.contains_key(rec.topic) {
             pubs.insert(rec.topic.to_owned(), replay_topic(&domain, &rec)?);
             counts.push((rec.topic.to_owned(), 0));

@@ -1,25 +1,23 @@
 //! A tour of the journal: append, tail live from another thread, a named durable reader,
-//! replay from a timestamp, info and gc.
+//! replay from a timestamp, status and gc.
 //!
 //! `cargo run --example journal [DIR]` (default: a fresh directory under the temp dir).
 
 use std::time::Duration;
 
-use shmbus::journal::{Journal, JournalOptions, Retention, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, Retention, RollCycle};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args()
         .nth(1)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join(format!("shmbus-journal-example-{}", std::process::id())));
-    let opts = JournalOptions {
-        roll: RollCycle::Hourly,
-        cycle_bytes: 8 << 20,
-        chunk_bytes: 1 << 20,
-        max_entry: 1 << 20,
-        ..Default::default()
-    };
-    let journal = Journal::open(&dir, &opts)?;
+    let opts = JournalConfig::default()
+        .roll(RollCycle::Hourly)
+        .cycle_bytes(8 << 20)
+        .chunk_bytes(1 << 20)
+        .max_entry_len(1 << 20);
+    let journal = Journal::create_or_open(&dir, &opts)?;
 
     // A live tailer in another thread, woken by the futex in the metadata file.
     let live = {
@@ -27,46 +25,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::thread::spawn(move || -> Result<u64, String> {
             let mut n = 0;
             while n < 1000 {
-                match tailer.next_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())? {
-                    Some(e) => {
-                        assert_eq!(e.data, format!("tick {}", n).as_bytes());
-                        n += 1;
-                    }
-                    None => return Err("timed out".into()),
-                }
+                let e = tailer.recv_ref_timeout(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+                assert_eq!(e.data(), format!("tick {}", n).as_bytes());
+                n += 1;
             }
             Ok(n)
         })
     };
 
     let mut appender = journal.appender()?;
-    let first = journal.info()?.next_index;
+    let first = Journal::status(journal.dir())?.next_index;
     let start_ts = shmbus::journal::realtime_ns();
     for i in 0..1000 {
-        appender.append(format!("tick {i}").as_bytes())?;
+        appender.send(format!("tick {i}").as_bytes())?;
     }
-    // Zero-copy: reserve, write in place, commit.
-    let mut r = appender.reserve(8)?;
-    r.as_mut_slice().copy_from_slice(&42u64.to_le_bytes());
-    let idx = r.commit()?;
-    println!("live tailer saw {} entries; the reserved entry got index {idx}", live.join().expect("tailer thread")?);
+    // Zero-copy: loan, write in place, send.
+    let mut r = appender.loan(8)?;
+    r.copy_from_slice(&42u64.to_le_bytes());
+    let idx = r.send()?;
+    println!("live tailer saw {} entries; the loaned entry got index {idx}", live.join().expect("tailer thread")?);
 
     // A named reader: resumes where it left off, across restarts.
     let mut billing = journal.reader("billing")?;
     let mut count = 0;
-    while let Some(e) = billing.try_next()? {
+    for e in billing.try_iter() {
+        let _ = e?.data().len();
         count += 1;
-        let _ = e.data;
     }
     billing.ack();
     println!("billing read {count} entries, resumes at {}", billing.position());
 
     // Replay from a timestamp.
     let mut replay = journal.tailer_at_time(start_ts)?;
-    let e = replay.try_next()?.ok_or("nothing to replay")?;
-    println!("replay from the start timestamp begins at index {} (first appended: {first})", e.index);
+    let e = replay.try_recv_ref()?;
+    println!("replay from the start timestamp begins at index {} (first appended: {first})", e.index());
 
-    let info = journal.info()?;
+    let info = Journal::status(journal.dir())?;
     println!(
         "{} cycle(s), entries {}..{}, {} data bytes, readers {:?}",
         info.cycles.len(),

@@ -8,30 +8,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use shmbus::journal::{Journal, JournalOptions, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, RollCycle};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args()
         .nth(1)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join(format!("shmbus-journal-speed-{}", std::process::id())));
-    let opts = JournalOptions {
-        roll: RollCycle::Never,
-        cycle_bytes: 4 << 30,
-        chunk_bytes: 64 << 20,
-        max_entry: 64 << 10,
-        ..Default::default()
-    };
-    let j = Journal::open(&dir, &opts)?;
+    let opts = JournalConfig::default()
+        .roll(RollCycle::Never)
+        .cycle_bytes(4 << 30)
+        .chunk_bytes(64 << 20)
+        .max_entry_len(64 << 10);
+    let j = Journal::create_or_open(&dir, &opts)?;
     let mut a = j.appender()?;
     let msg = [7u8; 40];
     for _ in 0..100_000 {
-        a.append(&msg)?;
+        a.send(&msg)?;
     }
     let n = 5_000_000u64;
     let t = Instant::now();
     for _ in 0..n {
-        a.append(&msg)?;
+        a.send(&msg)?;
     }
     let dt = t.elapsed();
     println!("40 B append: {:.1} M entries/s", n as f64 / dt.as_secs_f64() / 1e6);
@@ -43,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let m = 20_000u64;
     let t = Instant::now();
     for _ in 0..m {
-        a.append(&big)?;
+        a.send(&big)?;
     }
     let jb = (m * big.len() as u64) as f64 / t.elapsed().as_secs_f64() / 1e9;
     let mut dst = vec![0u8; 64 << 20];
@@ -66,9 +64,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let h = std::thread::spawn(move || {
         let mut lat = Vec::with_capacity(rounds);
         for _ in 0..rounds {
-            let e = tailer.next_timeout(None).unwrap().unwrap();
+            let e = tailer.recv_ref().unwrap();
             let now = shmbus::journal::realtime_ns();
-            lat.push(now.saturating_sub(u64::from_le_bytes(e.data[..8].try_into().unwrap())));
+            lat.push(now.saturating_sub(u64::from_le_bytes(e.data()[..8].try_into().unwrap())));
         }
         lat
     });
@@ -76,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ts = shmbus::journal::realtime_ns();
         let mut p = [0u8; 40];
         p[..8].copy_from_slice(&ts.to_le_bytes());
-        a.append(&p)?;
+        a.send(&p)?;
         let s = Instant::now();
         while s.elapsed().as_nanos() < 2000 {
             std::hint::spin_loop();

@@ -41,6 +41,11 @@ pub mod wait;
 
 pub use domain::Domain;
 pub use error::{Corrupt, OpenError};
+#[cfg(not(loom))]
+pub use journal::{
+    Appender, Journal, JournalConfig, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalStatus,
+    JournalTierError, JournalTryRecvError, Tailer,
+};
 pub use name::{validate_name, NameError};
 pub use participants::ParticipantInfo;
 #[cfg(not(loom))]

@@ -10,17 +10,13 @@ use std::time::Duration;
 
 use common::{fresh_dir, Rng};
 use shmbus::journal::format::{self, data_file_name, index_file_name};
-use shmbus::journal::{Durability, Journal, JournalOptions, ReadError, ReaderError, Retention, RollCycle};
+use shmbus::journal::{
+    Durability, Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError, Retention, RollCycle,
+};
 use shmbus::{OpenError, WaitSet};
 
-fn small() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 1 << 20,
-        chunk_bytes: 64 << 10,
-        max_entry: 64 << 10,
-        roll: RollCycle::Never,
-        ..Default::default()
-    }
+fn small() -> JournalConfig {
+    JournalConfig::default().cycle_bytes(1 << 20).chunk_bytes(64 << 10).max_entry_len(64 << 10).roll(RollCycle::Never)
 }
 
 fn payload(i: u64, len: usize) -> Vec<u8> {
@@ -30,37 +26,37 @@ fn payload(i: u64, len: usize) -> Vec<u8> {
 #[test]
 fn append_and_tail_in_order() {
     let (dir, _c) = fresh_dir("jt-order");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     let mut t = j.tailer().unwrap();
-    assert!(t.try_next().unwrap().is_none());
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Empty)));
     for i in 0..1000u64 {
-        assert_eq!(a.append(&payload(i, (i % 300) as usize)).unwrap(), i);
+        assert_eq!(a.send(&payload(i, (i % 300) as usize)).unwrap(), i);
     }
     {
-        let mut r = a.reserve(5).unwrap();
+        let mut r = a.loan(5).unwrap();
         assert_eq!(r.index(), 1000);
-        r.as_mut_slice().copy_from_slice(b"hello");
-        assert_eq!(r.commit().unwrap(), 1000);
+        r.copy_from_slice(b"hello");
+        assert_eq!(r.send().unwrap(), 1000);
     }
     // A dropped reservation is abandoned and skipped; the index stays dense.
-    drop(a.reserve(10).unwrap());
-    assert_eq!(a.append(b"after").unwrap(), 1002);
+    drop(a.loan(10).unwrap());
+    assert_eq!(a.send(b"after").unwrap(), 1002);
     for i in 0..1000u64 {
-        let e = t.try_next().unwrap().unwrap();
-        assert_eq!(e.index, i);
-        assert_eq!(e.data, &payload(i, (i % 300) as usize)[..]);
-        assert!(e.ts_ns > 0);
+        let e = t.try_recv_ref().unwrap();
+        assert_eq!(e.index(), i);
+        assert_eq!(e.data(), &payload(i, (i % 300) as usize)[..]);
+        assert!(e.ts_ns() > 0);
     }
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"hello");
-    let e = t.try_next().unwrap().unwrap();
-    assert_eq!((e.index, e.data), (1002, &b"after"[..]));
-    assert!(t.try_next().unwrap().is_none());
-    assert!(t.next_timeout(Some(Duration::from_millis(20))).unwrap().is_none());
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"hello");
+    let e = t.try_recv_ref().unwrap();
+    assert_eq!((e.index(), e.data()), (1002, &b"after"[..]));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Empty)));
+    assert!(matches!(t.recv_ref_timeout(Duration::from_millis(20)), Err(JournalRecvTimeoutError::Timeout)));
 
     let mut t = j.tailer_at(500).unwrap();
-    assert_eq!(t.try_next().unwrap().unwrap().index, 500);
-    let info = j.info().unwrap();
+    assert_eq!(t.try_recv_ref().unwrap().index(), 500);
+    let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.next_index, 1003);
     assert_eq!(info.first_index, 0);
     assert_eq!(info.appenders, 1);
@@ -71,142 +67,135 @@ fn append_and_tail_in_order() {
 #[test]
 fn large_entries_arrive_whole_at_every_length_around_the_streaming_copy() {
     let (dir, _c) = fresh_dir("jt-large");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     let mut t = j.tailer().unwrap();
     let lens = [16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 16 * 1024 + 63, 3, 40_000, 64 * 1024, 17, 32 * 1024 + 9];
     for (i, &len) in lens.iter().enumerate() {
-        assert_eq!(a.append(&payload(i as u64, len)).unwrap(), i as u64);
-        let e = t.try_next().unwrap().unwrap();
-        assert_eq!((e.index, e.data.len()), (i as u64, len));
-        assert!(e.data == &payload(i as u64, len)[..], "entry {i} ({len} B) differs");
+        assert_eq!(a.send(&payload(i as u64, len)).unwrap(), i as u64);
+        let e = t.try_recv_ref().unwrap();
+        assert_eq!((e.index(), e.data().len()), (i as u64, len));
+        assert!(e.data() == &payload(i as u64, len)[..], "entry {i} ({len} B) differs");
     }
     drop((t, a, j));
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut t = j.tailer().unwrap();
     for (i, &len) in lens.iter().enumerate() {
-        assert!(t.try_next().unwrap().unwrap().data == &payload(i as u64, len)[..], "reopened: entry {i}");
+        assert!(t.try_recv_ref().unwrap().data() == &payload(i as u64, len)[..], "reopened: entry {i}");
     }
 }
 
 #[test]
 fn rolls_by_size_and_by_time_and_seeks_by_timestamp() {
     let (dir, _c) = fresh_dir("jt-roll");
-    let opts = JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 4096,
-        roll: RollCycle::Never,
-        ..Default::default()
-    };
-    let j = Journal::open(&dir, &opts).unwrap();
+    let opts =
+        JournalConfig::default().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(4096).roll(RollCycle::Never);
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     let mut stamps = Vec::new();
     for i in 0..2000u64 {
-        a.append(&payload(i, 200)).unwrap();
+        a.send(&payload(i, 200)).unwrap();
         if i % 100 == 0 {
             stamps.push((i, shmbus::journal::realtime_ns()));
         }
     }
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert!(info.cycles.len() > 4, "{info:?}");
     assert_eq!(info.next_index, 2000);
     let mut t = j.tailer().unwrap();
     for i in 0..2000u64 {
-        assert_eq!(t.try_next().unwrap().unwrap().index, i);
+        assert_eq!(t.try_recv_ref().unwrap().index(), i);
     }
     for &(i, ts) in &stamps {
         let mut t = j.tailer_at_time(ts).unwrap();
-        let e = t.try_next().unwrap().unwrap();
+        let e = t.try_recv_ref().unwrap();
         // Entry timestamps come from the appender's counter-based clock, which may run ahead
         // of `clock_gettime` by its documented error (a µs or so under load): the entry
         // appended just before the stamp may carry a timestamp at or past it.
-        assert!(e.index >= i && e.index <= i + 100, "ts of {i} found {}", e.index);
+        assert!(e.index() >= i && e.index() <= i + 100, "ts of {i} found {}", e.index());
     }
     for i in [0u64, 1, 333, 1999] {
-        assert_eq!(j.tailer_at(i).unwrap().try_next().unwrap().unwrap().index, i);
+        assert_eq!(j.tailer_at(i).unwrap().try_recv_ref().unwrap().index(), i);
     }
 
     let (dir2, _c2) = fresh_dir("jt-rolltime");
-    let j =
-        Journal::open(&dir2, &JournalOptions { roll: RollCycle::Every(Duration::from_secs(1)), ..small() }).unwrap();
+    let j = Journal::create_or_open(&dir2, &small().roll(RollCycle::Every(Duration::from_secs(1)))).unwrap();
     let mut a = j.appender().unwrap();
-    a.append(b"one").unwrap();
+    a.send(b"one").unwrap();
     std::thread::sleep(Duration::from_millis(1100));
-    a.append(b"two").unwrap();
-    let info = j.info().unwrap();
+    a.send(b"two").unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.cycles.len(), 2);
     assert!(info.cycles[0].sealed && info.cycles[1].first_index == 1);
     let mut t = j.tailer().unwrap();
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"one");
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"two");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"one");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"two");
 }
 
 #[test]
 fn compression_round_trip() {
     let (dir, _c) = fresh_dir("jt-lz4");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     a.set_compression(true);
     let big: Vec<u8> = b"compressible ".iter().copied().cycle().take(20000).collect();
     let random: Vec<u8> = payload(7, 5000).iter().enumerate().map(|(k, b)| b ^ (k as u8).wrapping_mul(97)).collect();
-    a.append(&big).unwrap();
-    a.append(&random).unwrap();
-    a.append(b"tiny").unwrap();
-    let info = j.info().unwrap();
+    a.send(&big).unwrap();
+    a.send(&random).unwrap();
+    a.send(b"tiny").unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert!(info.bytes < 20000, "compression did not shrink: {}", info.bytes);
     let mut t = j.tailer().unwrap();
-    assert_eq!(t.try_next().unwrap().unwrap().data, &big[..]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, &random[..]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"tiny");
+    assert_eq!(t.try_recv_ref().unwrap().data(), &big[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), &random[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"tiny");
 }
 
 #[test]
 fn retention_while_tailing() {
     let (dir, _c) = fresh_dir("jt-retain");
-    let opts = JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 4096,
-        roll: RollCycle::Never,
-        retention: Retention { max_cycles: Some(3), max_age: None },
-        ..Default::default()
-    };
-    let j = Journal::open(&dir, &opts).unwrap();
+    let opts = JournalConfig::default()
+        .cycle_bytes(64 << 10)
+        .chunk_bytes(16 << 10)
+        .max_entry_len(4096)
+        .roll(RollCycle::Never)
+        .retention(Retention { max_cycles: Some(3), max_age: None });
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     let mut slow = j.tailer().unwrap();
     let mut fast = j.tailer().unwrap();
     for i in 0..200u64 {
-        a.append(&payload(i, 500)).unwrap();
+        a.send(&payload(i, 500)).unwrap();
     }
     // The slow tailer reads a little: it holds the first cycle mapped.
     for i in 0..10u64 {
-        assert_eq!(slow.try_next().unwrap().unwrap().index, i);
+        assert_eq!(slow.try_recv_ref().unwrap().index(), i);
     }
     let mut next = 0;
     for i in 200..3000u64 {
-        a.append(&payload(i, 500)).unwrap();
-        while let Some(e) = fast.try_next().unwrap() {
-            assert_eq!(e.index, next);
+        a.send(&payload(i, 500)).unwrap();
+        for e in fast.try_iter() {
+            let e = e.unwrap();
+            assert_eq!(e.index(), next);
             next += 1;
         }
     }
     assert_eq!(next, 3000);
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert!(info.cycles.len() <= 3, "{:?}", info.cycles);
     assert!(info.first_index > 0);
     // The slow tailer finishes its mapped cycle, then reports the gap and continues.
     let mut seen = 10;
     let mut gap = None;
     loop {
-        match slow.try_next() {
-            Ok(Some(e)) => {
-                assert_eq!(e.data, &payload(e.index, 500)[..]);
-                assert!(e.index >= seen);
-                seen = e.index + 1;
+        match slow.try_recv_ref() {
+            Ok(e) => {
+                assert_eq!(e.data(), &payload(e.index(), 500)[..]);
+                assert!(e.index() >= seen);
+                seen = e.index() + 1;
             }
-            Ok(None) => break,
-            Err(ReadError::Gap { from, to }) => gap = Some((from, to)),
+            Err(JournalTryRecvError::Empty) => break,
+            Err(JournalTryRecvError::Gap { from, to }) => gap = Some((from, to)),
             Err(e) => panic!("{e}"),
         }
     }
@@ -215,73 +204,73 @@ fn retention_while_tailing() {
     assert!(from < to && to <= info.first_index);
     let rep = j.gc_with(Retention { max_cycles: Some(1), max_age: None }).unwrap();
     assert!(!rep.removed_cycles.is_empty());
-    assert_eq!(j.info().unwrap().cycles.len(), 1);
+    assert_eq!(Journal::status(j.dir()).unwrap().cycles.len(), 1);
 }
 
 #[test]
 fn waitset_wakes_on_append() {
     let (dir, _c) = fresh_dir("jt-ws");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut t = j.tailer().unwrap();
     let j2 = j.clone();
     let h = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
-        j2.appender().unwrap().append(b"wake").unwrap();
+        j2.appender().unwrap().send(b"wake").unwrap();
     });
     let mut ws = WaitSet::with_policy(shmbus::WaitPolicy::BLOCK);
     let ready = ws.wait_timeout(&[&t], Duration::from_secs(10)).unwrap().to_vec();
     assert_eq!(ready, vec![0]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"wake");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"wake");
     h.join().unwrap();
     // Blocking next wakes too.
     let j3 = j.clone();
     let h = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
-        j3.appender().unwrap().append(b"again").unwrap();
+        j3.appender().unwrap().send(b"again").unwrap();
     });
     t.set_wait_policy(shmbus::WaitPolicy::BLOCK);
-    assert_eq!(t.next_timeout(Some(Duration::from_secs(10))).unwrap().unwrap().data, b"again");
+    assert_eq!(t.recv_ref_timeout(Duration::from_secs(10)).unwrap().data(), b"again");
     h.join().unwrap();
 }
 
 #[test]
 fn named_reader_resumes_and_validates_names() {
     let (dir, _c) = fresh_dir("jt-named");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..10u64 {
-        a.append(&i.to_le_bytes()).unwrap();
+        a.send(&i.to_le_bytes()).unwrap();
     }
     {
         let mut r = j.reader("billing").unwrap();
-        assert!(matches!(j.reader("billing"), Err(ReaderError::Busy { .. })));
+        assert!(matches!(j.reader("billing"), Err(OpenError::Busy { .. })));
         for i in 0..4u64 {
-            assert_eq!(r.try_next().unwrap().unwrap().index, i);
+            assert_eq!(r.try_recv_ref().unwrap().index(), i);
         }
         r.ack();
     }
     {
         let mut r = j.reader("billing").unwrap();
-        assert_eq!(r.try_next().unwrap().unwrap().index, 4);
+        assert_eq!(r.try_recv_ref().unwrap().index(), 4);
         // No ack: entry 5 is delivered again after a restart (the duplicate window).
-        assert_eq!(r.try_next().unwrap().unwrap().index, 5);
+        assert_eq!(r.try_recv_ref().unwrap().index(), 5);
     }
     let mut r = j.reader("billing").unwrap();
-    assert_eq!(r.try_next().unwrap().unwrap().index, 5);
+    assert_eq!(r.try_recv_ref().unwrap().index(), 5);
     let readers = j.readers();
     assert_eq!(readers.len(), 1);
     assert_eq!(readers[0].name, "billing");
     assert_eq!(readers[0].holder_pid, Some(std::process::id()));
     for bad in ["../x", "a/b", "", ".hidden", "x y"] {
-        assert!(matches!(j.reader(bad), Err(ReaderError::InvalidName(_))), "{bad}");
+        assert!(matches!(j.reader(bad), Err(OpenError::InvalidName(_))), "{bad}");
     }
 }
 
 fn write_some(dir: &Path, n: u64) -> Journal {
-    let j = Journal::open(dir, &small()).unwrap();
+    let j = Journal::create_or_open(dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..n {
-        a.append(&payload(i, 100)).unwrap();
+        a.send(&payload(i, 100)).unwrap();
     }
     j
 }
@@ -289,9 +278,10 @@ fn write_some(dir: &Path, n: u64) -> Journal {
 fn read_all(j: &Journal) -> Vec<u64> {
     let mut t = j.tailer().unwrap();
     let mut v = Vec::new();
-    while let Some(e) = t.try_next().unwrap() {
-        assert_eq!(e.data, &payload(e.index, 100)[..]);
-        v.push(e.index);
+    for e in t.try_iter() {
+        let e = e.unwrap();
+        assert_eq!(e.data(), &payload(e.index(), 100)[..]);
+        v.push(e.index());
     }
     v
 }
@@ -305,13 +295,13 @@ fn recovers_from_truncation_and_zeroed_tail() {
     let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
     f.set_len(4096 + 50 * entry + 20).unwrap();
     drop(f);
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let rep = j.recovery().to_vec();
     assert_eq!(rep.len(), 1, "{rep:?}");
     assert_eq!((rep[0].kept_entries, rep[0].dropped_entries), (50, 50));
     assert_eq!(read_all(&j), (0..50).collect::<Vec<_>>());
     // Appending continues at the dense index after the last good entry.
-    assert_eq!(j.appender().unwrap().append(&payload(50, 100)).unwrap(), 50);
+    assert_eq!(j.appender().unwrap().send(&payload(50, 100)).unwrap(), 50);
     assert_eq!(read_all(&j), (0..51).collect::<Vec<_>>());
     drop(j);
 
@@ -323,7 +313,7 @@ fn recovers_from_truncation_and_zeroed_tail() {
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
         f.write_all_at(&vec![0u8; (30 * entry) as usize], 4096 + 70 * entry + 8).unwrap();
     }
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!(j.recovery()[0].kept_entries, 70);
     assert_eq!(read_all(&j), (0..70).collect::<Vec<_>>());
     drop(j);
@@ -337,16 +327,16 @@ fn recovers_from_truncation_and_zeroed_tail() {
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap();
         f.write_all_at(b"X", 4096 + 40 * entry + 40).unwrap();
     }
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!((j.recovery()[0].kept_entries, j.recovery()[0].dropped_entries), (100, 0));
     assert_eq!(j.recovery()[0].damaged_ranges, 1);
     let mut t = j.tailer().unwrap();
     let mut got = Vec::new();
     loop {
-        match t.try_next() {
-            Ok(Some(e)) => got.push(e.index),
-            Ok(None) => break,
-            Err(ReadError::Corrupt { index, .. }) => assert_eq!(index, 40),
+        match t.try_recv_ref() {
+            Ok(e) => got.push(e.index()),
+            Err(JournalTryRecvError::Empty) => break,
+            Err(JournalTryRecvError::Corrupt(c)) => assert_eq!(c.value("index"), Some(40)),
             Err(e) => panic!("{e}"),
         }
     }
@@ -366,16 +356,16 @@ fn recovers_from_truncation_and_zeroed_tail() {
         // The alloc word is in the same unsynced page: stale too.
         f.write_all_at(&(60 * entry).to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
     }
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!(read_all(&j), (0..100).collect::<Vec<_>>());
-    assert_eq!(j.appender().unwrap().append(&payload(100, 100)).unwrap(), 100);
+    assert_eq!(j.appender().unwrap().send(&payload(100, 100)).unwrap(), 100);
     drop(j);
 
     // The data file cut inside its header page: moved aside, the cycle restarts.
     let (dir, _c4) = fresh_dir("jt-hdr");
     drop(write_some(&dir, 10));
     std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(0))).unwrap().set_len(100).unwrap();
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert_eq!(j.recovery().len(), 1);
     assert!(read_all(&j).is_empty());
     let _ = index_file_name(0);
@@ -387,37 +377,31 @@ fn bad_input_is_a_typed_error() {
     let (dir, _c) = fresh_dir("jt-notj");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("notes.txt"), b"hello").unwrap();
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
+    assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::NotASegment { .. })));
     // A garbage metadata file.
     std::fs::write(dir.join(format::META_FILE), vec![0xabu8; 5000]).unwrap();
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::NotASegment { .. })));
+    assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::NotASegment { .. })));
     // Missing, without create.
     let (missing, _c_missing) = fresh_dir("jt-missing");
-    assert!(matches!(
-        Journal::open(&missing, &JournalOptions { create: false, ..small() }),
-        Err(OpenError::NotFound { .. })
-    ));
+    assert!(matches!(Journal::open(&missing), Err(OpenError::NotFound { .. })));
     // A newer format version.
     let (dir, _c2) = fresh_dir("jt-newer");
-    drop(Journal::open(&dir, &small()).unwrap());
+    drop(Journal::create_or_open(&dir, &small()).unwrap());
     {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
         f.write_all_at(&2u32.to_le_bytes(), 8).unwrap();
     }
-    assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
+    assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
     // Invalid options.
     let (dir, _c_opts) = fresh_dir("jt-opts");
-    assert!(matches!(
-        Journal::open(&dir, &JournalOptions { cycle_bytes: 1000, ..small() }),
-        Err(OpenError::InvalidConfig { .. })
-    ));
+    assert!(matches!(Journal::create_or_open(&dir, &small().cycle_bytes(1000)), Err(OpenError::InvalidConfig { .. })));
     // Too large an entry.
     let (dir, _c3) = fresh_dir("jt-big");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     assert!(matches!(
-        j.appender().unwrap().append(&vec![0u8; 65 << 10]),
-        Err(shmbus::journal::AppendError::TooLarge { .. })
+        j.appender().unwrap().send(&vec![0u8; 65 << 10]),
+        Err(shmbus::journal::JournalSendError::TooLarge { .. })
     ));
     // No permission (skipped as root, who bypasses file modes).
     // SAFETY: geteuid has no preconditions.
@@ -425,7 +409,7 @@ fn bad_input_is_a_typed_error() {
         use std::os::unix::fs::PermissionsExt;
         let m = dir.join(format::META_FILE);
         std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o000)).unwrap();
-        assert!(matches!(Journal::open(&dir, &small()), Err(OpenError::PermissionDenied { .. })));
+        assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::PermissionDenied { .. })));
         std::fs::set_permissions(&m, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
 }
@@ -434,10 +418,10 @@ fn bad_input_is_a_typed_error() {
 fn durability_modes_work() {
     for d in [Durability::Flush, Durability::Periodic(Duration::from_millis(5))] {
         let (dir, _c) = fresh_dir("jt-dur");
-        let j = Journal::open(&dir, &JournalOptions { durability: d, ..small() }).unwrap();
+        let j = Journal::create_or_open(&dir, &small().durability(d)).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..50u64 {
-            a.append(&payload(i, 100)).unwrap();
+            a.send(&payload(i, 100)).unwrap();
         }
         std::thread::sleep(Duration::from_millis(20));
         drop(a);
@@ -493,15 +477,15 @@ fn write_fuzz_corpus() {
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/journal_parse");
     std::fs::create_dir_all(&out).unwrap();
     let (dir, _c) = fresh_dir("jt-corpus");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..5u64 {
-        a.append(&payload(i, 30 + i as usize)).unwrap();
+        a.send(&payload(i, 30 + i as usize)).unwrap();
     }
-    drop(a.reserve(12).unwrap());
+    drop(a.loan(12).unwrap());
     a.set_compression(true);
-    a.append(&b"abcabcabc".repeat(30)).unwrap();
-    let used = j.info().unwrap().bytes as usize;
+    a.send(&b"abcabcabc".repeat(30)).unwrap();
+    let used = Journal::status(j.dir()).unwrap().bytes as usize;
     let data = std::fs::read(dir.join(data_file_name(0))).unwrap();
     std::fs::write(out.join("cycle_entries"), &data[..4096 + used]).unwrap();
     std::fs::write(out.join("cycle_truncated"), &data[..4096 + used / 2]).unwrap();
@@ -514,23 +498,23 @@ fn write_fuzz_corpus() {
 
 /// A live appender that stalls between reserve and commit longer than the abandon timeout
 /// does not block tailers: its entry is abandoned, later entries are read, and its late
-/// commit fails with `CommitError::Abandoned`.
+/// commit fails with `JournalSendError::Abandoned`.
 #[test]
 fn stalled_appender_is_abandoned_after_the_timeout() {
     let (dir, _c) = fresh_dir("jt-stall");
-    let j = Journal::open(&dir, &JournalOptions { abandon_timeout: Duration::from_millis(200), ..small() }).unwrap();
+    let j = Journal::create_or_open(&dir, &small().abandon_timeout(Duration::from_millis(200))).unwrap();
     let mut stalled = j.appender().unwrap();
     let mut other = j.appender().unwrap();
-    let mut r = stalled.reserve(8).unwrap();
-    r.as_mut_slice().copy_from_slice(b"too late");
-    assert_eq!(other.append(b"on time").unwrap(), 1);
+    let mut r = stalled.loan(8).unwrap();
+    r.copy_from_slice(b"too late");
+    assert_eq!(other.send(b"on time").unwrap(), 1);
     let mut t = j.tailer().unwrap();
-    let e = t.next_timeout(Some(Duration::from_secs(20))).unwrap().expect("tailer got past the stalled entry");
-    assert_eq!((e.index, e.data), (1, &b"on time"[..]));
-    assert_eq!(r.commit(), Err(shmbus::journal::CommitError::Abandoned { index: 0 }));
+    let e = t.recv_ref_timeout(Duration::from_secs(20)).expect("tailer got past the stalled entry");
+    assert_eq!((e.index(), e.data()), (1, &b"on time"[..]));
+    assert!(matches!(r.send(), Err(shmbus::journal::JournalSendError::Abandoned { index: 0 })));
     // The appender keeps working.
-    assert_eq!(stalled.append(b"next").unwrap(), 2);
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"next");
+    assert_eq!(stalled.send(b"next").unwrap(), 2);
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"next");
 }
 
 /// Garbage in the live shared words (no recovery runs: another handle is open) makes reads
@@ -549,21 +533,21 @@ fn garbage_shared_words_are_survived() {
         f.write_all_at(&pos.to_le_bytes(), format::CYCLE_POS_OFFSET as u64).unwrap();
         f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
         f.write_all_at(&alloc.to_le_bytes(), format::CYCLE_IALLOC_OFFSET as u64).unwrap();
-        let j2 = Journal::open(&dir, &small()).unwrap();
+        let j2 = Journal::create_or_open(&dir, &small()).unwrap();
         assert!(j2.recovery().is_empty(), "not alone: no recovery");
         for start in [0u64, 10, 1 << 20] {
             let Ok(mut t) = j2.tailer_at(start) else {
                 continue;
             };
             for _ in 0..200 {
-                match t.try_next() {
-                    Ok(Some(e)) => assert_eq!(e.data, &payload(e.index, 100)[..]),
-                    Ok(None) => break,
+                match t.try_recv_ref() {
+                    Ok(e) => assert_eq!(e.data(), &payload(e.index(), 100)[..]),
+                    Err(JournalTryRecvError::Empty) => break,
                     Err(_) => {}
                 }
             }
         }
-        let _ = j2.info();
+        let _ = Journal::status(j2.dir());
         let _ = j2.tailer_at_time(1);
     }
     drop(j);
@@ -582,19 +566,20 @@ fn a_hostile_alloc_word_does_not_make_the_appender_fault() {
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     // The whole cycle (1 MiB), far beyond the one or two 64 KiB chunks the file has.
     f.write_all_at(&(1u64 << 20).to_le_bytes(), format::CYCLE_ALLOC_OFFSET as u64).unwrap();
-    let j2 = Journal::open(&dir, &small()).unwrap();
+    let j2 = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j2.appender().unwrap();
     a.set_pretouch(false);
     // 3,000 entries of 200 B: ~650 KiB, well past the file's size before.
     for i in 10..3010u64 {
-        a.append(&payload(i, 200)).unwrap();
+        a.send(&payload(i, 200)).unwrap();
     }
     assert!(std::fs::metadata(&path).unwrap().len() > size_before, "the appender grew the file");
     let mut t = j2.tailer().unwrap();
     let mut n = 0u64;
-    while let Some(e) = t.try_next().unwrap() {
-        let len = if e.index < 10 { 100 } else { 200 };
-        assert_eq!(e.data, &payload(e.index, len)[..], "entry {}", e.index);
+    for e in t.try_iter() {
+        let e = e.unwrap();
+        let len = if e.index() < 10 { 100 } else { 200 };
+        assert_eq!(e.data(), &payload(e.index(), len)[..], "entry {}", e.index());
         n += 1;
     }
     assert_eq!(n, 3010);
@@ -606,14 +591,14 @@ fn a_hostile_alloc_word_does_not_make_the_appender_fault() {
 #[test]
 fn missing_and_unpublished_cycles() {
     let (dir, _c) = fresh_dir("jt-cycles");
-    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, ..small() };
+    let opts = small().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(4096);
     {
-        let j = Journal::open(&dir, &opts).unwrap();
+        let j = Journal::create_or_open(&dir, &opts).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..1000u64 {
-            a.append(&payload(i, 200)).unwrap();
+            a.send(&payload(i, 200)).unwrap();
         }
-        assert!(j.info().unwrap().cycles.len() >= 4);
+        assert!(Journal::status(j.dir()).unwrap().cycles.len() >= 4);
     }
     std::fs::remove_file(dir.join(data_file_name(0))).unwrap();
     std::fs::remove_file(dir.join(index_file_name(0))).unwrap();
@@ -622,20 +607,21 @@ fn missing_and_unpublished_cycles() {
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
         f.write_all_at(&1u64.to_le_bytes(), format::META_SHARED_OFFSET as u64).unwrap();
     }
-    let j = Journal::open(&dir, &opts).unwrap();
-    let info = j.info().unwrap();
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.next_index, 1000);
     let mut t = j.tailer().unwrap();
-    let first = t.try_next().unwrap().unwrap().index;
+    let first = t.try_recv_ref().unwrap().index();
     assert_eq!(first, info.first_index);
     assert!(first > 0);
     let mut next = first + 1;
-    while let Some(e) = t.try_next().unwrap() {
-        assert_eq!(e.index, next);
+    for e in t.try_iter() {
+        let e = e.unwrap();
+        assert_eq!(e.index(), next);
         next += 1;
     }
     assert_eq!(next, 1000);
-    assert_eq!(j.appender().unwrap().append(b"more").unwrap(), 1000);
+    assert_eq!(j.appender().unwrap().send(b"more").unwrap(), 1000);
 }
 
 /// Tiered storage: old cycles move to an archive directory while tailers read; every
@@ -643,44 +629,44 @@ fn missing_and_unpublished_cycles() {
 #[test]
 fn tiered_storage_moves_old_cycles_transparently() {
     let (dir, _c) = fresh_dir("jt-tier");
-    let opts = JournalOptions { cycle_bytes: 64 << 10, chunk_bytes: 16 << 10, max_entry: 4096, ..small() };
-    let j = Journal::open(&dir, &opts).unwrap();
+    let opts = small().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(4096);
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..1000u64 {
-        a.append(&payload(i, 200)).unwrap();
+        a.send(&payload(i, 200)).unwrap();
     }
     let mut early = j.tailer().unwrap();
     for i in 0..10u64 {
-        assert_eq!(early.try_next().unwrap().unwrap().index, i);
+        assert_eq!(early.try_recv_ref().unwrap().index(), i);
     }
-    let total = j.info().unwrap().cycles.len();
+    let total = Journal::status(j.dir()).unwrap().cycles.len();
     assert!(total >= 4);
     let rep = j.tier("cold", 2).unwrap();
     assert_eq!(rep.moved_cycles.len(), total - 2);
     assert_eq!(j.archive_dir(), Some(dir.join("cold")));
     assert!(dir.join("cold").join(data_file_name(0)).exists());
     assert!(!dir.join(data_file_name(0)).exists());
-    assert_eq!(j.info().unwrap().cycles.len(), total);
+    assert_eq!(Journal::status(j.dir()).unwrap().cycles.len(), total);
     // A tailer that was reading keeps going; new tailers and other handles read the archive.
     for i in 10..1000u64 {
-        assert_eq!(early.try_next().unwrap().unwrap().index, i);
+        assert_eq!(early.try_recv_ref().unwrap().index(), i);
     }
-    let j2 = Journal::open(&dir, &opts).unwrap();
+    let j2 = Journal::create_or_open(&dir, &opts).unwrap();
     let mut t = j2.tailer().unwrap();
     for i in 0..1000u64 {
-        let e = t.try_next().unwrap().unwrap();
-        assert_eq!((e.index, e.data), (i, &payload(i, 200)[..]));
+        let e = t.try_recv_ref().unwrap();
+        assert_eq!((e.index(), e.data()), (i, &payload(i, 200)[..]));
     }
-    assert_eq!(j2.tailer_at(5).unwrap().try_next().unwrap().unwrap().index, 5);
+    assert_eq!(j2.tailer_at(5).unwrap().try_recv_ref().unwrap().index(), 5);
     // Appending goes on in the hot tier; a second tier() call moves more.
     for i in 1000..1500u64 {
-        a.append(&payload(i, 200)).unwrap();
+        a.send(&payload(i, 200)).unwrap();
     }
     assert!(!j.tier("cold", 1).unwrap().moved_cycles.is_empty());
-    assert!(matches!(j.tier("elsewhere", 1), Err(shmbus::journal::TierError::OtherArchive { .. })));
+    assert!(matches!(j.tier("elsewhere", 1), Err(shmbus::journal::JournalTierError::OtherArchive { .. })));
     // Retention deletes from the archive too.
     j.gc_with(Retention { max_cycles: Some(2), max_age: None }).unwrap();
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     assert_eq!(info.cycles.len(), 2);
     assert_eq!(std::fs::read_dir(dir.join("cold")).unwrap().count(), 2, "only the hot cycle's files are left");
 }
@@ -742,30 +728,30 @@ impl shmbus::journal::EntryCipher for ToyCipher {
 fn encryption_round_trip_with_a_pluggable_cipher() {
     use std::sync::Arc;
     let (dir, _c) = fresh_dir("jt-crypt");
-    let j = Journal::open(&dir, &small()).unwrap();
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
     let mut a = j.appender().unwrap();
     a.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
     let secret = b"the launch code is 0000 and the launch code is 0000 again".repeat(4);
-    a.append(&secret).unwrap();
+    a.send(&secret).unwrap();
     a.set_compression(true);
-    a.append(&secret).unwrap();
-    a.append(b"short").unwrap();
+    a.send(&secret).unwrap();
+    a.send(b"short").unwrap();
     a.set_cipher(None);
-    a.append(b"plain").unwrap();
+    a.send(b"plain").unwrap();
     let bytes = std::fs::read(dir.join(data_file_name(0))).unwrap();
     assert!(!bytes.windows(15).any(|w| w == b"the launch code"), "plaintext on disk");
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0x5eed))));
-    assert_eq!(t.try_next().unwrap().unwrap().data, &secret[..]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, &secret[..]);
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"short");
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"plain");
+    assert_eq!(t.try_recv_ref().unwrap().data(), &secret[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), &secret[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"short");
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"plain");
     // No cipher: reported and skipped. Wrong key: authentication fails.
     let mut t = j.tailer().unwrap();
-    assert!(matches!(t.try_next(), Err(ReadError::Encrypted { index: 0 })));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Encrypted { index: 0 })));
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0xbad))));
-    assert!(matches!(t.try_next(), Err(ReadError::Corrupt { index: 0, .. })));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Corrupt(c)) if c.value("index") == Some(0)));
 }
 
 /// Many threads creating the same journal at once: one creates it, all open it.
@@ -776,8 +762,8 @@ fn concurrent_creation_is_race_free() {
         .map(|_| {
             let dir = dir.clone();
             std::thread::spawn(move || {
-                let j = Journal::open(&dir, &small()).unwrap();
-                j.appender().unwrap().append(b"x").unwrap()
+                let j = Journal::create_or_open(&dir, &small()).unwrap();
+                j.appender().unwrap().send(b"x").unwrap()
             })
         })
         .collect();
@@ -808,21 +794,19 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
         // The pretoucher with its inherited affinity, placed on CPU 0, or off.
         for (v, (pretouch, cpus)) in [(true, None), (true, Some(vec![0usize])), (false, None)].into_iter().enumerate() {
             let dir = base.join(format!("j{k}-{v}"));
-            let opts = JournalOptions {
-                cycle_bytes: 48 << 20,
-                chunk_bytes: 4 << 20,
-                max_entry: 64 << 10,
-                roll: RollCycle::Never,
-                ..Default::default()
-            };
-            let j = Journal::open(&dir, &opts).unwrap();
+            let opts = JournalConfig::default()
+                .cycle_bytes(48 << 20)
+                .chunk_bytes(4 << 20)
+                .max_entry_len(64 << 10)
+                .roll(RollCycle::Never);
+            let j = Journal::create_or_open(&dir, &opts).unwrap();
             let mut t = j.tailer().unwrap();
             let n = 1200u64;
             let reader = std::thread::spawn(move || {
                 for i in 0..n {
-                    let e = t.next_timeout(Some(Duration::from_secs(20))).unwrap().expect("entry");
-                    assert_eq!(e.index, i);
-                    assert_eq!(e.data, &payload(i, 1000 + (i as usize * 97) % 40_000)[..]);
+                    let e = t.recv_ref_timeout(Duration::from_secs(20)).expect("entry");
+                    assert_eq!(e.index(), i);
+                    assert_eq!(e.data(), &payload(i, 1000 + (i as usize * 97) % 40_000)[..]);
                 }
             });
             let mut a = j.appender().unwrap();
@@ -831,10 +815,10 @@ fn growth_ahead_keeps_every_entry_on_disk_and_tmpfs() {
                 a.set_pretouch_cpus(cpus);
             }
             for i in 0..n {
-                assert_eq!(a.append(&payload(i, 1000 + (i as usize * 97) % 40_000)).unwrap(), i);
+                assert_eq!(a.send(&payload(i, 1000 + (i as usize * 97) % 40_000)).unwrap(), i);
             }
             reader.join().unwrap();
-            let info = j.info().unwrap();
+            let info = Journal::status(j.dir()).unwrap();
             assert_eq!(info.next_index, n);
             drop(a);
             drop(j);
@@ -859,4 +843,33 @@ fn entry_crc_matches_the_crc32c_crate() {
         }
     }
     assert_eq!(format::crc32c_append(0, b"123456789"), 0xE306_9283);
+}
+
+/// `Journal::status` only looks: it creates, repairs and writes nothing (a lost index file
+/// is not rebuilt by it, the metadata file is not touched), and an appender's handle does.
+#[test]
+fn status_is_read_only() {
+    let (dir, _c) = fresh_dir("jt-status-ro");
+    {
+        let j = Journal::create_or_open(&dir, &small()).unwrap();
+        j.appender().unwrap().send(b"x").unwrap();
+    }
+    let names = |d: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    let before = names(&dir);
+    let meta = std::fs::read(dir.join(format::META_FILE)).unwrap();
+    let st = Journal::status(&dir).unwrap();
+    assert_eq!((st.first_index, st.next_index, st.cycles.len(), st.appenders), (0, 1, 1, 0));
+    assert_eq!(names(&dir), before);
+    assert_eq!(std::fs::read(dir.join(format::META_FILE)).unwrap(), meta);
+    std::fs::remove_file(dir.join(index_file_name(0))).unwrap();
+    Journal::status(&dir).unwrap();
+    assert!(!dir.join(index_file_name(0)).exists(), "status rebuilt the index");
+    // Opening the journal does repair it.
+    drop(Journal::open(&dir).unwrap().tailer().unwrap());
+    assert!(dir.join(index_file_name(0)).exists());
+    assert!(matches!(Journal::status(dir.join("missing")), Err(OpenError::NotFound { .. })));
 }

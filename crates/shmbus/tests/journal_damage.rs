@@ -1,7 +1,7 @@
 //! Journal damage that must not hide healthy data: zeroed pages, junk headers, unreadable
 //! cycle files and missing index files, in sealed and in current cycles. Every healthy
 //! entry before and after the damage is delivered, in order; the damage is reported
-//! (`ReadError::Damaged`: which cycle, which indices, which bytes) once, and skipped.
+//! (`JournalRecvError::Damaged`: which cycle, which indices, which bytes) once, and skipped.
 //! Also: a journal whose first data file cannot be created leaves nothing half made.
 
 #![cfg(not(loom))]
@@ -14,17 +14,11 @@ use std::time::{Duration, Instant};
 
 use common::{child_role, fresh_dir, spawn_child, wait_with_deadline};
 use shmbus::journal::format::{data_file_name, index_file_name, CYCLE_HEADER_PAGE, META_FILE};
-use shmbus::journal::{Journal, JournalOptions, ReadError, RollCycle, Tailer};
+use shmbus::journal::{Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError, RollCycle, Tailer};
 
 /// 64 KiB cycles, 100-byte payloads (136 bytes an entry): about 480 entries a cycle.
-fn opts() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 1024,
-        roll: RollCycle::Never,
-        ..Default::default()
-    }
+fn opts() -> JournalConfig {
+    JournalConfig::default().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(1024).roll(RollCycle::Never)
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -35,10 +29,10 @@ fn payload(i: u64) -> Vec<u8> {
 
 /// A journal of `count` entries (about `count / 480` sealed cycles and a current one).
 fn journal_with(dir: &Path, count: u64) -> Journal {
-    let j = Journal::open(dir, &opts()).unwrap();
+    let j = Journal::create_or_open(dir, &opts()).unwrap();
     let mut a = j.appender().unwrap();
     for i in 0..count {
-        assert_eq!(a.append(&payload(i)).unwrap(), i);
+        assert_eq!(a.send(&payload(i)).unwrap(), i);
     }
     j
 }
@@ -69,37 +63,37 @@ impl std::fmt::Debug for Read {
 fn read_all(t: &mut Tailer) -> Read {
     let mut r = Read::default();
     for _ in 0..100_000 {
-        match t.try_next() {
-            Ok(Some(e)) => {
-                assert_eq!(e.data, payload(e.index), "entry {} delivered intact", e.index);
-                r.indices.push(e.index);
+        match t.try_recv_ref() {
+            Ok(e) => {
+                assert_eq!(e.data(), payload(e.index()), "entry {} delivered intact", e.index());
+                r.indices.push(e.index());
             }
-            Ok(None) => return r,
-            Err(ReadError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
-            Err(ReadError::Corrupt { index, .. }) => r.corrupt.push(index),
+            Err(JournalTryRecvError::Empty) => return r,
+            Err(JournalTryRecvError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
+            Err(JournalTryRecvError::Corrupt(c)) => r.corrupt.push(c.value("index").unwrap()),
             Err(e) => panic!("unexpected error: {e}"),
         }
     }
     panic!("try_next never reached the end: {r:?}");
 }
 
-/// The same with `next_timeout` (what a live tailer does): must reach the end too.
+/// The same with `recv_ref_timeout` (what a live tailer does): must reach the end too.
 fn read_all_waiting(t: &mut Tailer, total: u64) -> Read {
     let mut r = Read::default();
     let start = Instant::now();
     loop {
         assert!(start.elapsed() < Duration::from_secs(20), "tailer stuck: {r:?}");
-        match t.next_timeout(Some(Duration::from_millis(300))) {
-            Ok(Some(e)) => {
-                assert_eq!(e.data, payload(e.index));
-                r.indices.push(e.index);
-                if e.index + 1 == total {
+        match t.recv_ref_timeout(Duration::from_millis(300)) {
+            Ok(e) => {
+                assert_eq!(e.data(), payload(e.index()));
+                r.indices.push(e.index());
+                if e.index() + 1 == total {
                     return r;
                 }
             }
-            Ok(None) => return r,
-            Err(ReadError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
-            Err(ReadError::Corrupt { index, .. }) => r.corrupt.push(index),
+            Err(JournalRecvTimeoutError::Timeout) => return r,
+            Err(JournalRecvTimeoutError::Damaged { cycle, from, to, .. }) => r.damaged.push((cycle, from, to)),
+            Err(JournalRecvTimeoutError::Corrupt(c)) => r.corrupt.push(c.value("index").unwrap()),
             Err(e) => panic!("unexpected error: {e}"),
         }
     }
@@ -135,7 +129,7 @@ fn zero(path: &Path, at: u64, len: usize) {
 }
 
 fn cycles(j: &Journal) -> usize {
-    j.info().unwrap().cycles.len()
+    Journal::status(j.dir()).unwrap().cycles.len()
 }
 
 #[test]
@@ -153,7 +147,7 @@ fn zeroed_page_in_a_sealed_cycle_is_reported_and_skipped() {
     check(&read_all_waiting(&mut j.tailer().unwrap(), total), total, "waiting tailer");
     drop(j);
     // A new process view: open alone (recovery runs on the current cycle only).
-    let j = Journal::open(&dir, &opts()).unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
     let r = read_all(&mut j.tailer().unwrap());
     check(&r, total, "after reopen");
     assert_eq!(r.damaged.len(), 1, "one range: {r:?}");
@@ -174,17 +168,17 @@ fn zeroed_page_in_the_current_cycle_is_reported_and_skipped() {
     let (dir, _s) = fresh_dir("jd-zero-current");
     let total = 1200;
     let j = journal_with(&dir, total);
-    let current = j.info().unwrap().cycles.last().unwrap().cycle;
+    let current = Journal::status(j.dir()).unwrap().cycles.last().unwrap().cycle;
     zero(&dir.join(data_file_name(current)), CYCLE_HEADER_PAGE as u64 + 4096, 4096);
     check(&read_all(&mut j.tailer().unwrap()), total, "open handle");
     check(&read_all_waiting(&mut j.tailer().unwrap(), total), total, "waiting tailer");
     drop(j);
     // Alone: recovery must keep what follows the damage, and appends continue after it.
-    let j = Journal::open(&dir, &opts()).unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
     assert!(j.recovery().iter().all(|r| r.dropped_entries == 0), "{:?}", j.recovery());
     check(&read_all(&mut j.tailer().unwrap()), total, "after recovery");
     let mut a = j.appender().unwrap();
-    assert_eq!(a.append(&payload(total)).unwrap(), total);
+    assert_eq!(a.send(&payload(total)).unwrap(), total);
     check(&read_all(&mut j.tailer().unwrap()), total + 1, "appended after the damage");
 }
 
@@ -211,13 +205,13 @@ fn unreadable_sealed_cycle_file_is_reported_and_skipped() {
     let (dir, _s) = fresh_dir("jd-bad-cycle-header");
     let total = 1500;
     let j = journal_with(&dir, total);
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     let (first1, first2) = (info.cycles[1].first_index, info.cycles[2].first_index);
     // Cycle 1's header: a broken checksum.
     let f = std::fs::OpenOptions::new().write(true).open(dir.join(data_file_name(1))).unwrap();
     f.write_all_at(&[0xAB; 8], 24).unwrap();
     drop(f);
-    assert_eq!(j.info().unwrap().unreadable_cycles.len(), 1);
+    assert_eq!(Journal::status(j.dir()).unwrap().unreadable_cycles.len(), 1);
     let r = read_all(&mut j.tailer().unwrap());
     assert_eq!(r.damaged, vec![(1, first1, first2)], "{r:?}");
     check_lost(&r, total, 600, "unreadable cycle 1");
@@ -236,8 +230,8 @@ fn missing_index_of_a_sealed_cycle_is_rebuilt() {
     let meta = std::fs::symlink_metadata(dir.join(index_file_name(1))).expect("index rebuilt");
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     // The rebuilt index serves random access.
-    let k = j.info().unwrap().cycles[1].first_index + 77;
-    let e = j.tailer_at(k).unwrap().try_next().unwrap().unwrap().index;
+    let k = Journal::status(j.dir()).unwrap().cycles[1].first_index + 77;
+    let e = j.tailer_at(k).unwrap().try_recv_ref().unwrap().index();
     assert_eq!(e, k);
 }
 
@@ -246,16 +240,16 @@ fn missing_index_of_the_current_cycle_is_rebuilt_and_appends_continue() {
     let (dir, _s) = fresh_dir("jd-index-current");
     let total = 1200;
     let j = journal_with(&dir, total);
-    let current = j.info().unwrap().cycles.last().unwrap().cycle;
+    let current = Journal::status(j.dir()).unwrap().cycles.last().unwrap().cycle;
     drop(j);
     std::fs::remove_file(dir.join(index_file_name(current))).unwrap();
-    let j = Journal::open(&dir, &opts()).expect("a lost index does not make the journal unopenable");
+    let j = Journal::create_or_open(&dir, &opts()).expect("a lost index does not make the journal unopenable");
     let mut a = j.appender().unwrap();
-    assert_eq!(a.append(&payload(total)).unwrap(), total);
+    assert_eq!(a.send(&payload(total)).unwrap(), total);
     let r = read_all(&mut j.tailer().unwrap());
     assert_eq!(r.indices, (0..=total).collect::<Vec<_>>());
     let k = total - 5;
-    assert_eq!(j.tailer_at(k).unwrap().try_next().unwrap().unwrap().index, k);
+    assert_eq!(j.tailer_at(k).unwrap().try_recv_ref().unwrap().index(), k);
 }
 
 #[test]
@@ -270,7 +264,7 @@ fn damaged_index_pages_do_not_hide_entries() {
     }
     assert_eq!(read_all(&mut j.tailer().unwrap()).indices, (0..total).collect::<Vec<_>>());
     for k in [3, 250, 700, 1400] {
-        assert_eq!(j.tailer_at(k).unwrap().try_next().unwrap().unwrap().index, k, "tailer_at({k})");
+        assert_eq!(j.tailer_at(k).unwrap().try_recv_ref().unwrap().index(), k, "tailer_at({k})");
     }
     // Both an index and a data page damaged in one cycle.
     zero(&dir.join(data_file_name(1)), CYCLE_HEADER_PAGE as u64 + 4096, 4096);
@@ -304,8 +298,8 @@ fn first_cycle_uncreatable_child() {
         let lim = libc::rlimit { rlim_cur: 200 << 10, rlim_max: 200 << 10 };
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
     }
-    let o = JournalOptions { cycle_bytes: 8 << 20, chunk_bytes: 1 << 20, ..opts() };
-    let e = Journal::open(&dir, &o).expect_err("the first cycle cannot be created");
+    let o = opts().cycle_bytes(8 << 20).chunk_bytes(1 << 20);
+    let e = Journal::create_or_open(&dir, &o).expect_err("the first cycle cannot be created");
     println!("\n@@{e}");
 }
 
@@ -331,7 +325,7 @@ fn a_garbage_named_reader_position_is_reported_once_and_reset_to_the_oldest_entr
     {
         let mut r = j.reader("billing").unwrap();
         for _ in 0..10 {
-            r.try_next().unwrap().unwrap();
+            r.try_recv_ref().unwrap();
         }
         r.ack();
     }
@@ -346,9 +340,9 @@ fn a_garbage_named_reader_position_is_reported_once_and_reset_to_the_oldest_entr
     for garbage in [u64::MAX, u64::MAX - 1, total + 1, 1 << 40] {
         meta.write_all_at(&garbage.to_le_bytes(), (META_READERS_OFFSET + k * READER_ENTRY_SIZE + 8) as u64).unwrap();
         let mut r = j.reader("billing").unwrap();
-        match r.try_next() {
-            Err(ReadError::PositionReset { saved, to }) => assert_eq!((saved, to), (garbage, 0)),
-            other => panic!("expected PositionReset, got {:?}", other.map(|e| e.map(|e| e.index))),
+        match r.try_recv_ref() {
+            Err(JournalTryRecvError::PositionReset { saved, to }) => assert_eq!((saved, to), (garbage, 0)),
+            other => panic!("expected PositionReset, got {:?}", other.map(|e| e.index())),
         }
         // Reported once; then every entry from the oldest, in order.
         let got = read_all(&mut r);
@@ -358,9 +352,9 @@ fn a_garbage_named_reader_position_is_reported_once_and_reset_to_the_oldest_entr
     // A plain tailer asked for an index far in the future starts at the end, and sees what
     // is appended next.
     let mut t = j.tailer_at(u64::MAX - 3).unwrap();
-    assert!(t.try_next().unwrap().is_none());
-    j.appender().unwrap().append(&payload(total)).unwrap();
-    assert_eq!(t.try_next().unwrap().map(|e| e.index), Some(total));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Empty)));
+    j.appender().unwrap().send(&payload(total)).unwrap();
+    assert_eq!(t.try_recv_ref().unwrap().index(), total);
 }
 
 #[test]
@@ -373,7 +367,7 @@ fn a_fifo_in_place_of_journal_meta_is_an_immediate_clear_error() {
     // SAFETY: mkfifo with a valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let start = Instant::now();
-    let e = Journal::open(&dir, &opts()).unwrap_err();
+    let e = Journal::create_or_open(&dir, &opts()).unwrap_err();
     assert!(start.elapsed() < Duration::from_secs(5));
     let msg = shmbus::journal::open_error_message(&e);
     assert!(msg.contains("FIFO") && msg.contains("journal.meta"), "{msg}");
@@ -383,12 +377,12 @@ fn a_fifo_in_place_of_journal_meta_is_an_immediate_clear_error() {
 #[test]
 fn a_large_damaged_range_is_scanned_in_steps_within_each_timeout() {
     let (dir, _s) = fresh_dir("jd-large");
-    let o = JournalOptions { cycle_bytes: 32 << 20, chunk_bytes: 4 << 20, ..opts() };
-    let j = Journal::open(&dir, &o).unwrap();
+    let o = opts().cycle_bytes(32 << 20).chunk_bytes(4 << 20);
+    let j = Journal::create_or_open(&dir, &o).unwrap();
     let mut a = j.appender().unwrap();
     let total = 160_000; // 136 bytes each: about 21 MiB
     for i in 0..total {
-        a.append(&payload(i)).unwrap();
+        a.send(&payload(i)).unwrap();
     }
     drop(a);
     // 12 MiB of zeros in the middle.
@@ -402,11 +396,11 @@ fn a_large_damaged_range_is_scanned_in_steps_within_each_timeout() {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(20) {
         let call = Instant::now();
-        let res = t.next_timeout(Some(Duration::from_millis(5))).map(|e| e.map(|e| e.index));
+        let res = t.recv_ref_timeout(Duration::from_millis(5)).map(|e| e.index());
         assert!(call.elapsed() < Duration::from_millis(5) + Duration::from_secs(1), "{:?}", call.elapsed());
         match res {
-            Ok(Some(i)) => last = Some(i),
-            Ok(None) if last == Some(total - 1) => break,
+            Ok(i) => last = Some(i),
+            Err(JournalRecvTimeoutError::Timeout) if last == Some(total - 1) => break,
             _ => {}
         }
     }
@@ -424,8 +418,12 @@ fn thread_cpu() -> Duration {
 /// Waits `ms` on `t` and returns the CPU time it burned; asserts nothing new is reported.
 fn wait_cpu(t: &mut Tailer, ms: u64) -> Duration {
     let (cpu, wall) = (thread_cpu(), Instant::now());
-    let r = t.next_timeout(Some(Duration::from_millis(ms))).map(|e| e.map(|e| e.index));
-    assert!(matches!(r, Ok(None)), "nothing more, reported once: {:?}", r.map_err(|e| e.to_string()));
+    let r = t.recv_ref_timeout(Duration::from_millis(ms)).map(|e| e.index());
+    assert!(
+        matches!(r, Err(JournalRecvTimeoutError::Timeout)),
+        "nothing more, reported once: {:?}",
+        r.map_err(|e| e.to_string())
+    );
     assert!(wall.elapsed() < Duration::from_millis(ms) + Duration::from_secs(2));
     thread_cpu() - cpu
 }
@@ -435,7 +433,7 @@ fn waiting_in_front_of_damage_does_not_spin() {
     let (dir, _s) = fresh_dir("jd-nospin");
     let total = 1500;
     let j = journal_with(&dir, total);
-    let info = j.info().unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     let current = info.cycles.last().unwrap().cycle;
     let current_first = info.cycles.last().unwrap().first_index;
     // The current cycle's header damaged while the journal is open (no recovery runs).
@@ -478,21 +476,21 @@ fn an_appender_never_writes_over_entries_a_lowered_position_word_hides() {
     // Lowered to an entry boundary: the appender moves it back past the sound entries.
     f.write_all_at(&(((n - 10) << 32) | (u - 10 * 17)).to_le_bytes(), 256).unwrap();
     let mut a = j.appender().unwrap();
-    assert_eq!(a.append(&payload(total)).unwrap(), total);
+    assert_eq!(a.send(&payload(total)).unwrap(), total);
     // Lowered into the middle of an entry: the cycle is sealed, nothing written over.
     f.read_exact_at(&mut w, 256).unwrap();
     let u = u64::from_le_bytes(w) & 0xffff_ffff;
     f.write_all_at(&(((total + 1 - 5) << 32) | (u - 5 * 17 + 3)).to_le_bytes(), 256).unwrap();
-    assert_eq!(a.append(&payload(total + 1)).unwrap(), total + 1);
+    assert_eq!(a.send(&payload(total + 1)).unwrap(), total + 1);
     let r = read_all(&mut j.tailer().unwrap());
     assert_eq!(r.indices, (0..=total + 1).collect::<Vec<_>>(), "{r:?}");
     // Junk past the real end (free space that is not zero): sealed, the next cycle used.
     f.read_exact_at(&mut w, 256).unwrap();
     let u = u64::from_le_bytes(w) & 0xffff_ffff;
     f.write_all_at(&[0x99; 8], CYCLE_HEADER_PAGE as u64 + u * 8).unwrap();
-    assert_eq!(a.append(&payload(total + 2)).unwrap(), total + 2);
+    assert_eq!(a.send(&payload(total + 2)).unwrap(), total + 2);
     let r = read_all(&mut j.tailer().unwrap());
     assert_eq!(r.indices, (0..=total + 2).collect::<Vec<_>>(), "{r:?}");
     assert!(r.damaged.is_empty() && r.corrupt.is_empty(), "{r:?}");
-    assert_eq!(j.info().unwrap().cycles.len(), 2);
+    assert_eq!(Journal::status(j.dir()).unwrap().cycles.len(), 2);
 }

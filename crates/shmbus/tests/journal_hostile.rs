@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_role, fresh_dir, spawn_child, wait_with_deadline, Rng};
 use shmbus::journal::format::{pos_word, META_FILE};
-use shmbus::journal::{Journal, JournalOptions, ReadError, Retention, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError, Retention, RollCycle};
 
 const HOSTILE_SECS: u64 = 6;
 /// A call with a timeout may overrun it by at most this much.
@@ -31,16 +31,14 @@ const SLACK: Duration = Duration::from_secs(2);
 /// A call without a timeout (open, positioning, append) must return within this.
 const BOUNDED: Duration = Duration::from_secs(3);
 
-fn opts() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 64 << 10,
-        chunk_bytes: 16 << 10,
-        max_entry: 1024,
-        roll: RollCycle::Never,
-        retention: Retention { max_cycles: Some(8), max_age: None },
-        abandon_timeout: Duration::from_millis(200),
-        ..Default::default()
-    }
+fn opts() -> JournalConfig {
+    JournalConfig::default()
+        .cycle_bytes(64 << 10)
+        .chunk_bytes(16 << 10)
+        .max_entry_len(1024)
+        .roll(RollCycle::Never)
+        .retention(Retention { max_cycles: Some(8), max_age: None })
+        .abandon_timeout(Duration::from_millis(200))
 }
 
 /// Runs `f`, failing the victim if it took longer than `limit`.
@@ -66,7 +64,7 @@ fn child_entry() {
 
 fn victim(dir: &Path) {
     let stop = dir.join("stop");
-    let j = Journal::open(dir, &opts()).unwrap();
+    let j = Journal::create_or_open(dir, &opts()).unwrap();
     let stopping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let appender = {
         let (j, stopping) = (j.clone(), stopping.clone());
@@ -78,7 +76,7 @@ fn victim(dir: &Path) {
                     app = timed("appender()", BOUNDED, &mut max, || j.appender()).ok();
                 }
                 if let Some(a) = app.as_mut() {
-                    match timed("append", BOUNDED, &mut max, || a.append(b"honest entry from the victim")) {
+                    match timed("append", BOUNDED, &mut max, || a.send(b"honest entry from the victim")) {
                         Ok(_) => ok += 1,
                         Err(_) => {
                             failed += 1;
@@ -99,19 +97,19 @@ fn victim(dir: &Path) {
     while !stop.exists() {
         calls += 1;
         if let Some(tl) = t.as_mut() {
-            let r = timed("next_timeout(20 ms)", Duration::from_millis(20) + SLACK, &mut max, || {
-                tl.next_timeout(Some(Duration::from_millis(20))).map(|e| e.map(|e| e.index))
+            let r = timed("recv_ref_timeout(20 ms)", Duration::from_millis(20) + SLACK, &mut max, || {
+                tl.recv_ref_timeout(Duration::from_millis(20)).map(|e| e.index())
             });
             match r {
-                Ok(Some(_)) => entries += 1,
-                Ok(None) => {}
+                Ok(_) => entries += 1,
+                Err(JournalRecvTimeoutError::Timeout) => {}
                 Err(e) => {
                     errors += 1;
                     let kind = match e {
-                        ReadError::Gap { .. } => "gap",
-                        ReadError::Damaged { .. } => "damaged",
-                        ReadError::Corrupt { .. } => "corrupt",
-                        ReadError::PositionReset { .. } => "reset",
+                        JournalRecvTimeoutError::Gap { .. } => "gap",
+                        JournalRecvTimeoutError::Damaged { .. } => "damaged",
+                        JournalRecvTimeoutError::Corrupt(_) => "corrupt",
+                        JournalRecvTimeoutError::PositionReset { .. } => "reset",
                         _ => "other",
                     };
                     if kinds.get(kind).is_none_or(|&k| k < 3) {
@@ -131,14 +129,14 @@ fn victim(dir: &Path) {
                 3 => timed("tailer_at_time", BOUNDED, &mut max, || j.tailer_at_time(rng.next())).ok(),
                 4 => timed("reader", BOUNDED, &mut max, || j.reader("hostile-r")).ok(),
                 _ => {
-                    let _ = timed("info", BOUNDED, &mut max, || j.info());
+                    let _ = timed("info", BOUNDED, &mut max, || Journal::status(j.dir()));
                     let _ = timed("readers", BOUNDED, &mut max, || j.readers());
-                    let again = timed("Journal::open", BOUNDED, &mut max, || Journal::open(dir, &opts()));
+                    let again = timed("Journal::open", BOUNDED, &mut max, || Journal::create_or_open(dir, &opts()));
                     let mut tl = again.ok().and_then(|j2| j2.tailer().ok());
                     if let Some(tl) = tl.as_mut() {
-                        timed("try_next x100", BOUNDED, &mut max, || {
+                        timed("try_recv_ref x100", BOUNDED, &mut max, || {
                             for _ in 0..100 {
-                                if let Ok(None) = tl.try_next() {
+                                if let Err(JournalTryRecvError::Empty) = tl.try_recv_ref() {
                                     break;
                                 }
                             }
@@ -161,15 +159,15 @@ fn victim(dir: &Path) {
     drop(t);
     // The hostile writer has stopped and put the immutable headers back: the honest parties
     // work again. (Fresh handle: what a restarted process sees.)
-    let j = Journal::open(dir, &opts()).expect("reopen after the hostility");
-    let index = j.appender().unwrap().append(b"after").expect("append after the hostility");
+    let j = Journal::create_or_open(dir, &opts()).expect("reopen after the hostility");
+    let index = j.appender().unwrap().send(b"after").expect("append after the hostility");
     let mut t = j.tailer_at(index).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         assert!(Instant::now() < deadline, "the honest entry {index} was not read back");
-        match t.next_timeout(Some(Duration::from_millis(100))) {
-            Ok(Some(e)) if e.index == index => {
-                assert_eq!(e.data, b"after");
+        match t.recv_ref_timeout(Duration::from_millis(100)) {
+            Ok(e) if e.index() == index => {
+                assert_eq!(e.data(), b"after");
                 break;
             }
             _ => {}
@@ -287,10 +285,10 @@ fn marked(out: &str) -> Vec<String> {
 fn hostile_control_state_never_hangs_or_kills_journal_readers() {
     let (dir, _s) = fresh_dir("jh-hostile");
     {
-        let j = Journal::open(&dir, &opts()).unwrap();
+        let j = Journal::create_or_open(&dir, &opts()).unwrap();
         let mut a = j.appender().unwrap();
         for i in 0..2000u64 {
-            a.append(&i.to_le_bytes().repeat(8)).unwrap();
+            a.send(&i.to_le_bytes().repeat(8)).unwrap();
         }
         drop(j.reader("hostile-r").unwrap());
     }

@@ -18,17 +18,15 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{child_role, example_command, fresh_dir, sigkill, spawn_child, Rng};
-use shmbus::journal::{Journal, JournalOptions, ReadError, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, JournalRecvTimeoutError, RollCycle};
 
-fn opts() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 2 << 20,
-        chunk_bytes: 256 << 10,
-        max_entry: 4096,
-        roll: RollCycle::Never,
-        abandon_timeout: Duration::from_secs(5),
-        ..Default::default()
-    }
+fn opts() -> JournalConfig {
+    JournalConfig::default()
+        .cycle_bytes(2 << 20)
+        .chunk_bytes(256 << 10)
+        .max_entry_len(4096)
+        .roll(RollCycle::Never)
+        .abandon_timeout(Duration::from_secs(5))
 }
 
 fn spawn(role: &str, dir: &Path, extra: &[(&str, String)]) -> Child {
@@ -88,7 +86,7 @@ fn child_entry() {
         return;
     };
     let dir = PathBuf::from(std::env::var("JDIR").unwrap());
-    let j = Journal::open(&dir, &opts()).unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
     let var = |k: &str| std::env::var(k).unwrap().parse::<u64>().unwrap();
     let mut out = std::io::stdout().lock();
     match role.as_str() {
@@ -96,7 +94,7 @@ fn child_entry() {
             let (id, count) = (var("APP_ID"), var("COUNT"));
             let mut a = j.appender().unwrap();
             for seq in 0..count {
-                a.append(&entry_bytes(id, seq)).unwrap();
+                a.send(&entry_bytes(id, seq)).unwrap();
             }
         }
         "tailer" => {
@@ -107,9 +105,9 @@ fn child_entry() {
             let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
             let mut n = 0;
             while n < count {
-                let e = t.next_timeout(Some(Duration::from_secs(30))).unwrap().expect("tailer timed out");
-                assert_eq!(e.index, n, "indices are dense and in order");
-                let (a, s) = parse_entry(e.data).expect("payload intact");
+                let e = t.recv_ref_timeout(Duration::from_secs(30)).expect("tailer timed out");
+                assert_eq!(e.index(), n, "indices are dense and in order");
+                let (a, s) = parse_entry(e.data()).expect("payload intact");
                 assert_eq!(s, next_seq[a as usize], "appender {a}'s entries in order, none lost or repeated");
                 next_seq[a as usize] += 1;
                 digest = (digest ^ (a << 32 | s)).wrapping_mul(0x100_0000_01b3);
@@ -125,14 +123,14 @@ fn child_entry() {
             for seq in 0.. {
                 let d = entry_bytes(id, seq);
                 let index = if rng.next() % 2 == 0 {
-                    a.append(&d).unwrap()
+                    a.send(&d).unwrap()
                 } else {
-                    let mut r = a.reserve(d.len()).unwrap();
-                    r.as_mut_slice().copy_from_slice(&d);
+                    let mut r = a.loan(d.len()).unwrap();
+                    r.copy_from_slice(&d);
                     for _ in 0..(rng.next() % 2000) {
                         std::hint::spin_loop();
                     }
-                    r.commit().unwrap()
+                    r.send().unwrap()
                 };
                 out.write_all(format!("\n@@{index} {id} {seq}\n").as_bytes()).unwrap();
                 out.flush().unwrap();
@@ -140,8 +138,12 @@ fn child_entry() {
         }
         "reader" => {
             let mut r = j.reader("billing").unwrap();
-            while let Some(e) = r.next_timeout(Some(Duration::from_millis(200))).unwrap() {
-                let i = e.index;
+            while let Some(e) = match r.recv_ref_timeout(Duration::from_millis(200)) {
+                Ok(e) => Some(e),
+                Err(JournalRecvTimeoutError::Timeout) => None,
+                Err(e) => panic!("{e}"),
+            } {
+                let i = e.index();
                 out.write_all(format!("\n@@{i}\n").as_bytes()).unwrap();
                 out.flush().unwrap();
                 r.ack();
@@ -156,11 +158,15 @@ fn child_entry() {
             let deadline = Instant::now() + Duration::from_secs(20);
             loop {
                 assert!(Instant::now() < deadline, "follow: stuck at {:?}", t.position());
-                if let Some(e) = t.next_timeout(Some(Duration::from_millis(200))).unwrap() {
-                    parse_entry(e.data).expect("payload intact");
-                    assert!(last.is_none_or(|l| e.index > l), "in order");
-                    last = Some(e.index);
-                    if e.index >= target {
+                if let Some(e) = match t.recv_ref_timeout(Duration::from_millis(200)) {
+                    Ok(e) => Some(e),
+                    Err(JournalRecvTimeoutError::Timeout) => None,
+                    Err(e) => panic!("{e}"),
+                } {
+                    parse_entry(e.data()).expect("payload intact");
+                    assert!(last.is_none_or(|l| e.index() > l), "in order");
+                    last = Some(e.index());
+                    if e.index() >= target {
                         break;
                     }
                 }
@@ -198,7 +204,7 @@ fn crashy_round(dir: &Path, round: u64, min_us: u64, rng: &mut Rng, committed: &
 #[test]
 fn two_appender_processes_three_tailer_processes() {
     let (dir, _c) = fresh_dir("jp-mpmc");
-    drop(Journal::open(&dir, &opts()).unwrap());
+    drop(Journal::create_or_open(&dir, &opts()).unwrap());
     const N: u64 = 100_000;
     let tailers: Vec<Child> = (0..3).map(|_| spawn("tailer", &dir, &[("COUNT", (2 * N).to_string())])).collect();
     let appenders: Vec<Child> =
@@ -216,7 +222,7 @@ fn two_appender_processes_three_tailer_processes() {
         })
         .collect();
     assert!(digests.iter().all(|d| *d == digests[0]), "tailers disagree on the order: {digests:?}");
-    let info = Journal::open(&dir, &opts()).unwrap().info().unwrap();
+    let info = Journal::status(&dir).unwrap();
     assert_eq!(info.next_index, 2 * N);
     assert!(info.cycles.len() > 1, "the test should cross a roll: {:?}", info.cycles);
 }
@@ -226,7 +232,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     let (dir, _c) = fresh_dir("jp-kill");
     // Small cycles, so that kills also land while cycles roll (an existing journal keeps
     // its configuration: the children open it with `opts()`).
-    let j = Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap();
+    let j = Journal::create_or_open(&dir, &opts().cycle_bytes(256 << 10).chunk_bytes(64 << 10)).unwrap();
     let mut rng = Rng::from_env_or_clock();
     let mut tailer = j.tailer().unwrap();
     let mut seen = std::collections::HashMap::<u64, (u64, u64)>::new();
@@ -236,24 +242,25 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
     while kills < 200 {
         kills += crashy_round(&dir, round, 2000, &mut rng, &mut committed);
         // Drain what is there: the tailer must get past every dead appender's entry.
-        while let Some(e) = tailer.try_next().unwrap() {
-            let (a, s) = parse_entry(e.data).expect("payload intact");
-            assert!(seen.insert(e.index, (a, s)).is_none());
+        for e in tailer.try_iter() {
+            let e = e.unwrap();
+            let (a, s) = parse_entry(e.data()).expect("payload intact");
+            assert!(seen.insert(e.index(), (a, s)).is_none());
         }
         round += 1;
     }
     // A final live append: the tailer must reach it (nothing blocks it).
-    let end = j.appender().unwrap().append(&entry_bytes(u32::MAX as u64, 0)).unwrap();
+    let end = j.appender().unwrap().send(&entry_bytes(u32::MAX as u64, 0)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !seen.contains_key(&end) {
         assert!(Instant::now() < deadline, "tailer stuck before index {end} (at {})", tailer.position());
-        match tailer.next_timeout(Some(Duration::from_secs(1))) {
-            Ok(Some(e)) => {
-                let (a, s) = parse_entry(e.data).expect("payload intact");
-                assert!(seen.insert(e.index, (a, s)).is_none());
+        match tailer.recv_ref_timeout(Duration::from_secs(1)) {
+            Ok(e) => {
+                let (a, s) = parse_entry(e.data()).expect("payload intact");
+                assert!(seen.insert(e.index(), (a, s)).is_none());
             }
-            Ok(None) => {}
-            Err(ReadError::Corrupt { index, what }) => panic!("corrupt entry {index}: {what}"),
+            Err(JournalRecvTimeoutError::Timeout) => {}
+            Err(JournalRecvTimeoutError::Corrupt(c)) => panic!("corrupt entry: {c}"),
             Err(e) => panic!("{e}"),
         }
     }
@@ -265,7 +272,7 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
         "{kills} kills, {} committed reported, {} entries read, last index {end}, {} cycles",
         committed.len(),
         seen.len(),
-        j.info().unwrap().cycles.len()
+        Journal::status(j.dir()).unwrap().cycles.len()
     );
 }
 
@@ -275,25 +282,26 @@ fn sigkilled_appenders_lose_no_committed_entry_and_never_block_tailers() {
 #[test]
 fn open_after_everyone_was_killed_recovers() {
     let (dir, _c) = fresh_dir("jp-killall");
-    drop(Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap());
+    drop(Journal::create_or_open(&dir, &opts().cycle_bytes(256 << 10).chunk_bytes(64 << 10)).unwrap());
     let mut rng = Rng::from_env_or_clock();
     let mut committed = Vec::<(u64, u64, u64)>::new();
     let mut holes = 0;
     for round in 0..20u64 {
         crashy_round(&dir, round, 3000, &mut rng, &mut committed);
         // Nobody has the journal open now: this open runs recovery.
-        let j = Journal::open(&dir, &opts()).unwrap();
+        let j = Journal::create_or_open(&dir, &opts()).unwrap();
         holes += j.recovery().iter().map(|r| r.abandoned_holes).sum::<u64>();
         let mut t = j.tailer().unwrap();
         let mut seen = std::collections::HashMap::new();
-        while let Some(e) = t.try_next().unwrap() {
-            seen.insert(e.index, parse_entry(e.data).expect("payload intact"));
+        for e in t.try_iter() {
+            let e = e.unwrap();
+            seen.insert(e.index(), parse_entry(e.data()).expect("payload intact"));
         }
         for (index, a, s) in &committed {
             assert_eq!(seen.get(index), Some(&(*a, *s)), "committed entry {index} lost");
         }
         // Appending continues.
-        j.appender().unwrap().append(&entry_bytes(u32::MAX as u64, round)).unwrap();
+        j.appender().unwrap().send(&entry_bytes(u32::MAX as u64, round)).unwrap();
     }
     eprintln!("{} committed entries kept; {holes} holes repaired by the scan", committed.len());
 }
@@ -301,11 +309,11 @@ fn open_after_everyone_was_killed_recovers() {
 #[test]
 fn sigkilled_named_reader_resumes() {
     let (dir, _c) = fresh_dir("jp-reader");
-    let j = Journal::open(&dir, &opts()).unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
     let mut a = j.appender().unwrap();
     const N: u64 = 20_000;
     for i in 0..N {
-        a.append(&i.to_le_bytes()).unwrap();
+        a.send(&i.to_le_bytes()).unwrap();
     }
     let mut rng = Rng::from_env_or_clock();
     let mut last: Option<u64> = None;
@@ -352,7 +360,7 @@ fn sigkilled_named_reader_resumes() {
 #[test]
 fn sigkill_then_restart_works_the_first_time_for_every_role() {
     let (dir, _c) = fresh_dir("jp-restart");
-    let j = Journal::open(&dir, &JournalOptions { cycle_bytes: 256 << 10, chunk_bytes: 64 << 10, ..opts() }).unwrap();
+    let j = Journal::create_or_open(&dir, &opts().cycle_bytes(256 << 10).chunk_bytes(64 << 10)).unwrap();
     let mut rng = Rng::from_env_or_clock();
     let mut committed = Vec::<(u64, u64, u64)>::new();
     for round in 0..12u64 {
@@ -365,7 +373,7 @@ fn sigkill_then_restart_works_the_first_time_for_every_role() {
         );
         assert!(ok, "round {round}: the first appender started after the kill failed: {out}");
         // Tailer: killed mid-read, then the first restart reads through to the end.
-        let target = j.info().unwrap().next_index - 1;
+        let target = Journal::status(j.dir()).unwrap().next_index - 1;
         let mut t = spawn("follow", &dir, &[("TARGET", target.to_string())]);
         std::thread::sleep(Duration::from_millis(rng.next() % 20));
         sigkill(&mut t);
@@ -383,8 +391,9 @@ fn sigkill_then_restart_works_the_first_time_for_every_role() {
     }
     let mut t = j.tailer().unwrap();
     let mut seen = std::collections::HashMap::new();
-    while let Some(e) = t.try_next().unwrap() {
-        seen.insert(e.index, parse_entry(e.data).expect("payload intact"));
+    for e in t.try_iter() {
+        let e = e.unwrap();
+        seen.insert(e.index(), parse_entry(e.data()).expect("payload intact"));
     }
     for (index, a, s) in &committed {
         assert_eq!(seen.get(index), Some(&(*a, *s)), "committed entry {index} lost");

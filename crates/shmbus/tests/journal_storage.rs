@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use common::fresh_dir;
-use shmbus::journal::{Journal, JournalOptions, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, JournalTryRecvError, RollCycle};
 
 /// A tmpfs mounted for the test's lifetime.
 struct Mount(std::path::PathBuf);
@@ -67,10 +67,9 @@ fn mounted_tmpfs(tag: &str, options: &str) -> Option<(common::Scratch, std::path
 fn huge_page_tmpfs_is_reported_and_used() {
     let Some((_c, dir, mnt)) = mounted_tmpfs("jt-huge", "huge=within_size,size=256m") else { return };
     let jdir = dir.join("j");
-    let opts =
-        JournalOptions { cycle_bytes: 64 << 20, chunk_bytes: 4 << 20, roll: RollCycle::Never, ..Default::default() };
-    let j = Journal::open(&jdir, &opts).unwrap();
-    let info = j.info().unwrap();
+    let opts = JournalConfig::default().cycle_bytes(64 << 20).chunk_bytes(4 << 20).roll(RollCycle::Never);
+    let j = Journal::create_or_open(&jdir, &opts).unwrap();
+    let info = Journal::status(j.dir()).unwrap();
     let storage = info.storage.expect("the mount table names the test mount");
     assert_eq!(storage.fs_type, "tmpfs");
     assert_eq!(storage.tmpfs_huge.as_deref(), Some("within_size"));
@@ -81,7 +80,7 @@ fn huge_page_tmpfs_is_reported_and_used() {
     // 12 MiB of 32 KiB entries: several 2 MiB pages, entries straddling their boundaries.
     let entry = |i: u64| -> Vec<u8> { (0..32 * 1024).map(|k| (i as usize * 13 + k) as u8).collect() };
     for i in 0..384u64 {
-        assert_eq!(a.append(&entry(i)).unwrap(), i);
+        assert_eq!(a.send(&entry(i)).unwrap(), i);
     }
     let after = shmem_pmd_mapped_kib();
     assert!(
@@ -90,11 +89,11 @@ fn huge_page_tmpfs_is_reported_and_used() {
     );
     let mut t = j.tailer().unwrap();
     for i in 0..384u64 {
-        let e = t.try_next().unwrap().expect("every entry is there");
-        assert_eq!(e.index, i);
-        assert_eq!(e.data, &entry(i)[..]);
+        let e = t.try_recv_ref().expect("every entry is there");
+        assert_eq!(e.index(), i);
+        assert_eq!(e.data(), &entry(i)[..]);
     }
-    assert!(t.try_next().unwrap().is_none());
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Empty)));
     drop((t, a, j));
     drop(mnt);
 }
@@ -105,22 +104,21 @@ fn huge_page_tmpfs_is_reported_and_used() {
 #[test]
 fn large_entries_with_a_live_tailer_while_the_file_grows() {
     let Some((_c, dir, mnt)) = mounted_tmpfs("jt-huge-live", "huge=within_size,size=256m") else { return };
-    let opts =
-        JournalOptions { cycle_bytes: 128 << 20, chunk_bytes: 8 << 20, roll: RollCycle::Never, ..Default::default() };
-    let j = Journal::open(dir.join("j"), &opts).unwrap();
+    let opts = JournalConfig::default().cycle_bytes(128 << 20).chunk_bytes(8 << 20).roll(RollCycle::Never);
+    let j = Journal::create_or_open(dir.join("j"), &opts).unwrap();
     const N: u64 = 1500;
     let entry = |i: u64| -> Vec<u8> { (0..32 * 1024).map(|k| (i as usize * 29 + k * 3) as u8).collect() };
     let mut t = j.tailer().unwrap();
     let reader = std::thread::spawn(move || {
         for i in 0..N {
-            let e = t.next_timeout(Some(std::time::Duration::from_secs(30))).unwrap().expect("no entry for 30 s");
-            assert_eq!(e.index, i);
-            assert!(e.data == &entry(i)[..], "entry {i} differs");
+            let e = t.recv_ref_timeout(std::time::Duration::from_secs(30)).expect("no entry for 30 s");
+            assert_eq!(e.index(), i);
+            assert!(e.data() == &entry(i)[..], "entry {i} differs");
         }
     });
     let mut a = j.appender().unwrap();
     for i in 0..N {
-        assert_eq!(a.append(&entry(i)).unwrap(), i);
+        assert_eq!(a.send(&entry(i)).unwrap(), i);
     }
     reader.join().unwrap();
     drop((a, j));
@@ -130,8 +128,8 @@ fn large_entries_with_a_live_tailer_while_the_file_grows() {
 #[test]
 fn plain_tmpfs_reports_small_pages() {
     let Some((_c, dir, _mnt)) = mounted_tmpfs("jt-small", "size=128m") else { return };
-    let j = Journal::open(dir.join("j"), &JournalOptions::default()).unwrap();
-    let storage = j.info().unwrap().storage.unwrap();
+    let j = Journal::create_or_open(dir.join("j"), &JournalConfig::default()).unwrap();
+    let storage = Journal::status(j.dir()).unwrap().storage.unwrap();
     assert_eq!(storage.label(), "tmpfs");
     // Without the option the policy is the kernel's default for tmpfs mounts.
     assert!(storage.tmpfs_huge.is_some());

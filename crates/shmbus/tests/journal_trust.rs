@@ -3,7 +3,7 @@
 //! a trusted uid, and the directory must be owned by a trusted uid and, if every user may
 //! write to it, be sticky. Files planted by another uid are refused with
 //! `OpenError::Untrusted`, whose message names the owner and the fix; trusting that uid
-//! (`SHMBUS_TRUST_UIDS`, or `Journal::open_with_trust`) makes them usable.
+//! (`SHMBUS_TRUST_UIDS`, or `JournalConfig::trust`) makes them usable.
 //!
 //! Giving a file to another uid needs root: run as another user, these tests print why
 //! they are skipped and pass.
@@ -17,20 +17,14 @@ use std::path::{Path, PathBuf};
 
 use common::{child_command, child_role, env_str, wait_with_deadline, Scratch};
 use shmbus::domain::TrustPolicy;
-use shmbus::journal::{Journal, JournalOptions, ReaderError, RollCycle};
+use shmbus::journal::{Journal, JournalConfig, RollCycle};
 use shmbus::OpenError;
 
 /// The uid that plays the other local user.
 const OTHER: u32 = 4242;
 
-fn opts() -> JournalOptions {
-    JournalOptions {
-        cycle_bytes: 1 << 20,
-        chunk_bytes: 64 << 10,
-        max_entry: 4096,
-        roll: RollCycle::Never,
-        ..Default::default()
-    }
+fn opts() -> JournalConfig {
+    JournalConfig::default().cycle_bytes(1 << 20).chunk_bytes(64 << 10).max_entry_len(4096).roll(RollCycle::Never)
 }
 
 fn root_or_skip(what: &str) -> bool {
@@ -45,8 +39,8 @@ fn root_or_skip(what: &str) -> bool {
 /// A journal with one entry and a named reader's lock file, in a fresh directory.
 fn journal(s: &Scratch) -> PathBuf {
     let dir = s.path().join("j");
-    let j = Journal::open(&dir, &opts()).unwrap();
-    j.appender().unwrap().append(b"entry 0").unwrap();
+    let j = Journal::create_or_open(&dir, &opts()).unwrap();
+    j.appender().unwrap().send(b"entry 0").unwrap();
     drop(j.reader("r").unwrap());
     assert!(dir.join("readers.lock").exists());
     dir
@@ -83,20 +77,14 @@ fn assert_untrusted(what: &str, e: &OpenError, path: &Path) {
 
 /// Opens the journal, appends, tails and takes a named reader: the first error, if any.
 fn use_journal(dir: &Path, trust: &TrustPolicy) -> Result<(), OpenError> {
-    let j = Journal::open_with_trust(dir, &JournalOptions { create: false, ..opts() }, trust)?;
-    j.appender().map_err(|e| match e {
-        shmbus::journal::AppendError::Open(e) => e,
-        e => panic!("append: {e}"),
-    })?;
-    let mut t = j.tailer().map_err(|e| match e {
-        shmbus::journal::ReadError::Open(e) => e,
-        e => panic!("tailer: {e}"),
-    })?;
-    assert_eq!(t.try_next().unwrap().unwrap().data, b"entry 0");
+    // The journal exists: its configuration is not applied, only the trust policy.
+    let j = Journal::create_or_open(dir, &opts().trust(trust.clone()))?;
+    j.appender()?;
+    let mut t = j.tailer()?;
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"entry 0");
     match j.reader("r") {
         Ok(_) => Ok(()),
-        Err(ReaderError::Io(e)) => Err(e),
-        Err(e) => panic!("reader: {e}"),
+        Err(e) => Err(e),
     }
 }
 
@@ -106,9 +94,9 @@ fn child_entry() {
     assert_eq!(role, "open");
     // Journal::open reads SHMBUS_TRUST_UIDS (set by the parent).
     let dir = PathBuf::from(env_str("T_DIR"));
-    match Journal::open(&dir, &JournalOptions { create: false, ..opts() }) {
+    match Journal::open(&dir) {
         Ok(j) => {
-            j.appender().unwrap().append(b"from the child").unwrap();
+            j.appender().unwrap().send(b"from the child").unwrap();
             println!("open: ok");
         }
         Err(e) => println!("open: error {e}"),
@@ -173,25 +161,25 @@ fn a_foreign_or_open_journal_directory_is_refused() {
     let s = Scratch::new("jtrust-dir");
     let dir = journal(&s);
     give_away(&dir);
-    let e = Journal::open(&dir, &opts()).expect_err("a directory owned by another uid");
+    let e = Journal::create_or_open(&dir, &opts()).expect_err("a directory owned by another uid");
     assert_untrusted("the journal directory", &e, &dir);
-    Journal::open_with_trust(&dir, &opts(), &TrustPolicy::new().trust_uid(OTHER)).unwrap();
+    Journal::create_or_open(&dir, &opts().trust(TrustPolicy::new().trust_uid(OTHER))).unwrap();
 
     // Ours but writable by every user without the sticky bit: refused; sticky: accepted.
     let s = Scratch::new("jtrust-dir-mode");
     let dir = journal(&s);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let e = Journal::open(&dir, &opts()).expect_err("a world-writable directory");
+    let e = Journal::create_or_open(&dir, &opts()).expect_err("a world-writable directory");
     assert!(matches!(e, OpenError::Untrusted { .. }) && e.to_string().contains("sticky"), "{e}");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    Journal::open(&dir, &opts()).unwrap();
+    Journal::create_or_open(&dir, &opts()).unwrap();
 
     // A new journal in a world-writable directory is refused before anything is created.
     let s = Scratch::new("jtrust-dir-new");
     let dir = s.path().join("j");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    Journal::open(&dir, &opts()).expect_err("a world-writable directory");
+    Journal::create_or_open(&dir, &opts()).expect_err("a world-writable directory");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "files were created in a refused directory");
 }
 
@@ -201,10 +189,10 @@ fn a_foreign_or_open_journal_directory_is_refused() {
 fn a_world_writable_journal_gets_a_sticky_directory() {
     let s = Scratch::new("jtrust-0666");
     let dir = s.path().join("j");
-    let j = Journal::open(&dir, &JournalOptions { mode: 0o666, ..opts() }).unwrap();
-    j.appender().unwrap().append(b"x").unwrap();
+    let j = Journal::create_or_open(&dir, &opts().mode(0o666)).unwrap();
+    j.appender().unwrap().send(b"x").unwrap();
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o7777;
     assert!(mode & 0o002 == 0 || mode & 0o1000 != 0, "directory mode {mode:04o}: writable by all, not sticky");
     drop(j);
-    Journal::open(&dir, &JournalOptions { create: false, ..opts() }).unwrap();
+    Journal::open(&dir).unwrap();
 }

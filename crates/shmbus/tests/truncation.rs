@@ -537,41 +537,35 @@ mod pool {
 
 mod journal {
     use super::*;
-    use shmbus::journal::{Journal, JournalOptions, RollCycle};
+    use shmbus::journal::{Journal, JournalConfig, RollCycle};
 
-    fn journal_opts() -> JournalOptions {
-        JournalOptions {
-            cycle_bytes: 1 << 20,
-            chunk_bytes: 64 << 10,
-            max_entry: 4096,
-            roll: RollCycle::Never,
-            ..Default::default()
-        }
+    fn journal_opts() -> JournalConfig {
+        JournalConfig::default().cycle_bytes(1 << 20).chunk_bytes(64 << 10).max_entry_len(4096).roll(RollCycle::Never)
     }
 
     pub(super) fn reader(root: &Path, stop: &Path, waitset: bool, ready: Ready) {
-        let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
+        let j = Journal::open(root.join("journal")).unwrap();
         let mut t = j.tailer().unwrap();
         let named = std::env::var_os("T_NAMED").is_some();
         let mut r = named.then(|| j.reader("r").unwrap());
         receive_loop(stop, || {
-            use shmbus::journal::ReadError;
+            use shmbus::journal::{JournalRecvTimeoutError, JournalTryRecvError};
             let t = r.as_mut().unwrap_or(&mut t);
             if waitset {
                 if !ready(&*t) {
                     return Got::Timeout;
                 }
-                return match t.try_next() {
-                    Ok(Some(_)) => Got::Msg,
-                    Ok(None) => Got::Timeout,
-                    Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
+                return match t.try_recv_ref() {
+                    Ok(_) => Got::Msg,
+                    Err(JournalTryRecvError::Empty) => Got::Timeout,
+                    Err(e @ JournalTryRecvError::Truncated { .. }) => Got::Truncated(e.to_string()),
                     Err(e) => Got::Error(e.to_string()),
                 };
             }
-            match t.next_timeout(Some(RECV_TIMEOUT)) {
-                Ok(Some(_)) => Got::Msg,
-                Ok(None) => Got::Timeout,
-                Err(e @ ReadError::Truncated { .. }) => Got::Truncated(e.to_string()),
+            match t.recv_ref_timeout(RECV_TIMEOUT) {
+                Ok(_) => Got::Msg,
+                Err(JournalRecvTimeoutError::Timeout) => Got::Timeout,
+                Err(e @ JournalRecvTimeoutError::Truncated { .. }) => Got::Truncated(e.to_string()),
                 Err(e) => Got::Error(e.to_string()),
             }
         })
@@ -614,12 +608,12 @@ mod journal {
         for env in [vec![], vec![("T_NAMED", "1".to_owned())], vec![("T_WAITSET", "1".to_owned())]] {
             let s = Scratch::new("trunc-journal-typed");
             let dir = s.path().join("journal");
-            let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
+            let j = Journal::create_or_open(&dir, &journal_opts()).unwrap();
             let mut a = j.appender().unwrap();
-            a.append(b"first").unwrap();
+            a.send(b"first").unwrap();
             let (data, _, _) = journal_files(&dir);
             let o = run_reader_case(&s, "journal", &data, Cut::Zero, &env, |i| {
-                let _ = a.append(format!("entry {i}").as_bytes());
+                let _ = a.send(format!("entry {i}").as_bytes());
             });
             let what = format!("journal tailer {env:?}");
             assert_survived(&what, Cut::Zero, &o);
@@ -632,14 +626,14 @@ mod journal {
     pub(super) fn appender_child() {
         let root = PathBuf::from(env_str("T_ROOT"));
         let go = PathBuf::from(env_str("T_STOP"));
-        let j = Journal::open(root.join("journal"), &JournalOptions { create: false, ..journal_opts() }).unwrap();
+        let j = Journal::open(root.join("journal")).unwrap();
         let mut a = j.appender().unwrap();
         // Without the background pretoucher: it may grow the cut file again (fallocate)
         // before the next append touches it, and that append then lands in the file itself,
         // not in a private page (see docs/robustness.md). This case is the other one.
         a.set_pretouch(false);
         for i in 0..10 {
-            a.append(format!("before {i}").as_bytes()).unwrap();
+            a.send(format!("before {i}").as_bytes()).unwrap();
         }
         say("ready");
         let start = Instant::now();
@@ -648,9 +642,9 @@ mod journal {
             std::thread::sleep(Duration::from_millis(5));
         }
         for k in 0..3 {
-            match a.append(format!("after {k}").as_bytes()) {
+            match a.send(format!("after {k}").as_bytes()) {
                 Ok(i) => say(&format!("append {k}: ok {i}")),
-                Err(e @ shmbus::journal::AppendError::Truncated { .. }) => {
+                Err(e @ shmbus::journal::JournalSendError::Truncated { .. }) => {
                     say(&format!("append {k}: {TRUNCATED_MARKER}{e}"))
                 }
                 Err(e) => say(&format!("append {k}: error {e}")),
@@ -666,7 +660,7 @@ mod journal {
     fn a_truncated_journal_appender_gets_the_typed_error() {
         let s = Scratch::new("trunc-journal-appender");
         let dir = s.path().join("journal");
-        drop(Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap());
+        drop(Journal::create_or_open(&dir, &journal_opts()).unwrap());
         let go = s.path().join("go");
         let env = [("T_ROOT", s.path().display().to_string()), ("T_STOP", go.display().to_string())];
         let mut child = child_command("child_entry", "journal-appender", &env).spawn().unwrap();
@@ -710,13 +704,13 @@ mod journal {
         for (which, cut) in [(0, Cut::Zero), (0, Cut::Half), (1, Cut::Zero), (2, Cut::Zero)] {
             let s = Scratch::new("trunc-journal");
             let dir = s.path().join("journal");
-            let j = Journal::open(&dir, &JournalOptions { create: true, ..journal_opts() }).unwrap();
+            let j = Journal::create_or_open(&dir, &journal_opts()).unwrap();
             let mut a = j.appender().unwrap();
-            a.append(b"first").unwrap();
+            a.send(b"first").unwrap();
             let (data, index, meta) = journal_files(&dir);
             let file = [data, index, meta][which].clone();
             let o = run_reader_case(&s, "journal", &file, cut, &[], |i| {
-                let _ = a.append(format!("entry {i}").as_bytes());
+                let _ = a.send(format!("entry {i}").as_bytes());
             });
             let what = format!("journal ({})", file.file_name().unwrap().to_string_lossy());
             assert_survived_touching(&what, cut, &o, which != 1);

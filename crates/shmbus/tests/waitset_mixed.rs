@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{child_role, env_str, env_u64, spawn_child, wait_with_deadline, Rng, Scratch};
-use shmbus::journal::{Journal, JournalOptions, Tailer};
+use shmbus::journal::{Journal, JournalConfig, Tailer};
 use shmbus::pool::{Pool, PoolConfig, Worker};
 use shmbus::queue::{Consumer, Queue, QueueConfig};
 use shmbus::stream::{Stream, StreamConfig};
@@ -95,8 +95,8 @@ impl Chan {
                 w.done();
             }
             Chan::Journal(t) => {
-                while let Ok(Some(e)) = t.try_next() {
-                    got.push(e.data.to_vec());
+                while let Ok(e) = t.try_recv() {
+                    got.push(e.into_data());
                 }
             }
         }
@@ -124,9 +124,7 @@ fn child_entry() {
         (0..STREAMS).map(|i| Stream::open(&d, &format!("s{i}")).and_then(|s| s.writer()).unwrap()).collect();
     let mut pools: Vec<_> =
         (0..POOLS).map(|i| Pool::open(&d, &format!("p{i}")).unwrap().dispatcher().unwrap()).collect();
-    let journals: Vec<_> = (0..JOURNALS)
-        .map(|i| Journal::open(journal_dir(&root, i), &JournalOptions { create: false, ..Default::default() }).unwrap())
-        .collect();
+    let journals: Vec<_> = (0..JOURNALS).map(|i| Journal::open(journal_dir(&root, i)).unwrap()).collect();
     let mut appenders: Vec<_> = journals.iter().map(|j| j.appender().unwrap()).collect();
     for round in 0..rounds {
         let mut order = all();
@@ -152,7 +150,7 @@ fn child_entry() {
                         }
                     }
                 }
-                Which::Journal(i) => drop(appenders[i].append(&p).unwrap()),
+                Which::Journal(i) => drop(appenders[i].send(&p).unwrap()),
             }
             if rng.below(16) == 0 {
                 std::thread::sleep(Duration::from_micros(300));
@@ -192,7 +190,7 @@ fn mixed() {
                 Chan::Pool(Pool::create_or_open(&d, &format!("p{i}"), &cfg).unwrap().worker().unwrap())
             }
             Which::Journal(i) => Chan::Journal(
-                Journal::open(journal_dir(&root, i), &JournalOptions::default()).unwrap().tailer().unwrap(),
+                Journal::create_or_open(journal_dir(&root, i), &JournalConfig::default()).unwrap().tailer().unwrap(),
             ),
         };
         chans.push((which, chan));

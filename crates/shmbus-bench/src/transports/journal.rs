@@ -2,7 +2,7 @@
 //! directory on a real filesystem that the ping side creates and removes. Each side appends
 //! (copy) to one journal and live-tails the other, so one round trip is append → tail →
 //! append → tail and RTT/2 is one append→tail hop. Spin mode busy-polls `Tailer::try_next`;
-//! block mode sleeps in `Tailer::next_timeout` with [`shmbus::WaitPolicy::BLOCK`].
+//! block mode sleeps in `Tailer::recv_ref_timeout` with [`shmbus::WaitPolicy::BLOCK`].
 //!
 //! The durability (`none`, `flush`, `periodic`) and the parent directory are properties of
 //! the ping side's [`JournalTransport`]; the echo side opens the existing journals, which
@@ -12,7 +12,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shmbus::journal::{Appender, Durability, Journal, JournalOptions, ReadError, RollCycle, Tailer};
+use shmbus::journal::{
+    Appender, Durability, Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError, RollCycle, Tailer,
+};
 
 use super::shmbus_kinds::{check_size, policy, wait_for};
 use super::{Endpoint, Handoff, Mode, Params, Transport};
@@ -71,20 +73,19 @@ impl Drop for TempDir {
 
 /// Journal options of every benchmark journal: no time-based roll (a roll at midnight in
 /// the middle of a run would be noise), everything else the library's defaults.
-pub fn options(durability: Durability) -> JournalOptions {
-    JournalOptions { roll: RollCycle::Never, durability, ..JournalOptions::default() }
+pub fn options(durability: Durability) -> JournalConfig {
+    JournalConfig::default().roll(RollCycle::Never).durability(durability)
 }
 
 /// Opens an existing journal (the echo side, appender processes).
 pub fn open_existing(dir: &Path) -> io::Result<Journal> {
-    Journal::open(dir, &JournalOptions { create: false, ..options(Durability::None) })
-        .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))
+    Journal::open(dir).map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))
 }
 
 fn end(dir: TempDir, params: &Params, tx: &str, rx: &str, create: Option<Durability>) -> io::Result<Box<dyn Endpoint>> {
     check_size(params)?;
     let open = |name: &str| match create {
-        Some(d) => Journal::open(dir.path().join(name), &options(d)).map_err(io::Error::other),
+        Some(d) => Journal::create_or_open(dir.path().join(name), &options(d)).map_err(io::Error::other),
         None => open_existing(&dir.path().join(name)),
     };
     let tx = open(tx)?;
@@ -122,14 +123,14 @@ struct JournalEnd {
 }
 
 /// A tailer error as an I/O error.
-pub fn read_error(e: ReadError) -> io::Error {
+pub fn read_error(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
 }
 
 impl Endpoint for JournalEnd {
     #[inline]
     fn send(&mut self, msg: &[u8], _waiter: &mut Waiter<'_>) -> io::Result<()> {
-        self.appender.append(msg).map(drop).map_err(io::Error::other)
+        self.appender.send(msg).map(drop).map_err(io::Error::other)
     }
 
     #[inline]
@@ -148,13 +149,15 @@ impl Endpoint for JournalEnd {
         wait_for(
             self.mode,
             waiter,
-            || match t.borrow_mut().try_next().map_err(read_error)? {
-                Some(e) => copy(e.data),
-                None => Ok(None),
+            || match t.borrow_mut().try_recv_ref() {
+                Ok(e) => copy(e.data()),
+                Err(JournalTryRecvError::Empty) => Ok(None),
+                Err(e) => Err(read_error(e)),
             },
-            |slice: Duration| match t.borrow_mut().next_timeout(Some(slice)).map_err(read_error)? {
-                Some(e) => copy(e.data),
-                None => Ok(None),
+            |slice: Duration| match t.borrow_mut().recv_ref_timeout(slice) {
+                Ok(e) => copy(e.data()),
+                Err(JournalRecvTimeoutError::Timeout) => Ok(None),
+                Err(e) => Err(read_error(e)),
             },
         )
     }

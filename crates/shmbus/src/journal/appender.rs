@@ -1,4 +1,4 @@
-//! Appenders: claiming, reserving, committing, growing files ahead, rolling cycles.
+//! Appenders: claiming, loaning, sending, growing files ahead, rolling cycles.
 
 use std::io;
 use std::sync::Arc;
@@ -18,8 +18,10 @@ use super::protocol;
 
 use super::channel::{realtime_ns, EntryCipher, Inner, BUSY, ROLE_APPENDER};
 use super::cycles::{abandon_at, seal};
-use super::error::{AppendError, CommitError};
+use super::error::JournalSendError;
 use super::retention::Retention;
+use crate::error::{Corrupt, OpenError};
+use crate::segment::Kind;
 
 /// Writes entries. `Send`; one per thread.
 #[derive(Debug)]
@@ -148,17 +150,18 @@ impl Drop for Syncer {
 }
 
 impl Appender {
-    pub(super) fn new(inner: Arc<Inner>) -> Result<Appender, AppendError> {
+    pub(super) fn new(inner: Arc<Inner>) -> Result<Appender, OpenError> {
         inner.reclaim();
         let table = inner.meta.participants();
-        let slot =
-            table.register(ProcessId::current(), ROLE_APPENDER, 0..table.len()).ok_or(AppendError::TooManyAppenders)?;
+        let slot = table.register(ProcessId::current(), ROLE_APPENDER, 0..table.len()).ok_or_else(|| {
+            OpenError::TooManyParticipants { path: inner.dir.join(super::format::META_FILE), max: table.len() }
+        })?;
         let c = inner.current_cycle();
         let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
             Ok(cy) => cy,
             Err(e) => {
                 table.release(slot);
-                return Err(e.into());
+                return Err(e);
             }
         };
         let syncer = match inner.hdr().durability {
@@ -180,7 +183,14 @@ impl Appender {
                             let _ = i2.meta.map.msync_range(0, META_SIZE);
                         }
                     })
-                    .map_err(AppendError::Io)?;
+                    .map_err(|e| OpenError::io(&inner.dir, e));
+                let thread = match thread {
+                    Ok(t) => t,
+                    Err(e) => {
+                        table.release(slot);
+                        return Err(e);
+                    }
+                };
                 Some(Syncer { stop, thread: Some(thread) })
             }
             _ => None,
@@ -203,30 +213,31 @@ impl Appender {
         })
     }
 
-    /// The largest entry [`Appender::append`] takes, in bytes (the journal's `max_entry`).
+    /// The largest entry [`Appender::send`] takes, in bytes (the journal's `max_entry_len`).
     pub fn max_entry_len(&self) -> usize {
         usize::try_from(self.inner.hdr().max_entry).unwrap_or(usize::MAX)
     }
 
-    /// Compress entries of at least 64 bytes with lz4 in [`Appender::append`] when that
+    /// Compress entries of at least 64 bytes with lz4 in [`Appender::send`] when that
     /// makes them smaller (flagged per entry; readers decompress transparently).
     pub fn set_compression(&mut self, on: bool) {
         self.compress = on;
     }
 
-    /// Copies `data` in as one entry and commits it. Returns its global index.
-    pub fn append(&mut self, data: &[u8]) -> Result<u64, AppendError> {
+    /// Copies `data` in as one entry and publishes it. Returns its global index. Never
+    /// waits (the journal is unbounded); an entry that readers abandoned because this
+    /// appender stalled is sent again, a few times, before [`JournalSendError::Abandoned`].
+    pub fn send(&mut self, data: &[u8]) -> Result<u64, JournalSendError> {
         if !self.compress && self.cipher.is_none() {
+            let mut abandoned = 0;
             for _ in 0..8 {
                 match self.copy_append(data)? {
                     Ok(i) => return Ok(i),
-                    Err(CommitError::Abandoned { .. }) => continue,
-                    Err(CommitError::Truncated { path, cycle, .. }) => {
-                        return Err(AppendError::Truncated { path, cycle })
-                    }
+                    Err(JournalSendError::Abandoned { index }) => abandoned = index,
+                    Err(e) => return Err(e),
                 }
             }
-            return Err(AppendError::Abandoned);
+            return Err(JournalSendError::Abandoned { index: abandoned });
         }
         let mut buf = std::mem::take(&mut self.scratch);
         let r = self.transform_append(data, &mut buf);
@@ -240,8 +251,8 @@ impl Appender {
         self.cipher = cipher;
     }
 
-    /// The slow path of `append`: compress and/or seal.
-    fn transform_append(&mut self, data: &[u8], buf: &mut Vec<u8>) -> Result<u64, AppendError> {
+    /// The slow path of `send`: compress and/or seal.
+    fn transform_append(&mut self, data: &[u8], buf: &mut Vec<u8>) -> Result<u64, JournalSendError> {
         let mut flags = 0;
         let mut body = data;
         if self.compress && data.len() >= 64 {
@@ -255,53 +266,56 @@ impl Appender {
         }
         let max = self.inner.hdr().max_entry;
         if data.len() as u64 > max {
-            return Err(AppendError::TooLarge { len: data.len(), max });
+            return Err(JournalSendError::TooLarge { len: data.len(), max });
         }
+        let mut abandoned = 0;
         for _ in 0..8 {
             let r = match self.cipher.clone() {
                 None => {
                     let mut res = self.reserve_inner(body.len())?;
-                    res.as_mut_slice().copy_from_slice(body);
+                    res.copy_from_slice(body);
                     res.commit_inner(flags, data.len() as u32, Some(body))
                 }
                 Some(c) => {
                     let mut res = self.reserve_inner(body.len() + c.overhead())?;
                     let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
                     let aad = res.index().to_le_bytes();
-                    c.seal(&nonce, &aad, body, res.as_mut_slice());
+                    c.seal(&nonce, &aad, body, &mut res);
                     res.commit_inner(flags | FLAG_SEALED, data.len() as u32, None)
                 }
             };
             match r {
                 Ok(i) => return Ok(i),
-                Err(CommitError::Abandoned { .. }) => continue,
-                Err(CommitError::Truncated { path, cycle, .. }) => return Err(AppendError::Truncated { path, cycle }),
+                Err(JournalSendError::Abandoned { index }) => abandoned = index,
+                Err(e) => return Err(e),
             }
         }
-        Err(AppendError::Abandoned)
+        Err(JournalSendError::Abandoned { index: abandoned })
     }
 
-    fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, CommitError>, AppendError> {
+    fn copy_append(&mut self, data: &[u8]) -> Result<Result<u64, JournalSendError>, JournalSendError> {
         let mut res = self.reserve_inner(data.len())?;
-        crate::copy::copy_to_fresh(res.as_mut_slice(), data);
+        crate::copy::copy_to_fresh(&mut res, data);
         Ok(res.commit_inner(0, data.len() as u32, Some(data)))
     }
 
-    /// Claims room for an entry of exactly `len` bytes, to be written in place and
-    /// committed (zero-copy). Reserved entries are never compressed.
-    pub fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
+    /// Claims room for an entry of exactly `len` bytes, to be written in place (the
+    /// [`Loan`] derefs to them) and published with [`Loan::send`] (zero-copy). Loaned
+    /// entries are never compressed or encrypted. There is no `Loan::truncate`: an entry's
+    /// header must say the size it was claimed with.
+    pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, JournalSendError> {
         self.reserve_inner(len)
     }
 
-    fn reserve_inner(&mut self, len: usize) -> Result<Reservation<'_>, AppendError> {
+    fn reserve_inner(&mut self, len: usize) -> Result<Loan<'_>, JournalSendError> {
         let max = self.inner.hdr().max_entry;
         if len as u64 > max {
-            return Err(AppendError::TooLarge { len, max });
+            return Err(JournalSendError::TooLarge { len, max });
         }
         // A file cut under us: never write through it again (one load of a global that is 0
         // unless a fault was ever contained in this process).
         if let Some((path, cycle)) = self.truncated_file() {
-            return Err(AppendError::Truncated { path, cycle });
+            return Err(JournalSendError::Truncated { path, cycle, index: None });
         }
         let units = entry_units(len);
         // Honest appenders move a cycle on once per roll and lose a claim CAS only to
@@ -311,10 +325,11 @@ impl Appender {
         loop {
             tries += 1;
             if tries > 1_000_000 || rolls > 64 {
-                return Err(AppendError::Damaged {
-                    what: "the current cycle's position word keeps changing or sealing without entries being \
-                           claimed (damaged, or written by something that is not an appender)",
-                });
+                return Err(JournalSendError::Damaged(Corrupt::new(
+                    Kind::Journal,
+                    "the current cycle's position word keeps changing or sealing without entries being \
+                     claimed (damaged, or written by something that is not an appender)",
+                )));
             }
             let ts = self.clock.now_ns();
             if ts >= self.cy.hdr.bucket_end {
@@ -367,7 +382,7 @@ impl Appender {
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
-            return Ok(Reservation { app: self, off, n, units, len, ts, done: false });
+            return Ok(Loan { app: self, off, n, units, len, ts, done: false });
         }
     }
 
@@ -439,7 +454,7 @@ impl Appender {
         last
     }
 
-    fn advance(&mut self) -> Result<(), AppendError> {
+    fn advance(&mut self) -> Result<(), JournalSendError> {
         let current = self.inner.current_cycle();
         let next = if current > self.cy.num { current } else { self.cy.num + 1 };
         let created = next > current;
@@ -463,7 +478,7 @@ impl Appender {
     /// corrupt or hostile one must not make us write past the end of the file (SIGBUS), so
     /// what we write into is always checked against the file's real size (an `fstat` only
     /// when the file grew past what we saw last).
-    fn grow_data(&mut self, end: u64) -> Result<(), AppendError> {
+    fn grow_data(&mut self, end: u64) -> Result<(), JournalSendError> {
         let shared = self.cy.alloc().load(Ordering::Acquire);
         if end > shared || !self.cy.backed(end) {
             let h = *self.inner.hdr();
@@ -476,14 +491,15 @@ impl Appender {
             let want = want.saturating_mul(step).min(h.cycle_bytes);
             // No pre-faulting here, on the hot path: the pretoucher does it (if it is on),
             // else the pages fault in one by one as they are written.
-            grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(AppendError::Io)?;
+            grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(JournalSendError::Io)?;
             if !self.cy.backed(end) {
                 // `alloc` claimed room the file does not have, so growth skipped it: extend
                 // the file from its real size.
                 let from = CYCLE_HEADER_PAGE as u64 + self.cy.backed_bytes();
-                files::grow_from(&self.cy.data_file, from, CYCLE_HEADER_PAGE as u64 + want).map_err(AppendError::Io)?;
+                files::grow_from(&self.cy.data_file, from, CYCLE_HEADER_PAGE as u64 + want)
+                    .map_err(JournalSendError::Io)?;
                 if !self.cy.backed(end) {
-                    return Err(AppendError::Io(io::Error::other(
+                    return Err(JournalSendError::Io(io::Error::other(
                         "the cycle's data file cannot be grown to hold the entry",
                     )));
                 }
@@ -557,7 +573,7 @@ impl Appender {
         self.pretouch_at = 0;
     }
 
-    fn grow_index(&mut self, end: u64) -> Result<(), AppendError> {
+    fn grow_index(&mut self, end: u64) -> Result<(), JournalSendError> {
         self.ialloc = self.cy.ialloc().load(Ordering::Acquire);
         if end <= self.ialloc {
             return Ok(());
@@ -565,7 +581,7 @@ impl Appender {
         let h = self.inner.hdr();
         let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
         // `ialloc <=` the index file's size always holds, so only `ialloc..want` is new.
-        files::grow_from(&self.cy.index_file, self.ialloc, want).map_err(AppendError::Io)?;
+        files::grow_from(&self.cy.index_file, self.ialloc, want).map_err(JournalSendError::Io)?;
         // Pairs with the Acquire load in `CycleFiles::index_slot`.
         self.cy.ialloc().fetch_max(want, Ordering::AcqRel);
         self.ialloc = want;
@@ -581,11 +597,11 @@ impl Drop for Appender {
     }
 }
 
-/// Room for one entry, claimed by [`Appender::reserve`]: write it through
-/// [`Reservation::as_mut_slice`], then [`Reservation::commit`]. Dropped uncommitted, the
-/// entry is abandoned (readers skip it).
+/// Room for one entry, claimed by [`Appender::loan`]: write it through the `DerefMut` to
+/// `[u8]` (exactly the length asked for), then [`Loan::send`]. Dropped unsent, the entry
+/// is abandoned: readers skip it, nothing is published.
 #[derive(Debug)]
-pub struct Reservation<'a> {
+pub struct Loan<'a> {
     app: &'a mut Appender,
     off: u64,
     n: u64,
@@ -595,29 +611,42 @@ pub struct Reservation<'a> {
     done: bool,
 }
 
-impl Reservation<'_> {
-    /// The entry's bytes, to fill in.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+impl std::ops::Deref for Loan<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: as in `deref_mut`; only read, through `&self`.
+        unsafe { std::slice::from_raw_parts(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Loan<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
-        // before the claim) and ours alone until commit: no reader reads them before the
+        // before the claim) and ours alone until sent: no reader reads them before the
         // Release CAS to COMMITTED, no other appender can claim them.
         unsafe { std::slice::from_raw_parts_mut(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
     }
+}
 
+impl Loan<'_> {
     /// The global index this entry will have.
     pub fn index(&self) -> u64 {
         self.app.cy.hdr.first_index + self.n
     }
 
-    /// Publishes the entry. Returns its global index.
-    pub fn commit(self) -> Result<u64, CommitError> {
+    /// Publishes the entry. Returns its global index. Fails with
+    /// [`JournalSendError::Abandoned`] when readers gave up on it (it stayed loaned longer
+    /// than the journal's abandon timeout; send it again) and with
+    /// [`JournalSendError::Truncated`] when a file it was written to was cut.
+    pub fn send(self) -> Result<u64, JournalSendError> {
         let len = self.len as u32;
         self.commit_inner(0, len, None)
     }
 
     /// `src`: the payload bytes just written (the caller's copy), to checksum instead of
     /// reading the mapped entry back; `None` for payloads written in place.
-    fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, CommitError> {
+    fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, JournalSendError> {
         self.done = true;
         let cy = &self.app.cy;
         let p = cy.data_ptr(self.off);
@@ -656,10 +685,10 @@ impl Reservation<'_> {
         // private zero page (the SIGBUS containment), so the entry is not in the file and
         // success must not be reported. One load of a global while no fault was contained.
         if let Some((path, cycle)) = self.app.truncated_file() {
-            return Err(CommitError::Truncated { index, path, cycle });
+            return Err(JournalSendError::Truncated { path, cycle, index: Some(index) });
         }
         if !committed {
-            return Err(CommitError::Abandoned { index });
+            return Err(JournalSendError::Abandoned { index });
         }
         if self.app.inner.hdr().durability == 1 {
             let _ = cy.data.msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
@@ -668,7 +697,7 @@ impl Reservation<'_> {
     }
 }
 
-impl Drop for Reservation<'_> {
+impl Drop for Loan<'_> {
     fn drop(&mut self) {
         if !self.done {
             abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);

@@ -1,4 +1,4 @@
-//! The journal handle: options, opening, the handle's public calls, `info`.
+//! The journal handle: its configuration, opening, the handle's public calls, `status`.
 
 use std::fmt;
 use std::io;
@@ -13,7 +13,7 @@ use crate::sys::fs::FlockOp;
 use crate::sys::{process_is_alive, ProcessId};
 
 use super::appender::Appender;
-use super::error::{open_error_message, AppendError, ReadError, ReaderError, TierError};
+use super::error::{open_error_message, JournalRecvError, JournalTierError};
 use super::files::{self, MetaFile};
 use super::format::{
     data_file_name, index_file_name, pos_parts, MetaHeader, JOURNAL_FORMAT_VERSION, MAX_READERS, META_FILE, META_SIZE,
@@ -57,45 +57,37 @@ impl RollCycle {
 pub enum Durability {
     /// In the page cache: survives the crash of any process, not of the machine.
     None,
-    /// `msync(MS_SYNC)` of the entry's pages before `commit` returns: survives power loss.
+    /// `msync(MS_SYNC)` of the entry's pages before `send` returns: survives power loss.
     Flush,
     /// A background thread of each appender `fdatasync`s every period: at most one period
     /// of committed entries is lost on power loss.
     Periodic(Duration),
 }
 
-/// Options for [`Journal::open`]. They apply when the journal is created; an existing
-/// journal keeps the configuration it was created with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JournalOptions {
-    /// Create the journal (and its directory) if missing. Default true.
-    pub create: bool,
-    /// Time-based roll cycle. Default `Daily`.
-    pub roll: RollCycle,
-    /// Capacity of one cycle's data area; a full cycle rolls. Default 1 GiB (virtual; the
-    /// files grow in `chunk_bytes` steps).
-    pub cycle_bytes: u64,
-    /// Growth step of data and index files. Default 16 MiB.
-    pub chunk_bytes: u64,
-    /// Largest entry payload. Default 16 MiB.
-    pub max_entry: u64,
-    /// Durability of commits. Default `None`.
-    pub durability: Durability,
-    /// Retention applied at each roll and by [`Journal::gc`]. Default: keep everything.
-    pub retention: Retention,
-    /// How long an entry reserved by a *live* appender may stay uncommitted before readers
-    /// abandon it. Default 10 s. (Dead appenders are detected at once.)
-    pub abandon_timeout: Duration,
-    /// File mode of every file the journal creates (metadata, data, index, `readers.lock`),
-    /// set exactly whatever the umask. Default 0o600. Directories the journal creates get
-    /// the matching search bits (0o700 for 0o600, 0o750 for 0o640, 0o755 for 0o644).
-    pub mode: u32,
+/// How a journal is made, for [`Journal::create_or_open`]: built with the setters,
+/// `JournalConfig::default().roll(RollCycle::Hourly).max_entry_len(1 << 20)`.
+///
+/// The configuration applies only when the journal is created. An existing journal keeps
+/// the configuration it was created with: a value set here that differs from it is not an
+/// error (there is no `LayoutMismatch` for journals), it is simply not used. The trust
+/// policy ([`JournalConfig::trust`]) applies to every open.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JournalConfig {
+    roll: RollCycle,
+    cycle_bytes: u64,
+    chunk_bytes: u64,
+    max_entry: u64,
+    durability: Durability,
+    retention: Retention,
+    abandon_timeout: Duration,
+    mode: u32,
+    trust: Option<crate::domain::TrustPolicy>,
 }
 
-impl Default for JournalOptions {
+impl Default for JournalConfig {
     fn default() -> Self {
-        JournalOptions {
-            create: true,
+        JournalConfig {
             roll: RollCycle::Daily,
             cycle_bytes: 1 << 30,
             chunk_bytes: 16 << 20,
@@ -104,12 +96,74 @@ impl Default for JournalOptions {
             retention: Retention::default(),
             abandon_timeout: Duration::from_secs(10),
             mode: 0o600,
+            trust: None,
         }
     }
 }
 
-impl JournalOptions {
-    fn to_header(self) -> MetaHeader {
+impl JournalConfig {
+    /// Time-based roll cycle. Default [`RollCycle::Daily`].
+    pub fn roll(mut self, roll: RollCycle) -> Self {
+        self.roll = roll;
+        self
+    }
+
+    /// Capacity of one cycle's data area; a full cycle rolls. Default 1 GiB (virtual; the
+    /// files grow in `chunk_bytes` steps).
+    pub fn cycle_bytes(mut self, bytes: u64) -> Self {
+        self.cycle_bytes = bytes;
+        self
+    }
+
+    /// Growth step of data and index files. Default 16 MiB.
+    pub fn chunk_bytes(mut self, bytes: u64) -> Self {
+        self.chunk_bytes = bytes;
+        self
+    }
+
+    /// Largest entry payload, in bytes. Default 16 MiB.
+    pub fn max_entry_len(mut self, len: u64) -> Self {
+        self.max_entry = len;
+        self
+    }
+
+    /// Durability of sends. Default [`Durability::None`].
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Retention applied at each roll and by [`Journal::gc`]. Default: keep everything.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How long an entry claimed by a *live* appender may stay unsent before readers
+    /// abandon it. Default 10 s. (Dead appenders are detected at once.)
+    pub fn abandon_timeout(mut self, timeout: Duration) -> Self {
+        self.abandon_timeout = timeout;
+        self
+    }
+
+    /// File mode of every file the journal creates (metadata, data, index, `readers.lock`),
+    /// set exactly whatever the umask. Default 0o600. Directories the journal creates get
+    /// the matching search bits (0o700 for 0o600, 0o750 for 0o640, 0o755 for 0o644).
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Whose journal files this process uses (see docs/trust.md, "Journals"). Default: the
+    /// policy of `SHMBUS_TRUST_UIDS` ([`TrustPolicy::from_env`](crate::domain::TrustPolicy::from_env)).
+    /// How a process deliberately uses a journal another user created:
+    /// `.trust(TrustPolicy::from_env()?.trust_uid(1001))`.
+    pub fn trust(mut self, trust: crate::domain::TrustPolicy) -> Self {
+        self.trust = Some(trust);
+        self
+    }
+
+    fn to_header(&self) -> MetaHeader {
         let (durability, periodic_ms) = match self.durability {
             Durability::None => (0, 0),
             Durability::Flush => (1, 0),
@@ -203,38 +257,57 @@ pub(super) struct Inner {
     pub(super) recovery: Vec<RecoveryReport>,
     /// Whose journal files this process uses (see docs/trust.md, "Journals").
     pub(super) trust: crate::domain::TrustPolicy,
+    /// Opened for status only: every file and mapping is read-only, nothing is created,
+    /// locked, reclaimed or repaired.
+    pub(super) read_only: bool,
 }
 
 pub(super) const BUSY: u64 = 1 << 63;
 pub(crate) const ROLE_APPENDER: u32 = 1;
 
 impl Journal {
-    /// Opens (or, with `opts.create`, creates) the journal in directory `dir`.
+    /// Opens the journal in directory `dir`, creating it (and the directory) with `config` if
+    /// it does not exist. `config` applies only when the journal is created: an existing
+    /// journal keeps its own configuration (see [`JournalConfig`]).
     ///
     /// A directory that is not empty and has no `journal.meta` is refused
     /// ([`OpenError::NotASegment`]) rather than filled with journal files.
     ///
     /// Files in the directory are used only when owned by this process's user, by root, or
-    /// by a uid listed in `SHMBUS_TRUST_UIDS`; the directory itself must be owned by one of
-    /// them and, if every user may write to it, be sticky (see docs/trust.md, "Journals").
-    /// Anything else is [`OpenError::Untrusted`].
-    pub fn open(dir: impl AsRef<Path>, opts: &JournalOptions) -> Result<Journal, OpenError> {
-        Journal::open_with_trust(dir, opts, &crate::domain::TrustPolicy::from_env()?)
+    /// by a uid the trust policy lists ([`JournalConfig::trust`], by default
+    /// `SHMBUS_TRUST_UIDS`); the directory itself must be owned by one of them and, if every
+    /// user may write to it, be sticky (see docs/trust.md, "Journals"). Anything else is
+    /// [`OpenError::Untrusted`].
+    pub fn create_or_open(dir: impl AsRef<Path>, config: &JournalConfig) -> Result<Journal, OpenError> {
+        let trust = match &config.trust {
+            Some(t) => t.clone(),
+            None => crate::domain::TrustPolicy::from_env()?,
+        };
+        Journal::open_inner(dir.as_ref(), Some(config), &trust)
     }
 
-    /// [`Journal::open`] with an explicit trust policy (instead of the one
-    /// `SHMBUS_TRUST_UIDS` gives): how a process deliberately uses a journal another user
-    /// created, e.g. `&TrustPolicy::from_env()?.trust_uid(1001)`.
-    pub fn open_with_trust(
-        dir: impl AsRef<Path>,
-        opts: &JournalOptions,
+    /// Opens the existing journal in directory `dir`; never creates one
+    /// ([`OpenError::NotFound`] for `journal.meta` when there is none). Files it creates
+    /// later (new cycles) get the mode of the journal's `journal.meta`. The trust policy is
+    /// `SHMBUS_TRUST_UIDS`'s; for another one use [`Journal::create_or_open`] with
+    /// [`JournalConfig::trust`].
+    pub fn open(dir: impl AsRef<Path>) -> Result<Journal, OpenError> {
+        Journal::open_inner(dir.as_ref(), None, &crate::domain::TrustPolicy::from_env()?)
+    }
+
+    fn open_inner(
+        dir: &Path,
+        config: Option<&JournalConfig>,
         trust: &crate::domain::TrustPolicy,
     ) -> Result<Journal, OpenError> {
-        let dir = dir.as_ref().to_owned();
+        let create = config.is_some();
+        let config = config.cloned().unwrap_or_default();
+        let opts = &config;
+        let dir = dir.to_owned();
         let meta_path = dir.join(META_FILE);
         let hdr = opts.to_header();
         let mut made_dir = false;
-        if opts.create {
+        if create {
             hdr.validate().map_err(|e| OpenError::InvalidConfig { what: e.to_string() })?;
             made_dir = dir.symlink_metadata().is_err();
             use std::os::unix::fs::DirBuilderExt;
@@ -244,12 +317,12 @@ impl Journal {
                 .create(&dir)
                 .map_err(|e| OpenError::io(&dir, e))?;
         }
-        if opts.create || dir.symlink_metadata().is_ok() {
+        if create || dir.symlink_metadata().is_ok() {
             files::check_journal_dir(&dir, trust)?;
         }
         let mut made_meta = false;
         if meta_path.symlink_metadata().is_err() {
-            if !opts.create {
+            if !create {
                 return Err(OpenError::NotFound { path: meta_path });
             }
             let foreign = std::fs::read_dir(&dir).map_err(|e| OpenError::io(&dir, e))?.flatten().any(|e| {
@@ -270,7 +343,7 @@ impl Journal {
             made_meta = files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head)
                 .map_err(|e| OpenError::io(&meta_path, e))?;
         }
-        let r = Journal::open_meta(dir.clone(), &meta_path, opts.mode, trust);
+        let r = Journal::open_meta(dir.clone(), &meta_path, create.then_some(opts.mode), trust);
         if r.is_err() && made_meta {
             // The journal was being created by this call and its first cycle could not be:
             // leave nothing half made (no journal.meta pointing at nothing). Only if nobody
@@ -286,15 +359,23 @@ impl Journal {
         r
     }
 
+    /// `mode`: of the files this handle creates; `None`: that of `journal.meta`.
     fn open_meta(
         dir: PathBuf,
         meta_path: &Path,
-        mode: u32,
+        mode: Option<u32>,
         trust: &crate::domain::TrustPolicy,
     ) -> Result<Journal, OpenError> {
         let meta = MetaFile::open(meta_path, trust)?;
+        let mode = match mode {
+            Some(m) => m,
+            None => {
+                use std::os::unix::fs::PermissionsExt;
+                meta.file.metadata().map_err(|e| OpenError::io(meta_path, e))?.permissions().mode() & 0o777
+            }
+        };
         let alone = crate::sys::fs::flock(&meta.file, FlockOp::ExclusiveNonBlocking).is_ok();
-        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone() };
+        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone(), read_only: false };
         let res = if alone { inner.recover() } else { Ok(Vec::new()) };
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = crate::sys::fs::flock(&inner.meta.file, FlockOp::Shared);
@@ -317,28 +398,28 @@ impl Journal {
     }
 
     /// A new appender (any number per process and across processes).
-    pub fn appender(&self) -> Result<Appender, AppendError> {
+    pub fn appender(&self) -> Result<Appender, OpenError> {
         Appender::new(self.inner.clone())
     }
 
     /// A tailer from the oldest retained entry.
-    pub fn tailer(&self) -> Result<Tailer, ReadError> {
+    pub fn tailer(&self) -> Result<Tailer, OpenError> {
         let (first, bad) = self.inner.first_start()?;
         let mut t = Tailer::at(self.inner.clone(), first, None)?;
         if let Some((cycle, what)) = bad {
-            t.report_first(ReadError::Damaged { cycle, from: first, to: first, bytes: None, what });
+            t.report_first(JournalRecvError::Damaged { cycle, from: first, to: first, bytes: None, what });
         }
         Ok(t)
     }
 
     /// A tailer whose first entry is global index `index` (or the oldest retained entry, if
     /// `index` was deleted by retention; or the end, if `index` is in the future).
-    pub fn tailer_at(&self, index: u64) -> Result<Tailer, ReadError> {
+    pub fn tailer_at(&self, index: u64) -> Result<Tailer, OpenError> {
         Tailer::at(self.inner.clone(), index, None)
     }
 
     /// A tailer that sees only entries appended from now on.
-    pub fn tailer_at_end(&self) -> Result<Tailer, ReadError> {
+    pub fn tailer_at_end(&self) -> Result<Tailer, OpenError> {
         let end = self.inner.next_index()?;
         Tailer::at(self.inner.clone(), end, None)
     }
@@ -346,14 +427,14 @@ impl Journal {
     /// A tailer from the first entry whose timestamp is `>= ts_ns` (CLOCK_REALTIME ns), found
     /// by binary search. Timestamps of concurrent appenders can be out of order by their
     /// scheduling jitter; the search then lands on one of the candidates.
-    pub fn tailer_at_time(&self, ts_ns: u64) -> Result<Tailer, ReadError> {
+    pub fn tailer_at_time(&self, ts_ns: u64) -> Result<Tailer, OpenError> {
         let index = self.inner.search_time(ts_ns)?;
         Tailer::at(self.inner.clone(), index, None)
     }
 
     /// The named durable reader `name`: resumes at its persisted position (a new reader
     /// starts at the oldest retained entry). See [`Tailer::ack`] for the delivery guarantee.
-    pub fn reader(&self, name: &str) -> Result<Tailer, ReaderError> {
+    pub fn reader(&self, name: &str) -> Result<Tailer, OpenError> {
         validate_name(name)?;
         let k = self.inner.claim_reader(name)?;
         let pos = self.inner.meta.reader_word(k, 1).load(Ordering::Acquire);
@@ -361,7 +442,7 @@ impl Journal {
             Ok(t) => Ok(t),
             Err(e) => {
                 self.inner.release_reader(k);
-                Err(ReaderError::Read(e))
+                Err(e)
             }
         }
     }
@@ -383,7 +464,7 @@ impl Journal {
     }
 
     /// Deletes the named reader `name` (fails with `Busy` while a live process holds it).
-    pub fn remove_reader(&self, name: &str) -> Result<bool, ReaderError> {
+    pub fn remove_reader(&self, name: &str) -> Result<bool, OpenError> {
         validate_name(name)?;
         let lock = self.inner.lock_readers()?;
         let r = match self.inner.find_reader(name) {
@@ -398,12 +479,33 @@ impl Journal {
         r
     }
 
-    /// A snapshot of cycles, entries, bytes, readers and appenders.
-    pub fn info(&self) -> Result<JournalInfo, ReadError> {
+    /// A snapshot of the journal in `dir`: cycles, entries, bytes, readers and appenders.
+    ///
+    /// Read-only: it needs read permission only, opens and maps every file read-only, and
+    /// never creates, locks, registers, reclaims or repairs anything (so it does not run
+    /// recovery, and an index file that is missing makes its cycle unreadable here). The
+    /// trust policy is `SHMBUS_TRUST_UIDS`'s, as for [`Journal::open`].
+    pub fn status(dir: impl AsRef<Path>) -> Result<JournalStatus, OpenError> {
+        let dir = dir.as_ref().to_owned();
+        let trust = crate::domain::TrustPolicy::from_env()?;
+        if dir.symlink_metadata().is_ok() {
+            files::check_journal_dir(&dir, &trust)?;
+        }
+        let meta_path = dir.join(META_FILE);
+        let meta = MetaFile::open_as(&meta_path, &trust, true)?;
+        let mode = {
+            use std::os::unix::fs::PermissionsExt;
+            meta.file.metadata().map_err(|e| OpenError::io(&meta_path, e))?.permissions().mode() & 0o777
+        };
+        let inner = Inner { dir, meta, mode, recovery: Vec::new(), trust, read_only: true };
+        Journal { inner: Arc::new(inner) }.status_of()
+    }
+
+    fn status_of(&self) -> Result<JournalStatus, OpenError> {
         let inner = &self.inner;
         let mut cycles = Vec::new();
         let mut unreadable_cycles = Vec::new();
-        for c in inner.list_cycles()? {
+        for c in inner.list_cycles().map_err(|e| OpenError::io(&inner.dir, e))? {
             let cy = match inner.open_cycle(c) {
                 Ok(cy) => cy,
                 Err(OpenError::NotFound { .. }) => continue, // deleted meanwhile
@@ -427,8 +529,15 @@ impl Journal {
         }
         let first_index = cycles.first().map_or(0, |c| c.first_index);
         let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
-        let appenders = inner.meta.participants().list().into_iter().filter(|p| p.role == ROLE_APPENDER).count();
-        Ok(JournalInfo {
+        // Live ones: status reclaims nothing, so a dead appender's entry may still be there.
+        let appenders = inner
+            .meta
+            .participants()
+            .list()
+            .into_iter()
+            .filter(|p| p.role == ROLE_APPENDER && process_is_alive(p.process))
+            .count();
+        Ok(JournalStatus {
             dir: inner.dir.clone(),
             format_version: JOURNAL_FORMAT_VERSION,
             first_index,
@@ -440,6 +549,7 @@ impl Journal {
             readers: self.readers(),
             appenders,
             storage: super::Storage::of(&inner.dir).ok(),
+            archive_dir: self.archive_dir(),
         })
     }
 
@@ -459,7 +569,7 @@ impl Journal {
     /// any process, finds archived cycles transparently; retention deletes from both tiers.
     /// Safe while tailers read: each cycle is complete in at least one tier at every
     /// instant. One archive per journal.
-    pub fn tier(&self, archive: impl AsRef<Path>, keep_hot: u64) -> Result<TierReport, TierError> {
+    pub fn tier(&self, archive: impl AsRef<Path>, keep_hot: u64) -> Result<TierReport, JournalTierError> {
         self.inner.tier(archive.as_ref(), keep_hot)
     }
 
@@ -470,13 +580,13 @@ impl Journal {
 
     /// Applies `retention` now (whatever the journal was configured with). Tailers still
     /// reading a deleted cycle keep their mapping; a tailer that later needs a deleted
-    /// cycle reports [`ReadError::Gap`] and continues at the oldest retained entry.
+    /// cycle reports [`JournalRecvError::Gap`] and continues at the oldest retained entry.
     pub fn gc_with(&self, retention: Retention) -> Result<GcReport, io::Error> {
         self.inner.gc(retention)
     }
 }
 
-/// A cycle in [`JournalInfo`].
+/// A cycle in [`JournalStatus`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CycleInfo {
     /// Cycle number.
@@ -495,9 +605,10 @@ pub struct CycleInfo {
     pub bucket_start_ns: u64,
 }
 
-/// A snapshot from [`Journal::info`].
+/// A snapshot from [`Journal::status`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JournalInfo {
+#[non_exhaustive]
+pub struct JournalStatus {
     /// The directory.
     pub dir: PathBuf,
     /// On-disk format version.
@@ -506,7 +617,7 @@ pub struct JournalInfo {
     pub cycles: Vec<CycleInfo>,
     /// Cycles whose files are present but cannot be read (damaged header, wrong size, not
     /// a regular file), with what is wrong. Readers report them as
-    /// [`ReadError::Damaged`] and read on after them.
+    /// [`JournalRecvError::Damaged`] and read on after them.
     pub unreadable_cycles: Vec<(u64, String)>,
     /// Oldest retained global index.
     pub first_index: u64,
@@ -522,4 +633,6 @@ pub struct JournalInfo {
     pub appenders: usize,
     /// The filesystem the journal is on (`None` if the mount table could not tell).
     pub storage: Option<super::Storage>,
+    /// The archive directory, if [`Journal::tier`] has set one.
+    pub archive_dir: Option<PathBuf>,
 }

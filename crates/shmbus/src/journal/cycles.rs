@@ -8,7 +8,7 @@ use crate::error::OpenError;
 use crate::sync::Ordering;
 
 use super::channel::{realtime_ns, Inner};
-use super::error::{open_error_message, ReadError};
+use super::error::open_error_message;
 use super::files::{create_cycle, CycleFiles};
 use super::format::{
     data_file_name, entry_word_parts, parse_data_file_name, pos_parts, read_entry, CycleHeader, MetaHeader,
@@ -36,18 +36,19 @@ impl Inner {
     /// rebuilt from the data file (after looking for the complete pair in the other tier).
     pub(super) fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
         let archive = self.meta.archive_dir(&self.dir);
-        match CycleFiles::open(&self.dir, c, &self.meta.hdr, None, &self.trust) {
+        match CycleFiles::open(&self.dir, c, &self.meta.hdr, None, &self.trust, self.read_only) {
             Err(OpenError::NotFound { path }) => {
                 if let Some(a) = &archive {
-                    match CycleFiles::open(a, c, &self.meta.hdr, None, &self.trust) {
+                    match CycleFiles::open(a, c, &self.meta.hdr, None, &self.trust, self.read_only) {
                         Err(OpenError::NotFound { .. }) => {}
                         r => return r,
                     }
                 }
-                // Not complete in either tier: rebuild the index where the data file is.
-                for d in std::iter::once(&self.dir).chain(archive.as_ref()) {
+                // Not complete in either tier: rebuild the index where the data file is
+                // (not when looking only: status).
+                for d in std::iter::once(&self.dir).chain(archive.as_ref()).filter(|_| !self.read_only) {
                     if d.join(data_file_name(c)).symlink_metadata().is_ok() {
-                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode), &self.trust);
+                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode), &self.trust, false);
                     }
                 }
                 Err(OpenError::NotFound { path })
@@ -133,20 +134,20 @@ impl Inner {
         self.open_cycle(c)
     }
 
-    pub(super) fn first_index(&self) -> Result<u64, ReadError> {
+    pub(super) fn first_index(&self) -> Result<u64, OpenError> {
         self.first_start().map(|(first, _)| first)
     }
 
     /// The oldest retained entry, and the oldest cycle passed over because it cannot be
     /// read (with what is wrong), if any: an unreadable oldest cycle must not stop reading
     /// from the start, and must not be passed over silently.
-    pub(super) fn first_start(&self) -> Result<(u64, Option<(u64, String)>), ReadError> {
+    pub(super) fn first_start(&self) -> Result<(u64, Option<(u64, String)>), OpenError> {
         for _ in 0..16 {
             let f = self.meta.first().load(Ordering::Acquire);
             // Cycles below `first` are being deleted by retention. A `first` past every
             // cycle present is damaged or hostile (retention never removes the current
             // cycle): it must not hide the journal, so then every cycle present counts.
-            let cycles = self.list_cycles()?;
+            let cycles = self.list_cycles().map_err(|e| OpenError::io(&self.dir, e))?;
             let from = if cycles.iter().any(|&c| c >= f) { f } else { 0 };
             let mut bad = None;
             for c in cycles.into_iter().filter(|&c| c >= from) {
@@ -163,13 +164,10 @@ impl Inner {
             }
             return Ok((self.next_index()?, bad));
         }
-        Err(ReadError::Open(OpenError::Io {
-            path: self.dir.clone(),
-            source: io::Error::other("cycles keep disappearing"),
-        }))
+        Err(OpenError::Io { path: self.dir.clone(), source: io::Error::other("cycles keep disappearing") })
     }
 
-    pub(super) fn next_index(&self) -> Result<u64, ReadError> {
+    pub(super) fn next_index(&self) -> Result<u64, OpenError> {
         let c = self.current_cycle();
         let cy = self.open_or_create_cycle(c, realtime_ns())?;
         let (_, n, _) = pos_parts(cy.pos().load(Ordering::Acquire));
@@ -193,9 +191,9 @@ impl Inner {
     }
 
     /// First global index whose entry has a timestamp `>= ts`.
-    pub(super) fn search_time(&self, ts: u64) -> Result<u64, ReadError> {
+    pub(super) fn search_time(&self, ts: u64) -> Result<u64, OpenError> {
         let max = self.hdr().max_entry;
-        for c in self.list_cycles()? {
+        for c in self.list_cycles().map_err(|e| OpenError::io(&self.dir, e))? {
             let Ok(cy) = self.open_cycle(c) else { continue };
             let (_, n, _) = pos_parts(cy.pos().load(Ordering::Acquire));
             let ts_at = |i: u64| -> Option<u64> {

@@ -4,37 +4,35 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::error::OpenError;
-use crate::name::NameError;
+use crate::error::{error_family, Corrupt, OpenError};
+use crate::segment::Kind;
 
 use super::files;
-use super::format::{MAX_ARCHIVE_PATH, META_FILE};
+use super::format::{MAX_ARCHIVE_PATH, META_FILE, READERS_LOCK_FILE};
 
-/// Appending to a journal failed.
+/// Sending (appending) an entry failed. It merges what appending a copy and sending a
+/// [`Loan`](super::Loan) can report.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum AppendError {
-    /// The entry is larger than the journal's `max_entry`.
+pub enum JournalSendError {
+    /// The entry is larger than the journal's `max_entry_len`.
     TooLarge {
         /// Its length.
         len: usize,
         /// The limit.
         max: u64,
     },
-    /// All 128 appender entries of the journal are held by live processes.
-    TooManyAppenders,
-    /// A cycle file could not be opened, created or grown.
-    Open(OpenError),
-    /// A file operation failed (growing, syncing).
-    Io(io::Error),
-    /// The entry was abandoned by readers before it was committed (see
-    /// [`CommitError::Abandoned`]) too many times in a row.
-    Abandoned,
-    /// The journal's shared state is damaged so that no entry can be claimed now.
-    Damaged {
-        /// What was found.
-        what: &'static str,
+    /// Readers gave up on the entry (it stayed claimed longer than the journal's abandon
+    /// timeout) and skipped it; its data is not in the journal. [`Appender::send`](super::Appender::send)
+    /// retries this a few times before it reports it; after a [`Loan::send`](super::Loan::send),
+    /// send the entry again.
+    Abandoned {
+        /// The index the entry had.
+        index: u64,
     },
+    /// The journal's shared state is damaged so that no entry can be claimed now (what was
+    /// found: [`Corrupt::what`]).
+    Damaged(Corrupt),
     /// Another process truncated a journal file this appender has mapped (`path`: the
     /// metadata file, or cycle `cycle`'s data or index file). The entry of this call (if it
     /// got as far as being written) landed past the cut, in memory private to this process,
@@ -43,229 +41,152 @@ pub enum AppendError {
     /// files are sound (recovery repairs the cut cycle).
     Truncated {
         /// The truncated file.
-        path: std::path::PathBuf,
+        path: PathBuf,
         /// Its cycle (`None` for `journal.meta`).
         cycle: Option<u64>,
+        /// The index the entry would have had, if it was claimed.
+        index: Option<u64>,
     },
-}
-
-impl fmt::Display for AppendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AppendError::TooLarge { len, max } => write!(f, "entry of {len} bytes exceeds the journal's max entry size {max}; split it or create the journal with a larger max_entry"),
-            AppendError::TooManyAppenders => f.write_str("all 128 appender slots of the journal are held by live processes; drop some appenders"),
-            AppendError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
-            AppendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
-            AppendError::Damaged { what } => write!(f, "cannot append: {what}; stop the processes using the journal and open it again (recovery repairs the cycle), or move it aside"),
-            AppendError::Abandoned => f.write_str("the entry was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append again"),
-            AppendError::Truncated { path, cycle } => f.write_str(&files::truncated_message(path, *cycle, true)),
-        }
-    }
-}
-
-impl std::error::Error for AppendError {}
-
-impl From<OpenError> for AppendError {
-    fn from(e: OpenError) -> Self {
-        AppendError::Open(e)
-    }
-}
-
-/// Committing a reservation failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommitError {
-    /// Readers gave up on this entry (it stayed reserved longer than the journal's abandon
-    /// timeout) and skipped it; its data is not in the journal. Append it again.
-    Abandoned {
-        /// The index the entry had.
-        index: u64,
-    },
-    /// Another process truncated a journal file this appender has mapped (see
-    /// [`AppendError::Truncated`]): the entry landed past the cut, in memory private to this
-    /// process, and is not in the journal. Open the journal again for a new appender.
-    Truncated {
-        /// The index the entry would have had.
-        index: u64,
-        /// The truncated file.
-        path: std::path::PathBuf,
-        /// Its cycle (`None` for `journal.meta`).
-        cycle: Option<u64>,
-    },
-}
-
-impl fmt::Display for CommitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CommitError::Abandoned { index } => write!(f, "entry {index} was abandoned by readers before commit (reserved longer than the abandon timeout); append it again"),
-            CommitError::Truncated { index, path, cycle } => {
-                write!(f, "entry {index} is lost: {}", files::truncated_message(path, *cycle, true))
-            }
-        }
-    }
-}
-
-impl std::error::Error for CommitError {}
-
-/// Reading failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ReadError {
-    /// Entries `from..to` were deleted by retention before this tailer read them; it
-    /// continues at `to`.
-    Gap {
-        /// First missing index.
-        from: u64,
-        /// Where the tailer continues.
-        to: u64,
-    },
-    /// Entry `index` fails its checks (CRC, header); the tailer skips it (or the rest of its
-    /// cycle if its size is unusable).
-    Corrupt {
-        /// The entry.
-        index: u64,
-        /// What failed.
-        what: &'static str,
-    },
-    /// Entry `index` is encrypted and this tailer has no cipher ([`Tailer::set_cipher`](super::Tailer::set_cipher));
-    /// it is skipped.
-    Encrypted {
-        /// The entry.
-        index: u64,
-    },
-    /// Entries `from..to` of cycle `cycle` are damaged (zeroed or overwritten bytes, junk
-    /// headers, an unreadable cycle file) and cannot be read; the tailer has moved past
-    /// them and continues at `to`, the next healthy entry. Reported once per range.
-    Damaged {
-        /// The cycle the damage is in.
-        cycle: u64,
-        /// First global index lost (equal to `to` when a whole cycle file is unreadable and
-        /// its first index is unknown).
-        from: u64,
-        /// Where the tailer continues.
-        to: u64,
-        /// The damaged bytes of the cycle's data area (offsets from its start), when known.
-        bytes: Option<(u64, u64)>,
-        /// What was found there.
-        what: String,
-    },
-    /// A named reader's persisted position was impossible (past the end of the journal: a
-    /// damaged or overwritten reader table); it was reset to `to`, the oldest retained
-    /// entry, so nothing is skipped (entries may be delivered again). Reported once.
-    PositionReset {
-        /// The position found.
-        saved: u64,
-        /// Where the reader continues.
-        to: u64,
-    },
-    /// Another process truncated a journal file (`path`: the metadata file, or cycle
-    /// `cycle`'s data or index file) while this process had it mapped. What this tailer
-    /// read past the cut is zeros; entries appended there are lost; the entries before the
-    /// cut are on disk. Reported on every call from then on: stop whatever truncates the
-    /// journal's files and open the journal again (recovery repairs the cut cycle).
-    Truncated {
-        /// The truncated file.
-        path: std::path::PathBuf,
-        /// Its cycle (`None` for `journal.meta`).
-        cycle: Option<u64>,
-    },
-    /// A cycle file could not be opened.
+    /// A cycle file could not be opened, created or grown.
     Open(OpenError),
-    /// Listing the directory failed.
+    /// A file operation failed (growing, syncing).
     Io(io::Error),
 }
 
-impl fmt::Display for ReadError {
+impl fmt::Display for JournalSendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ReadError::Gap { from, to } => write!(f, "entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
-            ReadError::Corrupt { index, what } => write!(f, "journal entry {index} is corrupt ({what}); it is skipped"),
-            ReadError::Encrypted { index } => write!(f, "journal entry {index} is encrypted; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped"),
-            ReadError::Damaged { cycle, from, to, bytes, what } => {
-                if from < to {
-                    write!(f, "journal entries {from}..{to} of cycle {cycle} are damaged ({what})")?;
-                } else {
-                    write!(f, "journal cycle {cycle} is damaged ({what})")?;
-                }
-                if let Some((a, b)) = bytes {
-                    write!(f, " at bytes {a}..{b} of its data area")?;
-                }
-                write!(f, "; they are skipped, reading continues at entry {to}")
+            JournalSendError::TooLarge { len, max } => write!(f, "entry of {len} bytes exceeds the journal's max entry size {max}; split it or create the journal with a larger max_entry"),
+            JournalSendError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
+            JournalSendError::Io(e) => write!(f, "journal file operation failed: {e}; check free space and permissions"),
+            JournalSendError::Damaged(c) => write!(f, "cannot append: {}; stop the processes using the journal and open it again (recovery repairs the cycle), or move it aside", c.what()),
+            JournalSendError::Abandoned { index } => write!(f, "entry {index} was abandoned by readers before commit (the appender stalled longer than the abandon timeout); append it again"),
+            JournalSendError::Truncated { path, cycle, index: Some(index) } => {
+                write!(f, "entry {index} is lost: {}", files::truncated_message(path, *cycle, true))
             }
-            ReadError::PositionReset { saved, to } => write!(
-                f,
-                "the named reader's saved position {saved} is past the end of the journal (its reader table is damaged); reset to the oldest entry {to}, entries may be delivered again"
-            ),
-            ReadError::Truncated { path, cycle } => f.write_str(&super::files::truncated_message(path, *cycle, false)),
-            ReadError::Open(e) => write!(f, "journal cycle: {}", super::open_error_message(e)),
-            ReadError::Io(e) => write!(f, "journal directory: {e}"),
+            JournalSendError::Truncated { path, cycle, index: None } => f.write_str(&files::truncated_message(path, *cycle, true)),
         }
     }
 }
 
-impl std::error::Error for ReadError {}
+impl std::error::Error for JournalSendError {}
 
-impl From<OpenError> for ReadError {
+impl From<OpenError> for JournalSendError {
     fn from(e: OpenError) -> Self {
-        ReadError::Open(e)
+        JournalSendError::Open(e)
     }
 }
 
-impl From<io::Error> for ReadError {
+error_family! {
+    #[derive(Debug)]
+    try
+    /// [`Tailer::try_recv`](super::Tailer::try_recv) (and its `_into` and `_ref` forms) failed.
+    JournalTryRecvError {
+        /// No entry is committed after the tailer's position now.
+        Empty => ("no journal entry to read now"),
+    }
+    block
+    /// [`Tailer::recv`](super::Tailer::recv) (and its `_into` and `_ref` forms) failed.
+    JournalRecvError;
+    timeout
+    /// [`Tailer::recv_timeout`](super::Tailer::recv_timeout) (and its `_into` and `_ref` forms) failed.
+    JournalRecvTimeoutError => "no journal entry was committed before the timeout";
+    shared {
+        /// Entries `from..to` were deleted by retention before this tailer read them; it
+        /// continues at `to`.
+        Gap {
+            /// First missing index.
+            from: u64,
+            /// Where the tailer continues.
+            to: u64,
+        } => ("entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
+        /// An entry fails its checks (CRC, header, decryption, decompression); the tailer
+        /// skips it (or the rest of its cycle if its size is unusable). The entry's global
+        /// index is [`Corrupt::value`]`("index")`, what failed is [`Corrupt::what`].
+        Corrupt(c: Corrupt) => ("journal entry {} is corrupt ({}); it is skipped", c.value("index").unwrap_or_default(), c.what()),
+        /// Entry `index` is encrypted and this tailer has no cipher ([`Tailer::set_cipher`](super::Tailer::set_cipher));
+        /// it is skipped.
+        Encrypted {
+            /// The entry.
+            index: u64,
+        } => ("journal entry {index} is encrypted; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped"),
+        /// Entries `from..to` of cycle `cycle` are damaged (zeroed or overwritten bytes, junk
+        /// headers, an unreadable cycle file) and cannot be read; the tailer has moved past
+        /// them and continues at `to`, the next healthy entry. Reported once per range.
+        Damaged {
+            /// The cycle the damage is in.
+            cycle: u64,
+            /// First global index lost (equal to `to` when a whole cycle file is unreadable and
+            /// its first index is unknown).
+            from: u64,
+            /// Where the tailer continues.
+            to: u64,
+            /// The damaged bytes of the cycle's data area (offsets from its start), when known.
+            bytes: Option<(u64, u64)>,
+            /// What was found there.
+            what: String,
+        } => ("{}", damaged_message(*cycle, *from, *to, *bytes, what)),
+        /// A named reader's persisted position was impossible (past the end of the journal: a
+        /// damaged or overwritten reader table); it was reset to `to`, the oldest retained
+        /// entry, so nothing is skipped (entries may be delivered again). Reported once.
+        PositionReset {
+            /// The position found.
+            saved: u64,
+            /// Where the reader continues.
+            to: u64,
+        } => ("the named reader's saved position {saved} is past the end of the journal (its reader table is damaged); reset to the oldest entry {to}, entries may be delivered again"),
+        /// Another process truncated a journal file (`path`: the metadata file, or cycle
+        /// `cycle`'s data or index file) while this process had it mapped. What this tailer
+        /// read past the cut is zeros; entries appended there are lost; the entries before the
+        /// cut are on disk. Reported on every call from then on: stop whatever truncates the
+        /// journal's files and open the journal again (recovery repairs the cut cycle).
+        Truncated {
+            /// The truncated file.
+            path: PathBuf,
+            /// Its cycle (`None` for `journal.meta`).
+            cycle: Option<u64>,
+        } => ("{}", files::truncated_message(path, *cycle, false)),
+        /// A cycle file could not be opened.
+        Open(e: OpenError) => ("journal cycle: {}", super::open_error_message(e)),
+        /// Listing the directory failed.
+        Io(e: io::Error) => ("journal directory: {e}"),
+    }
+}
+
+fn damaged_message(cycle: u64, from: u64, to: u64, bytes: Option<(u64, u64)>, what: &str) -> String {
+    let mut s = if from < to {
+        format!("journal entries {from}..{to} of cycle {cycle} are damaged ({what})")
+    } else {
+        format!("journal cycle {cycle} is damaged ({what})")
+    };
+    if let Some((a, b)) = bytes {
+        s.push_str(&format!(" at bytes {a}..{b} of its data area"));
+    }
+    s.push_str(&format!("; they are skipped, reading continues at entry {to}"));
+    s
+}
+
+/// The report of a corrupt entry: `index`, and what failed.
+pub(super) fn corrupt_entry(index: u64, what: &'static str) -> JournalRecvError {
+    JournalRecvError::Corrupt(Corrupt::new(Kind::Journal, what).with("index", index))
+}
+
+impl From<OpenError> for JournalRecvError {
+    fn from(e: OpenError) -> Self {
+        JournalRecvError::Open(e)
+    }
+}
+
+impl From<io::Error> for JournalRecvError {
     fn from(e: io::Error) -> Self {
-        ReadError::Io(e)
-    }
-}
-
-/// Opening a named reader failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ReaderError {
-    /// The name is not acceptable (same rules as channel names: no path separators).
-    InvalidName(NameError),
-    /// A live process holds this reader.
-    Busy {
-        /// Its pid.
-        holder_pid: u32,
-    },
-    /// All reader entries are used.
-    TableFull {
-        /// The table size.
-        max: usize,
-    },
-    /// The reader lock file could not be used.
-    Io(OpenError),
-    /// Positioning the reader failed.
-    Read(ReadError),
-}
-
-impl fmt::Display for ReaderError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReaderError::InvalidName(e) => write!(f, "reader name: {e}"),
-            ReaderError::Busy { holder_pid } => {
-                write!(f, "the named reader is held by live process {holder_pid}; stop it first or use another name")
-            }
-            ReaderError::TableFull { max } => {
-                write!(f, "all {max} named readers are in use; remove unused ones (`Journal::remove_reader`)")
-            }
-            ReaderError::Io(e) => write!(f, "{}", super::open_error_message(e)),
-            ReaderError::Read(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ReaderError {}
-
-impl From<NameError> for ReaderError {
-    fn from(e: NameError) -> Self {
-        ReaderError::InvalidName(e)
+        JournalRecvError::Io(e)
     }
 }
 
 /// Moving cycles to the archive failed.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum TierError {
+pub enum JournalTierError {
     /// The journal already archives to another directory.
     OtherArchive {
         /// The archive in use.
@@ -277,19 +198,21 @@ pub enum TierError {
     Io(io::Error),
 }
 
-impl fmt::Display for TierError {
+impl fmt::Display for JournalTierError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TierError::OtherArchive { existing } => {
+            JournalTierError::OtherArchive { existing } => {
                 write!(f, "this journal already archives to {}; use that directory", existing.display())
             }
-            TierError::BadPath => write!(f, "archive path must be 1 to {MAX_ARCHIVE_PATH} bytes without NUL"),
-            TierError::Io(e) => write!(f, "moving cycles to the archive failed: {e}; check space and permissions"),
+            JournalTierError::BadPath => write!(f, "archive path must be 1 to {MAX_ARCHIVE_PATH} bytes without NUL"),
+            JournalTierError::Io(e) => {
+                write!(f, "moving cycles to the archive failed: {e}; check space and permissions")
+            }
         }
     }
 }
 
-impl std::error::Error for TierError {}
+impl std::error::Error for JournalTierError {}
 
 /// What an [`OpenError`] from a journal call means for a journal: the shared messages of
 /// [`OpenError`] speak of channels (and of `shmbus clean`, which does not touch journals).
@@ -297,7 +220,7 @@ impl std::error::Error for TierError {}
 pub fn open_error_message(e: &OpenError) -> String {
     match e {
         OpenError::NotFound { path } if path.file_name().is_some_and(|n| n == META_FILE) => format!(
-            "{}: not a journal (no {META_FILE}); `Journal::open` with `create` (or `shmbus journal append`) creates one",
+            "{}: not a journal (no {META_FILE}); `Journal::create_or_open` (or `shmbus journal append`) creates one",
             path.display()
         ),
         OpenError::NotFound { path } => format!(
@@ -325,6 +248,15 @@ pub fn open_error_message(e: &OpenError) -> String {
             path.display()
         ),
         OpenError::InvalidConfig { what } => format!("invalid journal configuration: {what}"),
+        OpenError::Busy { path, holder_pid } if path.file_name().is_some_and(|n| n == READERS_LOCK_FILE) => {
+            format!("the named reader is held by live process {holder_pid}; stop it first or use another name")
+        }
+        OpenError::TooManyParticipants { path, max } if path.file_name().is_some_and(|n| n == READERS_LOCK_FILE) => {
+            format!("all {max} named readers are in use; remove unused ones (`Journal::remove_reader`)")
+        }
+        OpenError::TooManyParticipants { max, .. } => {
+            format!("all {max} appender slots of the journal are held by live processes; drop some appenders")
+        }
         e => e.to_string(),
     }
 }

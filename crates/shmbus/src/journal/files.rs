@@ -33,6 +33,16 @@ pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Opens an existing journal file read-only, with the checks of [`open_rw`]; `rw`: read-write.
+fn open_file(path: &Path, rw: bool) -> io::Result<File> {
+    if rw {
+        return open_rw(path);
+    }
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(OPEN_FLAGS).open(path).map_err(explain_open_error)?;
+    require_regular(&f)?;
+    Ok(f)
+}
+
 /// Opens the lock file `path`, creating it with `mode` if missing: not through a symlink,
 /// without blocking, a regular file only.
 pub(crate) fn open_lock_file(path: &Path, mode: u32, trust: &TrustPolicy) -> Result<File, OpenError> {
@@ -77,7 +87,7 @@ pub(crate) fn check_owner(path: &Path, f: &File, trust: &TrustPolicy) -> Result<
             "the journal file belongs to {}, whom this process does not trust (a file planted in the journal's \
              directory could feed forged entries to readers or collect what is appended); if that user planted it, \
              remove it (`rm {}`, as its owner or root); to share the journal with that user on purpose, trust them: \
-             `{TRUST_ENV}={uid}` or `Journal::open_with_trust` (see docs/trust.md)",
+             `{TRUST_ENV}={uid}` or `JournalConfig::trust` (see docs/trust.md)",
             describe_uid(uid),
             path.display()
         ),
@@ -99,7 +109,7 @@ pub(crate) fn check_journal_dir(dir: &Path, trust: &TrustPolicy) -> Result<(), O
             why: format!(
                 "the journal directory belongs to {}, whom this process does not trust (its owner can replace the \
                  journal's files); use a directory of your own, or, to share the journal with that user on purpose, \
-                 trust them: `{TRUST_ENV}={uid}` or `Journal::open_with_trust` (see docs/trust.md)",
+                 trust them: `{TRUST_ENV}={uid}` or `JournalConfig::trust` (see docs/trust.md)",
                 describe_uid(uid)
             ),
         });
@@ -263,7 +273,13 @@ pub(crate) struct MetaFile {
 
 impl MetaFile {
     pub(crate) fn open(path: &Path, trust: &TrustPolicy) -> Result<MetaFile, OpenError> {
-        let file = open_rw(path).map_err(|e| OpenError::io(path, e))?;
+        MetaFile::open_as(path, trust, false)
+    }
+
+    /// With `read_only`: opened and mapped read-only, for status (nothing may be written
+    /// through it: a write faults).
+    pub(crate) fn open_as(path: &Path, trust: &TrustPolicy, read_only: bool) -> Result<MetaFile, OpenError> {
+        let file = open_file(path, !read_only).map_err(|e| OpenError::io(path, e))?;
         check_owner(path, &file, trust)?;
         let size = file.metadata().map_err(|e| OpenError::io(path, e))?.len();
         let mut head = [0u8; META_HEADER_SIZE];
@@ -287,7 +303,12 @@ impl MetaFile {
         if size != META_SIZE as u64 {
             return Err(OpenError::Truncated { path: path.to_owned(), size, expected: META_SIZE as u64 });
         }
-        let map = Mapping::map(file.as_fd(), META_SIZE).map_err(|e| OpenError::io(path, e))?;
+        let map = if read_only {
+            Mapping::map_read_only(file.as_fd(), META_SIZE)
+        } else {
+            Mapping::map(file.as_fd(), META_SIZE)
+        }
+        .map_err(|e| OpenError::io(path, e))?;
         Ok(MetaFile { file, map, hdr })
     }
 
@@ -393,17 +414,28 @@ pub(crate) struct CycleFiles {
 impl CycleFiles {
     /// Opens cycle `c` of the journal in `dir` and validates its header against `meta`.
     /// With `rebuild` (a file mode), a missing index file is rebuilt from the data file.
-    /// Both files must be owned by a uid `trust` accepts.
+    /// Both files must be owned by a uid `trust` accepts. With `read_only` (status), both
+    /// are opened and mapped read-only (nothing may be written through them) and `rebuild`
+    /// must be `None`.
     pub(crate) fn open(
         dir: &Path,
         c: u64,
         meta: &MetaHeader,
         rebuild: Option<u32>,
         trust: &TrustPolicy,
+        read_only: bool,
     ) -> Result<CycleFiles, OpenError> {
+        let rebuild = rebuild.filter(|_| !read_only);
+        let map = |f: &File, len: usize| {
+            if read_only {
+                Mapping::map_read_only(f.as_fd(), len)
+            } else {
+                Mapping::map(f.as_fd(), len)
+            }
+        };
         let dpath = dir.join(data_file_name(c));
         let ipath = dir.join(index_file_name(c));
-        let data_file = open_rw(&dpath).map_err(|e| OpenError::io(&dpath, e))?;
+        let data_file = open_file(&dpath, !read_only).map_err(|e| OpenError::io(&dpath, e))?;
         check_owner(&dpath, &data_file, trust)?;
         let size = data_file.metadata().map_err(|e| OpenError::io(&dpath, e))?.len();
         if size < CYCLE_HEADER_PAGE as u64 {
@@ -427,11 +459,11 @@ impl CycleFiles {
         let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes)
             .map_err(|_| OpenError::corrupt(&dpath, "cycle too large"))?;
         let ilen = usize::try_from(meta.index_bytes()).map_err(|_| OpenError::corrupt(&ipath, "cycle too large"))?;
-        let data = Mapping::map(data_file.as_fd(), dlen).map_err(|e| OpenError::io(&dpath, e))?;
+        let data = map(&data_file, dlen).map_err(|e| OpenError::io(&dpath, e))?;
         // A data file without its index: the index was lost (tier moves and retention
         // never leave one alone). Without `rebuild` NotFound, so the caller can look in the
         // other tier first.
-        let index_file = match open_rw(&ipath) {
+        let index_file = match open_file(&ipath, !read_only) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => match rebuild {
                 Some(mode) => {
                     let area = size.saturating_sub(CYCLE_HEADER_PAGE as u64).min(meta.cycle_bytes);
@@ -449,7 +481,7 @@ impl CycleFiles {
             r => r.map_err(|e| OpenError::io(&ipath, e))?,
         };
         check_owner(&ipath, &index_file, trust)?;
-        let index = Mapping::map(index_file.as_fd(), ilen).map_err(|e| OpenError::io(&ipath, e))?;
+        let index = map(&index_file, ilen).map_err(|e| OpenError::io(&ipath, e))?;
         data.advise_huge();
         let tmpfs = fs::is_tmpfs(&data_file);
         Ok(CycleFiles {

@@ -5,6 +5,35 @@
 //! data file `NNNNNNNNNNNN.sbjd` and an index file `NNNNNNNNNNNN.sbji`. The format is
 //! specified in `docs/journal-format.md`; user documentation is in `docs/journal.md`.
 //!
+//! # Use
+//! ```no_run
+//! use std::time::Duration;
+//! use shmbus::journal::{Journal, JournalConfig, JournalRecvTimeoutError, RollCycle};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The configuration applies when the journal is created; `Journal::open(dir)` opens an
+//! // existing one and never creates.
+//! let j = Journal::create_or_open("/var/lib/app/events", &JournalConfig::default().roll(RollCycle::Hourly))?;
+//! let mut app = j.appender()?;
+//! let first = app.send(b"hello")?; // never waits: the journal is unbounded
+//! let mut loan = app.loan(8)?; // zero-copy: write in place, then send
+//! loan.copy_from_slice(&42u64.to_le_bytes());
+//! loan.send()?;
+//!
+//! let mut t = j.tailer_at(first)?;
+//! loop {
+//!     match t.recv_ref_timeout(Duration::from_secs(1)) {
+//!         Ok(e) => println!("{} {} {:?}", e.index(), e.ts_ns(), e.data()),
+//!         Err(JournalRecvTimeoutError::Timeout) => break,
+//!         Err(e) => eprintln!("{e}"), // a gap or damage: reported once, reading goes on
+//!     }
+//! }
+//! let status = Journal::status("/var/lib/app/events")?;
+//! println!("entries {}..{}", status.first_index, status.next_index);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Algorithm
 //! **Claiming.** Each cycle has one 64-bit *position word* `SEALED:1 | n:31 | units:32`:
 //! `n` entries have been claimed and they span `units` 8-byte units of the data area. An
@@ -26,8 +55,8 @@
 //! next entry claimed but not committed reclaims dead participants (pid + start time): the
 //! cleanup turns a dead appender's claimed entry into `ABANDONED` (CAS from 0 or from
 //! `RESERVED`), unless a live appender records the same claim. After `abandon_timeout` even a
-//! live appender's entry is abandoned (its `commit` then fails with
-//! [`CommitError::Abandoned`]). So no appender can block readers for ever.
+//! live appender's entry is abandoned (its `Loan::send` then fails with
+//! [`JournalSendError::Abandoned`]). So no appender can block readers for ever.
 //!
 //! **Sealing and rolling.** When an entry does not fit, or its timestamp is past the
 //! cycle's time bucket, the appender *seals* the cycle by CASing the SEALED bit into the
@@ -47,7 +76,7 @@
 //! # Files
 //! `format` (on-disk layout and the untrusting parsers, fuzzed), `protocol` (the lock-free
 //! words, model-checked with loom), `files` (mapping, creation, growth), `channel`
-//! ([`Journal`]: options, open, the handle's calls, `info`), `cycles` (cycle files, indices,
+//! ([`Journal`]: configuration, open, the handle's calls, `status`), `cycles` (cycle files, indices,
 //! time search), `recovery`, `retention` (`gc`), `tier` (tiering, moving files), `readers`
 //! (the named readers' table), `error`, `appender`, `tailer`.
 
@@ -78,13 +107,16 @@ mod tailer;
 mod tier;
 
 #[cfg(not(loom))]
-pub use appender::{Appender, Reservation};
+pub use appender::{Appender, Loan};
 #[cfg(not(loom))]
 pub(crate) use channel::ROLE_APPENDER;
 #[cfg(not(loom))]
-pub use channel::{realtime_ns, CycleInfo, Durability, EntryCipher, Journal, JournalInfo, JournalOptions, RollCycle};
+pub use channel::{realtime_ns, CycleInfo, Durability, EntryCipher, Journal, JournalConfig, JournalStatus, RollCycle};
 #[cfg(not(loom))]
-pub use error::{open_error_message, AppendError, CommitError, ReadError, ReaderError, TierError};
+pub use error::{
+    open_error_message, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalTierError,
+    JournalTryRecvError,
+};
 pub use format::JOURNAL_FORMAT_VERSION;
 #[cfg(not(loom))]
 pub use readers::ReaderInfo;
@@ -95,6 +127,6 @@ pub use retention::{GcReport, Retention};
 #[cfg(not(loom))]
 pub use storage::Storage;
 #[cfg(not(loom))]
-pub use tailer::{Entry, Tailer};
+pub use tailer::{Entry, EntryInfo, EntryRef, Iter, Tailer, TryIter};
 #[cfg(not(loom))]
 pub use tier::TierReport;

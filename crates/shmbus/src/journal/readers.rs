@@ -7,11 +7,10 @@ use crate::sys::fs::FlockOp;
 use crate::sys::{process_is_alive, ProcessId};
 
 use super::channel::{realtime_ns, Inner};
-use super::error::ReaderError;
 use super::files;
 use super::format::{MAX_READERS, META_READERS_OFFSET, READERS_LOCK_FILE, READER_ENTRY_SIZE};
 
-/// A named reader in [`JournalInfo`](super::JournalInfo).
+/// A named reader in [`JournalStatus`](super::JournalStatus).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReaderInfo {
     /// Its name.
@@ -25,10 +24,10 @@ pub struct ReaderInfo {
 impl Inner {
     // ---- named readers ----
 
-    pub(super) fn lock_readers(&self) -> Result<std::fs::File, ReaderError> {
+    pub(super) fn lock_readers(&self) -> Result<std::fs::File, OpenError> {
         let p = self.dir.join(READERS_LOCK_FILE);
-        let f = files::open_lock_file(&p, self.mode, &self.trust).map_err(ReaderError::Io)?;
-        crate::sys::fs::flock(&f, FlockOp::Exclusive).map_err(|e| ReaderError::Io(OpenError::io(&p, e)))?;
+        let f = files::open_lock_file(&p, self.mode, &self.trust)?;
+        crate::sys::fs::flock(&f, FlockOp::Exclusive).map_err(|e| OpenError::io(&p, e))?;
         Ok(f)
     }
 
@@ -53,17 +52,17 @@ impl Inner {
         })
     }
 
-    pub(super) fn check_holder(&self, k: usize) -> Result<(), ReaderError> {
+    pub(super) fn check_holder(&self, k: usize) -> Result<(), OpenError> {
         let m = &self.meta;
         let pid = m.reader_word(k, 2).load(Ordering::Acquire);
         let start = m.reader_word(k, 3).load(Ordering::Relaxed);
         if pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start }) {
-            return Err(ReaderError::Busy { holder_pid: pid as u32 });
+            return Err(OpenError::Busy { path: self.dir.join(READERS_LOCK_FILE), holder_pid: pid as u32 });
         }
         Ok(())
     }
 
-    pub(super) fn claim_reader(&self, name: &str) -> Result<usize, ReaderError> {
+    pub(super) fn claim_reader(&self, name: &str) -> Result<usize, OpenError> {
         let _lock = self.lock_readers()?;
         let m = &self.meta;
         let k = match self.find_reader(name) {
@@ -72,9 +71,10 @@ impl Inner {
                 k
             }
             None => {
-                let k = (0..MAX_READERS)
-                    .find(|&k| m.reader_word(k, 0).load(Ordering::Acquire) != 1)
-                    .ok_or(ReaderError::TableFull { max: MAX_READERS })?;
+                let k =
+                    (0..MAX_READERS).find(|&k| m.reader_word(k, 0).load(Ordering::Acquire) != 1).ok_or_else(|| {
+                        OpenError::TooManyParticipants { path: self.dir.join(READERS_LOCK_FILE), max: MAX_READERS }
+                    })?;
                 let mut b = [0u8; 64];
                 b[..name.len()].copy_from_slice(name.as_bytes());
                 for w in 0..8 {
@@ -84,7 +84,7 @@ impl Inner {
                     );
                 }
                 m.reader_word(k, 5).store(name.len() as u64, Ordering::Relaxed);
-                let first = self.first_index().map_err(ReaderError::Read)?;
+                let first = self.first_index()?;
                 m.reader_word(k, 1).store(first, Ordering::Relaxed);
                 // Pairs with the Acquire loads of the state word in `find_reader`/`readers`.
                 m.reader_word(k, 0).store(1, Ordering::Release);

@@ -26,7 +26,7 @@ pub struct RecoveryReport {
     /// Entries whose writer had died, turned into abandoned holes.
     pub abandoned_holes: u64,
     /// Damaged ranges found between sound entries (zeroed or overwritten bytes). They are
-    /// left in place, not cut: readers report each as [`ReadError::Damaged`](super::ReadError::Damaged) and read on.
+    /// left in place, not cut: readers report each as [`JournalRecvError::Damaged`](super::JournalRecvError::Damaged) and read on.
     pub damaged_ranges: u64,
     /// Why the scan stopped.
     pub reason: ScanStop,

@@ -18,20 +18,34 @@ use super::protocol::{self, EntryState};
 
 use super::channel::{realtime_ns, EntryCipher, Inner};
 use super::cycles::{abandon_at, entry_ts, units_fit};
-use super::error::ReadError;
+use super::error::{corrupt_entry, JournalRecvError, JournalRecvTimeoutError, JournalTryRecvError};
 
-/// One entry, borrowed from the tailer until its next call.
+/// One entry, borrowed from the tailer until its next call (zero-copy: from
+/// [`Tailer::try_recv_ref`], [`Tailer::recv_ref`], [`Tailer::recv_ref_timeout`]). Derefs to
+/// the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry<'a> {
-    /// Global index (dense, identical for every reader).
-    pub index: u64,
-    /// CLOCK_REALTIME nanoseconds taken by the appender when it reserved the entry.
-    pub ts_ns: u64,
-    /// The payload (decompressed if it was stored compressed).
-    pub data: &'a [u8],
+pub struct EntryRef<'a> {
+    index: u64,
+    ts_ns: u64,
+    data: &'a [u8],
 }
 
-impl Entry<'_> {
+impl<'a> EntryRef<'a> {
+    /// Global index (dense, identical for every reader).
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// CLOCK_REALTIME nanoseconds taken by the appender when it claimed the entry.
+    pub fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+
+    /// The payload (decompressed and decrypted if it was stored so).
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
     /// Payload length.
     pub fn len(&self) -> usize {
         self.data.len()
@@ -41,10 +55,150 @@ impl Entry<'_> {
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
+
+    /// An owned copy.
+    pub fn to_entry(&self) -> Entry {
+        Entry { index: self.index, ts_ns: self.ts_ns, data: self.data.to_vec() }
+    }
+
+    fn info(&self) -> EntryInfo {
+        EntryInfo { index: self.index, ts_ns: self.ts_ns, len: self.data.len() }
+    }
+}
+
+impl std::ops::Deref for EntryRef<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.data
+    }
+}
+
+/// One entry, owned (from [`Tailer::try_recv`], [`Tailer::recv`], [`Tailer::recv_timeout`]
+/// and the iterators).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    index: u64,
+    ts_ns: u64,
+    data: Vec<u8>,
+}
+
+impl Entry {
+    /// Global index (dense, identical for every reader).
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// CLOCK_REALTIME nanoseconds taken by the appender when it claimed the entry.
+    pub fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+
+    /// The payload.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Payload length.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The payload, without copying it.
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+}
+
+/// What [`Tailer::try_recv_into`] and its blocking forms put into the buffer: the entry's
+/// index, timestamp and length (the buffer holds exactly the payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryInfo {
+    index: u64,
+    ts_ns: u64,
+    len: usize,
+}
+
+impl EntryInfo {
+    /// Global index.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// CLOCK_REALTIME nanoseconds taken by the appender when it claimed the entry.
+    pub fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+
+    /// Payload length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A blocking iterator over owned entries ([`Tailer::iter`]): it waits for each entry and
+/// never ends (the journal has no terminal error; a cut file is reported on every call).
+#[derive(Debug)]
+pub struct Iter<'a> {
+    tailer: &'a mut Tailer,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<Entry, JournalRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.tailer.recv())
+    }
+}
+
+/// An iterator over the owned entries committed now ([`Tailer::try_iter`]): it ends at
+/// `Empty`; another error is yielded once, then it ends.
+#[derive(Debug)]
+pub struct TryIter<'a> {
+    tailer: &'a mut Tailer,
+    done: bool,
+}
+
+impl Iterator for TryIter<'_> {
+    type Item = Result<Entry, JournalRecvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.tailer.try_recv() {
+            Ok(e) => Some(Ok(e)),
+            Err(e) => {
+                self.done = true;
+                e.into_blocking().map(Err)
+            }
+        }
+    }
+}
+
+/// Where the next entry is: what `materialize` needs.
+#[derive(Clone, Copy)]
+struct Found {
+    off: u64,
+    len: usize,
+    flags: u64,
+    raw_len: u64,
+    ts: u64,
+    index: u64,
 }
 
 enum Step {
-    Entry { off: u64, len: usize, flags: u64, raw_len: u64, ts: u64, index: u64 },
+    Entry(Found),
     Empty,
 }
 
@@ -77,7 +231,7 @@ pub struct Tailer {
     named: Option<usize>,
     policy: WaitPolicy,
     /// An error to report once before anything else (a gap, a damaged range, a reset).
-    pending: Option<ReadError>,
+    pending: Option<Box<JournalRecvError>>,
     /// The position word of `cy` as last loaded.
     seen: u64,
     /// Polls that found the next entry not yet committed (see `step`).
@@ -100,8 +254,8 @@ pub struct Tailer {
 }
 
 impl Tailer {
-    pub(super) fn at(inner: Arc<Inner>, index: u64, named: Option<usize>) -> Result<Tailer, ReadError> {
-        let cycles = inner.list_cycles()?;
+    pub(super) fn at(inner: Arc<Inner>, index: u64, named: Option<usize>) -> Result<Tailer, OpenError> {
+        let cycles = inner.list_cycles().map_err(|e| OpenError::io(&inner.dir, e))?;
         let current = inner.current_cycle();
         // The newest cycle whose first index is <= index. Cycles that cannot be opened are
         // passed over here; reading reports them when it gets there.
@@ -144,7 +298,7 @@ impl Tailer {
             scan: None,
         };
         if index < t.cy.hdr.first_index {
-            t.pending = Some(ReadError::Gap { from: index, to: t.cy.hdr.first_index });
+            t.pending = Some(Box::new(JournalRecvError::Gap { from: index, to: t.cy.hdr.first_index }));
         }
         // A start in the future of the newest cycle is the end (indices are dense: nothing
         // can be claimed past the end without everything before it).
@@ -173,7 +327,7 @@ impl Tailer {
     /// A named reader at its saved position `pos`: a position past the end of the journal
     /// cannot have been saved by a reader (it only ever saves indices it has seen), so the
     /// table is damaged: the reader restarts at the oldest retained entry and reports it.
-    pub(super) fn named_at(inner: Arc<Inner>, pos: u64, k: usize) -> Result<Tailer, ReadError> {
+    pub(super) fn named_at(inner: Arc<Inner>, pos: u64, k: usize) -> Result<Tailer, OpenError> {
         let next = inner.next_index()?;
         if pos <= next {
             return Tailer::at(inner, pos, Some(k));
@@ -181,16 +335,16 @@ impl Tailer {
         let first = inner.first_index()?;
         inner.store_reader_pos(k, first);
         let mut t = Tailer::at(inner, first, Some(k))?;
-        t.pending = Some(ReadError::PositionReset { saved: pos, to: first });
+        t.pending = Some(Box::new(JournalRecvError::PositionReset { saved: pos, to: first }));
         Ok(t)
     }
 
     /// Makes `e` the first thing this tailer reports (before a pending gap, if any).
-    pub(super) fn report_first(&mut self, e: ReadError) {
-        if matches!(e, ReadError::Damaged { .. }) {
+    pub(super) fn report_first(&mut self, e: JournalRecvError) {
+        if matches!(e, JournalRecvError::Damaged { .. }) {
             self.damaged += 1;
         }
-        self.pending = Some(e);
+        self.pending = Some(Box::new(e));
     }
 
     /// Sets the spin-then-sleep policy of the blocking calls.
@@ -203,27 +357,112 @@ impl Tailer {
         (self.cy.hdr.first_index + self.i).max(self.skip_until)
     }
 
-    /// How many damaged ranges ([`ReadError::Damaged`]) this tailer has reported and
+    /// How many damaged ranges ([`JournalRecvError::Damaged`]) this tailer has reported and
     /// skipped.
     pub fn damaged_ranges(&self) -> u64 {
         self.damaged
     }
 
-    /// The next entry if one is committed now; `Ok(None)` at the end.
+    /// The next entry if one is committed now (zero-copy, valid until the next call);
+    /// [`JournalTryRecvError::Empty`] at the end.
     ///
     /// An entry that is claimed but not written, with no live appender writing it, is
-    /// damage, not an entry in flight: it is reported ([`ReadError::Damaged`]) and skipped
-    /// at once, so reading a damaged journal to its end never stops early.
+    /// damage, not an entry in flight: it is reported ([`JournalTryRecvError::Damaged`]) and
+    /// skipped at once, so reading a damaged journal to its end never stops early.
     ///
     /// It does not wait, but it does the work there is: walking abandoned entries and
     /// scanning a damaged range for the next sound entry (linear in the cycle's size) before
-    /// it says `Ok(None)`.
-    pub fn try_next(&mut self) -> Result<Option<Entry<'_>>, ReadError> {
+    /// it says `Empty`.
+    pub fn try_recv_ref(&mut self) -> Result<EntryRef<'_>, JournalTryRecvError> {
+        match self.try_find() {
+            Ok(Some(f)) => Ok(self.materialize(f)?),
+            Ok(None) => Err(JournalTryRecvError::Empty),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`Tailer::try_recv_ref`], copied into an owned [`Entry`].
+    pub fn try_recv(&mut self) -> Result<Entry, JournalTryRecvError> {
+        self.try_recv_ref().map(|e| e.to_entry())
+    }
+
+    /// [`Tailer::try_recv_ref`], copied into `buf` (cleared first; no allocation once it
+    /// has room).
+    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<EntryInfo, JournalTryRecvError> {
+        let e = self.try_recv_ref()?;
+        buf.clear();
+        buf.extend_from_slice(e.data);
+        Ok(e.info())
+    }
+
+    /// The next entry (zero-copy, valid until the next call), waiting for it as long as it
+    /// takes.
+    pub fn recv_ref(&mut self) -> Result<EntryRef<'_>, JournalRecvError> {
+        loop {
+            if let Some(f) = self.wait_find(crate::wait::Deadline::from_timeout(None))? {
+                return self.materialize(f);
+            }
+        }
+    }
+
+    /// [`Tailer::recv_ref`], copied into an owned [`Entry`].
+    pub fn recv(&mut self) -> Result<Entry, JournalRecvError> {
+        self.recv_ref().map(|e| e.to_entry())
+    }
+
+    /// [`Tailer::recv_ref`], copied into `buf` (cleared first; no allocation once it has
+    /// room).
+    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<EntryInfo, JournalRecvError> {
+        let e = self.recv_ref()?;
+        buf.clear();
+        buf.extend_from_slice(e.data);
+        Ok(e.info())
+    }
+
+    /// The next entry (zero-copy, valid until the next call), waiting up to `timeout` for
+    /// it; [`JournalRecvTimeoutError::Timeout`] when it passes. Returns within the timeout
+    /// whatever the journal's files hold.
+    pub fn recv_ref_timeout(&mut self, timeout: Duration) -> Result<EntryRef<'_>, JournalRecvTimeoutError> {
+        match self.wait_find(crate::wait::Deadline::after(timeout)) {
+            Ok(Some(f)) => Ok(self.materialize(f)?),
+            Ok(None) => Err(JournalRecvTimeoutError::Timeout),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`Tailer::recv_ref_timeout`], copied into an owned [`Entry`].
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Entry, JournalRecvTimeoutError> {
+        self.recv_ref_timeout(timeout).map(|e| e.to_entry())
+    }
+
+    /// [`Tailer::recv_ref_timeout`], copied into `buf` (cleared first; no allocation once
+    /// it has room).
+    pub fn recv_into_timeout(
+        &mut self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+    ) -> Result<EntryInfo, JournalRecvTimeoutError> {
+        let e = self.recv_ref_timeout(timeout)?;
+        buf.clear();
+        buf.extend_from_slice(e.data);
+        Ok(e.info())
+    }
+
+    /// A blocking iterator over owned entries (see [`Iter`]).
+    pub fn iter(&mut self) -> Iter<'_> {
+        Iter { tailer: self }
+    }
+
+    /// An iterator over the owned entries committed now (see [`TryIter`]).
+    pub fn try_iter(&mut self) -> TryIter<'_> {
+        TryIter { tailer: self, done: false }
+    }
+
+    /// Where the next entry is, if one is committed now (`None`: the end).
+    fn try_find(&mut self) -> Result<Option<Found>, JournalRecvError> {
         loop {
             match self.step(true) {
-                Ok(Step::Entry { off, len, flags, raw_len, ts, index }) => {
-                    return self.materialize(off, len, flags, raw_len, ts, index).map(Some)
-                }
+                Ok(Step::Entry(f)) => return Ok(Some(f)),
                 // Each such step made progress (entries walked, bytes scanned).
                 Ok(Step::Empty) if self.more => continue,
                 Ok(Step::Empty) => return self.truncation().map_or(Ok(None), Err),
@@ -232,25 +471,21 @@ impl Tailer {
         }
     }
 
-    /// [`ReadError::Truncated`] if a file this tailer has mapped (the metadata file, the
+    /// [`JournalRecvError::Truncated`] if a file this tailer has mapped (the metadata file, the
     /// current cycle's data or index file) was cut by another process. Slow paths only
     /// (nothing to read, a timeout, damage found): zeros read past a cut look like damage
     /// or like the end, and this says why.
-    fn truncation(&self) -> Option<ReadError> {
+    fn truncation(&self) -> Option<JournalRecvError> {
         super::files::truncated_file(&self.inner.dir, &self.inner.meta, &self.cy)
-            .map(|(path, cycle)| ReadError::Truncated { path, cycle })
+            .map(|(path, cycle)| JournalRecvError::Truncated { path, cycle })
     }
 
-    /// The next entry, waiting up to `timeout` (`None`: for ever) for it. `Ok(None)` when
-    /// the timeout passes. Returns within the timeout whatever the journal's files hold.
-    pub fn next_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<Entry<'_>>, ReadError> {
-        let deadline = crate::wait::Deadline::from_timeout(timeout);
+    /// Where the next entry is, waiting until `deadline` for it (`None`: it passed).
+    fn wait_find(&mut self, deadline: crate::wait::Deadline) -> Result<Option<Found>, JournalRecvError> {
         let mut idle = 0u32;
         loop {
             match self.step(false) {
-                Ok(Step::Entry { off, len, flags, raw_len, ts, index }) => {
-                    return self.materialize(off, len, flags, raw_len, ts, index).map(Some);
-                }
+                Ok(Step::Entry(f)) => return Ok(Some(f)),
                 Ok(Step::Empty) => {}
                 Err(e) => return Err(self.truncation().unwrap_or(e)),
             }
@@ -285,13 +520,13 @@ impl Tailer {
     }
 
     /// Decrypts sealed entries with `cipher` (the appenders' [`EntryCipher`]). Without it,
-    /// sealed entries are reported as [`ReadError::Encrypted`] and skipped.
+    /// sealed entries are reported as [`JournalRecvError::Encrypted`] and skipped.
     pub fn set_cipher(&mut self, cipher: Option<Arc<dyn EntryCipher>>) {
         self.cipher = cipher;
     }
 
     /// Persists "everything up to and including the last delivered entry is done" for a
-    /// named reader (no-op for plain tailers). Without `ack`, each `next` persists the
+    /// named reader (no-op for plain tailers). Without `ack`, each receive persists the
     /// position of the entry it returns, so after a crash that entry is delivered again:
     /// at-least-once, with a duplicate window of exactly the last delivered entry.
     pub fn ack(&self) {
@@ -309,8 +544,20 @@ impl Tailer {
         }
     }
 
-    /// Whether `step` would make progress (an entry, a skip, a cycle change).
+    /// Whether `step` would make progress (an entry, a skip, a cycle change). It may
+    /// reclaim dead appenders and abandon a stuck entry (see `handle_in_flight`); use
+    /// `peek_ready_now` for a look without side effects.
     fn peek_ready(&self) -> bool {
+        self.peek(true)
+    }
+
+    /// `peek_ready` without side effects: an entry in flight, or a missing successor cycle,
+    /// counts as not ready until `peek_ready` (the WaitSet's `recheck`) has looked into it.
+    fn peek_ready_now(&self) -> bool {
+        self.peek(false)
+    }
+
+    fn peek(&self, probe: bool) -> bool {
         // A cut file is reported by the next call: wake the waiter for it.
         if self.pending.is_some() || self.more || self.truncation().is_some() {
             return true;
@@ -320,7 +567,7 @@ impl Tailer {
         }
         let (sealed, n, u) = self.view();
         if self.i >= n {
-            return sealed && self.next_cycle_exists();
+            return sealed && self.next_cycle_exists(probe);
         }
         if self.off + ENTRY_HEADER as u64 > u * UNIT as u64
             || !units_fit(&self.cy, self.off / UNIT as u64, (ENTRY_HEADER / UNIT) as u64, u)
@@ -332,7 +579,7 @@ impl Tailer {
         if st == ST_COMMITTED || st == ST_ABANDONED {
             return true;
         }
-        self.handle_in_flight(n, u, false)
+        probe && self.handle_in_flight(n, u, false)
     }
 
     /// The position word as this tailer must use it: `(sealed, entries, units)`. A cycle
@@ -379,7 +626,7 @@ impl Tailer {
     /// led here). A sealed cycle is done: the rest of it is reported as one range and the
     /// tailer moves on. In the current cycle appenders will seal or extend it: reported
     /// once, then waited on.
-    fn past_the_bytes(&mut self) -> Result<Step, ReadError> {
+    fn past_the_bytes(&mut self) -> Result<Step, JournalRecvError> {
         let (sealed, n, _) = self.view();
         let (first, i, off) = (self.cy.hdr.first_index, self.i, self.off);
         if sealed {
@@ -391,7 +638,7 @@ impl Tailer {
                 return Ok(Step::Empty);
             }
             self.damaged += 1;
-            return Err(ReadError::Damaged {
+            return Err(JournalRecvError::Damaged {
                 cycle: self.cy.num,
                 from: first + i,
                 to: first + end,
@@ -404,7 +651,7 @@ impl Tailer {
         }
         self.held = Some((self.cy.num, i, off));
         self.damaged += 1;
-        Err(ReadError::Damaged {
+        Err(JournalRecvError::Damaged {
             cycle: self.cy.num,
             from: first + i,
             to: first + i,
@@ -448,7 +695,8 @@ impl Tailer {
 
     /// Whether there is a cycle after ours to move to (or to create, if its creator is
     /// slow or died).
-    fn next_cycle_exists(&self) -> bool {
+    /// `probe`: may start the timer of a successor not created yet.
+    fn next_cycle_exists(&self, probe: bool) -> bool {
         let current = self.inner.meta.current().load(Ordering::Acquire);
         if current > self.cy.num {
             // The successor is unreadable (reported): only a later cycle is progress.
@@ -456,6 +704,10 @@ impl Tailer {
                 return current > self.cy.num + 1;
             }
             return true;
+        }
+        if !probe {
+            let key = u64::MAX ^ (self.cy.num << 40) ^ self.i;
+            return matches!(self.stuck_since.get(), Some((k, t)) if k == key && t.elapsed() > Duration::from_millis(20));
         }
         self.stuck_for(u64::MAX) > Duration::from_millis(20)
     }
@@ -474,7 +726,7 @@ impl Tailer {
     /// The next entry is claimed but not committed: detect dead or stuck appenders.
     /// `true`: nobody is writing it (no live appender records the claim, and it is still
     /// unwritten after that was checked): the bytes are damaged, not in flight. `now`:
-    /// decide at once (`try_next`); otherwise only after the entry has waited 1 ms, so a
+    /// decide at once (`try_recv_ref`); otherwise only after the entry has waited 1 ms, so a
     /// tailer does not scan the appender table on every poll of an entry being written.
     fn handle_in_flight(&self, n: u64, u: u64, now: bool) -> bool {
         let waited = self.stuck_for(0);
@@ -546,7 +798,7 @@ impl Tailer {
     /// then a scan of the data area for the next committed entry whose header and checksum
     /// hold (each entry carries its own index). Entries that live appenders are still
     /// writing inside the range are not skipped: reading stops before the first of them.
-    fn resync(&mut self, what: &str) -> Option<ReadError> {
+    fn resync(&mut self, what: &str) -> Option<JournalRecvError> {
         // The real bounds (the caller may have had the fast path's guess).
         self.seen = self.cy.pos().load(Ordering::Acquire);
         self.check_forced_end();
@@ -619,7 +871,7 @@ impl Tailer {
         self.seen = 0;
         self.stuck_since.set(None);
         self.damaged += 1;
-        Some(ReadError::Damaged {
+        Some(JournalRecvError::Damaged {
             cycle: self.cy.num,
             from: first + i,
             to: first + j,
@@ -652,13 +904,13 @@ impl Tailer {
 
     /// The entry at our position failed a check: reported, and the tailer moves to the next
     /// sound entry.
-    fn damaged_here(&mut self, what: &str) -> Result<Step, ReadError> {
+    fn damaged_here(&mut self, what: &str) -> Result<Step, JournalRecvError> {
         let Some(e) = self.resync(what) else {
             // The scan for the next sound entry is not finished: more next call.
             self.more = true;
             return Ok(Step::Empty);
         };
-        if matches!(e, ReadError::Damaged { to, .. } if to <= self.skip_until) {
+        if matches!(e, JournalRecvError::Damaged { to, .. } if to <= self.skip_until) {
             // Before where this tailer was asked to start: not its business.
             self.damaged -= 1;
             self.more = true;
@@ -667,10 +919,10 @@ impl Tailer {
         Err(e)
     }
 
-    fn step(&mut self, now: bool) -> Result<Step, ReadError> {
+    fn step(&mut self, now: bool) -> Result<Step, JournalRecvError> {
         self.more = false;
         if let Some(e) = self.pending.take() {
-            return Err(e);
+            return Err(*e);
         }
         let max = self.inner.hdr().max_entry;
         let mut budget = STEP_BUDGET;
@@ -707,7 +959,7 @@ impl Tailer {
                         // claim, so only every 16th such poll loads it. (A sealed cycle is
                         // followed by a newer one, announced in the metadata's `current`
                         // word, a line written once per cycle: with a newer cycle we always
-                        // load the position word.) `try_next` skips only once it has seen the
+                        // load the position word.) `try_recv_ref` skips only once it has seen the
                         // position word say it is caught up: an unwritten entry that the word
                         // already claimed may be damage, which it must report at once.
                         return Ok(Step::Empty);
@@ -778,7 +1030,7 @@ impl Tailer {
                     if global < self.skip_until {
                         continue;
                     }
-                    return Err(ReadError::Corrupt { index: global, what: "CRC mismatch" });
+                    return Err(corrupt_entry(global, "CRC mismatch"));
                 }
                 Err(_) => return self.damaged_here("bad entry header"),
                 Ok(_) => {}
@@ -791,9 +1043,9 @@ impl Tailer {
             }
             return match checked {
                 Ok((_, payload, flags, raw_len)) => {
-                    Ok(Step::Entry { off, len: payload.len(), flags, raw_len, ts: rd_ts(bytes), index: global })
+                    Ok(Step::Entry(Found { off, len: payload.len(), flags, raw_len, ts: rd_ts(bytes), index: global }))
                 }
-                Err(_) => Err(ReadError::Corrupt { index: global, what: "bad entry header" }),
+                Err(_) => Err(corrupt_entry(global, "bad entry header")),
             };
         }
     }
@@ -804,15 +1056,8 @@ impl Tailer {
         self.idle_polls % 16 != 0
     }
 
-    fn materialize(
-        &mut self,
-        off: u64,
-        len: usize,
-        flags: u64,
-        raw_len: u64,
-        ts: u64,
-        index: u64,
-    ) -> Result<Entry<'_>, ReadError> {
+    fn materialize(&mut self, f: Found) -> Result<EntryRef<'_>, JournalRecvError> {
+        let Found { off, len, flags, raw_len, ts, index } = f;
         if let Some(k) = self.named {
             self.inner.store_reader_pos(k, index);
         }
@@ -822,30 +1067,30 @@ impl Tailer {
         let mut body = payload;
         if flags & FLAG_SEALED != 0 {
             let Some(c) = &self.cipher else {
-                return Err(ReadError::Encrypted { index });
+                return Err(JournalRecvError::Encrypted { index });
             };
             let Some(plain_len) = len.checked_sub(c.overhead()) else {
-                return Err(ReadError::Corrupt { index, what: "sealed payload shorter than the cipher's tag" });
+                return Err(corrupt_entry(index, "sealed payload shorter than the cipher's tag"));
             };
             let idx = index.saturating_sub(self.cy.hdr.first_index);
             let nonce = entry_nonce(&self.inner.hdr().id, self.cy.num, idx as u32);
             self.sealed_scratch.clear();
             self.sealed_scratch.resize(plain_len, 0);
             if !c.open(&nonce, &index.to_le_bytes(), payload, &mut self.sealed_scratch) {
-                return Err(ReadError::Corrupt { index, what: "decryption failed (wrong key or tampered entry)" });
+                return Err(corrupt_entry(index, "decryption failed (wrong key or tampered entry)"));
             }
             body = &self.sealed_scratch;
         }
         if flags & FLAG_LZ4 != 0 {
             if !decompress_into(body, raw_len as usize, &mut self.scratch) {
-                return Err(ReadError::Corrupt { index, what: "lz4 payload does not decompress" });
+                return Err(corrupt_entry(index, "lz4 payload does not decompress"));
             }
-            return Ok(Entry { index, ts_ns: ts, data: &self.scratch });
+            return Ok(EntryRef { index, ts_ns: ts, data: &self.scratch });
         }
         if body.len() as u64 != raw_len {
-            return Err(ReadError::Corrupt { index, what: "payload length does not match its header" });
+            return Err(corrupt_entry(index, "payload length does not match its header"));
         }
-        Ok(Entry { index, ts_ns: ts, data: body })
+        Ok(EntryRef { index, ts_ns: ts, data: body })
     }
 
     /// Moves to the next cycle after a sealed one. `Ok(false)`: not there yet.
@@ -853,7 +1098,7 @@ impl Tailer {
     /// Only ever forward: a missing successor (deleted by retention: a gap; lost otherwise:
     /// damage) or one that cannot be opened (damage) is passed over to the next cycle
     /// present, and reported once.
-    fn move_next(&mut self) -> Result<bool, ReadError> {
+    fn move_next(&mut self) -> Result<bool, JournalRecvError> {
         let (_, n, _) = self.view();
         let expect_first = self.cy.hdr.first_index.saturating_add(n);
         let c1 = self.cy.num + 1;
@@ -862,7 +1107,7 @@ impl Tailer {
                 let to = next.hdr.first_index;
                 self.enter(next);
                 if to > expect_first {
-                    return Err(ReadError::Gap { from: expect_first, to });
+                    return Err(JournalRecvError::Gap { from: expect_first, to });
                 }
                 return Ok(true);
             }
@@ -902,7 +1147,7 @@ impl Tailer {
                 if self.bad_cycle != Some(c1) {
                     self.bad_cycle = Some(c1);
                     self.damaged += 1;
-                    return Err(ReadError::Damaged {
+                    return Err(JournalRecvError::Damaged {
                         cycle: c1,
                         from: expect_first,
                         to: expect_first,
@@ -920,10 +1165,10 @@ impl Tailer {
             return Ok(true);
         }
         if retention {
-            return Err(ReadError::Gap { from: expect_first, to });
+            return Err(JournalRecvError::Gap { from: expect_first, to });
         }
         self.damaged += 1;
-        Err(ReadError::Damaged {
+        Err(JournalRecvError::Damaged {
             cycle: c1,
             from: expect_first,
             to,
@@ -966,6 +1211,10 @@ impl crate::waitset::Waitable for Tailer {
     }
 
     fn is_ready(&self) -> bool {
+        self.peek_ready_now()
+    }
+
+    fn recheck(&self) -> bool {
         self.peek_ready()
     }
 

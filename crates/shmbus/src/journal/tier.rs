@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::sys::ProcessId;
 
 use super::channel::{dir_mode, Inner};
-use super::error::{open_error_message, TierError};
+use super::error::{open_error_message, JournalTierError};
 use super::files;
 use super::format::{data_file_name, index_file_name, parse_data_file_name};
 
@@ -71,15 +71,15 @@ impl Inner {
     /// Moves every cycle but the newest `keep_hot` (and never the current one) to
     /// `archive`, data file last in, data file first out, so that at every instant each
     /// cycle is complete in at least one tier.
-    pub(super) fn tier(&self, archive: &Path, keep_hot: u64) -> Result<TierReport, TierError> {
+    pub(super) fn tier(&self, archive: &Path, keep_hot: u64) -> Result<TierReport, JournalTierError> {
         use std::os::unix::ffi::OsStrExt;
-        let _lock = self.lock_readers().map_err(|e| TierError::Io(io::Error::other(e.to_string())))?;
+        let _lock = self.lock_readers().map_err(|e| JournalTierError::Io(io::Error::other(e.to_string())))?;
         if let Some(existing) = self.meta.archive_dir(&self.dir) {
             if existing != self.dir.join(archive) {
-                return Err(TierError::OtherArchive { existing });
+                return Err(JournalTierError::OtherArchive { existing });
             }
         } else if !self.meta.set_archive_dir(archive.as_os_str().as_bytes()) {
-            return Err(TierError::BadPath);
+            return Err(JournalTierError::BadPath);
         }
         let adir = self.dir.join(archive);
         {
@@ -88,12 +88,12 @@ impl Inner {
                 .recursive(true)
                 .mode(dir_mode(self.mode))
                 .create(&adir)
-                .map_err(TierError::Io)?;
+                .map_err(JournalTierError::Io)?;
         }
-        let newest = self.list_cycles().map_err(TierError::Io)?.last().copied().unwrap_or(0);
+        let newest = self.list_cycles().map_err(JournalTierError::Io)?.last().copied().unwrap_or(0);
         let current = self.current_cycle().min(newest);
         let hot: Vec<u64> = std::fs::read_dir(&self.dir)
-            .map_err(TierError::Io)?
+            .map_err(JournalTierError::Io)?
             .flatten()
             .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
             .filter(|&c| c < current)
@@ -106,13 +106,13 @@ impl Inner {
             let mut bytes = 0;
             for name in [index_file_name(c), data_file_name(c)] {
                 bytes += move_file(&self.dir.join(&name), &adir.join(&name), self.mode, &self.trust)
-                    .map_err(TierError::Io)?;
+                    .map_err(JournalTierError::Io)?;
             }
             for name in [data_file_name(c), index_file_name(c)] {
                 match std::fs::remove_file(self.dir.join(name)) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(TierError::Io(e)),
+                    Err(e) => return Err(JournalTierError::Io(e)),
                 }
             }
             rep.moved_cycles.push(c);
