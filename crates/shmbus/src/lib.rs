@@ -22,8 +22,7 @@ pub mod admin;
 mod copy;
 mod crc;
 pub mod domain;
-// The machinery every kind's endpoints share; adopted kind by kind.
-#[allow(dead_code)]
+// The machinery every kind's endpoints share.
 pub(crate) mod endpoint;
 pub mod error;
 pub(crate) mod event;

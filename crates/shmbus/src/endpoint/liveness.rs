@@ -12,8 +12,10 @@
 //!
 //! | constant | value | rule |
 //! |---|---|---|
-//! | [`PENDING_GRACE`] | 1 ms | a topic slot claimed but not committed for this long has its claimant's liveness checked |
-//! | [`CLAIM_RECHECK`] | 5 ms | a queue cell held by a claimant is re-checked this often while someone waits on it |
+//! | [`PENDING_GRACE`] | 1 ms | a topic slot or journal entry claimed but not committed for this long has its claimant's liveness checked |
+//! | [`POLL`] | 2 ms | a journal tailer waiting on an entry in flight or a cycle switch looks again this often |
+//! | [`CLAIM_RECHECK`] | 5 ms | a queue cell held by a claimant is re-checked this often while someone waits on it; a journal tailer reclaims dead appenders at most this often |
+//! | [`STALLED`] | 20 ms | a half-done step of a peer that has not moved for this long is taken over (an exclusive entry left claiming, a journal cycle sealed without its successor) |
 //! | [`PEER`] | 50 ms | a stream endpoint re-checks its peer (the writer for a reader, the reader for a writer) this often |
 //! | [`ORPHAN`] | 100 ms | a pool worker re-checks its dispatcher, and an idle queue waiter its peers, this often |
 //!
@@ -26,10 +28,16 @@ use std::time::Duration;
 use crate::participants::ParticipantTable;
 use crate::sys::{monotonic_ns, process_is_alive, ProcessId};
 
-/// A topic slot claimed and not committed for this long has its claimant checked.
+/// A topic slot or journal entry claimed and not committed for this long has its claimant
+/// checked.
 pub(crate) const PENDING_GRACE: Duration = Duration::from_millis(1);
-/// A queue cell held by a claimant is re-checked this often while someone waits on it.
+/// A journal tailer waiting on an entry in flight or a cycle switch looks again this often.
+pub(crate) const POLL: Duration = Duration::from_millis(2);
+/// A queue cell held by a claimant is re-checked this often while someone waits on it; a
+/// journal tailer reclaims dead appenders at most this often.
 pub(crate) const CLAIM_RECHECK: Duration = Duration::from_millis(5);
+/// A half-done step of a peer that has not moved for this long is taken over.
+pub(crate) const STALLED: Duration = Duration::from_millis(20);
 /// A stream endpoint re-checks its peer this often.
 pub(crate) const PEER: Duration = Duration::from_millis(50);
 /// A pool worker re-checks its dispatcher, and an idle queue waiter its peers, this often.

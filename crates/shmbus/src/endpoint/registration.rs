@@ -22,7 +22,7 @@ use crate::sys::{process_is_alive, ProcessId};
 
 /// A claim or reclaim of an exclusive entry that stays unchanged this long is taken to be
 /// dead half-way: an honest one completes in microseconds.
-pub(crate) const STALE_ENTRY: Duration = Duration::from_millis(20);
+pub(crate) const STALE_ENTRY: Duration = super::liveness::STALLED;
 
 /// How long [`claim_exclusive`] keeps trying before it reports the entry busy.
 pub(crate) const CLAIM_BUDGET: Duration = Duration::from_millis(200);

@@ -4,6 +4,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::endpoint::registration::register_shared;
 use crate::sync::Ordering;
 use crate::sys::time::TscRealtime;
 use crate::sys::ProcessId;
@@ -151,11 +152,13 @@ impl Drop for Syncer {
 
 impl Appender {
     pub(super) fn new(inner: Arc<Inner>) -> Result<Appender, OpenError> {
+        // Dead appenders' claims are abandoned before this one appends, whether or not the
+        // table is full.
         inner.reclaim();
         let table = inner.meta.participants();
-        let slot = table.register(ProcessId::current(), ROLE_APPENDER, 0..table.len()).ok_or_else(|| {
-            OpenError::TooManyParticipants { path: inner.dir.join(super::format::META_FILE), max: table.len() }
-        })?;
+        let meta = inner.dir.join(super::format::META_FILE);
+        let me = ProcessId::current();
+        let slot = register_shared(table, me, ROLE_APPENDER, 0..table.len(), || inner.reclaim(), &meta)?;
         let c = inner.current_cycle();
         let cy = match inner.open_or_create_cycle(c, realtime_ns()) {
             Ok(cy) => cy,

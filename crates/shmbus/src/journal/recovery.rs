@@ -34,7 +34,7 @@ pub struct RecoveryReport {
 
 impl Inner {
     /// Reclaims participant entries of dead processes, abandoning what they had claimed.
-    pub(super) fn reclaim(&self) {
+    pub(super) fn reclaim(&self) -> usize {
         let table = self.meta.participants();
         table.reclaim_dead(ProcessId::current(), process_is_alive, |index, entry| {
             let a0 = entry.aux[0].load(Ordering::Acquire);
@@ -44,7 +44,7 @@ impl Inner {
                 self.abandon_dead_claim(index, a0 & !BUSY, w, units);
             }
             entry.aux[0].store(0, Ordering::Release);
-        });
+        })
     }
 
     /// Whether a participant other than `except` records a pending claim of `w` in cycle `c`.

@@ -5,6 +5,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::endpoint::liveness::{self, Throttle};
 use crate::error::OpenError;
 use crate::sync::Ordering;
 use crate::wait::WaitPolicy;
@@ -227,7 +228,8 @@ pub struct Tailer {
     sealed_scratch: Vec<u8>,
     cipher: Option<Arc<dyn EntryCipher>>,
     stuck_since: Cell<Option<(u64, Instant)>>,
-    last_reclaim: Cell<Option<Instant>>,
+    /// Dead appenders are reclaimed at most this often while an entry is in flight.
+    reclaim_throttle: Throttle,
     named: Option<usize>,
     policy: WaitPolicy,
     /// An error to report once before anything else (a gap, a damaged range, a reset).
@@ -284,7 +286,7 @@ impl Tailer {
             sealed_scratch: Vec::new(),
             cipher: None,
             stuck_since: Cell::new(None),
-            last_reclaim: Cell::new(None),
+            reclaim_throttle: Throttle::new(liveness::CLAIM_RECHECK),
             named,
             policy: WaitPolicy::default(),
             pending: None,
@@ -506,7 +508,7 @@ impl Tailer {
                 // Ready by its look, yet steps make no progress: the files are in a state
                 // that only time or another process changes (already reported). Poll gently
                 // instead of spinning.
-                let nap = Duration::from_millis(2);
+                let nap = liveness::POLL;
                 std::thread::sleep(remaining.map_or(nap, |r| nap.min(r)));
                 continue;
             }
@@ -538,7 +540,7 @@ impl Tailer {
     fn recheck_interval(&self) -> Option<Duration> {
         let (sealed, n, _) = pos_parts(self.cy.pos().load(Ordering::Acquire));
         if self.i < n || sealed || self.inner.meta.current().load(Ordering::Acquire) > self.cy.num {
-            Some(Duration::from_millis(2))
+            Some(liveness::POLL)
         } else {
             None
         }
@@ -707,9 +709,9 @@ impl Tailer {
         }
         if !probe {
             let key = u64::MAX ^ (self.cy.num << 40) ^ self.i;
-            return matches!(self.stuck_since.get(), Some((k, t)) if k == key && t.elapsed() > Duration::from_millis(20));
+            return matches!(self.stuck_since.get(), Some((k, t)) if k == key && t.elapsed() > liveness::STALLED);
         }
-        self.stuck_for(u64::MAX) > Duration::from_millis(20)
+        self.stuck_for(u64::MAX) > liveness::STALLED
     }
 
     fn stuck_for(&self, key: u64) -> Duration {
@@ -730,11 +732,10 @@ impl Tailer {
     /// tailer does not scan the appender table on every poll of an entry being written.
     fn handle_in_flight(&self, n: u64, u: u64, now: bool) -> bool {
         let waited = self.stuck_for(0);
-        if !now && waited < Duration::from_millis(1) {
+        if !now && waited < liveness::PENDING_GRACE {
             return false;
         }
-        if self.last_reclaim.get().is_none_or(|t| t.elapsed() > Duration::from_millis(5)) {
-            self.last_reclaim.set(Some(Instant::now()));
+        if self.reclaim_throttle.due() {
             self.inner.reclaim();
         }
         if !matches!(
@@ -1113,7 +1114,7 @@ impl Tailer {
             }
             Err(OpenError::NotFound { .. }) if self.inner.current_cycle() <= self.cy.num => {
                 // Sealed but the successor is not created yet (its creator is slow or died).
-                if self.stuck_for(u64::MAX) < Duration::from_millis(20) {
+                if self.stuck_for(u64::MAX) < liveness::STALLED {
                     return Ok(false);
                 }
                 let next = match self.inner.open_or_create_after(c1, realtime_ns(), Some(&self.cy)) {

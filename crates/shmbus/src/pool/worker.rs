@@ -10,7 +10,7 @@ use super::error::{PoolRecvError, PoolRecvTimeoutError, PoolTryRecvError};
 use super::handle::Shared;
 use super::layout::PoolLayout;
 use super::protocol::{Idle, Leave, Mail, PoolRef, Withdraw, BUSY, LOST, VACANT};
-use crate::endpoint::liveness;
+use crate::endpoint::liveness::Throttle;
 use crate::error::{Corrupt, OpenError};
 use crate::segment::{Kind, Segment};
 use crate::sys::{process_is_alive, ProcessId};
@@ -37,11 +37,10 @@ pub struct Worker {
     /// Our mailbox; our participant entry is `slot + 1`.
     slot: usize,
     policy: WaitPolicy,
-    orphan_check: Duration,
-    /// Orphan detection (see `check_orphaned`).
+    /// Orphan detection (see `check_orphaned`): how often `/proc` is asked.
+    orphan_check: Throttle,
     orphaned: Cell<bool>,
     reported_epoch: Cell<u64>,
-    next_check_ns: Cell<u64>,
 }
 
 /// A job read in place, in the worker's mailbox (no copy), from
@@ -204,10 +203,9 @@ impl Worker {
             layout,
             slot,
             policy: WaitPolicy::default(),
-            orphan_check: DEFAULT_ORPHAN_CHECK,
+            orphan_check: Throttle::new(DEFAULT_ORPHAN_CHECK),
             orphaned: Cell::new(false),
             reported_epoch: Cell::new(reported_epoch),
-            next_check_ns: Cell::new(0),
         })
     }
 
@@ -239,7 +237,7 @@ impl Worker {
     /// How often a waiting worker checks that the dispatcher process lives (default
     /// [`DEFAULT_ORPHAN_CHECK`]): the bound on noticing a SIGKILLed dispatcher.
     pub fn set_orphan_check(&mut self, interval: Duration) {
-        self.orphan_check = interval.max(Duration::from_millis(1));
+        self.orphan_check.set_interval(interval.max(Duration::from_millis(1)));
     }
 
     /// Whether a live dispatcher holds the pool right now (reads `/proc`).
@@ -276,11 +274,9 @@ impl Worker {
         }
         if st & 1 == 1 {
             // Attached, unless it was SIGKILLed: ask /proc, at most once per interval.
-            let now = liveness::now_ns();
-            if now < self.next_check_ns.get() {
+            if !self.orphan_check.due() {
                 return false;
             }
-            self.next_check_ns.set(now.saturating_add(self.orphan_check.as_nanos() as u64));
             if dispatcher_alive(self.seg()).is_some_and(|d| d.1) {
                 return false;
             }
@@ -428,16 +424,17 @@ impl Worker {
         }
         let this = &*self;
         let pool = this.pool();
-        let got = block_on(pool.mailbox(slot).event(), this.policy, deadline, Some(this.orphan_check), || {
-            match pool.try_take(slot) {
-                Mail::Job { id, len } => Some(Ok((id, len))),
-                Mail::Corrupt(_) if this.truncated() => Some(Err(PoolRecvError::Truncated)),
-                Mail::Corrupt(s) => Some(Err(PoolRecvError::Corrupt(this.repair(s)))),
-                // Nothing: zeros past a cut also read as "the dispatcher is gone".
-                Mail::Empty | Mail::Filling if this.truncated() => Some(Err(PoolRecvError::Truncated)),
-                Mail::Empty | Mail::Filling => this.check_orphaned().then_some(Err(PoolRecvError::Orphaned)),
-            }
-        });
+        let got =
+            block_on(pool.mailbox(slot).event(), this.policy, deadline, Some(this.orphan_check.interval()), || {
+                match pool.try_take(slot) {
+                    Mail::Job { id, len } => Some(Ok((id, len))),
+                    Mail::Corrupt(_) if this.truncated() => Some(Err(PoolRecvError::Truncated)),
+                    Mail::Corrupt(s) => Some(Err(PoolRecvError::Corrupt(this.repair(s)))),
+                    // Nothing: zeros past a cut also read as "the dispatcher is gone".
+                    Mail::Empty | Mail::Filling if this.truncated() => Some(Err(PoolRecvError::Truncated)),
+                    Mail::Empty | Mail::Filling => this.check_orphaned().then_some(Err(PoolRecvError::Orphaned)),
+                }
+            });
         let (id, len) = match got {
             Some(Ok(job)) => job,
             Some(Err(PoolRecvError::Orphaned)) => match this.settle() {
@@ -566,7 +563,7 @@ impl Waitable for Worker {
     }
 
     fn recheck_interval(&self) -> Option<Duration> {
-        Some(self.orphan_check)
+        Some(self.orphan_check.interval())
     }
 
     /// Asks `/proc` whether the dispatcher still lives (at most once per orphan-check

@@ -5,17 +5,19 @@
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::layout::{StreamConfig, StreamLayout};
 use super::protocol::{Corruption, RingShared};
 use super::reader::StreamReader;
 use super::writer::StreamWriter;
 use crate::domain::Domain;
+use crate::endpoint::liveness;
+use crate::endpoint::registration::claim_exclusive;
 use crate::error::OpenError;
-use crate::participants::{EntryState, ParticipantTable};
+use crate::participants::ParticipantTable;
 use crate::segment::{CreateOptions, Segment, KIND_OFFSET};
-use crate::sys::{coarse_monotonic_ns, process_is_alive, Mapping, ProcessId};
+use crate::sys::{process_is_alive, Mapping, ProcessId};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 
 #[cfg(doc)]
@@ -24,7 +26,7 @@ use super::error::StreamRecvError;
 /// How often a blocked endpoint re-checks that its peer is alive, and how long a liveness
 /// answer is cached: a dead peer is reported at most this long (plus one `/proc` read) after
 /// it died.
-pub const LIVENESS_INTERVAL: Duration = Duration::from_millis(50);
+pub const LIVENESS_INTERVAL: Duration = liveness::PEER;
 /// Participant entry held by the writer.
 pub(super) const WRITER_SLOT: usize = 0;
 /// Participant entry held by the reader.
@@ -155,7 +157,9 @@ unsafe impl Sync for Shared {}
 impl Shared {
     fn claim(mapped: Arc<Mapped>, slot: usize, role: u32) -> Result<Shared, OpenError> {
         let me = ProcessId::current();
-        claim(&mapped.seg, me, slot, role)?;
+        // A stream endpoint leaves nothing to repair (see the module docs), so taking over a
+        // dead holder's entry only frees it.
+        claim_exclusive(mapped.seg.participants(), me, slot, role, mapped.seg.path(), |_, _| {})?;
         let ctrl = mapped.seg.kind_base() as *const RingShared;
         let base = mapped.ring.as_ptr();
         let mask = mapped.layout.capacity - 1;
@@ -213,94 +217,20 @@ impl Drop for Shared {
     }
 }
 
-/// How long an entry may stay half-claimed or half-reclaimed (an honest claimer or
-/// reclaimer finishes in microseconds) before a newcomer takes it over.
-const STALE_ENTRY: Duration = Duration::from_millis(20);
-
-/// Claims the exclusive participant entry `slot`, taking it over from a dead holder, from a
-/// claimer or reclaimer that died half-way (the entry stays unchanged for `STALE_ENTRY`),
-/// or from garbage a corrupt or hostile peer wrote there.
-fn claim(seg: &Segment, me: ProcessId, slot: usize, role: u32) -> Result<(), OpenError> {
-    let table = seg.participants();
-    let mut holder = 0;
-    let mut watched: Option<(u64, Instant)> = None;
-    let give_up = Instant::now() + 10 * STALE_ENTRY;
-    while Instant::now() < give_up {
-        if table.register(me, role, slot..slot + 1).is_some() {
-            return Ok(());
-        }
-        let word = table.raw_word(slot);
-        match (table.state(slot), table.owner(slot)) {
-            (_, None) => continue, // released meanwhile
-            (EntryState::Active { .. }, Some(o)) => {
-                holder = o.process.pid;
-                // Our own pid with another start time is a dead predecessor (a pid reused,
-                // as when a container restarts), not us: `process_is_alive` says so.
-                let us = o.process.pid == me.pid
-                    && (o.process.start_time == me.start_time || o.process.start_time == 0 || me.start_time == 0);
-                if us || process_is_alive(o.process) {
-                    return Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: holder });
-                }
-            }
-            (EntryState::Claiming | EntryState::Reclaiming, Some(o)) if process_is_alive(o.process) => {
-                // Someone is claiming or reclaiming it right now, or died doing so long ago
-                // (and its pid was reused), or a hostile peer wrote a live pid here: wait a
-                // little, then take it over if the word has not moved.
-                holder = o.process.pid;
-                match watched {
-                    Some((w, since)) if w == word => {
-                        if since.elapsed() >= STALE_ENTRY {
-                            table.take_over_stale(slot, word, me, |_, _| {});
-                        }
-                    }
-                    _ => watched = Some((word, Instant::now())),
-                }
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            }
-            _ => {}
-        }
-        // The holder is dead (or the entry is garbage). A stream endpoint leaves nothing to
-        // repair (see the module docs), so the cleanup is empty; reclaiming only frees it.
-        table.reclaim_dead_in(slot..slot + 1, me, process_is_alive, |_, _| {});
-        std::thread::yield_now();
-    }
-    Err(OpenError::Busy { path: seg.path().to_owned(), holder_pid: holder })
-}
-
-/// Cached liveness of the peer endpoint.
+/// Cached liveness of the peer endpoint (the one watcher of `endpoint::liveness`, re-checking
+/// every [`LIVENESS_INTERVAL`]).
 #[derive(Debug)]
-pub(super) struct PeerWatch {
-    slot: usize,
-    seen: ProcessId,
-    checked_ns: u64,
-    alive: bool,
-}
+pub(super) struct PeerWatch(liveness::PeerWatch);
 
 impl PeerWatch {
     pub(super) fn new(slot: usize) -> PeerWatch {
-        PeerWatch { slot, seen: ProcessId { pid: 0, start_time: 0 }, checked_ns: 0, alive: false }
+        PeerWatch(liveness::PeerWatch::new(slot, LIVENESS_INTERVAL))
     }
 
-    /// Whether a live process holds the peer's entry (re-checked at most every
-    /// `LIVENESS_INTERVAL`; an empty entry is seen at once).
+    /// Whether a live process holds the peer's entry (an empty entry is seen at once).
+    #[inline]
     pub(super) fn alive(&mut self, shared: &Shared) -> bool {
-        let Some(owner) = shared.table().owner(self.slot) else {
-            self.alive = false;
-            return false;
-        };
-        if owner.process.pid == shared.me.pid {
-            return true;
-        }
-        // The coarse clock: this runs on every empty poll of a spinning reader, and a precise
-        // clock read there (~20 ns) would delay noticing the record it waits for.
-        let now = coarse_monotonic_ns();
-        if owner.process != self.seen || now.saturating_sub(self.checked_ns) >= LIVENESS_INTERVAL.as_nanos() as u64 {
-            self.seen = owner.process;
-            self.checked_ns = now;
-            self.alive = process_is_alive(owner.process);
-        }
-        self.alive
+        self.0.alive(shared.table(), shared.me)
     }
 }
 
