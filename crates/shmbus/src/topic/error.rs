@@ -41,7 +41,7 @@ impl fmt::Display for TopicSendError {
 impl std::error::Error for TopicSendError {}
 
 error_family! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[derive(Debug, Clone, PartialEq, Eq)]
     try
     /// A non-blocking in-order receive ([`Subscriber::try_recv`](super::Subscriber::try_recv)
     /// and its `_into` / `_ref` forms) returned nothing.
@@ -95,7 +95,7 @@ pub(super) fn corrupt_positions(tail: u64, committed: u64) -> Corrupt {
 
 /// Random access by sequence number ([`Subscriber::get`](super::Subscriber::get),
 /// [`get_ref`](super::Subscriber::get_ref), [`latest`](super::Subscriber::latest)) failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TopicGetError {
     /// Sequence numbers start at 1.

@@ -9,7 +9,6 @@ use super::channel::Inner;
 use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
 use super::protocol::{Lookup, PIN_RECORDS};
 use crate::endpoint::liveness::{self, PENDING_GRACE};
-use crate::error::Corrupt;
 use crate::sys::process_is_alive;
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
@@ -106,9 +105,9 @@ pub struct Subscriber {
     pins: RefCell<Vec<(usize, u32, Option<usize>)>>,
     /// Pins are no longer recorded (the budget went above `PIN_RECORDS`).
     untracked: Cell<bool>,
-    /// The last corrupt positions reported (see `corrupt_positions`), so that each is
+    /// The last corrupt positions reported (tail, newest committed), so that each is
     /// reported once.
-    reported: Cell<Option<Corrupt>>,
+    reported: Cell<Option<(u64, u64)>>,
     /// A sequence number `recheck` found abandoned by a dead publisher (0: none), so that
     /// `is_ready` can say so without looking again.
     abandoned_seq: Cell<u64>,
@@ -239,10 +238,10 @@ impl Subscriber {
         self.next.set(next);
         self.pending_since.set(None);
         self.misses.set(0);
-        let seen = corrupt_positions(tail, committed);
-        if self.reported.replace(Some(seen)) == Some(seen) {
+        if self.reported.replace(Some((tail, committed))) == Some((tail, committed)) {
             return TopicTryRecvError::Empty;
         }
+        let seen = corrupt_positions(tail, committed);
         TopicTryRecvError::Corrupt(seen.with("cursor", k).with("next", next).and_repaired())
     }
 
@@ -638,7 +637,7 @@ impl Waitable for Subscriber {
             Lookup::Evicted | Lookup::Ahead => match sh.positions() {
                 Ok(_) => true,
                 Err((tail, committed)) => {
-                    self.reported.get() != Some(corrupt_positions(tail, committed)) || self.inner.seg.was_truncated()
+                    self.reported.get() != Some((tail, committed)) || self.inner.seg.was_truncated()
                 }
             },
             // Nothing to receive, unless the file was truncated: the receive reports that.
