@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let path = domain.channel_path(&args.name)?;
     let first = admin::inspect_channel(&domain, &args.name)?;
-    let (s, no_status) = kinds::summarize_or_read_only(&domain, &args.name, &first)?;
+    let s = kinds::summarize(&domain, &args.name, &first)?;
     // Participants and staleness from a second look, taken after the status: a participant
     // that registered before the status was read is then in both.
     let report = admin::inspect_channel(&domain, &args.name)?;
@@ -94,9 +94,6 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     }
     status.extend(s.status.into_iter().filter(|(_, v)| !v.is_null()));
     writeln!(out, "status        {}", kv(&status))?;
-    if no_status {
-        writeln!(out, "access        read-only to this user: no live status")?;
-    }
     if let Some(p) = report.pending {
         writeln!(out, "pending       {p}")?;
     }

@@ -1,15 +1,16 @@
 //! What each channel kind reports to `ls` and `info`, and which endpoints `pub` and `sub`
 //! open on it.
 //!
-//! This is the one place that dispatches on [`Kind`]: supporting a new kind is one match
-//! arm in [`summarize`], and one in [`sink`] and [`source`] if `pub`/`sub` drive it. Role
-//! names come from the library (`shmbus::admin::role_name`). Queues take their own path
-//! through `pub`/`sub` (`queue::pub_if_queue`, before `sink`/`source` are asked).
+//! What `ls` and `info` print comes from the library, the same for every kind: the layout
+//! parameters, status and note from `shmbus::admin::describe`, the role names from
+//! `shmbus::admin::role_name`. This is the one place that dispatches on [`Kind`], for
+//! `pub`/`sub`: supporting a new kind there is one match arm in [`sink`] and [`source`].
+//! Queues take their own path through `pub`/`sub` (`queue::pub_if_queue`, before
+//! `sink`/`source` are asked).
 
 use serde_json::{json, Map, Value};
-use shmbus::admin::{self, Pending, SegmentReport};
-use shmbus::topic::Topic;
-use shmbus::{pool, Domain, Kind, OpenError, Stream};
+use shmbus::admin::{self, Scalar, SegmentReport};
+use shmbus::{Domain, Kind, OpenError};
 
 use crate::pubsub::{KindArg, PubArgs, Sink, Source, SubArgs};
 use crate::{CliError, Result};
@@ -53,179 +54,48 @@ pub struct Summary {
     pub params: Map<String, Value>,
     /// Everything else the kind knows about its live state, by name.
     pub status: Map<String, Value>,
-    /// Values of [`LS_KEYS`] this kind has.
-    pub fields: Map<String, Value>,
     /// The live state in a few words, for the `ls` table.
     pub detail: String,
 }
 
 impl Summary {
-    /// Every key of [`LS_KEYS`], `null` where this kind has no value.
+    /// Every key of [`LS_KEYS`]: the kind's status value of that name, `null` where it has
+    /// none.
     pub fn ls_fields(&self) -> Map<String, Value> {
-        LS_KEYS.iter().map(|k| (k.to_string(), self.fields.get(*k).cloned().unwrap_or(Value::Null))).collect()
+        LS_KEYS.iter().map(|k| (k.to_string(), self.status.get(*k).cloned().unwrap_or(Value::Null))).collect()
     }
 }
 
-/// [`summarize`], or, when that fails for a user who may not open the segment read-write
-/// (the status of topics needs a read-write open), what the read-only look in
-/// `report` found: the header, users and undelivered count. The flag says which it is.
-pub fn summarize_or_read_only(domain: &Domain, name: &str, report: &SegmentReport) -> Result<(Summary, bool)> {
-    match summarize(domain, name, report) {
-        Ok(s) => Ok((s, false)),
-        Err(_) if !report.writable => Ok((read_only_summary(report), true)),
-        Err(e) => Err(e),
-    }
-}
-
-/// What is known of a channel whose kind status this user cannot read (topics need a
-/// read-write open for it): the raw layout parameters, a queue's depth (its undelivered
-/// messages) and a note saying so.
-fn read_only_summary(report: &SegmentReport) -> Summary {
-    let mut s = Summary::default();
-    for (i, v) in report.header.params.iter().enumerate().filter(|(_, v)| **v != 0) {
-        s.params.insert(format!("param{i}"), json!(v));
-    }
-    let pending = report.pending;
-    if let Some(Pending::Messages(n)) = pending {
-        s.status.insert("depth".into(), json!(n));
-        s.fields.insert("depth".into(), json!(n));
-    }
-    let what = pending.map(|p| format!("{p}; ")).unwrap_or_default();
-    s.detail = format!("{what}read-only to this user: no live status");
-    s
-}
-
-/// Reads the kind-specific state of the channel `name` that `report` describes.
+/// Reads the kind-specific state of the channel `name` that `report` describes, the same way
+/// for every kind (`shmbus::admin::describe`): read permission suffices.
 pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
-    match report.header.kind {
-        Kind::Topic => topic(domain, name, report),
-        Kind::Stream => stream_summary(domain, name, report),
-        Kind::Pool => pool_summary(domain, name, report),
-        Kind::Queue => crate::queue::summarize(domain, name, report),
-        Kind::Journal => Ok(generic(report)),
+    let d = admin::describe(domain, name, report)?;
+    let params = d.params.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let status = d.status.iter().map(|(k, v)| (k.to_string(), scalar(*v))).collect();
+    Ok(Summary {
+        slot_size: d.max_message_len,
+        history: d.history,
+        last_seq: d.last_seq,
+        publishers: d.senders,
+        subscribers: d.receivers,
+        params,
+        status,
+        detail: d.detail,
+    })
+}
+
+/// A status value as JSON.
+fn scalar(v: Scalar) -> Value {
+    match v {
+        Scalar::Int(n) => json!(n),
+        Scalar::Bool(b) => json!(b),
+        Scalar::Null => Value::Null,
     }
 }
 
 /// The name of participant role number `role` in a channel of `kind`.
 pub fn role_name(kind: Kind, role: u32) -> String {
     admin::role_name(kind, role).map_or_else(|| format!("role {role}"), str::to_owned)
-}
-
-fn topic(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
-    let p = report.header.params;
-    let st = Topic::status(domain, name)?;
-    let mut params = Map::new();
-    params.insert("slot_size".into(), json!(p[0]));
-    params.insert("history".into(), json!(p[1]));
-    params.insert("spare_slots".into(), json!(p[2]));
-    let mut status = Map::new();
-    status.insert("slots".into(), json!(st.slots));
-    status.insert("pinned_slots".into(), json!(st.pinned_slots));
-    Ok(Summary {
-        slot_size: Some(st.max_message_len),
-        history: Some(st.history),
-        last_seq: Some(st.last_seq),
-        publishers: Some(st.publishers),
-        subscribers: Some(st.subscribers),
-        params,
-        status,
-        ..Summary::default()
-    })
-}
-
-/// `pid (alive)`, `pid (dead)` or `-`.
-fn endpoint(e: Option<(u32, bool)>) -> String {
-    match e {
-        Some((pid, true)) => format!("{pid} (alive)"),
-        Some((pid, false)) => format!("{pid} (dead)"),
-        None => "-".into(),
-    }
-}
-
-fn stream_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
-    let p = report.header.params;
-    let st = Stream::status(domain, name)?;
-    let live = live_after_status(domain, name)?;
-    let mut params = Map::new();
-    params.insert("capacity".into(), json!(p[0]));
-    params.insert("data_offset".into(), json!(p[1]));
-    let writer = st.writer.map(|e| (e.pid, e.alive));
-    let reader = st.reader.map(|e| (e.pid, e.alive));
-    let mut fields = Map::new();
-    fields.insert("capacity".into(), json!(st.capacity));
-    fields.insert("bytes_used".into(), json!(st.used));
-    fields.insert("writer_pid".into(), json!(writer.map(|w| w.0)));
-    fields.insert("writer_alive".into(), json!(writer.map(|w| w.1)));
-    fields.insert("reader_pid".into(), json!(reader.map(|r| r.0)));
-    fields.insert("reader_alive".into(), json!(reader.map(|r| r.1)));
-    let mut status = fields.clone();
-    status.insert("head".into(), json!(st.head));
-    status.insert("tail".into(), json!(st.tail));
-    Ok(Summary {
-        // The largest record: the ring less one record header (stream::protocol::HEADER).
-        slot_size: Some(st.capacity.saturating_sub(8).min(u32::MAX as u64)),
-        publishers: Some(live.live_in_role("writer")),
-        subscribers: Some(live.live_in_role("reader")),
-        params,
-        status,
-        detail: format!("used {}/{} B, writer {}, reader {}", st.used, st.capacity, endpoint(writer), endpoint(reader)),
-        fields,
-        ..Summary::default()
-    })
-}
-
-fn pool_summary(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
-    let p = report.header.params;
-    let st = pool::Pool::status(domain, name)?;
-    let live = live_after_status(domain, name)?;
-    let mut params = Map::new();
-    params.insert("max_workers".into(), json!(p[0]));
-    params.insert("max_job_size".into(), json!(p[1]));
-    let dispatcher = st.dispatcher_pid.map(|pid| (pid, st.dispatcher_alive));
-    let mut fields = Map::new();
-    fields.insert("max_workers".into(), json!(st.max_workers));
-    fields.insert("max_job_size".into(), json!(st.max_job_len));
-    fields.insert("workers".into(), json!(st.workers));
-    fields.insert("workers_idle".into(), json!(st.idle));
-    fields.insert("workers_busy".into(), json!(st.busy));
-    fields.insert("dispatcher_pid".into(), json!(st.dispatcher_pid));
-    fields.insert("dispatcher_alive".into(), json!(dispatcher.map(|d| d.1)));
-    let mut status = fields.clone();
-    status.insert("jobs_dispatched".into(), json!(st.dispatched));
-    status.insert("jobs_lost".into(), json!(st.lost));
-    Ok(Summary {
-        slot_size: Some(st.max_job_len as u64),
-        publishers: Some(live.live_in_role("dispatcher")),
-        subscribers: Some(live.live_in_role("worker")),
-        params,
-        status,
-        detail: format!(
-            "workers {}/{} ({} idle, {} busy), dispatcher {}",
-            st.workers,
-            st.max_workers,
-            st.idle,
-            st.busy,
-            endpoint(dispatcher)
-        ),
-        fields,
-        ..Summary::default()
-    })
-}
-
-/// The participants of channel `name`, looked at *after* its status was read: every endpoint
-/// the status shows alive registered before that, so the counts agree with the status (the
-/// report the caller took first may predate an endpoint that attached since).
-fn live_after_status(domain: &Domain, name: &str) -> Result<SegmentReport> {
-    Ok(admin::inspect_channel(domain, name)?)
-}
-
-/// A kind this tool does not know in detail yet: its raw layout parameters.
-fn generic(report: &SegmentReport) -> Summary {
-    let mut params = Map::new();
-    for (i, v) in report.header.params.iter().enumerate().filter(|(_, v)| **v != 0) {
-        params.insert(format!("param{i}"), json!(v));
-    }
-    Summary { params, ..Summary::default() }
 }
 
 /// Queues are handled before `sink`/`source` are asked (see `queue::pub_if_queue`): reaching

@@ -115,8 +115,8 @@ fn describe(domain: &Domain, dir: &DomainDir, name: &str) -> Option<Entry> {
     e.stale = Some(report.is_stale());
     e.pending = report.pending;
     e.writable = Some(report.writable);
-    match kinds::summarize_or_read_only(domain, name, &report) {
-        Ok((s, _)) => {
+    match kinds::summarize(domain, name, &report) {
+        Ok(s) => {
             e.kind = report.header.kind.to_string();
             e.summary = s;
         }

@@ -1,4 +1,4 @@
-//! Queues in the generic verbs: `ls`/`info` numbers, `pub` pushes, `sub` pops.
+//! Queues in the generic verbs: `pub` pushes, `sub` pops.
 //!
 //! * `pub` on an existing queue pushes `--data` once, or one message per stdin line. A push
 //!   blocks while the queue is full (until a consumer makes room). `pub --kind queue
@@ -13,14 +13,12 @@
 use std::io::Write;
 use std::time::Duration;
 
-use serde_json::{json, Map};
-use shmbus::admin::{self, SegmentReport};
+use shmbus::admin;
 use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError};
 use shmbus::sys::monotonic_ns;
 use shmbus::{Domain, Kind, OpenError};
 
 use crate::input::for_each_input;
-use crate::kinds::Summary;
 use crate::output::message_json;
 use crate::pubsub::KindArg;
 use crate::{CliError, Result};
@@ -33,44 +31,6 @@ pub fn existing_kind(domain: &Domain, name: &str) -> Result<Option<Kind>> {
         Err(OpenError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }
-}
-
-/// `ls`/`info` numbers of a queue: `slot_size` is the max element size, `history` the
-/// capacity, `last_seq` the messages sent so far; status has depth and the crash counters.
-pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
-    let p = report.header.params;
-    let st = Queue::status(domain, name)?;
-    let mut params = Map::new();
-    params.insert("capacity".into(), json!(p[0]));
-    params.insert("max_element_size".into(), json!(p[1]));
-    params.insert("stride".into(), json!(p[2]));
-    let mut status = Map::new();
-    status.insert("depth".into(), json!(st.depth));
-    status.insert("capacity".into(), json!(st.capacity));
-    status.insert("max_element_size".into(), json!(st.max_message_len));
-    status.insert("producers".into(), json!(st.producers));
-    status.insert("consumers".into(), json!(st.consumers));
-    status.insert("sent".into(), json!(st.sent));
-    status.insert("received".into(), json!(st.received));
-    status.insert("abandoned".into(), json!(st.abandoned));
-    status.insert("lost".into(), json!(st.lost));
-    let mut fields = Map::new();
-    fields.insert("capacity".into(), json!(st.capacity));
-    fields.insert("depth".into(), json!(st.depth));
-    Ok(Summary {
-        slot_size: Some(st.max_message_len as u64),
-        history: Some(st.capacity),
-        last_seq: Some(st.sent),
-        publishers: Some(st.producers),
-        subscribers: Some(st.consumers),
-        params,
-        detail: format!(
-            "depth {}/{}, {} producer(s), {} consumer(s)",
-            st.depth, st.capacity, st.producers, st.consumers
-        ),
-        status,
-        fields,
-    })
 }
 
 /// Opens the queue, creating it when `create`. Sizes not given are taken from an existing

@@ -31,6 +31,13 @@
 //! is gone (a producer may send and exit before its consumer starts), so `shmbus clean`
 //! keeps such a segment unless told `--force`.
 //!
+//! # Describing a channel
+//!
+//! [`describe`] reads a channel's live state through the kind's read-only status and gives
+//! it, with the header's layout parameters, in one shape for every kind ([`Description`]):
+//! what `shmbus ls` and `info` print. Each kind says its role names ([`role_name`]),
+//! parameter names, undelivered data and status in one place next to its layout.
+//!
 //! # Inside the domain directory only
 //!
 //! Tools that walk a domain open it once ([`Domain::open_dir`]: no symlink followed, owner
@@ -145,20 +152,88 @@ impl SegmentReport {
 /// not use (a corrupt entry, or a newer shmbus).
 #[cfg(not(loom))]
 pub fn role_name(kind: crate::segment::Kind, role: u32) -> Option<&'static str> {
-    use crate::segment::Kind;
-    use crate::{journal, pool, queue, stream, topic};
-    Some(match (kind, role) {
-        (Kind::Topic, topic::ROLE_PUBLISHER) => "publisher",
-        (Kind::Topic, topic::ROLE_SUBSCRIBER) => "subscriber",
-        (Kind::Queue, queue::ROLE_PRODUCER) => "producer",
-        (Kind::Queue, queue::ROLE_CONSUMER) => "consumer",
-        (Kind::Stream, stream::ROLE_WRITER) => "writer",
-        (Kind::Stream, stream::ROLE_READER) => "reader",
-        (Kind::Pool, pool::ROLE_DISPATCHER) => "dispatcher",
-        (Kind::Pool, pool::ROLE_WORKER) => "worker",
-        (Kind::Journal, journal::ROLE_APPENDER) => "appender",
-        _ => return None,
-    })
+    crate::kind::info(kind).role_name(role)
+}
+
+/// A value of a [`Description`]'s status: what a JSON number, boolean or `null` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    /// A count, size, position or pid.
+    Int(u64),
+    /// A yes/no (whether a process is alive).
+    Bool(bool),
+    /// No value (no such endpoint).
+    Null,
+}
+
+impl From<u64> for Scalar {
+    fn from(v: u64) -> Scalar {
+        Scalar::Int(v)
+    }
+}
+
+impl From<usize> for Scalar {
+    fn from(v: usize) -> Scalar {
+        Scalar::Int(v as u64)
+    }
+}
+
+impl From<u32> for Scalar {
+    fn from(v: u32) -> Scalar {
+        Scalar::Int(u64::from(v))
+    }
+}
+
+impl From<bool> for Scalar {
+    fn from(v: bool) -> Scalar {
+        Scalar::Bool(v)
+    }
+}
+
+impl<T: Into<Scalar>> From<Option<T>> for Scalar {
+    fn from(v: Option<T>) -> Scalar {
+        v.map_or(Scalar::Null, Into::into)
+    }
+}
+
+/// A channel's layout and live state by name, the same shape for every kind: what
+/// `shmbus ls` and `info` print (see [`describe`]). Numbers a kind does not have are `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Description {
+    /// The header's layout parameters by name, in header order: `slot_size`, `history`,
+    /// `spare_slots` (topic); `capacity`, `max_element_size`, `stride` (queue); `capacity`,
+    /// `data_offset` (stream); `max_workers`, `max_job_size` (pool).
+    pub params: Vec<(&'static str, u64)>,
+    /// The largest message in bytes (topic slot, queue element, stream record, pool job).
+    pub max_message_len: Option<u64>,
+    /// Messages kept (topic history, queue capacity).
+    pub history: Option<u64>,
+    /// The highest committed sequence number (topic), messages sent so far (queue).
+    pub last_seq: Option<u64>,
+    /// Live sending endpoints (topic publishers, queue producers, the stream writer, the
+    /// pool dispatcher).
+    pub senders: Option<usize>,
+    /// Live receiving endpoints (topic subscribers, queue consumers, the stream reader, pool
+    /// workers).
+    pub receivers: Option<usize>,
+    /// Everything else the kind's status knows, by name (the `status` object of
+    /// `shmbus info --json`).
+    pub status: Vec<(&'static str, Scalar)>,
+    /// The live state in a few words (the note of `shmbus ls`); empty when the kind has none.
+    pub detail: String,
+}
+
+/// Describes channel `name` of `domain`, which `report` is a look at: its layout parameters
+/// from the report's header and its live state from the kind's read-only status (read
+/// permission suffices; nothing is registered or written). Fails as the kind's `status`
+/// fails, e.g. when the channel was removed or replaced since `report` was taken.
+#[cfg(not(loom))]
+pub fn describe(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Description, OpenError> {
+    let kind = crate::kind::info(report.header.kind);
+    let mut d = kind.describe(domain, name)?;
+    d.params = kind.params(&report.header.params);
+    Ok(d)
 }
 
 /// Validates the segment at `path` and reports its users and its undelivered data, through a
@@ -210,13 +285,7 @@ fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
 /// What the segment's kind holds undelivered, by the kind's own index readers.
 #[cfg(not(loom))]
 fn pending_of(seg: Segment) -> Result<Option<Pending>, OpenError> {
-    use crate::segment::Kind;
-    Ok(match seg.info().kind {
-        Kind::Queue => Some(Pending::Messages(crate::queue::undelivered(seg)?)),
-        Kind::Stream => Some(Pending::Bytes(crate::stream::unread_bytes(&seg)?)),
-        Kind::Pool => Some(Pending::Jobs(crate::pool::undelivered_jobs(&seg)?)),
-        Kind::Topic | Kind::Journal => None,
-    })
+    crate::kind::info(seg.info().kind).pending(seg)
 }
 
 /// The kinds' segment code is not built under loom.

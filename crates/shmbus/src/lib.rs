@@ -27,6 +27,9 @@ pub(crate) mod endpoint;
 pub mod error;
 pub(crate) mod event;
 pub mod journal;
+// The kind registry `admin` describes every kind through.
+#[cfg(not(loom))]
+pub(crate) mod kind;
 pub mod name;
 pub(crate) mod participants;
 pub mod pool;

@@ -239,3 +239,59 @@ fn invalid_layout_is_corrupt_not_a_guess() {
     assert!(matches!(admin::inspect(&path), Err(OpenError::Corrupt { .. })));
     assert!(shmbus::segment::inspect(&path).is_ok(), "the common header alone is valid");
 }
+
+#[test]
+fn describe_gives_every_kind_by_name() {
+    use shmbus::admin::Scalar::{Bool, Int, Null};
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("admin-describe");
+    let d = s.domain("t");
+    let describe = |name: &str| {
+        let report = admin::inspect_channel(&d, name).unwrap();
+        admin::describe(&d, name, &report).unwrap()
+    };
+
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(4).max_message_len(100)).unwrap();
+    let mut tx = q.producer().unwrap();
+    tx.try_send(b"1").unwrap();
+    let q = describe("q");
+    assert_eq!(q.params, [("capacity", 4), ("max_element_size", 100), ("stride", 128)]);
+    assert_eq!(
+        (q.max_message_len, q.history, q.last_seq, q.senders, q.receivers),
+        (Some(100), Some(4), Some(1), Some(1), Some(0))
+    );
+    assert_eq!(&q.status[..2], [("depth", Int(1)), ("capacity", Int(4))]);
+    assert_eq!(q.detail, "depth 1/4, 1 producer(s), 0 consumer(s)");
+
+    let w =
+        Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(1 << 16)).and_then(|s| s.writer()).unwrap();
+    let st = describe("s");
+    assert_eq!(st.params.iter().map(|p| p.0).collect::<Vec<_>>(), ["capacity", "data_offset"]);
+    assert_eq!((st.max_message_len, st.senders, st.receivers), (Some((1 << 16) - 8), Some(1), Some(0)));
+    let pid = std::process::id();
+    assert_eq!(
+        &st.status[2..6],
+        [("writer_pid", Int(pid.into())), ("writer_alive", Bool(true)), ("reader_pid", Null), ("reader_alive", Null)]
+    );
+    assert_eq!(st.detail, format!("used 0/65536 B, writer {pid} (alive), reader -"));
+    drop(w);
+
+    Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
+    let t = describe("t");
+    assert_eq!(t.params, [("slot_size", 64), ("history", 4), ("spare_slots", t.params[2].1)]);
+    assert_eq!((t.max_message_len, t.history, t.senders, t.receivers), (Some(64), Some(4), Some(0), Some(0)));
+    assert_eq!(t.status.iter().map(|p| p.0).collect::<Vec<_>>(), ["slots", "pinned_slots"]);
+    assert_eq!(t.detail, "");
+
+    Pool::create_or_open(&d, "p", &PoolConfig::default().max_workers(2).max_job_len(64)).unwrap();
+    let p = describe("p");
+    assert_eq!(p.params, [("max_workers", 2), ("max_job_size", 64)]);
+    let value = |key: &str| p.status.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    assert_eq!(
+        (value("dispatcher_pid"), value("dispatcher_alive"), value("workers")),
+        (Some(Null), Some(Null), Some(Int(0)))
+    );
+    assert_eq!(p.detail, "workers 0/2 (0 idle, 0 busy), dispatcher -");
+}

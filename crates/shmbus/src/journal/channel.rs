@@ -263,7 +263,40 @@ pub(super) struct Inner {
 }
 
 pub(super) const BUSY: u64 = 1 << 63;
-pub(crate) const ROLE_APPENDER: u32 = 1;
+pub(super) const ROLE_APPENDER: u32 = 1;
+
+/// The journal in the kind registry (`crate::kind`). A journal lives in a directory, not in
+/// a segment: this names its roles, and describes a segment file that claims to be a journal
+/// (a corrupt or foreign file) by its raw parameters only.
+pub(crate) struct JournalKind;
+
+impl crate::kind::KindInfo for JournalKind {
+    fn kind(&self) -> crate::segment::Kind {
+        crate::segment::Kind::Journal
+    }
+
+    fn role_name(&self, role: u32) -> Option<&'static str> {
+        (role == ROLE_APPENDER).then_some("appender")
+    }
+
+    fn param_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The non-zero parameters, as `param<i>`.
+    fn params(&self, raw: &[u64; crate::segment::PARAMS]) -> Vec<(&'static str, u64)> {
+        crate::kind::RAW_PARAM_KEYS.iter().copied().zip(raw.iter().copied()).filter(|(_, v)| *v != 0).collect()
+    }
+
+    /// None: journal data lives in its directory, which `shmbus clean` never touches.
+    fn pending(&self, _seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, OpenError> {
+        Ok(None)
+    }
+
+    fn describe(&self, _domain: &crate::Domain, _name: &str) -> Result<crate::admin::Description, OpenError> {
+        Ok(crate::admin::Description::default())
+    }
+}
 
 impl Journal {
     /// Opens the journal in directory `dir`, creating it (and the directory) with `config` if

@@ -109,7 +109,7 @@ mod tier;
 #[cfg(not(loom))]
 pub use appender::{Appender, Loan};
 #[cfg(not(loom))]
-pub(crate) use channel::ROLE_APPENDER;
+pub(crate) use channel::JournalKind;
 #[cfg(not(loom))]
 pub use channel::{realtime_ns, CycleInfo, Durability, EntryCipher, Journal, JournalConfig, JournalStatus, RollCycle};
 #[cfg(not(loom))]

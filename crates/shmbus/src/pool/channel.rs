@@ -67,9 +67,9 @@ pub struct PoolStatus {
 
 /// Participant role numbers (shown by `shmbus info`).
 #[cfg(not(loom))]
-pub(crate) const ROLE_DISPATCHER: u32 = 1;
+pub(super) const ROLE_DISPATCHER: u32 = 1;
 #[cfg(not(loom))]
-pub(crate) const ROLE_WORKER: u32 = 2;
+pub(super) const ROLE_WORKER: u32 = 2;
 /// The dispatcher's participant entry.
 #[cfg(not(loom))]
 pub(super) const DISPATCHER_ENTRY: usize = 0;
@@ -109,7 +109,7 @@ pub(super) fn dispatcher_alive(seg: &Segment) -> Option<(u32, bool)> {
 /// marks it LOST and reports it). By the protocol's invariant 5 every dispatched job is
 /// taken or reported lost; these are the ones that are neither yet.
 #[cfg(not(loom))]
-pub(crate) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
+pub(super) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
     let layout = seg.layout::<PoolLayout>()?;
     let pool = pool_ref(seg, &layout);
     let parts = seg.participants();

@@ -94,14 +94,14 @@ mod layout;
 #[cfg(not(loom))]
 mod worker;
 
-#[cfg(not(loom))]
-pub(crate) use channel::{undelivered_jobs, ROLE_DISPATCHER, ROLE_WORKER};
 pub use channel::{Dispatched, LostJob, PoolStatus, DEFAULT_ORPHAN_CHECK};
 #[cfg(not(loom))]
 pub use dispatcher::Dispatcher;
 pub use error::{PoolRecvError, PoolRecvTimeoutError, PoolTryRecvError, PoolTrySendError};
 #[cfg(not(loom))]
 pub use handle::Pool;
+#[cfg(not(loom))]
+pub(crate) use layout::PoolKind;
 pub use layout::{PoolConfig, MAX_JOB_LEN};
 #[cfg(not(loom))]
 pub use worker::{Iter, Job, JobInfo, JobRef, TryIter, Worker};

@@ -31,8 +31,8 @@ pub(crate) const LIVENESS_RECHECK: Duration = liveness::CLAIM_RECHECK;
 pub(crate) const IDLE_RECHECK: Duration = liveness::ORPHAN;
 
 /// Participant roles in the entry's `role` word.
-pub(crate) const ROLE_PRODUCER: u32 = 1;
-pub(crate) const ROLE_CONSUMER: u32 = 2;
+pub(super) const ROLE_PRODUCER: u32 = 1;
+pub(super) const ROLE_CONSUMER: u32 = 2;
 
 /// The mapping and the addresses derived from its validated layout.
 #[derive(Debug)]
@@ -283,7 +283,7 @@ impl Queue {
 /// 0 but a pop could make progress: a producer that died between publishing its message and
 /// moving `tail` leaves `tail` one behind it. Errs on the side of more: a cell a dead
 /// producer left half-written counts until a consumer retires it.
-pub(crate) fn undelivered(seg: Segment) -> Result<u64, OpenError> {
+pub(super) fn undelivered(seg: Segment) -> Result<u64, OpenError> {
     let layout = seg.layout::<QueueLayout>()?;
     let shared = Shared::new(seg, layout);
     let ring = shared.ring();

@@ -86,8 +86,6 @@ mod layout;
 mod producer;
 
 #[cfg(not(loom))]
-pub(crate) use channel::{undelivered, ROLE_CONSUMER, ROLE_PRODUCER};
-#[cfg(not(loom))]
 pub use channel::{Queue, QueueStatus};
 #[cfg(not(loom))]
 pub use consumer::{Consumer, Iter, TryIter};
@@ -95,6 +93,8 @@ pub use consumer::{Consumer, Iter, TryIter};
 pub use error::{
     QueueRecvError, QueueRecvTimeoutError, QueueSendError, QueueSendTimeoutError, QueueTryRecvError, QueueTrySendError,
 };
+#[cfg(not(loom))]
+pub(crate) use layout::QueueKind;
 #[cfg(not(loom))]
 pub use layout::{QueueConfig, MAX_CAPACITY, MAX_MESSAGE_LEN, MAX_QUEUE_BYTES};
 #[cfg(not(loom))]

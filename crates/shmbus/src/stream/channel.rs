@@ -32,8 +32,8 @@ pub(super) const WRITER_SLOT: usize = 0;
 /// Participant entry held by the reader.
 pub(super) const READER_SLOT: usize = 1;
 /// Role numbers stored in the participant entries.
-pub(crate) const ROLE_WRITER: u32 = 1;
-pub(crate) const ROLE_READER: u32 = 2;
+pub(super) const ROLE_WRITER: u32 = 1;
+pub(super) const ROLE_READER: u32 = 2;
 
 /// An open stream segment with its ring mapped twice, shared by a [`Stream`] and the
 /// endpoints made from it.
@@ -296,7 +296,7 @@ pub(super) fn status_of(seg: &Segment, layout: &StreamLayout) -> StreamStatus {
 
 /// Bytes committed to stream segment `seg` and not yet consumed (record headers and padding
 /// included), for `admin::inspect`: the status's `used`, by loads only.
-pub(crate) fn unread_bytes(seg: &Segment) -> Result<u64, OpenError> {
+pub(super) fn unread_bytes(seg: &Segment) -> Result<u64, OpenError> {
     let layout = seg.layout::<StreamLayout>()?;
     Ok(status_of(seg, &layout).used)
 }

@@ -94,14 +94,14 @@ mod tests;
 mod writer;
 
 #[cfg(not(loom))]
-pub(crate) use channel::{unread_bytes, ROLE_READER, ROLE_WRITER};
-#[cfg(not(loom))]
 pub use channel::{EndpointStatus, Stream, StreamStatus, LIVENESS_INTERVAL};
 #[cfg(not(loom))]
 pub use error::{
     StreamRecvError, StreamRecvTimeoutError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError,
     StreamTrySendError,
 };
+#[cfg(not(loom))]
+pub(crate) use layout::StreamKind;
 #[cfg(not(loom))]
 pub use layout::{StreamConfig, MAX_CAPACITY};
 #[cfg(not(loom))]

@@ -92,3 +92,42 @@ impl Layout for TopicLayout {
         // All-zero is the initial state: no message, no writer, no pins, tail 0.
     }
 }
+
+/// The topic in the kind registry (`crate::kind`).
+pub(crate) struct TopicKind;
+
+impl crate::kind::KindInfo for TopicKind {
+    fn kind(&self) -> Kind {
+        Kind::Topic
+    }
+
+    fn role_name(&self, role: u32) -> Option<&'static str> {
+        match role {
+            super::protocol::ROLE_PUBLISHER => Some("publisher"),
+            super::protocol::ROLE_SUBSCRIBER => Some("subscriber"),
+            _ => None,
+        }
+    }
+
+    fn param_keys(&self) -> &'static [&'static str] {
+        &["slot_size", "history", "spare_slots"]
+    }
+
+    /// None, by decision: a topic's history is a window no reader is owed (see `admin`).
+    fn pending(&self, _seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
+        Ok(None)
+    }
+
+    fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, crate::OpenError> {
+        let st = super::Topic::status(domain, name)?;
+        Ok(crate::admin::Description {
+            max_message_len: Some(st.max_message_len),
+            history: Some(st.history),
+            last_seq: Some(st.last_seq),
+            senders: Some(st.publishers),
+            receivers: Some(st.subscribers),
+            status: vec![("slots", st.slots.into()), ("pinned_slots", st.pinned_slots.into())],
+            ..Default::default()
+        })
+    }
+}

@@ -76,8 +76,8 @@ mod subscriber;
 pub use channel::{Topic, TopicConfig, TopicStatus, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN, DEFAULT_SPARE_SLOTS};
 #[cfg(not(loom))]
 pub use error::{TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError};
-/// Role numbers topic endpoints register with (as listed by `shmbus info`).
-pub use protocol::{ROLE_PUBLISHER, ROLE_SUBSCRIBER};
+#[cfg(not(loom))]
+pub(crate) use layout::TopicKind;
 #[cfg(not(loom))]
 pub use publisher::{Loan, Publisher};
 #[cfg(not(loom))]
