@@ -83,6 +83,17 @@ pub enum OpenError {
         /// The value that was requested.
         requested: u64,
     },
+    /// The channel carries another payload type than a typed endpoint or typed config asked
+    /// for (see [`Pod`](crate::Pod)): another name, size or alignment, or an untyped channel
+    /// whose messages cannot hold the type.
+    TypeMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The type that was asked for, as `name (size bytes, align n)`.
+        expected: String,
+        /// What the channel carries: its recorded type, or `bytes (…)` for an untyped one.
+        found: String,
+    },
     /// Every participant entry of the segment is taken by live processes.
     TooManyParticipants {
         /// The file.
@@ -184,6 +195,7 @@ impl fmt::Display for OpenError {
             Truncated { path, size, expected } => write!(f, "{}: file is {size} bytes but its header needs {expected}; it is truncated or corrupt: {}", path.display(), fix_unusable(path, true)),
             Corrupt { path, what } => write!(f, "{}: corrupt header: {what}; {}", path.display(), fix_unusable(path, false)),
             LayoutMismatch { path, field, existing, requested } => write!(f, "{}: exists with {field} = {existing}, but {requested} was requested; open it with the same {field} or use another name", path.display()),
+            TypeMismatch { path, expected, found } => write!(f, "{}: carries {found}, but was opened for {expected}; open it with the same type or as bytes", path.display()),
             TooManyParticipants { path, max } => write!(f, "{}: all {max} participant entries are in use by live processes; close some endpoints", path.display()),
             Busy { path, holder_pid } => write!(f, "{}: this endpoint is exclusive and held by live process {holder_pid}; stop it first", path.display()),
             Untrusted { path, why, .. } => write!(f, "{}: refused: {why}", path.display()),

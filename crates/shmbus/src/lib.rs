@@ -50,6 +50,8 @@ pub use journal::{
 };
 pub use name::{validate_name, NameError};
 pub use participants::ParticipantInfo;
+pub mod pod;
+pub use pod::{PayloadType, Pod, StoredPayloadType};
 #[cfg(not(loom))]
 pub use pool::{
     Dispatcher, Job, JobInfo, JobRef, Pool, PoolConfig, PoolRecvError, PoolRecvTimeoutError, PoolStatus,
@@ -72,6 +74,13 @@ pub use topic::{
     TopicStatus, TopicTryRecvError,
 };
 pub use wait::WaitPolicy;
+#[cfg(not(loom))]
+pub use {
+    pool::{TypedDispatcher, TypedWorker},
+    queue::{TypedConsumer, TypedProducer},
+    stream::{TypedStreamReader, TypedStreamWriter},
+    topic::{TypedPublisher, TypedSubscriber},
+};
 #[cfg(not(loom))]
 pub mod waitset;
 #[cfg(not(loom))]

@@ -1,7 +1,8 @@
 //! Segment files: the common header every channel kind starts with, and race-free creation.
 //!
 //! ```text
-//! offset 0      SegmentHeader        magic, version, kind, ready, crc, size, params, creator
+//! offset 0      SegmentHeader        magic, version, kind, ready, crc, size, params, creator,
+//!                                    payload type (size, align, name; zero when untyped)
 //! offset 4096   participant table    PARTICIPANTS entries of 64 bytes (see `participants`)
 //! offset 12288  kind area            laid out by the channel kind from the header params
 //! ```
@@ -39,6 +40,7 @@ use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
 use crate::name::validate_name;
 use crate::participants::{ParticipantTable, PARTICIPANTS, PARTICIPANT_SIZE};
+use crate::pod::{PayloadType, StoredPayloadType, TYPE_NAME_LEN};
 use crate::sys::fs::CreateError;
 use crate::sys::{monotonic_ns, Mapping, ProcessId};
 
@@ -122,6 +124,11 @@ pub(crate) struct SegmentHeader {
     mode: u32,
     creator_start: u64,
     created_ns: u64,
+    /// The payload type of a typed channel (all zero for an untyped one).
+    payload_size: u64,
+    payload_align: u32,
+    _reserved: u32,
+    payload_name: [u8; TYPE_NAME_LEN],
 }
 
 /// A plain copy of the header, taken once at open and validated.
@@ -141,6 +148,8 @@ pub struct HeaderInfo {
     pub mode: u32,
     /// `CLOCK_MONOTONIC` time of creation.
     pub created_ns: u64,
+    /// The payload type a typed `create_or_open` made the channel for (`None`: bytes).
+    pub payload: Option<StoredPayloadType>,
 }
 
 /// What a channel kind tells the segment layer about its layout.
@@ -189,13 +198,16 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    /// Opens `name` in `domain` as a `L`, creating it with `layout` if it does not exist.
-    /// Returns the segment, its layout and whether this call created it.
+    /// Opens `name` in `domain` as a `L`, creating it with `layout` if it does not exist, with
+    /// `payload` recorded in its header (an existing segment is returned as it is: the kind
+    /// checks its payload type). Returns the segment, its layout and whether this call
+    /// created it.
     pub(crate) fn create_or_open<L: Layout>(
         domain: &Domain,
         name: &str,
         layout: &L,
         opts: &CreateOptions,
+        payload: Option<&PayloadType>,
     ) -> Result<(Segment, L, bool), OpenError> {
         let path = domain.channel_path(name)?;
         let dir = domain.open_or_create_dir()?;
@@ -211,7 +223,7 @@ impl Segment {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_new(&dir, name, layout, opts)? {
+            match Segment::create_new(&dir, name, layout, opts, payload)? {
                 Some(seg) => {
                     let l = L::from_params(&layout.params()).map_err(|what| OpenError::InvalidConfig { what })?;
                     return Ok((seg, l, true));
@@ -332,6 +344,7 @@ impl Segment {
         name: &str,
         layout: &L,
         opts: &CreateOptions,
+        payload: Option<&PayloadType>,
     ) -> Result<Option<Segment>, OpenError> {
         validate_name(name)?;
         let path = &dir.channel_path(name);
@@ -364,6 +377,7 @@ impl Segment {
                 creator: me,
                 mode: opts.mode,
                 created_ns: monotonic_ns(),
+                payload: payload.map(StoredPayloadType::from_type),
             };
             // SAFETY: the file is fresh (zero-filled), private to us until linked, and the
             // mapping covers KIND_OFFSET + kind_area_size bytes.
@@ -456,6 +470,10 @@ struct RawHeader {
     mode: u32,
     creator_start: u64,
     created_ns: u64,
+    payload_size: u64,
+    payload_align: u32,
+    _reserved: u32,
+    payload_name: [u8; TYPE_NAME_LEN],
 }
 
 const _: () = assert!(std::mem::size_of::<RawHeader>() == std::mem::size_of::<SegmentHeader>());
@@ -471,12 +489,15 @@ fn header_crc(raw: &RawHeader) -> u32 {
     crate::crc::crc32c(bytes)
 }
 
-const _: () = assert!(std::mem::size_of::<RawHeader>() == 8 + 4 + 4 + 4 + 4 + 8 + 8 * PARAMS + 4 + 4 + 8 + 8);
+const _: () = assert!(
+    std::mem::size_of::<RawHeader>() == 8 + 4 + 4 + 4 + 4 + 8 + 8 * PARAMS + 4 + 4 + 8 + 8 + 8 + 4 + 4 + TYPE_NAME_LEN
+);
 
 /// # Safety
 /// `base` points to at least `size_of::<SegmentHeader>()` writable bytes that no other
 /// process can see yet.
 unsafe fn write_header(base: *mut u8, info: &HeaderInfo) {
+    let (payload_size, payload_align, payload_name) = info.payload.map_or((0, 0, [0; TYPE_NAME_LEN]), |p| p.raw());
     let mut raw = RawHeader {
         magic: MAGIC,
         version: info.version,
@@ -489,6 +510,10 @@ unsafe fn write_header(base: *mut u8, info: &HeaderInfo) {
         mode: info.mode,
         creator_start: info.creator.start_time,
         created_ns: info.created_ns,
+        payload_size,
+        payload_align,
+        _reserved: 0,
+        payload_name,
     };
     raw.header_crc = header_crc(&raw);
     // SAFETY: caller guarantees the space; nobody else can see the file yet.
@@ -523,6 +548,11 @@ fn validate_header(path: &Path, raw: &RawHeader, file_size: u64) -> Result<Heade
     if raw.total_size != file_size {
         return Err(OpenError::Truncated { path: path.to_owned(), size: file_size, expected: raw.total_size });
     }
+    if raw._reserved != 0 {
+        return Err(OpenError::corrupt(path, format!("reserved header word is {}, expected 0", raw._reserved)));
+    }
+    let payload = StoredPayloadType::from_raw(raw.payload_size, raw.payload_align, &raw.payload_name)
+        .map_err(|what| OpenError::corrupt(path, what))?;
     Ok(HeaderInfo {
         kind,
         version: raw.version,
@@ -531,6 +561,7 @@ fn validate_header(path: &Path, raw: &RawHeader, file_size: u64) -> Result<Heade
         creator: ProcessId { pid: raw.creator_pid, start_time: raw.creator_start },
         mode: raw.mode,
         created_ns: raw.created_ns,
+        payload,
     })
 }
 

@@ -34,3 +34,10 @@ fn pool() {
     assert!(out.contains("all 30 jobs done"), "{out}");
     assert_eq!(out.lines().filter(|l| l.starts_with("worker ")).count(), 30, "each job received once:\n{out}");
 }
+
+#[test]
+fn typed_topic() {
+    let out = run("typed_topic");
+    assert!(out.contains("frame 3 seq 3 (307216 bytes) exposure 500 us, pixel[100][0] = 103"), "{out}");
+    assert!(out.contains("refused: ") && out.contains("open it with the same type or as bytes"), "{out}");
+}

@@ -264,7 +264,7 @@ fn status_without_joining_and_bad_configs() {
 const KIND_FIELD: u64 = 12;
 const CRC_FIELD: u64 = 20;
 const PARAMS_FIELD: u64 = 32;
-const HEADER_LEN: usize = 120;
+const HEADER_LEN: usize = 200; // the checksummed header, with the payload type
 const KIND_AREA: u64 = 12288;
 const POOL_HEADER: u64 = 256;
 

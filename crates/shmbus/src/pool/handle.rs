@@ -8,7 +8,12 @@ use super::layout::{PoolConfig, PoolLayout};
 use super::worker::Worker;
 use crate::domain::Domain;
 use crate::error::OpenError;
+use crate::pod::{check_creatable, check_payload, PayloadType};
 use crate::segment::Segment;
+
+/// The alignment of every mailbox's payload: the pool area starts page aligned, with a
+/// 256-byte header, then mailboxes of a multiple of 64 bytes, each a 64-byte head and the job.
+pub(super) const MAILBOX_ALIGN: usize = 64;
 
 /// A pool, mapped: make its [`Dispatcher`] and its [`Worker`]s from it.
 ///
@@ -43,6 +48,20 @@ impl Pool {
     /// [`OpenError::LayoutMismatch`]; an unset one accepts what exists (see [`PoolConfig`]).
     pub fn create_or_open(domain: &Domain, name: &str, config: &PoolConfig) -> Result<Pool, OpenError> {
         let layout = config.layout()?;
+        let Some(t) = config.payload() else { return Pool::create_or_open_with(domain, name, config, &layout) };
+        // A type the created pool could not carry fails before anything is made.
+        check_creatable(&t, layout.max_job_size, MAILBOX_ALIGN)?;
+        let pool = Pool::create_or_open_with(domain, name, config, &layout)?;
+        pool.check_type(&t)?;
+        Ok(pool)
+    }
+
+    fn create_or_open_with(
+        domain: &Domain,
+        name: &str,
+        config: &PoolConfig,
+        layout: &PoolLayout,
+    ) -> Result<Pool, OpenError> {
         let opts = config.create_options();
         // An existing pool is opened as it is and checked against the values that were set;
         // a missing one is created with the defaults for the others. If someone else creates
@@ -56,7 +75,7 @@ impl Pool {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_or_open(domain, name, &layout, &opts) {
+            match Segment::create_or_open(domain, name, layout, &opts, config.payload().as_ref()) {
                 Ok((seg, layout, _)) => return Ok(Pool::from_parts(seg, layout)),
                 Err(OpenError::LayoutMismatch { field, .. }) if config.is_unset(field) => continue,
                 Err(e) => return Err(e),
@@ -103,6 +122,12 @@ impl Pool {
     /// The pool's `max_workers`.
     pub fn max_workers(&self) -> usize {
         self.shared.layout.max_workers
+    }
+
+    /// Checks that this pool can carry `t` (see [`check_payload`]).
+    pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
+        let seg = &self.shared.seg;
+        check_payload(seg.path(), seg.info().payload.as_ref(), t, self.max_job_len(), MAILBOX_ALIGN)
     }
 
     /// The pool's `max_job_len`: the largest job in bytes.

@@ -25,6 +25,8 @@ pub struct PoolConfig {
     max_job_len: Option<usize>,
     mode: Option<u32>,
     group: Option<u32>,
+    #[cfg_attr(loom, allow(dead_code))]
+    payload: Option<crate::pod::PayloadType>,
 }
 
 impl PoolConfig {
@@ -124,9 +126,19 @@ impl PoolConfig {
     pub(crate) fn layout(&self) -> Result<PoolLayout, OpenError> {
         PoolLayout::new(
             self.max_workers.unwrap_or(Self::DEFAULT_MAX_WORKERS) as u64,
-            self.max_job_len.unwrap_or(Self::DEFAULT_MAX_JOB_LEN) as u64,
+            self.max_job_len.or(self.payload.map(|t| t.size)).unwrap_or(Self::DEFAULT_MAX_JOB_LEN) as u64,
         )
         .map_err(|what| OpenError::InvalidConfig { what })
+    }
+
+    /// Records `t` as the pool's payload type (see `PoolConfig::for_type`).
+    pub(crate) fn payload_type(mut self, t: crate::pod::PayloadType) -> Self {
+        self.payload = Some(t);
+        self
+    }
+
+    pub(crate) fn payload(&self) -> Option<crate::pod::PayloadType> {
+        self.payload
     }
 
     /// The file options of a created pool.

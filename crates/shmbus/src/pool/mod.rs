@@ -92,6 +92,8 @@ mod error;
 mod handle;
 mod layout;
 #[cfg(not(loom))]
+mod typed;
+#[cfg(not(loom))]
 mod worker;
 
 pub use channel::{Dispatched, LostJob, PoolStatus, DEFAULT_ORPHAN_CHECK};
@@ -103,6 +105,8 @@ pub use handle::Pool;
 #[cfg(not(loom))]
 pub(crate) use layout::PoolKind;
 pub use layout::{PoolConfig, MAX_JOB_LEN};
+#[cfg(not(loom))]
+pub use typed::{TypedDispatcher, TypedJob, TypedJobRef, TypedWorker};
 #[cfg(not(loom))]
 pub use worker::{Iter, Job, JobInfo, JobRef, TryIter, Worker};
 

@@ -17,6 +17,7 @@ use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
 use crate::participants::PARTICIPANTS;
+use crate::pod::{check_creatable, check_payload, PayloadType};
 use crate::segment::Segment;
 use crate::sys::{process_is_alive, ProcessId};
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
@@ -194,6 +195,20 @@ impl Queue {
     /// created. Mode and group apply only when the queue is created.
     pub fn create_or_open(domain: &Domain, name: &str, config: &QueueConfig) -> Result<Queue, OpenError> {
         let layout = config.layout_to_create().map_err(|what| OpenError::InvalidConfig { what })?;
+        let Some(t) = config.payload() else { return Queue::create_or_open_with(domain, name, config, &layout) };
+        // A type the created queue could not carry fails before anything is made.
+        check_creatable(&t, layout.max, usize::MAX)?;
+        let queue = Queue::create_or_open_with(domain, name, config, &layout)?;
+        queue.check_type(&t)?;
+        Ok(queue)
+    }
+
+    fn create_or_open_with(
+        domain: &Domain,
+        name: &str,
+        config: &QueueConfig,
+        layout: &QueueLayout,
+    ) -> Result<Queue, OpenError> {
         // Bounded: each turn either opens, creates, or lost a race with a creator or remover.
         let mut last = None;
         for _ in 0..8 {
@@ -205,7 +220,7 @@ impl Queue {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_or_open(domain, name, &layout, &config.create_options()) {
+            match Segment::create_or_open(domain, name, layout, &config.create_options(), config.payload().as_ref()) {
                 Ok((seg, layout, _created)) => return Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) }),
                 // Another process created it with a value this config leaves unset: open theirs.
                 Err(e @ OpenError::LayoutMismatch { .. }) => last = Some(e),
@@ -243,6 +258,13 @@ impl Queue {
             }
         }
         Ok(())
+    }
+
+    /// Checks that this queue can carry `t` (see [`check_payload`]). A queue never lends its
+    /// memory as a `&T` (receives copy), so any alignment goes.
+    pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
+        let seg = &self.shared.seg;
+        check_payload(seg.path(), seg.info().payload.as_ref(), t, self.shared.layout.max, usize::MAX)
     }
 
     /// A new producer endpoint.

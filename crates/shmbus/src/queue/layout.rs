@@ -3,6 +3,7 @@
 use std::mem::MaybeUninit;
 
 use super::ring::{CellHeader, Cells, Control, CELL_HEADER};
+use crate::pod::PayloadType;
 use crate::segment::{CreateOptions, Kind, Layout, PARAMS};
 
 /// Largest accepted capacity (messages).
@@ -30,6 +31,7 @@ pub struct QueueConfig {
     max_message_len: Option<usize>,
     mode: Option<u32>,
     group: Option<u32>,
+    payload: Option<PayloadType>,
 }
 
 impl QueueConfig {
@@ -72,11 +74,21 @@ impl QueueConfig {
         self.max_message_len
     }
 
+    /// Records `t` as the queue's payload type (see `QueueConfig::for_type`).
+    pub(super) fn payload_type(mut self, t: PayloadType) -> Self {
+        self.payload = Some(t);
+        self
+    }
+
+    pub(super) fn payload(&self) -> Option<PayloadType> {
+        self.payload
+    }
+
     /// The layout a created queue gets.
     pub(super) fn layout_to_create(&self) -> Result<QueueLayout, String> {
         QueueLayout::new(
             self.capacity.unwrap_or(Self::DEFAULT_CAPACITY),
-            self.max_message_len.unwrap_or(Self::DEFAULT_MAX_MESSAGE_LEN) as u64,
+            self.max_message_len.or(self.payload.map(|t| t.size)).unwrap_or(Self::DEFAULT_MAX_MESSAGE_LEN) as u64,
         )
     }
 

@@ -84,6 +84,8 @@ mod error;
 mod layout;
 #[cfg(not(loom))]
 mod producer;
+#[cfg(not(loom))]
+mod typed;
 
 #[cfg(not(loom))]
 pub use channel::{Queue, QueueStatus};
@@ -99,6 +101,8 @@ pub(crate) use layout::QueueKind;
 pub use layout::{QueueConfig, MAX_CAPACITY, MAX_MESSAGE_LEN, MAX_QUEUE_BYTES};
 #[cfg(not(loom))]
 pub use producer::Producer;
+#[cfg(not(loom))]
+pub use typed::{TypedConsumer, TypedProducer};
 
 #[cfg(loom)]
 pub mod model;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::layout::{StreamConfig, StreamLayout};
-use super::protocol::{Corruption, RingShared};
+use super::protocol::{Corruption, RingShared, ALIGN};
 use super::reader::StreamReader;
 use super::writer::StreamWriter;
 use crate::domain::Domain;
@@ -16,6 +16,7 @@ use crate::endpoint::liveness;
 use crate::endpoint::registration::claim_exclusive;
 use crate::error::OpenError;
 use crate::participants::ParticipantTable;
+use crate::pod::{check_creatable, check_payload, PayloadType};
 use crate::segment::{CreateOptions, Segment, KIND_OFFSET};
 use crate::sys::{process_is_alive, Mapping, ProcessId};
 use crate::wait::{block_on, Deadline, WaitPolicy};
@@ -59,12 +60,27 @@ impl Stream {
     /// unset one accepts it, and creates [`StreamConfig::DEFAULT_CAPACITY`] bytes. The mode
     /// and group apply only when this call creates the stream.
     pub fn create_or_open(domain: &Domain, name: &str, config: &StreamConfig) -> Result<Stream, OpenError> {
-        let opts = CreateOptions { mode: config.mode_or_default(), gid: config.group_if_set() };
         let requested = config.capacity_if_set();
         let layout = StreamLayout::for_capacity(requested.unwrap_or(StreamConfig::DEFAULT_CAPACITY) as u64)
             .map_err(|what| OpenError::InvalidConfig { what })?;
-        if requested.is_some() {
-            let (seg, layout, _created) = Segment::create_or_open(domain, name, &layout, &opts)?;
+        let Some(t) = config.payload() else { return Stream::create_or_open_with(domain, name, config, &layout) };
+        // A type the created stream could not carry fails before anything is made.
+        check_creatable(&t, layout.max_record_len() as usize, ALIGN as usize)?;
+        let stream = Stream::create_or_open_with(domain, name, config, &layout)?;
+        stream.check_type(&t)?;
+        Ok(stream)
+    }
+
+    fn create_or_open_with(
+        domain: &Domain,
+        name: &str,
+        config: &StreamConfig,
+        layout: &StreamLayout,
+    ) -> Result<Stream, OpenError> {
+        let opts = CreateOptions { mode: config.mode_or_default(), gid: config.group_if_set() };
+        let payload = config.payload();
+        if config.capacity_if_set().is_some() {
+            let (seg, layout, _created) = Segment::create_or_open(domain, name, layout, &opts, payload.as_ref())?;
             return Stream::map(seg, layout);
         }
         // No capacity asked for: take an existing stream's, whatever it is.
@@ -75,7 +91,7 @@ impl Stream {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_or_open(domain, name, &layout, &opts) {
+            match Segment::create_or_open(domain, name, layout, &opts, payload.as_ref()) {
                 Ok((seg, layout, _created)) => return Stream::map(seg, layout),
                 // Another process created it with another capacity meanwhile: open that.
                 Err(OpenError::LayoutMismatch { .. }) if tries < 8 => tries += 1,
@@ -130,6 +146,13 @@ impl Stream {
     /// The segment file.
     pub fn path(&self) -> &Path {
         self.inner.seg.path()
+    }
+
+    /// Checks that this stream can carry `t` (see [`check_payload`]): records are placed at
+    /// 8-byte aligned addresses.
+    pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
+        let seg = &self.inner.seg;
+        check_payload(seg.path(), seg.info().payload.as_ref(), t, self.max_record_len(), ALIGN as usize)
     }
 }
 

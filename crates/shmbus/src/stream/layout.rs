@@ -2,6 +2,7 @@
 //! creation parameters.
 
 use super::protocol::{RingShared, HEADER};
+use crate::pod::PayloadType;
 use crate::segment::{Kind, Layout, KIND_OFFSET, PARAMS};
 use crate::sys::page_size;
 
@@ -29,6 +30,7 @@ pub struct StreamConfig {
     capacity: Option<usize>,
     mode: Option<u32>,
     group: Option<u32>,
+    payload: Option<PayloadType>,
 }
 
 impl StreamConfig {
@@ -65,6 +67,16 @@ impl StreamConfig {
 
     pub(super) fn group_if_set(&self) -> Option<u32> {
         self.group
+    }
+
+    /// Records `t` as the stream's payload type (see `StreamConfig::for_type`).
+    pub(super) fn payload_type(mut self, t: PayloadType) -> StreamConfig {
+        self.payload = Some(t);
+        self
+    }
+
+    pub(super) fn payload(&self) -> Option<PayloadType> {
+        self.payload
     }
 }
 

@@ -91,6 +91,8 @@ mod reader;
 #[cfg(all(test, not(loom)))]
 mod tests;
 #[cfg(not(loom))]
+mod typed;
+#[cfg(not(loom))]
 mod writer;
 
 #[cfg(not(loom))]
@@ -106,5 +108,7 @@ pub(crate) use layout::StreamKind;
 pub use layout::{StreamConfig, MAX_CAPACITY};
 #[cfg(not(loom))]
 pub use reader::{Iter, Record, StreamReader, TryIter};
+#[cfg(not(loom))]
+pub use typed::{TypedLoan, TypedRecord, TypedStreamReader, TypedStreamWriter};
 #[cfg(not(loom))]
 pub use writer::{Loan, StreamWriter};

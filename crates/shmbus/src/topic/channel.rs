@@ -12,6 +12,7 @@ use crate::domain::Domain;
 use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
+use crate::pod::{check_creatable, check_payload, PayloadType};
 use crate::segment::{CreateOptions, Segment};
 use crate::sync::AtomicU64;
 use crate::sys::{process_is_alive, ProcessId};
@@ -37,6 +38,7 @@ pub struct TopicConfig {
     spare_slots: Option<usize>,
     mode: Option<u32>,
     group: Option<u32>,
+    payload: Option<PayloadType>,
 }
 
 impl TopicConfig {
@@ -74,10 +76,17 @@ impl TopicConfig {
         self
     }
 
+    /// Records `t` as the topic's payload type (see [`TopicConfig::for_type`]).
+    pub(super) fn payload_type(mut self, t: PayloadType) -> TopicConfig {
+        self.payload = Some(t);
+        self
+    }
+
     /// The layout of a topic created with this config (defaults for what is unset).
     fn layout(&self) -> Result<TopicLayout, OpenError> {
+        let typed = self.payload.map(|t| super::typed::slot_size_for(&t));
         TopicLayout::new(
-            self.max_message_len.unwrap_or(DEFAULT_MAX_MESSAGE_LEN) as u64,
+            self.max_message_len.or(typed).unwrap_or(DEFAULT_MAX_MESSAGE_LEN) as u64,
             self.history.unwrap_or(DEFAULT_HISTORY) as u64,
             self.spare_slots.unwrap_or(DEFAULT_SPARE_SLOTS) as u64,
         )
@@ -213,6 +222,20 @@ impl Topic {
     /// the topic is created.
     pub fn create_or_open(domain: &Domain, name: &str, config: &TopicConfig) -> Result<Topic, OpenError> {
         let layout = config.layout()?;
+        let Some(t) = config.payload else { return Topic::create_or_open_with(domain, name, config, &layout) };
+        // A type the created topic could not carry fails before anything is made.
+        check_creatable(&t, layout.slot_size as usize, super::typed::payload_align(layout.slot_size))?;
+        let topic = Topic::create_or_open_with(domain, name, config, &layout)?;
+        topic.check_type(&t)?;
+        Ok(topic)
+    }
+
+    fn create_or_open_with(
+        domain: &Domain,
+        name: &str,
+        config: &TopicConfig,
+        layout: &TopicLayout,
+    ) -> Result<Topic, OpenError> {
         let opts = config.create_options();
         for _ in 0..64 {
             match Segment::open::<TopicLayout>(domain, name) {
@@ -223,7 +246,7 @@ impl Topic {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_or_open(domain, name, &layout, &opts) {
+            match Segment::create_or_open(domain, name, layout, &opts, config.payload.as_ref()) {
                 Ok((seg, layout, _)) => return Ok(Topic::from_segment(seg, layout, name)),
                 // Created by another process in the meantime with other values than the
                 // defaults this config leaves unset: open it and compare what is set.
@@ -275,6 +298,12 @@ impl Topic {
 
     fn from_segment(seg: Segment, layout: TopicLayout, name: &str) -> Topic {
         Topic { inner: Arc::new(Inner { seg, layout, name: name.to_owned() }) }
+    }
+
+    /// Checks that this topic can carry `t` (see [`check_payload`]).
+    pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
+        let (seg, slot) = (&self.inner.seg, self.inner.layout.slot_size);
+        check_payload(seg.path(), seg.info().payload.as_ref(), t, slot as usize, super::typed::payload_align(slot))
     }
 
     /// The topic's name.

@@ -71,6 +71,8 @@ mod layout;
 mod publisher;
 #[cfg(not(loom))]
 mod subscriber;
+#[cfg(not(loom))]
+mod typed;
 
 #[cfg(not(loom))]
 pub use channel::{Topic, TopicConfig, TopicStatus, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN, DEFAULT_SPARE_SLOTS};
@@ -82,6 +84,8 @@ pub(crate) use layout::TopicKind;
 pub use publisher::{Loan, Publisher};
 #[cfg(not(loom))]
 pub use subscriber::{Iter, Message, MessageInfo, Sample, Subscriber, TryIter};
+#[cfg(not(loom))]
+pub use typed::{TypedLoan, TypedPublisher, TypedSample, TypedSubscriber};
 
 #[cfg(all(test, loom))]
 mod loom_tests;
