@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{json, Map};
 use shmbus::admin::{self, SegmentReport};
 use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError};
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 use shmbus::{Domain, Kind, OpenError};
 
 use crate::input::for_each_input;
