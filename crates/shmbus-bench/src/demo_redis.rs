@@ -38,7 +38,7 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 use shmbus_profile::{consumers, producers, write_table, PaceArgs, RunArgs, Samples, MED_BYTES};
 
 use crate::child::{self, Helper};

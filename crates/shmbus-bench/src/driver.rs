@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 
 use crate::affinity;
 use crate::transports::{Endpoint, Handoff, Mode, Params, Payload, Transport};

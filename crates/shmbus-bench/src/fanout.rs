@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde_json::json;
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 use shmbus::topic::{Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
 
 use crate::affinity;

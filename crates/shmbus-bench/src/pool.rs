@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use shmbus::pool::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, PoolTrySendError};
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 
 use crate::child::{self, Helper};
 use crate::transports::shmbus_kinds::{policy, ScratchRoot, BLOCK_SLICE};

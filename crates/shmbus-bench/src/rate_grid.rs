@@ -318,7 +318,7 @@ fn write_cell(cell: &Cell, writer: &mut StreamWriter, reader: &mut Helper) -> Re
     let recorded = ((cell.seconds * cell.rate as f64).round() as u64).max(1);
     let total = WARMUP + recorded;
     let mut waits = 0u64;
-    let start = shmbus::sys::monotonic_ns() + period_ns.min(1_000_000);
+    let start = shmbus::time::monotonic_ns() + period_ns.min(1_000_000);
     for i in 0..total {
         sleep_until(start + i * period_ns);
         let len = lo + (i % span) as usize;
@@ -335,7 +335,7 @@ fn send(cell: &Cell, writer: &mut StreamWriter, reader: &mut Helper, seq: u64, l
         for (j, b) in g[16..].iter_mut().enumerate() {
             *b = (seq as u8).wrapping_add(j as u8);
         }
-        g[8..16].copy_from_slice(&shmbus::sys::monotonic_ns().to_le_bytes());
+        g[8..16].copy_from_slice(&shmbus::time::monotonic_ns().to_le_bytes());
     };
     if let Ok(mut g) = writer.try_loan(len) {
         fill(&mut g);
@@ -398,7 +398,7 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
         let got = match a.mode {
             Mode::Spin => match r.try_recv_ref() {
                 Ok(rec) => {
-                    let now = shmbus::sys::monotonic_ns();
+                    let now = shmbus::time::monotonic_ns();
                     let v = parse(&rec);
                     rec.consume();
                     Some((now, v))
@@ -415,7 +415,7 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
             },
             Mode::Block => match r.recv_ref_timeout(BLOCK_SLICE) {
                 Ok(rec) => {
-                    let now = shmbus::sys::monotonic_ns();
+                    let now = shmbus::time::monotonic_ns();
                     let v = parse(&rec);
                     rec.consume();
                     Some((now, v))

@@ -8,7 +8,7 @@
 use std::io;
 use std::time::Duration;
 
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 
 /// Spins between two checks of the peer.
 pub const CHECK_EVERY: u32 = 1 << 16;

@@ -30,7 +30,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 use shmbus::topic::{Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
 

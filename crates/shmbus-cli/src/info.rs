@@ -4,7 +4,7 @@ use std::io::Write;
 
 use serde_json::{json, Map, Value};
 use shmbus::admin;
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 
 use crate::output::print_json;
 use crate::{kinds, Ctx, Result};

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use shmbus::admin;
 use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError};
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 use shmbus::{Domain, Kind, OpenError};
 
 use crate::input::for_each_input;

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use shmbus::journal::{JournalConfig, JournalTryRecvError};
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use shmbus::stream::{
     Stream, StreamConfig, StreamReader, StreamRecvTimeoutError, StreamSendTimeoutError, StreamWriter,
 };
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 use shmbus::{Domain, WaitSet, WaitTimeoutError};
 
 use crate::pubsub::{PubArgs, Recv, Sink, Source, SubArgs};

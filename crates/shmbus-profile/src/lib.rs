@@ -25,7 +25,7 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use shmbus::sys::monotonic_ns;
+use shmbus::time::monotonic_ns;
 
 /// Default image size: one 1920x1080 RGB frame.
 pub const IMAGE_BYTES: usize = 1920 * 1080 * 3;

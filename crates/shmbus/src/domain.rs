@@ -8,7 +8,7 @@
 //!
 //! The root is the caller's configuration and is opened as given (symlinks followed). Every
 //! thing *inside* it may have been put there by another local user (`/dev/shm` is writable by
-//! everyone), so it is reached only through directory descriptors ([`crate::sys::fs`]): the
+//! everyone), so it is reached only through directory descriptors (the `*at` calls): the
 //! domain directory is opened `O_DIRECTORY | O_NOFOLLOW` relative to the root and checked on
 //! the open descriptor ([`DomainDir`]); channel files are opened, created, linked, listed and
 //! removed relative to that descriptor, non-blocking and only if they are regular files. A
@@ -431,14 +431,14 @@ impl DomainDir {
         &self.path
     }
 
-    /// The open descriptor (`O_PATH`: a base for the `*_at` calls of [`crate::sys::fs`] and
-    /// for `fstat`; see [`crate::sys::fs::reopen_dir_readable`] to read or `fchmod` it).
+    /// The open descriptor (`O_PATH`: a base for the `*at` system calls and for `fstat`; to
+    /// read the directory or `fchmod` it, reopen it with `openat(fd, ".", O_RDONLY)`).
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
     /// The directory's owner, mode and identity, as checked when it was opened.
-    pub fn stat(&self) -> &Stat {
+    pub(crate) fn stat(&self) -> &Stat {
         &self.stat
     }
 

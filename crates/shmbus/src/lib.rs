@@ -4,17 +4,57 @@
 //! them, and the guarantees that make them safe to run in robots and trading systems:
 //! no torn message, no hang when a peer is SIGKILLed, no trust in what shared memory holds.
 //!
+//! # Quick start
+//!
+//! ```
+//! use shmbus::{Domain, Topic, TopicConfig};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let scratch = std::env::temp_dir().join(format!("shmbus-quickstart-{}", std::process::id()));
+//! # std::fs::create_dir_all(&scratch)?;
+//! // A domain is a directory of channels. `Domain::new("robot1")` puts it under /dev/shm;
+//! // this one lives in a scratch directory.
+//! let domain = Domain::with_root("robot1", &scratch)?;
+//! let topic = Topic::create_or_open(&domain, "imu", &TopicConfig::default().max_message_len(64))?;
+//! let mut publisher = topic.publisher()?;
+//! // Usually in another process, through `Topic::open(&domain, "imu")?.subscriber()?`.
+//! let subscriber = topic.subscriber()?;
+//!
+//! let seq = publisher.send(b"hello")?;
+//! let msg = subscriber.recv()?;
+//! assert_eq!((msg.seq(), msg.data()), (seq, &b"hello"[..]));
+//! # std::fs::remove_dir_all(&scratch)?;
+//! # Ok(()) }
+//! ```
+//!
+//! Every kind is made, opened, sent on and received from the same way (`docs/api.md`):
+//! `<Kind>::create_or_open(&domain, name, &config)` or `<Kind>::open(&domain, name)`, an
+//! endpoint from the handle, then crossbeam-channel's verbs (`try_send` / `send` /
+//! `send_timeout`, `try_recv` / `recv` / `recv_timeout`). Each kind's page has an example.
+//!
+//! # Kinds
+//!
 //! * [`topic`]: broadcast pub/sub with the last N messages kept for random access.
 //! * [`queue`]: a bounded MPMC queue; each message goes to exactly one consumer.
 //! * [`stream`]: an SPSC ring of variable-size records over a double-mapped buffer.
 //! * [`pool`]: work dispatch to worker processes, handing the job back when all are busy.
 //! * [`journal`]: a persistent, replayable log in a directory, with durable named readers.
 //!
-//! Channels live in a [`Domain`]: a directory under `/dev/shm` (or `SHMBUS_ROOT`).
+//! Channels live in a [`Domain`]: a directory under `/dev/shm` (or `SHMBUS_ROOT`). Any set of
+//! endpoints of any kinds can be waited on at once with a [`WaitSet`]; [`admin`] lists,
+//! inspects and cleans channels (the `shmbus` tool's `ls`, `info` and `clean`).
 //!
-//! Layers, bottom up: [`sys`] (mmap, futex, process liveness) → `segment` (header, race-free
-//! creation, validation) and `participants` (who holds what; reclaiming the dead) →
-//! the channel kinds → [`WaitSet`].
+//! Layers, bottom up, all internal below the kinds: `sys` (mmap, futex, process liveness) →
+//! `segment` (header, race-free creation, validation) and `participants` (who holds what;
+//! reclaiming the dead) → the channel kinds → [`WaitSet`]. Of `sys`, only the clock
+//! ([`time::monotonic_ns`]) and the SIGBUS handler's switch and counters
+//! ([`disable_sigbus_handler`], [`sigbus`]) are public.
+//!
+//! # Cargo features
+//!
+//! * `internals` (off): makes `sys`, `segment`, the journal's `format` and `protocol`
+//!   modules and test hooks public, hidden from the docs, for this workspace's tests,
+//!   benchmarks and fuzz targets. It is not part of the API: anything under it may change in
+//!   any release.
 
 #![warn(missing_docs)]
 
@@ -34,10 +74,18 @@ pub mod name;
 pub(crate) mod participants;
 pub mod pool;
 pub mod queue;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod segment;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod segment;
 pub mod stream;
 pub(crate) mod sync;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod sys;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod sys;
 pub mod topic;
 pub mod wait;
 
@@ -62,12 +110,15 @@ pub use queue::{
     Consumer, Producer, Queue, QueueConfig, QueueRecvError, QueueRecvTimeoutError, QueueSendError,
     QueueSendTimeoutError, QueueStatus, QueueTryRecvError, QueueTrySendError,
 };
-pub use segment::{CreateOptions, HeaderInfo, Kind};
+pub use segment::{HeaderInfo, Kind};
 #[cfg(not(loom))]
 pub use stream::{
     Stream, StreamConfig, StreamReader, StreamRecvError, StreamRecvTimeoutError, StreamSendError,
     StreamSendTimeoutError, StreamStatus, StreamTryRecvError, StreamTrySendError, StreamWriter,
 };
+pub use sys::fs::FileKind;
+pub use sys::sigbus::disable_handler as disable_sigbus_handler;
+pub use sys::ProcessId;
 #[cfg(not(loom))]
 pub use topic::{
     Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError,
@@ -85,3 +136,23 @@ pub use {
 pub mod waitset;
 #[cfg(not(loom))]
 pub use waitset::{WaitError, WaitHandle, WaitSet, WaitTimeoutError, Waitable};
+
+pub mod time {
+    //! The clock shmbus stamps messages with.
+
+    pub use crate::sys::monotonic_ns;
+}
+
+pub mod sigbus {
+    //! Containing `SIGBUS` on shmbus mappings: the handler's counters, and the hook for an
+    //! application that keeps its own handler.
+    //!
+    //! A channel file that another process truncates (or that tmpfs cannot back) would kill a
+    //! process touching its mapping with `SIGBUS`. shmbus installs a process-wide handler,
+    //! the first time a mapping is made, that replaces the lost page with zeros and lets the
+    //! endpoint report the truncation as an error. Opt out with
+    //! [`disable_sigbus_handler`](crate::disable_sigbus_handler) or by setting
+    //! [`OPT_OUT_ENV`]; see `docs/robustness.md`.
+
+    pub use crate::sys::sigbus::{contain_fault, contained_faults, handler_disabled, handler_installed, OPT_OUT_ENV};
+}

@@ -291,10 +291,12 @@ impl Segment {
     /// 64-bit Linux targets shmbus runs on these are single load instructions (x86-64 `mov`,
     /// AArch64 `ldr`/`ldar`), which read-only pages serve. (Rust documents this for `Relaxed`
     /// loads; the `Acquire` loads of the kinds' index readers rely on the same instructions.)
+    #[cfg(any(test, feature = "internals"))]
     pub(crate) fn open_path_read_only(path: &Path) -> Result<Segment, OpenError> {
         Segment::open_path_as(path, Access::ReadOnly)
     }
 
+    #[cfg(any(test, feature = "internals"))]
     fn open_path_as(path: &Path, access: Access) -> Result<Segment, OpenError> {
         let (dir, name) = match DomainDir::open_parent_of(path) {
             Ok(d) => d,
@@ -577,6 +579,7 @@ fn check_same_layout<L: Layout>(path: &Path, existing: &L, requested: &L) -> Res
 
 /// Reads the validated header of any segment file (for `ls`, `info`, `clean`). Needs read
 /// permission only: the file is opened and mapped read-only.
+#[cfg(any(test, feature = "internals"))]
 pub fn inspect(path: &Path) -> Result<HeaderInfo, OpenError> {
     Segment::open_path_read_only(path).map(|s| s.info)
 }

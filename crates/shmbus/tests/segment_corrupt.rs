@@ -10,10 +10,9 @@ use std::io::{Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
 
 use common::{Rng, Scratch};
-use shmbus::segment::Kind;
 use shmbus::stream::{Stream, StreamConfig};
 use shmbus::topic::{Topic, TopicConfig};
-use shmbus::OpenError;
+use shmbus::{Kind, OpenError};
 
 /// Header layout (see segment.rs): magic 0..8, version 8..12, kind 12..16, ready 16..20,
 /// crc 20..24, size 24..32, params 32..96, creator 96..120, payload type 120..200.

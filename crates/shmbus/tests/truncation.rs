@@ -27,8 +27,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{child_command, child_role, env_str, wait_with_deadline, Scratch};
-use shmbus::sys::sigbus;
-use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
+use shmbus::{sigbus, Domain, WaitSet, WaitTimeoutError, Waitable};
 
 /// The timeout of each receive in a child.
 const RECV_TIMEOUT: Duration = Duration::from_millis(20);
@@ -833,7 +832,7 @@ fn chain_siginfo_child() {
     assert!(ours.was_truncated());
     assert_eq!(OWN_CALLS.load(Ordering::SeqCst), 1, "a shmbus fault is not chained");
     // Opting out afterwards puts the application's handler back.
-    sigbus::disable_handler();
+    shmbus::disable_sigbus_handler();
     assert!(!sigbus::handler_installed());
     assert_eq!(current_action(), own_siginfo_handler as *const () as libc::sighandler_t);
     say("chain-siginfo ok");

@@ -19,9 +19,8 @@ use std::time::Duration;
 use common::{child_command, child_role, wait_with_deadline, Scratch};
 use shmbus::admin;
 use shmbus::stream::{Stream, StreamConfig};
-use shmbus::sys::fs::FileKind;
 use shmbus::topic::{Topic, TopicConfig};
-use shmbus::{Domain, OpenError};
+use shmbus::{Domain, FileKind, OpenError};
 
 /// The attacker: any unused uid works, no account needed.
 const ATTACKER: u32 = 4242;

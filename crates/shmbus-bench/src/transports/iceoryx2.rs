@@ -143,7 +143,7 @@ impl Transport for Iceoryx2 {
     }
 
     fn open(&self, params: &Params) -> io::Result<(Box<dyn Endpoint>, Handoff)> {
-        let prefix = format!("shmbus-bench/{}-{}", std::process::id(), shmbus::sys::monotonic_ns());
+        let prefix = format!("shmbus-bench/{}-{}", std::process::id(), shmbus::time::monotonic_ns());
         let ep = end(&prefix, true, params)?;
         Ok((Box::new(ep), Handoff { fds: Vec::new(), args: vec![prefix] }))
     }

@@ -87,7 +87,7 @@ impl Server {
     /// directory, and waits until it answers `PING`.
     pub fn start() -> io::Result<Server> {
         let bin = server_binary().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, NOT_FOUND))?;
-        let nanos = shmbus::sys::monotonic_ns();
+        let nanos = shmbus::time::monotonic_ns();
         let dir = std::env::temp_dir().join(format!("shmbus-bench-redis-{}-{nanos}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         // A free port: bind port 0, note the port, let it go. Another process could take it

@@ -202,7 +202,7 @@ fn random_id() -> [u8; 16] {
 /// cipher: use an AEAD such as XChaCha20-Poly1305 or AES-GCM-SIV from a crate you trust).
 ///
 /// The journal guarantees a nonce that is unique for every entry of every journal
-/// ([`entry_nonce`](super::format::entry_nonce): random journal id, cycle, in-cycle index) and passes the
+/// (`docs/journal-format.md`: the journal's random id, the cycle and the in-cycle index) and passes the
 /// entry's global index as associated data, so a sealed entry cannot be moved to another
 /// position undetected. Sealing happens after compression.
 pub trait EntryCipher: Send + Sync {

@@ -463,6 +463,7 @@ pub enum ScanStop {
 
 /// Result of scanning a data area.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg(any(test, feature = "internals"))]
 pub struct Scan {
     /// Entries accepted, in order (committed and abandoned).
     pub entries: u64,
@@ -524,6 +525,7 @@ pub fn read_entry(
 /// Walks the data area from its start, accepting entries while they are valid, up to
 /// `claimed_units` (the position word) or the end of `data`, whichever is first. This is
 /// the open-time recovery scan and the fuzzed parser.
+#[cfg(any(test, feature = "internals"))]
 pub fn scan_data(data: &[u8], claimed_units: u64, max_entry: u64) -> Scan {
     let limit = claimed_units.saturating_mul(UNIT as u64).min(data.len() as u64);
     let mut s = Scan { entries: 0, committed: 0, end: 0, stop: ScanStop::End };
@@ -562,7 +564,7 @@ pub fn decompress_into(payload: &[u8], raw_len: usize, out: &mut Vec<u8>) -> boo
 
 /// Parses a whole journal file image (metadata or cycle data file) without trusting any
 /// byte of it: the fuzz targets and the corpus test call this.
-#[doc(hidden)]
+#[cfg(any(test, feature = "internals"))]
 pub fn fuzz_parse(bytes: &[u8]) -> u64 {
     let mut acc = 0u64;
     if let Ok(h) = MetaHeader::decode(bytes) {

@@ -90,9 +90,16 @@ mod cycles;
 mod error;
 #[cfg(not(loom))]
 mod files;
+#[cfg(any(feature = "internals", loom))]
+#[doc(hidden)]
 pub mod format;
+#[cfg(not(any(feature = "internals", loom)))]
+mod format;
+#[cfg(any(feature = "internals", loom))]
 #[doc(hidden)]
 pub mod protocol;
+#[cfg(not(any(feature = "internals", loom)))]
+mod protocol;
 #[cfg(not(loom))]
 mod readers;
 #[cfg(not(loom))]

@@ -19,6 +19,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// Loads the position word. Acquire: pairs with the AcqRel CAS in [`try_claim`] and
 /// [`seal`], so the claimer's earlier stores (its recovery record) are visible.
 #[inline]
+#[cfg(any(loom, feature = "internals"))]
 pub fn load_pos(pos: &AtomicU64) -> u64 {
     pos.load(Ordering::Acquire)
 }

@@ -26,7 +26,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
-use rustix::fs::{AtFlags, FallocateFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, FallocateFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
 /// What a directory entry is, from its mode bits (`S_IFMT`).
@@ -129,6 +129,7 @@ impl Stat {
     }
 
     /// Whether `self` and `other` are the same file (same device and inode).
+    #[cfg(any(test, feature = "internals"))]
     pub fn same_file(&self, other: &Stat) -> bool {
         self.dev == other.dev && self.ino == other.ino
     }
@@ -333,6 +334,7 @@ pub fn link_at(old_dir: BorrowedFd<'_>, old: &OsStr, new_dir: BorrowedFd<'_>, ne
 /// Renames `old` in `old_dir` to `new` in `new_dir` (`renameat2(2)`), replacing `new` if it
 /// exists, or failing with `AlreadyExists` instead when `no_replace` (`RENAME_NOREPLACE`).
 /// A symlink is renamed as itself; neither name is resolved through a symlink.
+#[cfg(any(test, feature = "internals"))]
 pub fn rename_at(
     old_dir: BorrowedFd<'_>,
     old: &OsStr,
@@ -341,6 +343,7 @@ pub fn rename_at(
     no_replace: bool,
 ) -> io::Result<()> {
     let (o, n) = (component(old)?, component(new)?);
+    use rustix::fs::RenameFlags;
     let flags = if no_replace { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
     retry(|| rustix::fs::renameat_with(old_dir, o.as_c_str(), new_dir, n.as_c_str(), flags))
 }
@@ -353,6 +356,7 @@ pub fn unlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
 }
 
 /// Removes the empty directory `name` from `dir` (`unlinkat(2)` with `AT_REMOVEDIR`).
+#[cfg(any(test, feature = "internals"))]
 pub fn remove_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     let c = component(name)?;
     retry(|| rustix::fs::unlinkat(dir, c.as_c_str(), AtFlags::REMOVEDIR))

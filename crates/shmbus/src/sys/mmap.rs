@@ -141,6 +141,7 @@ impl Mapping {
     /// # Safety
     /// `ptr..ptr+len` must be a mapping this process made with `mmap`, owned by nobody else:
     /// it is unmapped when the returned value drops.
+    #[cfg(any(test, feature = "internals"))]
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Mapping {
         // SAFETY: forwarded from the caller.
         unsafe { Mapping::from_raw_prot(ptr, len, ProtFlags::READ | ProtFlags::WRITE) }
@@ -189,12 +190,14 @@ impl Mapping {
     }
 
     /// Always false: a mapping is never empty.
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         false
     }
 
     /// Asks the kernel to back the whole mapping with pages now (`MADV_WILLNEED`), so the
     /// first writes of a hot path do not page-fault. Advisory: errors are ignored.
+    #[cfg(any(test, feature = "internals"))]
     pub fn prefault(&self) {
         self.advise(Advice::WillNeed);
     }

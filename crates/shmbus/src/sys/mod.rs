@@ -16,13 +16,16 @@ pub mod time;
 pub use futex::{futex_wait, futex_waitv, futex_wake, waitv_supported, WaitOutcome, WaitvEntry};
 pub use mmap::Mapping;
 pub use process::{process_is_alive, ProcessId};
-pub use time::{coarse_monotonic_ns, monotonic_ns};
+#[cfg(any(test, feature = "internals"))]
+pub use time::coarse_monotonic_ns;
+pub use time::monotonic_ns;
 
 /// Opens the existing file `path` for reading (and writing, with `write`), never following a
 /// symlink in its last component (`O_NOFOLLOW`), never blocking in `open(2)` on a FIFO or a
 /// device (`O_NONBLOCK`, `O_NOCTTY`), closed on exec. The caller must still check that it got
 /// a regular file (`metadata().is_file()`); [`fs::open_file_at`] does both, relative to a
 /// directory descriptor, and is what segments use.
+#[cfg(any(test, feature = "internals"))]
 pub fn open_existing(path: &std::path::Path, write: bool) -> std::io::Result<std::fs::File> {
     use rustix::fs::OFlags;
     use std::os::unix::fs::OpenOptionsExt;

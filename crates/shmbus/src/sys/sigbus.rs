@@ -267,8 +267,8 @@ pub fn handler_installed() -> bool {
     INSTALLED.load(Ordering::Acquire)
 }
 
-/// Whether the application opted out of shmbus's SIGBUS handler ([`disable_handler`] or
-/// `SHMBUS_NO_SIGBUS_HANDLER`).
+/// Whether the application opted out of shmbus's SIGBUS handler
+/// ([`disable_sigbus_handler`](crate::disable_sigbus_handler) or `SHMBUS_NO_SIGBUS_HANDLER`).
 pub fn handler_disabled() -> bool {
     DISABLED.load(Ordering::SeqCst) || opted_out_by_env()
 }
@@ -357,8 +357,9 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
 /// returning from the signal handler then restarts the access, which completes. Returns false
 /// for anything else, which the caller handles as it would without shmbus.
 ///
-/// For applications that keep their own SIGBUS handler ([`disable_handler`]): call this first
-/// from it and return at once when it says true. Async-signal-safe.
+/// For applications that keep their own SIGBUS handler
+/// ([`disable_sigbus_handler`](crate::disable_sigbus_handler)): call this first from it and
+/// return at once when it says true. Async-signal-safe.
 ///
 /// # Safety
 /// `info` must be null or point to a valid `siginfo_t`, as the kernel passes to an

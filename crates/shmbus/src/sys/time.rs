@@ -16,6 +16,7 @@ pub fn monotonic_ns() -> u64 {
 /// checks inside polling loops (liveness every 50 ms, say), where a precise clock read
 /// would stretch every poll and so delay the message the loop is waiting for.
 #[inline]
+#[cfg(any(test, feature = "internals"))]
 pub fn coarse_monotonic_ns() -> u64 {
     clock_ns(ClockId::MonotonicCoarse)
 }
@@ -107,6 +108,7 @@ impl TscRealtime {
     }
 
     /// Whether readings come from the counter once the rate is known.
+    #[cfg(any(test, feature = "internals"))]
     pub fn uses_counter(&self) -> bool {
         self.tsc
     }

@@ -106,6 +106,7 @@ impl Publisher {
     /// returns *without committing*, as a publisher killed at that instant would leave it.
     /// Only for crash tests; the slot stays held until this process dies and is reclaimed.
     /// Not part of the API.
+    #[cfg(any(test, feature = "internals"))]
     #[doc(hidden)]
     pub fn debug_claim_without_commit(&mut self, junk: &[u8]) -> Result<u64, TopicSendError> {
         let s = self.acquire()?;
