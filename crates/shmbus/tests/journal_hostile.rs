@@ -163,14 +163,20 @@ fn victim(dir: &Path) {
     let index = j.appender().unwrap().send(b"after").expect("append after the hostility");
     let mut t = j.tailer_at(index).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
+    // What the tailer returned instead, for the failure message.
+    let mut seen: Vec<String> = Vec::new();
     loop {
-        assert!(Instant::now() < deadline, "the honest entry {index} was not read back");
-        match t.recv_ref_timeout(Duration::from_millis(100)) {
+        assert!(Instant::now() < deadline, "the honest entry {index} was not read back; the tailer returned {seen:?}");
+        let got = match t.recv_ref_timeout(Duration::from_millis(100)) {
             Ok(e) if e.index() == index => {
                 assert_eq!(e.data(), b"after");
                 break;
             }
-            _ => {}
+            Ok(e) => format!("entry {}", e.index()),
+            Err(e) => e.to_string(),
+        };
+        if seen.len() < 8 && seen.last() != Some(&got) {
+            seen.push(got);
         }
     }
     let mut kinds: Vec<_> = kinds.into_iter().collect();
