@@ -172,6 +172,23 @@ impl Endpoint {
     pub(super) fn wait_interval(&self, stall: Option<Stall>) -> Option<Duration> {
         Some(if stall.is_some() || self.watch.get().is_some() { LIVENESS_RECHECK } else { IDLE_RECHECK })
     }
+
+    /// `Waitable::is_ready` of a producer or consumer whose way is `way` (`push_ready` or
+    /// `pop_ready`): ready when the way is clear, or when the file was truncated (the call
+    /// reports that). A claim in the way is looked at by `recheck`, not here.
+    pub(super) fn ready(&self, way: Result<(), Option<Stall>>) -> bool {
+        way.is_ok() || self.truncated()
+    }
+
+    /// `Waitable::recheck` of a producer or consumer whose way is `way`: checks the owner of
+    /// a claim in it (once it has stood for the liveness interval) and reclaims it if the
+    /// owner is dead.
+    pub(super) fn recheck_way(&self, way: Result<(), Option<Stall>>) -> bool {
+        match way {
+            Ok(()) => true,
+            Err(stall) => self.observe(stall),
+        }
+    }
 }
 
 impl Drop for Endpoint {

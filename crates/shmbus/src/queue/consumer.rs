@@ -207,25 +207,15 @@ impl Waitable for Consumer {
     }
 
     fn is_ready(&self) -> bool {
-        match self.ep.shared.ring().pop_ready() {
-            Ok(()) => true,
-            // Not ready, unless the file was truncated: the call reports that. A claim in the
-            // way is looked at by `recheck`, not here.
-            Err(_) => self.ep.truncated(),
-        }
+        self.ep.ready(self.ep.shared.ring().pop_ready())
     }
 
     fn recheck_interval(&self) -> Option<Duration> {
         self.ep.wait_interval(self.ep.shared.ring().pop_ready().err().flatten())
     }
 
-    /// Checks the owner of a claim at the head (once it has stood for the liveness
-    /// interval) and reclaims it if the owner is dead.
     fn recheck(&self) -> bool {
-        match self.ep.shared.ring().pop_ready() {
-            Ok(()) => true,
-            Err(stall) => self.ep.observe(stall),
-        }
+        self.ep.recheck_way(self.ep.shared.ring().pop_ready())
     }
 }
 
