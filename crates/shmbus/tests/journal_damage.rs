@@ -283,6 +283,35 @@ fn missing_middle_cycle_is_reported() {
     check_lost(&r, total, 600, "cycle 1 deleted by hand");
 }
 
+/// The metadata's `current` word lowered, while the journal is open, to a cycle whose file
+/// is gone (deleted by retention, or never there): a new appender continues in the newest
+/// cycle present, with indices that keep rising, and a tailer reads the new entries.
+/// Following the word would create a cycle with no predecessor (appending fails) or a
+/// second cycle 0 (indices restart).
+#[test]
+fn a_lowered_current_cycle_word_does_not_stop_or_restart_appending() {
+    use shmbus::journal::format::META_SHARED_OFFSET;
+    let (dir, _s) = fresh_dir("jd-current-low");
+    let total = 1500;
+    let j = journal_with(&dir, total);
+    std::fs::remove_file(dir.join(data_file_name(0))).unwrap();
+    std::fs::remove_file(dir.join(index_file_name(0))).unwrap();
+    let newest = Journal::status(j.dir()).unwrap().cycles.last().unwrap().cycle;
+    assert!(newest >= 2, "the journal spans several cycles ({newest})");
+    let meta = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(META_FILE)).unwrap();
+    let mut last = total - 1;
+    for lowered in [0u64, 1] {
+        meta.write_all_at(&lowered.to_le_bytes(), META_SHARED_OFFSET as u64).unwrap();
+        let index = j.appender().expect("an appender despite the lowered word").send(b"after").unwrap();
+        assert_eq!(index, last + 1, "indices keep rising");
+        let mut t = j.tailer_at(index).unwrap();
+        let e = t.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!((e.index(), e.data()), (index, &b"after"[..]));
+        last = index;
+    }
+    assert!(!dir.join(data_file_name(0)).exists(), "no second cycle 0");
+}
+
 /// Runs with a file-size limit that lets `journal.meta` be written but not the first
 /// cycle's data file.
 #[test]

@@ -72,16 +72,20 @@ impl Inner {
     }
 
     /// The current cycle: the metadata's `current` word, checked against the files. The
-    /// word is raised only after its cycle's file exists, so a `current` whose file is
-    /// missing while older cycles are present is damaged or hostile: it is put back to the
-    /// newest cycle present (one CAS; honest writers only ever raise it to a present cycle).
+    /// word is raised only after its cycle's file exists, and retention never removes the
+    /// current cycle, so a `current` whose file is missing while other cycles are present is
+    /// damaged or hostile, whether it points past them or below the newest: it is put back
+    /// to the newest cycle present (one CAS; honest writers only ever raise it to a present
+    /// cycle). Following a lowered word instead would create a cycle whose predecessor is
+    /// gone (appending fails) or a second cycle 0 (indices restart).
     pub(super) fn current_cycle(&self) -> u64 {
         let c = self.meta.current().load(Ordering::Acquire);
-        if c == 0 || self.cycle_present(c) {
+        if self.cycle_present(c) {
             return c;
         }
-        let newest = self.list_cycles().ok().and_then(|v| v.last().copied()).unwrap_or(0);
-        if newest < c && !self.cycle_present(c) {
+        // Nothing present at all: a new journal (or one emptied by hand); its next cycle is `c`.
+        let Some(newest) = self.list_cycles().ok().and_then(|v| v.last().copied()) else { return c };
+        if !self.cycle_present(c) {
             let _ = self.meta.current().compare_exchange(c, newest, Ordering::AcqRel, Ordering::Acquire);
         }
         self.meta.current().load(Ordering::Acquire)
