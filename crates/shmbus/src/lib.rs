@@ -87,6 +87,8 @@ pub mod sys;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod sys;
 pub mod topic;
+#[cfg(not(loom))]
+pub mod typed;
 pub mod wait;
 
 pub use domain::Domain;
