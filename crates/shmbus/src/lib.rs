@@ -129,6 +129,7 @@ pub use topic::{
 pub use wait::WaitPolicy;
 #[cfg(not(loom))]
 pub use {
+    journal::{TypedAppender, TypedTailer},
     pool::{TypedDispatcher, TypedWorker},
     queue::{TypedConsumer, TypedProducer},
     stream::{TypedStreamReader, TypedStreamWriter},

@@ -162,6 +162,11 @@ impl<B: Receive, T: Pod> Receiver<B, T> {
         Receiver { inner, buf: Vec::with_capacity(std::mem::size_of::<T>()).into(), _type: PhantomData }
     }
 
+    /// The byte endpoint underneath, shared.
+    pub(crate) fn bytes(&self) -> &B {
+        &self.inner
+    }
+
     /// The copy of a payload received into `buf`, or what reports it is not one `T`.
     fn copied<E>(r: Result<B::Info, E>, buf: &[u8], corrupt: fn(Corrupt) -> E) -> Result<B::Owned<T>, E> {
         let info = r?;

@@ -278,6 +278,19 @@ macro_rules! loaned {
     };
 }
 
+/// `impl LendBytes for $ep` from its inherent `loan(len)`.
+macro_rules! lend_bytes {
+    ($ep:ty, $loan:ident, $err:ty) => {
+        impl LendBytes for $ep {
+            type Loan<'a> = $loan<'a>;
+            type Error = $err;
+            fn lend(&mut self, len: usize) -> Result<$loan<'_>, $err> {
+                self.loan(len)
+            }
+        }
+    };
+}
+
 mod topic {
     use super::*;
     use crate::topic::{
@@ -371,13 +384,7 @@ mod stream {
     send_bytes!(StreamWriter: TimedSendBytes = send_timeout, StreamSendTimeoutError);
     loaned!(Loan, ());
 
-    impl LendBytes for StreamWriter {
-        type Loan<'a> = Loan<'a>;
-        type Error = StreamSendError;
-        fn lend(&mut self, len: usize) -> Result<Loan<'_>, StreamSendError> {
-            self.loan(len)
-        }
-    }
+    lend_bytes!(StreamWriter, Loan, StreamSendError);
 
     impl TryLendBytes for StreamWriter {
         type TryError = StreamTrySendError;
@@ -418,4 +425,30 @@ mod pool {
         }
     }
     send_bytes!(Dispatcher: TrySendBytes::try_send_bytes = try_send -> Dispatched, PoolTrySendError);
+}
+
+mod journal {
+    use super::*;
+    use crate::journal::{
+        Appender, EntryInfo, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalTryRecvError, Loan,
+        Tailer,
+    };
+
+    receive!(
+        Tailer,
+        Journal,
+        "entry length is not the size of the tailer's payload type",
+        Vec<u8>,
+        EntryInfo,
+        T,
+        JournalTryRecvError,
+        JournalRecvError,
+        JournalRecvTimeoutError,
+        |_info, value| value,
+        note |info: &EntryInfo, c: Corrupt| c.with("index", info.index())
+    );
+    recv_bytes!(Tailer);
+    send_bytes!(Appender: SendBytes::send_bytes = send -> u64, JournalSendError);
+    loaned!(Loan, Result<u64, JournalSendError>);
+    lend_bytes!(Appender, Loan, JournalSendError);
 }
