@@ -87,6 +87,8 @@ pub mod sys;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod sys;
 pub mod topic;
+#[cfg(not(loom))]
+pub mod typed;
 pub mod wait;
 
 pub use domain::Domain;
@@ -127,6 +129,7 @@ pub use topic::{
 pub use wait::WaitPolicy;
 #[cfg(not(loom))]
 pub use {
+    journal::{TypedAppender, TypedTailer},
     pool::{TypedDispatcher, TypedWorker},
     queue::{TypedConsumer, TypedProducer},
     stream::{TypedStreamReader, TypedStreamWriter},

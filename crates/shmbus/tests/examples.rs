@@ -41,3 +41,13 @@ fn typed_topic() {
     assert!(out.contains("frame 3 seq 3 (307216 bytes) exposure 500 us, pixel[100][0] = 103"), "{out}");
     assert!(out.contains("refused: ") && out.contains("open it with the same type or as bytes"), "{out}");
 }
+
+#[test]
+fn typed_journal() {
+    let out = run("typed_journal");
+    assert!(out.contains("records ") && out.contains("Trade (24 bytes, align 8)"), "{out}");
+    assert!(out.contains("appended up to index 1"), "{out}");
+    assert!(out.contains("trade at 2 ns: 5 x 101300000 side 1"), "{out}");
+    assert!(out.contains("audit resumes at ts 2"), "{out}");
+    assert!(out.contains("refused: ") && out.contains("open it with the same type or as bytes"), "{out}");
+}

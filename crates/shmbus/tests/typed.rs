@@ -353,3 +353,201 @@ fn a_zero_sized_type_is_refused() {
     let e = Queue::create_or_open(&d, "z", &QueueConfig::for_type::<[u8; 0]>()).unwrap_err();
     assert!(matches!(e, OpenError::InvalidConfig { .. }), "{e}");
 }
+
+/// The journal's typed entries: the type in `journal.meta`, checked at open, typed
+/// appenders and tailers, and a metadata file whose type record was scribbled on.
+mod journal {
+    use std::os::unix::fs::FileExt;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::common::fresh_dir;
+    use super::{assert_mismatch, reading, Aligned16, Other, Reading};
+    use shmbus::journal::format::{META_FILE, META_PAYLOAD_OFFSET, META_PAYLOAD_SIZE};
+    use shmbus::journal::{Journal, JournalConfig, JournalTryRecvError, RollCycle};
+    use shmbus::{OpenError, PayloadType};
+
+    /// A small journal config (the default cycle is 1 GiB of address space).
+    fn small(c: JournalConfig) -> JournalConfig {
+        c.cycle_bytes(64 << 10).chunk_bytes(16 << 10).roll(RollCycle::Never)
+    }
+
+    #[test]
+    fn round_trip_send_loan_tailers_and_named_readers() {
+        let (dir, _s) = fresh_dir("jtyped-rt");
+        let j = Journal::create_or_open(&dir, &small(JournalConfig::for_type::<Reading>())).unwrap();
+        let p = j.payload_type().expect("a typed journal records its type");
+        assert!(p.matches(&PayloadType::of::<Reading>()), "{p}");
+        let mut tx = j.appender_of::<Reading>().unwrap();
+        assert_eq!(tx.as_bytes().max_entry_len(), 32, "for_type sets the max entry length");
+        let mut rx = j.tailer_of::<Reading>().unwrap();
+
+        assert_eq!(tx.send(&reading(1)).unwrap(), 0);
+        let mut loan = tx.loan().unwrap();
+        *loan = reading(2);
+        loan.id = 22;
+        assert_eq!(loan.send().unwrap(), 1);
+        tx.send(&reading(3)).unwrap();
+        assert_eq!(rx.try_recv().unwrap(), reading(1));
+        assert_eq!(rx.recv().unwrap(), Reading { id: 22, ..reading(2) });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), reading(3));
+        assert!(matches!(rx.try_recv(), Err(JournalTryRecvError::Empty)));
+
+        // A typed tailer from an index, one from the end, and a named reader that resumes.
+        assert_eq!(j.tailer_at_of::<Reading>(2).unwrap().try_recv().unwrap(), reading(3));
+        let mut end = j.tailer_at_end_of::<Reading>().unwrap();
+        {
+            let mut named = j.reader_of::<Reading>("r1").unwrap();
+            assert_eq!(named.try_recv().unwrap(), reading(1));
+            named.ack();
+        }
+        tx.send(&reading(4)).unwrap();
+        assert_eq!(end.try_recv().unwrap(), reading(4));
+        drop((tx, rx, end));
+        drop(j);
+
+        // Reopened: the type is still recorded, the named reader resumes after its ack.
+        let j = Journal::open(&dir).unwrap();
+        assert!(j.payload_type().unwrap().matches(&PayloadType::of::<Reading>()));
+        let mut named = j.reader_of::<Reading>("r1").unwrap();
+        assert_eq!(named.try_recv().unwrap(), Reading { id: 22, ..reading(2) });
+        // A byte tailer reads the typed entries as their bytes.
+        let mut bytes = j.tailer().unwrap();
+        assert_eq!(bytes.try_recv().unwrap().len(), 32);
+    }
+
+    #[test]
+    fn the_type_is_checked_at_open() {
+        let (dir, _s) = fresh_dir("jtyped-open");
+        let j = Journal::create_or_open(&dir, &small(JournalConfig::for_type::<Reading>())).unwrap();
+        let name_r = std::any::type_name::<Reading>();
+        let name_o = std::any::type_name::<Other>();
+        // Same size and alignment, another name: refused, naming both, by every typed opener.
+        let e = Journal::create_or_open(&dir, &small(JournalConfig::for_type::<Other>())).unwrap_err();
+        assert_mismatch(e, name_o, name_r);
+        assert_mismatch(j.appender_of::<Other>().unwrap_err(), name_o, name_r);
+        assert_mismatch(j.tailer_of::<Other>().unwrap_err(), name_o, name_r);
+        assert_mismatch(j.reader_of::<u64>("r").unwrap_err(), "u64", name_r);
+        // The same type opens, and so does a byte opener (whose config is not checked).
+        Journal::create_or_open(&dir, &small(JournalConfig::for_type::<Reading>())).unwrap();
+        let bytes = Journal::create_or_open(&dir, &small(JournalConfig::default().max_entry_len(1024))).unwrap();
+        assert_eq!(bytes.appender().unwrap().send(&[7u8; 32]).unwrap(), 0);
+    }
+
+    #[test]
+    fn untyped_journals_take_a_typed_opener_whose_type_fits() {
+        let (dir, _s) = fresh_dir("jtyped-untyped");
+        let j = Journal::create_or_open(&dir, &small(JournalConfig::default().max_entry_len(16))).unwrap();
+        assert_eq!(j.payload_type(), None);
+        let name_r = std::any::type_name::<Reading>();
+        assert_mismatch(j.appender_of::<Reading>().unwrap_err(), name_r, "bytes (at most 16 per message)");
+        let e = Journal::create_or_open(&dir, &small(JournalConfig::for_type::<Reading>())).unwrap_err();
+        assert_mismatch(e, name_r, "bytes (at most 16 per message)");
+        // A 16-byte type fits, through a typed config too.
+        let mut tx = j.appender_of::<[u64; 2]>().unwrap();
+        Journal::create_or_open(&dir, &small(JournalConfig::for_type::<[u64; 2]>())).unwrap();
+        let mut rx = j.tailer_of::<[u64; 2]>().unwrap();
+        tx.send(&[5, 6]).unwrap();
+        assert_eq!(rx.try_recv().unwrap(), [5, 6]);
+        // Entries are 8-byte aligned: a 16-aligned type is refused on bytes and at creation,
+        // where nothing is created.
+        assert_mismatch(j.tailer_of::<Aligned16>().unwrap_err(), "Aligned16", "8-byte aligned");
+        let (dir2, _s2) = fresh_dir("jtyped-a16");
+        let e = Journal::create_or_open(&dir2, &small(JournalConfig::for_type::<Aligned16>())).unwrap_err();
+        assert!(matches!(e, OpenError::InvalidConfig { .. }), "{e}");
+        assert!(e.to_string().contains("16-byte alignment"), "{e}");
+        assert!(!dir2.exists(), "nothing created");
+        let e = Journal::create_or_open(&dir2, &JournalConfig::for_type::<[u8; 0]>()).unwrap_err();
+        assert!(matches!(e, OpenError::InvalidConfig { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_wrong_length_entry_is_an_error_then_the_tailer_goes_on() {
+        let (dir, _s) = fresh_dir("jtyped-len");
+        let j = Journal::create_or_open(&dir, &small(JournalConfig::for_type::<Reading>())).unwrap();
+        let mut bytes = j.appender().unwrap();
+        let mut tx = j.appender_of::<Reading>().unwrap();
+        let mut rx = j.tailer_of::<Reading>().unwrap();
+        bytes.send(b"short").unwrap();
+        tx.send(&reading(9)).unwrap();
+        match rx.try_recv() {
+            Err(JournalTryRecvError::Corrupt(c)) => {
+                assert_eq!((c.value("index"), c.value("len"), c.value("size")), (Some(0), Some(5), Some(32)), "{c}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(rx.try_recv().unwrap(), reading(9));
+    }
+
+    /// Writes `bytes` at `off` of the journal's metadata file.
+    fn scribble(dir: &Path, off: usize, bytes: &[u8]) {
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(META_FILE)).unwrap();
+        f.write_all_at(bytes, off as u64).unwrap();
+    }
+
+    /// Reads the metadata's payload type record.
+    fn record(dir: &Path) -> Vec<u8> {
+        let f = std::fs::File::open(dir.join(META_FILE)).unwrap();
+        let mut r = vec![0u8; META_PAYLOAD_SIZE];
+        f.read_exact_at(&mut r, META_PAYLOAD_OFFSET as u64).unwrap();
+        r
+    }
+
+    /// The record with its checksum made right again, as a hostile writer would.
+    fn with_crc(mut r: Vec<u8>) -> Vec<u8> {
+        let n = r.len() - 4;
+        let crc = shmbus::journal::format::crc32c_append(0, &r[..n]);
+        r[n..].copy_from_slice(&crc.to_le_bytes());
+        r
+    }
+
+    #[test]
+    fn a_scribbled_type_record_is_a_typed_error() {
+        let (dir, _s) = fresh_dir("jtyped-hostile");
+        drop(Journal::create_or_open(&dir, &small(JournalConfig::for_type::<Reading>())).unwrap());
+        let good = record(&dir);
+        assert_eq!(&good[..8], &32u64.to_le_bytes());
+        let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+        // Without fixing the checksum: any changed byte.
+        for at in [0, 8, 12, 40, META_PAYLOAD_SIZE - 1] {
+            let mut r = good.clone();
+            r[at] ^= 0x5a;
+            cases.push(("a flipped byte", r));
+        }
+        // With the checksum fixed: fields that cannot be.
+        let mut r = good.clone();
+        r[8..12].copy_from_slice(&3u32.to_le_bytes());
+        cases.push(("alignment 3", with_crc(r)));
+        let mut r = good.clone();
+        r[0..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        cases.push(("size larger than the max entry", with_crc(r)));
+        let mut r = good.clone();
+        r[12] = 0xff;
+        cases.push(("a name that is not UTF-8", with_crc(r)));
+        let mut r = good.clone();
+        r[12..76].fill(0);
+        cases.push(("an empty name", with_crc(r)));
+        let mut r = good.clone();
+        r[12..76].fill(b'a');
+        r[75] = 0;
+        r[60] = 0;
+        cases.push(("bytes after the name's end", with_crc(r)));
+        let mut r = vec![0u8; META_PAYLOAD_SIZE];
+        r[8] = 8;
+        cases.push(("untyped but an alignment set", r));
+        for (what, r) in cases {
+            scribble(&dir, META_PAYLOAD_OFFSET, &r);
+            match Journal::open(&dir) {
+                Err(OpenError::Corrupt { what: w, .. }) => assert!(w.contains("payload type"), "{what}: {w}"),
+                other => panic!("{what}: {:?}", other.map(|j| j.payload_type())),
+            }
+        }
+        // Put back, it opens again; zeroed, it is an untyped journal (as before typed entries).
+        scribble(&dir, META_PAYLOAD_OFFSET, &good);
+        assert!(Journal::open(&dir).unwrap().payload_type().is_some());
+        scribble(&dir, META_PAYLOAD_OFFSET, &[0u8; META_PAYLOAD_SIZE]);
+        let j = Journal::open(&dir).unwrap();
+        assert_eq!(j.payload_type(), None);
+        assert!(j.tailer_of::<Reading>().is_ok(), "an untyped journal of 32-byte entries holds a Reading");
+    }
+}

@@ -70,19 +70,21 @@ pub enum Durability {
 /// The configuration applies only when the journal is created. An existing journal keeps
 /// the configuration it was created with: a value set here that differs from it is not an
 /// error (there is no `LayoutMismatch` for journals), it is simply not used. The trust
-/// policy ([`JournalConfig::trust`]) applies to every open.
+/// policy ([`JournalConfig::trust`]) and the payload type ([`JournalConfig::for_type`]) apply
+/// to every open.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct JournalConfig {
     roll: RollCycle,
     cycle_bytes: u64,
     chunk_bytes: u64,
-    max_entry: u64,
+    pub(super) max_entry: u64,
     durability: Durability,
     retention: Retention,
     abandon_timeout: Duration,
     mode: u32,
     trust: Option<crate::domain::TrustPolicy>,
+    pub(super) payload: Option<crate::pod::PayloadType>,
 }
 
 impl Default for JournalConfig {
@@ -97,6 +99,7 @@ impl Default for JournalConfig {
             abandon_timeout: Duration::from_secs(10),
             mode: 0o600,
             trust: None,
+            payload: None,
         }
     }
 }
@@ -183,6 +186,7 @@ impl JournalConfig {
             abandon_ms: self.abandon_timeout.as_millis().clamp(1, u64::MAX as u128) as u64,
             created_ns: realtime_ns(),
             id: random_id(),
+            payload: self.payload.as_ref().map(crate::pod::StoredPayloadType::from_type),
         }
     }
 }
@@ -246,7 +250,7 @@ pub(super) fn dir_mode(file_mode: u32) -> u32 {
 /// An open journal. Cheap to clone (`Arc`); appenders and tailers keep it alive.
 #[derive(Debug, Clone)]
 pub struct Journal {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
@@ -316,7 +320,8 @@ impl Journal {
             Some(t) => t.clone(),
             None => crate::domain::TrustPolicy::from_env()?,
         };
-        Journal::open_inner(dir.as_ref(), Some(config), &trust)
+        config.check_creatable()?;
+        Journal::open_inner(dir.as_ref(), Some(config), &trust)?.checked_for(config)
     }
 
     /// Opens the existing journal in directory `dir`; never creates one

@@ -282,7 +282,7 @@ impl MetaFile {
         let file = open_file(path, !read_only).map_err(|e| OpenError::io(path, e))?;
         check_owner(path, &file, trust)?;
         let size = file.metadata().map_err(|e| OpenError::io(path, e))?.len();
-        let mut head = [0u8; META_HEADER_SIZE];
+        let mut head = [0u8; META_IMMUTABLE_SIZE];
         let n = file.read_at(&mut head, 0).map_err(|e| OpenError::io(path, e))?;
         let hdr = match MetaHeader::decode(&head[..n]) {
             Ok(h) => h,

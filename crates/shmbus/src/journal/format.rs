@@ -8,6 +8,7 @@
 use std::fmt;
 
 pub use crate::crc::crc32c_append;
+use crate::pod::{StoredPayloadType, TYPE_NAME_LEN};
 
 /// Version of the journal on-disk format written and read by this library.
 pub const JOURNAL_FORMAT_VERSION: u32 = 1;
@@ -48,6 +49,16 @@ pub const META_SIZE: usize = META_READERS_OFFSET + MAX_READERS * READER_ENTRY_SI
 
 /// Size of the immutable metadata header that the CRC covers.
 pub const META_HEADER_SIZE: usize = 128;
+/// Offset of the payload type record (after the header, immutable too): `u64` size (0: an
+/// untyped journal, and then the whole record is zero), `u32` alignment, the type name
+/// zero-padded to [`TYPE_NAME_LEN`] bytes, and the CRC32C of the record's bytes before it.
+/// Journals made before typed entries have zeros here, so they read as untyped.
+pub const META_PAYLOAD_OFFSET: usize = META_HEADER_SIZE;
+/// Bytes of the payload type record.
+pub const META_PAYLOAD_SIZE: usize = 16 + TYPE_NAME_LEN;
+/// Bytes of the immutable start of the metadata file: the header, the payload type record,
+/// and reserved zeros.
+pub const META_IMMUTABLE_SIZE: usize = 256;
 
 /// Roll policy codes in the metadata header.
 pub const ROLL_NEVER: u32 = 0;
@@ -83,6 +94,8 @@ pub struct MetaHeader {
     pub created_ns: u64,
     /// Random identity of this journal (nonces of encrypted entries start with it).
     pub id: [u8; 16],
+    /// The entries' payload type, for a journal made by `JournalConfig::for_type`.
+    pub payload: Option<StoredPayloadType>,
 }
 
 /// Why a file is not a usable journal file.
@@ -103,6 +116,8 @@ pub enum FormatError {
     BadCrc,
     /// A header field is out of range.
     Field(&'static str),
+    /// The payload type record is inconsistent (what is wrong).
+    PayloadType(String),
 }
 
 impl fmt::Display for FormatError {
@@ -115,6 +130,7 @@ impl fmt::Display for FormatError {
             FormatError::Version(v) => write!(f, "format version {v}, this library reads {JOURNAL_FORMAT_VERSION}"),
             FormatError::BadCrc => f.write_str("header checksum mismatch"),
             FormatError::Field(what) => write!(f, "header field out of range: {what}"),
+            FormatError::PayloadType(what) => write!(f, "payload type record: {what}"),
         }
     }
 }
@@ -136,9 +152,10 @@ pub const MAX_CYCLE_BYTES: u64 = 16 << 30;
 pub const MIN_CYCLE_BYTES: u64 = 64 << 10;
 
 impl MetaHeader {
-    /// Encodes the header (with its CRC) into the first `META_HEADER_SIZE` bytes.
-    pub fn encode(&self) -> [u8; META_HEADER_SIZE] {
-        let mut b = [0u8; META_HEADER_SIZE];
+    /// Encodes the header (with its CRC) and the payload type record (with its own CRC;
+    /// all zero for an untyped journal) into the first `META_IMMUTABLE_SIZE` bytes.
+    pub fn encode(&self) -> [u8; META_IMMUTABLE_SIZE] {
+        let mut b = [0u8; META_IMMUTABLE_SIZE];
         let mut put = |off: usize, v: &[u8]| b[off..off + v.len()].copy_from_slice(v);
         put(0, &META_MAGIC.to_le_bytes());
         put(8, &self.version.to_le_bytes());
@@ -156,7 +173,43 @@ impl MetaHeader {
         put(96, &self.id);
         let crc = crate::crc::crc32c(&b[..120]);
         b[120..124].copy_from_slice(&crc.to_le_bytes());
+        if let Some(p) = &self.payload {
+            let (size, align, name) = p.raw();
+            let r = &mut b[META_PAYLOAD_OFFSET..META_PAYLOAD_OFFSET + META_PAYLOAD_SIZE];
+            r[0..8].copy_from_slice(&size.to_le_bytes());
+            r[8..12].copy_from_slice(&align.to_le_bytes());
+            r[12..12 + TYPE_NAME_LEN].copy_from_slice(&name);
+            let crc = crate::crc::crc32c(&r[..META_PAYLOAD_SIZE - 4]);
+            r[META_PAYLOAD_SIZE - 4..].copy_from_slice(&crc.to_le_bytes());
+        }
         b
+    }
+
+    /// Decodes the payload type record at `META_PAYLOAD_OFFSET` of untrusted bytes
+    /// (`None`: untyped; bytes that end before the record read as an untyped journal's).
+    fn decode_payload(b: &[u8], max_entry: u64) -> Result<Option<StoredPayloadType>, FormatError> {
+        let Some(r) = b.get(META_PAYLOAD_OFFSET..META_PAYLOAD_OFFSET + META_PAYLOAD_SIZE) else {
+            return Ok(None);
+        };
+        let size = rd_u64(r, 0).unwrap_or(0);
+        let stored_crc = rd_u32(r, META_PAYLOAD_SIZE - 4).unwrap_or(0);
+        if size == 0 && stored_crc == 0 {
+            // Untyped: every other field must be zero too (`from_raw` checks the rest).
+        } else if crate::crc::crc32c(&r[..META_PAYLOAD_SIZE - 4]) != stored_crc {
+            return Err(FormatError::PayloadType("checksum mismatch".into()));
+        }
+        let mut name = [0u8; TYPE_NAME_LEN];
+        name.copy_from_slice(&r[12..12 + TYPE_NAME_LEN]);
+        let p =
+            StoredPayloadType::from_raw(size, rd_u32(r, 8).unwrap_or(0), &name).map_err(FormatError::PayloadType)?;
+        if let Some(p) = &p {
+            if p.size() > max_entry {
+                return Err(FormatError::PayloadType(format!(
+                    "type {p} is larger than the journal's max entry size of {max_entry}"
+                )));
+            }
+        }
+        Ok(p)
     }
 
     /// Decodes and validates a metadata header from untrusted bytes.
@@ -190,9 +243,10 @@ impl MetaHeader {
             abandon_ms: g64(80),
             created_ns: g64(88),
             id: b[96..112].try_into().unwrap_or([0; 16]),
+            payload: None,
         };
         h.validate()?;
-        Ok(h)
+        Ok(MetaHeader { payload: MetaHeader::decode_payload(b, h.max_entry)?, ..h })
     }
 
     /// Checks every field's range (for decoding and for user-supplied options).

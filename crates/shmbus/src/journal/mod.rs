@@ -112,6 +112,8 @@ mod storage;
 mod tailer;
 #[cfg(not(loom))]
 mod tier;
+#[cfg(not(loom))]
+mod typed;
 
 #[cfg(not(loom))]
 pub use appender::{Appender, Loan};
@@ -137,3 +139,5 @@ pub use storage::Storage;
 pub use tailer::{Entry, EntryInfo, EntryRef, Iter, Tailer, TryIter};
 #[cfg(not(loom))]
 pub use tier::TierReport;
+#[cfg(not(loom))]
+pub use typed::{TypedAppender, TypedLoan, TypedTailer};
