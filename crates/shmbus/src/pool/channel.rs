@@ -9,6 +9,7 @@
 use {
     super::layout::PoolLayout,
     super::protocol::{PoolHeader, PoolRef, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, TAKEN},
+    crate::endpoint::channel::Channel,
     crate::error::OpenError,
     crate::segment::Segment,
     crate::sys::process_is_alive,
@@ -109,9 +110,9 @@ pub(super) fn dispatcher_alive(seg: &Segment) -> Option<(u32, bool)> {
 /// marks it LOST and reports it). By the protocol's invariant 5 every dispatched job is
 /// taken or reported lost; these are the ones that are neither yet.
 #[cfg(not(loom))]
-pub(super) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
-    let layout = seg.layout::<PoolLayout>()?;
-    let pool = pool_ref(seg, &layout);
+pub(super) fn undelivered_jobs(seg: Segment) -> Result<u64, OpenError> {
+    let chan = Channel::<PoolLayout>::from_segment(seg)?;
+    let (seg, pool) = (chan.seg(), pool_ref(chan.seg(), chan.layout()));
     let parts = seg.participants();
     // Mailbox `i` belongs to participant entry `1 + i`. A job taken by a worker that has died
     // since is owed too: the next `reap` turns it into a loss report.
@@ -126,7 +127,8 @@ pub(super) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
 }
 
 #[cfg(not(loom))]
-pub(super) fn status_of(seg: &Segment, layout: &PoolLayout) -> PoolStatus {
+pub(super) fn status_of(chan: &Channel<PoolLayout>) -> PoolStatus {
+    let (seg, layout) = (chan.seg(), chan.layout());
     let pool = pool_ref(seg, layout);
     let (workers, idle) = pool.counts();
     let disp = dispatcher_alive(seg);

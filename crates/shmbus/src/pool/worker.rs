@@ -143,7 +143,7 @@ impl JobInfo {
 
 impl Worker {
     pub(super) fn attach(shared: Arc<Shared>) -> Result<Worker, OpenError> {
-        let (seg, layout) = (&shared.seg, shared.layout);
+        let (seg, layout) = (shared.seg(), *shared.layout());
         let me = ProcessId::current();
         let parts = seg.participants();
         let pool = pool_ref(seg, &layout);
@@ -210,7 +210,7 @@ impl Worker {
     }
 
     fn seg(&self) -> &Segment {
-        &self.shared.seg
+        self.shared.seg()
     }
 
     fn pool(&self) -> PoolRef<'_> {

@@ -184,12 +184,12 @@ impl Consumer {
 
     /// Largest message, in bytes: the capacity `*_into` buffers are given.
     pub fn max_message_len(&self) -> usize {
-        self.ep.shared.layout.max
+        self.ep.shared.layout().max
     }
 
     /// Messages the queue holds.
     pub fn capacity(&self) -> u64 {
-        self.ep.shared.layout.capacity
+        self.ep.shared.layout().capacity
     }
 
     /// A status snapshot (see [`Queue::status`]).
@@ -201,8 +201,7 @@ impl Consumer {
 /// Consumers are ready when a message (or a dead producer's abandoned cell) is at the head.
 impl Waitable for Consumer {
     fn wait_handle(&self) -> WaitHandle<'_> {
-        // SAFETY: see `Shared::ring`; the control block lives as long as `self`.
-        let ctl = unsafe { &*self.ep.shared.ctl };
+        let ctl = self.ep.shared.ctl();
         WaitHandle { event: &ctl.not_empty.0 }
     }
 

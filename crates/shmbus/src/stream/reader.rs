@@ -47,7 +47,7 @@ impl StreamReader {
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.shared.seg().path()
+        self.shared.chan().path()
     }
 
     /// How blocking calls wait (default: spin ~20 µs, then sleep).
@@ -79,7 +79,7 @@ impl StreamReader {
 
     /// A snapshot for tools.
     pub fn status(&self) -> StreamStatus {
-        status_of(self.shared.seg(), self.shared.layout())
+        status_of(self.shared.chan())
     }
 
     /// The next committed record, if any, validated. A corrupt state equal to `reported` is
