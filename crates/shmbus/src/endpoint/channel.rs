@@ -13,6 +13,11 @@
 //! the unset ones, open theirs and compare again. A typed config (one that records a payload
 //! type) fails before anything is made if a created channel could not carry the type, and
 //! checks the type an existing channel records.
+//!
+//! A channel opened for status ([`Channel::open_read_only`]) is a `Channel<L, ReadOnly>`: its
+//! segment is mapped read-only, it hands out its kind area only as a `*const u8`
+//! ([`Channel::kind_area`]), and no endpoint can be made from it (endpoints take a
+//! read-write `Channel<L>`).
 
 // Under loom only the kinds' protocols are built, not their handles.
 #![cfg_attr(loom, allow(dead_code))]
@@ -24,6 +29,7 @@ use crate::error::OpenError;
 use crate::participants::ParticipantTable;
 use crate::pod::{check_creatable, check_payload, PayloadType};
 use crate::segment::{CreateOptions, Layout, Segment};
+use crate::sys::{Access, ReadOnly, ReadWrite};
 
 /// How often [`Channel::create_or_open`] goes round when the channel keeps appearing (made
 /// by another process with other values) and disappearing (removed) under it.
@@ -98,10 +104,11 @@ pub(crate) trait ChannelConfig {
     fn common(&self) -> &CommonConfig;
 }
 
-/// An open channel segment of layout `L`: the one mapping a handle and its endpoints share.
+/// An open channel segment of layout `L`, read-write (the default: the one mapping a handle
+/// and its endpoints share) or read-only (for status), as `A` says.
 #[derive(Debug)]
-pub(crate) struct Channel<L> {
-    seg: Segment,
+pub(crate) struct Channel<L, A: Access = ReadWrite> {
+    seg: Segment<A>,
     layout: L,
     name: String,
 }
@@ -159,25 +166,9 @@ impl<L: ChannelLayout> Channel<L> {
         Ok(self)
     }
 
-    /// Opens the existing channel `name`.
+    /// Opens the existing channel `name` read-write.
     pub(crate) fn open(domain: &Domain, name: &str) -> Result<Channel<L>, OpenError> {
-        let (seg, layout) = Segment::open::<L>(domain, name)?;
-        Ok(Channel { seg, layout, name: name.to_owned() })
-    }
-
-    /// Opens the existing channel `name` read-only (`O_RDONLY`, `PROT_READ`), for status:
-    /// read permission suffices, and nothing may be stored through it.
-    pub(crate) fn open_read_only(domain: &Domain, name: &str) -> Result<Channel<L>, OpenError> {
-        let (seg, layout) = Segment::open_read_only::<L>(domain, name)?;
-        Ok(Channel { seg, layout, name: name.to_owned() })
-    }
-
-    /// A channel over `seg`, already open (for tools that opened it by path): its kind must
-    /// be `L`'s and its layout valid.
-    pub(crate) fn from_segment(seg: Segment) -> Result<Channel<L>, OpenError> {
-        let layout = seg.layout::<L>()?;
-        let name = seg.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Channel { seg, layout, name })
+        Channel::open_as(domain, name)
     }
 
     /// Checks that this channel can carry payload type `t` (see [`check_payload`]).
@@ -187,7 +178,38 @@ impl<L: ChannelLayout> Channel<L> {
     }
 }
 
+impl<L: ChannelLayout> Channel<L, ReadOnly> {
+    /// Opens the existing channel `name` read-only (`O_RDONLY`, `PROT_READ`), for status:
+    /// read permission suffices, and nothing can be stored through it.
+    pub(crate) fn open_read_only(domain: &Domain, name: &str) -> Result<Channel<L, ReadOnly>, OpenError> {
+        Channel::open_as(domain, name)
+    }
+}
+
+impl<L: ChannelLayout, A: Access> Channel<L, A> {
+    fn open_as(domain: &Domain, name: &str) -> Result<Channel<L, A>, OpenError> {
+        let (seg, layout) = Segment::<A>::open::<L>(domain, name)?;
+        Ok(Channel { seg, layout, name: name.to_owned() })
+    }
+
+    /// A channel over `seg`, already open (for tools that opened it by path): its kind must
+    /// be `L`'s and its layout valid.
+    pub(crate) fn from_segment(seg: Segment<A>) -> Result<Channel<L, A>, OpenError> {
+        let layout = seg.layout::<L>()?;
+        let name = seg.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Channel { seg, layout, name })
+    }
+}
+
 impl<L> Channel<L> {
+    /// Start of the kind area, `L::kind_area_size()` bytes long, for loads and stores.
+    #[inline]
+    pub(crate) fn kind_base(&self) -> *mut u8 {
+        self.seg.kind_base()
+    }
+}
+
+impl<L, A: Access> Channel<L, A> {
     /// The validated layout (the opener's own copy: nothing in the file can change it).
     #[inline]
     pub(crate) fn layout(&self) -> &L {
@@ -196,17 +218,18 @@ impl<L> Channel<L> {
 
     /// The segment.
     #[inline]
-    pub(crate) fn seg(&self) -> &Segment {
+    pub(crate) fn seg(&self) -> &Segment<A> {
         &self.seg
     }
 
-    /// Start of the kind area, `L::kind_area_size()` bytes long.
+    /// Start of the kind area, for loads: over a read-only channel a store faults.
     #[inline]
-    pub(crate) fn kind_base(&self) -> *mut u8 {
-        self.seg.kind_base()
+    pub(crate) fn kind_area(&self) -> *const u8 {
+        self.seg.kind_area()
     }
 
-    /// The participant table.
+    /// The participant table (over a read-only channel, its loads only: see
+    /// [`Segment::participants`]).
     #[inline]
     pub(crate) fn participants(&self) -> ParticipantTable<'_> {
         self.seg.participants()

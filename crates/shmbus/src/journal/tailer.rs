@@ -833,7 +833,7 @@ impl Tailer {
             // the mapping; the scan only reads, and validates every entry it accepts (a
             // concurrent writer can only be writing claimed-but-uncommitted entries, which
             // the scan does not accept).
-            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0) as *const u8, end as usize) };
+            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0), end as usize) };
             found = find_next_entry(data, from, i + 1, n, max);
             if found.is_none() && window_end < limit {
                 self.scan = Some((self.cy.num, i, off, window_end));
@@ -894,9 +894,7 @@ impl Tailer {
             ST_ABANDONED => true,
             ST_COMMITTED => {
                 // SAFETY: committed (Acquire above), inside the backed bytes (`end <= limit`).
-                let bytes = unsafe {
-                    std::slice::from_raw_parts(self.cy.data_ptr(o) as *const u8, (units * UNIT as u64) as usize)
-                };
+                let bytes = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(o), (units * UNIT as u64) as usize) };
                 read_entry(bytes, 0, j, max).is_ok()
             }
             _ => false,
@@ -1018,9 +1016,7 @@ impl Tailer {
             // SAFETY: committed (the Acquire load of word 0 pairs with the Release CAS in
             // `commit_inner`), so these bytes are final; `units_fit` checked that they lie
             // inside the claimed and backed data area.
-            let bytes = unsafe {
-                std::slice::from_raw_parts(self.cy.data_ptr(off) as *const u8, (units * UNIT as u64) as usize)
-            };
+            let bytes = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off), (units * UNIT as u64) as usize) };
             let checked = read_entry(bytes, 0, self.i, max);
             match checked {
                 Err(ScanStop::BadCrc) => {
@@ -1063,8 +1059,7 @@ impl Tailer {
             self.inner.store_reader_pos(k, index);
         }
         // SAFETY: as in `step`: a committed entry's payload, inside the backed area.
-        let payload =
-            unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off + ENTRY_HEADER as u64) as *const u8, len) };
+        let payload = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off + ENTRY_HEADER as u64), len) };
         let mut body = payload;
         if flags & FLAG_SEALED != 0 {
             let Some(c) = &self.cipher else {

@@ -10,6 +10,7 @@ use crate::domain::Domain;
 use crate::endpoint::channel::{Channel, ChannelLayout};
 use crate::error::OpenError;
 use crate::pod::PayloadType;
+use crate::sys::ReadOnly;
 
 /// The alignment of every mailbox's payload: the pool area starts page aligned, with a
 /// 256-byte header, then mailboxes of a multiple of 64 bytes, each a 64-byte head and the job.
@@ -61,7 +62,7 @@ impl Pool {
     /// Reads a pool's status without joining it: read permission suffices (the file is
     /// mapped read-only, nothing is registered or written).
     pub fn status(domain: &Domain, name: &str) -> Result<PoolStatus, OpenError> {
-        Ok(status_of(&Shared::open_read_only(domain, name)?))
+        Ok(status_of(&Channel::<PoolLayout, ReadOnly>::open_read_only(domain, name)?))
     }
 
     /// Becomes the pool's dispatcher. Fails with [`OpenError::Busy`] while another

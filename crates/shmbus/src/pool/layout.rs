@@ -155,14 +155,17 @@ impl crate::kind::KindInfo for PoolKind {
     }
 
     /// Jobs dispatched and not taken, or lost with their worker and not yet reported.
-    fn pending(&self, seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, OpenError> {
+    fn pending(
+        &self,
+        seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<Option<crate::admin::Pending>, OpenError> {
         Ok(Some(crate::admin::Pending::Jobs(super::channel::undelivered_jobs(seg)?)))
     }
 
     /// The endpoints are counted after the status is read, in the same mapping: every
     /// endpoint the status shows alive is counted.
     fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, OpenError> {
-        let chan = crate::endpoint::channel::Channel::<PoolLayout>::open_read_only(domain, name)?;
+        let chan = crate::endpoint::channel::Channel::<PoolLayout, crate::sys::ReadOnly>::open_read_only(domain, name)?;
         let st = super::channel::status_of(&chan);
         let live = |role| crate::kind::live_in_role(chan.seg(), role);
         let dispatcher = st.dispatcher_pid.map(|pid| (pid, st.dispatcher_alive));

@@ -20,7 +20,7 @@ use crate::event::EventWord;
 use crate::participants::PARTICIPANTS;
 use crate::pod::PayloadType;
 use crate::segment::Segment;
-use crate::sys::{process_is_alive, ProcessId};
+use crate::sys::{process_is_alive, Access, ProcessId, ReadOnly};
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
 
 /// How long a claim may stand in a waiter's way before the waiter checks whether its owner
@@ -39,24 +39,30 @@ pub(super) const ROLE_CONSUMER: u32 = 2;
 /// The queue's mapping, shared by the handle and its endpoints.
 pub(super) type Shared = Channel<QueueLayout>;
 
-impl Shared {
+/// The ring view of a queue channel, read-write or read-only (over a read-only one, status
+/// and `admin` use its loads only: `depth`, `pop_ready`, the table's `list`).
+impl<A: Access> Channel<QueueLayout, A> {
     /// The control block.
     #[inline]
     pub(super) fn ctl(&self) -> &Control {
         // SAFETY: the kind area starts page aligned with the control block (at least
         // CONTROL_BYTES long: validated size), inside the mapping `self` keeps alive; its
         // fields are atomics, valid for any bit pattern.
-        unsafe { &*(self.kind_base() as *const Control) }
+        unsafe { &*(self.kind_area() as *const Control) }
     }
 
     #[inline]
     pub(super) fn ring(&self) -> Ring<'_, MappedCells> {
         let layout = self.layout();
         // SAFETY: the kind area is at least CONTROL_BYTES long (validated size), page aligned.
-        let cells = MappedCells { base: unsafe { self.kind_base().add(CONTROL_BYTES) }, stride: layout.stride };
+        // The cells are stored through only by endpoints, which hold a read-write channel.
+        let base = unsafe { self.kind_area().add(CONTROL_BYTES) } as *mut u8;
+        let cells = MappedCells { base, stride: layout.stride };
         Ring::new(self.ctl(), cells, self.participants(), layout.capacity, layout.max)
     }
+}
 
+impl Shared {
     fn register(self: &Arc<Self>, role: u32) -> Result<Endpoint, OpenError> {
         let me = ProcessId::current();
         let reclaim = || self.ring().reclaim_dead(me, process_is_alive);
@@ -215,7 +221,7 @@ impl Queue {
     /// registers nothing and writes nothing. Reads `/proc` once per participant entry in use.
     pub fn status(domain: &Domain, name: &str) -> Result<QueueStatus, OpenError> {
         // Loads only: `status_of` reads the control block, one cell stamp and the table.
-        Ok(status_of(&Shared::open_read_only(domain, name)?))
+        Ok(status_of(&Channel::<QueueLayout, ReadOnly>::open_read_only(domain, name)?))
     }
 
     /// Checks that this queue can carry `t` (see [`Channel::check_type`]).
@@ -261,13 +267,13 @@ impl Queue {
 /// 0 but a pop could make progress: a producer that died between publishing its message and
 /// moving `tail` leaves `tail` one behind it. Errs on the side of more: a cell a dead
 /// producer left half-written counts until a consumer retires it.
-pub(super) fn undelivered(seg: Segment) -> Result<u64, OpenError> {
-    let shared = Shared::from_segment(seg)?;
+pub(super) fn undelivered(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
+    let shared = Channel::<QueueLayout, ReadOnly>::from_segment(seg)?;
     let ring = shared.ring();
     Ok(ring.depth().max(u64::from(ring.pop_ready().is_ok())))
 }
 
-pub(super) fn status_of(shared: &Shared) -> QueueStatus {
+pub(super) fn status_of<A: Access>(shared: &Channel<QueueLayout, A>) -> QueueStatus {
     let ring = shared.ring();
     let (mut producers, mut consumers) = (0, 0);
     for p in ring.table.list() {

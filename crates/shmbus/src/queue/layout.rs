@@ -239,7 +239,10 @@ impl crate::kind::KindInfo for QueueKind {
     }
 
     /// Messages sent and not received.
-    fn pending(&self, seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
+    fn pending(
+        &self,
+        seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
         Ok(Some(crate::admin::Pending::Messages(super::channel::undelivered(seg)?)))
     }
 

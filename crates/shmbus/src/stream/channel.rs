@@ -19,7 +19,7 @@ use crate::error::OpenError;
 use crate::participants::ParticipantTable;
 use crate::pod::PayloadType;
 use crate::segment::{Segment, KIND_OFFSET};
-use crate::sys::{process_is_alive, Mapping, ProcessId};
+use crate::sys::{process_is_alive, Access, Mapping, ProcessId, ReadOnly};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 
 #[cfg(doc)]
@@ -71,7 +71,7 @@ impl Stream {
     /// Reads the status of stream `name` without attaching to it: the file is opened and
     /// mapped read-only, so read permission suffices, and nothing is written.
     pub fn status(domain: &Domain, name: &str) -> Result<StreamStatus, OpenError> {
-        Ok(status_of(&Channel::open_read_only(domain, name)?))
+        Ok(status_of(&Channel::<StreamLayout, ReadOnly>::open_read_only(domain, name)?))
     }
 
     fn map(chan: Channel<StreamLayout>) -> Result<Stream, OpenError> {
@@ -259,11 +259,12 @@ pub struct StreamStatus {
     pub reader: Option<EndpointStatus>,
 }
 
-pub(super) fn status_of(chan: &Channel<StreamLayout>) -> StreamStatus {
+pub(super) fn status_of<A: Access>(chan: &Channel<StreamLayout, A>) -> StreamStatus {
     let layout = chan.layout();
     // SAFETY: as in `Shared::ctrl`: a validated stream segment's kind area starts with the
-    // control block, mapped while `chan` lives.
-    let ctrl = unsafe { &*(chan.kind_base() as *const RingShared) };
+    // control block, mapped while `chan` lives. Over a read-only channel only its loads
+    // (`positions`) are used.
+    let ctrl = unsafe { &*(chan.kind_area() as *const RingShared) };
     let (head, tail) = ctrl.positions();
     let table = chan.participants();
     let ep =
@@ -280,6 +281,6 @@ pub(super) fn status_of(chan: &Channel<StreamLayout>) -> StreamStatus {
 
 /// Bytes committed to stream segment `seg` and not yet consumed (record headers and padding
 /// included), for `admin::inspect`: the status's `used`, by loads only.
-pub(super) fn unread_bytes(seg: Segment) -> Result<u64, OpenError> {
-    Ok(status_of(&Channel::from_segment(seg)?).used)
+pub(super) fn unread_bytes(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
+    Ok(status_of(&Channel::<StreamLayout, ReadOnly>::from_segment(seg)?).used)
 }

@@ -182,14 +182,18 @@ impl crate::kind::KindInfo for StreamKind {
     }
 
     /// Bytes committed and not consumed (record headers and padding included).
-    fn pending(&self, seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
+    fn pending(
+        &self,
+        seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
         Ok(Some(crate::admin::Pending::Bytes(super::channel::unread_bytes(seg)?)))
     }
 
     /// The endpoints are counted after the status is read, in the same mapping: every
     /// endpoint the status shows alive is counted.
     fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, crate::OpenError> {
-        let chan = crate::endpoint::channel::Channel::<StreamLayout>::open_read_only(domain, name)?;
+        let chan =
+            crate::endpoint::channel::Channel::<StreamLayout, crate::sys::ReadOnly>::open_read_only(domain, name)?;
         let (st, layout) = (super::channel::status_of(&chan), chan.layout());
         let live = |role| crate::kind::live_in_role(chan.seg(), role);
         let (writer, reader) = (st.writer, st.reader);

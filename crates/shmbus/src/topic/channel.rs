@@ -15,7 +15,7 @@ use crate::error::OpenError;
 use crate::event::EventWord;
 use crate::pod::PayloadType;
 use crate::sync::AtomicU64;
-use crate::sys::{process_is_alive, ProcessId};
+use crate::sys::{process_is_alive, Access, ProcessId, ReadOnly};
 
 /// Default largest message of a created topic, in bytes.
 pub const DEFAULT_MAX_MESSAGE_LEN: usize = 4096;
@@ -107,10 +107,13 @@ pub struct Topic {
 /// The topic's mapping, shared by the handle and its endpoints.
 pub(super) type Inner = Channel<TopicLayout>;
 
-impl Inner {
+/// The protocol view of a topic channel, read-write or read-only (over a read-only one,
+/// status uses its loads only: `committed_max`, `pinned_slots`, the table's `list`).
+impl<A: Access> Channel<TopicLayout, A> {
     #[inline]
     pub(super) fn shared(&self) -> Shared<'_> {
-        let base = self.kind_base();
+        // The data region is stored into only by publishers, which hold a read-write channel.
+        let base = self.kind_area() as *mut u8;
         let l = self.layout();
         // SAFETY: the segment was validated to be exactly `KIND_OFFSET + l.total` bytes and
         // the offsets below are derived from the same validated layout: the control block at
@@ -138,7 +141,9 @@ impl Inner {
             }
         }
     }
+}
 
+impl Inner {
     pub(super) fn event(&self) -> &EventWord {
         // SAFETY: the control block's `event` is an AtomicU32 in the mapping; EventWord is
         // repr(transparent) over AtomicU32.
@@ -193,7 +198,7 @@ impl Topic {
     /// Reads the status of topic `name` without joining it: the file is opened and mapped
     /// read-only, so read permission suffices, and nothing is registered or written.
     pub fn status(domain: &Domain, name: &str) -> Result<TopicStatus, OpenError> {
-        let inner = Inner::open_read_only(domain, name)?;
+        let inner = Channel::<TopicLayout, ReadOnly>::open_read_only(domain, name)?;
         // Only loads from here on: the mapping is read-only.
         let (sh, layout) = (inner.shared(), inner.layout());
         let mut publishers = 0;
