@@ -149,41 +149,26 @@ impl EntryInfo {
 
 /// A blocking iterator over owned entries ([`Tailer::iter`]): it waits for each entry and
 /// never ends (the journal has no terminal error; a cut file is reported on every call).
-#[derive(Debug)]
-pub struct Iter<'a> {
-    tailer: &'a mut Tailer,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = Result<Entry, JournalRecvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        Some(self.tailer.recv())
-    }
-}
+///
+/// An `Iterator` whose items are `Result<Entry, JournalRecvError>`.
+pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut Tailer>;
 
 /// An iterator over the owned entries committed now ([`Tailer::try_iter`]): it ends at
 /// `Empty`; another error is yielded once, then it ends.
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    tailer: &'a mut Tailer,
-    done: bool,
-}
+///
+/// An `Iterator` whose items are `Result<Entry, JournalRecvError>`.
+pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut Tailer>;
 
-impl Iterator for TryIter<'_> {
-    type Item = Result<Entry, JournalRecvError>;
+impl crate::endpoint::iter::Receive for &mut Tailer {
+    type Item = Entry;
+    type Error = JournalRecvError;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.tailer.try_recv() {
-            Ok(e) => Some(Ok(e)),
-            Err(e) => {
-                self.done = true;
-                e.into_blocking().map(Err)
-            }
-        }
+    fn recv(&mut self) -> Result<Entry, JournalRecvError> {
+        Tailer::recv(self)
+    }
+
+    fn try_recv(&mut self) -> Result<Entry, Option<JournalRecvError>> {
+        Tailer::try_recv(self).map_err(|e| e.into_blocking())
     }
 }
 
@@ -452,12 +437,12 @@ impl Tailer {
 
     /// A blocking iterator over owned entries (see [`Iter`]).
     pub fn iter(&mut self) -> Iter<'_> {
-        Iter { tailer: self }
+        Iter::new(self)
     }
 
     /// An iterator over the owned entries committed now (see [`TryIter`]).
     pub fn try_iter(&mut self) -> TryIter<'_> {
-        TryIter { tailer: self, done: false }
+        TryIter::new(self)
     }
 
     /// Where the next entry is, if one is committed now (`None`: the end).

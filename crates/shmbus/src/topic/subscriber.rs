@@ -473,14 +473,14 @@ impl Subscriber {
     /// [`recv`](Self::recv) returns. It ends only after yielding
     /// [`TopicRecvError::Truncated`], which every later receive would return too.
     pub fn iter(&self) -> Iter<'_> {
-        Iter { sub: self, done: false }
+        Iter::new(self)
     }
 
     /// An iterator over the messages received without waiting: it yields messages until
     /// there is none ([`TopicTryRecvError::Empty`]); any other error is yielded once, then it
     /// ends.
     pub fn try_iter(&self) -> TryIter<'_> {
-        TryIter { sub: self, done: false }
+        TryIter::new(self)
     }
 
     fn pin_slot(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
@@ -704,45 +704,28 @@ impl Drop for Sample<'_> {
 }
 
 /// The blocking iterator of [`Subscriber::iter`].
-#[derive(Debug)]
-pub struct Iter<'a> {
-    sub: &'a Subscriber,
-    done: bool,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = Result<Message, TopicRecvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let r = self.sub.recv();
-        self.done = matches!(r, Err(TopicRecvError::Truncated));
-        Some(r)
-    }
-}
+///
+/// An `Iterator` whose items are `Result<Message, TopicRecvError>`.
+pub type Iter<'a> = crate::endpoint::iter::Iter<&'a Subscriber>;
 
 /// The non-blocking iterator of [`Subscriber::try_iter`].
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    sub: &'a Subscriber,
-    done: bool,
-}
+///
+/// An `Iterator` whose items are `Result<Message, TopicRecvError>`.
+pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a Subscriber>;
 
-impl Iterator for TryIter<'_> {
-    type Item = Result<Message, TopicRecvError>;
+impl crate::endpoint::iter::Receive for &Subscriber {
+    type Item = Message;
+    type Error = TopicRecvError;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.sub.try_recv() {
-            Ok(m) => Some(Ok(m)),
-            Err(e) => {
-                self.done = true;
-                e.into_blocking().map(Err)
-            }
-        }
+    fn recv(&mut self) -> Result<Message, TopicRecvError> {
+        Subscriber::recv(self)
+    }
+
+    fn try_recv(&mut self) -> Result<Message, Option<TopicRecvError>> {
+        Subscriber::try_recv(self).map_err(|e| e.into_blocking())
+    }
+
+    fn ends(e: &Self::Error) -> bool {
+        matches!(e, TopicRecvError::Truncated)
     }
 }
