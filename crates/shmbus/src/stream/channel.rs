@@ -130,12 +130,12 @@ pub(super) struct Shared {
     me: ProcessId,
 }
 
-// SAFETY: the raw pointers point into the mappings owned by `mapped`, which is Send and
-// Sync and outlives them; through them only atomics (the control block) and the ring bytes
-// this endpoint's role owns are accessed, as `Mapped` itself allows.
+// SAFETY: the raw pointers are copies of addresses inside the mappings owned by `mapped`
+// (Send and Sync through `Mapping`), which outlives them; through them only atomics (the
+// control block) and the ring bytes this endpoint's role owns are accessed, from whichever
+// thread owns the endpoint. Not Sync: the endpoints holding a `Shared` are not (their peer
+// watch is `Cell`s), so nothing shares one between threads.
 unsafe impl Send for Shared {}
-// SAFETY: as above; `&Shared` gives only shared access to atomics and the mapping.
-unsafe impl Sync for Shared {}
 
 impl Shared {
     fn claim(mapped: Arc<Mapped>, slot: usize, role: u32) -> Result<Shared, OpenError> {
@@ -283,4 +283,31 @@ pub(super) fn status_of<A: Access>(chan: &Channel<StreamLayout, A>) -> StreamSta
 /// included), for `admin::inspect`: the status's `used`, by loads only.
 pub(super) fn unread_bytes(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
     Ok(status_of(&Channel::<StreamLayout, ReadOnly>::from_segment(seg)?).used)
+}
+
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<shmbus::stream::StreamWriter>();
+/// ```
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<shmbus::stream::StreamReader>();
+/// ```
+#[allow(dead_code)]
+fn endpoints_are_not_sync() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_send_and_the_handle_is_send_and_sync() {
+        fn send<T: Send>() {}
+        fn sync<T: Sync>() {}
+        send::<StreamWriter>();
+        send::<StreamReader>();
+        send::<Stream>();
+        sync::<Stream>();
+        // The endpoints are !Sync: checked by the compile-fail doc tests above.
+    }
 }
