@@ -55,9 +55,8 @@ use std::path::{Path, PathBuf};
 use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
 use crate::participants::ParticipantInfo;
-use crate::segment::Access;
 use crate::segment::{HeaderInfo, Segment};
-use crate::sys::process_is_alive;
+use crate::sys::{process_is_alive, ReadOnly};
 
 /// What a segment file holds and who uses it.
 #[derive(Debug, Clone)]
@@ -271,7 +270,7 @@ pub fn inspect_channel(domain: &Domain, name: &str) -> Result<SegmentReport, Ope
 }
 
 fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
-    let seg = Segment::open_in(dir, name, Access::ReadOnly)?;
+    let seg = Segment::<ReadOnly>::open_in(dir, name)?;
     let path = seg.path().to_owned();
     // Whether this user could open it read-write, probed in the same directory (opened and
     // closed at once).
@@ -284,13 +283,13 @@ fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
 
 /// What the segment's kind holds undelivered, by the kind's own index readers.
 #[cfg(not(loom))]
-fn pending_of(seg: Segment) -> Result<Option<Pending>, OpenError> {
+fn pending_of(seg: Segment<ReadOnly>) -> Result<Option<Pending>, OpenError> {
     crate::kind::info(seg.info().kind).pending(seg)
 }
 
 /// The kinds' segment code is not built under loom.
 #[cfg(loom)]
-fn pending_of(_seg: Segment) -> Result<Option<Pending>, OpenError> {
+fn pending_of(_seg: Segment<ReadOnly>) -> Result<Option<Pending>, OpenError> {
     Ok(None)
 }
 

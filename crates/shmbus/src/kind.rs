@@ -10,7 +10,7 @@ use crate::admin::{Description, Pending};
 use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::segment::{Kind, Segment, PARAMS};
-use crate::sys::process_is_alive;
+use crate::sys::{process_is_alive, Access, ReadOnly};
 
 /// What one channel kind tells tools about itself (see the [module docs](self)).
 pub(crate) trait KindInfo: Sync {
@@ -32,7 +32,7 @@ pub(crate) trait KindInfo: Sync {
 
     /// Committed data that no reader has taken yet in `seg`, a validated segment of this kind
     /// opened read-only (loads only); `None` for a kind that owes no delivery.
-    fn pending(&self, seg: Segment) -> Result<Option<Pending>, OpenError>;
+    fn pending(&self, seg: Segment<ReadOnly>) -> Result<Option<Pending>, OpenError>;
 
     /// The live state of channel `name` in `domain`, read through a read-only mapping (read
     /// permission suffices, nothing is written). `params` is left empty: the caller has the
@@ -58,7 +58,7 @@ pub(crate) fn info(kind: Kind) -> &'static dyn KindInfo {
 }
 
 /// Live participants of `seg` in role number `role`.
-pub(crate) fn live_in_role(seg: &Segment, role: u32) -> usize {
+pub(crate) fn live_in_role<A: Access>(seg: &Segment<A>, role: u32) -> usize {
     seg.participants().list().iter().filter(|p| p.role == role && process_is_alive(p.process)).count()
 }
 

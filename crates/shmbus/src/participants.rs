@@ -91,7 +91,7 @@ pub(crate) struct ParticipantTable<'a> {
 impl<'a> ParticipantTable<'a> {
     /// # Safety
     /// `base` points to `PARTICIPANTS` entries that stay mapped for `'a`.
-    pub(crate) unsafe fn from_raw(base: *mut u8) -> ParticipantTable<'a> {
+    pub(crate) unsafe fn from_raw(base: *const u8) -> ParticipantTable<'a> {
         // SAFETY: per the contract; entries are atomics, valid for every bit pattern.
         ParticipantTable { entries: unsafe { std::slice::from_raw_parts(base as *const Participant, PARTICIPANTS) } }
     }

@@ -25,9 +25,15 @@
 //! and that the file size is exactly what they imply, and from then on uses only its own
 //! copy of the layout: a peer that later scribbles over the header cannot move any bound.
 //!
-//! **Tools look read-only.** `admin` opens segments `O_RDONLY` and maps them `PROT_READ`
-//! (`Segment::open_path_read_only`), validated by the same code as a read-write open, so
-//! a user with read permission only can inspect a segment, and inspection cannot write.
+//! **Read-only and read-write are different types.** A `Segment` is `Segment<ReadWrite>`
+//! (the default: opened `O_RDWR`, mapped `PROT_READ | PROT_WRITE`, what endpoints are made
+//! from) or `Segment<ReadOnly>` (opened `O_RDONLY`, mapped `PROT_READ`: every kind's
+//! `status`, `admin` and the kind registry behind `shmbus ls`, `info` and `clean`). Both are
+//! validated by the same code, so a user with read permission only can look at a segment.
+//! Only a read-write segment hands out its kind area as a `*mut u8` (`kind_base`); any
+//! segment gives it as a `*const u8` (`kind_area`), and the channels built on a read-only one
+//! (`endpoint::channel::Channel<L, ReadOnly>`) have no endpoints: nothing that stores can be
+//! made from them. The status code that reads through one uses loads only.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -42,7 +48,7 @@ use crate::name::validate_name;
 use crate::participants::{ParticipantTable, PARTICIPANTS, PARTICIPANT_SIZE};
 use crate::pod::{PayloadType, StoredPayloadType, TYPE_NAME_LEN};
 use crate::sys::fs::CreateError;
-use crate::sys::{monotonic_ns, Mapping, ProcessId};
+use crate::sys::{monotonic_ns, Access, Mapping, ProcessId, ReadOnly, ReadWrite};
 
 /// `b"SHMBUS\0\x01"` as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMBUS\0\x01");
@@ -188,10 +194,11 @@ impl Default for CreateOptions {
     }
 }
 
-/// An open, validated segment mapping.
+/// An open, validated segment mapping, read-write or read-only as `A` says (see the
+/// [module docs](self)).
 #[derive(Debug)]
-pub(crate) struct Segment {
-    map: Mapping,
+pub(crate) struct Segment<A: Access = ReadWrite> {
+    map: Mapping<A>,
     file: File,
     path: PathBuf,
     info: HeaderInfo,
@@ -212,7 +219,7 @@ impl Segment {
         let path = domain.channel_path(name)?;
         let dir = domain.open_or_create_dir()?;
         for _ in 0..64 {
-            match Segment::open_in(&dir, name, Access::ReadWrite).and_then(|seg| {
+            match Segment::open_in(&dir, name).and_then(|seg| {
                 let layout = seg.layout::<L>()?;
                 Ok((seg, layout))
             }) {
@@ -235,108 +242,6 @@ impl Segment {
             path,
             source: io::Error::other("segment keeps appearing and disappearing; is something deleting it?"),
         })
-    }
-
-    /// Opens an existing channel `name` as a `L`.
-    pub(crate) fn open<L: Layout>(domain: &Domain, name: &str) -> Result<(Segment, L), OpenError> {
-        let seg = Segment::open_channel(domain, name, Access::ReadWrite)?;
-        let layout = seg.layout::<L>()?;
-        Ok((seg, layout))
-    }
-
-    /// [`open`](Self::open), read-only: see [`open_path_read_only`](Self::open_path_read_only).
-    pub(crate) fn open_read_only<L: Layout>(domain: &Domain, name: &str) -> Result<(Segment, L), OpenError> {
-        let seg = Segment::open_channel(domain, name, Access::ReadOnly)?;
-        let layout = seg.layout::<L>()?;
-        Ok((seg, layout))
-    }
-
-    /// Opens channel `name` of `domain` through its checked directory descriptor. A missing
-    /// root or domain directory is `NotFound` for the channel.
-    fn open_channel(domain: &Domain, name: &str, access: Access) -> Result<Segment, OpenError> {
-        let path = domain.channel_path(name)?;
-        let dir = match domain.open_dir() {
-            Ok(d) => d,
-            Err(OpenError::NotFound { .. }) => return Err(OpenError::NotFound { path }),
-            Err(e) => return Err(e),
-        };
-        Segment::open_in(&dir, name, access)
-    }
-
-    /// The layout of this segment as a `L`: the header's kind must be `L`'s, its parameters
-    /// valid for it, and the file size exactly what they imply.
-    pub(crate) fn layout<L: Layout>(&self) -> Result<L, OpenError> {
-        let path = &self.path;
-        if self.info.kind != L::KIND {
-            return Err(OpenError::WrongKind { path: path.clone(), found: Some(self.info.kind), expected: L::KIND });
-        }
-        let layout = L::from_params(&self.info.params).map_err(|what| OpenError::corrupt(path, what))?;
-        let expected = KIND_OFFSET as u64 + layout.kind_area_size();
-        if self.info.total_size != expected {
-            return Err(OpenError::corrupt(
-                path,
-                format!("total size {} does not match its layout ({expected})", self.info.total_size),
-            ));
-        }
-        Ok(layout)
-    }
-
-    /// Opens and validates the common header of the segment file `path`, whatever its kind,
-    /// with the file opened `O_RDONLY` and mapped `PROT_READ`,
-    /// for tools that only look (`admin`): it needs read permission only, and nothing can
-    /// write through it. Validated exactly as a read-write open.
-    ///
-    /// The result must never reach an endpoint or anything else that stores into the
-    /// segment (a store faults). Read it only with atomic loads of at most 8 bytes: on the
-    /// 64-bit Linux targets shmbus runs on these are single load instructions (x86-64 `mov`,
-    /// AArch64 `ldr`/`ldar`), which read-only pages serve. (Rust documents this for `Relaxed`
-    /// loads; the `Acquire` loads of the kinds' index readers rely on the same instructions.)
-    #[cfg(any(test, feature = "internals"))]
-    pub(crate) fn open_path_read_only(path: &Path) -> Result<Segment, OpenError> {
-        Segment::open_path_as(path, Access::ReadOnly)
-    }
-
-    #[cfg(any(test, feature = "internals"))]
-    fn open_path_as(path: &Path, access: Access) -> Result<Segment, OpenError> {
-        let (dir, name) = match DomainDir::open_parent_of(path) {
-            Ok(d) => d,
-            Err(OpenError::NotFound { .. }) => return Err(OpenError::NotFound { path: path.to_owned() }),
-            Err(e) => return Err(e),
-        };
-        Segment::open_in(&dir, &name, access)
-    }
-
-    /// Opens and validates the file `name` in `dir` (a regular file owned by a trusted user,
-    /// opened relative to the directory's descriptor: see [`DomainDir::open_channel`]).
-    pub(crate) fn open_in(dir: &DomainDir, name: &str, access: Access) -> Result<Segment, OpenError> {
-        let map = match access {
-            Access::ReadWrite => Mapping::map,
-            Access::ReadOnly => Mapping::map_read_only,
-        };
-        let path = &dir.channel_path(name);
-        let (file, st) = dir.open_channel(name, access == Access::ReadWrite)?;
-        let size = st.size;
-        if size < KIND_OFFSET as u64 {
-            // Too short even for the header: tell "not ours" from "ours but cut".
-            let mut magic = [0u8; 8];
-            use std::os::unix::fs::FileExt;
-            let n = file.read_at(&mut magic, 0).unwrap_or(0);
-            if n == 8 && u64::from_le_bytes(magic) == MAGIC {
-                return Err(OpenError::Truncated { path: path.to_owned(), size, expected: KIND_OFFSET as u64 });
-            }
-            return Err(OpenError::NotASegment { path: path.to_owned() });
-        }
-        let head = map(file.as_fd(), KIND_OFFSET).map_err(|e| OpenError::io(path, e))?;
-        // SAFETY: the mapping is KIND_OFFSET >= size_of::<SegmentHeader>() bytes and page
-        // aligned; a volatile read copies it out without assuming anything about its contents
-        // (every bit pattern is a valid SegmentHeader of plain integers).
-        let raw = unsafe { std::ptr::read_volatile(head.as_ptr() as *const RawHeader) };
-        let info = validate_header(path, &raw, size)?;
-        drop(head);
-        let len =
-            usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
-        let map = map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
-        Ok(Segment { map, file, path: path.to_owned(), info })
     }
 
     /// Builds a new segment `name` in `dir` under a temporary name and links it into place
@@ -405,16 +310,118 @@ impl Segment {
         }
     }
 
-    /// Start of the kind area.
+    /// Start of the kind area, for loads and stores.
+    #[inline]
     pub(crate) fn kind_base(&self) -> *mut u8 {
         // SAFETY: validated total_size >= KIND_OFFSET, so the offset is inside the mapping.
         unsafe { self.map.as_ptr().add(KIND_OFFSET) }
     }
 
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Segment<ReadOnly> {
+    /// Opens and validates the common header of the segment file `path`, whatever its kind,
+    /// with the file opened `O_RDONLY` and mapped `PROT_READ`,
+    /// for tools that only look (`admin`): it needs read permission only, and nothing can
+    /// write through it. Validated exactly as a read-write open.
+    ///
+    /// Read it only with atomic loads of at most 8 bytes: on the 64-bit Linux targets shmbus
+    /// runs on these are single load instructions (x86-64 `mov`, AArch64 `ldr`/`ldar`), which
+    /// read-only pages serve. (Rust documents this for `Relaxed` loads; the `Acquire` loads of
+    /// the kinds' index readers rely on the same instructions.)
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn open_path_read_only(path: &Path) -> Result<Segment<ReadOnly>, OpenError> {
+        let (dir, name) = match DomainDir::open_parent_of(path) {
+            Ok(d) => d,
+            Err(OpenError::NotFound { .. }) => return Err(OpenError::NotFound { path: path.to_owned() }),
+            Err(e) => return Err(e),
+        };
+        Segment::open_in(&dir, &name)
+    }
+}
+
+impl<A: Access> Segment<A> {
+    /// Opens the existing channel `name` of `domain` as a `L`, with `A`'s access, through the
+    /// domain's checked directory descriptor. A missing root or domain directory is
+    /// `NotFound` for the channel.
+    pub(crate) fn open<L: Layout>(domain: &Domain, name: &str) -> Result<(Segment<A>, L), OpenError> {
+        let path = domain.channel_path(name)?;
+        let dir = match domain.open_dir() {
+            Ok(d) => d,
+            Err(OpenError::NotFound { .. }) => return Err(OpenError::NotFound { path }),
+            Err(e) => return Err(e),
+        };
+        let seg = Segment::open_in(&dir, name)?;
+        let layout = seg.layout::<L>()?;
+        Ok((seg, layout))
+    }
+
+    /// The layout of this segment as a `L`: the header's kind must be `L`'s, its parameters
+    /// valid for it, and the file size exactly what they imply.
+    pub(crate) fn layout<L: Layout>(&self) -> Result<L, OpenError> {
+        let path = &self.path;
+        if self.info.kind != L::KIND {
+            return Err(OpenError::WrongKind { path: path.clone(), found: Some(self.info.kind), expected: L::KIND });
+        }
+        let layout = L::from_params(&self.info.params).map_err(|what| OpenError::corrupt(path, what))?;
+        let expected = KIND_OFFSET as u64 + layout.kind_area_size();
+        if self.info.total_size != expected {
+            return Err(OpenError::corrupt(
+                path,
+                format!("total size {} does not match its layout ({expected})", self.info.total_size),
+            ));
+        }
+        Ok(layout)
+    }
+
+    /// Opens and validates the file `name` in `dir` (a regular file owned by a trusted user,
+    /// opened relative to the directory's descriptor: see [`DomainDir::open_channel`]).
+    pub(crate) fn open_in(dir: &DomainDir, name: &str) -> Result<Segment<A>, OpenError> {
+        let map = Mapping::<A>::map_as;
+        let path = &dir.channel_path(name);
+        let (file, st) = dir.open_channel(name, A::WRITABLE)?;
+        let size = st.size;
+        if size < KIND_OFFSET as u64 {
+            // Too short even for the header: tell "not ours" from "ours but cut".
+            let mut magic = [0u8; 8];
+            use std::os::unix::fs::FileExt;
+            let n = file.read_at(&mut magic, 0).unwrap_or(0);
+            if n == 8 && u64::from_le_bytes(magic) == MAGIC {
+                return Err(OpenError::Truncated { path: path.to_owned(), size, expected: KIND_OFFSET as u64 });
+            }
+            return Err(OpenError::NotASegment { path: path.to_owned() });
+        }
+        let head = map(file.as_fd(), KIND_OFFSET).map_err(|e| OpenError::io(path, e))?;
+        // SAFETY: the mapping is KIND_OFFSET >= size_of::<SegmentHeader>() bytes and page
+        // aligned; a volatile read copies it out without assuming anything about its contents
+        // (every bit pattern is a valid SegmentHeader of plain integers).
+        let raw = unsafe { std::ptr::read_volatile(head.as_const_ptr() as *const RawHeader) };
+        let info = validate_header(path, &raw, size)?;
+        drop(head);
+        let len =
+            usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
+        let map = map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
+        Ok(Segment { map, file, path: path.to_owned(), info })
+    }
+
+    /// Start of the kind area, for loads (a read-write segment's [`kind_base`](Segment::kind_base)
+    /// is the same address, for stores too).
+    #[inline]
+    pub(crate) fn kind_area(&self) -> *const u8 {
+        // SAFETY: validated total_size >= KIND_OFFSET, so the offset is inside the mapping.
+        unsafe { self.map.as_const_ptr().add(KIND_OFFSET) }
+    }
+
+    /// The participant table. Over a read-only segment only its loads (`list`, `owner`,
+    /// `state`) may be used: a store faults.
+    #[inline]
     pub(crate) fn participants(&self) -> ParticipantTable<'_> {
         // SAFETY: the table lies at PARTICIPANTS_OFFSET inside the mapping, which lives as long
         // as `self`; its entries are atomics, valid for any bit pattern.
-        unsafe { ParticipantTable::from_raw(self.map.as_ptr().add(PARTICIPANTS_OFFSET)) }
+        unsafe { ParticipantTable::from_raw(self.map.as_const_ptr().add(PARTICIPANTS_OFFSET)) }
     }
 
     pub(crate) fn info(&self) -> &HeaderInfo {
@@ -423,10 +430,6 @@ impl Segment {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
-    }
-
-    pub(crate) fn file(&self) -> &File {
-        &self.file
     }
 
     /// Whether an access to this segment's mapping faulted because another process truncated
@@ -439,17 +442,6 @@ impl Segment {
     }
 }
 
-/// How [`Segment::open_in`] opens the file and maps it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// `O_RDWR`, `PROT_READ | PROT_WRITE`: for endpoints.
-    ReadWrite,
-    /// `O_RDONLY`, `PROT_READ`: for tools that only look.
-    ReadOnly,
-}
-
-/// Removes a temporary file's name from its directory (relative to the directory's
-/// descriptor) when dropped: after a failed creation, and after the final link.
 /// Backs the whole file with memory now, so running out of space is an error at creation
 /// rather than a SIGBUS on first touch.
 fn reserve(file: &File, len: u64) -> io::Result<()> {

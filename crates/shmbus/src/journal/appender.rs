@@ -129,7 +129,7 @@ fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64, populate: bool) -
     // file is this long before anyone may claim or read below `want`.
     cy.alloc().fetch_max(want, Ordering::AcqRel);
     if populate {
-        cy.data.populate_write(CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
+        cy.data.writable().populate_write(CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
     }
     Ok(())
 }
@@ -183,7 +183,7 @@ impl Appender {
                                     let _ = crate::sys::fs::fdatasync(&f);
                                 }
                             }
-                            let _ = i2.meta.map.msync_range(0, META_SIZE);
+                            let _ = i2.meta.map.writable().msync_range(0, META_SIZE);
                         }
                     })
                     .map_err(|e| OpenError::io(&inner.dir, e));
@@ -411,7 +411,7 @@ impl Appender {
             }
             // SAFETY: `at..backed` lies inside the mapping and the bytes the file holds
             // (`backed_bytes` is from fstat); only read, and every entry accepted is validated.
-            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(at) as *const u8, (backed - at) as usize) };
+            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(at), (backed - at) as usize) };
             match read_entry(data, 0, n, max) {
                 Ok((ScannedEntry::Committed { units, .. } | ScannedEntry::Abandoned { units, .. }, ..)) => {
                     n += 1;
@@ -439,7 +439,7 @@ impl Appender {
     #[cold]
     fn last_sound_entry(&self, backed: u64, max: u64) -> Option<(u64, u64)> {
         // SAFETY: as in `repair_position`: inside the mapping and the file; only read.
-        let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0) as *const u8, backed as usize) };
+        let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0), backed as usize) };
         let (mut i, mut off, mut last) = (0u64, 0u64, None);
         while i < self.cy.max_entries {
             match read_entry(data, off, i, max) {
@@ -628,7 +628,7 @@ impl std::ops::DerefMut for Loan<'_> {
         // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
         // before the claim) and ours alone until sent: no reader reads them before the
         // Release CAS to COMMITTED, no other appender can claim them.
-        unsafe { std::slice::from_raw_parts_mut(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.app.cy.data_ptr_mut(self.off + ENTRY_HEADER as u64), self.len) }
     }
 }
 
@@ -652,7 +652,7 @@ impl Loan<'_> {
     fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, JournalSendError> {
         self.done = true;
         let cy = &self.app.cy;
-        let p = cy.data_ptr(self.off);
+        let p = cy.data_ptr_mut(self.off);
         let len = self.len as u32;
         let idx = self.n as u32;
         let mut head = [0u8; ENTRY_HEADER - CRC_FROM];
@@ -694,7 +694,10 @@ impl Loan<'_> {
             return Err(JournalSendError::Abandoned { index });
         }
         if self.app.inner.hdr().durability == 1 {
-            let _ = cy.data.msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
+            let _ = cy
+                .data
+                .writable()
+                .msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
         }
         Ok(index)
     }

@@ -293,7 +293,10 @@ impl crate::kind::KindInfo for JournalKind {
     }
 
     /// None: journal data lives in its directory, which `shmbus clean` never touches.
-    fn pending(&self, _seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, OpenError> {
+    fn pending(
+        &self,
+        _seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<Option<crate::admin::Pending>, OpenError> {
         Ok(None)
     }
 

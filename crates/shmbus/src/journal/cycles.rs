@@ -258,7 +258,7 @@ pub(super) fn entry_ts(cy: &CycleFiles, i: u64, max: u64) -> Option<u64> {
     }
     // SAFETY: committed (Acquire above pairs with the Release CAS in `commit`), so the
     // entry's bytes are final; `units_fit` checked they lie in the claimed, backed area.
-    let bytes = unsafe { std::slice::from_raw_parts(cy.data_ptr(off) as *const u8, (units * UNIT as u64) as usize) };
+    let bytes = unsafe { std::slice::from_raw_parts(cy.data_ptr(off), (units * UNIT as u64) as usize) };
     match read_entry(bytes, 0, i, max) {
         Ok((ScannedEntry::Committed { ts, .. }, ..)) => Some(ts),
         _ => None,

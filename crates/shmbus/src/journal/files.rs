@@ -11,7 +11,7 @@ use crate::domain::{describe_uid, TrustPolicy, TRUST_ENV};
 use crate::error::OpenError;
 use crate::sync::AtomicU64;
 use crate::sys::fs::{self, FlockOp};
-use crate::sys::Mapping;
+use crate::sys::{Mapping, ReadOnlyMapping};
 
 use super::format::*;
 
@@ -263,11 +263,71 @@ pub(crate) fn truncated_message(path: &Path, cycle: Option<u64>, appended: bool)
     )
 }
 
+/// A journal file's mapping: read-write for endpoints, read-only for `Journal::status`. The
+/// journal chooses when it opens (its read paths serve both), so here the choice is a value;
+/// the write paths take the read-write mapping through [`FileMap::writable`], and only the
+/// appender and recovery, which a read-only journal never makes, call it.
+#[derive(Debug)]
+pub(crate) enum FileMap {
+    /// Mapped `PROT_READ | PROT_WRITE` from a file opened `O_RDWR`.
+    ReadWrite(Mapping),
+    /// Mapped `PROT_READ` from a file opened `O_RDONLY`.
+    ReadOnly(ReadOnlyMapping),
+}
+
+impl FileMap {
+    fn map(file: &File, len: usize, read_only: bool) -> std::io::Result<FileMap> {
+        Ok(if read_only {
+            FileMap::ReadOnly(Mapping::map_read_only(file.as_fd(), len)?)
+        } else {
+            FileMap::ReadWrite(Mapping::map(file.as_fd(), len)?)
+        })
+    }
+
+    /// The first byte, for loads.
+    #[inline]
+    pub(crate) fn as_const_ptr(&self) -> *const u8 {
+        match self {
+            FileMap::ReadWrite(m) => m.as_const_ptr(),
+            FileMap::ReadOnly(m) => m.as_const_ptr(),
+        }
+    }
+
+    /// The mapped length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            FileMap::ReadWrite(m) => m.len(),
+            FileMap::ReadOnly(m) => m.len(),
+        }
+    }
+
+    /// See [`Mapping::was_truncated`].
+    pub(crate) fn was_truncated(&self) -> bool {
+        match self {
+            FileMap::ReadWrite(m) => m.was_truncated(),
+            FileMap::ReadOnly(m) => m.was_truncated(),
+        }
+    }
+
+    /// The read-write mapping, for the write paths.
+    ///
+    /// # Panics
+    /// On a read-only mapping: only `Journal::status` opens one, and it makes no appender and
+    /// runs no recovery, so a write path reaching it is a bug in shmbus.
+    #[inline]
+    pub(crate) fn writable(&self) -> &Mapping {
+        match self {
+            FileMap::ReadWrite(m) => m,
+            FileMap::ReadOnly(_) => unreachable!("a write path reached a read-only journal mapping"),
+        }
+    }
+}
+
 /// The metadata file, mapped.
 #[derive(Debug)]
 pub(crate) struct MetaFile {
     pub(crate) file: File,
-    pub(crate) map: Mapping,
+    pub(crate) map: FileMap,
     pub(crate) hdr: MetaHeader,
 }
 
@@ -303,12 +363,7 @@ impl MetaFile {
         if size != META_SIZE as u64 {
             return Err(OpenError::Truncated { path: path.to_owned(), size, expected: META_SIZE as u64 });
         }
-        let map = if read_only {
-            Mapping::map_read_only(file.as_fd(), META_SIZE)
-        } else {
-            Mapping::map(file.as_fd(), META_SIZE)
-        }
-        .map_err(|e| OpenError::io(path, e))?;
+        let map = FileMap::map(&file, META_SIZE, read_only).map_err(|e| OpenError::io(path, e))?;
         Ok(MetaFile { file, map, hdr })
     }
 
@@ -317,7 +372,7 @@ impl MetaFile {
         // SAFETY: `off` is a constant inside the META_SIZE mapping, 8-aligned (the mapping is
         // page aligned); atomics are valid for every bit pattern; the mapping lives as long
         // as `self`.
-        unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }
+        unsafe { &*(self.map.as_const_ptr().add(off) as *const AtomicU64) }
     }
 
     /// Highest cycle number created so far.
@@ -333,13 +388,15 @@ impl MetaFile {
     pub(crate) fn event(&self) -> &crate::event::EventWord {
         // SAFETY: offset 576 is inside the mapping, 4-aligned, and EventWord is a
         // repr(transparent) AtomicU32, valid for every bit pattern.
-        unsafe { &*(self.map.as_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord) }
+        unsafe { &*(self.map.as_const_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord) }
     }
 
     pub(crate) fn participants(&self) -> crate::participants::ParticipantTable<'_> {
         // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the mapping, which
         // lives as long as `self`.
-        unsafe { crate::participants::ParticipantTable::from_raw(self.map.as_ptr().add(META_PARTICIPANTS_OFFSET)) }
+        unsafe {
+            crate::participants::ParticipantTable::from_raw(self.map.as_const_ptr().add(META_PARTICIPANTS_OFFSET))
+        }
     }
 
     /// The archive directory recorded by `Journal::tier`, if any (validated: non-empty,
@@ -396,9 +453,9 @@ pub(crate) struct CycleFiles {
     pub(crate) data_file: File,
     pub(crate) index_file: File,
     /// `CYCLE_HEADER_PAGE + cycle_bytes` bytes; only the part below the file size is touched.
-    pub(crate) data: Mapping,
+    pub(crate) data: FileMap,
     /// `index_bytes` bytes; likewise.
-    pub(crate) index: Mapping,
+    pub(crate) index: FileMap,
     pub(crate) cap_units: u64,
     pub(crate) max_entries: u64,
     /// Whether the data file is on tmpfs, where `fallocate` allocates and zeroes every page
@@ -426,13 +483,7 @@ impl CycleFiles {
         read_only: bool,
     ) -> Result<CycleFiles, OpenError> {
         let rebuild = rebuild.filter(|_| !read_only);
-        let map = |f: &File, len: usize| {
-            if read_only {
-                Mapping::map_read_only(f.as_fd(), len)
-            } else {
-                Mapping::map(f.as_fd(), len)
-            }
-        };
+        let map = |f: &File, len: usize| FileMap::map(f, len, read_only);
         let dpath = dir.join(data_file_name(c));
         let ipath = dir.join(index_file_name(c));
         let data_file = open_file(&dpath, !read_only).map_err(|e| OpenError::io(&dpath, e))?;
@@ -471,7 +522,7 @@ impl CycleFiles {
                     // was read above) and inside the mapping (capped at `cycle_bytes`). A peer
                     // that truncates a journal file under us is the documented SIGBUS case.
                     let bytes = unsafe {
-                        std::slice::from_raw_parts(data.as_ptr().add(CYCLE_HEADER_PAGE) as *const u8, area as usize)
+                        std::slice::from_raw_parts(data.as_const_ptr().add(CYCLE_HEADER_PAGE), area as usize)
                     };
                     rebuild_index(&ipath, bytes, &data_file, meta, mode).map_err(|e| OpenError::io(&ipath, e))?;
                     open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?
@@ -482,7 +533,10 @@ impl CycleFiles {
         };
         check_owner(&ipath, &index_file, trust)?;
         let index = map(&index_file, ilen).map_err(|e| OpenError::io(&ipath, e))?;
-        data.advise_huge();
+        match &data {
+            FileMap::ReadWrite(m) => m.advise_huge(),
+            FileMap::ReadOnly(m) => m.advise_huge(),
+        }
         let tmpfs = fs::is_tmpfs(&data_file);
         Ok(CycleFiles {
             num: c,
@@ -530,7 +584,7 @@ impl CycleFiles {
     fn hword(&self, off: usize) -> &AtomicU64 {
         // SAFETY: `off` is one of the constant word offsets inside the header page, which the
         // file always has (checked at open); 8-aligned; atomics accept every bit pattern.
-        unsafe { &*(self.data.as_ptr().add(off) as *const AtomicU64) }
+        unsafe { &*(self.data.as_const_ptr().add(off) as *const AtomicU64) }
     }
 
     /// The position word: `SEALED | entries << 32 | units`.
@@ -554,14 +608,22 @@ impl CycleFiles {
         debug_assert!(off % 8 == 0 && off + ENTRY_HEADER as u64 <= self.cap_units * UNIT as u64);
         // SAFETY: per the caller's check the word lies inside the mapped and backed data
         // area; 8-aligned; atomics accept every bit pattern.
-        unsafe { &*(self.data.as_ptr().add(CYCLE_HEADER_PAGE + off as usize) as *const AtomicU64) }
+        unsafe { &*(self.data.as_const_ptr().add(CYCLE_HEADER_PAGE + off as usize) as *const AtomicU64) }
     }
 
-    /// Raw pointer to data-area byte `off` (caller checks bounds).
-    pub(crate) fn data_ptr(&self, off: u64) -> *mut u8 {
+    /// Raw pointer to data-area byte `off`, for loads (caller checks bounds).
+    pub(crate) fn data_ptr(&self, off: u64) -> *const u8 {
         debug_assert!(off <= self.cap_units * UNIT as u64);
         // SAFETY: callers pass offsets inside the data area, which is inside the mapping.
-        unsafe { self.data.as_ptr().add(CYCLE_HEADER_PAGE + off as usize) }
+        unsafe { self.data.as_const_ptr().add(CYCLE_HEADER_PAGE + off as usize) }
+    }
+
+    /// Raw pointer to data-area byte `off`, for stores (caller checks bounds; a read-write
+    /// journal only: see [`FileMap::writable`]).
+    pub(crate) fn data_ptr_mut(&self, off: u64) -> *mut u8 {
+        debug_assert!(off <= self.cap_units * UNIT as u64);
+        // SAFETY: callers pass offsets inside the data area, which is inside the mapping.
+        unsafe { self.data.writable().as_ptr().add(CYCLE_HEADER_PAGE + off as usize) }
     }
 
     /// Index slot `i` (`offset_units + 1`, 0 = not written), if backed.
@@ -577,7 +639,7 @@ impl CycleFiles {
         }
         // SAFETY: checked: the slot is inside the mapping and the backed part of the file;
         // 4-aligned; atomics accept every bit pattern.
-        Some(unsafe { &*(self.index.as_ptr().add(i as usize * 4) as *const crate::sync::AtomicU32) })
+        Some(unsafe { &*(self.index.as_const_ptr().add(i as usize * 4) as *const crate::sync::AtomicU32) })
     }
 }
 

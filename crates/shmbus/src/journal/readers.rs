@@ -111,7 +111,7 @@ impl Inner {
         m.reader_word(k, 1).store(pos, Ordering::Release);
         m.reader_word(k, 4).store(realtime_ns(), Ordering::Relaxed);
         if m.hdr.durability == 1 {
-            let _ = m.map.msync_range(META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
+            let _ = m.map.writable().msync_range(META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
         }
     }
 }

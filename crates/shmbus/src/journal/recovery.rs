@@ -143,7 +143,7 @@ impl Inner {
         // SAFETY: we hold the exclusive lock: no other process has the journal open, so the
         // bytes do not change while this slice lives; `claimed <= avail <=` the file size
         // and the mapping length.
-        let data = unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, claimed as usize) };
+        let data = unsafe { std::slice::from_raw_parts(cy.data_ptr(0), claimed as usize) };
         let (mut i, mut off, mut holes, mut damaged) = (0u64, 0u64, 0u64, 0u64);
         let mut reason = ScanStop::End;
         // Past a damaged range (a zeroed page, junk headers) the walk goes on at the next
@@ -209,7 +209,7 @@ impl Inner {
             // header page) may be stale too.
             // SAFETY: we are alone (exclusive lock), and `avail` lies inside both the file
             // and the mapping.
-            let all = unsafe { std::slice::from_raw_parts(cy.data_ptr(0) as *const u8, avail as usize) };
+            let all = unsafe { std::slice::from_raw_parts(cy.data_ptr(0), avail as usize) };
             while let Ok((ScannedEntry::Committed { units, .. }, ..)) = read_entry(all, off, i, max) {
                 if let Some(s) = cy.index_slot(i) {
                     s.store((off / UNIT as u64 + 1) as u32, Ordering::Relaxed);
@@ -247,7 +247,7 @@ impl Inner {
         let junk_end = (u * UNIT as u64).min(avail);
         if junk_end > off {
             // SAFETY: `off..junk_end` lies inside the backed data area; we are alone.
-            unsafe { std::ptr::write_bytes(cy.data_ptr(off), 0, (junk_end - off) as usize) };
+            unsafe { std::ptr::write_bytes(cy.data_ptr_mut(off), 0, (junk_end - off) as usize) };
         }
         for k in i..n {
             match cy.index_slot(k) {

@@ -149,41 +149,26 @@ impl EntryInfo {
 
 /// A blocking iterator over owned entries ([`Tailer::iter`]): it waits for each entry and
 /// never ends (the journal has no terminal error; a cut file is reported on every call).
-#[derive(Debug)]
-pub struct Iter<'a> {
-    tailer: &'a mut Tailer,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = Result<Entry, JournalRecvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        Some(self.tailer.recv())
-    }
-}
+///
+/// An `Iterator` whose items are `Result<Entry, JournalRecvError>`.
+pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut Tailer>;
 
 /// An iterator over the owned entries committed now ([`Tailer::try_iter`]): it ends at
 /// `Empty`; another error is yielded once, then it ends.
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    tailer: &'a mut Tailer,
-    done: bool,
-}
+///
+/// An `Iterator` whose items are `Result<Entry, JournalRecvError>`.
+pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut Tailer>;
 
-impl Iterator for TryIter<'_> {
-    type Item = Result<Entry, JournalRecvError>;
+impl crate::endpoint::iter::Receive for &mut Tailer {
+    type Item = Entry;
+    type Error = JournalRecvError;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.tailer.try_recv() {
-            Ok(e) => Some(Ok(e)),
-            Err(e) => {
-                self.done = true;
-                e.into_blocking().map(Err)
-            }
-        }
+    fn recv(&mut self) -> Result<Entry, JournalRecvError> {
+        Tailer::recv(self)
+    }
+
+    fn try_recv(&mut self) -> Result<Entry, Option<JournalRecvError>> {
+        Tailer::try_recv(self).map_err(|e| e.into_blocking())
     }
 }
 
@@ -452,12 +437,12 @@ impl Tailer {
 
     /// A blocking iterator over owned entries (see [`Iter`]).
     pub fn iter(&mut self) -> Iter<'_> {
-        Iter { tailer: self }
+        Iter::new(self)
     }
 
     /// An iterator over the owned entries committed now (see [`TryIter`]).
     pub fn try_iter(&mut self) -> TryIter<'_> {
-        TryIter { tailer: self, done: false }
+        TryIter::new(self)
     }
 
     /// Where the next entry is, if one is committed now (`None`: the end).
@@ -833,7 +818,7 @@ impl Tailer {
             // the mapping; the scan only reads, and validates every entry it accepts (a
             // concurrent writer can only be writing claimed-but-uncommitted entries, which
             // the scan does not accept).
-            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0) as *const u8, end as usize) };
+            let data = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(0), end as usize) };
             found = find_next_entry(data, from, i + 1, n, max);
             if found.is_none() && window_end < limit {
                 self.scan = Some((self.cy.num, i, off, window_end));
@@ -894,9 +879,7 @@ impl Tailer {
             ST_ABANDONED => true,
             ST_COMMITTED => {
                 // SAFETY: committed (Acquire above), inside the backed bytes (`end <= limit`).
-                let bytes = unsafe {
-                    std::slice::from_raw_parts(self.cy.data_ptr(o) as *const u8, (units * UNIT as u64) as usize)
-                };
+                let bytes = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(o), (units * UNIT as u64) as usize) };
                 read_entry(bytes, 0, j, max).is_ok()
             }
             _ => false,
@@ -1018,9 +1001,7 @@ impl Tailer {
             // SAFETY: committed (the Acquire load of word 0 pairs with the Release CAS in
             // `commit_inner`), so these bytes are final; `units_fit` checked that they lie
             // inside the claimed and backed data area.
-            let bytes = unsafe {
-                std::slice::from_raw_parts(self.cy.data_ptr(off) as *const u8, (units * UNIT as u64) as usize)
-            };
+            let bytes = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off), (units * UNIT as u64) as usize) };
             let checked = read_entry(bytes, 0, self.i, max);
             match checked {
                 Err(ScanStop::BadCrc) => {
@@ -1063,8 +1044,7 @@ impl Tailer {
             self.inner.store_reader_pos(k, index);
         }
         // SAFETY: as in `step`: a committed entry's payload, inside the backed area.
-        let payload =
-            unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off + ENTRY_HEADER as u64) as *const u8, len) };
+        let payload = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off + ENTRY_HEADER as u64), len) };
         let mut body = payload;
         if flags & FLAG_SEALED != 0 {
             let Some(c) = &self.cipher else {

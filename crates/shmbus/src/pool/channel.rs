@@ -9,9 +9,10 @@
 use {
     super::layout::PoolLayout,
     super::protocol::{PoolHeader, PoolRef, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, TAKEN},
+    crate::endpoint::channel::Channel,
     crate::error::OpenError,
     crate::segment::Segment,
-    crate::sys::process_is_alive,
+    crate::sys::{process_is_alive, Access, ReadOnly},
 };
 
 /// How often a waiting worker checks, by default, that its dispatcher process still lives.
@@ -76,8 +77,8 @@ pub(super) const DISPATCHER_ENTRY: usize = 0;
 
 /// The pool view of a segment.
 #[cfg(not(loom))]
-pub(super) fn pool_ref<'a>(seg: &'a Segment, layout: &PoolLayout) -> PoolRef<'a> {
-    let base = seg.kind_base();
+pub(super) fn pool_ref<'a, A: Access>(seg: &'a Segment<A>, layout: &PoolLayout) -> PoolRef<'a> {
+    let base = seg.kind_area();
     // SAFETY: `Segment::open`/`create_or_open` validated that the file is exactly
     // KIND_OFFSET + kind_area_size() bytes, so the header and `max_workers` mailboxes of
     // `stride` bytes lie inside the mapping, which lives as long as `seg`. The kind area is
@@ -99,7 +100,7 @@ pub(super) fn payload_ptr(seg: &Segment, layout: &PoolLayout, i: usize) -> *mut 
 }
 
 #[cfg(not(loom))]
-pub(super) fn dispatcher_alive(seg: &Segment) -> Option<(u32, bool)> {
+pub(super) fn dispatcher_alive<A: Access>(seg: &Segment<A>) -> Option<(u32, bool)> {
     seg.participants().owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, process_is_alive(o.process)))
 }
 
@@ -109,9 +110,9 @@ pub(super) fn dispatcher_alive(seg: &Segment) -> Option<(u32, bool)> {
 /// marks it LOST and reports it). By the protocol's invariant 5 every dispatched job is
 /// taken or reported lost; these are the ones that are neither yet.
 #[cfg(not(loom))]
-pub(super) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
-    let layout = seg.layout::<PoolLayout>()?;
-    let pool = pool_ref(seg, &layout);
+pub(super) fn undelivered_jobs(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
+    let chan = Channel::<PoolLayout, ReadOnly>::from_segment(seg)?;
+    let (seg, pool) = (chan.seg(), pool_ref(chan.seg(), chan.layout()));
     let parts = seg.participants();
     // Mailbox `i` belongs to participant entry `1 + i`. A job taken by a worker that has died
     // since is owed too: the next `reap` turns it into a loss report.
@@ -126,7 +127,8 @@ pub(super) fn undelivered_jobs(seg: &Segment) -> Result<u64, OpenError> {
 }
 
 #[cfg(not(loom))]
-pub(super) fn status_of(seg: &Segment, layout: &PoolLayout) -> PoolStatus {
+pub(super) fn status_of<A: Access>(chan: &Channel<PoolLayout, A>) -> PoolStatus {
+    let (seg, layout) = (chan.seg(), chan.layout());
     let pool = pool_ref(seg, layout);
     let (workers, idle) = pool.counts();
     let disp = dispatcher_alive(seg);

@@ -35,7 +35,7 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     pub(super) fn attach(shared: Arc<Shared>) -> Result<Dispatcher, OpenError> {
-        let (seg, layout) = (&shared.seg, shared.layout);
+        let (seg, layout) = (shared.seg(), *shared.layout());
         // Nothing to clean in a dead predecessor's entry itself; the mailboxes it left FILLING
         // are repaired below.
         let me = ProcessId::current();
@@ -55,7 +55,7 @@ impl Dispatcher {
     }
 
     fn seg(&self) -> &Segment {
-        &self.shared.seg
+        self.shared.seg()
     }
 
     fn pool(&self) -> PoolRef<'_> {
@@ -123,7 +123,7 @@ impl Dispatcher {
         // (protocol invariant 2); `bytes` is our own memory, not overlapping the mapping's
         // payload of a mailbox we own.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
-        let pool = pool_ref(&self.shared.seg, &self.layout);
+        let pool = pool_ref(self.shared.seg(), &self.layout);
         self.rr = (i + 1) % self.layout.max_workers;
         if !pool.publish(i, job_id, bytes.len() as u64, wake) {
             return false;
@@ -193,7 +193,7 @@ impl Dispatcher {
     }
 
     fn reap_into(&mut self, lost: &mut Vec<LostJob>) {
-        let seg = &self.shared.seg;
+        let seg = self.shared.seg();
         let pool = pool_ref(seg, &self.layout);
         let parts = seg.participants();
         let me = ProcessId::current();
@@ -230,7 +230,7 @@ impl Dispatcher {
 
     /// A snapshot of the pool.
     pub fn status(&self) -> PoolStatus {
-        status_of(self.seg(), &self.layout)
+        status_of(&self.shared)
     }
 }
 

@@ -23,10 +23,8 @@ pub const MAX_JOB_LEN: usize = 16 << 20;
 pub struct PoolConfig {
     max_workers: Option<usize>,
     max_job_len: Option<usize>,
-    mode: Option<u32>,
-    group: Option<u32>,
     #[cfg_attr(loom, allow(dead_code))]
-    payload: Option<crate::pod::PayloadType>,
+    common: crate::endpoint::channel::CommonConfig,
 }
 
 impl PoolConfig {
@@ -47,18 +45,7 @@ impl PoolConfig {
         self
     }
 
-    /// File mode of a created pool (default `0o600`). Used only when the pool is created.
-    pub fn mode(mut self, mode: u32) -> Self {
-        self.mode = Some(mode);
-        self
-    }
-
-    /// Group (gid) to give a created pool (default: the creator's). Used only when the pool
-    /// is created.
-    pub fn group(mut self, gid: u32) -> Self {
-        self.group = Some(gid);
-        self
-    }
+    crate::endpoint::channel::common_setters!("pool");
 }
 
 /// The layout parameters of a pool segment, validated.
@@ -121,62 +108,27 @@ impl crate::segment::Layout for PoolLayout {
 }
 
 #[cfg(not(loom))]
-impl PoolConfig {
-    /// The layout a created pool gets: the set values, the defaults for the others.
-    pub(crate) fn layout(&self) -> Result<PoolLayout, OpenError> {
+impl crate::endpoint::channel::ChannelConfig for PoolConfig {
+    type Layout = PoolLayout;
+
+    fn layout_to_create(&self) -> Result<PoolLayout, OpenError> {
         PoolLayout::new(
             self.max_workers.unwrap_or(Self::DEFAULT_MAX_WORKERS) as u64,
-            self.max_job_len.or(self.payload.map(|t| t.size)).unwrap_or(Self::DEFAULT_MAX_JOB_LEN) as u64,
+            self.max_job_len.or(self.common.payload.map(|t| t.size)).unwrap_or(Self::DEFAULT_MAX_JOB_LEN) as u64,
         )
         .map_err(|what| OpenError::InvalidConfig { what })
     }
 
-    /// Records `t` as the pool's payload type (see `PoolConfig::for_type`).
-    pub(crate) fn payload_type(mut self, t: crate::pod::PayloadType) -> Self {
-        self.payload = Some(t);
-        self
+    fn set_fields(&self, existing: &PoolLayout) -> Vec<(&'static str, Option<u64>, u64)> {
+        let set = |v: Option<usize>| v.map(|v| v as u64);
+        vec![
+            ("max_workers", set(self.max_workers), existing.max_workers as u64),
+            ("max_job_size", set(self.max_job_len), existing.max_job_size as u64),
+        ]
     }
 
-    pub(crate) fn payload(&self) -> Option<crate::pod::PayloadType> {
-        self.payload
-    }
-
-    /// The file options of a created pool.
-    pub(crate) fn create_options(&self) -> crate::segment::CreateOptions {
-        let mut opts = crate::segment::CreateOptions::default();
-        if let Some(mode) = self.mode {
-            opts.mode = mode;
-        }
-        opts.gid = self.group;
-        opts
-    }
-
-    /// Checks the values that were set against an existing pool's layout.
-    pub(crate) fn check(&self, path: &std::path::Path, existing: &PoolLayout) -> Result<(), OpenError> {
-        let set = [
-            ("max_workers", self.max_workers, existing.max_workers),
-            ("max_job_size", self.max_job_len, existing.max_job_size),
-        ];
-        for (field, requested, existing) in set {
-            if let Some(requested) = requested.filter(|&r| r != existing) {
-                return Err(OpenError::LayoutMismatch {
-                    path: path.to_owned(),
-                    field,
-                    existing: existing as u64,
-                    requested: requested as u64,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether the header parameter `field` was left unset (accepts what exists).
-    pub(crate) fn is_unset(&self, field: &str) -> bool {
-        match field {
-            "max_workers" => self.max_workers.is_none(),
-            "max_job_size" => self.max_job_len.is_none(),
-            _ => false,
-        }
+    fn common(&self) -> &crate::endpoint::channel::CommonConfig {
+        &self.common
     }
 }
 
@@ -203,16 +155,19 @@ impl crate::kind::KindInfo for PoolKind {
     }
 
     /// Jobs dispatched and not taken, or lost with their worker and not yet reported.
-    fn pending(&self, seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, OpenError> {
-        Ok(Some(crate::admin::Pending::Jobs(super::channel::undelivered_jobs(&seg)?)))
+    fn pending(
+        &self,
+        seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<Option<crate::admin::Pending>, OpenError> {
+        Ok(Some(crate::admin::Pending::Jobs(super::channel::undelivered_jobs(seg)?)))
     }
 
     /// The endpoints are counted after the status is read, in the same mapping: every
     /// endpoint the status shows alive is counted.
     fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, OpenError> {
-        let (seg, layout) = crate::segment::Segment::open_read_only::<PoolLayout>(domain, name)?;
-        let st = super::channel::status_of(&seg, &layout);
-        let live = |role| crate::kind::live_in_role(&seg, role);
+        let chan = crate::endpoint::channel::Channel::<PoolLayout, crate::sys::ReadOnly>::open_read_only(domain, name)?;
+        let st = super::channel::status_of(&chan);
+        let live = |role| crate::kind::live_in_role(chan.seg(), role);
         let dispatcher = st.dispatcher_pid.map(|pid| (pid, st.dispatcher_alive));
         let dispatcher_note = match dispatcher {
             Some((pid, true)) => format!("{pid} (alive)"),

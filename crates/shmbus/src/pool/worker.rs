@@ -143,7 +143,7 @@ impl JobInfo {
 
 impl Worker {
     pub(super) fn attach(shared: Arc<Shared>) -> Result<Worker, OpenError> {
-        let (seg, layout) = (&shared.seg, shared.layout);
+        let (seg, layout) = (shared.seg(), *shared.layout());
         let me = ProcessId::current();
         let parts = seg.participants();
         let pool = pool_ref(seg, &layout);
@@ -210,7 +210,7 @@ impl Worker {
     }
 
     fn seg(&self) -> &Segment {
-        &self.shared.seg
+        self.shared.seg()
     }
 
     fn pool(&self) -> PoolRef<'_> {
@@ -395,14 +395,14 @@ impl Worker {
     /// dispatcher), except `Truncated`, which holds for the life of the worker: it is
     /// yielded once and the iteration ends.
     pub fn iter(&mut self) -> Iter<'_> {
-        Iter { worker: self, done: false }
+        Iter::new(self)
     }
 
     /// An iterator over the jobs there are now, owned: each `next` is a
     /// [`try_recv`](Self::try_recv). It ends at `Empty` (the worker is then idle); another
     /// error is yielded once, then it ends.
     pub fn try_iter(&mut self) -> TryIter<'_> {
-        TryIter { worker: self, done: false }
+        TryIter::new(self)
     }
 
     /// Whether the pool's file was truncated under this process (see
@@ -581,46 +581,29 @@ fn copy_into(job: &JobRef<'_>, buf: &mut Vec<u8>) -> JobInfo {
 }
 
 /// The blocking iterator of [`Worker::iter`].
-#[derive(Debug)]
-pub struct Iter<'a> {
-    worker: &'a mut Worker,
-    done: bool,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = Result<Job, PoolRecvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let r = self.worker.recv();
-        self.done = matches!(r, Err(PoolRecvError::Truncated));
-        Some(r)
-    }
-}
+///
+/// An `Iterator` whose items are `Result<Job, PoolRecvError>`.
+pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut Worker>;
 
 /// The non-blocking iterator of [`Worker::try_iter`].
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    worker: &'a mut Worker,
-    done: bool,
-}
+///
+/// An `Iterator` whose items are `Result<Job, PoolRecvError>`.
+pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut Worker>;
 
-impl Iterator for TryIter<'_> {
-    type Item = Result<Job, PoolRecvError>;
+impl crate::endpoint::iter::Receive for &mut Worker {
+    type Item = Job;
+    type Error = PoolRecvError;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.worker.try_recv() {
-            Ok(job) => Some(Ok(job)),
-            Err(e) => {
-                self.done = true;
-                e.into_blocking().map(Err)
-            }
-        }
+    fn recv(&mut self) -> Result<Job, PoolRecvError> {
+        Worker::recv(self)
+    }
+
+    fn try_recv(&mut self) -> Result<Job, Option<PoolRecvError>> {
+        Worker::try_recv(self).map_err(|e| e.into_blocking())
+    }
+
+    fn ends(e: &Self::Error) -> bool {
+        matches!(e, PoolRecvError::Truncated)
     }
 }
 

@@ -12,14 +12,15 @@ use super::layout::{MappedCells, QueueConfig, QueueLayout, CONTROL_BYTES};
 use super::producer::Producer;
 use super::ring::{Control, Ring, Stall};
 use crate::domain::Domain;
+use crate::endpoint::channel::Channel;
 use crate::endpoint::liveness;
 use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
 use crate::participants::PARTICIPANTS;
-use crate::pod::{check_creatable, check_payload, PayloadType};
+use crate::pod::PayloadType;
 use crate::segment::Segment;
-use crate::sys::{process_is_alive, ProcessId};
+use crate::sys::{process_is_alive, Access, ProcessId, ReadOnly};
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
 
 /// How long a claim may stand in a waiter's way before the waiter checks whether its owner
@@ -35,41 +36,37 @@ pub(crate) const IDLE_RECHECK: Duration = liveness::ORPHAN;
 pub(super) const ROLE_PRODUCER: u32 = 1;
 pub(super) const ROLE_CONSUMER: u32 = 2;
 
-/// The mapping and the addresses derived from its validated layout.
-#[derive(Debug)]
-pub(super) struct Shared {
-    seg: Segment,
-    pub(super) layout: QueueLayout,
-    pub(super) ctl: *const Control,
-    cells: MappedCells,
-}
+/// The queue's mapping, shared by the handle and its endpoints.
+pub(super) type Shared = Channel<QueueLayout>;
 
-// SAFETY: the raw pointers point into `seg`'s mapping, which lives as long as `Shared`; all
-// shared state behind them is atomics or claimed payload (see the ring's invariants).
-unsafe impl Send for Shared {}
-// SAFETY: as above; `&Shared` only hands out the ring, whose operations are thread-safe.
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    fn new(seg: Segment, layout: QueueLayout) -> Shared {
-        let base = seg.kind_base();
-        // SAFETY: the kind area is at least CONTROL_BYTES long (validated size), page aligned.
-        let cells = MappedCells { base: unsafe { base.add(CONTROL_BYTES) }, stride: layout.stride };
-        Shared { ctl: base as *const Control, cells, seg, layout }
+/// The ring view of a queue channel, read-write or read-only (over a read-only one, status
+/// and `admin` use its loads only: `depth`, `pop_ready`, the table's `list`).
+impl<A: Access> Channel<QueueLayout, A> {
+    /// The control block.
+    #[inline]
+    pub(super) fn ctl(&self) -> &Control {
+        // SAFETY: the kind area starts page aligned with the control block (at least
+        // CONTROL_BYTES long: validated size), inside the mapping `self` keeps alive; its
+        // fields are atomics, valid for any bit pattern.
+        unsafe { &*(self.kind_area() as *const Control) }
     }
 
     #[inline]
     pub(super) fn ring(&self) -> Ring<'_, MappedCells> {
-        // SAFETY: `ctl` points to the control block inside the mapping `self` keeps alive;
-        // its fields are atomics, valid for any bit pattern, and it is 128-byte aligned.
-        let ctl = unsafe { &*self.ctl };
-        Ring::new(ctl, self.cells, self.seg.participants(), self.layout.capacity, self.layout.max)
+        let layout = self.layout();
+        // SAFETY: the kind area is at least CONTROL_BYTES long (validated size), page aligned.
+        // The cells are stored through only by endpoints, which hold a read-write channel.
+        let base = unsafe { self.kind_area().add(CONTROL_BYTES) } as *mut u8;
+        let cells = MappedCells { base, stride: layout.stride };
+        Ring::new(self.ctl(), cells, self.participants(), layout.capacity, layout.max)
     }
+}
 
+impl Shared {
     fn register(self: &Arc<Self>, role: u32) -> Result<Endpoint, OpenError> {
         let me = ProcessId::current();
         let reclaim = || self.ring().reclaim_dead(me, process_is_alive);
-        let index = register_shared(self.seg.participants(), me, role, 0..PARTICIPANTS, reclaim, self.seg.path())?;
+        let index = register_shared(self.participants(), me, role, 0..PARTICIPANTS, reclaim, self.path())?;
         Ok(Endpoint {
             shared: Arc::clone(self),
             index,
@@ -164,7 +161,7 @@ impl Endpoint {
     /// [`QueueTryRecvError::Truncated`]). Slow paths only: a failed or empty attempt, a timeout.
     #[cold]
     pub(super) fn truncated(&self) -> bool {
-        self.shared.seg.was_truncated()
+        self.shared.was_truncated()
     }
 
     /// How often a [`crate::WaitSet`] re-checks this endpoint: soon while a claim stands in
@@ -194,7 +191,7 @@ impl Endpoint {
 impl Drop for Endpoint {
     fn drop(&mut self) {
         // Every operation completes before it returns, so we hold no claim here.
-        self.shared.seg.participants().release(self.index);
+        self.shared.participants().release(self.index);
     }
 }
 
@@ -211,77 +208,25 @@ impl Queue {
     /// left unset accepts the existing queue's, or takes its default when the queue is
     /// created. Mode and group apply only when the queue is created.
     pub fn create_or_open(domain: &Domain, name: &str, config: &QueueConfig) -> Result<Queue, OpenError> {
-        let layout = config.layout_to_create().map_err(|what| OpenError::InvalidConfig { what })?;
-        let Some(t) = config.payload() else { return Queue::create_or_open_with(domain, name, config, &layout) };
-        // A type the created queue could not carry fails before anything is made.
-        check_creatable(&t, layout.max, usize::MAX)?;
-        let queue = Queue::create_or_open_with(domain, name, config, &layout)?;
-        queue.check_type(&t)?;
-        Ok(queue)
-    }
-
-    fn create_or_open_with(
-        domain: &Domain,
-        name: &str,
-        config: &QueueConfig,
-        layout: &QueueLayout,
-    ) -> Result<Queue, OpenError> {
-        // Bounded: each turn either opens, creates, or lost a race with a creator or remover.
-        let mut last = None;
-        for _ in 0..8 {
-            match Queue::open(domain, name) {
-                Ok(q) => {
-                    q.check_config(config)?;
-                    return Ok(q);
-                }
-                Err(OpenError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-            match Segment::create_or_open(domain, name, layout, &config.create_options(), config.payload().as_ref()) {
-                Ok((seg, layout, _created)) => return Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) }),
-                // Another process created it with a value this config leaves unset: open theirs.
-                Err(e @ OpenError::LayoutMismatch { .. }) => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| OpenError::NotFound { path: domain.channel_path(name).unwrap_or_default() }))
+        Ok(Queue { shared: Arc::new(Channel::create_or_open(domain, name, config)?) })
     }
 
     /// Opens the existing queue `name` in `domain`.
     pub fn open(domain: &Domain, name: &str) -> Result<Queue, OpenError> {
-        let (seg, layout) = Segment::open::<QueueLayout>(domain, name)?;
-        Ok(Queue { shared: Arc::new(Shared::new(seg, layout)) })
+        Ok(Queue { shared: Arc::new(Channel::open(domain, name)?) })
     }
 
     /// A snapshot of the queue `name` in `domain` for tools: depth, layout, live producers and
     /// consumers, crash counters. Needs read permission only: it maps the queue read-only,
     /// registers nothing and writes nothing. Reads `/proc` once per participant entry in use.
     pub fn status(domain: &Domain, name: &str) -> Result<QueueStatus, OpenError> {
-        let (seg, layout) = Segment::open_read_only::<QueueLayout>(domain, name)?;
         // Loads only: `status_of` reads the control block, one cell stamp and the table.
-        Ok(status_of(&Shared::new(seg, layout)))
+        Ok(status_of(&Channel::<QueueLayout, ReadOnly>::open_read_only(domain, name)?))
     }
 
-    /// Fails with `LayoutMismatch` if `config` sets a value this queue does not have.
-    fn check_config(&self, config: &QueueConfig) -> Result<(), OpenError> {
-        let l = &self.shared.layout;
-        let checks = [
-            ("capacity", l.capacity, config.capacity_set()),
-            ("max_element_size", l.max as u64, config.max_message_len_set().map(|m| m as u64)),
-        ];
-        for (field, existing, requested) in checks {
-            if let Some(requested) = requested.filter(|&r| r != existing) {
-                return Err(OpenError::LayoutMismatch { path: self.path().to_owned(), field, existing, requested });
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks that this queue can carry `t` (see [`check_payload`]). A queue never lends its
-    /// memory as a `&T` (receives copy), so any alignment goes.
+    /// Checks that this queue can carry `t` (see [`Channel::check_type`]).
     pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
-        let seg = &self.shared.seg;
-        check_payload(seg.path(), seg.info().payload.as_ref(), t, self.shared.layout.max, usize::MAX)
+        self.shared.check_type(t)
     }
 
     /// A new producer endpoint.
@@ -297,17 +242,17 @@ impl Queue {
 
     /// Messages the queue holds.
     pub fn capacity(&self) -> u64 {
-        self.shared.layout.capacity
+        self.shared.layout().capacity
     }
 
     /// Largest message, in bytes.
     pub fn max_message_len(&self) -> usize {
-        self.shared.layout.max
+        self.shared.layout().max
     }
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.shared.seg.path()
+        self.shared.path()
     }
 
     /// Reclaims what dead participants held (their entries and claims) now, instead of when
@@ -322,14 +267,13 @@ impl Queue {
 /// 0 but a pop could make progress: a producer that died between publishing its message and
 /// moving `tail` leaves `tail` one behind it. Errs on the side of more: a cell a dead
 /// producer left half-written counts until a consumer retires it.
-pub(super) fn undelivered(seg: Segment) -> Result<u64, OpenError> {
-    let layout = seg.layout::<QueueLayout>()?;
-    let shared = Shared::new(seg, layout);
+pub(super) fn undelivered(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
+    let shared = Channel::<QueueLayout, ReadOnly>::from_segment(seg)?;
     let ring = shared.ring();
     Ok(ring.depth().max(u64::from(ring.pop_ready().is_ok())))
 }
 
-pub(super) fn status_of(shared: &Shared) -> QueueStatus {
+pub(super) fn status_of<A: Access>(shared: &Channel<QueueLayout, A>) -> QueueStatus {
     let ring = shared.ring();
     let (mut producers, mut consumers) = (0, 0);
     for p in ring.table.list() {
@@ -344,8 +288,8 @@ pub(super) fn status_of(shared: &Shared) -> QueueStatus {
     }
     use crate::sync::Ordering::Relaxed;
     QueueStatus {
-        capacity: shared.layout.capacity,
-        max_message_len: shared.layout.max,
+        capacity: shared.layout().capacity,
+        max_message_len: shared.layout().max,
         depth: ring.depth(),
         producers,
         consumers,

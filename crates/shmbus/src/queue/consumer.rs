@@ -131,14 +131,14 @@ impl Consumer {
     /// A blocking iterator over received messages: each item is [`Consumer::recv`]'s result.
     /// It never ends (a queue has no end); an error is yielded and the iteration goes on.
     pub fn iter(&mut self) -> Iter<'_> {
-        Iter { rx: self }
+        Iter::new(self)
     }
 
     /// An iterator over the messages there are now: it yields [`Consumer::try_recv`]'s
     /// messages until the queue is empty; an error other than `Empty` is yielded once, then
     /// it ends.
     pub fn try_iter(&mut self) -> TryIter<'_> {
-        TryIter { rx: Some(self) }
+        TryIter::new(self)
     }
 
     fn recv_vec(&mut self, deadline: Deadline) -> Result<Vec<u8>, Got> {
@@ -184,12 +184,12 @@ impl Consumer {
 
     /// Largest message, in bytes: the capacity `*_into` buffers are given.
     pub fn max_message_len(&self) -> usize {
-        self.ep.shared.layout.max
+        self.ep.shared.layout().max
     }
 
     /// Messages the queue holds.
     pub fn capacity(&self) -> u64 {
-        self.ep.shared.layout.capacity
+        self.ep.shared.layout().capacity
     }
 
     /// A status snapshot (see [`Queue::status`]).
@@ -201,8 +201,7 @@ impl Consumer {
 /// Consumers are ready when a message (or a dead producer's abandoned cell) is at the head.
 impl Waitable for Consumer {
     fn wait_handle(&self) -> WaitHandle<'_> {
-        // SAFETY: see `Shared::ring`; the control block lives as long as `self`.
-        let ctl = unsafe { &*self.ep.shared.ctl };
+        let ctl = self.ep.shared.ctl();
         WaitHandle { event: &ctl.not_empty.0 }
     }
 
@@ -220,37 +219,24 @@ impl Waitable for Consumer {
 }
 
 /// [`Consumer::iter`]: blocking receives, for ever.
-#[derive(Debug)]
-pub struct Iter<'a> {
-    rx: &'a mut Consumer,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = Result<Vec<u8>, QueueRecvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        Some(self.rx.recv())
-    }
-}
+///
+/// An `Iterator` whose items are `Result<Vec<u8>, QueueRecvError>`.
+pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut Consumer>;
 
 /// [`Consumer::try_iter`]: the messages there are now.
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    /// `None` once the iteration has ended.
-    rx: Option<&'a mut Consumer>,
-}
+///
+/// An `Iterator` whose items are `Result<Vec<u8>, QueueRecvError>`.
+pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut Consumer>;
 
-impl Iterator for TryIter<'_> {
-    type Item = Result<Vec<u8>, QueueRecvError>;
+impl crate::endpoint::iter::Receive for &mut Consumer {
+    type Item = Vec<u8>;
+    type Error = QueueRecvError;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        let r = self.rx.as_mut()?.try_recv();
-        match r {
-            Ok(m) => Some(Ok(m)),
-            Err(e) => {
-                self.rx = None;
-                e.into_blocking().map(Err)
-            }
-        }
+    fn recv(&mut self) -> Result<Vec<u8>, QueueRecvError> {
+        Consumer::recv(self)
+    }
+
+    fn try_recv(&mut self) -> Result<Vec<u8>, Option<QueueRecvError>> {
+        Consumer::try_recv(self).map_err(|e| e.into_blocking())
     }
 }

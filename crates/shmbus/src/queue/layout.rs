@@ -3,8 +3,9 @@
 use std::mem::MaybeUninit;
 
 use super::ring::{CellHeader, Cells, Control, CELL_HEADER};
-use crate::pod::PayloadType;
-use crate::segment::{CreateOptions, Kind, Layout, PARAMS};
+use crate::endpoint::channel::{ChannelConfig, ChannelLayout, CommonConfig};
+use crate::error::OpenError;
+use crate::segment::{Kind, Layout, PARAMS};
 
 /// Largest accepted capacity (messages).
 pub const MAX_CAPACITY: u64 = 1 << 32;
@@ -29,9 +30,7 @@ const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);
 pub struct QueueConfig {
     capacity: Option<u64>,
     max_message_len: Option<usize>,
-    mode: Option<u32>,
-    group: Option<u32>,
-    payload: Option<PayloadType>,
+    common: CommonConfig,
 }
 
 impl QueueConfig {
@@ -49,53 +48,35 @@ impl QueueConfig {
         self
     }
 
-    /// File mode of a created queue (default `0o600`). Ignored when the queue exists.
-    pub fn mode(mut self, mode: u32) -> Self {
-        self.mode = Some(mode);
-        self
-    }
-
-    /// Group (gid) of a created queue (default: the creator's). Ignored when the queue exists.
-    pub fn group(mut self, gid: u32) -> Self {
-        self.group = Some(gid);
-        self
-    }
+    crate::endpoint::channel::common_setters!("queue");
 
     /// Capacity of a created queue whose capacity was not set.
     pub const DEFAULT_CAPACITY: u64 = 1024;
     /// Max message length of a created queue whose max message length was not set.
     pub const DEFAULT_MAX_MESSAGE_LEN: usize = 1024;
+}
 
-    pub(super) fn capacity_set(&self) -> Option<u64> {
-        self.capacity
-    }
+impl ChannelConfig for QueueConfig {
+    type Layout = QueueLayout;
 
-    pub(super) fn max_message_len_set(&self) -> Option<usize> {
-        self.max_message_len
-    }
-
-    /// Records `t` as the queue's payload type (see `QueueConfig::for_type`).
-    pub(super) fn payload_type(mut self, t: PayloadType) -> Self {
-        self.payload = Some(t);
-        self
-    }
-
-    pub(super) fn payload(&self) -> Option<PayloadType> {
-        self.payload
-    }
-
-    /// The layout a created queue gets.
-    pub(super) fn layout_to_create(&self) -> Result<QueueLayout, String> {
+    fn layout_to_create(&self) -> Result<QueueLayout, OpenError> {
+        let typed = self.common.payload.map(|t| t.size);
         QueueLayout::new(
             self.capacity.unwrap_or(Self::DEFAULT_CAPACITY),
-            self.max_message_len.or(self.payload.map(|t| t.size)).unwrap_or(Self::DEFAULT_MAX_MESSAGE_LEN) as u64,
+            self.max_message_len.or(typed).unwrap_or(Self::DEFAULT_MAX_MESSAGE_LEN) as u64,
         )
+        .map_err(|what| OpenError::InvalidConfig { what })
     }
 
-    /// The file options of a created queue.
-    pub(super) fn create_options(&self) -> CreateOptions {
-        let defaults = CreateOptions::default();
-        CreateOptions { mode: self.mode.unwrap_or(defaults.mode), gid: self.group.or(defaults.gid) }
+    fn set_fields(&self, existing: &QueueLayout) -> Vec<(&'static str, Option<u64>, u64)> {
+        vec![
+            ("capacity", self.capacity, existing.capacity),
+            ("max_element_size", self.max_message_len.map(|m| m as u64), existing.max as u64),
+        ]
+    }
+
+    fn common(&self) -> &CommonConfig {
+        &self.common
     }
 }
 
@@ -134,6 +115,13 @@ impl QueueLayout {
                 "{capacity} messages of {max} bytes need more than the {MAX_QUEUE_BYTES} bytes a queue may take; lower capacity or max_message_len"
             )),
         }
+    }
+}
+
+/// A queue never lends its memory as a `&T` (receives copy), so any alignment goes.
+impl ChannelLayout for QueueLayout {
+    fn payload_room(&self) -> (usize, usize) {
+        (self.max, usize::MAX)
     }
 }
 
@@ -251,7 +239,10 @@ impl crate::kind::KindInfo for QueueKind {
     }
 
     /// Messages sent and not received.
-    fn pending(&self, seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
+    fn pending(
+        &self,
+        seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
         Ok(Some(crate::admin::Pending::Messages(super::channel::undelivered(seg)?)))
     }
 

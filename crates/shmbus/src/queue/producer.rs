@@ -27,7 +27,7 @@ impl Producer {
     /// Sends `msg` if there is room now. On [`QueueTrySendError::Full`] nothing was sent; the
     /// message is still the caller's to retry.
     pub fn try_send(&mut self, msg: &[u8]) -> Result<(), QueueTrySendError> {
-        let max = self.ep.shared.layout.max;
+        let max = self.ep.shared.layout().max;
         if msg.len() > max {
             return Err(QueueTrySendError::TooLarge { len: msg.len(), max });
         }
@@ -68,7 +68,7 @@ impl Producer {
     }
 
     fn send_deadline(&mut self, msg: &[u8], deadline: Deadline) -> Result<(), Sent> {
-        let max = self.ep.shared.layout.max;
+        let max = self.ep.shared.layout().max;
         if msg.len() > max {
             return Err(Sent::Failed(QueueSendError::TooLarge { len: msg.len(), max }));
         }
@@ -110,12 +110,12 @@ impl Producer {
 
     /// Largest message, in bytes.
     pub fn max_message_len(&self) -> usize {
-        self.ep.shared.layout.max
+        self.ep.shared.layout().max
     }
 
     /// Messages the queue holds.
     pub fn capacity(&self) -> u64 {
-        self.ep.shared.layout.capacity
+        self.ep.shared.layout().capacity
     }
 
     /// A status snapshot (see [`Queue::status`]).
@@ -127,8 +127,7 @@ impl Producer {
 /// Producers are ready when there is room for a message.
 impl Waitable for Producer {
     fn wait_handle(&self) -> WaitHandle<'_> {
-        // SAFETY: see `Shared::ring`; the control block lives as long as `self`.
-        let ctl = unsafe { &*self.ep.shared.ctl };
+        let ctl = self.ep.shared.ctl();
         WaitHandle { event: &ctl.not_full.0 }
     }
 

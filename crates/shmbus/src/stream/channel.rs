@@ -8,17 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::layout::{StreamConfig, StreamLayout};
-use super::protocol::{Corruption, RingShared, ALIGN};
+use super::protocol::{Corruption, RingShared};
 use super::reader::StreamReader;
 use super::writer::StreamWriter;
 use crate::domain::Domain;
+use crate::endpoint::channel::Channel;
 use crate::endpoint::liveness;
 use crate::endpoint::registration::claim_exclusive;
 use crate::error::OpenError;
 use crate::participants::ParticipantTable;
-use crate::pod::{check_creatable, check_payload, PayloadType};
-use crate::segment::{CreateOptions, Segment, KIND_OFFSET};
-use crate::sys::{process_is_alive, Mapping, ProcessId};
+use crate::pod::PayloadType;
+use crate::segment::{Segment, KIND_OFFSET};
+use crate::sys::{process_is_alive, Access, Mapping, ProcessId, ReadOnly};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 
 #[cfg(doc)]
@@ -40,10 +41,9 @@ pub(super) const ROLE_READER: u32 = 2;
 /// endpoints made from it.
 #[derive(Debug)]
 pub(super) struct Mapped {
-    pub(super) seg: Segment,
+    pub(super) chan: Channel<StreamLayout>,
     /// `2 * capacity` bytes: the ring data, mapped twice back to back.
     pub(super) ring: Mapping,
-    pub(super) layout: StreamLayout,
 }
 
 /// A stream: a single-writer single-reader ring of variable-size records. Cheap to clone
@@ -60,65 +60,27 @@ impl Stream {
     /// unset one accepts it, and creates [`StreamConfig::DEFAULT_CAPACITY`] bytes. The mode
     /// and group apply only when this call creates the stream.
     pub fn create_or_open(domain: &Domain, name: &str, config: &StreamConfig) -> Result<Stream, OpenError> {
-        let requested = config.capacity_if_set();
-        let layout = StreamLayout::for_capacity(requested.unwrap_or(StreamConfig::DEFAULT_CAPACITY) as u64)
-            .map_err(|what| OpenError::InvalidConfig { what })?;
-        let Some(t) = config.payload() else { return Stream::create_or_open_with(domain, name, config, &layout) };
-        // A type the created stream could not carry fails before anything is made.
-        check_creatable(&t, layout.max_record_len() as usize, ALIGN as usize)?;
-        let stream = Stream::create_or_open_with(domain, name, config, &layout)?;
-        stream.check_type(&t)?;
-        Ok(stream)
-    }
-
-    fn create_or_open_with(
-        domain: &Domain,
-        name: &str,
-        config: &StreamConfig,
-        layout: &StreamLayout,
-    ) -> Result<Stream, OpenError> {
-        let opts = CreateOptions { mode: config.mode_or_default(), gid: config.group_if_set() };
-        let payload = config.payload();
-        if config.capacity_if_set().is_some() {
-            let (seg, layout, _created) = Segment::create_or_open(domain, name, layout, &opts, payload.as_ref())?;
-            return Stream::map(seg, layout);
-        }
-        // No capacity asked for: take an existing stream's, whatever it is.
-        let mut tries = 0;
-        loop {
-            match Segment::open::<StreamLayout>(domain, name) {
-                Ok((seg, layout)) => return Stream::map(seg, layout),
-                Err(OpenError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-            match Segment::create_or_open(domain, name, layout, &opts, payload.as_ref()) {
-                Ok((seg, layout, _created)) => return Stream::map(seg, layout),
-                // Another process created it with another capacity meanwhile: open that.
-                Err(OpenError::LayoutMismatch { .. }) if tries < 8 => tries += 1,
-                Err(e) => return Err(e),
-            }
-        }
+        Stream::map(Channel::create_or_open(domain, name, config)?)
     }
 
     /// Opens the existing stream `name`.
     pub fn open(domain: &Domain, name: &str) -> Result<Stream, OpenError> {
-        let (seg, layout) = Segment::open::<StreamLayout>(domain, name)?;
-        Stream::map(seg, layout)
+        Stream::map(Channel::open(domain, name)?)
     }
 
     /// Reads the status of stream `name` without attaching to it: the file is opened and
     /// mapped read-only, so read permission suffices, and nothing is written.
     pub fn status(domain: &Domain, name: &str) -> Result<StreamStatus, OpenError> {
-        let (seg, layout) = Segment::open_read_only::<StreamLayout>(domain, name)?;
-        Ok(status_of(&seg, &layout))
+        Ok(status_of(&Channel::<StreamLayout, ReadOnly>::open_read_only(domain, name)?))
     }
 
-    fn map(seg: Segment, layout: StreamLayout) -> Result<Stream, OpenError> {
+    fn map(chan: Channel<StreamLayout>) -> Result<Stream, OpenError> {
+        let layout = chan.layout();
         let cap = usize::try_from(layout.capacity)
-            .map_err(|_| OpenError::corrupt(seg.path(), "capacity exceeds the address space"))?;
-        let ring = Mapping::map_ring(seg.file().as_fd(), KIND_OFFSET as u64 + layout.data_offset, cap)
-            .map_err(|e| OpenError::io(seg.path(), e))?;
-        Ok(Stream { inner: Arc::new(Mapped { seg, ring, layout }) })
+            .map_err(|_| OpenError::corrupt(chan.path(), "capacity exceeds the address space"))?;
+        let ring = Mapping::map_ring(chan.seg().file().as_fd(), KIND_OFFSET as u64 + layout.data_offset, cap)
+            .map_err(|e| OpenError::io(chan.path(), e))?;
+        Ok(Stream { inner: Arc::new(Mapped { chan, ring }) })
     }
 
     /// Attaches as the stream's writer, continuing after the last record a previous writer
@@ -135,24 +97,22 @@ impl Stream {
 
     /// Ring size in bytes.
     pub fn capacity(&self) -> usize {
-        self.inner.layout.capacity as usize
+        self.inner.chan.layout().capacity as usize
     }
 
     /// The largest record payload this stream accepts (`capacity - 8`, at most `u32::MAX`).
     pub fn max_record_len(&self) -> usize {
-        self.inner.layout.max_record_len() as usize
+        self.inner.chan.layout().max_record_len() as usize
     }
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.inner.seg.path()
+        self.inner.chan.path()
     }
 
-    /// Checks that this stream can carry `t` (see [`check_payload`]): records are placed at
-    /// 8-byte aligned addresses.
+    /// Checks that this stream can carry `t` (see [`Channel::check_type`]).
     pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
-        let seg = &self.inner.seg;
-        check_payload(seg.path(), seg.info().payload.as_ref(), t, self.max_record_len(), ALIGN as usize)
+        self.inner.chan.check_type(t)
     }
 }
 
@@ -170,33 +130,33 @@ pub(super) struct Shared {
     me: ProcessId,
 }
 
-// SAFETY: the raw pointers point into the mappings owned by `mapped`, which is Send and
-// Sync and outlives them; through them only atomics (the control block) and the ring bytes
-// this endpoint's role owns are accessed, as `Mapped` itself allows.
+// SAFETY: the raw pointers are copies of addresses inside the mappings owned by `mapped`
+// (Send and Sync through `Mapping`), which outlives them; through them only atomics (the
+// control block) and the ring bytes this endpoint's role owns are accessed, from whichever
+// thread owns the endpoint. Not Sync: the endpoints holding a `Shared` are not (their peer
+// watch is `Cell`s), so nothing shares one between threads.
 unsafe impl Send for Shared {}
-// SAFETY: as above; `&Shared` gives only shared access to atomics and the mapping.
-unsafe impl Sync for Shared {}
 
 impl Shared {
     fn claim(mapped: Arc<Mapped>, slot: usize, role: u32) -> Result<Shared, OpenError> {
         let me = ProcessId::current();
         // A stream endpoint leaves nothing to repair (see the module docs), so taking over a
         // dead holder's entry only frees it.
-        claim_exclusive(mapped.seg.participants(), me, slot, role, mapped.seg.path(), |_, _| {})?;
-        let ctrl = mapped.seg.kind_base() as *const RingShared;
+        claim_exclusive(mapped.chan.participants(), me, slot, role, mapped.chan.path(), |_, _| {})?;
+        let ctrl = mapped.chan.kind_base() as *const RingShared;
         let base = mapped.ring.as_ptr();
-        let mask = mapped.layout.capacity - 1;
+        let mask = mapped.chan.layout().capacity - 1;
         Ok(Shared { mapped, ctrl, base, mask, slot, me })
     }
 
     #[inline]
-    pub(super) fn seg(&self) -> &Segment {
-        &self.mapped.seg
+    pub(super) fn chan(&self) -> &Channel<StreamLayout> {
+        &self.mapped.chan
     }
 
     #[inline]
     pub(super) fn layout(&self) -> &StreamLayout {
-        &self.mapped.layout
+        self.mapped.chan.layout()
     }
 
     #[inline]
@@ -217,18 +177,18 @@ impl Shared {
     }
 
     fn table(&self) -> ParticipantTable<'_> {
-        self.mapped.seg.participants()
+        self.mapped.chan.participants()
     }
 
     /// Whether the segment or the ring mapping was truncated under this process (see
     /// [`StreamRecvError::Truncated`]). Slow paths only: nothing found, a failure, a timeout.
     #[cold]
     pub(super) fn truncated(&self) -> bool {
-        self.mapped.seg.was_truncated() || self.mapped.ring.was_truncated()
+        self.mapped.chan.was_truncated() || self.mapped.ring.was_truncated()
     }
 
     pub(super) fn corrupt_open(&self, c: Corruption) -> OpenError {
-        OpenError::corrupt(self.mapped.seg.path(), c.to_string())
+        OpenError::corrupt(self.mapped.chan.path(), c.to_string())
     }
 }
 
@@ -299,12 +259,14 @@ pub struct StreamStatus {
     pub reader: Option<EndpointStatus>,
 }
 
-pub(super) fn status_of(seg: &Segment, layout: &StreamLayout) -> StreamStatus {
+pub(super) fn status_of<A: Access>(chan: &Channel<StreamLayout, A>) -> StreamStatus {
+    let layout = chan.layout();
     // SAFETY: as in `Shared::ctrl`: a validated stream segment's kind area starts with the
-    // control block, mapped while `seg` lives.
-    let ctrl = unsafe { &*(seg.kind_base() as *const RingShared) };
+    // control block, mapped while `chan` lives. Over a read-only channel only its loads
+    // (`positions`) are used.
+    let ctrl = unsafe { &*(chan.kind_area() as *const RingShared) };
     let (head, tail) = ctrl.positions();
-    let table = seg.participants();
+    let table = chan.participants();
     let ep =
         |slot| table.owner(slot).map(|o| EndpointStatus { pid: o.process.pid, alive: process_is_alive(o.process) });
     StreamStatus {
@@ -319,7 +281,33 @@ pub(super) fn status_of(seg: &Segment, layout: &StreamLayout) -> StreamStatus {
 
 /// Bytes committed to stream segment `seg` and not yet consumed (record headers and padding
 /// included), for `admin::inspect`: the status's `used`, by loads only.
-pub(super) fn unread_bytes(seg: &Segment) -> Result<u64, OpenError> {
-    let layout = seg.layout::<StreamLayout>()?;
-    Ok(status_of(seg, &layout).used)
+pub(super) fn unread_bytes(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
+    Ok(status_of(&Channel::<StreamLayout, ReadOnly>::from_segment(seg)?).used)
+}
+
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<shmbus::stream::StreamWriter>();
+/// ```
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<shmbus::stream::StreamReader>();
+/// ```
+#[allow(dead_code)]
+fn endpoints_are_not_sync() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_send_and_the_handle_is_send_and_sync() {
+        fn send<T: Send>() {}
+        fn sync<T: Sync>() {}
+        send::<StreamWriter>();
+        send::<StreamReader>();
+        send::<Stream>();
+        sync::<Stream>();
+        // The endpoints are !Sync: checked by the compile-fail doc tests above.
+    }
 }

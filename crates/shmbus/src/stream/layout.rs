@@ -1,8 +1,9 @@
 //! The stream's segment layout (the kind area: control block, then the ring data) and its
 //! creation parameters.
 
-use super::protocol::{RingShared, HEADER};
-use crate::pod::PayloadType;
+use super::protocol::{RingShared, ALIGN, HEADER};
+use crate::endpoint::channel::{ChannelConfig, ChannelLayout, CommonConfig};
+use crate::error::OpenError;
 use crate::segment::{Kind, Layout, KIND_OFFSET, PARAMS};
 use crate::sys::page_size;
 
@@ -28,9 +29,7 @@ const MAX_DATA_OFFSET: u64 = 1 << 20;
 #[non_exhaustive]
 pub struct StreamConfig {
     capacity: Option<usize>,
-    mode: Option<u32>,
-    group: Option<u32>,
-    payload: Option<PayloadType>,
+    common: CommonConfig,
 }
 
 impl StreamConfig {
@@ -44,39 +43,30 @@ impl StreamConfig {
         self
     }
 
-    /// File mode of the segment, applied when this call creates it. Default `0o600`.
-    pub fn mode(mut self, mode: u32) -> StreamConfig {
-        self.mode = Some(mode);
-        self
+    crate::endpoint::channel::common_setters!("stream");
+}
+
+impl ChannelConfig for StreamConfig {
+    type Layout = StreamLayout;
+
+    fn layout_to_create(&self) -> Result<StreamLayout, OpenError> {
+        StreamLayout::for_capacity(self.capacity.unwrap_or(Self::DEFAULT_CAPACITY) as u64)
+            .map_err(|what| OpenError::InvalidConfig { what })
     }
 
-    /// Group (gid) to give the segment, applied when this call creates it. Default: the
-    /// creator's.
-    pub fn group(mut self, gid: u32) -> StreamConfig {
-        self.group = Some(gid);
-        self
+    fn set_fields(&self, existing: &StreamLayout) -> Vec<(&'static str, Option<u64>, u64)> {
+        vec![("capacity", self.capacity.map(|c| c as u64), existing.capacity)]
     }
 
-    pub(super) fn capacity_if_set(&self) -> Option<usize> {
-        self.capacity
+    fn common(&self) -> &CommonConfig {
+        &self.common
     }
+}
 
-    pub(super) fn mode_or_default(&self) -> u32 {
-        self.mode.unwrap_or(0o600)
-    }
-
-    pub(super) fn group_if_set(&self) -> Option<u32> {
-        self.group
-    }
-
-    /// Records `t` as the stream's payload type (see `StreamConfig::for_type`).
-    pub(super) fn payload_type(mut self, t: PayloadType) -> StreamConfig {
-        self.payload = Some(t);
-        self
-    }
-
-    pub(super) fn payload(&self) -> Option<PayloadType> {
-        self.payload
+/// Records are placed at 8-byte aligned addresses.
+impl ChannelLayout for StreamLayout {
+    fn payload_room(&self) -> (usize, usize) {
+        (self.max_record_len() as usize, ALIGN as usize)
     }
 }
 
@@ -192,16 +182,20 @@ impl crate::kind::KindInfo for StreamKind {
     }
 
     /// Bytes committed and not consumed (record headers and padding included).
-    fn pending(&self, seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
-        Ok(Some(crate::admin::Pending::Bytes(super::channel::unread_bytes(&seg)?)))
+    fn pending(
+        &self,
+        seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
+        Ok(Some(crate::admin::Pending::Bytes(super::channel::unread_bytes(seg)?)))
     }
 
     /// The endpoints are counted after the status is read, in the same mapping: every
     /// endpoint the status shows alive is counted.
     fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, crate::OpenError> {
-        let (seg, layout) = crate::segment::Segment::open_read_only::<StreamLayout>(domain, name)?;
-        let st = super::channel::status_of(&seg, &layout);
-        let live = |role| crate::kind::live_in_role(&seg, role);
+        let chan =
+            crate::endpoint::channel::Channel::<StreamLayout, crate::sys::ReadOnly>::open_read_only(domain, name)?;
+        let (st, layout) = (super::channel::status_of(&chan), chan.layout());
+        let live = |role| crate::kind::live_in_role(chan.seg(), role);
         let (writer, reader) = (st.writer, st.reader);
         Ok(crate::admin::Description {
             max_message_len: Some(layout.max_record_len()),

@@ -47,7 +47,7 @@ impl StreamReader {
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.shared.seg().path()
+        self.shared.chan().path()
     }
 
     /// How blocking calls wait (default: spin ~20 µs, then sleep).
@@ -79,7 +79,7 @@ impl StreamReader {
 
     /// A snapshot for tools.
     pub fn status(&self) -> StreamStatus {
-        status_of(self.shared.seg(), self.shared.layout())
+        status_of(self.shared.chan())
     }
 
     /// The next committed record, if any, validated. A corrupt state equal to `reported` is
@@ -245,57 +245,40 @@ impl StreamReader {
     /// per item). After it yields [`StreamRecvError::Disconnected`] or
     /// [`StreamRecvError::Truncated`] (which would repeat for ever) it ends.
     pub fn iter(&mut self) -> Iter<'_> {
-        Iter { reader: self, done: false }
+        Iter::new(self)
     }
 
     /// An iterator over the records available now ([`StreamReader::try_recv`] per item): it
     /// ends at [`StreamTryRecvError::Empty`]; another error is yielded once, then it ends.
     pub fn try_iter(&mut self) -> TryIter<'_> {
-        TryIter { reader: self, done: false }
+        TryIter::new(self)
     }
 }
 
 /// The blocking iterator of [`StreamReader::iter`].
-#[derive(Debug)]
-pub struct Iter<'a> {
-    reader: &'a mut StreamReader,
-    done: bool,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = Result<Vec<u8>, StreamRecvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let r = self.reader.recv();
-        self.done = matches!(r, Err(StreamRecvError::Disconnected | StreamRecvError::Truncated));
-        Some(r)
-    }
-}
+///
+/// An `Iterator` whose items are `Result<Vec<u8>, StreamRecvError>`.
+pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut StreamReader>;
 
 /// The non-blocking iterator of [`StreamReader::try_iter`].
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    reader: &'a mut StreamReader,
-    done: bool,
-}
+///
+/// An `Iterator` whose items are `Result<Vec<u8>, StreamRecvError>`.
+pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut StreamReader>;
 
-impl Iterator for TryIter<'_> {
-    type Item = Result<Vec<u8>, StreamRecvError>;
+impl crate::endpoint::iter::Receive for &mut StreamReader {
+    type Item = Vec<u8>;
+    type Error = StreamRecvError;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.reader.try_recv() {
-            Ok(v) => Some(Ok(v)),
-            Err(e) => {
-                self.done = true;
-                e.into_blocking().map(Err)
-            }
-        }
+    fn recv(&mut self) -> Result<Vec<u8>, StreamRecvError> {
+        StreamReader::recv(self)
+    }
+
+    fn try_recv(&mut self) -> Result<Vec<u8>, Option<StreamRecvError>> {
+        StreamReader::try_recv(self).map_err(|e| e.into_blocking())
+    }
+
+    fn ends(e: &Self::Error) -> bool {
+        matches!(e, StreamRecvError::Disconnected | StreamRecvError::Truncated)
     }
 }
 

@@ -54,7 +54,7 @@ impl StreamWriter {
 
     /// The segment file.
     pub fn path(&self) -> &Path {
-        self.shared.seg().path()
+        self.shared.chan().path()
     }
 
     /// How blocking calls wait (default: spin ~20 µs, then sleep).
@@ -92,7 +92,7 @@ impl StreamWriter {
 
     /// A snapshot for tools.
     pub fn status(&self) -> StreamStatus {
-        status_of(self.shared.seg(), self.shared.layout())
+        status_of(self.shared.chan())
     }
 
     #[inline]

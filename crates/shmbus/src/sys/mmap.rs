@@ -1,4 +1,13 @@
-//! Shared file mappings.
+//! Shared file mappings, read-write or read-only by type.
+//!
+//! A [`Mapping`] is `Mapping<ReadWrite>` (the default) or `Mapping<ReadOnly>`
+//! ([`ReadOnlyMapping`]): the access is a type parameter, fixed when the mapping is made.
+//! A read-write mapping (`PROT_READ | PROT_WRITE`, for endpoints) hands out its start as a
+//! `*mut u8` and can be prefaulted for writing or synced. A read-only one (`PROT_READ`, from
+//! a file that may be opened `O_RDONLY`, for status and tools) hands out only a `*const u8`
+//! and has none of the write-side calls, so code that holds one cannot get a pointer to
+//! store through without a visible cast; a store would fault. What both have (length,
+//! truncation detection) is written once for any access.
 //!
 //! Every mapping is registered with [`sigbus`] while it lives, so that a
 //! fault in it because the file shrank under it is contained (the page reads as zeros and
@@ -6,6 +15,7 @@
 
 use std::ffi::c_int;
 use std::io;
+use std::marker::PhantomData;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 
@@ -13,7 +23,45 @@ use rustix::mm::{Advice, MapFlags, MsyncFlags, ProtFlags};
 
 use super::sigbus;
 
-/// A `MAP_SHARED` read-write mapping of (the start of) a file, unmapped on drop.
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// How a [`Mapping`] may be accessed: [`ReadWrite`] or [`ReadOnly`].
+pub trait Access: sealed::Sealed + Send + Sync + 'static {
+    /// The protection the memory is mapped with.
+    #[doc(hidden)]
+    const PROT: ProtFlags;
+    /// Whether the file must be opened for writing (`O_RDWR`) to be mapped so.
+    const WRITABLE: bool;
+}
+
+/// Mapped `PROT_READ | PROT_WRITE`: for endpoints.
+#[derive(Debug)]
+pub enum ReadWrite {}
+
+/// Mapped `PROT_READ`: for status and tools that only look.
+#[derive(Debug)]
+pub enum ReadOnly {}
+
+impl sealed::Sealed for ReadWrite {}
+impl sealed::Sealed for ReadOnly {}
+
+impl Access for ReadWrite {
+    const PROT: ProtFlags = ProtFlags::READ.union(ProtFlags::WRITE);
+    const WRITABLE: bool = true;
+}
+
+impl Access for ReadOnly {
+    const PROT: ProtFlags = ProtFlags::READ;
+    const WRITABLE: bool = false;
+}
+
+/// A read-only mapping (see the [module docs](self)).
+pub type ReadOnlyMapping = Mapping<ReadOnly>;
+
+/// A `MAP_SHARED` mapping of (the start of) a file, read-write or read-only as `A` says
+/// (see the [module docs](self)), unmapped on drop.
 ///
 /// The memory is shared with other processes: nothing in it may be trusted, and every
 /// access to it goes through atomics or through copies that are validated afterwards.
@@ -21,51 +69,129 @@ use super::sigbus;
 /// If another process shrinks the file, the pages past its new end read as zeros (and
 /// stores there are private to this process) instead of raising a fatal SIGBUS: see
 /// [`sigbus`] and [`Mapping::was_truncated`].
-pub struct Mapping {
+pub struct Mapping<A: Access = ReadWrite> {
     ptr: NonNull<u8>,
     len: usize,
     /// Our registration for SIGBUS containment, removed before `munmap`.
     slot: &'static sigbus::Slot,
+    _access: PhantomData<A>,
 }
 
-impl std::fmt::Debug for Mapping {
+impl<A: Access> std::fmt::Debug for Mapping<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mapping")
             .field("ptr", &self.ptr)
             .field("len", &self.len)
+            .field("writable", &A::WRITABLE)
             .field("contained_faults", &self.contained_faults())
             .finish()
     }
 }
 
-// SAFETY: a Mapping is an owned address range; the memory behind it is only accessed through
-// raw pointers and atomics by the channel code, which does its own synchronization.
-unsafe impl Send for Mapping {}
-// SAFETY: as above; `&Mapping` exposes only the address and length.
-unsafe impl Sync for Mapping {}
+// SAFETY: the one place the raw pointer into shared memory lives. A Mapping is an owned
+// address range, valid until it drops; it can be dropped on (sent to) any thread. The memory
+// behind it is shared with other processes anyway, so sharing `&Mapping` between threads adds
+// nothing: `&Mapping` exposes only the address and length, and the channel code accesses the
+// memory only through atomics and through copies it validates, doing its own
+// synchronization. The segments, channels and handles built on a Mapping are Send and Sync
+// through this.
+unsafe impl<A: Access> Send for Mapping<A> {}
+// SAFETY: as above.
+unsafe impl<A: Access> Sync for Mapping<A> {}
 
-impl Mapping {
-    /// Maps the first `len` bytes of `fd` shared and read-write.
-    pub fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
-        Mapping::map_prot(fd, len, ProtFlags::READ | ProtFlags::WRITE)
-    }
-
-    /// Maps the first `len` bytes of `fd` shared and read-only (`PROT_READ`; `fd` may be
-    /// opened `O_RDONLY`). A store into it faults: for tools that only look.
-    pub fn map_read_only(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
-        Mapping::map_prot(fd, len, ProtFlags::READ)
-    }
-
-    fn map_prot(fd: BorrowedFd<'_>, len: usize, prot: ProtFlags) -> io::Result<Mapping> {
+impl<A: Access> Mapping<A> {
+    /// Maps the first `len` bytes of `fd` shared, with `A`'s access (`fd` must be opened for
+    /// writing if `A` is [`ReadWrite`]; for [`ReadOnly`] `O_RDONLY` suffices).
+    pub fn map_as(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping<A>> {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map zero bytes"));
         }
         // SAFETY: a fresh mapping at an address of the kernel's choice; no existing memory is
         // affected. The fd is valid for the call.
-        let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }?;
+        let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, A::PROT, MapFlags::SHARED, fd, 0) }?;
         let ptr = NonNull::new(p.cast()).expect("mmap returned null");
-        // SAFETY: the mapping just made, owned by nobody else, with protection `prot`.
-        Ok(unsafe { Mapping::from_raw_prot(ptr, len, prot) })
+        // SAFETY: the mapping just made, owned by nobody else, with protection `A::PROT`.
+        Ok(unsafe { Mapping::from_raw_prot(ptr, len) })
+    }
+
+    /// [`Mapping::from_raw`] for a mapping with protection `A::PROT`, which the zero pages of
+    /// SIGBUS containment get too.
+    ///
+    /// # Safety
+    /// As for [`Mapping::from_raw`].
+    unsafe fn from_raw_prot(ptr: NonNull<u8>, len: usize) -> Mapping<A> {
+        // The registry keeps the raw `PROT_*` bits for the handler's own `mmap` (libc there).
+        let slot = sigbus::register(ptr.as_ptr(), len, A::PROT.bits() as c_int);
+        Mapping { ptr, len, slot, _access: PhantomData }
+    }
+
+    /// The first byte of the mapping, for loads (the only pointer a read-only mapping gives).
+    #[inline]
+    pub fn as_const_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Whether an access to this mapping faulted because the file behind it shrank (another
+    /// process truncated it) or could not be backed (tmpfs full), since it was mapped. Such
+    /// pages now read as zeros and stores to them are private to this process: the channel
+    /// behind it is damaged. Always false when the application opted out of shmbus's SIGBUS
+    /// handler (see [`sigbus`]) without calling
+    /// [`contain_fault`](super::sigbus::contain_fault) from its own.
+    ///
+    /// Cheap: while no fault was ever contained in this process (the usual case) it is one
+    /// relaxed load of a process-wide counter, so it may run on polls that find nothing;
+    /// only after a fault does it look at this mapping's own count.
+    #[inline]
+    pub fn was_truncated(&self) -> bool {
+        sigbus::contained_faults() != 0 && self.contained_faults() != 0
+    }
+
+    /// How many page faults were contained in this mapping since it was made (see
+    /// [`Mapping::was_truncated`]).
+    pub fn contained_faults(&self) -> u64 {
+        self.slot.faults()
+    }
+
+    /// The mapped length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a mapping is never empty.
+    #[cfg(any(test, feature = "internals"))]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Asks for huge pages where the filesystem can give them (`MADV_HUGEPAGE`): on ext4 and
+    /// XFS the page cache then fills the mapping with 2 MiB folios mapped by one page-table
+    /// entry each, instead of some of it, so writing fresh pages takes 512 times fewer
+    /// faults. tmpfs follows its own `huge=` mount option. Advisory: errors are ignored.
+    pub fn advise_huge(&self) {
+        self.advise(Advice::LinuxHugepage);
+    }
+
+    /// `madvise` over the whole mapping with an advice that never changes its contents;
+    /// errors are ignored (advice only).
+    fn advise(&self, advice: Advice) {
+        // SAFETY: the range is exactly our mapping; the callers' advice values do not change
+        // its contents.
+        let _ = unsafe { rustix::mm::madvise(self.ptr.as_ptr().cast(), self.len, advice) };
+    }
+}
+
+impl Mapping<ReadOnly> {
+    /// Maps the first `len` bytes of `fd` shared and read-only (`PROT_READ`; `fd` may be
+    /// opened `O_RDONLY`). A store into it faults: for tools that only look.
+    pub fn map_read_only(fd: BorrowedFd<'_>, len: usize) -> io::Result<ReadOnlyMapping> {
+        Mapping::map_as(fd, len)
+    }
+}
+
+impl Mapping<ReadWrite> {
+    /// Maps the first `len` bytes of `fd` shared and read-write.
+    pub fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
+        Mapping::map_as(fd, len)
     }
 
     /// Maps the `ring_len` bytes of `fd` at `offset` *twice*, back to back: the returned
@@ -105,13 +231,8 @@ impl Mapping {
         // From here on the reservation is ours: unmap all of it on any failure. It is
         // registered whole, with the protection of the two halves mapped over it.
         // SAFETY: `base..base+total` is the reservation just made, owned by nobody else.
-        let reservation = unsafe {
-            Mapping::from_raw_prot(
-                NonNull::new(base.cast()).expect("mmap returned null"),
-                total,
-                ProtFlags::READ | ProtFlags::WRITE,
-            )
-        };
+        let reservation: Mapping =
+            unsafe { Mapping::from_raw_prot(NonNull::new(base.cast()).expect("mmap returned null"), total) };
         for half in 0..2 {
             // SAFETY: `base + half * ring_len` lies inside our own reservation, so MAP_FIXED
             // replaces only pages we own; the fd is valid for the call.
@@ -144,55 +265,13 @@ impl Mapping {
     #[cfg(any(test, feature = "internals"))]
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Mapping {
         // SAFETY: forwarded from the caller.
-        unsafe { Mapping::from_raw_prot(ptr, len, ProtFlags::READ | ProtFlags::WRITE) }
+        unsafe { Mapping::from_raw_prot(ptr, len) }
     }
 
-    /// [`Mapping::from_raw`] for a mapping with protection `prot`, which the zero pages of
-    /// SIGBUS containment get too.
-    ///
-    /// # Safety
-    /// As for [`Mapping::from_raw`].
-    unsafe fn from_raw_prot(ptr: NonNull<u8>, len: usize, prot: ProtFlags) -> Mapping {
-        // The registry keeps the raw `PROT_*` bits for the handler's own `mmap` (libc there).
-        let slot = sigbus::register(ptr.as_ptr(), len, prot.bits() as c_int);
-        Mapping { ptr, len, slot }
-    }
-
-    /// Whether an access to this mapping faulted because the file behind it shrank (another
-    /// process truncated it) or could not be backed (tmpfs full), since it was mapped. Such
-    /// pages now read as zeros and stores to them are private to this process: the channel
-    /// behind it is damaged. Always false when the application opted out of shmbus's SIGBUS
-    /// handler (see [`sigbus`]) without calling
-    /// [`contain_fault`](super::sigbus::contain_fault) from its own.
-    ///
-    /// Cheap: while no fault was ever contained in this process (the usual case) it is one
-    /// relaxed load of a process-wide counter, so it may run on polls that find nothing;
-    /// only after a fault does it look at this mapping's own count.
+    /// The first byte of the mapping: loads and stores.
     #[inline]
-    pub fn was_truncated(&self) -> bool {
-        sigbus::contained_faults() != 0 && self.contained_faults() != 0
-    }
-
-    /// How many page faults were contained in this mapping since it was made (see
-    /// [`Mapping::was_truncated`]).
-    pub fn contained_faults(&self) -> u64 {
-        self.slot.faults()
-    }
-
-    /// The first byte of the mapping.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
-    }
-
-    /// The mapped length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false: a mapping is never empty.
-    #[cfg(any(test, feature = "internals"))]
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// Asks the kernel to back the whole mapping with pages now (`MADV_WILLNEED`), so the
@@ -200,14 +279,6 @@ impl Mapping {
     #[cfg(any(test, feature = "internals"))]
     pub fn prefault(&self) {
         self.advise(Advice::WillNeed);
-    }
-
-    /// Asks for huge pages where the filesystem can give them (`MADV_HUGEPAGE`): on ext4 and
-    /// XFS the page cache then fills the mapping with 2 MiB folios mapped by one page-table
-    /// entry each, instead of some of it, so writing fresh pages takes 512 times fewer
-    /// faults. tmpfs follows its own `huge=` mount option. Advisory: errors are ignored.
-    pub fn advise_huge(&self) {
-        self.advise(Advice::LinuxHugepage);
     }
 
     /// Pre-faults the pages covering `offset..offset+len` for writing
@@ -241,17 +312,9 @@ impl Mapping {
         let end = offset.saturating_add(len).min(self.len);
         (end > start).then_some((start, end))
     }
-
-    /// `madvise` over the whole mapping with an advice that never changes its contents;
-    /// errors are ignored (advice only).
-    fn advise(&self, advice: Advice) {
-        // SAFETY: the range is exactly our mapping; the callers' advice values do not change
-        // its contents.
-        let _ = unsafe { rustix::mm::madvise(self.ptr.as_ptr().cast(), self.len, advice) };
-    }
 }
 
-impl Drop for Mapping {
+impl<A: Access> Drop for Mapping<A> {
     fn drop(&mut self) {
         // Unregister first: once unmapped, the range may be reused by anything.
         sigbus::unregister(self.slot);
@@ -284,10 +347,10 @@ mod tests {
         }
     }
 
-    fn read(m: &Mapping, off: usize) -> u8 {
+    fn read<A: Access>(m: &Mapping<A>, off: usize) -> u8 {
         assert!(off < m.len());
         // SAFETY: in bounds of a live mapping; a volatile read so that it really happens.
-        unsafe { m.as_ptr().add(off).read_volatile() }
+        unsafe { m.as_const_ptr().add(off).read_volatile() }
     }
 
     /// The permissions column of /proc/self/maps for the line containing `addr`.
@@ -342,7 +405,7 @@ mod tests {
         f.set_len(0).unwrap();
         assert_eq!(read(&m, page + 5), 0);
         assert!(m.was_truncated());
-        assert_eq!(perms_at(m.as_ptr() as usize + page), "r--p");
+        assert_eq!(perms_at(m.as_const_ptr() as usize + page), "r--p");
     }
 
     #[test]

@@ -9,13 +9,13 @@ use super::protocol::{
 use super::publisher::Publisher;
 use super::subscriber::Subscriber;
 use crate::domain::Domain;
+use crate::endpoint::channel::{Channel, ChannelConfig, ChannelLayout, CommonConfig};
 use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
-use crate::pod::{check_creatable, check_payload, PayloadType};
-use crate::segment::{CreateOptions, Segment};
+use crate::pod::PayloadType;
 use crate::sync::AtomicU64;
-use crate::sys::{process_is_alive, ProcessId};
+use crate::sys::{process_is_alive, Access, ProcessId, ReadOnly};
 
 /// Default largest message of a created topic, in bytes.
 pub const DEFAULT_MAX_MESSAGE_LEN: usize = 4096;
@@ -36,9 +36,7 @@ pub struct TopicConfig {
     max_message_len: Option<usize>,
     history: Option<usize>,
     spare_slots: Option<usize>,
-    mode: Option<u32>,
-    group: Option<u32>,
-    payload: Option<PayloadType>,
+    common: CommonConfig,
 }
 
 impl TopicConfig {
@@ -63,28 +61,14 @@ impl TopicConfig {
         self
     }
 
-    /// The file mode of a created topic (default `0o600`). An existing topic keeps its own.
-    pub fn mode(mut self, mode: u32) -> TopicConfig {
-        self.mode = Some(mode);
-        self
-    }
+    crate::endpoint::channel::common_setters!("topic");
+}
 
-    /// The group (gid) of a created topic (default: the creator's). An existing topic keeps
-    /// its own.
-    pub fn group(mut self, gid: u32) -> TopicConfig {
-        self.group = Some(gid);
-        self
-    }
+impl ChannelConfig for TopicConfig {
+    type Layout = TopicLayout;
 
-    /// Records `t` as the topic's payload type (see [`TopicConfig::for_type`]).
-    pub(super) fn payload_type(mut self, t: PayloadType) -> TopicConfig {
-        self.payload = Some(t);
-        self
-    }
-
-    /// The layout of a topic created with this config (defaults for what is unset).
-    fn layout(&self) -> Result<TopicLayout, OpenError> {
-        let typed = self.payload.map(|t| super::typed::slot_size_for(&t));
+    fn layout_to_create(&self) -> Result<TopicLayout, OpenError> {
+        let typed = self.common.payload.map(|t| super::typed::slot_size_for(&t));
         TopicLayout::new(
             self.max_message_len.or(typed).unwrap_or(DEFAULT_MAX_MESSAGE_LEN) as u64,
             self.history.unwrap_or(DEFAULT_HISTORY) as u64,
@@ -93,36 +77,24 @@ impl TopicConfig {
         .map_err(|what| OpenError::InvalidConfig { what })
     }
 
-    /// Checks the values that are set against an existing topic's layout.
-    fn check(&self, path: &std::path::Path, existing: &TopicLayout) -> Result<(), OpenError> {
-        let fields = [
-            ("slot size", self.max_message_len, existing.slot_size),
-            ("history", self.history, existing.history),
-            ("spare slots", self.spare_slots, existing.spare),
-        ];
-        for (field, requested, existing) in fields {
-            match requested {
-                Some(r) if r as u64 != existing => {
-                    return Err(OpenError::LayoutMismatch {
-                        path: path.to_owned(),
-                        field,
-                        existing,
-                        requested: r as u64,
-                    })
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+    fn set_fields(&self, existing: &TopicLayout) -> Vec<(&'static str, Option<u64>, u64)> {
+        let set = |v: Option<usize>| v.map(|v| v as u64);
+        vec![
+            ("slot size", set(self.max_message_len), existing.slot_size),
+            ("history", set(self.history), existing.history),
+            ("spare slots", set(self.spare_slots), existing.spare),
+        ]
     }
 
-    fn create_options(&self) -> CreateOptions {
-        let mut opts = CreateOptions::default();
-        if let Some(mode) = self.mode {
-            opts.mode = mode;
-        }
-        opts.gid = self.group;
-        opts
+    fn common(&self) -> &CommonConfig {
+        &self.common
+    }
+}
+
+impl ChannelLayout for TopicLayout {
+    /// A sample lends its slot's payload, aligned as `typed::payload_align` says.
+    fn payload_room(&self) -> (usize, usize) {
+        (self.slot_size as usize, super::typed::payload_align(self.slot_size))
     }
 }
 
@@ -132,18 +104,17 @@ pub struct Topic {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
-pub(super) struct Inner {
-    pub(super) seg: Segment,
-    pub(super) layout: TopicLayout,
-    name: String,
-}
+/// The topic's mapping, shared by the handle and its endpoints.
+pub(super) type Inner = Channel<TopicLayout>;
 
-impl Inner {
+/// The protocol view of a topic channel, read-write or read-only (over a read-only one,
+/// status uses its loads only: `committed_max`, `pinned_slots`, the table's `list`).
+impl<A: Access> Channel<TopicLayout, A> {
     #[inline]
     pub(super) fn shared(&self) -> Shared<'_> {
-        let base = self.seg.kind_base();
-        let l = &self.layout;
+        // The data region is stored into only by publishers, which hold a read-write channel.
+        let base = self.kind_area() as *mut u8;
+        let l = self.layout();
         // SAFETY: the segment was validated to be exactly `KIND_OFFSET + l.total` bytes and
         // the offsets below are derived from the same validated layout: the control block at
         // 0, `index_len` index words at CONTROL_SIZE, `slots` 128-byte headers at headers_off
@@ -166,11 +137,13 @@ impl Inner {
                     stride: l.stride as usize,
                     slot_size: l.slot_size as usize,
                 },
-                participants: self.seg.participants(),
+                participants: self.participants(),
             }
         }
     }
+}
 
+impl Inner {
     pub(super) fn event(&self) -> &EventWord {
         // SAFETY: the control block's `event` is an AtomicU32 in the mapping; EventWord is
         // repr(transparent) over AtomicU32.
@@ -184,14 +157,7 @@ impl Inner {
 
     fn register(&self, role: u32) -> Result<usize, OpenError> {
         let range = 0..MAX_TOPIC_PARTICIPANTS;
-        register_shared(
-            self.seg.participants(),
-            ProcessId::current(),
-            role,
-            range,
-            || self.reclaim_dead(),
-            self.seg.path(),
-        )
+        register_shared(self.participants(), ProcessId::current(), role, range, || self.reclaim_dead(), self.path())
     }
 }
 
@@ -221,58 +187,20 @@ impl Topic {
     /// the values it leaves unset accept the existing topic's, or take their defaults when
     /// the topic is created.
     pub fn create_or_open(domain: &Domain, name: &str, config: &TopicConfig) -> Result<Topic, OpenError> {
-        let layout = config.layout()?;
-        let Some(t) = config.payload else { return Topic::create_or_open_with(domain, name, config, &layout) };
-        // A type the created topic could not carry fails before anything is made.
-        check_creatable(&t, layout.slot_size as usize, super::typed::payload_align(layout.slot_size))?;
-        let topic = Topic::create_or_open_with(domain, name, config, &layout)?;
-        topic.check_type(&t)?;
-        Ok(topic)
-    }
-
-    fn create_or_open_with(
-        domain: &Domain,
-        name: &str,
-        config: &TopicConfig,
-        layout: &TopicLayout,
-    ) -> Result<Topic, OpenError> {
-        let opts = config.create_options();
-        for _ in 0..64 {
-            match Segment::open::<TopicLayout>(domain, name) {
-                Ok((seg, existing)) => {
-                    config.check(seg.path(), &existing)?;
-                    return Ok(Topic::from_segment(seg, existing, name));
-                }
-                Err(OpenError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-            match Segment::create_or_open(domain, name, layout, &opts, config.payload.as_ref()) {
-                Ok((seg, layout, _)) => return Ok(Topic::from_segment(seg, layout, name)),
-                // Created by another process in the meantime with other values than the
-                // defaults this config leaves unset: open it and compare what is set.
-                Err(OpenError::LayoutMismatch { .. }) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(OpenError::Io {
-            path: domain.channel_path(name)?,
-            source: std::io::Error::other("topic keeps appearing and disappearing; is something deleting it?"),
-        })
+        Ok(Topic { inner: Arc::new(Channel::create_or_open(domain, name, config)?) })
     }
 
     /// Opens an existing topic.
     pub fn open(domain: &Domain, name: &str) -> Result<Topic, OpenError> {
-        let (seg, layout) = Segment::open::<TopicLayout>(domain, name)?;
-        Ok(Topic::from_segment(seg, layout, name))
+        Ok(Topic { inner: Arc::new(Channel::open(domain, name)?) })
     }
 
     /// Reads the status of topic `name` without joining it: the file is opened and mapped
     /// read-only, so read permission suffices, and nothing is registered or written.
     pub fn status(domain: &Domain, name: &str) -> Result<TopicStatus, OpenError> {
-        let (seg, layout) = Segment::open_read_only::<TopicLayout>(domain, name)?;
+        let inner = Channel::<TopicLayout, ReadOnly>::open_read_only(domain, name)?;
         // Only loads from here on: the mapping is read-only.
-        let inner = Inner { seg, layout, name: name.to_owned() };
-        let sh = inner.shared();
+        let (sh, layout) = (inner.shared(), inner.layout());
         let mut publishers = 0;
         let mut subscribers = 0;
         for p in sh.participants.list() {
@@ -296,29 +224,24 @@ impl Topic {
         })
     }
 
-    fn from_segment(seg: Segment, layout: TopicLayout, name: &str) -> Topic {
-        Topic { inner: Arc::new(Inner { seg, layout, name: name.to_owned() }) }
-    }
-
-    /// Checks that this topic can carry `t` (see [`check_payload`]).
+    /// Checks that this topic can carry `t` (see [`Channel::check_type`]).
     pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
-        let (seg, slot) = (&self.inner.seg, self.inner.layout.slot_size);
-        check_payload(seg.path(), seg.info().payload.as_ref(), t, slot as usize, super::typed::payload_align(slot))
+        self.inner.check_type(t)
     }
 
     /// The topic's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name()
     }
 
     /// Largest message in bytes.
     pub fn max_message_len(&self) -> usize {
-        self.inner.layout.slot_size as usize
+        self.inner.layout().slot_size as usize
     }
 
     /// Guaranteed history depth.
     pub fn history(&self) -> usize {
-        self.inner.layout.history as usize
+        self.inner.layout().history as usize
     }
 
     /// A new publisher. Fails with [`OpenError::TooManyParticipants`] when every participant

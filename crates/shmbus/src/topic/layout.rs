@@ -114,7 +114,10 @@ impl crate::kind::KindInfo for TopicKind {
     }
 
     /// None, by decision: a topic's history is a window no reader is owed (see `admin`).
-    fn pending(&self, _seg: crate::segment::Segment) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
+    fn pending(
+        &self,
+        _seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
         Ok(None)
     }
 

@@ -41,10 +41,10 @@ impl Publisher {
         self.inner.reclaim_dead();
         sh.acquire_slot(self.id).or_else(|_| sh.acquire_slot_audited(self.id)).map_err(|_| {
             // Failing anyway: the slow path may say why the slots look taken.
-            if self.inner.seg.was_truncated() {
+            if self.inner.was_truncated() {
                 TopicSendError::Truncated
             } else {
-                TopicSendError::AllPinned { slots: self.inner.layout.slots as usize }
+                TopicSendError::AllPinned { slots: self.inner.layout().slots as usize }
             }
         })
     }
@@ -63,7 +63,7 @@ impl Publisher {
     /// Copies `data` into the topic as the next message. Returns its sequence number. Never
     /// waits: the oldest unpinned slot is overwritten.
     pub fn send(&mut self, data: &[u8]) -> Result<u64, TopicSendError> {
-        let max = self.inner.layout.slot_size as usize;
+        let max = self.inner.layout().slot_size as usize;
         if data.len() > max {
             return Err(TopicSendError::TooLarge { len: data.len(), max });
         }
@@ -120,14 +120,14 @@ impl Publisher {
 
     /// Largest message in bytes.
     pub fn max_message_len(&self) -> usize {
-        self.inner.layout.slot_size as usize
+        self.inner.layout().slot_size as usize
     }
 }
 
 impl Drop for Publisher {
     fn drop(&mut self) {
         // No slot can be held here: loans borrow the publisher mutably.
-        self.inner.seg.participants().release(self.id);
+        self.inner.participants().release(self.id);
     }
 }
 

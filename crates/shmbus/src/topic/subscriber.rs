@@ -171,7 +171,7 @@ impl Subscriber {
     /// Moves the cursor to the oldest message the history still guarantees.
     pub fn seek_oldest(&self) {
         let t = self.inner.shared().tail();
-        self.seek(t.saturating_add(1).saturating_sub(self.inner.layout.history));
+        self.seek(t.saturating_add(1).saturating_sub(self.inner.layout().history));
     }
 
     /// How many messages are committed beyond the cursor.
@@ -198,7 +198,7 @@ impl Subscriber {
 
     /// The topic's largest message in bytes.
     pub fn max_message_len(&self) -> usize {
-        self.inner.layout.slot_size as usize
+        self.inner.layout().slot_size as usize
     }
 
     /// Whether `k`, stuck as pending, was abandoned by a dead publisher. Rate-limited: asks
@@ -254,7 +254,7 @@ impl Subscriber {
     fn or_truncated(&self, e: TopicTryRecvError) -> TopicTryRecvError {
         match e {
             TopicTryRecvError::PinLimit { .. } => e,
-            _ if self.inner.seg.was_truncated() => TopicTryRecvError::Truncated,
+            _ if self.inner.was_truncated() => TopicTryRecvError::Truncated,
             _ => e,
         }
     }
@@ -265,7 +265,7 @@ impl Subscriber {
     fn read_or_truncated(&self, e: TopicGetError) -> TopicGetError {
         match e {
             TopicGetError::PinLimit { .. } | TopicGetError::InvalidSeq => e,
-            _ if self.inner.seg.was_truncated() => TopicGetError::Truncated,
+            _ if self.inner.was_truncated() => TopicGetError::Truncated,
             _ => e,
         }
     }
@@ -284,7 +284,7 @@ impl Subscriber {
         let sh = self.inner.shared();
         // Bounded: a slot overwritten under us retries, but a hostile peer flipping words
         // for ever must not make this loop for ever (it ends as a gap instead).
-        let slots = self.inner.layout.slots as usize;
+        let slots = self.inner.layout().slots as usize;
         for _ in 0..MAX_RETRIES {
             let k = self.next.get();
             let guess = self.last_slot.get().wrapping_add(1) % slots;
@@ -356,7 +356,7 @@ impl Subscriber {
             Ok(p) => p,
             Err(bad) => return self.corrupt(k, bad),
         };
-        let oldest = tail.saturating_add(1).saturating_sub(self.inner.layout.history).max(k.saturating_add(1));
+        let oldest = tail.saturating_add(1).saturating_sub(self.inner.layout().history).max(k.saturating_add(1));
         if oldest <= k || oldest > tail.saturating_add(1) {
             return self.corrupt(k, (tail, committed));
         }
@@ -415,7 +415,7 @@ impl Subscriber {
             // Not `Empty` (the attempt above returned None for it), so never `None` here.
             Some(r) => r.map_err(TopicTryRecvError::into_blocking),
             // Timed out: a truncation the attempts did not run into is still reported.
-            None if self.inner.seg.was_truncated() => Err(Some(TopicRecvError::Truncated)),
+            None if self.inner.was_truncated() => Err(Some(TopicRecvError::Truncated)),
             None => Err(None),
         }
     }
@@ -473,14 +473,14 @@ impl Subscriber {
     /// [`recv`](Self::recv) returns. It ends only after yielding
     /// [`TopicRecvError::Truncated`], which every later receive would return too.
     pub fn iter(&self) -> Iter<'_> {
-        Iter { sub: self, done: false }
+        Iter::new(self)
     }
 
     /// An iterator over the messages received without waiting: it yields messages until
     /// there is none ([`TopicTryRecvError::Empty`]); any other error is yielded once, then it
     /// ends.
     pub fn try_iter(&self) -> TryIter<'_> {
-        TryIter { sub: self, done: false }
+        TryIter::new(self)
     }
 
     fn pin_slot(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
@@ -567,7 +567,10 @@ impl Subscriber {
 
     fn evicted(&self, seq: u64) -> TopicGetError {
         let tail = self.inner.shared().tail();
-        TopicGetError::Evicted { seq, oldest: tail.saturating_add(1).saturating_sub(self.inner.layout.history).max(1) }
+        TopicGetError::Evicted {
+            seq,
+            oldest: tail.saturating_add(1).saturating_sub(self.inner.layout().history).max(1),
+        }
     }
 
     /// Pins message `seq` (any of the last N) as a zero-copy [`Sample`], without moving the
@@ -636,14 +639,12 @@ impl Waitable for Subscriber {
             // A receive would report something, unless it is a corrupt state already reported.
             Lookup::Evicted | Lookup::Ahead => match sh.positions() {
                 Ok(_) => true,
-                Err((tail, committed)) => {
-                    self.reported.get() != Some((tail, committed)) || self.inner.seg.was_truncated()
-                }
+                Err((tail, committed)) => self.reported.get() != Some((tail, committed)) || self.inner.was_truncated(),
             },
             // Nothing to receive, unless the file was truncated: the receive reports that.
-            Lookup::NotYet => self.inner.seg.was_truncated(),
+            Lookup::NotYet => self.inner.was_truncated(),
             // A receive reports a gap once `recheck` found the claimant dead.
-            Lookup::Pending => self.abandoned_seq.get() == k || self.inner.seg.was_truncated(),
+            Lookup::Pending => self.abandoned_seq.get() == k || self.inner.was_truncated(),
         }
     }
 
@@ -703,45 +704,28 @@ impl Drop for Sample<'_> {
 }
 
 /// The blocking iterator of [`Subscriber::iter`].
-#[derive(Debug)]
-pub struct Iter<'a> {
-    sub: &'a Subscriber,
-    done: bool,
-}
-
-impl Iterator for Iter<'_> {
-    type Item = Result<Message, TopicRecvError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let r = self.sub.recv();
-        self.done = matches!(r, Err(TopicRecvError::Truncated));
-        Some(r)
-    }
-}
+///
+/// An `Iterator` whose items are `Result<Message, TopicRecvError>`.
+pub type Iter<'a> = crate::endpoint::iter::Iter<&'a Subscriber>;
 
 /// The non-blocking iterator of [`Subscriber::try_iter`].
-#[derive(Debug)]
-pub struct TryIter<'a> {
-    sub: &'a Subscriber,
-    done: bool,
-}
+///
+/// An `Iterator` whose items are `Result<Message, TopicRecvError>`.
+pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a Subscriber>;
 
-impl Iterator for TryIter<'_> {
-    type Item = Result<Message, TopicRecvError>;
+impl crate::endpoint::iter::Receive for &Subscriber {
+    type Item = Message;
+    type Error = TopicRecvError;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.sub.try_recv() {
-            Ok(m) => Some(Ok(m)),
-            Err(e) => {
-                self.done = true;
-                e.into_blocking().map(Err)
-            }
-        }
+    fn recv(&mut self) -> Result<Message, TopicRecvError> {
+        Subscriber::recv(self)
+    }
+
+    fn try_recv(&mut self) -> Result<Message, Option<TopicRecvError>> {
+        Subscriber::try_recv(self).map_err(|e| e.into_blocking())
+    }
+
+    fn ends(e: &Self::Error) -> bool {
+        matches!(e, TopicRecvError::Truncated)
     }
 }

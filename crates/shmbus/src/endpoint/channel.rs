@@ -1,0 +1,254 @@
+//! The mapped channel every segment kind's handle is made of: the validated segment, its
+//! layout and its name, and the one way to create, open and check it.
+//!
+//! A kind's public handle (`Topic`, `Queue`, `Stream`, `Pool`) is an `Arc` of a
+//! [`Channel`] of its layout (plus what is really its own, such as the stream's double
+//! mapping); its endpoints keep that `Arc` and build their views of the kind area from
+//! [`Channel::kind_base`] and [`Channel::layout`], which are plain field reads.
+//!
+//! Making a channel is the same for every kind ([`Channel::create_or_open`]): open it if it
+//! exists and compare the values the config *sets* with the existing layout (a value left
+//! unset accepts what exists); if it does not exist, create it with the config's values and
+//! the defaults for the rest. If another process creates it in between with other values for
+//! the unset ones, open theirs and compare again. A typed config (one that records a payload
+//! type) fails before anything is made if a created channel could not carry the type, and
+//! checks the type an existing channel records.
+//!
+//! A channel opened for status ([`Channel::open_read_only`]) is a `Channel<L, ReadOnly>`: its
+//! segment is mapped read-only, it hands out its kind area only as a `*const u8`
+//! ([`Channel::kind_area`]), and no endpoint can be made from it (endpoints take a
+//! read-write `Channel<L>`).
+
+// Under loom only the kinds' protocols are built, not their handles.
+#![cfg_attr(loom, allow(dead_code))]
+
+use std::path::Path;
+
+use crate::domain::Domain;
+use crate::error::OpenError;
+use crate::participants::ParticipantTable;
+use crate::pod::{check_creatable, check_payload, PayloadType};
+use crate::segment::{CreateOptions, Layout, Segment};
+use crate::sys::{Access, ReadOnly, ReadWrite};
+
+/// How often [`Channel::create_or_open`] goes round when the channel keeps appearing (made
+/// by another process with other values) and disappearing (removed) under it.
+const CREATE_OR_OPEN_TRIES: usize = 16;
+
+/// What a kind's layout tells [`Channel`] beyond what the segment layer needs.
+pub(crate) trait ChannelLayout: Layout {
+    /// The room a payload has in a channel of this layout: its largest length in bytes and
+    /// the alignment every payload address has (`usize::MAX`: never lent as a reference, so
+    /// any alignment goes). Checked against a payload type by [`Channel::check_type`].
+    fn payload_room(&self) -> (usize, usize);
+}
+
+/// The creation options every kind's config has: mode, group, and the payload type of a
+/// typed channel. Held by each config; its public setters fill it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CommonConfig {
+    pub(crate) mode: Option<u32>,
+    pub(crate) group: Option<u32>,
+    pub(crate) payload: Option<PayloadType>,
+}
+
+impl CommonConfig {
+    /// The file options of a created channel (`0o600` and the creator's group unless set).
+    pub(crate) fn create_options(&self) -> CreateOptions {
+        let defaults = CreateOptions::default();
+        CreateOptions { mode: self.mode.unwrap_or(defaults.mode), gid: self.group.or(defaults.gid) }
+    }
+}
+
+/// The `mode` and `group` setters of a kind's config and its `payload_type` (which its
+/// `for_type` uses), filling its `common` field ([`CommonConfig`]); `$kind` names the kind in
+/// their docs.
+macro_rules! common_setters {
+    ($kind:literal) => {
+        #[doc = concat!("The file mode of a created ", $kind, " (default `0o600`). An existing ", $kind, " keeps its own.")]
+        pub fn mode(mut self, mode: u32) -> Self {
+            self.common.mode = Some(mode);
+            self
+        }
+
+        #[doc = concat!("The group (gid) of a created ", $kind, " (default: the creator's). An existing ", $kind, " keeps its own.")]
+        pub fn group(mut self, gid: u32) -> Self {
+            self.common.group = Some(gid);
+            self
+        }
+
+        /// Records `t` as the payload type of a typed channel.
+        #[cfg_attr(loom, allow(dead_code))]
+        pub(crate) fn payload_type(mut self, t: crate::pod::PayloadType) -> Self {
+            self.common.payload = Some(t);
+            self
+        }
+    };
+}
+pub(crate) use common_setters;
+
+/// What [`Channel::create_or_open`] needs of a kind's config.
+pub(crate) trait ChannelConfig {
+    /// The kind's layout.
+    type Layout: ChannelLayout;
+
+    /// The layout a channel created with this config gets: the values set, the defaults for
+    /// the others. An invalid value is [`OpenError::InvalidConfig`].
+    fn layout_to_create(&self) -> Result<Self::Layout, OpenError>;
+
+    /// The layout values this config sets, next to `existing`'s: `(field, requested,
+    /// existing)`, with `requested` `None` for a value left unset (it accepts any).
+    fn set_fields(&self, existing: &Self::Layout) -> Vec<(&'static str, Option<u64>, u64)>;
+
+    /// Mode, group and payload type.
+    fn common(&self) -> &CommonConfig;
+}
+
+/// An open channel segment of layout `L`, read-write (the default: the one mapping a handle
+/// and its endpoints share) or read-only (for status), as `A` says.
+#[derive(Debug)]
+pub(crate) struct Channel<L, A: Access = ReadWrite> {
+    seg: Segment<A>,
+    layout: L,
+    name: String,
+}
+
+impl<L: ChannelLayout> Channel<L> {
+    /// Opens channel `name`, creating it with `config` if it does not exist (see the
+    /// [module docs](self)).
+    pub(crate) fn create_or_open<C>(domain: &Domain, name: &str, config: &C) -> Result<Channel<L>, OpenError>
+    where
+        C: ChannelConfig<Layout = L>,
+    {
+        let layout = config.layout_to_create()?;
+        let common = config.common();
+        let Some(t) = common.payload else { return Channel::create_or_open_with(domain, name, config, &layout) };
+        // A type the created channel could not carry fails before anything is made.
+        let (len, align) = layout.payload_room();
+        check_creatable(&t, len, align)?;
+        let chan = Channel::create_or_open_with(domain, name, config, &layout)?;
+        chan.check_type(&t)?;
+        Ok(chan)
+    }
+
+    fn create_or_open_with<C>(domain: &Domain, name: &str, config: &C, layout: &L) -> Result<Channel<L>, OpenError>
+    where
+        C: ChannelConfig<Layout = L>,
+    {
+        let common = config.common();
+        let opts = common.create_options();
+        for _ in 0..CREATE_OR_OPEN_TRIES {
+            match Channel::open(domain, name) {
+                Ok(chan) => return chan.checked(config),
+                Err(OpenError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match Segment::create_or_open(domain, name, layout, &opts, common.payload.as_ref()) {
+                Ok((seg, layout, _created)) => return Ok(Channel { seg, layout, name: name.to_owned() }),
+                // Created by another process meanwhile with other values for what this config
+                // leaves unset: open theirs and compare what is set.
+                Err(OpenError::LayoutMismatch { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        // It keeps changing under us: say how it differs now (or that it is gone).
+        Channel::open(domain, name)?.checked(config)
+    }
+
+    /// `self`, if every value `config` sets matches; else [`OpenError::LayoutMismatch`]
+    /// naming the first that does not.
+    fn checked<C: ChannelConfig<Layout = L>>(self, config: &C) -> Result<Channel<L>, OpenError> {
+        for (field, requested, existing) in config.set_fields(&self.layout) {
+            if let Some(requested) = requested.filter(|&r| r != existing) {
+                return Err(OpenError::LayoutMismatch { path: self.path().to_owned(), field, existing, requested });
+            }
+        }
+        Ok(self)
+    }
+
+    /// Opens the existing channel `name` read-write.
+    pub(crate) fn open(domain: &Domain, name: &str) -> Result<Channel<L>, OpenError> {
+        Channel::open_as(domain, name)
+    }
+
+    /// Checks that this channel can carry payload type `t` (see [`check_payload`]).
+    pub(crate) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
+        let (len, align) = self.layout.payload_room();
+        check_payload(self.seg.path(), self.seg.info().payload.as_ref(), t, len, align)
+    }
+}
+
+impl<L: ChannelLayout> Channel<L, ReadOnly> {
+    /// Opens the existing channel `name` read-only (`O_RDONLY`, `PROT_READ`), for status:
+    /// read permission suffices, and nothing can be stored through it.
+    pub(crate) fn open_read_only(domain: &Domain, name: &str) -> Result<Channel<L, ReadOnly>, OpenError> {
+        Channel::open_as(domain, name)
+    }
+}
+
+impl<L: ChannelLayout, A: Access> Channel<L, A> {
+    fn open_as(domain: &Domain, name: &str) -> Result<Channel<L, A>, OpenError> {
+        let (seg, layout) = Segment::<A>::open::<L>(domain, name)?;
+        Ok(Channel { seg, layout, name: name.to_owned() })
+    }
+
+    /// A channel over `seg`, already open (for tools that opened it by path): its kind must
+    /// be `L`'s and its layout valid.
+    pub(crate) fn from_segment(seg: Segment<A>) -> Result<Channel<L, A>, OpenError> {
+        let layout = seg.layout::<L>()?;
+        let name = seg.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Channel { seg, layout, name })
+    }
+}
+
+impl<L> Channel<L> {
+    /// Start of the kind area, `L::kind_area_size()` bytes long, for loads and stores.
+    #[inline]
+    pub(crate) fn kind_base(&self) -> *mut u8 {
+        self.seg.kind_base()
+    }
+}
+
+impl<L, A: Access> Channel<L, A> {
+    /// The validated layout (the opener's own copy: nothing in the file can change it).
+    #[inline]
+    pub(crate) fn layout(&self) -> &L {
+        &self.layout
+    }
+
+    /// The segment.
+    #[inline]
+    pub(crate) fn seg(&self) -> &Segment<A> {
+        &self.seg
+    }
+
+    /// Start of the kind area, for loads: over a read-only channel a store faults.
+    #[inline]
+    pub(crate) fn kind_area(&self) -> *const u8 {
+        self.seg.kind_area()
+    }
+
+    /// The participant table (over a read-only channel, its loads only: see
+    /// [`Segment::participants`]).
+    #[inline]
+    pub(crate) fn participants(&self) -> ParticipantTable<'_> {
+        self.seg.participants()
+    }
+
+    /// Whether the file was truncated under this process (see
+    /// [`Segment::was_truncated`]). Slow paths only.
+    #[inline]
+    pub(crate) fn was_truncated(&self) -> bool {
+        self.seg.was_truncated()
+    }
+
+    /// The segment file.
+    pub(crate) fn path(&self) -> &Path {
+        self.seg.path()
+    }
+
+    /// The channel's name in its domain.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
