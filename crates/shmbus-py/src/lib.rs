@@ -1,0 +1,29 @@
+//! The native half of the `shmbus` Python package (`shmbus._shmbus`): every channel kind,
+//! the WaitSet and the journal, over the public `shmbus` Rust API. The Python-facing
+//! documentation is `docs/python.md`; the package's pure-Python half re-exports this module.
+//!
+//! How a Python object owns a Rust endpoint and lends zero-copy items is in [`cell`]; how
+//! those items export their bytes through the buffer protocol in [`held`]; how blocking
+//! calls release the GIL and stay interruptible in [`block`].
+
+mod block;
+mod cell;
+mod domain;
+mod errors;
+mod held;
+mod topic;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_class::<domain::PyDomain>()?;
+    m.add_class::<topic::PyTopic>()?;
+    m.add_class::<topic::PyPublisher>()?;
+    m.add_class::<topic::PyLoan>()?;
+    m.add_class::<topic::PySubscriber>()?;
+    m.add_class::<topic::PySample>()?;
+    m.add_class::<topic::PyMessage>()?;
+    Ok(())
+}
