@@ -11,6 +11,7 @@ mod cell;
 mod domain;
 mod errors;
 mod held;
+mod queue;
 mod topic;
 
 use pyo3::prelude::*;
@@ -25,5 +26,8 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<topic::PySubscriber>()?;
     m.add_class::<topic::PySample>()?;
     m.add_class::<topic::PyMessage>()?;
+    m.add_class::<queue::PyQueue>()?;
+    m.add_class::<queue::PyProducer>()?;
+    m.add_class::<queue::PyConsumer>()?;
     Ok(())
 }

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import shmbus
 
@@ -52,8 +53,8 @@ def test_ctrl_c_interrupts_a_blocking_recv(domain):
         import sys, shmbus
         d = shmbus.Domain(sys.argv[1], root=sys.argv[2])
         sub = shmbus.Topic.open(d, "t").subscriber()
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)
             sub.recv()
         except KeyboardInterrupt:
             print("interrupted", flush=True)
@@ -62,6 +63,9 @@ def test_ctrl_c_interrupts_a_blocking_recv(domain):
         domain.root,
     )
     assert proc.stdout.readline().strip() == "ready"
+    # Give it time to enter recv (which would never return: nothing is published), so that
+    # the signal lands while it waits; a recv that never checked for signals would hang.
+    time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=JOIN)
     assert out.strip() == "interrupted", err
