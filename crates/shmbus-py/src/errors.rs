@@ -104,6 +104,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// Whether `e` is an instance of the shmbus exception class `class`.
+pub(crate) fn is_class(py: Python<'_>, e: &PyErr, class: &str) -> bool {
+    e.is_instance(py, types(py)[index(class)].bind(py))
+}
+
 /// A failure on its way to Python: the class and the message, built without the GIL.
 #[derive(Debug)]
 pub(crate) struct Fail {

@@ -12,6 +12,7 @@ mod domain;
 mod errors;
 mod held;
 mod queue;
+mod stream;
 mod topic;
 
 use pyo3::prelude::*;
@@ -29,5 +30,10 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<queue::PyQueue>()?;
     m.add_class::<queue::PyProducer>()?;
     m.add_class::<queue::PyConsumer>()?;
+    m.add_class::<stream::PyStream>()?;
+    m.add_class::<stream::PyStreamWriter>()?;
+    m.add_class::<stream::PyStreamLoan>()?;
+    m.add_class::<stream::PyStreamReader>()?;
+    m.add_class::<stream::PyRecord>()?;
     Ok(())
 }
