@@ -11,6 +11,7 @@ mod cell;
 mod domain;
 mod errors;
 mod held;
+mod pool;
 mod queue;
 mod stream;
 mod topic;
@@ -35,5 +36,11 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stream::PyStreamLoan>()?;
     m.add_class::<stream::PyStreamReader>()?;
     m.add_class::<stream::PyRecord>()?;
+    m.add_class::<pool::PyPool>()?;
+    m.add_class::<pool::PyDispatcher>()?;
+    m.add_class::<pool::PyDispatched>()?;
+    m.add_class::<pool::PyLostJob>()?;
+    m.add_class::<pool::PyWorker>()?;
+    m.add_class::<pool::PyJob>()?;
     Ok(())
 }
