@@ -11,6 +11,7 @@ mod cell;
 mod domain;
 mod errors;
 mod held;
+mod journal;
 mod pool;
 mod queue;
 mod stream;
@@ -42,5 +43,10 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pool::PyLostJob>()?;
     m.add_class::<pool::PyWorker>()?;
     m.add_class::<pool::PyJob>()?;
+    m.add_class::<journal::PyJournal>()?;
+    m.add_class::<journal::PyAppender>()?;
+    m.add_class::<journal::PyJournalLoan>()?;
+    m.add_class::<journal::PyTailer>()?;
+    m.add_class::<journal::PyEntry>()?;
     Ok(())
 }
