@@ -186,6 +186,18 @@ impl<T: 'static> Cell<T> {
         r
     }
 
+    /// Locks the endpoint for a `&T` use spanning several calls (the WaitSet).
+    pub(crate) fn guard(&self) -> Result<Guard<'_, T>, Fail> {
+        let st = self.lock();
+        let ep = self.usable(&st)?;
+        Ok(Guard { _st: st, ep })
+    }
+
+    /// The cell's address, to lock several in one order and to find one listed twice.
+    pub(crate) fn addr(&self) -> usize {
+        self as *const Cell<T> as usize
+    }
+
     /// Closes: later calls raise `Closed`; the endpoint is dropped now, or when the last
     /// lent item comes back.
     pub(crate) fn close(&self) {
@@ -194,6 +206,21 @@ impl<T: 'static> Cell<T> {
         if st.lent == 0 {
             st.free();
         }
+    }
+}
+
+/// The endpoint of a [`Cell`], locked (from [`Cell::guard`]).
+pub(crate) struct Guard<'a, T> {
+    _st: MutexGuard<'a, State<T>>,
+    ep: NonNull<T>,
+}
+
+impl<T> std::ops::Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: as in `Cell::with_ref`: the box is alive while the mutex is held, and any
+        // lent item holds only `&T` (`usable` refused exclusive lenders).
+        unsafe { &*self.ep.as_ptr() }
     }
 }
 

@@ -16,6 +16,7 @@ mod pool;
 mod queue;
 mod stream;
 mod topic;
+mod waitset;
 
 use pyo3::prelude::*;
 
@@ -48,5 +49,6 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<journal::PyJournalLoan>()?;
     m.add_class::<journal::PyTailer>()?;
     m.add_class::<journal::PyEntry>()?;
+    m.add_class::<waitset::PyWaitSet>()?;
     Ok(())
 }
