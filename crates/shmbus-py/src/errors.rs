@@ -1,8 +1,8 @@
 //! The exception classes and the mapping of every Rust error onto them.
 //!
 //! Each Rust error enum is `#[non_exhaustive]`; its variant's name (the derived `Debug`
-//! output starts with it) picks the class, and an unknown variant falls back to the base
-//! `shmbus.Error`. The message is always the Rust error's `Display` text.
+//! output starts with it; for a journal error wrapping an `OpenError`, the inner one) picks
+//! the class, and an unknown variant falls back to the base `shmbus.Error`. The message is always the Rust error's `Display` text.
 
 use std::fmt::{Debug, Display};
 
@@ -127,7 +127,12 @@ impl Fail {
     /// The failure a Rust error maps to.
     pub(crate) fn of<E: Debug + Display>(e: E) -> Fail {
         let debug = format!("{e:?}");
-        let variant = debug.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or("");
+        let mut names = debug.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty());
+        let mut variant = names.next().unwrap_or("");
+        if variant == "Open" {
+            // A journal error wrapping an `OpenError`: the inner variant says what happened.
+            variant = names.next().unwrap_or("");
+        }
         let class = VARIANTS.iter().find(|v| v.0 == variant).map_or("Error", |v| v.1);
         Fail { class, msg: e.to_string(), missed: None }
     }

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use shmbus::journal::{Durability, Entry, Loan, Retention, RollCycle};
+use shmbus::journal::{Durability, Entry, EntryRef, Loan, Retention, RollCycle};
 use shmbus::{Appender, Journal, JournalConfig, Tailer};
 
 use crate::block::{blocking, timeout_arg, Bytes};
@@ -373,6 +373,23 @@ impl PyTailer {
         Ok(PyEntry::new(py, e))
     }
 
+    /// The next entry in place, without waiting: an `EntryRef` (a read-only buffer over the
+    /// journal's memory, or the tailer's buffer for a compressed or encrypted entry). The
+    /// tailer refuses other calls (`Busy`) while it lives.
+    fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyEntryRef> {
+        let lent = slf.get().cell.lend_mut(|t| t.try_recv_ref().or_raise())?;
+        Ok(PyEntryRef::new(slf.unbind(), lent))
+    }
+
+    /// The next entry in place, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyEntryRef> {
+        let this = slf.get();
+        let lent =
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|t| t.recv_ref_timeout(d).or_raise()))?;
+        Ok(PyEntryRef::new(slf.unbind(), lent))
+    }
+
     /// For a named reader: persists that everything delivered so far is done (no-op for a
     /// plain tailer). Without it, the last delivered entry is delivered again after a
     /// restart.
@@ -413,5 +430,79 @@ impl PyTailer {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<PyEntry> {
         self.recv(py, None)
+    }
+}
+
+/// An entry read in place (a read-only buffer), from `Tailer.recv_ref()`: `index`, `ts_ns`;
+/// `release()` (or leaving a `with` block) lets the tailer go on, and raises `BufferError`
+/// while views of it live.
+#[pyclass(frozen, module = "shmbus", name = "EntryRef")]
+#[derive(Debug)]
+pub(crate) struct PyEntryRef {
+    tailer: Py<PyTailer>,
+    held: Held<EntryRef<'static>>,
+    /// The global index.
+    #[pyo3(get)]
+    index: u64,
+    /// `CLOCK_REALTIME` nanoseconds at append.
+    #[pyo3(get)]
+    ts_ns: u64,
+}
+
+impl PyEntryRef {
+    fn new(tailer: Py<PyTailer>, lent: crate::cell::Lent<EntryRef<'static>>) -> PyEntryRef {
+        let e = lent.get();
+        let (ptr, len, index, ts_ns) = (e.data().as_ptr().cast_mut(), e.len(), e.index(), e.ts_ns());
+        PyEntryRef { tailer, held: Held::new(lent, ptr, len, false, "entry"), index, ts_ns }
+    }
+}
+
+#[pymethods]
+impl PyEntryRef {
+    /// The payload, copied into `bytes`.
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        match self.held.to_vec() {
+            Some(v) => Ok(PyBytes::new(py, &v)),
+            None => Err(Fail::new("Closed", "this entry was already released").into()),
+        }
+    }
+
+    /// Lets the tailer go on (the entry's memory may be reused).
+    fn release(&self) -> PyResult<()> {
+        if let Some(lent) = self.held.take()? {
+            self.tailer.get().cell.give_back(lent, drop);
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.held.len()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release()?;
+        Ok(false)
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+impl Drop for PyEntryRef {
+    fn drop(&mut self) {
+        if let Some(lent) = self.held.take_at_drop() {
+            self.tailer.get().cell.give_back(lent, drop);
+        }
     }
 }

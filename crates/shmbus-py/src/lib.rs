@@ -2,9 +2,9 @@
 //! the WaitSet and the journal, over the public `shmbus` Rust API. The Python-facing
 //! documentation is `docs/python.md`; the package's pure-Python half re-exports this module.
 //!
-//! How a Python object owns a Rust endpoint and lends zero-copy items is in [`cell`]; how
-//! those items export their bytes through the buffer protocol in [`held`]; how blocking
-//! calls release the GIL and stay interruptible in [`block`].
+//! How a Python object owns a Rust endpoint and lends zero-copy items is in `cell.rs`; how
+//! those items export their bytes through the buffer protocol in `held.rs`; how blocking
+//! calls release the GIL and stay interruptible in `block.rs`.
 
 mod block;
 mod cell;
@@ -44,11 +44,13 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pool::PyLostJob>()?;
     m.add_class::<pool::PyWorker>()?;
     m.add_class::<pool::PyJob>()?;
+    m.add_class::<pool::PyJobRef>()?;
     m.add_class::<journal::PyJournal>()?;
     m.add_class::<journal::PyAppender>()?;
     m.add_class::<journal::PyJournalLoan>()?;
     m.add_class::<journal::PyTailer>()?;
     m.add_class::<journal::PyEntry>()?;
+    m.add_class::<journal::PyEntryRef>()?;
     m.add_class::<waitset::PyWaitSet>()?;
     Ok(())
 }

@@ -1,14 +1,18 @@
 //! `shmbus.Pool`: work dispatch to worker processes, handing the job back when all are busy.
 
+use std::ffi::c_int;
+
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use shmbus::pool::Job;
+use shmbus::pool::{Job, JobRef};
 use shmbus::{Dispatcher, Pool, PoolConfig, Worker};
 
 use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::{Cell, Lending};
 use crate::domain::PyDomain;
-use crate::errors::OrRaise;
+use crate::errors::{Fail, OrRaise};
+use crate::held::Held;
 
 /// A pool. Make one with `Pool.create_or_open` or `Pool.open`; endpoints come from
 /// `dispatcher()` (exclusive) and `worker()`.
@@ -224,6 +228,22 @@ impl PyWorker {
         PyJob::new(slf, job)
     }
 
+    /// The next job in place, without waiting: a `JobRef` (a read-only buffer over the
+    /// mailbox). The worker refuses other calls (`Busy`) while it lives.
+    fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyJobRef> {
+        let lent = slf.get().cell.lend_mut(|w| w.try_recv_ref().or_raise())?;
+        Ok(PyJobRef::new(slf.unbind(), lent))
+    }
+
+    /// The next job in place, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyJobRef> {
+        let this = slf.get();
+        let lent =
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| w.recv_ref_timeout(d).or_raise()))?;
+        Ok(PyJobRef::new(slf.unbind(), lent))
+    }
+
     /// Declares the current job finished and the worker idle.
     fn done(&self) -> PyResult<()> {
         Ok(self.cell.with(|w| w.done())?)
@@ -297,5 +317,83 @@ impl PyJob {
 
     fn __repr__(&self, py: Python<'_>) -> String {
         format!("Job(id={}, len={})", self.id, self.__len__(py))
+    }
+}
+
+/// A job read in place from the worker's mailbox (a read-only buffer), from
+/// `Worker.recv_ref()`: `id`, and `done()` to finish it (the worker is idle again), or
+/// `release()` to let go of it without declaring it done. Either raises `BufferError` while
+/// views of it live.
+#[pyclass(frozen, module = "shmbus", name = "JobRef")]
+#[derive(Debug)]
+pub(crate) struct PyJobRef {
+    worker: Py<PyWorker>,
+    held: Held<JobRef<'static>>,
+    /// The job's id.
+    #[pyo3(get)]
+    id: u64,
+}
+
+impl PyJobRef {
+    fn new(worker: Py<PyWorker>, lent: crate::cell::Lent<JobRef<'static>>) -> PyJobRef {
+        let j = lent.get();
+        let (ptr, len, id) = (j.data().as_ptr().cast_mut(), j.len(), j.id());
+        PyJobRef { worker, held: Held::new(lent, ptr, len, false, "job"), id }
+    }
+}
+
+#[pymethods]
+impl PyJobRef {
+    /// The payload, copied into `bytes`.
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        match self.held.to_vec() {
+            Some(v) => Ok(PyBytes::new(py, &v)),
+            None => Err(Fail::new("Closed", "this job was already done or released").into()),
+        }
+    }
+
+    /// Declares the job finished and the worker idle.
+    fn done(&self) -> PyResult<()> {
+        self.release()?;
+        self.worker.get().done()
+    }
+
+    /// Lets go of the job's memory without declaring it done.
+    fn release(&self) -> PyResult<()> {
+        if let Some(lent) = self.held.take()? {
+            self.worker.get().cell.give_back(lent, drop);
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.held.len()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release()?;
+        Ok(false)
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+impl Drop for PyJobRef {
+    fn drop(&mut self) {
+        if let Some(lent) = self.held.take_at_drop() {
+            self.worker.get().cell.give_back(lent, drop);
+        }
     }
 }

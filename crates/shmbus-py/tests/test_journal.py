@@ -102,3 +102,20 @@ def test_config_values_are_checked(jdir):
         journal.appender().send(bytes(journal.appender().max_entry_len + 1))
     with pytest.raises(shmbus.NotFound):
         shmbus.Journal.open(jdir.parent / "nothing here")
+
+
+def test_entry_ref_zero_copy(jdir):
+    journal = shmbus.Journal.create_or_open(jdir)
+    journal.appender().send(b"in place")
+    tailer = journal.tailer()
+    entry = tailer.recv_ref(timeout=1)
+    arr = np.frombuffer(entry, np.uint8)
+    assert bytes(arr) == b"in place" and not arr.flags.writeable and entry.ts_ns > 0
+    with pytest.raises(shmbus.Busy):
+        tailer.try_recv()  # the entry borrows the tailer
+    with pytest.raises(BufferError):
+        entry.release()
+    del arr
+    entry.release()
+    with pytest.raises(shmbus.Empty):
+        tailer.try_recv_ref()

@@ -93,3 +93,23 @@ def test_reap_reports_a_job_lost_with_a_killed_worker(domain):
     proc.wait(60)
     lost = disp.reap()
     assert [(l.job_id, l.pid) for l in lost] == [(d.job_id, proc.pid)]
+
+
+def test_job_ref_zero_copy(domain):
+    pool = shmbus.Pool.create_or_open(domain, "p", max_workers=1, max_job_len=64)
+    disp, worker = pool.dispatcher(), pool.worker()
+    with pytest.raises(shmbus.Empty):
+        worker.try_recv_ref()
+    d = disp.try_send(b"in place")
+    job = worker.recv_ref(timeout=1)
+    view = memoryview(job)
+    assert (job.id, bytes(view), view.readonly, len(job)) == (d.job_id, b"in place", True, 8)
+    with pytest.raises(shmbus.Busy):
+        worker.done()  # the job borrows the worker
+    with pytest.raises(BufferError):
+        job.done()
+    view.release()
+    job.done()
+    assert disp.try_send(b"next").job_id == d.job_id + 1  # the worker is idle again
+    with worker.recv_ref(timeout=1) as job:
+        assert job.tobytes() == b"next"
