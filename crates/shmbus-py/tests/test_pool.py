@@ -54,6 +54,7 @@ def test_worker_threads(domain):
         t.start()
     sent, stops = 0, 0
     while stops < 2:
+        assert any(t.is_alive() for t in threads), "the workers ended early"
         try:
             if sent < 50:
                 disp.try_send(b"%d" % sent)
@@ -83,6 +84,7 @@ def test_reap_reports_a_job_lost_with_a_killed_worker(domain):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     while True:
+        assert proc.poll() is None, "the worker process ended early"
         try:
             d = disp.try_send(b"doomed")
             break

@@ -60,9 +60,9 @@ def test_each_message_goes_to_one_consumer(domain):
     for t in threads:
         t.start()
     for i in range(n):
-        prod.send(b"%d" % i)
+        prod.send(b"%d" % i, timeout=60)
     for _ in threads:
-        prod.send(b"stop")
+        prod.send(b"stop", timeout=60)
     for t in threads:
         t.join(60)
     assert sorted(sum(got, [])) == list(range(n))
