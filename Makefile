@@ -7,9 +7,9 @@ TSAN_TARGET := target/tsan
 # build on two cores; cached after).
 BENCH_FEATURES := --features shmbus-bench/iceoryx2
 
-.PHONY: test deps redis-server fmt clippy unit loom tsan doc demo bench-smoke clean-shm
+.PHONY: test deps redis-server fmt clippy unit loom tsan doc python demo bench-smoke clean-shm
 
-test: deps redis-server fmt clippy unit doc loom tsan
+test: deps redis-server fmt clippy unit doc loom tsan python
 	@echo "make test: all suites passed"
 
 # Tools the suites need; each install is skipped when already present.
@@ -54,6 +54,16 @@ tsan:
 	  RUSTFLAGS="-Zsanitizer=thread --cfg tsan" RUSTDOCFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="suppressions=$(CURDIR)/ci/tsan.supp halt_on_error=1" \
 	  CARGO_TARGET_DIR=$(TSAN_TARGET) $(CARGO) +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p shmbus --lib --test topic --test pool_basic --test queue_api --test queue_waitset --test stream_waitset --test journal_basic; \
 	else echo "tsan: SKIPPED (nightly toolchain with rust-src not available here)"; fi
+
+# The Python package (crates/shmbus-py): built into a scratch virtualenv (maturin, pytest and
+# numpy pinned; the extension in the `ci` profile, in the shared target dir), then its tests.
+PY_VENV := target/py-venv
+python:
+	@python3 -c 'import venv, ensurepip' 2>/dev/null || (apt-get update && apt-get install -y python3-venv)
+	test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q maturin==1.15.0 pytest==9.0.3 numpy==2.4.6
+	VIRTUAL_ENV=$(CURDIR)/$(PY_VENV) PATH=$(CURDIR)/$(PY_VENV)/bin:$$PATH maturin develop -q --profile ci -m crates/shmbus-py/Cargo.toml
+	$(PY_VENV)/bin/python -m pytest -q crates/shmbus-py/tests
 
 demo:
 	$(CARGO) run --release --bin shmbus -- demo

@@ -1,0 +1,508 @@
+//! `shmbus.Journal`: a persistent, replayable log in a directory, with durable named readers.
+
+use std::ffi::c_int;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use shmbus::journal::{Durability, Entry, EntryRef, Loan, Retention, RollCycle};
+use shmbus::{Appender, Journal, JournalConfig, Tailer};
+
+use crate::block::{blocking, timeout_arg, Bytes};
+use crate::cell::{Cell, Lending};
+use crate::errors::{Fail, OrRaise};
+use crate::held::Held;
+
+fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, not {s}")))
+}
+
+fn roll_arg(roll: &Bound<'_, PyAny>) -> PyResult<RollCycle> {
+    if let Ok(s) = roll.extract::<String>() {
+        return match s.as_str() {
+            "never" => Ok(RollCycle::Never),
+            "minutely" => Ok(RollCycle::Minutely),
+            "hourly" => Ok(RollCycle::Hourly),
+            "daily" => Ok(RollCycle::Daily),
+            _ => Err(PyValueError::new_err(format!(
+                "roll must be 'never', 'minutely', 'hourly', 'daily' or a number of seconds, not {s:?}"
+            ))),
+        };
+    }
+    Ok(RollCycle::Every(seconds("roll", roll.extract::<f64>()?)?))
+}
+
+fn durability_arg(d: &Bound<'_, PyAny>) -> PyResult<Durability> {
+    if let Ok(s) = d.extract::<String>() {
+        return match s.as_str() {
+            "none" => Ok(Durability::None),
+            "flush" => Ok(Durability::Flush),
+            _ => Err(PyValueError::new_err(format!(
+                "durability must be 'none', 'flush' or a period in seconds, not {s:?}"
+            ))),
+        };
+    }
+    Ok(Durability::Periodic(seconds("durability", d.extract::<f64>()?)?))
+}
+
+/// A journal: a directory of cycle files. Make one with `Journal.create_or_open(dir)` or
+/// `Journal.open(dir)`; `appender()` writes, `tailer*()` and `reader(name)` read.
+#[pyclass(frozen, module = "shmbus", name = "Journal")]
+#[derive(Debug)]
+pub(crate) struct PyJournal {
+    cell: Cell<Journal>,
+}
+
+#[pymethods]
+impl PyJournal {
+    /// Opens the journal in directory `dir`, creating it if it does not exist. The keywords
+    /// apply only when it is created (an existing journal keeps its own): `roll` is
+    /// 'never', 'minutely', 'hourly', 'daily' or seconds; `durability` 'none', 'flush' or
+    /// a sync period in seconds; `max_cycles` / `max_age` (seconds) the retention;
+    /// `abandon_timeout` in seconds.
+    #[staticmethod]
+    #[pyo3(signature = (dir, *, roll=None, cycle_bytes=None, chunk_bytes=None, max_entry_len=None, durability=None, max_cycles=None, max_age=None, abandon_timeout=None, mode=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_or_open(
+        dir: PathBuf,
+        roll: Option<&Bound<'_, PyAny>>,
+        cycle_bytes: Option<u64>,
+        chunk_bytes: Option<u64>,
+        max_entry_len: Option<u64>,
+        durability: Option<&Bound<'_, PyAny>>,
+        max_cycles: Option<u64>,
+        max_age: Option<f64>,
+        abandon_timeout: Option<f64>,
+        mode: Option<u32>,
+    ) -> PyResult<PyJournal> {
+        let mut config = JournalConfig::default();
+        if let Some(r) = roll {
+            config = config.roll(roll_arg(r)?);
+        }
+        if let Some(v) = cycle_bytes {
+            config = config.cycle_bytes(v);
+        }
+        if let Some(v) = chunk_bytes {
+            config = config.chunk_bytes(v);
+        }
+        if let Some(v) = max_entry_len {
+            config = config.max_entry_len(v);
+        }
+        if let Some(d) = durability {
+            config = config.durability(durability_arg(d)?);
+        }
+        if max_cycles.is_some() || max_age.is_some() {
+            let max_age = max_age.map(|s| seconds("max_age", s)).transpose()?;
+            config = config.retention(Retention { max_cycles, max_age });
+        }
+        if let Some(s) = abandon_timeout {
+            config = config.abandon_timeout(seconds("abandon_timeout", s)?);
+        }
+        if let Some(v) = mode {
+            config = config.mode(v);
+        }
+        let journal = Journal::create_or_open(dir, &config).or_raise()?;
+        Ok(PyJournal { cell: Cell::new(journal, Lending::Exclusive, "journal") })
+    }
+
+    /// Opens the existing journal in `dir`.
+    #[staticmethod]
+    fn open(dir: PathBuf) -> PyResult<PyJournal> {
+        let journal = Journal::open(dir).or_raise()?;
+        Ok(PyJournal { cell: Cell::new(journal, Lending::Exclusive, "journal") })
+    }
+
+    /// The journal's state: a dict with `dir`, `format_version`, `first_index`,
+    /// `next_index`, `bytes`, `file_bytes`, `appenders`, `cycles` (how many) and `readers`
+    /// (a list of dicts with `name`, `position`, `holder_pid`).
+    #[staticmethod]
+    fn status<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let s = Journal::status(dir).or_raise()?;
+        let d = PyDict::new(py);
+        d.set_item("dir", &s.dir)?;
+        d.set_item("format_version", s.format_version)?;
+        d.set_item("first_index", s.first_index)?;
+        d.set_item("next_index", s.next_index)?;
+        d.set_item("bytes", s.bytes)?;
+        d.set_item("file_bytes", s.file_bytes)?;
+        d.set_item("appenders", s.appenders)?;
+        d.set_item("cycles", s.cycles.len())?;
+        let readers = s
+            .readers
+            .iter()
+            .map(|r| {
+                let rd = PyDict::new(py);
+                rd.set_item("name", &r.name)?;
+                rd.set_item("position", r.position)?;
+                rd.set_item("holder_pid", r.holder_pid)?;
+                Ok(rd)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        d.set_item("readers", readers)?;
+        Ok(d)
+    }
+
+    /// A new appender.
+    fn appender(&self) -> PyResult<PyAppender> {
+        let a = self.cell.with(|j| j.appender())?.or_raise()?;
+        Ok(PyAppender { cell: Cell::new(a, Lending::Exclusive, "appender") })
+    }
+
+    /// A tailer reading from the oldest entry kept.
+    fn tailer(&self) -> PyResult<PyTailer> {
+        tailer(self.cell.with(|j| j.tailer())?)
+    }
+
+    /// A tailer reading from global index `index`.
+    fn tailer_at(&self, index: u64) -> PyResult<PyTailer> {
+        tailer(self.cell.with(|j| j.tailer_at(index))?)
+    }
+
+    /// A tailer reading only entries appended from now on.
+    fn tailer_at_end(&self) -> PyResult<PyTailer> {
+        tailer(self.cell.with(|j| j.tailer_at_end())?)
+    }
+
+    /// A tailer reading from the first entry stamped at or after `ts_ns` (`CLOCK_REALTIME`
+    /// nanoseconds).
+    fn tailer_at_time(&self, ts_ns: u64) -> PyResult<PyTailer> {
+        tailer(self.cell.with(|j| j.tailer_at_time(ts_ns))?)
+    }
+
+    /// The named reader `name` (exclusive; created at the start if new): it resumes where
+    /// it was last acknowledged.
+    fn reader(&self, name: &str) -> PyResult<PyTailer> {
+        tailer(self.cell.with(|j| j.reader(name))?)
+    }
+
+    /// Removes the named reader `name`. Returns whether it existed.
+    fn remove_reader(&self, name: &str) -> PyResult<bool> {
+        Ok(self.cell.with(|j| j.remove_reader(name).or_raise())??)
+    }
+
+    /// The journal's directory.
+    #[getter]
+    fn dir(&self) -> PyResult<PathBuf> {
+        Ok(self.cell.with(|j| j.dir().to_path_buf())?)
+    }
+
+    /// Closes the journal handle (endpoints made from it keep working).
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+}
+
+fn tailer(t: Result<Tailer, shmbus::OpenError>) -> PyResult<PyTailer> {
+    Ok(PyTailer { cell: Cell::new(t.or_raise()?, Lending::Exclusive, "tailer") })
+}
+
+/// Appends entries to a journal. It never waits.
+#[pyclass(frozen, module = "shmbus", name = "Appender")]
+#[derive(Debug)]
+pub(crate) struct PyAppender {
+    cell: Cell<Appender>,
+}
+
+#[pymethods]
+impl PyAppender {
+    /// Appends `data` (any contiguous bytes-like object). Returns its global index.
+    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let bytes = Bytes::get(data)?;
+        Ok(py.detach(|| self.cell.with(|a| a.send(bytes.as_slice()).or_raise()))??)
+    }
+
+    /// Claims room for an entry of exactly `len` bytes: a `JournalLoan` exporting a writable
+    /// buffer. `send()` publishes it; dropped unsent, the entry is abandoned (readers skip
+    /// it).
+    fn loan(slf: Bound<'_, Self>, len: usize) -> PyResult<PyJournalLoan> {
+        let mut lent = slf.get().cell.lend_mut(|a| a.loan(len).or_raise())?;
+        // Written through the exported buffer only, until sent after every view is gone.
+        let (ptr, n, index) = (lent.get_mut().as_mut_ptr(), lent.get().len(), lent.get().index());
+        Ok(PyJournalLoan { owner: slf.unbind(), held: Held::new(lent, ptr, n, true, "loan"), index })
+    }
+
+    /// The largest entry, in bytes.
+    #[getter]
+    fn max_entry_len(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|a| a.max_entry_len())?)
+    }
+
+    /// Releases the appender (deferred while a loan lives).
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+}
+
+/// Room for one entry, from `Appender.loan(len)`: write it through the buffer protocol,
+/// then `send()` (every view gone first, else `BufferError`).
+#[pyclass(frozen, module = "shmbus", name = "JournalLoan")]
+#[derive(Debug)]
+pub(crate) struct PyJournalLoan {
+    owner: Py<PyAppender>,
+    held: Held<Loan<'static>>,
+    /// The global index the entry will have.
+    #[pyo3(get)]
+    index: u64,
+}
+
+#[pymethods]
+impl PyJournalLoan {
+    /// Publishes the entry. Returns its global index.
+    fn send(&self) -> PyResult<u64> {
+        let Some(lent) = self.held.take()? else {
+            return Err(Fail::new("Closed", "this loan was already sent or released").into());
+        };
+        Ok(self.owner.get().cell.give_back(lent, |loan| loan.send()).or_raise()?)
+    }
+
+    /// Abandons the entry unsent (readers skip it). Also what leaving a `with` block does.
+    fn release(&self) -> PyResult<()> {
+        if let Some(lent) = self.held.take()? {
+            self.owner.get().cell.give_back(lent, drop);
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.held.len()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release()?;
+        Ok(false)
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+impl Drop for PyJournalLoan {
+    fn drop(&mut self) {
+        if let Some(lent) = self.held.take_at_drop() {
+            self.owner.get().cell.give_back(lent, drop);
+        }
+    }
+}
+
+/// A journal entry, copied: `data` (bytes), `index` (global), `ts_ns` (`CLOCK_REALTIME`
+/// nanoseconds at append).
+#[pyclass(frozen, module = "shmbus", name = "Entry", get_all)]
+#[derive(Debug)]
+pub(crate) struct PyEntry {
+    data: Py<PyBytes>,
+    index: u64,
+    ts_ns: u64,
+}
+
+impl PyEntry {
+    fn new(py: Python<'_>, e: Entry) -> PyEntry {
+        PyEntry { data: PyBytes::new(py, e.data()).unbind(), index: e.index(), ts_ns: e.ts_ns() }
+    }
+}
+
+#[pymethods]
+impl PyEntry {
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.data.bind(py).as_bytes().len()
+    }
+
+    fn __bytes__(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.data.clone_ref(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("Entry(index={}, ts_ns={}, len={})", self.index, self.ts_ns, self.__len__(py))
+    }
+}
+
+/// Reads a journal in order (a tailer, or a named reader that persists its position).
+/// Iterating blocks for each next entry.
+#[pyclass(frozen, module = "shmbus", name = "Tailer")]
+#[derive(Debug)]
+pub(crate) struct PyTailer {
+    pub(crate) cell: Cell<Tailer>,
+}
+
+#[pymethods]
+impl PyTailer {
+    /// The next entry without waiting: `Empty` if there is none yet.
+    fn try_recv(&self, py: Python<'_>) -> PyResult<PyEntry> {
+        let e = self.cell.with(|t| t.try_recv().or_raise())??;
+        Ok(PyEntry::new(py, e))
+    }
+
+    /// The next entry, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyEntry> {
+        let e = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|t| t.recv_timeout(d).or_raise())?)?;
+        Ok(PyEntry::new(py, e))
+    }
+
+    /// The next entry in place, without waiting: an `EntryRef` (a read-only buffer over the
+    /// journal's memory, or the tailer's buffer for a compressed or encrypted entry). The
+    /// tailer refuses other calls (`Busy`) while it lives.
+    fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyEntryRef> {
+        let lent = slf.get().cell.lend_mut(|t| t.try_recv_ref().or_raise())?;
+        Ok(PyEntryRef::new(slf.unbind(), lent))
+    }
+
+    /// The next entry in place, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyEntryRef> {
+        let this = slf.get();
+        let lent =
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|t| t.recv_ref_timeout(d).or_raise()))?;
+        Ok(PyEntryRef::new(slf.unbind(), lent))
+    }
+
+    /// For a named reader: persists that everything delivered so far is done (no-op for a
+    /// plain tailer). Without it, the last delivered entry is delivered again after a
+    /// restart.
+    fn ack(&self) -> PyResult<()> {
+        Ok(self.cell.with(|t| t.ack())?)
+    }
+
+    /// The global index of the next entry to read.
+    #[getter]
+    fn position(&self) -> PyResult<u64> {
+        Ok(self.cell.with(|t| t.position())?)
+    }
+
+    /// How many damaged ranges this tailer skipped.
+    #[getter]
+    fn damaged_ranges(&self) -> PyResult<u64> {
+        Ok(self.cell.with(|t| t.damaged_ranges())?)
+    }
+
+    /// Releases the tailer (and a named reader's hold).
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<PyEntry> {
+        self.recv(py, None)
+    }
+}
+
+/// An entry read in place (a read-only buffer), from `Tailer.recv_ref()`: `index`, `ts_ns`;
+/// `release()` (or leaving a `with` block) lets the tailer go on, and raises `BufferError`
+/// while views of it live.
+#[pyclass(frozen, module = "shmbus", name = "EntryRef")]
+#[derive(Debug)]
+pub(crate) struct PyEntryRef {
+    tailer: Py<PyTailer>,
+    held: Held<EntryRef<'static>>,
+    /// The global index.
+    #[pyo3(get)]
+    index: u64,
+    /// `CLOCK_REALTIME` nanoseconds at append.
+    #[pyo3(get)]
+    ts_ns: u64,
+}
+
+impl PyEntryRef {
+    fn new(tailer: Py<PyTailer>, lent: crate::cell::Lent<EntryRef<'static>>) -> PyEntryRef {
+        let e = lent.get();
+        let (ptr, len, index, ts_ns) = (e.data().as_ptr().cast_mut(), e.len(), e.index(), e.ts_ns());
+        PyEntryRef { tailer, held: Held::new(lent, ptr, len, false, "entry"), index, ts_ns }
+    }
+}
+
+#[pymethods]
+impl PyEntryRef {
+    /// The payload, copied into `bytes`.
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        match self.held.to_vec() {
+            Some(v) => Ok(PyBytes::new(py, &v)),
+            None => Err(Fail::new("Closed", "this entry was already released").into()),
+        }
+    }
+
+    /// Lets the tailer go on (the entry's memory may be reused).
+    fn release(&self) -> PyResult<()> {
+        if let Some(lent) = self.held.take()? {
+            self.tailer.get().cell.give_back(lent, drop);
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.held.len()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release()?;
+        Ok(false)
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+impl Drop for PyEntryRef {
+    fn drop(&mut self) {
+        if let Some(lent) = self.held.take_at_drop() {
+            self.tailer.get().cell.give_back(lent, drop);
+        }
+    }
+}

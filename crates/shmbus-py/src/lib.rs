@@ -1,0 +1,56 @@
+//! The native half of the `shmbus` Python package (`shmbus._shmbus`): every channel kind,
+//! the WaitSet and the journal, over the public `shmbus` Rust API. The Python-facing
+//! documentation is `docs/python.md`; the package's pure-Python half re-exports this module.
+//!
+//! How a Python object owns a Rust endpoint and lends zero-copy items is in `cell.rs`; how
+//! those items export their bytes through the buffer protocol in `held.rs`; how blocking
+//! calls release the GIL and stay interruptible in `block.rs`.
+
+mod block;
+mod cell;
+mod domain;
+mod errors;
+mod held;
+mod journal;
+mod pool;
+mod queue;
+mod stream;
+mod topic;
+mod waitset;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_class::<domain::PyDomain>()?;
+    m.add_class::<topic::PyTopic>()?;
+    m.add_class::<topic::PyPublisher>()?;
+    m.add_class::<topic::PyLoan>()?;
+    m.add_class::<topic::PySubscriber>()?;
+    m.add_class::<topic::PySample>()?;
+    m.add_class::<topic::PyMessage>()?;
+    m.add_class::<queue::PyQueue>()?;
+    m.add_class::<queue::PyProducer>()?;
+    m.add_class::<queue::PyConsumer>()?;
+    m.add_class::<stream::PyStream>()?;
+    m.add_class::<stream::PyStreamWriter>()?;
+    m.add_class::<stream::PyStreamLoan>()?;
+    m.add_class::<stream::PyStreamReader>()?;
+    m.add_class::<stream::PyRecord>()?;
+    m.add_class::<pool::PyPool>()?;
+    m.add_class::<pool::PyDispatcher>()?;
+    m.add_class::<pool::PyDispatched>()?;
+    m.add_class::<pool::PyLostJob>()?;
+    m.add_class::<pool::PyWorker>()?;
+    m.add_class::<pool::PyJob>()?;
+    m.add_class::<pool::PyJobRef>()?;
+    m.add_class::<journal::PyJournal>()?;
+    m.add_class::<journal::PyAppender>()?;
+    m.add_class::<journal::PyJournalLoan>()?;
+    m.add_class::<journal::PyTailer>()?;
+    m.add_class::<journal::PyEntry>()?;
+    m.add_class::<journal::PyEntryRef>()?;
+    m.add_class::<waitset::PyWaitSet>()?;
+    Ok(())
+}

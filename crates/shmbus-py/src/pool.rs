@@ -1,0 +1,399 @@
+//! `shmbus.Pool`: work dispatch to worker processes, handing the job back when all are busy.
+
+use std::ffi::c_int;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use shmbus::pool::{Job, JobRef};
+use shmbus::{Dispatcher, Pool, PoolConfig, Worker};
+
+use crate::block::{blocking, timeout_arg, Bytes};
+use crate::cell::{Cell, Lending};
+use crate::domain::PyDomain;
+use crate::errors::{Fail, OrRaise};
+use crate::held::Held;
+
+/// A pool. Make one with `Pool.create_or_open` or `Pool.open`; endpoints come from
+/// `dispatcher()` (exclusive) and `worker()`.
+#[pyclass(frozen, module = "shmbus", name = "Pool")]
+#[derive(Debug)]
+pub(crate) struct PyPool {
+    cell: Cell<Pool>,
+}
+
+#[pymethods]
+impl PyPool {
+    /// Opens pool `name` in `domain`, creating it if it does not exist (keywords left at
+    /// None accept what an existing pool has).
+    #[staticmethod]
+    #[pyo3(signature = (domain, name, *, max_workers=None, max_job_len=None, mode=None, group=None))]
+    fn create_or_open(
+        domain: &PyDomain,
+        name: &str,
+        max_workers: Option<usize>,
+        max_job_len: Option<usize>,
+        mode: Option<u32>,
+        group: Option<u32>,
+    ) -> PyResult<PyPool> {
+        let mut config = PoolConfig::default();
+        if let Some(v) = max_workers {
+            config = config.max_workers(v);
+        }
+        if let Some(v) = max_job_len {
+            config = config.max_job_len(v);
+        }
+        if let Some(v) = mode {
+            config = config.mode(v);
+        }
+        if let Some(v) = group {
+            config = config.group(v);
+        }
+        let pool = Pool::create_or_open(&domain.inner, name, &config).or_raise()?;
+        Ok(PyPool { cell: Cell::new(pool, Lending::Exclusive, "pool") })
+    }
+
+    /// Opens the existing pool `name` in `domain`.
+    #[staticmethod]
+    fn open(domain: &PyDomain, name: &str) -> PyResult<PyPool> {
+        let pool = Pool::open(&domain.inner, name).or_raise()?;
+        Ok(PyPool { cell: Cell::new(pool, Lending::Exclusive, "pool") })
+    }
+
+    /// The pool's state (read permission is enough): a dict with `max_workers`,
+    /// `max_job_len`, `workers`, `idle`, `busy`, `dispatcher_pid` (None if none),
+    /// `dispatcher_alive`, `dispatched` and `lost`.
+    #[staticmethod]
+    fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        let s = Pool::status(&domain.inner, name).or_raise()?;
+        let d = PyDict::new(py);
+        d.set_item("max_workers", s.max_workers)?;
+        d.set_item("max_job_len", s.max_job_len)?;
+        d.set_item("workers", s.workers)?;
+        d.set_item("idle", s.idle)?;
+        d.set_item("busy", s.busy)?;
+        d.set_item("dispatcher_pid", s.dispatcher_pid)?;
+        d.set_item("dispatcher_alive", s.dispatcher_alive)?;
+        d.set_item("dispatched", s.dispatched)?;
+        d.set_item("lost", s.lost)?;
+        Ok(d)
+    }
+
+    /// The dispatcher (exclusive: `Busy` if a live process holds it).
+    fn dispatcher(&self) -> PyResult<PyDispatcher> {
+        let d = self.cell.with(|p| p.dispatcher())?.or_raise()?;
+        Ok(PyDispatcher { cell: Cell::new(d, Lending::Exclusive, "dispatcher") })
+    }
+
+    /// A new worker (a mailbox of the pool).
+    fn worker(&self) -> PyResult<PyWorker> {
+        let w = self.cell.with(|p| p.worker())?.or_raise()?;
+        Ok(PyWorker { cell: Cell::new(w, Lending::Exclusive, "worker") })
+    }
+
+    /// The most workers.
+    #[getter]
+    fn max_workers(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|p| p.max_workers())?)
+    }
+
+    /// The largest job, in bytes.
+    #[getter]
+    fn max_job_len(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|p| p.max_job_len())?)
+    }
+
+    /// Unmaps the pool (endpoints made from it keep working).
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+}
+
+/// Where a job went: `job_id` and the `worker` mailbox index.
+#[pyclass(frozen, module = "shmbus", name = "Dispatched", get_all)]
+#[derive(Debug)]
+pub(crate) struct PyDispatched {
+    job_id: u64,
+    worker: usize,
+}
+
+#[pymethods]
+impl PyDispatched {
+    fn __repr__(&self) -> String {
+        format!("Dispatched(job_id={}, worker={})", self.job_id, self.worker)
+    }
+}
+
+/// A job lost with its worker (from `Dispatcher.reap()`): `job_id`, `worker`, `pid`.
+#[pyclass(frozen, module = "shmbus", name = "LostJob", get_all)]
+#[derive(Debug)]
+pub(crate) struct PyLostJob {
+    job_id: u64,
+    worker: usize,
+    pid: u32,
+}
+
+#[pymethods]
+impl PyLostJob {
+    fn __repr__(&self) -> String {
+        format!("LostJob(job_id={}, worker={}, pid={})", self.job_id, self.worker, self.pid)
+    }
+}
+
+/// Hands jobs to idle workers. It never waits: with every worker busy the job comes back
+/// (`Full`), with none attached `Disconnected`.
+#[pyclass(frozen, module = "shmbus", name = "Dispatcher")]
+#[derive(Debug)]
+pub(crate) struct PyDispatcher {
+    pub(crate) cell: Cell<Dispatcher>,
+}
+
+#[pymethods]
+impl PyDispatcher {
+    /// Places `data` (any contiguous bytes-like object) in an idle worker's mailbox, with
+    /// `job_id` or the next id the pool assigns. Returns a `Dispatched`.
+    #[pyo3(signature = (data, job_id=None))]
+    fn try_send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, job_id: Option<u64>) -> PyResult<PyDispatched> {
+        let bytes = Bytes::get(data)?;
+        let d = py.detach(|| {
+            self.cell.with(|d| match job_id {
+                Some(id) => d.try_send_with_id(id, bytes.as_slice()).or_raise(),
+                None => d.try_send(bytes.as_slice()).or_raise(),
+            })
+        })??;
+        Ok(PyDispatched { job_id: d.job_id, worker: d.worker })
+    }
+
+    /// Reclaims dead workers' mailboxes; returns the jobs lost with them.
+    fn reap(&self) -> PyResult<Vec<PyLostJob>> {
+        let lost = self.cell.with(|d| d.reap())?;
+        Ok(lost.into_iter().map(|l| PyLostJob { job_id: l.job_id, worker: l.worker, pid: l.pid }).collect())
+    }
+
+    /// The largest job, in bytes.
+    #[getter]
+    fn max_job_len(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|d| d.max_job_len())?)
+    }
+
+    /// Releases the dispatcher role.
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+}
+
+/// Receives jobs. A received `Job` is copied out of the mailbox; `job.done()` (or
+/// `worker.done()`) declares it finished and the worker idle again (a receive does too).
+/// Iterating blocks for each next job.
+#[pyclass(frozen, module = "shmbus", name = "Worker")]
+#[derive(Debug)]
+pub(crate) struct PyWorker {
+    pub(crate) cell: Cell<Worker>,
+}
+
+#[pymethods]
+impl PyWorker {
+    /// The next job without waiting: `Empty` if there is none (the worker is then idle),
+    /// `Disconnected` if the dispatcher is gone.
+    fn try_recv(slf: Bound<'_, Self>) -> PyResult<PyJob> {
+        let job = slf.get().cell.with(|w| w.try_recv().or_raise())??;
+        PyJob::new(slf, job)
+    }
+
+    /// The next job, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyJob> {
+        let this = slf.get();
+        let job = blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.with(|w| w.recv_timeout(d).or_raise())?)?;
+        PyJob::new(slf, job)
+    }
+
+    /// The next job in place, without waiting: a `JobRef` (a read-only buffer over the
+    /// mailbox). The worker refuses other calls (`Busy`) while it lives.
+    fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyJobRef> {
+        let lent = slf.get().cell.lend_mut(|w| w.try_recv_ref().or_raise())?;
+        Ok(PyJobRef::new(slf.unbind(), lent))
+    }
+
+    /// The next job in place, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyJobRef> {
+        let this = slf.get();
+        let lent =
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| w.recv_ref_timeout(d).or_raise()))?;
+        Ok(PyJobRef::new(slf.unbind(), lent))
+    }
+
+    /// Declares the current job finished and the worker idle.
+    fn done(&self) -> PyResult<()> {
+        Ok(self.cell.with(|w| w.done())?)
+    }
+
+    /// Whether a live dispatcher holds the pool.
+    fn dispatcher_alive(&self) -> PyResult<bool> {
+        Ok(self.cell.with(|w| w.dispatcher_alive())?)
+    }
+
+    /// The worker's mailbox index.
+    #[getter]
+    fn index(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|w| w.index())?)
+    }
+
+    /// Releases the worker's mailbox.
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(slf: Bound<'_, Self>) -> PyResult<PyJob> {
+        PyWorker::recv(slf, None)
+    }
+}
+
+/// A received job: `data` (bytes), `id`; `done()` declares it finished.
+#[pyclass(frozen, module = "shmbus", name = "Job")]
+#[derive(Debug)]
+pub(crate) struct PyJob {
+    worker: Py<PyWorker>,
+    /// The payload.
+    #[pyo3(get)]
+    data: Py<PyBytes>,
+    /// The job's id.
+    #[pyo3(get)]
+    id: u64,
+}
+
+impl PyJob {
+    fn new(worker: Bound<'_, PyWorker>, job: Job) -> PyResult<PyJob> {
+        let data = PyBytes::new(worker.py(), job.data()).unbind();
+        Ok(PyJob { data, id: job.id(), worker: worker.unbind() })
+    }
+}
+
+#[pymethods]
+impl PyJob {
+    /// Declares the job finished and the worker idle (`Worker.done()`).
+    fn done(&self) -> PyResult<()> {
+        self.worker.get().done()
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.data.bind(py).as_bytes().len()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("Job(id={}, len={})", self.id, self.__len__(py))
+    }
+}
+
+/// A job read in place from the worker's mailbox (a read-only buffer), from
+/// `Worker.recv_ref()`: `id`, and `done()` to finish it (the worker is idle again), or
+/// `release()` to let go of it without declaring it done. Either raises `BufferError` while
+/// views of it live.
+#[pyclass(frozen, module = "shmbus", name = "JobRef")]
+#[derive(Debug)]
+pub(crate) struct PyJobRef {
+    worker: Py<PyWorker>,
+    held: Held<JobRef<'static>>,
+    /// The job's id.
+    #[pyo3(get)]
+    id: u64,
+}
+
+impl PyJobRef {
+    fn new(worker: Py<PyWorker>, lent: crate::cell::Lent<JobRef<'static>>) -> PyJobRef {
+        let j = lent.get();
+        let (ptr, len, id) = (j.data().as_ptr().cast_mut(), j.len(), j.id());
+        PyJobRef { worker, held: Held::new(lent, ptr, len, false, "job"), id }
+    }
+}
+
+#[pymethods]
+impl PyJobRef {
+    /// The payload, copied into `bytes`.
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        match self.held.to_vec() {
+            Some(v) => Ok(PyBytes::new(py, &v)),
+            None => Err(Fail::new("Closed", "this job was already done or released").into()),
+        }
+    }
+
+    /// Declares the job finished and the worker idle.
+    fn done(&self) -> PyResult<()> {
+        self.release()?;
+        self.worker.get().done()
+    }
+
+    /// Lets go of the job's memory without declaring it done.
+    fn release(&self) -> PyResult<()> {
+        if let Some(lent) = self.held.take()? {
+            self.worker.get().cell.give_back(lent, drop);
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.held.len()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release()?;
+        Ok(false)
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+impl Drop for PyJobRef {
+    fn drop(&mut self) {
+        if let Some(lent) = self.held.take_at_drop() {
+            self.worker.get().cell.give_back(lent, drop);
+        }
+    }
+}

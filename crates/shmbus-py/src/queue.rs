@@ -1,0 +1,224 @@
+//! `shmbus.Queue`: a bounded MPMC queue; each message goes to exactly one consumer.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use shmbus::{Consumer, Producer, Queue, QueueConfig};
+
+use crate::block::{blocking, timeout_arg, Bytes};
+use crate::cell::{Cell, Lending};
+use crate::domain::PyDomain;
+use crate::errors::OrRaise;
+
+/// A queue. Make one with `Queue.create_or_open` or `Queue.open`; endpoints come from
+/// `producer()` and `consumer()`.
+#[pyclass(frozen, module = "shmbus", name = "Queue")]
+#[derive(Debug)]
+pub(crate) struct PyQueue {
+    cell: Cell<Queue>,
+}
+
+#[pymethods]
+impl PyQueue {
+    /// Opens queue `name` in `domain`, creating it if it does not exist (keywords left at
+    /// None accept what an existing queue has; see `Topic.create_or_open`).
+    #[staticmethod]
+    #[pyo3(signature = (domain, name, *, capacity=None, max_message_len=None, mode=None, group=None))]
+    fn create_or_open(
+        domain: &PyDomain,
+        name: &str,
+        capacity: Option<u64>,
+        max_message_len: Option<usize>,
+        mode: Option<u32>,
+        group: Option<u32>,
+    ) -> PyResult<PyQueue> {
+        let mut config = QueueConfig::default();
+        if let Some(v) = capacity {
+            config = config.capacity(v);
+        }
+        if let Some(v) = max_message_len {
+            config = config.max_message_len(v);
+        }
+        if let Some(v) = mode {
+            config = config.mode(v);
+        }
+        if let Some(v) = group {
+            config = config.group(v);
+        }
+        let queue = Queue::create_or_open(&domain.inner, name, &config).or_raise()?;
+        Ok(PyQueue { cell: Cell::new(queue, Lending::Exclusive, "queue") })
+    }
+
+    /// Opens the existing queue `name` in `domain`.
+    #[staticmethod]
+    fn open(domain: &PyDomain, name: &str) -> PyResult<PyQueue> {
+        let queue = Queue::open(&domain.inner, name).or_raise()?;
+        Ok(PyQueue { cell: Cell::new(queue, Lending::Exclusive, "queue") })
+    }
+
+    /// The queue's state (read permission is enough): a dict with `capacity`,
+    /// `max_message_len`, `depth`, `producers`, `consumers`, `sent`, `received`,
+    /// `abandoned` and `lost`.
+    #[staticmethod]
+    fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        let s = Queue::status(&domain.inner, name).or_raise()?;
+        let d = PyDict::new(py);
+        d.set_item("capacity", s.capacity)?;
+        d.set_item("max_message_len", s.max_message_len)?;
+        d.set_item("depth", s.depth)?;
+        d.set_item("producers", s.producers)?;
+        d.set_item("consumers", s.consumers)?;
+        d.set_item("sent", s.sent)?;
+        d.set_item("received", s.received)?;
+        d.set_item("abandoned", s.abandoned)?;
+        d.set_item("lost", s.lost)?;
+        Ok(d)
+    }
+
+    /// A new producer.
+    fn producer(&self) -> PyResult<PyProducer> {
+        let p = self.cell.with(|q| q.producer())?.or_raise()?;
+        Ok(PyProducer { cell: Cell::new(p, Lending::Exclusive, "producer") })
+    }
+
+    /// A new consumer.
+    fn consumer(&self) -> PyResult<PyConsumer> {
+        let c = self.cell.with(|q| q.consumer())?.or_raise()?;
+        Ok(PyConsumer { cell: Cell::new(c, Lending::Exclusive, "consumer") })
+    }
+
+    /// How many messages the queue holds.
+    #[getter]
+    fn capacity(&self) -> PyResult<u64> {
+        Ok(self.cell.with(|q| q.capacity())?)
+    }
+
+    /// The largest message, in bytes.
+    #[getter]
+    fn max_message_len(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|q| q.max_message_len())?)
+    }
+
+    /// Unmaps the queue (endpoints made from it keep working).
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+}
+
+/// Sends into a queue; `send` waits for room.
+#[pyclass(frozen, module = "shmbus", name = "Producer")]
+#[derive(Debug)]
+pub(crate) struct PyProducer {
+    pub(crate) cell: Cell<Producer>,
+}
+
+#[pymethods]
+impl PyProducer {
+    /// Sends `data` (any contiguous bytes-like object) without waiting: `Full` if the queue
+    /// is full.
+    fn try_send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = Bytes::get(data)?;
+        Ok(py.detach(|| self.cell.with(|p| p.try_send(bytes.as_slice()).or_raise()))??)
+    }
+
+    /// Sends `data`, waiting up to `timeout` seconds for room (None: for ever; `Timeout`
+    /// after). The GIL is released while waiting; Ctrl-C interrupts.
+    #[pyo3(signature = (data, timeout=None))]
+    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
+        let bytes = Bytes::get(data)?;
+        blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|p| p.send_timeout(bytes.as_slice(), d).or_raise())?)
+    }
+
+    /// Whether a `try_send` would find room now.
+    fn has_room(&self) -> PyResult<bool> {
+        Ok(self.cell.with(|p| p.has_room())?)
+    }
+
+    /// The largest message, in bytes.
+    #[getter]
+    fn max_message_len(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|p| p.max_message_len())?)
+    }
+
+    /// Releases the producer's participant entry.
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+}
+
+/// Receives from a queue, as `bytes` (the queue copies: it has no zero-copy receive).
+/// Iterating blocks for each next message.
+#[pyclass(frozen, module = "shmbus", name = "Consumer")]
+#[derive(Debug)]
+pub(crate) struct PyConsumer {
+    pub(crate) cell: Cell<Consumer>,
+}
+
+#[pymethods]
+impl PyConsumer {
+    /// The next message without waiting: `Empty` if there is none.
+    fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let v = self.cell.with(|c| c.try_recv().or_raise())??;
+        Ok(PyBytes::new(py, &v))
+    }
+
+    /// The next message, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
+        let v = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|c| c.recv_timeout(d).or_raise())?)?;
+        Ok(PyBytes::new(py, &v))
+    }
+
+    /// Whether a `try_recv` would find a message now.
+    fn has_message(&self) -> PyResult<bool> {
+        Ok(self.cell.with(|c| c.has_message())?)
+    }
+
+    /// The largest message, in bytes.
+    #[getter]
+    fn max_message_len(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|c| c.max_message_len())?)
+    }
+
+    /// Releases the consumer's participant entry.
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        self.recv(py, None)
+    }
+}

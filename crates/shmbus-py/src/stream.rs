@@ -1,0 +1,453 @@
+//! `shmbus.Stream`: an SPSC ring of variable-size records, with zero-copy `Record`s and
+//! `StreamLoan`s.
+
+use std::ffi::c_int;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use shmbus::stream::{Loan, Record};
+use shmbus::{Stream, StreamConfig, StreamReader, StreamWriter};
+
+use crate::block::{blocking, timeout_arg, Bytes};
+use crate::cell::{Cell, Lending};
+use crate::domain::PyDomain;
+use crate::errors::{is_class, Fail, OrRaise};
+use crate::held::Held;
+
+/// A stream: one writer, one reader, records of any size up to `max_record_len`. Make one
+/// with `Stream.create_or_open` or `Stream.open`.
+#[pyclass(frozen, module = "shmbus", name = "Stream")]
+#[derive(Debug)]
+pub(crate) struct PyStream {
+    cell: Cell<Stream>,
+}
+
+#[pymethods]
+impl PyStream {
+    /// Opens stream `name` in `domain`, creating it if it does not exist (`capacity`: the
+    /// ring's size in bytes; None accepts an existing stream's).
+    #[staticmethod]
+    #[pyo3(signature = (domain, name, *, capacity=None, mode=None, group=None))]
+    fn create_or_open(
+        domain: &PyDomain,
+        name: &str,
+        capacity: Option<usize>,
+        mode: Option<u32>,
+        group: Option<u32>,
+    ) -> PyResult<PyStream> {
+        let mut config = StreamConfig::default();
+        if let Some(v) = capacity {
+            config = config.capacity(v);
+        }
+        if let Some(v) = mode {
+            config = config.mode(v);
+        }
+        if let Some(v) = group {
+            config = config.group(v);
+        }
+        let stream = Stream::create_or_open(&domain.inner, name, &config).or_raise()?;
+        Ok(PyStream { cell: Cell::new(stream, Lending::Exclusive, "stream") })
+    }
+
+    /// Opens the existing stream `name` in `domain`.
+    #[staticmethod]
+    fn open(domain: &PyDomain, name: &str) -> PyResult<PyStream> {
+        let stream = Stream::open(&domain.inner, name).or_raise()?;
+        Ok(PyStream { cell: Cell::new(stream, Lending::Exclusive, "stream") })
+    }
+
+    /// The stream's state (read permission is enough): a dict with `capacity`, `used`,
+    /// `head`, `tail`, `writer_pid`, `writer_alive`, `reader_pid`, `reader_alive` (the pids
+    /// None when no endpoint holds the role).
+    #[staticmethod]
+    fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        let s = Stream::status(&domain.inner, name).or_raise()?;
+        let d = PyDict::new(py);
+        d.set_item("capacity", s.capacity)?;
+        d.set_item("used", s.used)?;
+        d.set_item("head", s.head)?;
+        d.set_item("tail", s.tail)?;
+        d.set_item("writer_pid", s.writer.as_ref().map(|w| w.pid))?;
+        d.set_item("writer_alive", s.writer.as_ref().is_some_and(|w| w.alive))?;
+        d.set_item("reader_pid", s.reader.as_ref().map(|r| r.pid))?;
+        d.set_item("reader_alive", s.reader.as_ref().is_some_and(|r| r.alive))?;
+        Ok(d)
+    }
+
+    /// The writer (exclusive: `Busy` if a live process holds it).
+    fn writer(&self) -> PyResult<PyStreamWriter> {
+        let w = self.cell.with(|s| s.writer())?.or_raise()?;
+        Ok(PyStreamWriter { cell: Cell::new(w, Lending::Exclusive, "stream writer") })
+    }
+
+    /// The reader (exclusive: `Busy` if a live process holds it).
+    fn reader(&self) -> PyResult<PyStreamReader> {
+        let r = self.cell.with(|s| s.reader())?.or_raise()?;
+        Ok(PyStreamReader { cell: Cell::new(r, Lending::Exclusive, "stream reader") })
+    }
+
+    /// The ring's size in bytes.
+    #[getter]
+    fn capacity(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|s| s.capacity())?)
+    }
+
+    /// The largest record, in bytes.
+    #[getter]
+    fn max_record_len(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|s| s.max_record_len())?)
+    }
+
+    /// Unmaps the stream (endpoints made from it keep working).
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+}
+
+/// Writes records into a stream; `send` waits for room.
+#[pyclass(frozen, module = "shmbus", name = "StreamWriter")]
+#[derive(Debug)]
+pub(crate) struct PyStreamWriter {
+    pub(crate) cell: Cell<StreamWriter>,
+}
+
+#[pymethods]
+impl PyStreamWriter {
+    /// Writes `data` (any contiguous bytes-like object) as one record without waiting:
+    /// `Full` if the ring has no room, `Disconnected` if the reader is gone.
+    fn try_send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = Bytes::get(data)?;
+        Ok(py.detach(|| self.cell.with(|w| w.try_send(bytes.as_slice()).or_raise()))??)
+    }
+
+    /// Writes `data` as one record, waiting up to `timeout` seconds for room (None: for
+    /// ever).
+    #[pyo3(signature = (data, timeout=None))]
+    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
+        let bytes = Bytes::get(data)?;
+        blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|w| w.send_timeout(bytes.as_slice(), d).or_raise())?)
+    }
+
+    /// Lends `len` bytes of the ring for a record, waiting up to `timeout` seconds for room
+    /// (None: for ever; 0: `Full` at once): a `StreamLoan` exporting a writable buffer.
+    /// `send(len)` publishes it; dropping it unsent publishes nothing.
+    #[pyo3(signature = (len, timeout=None))]
+    fn loan(slf: Bound<'_, Self>, len: usize, timeout: Option<f64>) -> PyResult<PyStreamLoan> {
+        let this = slf.get();
+        let timeout = timeout_arg(timeout)?;
+        let mut lent = if timeout == Some(std::time::Duration::ZERO) {
+            this.cell.lend_mut(|w| w.try_loan(len).or_raise())?
+        } else {
+            blocking(slf.py(), timeout, |d| this.cell.lend_mut(|w| w.loan_timeout(len, d).or_raise()))?
+        };
+        // The bytes are written through the exported buffer only; the `Loan` is next used
+        // when sent, after every view is gone.
+        let (ptr, n) = (lent.get_mut().as_mut_ptr(), lent.get().len());
+        Ok(PyStreamLoan { owner: slf.unbind(), held: Held::new(lent, ptr, n, true, "loan") })
+    }
+
+    /// Waits up to `timeout` seconds (None: for ever) until a live process holds the reader
+    /// role. Returns whether one does.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_for_reader(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let r = blocking(py, timeout_arg(timeout)?, |d| match self.cell.with(|w| w.wait_for_reader_timeout(d))? {
+            true => Ok(true),
+            false => Err(Fail::new("Timeout", "timed out waiting for the reader")),
+        });
+        match r {
+            Err(e) if is_class(py, &e, "Timeout") => Ok(false),
+            r => r,
+        }
+    }
+
+    /// Whether a live process holds the reader role.
+    fn reader_alive(&self) -> PyResult<bool> {
+        Ok(self.cell.with(|w| w.reader_alive())?)
+    }
+
+    /// Ring bytes free now.
+    #[getter]
+    fn free(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|w| w.free())?)
+    }
+
+    /// The largest record, in bytes.
+    #[getter]
+    fn max_record_len(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|w| w.max_record_len())?)
+    }
+
+    /// Releases the writer role (deferred while a loan lives).
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+}
+
+/// Ring space lent by `StreamWriter.loan()`: write the record through the buffer protocol,
+/// then `send()` it (every view gone first, else `BufferError`).
+#[pyclass(frozen, module = "shmbus", name = "StreamLoan")]
+#[derive(Debug)]
+pub(crate) struct PyStreamLoan {
+    owner: Py<PyStreamWriter>,
+    held: Held<Loan<'static>>,
+}
+
+#[pymethods]
+impl PyStreamLoan {
+    /// Publishes the first `len` bytes (default: all of them) as one record.
+    #[pyo3(signature = (len=None))]
+    fn send(&self, len: Option<usize>) -> PyResult<()> {
+        if let Some(l) = len.filter(|l| *l > self.held.len()) {
+            return Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())));
+        }
+        let Some(lent) = self.held.take()? else {
+            return Err(Fail::new("Closed", "this loan was already sent or released").into());
+        };
+        self.owner.get().cell.give_back(lent, |mut loan| {
+            if let Some(l) = len {
+                loan.truncate(l);
+            }
+            loan.send()
+        });
+        Ok(())
+    }
+
+    /// Gives the space back unsent. Also what leaving a `with` block does.
+    fn release(&self) -> PyResult<()> {
+        if let Some(lent) = self.held.take()? {
+            self.owner.get().cell.give_back(lent, drop);
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.held.len()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release()?;
+        Ok(false)
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+impl Drop for PyStreamLoan {
+    fn drop(&mut self) {
+        if let Some(lent) = self.held.take_at_drop() {
+            self.owner.get().cell.give_back(lent, drop);
+        }
+    }
+}
+
+/// Reads records from a stream: copies (`recv` → bytes) or zero-copy (`recv_ref` →
+/// `Record`). Iterating yields bytes and ends when the writer is gone and the ring empty.
+#[pyclass(frozen, module = "shmbus", name = "StreamReader")]
+#[derive(Debug)]
+pub(crate) struct PyStreamReader {
+    pub(crate) cell: Cell<StreamReader>,
+}
+
+#[pymethods]
+impl PyStreamReader {
+    /// The next record without waiting: `Empty` if there is none, `Disconnected` if the
+    /// writer is gone and everything was read.
+    fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let v = self.cell.with(|r| r.try_recv().or_raise())??;
+        Ok(PyBytes::new(py, &v))
+    }
+
+    /// The next record, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
+        let v = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|r| r.recv_timeout(d).or_raise())?)?;
+        Ok(PyBytes::new(py, &v))
+    }
+
+    /// The next record in place, without waiting: a `Record` (read-only buffer).
+    /// `consume()` it, else it is read again. The reader refuses other calls (`Busy`) while
+    /// it lives.
+    fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyRecord> {
+        let lent = slf.get().cell.lend_mut(|r| r.try_recv_ref().or_raise())?;
+        Ok(PyRecord::new(slf.unbind(), lent))
+    }
+
+    /// The next record in place, waiting up to `timeout` seconds (None: for ever).
+    #[pyo3(signature = (timeout=None))]
+    fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyRecord> {
+        let this = slf.get();
+        let lent =
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|r| r.recv_ref_timeout(d).or_raise()))?;
+        Ok(PyRecord::new(slf.unbind(), lent))
+    }
+
+    /// Waits up to `timeout` seconds (None: for ever) until a live process holds the writer
+    /// role. Returns whether one does.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_for_writer(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let r = blocking(py, timeout_arg(timeout)?, |d| match self.cell.with(|r| r.wait_for_writer_timeout(d))? {
+            true => Ok(true),
+            false => Err(Fail::new("Timeout", "timed out waiting for the writer")),
+        });
+        match r {
+            Err(e) if is_class(py, &e, "Timeout") => Ok(false),
+            r => r,
+        }
+    }
+
+    /// Whether a live process holds the writer role.
+    fn writer_alive(&self) -> PyResult<bool> {
+        Ok(self.cell.with(|r| r.writer_alive())?)
+    }
+
+    /// Bytes committed and not yet consumed.
+    #[getter]
+    fn pending(&self) -> PyResult<usize> {
+        Ok(self.cell.with(|r| r.pending())?)
+    }
+
+    /// Releases the reader role (deferred while a record lives).
+    fn close(&self) {
+        self.cell.close()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.cell.close();
+        false
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        match self.recv(py, None) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if is_class(py, &e, "Disconnected") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A record read in place from the ring (a read-only buffer). `consume()` hands its space
+/// back to the writer; releasing it (or leaving a `with` block, or dropping it) without
+/// consuming leaves it to be read again.
+#[pyclass(frozen, module = "shmbus", name = "Record")]
+#[derive(Debug)]
+pub(crate) struct PyRecord {
+    owner: Py<PyStreamReader>,
+    held: Held<Record<'static>>,
+    position: u64,
+}
+
+impl PyRecord {
+    fn new(owner: Py<PyStreamReader>, lent: crate::cell::Lent<Record<'static>>) -> PyRecord {
+        let r = lent.get();
+        let (ptr, len, position) = (r.as_ptr().cast_mut(), r.len(), r.position());
+        PyRecord { owner, held: Held::new(lent, ptr, len, false, "record"), position }
+    }
+}
+
+#[pymethods]
+impl PyRecord {
+    /// The ring position of the record (bytes committed before it).
+    #[getter]
+    fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The payload, copied into `bytes`.
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        match self.held.to_vec() {
+            Some(v) => Ok(PyBytes::new(py, &v)),
+            None => Err(Fail::new("Closed", "this record was already consumed or released").into()),
+        }
+    }
+
+    /// Marks the record consumed: no reader sees it again. `BufferError` if views live.
+    fn consume(&self) -> PyResult<()> {
+        let Some(lent) = self.held.take()? else {
+            return Err(Fail::new("Closed", "this record was already consumed or released").into());
+        };
+        self.owner.get().cell.give_back(lent, Record::consume);
+        Ok(())
+    }
+
+    /// Lets go of the record unconsumed: it is read again.
+    fn release(&self) -> PyResult<()> {
+        if let Some(lent) = self.held.take()? {
+            self.owner.get().cell.give_back(lent, drop);
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.held.len()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release()?;
+        Ok(false)
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+impl Drop for PyRecord {
+    fn drop(&mut self) {
+        if let Some(lent) = self.held.take_at_drop() {
+            self.owner.get().cell.give_back(lent, drop);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+"""Topic round trips, copies and zero-copy samples and loans."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import shmbus
+
+FRAME = (1080, 1920, 3)
+FRAME_LEN = 1080 * 1920 * 3  # 6,220,800 bytes
+
+
+def test_round_trip_copy(domain):
+    with shmbus.Topic.create_or_open(domain, "t", max_message_len=64) as topic:
+        with topic.publisher() as pub, topic.subscriber() as sub:
+            seq = pub.send(b"hello")
+            msg = sub.recv(timeout=5)
+            assert (msg.seq, msg.data, bytes(msg), len(msg)) == (seq, b"hello", b"hello", 5)
+            assert msg.ts_ns > 0
+            with pytest.raises(shmbus.Empty, match="no new message"):
+                sub.try_recv()
+
+
+def test_send_accepts_any_buffer(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=64)
+    pub, sub = topic.publisher(), topic.subscriber()
+    arr = np.arange(8, dtype=np.uint16)
+    for payload in (b"ab", bytearray(b"cd"), memoryview(b"xefx")[1:3], arr):
+        pub.send(payload)
+        assert sub.try_recv().data == bytes(memoryview(payload).cast("B"))
+    with pytest.raises((BufferError, ValueError), match="contiguous"):
+        pub.send(np.arange(8, dtype=np.uint8)[::2])  # not contiguous: no hidden copy
+    with pytest.raises(TypeError):
+        pub.send("text is not bytes")
+
+
+def test_open_status_and_config(domain):
+    shmbus.Topic.create_or_open(domain, "t", max_message_len=100, history=4)
+    topic = shmbus.Topic.open(domain, "t")
+    assert (topic.name, topic.max_message_len, topic.history) == ("t", 100, 4)
+    pub = topic.publisher()
+    pub.send(b"x")
+    status = shmbus.Topic.status(domain, "t")
+    assert status["max_message_len"] == 100 and status["history"] == 4
+    assert status["last_seq"] == 1 and status["publishers"] == 1
+    # An unset keyword accepts the existing value; a different one is refused.
+    assert shmbus.Topic.create_or_open(domain, "t").max_message_len == 100
+    with pytest.raises(shmbus.LayoutMismatch, match="exists with"):
+        shmbus.Topic.create_or_open(domain, "t", max_message_len=200)
+
+
+def test_errors_carry_the_library_message(domain):
+    with pytest.raises(shmbus.NotFound, match="no such channel") as e:
+        shmbus.Topic.open(domain, "missing")
+    assert isinstance(e.value, FileNotFoundError) and isinstance(e.value, shmbus.Error)
+    with pytest.raises(shmbus.InvalidName):
+        shmbus.Topic.create_or_open(domain, "bad/name")
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=8)
+    with pytest.raises(shmbus.TooLarge, match="exceeds the topic's slot size of 8 bytes"):
+        topic.publisher().send(b"123456789")
+    sub = topic.subscriber()
+    with pytest.raises(shmbus.Timeout, match="timed out") as e:
+        sub.recv(timeout=0.05)
+    assert isinstance(e.value, TimeoutError)
+    with pytest.raises(ValueError):
+        sub.recv(timeout=-1)
+
+
+def test_lagged_reports_missed(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=8, history=2, spare_slots=1)
+    pub, sub = topic.publisher(), topic.subscriber()
+    for i in range(10):
+        pub.send(bytes([i]))
+    with pytest.raises(shmbus.Lagged) as e:
+        sub.try_recv()
+    assert e.value.missed > 0 and "lagged" in str(e.value)
+    assert sub.try_recv().data  # the oldest still kept
+
+
+def test_numpy_frame_zero_copy(domain):
+    topic = shmbus.Topic.create_or_open(domain, "cam", max_message_len=FRAME_LEN, history=2)
+    pub, sub = topic.publisher(), topic.subscriber()
+    loan = pub.loan()
+    assert len(loan) == FRAME_LEN
+    frame = np.frombuffer(loan, np.uint8).reshape(FRAME)
+    assert frame.flags.writeable
+    frame[:] = 0
+    frame[540, 960] = (1, 2, 3)
+    with pytest.raises(BufferError, match="view"):
+        loan.send()  # a live view could write into a published slot
+    del frame
+    seq = loan.send()
+
+    sample = sub.recv_ref(timeout=5)
+    assert (sample.seq, len(sample)) == (seq, FRAME_LEN)
+    image = np.frombuffer(sample, np.uint8).reshape(FRAME)
+    # No copy: the array's memory is the sample's buffer, which is read-only shared memory.
+    assert not image.flags.writeable and not image.flags.owndata
+    view = memoryview(sample)
+    assert view.readonly
+    assert np.shares_memory(image, np.frombuffer(view, np.uint8))
+    addr = image.__array_interface__["data"][0]
+    assert np.frombuffer(sample, np.uint8).__array_interface__["data"][0] == addr
+    assert tuple(image[540, 960]) == (1, 2, 3) and image.sum() == 6
+    with pytest.raises(ValueError, match="read-only"):
+        image[0, 0, 0] = 9
+    with pytest.raises(BufferError):
+        sample.release()  # views alive
+    del image, view
+    sample.release()
+    assert not sample.pinned
+
+
+def test_writes_through_a_loan_view_are_received_in_place(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=4096, history=1)
+    pub, sub = topic.publisher(), topic.subscriber()
+    with pub.loan() as loan:
+        with memoryview(loan) as m:
+            m[:5] = b"world"
+        loan.send(5)
+    sample = sub.try_recv_ref()
+    assert bytes(sample) == b"world" and sample.tobytes() == b"world"
+
+
+def test_pinned_sample_is_not_overwritten(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=1, spare_slots=1)
+    pub, sub = topic.publisher(), topic.subscriber()
+    pub.send(b"first")
+    sample = sub.try_recv_ref()
+    arr = np.frombuffer(sample, np.uint8)
+    del sample  # the numpy view alone keeps the slot pinned
+    sent = 0
+    try:
+        for i in range(100):
+            pub.send(b"later %d" % i)
+            sent += 1
+    except shmbus.AllPinned as e:
+        assert "pinned" in str(e) and isinstance(e, shmbus.Full)
+    assert bytes(arr) == b"first", f"after {sent} sends"
+    del arr
+    for i in range(20):
+        pub.send(b"again %d" % i)  # unpinned: publishing goes on
+
+
+def test_release_with_context_manager_and_pin_budget(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=8)
+    pub, sub = topic.publisher(), topic.subscriber()
+    for i in range(4):
+        pub.send(bytes([i]))
+    a, b = sub.try_recv_ref(), sub.try_recv_ref()  # the default budget is 2
+    with pytest.raises(shmbus.PinLimit):
+        sub.try_recv_ref()
+    assert sub.try_recv().data == b"\x02"  # copies still work with samples alive
+    with a:
+        assert bytes(a) == b"\x00"
+    assert not a.pinned
+    with pytest.raises(BufferError):
+        memoryview(a)
+    assert bytes(sub.try_recv_ref()) == b"\x03"
+    b.release()
+    b.release()  # idempotent
+
+
+def test_publisher_busy_while_loan_lives_and_close(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16)
+    pub = topic.publisher()
+    loan = pub.loan()
+    with pytest.raises(shmbus.Busy, match="still held"):
+        pub.send(b"x")
+    loan.release()  # unsent: nothing published
+    assert topic.last_seq == 0
+    pub.send(b"x")
+    pub.close()
+    with pytest.raises(shmbus.Closed):
+        pub.send(b"y")
+
+
+def test_closing_a_subscriber_with_samples_alive_is_deferred(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16)
+    pub, sub = topic.publisher(), topic.subscriber()
+    pub.send(b"kept")
+    sample = sub.try_recv_ref()
+    sub.close()
+    with pytest.raises(shmbus.Closed):
+        sub.try_recv()
+    assert bytes(sample) == b"kept"  # still mapped and pinned
+    assert shmbus.Topic.status(domain, "t")["subscribers"] == 1
+    sample.release()
+    assert shmbus.Topic.status(domain, "t")["subscribers"] == 0
+
+
+def test_iteration_blocks_for_each_message(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16)
+    pub, sub = topic.publisher(), topic.subscriber()
+
+    def produce():
+        for i in range(5):
+            pub.send(bytes([i]))
+
+    threading.Thread(target=produce).start()
+    got = []
+    for msg in sub:
+        got.append(msg.data[0])
+        if len(got) == 5:
+            break
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_random_access(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=4)
+    pub, sub = topic.publisher(), topic.subscriber()
+    for i in range(3):
+        pub.send(bytes([i]))
+    assert sub.get(2).data == b"\x01" and sub.latest().seq == 3
+    assert sub.lag == 3 and sub.next_seq == 1
+    sub.seek_latest()
+    assert sub.try_recv().seq == 3
+    with pytest.raises(shmbus.Empty):
+        sub.try_recv()
+    sub.seek(2)
+    assert sub.try_recv().seq == 2
