@@ -31,6 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// A queue's consumer.
+typedef struct shmbus_consumer shmbus_consumer;
+
 // A domain: a directory of channels (`/dev/shm/shmbus-<name>`, or under `SHMBUS_ROOT`).
 // Made by `shmbus_domain_new` or `shmbus_domain_with_root`, freed by `shmbus_domain_free`.
 // Channel handles do not borrow it: it may be freed once they are made.
@@ -41,13 +44,47 @@ typedef struct shmbus_domain shmbus_domain;
 // While it is out, calls on its publisher fail with `SHMBUS_BUSY`.
 typedef struct shmbus_loan shmbus_loan;
 
+// A queue's producer.
+typedef struct shmbus_producer shmbus_producer;
+
 // A topic's publisher. Never waits: the oldest message beyond the history is overwritten.
 typedef struct shmbus_publisher shmbus_publisher;
+
+// An open queue. Endpoints made from it do not borrow it.
+typedef struct shmbus_queue shmbus_queue;
+
+// Settings for `shmbus_queue_create_or_open` (unset values: as the existing queue, or the
+// defaults when created).
+typedef struct shmbus_queue_config shmbus_queue_config;
+
+// A record read in place (`shmbus_stream_reader_*recv_ref*`). `shmbus_record_consume` takes
+// it off the stream; `shmbus_record_release` leaves it there, to be read again (an
+// at-least-once handover). Either frees it; while it is out, calls on its reader are
+// `SHMBUS_BUSY`.
+typedef struct shmbus_record shmbus_record;
 
 // A message read in place (zero-copy) by `shmbus_subscriber_*_recv_ref`: pinned in shared
 // memory, so no publisher overwrites it until `shmbus_sample_release`. Several may be out at
 // once (up to the subscriber's pin budget, 2 by default).
 typedef struct shmbus_sample shmbus_sample;
+
+// An open stream. Endpoints made from it do not borrow it.
+typedef struct shmbus_stream shmbus_stream;
+
+// Settings for `shmbus_stream_create_or_open` (unset values: as the existing stream, or the
+// defaults when created).
+typedef struct shmbus_stream_config shmbus_stream_config;
+
+// Room for one record loaned from a writer (`shmbus_stream_writer_*loan*`): write it through
+// `shmbus_stream_loan_data`, then `shmbus_stream_loan_send` or `shmbus_stream_loan_discard`
+// (either frees it). While it is out, calls on its writer are `SHMBUS_BUSY`.
+typedef struct shmbus_stream_loan shmbus_stream_loan;
+
+// A stream's reader (one per stream: a second is `SHMBUS_BUSY`).
+typedef struct shmbus_stream_reader shmbus_stream_reader;
+
+// A stream's writer (one per stream: a second is `SHMBUS_BUSY`).
+typedef struct shmbus_stream_writer shmbus_stream_writer;
 
 // A topic's subscriber: reads every message in order from where it joined.
 typedef struct shmbus_subscriber shmbus_subscriber;
@@ -63,6 +100,44 @@ typedef struct shmbus_topic_config shmbus_topic_config;
 // What every function of the C ABI returns: `SHMBUS_OK` (0) or a negative `SHMBUS_*` code.
 // The list is stable: codes are only ever added.
 typedef int32_t shmbus_status;
+
+// A snapshot of a queue (`shmbus_queue_status`).
+typedef struct shmbus_queue_status_info {
+  // Most messages held.
+  uint64_t capacity;
+  // Largest message in bytes.
+  uint64_t max_message_len;
+  // Messages held now.
+  uint64_t depth;
+  // Live producers.
+  uint64_t producers;
+  // Live consumers.
+  uint64_t consumers;
+  // Messages sent over the queue's life.
+  uint64_t sent;
+  // Messages received over the queue's life.
+  uint64_t received;
+  // Claims abandoned by dead producers.
+  uint64_t abandoned;
+  // Messages lost with dead consumers.
+  uint64_t lost;
+} shmbus_queue_status_info;
+
+// A snapshot of a stream (`shmbus_stream_status`).
+typedef struct shmbus_stream_status_info {
+  // Ring capacity in bytes.
+  uint64_t capacity;
+  // Bytes in the ring now.
+  uint64_t used;
+  // The writer's pid (0: none attached).
+  uint32_t writer_pid;
+  // Whether that writer is alive (1) or not (0).
+  uint32_t writer_alive;
+  // The reader's pid (0: none attached).
+  uint32_t reader_pid;
+  // Whether that reader is alive (1) or not (0).
+  uint32_t reader_alive;
+} shmbus_stream_status_info;
 
 // A snapshot of a topic (`shmbus_topic_status`).
 typedef struct shmbus_topic_status_info {
@@ -200,6 +275,161 @@ shmbus_status shmbus_domain_with_root(const char *name,
 // `domain` is NULL or a live domain, not used again.
 void shmbus_domain_free(struct shmbus_domain *domain);
 
+// Makes a queue config with nothing set.
+//
+// # Safety
+// `out` is NULL or valid for a write.
+shmbus_status shmbus_queue_config_new(struct shmbus_queue_config **out);
+
+// Frees a queue config (NULL: nothing).
+//
+// # Safety
+// `config` is NULL or live, not used again.
+void shmbus_queue_config_free(struct shmbus_queue_config *config);
+
+// Sets how many messages the queue holds.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_queue_config_set_capacity(struct shmbus_queue_config *config,
+                                               uint64_t n);
+
+// Sets the largest message, in bytes.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_queue_config_set_max_message_len(struct shmbus_queue_config *config,
+                                                      size_t len);
+
+// Sets the file mode of a created queue.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_queue_config_set_mode(struct shmbus_queue_config *config,
+                                           uint32_t mode);
+
+// Sets the group id of a created queue.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_queue_config_set_group(struct shmbus_queue_config *config,
+                                            uint32_t gid);
+
+// Opens queue `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
+// exist. Codes as `shmbus_topic_create_or_open`.
+//
+// # Safety
+// `domain`, `config` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_queue_create_or_open(const struct shmbus_domain *domain,
+                                          const char *name,
+                                          const struct shmbus_queue_config *config,
+                                          struct shmbus_queue **out);
+
+// Opens the existing queue `name` (`SHMBUS_NOT_FOUND` if there is none).
+//
+// # Safety
+// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_queue_open(const struct shmbus_domain *domain,
+                                const char *name,
+                                struct shmbus_queue **out);
+
+// Reads the state of queue `name` (read permission suffices).
+//
+// # Safety
+// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_queue_status(const struct shmbus_domain *domain,
+                                  const char *name,
+                                  struct shmbus_queue_status_info *out);
+
+// Frees a queue handle (NULL: nothing). Its endpoints stay usable.
+//
+// # Safety
+// `queue` NULL or live, not used again.
+void shmbus_queue_free(struct shmbus_queue *queue);
+
+// Makes a producer.
+//
+// # Safety
+// `queue` NULL or live; `out` valid for a write.
+shmbus_status shmbus_queue_producer(const struct shmbus_queue *queue,
+                                    struct shmbus_producer **out);
+
+// Makes a consumer.
+//
+// # Safety
+// `queue` NULL or live; `out` valid for a write.
+shmbus_status shmbus_queue_consumer(const struct shmbus_queue *queue,
+                                    struct shmbus_consumer **out);
+
+// Sends `len` bytes from `data` if there is room now (`SHMBUS_FULL` if not). Codes also
+// `SHMBUS_TOO_LARGE`, `SHMBUS_CORRUPT`, `SHMBUS_TRUNCATED`.
+//
+// # Safety
+// `producer` NULL or live; `data` valid for `len` bytes.
+shmbus_status shmbus_producer_try_send(struct shmbus_producer *producer,
+                                       const void *data,
+                                       size_t len);
+
+// `shmbus_producer_try_send`, waiting as long as it takes for room.
+//
+// # Safety
+// As `shmbus_producer_try_send`.
+shmbus_status shmbus_producer_send(struct shmbus_producer *producer,
+                                   const void *data,
+                                   size_t len);
+
+// `shmbus_producer_try_send`, waiting at most `timeout_ns` for room (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_producer_try_send`.
+shmbus_status shmbus_producer_send_timeout(struct shmbus_producer *producer,
+                                           const void *data,
+                                           size_t len,
+                                           uint64_t timeout_ns);
+
+// Frees a producer (NULL: nothing).
+//
+// # Safety
+// `producer` NULL or live, not used again.
+void shmbus_producer_free(struct shmbus_producer *producer);
+
+// Receives the next message if there is one now (`SHMBUS_EMPTY` if not), copying it into
+// `buf` (`cap` bytes) and its length to `*len_out`. A message larger than `cap` is
+// `SHMBUS_BUFFER_TOO_SMALL` with its length in `*len_out`: it has left the queue, and this
+// consumer keeps it for its next receive call.
+//
+// # Safety
+// `consumer` NULL or live; `buf` valid for `cap` bytes; `len_out` valid for a write.
+shmbus_status shmbus_consumer_try_recv(struct shmbus_consumer *consumer,
+                                       void *buf,
+                                       size_t cap,
+                                       size_t *len_out);
+
+// `shmbus_consumer_try_recv`, waiting as long as it takes.
+//
+// # Safety
+// As `shmbus_consumer_try_recv`.
+shmbus_status shmbus_consumer_recv(struct shmbus_consumer *consumer,
+                                   void *buf,
+                                   size_t cap,
+                                   size_t *len_out);
+
+// `shmbus_consumer_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_consumer_try_recv`.
+shmbus_status shmbus_consumer_recv_timeout(struct shmbus_consumer *consumer,
+                                           void *buf,
+                                           size_t cap,
+                                           size_t *len_out,
+                                           uint64_t timeout_ns);
+
+// Frees a consumer (NULL: nothing); a message it kept for a larger buffer is lost.
+//
+// # Safety
+// `consumer` NULL or live, not used again.
+void shmbus_consumer_free(struct shmbus_consumer *consumer);
+
 // The message of the last call that failed on this thread, as a NUL-terminated UTF-8
 // string; "" if none has failed. Owned by the library: valid until the next failing call on
 // this thread. Never NULL.
@@ -216,6 +446,252 @@ uint64_t shmbus_last_error_value(void);
 // The name of a status code (`"SHMBUS_EMPTY"`, ...), a static string; `"SHMBUS_UNKNOWN"` for
 // a code this version does not know.
 const char *shmbus_status_name(shmbus_status code);
+
+// Makes a stream config with nothing set.
+//
+// # Safety
+// `out` is NULL or valid for a write.
+shmbus_status shmbus_stream_config_new(struct shmbus_stream_config **out);
+
+// Frees a stream config (NULL: nothing).
+//
+// # Safety
+// `config` is NULL or live, not used again.
+void shmbus_stream_config_free(struct shmbus_stream_config *config);
+
+// Sets the ring's capacity in bytes (the largest record follows from it).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_stream_config_set_capacity(struct shmbus_stream_config *config,
+                                                size_t bytes);
+
+// Sets the file mode of a created stream.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_stream_config_set_mode(struct shmbus_stream_config *config,
+                                            uint32_t mode);
+
+// Sets the group id of a created stream.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_stream_config_set_group(struct shmbus_stream_config *config,
+                                             uint32_t gid);
+
+// Opens stream `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
+// exist. Codes as `shmbus_topic_create_or_open`.
+//
+// # Safety
+// `domain`, `config` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_stream_create_or_open(const struct shmbus_domain *domain,
+                                           const char *name,
+                                           const struct shmbus_stream_config *config,
+                                           struct shmbus_stream **out);
+
+// Opens the existing stream `name` (`SHMBUS_NOT_FOUND` if there is none).
+//
+// # Safety
+// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_stream_open(const struct shmbus_domain *domain,
+                                 const char *name,
+                                 struct shmbus_stream **out);
+
+// Reads the state of stream `name` (read permission suffices).
+//
+// # Safety
+// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_stream_status(const struct shmbus_domain *domain,
+                                   const char *name,
+                                   struct shmbus_stream_status_info *out);
+
+// The largest record the stream takes, in bytes (0 if `stream` is NULL).
+//
+// # Safety
+// `stream` is NULL or live.
+size_t shmbus_stream_max_record_len(const struct shmbus_stream *stream);
+
+// Frees a stream handle (NULL: nothing). Its endpoints stay usable.
+//
+// # Safety
+// `stream` NULL or live, not used again.
+void shmbus_stream_free(struct shmbus_stream *stream);
+
+// Makes the stream's writer (`SHMBUS_BUSY` if a live process holds it).
+//
+// # Safety
+// `stream` NULL or live; `out` valid for a write.
+shmbus_status shmbus_stream_writer_open(const struct shmbus_stream *stream,
+                                        struct shmbus_stream_writer **out);
+
+// Makes the stream's reader (`SHMBUS_BUSY` if a live process holds it).
+//
+// # Safety
+// `stream` NULL or live; `out` valid for a write.
+shmbus_status shmbus_stream_reader_open(const struct shmbus_stream *stream,
+                                        struct shmbus_stream_reader **out);
+
+// Sends a record of `len` bytes from `data` if there is room now (`SHMBUS_FULL` if not).
+// Codes also `SHMBUS_TOO_LARGE`, `SHMBUS_DISCONNECTED` (full, and no reader attached).
+//
+// # Safety
+// `writer` NULL or live; `data` valid for `len` bytes.
+shmbus_status shmbus_stream_writer_try_send(struct shmbus_stream_writer *writer,
+                                            const void *data,
+                                            size_t len);
+
+// `shmbus_stream_writer_try_send`, waiting as long as it takes for room.
+//
+// # Safety
+// As `shmbus_stream_writer_try_send`.
+shmbus_status shmbus_stream_writer_send(struct shmbus_stream_writer *writer,
+                                        const void *data,
+                                        size_t len);
+
+// `shmbus_stream_writer_try_send`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_stream_writer_try_send`.
+shmbus_status shmbus_stream_writer_send_timeout(struct shmbus_stream_writer *writer,
+                                                const void *data,
+                                                size_t len,
+                                                uint64_t timeout_ns);
+
+// Loans room for a record of up to `len` bytes if there is room now (`SHMBUS_FULL` if not).
+//
+// # Safety
+// `writer` NULL or live; `out` valid for a write. Send or discard the loan before using the
+// writer again.
+shmbus_status shmbus_stream_writer_try_loan(struct shmbus_stream_writer *writer,
+                                            size_t len,
+                                            struct shmbus_stream_loan **out);
+
+// `shmbus_stream_writer_try_loan`, waiting as long as it takes for room.
+//
+// # Safety
+// As `shmbus_stream_writer_try_loan`.
+shmbus_status shmbus_stream_writer_loan(struct shmbus_stream_writer *writer,
+                                        size_t len,
+                                        struct shmbus_stream_loan **out);
+
+// `shmbus_stream_writer_try_loan`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_stream_writer_try_loan`.
+shmbus_status shmbus_stream_writer_loan_timeout(struct shmbus_stream_writer *writer,
+                                                size_t len,
+                                                uint64_t timeout_ns,
+                                                struct shmbus_stream_loan **out);
+
+// The loan's memory: `*data` (writable) and `*capacity` (the `len` it was asked with).
+//
+// # Safety
+// `loan` NULL or live; `data` and `capacity` valid for writes.
+shmbus_status shmbus_stream_loan_data(struct shmbus_stream_loan *loan,
+                                      uint8_t **data,
+                                      size_t *capacity);
+
+// Sends the first `len` bytes of the loan as one record and frees the loan (in every case;
+// `SHMBUS_TOO_LARGE`, sending nothing, if `len` exceeds its capacity).
+//
+// # Safety
+// `loan` NULL or live, not used again.
+shmbus_status shmbus_stream_loan_send(struct shmbus_stream_loan *loan,
+                                      size_t len);
+
+// Frees a loan without sending anything (NULL: nothing).
+//
+// # Safety
+// `loan` NULL or live, not used again.
+void shmbus_stream_loan_discard(struct shmbus_stream_loan *loan);
+
+// Frees a writer (NULL: nothing; with a loan out, the loan frees it).
+//
+// # Safety
+// `writer` NULL or live, not used again.
+void shmbus_stream_writer_free(struct shmbus_stream_writer *writer);
+
+// Receives the next record if there is one now (`SHMBUS_EMPTY` if not; `SHMBUS_DISCONNECTED`
+// if also no writer is attached), copying it into `buf` (`cap` bytes) and its length to
+// `*len_out`. A record larger than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in
+// `*len_out`, and stays on the stream.
+//
+// # Safety
+// `reader` NULL or live; `buf` valid for `cap` bytes; `len_out` valid for a write.
+shmbus_status shmbus_stream_reader_try_recv(struct shmbus_stream_reader *reader,
+                                            void *buf,
+                                            size_t cap,
+                                            size_t *len_out);
+
+// `shmbus_stream_reader_try_recv`, waiting as long as it takes.
+//
+// # Safety
+// As `shmbus_stream_reader_try_recv`.
+shmbus_status shmbus_stream_reader_recv(struct shmbus_stream_reader *reader,
+                                        void *buf,
+                                        size_t cap,
+                                        size_t *len_out);
+
+// `shmbus_stream_reader_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_stream_reader_try_recv`.
+shmbus_status shmbus_stream_reader_recv_timeout(struct shmbus_stream_reader *reader,
+                                                void *buf,
+                                                size_t cap,
+                                                size_t *len_out,
+                                                uint64_t timeout_ns);
+
+// Reads the next record in place if there is one now (`SHMBUS_EMPTY` if not): `*out` until
+// `shmbus_record_consume` or `shmbus_record_release`.
+//
+// # Safety
+// `reader` NULL or live; `out` valid for a write.
+shmbus_status shmbus_stream_reader_try_recv_ref(struct shmbus_stream_reader *reader,
+                                                struct shmbus_record **out);
+
+// `shmbus_stream_reader_try_recv_ref`, waiting as long as it takes.
+//
+// # Safety
+// As `shmbus_stream_reader_try_recv_ref`.
+shmbus_status shmbus_stream_reader_recv_ref(struct shmbus_stream_reader *reader,
+                                            struct shmbus_record **out);
+
+// `shmbus_stream_reader_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_stream_reader_try_recv_ref`.
+shmbus_status shmbus_stream_reader_recv_ref_timeout(struct shmbus_stream_reader *reader,
+                                                    struct shmbus_record **out,
+                                                    uint64_t timeout_ns);
+
+// The record's bytes: `*data` (read-only, valid until the record is given back) and `*len`.
+//
+// # Safety
+// `record` NULL or live; `data` and `len` valid for writes.
+shmbus_status shmbus_record_data(const struct shmbus_record *record,
+                                 const uint8_t **data,
+                                 size_t *len);
+
+// Takes the record off the stream and frees it (NULL: nothing).
+//
+// # Safety
+// `record` NULL or live, not used again.
+void shmbus_record_consume(struct shmbus_record *record);
+
+// Frees the record and leaves it on the stream: the next receive returns it again (NULL:
+// nothing).
+//
+// # Safety
+// `record` NULL or live, not used again.
+void shmbus_record_release(struct shmbus_record *record);
+
+// Frees a reader (NULL: nothing; with a record out, the record frees it).
+//
+// # Safety
+// `reader` NULL or live, not used again.
+void shmbus_stream_reader_free(struct shmbus_stream_reader *reader);
 
 // Makes a topic config with nothing set.
 //
@@ -373,8 +849,8 @@ void shmbus_publisher_free(struct shmbus_publisher *publisher);
 // Receives the next message if there is one now (`SHMBUS_EMPTY` if not), copying it into
 // `buf` (`cap` bytes). Its length goes to `*len_out`; sequence number and publish time
 // (`CLOCK_MONOTONIC` ns) to `*seq_out` / `*ts_ns_out` (NULL: not wanted). A message larger
-// than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in `*len_out`, kept for the next
-// receive. `SHMBUS_LAGGED`: messages were overwritten before being read
+// than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in `*len_out`, left unread for the
+// next receive (unless the history overwrites it first: `SHMBUS_LAGGED` then). `SHMBUS_LAGGED`: messages were overwritten before being read
 // (`shmbus_last_error_value()` says how many); receive again for the oldest one kept.
 //
 // # Safety

@@ -304,9 +304,45 @@ pub(crate) fn timeout(ns: u64) -> Duration {
     Duration::from_nanos(ns)
 }
 
-/// The buffer of an endpoint's copy receives: the Rust receive fills it, and it is copied to
-/// the caller's buffer. A message larger than the caller's buffer stays here (with its
-/// metadata `M`) for the next receive call (`SHMBUS_BUFFER_TOO_SMALL`): nothing is lost.
+/// Copies a received message to the caller's buffer `out` (`cap` bytes), its length to
+/// `*len_out`; a message longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` (with the length).
+///
+/// # Safety
+/// `out` is valid for writing `cap` bytes (or NULL with `cap` 0); `len_out` is NULL or valid.
+pub(crate) unsafe fn deliver(msg: &[u8], out: *mut c_void, cap: usize, len_out: *mut usize) -> Result<(), Error> {
+    // SAFETY: per the caller.
+    unsafe { put_required(len_out, msg.len(), "len_out") }?;
+    if msg.len() > cap {
+        let len = msg.len();
+        return Err(Error::with_value(
+            SHMBUS_BUFFER_TOO_SMALL,
+            len as u64,
+            format_args!("the message is {len} bytes, the buffer {cap}; it is kept for the next receive"),
+        ));
+    }
+    if !msg.is_empty() {
+        // SAFETY: `out` holds `cap >= len` bytes, per the caller (and is not NULL, as `cap` is
+        // not 0); the message is in memory of ours, distinct from the caller's buffer.
+        unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), out.cast::<u8>(), msg.len()) };
+    }
+    Ok(())
+}
+
+/// Checks the buffer arguments of a copy receive before anything is received.
+pub(crate) fn buf_args(out: *mut c_void, cap: usize, len_out: *mut usize) -> Result<(), Error> {
+    if len_out.is_null() {
+        return Err(Error::null("len_out"));
+    }
+    if out.is_null() && cap != 0 {
+        return Err(Error::null("buf"));
+    }
+    Ok(())
+}
+
+/// The buffer of an endpoint's copy receives, for the kinds that cannot leave a message
+/// unread (queue, pool, journal): the Rust receive fills it, and it is copied to the caller's
+/// buffer. A message larger than the caller's buffer stays here (with its metadata `M`) for
+/// the next receive call (`SHMBUS_BUFFER_TOO_SMALL`): nothing is lost.
 #[derive(Debug, Default)]
 pub(crate) struct Inbox<M> {
     buf: Vec<u8>,
@@ -315,11 +351,9 @@ pub(crate) struct Inbox<M> {
 
 impl<M: Copy> Inbox<M> {
     /// Delivers the pending message, or receives one with `fill`, into `out` (`cap` bytes).
-    /// Writes the length to `*len_out` in every case but an error of `fill`.
     ///
     /// # Safety
-    /// `out` is valid for writing `cap` bytes (or NULL with `cap` 0); `len_out` is NULL or
-    /// valid for a write.
+    /// As [`deliver`].
     pub(crate) unsafe fn recv(
         &mut self,
         out: *mut c_void,
@@ -327,12 +361,7 @@ impl<M: Copy> Inbox<M> {
         len_out: *mut usize,
         fill: impl FnOnce(&mut Vec<u8>) -> Result<M, Error>,
     ) -> Result<M, Error> {
-        if len_out.is_null() {
-            return Err(Error::null("len_out"));
-        }
-        if out.is_null() && cap != 0 {
-            return Err(Error::null("buf"));
-        }
+        buf_args(out, cap, len_out)?;
         let meta = match self.pending {
             Some(m) => m,
             None => {
@@ -341,21 +370,8 @@ impl<M: Copy> Inbox<M> {
                 m
             }
         };
-        let len = self.buf.len();
-        // SAFETY: checked non-NULL above; valid per the caller.
-        unsafe { len_out.write(len) };
-        if len > cap {
-            return Err(Error::with_value(
-                SHMBUS_BUFFER_TOO_SMALL,
-                len as u64,
-                format_args!("the message is {len} bytes, the buffer {cap}; it is kept for the next receive"),
-            ));
-        }
-        if len > 0 {
-            // SAFETY: `out` holds `cap >= len` bytes, per the caller; the regions are distinct
-            // (ours is a private Vec).
-            unsafe { std::ptr::copy_nonoverlapping(self.buf.as_ptr(), out.cast::<u8>(), len) };
-        }
+        // SAFETY: per the caller.
+        unsafe { deliver(&self.buf, out, cap, len_out) }?;
         self.pending = None;
         Ok(meta)
     }

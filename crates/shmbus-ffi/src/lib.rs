@@ -13,9 +13,13 @@ mod errors;
 mod handle;
 
 pub mod domain;
+pub mod queue;
 pub mod status;
+pub mod stream;
 pub mod topic;
 
 pub use domain::*;
+pub use queue::*;
 pub use status::*;
+pub use stream::*;
 pub use topic::*;

@@ -4,7 +4,7 @@
 use std::cell::{Ref, RefCell, RefMut};
 use std::ffi::{c_char, c_void};
 
-use shmbus::topic::{Loan, Sample};
+use shmbus::topic::{Loan, MessageInfo, Sample};
 use shmbus::{Publisher, Subscriber, Topic, TopicConfig};
 
 use crate::domain::shmbus_domain;
@@ -73,11 +73,11 @@ pub struct shmbus_topic_status_info {
     pub pinned_slots: u64,
 }
 
-/// The subscriber and its copy-receive buffer (sequence number and timestamp as metadata).
+/// The subscriber and its copy-receive buffer.
 #[derive(Debug)]
 pub(crate) struct Sub {
     pub(crate) sub: Subscriber,
-    inbox: RefCell<Inbox<(u64, u64)>>,
+    buf: RefCell<Vec<u8>>,
 }
 
 wrapper!(
@@ -283,7 +283,7 @@ pub unsafe extern "C" fn shmbus_topic_subscriber(
         // SAFETY: per this function's contract.
         unsafe {
             let sub = with_ref(topic, |t| Ok(t.subscriber()?))?;
-            into_c(out, Sub { sub, inbox: RefCell::default() })
+            into_c(out, Sub { sub, buf: RefCell::default() })
         }
     })
 }
@@ -410,29 +410,35 @@ pub unsafe extern "C" fn shmbus_publisher_free(publisher: *mut shmbus_publisher)
     guard_value((), || unsafe { free(publisher) })
 }
 
-/// The copy receives: `fill` runs the Rust receive into the inbox.
+/// The copy receives: `fill` runs the Rust receive into the subscriber's buffer. A message
+/// too large for the caller's buffer is left unread: the subscriber seeks back to it.
 ///
 /// # Safety
 /// As the exported receives.
 unsafe fn recv_copy(
     sub: *mut shmbus_subscriber,
-    buf: *mut c_void,
+    out: *mut c_void,
     cap: usize,
     len_out: *mut usize,
     seq_out: *mut u64,
     ts_out: *mut u64,
-    fill: impl FnOnce(&Subscriber, &mut Vec<u8>) -> Result<(u64, u64), Error>,
+    fill: impl FnOnce(&Subscriber, &mut Vec<u8>) -> Result<MessageInfo, Error>,
 ) -> shmbus_status {
     guard(|| {
+        buf_args(out, cap, len_out)?;
         // SAFETY: per the caller's contract.
         unsafe {
-            let (seq, ts) = with_ref(sub, |s| {
-                let mut inbox = s.inbox.try_borrow_mut().map_err(|_| Error::new(SHMBUS_BUSY, "subscriber in use"))?;
-                inbox.recv(buf, cap, len_out, |v| fill(&s.sub, v))
-            })?;
-            put(seq_out, seq);
-            put(ts_out, ts);
-            Ok(())
+            with_ref(sub, |s| {
+                let mut buf = s.buf.try_borrow_mut().map_err(|_| Error::new(SHMBUS_BUSY, "subscriber in use"))?;
+                let info = fill(&s.sub, &mut buf)?;
+                if let Err(e) = deliver(&buf, out, cap, len_out) {
+                    s.sub.seek(info.seq());
+                    return Err(e);
+                }
+                put(seq_out, info.seq());
+                put(ts_out, info.ts_ns());
+                Ok(())
+            })
         }
     })
 }
@@ -440,8 +446,8 @@ unsafe fn recv_copy(
 /// Receives the next message if there is one now (`SHMBUS_EMPTY` if not), copying it into
 /// `buf` (`cap` bytes). Its length goes to `*len_out`; sequence number and publish time
 /// (`CLOCK_MONOTONIC` ns) to `*seq_out` / `*ts_ns_out` (NULL: not wanted). A message larger
-/// than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in `*len_out`, kept for the next
-/// receive. `SHMBUS_LAGGED`: messages were overwritten before being read
+/// than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in `*len_out`, left unread for the
+/// next receive (unless the history overwrites it first: `SHMBUS_LAGGED` then). `SHMBUS_LAGGED`: messages were overwritten before being read
 /// (`shmbus_last_error_value()` says how many); receive again for the oldest one kept.
 ///
 /// # Safety
@@ -458,9 +464,7 @@ pub unsafe extern "C" fn shmbus_subscriber_try_recv(
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
     unsafe {
-        recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| {
-            s.try_recv_into(v).map(|i| (i.seq(), i.ts_ns())).map_err(Error::from)
-        })
+        recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| s.try_recv_into(v).map_err(Error::from))
     }
 }
 
@@ -478,11 +482,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| {
-            s.recv_into(v).map(|i| (i.seq(), i.ts_ns())).map_err(Error::from)
-        })
-    }
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| s.recv_into(v).map_err(Error::from)) }
 }
 
 /// `shmbus_subscriber_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -502,7 +502,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_timeout(
     // SAFETY: per this function's contract.
     unsafe {
         recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| {
-            s.recv_into_timeout(v, timeout(timeout_ns)).map(|i| (i.seq(), i.ts_ns())).map_err(Error::from)
+            s.recv_into_timeout(v, timeout(timeout_ns)).map_err(Error::from)
         })
     }
 }

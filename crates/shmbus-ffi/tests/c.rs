@@ -173,3 +173,23 @@ fn topic() {
 fn topic_sanitized() {
     run_c_test("topic", Build::Sanitized);
 }
+
+#[test]
+fn queue() {
+    run_c_test("queue", Build::Plain);
+}
+
+#[test]
+fn queue_sanitized() {
+    run_c_test("queue", Build::Sanitized);
+}
+
+#[test]
+fn stream() {
+    run_c_test("stream", Build::Plain);
+}
+
+#[test]
+fn stream_sanitized() {
+    run_c_test("stream", Build::Sanitized);
+}
