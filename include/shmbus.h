@@ -34,6 +34,9 @@
 // A queue's consumer.
 typedef struct shmbus_consumer shmbus_consumer;
 
+// The pool's dispatcher (one per pool: a second is `SHMBUS_BUSY`).
+typedef struct shmbus_dispatcher shmbus_dispatcher;
+
 // A domain: a directory of channels (`/dev/shm/shmbus-<name>`, or under `SHMBUS_ROOT`).
 // Made by `shmbus_domain_new` or `shmbus_domain_with_root`, freed by `shmbus_domain_free`.
 // Channel handles do not borrow it: it may be freed once they are made.
@@ -43,6 +46,13 @@ typedef struct shmbus_domain shmbus_domain;
 // `shmbus_loan_data`, then `shmbus_loan_send` or `shmbus_loan_discard` (either frees it).
 // While it is out, calls on its publisher fail with `SHMBUS_BUSY`.
 typedef struct shmbus_loan shmbus_loan;
+
+// An open pool. Endpoints made from it do not borrow it.
+typedef struct shmbus_pool shmbus_pool;
+
+// Settings for `shmbus_pool_create_or_open` (unset values: as the existing pool, or the
+// defaults when created).
+typedef struct shmbus_pool_config shmbus_pool_config;
 
 // A queue's producer.
 typedef struct shmbus_producer shmbus_producer;
@@ -97,9 +107,34 @@ typedef struct shmbus_topic shmbus_topic;
 // by `shmbus_topic_config_free`.
 typedef struct shmbus_topic_config shmbus_topic_config;
 
+// A pool worker: receives one job at a time, and `shmbus_worker_done` when it is finished.
+typedef struct shmbus_worker shmbus_worker;
+
 // What every function of the C ABI returns: `SHMBUS_OK` (0) or a negative `SHMBUS_*` code.
 // The list is stable: codes are only ever added.
 typedef int32_t shmbus_status;
+
+// A snapshot of a pool (`shmbus_pool_status`).
+typedef struct shmbus_pool_status_info {
+  // Most workers.
+  uint64_t max_workers;
+  // Largest job in bytes.
+  uint64_t max_job_len;
+  // Workers attached (including dead ones not reaped yet).
+  uint64_t workers;
+  // Workers waiting for work.
+  uint64_t idle;
+  // Workers attached and not waiting.
+  uint64_t busy;
+  // The dispatcher's pid (0: none).
+  uint32_t dispatcher_pid;
+  // Whether that dispatcher is alive (1) or not (0).
+  uint32_t dispatcher_alive;
+  // Jobs dispatched over the pool's life.
+  uint64_t dispatched;
+  // Jobs reported lost over the pool's life.
+  uint64_t lost;
+} shmbus_pool_status_info;
 
 // A snapshot of a queue (`shmbus_queue_status`).
 typedef struct shmbus_queue_status_info {
@@ -274,6 +309,218 @@ shmbus_status shmbus_domain_with_root(const char *name,
 // # Safety
 // `domain` is NULL or a live domain, not used again.
 void shmbus_domain_free(struct shmbus_domain *domain);
+
+// Makes a pool config with nothing set.
+//
+// # Safety
+// `out` is NULL or valid for a write.
+shmbus_status shmbus_pool_config_new(struct shmbus_pool_config **out);
+
+// Frees a pool config (NULL: nothing).
+//
+// # Safety
+// `config` is NULL or live, not used again.
+void shmbus_pool_config_free(struct shmbus_pool_config *config);
+
+// Sets the most workers.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_pool_config_set_max_workers(struct shmbus_pool_config *config,
+                                                 size_t n);
+
+// Sets the largest job, in bytes.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_pool_config_set_max_job_len(struct shmbus_pool_config *config,
+                                                 size_t len);
+
+// Sets the file mode of a created pool.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_pool_config_set_mode(struct shmbus_pool_config *config,
+                                          uint32_t mode);
+
+// Sets the group id of a created pool.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_pool_config_set_group(struct shmbus_pool_config *config,
+                                           uint32_t gid);
+
+// Opens pool `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
+// exist. Codes as `shmbus_topic_create_or_open`.
+//
+// # Safety
+// `domain`, `config` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_pool_create_or_open(const struct shmbus_domain *domain,
+                                         const char *name,
+                                         const struct shmbus_pool_config *config,
+                                         struct shmbus_pool **out);
+
+// Opens the existing pool `name` (`SHMBUS_NOT_FOUND` if there is none).
+//
+// # Safety
+// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_pool_open(const struct shmbus_domain *domain,
+                               const char *name,
+                               struct shmbus_pool **out);
+
+// Reads the state of pool `name` (read permission suffices).
+//
+// # Safety
+// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_pool_status(const struct shmbus_domain *domain,
+                                 const char *name,
+                                 struct shmbus_pool_status_info *out);
+
+// Frees a pool handle (NULL: nothing). Its endpoints stay usable.
+//
+// # Safety
+// `pool` NULL or live, not used again.
+void shmbus_pool_free(struct shmbus_pool *pool);
+
+// Makes the pool's dispatcher (`SHMBUS_BUSY` if a live process holds it).
+//
+// # Safety
+// `pool` NULL or live; `out` valid for a write.
+shmbus_status shmbus_pool_dispatcher(const struct shmbus_pool *pool,
+                                     struct shmbus_dispatcher **out);
+
+// Makes a worker (`SHMBUS_TOO_MANY_PARTICIPANTS` when every mailbox is taken).
+//
+// # Safety
+// `pool` NULL or live; `out` valid for a write.
+shmbus_status shmbus_pool_worker(const struct shmbus_pool *pool,
+                                 struct shmbus_worker **out);
+
+// Hands a job of `len` bytes to an idle worker; its id goes to `*job_id_out` and the
+// worker's index to `*worker_out` (each NULL: not wanted). Never waits: `SHMBUS_ALL_BUSY` or
+// `SHMBUS_NO_WORKERS` hand the job back (nothing was sent). Also `SHMBUS_TOO_LARGE`.
+//
+// # Safety
+// `dispatcher` NULL or live; `data` valid for `len` bytes; the outputs NULL or valid.
+shmbus_status shmbus_dispatcher_try_send(struct shmbus_dispatcher *dispatcher,
+                                         const void *data,
+                                         size_t len,
+                                         uint64_t *job_id_out,
+                                         size_t *worker_out);
+
+// `shmbus_dispatcher_try_send` with the caller's job id `job_id` (instead of the pool's).
+//
+// # Safety
+// As `shmbus_dispatcher_try_send`.
+shmbus_status shmbus_dispatcher_try_send_with_id(struct shmbus_dispatcher *dispatcher,
+                                                 uint64_t job_id,
+                                                 const void *data,
+                                                 size_t len,
+                                                 size_t *worker_out);
+
+// Frees the mailboxes of dead workers. The ids of the jobs they held (lost: send them again
+// if they matter) go to `lost_ids` (up to `cap` of them; NULL with `cap` 0 when not wanted),
+// and their number to `*n_out` (which may exceed `cap`: the rest are not reported again).
+//
+// # Safety
+// `dispatcher` NULL or live; `lost_ids` valid for `cap` values; `n_out` valid.
+shmbus_status shmbus_dispatcher_reap(struct shmbus_dispatcher *dispatcher,
+                                     uint64_t *lost_ids,
+                                     size_t cap,
+                                     size_t *n_out);
+
+// Frees the dispatcher (NULL: nothing); workers see it gone (`SHMBUS_DISCONNECTED`).
+//
+// # Safety
+// `dispatcher` NULL or live, not used again.
+void shmbus_dispatcher_free(struct shmbus_dispatcher *dispatcher);
+
+// Receives a job if one is in this worker's mailbox now (`SHMBUS_EMPTY` if not), copying it
+// into `buf` (`cap` bytes), its length to `*len_out` and its id to `*job_id_out` (NULL: not
+// wanted). Receiving declares the previous job done. `SHMBUS_DISCONNECTED`: the dispatcher
+// is gone (receive again to wait for a new one). A job larger than `cap` is
+// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next copy receive.
+//
+// # Safety
+// `worker` NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `job_id_out` NULL or
+// valid.
+shmbus_status shmbus_worker_try_recv(struct shmbus_worker *worker,
+                                     void *buf,
+                                     size_t cap,
+                                     size_t *len_out,
+                                     uint64_t *job_id_out);
+
+// `shmbus_worker_try_recv`, waiting as long as it takes for a job.
+//
+// # Safety
+// As `shmbus_worker_try_recv`.
+shmbus_status shmbus_worker_recv(struct shmbus_worker *worker,
+                                 void *buf,
+                                 size_t cap,
+                                 size_t *len_out,
+                                 uint64_t *job_id_out);
+
+// `shmbus_worker_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_worker_try_recv`.
+shmbus_status shmbus_worker_recv_timeout(struct shmbus_worker *worker,
+                                         void *buf,
+                                         size_t cap,
+                                         size_t *len_out,
+                                         uint64_t *job_id_out,
+                                         uint64_t timeout_ns);
+
+// Receives a job in place (zero-copy) if one is in the mailbox now (`SHMBUS_EMPTY` if not):
+// `*data` / `*len` are the job's bytes in shared memory, valid until the next call on this
+// worker (a receive, `shmbus_worker_done`, `shmbus_worker_free`); the id goes to
+// `*job_id_out` (NULL: not wanted).
+//
+// # Safety
+// `worker` NULL or live; `data` and `len` valid for writes; `job_id_out` NULL or valid.
+shmbus_status shmbus_worker_try_recv_ref(struct shmbus_worker *worker,
+                                         const uint8_t **data,
+                                         size_t *len,
+                                         uint64_t *job_id_out);
+
+// `shmbus_worker_try_recv_ref`, waiting as long as it takes.
+//
+// # Safety
+// As `shmbus_worker_try_recv_ref`.
+shmbus_status shmbus_worker_recv_ref(struct shmbus_worker *worker,
+                                     const uint8_t **data,
+                                     size_t *len,
+                                     uint64_t *job_id_out);
+
+// `shmbus_worker_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_worker_try_recv_ref`.
+shmbus_status shmbus_worker_recv_ref_timeout(struct shmbus_worker *worker,
+                                             const uint8_t **data,
+                                             size_t *len,
+                                             uint64_t *job_id_out,
+                                             uint64_t timeout_ns);
+
+// Declares the current job finished and the worker idle (the dispatcher may hand it the
+// next job). Call it before waiting in a `shmbus_waitset`; a receive does it by itself.
+//
+// # Safety
+// `worker` NULL or live.
+shmbus_status shmbus_worker_done(struct shmbus_worker *worker);
+
+// Whether the pool's dispatcher process is alive: 1, or 0 (also if `worker` is NULL).
+//
+// # Safety
+// `worker` NULL or live.
+int32_t shmbus_worker_dispatcher_alive(const struct shmbus_worker *worker);
+
+// Frees a worker (NULL: nothing). A job it held and did not finish is reported lost to the
+// dispatcher.
+//
+// # Safety
+// `worker` NULL or live, not used again.
+void shmbus_worker_free(struct shmbus_worker *worker);
 
 // Makes a queue config with nothing set.
 //

@@ -350,6 +350,18 @@ pub(crate) struct Inbox<M> {
 }
 
 impl<M: Copy> Inbox<M> {
+    /// Refuses an in-place receive while a message waits here for a larger buffer: it would
+    /// return the message after it first.
+    pub(crate) fn check_empty(&self) -> Result<(), Error> {
+        if self.pending.is_some() {
+            return Err(Error::new(
+                SHMBUS_BUSY,
+                "a message too large for the last copy receive's buffer is kept for the next copy receive; receive it first",
+            ));
+        }
+        Ok(())
+    }
+
     /// Delivers the pending message, or receives one with `fill`, into `out` (`cap` bytes).
     ///
     /// # Safety

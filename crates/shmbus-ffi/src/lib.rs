@@ -13,12 +13,14 @@ mod errors;
 mod handle;
 
 pub mod domain;
+pub mod pool;
 pub mod queue;
 pub mod status;
 pub mod stream;
 pub mod topic;
 
 pub use domain::*;
+pub use pool::*;
 pub use queue::*;
 pub use status::*;
 pub use stream::*;

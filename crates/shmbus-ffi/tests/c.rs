@@ -193,3 +193,13 @@ fn stream() {
 fn stream_sanitized() {
     run_c_test("stream", Build::Sanitized);
 }
+
+#[test]
+fn pool() {
+    run_c_test("pool", Build::Plain);
+}
+
+#[test]
+fn pool_sanitized() {
+    run_c_test("pool", Build::Sanitized);
+}
