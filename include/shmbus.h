@@ -31,6 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// A journal's appender. Never waits: the log grows.
+typedef struct shmbus_appender shmbus_appender;
+
 // A queue's consumer.
 typedef struct shmbus_consumer shmbus_consumer;
 
@@ -41,6 +44,18 @@ typedef struct shmbus_dispatcher shmbus_dispatcher;
 // Made by `shmbus_domain_new` or `shmbus_domain_with_root`, freed by `shmbus_domain_free`.
 // Channel handles do not borrow it: it may be freed once they are made.
 typedef struct shmbus_domain shmbus_domain;
+
+// An open journal (a directory). Appenders and tailers made from it do not borrow it.
+typedef struct shmbus_journal shmbus_journal;
+
+// Settings for `shmbus_journal_create_or_open`; they apply only when the journal is created
+// (an existing journal keeps its own).
+typedef struct shmbus_journal_config shmbus_journal_config;
+
+// Room for one entry loaned from an appender (`shmbus_appender_loan`): write it through
+// `shmbus_journal_loan_data`, then `shmbus_journal_loan_send` or `shmbus_journal_loan_discard`
+// (either frees it). While it is out, calls on its appender are `SHMBUS_BUSY`.
+typedef struct shmbus_journal_loan shmbus_journal_loan;
 
 // A slot loaned from a publisher (`shmbus_publisher_loan`): write the message into
 // `shmbus_loan_data`, then `shmbus_loan_send` or `shmbus_loan_discard` (either frees it).
@@ -99,6 +114,10 @@ typedef struct shmbus_stream_writer shmbus_stream_writer;
 // A topic's subscriber: reads every message in order from where it joined.
 typedef struct shmbus_subscriber shmbus_subscriber;
 
+// A journal reader: an anonymous tailer (from the start, the end, an index or a time), or a
+// named reader whose position survives restarts (`shmbus_tailer_ack`).
+typedef struct shmbus_tailer shmbus_tailer;
+
 // An open topic (maps its file). Endpoints made from it do not borrow it.
 typedef struct shmbus_topic shmbus_topic;
 
@@ -113,6 +132,24 @@ typedef struct shmbus_worker shmbus_worker;
 // What every function of the C ABI returns: `SHMBUS_OK` (0) or a negative `SHMBUS_*` code.
 // The list is stable: codes are only ever added.
 typedef int32_t shmbus_status;
+
+// A snapshot of a journal (`shmbus_journal_status`).
+typedef struct shmbus_journal_status_info {
+  // Oldest retained index.
+  uint64_t first_index;
+  // The index the next entry will get.
+  uint64_t next_index;
+  // Data bytes in use over all cycles.
+  uint64_t bytes;
+  // Bytes of all cycle files on disk.
+  uint64_t file_bytes;
+  // Cycles present.
+  uint64_t cycles;
+  // Named readers.
+  uint64_t readers;
+  // Registered appenders.
+  uint64_t appenders;
+} shmbus_journal_status_info;
 
 // A snapshot of a pool (`shmbus_pool_status`).
 typedef struct shmbus_pool_status_info {
@@ -309,6 +346,271 @@ shmbus_status shmbus_domain_with_root(const char *name,
 // # Safety
 // `domain` is NULL or a live domain, not used again.
 void shmbus_domain_free(struct shmbus_domain *domain);
+
+// Makes a journal config with the defaults.
+//
+// # Safety
+// `out` is NULL or valid for a write.
+shmbus_status shmbus_journal_config_new(struct shmbus_journal_config **out);
+
+// Frees a journal config (NULL: nothing).
+//
+// # Safety
+// `config` is NULL or live, not used again.
+void shmbus_journal_config_free(struct shmbus_journal_config *config);
+
+// Sets the size of a cycle file, in bytes.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_cycle_bytes(struct shmbus_journal_config *config,
+                                                    uint64_t bytes);
+
+// Sets the size the data files grow by, in bytes.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_chunk_bytes(struct shmbus_journal_config *config,
+                                                    uint64_t bytes);
+
+// Sets the largest entry, in bytes.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_max_entry_len(struct shmbus_journal_config *config,
+                                                      uint64_t len);
+
+// Sets how long an entry may stay claimed before readers skip it (nanoseconds).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_abandon_timeout(struct shmbus_journal_config *config,
+                                                        uint64_t timeout_ns);
+
+// Sets the file mode of a created journal's files.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_mode(struct shmbus_journal_config *config,
+                                             uint32_t mode);
+
+// Opens the journal in directory `dir`, creating it with `config` (NULL: defaults) if there
+// is none. Codes: `SHMBUS_INVALID_CONFIG`, `SHMBUS_PERMISSION_DENIED`, `SHMBUS_CORRUPT`,
+// `SHMBUS_IO`, ...
+//
+// # Safety
+// `dir` NUL-terminated; `config` NULL or live; `out` valid for a write.
+shmbus_status shmbus_journal_create_or_open(const char *dir,
+                                            const struct shmbus_journal_config *config,
+                                            struct shmbus_journal **out);
+
+// Opens the existing journal in directory `dir` (`SHMBUS_NOT_FOUND` if there is none).
+//
+// # Safety
+// `dir` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_journal_open(const char *dir,
+                                  struct shmbus_journal **out);
+
+// Reads the state of the journal in `dir` (read permission suffices).
+//
+// # Safety
+// `dir` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_journal_status(const char *dir,
+                                    struct shmbus_journal_status_info *out);
+
+// Frees a journal handle (NULL: nothing). Its appenders and tailers stay usable.
+//
+// # Safety
+// `journal` NULL or live, not used again.
+void shmbus_journal_free(struct shmbus_journal *journal);
+
+// Makes an appender (`SHMBUS_TOO_MANY_PARTICIPANTS` when the table is full).
+//
+// # Safety
+// `journal` NULL or live; `out` valid for a write.
+shmbus_status shmbus_journal_appender(const struct shmbus_journal *journal,
+                                      struct shmbus_appender **out);
+
+// Makes a tailer that reads from the oldest retained entry.
+//
+// # Safety
+// `journal` NULL or live; `out` valid for a write.
+shmbus_status shmbus_journal_tailer(const struct shmbus_journal *journal,
+                                    struct shmbus_tailer **out);
+
+// Makes a tailer that reads from entry `index` on.
+//
+// # Safety
+// `journal` NULL or live; `out` valid for a write.
+shmbus_status shmbus_journal_tailer_at(const struct shmbus_journal *journal,
+                                       uint64_t index,
+                                       struct shmbus_tailer **out);
+
+// Makes a tailer that reads only the entries appended from now on.
+//
+// # Safety
+// `journal` NULL or live; `out` valid for a write.
+shmbus_status shmbus_journal_tailer_at_end(const struct shmbus_journal *journal,
+                                           struct shmbus_tailer **out);
+
+// Makes a tailer that reads from the first entry stamped at or after `ts_ns` (wall-clock
+// nanoseconds since the Unix epoch).
+//
+// # Safety
+// `journal` NULL or live; `out` valid for a write.
+shmbus_status shmbus_journal_tailer_at_time(const struct shmbus_journal *journal,
+                                            uint64_t ts_ns,
+                                            struct shmbus_tailer **out);
+
+// Makes the named reader `name`: it goes on from its last `shmbus_tailer_ack`ed position
+// (from the start the first time). One process at a time holds a name (`SHMBUS_BUSY`).
+//
+// # Safety
+// `journal` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_journal_reader(const struct shmbus_journal *journal,
+                                    const char *name,
+                                    struct shmbus_tailer **out);
+
+// Appends an entry of `len` bytes; its index goes to `*index_out` (NULL: not wanted). Never
+// waits. Codes: `SHMBUS_TOO_LARGE`, `SHMBUS_DAMAGED` (abandoned: send it again),
+// `SHMBUS_CORRUPT`, `SHMBUS_TRUNCATED`, `SHMBUS_IO`.
+//
+// # Safety
+// `appender` NULL or live; `data` valid for `len` bytes; `index_out` NULL or valid.
+shmbus_status shmbus_appender_send(struct shmbus_appender *appender,
+                                   const void *data,
+                                   size_t len,
+                                   uint64_t *index_out);
+
+// Loans room for an entry of exactly `len` bytes, written in place: fill
+// `shmbus_journal_loan_data`, then `shmbus_journal_loan_send`.
+//
+// # Safety
+// `appender` NULL or live; `out` valid for a write. Send or discard the loan before using
+// the appender again.
+shmbus_status shmbus_appender_loan(struct shmbus_appender *appender,
+                                   size_t len,
+                                   struct shmbus_journal_loan **out);
+
+// The loan's memory: `*data` (writable) and `*len` (the entry's length).
+//
+// # Safety
+// `loan` NULL or live; `data` and `len` valid for writes.
+shmbus_status shmbus_journal_loan_data(struct shmbus_journal_loan *loan,
+                                       uint8_t **data,
+                                       size_t *len);
+
+// Commits the loaned entry and frees the loan (in every case); its index goes to
+// `*index_out` (NULL: not wanted). `SHMBUS_DAMAGED`: readers gave up on it (send it again).
+//
+// # Safety
+// `loan` NULL or live, not used again; `index_out` NULL or valid.
+shmbus_status shmbus_journal_loan_send(struct shmbus_journal_loan *loan,
+                                       uint64_t *index_out);
+
+// Frees a loan without committing its entry (NULL: nothing).
+//
+// # Safety
+// `loan` NULL or live, not used again.
+void shmbus_journal_loan_discard(struct shmbus_journal_loan *loan);
+
+// Frees an appender (NULL: nothing; with a loan out, the loan frees it).
+//
+// # Safety
+// `appender` NULL or live, not used again.
+void shmbus_appender_free(struct shmbus_appender *appender);
+
+// Reads the next entry if one is committed now (`SHMBUS_EMPTY` if not), copying it into
+// `buf` (`cap` bytes), its length to `*len_out`, its index and wall-clock stamp to
+// `*index_out` / `*ts_ns_out` (NULL: not wanted). `SHMBUS_DAMAGED`: entries were skipped (a
+// gap, damage, an abandoned entry; the message says which), reading goes on after them;
+// `SHMBUS_CORRUPT`: one entry is corrupt and skipped. An entry larger than `cap` is
+// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next copy receive.
+//
+// # Safety
+// `tailer` NULL or live; `buf` valid for `cap` bytes; `len_out` valid; the others NULL or
+// valid.
+shmbus_status shmbus_tailer_try_recv(struct shmbus_tailer *tailer,
+                                     void *buf,
+                                     size_t cap,
+                                     size_t *len_out,
+                                     uint64_t *index_out,
+                                     uint64_t *ts_ns_out);
+
+// `shmbus_tailer_try_recv`, waiting as long as it takes.
+//
+// # Safety
+// As `shmbus_tailer_try_recv`.
+shmbus_status shmbus_tailer_recv(struct shmbus_tailer *tailer,
+                                 void *buf,
+                                 size_t cap,
+                                 size_t *len_out,
+                                 uint64_t *index_out,
+                                 uint64_t *ts_ns_out);
+
+// `shmbus_tailer_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_tailer_try_recv`.
+shmbus_status shmbus_tailer_recv_timeout(struct shmbus_tailer *tailer,
+                                         void *buf,
+                                         size_t cap,
+                                         size_t *len_out,
+                                         uint64_t *index_out,
+                                         uint64_t *ts_ns_out,
+                                         uint64_t timeout_ns);
+
+// Reads the next entry in place (zero-copy) if one is committed now (`SHMBUS_EMPTY` if not):
+// `*data` / `*len` are its bytes in the mapped file, valid until the next call on this
+// tailer. Other outputs and codes as `shmbus_tailer_try_recv`.
+//
+// # Safety
+// `tailer` NULL or live; `data` and `len` valid for writes; the others NULL or valid.
+shmbus_status shmbus_tailer_try_recv_ref(struct shmbus_tailer *tailer,
+                                         const uint8_t **data,
+                                         size_t *len,
+                                         uint64_t *index_out,
+                                         uint64_t *ts_ns_out);
+
+// `shmbus_tailer_try_recv_ref`, waiting as long as it takes.
+//
+// # Safety
+// As `shmbus_tailer_try_recv_ref`.
+shmbus_status shmbus_tailer_recv_ref(struct shmbus_tailer *tailer,
+                                     const uint8_t **data,
+                                     size_t *len,
+                                     uint64_t *index_out,
+                                     uint64_t *ts_ns_out);
+
+// `shmbus_tailer_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_tailer_try_recv_ref`.
+shmbus_status shmbus_tailer_recv_ref_timeout(struct shmbus_tailer *tailer,
+                                             const uint8_t **data,
+                                             size_t *len,
+                                             uint64_t *index_out,
+                                             uint64_t *ts_ns_out,
+                                             uint64_t timeout_ns);
+
+// Saves a named reader's position (everything read so far), so the next reader of that name
+// goes on from here. Does nothing for an anonymous tailer.
+//
+// # Safety
+// `tailer` NULL or live.
+shmbus_status shmbus_tailer_ack(struct shmbus_tailer *tailer);
+
+// The index the next read returns (0 if `tailer` is NULL).
+//
+// # Safety
+// `tailer` NULL or live.
+uint64_t shmbus_tailer_position(const struct shmbus_tailer *tailer);
+
+// Frees a tailer (NULL: nothing). A named reader's unacked reads are not saved.
+//
+// # Safety
+// `tailer` NULL or live, not used again.
+void shmbus_tailer_free(struct shmbus_tailer *tailer);
 
 // Makes a pool config with nothing set.
 //

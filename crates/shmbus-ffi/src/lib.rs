@@ -13,6 +13,7 @@ mod errors;
 mod handle;
 
 pub mod domain;
+pub mod journal;
 pub mod pool;
 pub mod queue;
 pub mod status;
@@ -20,6 +21,7 @@ pub mod stream;
 pub mod topic;
 
 pub use domain::*;
+pub use journal::*;
 pub use pool::*;
 pub use queue::*;
 pub use status::*;

@@ -203,3 +203,13 @@ fn pool() {
 fn pool_sanitized() {
     run_c_test("pool", Build::Sanitized);
 }
+
+#[test]
+fn journal() {
+    run_c_test("journal", Build::Plain);
+}
+
+#[test]
+fn journal_sanitized() {
+    run_c_test("journal", Build::Sanitized);
+}
