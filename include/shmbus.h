@@ -126,6 +126,11 @@ typedef struct shmbus_topic shmbus_topic;
 // by `shmbus_topic_config_free`.
 typedef struct shmbus_topic_config shmbus_topic_config;
 
+// A wait set: endpoints added with `shmbus_waitset_add_*` (each gets the next index, from
+// 0), then `shmbus_waitset_wait*` says which are ready. The endpoints are not owned: free
+// the wait set (or `shmbus_waitset_clear` it) before freeing an endpoint in it.
+typedef struct shmbus_waitset shmbus_waitset;
+
 // A pool worker: receives one job at a time, and `shmbus_worker_done` when it is finished.
 typedef struct shmbus_worker shmbus_worker;
 
@@ -1524,6 +1529,124 @@ shmbus_status shmbus_subscriber_set_pin_budget(struct shmbus_subscriber *subscri
 // # Safety
 // `subscriber` is NULL or live, not used again.
 void shmbus_subscriber_free(struct shmbus_subscriber *subscriber);
+
+// Makes an empty wait set.
+//
+// # Safety
+// `out` is NULL or valid for a write.
+shmbus_status shmbus_waitset_new(struct shmbus_waitset **out);
+
+// Frees a wait set (NULL: nothing); the endpoints in it are untouched.
+//
+// # Safety
+// `ws` is NULL or live, not used again.
+void shmbus_waitset_free(struct shmbus_waitset *ws);
+
+// Removes every endpoint from the wait set (the next one added gets index 0).
+//
+// # Safety
+// `ws` is NULL or live.
+shmbus_status shmbus_waitset_clear(struct shmbus_waitset *ws);
+
+// Adds a topic subscriber (ready: a message to read); its index goes to `*index_out` (NULL:
+// not wanted). The same shape for every `shmbus_waitset_add_*`.
+//
+// # Safety
+// `ws` NULL or live; the endpoint NULL or live, and live as long as it is in the set;
+// `index_out` NULL or valid.
+shmbus_status shmbus_waitset_add_subscriber(struct shmbus_waitset *ws,
+                                            const struct shmbus_subscriber *subscriber,
+                                            size_t *index_out);
+
+// Adds a queue producer (ready: room to send).
+//
+// # Safety
+// As `shmbus_waitset_add_subscriber`.
+shmbus_status shmbus_waitset_add_producer(struct shmbus_waitset *ws,
+                                          const struct shmbus_producer *producer,
+                                          size_t *index_out);
+
+// Adds a queue consumer (ready: a message to read).
+//
+// # Safety
+// As `shmbus_waitset_add_subscriber`.
+shmbus_status shmbus_waitset_add_consumer(struct shmbus_waitset *ws,
+                                          const struct shmbus_consumer *consumer,
+                                          size_t *index_out);
+
+// Adds a stream writer (ready: room to write, or the reader gone).
+//
+// # Safety
+// As `shmbus_waitset_add_subscriber`.
+shmbus_status shmbus_waitset_add_stream_writer(struct shmbus_waitset *ws,
+                                               const struct shmbus_stream_writer *writer,
+                                               size_t *index_out);
+
+// Adds a stream reader (ready: a record to read, or the writer gone).
+//
+// # Safety
+// As `shmbus_waitset_add_subscriber`.
+shmbus_status shmbus_waitset_add_stream_reader(struct shmbus_waitset *ws,
+                                               const struct shmbus_stream_reader *reader,
+                                               size_t *index_out);
+
+// Adds a pool dispatcher (ready: a worker idle).
+//
+// # Safety
+// As `shmbus_waitset_add_subscriber`.
+shmbus_status shmbus_waitset_add_dispatcher(struct shmbus_waitset *ws,
+                                            const struct shmbus_dispatcher *dispatcher,
+                                            size_t *index_out);
+
+// Adds a pool worker (ready: a job in its mailbox, or its dispatcher gone). Call
+// `shmbus_worker_done` first: only an idle worker is given jobs.
+//
+// # Safety
+// As `shmbus_waitset_add_subscriber`.
+shmbus_status shmbus_waitset_add_worker(struct shmbus_waitset *ws,
+                                        const struct shmbus_worker *worker,
+                                        size_t *index_out);
+
+// Adds a journal tailer or named reader (ready: an entry to read).
+//
+// # Safety
+// As `shmbus_waitset_add_subscriber`.
+shmbus_status shmbus_waitset_add_tailer(struct shmbus_waitset *ws,
+                                        const struct shmbus_tailer *tailer,
+                                        size_t *index_out);
+
+// Waits until at least one endpoint in the set is ready. The indices of the ready ones go to
+// `ready` (up to `cap` of them), their number to `*n_out` (at least 1; it may exceed `cap`).
+// Then receive (or send) on them with the `try` calls: ready means "may make progress", and
+// another process may get there first. `SHMBUS_INVALID_ARGUMENT` for an empty set or one of
+// more than 128 endpoints; `SHMBUS_BUSY` if an endpoint has a loan or record out.
+//
+// # Safety
+// `ws` NULL or live, and every endpoint in it live; `ready` valid for `cap` values (NULL if
+// `cap` is 0); `n_out` valid.
+shmbus_status shmbus_waitset_wait(struct shmbus_waitset *ws,
+                                  size_t *ready,
+                                  size_t cap,
+                                  size_t *n_out);
+
+// `shmbus_waitset_wait`, giving up after `timeout_ns` (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_waitset_wait`.
+shmbus_status shmbus_waitset_wait_timeout(struct shmbus_waitset *ws,
+                                          size_t *ready,
+                                          size_t cap,
+                                          size_t *n_out,
+                                          uint64_t timeout_ns);
+
+// The endpoints ready now, without sleeping (`*n_out` may be 0).
+//
+// # Safety
+// As `shmbus_waitset_wait`.
+shmbus_status shmbus_waitset_poll(struct shmbus_waitset *ws,
+                                  size_t *ready,
+                                  size_t cap,
+                                  size_t *n_out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -95,6 +95,18 @@ pub(crate) unsafe fn with_ref<W: Wrapper, R>(
     f(&v)
 }
 
+/// The endpoint behind `p` shared, without a guard (for a `WaitSet` wait, which makes no call
+/// back into C that could borrow it mutably).
+///
+/// # Safety
+/// As [`get`]; and the endpoint is not borrowed mutably until the returned reference is dropped.
+pub(crate) unsafe fn peek<'a, W: Wrapper>(p: *const W) -> Result<&'a W::Inner, Error> {
+    // SAFETY: forwarded.
+    let h = unsafe { get(p) }?;
+    // SAFETY: the caller ends the use of the reference before any mutable borrow.
+    unsafe { h.cell.try_borrow_unguarded() }.map_err(|_| busy(W::NAME))
+}
+
 fn busy(name: &str) -> Error {
     Error::new(SHMBUS_BUSY, format_args!("{name} has a loan, sample or record out; send, release or discard it first"))
 }

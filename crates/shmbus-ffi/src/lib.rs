@@ -19,6 +19,7 @@ pub mod queue;
 pub mod status;
 pub mod stream;
 pub mod topic;
+pub mod waitset;
 
 pub use domain::*;
 pub use journal::*;
@@ -27,3 +28,4 @@ pub use queue::*;
 pub use status::*;
 pub use stream::*;
 pub use topic::*;
+pub use waitset::*;

@@ -213,3 +213,13 @@ fn journal() {
 fn journal_sanitized() {
     run_c_test("journal", Build::Sanitized);
 }
+
+#[test]
+fn waitset() {
+    run_c_test("waitset", Build::Plain);
+}
+
+#[test]
+fn waitset_sanitized() {
+    run_c_test("waitset", Build::Sanitized);
+}
