@@ -238,91 +238,91 @@ typedef struct shmbus_topic_status_info {
 #define SHMBUS_OK 0
 
 // Nothing to receive now (a `try` receive).
-#define SHMBUS_EMPTY -1
+#define SHMBUS_EMPTY (-1)
 
 // No room now (a `try` send).
-#define SHMBUS_FULL -2
+#define SHMBUS_FULL (-2)
 
 // The timeout of a `_timeout` call passed first.
-#define SHMBUS_TIMEOUT -3
+#define SHMBUS_TIMEOUT (-3)
 
 // A topic subscriber fell behind: `shmbus_last_error_value()` is the number of messages
 // skipped; the next receive returns the oldest message still kept.
-#define SHMBUS_LAGGED -4
+#define SHMBUS_LAGGED (-4)
 
 // The peer is gone (a stream without reader or writer, a pool worker whose dispatcher is gone).
-#define SHMBUS_DISCONNECTED -5
+#define SHMBUS_DISCONNECTED (-5)
 
 // The payload is larger than the channel's largest message: `shmbus_last_error_value()` is
 // that largest size.
-#define SHMBUS_TOO_LARGE -6
+#define SHMBUS_TOO_LARGE (-6)
 
 // No channel (or journal) of that name exists.
-#define SHMBUS_NOT_FOUND -7
+#define SHMBUS_NOT_FOUND (-7)
 
 // The operating system refused access to the channel's file or directory.
-#define SHMBUS_PERMISSION_DENIED -8
+#define SHMBUS_PERMISSION_DENIED (-8)
 
 // An exclusive endpoint (stream writer or reader, pool dispatcher, named journal reader) is
 // held by a live process, or a handle is lent out (a loan or sample not yet given back).
-#define SHMBUS_BUSY -9
+#define SHMBUS_BUSY (-9)
 
 // The channel's participant table is full of live processes.
-#define SHMBUS_TOO_MANY_PARTICIPANTS -10
+#define SHMBUS_TOO_MANY_PARTICIPANTS (-10)
 
 // The channel exists with other layout values than the config sets.
-#define SHMBUS_LAYOUT_MISMATCH -11
+#define SHMBUS_LAYOUT_MISMATCH (-11)
 
 // The channel carries another payload type.
-#define SHMBUS_TYPE_MISMATCH -12
+#define SHMBUS_TYPE_MISMATCH (-12)
 
 // A NULL pointer, a name that is not UTF-8, or a value out of range was passed.
-#define SHMBUS_INVALID_ARGUMENT -13
+#define SHMBUS_INVALID_ARGUMENT (-13)
 
 // A config value is out of range (zero history, a slot too large, ...).
-#define SHMBUS_INVALID_CONFIG -14
+#define SHMBUS_INVALID_CONFIG (-14)
 
 // The channel's memory or files hold impossible values (a hostile or broken peer); the
 // message says what and whether it was repaired.
-#define SHMBUS_CORRUPT -15
+#define SHMBUS_CORRUPT (-15)
 
 // A directory or file owned by a user this process does not trust.
-#define SHMBUS_UNTRUSTED -16
+#define SHMBUS_UNTRUSTED (-16)
 
 // Any other operating-system error.
-#define SHMBUS_IO -17
+#define SHMBUS_IO (-17)
 
 // The caller's buffer is smaller than the message: the needed length is in `*len_out` (and
 // `shmbus_last_error_value()`), and the message is kept for the next receive call.
-#define SHMBUS_BUFFER_TOO_SMALL -18
+#define SHMBUS_BUFFER_TOO_SMALL (-18)
 
 // The channel's file was truncated by another process while mapped; recreate the channel.
-#define SHMBUS_TRUNCATED -19
+#define SHMBUS_TRUNCATED (-19)
 
 // The name is not a valid channel, domain or reader name.
-#define SHMBUS_INVALID_NAME -20
+#define SHMBUS_INVALID_NAME (-20)
 
 // The file is not a shmbus channel of this kind or format version.
-#define SHMBUS_INCOMPATIBLE -21
+#define SHMBUS_INCOMPATIBLE (-21)
 
 // Every topic slot is pinned by zero-copy samples, or a subscriber's pin budget is spent.
-#define SHMBUS_PINNED -22
+#define SHMBUS_PINNED (-22)
 
 // Every pool worker is busy (the job is handed back to the caller).
-#define SHMBUS_ALL_BUSY -23
+#define SHMBUS_ALL_BUSY (-23)
 
 // The pool has no worker attached.
-#define SHMBUS_NO_WORKERS -24
+#define SHMBUS_NO_WORKERS (-24)
 
 // Journal entries are missing or damaged (a gap, a damaged range, an abandoned or encrypted
 // entry, a reset position): the message says which; reading goes on after them.
-#define SHMBUS_DAMAGED -25
+#define SHMBUS_DAMAGED (-25)
 
 // A Rust panic was caught at the boundary (a bug in shmbus: please report the message).
-#define SHMBUS_PANIC -98
+#define SHMBUS_PANIC (-98)
 
 // An error this version of the C ABI does not name; the message says what it is.
-#define SHMBUS_UNKNOWN -99
+#define SHMBUS_UNKNOWN (-99)
 
 #ifdef __cplusplus
 extern "C" {
@@ -1515,6 +1515,13 @@ shmbus_status shmbus_subscriber_seek(struct shmbus_subscriber *subscriber,
 // # Safety
 // `subscriber` is NULL or live.
 shmbus_status shmbus_subscriber_seek_oldest(struct shmbus_subscriber *subscriber);
+
+// Moves the subscriber to the newest message, so the next receive returns it (or, if none
+// was published yet, the first one).
+//
+// # Safety
+// `subscriber` is NULL or live.
+shmbus_status shmbus_subscriber_seek_latest(struct shmbus_subscriber *subscriber);
 
 // Sets how many samples the subscriber may hold pinned at once (default 2).
 //

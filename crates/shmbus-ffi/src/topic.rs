@@ -678,6 +678,22 @@ pub unsafe extern "C" fn shmbus_subscriber_seek_oldest(subscriber: *mut shmbus_s
     })
 }
 
+/// Moves the subscriber to the newest message, so the next receive returns it (or, if none
+/// was published yet, the first one).
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_seek_latest(subscriber: *mut shmbus_subscriber) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe {
+        with_ref(subscriber, |s| {
+            s.sub.seek_latest();
+            Ok(())
+        })
+    })
+}
+
 /// Sets how many samples the subscriber may hold pinned at once (default 2).
 ///
 /// # Safety

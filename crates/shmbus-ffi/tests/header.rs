@@ -14,14 +14,32 @@ fn the_checked_in_header_is_current() {
         .generate()
         .expect("cbindgen generates the header")
         .write(&mut generated);
+    let generated = parenthesize_negative_defines(&String::from_utf8(generated).expect("the header is UTF-8"));
     let header = crate_dir.join("../../include/shmbus.h");
     if std::env::var_os("SHMBUS_BLESS").is_some() {
-        std::fs::write(&header, &generated).expect("write include/shmbus.h");
+        std::fs::write(&header, generated.as_bytes()).expect("write include/shmbus.h");
         return;
     }
     let current = std::fs::read(&header).unwrap_or_default();
     assert!(
-        current == generated,
+        current == generated.as_bytes(),
         "include/shmbus.h is stale: run `SHMBUS_BLESS=1 cargo test -p shmbus-ffi --test header` and commit it"
     );
+}
+
+/// cbindgen writes `#define SHMBUS_EMPTY -1`; a macro that expands to a bare negative number
+/// misparses in `x-SHMBUS_EMPTY`, so the header has `(-1)`.
+fn parenthesize_negative_defines(header: &str) -> String {
+    let mut out = String::with_capacity(header.len() + 256);
+    for line in header.split_inclusive('\n') {
+        let body = line.trim_end_matches('\n');
+        match body.strip_prefix("#define ").and_then(|rest| rest.split_once(' ')) {
+            Some((name, value)) if value.starts_with('-') && value[1..].bytes().all(|b| b.is_ascii_digit()) => {
+                out.push_str(&format!("#define {name} ({value})"));
+                out.push_str(&line[body.len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
 }

@@ -49,6 +49,20 @@ static void copy_round_trip(shmbus_domain *d) {
     OK(shmbus_subscriber_try_recv(s, buf, sizeof buf, &len, &got_seq, NULL));
     CHECK(got_seq > 2 && len == sizeof(int));
 
+    /* Seeking: back to the oldest kept, to the newest, to a sequence number. */
+    OK(shmbus_subscriber_seek_oldest(s));
+    CHECK(shmbus_subscriber_lag(s) > 1);
+    OK(shmbus_subscriber_seek_latest(s));
+    OK(shmbus_subscriber_try_recv(s, buf, sizeof buf, &len, &got_seq, NULL));
+    CHECK(got_seq == 11);
+    EXPECT(shmbus_subscriber_try_recv(s, buf, sizeof buf, &len, NULL, NULL), SHMBUS_EMPTY);
+    OK(shmbus_subscriber_seek(s, 10));
+    CHECK(shmbus_subscriber_next_seq(s) == 10);
+    OK(shmbus_subscriber_try_recv(s, buf, sizeof buf, &len, &got_seq, NULL));
+    CHECK(got_seq == 10);
+    /* A negative code is a parenthesized expression. */
+    CHECK(1 - SHMBUS_EMPTY == 2);
+
     shmbus_topic_status_info status;
     OK(shmbus_topic_status(d, "copy", &status));
     CHECK(status.max_message_len == 32 && status.history == 4 && status.last_seq == 11);
