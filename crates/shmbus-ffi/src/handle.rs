@@ -362,6 +362,11 @@ pub(crate) struct Inbox<M> {
 }
 
 impl<M: Copy> Inbox<M> {
+    /// Whether a message waits here for a larger buffer (the endpoint is ready for a wait set).
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// Refuses an in-place receive while a message waits here for a larger buffer: it would
     /// return the message after it first.
     pub(crate) fn check_empty(&self) -> Result<(), Error> {
@@ -400,3 +405,25 @@ impl<M: Copy> Inbox<M> {
         Ok(meta)
     }
 }
+
+/// `Waitable` for an endpoint with an [`Inbox`] (field `$inbox`) around the Rust endpoint
+/// (field `$inner`): ready also while a message waits in the inbox for a larger buffer.
+macro_rules! waitable_with_inbox {
+    ($($ty:ty => $inner:ident),* $(,)?) => {$(
+        impl shmbus::Waitable for $ty {
+            fn wait_handle(&self) -> shmbus::WaitHandle<'_> {
+                self.$inner.wait_handle()
+            }
+            fn is_ready(&self) -> bool {
+                self.inbox.is_pending() || self.$inner.is_ready()
+            }
+            fn recheck_interval(&self) -> Option<std::time::Duration> {
+                self.$inner.recheck_interval()
+            }
+            fn recheck(&self) -> bool {
+                self.$inner.recheck()
+            }
+        }
+    )*};
+}
+pub(crate) use waitable_with_inbox;

@@ -73,6 +73,8 @@ pub(crate) struct Tail {
     inbox: Inbox<(u64, u64)>,
 }
 
+waitable_with_inbox!(Tail => tailer);
+
 wrapper!(
     shmbus_journal_config => JournalConfig,
     shmbus_journal => Journal,

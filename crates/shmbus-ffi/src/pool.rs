@@ -65,6 +65,8 @@ pub(crate) struct Work {
     inbox: Inbox<u64>,
 }
 
+waitable_with_inbox!(Work => worker);
+
 wrapper!(
     shmbus_pool_config => PoolConfig,
     shmbus_pool => Pool,

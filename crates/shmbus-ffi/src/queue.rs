@@ -65,6 +65,8 @@ pub(crate) struct Cons {
     inbox: Inbox<()>,
 }
 
+waitable_with_inbox!(Cons => consumer);
+
 wrapper!(
     shmbus_queue_config => QueueConfig,
     shmbus_queue => Queue,

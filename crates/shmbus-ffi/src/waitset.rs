@@ -55,12 +55,12 @@ impl Member {
             Ok(match self {
                 Member::Subscriber(p) => &peek(p)?.sub,
                 Member::Producer(p) => peek(p)?,
-                Member::Consumer(p) => &peek(p)?.consumer,
+                Member::Consumer(p) => peek(p)?,
                 Member::StreamWriter(p) => peek(p)?,
                 Member::StreamReader(p) => peek(p)?,
                 Member::Dispatcher(p) => peek(p)?,
-                Member::Worker(p) => &peek(p)?.worker,
-                Member::Tailer(p) => &peek(p)?.tailer,
+                Member::Worker(p) => peek(p)?,
+                Member::Tailer(p) => peek(p)?,
             })
         }
     }

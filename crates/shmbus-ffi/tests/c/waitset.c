@@ -81,6 +81,17 @@ int main(int argc, char **argv) {
     CHECK(n == 0);
     shmbus_sample_release(s);
 
+    /* A message kept for a larger buffer keeps its consumer ready. */
+    OK(shmbus_producer_send(producer, "long message", 12));
+    char tiny[2];
+    EXPECT(shmbus_consumer_try_recv(cons, tiny, sizeof tiny, &len), SHMBUS_BUFFER_TOO_SMALL);
+    OK(shmbus_waitset_wait_timeout(ws, ready, 4, &n, 1000000000ull));
+    CHECK(n == 1 && ready[0] == i_cons);
+    OK(shmbus_consumer_try_recv(cons, buf, sizeof buf, &len));
+    CHECK(len == 12 && memcmp(buf, "long message", 12) == 0);
+    OK(shmbus_waitset_poll(ws, ready, 4, &n));
+    CHECK(n == 0);
+
     OK(shmbus_waitset_clear(ws));
     OK(shmbus_waitset_add_consumer(ws, cons, &i_cons));
     CHECK(i_cons == 0);
