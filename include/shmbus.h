@@ -997,6 +997,9 @@ shmbus_status shmbus_last_error_code(void);
 // for `SHMBUS_BUFFER_TOO_SMALL`.
 uint64_t shmbus_last_error_value(void);
 
+// The version of the library, `"MAJOR.MINOR.PATCH"` (a static string).
+const char *shmbus_version(void);
+
 // The name of a status code (`"SHMBUS_EMPTY"`, ...), a static string; `"SHMBUS_UNKNOWN"` for
 // a code this version does not know.
 const char *shmbus_status_name(shmbus_status code);

@@ -203,6 +203,16 @@ pub extern "C" fn shmbus_last_error_value() -> u64 {
     LAST.try_with(|last| last.try_borrow().map(|l| l.value).unwrap_or(0)).unwrap_or(0)
 }
 
+/// The version of the library, `"MAJOR.MINOR.PATCH"` (a static string).
+#[no_mangle]
+pub extern "C" fn shmbus_version() -> *const c_char {
+    const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => panic!("the package version has no NUL byte"),
+    };
+    VERSION.as_ptr()
+}
+
 /// The name of a status code (`"SHMBUS_EMPTY"`, ...), a static string; `"SHMBUS_UNKNOWN"` for
 /// a code this version does not know.
 #[no_mangle]

@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "receive failed: %s\n", shmbus_last_error());
         return 1;
     }
+    if (strlen(shmbus_version()) < 5) return 1;
     printf("consumer: ok\n");
     shmbus_subscriber_free(s);
     shmbus_publisher_free(p);
