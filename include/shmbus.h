@@ -399,6 +399,36 @@ shmbus_status shmbus_journal_config_set_abandon_timeout(struct shmbus_journal_co
 shmbus_status shmbus_journal_config_set_mode(struct shmbus_journal_config *config,
                                              uint32_t mode);
 
+// Sets when a new cycle starts besides when one is full: every `secs` seconds (aligned to
+// the epoch: 60 is every minute, 3600 every hour), or only when full for 0.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_roll_secs(struct shmbus_journal_config *config,
+                                                  uint64_t secs);
+
+// Sets what a commit guarantees: in the page cache only (survives any process's crash, not
+// the machine's; the default).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_durability_none(struct shmbus_journal_config *config);
+
+// Sets what a commit guarantees: the entry's pages are flushed (`msync`) before the send
+// returns (survives power loss).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_durability_flush(struct shmbus_journal_config *config);
+
+// Sets what a commit guarantees: each appender syncs every `period_ns` in the background (at
+// most one period of entries is lost on power loss).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_journal_config_set_durability_periodic(struct shmbus_journal_config *config,
+                                                            uint64_t period_ns);
+
 // Opens the journal in directory `dir`, creating it with `config` (NULL: defaults) if there
 // is none. Codes: `SHMBUS_INVALID_CONFIG`, `SHMBUS_PERMISSION_DENIED`, `SHMBUS_CORRUPT`,
 // `SHMBUS_IO`, ...

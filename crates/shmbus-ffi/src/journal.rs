@@ -1,12 +1,12 @@
 //! Journal: a persistent, replayable log in a directory, with durable named readers.
 //! `shmbus_journal_*`, `shmbus_appender_*`, `shmbus_journal_loan_*`, `shmbus_tailer_*`.
-//! The config's roll cycle, durability and retention are not in the C API yet (a created
-//! journal takes the defaults; an existing one keeps its own).
+//! The config's retention is not in the C API yet (a created journal takes the default; an
+//! existing one keeps its own).
 
 use std::cell::RefMut;
 use std::ffi::{c_char, c_void};
 
-use shmbus::journal::Loan;
+use shmbus::journal::{Durability, Loan, RollCycle};
 use shmbus::{Appender, Journal, JournalConfig, Tailer};
 
 use crate::handle::*;
@@ -165,6 +165,61 @@ pub unsafe extern "C" fn shmbus_journal_config_set_mode(
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
     guard(|| unsafe { update(config, |c| c.mode(mode)) })
+}
+
+/// Sets when a new cycle starts besides when one is full: every `secs` seconds (aligned to
+/// the epoch: 60 is every minute, 3600 every hour), or only when full for 0.
+///
+/// # Safety
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_journal_config_set_roll_secs(
+    config: *mut shmbus_journal_config,
+    secs: u64,
+) -> shmbus_status {
+    let roll = if secs == 0 { RollCycle::Never } else { RollCycle::Every(std::time::Duration::from_secs(secs)) };
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.roll(roll)) })
+}
+
+/// Sets what a commit guarantees: in the page cache only (survives any process's crash, not
+/// the machine's; the default).
+///
+/// # Safety
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_journal_config_set_durability_none(
+    config: *mut shmbus_journal_config,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.durability(Durability::None)) })
+}
+
+/// Sets what a commit guarantees: the entry's pages are flushed (`msync`) before the send
+/// returns (survives power loss).
+///
+/// # Safety
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_journal_config_set_durability_flush(
+    config: *mut shmbus_journal_config,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.durability(Durability::Flush)) })
+}
+
+/// Sets what a commit guarantees: each appender syncs every `period_ns` in the background (at
+/// most one period of entries is lost on power loss).
+///
+/// # Safety
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_journal_config_set_durability_periodic(
+    config: *mut shmbus_journal_config,
+    period_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.durability(Durability::Periodic(timeout(period_ns)))) })
 }
 
 /// Opens the journal in directory `dir`, creating it with `config` (NULL: defaults) if there

@@ -102,6 +102,25 @@ int main(int argc, char **argv) {
 
     shmbus_appender_free(a);
     shmbus_journal_free(j);
+
+    /* A second journal with an hourly roll and flushed commits. */
+    char dir2[4096];
+    snprintf(dir2, sizeof dir2, "%s/flushed", argv[1]);
+    OK(shmbus_journal_config_new(&cfg));
+    OK(shmbus_journal_config_set_roll_secs(cfg, 3600));
+    OK(shmbus_journal_config_set_durability_flush(cfg));
+    OK(shmbus_journal_config_set_durability_periodic(cfg, 1000000000ull));
+    OK(shmbus_journal_config_set_durability_none(cfg));
+    OK(shmbus_journal_config_set_durability_flush(cfg));
+    OK(shmbus_journal_create_or_open(dir2, cfg, &j));
+    shmbus_journal_config_free(cfg);
+    OK(shmbus_journal_appender(j, &a));
+    OK(shmbus_appender_send(a, "durable", 7, &index));
+    OK(shmbus_journal_tailer_at(j, index, &t));
+    expect_entry(t, "durable", index);
+    shmbus_tailer_free(t);
+    shmbus_appender_free(a);
+    shmbus_journal_free(j);
     printf("journal: ok\n");
     return 0;
 }
