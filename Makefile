@@ -7,7 +7,7 @@ TSAN_TARGET := target/tsan
 # build on two cores; cached after).
 BENCH_FEATURES := --features shmbus-bench/iceoryx2
 
-.PHONY: test deps redis-server fmt clippy unit loom tsan doc python demo bench-smoke clean-shm
+.PHONY: test deps redis-server fmt clippy unit loom tsan doc python demo bench-smoke clean-shm install-c
 
 test: deps redis-server fmt clippy unit doc loom tsan python
 	@echo "make test: all suites passed"
@@ -16,6 +16,10 @@ test: deps redis-server fmt clippy unit doc loom tsan python
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required (install Rust via rustup)"; exit 1; }
 	@rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt || true
+	@# The C API's tests (crates/shmbus-ffi) compile C, and build against an install with
+	@# pkg-config and CMake.
+	@command -v cc >/dev/null && command -v pkg-config >/dev/null && command -v cmake >/dev/null || \
+	  (apt-get update && apt-get install -y gcc pkg-config cmake)
 
 fmt:
 	$(CARGO) fmt --all --check
@@ -67,6 +71,13 @@ python:
 
 demo:
 	$(CARGO) run --release --bin shmbus -- demo
+
+# Installs the C API (libshmbus.so / .a, shmbus.h, pkg-config file, CMake package) under
+# PREFIX (default /usr/local; DESTDIR for staged installs). See docs/c.md.
+PREFIX ?= /usr/local
+install-c:
+	$(CARGO) build --release -p shmbus-ffi --lib
+	crates/shmbus-ffi/install/install.sh "$(PREFIX)" target/release
 
 # Removes stale test segments left in /dev/shm by interrupted runs.
 clean-shm:

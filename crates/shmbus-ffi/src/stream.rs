@@ -1,0 +1,624 @@
+//! Stream: an SPSC ring of variable-size records. `shmbus_stream_*`, `shmbus_stream_writer_*`,
+//! `shmbus_stream_loan_*`, `shmbus_stream_reader_*`, `shmbus_record_*`.
+
+use std::cell::RefMut;
+use std::ffi::{c_char, c_void};
+
+use shmbus::stream::{Loan, Record};
+use shmbus::{Stream, StreamConfig, StreamReader, StreamWriter};
+
+use crate::domain::shmbus_domain;
+use crate::handle::*;
+use crate::status::*;
+
+/// Settings for `shmbus_stream_create_or_open` (unset values: as the existing stream, or the
+/// defaults when created).
+#[derive(Debug)]
+pub struct shmbus_stream_config {
+    h: Handle<StreamConfig>,
+}
+
+/// An open stream. Endpoints made from it do not borrow it.
+#[derive(Debug)]
+pub struct shmbus_stream {
+    h: Handle<Stream>,
+}
+
+/// A stream's writer (one per stream: a second is `SHMBUS_BUSY`).
+#[derive(Debug)]
+pub struct shmbus_stream_writer {
+    h: Handle<StreamWriter>,
+}
+
+/// A stream's reader (one per stream: a second is `SHMBUS_BUSY`).
+#[derive(Debug)]
+pub struct shmbus_stream_reader {
+    h: Handle<StreamReader>,
+}
+
+/// Room for one record loaned from a writer (`shmbus_stream_writer_*loan*`): write it through
+/// `shmbus_stream_loan_data`, then `shmbus_stream_loan_send` or `shmbus_stream_loan_discard`
+/// (either frees it). While it is out, calls on its writer are `SHMBUS_BUSY`.
+#[derive(Debug)]
+pub struct shmbus_stream_loan {
+    l: Lent<shmbus_stream_writer, Loan<'static>, RefMut<'static, StreamWriter>>,
+}
+
+/// A record read in place (`shmbus_stream_reader_*recv_ref*`). `shmbus_record_consume` takes
+/// it off the stream; `shmbus_record_release` leaves it there, to be read again (an
+/// at-least-once handover). Either frees it; while it is out, calls on its reader are
+/// `SHMBUS_BUSY`.
+#[derive(Debug)]
+pub struct shmbus_record {
+    l: Lent<shmbus_stream_reader, Record<'static>, RefMut<'static, StreamReader>>,
+}
+
+/// A snapshot of a stream (`shmbus_stream_status`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct shmbus_stream_status_info {
+    /// Ring capacity in bytes.
+    pub capacity: u64,
+    /// Bytes in the ring now.
+    pub used: u64,
+    /// The writer's pid (0: none attached).
+    pub writer_pid: u32,
+    /// Whether that writer is alive (1) or not (0).
+    pub writer_alive: u32,
+    /// The reader's pid (0: none attached).
+    pub reader_pid: u32,
+    /// Whether that reader is alive (1) or not (0).
+    pub reader_alive: u32,
+}
+
+wrapper!(
+    shmbus_stream_config => StreamConfig,
+    shmbus_stream => Stream,
+    shmbus_stream_writer => StreamWriter,
+    shmbus_stream_reader => StreamReader,
+);
+
+/// Makes a stream config with nothing set.
+///
+/// # Safety
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_config_new(out: *mut *mut shmbus_stream_config) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { into_c(out, StreamConfig::default()) })
+}
+
+/// Frees a stream config (NULL: nothing).
+///
+/// # Safety
+/// `config` is NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_config_free(config: *mut shmbus_stream_config) {
+    // SAFETY: per this function's contract.
+    guard_value((), || unsafe { free(config) })
+}
+
+/// Sets the ring's capacity in bytes (the largest record follows from it).
+///
+/// # Safety
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_config_set_capacity(
+    config: *mut shmbus_stream_config,
+    bytes: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.capacity(bytes)) })
+}
+
+/// Sets the file mode of a created stream.
+///
+/// # Safety
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_config_set_mode(config: *mut shmbus_stream_config, mode: u32) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.mode(mode)) })
+}
+
+/// Sets the group id of a created stream.
+///
+/// # Safety
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_config_set_group(config: *mut shmbus_stream_config, gid: u32) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.group(gid)) })
+}
+
+/// Opens stream `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
+/// exist. Codes as `shmbus_topic_create_or_open`.
+///
+/// # Safety
+/// `domain`, `config` NULL or live; `name` NUL-terminated; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_create_or_open(
+    domain: *const shmbus_domain,
+    name: *const c_char,
+    config: *const shmbus_stream_config,
+    out: *mut *mut shmbus_stream,
+) -> shmbus_status {
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per this function's contract.
+        unsafe {
+            let config = if config.is_null() { StreamConfig::default() } else { with_ref(config, |c| Ok(c.clone()))? };
+            let s = with_ref(domain, |d| Ok(Stream::create_or_open(d, str_arg(name, "name")?, &config)?))?;
+            into_c(out, s)
+        }
+    })
+}
+
+/// Opens the existing stream `name` (`SHMBUS_NOT_FOUND` if there is none).
+///
+/// # Safety
+/// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_open(
+    domain: *const shmbus_domain,
+    name: *const c_char,
+    out: *mut *mut shmbus_stream,
+) -> shmbus_status {
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per this function's contract.
+        unsafe { into_c(out, with_ref(domain, |d| Ok(Stream::open(d, str_arg(name, "name")?)?))?) }
+    })
+}
+
+/// Reads the state of stream `name` (read permission suffices).
+///
+/// # Safety
+/// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_status(
+    domain: *const shmbus_domain,
+    name: *const c_char,
+    out: *mut shmbus_stream_status_info,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe {
+            let s = with_ref(domain, |d| Ok(Stream::status(d, str_arg(name, "name")?)?))?;
+            let pid = |e: &Option<shmbus::stream::EndpointStatus>| e.as_ref().map_or(0, |e| e.pid);
+            let alive = |e: &Option<shmbus::stream::EndpointStatus>| e.as_ref().map_or(0, |e| u32::from(e.alive));
+            let info = shmbus_stream_status_info {
+                capacity: s.capacity,
+                used: s.used,
+                writer_pid: pid(&s.writer),
+                writer_alive: alive(&s.writer),
+                reader_pid: pid(&s.reader),
+                reader_alive: alive(&s.reader),
+            };
+            put_required(out, info, "out")
+        }
+    })
+}
+
+/// The largest record the stream takes, in bytes (0 if `stream` is NULL).
+///
+/// # Safety
+/// `stream` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_max_record_len(stream: *const shmbus_stream) -> usize {
+    // SAFETY: per this function's contract.
+    guard_value(0, || unsafe { with_ref(stream, |s| Ok(s.max_record_len())) }.unwrap_or(0))
+}
+
+/// Frees a stream handle (NULL: nothing). Its endpoints stay usable.
+///
+/// # Safety
+/// `stream` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_free(stream: *mut shmbus_stream) {
+    // SAFETY: per this function's contract.
+    guard_value((), || unsafe { free(stream) })
+}
+
+/// Makes the stream's writer (`SHMBUS_BUSY` if a live process holds it).
+///
+/// # Safety
+/// `stream` NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_open(
+    stream: *const shmbus_stream,
+    out: *mut *mut shmbus_stream_writer,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { into_c(out, with_ref(stream, |s| Ok(s.writer()?))?) })
+}
+
+/// Makes the stream's reader (`SHMBUS_BUSY` if a live process holds it).
+///
+/// # Safety
+/// `stream` NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_open(
+    stream: *const shmbus_stream,
+    out: *mut *mut shmbus_stream_reader,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { into_c(out, with_ref(stream, |s| Ok(s.reader()?))?) })
+}
+
+/// Sends a record of `len` bytes from `data` if there is room now (`SHMBUS_FULL` if not).
+/// Codes also `SHMBUS_TOO_LARGE`, `SHMBUS_DISCONNECTED` (full, and no reader attached).
+///
+/// # Safety
+/// `writer` NULL or live; `data` valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_try_send(
+    writer: *mut shmbus_stream_writer,
+    data: *const c_void,
+    len: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { with_mut(writer, |w| Ok(w.try_send(bytes_arg(data, len)?)?)) })
+}
+
+/// `shmbus_stream_writer_try_send`, waiting as long as it takes for room.
+///
+/// # Safety
+/// As `shmbus_stream_writer_try_send`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_send(
+    writer: *mut shmbus_stream_writer,
+    data: *const c_void,
+    len: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { with_mut(writer, |w| Ok(w.send(bytes_arg(data, len)?)?)) })
+}
+
+/// `shmbus_stream_writer_try_send`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+///
+/// # Safety
+/// As `shmbus_stream_writer_try_send`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_send_timeout(
+    writer: *mut shmbus_stream_writer,
+    data: *const c_void,
+    len: usize,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { with_mut(writer, |w| Ok(w.send_timeout(bytes_arg(data, len)?, timeout(timeout_ns))?)) })
+}
+
+/// # Safety
+/// As the exported loans.
+unsafe fn loan(
+    writer: *mut shmbus_stream_writer,
+    out: *mut *mut shmbus_stream_loan,
+    take: impl FnOnce(&'static mut StreamWriter) -> Result<Loan<'static>, Error>,
+) -> shmbus_status {
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per the caller's contract; the loan borrows only the writer, which
+        // `lend_mut` keeps borrowed (and alive) until the loan is given back.
+        unsafe {
+            let l = lend_mut(writer, take)?;
+            lent_into_c(out, shmbus_stream_loan { l })
+        }
+    })
+}
+
+/// Loans room for a record of up to `len` bytes if there is room now (`SHMBUS_FULL` if not).
+///
+/// # Safety
+/// `writer` NULL or live; `out` valid for a write. Send or discard the loan before using the
+/// writer again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_try_loan(
+    writer: *mut shmbus_stream_writer,
+    len: usize,
+    out: *mut *mut shmbus_stream_loan,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { loan(writer, out, |w| Ok(w.try_loan(len)?)) }
+}
+
+/// `shmbus_stream_writer_try_loan`, waiting as long as it takes for room.
+///
+/// # Safety
+/// As `shmbus_stream_writer_try_loan`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_loan(
+    writer: *mut shmbus_stream_writer,
+    len: usize,
+    out: *mut *mut shmbus_stream_loan,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { loan(writer, out, |w| Ok(w.loan(len)?)) }
+}
+
+/// `shmbus_stream_writer_try_loan`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+///
+/// # Safety
+/// As `shmbus_stream_writer_try_loan`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_loan_timeout(
+    writer: *mut shmbus_stream_writer,
+    len: usize,
+    timeout_ns: u64,
+    out: *mut *mut shmbus_stream_loan,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { loan(writer, out, |w| Ok(w.loan_timeout(len, timeout(timeout_ns))?)) }
+}
+
+/// The loan's memory: `*data` (writable) and `*capacity` (the `len` it was asked with).
+///
+/// # Safety
+/// `loan` NULL or live; `data` and `capacity` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_loan_data(
+    loan: *mut shmbus_stream_loan,
+    data: *mut *mut u8,
+    capacity: *mut usize,
+) -> shmbus_status {
+    guard(|| {
+        if loan.is_null() {
+            return Err(Error::null("loan"));
+        }
+        // SAFETY: a live loan, per this function's contract.
+        let room: &mut [u8] = unsafe { &mut *loan }.l.item_mut();
+        // SAFETY: per this function's contract.
+        unsafe {
+            put_required(data, room.as_mut_ptr(), "data")?;
+            put_required(capacity, room.len(), "capacity")
+        }
+    })
+}
+
+/// Sends the first `len` bytes of the loan as one record and frees the loan (in every case;
+/// `SHMBUS_TOO_LARGE`, sending nothing, if `len` exceeds its capacity).
+///
+/// # Safety
+/// `loan` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_loan_send(loan: *mut shmbus_stream_loan, len: usize) -> shmbus_status {
+    guard(|| {
+        if loan.is_null() {
+            return Err(Error::null("loan"));
+        }
+        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
+        let mut loan = unsafe { Box::from_raw(loan) };
+        let mut item = loan.l.take();
+        if len > item.len() {
+            let cap = item.len();
+            return Err(Error::with_value(
+                SHMBUS_TOO_LARGE,
+                cap as u64,
+                format_args!("a loan of {cap} bytes cannot send {len}; nothing was sent"),
+            ));
+        }
+        item.truncate(len);
+        item.send();
+        Ok(())
+    })
+}
+
+/// Frees a loan without sending anything (NULL: nothing).
+///
+/// # Safety
+/// `loan` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_loan_discard(loan: *mut shmbus_stream_loan) {
+    if !loan.is_null() {
+        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
+        guard_value((), || drop(unsafe { Box::from_raw(loan) }))
+    }
+}
+
+/// Frees a writer (NULL: nothing; with a loan out, the loan frees it).
+///
+/// # Safety
+/// `writer` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_free(writer: *mut shmbus_stream_writer) {
+    // SAFETY: per this function's contract.
+    guard_value((), || unsafe { free(writer) })
+}
+
+/// The copy receives: the record is read in place and copied; one too large for the caller's
+/// buffer is left on the stream.
+///
+/// # Safety
+/// As the exported receives.
+unsafe fn recv_copy(
+    reader: *mut shmbus_stream_reader,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    take: impl FnOnce(&mut StreamReader) -> Result<Record<'_>, Error>,
+) -> shmbus_status {
+    guard(|| {
+        buf_args(buf, cap, len_out)?;
+        // SAFETY: per the caller's contract.
+        unsafe {
+            with_mut(reader, |r| {
+                let record = take(r)?;
+                // Dropped unconsumed on an error: read again next time.
+                deliver(&record, buf, cap, len_out)?;
+                record.consume();
+                Ok(())
+            })
+        }
+    })
+}
+
+/// Receives the next record if there is one now (`SHMBUS_EMPTY` if not; `SHMBUS_DISCONNECTED`
+/// if also no writer is attached), copying it into `buf` (`cap` bytes) and its length to
+/// `*len_out`. A record larger than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in
+/// `*len_out`, and stays on the stream.
+///
+/// # Safety
+/// `reader` NULL or live; `buf` valid for `cap` bytes; `len_out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_try_recv(
+    reader: *mut shmbus_stream_reader,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(reader, buf, cap, len_out, |r| Ok(r.try_recv_ref()?)) }
+}
+
+/// `shmbus_stream_reader_try_recv`, waiting as long as it takes.
+///
+/// # Safety
+/// As `shmbus_stream_reader_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_recv(
+    reader: *mut shmbus_stream_reader,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(reader, buf, cap, len_out, |r| Ok(r.recv_ref()?)) }
+}
+
+/// `shmbus_stream_reader_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+///
+/// # Safety
+/// As `shmbus_stream_reader_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_recv_timeout(
+    reader: *mut shmbus_stream_reader,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(reader, buf, cap, len_out, |r| Ok(r.recv_ref_timeout(timeout(timeout_ns))?)) }
+}
+
+/// # Safety
+/// As the exported receives.
+unsafe fn recv_ref(
+    reader: *mut shmbus_stream_reader,
+    out: *mut *mut shmbus_record,
+    take: impl FnOnce(&'static mut StreamReader) -> Result<Record<'static>, Error>,
+) -> shmbus_status {
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per the caller's contract; the record borrows only the reader, which
+        // `lend_mut` keeps borrowed (and alive) until the record is given back.
+        unsafe {
+            let l = lend_mut(reader, take)?;
+            lent_into_c(out, shmbus_record { l })
+        }
+    })
+}
+
+/// Reads the next record in place if there is one now (`SHMBUS_EMPTY` if not): `*out` until
+/// `shmbus_record_consume` or `shmbus_record_release`.
+///
+/// # Safety
+/// `reader` NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_try_recv_ref(
+    reader: *mut shmbus_stream_reader,
+    out: *mut *mut shmbus_record,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_ref(reader, out, |r| Ok(r.try_recv_ref()?)) }
+}
+
+/// `shmbus_stream_reader_try_recv_ref`, waiting as long as it takes.
+///
+/// # Safety
+/// As `shmbus_stream_reader_try_recv_ref`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_recv_ref(
+    reader: *mut shmbus_stream_reader,
+    out: *mut *mut shmbus_record,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_ref(reader, out, |r| Ok(r.recv_ref()?)) }
+}
+
+/// `shmbus_stream_reader_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+///
+/// # Safety
+/// As `shmbus_stream_reader_try_recv_ref`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_recv_ref_timeout(
+    reader: *mut shmbus_stream_reader,
+    out: *mut *mut shmbus_record,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_ref(reader, out, |r| Ok(r.recv_ref_timeout(timeout(timeout_ns))?)) }
+}
+
+/// The record's bytes: `*data` (read-only, valid until the record is given back) and `*len`.
+///
+/// # Safety
+/// `record` NULL or live; `data` and `len` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_record_data(
+    record: *const shmbus_record,
+    data: *mut *const u8,
+    len: *mut usize,
+) -> shmbus_status {
+    guard(|| {
+        if record.is_null() {
+            return Err(Error::null("record"));
+        }
+        // SAFETY: a live record, per this function's contract.
+        let bytes: &[u8] = unsafe { &*record }.l.item();
+        // SAFETY: per this function's contract.
+        unsafe {
+            put_required(data, bytes.as_ptr(), "data")?;
+            put_required(len, bytes.len(), "len")
+        }
+    })
+}
+
+/// Takes the record off the stream and frees it (NULL: nothing).
+///
+/// # Safety
+/// `record` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_record_consume(record: *mut shmbus_record) {
+    if !record.is_null() {
+        guard_value((), || {
+            // SAFETY: a live record made by `lent_into_c`, given up by the caller.
+            let mut record = unsafe { Box::from_raw(record) };
+            record.l.take().consume();
+        })
+    }
+}
+
+/// Frees the record and leaves it on the stream: the next receive returns it again (NULL:
+/// nothing).
+///
+/// # Safety
+/// `record` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_record_release(record: *mut shmbus_record) {
+    if !record.is_null() {
+        // SAFETY: a live record made by `lent_into_c`, given up by the caller.
+        guard_value((), || drop(unsafe { Box::from_raw(record) }))
+    }
+}
+
+/// Frees a reader (NULL: nothing; with a record out, the record frees it).
+///
+/// # Safety
+/// `reader` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_free(reader: *mut shmbus_stream_reader) {
+    // SAFETY: per this function's contract.
+    guard_value((), || unsafe { free(reader) })
+}

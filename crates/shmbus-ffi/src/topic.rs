@@ -1,0 +1,724 @@
+//! Topic: broadcast publish/subscribe with history. `shmbus_topic_*`, `shmbus_publisher_*`,
+//! `shmbus_loan_*`, `shmbus_subscriber_*`, `shmbus_sample_*`.
+
+use std::cell::{Ref, RefCell, RefMut};
+use std::ffi::{c_char, c_void};
+
+use shmbus::topic::{Loan, MessageInfo, Sample};
+use shmbus::{Publisher, Subscriber, Topic, TopicConfig};
+
+use crate::domain::shmbus_domain;
+use crate::handle::*;
+use crate::status::*;
+
+/// Settings for `shmbus_topic_create_or_open`: unset values accept what an existing topic has
+/// and take the defaults when the topic is created. Made by `shmbus_topic_config_new`, freed
+/// by `shmbus_topic_config_free`.
+#[derive(Debug)]
+pub struct shmbus_topic_config {
+    h: Handle<TopicConfig>,
+}
+
+/// An open topic (maps its file). Endpoints made from it do not borrow it.
+#[derive(Debug)]
+pub struct shmbus_topic {
+    h: Handle<Topic>,
+}
+
+/// A topic's publisher. Never waits: the oldest message beyond the history is overwritten.
+#[derive(Debug)]
+pub struct shmbus_publisher {
+    h: Handle<Publisher>,
+}
+
+/// A topic's subscriber: reads every message in order from where it joined.
+#[derive(Debug)]
+pub struct shmbus_subscriber {
+    h: Handle<Sub>,
+}
+
+/// A slot loaned from a publisher (`shmbus_publisher_loan`): write the message into
+/// `shmbus_loan_data`, then `shmbus_loan_send` or `shmbus_loan_discard` (either frees it).
+/// While it is out, calls on its publisher fail with `SHMBUS_BUSY`.
+#[derive(Debug)]
+pub struct shmbus_loan {
+    l: Lent<shmbus_publisher, Loan<'static>, RefMut<'static, Publisher>>,
+}
+
+/// A message read in place (zero-copy) by `shmbus_subscriber_*_recv_ref`: pinned in shared
+/// memory, so no publisher overwrites it until `shmbus_sample_release`. Several may be out at
+/// once (up to the subscriber's pin budget, 2 by default).
+#[derive(Debug)]
+pub struct shmbus_sample {
+    l: Lent<shmbus_subscriber, Sample<'static>, Ref<'static, Sub>>,
+}
+
+/// A snapshot of a topic (`shmbus_topic_status`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct shmbus_topic_status_info {
+    /// Largest message in bytes.
+    pub max_message_len: u64,
+    /// Guaranteed history depth.
+    pub history: u64,
+    /// Total slots (history + spare).
+    pub slots: u64,
+    /// Highest committed sequence number (0: none yet).
+    pub last_seq: u64,
+    /// Live publishers.
+    pub publishers: u64,
+    /// Live subscribers.
+    pub subscribers: u64,
+    /// Slots pinned right now.
+    pub pinned_slots: u64,
+}
+
+/// The subscriber and its copy-receive buffer.
+#[derive(Debug)]
+pub(crate) struct Sub {
+    pub(crate) sub: Subscriber,
+    buf: RefCell<Vec<u8>>,
+}
+
+wrapper!(
+    shmbus_topic_config => TopicConfig,
+    shmbus_topic => Topic,
+    shmbus_publisher => Publisher,
+    shmbus_subscriber => Sub,
+);
+
+/// Makes a topic config with nothing set.
+///
+/// # Safety
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_new(out: *mut *mut shmbus_topic_config) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { into_c(out, TopicConfig::default()) })
+}
+
+/// Frees a topic config (NULL: nothing).
+///
+/// # Safety
+/// `config` is NULL or a live config, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_free(config: *mut shmbus_topic_config) {
+    // SAFETY: per this function's contract.
+    guard_value((), || unsafe { free(config) })
+}
+
+/// Sets the largest message, in bytes.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_set_max_message_len(
+    config: *mut shmbus_topic_config,
+    len: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.max_message_len(len)) })
+}
+
+/// Sets the guaranteed history: how many recent messages stay readable.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_set_history(config: *mut shmbus_topic_config, n: usize) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.history(n)) })
+}
+
+/// Sets the spare slots beyond the history (room for pinned samples and slow writers).
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_set_spare_slots(
+    config: *mut shmbus_topic_config,
+    n: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.spare_slots(n)) })
+}
+
+/// Sets the file mode of a created topic (e.g. `0660`).
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_set_mode(config: *mut shmbus_topic_config, mode: u32) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.mode(mode)) })
+}
+
+/// Sets the group id of a created topic.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_set_group(config: *mut shmbus_topic_config, gid: u32) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { update(config, |c| c.group(gid)) })
+}
+
+/// Opens topic `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
+/// exist, and stores the handle in `*out`. Codes: `SHMBUS_LAYOUT_MISMATCH` (a set value
+/// differs from the existing topic), `SHMBUS_INVALID_CONFIG`, `SHMBUS_INVALID_NAME`,
+/// `SHMBUS_PERMISSION_DENIED`, `SHMBUS_UNTRUSTED`, `SHMBUS_INCOMPATIBLE`, `SHMBUS_IO`, ...
+///
+/// # Safety
+/// `domain` and `config` are NULL or live handles; `name` a NUL-terminated string; `out`
+/// valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_create_or_open(
+    domain: *const shmbus_domain,
+    name: *const c_char,
+    config: *const shmbus_topic_config,
+    out: *mut *mut shmbus_topic,
+) -> shmbus_status {
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per this function's contract.
+        unsafe {
+            let config = if config.is_null() { TopicConfig::default() } else { with_ref(config, |c| Ok(c.clone()))? };
+            let topic = with_ref(domain, |d| Ok(Topic::create_or_open(d, str_arg(name, "name")?, &config)?))?;
+            into_c(out, topic)
+        }
+    })
+}
+
+/// Opens the existing topic `name` in `domain` (`SHMBUS_NOT_FOUND` if there is none).
+///
+/// # Safety
+/// `domain` is NULL or live; `name` a NUL-terminated string; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_open(
+    domain: *const shmbus_domain,
+    name: *const c_char,
+    out: *mut *mut shmbus_topic,
+) -> shmbus_status {
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per this function's contract.
+        unsafe {
+            let topic = with_ref(domain, |d| Ok(Topic::open(d, str_arg(name, "name")?)?))?;
+            into_c(out, topic)
+        }
+    })
+}
+
+/// Reads the state of topic `name` through a read-only mapping (read permission suffices).
+///
+/// # Safety
+/// `domain` is NULL or live; `name` a NUL-terminated string; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_status(
+    domain: *const shmbus_domain,
+    name: *const c_char,
+    out: *mut shmbus_topic_status_info,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe {
+            let s = with_ref(domain, |d| Ok(Topic::status(d, str_arg(name, "name")?)?))?;
+            let status = shmbus_topic_status_info {
+                max_message_len: s.max_message_len,
+                history: s.history,
+                slots: s.slots,
+                last_seq: s.last_seq,
+                publishers: s.publishers as u64,
+                subscribers: s.subscribers as u64,
+                pinned_slots: s.pinned_slots as u64,
+            };
+            put_required(out, status, "out")
+        }
+    })
+}
+
+/// The topic's largest message, in bytes (0 if `topic` is NULL).
+///
+/// # Safety
+/// `topic` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_max_message_len(topic: *const shmbus_topic) -> usize {
+    // SAFETY: per this function's contract.
+    guard_value(0, || unsafe { with_ref(topic, |t| Ok(t.max_message_len())) }.unwrap_or(0))
+}
+
+/// Frees a topic handle (NULL: nothing). Its endpoints stay usable.
+///
+/// # Safety
+/// `topic` is NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_free(topic: *mut shmbus_topic) {
+    // SAFETY: per this function's contract.
+    guard_value((), || unsafe { free(topic) })
+}
+
+/// Makes a publisher (`SHMBUS_TOO_MANY_PARTICIPANTS` when the table is full).
+///
+/// # Safety
+/// `topic` is NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_publisher(
+    topic: *const shmbus_topic,
+    out: *mut *mut shmbus_publisher,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { into_c(out, with_ref(topic, |t| Ok(t.publisher()?))?) })
+}
+
+/// Makes a subscriber; it reads the messages published from now on.
+///
+/// # Safety
+/// `topic` is NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_subscriber(
+    topic: *const shmbus_topic,
+    out: *mut *mut shmbus_subscriber,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe {
+            let sub = with_ref(topic, |t| Ok(t.subscriber()?))?;
+            into_c(out, Sub { sub, buf: RefCell::default() })
+        }
+    })
+}
+
+/// Publishes `len` bytes from `data` (copied); the sequence number goes to `*seq_out` (NULL:
+/// not wanted). Never waits. Codes: `SHMBUS_TOO_LARGE`, `SHMBUS_PINNED`, `SHMBUS_TRUNCATED`.
+///
+/// # Safety
+/// `publisher` is NULL or live; `data` valid for `len` bytes; `seq_out` NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_publisher_send(
+    publisher: *mut shmbus_publisher,
+    data: *const c_void,
+    len: usize,
+    seq_out: *mut u64,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe {
+            let seq = with_mut(publisher, |p| Ok(p.send(bytes_arg(data, len)?)?))?;
+            put(seq_out, seq);
+            Ok(())
+        }
+    })
+}
+
+/// Loans a whole slot to write a message in place (zero-copy send): write up to
+/// `shmbus_loan_data`'s capacity, then `shmbus_loan_send(loan, len, ...)`. One loan per
+/// publisher at a time.
+///
+/// # Safety
+/// `publisher` is NULL or live; `out` valid for a write. The loan must be sent or discarded
+/// before the publisher is used again; freeing the publisher first is allowed (the loan then
+/// frees it).
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_publisher_loan(
+    publisher: *mut shmbus_publisher,
+    out: *mut *mut shmbus_loan,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per this function's contract; the loan borrows only the publisher, which
+        // `lend_mut` keeps borrowed (and alive) until the loan is given back.
+        unsafe {
+            let l = lend_mut(publisher, |p| Ok(p.loan()?))?;
+            lent_into_c(out, shmbus_loan { l })
+        }
+    })
+}
+
+/// The loan's memory: `*data` (writable) and `*capacity` (the topic's largest message).
+///
+/// # Safety
+/// `loan` is NULL or live; `data` and `capacity` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_loan_data(
+    loan: *mut shmbus_loan,
+    data: *mut *mut u8,
+    capacity: *mut usize,
+) -> shmbus_status {
+    guard(|| {
+        if loan.is_null() {
+            return Err(Error::null("loan"));
+        }
+        // SAFETY: a live loan, per this function's contract.
+        let slot: &mut [u8] = unsafe { &mut *loan }.l.item_mut();
+        // SAFETY: per this function's contract.
+        unsafe {
+            put_required(data, slot.as_mut_ptr(), "data")?;
+            put_required(capacity, slot.len(), "capacity")
+        }
+    })
+}
+
+/// Publishes the first `len` bytes of the loan and frees it (in every case: on an error the
+/// message is not published). The sequence number goes to `*seq_out` (NULL: not wanted).
+/// `SHMBUS_TOO_LARGE` if `len` exceeds the capacity.
+///
+/// # Safety
+/// `loan` is NULL or live, not used again; `seq_out` NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_loan_send(loan: *mut shmbus_loan, len: usize, seq_out: *mut u64) -> shmbus_status {
+    guard(|| {
+        if loan.is_null() {
+            return Err(Error::null("loan"));
+        }
+        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
+        let mut loan = unsafe { Box::from_raw(loan) };
+        let mut item = loan.l.take();
+        if len > item.len() {
+            let cap = item.len();
+            return Err(Error::with_value(
+                SHMBUS_TOO_LARGE,
+                cap as u64,
+                format_args!("a loan of {cap} bytes cannot send {len}; nothing was published"),
+            ));
+        }
+        item.truncate(len);
+        let seq = item.send()?;
+        // SAFETY: per this function's contract.
+        unsafe { put(seq_out, seq) };
+        Ok(())
+    })
+}
+
+/// Frees a loan without publishing anything (NULL: nothing).
+///
+/// # Safety
+/// `loan` is NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_loan_discard(loan: *mut shmbus_loan) {
+    if !loan.is_null() {
+        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
+        guard_value((), || drop(unsafe { Box::from_raw(loan) }))
+    }
+}
+
+/// Frees a publisher (NULL: nothing).
+///
+/// # Safety
+/// `publisher` is NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_publisher_free(publisher: *mut shmbus_publisher) {
+    // SAFETY: per this function's contract.
+    guard_value((), || unsafe { free(publisher) })
+}
+
+/// The copy receives: `fill` runs the Rust receive into the subscriber's buffer. A message
+/// too large for the caller's buffer is left unread: the subscriber seeks back to it.
+///
+/// # Safety
+/// As the exported receives.
+unsafe fn recv_copy(
+    sub: *mut shmbus_subscriber,
+    out: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_out: *mut u64,
+    fill: impl FnOnce(&Subscriber, &mut Vec<u8>) -> Result<MessageInfo, Error>,
+) -> shmbus_status {
+    guard(|| {
+        buf_args(out, cap, len_out)?;
+        // SAFETY: per the caller's contract.
+        unsafe {
+            with_ref(sub, |s| {
+                let mut buf = s.buf.try_borrow_mut().map_err(|_| Error::new(SHMBUS_BUSY, "subscriber in use"))?;
+                let info = fill(&s.sub, &mut buf)?;
+                if let Err(e) = deliver(&buf, out, cap, len_out) {
+                    s.sub.seek(info.seq());
+                    return Err(e);
+                }
+                put(seq_out, info.seq());
+                put(ts_out, info.ts_ns());
+                Ok(())
+            })
+        }
+    })
+}
+
+/// Receives the next message if there is one now (`SHMBUS_EMPTY` if not), copying it into
+/// `buf` (`cap` bytes). Its length goes to `*len_out`; sequence number and publish time
+/// (`CLOCK_MONOTONIC` ns) to `*seq_out` / `*ts_ns_out` (NULL: not wanted). A message larger
+/// than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in `*len_out`, left unread for the
+/// next receive (unless the history overwrites it first: `SHMBUS_LAGGED` then). `SHMBUS_LAGGED`: messages were overwritten before being read
+/// (`shmbus_last_error_value()` says how many); receive again for the oldest one kept.
+///
+/// # Safety
+/// `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `seq_out` and
+/// `ts_ns_out` NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_try_recv(
+    subscriber: *mut shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| s.try_recv_into(v).map_err(Error::from))
+    }
+}
+
+/// `shmbus_subscriber_try_recv`, waiting as long as it takes for a message.
+///
+/// # Safety
+/// As `shmbus_subscriber_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_recv(
+    subscriber: *mut shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| s.recv_into(v).map_err(Error::from)) }
+}
+
+/// `shmbus_subscriber_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+///
+/// # Safety
+/// As `shmbus_subscriber_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_recv_timeout(
+    subscriber: *mut shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_ns_out: *mut u64,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| {
+            s.recv_into_timeout(v, timeout(timeout_ns)).map_err(Error::from)
+        })
+    }
+}
+
+/// The zero-copy receives: `take` runs the Rust receive.
+///
+/// # Safety
+/// As the exported receives.
+unsafe fn recv_ref(
+    sub: *mut shmbus_subscriber,
+    out: *mut *mut shmbus_sample,
+    take: impl FnOnce(&'static Subscriber) -> Result<Sample<'static>, Error>,
+) -> shmbus_status {
+    guard(|| {
+        if out.is_null() {
+            return Err(Error::null("out"));
+        }
+        // SAFETY: per the caller's contract; the sample borrows only the subscriber, which
+        // `lend` keeps borrowed (and alive) until the sample is released.
+        unsafe {
+            let l = lend(sub, |s| take(&s.sub))?;
+            lent_into_c(out, shmbus_sample { l })
+        }
+    })
+}
+
+/// Receives the next message in place if there is one now (`SHMBUS_EMPTY` if not): `*out` is
+/// a pinned sample, read with `shmbus_sample_data`, given back with `shmbus_sample_release`.
+/// `SHMBUS_PINNED` when the subscriber's pin budget is spent; `SHMBUS_LAGGED` as for copies.
+///
+/// # Safety
+/// `subscriber` is NULL or live; `out` valid for a write. Release the sample before freeing
+/// the subscriber (freeing it first is allowed: the last sample released frees it).
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_try_recv_ref(
+    subscriber: *mut shmbus_subscriber,
+    out: *mut *mut shmbus_sample,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_ref(subscriber, out, |s| Ok(s.try_recv_ref()?)) }
+}
+
+/// `shmbus_subscriber_try_recv_ref`, waiting as long as it takes.
+///
+/// # Safety
+/// As `shmbus_subscriber_try_recv_ref`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_recv_ref(
+    subscriber: *mut shmbus_subscriber,
+    out: *mut *mut shmbus_sample,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_ref(subscriber, out, |s| Ok(s.recv_ref()?)) }
+}
+
+/// `shmbus_subscriber_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
+///
+/// # Safety
+/// As `shmbus_subscriber_try_recv_ref`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_recv_ref_timeout(
+    subscriber: *mut shmbus_subscriber,
+    out: *mut *mut shmbus_sample,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_ref(subscriber, out, |s| Ok(s.recv_ref_timeout(timeout(timeout_ns))?)) }
+}
+
+/// The sample's bytes: `*data` (read-only, valid until `shmbus_sample_release`) and `*len`.
+///
+/// # Safety
+/// `sample` is NULL or live; `data` and `len` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_sample_data(
+    sample: *const shmbus_sample,
+    data: *mut *const u8,
+    len: *mut usize,
+) -> shmbus_status {
+    guard(|| {
+        if sample.is_null() {
+            return Err(Error::null("sample"));
+        }
+        // SAFETY: a live sample, per this function's contract.
+        let bytes: &[u8] = unsafe { &*sample }.l.item();
+        // SAFETY: per this function's contract.
+        unsafe {
+            put_required(data, bytes.as_ptr(), "data")?;
+            put_required(len, bytes.len(), "len")
+        }
+    })
+}
+
+/// The sample's sequence number (0 if `sample` is NULL).
+///
+/// # Safety
+/// `sample` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_sample_seq(sample: *const shmbus_sample) -> u64 {
+    // SAFETY: NULL or live, per this function's contract.
+    guard_value(0, || unsafe { sample.as_ref() }.map_or(0, |s| s.l.item().seq()))
+}
+
+/// The sample's publish time, `CLOCK_MONOTONIC` nanoseconds (0 if `sample` is NULL).
+///
+/// # Safety
+/// `sample` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_sample_ts_ns(sample: *const shmbus_sample) -> u64 {
+    // SAFETY: NULL or live, per this function's contract.
+    guard_value(0, || unsafe { sample.as_ref() }.map_or(0, |s| s.l.item().ts_ns()))
+}
+
+/// Unpins and frees a sample (NULL: nothing); its data pointer is invalid afterwards.
+///
+/// # Safety
+/// `sample` is NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_sample_release(sample: *mut shmbus_sample) {
+    if !sample.is_null() {
+        // SAFETY: a live sample made by `lent_into_c`, given up by the caller.
+        guard_value((), || drop(unsafe { Box::from_raw(sample) }))
+    }
+}
+
+/// How many messages the subscriber is behind the newest (0 if `subscriber` is NULL).
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_lag(subscriber: *const shmbus_subscriber) -> u64 {
+    // SAFETY: per this function's contract.
+    guard_value(0, || unsafe { with_ref(subscriber, |s| Ok(s.sub.lag())) }.unwrap_or(0))
+}
+
+/// The sequence number the next receive asks for (0 if `subscriber` is NULL).
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_next_seq(subscriber: *const shmbus_subscriber) -> u64 {
+    // SAFETY: per this function's contract.
+    guard_value(0, || unsafe { with_ref(subscriber, |s| Ok(s.sub.next_seq())) }.unwrap_or(0))
+}
+
+/// Moves the subscriber so the next receive returns sequence number `seq` (or the oldest kept).
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_seek(subscriber: *mut shmbus_subscriber, seq: u64) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe {
+        with_ref(subscriber, |s| {
+            s.sub.seek(seq);
+            Ok(())
+        })
+    })
+}
+
+/// Moves the subscriber to the oldest message still kept.
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_seek_oldest(subscriber: *mut shmbus_subscriber) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe {
+        with_ref(subscriber, |s| {
+            s.sub.seek_oldest();
+            Ok(())
+        })
+    })
+}
+
+/// Moves the subscriber to the newest message, so the next receive returns it (or, if none
+/// was published yet, the first one).
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_seek_latest(subscriber: *mut shmbus_subscriber) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe {
+        with_ref(subscriber, |s| {
+            s.sub.seek_latest();
+            Ok(())
+        })
+    })
+}
+
+/// Sets how many samples the subscriber may hold pinned at once (default 2).
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_set_pin_budget(
+    subscriber: *mut shmbus_subscriber,
+    budget: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe {
+        with_ref(subscriber, |s| {
+            s.sub.set_pin_budget(budget);
+            Ok(())
+        })
+    })
+}
+
+/// Frees a subscriber (NULL: nothing). With samples still out, it is freed when the last one
+/// is released.
+///
+/// # Safety
+/// `subscriber` is NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_free(subscriber: *mut shmbus_subscriber) {
+    // SAFETY: per this function's contract.
+    guard_value((), || unsafe { free(subscriber) })
+}

@@ -1,0 +1,175 @@
+//! The C programs of `tests/c/` and `examples/c/`, compiled with `cc` against
+//! `include/shmbus.h` and the `libshmbus.a` that cargo built for this test run, and run as
+//! real processes: once plain, once under AddressSanitizer and UndefinedBehaviorSanitizer.
+//!
+//! A test cannot depend on a staticlib, so the first test to need it runs `cargo build -p
+//! shmbus-ffi --lib` with this test's own profile and target directory (found from the test
+//! executable's path): up to date after `cargo test --workspace`, and never a stale library.
+//! Linking statically also keeps the sanitizers' runtime first in the link, with no preloading.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use common::{lib_dir, Scratch, MANIFEST};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Build {
+    Plain,
+    Sanitized,
+}
+
+/// Compiles `sources` (paths relative to the package) into an executable.
+fn compile(name: &str, sources: &[&str], build: Build) -> PathBuf {
+    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-tests");
+    std::fs::create_dir_all(&out_dir).expect("create the output directory");
+    let exe = out_dir.join(format!("{name}-{build:?}").to_lowercase());
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_string()));
+    cc.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+        .arg("-I")
+        .arg(Path::new(MANIFEST).join("../../include"))
+        .arg("-I")
+        .arg(Path::new(MANIFEST).join("tests/c"));
+    if build == Build::Sanitized {
+        cc.args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]);
+    }
+    for s in sources {
+        cc.arg(Path::new(MANIFEST).join(s));
+    }
+    cc.arg("-o").arg(&exe).arg(lib_dir().join("libshmbus.a"));
+    // The native libraries the Rust standard library needs (`--print native-static-libs`).
+    cc.args(["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"]);
+    let out = cc.output().expect("run cc (a C compiler is needed for these tests)");
+    assert!(out.status.success(), "compiling {name} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+fn command(exe: &Path, build: Build) -> Command {
+    let mut c = Command::new(exe);
+    if build == Build::Sanitized {
+        c.env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:halt_on_error=1")
+            .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1");
+    }
+    c
+}
+
+fn assert_success(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Compiles and runs the single-process test `tests/c/<name>.c` with a scratch domain root.
+fn run_c_test(name: &str, build: Build) {
+    let exe = compile(name, &[&format!("tests/c/{name}.c")], build);
+    let scratch = Scratch::new(name);
+    let out = command(&exe, build).arg(&scratch.0).output().expect("run the C test");
+    assert_success(name, &out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("{name}: ok")), "{name} did not finish: {stdout}");
+}
+
+/// The example subscriber and publisher, as two processes: the subscriber reads in place what
+/// the publisher writes in place.
+fn topic_example(build: Build) {
+    let sub_exe = compile("topic_subscriber", &["examples/c/topic_subscriber.c"], build);
+    let pub_exe = compile("topic_publisher", &["examples/c/topic_publisher.c"], build);
+    let scratch = Scratch::new("example");
+    let root = scratch.0.to_str().expect("a UTF-8 temp path");
+    let count = "1000";
+    let mut sub: Child = command(&sub_exe, build)
+        .args([root, "example", "imu", count])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the subscriber");
+    let mut lines = BufReader::new(sub.stdout.take().expect("the subscriber's stdout")).lines();
+    let first = lines.next().map(|l| l.unwrap_or_default()).unwrap_or_default();
+    if first != "ready" {
+        let out = sub.wait_with_output().expect("wait for the subscriber");
+        panic!("the subscriber did not get ready: {first:?}\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let publisher = command(&pub_exe, build).args([root, "example", "imu", count]).output().expect("run the publisher");
+    assert_success("topic_publisher", &publisher);
+    assert_eq!(String::from_utf8_lossy(&publisher.stdout).trim(), "published 1000");
+    let rest: Vec<String> = lines.map(|l| l.unwrap_or_default()).collect();
+    let out = sub.wait_with_output().expect("wait for the subscriber");
+    assert_success("topic_subscriber", &out);
+    assert_eq!(rest, vec!["received 1000".to_string()]);
+}
+
+#[test]
+fn topic_example_publisher_and_subscriber() {
+    topic_example(Build::Plain);
+}
+
+#[test]
+fn topic_example_publisher_and_subscriber_sanitized() {
+    topic_example(Build::Sanitized);
+}
+
+#[test]
+fn topic() {
+    run_c_test("topic", Build::Plain);
+}
+
+#[test]
+fn topic_sanitized() {
+    run_c_test("topic", Build::Sanitized);
+}
+
+#[test]
+fn queue() {
+    run_c_test("queue", Build::Plain);
+}
+
+#[test]
+fn queue_sanitized() {
+    run_c_test("queue", Build::Sanitized);
+}
+
+#[test]
+fn stream() {
+    run_c_test("stream", Build::Plain);
+}
+
+#[test]
+fn stream_sanitized() {
+    run_c_test("stream", Build::Sanitized);
+}
+
+#[test]
+fn pool() {
+    run_c_test("pool", Build::Plain);
+}
+
+#[test]
+fn pool_sanitized() {
+    run_c_test("pool", Build::Sanitized);
+}
+
+#[test]
+fn journal() {
+    run_c_test("journal", Build::Plain);
+}
+
+#[test]
+fn journal_sanitized() {
+    run_c_test("journal", Build::Sanitized);
+}
+
+#[test]
+fn waitset() {
+    run_c_test("waitset", Build::Plain);
+}
+
+#[test]
+fn waitset_sanitized() {
+    run_c_test("waitset", Build::Sanitized);
+}
