@@ -32,8 +32,8 @@
 //! validated by the same code, so a user with read permission only can look at a segment.
 //! Only a read-write segment hands out its kind area as a `*mut u8` (`kind_base`) and its
 //! participant table read-write (`participants`). Any segment gives them through load-only
-//! words: the kind area as a [`RoArea`] (`kind_area`, bounds-checked `Ro` words) and the table
-//! as a [`ParticipantView`] (`participant_view`), which have `load` and nothing else. So
+//! words: the kind area as a `RoArea` (`kind_area`, bounds-checked `Ro` words) and the table
+//! as a `ParticipantView` (`participant_view`), which have `load` and nothing else. So
 //! the channels built on a read-only segment (`endpoint::channel::Channel<L, ReadOnly>`)
 //! have no endpoints, and the status views each kind builds from them cannot store: a
 //! read-only view cannot be written, by construction, not only by the page protection.
