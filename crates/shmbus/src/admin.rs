@@ -276,7 +276,7 @@ fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
     // closed at once).
     let writable = dir.open_channel(name, true).is_ok();
     let header = *seg.info();
-    let (live, dead) = seg.participants().list().into_iter().partition(|p| process_is_alive(p.process));
+    let (live, dead) = seg.participant_view().list().into_iter().partition(|p| process_is_alive(p.process));
     let pending = pending_of(seg)?;
     Ok(SegmentReport { path, creator_alive: process_is_alive(header.creator), header, live, dead, writable, pending })
 }

@@ -59,7 +59,7 @@ pub(crate) fn info(kind: Kind) -> &'static dyn KindInfo {
 
 /// Live participants of `seg` in role number `role`.
 pub(crate) fn live_in_role<A: Access>(seg: &Segment<A>, role: u32) -> usize {
-    seg.participants().list().iter().filter(|p| p.role == role && process_is_alive(p.process)).count()
+    seg.participant_view().live_in_role(role, process_is_alive)
 }
 
 /// The raw keys of a kind whose parameters have no names (`param0` … `param7`).

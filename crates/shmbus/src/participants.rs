@@ -9,8 +9,14 @@
 //! whoever notices first: it CASes the state to `RECLAIMING` (with its own pid), runs the
 //! kind's cleanup (which must be idempotent: a reclaimer may itself die and be redone), and
 //! frees the entry. Kinds keep their per-endpoint recovery state in `aux`.
+//!
+//! The table comes in two types over the same entries ([`Entry`] is generic over its
+//! words): [`ParticipantTable`], the read-write one endpoints register in and reclaim
+//! through, and [`ParticipantView`], whose words are load-only ([`Ro`]): all a read-only
+//! segment gives (`Segment::participant_view`), for status and tools. What only loads
+//! (`owner`, `state`, `list`, `raw_word`) is written once, for both.
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Load, Ordering, Ro};
 use crate::sys::ProcessId;
 
 /// Entries per segment.
@@ -23,21 +29,27 @@ const CLAIMING: u64 = 1;
 const ACTIVE: u64 = 2;
 const RECLAIMING: u64 = 3;
 
-/// One participant entry.
+/// One participant entry, with words of type `W64` and `W32`: the atomics themselves
+/// ([`Participant`]) or load-only ones (in a [`ParticipantView`]); the layout is the same.
 #[repr(C, align(64))]
 #[derive(Debug)]
-pub(crate) struct Participant {
+pub(crate) struct Entry<W64, W32> {
     /// `pid << 8 | state`.
-    word: AtomicU64,
-    start_time: AtomicU64,
-    role: AtomicU32,
-    _reserved: AtomicU32,
+    word: W64,
+    start_time: W64,
+    role: W32,
+    _reserved: W32,
     /// Kind-specific recovery state (what this endpoint holds right now).
-    pub(crate) aux: [AtomicU64; 5],
+    pub(crate) aux: [W64; 5],
 }
+
+/// A read-write participant entry.
+pub(crate) type Participant = Entry<AtomicU64, AtomicU32>;
 
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Participant>() == PARTICIPANT_SIZE);
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Entry<Ro<AtomicU64>, Ro<AtomicU32>>>() == PARTICIPANT_SIZE);
 
 impl Participant {
     /// A free entry (for heap-backed tables in models and tests).
@@ -82,28 +94,97 @@ pub struct ParticipantInfo {
     pub role: u32,
 }
 
-/// A view of a segment's participant table.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ParticipantTable<'a> {
-    entries: &'a [Participant],
+/// A segment's participant table, with words of type `W64` and `W32` (see the
+/// [module docs](self)).
+#[derive(Debug)]
+pub(crate) struct Table<'a, W64, W32> {
+    entries: &'a [Entry<W64, W32>],
 }
 
-impl<'a> ParticipantTable<'a> {
-    /// # Safety
-    /// `base` points to `PARTICIPANTS` entries that stay mapped for `'a`.
-    pub(crate) unsafe fn from_raw(base: *const u8) -> ParticipantTable<'a> {
-        // SAFETY: per the contract; entries are atomics, valid for every bit pattern.
-        ParticipantTable { entries: unsafe { std::slice::from_raw_parts(base as *const Participant, PARTICIPANTS) } }
+impl<W64, W32> Clone for Table<'_, W64, W32> {
+    fn clone(&self) -> Self {
+        *self
     }
+}
 
-    /// A table over heap entries (models and unit tests).
-    #[allow(dead_code)]
-    pub(crate) fn from_slice(entries: &'a [Participant]) -> ParticipantTable<'a> {
-        ParticipantTable { entries }
+impl<W64, W32> Copy for Table<'_, W64, W32> {}
+
+/// The read-write participant table: registration, release and reclaiming.
+pub(crate) type ParticipantTable<'a> = Table<'a, AtomicU64, AtomicU32>;
+
+/// The participant table through load-only words (a read-only segment's): who is there,
+/// in which state and role, and nothing that stores.
+pub(crate) type ParticipantView<'a> = Table<'a, Ro<AtomicU64>, Ro<AtomicU32>>;
+
+#[cfg_attr(loom, allow(dead_code))]
+impl<'a, W64: Load<Value = u64>, W32: Load<Value = u32>> Table<'a, W64, W32> {
+    /// # Safety
+    /// `base` points to `PARTICIPANTS` entries that stay mapped (readable, and writable for
+    /// a read-write table) for `'a`.
+    pub(crate) unsafe fn from_raw(base: *const u8) -> Table<'a, W64, W32> {
+        // SAFETY: per the contract; entries are atomics, valid for every bit pattern.
+        Table { entries: unsafe { std::slice::from_raw_parts(base as *const Entry<W64, W32>, PARTICIPANTS) } }
     }
 
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// The owner and role of an entry in use. An entry whose state byte is none of the four
+    /// states (garbage written by a corrupt or hostile peer) is reported with pid 0, which
+    /// no liveness check calls alive, so it is reclaimed like a dead one.
+    pub(crate) fn owner(&self, index: usize) -> Option<ParticipantInfo> {
+        let e = &self.entries[index];
+        let w = e.word.load(Ordering::Acquire);
+        if w & 0xff == FREE {
+            return None;
+        }
+        let start = if w & 0xff == ACTIVE { e.start_time.load(Ordering::Relaxed) } else { 0 };
+        let pid = if w & 0xff > RECLAIMING { 0 } else { (w >> 8) as u32 };
+        Some(ParticipantInfo {
+            index,
+            process: ProcessId { pid, start_time: start },
+            role: e.role.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The state of entry `index` as one value, for checks against what shared words claim
+    /// (a pin bit or a writer mark is only possible for an entry in a matching state).
+    pub(crate) fn state(&self, index: usize) -> EntryState {
+        let Some(e) = self.entries.get(index) else { return EntryState::Invalid };
+        // Acquire: pairs with the Release store (CAS) of ACTIVE in `register`, so the role
+        // read next is the registered one.
+        let w = e.word.load(Ordering::Acquire);
+        match w & 0xff {
+            FREE => EntryState::Free,
+            CLAIMING => EntryState::Claiming,
+            ACTIVE => EntryState::Active { role: e.role.load(Ordering::Relaxed) },
+            RECLAIMING => EntryState::Reclaiming,
+            _ => EntryState::Invalid,
+        }
+    }
+
+    /// The raw owner word of entry `index` (`pid << 8 | state`), for staleness checks.
+    pub(crate) fn raw_word(&self, index: usize) -> u64 {
+        self.entries.get(index).map_or(FREE, |e| e.word.load(Ordering::Acquire))
+    }
+
+    /// Every entry in use.
+    pub(crate) fn list(&self) -> Vec<ParticipantInfo> {
+        (0..self.entries.len()).filter_map(|i| self.owner(i)).collect()
+    }
+
+    /// How many entries in use hold role `role` for an owner `is_alive` calls alive.
+    pub(crate) fn live_in_role(&self, role: u32, is_alive: impl Fn(ProcessId) -> bool) -> usize {
+        self.list().iter().filter(|p| p.role == role && is_alive(p.process)).count()
+    }
+}
+
+impl<'a> ParticipantTable<'a> {
+    /// A table over heap entries (models and unit tests).
+    #[allow(dead_code)]
+    pub(crate) fn from_slice(entries: &'a [Participant]) -> ParticipantTable<'a> {
+        Table { entries }
     }
 
     pub(crate) fn entry(&self, index: usize) -> &'a Participant {
@@ -143,40 +224,6 @@ impl<'a> ParticipantTable<'a> {
         self.entries[index].word.store(FREE, Ordering::Release);
     }
 
-    /// The owner and role of an entry in use. An entry whose state byte is none of the four
-    /// states (garbage written by a corrupt or hostile peer) is reported with pid 0, which
-    /// no liveness check calls alive, so it is reclaimed like a dead one.
-    pub(crate) fn owner(&self, index: usize) -> Option<ParticipantInfo> {
-        let e = &self.entries[index];
-        let w = e.word.load(Ordering::Acquire);
-        if w & 0xff == FREE {
-            return None;
-        }
-        let start = if w & 0xff == ACTIVE { e.start_time.load(Ordering::Relaxed) } else { 0 };
-        let pid = if w & 0xff > RECLAIMING { 0 } else { (w >> 8) as u32 };
-        Some(ParticipantInfo {
-            index,
-            process: ProcessId { pid, start_time: start },
-            role: e.role.load(Ordering::Relaxed),
-        })
-    }
-
-    /// The state of entry `index` as one value, for checks against what shared words claim
-    /// (a pin bit or a writer mark is only possible for an entry in a matching state).
-    pub(crate) fn state(&self, index: usize) -> EntryState {
-        let Some(e) = self.entries.get(index) else { return EntryState::Invalid };
-        // Acquire: pairs with the Release store (CAS) of ACTIVE in `register`, so the role
-        // read next is the registered one.
-        let w = e.word.load(Ordering::Acquire);
-        match w & 0xff {
-            FREE => EntryState::Free,
-            CLAIMING => EntryState::Claiming,
-            ACTIVE => EntryState::Active { role: e.role.load(Ordering::Relaxed) },
-            RECLAIMING => EntryState::Reclaiming,
-            _ => EntryState::Invalid,
-        }
-    }
-
     /// Takes over entry `index` if its word still equals `seen`, a CLAIMING or RECLAIMING
     /// word the caller has watched stay unchanged far longer than an honest claim or
     /// reclaim takes (its owner died in that window, or a hostile peer wrote it). Runs
@@ -207,16 +254,6 @@ impl<'a> ParticipantTable<'a> {
     #[cfg(all(test, not(loom)))]
     pub(crate) fn force_claiming(&self, index: usize, who: ProcessId) {
         self.entries[index].word.store(((who.pid as u64) << 8) | CLAIMING, Ordering::Release);
-    }
-
-    /// The raw owner word of entry `index` (`pid << 8 | state`), for staleness checks.
-    pub(crate) fn raw_word(&self, index: usize) -> u64 {
-        self.entries.get(index).map_or(FREE, |e| e.word.load(Ordering::Acquire))
-    }
-
-    /// Every entry in use.
-    pub(crate) fn list(&self) -> Vec<ParticipantInfo> {
-        (0..self.entries.len()).filter_map(|i| self.owner(i)).collect()
     }
 
     /// Reclaims every entry whose owner `is_alive` says is dead, calling `cleanup(index,

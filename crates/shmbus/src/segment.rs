@@ -30,10 +30,13 @@
 //! from) or `Segment<ReadOnly>` (opened `O_RDONLY`, mapped `PROT_READ`: every kind's
 //! `status`, `admin` and the kind registry behind `shmbus ls`, `info` and `clean`). Both are
 //! validated by the same code, so a user with read permission only can look at a segment.
-//! Only a read-write segment hands out its kind area as a `*mut u8` (`kind_base`); any
-//! segment gives it as a `*const u8` (`kind_area`), and the channels built on a read-only one
-//! (`endpoint::channel::Channel<L, ReadOnly>`) have no endpoints: nothing that stores can be
-//! made from them. The status code that reads through one uses loads only.
+//! Only a read-write segment hands out its kind area as a `*mut u8` (`kind_base`) and its
+//! participant table read-write (`participants`). Any segment gives them through load-only
+//! words: the kind area as a `RoArea` (`kind_area`, bounds-checked `Ro` words) and the table
+//! as a `ParticipantView` (`participant_view`), which have `load` and nothing else. So
+//! the channels built on a read-only segment (`endpoint::channel::Channel<L, ReadOnly>`)
+//! have no endpoints, and the status views each kind builds from them cannot store: a
+//! read-only view cannot be written, by construction, not only by the page protection.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -45,8 +48,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
 use crate::name::validate_name;
-use crate::participants::{ParticipantTable, PARTICIPANTS, PARTICIPANT_SIZE};
+use crate::participants::{ParticipantTable, ParticipantView, PARTICIPANTS, PARTICIPANT_SIZE};
 use crate::pod::{PayloadType, StoredPayloadType, TYPE_NAME_LEN};
+use crate::sync::RoArea;
 use crate::sys::fs::CreateError;
 use crate::sys::{monotonic_ns, Access, Mapping, ProcessId, ReadOnly, ReadWrite};
 
@@ -317,6 +321,14 @@ impl Segment {
         unsafe { self.map.as_ptr().add(KIND_OFFSET) }
     }
 
+    /// The participant table, read-write: endpoints register, release and reclaim through it.
+    #[inline]
+    pub(crate) fn participants(&self) -> ParticipantTable<'_> {
+        // SAFETY: the table lies at PARTICIPANTS_OFFSET inside the read-write mapping, which
+        // lives as long as `self`; its entries are atomics, valid for any bit pattern.
+        unsafe { ParticipantTable::from_raw(self.map.as_ptr().add(PARTICIPANTS_OFFSET)) }
+    }
+
     pub(crate) fn file(&self) -> &File {
         &self.file
     }
@@ -407,21 +419,22 @@ impl<A: Access> Segment<A> {
         Ok(Segment { map, file, path: path.to_owned(), info })
     }
 
-    /// Start of the kind area, for loads (a read-write segment's [`kind_base`](Segment::kind_base)
-    /// is the same address, for stores too).
+    /// The kind area through load-only words (a read-write segment's
+    /// [`kind_base`](Segment::kind_base) is the same address, for stores too).
     #[inline]
-    pub(crate) fn kind_area(&self) -> *const u8 {
-        // SAFETY: validated total_size >= KIND_OFFSET, so the offset is inside the mapping.
-        unsafe { self.map.as_const_ptr().add(KIND_OFFSET) }
+    pub(crate) fn kind_area(&self) -> RoArea<'_> {
+        // SAFETY: validated total_size >= KIND_OFFSET, so the area lies inside the mapping,
+        // page aligned, and lives as long as `self`.
+        unsafe { RoArea::new(self.map.as_const_ptr().add(KIND_OFFSET), self.map.len() - KIND_OFFSET) }
     }
 
-    /// The participant table. Over a read-only segment only its loads (`list`, `owner`,
-    /// `state`) may be used: a store faults.
+    /// The participant table through load-only words: what a read-only segment gives, and
+    /// what status reads on either kind of segment.
     #[inline]
-    pub(crate) fn participants(&self) -> ParticipantTable<'_> {
+    pub(crate) fn participant_view(&self) -> ParticipantView<'_> {
         // SAFETY: the table lies at PARTICIPANTS_OFFSET inside the mapping, which lives as long
         // as `self`; its entries are atomics, valid for any bit pattern.
-        unsafe { ParticipantTable::from_raw(self.map.as_const_ptr().add(PARTICIPANTS_OFFSET)) }
+        unsafe { ParticipantView::from_raw(self.map.as_const_ptr().add(PARTICIPANTS_OFFSET)) }
     }
 
     pub(crate) fn info(&self) -> &HeaderInfo {

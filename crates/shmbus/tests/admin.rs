@@ -52,6 +52,7 @@ fn child_entry() {
     let d = Domain::with_root("t", &root).unwrap();
     match role.as_str() {
         "nobody_inspects" => child_nobody_inspects(&d),
+        "nobody_statuses" => child_nobody_statuses(&d),
         "worker" => {
             let mut w = Pool::open(&d, "p").unwrap().worker().unwrap();
             while w.recv_ref().is_ok() {}
@@ -69,8 +70,8 @@ fn child_entry() {
     }
 }
 
-/// Drops to nobody, checks that a read-write open is refused, then inspects read-only.
-fn child_nobody_inspects(d: &Domain) {
+/// Drops this (single-purpose child) process to nobody.
+fn become_nobody() {
     // SAFETY: plain credential calls on this (single-purpose) process; order matters:
     // supplementary groups and gid while still privileged, uid last.
     unsafe {
@@ -80,6 +81,11 @@ fn child_nobody_inspects(d: &Domain) {
         // A credential change clears the parent-death signal: set it again.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
     }
+}
+
+/// Drops to nobody, checks that a read-write open is refused, then inspects read-only.
+fn child_nobody_inspects(d: &Domain) {
+    become_nobody();
     let path = d.channel_path("q").unwrap();
     // The premise: an endpoint (read-write) open is refused to this user.
     match Queue::open(d, "q") {
@@ -95,7 +101,92 @@ fn child_nobody_inspects(d: &Domain) {
     println!("inspected as nobody: ok");
 }
 
+/// Drops to nobody, checks that every kind refuses it a read-write open, then reads every
+/// kind's status of the channels `every_status_needs_read_permission_only` made.
+fn child_nobody_statuses(d: &Domain) {
+    become_nobody();
+    let refused = |r: Result<(), OpenError>, kind: &str| match r {
+        Err(OpenError::PermissionDenied { .. }) => {}
+        other => panic!("a read-write open of the {kind} as nobody should be refused, got {other:?}"),
+    };
+    refused(Topic::open(d, "t").map(drop), "topic");
+    refused(Queue::open(d, "q").map(drop), "queue");
+    refused(Stream::open(d, "s").map(drop), "stream");
+    refused(Pool::open(d, "p").map(drop), "pool");
+
+    let t = Topic::status(d, "t").expect("topic status needs read permission only");
+    assert_eq!((t.last_seq, t.publishers, t.subscribers, t.pinned_slots), (2, 1, 1, 1), "{t:?}");
+    let q = Queue::status(d, "q").expect("queue status needs read permission only");
+    assert_eq!((q.depth, q.sent, q.received, q.producers, q.consumers), (3, 3, 0, 1, 0), "{q:?}");
+    let st = Stream::status(d, "s").expect("stream status needs read permission only");
+    assert_eq!((st.used, st.head, st.tail), (16, 16, 0), "{st:?}");
+    assert!(st.writer.is_some_and(|w| w.alive) && st.reader.is_none(), "{st:?}");
+    let p = Pool::status(d, "p").expect("pool status needs read permission only");
+    assert!(p.dispatcher_alive && p.dispatcher_pid.is_some(), "{p:?}");
+    assert_eq!((p.workers, p.dispatched, p.lost), (0, 0, 0), "{p:?}");
+    println!("statuses as nobody: ok");
+}
+
 // ------------------------------------------------------------------ tests
+
+/// Every kind's `status` reads a channel file of mode 0444 owned by another user (root):
+/// the read-only mapping is all it needs, and it changes nothing.
+#[test]
+fn every_status_needs_read_permission_only() {
+    if child_role().is_some() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("skipped: needs root to create channels and read their status as uid {NOBODY}");
+        return;
+    }
+    let s = Scratch::new("admin-status-ro");
+    let d = s.domain("t");
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4).mode(0o444)).unwrap();
+    let mut publisher = t.publisher().unwrap();
+    let sub = t.subscriber().unwrap();
+    publisher.send(b"one").unwrap();
+    publisher.send(b"two").unwrap();
+    let pinned = sub.recv_ref().unwrap();
+    let q =
+        Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(8).max_message_len(16).mode(0o444)).unwrap();
+    let mut tx = q.producer().unwrap();
+    for m in [b"a", b"b", b"c"] {
+        tx.try_send(m).unwrap();
+    }
+    let mut w = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(1 << 16).mode(0o444))
+        .and_then(|s| s.writer())
+        .unwrap();
+    w.try_send(b"hello").unwrap();
+    let config = PoolConfig::default().max_workers(2).max_job_len(64).mode(0o444);
+    let _dispatcher = Pool::create_or_open(&d, "p", &config).unwrap().dispatcher().unwrap();
+    for name in ["t", "q", "s", "p"] {
+        let path = d.channel_path(name).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!((meta.mode() & 0o777, meta.uid()), (0o444, 0), "{name}");
+        open_up(s.path(), &path);
+    }
+
+    let mut child = child_command("child_entry", "nobody_statuses", &[("SHMBUS_ROOT", s.path().display().to_string())])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_with_deadline(&mut child, 60, "status as nobody");
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(st.success() && out.contains("statuses as nobody: ok"), "child failed ({st}): {out}");
+    // The statuses wrote nothing: the pin holds, the messages are all there, in order.
+    assert_eq!(&*pinned, b"one");
+    drop(pinned);
+    assert_eq!(Topic::status(&d, "t").unwrap().pinned_slots, 0);
+    let mut rx = q.consumer().unwrap();
+    for m in [b"a", b"b", b"c"] {
+        assert_eq!(rx.try_recv().unwrap(), m);
+    }
+    let mut r = Stream::open(&d, "s").and_then(|s| s.reader()).unwrap();
+    assert_eq!(&*r.try_recv_ref().unwrap(), b"hello");
+}
 
 #[test]
 fn inspect_needs_read_permission_only() {

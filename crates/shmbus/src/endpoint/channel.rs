@@ -15,9 +15,16 @@
 //! checks the type an existing channel records.
 //!
 //! A channel opened for status ([`Channel::open_read_only`]) is a `Channel<L, ReadOnly>`: its
-//! segment is mapped read-only, it hands out its kind area only as a `*const u8`
-//! ([`Channel::kind_area`]), and no endpoint can be made from it (endpoints take a
-//! read-write `Channel<L>`).
+//! segment is mapped read-only, and no endpoint can be made from it (endpoints take a
+//! read-write `Channel<L>`). It hands out its kind area and participant table only through
+//! load-only words ([`Channel::kind_area`], a [`RoArea`]; [`Channel::participant_view`], a
+//! [`ParticipantView`]), from which each kind builds the `StatusView` its `status` reads:
+//! the words status needs, with `load` and nothing else. A read-write channel gives the same
+//! views (an endpoint's `status` reads through them too), and its kind's read-write views
+//! (the topic's `Shared`, the queue's `Ring`, the pool's `PoolRef`, the stream's
+//! `RingShared`) over [`Channel::kind_base`] and [`Channel::participants`], which only it has.
+//! What a status and a read-write path both compute is one function of the loaded values
+//! (or generic over [`Load`](crate::sync::Load)), not two copies.
 
 // Under loom only the kinds' protocols are built, not their handles.
 #![cfg_attr(loom, allow(dead_code))]
@@ -26,9 +33,10 @@ use std::path::Path;
 
 use crate::domain::Domain;
 use crate::error::OpenError;
-use crate::participants::ParticipantTable;
+use crate::participants::{ParticipantTable, ParticipantView};
 use crate::pod::{check_creatable, check_payload, PayloadType};
 use crate::segment::{CreateOptions, Layout, Segment};
+use crate::sync::RoArea;
 use crate::sys::{Access, ReadOnly, ReadWrite};
 
 /// How often [`Channel::create_or_open`] goes round when the channel keeps appearing (made
@@ -207,6 +215,12 @@ impl<L> Channel<L> {
     pub(crate) fn kind_base(&self) -> *mut u8 {
         self.seg.kind_base()
     }
+
+    /// The participant table, read-write.
+    #[inline]
+    pub(crate) fn participants(&self) -> ParticipantTable<'_> {
+        self.seg.participants()
+    }
 }
 
 impl<L, A: Access> Channel<L, A> {
@@ -222,17 +236,16 @@ impl<L, A: Access> Channel<L, A> {
         &self.seg
     }
 
-    /// Start of the kind area, for loads: over a read-only channel a store faults.
+    /// The kind area through load-only words (see [`Segment::kind_area`]).
     #[inline]
-    pub(crate) fn kind_area(&self) -> *const u8 {
+    pub(crate) fn kind_area(&self) -> RoArea<'_> {
         self.seg.kind_area()
     }
 
-    /// The participant table (over a read-only channel, its loads only: see
-    /// [`Segment::participants`]).
+    /// The participant table through load-only words (see [`Segment::participant_view`]).
     #[inline]
-    pub(crate) fn participants(&self) -> ParticipantTable<'_> {
-        self.seg.participants()
+    pub(crate) fn participant_view(&self) -> ParticipantView<'_> {
+        self.seg.participant_view()
     }
 
     /// Whether the file was truncated under this process (see

@@ -571,13 +571,7 @@ impl Journal {
         let first_index = cycles.first().map_or(0, |c| c.first_index);
         let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
         // Live ones: status reclaims nothing, so a dead appender's entry may still be there.
-        let appenders = inner
-            .meta
-            .participants()
-            .list()
-            .into_iter()
-            .filter(|p| p.role == ROLE_APPENDER && process_is_alive(p.process))
-            .count();
+        let appenders = inner.meta.participant_view().live_in_role(ROLE_APPENDER, process_is_alive);
         Ok(JournalStatus {
             dir: inner.dir.clone(),
             format_version: JOURNAL_FORMAT_VERSION,

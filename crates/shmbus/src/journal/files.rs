@@ -391,12 +391,20 @@ impl MetaFile {
         unsafe { &*(self.map.as_const_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord) }
     }
 
+    /// The appenders' participant table, read-write (panics on a read-only mapping, as
+    /// [`FileMap::writable`]).
     pub(crate) fn participants(&self) -> crate::participants::ParticipantTable<'_> {
-        // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the mapping, which
-        // lives as long as `self`.
+        // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the read-write
+        // mapping, which lives as long as `self`.
         unsafe {
-            crate::participants::ParticipantTable::from_raw(self.map.as_const_ptr().add(META_PARTICIPANTS_OFFSET))
+            crate::participants::ParticipantTable::from_raw(self.map.writable().as_ptr().add(META_PARTICIPANTS_OFFSET))
         }
+    }
+
+    /// The appenders' participant table through load-only words, on either mapping (status).
+    pub(crate) fn participant_view(&self) -> crate::participants::ParticipantView<'_> {
+        // SAFETY: as in `participants`; the view only loads.
+        unsafe { crate::participants::ParticipantView::from_raw(self.map.as_const_ptr().add(META_PARTICIPANTS_OFFSET)) }
     }
 
     /// The archive directory recorded by `Journal::tier`, if any (validated: non-empty,

@@ -8,10 +8,14 @@
 #[cfg(not(loom))]
 use {
     super::layout::PoolLayout,
-    super::protocol::{PoolHeader, PoolRef, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, TAKEN},
+    super::protocol::{
+        counts_of, offsets, worker_mask, PoolHeader, PoolRef, FULL, HEADER_SIZE, LOST, MAILBOX_HEAD, MAX_WORKERS, TAKEN,
+    },
     crate::endpoint::channel::Channel,
     crate::error::OpenError,
+    crate::participants::ParticipantView,
     crate::segment::Segment,
+    crate::sync::{Ordering, RoArea},
     crate::sys::{process_is_alive, Access, ReadOnly},
 };
 
@@ -75,10 +79,10 @@ pub(super) const ROLE_WORKER: u32 = 2;
 #[cfg(not(loom))]
 pub(super) const DISPATCHER_ENTRY: usize = 0;
 
-/// The pool view of a segment.
+/// The pool view of a read-write segment.
 #[cfg(not(loom))]
-pub(super) fn pool_ref<'a, A: Access>(seg: &'a Segment<A>, layout: &PoolLayout) -> PoolRef<'a> {
-    let base = seg.kind_area();
+pub(super) fn pool_ref<'a>(seg: &'a Segment, layout: &PoolLayout) -> PoolRef<'a> {
+    let base = seg.kind_base();
     // SAFETY: `Segment::open`/`create_or_open` validated that the file is exactly
     // KIND_OFFSET + kind_area_size() bytes, so the header and `max_workers` mailboxes of
     // `stride` bytes lie inside the mapping, which lives as long as `seg`. The kind area is
@@ -90,6 +94,48 @@ pub(super) fn pool_ref<'a, A: Access>(seg: &'a Segment<A>, layout: &PoolLayout) 
     }
 }
 
+/// What a pool's status and [`undelivered_jobs`] read, through load-only words (see
+/// [`Channel`]'s module docs).
+#[cfg(not(loom))]
+pub(super) struct StatusView<'a> {
+    area: RoArea<'a>,
+    layout: &'a PoolLayout,
+    participants: ParticipantView<'a>,
+}
+
+#[cfg(not(loom))]
+impl<A: Access> Channel<PoolLayout, A> {
+    /// The status view of this channel, read-only or read-write.
+    pub(super) fn status_view(&self) -> StatusView<'_> {
+        StatusView { area: self.kind_area(), layout: self.layout(), participants: self.participant_view() }
+    }
+}
+
+#[cfg(not(loom))]
+impl StatusView<'_> {
+    /// Mailboxes, as [`PoolRef::workers`].
+    fn workers(&self) -> usize {
+        self.layout.max_workers.min(MAX_WORKERS)
+    }
+
+    /// A header word, by its offset (`offsets`), loaded Relaxed as the counters are.
+    fn header(&self, offset: usize) -> u64 {
+        self.area.u64_at(offset).load(Ordering::Relaxed)
+    }
+
+    /// A 32-bit word of mailbox `i`'s head, by its offset (`offsets`), loaded Acquire as
+    /// [`Mailbox::state`](super::protocol::Mailbox::state) and [`PoolRef::has_pending`] do.
+    fn mailbox(&self, i: usize, offset: usize) -> u32 {
+        assert!(i < self.workers());
+        self.area.u32_at(HEADER_SIZE + i * self.layout.stride() + offset).load(Ordering::Acquire)
+    }
+
+    /// `(workers attached, workers idle)`, as [`PoolRef::counts`].
+    fn counts(&self) -> (u32, u32) {
+        let word = |offset| self.area.u64_at(offset);
+        counts_of(word(offsets::PRESENT_BITS), word(offsets::IDLE_BITS), worker_mask(self.workers()))
+    }
+}
 /// Start of mailbox `i`'s payload (`i < max_workers`).
 #[cfg(not(loom))]
 pub(super) fn payload_ptr(seg: &Segment, layout: &PoolLayout, i: usize) -> *mut u8 {
@@ -101,7 +147,7 @@ pub(super) fn payload_ptr(seg: &Segment, layout: &PoolLayout, i: usize) -> *mut 
 
 #[cfg(not(loom))]
 pub(super) fn dispatcher_alive<A: Access>(seg: &Segment<A>) -> Option<(u32, bool)> {
-    seg.participants().owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, process_is_alive(o.process)))
+    seg.participant_view().owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, process_is_alive(o.process)))
 }
 
 /// Jobs in pool segment `seg` that the pool still owes someone, for `admin::inspect` (loads
@@ -112,26 +158,24 @@ pub(super) fn dispatcher_alive<A: Access>(seg: &Segment<A>) -> Option<(u32, bool
 #[cfg(not(loom))]
 pub(super) fn undelivered_jobs(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
     let chan = Channel::<PoolLayout, ReadOnly>::from_segment(seg)?;
-    let (seg, pool) = (chan.seg(), pool_ref(chan.seg(), chan.layout()));
-    let parts = seg.participants();
+    let sv = chan.status_view();
     // Mailbox `i` belongs to participant entry `1 + i`. A job taken by a worker that has died
     // since is owed too: the next `reap` turns it into a loss report.
-    let owed = |i: usize| match pool.mailbox(i).state() {
+    let owed = |i: usize| match sv.mailbox(i, offsets::MAILBOX_STATE) {
         FULL | LOST => true,
-        TAKEN => parts.owner(1 + i).is_none_or(|p| !process_is_alive(p.process)),
+        TAKEN => sv.participants.owner(1 + i).is_none_or(|p| !process_is_alive(p.process)),
         _ => false,
     };
     // Plus loss reports a worker that adopted a LOST mailbox moved aside.
-    let pending = (0..pool.workers()).filter(|&i| pool.has_pending(i)).count() as u64;
-    Ok((0..pool.workers()).filter(|&i| owed(i)).count() as u64 + pending)
+    let pending = (0..sv.workers()).filter(|&i| sv.mailbox(i, offsets::MAILBOX_PENDING_SET) != 0).count() as u64;
+    Ok((0..sv.workers()).filter(|&i| owed(i)).count() as u64 + pending)
 }
 
 #[cfg(not(loom))]
 pub(super) fn status_of<A: Access>(chan: &Channel<PoolLayout, A>) -> PoolStatus {
-    let (seg, layout) = (chan.seg(), chan.layout());
-    let pool = pool_ref(seg, layout);
-    let (workers, idle) = pool.counts();
-    let disp = dispatcher_alive(seg);
+    let (sv, layout) = (chan.status_view(), chan.layout());
+    let (workers, idle) = sv.counts();
+    let disp = dispatcher_alive(chan.seg());
     PoolStatus {
         max_workers: layout.max_workers,
         max_job_len: layout.max_job_size,
@@ -140,7 +184,7 @@ pub(super) fn status_of<A: Access>(chan: &Channel<PoolLayout, A>) -> PoolStatus 
         busy: (workers - idle) as usize,
         dispatcher_pid: disp.map(|d| d.0),
         dispatcher_alive: disp.is_some_and(|d| d.1),
-        dispatched: pool.dispatched(),
-        lost: pool.lost(),
+        dispatched: sv.header(offsets::DISPATCHED),
+        lost: sv.header(offsets::LOST),
     }
 }

@@ -47,7 +47,7 @@
 //! state word decides.
 
 use crate::event::EventWord;
-use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, CachePadded, Load, Ordering};
 
 /// No worker owns the mailbox.
 pub const VACANT: u32 = 0;
@@ -273,6 +273,38 @@ pub struct PoolRef<'a> {
     _mailboxes: std::marker::PhantomData<&'a Mailbox>,
 }
 
+/// The bits of `workers` mailboxes in a worker bit set.
+pub(crate) fn worker_mask(workers: usize) -> u64 {
+    if workers >= MAX_WORKERS {
+        u64::MAX
+    } else {
+        (1u64 << workers) - 1
+    }
+}
+
+/// `(workers attached, workers idle)` from the hint words `present` and `idle`, over the
+/// mailboxes in `mask`: for [`PoolRef::counts`] and the load-only words of a status view.
+pub(crate) fn counts_of<W: Load<Value = u64>>(present: &W, idle: &W, mask: u64) -> (u32, u32) {
+    let present = present.load(Ordering::Relaxed) & mask;
+    let idle = idle.load(Ordering::Relaxed) & present;
+    (present.count_ones(), idle.count_ones())
+}
+
+/// Where the words the pool's load-only status view reads lie: in the header (from the kind
+/// area's start) and in a mailbox head (from the mailbox's start).
+#[cfg(not(loom))]
+pub(crate) mod offsets {
+    use super::{Mailbox, PoolHeader};
+    use std::mem::offset_of;
+
+    pub(crate) const PRESENT_BITS: usize = offset_of!(PoolHeader, w.0.present_bits);
+    pub(crate) const IDLE_BITS: usize = offset_of!(PoolHeader, w.0.idle_bits);
+    pub(crate) const DISPATCHED: usize = offset_of!(PoolHeader, d.0.dispatched);
+    pub(crate) const LOST: usize = offset_of!(PoolHeader, d.0.lost);
+    pub(crate) const MAILBOX_STATE: usize = offset_of!(Mailbox, state);
+    pub(crate) const MAILBOX_PENDING_SET: usize = offset_of!(Mailbox, pending_set);
+}
+
 fn bit(i: usize) -> u64 {
     1u64 << (i % MAX_WORKERS)
 }
@@ -316,11 +348,7 @@ impl<'a> PoolRef<'a> {
     }
 
     fn mask(&self) -> u64 {
-        if self.workers >= MAX_WORKERS {
-            u64::MAX
-        } else {
-            (1u64 << self.workers) - 1
-        }
+        worker_mask(self.workers)
     }
 
     // ---------------------------------------------------------------- worker side
@@ -729,16 +757,15 @@ impl<'a> PoolRef<'a> {
     }
 
     /// Jobs reported lost so far.
+    #[cfg_attr(not(any(loom, test)), allow(dead_code))]
     pub fn lost(&self) -> u64 {
         self.hdr.d.lost.load(Ordering::Relaxed)
     }
 
     /// `(workers attached, workers idle)` from the hint bits.
+    #[cfg_attr(not(any(loom, test)), allow(dead_code))]
     pub fn counts(&self) -> (u32, u32) {
-        let mask = self.mask();
-        let present = self.hdr.w.present_bits.load(Ordering::Relaxed) & mask;
-        let idle = self.hdr.w.idle_bits.load(Ordering::Relaxed) & present;
-        (present.count_ones(), idle.count_ones())
+        counts_of(&self.hdr.w.present_bits, &self.hdr.w.idle_bits, self.mask())
     }
 
     /// Whether some worker is (probably) idle.

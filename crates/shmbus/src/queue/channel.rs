@@ -1,6 +1,7 @@
 //! The open queue ([`Queue`], [`QueueStatus`]) and the handle its endpoints share.
 
 use std::cell::Cell;
+use std::mem::offset_of;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,16 +11,17 @@ use super::consumer::Consumer;
 use super::error::QueueTryRecvError;
 use super::layout::{MappedCells, QueueConfig, QueueLayout, CONTROL_BYTES};
 use super::producer::Producer;
-use super::ring::{Control, Ring, Stall};
+use super::ring::{depth_of, pop_ready_at, CellHeader, Control, Ring, Stall};
 use crate::domain::Domain;
 use crate::endpoint::channel::Channel;
 use crate::endpoint::liveness;
 use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
-use crate::participants::PARTICIPANTS;
+use crate::participants::{ParticipantView, PARTICIPANTS};
 use crate::pod::PayloadType;
 use crate::segment::Segment;
+use crate::sync::{Ordering, RoArea};
 use crate::sys::{process_is_alive, Access, ProcessId, ReadOnly};
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
 
@@ -39,26 +41,60 @@ pub(super) const ROLE_CONSUMER: u32 = 2;
 /// The queue's mapping, shared by the handle and its endpoints.
 pub(super) type Shared = Channel<QueueLayout>;
 
-/// The ring view of a queue channel, read-write or read-only (over a read-only one, status
-/// and `admin` use its loads only: `depth`, `pop_ready`, the table's `list`).
-impl<A: Access> Channel<QueueLayout, A> {
+/// The ring view of a read-write queue channel.
+impl Shared {
     /// The control block.
     #[inline]
     pub(super) fn ctl(&self) -> &Control {
         // SAFETY: the kind area starts page aligned with the control block (at least
         // CONTROL_BYTES long: validated size), inside the mapping `self` keeps alive; its
         // fields are atomics, valid for any bit pattern.
-        unsafe { &*(self.kind_area() as *const Control) }
+        unsafe { &*(self.kind_base() as *const Control) }
     }
 
     #[inline]
     pub(super) fn ring(&self) -> Ring<'_, MappedCells> {
         let layout = self.layout();
         // SAFETY: the kind area is at least CONTROL_BYTES long (validated size), page aligned.
-        // The cells are stored through only by endpoints, which hold a read-write channel.
-        let base = unsafe { self.kind_area().add(CONTROL_BYTES) } as *mut u8;
+        let base = unsafe { self.kind_base().add(CONTROL_BYTES) };
         let cells = MappedCells { base, stride: layout.stride };
         Ring::new(self.ctl(), cells, self.participants(), layout.capacity, layout.max)
+    }
+}
+
+/// What a queue's status reads, through load-only words (see [`Channel`]'s module docs).
+pub(super) struct StatusView<'a> {
+    area: RoArea<'a>,
+    layout: &'a QueueLayout,
+    participants: ParticipantView<'a>,
+}
+
+impl<A: Access> Channel<QueueLayout, A> {
+    /// The status view of this channel, read-only or read-write.
+    pub(super) fn status_view(&self) -> StatusView<'_> {
+        StatusView { area: self.kind_area(), layout: self.layout(), participants: self.participant_view() }
+    }
+}
+
+impl StatusView<'_> {
+    /// A control block word, by its offset in [`Control`].
+    fn ctl(&self, offset: usize, order: Ordering) -> u64 {
+        self.area.u64_at(offset).load(order)
+    }
+
+    /// Messages in the queue, as [`Ring::depth`].
+    fn depth(&self) -> u64 {
+        let head = self.ctl(offset_of!(Control, head.0), Ordering::Acquire);
+        let tail = self.ctl(offset_of!(Control, tail.0), Ordering::Acquire);
+        depth_of(head, tail, self.layout.capacity)
+    }
+
+    /// Whether a pop could make progress now, as [`Ring::pop_ready`].
+    fn pop_ready(&self) -> bool {
+        let pos = self.ctl(offset_of!(Control, head.0), Ordering::Acquire);
+        let cell = CONTROL_BYTES + (pos % self.layout.capacity) as usize * self.layout.stride;
+        let s = self.area.u64_at(cell + offset_of!(CellHeader, stamp)).load(Ordering::Acquire);
+        pop_ready_at(pos, s, self.layout.capacity).is_ok()
     }
 }
 
@@ -268,35 +304,24 @@ impl Queue {
 /// moving `tail` leaves `tail` one behind it. Errs on the side of more: a cell a dead
 /// producer left half-written counts until a consumer retires it.
 pub(super) fn undelivered(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
-    let shared = Channel::<QueueLayout, ReadOnly>::from_segment(seg)?;
-    let ring = shared.ring();
-    Ok(ring.depth().max(u64::from(ring.pop_ready().is_ok())))
+    let chan = Channel::<QueueLayout, ReadOnly>::from_segment(seg)?;
+    let sv = chan.status_view();
+    Ok(sv.depth().max(u64::from(sv.pop_ready())))
 }
 
-pub(super) fn status_of<A: Access>(shared: &Channel<QueueLayout, A>) -> QueueStatus {
-    let ring = shared.ring();
-    let (mut producers, mut consumers) = (0, 0);
-    for p in ring.table.list() {
-        if !process_is_alive(p.process) {
-            continue;
-        }
-        match p.role {
-            ROLE_PRODUCER => producers += 1,
-            ROLE_CONSUMER => consumers += 1,
-            _ => {}
-        }
-    }
-    use crate::sync::Ordering::Relaxed;
+pub(super) fn status_of<A: Access>(chan: &Channel<QueueLayout, A>) -> QueueStatus {
+    let sv = chan.status_view();
+    let relaxed = |offset| sv.ctl(offset, Ordering::Relaxed);
     QueueStatus {
-        capacity: shared.layout().capacity,
-        max_message_len: shared.layout().max,
-        depth: ring.depth(),
-        producers,
-        consumers,
-        sent: ring.ctl.tail.0.load(Relaxed),
-        received: ring.ctl.head.0.load(Relaxed),
-        abandoned: ring.ctl.abandoned.load(Relaxed),
-        lost: ring.ctl.lost.load(Relaxed),
+        capacity: sv.layout.capacity,
+        max_message_len: sv.layout.max,
+        depth: sv.depth(),
+        producers: sv.participants.live_in_role(ROLE_PRODUCER, process_is_alive),
+        consumers: sv.participants.live_in_role(ROLE_CONSUMER, process_is_alive),
+        sent: relaxed(offset_of!(Control, tail.0)),
+        received: relaxed(offset_of!(Control, head.0)),
+        abandoned: relaxed(offset_of!(Control, abandoned)),
+        lost: relaxed(offset_of!(Control, lost)),
     }
 }
 

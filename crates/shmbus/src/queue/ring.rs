@@ -196,6 +196,32 @@ pub(crate) trait Cells {
 /// Bytes of a cell that the prefetch hints cover at most.
 pub(crate) const PREFETCH_LIMIT: usize = 1024;
 
+/// Whether a pop at position `pos` could make progress, given the stamp `s` its cell holds
+/// (`Ring::pop_ready`, and the queue's read-only status view, which loads the two itself).
+#[inline]
+pub(crate) fn pop_ready_at(pos: u64, s: u64, cap: u64) -> Result<(), Option<Stall>> {
+    let (q, state) = (stamp_pos(s), stamp_state(s));
+    if q == pos {
+        return match state {
+            FULL | ABANDONED | READING => Ok(()),
+            WRITING => Err(Some(Stall { stamp: s, owner: stamp_owner(s) })),
+            _ => Err(None),
+        };
+    }
+    if q.wrapping_add(cap) == pos {
+        return Err((state == READING).then(|| Stall { stamp: s, owner: stamp_owner(s) }));
+    }
+    // Stale head: a pop would help it along.
+    Ok(())
+}
+
+/// Messages in a ring of `cap` cells whose counters read `head` and `tail`, clamped to
+/// `0..=cap` (`Ring::depth`, and the queue's read-only status view).
+#[inline]
+pub(crate) fn depth_of(head: u64, tail: u64, cap: u64) -> u64 {
+    tail.saturating_sub(head).min(cap)
+}
+
 /// A claim held by someone else that stands in our way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stall {
@@ -686,19 +712,7 @@ impl<'a, C: Cells> Ring<'a, C> {
     pub(crate) fn pop_ready(&self) -> Result<(), Option<Stall>> {
         let pos = self.ctl.head.0.load(Ordering::Acquire);
         let s = self.cells.header(self.index(pos)).stamp.load(Ordering::Acquire);
-        let (q, state) = (stamp_pos(s), stamp_state(s));
-        if q == pos {
-            return match state {
-                FULL | ABANDONED | READING => Ok(()),
-                WRITING => Err(Some(Stall { stamp: s, owner: stamp_owner(s) })),
-                _ => Err(None),
-            };
-        }
-        if q.wrapping_add(self.cap) == pos {
-            return Err((state == READING).then(|| Stall { stamp: s, owner: stamp_owner(s) }));
-        }
-        // Stale head: a pop would help it along.
-        Ok(())
+        pop_ready_at(pos, s, self.cap)
     }
 
     /// Whether a push could make progress now, without writing anything.
@@ -719,10 +733,11 @@ impl<'a, C: Cells> Ring<'a, C> {
     }
 
     /// Messages in the queue (published or being written), clamped to `0..=capacity`.
+    #[cfg_attr(not(any(loom, test)), allow(dead_code))]
     pub(crate) fn depth(&self) -> u64 {
         let head = self.ctl.head.0.load(Ordering::Acquire);
         let tail = self.ctl.tail.0.load(Ordering::Acquire);
-        tail.saturating_sub(head).min(self.cap)
+        depth_of(head, tail, self.cap)
     }
 
     /// Releases the claim a dead participant `owner` may hold, given its recorded intent

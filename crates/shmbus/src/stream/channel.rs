@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::layout::{StreamConfig, StreamLayout};
-use super::protocol::{Corruption, RingShared};
+use super::protocol::{positions_of, Corruption, RingShared, HEAD_POS_OFFSET, TAIL_POS_OFFSET};
 use super::reader::StreamReader;
 use super::writer::StreamWriter;
 use crate::domain::Domain;
@@ -261,12 +261,10 @@ pub struct StreamStatus {
 
 pub(super) fn status_of<A: Access>(chan: &Channel<StreamLayout, A>) -> StreamStatus {
     let layout = chan.layout();
-    // SAFETY: as in `Shared::ctrl`: a validated stream segment's kind area starts with the
-    // control block, mapped while `chan` lives. Over a read-only channel only its loads
-    // (`positions`) are used.
-    let ctrl = unsafe { &*(chan.kind_area() as *const RingShared) };
-    let (head, tail) = ctrl.positions();
-    let table = chan.participants();
+    // The stream's status view is these two load-only words and the table's view.
+    let area = chan.kind_area();
+    let (head, tail) = positions_of(area.u64_at(HEAD_POS_OFFSET), area.u64_at(TAIL_POS_OFFSET));
+    let table = chan.participant_view();
     let ep =
         |slot| table.owner(slot).map(|o| EndpointStatus { pid: o.process.pid, alive: process_is_alive(o.process) });
     StreamStatus {

@@ -34,7 +34,7 @@
 //! so a reader detects a garbage header instead of trusting it.
 
 use crate::event::EventWord;
-use crate::sync::{AtomicU64, CachePadded, Ordering};
+use crate::sync::{AtomicU64, CachePadded, Load, Ordering};
 
 /// Bytes of the per-record header.
 pub const HEADER: u64 = 8;
@@ -128,6 +128,23 @@ pub struct RingShared {
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<RingShared>() == 256);
 
+/// Offsets of the `head` and `tail` positions in [`RingShared`], for the stream's load-only
+/// status view.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) const HEAD_POS_OFFSET: usize = std::mem::offset_of!(RingShared, head.0.pos);
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) const TAIL_POS_OFFSET: usize = std::mem::offset_of!(RingShared, tail.0.pos);
+
+/// `(head, tail)` as the words `head` and `tail` hold now, unvalidated: for
+/// [`RingShared::positions`] and the load-only words of a status view.
+pub(crate) fn positions_of<W: Load<Value = u64>>(head: &W, tail: &W) -> (u64, u64) {
+    // Both Acquire: pair with the Release stores in `WriterCore::publish` and
+    // `ReaderCore::release`; a snapshot only, the two loads are not atomic together.
+    let tail = tail.load(Ordering::Acquire);
+    let head = head.load(Ordering::Acquire);
+    (head, tail)
+}
+
 impl Default for RingShared {
     fn default() -> Self {
         RingShared::new()
@@ -145,11 +162,7 @@ impl RingShared {
 
     /// `(head, tail)` as stored now, unvalidated (for status displays).
     pub fn positions(&self) -> (u64, u64) {
-        // Both Acquire: pair with the Release stores in `WriterCore::publish` and
-        // `ReaderCore::release`; a snapshot only, the two loads are not atomic together.
-        let tail = self.tail.pos.load(Ordering::Acquire);
-        let head = self.head.pos.load(Ordering::Acquire);
-        (head, tail)
+        positions_of(&self.head.pos, &self.tail.pos)
     }
 
     /// Notified whenever records are committed (the reader sleeps on it).

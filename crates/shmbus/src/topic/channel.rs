@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::layout::{TopicLayout, CONTROL_SIZE};
 use super::protocol::{
-    Control, DataRegion, Shared, SlotHeader, MAX_TOPIC_PARTICIPANTS, ROLE_PUBLISHER, ROLE_SUBSCRIBER,
+    slot_pinned, Control, DataRegion, Shared, SlotHeader, MAX_TOPIC_PARTICIPANTS, ROLE_PUBLISHER, ROLE_SUBSCRIBER,
 };
 use super::publisher::Publisher;
 use super::subscriber::Subscriber;
@@ -13,8 +13,9 @@ use crate::endpoint::channel::{Channel, ChannelConfig, ChannelLayout, CommonConf
 use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
+use crate::participants::ParticipantView;
 use crate::pod::PayloadType;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU64, Ordering, RoArea};
 use crate::sys::{process_is_alive, Access, ProcessId, ReadOnly};
 
 /// Default largest message of a created topic, in bytes.
@@ -107,13 +108,11 @@ pub struct Topic {
 /// The topic's mapping, shared by the handle and its endpoints.
 pub(super) type Inner = Channel<TopicLayout>;
 
-/// The protocol view of a topic channel, read-write or read-only (over a read-only one,
-/// status uses its loads only: `committed_max`, `pinned_slots`, the table's `list`).
-impl<A: Access> Channel<TopicLayout, A> {
+/// The protocol view of a read-write topic channel.
+impl Inner {
     #[inline]
     pub(super) fn shared(&self) -> Shared<'_> {
-        // The data region is stored into only by publishers, which hold a read-write channel.
-        let base = self.kind_area() as *mut u8;
+        let base = self.kind_base();
         let l = self.layout();
         // SAFETY: the segment was validated to be exactly `KIND_OFFSET + l.total` bytes and
         // the offsets below are derived from the same validated layout: the control block at
@@ -140,6 +139,37 @@ impl<A: Access> Channel<TopicLayout, A> {
                 participants: self.participants(),
             }
         }
+    }
+}
+
+/// What a topic's status reads, through load-only words (see [`Channel`]'s module docs).
+pub(super) struct StatusView<'a> {
+    area: RoArea<'a>,
+    layout: &'a TopicLayout,
+    participants: ParticipantView<'a>,
+}
+
+impl<A: Access> Channel<TopicLayout, A> {
+    /// The status view of this channel, read-only or read-write.
+    pub(super) fn status_view(&self) -> StatusView<'_> {
+        StatusView { area: self.kind_area(), layout: self.layout(), participants: self.participant_view() }
+    }
+}
+
+impl StatusView<'_> {
+    /// Highest committed sequence number (0: none yet), as [`Shared::committed_max`].
+    fn committed_max(&self) -> u64 {
+        self.area.u64_at(std::mem::offset_of!(Control, committed_max.0)).load(Ordering::Acquire)
+    }
+
+    /// Slots pinned by anyone now (each slot's pin words, as [`slot_pinned`] reads them).
+    fn pinned_slots(&self) -> usize {
+        let l = self.layout;
+        let word = |s: usize, offset: usize| {
+            self.area.u64_at(l.headers_off as usize + s * std::mem::size_of::<SlotHeader>() + offset)
+        };
+        let (w1, w2) = (std::mem::offset_of!(SlotHeader, w1), std::mem::offset_of!(SlotHeader, w2));
+        (0..l.slots as usize).filter(|&s| slot_pinned(word(s, w1), word(s, w2), Ordering::Relaxed)).count()
     }
 }
 
@@ -198,29 +228,16 @@ impl Topic {
     /// Reads the status of topic `name` without joining it: the file is opened and mapped
     /// read-only, so read permission suffices, and nothing is registered or written.
     pub fn status(domain: &Domain, name: &str) -> Result<TopicStatus, OpenError> {
-        let inner = Channel::<TopicLayout, ReadOnly>::open_read_only(domain, name)?;
-        // Only loads from here on: the mapping is read-only.
-        let (sh, layout) = (inner.shared(), inner.layout());
-        let mut publishers = 0;
-        let mut subscribers = 0;
-        for p in sh.participants.list() {
-            if !process_is_alive(p.process) {
-                continue;
-            }
-            match p.role {
-                ROLE_PUBLISHER => publishers += 1,
-                ROLE_SUBSCRIBER => subscribers += 1,
-                _ => {}
-            }
-        }
+        let chan = Channel::<TopicLayout, ReadOnly>::open_read_only(domain, name)?;
+        let (sv, layout) = (chan.status_view(), chan.layout());
         Ok(TopicStatus {
             max_message_len: layout.slot_size,
             history: layout.history,
             slots: layout.slots,
-            last_seq: sh.committed_max(),
-            publishers,
-            subscribers,
-            pinned_slots: sh.pinned_slots(),
+            last_seq: sv.committed_max(),
+            publishers: sv.participants.live_in_role(ROLE_PUBLISHER, process_is_alive),
+            subscribers: sv.participants.live_in_role(ROLE_SUBSCRIBER, process_is_alive),
+            pinned_slots: sv.pinned_slots(),
         })
     }
 

@@ -51,7 +51,7 @@
 //!   Readers report it as a gap.
 
 use crate::participants::{EntryState, Participant, ParticipantTable};
-use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, CachePadded, Ordering};
+use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, CachePadded, Load, Ordering};
 
 /// Participants that can pin (and so can be registered on a topic).
 pub(crate) const MAX_TOPIC_PARTICIPANTS: usize = 120;
@@ -271,8 +271,15 @@ impl SlotHeader {
     /// Whether any participant pins this slot.
     #[inline]
     fn pinned(&self, order: Ordering) -> bool {
-        self.w1.load(order) | self.w2.load(order) != 0
+        slot_pinned(&self.w1, &self.w2, order)
     }
+}
+
+/// Whether a slot whose pin words are `w1` and `w2` is pinned by anyone: for the slot
+/// header's own words and for the load-only ones of a status view.
+#[inline]
+pub(crate) fn slot_pinned<W: Load<Value = u64>>(w1: &W, w2: &W, order: Ordering) -> bool {
+    w1.load(order) | w2.load(order) != 0
 }
 
 impl<'a> Shared<'a> {
@@ -672,10 +679,5 @@ impl<'a> Shared<'a> {
             return Err((tail, cm));
         }
         Ok((tail, cm))
-    }
-
-    /// Number of slots currently pinned by anyone (for status).
-    pub(crate) fn pinned_slots(&self) -> usize {
-        self.slots.iter().filter(|s| s.pinned(Ordering::Relaxed)).count()
     }
 }
