@@ -9,7 +9,7 @@ use std::ffi::c_char;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
-use shmbus::Domain;
+use shmbus::{Domain, WaitPolicy};
 
 use crate::domain::shmbus_domain;
 use crate::handle::*;
@@ -28,6 +28,12 @@ impl Wait {
     pub(crate) fn timeout(ns: u64) -> Wait {
         Wait::For(timeout(ns))
     }
+}
+
+/// The wait policy of a `spin_ns` argument: busy-poll that long before sleeping (0: sleep at
+/// once; `u64::MAX`: never sleep).
+pub(crate) fn wait_policy(spin_ns: u64) -> WaitPolicy {
+    WaitPolicy { spin: if spin_ns == u64::MAX { Duration::MAX } else { Duration::from_nanos(spin_ns) } }
 }
 
 /// Calls the form of a Rust method triplet that a [`Wait`] names, its error as an `Error`:

@@ -677,6 +677,17 @@ pub unsafe extern "C" fn shmbus_tailer_position(tailer: *const shmbus_tailer) ->
     unsafe { value_of(tailer, 0, |t| t.tailer.position()) }
 }
 
+/// Sets how the tailer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `tailer` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_tailer_set_wait_policy(tailer: *mut shmbus_tailer, spin_ns: u64) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(tailer, |e| e.tailer.set_wait_policy(wait_policy(spin_ns))) }
+}
+
 /// Frees a tailer (NULL: nothing). A named reader's unacked reads are not saved.
 ///
 /// # Safety

@@ -500,6 +500,17 @@ pub unsafe extern "C" fn shmbus_worker_dispatcher_alive(worker: *const shmbus_wo
     unsafe { value_of(worker, 0, |w| i32::from(w.worker.dispatcher_alive())) }
 }
 
+/// Sets how the worker's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `worker` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_worker_set_wait_policy(worker: *mut shmbus_worker, spin_ns: u64) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(worker, |e| e.worker.set_wait_policy(wait_policy(spin_ns))) }
+}
+
 /// Frees a worker (NULL: nothing). A job it held and did not finish is reported lost to the
 /// dispatcher.
 ///

@@ -291,6 +291,20 @@ pub unsafe extern "C" fn shmbus_producer_send_timeout(
     guard(|| unsafe { with_mut(producer, |p| Ok(p.send_timeout(bytes_arg(data, len)?, timeout(timeout_ns))?)) })
 }
 
+/// Sets how the producer's blocking sends wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `producer` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_producer_set_wait_policy(
+    producer: *mut shmbus_producer,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(producer, |e| e.set_wait_policy(wait_policy(spin_ns))) }
+}
+
 /// Frees a producer (NULL: nothing).
 ///
 /// # Safety
@@ -367,6 +381,20 @@ pub unsafe extern "C" fn shmbus_consumer_recv_timeout(
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
     unsafe { recv_copy(consumer, buf, cap, len_out, Wait::timeout(timeout_ns)) }
+}
+
+/// Sets how the consumer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `consumer` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_consumer_set_wait_policy(
+    consumer: *mut shmbus_consumer,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(consumer, |e| e.consumer.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a consumer (NULL: nothing); a message it kept for a larger buffer is lost.

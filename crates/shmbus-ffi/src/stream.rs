@@ -386,6 +386,20 @@ pub unsafe extern "C" fn shmbus_stream_loan_discard(loan: *mut shmbus_stream_loa
     unsafe { hand_back(loan, drop) }
 }
 
+/// Sets how the writer's blocking sends and loans wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `writer` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_set_wait_policy(
+    writer: *mut shmbus_stream_writer,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(writer, |e| e.set_wait_policy(wait_policy(spin_ns))) }
+}
+
 /// Frees a writer (NULL: nothing; with a loan out, the loan frees it).
 ///
 /// # Safety
@@ -553,6 +567,20 @@ pub unsafe extern "C" fn shmbus_record_consume(record: *mut shmbus_record) {
 pub unsafe extern "C" fn shmbus_record_release(record: *mut shmbus_record) {
     // SAFETY: per this function's contract.
     unsafe { hand_back(record, drop) }
+}
+
+/// Sets how the reader's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `reader` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_set_wait_policy(
+    reader: *mut shmbus_stream_reader,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(reader, |e| e.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a reader (NULL: nothing; with a record out, the record frees it).

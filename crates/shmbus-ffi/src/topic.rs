@@ -4,7 +4,7 @@
 use std::cell::{Ref, RefCell, RefMut};
 use std::ffi::{c_char, c_void};
 
-use shmbus::topic::{Loan, Sample, TopicStatus};
+use shmbus::topic::{Loan, Message, Sample, TopicGetError, TopicStatus};
 use shmbus::{Publisher, Subscriber, Topic, TopicConfig};
 
 use crate::call::*;
@@ -632,6 +632,108 @@ pub unsafe extern "C" fn shmbus_subscriber_set_pin_budget(
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
     unsafe { run_ref(subscriber, |s| s.sub.set_pin_budget(budget)) }
+}
+
+/// The random-access copies: the message `read` returns (without moving the cursor), copied
+/// into the caller's buffer.
+///
+/// # Safety
+/// As the exported functions.
+unsafe fn copy_message(
+    sub: *const shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_out: *mut u64,
+    read: impl FnOnce(&Subscriber) -> Result<Message, TopicGetError>,
+) -> shmbus_status {
+    guard(|| {
+        buf_args(buf, cap, len_out)?;
+        // SAFETY: per the caller's contract.
+        unsafe {
+            let m = with_ref(sub, |s| Ok(read(&s.sub)?))?;
+            deliver(m.data(), buf, cap, len_out)?;
+            put(seq_out, m.seq());
+            put(ts_out, m.ts_ns());
+            Ok(())
+        }
+    })
+}
+
+/// Copies message `seq` (any of the history) into `buf` (`cap` bytes) without moving the
+/// cursor; its length goes to `*len_out` and its publish time to `*ts_ns_out` (NULL: not
+/// wanted). Codes: `SHMBUS_EMPTY` (not published yet, or claimed by a publisher that has not
+/// committed it; `shmbus_last_error_value()` is the last sequence number claimed, or 0),
+/// `SHMBUS_LAGGED` (overwritten: `shmbus_last_error_value()` is the oldest sequence number
+/// kept), `SHMBUS_INVALID_ARGUMENT` (`seq` 0), `SHMBUS_BUFFER_TOO_SMALL` (its length in
+/// `*len_out`; the message stays, until the history overwrites it).
+///
+/// # Safety
+/// `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `ts_ns_out`
+/// NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_get(
+    subscriber: *const shmbus_subscriber,
+    seq: u64,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { copy_message(subscriber, buf, cap, len_out, std::ptr::null_mut(), ts_ns_out, |s| s.get(seq)) }
+}
+
+/// Copies the newest committed message into `buf` (`cap` bytes) without moving the cursor;
+/// length, sequence number and publish time as `shmbus_subscriber_try_recv`. `SHMBUS_EMPTY`
+/// if nothing was published yet; other codes as `shmbus_subscriber_get`.
+///
+/// # Safety
+/// `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `seq_out` and
+/// `ts_ns_out` NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_latest(
+    subscriber: *const shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { copy_message(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Subscriber::latest) }
+}
+
+/// Pins message `seq` (any of the history) as a zero-copy sample in `*out`, without moving the
+/// cursor: read it with `shmbus_sample_data`, give it back with `shmbus_sample_release`. It
+/// counts against the pin budget (`SHMBUS_PINNED`); other codes as `shmbus_subscriber_get`.
+///
+/// # Safety
+/// `subscriber` is NULL or live; `out` valid for a write. Release the sample before freeing
+/// the subscriber (freeing it first is allowed: the last sample released frees it).
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_get_ref(
+    subscriber: *mut shmbus_subscriber,
+    seq: u64,
+    out: *mut *mut shmbus_sample,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { lend_out(subscriber, out, |s| Ok(s.sub.get_ref(seq)?)) }
+}
+
+/// Sets how the subscriber's blocking receives wait: busy-poll `spin_ns` nanoseconds before
+/// sleeping (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_set_wait_policy(
+    subscriber: *mut shmbus_subscriber,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_ref(subscriber, |s| s.sub.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a subscriber (NULL: nothing). With samples still out, it is freed when the last one
