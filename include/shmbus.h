@@ -641,6 +641,14 @@ shmbus_status shmbus_tailer_ack(struct shmbus_tailer *tailer);
 // `tailer` NULL or live.
 uint64_t shmbus_tailer_position(const struct shmbus_tailer *tailer);
 
+// Sets how the tailer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+//
+// # Safety
+// `tailer` is NULL or live.
+shmbus_status shmbus_tailer_set_wait_policy(struct shmbus_tailer *tailer,
+                                            uint64_t spin_ns);
+
 // Frees a tailer (NULL: nothing). A named reader's unacked reads are not saved.
 //
 // # Safety
@@ -852,6 +860,14 @@ shmbus_status shmbus_worker_done(struct shmbus_worker *worker);
 // `worker` NULL or live.
 int32_t shmbus_worker_dispatcher_alive(const struct shmbus_worker *worker);
 
+// Sets how the worker's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+//
+// # Safety
+// `worker` is NULL or live.
+shmbus_status shmbus_worker_set_wait_policy(struct shmbus_worker *worker,
+                                            uint64_t spin_ns);
+
 // Frees a worker (NULL: nothing). A job it held and did not finish is reported lost to the
 // dispatcher.
 //
@@ -971,6 +987,14 @@ shmbus_status shmbus_producer_send_timeout(struct shmbus_producer *producer,
                                            size_t len,
                                            uint64_t timeout_ns);
 
+// Sets how the producer's blocking sends wait: busy-poll `spin_ns` nanoseconds before sleeping
+// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+//
+// # Safety
+// `producer` is NULL or live.
+shmbus_status shmbus_producer_set_wait_policy(struct shmbus_producer *producer,
+                                              uint64_t spin_ns);
+
 // Frees a producer (NULL: nothing).
 //
 // # Safety
@@ -1007,6 +1031,14 @@ shmbus_status shmbus_consumer_recv_timeout(struct shmbus_consumer *consumer,
                                            size_t cap,
                                            size_t *len_out,
                                            uint64_t timeout_ns);
+
+// Sets how the consumer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+//
+// # Safety
+// `consumer` is NULL or live.
+shmbus_status shmbus_consumer_set_wait_policy(struct shmbus_consumer *consumer,
+                                              uint64_t spin_ns);
 
 // Frees a consumer (NULL: nothing); a message it kept for a larger buffer is lost.
 //
@@ -1193,6 +1225,14 @@ shmbus_status shmbus_stream_loan_send(struct shmbus_stream_loan *loan,
 // `loan` NULL or live, not used again.
 void shmbus_stream_loan_discard(struct shmbus_stream_loan *loan);
 
+// Sets how the writer's blocking sends and loans wait: busy-poll `spin_ns` nanoseconds before sleeping
+// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+//
+// # Safety
+// `writer` is NULL or live.
+shmbus_status shmbus_stream_writer_set_wait_policy(struct shmbus_stream_writer *writer,
+                                                   uint64_t spin_ns);
+
 // Frees a writer (NULL: nothing; with a loan out, the loan frees it).
 //
 // # Safety
@@ -1273,6 +1313,14 @@ void shmbus_record_consume(struct shmbus_record *record);
 // # Safety
 // `record` NULL or live, not used again.
 void shmbus_record_release(struct shmbus_record *record);
+
+// Sets how the reader's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+//
+// # Safety
+// `reader` is NULL or live.
+shmbus_status shmbus_stream_reader_set_wait_policy(struct shmbus_stream_reader *reader,
+                                                   uint64_t spin_ns);
 
 // Frees a reader (NULL: nothing; with a record out, the record frees it).
 //
@@ -1562,6 +1610,57 @@ shmbus_status shmbus_subscriber_seek_latest(struct shmbus_subscriber *subscriber
 // `subscriber` is NULL or live.
 shmbus_status shmbus_subscriber_set_pin_budget(struct shmbus_subscriber *subscriber,
                                                size_t budget);
+
+// Copies message `seq` (any of the history) into `buf` (`cap` bytes) without moving the
+// cursor; its length goes to `*len_out` and its publish time to `*ts_ns_out` (NULL: not
+// wanted). Codes: `SHMBUS_EMPTY` (not published yet, or claimed by a publisher that has not
+// committed it; `shmbus_last_error_value()` is the last sequence number claimed, or 0),
+// `SHMBUS_LAGGED` (overwritten: `shmbus_last_error_value()` is the oldest sequence number
+// kept), `SHMBUS_INVALID_ARGUMENT` (`seq` 0), `SHMBUS_BUFFER_TOO_SMALL` (its length in
+// `*len_out`; the message stays, until the history overwrites it).
+//
+// # Safety
+// `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `ts_ns_out`
+// NULL or valid.
+shmbus_status shmbus_subscriber_get(const struct shmbus_subscriber *subscriber,
+                                    uint64_t seq,
+                                    void *buf,
+                                    size_t cap,
+                                    size_t *len_out,
+                                    uint64_t *ts_ns_out);
+
+// Copies the newest committed message into `buf` (`cap` bytes) without moving the cursor;
+// length, sequence number and publish time as `shmbus_subscriber_try_recv`. `SHMBUS_EMPTY`
+// if nothing was published yet; other codes as `shmbus_subscriber_get`.
+//
+// # Safety
+// `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `seq_out` and
+// `ts_ns_out` NULL or valid.
+shmbus_status shmbus_subscriber_latest(const struct shmbus_subscriber *subscriber,
+                                       void *buf,
+                                       size_t cap,
+                                       size_t *len_out,
+                                       uint64_t *seq_out,
+                                       uint64_t *ts_ns_out);
+
+// Pins message `seq` (any of the history) as a zero-copy sample in `*out`, without moving the
+// cursor: read it with `shmbus_sample_data`, give it back with `shmbus_sample_release`. It
+// counts against the pin budget (`SHMBUS_PINNED`); other codes as `shmbus_subscriber_get`.
+//
+// # Safety
+// `subscriber` is NULL or live; `out` valid for a write. Release the sample before freeing
+// the subscriber (freeing it first is allowed: the last sample released frees it).
+shmbus_status shmbus_subscriber_get_ref(struct shmbus_subscriber *subscriber,
+                                        uint64_t seq,
+                                        struct shmbus_sample **out);
+
+// Sets how the subscriber's blocking receives wait: busy-poll `spin_ns` nanoseconds before
+// sleeping (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+//
+// # Safety
+// `subscriber` is NULL or live.
+shmbus_status shmbus_subscriber_set_wait_policy(struct shmbus_subscriber *subscriber,
+                                                uint64_t spin_ns);
 
 // Frees a subscriber (NULL: nothing). With samples still out, it is freed when the last one
 // is released.

@@ -5,7 +5,7 @@ use shmbus::{
     JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalTryRecvError, OpenError, PoolRecvError,
     PoolRecvTimeoutError, PoolTryRecvError, PoolTrySendError, QueueRecvError, QueueRecvTimeoutError, QueueSendError,
     QueueSendTimeoutError, QueueTryRecvError, QueueTrySendError, StreamRecvError, StreamRecvTimeoutError,
-    StreamSendError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError, TopicRecvError,
+    StreamSendError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError, TopicGetError, TopicRecvError,
     TopicRecvTimeoutError, TopicSendError, TopicTryRecvError, WaitError, WaitTimeoutError,
 };
 
@@ -68,6 +68,15 @@ macro_rules! map_family {
 }
 
 map_errors! {
+    TopicGetError => {
+        E::InvalidSeq => (SHMBUS_INVALID_ARGUMENT, 0),
+        E::NotYet { last, .. } => (SHMBUS_EMPTY, *last),
+        E::Pending { .. } => (SHMBUS_EMPTY, 0),
+        E::Evicted { oldest, .. } => (SHMBUS_LAGGED, *oldest),
+        E::PinLimit { budget } => (SHMBUS_PINNED, *budget as u64),
+        E::Corrupt(_) => (SHMBUS_CORRUPT, 0),
+        E::Truncated => (SHMBUS_TRUNCATED, 0),
+    }
     TopicSendError => {
         E::TooLarge { max, .. } => (SHMBUS_TOO_LARGE, *max as u64),
         E::AllPinned { .. } => (SHMBUS_PINNED, 0),

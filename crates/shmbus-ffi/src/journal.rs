@@ -6,9 +6,10 @@
 use std::cell::RefMut;
 use std::ffi::{c_char, c_void};
 
-use shmbus::journal::{Durability, Loan, RollCycle};
+use shmbus::journal::{Durability, JournalStatus, Loan, RollCycle};
 use shmbus::{Appender, Journal, JournalConfig, Tailer};
 
+use crate::call::*;
 use crate::handle::*;
 use crate::status::*;
 
@@ -75,6 +76,32 @@ pub(crate) struct Tail {
 
 waitable_with_inbox!(Tail => tailer);
 
+impl WithInbox for Tail {
+    type Endpoint = Tailer;
+    type Meta = (u64, u64);
+    fn parts(&mut self) -> (&mut Tailer, &mut Inbox<(u64, u64)>) {
+        (&mut self.tailer, &mut self.inbox)
+    }
+}
+
+impl From<JournalStatus> for shmbus_journal_status_info {
+    fn from(s: JournalStatus) -> Self {
+        shmbus_journal_status_info {
+            first_index: s.first_index,
+            next_index: s.next_index,
+            bytes: s.bytes,
+            file_bytes: s.file_bytes,
+            cycles: s.cycles.len() as u64,
+            readers: s.readers.len() as u64,
+            appenders: s.appenders as u64,
+        }
+    }
+}
+
+lent_item! {
+    shmbus_journal_loan: shmbus_appender => Loan<'static>, RefMut<'static, Appender>;
+}
+
 wrapper!(
     shmbus_journal_config => JournalConfig,
     shmbus_journal => Journal,
@@ -112,7 +139,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_cycle_bytes(
     bytes: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.cycle_bytes(bytes)) })
+    unsafe { set(config, |c| c.cycle_bytes(bytes)) }
 }
 
 /// Sets the size the data files grow by, in bytes.
@@ -125,7 +152,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_chunk_bytes(
     bytes: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.chunk_bytes(bytes)) })
+    unsafe { set(config, |c| c.chunk_bytes(bytes)) }
 }
 
 /// Sets the largest entry, in bytes.
@@ -138,7 +165,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_max_entry_len(
     len: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.max_entry_len(len)) })
+    unsafe { set(config, |c| c.max_entry_len(len)) }
 }
 
 /// Sets how long an entry may stay claimed before readers skip it (nanoseconds).
@@ -151,7 +178,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_abandon_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.abandon_timeout(timeout(timeout_ns))) })
+    unsafe { set(config, |c| c.abandon_timeout(timeout(timeout_ns))) }
 }
 
 /// Sets the file mode of a created journal's files.
@@ -164,7 +191,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_mode(
     mode: u32,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.mode(mode)) })
+    unsafe { set(config, |c| c.mode(mode)) }
 }
 
 /// Sets when a new cycle starts besides when one is full: every `secs` seconds (aligned to
@@ -179,7 +206,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_roll_secs(
 ) -> shmbus_status {
     let roll = if secs == 0 { RollCycle::Never } else { RollCycle::Every(std::time::Duration::from_secs(secs)) };
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.roll(roll)) })
+    unsafe { set(config, |c| c.roll(roll)) }
 }
 
 /// Sets what a commit guarantees: in the page cache only (survives any process's crash, not
@@ -192,7 +219,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_durability_none(
     config: *mut shmbus_journal_config,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.durability(Durability::None)) })
+    unsafe { set(config, |c| c.durability(Durability::None)) }
 }
 
 /// Sets what a commit guarantees: the entry's pages are flushed (`msync`) before the send
@@ -205,7 +232,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_durability_flush(
     config: *mut shmbus_journal_config,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.durability(Durability::Flush)) })
+    unsafe { set(config, |c| c.durability(Durability::Flush)) }
 }
 
 /// Sets what a commit guarantees: each appender syncs every `period_ns` in the background (at
@@ -219,7 +246,7 @@ pub unsafe extern "C" fn shmbus_journal_config_set_durability_periodic(
     period_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.durability(Durability::Periodic(timeout(period_ns)))) })
+    unsafe { set(config, |c| c.durability(Durability::Periodic(timeout(period_ns)))) }
 }
 
 /// Opens the journal in directory `dir`, creating it with `config` (NULL: defaults) if there
@@ -237,10 +264,7 @@ pub unsafe extern "C" fn shmbus_journal_create_or_open(
     guard(|| {
         out_arg(out)?;
         // SAFETY: per this function's contract.
-        unsafe {
-            let config = if config.is_null() { JournalConfig::default() } else { with_ref(config, |c| Ok(c.clone()))? };
-            into_c(out, Journal::create_or_open(str_arg(dir, "dir")?, &config)?)
-        }
+        unsafe { into_c(out, Journal::create_or_open(str_arg(dir, "dir")?, &config_or_default(config)?)?) }
     })
 }
 
@@ -268,19 +292,7 @@ pub unsafe extern "C" fn shmbus_journal_status(
 ) -> shmbus_status {
     guard(|| {
         // SAFETY: per this function's contract.
-        unsafe {
-            let s = Journal::status(str_arg(dir, "dir")?)?;
-            let info = shmbus_journal_status_info {
-                first_index: s.first_index,
-                next_index: s.next_index,
-                bytes: s.bytes,
-                file_bytes: s.file_bytes,
-                cycles: s.cycles.len() as u64,
-                readers: s.readers.len() as u64,
-                appenders: s.appenders as u64,
-            };
-            put_required(out, info, "out")
-        }
+        unsafe { put_required(out, Journal::status(str_arg(dir, "dir")?)?.into(), "out") }
     })
 }
 
@@ -429,15 +441,8 @@ pub unsafe extern "C" fn shmbus_appender_loan(
     len: usize,
     out: *mut *mut shmbus_journal_loan,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract; the loan borrows only the appender, which
-        // `lend_mut` keeps borrowed (and alive) until the loan is given back.
-        unsafe {
-            let l = lend_mut(appender, |a| Ok(a.loan(len)?))?;
-            lent_into_c(out, shmbus_journal_loan { l })
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { lend_mut_out(appender, out, |a| Ok(a.loan(len)?)) }
 }
 
 /// The loan's memory: `*data` (writable) and `*len` (the entry's length).
@@ -450,18 +455,8 @@ pub unsafe extern "C" fn shmbus_journal_loan_data(
     data: *mut *mut u8,
     len: *mut usize,
 ) -> shmbus_status {
-    guard(|| {
-        if loan.is_null() {
-            return Err(Error::null("loan"));
-        }
-        // SAFETY: a live loan, per this function's contract.
-        let room: &mut [u8] = unsafe { &mut *loan }.l.item_mut();
-        // SAFETY: per this function's contract.
-        unsafe {
-            put_required(data, room.as_mut_ptr(), "data")?;
-            put_required(len, room.len(), "len")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { item_room(loan, data, len, "len") }
 }
 
 /// Commits the loaned entry and frees the loan (in every case); its index goes to
@@ -475,12 +470,8 @@ pub unsafe extern "C" fn shmbus_journal_loan_send(
     index_out: *mut u64,
 ) -> shmbus_status {
     guard(|| {
-        if loan.is_null() {
-            return Err(Error::null("loan"));
-        }
-        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
-        let mut loan = unsafe { Box::from_raw(loan) };
-        let index = loan.l.take().send()?;
+        // SAFETY: per this function's contract.
+        let index = unsafe { give_back(loan, Loan::send) }??;
         // SAFETY: per this function's contract.
         unsafe { put(index_out, index) };
         Ok(())
@@ -493,10 +484,8 @@ pub unsafe extern "C" fn shmbus_journal_loan_send(
 /// `loan` NULL or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_journal_loan_discard(loan: *mut shmbus_journal_loan) {
-    if !loan.is_null() {
-        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
-        guard_value((), || drop(unsafe { Box::from_raw(loan) }))
-    }
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(loan, drop) }
 }
 
 /// Frees an appender (NULL: nothing; with a loan out, the loan frees it).
@@ -518,14 +507,14 @@ unsafe fn recv_copy(
     len_out: *mut usize,
     index_out: *mut u64,
     ts_out: *mut u64,
-    fill: impl FnOnce(&mut Tailer, &mut Vec<u8>) -> Result<(u64, u64), Error>,
+    wait: Wait,
 ) -> shmbus_status {
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            let (index, ts) = with_mut(tailer, |t| {
-                let Tail { tailer, inbox } = t;
-                inbox.recv(buf, cap, len_out, |v| fill(tailer, v))
+            let (index, ts) = inbox_recv(tailer, buf, cap, len_out, |t, v| {
+                let e = by_wait!(wait, t.try_recv_into(v) | recv_into | recv_into_timeout)?;
+                Ok((e.index(), e.ts_ns()))
             })?;
             put(index_out, index);
             put(ts_out, ts);
@@ -554,12 +543,7 @@ pub unsafe extern "C" fn shmbus_tailer_try_recv(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, |t, v| {
-            let e = t.try_recv_into(v)?;
-            Ok((e.index(), e.ts_ns()))
-        })
-    }
+    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::Now) }
 }
 
 /// `shmbus_tailer_try_recv`, waiting as long as it takes.
@@ -576,12 +560,7 @@ pub unsafe extern "C" fn shmbus_tailer_recv(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, |t, v| {
-            let e = t.recv_into(v)?;
-            Ok((e.index(), e.ts_ns()))
-        })
-    }
+    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::Forever) }
 }
 
 /// `shmbus_tailer_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -599,16 +578,8 @@ pub unsafe extern "C" fn shmbus_tailer_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, |t, v| {
-            let e = t.recv_into_timeout(v, timeout(timeout_ns))?;
-            Ok((e.index(), e.ts_ns()))
-        })
-    }
+    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::timeout(timeout_ns)) }
 }
-
-/// What an in-place read yields: data pointer, length, index, timestamp.
-type EntryView = (*const u8, usize, u64, u64);
 
 /// # Safety
 /// As the exported receives.
@@ -618,19 +589,15 @@ unsafe fn recv_ref(
     len: *mut usize,
     index_out: *mut u64,
     ts_out: *mut u64,
-    take: impl FnOnce(&mut Tailer) -> Result<EntryView, Error>,
+    wait: Wait,
 ) -> shmbus_status {
     guard(|| {
-        out_arg(data)?;
-        out_arg(len)?;
         // SAFETY: per the caller's contract.
         unsafe {
-            let (ptr, n, index, ts) = with_mut(tailer, |t| {
-                t.inbox.check_empty()?;
-                take(&mut t.tailer)
+            let (index, ts) = inbox_recv_ref(tailer, data, len, |t| {
+                let e = by_wait!(wait, t.try_recv_ref() | recv_ref | recv_ref_timeout)?;
+                Ok((e.data(), (e.index(), e.ts_ns())))
             })?;
-            data.write(ptr);
-            len.write(n);
             put(index_out, index);
             put(ts_out, ts);
             Ok(())
@@ -653,12 +620,7 @@ pub unsafe extern "C" fn shmbus_tailer_try_recv_ref(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_ref(tailer, data, len, index_out, ts_ns_out, |t| {
-            let e = t.try_recv_ref()?;
-            Ok((e.data().as_ptr(), e.len(), e.index(), e.ts_ns()))
-        })
-    }
+    unsafe { recv_ref(tailer, data, len, index_out, ts_ns_out, Wait::Now) }
 }
 
 /// `shmbus_tailer_try_recv_ref`, waiting as long as it takes.
@@ -674,12 +636,7 @@ pub unsafe extern "C" fn shmbus_tailer_recv_ref(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_ref(tailer, data, len, index_out, ts_ns_out, |t| {
-            let e = t.recv_ref()?;
-            Ok((e.data().as_ptr(), e.len(), e.index(), e.ts_ns()))
-        })
-    }
+    unsafe { recv_ref(tailer, data, len, index_out, ts_ns_out, Wait::Forever) }
 }
 
 /// `shmbus_tailer_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -696,12 +653,7 @@ pub unsafe extern "C" fn shmbus_tailer_recv_ref_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_ref(tailer, data, len, index_out, ts_ns_out, |t| {
-            let e = t.recv_ref_timeout(timeout(timeout_ns))?;
-            Ok((e.data().as_ptr(), e.len(), e.index(), e.ts_ns()))
-        })
-    }
+    unsafe { recv_ref(tailer, data, len, index_out, ts_ns_out, Wait::timeout(timeout_ns)) }
 }
 
 /// Saves a named reader's position (everything read so far), so the next reader of that name
@@ -712,12 +664,7 @@ pub unsafe extern "C" fn shmbus_tailer_recv_ref_timeout(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_tailer_ack(tailer: *mut shmbus_tailer) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe {
-        with_ref(tailer, |t| {
-            t.tailer.ack();
-            Ok(())
-        })
-    })
+    unsafe { run_ref(tailer, |t| t.tailer.ack()) }
 }
 
 /// The index the next read returns (0 if `tailer` is NULL).
@@ -727,7 +674,18 @@ pub unsafe extern "C" fn shmbus_tailer_ack(tailer: *mut shmbus_tailer) -> shmbus
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_tailer_position(tailer: *const shmbus_tailer) -> u64 {
     // SAFETY: per this function's contract.
-    guard_value(0, || unsafe { with_ref(tailer, |t| Ok(t.tailer.position())) }.unwrap_or(0))
+    unsafe { value_of(tailer, 0, |t| t.tailer.position()) }
+}
+
+/// Sets how the tailer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `tailer` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_tailer_set_wait_policy(tailer: *mut shmbus_tailer, spin_ns: u64) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(tailer, |e| e.tailer.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a tailer (NULL: nothing). A named reader's unacked reads are not saved.

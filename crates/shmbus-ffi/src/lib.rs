@@ -9,6 +9,7 @@
 // The extern functions are documented for C (the header carries their doc comments).
 #![warn(missing_docs)]
 
+mod call;
 mod errors;
 mod handle;
 

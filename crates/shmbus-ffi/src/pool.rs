@@ -3,8 +3,9 @@
 
 use std::ffi::{c_char, c_void};
 
-use shmbus::{Dispatcher, Pool, PoolConfig, Worker};
+use shmbus::{Dispatcher, Pool, PoolConfig, PoolStatus, Worker};
 
+use crate::call::*;
 use crate::domain::shmbus_domain;
 use crate::handle::*;
 use crate::status::*;
@@ -67,6 +68,30 @@ pub(crate) struct Work {
 
 waitable_with_inbox!(Work => worker);
 
+impl WithInbox for Work {
+    type Endpoint = Worker;
+    type Meta = u64;
+    fn parts(&mut self) -> (&mut Worker, &mut Inbox<u64>) {
+        (&mut self.worker, &mut self.inbox)
+    }
+}
+
+impl From<PoolStatus> for shmbus_pool_status_info {
+    fn from(s: PoolStatus) -> Self {
+        shmbus_pool_status_info {
+            max_workers: s.max_workers as u64,
+            max_job_len: s.max_job_len as u64,
+            workers: s.workers as u64,
+            idle: s.idle as u64,
+            busy: s.busy as u64,
+            dispatcher_pid: s.dispatcher_pid.unwrap_or(0),
+            dispatcher_alive: u32::from(s.dispatcher_alive),
+            dispatched: s.dispatched,
+            lost: s.lost,
+        }
+    }
+}
+
 wrapper!(
     shmbus_pool_config => PoolConfig,
     shmbus_pool => Pool,
@@ -104,7 +129,7 @@ pub unsafe extern "C" fn shmbus_pool_config_set_max_workers(
     n: usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.max_workers(n)) })
+    unsafe { set(config, |c| c.max_workers(n)) }
 }
 
 /// Sets the largest job, in bytes.
@@ -117,7 +142,7 @@ pub unsafe extern "C" fn shmbus_pool_config_set_max_job_len(
     len: usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.max_job_len(len)) })
+    unsafe { set(config, |c| c.max_job_len(len)) }
 }
 
 /// Sets the file mode of a created pool.
@@ -127,7 +152,7 @@ pub unsafe extern "C" fn shmbus_pool_config_set_max_job_len(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_pool_config_set_mode(config: *mut shmbus_pool_config, mode: u32) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.mode(mode)) })
+    unsafe { set(config, |c| c.mode(mode)) }
 }
 
 /// Sets the group id of a created pool.
@@ -137,7 +162,7 @@ pub unsafe extern "C" fn shmbus_pool_config_set_mode(config: *mut shmbus_pool_co
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_pool_config_set_group(config: *mut shmbus_pool_config, gid: u32) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.group(gid)) })
+    unsafe { set(config, |c| c.group(gid)) }
 }
 
 /// Opens pool `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
@@ -152,15 +177,8 @@ pub unsafe extern "C" fn shmbus_pool_create_or_open(
     config: *const shmbus_pool_config,
     out: *mut *mut shmbus_pool,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract.
-        unsafe {
-            let config = if config.is_null() { PoolConfig::default() } else { with_ref(config, |c| Ok(c.clone()))? };
-            let p = with_ref(domain, |d| Ok(Pool::create_or_open(d, str_arg(name, "name")?, &config)?))?;
-            into_c(out, p)
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { open_in(domain, name, out, |d, n| Ok(Pool::create_or_open(d, n, &config_or_default(config)?)?)) }
 }
 
 /// Opens the existing pool `name` (`SHMBUS_NOT_FOUND` if there is none).
@@ -173,11 +191,8 @@ pub unsafe extern "C" fn shmbus_pool_open(
     name: *const c_char,
     out: *mut *mut shmbus_pool,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract.
-        unsafe { into_c(out, with_ref(domain, |d| Ok(Pool::open(d, str_arg(name, "name")?)?))?) }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { open_in(domain, name, out, |d, n| Ok(Pool::open(d, n)?)) }
 }
 
 /// Reads the state of pool `name` (read permission suffices).
@@ -190,24 +205,8 @@ pub unsafe extern "C" fn shmbus_pool_status(
     name: *const c_char,
     out: *mut shmbus_pool_status_info,
 ) -> shmbus_status {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        unsafe {
-            let s = with_ref(domain, |d| Ok(Pool::status(d, str_arg(name, "name")?)?))?;
-            let info = shmbus_pool_status_info {
-                max_workers: s.max_workers as u64,
-                max_job_len: s.max_job_len as u64,
-                workers: s.workers as u64,
-                idle: s.idle as u64,
-                busy: s.busy as u64,
-                dispatcher_pid: s.dispatcher_pid.unwrap_or(0),
-                dispatcher_alive: u32::from(s.dispatcher_alive),
-                dispatched: s.dispatched,
-                lost: s.lost,
-            };
-            put_required(out, info, "out")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { status_in(domain, name, out, |d, n| Ok(Pool::status(d, n)?)) }
 }
 
 /// Frees a pool handle (NULL: nothing). Its endpoints stay usable.
@@ -341,14 +340,13 @@ unsafe fn recv_copy(
     cap: usize,
     len_out: *mut usize,
     job_id_out: *mut u64,
-    fill: impl FnOnce(&mut Worker, &mut Vec<u8>) -> Result<u64, Error>,
+    wait: Wait,
 ) -> shmbus_status {
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            let id = with_mut(worker, |w| {
-                let Work { worker, inbox } = w;
-                inbox.recv(buf, cap, len_out, |v| fill(worker, v))
+            let id = inbox_recv(worker, buf, cap, len_out, |w, v| {
+                Ok(by_wait!(wait, w.try_recv_into(v) | recv_into | recv_into_timeout)?.id())
             })?;
             put(job_id_out, id);
             Ok(())
@@ -374,7 +372,7 @@ pub unsafe extern "C" fn shmbus_worker_try_recv(
     job_id_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, |w, v| Ok(w.try_recv_into(v)?.id())) }
+    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::Now) }
 }
 
 /// `shmbus_worker_try_recv`, waiting as long as it takes for a job.
@@ -390,7 +388,7 @@ pub unsafe extern "C" fn shmbus_worker_recv(
     job_id_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, |w, v| Ok(w.recv_into(v)?.id())) }
+    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::Forever) }
 }
 
 /// `shmbus_worker_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -407,9 +405,7 @@ pub unsafe extern "C" fn shmbus_worker_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_copy(worker, buf, cap, len_out, job_id_out, |w, v| Ok(w.recv_into_timeout(v, timeout(timeout_ns))?.id()))
-    }
+    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::timeout(timeout_ns)) }
 }
 
 /// # Safety
@@ -419,19 +415,15 @@ unsafe fn recv_ref(
     data: *mut *const u8,
     len: *mut usize,
     job_id_out: *mut u64,
-    take: impl FnOnce(&mut Worker) -> Result<(u64, *const u8, usize), Error>,
+    wait: Wait,
 ) -> shmbus_status {
     guard(|| {
-        out_arg(data)?;
-        out_arg(len)?;
         // SAFETY: per the caller's contract.
         unsafe {
-            let (id, ptr, n) = with_mut(worker, |w| {
-                w.inbox.check_empty()?;
-                take(&mut w.worker)
+            let id = inbox_recv_ref(worker, data, len, |w| {
+                let job = by_wait!(wait, w.try_recv_ref() | recv_ref | recv_ref_timeout)?;
+                Ok((job.data(), job.id()))
             })?;
-            data.write(ptr);
-            len.write(n);
             put(job_id_out, id);
             Ok(())
         }
@@ -453,12 +445,7 @@ pub unsafe extern "C" fn shmbus_worker_try_recv_ref(
     job_id_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_ref(worker, data, len, job_id_out, |w| {
-            let j = w.try_recv_ref()?;
-            Ok((j.id(), j.data().as_ptr(), j.len()))
-        })
-    }
+    unsafe { recv_ref(worker, data, len, job_id_out, Wait::Now) }
 }
 
 /// `shmbus_worker_try_recv_ref`, waiting as long as it takes.
@@ -473,12 +460,7 @@ pub unsafe extern "C" fn shmbus_worker_recv_ref(
     job_id_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_ref(worker, data, len, job_id_out, |w| {
-            let j = w.recv_ref()?;
-            Ok((j.id(), j.data().as_ptr(), j.len()))
-        })
-    }
+    unsafe { recv_ref(worker, data, len, job_id_out, Wait::Forever) }
 }
 
 /// `shmbus_worker_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -494,12 +476,7 @@ pub unsafe extern "C" fn shmbus_worker_recv_ref_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_ref(worker, data, len, job_id_out, |w| {
-            let j = w.recv_ref_timeout(timeout(timeout_ns))?;
-            Ok((j.id(), j.data().as_ptr(), j.len()))
-        })
-    }
+    unsafe { recv_ref(worker, data, len, job_id_out, Wait::timeout(timeout_ns)) }
 }
 
 /// Declares the current job finished and the worker idle (the dispatcher may hand it the
@@ -510,12 +487,7 @@ pub unsafe extern "C" fn shmbus_worker_recv_ref_timeout(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_worker_done(worker: *mut shmbus_worker) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe {
-        with_mut(worker, |w| {
-            w.worker.done();
-            Ok(())
-        })
-    })
+    unsafe { run_mut(worker, |w| w.worker.done()) }
 }
 
 /// Whether the pool's dispatcher process is alive: 1, or 0 (also if `worker` is NULL).
@@ -525,7 +497,18 @@ pub unsafe extern "C" fn shmbus_worker_done(worker: *mut shmbus_worker) -> shmbu
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_worker_dispatcher_alive(worker: *const shmbus_worker) -> i32 {
     // SAFETY: per this function's contract.
-    guard_value(0, || unsafe { with_ref(worker, |w| Ok(i32::from(w.worker.dispatcher_alive()))) }.unwrap_or(0))
+    unsafe { value_of(worker, 0, |w| i32::from(w.worker.dispatcher_alive())) }
+}
+
+/// Sets how the worker's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `worker` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_worker_set_wait_policy(worker: *mut shmbus_worker, spin_ns: u64) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(worker, |e| e.worker.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a worker (NULL: nothing). A job it held and did not finish is reported lost to the

@@ -3,8 +3,9 @@
 
 use std::ffi::{c_char, c_void};
 
-use shmbus::{Consumer, Producer, Queue, QueueConfig};
+use shmbus::{Consumer, Producer, Queue, QueueConfig, QueueStatus};
 
+use crate::call::*;
 use crate::domain::shmbus_domain;
 use crate::handle::*;
 use crate::status::*;
@@ -67,6 +68,30 @@ pub(crate) struct Cons {
 
 waitable_with_inbox!(Cons => consumer);
 
+impl WithInbox for Cons {
+    type Endpoint = Consumer;
+    type Meta = ();
+    fn parts(&mut self) -> (&mut Consumer, &mut Inbox<()>) {
+        (&mut self.consumer, &mut self.inbox)
+    }
+}
+
+impl From<QueueStatus> for shmbus_queue_status_info {
+    fn from(s: QueueStatus) -> Self {
+        shmbus_queue_status_info {
+            capacity: s.capacity,
+            max_message_len: s.max_message_len as u64,
+            depth: s.depth,
+            producers: s.producers as u64,
+            consumers: s.consumers as u64,
+            sent: s.sent,
+            received: s.received,
+            abandoned: s.abandoned,
+            lost: s.lost,
+        }
+    }
+}
+
 wrapper!(
     shmbus_queue_config => QueueConfig,
     shmbus_queue => Queue,
@@ -101,7 +126,7 @@ pub unsafe extern "C" fn shmbus_queue_config_free(config: *mut shmbus_queue_conf
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_queue_config_set_capacity(config: *mut shmbus_queue_config, n: u64) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.capacity(n)) })
+    unsafe { set(config, |c| c.capacity(n)) }
 }
 
 /// Sets the largest message, in bytes.
@@ -114,7 +139,7 @@ pub unsafe extern "C" fn shmbus_queue_config_set_max_message_len(
     len: usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.max_message_len(len)) })
+    unsafe { set(config, |c| c.max_message_len(len)) }
 }
 
 /// Sets the file mode of a created queue.
@@ -124,7 +149,7 @@ pub unsafe extern "C" fn shmbus_queue_config_set_max_message_len(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_queue_config_set_mode(config: *mut shmbus_queue_config, mode: u32) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.mode(mode)) })
+    unsafe { set(config, |c| c.mode(mode)) }
 }
 
 /// Sets the group id of a created queue.
@@ -134,7 +159,7 @@ pub unsafe extern "C" fn shmbus_queue_config_set_mode(config: *mut shmbus_queue_
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_queue_config_set_group(config: *mut shmbus_queue_config, gid: u32) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.group(gid)) })
+    unsafe { set(config, |c| c.group(gid)) }
 }
 
 /// Opens queue `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
@@ -149,15 +174,8 @@ pub unsafe extern "C" fn shmbus_queue_create_or_open(
     config: *const shmbus_queue_config,
     out: *mut *mut shmbus_queue,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract.
-        unsafe {
-            let config = if config.is_null() { QueueConfig::default() } else { with_ref(config, |c| Ok(c.clone()))? };
-            let q = with_ref(domain, |d| Ok(Queue::create_or_open(d, str_arg(name, "name")?, &config)?))?;
-            into_c(out, q)
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { open_in(domain, name, out, |d, n| Ok(Queue::create_or_open(d, n, &config_or_default(config)?)?)) }
 }
 
 /// Opens the existing queue `name` (`SHMBUS_NOT_FOUND` if there is none).
@@ -170,11 +188,8 @@ pub unsafe extern "C" fn shmbus_queue_open(
     name: *const c_char,
     out: *mut *mut shmbus_queue,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract.
-        unsafe { into_c(out, with_ref(domain, |d| Ok(Queue::open(d, str_arg(name, "name")?)?))?) }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { open_in(domain, name, out, |d, n| Ok(Queue::open(d, n)?)) }
 }
 
 /// Reads the state of queue `name` (read permission suffices).
@@ -187,24 +202,8 @@ pub unsafe extern "C" fn shmbus_queue_status(
     name: *const c_char,
     out: *mut shmbus_queue_status_info,
 ) -> shmbus_status {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        unsafe {
-            let s = with_ref(domain, |d| Ok(Queue::status(d, str_arg(name, "name")?)?))?;
-            let info = shmbus_queue_status_info {
-                capacity: s.capacity,
-                max_message_len: s.max_message_len as u64,
-                depth: s.depth,
-                producers: s.producers as u64,
-                consumers: s.consumers as u64,
-                sent: s.sent,
-                received: s.received,
-                abandoned: s.abandoned,
-                lost: s.lost,
-            };
-            put_required(out, info, "out")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { status_in(domain, name, out, |d, n| Ok(Queue::status(d, n)?)) }
 }
 
 /// Frees a queue handle (NULL: nothing). Its endpoints stay usable.
@@ -292,6 +291,20 @@ pub unsafe extern "C" fn shmbus_producer_send_timeout(
     guard(|| unsafe { with_mut(producer, |p| Ok(p.send_timeout(bytes_arg(data, len)?, timeout(timeout_ns))?)) })
 }
 
+/// Sets how the producer's blocking sends wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `producer` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_producer_set_wait_policy(
+    producer: *mut shmbus_producer,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(producer, |e| e.set_wait_policy(wait_policy(spin_ns))) }
+}
+
 /// Frees a producer (NULL: nothing).
 ///
 /// # Safety
@@ -309,14 +322,13 @@ unsafe fn recv_copy(
     buf: *mut c_void,
     cap: usize,
     len_out: *mut usize,
-    fill: impl FnOnce(&mut Consumer, &mut Vec<u8>) -> Result<(), Error>,
+    wait: Wait,
 ) -> shmbus_status {
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            with_mut(consumer, |c| {
-                let Cons { consumer, inbox } = c;
-                inbox.recv(buf, cap, len_out, |v| fill(consumer, v))
+            inbox_recv(consumer, buf, cap, len_out, |c, v| {
+                by_wait!(wait, c.try_recv_into(v) | recv_into | recv_into_timeout).map(drop)
             })
         }
     })
@@ -337,7 +349,7 @@ pub unsafe extern "C" fn shmbus_consumer_try_recv(
     len_out: *mut usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(consumer, buf, cap, len_out, |c, v| c.try_recv_into(v).map(drop).map_err(Error::from)) }
+    unsafe { recv_copy(consumer, buf, cap, len_out, Wait::Now) }
 }
 
 /// `shmbus_consumer_try_recv`, waiting as long as it takes.
@@ -352,7 +364,7 @@ pub unsafe extern "C" fn shmbus_consumer_recv(
     len_out: *mut usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(consumer, buf, cap, len_out, |c, v| c.recv_into(v).map(drop).map_err(Error::from)) }
+    unsafe { recv_copy(consumer, buf, cap, len_out, Wait::Forever) }
 }
 
 /// `shmbus_consumer_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -368,11 +380,21 @@ pub unsafe extern "C" fn shmbus_consumer_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_copy(consumer, buf, cap, len_out, |c, v| {
-            c.recv_into_timeout(v, timeout(timeout_ns)).map(drop).map_err(Error::from)
-        })
-    }
+    unsafe { recv_copy(consumer, buf, cap, len_out, Wait::timeout(timeout_ns)) }
+}
+
+/// Sets how the consumer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `consumer` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_consumer_set_wait_policy(
+    consumer: *mut shmbus_consumer,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(consumer, |e| e.consumer.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a consumer (NULL: nothing); a message it kept for a larger buffer is lost.

@@ -4,9 +4,10 @@
 use std::cell::RefMut;
 use std::ffi::{c_char, c_void};
 
-use shmbus::stream::{Loan, Record};
+use shmbus::stream::{EndpointStatus, Loan, Record, StreamStatus};
 use shmbus::{Stream, StreamConfig, StreamReader, StreamWriter};
 
+use crate::call::*;
 use crate::domain::shmbus_domain;
 use crate::handle::*;
 use crate::status::*;
@@ -71,6 +72,26 @@ pub struct shmbus_stream_status_info {
     pub reader_alive: u32,
 }
 
+impl From<StreamStatus> for shmbus_stream_status_info {
+    fn from(s: StreamStatus) -> Self {
+        let pid = |e: &Option<EndpointStatus>| e.as_ref().map_or(0, |e| e.pid);
+        let alive = |e: &Option<EndpointStatus>| e.as_ref().map_or(0, |e| u32::from(e.alive));
+        shmbus_stream_status_info {
+            capacity: s.capacity,
+            used: s.used,
+            writer_pid: pid(&s.writer),
+            writer_alive: alive(&s.writer),
+            reader_pid: pid(&s.reader),
+            reader_alive: alive(&s.reader),
+        }
+    }
+}
+
+lent_item! {
+    shmbus_stream_loan: shmbus_stream_writer => Loan<'static>, RefMut<'static, StreamWriter>;
+    shmbus_record: shmbus_stream_reader => Record<'static>, RefMut<'static, StreamReader>;
+}
+
 wrapper!(
     shmbus_stream_config => StreamConfig,
     shmbus_stream => Stream,
@@ -108,7 +129,7 @@ pub unsafe extern "C" fn shmbus_stream_config_set_capacity(
     bytes: usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.capacity(bytes)) })
+    unsafe { set(config, |c| c.capacity(bytes)) }
 }
 
 /// Sets the file mode of a created stream.
@@ -118,7 +139,7 @@ pub unsafe extern "C" fn shmbus_stream_config_set_capacity(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_stream_config_set_mode(config: *mut shmbus_stream_config, mode: u32) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.mode(mode)) })
+    unsafe { set(config, |c| c.mode(mode)) }
 }
 
 /// Sets the group id of a created stream.
@@ -128,7 +149,7 @@ pub unsafe extern "C" fn shmbus_stream_config_set_mode(config: *mut shmbus_strea
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_stream_config_set_group(config: *mut shmbus_stream_config, gid: u32) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.group(gid)) })
+    unsafe { set(config, |c| c.group(gid)) }
 }
 
 /// Opens stream `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
@@ -143,15 +164,8 @@ pub unsafe extern "C" fn shmbus_stream_create_or_open(
     config: *const shmbus_stream_config,
     out: *mut *mut shmbus_stream,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract.
-        unsafe {
-            let config = if config.is_null() { StreamConfig::default() } else { with_ref(config, |c| Ok(c.clone()))? };
-            let s = with_ref(domain, |d| Ok(Stream::create_or_open(d, str_arg(name, "name")?, &config)?))?;
-            into_c(out, s)
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { open_in(domain, name, out, |d, n| Ok(Stream::create_or_open(d, n, &config_or_default(config)?)?)) }
 }
 
 /// Opens the existing stream `name` (`SHMBUS_NOT_FOUND` if there is none).
@@ -164,11 +178,8 @@ pub unsafe extern "C" fn shmbus_stream_open(
     name: *const c_char,
     out: *mut *mut shmbus_stream,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract.
-        unsafe { into_c(out, with_ref(domain, |d| Ok(Stream::open(d, str_arg(name, "name")?)?))?) }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { open_in(domain, name, out, |d, n| Ok(Stream::open(d, n)?)) }
 }
 
 /// Reads the state of stream `name` (read permission suffices).
@@ -181,23 +192,8 @@ pub unsafe extern "C" fn shmbus_stream_status(
     name: *const c_char,
     out: *mut shmbus_stream_status_info,
 ) -> shmbus_status {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        unsafe {
-            let s = with_ref(domain, |d| Ok(Stream::status(d, str_arg(name, "name")?)?))?;
-            let pid = |e: &Option<shmbus::stream::EndpointStatus>| e.as_ref().map_or(0, |e| e.pid);
-            let alive = |e: &Option<shmbus::stream::EndpointStatus>| e.as_ref().map_or(0, |e| u32::from(e.alive));
-            let info = shmbus_stream_status_info {
-                capacity: s.capacity,
-                used: s.used,
-                writer_pid: pid(&s.writer),
-                writer_alive: alive(&s.writer),
-                reader_pid: pid(&s.reader),
-                reader_alive: alive(&s.reader),
-            };
-            put_required(out, info, "out")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { status_in(domain, name, out, |d, n| Ok(Stream::status(d, n)?)) }
 }
 
 /// The largest record the stream takes, in bytes (0 if `stream` is NULL).
@@ -207,7 +203,7 @@ pub unsafe extern "C" fn shmbus_stream_status(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_stream_max_record_len(stream: *const shmbus_stream) -> usize {
     // SAFETY: per this function's contract.
-    guard_value(0, || unsafe { with_ref(stream, |s| Ok(s.max_record_len())) }.unwrap_or(0))
+    unsafe { value_of(stream, 0, |s| s.max_record_len()) }
 }
 
 /// Frees a stream handle (NULL: nothing). Its endpoints stay usable.
@@ -294,18 +290,12 @@ pub unsafe extern "C" fn shmbus_stream_writer_send_timeout(
 /// As the exported loans.
 unsafe fn loan(
     writer: *mut shmbus_stream_writer,
+    len: usize,
     out: *mut *mut shmbus_stream_loan,
-    take: impl FnOnce(&'static mut StreamWriter) -> Result<Loan<'static>, Error>,
+    wait: Wait,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per the caller's contract; the loan borrows only the writer, which
-        // `lend_mut` keeps borrowed (and alive) until the loan is given back.
-        unsafe {
-            let l = lend_mut(writer, take)?;
-            lent_into_c(out, shmbus_stream_loan { l })
-        }
-    })
+    // SAFETY: per the caller's contract.
+    unsafe { lend_mut_out(writer, out, |w| by_wait!(wait, w.try_loan(len) | loan | loan_timeout)) }
 }
 
 /// Loans room for a record of up to `len` bytes if there is room now (`SHMBUS_FULL` if not).
@@ -320,7 +310,7 @@ pub unsafe extern "C" fn shmbus_stream_writer_try_loan(
     out: *mut *mut shmbus_stream_loan,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { loan(writer, out, |w| Ok(w.try_loan(len)?)) }
+    unsafe { loan(writer, len, out, Wait::Now) }
 }
 
 /// `shmbus_stream_writer_try_loan`, waiting as long as it takes for room.
@@ -334,7 +324,7 @@ pub unsafe extern "C" fn shmbus_stream_writer_loan(
     out: *mut *mut shmbus_stream_loan,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { loan(writer, out, |w| Ok(w.loan(len)?)) }
+    unsafe { loan(writer, len, out, Wait::Forever) }
 }
 
 /// `shmbus_stream_writer_try_loan`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -349,7 +339,7 @@ pub unsafe extern "C" fn shmbus_stream_writer_loan_timeout(
     out: *mut *mut shmbus_stream_loan,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { loan(writer, out, |w| Ok(w.loan_timeout(len, timeout(timeout_ns))?)) }
+    unsafe { loan(writer, len, out, Wait::timeout(timeout_ns)) }
 }
 
 /// The loan's memory: `*data` (writable) and `*capacity` (the `len` it was asked with).
@@ -362,18 +352,8 @@ pub unsafe extern "C" fn shmbus_stream_loan_data(
     data: *mut *mut u8,
     capacity: *mut usize,
 ) -> shmbus_status {
-    guard(|| {
-        if loan.is_null() {
-            return Err(Error::null("loan"));
-        }
-        // SAFETY: a live loan, per this function's contract.
-        let room: &mut [u8] = unsafe { &mut *loan }.l.item_mut();
-        // SAFETY: per this function's contract.
-        unsafe {
-            put_required(data, room.as_mut_ptr(), "data")?;
-            put_required(capacity, room.len(), "capacity")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { item_room(loan, data, capacity, "capacity") }
 }
 
 /// Sends the first `len` bytes of the loan as one record and frees the loan (in every case;
@@ -384,23 +364,15 @@ pub unsafe extern "C" fn shmbus_stream_loan_data(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_stream_loan_send(loan: *mut shmbus_stream_loan, len: usize) -> shmbus_status {
     guard(|| {
-        if loan.is_null() {
-            return Err(Error::null("loan"));
-        }
-        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
-        let mut loan = unsafe { Box::from_raw(loan) };
-        let mut item = loan.l.take();
-        if len > item.len() {
-            let cap = item.len();
-            return Err(Error::with_value(
-                SHMBUS_TOO_LARGE,
-                cap as u64,
-                format_args!("a loan of {cap} bytes cannot send {len}; nothing was sent"),
-            ));
-        }
-        item.truncate(len);
-        item.send();
-        Ok(())
+        // SAFETY: per this function's contract.
+        unsafe {
+            give_back(loan, |mut item| {
+                loan_fits(item.len(), len, "sent")?;
+                item.truncate(len);
+                item.send();
+                Ok(())
+            })
+        }?
     })
 }
 
@@ -410,10 +382,22 @@ pub unsafe extern "C" fn shmbus_stream_loan_send(loan: *mut shmbus_stream_loan, 
 /// `loan` NULL or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_stream_loan_discard(loan: *mut shmbus_stream_loan) {
-    if !loan.is_null() {
-        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
-        guard_value((), || drop(unsafe { Box::from_raw(loan) }))
-    }
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(loan, drop) }
+}
+
+/// Sets how the writer's blocking sends and loans wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `writer` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_writer_set_wait_policy(
+    writer: *mut shmbus_stream_writer,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(writer, |e| e.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a writer (NULL: nothing; with a loan out, the loan frees it).
@@ -436,14 +420,14 @@ unsafe fn recv_copy(
     buf: *mut c_void,
     cap: usize,
     len_out: *mut usize,
-    take: impl FnOnce(&mut StreamReader) -> Result<Record<'_>, Error>,
+    wait: Wait,
 ) -> shmbus_status {
     guard(|| {
         buf_args(buf, cap, len_out)?;
         // SAFETY: per the caller's contract.
         unsafe {
             with_mut(reader, |r| {
-                let record = take(r)?;
+                let record = by_wait!(wait, r.try_recv_ref() | recv_ref | recv_ref_timeout)?;
                 // Dropped unconsumed on an error: read again next time.
                 deliver(&record, buf, cap, len_out)?;
                 record.consume();
@@ -468,7 +452,7 @@ pub unsafe extern "C" fn shmbus_stream_reader_try_recv(
     len_out: *mut usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(reader, buf, cap, len_out, |r| Ok(r.try_recv_ref()?)) }
+    unsafe { recv_copy(reader, buf, cap, len_out, Wait::Now) }
 }
 
 /// `shmbus_stream_reader_try_recv`, waiting as long as it takes.
@@ -483,7 +467,7 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv(
     len_out: *mut usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(reader, buf, cap, len_out, |r| Ok(r.recv_ref()?)) }
+    unsafe { recv_copy(reader, buf, cap, len_out, Wait::Forever) }
 }
 
 /// `shmbus_stream_reader_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -499,25 +483,14 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(reader, buf, cap, len_out, |r| Ok(r.recv_ref_timeout(timeout(timeout_ns))?)) }
+    unsafe { recv_copy(reader, buf, cap, len_out, Wait::timeout(timeout_ns)) }
 }
 
 /// # Safety
 /// As the exported receives.
-unsafe fn recv_ref(
-    reader: *mut shmbus_stream_reader,
-    out: *mut *mut shmbus_record,
-    take: impl FnOnce(&'static mut StreamReader) -> Result<Record<'static>, Error>,
-) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per the caller's contract; the record borrows only the reader, which
-        // `lend_mut` keeps borrowed (and alive) until the record is given back.
-        unsafe {
-            let l = lend_mut(reader, take)?;
-            lent_into_c(out, shmbus_record { l })
-        }
-    })
+unsafe fn recv_ref(reader: *mut shmbus_stream_reader, out: *mut *mut shmbus_record, wait: Wait) -> shmbus_status {
+    // SAFETY: per the caller's contract.
+    unsafe { lend_mut_out(reader, out, |r| by_wait!(wait, r.try_recv_ref() | recv_ref | recv_ref_timeout)) }
 }
 
 /// Reads the next record in place if there is one now (`SHMBUS_EMPTY` if not): `*out` until
@@ -531,7 +504,7 @@ pub unsafe extern "C" fn shmbus_stream_reader_try_recv_ref(
     out: *mut *mut shmbus_record,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(reader, out, |r| Ok(r.try_recv_ref()?)) }
+    unsafe { recv_ref(reader, out, Wait::Now) }
 }
 
 /// `shmbus_stream_reader_try_recv_ref`, waiting as long as it takes.
@@ -544,7 +517,7 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_ref(
     out: *mut *mut shmbus_record,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(reader, out, |r| Ok(r.recv_ref()?)) }
+    unsafe { recv_ref(reader, out, Wait::Forever) }
 }
 
 /// `shmbus_stream_reader_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -558,7 +531,7 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_ref_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(reader, out, |r| Ok(r.recv_ref_timeout(timeout(timeout_ns))?)) }
+    unsafe { recv_ref(reader, out, Wait::timeout(timeout_ns)) }
 }
 
 /// The record's bytes: `*data` (read-only, valid until the record is given back) and `*len`.
@@ -571,18 +544,8 @@ pub unsafe extern "C" fn shmbus_record_data(
     data: *mut *const u8,
     len: *mut usize,
 ) -> shmbus_status {
-    guard(|| {
-        if record.is_null() {
-            return Err(Error::null("record"));
-        }
-        // SAFETY: a live record, per this function's contract.
-        let bytes: &[u8] = unsafe { &*record }.l.item();
-        // SAFETY: per this function's contract.
-        unsafe {
-            put_required(data, bytes.as_ptr(), "data")?;
-            put_required(len, bytes.len(), "len")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { item_bytes(record, data, len) }
 }
 
 /// Takes the record off the stream and frees it (NULL: nothing).
@@ -591,13 +554,8 @@ pub unsafe extern "C" fn shmbus_record_data(
 /// `record` NULL or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_record_consume(record: *mut shmbus_record) {
-    if !record.is_null() {
-        guard_value((), || {
-            // SAFETY: a live record made by `lent_into_c`, given up by the caller.
-            let mut record = unsafe { Box::from_raw(record) };
-            record.l.take().consume();
-        })
-    }
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(record, Record::consume) }
 }
 
 /// Frees the record and leaves it on the stream: the next receive returns it again (NULL:
@@ -607,10 +565,22 @@ pub unsafe extern "C" fn shmbus_record_consume(record: *mut shmbus_record) {
 /// `record` NULL or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_record_release(record: *mut shmbus_record) {
-    if !record.is_null() {
-        // SAFETY: a live record made by `lent_into_c`, given up by the caller.
-        guard_value((), || drop(unsafe { Box::from_raw(record) }))
-    }
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(record, drop) }
+}
+
+/// Sets how the reader's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
+/// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `reader` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_set_wait_policy(
+    reader: *mut shmbus_stream_reader,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_mut(reader, |e| e.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a reader (NULL: nothing; with a record out, the record frees it).

@@ -4,9 +4,10 @@
 use std::cell::{Ref, RefCell, RefMut};
 use std::ffi::{c_char, c_void};
 
-use shmbus::topic::{Loan, MessageInfo, Sample};
+use shmbus::topic::{Loan, Message, Sample, TopicGetError, TopicStatus};
 use shmbus::{Publisher, Subscriber, Topic, TopicConfig};
 
+use crate::call::*;
 use crate::domain::shmbus_domain;
 use crate::handle::*;
 use crate::status::*;
@@ -80,6 +81,25 @@ pub(crate) struct Sub {
     buf: RefCell<Vec<u8>>,
 }
 
+impl From<TopicStatus> for shmbus_topic_status_info {
+    fn from(s: TopicStatus) -> Self {
+        shmbus_topic_status_info {
+            max_message_len: s.max_message_len,
+            history: s.history,
+            slots: s.slots,
+            last_seq: s.last_seq,
+            publishers: s.publishers as u64,
+            subscribers: s.subscribers as u64,
+            pinned_slots: s.pinned_slots as u64,
+        }
+    }
+}
+
+lent_item! {
+    shmbus_loan: shmbus_publisher => Loan<'static>, RefMut<'static, Publisher>;
+    shmbus_sample: shmbus_subscriber => Sample<'static>, Ref<'static, Sub>;
+}
+
 wrapper!(
     shmbus_topic_config => TopicConfig,
     shmbus_topic => Topic,
@@ -117,7 +137,7 @@ pub unsafe extern "C" fn shmbus_topic_config_set_max_message_len(
     len: usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.max_message_len(len)) })
+    unsafe { set(config, |c| c.max_message_len(len)) }
 }
 
 /// Sets the guaranteed history: how many recent messages stay readable.
@@ -127,7 +147,7 @@ pub unsafe extern "C" fn shmbus_topic_config_set_max_message_len(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_topic_config_set_history(config: *mut shmbus_topic_config, n: usize) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.history(n)) })
+    unsafe { set(config, |c| c.history(n)) }
 }
 
 /// Sets the spare slots beyond the history (room for pinned samples and slow writers).
@@ -140,7 +160,7 @@ pub unsafe extern "C" fn shmbus_topic_config_set_spare_slots(
     n: usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.spare_slots(n)) })
+    unsafe { set(config, |c| c.spare_slots(n)) }
 }
 
 /// Sets the file mode of a created topic (e.g. `0660`).
@@ -150,7 +170,7 @@ pub unsafe extern "C" fn shmbus_topic_config_set_spare_slots(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_topic_config_set_mode(config: *mut shmbus_topic_config, mode: u32) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.mode(mode)) })
+    unsafe { set(config, |c| c.mode(mode)) }
 }
 
 /// Sets the group id of a created topic.
@@ -160,7 +180,7 @@ pub unsafe extern "C" fn shmbus_topic_config_set_mode(config: *mut shmbus_topic_
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_topic_config_set_group(config: *mut shmbus_topic_config, gid: u32) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe { update(config, |c| c.group(gid)) })
+    unsafe { set(config, |c| c.group(gid)) }
 }
 
 /// Opens topic `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
@@ -178,15 +198,8 @@ pub unsafe extern "C" fn shmbus_topic_create_or_open(
     config: *const shmbus_topic_config,
     out: *mut *mut shmbus_topic,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract.
-        unsafe {
-            let config = if config.is_null() { TopicConfig::default() } else { with_ref(config, |c| Ok(c.clone()))? };
-            let topic = with_ref(domain, |d| Ok(Topic::create_or_open(d, str_arg(name, "name")?, &config)?))?;
-            into_c(out, topic)
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { open_in(domain, name, out, |d, n| Ok(Topic::create_or_open(d, n, &config_or_default(config)?)?)) }
 }
 
 /// Opens the existing topic `name` in `domain` (`SHMBUS_NOT_FOUND` if there is none).
@@ -199,14 +212,8 @@ pub unsafe extern "C" fn shmbus_topic_open(
     name: *const c_char,
     out: *mut *mut shmbus_topic,
 ) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per this function's contract.
-        unsafe {
-            let topic = with_ref(domain, |d| Ok(Topic::open(d, str_arg(name, "name")?)?))?;
-            into_c(out, topic)
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { open_in(domain, name, out, |d, n| Ok(Topic::open(d, n)?)) }
 }
 
 /// Reads the state of topic `name` through a read-only mapping (read permission suffices).
@@ -219,22 +226,8 @@ pub unsafe extern "C" fn shmbus_topic_status(
     name: *const c_char,
     out: *mut shmbus_topic_status_info,
 ) -> shmbus_status {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        unsafe {
-            let s = with_ref(domain, |d| Ok(Topic::status(d, str_arg(name, "name")?)?))?;
-            let status = shmbus_topic_status_info {
-                max_message_len: s.max_message_len,
-                history: s.history,
-                slots: s.slots,
-                last_seq: s.last_seq,
-                publishers: s.publishers as u64,
-                subscribers: s.subscribers as u64,
-                pinned_slots: s.pinned_slots as u64,
-            };
-            put_required(out, status, "out")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { status_in(domain, name, out, |d, n| Ok(Topic::status(d, n)?)) }
 }
 
 /// The topic's largest message, in bytes (0 if `topic` is NULL).
@@ -244,7 +237,7 @@ pub unsafe extern "C" fn shmbus_topic_status(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_topic_max_message_len(topic: *const shmbus_topic) -> usize {
     // SAFETY: per this function's contract.
-    guard_value(0, || unsafe { with_ref(topic, |t| Ok(t.max_message_len())) }.unwrap_or(0))
+    unsafe { value_of(topic, 0, |t| t.max_message_len()) }
 }
 
 /// Frees a topic handle (NULL: nothing). Its endpoints stay usable.
@@ -323,14 +316,8 @@ pub unsafe extern "C" fn shmbus_publisher_loan(
     publisher: *mut shmbus_publisher,
     out: *mut *mut shmbus_loan,
 ) -> shmbus_status {
-    guard(|| {
-        // SAFETY: per this function's contract; the loan borrows only the publisher, which
-        // `lend_mut` keeps borrowed (and alive) until the loan is given back.
-        unsafe {
-            let l = lend_mut(publisher, |p| Ok(p.loan()?))?;
-            lent_into_c(out, shmbus_loan { l })
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { lend_mut_out(publisher, out, |p| Ok(p.loan()?)) }
 }
 
 /// The loan's memory: `*data` (writable) and `*capacity` (the topic's largest message).
@@ -343,18 +330,8 @@ pub unsafe extern "C" fn shmbus_loan_data(
     data: *mut *mut u8,
     capacity: *mut usize,
 ) -> shmbus_status {
-    guard(|| {
-        if loan.is_null() {
-            return Err(Error::null("loan"));
-        }
-        // SAFETY: a live loan, per this function's contract.
-        let slot: &mut [u8] = unsafe { &mut *loan }.l.item_mut();
-        // SAFETY: per this function's contract.
-        unsafe {
-            put_required(data, slot.as_mut_ptr(), "data")?;
-            put_required(capacity, slot.len(), "capacity")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { item_room(loan, data, capacity, "capacity") }
 }
 
 /// Publishes the first `len` bytes of the loan and frees it (in every case: on an error the
@@ -366,22 +343,14 @@ pub unsafe extern "C" fn shmbus_loan_data(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_loan_send(loan: *mut shmbus_loan, len: usize, seq_out: *mut u64) -> shmbus_status {
     guard(|| {
-        if loan.is_null() {
-            return Err(Error::null("loan"));
-        }
-        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
-        let mut loan = unsafe { Box::from_raw(loan) };
-        let mut item = loan.l.take();
-        if len > item.len() {
-            let cap = item.len();
-            return Err(Error::with_value(
-                SHMBUS_TOO_LARGE,
-                cap as u64,
-                format_args!("a loan of {cap} bytes cannot send {len}; nothing was published"),
-            ));
-        }
-        item.truncate(len);
-        let seq = item.send()?;
+        // SAFETY: per this function's contract.
+        let seq = unsafe {
+            give_back(loan, |mut item| {
+                loan_fits(item.len(), len, "published")?;
+                item.truncate(len);
+                Ok::<_, Error>(item.send()?)
+            })
+        }??;
         // SAFETY: per this function's contract.
         unsafe { put(seq_out, seq) };
         Ok(())
@@ -394,10 +363,8 @@ pub unsafe extern "C" fn shmbus_loan_send(loan: *mut shmbus_loan, len: usize, se
 /// `loan` is NULL or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_loan_discard(loan: *mut shmbus_loan) {
-    if !loan.is_null() {
-        // SAFETY: a live loan made by `lent_into_c`, given up by the caller.
-        guard_value((), || drop(unsafe { Box::from_raw(loan) }))
-    }
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(loan, drop) }
 }
 
 /// Frees a publisher (NULL: nothing).
@@ -410,7 +377,7 @@ pub unsafe extern "C" fn shmbus_publisher_free(publisher: *mut shmbus_publisher)
     guard_value((), || unsafe { free(publisher) })
 }
 
-/// The copy receives: `fill` runs the Rust receive into the subscriber's buffer. A message
+/// The copy receives, into the subscriber's buffer, then the caller's. A message
 /// too large for the caller's buffer is left unread: the subscriber seeks back to it.
 ///
 /// # Safety
@@ -422,7 +389,7 @@ unsafe fn recv_copy(
     len_out: *mut usize,
     seq_out: *mut u64,
     ts_out: *mut u64,
-    fill: impl FnOnce(&Subscriber, &mut Vec<u8>) -> Result<MessageInfo, Error>,
+    wait: Wait,
 ) -> shmbus_status {
     guard(|| {
         buf_args(out, cap, len_out)?;
@@ -430,7 +397,8 @@ unsafe fn recv_copy(
         unsafe {
             with_ref(sub, |s| {
                 let mut buf = s.buf.try_borrow_mut().map_err(|_| Error::new(SHMBUS_BUSY, "subscriber in use"))?;
-                let info = fill(&s.sub, &mut buf)?;
+                let sub = &s.sub;
+                let info = by_wait!(wait, sub.try_recv_into(&mut buf) | recv_into | recv_into_timeout)?;
                 if let Err(e) = deliver(&buf, out, cap, len_out) {
                     s.sub.seek(info.seq());
                     return Err(e);
@@ -463,9 +431,7 @@ pub unsafe extern "C" fn shmbus_subscriber_try_recv(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| s.try_recv_into(v).map_err(Error::from))
-    }
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::Now) }
 }
 
 /// `shmbus_subscriber_try_recv`, waiting as long as it takes for a message.
@@ -482,7 +448,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| s.recv_into(v).map_err(Error::from)) }
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::Forever) }
 }
 
 /// `shmbus_subscriber_try_recv`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -500,33 +466,21 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe {
-        recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, v| {
-            s.recv_into_timeout(v, timeout(timeout_ns)).map_err(Error::from)
-        })
-    }
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::timeout(timeout_ns)) }
 }
 
-/// The zero-copy receives: `take` runs the Rust receive.
+/// The zero-copy receives: the sample borrows the subscriber shared (several may be out).
 ///
 /// # Safety
 /// As the exported receives.
-unsafe fn recv_ref(
-    sub: *mut shmbus_subscriber,
-    out: *mut *mut shmbus_sample,
-    take: impl FnOnce(&'static Subscriber) -> Result<Sample<'static>, Error>,
-) -> shmbus_status {
-    guard(|| {
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        // SAFETY: per the caller's contract; the sample borrows only the subscriber, which
-        // `lend` keeps borrowed (and alive) until the sample is released.
-        unsafe {
-            let l = lend(sub, |s| take(&s.sub))?;
-            lent_into_c(out, shmbus_sample { l })
-        }
-    })
+unsafe fn recv_ref(sub: *mut shmbus_subscriber, out: *mut *mut shmbus_sample, wait: Wait) -> shmbus_status {
+    // SAFETY: per the caller's contract.
+    unsafe {
+        lend_out(sub, out, |s| {
+            let sub = &s.sub;
+            by_wait!(wait, sub.try_recv_ref() | recv_ref | recv_ref_timeout)
+        })
+    }
 }
 
 /// Receives the next message in place if there is one now (`SHMBUS_EMPTY` if not): `*out` is
@@ -542,7 +496,7 @@ pub unsafe extern "C" fn shmbus_subscriber_try_recv_ref(
     out: *mut *mut shmbus_sample,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(subscriber, out, |s| Ok(s.try_recv_ref()?)) }
+    unsafe { recv_ref(subscriber, out, Wait::Now) }
 }
 
 /// `shmbus_subscriber_try_recv_ref`, waiting as long as it takes.
@@ -555,7 +509,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_ref(
     out: *mut *mut shmbus_sample,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(subscriber, out, |s| Ok(s.recv_ref()?)) }
+    unsafe { recv_ref(subscriber, out, Wait::Forever) }
 }
 
 /// `shmbus_subscriber_try_recv_ref`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`).
@@ -569,7 +523,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_ref_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(subscriber, out, |s| Ok(s.recv_ref_timeout(timeout(timeout_ns))?)) }
+    unsafe { recv_ref(subscriber, out, Wait::timeout(timeout_ns)) }
 }
 
 /// The sample's bytes: `*data` (read-only, valid until `shmbus_sample_release`) and `*len`.
@@ -582,18 +536,8 @@ pub unsafe extern "C" fn shmbus_sample_data(
     data: *mut *const u8,
     len: *mut usize,
 ) -> shmbus_status {
-    guard(|| {
-        if sample.is_null() {
-            return Err(Error::null("sample"));
-        }
-        // SAFETY: a live sample, per this function's contract.
-        let bytes: &[u8] = unsafe { &*sample }.l.item();
-        // SAFETY: per this function's contract.
-        unsafe {
-            put_required(data, bytes.as_ptr(), "data")?;
-            put_required(len, bytes.len(), "len")
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { item_bytes(sample, data, len) }
 }
 
 /// The sample's sequence number (0 if `sample` is NULL).
@@ -602,8 +546,8 @@ pub unsafe extern "C" fn shmbus_sample_data(
 /// `sample` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_sample_seq(sample: *const shmbus_sample) -> u64 {
-    // SAFETY: NULL or live, per this function's contract.
-    guard_value(0, || unsafe { sample.as_ref() }.map_or(0, |s| s.l.item().seq()))
+    // SAFETY: per this function's contract.
+    unsafe { item_value(sample, 0, |s| s.seq()) }
 }
 
 /// The sample's publish time, `CLOCK_MONOTONIC` nanoseconds (0 if `sample` is NULL).
@@ -612,8 +556,8 @@ pub unsafe extern "C" fn shmbus_sample_seq(sample: *const shmbus_sample) -> u64 
 /// `sample` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_sample_ts_ns(sample: *const shmbus_sample) -> u64 {
-    // SAFETY: NULL or live, per this function's contract.
-    guard_value(0, || unsafe { sample.as_ref() }.map_or(0, |s| s.l.item().ts_ns()))
+    // SAFETY: per this function's contract.
+    unsafe { item_value(sample, 0, |s| s.ts_ns()) }
 }
 
 /// Unpins and frees a sample (NULL: nothing); its data pointer is invalid afterwards.
@@ -622,10 +566,8 @@ pub unsafe extern "C" fn shmbus_sample_ts_ns(sample: *const shmbus_sample) -> u6
 /// `sample` is NULL or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_sample_release(sample: *mut shmbus_sample) {
-    if !sample.is_null() {
-        // SAFETY: a live sample made by `lent_into_c`, given up by the caller.
-        guard_value((), || drop(unsafe { Box::from_raw(sample) }))
-    }
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(sample, drop) }
 }
 
 /// How many messages the subscriber is behind the newest (0 if `subscriber` is NULL).
@@ -635,7 +577,7 @@ pub unsafe extern "C" fn shmbus_sample_release(sample: *mut shmbus_sample) {
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_lag(subscriber: *const shmbus_subscriber) -> u64 {
     // SAFETY: per this function's contract.
-    guard_value(0, || unsafe { with_ref(subscriber, |s| Ok(s.sub.lag())) }.unwrap_or(0))
+    unsafe { value_of(subscriber, 0, |s| s.sub.lag()) }
 }
 
 /// The sequence number the next receive asks for (0 if `subscriber` is NULL).
@@ -645,7 +587,7 @@ pub unsafe extern "C" fn shmbus_subscriber_lag(subscriber: *const shmbus_subscri
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_next_seq(subscriber: *const shmbus_subscriber) -> u64 {
     // SAFETY: per this function's contract.
-    guard_value(0, || unsafe { with_ref(subscriber, |s| Ok(s.sub.next_seq())) }.unwrap_or(0))
+    unsafe { value_of(subscriber, 0, |s| s.sub.next_seq()) }
 }
 
 /// Moves the subscriber so the next receive returns sequence number `seq` (or the oldest kept).
@@ -655,12 +597,7 @@ pub unsafe extern "C" fn shmbus_subscriber_next_seq(subscriber: *const shmbus_su
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_seek(subscriber: *mut shmbus_subscriber, seq: u64) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe {
-        with_ref(subscriber, |s| {
-            s.sub.seek(seq);
-            Ok(())
-        })
-    })
+    unsafe { run_ref(subscriber, |s| s.sub.seek(seq)) }
 }
 
 /// Moves the subscriber to the oldest message still kept.
@@ -670,12 +607,7 @@ pub unsafe extern "C" fn shmbus_subscriber_seek(subscriber: *mut shmbus_subscrib
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_seek_oldest(subscriber: *mut shmbus_subscriber) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe {
-        with_ref(subscriber, |s| {
-            s.sub.seek_oldest();
-            Ok(())
-        })
-    })
+    unsafe { run_ref(subscriber, |s| s.sub.seek_oldest()) }
 }
 
 /// Moves the subscriber to the newest message, so the next receive returns it (or, if none
@@ -686,12 +618,7 @@ pub unsafe extern "C" fn shmbus_subscriber_seek_oldest(subscriber: *mut shmbus_s
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_seek_latest(subscriber: *mut shmbus_subscriber) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe {
-        with_ref(subscriber, |s| {
-            s.sub.seek_latest();
-            Ok(())
-        })
-    })
+    unsafe { run_ref(subscriber, |s| s.sub.seek_latest()) }
 }
 
 /// Sets how many samples the subscriber may hold pinned at once (default 2).
@@ -704,12 +631,109 @@ pub unsafe extern "C" fn shmbus_subscriber_set_pin_budget(
     budget: usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    guard(|| unsafe {
-        with_ref(subscriber, |s| {
-            s.sub.set_pin_budget(budget);
+    unsafe { run_ref(subscriber, |s| s.sub.set_pin_budget(budget)) }
+}
+
+/// The random-access copies: the message `read` returns (without moving the cursor), copied
+/// into the caller's buffer.
+///
+/// # Safety
+/// As the exported functions.
+unsafe fn copy_message(
+    sub: *const shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_out: *mut u64,
+    read: impl FnOnce(&Subscriber) -> Result<Message, TopicGetError>,
+) -> shmbus_status {
+    guard(|| {
+        buf_args(buf, cap, len_out)?;
+        // SAFETY: per the caller's contract.
+        unsafe {
+            let m = with_ref(sub, |s| Ok(read(&s.sub)?))?;
+            deliver(m.data(), buf, cap, len_out)?;
+            put(seq_out, m.seq());
+            put(ts_out, m.ts_ns());
             Ok(())
-        })
+        }
     })
+}
+
+/// Copies message `seq` (any of the history) into `buf` (`cap` bytes) without moving the
+/// cursor; its length goes to `*len_out` and its publish time to `*ts_ns_out` (NULL: not
+/// wanted). Codes: `SHMBUS_EMPTY` (not published yet, or claimed by a publisher that has not
+/// committed it; `shmbus_last_error_value()` is the last sequence number claimed, or 0),
+/// `SHMBUS_LAGGED` (overwritten: `shmbus_last_error_value()` is the oldest sequence number
+/// kept), `SHMBUS_INVALID_ARGUMENT` (`seq` 0), `SHMBUS_BUFFER_TOO_SMALL` (its length in
+/// `*len_out`; the message stays, until the history overwrites it).
+///
+/// # Safety
+/// `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `ts_ns_out`
+/// NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_get(
+    subscriber: *const shmbus_subscriber,
+    seq: u64,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { copy_message(subscriber, buf, cap, len_out, std::ptr::null_mut(), ts_ns_out, |s| s.get(seq)) }
+}
+
+/// Copies the newest committed message into `buf` (`cap` bytes) without moving the cursor;
+/// length, sequence number and publish time as `shmbus_subscriber_try_recv`. `SHMBUS_EMPTY`
+/// if nothing was published yet; other codes as `shmbus_subscriber_get`.
+///
+/// # Safety
+/// `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `seq_out` and
+/// `ts_ns_out` NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_latest(
+    subscriber: *const shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { copy_message(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Subscriber::latest) }
+}
+
+/// Pins message `seq` (any of the history) as a zero-copy sample in `*out`, without moving the
+/// cursor: read it with `shmbus_sample_data`, give it back with `shmbus_sample_release`. It
+/// counts against the pin budget (`SHMBUS_PINNED`); other codes as `shmbus_subscriber_get`.
+///
+/// # Safety
+/// `subscriber` is NULL or live; `out` valid for a write. Release the sample before freeing
+/// the subscriber (freeing it first is allowed: the last sample released frees it).
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_get_ref(
+    subscriber: *mut shmbus_subscriber,
+    seq: u64,
+    out: *mut *mut shmbus_sample,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { lend_out(subscriber, out, |s| Ok(s.sub.get_ref(seq)?)) }
+}
+
+/// Sets how the subscriber's blocking receives wait: busy-poll `spin_ns` nanoseconds before
+/// sleeping (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
+///
+/// # Safety
+/// `subscriber` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_set_wait_policy(
+    subscriber: *mut shmbus_subscriber,
+    spin_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { run_ref(subscriber, |s| s.sub.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a subscriber (NULL: nothing). With samples still out, it is freed when the last one

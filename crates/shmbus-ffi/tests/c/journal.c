@@ -66,6 +66,12 @@ int main(int argc, char **argv) {
     CHECK(len == 3 && memcmp(data, "two", 3) == 0 && got == first + 2);
     EXPECT(shmbus_tailer_try_recv_ref(t, &data, &len, NULL, NULL), SHMBUS_EMPTY);
     EXPECT(shmbus_tailer_recv_ref_timeout(t, &data, &len, NULL, NULL, 1000000), SHMBUS_TIMEOUT);
+    /* Wait policies: never sleep, sleep at once; a timeout ends the wait either way. */
+    OK(shmbus_tailer_set_wait_policy(t, UINT64_MAX));
+    EXPECT(shmbus_tailer_recv_ref_timeout(t, &data, &len, NULL, NULL, 1000000), SHMBUS_TIMEOUT);
+    OK(shmbus_tailer_set_wait_policy(t, 0));
+    EXPECT(shmbus_tailer_recv_ref_timeout(t, &data, &len, NULL, NULL, 1000000), SHMBUS_TIMEOUT);
+    EXPECT(shmbus_tailer_set_wait_policy(NULL, 0), SHMBUS_INVALID_ARGUMENT);
     CHECK(shmbus_tailer_position(t) == first + 3);
     shmbus_tailer_free(t);
 

@@ -27,6 +27,11 @@ int main(int argc, char **argv) {
     uint64_t got = 0;
     EXPECT(shmbus_worker_try_recv(w, buf, sizeof buf, &len, &got), SHMBUS_EMPTY);
     EXPECT(shmbus_worker_recv_timeout(w, buf, sizeof buf, &len, &got, 1000000), SHMBUS_TIMEOUT);
+    /* Wait policies: never sleep, sleep at once; a timeout ends the wait either way. */
+    OK(shmbus_worker_set_wait_policy(w, UINT64_MAX));
+    EXPECT(shmbus_worker_recv_timeout(w, buf, sizeof buf, &len, &got, 1000000), SHMBUS_TIMEOUT);
+    OK(shmbus_worker_set_wait_policy(w, 0));
+    EXPECT(shmbus_worker_set_wait_policy(NULL, 0), SHMBUS_INVALID_ARGUMENT);
     /* A worker that timed out is not idle until it says so (or receives again). */
     OK(shmbus_worker_done(w));
 

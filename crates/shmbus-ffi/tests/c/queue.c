@@ -21,11 +21,19 @@ int main(int argc, char **argv) {
     size_t len = 0;
     EXPECT(shmbus_consumer_try_recv(c, buf, sizeof buf, &len), SHMBUS_EMPTY);
     EXPECT(shmbus_consumer_recv_timeout(c, buf, sizeof buf, &len, 1000000), SHMBUS_TIMEOUT);
+    /* Wait policies: never sleep, sleep at once; a timeout ends the wait either way. */
+    OK(shmbus_consumer_set_wait_policy(c, UINT64_MAX));
+    EXPECT(shmbus_consumer_recv_timeout(c, buf, sizeof buf, &len, 1000000), SHMBUS_TIMEOUT);
+    OK(shmbus_consumer_set_wait_policy(c, 0));
+    EXPECT(shmbus_consumer_set_wait_policy(NULL, 0), SHMBUS_INVALID_ARGUMENT);
 
     for (int i = 0; i < 4; i++) OK(shmbus_producer_try_send(p, &i, sizeof i));
     int five = 5;
     EXPECT(shmbus_producer_try_send(p, &five, sizeof five), SHMBUS_FULL);
     EXPECT(shmbus_producer_send_timeout(p, &five, sizeof five, 1000000), SHMBUS_TIMEOUT);
+    OK(shmbus_producer_set_wait_policy(p, 0));
+    EXPECT(shmbus_producer_send_timeout(p, &five, sizeof five, 1000000), SHMBUS_TIMEOUT);
+    EXPECT(shmbus_producer_set_wait_policy(NULL, 0), SHMBUS_INVALID_ARGUMENT);
     char big[17] = {0};
     EXPECT(shmbus_producer_try_send(p, big, sizeof big), SHMBUS_TOO_LARGE);
     CHECK(shmbus_last_error_value() == 16);

@@ -22,6 +22,13 @@ int main(int argc, char **argv) {
     size_t len = 0;
     EXPECT(shmbus_stream_reader_try_recv(r, buf, sizeof buf, &len), SHMBUS_EMPTY);
     EXPECT(shmbus_stream_reader_recv_timeout(r, buf, sizeof buf, &len, 1000000), SHMBUS_TIMEOUT);
+    /* Wait policies: never sleep, sleep at once; a timeout ends the wait either way. */
+    OK(shmbus_stream_reader_set_wait_policy(r, UINT64_MAX));
+    EXPECT(shmbus_stream_reader_recv_timeout(r, buf, sizeof buf, &len, 1000000), SHMBUS_TIMEOUT);
+    OK(shmbus_stream_reader_set_wait_policy(r, 0));
+    EXPECT(shmbus_stream_reader_recv_timeout(r, buf, sizeof buf, &len, 1000000), SHMBUS_TIMEOUT);
+    OK(shmbus_stream_writer_set_wait_policy(w, 0));
+    EXPECT(shmbus_stream_writer_set_wait_policy(NULL, 0), SHMBUS_INVALID_ARGUMENT);
 
     OK(shmbus_stream_writer_try_send(w, "one", 3));
     OK(shmbus_stream_writer_send(w, "two!", 4));

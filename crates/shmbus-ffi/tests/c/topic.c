@@ -134,6 +134,82 @@ static void zero_copy(shmbus_domain *d) {
     shmbus_topic_free(t);
 }
 
+/* Random access: get(seq) and latest copy without moving the cursor, get_ref pins; and the
+ * wait policy. */
+static void random_access(shmbus_domain *d) {
+    shmbus_topic_config *cfg = NULL;
+    OK(shmbus_topic_config_new(&cfg));
+    OK(shmbus_topic_config_set_history(cfg, 4));
+    OK(shmbus_topic_config_set_spare_slots(cfg, 2));
+    shmbus_topic *t = NULL;
+    OK(shmbus_topic_create_or_open(d, "random", cfg, &t));
+    shmbus_topic_config_free(cfg);
+    shmbus_publisher *p = NULL;
+    shmbus_subscriber *s = NULL;
+    OK(shmbus_topic_publisher(t, &p));
+    OK(shmbus_topic_subscriber(t, &s));
+
+    char buf[16];
+    size_t len = 0;
+    uint64_t seq = 0, ts = 0;
+    EXPECT(shmbus_subscriber_latest(s, buf, sizeof buf, &len, &seq, NULL), SHMBUS_EMPTY);
+    EXPECT(shmbus_subscriber_get(s, 1, buf, sizeof buf, &len, NULL), SHMBUS_EMPTY);
+    EXPECT(shmbus_subscriber_get(s, 0, buf, sizeof buf, &len, NULL), SHMBUS_INVALID_ARGUMENT);
+    const char *words[] = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"};
+    for (int i = 0; i < 10; i++) OK(shmbus_publisher_send(p, words[i], strlen(words[i]), NULL));
+
+    OK(shmbus_subscriber_get(s, 9, buf, sizeof buf, &len, &ts));
+    CHECK(len == 4 && memcmp(buf, "nine", 4) == 0 && ts > 0);
+    OK(shmbus_subscriber_latest(s, buf, sizeof buf, &len, &seq, &ts));
+    CHECK(seq == 10 && len == 3 && memcmp(buf, "ten", 3) == 0);
+    /* Too small a buffer: the length, and the message is still there. */
+    char small[2];
+    EXPECT(shmbus_subscriber_get(s, 7, small, sizeof small, &len, NULL), SHMBUS_BUFFER_TOO_SMALL);
+    CHECK(len == 5 && shmbus_last_error_value() == 5);
+    OK(shmbus_subscriber_get(s, 7, buf, sizeof buf, &len, NULL));
+    CHECK(len == 5 && memcmp(buf, "seven", 5) == 0);
+    /* Overwritten, and not yet published. */
+    EXPECT(shmbus_subscriber_get(s, 1, buf, sizeof buf, &len, NULL), SHMBUS_LAGGED);
+    CHECK(shmbus_last_error_value() > 1 && shmbus_last_error_value() <= 7);
+    EXPECT(shmbus_subscriber_get(s, 11, buf, sizeof buf, &len, NULL), SHMBUS_EMPTY);
+    CHECK(shmbus_last_error_value() == 10);
+    /* None of this moved the cursor. */
+    CHECK(shmbus_subscriber_next_seq(s) == 1);
+
+    /* Pinned: the bytes stay while pinned; the pin budget counts them. */
+    shmbus_sample *a = NULL, *b = NULL, *c = NULL;
+    OK(shmbus_subscriber_get_ref(s, 8, &a));
+    const uint8_t *data = NULL;
+    OK(shmbus_sample_data(a, &data, &len));
+    CHECK(len == 5 && memcmp(data, "eight", 5) == 0 && shmbus_sample_seq(a) == 8);
+    OK(shmbus_subscriber_get_ref(s, 10, &b));
+    EXPECT(shmbus_subscriber_get_ref(s, 9, &c), SHMBUS_PINNED);
+    /* The subscriber's other calls work with samples out. */
+    OK(shmbus_subscriber_get(s, 9, buf, sizeof buf, &len, NULL));
+    shmbus_sample_release(a);
+    shmbus_sample_release(b);
+    EXPECT(shmbus_subscriber_get_ref(s, 1, &c), SHMBUS_LAGGED);
+    EXPECT(shmbus_subscriber_get_ref(NULL, 1, &c), SHMBUS_INVALID_ARGUMENT);
+    EXPECT(shmbus_subscriber_get(NULL, 1, buf, sizeof buf, &len, NULL), SHMBUS_INVALID_ARGUMENT);
+    EXPECT(shmbus_subscriber_latest(s, buf, sizeof buf, NULL, NULL, NULL), SHMBUS_INVALID_ARGUMENT);
+
+    /* Wait policies: sleeping at once, and spinning (a timeout still ends the wait). */
+    OK(shmbus_subscriber_seek_latest(s));
+    OK(shmbus_subscriber_try_recv(s, buf, sizeof buf, &len, NULL, NULL));
+    OK(shmbus_subscriber_set_wait_policy(s, 0));
+    EXPECT(shmbus_subscriber_recv_timeout(s, buf, sizeof buf, &len, NULL, NULL, 1000000), SHMBUS_TIMEOUT);
+    OK(shmbus_subscriber_set_wait_policy(s, UINT64_MAX));
+    EXPECT(shmbus_subscriber_recv_timeout(s, buf, sizeof buf, &len, NULL, NULL, 1000000), SHMBUS_TIMEOUT);
+    OK(shmbus_publisher_send(p, "more", 4, NULL));
+    OK(shmbus_subscriber_recv_timeout(s, buf, sizeof buf, &len, &seq, NULL, 1000000000ull));
+    CHECK(seq == 11);
+    EXPECT(shmbus_subscriber_set_wait_policy(NULL, 0), SHMBUS_INVALID_ARGUMENT);
+
+    shmbus_subscriber_free(s);
+    shmbus_publisher_free(p);
+    shmbus_topic_free(t);
+}
+
 static void bad_arguments(shmbus_domain *d) {
     shmbus_topic *t = NULL;
     EXPECT(shmbus_topic_open(d, "missing", &t), SHMBUS_NOT_FOUND);
@@ -173,6 +249,7 @@ int main(int argc, char **argv) {
     shmbus_domain *d = test_domain(argc, argv, "ctopic");
     copy_round_trip(d);
     zero_copy(d);
+    random_access(d);
     bad_arguments(d);
     shmbus_domain_free(d);
     printf("topic: ok\n");

@@ -1,0 +1,400 @@
+//! The bodies that many exported functions share. Each `extern "C"` function stays written
+//! out (cbindgen reads its signature and doc comment for the header) and calls one of these:
+//! opening a channel, its status snapshot, a getter, a call on an endpoint, the three waits of
+//! a receive, the copy receive through an [`Inbox`], and the lent items (samples, loans,
+//! records): lending one out, reading its bytes, giving it back.
+
+use std::cell::{Ref, RefMut};
+use std::ffi::c_char;
+use std::ops::{Deref, DerefMut};
+use std::time::Duration;
+
+use shmbus::{Domain, WaitPolicy};
+
+use crate::domain::shmbus_domain;
+use crate::handle::*;
+use crate::status::*;
+
+/// Which form of a receive (or loan) runs: `try_` (never waits), blocking, or `_timeout`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    Now,
+    Forever,
+    For(Duration),
+}
+
+impl Wait {
+    /// The `_timeout` form, from a `timeout_ns` argument.
+    pub(crate) fn timeout(ns: u64) -> Wait {
+        Wait::For(timeout(ns))
+    }
+}
+
+/// The wait policy of a `spin_ns` argument: busy-poll that long before sleeping (0: sleep at
+/// once; `u64::MAX`: never sleep).
+pub(crate) fn wait_policy(spin_ns: u64) -> WaitPolicy {
+    WaitPolicy { spin: if spin_ns == u64::MAX { Duration::MAX } else { Duration::from_nanos(spin_ns) } }
+}
+
+/// Calls the form of a Rust method triplet that a [`Wait`] names, its error as an `Error`:
+/// `by_wait!(wait, t.try_recv_into(v) | recv_into | recv_into_timeout)`; the `_timeout`
+/// form gets the duration after the other arguments.
+macro_rules! by_wait {
+    ($wait:expr, $x:ident . $try:ident ( $($arg:expr),* ) | $block:ident | $timed:ident) => {
+        match $wait {
+            $crate::call::Wait::Now => $x.$try($($arg),*).map_err($crate::status::Error::from),
+            $crate::call::Wait::Forever => $x.$block($($arg),*).map_err($crate::status::Error::from),
+            $crate::call::Wait::For(d) => $x.$timed($($arg,)* d).map_err($crate::status::Error::from),
+        }
+    };
+}
+pub(crate) use by_wait;
+
+/// The config behind `config`, or the kind's defaults for NULL.
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn config_or_default<W: Wrapper>(config: *const W) -> Result<W::Inner, Error>
+where
+    W::Inner: Clone + Default,
+{
+    if config.is_null() {
+        return Ok(W::Inner::default());
+    }
+    // SAFETY: forwarded.
+    unsafe { with_ref(config, |c| Ok(c.clone())) }
+}
+
+/// Opens (or creates) channel `name` in `domain` with `open`, and stores the handle in `*out`
+/// (checked before anything is opened).
+///
+/// # Safety
+/// `domain` is NULL or live; `name` NULL or NUL-terminated; `out` NULL or valid for a write.
+pub(crate) unsafe fn open_in<W: Wrapper>(
+    domain: *const shmbus_domain,
+    name: *const c_char,
+    out: *mut *mut W,
+    open: impl FnOnce(&Domain, &str) -> Result<W::Inner, Error>,
+) -> shmbus_status {
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per the caller's contract.
+        unsafe {
+            let channel = with_ref(domain, |d| open(d, str_arg(name, "name")?))?;
+            into_c(out, channel)
+        }
+    })
+}
+
+/// Reads the status of channel `name` in `domain` with `read` into `*out`, as its C struct.
+///
+/// # Safety
+/// `domain` is NULL or live; `name` NULL or NUL-terminated; `out` NULL or valid for a write.
+pub(crate) unsafe fn status_in<S, T: From<S>>(
+    domain: *const shmbus_domain,
+    name: *const c_char,
+    out: *mut T,
+    read: impl FnOnce(&Domain, &str) -> Result<S, Error>,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per the caller's contract.
+        unsafe {
+            let status = with_ref(domain, |d| read(d, str_arg(name, "name")?))?;
+            put_required(out, T::from(status), "out")
+        }
+    })
+}
+
+/// A plain getter: `f` of the value behind `p`, or `fallback` when `p` is NULL (or busy).
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn value_of<W: Wrapper, T>(p: *const W, fallback: T, f: impl FnOnce(&W::Inner) -> T) -> T
+where
+    T: Copy,
+{
+    // SAFETY: forwarded.
+    guard_value(fallback, || unsafe { with_ref(p, |v| Ok(f(v))) }.unwrap_or(fallback))
+}
+
+/// A call that cannot fail on the endpoint behind `p` (shared), as a status.
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn run_ref<W: Wrapper>(p: *const W, f: impl FnOnce(&W::Inner)) -> shmbus_status {
+    // SAFETY: forwarded.
+    guard(|| unsafe {
+        with_ref(p, |v| {
+            f(v);
+            Ok(())
+        })
+    })
+}
+
+/// A call that cannot fail on the endpoint behind `p` (mutably), as a status.
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn run_mut<W: Wrapper>(p: *mut W, f: impl FnOnce(&mut W::Inner)) -> shmbus_status {
+    // SAFETY: forwarded.
+    guard(|| unsafe {
+        with_mut(p, |v| {
+            f(v);
+            Ok(())
+        })
+    })
+}
+
+/// A config setter: replaces the config behind `config` by `f` of it.
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn set<W: Wrapper>(config: *mut W, f: impl FnOnce(W::Inner) -> W::Inner) -> shmbus_status
+where
+    W::Inner: Clone,
+{
+    // SAFETY: forwarded.
+    guard(|| unsafe { update(config, f) })
+}
+
+/// An endpoint whose copy receives go through an [`Inbox`] (queue consumer, pool worker,
+/// journal tailer): the Rust endpoint and the inbox, apart.
+pub(crate) trait WithInbox {
+    type Endpoint;
+    type Meta: Copy;
+    fn parts(&mut self) -> (&mut Self::Endpoint, &mut Inbox<Self::Meta>);
+}
+
+/// The copy receive of an endpoint with an inbox: the pending message, or one `fill`
+/// receives, copied into `buf` (`cap` bytes) with its length in `*len_out`.
+///
+/// # Safety
+/// `p` as [`get`]; the buffer arguments as [`deliver`].
+pub(crate) unsafe fn inbox_recv<W: Wrapper>(
+    p: *mut W,
+    buf: *mut std::ffi::c_void,
+    cap: usize,
+    len_out: *mut usize,
+    fill: impl FnOnce(&mut <W::Inner as WithInbox>::Endpoint, &mut Vec<u8>) -> Result<<W::Inner as WithInbox>::Meta, Error>,
+) -> Result<<W::Inner as WithInbox>::Meta, Error>
+where
+    W::Inner: WithInbox,
+{
+    // SAFETY: forwarded.
+    unsafe {
+        with_mut(p, |e| {
+            let (endpoint, inbox) = e.parts();
+            inbox.recv(buf, cap, len_out, |v| fill(endpoint, v))
+        })
+    }
+}
+
+/// The in-place receive of an endpoint with an inbox (`SHMBUS_BUSY` while a message waits in
+/// the inbox): the bytes `take` receives go to `*data` / `*len` (both checked first, so a
+/// message is never received into a NULL output), the rest of its result is returned.
+///
+/// # Safety
+/// `p` as [`get`]; `data` and `len` NULL or valid for writes.
+pub(crate) unsafe fn inbox_recv_ref<W: Wrapper, M>(
+    p: *mut W,
+    data: *mut *const u8,
+    len: *mut usize,
+    take: impl FnOnce(&mut <W::Inner as WithInbox>::Endpoint) -> Result<(&[u8], M), Error>,
+) -> Result<M, Error>
+where
+    W::Inner: WithInbox,
+{
+    out_arg(data)?;
+    out_arg(len)?;
+    // SAFETY: forwarded; the bytes stay in shared memory (or the mapped file) until the next
+    // call on the endpoint, as the exported functions document.
+    unsafe {
+        with_mut(p, |e| {
+            let (endpoint, inbox) = e.parts();
+            inbox.check_empty()?;
+            let (bytes, meta) = take(endpoint)?;
+            data.write(bytes.as_ptr());
+            len.write(bytes.len());
+            Ok(meta)
+        })
+    }
+}
+
+/// The C struct of an item lent from an endpoint (`shmbus_sample { l: Lent<..> }`, ...).
+pub(crate) trait LentItem: Sized + 'static {
+    type Owner: Wrapper;
+    type Item;
+    type Guard;
+    /// The C type's name, for error messages.
+    const NAME: &'static str;
+    fn wrap(l: Lent<Self::Owner, Self::Item, Self::Guard>) -> Self;
+    fn lent(&self) -> &Lent<Self::Owner, Self::Item, Self::Guard>;
+    fn lent_mut(&mut self) -> &mut Lent<Self::Owner, Self::Item, Self::Guard>;
+}
+
+/// Implements [`LentItem`] for `shmbus_x { l: Lent<Owner, Item, Guard> }` structs.
+macro_rules! lent_item {
+    ($($c:ident: $owner:ty => $item:ty, $guard:ty;)*) => {$(
+        impl $crate::call::LentItem for $c {
+            type Owner = $owner;
+            type Item = $item;
+            type Guard = $guard;
+            const NAME: &'static str = stringify!($c);
+            fn wrap(l: $crate::handle::Lent<$owner, $item, $guard>) -> Self {
+                $c { l }
+            }
+            fn lent(&self) -> &$crate::handle::Lent<$owner, $item, $guard> {
+                &self.l
+            }
+            fn lent_mut(&mut self) -> &mut $crate::handle::Lent<$owner, $item, $guard> {
+                &mut self.l
+            }
+        }
+    )*};
+}
+pub(crate) use lent_item;
+
+type InnerOf<T> = <<T as LentItem>::Owner as Wrapper>::Inner;
+
+/// Lends an item that borrows the owner mutably (a loan, a stream record), made by `make`,
+/// into `*out` (checked first).
+///
+/// # Safety
+/// `owner` as [`get`]; `out` NULL or valid for a write. `make`'s item borrows nothing but the
+/// owner (as [`lend_mut`]).
+pub(crate) unsafe fn lend_mut_out<T>(
+    owner: *mut T::Owner,
+    out: *mut *mut T,
+    make: impl FnOnce(&'static mut InnerOf<T>) -> Result<T::Item, Error>,
+) -> shmbus_status
+where
+    T: LentItem<Guard = RefMut<'static, InnerOf<T>>>,
+{
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per the caller's contract; the item borrows only the owner, which
+        // `lend_mut` keeps borrowed (and alive) until the item is given back.
+        unsafe {
+            let l = lend_mut(owner, make)?;
+            lent_into_c(out, T::wrap(l))
+        }
+    })
+}
+
+/// [`lend_mut_out`] for items that borrow the owner shared (topic samples).
+///
+/// # Safety
+/// As [`lend_mut_out`].
+pub(crate) unsafe fn lend_out<T>(
+    owner: *mut T::Owner,
+    out: *mut *mut T,
+    make: impl FnOnce(&'static InnerOf<T>) -> Result<T::Item, Error>,
+) -> shmbus_status
+where
+    T: LentItem<Guard = Ref<'static, InnerOf<T>>>,
+{
+    guard(|| {
+        out_arg(out)?;
+        // SAFETY: per the caller's contract; the item borrows only the owner, which `lend`
+        // keeps borrowed (and alive) until the item is given back.
+        unsafe {
+            let l = lend(owner, make)?;
+            lent_into_c(out, T::wrap(l))
+        }
+    })
+}
+
+/// A lent item's bytes, read-only: `*data` and `*len` (a sample, a record).
+///
+/// # Safety
+/// `item` is NULL or live; `data` and `len` NULL or valid for writes.
+pub(crate) unsafe fn item_bytes<T: LentItem>(item: *const T, data: *mut *const u8, len: *mut usize) -> shmbus_status
+where
+    T::Item: Deref<Target = [u8]>,
+{
+    guard(|| {
+        // SAFETY: NULL or live, per the caller's contract.
+        let item = unsafe { item.as_ref() }.ok_or_else(|| Error::null(T::NAME))?;
+        let bytes: &[u8] = item.lent().item();
+        // SAFETY: per the caller's contract.
+        unsafe {
+            put_required(data, bytes.as_ptr(), "data")?;
+            put_required(len, bytes.len(), "len")
+        }
+    })
+}
+
+/// A loan's room, writable: `*data` and its size in `*size` (the output named `size_name`).
+///
+/// # Safety
+/// `item` is NULL or live; `data` and `size` NULL or valid for writes.
+pub(crate) unsafe fn item_room<T: LentItem>(
+    item: *mut T,
+    data: *mut *mut u8,
+    size: *mut usize,
+    size_name: &str,
+) -> shmbus_status
+where
+    T::Item: DerefMut<Target = [u8]>,
+{
+    guard(|| {
+        // SAFETY: NULL or live, per the caller's contract.
+        let item = unsafe { item.as_mut() }.ok_or_else(|| Error::null(T::NAME))?;
+        let room: &mut [u8] = item.lent_mut().item_mut();
+        // SAFETY: per the caller's contract.
+        unsafe {
+            put_required(data, room.as_mut_ptr(), "data")?;
+            put_required(size, room.len(), size_name)
+        }
+    })
+}
+
+/// A value of a lent item (0 ... for NULL): its sequence number, its time stamp.
+///
+/// # Safety
+/// `item` is NULL or live.
+pub(crate) unsafe fn item_value<T: LentItem, V: Copy>(item: *const T, fallback: V, f: impl FnOnce(&T::Item) -> V) -> V {
+    // SAFETY: NULL or live, per the caller's contract.
+    guard_value(fallback, || unsafe { item.as_ref() }.map_or(fallback, |i| f(i.lent().item())))
+}
+
+/// Gives a lent item back and frees it, running `f` on it first (send a loan, consume a
+/// record; `drop` for a discard or release): in every case, also when `f` fails.
+///
+/// # Safety
+/// `item` is NULL or a live item made by [`lent_into_c`], not used again by the caller.
+pub(crate) unsafe fn give_back<T: LentItem, R>(item: *mut T, f: impl FnOnce(T::Item) -> R) -> Result<R, Error> {
+    if item.is_null() {
+        return Err(Error::null(T::NAME));
+    }
+    // SAFETY: a live item made by `lent_into_c`, given up by the caller.
+    let mut boxed = unsafe { Box::from_raw(item) };
+    // `f` consumes (or drops) the item before `boxed` drops the guard it borrows through.
+    let r = f(boxed.lent_mut().take());
+    drop(boxed);
+    Ok(r)
+}
+
+/// Checks that a loan of `cap` bytes can send `len` (`SHMBUS_TOO_LARGE`, with `cap`, if not).
+pub(crate) fn loan_fits(cap: usize, len: usize, what: &str) -> Result<(), Error> {
+    if len > cap {
+        return Err(Error::with_value(
+            SHMBUS_TOO_LARGE,
+            cap as u64,
+            format_args!("a loan of {cap} bytes cannot send {len}; nothing was {what}"),
+        ));
+    }
+    Ok(())
+}
+
+/// [`give_back`] for the functions that return nothing (discard, release, consume): NULL is
+/// nothing, not an error.
+///
+/// # Safety
+/// As [`give_back`].
+pub(crate) unsafe fn hand_back<T: LentItem>(item: *mut T, f: impl FnOnce(T::Item)) {
+    if !item.is_null() {
+        // SAFETY: per the caller's contract.
+        guard_value((), || drop(unsafe { give_back(item, f) }))
+    }
+}
