@@ -8,6 +8,7 @@ use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::{Cell, Lending};
 use crate::domain::PyDomain;
 use crate::errors::OrRaise;
+use crate::methods::{closing_pymethods, config_from_args, py_dict};
 
 /// A queue. Make one with `Queue.create_or_open` or `Queue.open`; endpoints come from
 /// `producer()` and `consumer()`.
@@ -17,7 +18,7 @@ pub(crate) struct PyQueue {
     cell: Cell<Queue>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyQueue {
     /// Opens queue `name` in `domain`, creating it if it does not exist (keywords left at
     /// None accept what an existing queue has; see `Topic.create_or_open`).
@@ -31,19 +32,7 @@ impl PyQueue {
         mode: Option<u32>,
         group: Option<u32>,
     ) -> PyResult<PyQueue> {
-        let mut config = QueueConfig::default();
-        if let Some(v) = capacity {
-            config = config.capacity(v);
-        }
-        if let Some(v) = max_message_len {
-            config = config.max_message_len(v);
-        }
-        if let Some(v) = mode {
-            config = config.mode(v);
-        }
-        if let Some(v) = group {
-            config = config.group(v);
-        }
+        let config = config_from_args!(QueueConfig::default(); capacity, max_message_len, mode, group);
         let queue = Queue::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyQueue { cell: Cell::new(queue, Lending::Exclusive, "queue") })
     }
@@ -61,17 +50,17 @@ impl PyQueue {
     #[staticmethod]
     fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let s = Queue::status(&domain.inner, name).or_raise()?;
-        let d = PyDict::new(py);
-        d.set_item("capacity", s.capacity)?;
-        d.set_item("max_message_len", s.max_message_len)?;
-        d.set_item("depth", s.depth)?;
-        d.set_item("producers", s.producers)?;
-        d.set_item("consumers", s.consumers)?;
-        d.set_item("sent", s.sent)?;
-        d.set_item("received", s.received)?;
-        d.set_item("abandoned", s.abandoned)?;
-        d.set_item("lost", s.lost)?;
-        Ok(d)
+        Ok(py_dict!(py, {
+            "capacity" => s.capacity,
+            "max_message_len" => s.max_message_len,
+            "depth" => s.depth,
+            "producers" => s.producers,
+            "consumers" => s.consumers,
+            "sent" => s.sent,
+            "received" => s.received,
+            "abandoned" => s.abandoned,
+            "lost" => s.lost,
+        }))
     }
 
     /// A new producer.
@@ -97,21 +86,10 @@ impl PyQueue {
     fn max_message_len(&self) -> PyResult<usize> {
         Ok(self.cell.with(|q| q.max_message_len())?)
     }
+}
 
-    /// Unmaps the queue (endpoints made from it keep working).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// Unmaps the queue (endpoints made from it keep working).
+fn close;
 }
 
 /// Sends into a queue; `send` waits for room.
@@ -121,7 +99,7 @@ pub(crate) struct PyProducer {
     pub(crate) cell: Cell<Producer>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyProducer {
     /// Sends `data` (any contiguous bytes-like object) without waiting: `Full` if the queue
     /// is full.
@@ -148,21 +126,10 @@ impl PyProducer {
     fn max_message_len(&self) -> PyResult<usize> {
         Ok(self.cell.with(|p| p.max_message_len())?)
     }
+}
 
-    /// Releases the producer's participant entry.
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// Releases the producer's participant entry.
+fn close;
 }
 
 /// Receives from a queue, as `bytes` (the queue copies: it has no zero-copy receive).
@@ -173,7 +140,7 @@ pub(crate) struct PyConsumer {
     pub(crate) cell: Cell<Consumer>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyConsumer {
     /// The next message without waiting: `Empty` if there is none.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
@@ -199,21 +166,6 @@ impl PyConsumer {
         Ok(self.cell.with(|c| c.max_message_len())?)
     }
 
-    /// Releases the consumer's participant entry.
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -221,4 +173,8 @@ impl PyConsumer {
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         self.recv(py, None)
     }
+}
+
+/// Releases the consumer's participant entry.
+fn close;
 }

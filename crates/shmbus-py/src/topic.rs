@@ -1,7 +1,5 @@
 //! `shmbus.Topic`: broadcast publish/subscribe, with zero-copy `Sample`s and `Loan`s.
 
-use std::ffi::c_int;
-
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -10,12 +8,14 @@ use shmbus::topic::{Loan, Message, Sample};
 use shmbus::{
     Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError,
 };
+use std::ffi::c_int;
 
 use crate::block::{blocking, timeout_arg, Bytes};
-use crate::cell::{Cell, Lending};
-use crate::domain::{status_dict, PyDomain};
+use crate::cell::{Cell, Lending, Lent};
+use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
-use crate::held::Held;
+use crate::held::{Held, Names, LOAN};
+use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
 
 /// A `Lagged` error keeps its count of missed messages as `.missed`.
 fn try_fail(e: TopicTryRecvError) -> Fail {
@@ -48,7 +48,7 @@ pub(crate) struct PyTopic {
     cell: Cell<Topic>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyTopic {
     /// Opens topic `name` in `domain`, creating it if it does not exist. A keyword left at
     /// None accepts what an existing topic has (a created one uses the default); a value
@@ -64,22 +64,8 @@ impl PyTopic {
         mode: Option<u32>,
         group: Option<u32>,
     ) -> PyResult<PyTopic> {
-        let mut config = TopicConfig::default();
-        if let Some(v) = max_message_len {
-            config = config.max_message_len(v);
-        }
-        if let Some(v) = history {
-            config = config.history(v);
-        }
-        if let Some(v) = spare_slots {
-            config = config.spare_slots(v);
-        }
-        if let Some(v) = mode {
-            config = config.mode(v);
-        }
-        if let Some(v) = group {
-            config = config.group(v);
-        }
+        let config =
+            config_from_args!(TopicConfig::default(); max_message_len, history, spare_slots, mode, group);
         let topic = Topic::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyTopic { cell: Cell::new(topic, Lending::Exclusive, "topic") })
     }
@@ -97,18 +83,15 @@ impl PyTopic {
     #[staticmethod]
     fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let s = Topic::status(&domain.inner, name).or_raise()?;
-        status_dict(
-            py,
-            &[
-                ("max_message_len", s.max_message_len),
-                ("history", s.history),
-                ("slots", s.slots),
-                ("last_seq", s.last_seq),
-                ("publishers", s.publishers as u64),
-                ("subscribers", s.subscribers as u64),
-                ("pinned_slots", s.pinned_slots as u64),
-            ],
-        )
+        Ok(py_dict!(py, {
+            "max_message_len" => s.max_message_len,
+            "history" => s.history,
+            "slots" => s.slots,
+            "last_seq" => s.last_seq,
+            "publishers" => s.publishers,
+            "subscribers" => s.subscribers,
+            "pinned_slots" => s.pinned_slots,
+        }))
     }
 
     /// A new publisher (a participant entry of the topic, released by `close()`).
@@ -146,21 +129,10 @@ impl PyTopic {
     fn last_seq(&self) -> PyResult<u64> {
         Ok(self.cell.with(|t| t.last_seq())?)
     }
+}
 
-    /// Unmaps the topic (endpoints made from it keep working).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// Unmaps the topic (endpoints made from it keep working).
+fn close;
 }
 
 /// Publishes to a topic. It never waits: the oldest unpinned slot is overwritten.
@@ -170,7 +142,9 @@ pub(crate) struct PyPublisher {
     cell: Cell<Publisher>,
 }
 
-#[pymethods]
+lender!(PyPublisher => Publisher);
+
+closing_pymethods! {
 impl PyPublisher {
     /// Publishes `data` (any contiguous bytes-like object: bytes, bytearray, memoryview, a
     /// numpy array, ...; read in place). Returns the message's sequence number.
@@ -188,7 +162,7 @@ impl PyPublisher {
         // The loan's bytes are written through the exported buffer only (`Loan` itself is
         // not touched until it is sent, after every view is gone).
         let (ptr, len) = (lent.get_mut().as_mut_ptr(), lent.get().len());
-        Ok(PyLoan { owner: slf.unbind(), held: Held::new(lent, ptr, len, true, "loan") })
+        Ok(PyLoan { held: Held::new(slf.unbind(), lent, ptr, len, true, LOAN) })
     }
 
     /// The largest message, in bytes.
@@ -196,21 +170,10 @@ impl PyPublisher {
     fn max_message_len(&self) -> PyResult<usize> {
         Ok(self.cell.with(|p| p.max_message_len())?)
     }
+}
 
-    /// Releases the publisher's participant entry (deferred while a loan lives).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// Releases the publisher's participant entry (deferred while a loan lives).
+fn close;
 }
 
 /// A slot lent by `Publisher.loan()`: write the message into it through the buffer protocol
@@ -219,59 +182,28 @@ impl PyPublisher {
 #[pyclass(frozen, module = "shmbus", name = "Loan")]
 #[derive(Debug)]
 pub(crate) struct PyLoan {
-    owner: Py<PyPublisher>,
-    held: Held<Loan<'static>>,
+    held: Held<PyPublisher, Loan<'static>>,
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PyLoan {
     /// Publishes the first `len` bytes (default: all of them). Returns the sequence number.
     #[pyo3(signature = (len=None))]
     fn send(&self, len: Option<usize>) -> PyResult<u64> {
-        if len.is_some_and(|l| l > self.held.len()) {
-            return Err(PyValueError::new_err(format!(
-                "len {} exceeds the loan's {} bytes",
-                len.unwrap_or_default(),
-                self.held.len()
-            )));
+        if let Some(l) = len.filter(|l| *l > self.held.len()) {
+            return Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())));
         }
-        let Some(lent) = self.held.take()? else {
-            return Err(Fail::new("Closed", "this loan was already sent or released").into());
-        };
-        let r = self.owner.get().cell.give_back(lent, |mut loan| {
+        let r = self.held.give_back(|mut loan| {
             if let Some(l) = len {
                 loan.truncate(l);
             }
             loan.send()
-        });
+        })?;
         Ok(r.map_err(send_fail)?)
     }
 
-    /// Gives the slot back unsent (nothing is published). Also what leaving a `with` block
-    /// does.
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
-    }
-
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -280,12 +212,9 @@ impl PyLoan {
     }
 }
 
-impl Drop for PyLoan {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-    }
+/// Gives the slot back unsent (nothing is published). Also what leaving a `with` block
+/// does.
+fn release;
 }
 
 /// A copied message: `data` (bytes), `seq` and `ts_ns` (`CLOCK_MONOTONIC` at publish).
@@ -326,7 +255,9 @@ pub(crate) struct PySubscriber {
     pub(crate) cell: Cell<Subscriber>,
 }
 
-#[pymethods]
+lender!(PySubscriber => Subscriber);
+
+closing_pymethods! {
 impl PySubscriber {
     /// The next message, without waiting: raises `Empty` if there is none yet, `Lagged`
     /// (with `.missed`) if messages were overwritten before being read.
@@ -411,21 +342,6 @@ impl PySubscriber {
         Ok(self.cell.with_ref(|s| s.max_message_len())?)
     }
 
-    /// Releases the subscriber's participant entry (deferred while samples live).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -433,6 +349,9 @@ impl PySubscriber {
     fn __next__(&self, py: Python<'_>) -> PyResult<PyMessage> {
         self.recv(py, None)
     }
+}
+/// Releases the subscriber's participant entry (deferred while samples live).
+fn close;
 }
 
 /// A message pinned in shared memory, zero-copy: its slot is not overwritten while this
@@ -442,21 +361,21 @@ impl PySubscriber {
 #[pyclass(frozen, module = "shmbus", name = "Sample")]
 #[derive(Debug)]
 pub(crate) struct PySample {
-    owner: Py<PySubscriber>,
-    held: Held<Sample<'static>>,
+    held: Held<PySubscriber, Sample<'static>>,
     seq: u64,
     ts_ns: u64,
 }
 
 impl PySample {
-    fn new(owner: Py<PySubscriber>, lent: crate::cell::Lent<Sample<'static>>) -> PySample {
+    fn new(owner: Py<PySubscriber>, lent: Lent<Sample<'static>>) -> PySample {
         let s = lent.get();
         let (ptr, len, seq, ts_ns) = (s.as_ptr().cast_mut(), s.len(), s.seq(), s.ts_ns());
-        PySample { owner, held: Held::new(lent, ptr, len, false, "sample"), seq, ts_ns }
+        let names = Names { what: "sample", gone: "released" };
+        PySample { held: Held::new(owner, lent, ptr, len, false, names), seq, ts_ns }
     }
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PySample {
     /// The sequence number.
     #[getter]
@@ -470,48 +389,18 @@ impl PySample {
         self.ts_ns
     }
 
-    /// The payload, copied into `bytes`.
-    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        match self.held.to_vec() {
-            Some(v) => Ok(PyBytes::new(py, &v)),
-            None => Err(Fail::new("Closed", "this sample was already released").into()),
-        }
-    }
-
-    /// Unpins the slot now. `BufferError` if views of the sample are alive.
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
     /// Whether the sample is still pinned (not released).
     #[getter]
     fn pinned(&self) -> bool {
         self.held.is_live()
     }
 
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
     fn __repr__(&self) -> String {
         format!("Sample(seq={}, ts_ns={}, len={})", self.seq, self.ts_ns, self.held.len())
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
-    }
-
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -520,10 +409,7 @@ impl PySample {
     }
 }
 
-impl Drop for PySample {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-    }
+/// Unpins the slot now. `BufferError` if views of the sample are alive.
+fn release;
+fn tobytes;
 }

@@ -1,0 +1,132 @@
+//! The methods every handle, endpoint and lent item class shares, written once.
+//!
+//! PyO3 takes one `#[pymethods]` block per class, so the shared methods cannot live in a
+//! block of their own: each macro here takes a class's `impl` block, adds the shared
+//! methods to it and makes it the class's `#[pymethods]`.
+
+/// The `#[pymethods]` of a class owning a [`Cell`](crate::cell::Cell) as its `cell` field (a
+/// handle or an endpoint): the methods given, plus `close()` (documented by the comment
+/// before `fn close;`) and the context manager (`with x:` closes `x` at its end).
+///
+/// ```ignore
+/// closing_pymethods! {
+///     impl PyTopic {
+///         // the class's own methods
+///     }
+///     /// Unmaps the topic (endpoints made from it keep working).
+///     fn close;
+/// }
+/// ```
+macro_rules! closing_pymethods {
+    (impl $ty:ident { $($methods:tt)* } $(#[$close_doc:meta])* fn close;) => {
+        #[pyo3::pymethods]
+        impl $ty {
+            $($methods)*
+
+            $(#[$close_doc])*
+            fn close(&self) {
+                self.cell.close()
+            }
+
+            fn __enter__(slf: pyo3::Py<Self>) -> pyo3::Py<Self> {
+                slf
+            }
+
+            #[pyo3(signature = (*_args))]
+            fn __exit__(&self, _args: &pyo3::Bound<'_, pyo3::types::PyTuple>) -> bool {
+                self.cell.close();
+                false
+            }
+        }
+    };
+}
+pub(crate) use closing_pymethods;
+
+/// The `#[pymethods]` of a lent item's class (a sample, record, job or loan, held in its
+/// `held` field, a [`Held`](crate::held::Held)): the methods given, plus `release()`
+/// (documented by the comment before `fn release;`), `len()`, the context manager (`with
+/// x:` releases `x` at its end), and, if `fn tobytes;` follows, `tobytes()` (a copy of the
+/// bytes).
+///
+/// The buffer protocol's `unsafe` methods stay in each class's own methods (two lines that
+/// call `Held::export` and `Held::unexport`): PyO3 calls them from its generated wrapper,
+/// which the `unsafe_op_in_unsafe_fn` lint flags when the methods come out of a
+/// `macro_rules!` expansion.
+macro_rules! lent_pymethods {
+    (
+        impl $ty:ident { $($methods:tt)* }
+        $(#[$release_doc:meta])* fn release;
+        $(fn $tobytes:ident;)?
+    ) => {
+        #[pyo3::pymethods]
+        impl $ty {
+            $($methods)*
+
+            $(#[$release_doc])*
+            fn release(&self) -> pyo3::PyResult<()> {
+                self.held.release()
+            }
+
+            $(
+                /// The payload, copied into `bytes`.
+                fn $tobytes<'py>(&self, py: pyo3::Python<'py>) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::types::PyBytes>> {
+                    self.held.tobytes(py)
+                }
+            )?
+
+            fn __len__(&self) -> usize {
+                self.held.len()
+            }
+
+            fn __enter__(slf: pyo3::Py<Self>) -> pyo3::Py<Self> {
+                slf
+            }
+
+            #[pyo3(signature = (*_args))]
+            fn __exit__(&self, _args: &pyo3::Bound<'_, pyo3::types::PyTuple>) -> pyo3::PyResult<bool> {
+                self.held.release()?;
+                Ok(false)
+            }
+        }
+    };
+}
+pub(crate) use lent_pymethods;
+
+/// A channel config: `$config` with each keyword argument given (`Some`) applied through the
+/// setter of the same name; the others left at what the config has.
+macro_rules! config_from_args {
+    ($config:expr; $($arg:ident),* $(,)?) => {{
+        let mut config = $config;
+        $(
+            if let Some(v) = $arg {
+                config = config.$arg(v);
+            }
+        )*
+        config
+    }};
+}
+pub(crate) use config_from_args;
+
+/// A `dict` of `"key" => value` pairs (a `status()` result), or the error of the first
+/// value that does not convert.
+macro_rules! py_dict {
+    ($py:expr, { $($key:literal => $value:expr),* $(,)? }) => {{
+        let d = pyo3::types::PyDict::new($py);
+        $(pyo3::types::PyDictMethods::set_item(&d, $key, $value)?;)*
+        d
+    }};
+}
+pub(crate) use py_dict;
+
+/// Declares a class whose `cell` field lends items, as a [`Lender`](crate::held::Lender).
+macro_rules! lender {
+    ($ty:ty => $endpoint:ty) => {
+        impl $crate::held::Lender for $ty {
+            type Endpoint = $endpoint;
+            fn cell(&self) -> &$crate::cell::Cell<$endpoint> {
+                &self.cell
+            }
+        }
+    };
+}
+pub(crate) use lender;
