@@ -208,16 +208,14 @@ impl PyAppender {
         let (ptr, n, index) = (lent.get_mut().as_mut_ptr(), lent.get().len(), lent.get().index());
         Ok(PyJournalLoan { held: Held::new(slf.unbind(), lent, ptr, n, true, LOAN), index })
     }
-
-    /// The largest entry, in bytes.
-    #[getter]
-    fn max_entry_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|a| a.max_entry_len())?)
-    }
 }
 
 /// Releases the appender (deferred while a loan lives).
 fn close;
+
+/// The largest entry, in bytes.
+#[getter]
+fn max_entry_len -> usize;
 }
 
 /// Room for one entry, from `Appender.loan(len)`: write it through the buffer protocol,
@@ -325,25 +323,6 @@ impl PyTailer {
         Ok(PyEntryRef::new(slf.unbind(), lent))
     }
 
-    /// For a named reader: persists that everything delivered so far is done (no-op for a
-    /// plain tailer). Without it, the last delivered entry is delivered again after a
-    /// restart.
-    fn ack(&self) -> PyResult<()> {
-        Ok(self.cell.with(|t| t.ack())?)
-    }
-
-    /// The global index of the next entry to read.
-    #[getter]
-    fn position(&self) -> PyResult<u64> {
-        Ok(self.cell.with(|t| t.position())?)
-    }
-
-    /// How many damaged ranges this tailer skipped.
-    #[getter]
-    fn damaged_ranges(&self) -> PyResult<u64> {
-        Ok(self.cell.with(|t| t.damaged_ranges())?)
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -355,6 +334,19 @@ impl PyTailer {
 
 /// Releases the tailer (and a named reader's hold).
 fn close;
+
+/// For a named reader: persists that everything delivered so far is done (no-op for a
+/// plain tailer). Without it, the last delivered entry is delivered again after a
+/// restart.
+fn ack -> ();
+
+/// The global index of the next entry to read.
+#[getter]
+fn position -> u64;
+
+/// How many damaged ranges this tailer skipped.
+#[getter]
+fn damaged_ranges -> u64;
 }
 
 /// An entry read in place (a read-only buffer), from `Tailer.recv_ref()`: `index`, `ts_ns`;

@@ -6,19 +6,32 @@
 
 /// The `#[pymethods]` of a class owning a [`Cell`](crate::cell::Cell) as its `cell` field (a
 /// handle or an endpoint): the methods given, plus `close()` (documented by the comment
-/// before `fn close;`) and the context manager (`with x:` closes `x` at its end).
+/// before `fn close;`), the context manager (`with x:` closes `x` at its end), and the
+/// methods declared after `fn close;` as `fn name -> Type;` (with their comment and
+/// attributes, `#[getter]` for a property): each calls the endpoint's method of the same
+/// name, which takes no argument and cannot fail, and returns what it does (or `Closed`,
+/// `Busy`).
 ///
 /// ```ignore
 /// closing_pymethods! {
-///     impl PyTopic {
-///         // the class's own methods
-///     }
-///     /// Unmaps the topic (endpoints made from it keep working).
-///     fn close;
+/// impl PyTopic {
+///     // the class's own methods
+/// }
+///
+/// /// Unmaps the topic (endpoints made from it keep working).
+/// fn close;
+///
+/// /// The guaranteed history depth.
+/// #[getter]
+/// fn history -> usize;
 /// }
 /// ```
 macro_rules! closing_pymethods {
-    (impl $ty:ident { $($methods:tt)* } $(#[$close_doc:meta])* fn close;) => {
+    (
+        impl $ty:ident { $($methods:tt)* }
+        $(#[$close_doc:meta])* fn close;
+        $($(#[$attr:meta])* fn $name:ident -> $ret:ty;)*
+    ) => {
         #[pyo3::pymethods]
         impl $ty {
             $($methods)*
@@ -37,6 +50,13 @@ macro_rules! closing_pymethods {
                 self.cell.close();
                 false
             }
+
+            $(
+                $(#[$attr])*
+                fn $name(&self) -> pyo3::PyResult<$ret> {
+                    Ok(self.cell.with_ref(|ep| ep.$name())?)
+                }
+            )*
         }
     };
 }

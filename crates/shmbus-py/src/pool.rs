@@ -79,22 +79,18 @@ impl PyPool {
         let w = self.cell.with(|p| p.worker())?.or_raise()?;
         Ok(PyWorker { cell: Cell::new(w, Lending::Exclusive, "worker") })
     }
-
-    /// The most workers.
-    #[getter]
-    fn max_workers(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|p| p.max_workers())?)
-    }
-
-    /// The largest job, in bytes.
-    #[getter]
-    fn max_job_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|p| p.max_job_len())?)
-    }
 }
 
 /// Unmaps the pool (endpoints made from it keep working).
 fn close;
+
+/// The most workers.
+#[getter]
+fn max_workers -> usize;
+
+/// The largest job, in bytes.
+#[getter]
+fn max_job_len -> usize;
 }
 
 /// Where a job went: `job_id` and the `worker` mailbox index.
@@ -157,16 +153,14 @@ impl PyDispatcher {
         let lost = self.cell.with(|d| d.reap())?;
         Ok(lost.into_iter().map(|l| PyLostJob { job_id: l.job_id, worker: l.worker, pid: l.pid }).collect())
     }
-
-    /// The largest job, in bytes.
-    #[getter]
-    fn max_job_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|d| d.max_job_len())?)
-    }
 }
 
 /// Releases the dispatcher role.
 fn close;
+
+/// The largest job, in bytes.
+#[getter]
+fn max_job_len -> usize;
 }
 
 /// Receives jobs. A received `Job` is copied out of the mailbox; `job.done()` (or
@@ -213,22 +207,6 @@ impl PyWorker {
         Ok(PyJobRef::new(slf.unbind(), lent))
     }
 
-    /// Declares the current job finished and the worker idle.
-    fn done(&self) -> PyResult<()> {
-        Ok(self.cell.with(|w| w.done())?)
-    }
-
-    /// Whether a live dispatcher holds the pool.
-    fn dispatcher_alive(&self) -> PyResult<bool> {
-        Ok(self.cell.with(|w| w.dispatcher_alive())?)
-    }
-
-    /// The worker's mailbox index.
-    #[getter]
-    fn index(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|w| w.index())?)
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -236,10 +214,22 @@ impl PyWorker {
     fn __next__(slf: Bound<'_, Self>) -> PyResult<PyJob> {
         PyWorker::recv(slf, None)
     }
+
+    /// Declares the current job finished and the worker idle.
+    fn done(&self) -> PyResult<()> {
+        Ok(self.cell.with(|w| w.done())?)
+    }
 }
 
 /// Releases the worker's mailbox.
 fn close;
+
+/// Whether a live dispatcher holds the pool.
+fn dispatcher_alive -> bool;
+
+/// The worker's mailbox index.
+#[getter]
+fn index -> usize;
 }
 
 /// A received job: `data` (bytes), `id`; `done()` declares it finished.

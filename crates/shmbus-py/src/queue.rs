@@ -74,22 +74,18 @@ impl PyQueue {
         let c = self.cell.with(|q| q.consumer())?.or_raise()?;
         Ok(PyConsumer { cell: Cell::new(c, Lending::Exclusive, "consumer") })
     }
-
-    /// How many messages the queue holds.
-    #[getter]
-    fn capacity(&self) -> PyResult<u64> {
-        Ok(self.cell.with(|q| q.capacity())?)
-    }
-
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|q| q.max_message_len())?)
-    }
 }
 
 /// Unmaps the queue (endpoints made from it keep working).
 fn close;
+
+/// How many messages the queue holds.
+#[getter]
+fn capacity -> u64;
+
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }
 
 /// Sends into a queue; `send` waits for room.
@@ -115,21 +111,17 @@ impl PyProducer {
         let bytes = Bytes::get(data)?;
         blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|p| p.send_timeout(bytes.as_slice(), d).or_raise())?)
     }
-
-    /// Whether a `try_send` would find room now.
-    fn has_room(&self) -> PyResult<bool> {
-        Ok(self.cell.with(|p| p.has_room())?)
-    }
-
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|p| p.max_message_len())?)
-    }
 }
 
 /// Releases the producer's participant entry.
 fn close;
+
+/// Whether a `try_send` would find room now.
+fn has_room -> bool;
+
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }
 
 /// Receives from a queue, as `bytes` (the queue copies: it has no zero-copy receive).
@@ -155,17 +147,6 @@ impl PyConsumer {
         Ok(PyBytes::new(py, &v))
     }
 
-    /// Whether a `try_recv` would find a message now.
-    fn has_message(&self) -> PyResult<bool> {
-        Ok(self.cell.with(|c| c.has_message())?)
-    }
-
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|c| c.max_message_len())?)
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -177,4 +158,11 @@ impl PyConsumer {
 
 /// Releases the consumer's participant entry.
 fn close;
+
+/// Whether a `try_recv` would find a message now.
+fn has_message -> bool;
+
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }

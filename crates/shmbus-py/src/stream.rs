@@ -78,22 +78,18 @@ impl PyStream {
         let r = self.cell.with(|s| s.reader())?.or_raise()?;
         Ok(PyStreamReader { cell: Cell::new(r, Lending::Exclusive, "stream reader") })
     }
-
-    /// The ring's size in bytes.
-    #[getter]
-    fn capacity(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|s| s.capacity())?)
-    }
-
-    /// The largest record, in bytes.
-    #[getter]
-    fn max_record_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|s| s.max_record_len())?)
-    }
 }
 
 /// Unmaps the stream (endpoints made from it keep working).
 fn close;
+
+/// The ring's size in bytes.
+#[getter]
+fn capacity -> usize;
+
+/// The largest record, in bytes.
+#[getter]
+fn max_record_len -> usize;
 }
 
 /// Writes records into a stream; `send` waits for room.
@@ -158,22 +154,18 @@ impl PyStreamWriter {
     fn reader_alive(&self) -> PyResult<bool> {
         Ok(self.cell.with(|w| w.reader_alive())?)
     }
-
-    /// Ring bytes free now.
-    #[getter]
-    fn free(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|w| w.free())?)
-    }
-
-    /// The largest record, in bytes.
-    #[getter]
-    fn max_record_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|w| w.max_record_len())?)
-    }
 }
 
 /// Releases the writer role (deferred while a loan lives).
 fn close;
+
+/// Ring bytes free now.
+#[getter]
+fn free -> usize;
+
+/// The largest record, in bytes.
+#[getter]
+fn max_record_len -> usize;
 }
 
 /// Ring space lent by `StreamWriter.loan()`: write the record through the buffer protocol,
@@ -271,17 +263,6 @@ impl PyStreamReader {
         }
     }
 
-    /// Whether a live process holds the writer role.
-    fn writer_alive(&self) -> PyResult<bool> {
-        Ok(self.cell.with(|r| r.writer_alive())?)
-    }
-
-    /// Bytes committed and not yet consumed.
-    #[getter]
-    fn pending(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|r| r.pending())?)
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -293,10 +274,19 @@ impl PyStreamReader {
             Err(e) => Err(e),
         }
     }
+
+    /// Whether a live process holds the writer role.
+    fn writer_alive(&self) -> PyResult<bool> {
+        Ok(self.cell.with(|r| r.writer_alive())?)
+    }
 }
 
 /// Releases the reader role (deferred while a record lives).
 fn close;
+
+/// Bytes committed and not yet consumed.
+#[getter]
+fn pending -> usize;
 }
 
 /// A record read in place from the ring (a read-only buffer). `consume()` hands its space

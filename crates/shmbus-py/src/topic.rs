@@ -111,28 +111,22 @@ impl PyTopic {
     fn name(&self) -> PyResult<String> {
         Ok(self.cell.with(|t| t.name().to_owned())?)
     }
-
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|t| t.max_message_len())?)
-    }
-
-    /// The guaranteed history depth.
-    #[getter]
-    fn history(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|t| t.history())?)
-    }
-
-    /// The highest committed sequence number (0: none yet).
-    #[getter]
-    fn last_seq(&self) -> PyResult<u64> {
-        Ok(self.cell.with(|t| t.last_seq())?)
-    }
 }
 
 /// Unmaps the topic (endpoints made from it keep working).
 fn close;
+
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
+
+/// The guaranteed history depth.
+#[getter]
+fn history -> usize;
+
+/// The highest committed sequence number (0: none yet).
+#[getter]
+fn last_seq -> u64;
 }
 
 /// Publishes to a topic. It never waits: the oldest unpinned slot is overwritten.
@@ -164,16 +158,14 @@ impl PyPublisher {
         let (ptr, len) = (lent.get_mut().as_mut_ptr(), lent.get().len());
         Ok(PyLoan { held: Held::new(slf.unbind(), lent, ptr, len, true, LOAN) })
     }
-
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|p| p.max_message_len())?)
-    }
 }
 
 /// Releases the publisher's participant entry (deferred while a loan lives).
 fn close;
+
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }
 
 /// A slot lent by `Publisher.loan()`: write the message into it through the buffer protocol
@@ -309,37 +301,9 @@ impl PySubscriber {
         Ok(self.cell.with_ref(|s| s.seek(seq))?)
     }
 
-    /// Moves the cursor to the newest message: the next receive returns it.
-    fn seek_latest(&self) -> PyResult<()> {
-        Ok(self.cell.with_ref(|s| s.seek_latest())?)
-    }
-
-    /// Moves the cursor to the oldest message kept.
-    fn seek_oldest(&self) -> PyResult<()> {
-        Ok(self.cell.with_ref(|s| s.seek_oldest())?)
-    }
-
     /// How many samples may be pinned at once (default 2).
     fn set_pin_budget(&self, budget: usize) -> PyResult<()> {
         Ok(self.cell.with_ref(|s| s.set_pin_budget(budget))?)
-    }
-
-    /// The sequence number the next in-order receive returns.
-    #[getter]
-    fn next_seq(&self) -> PyResult<u64> {
-        Ok(self.cell.with_ref(|s| s.next_seq())?)
-    }
-
-    /// How many messages are published and not yet read.
-    #[getter]
-    fn lag(&self) -> PyResult<u64> {
-        Ok(self.cell.with_ref(|s| s.lag())?)
-    }
-
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with_ref(|s| s.max_message_len())?)
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -350,8 +314,27 @@ impl PySubscriber {
         self.recv(py, None)
     }
 }
+
 /// Releases the subscriber's participant entry (deferred while samples live).
 fn close;
+
+/// Moves the cursor to the newest message: the next receive returns it.
+fn seek_latest -> ();
+
+/// Moves the cursor to the oldest message kept.
+fn seek_oldest -> ();
+
+/// The sequence number the next in-order receive returns.
+#[getter]
+fn next_seq -> u64;
+
+/// How many messages are published and not yet read.
+#[getter]
+fn lag -> u64;
+
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }
 
 /// A message pinned in shared memory, zero-copy: its slot is not overwritten while this
