@@ -7,7 +7,7 @@ use std::time::Duration;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 use shmbus::journal::{Durability, Entry, EntryRef, Loan, Retention, RollCycle};
 use shmbus::{Appender, Journal, JournalConfig, Tailer};
 
@@ -15,7 +15,7 @@ use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::{Cell, Lending, Lent};
 use crate::errors::OrRaise;
 use crate::held::{Held, Names, LOAN};
-use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
+use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s)
@@ -250,35 +250,10 @@ impl PyJournalLoan {
 fn release;
 }
 
-/// A journal entry, copied: `data` (bytes), `index` (global), `ts_ns` (`CLOCK_REALTIME`
-/// nanoseconds at append).
-#[pyclass(frozen, module = "shmbus", name = "Entry", get_all)]
-#[derive(Debug)]
-pub(crate) struct PyEntry {
-    data: Py<PyBytes>,
-    index: u64,
-    ts_ns: u64,
-}
-
-impl PyEntry {
-    fn new(py: Python<'_>, e: Entry) -> PyEntry {
-        PyEntry { data: PyBytes::new(py, e.data()).unbind(), index: e.index(), ts_ns: e.ts_ns() }
-    }
-}
-
-#[pymethods]
-impl PyEntry {
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.data.bind(py).as_bytes().len()
-    }
-
-    fn __bytes__(&self, py: Python<'_>) -> Py<PyBytes> {
-        self.data.clone_ref(py)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Entry(index={}, ts_ns={}, len={})", self.index, self.ts_ns, self.__len__(py))
-    }
+copied_item! {
+    /// A journal entry, copied: `data` (bytes), `index` (global), `ts_ns` (`CLOCK_REALTIME`
+    /// nanoseconds at append).
+    "Entry": PyEntry from Entry { index, ts_ns }
 }
 
 /// Reads a journal in order (a tailer, or a named reader that persists its position).

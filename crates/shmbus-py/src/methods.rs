@@ -1,4 +1,5 @@
-//! The methods every handle, endpoint and lent item class shares, written once.
+//! The methods every handle, endpoint and lent item class shares, and the copied items'
+//! classes, written once.
 //!
 //! PyO3 takes one `#[pymethods]` block per class, so the shared methods cannot live in a
 //! block of their own: each macro here takes a class's `impl` block, adds the shared
@@ -150,3 +151,41 @@ macro_rules! lender {
     };
 }
 pub(crate) use lender;
+
+/// A class of copied items (`Message`, `Entry`): the payload as `data` (bytes) and the
+/// `u64` fields listed, each read from the Rust item's method of the same name; `len()`,
+/// `bytes()` and a `repr` naming the fields.
+macro_rules! copied_item {
+    ($(#[$doc:meta])* $name:literal: $ty:ident from $item:ty { $($field:ident),* $(,)? }) => {
+        $(#[$doc])*
+        #[pyo3::pyclass(frozen, module = "shmbus", name = $name, get_all)]
+        #[derive(Debug)]
+        pub(crate) struct $ty {
+            data: pyo3::Py<pyo3::types::PyBytes>,
+            $($field: u64,)*
+        }
+
+        impl $ty {
+            fn new(py: pyo3::Python<'_>, item: $item) -> $ty {
+                $ty { data: pyo3::types::PyBytes::new(py, item.data()).unbind(), $($field: item.$field(),)* }
+            }
+        }
+
+        #[pyo3::pymethods]
+        impl $ty {
+            fn __len__(&self, py: pyo3::Python<'_>) -> usize {
+                pyo3::types::PyBytesMethods::as_bytes(self.data.bind(py)).len()
+            }
+
+            fn __bytes__(&self, py: pyo3::Python<'_>) -> pyo3::Py<pyo3::types::PyBytes> {
+                self.data.clone_ref(py)
+            }
+
+            fn __repr__(&self, py: pyo3::Python<'_>) -> String {
+                let fields = [$(format!("{}={}", stringify!($field), self.$field)),*];
+                format!("{}({}, len={})", $name, fields.join(", "), self.__len__(py))
+            }
+        }
+    };
+}
+pub(crate) use copied_item;

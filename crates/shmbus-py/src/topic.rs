@@ -3,7 +3,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 use shmbus::topic::{Loan, Message, Sample};
 use shmbus::{
     Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError,
@@ -15,7 +15,7 @@ use crate::cell::{Cell, Lending, Lent};
 use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
-use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
+use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 
 /// A `Lagged` error keeps its count of missed messages as `.missed`.
 fn try_fail(e: TopicTryRecvError) -> Fail {
@@ -209,34 +209,9 @@ impl PyLoan {
 fn release;
 }
 
-/// A copied message: `data` (bytes), `seq` and `ts_ns` (`CLOCK_MONOTONIC` at publish).
-#[pyclass(frozen, module = "shmbus", name = "Message", get_all)]
-#[derive(Debug)]
-pub(crate) struct PyMessage {
-    data: Py<PyBytes>,
-    seq: u64,
-    ts_ns: u64,
-}
-
-impl PyMessage {
-    fn new(py: Python<'_>, m: Message) -> PyMessage {
-        PyMessage { data: PyBytes::new(py, m.data()).unbind(), seq: m.seq(), ts_ns: m.ts_ns() }
-    }
-}
-
-#[pymethods]
-impl PyMessage {
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.data.bind(py).as_bytes().len()
-    }
-
-    fn __bytes__(&self, py: Python<'_>) -> Py<PyBytes> {
-        self.data.clone_ref(py)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Message(seq={}, ts_ns={}, len={})", self.seq, self.ts_ns, self.__len__(py))
-    }
+copied_item! {
+    /// A copied message: `data` (bytes), `seq` and `ts_ns` (`CLOCK_MONOTONIC` at publish).
+    "Message": PyMessage from Message { seq, ts_ns }
 }
 
 /// Reads a topic in order. Receives copy (`recv` → `Message`) or pin the slot
