@@ -41,11 +41,7 @@ pub(crate) struct Held<O: Lender, I> {
     ptr: *mut u8,
     len: usize,
     writable: bool,
-    /// What it is, for messages: "sample", "loan", ...
-    what: &'static str,
-    /// What has happened to it once given back, for messages: "released", "sent or
-    /// released", ...
-    gone: &'static str,
+    names: Names,
 }
 
 // SAFETY: `ptr` points into a mapping the item keeps alive and in place (the item is
@@ -73,7 +69,7 @@ impl<O: Lender, I> Held<O, I> {
     /// (valid while it lives).
     pub(crate) fn new(owner: Py<O>, item: Lent<I>, ptr: *mut u8, len: usize, writable: bool, names: Names) -> Self {
         let state = Mutex::new(State { item: Some(item), views: 0 });
-        Held { owner, state, ptr, len, writable, what: names.what, gone: names.gone }
+        Held { owner, state, ptr, len, writable, names }
     }
 
     /// The endpoint object the item was lent by.
@@ -82,7 +78,7 @@ impl<O: Lender, I> Held<O, I> {
     }
 
     fn closed(&self) -> Fail {
-        Fail::new("Closed", format!("this {} was already {}", self.what, self.gone))
+        Fail::new("Closed", format!("this {} was already {}", self.names.what, self.names.gone))
     }
 
     fn lock(&self) -> MutexGuard<'_, State<I>> {
@@ -123,7 +119,7 @@ impl<O: Lender, I> Held<O, I> {
     ) -> PyResult<()> {
         let mut st = self.lock();
         if st.item.is_none() {
-            return Err(PyBufferError::new_err(format!("this {} was already {}", self.what, self.gone)));
+            return Err(PyBufferError::new_err(format!("this {} was already {}", self.names.what, self.names.gone)));
         }
         let readonly = c_int::from(!self.writable);
         // SAFETY: `ptr`/`len` stay valid while the item is held, and it is held until
@@ -153,7 +149,7 @@ impl<O: Lender, I> Held<O, I> {
         if st.views > 0 {
             return Err(PyBufferError::new_err(format!(
                 "{} view(s) of this {} are alive (memoryview, numpy array, ...); delete them before releasing or sending it",
-                st.views, self.what
+                st.views, self.names.what
             )));
         }
         Ok(st.item.take())
