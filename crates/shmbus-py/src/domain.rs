@@ -1,9 +1,8 @@
-//! `shmbus.Domain`, and the shared shape of the `status()` dicts.
+//! `shmbus.Domain`.
 
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use shmbus::Domain;
 
 use crate::errors::OrRaise;
@@ -59,13 +58,4 @@ impl PyDomain {
     fn __repr__(&self) -> String {
         format!("Domain({:?}, root={:?})", self.inner.name(), self.inner.root())
     }
-}
-
-/// A `status()` result: a dict of the Rust status struct's fields.
-pub(crate) fn status_dict<'py>(py: Python<'py>, fields: &[(&str, u64)]) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (k, v) in fields {
-        d.set_item(*k, *v)?;
-    }
-    Ok(d)
 }

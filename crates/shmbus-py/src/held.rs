@@ -1,6 +1,8 @@
-//! `Held<I>`: a lent zero-copy item inside its Python object, exporting its bytes through
-//! the buffer protocol and counting the views, so that it is not given back (unpinned,
-//! sent, consumed) while a `memoryview` or numpy array still points into it.
+//! `Held<O, I>`: a lent zero-copy item inside its Python object, exporting its bytes
+//! through the buffer protocol and counting the views, so that it is not given back
+//! (unpinned, sent, consumed) while a `memoryview` or numpy array still points into it. It
+//! holds the lending endpoint's object `O` too, and gives the item back to it when taken
+//! out, or when dropped still held.
 
 use std::ffi::c_int;
 use std::sync::{Mutex, MutexGuard};
@@ -8,8 +10,20 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::pyclass::boolean_struct::True;
+use pyo3::types::PyBytes;
+use pyo3::PyClass;
 
-use crate::cell::Lent;
+use crate::cell::{Cell, Lent};
+use crate::errors::Fail;
+
+/// A Python class owning an endpoint whose [`Cell`] lends items.
+pub(crate) trait Lender: PyClass<Frozen = True> + Sync {
+    /// The Rust endpoint.
+    type Endpoint: 'static;
+    /// The endpoint's cell.
+    fn cell(&self) -> &Cell<Self::Endpoint>;
+}
 
 #[derive(Debug)]
 struct State<I> {
@@ -18,27 +32,53 @@ struct State<I> {
     views: usize,
 }
 
-/// A lent item, its bytes (`ptr`, `len`) and whether views of them may write.
+/// A lent item, the endpoint object `owner` it was lent by, its bytes (`ptr`, `len`) and
+/// whether views of them may write.
 #[derive(Debug)]
-pub(crate) struct Held<I> {
+pub(crate) struct Held<O: Lender, I> {
+    owner: Py<O>,
     state: Mutex<State<I>>,
     ptr: *mut u8,
     len: usize,
     writable: bool,
-    /// What it is, for messages: "sample", "loan", ...
-    what: &'static str,
+    names: Names,
 }
 
 // SAFETY: `ptr` points into a mapping the item keeps alive and in place (the item is
-// `Lent`, itself Send and Sync); the item is only reached through the mutex.
-unsafe impl<I> Send for Held<I> {}
+// `Lent`, itself Send and Sync); the item is only reached through the mutex; `Py<O>` is
+// Send and Sync.
+unsafe impl<O: Lender, I> Send for Held<O, I> {}
 // SAFETY: as above.
-unsafe impl<I> Sync for Held<I> {}
+unsafe impl<O: Lender, I> Sync for Held<O, I> {}
 
-impl<I> Held<I> {
-    /// Holds `item`, whose bytes are the `len` bytes at `ptr` (valid while it lives).
-    pub(crate) fn new(item: Lent<I>, ptr: *mut u8, len: usize, writable: bool, what: &'static str) -> Held<I> {
-        Held { state: Mutex::new(State { item: Some(item), views: 0 }), ptr, len, writable, what }
+/// How a lent item is described in messages: what it is and what has become of it once
+/// given back ("this {what} was already {gone}").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Names {
+    /// "sample", "loan", ...
+    pub(crate) what: &'static str,
+    /// "released", "sent or released", ...
+    pub(crate) gone: &'static str,
+}
+
+/// What a loan (a topic, stream or journal one) is called in messages.
+pub(crate) const LOAN: Names = Names { what: "loan", gone: "sent or released" };
+
+impl<O: Lender, I> Held<O, I> {
+    /// Holds `item`, lent by `owner`'s endpoint, whose bytes are the `len` bytes at `ptr`
+    /// (valid while it lives).
+    pub(crate) fn new(owner: Py<O>, item: Lent<I>, ptr: *mut u8, len: usize, writable: bool, names: Names) -> Self {
+        let state = Mutex::new(State { item: Some(item), views: 0 });
+        Held { owner, state, ptr, len, writable, names }
+    }
+
+    /// The endpoint object the item was lent by.
+    pub(crate) fn owner(&self) -> &O {
+        self.owner.get()
+    }
+
+    fn closed(&self) -> Fail {
+        Fail::new("Closed", format!("this {} was already {}", self.names.what, self.names.gone))
     }
 
     fn lock(&self) -> MutexGuard<'_, State<I>> {
@@ -55,13 +95,15 @@ impl<I> Held<I> {
         self.lock().item.is_some()
     }
 
-    /// The bytes, copied (for `bytes(x)`-free access and `repr`); `None` once given back.
-    pub(crate) fn to_vec(&self) -> Option<Vec<u8>> {
+    /// The bytes, copied into `bytes` (`Closed` once given back).
+    pub(crate) fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let st = self.lock();
-        st.item.as_ref()?;
+        if st.item.is_none() {
+            return Err(self.closed().into());
+        }
         // SAFETY: the item is held (checked under the lock, which a give-back needs), so its
         // `len` bytes at `ptr` are valid.
-        Some(unsafe { std::slice::from_raw_parts(self.ptr, self.len) }.to_vec())
+        Ok(PyBytes::new(py, unsafe { std::slice::from_raw_parts(self.ptr, self.len) }))
     }
 
     /// `bf_getbuffer`: fills `view` with the item's bytes and counts the view.
@@ -77,7 +119,7 @@ impl<I> Held<I> {
     ) -> PyResult<()> {
         let mut st = self.lock();
         if st.item.is_none() {
-            return Err(PyBufferError::new_err(format!("this {} was already released", self.what)));
+            return Err(PyBufferError::new_err(format!("this {} was already {}", self.names.what, self.names.gone)));
         }
         let readonly = c_int::from(!self.writable);
         // SAFETY: `ptr`/`len` stay valid while the item is held, and it is held until
@@ -102,19 +144,41 @@ impl<I> Held<I> {
 
     /// Takes the item out to give it back, unless views of it live (`BufferError`) or it is
     /// gone already (`None`).
-    pub(crate) fn take(&self) -> PyResult<Option<Lent<I>>> {
+    fn take(&self) -> PyResult<Option<Lent<I>>> {
         let mut st = self.lock();
         if st.views > 0 {
             return Err(PyBufferError::new_err(format!(
                 "{} view(s) of this {} are alive (memoryview, numpy array, ...); delete them before releasing or sending it",
-                st.views, self.what
+                st.views, self.names.what
             )));
         }
         Ok(st.item.take())
     }
 
-    /// Takes the item out whatever the views (the object is being deallocated, so none).
-    pub(crate) fn take_at_drop(&mut self) -> Option<Lent<I>> {
-        self.state.get_mut().unwrap_or_else(|p| p.into_inner()).item.take()
+    /// Gives the item back to its endpoint with `f` (which sends or consumes it; dropping
+    /// it releases), unless views of it live (`BufferError`) or it is gone already
+    /// (`Closed`).
+    pub(crate) fn give_back<R>(&self, f: impl FnOnce(I) -> R) -> PyResult<R> {
+        let lent = self.take()?.ok_or_else(|| self.closed())?;
+        Ok(self.owner().cell().give_back(lent, f))
+    }
+
+    /// Gives the item back unused, unless views of it live (`BufferError`); nothing if it is
+    /// gone already.
+    pub(crate) fn release(&self) -> PyResult<()> {
+        if let Some(lent) = self.take()? {
+            self.owner().cell().give_back(lent, drop);
+        }
+        Ok(())
+    }
+}
+
+impl<O: Lender, I> Drop for Held<O, I> {
+    /// An item still held when its object is deallocated (so no view of it lives) is given
+    /// back unused.
+    fn drop(&mut self) {
+        if let Some(lent) = self.state.get_mut().unwrap_or_else(|p| p.into_inner()).item.take() {
+            self.owner.get().cell().give_back(lent, drop);
+        }
     }
 }

@@ -7,14 +7,15 @@ use std::time::Duration;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 use shmbus::journal::{Durability, Entry, EntryRef, Loan, Retention, RollCycle};
 use shmbus::{Appender, Journal, JournalConfig, Tailer};
 
 use crate::block::{blocking, timeout_arg, Bytes};
-use crate::cell::{Cell, Lending};
-use crate::errors::{Fail, OrRaise};
-use crate::held::Held;
+use crate::cell::{Cell, Lending, Lent};
+use crate::errors::OrRaise;
+use crate::held::{Held, Names, LOAN};
+use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s)
@@ -57,7 +58,7 @@ pub(crate) struct PyJournal {
     cell: Cell<Journal>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyJournal {
     /// Opens the journal in directory `dir`, creating it if it does not exist. The keywords
     /// apply only when it is created (an existing journal keeps its own): `roll` is
@@ -79,18 +80,9 @@ impl PyJournal {
         abandon_timeout: Option<f64>,
         mode: Option<u32>,
     ) -> PyResult<PyJournal> {
-        let mut config = JournalConfig::default();
+        let mut config = config_from_args!(JournalConfig::default(); cycle_bytes, chunk_bytes, max_entry_len, mode);
         if let Some(r) = roll {
             config = config.roll(roll_arg(r)?);
-        }
-        if let Some(v) = cycle_bytes {
-            config = config.cycle_bytes(v);
-        }
-        if let Some(v) = chunk_bytes {
-            config = config.chunk_bytes(v);
-        }
-        if let Some(v) = max_entry_len {
-            config = config.max_entry_len(v);
         }
         if let Some(d) = durability {
             config = config.durability(durability_arg(d)?);
@@ -101,9 +93,6 @@ impl PyJournal {
         }
         if let Some(s) = abandon_timeout {
             config = config.abandon_timeout(seconds("abandon_timeout", s)?);
-        }
-        if let Some(v) = mode {
-            config = config.mode(v);
         }
         let journal = Journal::create_or_open(dir, &config).or_raise()?;
         Ok(PyJournal { cell: Cell::new(journal, Lending::Exclusive, "journal") })
@@ -122,28 +111,22 @@ impl PyJournal {
     #[staticmethod]
     fn status<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
         let s = Journal::status(dir).or_raise()?;
-        let d = PyDict::new(py);
-        d.set_item("dir", &s.dir)?;
-        d.set_item("format_version", s.format_version)?;
-        d.set_item("first_index", s.first_index)?;
-        d.set_item("next_index", s.next_index)?;
-        d.set_item("bytes", s.bytes)?;
-        d.set_item("file_bytes", s.file_bytes)?;
-        d.set_item("appenders", s.appenders)?;
-        d.set_item("cycles", s.cycles.len())?;
         let readers = s
             .readers
             .iter()
-            .map(|r| {
-                let rd = PyDict::new(py);
-                rd.set_item("name", &r.name)?;
-                rd.set_item("position", r.position)?;
-                rd.set_item("holder_pid", r.holder_pid)?;
-                Ok(rd)
-            })
+            .map(|r| Ok(py_dict!(py, { "name" => &r.name, "position" => r.position, "holder_pid" => r.holder_pid })))
             .collect::<PyResult<Vec<_>>>()?;
-        d.set_item("readers", readers)?;
-        Ok(d)
+        Ok(py_dict!(py, {
+            "dir" => &s.dir,
+            "format_version" => s.format_version,
+            "first_index" => s.first_index,
+            "next_index" => s.next_index,
+            "bytes" => s.bytes,
+            "file_bytes" => s.file_bytes,
+            "appenders" => s.appenders,
+            "cycles" => s.cycles.len(),
+            "readers" => readers,
+        }))
     }
 
     /// A new appender.
@@ -189,21 +172,10 @@ impl PyJournal {
     fn dir(&self) -> PyResult<PathBuf> {
         Ok(self.cell.with(|j| j.dir().to_path_buf())?)
     }
+}
 
-    /// Closes the journal handle (endpoints made from it keep working).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// Closes the journal handle (endpoints made from it keep working).
+fn close;
 }
 
 fn tailer(t: Result<Tailer, shmbus::OpenError>) -> PyResult<PyTailer> {
@@ -217,7 +189,9 @@ pub(crate) struct PyAppender {
     cell: Cell<Appender>,
 }
 
-#[pymethods]
+lender!(PyAppender => Appender);
+
+closing_pymethods! {
 impl PyAppender {
     /// Appends `data` (any contiguous bytes-like object). Returns its global index.
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -232,29 +206,16 @@ impl PyAppender {
         let mut lent = slf.get().cell.lend_mut(|a| a.loan(len).or_raise())?;
         // Written through the exported buffer only, until sent after every view is gone.
         let (ptr, n, index) = (lent.get_mut().as_mut_ptr(), lent.get().len(), lent.get().index());
-        Ok(PyJournalLoan { owner: slf.unbind(), held: Held::new(lent, ptr, n, true, "loan"), index })
+        Ok(PyJournalLoan { held: Held::new(slf.unbind(), lent, ptr, n, true, LOAN), index })
     }
+}
 
-    /// The largest entry, in bytes.
-    #[getter]
-    fn max_entry_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|a| a.max_entry_len())?)
-    }
+/// Releases the appender (deferred while a loan lives).
+fn close;
 
-    /// Releases the appender (deferred while a loan lives).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The largest entry, in bytes.
+#[getter]
+fn max_entry_len -> usize;
 }
 
 /// Room for one entry, from `Appender.loan(len)`: write it through the buffer protocol,
@@ -262,47 +223,21 @@ impl PyAppender {
 #[pyclass(frozen, module = "shmbus", name = "JournalLoan")]
 #[derive(Debug)]
 pub(crate) struct PyJournalLoan {
-    owner: Py<PyAppender>,
-    held: Held<Loan<'static>>,
+    held: Held<PyAppender, Loan<'static>>,
     /// The global index the entry will have.
     #[pyo3(get)]
     index: u64,
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PyJournalLoan {
     /// Publishes the entry. Returns its global index.
     fn send(&self) -> PyResult<u64> {
-        let Some(lent) = self.held.take()? else {
-            return Err(Fail::new("Closed", "this loan was already sent or released").into());
-        };
-        Ok(self.owner.get().cell.give_back(lent, |loan| loan.send()).or_raise()?)
-    }
-
-    /// Abandons the entry unsent (readers skip it). Also what leaving a `with` block does.
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
+        Ok(self.held.give_back(|loan| loan.send())?.or_raise()?)
     }
 
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -311,43 +246,14 @@ impl PyJournalLoan {
     }
 }
 
-impl Drop for PyJournalLoan {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-    }
+/// Abandons the entry unsent (readers skip it). Also what leaving a `with` block does.
+fn release;
 }
 
-/// A journal entry, copied: `data` (bytes), `index` (global), `ts_ns` (`CLOCK_REALTIME`
-/// nanoseconds at append).
-#[pyclass(frozen, module = "shmbus", name = "Entry", get_all)]
-#[derive(Debug)]
-pub(crate) struct PyEntry {
-    data: Py<PyBytes>,
-    index: u64,
-    ts_ns: u64,
-}
-
-impl PyEntry {
-    fn new(py: Python<'_>, e: Entry) -> PyEntry {
-        PyEntry { data: PyBytes::new(py, e.data()).unbind(), index: e.index(), ts_ns: e.ts_ns() }
-    }
-}
-
-#[pymethods]
-impl PyEntry {
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.data.bind(py).as_bytes().len()
-    }
-
-    fn __bytes__(&self, py: Python<'_>) -> Py<PyBytes> {
-        self.data.clone_ref(py)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Entry(index={}, ts_ns={}, len={})", self.index, self.ts_ns, self.__len__(py))
-    }
+copied_item! {
+    /// A journal entry, copied: `data` (bytes), `index` (global), `ts_ns` (`CLOCK_REALTIME`
+    /// nanoseconds at append).
+    "Entry": PyEntry from Entry { index, ts_ns }
 }
 
 /// Reads a journal in order (a tailer, or a named reader that persists its position).
@@ -358,7 +264,9 @@ pub(crate) struct PyTailer {
     pub(crate) cell: Cell<Tailer>,
 }
 
-#[pymethods]
+lender!(PyTailer => Tailer);
+
+closing_pymethods! {
 impl PyTailer {
     /// The next entry without waiting: `Empty` if there is none yet.
     fn try_recv(&self, py: Python<'_>) -> PyResult<PyEntry> {
@@ -390,40 +298,6 @@ impl PyTailer {
         Ok(PyEntryRef::new(slf.unbind(), lent))
     }
 
-    /// For a named reader: persists that everything delivered so far is done (no-op for a
-    /// plain tailer). Without it, the last delivered entry is delivered again after a
-    /// restart.
-    fn ack(&self) -> PyResult<()> {
-        Ok(self.cell.with(|t| t.ack())?)
-    }
-
-    /// The global index of the next entry to read.
-    #[getter]
-    fn position(&self) -> PyResult<u64> {
-        Ok(self.cell.with(|t| t.position())?)
-    }
-
-    /// How many damaged ranges this tailer skipped.
-    #[getter]
-    fn damaged_ranges(&self) -> PyResult<u64> {
-        Ok(self.cell.with(|t| t.damaged_ranges())?)
-    }
-
-    /// Releases the tailer (and a named reader's hold).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -433,14 +307,30 @@ impl PyTailer {
     }
 }
 
+/// Releases the tailer (and a named reader's hold).
+fn close;
+
+/// For a named reader: persists that everything delivered so far is done (no-op for a
+/// plain tailer). Without it, the last delivered entry is delivered again after a
+/// restart.
+fn ack -> ();
+
+/// The global index of the next entry to read.
+#[getter]
+fn position -> u64;
+
+/// How many damaged ranges this tailer skipped.
+#[getter]
+fn damaged_ranges -> u64;
+}
+
 /// An entry read in place (a read-only buffer), from `Tailer.recv_ref()`: `index`, `ts_ns`;
 /// `release()` (or leaving a `with` block) lets the tailer go on, and raises `BufferError`
 /// while views of it live.
 #[pyclass(frozen, module = "shmbus", name = "EntryRef")]
 #[derive(Debug)]
 pub(crate) struct PyEntryRef {
-    tailer: Py<PyTailer>,
-    held: Held<EntryRef<'static>>,
+    held: Held<PyTailer, EntryRef<'static>>,
     /// The global index.
     #[pyo3(get)]
     index: u64,
@@ -450,47 +340,18 @@ pub(crate) struct PyEntryRef {
 }
 
 impl PyEntryRef {
-    fn new(tailer: Py<PyTailer>, lent: crate::cell::Lent<EntryRef<'static>>) -> PyEntryRef {
+    fn new(tailer: Py<PyTailer>, lent: Lent<EntryRef<'static>>) -> PyEntryRef {
         let e = lent.get();
         let (ptr, len, index, ts_ns) = (e.data().as_ptr().cast_mut(), e.len(), e.index(), e.ts_ns());
-        PyEntryRef { tailer, held: Held::new(lent, ptr, len, false, "entry"), index, ts_ns }
+        let names = Names { what: "entry", gone: "released" };
+        PyEntryRef { held: Held::new(tailer, lent, ptr, len, false, names), index, ts_ns }
     }
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PyEntryRef {
-    /// The payload, copied into `bytes`.
-    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        match self.held.to_vec() {
-            Some(v) => Ok(PyBytes::new(py, &v)),
-            None => Err(Fail::new("Closed", "this entry was already released").into()),
-        }
-    }
-
-    /// Lets the tailer go on (the entry's memory may be reused).
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.tailer.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
-    }
-
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -499,10 +360,7 @@ impl PyEntryRef {
     }
 }
 
-impl Drop for PyEntryRef {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.tailer.get().cell.give_back(lent, drop);
-        }
-    }
+/// Lets the tailer go on (the entry's memory may be reused).
+fn release;
+fn tobytes;
 }

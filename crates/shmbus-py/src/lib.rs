@@ -4,7 +4,8 @@
 //!
 //! How a Python object owns a Rust endpoint and lends zero-copy items is in `cell.rs`; how
 //! those items export their bytes through the buffer protocol in `held.rs`; how blocking
-//! calls release the GIL and stay interruptible in `block.rs`.
+//! calls release the GIL and stay interruptible in `block.rs`; the methods every handle,
+//! endpoint and lent item shares in `methods.rs`.
 
 mod block;
 mod cell;
@@ -12,6 +13,7 @@ mod domain;
 mod errors;
 mod held;
 mod journal;
+mod methods;
 mod pool;
 mod queue;
 mod stream;

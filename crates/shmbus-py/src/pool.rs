@@ -9,10 +9,11 @@ use shmbus::pool::{Job, JobRef};
 use shmbus::{Dispatcher, Pool, PoolConfig, Worker};
 
 use crate::block::{blocking, timeout_arg, Bytes};
-use crate::cell::{Cell, Lending};
+use crate::cell::{Cell, Lending, Lent};
 use crate::domain::PyDomain;
-use crate::errors::{Fail, OrRaise};
-use crate::held::Held;
+use crate::errors::OrRaise;
+use crate::held::{Held, Names};
+use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
 
 /// A pool. Make one with `Pool.create_or_open` or `Pool.open`; endpoints come from
 /// `dispatcher()` (exclusive) and `worker()`.
@@ -22,7 +23,7 @@ pub(crate) struct PyPool {
     cell: Cell<Pool>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyPool {
     /// Opens pool `name` in `domain`, creating it if it does not exist (keywords left at
     /// None accept what an existing pool has).
@@ -36,19 +37,7 @@ impl PyPool {
         mode: Option<u32>,
         group: Option<u32>,
     ) -> PyResult<PyPool> {
-        let mut config = PoolConfig::default();
-        if let Some(v) = max_workers {
-            config = config.max_workers(v);
-        }
-        if let Some(v) = max_job_len {
-            config = config.max_job_len(v);
-        }
-        if let Some(v) = mode {
-            config = config.mode(v);
-        }
-        if let Some(v) = group {
-            config = config.group(v);
-        }
+        let config = config_from_args!(PoolConfig::default(); max_workers, max_job_len, mode, group);
         let pool = Pool::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyPool { cell: Cell::new(pool, Lending::Exclusive, "pool") })
     }
@@ -66,17 +55,17 @@ impl PyPool {
     #[staticmethod]
     fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let s = Pool::status(&domain.inner, name).or_raise()?;
-        let d = PyDict::new(py);
-        d.set_item("max_workers", s.max_workers)?;
-        d.set_item("max_job_len", s.max_job_len)?;
-        d.set_item("workers", s.workers)?;
-        d.set_item("idle", s.idle)?;
-        d.set_item("busy", s.busy)?;
-        d.set_item("dispatcher_pid", s.dispatcher_pid)?;
-        d.set_item("dispatcher_alive", s.dispatcher_alive)?;
-        d.set_item("dispatched", s.dispatched)?;
-        d.set_item("lost", s.lost)?;
-        Ok(d)
+        Ok(py_dict!(py, {
+            "max_workers" => s.max_workers,
+            "max_job_len" => s.max_job_len,
+            "workers" => s.workers,
+            "idle" => s.idle,
+            "busy" => s.busy,
+            "dispatcher_pid" => s.dispatcher_pid,
+            "dispatcher_alive" => s.dispatcher_alive,
+            "dispatched" => s.dispatched,
+            "lost" => s.lost,
+        }))
     }
 
     /// The dispatcher (exclusive: `Busy` if a live process holds it).
@@ -90,33 +79,18 @@ impl PyPool {
         let w = self.cell.with(|p| p.worker())?.or_raise()?;
         Ok(PyWorker { cell: Cell::new(w, Lending::Exclusive, "worker") })
     }
+}
 
-    /// The most workers.
-    #[getter]
-    fn max_workers(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|p| p.max_workers())?)
-    }
+/// Unmaps the pool (endpoints made from it keep working).
+fn close;
 
-    /// The largest job, in bytes.
-    #[getter]
-    fn max_job_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|p| p.max_job_len())?)
-    }
+/// The most workers.
+#[getter]
+fn max_workers -> usize;
 
-    /// Unmaps the pool (endpoints made from it keep working).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The largest job, in bytes.
+#[getter]
+fn max_job_len -> usize;
 }
 
 /// Where a job went: `job_id` and the `worker` mailbox index.
@@ -158,7 +132,7 @@ pub(crate) struct PyDispatcher {
     pub(crate) cell: Cell<Dispatcher>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyDispatcher {
     /// Places `data` (any contiguous bytes-like object) in an idle worker's mailbox, with
     /// `job_id` or the next id the pool assigns. Returns a `Dispatched`.
@@ -179,27 +153,14 @@ impl PyDispatcher {
         let lost = self.cell.with(|d| d.reap())?;
         Ok(lost.into_iter().map(|l| PyLostJob { job_id: l.job_id, worker: l.worker, pid: l.pid }).collect())
     }
+}
 
-    /// The largest job, in bytes.
-    #[getter]
-    fn max_job_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|d| d.max_job_len())?)
-    }
+/// Releases the dispatcher role.
+fn close;
 
-    /// Releases the dispatcher role.
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The largest job, in bytes.
+#[getter]
+fn max_job_len -> usize;
 }
 
 /// Receives jobs. A received `Job` is copied out of the mailbox; `job.done()` (or
@@ -211,7 +172,9 @@ pub(crate) struct PyWorker {
     pub(crate) cell: Cell<Worker>,
 }
 
-#[pymethods]
+lender!(PyWorker => Worker);
+
+closing_pymethods! {
 impl PyWorker {
     /// The next job without waiting: `Empty` if there is none (the worker is then idle),
     /// `Disconnected` if the dispatcher is gone.
@@ -244,37 +207,6 @@ impl PyWorker {
         Ok(PyJobRef::new(slf.unbind(), lent))
     }
 
-    /// Declares the current job finished and the worker idle.
-    fn done(&self) -> PyResult<()> {
-        Ok(self.cell.with(|w| w.done())?)
-    }
-
-    /// Whether a live dispatcher holds the pool.
-    fn dispatcher_alive(&self) -> PyResult<bool> {
-        Ok(self.cell.with(|w| w.dispatcher_alive())?)
-    }
-
-    /// The worker's mailbox index.
-    #[getter]
-    fn index(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|w| w.index())?)
-    }
-
-    /// Releases the worker's mailbox.
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -282,6 +214,22 @@ impl PyWorker {
     fn __next__(slf: Bound<'_, Self>) -> PyResult<PyJob> {
         PyWorker::recv(slf, None)
     }
+
+    /// Declares the current job finished and the worker idle.
+    fn done(&self) -> PyResult<()> {
+        Ok(self.cell.with(|w| w.done())?)
+    }
+}
+
+/// Releases the worker's mailbox.
+fn close;
+
+/// Whether a live dispatcher holds the pool.
+fn dispatcher_alive -> bool;
+
+/// The worker's mailbox index.
+#[getter]
+fn index -> usize;
 }
 
 /// A received job: `data` (bytes), `id`; `done()` declares it finished.
@@ -327,61 +275,31 @@ impl PyJob {
 #[pyclass(frozen, module = "shmbus", name = "JobRef")]
 #[derive(Debug)]
 pub(crate) struct PyJobRef {
-    worker: Py<PyWorker>,
-    held: Held<JobRef<'static>>,
+    held: Held<PyWorker, JobRef<'static>>,
     /// The job's id.
     #[pyo3(get)]
     id: u64,
 }
 
 impl PyJobRef {
-    fn new(worker: Py<PyWorker>, lent: crate::cell::Lent<JobRef<'static>>) -> PyJobRef {
+    fn new(worker: Py<PyWorker>, lent: Lent<JobRef<'static>>) -> PyJobRef {
         let j = lent.get();
         let (ptr, len, id) = (j.data().as_ptr().cast_mut(), j.len(), j.id());
-        PyJobRef { worker, held: Held::new(lent, ptr, len, false, "job"), id }
+        let names = Names { what: "job", gone: "done or released" };
+        PyJobRef { held: Held::new(worker, lent, ptr, len, false, names), id }
     }
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PyJobRef {
-    /// The payload, copied into `bytes`.
-    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        match self.held.to_vec() {
-            Some(v) => Ok(PyBytes::new(py, &v)),
-            None => Err(Fail::new("Closed", "this job was already done or released").into()),
-        }
-    }
-
     /// Declares the job finished and the worker idle.
     fn done(&self) -> PyResult<()> {
-        self.release()?;
-        self.worker.get().done()
-    }
-
-    /// Lets go of the job's memory without declaring it done.
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.worker.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
+        self.held.release()?;
+        self.held.owner().done()
     }
 
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -390,10 +308,7 @@ impl PyJobRef {
     }
 }
 
-impl Drop for PyJobRef {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.worker.get().cell.give_back(lent, drop);
-        }
-    }
+/// Lets go of the job's memory without declaring it done.
+fn release;
+fn tobytes;
 }

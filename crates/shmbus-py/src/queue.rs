@@ -8,6 +8,7 @@ use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::{Cell, Lending};
 use crate::domain::PyDomain;
 use crate::errors::OrRaise;
+use crate::methods::{closing_pymethods, config_from_args, py_dict};
 
 /// A queue. Make one with `Queue.create_or_open` or `Queue.open`; endpoints come from
 /// `producer()` and `consumer()`.
@@ -17,7 +18,7 @@ pub(crate) struct PyQueue {
     cell: Cell<Queue>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyQueue {
     /// Opens queue `name` in `domain`, creating it if it does not exist (keywords left at
     /// None accept what an existing queue has; see `Topic.create_or_open`).
@@ -31,19 +32,7 @@ impl PyQueue {
         mode: Option<u32>,
         group: Option<u32>,
     ) -> PyResult<PyQueue> {
-        let mut config = QueueConfig::default();
-        if let Some(v) = capacity {
-            config = config.capacity(v);
-        }
-        if let Some(v) = max_message_len {
-            config = config.max_message_len(v);
-        }
-        if let Some(v) = mode {
-            config = config.mode(v);
-        }
-        if let Some(v) = group {
-            config = config.group(v);
-        }
+        let config = config_from_args!(QueueConfig::default(); capacity, max_message_len, mode, group);
         let queue = Queue::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyQueue { cell: Cell::new(queue, Lending::Exclusive, "queue") })
     }
@@ -61,17 +50,17 @@ impl PyQueue {
     #[staticmethod]
     fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let s = Queue::status(&domain.inner, name).or_raise()?;
-        let d = PyDict::new(py);
-        d.set_item("capacity", s.capacity)?;
-        d.set_item("max_message_len", s.max_message_len)?;
-        d.set_item("depth", s.depth)?;
-        d.set_item("producers", s.producers)?;
-        d.set_item("consumers", s.consumers)?;
-        d.set_item("sent", s.sent)?;
-        d.set_item("received", s.received)?;
-        d.set_item("abandoned", s.abandoned)?;
-        d.set_item("lost", s.lost)?;
-        Ok(d)
+        Ok(py_dict!(py, {
+            "capacity" => s.capacity,
+            "max_message_len" => s.max_message_len,
+            "depth" => s.depth,
+            "producers" => s.producers,
+            "consumers" => s.consumers,
+            "sent" => s.sent,
+            "received" => s.received,
+            "abandoned" => s.abandoned,
+            "lost" => s.lost,
+        }))
     }
 
     /// A new producer.
@@ -85,33 +74,18 @@ impl PyQueue {
         let c = self.cell.with(|q| q.consumer())?.or_raise()?;
         Ok(PyConsumer { cell: Cell::new(c, Lending::Exclusive, "consumer") })
     }
+}
 
-    /// How many messages the queue holds.
-    #[getter]
-    fn capacity(&self) -> PyResult<u64> {
-        Ok(self.cell.with(|q| q.capacity())?)
-    }
+/// Unmaps the queue (endpoints made from it keep working).
+fn close;
 
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|q| q.max_message_len())?)
-    }
+/// How many messages the queue holds.
+#[getter]
+fn capacity -> u64;
 
-    /// Unmaps the queue (endpoints made from it keep working).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }
 
 /// Sends into a queue; `send` waits for room.
@@ -121,7 +95,7 @@ pub(crate) struct PyProducer {
     pub(crate) cell: Cell<Producer>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyProducer {
     /// Sends `data` (any contiguous bytes-like object) without waiting: `Full` if the queue
     /// is full.
@@ -137,32 +111,17 @@ impl PyProducer {
         let bytes = Bytes::get(data)?;
         blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|p| p.send_timeout(bytes.as_slice(), d).or_raise())?)
     }
+}
 
-    /// Whether a `try_send` would find room now.
-    fn has_room(&self) -> PyResult<bool> {
-        Ok(self.cell.with(|p| p.has_room())?)
-    }
+/// Releases the producer's participant entry.
+fn close;
 
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|p| p.max_message_len())?)
-    }
+/// Whether a `try_send` would find room now.
+fn has_room -> bool;
 
-    /// Releases the producer's participant entry.
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }
 
 /// Receives from a queue, as `bytes` (the queue copies: it has no zero-copy receive).
@@ -173,7 +132,7 @@ pub(crate) struct PyConsumer {
     pub(crate) cell: Cell<Consumer>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyConsumer {
     /// The next message without waiting: `Empty` if there is none.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
@@ -188,32 +147,6 @@ impl PyConsumer {
         Ok(PyBytes::new(py, &v))
     }
 
-    /// Whether a `try_recv` would find a message now.
-    fn has_message(&self) -> PyResult<bool> {
-        Ok(self.cell.with(|c| c.has_message())?)
-    }
-
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|c| c.max_message_len())?)
-    }
-
-    /// Releases the consumer's participant entry.
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -221,4 +154,15 @@ impl PyConsumer {
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         self.recv(py, None)
     }
+}
+
+/// Releases the consumer's participant entry.
+fn close;
+
+/// Whether a `try_recv` would find a message now.
+fn has_message -> bool;
+
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }

@@ -1,20 +1,20 @@
 //! `shmbus.Stream`: an SPSC ring of variable-size records, with zero-copy `Record`s and
 //! `StreamLoan`s.
 
-use std::ffi::c_int;
-
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use shmbus::stream::{Loan, Record};
 use shmbus::{Stream, StreamConfig, StreamReader, StreamWriter};
+use std::ffi::c_int;
 
 use crate::block::{blocking, timeout_arg, Bytes};
-use crate::cell::{Cell, Lending};
+use crate::cell::{Cell, Lending, Lent};
 use crate::domain::PyDomain;
 use crate::errors::{is_class, Fail, OrRaise};
-use crate::held::Held;
+use crate::held::{Held, Names, LOAN};
+use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
 
 /// A stream: one writer, one reader, records of any size up to `max_record_len`. Make one
 /// with `Stream.create_or_open` or `Stream.open`.
@@ -24,7 +24,7 @@ pub(crate) struct PyStream {
     cell: Cell<Stream>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyStream {
     /// Opens stream `name` in `domain`, creating it if it does not exist (`capacity`: the
     /// ring's size in bytes; None accepts an existing stream's).
@@ -37,16 +37,7 @@ impl PyStream {
         mode: Option<u32>,
         group: Option<u32>,
     ) -> PyResult<PyStream> {
-        let mut config = StreamConfig::default();
-        if let Some(v) = capacity {
-            config = config.capacity(v);
-        }
-        if let Some(v) = mode {
-            config = config.mode(v);
-        }
-        if let Some(v) = group {
-            config = config.group(v);
-        }
+        let config = config_from_args!(StreamConfig::default(); capacity, mode, group);
         let stream = Stream::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyStream { cell: Cell::new(stream, Lending::Exclusive, "stream") })
     }
@@ -64,16 +55,16 @@ impl PyStream {
     #[staticmethod]
     fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let s = Stream::status(&domain.inner, name).or_raise()?;
-        let d = PyDict::new(py);
-        d.set_item("capacity", s.capacity)?;
-        d.set_item("used", s.used)?;
-        d.set_item("head", s.head)?;
-        d.set_item("tail", s.tail)?;
-        d.set_item("writer_pid", s.writer.as_ref().map(|w| w.pid))?;
-        d.set_item("writer_alive", s.writer.as_ref().is_some_and(|w| w.alive))?;
-        d.set_item("reader_pid", s.reader.as_ref().map(|r| r.pid))?;
-        d.set_item("reader_alive", s.reader.as_ref().is_some_and(|r| r.alive))?;
-        Ok(d)
+        Ok(py_dict!(py, {
+            "capacity" => s.capacity,
+            "used" => s.used,
+            "head" => s.head,
+            "tail" => s.tail,
+            "writer_pid" => s.writer.as_ref().map(|w| w.pid),
+            "writer_alive" => s.writer.as_ref().is_some_and(|w| w.alive),
+            "reader_pid" => s.reader.as_ref().map(|r| r.pid),
+            "reader_alive" => s.reader.as_ref().is_some_and(|r| r.alive),
+        }))
     }
 
     /// The writer (exclusive: `Busy` if a live process holds it).
@@ -87,33 +78,18 @@ impl PyStream {
         let r = self.cell.with(|s| s.reader())?.or_raise()?;
         Ok(PyStreamReader { cell: Cell::new(r, Lending::Exclusive, "stream reader") })
     }
+}
 
-    /// The ring's size in bytes.
-    #[getter]
-    fn capacity(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|s| s.capacity())?)
-    }
+/// Unmaps the stream (endpoints made from it keep working).
+fn close;
 
-    /// The largest record, in bytes.
-    #[getter]
-    fn max_record_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|s| s.max_record_len())?)
-    }
+/// The ring's size in bytes.
+#[getter]
+fn capacity -> usize;
 
-    /// Unmaps the stream (endpoints made from it keep working).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The largest record, in bytes.
+#[getter]
+fn max_record_len -> usize;
 }
 
 /// Writes records into a stream; `send` waits for room.
@@ -123,7 +99,9 @@ pub(crate) struct PyStreamWriter {
     pub(crate) cell: Cell<StreamWriter>,
 }
 
-#[pymethods]
+lender!(PyStreamWriter => StreamWriter);
+
+closing_pymethods! {
 impl PyStreamWriter {
     /// Writes `data` (any contiguous bytes-like object) as one record without waiting:
     /// `Full` if the ring has no room, `Disconnected` if the reader is gone.
@@ -155,7 +133,7 @@ impl PyStreamWriter {
         // The bytes are written through the exported buffer only; the `Loan` is next used
         // when sent, after every view is gone.
         let (ptr, n) = (lent.get_mut().as_mut_ptr(), lent.get().len());
-        Ok(PyStreamLoan { owner: slf.unbind(), held: Held::new(lent, ptr, n, true, "loan") })
+        Ok(PyStreamLoan { held: Held::new(slf.unbind(), lent, ptr, n, true, LOAN) })
     }
 
     /// Waits up to `timeout` seconds (None: for ever) until a live process holds the reader
@@ -176,33 +154,18 @@ impl PyStreamWriter {
     fn reader_alive(&self) -> PyResult<bool> {
         Ok(self.cell.with(|w| w.reader_alive())?)
     }
+}
 
-    /// Ring bytes free now.
-    #[getter]
-    fn free(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|w| w.free())?)
-    }
+/// Releases the writer role (deferred while a loan lives).
+fn close;
 
-    /// The largest record, in bytes.
-    #[getter]
-    fn max_record_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|w| w.max_record_len())?)
-    }
+/// Ring bytes free now.
+#[getter]
+fn free -> usize;
 
-    /// Releases the writer role (deferred while a loan lives).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The largest record, in bytes.
+#[getter]
+fn max_record_len -> usize;
 }
 
 /// Ring space lent by `StreamWriter.loan()`: write the record through the buffer protocol,
@@ -210,11 +173,10 @@ impl PyStreamWriter {
 #[pyclass(frozen, module = "shmbus", name = "StreamLoan")]
 #[derive(Debug)]
 pub(crate) struct PyStreamLoan {
-    owner: Py<PyStreamWriter>,
-    held: Held<Loan<'static>>,
+    held: Held<PyStreamWriter, Loan<'static>>,
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PyStreamLoan {
     /// Publishes the first `len` bytes (default: all of them) as one record.
     #[pyo3(signature = (len=None))]
@@ -222,42 +184,16 @@ impl PyStreamLoan {
         if let Some(l) = len.filter(|l| *l > self.held.len()) {
             return Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())));
         }
-        let Some(lent) = self.held.take()? else {
-            return Err(Fail::new("Closed", "this loan was already sent or released").into());
-        };
-        self.owner.get().cell.give_back(lent, |mut loan| {
+        self.held.give_back(|mut loan| {
             if let Some(l) = len {
                 loan.truncate(l);
             }
             loan.send()
-        });
-        Ok(())
-    }
-
-    /// Gives the space back unsent. Also what leaving a `with` block does.
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
+        })
     }
 
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -266,12 +202,8 @@ impl PyStreamLoan {
     }
 }
 
-impl Drop for PyStreamLoan {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-    }
+/// Gives the space back unsent. Also what leaving a `with` block does.
+fn release;
 }
 
 /// Reads records from a stream: copies (`recv` → bytes) or zero-copy (`recv_ref` →
@@ -282,7 +214,9 @@ pub(crate) struct PyStreamReader {
     pub(crate) cell: Cell<StreamReader>,
 }
 
-#[pymethods]
+lender!(PyStreamReader => StreamReader);
+
+closing_pymethods! {
 impl PyStreamReader {
     /// The next record without waiting: `Empty` if there is none, `Disconnected` if the
     /// writer is gone and everything was read.
@@ -329,32 +263,6 @@ impl PyStreamReader {
         }
     }
 
-    /// Whether a live process holds the writer role.
-    fn writer_alive(&self) -> PyResult<bool> {
-        Ok(self.cell.with(|r| r.writer_alive())?)
-    }
-
-    /// Bytes committed and not yet consumed.
-    #[getter]
-    fn pending(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|r| r.pending())?)
-    }
-
-    /// Releases the reader role (deferred while a record lives).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
-
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -366,6 +274,19 @@ impl PyStreamReader {
             Err(e) => Err(e),
         }
     }
+
+    /// Whether a live process holds the writer role.
+    fn writer_alive(&self) -> PyResult<bool> {
+        Ok(self.cell.with(|r| r.writer_alive())?)
+    }
+}
+
+/// Releases the reader role (deferred while a record lives).
+fn close;
+
+/// Bytes committed and not yet consumed.
+#[getter]
+fn pending -> usize;
 }
 
 /// A record read in place from the ring (a read-only buffer). `consume()` hands its space
@@ -374,20 +295,20 @@ impl PyStreamReader {
 #[pyclass(frozen, module = "shmbus", name = "Record")]
 #[derive(Debug)]
 pub(crate) struct PyRecord {
-    owner: Py<PyStreamReader>,
-    held: Held<Record<'static>>,
+    held: Held<PyStreamReader, Record<'static>>,
     position: u64,
 }
 
 impl PyRecord {
-    fn new(owner: Py<PyStreamReader>, lent: crate::cell::Lent<Record<'static>>) -> PyRecord {
+    fn new(owner: Py<PyStreamReader>, lent: Lent<Record<'static>>) -> PyRecord {
         let r = lent.get();
         let (ptr, len, position) = (r.as_ptr().cast_mut(), r.len(), r.position());
-        PyRecord { owner, held: Held::new(lent, ptr, len, false, "record"), position }
+        let names = Names { what: "record", gone: "consumed or released" };
+        PyRecord { held: Held::new(owner, lent, ptr, len, false, names), position }
     }
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PyRecord {
     /// The ring position of the record (bytes committed before it).
     #[getter]
@@ -395,47 +316,13 @@ impl PyRecord {
         self.position
     }
 
-    /// The payload, copied into `bytes`.
-    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        match self.held.to_vec() {
-            Some(v) => Ok(PyBytes::new(py, &v)),
-            None => Err(Fail::new("Closed", "this record was already consumed or released").into()),
-        }
-    }
-
     /// Marks the record consumed: no reader sees it again. `BufferError` if views live.
     fn consume(&self) -> PyResult<()> {
-        let Some(lent) = self.held.take()? else {
-            return Err(Fail::new("Closed", "this record was already consumed or released").into());
-        };
-        self.owner.get().cell.give_back(lent, Record::consume);
-        Ok(())
-    }
-
-    /// Lets go of the record unconsumed: it is read again.
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
+        self.held.give_back(Record::consume)
     }
 
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -444,10 +331,7 @@ impl PyRecord {
     }
 }
 
-impl Drop for PyRecord {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-    }
+/// Lets go of the record unconsumed: it is read again.
+fn release;
+fn tobytes;
 }

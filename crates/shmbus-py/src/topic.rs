@@ -1,21 +1,21 @@
 //! `shmbus.Topic`: broadcast publish/subscribe, with zero-copy `Sample`s and `Loan`s.
 
-use std::ffi::c_int;
-
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 use shmbus::topic::{Loan, Message, Sample};
 use shmbus::{
     Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError,
 };
+use std::ffi::c_int;
 
 use crate::block::{blocking, timeout_arg, Bytes};
-use crate::cell::{Cell, Lending};
-use crate::domain::{status_dict, PyDomain};
+use crate::cell::{Cell, Lending, Lent};
+use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
-use crate::held::Held;
+use crate::held::{Held, Names, LOAN};
+use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 
 /// A `Lagged` error keeps its count of missed messages as `.missed`.
 fn try_fail(e: TopicTryRecvError) -> Fail {
@@ -48,7 +48,7 @@ pub(crate) struct PyTopic {
     cell: Cell<Topic>,
 }
 
-#[pymethods]
+closing_pymethods! {
 impl PyTopic {
     /// Opens topic `name` in `domain`, creating it if it does not exist. A keyword left at
     /// None accepts what an existing topic has (a created one uses the default); a value
@@ -64,22 +64,8 @@ impl PyTopic {
         mode: Option<u32>,
         group: Option<u32>,
     ) -> PyResult<PyTopic> {
-        let mut config = TopicConfig::default();
-        if let Some(v) = max_message_len {
-            config = config.max_message_len(v);
-        }
-        if let Some(v) = history {
-            config = config.history(v);
-        }
-        if let Some(v) = spare_slots {
-            config = config.spare_slots(v);
-        }
-        if let Some(v) = mode {
-            config = config.mode(v);
-        }
-        if let Some(v) = group {
-            config = config.group(v);
-        }
+        let config =
+            config_from_args!(TopicConfig::default(); max_message_len, history, spare_slots, mode, group);
         let topic = Topic::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyTopic { cell: Cell::new(topic, Lending::Exclusive, "topic") })
     }
@@ -97,18 +83,15 @@ impl PyTopic {
     #[staticmethod]
     fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let s = Topic::status(&domain.inner, name).or_raise()?;
-        status_dict(
-            py,
-            &[
-                ("max_message_len", s.max_message_len),
-                ("history", s.history),
-                ("slots", s.slots),
-                ("last_seq", s.last_seq),
-                ("publishers", s.publishers as u64),
-                ("subscribers", s.subscribers as u64),
-                ("pinned_slots", s.pinned_slots as u64),
-            ],
-        )
+        Ok(py_dict!(py, {
+            "max_message_len" => s.max_message_len,
+            "history" => s.history,
+            "slots" => s.slots,
+            "last_seq" => s.last_seq,
+            "publishers" => s.publishers,
+            "subscribers" => s.subscribers,
+            "pinned_slots" => s.pinned_slots,
+        }))
     }
 
     /// A new publisher (a participant entry of the topic, released by `close()`).
@@ -128,39 +111,22 @@ impl PyTopic {
     fn name(&self) -> PyResult<String> {
         Ok(self.cell.with(|t| t.name().to_owned())?)
     }
+}
 
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|t| t.max_message_len())?)
-    }
+/// Unmaps the topic (endpoints made from it keep working).
+fn close;
 
-    /// The guaranteed history depth.
-    #[getter]
-    fn history(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|t| t.history())?)
-    }
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 
-    /// The highest committed sequence number (0: none yet).
-    #[getter]
-    fn last_seq(&self) -> PyResult<u64> {
-        Ok(self.cell.with(|t| t.last_seq())?)
-    }
+/// The guaranteed history depth.
+#[getter]
+fn history -> usize;
 
-    /// Unmaps the topic (endpoints made from it keep working).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The highest committed sequence number (0: none yet).
+#[getter]
+fn last_seq -> u64;
 }
 
 /// Publishes to a topic. It never waits: the oldest unpinned slot is overwritten.
@@ -170,7 +136,9 @@ pub(crate) struct PyPublisher {
     cell: Cell<Publisher>,
 }
 
-#[pymethods]
+lender!(PyPublisher => Publisher);
+
+closing_pymethods! {
 impl PyPublisher {
     /// Publishes `data` (any contiguous bytes-like object: bytes, bytearray, memoryview, a
     /// numpy array, ...; read in place). Returns the message's sequence number.
@@ -188,29 +156,16 @@ impl PyPublisher {
         // The loan's bytes are written through the exported buffer only (`Loan` itself is
         // not touched until it is sent, after every view is gone).
         let (ptr, len) = (lent.get_mut().as_mut_ptr(), lent.get().len());
-        Ok(PyLoan { owner: slf.unbind(), held: Held::new(lent, ptr, len, true, "loan") })
+        Ok(PyLoan { held: Held::new(slf.unbind(), lent, ptr, len, true, LOAN) })
     }
+}
 
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with(|p| p.max_message_len())?)
-    }
+/// Releases the publisher's participant entry (deferred while a loan lives).
+fn close;
 
-    /// Releases the publisher's participant entry (deferred while a loan lives).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
-    }
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
 }
 
 /// A slot lent by `Publisher.loan()`: write the message into it through the buffer protocol
@@ -219,59 +174,28 @@ impl PyPublisher {
 #[pyclass(frozen, module = "shmbus", name = "Loan")]
 #[derive(Debug)]
 pub(crate) struct PyLoan {
-    owner: Py<PyPublisher>,
-    held: Held<Loan<'static>>,
+    held: Held<PyPublisher, Loan<'static>>,
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PyLoan {
     /// Publishes the first `len` bytes (default: all of them). Returns the sequence number.
     #[pyo3(signature = (len=None))]
     fn send(&self, len: Option<usize>) -> PyResult<u64> {
-        if len.is_some_and(|l| l > self.held.len()) {
-            return Err(PyValueError::new_err(format!(
-                "len {} exceeds the loan's {} bytes",
-                len.unwrap_or_default(),
-                self.held.len()
-            )));
+        if let Some(l) = len.filter(|l| *l > self.held.len()) {
+            return Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())));
         }
-        let Some(lent) = self.held.take()? else {
-            return Err(Fail::new("Closed", "this loan was already sent or released").into());
-        };
-        let r = self.owner.get().cell.give_back(lent, |mut loan| {
+        let r = self.held.give_back(|mut loan| {
             if let Some(l) = len {
                 loan.truncate(l);
             }
             loan.send()
-        });
+        })?;
         Ok(r.map_err(send_fail)?)
     }
 
-    /// Gives the slot back unsent (nothing is published). Also what leaving a `with` block
-    /// does.
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
-    }
-
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -280,42 +204,14 @@ impl PyLoan {
     }
 }
 
-impl Drop for PyLoan {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-    }
+/// Gives the slot back unsent (nothing is published). Also what leaving a `with` block
+/// does.
+fn release;
 }
 
-/// A copied message: `data` (bytes), `seq` and `ts_ns` (`CLOCK_MONOTONIC` at publish).
-#[pyclass(frozen, module = "shmbus", name = "Message", get_all)]
-#[derive(Debug)]
-pub(crate) struct PyMessage {
-    data: Py<PyBytes>,
-    seq: u64,
-    ts_ns: u64,
-}
-
-impl PyMessage {
-    fn new(py: Python<'_>, m: Message) -> PyMessage {
-        PyMessage { data: PyBytes::new(py, m.data()).unbind(), seq: m.seq(), ts_ns: m.ts_ns() }
-    }
-}
-
-#[pymethods]
-impl PyMessage {
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.data.bind(py).as_bytes().len()
-    }
-
-    fn __bytes__(&self, py: Python<'_>) -> Py<PyBytes> {
-        self.data.clone_ref(py)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Message(seq={}, ts_ns={}, len={})", self.seq, self.ts_ns, self.__len__(py))
-    }
+copied_item! {
+    /// A copied message: `data` (bytes), `seq` and `ts_ns` (`CLOCK_MONOTONIC` at publish).
+    "Message": PyMessage from Message { seq, ts_ns }
 }
 
 /// Reads a topic in order. Receives copy (`recv` → `Message`) or pin the slot
@@ -326,7 +222,9 @@ pub(crate) struct PySubscriber {
     pub(crate) cell: Cell<Subscriber>,
 }
 
-#[pymethods]
+lender!(PySubscriber => Subscriber);
+
+closing_pymethods! {
 impl PySubscriber {
     /// The next message, without waiting: raises `Empty` if there is none yet, `Lagged`
     /// (with `.missed`) if messages were overwritten before being read.
@@ -378,52 +276,9 @@ impl PySubscriber {
         Ok(self.cell.with_ref(|s| s.seek(seq))?)
     }
 
-    /// Moves the cursor to the newest message: the next receive returns it.
-    fn seek_latest(&self) -> PyResult<()> {
-        Ok(self.cell.with_ref(|s| s.seek_latest())?)
-    }
-
-    /// Moves the cursor to the oldest message kept.
-    fn seek_oldest(&self) -> PyResult<()> {
-        Ok(self.cell.with_ref(|s| s.seek_oldest())?)
-    }
-
     /// How many samples may be pinned at once (default 2).
     fn set_pin_budget(&self, budget: usize) -> PyResult<()> {
         Ok(self.cell.with_ref(|s| s.set_pin_budget(budget))?)
-    }
-
-    /// The sequence number the next in-order receive returns.
-    #[getter]
-    fn next_seq(&self) -> PyResult<u64> {
-        Ok(self.cell.with_ref(|s| s.next_seq())?)
-    }
-
-    /// How many messages are published and not yet read.
-    #[getter]
-    fn lag(&self) -> PyResult<u64> {
-        Ok(self.cell.with_ref(|s| s.lag())?)
-    }
-
-    /// The largest message, in bytes.
-    #[getter]
-    fn max_message_len(&self) -> PyResult<usize> {
-        Ok(self.cell.with_ref(|s| s.max_message_len())?)
-    }
-
-    /// Releases the subscriber's participant entry (deferred while samples live).
-    fn close(&self) {
-        self.cell.close()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.cell.close();
-        false
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -435,6 +290,28 @@ impl PySubscriber {
     }
 }
 
+/// Releases the subscriber's participant entry (deferred while samples live).
+fn close;
+
+/// Moves the cursor to the newest message: the next receive returns it.
+fn seek_latest -> ();
+
+/// Moves the cursor to the oldest message kept.
+fn seek_oldest -> ();
+
+/// The sequence number the next in-order receive returns.
+#[getter]
+fn next_seq -> u64;
+
+/// How many messages are published and not yet read.
+#[getter]
+fn lag -> u64;
+
+/// The largest message, in bytes.
+#[getter]
+fn max_message_len -> usize;
+}
+
 /// A message pinned in shared memory, zero-copy: its slot is not overwritten while this
 /// object, or any view of it (`memoryview(sample)`, `numpy.frombuffer(sample, ...)`),
 /// lives. The buffer is read-only. `release()` (or leaving a `with` block) unpins early and
@@ -442,21 +319,21 @@ impl PySubscriber {
 #[pyclass(frozen, module = "shmbus", name = "Sample")]
 #[derive(Debug)]
 pub(crate) struct PySample {
-    owner: Py<PySubscriber>,
-    held: Held<Sample<'static>>,
+    held: Held<PySubscriber, Sample<'static>>,
     seq: u64,
     ts_ns: u64,
 }
 
 impl PySample {
-    fn new(owner: Py<PySubscriber>, lent: crate::cell::Lent<Sample<'static>>) -> PySample {
+    fn new(owner: Py<PySubscriber>, lent: Lent<Sample<'static>>) -> PySample {
         let s = lent.get();
         let (ptr, len, seq, ts_ns) = (s.as_ptr().cast_mut(), s.len(), s.seq(), s.ts_ns());
-        PySample { owner, held: Held::new(lent, ptr, len, false, "sample"), seq, ts_ns }
+        let names = Names { what: "sample", gone: "released" };
+        PySample { held: Held::new(owner, lent, ptr, len, false, names), seq, ts_ns }
     }
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PySample {
     /// The sequence number.
     #[getter]
@@ -470,48 +347,18 @@ impl PySample {
         self.ts_ns
     }
 
-    /// The payload, copied into `bytes`.
-    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        match self.held.to_vec() {
-            Some(v) => Ok(PyBytes::new(py, &v)),
-            None => Err(Fail::new("Closed", "this sample was already released").into()),
-        }
-    }
-
-    /// Unpins the slot now. `BufferError` if views of the sample are alive.
-    fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.held.take()? {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-        Ok(())
-    }
-
     /// Whether the sample is still pinned (not released).
     #[getter]
     fn pinned(&self) -> bool {
         self.held.is_live()
     }
 
-    fn __len__(&self) -> usize {
-        self.held.len()
-    }
-
     fn __repr__(&self) -> String {
         format!("Sample(seq={}, ts_ns={}, len={})", self.seq, self.ts_ns, self.held.len())
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.release()?;
-        Ok(false)
-    }
-
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        // SAFETY: called by Python as `bf_getbuffer` of `slf`.
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
         unsafe { slf.get().held.export(slf.as_any(), view, flags) }
     }
 
@@ -520,10 +367,7 @@ impl PySample {
     }
 }
 
-impl Drop for PySample {
-    fn drop(&mut self) {
-        if let Some(lent) = self.held.take_at_drop() {
-            self.owner.get().cell.give_back(lent, drop);
-        }
-    }
+/// Unpins the slot now. `BufferError` if views of the sample are alive.
+fn release;
+fn tobytes;
 }

@@ -1,0 +1,191 @@
+//! The methods every handle, endpoint and lent item class shares, and the copied items'
+//! classes, written once.
+//!
+//! PyO3 takes one `#[pymethods]` block per class, so the shared methods cannot live in a
+//! block of their own: each macro here takes a class's `impl` block, adds the shared
+//! methods to it and makes it the class's `#[pymethods]`.
+
+/// The `#[pymethods]` of a class owning a [`Cell`](crate::cell::Cell) as its `cell` field (a
+/// handle or an endpoint): the methods given, plus `close()` (documented by the comment
+/// before `fn close;`), the context manager (`with x:` closes `x` at its end), and the
+/// methods declared after `fn close;` as `fn name -> Type;` (with their comment and
+/// attributes, `#[getter]` for a property): each calls the endpoint's method of the same
+/// name, which takes no argument and cannot fail, and returns what it does (or `Closed`,
+/// `Busy`).
+///
+/// ```ignore
+/// closing_pymethods! {
+/// impl PyTopic {
+///     // the class's own methods
+/// }
+///
+/// /// Unmaps the topic (endpoints made from it keep working).
+/// fn close;
+///
+/// /// The guaranteed history depth.
+/// #[getter]
+/// fn history -> usize;
+/// }
+/// ```
+macro_rules! closing_pymethods {
+    (
+        impl $ty:ident { $($methods:tt)* }
+        $(#[$close_doc:meta])* fn close;
+        $($(#[$attr:meta])* fn $name:ident -> $ret:ty;)*
+    ) => {
+        #[pyo3::pymethods]
+        impl $ty {
+            $($methods)*
+
+            $(#[$close_doc])*
+            fn close(&self) {
+                self.cell.close()
+            }
+
+            fn __enter__(slf: pyo3::Py<Self>) -> pyo3::Py<Self> {
+                slf
+            }
+
+            #[pyo3(signature = (*_args))]
+            fn __exit__(&self, _args: &pyo3::Bound<'_, pyo3::types::PyTuple>) -> bool {
+                self.cell.close();
+                false
+            }
+
+            $(
+                $(#[$attr])*
+                fn $name(&self) -> pyo3::PyResult<$ret> {
+                    Ok(self.cell.with_ref(|ep| ep.$name())?)
+                }
+            )*
+        }
+    };
+}
+pub(crate) use closing_pymethods;
+
+/// The `#[pymethods]` of a lent item's class (a sample, record, job or loan, held in its
+/// `held` field, a [`Held`](crate::held::Held)): the methods given, plus `release()`
+/// (documented by the comment before `fn release;`), `len()`, the context manager (`with
+/// x:` releases `x` at its end), and, if `fn tobytes;` follows, `tobytes()` (a copy of the
+/// bytes).
+///
+/// The buffer protocol's `unsafe` methods stay in each class's own methods (two lines that
+/// call `Held::export` and `Held::unexport`): PyO3 calls them from its generated wrapper,
+/// which the `unsafe_op_in_unsafe_fn` lint flags when the methods come out of a
+/// `macro_rules!` expansion.
+macro_rules! lent_pymethods {
+    (
+        impl $ty:ident { $($methods:tt)* }
+        $(#[$release_doc:meta])* fn release;
+        $(fn $tobytes:ident;)?
+    ) => {
+        #[pyo3::pymethods]
+        impl $ty {
+            $($methods)*
+
+            $(#[$release_doc])*
+            fn release(&self) -> pyo3::PyResult<()> {
+                self.held.release()
+            }
+
+            $(
+                /// The payload, copied into `bytes`.
+                fn $tobytes<'py>(&self, py: pyo3::Python<'py>) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::types::PyBytes>> {
+                    self.held.tobytes(py)
+                }
+            )?
+
+            fn __len__(&self) -> usize {
+                self.held.len()
+            }
+
+            fn __enter__(slf: pyo3::Py<Self>) -> pyo3::Py<Self> {
+                slf
+            }
+
+            #[pyo3(signature = (*_args))]
+            fn __exit__(&self, _args: &pyo3::Bound<'_, pyo3::types::PyTuple>) -> pyo3::PyResult<bool> {
+                self.held.release()?;
+                Ok(false)
+            }
+        }
+    };
+}
+pub(crate) use lent_pymethods;
+
+/// A channel config: `$config` with each keyword argument given (`Some`) applied through the
+/// setter of the same name; the others left at what the config has.
+macro_rules! config_from_args {
+    ($config:expr; $($arg:ident),* $(,)?) => {{
+        let mut config = $config;
+        $(
+            if let Some(v) = $arg {
+                config = config.$arg(v);
+            }
+        )*
+        config
+    }};
+}
+pub(crate) use config_from_args;
+
+/// A `dict` of `"key" => value` pairs (a `status()` result), or the error of the first
+/// value that does not convert.
+macro_rules! py_dict {
+    ($py:expr, { $($key:literal => $value:expr),* $(,)? }) => {{
+        let d = pyo3::types::PyDict::new($py);
+        $(pyo3::types::PyDictMethods::set_item(&d, $key, $value)?;)*
+        d
+    }};
+}
+pub(crate) use py_dict;
+
+/// Declares a class whose `cell` field lends items, as a [`Lender`](crate::held::Lender).
+macro_rules! lender {
+    ($ty:ty => $endpoint:ty) => {
+        impl $crate::held::Lender for $ty {
+            type Endpoint = $endpoint;
+            fn cell(&self) -> &$crate::cell::Cell<$endpoint> {
+                &self.cell
+            }
+        }
+    };
+}
+pub(crate) use lender;
+
+/// A class of copied items (`Message`, `Entry`): the payload as `data` (bytes) and the
+/// `u64` fields listed, each read from the Rust item's method of the same name; `len()`,
+/// `bytes()` and a `repr` naming the fields.
+macro_rules! copied_item {
+    ($(#[$doc:meta])* $name:literal: $ty:ident from $item:ty { $($field:ident),* $(,)? }) => {
+        $(#[$doc])*
+        #[pyo3::pyclass(frozen, module = "shmbus", name = $name, get_all)]
+        #[derive(Debug)]
+        pub(crate) struct $ty {
+            data: pyo3::Py<pyo3::types::PyBytes>,
+            $($field: u64,)*
+        }
+
+        impl $ty {
+            fn new(py: pyo3::Python<'_>, item: $item) -> $ty {
+                $ty { data: pyo3::types::PyBytes::new(py, item.data()).unbind(), $($field: item.$field(),)* }
+            }
+        }
+
+        #[pyo3::pymethods]
+        impl $ty {
+            fn __len__(&self, py: pyo3::Python<'_>) -> usize {
+                pyo3::types::PyBytesMethods::as_bytes(self.data.bind(py)).len()
+            }
+
+            fn __bytes__(&self, py: pyo3::Python<'_>) -> pyo3::Py<pyo3::types::PyBytes> {
+                self.data.clone_ref(py)
+            }
+
+            fn __repr__(&self, py: pyo3::Python<'_>) -> String {
+                let fields = [$(format!("{}={}", stringify!($field), self.$field)),*];
+                format!("{}({}, len={})", $name, fields.join(", "), self.__len__(py))
+            }
+        }
+    };
+}
+pub(crate) use copied_item;
