@@ -65,6 +65,8 @@ class bytes_view {
         : data_(static_cast<const std::uint8_t *>(data)), size_(size) {}
     /// A string's characters (not its terminating NUL).
     bytes_view(std::string_view s) noexcept : bytes_view(s.data(), s.size()) {}
+    bytes_view(const std::string &s) noexcept : bytes_view(s.data(), s.size()) {}
+    bytes_view(const char *s) noexcept : bytes_view(std::string_view(s)) {}
     /// A contiguous container of bytes (std::vector<std::uint8_t>, std::array<char, N>, ...).
     template <class C, class E = std::remove_pointer_t<decltype(std::data(std::declval<const C &>()))>,
               class = std::enable_if_t<sizeof(E) == 1 && std::is_trivially_copyable_v<E> &&

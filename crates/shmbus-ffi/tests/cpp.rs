@@ -101,3 +101,31 @@ fn camera_example_clangxx() {
 fn camera_example_sanitized() {
     camera_example(GXX, Build::Sanitized);
 }
+
+/// The text publisher (the C++ side of the Python package's cross-language test), twice on
+/// one topic: the second run's sequence numbers go on from the first's.
+fn text_publisher(compiler: &[&str], build: Build) {
+    let exe = compile_cpp(compiler, "text_publisher", "examples/cpp/text_publisher.cpp", build);
+    let scratch = Scratch::new("cpp-text");
+    let root = scratch.0.to_str().expect("a UTF-8 temp path");
+    for last in ["10", "20"] {
+        let out = command(&exe, build).args([root, "text", "lines", "10"]).output().expect("run the publisher");
+        assert_success("text_publisher", &out);
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("published 10 last seq {last}"));
+    }
+}
+
+#[test]
+fn text_publisher_gxx() {
+    text_publisher(GXX, Build::Plain);
+}
+
+#[test]
+fn text_publisher_clangxx() {
+    text_publisher(CLANGXX, Build::Plain);
+}
+
+#[test]
+fn text_publisher_sanitized() {
+    text_publisher(GXX, Build::Sanitized);
+}
