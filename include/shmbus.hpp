@@ -137,9 +137,10 @@ template <class Owned, class Make> Owned make(Make &&make) {
     return Owned(p);
 }
 
-/// A copy receive into a vector: grows the buffer when the message is larger (the channel
-/// keeps a message that did not fit for the next receive). `recv(buf, cap, &len)` returns
-/// the status. Returns false for `soft`.
+/// A copy receive into a vector sized by `hint` (the last message's length): a larger
+/// message is SHMBUS_BUFFER_TOO_SMALL with its length, kept by the channel, and received
+/// again into a buffer of that size. `recv(buf, cap, &len)` returns the status. Returns
+/// false for `soft`.
 template <class Recv> bool recv_vec(std::vector<std::uint8_t> &out, std::size_t &hint, shmbus_status soft, Recv &&recv) {
     out.resize(hint);
     for (;;) {
@@ -147,11 +148,11 @@ template <class Recv> bool recv_vec(std::vector<std::uint8_t> &out, std::size_t 
         shmbus_status rc = recv(out.data(), out.size(), &len);
         if (rc == SHMBUS_BUFFER_TOO_SMALL && len > out.size()) {
             out.resize(len);
-            hint = len;
             continue;
         }
         if (!check_soft(rc, soft)) return false;
         out.resize(len);
+        hint = len < 64 ? 64 : len;
         return true;
     }
 }

@@ -111,7 +111,7 @@ class worker {
   private:
     friend class pool;
     using handle = detail::owned<shmbus_worker, shmbus_worker_free>;
-    explicit worker(shmbus_worker *h, std::size_t hint) : h_(h), hint_(hint) {}
+    explicit worker(shmbus_worker *h) : h_(h) {}
     template <class F> std::optional<job> recv_with(shmbus_status soft, F &&f) {
         job j;
         if (!detail::recv_vec(j.data, hint_, soft,
@@ -128,7 +128,7 @@ class worker {
         return j;
     }
     handle h_;
-    std::size_t hint_;
+    std::size_t hint_ = 256;
 };
 
 /// An open pool: a dispatcher and workers in other processes.
@@ -160,7 +160,7 @@ class pool {
     shmbus::worker worker() const {
         shmbus_worker *w = nullptr;
         detail::check(shmbus_pool_worker(h_.get(), &w));
-        return shmbus::worker(w, 256);
+        return shmbus::worker(w);
     }
     const shmbus_pool *get() const noexcept { return h_.get(); }
 

@@ -63,14 +63,14 @@ class consumer {
   private:
     friend class queue;
     using handle = detail::owned<shmbus_consumer, shmbus_consumer_free>;
-    explicit consumer(shmbus_consumer *h, std::size_t hint) : h_(h), hint_(hint) {}
+    explicit consumer(shmbus_consumer *h) : h_(h) {}
     template <class F> std::optional<std::vector<std::uint8_t>> recv_with(shmbus_status soft, F &&f) {
         std::vector<std::uint8_t> v;
         if (!detail::recv_vec(v, hint_, soft, f)) return std::nullopt;
         return v;
     }
     handle h_;
-    std::size_t hint_;
+    std::size_t hint_ = 256;
 };
 
 /// A typed producer: sends the bytes of a trivially copyable T.
@@ -138,7 +138,7 @@ class queue {
     shmbus::consumer consumer() const {
         shmbus_consumer *c = nullptr;
         detail::check(shmbus_queue_consumer(h_.get(), &c));
-        return shmbus::consumer(c, 256);
+        return shmbus::consumer(c);
     }
     template <class T> shmbus::producer_of<T> producer_of() const { return shmbus::producer_of<T>(producer()); }
     template <class T> shmbus::consumer_of<T> consumer_of() const { return shmbus::consumer_of<T>(consumer()); }

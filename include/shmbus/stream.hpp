@@ -144,14 +144,14 @@ class stream_reader {
   private:
     friend class stream;
     using handle = detail::owned<shmbus_stream_reader, shmbus_stream_reader_free>;
-    explicit stream_reader(shmbus_stream_reader *h, std::size_t hint) : h_(h), hint_(hint) {}
+    explicit stream_reader(shmbus_stream_reader *h) : h_(h) {}
     template <class F> std::optional<std::vector<std::uint8_t>> recv_with(shmbus_status soft, F &&f) {
         std::vector<std::uint8_t> v;
         if (!detail::recv_vec(v, hint_, soft, f)) return std::nullopt;
         return v;
     }
     handle h_;
-    std::size_t hint_;
+    std::size_t hint_ = 256;
 };
 
 /// An open stream: one writer, one reader, records of any length through a byte ring.
@@ -184,7 +184,7 @@ class stream {
     stream_reader reader() const {
         shmbus_stream_reader *r = nullptr;
         detail::check(shmbus_stream_reader_open(h_.get(), &r));
-        return stream_reader(r, 256);
+        return stream_reader(r);
     }
     const shmbus_stream *get() const noexcept { return h_.get(); }
 

@@ -148,7 +148,7 @@ class subscriber {
   private:
     friend class topic;
     using handle = detail::owned<shmbus_subscriber, shmbus_subscriber_free>;
-    explicit subscriber(shmbus_subscriber *h, std::size_t hint) : h_(h), hint_(hint) {}
+    explicit subscriber(shmbus_subscriber *h) : h_(h) {}
     template <class F> std::optional<message> recv_with(shmbus_status soft, F &&f) {
         message m;
         if (!detail::recv_vec(m.data, hint_, soft, [&](void *b, std::size_t c, std::size_t *l) {
@@ -163,7 +163,7 @@ class subscriber {
         return sample(s);
     }
     handle h_;
-    std::size_t hint_;
+    std::size_t hint_ = 256;
 };
 
 /// A zero-copy typed sample: the T in shared memory, pinned while this lives.
@@ -259,7 +259,7 @@ class topic {
     shmbus::subscriber subscriber() const {
         shmbus_subscriber *s = nullptr;
         detail::check(shmbus_topic_subscriber(h_.get(), &s));
-        return shmbus::subscriber(s, max_message_len());
+        return shmbus::subscriber(s);
     }
     template <class T> shmbus::publisher_of<T> publisher_of() const { return shmbus::publisher_of<T>(publisher()); }
     template <class T> shmbus::subscriber_of<T> subscriber_of() const { return shmbus::subscriber_of<T>(subscriber()); }
