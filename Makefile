@@ -20,6 +20,8 @@ deps:
 	@# pkg-config and CMake.
 	@command -v cc >/dev/null && command -v pkg-config >/dev/null && command -v cmake >/dev/null || \
 	  (apt-get update && apt-get install -y gcc pkg-config cmake)
+	@# The C++ API's tests compile with both g++ and clang++.
+	@command -v g++ >/dev/null && command -v clang++ >/dev/null || (apt-get update && apt-get install -y g++ clang)
 
 fmt:
 	$(CARGO) fmt --all --check

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the shmbus C API: the libraries from LIBDIR (a cargo profile directory holding
-# libshmbus.so and libshmbus.a), include/shmbus.h, the pkg-config file and the CMake package.
+# libshmbus.so and libshmbus.a), include/shmbus.h, the header-only C++ API (include/shmbus.hpp
+# and include/shmbus/), the pkg-config file and the CMake package.
 #
 #   install.sh PREFIX LIBDIR
 #
@@ -29,6 +30,9 @@ install -d "$dest/lib" "$dest/include" "$dest/lib/pkgconfig" "$dest/lib/cmake/sh
 install -m 755 "$libdir/libshmbus.so" "$dest/lib/libshmbus.so"
 install -m 644 "$libdir/libshmbus.a" "$dest/lib/libshmbus.a"
 install -m 644 "$root/include/shmbus.h" "$dest/include/shmbus.h"
+install -d "$dest/include/shmbus"
+install -m 644 "$root/include/shmbus.hpp" "$dest/include/shmbus.hpp"
+install -m 644 "$root"/include/shmbus/*.hpp "$dest/include/shmbus/"
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$here/shmbus.pc.in" > "$dest/lib/pkgconfig/shmbus.pc"
 install -m 644 "$here/shmbusConfig.cmake" "$dest/lib/cmake/shmbus/shmbusConfig.cmake"
 sed -e "s|@VERSION@|$version|g" -e "s|@VERSION_MAJOR@|$major|g" -e "s|@VERSION_MINOR@|$minor|g" \

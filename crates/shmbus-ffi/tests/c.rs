@@ -8,66 +8,24 @@
 //! Linking statically also keeps the sanitizers' runtime first in the link, with no preloading.
 
 mod common;
+#[path = "common/program.rs"]
+mod program;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 
-use common::{lib_dir, Scratch, MANIFEST};
+use common::Scratch;
+use program::{assert_success, command, compile, Build};
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Build {
-    Plain,
-    Sanitized,
-}
-
-/// Compiles `sources` (paths relative to the package) into an executable.
-fn compile(name: &str, sources: &[&str], build: Build) -> PathBuf {
-    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-tests");
-    std::fs::create_dir_all(&out_dir).expect("create the output directory");
-    let exe = out_dir.join(format!("{name}-{build:?}").to_lowercase());
-    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_string()));
-    cc.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
-        .arg("-I")
-        .arg(Path::new(MANIFEST).join("../../include"))
-        .arg("-I")
-        .arg(Path::new(MANIFEST).join("tests/c"));
-    if build == Build::Sanitized {
-        cc.args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]);
-    }
-    for s in sources {
-        cc.arg(Path::new(MANIFEST).join(s));
-    }
-    cc.arg("-o").arg(&exe).arg(lib_dir().join("libshmbus.a"));
-    // The native libraries the Rust standard library needs (`--print native-static-libs`).
-    cc.args(["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"]);
-    let out = cc.output().expect("run cc (a C compiler is needed for these tests)");
-    assert!(out.status.success(), "compiling {name} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    exe
-}
-
-fn command(exe: &Path, build: Build) -> Command {
-    let mut c = Command::new(exe);
-    if build == Build::Sanitized {
-        c.env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:halt_on_error=1")
-            .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1");
-    }
-    c
-}
-
-fn assert_success(what: &str, out: &Output) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// `$CC` (default `cc`) in C11.
+fn compile_c(name: &str, sources: &[&str], build: Build) -> std::path::PathBuf {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    compile(&[&cc, "-std=c11"], name, sources, build)
 }
 
 /// Compiles and runs the single-process test `tests/c/<name>.c` with a scratch domain root.
 fn run_c_test(name: &str, build: Build) {
-    let exe = compile(name, &[&format!("tests/c/{name}.c")], build);
+    let exe = compile_c(name, &[&format!("tests/c/{name}.c")], build);
     let scratch = Scratch::new(name);
     let out = command(&exe, build).arg(&scratch.0).output().expect("run the C test");
     assert_success(name, &out);
@@ -78,8 +36,8 @@ fn run_c_test(name: &str, build: Build) {
 /// The example subscriber and publisher, as two processes: the subscriber reads in place what
 /// the publisher writes in place.
 fn topic_example(build: Build) {
-    let sub_exe = compile("topic_subscriber", &["examples/c/topic_subscriber.c"], build);
-    let pub_exe = compile("topic_publisher", &["examples/c/topic_publisher.c"], build);
+    let sub_exe = compile_c("topic_subscriber", &["examples/c/topic_subscriber.c"], build);
+    let pub_exe = compile_c("topic_publisher", &["examples/c/topic_publisher.c"], build);
     let scratch = Scratch::new("example");
     let root = scratch.0.to_str().expect("a UTF-8 temp path");
     let count = "1000";

@@ -34,6 +34,8 @@ fn install(scratch: &Scratch) -> std::path::PathBuf {
         "lib/libshmbus.so",
         "lib/libshmbus.a",
         "include/shmbus.h",
+        "include/shmbus.hpp",
+        "include/shmbus/topic.hpp",
         "lib/pkgconfig/shmbus.pc",
         "lib/cmake/shmbus/shmbusConfig.cmake",
         "lib/cmake/shmbus/shmbusConfigVersion.cmake",
