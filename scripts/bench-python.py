@@ -481,8 +481,8 @@ def main():
                 iters = args.iters if size < FRAME else args.frame_iters
                 warmup = args.warmup if args.warmup is not None else max(100, min(iters // 10, 10_000))
                 n += 1
+                os.sched_setaffinity(0, set(allowed))  # the floor's pair is picked as the row's
                 floor = floor_ns(args.floor) if args.floor else None
-                os.sched_setaffinity(0, set(allowed))
                 try:
                     row = run_row(peer, size, iters, warmup, cpus, scratch, n)
                 except RuntimeError as e:
