@@ -7,7 +7,7 @@ TSAN_TARGET := target/tsan
 # build on two cores; cached after).
 BENCH_FEATURES := --features shmbus-bench/iceoryx2
 
-.PHONY: test deps redis-server fmt clippy unit loom tsan doc python demo bench-smoke clean-shm install-c
+.PHONY: test deps redis-server fmt clippy unit loom tsan doc python demo bench-smoke clean-shm install-c bench-bindings
 
 test: deps redis-server fmt clippy unit doc loom tsan python
 	@echo "make test: all suites passed"
@@ -70,6 +70,44 @@ python:
 	$(PY_VENV)/bin/pip install -q maturin==1.15.0 pytest==9.0.3 numpy==2.4.6
 	VIRTUAL_ENV=$(CURDIR)/$(PY_VENV) PATH=$(CURDIR)/$(PY_VENV)/bin:$$PATH maturin develop -q --profile ci -m crates/shmbus-py/Cargo.toml
 	$(PY_VENV)/bin/python -m pytest -q crates/shmbus-py/tests
+
+# The bindings' ping-pong benchmarks (not part of `make test`; see BENCHMARKS.md, "Bindings:
+# how to run"). A scratch virtualenv with the shmbus package (release build), numpy and the
+# peers (iceoryx2, pyzmq) at pinned versions; the C ping-pong program; then the Python table
+# and the C (and C++) 8 B figures against Rust's of the same run.
+# The C++ hook: when include/shmbus.hpp and crates/shmbus-ffi/bench/pingpong.cpp exist, that
+# program is built too and run beside the C one (same options and JSON line as pingpong.c).
+BENCH_VENV := target/bench-venv
+BENCH_C := target/bench-c
+BENCH_PY_ITERS ?= 100000
+BENCH_FRAME_ITERS ?= 2000
+BENCH_NATIVE_ITERS ?= 200000
+BENCH_ROUNDS ?= 3
+# The cargo profile of everything benchmarked (its binaries land in target/<profile>).
+BENCH_PROFILE ?= release
+BENCH_OUT := target/$(BENCH_PROFILE)
+# The native libraries the Rust standard library needs when libshmbus.a is linked by hand.
+C_STATIC_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+bench-bindings:
+	@python3 -c 'import venv, ensurepip' 2>/dev/null || (apt-get update && apt-get install -y python3-venv)
+	@command -v cc >/dev/null || (apt-get update && apt-get install -y gcc)
+	test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q maturin==1.15.0 numpy==2.4.6 iceoryx2==0.9.3 pyzmq==27.3.0
+	VIRTUAL_ENV=$(CURDIR)/$(BENCH_VENV) PATH=$(CURDIR)/$(BENCH_VENV)/bin:$$PATH maturin develop -q --profile $(BENCH_PROFILE) -m crates/shmbus-py/Cargo.toml
+	$(CARGO) build --profile $(BENCH_PROFILE) -p shmbus-bench -p shmbus-ffi
+	mkdir -p $(BENCH_C)
+	cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude crates/shmbus-ffi/bench/pingpong.c $(BENCH_OUT)/libshmbus.a $(C_STATIC_LIBS) -o $(BENCH_C)/pingpong
+	@if [ -f include/shmbus.hpp ] && [ -f crates/shmbus-ffi/bench/pingpong.cpp ]; then \
+	  command -v c++ >/dev/null || (apt-get update && apt-get install -y g++); \
+	  echo "c++ -std=c++17 -O2 -Iinclude crates/shmbus-ffi/bench/pingpong.cpp -o $(BENCH_C)/pingpong-cpp"; \
+	  c++ -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude crates/shmbus-ffi/bench/pingpong.cpp $(BENCH_OUT)/libshmbus.a $(C_STATIC_LIBS) -o $(BENCH_C)/pingpong-cpp; \
+	else rm -f $(BENCH_C)/pingpong-cpp; echo "bench-bindings: no C++ row (include/shmbus.hpp or crates/shmbus-ffi/bench/pingpong.cpp is missing)"; fi
+	@# Both parts run even if the first has a failed row; the target fails if either did.
+	$(BENCH_VENV)/bin/python scripts/bench-python.py --iters $(BENCH_PY_ITERS) --frame-iters $(BENCH_FRAME_ITERS) \
+	  --floor $(BENCH_OUT)/shmbus-bench; py=$$?; \
+	python3 scripts/bench-c.py --bench $(BENCH_OUT)/shmbus-bench --c $(BENCH_C)/pingpong \
+	  $$(test -x $(BENCH_C)/pingpong-cpp && echo --cpp $(BENCH_C)/pingpong-cpp) --iters $(BENCH_NATIVE_ITERS) --rounds $(BENCH_ROUNDS); \
+	c=$$?; test $$py = 0 && test $$c = 0
 
 demo:
 	$(CARGO) run --release --bin shmbus -- demo

@@ -131,3 +131,24 @@ fn waitset() {
 fn waitset_sanitized() {
     run_c_test("waitset", Build::Sanitized);
 }
+
+/// The benchmark's ping-pong program (`bench/pingpong.c`, run by `make bench-bindings`)
+/// still builds against the header and completes a few round trips of both payloads, as two
+/// processes, under the sanitizers. No figure is checked.
+#[test]
+fn bench_pingpong_sanitized() {
+    let exe = compile("pingpong", &["bench/pingpong.c"], Build::Sanitized);
+    for args in [&["--payload", "copy", "--size", "8"][..], &["--payload", "touch", "--size", "4096"][..]] {
+        let out = command(&exe, Build::Sanitized)
+            .args(args)
+            .args(["--iters", "200", "--warmup", "20", "--json"])
+            .output()
+            .expect("run the ping-pong");
+        assert_success("pingpong", &out);
+        let json = String::from_utf8_lossy(&out.stdout);
+        let payload = format!("\"payload\":\"{}\"", args[1]);
+        for key in ["\"binding\":\"c\"", "\"mode\":\"spin\"", payload.as_str(), "\"iters\":200", "\"p50_ns\":"] {
+            assert!(json.contains(key), "{key} missing from the ping-pong's output: {json}");
+        }
+    }
+}

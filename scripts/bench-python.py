@@ -1,0 +1,542 @@
+#!/usr/bin/env python3
+"""Python-to-Python ping-pong: shmbus against iceoryx2's Python package, multiprocessing.Pipe
+and pyzmq (PAIR over ipc://). Prints a Markdown table, the ratios the targets name, and one
+JSON line. Run it inside the virtualenv `make bench-bindings` makes (it has every peer).
+
+How: two processes pinned to different CPUs (os.sched_setaffinity; the first two CPUs this
+process may use), unrecorded warm-up round trips, then N round trips; one-way latency =
+round-trip time / 2 (time.monotonic_ns, CLOCK_MONOTONIC), p50/p90/p99 over the N. Both sides
+busy-poll their receive (the non-blocking receive of each peer in a loop), as
+`shmbus-bench pingpong --mode spin` does.
+
+Rows, for each peer:
+  8 B copy:        8 bytes sent by copy, received by copy into a Python `bytes`.
+  6,220,800 B:     a 1920x1080x3 frame. The shared-memory peers (shmbus, iceoryx2) loan a
+                   slot, write only its first 8 bytes (the round trip's tag) and send; the
+                   receiver takes the sample in place (pinned), wraps it with numpy.frombuffer
+                   without copying and reads the tag from that array. Pipe and pyzmq cannot
+                   lend memory: they send the whole frame (the tag in its first 8 bytes) and
+                   the receiver wraps the received buffer with numpy.frombuffer.
+
+Usage: scripts/bench-python.py [--iters N] [--frame-iters N] [--peers shmbus,pipe,...]
+                               [--floor PATH-TO-shmbus-bench]
+"""
+import argparse
+import ctypes
+import importlib
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+FRAME = 6_220_800  # 1920 x 1080 x 3 bytes
+TAG = 8  # the bytes each round trip writes: a little-endian counter
+PEERS = ("shmbus", "iceoryx2", "pipe", "zmq")
+LABELS = {
+    "shmbus": "shmbus (topic)",
+    "iceoryx2": "iceoryx2 (publish-subscribe)",
+    "pipe": "multiprocessing.Pipe",
+    "zmq": "pyzmq PAIR ipc://",
+}
+# The PyPI package each peer needs, as `make bench-bindings` installs it.
+PACKAGES = {"shmbus": "shmbus", "iceoryx2": "iceoryx2", "pipe": None, "zmq": "pyzmq", "numpy": "numpy"}
+MODULES = {"shmbus": "shmbus", "iceoryx2": "iceoryx2", "zmq": "zmq"}
+CHECK_EVERY = 1 << 14  # polls between two checks that the peer is still there
+TIMEOUT_S = 10.0  # a round trip that waits longer than this fails the row
+
+
+class PeerGone(Exception):
+    """The other process exited or stopped answering."""
+
+
+def missing(name, err):
+    pkg = PACKAGES[name]
+    who = "the benchmark" if name == "numpy" else f"the {name} peer"
+    return (f"bench-python: {who} needs the Python package '{pkg}', which this Python "
+            f"({sys.executable}) cannot import ({err}). `make bench-bindings` makes a virtualenv "
+            f"with every peer; or pip install {pkg} into this one.")
+
+
+def require(peers):
+    """Imports every module the chosen peers need, or exits with one clear line."""
+    for name in tuple(p for p in peers if p in MODULES) + ("numpy",):
+        try:
+            importlib.import_module(MODULES.get(name, name))
+        except ImportError as e:
+            sys.exit(missing(name, e))
+
+
+def versions(peers):
+    import numpy
+    out = {"python": sys.version.split()[0], "numpy": numpy.__version__}
+    for p in peers:
+        if p == "pipe":
+            continue
+        try:
+            from importlib.metadata import version
+            out[p] = version(PACKAGES[p])
+        except Exception:  # noqa: BLE001 (a version is informative only)
+            out[p] = "unknown"
+    return out
+
+
+# --- waiting -------------------------------------------------------------------------------
+
+class Watch:
+    """Between polls, now and then: is the peer alive, and has the wait lasted too long?"""
+
+    def __init__(self, alive):
+        self.alive = alive
+        self.polls = 0
+        self.since = 0
+
+    def reset(self):
+        self.polls = 0
+
+    def poll(self):
+        self.polls += 1
+        if self.polls % CHECK_EVERY:
+            return
+        now = time.monotonic()
+        if self.polls == CHECK_EVERY:
+            self.since = now
+        if not self.alive():
+            raise PeerGone("the other process is gone")
+        if now - self.since > TIMEOUT_S:
+            raise PeerGone(f"no answer for {TIMEOUT_S:.0f} s")
+
+
+# --- the peers: each opens its side and offers send(tag) and recv() -> tag ------------------
+# `handoff` is what the ping side made for the echo side (names, paths, a connection).
+
+class ShmbusPeer:
+    def __init__(self, ping, size, handoff, watch):
+        import shmbus
+        self.shmbus, self.size, self.watch = shmbus, size, watch
+        self.frame = size >= FRAME
+        domain = shmbus.Domain("bench", root=handoff["root"])
+        tx, rx = ("ping", "pong") if ping else ("pong", "ping")
+        # History 2 plus 1 spare slot, as shmbus-bench's topic transport.
+        cfg = dict(max_message_len=size, history=2, spare_slots=1)
+        self.topics = [shmbus.Topic.create_or_open(domain, n, **cfg) for n in (tx, rx)]
+        self.pub = self.topics[0].publisher()
+        self.sub = self.topics[1].subscriber()
+        self.sub.seek(1)  # both topics are fresh: start at the first message
+        self.msg = bytearray(size)
+
+    def send(self, tag):
+        if self.frame:
+            loan = self.pub.loan()
+            view = memoryview(loan)
+            view[:TAG] = tag
+            view.release()
+            loan.send(self.size)
+        else:
+            self.msg[:TAG] = tag
+            self.pub.send(self.msg)
+
+    def recv(self):
+        sub, empty, watch = self.sub, self.shmbus.Empty, self.watch
+        if self.frame:
+            import numpy
+            while True:
+                try:
+                    sample = sub.try_recv_ref()
+                    break
+                except empty:
+                    watch.poll()
+            frame = numpy.frombuffer(sample, numpy.uint8)  # a view of the pinned slot
+            if frame.shape[0] != self.size:
+                raise ValueError(f"shmbus: sample of {frame.shape[0]} bytes, expected {self.size}")
+            tag = frame[:TAG].tobytes()
+            del frame
+            sample.release()
+            return tag
+        while True:
+            try:
+                data = sub.try_recv().data
+                break
+            except empty:
+                watch.poll()
+        if len(data) != self.size:
+            raise ValueError(f"shmbus: message of {len(data)} bytes, expected {self.size}")
+        return data[:TAG]
+
+    def close(self):
+        self.pub.close()
+        self.sub.close()
+        for t in self.topics:
+            t.close()
+
+
+class Iceoryx2Peer:
+    """Two services of byte slices, a publisher on one and a subscriber on the other, as
+    shmbus-bench's Rust iceoryx2 peer: no history, a subscriber buffer of 2,
+    initial_max_slice_len = the message size (which is what lets a 6 MB slice be loaned)."""
+
+    def __init__(self, ping, size, handoff, watch):
+        import iceoryx2 as iox2
+        self.iox2, self.size, self.watch = iox2, size, watch
+        self.frame = size >= FRAME
+        iox2.set_log_level(iox2.LogLevel.Error)
+        self.node = iox2.NodeBuilder.new().create(iox2.ServiceType.Ipc)
+        tx, rx = ("ping", "pong") if ping else ("pong", "ping")
+
+        def service(suffix):
+            name = iox2.ServiceName.new(f"{handoff['prefix']}/{suffix}")
+            return (self.node.service_builder(name)
+                    .publish_subscribe(iox2.Slice[ctypes.c_uint8])
+                    .history_size(0)
+                    .subscriber_max_buffer_size(2)
+                    .max_publishers(1)
+                    .max_subscribers(1)
+                    .open_or_create())
+
+        self.services = [service(tx), service(rx)]
+        self.pub = self.services[0].publisher_builder().initial_max_slice_len(size).create()
+        self.sub = self.services[1].subscriber_builder().create()
+        self.msg = bytearray(size)
+        self.msg_c = (ctypes.c_char * size).from_buffer(self.msg)
+
+    def send(self, tag):
+        sample = self.pub.loan_slice_uninit(self.size)
+        if self.frame:
+            ctypes.memmove(sample.payload_ptr, tag, TAG)  # the tag only, in place
+        else:
+            self.msg[:TAG] = tag
+            ctypes.memmove(sample.payload_ptr, self.msg_c, self.size)
+        sample.assume_init().send()
+
+    def recv(self):
+        sub, watch = self.sub, self.watch
+        while True:
+            sample = sub.receive()
+            if sample is not None:
+                break
+            watch.poll()
+        n = sample.payload().len()
+        if n != self.size:
+            raise ValueError(f"iceoryx2: sample of {n} bytes, expected {self.size}")
+        if self.frame:
+            import numpy
+            buf = (ctypes.c_uint8 * n).from_address(sample.payload_ptr)
+            frame = numpy.frombuffer(buf, numpy.uint8)  # a view of the sample, no copy
+            tag = frame[:TAG].tobytes()
+            del frame, buf
+        else:
+            tag = ctypes.string_at(sample.payload_ptr, n)[:TAG]  # the copy out
+        sample.delete()
+        return tag
+
+    def close(self):
+        self.pub.delete()
+        self.sub.delete()
+
+
+class PipePeer:
+    """multiprocessing.Pipe (a socketpair): send_bytes / poll() in a loop / recv_bytes."""
+
+    def __init__(self, ping, size, handoff, watch):
+        self.conn = handoff["conns"][0 if ping else 1]
+        self.size, self.watch = size, watch
+        self.frame = size >= FRAME
+        self.msg = bytearray(size)
+
+    def send(self, tag):
+        self.msg[:TAG] = tag
+        self.conn.send_bytes(self.msg)
+
+    def recv(self):
+        conn, watch = self.conn, self.watch
+        while not conn.poll():
+            watch.poll()
+        data = conn.recv_bytes()
+        if len(data) != self.size:
+            raise ValueError(f"pipe: message of {len(data)} bytes, expected {self.size}")
+        if self.frame:
+            import numpy
+            return numpy.frombuffer(data, numpy.uint8)[:TAG].tobytes()
+        return data[:TAG]
+
+    def close(self):
+        self.conn.close()
+
+
+class ZmqPeer:
+    """pyzmq PAIR sockets over ipc://; recv(NOBLOCK) in a loop. The frame is sent and
+    received with copy=False (pyzmq's zero-copy path inside each process)."""
+
+    def __init__(self, ping, size, handoff, watch):
+        import zmq
+        self.zmq, self.size, self.watch = zmq, size, watch
+        self.frame = size >= FRAME
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.PAIR)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        if ping:
+            self.sock.bind(handoff["endpoint"])
+        else:
+            self.sock.connect(handoff["endpoint"])
+        self.msg = bytearray(size)
+
+    def send(self, tag):
+        self.msg[:TAG] = tag
+        self.sock.send(self.msg, copy=not self.frame)
+
+    def recv(self):
+        sock, again, flags, watch = self.sock, self.zmq.Again, self.zmq.NOBLOCK, self.watch
+        while True:
+            try:
+                msg = sock.recv(flags, copy=not self.frame)
+                break
+            except again:
+                watch.poll()
+        if self.frame:
+            import numpy
+            frame = numpy.frombuffer(msg.buffer, numpy.uint8)
+            if frame.shape[0] != self.size:
+                raise ValueError(f"zmq: message of {frame.shape[0]} bytes, expected {self.size}")
+            return frame[:TAG].tobytes()
+        if len(msg) != self.size:
+            raise ValueError(f"zmq: message of {len(msg)} bytes, expected {self.size}")
+        return msg[:TAG]
+
+    def close(self):
+        self.sock.close(0)
+        self.ctx.term()
+
+
+CLASSES = {"shmbus": ShmbusPeer, "iceoryx2": Iceoryx2Peer, "pipe": PipePeer, "zmq": ZmqPeer}
+
+
+def make_handoff(peer, scratch, n):
+    if peer == "shmbus":
+        root = os.path.join(scratch, f"shmbus-{n}")
+        os.mkdir(root)
+        return {"root": root}
+    if peer == "iceoryx2":
+        return {"prefix": f"shmbus-pybench-{os.getpid()}-{n}"}
+    if peer == "pipe":
+        return {"conns": multiprocessing.Pipe(duplex=True)}
+    return {"endpoint": f"ipc://{scratch}/zmq-{n}.sock"}
+
+
+# --- the two sides --------------------------------------------------------------------------
+
+def pin(cpu):
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+
+
+def echo_main(peer, size, count, cpu, handoff, ctl):
+    """The echo process: answers `count` messages with the tag it received, then waits for
+    the ping side's "done" before it closes (so no transport drops its last reply)."""
+    pin(cpu)
+    ppid = os.getppid()
+    watch = Watch(lambda: os.getppid() == ppid)
+    try:
+        end = CLASSES[peer](False, size, handoff, watch)
+    except Exception as e:  # noqa: BLE001 (reported to the ping side)
+        ctl.send(f"echo: cannot open {peer}: {e!r}")
+        sys.exit(2)
+    ctl.send("ready")
+    try:
+        for _ in range(count):
+            watch.reset()
+            end.send(end.recv())
+    except PeerGone:
+        sys.exit(3)
+    ctl.poll(TIMEOUT_S)
+    end.close()
+
+
+def percentile(sorted_ns, q):
+    """Nearest-rank percentile of a sorted list."""
+    i = max(0, min(len(sorted_ns) - 1, math.ceil(q * len(sorted_ns)) - 1))
+    return sorted_ns[i]
+
+
+def run_row(peer, size, iters, warmup, cpus, scratch, n):
+    """One ping-pong; returns the row's dict or raises RuntimeError with one line."""
+    ctx = multiprocessing.get_context("spawn")
+    handoff = make_handoff(peer, scratch, n)
+    ping_cpu, echo_cpu = cpus if cpus else (None, None)
+    pin(ping_cpu)
+    ctl, ctl_child = ctx.Pipe()
+    child = ctx.Process(target=echo_main, args=(peer, size, warmup + iters, echo_cpu, handoff, ctl_child),
+                        daemon=True)
+    watch = Watch(child.is_alive)
+    end = None
+    try:
+        # The ping side opens first (it binds, and creates the channels), then the echo.
+        end = CLASSES[peer](True, size, handoff, watch)
+        child.start()
+        ctl_child.close()
+        if not ctl.poll(60):
+            raise RuntimeError(f"{peer}: the echo process did not start within 60 s")
+        msg = ctl.recv()
+        if msg != "ready":
+            raise RuntimeError(msg)
+        samples = [0] * iters
+        clock = time.monotonic_ns
+        for i in range(warmup + iters):
+            tag = i.to_bytes(TAG, "little")
+            watch.reset()
+            t0 = clock()
+            end.send(tag)
+            back = end.recv()
+            t1 = clock()
+            if back != tag:
+                raise RuntimeError(f"{peer}: round trip {i} came back with the wrong bytes")
+            if i >= warmup:
+                samples[i - warmup] = (t1 - t0) // 2
+        ctl.send("done")
+        child.join(TIMEOUT_S)
+        if child.exitcode != 0:
+            raise RuntimeError(f"{peer}: the echo process exited with {child.exitcode}")
+    except RuntimeError:
+        raise
+    except Exception as e:  # noqa: BLE001 (any peer's error fails this row, not the run)
+        raise RuntimeError(f"{peer}: {e}") from e
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join()
+        if end is not None:
+            end.close()
+        ctl.close()
+        if peer == "pipe":
+            for c in handoff["conns"]:
+                c.close()
+    samples.sort()
+    return {
+        "peer": peer,
+        "size": size,
+        "payload": "zero-copy" if size >= FRAME and peer in ("shmbus", "iceoryx2") else "copy",
+        "iters": iters,
+        "warmup": warmup,
+        "p50_ns": percentile(samples, 0.50),
+        "p90_ns": percentile(samples, 0.90),
+        "p99_ns": percentile(samples, 0.99),
+        "min_ns": samples[0],
+        "max_ns": samples[-1],
+    }
+
+
+def floor_ns(bench):
+    """shmbus-bench's raw shared-memory ping-pong floor right now (Rust, spin)."""
+    import subprocess
+    p = subprocess.run([bench, "pingpong", "--transport", "floor", "--iters", "20000", "--json"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    return json.loads(p.stdout)["p50_ns"]
+
+
+def what_moves(row):
+    if row["size"] < FRAME:
+        return "8 B sent by copy, received by copy"
+    if row["payload"] == "zero-copy":
+        return "loan, write the first 8 B; receive pinned, numpy.frombuffer view"
+    return "the whole frame copied through the kernel; numpy.frombuffer of the received buffer"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--iters", type=int, default=100_000, help="recorded round trips of the 8 B rows")
+    ap.add_argument("--frame-iters", type=int, default=2_000, help="recorded round trips of the frame rows")
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="unrecorded round trips first (default: iters/10, within 100..10000)")
+    ap.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, of {','.join(PEERS)}")
+    ap.add_argument("--sizes", default=f"8,{FRAME}", help="comma-separated message sizes")
+    ap.add_argument("--floor", metavar="SHMBUS_BENCH", default=None,
+                    help="measure shmbus-bench's spin floor before each row (a path to shmbus-bench)")
+    args = ap.parse_args()
+    peers = [p for p in args.peers.split(",") if p]
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown or not peers:
+        sys.exit(f"bench-python: unknown peer(s) {unknown}; choose from {', '.join(PEERS)}")
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if any(s < TAG for s in sizes) or args.iters < 1 or args.frame_iters < 1:
+        sys.exit(f"bench-python: sizes must be at least {TAG} bytes and iteration counts at least 1")
+    require(peers)
+
+    allowed = sorted(os.sched_getaffinity(0))
+    cpus = (allowed[0], allowed[1]) if len(allowed) >= 2 else None
+    if cpus is None:
+        print("bench-python: note: only one CPU available; the two processes are not pinned", file=sys.stderr)
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    scratch = tempfile.mkdtemp(prefix="shmbus-bench-py-", dir=base)
+    rows, failed, n = [], [], 0
+    print(f"load average before: {tuple(round(x, 2) for x in os.getloadavg())}; CPUs {cpus}; "
+          "receive: busy-poll on both sides")
+    print()
+    try:
+        for peer in peers:
+            for size in sizes:
+                iters = args.iters if size < FRAME else args.frame_iters
+                warmup = args.warmup if args.warmup is not None else max(100, min(iters // 10, 10_000))
+                n += 1
+                os.sched_setaffinity(0, set(allowed))  # the floor's pair is picked as the row's
+                floor = floor_ns(args.floor) if args.floor else None
+                try:
+                    row = run_row(peer, size, iters, warmup, cpus, scratch, n)
+                except RuntimeError as e:
+                    failed.append({"peer": peer, "size": size, "error": str(e)})
+                    print(f"bench-python: {peer} {size} B failed: {e}", file=sys.stderr)
+                    continue
+                finally:
+                    os.sched_setaffinity(0, set(allowed))
+                row["floor_ns"] = floor
+                rows.append(row)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    floor_col = args.floor is not None
+    head = "| peer | size (B) | payload | what moves | p50 ns | p90 ns | p99 ns | iters |"
+    print(head + (" Rust spin floor ns (same moment) |" if floor_col else ""))
+    print("|---|---:|---|---|---:|---:|---:|---:|" + ("---:|" if floor_col else ""))
+    for r in rows:
+        line = (f"| {LABELS[r['peer']]} | {r['size']} | {r['payload']} | {what_moves(r)} | {r['p50_ns']} "
+                f"| {r['p90_ns']} | {r['p99_ns']} | {r['iters']} |")
+        print(line + (f" {r['floor_ns']} |" if floor_col else ""))
+    for f in failed:
+        print(f"| {LABELS[f['peer']]} | {f['size']} | failed: {f['error']} | | | | | |" + (" |" if floor_col else ""))
+
+    p50 = {(r["peer"], r["size"]): r["p50_ns"] for r in rows}
+    ratios = {}
+
+    def ratio(key, a, b, what, target=None):
+        if a in p50 and b in p50 and p50[b] > 0:
+            ratios[key] = round(p50[a] / p50[b], 3)
+            met = "" if target is None else (" (target ≤ %g: %s)" % (target, "met" if ratios[key] <= target else "not met"))
+            print(f"* {what}: {p50[a]} / {p50[b]} ns = {ratios[key]:.2f} ×{met}")
+
+    print()
+    print("Ratios (p50, this run):")
+    ratio("shmbus_8_over_iceoryx2_8", ("shmbus", 8), ("iceoryx2", 8), "shmbus 8 B / iceoryx2 8 B", 0.5)
+    ratio("shmbus_frame_over_shmbus_8", ("shmbus", FRAME), ("shmbus", 8),
+          "shmbus 6,220,800 B zero-copy / shmbus 8 B", 2)
+    ratio("shmbus_8_over_pipe_8", ("shmbus", 8), ("pipe", 8), "shmbus 8 B / multiprocessing.Pipe 8 B")
+    ratio("shmbus_8_over_zmq_8", ("shmbus", 8), ("zmq", 8), "shmbus 8 B / pyzmq 8 B")
+    ratio("iceoryx2_frame_over_iceoryx2_8", ("iceoryx2", FRAME), ("iceoryx2", 8),
+          "iceoryx2 6,220,800 B zero-copy / iceoryx2 8 B")
+    print()
+    print(json.dumps({
+        "bench": "python-pingpong",
+        "mode": "spin",
+        "cpus": list(cpus) if cpus else None,
+        "versions": versions(peers),
+        "rows": rows,
+        "failed": failed,
+        "ratios": ratios,
+    }))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
