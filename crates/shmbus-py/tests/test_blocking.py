@@ -50,7 +50,10 @@ def test_ctrl_c_interrupts_a_blocking_recv(domain):
     shmbus.Topic.create_or_open(domain, "t", max_message_len=16)
     proc = child(
         """
-        import sys, shmbus
+        import signal, sys, shmbus
+        # Ctrl-C raises KeyboardInterrupt even when the tests run with SIGINT ignored (a
+        # shell's background jobs inherit that, and Python then leaves it ignored).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         d = shmbus.Domain(sys.argv[1], root=sys.argv[2])
         sub = shmbus.Topic.open(d, "t").subscriber()
         try:
