@@ -137,7 +137,7 @@ fn waitset_sanitized() {
 /// processes, under the sanitizers. No figure is checked.
 #[test]
 fn bench_pingpong_sanitized() {
-    let exe = compile("pingpong", &["bench/pingpong.c"], Build::Sanitized);
+    let exe = compile_c("pingpong", &["bench/pingpong.c"], Build::Sanitized);
     for args in [&["--payload", "copy", "--size", "8"][..], &["--payload", "touch", "--size", "4096"][..]] {
         let out = command(&exe, Build::Sanitized)
             .args(args)
