@@ -65,12 +65,16 @@ def test_ctrl_c_interrupts_a_blocking_recv(domain):
         domain.name,
         domain.root,
     )
-    assert proc.stdout.readline().strip() == "ready"
-    # Give it time to enter recv (which would never return: nothing is published), so that
-    # the signal lands while it waits; a recv that never checked for signals would hang.
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=JOIN)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        # Give it time to enter recv (which would never return: nothing is published), so
+        # that the signal lands while it waits; a recv that never checked for signals would
+        # hang.
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=JOIN)
+    finally:
+        proc.kill()  # a failed test leaves no process behind
     assert out.strip() == "interrupted", err
     assert proc.returncode == 0
 
