@@ -44,7 +44,7 @@ fn domain_at(root: &Path) -> Domain {
 /// `(file offset, width)` of every control word of a `CAP` x `MAX` queue.
 fn control_words() -> Vec<(usize, usize)> {
     let k = KIND_OFFSET;
-    // Control block (see queue/ring.rs): tail, head, not_empty, not_full (each on its own
+    // Control block (see queue/protocol.rs): tail, head, not_empty, not_full (each on its own
     // 128-byte line), then the abandoned and lost counters.
     let mut w = vec![(k, 8), (k + 128, 8), (k + 256, 4), (k + 384, 4), (k + 512, 8), (k + 520, 8)];
     let stride = (16 + MAX).div_ceil(64) * 64;

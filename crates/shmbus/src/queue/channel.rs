@@ -11,7 +11,7 @@ use super::consumer::Consumer;
 use super::error::QueueTryRecvError;
 use super::layout::{MappedCells, QueueConfig, QueueLayout, CONTROL_BYTES};
 use super::producer::Producer;
-use super::ring::{depth_of, pop_ready_at, CellHeader, Control, Ring, Stall};
+use super::protocol::{depth_of, pop_ready_at, CellHeader, Control, Ring, Stall};
 use crate::domain::Domain;
 use crate::endpoint::channel::Channel;
 use crate::endpoint::liveness;

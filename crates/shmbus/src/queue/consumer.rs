@@ -8,7 +8,7 @@ use super::channel::Queue;
 use super::channel::{status_of, Endpoint, QueueStatus};
 use super::error::{QueueRecvError, QueueRecvTimeoutError, QueueTryRecvError};
 use super::layout::MappedCells;
-use super::ring::{Pop, Ring};
+use super::protocol::{Pop, Ring};
 use crate::sync::spin_hint;
 use crate::wait::{Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};

@@ -2,7 +2,7 @@
 
 use std::mem::MaybeUninit;
 
-use super::ring::{CellHeader, Cells, Control, CELL_HEADER};
+use super::protocol::{CellHeader, Cells, Control, CELL_HEADER};
 use crate::endpoint::channel::{ChannelConfig, ChannelLayout, CommonConfig};
 use crate::error::OpenError;
 use crate::segment::{Kind, Layout, PARAMS};

@@ -39,7 +39,7 @@
 //! consumers meet only on the cell they claim, and `tail`/`head` sit on their own cache lines.
 //! Unlike the original, a position is claimed by a CAS on the *cell's* stamp, which records
 //! the claimant's participant index; `tail`/`head` are hints that anyone moves past a claimed
-//! cell. The ring module (`queue/ring.rs`) states the stamps and invariants; `docs/queue.md`
+//! cell. The protocol module (`queue/protocol.rs`) states the stamps and invariants; `docs/queue.md`
 //! walks through them. The hot path is: one load of the counter, one load and one CAS of the
 //! cell stamp (just the CAS when the last send found room), one CAS of the counter, the copy,
 //! one store of the stamp and one atomic add on the event word. No lock, no allocation, no
@@ -72,7 +72,7 @@
 //!
 //! Endpoints do not survive `fork`: open them in the process that uses them.
 
-mod ring;
+mod protocol;
 
 #[cfg(not(loom))]
 mod channel;

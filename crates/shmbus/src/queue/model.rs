@@ -1,6 +1,6 @@
 //! The queue protocol on a heap buffer, for loom models (`tests/loom_queue.rs`).
 //!
-//! Built only with `--cfg loom`. It runs exactly the production code of `ring.rs`; only
+//! Built only with `--cfg loom`. It runs exactly the production code of `protocol.rs`; only
 //! the cell memory (loom's checked `UnsafeCell`) and the participant table (heap entries)
 //! differ, and a "crash" is a participant that stops at a chosen point of an operation.
 
@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 
 use loom::cell::UnsafeCell;
 
-use super::ring::{as_uninit, CellHeader, Cells, Control, Crash, Pop, Push, Ring};
+use super::protocol::{as_uninit, CellHeader, Cells, Control, Crash, Pop, Push, Ring};
 use crate::participants::{Participant, ParticipantTable};
 use crate::sync::Ordering;
 use crate::sys::ProcessId;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::channel::Queue;
 use super::channel::{status_of, Endpoint, QueueStatus};
 use super::error::{QueueSendError, QueueSendTimeoutError, QueueTrySendError};
-use super::ring::Push;
+use super::protocol::Push;
 use crate::wait::{Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
