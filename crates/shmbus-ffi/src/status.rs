@@ -1,7 +1,7 @@
 //! Status codes, the thread-local last error, and the one guard every exported function runs
 //! its body in (`catch_unwind` + recording the error), so no panic crosses the boundary.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CStr, CString};
 use std::fmt::Display;
 use std::panic::{self, AssertUnwindSafe};
@@ -123,24 +123,39 @@ impl Error {
     }
 }
 
+/// The last failure on this thread: plain values, so that recording an empty poll (a fixed
+/// message) touches no `RefCell` and drops nothing. `text` is the fixed message, or `None`
+/// for a formatted one, which is in [`LAST_TEXT`].
+#[derive(Clone, Copy)]
 struct Last {
     code: shmbus_status,
     value: u64,
-    text: Text,
+    text: Option<&'static CStr>,
 }
 
 thread_local! {
-    static LAST: RefCell<Last> = const { RefCell::new(Last { code: SHMBUS_OK, value: 0, text: Text::Static(c"") }) };
+    static LAST: Cell<Last> = const { Cell::new(Last { code: SHMBUS_OK, value: 0, text: Some(c"") }) };
+    /// The last formatted message; replaced only by the next formatted one, so a pointer
+    /// `shmbus_last_error` gave stays valid at least until the next failing call.
+    static LAST_TEXT: RefCell<Option<CString>> = const { RefCell::new(None) };
 }
 
 fn record(e: Error) -> shmbus_status {
     let code = e.code;
-    // `try_with`: a call made while this thread's locals are being destroyed records nothing.
-    let _ = LAST.try_with(|last| {
-        if let Ok(mut last) = last.try_borrow_mut() {
-            *last = Last { code, value: e.value, text: e.text };
+    let text = match e.text {
+        Text::Static(s) => Some(s),
+        Text::Owned(s) => {
+            // `try_with`: a call made while this thread's locals are being destroyed records
+            // no message.
+            let stored = LAST_TEXT.try_with(|t| t.try_borrow_mut().map(|mut t| *t = Some(s)).is_ok()).unwrap_or(false);
+            if stored {
+                None
+            } else {
+                Some(c"")
+            }
         }
-    });
+    };
+    LAST.set(Last { code, value: e.value, text });
     code
 }
 
@@ -177,22 +192,20 @@ pub(crate) fn guard_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
 /// this thread. Never NULL.
 #[no_mangle]
 pub extern "C" fn shmbus_last_error() -> *const c_char {
-    LAST.try_with(|last| match last.try_borrow() {
+    match LAST.get().text {
+        Some(s) => s.as_ptr(),
         // The pointer stays valid after the borrow ends: the CString is replaced only by the
-        // next failing call on this thread.
-        Ok(l) => match &l.text {
-            Text::Static(s) => s.as_ptr(),
-            Text::Owned(s) => s.as_ptr(),
-        },
-        Err(_) => c"".as_ptr(),
-    })
-    .unwrap_or(c"".as_ptr())
+        // next failing call on this thread with a formatted message.
+        None => LAST_TEXT
+            .try_with(|t| t.try_borrow().ok().and_then(|t| t.as_ref().map(|s| s.as_ptr())).unwrap_or(c"".as_ptr()))
+            .unwrap_or(c"".as_ptr()),
+    }
 }
 
 /// The code of the last call that failed on this thread (`SHMBUS_OK` if none has).
 #[no_mangle]
 pub extern "C" fn shmbus_last_error_code() -> shmbus_status {
-    LAST.try_with(|last| last.try_borrow().map(|l| l.code).unwrap_or(SHMBUS_OK)).unwrap_or(SHMBUS_OK)
+    LAST.get().code
 }
 
 /// The number that goes with the last error on this thread, 0 if it has none: the messages
@@ -200,7 +213,7 @@ pub extern "C" fn shmbus_last_error_code() -> shmbus_status {
 /// for `SHMBUS_BUFFER_TOO_SMALL`.
 #[no_mangle]
 pub extern "C" fn shmbus_last_error_value() -> u64 {
-    LAST.try_with(|last| last.try_borrow().map(|l| l.value).unwrap_or(0)).unwrap_or(0)
+    LAST.get().value
 }
 
 /// The version of the library, `"MAJOR.MINOR.PATCH"` (a static string).
