@@ -220,3 +220,52 @@ def test_random_access(domain):
         sub.try_recv()
     sub.seek(2)
     assert sub.try_recv().seq == 2
+
+
+def test_sigkilled_subscriber_holding_pins_has_them_reclaimed(domain):
+    """A subscriber process SIGKILLed while numpy views pin two slots: while it is alive the
+    publisher runs out of slots; once it is dead, its pins are reclaimed and publishing goes
+    on, without the dead process's help."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=1, spare_slots=1)
+    pub = topic.publisher()
+    pub.send(b"first")
+    pub.send(b"second")
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
+                import sys, time, numpy, shmbus
+                d = shmbus.Domain(sys.argv[1], root=sys.argv[2])
+                sub = shmbus.Topic.open(d, "t").subscriber()
+                sub.seek(1)
+                views = [numpy.frombuffer(sub.recv_ref(timeout=5), numpy.uint8) for _ in range(2)]
+                print("pinned", bytes(views[0]), bytes(views[1]), flush=True)
+                time.sleep(600)
+                """
+            ),
+            domain.name,
+            domain.root,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "pinned b'first' b'second'"
+        assert shmbus.Topic.status(domain, "t")["pinned_slots"] == 2
+        with pytest.raises(shmbus.AllPinned):
+            for i in range(10):
+                pub.send(b"while pinned %d" % i)
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        child.kill()
+    for i in range(20):
+        pub.send(b"after %d" % i)  # the dead subscriber's pins were reclaimed
+    assert shmbus.Topic.status(domain, "t")["pinned_slots"] == 0
