@@ -20,6 +20,10 @@
  * - Typed payloads are not part of the C API: send the bytes of your struct (it should be
  *   plain data: fixed size, no pointers) and read them back the same way.
  * - No Rust panic crosses this API: one that happens is SHMBUS_PANIC (please report it).
+ * - Undefined, as for any C pointer: a handle used after its _free (or a pointer not from
+ *   this library), a buffer shorter than the length passed with it, and a pointer into a
+ *   lent item or into shared memory used after that item is given back. Everything else
+ *   (NULL, a buffer too small, a wrong size, a conflicting call) is a status code.
  */
 
 #ifndef SHMBUS_H
