@@ -1,7 +1,8 @@
 //! The C++ programs of `tests/cpp/` and `examples/cpp/`, written against the header-only
 //! `include/shmbus.hpp`: each compiled with `g++` and with `clang++` (`-std=c++17 -Wall
 //! -Wextra -Werror -pedantic`) and run, and once more built with g++ under AddressSanitizer
-//! and UndefinedBehaviorSanitizer and run. The library is the `libshmbus.a` of `tests/c.rs`.
+//! and UndefinedBehaviorSanitizer and run; the benchmark's `bench/pingpong.cpp` under the
+//! sanitizers only. The library is the `libshmbus.a` of `tests/c.rs`.
 
 mod common;
 #[path = "common/program.rs"]
@@ -128,4 +129,43 @@ fn text_publisher_clangxx() {
 #[test]
 fn text_publisher_sanitized() {
     text_publisher(GXX, Build::Sanitized);
+}
+
+/// The benchmark's C++ ping-pong program (`bench/pingpong.cpp`, run by `make bench-bindings`
+/// beside `bench/pingpong.c`) builds against the header and completes 200 round trips of both
+/// payloads, as two processes, under the sanitizers, printing the same JSON keys as the C one.
+/// No figure is checked.
+#[test]
+fn bench_pingpong_sanitized() {
+    let exe = compile_cpp(GXX, "pingpong", "bench/pingpong.cpp", Build::Sanitized);
+    for args in [&["--payload", "copy", "--size", "8"][..], &["--payload", "touch", "--size", "4096"][..]] {
+        let out = command(&exe, Build::Sanitized)
+            .args(args)
+            .args(["--iters", "200", "--warmup", "20", "--json"])
+            .output()
+            .expect("run the ping-pong");
+        assert_success("pingpong (C++)", &out);
+        let json = String::from_utf8_lossy(&out.stdout);
+        let payload = format!("\"payload\":\"{}\"", args[1]);
+        let size = format!("\"size\":{},", args[3]);
+        for key in [
+            "\"transport\":\"topic\"",
+            "\"binding\":\"cpp\"",
+            "\"mode\":\"spin\"",
+            payload.as_str(),
+            size.as_str(),
+            "\"iters\":200,",
+            "\"warmup\":20,",
+            "\"pinned\":",
+            "\"p50_ns\":",
+            "\"p90_ns\":",
+            "\"p99_ns\":",
+            "\"p999_ns\":",
+            "\"max_ns\":",
+            "\"min_ns\":",
+        ] {
+            assert!(json.contains(key), "{key} missing from the C++ ping-pong's output: {json}");
+        }
+        assert_eq!(json.trim().lines().count(), 1, "one JSON line expected: {json}");
+    }
 }
