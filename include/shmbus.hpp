@@ -92,6 +92,11 @@ class mutable_bytes_view {
   public:
     constexpr mutable_bytes_view() noexcept = default;
     mutable_bytes_view(void *data, std::size_t size) noexcept : data_(static_cast<std::uint8_t *>(data)), size_(size) {}
+    /// A contiguous container of bytes, writable (std::vector<std::uint8_t>, std::array<char,
+    /// N>, ...): its current size, not its capacity.
+    template <class C, class E = std::remove_pointer_t<decltype(std::data(std::declval<C &>()))>,
+              class = std::enable_if_t<sizeof(E) == 1 && std::is_trivially_copyable_v<E> && !std::is_const_v<E>>>
+    mutable_bytes_view(C &c) noexcept : mutable_bytes_view(std::data(c), std::size(c)) {}
     std::uint8_t *data() const noexcept { return data_; }
     std::size_t size() const noexcept { return size_; }
     bool empty() const noexcept { return size_ == 0; }

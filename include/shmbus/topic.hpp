@@ -22,6 +22,13 @@ struct message {
     bytes_view bytes() const noexcept { return data; }
 };
 
+/// What `subscriber::try_recv_into` put into the caller's buffer.
+struct received {
+    std::size_t len = 0;      ///< bytes written at the start of the buffer
+    std::uint64_t seq = 0;
+    std::uint64_t ts_ns = 0;  ///< publish time, CLOCK_MONOTONIC nanoseconds
+};
+
 /// A slot loaned from a publisher, written in place: fill data() (up to size() bytes), then
 /// send(len). Destroyed unsent, it is discarded. The publisher is busy while it is out.
 class loan {
@@ -123,6 +130,26 @@ class subscriber {
             return shmbus_subscriber_recv_timeout(h_.get(), b, c, l, s, t, detail::nanos(timeout));
         });
     }
+    /// The next message copied into `buf`, if there is one now: its length, sequence number
+    /// and timestamp. Allocates nothing (the receive for a polling loop). A message longer
+    /// than `buf` throws SHMBUS_BUFFER_TOO_SMALL (`value()`: its length) and stays unread.
+    std::optional<received> try_recv_into(mutable_bytes_view buf) {
+        return into_with(SHMBUS_EMPTY, [&](std::size_t *l, std::uint64_t *s, std::uint64_t *t) {
+            return shmbus_subscriber_try_recv(h_.get(), buf.data(), buf.size(), l, s, t);
+        });
+    }
+    /// `try_recv_into`, waiting as long as it takes.
+    received recv_into(mutable_bytes_view buf) {
+        return *into_with(SHMBUS_OK, [&](std::size_t *l, std::uint64_t *s, std::uint64_t *t) {
+            return shmbus_subscriber_recv(h_.get(), buf.data(), buf.size(), l, s, t);
+        });
+    }
+    /// `try_recv_into`, or nothing once `timeout` has passed.
+    std::optional<received> recv_into(mutable_bytes_view buf, std::chrono::nanoseconds timeout) {
+        return into_with(SHMBUS_TIMEOUT, [&](std::size_t *l, std::uint64_t *s, std::uint64_t *t) {
+            return shmbus_subscriber_recv_timeout(h_.get(), buf.data(), buf.size(), l, s, t, detail::nanos(timeout));
+        });
+    }
     /// The next message in place, if there is one now.
     std::optional<sample> try_recv_ref() { return ref_with(SHMBUS_EMPTY, shmbus_subscriber_try_recv_ref); }
     /// The next message in place, waiting as long as it takes.
@@ -156,6 +183,11 @@ class subscriber {
             }))
             return std::nullopt;
         return m;
+    }
+    template <class F> static std::optional<received> into_with(shmbus_status soft, F &&f) {
+        received r;
+        if (!detail::check_soft(f(&r.len, &r.seq, &r.ts_ns), soft)) return std::nullopt;
+        return r;
     }
     std::optional<sample> ref_with(shmbus_status soft, shmbus_status (*f)(shmbus_subscriber *, shmbus_sample **)) {
         shmbus_sample *s = nullptr;

@@ -9,11 +9,10 @@
  * this process may use. Each round trip: read the monotonic clock, send `size` bytes whose
  * first and last byte are a tag, receive the echo, read the clock; one-way latency = RTT / 2.
  * Warm-up round trips are not recorded. Both sides busy-poll the non-blocking receive
- * (`try_recv_ref`), as Rust's spin mode does.
+ * (`try_recv_into` / `try_recv_ref`), as Rust's spin mode does.
  *
- *   --payload copy   publish by copy (publisher::send); receive a pinned sample and copy all
- *                    of it into the program's buffer (the header's copy receive returns a
- *                    new std::vector per call, which would allocate on every poll)
+ *   --payload copy   publish by copy (publisher::send); receive by copy into the program's
+ *                    buffer (subscriber::try_recv_into: no allocation per poll)
  *   --payload touch  loan a slot and write the two tag bytes in place; receive a pinned
  *                    sample and read those two bytes (publisher::loan, try_recv_ref)
  *
@@ -181,14 +180,15 @@ class side {
         std::uint32_t polls = 0;
         std::optional<std::chrono::steady_clock::time_point> since;
         for (;;) {
-            if (std::optional<shmbus::sample> s = sub_.try_recv_ref()) {
-                if (s->size() != buf_.size()) throw std::runtime_error("received a sample of the wrong size");
-                if (touch_) {
-                    buf_.front() = s->data()[0];
-                    buf_.back() = s->data()[buf_.size() - 1];
-                } else {
-                    std::memcpy(buf_.data(), s->data(), buf_.size());
+            if (!touch_) {
+                if (std::optional<shmbus::received> r = sub_.try_recv_into(buf_)) {
+                    if (r->len != buf_.size()) throw std::runtime_error("received a message of the wrong size");
+                    return;
                 }
+            } else if (std::optional<shmbus::sample> s = sub_.try_recv_ref()) {
+                if (s->size() != buf_.size()) throw std::runtime_error("received a sample of the wrong size");
+                buf_.front() = s->data()[0];
+                buf_.back() = s->data()[buf_.size() - 1];
                 return;
             }
             cpu_relax();

@@ -14,6 +14,21 @@ struct imu {
     std::uint64_t stamp;
 };
 
+void into_a_buffer(const shmbus::domain &d) {
+    // Into the caller's buffer: nothing allocated; too small is an error, the message kept.
+    shmbus::topic t = shmbus::topic::create_or_open(d, "into", {32, 4, {}, {}, {}});
+    shmbus::publisher p = t.publisher();
+    shmbus::subscriber s = t.subscriber();
+    std::vector<std::uint8_t> small(4), room(32);
+    CHECK(!s.try_recv_into(room));
+    p.send(std::string_view("into a buffer"));
+    EXPECT_ERROR(s.try_recv_into(small), SHMBUS_BUFFER_TOO_SMALL, CHECK(e.value() == 13));
+    std::optional<shmbus::received> r = s.recv_into(room, 1s);
+    CHECK(r && r->len == 13 && r->seq == 1 && r->ts_ns > 0);
+    CHECK(shmbus::bytes_view(room.data(), r->len).str() == "into a buffer");
+    CHECK(!s.recv_into(room, 1ms));
+}
+
 void copies(const shmbus::domain &d) {
     shmbus::topic t = shmbus::topic::create_or_open(d, "copy", {32, 4, {}, {}, {}});
     CHECK(t.max_message_len() == 32);
@@ -24,6 +39,7 @@ void copies(const shmbus::domain &d) {
     CHECK(p.send(std::string_view("hello, world")) == 1);
     std::optional<shmbus::message> m = s.try_recv();
     CHECK(m && m->seq == 1 && m->ts_ns > 0 && m->bytes().str() == "hello, world");
+
 
     // Too large: the error carries the code, the largest size and the library's message.
     std::vector<std::uint8_t> big(33);
@@ -110,6 +126,7 @@ int main(int argc, char **argv) {
         shmbus::domain d("cpptopic", root);
         CHECK(std::strlen(shmbus::version()) > 0);
         copies(d);
+        into_a_buffer(d);
         zero_copy(d);
         typed(d);
         EXPECT_ERROR(shmbus::domain("bad/name", root), SHMBUS_INVALID_NAME, {});
