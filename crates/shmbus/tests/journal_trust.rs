@@ -91,6 +91,9 @@ fn use_journal(dir: &Path, trust: &TrustPolicy) -> Result<(), OpenError> {
 #[test]
 fn child_entry() {
     let Some(role) = child_role() else { return };
+    if role == "nobody_status" {
+        return child_nobody_status();
+    }
     assert_eq!(role, "open");
     // Journal::open reads SHMBUS_TRUST_UIDS (set by the parent).
     let dir = PathBuf::from(env_str("T_DIR"));
@@ -195,4 +198,94 @@ fn a_world_writable_journal_gets_a_sticky_directory() {
     assert!(mode & 0o002 == 0 || mode & 0o1000 != 0, "directory mode {mode:04o}: writable by all, not sticky");
     drop(j);
     Journal::open(&dir).unwrap();
+}
+
+/// The uid and gid of `nobody`.
+const NOBODY: u32 = 65534;
+
+/// Drops this (single-purpose child) process to nobody, checks that a read-write open of
+/// the journal is refused, then prints its status on one line.
+fn child_nobody_status() {
+    // SAFETY: plain credential calls on this (single-purpose) process; order matters:
+    // supplementary groups and gid while still privileged, uid last.
+    unsafe {
+        assert_eq!(libc::setgroups(0, std::ptr::null()), 0, "setgroups");
+        assert_eq!(libc::setresgid(NOBODY, NOBODY, NOBODY), 0, "setresgid");
+        assert_eq!(libc::setresuid(NOBODY, NOBODY, NOBODY), 0, "setresuid");
+        // A credential change clears the parent-death signal: set it again.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+    }
+    let dir = PathBuf::from(env_str("T_DIR"));
+    // The premise: the journal's files cannot be opened for writing by this user.
+    let e = Journal::open(&dir).expect_err("a read-write open as nobody should be refused");
+    assert!(e.to_string().contains("ermission denied"), "{e}");
+    let st = Journal::status(&dir).expect("journal status needs read permission only");
+    println!("status as nobody: {st:?}");
+}
+
+/// Every file of the journal in `dir`, with its bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `Journal::status` reads a journal whose files are all 0444 and owned by another user
+/// (root), as `nobody`: read permission is all it needs (every file opened and mapped
+/// read-only), it reports what the owner's status reports, and it changes no byte of any
+/// file.
+#[test]
+fn journal_status_needs_read_permission_only() {
+    if child_role().is_some() {
+        return;
+    }
+    if !root_or_skip("the journal status as nobody") {
+        return;
+    }
+    let s = Scratch::new("jtrust-status-ro");
+    let dir = journal(&s);
+    let j = Journal::open(&dir).unwrap();
+    // A live appender (listed by status), more entries, and a named reader that moved on.
+    let mut a = j.appender().unwrap();
+    for m in [b"one", b"two"] {
+        a.send(m).unwrap();
+    }
+    let mut r = j.reader("r").unwrap();
+    r.try_recv_ref().unwrap();
+    r.ack();
+    drop(r);
+    let mut dirs = vec![dir.clone()];
+    dirs.extend(dir.ancestors().skip(1).take_while(|d| d.starts_with(s.path())).map(Path::to_path_buf));
+    for d in &dirs {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for (p, _) in snapshot(&dir) {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
+    let expected = Journal::status(&dir).unwrap();
+    assert_eq!((expected.next_index, expected.appenders, expected.readers.len()), (3, 1, 1), "{expected:?}");
+    assert_eq!(expected.readers[0].position, 1, "{expected:?}");
+    let before = snapshot(&dir);
+
+    let mut child =
+        child_command("child_entry", "nobody_status", &[("T_DIR", dir.display().to_string())]).spawn().unwrap();
+    let st = wait_with_deadline(&mut child, 60, "status as nobody");
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(st.success(), "child failed ({st}): {out}");
+    let line = out.lines().find_map(|l| Some(l.split_once("status as nobody: ")?.1)).unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(line, format!("{expected:?}"), "nobody's status differs from the owner's");
+    let after = snapshot(&dir);
+    assert_eq!(after.len(), before.len(), "status created or removed a file");
+    for ((p, b), (_, a)) in before.iter().zip(&after) {
+        assert!(a == b, "status changed {}", p.display());
+    }
+    drop(a);
 }

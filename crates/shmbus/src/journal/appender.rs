@@ -129,7 +129,7 @@ fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64, populate: bool) -
     // file is this long before anyone may claim or read below `want`.
     cy.alloc().fetch_max(want, Ordering::AcqRel);
     if populate {
-        cy.data.writable().populate_write(CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
+        cy.data.populate_write(CYCLE_HEADER_PAGE + old as usize, (want - old) as usize);
     }
     Ok(())
 }
@@ -183,7 +183,7 @@ impl Appender {
                                     let _ = crate::sys::fs::fdatasync(&f);
                                 }
                             }
-                            let _ = i2.meta.map.writable().msync_range(0, META_SIZE);
+                            let _ = i2.meta.map.msync_range(0, META_SIZE);
                         }
                     })
                     .map_err(|e| OpenError::io(&inner.dir, e));
@@ -694,10 +694,7 @@ impl Loan<'_> {
             return Err(JournalSendError::Abandoned { index });
         }
         if self.app.inner.hdr().durability == 1 {
-            let _ = cy
-                .data
-                .writable()
-                .msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
+            let _ = cy.data.msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
         }
         Ok(index)
     }

@@ -10,13 +10,14 @@ use crate::error::OpenError;
 use crate::name::validate_name;
 use crate::sync::Ordering;
 use crate::sys::fs::FlockOp;
-use crate::sys::{process_is_alive, ProcessId};
+use crate::sys::{process_is_alive, ProcessId, ReadOnly};
 
 use super::appender::Appender;
+use super::cycles::{list_cycles_in, open_cycle_in};
 use super::error::{open_error_message, JournalRecvError, JournalTierError};
 use super::files::{self, MetaFile};
 use super::format::{
-    data_file_name, index_file_name, pos_parts, MetaHeader, JOURNAL_FORMAT_VERSION, MAX_READERS, META_FILE, META_SIZE,
+    data_file_name, index_file_name, pos_parts, MetaHeader, JOURNAL_FORMAT_VERSION, META_FILE, META_SIZE,
     READERS_LOCK_FILE, ROLL_NEVER, ROLL_TIME, UNIT,
 };
 use super::readers::ReaderInfo;
@@ -261,9 +262,6 @@ pub(super) struct Inner {
     pub(super) recovery: Vec<RecoveryReport>,
     /// Whose journal files this process uses (see docs/trust.md, "Journals").
     pub(super) trust: crate::domain::TrustPolicy,
-    /// Opened for status only: every file and mapping is read-only, nothing is created,
-    /// locked, reclaimed or repaired.
-    pub(super) read_only: bool,
 }
 
 pub(super) const BUSY: u64 = 1 << 63;
@@ -416,7 +414,7 @@ impl Journal {
             }
         };
         let alone = crate::sys::fs::flock(&meta.file, FlockOp::ExclusiveNonBlocking).is_ok();
-        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone(), read_only: false };
+        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone() };
         let res = if alone { inner.recover() } else { Ok(Vec::new()) };
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = crate::sys::fs::flock(&inner.meta.file, FlockOp::Shared);
@@ -490,18 +488,7 @@ impl Journal {
 
     /// Every named reader and its persisted position.
     pub fn readers(&self) -> Vec<ReaderInfo> {
-        let m = &self.inner.meta;
-        (0..MAX_READERS)
-            .filter(|&k| m.reader_word(k, 0).load(Ordering::Acquire) == 1)
-            .filter_map(|k| {
-                let name = self.inner.reader_name(k)?;
-                let pid = m.reader_word(k, 2).load(Ordering::Relaxed);
-                let start = m.reader_word(k, 3).load(Ordering::Relaxed);
-                let holder = (pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start }))
-                    .then_some(pid as u32);
-                Some(ReaderInfo { name, position: m.reader_word(k, 1).load(Ordering::Acquire), holder_pid: holder })
-            })
-            .collect()
+        super::readers::readers_of(&self.inner.meta)
     }
 
     /// Deletes the named reader `name` (fails with `Busy` while a live process holds it).
@@ -532,22 +519,14 @@ impl Journal {
         if dir.symlink_metadata().is_ok() {
             files::check_journal_dir(&dir, &trust)?;
         }
-        let meta_path = dir.join(META_FILE);
-        let meta = MetaFile::open_as(&meta_path, &trust, true)?;
-        let mode = {
-            use std::os::unix::fs::PermissionsExt;
-            meta.file.metadata().map_err(|e| OpenError::io(&meta_path, e))?.permissions().mode() & 0o777
-        };
-        let inner = Inner { dir, meta, mode, recovery: Vec::new(), trust, read_only: true };
-        Journal { inner: Arc::new(inner) }.status_of()
-    }
-
-    fn status_of(&self) -> Result<JournalStatus, OpenError> {
-        let inner = &self.inner;
+        // Typed read-only: the metadata and every cycle file are opened `O_RDONLY`, mapped
+        // `PROT_READ` and read through load-only words, so nothing here can store.
+        let meta = MetaFile::<ReadOnly>::open_as(&dir.join(META_FILE), &trust)?;
+        let archive_dir = meta.archive_dir(&dir);
         let mut cycles = Vec::new();
         let mut unreadable_cycles = Vec::new();
-        for c in inner.list_cycles().map_err(|e| OpenError::io(&inner.dir, e))? {
-            let cy = match inner.open_cycle(c) {
+        for c in list_cycles_in(&dir, archive_dir.as_deref()).map_err(|e| OpenError::io(&dir, e))? {
+            let cy = match open_cycle_in::<ReadOnly>(&dir, archive_dir.as_deref(), c, &meta.hdr, &trust) {
                 Ok(cy) => cy,
                 Err(OpenError::NotFound { .. }) => continue, // deleted meanwhile
                 Err(e) => {
@@ -555,7 +534,7 @@ impl Journal {
                     continue;
                 }
             };
-            let (sealed, n, u) = pos_parts(cy.pos().load(Ordering::Acquire));
+            let (sealed, n, u) = pos_parts(cy.pos_view().load(Ordering::Acquire));
             let file_bytes = cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
                 + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0);
             cycles.push(CycleInfo {
@@ -571,9 +550,8 @@ impl Journal {
         let first_index = cycles.first().map_or(0, |c| c.first_index);
         let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
         // Live ones: status reclaims nothing, so a dead appender's entry may still be there.
-        let appenders = inner.meta.participant_view().live_in_role(ROLE_APPENDER, process_is_alive);
+        let appenders = meta.participant_view().live_in_role(ROLE_APPENDER, process_is_alive);
         Ok(JournalStatus {
-            dir: inner.dir.clone(),
             format_version: JOURNAL_FORMAT_VERSION,
             first_index,
             next_index,
@@ -581,10 +559,11 @@ impl Journal {
             file_bytes: cycles.iter().map(|c| c.file_bytes).sum(),
             cycles,
             unreadable_cycles,
-            readers: self.readers(),
+            readers: super::readers::readers_of(&meta),
             appenders,
-            storage: super::Storage::of(&inner.dir).ok(),
-            archive_dir: self.archive_dir(),
+            storage: super::Storage::of(&dir).ok(),
+            archive_dir: meta.archive_dir(&dir),
+            dir,
         })
     }
 

@@ -2,10 +2,12 @@
 //! listing, time search, and helpers on a mapped cycle.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use crate::domain::TrustPolicy;
 use crate::error::OpenError;
 use crate::sync::Ordering;
+use crate::sys::Access;
 
 use super::channel::{realtime_ns, Inner};
 use super::error::open_error_message;
@@ -36,19 +38,12 @@ impl Inner {
     /// rebuilt from the data file (after looking for the complete pair in the other tier).
     pub(super) fn open_cycle(&self, c: u64) -> Result<CycleFiles, OpenError> {
         let archive = self.meta.archive_dir(&self.dir);
-        match CycleFiles::open(&self.dir, c, &self.meta.hdr, None, &self.trust, self.read_only) {
+        match open_cycle_in(&self.dir, archive.as_deref(), c, &self.meta.hdr, &self.trust) {
             Err(OpenError::NotFound { path }) => {
-                if let Some(a) = &archive {
-                    match CycleFiles::open(a, c, &self.meta.hdr, None, &self.trust, self.read_only) {
-                        Err(OpenError::NotFound { .. }) => {}
-                        r => return r,
-                    }
-                }
-                // Not complete in either tier: rebuild the index where the data file is
-                // (not when looking only: status).
-                for d in std::iter::once(&self.dir).chain(archive.as_ref()).filter(|_| !self.read_only) {
+                // Not complete in either tier: rebuild the index where the data file is.
+                for d in std::iter::once(&self.dir).chain(archive.as_ref()) {
                     if d.join(data_file_name(c)).symlink_metadata().is_ok() {
-                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode), &self.trust, false);
+                        return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode), &self.trust);
                     }
                 }
                 Err(OpenError::NotFound { path })
@@ -180,18 +175,7 @@ impl Inner {
 
     /// Cycle numbers present in the journal directory and the archive, ascending.
     pub(super) fn list_cycles(&self) -> io::Result<Vec<u64>> {
-        let mut v: Vec<u64> = std::fs::read_dir(&self.dir)?
-            .flatten()
-            .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
-            .collect();
-        if let Some(a) = self.meta.archive_dir(&self.dir) {
-            if let Ok(rd) = std::fs::read_dir(a) {
-                v.extend(rd.flatten().filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name)));
-            }
-        }
-        v.sort_unstable();
-        v.dedup();
-        Ok(v)
+        list_cycles_in(&self.dir, self.meta.archive_dir(&self.dir).as_deref())
     }
 
     /// First global index whose entry has a timestamp `>= ts`.
@@ -222,6 +206,46 @@ impl Inner {
         }
         self.next_index()
     }
+}
+
+/// Cycle `c` of the journal in `dir` whose metadata header is `hdr`, opened with `A`'s
+/// access from `dir` or, failing that, from the archive tier `archive`. Rebuilds nothing:
+/// `NotFound` (for `dir`) if the cycle is complete in neither tier.
+pub(super) fn open_cycle_in<A: Access>(
+    dir: &Path,
+    archive: Option<&Path>,
+    c: u64,
+    hdr: &MetaHeader,
+    trust: &TrustPolicy,
+) -> Result<CycleFiles<A>, OpenError> {
+    match CycleFiles::open_as(dir, c, hdr, None, trust) {
+        Err(OpenError::NotFound { path }) => {
+            if let Some(a) = archive {
+                match CycleFiles::open_as(a, c, hdr, None, trust) {
+                    Err(OpenError::NotFound { .. }) => {}
+                    r => return r,
+                }
+            }
+            Err(OpenError::NotFound { path })
+        }
+        r => r,
+    }
+}
+
+/// Cycle numbers present in the journal directory `dir` and the archive, ascending.
+pub(super) fn list_cycles_in(dir: &Path, archive: Option<&Path>) -> io::Result<Vec<u64>> {
+    let mut v: Vec<u64> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name))
+        .collect();
+    if let Some(a) = archive {
+        if let Ok(rd) = std::fs::read_dir(a) {
+            v.extend(rd.flatten().filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name)));
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
 }
 
 /// Whether an entry of `units` at unit offset `at` fits before the claimed end `end`.

@@ -1,5 +1,13 @@
 //! File glue for the journal: race-free creation, growth in chunks, locks, syncing, and the
 //! mapped views of the metadata and cycle files.
+//!
+//! [`MetaFile`] and [`CycleFiles`] are generic over their mapping's [`Access`], as segments
+//! and channels are: read-write (the default) for the journal's endpoints, read-only for
+//! `Journal::status`, which opens every file `O_RDONLY` and maps it `PROT_READ`. The words a
+//! store goes through (`current`, the reader table, a cycle's `pos`, …) are `AtomicU64`s of
+//! the read-write types only; what only loads (the archive directory, the reader table's
+//! contents, the participant view, a cycle's position) reads through load-only words
+//! ([`RoArea`], [`Ro`]) on either, so a read-only journal cannot be written, by construction.
 
 use std::fs::File;
 use std::io;
@@ -9,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use crate::domain::{describe_uid, TrustPolicy, TRUST_ENV};
 use crate::error::OpenError;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU64, Ro, RoArea};
 use crate::sys::fs::{self, FlockOp};
-use crate::sys::{Mapping, ReadOnlyMapping};
+use crate::sys::{Access, Mapping, ReadWrite};
 
 use super::format::*;
 
@@ -33,9 +41,10 @@ pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
-/// Opens an existing journal file read-only, with the checks of [`open_rw`]; `rw`: read-write.
-fn open_file(path: &Path, rw: bool) -> io::Result<File> {
-    if rw {
+/// Opens an existing journal file as `A` maps it (`O_RDWR` for [`ReadWrite`], `O_RDONLY`
+/// otherwise), with the checks of [`open_rw`].
+fn open_file<A: Access>(path: &Path) -> io::Result<File> {
+    if A::WRITABLE {
         return open_rw(path);
     }
     let f = std::fs::OpenOptions::new().read(true).custom_flags(OPEN_FLAGS).open(path).map_err(explain_open_error)?;
@@ -263,83 +272,26 @@ pub(crate) fn truncated_message(path: &Path, cycle: Option<u64>, appended: bool)
     )
 }
 
-/// A journal file's mapping: read-write for endpoints, read-only for `Journal::status`. The
-/// journal chooses when it opens (its read paths serve both), so here the choice is a value;
-/// the write paths take the read-write mapping through [`FileMap::writable`], and only the
-/// appender and recovery, which a read-only journal never makes, call it.
+/// The metadata file, mapped with `A`'s access (see the [module docs](self)).
 #[derive(Debug)]
-pub(crate) enum FileMap {
-    /// Mapped `PROT_READ | PROT_WRITE` from a file opened `O_RDWR`.
-    ReadWrite(Mapping),
-    /// Mapped `PROT_READ` from a file opened `O_RDONLY`.
-    ReadOnly(ReadOnlyMapping),
-}
-
-impl FileMap {
-    fn map(file: &File, len: usize, read_only: bool) -> std::io::Result<FileMap> {
-        Ok(if read_only {
-            FileMap::ReadOnly(Mapping::map_read_only(file.as_fd(), len)?)
-        } else {
-            FileMap::ReadWrite(Mapping::map(file.as_fd(), len)?)
-        })
-    }
-
-    /// The first byte, for loads.
-    #[inline]
-    pub(crate) fn as_const_ptr(&self) -> *const u8 {
-        match self {
-            FileMap::ReadWrite(m) => m.as_const_ptr(),
-            FileMap::ReadOnly(m) => m.as_const_ptr(),
-        }
-    }
-
-    /// The mapped length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            FileMap::ReadWrite(m) => m.len(),
-            FileMap::ReadOnly(m) => m.len(),
-        }
-    }
-
-    /// See [`Mapping::was_truncated`].
-    pub(crate) fn was_truncated(&self) -> bool {
-        match self {
-            FileMap::ReadWrite(m) => m.was_truncated(),
-            FileMap::ReadOnly(m) => m.was_truncated(),
-        }
-    }
-
-    /// The read-write mapping, for the write paths.
-    ///
-    /// # Panics
-    /// On a read-only mapping: only `Journal::status` opens one, and it makes no appender and
-    /// runs no recovery, so a write path reaching it is a bug in shmbus.
-    #[inline]
-    pub(crate) fn writable(&self) -> &Mapping {
-        match self {
-            FileMap::ReadWrite(m) => m,
-            FileMap::ReadOnly(_) => unreachable!("a write path reached a read-only journal mapping"),
-        }
-    }
-}
-
-/// The metadata file, mapped.
-#[derive(Debug)]
-pub(crate) struct MetaFile {
+pub(crate) struct MetaFile<A: Access = ReadWrite> {
     pub(crate) file: File,
-    pub(crate) map: FileMap,
+    pub(crate) map: Mapping<A>,
     pub(crate) hdr: MetaHeader,
 }
 
 impl MetaFile {
+    /// Opens and maps the metadata file read-write.
     pub(crate) fn open(path: &Path, trust: &TrustPolicy) -> Result<MetaFile, OpenError> {
-        MetaFile::open_as(path, trust, false)
+        MetaFile::open_as(path, trust)
     }
+}
 
-    /// With `read_only`: opened and mapped read-only, for status (nothing may be written
-    /// through it: a write faults).
-    pub(crate) fn open_as(path: &Path, trust: &TrustPolicy, read_only: bool) -> Result<MetaFile, OpenError> {
-        let file = open_file(path, !read_only).map_err(|e| OpenError::io(path, e))?;
+impl<A: Access> MetaFile<A> {
+    /// Opens the metadata file `O_RDWR` or `O_RDONLY` and maps it with `A`'s access (a
+    /// read-only one for status: nothing can be written through it).
+    pub(crate) fn open_as(path: &Path, trust: &TrustPolicy) -> Result<MetaFile<A>, OpenError> {
+        let file = open_file::<A>(path).map_err(|e| OpenError::io(path, e))?;
         check_owner(path, &file, trust)?;
         let size = file.metadata().map_err(|e| OpenError::io(path, e))?.len();
         let mut head = [0u8; META_IMMUTABLE_SIZE];
@@ -363,10 +315,59 @@ impl MetaFile {
         if size != META_SIZE as u64 {
             return Err(OpenError::Truncated { path: path.to_owned(), size, expected: META_SIZE as u64 });
         }
-        let map = FileMap::map(&file, META_SIZE, read_only).map_err(|e| OpenError::io(path, e))?;
+        let map = Mapping::map_as(file.as_fd(), META_SIZE).map_err(|e| OpenError::io(path, e))?;
         Ok(MetaFile { file, map, hdr })
     }
 
+    /// The whole file through load-only words.
+    fn area(&self) -> RoArea<'_> {
+        // SAFETY: the mapping is META_SIZE bytes, page aligned, and lives as long as `self`.
+        unsafe { RoArea::new(self.map.as_const_ptr(), META_SIZE) }
+    }
+
+    /// The appenders' participant table through load-only words, on either mapping (status).
+    pub(crate) fn participant_view(&self) -> crate::participants::ParticipantView<'_> {
+        // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the mapping, which
+        // lives as long as `self`; the view only loads.
+        unsafe { crate::participants::ParticipantView::from_raw(self.map.as_const_ptr().add(META_PARTICIPANTS_OFFSET)) }
+    }
+
+    /// The archive directory recorded by `Journal::tier`, if any (validated: non-empty,
+    /// no NUL, at most `MAX_ARCHIVE_PATH` bytes).
+    pub(crate) fn archive_dir(&self, journal_dir: &Path) -> Option<PathBuf> {
+        let word = |off| self.area().u64_at(off);
+        // Pairs with the Release store of the length in `set_archive_dir`.
+        let len = word(META_ARCHIVE_OFFSET).load(crate::sync::Ordering::Acquire) as usize;
+        if len == 0 || len > MAX_ARCHIVE_PATH {
+            return None;
+        }
+        let mut b = vec![0u8; len.div_ceil(8) * 8];
+        for (k, chunk) in b.chunks_mut(8).enumerate() {
+            let w = word(META_ARCHIVE_OFFSET + 8 + k * 8).load(crate::sync::Ordering::Relaxed);
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        b.truncate(len);
+        if b.contains(&0) {
+            return None;
+        }
+        use std::os::unix::ffi::OsStrExt;
+        Some(journal_dir.join(std::ffi::OsStr::from_bytes(&b)))
+    }
+
+    /// Word `w` (0..16) of named-reader entry `k`, load-only.
+    pub(crate) fn reader_view(&self, k: usize, w: usize) -> &Ro<AtomicU64> {
+        self.area().u64_at(reader_word_offset(k, w))
+    }
+}
+
+/// The byte offset of word `w` (0..16) of named-reader entry `k`.
+fn reader_word_offset(k: usize, w: usize) -> usize {
+    assert!(k < MAX_READERS && w < READER_ENTRY_SIZE / 8);
+    META_READERS_OFFSET + k * READER_ENTRY_SIZE + w * 8
+}
+
+/// The read-write words, for the journal's endpoints.
+impl MetaFile {
     fn word(&self, off: usize) -> &AtomicU64 {
         debug_assert!(off % 8 == 0 && off + 8 <= META_SIZE);
         // SAFETY: `off` is a constant inside the META_SIZE mapping, 8-aligned (the mapping is
@@ -391,41 +392,11 @@ impl MetaFile {
         unsafe { &*(self.map.as_const_ptr().add(META_SHARED_OFFSET + 64) as *const crate::event::EventWord) }
     }
 
-    /// The appenders' participant table, read-write (panics on a read-only mapping, as
-    /// [`FileMap::writable`]).
+    /// The appenders' participant table, read-write.
     pub(crate) fn participants(&self) -> crate::participants::ParticipantTable<'_> {
         // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the read-write
         // mapping, which lives as long as `self`.
-        unsafe {
-            crate::participants::ParticipantTable::from_raw(self.map.writable().as_ptr().add(META_PARTICIPANTS_OFFSET))
-        }
-    }
-
-    /// The appenders' participant table through load-only words, on either mapping (status).
-    pub(crate) fn participant_view(&self) -> crate::participants::ParticipantView<'_> {
-        // SAFETY: as in `participants`; the view only loads.
-        unsafe { crate::participants::ParticipantView::from_raw(self.map.as_const_ptr().add(META_PARTICIPANTS_OFFSET)) }
-    }
-
-    /// The archive directory recorded by `Journal::tier`, if any (validated: non-empty,
-    /// no NUL, at most `MAX_ARCHIVE_PATH` bytes).
-    pub(crate) fn archive_dir(&self, journal_dir: &Path) -> Option<PathBuf> {
-        // Pairs with the Release store of the length in `set_archive_dir`.
-        let len = self.word(META_ARCHIVE_OFFSET).load(crate::sync::Ordering::Acquire) as usize;
-        if len == 0 || len > MAX_ARCHIVE_PATH {
-            return None;
-        }
-        let mut b = vec![0u8; len.div_ceil(8) * 8];
-        for (k, chunk) in b.chunks_mut(8).enumerate() {
-            let w = self.word(META_ARCHIVE_OFFSET + 8 + k * 8).load(crate::sync::Ordering::Relaxed);
-            chunk.copy_from_slice(&w.to_le_bytes());
-        }
-        b.truncate(len);
-        if b.contains(&0) {
-            return None;
-        }
-        use std::os::unix::ffi::OsStrExt;
-        Some(journal_dir.join(std::ffi::OsStr::from_bytes(&b)))
+        unsafe { crate::participants::ParticipantTable::from_raw(self.map.as_ptr().add(META_PARTICIPANTS_OFFSET)) }
     }
 
     /// Records the archive directory. The caller serialises writers (readers lock).
@@ -446,24 +417,24 @@ impl MetaFile {
         true
     }
 
-    /// Word `w` (0..16) of named-reader entry `k`.
+    /// Word `w` (0..16) of named-reader entry `k`, read-write.
     pub(crate) fn reader_word(&self, k: usize, w: usize) -> &AtomicU64 {
-        assert!(k < MAX_READERS && w < READER_ENTRY_SIZE / 8);
-        self.word(META_READERS_OFFSET + k * READER_ENTRY_SIZE + w * 8)
+        self.word(reader_word_offset(k, w))
     }
 }
 
-/// One cycle's data and index files, mapped at their full virtual size.
+/// One cycle's data and index files, mapped at their full virtual size with `A`'s access
+/// (see the [module docs](self)).
 #[derive(Debug)]
-pub(crate) struct CycleFiles {
+pub(crate) struct CycleFiles<A: Access = ReadWrite> {
     pub(crate) num: u64,
     pub(crate) hdr: CycleHeader,
     pub(crate) data_file: File,
     pub(crate) index_file: File,
     /// `CYCLE_HEADER_PAGE + cycle_bytes` bytes; only the part below the file size is touched.
-    pub(crate) data: FileMap,
+    pub(crate) data: Mapping<A>,
     /// `index_bytes` bytes; likewise.
-    pub(crate) index: FileMap,
+    pub(crate) index: Mapping<A>,
     pub(crate) cap_units: u64,
     pub(crate) max_entries: u64,
     /// Whether the data file is on tmpfs, where `fallocate` allocates and zeroes every page
@@ -477,24 +448,35 @@ pub(crate) struct CycleFiles {
 }
 
 impl CycleFiles {
-    /// Opens cycle `c` of the journal in `dir` and validates its header against `meta`.
-    /// With `rebuild` (a file mode), a missing index file is rebuilt from the data file.
-    /// Both files must be owned by a uid `trust` accepts. With `read_only` (status), both
-    /// are opened and mapped read-only (nothing may be written through them) and `rebuild`
-    /// must be `None`.
+    /// Opens cycle `c` of the journal in `dir` read-write and validates its header against
+    /// `meta`. With `rebuild` (a file mode), a missing index file is rebuilt from the data
+    /// file. Both files must be owned by a uid `trust` accepts.
     pub(crate) fn open(
         dir: &Path,
         c: u64,
         meta: &MetaHeader,
         rebuild: Option<u32>,
         trust: &TrustPolicy,
-        read_only: bool,
     ) -> Result<CycleFiles, OpenError> {
-        let rebuild = rebuild.filter(|_| !read_only);
-        let map = |f: &File, len: usize| FileMap::map(f, len, read_only);
+        CycleFiles::open_as(dir, c, meta, rebuild, trust)
+    }
+}
+
+impl<A: Access> CycleFiles<A> {
+    /// [`CycleFiles::open`] with `A`'s access: a read-only one (status) opens and maps both
+    /// files read-only, and never rebuilds a missing index (`rebuild` is ignored).
+    pub(crate) fn open_as(
+        dir: &Path,
+        c: u64,
+        meta: &MetaHeader,
+        rebuild: Option<u32>,
+        trust: &TrustPolicy,
+    ) -> Result<CycleFiles<A>, OpenError> {
+        let rebuild = rebuild.filter(|_| A::WRITABLE);
+        let map = |f: &File, len: usize| Mapping::<A>::map_as(f.as_fd(), len);
         let dpath = dir.join(data_file_name(c));
         let ipath = dir.join(index_file_name(c));
-        let data_file = open_file(&dpath, !read_only).map_err(|e| OpenError::io(&dpath, e))?;
+        let data_file = open_file::<A>(&dpath).map_err(|e| OpenError::io(&dpath, e))?;
         check_owner(&dpath, &data_file, trust)?;
         let size = data_file.metadata().map_err(|e| OpenError::io(&dpath, e))?.len();
         if size < CYCLE_HEADER_PAGE as u64 {
@@ -522,7 +504,7 @@ impl CycleFiles {
         // A data file without its index: the index was lost (tier moves and retention
         // never leave one alone). Without `rebuild` NotFound, so the caller can look in the
         // other tier first.
-        let index_file = match open_file(&ipath, !read_only) {
+        let index_file = match open_file::<A>(&ipath) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => match rebuild {
                 Some(mode) => {
                     let area = size.saturating_sub(CYCLE_HEADER_PAGE as u64).min(meta.cycle_bytes);
@@ -541,10 +523,7 @@ impl CycleFiles {
         };
         check_owner(&ipath, &index_file, trust)?;
         let index = map(&index_file, ilen).map_err(|e| OpenError::io(&ipath, e))?;
-        match &data {
-            FileMap::ReadWrite(m) => m.advise_huge(),
-            FileMap::ReadOnly(m) => m.advise_huge(),
-        }
+        data.advise_huge();
         let tmpfs = fs::is_tmpfs(&data_file);
         Ok(CycleFiles {
             num: c,
@@ -561,6 +540,21 @@ impl CycleFiles {
         })
     }
 
+    /// The header page through load-only words.
+    fn header(&self) -> RoArea<'_> {
+        // SAFETY: the data mapping starts with the header page, which the file always has
+        // (checked at open); page aligned; it lives as long as `self`.
+        unsafe { RoArea::new(self.data.as_const_ptr(), CYCLE_HEADER_PAGE) }
+    }
+
+    /// The position word (`SEALED | entries << 32 | units`), load-only: what status reads.
+    pub(crate) fn pos_view(&self) -> &Ro<AtomicU64> {
+        self.header().u64_at(CYCLE_POS_OFFSET)
+    }
+}
+
+/// The read-write words and pointers, for appenders, tailers and recovery.
+impl CycleFiles {
     /// Whether the first `end` bytes of the data area are inside the file (so touching them
     /// cannot fault). Costs an `fstat` only when the file grew past what we saw last.
     pub(crate) fn backed(&self, end: u64) -> bool {
@@ -626,12 +620,11 @@ impl CycleFiles {
         unsafe { self.data.as_const_ptr().add(CYCLE_HEADER_PAGE + off as usize) }
     }
 
-    /// Raw pointer to data-area byte `off`, for stores (caller checks bounds; a read-write
-    /// journal only: see [`FileMap::writable`]).
+    /// Raw pointer to data-area byte `off`, for stores (caller checks bounds).
     pub(crate) fn data_ptr_mut(&self, off: u64) -> *mut u8 {
         debug_assert!(off <= self.cap_units * UNIT as u64);
         // SAFETY: callers pass offsets inside the data area, which is inside the mapping.
-        unsafe { self.data.writable().as_ptr().add(CYCLE_HEADER_PAGE + off as usize) }
+        unsafe { self.data.as_ptr().add(CYCLE_HEADER_PAGE + off as usize) }
     }
 
     /// Index slot `i` (`offset_units + 1`, 0 = not written), if backed.

@@ -75,9 +75,10 @@
 //!
 //! # Files
 //! `format` (on-disk layout and the untrusting parsers, fuzzed), `protocol` (the lock-free
-//! words, model-checked with loom), `files` (mapping, creation, growth), `channel`
-//! ([`Journal`]: configuration, open, the handle's calls, `status`), `cycles` (cycle files, indices,
-//! time search), `recovery`, `retention` (`gc`), `tier` (tiering, moving files), `readers`
+//! words, model-checked with loom), `files` (creation, growth, and the mapped
+//! metadata and cycle files: read-write types for the handle, read-only ones with load-only
+//! views for `status`), `channel` ([`Journal`]: configuration, open, the handle's calls,
+//! `status`), `cycles` (cycle files, indices, time search), `recovery`, `retention` (`gc`), `tier` (tiering, moving files), `readers`
 //! (the named readers' table), `error`, `appender`, `tailer`.
 
 #[cfg(not(loom))]

@@ -1,13 +1,15 @@
-//! Named durable readers: their table in the metadata file and its lock.
+//! Named durable readers: their table in the metadata file and its lock. What only reads
+//! the table ([`readers_of`], [`reader_name`]) reads load-only words, on the read-write
+//! metadata of an open journal and on the read-only one of `Journal::status` alike.
 
 use crate::error::OpenError;
 use crate::name::validate_name;
 use crate::sync::Ordering;
 use crate::sys::fs::FlockOp;
-use crate::sys::{process_is_alive, ProcessId};
+use crate::sys::{process_is_alive, Access, ProcessId};
 
 use super::channel::{realtime_ns, Inner};
-use super::files;
+use super::files::{self, MetaFile};
 use super::format::{MAX_READERS, META_READERS_OFFSET, READERS_LOCK_FILE, READER_ENTRY_SIZE};
 
 /// A named reader in [`JournalStatus`](super::JournalStatus).
@@ -31,24 +33,10 @@ impl Inner {
         Ok(f)
     }
 
-    pub(super) fn reader_name(&self, k: usize) -> Option<String> {
-        let m = &self.meta;
-        let len = m.reader_word(k, 5).load(Ordering::Relaxed) as usize;
-        if len == 0 || len > 64 {
-            return None;
-        }
-        let mut b = [0u8; 64];
-        for w in 0..8 {
-            b[w * 8..w * 8 + 8].copy_from_slice(&m.reader_word(k, 8 + w).load(Ordering::Relaxed).to_le_bytes());
-        }
-        let s = std::str::from_utf8(&b[..len]).ok()?;
-        validate_name(s).ok()?;
-        Some(s.to_owned())
-    }
-
     pub(super) fn find_reader(&self, name: &str) -> Option<usize> {
         (0..MAX_READERS).find(|&k| {
-            self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1 && self.reader_name(k).as_deref() == Some(name)
+            self.meta.reader_word(k, 0).load(Ordering::Acquire) == 1
+                && reader_name(&self.meta, k).as_deref() == Some(name)
         })
     }
 
@@ -111,7 +99,37 @@ impl Inner {
         m.reader_word(k, 1).store(pos, Ordering::Release);
         m.reader_word(k, 4).store(realtime_ns(), Ordering::Relaxed);
         if m.hdr.durability == 1 {
-            let _ = m.map.writable().msync_range(META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
+            let _ = m.map.msync_range(META_READERS_OFFSET + k * READER_ENTRY_SIZE, READER_ENTRY_SIZE);
         }
     }
+}
+
+/// The name of named-reader entry `k` in `meta`, if it holds a valid one.
+pub(super) fn reader_name<A: Access>(meta: &MetaFile<A>, k: usize) -> Option<String> {
+    let len = meta.reader_view(k, 5).load(Ordering::Relaxed) as usize;
+    if len == 0 || len > 64 {
+        return None;
+    }
+    let mut b = [0u8; 64];
+    for w in 0..8 {
+        b[w * 8..w * 8 + 8].copy_from_slice(&meta.reader_view(k, 8 + w).load(Ordering::Relaxed).to_le_bytes());
+    }
+    let s = std::str::from_utf8(&b[..len]).ok()?;
+    validate_name(s).ok()?;
+    Some(s.to_owned())
+}
+
+/// Every named reader in `meta` and its persisted position.
+pub(super) fn readers_of<A: Access>(meta: &MetaFile<A>) -> Vec<ReaderInfo> {
+    (0..MAX_READERS)
+        .filter(|&k| meta.reader_view(k, 0).load(Ordering::Acquire) == 1)
+        .filter_map(|k| {
+            let name = reader_name(meta, k)?;
+            let pid = meta.reader_view(k, 2).load(Ordering::Relaxed);
+            let start = meta.reader_view(k, 3).load(Ordering::Relaxed);
+            let holder =
+                (pid != 0 && process_is_alive(ProcessId { pid: pid as u32, start_time: start })).then_some(pid as u32);
+            Some(ReaderInfo { name, position: meta.reader_view(k, 1).load(Ordering::Acquire), holder_pid: holder })
+        })
+        .collect()
 }

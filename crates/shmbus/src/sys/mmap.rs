@@ -1,7 +1,7 @@
 //! Shared file mappings, read-write or read-only by type.
 //!
-//! A [`Mapping`] is `Mapping<ReadWrite>` (the default) or `Mapping<ReadOnly>`
-//! ([`ReadOnlyMapping`]): the access is a type parameter, fixed when the mapping is made.
+//! A [`Mapping`] is `Mapping<ReadWrite>` (the default) or `Mapping<ReadOnly>`: the access
+//! is a type parameter, fixed when the mapping is made.
 //! A read-write mapping (`PROT_READ | PROT_WRITE`, for endpoints) hands out its start as a
 //! `*mut u8` and can be prefaulted for writing or synced. A read-only one (`PROT_READ`, from
 //! a file that may be opened `O_RDONLY`, for status and tools) hands out only a `*const u8`
@@ -58,6 +58,7 @@ impl Access for ReadOnly {
 }
 
 /// A read-only mapping (see the [module docs](self)).
+#[cfg(any(test, feature = "internals"))]
 pub type ReadOnlyMapping = Mapping<ReadOnly>;
 
 /// A `MAP_SHARED` mapping of (the start of) a file, read-write or read-only as `A` says
@@ -180,6 +181,7 @@ impl<A: Access> Mapping<A> {
     }
 }
 
+#[cfg(any(test, feature = "internals"))]
 impl Mapping<ReadOnly> {
     /// Maps the first `len` bytes of `fd` shared and read-only (`PROT_READ`; `fd` may be
     /// opened `O_RDONLY`). A store into it faults: for tools that only look.

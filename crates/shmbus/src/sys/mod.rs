@@ -14,7 +14,9 @@ pub mod sigbus;
 pub mod time;
 
 pub use futex::{futex_wait, futex_waitv, futex_wake, waitv_supported, WaitOutcome, WaitvEntry};
-pub use mmap::{Access, Mapping, ReadOnly, ReadOnlyMapping, ReadWrite};
+#[cfg(any(test, feature = "internals"))]
+pub use mmap::ReadOnlyMapping;
+pub use mmap::{Access, Mapping, ReadOnly, ReadWrite};
 pub use process::{process_is_alive, ProcessId};
 #[cfg(any(test, feature = "internals"))]
 pub use time::coarse_monotonic_ns;
