@@ -71,6 +71,10 @@ pub mod journal;
 #[cfg(not(loom))]
 pub(crate) mod kind;
 pub mod name;
+// Public only to the loom models (`tests/loom_topic.rs`, `queue::model`).
+#[cfg(loom)]
+pub mod participants;
+#[cfg(not(loom))]
 pub(crate) mod participants;
 pub mod pool;
 pub mod queue;

@@ -15,6 +15,10 @@
 //! through, and [`ParticipantView`], whose words are load-only ([`Ro`]): all a read-only
 //! segment gives (`Segment::participant_view`), for status and tools. What only loads
 //! (`owner`, `state`, `list`, `raw_word`) is written once, for both.
+//!
+//! Exposed to the loom models: under `--cfg loom` this module is public, and what a model
+//! builds a heap-backed table with ([`Participant`], [`ParticipantTable`] and their `new`,
+//! `from_slice`, `entry`, `register`) is `pub`; everything else stays crate-private.
 
 use crate::sync::{AtomicU32, AtomicU64, Load, Ordering, Ro};
 use crate::sys::ProcessId;
@@ -33,18 +37,18 @@ const RECLAIMING: u64 = 3;
 /// ([`Participant`]) or load-only ones (in a [`ParticipantView`]); the layout is the same.
 #[repr(C, align(64))]
 #[derive(Debug)]
-pub(crate) struct Entry<W64, W32> {
+pub struct Entry<W64, W32> {
     /// `pid << 8 | state`.
     word: W64,
     start_time: W64,
     role: W32,
     _reserved: W32,
     /// Kind-specific recovery state (what this endpoint holds right now).
-    pub(crate) aux: [W64; 5],
+    pub aux: [W64; 5],
 }
 
 /// A read-write participant entry.
-pub(crate) type Participant = Entry<AtomicU64, AtomicU32>;
+pub type Participant = Entry<AtomicU64, AtomicU32>;
 
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Participant>() == PARTICIPANT_SIZE);
@@ -54,7 +58,7 @@ const _: () = assert!(std::mem::size_of::<Entry<Ro<AtomicU64>, Ro<AtomicU32>>>()
 impl Participant {
     /// A free entry (for heap-backed tables in models and tests).
     #[allow(dead_code)]
-    pub(crate) fn new() -> Participant {
+    pub fn new() -> Participant {
         Participant {
             word: AtomicU64::new(0),
             start_time: AtomicU64::new(0),
@@ -97,7 +101,7 @@ pub struct ParticipantInfo {
 /// A segment's participant table, with words of type `W64` and `W32` (see the
 /// [module docs](self)).
 #[derive(Debug)]
-pub(crate) struct Table<'a, W64, W32> {
+pub struct Table<'a, W64, W32> {
     entries: &'a [Entry<W64, W32>],
 }
 
@@ -110,13 +114,15 @@ impl<W64, W32> Clone for Table<'_, W64, W32> {
 impl<W64, W32> Copy for Table<'_, W64, W32> {}
 
 /// The read-write participant table: registration, release and reclaiming.
-pub(crate) type ParticipantTable<'a> = Table<'a, AtomicU64, AtomicU32>;
+pub type ParticipantTable<'a> = Table<'a, AtomicU64, AtomicU32>;
 
 /// The participant table through load-only words (a read-only segment's): who is there,
 /// in which state and role, and nothing that stores.
 pub(crate) type ParticipantView<'a> = Table<'a, Ro<AtomicU64>, Ro<AtomicU32>>;
 
-#[cfg_attr(loom, allow(dead_code))]
+// Under loom the models use none of these, and `Load` stays crate-private: the table is
+// public there only for `from_slice`, `entry` and `register`.
+#[cfg_attr(loom, allow(dead_code, private_bounds))]
 impl<'a, W64: Load<Value = u64>, W32: Load<Value = u32>> Table<'a, W64, W32> {
     /// # Safety
     /// `base` points to `PARTICIPANTS` entries that stay mapped (readable, and writable for
@@ -183,17 +189,18 @@ impl<'a, W64: Load<Value = u64>, W32: Load<Value = u32>> Table<'a, W64, W32> {
 impl<'a> ParticipantTable<'a> {
     /// A table over heap entries (models and unit tests).
     #[allow(dead_code)]
-    pub(crate) fn from_slice(entries: &'a [Participant]) -> ParticipantTable<'a> {
+    pub fn from_slice(entries: &'a [Participant]) -> ParticipantTable<'a> {
         Table { entries }
     }
 
-    pub(crate) fn entry(&self, index: usize) -> &'a Participant {
+    /// Entry `index` (panics if out of range).
+    pub fn entry(&self, index: usize) -> &'a Participant {
         &self.entries[index]
     }
 
     /// Claims a free entry for `me` with `role`; `None` if all are taken.
     /// `first` lets a kind reserve low indices (e.g. for pin bits) by searching from there.
-    pub(crate) fn register(&self, me: ProcessId, role: u32, range: std::ops::Range<usize>) -> Option<usize> {
+    pub fn register(&self, me: ProcessId, role: u32, range: std::ops::Range<usize>) -> Option<usize> {
         let claimed = ((me.pid as u64) << 8) | CLAIMING;
         for i in range.start..range.end.min(self.entries.len()) {
             let e = &self.entries[i];

@@ -59,6 +59,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// The lock-free core; public only to the loom models (`tests/loom_topic.rs`).
+#[cfg(loom)]
+pub mod protocol;
+#[cfg(not(loom))]
 pub(crate) mod protocol;
 
 #[cfg(not(loom))]
@@ -86,6 +90,3 @@ pub use publisher::{Loan, Publisher};
 pub use subscriber::{Iter, Message, MessageInfo, Sample, Subscriber, TryIter};
 #[cfg(not(loom))]
 pub use typed::{TypedLoan, TypedPublisher, TypedSample, TypedSubscriber};
-
-#[cfg(all(test, loom))]
-mod loom_tests;

@@ -1,8 +1,9 @@
 //! The topic protocol: slots, seqlock copies, pins, multi-publisher claims, and recovery.
 //!
 //! This file knows nothing about files or mappings: it works on a [`Shared`] view of plain
-//! references, which the segment glue builds from a mapping and the loom models build on
-//! the heap.
+//! references, which the segment glue builds from a mapping and the loom models
+//! (`tests/loom_topic.rs`) build on the heap. Under `--cfg loom` this module is public, and
+//! what the models use is `pub`; in a normal build the module is crate-private.
 //!
 //! # Memory
 //! * `C = history + spare` **slots**, each a 128-byte header (and, for messages larger than
@@ -56,7 +57,7 @@ use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, CachePad
 /// Participants that can pin (and so can be registered on a topic).
 pub(crate) const MAX_TOPIC_PARTICIPANTS: usize = 120;
 /// `aux` word of a publisher's participant entry holding the sequence number it is claiming.
-pub(crate) const AUX_PENDING: usize = 0;
+pub const AUX_PENDING: usize = 0;
 /// `aux` words of a subscriber's participant entry recording the slots it pins (`slot + 1`,
 /// 0 = unused): a pin bit is honoured only if its owner's record names the slot.
 pub(crate) const AUX_PIN_RECORDS: std::ops::Range<usize> = 1..5;
@@ -85,7 +86,7 @@ pub(crate) const MAX_SLOTS: u64 = SLOT_MASK;
 /// The topic's control block: one cache-line pair per hot word.
 #[repr(C)]
 #[derive(Debug)]
-pub(crate) struct Control {
+pub struct Control {
     pub(crate) tail: CachePadded<AtomicU64>,
     pub(crate) committed_max: CachePadded<AtomicU64>,
     pub(crate) next_slot: CachePadded<AtomicU64>,
@@ -98,8 +99,9 @@ pub(crate) const CONTROL_BYTES: usize = 512;
 const _: () = assert!(std::mem::size_of::<Control>() == CONTROL_BYTES);
 
 impl Control {
+    /// A zeroed control block (for heap-backed models and tests).
     #[allow(dead_code)]
-    pub(crate) fn new() -> Control {
+    pub fn new() -> Control {
         Control {
             tail: CachePadded(AtomicU64::new(0)),
             committed_max: CachePadded(AtomicU64::new(0)),
@@ -116,9 +118,10 @@ impl Control {
 /// publisher's bookkeeping on the guard line after the commit never disturbs the reader.
 #[repr(C, align(128))]
 #[derive(Debug)]
-pub(crate) struct SlotHeader {
+pub struct SlotHeader {
     pub(crate) w0: AtomicU64,
-    pub(crate) w1: AtomicU64,
+    /// Pin bits of participants 0..64.
+    pub w1: AtomicU64,
     pub(crate) w2: AtomicU64,
     _guard_pad: [u64; 5],
     pub(crate) seq: AtomicU64,
@@ -140,8 +143,9 @@ const _: () = {
 };
 
 impl SlotHeader {
+    /// A free, empty slot header (for heap-backed models and tests).
     #[allow(dead_code)]
-    pub(crate) fn new() -> SlotHeader {
+    pub fn new() -> SlotHeader {
         SlotHeader {
             w0: AtomicU64::new(0),
             w1: AtomicU64::new(0),
@@ -158,15 +162,18 @@ impl SlotHeader {
 /// Where slot payloads live. In production a raw region of the mapping; under loom a heap
 /// array of atomic bytes, so the model sees every racy byte access.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct DataRegion<'a> {
+pub struct DataRegion<'a> {
     #[cfg(not(loom))]
     pub(crate) base: *mut u8,
     #[cfg(not(loom))]
     pub(crate) _life: std::marker::PhantomData<&'a [u8]>,
+    /// The payload bytes (under loom: a heap array the model owns).
     #[cfg(loom)]
-    pub(crate) bytes: &'a [crate::sync::AtomicU8],
-    pub(crate) stride: usize,
-    pub(crate) slot_size: usize,
+    pub bytes: &'a [crate::sync::AtomicU8],
+    /// Bytes from one slot's payload to the next.
+    pub stride: usize,
+    /// Payload capacity of a slot.
+    pub slot_size: usize,
 }
 
 impl DataRegion<'_> {
@@ -175,7 +182,7 @@ impl DataRegion<'_> {
     /// # Safety
     /// `s < slots` and `src.len() <= slot_size`; the caller holds the slot's writer bits.
     #[inline]
-    pub(crate) unsafe fn write(&self, s: usize, src: &[u8]) {
+    pub unsafe fn write(&self, s: usize, src: &[u8]) {
         debug_assert!(src.len() <= self.slot_size);
         #[cfg(not(loom))]
         // SAFETY: per the contract the destination is inside slot `s` of the mapping, and we
@@ -218,17 +225,22 @@ impl DataRegion<'_> {
 
 /// Everything the protocol touches, as references.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Shared<'a> {
-    pub(crate) ctl: &'a Control,
-    pub(crate) index: &'a [AtomicU64],
-    pub(crate) slots: &'a [SlotHeader],
-    pub(crate) data: DataRegion<'a>,
-    pub(crate) participants: ParticipantTable<'a>,
+pub struct Shared<'a> {
+    /// The control block.
+    pub ctl: &'a Control,
+    /// The sequence-number index (a power of two of entries).
+    pub index: &'a [AtomicU64],
+    /// The slot headers.
+    pub slots: &'a [SlotHeader],
+    /// The slot payloads.
+    pub data: DataRegion<'a>,
+    /// The segment's participant table.
+    pub participants: ParticipantTable<'a>,
 }
 
 /// Where sequence number `k` stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lookup {
+pub enum Lookup {
     /// Committed, in this slot.
     Found(usize),
     /// Not claimed yet.
@@ -245,14 +257,14 @@ pub(crate) enum Lookup {
 
 /// Why acquiring a slot failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AcquireError {
+pub enum AcquireError {
     /// Every slot is pinned by subscribers or being written.
     AllBusy,
 }
 
 /// Why a pin failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PinError {
+pub enum PinError {
     /// The slot no longer holds `k` (or a writer is taking it).
     Gone,
 }
@@ -292,7 +304,7 @@ impl<'a> Shared<'a> {
     /// pinned and busy slots. The slot's old message stays readable until [`begin_write`].
     ///
     /// [`begin_write`]: Shared::begin_write
-    pub(crate) fn acquire_slot(&self, me: usize) -> Result<usize, AcquireError> {
+    pub fn acquire_slot(&self, me: usize) -> Result<usize, AcquireError> {
         let n = self.slot_count();
         let mine = me as u64 + 1;
         for _ in 0..n {
@@ -319,7 +331,7 @@ impl<'a> Shared<'a> {
 
     /// Invalidates the old message of acquired slot `s`, before its bytes are touched.
     #[inline]
-    pub(crate) fn begin_write(&self, s: usize) {
+    pub fn begin_write(&self, s: usize) {
         // Pairs with the Acquire fence in `read_copy`: a reader that sees any byte we write
         // next also sees this.
         self.slots[s].seq.store(0, Ordering::Relaxed);
@@ -332,7 +344,7 @@ impl<'a> Shared<'a> {
     }
 
     /// Claims the next sequence number for participant `me`, recording it as pending first.
-    pub(crate) fn claim_seq(&self, me: &Participant) -> u64 {
+    pub fn claim_seq(&self, me: &Participant) -> u64 {
         let pending = &me.aux[AUX_PENDING];
         let mut t = self.ctl.tail.load(Ordering::Relaxed);
         loop {
@@ -352,7 +364,7 @@ impl<'a> Shared<'a> {
     }
 
     /// Publishes slot `s` (holding `len` bytes already written) as sequence number `k`.
-    pub(crate) fn commit(&self, me: &Participant, s: usize, k: u64, len: usize, ts: u64) {
+    pub fn commit(&self, me: &Participant, s: usize, k: u64, len: usize, ts: u64) {
         let slot = &self.slots[s];
         slot.len.store(len as u64, Ordering::Relaxed);
         slot.ts.store(ts, Ordering::Relaxed);
@@ -391,7 +403,7 @@ impl<'a> Shared<'a> {
 
     /// Finds sequence number `k` (k >= 1).
     #[inline]
-    pub(crate) fn lookup(&self, k: u64) -> Lookup {
+    pub fn lookup(&self, k: u64) -> Lookup {
         let tail = self.tail();
         if k > tail {
             return if k - 1 > tail { Lookup::Ahead } else { Lookup::NotYet };
@@ -431,7 +443,7 @@ impl<'a> Shared<'a> {
     /// Copies sequence number `k` from slot `s` into `buf` (resized to the message length).
     /// Returns `(len, ts)`, or `None` if the slot was overwritten (the copy is discarded).
     #[inline]
-    pub(crate) fn read_copy(&self, s: usize, k: u64, buf: &mut Vec<u8>) -> Option<(usize, u64)> {
+    pub fn read_copy(&self, s: usize, k: u64, buf: &mut Vec<u8>) -> Option<(usize, u64)> {
         let slot = &self.slots[s];
         // Pairs with the Release store of `seq` in `commit`.
         if slot.seq.load(Ordering::Acquire) != k {
@@ -459,7 +471,7 @@ impl<'a> Shared<'a> {
 
     /// Pins slot `s` for participant `me` if it still holds `k`. `record` is the pin record
     /// (`0..PIN_RECORDS`) naming the slot, or `None` for an untracked subscriber.
-    pub(crate) fn pin(&self, me: usize, s: usize, k: u64, record: Option<usize>) -> Result<(), PinError> {
+    pub fn pin(&self, me: usize, s: usize, k: u64, record: Option<usize>) -> Result<(), PinError> {
         let slot = &self.slots[s];
         let (word, bit) = pin_bit(slot, me);
         let record = record.map(|r| &self.participants.entry(me).aux[AUX_PIN_RECORDS.start + r]);
@@ -493,7 +505,7 @@ impl<'a> Shared<'a> {
     }
 
     /// Releases participant `me`'s pin on slot `s`, then its pin record (if any).
-    pub(crate) fn unpin(&self, me: usize, s: usize, record: Option<usize>) {
+    pub fn unpin(&self, me: usize, s: usize, record: Option<usize>) {
         let (word, bit) = pin_bit(&self.slots[s], me);
         // Pairs with the SeqCst CAS in `acquire_slot`: our reads of the slot happen-before
         // a writer acquiring it.
@@ -545,7 +557,7 @@ impl<'a> Shared<'a> {
     /// (garbage from a corrupt or hostile peer, or left by an entry since freed) is taken
     /// anyway, and its impossible pin bits cleared. Bits of registered subscribers that record
     /// the slot, and writer marks of registered publishers, are still honoured.
-    pub(crate) fn acquire_slot_audited(&self, me: usize) -> Result<usize, AcquireError> {
+    pub fn acquire_slot_audited(&self, me: usize) -> Result<usize, AcquireError> {
         let n = self.slot_count();
         let mine = me as u64 + 1;
         for _ in 0..n {
@@ -593,7 +605,7 @@ impl<'a> Shared<'a> {
     }
 
     /// Whether some live publisher still has `k` pending (so it may yet commit).
-    pub(crate) fn claimant_alive(&self, k: u64, is_alive: impl Fn(crate::sys::ProcessId) -> bool) -> bool {
+    pub fn claimant_alive(&self, k: u64, is_alive: impl Fn(crate::sys::ProcessId) -> bool) -> bool {
         for i in 0..self.participants.len() {
             let e = self.participants.entry(i);
             if e.aux[AUX_PENDING].load(Ordering::Acquire) != k {
@@ -643,7 +655,7 @@ impl<'a> Shared<'a> {
 
     /// Undoes whatever dead participant `index` held: its writer bits and its pin bits.
     /// Idempotent.
-    pub(crate) fn cleanup_participant(&self, index: usize) {
+    pub fn cleanup_participant(&self, index: usize) {
         let writer = index as u64 + 1;
         for slot in self.slots {
             if slot.w0.load(Ordering::Acquire) & WRITER_MASK == writer {

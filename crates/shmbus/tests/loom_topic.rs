@@ -1,16 +1,18 @@
-//! Loom models of the topic protocol, on heap memory (`RUSTFLAGS="--cfg loom"`).
+//! Loom models of the topic protocol (`shmbus::topic::protocol`), on heap memory.
 //!
 //! Payloads are two bytes `[x, x]`: a torn copy shows as two different bytes.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p shmbus --release --test loom_topic`
+#![cfg(loom)]
 
-use loom::sync::atomic::AtomicU8;
+use loom::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use super::protocol::{Control, AUX_PENDING, ROLE_PUBLISHER, ROLE_SUBSCRIBER};
-use super::protocol::{DataRegion, Lookup, Shared, SlotHeader};
-use crate::participants::{Participant, ParticipantTable};
-use crate::sync::{AtomicU64, Ordering};
-use crate::sys::ProcessId;
+use shmbus::participants::{Participant, ParticipantTable};
+use shmbus::topic::protocol::{Control, AUX_PENDING, ROLE_PUBLISHER, ROLE_SUBSCRIBER};
+use shmbus::topic::protocol::{DataRegion, Lookup, Shared, SlotHeader};
+use shmbus::ProcessId;
 
 struct Mem {
     ctl: Control,
