@@ -71,7 +71,7 @@ pub mod journal;
 #[cfg(not(loom))]
 pub(crate) mod kind;
 pub mod name;
-// Public only to the loom models (`tests/loom_topic.rs`, `queue::model`).
+// Public only to the loom models (`tests/loom_topic.rs`, `tests/loom_queue.rs`).
 #[cfg(loom)]
 pub mod participants;
 #[cfg(not(loom))]

@@ -72,6 +72,10 @@
 //!
 //! Endpoints do not survive `fork`: open them in the process that uses them.
 
+// The lock-free core; public only to the loom models (`tests/loom_queue.rs`).
+#[cfg(loom)]
+pub mod protocol;
+#[cfg(not(loom))]
 mod protocol;
 
 #[cfg(not(loom))]
@@ -103,6 +107,3 @@ pub use layout::{QueueConfig, MAX_CAPACITY, MAX_MESSAGE_LEN, MAX_QUEUE_BYTES};
 pub use producer::Producer;
 #[cfg(not(loom))]
 pub use typed::{TypedConsumer, TypedProducer};
-
-#[cfg(loom)]
-pub mod model;

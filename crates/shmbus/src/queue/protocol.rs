@@ -9,7 +9,8 @@
 //!
 //! Everything here runs on the shared mapping in production and on a heap buffer under
 //! loom (`tests/loom_queue.rs`): the memory is reached only through [`Control`], the
-//! [`Cells`] trait and the participant table.
+//! [`Cells`] trait and the participant table. Under `--cfg loom` this module is public, and
+//! what the models use is `pub`; in a normal build the module is private to the queue.
 //!
 //! # Stamps
 //!
@@ -80,7 +81,7 @@ const _: () = assert!(crate::participants::PARTICIPANTS as u64 <= OWNER_MASK + 1
 /// `out` as bytes that may be overwritten with initialized ones (the ring never de-initializes
 /// anything: it only copies message bytes in).
 #[cfg_attr(not(any(test, loom)), allow(dead_code))]
-pub(crate) fn as_uninit(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+pub fn as_uninit(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
     // SAFETY: `MaybeUninit<u8>` has the layout of `u8`; every write through the result (the
     // ring's `Cells::read`) stores initialized bytes, so `out` stays initialized.
     unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) }
@@ -120,7 +121,7 @@ const fn stamp_owner(s: u64) -> usize {
 /// The queue's control block, at the start of the kind area.
 #[repr(C)]
 #[derive(Debug)]
-pub(crate) struct Control {
+pub struct Control {
     /// Next position to produce (a hint: may lag one claimed cell behind; see module docs).
     pub(crate) tail: CachePadded<AtomicU64>,
     /// Next position to consume (a hint, likewise).
@@ -130,14 +131,15 @@ pub(crate) struct Control {
     /// Notified when a cell is retired: producers sleep here.
     pub(crate) not_full: CachePadded<EventWord>,
     /// Cells given up because their producer died mid-copy.
-    pub(crate) abandoned: AtomicU64,
+    pub abandoned: AtomicU64,
     /// Messages lost because their consumer died mid-copy.
-    pub(crate) lost: AtomicU64,
+    pub lost: AtomicU64,
 }
 
 impl Control {
+    /// A zeroed control block (for heap-backed models and tests).
     #[allow(dead_code)]
-    pub(crate) fn new() -> Control {
+    pub fn new() -> Control {
         Control {
             tail: CachePadded(AtomicU64::new(0)),
             head: CachePadded(AtomicU64::new(0)),
@@ -152,7 +154,7 @@ impl Control {
 /// The first 16 bytes of every cell; the payload follows.
 #[repr(C)]
 #[derive(Debug)]
-pub(crate) struct CellHeader {
+pub struct CellHeader {
     pub(crate) stamp: AtomicU64,
     /// Payload length, written by the producer before it publishes `FULL`. Untrusted.
     pub(crate) len: AtomicU32,
@@ -160,8 +162,9 @@ pub(crate) struct CellHeader {
 }
 
 impl CellHeader {
+    /// The empty header of cell `index` (for heap-backed models and tests).
     #[allow(dead_code)]
-    pub(crate) fn new(index: usize) -> CellHeader {
+    pub fn new(index: usize) -> CellHeader {
         CellHeader {
             stamp: AtomicU64::new(stamp(index as u64, EMPTY, 0)),
             len: AtomicU32::new(0),
@@ -176,7 +179,7 @@ pub(crate) const CELL_HEADER: usize = 16;
 const _: () = assert!(std::mem::size_of::<CellHeader>() == CELL_HEADER);
 
 /// The memory of the cells: a shared mapping, or a heap buffer in models.
-pub(crate) trait Cells {
+pub trait Cells {
     /// The header of cell `index` (`index < capacity`).
     fn header(&self, index: usize) -> &CellHeader;
     /// Copies `data` into the payload of cell `index`.
@@ -224,7 +227,7 @@ pub(crate) fn depth_of(head: u64, tail: u64, cap: u64) -> u64 {
 
 /// A claim held by someone else that stands in our way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stall {
+pub struct Stall {
     /// The blocking cell's stamp when seen (`WRITING` or `READING`).
     pub(crate) stamp: u64,
     /// Participant index of the claimant.
@@ -240,16 +243,18 @@ impl Stall {
 
 /// Outcome of one push attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Push {
+pub enum Push {
+    /// The message was copied in and published.
     Done,
     /// No free cell; `Some` if the cell in the way is held by a claimant (maybe dead).
     Full(Option<Stall>),
+    /// The cell's stamp was impossible.
     Corrupt(Corrupt),
 }
 
 /// Outcome of one pop attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Pop {
+pub enum Pop {
     /// A message of this many bytes was copied out.
     Got(usize),
     /// Nothing to pop; `Some` if a message is being written (or its writer died) at the head.
@@ -260,7 +265,8 @@ pub(crate) enum Pop {
 
 /// Where a model makes a participant "die" (tests and loom only; production passes `Never`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Crash {
+pub enum Crash {
+    /// Never: the operation runs to its end.
     Never,
     /// After storing the intent, before claiming.
     AfterIntent,
@@ -272,10 +278,11 @@ pub(crate) enum Crash {
 
 /// The ring: control block, cells, participant table and the fixed layout.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ring<'a, C> {
+pub struct Ring<'a, C> {
     pub(crate) ctl: &'a Control,
     pub(crate) cells: C,
-    pub(crate) table: ParticipantTable<'a>,
+    /// The participant table.
+    pub table: ParticipantTable<'a>,
     cap: u64,
     mask: u64,
     pow2: bool,
@@ -286,7 +293,7 @@ pub(crate) struct Ring<'a, C> {
 impl<'a, C: Cells> Ring<'a, C> {
     /// A ring of `cap >= 1` cells of at most `max` payload bytes each. The caller guarantees
     /// `cells` has `cap` cells.
-    pub(crate) fn new(ctl: &'a Control, cells: C, table: ParticipantTable<'a>, cap: u64, max: usize) -> Self {
+    pub fn new(ctl: &'a Control, cells: C, table: ParticipantTable<'a>, cap: u64, max: usize) -> Self {
         assert!(cap >= 1);
         Ring { ctl, cells, table, cap, mask: cap.wrapping_sub(1), pow2: cap.is_power_of_two(), max }
     }
@@ -307,12 +314,14 @@ impl<'a, C: Cells> Ring<'a, C> {
     /// first (saves a cache-line round trip when there is room; pass false after `Full`, so a
     /// producer waiting on a full queue only reads the cell the consumers are working on).
     #[inline]
-    pub(crate) fn try_push(&self, me: usize, data: &[u8], optimistic: bool) -> Push {
+    pub fn try_push(&self, me: usize, data: &[u8], optimistic: bool) -> Push {
         self.push_impl(me, data, optimistic, Crash::Never)
     }
 
+    /// [`Ring::try_push`], stopping ("dying") at `crash` (models pass a point; `try_push`
+    /// passes `Never`).
     #[inline(always)]
-    pub(crate) fn push_impl(&self, me: usize, data: &[u8], optimistic: bool, crash: Crash) -> Push {
+    pub fn push_impl(&self, me: usize, data: &[u8], optimistic: bool, crash: Crash) -> Push {
         debug_assert!(data.len() <= self.max);
         let intent = &self.table.entry(me).aux[0];
         // Acquire: pairs with the AcqRel CAS that moved `tail` here, after which the cell of
@@ -442,12 +451,14 @@ impl<'a, C: Cells> Ring<'a, C> {
 
     /// [`Ring::try_pop_into`] into initialized bytes.
     #[cfg_attr(not(any(test, loom)), allow(dead_code))]
-    pub(crate) fn try_pop(&self, me: usize, out: &mut [u8]) -> Pop {
+    pub fn try_pop(&self, me: usize, out: &mut [u8]) -> Pop {
         self.pop_impl(me, as_uninit(out), Crash::Never)
     }
 
+    /// [`Ring::try_pop_into`], stopping ("dying") at `crash` (models pass a point;
+    /// `try_pop_into` passes `Never`).
     #[inline(always)]
-    pub(crate) fn pop_impl(&self, me: usize, out: &mut [MaybeUninit<u8>], crash: Crash) -> Pop {
+    pub fn pop_impl(&self, me: usize, out: &mut [MaybeUninit<u8>], crash: Crash) -> Pop {
         debug_assert!(out.len() >= self.max);
         let intent = &self.table.entry(me).aux[0];
         // Acquire: pairs with the AcqRel CAS that moved `head` here.
@@ -767,7 +778,7 @@ impl<'a, C: Cells> Ring<'a, C> {
 
     /// Reclaims every participant entry whose owner `is_alive` says is dead, releasing the
     /// claims they held. Returns how many entries were reclaimed.
-    pub(crate) fn reclaim_dead(&self, me: ProcessId, is_alive: impl Fn(ProcessId) -> bool) -> usize {
+    pub fn reclaim_dead(&self, me: ProcessId, is_alive: impl Fn(ProcessId) -> bool) -> usize {
         self.table.reclaim_dead(me, is_alive, |index, entry| {
             // Acquire: pairs with nothing in a dead process (the kernel ordered its stores);
             // with a reclaimer that died before us, with its Release of the entry word.
