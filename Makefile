@@ -43,12 +43,12 @@ unit:
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
-# Loom models of every lock-free protocol. The other test files are gated off under loom;
+# Loom models of every lock-free protocol (tests/loom_<kind>.rs, over each kind's protocol,
+# public under cfg(loom)). The other test files are gated off under loom;
 # the check keeps every one of them building there.
 LOOM_MODELS := $(patsubst crates/shmbus/tests/%.rs,--test %,$(wildcard crates/shmbus/tests/loom_*.rs))
 loom:
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(LOOM_TARGET) $(CARGO) check -p shmbus --release --tests
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(LOOM_TARGET) $(CARGO) test -p shmbus --release --lib -- loom
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(LOOM_TARGET) $(CARGO) test -p shmbus --release $(LOOM_MODELS)
 
 # ThreadSanitizer over the multi-thread tests. Needs nightly with rust-src; where that cannot
