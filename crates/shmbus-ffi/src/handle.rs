@@ -59,6 +59,7 @@ impl<T> Handle<T> {
 ///
 /// # Safety
 /// `p` is NULL or a live pointer from this library of type `W`.
+#[inline]
 pub(crate) unsafe fn get<'a, W: Wrapper>(p: *const W) -> Result<&'a Handle<W::Inner>, Error> {
     if p.is_null() {
         return Err(Error::null(W::NAME));
@@ -71,6 +72,7 @@ pub(crate) unsafe fn get<'a, W: Wrapper>(p: *const W) -> Result<&'a Handle<W::In
 ///
 /// # Safety
 /// As [`get`].
+#[inline]
 pub(crate) unsafe fn with_mut<W: Wrapper, R>(
     p: *mut W,
     f: impl FnOnce(&mut W::Inner) -> Result<R, Error>,
@@ -85,6 +87,7 @@ pub(crate) unsafe fn with_mut<W: Wrapper, R>(
 ///
 /// # Safety
 /// As [`get`].
+#[inline]
 pub(crate) unsafe fn with_ref<W: Wrapper, R>(
     p: *const W,
     f: impl FnOnce(&W::Inner) -> Result<R, Error>,

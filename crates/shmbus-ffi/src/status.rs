@@ -140,6 +140,7 @@ thread_local! {
     static LAST_TEXT: RefCell<Option<CString>> = const { RefCell::new(None) };
 }
 
+#[inline]
 fn record(e: Error) -> shmbus_status {
     let code = e.code;
     let text = match e.text {
@@ -161,6 +162,7 @@ fn record(e: Error) -> shmbus_status {
 
 /// Runs the body of an exported function: a panic becomes `SHMBUS_PANIC`, an error is recorded
 /// as this thread's last error and its code returned.
+#[inline]
 pub(crate) fn guard(body: impl FnOnce() -> Result<(), Error>) -> shmbus_status {
     match panic::catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => SHMBUS_OK,
