@@ -99,7 +99,7 @@ bench-bindings:
 	cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude crates/shmbus-ffi/bench/pingpong.c $(BENCH_OUT)/libshmbus.a $(C_STATIC_LIBS) -o $(BENCH_C)/pingpong
 	@if [ -f include/shmbus.hpp ] && [ -f crates/shmbus-ffi/bench/pingpong.cpp ]; then \
 	  command -v c++ >/dev/null || (apt-get update && apt-get install -y g++); \
-	  echo "c++ -std=c++17 -O2 -Iinclude crates/shmbus-ffi/bench/pingpong.cpp -o $(BENCH_C)/pingpong-cpp"; \
+	  echo "c++ -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude crates/shmbus-ffi/bench/pingpong.cpp $(BENCH_OUT)/libshmbus.a $(C_STATIC_LIBS) -o $(BENCH_C)/pingpong-cpp"; \
 	  c++ -std=c++17 -O2 -Wall -Wextra -Werror -Iinclude crates/shmbus-ffi/bench/pingpong.cpp $(BENCH_OUT)/libshmbus.a $(C_STATIC_LIBS) -o $(BENCH_C)/pingpong-cpp; \
 	else rm -f $(BENCH_C)/pingpong-cpp; echo "bench-bindings: no C++ row (include/shmbus.hpp or crates/shmbus-ffi/bench/pingpong.cpp is missing)"; fi
 	@# Both parts run even if the first has a failed row; the target fails if either did.
