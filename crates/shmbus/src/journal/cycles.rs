@@ -80,9 +80,8 @@ impl Inner {
         }
         // Nothing present at all: a new journal (or one emptied by hand); its next cycle is `c`.
         let Some(newest) = self.list_cycles().ok().and_then(|v| v.last().copied()) else { return c };
-        if !self.cycle_present(c) {
-            let _ = self.meta.current().compare_exchange(c, newest, Ordering::AcqRel, Ordering::Acquire);
-        }
+        // A creator that linked `c` meanwhile makes it the newest: the CAS then changes nothing.
+        let _ = self.meta.current().compare_exchange(c, newest, Ordering::AcqRel, Ordering::Acquire);
         self.meta.current().load(Ordering::Acquire)
     }
 
