@@ -223,7 +223,7 @@ fn info_json_describes_header_status_and_participants() {
     let mut sub = r.spawn(&["sub", "--domain", "d", "t"]);
     let v = r.wait_info("d", "t", |v| v["subscribers"] == 1);
     assert_eq!(v["kind"], "topic");
-    assert_eq!(v["version"], 3);
+    assert_eq!(v["version"], 4);
     assert_eq!(v["params"]["slot_size"], 100);
     assert_eq!(v["params"]["history"], 5);
     assert_eq!(v["last_seq"], 1);
@@ -433,7 +433,7 @@ fn sub_on_a_corrupt_topic_exits_with_one_line_and_no_huge_gap() {
     // participant entries of 64 bytes) overwritten with a value near the end of the range.
     let path = r.channel_file("d", "t");
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&f, &(u64::MAX - 10).to_le_bytes(), 4096 + 128 * 64).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &(u64::MAX - 10).to_le_bytes(), 4096 + 128 * 64 + 128 * 512).unwrap();
     let out = run_within(&r, &["sub", "--domain", "d", "t", "--from", "1", "--timeout-ms", "300"], 20);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = one_error_line(&out);
@@ -453,14 +453,14 @@ fn sub_on_a_corrupt_stream_exits_with_one_line() {
     // 4 KiB header, 128 participant entries of 64 bytes and the 256-byte control block).
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-    let ring = (4096 + 128 * 64 + 256u64).div_ceil(page) * page;
+    let ring = (4096 + 128 * 64 + 128 * 512 + 256u64).div_ceil(page) * page;
     std::os::unix::fs::FileExt::write_all_at(&f, &u64::MAX.to_le_bytes(), ring).unwrap();
     let out = run_within(&r, &["sub", "--domain", "d", "s", "--timeout-ms", "300"], 20);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(one_error_line(&out).contains("corrupt"), "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
     // Positions that break the ring's invariant: refused when the reader attaches.
-    std::os::unix::fs::FileExt::write_all_at(&f, &13u64.to_le_bytes(), 4096 + 128 * 64).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &13u64.to_le_bytes(), 4096 + 128 * 64 + 128 * 512).unwrap();
     let out = run_within(&r, &["sub", "--domain", "d", "s", "--timeout-ms", "300"], 20);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(one_error_line(&out).contains("corrupt"), "{out:?}");

@@ -26,16 +26,19 @@ impl EventWord {
     }
 
     /// Publishes "something changed". Call after the change itself is visible (stored with
-    /// Release or stronger).
+    /// Release or stronger). Returns whether it made the `FUTEX_WAKE` system call (someone
+    /// was asleep), for the caller's counters.
     #[inline]
-    pub(crate) fn notify(&self) {
+    pub(crate) fn notify(&self) -> bool {
         // SeqCst: pairs with the SeqCst load/CAS in `arm`, so either the waiter sees this
         // increment (and does not sleep) or we see its flag (and wake it).
         let old = self.0.fetch_add(2, Ordering::SeqCst);
         if old & WAITERS != 0 {
             self.0.fetch_and(!WAITERS, Ordering::SeqCst);
             self.wake_all();
+            return true;
         }
+        false
     }
 
     /// The current value, to pass to `arm` after re-checking the condition.

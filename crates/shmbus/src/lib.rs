@@ -83,6 +83,7 @@ pub mod queue;
 pub mod segment;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod segment;
+pub mod stats;
 pub mod stream;
 pub(crate) mod sync;
 #[cfg(feature = "internals")]

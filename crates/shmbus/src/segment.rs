@@ -4,7 +4,8 @@
 //! offset 0      SegmentHeader        magic, version, kind, ready, crc, size, params, creator,
 //!                                    payload type (size, align, name; zero when untyped)
 //! offset 4096   participant table    PARTICIPANTS entries of 64 bytes (see `participants`)
-//! offset 12288  kind area            laid out by the channel kind from the header params
+//! offset 12288  counter blocks       one 512-byte block per participant entry (see `stats`)
+//! offset 77824  kind area            laid out by the channel kind from the header params
 //! ```
 //!
 //! **Creation never exposes a half-built segment.** The creator builds the whole file under
@@ -57,7 +58,7 @@ use crate::sys::{monotonic_ns, Access, Mapping, ProcessId, ReadOnly, ReadWrite};
 /// `b"SHMBUS\0\x01"` as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMBUS\0\x01");
 /// The segment format this library reads and writes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// What every kind's `Truncated` error says: the cause, what it did, and how to recover.
 pub(crate) const TRUNCATED_MSG: &str = "the channel's file was truncated by another process while this process had it mapped: what was read past the cut is zeros and what was written there is lost; stop every endpoint, remove the file (`rm` the path `shmbus info <channel>` prints) and create the channel again";
 
@@ -65,8 +66,11 @@ pub(crate) const TRUNCATED_MSG: &str = "the channel's file was truncated by anot
 const READY: u32 = 0x5245_4459; // "READY"
 /// Offset of the participant table.
 pub const PARTICIPANTS_OFFSET: usize = 4096;
+/// Offset of the participants' counter blocks.
+pub const COUNTERS_OFFSET: usize = PARTICIPANTS_OFFSET + PARTICIPANTS * PARTICIPANT_SIZE;
 /// Offset of the kind-specific area (page aligned).
-pub const KIND_OFFSET: usize = PARTICIPANTS_OFFSET + PARTICIPANTS * PARTICIPANT_SIZE;
+pub const KIND_OFFSET: usize = COUNTERS_OFFSET + PARTICIPANTS * crate::stats::COUNTERS_SIZE;
+const _: () = assert!(KIND_OFFSET % 4096 == 0);
 /// Number of kind-specific layout parameters in the header.
 pub const PARAMS: usize = 8;
 
@@ -329,6 +333,17 @@ impl Segment {
         unsafe { ParticipantTable::from_raw(self.map.as_ptr().add(PARTICIPANTS_OFFSET)) }
     }
 
+    /// The counter block of participant entry `index` (`< PARTICIPANTS`), for its owner to
+    /// count in.
+    #[inline]
+    pub(crate) fn counter(&self, index: usize) -> crate::stats::Counter {
+        assert!(index < PARTICIPANTS, "participant {index} out of range");
+        // SAFETY: the block lies inside the counter area of the read-write mapping (index
+        // checked), 64-aligned (page-aligned area, 512-byte blocks), and the mapping lives as
+        // long as `self`, which every endpoint holding the counter keeps alive.
+        unsafe { crate::stats::Counter::from_raw(self.map.as_ptr().add(crate::stats::block_offset(index))) }
+    }
+
     pub(crate) fn file(&self) -> &File {
         &self.file
     }
@@ -435,6 +450,16 @@ impl<A: Access> Segment<A> {
         // SAFETY: the table lies at PARTICIPANTS_OFFSET inside the mapping, which lives as long
         // as `self`; its entries are atomics, valid for any bit pattern.
         unsafe { ParticipantView::from_raw(self.map.as_const_ptr().add(PARTICIPANTS_OFFSET)) }
+    }
+
+    /// The counter block of participant entry `index` (`< PARTICIPANTS`) through load-only
+    /// words.
+    pub(crate) fn counter_block(&self, index: usize) -> &crate::stats::RoBlock {
+        assert!(index < PARTICIPANTS, "participant {index} out of range");
+        // SAFETY: inside the mapping (index checked, the area precedes KIND_OFFSET <=
+        // total_size), 64-aligned, lives as long as `self`; atomics are valid for any bit
+        // pattern and the load-only words only load, which read-only pages serve.
+        unsafe { &*(self.map.as_const_ptr().add(crate::stats::block_offset(index)) as *const crate::stats::RoBlock) }
     }
 
     pub(crate) fn info(&self) -> &HeaderInfo {

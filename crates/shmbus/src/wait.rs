@@ -3,6 +3,8 @@
 use std::time::{Duration, Instant};
 
 use crate::event::EventWord;
+#[cfg(not(loom))]
+use crate::stats::Counter;
 use crate::sync::spin_hint;
 
 /// How a blocking call waits before it sleeps.
@@ -107,16 +109,19 @@ pub(crate) fn spin_phase<T>(
 ///
 /// `attempt` is called again after every wake-up and must be cheap and idempotent.
 /// `recheck` caps each sleep, for conditions that can change without a notification (a
-/// peer's death); `None` sleeps until woken. Returns `None` at the deadline.
+/// peer's death); `None` sleeps until woken. Returns `None` at the deadline. The wait is
+/// counted in `counter` (the waiting endpoint's): blocked once, the tries it took when it
+/// succeeds, and every `FUTEX_WAIT`.
 #[cfg(not(loom))]
 pub(crate) fn block_on<T>(
     event: &EventWord,
     policy: WaitPolicy,
     deadline: Deadline,
     recheck: Option<Duration>,
+    counter: Option<Counter>,
     attempt: impl FnMut() -> Option<T>,
 ) -> Option<T> {
-    block_on_with(event, policy, deadline, || recheck, attempt)
+    block_on_with(event, policy, deadline, || recheck, counter, attempt)
 }
 
 /// Like [`block_on`], with the re-check interval asked anew before each sleep (so a waiter
@@ -127,15 +132,33 @@ pub(crate) fn block_on_with<T>(
     policy: WaitPolicy,
     deadline: Deadline,
     recheck: impl Fn() -> Option<Duration>,
+    counter: Option<Counter>,
     mut attempt: impl FnMut() -> Option<T>,
 ) -> Option<T> {
+    if let Some(c) = counter {
+        c.blocked();
+    }
+    let failed = std::cell::Cell::new(0u64);
+    let mut attempt = || {
+        let r = attempt();
+        if r.is_none() {
+            failed.set(failed.get() + 1);
+        }
+        r
+    };
+    let done = |v: T| {
+        if let Some(c) = counter {
+            c.spins(failed.get());
+        }
+        Some(v)
+    };
     if let Some(v) = spin_phase(policy, deadline, &mut attempt) {
-        return Some(v);
+        return done(v);
     }
     loop {
         let seen = event.load();
         if let Some(v) = attempt() {
-            return Some(v);
+            return done(v);
         }
         // The deadline is checked on every turn, before arming: a peer that keeps changing
         // the event word (hostile, or just busy) makes `arm` fail over and over, and must
@@ -147,6 +170,9 @@ pub(crate) fn block_on_with<T>(
         let Some(armed) = event.arm(seen) else { continue };
         if let Some(r) = recheck() {
             timeout = Some(timeout.map_or(r, |t| t.min(r)));
+        }
+        if let Some(c) = counter {
+            c.futex_wait();
         }
         event.sleep(armed, timeout);
     }
@@ -175,7 +201,7 @@ mod tests {
             for policy in [WaitPolicy::BLOCK, WaitPolicy::ADAPTIVE] {
                 let timeout = Duration::from_millis(50);
                 let start = Instant::now();
-                let r: Option<()> = block_on(&event, policy, Deadline::after(timeout), None, || None);
+                let r: Option<()> = block_on(&event, policy, Deadline::after(timeout), None, None, || None);
                 let took = start.elapsed();
                 assert!(r.is_none());
                 assert!(took < timeout + Duration::from_secs(2), "returned after {took:?} for a {timeout:?} timeout");

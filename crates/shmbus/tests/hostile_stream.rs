@@ -29,7 +29,7 @@ mod fuzz_body {
 const NAME: &str = "hostile";
 /// segment.rs: header page, then 128 × 64-byte participant entries, then the kind area.
 const PARTICIPANTS: u64 = 4096;
-const KIND: u64 = 4096 + 128 * 64;
+const KIND: u64 = 4096 + 128 * 64 + 128 * 512;
 /// stream/protocol.rs: `head` and its event word on one 128-byte line, `tail` on the next.
 const HEAD: u64 = KIND;
 const TAIL: u64 = KIND + 128;

@@ -30,7 +30,7 @@ mod fuzz_body {
 const NAME: &str = "hostile";
 /// Where the kind area starts in the file (segment.rs: header page, then 128 × 64-byte
 /// participant entries).
-const KIND: u64 = 4096 + 128 * 64;
+const KIND: u64 = 4096 + 128 * 64 + 128 * 512;
 const PARTICIPANTS: u64 = 4096;
 /// The test topic: 32-byte slots (inline), history 8, 4 spare: 12 slots, 64 index words.
 const SLOTS: u64 = 12;

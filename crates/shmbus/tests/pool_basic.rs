@@ -265,7 +265,7 @@ const KIND_FIELD: u64 = 12;
 const CRC_FIELD: u64 = 20;
 const PARAMS_FIELD: u64 = 32;
 const HEADER_LEN: usize = 200; // the checksummed header, with the payload type
-const KIND_AREA: u64 = 12288;
+const KIND_AREA: u64 = 77824;
 const POOL_HEADER: u64 = 256;
 
 fn patch(path: &std::path::Path, offset: u64, bytes: &[u8], fix_crc: bool) {

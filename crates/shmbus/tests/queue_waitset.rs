@@ -88,10 +88,10 @@ fn mixed_set_reports_exactly_the_ready_endpoints() {
 
 // Raw layout, to leave behind exactly what a SIGKILLed participant leaves: see `segment.rs`
 // and `participants.rs`. Entry i at 4096 + 64 i: word (pid << 8 | state) at 0, start time
-// at 8, role at 16, aux[0] at 24. Queue area at 12288: tail at +0, head at +128; cells
+// at 8, role at 16, aux[0] at 24. Queue area at 77824: tail at +0, head at +128; cells
 // from +1024, stride 128 for 64-byte messages, stamp at +0 (`pos << 10 | state << 7 | owner`).
 const ENTRY: u64 = 100;
-const CELLS: u64 = 12288 + 1024;
+const CELLS: u64 = 77824 + 1024;
 const STRIDE: u64 = 128;
 
 fn dead_pid() -> u32 {

@@ -116,7 +116,7 @@ fn corrupt_ring_contents_are_errors_not_panics() {
     let e = r.try_recv_ref().unwrap_err();
     assert!(e.to_string().contains("more bytes than were committed"), "{e}");
     // Positions: read position beyond the write position (tail is 128 bytes after head).
-    let kind_at = 12288u64;
+    let kind_at = 77824u64;
     f.write_all_at(&(1u64 << 30).to_le_bytes(), kind_at + 128).unwrap();
     // (A maximal record does not fit the cached free space, so the writer re-reads it.)
     assert!(matches!(w.try_send(&vec![0; (1 << 16) - 8]), Err(StreamTrySendError::Corrupt(_))));

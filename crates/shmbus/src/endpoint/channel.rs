@@ -221,6 +221,14 @@ impl<L> Channel<L> {
     pub(crate) fn participants(&self) -> ParticipantTable<'_> {
         self.seg.participants()
     }
+
+    /// The counter block of participant entry `index`, reset for this process: what an
+    /// endpoint that has just registered there counts in (see [`crate::stats`]).
+    pub(crate) fn own_counter(&self, index: usize) -> crate::stats::Counter {
+        let c = self.seg.counter(index);
+        c.reset(crate::sys::ProcessId::current());
+        c
+    }
 }
 
 impl<L, A: Access> Channel<L, A> {

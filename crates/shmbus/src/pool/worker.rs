@@ -424,8 +424,13 @@ impl Worker {
         }
         let this = &*self;
         let pool = this.pool();
-        let got =
-            block_on(pool.mailbox(slot).event(), this.policy, deadline, Some(this.orphan_check.interval()), || {
+        let got = block_on(
+            pool.mailbox(slot).event(),
+            this.policy,
+            deadline,
+            Some(this.orphan_check.interval()),
+            None,
+            || {
                 match pool.try_take(slot) {
                     Mail::Job { id, len } => Some(Ok((id, len))),
                     Mail::Corrupt(_) if this.truncated() => Some(Err(PoolRecvError::Truncated)),
@@ -434,7 +439,8 @@ impl Worker {
                     Mail::Empty | Mail::Filling if this.truncated() => Some(Err(PoolRecvError::Truncated)),
                     Mail::Empty | Mail::Filling => this.check_orphaned().then_some(Err(PoolRecvError::Orphaned)),
                 }
-            });
+            },
+        );
         let (id, len) = match got {
             Some(Ok(job)) => job,
             Some(Err(PoolRecvError::Orphaned)) => match this.settle() {

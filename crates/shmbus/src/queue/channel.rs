@@ -190,7 +190,7 @@ impl Endpoint {
         deadline: Deadline,
         mut attempt: impl FnMut(&Self) -> Option<T>,
     ) -> Option<T> {
-        block_on_with(event, self.policy, deadline, || self.recheck(), || attempt(self))
+        block_on_with(event, self.policy, deadline, || self.recheck(), None, || attempt(self))
     }
 
     /// Whether the queue's file was truncated under this process (see

@@ -183,7 +183,7 @@ impl StreamReader {
     fn next_until(&mut self, deadline: Deadline) -> Result<Next, Option<StreamRecvError>> {
         let StreamReader { shared, core, writer, policy, reported } = self;
         let ctrl = shared.ctrl();
-        let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
+        let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), None, || {
             let e = match StreamReader::next(core, shared, reported) {
                 Ok(Some(n)) => return Some(Ok(n)),
                 // Nothing yet: wait, unless the file was truncated (then nothing ever comes).

@@ -149,7 +149,7 @@ impl StreamWriter {
         };
         let StreamWriter { shared, core, reader, policy, reported, .. } = self;
         let ctrl = shared.ctrl();
-        let outcome = block_on(ctrl.writable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), || {
+        let outcome = block_on(ctrl.writable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), None, || {
             match latch(core.try_claim(ctrl, size), reported) {
                 Ok(pos) => Some(Ok(pos)),
                 // No room (or garbage): a truncated file never makes room, so say so now.

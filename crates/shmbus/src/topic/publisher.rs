@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::channel::Inner;
 use super::error::TopicSendError;
+use crate::stats::Counter;
 use crate::sys::monotonic_ns;
 
 /// Largest copy-send that claims its sequence number before writing (see `send`).
@@ -15,12 +16,23 @@ const CLAIM_FIRST_MAX: usize = 4096;
 pub struct Publisher {
     inner: Arc<Inner>,
     id: usize,
+    counter: Counter,
 }
 
 impl Publisher {
     /// The publisher registered as participant `id` of the topic `inner`.
     pub(super) fn new(inner: Arc<Inner>, id: usize) -> Publisher {
-        Publisher { inner, id }
+        let counter = inner.own_counter(id);
+        Publisher { inner, id, counter }
+    }
+
+    /// Wakes the sleepers and counts the message.
+    #[inline(always)]
+    fn announce(&self, len: usize) {
+        if self.inner.event().notify() {
+            self.counter.futex_wake();
+        }
+        self.counter.message(len);
     }
 
     fn acquire(&self) -> Result<usize, TopicSendError> {
@@ -40,6 +52,7 @@ impl Publisher {
         // (garbage a corrupt or hostile peer wrote is cleared).
         self.inner.reclaim_dead();
         sh.acquire_slot(self.id).or_else(|_| sh.acquire_slot_audited(self.id)).map_err(|_| {
+            self.counter.full();
             // Failing anyway: the slow path may say why the slots look taken.
             if self.inner.was_truncated() {
                 TopicSendError::Truncated
@@ -56,7 +69,7 @@ impl Publisher {
         let me = sh.participants.entry(self.id);
         let k = sh.claim_seq(me);
         sh.commit(me, s, k, len, monotonic_ns());
-        inner.event().notify();
+        self.announce(len);
         k
     }
 
@@ -87,7 +100,7 @@ impl Publisher {
         // SAFETY: as above.
         unsafe { sh.data.write(s, data) };
         sh.commit(me, s, k, data.len(), ts);
-        inner.event().notify();
+        self.announce(data.len());
         Ok(k)
     }
 

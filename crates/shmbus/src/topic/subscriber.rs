@@ -9,6 +9,7 @@ use super::channel::Inner;
 use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
 use super::protocol::{Lookup, PIN_RECORDS};
 use crate::endpoint::liveness::{self, PENDING_GRACE};
+use crate::stats::Counter;
 use crate::sys::process_is_alive;
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
@@ -120,6 +121,35 @@ pub struct Subscriber {
     /// `FULL_LOOKUP_EVERY`-th miss reads `tail`; the others look at the predicted slot and
     /// the index, so a spinning reader does not keep pulling the publisher's claim counter.
     misses: Cell<u32>,
+    counter: Counter,
+}
+
+/// What a receive returns, as the counters see it: its length and publish time.
+trait Delivered {
+    fn len(&self) -> usize;
+    fn ts_ns(&self) -> u64;
+}
+
+impl Delivered for MessageInfo {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline(always)]
+    fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+}
+
+impl Delivered for Sample<'_> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline(always)]
+    fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
 }
 
 enum Fail {
@@ -132,6 +162,8 @@ impl Subscriber {
     /// messages published from now on.
     pub(super) fn new(inner: Arc<Inner>, id: usize) -> Subscriber {
         let next = inner.shared().committed_max().saturating_add(1);
+        let counter = inner.own_counter(id);
+        counter.position(next);
         Subscriber {
             inner,
             id,
@@ -145,7 +177,23 @@ impl Subscriber {
             policy: Cell::new(WaitPolicy::default()),
             last_slot: Cell::new(usize::MAX),
             misses: Cell::new(0),
+            counter,
         }
+    }
+
+    /// Moves the in-order cursor to `next` (and the position the counters show).
+    #[inline(always)]
+    fn set_next(&self, next: u64) {
+        self.next.set(next);
+        self.counter.position(next);
+    }
+
+    /// Moves the cursor past a gap of `missed` messages, counted as drops.
+    fn skip(&self, next: u64, missed: u64) -> TopicTryRecvError {
+        self.set_next(next);
+        self.pending_since.set(None);
+        self.counter.drops(missed);
+        TopicTryRecvError::Lagged { missed }
     }
 
     /// The next sequence number an in-order receive will return.
@@ -158,7 +206,7 @@ impl Subscriber {
     /// a new subscriber does.
     pub fn seek(&self, seq: u64) {
         let next = self.inner.shared().tail().saturating_add(1);
-        self.next.set(seq.clamp(1, next));
+        self.set_next(seq.clamp(1, next));
         self.pending_since.set(None);
     }
 
@@ -235,7 +283,7 @@ impl Subscriber {
     #[inline(never)]
     fn corrupt(&self, k: u64, (tail, committed): (u64, u64)) -> TopicTryRecvError {
         let next = tail.saturating_add(1).max(1);
-        self.next.set(next);
+        self.set_next(next);
         self.pending_since.set(None);
         self.misses.set(0);
         if self.reported.replace(Some((tail, committed))) == Some((tail, committed)) {
@@ -272,7 +320,7 @@ impl Subscriber {
 
     /// [`Subscriber::try_next_raw`], with a truncated mapping reported as such when nothing
     /// valid was found (the successful path is untouched).
-    fn try_next<T>(&self, read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TopicTryRecvError> {
+    fn try_next<T: Delivered>(&self, read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TopicTryRecvError> {
         match self.try_next_raw(read) {
             Ok(v) => Ok(v),
             Err(e) => Err(self.or_truncated(e)),
@@ -280,7 +328,10 @@ impl Subscriber {
     }
 
     /// The in-order state machine shared by every receive flavour.
-    fn try_next_raw<T>(&self, mut read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TopicTryRecvError> {
+    fn try_next_raw<T: Delivered>(
+        &self,
+        mut read: impl FnMut(usize, u64) -> Result<T, Fail>,
+    ) -> Result<T, TopicTryRecvError> {
         let sh = self.inner.shared();
         // Bounded: a slot overwritten under us retries, but a hostile peer flipping words
         // for ever must not make this loop for ever (it ends as a gap instead).
@@ -308,7 +359,8 @@ impl Subscriber {
             match found {
                 Lookup::Found(s) => match read(s, k) {
                     Ok(v) => {
-                        self.next.set(k.saturating_add(1));
+                        self.set_next(k.saturating_add(1));
+                        self.counter.received(v.len(), v.ts_ns());
                         self.last_slot.set(s);
                         self.misses.set(1); // the next full lookup is FULL_LOOKUP_EVERY misses away
                         self.pending_since.set(None);
@@ -334,9 +386,7 @@ impl Subscriber {
                         // The numbers right after `k` abandoned too (publishers that died
                         // one after another) make one gap, not one each.
                         let missed = sh.abandoned_run(k, tail, process_is_alive);
-                        self.next.set(k.saturating_add(missed));
-                        self.pending_since.set(None);
-                        return Err(TopicTryRecvError::Lagged { missed });
+                        return Err(self.skip(k.saturating_add(missed), missed));
                     }
                     return Err(TopicTryRecvError::Empty);
                 }
@@ -360,9 +410,7 @@ impl Subscriber {
         if oldest <= k || oldest > tail.saturating_add(1) {
             return self.corrupt(k, (tail, committed));
         }
-        self.next.set(oldest);
-        self.pending_since.set(None);
-        TopicTryRecvError::Lagged { missed: oldest - k }
+        self.skip(oldest, oldest - k)
     }
 
     fn copy_reader<'b>(&'b self, buf: &'b mut Vec<u8>) -> impl FnMut(usize, u64) -> Result<MessageInfo, Fail> + 'b {
@@ -407,10 +455,18 @@ impl Subscriber {
             self.misses.set(0);
             (sh.tail() >= self.next.get()).then_some(PENDING_GRACE)
         };
-        let r = block_on_with(self.inner.event(), self.policy.get(), deadline, recheck, || match attempt() {
-            Err(TopicTryRecvError::Empty) => None,
-            other => Some(other),
-        });
+        let r =
+            block_on_with(
+                self.inner.event(),
+                self.policy.get(),
+                deadline,
+                recheck,
+                Some(self.counter),
+                || match attempt() {
+                    Err(TopicTryRecvError::Empty) => None,
+                    other => Some(other),
+                },
+            );
         match r {
             // Not `Empty` (the attempt above returned None for it), so never `None` here.
             Some(r) => r.map_err(TopicTryRecvError::into_blocking),
@@ -504,6 +560,7 @@ impl Subscriber {
             };
             sh.pin(self.id, s, k, record).map_err(|_| Fail::Gone)?;
             pins.push((s, 1, record));
+            self.counter.pins(pins.len() as u64);
         }
         let (len, ts_ns) = sh.pinned_meta(s);
         Ok(Sample { sub: self, slot: s, seq: k, ts_ns, ptr: sh.data.slot_ptr(s), len })
@@ -516,6 +573,7 @@ impl Subscriber {
             if pins[i].1 == 0 {
                 let (_, _, record) = pins.swap_remove(i);
                 self.inner.shared().unpin(self.id, s, record);
+                self.counter.pins(pins.len() as u64);
             }
         }
     }
