@@ -1,14 +1,17 @@
 //! `shmbus`: see, drive and measure shmbus channels from the shell.
 //!
-//! One module per verb (`ls`, `info`, `pub`/`sub`, `pool`, `clean`, `demo`); `kinds` is the
-//! one place that dispatches on the channel kind, `topic` and `stream` are what `pub`/`sub`
-//! do on each kind, `input` reads the messages to send, and `output` formats tables and JSON.
+//! One module per verb (`ls`, `info`, `pub`/`sub`, `pool`, `clean`, `demo`; `hz` for `hz`,
+//! `bw` and `delay`); `kinds` is the one place that dispatches on the channel kind for
+//! `pub`/`sub`, `topic` and `stream` are what `pub`/`sub` do on each kind, `input` reads the
+//! messages to send, and `output` formats tables and JSON.
 //!
 //! Errors: every failure exits non-zero with exactly one line on stderr, `shmbus: <message>`.
-//! Usage errors exit with 2, everything else with 1.
+//! Usage errors (bad arguments, a verb given a kind it does not apply to) exit with 2,
+//! everything else with 1.
 
 mod clean;
 mod demo;
+mod hz;
 mod info;
 mod input;
 mod journal;
@@ -76,6 +79,19 @@ enum Command {
     Record(record::RecordArgs),
     /// Republish a recorded journal to its topics, with the original spacing.
     Replay(record::ReplayArgs),
+    /// A channel's message rate: mean, and min/max/std dev of the intervals (topic) or of
+    /// the per-sample rates (queue, stream, pool, journal), over the last --window.
+    ///
+    /// A topic is watched through a subscriber of its own (it takes nothing from the other
+    /// subscribers, but shows as one while it runs); queues, streams, pools and journals
+    /// through their counters, sampled every 25 ms: nothing is taken or registered.
+    Hz(hz::Args),
+    /// A channel's bandwidth: bytes/s and message sizes over the last --window (observed as
+    /// by `hz`; queues, streams, pools and journals give the mean size only).
+    Bw(hz::Args),
+    /// A topic's publish → receive latency: p50/p90/p99/max over the last --window messages,
+    /// seen by a subscriber of its own. Other kinds carry no timestamps (exit 2).
+    Delay(hz::Args),
     /// One process of `shmbus demo` (internal).
     #[command(hide = true)]
     DemoRole(demo::RoleArgs),
@@ -103,20 +119,25 @@ impl Ctx {
     }
 }
 
-/// An error for the user: one line, said once, at the top.
+/// An error for the user: one line, said once, at the top, and the exit status.
 #[derive(Debug)]
-pub struct CliError(String);
+pub struct CliError(String, u8);
 
 impl CliError {
-    /// An error with this message.
+    /// An error with this message (exit status 1).
     pub fn msg(m: impl Into<String>) -> CliError {
-        CliError(m.into())
+        CliError(m.into(), 1)
+    }
+
+    /// A usage error (exit status 2): the verb does not apply to what it was given.
+    pub fn usage(m: impl Into<String>) -> CliError {
+        CliError(m.into(), 2)
     }
 }
 
 impl<E: std::error::Error> From<E> for CliError {
     fn from(e: E) -> Self {
-        CliError(e.to_string())
+        CliError::msg(e.to_string())
     }
 }
 
@@ -186,12 +207,15 @@ fn main() -> ExitCode {
         Command::Journal(a) => journal::run(&ctx, &a),
         Command::Record(a) => record::run_record(&ctx, &a),
         Command::Replay(a) => record::run_replay(&ctx, &a),
+        Command::Hz(a) => hz::run(&ctx, &a, hz::Verb::Hz),
+        Command::Bw(a) => hz::run(&ctx, &a, hz::Verb::Bw),
+        Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("shmbus: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.1)
         }
     }
 }

@@ -1,0 +1,742 @@
+//! `shmbus hz`, `shmbus bw` and `shmbus delay`: a channel's message rate, bandwidth and
+//! publish → receive latency, printed every `--interval`, in the manner of
+//! `ros2 topic hz/bw/delay`.
+//!
+//! How each kind is observed, never taking a message from anyone:
+//!
+//! * **Topic**: a real [`Subscriber`] (every subscriber sees every message, so it takes
+//!   nothing from the others; it does register as a participant while it runs). The
+//!   statistics cover the last `--window` messages: the rate is messages published per
+//!   second between the first and the last of them (by sequence number and publish
+//!   timestamp, so messages this subscriber missed still count), the intervals are those
+//!   between the publish timestamps of consecutive messages, sizes are the messages'
+//!   lengths, and the delay is receive time − publish time (both `CLOCK_MONOTONIC`, same
+//!   host).
+//! * **Queue, stream, pool**: nothing is opened for writing and nothing registers: the
+//!   channel's counters ([`shmbus::stats::channel_stats`]) are sampled every
+//!   [`SAMPLE_PERIOD`] (or every `--interval`, if shorter), and the statistics cover the last
+//!   `--window` samples: the mean rate is messages sent / time, the minimum, maximum and
+//!   standard deviation are those of the per-sample rates (a sampling period, not one
+//!   message), and bytes come from the senders' counters. Messages sent are the kind's own
+//!   channel-wide total where it keeps one (a queue's `sent`, a pool's `jobs_dispatched`),
+//!   else the senders' counters. These kinds carry no timestamps: `delay` refuses them.
+//! * **Journal** (`--journal DIR`): [`Journal::status`] sampled the same way: entries
+//!   appended (from the next index) and data bytes. `delay` refuses journals: an entry's
+//!   timestamp is its wall-clock append time, so "now − timestamp" is its age, not a delay.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use shmbus::admin::{self, Scalar};
+use shmbus::journal::Journal;
+use shmbus::stats::{self, ChannelStats};
+use shmbus::time::monotonic_ns;
+use shmbus::topic::{Subscriber, Topic, TopicRecvTimeoutError};
+use shmbus::{Domain, Kind, OpenError};
+
+use crate::{CliError, Ctx, Result};
+
+/// How often the counters of a queue, stream, pool or journal are sampled (unless
+/// `--interval` is shorter).
+pub const SAMPLE_PERIOD: Duration = Duration::from_millis(25);
+
+/// Which statistic to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// Message rate and the spread of intervals.
+    Hz,
+    /// Bytes per second and message sizes.
+    Bw,
+    /// Publish → receive latency.
+    Delay,
+}
+
+impl Verb {
+    fn name(self) -> &'static str {
+        match self {
+            Verb::Hz => "hz",
+            Verb::Bw => "bw",
+            Verb::Delay => "delay",
+        }
+    }
+}
+
+/// `shmbus hz|bw|delay (--domain D NAME | --journal DIR) [--window N] [--interval SECS]
+/// [--count K] [--json]`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The channel's domain.
+    #[arg(long, required_unless_present = "journal")]
+    pub domain: Option<String>,
+    /// The channel's name.
+    #[arg(required_unless_present = "journal", conflicts_with = "journal")]
+    pub name: Option<String>,
+    /// Watch the journal in this directory instead of a channel (not for `delay`).
+    #[arg(long, value_name = "DIR", conflicts_with = "domain")]
+    pub journal: Option<PathBuf>,
+    /// What the statistics cover: the last N messages (topic) or the last N counter samples
+    /// of 25 ms (queue, stream, pool, journal).
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub window: u64,
+    /// Print a line every SECS seconds.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Exit (with 0) after printing this many lines; 0: run until killed.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub count: u64,
+    /// One JSON object per line, with raw numbers (ns, bytes/s, msg/s; null where unknown).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses a positive number of seconds (fractions allowed) of at most a day.
+fn parse_interval(s: &str) -> std::result::Result<Duration, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.001..=86_400.0).contains(&secs) {
+        return Err(format!("{s} is out of range (0.001 to 86400 seconds)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Runs `verb` until `--count` lines are printed (or for ever).
+pub fn run(ctx: &Ctx, args: &Args, verb: Verb) -> Result<()> {
+    let mut printer = Printer::new(args, verb);
+    if let Some(dir) = &args.journal {
+        if verb == Verb::Delay {
+            return Err(CliError::usage(
+                "delay: a journal's entries carry their wall-clock append time, not a publish time to measure a delay \
+                 from; delay works on topics",
+            ));
+        }
+        let shown = dir.display().to_string();
+        if !dir.is_dir() {
+            return Err(CliError::msg(format!("{}: no journal '{shown}'", verb.name())));
+        }
+        let mut sampler = JournalSampler { dir: dir.clone(), shown, verb, previous: None };
+        return watch_counters(&mut sampler, args, &mut printer);
+    }
+    // clap requires both without --journal.
+    let (Some(domain_name), Some(name)) = (args.domain.as_deref(), args.name.as_deref()) else {
+        return Err(CliError::usage("give --domain D NAME, or --journal DIR"));
+    };
+    let domain = ctx.domain(domain_name)?;
+    let guard = Guard::new(&domain, name, verb)?;
+    match guard.kind {
+        Kind::Topic => watch_topic(&domain, &guard, args, &mut printer),
+        Kind::Journal => Err(CliError::usage(format!(
+            "{}: '{name}' is a journal's segment; watch the journal with --journal DIR",
+            verb.name()
+        ))),
+        kind if verb == Verb::Delay => {
+            Err(CliError::usage(format!("delay: {kind} '{name}' carries no timestamps; delay works on topics")))
+        }
+        _ => {
+            let mut sampler = ChannelSampler { domain, guard, previous: None };
+            watch_counters(&mut sampler, args, &mut printer)
+        }
+    }
+}
+
+/// The channel being watched: notices when it is removed or replaced.
+struct Guard {
+    domain: String,
+    name: String,
+    verb: Verb,
+    kind: Kind,
+    created_ns: u64,
+}
+
+impl Guard {
+    fn new(domain: &Domain, name: &str, verb: Verb) -> Result<Guard> {
+        let header = match admin::inspect_channel(domain, name) {
+            Ok(r) => r.header,
+            Err(OpenError::NotFound { .. }) => {
+                return Err(CliError::msg(format!(
+                    "{}: no channel '{name}' in domain '{}' (check --domain and SHMBUS_ROOT)",
+                    verb.name(),
+                    domain.name()
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Guard {
+            domain: domain.name().to_owned(),
+            name: name.to_owned(),
+            verb,
+            kind: header.kind,
+            created_ns: header.created_ns,
+        })
+    }
+
+    /// The error to end with when the channel is gone.
+    fn gone(&self) -> CliError {
+        CliError::msg(format!(
+            "{}: {} '{}' in domain '{}' disappeared while watched",
+            self.verb.name(),
+            self.kind,
+            self.name,
+            self.domain
+        ))
+    }
+
+    /// Fails once the channel was removed, or replaced by another of the same name.
+    fn check(&self, domain: &Domain) -> Result<()> {
+        match admin::inspect_channel(domain, &self.name) {
+            Ok(r) if r.header.created_ns == self.created_ns && r.header.kind == self.kind => Ok(()),
+            Ok(_) | Err(OpenError::NotFound { .. }) => Err(self.gone()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Paces the lines and writes them.
+struct Printer {
+    verb: Verb,
+    json: bool,
+    count: u64,
+    printed: u64,
+    interval: Duration,
+    next: Instant,
+}
+
+impl Printer {
+    fn new(args: &Args, verb: Verb) -> Printer {
+        Printer {
+            verb,
+            json: args.json,
+            count: args.count,
+            printed: 0,
+            interval: args.interval,
+            next: Instant::now() + args.interval,
+        }
+    }
+
+    /// Time left until the next line is due.
+    fn until_next(&self) -> Duration {
+        self.next.saturating_duration_since(Instant::now())
+    }
+
+    /// Writes one line (text or JSON); returns whether `--count` lines are now printed.
+    fn line(&mut self, text: &str, json: Value) -> Result<bool> {
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            writeln!(out, "{json}")?;
+        } else {
+            writeln!(out, "{text}")?;
+        }
+        out.flush()?;
+        self.printed += 1;
+        // The next line is due one interval after this one was due, so the lines keep their
+        // pace; after a stall, one interval from now.
+        self.next = (self.next + self.interval).max(Instant::now());
+        Ok(self.count != 0 && self.printed >= self.count)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Topics: a subscriber's view of each message.
+
+/// One message as the watching subscriber saw it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    seq: u64,
+    published_ns: u64,
+    received_ns: u64,
+    len: usize,
+}
+
+/// Subscribes to the topic and prints a line every interval over the last `--window`
+/// messages.
+fn watch_topic(domain: &Domain, guard: &Guard, args: &Args, printer: &mut Printer) -> Result<()> {
+    let sub: Subscriber = match Topic::open(domain, &guard.name) {
+        Ok(t) => t.subscriber()?,
+        Err(OpenError::NotFound { .. }) => return Err(guard.gone()),
+        Err(e) => return Err(e.into()),
+    };
+    let window = args.window as usize;
+    let mut seen: VecDeque<Seen> = VecDeque::with_capacity(window.min(4096));
+    let mut buf = Vec::new();
+    let (mut new, mut missed) = (0u64, 0u64);
+    loop {
+        let wait = printer.until_next();
+        if !wait.is_zero() {
+            match sub.recv_into_timeout(&mut buf, wait) {
+                Ok(m) => {
+                    if seen.len() == window {
+                        seen.pop_front();
+                    }
+                    seen.push_back(Seen {
+                        seq: m.seq(),
+                        published_ns: m.ts_ns(),
+                        received_ns: monotonic_ns(),
+                        len: m.len(),
+                    });
+                    new += 1;
+                }
+                Err(TopicRecvTimeoutError::Lagged { missed: n }) => missed += n,
+                Err(TopicRecvTimeoutError::Timeout) => {}
+                Err(e) => return Err(CliError::msg(format!("{}: receive failed: {e}", printer.verb.name()))),
+            }
+            continue;
+        }
+        guard.check(domain)?;
+        let (text, json) = topic_line(printer.verb, &seen, new, missed);
+        if printer.line(&text, json)? {
+            return Ok(());
+        }
+        (new, missed) = (0, 0);
+    }
+}
+
+/// Mean and population standard deviation.
+fn mean_std(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+/// The `q`-quantile of sorted `xs` (nearest rank).
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// One line of `verb` over the topic messages `seen`; `new` arrived and `missed` were
+/// skipped since the last line.
+fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (String, Value) {
+    let n = seen.len();
+    let mut json = json!({"verb": verb.name(), "kind": "topic", "window": n, "new": new, "missed": missed});
+    let stale = if new == 0 && n > 0 { " (no new messages)" } else { "" };
+    let missed_note = if missed > 0 { format!("  missed: {missed}") } else { String::new() };
+    let text = match verb {
+        Verb::Hz => {
+            // Rate from the sequence numbers and publish times of the first and last
+            // message (messages this subscriber missed count too); intervals between
+            // consecutive sequence numbers only.
+            let (first, last) = (seen.front(), seen.back());
+            let span = match (first, last) {
+                (Some(f), Some(l)) if l.seq > f.seq && l.published_ns > f.published_ns => {
+                    Some((l.seq - f.seq, l.published_ns - f.published_ns))
+                }
+                _ => None,
+            };
+            let rate = span.map(|(msgs, ns)| msgs as f64 * 1e9 / ns as f64);
+            let intervals: Vec<f64> = seen
+                .iter()
+                .zip(seen.iter().skip(1))
+                .filter(|(a, b)| b.seq == a.seq + 1)
+                .map(|(a, b)| b.published_ns.saturating_sub(a.published_ns) as f64)
+                .collect();
+            let spread = (!intervals.is_empty()).then(|| {
+                let (mean, std) = mean_std(&intervals);
+                let min = intervals.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = intervals.iter().copied().fold(0.0, f64::max);
+                (min, max, mean, std)
+            });
+            let m = json.as_object_mut().expect("an object");
+            m.insert("rate_per_s".into(), json!(rate));
+            m.insert("interval_min_ns".into(), json!(spread.map(|s| s.0 as u64)));
+            m.insert("interval_max_ns".into(), json!(spread.map(|s| s.1 as u64)));
+            m.insert("interval_mean_ns".into(), json!(spread.map(|s| s.2 as u64)));
+            m.insert("interval_std_ns".into(), json!(spread.map(|s| s.3 as u64)));
+            match (rate, spread) {
+                (Some(r), Some((min, max, _, std))) => format!(
+                    "average rate: {}  min: {} max: {} std dev: {} window: {n}{missed_note}{stale}",
+                    human_rate(r),
+                    human_ns(min),
+                    human_ns(max),
+                    human_ns(std)
+                ),
+                (Some(r), None) => format!("average rate: {}  window: {n}{missed_note}{stale}", human_rate(r)),
+                _ if n == 0 => "no messages yet".into(),
+                _ => format!("{n} message(s) so far: too few for a rate{missed_note}"),
+            }
+        }
+        Verb::Bw => {
+            let sizes: Vec<u64> = seen.iter().map(|s| s.len as u64).collect();
+            // Bytes after the first message over the time since it was published.
+            let rate = match (seen.front(), seen.back()) {
+                (Some(f), Some(l)) if n > 1 && l.published_ns > f.published_ns => {
+                    Some(sizes[1..].iter().sum::<u64>() as f64 * 1e9 / (l.published_ns - f.published_ns) as f64)
+                }
+                _ => None,
+            };
+            let mean = (n > 0).then(|| sizes.iter().sum::<u64>() as f64 / n as f64);
+            let (min, max) = (sizes.iter().min().copied(), sizes.iter().max().copied());
+            let m = json.as_object_mut().expect("an object");
+            m.insert("bytes_per_s".into(), json!(rate));
+            m.insert("size_mean".into(), json!(mean));
+            m.insert("size_min".into(), json!(min));
+            m.insert("size_max".into(), json!(max));
+            match (rate, mean, min, max) {
+                (Some(r), Some(mean), Some(min), Some(max)) => format!(
+                    "{}/s from {n} messages  mean: {} min: {} max: {}{missed_note}{stale}",
+                    human_bytes(r),
+                    human_bytes(mean),
+                    human_bytes(min as f64),
+                    human_bytes(max as f64)
+                ),
+                _ if n == 0 => "no messages yet".into(),
+                _ => format!("{n} message(s) so far: too few for a rate{missed_note}"),
+            }
+        }
+        Verb::Delay => {
+            let mut delays: Vec<u64> = seen.iter().map(|s| s.received_ns.saturating_sub(s.published_ns)).collect();
+            delays.sort_unstable();
+            let q = |q: f64| (!delays.is_empty()).then(|| quantile(&delays, q));
+            let (p50, p90, p99, max) = (q(0.5), q(0.9), q(0.99), delays.last().copied());
+            let m = json.as_object_mut().expect("an object");
+            m.insert("min_ns".into(), json!(delays.first()));
+            m.insert("p50_ns".into(), json!(p50));
+            m.insert("p90_ns".into(), json!(p90));
+            m.insert("p99_ns".into(), json!(p99));
+            m.insert("max_ns".into(), json!(max));
+            match (p50, p90, p99, max) {
+                (Some(p50), Some(p90), Some(p99), Some(max)) => format!(
+                    "p50: {} p90: {} p99: {} max: {} window: {n}{missed_note}{stale}",
+                    human_ns(p50 as f64),
+                    human_ns(p90 as f64),
+                    human_ns(p99 as f64),
+                    human_ns(max as f64)
+                ),
+                _ => "no messages yet".into(),
+            }
+        }
+    };
+    (text, json)
+}
+
+// ---------------------------------------------------------------------------------------
+// Queues, streams, pools, journals: counter samples.
+
+/// Cumulative totals at one instant.
+#[derive(Debug, Clone, Copy)]
+struct Totals {
+    /// `CLOCK_MONOTONIC` time of the reading.
+    taken_ns: u64,
+    /// Messages sent since the previous reading.
+    messages: u64,
+    /// Payload bytes sent since the previous reading, `None` when the senders did not
+    /// count them (messages moved that no sender's counter shows).
+    bytes: Option<u64>,
+}
+
+/// Something whose activity can be sampled.
+trait Sampler {
+    /// The kind's name, for the output.
+    fn kind(&self) -> String;
+    /// What moved since the previous call (the first call: `None`, it only takes a reading).
+    fn sample(&mut self) -> Result<Option<Totals>>;
+    /// Fails once the watched thing is gone.
+    fn check(&mut self) -> Result<()>;
+}
+
+/// A queue, stream or pool, through [`stats::channel_stats`].
+struct ChannelSampler {
+    domain: Domain,
+    guard: Guard,
+    previous: Option<ChannelStats>,
+}
+
+/// The kind's own channel-wide count of messages sent, where it keeps one.
+fn channel_sent(s: &ChannelStats) -> Option<u64> {
+    match s.kind {
+        Kind::Queue => s.description.last_seq,
+        Kind::Pool => s.description.status.iter().find(|(k, _)| *k == "jobs_dispatched").and_then(|(_, v)| match v {
+            Scalar::Int(n) => Some(*n),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+impl Sampler for ChannelSampler {
+    fn kind(&self) -> String {
+        self.guard.kind.to_string()
+    }
+
+    fn sample(&mut self) -> Result<Option<Totals>> {
+        let now = match stats::channel_stats(&self.domain, &self.guard.name) {
+            Ok(s) if s.kind == self.guard.kind => s,
+            Ok(_) | Err(OpenError::NotFound { .. }) => return Err(self.guard.gone()),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(before) = self.previous.take() else {
+            self.previous = Some(now);
+            return Ok(None);
+        };
+        let r = stats::rates(&before, &now);
+        // Counters are untrusted input: add without overflowing.
+        let (counted, bytes) = r
+            .participants
+            .iter()
+            .filter(|p| stats::is_sender(p.participant.role_name))
+            .fold((0u64, 0u64), |(m, b), p| (m.saturating_add(p.delta.messages), b.saturating_add(p.delta.bytes)));
+        let messages = match (channel_sent(&before), channel_sent(&now)) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => counted,
+        };
+        let taken_ns = now.taken_ns;
+        self.previous = Some(now);
+        Ok(Some(Totals { taken_ns, messages, bytes: (counted > 0 || messages == 0).then_some(bytes) }))
+    }
+
+    fn check(&mut self) -> Result<()> {
+        self.guard.check(&self.domain)
+    }
+}
+
+/// A journal, through [`Journal::status`].
+struct JournalSampler {
+    dir: PathBuf,
+    /// The directory as the user gave it.
+    shown: String,
+    verb: Verb,
+    /// The previous reading: its time, next index and data bytes.
+    previous: Option<(u64, u64, u64)>,
+}
+
+impl JournalSampler {
+    fn gone(&self) -> CliError {
+        CliError::msg(format!("{}: journal '{}' disappeared while watched", self.verb.name(), self.shown))
+    }
+}
+
+impl Sampler for JournalSampler {
+    fn kind(&self) -> String {
+        "journal".into()
+    }
+
+    fn sample(&mut self) -> Result<Option<Totals>> {
+        let st = match Journal::status(&self.dir) {
+            Ok(st) => st,
+            Err(OpenError::NotFound { .. }) => return Err(self.gone()),
+            Err(e) => return Err(CliError::msg(format!("{}: journal '{}': {e}", self.verb.name(), self.shown))),
+        };
+        let now = (monotonic_ns(), st.next_index, st.bytes);
+        let Some((_, index, bytes)) = self.previous.replace(now) else { return Ok(None) };
+        // Retention removing a cycle lowers the bytes in use: that sample counts none.
+        Ok(Some(Totals {
+            taken_ns: now.0,
+            messages: now.1.saturating_sub(index),
+            bytes: Some(now.2.saturating_sub(bytes)),
+        }))
+    }
+
+    fn check(&mut self) -> Result<()> {
+        if self.dir.is_dir() {
+            Ok(())
+        } else {
+            Err(self.gone())
+        }
+    }
+}
+
+/// One sampling period's activity.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    ns: u64,
+    messages: u64,
+    bytes: Option<u64>,
+}
+
+/// Samples every [`SAMPLE_PERIOD`] and prints a line every interval over the last
+/// `--window` samples.
+fn watch_counters(sampler: &mut dyn Sampler, args: &Args, printer: &mut Printer) -> Result<()> {
+    let period = SAMPLE_PERIOD.min(args.interval);
+    let window = args.window as usize;
+    let mut samples: VecDeque<Sample> = VecDeque::with_capacity(window.min(4096));
+    let mut last_ns = 0u64;
+    let mut new = 0u64;
+    if sampler.sample()?.is_none() {
+        last_ns = monotonic_ns();
+    }
+    loop {
+        let wait = printer.until_next();
+        if !wait.is_zero() {
+            std::thread::sleep(wait.min(period));
+            if let Some(t) = sampler.sample()? {
+                if samples.len() == window {
+                    samples.pop_front();
+                }
+                samples.push_back(Sample {
+                    ns: t.taken_ns.saturating_sub(last_ns).max(1),
+                    messages: t.messages,
+                    bytes: t.bytes,
+                });
+                last_ns = t.taken_ns;
+                new = new.saturating_add(t.messages);
+            }
+            continue;
+        }
+        sampler.check()?;
+        let (text, json) = counter_line(printer.verb, &sampler.kind(), &samples, new, period);
+        if printer.line(&text, json)? {
+            return Ok(());
+        }
+        new = 0;
+    }
+}
+
+/// One line of `verb` over counter `samples`; `new` messages moved since the last line.
+fn counter_line(verb: Verb, kind: &str, samples: &VecDeque<Sample>, new: u64, period: Duration) -> (String, Value) {
+    let n = samples.len();
+    let total_ns: u64 = samples.iter().map(|s| s.ns).sum();
+    // Counts from shared memory are untrusted: add without overflowing.
+    let messages = samples.iter().fold(0u64, |a, s| a.saturating_add(s.messages));
+    let sample_ns = period.as_nanos() as u64;
+    let mut json = json!({
+        "verb": verb.name(), "kind": kind, "window": n, "sample_ns": sample_ns,
+        "messages": messages, "new": new,
+    });
+    let note = format!("window: {n} samples of {}", human_ns(sample_ns as f64));
+    let stale = if new == 0 && messages > 0 { " (no new messages)" } else { "" };
+    let text = match verb {
+        Verb::Hz | Verb::Delay => {
+            // Null, not 0, while the window holds no message (as for a topic).
+            let rate = (messages > 0).then(|| messages as f64 * 1e9 / total_ns as f64);
+            let rates: Vec<f64> = samples.iter().map(|s| s.messages as f64 * 1e9 / s.ns as f64).collect();
+            let spread = (messages > 0).then(|| {
+                let (_, std) = mean_std(&rates);
+                let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = rates.iter().copied().fold(0.0, f64::max);
+                (min, max, std)
+            });
+            let m = json.as_object_mut().expect("an object");
+            m.insert("rate_per_s".into(), json!(rate));
+            m.insert("sample_rate_min_per_s".into(), json!(spread.map(|s| s.0)));
+            m.insert("sample_rate_max_per_s".into(), json!(spread.map(|s| s.1)));
+            m.insert("sample_rate_std_per_s".into(), json!(spread.map(|s| s.2)));
+            match (rate, spread) {
+                _ if messages == 0 => format!("no messages yet ({note})"),
+                (Some(r), Some((min, max, std))) => format!(
+                    "average rate: {}  per sample min: {} max: {} std dev: {}  {note}{stale}",
+                    human_rate(r),
+                    human_rate(min),
+                    human_rate(max),
+                    human_rate(std)
+                ),
+                _ => format!("no messages yet ({note})"),
+            }
+        }
+        Verb::Bw => {
+            let bytes = samples.iter().try_fold(0u64, |a, s| Some(a.saturating_add(s.bytes?)));
+            let rate = match bytes {
+                Some(b) if messages > 0 => Some(b as f64 * 1e9 / total_ns as f64),
+                _ => None,
+            };
+            let mean = match bytes {
+                Some(b) if messages > 0 => Some(b as f64 / messages as f64),
+                _ => None,
+            };
+            let m = json.as_object_mut().expect("an object");
+            m.insert("bytes_per_s".into(), json!(rate));
+            m.insert("size_mean".into(), json!(mean));
+            // Counters have totals, not each message's size.
+            m.insert("size_min".into(), Value::Null);
+            m.insert("size_max".into(), Value::Null);
+            match (rate, mean) {
+                _ if messages == 0 => format!("no messages yet ({note})"),
+                (Some(r), Some(mean)) => {
+                    format!("{}/s from {messages} messages  mean: {}  {note}{stale}", human_bytes(r), human_bytes(mean))
+                }
+                _ => {
+                    format!("{messages} messages; their bytes are not counted by this {kind}'s senders  {note}{stale}")
+                }
+            }
+        }
+    };
+    (text, json)
+}
+
+// ---------------------------------------------------------------------------------------
+// Units.
+
+/// Nanoseconds as `850ns`, `12.3us`, `1.20ms`, `2.50s`.
+fn human_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0}ns")
+    } else if ns < 1e6 {
+        format!("{:.1}us", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2}ms", ns / 1e6)
+    } else {
+        format!("{:.2}s", ns / 1e9)
+    }
+}
+
+/// Bytes as `100 B`, `12.3 KB`, `4.50 MB`, `1.20 GB` (powers of 1000).
+fn human_bytes(b: f64) -> String {
+    if b < 1e3 {
+        format!("{b:.0} B")
+    } else if b < 1e6 {
+        format!("{:.1} KB", b / 1e3)
+    } else if b < 1e9 {
+        format!("{:.2} MB", b / 1e6)
+    } else {
+        format!("{:.2} GB", b / 1e9)
+    }
+}
+
+/// A rate as `1000.2 msg/s`.
+fn human_rate(r: f64) -> String {
+    format!("{r:.1} msg/s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_scale() {
+        assert_eq!(human_ns(850.0), "850ns");
+        assert_eq!(human_ns(12_300.0), "12.3us");
+        assert_eq!(human_ns(1_200_000.0), "1.20ms");
+        assert_eq!(human_ns(2.5e9), "2.50s");
+        assert_eq!(human_bytes(100.0), "100 B");
+        assert_eq!(human_bytes(12_300.0), "12.3 KB");
+        assert_eq!(human_bytes(4.5e6), "4.50 MB");
+    }
+
+    #[test]
+    fn intervals_parse() {
+        assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
+        assert!(parse_interval("0").is_err());
+        assert!(parse_interval("-1").is_err());
+        assert!(parse_interval("nan").is_err());
+        assert!(parse_interval("x").is_err());
+    }
+
+    #[test]
+    fn topic_hz_counts_missed_messages_in_the_rate_not_the_intervals() {
+        // Messages 1, 2, 3 then 10: 9 sequence numbers over 9 ms; intervals of 1 ms only.
+        let seen: VecDeque<Seen> = [(1, 0), (2, 1), (3, 2), (10, 9)]
+            .iter()
+            .map(|&(seq, ms)| Seen { seq, published_ns: ms * 1_000_000, received_ns: ms * 1_000_000 + 500, len: 8 })
+            .collect();
+        let (_, j) = topic_line(Verb::Hz, &seen, 4, 6);
+        assert!((j["rate_per_s"].as_f64().unwrap() - 1000.0).abs() < 1e-6, "{j}");
+        assert_eq!(j["interval_max_ns"], 1_000_000);
+        assert_eq!(j["missed"], 6);
+        let (_, d) = topic_line(Verb::Delay, &seen, 4, 0);
+        assert_eq!(d["p50_ns"], 500);
+        let (text, e) = topic_line(Verb::Bw, &VecDeque::new(), 0, 0);
+        assert_eq!(text, "no messages yet");
+        assert!(e["bytes_per_s"].is_null());
+    }
+
+    #[test]
+    fn counter_bw_without_counted_bytes_says_so() {
+        let samples: VecDeque<Sample> = (0..4).map(|_| Sample { ns: 25_000_000, messages: 5, bytes: None }).collect();
+        let (text, j) = counter_line(Verb::Bw, "queue", &samples, 20, SAMPLE_PERIOD);
+        assert!(j["bytes_per_s"].is_null());
+        assert!(text.contains("not counted"), "{text}");
+        let (_, h) = counter_line(Verb::Hz, "queue", &samples, 20, SAMPLE_PERIOD);
+        assert!((h["rate_per_s"].as_f64().unwrap() - 200.0).abs() < 1e-6, "{h}");
+        assert_eq!(h["sample_rate_std_per_s"], 0.0);
+    }
+}
