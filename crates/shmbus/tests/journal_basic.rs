@@ -723,6 +723,14 @@ fn status_counts_bytes_per_tier_and_reader_lag() {
     assert_eq!(st.next_index, 1000);
     assert_eq!(lag("slow"), 900);
     assert_eq!(lag("idle"), 1000);
+    // What was appended between two snapshots, across a roll to new cycles.
+    for i in 1000..1300u64 {
+        a.send(&payload(i, 200)).unwrap();
+    }
+    let later = Journal::status(j.dir()).unwrap();
+    assert!(later.cycles.len() > st.cycles.len());
+    assert_eq!(later.appended_since(&st), (300, later.bytes - st.bytes));
+    assert_eq!(st.appended_since(&later), (0, 0));
     let ahead = shmbus::journal::ReaderInfo { name: "x".into(), position: 5000, holder_pid: None };
     assert_eq!(st.reader_lag(&ahead), 0);
 }

@@ -609,6 +609,23 @@ impl JournalStatus {
     pub fn reader_lag(&self, reader: &ReaderInfo) -> u64 {
         self.next_index.saturating_sub(reader.position)
     }
+
+    /// What was appended between the snapshot `earlier` and this one: `(entries, bytes)`,
+    /// entries from `next_index`, bytes from each cycle's data bytes in use (a cycle new
+    /// since `earlier` counts whole). Retention removing cycles in between does not count
+    /// as negative appends.
+    pub fn appended_since(&self, earlier: &JournalStatus) -> (u64, u64) {
+        let entries = self.next_index.saturating_sub(earlier.next_index);
+        let bytes = self
+            .cycles
+            .iter()
+            .map(|c| {
+                let before = earlier.cycles.iter().find(|e| e.cycle == c.cycle).map_or(0, |e| e.bytes);
+                c.bytes.saturating_sub(before)
+            })
+            .fold(0u64, u64::saturating_add);
+        (entries, bytes)
+    }
 }
 
 /// A cycle in [`JournalStatus`].
