@@ -76,10 +76,13 @@ fn promtool_check(body: &str) {
     assert!(out.status.success() && said.trim().is_empty(), "promtool: {said}\n---\n{body}");
 }
 
-/// The samples of one scrape: (name, labels, value).
+/// One sample: its name, its labels, its value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// The samples of one scrape.
 struct Metrics {
     body: String,
-    samples: Vec<(String, Vec<(String, String)>, f64)>,
+    samples: Vec<Sample>,
 }
 
 impl Metrics {
