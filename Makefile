@@ -22,6 +22,10 @@ deps:
 	  (apt-get update && apt-get install -y gcc pkg-config cmake)
 	@# The C++ API's tests compile with both g++ and clang++.
 	@command -v g++ >/dev/null && command -v clang++ >/dev/null || (apt-get update && apt-get install -y g++ clang)
+	@# `shmbus export`'s tests scrape it with curl and validate the output with Prometheus's
+	@# parser (promtool, in Debian's prometheus package).
+	@command -v curl >/dev/null || (apt-get update && apt-get install -y curl)
+	@command -v promtool >/dev/null || (apt-get update && apt-get install -y --no-install-recommends prometheus)
 
 fmt:
 	$(CARGO) fmt --all --check

@@ -40,10 +40,11 @@ enum Verb {
     Dump(DumpArgs),
     /// Follow the journal: print entries as they are appended.
     Tail(TailArgs),
-    /// Cycles, entries, first/next index, bytes, appenders, readers.
+    /// Cycles, entries, first/next index, bytes per tier, appenders, readers and their lag,
+    /// and the append rate over --rate-window seconds.
     Info(InfoArgs),
-    /// The named readers and their positions.
-    Readers(InfoArgs),
+    /// The named readers, their positions and lag.
+    Readers(ReadersArgs),
     /// Apply retention now and print the cycles removed.
     Gc(GcArgs),
 }
@@ -142,6 +143,27 @@ struct InfoArgs {
     /// JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Measure the append rate over this many seconds (two snapshots that far apart);
+    /// 0 reports at once, without a rate.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_window)]
+    rate_window: Duration,
+}
+
+#[derive(Debug, ClapArgs)]
+struct ReadersArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `--rate-window`: seconds, fractions allowed, at most an hour.
+fn parse_window(s: &str) -> std::result::Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!("'{s}' is not a number of seconds from 0 to 3600")),
+    }
 }
 
 #[derive(Debug, ClapArgs)]
@@ -375,6 +397,7 @@ fn journal_info(dir: &Path) -> Result<JournalStatus> {
     Journal::status(dir).map_err(|e| open_failed(dir, e))
 }
 
+/// The named readers; `pending` is `lag` under its older name.
 fn readers_json(info: &JournalStatus) -> Value {
     Value::Array(
         info.readers
@@ -383,7 +406,8 @@ fn readers_json(info: &JournalStatus) -> Value {
                 json!({
                     "name": r.name,
                     "position": r.position,
-                    "pending": info.next_index.saturating_sub(r.position),
+                    "lag": info.reader_lag(r),
+                    "pending": info.reader_lag(r),
                     "holder_pid": r.holder_pid,
                 })
             })
@@ -391,8 +415,31 @@ fn readers_json(info: &JournalStatus) -> Value {
     )
 }
 
+/// Entries and bytes appended per second between two snapshots `window` apart.
+struct AppendRate {
+    window: Duration,
+    entries_per_s: f64,
+    bytes_per_s: f64,
+}
+
+/// Two snapshots `window` apart, the later one and the append rate between them (`None` for
+/// a zero window: one snapshot).
+fn snapshots(dir: &Path, window: Duration) -> Result<(JournalStatus, Option<AppendRate>)> {
+    let earlier = journal_info(dir)?;
+    if window.is_zero() {
+        return Ok((earlier, None));
+    }
+    let start = std::time::Instant::now();
+    std::thread::sleep(window);
+    let later = journal_info(dir)?;
+    let secs = start.elapsed().as_secs_f64();
+    let (entries, bytes) = later.appended_since(&earlier);
+    let rate = AppendRate { window, entries_per_s: entries as f64 / secs, bytes_per_s: bytes as f64 / secs };
+    Ok((later, Some(rate)))
+}
+
 fn info(a: &InfoArgs) -> Result<()> {
-    let info = journal_info(&a.dir.dir)?;
+    let (info, rate) = snapshots(&a.dir.dir, a.rate_window)?;
     let entries: u64 = info.cycles.iter().map(|c| c.entries).sum();
     if a.json {
         let cycles: Vec<Value> = info
@@ -405,6 +452,7 @@ fn info(a: &InfoArgs) -> Result<()> {
                     "entries": c.entries,
                     "bytes": c.bytes,
                     "file_bytes": c.file_bytes,
+                    "archived": c.archived,
                     "sealed": c.sealed,
                     "bucket_start_ns": c.bucket_start_ns,
                 })
@@ -418,6 +466,13 @@ fn info(a: &InfoArgs) -> Result<()> {
             "entries": entries,
             "bytes": info.bytes,
             "file_bytes": info.file_bytes,
+            "hot_file_bytes": info.hot_file_bytes,
+            "archive_file_bytes": info.archive_file_bytes,
+            "append_rate": rate.as_ref().map(|r| json!({
+                "window_s": r.window.as_secs_f64(),
+                "entries_per_s": r.entries_per_s,
+                "bytes_per_s": r.bytes_per_s,
+            })),
             "appenders": info.appenders,
             "archive_dir": info.archive_dir.as_ref().map(|p| p.display().to_string()),
             "storage": info.storage.as_ref().map(|s| json!({
@@ -435,7 +490,20 @@ fn info(a: &InfoArgs) -> Result<()> {
     writeln!(out, "journal       {}", info.dir.display())?;
     writeln!(out, "format        version {}", info.format_version)?;
     writeln!(out, "entries       {entries} (indices {}..{})", info.first_index, info.next_index)?;
-    writeln!(out, "bytes         {} in entries, {} on disk", info.bytes, info.file_bytes)?;
+    writeln!(
+        out,
+        "bytes         {} in entries, {} on disk ({} hot, {} archive)",
+        info.bytes, info.file_bytes, info.hot_file_bytes, info.archive_file_bytes
+    )?;
+    if let Some(r) = &rate {
+        writeln!(
+            out,
+            "append rate   {:.1} entries/s, {:.0} bytes/s (over {} s)",
+            r.entries_per_s,
+            r.bytes_per_s,
+            r.window.as_secs_f64()
+        )?;
+    }
     writeln!(out, "appenders     {} live", info.appenders)?;
     if let Some(s) = &info.storage {
         let pages = match s.huge_pages() {
@@ -452,9 +520,10 @@ fn info(a: &InfoArgs) -> Result<()> {
     writeln!(out, "cycles        {}", info.cycles.len())?;
     for c in &info.cycles {
         let sealed = if c.sealed { " sealed" } else { "" };
+        let tier = if c.archived { " archived" } else { "" };
         writeln!(
             out,
-            "  cycle {:<8} first {:<8} entries {:<8} bytes {}{sealed}",
+            "  cycle {:<8} first {:<8} entries {:<8} bytes {}{sealed}{tier}",
             c.cycle, c.first_index, c.entries, c.bytes
         )?;
     }
@@ -464,12 +533,12 @@ fn info(a: &InfoArgs) -> Result<()> {
     writeln!(out, "readers       {}", info.readers.len())?;
     for r in &info.readers {
         let holder = r.holder_pid.map(|p| format!(" (held by pid {p})")).unwrap_or_default();
-        writeln!(out, "  {:<16} at {}{holder}", r.name, r.position)?;
+        writeln!(out, "  {:<16} at {:<8} lag {}{holder}", r.name, r.position, info.reader_lag(r))?;
     }
     Ok(())
 }
 
-fn readers(a: &InfoArgs) -> Result<()> {
+fn readers(a: &ReadersArgs) -> Result<()> {
     let info = journal_info(&a.dir.dir)?;
     if a.json {
         print_json(&readers_json(&info))?;
@@ -483,16 +552,11 @@ fn readers(a: &InfoArgs) -> Result<()> {
     let mut t = Table::new(&[
         ("NAME", Align::Left),
         ("POSITION", Align::Right),
-        ("PENDING", Align::Right),
+        ("LAG", Align::Right),
         ("HOLDER", Align::Right),
     ]);
     for r in &info.readers {
-        t.row(vec![
-            r.name.clone(),
-            r.position.to_string(),
-            info.next_index.saturating_sub(r.position).to_string(),
-            cell(r.holder_pid),
-        ]);
+        t.row(vec![r.name.clone(), r.position.to_string(), info.reader_lag(r).to_string(), cell(r.holder_pid)]);
     }
     t.write(&mut out)?;
     Ok(())

@@ -11,6 +11,7 @@
 
 mod clean;
 mod demo;
+mod export;
 mod hz;
 mod info;
 mod input;
@@ -75,6 +76,9 @@ enum Command {
     Demo(demo::Args),
     /// A journal directory: append, dump, tail, info, readers, gc.
     Journal(journal::Args),
+    /// Serve every channel's counters (and --journal directories') to Prometheus on
+    /// http://ADDR/metrics.
+    Export(export::Args),
     /// Record topics into a journal (topic name, original timestamp and payload per entry).
     Record(record::RecordArgs),
     /// Republish a recorded journal to its topics, with the original spacing.
@@ -205,6 +209,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::DemoRole(a) => demo::run_role(&ctx, &a),
         Command::Journal(a) => journal::run(&ctx, &a),
+        Command::Export(a) => export::run(&ctx, &a),
         Command::Record(a) => record::run_record(&ctx, &a),
         Command::Replay(a) => record::run_replay(&ctx, &a),
         Command::Hz(a) => hz::run(&ctx, &a, hz::Verb::Hz),

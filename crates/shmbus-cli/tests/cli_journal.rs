@@ -138,7 +138,7 @@ fn named_reader_resumes_where_it_stopped() {
 
     assert_eq!(tail("2"), pairs(&[(0, "e0"), (1, "e1")]));
     let readers = r.json(&["journal", "readers", "--dir", &j, "--json"]);
-    assert_eq!(readers, serde_json::json!([{"name": "r", "position": 2, "pending": 3, "holder_pid": null}]));
+    assert_eq!(readers, serde_json::json!([{"name": "r", "position": 2, "lag": 3, "pending": 3, "holder_pid": null}]));
     // No entry lost, none repeated.
     assert_eq!(tail("3"), pairs(&[(2, "e2"), (3, "e3"), (4, "e4")]));
     r.ok(&["journal", "append", "--dir", &j, "--data", "e5"]);
@@ -165,12 +165,14 @@ fn info_readers_and_gc_json_shapes() {
     }
     r.ok(&["journal", "tail", "--dir", &j, "--reader", "slow", "--count", "1"]);
 
-    let info = r.json(&["journal", "info", "--dir", &j, "--json"]);
+    let info = r.json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"]);
     assert_eq!(
         keys(&info),
         [
+            "append_rate",
             "appenders",
             "archive_dir",
+            "archive_file_bytes",
             "bytes",
             "cycles",
             "dir",
@@ -178,6 +180,7 @@ fn info_readers_and_gc_json_shapes() {
             "file_bytes",
             "first_index",
             "format_version",
+            "hot_file_bytes",
             "next_index",
             "readers",
             "storage",
@@ -192,25 +195,37 @@ fn info_readers_and_gc_json_shapes() {
     assert_eq!(info["first_index"], 0);
     assert_eq!(info["next_index"], 3);
     assert_eq!(info["appenders"], 0);
+    assert!(info["append_rate"].is_null(), "a zero window measures no rate: {info}");
+    assert_eq!(info["hot_file_bytes"], info["file_bytes"]);
+    assert_eq!(info["archive_file_bytes"], 0);
     let cycles = info["cycles"].as_array().unwrap();
     assert!(cycles.len() >= 3, "{info}");
     assert_eq!(
         keys(&cycles[0]),
-        ["bucket_start_ns", "bytes", "cycle", "entries", "file_bytes", "first_index", "sealed"]
+        ["archived", "bucket_start_ns", "bytes", "cycle", "entries", "file_bytes", "first_index", "sealed"]
     );
     assert_eq!(cycles[0]["sealed"], true);
     assert_eq!(cycles.last().unwrap()["sealed"], false);
-    assert_eq!(info["readers"], serde_json::json!([{"name": "slow", "position": 1, "pending": 2, "holder_pid": null}]));
-    let text = r.ok(&["journal", "info", "--dir", &j]);
+    assert_eq!(
+        info["readers"],
+        serde_json::json!([{"name": "slow", "position": 1, "lag": 2, "pending": 2, "holder_pid": null}])
+    );
+    let text = r.ok(&["journal", "info", "--dir", &j, "--rate-window", "0"]);
     assert!(text.contains("entries       3 (indices 0..3)"), "{text}");
     assert!(text.contains("storage       "), "{text}");
+    assert!(text.contains(" hot, 0 archive)"), "{text}");
+    assert!(!text.contains("append rate"), "{text}");
+    assert!(
+        text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["slow", "at", "1", "lag", "2"]),
+        "{text}"
+    );
 
     let gc = r.json(&["journal", "gc", "--dir", &j, "--keep-cycles", "1", "--json"]);
     assert_eq!(keys(&gc), ["removed_bytes", "removed_cycles"]);
     let removed = gc["removed_cycles"].as_array().unwrap();
     assert_eq!(removed.len(), cycles.len() - 1, "{gc}");
     assert!(gc["removed_bytes"].as_u64().unwrap() > 0);
-    let after = r.json(&["journal", "info", "--dir", &j, "--json"]);
+    let after = r.json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"]);
     assert_eq!(after["cycles"].as_array().unwrap().len(), 1);
     assert_eq!(after["first_index"], 2);
     assert_eq!(entries(&r.ok(&["journal", "dump", "--dir", &j, "--json"])), pairs(&[(2, "c2")]));
@@ -221,6 +236,76 @@ fn info_readers_and_gc_json_shapes() {
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("gap: entries 1..2"));
     // Nothing left to remove.
     assert_eq!(r.ok(&["journal", "gc", "--dir", &j]), "removed 0 cycle(s), 0 bytes\n");
+}
+
+/// The append rate: entries appended during the window, per second; bytes per tier after
+/// the library tiers old cycles to an archive.
+#[test]
+fn info_reports_append_rate_and_bytes_per_tier() {
+    let r = Root::new();
+    let j = r.jdir("rate");
+    r.ok(&["journal", "append", "--dir", &j, "--data", "first"]);
+    let info = r
+        .cmd(&["journal", "info", "--dir", &j, "--json", "--rate-window", "2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Well inside the window (its first snapshot is taken at start): 20 entries at once.
+    std::thread::sleep(Duration::from_millis(300));
+    let lines: String = (0..20).map(|i| format!("entry-{i:02}\n")).collect();
+    r.ok_stdin(&["journal", "append", "--dir", &j], &lines);
+    let out = info.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rate = &v["append_rate"];
+    assert_eq!(keys(rate), ["bytes_per_s", "entries_per_s", "window_s"], "{v}");
+    assert_eq!(rate["window_s"], 2.0);
+    // 20 entries over a bit more than 2 s (the bound below is wide: a slow machine's
+    // window stretches).
+    let per_s = rate["entries_per_s"].as_f64().unwrap();
+    assert!(per_s <= 10.0 && per_s > 1.0, "{v}");
+    let bytes_per_s = rate["bytes_per_s"].as_f64().unwrap();
+    assert!(bytes_per_s >= per_s * "entry-00".len() as f64, "{v}");
+    let text = r.ok(&["journal", "info", "--dir", &j, "--rate-window", "0.2"]);
+    assert!(text.contains("append rate   0.0 entries/s, 0 bytes/s (over 0.2 s)"), "{text}");
+
+    // Tiered: the archive's bytes are the archived cycles' bytes.
+    let tiered = r.jdir("tiered");
+    let dir = Path::new(&tiered);
+    let cfg = shmbus::journal::JournalConfig::default()
+        .roll(shmbus::journal::RollCycle::Never)
+        .cycle_bytes(64 << 10)
+        .chunk_bytes(16 << 10)
+        .max_entry_len(4096);
+    let journal = shmbus::journal::Journal::create_or_open(dir, &cfg).unwrap();
+    let mut a = journal.appender().unwrap();
+    for i in 0..1000u32 {
+        a.send(&[i as u8; 200]).unwrap();
+    }
+    let moved = journal.tier("cold", 1).unwrap();
+    assert!(!moved.moved_cycles.is_empty());
+    let d = dir.to_str().unwrap();
+    let v = r.json(&["journal", "info", "--dir", d, "--json", "--rate-window", "0"]);
+    assert_eq!(v["archive_file_bytes"], moved.moved_bytes, "{v}");
+    let hot = v["hot_file_bytes"].as_u64().unwrap();
+    assert!(hot > 0);
+    assert_eq!(v["file_bytes"].as_u64().unwrap(), hot + moved.moved_bytes);
+    let archived: Vec<u64> = v["cycles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["archived"] == true)
+        .map(|c| c["cycle"].as_u64().unwrap())
+        .collect();
+    assert_eq!(archived, moved.moved_cycles);
+    let text = r.ok(&["journal", "info", "--dir", d, "--rate-window", "0"]);
+    assert!(text.contains(&format!("({hot} hot, {} archive)", moved.moved_bytes)), "{text}");
+    assert!(text.contains(" archived\n"), "{text}");
+
+    for bad in ["--rate-window=-1", "--rate-window=soon", "--rate-window=NaN"] {
+        let err = r.fails(&["journal", "info", "--dir", d, bad]);
+        assert!(err.contains("seconds"), "{bad}: {err}");
+    }
 }
 
 #[test]

@@ -671,6 +671,70 @@ fn tiered_storage_moves_old_cycles_transparently() {
     assert_eq!(std::fs::read_dir(dir.join("cold")).unwrap().count(), 2, "only the hot cycle's files are left");
 }
 
+/// `status` splits the bytes on disk by tier, and gives each named reader's lag.
+#[test]
+fn status_counts_bytes_per_tier_and_reader_lag() {
+    let (dir, _c) = fresh_dir("jt-tier-bytes");
+    let opts = small().cycle_bytes(64 << 10).chunk_bytes(16 << 10).max_entry_len(4096);
+    let j = Journal::create_or_open(&dir, &opts).unwrap();
+    let mut a = j.appender().unwrap();
+    for i in 0..1000u64 {
+        a.send(&payload(i, 200)).unwrap();
+    }
+    let before = Journal::status(j.dir()).unwrap();
+    assert!(before.cycles.iter().all(|c| !c.archived));
+    assert_eq!((before.hot_file_bytes, before.archive_file_bytes), (before.file_bytes, 0));
+    assert!(before.file_bytes > 0);
+
+    let rep = j.tier("cold", 2).unwrap();
+    assert!(!rep.moved_cycles.is_empty());
+    let after = Journal::status(j.dir()).unwrap();
+    for c in &after.cycles {
+        assert_eq!(c.archived, rep.moved_cycles.contains(&c.cycle), "cycle {}", c.cycle);
+        assert_eq!(c.archived, !dir.join(data_file_name(c.cycle)).exists(), "cycle {}", c.cycle);
+    }
+    assert_eq!(after.archive_file_bytes, rep.moved_bytes);
+    assert_eq!(after.hot_file_bytes + after.archive_file_bytes, after.file_bytes);
+    assert_eq!(after.file_bytes, before.file_bytes, "tiering moves bytes, it does not change them");
+    let on_disk = |d: &Path| -> u64 {
+        std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.ends_with(".sbjd") || n.ends_with(".sbji")
+            })
+            .map(|e| e.metadata().unwrap().len())
+            .sum()
+    };
+    assert_eq!(after.archive_file_bytes, on_disk(&dir.join("cold")));
+    assert_eq!(after.hot_file_bytes, on_disk(&dir));
+
+    // A named reader 100 entries in lags by the rest; one never acked lags by everything.
+    let mut r = j.reader("slow").unwrap();
+    for _ in 0..100 {
+        r.try_recv_ref().unwrap();
+    }
+    r.ack();
+    drop(r);
+    drop(j.reader("idle").unwrap());
+    let st = Journal::status(j.dir()).unwrap();
+    let lag = |name: &str| st.reader_lag(st.readers.iter().find(|r| r.name == name).unwrap());
+    assert_eq!(st.next_index, 1000);
+    assert_eq!(lag("slow"), 900);
+    assert_eq!(lag("idle"), 1000);
+    // What was appended between two snapshots, across a roll to new cycles.
+    for i in 1000..1300u64 {
+        a.send(&payload(i, 200)).unwrap();
+    }
+    let later = Journal::status(j.dir()).unwrap();
+    assert!(later.cycles.len() > st.cycles.len());
+    assert_eq!(later.appended_since(&st), (300, later.bytes - st.bytes));
+    assert_eq!(st.appended_since(&later), (0, 0));
+    let ahead = shmbus::journal::ReaderInfo { name: "x".into(), position: 5000, holder_pid: None };
+    assert_eq!(st.reader_lag(&ahead), 0);
+}
+
 /// A toy cipher for the plumbing test (NOT cryptography): a keyed xorshift keystream and
 /// an 8-byte keyed checksum as the tag. Real users plug in an AEAD.
 struct ToyCipher(u64);

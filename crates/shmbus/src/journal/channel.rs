@@ -13,7 +13,7 @@ use crate::sys::fs::FlockOp;
 use crate::sys::{process_is_alive, ProcessId, ReadOnly};
 
 use super::appender::Appender;
-use super::cycles::{list_cycles_in, open_cycle_in};
+use super::cycles::{list_cycles_in, open_cycle_tier};
 use super::error::{open_error_message, JournalRecvError, JournalTierError};
 use super::files::{self, MetaFile};
 use super::format::{
@@ -526,8 +526,8 @@ impl Journal {
         let mut cycles = Vec::new();
         let mut unreadable_cycles = Vec::new();
         for c in list_cycles_in(&dir, archive_dir.as_deref()).map_err(|e| OpenError::io(&dir, e))? {
-            let cy = match open_cycle_in::<ReadOnly>(&dir, archive_dir.as_deref(), c, &meta.hdr, &trust) {
-                Ok(cy) => cy,
+            let (cy, archived) = match open_cycle_tier::<ReadOnly>(&dir, archive_dir.as_deref(), c, &meta.hdr, &trust) {
+                Ok(opened) => opened,
                 Err(OpenError::NotFound { .. }) => continue, // deleted meanwhile
                 Err(e) => {
                     unreadable_cycles.push((c, open_error_message(&e)));
@@ -543,6 +543,7 @@ impl Journal {
                 entries: n,
                 bytes: u * UNIT as u64,
                 file_bytes,
+                archived,
                 sealed,
                 bucket_start_ns: cy.hdr.bucket_start,
             });
@@ -557,6 +558,8 @@ impl Journal {
             next_index,
             bytes: cycles.iter().map(|c| c.bytes).sum(),
             file_bytes: cycles.iter().map(|c| c.file_bytes).sum(),
+            hot_file_bytes: cycles.iter().filter(|c| !c.archived).map(|c| c.file_bytes).sum(),
+            archive_file_bytes: cycles.iter().filter(|c| c.archived).map(|c| c.file_bytes).sum(),
             cycles,
             unreadable_cycles,
             readers: super::readers::readers_of(&meta),
@@ -600,6 +603,31 @@ impl Journal {
     }
 }
 
+impl JournalStatus {
+    /// How many entries named reader `reader` is behind the newest: `next_index` minus its
+    /// position (0 for a reader at or past the end).
+    pub fn reader_lag(&self, reader: &ReaderInfo) -> u64 {
+        self.next_index.saturating_sub(reader.position)
+    }
+
+    /// What was appended between the snapshot `earlier` and this one: `(entries, bytes)`,
+    /// entries from `next_index`, bytes from each cycle's data bytes in use (a cycle new
+    /// since `earlier` counts whole). Retention removing cycles in between does not count
+    /// as negative appends.
+    pub fn appended_since(&self, earlier: &JournalStatus) -> (u64, u64) {
+        let entries = self.next_index.saturating_sub(earlier.next_index);
+        let bytes = self
+            .cycles
+            .iter()
+            .map(|c| {
+                let before = earlier.cycles.iter().find(|e| e.cycle == c.cycle).map_or(0, |e| e.bytes);
+                c.bytes.saturating_sub(before)
+            })
+            .fold(0u64, u64::saturating_add);
+        (entries, bytes)
+    }
+}
+
 /// A cycle in [`JournalStatus`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CycleInfo {
@@ -613,6 +641,9 @@ pub struct CycleInfo {
     pub bytes: u64,
     /// Bytes of its data and index files on disk.
     pub file_bytes: u64,
+    /// Whether its files are in the archive tier ([`Journal::tier`]) rather than the
+    /// journal directory.
+    pub archived: bool,
     /// No more entries will be added.
     pub sealed: bool,
     /// Start of its time bucket (CLOCK_REALTIME ns; 0 when rolling by size only).
@@ -639,8 +670,12 @@ pub struct JournalStatus {
     pub next_index: u64,
     /// Data bytes in use over all cycles.
     pub bytes: u64,
-    /// Bytes of all cycle files on disk.
+    /// Bytes of all cycle files on disk (`hot_file_bytes + archive_file_bytes`).
     pub file_bytes: u64,
+    /// Bytes of the cycle files in the journal directory (the hot tier).
+    pub hot_file_bytes: u64,
+    /// Bytes of the cycle files in the archive tier (0 without one).
+    pub archive_file_bytes: u64,
     /// Named readers.
     pub readers: Vec<ReaderInfo>,
     /// Registered appenders.

@@ -217,17 +217,29 @@ pub(super) fn open_cycle_in<A: Access>(
     hdr: &MetaHeader,
     trust: &TrustPolicy,
 ) -> Result<CycleFiles<A>, OpenError> {
+    open_cycle_tier(dir, archive, c, hdr, trust).map(|(cy, _)| cy)
+}
+
+/// [`open_cycle_in`], also saying which tier the cycle was opened from: `true` for the
+/// archive.
+pub(super) fn open_cycle_tier<A: Access>(
+    dir: &Path,
+    archive: Option<&Path>,
+    c: u64,
+    hdr: &MetaHeader,
+    trust: &TrustPolicy,
+) -> Result<(CycleFiles<A>, bool), OpenError> {
     match CycleFiles::open_as(dir, c, hdr, None, trust) {
         Err(OpenError::NotFound { path }) => {
             if let Some(a) = archive {
                 match CycleFiles::open_as(a, c, hdr, None, trust) {
                     Err(OpenError::NotFound { .. }) => {}
-                    r => return r,
+                    r => return r.map(|cy| (cy, true)),
                 }
             }
             Err(OpenError::NotFound { path })
         }
-        r => r,
+        r => r.map(|cy| (cy, false)),
     }
 }
 

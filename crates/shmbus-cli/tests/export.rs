@@ -1,0 +1,298 @@
+//! `shmbus export` as a real process, scraped with curl, its output validated by Prometheus's
+//! own parser (`promtool check metrics`; `make deps` installs both).
+//!
+//! Every test gets its own root (on tmpfs when there is one) through `SHMBUS_ROOT`. The
+//! server listens on port 0 and prints the address it bound; waits poll with a generous
+//! limit, and no timing is asserted.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+
+use common::{one_error_line, Killed, Root};
+
+/// A running `shmbus export` and the URL of its metrics.
+struct Exporter {
+    _child: Killed,
+    url: String,
+}
+
+impl Exporter {
+    fn start(r: &Root, extra: &[&str]) -> Exporter {
+        let mut args = vec!["export", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut child = r.spawn(&args);
+        // The first stderr line names the URL it serves on.
+        let mut line = String::new();
+        BufReader::new(child.child().stderr.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .to_owned();
+        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/metrics"), "{url}");
+        Exporter { _child: child, url }
+    }
+
+    /// `curl` of `url`: (status code, content type, body).
+    fn curl(url: &str, method: &str) -> (u16, String, String) {
+        let out = Command::new("curl")
+            .args(["-sS", "-X", method, "-o", "-", "-w", "\n%{http_code} %{content_type}", url])
+            .output()
+            .expect("curl is needed (make deps installs it)");
+        assert!(out.status.success(), "curl {url}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (body, meta) = text.rsplit_once('\n').unwrap();
+        let (code, ctype) = meta.split_once(' ').unwrap();
+        (code.parse().unwrap(), ctype.to_owned(), body.to_owned())
+    }
+
+    /// A scrape of `/metrics`, checked: 200, the 0.0.4 content type, and promtool's parser
+    /// and linter find nothing to say.
+    fn scrape(&self) -> Metrics {
+        let (code, ctype, body) = Exporter::curl(&self.url, "GET");
+        assert_eq!(code, 200, "{body}");
+        assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
+        promtool_check(&body);
+        Metrics::parse(&body)
+    }
+}
+
+/// `promtool check metrics` on `body`: it must parse and pass the lint without a remark.
+fn promtool_check(body: &str) {
+    let mut p = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is needed (make deps installs it: Debian package prometheus)");
+    p.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = p.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "promtool: {said}\n---\n{body}");
+}
+
+/// One sample: its name, its labels, its value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// The samples of one scrape.
+struct Metrics {
+    body: String,
+    samples: Vec<Sample>,
+}
+
+impl Metrics {
+    /// Parses the sample lines (the label values our tests use need no unescaping), and
+    /// checks that every series appears once and every family has HELP and TYPE.
+    fn parse(body: &str) -> Metrics {
+        let mut samples = Vec::new();
+        let mut series = HashSet::new();
+        for line in body.lines().filter(|l| !l.starts_with('#')) {
+            let (series_text, value) = line.rsplit_once(' ').unwrap();
+            assert!(series.insert(series_text.to_owned()), "series twice: {series_text}");
+            let (name, labels) = match series_text.split_once('{') {
+                Some((n, l)) => (n, l.strip_suffix('}').unwrap()),
+                None => (series_text, ""),
+            };
+            let labels = labels
+                .split("\",")
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once("=\"").unwrap();
+                    (k.to_owned(), v.trim_end_matches('"').to_owned())
+                })
+                .collect();
+            let value = if value == "+Inf" { f64::INFINITY } else { value.parse().unwrap() };
+            samples.push((name.to_owned(), labels, value));
+        }
+        for (name, _, _) in &samples {
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|f| body.contains(&format!("# TYPE {f} histogram"))))
+                .unwrap_or(name);
+            assert!(body.contains(&format!("# HELP {family} ")), "no HELP for {family}");
+            assert!(body.contains(&format!("# TYPE {family} ")), "no TYPE for {family}");
+        }
+        Metrics { body: body.to_owned(), samples }
+    }
+
+    /// The values of `name` whose labels include every one of `want`.
+    fn values(&self, name: &str, want: &[(&str, &str)]) -> Vec<f64> {
+        self.samples
+            .iter()
+            .filter(|(n, labels, _)| {
+                n == name && want.iter().all(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|(_, _, v)| *v)
+            .collect()
+    }
+
+    /// The one value of `name` with labels `want`.
+    fn value(&self, name: &str, want: &[(&str, &str)]) -> f64 {
+        let v = self.values(name, want);
+        assert_eq!(v.len(), 1, "{name} {want:?}: {v:?} in\n{}", self.body);
+        v[0]
+    }
+}
+
+/// Messages the publisher sends: fewer than the topic keeps (16), so a slow subscriber loses none.
+const N: usize = 12;
+
+#[test]
+fn serves_topic_counters_and_journal_metrics_that_prometheus_parses() {
+    let r = Root::new();
+    // The topic (one message from a publisher that is gone), a subscriber, then a publisher
+    // that sends N messages and stays (its stdin open).
+    r.ok(&["pub", "--domain", "obs", "cam", "--data", "before"]);
+    let mut sub = r.spawn(&["sub", "--domain", "obs", "cam", "--timeout-ms", "60000"]);
+    r.wait_info("obs", "cam", |v| v["subscribers"] == 1);
+    let mut publisher = Killed(Some(
+        r.cmd(&["pub", "--domain", "obs", "cam"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap(),
+    ));
+    let mut stdin = publisher.child().stdin.take().unwrap();
+    for i in 0..N {
+        writeln!(stdin, "frame-{i:03}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut lines = BufReader::new(sub.child().stdout.take().unwrap()).lines();
+    for i in 0..N {
+        assert_eq!(lines.next().unwrap().unwrap(), format!("frame-{i:03}"));
+    }
+    // A journal with a named reader 2 entries in, of 5.
+    let j = r.jdir("events");
+    for e in 0..5 {
+        r.ok(&["journal", "append", "--dir", &j, "--data", &format!("e{e}")]);
+    }
+    r.ok(&["journal", "tail", "--dir", &j, "--reader", "slow", "--count", "2"]);
+    let missing = r.jdir("missing");
+
+    let ex = Exporter::start(&r, &["--journal", &j, "--journal", &missing]);
+    let m = ex.scrape();
+    let (pub_pid, sub_pid) = (publisher.id().to_string(), sub.id().to_string());
+    let ch = [("domain", "obs"), ("channel", "cam"), ("kind", "topic")];
+    let p = [ch[0], ch[1], ch[2], ("role", "publisher"), ("pid", pub_pid.as_str())];
+    let s = [ch[0], ch[1], ch[2], ("role", "subscriber"), ("pid", sub_pid.as_str())];
+    let bytes = (N * "frame-000".len()) as f64;
+    assert_eq!(m.value("shmbus_messages_total", &p), N as f64);
+    assert_eq!(m.value("shmbus_bytes_total", &p), bytes);
+    assert_eq!(m.value("shmbus_messages_total", &s), N as f64);
+    assert_eq!(m.value("shmbus_bytes_total", &s), bytes);
+    assert_eq!(m.value("shmbus_drops_total", &s), 0.0);
+    assert_eq!(m.value("shmbus_participant_alive", &p), 1.0);
+    assert_eq!(m.value("shmbus_participant_alive", &s), 1.0);
+    assert_eq!(m.value("shmbus_lag_messages", &s), 0.0);
+    assert!(m.values("shmbus_lag_messages", &p).is_empty(), "a publisher has no lag");
+    let last_seq = r.json(&["info", "--domain", "obs", "cam", "--json"])["last_seq"].as_f64().unwrap();
+    assert_eq!(last_seq, (N + 1) as f64, "sequence numbers count from 1");
+    assert_eq!(m.value("shmbus_last_seq", &ch), last_seq);
+    assert_eq!(m.value("shmbus_channel_participants", &ch), 2.0);
+    // Latency: the first message is sampled (1 in 64); buckets are cumulative up to +Inf.
+    let count = m.value("shmbus_latency_seconds_count", &s);
+    assert!(count >= 1.0, "{count}");
+    let inf = [&s[..], &[("le", "+Inf")]].concat();
+    assert_eq!(m.value("shmbus_latency_seconds_bucket", &inf), count);
+    let buckets = m.values("shmbus_latency_seconds_bucket", &s);
+    assert_eq!(buckets.len(), 64);
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+    assert!(m.value("shmbus_latency_seconds_sum", &s) > 0.0);
+    assert!(m.values("shmbus_latency_seconds_count", &p).is_empty(), "a publisher samples no latency");
+    assert_eq!(m.values("shmbus_spins_bucket", &s).len(), 16);
+    // The journal.
+    let jl = [("journal", "journal-events"), ("path", j.as_str())];
+    assert_eq!(m.value("shmbus_journal_up", &jl), 1.0);
+    assert_eq!(m.value("shmbus_journal_next_index", &jl), 5.0);
+    assert!(m.value("shmbus_journal_appended_bytes", &jl) > 0.0);
+    assert!(m.value("shmbus_journal_disk_bytes", &[jl[0], ("tier", "hot")]) > 0.0);
+    assert_eq!(m.value("shmbus_journal_disk_bytes", &[jl[0], ("tier", "archive")]), 0.0);
+    assert_eq!(m.value("shmbus_journal_reader_position", &[jl[0], ("reader", "slow")]), 2.0);
+    assert_eq!(m.value("shmbus_journal_reader_lag", &[jl[0], ("reader", "slow")]), 3.0);
+    assert_eq!(m.value("shmbus_journal_appenders", &jl), 0.0);
+    assert_eq!(m.value("shmbus_journal_up", &[("journal", "journal-missing")]), 0.0);
+    assert!(m.values("shmbus_journal_next_index", &[("journal", "journal-missing")]).is_empty());
+
+    // Each scrape is a fresh snapshot: more messages and entries show at once.
+    for i in N..N + 5 {
+        writeln!(stdin, "frame-{i:03}").unwrap();
+    }
+    stdin.flush().unwrap();
+    for _ in 0..5 {
+        lines.next().unwrap().unwrap();
+    }
+    r.ok(&["journal", "append", "--dir", &j, "--data", "e5"]);
+    let m = ex.scrape();
+    assert_eq!(m.value("shmbus_messages_total", &p), (N + 5) as f64);
+    assert_eq!(m.value("shmbus_messages_total", &s), (N + 5) as f64);
+    assert_eq!(m.value("shmbus_journal_next_index", &jl), 6.0);
+    assert_eq!(m.value("shmbus_journal_reader_lag", &[jl[0], ("reader", "slow")]), 4.0);
+
+    // A subscriber killed: its entry stays, marked dead, until the channel reclaims it.
+    sub.kill();
+    let m = ex.scrape();
+    assert_eq!(m.value("shmbus_participant_alive", &s), 0.0);
+    assert_eq!(m.value("shmbus_messages_total", &s), (N + 5) as f64, "a dead participant keeps its counts");
+    assert_eq!(m.value("shmbus_participant_alive", &p), 1.0);
+    drop(stdin);
+}
+
+#[test]
+fn other_paths_and_methods_and_a_removed_channel() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "kept", "--data", "x"]);
+    r.ok(&["pub", "--domain", "d", "--kind", "queue", "gone", "--data", "x"]);
+    let ex = Exporter::start(&r, &["--domain", "d"]);
+    let base = ex.url.strip_suffix("/metrics").unwrap();
+    assert_eq!(Exporter::curl(&format!("{base}/other"), "GET").0, 404);
+    assert_eq!(Exporter::curl(&format!("{base}/"), "GET").0, 404);
+    assert_eq!(Exporter::curl(&ex.url, "POST").0, 405);
+    assert_eq!(Exporter::curl(&format!("{}?x=1", ex.url), "GET").0, 200);
+
+    let m = ex.scrape();
+    let gone = [("domain", "d"), ("channel", "gone"), ("kind", "queue")];
+    assert_eq!(m.value("shmbus_pending", &[gone[0], gone[1], ("unit", "messages")]), 1.0);
+    assert_eq!(m.value("shmbus_channel_participants", &gone), 0.0);
+    assert_eq!(m.value("shmbus_last_seq", &[("channel", "kept")]), 1.0);
+    // The channel removed between two scrapes: the next one is fine without it.
+    std::fs::remove_file(r.channel_file("d", "gone")).unwrap();
+    let m = ex.scrape();
+    assert!(m.values("shmbus_channel_participants", &[("channel", "gone")]).is_empty());
+    assert_eq!(m.value("shmbus_channel_participants", &[("channel", "kept")]), 0.0);
+    // A garbage file where a channel was: skipped too, never a 500.
+    std::fs::write(r.channel_file("d", "gone"), b"not a segment").unwrap();
+    let m = ex.scrape();
+    assert!(m.values("shmbus_channel_participants", &[("channel", "gone")]).is_empty());
+}
+
+#[test]
+fn an_address_in_use_is_one_clear_error() {
+    let r = Root::new();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = r.run(&["export", "--listen", &addr]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        one_error_line(&out),
+        format!("shmbus: cannot listen on {addr}: address in use; choose another with --listen")
+    );
+    let out = r.run(&["export", "--listen", "not-an-address"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).starts_with("shmbus: cannot listen on not-an-address: "));
+}
+
+/// A journal directory whose name needs escaping in a label value still gives output that
+/// Prometheus parses.
+#[test]
+fn label_values_are_escaped() {
+    let r = Root::new();
+    let j = r.0.join("odd \"name\" \\ here");
+    let j = j.to_str().unwrap();
+    r.ok(&["journal", "append", "--dir", j, "--data", "x"]);
+    let ex = Exporter::start(&r, &["--journal", j]);
+    let (code, _, body) = Exporter::curl(&ex.url, "GET");
+    assert_eq!(code, 200);
+    promtool_check(&body);
+    assert!(body.contains(r#"shmbus_journal_next_index{journal="odd \"name\" \\ here",path=""#), "{body}");
+}
