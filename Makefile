@@ -22,6 +22,8 @@ deps:
 	  (apt-get update && apt-get install -y gcc pkg-config cmake)
 	@# The C++ API's tests compile with both g++ and clang++.
 	@command -v g++ >/dev/null && command -v clang++ >/dev/null || (apt-get update && apt-get install -y g++ clang)
+	@# `shmbus top`'s tests drive it in a real terminal.
+	@command -v tmux >/dev/null || (apt-get update && apt-get install -y tmux)
 
 fmt:
 	$(CARGO) fmt --all --check

@@ -20,6 +20,7 @@ mod pubsub;
 mod queue;
 mod record;
 mod stream;
+mod top;
 mod topic;
 
 use std::fmt;
@@ -76,6 +77,9 @@ enum Command {
     Record(record::RecordArgs),
     /// Republish a recorded journal to its topics, with the original spacing.
     Replay(record::ReplayArgs),
+    /// A live full-screen view of every channel's rates, lags, drops and latencies (q quits);
+    /// --once prints one snapshot (--json for scripts).
+    Top(top::Args),
     /// One process of `shmbus demo` (internal).
     #[command(hide = true)]
     DemoRole(demo::RoleArgs),
@@ -186,6 +190,7 @@ fn main() -> ExitCode {
         Command::Journal(a) => journal::run(&ctx, &a),
         Command::Record(a) => record::run_record(&ctx, &a),
         Command::Replay(a) => record::run_replay(&ctx, &a),
+        Command::Top(a) => top::run(&ctx, &a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
