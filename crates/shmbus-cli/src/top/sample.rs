@@ -28,6 +28,19 @@ pub struct Key {
     pub name: String,
 }
 
+impl Key {
+    /// The name in the table: `domain/name`, or a journal directory's last component.
+    pub fn short(&self) -> String {
+        match &self.domain {
+            Some(d) => format!("{d}/{}", self.name),
+            None => {
+                let p = std::path::Path::new(&self.name);
+                p.file_name().map_or_else(|| self.name.clone(), |f| f.to_string_lossy().into_owned())
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.domain {

@@ -143,8 +143,7 @@ fn draw_table(frame: &mut Frame, app: &App, visible: &[&Row], area: Rect) {
     }))
     .style(Style::default().add_modifier(Modifier::BOLD));
     let rows = visible.iter().map(|r| {
-        let mut cells =
-            vec![Cell::from(r.key.to_string()), Cell::from(r.kind.clone().unwrap_or_else(|| "error".into()))];
+        let mut cells = vec![Cell::from(r.key.short()), Cell::from(r.kind.clone().unwrap_or_else(|| "error".into()))];
         if r.error.is_some() {
             cells.push(Cell::from("(unreadable: Enter for why)"));
         } else {
@@ -199,11 +198,11 @@ fn draw_detail(frame: &mut Frame, row: &Row, area: Rect) {
                 ])
             });
             let widths = [Constraint::Min(16), Constraint::Length(12), Constraint::Length(12), Constraint::Length(12)];
-            let mut t = Table::new(rows, widths).header(header).column_spacing(1);
             if j.readers.is_empty() {
-                t = t.footer(TableRow::new(["(no named readers)"]));
+                frame.render_widget(Paragraph::new("no named readers"), list);
+            } else {
+                frame.render_widget(Table::new(rows, widths).header(header).column_spacing(1), list);
             }
-            frame.render_widget(t, list);
         }
         None => {
             let titles =
@@ -234,11 +233,11 @@ fn draw_detail(frame: &mut Frame, row: &Row, area: Rect) {
                 TableRow::new(text.into_iter().map(Cell::from).chain(numbers.into_iter().map(right)))
             });
             let widths = [7, 8, 10, 4, 5, 5, 5, 5, 5, 5, 5, 5].map(Constraint::Length);
-            let mut t = Table::new(rows, widths).header(header).column_spacing(1);
             if row.participants.is_empty() {
-                t = t.footer(TableRow::new(["(no participants)"]));
+                frame.render_widget(Paragraph::new("no participants"), list);
+            } else {
+                frame.render_widget(Table::new(rows, widths).header(header).column_spacing(1), list);
             }
-            frame.render_widget(t, list);
         }
     }
 }
@@ -247,7 +246,7 @@ fn summary_line(row: &Row) -> String {
     let m = row.metrics.as_ref();
     if let Some(j) = &row.journal {
         return format!(
-            "entries {}..{}  on disk {}B in {} cycles  appenders {}  {:.0} appends/s",
+            "entries {}..{}  on disk {}B  cycles {}  appenders {}  {:.0} appends/s",
             j.first_index,
             j.next_index,
             bytes(Some(j.file_bytes as f64)),
