@@ -30,6 +30,8 @@ const DEADLINE: Duration = Duration::from_secs(10);
 struct Tmux {
     socket: String,
     exit_file: PathBuf,
+    /// The server's socket file, which `kill-server` leaves behind.
+    socket_path: Option<PathBuf>,
 }
 
 impl Tmux {
@@ -45,7 +47,7 @@ impl Tmux {
             root.0.display(),
             exit_file.display()
         );
-        let t = Tmux { socket, exit_file };
+        let mut t = Tmux { socket, exit_file, socket_path: None };
         t.tmux(&[
             "-f",
             "/dev/null",
@@ -59,6 +61,8 @@ impl Tmux {
             &height.to_string(),
             &command,
         ]);
+        let path = t.tmux(&["display-message", "-p", "#{socket_path}"]);
+        t.socket_path = Some(PathBuf::from(path.trim()));
         t
     }
 
@@ -129,6 +133,9 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+        if let Some(p) = self.socket_path.take() {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
 
