@@ -26,6 +26,8 @@ deps:
 	@# parser (promtool, in Debian's prometheus package).
 	@command -v curl >/dev/null || (apt-get update && apt-get install -y curl)
 	@command -v promtool >/dev/null || (apt-get update && apt-get install -y --no-install-recommends prometheus)
+	@# `shmbus top`'s tests drive it in a real terminal.
+	@command -v tmux >/dev/null || (apt-get update && apt-get install -y tmux)
 
 fmt:
 	$(CARGO) fmt --all --check

@@ -24,6 +24,7 @@ mod pubsub;
 mod queue;
 mod record;
 mod stream;
+mod top;
 mod topic;
 
 use std::fmt;
@@ -96,6 +97,9 @@ enum Command {
     /// A topic's publish → receive latency: p50/p90/p99/max over the last --window messages,
     /// seen by a subscriber of its own. Other kinds carry no timestamps (exit 2).
     Delay(hz::Args),
+    /// A live full-screen view of every channel's rates, lags, drops and latencies (q quits);
+    /// --once prints one snapshot (--json for scripts).
+    Top(top::Args),
     /// One process of `shmbus demo` (internal).
     #[command(hide = true)]
     DemoRole(demo::RoleArgs),
@@ -215,6 +219,7 @@ fn main() -> ExitCode {
         Command::Hz(a) => hz::run(&ctx, &a, hz::Verb::Hz),
         Command::Bw(a) => hz::run(&ctx, &a, hz::Verb::Bw),
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
+        Command::Top(a) => top::run(&ctx, &a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

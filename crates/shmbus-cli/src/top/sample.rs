@@ -1,0 +1,409 @@
+//! What `top` shows: one [`Row`] per channel or journal, made from two successive snapshots.
+//!
+//! A [`Sampler`] keeps the previous snapshot of every channel (`shmbus::stats`) and journal
+//! (`Journal::status`) it watches; each [`Sampler::sample`] takes new ones and turns the
+//! difference into rates. The first sample of a channel has no interval yet: its rates are
+//! `None`. A channel missing from a sample (removed meanwhile) is reported in
+//! [`Sample::gone`] and forgotten.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+
+use shmbus::stats::{self, ChannelRates, ChannelStats, Counters};
+use shmbus::time::monotonic_ns;
+use shmbus::{Journal, JournalStatus, OpenError};
+
+use crate::{Ctx, Result};
+
+/// How many past rates and latencies a channel keeps for its sparklines.
+pub const HISTORY: usize = 60;
+
+/// What names a row across samples: its domain (none for a journal) and its name (the
+/// journal's directory as given).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// The channel's domain; `None` for a journal.
+    pub domain: Option<String>,
+    /// The channel's name, or the journal's directory.
+    pub name: String,
+}
+
+impl Key {
+    /// The name in the table: `domain/name`, or a journal directory's last component.
+    pub fn short(&self) -> String {
+        match &self.domain {
+            Some(d) => format!("{d}/{}", self.name),
+            None => {
+                let p = std::path::Path::new(&self.name);
+                p.file_name().map_or_else(|| self.name.clone(), |f| f.to_string_lossy().into_owned())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.domain {
+            Some(d) => write!(f, "{d}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// A channel's activity over the last interval (every rate per second).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metrics {
+    /// Messages entering the channel: what its senders counted, else the growth of its
+    /// sequence number (topic, queue), else what its receivers counted. Journals: entries
+    /// appended.
+    pub rate: f64,
+    /// Messages the sending participants counted.
+    pub sent_per_s: f64,
+    /// Messages the receiving participants counted.
+    pub received_per_s: f64,
+    /// Payload bytes sent (received where the senders count nothing). Journals: growth of
+    /// the data in use.
+    pub bandwidth: f64,
+    /// Messages lost by receivers.
+    pub drops_per_s: f64,
+    /// Sends that found the channel full (blocked sends).
+    pub full_per_s: f64,
+    /// Calls that waited.
+    pub blocked_per_s: f64,
+    /// `FUTEX_WAIT` and `FUTEX_WAKE` calls.
+    pub futex_per_s: f64,
+    /// The slowest receiver's lag (topics: messages; journals: entries behind, per named
+    /// reader).
+    pub max_lag: Option<u64>,
+    /// Median sampled latency in the interval, ns.
+    pub p50: Option<u64>,
+    /// 99th percentile sampled latency in the interval, ns.
+    pub p99: Option<u64>,
+}
+
+/// One participant of a channel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Participant {
+    /// Its entry in the participant table.
+    pub index: usize,
+    /// Its process id.
+    pub pid: u32,
+    /// Its process's name (`/proc/PID/comm`); `None` when dead or unreadable.
+    pub process: Option<String>,
+    /// Its role ("publisher", "subscriber", …).
+    pub role: String,
+    /// Whether its process is alive.
+    pub alive: bool,
+    /// Messages per second in the last interval (`None` before there is one).
+    pub messages_per_s: Option<f64>,
+    /// Bytes per second in the last interval.
+    pub bytes_per_s: Option<f64>,
+    /// Messages behind the newest (topic receivers).
+    pub lag: Option<u64>,
+    /// Its counters since it registered.
+    pub counters: Counters,
+    /// Median latency in the last interval, ns.
+    pub p50: Option<u64>,
+    /// 99th percentile latency in the last interval, ns.
+    pub p99: Option<u64>,
+}
+
+/// A named reader of a journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reader {
+    /// Its name.
+    pub name: String,
+    /// The index it resumes at.
+    pub position: u64,
+    /// Entries behind the newest: `next_index - position`.
+    pub lag: u64,
+    /// The live process holding it.
+    pub holder_pid: Option<u32>,
+}
+
+/// What a journal row has beyond [`Metrics`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalState {
+    /// Oldest retained index.
+    pub first_index: u64,
+    /// Index of the next entry.
+    pub next_index: u64,
+    /// Bytes of its cycle files on disk.
+    pub file_bytes: u64,
+    /// Cycle files present.
+    pub cycles: usize,
+    /// Named readers.
+    pub readers: Vec<Reader>,
+}
+
+/// Rates and p50 latencies of the last [`HISTORY`] intervals, oldest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    /// Messages (journal entries) per second.
+    pub rate: VecDeque<u64>,
+    /// Median latency in ns (0: no sample).
+    pub p50: VecDeque<u64>,
+}
+
+impl History {
+    fn push(&mut self, m: &Metrics) {
+        for (q, v) in [(&mut self.rate, m.rate.round() as u64), (&mut self.p50, m.p50.unwrap_or(0))] {
+            if q.len() == HISTORY {
+                q.pop_front();
+            }
+            q.push_back(v);
+        }
+    }
+}
+
+/// One line of `top`: a channel or journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Which one.
+    pub key: Key,
+    /// Its kind ("topic", …, "journal"); `None` when it could not be read.
+    pub kind: Option<String>,
+    /// Why it could not be read.
+    pub error: Option<String>,
+    /// Live sending endpoints (journals: appenders).
+    pub senders: Option<usize>,
+    /// Live receiving endpoints (journals: named readers).
+    pub receivers: Option<usize>,
+    /// Activity over the last interval; `None` on its first sample.
+    pub metrics: Option<Metrics>,
+    /// Its participants (channels).
+    pub participants: Vec<Participant>,
+    /// Its state (journals).
+    pub journal: Option<JournalState>,
+    /// Its past rates and latencies.
+    pub history: History,
+}
+
+impl Row {
+    fn failed(key: Key, error: String) -> Row {
+        Row {
+            key,
+            kind: None,
+            error: Some(error),
+            senders: None,
+            receivers: None,
+            metrics: None,
+            participants: Vec::new(),
+            journal: None,
+            history: History::default(),
+        }
+    }
+}
+
+/// The result of one [`Sampler::sample`].
+#[derive(Debug, Clone, Default)]
+pub struct Sample {
+    /// Every channel and journal, in domain and name order (journals last, as given).
+    pub rows: Vec<Row>,
+    /// Channels seen in the previous sample and missing now.
+    pub gone: Vec<Key>,
+    /// A domain that could not be listed, and why.
+    pub warnings: Vec<String>,
+}
+
+/// What a sampler remembers of a channel or journal between samples.
+#[derive(Debug)]
+enum Previous {
+    Channel(ChannelStats),
+    Journal { status: JournalStatus, taken_ns: u64 },
+}
+
+/// Takes successive snapshots of the channels of one domain (or all) and of some journals.
+#[derive(Debug)]
+pub struct Sampler {
+    domain: Option<String>,
+    journals: Vec<PathBuf>,
+    previous: HashMap<Key, Previous>,
+    history: HashMap<Key, History>,
+}
+
+impl Sampler {
+    /// A sampler of `domain` (every domain when `None`) and of the journal directories
+    /// `journals`.
+    pub fn new(domain: Option<String>, journals: Vec<PathBuf>) -> Sampler {
+        Sampler { domain, journals, previous: HashMap::new(), history: HashMap::new() }
+    }
+
+    /// Takes a snapshot of everything watched and the rates since the previous one. Fails
+    /// only when the domains cannot be listed (the root is unreadable, a bad domain name).
+    pub fn sample(&mut self, ctx: &Ctx) -> Result<Sample> {
+        let mut out = Sample::default();
+        let mut seen: HashMap<Key, Previous> = HashMap::new();
+        for domain in ctx.domains(self.domain.as_deref())? {
+            let listed = match stats::domain_stats(&domain) {
+                Ok(l) => l,
+                Err(e) => {
+                    out.warnings.push(format!("domain {}: {e}", domain.name()));
+                    continue;
+                }
+            };
+            for (name, snapshot) in listed {
+                let key = Key { domain: Some(domain.name().to_owned()), name };
+                match snapshot {
+                    // Removed between the listing and the read: as if not listed.
+                    Err(OpenError::NotFound { .. }) => {}
+                    Err(e) => out.rows.push(Row::failed(key, e.to_string())),
+                    Ok(now) => {
+                        let earlier = match self.previous.get(&key) {
+                            Some(Previous::Channel(s)) => Some(s),
+                            _ => None,
+                        };
+                        let history = self.history.entry(key.clone()).or_default();
+                        out.rows.push(channel_row(key.clone(), earlier, &now, history));
+                        seen.insert(key, Previous::Channel(now));
+                    }
+                }
+            }
+        }
+        for dir in &self.journals {
+            let key = Key { domain: None, name: dir.display().to_string() };
+            match Journal::status(dir) {
+                Err(e) => out.rows.push(Row::failed(key, e.to_string())),
+                Ok(status) => {
+                    let taken_ns = monotonic_ns();
+                    let earlier = match self.previous.get(&key) {
+                        Some(Previous::Journal { status, taken_ns }) => Some((status, *taken_ns)),
+                        _ => None,
+                    };
+                    let history = self.history.entry(key.clone()).or_default();
+                    out.rows.push(journal_row(key.clone(), earlier, (&status, taken_ns), history));
+                    seen.insert(key, Previous::Journal { status, taken_ns });
+                }
+            }
+        }
+        out.gone = self.previous.keys().filter(|k| !seen.contains_key(*k)).cloned().collect();
+        out.gone.sort();
+        self.history.retain(|k, _| seen.contains_key(k));
+        self.previous = seen;
+        Ok(out)
+    }
+}
+
+/// The name of process `pid` (`/proc/PID/comm`), if it can be read.
+fn process_name(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let comm = comm.trim_end_matches('\n');
+    (!comm.is_empty()).then(|| comm.to_owned())
+}
+
+/// Messages per second entering a channel: see [`Metrics::rate`].
+fn entering_rate(r: &ChannelRates, earlier: &ChannelStats, now: &ChannelStats) -> f64 {
+    if r.sent_per_s > 0.0 {
+        return r.sent_per_s;
+    }
+    match (earlier.description.last_seq, now.description.last_seq) {
+        (Some(a), Some(b)) if b > a => (b - a) as f64 / r.interval_s,
+        _ => r.received_per_s,
+    }
+}
+
+fn channel_row(key: Key, earlier: Option<&ChannelStats>, now: &ChannelStats, history: &mut History) -> Row {
+    let rates = earlier.map(|e| (e, stats::rates(e, now)));
+    let metrics = rates.as_ref().map(|(e, r)| {
+        let per_s = |n: u64| n as f64 / r.interval_s;
+        Metrics {
+            rate: entering_rate(r, e, now),
+            sent_per_s: r.sent_per_s,
+            received_per_s: r.received_per_s,
+            bandwidth: if r.sent_bytes_per_s > 0.0 { r.sent_bytes_per_s } else { r.received_bytes_per_s },
+            drops_per_s: r.drops_per_s(),
+            full_per_s: per_s(r.total.full),
+            blocked_per_s: per_s(r.total.blocked),
+            futex_per_s: r.futex_per_s(),
+            max_lag: r.max_lag,
+            p50: r.total.latency_quantile(0.5),
+            p99: r.total.latency_quantile(0.99),
+        }
+    });
+    let participants = match &rates {
+        Some((_, r)) => {
+            r.participants.iter().map(|p| participant(&p.participant, Some(p), now.lag(&p.participant))).collect()
+        }
+        None => now.participants.iter().map(|p| participant(p, None, now.lag(p))).collect(),
+    };
+    if let Some(m) = &metrics {
+        history.push(m);
+    }
+    Row {
+        key,
+        kind: Some(now.kind.to_string()),
+        error: None,
+        senders: now.description.senders,
+        receivers: now.description.receivers,
+        metrics,
+        participants,
+        journal: None,
+        history: history.clone(),
+    }
+}
+
+fn participant(p: &stats::ParticipantStats, r: Option<&stats::ParticipantRates>, lag: Option<u64>) -> Participant {
+    Participant {
+        index: p.index,
+        pid: p.process.pid,
+        process: if p.alive { process_name(p.process.pid) } else { None },
+        role: p.role_name.to_owned(),
+        alive: p.alive,
+        messages_per_s: r.map(|r| r.messages_per_s),
+        bytes_per_s: r.map(|r| r.bytes_per_s),
+        lag,
+        counters: p.counters.clone(),
+        p50: r.and_then(|r| r.delta.latency_quantile(0.5)),
+        p99: r.and_then(|r| r.delta.latency_quantile(0.99)),
+    }
+}
+
+fn journal_row(
+    key: Key,
+    earlier: Option<(&JournalStatus, u64)>,
+    (now, now_ns): (&JournalStatus, u64),
+    history: &mut History,
+) -> Row {
+    let readers: Vec<Reader> = now
+        .readers
+        .iter()
+        .map(|r| Reader {
+            name: r.name.clone(),
+            position: r.position,
+            lag: now.next_index.saturating_sub(r.position),
+            holder_pid: r.holder_pid,
+        })
+        .collect();
+    let max_lag = readers.iter().map(|r| r.lag).max();
+    let metrics = earlier.map(|(e, e_ns)| {
+        let interval_s = (now_ns.saturating_sub(e_ns) as f64 / 1e9).max(1e-9);
+        let rate = now.next_index.saturating_sub(e.next_index) as f64 / interval_s;
+        Metrics {
+            rate,
+            sent_per_s: rate,
+            bandwidth: now.bytes.saturating_sub(e.bytes) as f64 / interval_s,
+            max_lag,
+            ..Metrics::default()
+        }
+    });
+    if let Some(m) = &metrics {
+        history.push(m);
+    }
+    Row {
+        key,
+        kind: Some("journal".into()),
+        error: None,
+        senders: Some(now.appenders),
+        receivers: Some(readers.len()),
+        metrics,
+        participants: Vec::new(),
+        journal: Some(JournalState {
+            first_index: now.first_index,
+            next_index: now.next_index,
+            file_bytes: now.file_bytes,
+            cycles: now.cycles.len(),
+            readers,
+        }),
+        history: history.clone(),
+    }
+}
