@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::output::{print_json, Align, Table};
-use crate::{Ctx, Result};
+use crate::{CliError, Ctx, Result};
 use format::{bytes, count, nanos};
 use sample::{Participant, Row, Sampler};
 
@@ -59,8 +59,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let mut sampler = Sampler::new(args.domain.clone(), args.journal.clone());
     if !args.once {
         if !std::io::stdout().is_terminal() {
-            eprintln!("shmbus: top needs a terminal; use `shmbus top --once` (add --json for scripts)");
-            std::process::exit(2);
+            return Err(CliError::usage("top needs a terminal; use `shmbus top --once` (add --json for scripts)"));
         }
         return term::run(ctx, &mut sampler, interval);
     }
