@@ -178,6 +178,24 @@ pub(crate) fn block_on_with<T>(
     }
 }
 
+/// [`block_on_with`] for a call that has not tried yet: one try first, uncounted, and the
+/// wait, counted in `counter`, only if that try finds nothing. So `blocked` counts the calls
+/// that had to wait, and the spin histogram the tries a wait took after the first.
+#[cfg(not(loom))]
+pub(crate) fn try_then_block_on<T>(
+    event: &EventWord,
+    policy: WaitPolicy,
+    deadline: Deadline,
+    recheck: impl Fn() -> Option<Duration>,
+    counter: Counter,
+    mut attempt: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    if let Some(v) = attempt() {
+        return Some(v);
+    }
+    block_on_with(event, policy, deadline, recheck, Some(counter), attempt)
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

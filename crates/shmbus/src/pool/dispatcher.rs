@@ -12,6 +12,7 @@ use super::protocol::{Claim, PoolRef};
 use crate::endpoint::registration::claim_exclusive;
 use crate::error::OpenError;
 use crate::segment::Segment;
+use crate::stats::Counter;
 use crate::sys::{process_is_alive, ProcessId};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -31,6 +32,9 @@ pub struct Dispatcher {
     dispatched: u64,
     /// Lost jobs found while attaching, returned by the first `reap`.
     pending_lost: Vec<LostJob>,
+    /// Our counter block (see [`crate::stats`]): the dispatcher dispatches through
+    /// `&mut self`, so it is the block's one writer and every count is a load and a store.
+    counter: Counter,
 }
 
 impl Dispatcher {
@@ -40,6 +44,7 @@ impl Dispatcher {
         // are repaired below.
         let me = ProcessId::current();
         claim_exclusive(seg.participants(), me, DISPATCHER_ENTRY, ROLE_DISPATCHER, seg.path(), |_, _| {})?;
+        let counter = shared.own_counter(DISPATCHER_ENTRY);
         let pool = pool_ref(seg, &layout);
         // We are the only dispatcher and have not dispatched yet: any FILLING is a dead
         // predecessor's half-written job, never delivered. Its worker is still waiting.
@@ -47,7 +52,7 @@ impl Dispatcher {
         pool.attach();
         let next_id = pool.next_job_id().max(1);
         let dispatched = pool.dispatched();
-        let mut d = Dispatcher { shared, layout, rr: 0, next_id, dispatched, pending_lost: Vec::new() };
+        let mut d = Dispatcher { shared, layout, rr: 0, next_id, dispatched, pending_lost: Vec::new(), counter };
         let mut lost = Vec::new();
         d.reap_into(&mut lost);
         d.pending_lost = lost;
@@ -98,6 +103,7 @@ impl Dispatcher {
             match self.pool().claim_idle(self.rr) {
                 Claim::Claimed(i) => {
                     if self.fill(i, job_id, job, true) {
+                        self.counter.message(job.len());
                         return Ok(Dispatched { job_id, worker: i });
                     }
                 }
@@ -110,11 +116,13 @@ impl Dispatcher {
         if self.seg().was_truncated() {
             return Err(PoolTrySendError::Truncated);
         }
+        self.counter.full();
         Err(PoolTrySendError::AllBusy)
     }
 
-    /// Copies `bytes` into claimed (FILLING) mailbox `i` and publishes it. `false` if the
-    /// worker gave up on us meanwhile (it wrongly believed us dead): not delivered.
+    /// Copies `bytes` into claimed (FILLING) mailbox `i` and publishes it (counting the wake,
+    /// if `wake` and the worker slept). `false` if the worker gave up on us meanwhile (it
+    /// wrongly believed us dead): not delivered.
     fn fill(&mut self, i: usize, job_id: u64, bytes: &[u8], wake: bool) -> bool {
         debug_assert!(bytes.len() <= self.layout.max_job_size);
         let dst = payload_ptr(self.seg(), &self.layout, i);
@@ -125,8 +133,12 @@ impl Dispatcher {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
         let pool = pool_ref(self.shared.seg(), &self.layout);
         self.rr = (i + 1) % self.layout.max_workers;
-        if !pool.publish(i, job_id, bytes.len() as u64, wake) {
+        // The wake apart from the publish (as `publish` would do it, right after), to count it.
+        if !pool.publish(i, job_id, bytes.len() as u64, false) {
             return false;
+        }
+        if wake && pool.wake(i) {
+            self.counter.futex_wake();
         }
         self.dispatched += 1;
         pool.record(self.next_id, self.dispatched);
@@ -176,11 +188,19 @@ impl Dispatcher {
                 }
             }
         }
+        let sent = dispatched.len() - first;
+        let bytes = jobs[..sent].iter().map(|j| j.len() as u64).sum();
+        self.counter.messages(sent as u64, bytes);
+        if sent < jobs.len() {
+            self.counter.full();
+        }
         let pool = self.pool();
         for d in &dispatched[first..] {
-            pool.wake(d.worker);
+            if pool.wake(d.worker) {
+                self.counter.futex_wake();
+            }
         }
-        Ok(dispatched.len() - first)
+        Ok(sent)
     }
 
     /// Reclaims the mailboxes of dead workers and reports every job lost with them (held by

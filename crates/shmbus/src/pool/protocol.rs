@@ -423,7 +423,14 @@ impl<'a> PoolRef<'a> {
 
     /// Worker: declares itself waiting for work (BUSY/TAKEN → IDLE), or reports that a job
     /// is already there or on its way.
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
     pub fn make_idle(&self, i: usize) -> Idle {
+        self.make_idle_woke(i).0
+    }
+
+    /// [`make_idle`](Self::make_idle), also saying whether announcing the idle worker took a
+    /// `FUTEX_WAKE` (a dispatcher slept on the idle event), for the worker's counters.
+    pub fn make_idle_woke(&self, i: usize) -> (Idle, bool) {
         let mb = self.mailbox(i);
         let s = mb.state.load(Ordering::Acquire);
         match s {
@@ -432,13 +439,13 @@ impl<'a> PoolRef<'a> {
                 // previous job's payload happen before the dispatcher overwrites it.
                 mb.state.store(IDLE, Ordering::Release);
                 self.hdr.w.idle_bits.fetch_or(bit(i), Ordering::Release);
-                self.hdr.w.idle_event.notify();
-                Idle::Waiting
+                let woke = self.hdr.w.idle_event.notify();
+                (Idle::Waiting, woke)
             }
-            IDLE => Idle::Waiting,
-            FULL => Idle::Full,
-            FILLING => Idle::Filling,
-            other => Idle::Corrupt(other),
+            IDLE => (Idle::Waiting, false),
+            FULL => (Idle::Full, false),
+            FILLING => (Idle::Filling, false),
+            other => (Idle::Corrupt(other), false),
         }
     }
 
@@ -658,9 +665,9 @@ impl<'a> PoolRef<'a> {
     }
 
     /// Wakes worker `i` (after a quiet `publish`, or on detach). One atomic; a system call
-    /// only if the worker sleeps.
-    pub fn wake(&self, i: usize) {
-        self.mailbox(i).event.notify();
+    /// only if the worker sleeps. Returns whether it made that call.
+    pub fn wake(&self, i: usize) -> bool {
+        self.mailbox(i).event.notify()
     }
 
     /// Dispatcher, on attach: undoes FILLING left by a dead predecessor (FILLING → IDLE; the

@@ -13,8 +13,9 @@ use super::protocol::{Idle, Leave, Mail, PoolRef, Withdraw, BUSY, LOST, VACANT};
 use crate::endpoint::liveness::Throttle;
 use crate::error::{Corrupt, OpenError};
 use crate::segment::{Kind, Segment};
+use crate::stats::Counter;
 use crate::sys::{process_is_alive, ProcessId};
-use crate::wait::{block_on, Deadline, WaitPolicy};
+use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// How long a worker waits for a live dispatcher to finish writing a job (a copy of at most
@@ -41,6 +42,9 @@ pub struct Worker {
     orphan_check: Throttle,
     orphaned: Cell<bool>,
     reported_epoch: Cell<u64>,
+    /// Our counter block (see [`crate::stats`]); only this worker writes it, and the worker
+    /// is `!Sync`, so every count is a plain load and store.
+    counter: Counter,
 }
 
 /// A job read in place, in the worker's mailbox (no copy), from
@@ -198,6 +202,7 @@ impl Worker {
         let st = pool.dispatcher_state();
         let serving = st & 1 == 1 && dispatcher_alive(seg).is_some_and(|d| d.1);
         let reported_epoch = if serving { (st >> 1).wrapping_sub(1) } else { st >> 1 };
+        let counter = shared.own_counter(slot + 1);
         Ok(Worker {
             shared,
             layout,
@@ -206,6 +211,7 @@ impl Worker {
             orphan_check: Throttle::new(DEFAULT_ORPHAN_CHECK),
             orphaned: Cell::new(false),
             reported_epoch: Cell::new(reported_epoch),
+            counter,
         })
     }
 
@@ -416,7 +422,7 @@ impl Worker {
     /// passed).
     fn take(&mut self, deadline: Deadline) -> Result<(u64, u64), Option<PoolRecvError>> {
         let slot = self.slot;
-        if let Idle::Corrupt(s) = self.pool().make_idle(slot) {
+        if let Idle::Corrupt(s) = self.make_idle() {
             if self.truncated() {
                 return Err(Some(PoolRecvError::Truncated));
             }
@@ -424,12 +430,12 @@ impl Worker {
         }
         let this = &*self;
         let pool = this.pool();
-        let got = block_on(
+        let got = try_then_block_on(
             pool.mailbox(slot).event(),
             this.policy,
             deadline,
-            Some(this.orphan_check.interval()),
-            None,
+            || Some(this.orphan_check.interval()),
+            this.counter,
             || {
                 match pool.try_take(slot) {
                     Mail::Job { id, len } => Some(Ok((id, len))),
@@ -458,7 +464,10 @@ impl Worker {
             },
         };
         match this.check_len(id, len) {
-            Ok(()) => Ok((id, len)),
+            Ok(()) => {
+                this.counter.message(len as usize);
+                Ok((id, len))
+            }
             Err(_) if this.truncated() => Err(Some(PoolRecvError::Truncated)),
             Err(c) => Err(Some(PoolRecvError::Corrupt(c))),
         }
@@ -468,7 +477,7 @@ impl Worker {
     fn try_take(&mut self) -> Result<(u64, u64), PoolTryRecvError> {
         let slot = self.slot;
         let pool = self.pool();
-        if let Idle::Corrupt(s) = pool.make_idle(slot) {
+        if let Idle::Corrupt(s) = self.make_idle() {
             if self.truncated() {
                 return Err(PoolTryRecvError::Truncated);
             }
@@ -493,7 +502,10 @@ impl Worker {
             }
         };
         match self.check_len(id, len) {
-            Ok(()) => Ok((id, len)),
+            Ok(()) => {
+                self.counter.message(len as usize);
+                Ok((id, len))
+            }
             Err(_) if self.truncated() => Err(PoolTryRecvError::Truncated),
             Err(c) => Err(PoolTryRecvError::Corrupt(c)),
         }
@@ -549,7 +561,17 @@ impl Worker {
     /// receive. Call it only if a receive follows promptly (or before waiting in a
     /// [`crate::WaitSet`]): an idle worker is one the dispatcher may hand a job to.
     pub fn done(&mut self) {
-        let _ = self.pool().make_idle(self.slot);
+        let _ = self.make_idle();
+    }
+
+    /// Declares this worker waiting for work (see `PoolRef::make_idle`), counting the wake
+    /// if a dispatcher slept on the idle event.
+    fn make_idle(&self) -> Idle {
+        let (idle, woke) = self.pool().make_idle_woke(self.slot);
+        if woke {
+            self.counter.futex_wake();
+        }
+        idle
     }
 }
 

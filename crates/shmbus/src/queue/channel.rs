@@ -21,9 +21,10 @@ use crate::event::EventWord;
 use crate::participants::{ParticipantView, PARTICIPANTS};
 use crate::pod::PayloadType;
 use crate::segment::Segment;
+use crate::stats::Counter;
 use crate::sync::{Ordering, RoArea};
 use crate::sys::{process_is_alive, Access, ProcessId, ReadOnly};
-use crate::wait::{block_on_with, Deadline, WaitPolicy};
+use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 
 /// How long a claim may stand in a waiter's way before the waiter checks whether its owner
 /// is still alive, and how often it re-checks after that. A blocked endpoint gets past a
@@ -106,6 +107,7 @@ impl Shared {
         Ok(Endpoint {
             shared: Arc::clone(self),
             index,
+            counter: self.own_counter(index),
             me,
             policy: WaitPolicy::default(),
             watch: Cell::new(None),
@@ -127,6 +129,9 @@ pub(super) struct Watch {
 pub(super) struct Endpoint {
     pub(super) shared: Arc<Shared>,
     pub(super) index: usize,
+    /// Our counter block (see [`crate::stats`]); only this endpoint writes it, and the
+    /// endpoint is `!Sync`, so every count is a plain load and store.
+    pub(super) counter: Counter,
     me: ProcessId,
     pub(super) policy: WaitPolicy,
     /// `Cell`: makes the endpoint `!Sync`, and lets `is_ready(&self)` keep watching.
@@ -136,6 +141,12 @@ pub(super) struct Endpoint {
 }
 
 impl Endpoint {
+    /// The ring, counting the wakes we issue and the abandoned cells we retire.
+    #[inline]
+    pub(super) fn ring(&self) -> Ring<'_, MappedCells> {
+        self.shared.ring().counted(self.counter)
+    }
+
     /// Notes the claim (if any) in our way. Once the same claim has stood for
     /// `LIVENESS_RECHECK`, checks its owner and reclaims it if dead. Returns true if that
     /// freed the way.
@@ -158,7 +169,7 @@ impl Endpoint {
             }
         }
         self.watch.set(Some(Watch { stall, next_check_ns }));
-        let ring = self.shared.ring();
+        let ring = self.ring();
         let owner_alive = match ring.table.owner(stall.owner) {
             Some(info) => process_is_alive(info.process),
             // The entry is free but the claim stands: nothing to reclaim through the table.
@@ -182,15 +193,16 @@ impl Endpoint {
         })
     }
 
-    /// Spins per the policy, then sleeps on `event` until `attempt` yields or the deadline;
-    /// while a claim is watched, each sleep ends in time for its liveness re-check.
+    /// Tries once; if that yields nothing, spins per the policy, then sleeps on `event`
+    /// until `attempt` yields or the deadline (the wait counted in our block); while a claim
+    /// is watched, each sleep ends in time for its liveness re-check.
     pub(super) fn block<T>(
         &self,
         event: &EventWord,
         deadline: Deadline,
         mut attempt: impl FnMut(&Self) -> Option<T>,
     ) -> Option<T> {
-        block_on_with(event, self.policy, deadline, || self.recheck(), None, || attempt(self))
+        try_then_block_on(event, self.policy, deadline, || self.recheck(), self.counter, || attempt(self))
     }
 
     /// Whether the queue's file was truncated under this process (see

@@ -77,12 +77,13 @@ impl Consumer {
     /// allocation: allocates nothing once `buf` has a capacity of
     /// [`Consumer::max_message_len`] bytes (the first call reserves it).
     pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, QueueTryRecvError> {
-        let ring = self.ep.shared.ring();
+        let ring = self.ep.ring();
         let mut spins = 0;
         loop {
             match pop_into(&ring, self.ep.index, buf) {
                 Pop::Got(n) => {
                     self.ep.watch.set(None);
+                    self.ep.counter.message(n);
                     return Ok(n);
                 }
                 Pop::Empty(Some(stall))
@@ -150,7 +151,7 @@ impl Consumer {
 
     fn recv_deadline(&mut self, buf: &mut Vec<u8>, deadline: Deadline) -> Result<usize, Got> {
         let shared = Arc::clone(&self.ep.shared);
-        let ring = shared.ring();
+        let ring = shared.ring().counted(self.ep.counter);
         let r = self.ep.block(&ring.ctl.not_empty.0, deadline, |ep| loop {
             match pop_into(&ring, ep.index, buf) {
                 Pop::Got(n) => return Some(Ok(n)),
@@ -165,7 +166,10 @@ impl Consumer {
         });
         self.ep.watch.set(None);
         match r {
-            Some(Ok(n)) => Ok(n),
+            Some(Ok(n)) => {
+                self.ep.counter.message(n);
+                Ok(n)
+            }
             Some(Err(_)) | None if self.ep.truncated() => Err(Got::Failed(QueueRecvError::Truncated)),
             Some(Err(Some(c))) => Err(Got::Failed(QueueRecvError::Corrupt(c))),
             Some(Err(None)) | None => Err(Got::TimedOut),

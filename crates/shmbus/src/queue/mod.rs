@@ -42,8 +42,9 @@
 //! cell. The protocol module (`queue/protocol.rs`) states the stamps and invariants; `docs/queue.md`
 //! walks through them. The hot path is: one load of the counter, one load and one CAS of the
 //! cell stamp (just the CAS when the last send found room), one CAS of the counter, the copy,
-//! one store of the stamp and one atomic add on the event word. No lock, no allocation, no
-//! system call unless someone sleeps.
+//! one store of the stamp and one atomic add on the event word, then two plain load/store
+//! pairs on the endpoint's own counter block (`messages`, `bytes`; see `stats`). No lock, no
+//! allocation, no system call unless someone sleeps.
 //!
 //! # Crash semantics
 //!

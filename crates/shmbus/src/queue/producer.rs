@@ -31,13 +31,15 @@ impl Producer {
         if msg.len() > max {
             return Err(QueueTrySendError::TooLarge { len: msg.len(), max });
         }
-        match self.ep.shared.ring().try_push(self.ep.index, msg, self.ep.had_room.get()) {
+        match self.ep.ring().try_push(self.ep.index, msg, self.ep.had_room.get()) {
             Push::Done => {
                 self.ep.watch.set(None);
                 self.ep.had_room.set(true);
+                self.ep.counter.message(msg.len());
                 Ok(())
             }
             Push::Full(stall) => {
+                self.ep.counter.full();
                 self.ep.observe(stall);
                 self.ep.had_room.set(false);
                 if self.ep.truncated() {
@@ -73,7 +75,8 @@ impl Producer {
             return Err(Sent::Failed(QueueSendError::TooLarge { len: msg.len(), max }));
         }
         let shared = Arc::clone(&self.ep.shared);
-        let ring = shared.ring();
+        let ring = shared.ring().counted(self.ep.counter);
+        let mut found_full = false;
         let r = self.ep.block(&ring.ctl.not_full.0, deadline, |ep| {
             match ring.try_push(ep.index, msg, ep.had_room.get()) {
                 Push::Done => {
@@ -81,6 +84,7 @@ impl Producer {
                     Some(Ok(()))
                 }
                 Push::Full(stall) => {
+                    found_full = true;
                     ep.observe(stall);
                     ep.had_room.set(false);
                     // About to sleep: a truncated file never makes room.
@@ -90,8 +94,14 @@ impl Producer {
             }
         });
         self.ep.watch.set(None);
+        if found_full {
+            self.ep.counter.full();
+        }
         match r {
-            Some(Ok(())) => Ok(()),
+            Some(Ok(())) => {
+                self.ep.counter.message(msg.len());
+                Ok(())
+            }
             Some(Err(_)) | None if self.ep.truncated() => Err(Sent::Failed(QueueSendError::Truncated)),
             Some(Err(Some(c))) => Err(Sent::Failed(QueueSendError::Corrupt(c))),
             Some(Err(None)) | None => Err(Sent::TimedOut),

@@ -53,6 +53,7 @@ use crate::error::Corrupt;
 use crate::event::EventWord;
 use crate::participants::ParticipantTable;
 use crate::segment::Kind;
+use crate::stats::Counter;
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 use crate::sys::ProcessId;
 
@@ -287,6 +288,9 @@ pub struct Ring<'a, C> {
     mask: u64,
     pow2: bool,
     max: usize,
+    /// The counters of the endpoint using this view (`None` in models and for handles):
+    /// the wakes it issues and the abandoned cells it retires are counted there.
+    counter: Option<Counter>,
 }
 
 #[cfg_attr(loom, allow(dead_code))]
@@ -295,7 +299,23 @@ impl<'a, C: Cells> Ring<'a, C> {
     /// `cells` has `cap` cells.
     pub fn new(ctl: &'a Control, cells: C, table: ParticipantTable<'a>, cap: u64, max: usize) -> Self {
         assert!(cap >= 1);
-        Ring { ctl, cells, table, cap, mask: cap.wrapping_sub(1), pow2: cap.is_power_of_two(), max }
+        Ring { ctl, cells, table, cap, mask: cap.wrapping_sub(1), pow2: cap.is_power_of_two(), max, counter: None }
+    }
+
+    /// This view, counting in `counter` (an endpoint's own block).
+    #[inline]
+    pub(crate) fn counted(self, counter: Counter) -> Self {
+        Ring { counter: Some(counter), ..self }
+    }
+
+    /// Notifies `event`, counting the `FUTEX_WAKE` if it made one.
+    #[inline(always)]
+    fn wake(&self, event: &EventWord) {
+        if event.notify() {
+            if let Some(c) = self.counter {
+                c.futex_wake();
+            }
+        }
     }
 
     /// The largest message, in bytes.
@@ -437,7 +457,7 @@ impl<'a, C: Cells> Ring<'a, C> {
         // Only now move `tail` (a locked instruction, kept off the path to the consumer).
         // Until then other producers see `pos` claimed and help; failure means one did.
         let _ = self.ctl.tail.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
-        self.ctl.not_empty.0.notify();
+        self.wake(&self.ctl.not_empty.0);
         Push::Done
     }
 
@@ -536,7 +556,10 @@ impl<'a, C: Cells> Ring<'a, C> {
                             .is_ok()
                         {
                             let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
-                            self.ctl.not_full.0.notify();
+                            if let Some(c) = self.counter {
+                                c.drops(1);
+                            }
+                            self.wake(&self.ctl.not_full.0);
                         }
                         continue;
                     }
@@ -559,7 +582,7 @@ impl<'a, C: Cells> Ring<'a, C> {
                             .is_ok();
                         if retired {
                             let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
-                            self.ctl.not_full.0.notify();
+                            self.wake(&self.ctl.not_full.0);
                         }
                         return Pop::Corrupt(report("unknown cell state", "head", pos, retired).with("stamp", s));
                     }
@@ -630,7 +653,7 @@ impl<'a, C: Cells> Ring<'a, C> {
         // Only now move `head`, off the path to the message; until then other
         // consumers see `pos` claimed (or retired) and help.
         let _ = self.ctl.head.0.compare_exchange(pos, pos + 1, Ordering::AcqRel, Ordering::Relaxed);
-        self.ctl.not_full.0.notify();
+        self.wake(&self.ctl.not_full.0);
         result
     }
 
@@ -708,8 +731,8 @@ impl<'a, C: Cells> Ring<'a, C> {
                     }
                 }
             }
-            self.ctl.not_empty.0.notify();
-            self.ctl.not_full.0.notify();
+            self.wake(&self.ctl.not_empty.0);
+            self.wake(&self.ctl.not_full.0);
         }
         let fixed = if for_head { head } else { tail };
         // AcqRel: as every move of the counter; failure means an honest participant moved it.
@@ -765,14 +788,14 @@ impl<'a, C: Cells> Ring<'a, C> {
         // AcqRel: Acquire pairs with the dead claimant's CAS; Release hands the cell on.
         if cell.stamp.compare_exchange(writing, stamp(p, ABANDONED, 0), Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             self.ctl.abandoned.fetch_add(1, Ordering::Relaxed);
-            self.ctl.not_empty.0.notify();
+            self.wake(&self.ctl.not_empty.0);
         } else if cell
             .stamp
             .compare_exchange(reading, stamp(p + self.cap, EMPTY, 0), Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             self.ctl.lost.fetch_add(1, Ordering::Relaxed);
-            self.ctl.not_full.0.notify();
+            self.wake(&self.ctl.not_full.0);
         }
     }
 

@@ -195,7 +195,6 @@ impl Counter {
 
     /// `n` messages of `len` bytes in all.
     #[inline(always)]
-    #[allow(dead_code)] // for the batch sends
     pub(crate) fn messages(&self, n: u64, len: u64) {
         let b = self.b();
         bump(&b.messages, n);
@@ -281,7 +280,7 @@ impl Counter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counters {
     /// Messages sent (senders) or received (receivers); for streams, write or read calls
-    /// that moved data; for pools, jobs dispatched (dispatcher) or completed (workers).
+    /// that moved data; for pools, jobs dispatched (dispatcher) or taken (workers).
     pub messages: u64,
     /// Payload bytes of those messages.
     pub bytes: u64,

@@ -19,6 +19,7 @@ use crate::error::OpenError;
 use crate::participants::ParticipantTable;
 use crate::pod::PayloadType;
 use crate::segment::{Segment, KIND_OFFSET};
+use crate::stats::Counter;
 use crate::sys::{process_is_alive, Access, Mapping, ProcessId, ReadOnly};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 
@@ -128,6 +129,9 @@ pub(super) struct Shared {
     mask: u64,
     slot: usize,
     me: ProcessId,
+    /// The endpoint's counter block (see [`crate::stats`]): written by this endpoint alone,
+    /// which is `!Sync`, so every count is a plain load and store.
+    pub(super) counter: Counter,
 }
 
 // SAFETY: the raw pointers are copies of addresses inside the mappings owned by `mapped`
@@ -146,7 +150,8 @@ impl Shared {
         let ctrl = mapped.chan.kind_base() as *const RingShared;
         let base = mapped.ring.as_ptr();
         let mask = mapped.chan.layout().capacity - 1;
-        Ok(Shared { mapped, ctrl, base, mask, slot, me })
+        let counter = mapped.chan.own_counter(slot);
+        Ok(Shared { mapped, ctrl, base, mask, slot, me, counter })
     }
 
     #[inline]

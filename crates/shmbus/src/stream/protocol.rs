@@ -280,15 +280,16 @@ impl WriterCore {
     }
 
     /// Makes the `size` bytes claimed at [`WriterCore::position`] (already filled in, header
-    /// included) visible to the reader, and wakes it if it sleeps.
+    /// included) visible to the reader, and wakes it if it sleeps. Returns whether that took
+    /// a `FUTEX_WAKE`.
     #[inline]
-    pub fn publish(&mut self, shared: &RingShared, size: u64) {
+    pub fn publish(&mut self, shared: &RingShared, size: u64) -> bool {
         debug_assert!(size <= self.cached_free());
         self.head += size;
         // Release: pairs with the Acquire loads of `head` in `ReaderCore::poll`; the record's
         // bytes and header, written before, are visible to a reader that sees the new head.
         shared.head.pos.store(self.head, Ordering::Release);
-        shared.head.event.notify();
+        shared.head.event.notify()
     }
 }
 
@@ -365,15 +366,16 @@ impl ReaderCore {
     }
 
     /// Consumes `size` bytes (one or more whole records, at most what `poll` returned): hands
-    /// them back to the writer and wakes it if it sleeps.
+    /// them back to the writer and wakes it if it sleeps. Returns whether that took a
+    /// `FUTEX_WAKE`.
     #[inline]
-    pub fn release(&mut self, shared: &RingShared, size: u64) {
+    pub fn release(&mut self, shared: &RingShared, size: u64) -> bool {
         debug_assert!(size <= self.cached_head - self.tail);
         self.tail += size;
         // Release: pairs with the Acquire loads of `tail` in `WriterCore::try_claim`/`attach`:
         // our reads of the consumed bytes happen-before the writer reuses them.
         shared.tail.pos.store(self.tail, Ordering::Release);
-        shared.tail.event.notify();
+        shared.tail.event.notify()
     }
 }
 

@@ -9,7 +9,7 @@ use super::channel::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, 
 use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
 use crate::error::OpenError;
-use crate::wait::{block_on, Deadline, WaitPolicy};
+use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// The reading end of a stream (one at a time per stream, across all processes).
@@ -30,6 +30,7 @@ type Next = (u64, u32, u64);
 impl StreamReader {
     pub(super) fn attach(shared: Shared) -> Result<StreamReader, OpenError> {
         let core = ReaderCore::attach(shared.ctrl(), shared.layout().capacity).map_err(|c| shared.corrupt_open(c))?;
+        shared.counter.position(core.position());
         shared.ctrl().nudge();
         Ok(StreamReader {
             shared,
@@ -183,7 +184,8 @@ impl StreamReader {
     fn next_until(&mut self, deadline: Deadline) -> Result<Next, Option<StreamRecvError>> {
         let StreamReader { shared, core, writer, policy, reported } = self;
         let ctrl = shared.ctrl();
-        let outcome = block_on(ctrl.readable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), None, || {
+        let recheck = || Some(LIVENESS_INTERVAL);
+        let outcome = try_then_block_on(ctrl.readable_event(), *policy, deadline, recheck, shared.counter, || {
             let e = match StreamReader::next(core, shared, reported) {
                 Ok(Some(n)) => return Some(Ok(n)),
                 // Nothing yet: wait, unless the file was truncated (then nothing ever comes).
@@ -312,7 +314,11 @@ impl Record<'_> {
     #[inline]
     pub fn consume(self) {
         let r = self.reader;
-        r.core.release(r.shared.ctrl(), self.size);
+        if r.core.release(r.shared.ctrl(), self.size) {
+            r.shared.counter.futex_wake();
+        }
+        r.shared.counter.message(self.len);
+        r.shared.counter.position(r.core.position());
     }
 
     /// The ring position of the record (bytes before it ever committed).

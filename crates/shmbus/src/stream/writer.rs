@@ -9,7 +9,7 @@ use super::channel::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, 
 use super::error::{StreamSendError, StreamSendTimeoutError, StreamTrySendError};
 use super::protocol::{encode_header, record_size, ClaimError, Corruption, WriterCore, HEADER};
 use crate::error::OpenError;
-use crate::wait::{block_on, Deadline, WaitPolicy};
+use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// The writing end of a stream (one at a time per stream, across all processes).
@@ -111,6 +111,7 @@ impl StreamWriter {
             Ok(pos) => Ok(Loan { pos, len, writer: self }),
             Err(_) if self.shared.truncated() => Err(StreamTrySendError::Truncated),
             Err(ClaimError::Full { free }) => {
+                self.shared.counter.full();
                 if self.reader.alive(&self.shared) {
                     Err(StreamTrySendError::Full { needed: size as usize, free: free as usize })
                 } else {
@@ -149,15 +150,29 @@ impl StreamWriter {
         };
         let StreamWriter { shared, core, reader, policy, reported, .. } = self;
         let ctrl = shared.ctrl();
-        let outcome = block_on(ctrl.writable_event(), *policy, deadline, Some(LIVENESS_INTERVAL), None, || {
-            match latch(core.try_claim(ctrl, size), reported) {
-                Ok(pos) => Some(Ok(pos)),
-                // No room (or garbage): a truncated file never makes room, so say so now.
-                Err(_) if shared.truncated() => Some(Err(StreamSendError::Truncated)),
-                Err(ClaimError::Full { .. }) => (!reader.alive(shared)).then_some(Err(StreamSendError::Disconnected)),
-                Err(ClaimError::Corrupt(c)) => Some(Err(StreamSendError::Corrupt(c.into()))),
-            }
-        });
+        let mut found_full = false;
+        let outcome = try_then_block_on(
+            ctrl.writable_event(),
+            *policy,
+            deadline,
+            || Some(LIVENESS_INTERVAL),
+            shared.counter,
+            || {
+                match latch(core.try_claim(ctrl, size), reported) {
+                    Ok(pos) => Some(Ok(pos)),
+                    // No room (or garbage): a truncated file never makes room, so say so now.
+                    Err(_) if shared.truncated() => Some(Err(StreamSendError::Truncated)),
+                    Err(ClaimError::Full { .. }) => {
+                        found_full = true;
+                        (!reader.alive(shared)).then_some(Err(StreamSendError::Disconnected))
+                    }
+                    Err(ClaimError::Corrupt(c)) => Some(Err(StreamSendError::Corrupt(c.into()))),
+                }
+            },
+        );
+        if found_full {
+            self.shared.counter.full();
+        }
         match outcome {
             Some(Ok(pos)) => Ok(pos),
             Some(Err(e)) => Err(Some(e)),
@@ -246,7 +261,10 @@ impl Loan<'_> {
         // mapping is page aligned) of the claimed space, which only this writer may touch
         // until `publish`.
         unsafe { std::ptr::write(at as *mut u64, encode_header(len as u32)) };
-        w.core.publish(w.shared.ctrl(), record_size(len as u64));
+        if w.core.publish(w.shared.ctrl(), record_size(len as u64)) {
+            w.shared.counter.futex_wake();
+        }
+        w.shared.counter.message(len);
     }
 }
 
