@@ -367,3 +367,38 @@ fn another_users_domain_blames_the_directory() {
     assert!(err.contains("uid 0 (root)") && err.contains("0755"), "{err}");
     assert!(!err.contains("/.new."), "blames the temporary file: {err}");
 }
+
+// ------------------------------------------------------------------ watching as another user
+
+#[test]
+fn another_user_with_read_permission_sees_the_counters_and_changes_nothing() {
+    if !root_or_skip("reading counters as another user") {
+        return;
+    }
+    use shmbus::topic::{Topic, TopicConfig};
+    let r = sticky_root();
+    let domain = shmbus::Domain::with_root("mon", &r.0).unwrap();
+    let topic = Topic::create_or_open(&domain, "t", &TopicConfig::default().mode(0o644)).unwrap();
+    let sub = topic.subscriber().unwrap();
+    let mut publisher = topic.publisher().unwrap();
+    for _ in 0..5 {
+        publisher.send(b"hello").unwrap();
+        sub.try_recv().unwrap();
+    }
+    let file = domain.channel_path("t").unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let out = ok(&shmbus_as(&r, NOBODY, &["top", "--once", "--json", "--interval", "0.1"], &[]), "top as nobody");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let ch = &v["channels"][0];
+    assert_eq!(
+        (ch["domain"].as_str(), ch["name"].as_str(), ch["error"].as_str()),
+        (Some("mon"), Some("t"), None),
+        "{v}"
+    );
+    let parts = ch["participants"].as_array().unwrap();
+    for role in ["publisher", "subscriber"] {
+        let p = parts.iter().find(|p| p["role"] == role).unwrap_or_else(|| panic!("no {role} in {v}"));
+        assert_eq!((p["messages"].as_u64(), p["bytes"].as_u64()), (Some(5), Some(25)), "{role}: {p}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), before, "watching wrote to the channel");
+}

@@ -326,10 +326,17 @@ impl Default for Counters {
     }
 }
 
+/// The change of a 32-bit histogram bucket from `earlier` to `now`, across a wrap.
+fn bucket_delta(now: u64, earlier: u64) -> u64 {
+    u64::from((now as u32).wrapping_sub(earlier as u32))
+}
+
 impl Counters {
     /// What was counted between `earlier` and `self` (two snapshots of the same
-    /// participant). Counts that went backwards (a reset, or garbage) give 0; `position` and
-    /// `pins` are levels and are `self`'s.
+    /// participant). Counts that went backwards (a reset, or garbage) give 0, except the
+    /// histograms' 32-bit buckets, which wrap in earnest on a busy endpoint (about an hour at
+    /// a million waits per second) and are subtracted modulo 2^32; `position` and `pins` are
+    /// levels and are `self`'s.
     pub fn since(&self, earlier: &Counters) -> Counters {
         let d = |a: u64, b: u64| a.saturating_sub(b);
         Counters {
@@ -342,8 +349,8 @@ impl Counters {
             futex_waits: d(self.futex_waits, earlier.futex_waits),
             futex_wakes: d(self.futex_wakes, earlier.futex_wakes),
             pins: self.pins,
-            spins: std::array::from_fn(|i| d(self.spins[i], earlier.spins[i])),
-            latency: std::array::from_fn(|i| d(self.latency[i], earlier.latency[i])),
+            spins: std::array::from_fn(|i| bucket_delta(self.spins[i], earlier.spins[i])),
+            latency: std::array::from_fn(|i| bucket_delta(self.latency[i], earlier.latency[i])),
         }
     }
 
@@ -477,6 +484,11 @@ mod tests {
         let d = a.since(&b);
         assert_eq!((d.messages, d.position, d.pins), (6, 7, 2));
         assert_eq!(b.since(&a).messages, 0);
+        let mut wrapped = Counters::default();
+        wrapped.spins[1] = 3;
+        let mut before = Counters::default();
+        before.spins[1] = u64::from(u32::MAX) - 1;
+        assert_eq!(wrapped.since(&before).spins[1], 5, "a bucket's wrap is counted through");
         a.add(&b);
         assert_eq!(a.messages, 14);
     }
