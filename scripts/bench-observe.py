@@ -35,7 +35,7 @@ def bench_root(proc, deadline=10.0):
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         roots = glob.glob(f"/dev/shm/shmbus-bench-topic-{proc.pid}-*")
-        if roots and glob.glob(os.path.join(roots[0], "bench", "*")):
+        if roots and glob.glob(os.path.join(roots[0], "shmbus.bench", "*")):
             return roots[0]
         if proc.poll() is not None:
             break
