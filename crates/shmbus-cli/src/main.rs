@@ -10,6 +10,7 @@
 //! everything else with 1.
 
 mod clean;
+mod create;
 mod demo;
 mod export;
 mod hz;
@@ -61,6 +62,9 @@ enum Command {
     Pub(pubsub::PubArgs),
     /// Subscribe to a topic, or read a stream, and print its messages, one per line.
     Sub(pubsub::SubArgs),
+    /// Make an empty channel of any kind (topic, queue, stream, pool); "exists" if it is
+    /// there with the same kind and sizes.
+    Create(create::Args),
     /// Dispatch jobs to a pool's workers, or be a worker.
     Pool(pool::Args),
     /// Remove segments whose creator and users are all dead, and stale temporary files.
@@ -105,6 +109,9 @@ enum Command {
     DemoRole(demo::RoleArgs),
 }
 
+/// Environment variable naming the domain of verbs that need one when `--domain` is not given.
+pub const DOMAIN_ENV: &str = "SHMBUS_DOMAIN";
+
 /// What every verb gets: where the domains live.
 #[derive(Debug, Clone)]
 pub struct Ctx {
@@ -116,6 +123,18 @@ impl Ctx {
     /// Domain `name` under the root in effect.
     pub fn domain(&self, name: &str) -> Result<Domain> {
         Ok(Domain::with_root(name, &self.root)?)
+    }
+
+    /// The domain a verb that needs one works in: `--domain` if given, else
+    /// `$SHMBUS_DOMAIN` (non-empty), else a usage error naming both.
+    pub fn domain_name(&self, given: Option<&str>) -> Result<String> {
+        if let Some(d) = given {
+            return Ok(d.to_owned());
+        }
+        match std::env::var(DOMAIN_ENV) {
+            Ok(d) if !d.is_empty() => Ok(d),
+            _ => Err(CliError::usage(format!("no domain given: pass --domain NAME or set {DOMAIN_ENV}"))),
+        }
     }
 
     /// The named domain, or every domain under the root.
@@ -208,6 +227,7 @@ fn main() -> ExitCode {
         Command::Info(a) => info::run(&ctx, &a),
         Command::Pub(a) => pubsub::run_pub(&ctx, &a),
         Command::Sub(a) => pubsub::run_sub(&ctx, &a),
+        Command::Create(a) => create::run(&ctx, &a),
         Command::Pool(a) => pool::run(&ctx, &a),
         Command::Clean(a) => clean::run(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),

@@ -62,7 +62,7 @@ pub struct PubArgs {
 }
 
 /// Parses `4096`, `64K`, `1M`, `1G` (binary multiples).
-fn parse_size(s: &str) -> std::result::Result<usize, String> {
+pub(crate) fn parse_size(s: &str) -> std::result::Result<usize, String> {
     let t = s.trim();
     let (digits, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         None => (t, 1usize),

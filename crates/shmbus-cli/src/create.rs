@@ -1,0 +1,206 @@
+//! `shmbus create`: make an empty channel of any kind, before any endpoint attaches.
+//!
+//! Each kind takes the size flags its creating verbs take (`pub` for topics, streams and
+//! queues, `pool` for pools); a flag another kind owns is a usage error. Creating a channel
+//! that exists with the same kind and every size given succeeds and says "exists"
+//! (idempotent, for scripts); another kind or another size given fails as the library's
+//! open does (wrong kind, layout mismatch). Journals are directories anywhere, not files in
+//! a domain: `shmbus journal append DIR` creates one, and `create --kind journal` says so.
+
+use shmbus::pool::{Pool, PoolConfig};
+use shmbus::queue::{Queue, QueueConfig};
+use shmbus::stream::{Stream, StreamConfig};
+use shmbus::topic::{Topic, TopicConfig};
+use shmbus::{admin, Domain, OpenError};
+
+use crate::{CliError, Ctx, Result};
+
+/// The kinds `create` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CreateKind {
+    /// Broadcast pub/sub with history (`--slot-size`, `--history`).
+    Topic,
+    /// Bounded MPMC queue (`--capacity` messages, `--max-element-size`).
+    Queue,
+    /// SPSC ring of variable-size records (`--capacity` bytes).
+    Stream,
+    /// Worker pool (`--max-workers`, `--max-job-size`).
+    Pool,
+    /// Not created here: journals are directories (`shmbus journal append DIR`).
+    Journal,
+}
+
+/// `shmbus create --domain D --kind K NAME [size flags] [--mode M] [--group GID] [--json]`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The channel's domain (default: $SHMBUS_DOMAIN).
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// The kind of channel to create.
+    #[arg(long, value_enum)]
+    pub kind: CreateKind,
+    /// The channel's name.
+    pub name: String,
+    /// Topic: largest message in bytes (default 4096).
+    #[arg(long, value_name = "BYTES")]
+    pub slot_size: Option<usize>,
+    /// Topic: messages kept for random access (default 16).
+    #[arg(long, value_name = "N")]
+    pub history: Option<usize>,
+    /// Queue: messages it holds (default 1024). Stream: ring size in bytes, a power of two
+    /// of at least one page, K/M/G suffixes allowed (default 1M).
+    #[arg(long, value_name = "N", value_parser = crate::pubsub::parse_size)]
+    pub capacity: Option<usize>,
+    /// Queue: largest message in bytes (default 1024).
+    #[arg(long, value_name = "BYTES")]
+    pub max_element_size: Option<usize>,
+    /// Pool: most workers attached at once, 1..=64 (default 8).
+    #[arg(long, value_name = "N")]
+    pub max_workers: Option<usize>,
+    /// Pool: largest job in bytes (default 4096).
+    #[arg(long, value_name = "BYTES")]
+    pub max_job_size: Option<usize>,
+    /// File mode of the created channel, in octal (default 600). An existing channel keeps
+    /// its own.
+    #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
+    pub mode: Option<u32>,
+    /// Group (numeric gid) of the created channel (default: the creator's). An existing
+    /// channel keeps its own.
+    #[arg(long, value_name = "GID")]
+    pub group: Option<u32>,
+    /// Print one JSON object {"name","kind","path","created"}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses an octal file mode like `600` or `0640`.
+fn parse_mode(s: &str) -> std::result::Result<u32, String> {
+    match u32::from_str_radix(s.trim(), 8) {
+        Ok(m) if m <= 0o777 => Ok(m),
+        _ => Err(format!("{s:?} is not a file mode (octal, 000 to 777, e.g. 640)")),
+    }
+}
+
+/// Creates the channel, or accepts an existing one of the same kind and sizes.
+pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
+    let domain_name = ctx.domain_name(args.domain.as_deref())?;
+    check_flags(args)?;
+    let domain = ctx.domain(&domain_name)?;
+    let existed = match admin::inspect_channel(&domain, &args.name) {
+        Ok(_) => true,
+        Err(OpenError::NotFound { .. }) => false,
+        Err(e) => return Err(e.into()),
+    };
+    let (kind, path) = create(&domain, args)?;
+    let created = !existed;
+    if args.json {
+        let v = serde_json::json!({
+            "name": args.name,
+            "kind": kind,
+            "path": path.display().to_string(),
+            "created": created,
+        });
+        println!("{v}");
+    } else {
+        let verb = if created { "created" } else { "exists:" };
+        println!("{verb} {kind} {domain_name}/{}", args.name);
+    }
+    Ok(())
+}
+
+/// Fails with a usage error if a size flag of another kind was given.
+fn check_flags(args: &Args) -> Result<()> {
+    let given = [
+        ("--slot-size", args.slot_size.is_some(), &[CreateKind::Topic][..]),
+        ("--history", args.history.is_some(), &[CreateKind::Topic]),
+        ("--capacity", args.capacity.is_some(), &[CreateKind::Queue, CreateKind::Stream]),
+        ("--max-element-size", args.max_element_size.is_some(), &[CreateKind::Queue]),
+        ("--max-workers", args.max_workers.is_some(), &[CreateKind::Pool]),
+        ("--max-job-size", args.max_job_size.is_some(), &[CreateKind::Pool]),
+    ];
+    if args.kind == CreateKind::Journal {
+        return Err(journal_usage());
+    }
+    for (flag, set, kinds) in given {
+        if set && !kinds.contains(&args.kind) {
+            return Err(CliError::usage(format!(
+                "{flag} does not apply to a {} (topics take --slot-size/--history, queues --capacity/--max-element-size, streams --capacity, pools --max-workers/--max-job-size)",
+                kind_name(args.kind)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `create --kind journal`: journals are made elsewhere.
+fn journal_usage() -> CliError {
+    CliError::usage("journals are directories, not channels of a domain; create one with `shmbus journal append DIR`")
+}
+
+fn kind_name(k: CreateKind) -> &'static str {
+    match k {
+        CreateKind::Topic => "topic",
+        CreateKind::Queue => "queue",
+        CreateKind::Stream => "stream",
+        CreateKind::Pool => "pool",
+        CreateKind::Journal => "journal",
+    }
+}
+
+/// Creates or opens the channel through the library, with the sizes, mode and group given.
+fn create(domain: &Domain, args: &Args) -> Result<(&'static str, std::path::PathBuf)> {
+    let path = domain.channel_path(&args.name)?;
+    macro_rules! common {
+        ($config:expr) => {{
+            let mut c = $config;
+            if let Some(m) = args.mode {
+                c = c.mode(m);
+            }
+            if let Some(g) = args.group {
+                c = c.group(g);
+            }
+            c
+        }};
+    }
+    match args.kind {
+        CreateKind::Topic => {
+            let mut c = common!(TopicConfig::default());
+            if let Some(n) = args.slot_size {
+                c = c.max_message_len(n);
+            }
+            if let Some(n) = args.history {
+                c = c.history(n);
+            }
+            Topic::create_or_open(domain, &args.name, &c)?;
+        }
+        CreateKind::Queue => {
+            let mut c = common!(QueueConfig::default());
+            if let Some(n) = args.capacity {
+                c = c.capacity(n as u64);
+            }
+            if let Some(n) = args.max_element_size {
+                c = c.max_message_len(n);
+            }
+            Queue::create_or_open(domain, &args.name, &c)?;
+        }
+        CreateKind::Stream => {
+            let mut c = common!(StreamConfig::default());
+            if let Some(n) = args.capacity {
+                c = c.capacity(n);
+            }
+            Stream::create_or_open(domain, &args.name, &c)?;
+        }
+        CreateKind::Pool => {
+            let mut c = common!(PoolConfig::default());
+            if let Some(n) = args.max_workers {
+                c = c.max_workers(n);
+            }
+            if let Some(n) = args.max_job_size {
+                c = c.max_job_len(n);
+            }
+            Pool::create_or_open(domain, &args.name, &c)?;
+        }
+        CreateKind::Journal => return Err(journal_usage()),
+    }
+    Ok((kind_name(args.kind), path))
+}
