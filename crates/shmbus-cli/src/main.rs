@@ -24,6 +24,7 @@ mod pool;
 mod pubsub;
 mod queue;
 mod record;
+mod rm;
 mod stream;
 mod top;
 mod topic;
@@ -67,6 +68,9 @@ enum Command {
     Create(create::Args),
     /// Dispatch jobs to a pool's workers, or be a worker.
     Pool(pool::Args),
+    /// Remove one channel; refused while live processes use it (they are named) unless
+    /// --force.
+    Rm(rm::Args),
     /// Remove segments whose creator and users are all dead, and stale temporary files.
     ///
     /// A segment used by any live process is left alone. Files that are not valid segments
@@ -229,6 +233,7 @@ fn main() -> ExitCode {
         Command::Sub(a) => pubsub::run_sub(&ctx, &a),
         Command::Create(a) => create::run(&ctx, &a),
         Command::Pool(a) => pool::run(&ctx, &a),
+        Command::Rm(a) => rm::run(&ctx, &a),
         Command::Clean(a) => clean::run(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::DemoRole(a) => demo::run_role(&ctx, &a),

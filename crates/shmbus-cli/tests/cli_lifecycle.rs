@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::{one_error_line, Root};
 
 #[test]
@@ -28,7 +26,8 @@ fn create_makes_each_kind_and_is_idempotent() {
     r.ok(&["create", "--domain", "d", "--kind", "queue", "q", "--capacity", "16", "--max-element-size", "64"]);
     r.ok(&["create", "--domain", "d", "--kind", "stream", "s", "--capacity", "64K", "--mode", "640"]);
     r.ok(&["create", "--domain", "d", "--kind", "pool", "p", "--max-workers", "2"]);
-    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(r.channel_file("d", "s")).unwrap().permissions());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(r.channel_file("d", "s")).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o640);
     let info = |n: &str| r.json(&["info", "--domain", "d", n, "--json"]);
     assert_eq!(info("q")["kind"], "queue");
@@ -56,4 +55,61 @@ fn create_refuses_flags_of_other_kinds_and_journals_as_usage_errors() {
     }
     assert!(!r.0.join("shmbus.d").join("p").exists());
     assert!(!r.0.join("shmbus.d").join("t").exists());
+}
+
+#[test]
+fn rm_refuses_while_a_subscriber_process_is_attached_and_forced_leaves_it_running() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "d", "--kind", "topic", "t"]);
+    let mut sub = r.spawn(&["sub", "--domain", "d", "t", "--count", "1", "--timeout-ms", "2000"]);
+    r.wait_info("d", "t", |v| v["subscribers"] == 1);
+    let e = r.fails(&["rm", "--domain", "d", "t"]);
+    assert!(e.contains(&format!("pid {} (subscriber)", sub.id())), "{e}");
+    assert!(e.contains("--force"), "{e}");
+    assert!(r.channel_file("d", "t").is_file(), "refused, yet removed");
+
+    let out = r.ok(&["rm", "--domain", "d", "t", "--force"]);
+    assert!(out.contains("removed d/t (topic; still mapped by") && out.contains(&sub.id().to_string()), "{out}");
+    assert!(!r.channel_file("d", "t").exists());
+    // The subscriber keeps its mapping: it runs on until its own timeout, and fails with its
+    // own clear line (nothing will ever arrive on a channel nobody can open), not a signal.
+    let out = sub.0.take().unwrap().wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(one_error_line(&out).contains("timed out"), "{out:?}");
+    // The name is free again: a new topic, unrelated to the removed one.
+    r.ok(&["pub", "--domain", "d", "t", "--data", "x"]);
+    assert!(r.channel_file("d", "t").is_file());
+}
+
+#[test]
+fn rm_removes_once_the_user_is_gone_and_says_so_for_every_kind() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "d", "--kind", "queue", "q"]);
+    let mut worker = r.spawn(&["pool", "worker", "--domain", "d", "p"]);
+    r.wait_info("d", "p", |v| v["status"]["workers"] == 1);
+    let e = r.fails(&["rm", "--domain", "d", "p"]);
+    assert!(e.contains("(worker)"), "{e}");
+    worker.kill();
+    assert!(r.ok(&["rm", "--domain", "d", "p"]).starts_with("removed d/p (pool)"));
+    assert!(r.ok(&["rm", "--domain", "d", "q"]).starts_with("removed d/q (queue)"));
+    assert!(r.fails(&["rm", "--domain", "d", "q"]).contains("no channel d/q"));
+    assert_eq!(r.run(&["rm", "--domain", "d", "q"]).status.code(), Some(1));
+}
+
+#[test]
+fn rm_keeps_invalid_files_unless_forced_and_never_follows_a_symlink() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "d", "--kind", "topic", "t"]);
+    std::fs::write(r.channel_file("d", "junk"), b"not a segment at all").unwrap();
+    let e = r.fails(&["rm", "--domain", "d", "junk"]);
+    assert!(e.contains("--force removes it"), "{e}");
+    assert!(r.channel_file("d", "junk").exists());
+    assert!(r.ok(&["rm", "--domain", "d", "junk", "--force"]).contains("invalid file"));
+    assert!(!r.channel_file("d", "junk").exists());
+
+    let target = r.0.join("target-file");
+    std::fs::write(&target, b"x").unwrap();
+    std::os::unix::fs::symlink(&target, r.channel_file("d", "link")).unwrap();
+    r.fails(&["rm", "--domain", "d", "link", "--force"]);
+    assert!(target.exists() && r.channel_file("d", "link").symlink_metadata().is_ok());
 }

@@ -31,6 +31,17 @@
 //! is gone (a producer may send and exit before its consumer starts), so `shmbus clean`
 //! keeps such a segment unless told `--force`.
 //!
+//! # Removing a channel
+//!
+//! [`Domain::remove`] removes one channel file through its checked domain directory
+//! (`unlinkat` relative to the directory's descriptor: never through a symlink, only a
+//! regular file). It refuses ([`RemoveError::InUse`]) while the channel's creator or any
+//! participant is alive, listing them; [`Domain::remove_forced`] removes it anyway. Removing
+//! takes only the name: processes that have the channel mapped keep their mapping and go on
+//! working on it, unseen by anyone who opens the name afterwards (a new open creates a new
+//! channel or fails with `NotFound`). The check and the unlink are two steps: a process that
+//! attaches between them is in the same position as one attached during a forced removal.
+//!
 //! # Describing a channel
 //!
 //! [`describe`] reads a channel's live state through the kind's read-only status and gives
@@ -291,6 +302,158 @@ fn pending_of(seg: Segment<ReadOnly>) -> Result<Option<Pending>, OpenError> {
 #[cfg(loom)]
 fn pending_of(_seg: Segment<ReadOnly>) -> Result<Option<Pending>, OpenError> {
     Ok(None)
+}
+
+/// A live process attached to a channel, as [`RemoveError::InUse`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attached {
+    /// Its process id.
+    pub pid: u32,
+    /// What it is to the channel: a role name ([`role_name`]), `"creator"` for a creator
+    /// that holds no endpoint, or `"role N"` for a number this library does not know.
+    pub role: String,
+}
+
+impl fmt::Display for Attached {
+    /// `pid 4242 (subscriber)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pid {} ({})", self.pid, self.role)
+    }
+}
+
+/// What [`Domain::remove`] removed.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Removed {
+    /// The file that was removed.
+    pub path: PathBuf,
+    /// The channel's kind, `None` if the file was not a valid segment (forced removal only).
+    pub kind: Option<crate::segment::Kind>,
+    /// Live processes that were attached when it was removed (forced removal only): they
+    /// keep their mapping.
+    pub attached: Vec<Attached>,
+}
+
+/// Removing a channel failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RemoveError {
+    /// Live processes use the channel; nothing was removed. Stop them, or remove it with
+    /// [`Domain::remove_forced`].
+    InUse {
+        /// The channel file.
+        path: PathBuf,
+        /// Who is attached: every live participant, and the creator if alive.
+        attached: Vec<Attached>,
+    },
+    /// The channel could not be found, checked or trusted ([`OpenError::NotFound`] if there
+    /// is none). A file that is not a valid segment is this error unless forced.
+    Open(OpenError),
+    /// The unlink itself failed (e.g. the domain directory is not writable by this user).
+    Io {
+        /// The channel file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for RemoveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RemoveError::InUse { path, attached } => {
+                let who: Vec<String> = attached.iter().map(Attached::to_string).collect();
+                write!(
+                    f,
+                    "{}: in use by {}; stop them first, or force the removal (they keep working on their mapping, but nobody can open it by name again)",
+                    path.display(),
+                    who.join(", ")
+                )
+            }
+            RemoveError::Open(e) => e.fmt(f),
+            RemoveError::Io { path, source } => write!(f, "{}: cannot remove: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for RemoveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RemoveError::Open(e) => Some(e),
+            RemoveError::Io { source, .. } => Some(source),
+            RemoveError::InUse { .. } => None,
+        }
+    }
+}
+
+impl From<OpenError> for RemoveError {
+    fn from(e: OpenError) -> Self {
+        RemoveError::Open(e)
+    }
+}
+
+#[cfg(not(loom))]
+impl Domain {
+    /// Removes channel `name` of this domain, refusing while it is in use: see the
+    /// [module docs](self#removing-a-channel). [`RemoveError::InUse`] lists the live
+    /// creator and participants; a file that is not a valid segment is refused with its
+    /// [`OpenError`] (e.g. `NotASegment`), as is an untrusted or non-regular file.
+    pub fn remove(&self, name: &str) -> Result<Removed, RemoveError> {
+        self.remove_with(name, false)
+    }
+
+    /// [`remove`](Self::remove) even while live processes are attached (they keep their
+    /// mapping, listed in [`Removed::attached`]), and even if the file is not a valid
+    /// segment (bad magic, truncated, corrupt, another format version). Never removes an
+    /// untrusted file or anything but a regular file.
+    pub fn remove_forced(&self, name: &str) -> Result<Removed, RemoveError> {
+        self.remove_with(name, true)
+    }
+
+    fn remove_with(&self, name: &str, force: bool) -> Result<Removed, RemoveError> {
+        let path = self.channel_path(name)?;
+        let dir = match self.open_dir() {
+            Ok(d) => d,
+            Err(OpenError::NotFound { .. }) => return Err(OpenError::NotFound { path }.into()),
+            Err(e) => return Err(e.into()),
+        };
+        let (kind, attached) = match inspect_in(&dir, name) {
+            Ok(r) => {
+                let mut attached: Vec<Attached> = r
+                    .live
+                    .iter()
+                    .map(|p| Attached {
+                        pid: p.process.pid,
+                        role: role_name(r.header.kind, p.role)
+                            .map_or_else(|| format!("role {}", p.role), str::to_owned),
+                    })
+                    .collect();
+                if r.creator_alive && !attached.iter().any(|a| a.pid == r.header.creator.pid) {
+                    attached.push(Attached { pid: r.header.creator.pid, role: "creator".to_owned() });
+                }
+                if !attached.is_empty() && !force {
+                    return Err(RemoveError::InUse { path, attached });
+                }
+                (Some(r.header.kind), attached)
+            }
+            Err(
+                OpenError::NotASegment { .. }
+                | OpenError::Truncated { .. }
+                | OpenError::Corrupt { .. }
+                | OpenError::VersionMismatch { .. },
+            ) if force => {
+                // Still only a regular file owned by a trusted user.
+                dir.open_channel(name, false)?;
+                (None, Vec::new())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        dir.remove_file(name).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => RemoveError::Open(OpenError::NotFound { path: path.clone() }),
+            _ => RemoveError::Io { path: path.clone(), source },
+        })?;
+        Ok(Removed { path, kind, attached })
+    }
 }
 
 /// A leftover temporary file of a creator that died mid-creation (`.<name>.<pid>.<nanos>`).

@@ -386,3 +386,27 @@ fn describe_gives_every_kind_by_name() {
     );
     assert_eq!(p.detail, "workers 0/2 (0 idle, 0 busy), dispatcher -");
 }
+
+/// `Domain::remove` refuses while this process holds an endpoint (and created the channel),
+/// naming it; `remove_forced` takes the name while the endpoint keeps working on its mapping.
+#[test]
+fn remove_refuses_while_in_use_and_forced_keeps_the_mapping() {
+    let s = Scratch::new("admin-remove");
+    let d = s.domain("t");
+    let topic = Topic::create_or_open(&d, "imu", &TopicConfig::default()).unwrap();
+    let mut publisher = topic.publisher().unwrap();
+    let me = std::process::id();
+    match d.remove("imu") {
+        Err(admin::RemoveError::InUse { attached, .. }) => {
+            assert!(attached.iter().any(|a| a.pid == me && a.role == "publisher"), "{attached:?}");
+        }
+        other => panic!("expected InUse, got {other:?}"),
+    }
+    assert!(d.channel_path("imu").unwrap().is_file());
+    let removed = d.remove_forced("imu").unwrap();
+    assert_eq!(removed.kind, Some(Kind::Topic));
+    assert!(removed.attached.iter().any(|a| a.pid == me));
+    assert!(!d.channel_path("imu").unwrap().exists());
+    publisher.send(b"still mapped").unwrap();
+    assert!(matches!(d.remove("imu"), Err(admin::RemoveError::Open(OpenError::NotFound { .. }))));
+}

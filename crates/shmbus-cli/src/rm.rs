@@ -1,0 +1,63 @@
+//! `shmbus rm`: remove one channel by name (`shmbus::Domain::remove`).
+//!
+//! Refused (exit 1, naming each live process and its role) while the channel's creator or
+//! any participant is alive; `--force` removes it anyway, and those processes keep working
+//! on their mapping. A file that is not a valid segment is refused unless `--force`. Only a
+//! regular file of a trusted owner is ever removed, never through a symlink.
+
+use shmbus::admin::RemoveError;
+use shmbus::OpenError;
+
+use crate::{CliError, Ctx, Result};
+
+/// `shmbus rm --domain D NAME [--force]`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The channel's domain (default: $SHMBUS_DOMAIN).
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// The channel's name.
+    pub name: String,
+    /// Remove it even while live processes use it (they keep their mapping), or if it is not
+    /// a valid segment.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Removes the channel and says what it removed.
+pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
+    let domain_name = ctx.domain_name(args.domain.as_deref())?;
+    let domain = ctx.domain(&domain_name)?;
+    let what = format!("{domain_name}/{}", args.name);
+    let r = if args.force { domain.remove_forced(&args.name) } else { domain.remove(&args.name) };
+    match r {
+        Ok(removed) => {
+            let kind = removed.kind.map_or_else(|| "invalid file".to_owned(), |k| k.to_string());
+            let still = if removed.attached.is_empty() {
+                String::new()
+            } else {
+                let who: Vec<String> = removed.attached.iter().map(|a| a.to_string()).collect();
+                format!("; still mapped by {}", who.join(", "))
+            };
+            println!("removed {what} ({kind}{still})");
+            Ok(())
+        }
+        Err(RemoveError::InUse { attached, .. }) => {
+            let who: Vec<String> = attached.iter().map(|a| a.to_string()).collect();
+            Err(CliError::msg(format!(
+                "{what} is in use by {}; stop them first, or `--force` (they keep their mapping)",
+                who.join(", ")
+            )))
+        }
+        Err(RemoveError::Open(OpenError::NotFound { .. })) => Err(CliError::msg(format!("no channel {what}"))),
+        Err(
+            e @ RemoveError::Open(
+                OpenError::NotASegment { .. }
+                | OpenError::Truncated { .. }
+                | OpenError::Corrupt { .. }
+                | OpenError::VersionMismatch { .. },
+            ),
+        ) => Err(CliError::msg(format!("{e} (--force removes it)"))),
+        Err(e) => Err(e.into()),
+    }
+}
