@@ -33,9 +33,9 @@ pub enum CreateKind {
 /// `shmbus create --domain D --kind K NAME [size flags] [--mode M] [--group GID] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The channel's domain (default: $SHMBUS_DOMAIN).
-    #[arg(long)]
-    pub domain: Option<String>,
+    /// The channel's domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    pub domain: String,
     /// The kind of channel to create.
     #[arg(long, value_enum)]
     pub kind: CreateKind,
@@ -83,7 +83,7 @@ fn parse_mode(s: &str) -> std::result::Result<u32, String> {
 
 /// Creates the channel, or accepts an existing one of the same kind and sizes.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
-    let domain_name = ctx.domain_name(args.domain.as_deref())?;
+    let domain_name = args.domain.clone();
     check_flags(args)?;
     let domain = ctx.domain(&domain_name)?;
     let existed = match admin::inspect_channel(&domain, &args.name) {

@@ -68,14 +68,16 @@ impl Verb {
 /// [--count K] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The channel's domain.
-    #[arg(long, required_unless_present = "journal")]
+    /// The channel's domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true, required_unless_present = "journal")]
     pub domain: Option<String>,
     /// The channel's name.
     #[arg(required_unless_present = "journal", conflicts_with = "journal")]
     pub name: Option<String>,
     /// Watch the journal in this directory instead of a channel (not for `delay`).
-    #[arg(long, value_name = "DIR", conflicts_with = "domain")]
+    // Not in conflict with --domain, which a SHMBUS_DOMAIN in the environment sets: a
+    // channel NAME with it is refused, and a domain alone is ignored.
+    #[arg(long, value_name = "DIR")]
     pub journal: Option<PathBuf>,
     /// What the statistics cover: the last N messages (topic) or the last N counter samples
     /// of 25 ms (queue, stream, pool, journal).

@@ -12,8 +12,8 @@ use crate::{kinds, Ctx, Result};
 /// `shmbus info --domain D NAME [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The channel's domain.
-    #[arg(long)]
+    /// The channel's domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
     domain: String,
     /// The channel's name.
     name: String,

@@ -129,18 +129,6 @@ impl Ctx {
         Ok(Domain::with_root(name, &self.root)?)
     }
 
-    /// The domain a verb that needs one works in: `--domain` if given, else
-    /// `$SHMBUS_DOMAIN` (non-empty), else a usage error naming both.
-    pub fn domain_name(&self, given: Option<&str>) -> Result<String> {
-        if let Some(d) = given {
-            return Ok(d.to_owned());
-        }
-        match std::env::var(DOMAIN_ENV) {
-            Ok(d) if !d.is_empty() => Ok(d),
-            _ => Err(CliError::usage(format!("no domain given: pass --domain NAME or set {DOMAIN_ENV}"))),
-        }
-    }
-
     /// The named domain, or every domain under the root.
     pub fn domains(&self, name: Option<&str>) -> Result<Vec<Domain>> {
         match name {
@@ -221,7 +209,13 @@ fn main() -> ExitCode {
             let error = text.split("\n\n").next().unwrap_or("invalid arguments");
             let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
             let error = error.strip_prefix("error: ").unwrap_or(&error);
-            eprintln!("shmbus: {error} (see `shmbus --help`)");
+            // A verb that needs a domain takes it from the environment too: say so.
+            let env_hint = if e.kind() == ErrorKind::MissingRequiredArgument && error.contains("--domain") {
+                format!("; or set {DOMAIN_ENV}")
+            } else {
+                String::new()
+            };
+            eprintln!("shmbus: {error}{env_hint} (see `shmbus --help`)");
             return ExitCode::from(2);
         }
     };

@@ -49,8 +49,8 @@ struct LayoutArgs {
 /// `shmbus pool dispatch --domain D NAME [--max-workers N] [--max-job-size B] [--data TEXT] [--timeout-ms T]`
 #[derive(Debug, clap::Args)]
 struct DispatchArgs {
-    /// The pool's domain.
-    #[arg(long)]
+    /// The pool's domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
     domain: String,
     /// The pool's name.
     name: String,
@@ -68,8 +68,8 @@ struct DispatchArgs {
 /// `shmbus pool worker --domain D NAME [--count N] [--timeout-ms T] [--json]`
 #[derive(Debug, clap::Args)]
 struct WorkerArgs {
-    /// The pool's domain.
-    #[arg(long)]
+    /// The pool's domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
     domain: String,
     /// The pool's name.
     name: String,

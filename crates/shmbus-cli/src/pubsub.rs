@@ -25,8 +25,8 @@ pub enum KindArg {
 /// `shmbus pub --domain D NAME [--kind K] [size flags] [--data TEXT] [--timeout-ms T]`
 #[derive(Debug, clap::Args)]
 pub struct PubArgs {
-    /// The channel's domain.
-    #[arg(long)]
+    /// The channel's domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
     pub domain: String,
     /// The channel's name.
     pub name: String,
@@ -127,8 +127,8 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
 /// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct SubArgs {
-    /// The channel's domain.
-    #[arg(long)]
+    /// The channel's domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
     pub domain: String,
     /// The channel's name.
     pub name: String,

@@ -107,8 +107,8 @@ impl<'a> Recorded<'a> {
 /// `shmbus record --domain D TOPIC... --dir DIR [--count N] [--seconds S]`
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
-    /// The topics' domain.
-    #[arg(long)]
+    /// The topics' domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
     domain: String,
     /// Topics to record (they must exist). Only messages published from now on are recorded.
     #[arg(required = true, value_name = "TOPIC")]
@@ -241,8 +241,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "DIR")]
     dir: PathBuf,
     /// Domain to publish into (topics keep their recorded names; missing ones are created
-    /// with the recorded slot size and history, or larger if a message needs it).
-    #[arg(long)]
+    /// with the recorded slot size and history, or larger if a message needs it). Default:
+    /// $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
     domain: String,
     /// Pace: a factor of the original (2.0 = twice as fast) or `max` (no waiting).
     #[arg(long, default_value = "1.0", value_parser = parse_speed, value_name = "FACTOR|max")]

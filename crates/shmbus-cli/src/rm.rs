@@ -13,9 +13,9 @@ use crate::{CliError, Ctx, Result};
 /// `shmbus rm --domain D NAME [--force]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The channel's domain (default: $SHMBUS_DOMAIN).
-    #[arg(long)]
-    pub domain: Option<String>,
+    /// The channel's domain. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    pub domain: String,
     /// The channel's name.
     pub name: String,
     /// Remove it even while live processes use it (they keep their mapping), or if it is not
@@ -26,7 +26,7 @@ pub struct Args {
 
 /// Removes the channel and says what it removed.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
-    let domain_name = ctx.domain_name(args.domain.as_deref())?;
+    let domain_name = args.domain.clone();
     let domain = ctx.domain(&domain_name)?;
     let what = format!("{domain_name}/{}", args.name);
     let r = if args.force { domain.remove_forced(&args.name) } else { domain.remove(&args.name) };

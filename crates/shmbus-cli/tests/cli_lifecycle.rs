@@ -113,3 +113,40 @@ fn rm_keeps_invalid_files_unless_forced_and_never_follows_a_symlink() {
     r.fails(&["rm", "--domain", "d", "link", "--force"]);
     assert!(target.exists() && r.channel_file("d", "link").symlink_metadata().is_ok());
 }
+
+#[test]
+fn shmbus_domain_is_the_default_domain_of_the_verbs_that_need_one() {
+    let r = Root::new();
+    let with_env = |args: &[&str]| {
+        let out = r.cmd(args).env("SHMBUS_DOMAIN", "envd").output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    with_env(&["create", "--kind", "topic", "t"]);
+    assert!(r.channel_file("envd", "t").is_file());
+    with_env(&["pub", "t", "--data", "from env"]);
+    assert_eq!(with_env(&["sub", "t", "--from", "1", "--count", "1"]), "from env\n");
+    assert!(with_env(&["info", "t"]).contains("envd/t"));
+    // --domain wins over the environment.
+    let out =
+        r.cmd(&["create", "--domain", "other", "--kind", "queue", "q"]).env("SHMBUS_DOMAIN", "envd").output().unwrap();
+    assert!(out.status.success());
+    assert!(r.channel_file("other", "q").is_file() && !r.channel_file("envd", "q").exists());
+    // A journal watch is not refused because the environment names a domain.
+    let out = r
+        .cmd(&["hz", "--journal", "/nonexistent-journal", "--count", "1"])
+        .env("SHMBUS_DOMAIN", "envd")
+        .output()
+        .unwrap();
+    assert!(!one_error_line(&out).contains("cannot be used with"), "{out:?}");
+    with_env(&["rm", "t"]);
+    assert!(!r.channel_file("envd", "t").exists());
+
+    // Neither: a usage error naming both.
+    for args in [&["create", "--kind", "topic", "t"][..], &["rm", "t"], &["sub", "t"], &["pub", "t", "--data", "x"]] {
+        let out = r.cmd(args).env_remove("SHMBUS_DOMAIN").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let e = one_error_line(&out);
+        assert!(e.contains("--domain") && e.contains("SHMBUS_DOMAIN"), "{e}");
+    }
+}
