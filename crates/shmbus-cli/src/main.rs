@@ -32,6 +32,7 @@ mod topic;
 use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use shmbus::Domain;
@@ -129,12 +130,50 @@ impl Ctx {
         Ok(Domain::with_root(name, &self.root)?)
     }
 
+    /// With `--wait SECS` given, waits until every channel of `names` exists in `domain`
+    /// (`Domain::wait_for`, one deadline for all), else returns at once. Returns the names
+    /// that did not exist when it started: every message in them was published after this
+    /// listener started, so a topic subscriber reads them from their first message.
+    pub fn wait_for<'n>(&self, domain: &Domain, names: &[&'n str], wait: Option<Duration>) -> Result<Vec<&'n str>> {
+        let Some(wait) = wait else { return Ok(Vec::new()) };
+        let deadline = std::time::Instant::now() + wait;
+        let mut appeared = Vec::new();
+        for name in names {
+            // Only a hint for where to start reading: the wait itself goes through the
+            // checked directory.
+            if std::fs::symlink_metadata(domain.channel_path(name)?).is_err() {
+                appeared.push(*name);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match domain.wait_for(name, left) {
+                Ok(()) => {}
+                Err(shmbus::WaitForError::Timeout { .. }) => {
+                    return Err(CliError::msg(format!(
+                        "no channel {}/{name} appeared within --wait {} s; is its creator running, with the same domain and root?",
+                        domain.name(),
+                        wait.as_secs_f64()
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(appeared)
+    }
+
     /// The named domain, or every domain under the root.
     pub fn domains(&self, name: Option<&str>) -> Result<Vec<Domain>> {
         match name {
             Some(n) => Ok(vec![self.domain(n)?]),
             None => Domain::list(&self.root).map_err(|e| CliError::msg(format!("{}: {e}", self.root.display()))),
         }
+    }
+}
+
+/// Parses `--wait SECS`: seconds, fractions allowed (`0.5`), at most a day.
+pub fn parse_wait(s: &str) -> std::result::Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!("{s:?} is not a number of seconds from 0 to 86400")),
     }
 }
 

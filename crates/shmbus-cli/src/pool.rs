@@ -84,6 +84,10 @@ struct WorkerArgs {
     /// Print JSON lines {"job_id","worker","len","data"} instead of `job ID: PAYLOAD`.
     #[arg(long)]
     json: bool,
+    /// Wait up to SECS for the pool to be created (by `pool dispatch` or `create`) instead
+    /// of creating it.
+    #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
+    wait: Option<Duration>,
 }
 
 /// Runs `pool dispatch` or `pool worker`.
@@ -176,6 +180,7 @@ impl Dispatch<'_> {
 
 fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    ctx.wait_for(&domain, &[&args.name], args.wait)?;
     let mut w = open_pool(&domain, &args.name, &args.layout)?.worker()?;
     let index = w.index();
     let timeout = args.timeout_ms.map(Duration::from_millis);

@@ -124,8 +124,8 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     for_each_input(args.data.as_deref(), sink.max_len(), |msg| sink.send(msg))
 }
 
-/// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json]`
-#[derive(Debug, clap::Args)]
+/// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json] [--wait SECS]`
+#[derive(Debug, Clone, clap::Args)]
 pub struct SubArgs {
     /// The channel's domain. Default: $SHMBUS_DOMAIN.
     #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
@@ -149,11 +149,26 @@ pub struct SubArgs {
     /// Print JSON lines {"seq","ts_ns","len","data"} instead of payloads.
     #[arg(long)]
     pub json: bool,
+    /// Wait up to SECS for the channel to be created instead of failing when it does not
+    /// exist yet (listeners may start first).
+    #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
+    pub wait: Option<std::time::Duration>,
 }
 
 /// Prints messages of a topic or records of a stream as they arrive.
 pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let appeared = !ctx.wait_for(&domain, &[&args.name], args.wait)?.is_empty();
+    // A topic that appeared while `sub` waited holds only messages published since `sub`
+    // started: read them from the first (the default start, new messages only, would lose
+    // what its creator published at once).
+    let from_start;
+    let args = if appeared && args.from.is_none() && !args.latest {
+        from_start = SubArgs { from: Some(1), ..args.clone() };
+        &from_start
+    } else {
+        args
+    };
     let topic_start = args.from.is_some() || args.latest;
     if let Some(r) =
         crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, args.json, topic_start)

@@ -125,12 +125,20 @@ pub struct RecordArgs {
     /// Print the summary as one JSON object {"messages","gaps","topics":{name: count}}.
     #[arg(long)]
     json: bool,
+    /// Wait up to SECS for every topic to be created instead of failing when it does not
+    /// exist yet (listeners may start first).
+    #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
+    wait: Option<std::time::Duration>,
 }
 
 /// Records messages of topics into a journal until `--count` or `--seconds` (or killed:
 /// every message recorded so far is committed).
 pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let names: Vec<&str> = args.topics.iter().map(String::as_str).collect();
+    // Topics that appeared while waiting are recorded from their first message (all of
+    // them published since `record` started).
+    let appeared = ctx.wait_for(&domain, &names, args.wait)?;
     let mut subs: Vec<(String, Subscriber, u32, u32)> = Vec::new();
     for name in &args.topics {
         if subs.iter().any(|s| &s.0 == name) {
@@ -138,7 +146,11 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
         }
         let t = Topic::open(&domain, name)?;
         let (slot, hist) = (t.max_message_len() as u32, t.history() as u32);
-        subs.push((name.clone(), t.subscriber()?, slot, hist));
+        let sub = t.subscriber()?;
+        if appeared.contains(&name.as_str()) {
+            sub.seek(1);
+        }
+        subs.push((name.clone(), sub, slot, hist));
     }
     // Subscribed first: a missing topic leaves no journal behind.
     let j = open(&args.dir, &JournalConfig::default())?;

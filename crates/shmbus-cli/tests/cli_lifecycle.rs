@@ -150,3 +150,69 @@ fn shmbus_domain_is_the_default_domain_of_the_verbs_that_need_one() {
         assert!(e.contains("--domain") && e.contains("SHMBUS_DOMAIN"), "{e}");
     }
 }
+
+/// Waits until process `pid` holds an inotify instance: it is in its `--wait`, watching.
+fn wait_until_watching(pid: u32) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let watching = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|fds| {
+                fds.flatten()
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().contains("inotify")))
+            })
+            .unwrap_or(false);
+        if watching {
+            return;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "pid {pid} never started watching");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sub_wait_started_before_the_topic_exists_gets_what_pub_then_sends() {
+    let r = Root::new();
+    let sub = r.spawn(&["sub", "--domain", "w", "t", "--wait", "20", "--count", "2", "--timeout-ms", "20000"]);
+    wait_until_watching(sub.id());
+    assert!(!r.0.join("shmbus.w").exists(), "sub --wait created something");
+    // pub creates the domain and the topic, sends at once and exits.
+    r.ok_stdin(&["pub", "--domain", "w", "t"], "first\nsecond\n");
+    assert_eq!(sub.finish_ok(), "first\nsecond\n");
+}
+
+#[test]
+fn wait_times_out_with_one_clear_line_and_a_present_channel_needs_no_wait() {
+    let r = Root::new();
+    let out = r.run(&["sub", "--domain", "w", "nope", "--wait", "0.3"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = one_error_line(&out);
+    assert!(e.contains("no channel w/nope appeared within --wait 0.3 s"), "{e}");
+    let out = r.run(&["pool", "worker", "--domain", "w", "p", "--wait", "0.2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).contains("w/p"));
+    assert!(!r.channel_file("w", "p").exists(), "worker --wait created the pool");
+    assert_eq!(r.run(&["sub", "--domain", "w", "t", "--wait", "soon"]).status.code(), Some(2));
+    // Already there: --wait returns at once and sub starts at new messages as usual.
+    r.ok(&["create", "--domain", "w", "--kind", "queue", "q"]);
+    r.ok(&["pub", "--domain", "w", "q", "--data", "queued"]);
+    assert_eq!(r.ok(&["sub", "--domain", "w", "q", "--wait", "5", "--count", "1"]), "queued\n");
+}
+
+#[test]
+fn pool_worker_and_record_wait_for_their_channels() {
+    let r = Root::new();
+    let worker =
+        r.spawn(&["pool", "worker", "--domain", "w", "p", "--wait", "20", "--count", "1", "--timeout-ms", "20000"]);
+    let jdir = r.jdir("rec");
+    let record = r.spawn(&["record", "--domain", "w", "t", "--dir", &jdir, "--wait", "20", "--count", "1", "--json"]);
+    wait_until_watching(worker.id());
+    wait_until_watching(record.id());
+    r.ok(&["create", "--domain", "w", "--kind", "pool", "p"]);
+    // The worker wakes, opens the pool and joins it (a dispatch before that finds no worker).
+    r.wait_info("w", "p", |v| v["status"]["workers"] == 1);
+    r.ok(&["pool", "dispatch", "--domain", "w", "p", "--data", "job-one", "--timeout-ms", "20000"]);
+    assert!(worker.finish_ok().contains("job-one"));
+    r.ok(&["pub", "--domain", "w", "t", "--data", "recorded"]);
+    let v: serde_json::Value = serde_json::from_str(&record.finish_ok()).unwrap();
+    assert_eq!(v["messages"], 1, "{v}");
+}

@@ -32,7 +32,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use crate::error::OpenError;
+use crate::error::{OpenError, WaitForError};
 use crate::name::validate_name;
 use crate::sys::fs::{self, FileKind, OpenFileError, Stat};
 
@@ -377,6 +377,44 @@ impl Domain {
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
+    }
+
+    /// Waits until channel `name` exists in this domain, at most `timeout`: how a listener
+    /// that starts before its channel's creator waits for it (then opens it as usual).
+    ///
+    /// No polling: the root and the domain directory (once it exists) are watched with
+    /// inotify, through the descriptors opened and checked as [`open_dir`](Self::open_dir)
+    /// does, and each event is followed by one more look. A channel is linked to its name
+    /// only once fully built (see `segment`), so a name that exists is a channel ready to
+    /// open. The wait ends early with [`WaitForError::Open`] for anything an open would
+    /// refuse for good (an untrusted or non-directory domain, a symlink or FIFO under the
+    /// channel's name); [`WaitForError::Timeout`] if nothing came. The root must exist.
+    pub fn wait_for(&self, name: &str, timeout: std::time::Duration) -> Result<(), WaitForError> {
+        let path = self.channel_path(name)?;
+        let deadline = std::time::Instant::now() + timeout;
+        let root = fs::open_dir(&self.root).map_err(|e| OpenError::io(&self.root, e))?;
+        let watch = crate::sys::watch::DirWatch::new().map_err(|e| OpenError::io(&self.root, e))?;
+        // Watches are added before each look, so that nothing created in between is missed.
+        watch.add(root.as_fd()).map_err(|e| OpenError::io(&self.root, e))?;
+        loop {
+            match self.open_dir_in(root.as_fd()) {
+                Ok(dir) => {
+                    watch.add(dir.fd()).map_err(|e| OpenError::io(dir.path(), e))?;
+                    match dir.open_channel(name, false) {
+                        Ok(_) => return Ok(()),
+                        Err(OpenError::NotFound { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Err(OpenError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(WaitForError::Timeout { path, waited: timeout });
+            }
+            watch.wait(left).map_err(|e| OpenError::io(&self.root, e))?;
+        }
     }
 
     /// Names of the channels in this domain (validated names, sorted): see

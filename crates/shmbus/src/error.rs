@@ -177,6 +177,58 @@ impl OpenError {
     }
 }
 
+/// Waiting for a channel to appear ([`Domain::wait_for`](crate::Domain::wait_for)) failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WaitForError {
+    /// No channel of that name appeared within the timeout.
+    Timeout {
+        /// The channel file waited for.
+        path: PathBuf,
+        /// How long it was waited for.
+        waited: std::time::Duration,
+    },
+    /// Something an open would refuse for good: an invalid name, an untrusted or
+    /// non-directory domain, something other than a regular file under the channel's name,
+    /// a missing root, or an error of the watch itself.
+    Open(OpenError),
+}
+
+impl fmt::Display for WaitForError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitForError::Timeout { path, waited } => write!(
+                f,
+                "{}: no such channel after waiting {:.1} s; is its creator running, in this domain and root?",
+                path.display(),
+                waited.as_secs_f64()
+            ),
+            WaitForError::Open(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for WaitForError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WaitForError::Open(e) => Some(e),
+            WaitForError::Timeout { .. } => None,
+        }
+    }
+}
+
+impl From<OpenError> for WaitForError {
+    fn from(e: OpenError) -> Self {
+        WaitForError::Open(e)
+    }
+}
+
+impl From<NameError> for WaitForError {
+    fn from(e: NameError) -> Self {
+        WaitForError::Open(e.into())
+    }
+}
+
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use OpenError::*;

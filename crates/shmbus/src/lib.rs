@@ -97,7 +97,7 @@ pub mod typed;
 pub mod wait;
 
 pub use domain::Domain;
-pub use error::{Corrupt, OpenError};
+pub use error::{Corrupt, OpenError, WaitForError};
 #[cfg(not(loom))]
 pub use journal::{
     Appender, Journal, JournalConfig, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalStatus,

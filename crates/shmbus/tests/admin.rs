@@ -410,3 +410,34 @@ fn remove_refuses_while_in_use_and_forced_keeps_the_mapping() {
     publisher.send(b"still mapped").unwrap();
     assert!(matches!(d.remove("imu"), Err(admin::RemoveError::Open(OpenError::NotFound { .. }))));
 }
+
+/// `Domain::wait_for`: returns once another process creates the channel (domain directory
+/// included), times out with `Timeout`, and refuses a symlink under the name at once.
+#[test]
+fn wait_for_sees_a_channel_another_process_creates_and_times_out_otherwise() {
+    use std::time::Duration;
+    if let Some(role) = child_role() {
+        if role == "create-topic" {
+            // Most likely after the parent started waiting (either order must work).
+            std::thread::sleep(Duration::from_millis(300));
+            let d = Domain::with_root("w", std::env::var("WAIT_ROOT").unwrap()).unwrap();
+            Topic::create_or_open(&d, "late", &TopicConfig::default()).unwrap();
+        }
+        return;
+    }
+    let s = Scratch::new("admin-wait");
+    let d = s.domain("w");
+    match d.wait_for("never", Duration::from_millis(200)) {
+        Err(shmbus::WaitForError::Timeout { waited, .. }) => assert_eq!(waited, Duration::from_millis(200)),
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+    let root = s.path().to_str().unwrap().to_owned();
+    let entry = "wait_for_sees_a_channel_another_process_creates_and_times_out_otherwise";
+    let mut child = child_command(entry, "create-topic", &[("WAIT_ROOT", root)]).spawn().unwrap();
+    d.wait_for("late", Duration::from_secs(20)).unwrap();
+    Topic::open(&d, "late").unwrap();
+    assert!(child.wait().unwrap().success());
+
+    std::os::unix::fs::symlink("/etc/passwd", d.channel_path("link").unwrap()).unwrap();
+    assert!(matches!(d.wait_for("link", Duration::from_secs(20)), Err(shmbus::WaitForError::Open(_))));
+}

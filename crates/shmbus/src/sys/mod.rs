@@ -12,6 +12,7 @@ pub mod mmap;
 pub mod process;
 pub mod sigbus;
 pub mod time;
+pub mod watch;
 
 pub use futex::{futex_wait, futex_waitv, futex_wake, waitv_supported, WaitOutcome, WaitvEntry};
 #[cfg(any(test, feature = "internals"))]
