@@ -11,7 +11,7 @@ use shmbus::pool::{Pool, PoolConfig};
 use shmbus::queue::{Queue, QueueConfig};
 use shmbus::stream::{Stream, StreamConfig};
 use shmbus::topic::{Topic, TopicConfig};
-use shmbus::{admin, Domain, OpenError};
+use shmbus::{admin, Domain};
 
 use crate::{CliError, Ctx, Result};
 
@@ -86,13 +86,10 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let domain_name = args.domain.clone();
     check_flags(args)?;
     let domain = ctx.domain(&domain_name)?;
-    let existed = match admin::inspect_channel(&domain, &args.name) {
-        Ok(_) => true,
-        Err(OpenError::NotFound { .. }) => false,
-        Err(e) => return Err(e.into()),
-    };
     let (kind, path) = create(&domain, args)?;
-    let created = !existed;
+    // Created by this process, not by another that won the race for the name: the header
+    // names its creator.
+    let created = admin::inspect_channel(&domain, &args.name)?.header.creator.pid == std::process::id();
     if args.json {
         let v = serde_json::json!({
             "name": args.name,
