@@ -812,7 +812,7 @@ fn encryption_round_trip_with_a_pluggable_cipher() {
     assert_eq!(t.try_recv_ref().unwrap().data(), b"plain");
     // No cipher: reported and skipped. Wrong key: authentication fails.
     let mut t = j.tailer().unwrap();
-    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Encrypted { index: 0 })));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Encrypted { index: 0, key_id: None })));
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0xbad))));
     assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Corrupt(c)) if c.value("index") == Some(0)));
