@@ -304,7 +304,7 @@ fn append(a: &AppendArgs) -> Result<()> {
     let cipher = a.key.cipher()?;
     let roll = a.roll.unwrap_or(RollCycle::Daily);
     let wanted = Retention { max_cycles: a.retain_cycles, max_age: a.max_age };
-    let j = open(&a.dir.dir, &JournalConfig::default().roll(roll).retention(wanted.clone()))?;
+    let j = open(&a.dir.dir, &JournalConfig::default().roll(roll).retention(wanted))?;
     if a.retain_cycles.is_some() || a.max_age.is_some() {
         let have = j.retention();
         if have != wanted {

@@ -23,7 +23,10 @@ fn key_file(r: &Root, name: &str, keys: &[(u32, u8)], mode: u32) -> String {
 
 /// `dump --json` data, in order.
 fn dumped(r: &Root, args: &[&str]) -> Vec<(u64, String)> {
-    json_lines(&r.ok(args)).iter().map(|e| (e["index"].as_u64().unwrap(), e["data"].as_str().unwrap().to_owned())).collect()
+    json_lines(&r.ok(args))
+        .iter()
+        .map(|e| (e["index"].as_u64().unwrap(), e["data"].as_str().unwrap().to_owned()))
+        .collect()
 }
 
 /// Runs a read that must fail: stdout, the `skipped:` lines and the final error line.
@@ -75,7 +78,10 @@ fn without_the_key_or_with_a_wrong_one_reads_fail_clearly() {
     let (out, skipped, last) = failing(&r, &["journal", "dump", "--dir", &j]);
     assert_eq!(out, "");
     assert_eq!(skipped.len(), 2, "{skipped:?}");
-    assert!(skipped[0].contains("entry 0 is encrypted with key id 7") && skipped[0].contains("--key-file"), "{skipped:?}");
+    assert!(
+        skipped[0].contains("entry 0 is encrypted with key id 7") && skipped[0].contains("--key-file"),
+        "{skipped:?}"
+    );
     assert!(last.contains("2 encrypted entries could not be read"), "{last}");
 
     let (out, skipped, _) = failing(&r, &["journal", "dump", "--dir", &j, "--key-file", &wrong]);
