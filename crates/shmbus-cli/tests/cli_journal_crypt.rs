@@ -174,6 +174,34 @@ fn key_files_are_checked_strictly() {
 }
 
 #[test]
+fn a_key_file_of_another_user_or_not_a_file_is_refused() {
+    let r = Root::new();
+    let j = r.jdir("keys");
+    // A FIFO: a clear error, not a hang.
+    let fifo = r.0.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = r.fails(&["journal", "append", "--dir", &j, "--key-file", fifo.to_str().unwrap(), "--data", "x"]);
+    assert!(e.contains("not a regular file"), "{e}");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: giving a key file to another uid needs root; run the tests as root to cover it");
+        return;
+    }
+    let k = key_file(&r, "k", &[(1, 0x11)], 0o600);
+    std::os::unix::fs::chown(&k, Some(4242), Some(4242)).unwrap();
+    let e = r.fails(&["journal", "append", "--dir", &j, "--key-file", &k, "--data", "x"]);
+    assert!(e.contains("uid 4242") && e.contains("does not trust") && e.contains("SHMBUS_TRUST_UIDS"), "{e}");
+    let out = r
+        .cmd(&["journal", "append", "--dir", &j, "--key-file", &k, "--data", "x"])
+        .env("SHMBUS_TRUST_UIDS", "4242")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "trusted: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn retention_set_at_append_is_applied_by_appenders_and_gc() {
     let r = Root::new();
     let j = r.jdir("ret");

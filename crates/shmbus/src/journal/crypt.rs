@@ -53,7 +53,7 @@ pub enum KeyFileError {
         /// The permission bits found.
         mode: u32,
     },
-    /// Line `line` (1-based) is not `<id> <64 hex digits>`: `what` says why.
+    /// Line `line` (1-based; 0: the whole file) is not `<id> <64 hex digits>`: `what` says why.
     Syntax {
         /// The line number.
         line: usize,
@@ -69,6 +69,14 @@ pub enum KeyFileError {
     },
     /// The file holds no key.
     Empty,
+    /// The path is not a regular file (a FIFO, device, directory or socket).
+    NotAFile,
+    /// The file belongs to a user this process does not trust (the project's trust rules:
+    /// itself, root and `SHMBUS_TRUST_UIDS`): whoever owns a key file chooses the key.
+    Untrusted {
+        /// The owner, in words (`uid N (name)`).
+        owner: String,
+    },
 }
 
 impl fmt::Display for KeyFileError {
@@ -79,11 +87,19 @@ impl fmt::Display for KeyFileError {
                 f,
                 "the key file is readable or writable by group or others (mode {mode:04o}); make it private with chmod 600"
             ),
+            KeyFileError::Syntax { line: 0, what } => write!(f, "key file: {what}"),
             KeyFileError::Syntax { line, what } => {
                 write!(f, "key file line {line}: {what}; each line is `<id> <64 hex digits>`")
             }
             KeyFileError::DuplicateId { id, line } => write!(f, "key file line {line}: key id {id} appears twice"),
             KeyFileError::Empty => f.write_str("the key file holds no key; each line is `<id> <64 hex digits>`"),
+            KeyFileError::NotAFile => f.write_str("the key file is not a regular file"),
+            KeyFileError::Untrusted { owner } => write!(
+                f,
+                "the key file belongs to {owner}, whom this process does not trust (whoever owns it chooses the key); \
+                 own it yourself, or trust that user with {}",
+                crate::domain::TRUST_ENV
+            ),
         }
     }
 }
@@ -138,14 +154,38 @@ impl Keyring {
         Ok(Keyring { keys, current })
     }
 
-    /// Loads a key file, refusing one that group or others may read or write.
+    /// Loads a key file, refusing one that is not a regular file, that group or others may
+    /// read or write, or that belongs to a user the trust policy (`SHMBUS_TRUST_UIDS`,
+    /// docs/trust.md) does not accept. The checks are made on the opened descriptor (what
+    /// is checked is what is read); a symlink is followed.
     pub fn load(path: &Path) -> Result<Keyring, KeyFileError> {
-        let meta = std::fs::metadata(path).map_err(KeyFileError::Io)?;
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Non-blocking: opening a FIFO must not hang; it is refused below.
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(KeyFileError::Io)?;
+        let meta = f.metadata().map_err(KeyFileError::Io)?;
+        if !meta.is_file() {
+            return Err(KeyFileError::NotAFile);
+        }
+        let trust =
+            crate::domain::TrustPolicy::from_env().map_err(|e| KeyFileError::Io(io::Error::other(e.to_string())))?;
+        if !trust.trusts(meta.uid()) {
+            return Err(KeyFileError::Untrusted { owner: crate::domain::describe_uid(meta.uid()) });
+        }
         let mode = meta.mode() & 0o7777;
         if mode & 0o077 != 0 {
             return Err(KeyFileError::TooOpen { mode });
         }
-        let text = std::fs::read_to_string(path).map_err(KeyFileError::Io)?;
+        // A key file is a few lines: refuse to read a huge one into memory.
+        let mut text = String::new();
+        (&mut f).take(1 << 20).read_to_string(&mut text).map_err(|e| match e.kind() {
+            io::ErrorKind::InvalidData => KeyFileError::Syntax { line: 0, what: "the file is not UTF-8 text" },
+            _ => KeyFileError::Io(e),
+        })?;
         Keyring::parse(&text)
     }
 }
