@@ -610,6 +610,10 @@ fn info(a: &InfoArgs) -> Result<()> {
             "cycles": cycles,
             "unreadable_cycles": info.unreadable_cycles.iter().map(|(c, why)| json!({"cycle": c, "error": why})).collect::<Vec<_>>(),
             "readers": readers_json(&info),
+            "retention": json!({
+                "max_cycles": info.retention.max_cycles,
+                "max_age_secs": info.retention.max_age.map(|d| d.as_secs()),
+            }),
         }))?;
         return Ok(());
     }
@@ -644,6 +648,7 @@ fn info(a: &InfoArgs) -> Result<()> {
     if let Some(a) = &info.archive_dir {
         writeln!(out, "archive       {}", a.display())?;
     }
+    writeln!(out, "retention     {}", retention_words(&info.retention))?;
     writeln!(out, "cycles        {}", info.cycles.len())?;
     for c in &info.cycles {
         let sealed = if c.sealed { " sealed" } else { "" };

@@ -215,6 +215,10 @@ fn retention_set_at_append_is_applied_by_appenders_and_gc() {
     r.ok(&["journal", "append", "--dir", &j, "--data", "b"]);
     // Two cycles (three if b's appender crossed a second boundary between opening and
     // appending: an empty one between).
+    let v = r.json(&["journal", "info", "--dir", &j, "--json"]);
+    assert_eq!(v["retention"], serde_json::json!({"max_cycles": null, "max_age_secs": 3}), "{v}");
+    let text = r.ok(&["journal", "info", "--dir", &j]);
+    assert!(text.contains("retention     no cycle limit, a max age of 3s"), "{text}");
     let before = info_cycles(&r);
     assert!((2..=3).contains(&before.len()), "{before:?}");
     // A different retention on an existing journal is refused (the same one is accepted:
@@ -240,6 +244,7 @@ fn retention_set_at_append_is_applied_by_appenders_and_gc() {
     }
     let v = r.json(&["journal", "info", "--dir", &j2, "--json"]);
     assert_eq!(v["cycles"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["retention"], serde_json::json!({"max_cycles": 2, "max_age_secs": null}), "{v}");
     // y too, unless z's appender crossed a second boundary between opening and appending
     // (an empty cycle counted among the two).
     let text = r.ok(&["journal", "dump", "--dir", &j2]);

@@ -595,6 +595,10 @@ impl Journal {
             appenders,
             storage: super::Storage::of(&dir).ok(),
             archive_dir: meta.archive_dir(&dir),
+            retention: Retention {
+                max_cycles: (meta.hdr.retain_cycles != 0).then_some(meta.hdr.retain_cycles),
+                max_age: (meta.hdr.retain_secs != 0).then(|| Duration::from_secs(meta.hdr.retain_secs)),
+            },
             dir,
         })
     }
@@ -719,4 +723,6 @@ pub struct JournalStatus {
     pub storage: Option<super::Storage>,
     /// The archive directory, if [`Journal::tier`] has set one.
     pub archive_dir: Option<PathBuf>,
+    /// The retention stored at creation ([`Journal::retention`]).
+    pub retention: Retention,
 }
