@@ -11,13 +11,14 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use shmbus::journal::{
-    open_error_message, Appender, Journal, JournalConfig, JournalRecvTimeoutError, JournalStatus, JournalTryRecvError,
-    Retention, RollCycle, Tailer,
+    open_error_message, Appender, EntryCipher, Journal, JournalConfig, JournalRecvTimeoutError, JournalStatus,
+    JournalTryRecvError, Keyring, Retention, RollCycle, Tailer, XChaCha20Poly1305Cipher,
 };
 use shmbus::OpenError;
 
@@ -57,6 +58,49 @@ struct DirArg {
     dir: PathBuf,
 }
 
+/// `--key-file`: the journal's keys, for appending (sealed with the last key) and reading.
+#[derive(Debug, ClapArgs)]
+struct KeyArg {
+    /// Encrypt (append) or decrypt (read) entries with XChaCha20-Poly1305 using the keys in
+    /// this file: one `<id> <64 hex digits>` per line, the last one sealing new entries. The
+    /// file must not be readable by group or others.
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<PathBuf>,
+}
+
+impl KeyArg {
+    /// The cipher of `--key-file`, if given.
+    fn cipher(&self) -> Result<Option<Arc<dyn EntryCipher>>> {
+        let Some(path) = &self.key_file else { return Ok(None) };
+        let keys = Keyring::load(path).map_err(|e| CliError::msg(format!("--key-file {}: {e}", path.display())))?;
+        Ok(Some(Arc::new(XChaCha20Poly1305Cipher::new(&keys))))
+    }
+}
+
+/// `--max-age`: a whole number with a unit, `s`, `m`, `h` or `d` (`10s`, `5m`, `2h`, `7d`).
+fn parse_age(s: &str) -> std::result::Result<Duration, String> {
+    let bad = || format!("{s:?} is not an age: use a whole number and a unit, like 10s, 5m, 2h or 7d");
+    let unit = match s.chars().last() {
+        Some('s') => 1,
+        Some('m') => 60,
+        Some('h') => 3600,
+        Some('d') => 86_400,
+        _ => return Err(bad()),
+    };
+    match s[..s.len() - 1].parse::<u64>().ok().and_then(|n| n.checked_mul(unit)) {
+        Some(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
+        _ => Err(bad()),
+    }
+}
+
+/// `--retain-cycles`: at least 1.
+fn parse_retain_cycles(s: &str) -> std::result::Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{s:?} is not a cycle count: use a whole number of at least 1")),
+    }
+}
+
 /// `--roll`: `never`, `minutely`, `hourly`, `daily`, or `<N>s` (every N seconds).
 fn parse_roll(s: &str) -> std::result::Result<RollCycle, String> {
     match s {
@@ -87,6 +131,17 @@ struct AppendArgs {
     /// decompress transparently).
     #[arg(long)]
     compress: bool,
+    /// Retention when creating the journal: keep at most N cycles (stored in the journal;
+    /// appenders rolling to a new cycle and `journal gc` apply it). An existing journal keeps
+    /// its own: giving a different one is an error.
+    #[arg(long, value_name = "N", value_parser = parse_retain_cycles)]
+    retain_cycles: Option<u64>,
+    /// Retention when creating the journal: delete cycles that ended longer ago than DUR
+    /// (10s, 5m, 2h, 7d). Stored like --retain-cycles.
+    #[arg(long, value_name = "DUR", value_parser = parse_age)]
+    max_age: Option<Duration>,
+    #[command(flatten)]
+    key: KeyArg,
     /// Print one JSON line {"index","len"} per appended entry.
     #[arg(long)]
     json: bool,
@@ -109,6 +164,8 @@ struct DumpArgs {
     dir: DirArg,
     #[command(flatten)]
     from: FromArgs,
+    #[command(flatten)]
+    key: KeyArg,
     /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads.
     #[arg(long)]
     json: bool,
@@ -125,6 +182,8 @@ struct TailArgs {
     /// reader starts at the oldest entry) and record progress after each entry printed.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["from", "from_ts"])]
     reader: Option<String>,
+    #[command(flatten)]
+    key: KeyArg,
     /// Exit (with 0) after this many entries. Default: run until killed.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
@@ -234,11 +293,32 @@ fn append_one(app: &mut Appender, data: &[u8]) -> Result<u64> {
     app.send(data).map_err(|e| CliError::msg(format!("append failed: {e}")))
 }
 
+/// A retention in words, for errors.
+fn retention_words(r: &Retention) -> String {
+    let cycles = r.max_cycles.map_or("no cycle limit".to_owned(), |n| format!("at most {n} cycle(s)"));
+    let age = r.max_age.map_or("no age limit".to_owned(), |d| format!("a max age of {}s", d.as_secs()));
+    format!("{cycles}, {age}")
+}
+
 fn append(a: &AppendArgs) -> Result<()> {
+    let cipher = a.key.cipher()?;
     let roll = a.roll.unwrap_or(RollCycle::Daily);
-    let j = open(&a.dir.dir, &JournalConfig::default().roll(roll))?;
+    let wanted = Retention { max_cycles: a.retain_cycles, max_age: a.max_age };
+    let j = open(&a.dir.dir, &JournalConfig::default().roll(roll).retention(wanted))?;
+    if a.retain_cycles.is_some() || a.max_age.is_some() {
+        let have = j.retention();
+        if have != wanted {
+            return Err(CliError::msg(format!(
+                "{}: the journal keeps its retention from creation ({}); it cannot be changed to {}",
+                a.dir.dir.display(),
+                retention_words(&have),
+                retention_words(&wanted)
+            )));
+        }
+    }
     let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", a.dir.dir.display())))?;
     app.set_compression(a.compress);
+    app.set_cipher(cipher);
     let mut out = std::io::stdout().lock();
     for_each_input(a.data.as_deref(), app.max_entry_len(), |data| {
         let index = append_one(&mut app, data)?;
@@ -277,29 +357,52 @@ fn print_entry(out: &mut impl Write, json: bool, index: u64, ts_ns: u64, data: &
     Ok(())
 }
 
+/// Defines a function wording a read error about a missing key in the CLI's terms.
+macro_rules! keyless {
+    ($name:ident, $ty:ident) => {
+        fn $name(e: &$ty) -> String {
+            match e {
+                $ty::Encrypted { index, key_id } => format!(
+                    "journal entry {index} is encrypted{}; give --key-file with its key",
+                    key_id.map(|k| format!(" with key id {k}")).unwrap_or_default()
+                ),
+                $ty::UnknownKey { index, key_id } => {
+                    format!("journal entry {index} is encrypted with key id {key_id}, which is not in the key file")
+                }
+                e => e.to_string(),
+            }
+        }
+    };
+}
+
 /// Defines a function saying whether a read error of type `$ty` is one the tailer survives
 /// (it has moved past the problem): said on stderr, one line each. Damaged ranges are
 /// counted in `damaged`: `dump` and `tail` exit non-zero at the end when there were any
 /// (after printing every healthy entry). One per error type of the journal's receive family.
 macro_rules! survivable {
-    ($name:ident, $ty:ident) => {
-        fn $name(e: &$ty, damaged: &mut u64) -> bool {
+    ($name:ident, $ty:ident, $key_message:ident) => {
+        fn $name(e: &$ty, skipped: &mut Skipped) -> bool {
             match e {
                 $ty::Gap { from, to } => {
                     eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
                     true
                 }
                 $ty::Damaged { .. } => {
-                    *damaged += 1;
+                    skipped.damaged += 1;
                     eprintln!("damaged: {e}");
                     true
                 }
                 $ty::Corrupt(_) => {
-                    *damaged += 1;
+                    skipped.damaged += 1;
                     eprintln!("skipped: {e}");
                     true
                 }
-                $ty::Encrypted { .. } | $ty::PositionReset { .. } => {
+                $ty::Encrypted { .. } | $ty::UnknownKey { .. } | $ty::Unauthenticated { .. } => {
+                    skipped.undecrypted += 1;
+                    eprintln!("skipped: {}", $key_message(e));
+                    true
+                }
+                $ty::PositionReset { .. } => {
                     eprintln!("skipped: {e}");
                     true
                 }
@@ -308,36 +411,61 @@ macro_rules! survivable {
         }
     };
 }
-survivable!(survivable, JournalRecvTimeoutError);
-survivable!(survivable_now, JournalTryRecvError);
+survivable!(survivable, JournalRecvTimeoutError, key_message);
+keyless!(key_message, JournalRecvTimeoutError);
+keyless!(key_message_now, JournalTryRecvError);
+survivable!(survivable_now, JournalTryRecvError, key_message_now);
 
-/// The error `dump` and `tail` end with when they skipped damage.
-fn damage_error(dir: &Path, damaged: u64) -> CliError {
-    CliError::msg(format!(
-        "{}: {damaged} damaged range(s) were skipped (listed above); every healthy entry was printed. \
-         Restore the damaged cycle files from a copy if you have one",
-        dir.display()
-    ))
+/// What `dump` and `tail` skipped (each said on stderr as it happened).
+#[derive(Default)]
+struct Skipped {
+    /// Damaged ranges and corrupt entries.
+    damaged: u64,
+    /// Encrypted entries without their key, or failing authentication.
+    undecrypted: u64,
+}
+
+impl Skipped {
+    /// The error `dump` and `tail` end with when they skipped anything.
+    fn check(&self, dir: &Path) -> Result<()> {
+        if self.damaged > 0 {
+            return Err(CliError::msg(format!(
+                "{}: {} damaged range(s) were skipped (listed above); every healthy entry was printed. \
+                 Restore the damaged cycle files from a copy if you have one",
+                dir.display(),
+                self.damaged
+            )));
+        }
+        if self.undecrypted > 0 {
+            return Err(CliError::msg(format!(
+                "{}: {} encrypted entr{} could not be read (listed above: no key, an unknown key id, or failed \
+                 authentication); every other entry was printed",
+                dir.display(),
+                self.undecrypted,
+                if self.undecrypted == 1 { "y" } else { "ies" }
+            )));
+        }
+        Ok(())
+    }
 }
 
 fn dump(a: &DumpArgs) -> Result<()> {
+    let cipher = a.key.cipher()?;
     let j = open_existing(&a.dir.dir)?;
     let mut t = positioned(&j, &a.from, Journal::tailer)?;
+    t.set_cipher(cipher);
     let mut out = std::io::stdout().lock();
-    let mut damaged = 0;
+    let mut skipped = Skipped::default();
     loop {
         match t.try_recv_ref() {
             Ok(e) => print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?,
             Err(JournalTryRecvError::Empty) => break,
-            Err(e) if survivable_now(&e, &mut damaged) => {}
+            Err(e) if survivable_now(&e, &mut skipped) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
         }
     }
     out.flush()?;
-    if damaged > 0 {
-        return Err(damage_error(&a.dir.dir, damaged));
-    }
-    Ok(())
+    skipped.check(&a.dir.dir)
 }
 
 fn reader_error(dir: &Path, name: &str, e: OpenError) -> CliError {
@@ -353,15 +481,17 @@ fn reader_message(e: &OpenError) -> String {
 }
 
 fn tail(a: &TailArgs) -> Result<()> {
+    let cipher = a.key.cipher()?;
     let j = open_existing(&a.dir.dir)?;
     let mut t = match &a.reader {
         Some(name) => j.reader(name).map_err(|e| reader_error(&a.dir.dir, name, e))?,
         None => positioned(&j, &a.from, Journal::tailer_at_end)?,
     };
+    t.set_cipher(cipher);
     let timeout = a.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
     let mut received = 0u64;
-    let mut damaged = 0;
+    let mut skipped = Skipped::default();
     while a.count.is_none_or(|n| received < n) {
         let got = match timeout {
             Some(d) => t.recv_ref_timeout(d),
@@ -383,14 +513,11 @@ fn tail(a: &TailArgs) -> Result<()> {
                     a.timeout_ms.unwrap_or(0)
                 )));
             }
-            Err(e) if survivable(&e, &mut damaged) => {}
+            Err(e) if survivable(&e, &mut skipped) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
         }
     }
-    if damaged > 0 {
-        return Err(damage_error(&a.dir.dir, damaged));
-    }
-    Ok(())
+    skipped.check(&a.dir.dir)
 }
 
 fn journal_info(dir: &Path) -> Result<JournalStatus> {
@@ -483,6 +610,10 @@ fn info(a: &InfoArgs) -> Result<()> {
             "cycles": cycles,
             "unreadable_cycles": info.unreadable_cycles.iter().map(|(c, why)| json!({"cycle": c, "error": why})).collect::<Vec<_>>(),
             "readers": readers_json(&info),
+            "retention": json!({
+                "max_cycles": info.retention.max_cycles,
+                "max_age_secs": info.retention.max_age.map(|d| d.as_secs()),
+            }),
         }))?;
         return Ok(());
     }
@@ -517,6 +648,7 @@ fn info(a: &InfoArgs) -> Result<()> {
     if let Some(a) = &info.archive_dir {
         writeln!(out, "archive       {}", a.display())?;
     }
+    writeln!(out, "retention     {}", retention_words(&info.retention))?;
     writeln!(out, "cycles        {}", info.cycles.len())?;
     for c in &info.cycles {
         let sealed = if c.sealed { " sealed" } else { "" };

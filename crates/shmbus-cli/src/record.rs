@@ -315,7 +315,12 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
                 eprintln!("damaged: {e}");
                 continue;
             }
-            Err(e @ (JournalTryRecvError::Encrypted { .. } | JournalTryRecvError::PositionReset { .. })) => {
+            Err(
+                e @ (JournalTryRecvError::Encrypted { .. }
+                | JournalTryRecvError::UnknownKey { .. }
+                | JournalTryRecvError::Unauthenticated { .. }
+                | JournalTryRecvError::PositionReset { .. }),
+            ) => {
                 eprintln!("skipped: {e}");
                 continue;
             }

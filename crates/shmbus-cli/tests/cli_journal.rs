@@ -183,6 +183,7 @@ fn info_readers_and_gc_json_shapes() {
             "hot_file_bytes",
             "next_index",
             "readers",
+            "retention",
             "storage",
             "unreadable_cycles"
         ]

@@ -163,7 +163,8 @@ map_family! {
     JournalTryRecvError, JournalRecvError, JournalRecvTimeoutError;
     try { E::Empty => (SHMBUS_EMPTY, 0) }
     shared {
-        E::Gap { .. } | E::Damaged { .. } | E::Encrypted { .. } | E::PositionReset { .. } => (SHMBUS_DAMAGED, 0),
+        E::Gap { .. } | E::Damaged { .. } | E::Encrypted { .. } | E::UnknownKey { .. } | E::PositionReset { .. } => (SHMBUS_DAMAGED, 0),
+        E::Unauthenticated { .. } => (SHMBUS_CORRUPT, 0),
         E::Corrupt(_) => (SHMBUS_CORRUPT, 0),
         E::Truncated { .. } => (SHMBUS_TRUNCATED, 0),
         E::Open(o) => (open_code(o), 0),

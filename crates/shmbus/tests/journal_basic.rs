@@ -812,10 +812,47 @@ fn encryption_round_trip_with_a_pluggable_cipher() {
     assert_eq!(t.try_recv_ref().unwrap().data(), b"plain");
     // No cipher: reported and skipped. Wrong key: authentication fails.
     let mut t = j.tailer().unwrap();
-    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Encrypted { index: 0 })));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Encrypted { index: 0, key_id: None })));
     let mut t = j.tailer().unwrap();
     t.set_cipher(Some(Arc::new(ToyCipher(0xbad))));
-    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Corrupt(c)) if c.value("index") == Some(0)));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Unauthenticated { index: 0 })));
+}
+
+#[test]
+fn built_in_cipher_rotates_keys_and_names_the_missing_one() {
+    use shmbus::journal::{Keyring, XChaCha20Poly1305Cipher};
+    use std::sync::Arc;
+    let (dir, _c) = fresh_dir("jt-xchacha");
+    let j = Journal::create_or_open(&dir, &small()).unwrap();
+    let mut a = j.appender().unwrap();
+    let mut keys = Keyring::new(1, [1; 32]);
+    a.set_cipher(Some(Arc::new(XChaCha20Poly1305Cipher::new(&keys))));
+    a.set_compression(true);
+    let big = b"rotate me ".repeat(20);
+    a.send(&big).unwrap();
+    keys.rotate(2, [2; 32]);
+    a.set_cipher(Some(Arc::new(XChaCha20Poly1305Cipher::new(&keys))));
+    a.send(b"after rotation").unwrap();
+    let bytes = std::fs::read(dir.join(data_file_name(0))).unwrap();
+    assert!(!bytes.windows(9).any(|w| w == b"rotate me"), "plaintext on disk");
+
+    let mut t = j.tailer().unwrap();
+    t.set_cipher(Some(Arc::new(XChaCha20Poly1305Cipher::new(&keys))));
+    assert_eq!(t.try_recv_ref().unwrap().data(), &big[..]);
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"after rotation");
+    // No cipher: the key id is named. Only key 2: entry 0 needs key 1. Key 1 with other
+    // bytes: authentication fails.
+    let mut t = j.tailer().unwrap();
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Encrypted { index: 0, key_id: Some(1) })));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Encrypted { index: 1, key_id: Some(2) })));
+    let mut t = j.tailer().unwrap();
+    t.set_cipher(Some(Arc::new(XChaCha20Poly1305Cipher::new(&Keyring::new(2, [2; 32])))));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::UnknownKey { index: 0, key_id: 1 })));
+    assert_eq!(t.try_recv_ref().unwrap().data(), b"after rotation");
+    let mut t = j.tailer().unwrap();
+    t.set_cipher(Some(Arc::new(XChaCha20Poly1305Cipher::new(&Keyring::new(1, [9; 32])))));
+    assert!(matches!(t.try_recv_ref(), Err(JournalTryRecvError::Unauthenticated { index: 0 })));
+    assert_eq!(keys.ids().collect::<Vec<_>>(), [1, 2]);
 }
 
 /// Many threads creating the same journal at once: one creates it, all open it.

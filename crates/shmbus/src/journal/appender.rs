@@ -12,8 +12,8 @@ use crate::sys::ProcessId;
 use super::files::{self, CycleFiles};
 use super::format::{
     data_file_name, entry_crc, entry_crc_parts, entry_nonce, entry_units, find_next_entry, index_file_name, pos_parts,
-    pos_word, read_entry, MetaHeader, ScannedEntry, CRC_FROM, CYCLE_HEADER_PAGE, ENTRY_HEADER, FLAG_LZ4, FLAG_SEALED,
-    META_SIZE, UNIT,
+    pos_word, read_entry, MetaHeader, ScannedEntry, CRC_FROM, CYCLE_HEADER_PAGE, ENTRY_HEADER, FLAG_KEYED, FLAG_LZ4,
+    FLAG_SEALED, META_SIZE, UNIT,
 };
 use super::protocol;
 
@@ -284,7 +284,8 @@ impl Appender {
                     let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
                     let aad = res.index().to_le_bytes();
                     c.seal(&nonce, &aad, body, &mut res);
-                    res.commit_inner(flags | FLAG_SEALED, data.len() as u32, None)
+                    let keyed = if c.key_id().is_some() { FLAG_KEYED } else { 0 };
+                    res.commit_inner(flags | FLAG_SEALED | keyed, data.len() as u32, None)
                 }
             };
             match r {

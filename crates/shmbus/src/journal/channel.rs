@@ -203,8 +203,9 @@ fn random_id() -> [u8; 16] {
     b
 }
 
-/// On-the-fly encryption of entry payloads, supplied by the application (shmbus picks no
-/// cipher: use an AEAD such as XChaCha20-Poly1305 or AES-GCM-SIV from a crate you trust).
+/// On-the-fly encryption of entry payloads. shmbus has one built in,
+/// [`XChaCha20Poly1305Cipher`](super::XChaCha20Poly1305Cipher) with a rotating
+/// [`Keyring`](super::Keyring); implement this for another AEAD.
 ///
 /// The journal guarantees a nonce that is unique for every entry of every journal
 /// (`docs/journal-format.md`: the journal's random id, the cycle and the in-cycle index) and passes the
@@ -219,6 +220,34 @@ pub trait EntryCipher: Send + Sync {
     /// Checks and decrypts `sealed` into `out` (`sealed.len() - overhead()` bytes).
     /// `false`: wrong key, or the entry was tampered with.
     fn open(&self, nonce: &[u8; 24], aad: &[u8], sealed: &[u8], out: &mut [u8]) -> bool;
+    /// The id of the key `seal` uses, if this cipher numbers its keys. `Some` promises that
+    /// every sealed payload starts with that id (4 bytes, little-endian): the journal flags
+    /// such entries so a reader without the key can say which key it needs.
+    fn key_id(&self) -> Option<u32> {
+        None
+    }
+    /// [`open`](EntryCipher::open) saying why it failed. The default maps `false` to
+    /// [`CipherError::Unauthenticated`].
+    fn open_entry(&self, nonce: &[u8; 24], aad: &[u8], sealed: &[u8], out: &mut [u8]) -> Result<(), CipherError> {
+        if self.open(nonce, aad, sealed, out) {
+            Ok(())
+        } else {
+            Err(CipherError::Unauthenticated)
+        }
+    }
+}
+
+/// Why an [`EntryCipher`] refused to open an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CipherError {
+    /// The entry was sealed with key `key_id`, which this cipher does not hold.
+    UnknownKey {
+        /// The entry's key id.
+        key_id: u32,
+    },
+    /// Authentication failed: a wrong key, or the entry was changed or moved.
+    Unauthenticated,
 }
 
 impl fmt::Debug for dyn EntryCipher {
@@ -566,18 +595,28 @@ impl Journal {
             appenders,
             storage: super::Storage::of(&dir).ok(),
             archive_dir: meta.archive_dir(&dir),
+            retention: Retention {
+                max_cycles: (meta.hdr.retain_cycles != 0).then_some(meta.hdr.retain_cycles),
+                max_age: (meta.hdr.retain_secs != 0).then(|| Duration::from_secs(meta.hdr.retain_secs)),
+            },
             dir,
         })
     }
 
-    /// Applies the configured retention now.
-    pub fn gc(&self) -> Result<GcReport, io::Error> {
+    /// The retention stored in the journal's metadata when it was created
+    /// ([`JournalConfig::retention`]): what [`Journal::gc`] and appenders rolling to a new
+    /// cycle apply. Fixed for the journal's life (the metadata header is immutable).
+    pub fn retention(&self) -> Retention {
         let h = &self.inner.meta.hdr;
-        let r = Retention {
+        Retention {
             max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
             max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
-        };
-        self.gc_with(r)
+        }
+    }
+
+    /// Applies the configured retention now.
+    pub fn gc(&self) -> Result<GcReport, io::Error> {
+        self.gc_with(self.retention())
     }
 
     /// Tiered storage: moves every cycle except the newest `keep_hot` to the `archive`
@@ -684,4 +723,6 @@ pub struct JournalStatus {
     pub storage: Option<super::Storage>,
     /// The archive directory, if [`Journal::tier`] has set one.
     pub archive_dir: Option<PathBuf>,
+    /// The retention stored at creation ([`Journal::retention`]).
+    pub retention: Retention,
 }

@@ -109,7 +109,24 @@ error_family! {
         Encrypted {
             /// The entry.
             index: u64,
-        } => ("journal entry {index} is encrypted; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped"),
+            /// The id of the key that sealed it, when the cipher numbers its keys (the
+            /// built-in [`XChaCha20Poly1305Cipher`](super::XChaCha20Poly1305Cipher) does).
+            key_id: Option<u32>,
+        } => ("journal entry {index} is encrypted{}; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped", key_id.map(|k| format!(" with key id {k}")).unwrap_or_default()),
+        /// Entry `index` was sealed with key `key_id`, which the tailer's cipher does not
+        /// hold (an older or newer key than its keyring's); it is skipped.
+        UnknownKey {
+            /// The entry.
+            index: u64,
+            /// The key it needs.
+            key_id: u32,
+        } => ("journal entry {index} is encrypted with key id {key_id}, which is not in the tailer's keyring; it is skipped"),
+        /// Entry `index` failed authentication: a wrong key, or its bytes were changed or
+        /// moved from another position or journal. Nothing of it is returned; it is skipped.
+        Unauthenticated {
+            /// The entry.
+            index: u64,
+        } => ("journal entry {index} failed authentication (a wrong key, or the entry was tampered with); it is skipped"),
         /// Entries `from..to` of cycle `cycle` are damaged (zeroed or overwritten bytes, junk
         /// headers, an unreadable cycle file) and cannot be read; the tailer has moved past
         /// them and continues at `to`, the next healthy entry. Reported once per range.

@@ -425,8 +425,11 @@ pub const ST_ABANDONED: u64 = 0x41;
 pub const FLAG_LZ4: u64 = 1;
 /// Entry flag: payload is sealed by the user's `EntryCipher` (after compression, if both).
 pub const FLAG_SEALED: u64 = 2;
+/// Entry flag (with `FLAG_SEALED`): the sealed payload starts with the 4-byte little-endian
+/// id of the key that sealed it (the built-in cipher's layout).
+pub const FLAG_KEYED: u64 = 4;
 /// Every flag this version knows.
-pub const KNOWN_FLAGS: u64 = FLAG_LZ4 | FLAG_SEALED;
+pub const KNOWN_FLAGS: u64 = FLAG_LZ4 | FLAG_SEALED | FLAG_KEYED;
 
 /// The 24-byte nonce of an encrypted entry: the journal's id (12 bytes), the cycle (8) and
 /// the in-cycle index (4). Unique for every entry of every journal (ids are random).

@@ -86,6 +86,8 @@ mod appender;
 #[cfg(not(loom))]
 mod channel;
 #[cfg(not(loom))]
+mod crypt;
+#[cfg(not(loom))]
 mod cycles;
 #[cfg(not(loom))]
 mod error;
@@ -121,7 +123,11 @@ pub use appender::{Appender, Loan};
 #[cfg(not(loom))]
 pub(crate) use channel::JournalKind;
 #[cfg(not(loom))]
-pub use channel::{realtime_ns, CycleInfo, Durability, EntryCipher, Journal, JournalConfig, JournalStatus, RollCycle};
+pub use channel::{
+    realtime_ns, CipherError, CycleInfo, Durability, EntryCipher, Journal, JournalConfig, JournalStatus, RollCycle,
+};
+#[cfg(not(loom))]
+pub use crypt::{KeyFileError, Keyring, XChaCha20Poly1305Cipher};
 #[cfg(not(loom))]
 pub use error::{
     open_error_message, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalTierError,

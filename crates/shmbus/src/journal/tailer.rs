@@ -13,11 +13,11 @@ use crate::wait::WaitPolicy;
 use super::files::CycleFiles;
 use super::format::{
     decompress_into, entry_nonce, entry_word_parts, find_next_entry, pos_parts, pos_word, read_entry, ScanStop,
-    ENTRY_HEADER, FLAG_LZ4, FLAG_SEALED, ST_ABANDONED, ST_COMMITTED, ST_RESERVED, UNIT,
+    ENTRY_HEADER, FLAG_KEYED, FLAG_LZ4, FLAG_SEALED, ST_ABANDONED, ST_COMMITTED, ST_RESERVED, UNIT,
 };
 use super::protocol::{self, EntryState};
 
-use super::channel::{realtime_ns, EntryCipher, Inner};
+use super::channel::{realtime_ns, CipherError, EntryCipher, Inner};
 use super::cycles::{abandon_at, entry_ts, units_fit};
 use super::error::{corrupt_entry, JournalRecvError, JournalRecvTimeoutError, JournalTryRecvError};
 
@@ -1049,8 +1049,10 @@ impl Tailer {
         let payload = unsafe { std::slice::from_raw_parts(self.cy.data_ptr(off + ENTRY_HEADER as u64), len) };
         let mut body = payload;
         if flags & FLAG_SEALED != 0 {
+            let key_id = (flags & FLAG_KEYED != 0 && payload.len() >= 4)
+                .then(|| u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]]));
             let Some(c) = &self.cipher else {
-                return Err(JournalRecvError::Encrypted { index });
+                return Err(JournalRecvError::Encrypted { index, key_id });
             };
             let Some(plain_len) = len.checked_sub(c.overhead()) else {
                 return Err(corrupt_entry(index, "sealed payload shorter than the cipher's tag"));
@@ -1059,8 +1061,10 @@ impl Tailer {
             let nonce = entry_nonce(&self.inner.hdr().id, self.cy.num, idx as u32);
             self.sealed_scratch.clear();
             self.sealed_scratch.resize(plain_len, 0);
-            if !c.open(&nonce, &index.to_le_bytes(), payload, &mut self.sealed_scratch) {
-                return Err(corrupt_entry(index, "decryption failed (wrong key or tampered entry)"));
+            match c.open_entry(&nonce, &index.to_le_bytes(), payload, &mut self.sealed_scratch) {
+                Ok(()) => {}
+                Err(CipherError::UnknownKey { key_id }) => return Err(JournalRecvError::UnknownKey { index, key_id }),
+                Err(_) => return Err(JournalRecvError::Unauthenticated { index }),
             }
             body = &self.sealed_scratch;
         }
