@@ -31,7 +31,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use shmbus::Domain;
 
 /// Shared-memory messaging: list, inspect, publish, subscribe, dispatch, clean and demo channels.
@@ -100,9 +100,40 @@ enum Command {
     /// A live full-screen view of every channel's rates, lags, drops and latencies (q quits);
     /// --once prints one snapshot (--json for scripts).
     Top(top::Args),
+    /// Print a shell completion script: `shmbus completions bash > /etc/bash_completion.d/shmbus`
+    /// (or zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page in roff: `shmbus man > shmbus.1; man ./shmbus.1`.
+    Man,
     /// One process of `shmbus demo` (internal).
     #[command(hide = true)]
     DemoRole(demo::RoleArgs),
+}
+
+/// `shmbus completions SHELL`
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// The command line as clap sees it, with `--root` hidden where it means nothing: the
+/// journal verbs work on `--dir`, not on the domains under the root.
+fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let root = cmd.get_arguments().find(|a| a.get_id() == "root").cloned().expect("--root is declared on Cli");
+    // clap copies a global argument into each subcommand that has none of that name when the
+    // command is built: give the journal's commands a hidden copy first (still accepted, and
+    // still propagated to `Cli::root`, but not shown).
+    cmd.mut_subcommand("journal", |journal| with_hidden(journal, &root.hide(true)))
+}
+
+/// `cmd` and its subcommands with `arg` added.
+fn with_hidden(cmd: clap::Command, arg: &clap::Arg) -> clap::Command {
+    let verbs: Vec<String> = cmd.get_subcommands().map(|v| v.get_name().to_string()).collect();
+    let cmd = cmd.arg(arg.clone());
+    verbs.iter().fold(cmd, |c, v| c.mut_subcommand(v, |verb| with_hidden(verb, arg)))
 }
 
 /// What every verb gets: where the domains live.
@@ -175,7 +206,7 @@ fn main() -> ExitCode {
         eprintln!("shmbus: internal error: {}{at}; please report it", msg.replace('\n', "; "));
     }));
 
-    let cli = match Cli::try_parse() {
+    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -192,13 +223,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 };
             }
-            // clap's message is several lines (error, usage, hint): keep the error part, on
-            // one line.
-            let text = e.to_string();
-            let error = text.split("\n\n").next().unwrap_or("invalid arguments");
-            let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
-            let error = error.strip_prefix("error: ").unwrap_or(&error);
-            eprintln!("shmbus: {error} (see `shmbus --help`)");
+            eprintln!("shmbus: {}", one_line_usage_error(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -220,6 +245,13 @@ fn main() -> ExitCode {
         Command::Bw(a) => hz::run(&ctx, &a, hz::Verb::Bw),
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
         Command::Top(a) => top::run(&ctx, &a),
+        Command::Completions(a) => {
+            clap_complete::generate(a.shell, &mut command(), "shmbus", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => clap_mangen::Man::new(command())
+            .render(&mut std::io::stdout())
+            .map_err(|e| CliError::msg(format!("writing the manual page: {e}"))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -227,5 +259,23 @@ fn main() -> ExitCode {
             eprintln!("shmbus: {e}");
             ExitCode::from(e.1)
         }
+    }
+}
+
+/// clap's message is several paragraphs (error, tips, usage): keep the error and its tips
+/// (`did you mean …`), on one line.
+fn one_line_usage_error(text: &str) -> String {
+    let mut parts = text.split("\n\n");
+    let error = parts.next().unwrap_or("invalid arguments");
+    let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
+    let error = error.strip_prefix("error: ").unwrap_or(&error).to_string();
+    let tips: Vec<String> = parts
+        .filter(|p| p.trim_start().starts_with("tip:"))
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    if tips.is_empty() {
+        format!("{error} (see `shmbus --help`)")
+    } else {
+        format!("{error} ({}; see `shmbus --help`)", tips.join("; "))
     }
 }
