@@ -98,8 +98,9 @@ struct FromArgs {
     /// Start at this global index (the oldest retained entry if it was removed).
     #[arg(long, value_name = "INDEX", conflicts_with = "from_ts")]
     from: Option<u64>,
-    /// Start at the first entry appended at or after this CLOCK_REALTIME time (ns).
-    #[arg(long, value_name = "NS")]
+    /// Start at the first entry appended at or after this wall-clock (CLOCK_REALTIME) time:
+    /// nanoseconds since 1970, RFC 3339 (`2026-11-24T10:00:00Z`) or a time ago (`-10m`).
+    #[arg(long, value_name = "TIME", value_parser = crate::units::time_ns, allow_hyphen_values = true)]
     from_ts: Option<u64>,
 }
 
@@ -128,8 +129,9 @@ struct TailArgs {
     /// Exit (with 0) after this many entries. Default: run until killed.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
-    /// Fail if no entry arrives for this long (per entry, not in total).
-    #[arg(long, value_name = "MS")]
+    /// Fail if no entry arrives for this long (per entry, not in total): milliseconds, or
+    /// with a unit (`2s`).
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     timeout_ms: Option<u64>,
     /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads.
     #[arg(long)]
@@ -158,11 +160,11 @@ struct ReadersArgs {
     json: bool,
 }
 
-/// `--rate-window`: seconds, fractions allowed, at most an hour.
+/// `--rate-window`: a duration (bare number: seconds, fractions allowed), at most an hour.
 fn parse_window(s: &str) -> std::result::Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
-        _ => Err(format!("'{s}' is not a number of seconds from 0 to 3600")),
+    match crate::units::secs_duration(s)? {
+        d if d <= Duration::from_secs(3600) => Ok(d),
+        _ => Err(format!("{s} is longer than an hour")),
     }
 }
 
@@ -173,8 +175,8 @@ struct GcArgs {
     /// Keep at most this many cycles (the current one is never removed).
     #[arg(long, value_name = "K")]
     keep_cycles: Option<u64>,
-    /// Remove cycles last written longer ago than this.
-    #[arg(long, value_name = "S")]
+    /// Remove cycles last written longer ago than this: seconds, or with a unit (`7d`, `12h`).
+    #[arg(long, value_name = "S", value_parser = crate::units::secs)]
     max_age_secs: Option<u64>,
     /// One JSON object {"removed_cycles","removed_bytes"} instead of text.
     #[arg(long)]

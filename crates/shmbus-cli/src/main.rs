@@ -26,6 +26,7 @@ mod record;
 mod stream;
 mod top;
 mod topic;
+mod units;
 
 use std::fmt;
 use std::path::PathBuf;

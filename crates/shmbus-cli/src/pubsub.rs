@@ -34,9 +34,9 @@ pub struct PubArgs {
     /// flags given belong to). If it exists, it must be of this kind.
     #[arg(long, value_enum)]
     pub kind: Option<KindArg>,
-    /// Topic: largest message in bytes. Used when creating the topic (default 4096); if
-    /// the topic exists with another slot size, `pub` fails.
-    #[arg(long, value_name = "BYTES")]
+    /// Topic: largest message in bytes (K, M, G suffixes: powers of 1024). Used when creating
+    /// the topic (default 4096); if the topic exists with another slot size, `pub` fails.
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub slot_size: Option<usize>,
     /// Topic: messages kept for random access. Used when creating the topic (default 16);
     /// if the topic exists with another history, `pub` fails.
@@ -45,39 +45,22 @@ pub struct PubArgs {
     /// Stream: ring size in bytes, a power of two of at least one page; K, M, G suffixes
     /// (powers of 1024) allowed. Used when creating the stream (default 1M); if the stream
     /// exists with another capacity, `pub` fails.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub capacity: Option<usize>,
     /// Publish this one message. Without it, every line of stdin is one message (without
     /// its newline).
     #[arg(long, value_name = "TEXT")]
     pub data: Option<String>,
     /// Stream: fail if a record does not fit in the ring within this long (the reader is
-    /// slow or stuck). Default: wait as long as a reader is attached.
-    #[arg(long, value_name = "MS")]
+    /// slow or stuck): milliseconds, or with a unit (`2s`, `500ms`). Default: wait as long
+    /// as a reader is attached.
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
-    /// Queue: largest message in bytes. Used when creating the queue (default 1024); with
-    /// `--kind queue`, `--capacity` is the number of messages it holds (default 1024).
-    #[arg(long, value_name = "BYTES")]
+    /// Queue: largest message in bytes (K, M, G suffixes allowed). Used when creating the
+    /// queue (default 1024); with `--kind queue`, `--capacity` is the number of messages it
+    /// holds (default 1024).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub max_element_size: Option<usize>,
-}
-
-/// Parses `4096`, `64K`, `1M`, `1G` (binary multiples).
-fn parse_size(s: &str) -> std::result::Result<usize, String> {
-    let t = s.trim();
-    let (digits, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        None => (t, 1usize),
-        Some((i, _)) => {
-            let mult = match t[i..].to_ascii_lowercase().as_str() {
-                "k" | "kib" => 1 << 10,
-                "m" | "mib" => 1 << 20,
-                "g" | "gib" => 1 << 30,
-                other => return Err(format!("unknown size suffix {other:?} (use K, M or G)")),
-            };
-            (&t[..i], mult)
-        }
-    };
-    let n: usize = digits.parse().map_err(|_| format!("{s:?} is not a size in bytes"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("{s} is too large"))
 }
 
 /// Somewhere `pub` sends messages.
@@ -143,8 +126,9 @@ pub struct SubArgs {
     /// Topic: start with the newest message already published.
     #[arg(long)]
     pub latest: bool,
-    /// Fail if no message arrives for this long (per message, not in total).
-    #[arg(long, value_name = "MS")]
+    /// Fail if no message arrives for this long (per message, not in total): milliseconds,
+    /// or with a unit (`2s`, `1m`).
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
     /// Print JSON lines {"seq","ts_ns","len","data"} instead of payloads.
     #[arg(long)]
@@ -190,20 +174,4 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64K"), Ok(65536));
-        assert_eq!(parse_size("1m"), Ok(1 << 20));
-        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
-        assert!(parse_size("12x").unwrap_err().contains("suffix"));
-        assert!(parse_size("K").is_err());
-        assert!(parse_size("-1").is_err());
-    }
 }

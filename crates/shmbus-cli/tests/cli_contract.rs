@@ -51,7 +51,9 @@ fn man_prints_a_roff_page() {
 #[test]
 fn journal_help_does_not_show_root_but_the_others_do() {
     let r = Root::new();
-    for verb in [&["journal"][..], &["journal", "dump"], &["journal", "tail"], &["journal", "append"], &["journal", "gc"]] {
+    for verb in
+        [&["journal"][..], &["journal", "dump"], &["journal", "tail"], &["journal", "append"], &["journal", "gc"]]
+    {
         let help = r.ok(&[verb, &["--help"]].concat());
         assert!(!help.contains("--root"), "shmbus {verb:?} --help shows --root:\n{help}");
         assert!(help.contains("--") && help.contains("Usage"), "{help}");
@@ -94,4 +96,85 @@ fn help_texts_name_no_project_history() {
             assert!(!help.contains(word), "shmbus {verb:?} --help says {word:?}:\n{help}");
         }
     }
+}
+
+#[test]
+fn sizes_take_binary_units() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "t", "--slot-size", "2KiB", "--history", "4", "--data", "x"]);
+    assert_eq!(r.json(&["info", "--domain", "d", "t", "--json"])["params"]["slot_size"], 2048);
+    r.ok(&["pub", "--domain", "d", "s", "--capacity", "64KiB", "--data", "x"]);
+    let listed = r.json(&["ls", "--domain", "d", "--json"]);
+    let stream = listed.as_array().unwrap().iter().find(|c| c["name"] == "s").unwrap().clone();
+    assert_eq!(stream["capacity"], 65536, "{stream}");
+    // The same size in another spelling matches the existing topic.
+    r.ok(&["pub", "--domain", "d", "t", "--slot-size", "2048", "--data", "y"]);
+    for bad in ["64KB", "1.5M", "lots"] {
+        let out = r.run(&["pub", "--domain", "d", "t", "--slot-size", bad, "--data", "x"]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(one_error_line(&out).contains(bad), "{bad}");
+    }
+}
+
+#[test]
+fn durations_take_units_and_bare_numbers_keep_their_unit() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "t", "--data", "x"]);
+    // A bare number is milliseconds as before; a unit says what it is.
+    for timeout in ["150", "150ms", "0.15s"] {
+        let out = r.run(&["sub", "--domain", "d", "t", "--count", "1", "--timeout-ms", timeout]);
+        assert_eq!(out.status.code(), Some(1), "{timeout}");
+        assert!(one_error_line(&out).contains("150 ms"), "{timeout}: {}", one_error_line(&out));
+    }
+    let out = r.run(&["sub", "--domain", "d", "t", "--timeout-ms", "10 parsecs"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_error_line(&out).contains("not a duration"));
+    let j = r.jdir("j");
+    r.ok(&["journal", "append", "--dir", &j, "--data", "x"]);
+    r.ok(&["journal", "gc", "--dir", &j, "--max-age-secs", "7d"]);
+}
+
+/// `ns` since the epoch as RFC 3339 in UTC with nanoseconds.
+fn rfc3339(ns: u64) -> String {
+    let (secs, frac) = (ns / 1_000_000_000, ns % 1_000_000_000);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // H. Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{frac:09}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+#[test]
+fn from_ts_takes_rfc3339_and_relative_times() {
+    let r = Root::new();
+    let j = r.jdir("j");
+    for i in 0..3 {
+        r.ok(&["journal", "append", "--dir", &j, "--data", &format!("e{i}")]);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let entries = common::json_lines(&r.ok(&["journal", "dump", "--dir", &j, "--json"]));
+    let ts: Vec<u64> = entries.iter().map(|e| e["ts_ns"].as_u64().unwrap()).collect();
+    assert!(ts[0] < ts[1] && ts[1] < ts[2], "{ts:?}");
+    let dump = |from: &str| r.ok(&["journal", "dump", "--dir", &j, "--from-ts", from]);
+    // The second entry's exact time, in nanoseconds and as RFC 3339 (UTC and with an offset).
+    assert_eq!(dump(&ts[1].to_string()), "e1\ne2\n");
+    let utc = rfc3339(ts[1]);
+    assert_eq!(dump(&utc), "e1\ne2\n", "{utc}");
+    let plus_two = rfc3339(ts[1] + 2 * 3_600_000_000_000).replace('Z', "+02:00");
+    assert_eq!(dump(&plus_two), "e1\ne2\n", "{plus_two}");
+    // One nanosecond later: the third only.
+    assert_eq!(dump(&rfc3339(ts[1] + 1)), "e2\n");
+    // Relative: an hour ago is before all of them; the future, none.
+    assert_eq!(dump("-1h"), "e0\ne1\ne2\n");
+    assert_eq!(dump("2500-01-01T00:00:00Z"), "");
+    let out = r.run(&["journal", "dump", "--dir", &j, "--from-ts", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_error_line(&out).contains("RFC 3339"));
 }
