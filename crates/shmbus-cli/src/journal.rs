@@ -1,8 +1,9 @@
 //! `shmbus journal append|dump|tail|info|readers|gc --dir DIR`: a journal from the shell.
 //!
-//! Entries print like `sub` messages: one payload per line (lossy UTF-8), or with `--json`
-//! one line per entry with exactly `{"index","ts_ns","len","data"}` (`ts_ns`: the journal's
-//! CLOCK_REALTIME nanoseconds at append).
+//! Entries print like `sub` messages: one payload per line as `--format` says (lossy UTF-8 by
+//! default, [`crate::payload`]), or with `--json` one line per entry with exactly
+//! `{"index","ts_ns","len","data"}` (`ts_ns`: the journal's CLOCK_REALTIME nanoseconds at
+//! append; `data_base64` in place of `data` for a payload that is not UTF-8).
 //!
 //! `tail --reader NAME` uses the journal's named durable reader: the position is acknowledged
 //! after each entry is written to stdout, so a later run resumes with the next entry. The
@@ -23,6 +24,7 @@ use shmbus::OpenError;
 
 use crate::input::for_each_input;
 use crate::output::{cell, print_json, Align, Table};
+use crate::payload::Format;
 use crate::{CliError, Ctx, Result};
 
 /// `shmbus journal <verb> --dir DIR …`
@@ -110,9 +112,14 @@ struct DumpArgs {
     dir: DirArg,
     #[command(flatten)]
     from: FromArgs,
-    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads.
+    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads (`data_base64`
+    /// instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     json: bool,
+    /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
+    /// line each, exact), raw (the bytes as they are, no separator).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
+    format: Format,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -133,9 +140,14 @@ struct TailArgs {
     /// with a unit (`2s`).
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     timeout_ms: Option<u64>,
-    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads.
+    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads (`data_base64`
+    /// instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     json: bool,
+    /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
+    /// line each, exact), raw (the bytes as they are, no separator).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
+    format: Format,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -262,19 +274,17 @@ fn positioned(
     t.map_err(|e| CliError::msg(format!("{}: {}", j.dir().display(), open_error_message(&e))))
 }
 
-/// One entry as a JSON line with exactly `index`, `ts_ns`, `len`, `data` (lossy UTF-8).
+/// One entry as a JSON line with exactly `index`, `ts_ns`, `len`, `data` (or `data_base64`
+/// when the payload is not UTF-8).
 pub fn entry_json(index: u64, ts_ns: u64, data: &[u8]) -> String {
-    let text = String::from_utf8_lossy(data);
-    let quoted = serde_json::to_string(&*text).unwrap_or_else(|_| "\"\"".into());
-    format!("{{\"index\":{index},\"ts_ns\":{ts_ns},\"len\":{},\"data\":{quoted}}}", data.len())
+    crate::output::message_json_with(&[("index", index), ("ts_ns", ts_ns)], data)
 }
 
-fn print_entry(out: &mut impl Write, json: bool, index: u64, ts_ns: u64, data: &[u8]) -> Result<()> {
+fn print_entry(out: &mut impl Write, json: bool, format: Format, index: u64, ts_ns: u64, data: &[u8]) -> Result<()> {
     if json {
         writeln!(out, "{}", entry_json(index, ts_ns, data))?;
     } else {
-        out.write_all(String::from_utf8_lossy(data).as_bytes())?;
-        out.write_all(b"\n")?;
+        crate::payload::write(out, format, data)?;
     }
     Ok(())
 }
@@ -329,7 +339,7 @@ fn dump(a: &DumpArgs) -> Result<()> {
     let mut damaged = 0;
     loop {
         match t.try_recv_ref() {
-            Ok(e) => print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?,
+            Ok(e) => print_entry(&mut out, a.json, a.format, e.index(), e.ts_ns(), e.data())?,
             Err(JournalTryRecvError::Empty) => break,
             Err(e) if survivable_now(&e, &mut damaged) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
@@ -371,7 +381,7 @@ fn tail(a: &TailArgs) -> Result<()> {
         };
         match got {
             Ok(e) => {
-                print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?;
+                print_entry(&mut out, a.json, a.format, e.index(), e.ts_ns(), e.data())?;
                 out.flush()?;
                 received += 1;
                 // Printed: the named reader may move past it.
@@ -599,7 +609,7 @@ mod tests {
     #[test]
     fn entry_lines_have_exactly_four_keys() {
         let line = entry_json(7, 42, b"a\"b\xff");
-        assert_eq!(line, "{\"index\":7,\"ts_ns\":42,\"len\":4,\"data\":\"a\\\"b\u{fffd}\"}");
+        assert_eq!(line, "{\"index\":7,\"ts_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v.as_object().unwrap().len(), 4);
     }

@@ -3,7 +3,9 @@
 //! One module per verb (`ls`, `info`, `pub`/`sub`, `pool`, `clean`, `demo`; `hz` for `hz`,
 //! `bw` and `delay`); `kinds` is the one place that dispatches on the channel kind for
 //! `pub`/`sub`, `topic` and `stream` are what `pub`/`sub` do on each kind, `input` reads the
-//! messages to send, and `output` formats tables and JSON.
+//! messages to send, `payload` encodes and decodes them (`--format`, `--file`, JSON
+//! `data_base64`), `units` parses sizes, durations and times, and `output` formats tables
+//! and JSON.
 //!
 //! Errors: every failure exits non-zero with exactly one line on stderr, `shmbus: <message>`.
 //! Usage errors (bad arguments, a verb given a kind it does not apply to) exit with 2,
@@ -19,6 +21,7 @@ mod journal;
 mod kinds;
 mod ls;
 mod output;
+mod payload;
 mod pool;
 mod pubsub;
 mod queue;

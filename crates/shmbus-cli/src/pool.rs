@@ -83,7 +83,8 @@ struct WorkerArgs {
     /// unit (`2s`).
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     timeout_ms: Option<u64>,
-    /// Print JSON lines {"job_id","worker","len","data"} instead of `job ID: PAYLOAD`.
+    /// Print JSON lines {"job_id","worker","len","data"} instead of `job ID: PAYLOAD`
+    /// (`data_base64` instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     json: bool,
 }

@@ -5,10 +5,11 @@
 //! the channel's header (or `--kind` when `pub` creates one).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::input::for_each_input;
 use crate::output::message_json;
+use crate::payload::{Format, InFormat, Input, Print};
 use crate::{kinds, CliError, Ctx, Result};
 
 /// The channel kinds `pub --kind` can create.
@@ -47,10 +48,17 @@ pub struct PubArgs {
     /// exists with another capacity, `pub` fails.
     #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub capacity: Option<usize>,
-    /// Publish this one message. Without it, every line of stdin is one message (without
-    /// its newline).
-    #[arg(long, value_name = "TEXT")]
+    /// Publish this one message. Without it (or --file), every line of stdin is one message
+    /// (without its newline).
+    #[arg(long, value_name = "TEXT", conflicts_with = "file")]
     pub data: Option<String>,
+    /// Publish the whole content of this file as one message (binary or multi-line).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// How --data and each stdin line are written: text (as they are), hex or base64
+    /// (decoded before sending: any bytes, newlines included).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "file")]
+    pub format: InFormat,
     /// Stream: fail if a record does not fit in the ring within this long (the reader is
     /// slow or stuck): milliseconds, or with a unit (`2s`, `500ms`). Default: wait as long
     /// as a reader is attached.
@@ -98,13 +106,12 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let topic_sizes = args.slot_size.is_some() || args.history.is_some();
     let queue_sizes = (args.capacity.map(|c| c as u64), args.max_element_size);
-    if let Some(r) =
-        crate::queue::pub_if_queue(&domain, &args.name, args.kind, args.data.as_deref(), topic_sizes, queue_sizes)
-    {
+    let input = Input { data: args.data.clone(), file: args.file.clone(), format: args.format };
+    if let Some(r) = crate::queue::pub_if_queue(&domain, &args.name, args.kind, &input, topic_sizes, queue_sizes) {
         return r;
     }
     let mut sink = kinds::sink(&domain, args)?;
-    for_each_input(args.data.as_deref(), sink.max_len(), |msg| sink.send(msg))
+    input.for_each(sink.max_len(), |msg| sink.send(msg))
 }
 
 /// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json]`
@@ -130,18 +137,22 @@ pub struct SubArgs {
     /// or with a unit (`2s`, `1m`).
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
-    /// Print JSON lines {"seq","ts_ns","len","data"} instead of payloads.
+    /// Print JSON lines {"seq","ts_ns","len","data"} instead of payloads (`data_base64`
+    /// instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     pub json: bool,
+    /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
+    /// line each, exact), raw (the bytes as they are, no separator).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
+    pub format: Format,
 }
 
 /// Prints messages of a topic or records of a stream as they arrive.
 pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let topic_start = args.from.is_some() || args.latest;
-    if let Some(r) =
-        crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, args.json, topic_start)
-    {
+    let print = if args.json { Print::Json } else { Print::Payload(args.format) };
+    if let Some(r) = crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, print, topic_start) {
         return r;
     }
     let mut source = kinds::source(&domain, args)?;
@@ -155,8 +166,7 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
                 if args.json {
                     writeln!(out, "{}", message_json(seq, ts_ns, &buf))?;
                 } else {
-                    out.write_all(String::from_utf8_lossy(&buf).as_bytes())?;
-                    out.write_all(b"\n")?;
+                    crate::payload::write(&mut out, args.format, &buf)?;
                 }
                 out.flush()?;
                 received += 1;

@@ -178,3 +178,165 @@ fn from_ts_takes_rfc3339_and_relative_times() {
     assert_eq!(out.status.code(), Some(2));
     assert!(one_error_line(&out).contains("RFC 3339"));
 }
+
+/// Deterministic bytes that cover newlines, CR, NUL and 0xFF, of lengths 0..=`max`.
+fn binary_messages(n: usize, max: usize) -> Vec<Vec<u8>> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..n)
+        .map(|i| {
+            let len = if i == 3 { 0 } else { next() as usize % (max + 1) };
+            let mut m: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            m.extend_from_slice(b"\n\xff\r\x00");
+            let by = i % m.len();
+            m.rotate_left(by);
+            m
+        })
+        .collect()
+}
+
+fn b64(data: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+fn unb64(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).unwrap()
+}
+
+#[test]
+fn binary_messages_round_trip_through_base64_and_hex() {
+    let r = Root::new();
+    let messages = binary_messages(20, 300);
+    assert!(messages.iter().any(|m| m.contains(&b'\n')) && messages.iter().any(|m| m.contains(&0xff)));
+    r.ok(&["pub", "--domain", "d", "t", "--slot-size", "512", "--history", "64", "--data", "first"]);
+    let input: String = messages.iter().map(|m| b64(m) + "\n").collect();
+    let out = r.run_stdin(&["pub", "--domain", "d", "t", "--format", "base64"], input.as_bytes());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sub = |format: &str| {
+        r.ok(&["sub", "--domain", "d", "t", "--from", "2", "--count", "20", "--timeout-ms", "5s", "--format", format])
+    };
+    let got: Vec<Vec<u8>> = sub("base64").lines().map(unb64).collect();
+    assert_eq!(got, messages);
+    // Hex prints the same bytes, one line each; and a hex stdin publishes them again.
+    let hex = sub("hex");
+    let out = r.run_stdin(&["pub", "--domain", "d", "t", "--format", "hex"], hex.as_bytes());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let again = r.ok(&[
+        "sub",
+        "--domain",
+        "d",
+        "t",
+        "--from",
+        "22",
+        "--count",
+        "20",
+        "--timeout-ms",
+        "5s",
+        "--format",
+        "base64",
+    ]);
+    assert_eq!(again.lines().map(unb64).collect::<Vec<_>>(), messages);
+    // Raw: the bytes of every message, back to back.
+    let raw =
+        r.run(&["sub", "--domain", "d", "t", "--from", "2", "--count", "20", "--timeout-ms", "5s", "--format", "raw"]);
+    assert_eq!(raw.stdout, messages.concat());
+    // JSON of a message that is not UTF-8 carries it whole, in base64.
+    let lines = common::json_lines(&r.ok(&["sub", "--domain", "d", "t", "--from", "1", "--count", "3", "--json"]));
+    assert_eq!(lines[0]["data"], "first");
+    for (line, m) in lines[1..].iter().zip(&messages) {
+        assert_eq!(line.as_object().unwrap().len(), 4, "{line}");
+        assert_eq!(unb64(line["data_base64"].as_str().unwrap()), *m);
+        assert_eq!(line["len"], m.len());
+    }
+    // Bad encodings: one line naming the input line, nothing sent from it on.
+    let out = r.run_stdin(&["pub", "--domain", "d", "t", "--format", "base64"], b"aGk=\nnot base64!\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).contains("stdin line 2: not base64"), "{}", one_error_line(&out));
+    let out = r.run(&["pub", "--domain", "d", "t", "--format", "hex", "--data", "abc"]);
+    assert!(one_error_line(&out).contains("--data: 3 hex digits"), "{}", one_error_line(&out));
+}
+
+#[test]
+fn pub_file_sends_the_whole_file_as_one_message() {
+    let r = Root::new();
+    let file = r.0.join("payload.bin");
+    let content: Vec<u8> = binary_messages(8, 400).concat();
+    std::fs::write(&file, &content).unwrap();
+    let f = file.to_str().unwrap();
+    // A stream and a queue: `sub` prints the one message, in JSON as base64.
+    r.ok(&["pub", "--domain", "d", "s", "--capacity", "64K", "--file", f]);
+    let v: serde_json::Value =
+        serde_json::from_str(&r.ok(&["sub", "--domain", "d", "s", "--count", "1", "--json", "--timeout-ms", "5s"]))
+            .unwrap();
+    assert_eq!(unb64(v["data_base64"].as_str().unwrap()), content);
+    assert!(v.get("data").is_none(), "{v}");
+    r.ok(&["pub", "--domain", "d", "q", "--kind", "queue", "--max-element-size", "4K", "--file", f]);
+    let raw = r.run(&["sub", "--domain", "d", "q", "--count", "1", "--format", "raw", "--timeout-ms", "5s"]);
+    assert_eq!(raw.stdout, content);
+    // Larger than the channel's message: one line, nothing sent.
+    let line = r.fails(&[
+        "pub",
+        "--domain",
+        "d",
+        "q",
+        "--max-element-size",
+        "4K",
+        "--kind",
+        "queue",
+        "--file",
+        f,
+        "--format",
+        "hex",
+    ]);
+    assert!(line.contains("cannot be used with") || line.contains("--format"), "{line}");
+    std::fs::write(&file, vec![7u8; 5000]).unwrap();
+    let line = r.fails(&["pub", "--domain", "d", "q", "--file", f]);
+    assert!(line.contains("longer than 4096 bytes"), "{line}");
+    let line = r.fails(&["pub", "--domain", "d", "q", "--file", "/nonexistent/x"]);
+    assert!(line.contains("/nonexistent/x"), "{line}");
+}
+
+#[test]
+fn journal_dump_and_tail_print_payloads_in_every_format() {
+    let r = Root::new();
+    let j = r.jdir("j");
+    let journal = shmbus::journal::Journal::create_or_open(
+        std::path::Path::new(&j),
+        &shmbus::journal::JournalConfig::default().roll(shmbus::journal::RollCycle::Never),
+    )
+    .unwrap();
+    let mut a = journal.appender().unwrap();
+    let messages = binary_messages(5, 100);
+    for m in &messages {
+        a.send(m).unwrap();
+    }
+    a.send(b"text").unwrap();
+    drop(a);
+    let dump = |format: &str| r.run(&["journal", "dump", "--dir", &j, "--format", format]).stdout;
+    let expected: Vec<Vec<u8>> = messages.iter().cloned().chain([b"text".to_vec()]).collect();
+    let b64_lines = String::from_utf8(dump("base64")).unwrap();
+    assert_eq!(b64_lines.lines().map(unb64).collect::<Vec<_>>(), expected);
+    assert_eq!(dump("raw"), expected.concat());
+    let hex = String::from_utf8(dump("hex")).unwrap();
+    assert_eq!(hex.lines().last(), Some("74657874"));
+    let tail = r.ok(&["journal", "tail", "--dir", &j, "--from", "0", "--count", "6", "--format", "base64"]);
+    assert_eq!(tail, b64_lines);
+    let lines = common::json_lines(&r.ok(&["journal", "dump", "--dir", &j, "--json"]));
+    for (line, m) in lines.iter().zip(&expected) {
+        match line.get("data") {
+            Some(text) => assert_eq!(text.as_str().unwrap().as_bytes(), &m[..]),
+            None => assert_eq!(unb64(line["data_base64"].as_str().unwrap()), *m),
+        }
+    }
+    assert_eq!(lines[5]["data"], "text");
+    // --format and --json do not go together.
+    let out = r.run(&["journal", "dump", "--dir", &j, "--json", "--format", "hex"]);
+    assert_eq!(out.status.code(), Some(2));
+}
