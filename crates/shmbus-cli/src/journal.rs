@@ -2,8 +2,8 @@
 //!
 //! Entries print like `sub` messages: one payload per line as `--format` says (lossy UTF-8 by
 //! default, [`crate::payload`]), or with `--json` one line per entry with exactly
-//! `{"index","ts_ns","len","data"}` (`ts_ns`: the journal's CLOCK_REALTIME nanoseconds at
-//! append; `data_base64` in place of `data` for a payload that is not UTF-8).
+//! `{"index","ts_ns","ts_real_ns","len","data"}` (`ts_real_ns`: the journal's CLOCK_REALTIME
+//! nanoseconds at append; `ts_ns` the same, its deprecated name; `data_base64` in place of `data` for a payload that is not UTF-8).
 //!
 //! `tail --reader NAME` uses the journal's named durable reader: the position is acknowledged
 //! after each entry is written to stdout, so a later run resumes with the next entry. The
@@ -112,7 +112,7 @@ struct DumpArgs {
     dir: DirArg,
     #[command(flatten)]
     from: FromArgs,
-    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads (`data_base64`
+    /// Print JSON lines {"index","ts_ns","ts_real_ns","len","data"} instead of payloads (`data_base64`
     /// instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     json: bool,
@@ -140,7 +140,7 @@ struct TailArgs {
     /// with a unit (`2s`).
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     timeout_ms: Option<u64>,
-    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads (`data_base64`
+    /// Print JSON lines {"index","ts_ns","ts_real_ns","len","data"} instead of payloads (`data_base64`
     /// instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     json: bool,
@@ -274,10 +274,11 @@ fn positioned(
     t.map_err(|e| CliError::msg(format!("{}: {}", j.dir().display(), open_error_message(&e))))
 }
 
-/// One entry as a JSON line with exactly `index`, `ts_ns`, `len`, `data` (or `data_base64`
-/// when the payload is not UTF-8).
-pub fn entry_json(index: u64, ts_ns: u64, data: &[u8]) -> String {
-    crate::output::message_json_with(&[("index", index), ("ts_ns", ts_ns)], data)
+/// One entry as a JSON line with exactly `index`, `ts_ns`, `ts_real_ns`, `len`, `data` (or
+/// `data_base64` when the payload is not UTF-8). `ts_real_ns` is CLOCK_REALTIME and names
+/// its clock; `ts_ns` is the same number under its old name, kept for one release.
+pub fn entry_json(index: u64, ts_real_ns: u64, data: &[u8]) -> String {
+    crate::output::message_json_with(&[("index", index), ("ts_ns", ts_real_ns), ("ts_real_ns", ts_real_ns)], data)
 }
 
 fn print_entry(out: &mut impl Write, json: bool, format: Format, index: u64, ts_ns: u64, data: &[u8]) -> Result<()> {
@@ -607,10 +608,10 @@ mod tests {
     }
 
     #[test]
-    fn entry_lines_have_exactly_four_keys() {
+    fn entry_lines_have_exactly_five_keys() {
         let line = entry_json(7, 42, b"a\"b\xff");
-        assert_eq!(line, "{\"index\":7,\"ts_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
+        assert_eq!(line, "{\"index\":7,\"ts_ns\":42,\"ts_real_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 4);
+        assert_eq!(v.as_object().unwrap().len(), 5);
     }
 }

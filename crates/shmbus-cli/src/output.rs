@@ -80,10 +80,12 @@ pub fn cell<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-/// One received message as a JSON line with exactly `seq`, `ts_ns`, `len` and `data` (or
-/// `data_base64` when the payload is not UTF-8), in that order.
-pub fn message_json(seq: u64, ts_ns: u64, data: &[u8]) -> String {
-    message_json_with(&[("seq", seq), ("ts_ns", ts_ns)], data)
+/// One received message as a JSON line with exactly `seq`, `ts_ns`, `ts_mono_ns`, `len` and
+/// `data` (or `data_base64` when the payload is not UTF-8), in that order. `ts_mono_ns` is
+/// CLOCK_MONOTONIC and names its clock; `ts_ns` is the same number under its old name, kept
+/// for one release.
+pub fn message_json(seq: u64, ts_mono_ns: u64, data: &[u8]) -> String {
+    message_json_with(&[("seq", seq), ("ts_ns", ts_mono_ns), ("ts_mono_ns", ts_mono_ns)], data)
 }
 
 /// One received message as a JSON line: the numbers `fields` in order, then `len` and
@@ -102,14 +104,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn message_lines_have_exactly_four_keys() {
+    fn message_lines_have_exactly_five_keys() {
         let line = message_json(3, 42, b"a\"b");
-        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"len\":3,\"data\":\"a\\\"b\"}");
+        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":3,\"data\":\"a\\\"b\"}");
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 4);
+        assert_eq!(v.as_object().unwrap().len(), 5);
         // Not UTF-8: base64 under another key, never a lossy string.
         let line = message_json(3, 42, b"a\"b\xff");
-        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
+        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
     }
 
     #[test]

@@ -251,7 +251,7 @@ fn binary_messages_round_trip_through_base64_and_hex() {
     let lines = common::json_lines(&r.ok(&["sub", "--domain", "d", "t", "--from", "1", "--count", "3", "--json"]));
     assert_eq!(lines[0]["data"], "first");
     for (line, m) in lines[1..].iter().zip(&messages) {
-        assert_eq!(line.as_object().unwrap().len(), 4, "{line}");
+        assert_eq!(line.as_object().unwrap().len(), 5, "{line}");
         assert_eq!(unb64(line["data_base64"].as_str().unwrap()), *m);
         assert_eq!(line["len"], m.len());
     }
