@@ -49,7 +49,7 @@ pub struct Args {
     pub history: Option<usize>,
     /// Queue: messages it holds (default 1024). Stream: ring size in bytes, a power of two
     /// of at least one page, K/M/G suffixes allowed (default 1M).
-    #[arg(long, value_name = "N", value_parser = crate::pubsub::parse_size)]
+    #[arg(long, value_name = "N", value_parser = crate::units::size_usize)]
     pub capacity: Option<usize>,
     /// Queue: largest message in bytes (default 1024).
     #[arg(long, value_name = "BYTES")]

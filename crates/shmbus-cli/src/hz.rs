@@ -94,13 +94,13 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Parses a positive number of seconds (fractions allowed) of at most a day.
+/// Parses a duration (bare number: seconds, fractions allowed) from 1 ms to a day.
 fn parse_interval(s: &str) -> std::result::Result<Duration, String> {
-    let secs: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(0.001..=86_400.0).contains(&secs) {
-        return Err(format!("{s} is out of range (0.001 to 86400 seconds)"));
+    let d = crate::units::secs_duration(s)?;
+    if !(Duration::from_millis(1)..=Duration::from_secs(86_400)).contains(&d) {
+        return Err(format!("{s} is out of range (1ms to 1d)"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// Runs `verb` until `--count` lines are printed (or for ever).

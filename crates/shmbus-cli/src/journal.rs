@@ -1,8 +1,9 @@
 //! `shmbus journal append|dump|tail|info|readers|gc --dir DIR`: a journal from the shell.
 //!
-//! Entries print like `sub` messages: one payload per line (lossy UTF-8), or with `--json`
-//! one line per entry with exactly `{"index","ts_ns","len","data"}` (`ts_ns`: the journal's
-//! CLOCK_REALTIME nanoseconds at append).
+//! Entries print like `sub` messages: one payload per line as `--format` says (lossy UTF-8 by
+//! default, [`crate::payload`]), or with `--json` one line per entry with exactly
+//! `{"index","ts_ns","ts_real_ns","len","data"}` (`ts_real_ns`: the journal's CLOCK_REALTIME
+//! nanoseconds at append; `ts_ns` the same, its deprecated name; `data_base64` in place of `data` for a payload that is not UTF-8).
 //!
 //! `tail --reader NAME` uses the journal's named durable reader: the position is acknowledged
 //! after each entry is written to stdout, so a later run resumes with the next entry. The
@@ -24,6 +25,7 @@ use shmbus::OpenError;
 
 use crate::input::for_each_input;
 use crate::output::{cell, print_json, Align, Table};
+use crate::payload::Format;
 use crate::{CliError, Ctx, Result};
 
 /// `shmbus journal <verb> --dir DIR …`
@@ -77,19 +79,12 @@ impl KeyArg {
     }
 }
 
-/// `--max-age`: a whole number with a unit, `s`, `m`, `h` or `d` (`10s`, `5m`, `2h`, `7d`).
+/// `--max-age`: a duration (`10s`, `5m`, `2h`, `7d`; a bare number is seconds), more than
+/// zero, rounded up to whole seconds (what the journal's metadata stores).
 fn parse_age(s: &str) -> std::result::Result<Duration, String> {
-    let bad = || format!("{s:?} is not an age: use a whole number and a unit, like 10s, 5m, 2h or 7d");
-    let unit = match s.chars().last() {
-        Some('s') => 1,
-        Some('m') => 60,
-        Some('h') => 3600,
-        Some('d') => 86_400,
-        _ => return Err(bad()),
-    };
-    match s[..s.len() - 1].parse::<u64>().ok().and_then(|n| n.checked_mul(unit)) {
-        Some(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
-        _ => Err(bad()),
+    match crate::units::secs(s)? {
+        0 => Err(format!("{s:?}: a max age must be more than 0")),
+        secs => Ok(Duration::from_secs(secs)),
     }
 }
 
@@ -153,8 +148,9 @@ struct FromArgs {
     /// Start at this global index (the oldest retained entry if it was removed).
     #[arg(long, value_name = "INDEX", conflicts_with = "from_ts")]
     from: Option<u64>,
-    /// Start at the first entry appended at or after this CLOCK_REALTIME time (ns).
-    #[arg(long, value_name = "NS")]
+    /// Start at the first entry appended at or after this wall-clock (CLOCK_REALTIME) time:
+    /// nanoseconds since 1970, RFC 3339 (`2026-11-24T10:00:00Z`) or a time ago (`-10m`).
+    #[arg(long, value_name = "TIME", value_parser = crate::units::time_ns, allow_hyphen_values = true)]
     from_ts: Option<u64>,
 }
 
@@ -166,9 +162,14 @@ struct DumpArgs {
     from: FromArgs,
     #[command(flatten)]
     key: KeyArg,
-    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads.
+    /// Print JSON lines {"index","ts_ns","ts_real_ns","len","data"} instead of payloads (`data_base64`
+    /// instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     json: bool,
+    /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
+    /// line each, exact), raw (the bytes as they are, no separator).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
+    format: Format,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -187,12 +188,18 @@ struct TailArgs {
     /// Exit (with 0) after this many entries. Default: run until killed.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
-    /// Fail if no entry arrives for this long (per entry, not in total).
-    #[arg(long, value_name = "MS")]
+    /// Fail if no entry arrives for this long (per entry, not in total): milliseconds, or
+    /// with a unit (`2s`).
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     timeout_ms: Option<u64>,
-    /// Print JSON lines {"index","ts_ns","len","data"} instead of payloads.
+    /// Print JSON lines {"index","ts_ns","ts_real_ns","len","data"} instead of payloads (`data_base64`
+    /// instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     json: bool,
+    /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
+    /// line each, exact), raw (the bytes as they are, no separator).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
+    format: Format,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -217,11 +224,11 @@ struct ReadersArgs {
     json: bool,
 }
 
-/// `--rate-window`: seconds, fractions allowed, at most an hour.
+/// `--rate-window`: a duration (bare number: seconds, fractions allowed), at most an hour.
 fn parse_window(s: &str) -> std::result::Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
-        _ => Err(format!("'{s}' is not a number of seconds from 0 to 3600")),
+    match crate::units::secs_duration(s)? {
+        d if d <= Duration::from_secs(3600) => Ok(d),
+        _ => Err(format!("{s} is longer than an hour")),
     }
 }
 
@@ -232,8 +239,8 @@ struct GcArgs {
     /// Keep at most this many cycles (the current one is never removed).
     #[arg(long, value_name = "K")]
     keep_cycles: Option<u64>,
-    /// Remove cycles last written longer ago than this.
-    #[arg(long, value_name = "S")]
+    /// Remove cycles last written longer ago than this: seconds, or with a unit (`7d`, `12h`).
+    #[arg(long, value_name = "S", value_parser = crate::units::secs)]
     max_age_secs: Option<u64>,
     /// One JSON object {"removed_cycles","removed_bytes"} instead of text.
     #[arg(long)]
@@ -340,19 +347,18 @@ fn positioned(
     t.map_err(|e| CliError::msg(format!("{}: {}", j.dir().display(), open_error_message(&e))))
 }
 
-/// One entry as a JSON line with exactly `index`, `ts_ns`, `len`, `data` (lossy UTF-8).
-pub fn entry_json(index: u64, ts_ns: u64, data: &[u8]) -> String {
-    let text = String::from_utf8_lossy(data);
-    let quoted = serde_json::to_string(&*text).unwrap_or_else(|_| "\"\"".into());
-    format!("{{\"index\":{index},\"ts_ns\":{ts_ns},\"len\":{},\"data\":{quoted}}}", data.len())
+/// One entry as a JSON line with exactly `index`, `ts_ns`, `ts_real_ns`, `len`, `data` (or
+/// `data_base64` when the payload is not UTF-8). `ts_real_ns` is CLOCK_REALTIME and names
+/// its clock; `ts_ns` is the same number under its old name, kept for one release.
+pub fn entry_json(index: u64, ts_real_ns: u64, data: &[u8]) -> String {
+    crate::output::message_json_with(&[("index", index), ("ts_ns", ts_real_ns), ("ts_real_ns", ts_real_ns)], data)
 }
 
-fn print_entry(out: &mut impl Write, json: bool, index: u64, ts_ns: u64, data: &[u8]) -> Result<()> {
+fn print_entry(out: &mut impl Write, json: bool, format: Format, index: u64, ts_ns: u64, data: &[u8]) -> Result<()> {
     if json {
         writeln!(out, "{}", entry_json(index, ts_ns, data))?;
     } else {
-        out.write_all(String::from_utf8_lossy(data).as_bytes())?;
-        out.write_all(b"\n")?;
+        crate::payload::write(out, format, data)?;
     }
     Ok(())
 }
@@ -458,7 +464,7 @@ fn dump(a: &DumpArgs) -> Result<()> {
     let mut skipped = Skipped::default();
     loop {
         match t.try_recv_ref() {
-            Ok(e) => print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?,
+            Ok(e) => print_entry(&mut out, a.json, a.format, e.index(), e.ts_ns(), e.data())?,
             Err(JournalTryRecvError::Empty) => break,
             Err(e) if survivable_now(&e, &mut skipped) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
@@ -499,7 +505,7 @@ fn tail(a: &TailArgs) -> Result<()> {
         };
         match got {
             Ok(e) => {
-                print_entry(&mut out, a.json, e.index(), e.ts_ns(), e.data())?;
+                print_entry(&mut out, a.json, a.format, e.index(), e.ts_ns(), e.data())?;
                 out.flush()?;
                 received += 1;
                 // Printed: the named reader may move past it.
@@ -727,10 +733,10 @@ mod tests {
     }
 
     #[test]
-    fn entry_lines_have_exactly_four_keys() {
+    fn entry_lines_have_exactly_five_keys() {
         let line = entry_json(7, 42, b"a\"b\xff");
-        assert_eq!(line, "{\"index\":7,\"ts_ns\":42,\"len\":4,\"data\":\"a\\\"b\u{fffd}\"}");
+        assert_eq!(line, "{\"index\":7,\"ts_ns\":42,\"ts_real_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 4);
+        assert_eq!(v.as_object().unwrap().len(), 5);
     }
 }

@@ -3,7 +3,9 @@
 //! One module per verb (`ls`, `info`, `pub`/`sub`, `pool`, `clean`, `demo`; `hz` for `hz`,
 //! `bw` and `delay`); `kinds` is the one place that dispatches on the channel kind for
 //! `pub`/`sub`, `topic` and `stream` are what `pub`/`sub` do on each kind, `input` reads the
-//! messages to send, and `output` formats tables and JSON.
+//! messages to send, `payload` encodes and decodes them (`--format`, `--file`, JSON
+//! `data_base64`), `units` parses sizes, durations and times, and `output` formats tables
+//! and JSON.
 //!
 //! Errors: every failure exits non-zero with exactly one line on stderr, `shmbus: <message>`.
 //! Usage errors (bad arguments, a verb given a kind it does not apply to) exit with 2,
@@ -20,6 +22,7 @@ mod journal;
 mod kinds;
 mod ls;
 mod output;
+mod payload;
 mod pool;
 mod pubsub;
 mod queue;
@@ -28,13 +31,14 @@ mod rm;
 mod stream;
 mod top;
 mod topic;
+mod units;
 
 use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use shmbus::Domain;
 
 /// Shared-memory messaging: list, inspect, publish, subscribe, dispatch, clean and demo channels.
@@ -109,6 +113,11 @@ enum Command {
     /// A live full-screen view of every channel's rates, lags, drops and latencies (q quits);
     /// --once prints one snapshot (--json for scripts).
     Top(top::Args),
+    /// Print a shell completion script: `shmbus completions bash > /etc/bash_completion.d/shmbus`
+    /// (or zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page in roff: `shmbus man > shmbus.1; man ./shmbus.1`.
+    Man,
     /// One process of `shmbus demo` (internal).
     #[command(hide = true)]
     DemoRole(demo::RoleArgs),
@@ -116,6 +125,32 @@ enum Command {
 
 /// Environment variable naming the domain of verbs that need one when `--domain` is not given.
 pub const DOMAIN_ENV: &str = "SHMBUS_DOMAIN";
+
+/// `shmbus completions SHELL`
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// The command line as clap sees it, with `--root` hidden where it means nothing: the
+/// journal verbs work on `--dir`, not on the domains under the root.
+fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let root = cmd.get_arguments().find(|a| a.get_id() == "root").cloned().expect("--root is declared on Cli");
+    // clap copies a global argument into each subcommand that has none of that name when the
+    // command is built: give the journal's commands a hidden copy first (still accepted, and
+    // still propagated to `Cli::root`, but not shown).
+    cmd.mut_subcommand("journal", |journal| with_hidden(journal, &root.hide(true)))
+}
+
+/// `cmd` and its subcommands with `arg` added.
+fn with_hidden(cmd: clap::Command, arg: &clap::Arg) -> clap::Command {
+    let verbs: Vec<String> = cmd.get_subcommands().map(|v| v.get_name().to_string()).collect();
+    let cmd = cmd.arg(arg.clone());
+    verbs.iter().fold(cmd, |c, v| c.mut_subcommand(v, |verb| with_hidden(verb, arg)))
+}
 
 /// What every verb gets: where the domains live.
 #[derive(Debug, Clone)]
@@ -169,11 +204,12 @@ impl Ctx {
     }
 }
 
-/// Parses `--wait SECS`: seconds, fractions allowed (`0.5`), at most a day.
+/// Parses `--wait SECS`: seconds, fractions allowed (`0.5`), or a duration with a unit
+/// (`500ms`, `2m`), at most a day.
 pub fn parse_wait(s: &str) -> std::result::Result<Duration, String> {
-    match s.trim().parse::<f64>() {
-        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
-        _ => Err(format!("{s:?} is not a number of seconds from 0 to 86400")),
+    match units::secs_duration(s)? {
+        d if d <= Duration::from_secs(86_400) => Ok(d),
+        _ => Err(format!("{s:?}: --wait is at most a day (86400 s)")),
     }
 }
 
@@ -225,7 +261,7 @@ fn main() -> ExitCode {
         eprintln!("shmbus: internal error: {}{at}; please report it", msg.replace('\n', "; "));
     }));
 
-    let cli = match Cli::try_parse() {
+    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -242,19 +278,14 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 };
             }
-            // clap's message is several lines (error, usage, hint): keep the error part, on
-            // one line.
-            let text = e.to_string();
-            let error = text.split("\n\n").next().unwrap_or("invalid arguments");
-            let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
-            let error = error.strip_prefix("error: ").unwrap_or(&error);
+            let error = one_line_usage_error(&e.to_string());
             // A verb that needs a domain takes it from the environment too: say so.
             let env_hint = if e.kind() == ErrorKind::MissingRequiredArgument && error.contains("--domain") {
-                format!("; or set {DOMAIN_ENV}")
+                format!(" (or set {DOMAIN_ENV})")
             } else {
                 String::new()
             };
-            eprintln!("shmbus: {error}{env_hint} (see `shmbus --help`)");
+            eprintln!("shmbus: {error}{env_hint}");
             return ExitCode::from(2);
         }
     };
@@ -278,6 +309,13 @@ fn main() -> ExitCode {
         Command::Bw(a) => hz::run(&ctx, &a, hz::Verb::Bw),
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
         Command::Top(a) => top::run(&ctx, &a),
+        Command::Completions(a) => {
+            clap_complete::generate(a.shell, &mut command(), "shmbus", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => clap_mangen::Man::new(command())
+            .render(&mut std::io::stdout())
+            .map_err(|e| CliError::msg(format!("writing the manual page: {e}"))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -285,5 +323,23 @@ fn main() -> ExitCode {
             eprintln!("shmbus: {e}");
             ExitCode::from(e.1)
         }
+    }
+}
+
+/// clap's message is several paragraphs (error, tips, usage): keep the error and its tips
+/// (`did you mean …`), on one line.
+fn one_line_usage_error(text: &str) -> String {
+    let mut parts = text.split("\n\n");
+    let error = parts.next().unwrap_or("invalid arguments");
+    let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
+    let error = error.strip_prefix("error: ").unwrap_or(&error).to_string();
+    let tips: Vec<String> = parts
+        .filter(|p| p.trim_start().starts_with("tip:"))
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    if tips.is_empty() {
+        format!("{error} (see `shmbus --help`)")
+    } else {
+        format!("{error} ({}; see `shmbus --help`)", tips.join("; "))
     }
 }

@@ -80,22 +80,22 @@ pub fn cell<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-/// One received message as a JSON line with exactly `seq`, `ts_ns`, `len` and `data`
-/// (lossy UTF-8), in that order.
-pub fn message_json(seq: u64, ts_ns: u64, data: &[u8]) -> String {
-    message_json_with(&[("seq", seq), ("ts_ns", ts_ns)], data)
+/// One received message as a JSON line with exactly `seq`, `ts_ns`, `ts_mono_ns`, `len` and
+/// `data` (or `data_base64` when the payload is not UTF-8), in that order. `ts_mono_ns` is
+/// CLOCK_MONOTONIC and names its clock; `ts_ns` is the same number under its old name, kept
+/// for one release.
+pub fn message_json(seq: u64, ts_mono_ns: u64, data: &[u8]) -> String {
+    message_json_with(&[("seq", seq), ("ts_ns", ts_mono_ns), ("ts_mono_ns", ts_mono_ns)], data)
 }
 
 /// One received message as a JSON line: the numbers `fields` in order, then `len` and
-/// `data` (lossy UTF-8).
+/// `data` (or `data_base64`, [`crate::payload::json_data`]).
 pub fn message_json_with(fields: &[(&str, u64)], data: &[u8]) -> String {
-    let text = String::from_utf8_lossy(data);
-    let quoted = serde_json::to_string(&*text).unwrap_or_else(|_| "\"\"".into());
     let mut line = String::from("{");
     for (k, v) in fields {
         line.push_str(&format!("\"{k}\":{v},"));
     }
-    line.push_str(&format!("\"len\":{},\"data\":{quoted}}}", data.len()));
+    line.push_str(&format!("\"len\":{},{}}}", data.len(), crate::payload::json_data(data)));
     line
 }
 
@@ -104,11 +104,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn message_lines_have_exactly_four_keys() {
-        let line = message_json(3, 42, b"a\"b\xff");
-        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"len\":4,\"data\":\"a\\\"b\u{fffd}\"}");
+    fn message_lines_have_exactly_five_keys() {
+        let line = message_json(3, 42, b"a\"b");
+        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":3,\"data\":\"a\\\"b\"}");
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 4);
+        assert_eq!(v.as_object().unwrap().len(), 5);
+        // Not UTF-8: base64 under another key, never a lossy string.
+        let line = message_json(3, 42, b"a\"b\xff");
+        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
     }
 
     #[test]

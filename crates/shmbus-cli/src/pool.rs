@@ -40,9 +40,9 @@ struct LayoutArgs {
     /// the pool exists with another value, the command fails.
     #[arg(long, value_name = "N")]
     max_workers: Option<usize>,
-    /// Largest job in bytes. Used when creating the pool (default 4096); if the pool exists
-    /// with another value, the command fails.
-    #[arg(long, value_name = "BYTES")]
+    /// Largest job in bytes (K, M, G suffixes: powers of 1024). Used when creating the pool
+    /// (default 4096); if the pool exists with another value, the command fails.
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     max_job_size: Option<usize>,
 }
 
@@ -60,8 +60,9 @@ struct DispatchArgs {
     /// newline).
     #[arg(long, value_name = "TEXT")]
     data: Option<String>,
-    /// How long to keep retrying a job while every worker is busy.
-    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    /// How long to keep retrying a job while every worker is busy: milliseconds, or with a
+    /// unit (`5s`).
+    #[arg(long, value_name = "MS", default_value = "5000", value_parser = crate::units::millis)]
     timeout_ms: u64,
 }
 
@@ -78,10 +79,12 @@ struct WorkerArgs {
     /// Exit (with 0) after this many jobs. Default: until the dispatcher goes.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
-    /// Fail if no job arrives for this long (per job, not in total).
-    #[arg(long, value_name = "MS")]
+    /// Fail if no job arrives for this long (per job, not in total): milliseconds, or with a
+    /// unit (`2s`).
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     timeout_ms: Option<u64>,
-    /// Print JSON lines {"job_id","worker","len","data"} instead of `job ID: PAYLOAD`.
+    /// Print JSON lines {"job_id","worker","len","data"} instead of `job ID: PAYLOAD`
+    /// (`data_base64` instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     json: bool,
     /// Wait up to SECS for the pool to be created (by `pool dispatch` or `create`) instead

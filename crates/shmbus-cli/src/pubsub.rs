@@ -5,10 +5,11 @@
 //! the channel's header (or `--kind` when `pub` creates one).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::input::for_each_input;
 use crate::output::message_json;
+use crate::payload::{Format, InFormat, Input, Print};
 use crate::{kinds, CliError, Ctx, Result};
 
 /// The channel kinds `pub --kind` can create.
@@ -34,9 +35,9 @@ pub struct PubArgs {
     /// flags given belong to). If it exists, it must be of this kind.
     #[arg(long, value_enum)]
     pub kind: Option<KindArg>,
-    /// Topic: largest message in bytes. Used when creating the topic (default 4096); if
-    /// the topic exists with another slot size, `pub` fails.
-    #[arg(long, value_name = "BYTES")]
+    /// Topic: largest message in bytes (K, M, G suffixes: powers of 1024). Used when creating
+    /// the topic (default 4096); if the topic exists with another slot size, `pub` fails.
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub slot_size: Option<usize>,
     /// Topic: messages kept for random access. Used when creating the topic (default 16);
     /// if the topic exists with another history, `pub` fails.
@@ -45,39 +46,29 @@ pub struct PubArgs {
     /// Stream: ring size in bytes, a power of two of at least one page; K, M, G suffixes
     /// (powers of 1024) allowed. Used when creating the stream (default 1M); if the stream
     /// exists with another capacity, `pub` fails.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub capacity: Option<usize>,
-    /// Publish this one message. Without it, every line of stdin is one message (without
-    /// its newline).
-    #[arg(long, value_name = "TEXT")]
+    /// Publish this one message. Without it (or --file), every line of stdin is one message
+    /// (without its newline).
+    #[arg(long, value_name = "TEXT", conflicts_with = "file")]
     pub data: Option<String>,
+    /// Publish the whole content of this file as one message (binary or multi-line).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// How --data and each stdin line are written: text (as they are), hex or base64
+    /// (decoded before sending: any bytes, newlines included).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "file")]
+    pub format: InFormat,
     /// Stream: fail if a record does not fit in the ring within this long (the reader is
-    /// slow or stuck). Default: wait as long as a reader is attached.
-    #[arg(long, value_name = "MS")]
+    /// slow or stuck): milliseconds, or with a unit (`2s`, `500ms`). Default: wait as long
+    /// as a reader is attached.
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
-    /// Queue: largest message in bytes. Used when creating the queue (default 1024); with
-    /// `--kind queue`, `--capacity` is the number of messages it holds (default 1024).
-    #[arg(long, value_name = "BYTES")]
+    /// Queue: largest message in bytes (K, M, G suffixes allowed). Used when creating the
+    /// queue (default 1024); with `--kind queue`, `--capacity` is the number of messages it
+    /// holds (default 1024).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub max_element_size: Option<usize>,
-}
-
-/// Parses `4096`, `64K`, `1M`, `1G` (binary multiples).
-pub(crate) fn parse_size(s: &str) -> std::result::Result<usize, String> {
-    let t = s.trim();
-    let (digits, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        None => (t, 1usize),
-        Some((i, _)) => {
-            let mult = match t[i..].to_ascii_lowercase().as_str() {
-                "k" | "kib" => 1 << 10,
-                "m" | "mib" => 1 << 20,
-                "g" | "gib" => 1 << 30,
-                other => return Err(format!("unknown size suffix {other:?} (use K, M or G)")),
-            };
-            (&t[..i], mult)
-        }
-    };
-    let n: usize = digits.parse().map_err(|_| format!("{s:?} is not a size in bytes"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("{s} is too large"))
 }
 
 /// Somewhere `pub` sends messages.
@@ -115,13 +106,12 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let topic_sizes = args.slot_size.is_some() || args.history.is_some();
     let queue_sizes = (args.capacity.map(|c| c as u64), args.max_element_size);
-    if let Some(r) =
-        crate::queue::pub_if_queue(&domain, &args.name, args.kind, args.data.as_deref(), topic_sizes, queue_sizes)
-    {
+    let input = Input { data: args.data.clone(), file: args.file.clone(), format: args.format };
+    if let Some(r) = crate::queue::pub_if_queue(&domain, &args.name, args.kind, &input, topic_sizes, queue_sizes) {
         return r;
     }
     let mut sink = kinds::sink(&domain, args)?;
-    for_each_input(args.data.as_deref(), sink.max_len(), |msg| sink.send(msg))
+    input.for_each(sink.max_len(), |msg| sink.send(msg))
 }
 
 /// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json] [--wait SECS]`
@@ -143,16 +133,22 @@ pub struct SubArgs {
     /// Topic: start with the newest message already published.
     #[arg(long)]
     pub latest: bool,
-    /// Fail if no message arrives for this long (per message, not in total).
-    #[arg(long, value_name = "MS")]
+    /// Fail if no message arrives for this long (per message, not in total): milliseconds,
+    /// or with a unit (`2s`, `1m`).
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
-    /// Print JSON lines {"seq","ts_ns","len","data"} instead of payloads.
+    /// Print JSON lines {"seq","ts_ns","ts_mono_ns","len","data"} instead of payloads (`data_base64`
+    /// instead of `data` for a payload that is not UTF-8).
     #[arg(long)]
     pub json: bool,
     /// Wait up to SECS for the channel to be created instead of failing when it does not
     /// exist yet (listeners may start first).
     #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
     pub wait: Option<std::time::Duration>,
+    /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
+    /// line each, exact), raw (the bytes as they are, no separator).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
+    pub format: Format,
 }
 
 /// Prints messages of a topic or records of a stream as they arrive.
@@ -170,9 +166,8 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
         args
     };
     let topic_start = args.from.is_some() || args.latest;
-    if let Some(r) =
-        crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, args.json, topic_start)
-    {
+    let print = if args.json { Print::Json } else { Print::Payload(args.format) };
+    if let Some(r) = crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, print, topic_start) {
         return r;
     }
     let mut source = kinds::source(&domain, args)?;
@@ -186,8 +181,7 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
                 if args.json {
                     writeln!(out, "{}", message_json(seq, ts_ns, &buf))?;
                 } else {
-                    out.write_all(String::from_utf8_lossy(&buf).as_bytes())?;
-                    out.write_all(b"\n")?;
+                    crate::payload::write(&mut out, args.format, &buf)?;
                 }
                 out.flush()?;
                 received += 1;
@@ -205,20 +199,4 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64K"), Ok(65536));
-        assert_eq!(parse_size("1m"), Ok(1 << 20));
-        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
-        assert!(parse_size("12x").unwrap_err().contains("suffix"));
-        assert!(parse_size("K").is_err());
-        assert!(parse_size("-1").is_err());
-    }
 }

@@ -5,8 +5,8 @@
 //!   [--capacity N] [--max-element-size B]` creates the queue if missing (default 1024
 //!   messages of up to 1024 bytes); sizes given must match an existing queue.
 //! * `sub` on a queue pops: each message goes to exactly one consumer, so several `sub`s
-//!   share the messages. `--json` lines are `{"seq","ts_ns","len","data"}` with `seq` the
-//!   ordinal of the message in this `sub` run (1, 2, …) and `ts_ns` the CLOCK_MONOTONIC
+//!   share the messages. `--json` lines are `{"seq","ts_ns","ts_mono_ns","len","data"}` with `seq`
+//!   the ordinal of the message in this `sub` run (1, 2, …) and `ts_mono_ns` the CLOCK_MONOTONIC
 //!   time it was received (a queue keeps neither a sequence number nor a timestamp).
 //!   `--from`/`--latest` do not apply to queues.
 
@@ -18,8 +18,8 @@ use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError};
 use shmbus::time::monotonic_ns;
 use shmbus::{Domain, Kind, OpenError};
 
-use crate::input::for_each_input;
 use crate::output::message_json;
+use crate::payload::{Input, Print};
 use crate::pubsub::KindArg;
 use crate::{CliError, Result};
 
@@ -59,20 +59,18 @@ fn open_for_push(
 pub fn run_pub(
     domain: &Domain,
     name: &str,
-    data: Option<&str>,
+    input: &Input,
     create: bool,
     capacity: Option<u64>,
     max_element_size: Option<usize>,
 ) -> Result<()> {
     let queue = open_for_push(domain, name, create, capacity, max_element_size)?;
     let mut tx = queue.producer()?;
-    for_each_input(data, tx.max_message_len(), |msg| {
-        tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}")))
-    })
+    input.for_each(tx.max_message_len(), |msg| tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}"))))
 }
 
 /// `sub` on a queue: pops and prints messages.
-pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Option<u64>, json: bool) -> Result<()> {
+pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Option<u64>, print: Print) -> Result<()> {
     let queue = Queue::open(domain, name)?;
     let mut rx = queue.consumer()?;
     let mut buf = Vec::with_capacity(rx.max_message_len());
@@ -88,11 +86,9 @@ pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Opti
                 let ts = monotonic_ns();
                 received += 1;
                 let msg = &buf[..len];
-                if json {
-                    writeln!(out, "{}", message_json(received, ts, msg))?;
-                } else {
-                    out.write_all(String::from_utf8_lossy(msg).as_bytes())?;
-                    out.write_all(b"\n")?;
+                match print {
+                    Print::Json => writeln!(out, "{}", message_json(received, ts, msg))?,
+                    Print::Payload(format) => crate::payload::write(&mut out, format, msg)?,
                 }
                 out.flush()?;
             }
@@ -123,7 +119,7 @@ pub fn pub_if_queue(
     domain: &Domain,
     name: &str,
     kind: Option<KindArg>,
-    data: Option<&str>,
+    input: &Input,
     topic_sizes: bool,
     (capacity, max_element_size): (Option<u64>, Option<usize>),
 ) -> Option<Result<()>> {
@@ -141,7 +137,7 @@ pub fn pub_if_queue(
     if !is_queue && max_element_size.is_some() {
         return Some(Err(CliError::msg("--max-element-size is for queues; add --kind queue to create one")));
     }
-    is_queue.then(|| run_pub(domain, name, data, kind == Some(KindArg::Queue), capacity, max_element_size))
+    is_queue.then(|| run_pub(domain, name, input, kind == Some(KindArg::Queue), capacity, max_element_size))
 }
 
 /// `sub`'s queue part: `Some(result)` when the channel is a queue, `None` otherwise.
@@ -150,7 +146,7 @@ pub fn sub_if_queue(
     name: &str,
     count: Option<u64>,
     timeout_ms: Option<u64>,
-    json: bool,
+    print: Print,
     topic_start: bool,
 ) -> Option<Result<()>> {
     if !matches!(existing_kind(domain, name), Ok(Some(Kind::Queue))) {
@@ -162,5 +158,5 @@ pub fn sub_if_queue(
             domain.name()
         ))));
     }
-    Some(run_sub(domain, name, count, timeout_ms, json))
+    Some(run_sub(domain, name, count, timeout_ms, print))
 }

@@ -119,8 +119,8 @@ pub struct RecordArgs {
     /// Stop (with 0) after this many messages in total.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
-    /// Stop (with 0) after this many seconds.
-    #[arg(long, value_name = "S")]
+    /// Stop (with 0) after this long: seconds (fractions allowed), or with a unit (`5m`).
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
     seconds: Option<f64>,
     /// Print the summary as one JSON object {"messages","gaps","topics":{name: count}}.
     #[arg(long)]
@@ -236,6 +236,11 @@ pub enum Speed {
     Max,
 }
 
+/// `--seconds`: a duration, a bare number being seconds.
+fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
+    Ok(crate::units::secs_duration(s)?.as_secs_f64())
+}
+
 fn parse_speed(s: &str) -> std::result::Result<Speed, String> {
     if s.eq_ignore_ascii_case("max") {
         return Ok(Speed::Max);
@@ -260,8 +265,9 @@ pub struct ReplayArgs {
     /// Pace: a factor of the original (2.0 = twice as fast) or `max` (no waiting).
     #[arg(long, default_value = "1.0", value_parser = parse_speed, value_name = "FACTOR|max")]
     speed: Speed,
-    /// Start at the first message recorded at or after this CLOCK_REALTIME time (ns).
-    #[arg(long, value_name = "NS")]
+    /// Start at the first message recorded at or after this wall-clock (CLOCK_REALTIME) time:
+    /// nanoseconds since 1970, RFC 3339 (`2026-11-24T10:00:00Z`) or a time ago (`-10m`).
+    #[arg(long, value_name = "TIME", value_parser = crate::units::time_ns, allow_hyphen_values = true)]
     from_ts: Option<u64>,
     /// Only these topics (default: every recorded topic).
     #[arg(long = "topic", value_name = "NAME")]

@@ -32,7 +32,8 @@ fn pub_data_then_sub_from_start_as_json() {
         let obj = line.as_object().unwrap();
         let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
         keys.sort();
-        assert_eq!(keys, ["data", "len", "seq", "ts_ns"]);
+        assert_eq!(keys, ["data", "len", "seq", "ts_mono_ns", "ts_ns"]);
+        assert_eq!(obj["ts_mono_ns"], obj["ts_ns"]);
         assert_eq!(obj["seq"], i as u64 + 1);
         assert_eq!(obj["data"], word);
         assert_eq!(obj["len"], word.len() as u64);

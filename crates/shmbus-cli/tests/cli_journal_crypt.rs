@@ -251,7 +251,7 @@ fn retention_set_at_append_is_applied_by_appenders_and_gc() {
     assert!(text.ends_with("z\n") && !text.contains('x'), "{text}; {v}");
 
     // Bad values are usage errors.
-    for bad in [["--max-age", "10"], ["--max-age", "0s"], ["--max-age", "5w"], ["--retain-cycles", "0"]] {
+    for bad in [["--max-age", "0s"], ["--max-age", "ten"], ["--max-age", "5w"], ["--retain-cycles", "0"]] {
         let out = r.run(&["journal", "append", "--dir", &j2, bad[0], bad[1], "--data", "q"]);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }

@@ -46,7 +46,7 @@ pub struct Args {
 const MAX_INTERVAL_S: f64 = 3600.0;
 
 fn parse_interval(s: &str) -> std::result::Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("not a number of seconds: {s:?}"))?;
+    let v = crate::units::secs_duration(s)?.as_secs_f64();
     if !(v > 0.0 && v <= MAX_INTERVAL_S) {
         return Err(format!("must be more than 0 and at most {MAX_INTERVAL_S} seconds"));
     }
