@@ -307,8 +307,15 @@ mod tests {
         clock.window = 0;
         clock.now_ns();
         assert_eq!(clock.mult, 0, "the rate was not measured again: {clock:?}");
-        check_tracks(&mut clock, MIN_BASELINE_NS + 2 * REANCHOR_NS);
-        assert!(clock.mult > 0);
+        // A measurement disturbed by preemption (a loaded machine: the tests run in parallel)
+        // is thrown away and started over, as it should be: give it a few tries.
+        for _ in 0..50 {
+            check_tracks(&mut clock, MIN_BASELINE_NS + 2 * REANCHOR_NS);
+            if clock.mult > 0 {
+                break;
+            }
+        }
+        assert!(clock.mult > 0, "the rate was never measured again: {clock:?}");
     }
 
     #[test]
