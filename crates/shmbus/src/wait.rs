@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+#[cfg(not(loom))]
 use crate::event::EventWord;
 #[cfg(not(loom))]
 use crate::stats::Counter;
