@@ -121,8 +121,12 @@ impl Tmux {
     fn wait_exit(&self) -> String {
         let t0 = Instant::now();
         loop {
+            // The shell creates the file before it writes the line: an empty file is not yet
+            // the answer.
             if let Ok(s) = std::fs::read_to_string(&self.exit_file) {
-                return s.trim().to_owned();
+                if s.ends_with('\n') {
+                    return s.trim().to_owned();
+                }
             }
             assert!(t0.elapsed() < DEADLINE, "top did not exit; screen:\n{}", self.screen());
             std::thread::sleep(Duration::from_millis(50));
