@@ -23,7 +23,7 @@ pub enum KindArg {
     Queue,
 }
 
-/// `shmbus pub --domain D NAME [--kind K] [size flags] [--data TEXT] [--timeout-ms T]`
+/// `shmbus pub --domain D NAME [--kind K] [size flags] [--data TEXT] [--timeout-ms T] [--count N] [--rate HZ]`
 #[derive(Debug, clap::Args)]
 pub struct PubArgs {
     /// The channel's domain. Default: $SHMBUS_DOMAIN.
@@ -111,7 +111,7 @@ pub trait Source {
     fn recv(&mut self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<Recv>;
 }
 
-/// Publishes `--data` once, or each stdin line.
+/// Publishes `--data` (or `--file`) once or as `--count`/`--rate` say, or each stdin line.
 pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let topic_sizes = args.slot_size.is_some() || args.history.is_some();
