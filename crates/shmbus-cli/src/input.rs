@@ -13,18 +13,37 @@ use crate::{CliError, Result};
 /// before it have been sent; the error says which line it was.
 /// `--data` is already in memory: it goes to `f` as it is, whose send reports a size the
 /// channel cannot take in the kind's own words.
-pub fn for_each_input(data: Option<&str>, max_len: usize, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+pub fn for_each_input(data: Option<&str>, max_len: usize, f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    for_each_input_up_to(data, max_len, None, f)
+}
+
+/// [`for_each_input`], reading at most `limit` stdin lines (`pub --count`): the lines after
+/// them are left unread.
+pub fn for_each_input_up_to(
+    data: Option<&str>,
+    max_len: usize,
+    limit: Option<u64>,
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
     match data {
         Some(d) => f(d.as_bytes()),
-        None => for_each_line(&mut std::io::stdin().lock(), max_len, f),
+        None => for_each_line(&mut std::io::stdin().lock(), max_len, limit, f),
     }
 }
 
-/// [`for_each_input`]'s line loop over any reader.
-fn for_each_line(input: &mut impl BufRead, max_len: usize, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+/// [`for_each_input`]'s line loop over any reader, stopping after `limit` lines.
+fn for_each_line(
+    input: &mut impl BufRead,
+    max_len: usize,
+    limit: Option<u64>,
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
     let mut line = Vec::new();
     let mut number = 0u64;
     loop {
+        if limit.is_some_and(|n| number >= n) {
+            return Ok(());
+        }
         line.clear();
         number += 1;
         match read_line_bounded(input, &mut line, max_len)? {
@@ -98,7 +117,7 @@ mod tests {
 
     fn lines(input: &[u8], max: usize) -> (Vec<Vec<u8>>, Option<String>) {
         let mut got = Vec::new();
-        let r = for_each_line(&mut std::io::BufReader::with_capacity(4, input), max, |l| {
+        let r = for_each_line(&mut std::io::BufReader::with_capacity(4, input), max, None, |l| {
             got.push(l.to_vec());
             Ok(())
         });
@@ -118,6 +137,21 @@ mod tests {
         assert_eq!(got, vec![b"12345678".to_vec()]);
         let err = err.expect("the long line is an error");
         assert!(err.contains("stdin line 2 is longer than 8 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_limit_stops_after_that_many_lines_without_reading_on() {
+        let mut input = std::io::BufReader::with_capacity(4, &b"a\nb\nc\n"[..]);
+        let mut got = Vec::new();
+        for_each_line(&mut input, 8, Some(2), |l| {
+            got.push(l.to_vec());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, vec![b"a".to_vec(), b"b".to_vec()]);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut input, &mut rest).unwrap();
+        assert_eq!(rest, "c\n");
     }
 
     #[test]

@@ -227,6 +227,12 @@ impl CliError {
     pub fn usage(m: impl Into<String>) -> CliError {
         CliError(m.into(), 2)
     }
+
+    /// The same error with `more` at the end of its line.
+    pub fn append(mut self, more: &str) -> CliError {
+        self.0.push_str(more);
+        self
+    }
 }
 
 impl<E: std::error::Error> From<E> for CliError {

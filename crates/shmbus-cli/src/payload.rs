@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
-use crate::input::for_each_input;
+use crate::input::for_each_input_up_to;
 use crate::{CliError, Result};
 
 /// How a reading verb prints payloads (`--format`).
@@ -99,8 +99,8 @@ pub struct Input {
 
 impl Input {
     /// Calls `f` with each message, decoded: `--file`'s content, `--data`, or each stdin line.
-    /// `max_len` is the most one message can hold.
-    pub fn for_each(&self, max_len: usize, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    /// `max_len` is the most one message can hold; `limit` the most stdin lines read.
+    pub fn for_each(&self, max_len: usize, limit: Option<u64>, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
         if let Some(path) = &self.file {
             return f(&read_file(path, max_len)?);
         }
@@ -112,7 +112,7 @@ impl Input {
             InFormat::Base64 => max_len.div_ceil(3).saturating_mul(4),
         };
         let mut number = 0u64;
-        for_each_input(self.data.as_deref(), line_max, |line| {
+        for_each_input_up_to(self.data.as_deref(), line_max, limit, |line| {
             number += 1;
             match self.format {
                 InFormat::Text => f(line),

@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::output::message_json;
 use crate::payload::{Format, InFormat, Input, Print};
@@ -23,7 +23,7 @@ pub enum KindArg {
     Queue,
 }
 
-/// `shmbus pub --domain D NAME [--kind K] [size flags] [--data TEXT] [--timeout-ms T]`
+/// `shmbus pub --domain D NAME [--kind K] [size flags] [--data TEXT] [--timeout-ms T] [--count N] [--rate HZ]`
 #[derive(Debug, clap::Args)]
 pub struct PubArgs {
     /// The channel's domain. Default: $SHMBUS_DOMAIN.
@@ -59,11 +59,21 @@ pub struct PubArgs {
     /// (decoded before sending: any bytes, newlines included).
     #[arg(long, value_enum, default_value_t, conflicts_with = "file")]
     pub format: InFormat,
-    /// Stream: fail if a record does not fit in the ring within this long (the reader is
-    /// slow or stuck): milliseconds, or with a unit (`2s`, `500ms`). Default: wait as long
-    /// as a reader is attached.
+    /// Fail if a message finds no room within this long: milliseconds, or with a unit
+    /// (`2s`, `500ms`). Stream: the reader is slow or stuck (default: wait as long as a
+    /// reader is attached). Queue: no consumer makes room (default: wait for ever). A topic
+    /// never waits.
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
+    /// Send this many messages: the one message of --data or --file N times, or the first
+    /// N lines of stdin. Default: --data/--file once (for ever with --rate), every line.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Send at most HZ messages per second, on a fixed schedule (message i at start + i/HZ,
+    /// so a late send does not delay the ones after it). With --data or --file and no
+    /// --count, repeats the message until killed.
+    #[arg(long, value_name = "HZ", value_parser = parse_rate)]
+    pub rate: Option<f64>,
     /// Queue: largest message in bytes (K, M, G suffixes allowed). Used when creating the
     /// queue (default 1024); with `--kind queue`, `--capacity` is the number of messages it
     /// holds (default 1024).
@@ -101,17 +111,93 @@ pub trait Source {
     fn recv(&mut self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<Recv>;
 }
 
-/// Publishes `--data` once, or each stdin line.
+/// Publishes `--data` (or `--file`) once or as `--count`/`--rate` say, or each stdin line.
 pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let topic_sizes = args.slot_size.is_some() || args.history.is_some();
-    let queue_sizes = (args.capacity.map(|c| c as u64), args.max_element_size);
     let input = Input { data: args.data.clone(), file: args.file.clone(), format: args.format };
-    if let Some(r) = crate::queue::pub_if_queue(&domain, &args.name, args.kind, &input, topic_sizes, queue_sizes) {
+    let repeat = Repeat { count: args.count, rate: args.rate };
+    let queue = crate::queue::PubQueue {
+        capacity: args.capacity.map(|c| c as u64),
+        max_element_size: args.max_element_size,
+        timeout_ms: args.timeout_ms,
+    };
+    if let Some(r) = crate::queue::pub_if_queue(&domain, &args.name, args.kind, &input, repeat, topic_sizes, queue) {
         return r;
     }
     let mut sink = kinds::sink(&domain, args)?;
-    input.for_each(sink.max_len(), |msg| sink.send(msg))
+    publish(&input, sink.max_len(), repeat, |msg| sink.send(msg))
+}
+
+/// `pub --rate`: a positive, finite number of messages per second.
+fn parse_rate(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(hz) if hz.is_finite() && hz >= 0.001 => Ok(hz),
+        _ => Err(format!("{s:?} is not a rate: give messages per second, at least 0.001 (e.g. 10 or 0.5)")),
+    }
+}
+
+/// How many times and how fast `pub` sends: `--count` and `--rate`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Repeat {
+    /// `--count`: messages in all.
+    pub count: Option<u64>,
+    /// `--rate`: messages per second.
+    pub rate: Option<f64>,
+}
+
+/// Sends the messages of `input` through `send`: `--data`/`--file` once, `--count` times or
+/// (with `--rate` alone) until killed; stdin lines up to `--count`; paced by `--rate`.
+///
+/// When more than one message may be sent, a failure says how many were sent before it (a
+/// script can resume after them).
+pub fn publish(input: &Input, max_len: usize, repeat: Repeat, mut send: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    let single = input.data.is_some() || input.file.is_some();
+    let times = match (single, repeat.count, repeat.rate) {
+        (true, Some(n), _) => n,
+        (true, None, Some(_)) => u64::MAX, // until killed
+        (true, None, None) => 1,
+        (false, ..) => 1, // each line once; `--count` bounds the lines read
+    };
+    let mut pacer = Pacer::new(repeat.rate);
+    let mut sent = 0u64;
+    let line_limit = if single { None } else { repeat.count };
+    let r = input.for_each(max_len, line_limit, |msg| {
+        for _ in 0..times {
+            pacer.wait_for_turn(sent);
+            send(msg)?;
+            sent += 1;
+        }
+        Ok(())
+    });
+    let many = !single || times > 1;
+    r.map_err(|e| if many { e.append(&format!(" ({sent} message(s) sent before)")) } else { e })
+}
+
+/// `--rate`: an absolute schedule, message `i` no earlier than `start + i/HZ`. A send that
+/// ran late is followed by the next ones at once until the schedule is met again, so the
+/// average rate does not drift; the wait is a sleep, never a spin.
+struct Pacer {
+    hz: Option<f64>,
+    start: Option<Instant>,
+}
+
+impl Pacer {
+    fn new(hz: Option<f64>) -> Pacer {
+        Pacer { hz, start: None }
+    }
+
+    /// Sleeps until message number `i` (from 0) is due.
+    fn wait_for_turn(&mut self, i: u64) {
+        let Some(hz) = self.hz else { return };
+        let start = *self.start.get_or_insert_with(Instant::now);
+        let offset = Duration::try_from_secs_f64(i as f64 / hz).ok();
+        match offset.and_then(|o| start.checked_add(o)) {
+            Some(due) => std::thread::sleep(due.saturating_duration_since(Instant::now())),
+            // Beyond what an Instant holds (years from now): one period at a time.
+            None => std::thread::sleep(Duration::from_secs_f64(1.0 / hz)),
+        }
+    }
 }
 
 /// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json] [--wait SECS]`

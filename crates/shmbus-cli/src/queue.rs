@@ -1,7 +1,8 @@
 //! Queues in the generic verbs: `pub` pushes, `sub` pops.
 //!
-//! * `pub` on an existing queue pushes `--data` once, or one message per stdin line. A push
-//!   blocks while the queue is full (until a consumer makes room). `pub --kind queue
+//! * `pub` on an existing queue pushes `--data` once (or `--count` times), or one message per
+//!   stdin line. A push waits while the queue is full until a consumer makes room: for ever,
+//!   or with `--timeout-ms` at most that long before failing. `pub --kind queue
 //!   [--capacity N] [--max-element-size B]` creates the queue if missing (default 1024
 //!   messages of up to 1024 bytes); sizes given must match an existing queue.
 //! * `sub` on a queue pops: each message goes to exactly one consumer, so several `sub`s
@@ -14,13 +15,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use shmbus::admin;
-use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError};
+use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueSendTimeoutError};
 use shmbus::time::monotonic_ns;
 use shmbus::{Domain, Kind, OpenError};
 
 use crate::output::message_json;
 use crate::payload::{Input, Print};
-use crate::pubsub::KindArg;
+use crate::pubsub::{KindArg, Repeat};
 use crate::{CliError, Result};
 
 /// The kind of the existing channel `name`, if it exists and is valid.
@@ -55,18 +56,35 @@ fn open_for_push(
     Ok(Queue::create_or_open(domain, name, &config)?)
 }
 
-/// `pub` to a queue: pushes `data` once, or one message per stdin line.
-pub fn run_pub(
-    domain: &Domain,
-    name: &str,
-    input: &Input,
-    create: bool,
-    capacity: Option<u64>,
-    max_element_size: Option<usize>,
-) -> Result<()> {
-    let queue = open_for_push(domain, name, create, capacity, max_element_size)?;
+/// `pub`'s queue options.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PubQueue {
+    /// `--capacity`: messages the queue holds, when creating it.
+    pub capacity: Option<u64>,
+    /// `--max-element-size`: largest message, when creating it.
+    pub max_element_size: Option<usize>,
+    /// `--timeout-ms`: the longest a push waits for room.
+    pub timeout_ms: Option<u64>,
+}
+
+/// `pub` to a queue: pushes `data` once (or as `repeat` says), or one message per stdin line.
+pub fn run_pub(domain: &Domain, name: &str, input: &Input, repeat: Repeat, create: bool, opts: PubQueue) -> Result<()> {
+    let queue = open_for_push(domain, name, create, opts.capacity, opts.max_element_size)?;
     let mut tx = queue.producer()?;
-    input.for_each(tx.max_message_len(), |msg| tx.send(msg).map_err(|e| CliError::msg(format!("push failed: {e}"))))
+    crate::pubsub::publish(input, tx.max_message_len(), repeat, |msg| {
+        let r = match opts.timeout_ms {
+            Some(ms) => tx.send_timeout(msg, Duration::from_millis(ms)),
+            None => tx.send(msg).map_err(QueueSendTimeoutError::from),
+        };
+        r.map_err(|e| match e {
+            QueueSendTimeoutError::Timeout => CliError::msg(format!(
+                "push failed: queue {}/{name} stayed full for {} ms (no consumer made room)",
+                domain.name(),
+                opts.timeout_ms.unwrap_or(0)
+            )),
+            e => CliError::msg(format!("push failed: {e}")),
+        })
+    })
 }
 
 /// `sub` on a queue: pops and prints messages.
@@ -120,8 +138,9 @@ pub fn pub_if_queue(
     name: &str,
     kind: Option<KindArg>,
     input: &Input,
+    repeat: Repeat,
     topic_sizes: bool,
-    (capacity, max_element_size): (Option<u64>, Option<usize>),
+    opts: PubQueue,
 ) -> Option<Result<()>> {
     let is_queue = match kind {
         Some(KindArg::Queue) => true,
@@ -134,10 +153,10 @@ pub fn pub_if_queue(
         ))));
     }
     // (`--capacity` without `--kind queue` is a stream's ring size: not ours to judge.)
-    if !is_queue && max_element_size.is_some() {
+    if !is_queue && opts.max_element_size.is_some() {
         return Some(Err(CliError::msg("--max-element-size is for queues; add --kind queue to create one")));
     }
-    is_queue.then(|| run_pub(domain, name, input, kind == Some(KindArg::Queue), capacity, max_element_size))
+    is_queue.then(|| run_pub(domain, name, input, repeat, kind == Some(KindArg::Queue), opts))
 }
 
 /// `sub`'s queue part: `Some(result)` when the channel is a queue, `None` otherwise.
