@@ -195,6 +195,24 @@ impl Ctx {
         Ok(appeared)
     }
 
+    /// Fails when the root directory is missing (or not a directory). The root is
+    /// configuration, like a mount point: no verb creates it, and a typo in `--root` or
+    /// `SHMBUS_ROOT` is said at once instead of showing as an empty listing or as channels
+    /// that another process cannot find.
+    pub fn check_root(&self) -> Result<()> {
+        let root = self.root.display();
+        match std::fs::metadata(&self.root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(CliError::msg(format!("root directory {root} does not exist; create it or fix --root/SHMBUS_ROOT")))
+            }
+            Ok(m) if !m.is_dir() => {
+                Err(CliError::msg(format!("root {root} is not a directory; fix --root/SHMBUS_ROOT")))
+            }
+            // Anything else (no permission, …) is for the verb to report where it matters.
+            _ => Ok(()),
+        }
+    }
+
     /// The named domain, or every domain under the root.
     pub fn domains(&self, name: Option<&str>) -> Result<Vec<Domain>> {
         match name {
@@ -296,6 +314,14 @@ fn main() -> ExitCode {
         }
     };
     let ctx = Ctx { root: cli.root.clone().unwrap_or_else(shmbus::domain::default_root) };
+    // The journal verbs work on `--dir`, and the generators on nothing: only the others
+    // need the root.
+    if !matches!(cli.command, Command::Journal(_) | Command::Completions(_) | Command::Man) {
+        if let Err(e) = ctx.check_root() {
+            eprintln!("shmbus: {e}");
+            return ExitCode::from(e.1);
+        }
+    }
     let result = match cli.command {
         Command::Ls(a) => ls::run(&ctx, &a),
         Command::Info(a) => info::run(&ctx, &a),

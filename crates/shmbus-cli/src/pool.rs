@@ -194,7 +194,7 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
             Some(t) => w.recv_ref_timeout(t),
             None => w.recv_ref().map_err(PoolRecvTimeoutError::from),
         };
-        match r {
+        let err = match r {
             Ok(job) => {
                 if args.json {
                     writeln!(
@@ -207,14 +207,30 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
                 }
                 out.flush()?;
                 received += 1;
+                continue;
             }
-            Err(PoolRecvTimeoutError::Orphaned) => {
+            Err(e) => e,
+        };
+        match err {
+            PoolRecvTimeoutError::Orphaned if w.dispatcher_finished() => {
+                // Its input ended and it detached: the work is done, not lost. Said on
+                // stderr under --json, so stdout stays one job per line.
+                let line = format!("dispatcher finished after {received} job(s)");
+                if args.json {
+                    eprintln!("{line}");
+                } else {
+                    writeln!(out, "{line}")?;
+                    out.flush()?;
+                }
+                return Ok(());
+            }
+            PoolRecvTimeoutError::Orphaned => {
                 return Err(CliError::msg(format!(
-                    "the dispatcher of {}/{} is gone (exited or died) after {received} job(s)",
+                    "the dispatcher of {}/{} died after {received} job(s)",
                     args.domain, args.name
                 )));
             }
-            Err(PoolRecvTimeoutError::Timeout) => {
+            PoolRecvTimeoutError::Timeout => {
                 let of = args.count.map(|n| format!(" of {n}")).unwrap_or_default();
                 return Err(CliError::msg(format!(
                     "timed out: no job on {}/{} for {} ms ({received}{of} received)",
@@ -223,7 +239,7 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
                     args.timeout_ms.unwrap_or(0)
                 )));
             }
-            Err(e) => return Err(CliError::msg(format!("receive failed: {e}"))),
+            e => return Err(CliError::msg(format!("receive failed: {e}"))),
         }
     }
     Ok(())

@@ -23,13 +23,13 @@
 //! clock (a journal holding several recording sessions, maybe across reboots), it uses the
 //! recording timestamps instead.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
-use shmbus::journal::{JournalConfig, JournalTryRecvError};
+use shmbus::journal::{Journal, JournalConfig, JournalTryRecvError};
 use shmbus::time::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
@@ -291,11 +291,56 @@ fn replay_topic(domain: &Domain, rec: &Recorded<'_>) -> Result<Publisher> {
     Ok(topic.publisher()?)
 }
 
+/// Fails when a `--topic` names a topic the recording never holds, with the topics it does
+/// hold. One pass over the entries' headers (the journal bounds it); entries that cannot be
+/// read are left to the replay to report.
+fn check_topics_recorded(j: &Journal, args: &ReplayArgs) -> Result<()> {
+    if args.topics.is_empty() {
+        return Ok(());
+    }
+    let mut t = j.tailer().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    let mut held: BTreeSet<String> = BTreeSet::new();
+    loop {
+        match t.try_recv_ref() {
+            Ok(e) => {
+                if let Ok(rec) = Recorded::decode(e.data()) {
+                    if !held.contains(rec.topic) {
+                        held.insert(rec.topic.to_owned());
+                    }
+                }
+            }
+            Err(JournalTryRecvError::Empty) => break,
+            Err(
+                JournalTryRecvError::Gap { .. }
+                | JournalTryRecvError::Corrupt(_)
+                | JournalTryRecvError::Damaged { .. }
+                | JournalTryRecvError::Encrypted { .. }
+                | JournalTryRecvError::UnknownKey { .. }
+                | JournalTryRecvError::Unauthenticated { .. }
+                | JournalTryRecvError::PositionReset { .. },
+            ) => continue,
+            // Unreadable from here on: the replay says why.
+            Err(_) => return Ok(()),
+        }
+    }
+    let missing: Vec<&str> = args.topics.iter().map(String::as_str).filter(|n| !held.contains(*n)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let holds = if held.is_empty() {
+        "it holds no topics".to_owned()
+    } else {
+        format!("it holds: {}", held.into_iter().collect::<Vec<_>>().join(", "))
+    };
+    Err(CliError::msg(format!("--topic {} not in the recording {}; {holds}", missing.join(", "), args.dir.display())))
+}
+
 /// Republishes the recorded messages in journal order, with their original spacing scaled
 /// by `--speed`.
 pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let j = open_existing(&args.dir)?;
+    check_topics_recorded(&j, args)?;
     let mut t = match args.from_ts {
         Some(ts) => j.tailer_at_time(ts),
         None => j.tailer(),

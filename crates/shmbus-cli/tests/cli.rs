@@ -466,3 +466,35 @@ fn sub_on_a_corrupt_stream_exits_with_one_line() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(one_error_line(&out).contains("corrupt"), "{out:?}");
 }
+
+#[test]
+fn a_missing_root_is_an_error_for_every_verb_that_uses_it() {
+    let r = Root::new();
+    let missing = r.0.join("no-such-root");
+    let dir = missing.to_str().unwrap();
+    let expected = format!("root directory {dir} does not exist; create it or fix --root/SHMBUS_ROOT");
+    let cases: [&[&str]; 5] = [
+        &["--root", dir, "ls"],
+        &["--root", dir, "pub", "--domain", "d", "t", "--data", "x"],
+        &["--root", dir, "create", "--domain", "d", "--kind", "topic", "t"],
+        &["--root", dir, "top", "--once"],
+        &["--root", dir, "pool", "worker", "--domain", "d", "p", "--timeout-ms", "10"],
+    ];
+    for args in cases {
+        let out = r.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(one_error_line(&out), format!("shmbus: {expected}"), "{args:?}");
+    }
+    // The same through SHMBUS_ROOT; the root is configuration: nothing created it.
+    let out = r.cmd(&["ls"]).env("SHMBUS_ROOT", &missing).output().unwrap();
+    assert_eq!(one_error_line(&out), format!("shmbus: {expected}"));
+    assert!(!missing.exists());
+    // A file is not a root.
+    let file = r.0.join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let err = r.fails(&["--root", file.to_str().unwrap(), "ls"]);
+    assert!(err.contains("is not a directory"), "{err}");
+    // The journal verbs do not use the root.
+    let j = r.jdir("j");
+    r.ok(&["--root", dir, "journal", "append", "--dir", &j, "--data", "x"]);
+}

@@ -379,6 +379,11 @@ fn record_two_topics_then_replay_into_another_domain() {
     )
     .unwrap();
     assert_eq!(only["topics"], serde_json::json!({"b": 3}));
+    // A topic the recording never holds: an error naming the ones it does, before
+    // anything is published (not even the topics that are there).
+    let err = r.fails(&["replay", "--dir", &j, "--domain", "y", "--speed", "max", "--topic", "b", "--topic", "c"]);
+    assert!(err.contains("--topic c not in the recording") && err.ends_with("it holds: a, b"), "{err}");
+    assert_eq!(r.json(&["ls", "--domain", "y", "--json"]), serde_json::json!([]));
 }
 
 #[test]

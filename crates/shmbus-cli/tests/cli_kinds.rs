@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::io::Write;
 use std::process::Stdio;
 
 use common::{json_lines, one_error_line, Killed, Root};
@@ -169,9 +170,8 @@ fn ls_and_info_show_stream_and_pool_state() {
     let info = r.wait_info("d", "s", |v| v["writer_pid"].is_null());
     assert_eq!(info["reader_alive"], true);
     drop(reader);
-    let out = worker.finish();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "job 1: held\n");
-    assert!(one_error_line(&out).contains("dispatcher of d/p is gone"));
+    // Its dispatcher (`dispatch --data`) finished normally: the worker stops with 0.
+    assert_eq!(worker.finish_ok(), "job 1: held\ndispatcher finished after 1 job(s)\n");
 }
 
 #[test]
@@ -278,4 +278,42 @@ fn pool_worker_started_after_a_dispatcher_was_killed_waits_for_the_next_one() {
     assert!(out.contains("-> worker 0"), "{out}");
     let text = worker.finish_ok();
     assert!(text.ends_with(": after the crash\n"), "{text}");
+}
+
+#[test]
+fn pool_worker_exits_0_when_its_dispatcher_finished_and_1_when_it_died() {
+    let r = Root::new();
+    // `dispatch --data` sends its one job and detaches: the worker takes the job, then
+    // stops with 0 although it asked for 5.
+    let worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "5", "--timeout-ms", "20000"]);
+    r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    r.ok(&["pool", "dispatch", "--domain", "d", "p", "--data", "x", "--timeout-ms", "20000"]);
+    assert_eq!(worker.finish_ok(), "job 1: x\ndispatcher finished after 1 job(s)\n");
+
+    // Under --json stdout stays jobs only; the last line goes to stderr.
+    let worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "5", "--json", "--timeout-ms", "20000"]);
+    r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    r.ok(&["pool", "dispatch", "--domain", "d", "p", "--data", "y", "--timeout-ms", "20000"]);
+    let out = worker.finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jobs = json_lines(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0]["data"], "y");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "dispatcher finished after 1 job(s)\n");
+
+    // A dispatcher SIGKILLed while holding the pool: the worker fails, after its one job.
+    let worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "5", "--timeout-ms", "20000"]);
+    r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    let mut cmd = r.cmd(&["pool", "dispatch", "--domain", "d", "p", "--timeout-ms", "20000"]);
+    let mut dispatcher = Killed(Some(cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap()));
+    dispatcher.child().stdin.as_mut().unwrap().write_all(b"z\n").unwrap();
+    // The job is taken (the worker is idle again, waiting for the next) before the kill.
+    r.wait_info("d", "p", |v| v["dispatcher_alive"] == true && v["status"]["jobs_dispatched"] == 3);
+    r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    dispatcher.kill();
+    let out = worker.finish();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "job 3: z\n");
+    let err = one_error_line(&out);
+    assert!(err.contains("dispatcher of d/p died after 1 job(s)"), "{err}");
 }

@@ -142,9 +142,11 @@ fn one_dispatcher_at_a_time_and_takeover_after_exit() {
     assert!(matches!(Pool::create_or_open(&d, "p", &cfg()).and_then(|p| p.dispatcher()), Err(OpenError::Busy { .. })));
     let mut w = Pool::open(&d, "p").and_then(|p| p.worker()).unwrap();
     assert!(w.try_recv().is_err());
+    assert!(!w.dispatcher_finished(), "no dispatcher gone yet");
     drop(first);
-    // A clean exit is seen at once.
+    // A clean exit is seen at once, and told apart from a death.
     assert_eq!(w.try_recv().unwrap_err(), PoolTryRecvError::Orphaned);
+    assert!(w.dispatcher_finished());
     assert_eq!(w.try_recv().unwrap_err(), PoolTryRecvError::Empty, "reported once, then waits for a successor");
     let mut second = Pool::open(&d, "p").and_then(|p| p.dispatcher()).unwrap();
     let s = second.try_send(b"after".as_slice()).unwrap();

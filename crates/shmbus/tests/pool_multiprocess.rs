@@ -290,8 +290,11 @@ fn sigkilled_dispatcher_orphans_workers_and_a_successor_takes_over() {
                         received[k].fetch_add(1, Ordering::SeqCst);
                     }
                     Err(PoolRecvError::Orphaned) => {
+                        // Every killed dispatcher died; the last one, dropped, finished.
+                        let finished = stop.load(Ordering::SeqCst);
+                        assert_eq!(w.dispatcher_finished(), finished, "dispatcher_finished after Orphaned");
                         orphaned[k].fetch_add(1, Ordering::SeqCst);
-                        if stop.load(Ordering::SeqCst) {
+                        if finished {
                             return;
                         }
                     }

@@ -38,6 +38,7 @@
 //!   check interval (default [`DEFAULT_ORPHAN_CHECK`], 100 ms, plus one `/proc` read) and
 //!   gets [`PoolRecvError::Orphaned`]; a dispatcher that exits cleanly wakes every worker and
 //!   they see `Orphaned` at once. A job already in a mailbox is still delivered first.
+//!   [`Worker::dispatcher_finished`] then tells the two apart.
 //!   Calling `recv` again waits for a new dispatcher, which may take over as soon as the old
 //!   one is dead ([`Pool::dispatcher`]), repairing a mailbox it left half-filled. A worker
 //!   that joins after the dispatcher died (or exited) is not told about it: it waits for

@@ -41,6 +41,8 @@ pub struct Worker {
     /// Orphan detection (see `check_orphaned`): how often `/proc` is asked.
     orphan_check: Throttle,
     orphaned: Cell<bool>,
+    /// Whether the dispatcher last found gone had detached cleanly (see `dispatcher_finished`).
+    finished: Cell<bool>,
     reported_epoch: Cell<u64>,
     /// Our counter block (see [`crate::stats`]); only this worker writes it, and the worker
     /// is `!Sync`, so every count is a plain load and store.
@@ -210,6 +212,7 @@ impl Worker {
             policy: WaitPolicy::default(),
             orphan_check: Throttle::new(DEFAULT_ORPHAN_CHECK),
             orphaned: Cell::new(false),
+            finished: Cell::new(false),
             reported_epoch: Cell::new(reported_epoch),
             counter,
         })
@@ -251,6 +254,14 @@ impl Worker {
         self.pool().dispatcher_state() & 1 == 1 && dispatcher_alive(self.seg()).is_some_and(|d| d.1)
     }
 
+    /// After a receive reported `Orphaned` ([`PoolRecvError::Orphaned`]): whether that
+    /// dispatcher finished normally, detaching when it was dropped (its process may have
+    /// exited normally since), rather than dying holding the pool (SIGKILLed, crashed).
+    /// `false` before any `Orphaned`.
+    pub fn dispatcher_finished(&self) -> bool {
+        self.finished.get()
+    }
+
     /// [`check_orphaned`](Self::check_orphaned) without its `/proc` probe and without
     /// changing anything: a gone dispatcher already noticed, or one that detached cleanly.
     fn orphan_seen(&self) -> bool {
@@ -289,6 +300,8 @@ impl Worker {
         }
         self.reported_epoch.set(epoch);
         self.orphaned.set(true);
+        // Bit 0 clear: the dispatcher detached (dropped); set: its process died holding it.
+        self.finished.set(st & 1 == 0);
         true
     }
 
