@@ -110,19 +110,17 @@ pub(crate) fn spin_phase<T>(
 ///
 /// `attempt` is called again after every wake-up and must be cheap and idempotent.
 /// `recheck` caps each sleep, for conditions that can change without a notification (a
-/// peer's death); `None` sleeps until woken. Returns `None` at the deadline. The wait is
-/// counted in `counter` (the waiting endpoint's): blocked once, the tries it took when it
-/// succeeds, and every `FUTEX_WAIT`.
+/// peer's death); `None` sleeps until woken. Returns `None` at the deadline. Uncounted: an
+/// endpoint's wait goes through [`try_then_block_on`] (or [`block_on_with`] with its counter).
 #[cfg(not(loom))]
 pub(crate) fn block_on<T>(
     event: &EventWord,
     policy: WaitPolicy,
     deadline: Deadline,
     recheck: Option<Duration>,
-    counter: Option<Counter>,
     attempt: impl FnMut() -> Option<T>,
 ) -> Option<T> {
-    block_on_with(event, policy, deadline, || recheck, counter, attempt)
+    block_on_with(event, policy, deadline, || recheck, None, attempt)
 }
 
 /// Like [`block_on`], with the re-check interval asked anew before each sleep (so a waiter
@@ -220,7 +218,7 @@ mod tests {
             for policy in [WaitPolicy::BLOCK, WaitPolicy::ADAPTIVE] {
                 let timeout = Duration::from_millis(50);
                 let start = Instant::now();
-                let r: Option<()> = block_on(&event, policy, Deadline::after(timeout), None, None, || None);
+                let r: Option<()> = block_on(&event, policy, Deadline::after(timeout), None, || None);
                 let took = start.elapsed();
                 assert!(r.is_none());
                 assert!(took < timeout + Duration::from_secs(2), "returned after {took:?} for a {timeout:?} timeout");

@@ -500,9 +500,7 @@ impl Tailer {
             let this = &*self;
             let recheck = this.recheck_interval();
             let ev = this.inner.meta.event();
-            if crate::wait::block_on(ev, this.policy, deadline, recheck, None, || this.peek_ready().then_some(()))
-                .is_none()
-            {
+            if crate::wait::block_on(ev, this.policy, deadline, recheck, || this.peek_ready().then_some(())).is_none() {
                 return Ok(None);
             }
         }

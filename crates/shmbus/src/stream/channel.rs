@@ -230,8 +230,7 @@ pub(super) fn wait_for_peer(
     event: &crate::event::EventWord,
     deadline: Deadline,
 ) -> bool {
-    block_on(event, WaitPolicy::BLOCK, deadline, Some(LIVENESS_INTERVAL), None, || peer.alive(shared).then_some(()))
-        .is_some()
+    block_on(event, WaitPolicy::BLOCK, deadline, Some(LIVENESS_INTERVAL), || peer.alive(shared).then_some(())).is_some()
 }
 
 // ---------------------------------------------------------------------------------------
