@@ -1,5 +1,5 @@
-//! `demo-redis`: seed 000's demo profile (what `shmbus demo` runs) over Redis streams, the
-//! comparison the seed made against babus: the same producers, rates and consumers, with
+//! `demo-redis`: the demo profile (what `shmbus demo` runs) over Redis streams, the
+//! comparison the profile was first measured with: the same producers, rates and consumers, with
 //! `XADD` / `XREAD BLOCK` over loopback TCP or a Unix socket instead of shared memory.
 //!
 //! | producer       | rate      | message                        |

@@ -1,4 +1,4 @@
-//! `journal`: append→tail latency and throughput of shmbus journals (seed 002's sizes).
+//! `journal`: append→tail latency and throughput of shmbus journals (the reference journal sizes).
 //!
 //! For each size, two measurements in a temporary directory that is removed afterwards, then
 //! two memcpy yardsticks:
@@ -43,8 +43,8 @@ use crate::transports::{Mode, Params, Payload};
 /// The hidden subcommand an appender process of the throughput run is started with.
 pub const APPENDER_ROLE: &str = "__journal-appender";
 
-/// Seed 002's (aurora-channel) message sizes.
-pub const SEED_SIZES: &[usize] = &[40, 160, 220, 512, 1024, 16384, 32768];
+/// The reference journal's message sizes.
+pub const REFERENCE_SIZES: &[usize] = &[40, 160, 220, 512, 1024, 16384, 32768];
 
 /// Largest entry (the library's default `max_entry`).
 const MAX_SIZE: usize = 16 << 20;
@@ -501,7 +501,7 @@ fn default_messages(sync: Sync, size: usize) -> u64 {
 
 /// `shmbus-bench journal`.
 pub fn run(a: JournalArgs) -> Result<(), String> {
-    let sizes: Vec<usize> = a.size.map_or_else(|| SEED_SIZES.to_vec(), |s| vec![s]);
+    let sizes: Vec<usize> = a.size.map_or_else(|| REFERENCE_SIZES.to_vec(), |s| vec![s]);
     for &s in &sizes {
         if !(MIN_SIZE..=MAX_SIZE).contains(&s) {
             return Err(format!("--size must be between {MIN_SIZE} and {MAX_SIZE} bytes"));

@@ -263,7 +263,7 @@ where
     Ok(())
 }
 
-/// Seed 001's grid: p50 one-way latency against message rate (log x), one line per ring
+/// The rate grid: p50 one-way latency against message rate (log x), one line per ring
 /// size; spin on the left, block on the right. `cells` are `rate-grid --json` objects.
 pub fn rate_grid(out: &Path, cells: &[serde_json::Value]) -> Plot {
     let title = "rate-grid: stream one-way p50 vs message rate, one line per ring";

@@ -1,4 +1,4 @@
-//! `pool`: seed 003's table. A dispatcher sends bursts of `jobs` jobs to `workers` worker
+//! `pool`: bursts of jobs to workers. A dispatcher sends bursts of `jobs` jobs to `workers` worker
 //! processes through a shmbus pool; each job carries its dispatch timestamp and the worker
 //! records enqueue → recv latency. Next to it, in the same run, the baseline: `workers`
 //! threads receiving from one crossbeam channel, fed the same bursts.
@@ -6,7 +6,7 @@
 //! What is timed, per job: from the `CLOCK_MONOTONIC` read just before `try_send` (or
 //! `send` on the crossbeam channel) to the read just after the worker's `recv` returned.
 //! The pool hands back jobs when every worker is busy (`AllBusy`, counted as `returned`);
-//! the crossbeam channel queues them (the seed's "5/3" bimodal case). Between bursts the
+//! the crossbeam channel queues them (the "5/3" bimodal case). Between bursts the
 //! dispatcher waits until every worker is waiting again, then `--gap-us` more.
 
 use std::time::{Duration, Instant};
@@ -372,7 +372,7 @@ pub fn json(o: &Outcome) -> String {
     .to_string()
 }
 
-/// The run as a small table like seed 003's (nanoseconds).
+/// The run as a small table like the reference's (nanoseconds).
 pub fn table(o: &Outcome) -> String {
     let c = &o.config;
     let mut s = format!(

@@ -1,6 +1,6 @@
-//! `queue-table`: seed 004's ping-pong table over shmbus queues.
+//! `queue-table`: the mutex-queue reference's ping-pong table over shmbus queues.
 //!
-//! The seed (a shared-memory queue guarded by an adaptive `pthread_mutex`) bounces 2,000,000
+//! The reference (a shared-memory queue guarded by an adaptive `pthread_mutex`) bounces 2,000,000
 //! messages (1,000,000 round trips) of each size between two processes that spin on
 //! try-enqueue / try-dequeue, and prints the wall time. Here the same ping-pong runs over two
 //! shmbus queues (the `queue` transport, spin mode, payload copied in and out) through the
@@ -15,15 +15,15 @@ use crate::cpus::CpuSet;
 use crate::driver;
 use crate::transports::{queue::QueueTransport, Mode, Params, Payload};
 
-/// Seed 004's sizes and wall seconds for 2,000,000 messages (adaptive mutex).
-pub const SEED: &[(usize, f64)] =
+/// The reference's sizes and wall seconds for 2,000,000 messages (adaptive mutex).
+pub const REFERENCE: &[(usize, f64)] =
     &[(16, 0.739), (128, 0.737), (256, 0.754), (1024, 0.949), (8192, 3.221), (65536, 59.469)];
 
-/// The seed's message count per size.
-pub const SEED_MESSAGES: u64 = 2_000_000;
+/// The reference's message count per size.
+pub const REFERENCE_MESSAGES: u64 = 2_000_000;
 
-/// The seed's headline: 256 B, adaptive mutex.
-pub const SEED_256_S: f64 = 0.754;
+/// The reference's headline: 256 B, adaptive mutex.
+pub const REFERENCE_256_S: f64 = 0.754;
 
 /// Unrecorded round trips before each size.
 const WARMUP: u64 = 1000;
@@ -37,7 +37,7 @@ pub struct Row {
     pub messages: u64,
     /// Seconds spent in the timed round trips (sum of round-trip times).
     pub wall_s: f64,
-    /// The whole run including echo start-up and warm-up (like the seed's `real`).
+    /// The whole run including echo start-up and warm-up (like the reference's `real`).
     pub total_s: f64,
     /// One-way latency: mean, p50, p99 (ns).
     pub mean_ns: f64,
@@ -47,27 +47,27 @@ pub struct Row {
     pub p99_ns: u64,
     /// Whether the two processes were pinned.
     pub pinned: bool,
-    /// The seed's wall seconds for 2,000,000 messages of this size.
-    pub seed_s: f64,
+    /// The reference's wall seconds for 2,000,000 messages of this size.
+    pub reference_s: f64,
     /// The spin floor's p50 (64 B) measured just before this size.
     pub floor_p50_ns: u64,
 }
 
 impl Row {
-    /// `wall_s` scaled to the seed's 2,000,000 messages.
+    /// `wall_s` scaled to the reference's 2,000,000 messages.
     pub fn wall_s_per_2m(&self) -> f64 {
-        self.wall_s * SEED_MESSAGES as f64 / self.messages as f64
+        self.wall_s * REFERENCE_MESSAGES as f64 / self.messages as f64
     }
 
-    /// Seed seconds / ours, both for 2,000,000 messages.
+    /// Reference seconds / ours, both for 2,000,000 messages.
     pub fn speedup(&self) -> f64 {
-        self.seed_s / self.wall_s_per_2m()
+        self.reference_s / self.wall_s_per_2m()
     }
 
     /// 2,000,000 messages at the median one-way latency: the wall time without the few
     /// round trips that were preempted (on a loaded machine those dominate the mean).
     pub fn p50_s_per_2m(&self) -> f64 {
-        self.p50_ns as f64 * SEED_MESSAGES as f64 / 1e9
+        self.p50_ns as f64 * REFERENCE_MESSAGES as f64 / 1e9
     }
 }
 
@@ -97,7 +97,7 @@ pub fn run_size(size: usize, messages: u64, cpu_set: &CpuSet) -> Result<Row, Str
     // The histogram holds RTT/2 per round trip, so its sum is half the timed round trips'
     // time, i.e. mean × messages is their whole time (to the histogram's 3 figures).
     let mean_ns = h.mean();
-    let seed_s = SEED.iter().find(|(s, _)| *s == size).map_or(f64::NAN, |(_, t)| *t);
+    let reference_s = REFERENCE.iter().find(|(s, _)| *s == size).map_or(f64::NAN, |(_, t)| *t);
     Ok(Row {
         size,
         messages,
@@ -107,7 +107,7 @@ pub fn run_size(size: usize, messages: u64, cpu_set: &CpuSet) -> Result<Row, Str
         p50_ns: h.value_at_quantile(0.5),
         p99_ns: h.value_at_quantile(0.99),
         pinned: o.cpus.is_some(),
-        seed_s,
+        reference_s,
         floor_p50_ns,
     })
 }
@@ -127,10 +127,10 @@ pub fn json(r: &Row) -> String {
         "p50_ns": r.p50_ns,
         "p99_ns": r.p99_ns,
         "pinned": r.pinned,
-        "seed_wall_s": r.seed_s,
+        "reference_wall_s": r.reference_s,
         "speedup": r.speedup(),
         "p50_s_per_2m": r.p50_s_per_2m(),
-        "speedup_p50": r.seed_s / r.p50_s_per_2m(),
+        "speedup_p50": r.reference_s / r.p50_s_per_2m(),
         "floor_p50_ns": r.floor_p50_ns,
     })
     .to_string()
@@ -147,7 +147,7 @@ pub fn header() -> String {
         "one-way ns",
         "p50 ns",
         "p99 ns",
-        "seed s",
+        "reference s",
         "speed-up",
         "p50 x 2M s",
         "p50 speed-up",
@@ -166,16 +166,16 @@ pub fn line(r: &Row) -> String {
         r.mean_ns,
         r.p50_ns,
         r.p99_ns,
-        r.seed_s,
+        r.reference_s,
         r.speedup(),
         r.p50_s_per_2m(),
-        r.seed_s / r.p50_s_per_2m(),
+        r.reference_s / r.p50_s_per_2m(),
         r.floor_p50_ns
     )
 }
 
-/// The whole table: every seed size, one line (or JSON object) each as it finishes, then
-/// the comparison with the seed's headline figure.
+/// The whole table: every reference size, one line (or JSON object) each as it finishes, then
+/// the comparison with the reference's headline figure.
 pub fn run(messages: u64, json_out: bool) -> Result<(), String> {
     if messages < 2 {
         return Err("--messages must be at least 2".into());
@@ -185,7 +185,7 @@ pub fn run(messages: u64, json_out: bool) -> Result<(), String> {
     }
     let cpu_set = CpuSet::current()?;
     let mut at_256 = None;
-    for &(size, _) in SEED {
+    for &(size, _) in REFERENCE {
         let r = run_size(size, messages, &cpu_set)?;
         if json_out {
             println!("{}", json(&r));
@@ -198,14 +198,14 @@ pub fn run(messages: u64, json_out: bool) -> Result<(), String> {
     }
     if let (false, Some(r)) = (json_out, at_256) {
         println!(
-            "256 B: {:.3} s for 2,000,000 messages ({:.0} ns one-way mean; {:.3} s at the p50 of {} ns) vs the seed's \
-             {SEED_256_S} s with an adaptive mutex: {:.2}x ({:.2}x at p50)",
+            "256 B: {:.3} s for 2,000,000 messages ({:.0} ns one-way mean; {:.3} s at the p50 of {} ns) vs the reference's \
+             {REFERENCE_256_S} s with an adaptive mutex: {:.2}x ({:.2}x at p50)",
             r.wall_s_per_2m(),
             r.mean_ns,
             r.p50_s_per_2m(),
             r.p50_ns,
             r.speedup(),
-            SEED_256_S / r.p50_s_per_2m()
+            REFERENCE_256_S / r.p50_s_per_2m()
         );
     }
     Ok(())
@@ -215,7 +215,7 @@ pub fn run(messages: u64, json_out: bool) -> Result<(), String> {
 #[derive(Debug, clap::Args)]
 pub struct QueueTableArgs {
     /// Messages per size (two per round trip; 65536 B runs a tenth of them).
-    #[arg(long, value_name = "N", default_value_t = SEED_MESSAGES)]
+    #[arg(long, value_name = "N", default_value_t = REFERENCE_MESSAGES)]
     pub messages: u64,
     /// One JSON object per size instead of the table.
     #[arg(long)]

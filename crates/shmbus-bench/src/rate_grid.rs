@@ -1,4 +1,4 @@
-//! `rate-grid` (seed 001): one-way latency of a shmbus stream against the message rate and
+//! `rate-grid`: one-way latency of a shmbus stream against the message rate and
 //! the ring size, for small records (20–40 B by default), spinning and blocking.
 //!
 //! What is timed, per cell (rate × ring × mode): the writer (this process, pinned to the
@@ -29,7 +29,7 @@ use crate::transports::Mode;
 /// The hidden subcommand of the reader process.
 pub const READER_ROLE: &str = "__rate-reader";
 
-/// Seed 001's message rates (msg/s).
+/// The grid's message rates (msg/s).
 pub const RATES: &[u64] = &[25, 50, 100, 200, 500, 750, 1000, 1500, 2000];
 
 /// Records sent (paced) before the recorded ones.

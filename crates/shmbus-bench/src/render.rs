@@ -244,7 +244,7 @@ pub(crate) fn summary(
             "p99_ns",
             "wall_s_per_2m",
             "p50_s_per_2m",
-            "seed_wall_s",
+            "reference_wall_s",
             "speedup_p50",
             "floor_p50_ns",
         ],

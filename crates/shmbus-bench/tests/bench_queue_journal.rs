@@ -99,7 +99,7 @@ fn queue_and_journal_pingpong_in_both_modes() {
 }
 
 #[test]
-fn queue_table_prints_every_seed_size() {
+fn queue_table_prints_every_reference_size() {
     let args = ["queue-table", "--messages", "2000", "--json"];
     let r = run(&args);
     let rows = json_lines(&args, &r);
@@ -110,10 +110,10 @@ fn queue_table_prints_every_seed_size() {
         assert_eq!(u(o, "messages"), expected, "{o:?}");
         assert_eq!(u(o, "round_trips"), expected / 2);
         assert!(f(o, "wall_s") > 0.0 && f(o, "total_s") >= f(o, "wall_s"), "{o:?}");
-        assert!(f(o, "seed_wall_s") > 0.0 && f(o, "speedup") > 0.0, "{o:?}");
+        assert!(f(o, "reference_wall_s") > 0.0 && f(o, "speedup") > 0.0, "{o:?}");
         assert!(u(o, "p50_ns") > 0 && u(o, "p50_ns") <= u(o, "p99_ns"), "{o:?}");
     }
-    assert_eq!(f(&rows[2], "seed_wall_s"), 0.754);
+    assert_eq!(f(&rows[2], "reference_wall_s"), 0.754);
 
     // The text table: a header, six rows and the 256 B comparison line.
     let r = run(&["queue-table", "--messages", "2000"]);
@@ -188,7 +188,7 @@ fn journal_reports_latency_and_throughput_for_every_mode_and_appender_count() {
 }
 
 #[test]
-fn journal_defaults_to_the_seed_sizes_and_blocks_when_asked() {
+fn journal_defaults_to_the_reference_sizes_and_blocks_when_asked() {
     let dir = scratch("sizes");
     // Without --dir the journals go to the system temporary directory (TMPDIR).
     let args = ["journal", "--json", "--wait", "block", "--iters", "100", "--warmup", "20", "--messages", "200"];

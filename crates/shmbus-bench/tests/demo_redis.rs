@@ -1,4 +1,4 @@
-//! `demo-redis`: seed 000's demo profile over Redis streams (TCP and a Unix socket), briefly:
+//! `demo-redis`: the demo profile over Redis streams (TCP and a Unix socket), briefly:
 //! the shape of its output and that every role moved messages, never the speed.
 //!
 //! The runs need `redis-server` on `PATH`. Without it they print a note and pass, unless

@@ -149,7 +149,7 @@ fn report_quick_has_the_rate_grid_section_and_plot() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Seed 000's demo in a report: two runs (6,220,800 B and 1,080 B images) when the `shmbus`
+/// The demo in a report: two runs (6,220,800 B and 1,080 B images) when the `shmbus`
 /// binary is next to `shmbus-bench`, else one skip line. These reports run without
 /// `redis-server`: the Redis half of the demo is one skip line.
 fn check_demo(results: &Value, md: &str) {

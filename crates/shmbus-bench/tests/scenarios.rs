@@ -124,7 +124,7 @@ const STATS_KEYS: &[&str] =
     &["count", "returned", "p1_ns", "p10_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns", "mean_ns", "stddev_ns"];
 
 #[test]
-fn pool_reports_the_seed_table_for_pool_and_crossbeam() {
+fn pool_reports_the_reference_table_for_pool_and_crossbeam() {
     for (jobs, workers, mode) in [("2", "3", "block"), ("5", "3", "block"), ("3", "3", "spin"), ("6", "6", "block")] {
         let o = json(
             &[

@@ -353,7 +353,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_profile_matches_the_seed() {
+    fn the_profile_matches_the_reference() {
         let c = consumers();
         assert_eq!(c.len(), 6);
         assert_eq!(c[4].topics.len(), 7);

@@ -1,4 +1,4 @@
-//! Ping-pong over two queues (seed 004's benchmark shape), against the floor: a raw
+//! Ping-pong over two queues (the mutex-queue reference's shape), against the floor: a raw
 //! cache-line ping-pong between the same two threads over the same kind of shared mapping.
 //!
 //! Both sides spin (no sleeping), one message in flight. Prints the one-way latency

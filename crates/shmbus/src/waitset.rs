@@ -3,8 +3,8 @@
 //! A [`WaitSet`] sleeps until at least one of up to 128 channels of any kind is ready, and
 //! reports which. It sleeps *exactly*: with `futex_waitv` (Linux ≥ 5.16) the kernel watches
 //! every channel's event word at once, so a notification on any of them wakes the waiter
-//! and no other notification does. (babus packed channels into one 32-bit futex bitset and
-//! aliased beyond 32; this does not alias.)
+//! and no other notification does. (A design that packs channels into one 32-bit futex bitset
+//! aliases beyond 32; this does not alias.)
 //!
 //! Where `futex_waitv` is missing (older kernels, or `SHMBUS_NO_WAITV=1`) a set of one channel
 //! still sleeps exactly on its futex; a larger set sleeps on its first channel in slices of

@@ -22,7 +22,7 @@
 //! Redis waits only by blocking on its sockets, so these transports always run in `block`
 //! mode; sockets get a receive/send timeout of [`BLOCK_SLICE`] so a dead peer is noticed.
 //!
-//! `demo-redis` (seed 000's profile over Redis streams) starts its server with [`Server`] and
+//! `demo-redis` (the demo profile over Redis streams) starts its server with [`Server`] and
 //! talks to it through [`Conn`] too.
 
 use std::fs::File;
