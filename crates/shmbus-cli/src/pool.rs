@@ -12,7 +12,7 @@ use shmbus::pool::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, PoolTrySe
 use shmbus::Domain;
 
 use crate::input::for_each_input;
-use crate::output::message_json_with;
+use crate::output::{JobHead, JsonLines, MessageLine};
 use crate::{CliError, Ctx, Result};
 
 /// Sleep between two dispatch attempts while every worker is busy.
@@ -188,6 +188,7 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
     let index = w.index();
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
+    let mut lines = JsonLines::new();
     let mut received = 0u64;
     while args.count.is_none_or(|n| received < n) {
         let r = match timeout {
@@ -197,11 +198,8 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
         let err = match r {
             Ok(job) => {
                 if args.json {
-                    writeln!(
-                        out,
-                        "{}",
-                        message_json_with(&[("job_id", job.id()), ("worker", index as u64)], job.data())
-                    )?;
+                    let head = JobHead { job_id: job.id(), worker: index as u64 };
+                    lines.write(&mut out, &MessageLine::new(head, job.data()))?;
                 } else {
                     writeln!(out, "job {}: {}", job.id(), String::from_utf8_lossy(job.data()))?;
                 }

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::output::message_json;
+use crate::output::{JsonLines, MessageLine, Received};
 use crate::payload::{Format, InFormat, Input, Print};
 use crate::{kinds, CliError, Ctx, Result};
 
@@ -260,12 +260,13 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
     let mut buf = Vec::new();
+    let mut lines = JsonLines::new();
     let mut received = 0u64;
     while args.count.is_none_or(|n| received < n) {
         match source.recv(&mut buf, timeout)? {
             Recv::Msg { seq, ts_ns } => {
                 if args.json {
-                    writeln!(out, "{}", message_json(seq, ts_ns, &buf))?;
+                    lines.write(&mut out, &MessageLine::new(Received::new(seq, ts_ns), &buf))?;
                 } else {
                     crate::payload::write(&mut out, args.format, &buf)?;
                 }

@@ -19,7 +19,7 @@ use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueSendTimeoutE
 use shmbus::time::monotonic_ns;
 use shmbus::{Domain, Kind, OpenError};
 
-use crate::output::message_json;
+use crate::output::{JsonLines, MessageLine, Received};
 use crate::payload::{Input, Print};
 use crate::pubsub::{KindArg, Repeat};
 use crate::{CliError, Result};
@@ -93,6 +93,7 @@ pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Opti
     let mut rx = queue.consumer()?;
     let mut buf = Vec::with_capacity(rx.max_message_len());
     let mut out = std::io::stdout().lock();
+    let mut lines = JsonLines::new();
     let mut received = 0u64;
     while count.is_none_or(|n| received < n) {
         let r = match timeout_ms {
@@ -105,7 +106,7 @@ pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Opti
                 received += 1;
                 let msg = &buf[..len];
                 match print {
-                    Print::Json => writeln!(out, "{}", message_json(received, ts, msg))?,
+                    Print::Json => lines.write(&mut out, &MessageLine::new(Received::new(received, ts), msg))?,
                     Print::Payload(format) => crate::payload::write(&mut out, format, msg)?,
                 }
                 out.flush()?;
