@@ -436,7 +436,8 @@ fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (Stri
             delays.sort_unstable();
             let q = |q: f64| (!delays.is_empty()).then(|| quantile(&delays, q));
             let (p50, p90, p99, max) = (q(0.5), q(0.9), q(0.99), delays.last().copied());
-            let figures = Figures::Delay { min_ns: delays.first().copied(), p50_ns: p50, p90_ns: p90, p99_ns: p99, max_ns: max };
+            let figures =
+                Figures::Delay { min_ns: delays.first().copied(), p50_ns: p50, p90_ns: p90, p99_ns: p99, max_ns: max };
             let text = match (p50, p90, p99, max) {
                 (Some(p50), Some(p90), Some(p99), Some(max)) => format!(
                     "p50: {} p90: {} p99: {} max: {} window: {n}{missed_note}{stale}",

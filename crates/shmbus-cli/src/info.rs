@@ -80,7 +80,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let h = &report.header;
     let role = |r| kinds::role_name(h.kind, r);
     let age_s = monotonic_ns().saturating_sub(h.created_ns) as f64 / 1e9;
-    let participant = |p: &shmbus::ParticipantInfo| Participant { pid: p.process.pid, role: role(p.role), entry: p.index };
+    let participant =
+        |p: &shmbus::ParticipantInfo| Participant { pid: p.process.pid, role: role(p.role), entry: p.index };
     if args.json {
         return Ok(print_json(&InfoJson {
             domain: domain.name(),

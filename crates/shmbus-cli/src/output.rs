@@ -187,16 +187,6 @@ pub struct JobHead {
     pub worker: u64,
 }
 
-/// A thing that could not be read or done, and why: the one error shape of every `--json`
-/// output that reports errors next to results.
-#[derive(Debug, Serialize)]
-pub struct Problem {
-    /// What it concerns (a file, a channel).
-    pub path: String,
-    /// Why, in one line.
-    pub error: String,
-}
-
 /// An optional number as a table cell (`-` when absent).
 pub fn cell<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())

@@ -61,7 +61,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                 name: &args.name,
                 path: removed.path.display().to_string(),
                 kind: removed.kind.map_or_else(|| "invalid".to_owned(), |k| k.to_string()),
-                still_mapped: removed.attached.iter().map(|a| MappedJson { pid: a.pid, role: a.role.to_string() }).collect(),
+                still_mapped: removed
+                    .attached
+                    .iter()
+                    .map(|a| MappedJson { pid: a.pid, role: a.role.to_string() })
+                    .collect(),
             };
             JsonLines::new().write(&mut std::io::stdout().lock(), &v)?;
             Ok(())
