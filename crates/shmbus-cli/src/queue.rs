@@ -68,7 +68,14 @@ pub struct PubQueue {
 }
 
 /// `pub` to a queue: pushes `data` once (or as `repeat` says), or one message per stdin line.
-pub fn run_pub(domain: &Domain, name: &str, input: &Input, repeat: Repeat, create: bool, opts: PubQueue) -> Result<()> {
+pub fn run_pub(
+    domain: &Domain,
+    name: &str,
+    input: &Input,
+    repeat: Repeat,
+    create: bool,
+    opts: PubQueue,
+) -> Result<u64> {
     let queue = open_for_push(domain, name, create, opts.capacity, opts.max_element_size)?;
     let mut tx = queue.producer()?;
     crate::pubsub::publish(input, tx.max_message_len(), repeat, |msg| {
@@ -142,7 +149,7 @@ pub fn pub_if_queue(
     repeat: Repeat,
     topic_sizes: bool,
     opts: PubQueue,
-) -> Option<Result<()>> {
+) -> Option<Result<u64>> {
     let is_queue = match kind {
         Some(KindArg::Queue) => true,
         Some(KindArg::Stream | KindArg::Topic) => false,

@@ -250,8 +250,8 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
     for (kind, name) in [("topic", "t"), ("topic", "t2"), ("queue", "q"), ("stream", "s"), ("pool", "p")] {
         c.output("create", &root(&["create", "--domain", "d", "--kind", kind, name, "--json"]));
     }
-    root(&["pub", "--domain", "d", "t", "--data", "hello"]);
-    root(&["pub", "--domain", "d", "t", "--format", "hex", "--data", "ff00"]);
+    c.output("pub", &root(&["pub", "--domain", "d", "t", "--data", "hello", "--json"]));
+    c.output("pub", &root(&["pub", "--domain", "d", "t", "--format", "hex", "--data", "ff00", "--json"]));
 
     // A journal with a UTF-8 entry, a binary one and a named reader.
     let out = r.run_stdin(&["journal", "append", "--dir", &j, "--json"], b"a\nb\xff\n");
@@ -287,7 +287,7 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
     assert!(sub.contains("\"data\"") && sub.contains("\"data_base64\""), "{sub}");
     assert_eq!(c.output("sub", &sub).len(), 2);
     for ch in ["q", "s"] {
-        root(&["pub", "--domain", "d", ch, "--data", "x"]);
+        c.output("pub", &root(&["pub", "--domain", "d", ch, "--data", "x", "--json"]));
         let out = root(&["sub", "--domain", "d", ch, "--count", "1", "--json", "--timeout-ms", "5000"]);
         assert_eq!(c.output("sub", &out).len(), 1);
     }
@@ -295,7 +295,7 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
     // A pool job.
     let worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "1", "--json", "--timeout-ms", "60000"]);
     r.wait_info("d", "p", |v| v["workers_idle"] == 1);
-    root(&["pool", "dispatch", "--domain", "d", "p", "--data", "job"]);
+    c.output("pool dispatch", &root(&["pool", "dispatch", "--domain", "d", "p", "--data", "job", "--json"]));
     assert_eq!(c.output("pool worker", &worker.finish_ok()).len(), 1);
 
     // Record and replay.
