@@ -758,6 +758,11 @@ mod tests {
         assert!(parse_interval("x").is_err());
     }
 
+    /// A line as the JSON a script reads.
+    fn value(line: RateLine) -> serde_json::Value {
+        serde_json::to_value(line).unwrap()
+    }
+
     #[test]
     fn topic_hz_counts_missed_messages_in_the_rate_not_the_intervals() {
         // Messages 1, 2, 3 then 10: 9 sequence numbers over 9 ms; intervals of 1 ms only.
@@ -765,13 +770,14 @@ mod tests {
             .iter()
             .map(|&(seq, ms)| Seen { seq, published_ns: ms * 1_000_000, received_ns: ms * 1_000_000 + 500, len: 8 })
             .collect();
-        let (_, j) = topic_line(Verb::Hz, &seen, 4, 6);
+        let j = value(topic_line(Verb::Hz, &seen, 4, 6).1);
         assert!((j["rate_per_s"].as_f64().unwrap() - 1000.0).abs() < 1e-6, "{j}");
         assert_eq!(j["interval_max_ns"], 1_000_000);
         assert_eq!(j["missed"], 6);
-        let (_, d) = topic_line(Verb::Delay, &seen, 4, 0);
+        let d = value(topic_line(Verb::Delay, &seen, 4, 0).1);
         assert_eq!(d["p50_ns"], 500);
         let (text, e) = topic_line(Verb::Bw, &VecDeque::new(), 0, 0);
+        let e = value(e);
         assert_eq!(text, "no messages yet");
         assert!(e["bytes_per_s"].is_null());
     }
@@ -780,9 +786,10 @@ mod tests {
     fn counter_bw_without_counted_bytes_says_so() {
         let samples: VecDeque<Sample> = (0..4).map(|_| Sample { ns: 25_000_000, messages: 5, bytes: None }).collect();
         let (text, j) = counter_line(Verb::Bw, "queue", &samples, 20, SAMPLE_PERIOD);
+        let j = value(j);
         assert!(j["bytes_per_s"].is_null());
         assert!(text.contains("not counted"), "{text}");
-        let (_, h) = counter_line(Verb::Hz, "queue", &samples, 20, SAMPLE_PERIOD);
+        let h = value(counter_line(Verb::Hz, "queue", &samples, 20, SAMPLE_PERIOD).1);
         assert!((h["rate_per_s"].as_f64().unwrap() - 200.0).abs() < 1e-6, "{h}");
         assert_eq!(h["sample_rate_std_per_s"], 0.0);
     }
