@@ -540,10 +540,10 @@ struct ReaderJson<'a> {
     name: &'a str,
     /// The index it resumes at.
     position: u64,
-    /// Entries after its position.
-    pending: u64,
-    /// `pending` under its older name, kept for one release.
+    /// Entries after its position (`next_index − position`).
     lag: u64,
+    /// `lag` under its older name, kept for one release.
+    pending: u64,
     /// The live process holding it.
     holder_pid: Option<u32>,
 }
@@ -555,8 +555,8 @@ fn readers_json(info: &JournalStatus) -> Vec<ReaderJson<'_>> {
         .map(|r| ReaderJson {
             name: &r.name,
             position: r.position,
-            pending: info.reader_lag(r),
             lag: info.reader_lag(r),
+            pending: info.reader_lag(r),
             holder_pid: r.holder_pid,
         })
         .collect()

@@ -168,13 +168,11 @@ struct JournalJson<'a> {
     readers: Vec<ReaderJson<'a>>,
 }
 
-/// A named reader of a journal row (as in `journal readers --json`).
+/// A named reader of a journal row.
 #[derive(Debug, Serialize)]
 struct ReaderJson<'a> {
     name: &'a str,
     position: u64,
-    pending: u64,
-    /// `pending` under its older name, kept for one release.
     lag: u64,
     holder_pid: Option<u32>,
 }
@@ -209,13 +207,7 @@ fn row_json(r: &Row) -> RowJson<'_> {
             readers: j
                 .readers
                 .iter()
-                .map(|r| ReaderJson {
-                    name: &r.name,
-                    position: r.position,
-                    pending: r.lag,
-                    lag: r.lag,
-                    holder_pid: r.holder_pid,
-                })
+                .map(|r| ReaderJson { name: &r.name, position: r.position, lag: r.lag, holder_pid: r.holder_pid })
                 .collect(),
         }),
     }
