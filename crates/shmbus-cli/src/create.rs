@@ -81,6 +81,17 @@ fn parse_mode(s: &str) -> std::result::Result<u32, String> {
     }
 }
 
+/// `create --json`: one line.
+#[derive(Debug, serde::Serialize)]
+struct CreateJson<'a> {
+    domain: &'a str,
+    name: &'a str,
+    kind: &'static str,
+    path: String,
+    /// False when the channel was there already (`exists:`).
+    created: bool,
+}
+
 /// Creates the channel, or accepts an existing one of the same kind and sizes.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let domain_name = args.domain.clone();
@@ -91,13 +102,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     // names its creator.
     let created = admin::inspect_channel(&domain, &args.name)?.header.creator.pid == std::process::id();
     if args.json {
-        let v = serde_json::json!({
-            "name": args.name,
-            "kind": kind,
-            "path": path.display().to_string(),
-            "created": created,
-        });
-        println!("{v}");
+        let v = CreateJson { domain: &domain_name, name: &args.name, kind, path: path.display().to_string(), created };
+        crate::output::JsonLines::new().write(&mut std::io::stdout().lock(), &v)?;
     } else {
         let verb = if created { "created" } else { "exists:" };
         println!("{verb} {kind} {domain_name}/{}", args.name);

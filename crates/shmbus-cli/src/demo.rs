@@ -29,7 +29,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use shmbus::time::monotonic_ns;
 use shmbus::topic::{Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
@@ -124,7 +125,40 @@ fn role_command(ctx: &Ctx, domain: &Domain, role: &str, label: &str, topics: &[S
     Ok(cmd)
 }
 
-fn read_result(label: &str, out: &mut impl Read) -> Result<Value> {
+/// `demo --json`: the run and every role's numbers.
+#[derive(Debug, Serialize)]
+struct DemoJson<'a> {
+    domain: &'a str,
+    root: String,
+    seconds: f64,
+    image_bytes: usize,
+    consumers: Vec<ConsumerJson>,
+    producers: Vec<ProducerJson>,
+}
+
+/// What a consumer process reports (its one JSON line), and `demo --json` prints.
+#[derive(Debug, Serialize, Deserialize)]
+struct ConsumerJson {
+    name: String,
+    topics: Vec<String>,
+    /// Publish → pinned sample in hand ([`Samples::summary`]).
+    view: Value,
+    /// Publish → payload copied out.
+    view_copy: Value,
+    gaps: u64,
+}
+
+/// What a producer process reports (its one JSON line), and `demo --json` prints.
+#[derive(Debug, Serialize, Deserialize)]
+struct ProducerJson {
+    name: String,
+    topic: String,
+    /// The publish (or loan + send) call ([`Samples::summary`]).
+    write: Value,
+    failed: u64,
+}
+
+fn read_result<T: serde::de::DeserializeOwned>(label: &str, out: &mut impl Read) -> Result<T> {
     let mut text = String::new();
     out.read_to_string(&mut text).map_err(|e| CliError::msg(format!("demo process '{label}': {e}")))?;
     let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -206,18 +240,18 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     }
     drop(run); // removes the domain
 
-    let result = json!({
-        "domain": domain.name(),
-        "root": domain.root().display().to_string(),
-        "seconds": args.seconds,
-        "image_bytes": args.image_bytes,
-        "consumers": consumer_results,
-        "producers": producer_results,
-    });
+    let result = DemoJson {
+        domain: domain.name(),
+        root: domain.root().display().to_string(),
+        seconds: args.seconds,
+        image_bytes: args.image_bytes,
+        consumers: consumer_results,
+        producers: producer_results,
+    };
     if args.json {
         print_json(&result)?;
     } else {
-        write_table(&result, &mut std::io::stdout().lock())?;
+        write_table(&serde_json::to_value(&result)?, &mut std::io::stdout().lock())?;
     }
     Ok(())
 }
@@ -229,15 +263,15 @@ pub fn run_role(ctx: &Ctx, args: &RoleArgs) -> Result<()> {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
     let domain = ctx.domain(&args.domain)?;
     let result = match args.role.as_str() {
-        "producer" => produce(&domain, args)?,
-        "consumer" => consume(&domain, args)?,
+        "producer" => serde_json::to_string(&produce(&domain, args)?)?,
+        "consumer" => serde_json::to_string(&consume(&domain, args)?)?,
         other => return Err(CliError::msg(format!("unknown demo role {other:?}"))),
     };
     println!("{result}");
     Ok(())
 }
 
-fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
+fn produce(domain: &Domain, args: &RoleArgs) -> Result<ProducerJson> {
     let name = args.topics.first().ok_or_else(|| CliError::msg("producer needs --topics NAME"))?;
     let topic = Topic::open(domain, name)?;
     let mut publisher = topic.publisher()?;
@@ -275,10 +309,10 @@ fn produce(domain: &Domain, args: &RoleArgs) -> Result<Value> {
         };
         failed += u64::from(!ok);
     }
-    Ok(json!({"name": args.label, "topic": name, "write": write.summary(), "failed": failed}))
+    Ok(ProducerJson { name: args.label.clone(), topic: name.clone(), write: write.summary(), failed })
 }
 
-fn consume(domain: &Domain, args: &RoleArgs) -> Result<Value> {
+fn consume(domain: &Domain, args: &RoleArgs) -> Result<ConsumerJson> {
     let mut subs = Vec::new();
     let mut max_len = 0;
     for t in &args.topics {
@@ -338,7 +372,11 @@ fn consume(domain: &Domain, args: &RoleArgs) -> Result<Value> {
             std::thread::sleep(Duration::from_millis(args.sleep_ms));
         }
     }
-    Ok(
-        json!({"name": args.label, "topics": args.topics, "view": view.summary(), "view_copy": view_copy.summary(), "gaps": gaps}),
-    )
+    Ok(ConsumerJson {
+        name: args.label.clone(),
+        topics: args.topics.clone(),
+        view: view.summary(),
+        view_copy: view_copy.summary(),
+        gaps,
+    })
 }

@@ -29,7 +29,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde::Serialize;
 use shmbus::admin::{self, Scalar};
 use shmbus::journal::Journal;
 use shmbus::stats::{self, ChannelStats};
@@ -37,6 +37,7 @@ use shmbus::time::monotonic_ns;
 use shmbus::topic::{Subscriber, Topic, TopicRecvTimeoutError};
 use shmbus::{Domain, Kind, OpenError};
 
+use crate::output::JsonLines;
 use crate::{CliError, Ctx, Result};
 
 /// How often the counters of a queue, stream, pool or journal are sampled (unless
@@ -194,6 +195,51 @@ impl Guard {
     }
 }
 
+/// One `--json` line of `hz`, `bw` or `delay`: what was watched, then the verb's figures
+/// (`null` until there is something to measure).
+#[derive(Debug, Serialize)]
+struct RateLine<'k> {
+    #[serde(flatten)]
+    head: Head<'k>,
+    #[serde(flatten)]
+    figures: Figures,
+}
+
+/// What a line was measured over.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Head<'k> {
+    /// The last `window` messages of a topic, seen by a subscriber.
+    Topic { verb: &'static str, kind: &'static str, window: usize, new: u64, missed: u64 },
+    /// The last `window` counter samples of a queue, stream, pool or journal.
+    Counters { verb: &'static str, kind: &'k str, window: usize, sample_ns: u64, messages: u64, new: u64 },
+}
+
+/// The figures of a line, per verb (and for `hz`, per source).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Figures {
+    /// `hz` on a topic.
+    TopicHz {
+        rate_per_s: Option<f64>,
+        interval_min_ns: Option<u64>,
+        interval_max_ns: Option<u64>,
+        interval_mean_ns: Option<u64>,
+        interval_std_ns: Option<u64>,
+    },
+    /// `hz` on counters.
+    CounterHz {
+        rate_per_s: Option<f64>,
+        sample_rate_min_per_s: Option<f64>,
+        sample_rate_max_per_s: Option<f64>,
+        sample_rate_std_per_s: Option<f64>,
+    },
+    /// `bw` (sizes `null` on counters: they have totals, not each message's size).
+    Bw { bytes_per_s: Option<f64>, size_mean: Option<f64>, size_min: Option<u64>, size_max: Option<u64> },
+    /// `delay` (topics only).
+    Delay { min_ns: Option<u64>, p50_ns: Option<u64>, p90_ns: Option<u64>, p99_ns: Option<u64>, max_ns: Option<u64> },
+}
+
 /// Paces the lines and writes them.
 struct Printer {
     verb: Verb,
@@ -222,10 +268,10 @@ impl Printer {
     }
 
     /// Writes one line (text or JSON); returns whether `--count` lines are now printed.
-    fn line(&mut self, text: &str, json: Value) -> Result<bool> {
+    fn line(&mut self, text: &str, json: &RateLine) -> Result<bool> {
         let mut out = std::io::stdout().lock();
         if self.json {
-            writeln!(out, "{json}")?;
+            JsonLines::new().write(&mut out, json)?;
         } else {
             writeln!(out, "{text}")?;
         }
@@ -286,7 +332,7 @@ fn watch_topic(domain: &Domain, guard: &Guard, args: &Args, printer: &mut Printe
         }
         guard.check(domain)?;
         let (text, json) = topic_line(printer.verb, &seen, new, missed);
-        if printer.line(&text, json)? {
+        if printer.line(&text, &json)? {
             return Ok(());
         }
         (new, missed) = (0, 0);
@@ -309,12 +355,12 @@ fn quantile(sorted: &[u64], q: f64) -> u64 {
 
 /// One line of `verb` over the topic messages `seen`; `new` arrived and `missed` were
 /// skipped since the last line.
-fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (String, Value) {
+fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (String, RateLine<'static>) {
     let n = seen.len();
-    let mut json = json!({"verb": verb.name(), "kind": "topic", "window": n, "new": new, "missed": missed});
+    let head = Head::Topic { verb: verb.name(), kind: "topic", window: n, new, missed };
     let stale = if new == 0 && n > 0 { " (no new messages)" } else { "" };
     let missed_note = if missed > 0 { format!("  missed: {missed}") } else { String::new() };
-    let text = match verb {
+    let (text, figures) = match verb {
         Verb::Hz => {
             // Rate from the sequence numbers and publish times of the first and last
             // message (messages this subscriber missed count too); intervals between
@@ -339,13 +385,14 @@ fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (Stri
                 let max = intervals.iter().copied().fold(0.0, f64::max);
                 (min, max, mean, std)
             });
-            let m = json.as_object_mut().expect("an object");
-            m.insert("rate_per_s".into(), json!(rate));
-            m.insert("interval_min_ns".into(), json!(spread.map(|s| s.0 as u64)));
-            m.insert("interval_max_ns".into(), json!(spread.map(|s| s.1 as u64)));
-            m.insert("interval_mean_ns".into(), json!(spread.map(|s| s.2 as u64)));
-            m.insert("interval_std_ns".into(), json!(spread.map(|s| s.3 as u64)));
-            match (rate, spread) {
+            let figures = Figures::TopicHz {
+                rate_per_s: rate,
+                interval_min_ns: spread.map(|s| s.0 as u64),
+                interval_max_ns: spread.map(|s| s.1 as u64),
+                interval_mean_ns: spread.map(|s| s.2 as u64),
+                interval_std_ns: spread.map(|s| s.3 as u64),
+            };
+            let text = match (rate, spread) {
                 (Some(r), Some((min, max, _, std))) => format!(
                     "average rate: {}  min: {} max: {} std dev: {} window: {n}{missed_note}{stale}",
                     human_rate(r),
@@ -356,7 +403,8 @@ fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (Stri
                 (Some(r), None) => format!("average rate: {}  window: {n}{missed_note}{stale}", human_rate(r)),
                 _ if n == 0 => "no messages yet".into(),
                 _ => format!("{n} message(s) so far: too few for a rate{missed_note}"),
-            }
+            };
+            (text, figures)
         }
         Verb::Bw => {
             let sizes: Vec<u64> = seen.iter().map(|s| s.len as u64).collect();
@@ -369,12 +417,8 @@ fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (Stri
             };
             let mean = (n > 0).then(|| sizes.iter().sum::<u64>() as f64 / n as f64);
             let (min, max) = (sizes.iter().min().copied(), sizes.iter().max().copied());
-            let m = json.as_object_mut().expect("an object");
-            m.insert("bytes_per_s".into(), json!(rate));
-            m.insert("size_mean".into(), json!(mean));
-            m.insert("size_min".into(), json!(min));
-            m.insert("size_max".into(), json!(max));
-            match (rate, mean, min, max) {
+            let figures = Figures::Bw { bytes_per_s: rate, size_mean: mean, size_min: min, size_max: max };
+            let text = match (rate, mean, min, max) {
                 (Some(r), Some(mean), Some(min), Some(max)) => format!(
                     "{}/s from {n} messages  mean: {} min: {} max: {}{missed_note}{stale}",
                     human_bytes(r),
@@ -384,20 +428,17 @@ fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (Stri
                 ),
                 _ if n == 0 => "no messages yet".into(),
                 _ => format!("{n} message(s) so far: too few for a rate{missed_note}"),
-            }
+            };
+            (text, figures)
         }
         Verb::Delay => {
             let mut delays: Vec<u64> = seen.iter().map(|s| s.received_ns.saturating_sub(s.published_ns)).collect();
             delays.sort_unstable();
             let q = |q: f64| (!delays.is_empty()).then(|| quantile(&delays, q));
             let (p50, p90, p99, max) = (q(0.5), q(0.9), q(0.99), delays.last().copied());
-            let m = json.as_object_mut().expect("an object");
-            m.insert("min_ns".into(), json!(delays.first()));
-            m.insert("p50_ns".into(), json!(p50));
-            m.insert("p90_ns".into(), json!(p90));
-            m.insert("p99_ns".into(), json!(p99));
-            m.insert("max_ns".into(), json!(max));
-            match (p50, p90, p99, max) {
+            let figures =
+                Figures::Delay { min_ns: delays.first().copied(), p50_ns: p50, p90_ns: p90, p99_ns: p99, max_ns: max };
+            let text = match (p50, p90, p99, max) {
                 (Some(p50), Some(p90), Some(p99), Some(max)) => format!(
                     "p50: {} p90: {} p99: {} max: {} window: {n}{missed_note}{stale}",
                     human_ns(p50 as f64),
@@ -406,10 +447,11 @@ fn topic_line(verb: Verb, seen: &VecDeque<Seen>, new: u64, missed: u64) -> (Stri
                     human_ns(max as f64)
                 ),
                 _ => "no messages yet".into(),
-            }
+            };
+            (text, figures)
         }
     };
-    (text, json)
+    (text, RateLine { head, figures })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -576,8 +618,9 @@ fn watch_counters(sampler: &mut dyn Sampler, args: &Args, printer: &mut Printer)
             continue;
         }
         sampler.check()?;
-        let (text, json) = counter_line(printer.verb, &sampler.kind(), &samples, new, period);
-        if printer.line(&text, json)? {
+        let kind = sampler.kind();
+        let (text, json) = counter_line(printer.verb, &kind, &samples, new, period);
+        if printer.line(&text, &json)? {
             return Ok(());
         }
         new = 0;
@@ -585,19 +628,22 @@ fn watch_counters(sampler: &mut dyn Sampler, args: &Args, printer: &mut Printer)
 }
 
 /// One line of `verb` over counter `samples`; `new` messages moved since the last line.
-fn counter_line(verb: Verb, kind: &str, samples: &VecDeque<Sample>, new: u64, period: Duration) -> (String, Value) {
+fn counter_line<'k>(
+    verb: Verb,
+    kind: &'k str,
+    samples: &VecDeque<Sample>,
+    new: u64,
+    period: Duration,
+) -> (String, RateLine<'k>) {
     let n = samples.len();
     let total_ns: u64 = samples.iter().map(|s| s.ns).sum();
     // Counts from shared memory are untrusted: add without overflowing.
     let messages = samples.iter().fold(0u64, |a, s| a.saturating_add(s.messages));
     let sample_ns = period.as_nanos() as u64;
-    let mut json = json!({
-        "verb": verb.name(), "kind": kind, "window": n, "sample_ns": sample_ns,
-        "messages": messages, "new": new,
-    });
+    let head = Head::Counters { verb: verb.name(), kind, window: n, sample_ns, messages, new };
     let note = format!("window: {n} samples of {}", human_ns(sample_ns as f64));
     let stale = if new == 0 && messages > 0 { " (no new messages)" } else { "" };
-    let text = match verb {
+    let (text, figures) = match verb {
         Verb::Hz | Verb::Delay => {
             // Null, not 0, while the window holds no message (as for a topic).
             let rate = (messages > 0).then(|| messages as f64 * 1e9 / total_ns as f64);
@@ -608,12 +654,13 @@ fn counter_line(verb: Verb, kind: &str, samples: &VecDeque<Sample>, new: u64, pe
                 let max = rates.iter().copied().fold(0.0, f64::max);
                 (min, max, std)
             });
-            let m = json.as_object_mut().expect("an object");
-            m.insert("rate_per_s".into(), json!(rate));
-            m.insert("sample_rate_min_per_s".into(), json!(spread.map(|s| s.0)));
-            m.insert("sample_rate_max_per_s".into(), json!(spread.map(|s| s.1)));
-            m.insert("sample_rate_std_per_s".into(), json!(spread.map(|s| s.2)));
-            match (rate, spread) {
+            let figures = Figures::CounterHz {
+                rate_per_s: rate,
+                sample_rate_min_per_s: spread.map(|s| s.0),
+                sample_rate_max_per_s: spread.map(|s| s.1),
+                sample_rate_std_per_s: spread.map(|s| s.2),
+            };
+            let text = match (rate, spread) {
                 _ if messages == 0 => format!("no messages yet ({note})"),
                 (Some(r), Some((min, max, std))) => format!(
                     "average rate: {}  per sample min: {} max: {} std dev: {}  {note}{stale}",
@@ -623,7 +670,8 @@ fn counter_line(verb: Verb, kind: &str, samples: &VecDeque<Sample>, new: u64, pe
                     human_rate(std)
                 ),
                 _ => format!("no messages yet ({note})"),
-            }
+            };
+            (text, figures)
         }
         Verb::Bw => {
             let bytes = samples.iter().try_fold(0u64, |a, s| Some(a.saturating_add(s.bytes?)));
@@ -635,13 +683,9 @@ fn counter_line(verb: Verb, kind: &str, samples: &VecDeque<Sample>, new: u64, pe
                 Some(b) if messages > 0 => Some(b as f64 / messages as f64),
                 _ => None,
             };
-            let m = json.as_object_mut().expect("an object");
-            m.insert("bytes_per_s".into(), json!(rate));
-            m.insert("size_mean".into(), json!(mean));
             // Counters have totals, not each message's size.
-            m.insert("size_min".into(), Value::Null);
-            m.insert("size_max".into(), Value::Null);
-            match (rate, mean) {
+            let figures = Figures::Bw { bytes_per_s: rate, size_mean: mean, size_min: None, size_max: None };
+            let text = match (rate, mean) {
                 _ if messages == 0 => format!("no messages yet ({note})"),
                 (Some(r), Some(mean)) => {
                     format!("{}/s from {messages} messages  mean: {}  {note}{stale}", human_bytes(r), human_bytes(mean))
@@ -649,10 +693,11 @@ fn counter_line(verb: Verb, kind: &str, samples: &VecDeque<Sample>, new: u64, pe
                 _ => {
                     format!("{messages} messages; their bytes are not counted by this {kind}'s senders  {note}{stale}")
                 }
-            }
+            };
+            (text, figures)
         }
     };
-    (text, json)
+    (text, RateLine { head, figures })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -713,6 +758,11 @@ mod tests {
         assert!(parse_interval("x").is_err());
     }
 
+    /// A line as the JSON a script reads.
+    fn value(line: RateLine) -> serde_json::Value {
+        serde_json::to_value(line).unwrap()
+    }
+
     #[test]
     fn topic_hz_counts_missed_messages_in_the_rate_not_the_intervals() {
         // Messages 1, 2, 3 then 10: 9 sequence numbers over 9 ms; intervals of 1 ms only.
@@ -720,13 +770,14 @@ mod tests {
             .iter()
             .map(|&(seq, ms)| Seen { seq, published_ns: ms * 1_000_000, received_ns: ms * 1_000_000 + 500, len: 8 })
             .collect();
-        let (_, j) = topic_line(Verb::Hz, &seen, 4, 6);
+        let j = value(topic_line(Verb::Hz, &seen, 4, 6).1);
         assert!((j["rate_per_s"].as_f64().unwrap() - 1000.0).abs() < 1e-6, "{j}");
         assert_eq!(j["interval_max_ns"], 1_000_000);
         assert_eq!(j["missed"], 6);
-        let (_, d) = topic_line(Verb::Delay, &seen, 4, 0);
+        let d = value(topic_line(Verb::Delay, &seen, 4, 0).1);
         assert_eq!(d["p50_ns"], 500);
         let (text, e) = topic_line(Verb::Bw, &VecDeque::new(), 0, 0);
+        let e = value(e);
         assert_eq!(text, "no messages yet");
         assert!(e["bytes_per_s"].is_null());
     }
@@ -735,9 +786,10 @@ mod tests {
     fn counter_bw_without_counted_bytes_says_so() {
         let samples: VecDeque<Sample> = (0..4).map(|_| Sample { ns: 25_000_000, messages: 5, bytes: None }).collect();
         let (text, j) = counter_line(Verb::Bw, "queue", &samples, 20, SAMPLE_PERIOD);
+        let j = value(j);
         assert!(j["bytes_per_s"].is_null());
         assert!(text.contains("not counted"), "{text}");
-        let (_, h) = counter_line(Verb::Hz, "queue", &samples, 20, SAMPLE_PERIOD);
+        let h = value(counter_line(Verb::Hz, "queue", &samples, 20, SAMPLE_PERIOD).1);
         assert!((h["rate_per_s"].as_f64().unwrap() - 200.0).abs() < 1e-6, "{h}");
         assert_eq!(h["sample_rate_std_per_s"], 0.0);
     }

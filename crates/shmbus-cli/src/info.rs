@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 use shmbus::admin;
 use shmbus::time::monotonic_ns;
@@ -22,6 +23,47 @@ pub struct Args {
     json: bool,
 }
 
+/// `info --json`, keys in this order (then [`kinds::KindFields`]).
+#[derive(Debug, Serialize)]
+struct InfoJson<'a> {
+    domain: &'a str,
+    name: &'a str,
+    path: String,
+    kind: String,
+    version: u32,
+    size_bytes: u64,
+    /// The header's layout parameters, by name (per kind).
+    params: &'a Map<String, Value>,
+    creator_pid: u32,
+    creator_alive: bool,
+    mode: String,
+    created_ns: u64,
+    age_s: f64,
+    stale: bool,
+    pending: Option<u64>,
+    pending_unit: Option<&'static str>,
+    writable: bool,
+    slot_size: Option<u64>,
+    history: Option<u64>,
+    last_seq: Option<u64>,
+    publishers: Option<usize>,
+    subscribers: Option<usize>,
+    /// The kind's live state, by name (per kind).
+    status: &'a Map<String, Value>,
+    participants: Vec<Participant>,
+    dead_participants: Vec<Participant>,
+    #[serde(flatten)]
+    kind_fields: kinds::KindFields,
+}
+
+/// A live or dead participant in `info --json`.
+#[derive(Debug, Serialize)]
+struct Participant {
+    pid: u32,
+    role: String,
+    entry: usize,
+}
+
 fn kv(map: &Map<String, Value>) -> String {
     map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
@@ -38,41 +80,36 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let h = &report.header;
     let role = |r| kinds::role_name(h.kind, r);
     let age_s = monotonic_ns().saturating_sub(h.created_ns) as f64 / 1e9;
-    let participants: Vec<Value> =
-        report.live.iter().map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index})).collect();
-    let dead: Vec<Value> =
-        report.dead.iter().map(|p| json!({"pid": p.process.pid, "role": role(p.role), "entry": p.index})).collect();
+    let participant =
+        |p: &shmbus::ParticipantInfo| Participant { pid: p.process.pid, role: role(p.role), entry: p.index };
     if args.json {
-        let mut v = json!({
-            "domain": domain.name(),
-            "name": args.name,
-            "path": path.display().to_string(),
-            "kind": h.kind.to_string(),
-            "version": h.version,
-            "size_bytes": h.total_size,
-            "params": s.params,
-            "creator_pid": h.creator.pid,
-            "creator_alive": report.creator_alive,
-            "mode": format!("{:04o}", h.mode),
-            "created_ns": h.created_ns,
-            "age_s": age_s,
-            "stale": report.is_stale(),
-            "pending": report.pending.map(|p| p.count()),
-            "pending_unit": report.pending.map(|p| p.unit()),
-            "writable": report.writable,
-            "slot_size": s.slot_size,
-            "history": s.history,
-            "last_seq": s.last_seq,
-            "publishers": s.publishers,
-            "subscribers": s.subscribers,
-            "status": s.status,
-            "participants": participants,
-            "dead_participants": dead,
-        });
-        if let Value::Object(map) = &mut v {
-            map.extend(s.ls_fields());
-        }
-        return Ok(print_json(&v)?);
+        return Ok(print_json(&InfoJson {
+            domain: domain.name(),
+            name: &args.name,
+            path: path.display().to_string(),
+            kind: h.kind.to_string(),
+            version: h.version,
+            size_bytes: h.total_size,
+            params: &s.params,
+            creator_pid: h.creator.pid,
+            creator_alive: report.creator_alive,
+            mode: format!("{:04o}", h.mode),
+            created_ns: h.created_ns,
+            age_s,
+            stale: report.is_stale(),
+            pending: report.pending.map(|p| p.count()),
+            pending_unit: report.pending.map(|p| p.unit()),
+            writable: report.writable,
+            slot_size: s.slot_size,
+            history: s.history,
+            last_seq: s.last_seq,
+            publishers: s.publishers,
+            subscribers: s.subscribers,
+            status: &s.status,
+            participants: report.live.iter().map(participant).collect(),
+            dead_participants: report.dead.iter().map(participant).collect(),
+            kind_fields: s.kind_fields(),
+        })?);
     }
     let mut out = std::io::stdout().lock();
     let alive = if report.creator_alive { "alive" } else { "dead" };

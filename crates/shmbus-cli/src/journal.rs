@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, Subcommand};
-use serde_json::{json, Value};
+use serde::Serialize;
 use shmbus::journal::{
     open_error_message, Appender, EntryCipher, Journal, JournalConfig, JournalRecvTimeoutError, JournalStatus,
     JournalTryRecvError, Keyring, Retention, RollCycle, Tailer, XChaCha20Poly1305Cipher,
@@ -24,7 +24,7 @@ use shmbus::journal::{
 use shmbus::OpenError;
 
 use crate::input::for_each_input;
-use crate::output::{cell, print_json, Align, Table};
+use crate::output::{cell, print_json, Align, EntryHead, JsonLines, MessageLine, Table};
 use crate::payload::Format;
 use crate::{CliError, Ctx, Result};
 
@@ -290,7 +290,7 @@ pub fn open_existing(dir: &Path) -> Result<Journal> {
 /// One appended entry as a line of output.
 fn appended(out: &mut impl Write, json: bool, index: u64, len: usize) -> Result<()> {
     if json {
-        writeln!(out, "{}", json!({"index": index, "len": len}))?;
+        JsonLines::new().write(out, &AppendedJson { index, len })?;
         out.flush()?;
     }
     Ok(())
@@ -347,16 +347,18 @@ fn positioned(
     t.map_err(|e| CliError::msg(format!("{}: {}", j.dir().display(), open_error_message(&e))))
 }
 
-/// One entry as a JSON line with exactly `index`, `ts_ns`, `ts_real_ns`, `len`, `data` (or
-/// `data_base64` when the payload is not UTF-8). `ts_real_ns` is CLOCK_REALTIME and names
-/// its clock; `ts_ns` is the same number under its old name, kept for one release.
-pub fn entry_json(index: u64, ts_real_ns: u64, data: &[u8]) -> String {
-    crate::output::message_json_with(&[("index", index), ("ts_ns", ts_real_ns), ("ts_real_ns", ts_real_ns)], data)
-}
-
-fn print_entry(out: &mut impl Write, json: bool, format: Format, index: u64, ts_ns: u64, data: &[u8]) -> Result<()> {
-    if json {
-        writeln!(out, "{}", entry_json(index, ts_ns, data))?;
+/// One entry as `--format` says, or with `--json` as a JSON line with exactly `index`,
+/// `ts_ns`, `ts_real_ns`, `len`, `data` (or `data_base64`; [`MessageLine`]).
+fn print_entry(
+    out: &mut impl Write,
+    lines: Option<&mut JsonLines>,
+    format: Format,
+    index: u64,
+    ts_ns: u64,
+    data: &[u8],
+) -> Result<()> {
+    if let Some(lines) = lines {
+        lines.write(out, &MessageLine::new(EntryHead::new(index, ts_ns), data))?;
     } else {
         crate::payload::write(out, format, data)?;
     }
@@ -461,10 +463,11 @@ fn dump(a: &DumpArgs) -> Result<()> {
     let mut t = positioned(&j, &a.from, Journal::tailer)?;
     t.set_cipher(cipher);
     let mut out = std::io::stdout().lock();
+    let mut lines = a.json.then(JsonLines::new);
     let mut skipped = Skipped::default();
     loop {
         match t.try_recv_ref() {
-            Ok(e) => print_entry(&mut out, a.json, a.format, e.index(), e.ts_ns(), e.data())?,
+            Ok(e) => print_entry(&mut out, lines.as_mut(), a.format, e.index(), e.ts_ns(), e.data())?,
             Err(JournalTryRecvError::Empty) => break,
             Err(e) if survivable_now(&e, &mut skipped) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
@@ -496,6 +499,7 @@ fn tail(a: &TailArgs) -> Result<()> {
     t.set_cipher(cipher);
     let timeout = a.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
+    let mut lines = a.json.then(JsonLines::new);
     let mut received = 0u64;
     let mut skipped = Skipped::default();
     while a.count.is_none_or(|n| received < n) {
@@ -505,7 +509,7 @@ fn tail(a: &TailArgs) -> Result<()> {
         };
         match got {
             Ok(e) => {
-                print_entry(&mut out, a.json, a.format, e.index(), e.ts_ns(), e.data())?;
+                print_entry(&mut out, lines.as_mut(), a.format, e.index(), e.ts_ns(), e.data())?;
                 out.flush()?;
                 received += 1;
                 // Printed: the named reader may move past it.
@@ -530,22 +534,111 @@ fn journal_info(dir: &Path) -> Result<JournalStatus> {
     Journal::status(dir).map_err(|e| open_failed(dir, e))
 }
 
-/// The named readers; `pending` is `lag` under its older name.
-fn readers_json(info: &JournalStatus) -> Value {
-    Value::Array(
-        info.readers
-            .iter()
-            .map(|r| {
-                json!({
-                    "name": r.name,
-                    "position": r.position,
-                    "lag": info.reader_lag(r),
-                    "pending": info.reader_lag(r),
-                    "holder_pid": r.holder_pid,
-                })
-            })
-            .collect(),
-    )
+/// One named reader in `journal readers --json` and `journal info --json`.
+#[derive(Debug, Serialize)]
+struct ReaderJson<'a> {
+    name: &'a str,
+    /// The index it resumes at.
+    position: u64,
+    /// Entries after its position (`next_index − position`).
+    lag: u64,
+    /// `lag` under its older name, kept for one release.
+    pending: u64,
+    /// The live process holding it.
+    holder_pid: Option<u32>,
+}
+
+/// The named readers of `info`.
+fn readers_json(info: &JournalStatus) -> Vec<ReaderJson<'_>> {
+    info.readers
+        .iter()
+        .map(|r| ReaderJson {
+            name: &r.name,
+            position: r.position,
+            lag: info.reader_lag(r),
+            pending: info.reader_lag(r),
+            holder_pid: r.holder_pid,
+        })
+        .collect()
+}
+
+/// `journal info --json`.
+#[derive(Debug, Serialize)]
+struct InfoJson<'a> {
+    dir: String,
+    format_version: u32,
+    first_index: u64,
+    next_index: u64,
+    entries: u64,
+    bytes: u64,
+    file_bytes: u64,
+    hot_file_bytes: u64,
+    archive_file_bytes: u64,
+    append_rate: Option<RateJson>,
+    appenders: usize,
+    archive_dir: Option<String>,
+    storage: Option<StorageJson<'a>>,
+    cycles: Vec<CycleJson>,
+    unreadable_cycles: Vec<UnreadableCycleJson<'a>>,
+    readers: Vec<ReaderJson<'a>>,
+    retention: RetentionJson,
+}
+
+/// `append_rate` of `journal info --json`.
+#[derive(Debug, Serialize)]
+struct RateJson {
+    window_s: f64,
+    entries_per_s: f64,
+    bytes_per_s: f64,
+}
+
+/// `storage` of `journal info --json`.
+#[derive(Debug, Serialize)]
+struct StorageJson<'a> {
+    fs_type: &'a str,
+    tmpfs_huge: Option<&'a str>,
+    huge_pages: Option<bool>,
+}
+
+/// One cycle of `journal info --json`.
+#[derive(Debug, Serialize)]
+struct CycleJson {
+    cycle: u64,
+    first_index: u64,
+    entries: u64,
+    bytes: u64,
+    file_bytes: u64,
+    archived: bool,
+    sealed: bool,
+    bucket_start_ns: u64,
+}
+
+/// A cycle file that could not be read, in `journal info --json`.
+#[derive(Debug, Serialize)]
+struct UnreadableCycleJson<'a> {
+    cycle: u64,
+    error: &'a str,
+}
+
+/// `retention` of `journal info --json`: `null` is unlimited.
+#[derive(Debug, Serialize)]
+struct RetentionJson {
+    max_cycles: Option<u64>,
+    max_age_secs: Option<u64>,
+}
+
+/// `journal gc --json`.
+#[derive(Debug, Serialize)]
+struct GcJson<'a> {
+    removed_cycles: &'a [u64],
+    removed_bytes: u64,
+}
+
+/// A line of `journal append --json`: the entry appended.
+#[derive(Debug, Serialize)]
+struct AppendedJson {
+    index: u64,
+    len: usize,
 }
 
 /// Entries and bytes appended per second between two snapshots `window` apart.
@@ -575,52 +668,53 @@ fn info(a: &InfoArgs) -> Result<()> {
     let (info, rate) = snapshots(&a.dir.dir, a.rate_window)?;
     let entries: u64 = info.cycles.iter().map(|c| c.entries).sum();
     if a.json {
-        let cycles: Vec<Value> = info
-            .cycles
-            .iter()
-            .map(|c| {
-                json!({
-                    "cycle": c.cycle,
-                    "first_index": c.first_index,
-                    "entries": c.entries,
-                    "bytes": c.bytes,
-                    "file_bytes": c.file_bytes,
-                    "archived": c.archived,
-                    "sealed": c.sealed,
-                    "bucket_start_ns": c.bucket_start_ns,
-                })
-            })
-            .collect();
-        print_json(&json!({
-            "dir": info.dir.display().to_string(),
-            "format_version": info.format_version,
-            "first_index": info.first_index,
-            "next_index": info.next_index,
-            "entries": entries,
-            "bytes": info.bytes,
-            "file_bytes": info.file_bytes,
-            "hot_file_bytes": info.hot_file_bytes,
-            "archive_file_bytes": info.archive_file_bytes,
-            "append_rate": rate.as_ref().map(|r| json!({
-                "window_s": r.window.as_secs_f64(),
-                "entries_per_s": r.entries_per_s,
-                "bytes_per_s": r.bytes_per_s,
-            })),
-            "appenders": info.appenders,
-            "archive_dir": info.archive_dir.as_ref().map(|p| p.display().to_string()),
-            "storage": info.storage.as_ref().map(|s| json!({
-                "fs_type": s.fs_type,
-                "tmpfs_huge": s.tmpfs_huge,
-                "huge_pages": s.huge_pages(),
-            })),
-            "cycles": cycles,
-            "unreadable_cycles": info.unreadable_cycles.iter().map(|(c, why)| json!({"cycle": c, "error": why})).collect::<Vec<_>>(),
-            "readers": readers_json(&info),
-            "retention": json!({
-                "max_cycles": info.retention.max_cycles,
-                "max_age_secs": info.retention.max_age.map(|d| d.as_secs()),
+        print_json(&InfoJson {
+            dir: info.dir.display().to_string(),
+            format_version: info.format_version,
+            first_index: info.first_index,
+            next_index: info.next_index,
+            entries,
+            bytes: info.bytes,
+            file_bytes: info.file_bytes,
+            hot_file_bytes: info.hot_file_bytes,
+            archive_file_bytes: info.archive_file_bytes,
+            append_rate: rate.as_ref().map(|r| RateJson {
+                window_s: r.window.as_secs_f64(),
+                entries_per_s: r.entries_per_s,
+                bytes_per_s: r.bytes_per_s,
             }),
-        }))?;
+            appenders: info.appenders,
+            archive_dir: info.archive_dir.as_ref().map(|p| p.display().to_string()),
+            storage: info.storage.as_ref().map(|s| StorageJson {
+                fs_type: &s.fs_type,
+                tmpfs_huge: s.tmpfs_huge.as_deref(),
+                huge_pages: s.huge_pages(),
+            }),
+            cycles: info
+                .cycles
+                .iter()
+                .map(|c| CycleJson {
+                    cycle: c.cycle,
+                    first_index: c.first_index,
+                    entries: c.entries,
+                    bytes: c.bytes,
+                    file_bytes: c.file_bytes,
+                    archived: c.archived,
+                    sealed: c.sealed,
+                    bucket_start_ns: c.bucket_start_ns,
+                })
+                .collect(),
+            unreadable_cycles: info
+                .unreadable_cycles
+                .iter()
+                .map(|(c, why)| UnreadableCycleJson { cycle: *c, error: why })
+                .collect(),
+            readers: readers_json(&info),
+            retention: RetentionJson {
+                max_cycles: info.retention.max_cycles,
+                max_age_secs: info.retention.max_age.map(|d| d.as_secs()),
+            },
+        })?;
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
@@ -709,7 +803,7 @@ fn gc(a: &GcArgs) -> Result<()> {
     }
     .map_err(|e| CliError::msg(format!("{}: gc failed: {e}", a.dir.dir.display())))?;
     if a.json {
-        print_json(&json!({"removed_cycles": report.removed_cycles, "removed_bytes": report.removed_bytes}))?;
+        print_json(&GcJson { removed_cycles: &report.removed_cycles, removed_bytes: report.removed_bytes })?;
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
@@ -730,13 +824,5 @@ mod tests {
         assert_eq!(parse_roll("5s"), Ok(RollCycle::Every(Duration::from_secs(5))));
         assert!(parse_roll("0s").is_err());
         assert!(parse_roll("weekly").is_err());
-    }
-
-    #[test]
-    fn entry_lines_have_exactly_five_keys() {
-        let line = entry_json(7, 42, b"a\"b\xff");
-        assert_eq!(line, "{\"index\":7,\"ts_ns\":42,\"ts_real_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 5);
     }
 }

@@ -8,6 +8,7 @@
 //! Queues take their own path through `pub`/`sub` (`queue::pub_if_queue`, before
 //! `sink`/`source` are asked).
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 use shmbus::admin::{self, Scalar, SegmentReport};
 use shmbus::{Domain, Kind, OpenError};
@@ -15,27 +16,57 @@ use shmbus::{Domain, Kind, OpenError};
 use crate::pubsub::{KindArg, PubArgs, Sink, Source, SubArgs};
 use crate::{CliError, Result};
 
-/// The kind-specific keys every `ls --json` object has (`null` where the kind has no such
-/// number). `info --json` has them too.
-pub const LS_KEYS: &[&str] = &[
-    // stream (capacity also for a queue, in messages)
-    "capacity",
-    "bytes_used",
-    "writer_pid",
-    "writer_alive",
-    "reader_pid",
-    "reader_alive",
-    // queue
-    "depth",
-    // pool
-    "max_workers",
-    "max_job_size",
-    "workers",
-    "workers_idle",
-    "workers_busy",
-    "dispatcher_pid",
-    "dispatcher_alive",
-];
+/// Declares [`KindFields`] and [`Summary::kind_fields`] from one list of keys.
+macro_rules! kind_fields {
+    ($($(#[$doc:meta])* $key:ident,)*) => {
+        /// The kind-specific keys every `ls --json` object has, in this order (`null` where
+        /// the kind has no such number). `info --json` has them too. A kind's status value
+        /// of the same name fills each.
+        #[derive(Debug, Serialize)]
+        pub struct KindFields {
+            $($(#[$doc])* pub $key: Value,)*
+        }
+
+        impl Summary {
+            /// Every key of [`KindFields`]: the kind's status value of that name, `null`
+            /// where it has none.
+            pub fn kind_fields(&self) -> KindFields {
+                KindFields { $($key: self.status.get(stringify!($key)).cloned().unwrap_or(Value::Null),)* }
+            }
+        }
+    };
+}
+
+kind_fields! {
+    /// Stream: ring bytes; queue: messages.
+    capacity,
+    /// Stream: bytes written and not yet consumed.
+    bytes_used,
+    /// Stream: its writer.
+    writer_pid,
+    /// Stream: whether its writer lives.
+    writer_alive,
+    /// Stream: its reader.
+    reader_pid,
+    /// Stream: whether its reader lives.
+    reader_alive,
+    /// Queue: messages in it now.
+    depth,
+    /// Pool: worker slots.
+    max_workers,
+    /// Pool: largest job.
+    max_job_size,
+    /// Pool: attached workers (dead ones not yet reaped included).
+    workers,
+    /// Pool: workers waiting for a job.
+    workers_idle,
+    /// Pool: workers holding a job.
+    workers_busy,
+    /// Pool: its dispatcher.
+    dispatcher_pid,
+    /// Pool: whether its dispatcher lives.
+    dispatcher_alive,
+}
 
 /// A channel's kind-specific numbers. Fields a kind does not have stay `None`.
 #[derive(Debug, Default)]
@@ -56,14 +87,6 @@ pub struct Summary {
     pub status: Map<String, Value>,
     /// The live state in a few words, for the `ls` table.
     pub detail: String,
-}
-
-impl Summary {
-    /// Every key of [`LS_KEYS`]: the kind's status value of that name, `null` where it has
-    /// none.
-    pub fn ls_fields(&self) -> Map<String, Value> {
-        LS_KEYS.iter().map(|k| (k.to_string(), self.status.get(*k).cloned().unwrap_or(Value::Null))).collect()
-    }
 }
 
 /// Reads the kind-specific state of the channel `name` that `report` describes, the same way

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 use shmbus::admin::{self, Pending};
 use shmbus::domain::DomainDir;
 use shmbus::{Domain, OpenError};
@@ -37,31 +37,51 @@ struct Entry {
     error: Option<String>,
 }
 
+/// One object of `ls --json`, keys in this order (then [`kinds::KindFields`]).
+#[derive(Debug, Serialize)]
+struct EntryJson<'a> {
+    domain: &'a str,
+    name: &'a str,
+    kind: &'a str,
+    slot_size: Option<u64>,
+    history: Option<u64>,
+    last_seq: Option<u64>,
+    publishers: Option<usize>,
+    subscribers: Option<usize>,
+    size_bytes: Option<u64>,
+    creator_pid: Option<u32>,
+    creator_alive: Option<bool>,
+    stale: Option<bool>,
+    pending: Option<u64>,
+    pending_unit: Option<&'static str>,
+    writable: Option<bool>,
+    error: Option<&'a str>,
+    #[serde(flatten)]
+    kind_fields: kinds::KindFields,
+}
+
 impl Entry {
-    fn json(&self) -> Value {
+    fn json(&self) -> EntryJson<'_> {
         let s = &self.summary;
-        let mut v = json!({
-            "domain": self.domain,
-            "name": self.name,
-            "kind": self.kind,
-            "slot_size": s.slot_size,
-            "history": s.history,
-            "last_seq": s.last_seq,
-            "publishers": s.publishers,
-            "subscribers": s.subscribers,
-            "size_bytes": self.size_bytes,
-            "creator_pid": self.creator_pid,
-            "creator_alive": self.creator_alive,
-            "stale": self.stale,
-            "pending": self.pending.map(|p| p.count()),
-            "pending_unit": self.pending.map(|p| p.unit()),
-            "writable": self.writable,
-            "error": self.error,
-        });
-        if let Value::Object(map) = &mut v {
-            map.extend(s.ls_fields());
+        EntryJson {
+            domain: &self.domain,
+            name: &self.name,
+            kind: &self.kind,
+            slot_size: s.slot_size,
+            history: s.history,
+            last_seq: s.last_seq,
+            publishers: s.publishers,
+            subscribers: s.subscribers,
+            size_bytes: self.size_bytes,
+            creator_pid: self.creator_pid,
+            creator_alive: self.creator_alive,
+            stale: self.stale,
+            pending: self.pending.map(|p| p.count()),
+            pending_unit: self.pending.map(|p| p.unit()),
+            writable: self.writable,
+            error: self.error.as_deref(),
+            kind_fields: s.kind_fields(),
         }
-        v
     }
 
     /// The NOTE column: the kind's live state, then whether the channel is stale or broken.
@@ -144,7 +164,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         }
     }
     if args.json {
-        print_json(&Value::Array(entries.iter().map(Entry::json).collect()))?;
+        print_json(&entries.iter().map(Entry::json).collect::<Vec<_>>())?;
         return Ok(());
     }
     let mut t = Table::new(&[

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use serde_json::Value;
+use serde::Serialize;
 
 /// How a column is aligned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,11 +68,123 @@ impl Table {
     }
 }
 
-/// Prints `v` as pretty JSON on stdout.
-pub fn print_json(v: &Value) -> io::Result<()> {
+/// Prints `v` as one pretty JSON object (or array) on stdout: the `--json` output of the
+/// verbs that print one result. Keys come in the order the type declares its fields.
+pub fn print_json(v: &impl Serialize) -> io::Result<()> {
     let mut out = io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, v)?;
     writeln!(out)
+}
+
+/// Writes JSON lines (one compact object per line) through one buffer reused for every
+/// line: the `--json` output of the verbs that stream (a message, an entry, a sample per
+/// line).
+#[derive(Debug, Default)]
+pub struct JsonLines {
+    buf: Vec<u8>,
+}
+
+impl JsonLines {
+    /// A writer with an empty buffer.
+    pub fn new() -> JsonLines {
+        JsonLines::default()
+    }
+
+    /// Writes `v` and a newline to `out` in one `write_all`.
+    pub fn write(&mut self, out: &mut impl Write, v: &impl Serialize) -> io::Result<()> {
+        self.buf.clear();
+        serde_json::to_writer(&mut self.buf, v)?;
+        self.buf.push(b'\n');
+        out.write_all(&self.buf)
+    }
+}
+
+/// One message, entry or job as a JSON line: the keys of `head` (what identifies it), then
+/// `len` and the payload as `data` when it is UTF-8, else as `data_base64` in its place
+/// (never lossy, never both). The one line shape of `sub`, `journal dump|tail` and `pool
+/// worker`; it borrows the payload, so writing it allocates nothing but the base64 text.
+#[derive(Debug, Serialize)]
+pub struct MessageLine<'a, H> {
+    /// What identifies the message: [`Received`], [`EntryHead`] or [`JobHead`].
+    #[serde(flatten)]
+    pub head: H,
+    /// Payload bytes.
+    pub len: usize,
+    /// The payload, when it is valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<&'a str>,
+    /// The payload in standard base64, when it is not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_base64: Option<Base64<'a>>,
+}
+
+impl<'a, H> MessageLine<'a, H> {
+    /// The line of payload `data` identified by `head`.
+    pub fn new(head: H, data: &'a [u8]) -> MessageLine<'a, H> {
+        let (data_text, data_base64) = match std::str::from_utf8(data) {
+            Ok(text) => (Some(text), None),
+            Err(_) => (None, Some(Base64(data))),
+        };
+        MessageLine { head, len: data.len(), data: data_text, data_base64 }
+    }
+}
+
+/// Bytes serialized as a standard base64 string (written straight into the output).
+#[derive(Debug)]
+pub struct Base64<'a>(pub &'a [u8]);
+
+impl Serialize for Base64<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&base64::display::Base64Display::new(self.0, &base64::engine::general_purpose::STANDARD))
+    }
+}
+
+/// The head of a received message (`sub` of a topic, stream or queue): `seq` (a topic's
+/// sequence number; on a stream or queue the ordinal in this run), `ts_mono_ns`
+/// (CLOCK_MONOTONIC) and `ts_ns`, the same number under its old name (kept for one release).
+#[derive(Debug, Serialize)]
+pub struct Received {
+    /// Sequence number.
+    pub seq: u64,
+    /// Old name of `ts_mono_ns`, kept for one release.
+    pub ts_ns: u64,
+    /// CLOCK_MONOTONIC at publish (topic) or receive (stream, queue).
+    pub ts_mono_ns: u64,
+}
+
+impl Received {
+    /// The head of message `seq` stamped `ts_mono_ns`.
+    pub fn new(seq: u64, ts_mono_ns: u64) -> Received {
+        Received { seq, ts_ns: ts_mono_ns, ts_mono_ns }
+    }
+}
+
+/// The head of a journal entry (`journal dump|tail`): `index`, `ts_real_ns` (CLOCK_REALTIME
+/// at append) and `ts_ns`, the same number under its old name (kept for one release).
+#[derive(Debug, Serialize)]
+pub struct EntryHead {
+    /// The entry's index.
+    pub index: u64,
+    /// Old name of `ts_real_ns`, kept for one release.
+    pub ts_ns: u64,
+    /// CLOCK_REALTIME at append.
+    pub ts_real_ns: u64,
+}
+
+impl EntryHead {
+    /// The head of entry `index` stamped `ts_real_ns`.
+    pub fn new(index: u64, ts_real_ns: u64) -> EntryHead {
+        EntryHead { index, ts_ns: ts_real_ns, ts_real_ns }
+    }
+}
+
+/// The head of a pool job (`pool worker`): its id and the index of the worker that took it.
+#[derive(Debug, Serialize)]
+pub struct JobHead {
+    /// The job's id (from 1, per dispatcher).
+    pub job_id: u64,
+    /// The worker's index in the pool.
+    pub worker: u64,
 }
 
 /// An optional number as a table cell (`-` when absent).
@@ -80,38 +192,25 @@ pub fn cell<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-/// One received message as a JSON line with exactly `seq`, `ts_ns`, `ts_mono_ns`, `len` and
-/// `data` (or `data_base64` when the payload is not UTF-8), in that order. `ts_mono_ns` is
-/// CLOCK_MONOTONIC and names its clock; `ts_ns` is the same number under its old name, kept
-/// for one release.
-pub fn message_json(seq: u64, ts_mono_ns: u64, data: &[u8]) -> String {
-    message_json_with(&[("seq", seq), ("ts_ns", ts_mono_ns), ("ts_mono_ns", ts_mono_ns)], data)
-}
-
-/// One received message as a JSON line: the numbers `fields` in order, then `len` and
-/// `data` (or `data_base64`, [`crate::payload::json_data`]).
-pub fn message_json_with(fields: &[(&str, u64)], data: &[u8]) -> String {
-    let mut line = String::from("{");
-    for (k, v) in fields {
-        line.push_str(&format!("\"{k}\":{v},"));
-    }
-    line.push_str(&format!("\"len\":{},{}}}", data.len(), crate::payload::json_data(data)));
-    line
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn line(v: &impl Serialize) -> String {
+        let mut out = Vec::new();
+        JsonLines::new().write(&mut out, v).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
     #[test]
     fn message_lines_have_exactly_five_keys() {
-        let line = message_json(3, 42, b"a\"b");
-        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":3,\"data\":\"a\\\"b\"}");
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 5);
+        let text = line(&MessageLine::new(Received::new(3, 42), b"a\"b"));
+        assert_eq!(text, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":3,\"data\":\"a\\\"b\"}\n");
         // Not UTF-8: base64 under another key, never a lossy string.
-        let line = message_json(3, 42, b"a\"b\xff");
-        assert_eq!(line, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}");
+        let text = line(&MessageLine::new(Received::new(3, 42), b"a\"b\xff"));
+        assert_eq!(text, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}\n");
+        let text = line(&MessageLine::new(JobHead { job_id: 1, worker: 0 }, b""));
+        assert_eq!(text, "{\"job_id\":1,\"worker\":0,\"len\":0,\"data\":\"\"}\n");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Payloads in and out: `--format text|hex|base64|raw` of the reading verbs, `pub --format`
-//! and `pub --file`, and the JSON `data` / `data_base64` key.
+//! and `pub --file`, and the JSON `data` / `data_base64` key
+//! ([`crate::output::MessageLine`]).
 //!
 //! Reading verbs print each payload as one line: `text` is the payload as lossy UTF-8 (what a
 //! terminal shows; a newline in it splits the line, bytes that are not UTF-8 become U+FFFD),
@@ -75,15 +76,6 @@ pub fn write(out: &mut impl Write, format: Format, data: &[u8]) -> Result<()> {
         Format::Raw => out.write_all(data)?,
     }
     Ok(())
-}
-
-/// The JSON key and value for a payload: `"data":"…"` when it is UTF-8, else
-/// `"data_base64":"…"`.
-pub fn json_data(data: &[u8]) -> String {
-    match std::str::from_utf8(data) {
-        Ok(text) => format!("\"data\":{}", serde_json::Value::from(text)),
-        Err(_) => format!("\"data_base64\":\"{}\"", STANDARD.encode(data)),
-    }
 }
 
 /// Where `pub` takes its messages from, and how they are written.
@@ -193,11 +185,5 @@ mod tests {
         assert!(decode(InFormat::Hex, b"abc").unwrap_err().contains("not whole bytes"));
         assert!(decode(InFormat::Hex, b"zz").unwrap_err().contains("not a hex byte"));
         assert!(decode(InFormat::Base64, b"a$==").unwrap_err().contains("not base64"));
-    }
-
-    #[test]
-    fn json_is_never_lossy() {
-        assert_eq!(json_data(b"a\"b"), "\"data\":\"a\\\"b\"");
-        assert_eq!(json_data(b"a\xff"), "\"data_base64\":\"Yf8=\"");
     }
 }

@@ -12,7 +12,7 @@ use shmbus::pool::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, PoolTrySe
 use shmbus::Domain;
 
 use crate::input::for_each_input;
-use crate::output::message_json_with;
+use crate::output::{JobHead, JsonLines, MessageLine};
 use crate::{CliError, Ctx, Result};
 
 /// Sleep between two dispatch attempts while every worker is busy.
@@ -64,6 +64,9 @@ struct DispatchArgs {
     /// unit (`5s`).
     #[arg(long, value_name = "MS", default_value = "5000", value_parser = crate::units::millis)]
     timeout_ms: u64,
+    /// One JSON line per job (`{"job_id","worker","lost"}`) instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `shmbus pool worker --domain D NAME [--count N] [--timeout-ms T] [--json]`
@@ -118,15 +121,34 @@ fn dispatch(ctx: &Ctx, args: &DispatchArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let mut d = open_pool(&domain, &args.name, &args.layout)?.dispatcher()?;
     let mut out = std::io::stdout().lock();
-    report_lost(&mut out, &mut d)?;
-    let mut job = Dispatch { args, d, sent: 0 };
+    let mut lines = args.json.then(JsonLines::new);
+    report_lost(&mut out, lines.as_mut(), &mut d)?;
+    let mut job = Dispatch { args, d, sent: 0, lines };
     for_each_input(args.data.as_deref(), job.d.max_job_len(), |line| job.one(&mut out, line))
 }
 
+/// A line of `pool dispatch --json`: a job given to a worker, or lost with it.
+#[derive(Debug, serde::Serialize)]
+struct DispatchJson {
+    job_id: u64,
+    /// The worker's index in the pool.
+    worker: u64,
+    /// The worker died (or left) holding the job: it was not done.
+    lost: bool,
+}
+
 /// Prints the jobs of workers that died (or left) holding them.
-fn report_lost(out: &mut impl Write, d: &mut Dispatcher) -> Result<()> {
+fn report_lost(out: &mut impl Write, lines: Option<&mut JsonLines>, d: &mut Dispatcher) -> Result<()> {
+    let mut lines = lines;
     for lost in d.reap() {
-        writeln!(out, "lost job {}: worker {} (pid {}) died or left holding it", lost.job_id, lost.worker, lost.pid)?;
+        match lines.as_deref_mut() {
+            Some(l) => l.write(out, &DispatchJson { job_id: lost.job_id, worker: lost.worker as u64, lost: true })?,
+            None => writeln!(
+                out,
+                "lost job {}: worker {} (pid {}) died or left holding it",
+                lost.job_id, lost.worker, lost.pid
+            )?,
+        }
     }
     Ok(())
 }
@@ -135,6 +157,8 @@ struct Dispatch<'a> {
     args: &'a DispatchArgs,
     d: Dispatcher,
     sent: u64,
+    /// `--json`.
+    lines: Option<JsonLines>,
 }
 
 impl Dispatch<'_> {
@@ -148,18 +172,30 @@ impl Dispatch<'_> {
             match self.d.try_send(job) {
                 Ok(sent) => {
                     self.sent += 1;
-                    writeln!(out, "job {} -> worker {}", sent.job_id, sent.worker)?;
+                    match &mut self.lines {
+                        Some(l) => l.write(
+                            out,
+                            &DispatchJson { job_id: sent.job_id, worker: sent.worker as u64, lost: false },
+                        )?,
+                        None => writeln!(out, "job {} -> worker {}", sent.job_id, sent.worker)?,
+                    }
                     out.flush()?;
                     return Ok(());
                 }
                 Err(PoolTrySendError::AllBusy) => {
                     if !said_busy {
-                        writeln!(out, "all busy; retrying for up to {} ms", self.args.timeout_ms)?;
-                        out.flush()?;
+                        // On stderr under --json, so stdout stays one job per line.
+                        let line = format!("all busy; retrying for up to {} ms", self.args.timeout_ms);
+                        if self.lines.is_some() {
+                            eprintln!("{line}");
+                        } else {
+                            writeln!(out, "{line}")?;
+                            out.flush()?;
+                        }
                         said_busy = true;
                     }
                     // A dead worker looks busy until reaped.
-                    report_lost(out, &mut self.d)?;
+                    report_lost(out, self.lines.as_mut(), &mut self.d)?;
                     if t0.elapsed() >= timeout {
                         let workers = self.d.status().workers;
                         return Err(CliError::msg(format!(
@@ -188,6 +224,7 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
     let index = w.index();
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
+    let mut lines = JsonLines::new();
     let mut received = 0u64;
     while args.count.is_none_or(|n| received < n) {
         let r = match timeout {
@@ -197,11 +234,8 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
         let err = match r {
             Ok(job) => {
                 if args.json {
-                    writeln!(
-                        out,
-                        "{}",
-                        message_json_with(&[("job_id", job.id()), ("worker", index as u64)], job.data())
-                    )?;
+                    let head = JobHead { job_id: job.id(), worker: index as u64 };
+                    lines.write(&mut out, &MessageLine::new(head, job.data()))?;
                 } else {
                     writeln!(out, "job {}: {}", job.id(), String::from_utf8_lossy(job.data()))?;
                 }

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::output::message_json;
+use crate::output::{JsonLines, MessageLine, Received};
 use crate::payload::{Format, InFormat, Input, Print};
 use crate::{kinds, CliError, Ctx, Result};
 
@@ -79,6 +79,19 @@ pub struct PubArgs {
     /// holds (default 1024).
     #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub max_element_size: Option<usize>,
+    /// When done, print one JSON line: the channel and how many messages were sent.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `pub --json`: one line when done.
+#[derive(Debug, serde::Serialize)]
+struct PublishedJson<'a> {
+    domain: &'a str,
+    name: &'a str,
+    kind: String,
+    /// Messages sent.
+    sent: u64,
 }
 
 /// Somewhere `pub` sends messages.
@@ -122,11 +135,19 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
         max_element_size: args.max_element_size,
         timeout_ms: args.timeout_ms,
     };
-    if let Some(r) = crate::queue::pub_if_queue(&domain, &args.name, args.kind, &input, repeat, topic_sizes, queue) {
-        return r;
+    let sent = match crate::queue::pub_if_queue(&domain, &args.name, args.kind, &input, repeat, topic_sizes, queue) {
+        Some(r) => r?,
+        None => {
+            let mut sink = kinds::sink(&domain, args)?;
+            publish(&input, sink.max_len(), repeat, |msg| sink.send(msg))?
+        }
+    };
+    if args.json {
+        let kind = shmbus::admin::inspect_channel(&domain, &args.name)?.header.kind.to_string();
+        let v = PublishedJson { domain: &args.domain, name: &args.name, kind, sent };
+        JsonLines::new().write(&mut std::io::stdout().lock(), &v)?;
     }
-    let mut sink = kinds::sink(&domain, args)?;
-    publish(&input, sink.max_len(), repeat, |msg| sink.send(msg))
+    Ok(())
 }
 
 /// `pub --rate`: a positive, finite number of messages per second.
@@ -150,8 +171,13 @@ pub struct Repeat {
 /// (with `--rate` alone) until killed; stdin lines up to `--count`; paced by `--rate`.
 ///
 /// When more than one message may be sent, a failure says how many were sent before it (a
-/// script can resume after them).
-pub fn publish(input: &Input, max_len: usize, repeat: Repeat, mut send: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+/// script can resume after them). Returns how many were sent.
+pub fn publish(
+    input: &Input,
+    max_len: usize,
+    repeat: Repeat,
+    mut send: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<u64> {
     let single = input.data.is_some() || input.file.is_some();
     let times = match (single, repeat.count, repeat.rate) {
         (true, Some(n), _) => n,
@@ -171,7 +197,8 @@ pub fn publish(input: &Input, max_len: usize, repeat: Repeat, mut send: impl FnM
         Ok(())
     });
     let many = !single || times > 1;
-    r.map_err(|e| if many { e.append(&format!(" ({sent} message(s) sent before)")) } else { e })
+    r.map_err(|e| if many { e.append(&format!(" ({sent} message(s) sent before)")) } else { e })?;
+    Ok(sent)
 }
 
 /// `--rate`: an absolute schedule, message `i` no earlier than `start + i/HZ`. A send that
@@ -260,12 +287,13 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
     let mut buf = Vec::new();
+    let mut lines = JsonLines::new();
     let mut received = 0u64;
     while args.count.is_none_or(|n| received < n) {
         match source.recv(&mut buf, timeout)? {
             Recv::Msg { seq, ts_ns } => {
                 if args.json {
-                    writeln!(out, "{}", message_json(seq, ts_ns, &buf))?;
+                    lines.write(&mut out, &MessageLine::new(Received::new(seq, ts_ns), &buf))?;
                 } else {
                     crate::payload::write(&mut out, args.format, &buf)?;
                 }

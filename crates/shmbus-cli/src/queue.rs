@@ -19,7 +19,7 @@ use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueSendTimeoutE
 use shmbus::time::monotonic_ns;
 use shmbus::{Domain, Kind, OpenError};
 
-use crate::output::message_json;
+use crate::output::{JsonLines, MessageLine, Received};
 use crate::payload::{Input, Print};
 use crate::pubsub::{KindArg, Repeat};
 use crate::{CliError, Result};
@@ -68,7 +68,14 @@ pub struct PubQueue {
 }
 
 /// `pub` to a queue: pushes `data` once (or as `repeat` says), or one message per stdin line.
-pub fn run_pub(domain: &Domain, name: &str, input: &Input, repeat: Repeat, create: bool, opts: PubQueue) -> Result<()> {
+pub fn run_pub(
+    domain: &Domain,
+    name: &str,
+    input: &Input,
+    repeat: Repeat,
+    create: bool,
+    opts: PubQueue,
+) -> Result<u64> {
     let queue = open_for_push(domain, name, create, opts.capacity, opts.max_element_size)?;
     let mut tx = queue.producer()?;
     crate::pubsub::publish(input, tx.max_message_len(), repeat, |msg| {
@@ -93,6 +100,7 @@ pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Opti
     let mut rx = queue.consumer()?;
     let mut buf = Vec::with_capacity(rx.max_message_len());
     let mut out = std::io::stdout().lock();
+    let mut lines = JsonLines::new();
     let mut received = 0u64;
     while count.is_none_or(|n| received < n) {
         let r = match timeout_ms {
@@ -105,7 +113,7 @@ pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Opti
                 received += 1;
                 let msg = &buf[..len];
                 match print {
-                    Print::Json => writeln!(out, "{}", message_json(received, ts, msg))?,
+                    Print::Json => lines.write(&mut out, &MessageLine::new(Received::new(received, ts), msg))?,
                     Print::Payload(format) => crate::payload::write(&mut out, format, msg)?,
                 }
                 out.flush()?;
@@ -141,7 +149,7 @@ pub fn pub_if_queue(
     repeat: Repeat,
     topic_sizes: bool,
     opts: PubQueue,
-) -> Option<Result<()>> {
+) -> Option<Result<u64>> {
     let is_queue = match kind {
         Some(KindArg::Queue) => true,
         Some(KindArg::Stream | KindArg::Topic) => false,

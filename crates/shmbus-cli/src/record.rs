@@ -23,18 +23,19 @@
 //! clock (a journal holding several recording sessions, maybe across reboots), it uses the
 //! recording timestamps instead.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::json;
+use serde::Serialize;
 use shmbus::journal::{Journal, JournalConfig, JournalTryRecvError};
 use shmbus::time::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
 
 use crate::journal::{open, open_existing};
+use crate::output::JsonLines;
 use crate::{CliError, Ctx, Result};
 
 /// Magic of a record entry.
@@ -218,13 +219,32 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        let topics: serde_json::Map<String, serde_json::Value> =
-            subs.iter().zip(&counts).map(|(s, c)| (s.0.clone(), json!(c))).collect();
-        writeln!(out, "{}", json!({"messages": total, "gaps": gaps, "topics": topics}))?;
+        let topics = subs.iter().zip(&counts).map(|(s, c)| (s.0.as_str(), *c)).collect();
+        JsonLines::new().write(&mut out, &RecordJson { messages: total, gaps, topics })?;
     } else {
         writeln!(out, "recorded {total} message(s) from {} topic(s) into {}", subs.len(), args.dir.display())?;
     }
     Ok(())
+}
+
+/// `record --json`: one line when it stops.
+#[derive(Debug, Serialize)]
+struct RecordJson<'a> {
+    /// Messages recorded.
+    messages: u64,
+    /// Messages skipped because the recorder lagged (not recorded).
+    gaps: u64,
+    /// Messages recorded per topic, by name.
+    topics: BTreeMap<&'a str, u64>,
+}
+
+/// `replay --json`: one line when it ends.
+#[derive(Debug, Serialize)]
+struct ReplayJson<'a> {
+    /// Messages republished.
+    messages: u64,
+    /// Messages republished per topic, by name.
+    topics: BTreeMap<&'a str, u64>,
 }
 
 /// Replay speed: a factor of the original pace, or as fast as possible.
@@ -413,9 +433,8 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        let topics: serde_json::Map<String, serde_json::Value> =
-            counts.iter().map(|(n, c)| (n.clone(), json!(c))).collect();
-        writeln!(out, "{}", json!({"messages": total, "topics": topics}))?;
+        let topics = counts.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        JsonLines::new().write(&mut out, &ReplayJson { messages: total, topics })?;
     } else {
         writeln!(out, "replayed {total} message(s) to {} topic(s) in domain {}", counts.len(), args.domain)?;
     }

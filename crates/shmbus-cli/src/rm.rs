@@ -5,12 +5,14 @@
 //! on their mapping. A file that is not a valid segment is refused unless `--force`. Only a
 //! regular file of a trusted owner is ever removed, never through a symlink.
 
+use serde::Serialize;
 use shmbus::admin::RemoveError;
 use shmbus::OpenError;
 
+use crate::output::JsonLines;
 use crate::{CliError, Ctx, Result};
 
-/// `shmbus rm --domain D NAME [--force]`
+/// `shmbus rm --domain D NAME [--force] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The channel's domain. Default: $SHMBUS_DOMAIN.
@@ -22,6 +24,28 @@ pub struct Args {
     /// a valid segment.
     #[arg(long)]
     pub force: bool,
+    /// One JSON line instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `rm --json`: one line.
+#[derive(Debug, Serialize)]
+struct RemovedJson<'a> {
+    domain: &'a str,
+    name: &'a str,
+    path: String,
+    /// The channel's kind, `"invalid"` for a file that was not a valid segment.
+    kind: String,
+    /// Live processes still mapping it (`--force` only).
+    still_mapped: Vec<MappedJson>,
+}
+
+/// A live process still mapping a removed channel.
+#[derive(Debug, Serialize)]
+struct MappedJson {
+    pid: u32,
+    role: String,
 }
 
 /// Removes the channel and says what it removed.
@@ -31,6 +55,21 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let what = format!("{domain_name}/{}", args.name);
     let r = if args.force { domain.remove_forced(&args.name) } else { domain.remove(&args.name) };
     match r {
+        Ok(removed) if args.json => {
+            let v = RemovedJson {
+                domain: &domain_name,
+                name: &args.name,
+                path: removed.path.display().to_string(),
+                kind: removed.kind.map_or_else(|| "invalid".to_owned(), |k| k.to_string()),
+                still_mapped: removed
+                    .attached
+                    .iter()
+                    .map(|a| MappedJson { pid: a.pid, role: a.role.to_string() })
+                    .collect(),
+            };
+            JsonLines::new().write(&mut std::io::stdout().lock(), &v)?;
+            Ok(())
+        }
         Ok(removed) => {
             let kind = removed.kind.map_or_else(|| "invalid file".to_owned(), |k| k.to_string());
             let still = if removed.attached.is_empty() {

@@ -15,7 +15,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::output::{print_json, Align, Table};
 use crate::{CliError, Ctx, Result};
@@ -70,73 +70,147 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         eprintln!("shmbus top: {w}");
     }
     if args.json {
-        let channels: Vec<Value> = sample.rows.iter().map(row_json).collect();
-        print_json(&json!({ "interval_s": args.interval, "channels": channels }))?;
+        let channels = sample.rows.iter().map(row_json).collect();
+        print_json(&SnapshotJson { interval_s: args.interval, channels })?;
         return Ok(());
     }
     print_table(ctx, &sample.rows)
 }
 
-fn participant_json(p: &Participant) -> Value {
+/// `top --once --json` (see docs/observability.md, "shmbus top").
+#[derive(Debug, Serialize)]
+struct SnapshotJson<'a> {
+    interval_s: f64,
+    channels: Vec<RowJson<'a>>,
+}
+
+/// One participant of a row.
+#[derive(Debug, Serialize)]
+struct ParticipantJson<'a> {
+    index: usize,
+    pid: u32,
+    process: Option<&'a str>,
+    role: &'a str,
+    alive: bool,
+    messages_per_s: Option<f64>,
+    bytes_per_s: Option<f64>,
+    lag: Option<u64>,
+    drops: u64,
+    full: u64,
+    blocked: u64,
+    futex_waits: u64,
+    futex_wakes: u64,
+    pins: u64,
+    latency_p50_ns: Option<u64>,
+    latency_p99_ns: Option<u64>,
+    messages: u64,
+    bytes: u64,
+}
+
+fn participant_json(p: &Participant) -> ParticipantJson<'_> {
     let c = &p.counters;
-    json!({
-        "index": p.index,
-        "pid": p.pid,
-        "process": p.process,
-        "role": p.role,
-        "alive": p.alive,
-        "messages_per_s": p.messages_per_s,
-        "bytes_per_s": p.bytes_per_s,
-        "lag": p.lag,
-        "drops": c.drops,
-        "full": c.full,
-        "blocked": c.blocked,
-        "futex_waits": c.futex_waits,
-        "futex_wakes": c.futex_wakes,
-        "pins": c.pins,
-        "latency_p50_ns": p.p50,
-        "latency_p99_ns": p.p99,
-        "messages": c.messages,
-        "bytes": c.bytes,
-    })
+    ParticipantJson {
+        index: p.index,
+        pid: p.pid,
+        process: p.process.as_deref(),
+        role: &p.role,
+        alive: p.alive,
+        messages_per_s: p.messages_per_s,
+        bytes_per_s: p.bytes_per_s,
+        lag: p.lag,
+        drops: c.drops,
+        full: c.full,
+        blocked: c.blocked,
+        futex_waits: c.futex_waits,
+        futex_wakes: c.futex_wakes,
+        pins: c.pins,
+        latency_p50_ns: p.p50,
+        latency_p99_ns: p.p99,
+        messages: c.messages,
+        bytes: c.bytes,
+    }
+}
+
+/// One channel (or journal) row.
+#[derive(Debug, Serialize)]
+struct RowJson<'a> {
+    /// `null` for a journal.
+    domain: Option<&'a str>,
+    name: &'a str,
+    kind: Option<&'a str>,
+    error: Option<&'a str>,
+    rate_msgs_per_s: Option<f64>,
+    sent_per_s: Option<f64>,
+    received_per_s: Option<f64>,
+    bandwidth_bytes_per_s: Option<f64>,
+    senders: Option<usize>,
+    receivers: Option<usize>,
+    max_lag: Option<u64>,
+    drops_per_s: Option<f64>,
+    full_per_s: Option<f64>,
+    blocked_per_s: Option<f64>,
+    futex_per_s: Option<f64>,
+    latency_p50_ns: Option<u64>,
+    latency_p99_ns: Option<u64>,
+    participants: Vec<ParticipantJson<'a>>,
+    /// Journal rows only.
+    #[serde(flatten)]
+    journal: Option<JournalJson<'a>>,
+}
+
+/// The keys a journal row adds.
+#[derive(Debug, Serialize)]
+struct JournalJson<'a> {
+    first_index: u64,
+    next_index: u64,
+    file_bytes: u64,
+    cycles: usize,
+    readers: Vec<ReaderJson<'a>>,
+}
+
+/// A named reader of a journal row.
+#[derive(Debug, Serialize)]
+struct ReaderJson<'a> {
+    name: &'a str,
+    position: u64,
+    lag: u64,
+    holder_pid: Option<u32>,
 }
 
 /// One row as a JSON object (see docs/observability.md, "shmbus top").
-fn row_json(r: &Row) -> Value {
+fn row_json(r: &Row) -> RowJson<'_> {
     let m = r.metrics.as_ref();
-    let mut v = json!({
-        "domain": r.key.domain,
-        "name": r.key.name,
-        "kind": r.kind,
-        "error": r.error,
-        "rate_msgs_per_s": m.map(|m| m.rate),
-        "sent_per_s": m.map(|m| m.sent_per_s),
-        "received_per_s": m.map(|m| m.received_per_s),
-        "bandwidth_bytes_per_s": m.map(|m| m.bandwidth),
-        "senders": r.senders,
-        "receivers": r.receivers,
-        "max_lag": m.and_then(|m| m.max_lag),
-        "drops_per_s": m.map(|m| m.drops_per_s),
-        "full_per_s": m.map(|m| m.full_per_s),
-        "blocked_per_s": m.map(|m| m.blocked_per_s),
-        "futex_per_s": m.map(|m| m.futex_per_s),
-        "latency_p50_ns": m.and_then(|m| m.p50),
-        "latency_p99_ns": m.and_then(|m| m.p99),
-        "participants": r.participants.iter().map(participant_json).collect::<Vec<_>>(),
-    });
-    if let (Some(j), Value::Object(map)) = (&r.journal, &mut v) {
-        let readers: Vec<Value> = j
-            .readers
-            .iter()
-            .map(|r| json!({"name": r.name, "position": r.position, "lag": r.lag, "holder_pid": r.holder_pid}))
-            .collect();
-        map.insert("first_index".into(), json!(j.first_index));
-        map.insert("next_index".into(), json!(j.next_index));
-        map.insert("file_bytes".into(), json!(j.file_bytes));
-        map.insert("cycles".into(), json!(j.cycles));
-        map.insert("readers".into(), Value::Array(readers));
+    RowJson {
+        domain: r.key.domain.as_deref(),
+        name: &r.key.name,
+        kind: r.kind.as_deref(),
+        error: r.error.as_deref(),
+        rate_msgs_per_s: m.map(|m| m.rate),
+        sent_per_s: m.map(|m| m.sent_per_s),
+        received_per_s: m.map(|m| m.received_per_s),
+        bandwidth_bytes_per_s: m.map(|m| m.bandwidth),
+        senders: r.senders,
+        receivers: r.receivers,
+        max_lag: m.and_then(|m| m.max_lag),
+        drops_per_s: m.map(|m| m.drops_per_s),
+        full_per_s: m.map(|m| m.full_per_s),
+        blocked_per_s: m.map(|m| m.blocked_per_s),
+        futex_per_s: m.map(|m| m.futex_per_s),
+        latency_p50_ns: m.and_then(|m| m.p50),
+        latency_p99_ns: m.and_then(|m| m.p99),
+        participants: r.participants.iter().map(participant_json).collect(),
+        journal: r.journal.as_ref().map(|j| JournalJson {
+            first_index: j.first_index,
+            next_index: j.next_index,
+            file_bytes: j.file_bytes,
+            cycles: j.cycles,
+            readers: j
+                .readers
+                .iter()
+                .map(|r| ReaderJson { name: &r.name, position: r.position, lag: r.lag, holder_pid: r.holder_pid })
+                .collect(),
+        }),
     }
-    v
 }
 
 fn print_table(ctx: &Ctx, rows: &[Row]) -> Result<()> {
