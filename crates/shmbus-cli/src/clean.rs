@@ -1,20 +1,26 @@
 //! `shmbus clean`: remove what dead processes left behind.
 //!
-//! * A segment is removed when its creator and every participant are dead
-//!   ([`SegmentReport::is_stale`](shmbus::admin::SegmentReport::is_stale)). A segment any live
-//!   process uses is left alone.
-//! * A stale queue, stream or pool that still holds undelivered data (messages sent and not
-//!   received, bytes not consumed, jobs not taken or not yet reported lost:
-//!   [`SegmentReport::pending`](shmbus::admin::SegmentReport::pending)) is kept and reported:
-//!   a producer may send and exit before its consumer starts, and nothing committed is lost.
-//!   `--force` removes it. A stale topic is removed whatever its history holds: the history
-//!   is a window of recent messages owed to no reader (see `shmbus::admin`).
-//! * A stale segment this user may not open read-write (e.g. a monitoring account with read
-//!   permission only) is reported as one it cannot remove, and kept, with or without
-//!   `--force`.
+//! Each channel is in use, idle or stale
+//! ([`SegmentReport::state`](shmbus::admin::SegmentReport::state), the rule `ls` and `info`
+//! show too):
+//!
+//! * A channel in use (its creator or a participant alive) is left alone.
+//! * A stale channel (nobody alive, nothing held: a topic never published to, a drained
+//!   queue or stream, a pool with no job outstanding) is removed.
+//! * An idle channel (nobody alive, but a topic with history, or a queue, stream or pool with
+//!   undelivered data) is kept and reported: a producer may send and exit before its
+//!   consumer starts, and `shmbus pub` then `shmbus sub --latest` is the quick start.
+//!   `--all` removes it too.
+//! * `--older-than AGE` removes only channels whose segment file was last modified (created)
+//!   at least AGE ago ([`SegmentReport::modified`](shmbus::admin::SegmentReport::modified)).
+//! * A segment nobody uses that this user may not open read-write (e.g. a monitoring account
+//!   with read permission only) is reported as one it cannot remove, and kept, whatever the
+//!   flags.
 //! * Temporary creation files (`.<name>.<pid>.<nanos>`) of dead creators are removed.
 //! * A file that is not a valid segment (bad magic, truncated, corrupt header) is reported
-//!   and kept: it may be someone's data. `--force` removes it too.
+//!   and kept: it may be someone's data. `--force` (which implies `--all`) removes it too.
+//! * A domain directory that this run emptied is removed (`rmdir` relative to the root:
+//!   never the root, never through a symlink, only when empty).
 //! * A file that cannot be checked (permission denied, another format version, I/O error) is
 //!   reported and never removed: a process of another user or shmbus version may be using it.
 //!
@@ -27,11 +33,14 @@
 //! channel file owned by an untrusted user, or anything but a regular file under a channel's
 //! name (FIFO, socket, device, symlink), is reported and kept.
 
-use shmbus::{admin, OpenError};
+use std::time::{Duration, SystemTime};
+
+use shmbus::admin::{self, ChannelState, SegmentReport};
+use shmbus::OpenError;
 
 use crate::{Ctx, Result};
 
-/// `shmbus clean [--domain D] [--dry-run] [--force]`
+/// `shmbus clean [--domain D] [--dry-run] [--all] [--older-than AGE] [--force]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only this domain (default: every domain under the root).
@@ -40,10 +49,44 @@ pub struct Args {
     /// Print what would be removed; remove nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Also remove stale segments that hold undelivered data, and files that are not valid
-    /// segments (bad magic, truncated, corrupt).
+    /// Also remove idle channels: nobody uses them, but they hold data (a topic's history,
+    /// undelivered queue, stream or pool data).
+    #[arg(long)]
+    all: bool,
+    /// Remove only channels whose segment file was last modified (created) at least AGE ago:
+    /// `10m`, `7d` (a bare number is seconds).
+    #[arg(long, value_name = "AGE", value_parser = crate::units::secs_duration)]
+    older_than: Option<Duration>,
+    /// `--all`, and also remove files that are not valid segments (bad magic, truncated,
+    /// corrupt).
     #[arg(long)]
     force: bool,
+}
+
+/// How long ago `report`'s segment file was last modified; `None` if unknown (or in the future).
+fn age(report: &SegmentReport) -> Option<Duration> {
+    SystemTime::now().duration_since(report.modified?).ok()
+}
+
+/// `d 3 h` style: the largest unit that fits, for the `kept … (modified … ago)` line.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        7200..=172_799 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86_400),
+    }
+}
+
+/// What an idle channel holds, for the `kept` line: `3 undelivered messages`, `2 messages in
+/// its history`.
+fn held(report: &SegmentReport) -> String {
+    match (report.pending, report.history_len) {
+        (Some(p), _) if p.count() > 0 => p.to_string(),
+        (_, Some(n)) => format!("{n} message{} in its history", if n == 1 { "" } else { "s" }),
+        _ => "data".into(),
+    }
 }
 
 /// Removes stale segments and temporary files; prints each removal.
@@ -67,8 +110,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             }
         }
     };
-    let (mut removed, mut in_use, mut kept_pending, mut kept_invalid, mut not_ours) = (0usize, 0, 0, 0, 0);
-    let mut skipped_domains = 0usize;
+    let (mut removed, mut in_use, mut kept_idle, mut kept_invalid, mut not_ours) = (0usize, 0, 0, 0, 0);
+    let (mut kept_recent, mut removed_dirs, mut skipped_domains) = (0usize, 0usize, 0usize);
+    let all = args.all || args.force;
     for domain in ctx.domains(args.domain.as_deref())? {
         let dir = match domain.open_dir() {
             Ok(d) => d,
@@ -81,34 +125,42 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             }
         };
         let names = dir.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", dir.path().display())))?;
+        let removed_before = removed;
         for name in names {
             let what = format!("{}/{name}", domain.name());
             match admin::inspect_in(&dir, &name) {
-                Ok(report) if !report.is_stale() => in_use += 1,
+                Ok(report) if report.state() == ChannelState::InUse => in_use += 1,
                 Ok(report) if !report.writable => {
                     not_ours += 1;
                     println!(
-                        "kept {what}: cannot check/remove it: stale ({}; creator pid {} dead, no live users) but this user may not open it read-write",
-                        report.header.kind, report.header.creator.pid
+                        "kept {what}: cannot check/remove it: {} ({}; creator pid {} dead, no live users) but this user may not open it read-write",
+                        report.state(),
+                        report.header.kind,
+                        report.header.creator.pid
                     );
                 }
-                Ok(report) if report.has_pending() && !args.force => {
-                    kept_pending += 1;
-                    let pending = report.pending.map(|p| p.to_string()).unwrap_or_default();
-                    println!("kept {what}: {pending} (--force removes it)");
+                Ok(report) if report.state() == ChannelState::Idle && !all => {
+                    kept_idle += 1;
+                    println!("kept {what}: idle, holds {} (--all removes it)", held(&report));
+                }
+                Ok(report) if args.older_than.is_some_and(|min| age(&report).is_none_or(|a| a < min)) => {
+                    kept_recent += 1;
+                    let ago =
+                        age(&report).map_or_else(|| "at an unknown time".to_owned(), |a| format!("{} ago", human(a)));
+                    println!("kept {what}: {}, but modified {ago} (--older-than)", report.state());
                 }
                 Ok(report) => {
                     if !remove(&dir, &name) {
                         continue;
                     }
                     removed += 1;
-                    let lost = match report.pending {
-                        Some(p) if p.count() > 0 => format!("; {p} discarded"),
-                        _ => String::new(),
-                    };
+                    let lost =
+                        if report.holds_data() { format!("; {} discarded", held(&report)) } else { String::new() };
                     println!(
-                        "{verb} {what} ({}; creator pid {} dead, no live users{lost})",
-                        report.header.kind, report.header.creator.pid
+                        "{verb} {what} ({}, {}; creator pid {} dead, no live users{lost})",
+                        report.header.kind,
+                        report.state(),
+                        report.header.creator.pid
                     );
                 }
                 Err(OpenError::NotFound { .. }) => {} // removed meanwhile
@@ -142,13 +194,34 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             removed += 1;
             println!("{verb} temporary file {} (creator pid {} dead)", t.path.display(), t.pid);
         }
+        // A domain this run emptied goes too (never one that was empty before: someone may
+        // have made it for a channel to come). With --dry-run nothing was emptied.
+        if removed > removed_before && !args.dry_run {
+            drop(dir);
+            match domain.remove_dir_if_empty() {
+                Ok(true) => {
+                    removed_dirs += 1;
+                    println!("removed empty domain {}", domain.name());
+                }
+                Ok(false) => {}
+                Err(e) => eprintln!("shmbus clean: cannot remove empty domain {}: {e}", domain.name()),
+            }
+        }
     }
     let skipped = match skipped_domains {
         0 => String::new(),
         n => format!("; skipped {n} untrusted or invalid domain(s)"),
     };
+    let dirs = match removed_dirs {
+        0 => String::new(),
+        n => format!(" and {n} empty domain(s)"),
+    };
+    let recent = match args.older_than {
+        Some(_) => format!(", {kept_recent} more recent than --older-than"),
+        None => String::new(),
+    };
     println!(
-        "{verb} {removed} file(s); kept {in_use} in use, {kept_pending} with undelivered data, {not_ours} this user may not remove, {kept_invalid} invalid or unreadable{skipped}"
+        "{verb} {removed} file(s){dirs}; kept {in_use} in use, {kept_idle} idle, {not_ours} this user may not remove, {kept_invalid} invalid or unreadable{recent}{skipped}"
     );
     match failed.get() {
         0 => Ok(()),
