@@ -104,7 +104,7 @@ impl<'a> Recorded<'a> {
     }
 }
 
-/// `shmbus record --domain D TOPIC... --dir DIR [--count N] [--seconds S]`
+/// `shmbus record --domain D TOPIC... --dir DIR [--count N] [--seconds S] [--timeout-ms T]`
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
     /// The topics' domain. Default: $SHMBUS_DOMAIN.
@@ -122,6 +122,10 @@ pub struct RecordArgs {
     /// Stop (with 0) after this long: seconds (fractions allowed), or with a unit (`5m`).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     seconds: Option<f64>,
+    /// Fail (exit 1) when no message arrives on any topic for this long (default: wait for
+    /// ever); what was recorded before stays committed.
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
+    timeout_ms: Option<u64>,
     /// Print the summary as one JSON object {"messages","gaps","topics":{name: count}}.
     #[arg(long)]
     json: bool,
@@ -162,8 +166,9 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     let (mut total, mut gaps) = (0u64, 0u64);
     let (mut buf, mut entry) = (Vec::new(), Vec::new());
     let mut ready = Vec::new();
+    let per_message = args.timeout_ms.map(Duration::from_millis);
     'run: while args.count.is_none_or(|n| total < n) {
-        let timeout = match until {
+        let left = match until {
             Some(u) => {
                 let now = monotonic_ns();
                 if now >= u {
@@ -173,6 +178,12 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             }
             None => None,
         };
+        // The wait ends at `--seconds` (done) or `--timeout-ms` (an error), whichever is first.
+        let (timeout, timing_out) = match (left, per_message) {
+            (Some(l), Some(p)) if p < l => (Some(p), true),
+            (None, Some(p)) => (Some(p), true),
+            (l, _) => (l, false),
+        };
         let waited = match timeout {
             Some(t) => ws.wait_timeout(&waitables, t),
             None => ws.wait(&waitables).map_err(WaitTimeoutError::from),
@@ -181,6 +192,14 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             Ok(r) => {
                 ready.clear();
                 ready.extend_from_slice(r);
+            }
+            Err(WaitTimeoutError::Timeout) if timing_out => {
+                return Err(CliError::msg(format!(
+                    "no message on {} within --timeout-ms {} ms ({total} message(s) recorded before, committed in {})",
+                    names.join(", "),
+                    args.timeout_ms.unwrap_or(0),
+                    args.dir.display()
+                )));
             }
             Err(WaitTimeoutError::Timeout) => break,
             Err(e) => return Err(e.into()),
