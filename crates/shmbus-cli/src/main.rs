@@ -24,6 +24,7 @@ mod ls;
 mod output;
 mod payload;
 mod pool;
+mod progress;
 mod pubsub;
 mod queue;
 mod record;

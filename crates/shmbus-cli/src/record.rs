@@ -129,6 +129,9 @@ pub struct RecordArgs {
     /// Print the summary as one JSON object {"messages","gaps","topics":{name: count}}.
     #[arg(long)]
     json: bool,
+    /// No progress on stderr (shown for a large recording when stderr is a terminal).
+    #[arg(long)]
+    quiet: bool,
     /// Wait up to SECS for every topic to be created instead of failing when it does not
     /// exist yet (listeners may start first).
     #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
@@ -167,6 +170,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     let (mut buf, mut entry) = (Vec::new(), Vec::new());
     let mut ready = Vec::new();
     let per_message = args.timeout_ms.map(Duration::from_millis);
+    let mut progress = crate::progress::Counter::new(crate::progress::allowed(args.quiet, args.json), args.count);
     'run: while args.count.is_none_or(|n| total < n) {
         let left = match until {
             Some(u) => {
@@ -224,10 +228,11 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                         app.send(&entry).map_err(|e| CliError::msg(format!("append failed: {e}")))?;
                         counts[i] += 1;
                         total += 1;
+                        progress.add(buf.len());
                     }
                     Err(TopicTryRecvError::Empty) => break,
                     Err(TopicTryRecvError::Lagged { missed }) => {
-                        eprintln!("gap: {missed} message(s) of {name} skipped (not recorded)");
+                        progress.suspend(|| eprintln!("gap: {missed} message(s) of {name} skipped (not recorded)"));
                         gaps += missed;
                     }
                     Err(e) => return Err(CliError::msg(format!("receive from {name} failed: {e}"))),
@@ -235,6 +240,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             }
         }
     }
+    drop(progress);
     let mut out = std::io::stdout().lock();
     if args.json {
         let topics: serde_json::Map<String, serde_json::Value> =
@@ -294,6 +300,9 @@ pub struct ReplayArgs {
     /// Print the summary as one JSON object {"messages","topics":{name: count}}.
     #[arg(long)]
     json: bool,
+    /// No progress bar on stderr (shown for a large recording when stderr is a terminal).
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// Opens the topic for replay, creating it if missing with room for `min_slot` bytes.
@@ -365,6 +374,13 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         None => j.tailer(),
     }
     .map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    let progress = match crate::progress::allowed(args.quiet, args.json) {
+        true => match Journal::status(&args.dir) {
+            Ok(st) => crate::progress::Progress::over_journal(true, "replay", st.first_index, st.next_index, st.bytes),
+            Err(_) => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
+        },
+        false => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
+    };
     let mut pubs: HashMap<String, Publisher> = HashMap::new();
     let mut counts: Vec<(String, u64)> = Vec::new();
     let mut total = 0u64;
@@ -376,13 +392,14 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
             Ok(e) => e,
             Err(JournalTryRecvError::Empty) => break,
             Err(JournalTryRecvError::Gap { from, to }) => {
-                eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
+                progress
+                    .suspend(|| eprintln!("gap: entries {from}..{to} were removed by retention before they were read"));
                 continue;
             }
             Err(e @ (JournalTryRecvError::Corrupt(_) | JournalTryRecvError::Damaged { .. })) => {
                 // Reported and skipped; the exit status says so at the end.
                 damaged += 1;
-                eprintln!("damaged: {e}");
+                progress.suspend(|| eprintln!("damaged: {e}"));
                 continue;
             }
             Err(
@@ -391,11 +408,12 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
                 | JournalTryRecvError::Unauthenticated { .. }
                 | JournalTryRecvError::PositionReset { .. }),
             ) => {
-                eprintln!("skipped: {e}");
+                progress.suspend(|| eprintln!("skipped: {e}"));
                 continue;
             }
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", args.dir.display()))),
         };
+        progress.at(e.index());
         let rec = Recorded::decode(e.data())
             .map_err(|what| CliError::msg(format!("{} entry {}: {what}", args.dir.display(), e.index())))?;
         if !args.topics.is_empty() && !args.topics.iter().any(|n| n == rec.topic) {
@@ -430,6 +448,7 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         }
         total += 1;
     }
+    drop(progress);
     let mut out = std::io::stdout().lock();
     if args.json {
         let topics: serde_json::Map<String, serde_json::Value> =
