@@ -146,6 +146,19 @@ fn command() -> clap::Command {
     cmd.mut_subcommand("journal", |journal| with_hidden(journal, &root.hide(true)))
 }
 
+/// `cmd` without its hidden subcommands (`demo-role`), for `completions`: the completion
+/// generators list every subcommand, hidden or not. Only what completion reads is kept: the
+/// name, version, about, the top-level arguments and the visible subcommands.
+fn without_hidden_verbs(cmd: clap::Command) -> clap::Command {
+    let visible: Vec<clap::Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+    let args: Vec<clap::Arg> = cmd.get_arguments().cloned().collect();
+    let mut out = clap::Command::new("shmbus").version(env!("CARGO_PKG_VERSION")).args(args).subcommands(visible);
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    out
+}
+
 /// `cmd` and its subcommands with `arg` added.
 fn with_hidden(cmd: clap::Command, arg: &clap::Arg) -> clap::Command {
     let verbs: Vec<String> = cmd.get_subcommands().map(|v| v.get_name().to_string()).collect();
@@ -343,7 +356,7 @@ fn main() -> ExitCode {
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
         Command::Top(a) => top::run(&ctx, &a),
         Command::Completions(a) => {
-            clap_complete::generate(a.shell, &mut command(), "shmbus", &mut std::io::stdout());
+            clap_complete::generate(a.shell, &mut without_hidden_verbs(command()), "shmbus", &mut std::io::stdout());
             Ok(())
         }
         Command::Man => clap_mangen::Man::new(command())

@@ -297,6 +297,18 @@ fn clean_removes_only_what_the_dead_left() {
 }
 
 #[test]
+fn demo_flags_take_units() {
+    let r = Root::new();
+    let v = r.json(&["demo", "--seconds", "500ms", "--image-bytes", "64K", "--json"]);
+    assert_eq!((v["seconds"].as_f64(), v["image_bytes"].as_u64()), (Some(0.5), Some(65536)), "{v}");
+    for bad in [&["demo", "--seconds", "soon"][..], &["demo", "--image-bytes", "64KB"]] {
+        let out = r.run(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        one_error_line(&out);
+    }
+}
+
+#[test]
 fn demo_prints_every_consumer_and_producer() {
     let r = Root::new();
     let out = r.ok(&["demo", "--seconds", "2"]);
