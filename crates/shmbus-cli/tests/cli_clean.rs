@@ -141,6 +141,33 @@ fn a_published_topic_is_idle_and_kept_until_clean_all() {
     assert!(r.0.is_dir(), "the root itself must stay");
 }
 
+/// The README's shell quick start, run as written (but for the lines that need a terminal or
+/// a journal directory), then `clean`: its topic is idle and stays.
+#[test]
+fn the_readme_quick_start_leaves_its_topic_idle() {
+    let r = Root::new();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = readme.split("### From the shell").nth(1).expect("README has a shell quick start");
+    let section = section.split("### ").next().unwrap();
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_shmbus")).parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let mut ran = 0;
+    for line in section.lines().filter(|l| l.starts_with("shmbus ") || l.starts_with("printf ")) {
+        let cmd = line.split("  #").next().unwrap().trim();
+        if ["journal", "top", "hz"].iter().any(|v| cmd.contains(&format!("shmbus {v}"))) {
+            continue;
+        }
+        let out = Command::new("sh").args(["-c", cmd]).env("PATH", &path).env("SHMBUS_ROOT", &r.0).output().unwrap();
+        assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+        ran += 1;
+    }
+    assert!(ran >= 6, "only {ran} quick start lines found");
+    assert_eq!(ls_state(&r, "chatter"), "idle");
+    let out = r.ok(&["clean"]);
+    assert!(out.contains("kept robot1/chatter: idle"), "{out}");
+    assert!(r.channel_file("robot1", "chatter").exists());
+}
+
 /// A topic nobody ever published to, whose only subscriber was killed, holds nothing: stale,
 /// and plain `clean` removes it; a domain directory holding something else stays.
 #[test]
