@@ -89,7 +89,7 @@ fn held(report: &SegmentReport) -> String {
     }
 }
 
-/// Removes stale segments and temporary files; prints each removal.
+/// Removes stale (with --all, idle) channels and temporary files; prints each removal.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let verb = if args.dry_run { "would remove" } else { "removed" };
     // A file that cannot be removed is reported and skipped: the rest still gets cleaned,

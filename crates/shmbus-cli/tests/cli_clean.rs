@@ -1,6 +1,7 @@
-//! `shmbus clean` keeps stale segments that hold undelivered data, and `ls`/`info`/`clean`
-//! work for a user with read permission only. Real processes against a scratch root (see
-//! `common`); a process that has exited is a dead one.
+//! `shmbus clean` keeps idle channels (nobody uses them, they hold data) until `--all` and
+//! removes stale ones, and `ls`/`info`/`clean` work for a user with read permission only.
+//! Real processes against a scratch root (see `common`); a process that has exited is a dead
+//! one.
 
 mod common;
 

@@ -206,7 +206,7 @@ fn special_files_under_a_channel_name_fail_fast_and_say_what_they_are() {
         assert!(out.contains(&format!("kept unreadable d/{name}")), "{out}");
         assert!(std::fs::symlink_metadata(dir.join(name)).is_ok(), "clean removed {name}");
     }
-    // The stale topic itself goes, by its own name; nothing else does.
+    // The idle topic itself goes (--force is --all), by its own name; nothing else does.
     assert!(out.contains("removed d/real (topic, idle;") && out.contains("removed 1 file(s)"), "{out}");
 }
 
