@@ -864,6 +864,15 @@ shmbus_status shmbus_worker_done(struct shmbus_worker *worker);
 // `worker` NULL or live.
 int32_t shmbus_worker_dispatcher_alive(const struct shmbus_worker *worker);
 
+// After a receive returned `SHMBUS_DISCONNECTED` (the dispatcher is gone): 1 if that
+// dispatcher finished normally (it was freed with `shmbus_dispatcher_free`; its process may
+// have exited since), 0 if it died holding the pool (killed, crashed). 0 before any
+// `SHMBUS_DISCONNECTED`, and if `worker` is NULL.
+//
+// # Safety
+// `worker` NULL or live.
+int32_t shmbus_worker_dispatcher_finished(const struct shmbus_worker *worker);
+
 // Sets how the worker's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
 // (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
 //

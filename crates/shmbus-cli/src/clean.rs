@@ -1,20 +1,26 @@
 //! `shmbus clean`: remove what dead processes left behind.
 //!
-//! * A segment is removed when its creator and every participant are dead
-//!   ([`SegmentReport::is_stale`](shmbus::admin::SegmentReport::is_stale)). A segment any live
-//!   process uses is left alone.
-//! * A stale queue, stream or pool that still holds undelivered data (messages sent and not
-//!   received, bytes not consumed, jobs not taken or not yet reported lost:
-//!   [`SegmentReport::pending`](shmbus::admin::SegmentReport::pending)) is kept and reported:
-//!   a producer may send and exit before its consumer starts, and nothing committed is lost.
-//!   `--force` removes it. A stale topic is removed whatever its history holds: the history
-//!   is a window of recent messages owed to no reader (see `shmbus::admin`).
-//! * A stale segment this user may not open read-write (e.g. a monitoring account with read
-//!   permission only) is reported as one it cannot remove, and kept, with or without
-//!   `--force`.
+//! Each channel is in use, idle or stale
+//! ([`SegmentReport::state`](shmbus::admin::SegmentReport::state), the rule `ls` and `info`
+//! show too):
+//!
+//! * A channel in use (its creator or a participant alive) is left alone.
+//! * A stale channel (nobody alive, nothing held: a topic never published to, a drained
+//!   queue or stream, a pool with no job outstanding) is removed.
+//! * An idle channel (nobody alive, but a topic with history, or a queue, stream or pool with
+//!   undelivered data) is kept and reported: a producer may send and exit before its
+//!   consumer starts, and `shmbus pub` then `shmbus sub --latest` is the quick start.
+//!   `--all` removes it too.
+//! * `--older-than AGE` removes only channels whose segment file was last modified (created)
+//!   at least AGE ago ([`SegmentReport::modified`](shmbus::admin::SegmentReport::modified)).
+//! * A segment nobody uses that this user may not open read-write (e.g. a monitoring account
+//!   with read permission only) is reported as one it cannot remove, and kept, whatever the
+//!   flags.
 //! * Temporary creation files (`.<name>.<pid>.<nanos>`) of dead creators are removed.
 //! * A file that is not a valid segment (bad magic, truncated, corrupt header) is reported
-//!   and kept: it may be someone's data. `--force` removes it too.
+//!   and kept: it may be someone's data. `--force` (which implies `--all`) removes it too.
+//! * A domain directory that this run emptied is removed (`rmdir` relative to the root:
+//!   never the root, never through a symlink, only when empty).
 //! * A file that cannot be checked (permission denied, another format version, I/O error) is
 //!   reported and never removed: a process of another user or shmbus version may be using it.
 //!
@@ -27,13 +33,16 @@
 //! channel file owned by an untrusted user, or anything but a regular file under a channel's
 //! name (FIFO, socket, device, symlink), is reported and kept.
 
+use std::time::{Duration, SystemTime};
+
 use serde::Serialize;
-use shmbus::{admin, OpenError};
+use shmbus::admin::{self, ChannelState, SegmentReport};
+use shmbus::OpenError;
 
 use crate::output::print_json;
 use crate::{Ctx, Result};
 
-/// `shmbus clean [--domain D] [--dry-run] [--force] [--json]`
+/// `shmbus clean [--domain D] [--dry-run] [--all] [--older-than AGE] [--force] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only this domain (default: every domain under the root).
@@ -42,8 +51,16 @@ pub struct Args {
     /// Print what would be removed; remove nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Also remove stale segments that hold undelivered data, and files that are not valid
-    /// segments (bad magic, truncated, corrupt).
+    /// Also remove idle channels: nobody uses them, but they hold data (a topic's history,
+    /// undelivered queue, stream or pool data).
+    #[arg(long)]
+    all: bool,
+    /// Remove only channels whose segment file was last modified (created) at least AGE ago:
+    /// `10m`, `7d` (a bare number is seconds).
+    #[arg(long, value_name = "AGE", value_parser = crate::units::secs_duration)]
+    older_than: Option<Duration>,
+    /// `--all`, and also remove files that are not valid segments (bad magic, truncated,
+    /// corrupt).
     #[arg(long)]
     force: bool,
     /// One JSON object when done (what was removed, kept, skipped) instead of a line each.
@@ -57,10 +74,12 @@ struct CleanJson {
     dry_run: bool,
     /// Files removed (or, with `--dry-run`, that would be).
     removed: Vec<FileJson>,
-    /// Stale or invalid files kept, and why.
+    /// Idle, recent, invalid or foreign files kept, and why.
     kept: Vec<FileJson>,
     /// Segments left alone because a live process uses them.
     in_use: usize,
+    /// Domain directories this run emptied and removed.
+    removed_domains: Vec<String>,
     /// Domains not looked into (a symlink, not a directory, untrusted owner).
     skipped_domains: Vec<ProblemJson>,
     /// Files whose removal failed (the exit status is then 1).
@@ -74,7 +93,9 @@ struct FileJson {
     /// The channel's kind, or `invalid` (not a valid segment), `unreadable` (cannot be
     /// checked), `untrusted` (not ours to touch) or `temporary` (a creation file).
     kind: String,
-    /// Undelivered data it held (kept, or discarded with `--force`), in `pending_unit`.
+    /// `in-use`, `idle` or `stale` for a channel (see `ls`); `null` for other files.
+    state: Option<&'static str>,
+    /// Undelivered data it held (kept, or discarded with `--all`), in `pending_unit`.
     pending: Option<u64>,
     pending_unit: Option<&'static str>,
     /// Why it was kept (`null` for a removed file).
@@ -88,7 +109,33 @@ struct ProblemJson {
     error: String,
 }
 
-/// Removes stale segments and temporary files; prints each removal.
+/// How long ago `report`'s segment file was last modified; `None` if unknown (or in the future).
+fn age(report: &SegmentReport) -> Option<Duration> {
+    SystemTime::now().duration_since(report.modified?).ok()
+}
+
+/// `d 3 h` style: the largest unit that fits, for the `kept … (modified … ago)` line.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        7200..=172_799 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86_400),
+    }
+}
+
+/// What an idle channel holds, for the `kept` line: `3 undelivered messages`, `2 messages in
+/// its history`.
+fn held(report: &SegmentReport) -> String {
+    match (report.pending, report.history_len) {
+        (Some(p), _) if p.count() > 0 => p.to_string(),
+        (_, Some(n)) => format!("{n} message{} in its history", if n == 1 { "" } else { "s" }),
+        _ => "data".into(),
+    }
+}
+
+/// Removes stale (with --all, idle) channels and temporary files; prints each removal.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let verb = if args.dry_run { "would remove" } else { "removed" };
     // With --json the lines are collected into one object, printed at the end.
@@ -101,11 +148,12 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         };
     }
     let file =
-        |path: &std::path::Path, kind: String, pending: Option<admin::Pending>, reason: Option<String>| FileJson {
+        |path: &std::path::Path, kind: String, report: Option<&SegmentReport>, reason: Option<String>| FileJson {
             path: path.display().to_string(),
             kind,
-            pending: pending.map(|p| p.count()),
-            pending_unit: pending.map(|p| p.unit()),
+            state: report.map(|r| r.state().as_str()),
+            pending: report.and_then(|r| r.pending).map(|p| p.count()),
+            pending_unit: report.and_then(|r| r.pending).map(|p| p.unit()),
             reason,
         };
     // A file that cannot be removed is reported and skipped: the rest still gets cleaned,
@@ -127,8 +175,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             }
         }
     };
-    let (mut removed, mut in_use, mut kept_pending, mut kept_invalid, mut not_ours) = (0usize, 0, 0, 0, 0);
-    let mut skipped_domains = 0usize;
+    let (mut removed, mut in_use, mut kept_idle, mut kept_invalid, mut not_ours) = (0usize, 0, 0, 0, 0);
+    let (mut kept_recent, mut removed_dirs, mut skipped_domains) = (0usize, 0usize, 0usize);
+    let all = args.all || args.force;
     for domain in ctx.domains(args.domain.as_deref())? {
         let dir = match domain.open_dir() {
             Ok(d) => d,
@@ -144,50 +193,64 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             }
         };
         let names = dir.channel_names().map_err(|e| crate::CliError::msg(format!("{}: {e}", dir.path().display())))?;
+        let removed_before = removed;
         for name in names {
             let what = format!("{}/{name}", domain.name());
             let path = dir.path().join(&name);
             match admin::inspect_in(&dir, &name) {
-                Ok(report) if !report.is_stale() => in_use += 1,
+                Ok(report) if report.state() == ChannelState::InUse => in_use += 1,
                 Ok(report) if !report.writable => {
                     not_ours += 1;
-                    let reason = "stale but this user may not open it read-write".to_owned();
+                    let reason = "nobody uses it, but this user may not open it read-write".to_owned();
                     json.borrow_mut().kept.push(file(
                         &path,
                         report.header.kind.to_string(),
-                        report.pending,
+                        Some(&report),
                         Some(reason),
                     ));
                     say!(
-                        "kept {what}: cannot check/remove it: stale ({}; creator pid {} dead, no live users) but this user may not open it read-write",
-                        report.header.kind, report.header.creator.pid
+                        "kept {what}: cannot check/remove it: {} ({}; creator pid {} dead, no live users) but this user may not open it read-write",
+                        report.state(),
+                        report.header.kind,
+                        report.header.creator.pid
                     );
                 }
-                Ok(report) if report.has_pending() && !args.force => {
-                    kept_pending += 1;
-                    let pending = report.pending.map(|p| p.to_string()).unwrap_or_default();
-                    let reason = "holds undelivered data".to_owned();
+                Ok(report) if report.state() == ChannelState::Idle && !all => {
+                    kept_idle += 1;
+                    let reason = format!("idle, holds {}", held(&report));
                     json.borrow_mut().kept.push(file(
                         &path,
                         report.header.kind.to_string(),
-                        report.pending,
+                        Some(&report),
                         Some(reason),
                     ));
-                    say!("kept {what}: {pending} (--force removes it)");
+                    say!("kept {what}: idle, holds {} (--all removes it)", held(&report));
+                }
+                Ok(report) if args.older_than.is_some_and(|min| age(&report).is_none_or(|a| a < min)) => {
+                    kept_recent += 1;
+                    let ago =
+                        age(&report).map_or_else(|| "at an unknown time".to_owned(), |a| format!("{} ago", human(a)));
+                    let reason = format!("{}, but modified {ago} (--older-than)", report.state());
+                    json.borrow_mut().kept.push(file(
+                        &path,
+                        report.header.kind.to_string(),
+                        Some(&report),
+                        Some(reason),
+                    ));
+                    say!("kept {what}: {}, but modified {ago} (--older-than)", report.state());
                 }
                 Ok(report) => {
                     if !remove(&dir, &name) {
                         continue;
                     }
                     removed += 1;
-                    json.borrow_mut().removed.push(file(&path, report.header.kind.to_string(), report.pending, None));
-                    let lost = match report.pending {
-                        Some(p) if p.count() > 0 => format!("; {p} discarded"),
-                        _ => String::new(),
-                    };
+                    json.borrow_mut().removed.push(file(&path, report.header.kind.to_string(), Some(&report), None));
+                    let lost =
+                        if report.holds_data() { format!("; {} discarded", held(&report)) } else { String::new() };
                     say!(
-                        "{verb} {what} ({}; creator pid {} dead, no live users{lost})",
+                        "{verb} {what} ({}, {}; creator pid {} dead, no live users{lost})",
                         report.header.kind,
+                        report.state(),
                         report.header.creator.pid
                     );
                 }
@@ -227,17 +290,39 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             json.borrow_mut().removed.push(file(&t.path, "temporary".into(), None, None));
             say!("{verb} temporary file {} (creator pid {} dead)", t.path.display(), t.pid);
         }
+        // A domain this run emptied goes too (never one that was empty before: someone may
+        // have made it for a channel to come). With --dry-run nothing was emptied.
+        if removed > removed_before && !args.dry_run {
+            drop(dir);
+            match domain.remove_dir_if_empty() {
+                Ok(true) => {
+                    removed_dirs += 1;
+                    json.borrow_mut().removed_domains.push(domain.name().to_owned());
+                    say!("removed empty domain {}", domain.name());
+                }
+                Ok(false) => {}
+                Err(e) => eprintln!("shmbus clean: cannot remove empty domain {}: {e}", domain.name()),
+            }
+        }
     }
     let skipped = match skipped_domains {
         0 => String::new(),
         n => format!("; skipped {n} untrusted or invalid domain(s)"),
+    };
+    let dirs = match removed_dirs {
+        0 => String::new(),
+        n => format!(" and {n} empty domain(s)"),
+    };
+    let recent = match args.older_than {
+        Some(_) => format!(", {kept_recent} more recent than --older-than"),
+        None => String::new(),
     };
     json.borrow_mut().in_use = in_use;
     if args.json {
         print_json(&json.into_inner())?;
     }
     say!(
-        "{verb} {removed} file(s); kept {in_use} in use, {kept_pending} with undelivered data, {not_ours} this user may not remove, {kept_invalid} invalid or unreadable{skipped}"
+        "{verb} {removed} file(s){dirs}; kept {in_use} in use, {kept_idle} idle, {not_ours} this user may not remove, {kept_invalid} invalid or unreadable{recent}{skipped}"
     );
     match failed.get() {
         0 => Ok(()),

@@ -43,11 +43,20 @@ use crate::{CliError, Ctx, Result};
 /// How long consumers keep receiving after the producers' last message.
 const DRAIN_NS: u64 = 300_000_000;
 
-/// `shmbus demo [--seconds S] [--image-bytes B] [--json]`
+/// `shmbus demo [--seconds S] [--image-bytes B] [--json]`: the profile's [`RunArgs`], read
+/// with the CLI's units (`--seconds 1.5m`, `--image-bytes 6M`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[command(flatten)]
-    run: RunArgs,
+    /// How long the producers publish: seconds (fractions allowed), or with a unit (`90s`,
+    /// `1.5m`).
+    #[arg(long, default_value = "10", value_name = "S", value_parser = crate::units::secs_duration)]
+    seconds: std::time::Duration,
+    /// Size of each `image` message: bytes, or with K, M, G (powers of 1024).
+    #[arg(long, default_value_t = shmbus_profile::IMAGE_BYTES, value_name = "B", value_parser = crate::units::size_usize)]
+    image_bytes: usize,
+    /// One JSON object with every number instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// One process of the demo (hidden `demo-role` subcommand).
@@ -168,7 +177,7 @@ fn read_result<T: serde::de::DeserializeOwned>(label: &str, out: &mut impl Read)
 
 /// Runs the profile and prints the latencies.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
-    let args = &args.run;
+    let args = &RunArgs { seconds: args.seconds.as_secs_f64(), image_bytes: args.image_bytes, json: args.json };
     args.check().map_err(CliError::msg)?;
     let domain = fresh_domain(ctx)?;
     let mut run = Run { domain: domain.clone(), children: Vec::new() };

@@ -40,6 +40,7 @@ struct InfoJson<'a> {
     created_ns: u64,
     age_s: f64,
     stale: bool,
+    state: &'static str,
     pending: Option<u64>,
     pending_unit: Option<&'static str>,
     writable: bool,
@@ -97,6 +98,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             created_ns: h.created_ns,
             age_s,
             stale: report.is_stale(),
+            state: report.state().as_str(),
             pending: report.pending.map(|p| p.count()),
             pending_unit: report.pending.map(|p| p.unit()),
             writable: report.writable,
@@ -134,12 +136,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     if let Some(p) = report.pending {
         writeln!(out, "pending       {p}")?;
     }
-    let stale = if report.is_stale() {
-        format!("yes: {}", crate::ls::stale_note(report.pending, report.writable))
-    } else {
-        "no".into()
+    let state = match crate::ls::state_note(&report) {
+        n if n.is_empty() => report.state().to_string(),
+        n => n,
     };
-    writeln!(out, "stale         {stale}")?;
+    writeln!(out, "state         {state}")?;
     writeln!(out, "participants  {} live, {} dead (awaiting reclaim)", report.live.len(), report.dead.len())?;
     for p in &report.live {
         writeln!(out, "  pid {:<8} {:<11} entry {}", p.process.pid, role(p.role), p.index)?;

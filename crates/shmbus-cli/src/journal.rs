@@ -10,7 +10,7 @@
 //! only duplicate possible is the one entry a `tail` was killed between printing and
 //! acknowledging.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -170,6 +170,10 @@ struct DumpArgs {
     /// line each, exact), raw (the bytes as they are, no separator).
     #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
     format: Format,
+    /// No progress bar (one is drawn on stderr for a large journal when stderr is a terminal
+    /// and stdout is not).
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -462,14 +466,24 @@ fn dump(a: &DumpArgs) -> Result<()> {
     let j = open_existing(&a.dir.dir)?;
     let mut t = positioned(&j, &a.from, Journal::tailer)?;
     t.set_cipher(cipher);
+    let progress = match crate::progress::allowed(a.quiet, a.json) && !std::io::stdout().is_terminal() {
+        true => {
+            let st = journal_info(&a.dir.dir)?;
+            crate::progress::Progress::over_journal(true, "dump", st.first_index, st.next_index, st.bytes)
+        }
+        false => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
+    };
     let mut out = std::io::stdout().lock();
     let mut lines = a.json.then(JsonLines::new);
     let mut skipped = Skipped::default();
     loop {
         match t.try_recv_ref() {
-            Ok(e) => print_entry(&mut out, lines.as_mut(), a.format, e.index(), e.ts_ns(), e.data())?,
+            Ok(e) => {
+                print_entry(&mut out, lines.as_mut(), a.format, e.index(), e.ts_ns(), e.data())?;
+                progress.at(e.index());
+            }
             Err(JournalTryRecvError::Empty) => break,
-            Err(e) if survivable_now(&e, &mut skipped) => {}
+            Err(e) if progress.suspend(|| survivable_now(&e, &mut skipped)) => {}
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", a.dir.dir.display()))),
         }
     }

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use serde::Serialize;
-use shmbus::admin::{self, Pending};
+use shmbus::admin::{self, ChannelState, Pending, SegmentReport};
 use shmbus::domain::DomainDir;
 use shmbus::{Domain, OpenError};
 
@@ -21,7 +21,8 @@ pub struct Args {
     json: bool,
 }
 
-/// One channel as listed. A file that fails validation has kind `invalid` and `error` set.
+/// One channel as listed. A file that fails validation has kind `invalid`, state `broken`
+/// and `error` set.
 #[derive(Debug)]
 struct Entry {
     domain: String,
@@ -32,6 +33,10 @@ struct Entry {
     creator_pid: Option<u32>,
     creator_alive: Option<bool>,
     stale: Option<bool>,
+    /// `in-use`, `idle`, `stale` ([`ChannelState::as_str`]) or `broken` (`error` set).
+    state: &'static str,
+    /// Why it is idle or stale and what `clean` does with it; empty when in use.
+    state_note: String,
     pending: Option<Pending>,
     writable: Option<bool>,
     error: Option<String>,
@@ -52,6 +57,7 @@ struct EntryJson<'a> {
     creator_pid: Option<u32>,
     creator_alive: Option<bool>,
     stale: Option<bool>,
+    state: &'static str,
     pending: Option<u64>,
     pending_unit: Option<&'static str>,
     writable: Option<bool>,
@@ -76,6 +82,7 @@ impl Entry {
             creator_pid: self.creator_pid,
             creator_alive: self.creator_alive,
             stale: self.stale,
+            state: self.state,
             pending: self.pending.map(|p| p.count()),
             pending_unit: self.pending.map(|p| p.unit()),
             writable: self.writable,
@@ -84,26 +91,40 @@ impl Entry {
         }
     }
 
-    /// The NOTE column: the kind's live state, then whether the channel is stale or broken.
+    /// The NOTE column: the kind's live state, then whether the channel is idle, stale or
+    /// broken.
     fn note(&self) -> String {
-        let state = match (&self.error, self.stale) {
-            (Some(e), _) => e.clone(),
-            (None, Some(true)) => format!("stale ({})", stale_note(self.pending, self.writable == Some(true))),
-            (None, _) => String::new(),
+        let state = match &self.error {
+            Some(e) => format!("broken: {e}"),
+            None => self.state_note.clone(),
         };
         [self.summary.detail.as_str(), &state].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join("; ")
     }
 }
 
-/// Why a channel is stale and what `shmbus clean` would do with it (for `ls` and `info`).
-pub fn stale_note(pending: Option<Pending>, writable: bool) -> String {
-    match pending {
-        _ if !writable => "creator and users dead; this user may not remove it".into(),
-        Some(p) if p.count() > 0 => {
-            format!("creator and users dead; holds {p}: `shmbus clean` keeps it, `--force` removes it")
+/// `idle (…)` or `stale (…)`: why nobody's channel is what it is and what `shmbus clean` does
+/// with it (for `ls` and `info`); empty for a channel in use.
+pub fn state_note(report: &SegmentReport) -> String {
+    let state = report.state();
+    let what = match state {
+        ChannelState::InUse => return String::new(),
+        ChannelState::Idle => {
+            let held = match (report.pending, report.history_len) {
+                (Some(p), _) if p.count() > 0 => p.to_string(),
+                (_, Some(n)) => format!("{n} message{} in its history", if n == 1 { "" } else { "s" }),
+                _ => "data".into(),
+            };
+            match report.writable {
+                true => format!("creator and users dead; holds {held}: `shmbus clean` keeps it, `--all` removes it"),
+                false => format!("creator and users dead; holds {held}; this user may not remove it"),
+            }
         }
-        _ => "creator and users dead; `shmbus clean` removes it".into(),
-    }
+        ChannelState::Stale => match report.writable {
+            true => "creator and users dead, holds nothing; `shmbus clean` removes it".into(),
+            false => "creator and users dead, holds nothing; this user may not remove it".into(),
+        },
+    };
+    format!("{state} ({what})")
 }
 
 /// `None` if the file vanished since the directory was read.
@@ -117,6 +138,8 @@ fn describe(domain: &Domain, dir: &DomainDir, name: &str) -> Option<Entry> {
         creator_pid: None,
         creator_alive: None,
         stale: None,
+        state: "broken",
+        state_note: String::new(),
         pending: None,
         writable: None,
         error: None,
@@ -133,6 +156,8 @@ fn describe(domain: &Domain, dir: &DomainDir, name: &str) -> Option<Entry> {
     e.creator_pid = Some(report.header.creator.pid);
     e.creator_alive = Some(report.creator_alive);
     e.stale = Some(report.is_stale());
+    e.state = report.state().as_str();
+    e.state_note = state_note(&report);
     e.pending = report.pending;
     e.writable = Some(report.writable);
     match kinds::summarize(domain, name, &report) {

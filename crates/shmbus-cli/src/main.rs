@@ -24,6 +24,7 @@ mod ls;
 mod output;
 mod payload;
 mod pool;
+mod progress;
 mod pubsub;
 mod queue;
 mod record;
@@ -143,6 +144,19 @@ fn command() -> clap::Command {
     // command is built: give the journal's commands a hidden copy first (still accepted, and
     // still propagated to `Cli::root`, but not shown).
     cmd.mut_subcommand("journal", |journal| with_hidden(journal, &root.hide(true)))
+}
+
+/// `cmd` without its hidden subcommands (`demo-role`), for `completions`: the completion
+/// generators list every subcommand, hidden or not. Only what completion reads is kept: the
+/// name, version, about, the top-level arguments and the visible subcommands.
+fn without_hidden_verbs(cmd: clap::Command) -> clap::Command {
+    let visible: Vec<clap::Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+    let args: Vec<clap::Arg> = cmd.get_arguments().cloned().collect();
+    let mut out = clap::Command::new("shmbus").version(env!("CARGO_PKG_VERSION")).args(args).subcommands(visible);
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    out
 }
 
 /// `cmd` and its subcommands with `arg` added.
@@ -342,7 +356,7 @@ fn main() -> ExitCode {
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
         Command::Top(a) => top::run(&ctx, &a),
         Command::Completions(a) => {
-            clap_complete::generate(a.shell, &mut command(), "shmbus", &mut std::io::stdout());
+            clap_complete::generate(a.shell, &mut without_hidden_verbs(command()), "shmbus", &mut std::io::stdout());
             Ok(())
         }
         Command::Man => clap_mangen::Man::new(command())

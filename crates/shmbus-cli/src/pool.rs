@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use shmbus::pool::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, PoolTrySendError};
 use shmbus::Domain;
 
-use crate::input::for_each_input;
 use crate::output::{JobHead, JsonLines, MessageLine};
+use crate::payload::{InFormat, Input};
 use crate::{CliError, Ctx, Result};
 
 /// Sleep between two dispatch attempts while every worker is busy.
@@ -46,7 +46,8 @@ struct LayoutArgs {
     max_job_size: Option<usize>,
 }
 
-/// `shmbus pool dispatch --domain D NAME [--max-workers N] [--max-job-size B] [--data TEXT] [--timeout-ms T]`
+/// `shmbus pool dispatch --domain D NAME [--max-workers N] [--max-job-size B] [--data TEXT | --file PATH]
+/// [--format text|hex|base64] [--timeout-ms T]`
 #[derive(Debug, clap::Args)]
 struct DispatchArgs {
     /// The pool's domain. Default: $SHMBUS_DOMAIN.
@@ -56,10 +57,17 @@ struct DispatchArgs {
     name: String,
     #[command(flatten)]
     layout: LayoutArgs,
-    /// Dispatch this one job. Without it, every line of stdin is one job (without its
-    /// newline).
-    #[arg(long, value_name = "TEXT")]
+    /// Dispatch this one job. Without it (or --file), every line of stdin is one job
+    /// (without its newline).
+    #[arg(long, value_name = "TEXT", conflicts_with = "file")]
     data: Option<String>,
+    /// Dispatch the whole content of this file as one job (binary or multi-line).
+    #[arg(long, value_name = "PATH")]
+    file: Option<std::path::PathBuf>,
+    /// How --data and each stdin line are written: text (as they are), hex or base64
+    /// (decoded before dispatching: any bytes, newlines included).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "file")]
+    format: InFormat,
     /// How long to keep retrying a job while every worker is busy: milliseconds, or with a
     /// unit (`5s`).
     #[arg(long, value_name = "MS", default_value = "5000", value_parser = crate::units::millis)]
@@ -124,7 +132,8 @@ fn dispatch(ctx: &Ctx, args: &DispatchArgs) -> Result<()> {
     let mut lines = args.json.then(JsonLines::new);
     report_lost(&mut out, lines.as_mut(), &mut d)?;
     let mut job = Dispatch { args, d, sent: 0, lines };
-    for_each_input(args.data.as_deref(), job.d.max_job_len(), |line| job.one(&mut out, line))
+    let input = Input { data: args.data.clone(), file: args.file.clone(), format: args.format };
+    input.for_each(job.d.max_job_len(), None, |msg| job.one(&mut out, msg))
 }
 
 /// A line of `pool dispatch --json`: a job given to a worker, or lost with it.

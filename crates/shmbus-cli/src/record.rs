@@ -105,7 +105,7 @@ impl<'a> Recorded<'a> {
     }
 }
 
-/// `shmbus record --domain D TOPIC... --dir DIR [--count N] [--seconds S]`
+/// `shmbus record --domain D TOPIC... --dir DIR [--count N] [--seconds S] [--timeout-ms T]`
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
     /// The topics' domain. Default: $SHMBUS_DOMAIN.
@@ -123,9 +123,16 @@ pub struct RecordArgs {
     /// Stop (with 0) after this long: seconds (fractions allowed), or with a unit (`5m`).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     seconds: Option<f64>,
+    /// Fail (exit 1) when no message arrives on any topic for this long (default: wait for
+    /// ever); what was recorded before stays committed.
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
+    timeout_ms: Option<u64>,
     /// Print the summary as one JSON object {"messages","gaps","topics":{name: count}}.
     #[arg(long)]
     json: bool,
+    /// No progress on stderr (shown for a large recording when stderr is a terminal).
+    #[arg(long)]
+    quiet: bool,
     /// Wait up to SECS for every topic to be created instead of failing when it does not
     /// exist yet (listeners may start first).
     #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
@@ -163,8 +170,10 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     let (mut total, mut gaps) = (0u64, 0u64);
     let (mut buf, mut entry) = (Vec::new(), Vec::new());
     let mut ready = Vec::new();
+    let per_message = args.timeout_ms.map(Duration::from_millis);
+    let mut progress = crate::progress::Counter::new(crate::progress::allowed(args.quiet, args.json), args.count);
     'run: while args.count.is_none_or(|n| total < n) {
-        let timeout = match until {
+        let left = match until {
             Some(u) => {
                 let now = monotonic_ns();
                 if now >= u {
@@ -174,6 +183,12 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             }
             None => None,
         };
+        // The wait ends at `--seconds` (done) or `--timeout-ms` (an error), whichever is first.
+        let (timeout, timing_out) = match (left, per_message) {
+            (Some(l), Some(p)) if p < l => (Some(p), true),
+            (None, Some(p)) => (Some(p), true),
+            (l, _) => (l, false),
+        };
         let waited = match timeout {
             Some(t) => ws.wait_timeout(&waitables, t),
             None => ws.wait(&waitables).map_err(WaitTimeoutError::from),
@@ -182,6 +197,14 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             Ok(r) => {
                 ready.clear();
                 ready.extend_from_slice(r);
+            }
+            Err(WaitTimeoutError::Timeout) if timing_out => {
+                return Err(CliError::msg(format!(
+                    "no message on {} within --timeout-ms {} ms ({total} message(s) recorded before, committed in {})",
+                    names.join(", "),
+                    args.timeout_ms.unwrap_or(0),
+                    args.dir.display()
+                )));
             }
             Err(WaitTimeoutError::Timeout) => break,
             Err(e) => return Err(e.into()),
@@ -206,10 +229,11 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                         app.send(&entry).map_err(|e| CliError::msg(format!("append failed: {e}")))?;
                         counts[i] += 1;
                         total += 1;
+                        progress.add(buf.len());
                     }
                     Err(TopicTryRecvError::Empty) => break,
                     Err(TopicTryRecvError::Lagged { missed }) => {
-                        eprintln!("gap: {missed} message(s) of {name} skipped (not recorded)");
+                        progress.suspend(|| eprintln!("gap: {missed} message(s) of {name} skipped (not recorded)"));
                         gaps += missed;
                     }
                     Err(e) => return Err(CliError::msg(format!("receive from {name} failed: {e}"))),
@@ -217,6 +241,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             }
         }
     }
+    drop(progress);
     let mut out = std::io::stdout().lock();
     if args.json {
         let topics = subs.iter().zip(&counts).map(|(s, c)| (s.0.as_str(), *c)).collect();
@@ -295,6 +320,9 @@ pub struct ReplayArgs {
     /// Print the summary as one JSON object {"messages","topics":{name: count}}.
     #[arg(long)]
     json: bool,
+    /// No progress bar on stderr (shown for a large recording when stderr is a terminal).
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// Opens the topic for replay, creating it if missing with room for `min_slot` bytes.
@@ -366,6 +394,13 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         None => j.tailer(),
     }
     .map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    let progress = match crate::progress::allowed(args.quiet, args.json) {
+        true => match Journal::status(&args.dir) {
+            Ok(st) => crate::progress::Progress::over_journal(true, "replay", st.first_index, st.next_index, st.bytes),
+            Err(_) => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
+        },
+        false => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
+    };
     let mut pubs: HashMap<String, Publisher> = HashMap::new();
     let mut counts: Vec<(String, u64)> = Vec::new();
     let mut total = 0u64;
@@ -377,13 +412,14 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
             Ok(e) => e,
             Err(JournalTryRecvError::Empty) => break,
             Err(JournalTryRecvError::Gap { from, to }) => {
-                eprintln!("gap: entries {from}..{to} were removed by retention before they were read");
+                progress
+                    .suspend(|| eprintln!("gap: entries {from}..{to} were removed by retention before they were read"));
                 continue;
             }
             Err(e @ (JournalTryRecvError::Corrupt(_) | JournalTryRecvError::Damaged { .. })) => {
                 // Reported and skipped; the exit status says so at the end.
                 damaged += 1;
-                eprintln!("damaged: {e}");
+                progress.suspend(|| eprintln!("damaged: {e}"));
                 continue;
             }
             Err(
@@ -392,11 +428,12 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
                 | JournalTryRecvError::Unauthenticated { .. }
                 | JournalTryRecvError::PositionReset { .. }),
             ) => {
-                eprintln!("skipped: {e}");
+                progress.suspend(|| eprintln!("skipped: {e}"));
                 continue;
             }
             Err(e) => return Err(CliError::msg(format!("reading {}: {e}", args.dir.display()))),
         };
+        progress.at(e.index());
         let rec = Recorded::decode(e.data())
             .map_err(|what| CliError::msg(format!("{} entry {}: {what}", args.dir.display(), e.index())))?;
         if !args.topics.is_empty() && !args.topics.iter().any(|n| n == rec.topic) {
@@ -431,6 +468,7 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         }
         total += 1;
     }
+    drop(progress);
     let mut out = std::io::stdout().lock();
     if args.json {
         let topics = counts.iter().map(|(n, c)| (n.as_str(), *c)).collect();

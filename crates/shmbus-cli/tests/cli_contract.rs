@@ -32,6 +32,16 @@ fn completions_name_the_verbs_in_every_shell() {
         let script = r.ok(&["completions", shell]);
         assert!(script.contains("journal") && script.contains("dispatch"), "{shell}: {script}");
     }
+    // The hidden internal verb of `shmbus demo` is offered in no shell (in any spelling the
+    // generators use: demo-role, demo__role, demo_role), while the flags of visible verbs,
+    // the global --root included, still are.
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let script = r.ok(&["completions", shell]);
+        for spelling in ["demo-role", "demo__role", "demo_role", "demo role"] {
+            assert!(!script.contains(spelling), "{shell} completes the hidden {spelling}");
+        }
+        assert!(script.contains("older-than") && script.contains("root"), "{shell}: {script}");
+    }
     let out = r.run(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(one_error_line(&out).contains("possible values"));

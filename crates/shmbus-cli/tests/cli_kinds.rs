@@ -195,6 +195,47 @@ fn pool_dispatch_reaches_a_running_worker() {
     assert!(jobs.iter().all(|j| j["worker"] == 0 && j["len"] == j["data"].as_str().unwrap().len()));
 }
 
+/// `pool dispatch --format hex|base64` decodes each line (any bytes, newlines included) and
+/// `--file PATH` sends a whole file as one job, as `pub` does.
+#[test]
+fn pool_dispatch_takes_formats_and_files_like_pub() {
+    let r = Root::new();
+    let worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "2", "--json", "--timeout-ms", "20000"]);
+    r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+    // "a\nb" and the bytes 00 ff.
+    let out = r.run_stdin(
+        &["pool", "dispatch", "--domain", "d", "p", "--format", "base64", "--timeout-ms", "20000"],
+        b"YQpi\nAP8=\n",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jobs = json_lines(&worker.finish_ok());
+    assert_eq!((jobs[0]["data"].as_str(), jobs[0]["len"].as_u64()), (Some("a\nb"), Some(3)));
+    assert_eq!((jobs[1]["data_base64"].as_str(), jobs[1]["len"].as_u64()), (Some("AP8="), Some(2)));
+
+    // A worker stops when its dispatcher finishes: one worker per `dispatch`.
+    let file = r.0.join("job.bin");
+    std::fs::write(&file, b"line 1\nline 2\n\x00").unwrap();
+    let file = file.to_str().unwrap();
+    let mut got = Vec::new();
+    for how in [&["--file", file][..], &["--format", "hex", "--data", "6869"]] {
+        let worker =
+            r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "1", "--json", "--timeout-ms", "20000"]);
+        r.wait_info("d", "p", |v| v["workers_idle"] == 1);
+        let mut args = vec!["pool", "dispatch", "--domain", "d", "p", "--timeout-ms", "20000"];
+        args.extend_from_slice(how);
+        r.ok(&args);
+        got.extend(json_lines(&worker.finish_ok()));
+    }
+    assert_eq!((got[0]["data"].as_str(), got[0]["len"].as_u64()), (Some("line 1\nline 2\n\u{0}"), Some(15)));
+    assert_eq!(got[1]["data"].as_str(), Some("hi"));
+
+    // As for `pub`: a line that does not decode is named; --file excludes --data and --format.
+    let e = r.fails(&["pool", "dispatch", "--domain", "d", "p", "--format", "hex", "--data", "zz"]);
+    assert!(e.contains("--data"), "{e}");
+    let out = r.run(&["pool", "dispatch", "--domain", "d", "p", "--file", file, "--data", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
 #[test]
 fn pool_dispatch_errors_are_clear() {
     let r = Root::new();

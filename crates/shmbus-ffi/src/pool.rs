@@ -500,6 +500,19 @@ pub unsafe extern "C" fn shmbus_worker_dispatcher_alive(worker: *const shmbus_wo
     unsafe { value_of(worker, 0, |w| i32::from(w.worker.dispatcher_alive())) }
 }
 
+/// After a receive returned `SHMBUS_DISCONNECTED` (the dispatcher is gone): 1 if that
+/// dispatcher finished normally (it was freed with `shmbus_dispatcher_free`; its process may
+/// have exited since), 0 if it died holding the pool (killed, crashed). 0 before any
+/// `SHMBUS_DISCONNECTED`, and if `worker` is NULL.
+///
+/// # Safety
+/// `worker` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_worker_dispatcher_finished(worker: *const shmbus_worker) -> i32 {
+    // SAFETY: per this function's contract.
+    unsafe { value_of(worker, 0, |w| i32::from(w.worker.dispatcher_finished())) }
+}
+
 /// Sets how the worker's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
 /// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
 ///

@@ -227,6 +227,10 @@ fn close;
 /// Whether a live dispatcher holds the pool.
 fn dispatcher_alive -> bool;
 
+/// After a receive raised `Disconnected` (the dispatcher is gone): whether that dispatcher
+/// finished normally (closed) rather than dying holding the pool. False before.
+fn dispatcher_finished -> bool;
+
 /// The worker's mailbox index.
 #[getter]
 fn index -> usize;

@@ -36,6 +36,44 @@ def test_dispatch_and_hand_back(domain):
     assert status["max_workers"] == 2 and status["workers"] == 1 and status["dispatched"] >= 2
 
 
+def test_worker_tells_a_finished_dispatcher_from_a_dead_one(domain):
+    pool = shmbus.Pool.create_or_open(domain, "p", max_workers=2, max_job_len=16)
+    disp = pool.dispatcher()
+    worker = pool.worker()
+    assert not worker.dispatcher_finished()  # no dispatcher gone yet
+    with pytest.raises(shmbus.Empty):
+        worker.try_recv()
+    disp.close()  # finishes normally
+    with pytest.raises(shmbus.Disconnected):
+        worker.recv(timeout=5)
+    assert worker.dispatcher_finished()
+    worker.close()
+
+    # One SIGKILLed while holding the pool died: not finished.
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys, shmbus
+            d = shmbus.Domain(sys.argv[1], root=sys.argv[2])
+            disp = shmbus.Pool.open(d, "p").dispatcher()
+            print("ready", flush=True)
+            sys.stdin.read()  # hold the pool until killed
+        """), domain.name, domain.root],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        worker = pool.worker()
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        with pytest.raises(shmbus.Disconnected):
+            worker.recv(timeout=30)
+        assert not worker.dispatcher_finished()
+        worker.close()
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_worker_threads(domain):
     pool = shmbus.Pool.create_or_open(domain, "p", max_workers=2, max_job_len=16)
     disp = pool.dispatcher()

@@ -22,14 +22,23 @@
 //! * **topic**: `None`, by decision. A topic promises its history as a window of the last N
 //!   messages that publishers overwrite without waiting for anyone, and a new subscriber
 //!   starts at new messages: no message in a topic is owed to any reader, so none is
-//!   undelivered. Once every publisher and subscriber is gone the history is stale state,
-//!   and `shmbus clean` removes the topic like any other stale segment. Keep messages that
-//!   must outlive their processes in a journal (`shmbus record`).
+//!   undelivered. What its history holds is reported apart
+//!   ([`SegmentReport::history_len`]): a later `sub --from`/`--latest` can still read it.
 //! * **journal**: `None`: journal data lives in its directory, which `clean` never touches.
 //!
-//! A queue, stream or pool with pending data is a legitimate state even when every process
-//! is gone (a producer may send and exit before its consumer starts), so `shmbus clean`
-//! keeps such a segment unless told `--force`.
+//! # In use, idle, stale
+//!
+//! [`SegmentReport::state`] is the one rule `shmbus ls`, `info` and `clean` (and the
+//! bindings) apply, a [`ChannelState`]:
+//!
+//! * **in use**: the creator or some participant is alive;
+//! * **idle**: nobody is alive, but the channel holds something a later reader can use: a
+//!   topic with messages in its history, a queue, stream or pool with pending data. A
+//!   producer may send and exit before its consumer starts, and `shmbus pub` then
+//!   `shmbus sub --latest` is the quick start: an idle channel is a legitimate state, and
+//!   `shmbus clean` keeps it unless told `--all`;
+//! * **stale**: nobody is alive and there is nothing to give (a topic nobody ever published
+//!   to, a drained queue or stream, a pool with no job outstanding): `shmbus clean` removes it.
 //!
 //! # Removing a channel
 //!
@@ -88,6 +97,42 @@ pub struct SegmentReport {
     /// Committed data no reader has taken yet (see the [module docs](self)); `None` for kinds
     /// that owe no delivery (topics, journals).
     pub pending: Option<Pending>,
+    /// Topic: the messages its history holds now (the committed ones, at most `history`);
+    /// `None` for the other kinds.
+    pub history_len: Option<u64>,
+    /// When the segment file was last modified (its `mtime`, read from the open file): when
+    /// it was created, as endpoints write through the mapping, which does not change it.
+    /// `None` where the file system does not say.
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// Whether anyone uses a channel and, if not, whether it holds something for a later
+/// reader: see the [module docs](self#in-use-idle-stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChannelState {
+    /// The creator or some participant is alive.
+    InUse,
+    /// Nobody is alive; it holds messages, data or jobs a later reader can use.
+    Idle,
+    /// Nobody is alive and it holds nothing a reader could use.
+    Stale,
+}
+
+impl ChannelState {
+    /// The stable lowercase token tools print: `in-use`, `idle` or `stale`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelState::InUse => "in-use",
+            ChannelState::Idle => "idle",
+            ChannelState::Stale => "stale",
+        }
+    }
+}
+
+impl fmt::Display for ChannelState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Committed data a segment holds that no reader has taken yet: what removing it would lose.
@@ -139,14 +184,38 @@ impl fmt::Display for Pending {
 }
 
 impl SegmentReport {
-    /// Neither the creator nor any participant is alive: `shmbus clean` may remove it.
-    pub fn is_stale(&self) -> bool {
+    /// Neither the creator nor any participant is alive (the channel is
+    /// [idle or stale](Self::state)).
+    pub fn is_unused(&self) -> bool {
         !self.creator_alive && self.live.is_empty()
+    }
+
+    /// Nobody uses the channel and it holds nothing for a later reader: `shmbus clean`
+    /// removes it ([`ChannelState::Stale`]).
+    pub fn is_stale(&self) -> bool {
+        self.state() == ChannelState::Stale
+    }
+
+    /// In use, idle or stale: see the [module docs](self#in-use-idle-stale).
+    pub fn state(&self) -> ChannelState {
+        if !self.is_unused() {
+            ChannelState::InUse
+        } else if self.holds_data() {
+            ChannelState::Idle
+        } else {
+            ChannelState::Stale
+        }
     }
 
     /// The segment holds committed data no reader has taken yet (see [`Pending`]).
     pub fn has_pending(&self) -> bool {
         self.pending.is_some_and(|p| p.count() > 0)
+    }
+
+    /// The segment holds something a later reader can use: pending data, or messages in a
+    /// topic's history.
+    pub fn holds_data(&self) -> bool {
+        self.has_pending() || self.history_len.is_some_and(|n| n > 0)
     }
 
     /// Live participants in the role named `role` (see [`role_name`]).
@@ -288,20 +357,32 @@ fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
     let writable = dir.open_channel(name, true).is_ok();
     let header = *seg.info();
     let (live, dead) = seg.participant_view().list().into_iter().partition(|p| process_is_alive(p.process));
-    let pending = pending_of(seg)?;
-    Ok(SegmentReport { path, creator_alive: process_is_alive(header.creator), header, live, dead, writable, pending })
+    let modified = seg.file().metadata().and_then(|m| m.modified()).ok();
+    let (pending, history_len) = contents_of(seg)?;
+    Ok(SegmentReport {
+        path,
+        creator_alive: process_is_alive(header.creator),
+        header,
+        live,
+        dead,
+        writable,
+        pending,
+        history_len,
+        modified,
+    })
 }
 
-/// What the segment's kind holds undelivered, by the kind's own index readers.
+/// What the segment's kind holds undelivered, and its history, by the kind's own index
+/// readers.
 #[cfg(not(loom))]
-fn pending_of(seg: Segment<ReadOnly>) -> Result<Option<Pending>, OpenError> {
-    crate::kind::info(seg.info().kind).pending(seg)
+fn contents_of(seg: Segment<ReadOnly>) -> Result<(Option<Pending>, Option<u64>), OpenError> {
+    crate::kind::info(seg.info().kind).contents(seg)
 }
 
 /// The kinds' segment code is not built under loom.
 #[cfg(loom)]
-fn pending_of(_seg: Segment<ReadOnly>) -> Result<Option<Pending>, OpenError> {
-    Ok(None)
+fn contents_of(_seg: Segment<ReadOnly>) -> Result<(Option<Pending>, Option<u64>), OpenError> {
+    Ok((None, None))
 }
 
 /// A live process attached to a channel, as [`RemoveError::InUse`] reports it.

@@ -417,6 +417,26 @@ impl Domain {
         }
     }
 
+    /// Removes the domain directory if it is empty (`unlinkat` with `AT_REMOVEDIR` relative to
+    /// the root's descriptor: never the root itself, never through a symlink). Returns whether
+    /// it removed it: `false` when the directory is missing, not empty, or not a directory.
+    /// A creator that opened the directory just before may then fail to create its channel
+    /// in it (`NotFound`) and should retry; `shmbus clean` calls this only for a directory it
+    /// has just emptied.
+    pub fn remove_dir_if_empty(&self) -> io::Result<bool> {
+        let root = fs::open_dir(&self.root)?;
+        match fs::remove_dir_at(root.as_fd(), OsStr::new(&self.dir_name())) {
+            Ok(()) => Ok(true),
+            Err(e)
+                if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::DirectoryNotEmpty)
+                    || fs::is_not_directory(&e) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Names of the channels in this domain (validated names, sorted): see
     /// [`DomainDir::channel_names`]. Empty if the domain directory does not exist; an
     /// untrusted or non-directory domain is an error.

@@ -34,6 +34,13 @@ pub(crate) trait KindInfo: Sync {
     /// opened read-only (loads only); `None` for a kind that owes no delivery.
     fn pending(&self, seg: Segment<ReadOnly>) -> Result<Option<Pending>, OpenError>;
 
+    /// What `seg` (a validated segment of this kind opened read-only) holds for a later
+    /// reader: its [`pending`](Self::pending) data, and for a kind that keeps a history
+    /// instead (the topic) the messages that history holds now.
+    fn contents(&self, seg: Segment<ReadOnly>) -> Result<(Option<Pending>, Option<u64>), OpenError> {
+        Ok((self.pending(seg)?, None))
+    }
+
     /// The live state of channel `name` in `domain`, read through a read-only mapping (read
     /// permission suffices, nothing is written). `params` is left empty: the caller has the
     /// header.

@@ -225,7 +225,7 @@ impl Segment {
         payload: Option<&PayloadType>,
     ) -> Result<(Segment, L, bool), OpenError> {
         let path = domain.channel_path(name)?;
-        let dir = domain.open_or_create_dir()?;
+        let mut dir = domain.open_or_create_dir()?;
         for _ in 0..64 {
             match Segment::open_in(&dir, name).and_then(|seg| {
                 let layout = seg.layout::<L>()?;
@@ -238,12 +238,18 @@ impl Segment {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_new(&dir, name, layout, opts, payload)? {
-                Some(seg) => {
+            match Segment::create_new(&dir, name, layout, opts, payload) {
+                Ok(Some(seg)) => {
                     let l = L::from_params(&layout.params()).map_err(|what| OpenError::InvalidConfig { what })?;
                     return Ok((seg, l, true));
                 }
-                None => continue, // lost the race: open the winner's
+                Ok(None) => continue, // lost the race: open the winner's
+                // The domain directory was removed under us (`shmbus clean` removes one it
+                // emptied): nothing can be created in it any more; make it again.
+                Err(_) if crate::sys::fs::fstat(dir.fd()).is_ok_and(|st| st.nlink == 0) => {
+                    dir = domain.open_or_create_dir()?;
+                }
+                Err(e) => return Err(e),
             }
         }
         Err(OpenError::Io {
@@ -343,10 +349,6 @@ impl Segment {
         // long as `self`, which every endpoint holding the counter keeps alive.
         unsafe { crate::stats::Counter::from_raw(self.map.as_ptr().add(crate::stats::block_offset(index))) }
     }
-
-    pub(crate) fn file(&self) -> &File {
-        &self.file
-    }
 }
 
 impl Segment<ReadOnly> {
@@ -371,6 +373,11 @@ impl Segment<ReadOnly> {
 }
 
 impl<A: Access> Segment<A> {
+    /// The open segment file.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Opens the existing channel `name` of `domain` as a `L`, with `A`'s access, through the
     /// domain's checked directory descriptor. A missing root or domain directory is
     /// `NotFound` for the channel.

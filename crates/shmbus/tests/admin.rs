@@ -259,10 +259,25 @@ fn pending_counts_what_no_reader_took() {
     r.try_recv_ref().unwrap().consume();
     assert_eq!(pending("s"), Some(Pending::Bytes(0)));
 
-    // Topic: history is owed to nobody.
+    // Topic: history is owed to nobody, but it is there for a later reader: counted apart,
+    // at most `history`.
     let t = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
-    t.publisher().unwrap().send(b"x").unwrap();
-    assert_eq!(pending("t"), None);
+    let history_len = |name: &str| admin::inspect(&d.channel_path(name).unwrap()).unwrap().history_len;
+    assert_eq!(history_len("t"), Some(0));
+    let mut tp = t.publisher().unwrap();
+    tp.send(b"x").unwrap();
+    assert_eq!((pending("t"), history_len("t")), (None, Some(1)));
+    for _ in 0..9 {
+        tp.send(b"y").unwrap();
+    }
+    assert_eq!(history_len("t"), Some(4));
+    assert_eq!(history_len("q"), None);
+    // Its creator (this process) is alive: in use, whatever it holds.
+    let report = admin::inspect(&d.channel_path("t").unwrap()).unwrap();
+    assert_eq!(
+        (report.state(), report.state().as_str(), report.holds_data()),
+        (admin::ChannelState::InUse, "in-use", true)
+    );
 
     // Pool: a job placed in the mailbox of a worker that then died before taking it is owed
     // to the next dispatcher as a loss report, until `reap` delivers that.
@@ -409,6 +424,24 @@ fn remove_refuses_while_in_use_and_forced_keeps_the_mapping() {
     assert!(!d.channel_path("imu").unwrap().exists());
     publisher.send(b"still mapped").unwrap();
     assert!(matches!(d.remove("imu"), Err(admin::RemoveError::Open(OpenError::NotFound { .. }))));
+}
+
+/// `Domain::remove_dir_if_empty` removes only an empty domain directory, and a channel can be
+/// created in the domain again afterwards.
+#[test]
+fn an_empty_domain_directory_is_removed_and_made_again() {
+    let s = Scratch::new("admin-rmdir");
+    let d = s.domain("t");
+    let topic = Topic::create_or_open(&d, "a", &TopicConfig::default()).unwrap();
+    assert!(!d.remove_dir_if_empty().unwrap(), "it holds a channel");
+    assert!(d.dir().is_dir());
+    drop(topic);
+    d.remove_forced("a").unwrap();
+    assert!(d.remove_dir_if_empty().unwrap());
+    assert!(!d.dir().exists());
+    assert!(!d.remove_dir_if_empty().unwrap(), "already gone");
+    Topic::create_or_open(&d, "a", &TopicConfig::default()).unwrap();
+    assert!(d.channel_path("a").unwrap().is_file());
 }
 
 /// `Domain::wait_for`: returns once another process creates the channel (domain directory

@@ -22,6 +22,8 @@ int main(int argc, char **argv) {
     shmbus_worker *w = NULL;
     OK(shmbus_pool_worker(pool, &w));
     CHECK(shmbus_worker_dispatcher_alive(w) == 1);
+    CHECK(shmbus_worker_dispatcher_finished(w) == 0);
+    CHECK(shmbus_worker_dispatcher_finished(NULL) == 0);
     char buf[64];
     size_t len = 0;
     uint64_t got = 0;
@@ -69,8 +71,13 @@ int main(int argc, char **argv) {
     CHECK(lost == 0);
     EXPECT(shmbus_dispatcher_reap(disp, NULL, 4, &lost), SHMBUS_INVALID_ARGUMENT);
 
-    shmbus_worker_free(w);
+    /* The dispatcher finishes normally: the worker is told it is gone, and that it finished
+     * (not died). */
+    OK(shmbus_worker_done(w));
     shmbus_dispatcher_free(disp);
+    EXPECT(shmbus_worker_recv_timeout(w, buf, sizeof buf, &len, &got, 1000000000ull), SHMBUS_DISCONNECTED);
+    CHECK(shmbus_worker_dispatcher_finished(w) == 1);
+    shmbus_worker_free(w);
     shmbus_pool_free(pool);
     shmbus_domain_free(d);
     printf("pool: ok\n");

@@ -355,8 +355,8 @@ pub fn unlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     retry(|| rustix::fs::unlinkat(dir, c.as_c_str(), AtFlags::empty()))
 }
 
-/// Removes the empty directory `name` from `dir` (`unlinkat(2)` with `AT_REMOVEDIR`).
-#[cfg(any(test, feature = "internals"))]
+/// Removes the empty directory `name` from `dir` (`unlinkat(2)` with `AT_REMOVEDIR`; a
+/// symlink under `name` is not followed: `ENOTDIR`).
 pub fn remove_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     let c = component(name)?;
     retry(|| rustix::fs::unlinkat(dir, c.as_c_str(), AtFlags::REMOVEDIR))

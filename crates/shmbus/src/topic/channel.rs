@@ -156,6 +156,15 @@ impl<A: Access> Channel<TopicLayout, A> {
     }
 }
 
+/// Messages the history of topic `seg` holds now: the committed ones, at most `history`
+/// (a publisher that died before committing leaves a hole that this counts; it errs on the
+/// side of more, as `admin::Pending` does).
+pub(super) fn history_len(seg: crate::segment::Segment<ReadOnly>) -> Result<u64, OpenError> {
+    let chan = Channel::<TopicLayout, ReadOnly>::from_segment(seg)?;
+    let sv = chan.status_view();
+    Ok(sv.committed_max().min(sv.layout.history))
+}
+
 impl StatusView<'_> {
     /// Highest committed sequence number (0: none yet), as [`Shared::committed_max`].
     fn committed_max(&self) -> u64 {

@@ -121,6 +121,14 @@ impl crate::kind::KindInfo for TopicKind {
         Ok(None)
     }
 
+    /// No pending data; the messages its history holds now.
+    fn contents(
+        &self,
+        seg: crate::segment::Segment<crate::sys::ReadOnly>,
+    ) -> Result<(Option<crate::admin::Pending>, Option<u64>), crate::OpenError> {
+        Ok((None, Some(super::channel::history_len(seg)?)))
+    }
+
     fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, crate::OpenError> {
         let st = super::Topic::status(domain, name)?;
         Ok(crate::admin::Description {
