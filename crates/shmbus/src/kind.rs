@@ -101,7 +101,7 @@ mod tests {
         assert_eq!(
             keys,
             [
-                &["slot_size", "history", "spare_slots"][..],
+                &["slot_size", "history", "spare_slots", "policy", "reliable_timeout_ms"][..],
                 &["capacity", "max_element_size", "stride"],
                 &["capacity", "data_offset"],
                 &["max_workers", "max_job_size"],

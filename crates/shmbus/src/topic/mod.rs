@@ -79,9 +79,15 @@ mod subscriber;
 mod typed;
 
 #[cfg(not(loom))]
-pub use channel::{Topic, TopicConfig, TopicStatus, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN, DEFAULT_SPARE_SLOTS};
+pub use channel::{
+    DeliveryPolicy, Topic, TopicConfig, TopicStatus, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN,
+    DEFAULT_RELIABLE_TIMEOUT_MS, DEFAULT_SPARE_SLOTS,
+};
 #[cfg(not(loom))]
-pub use error::{TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError};
+pub use error::{
+    TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicSendTimeoutError, TopicTryRecvError,
+    TopicTrySendError,
+};
 #[cfg(not(loom))]
 pub(crate) use layout::TopicKind;
 #[cfg(not(loom))]

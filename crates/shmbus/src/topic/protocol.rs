@@ -70,6 +70,19 @@ pub(crate) const PIN_UNTRACKED: u64 = u64::MAX;
 /// commit are in flight (one per live publisher at most) or abandoned by publishers that
 /// died with no commit since. Beyond this bound plus the slot count, the words are garbage.
 pub(crate) const MAX_CLAIMS_AHEAD: u64 = 2 * MAX_TOPIC_PARTICIPANTS as u64;
+/// `aux` word of a *reliable* subscriber's participant entry: its cursor, the next sequence
+/// number it will read (0 = not reliable), with the flags below. Shares the index of
+/// [`AUX_PENDING`], which only publishers use.
+pub const AUX_CURSOR: usize = 0;
+/// Cursor flag: a publisher waits for this subscriber (it bumps the `space` futex when it
+/// next moves its cursor).
+pub const CURSOR_WAITING: u64 = 1 << 62;
+/// Cursor value of a reliable subscriber a publisher evicted (it stood still for the
+/// topic's reliable timeout): publishers ignore it; it learns on its next receive.
+pub const CURSOR_EVICTED: u64 = 1 << 63;
+/// The sequence-number bits of a cursor word.
+pub const CURSOR_SEQ: u64 = CURSOR_WAITING - 1;
+
 /// Role numbers in the participant table.
 pub const ROLE_PUBLISHER: u32 = 1;
 /// Role number of a subscriber.
@@ -90,7 +103,22 @@ pub struct Control {
     pub(crate) tail: CachePadded<AtomicU64>,
     pub(crate) committed_max: CachePadded<AtomicU64>,
     pub(crate) next_slot: CachePadded<AtomicU64>,
-    pub(crate) event: CachePadded<AtomicU32>,
+    pub(crate) event: CachePadded<EventLine>,
+}
+
+/// The event word's line: what subscribers sleep on, and the two rarely written words of
+/// lossless delivery (in what was padding, so a topic made before them reads them as 0).
+#[repr(C)]
+#[derive(Debug)]
+pub struct EventLine {
+    /// The futex subscribers sleep on (an `EventWord`), bumped by every commit.
+    pub(crate) event: AtomicU32,
+    /// The futex publishers of a `block` topic sleep on: a reliable subscriber bumps it
+    /// when it finds [`CURSOR_WAITING`] in its cursor word.
+    pub(crate) space: AtomicU32,
+    /// The reliable floor: publishers overwrite messages below it without reading cursors
+    /// (see "Lossless delivery"); a reliable subscriber never stands below it.
+    pub(crate) floor: AtomicU64,
 }
 
 /// Bytes of [`Control`] in the segment.
@@ -106,7 +134,11 @@ impl Control {
             tail: CachePadded(AtomicU64::new(0)),
             committed_max: CachePadded(AtomicU64::new(0)),
             next_slot: CachePadded(AtomicU64::new(0)),
-            event: CachePadded(AtomicU32::new(0)),
+            event: CachePadded(EventLine {
+                event: AtomicU32::new(0),
+                space: AtomicU32::new(0),
+                floor: AtomicU64::new(0),
+            }),
         }
     }
 }
@@ -691,5 +723,156 @@ impl<'a> Shared<'a> {
             return Err((tail, cm));
         }
         Ok((tail, cm))
+    }
+}
+
+/// What storing a reliable cursor found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorUpdate {
+    /// Stored; no publisher waits.
+    Stored,
+    /// Stored, and a publisher announced it waits: bump the `space` futex.
+    Wake,
+    /// A publisher evicted this subscriber: nothing stored, it is lossy now.
+    Evicted,
+}
+
+impl<'a> Shared<'a> {
+    /// The cursor word of participant `i`.
+    #[inline]
+    fn cursor_word(&self, i: usize) -> &AtomicU64 {
+        &self.participants.entry(i).aux[AUX_CURSOR]
+    }
+
+    /// Makes participant `me` (a registered subscriber) reliable from sequence number `want`
+    /// on, or from the reliable floor if that is higher. Returns where it stands.
+    ///
+    /// SYNC POINT (Dekker with `may_overwrite`'s rescan): we store the cursor, then load the
+    /// floor; a rescanning publisher raises the floor, then loads the cursors (all SeqCst).
+    /// Either it sees our cursor, or we see its floor and stand at or above it, where no
+    /// publisher's cached floor lets it overwrite without a rescan.
+    pub fn join_reliable(&self, me: usize, want: u64) -> u64 {
+        let word = self.cursor_word(me);
+        let mut c = want.clamp(1, CURSOR_SEQ);
+        // Bounded: each turn needs a publisher to raise the floor between our two steps.
+        for _ in 0..64 {
+            word.store(c, Ordering::SeqCst);
+            dekker_fence();
+            let floor = self.ctl.event.0.floor.load(Ordering::SeqCst).min(CURSOR_SEQ);
+            if floor <= c {
+                break;
+            }
+            c = floor;
+        }
+        c
+    }
+
+    /// Moves reliable subscriber `me`'s cursor forward to `next`, after it finished reading
+    /// everything before `next`.
+    #[inline]
+    pub fn publish_cursor(&self, me: usize, next: u64) -> CursorUpdate {
+        let word = self.cursor_word(me);
+        let mut cur = word.load(Ordering::Relaxed);
+        loop {
+            if cur & CURSOR_EVICTED != 0 || cur == 0 {
+                return CursorUpdate::Evicted;
+            }
+            // Release: pairs with the loads of cursors in `reliable_cursors`, so our reads of
+            // the slots before `next` happen-before a publisher overwriting them. Acquire:
+            // pairs with `announce_wait`. A CAS, not a store: a publisher's `CURSOR_WAITING`
+            // or `CURSOR_EVICTED` is never lost.
+            match word.compare_exchange_weak(cur, next.min(CURSOR_SEQ), Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) if cur & CURSOR_WAITING != 0 => return CursorUpdate::Wake,
+                Ok(_) => return CursorUpdate::Stored,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Stops participant `me` being reliable (it leaves). Returns whether a publisher waited.
+    pub fn leave_reliable(&self, me: usize) -> bool {
+        self.cursor_word(me).swap(0, Ordering::Release) & CURSOR_WAITING != 0
+    }
+
+    /// Whether reliable subscriber `me` was evicted (an own-line load; no ordering needed).
+    #[inline]
+    pub fn cursor_evicted(&self, me: usize) -> bool {
+        self.cursor_word(me).load(Ordering::Relaxed) & CURSOR_EVICTED != 0
+    }
+
+    /// The reliable cursors of registered subscribers, as `(participant, cursor word)`.
+    pub fn reliable_cursors(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        (0..self.participants.len().min(MAX_TOPIC_PARTICIPANTS)).filter_map(move |i| {
+            if !matches!(self.participants.state(i), EntryState::Active { role: ROLE_SUBSCRIBER }) {
+                return None;
+            }
+            // SeqCst: the Dekker handshake of `join_reliable`; also an Acquire pairing with
+            // the Release CAS in `publish_cursor`.
+            let v = self.cursor_word(i).load(Ordering::SeqCst);
+            (v != 0 && v & CURSOR_EVICTED == 0).then_some((i, v))
+        })
+    }
+
+    /// Whether the publisher holding slot `s` (acquired, not yet written) may overwrite its
+    /// old message on a `block` or `fail` topic: every reliable cursor is past it.
+    /// `cache` is the publisher's own floor: old messages below it are overwritten without
+    /// reading any cursor, so the cursors are read about once per half the slots.
+    /// `Err(seq)` is the old message's sequence number, which some reliable subscriber has
+    /// not read yet.
+    #[inline]
+    pub fn may_overwrite(&self, s: usize, cache: &mut u64) -> Result<(), u64> {
+        // We hold the slot's writer word, so `seq` is stable; Relaxed.
+        let old = self.slots[s].seq.load(Ordering::Relaxed);
+        if old == 0 || old < *cache {
+            return Ok(());
+        }
+        self.rescan(old, cache)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rescan(&self, old: u64, cache: &mut u64) -> Result<(), u64> {
+        // The floor we may use with no cursor seen: half the slots ahead, and never beyond
+        // the next sequence number (so a subscriber joining at the floor misses nothing).
+        let half = (self.slot_count() as u64 / 2).max(1);
+        let bound = old.saturating_add(half).min(self.tail().saturating_add(1)).max(old.saturating_add(1));
+        // SYNC POINT (Dekker with `join_reliable`): raise the floor, then read the cursors.
+        self.ctl.event.0.floor.fetch_max(bound, Ordering::SeqCst);
+        dekker_fence();
+        let min = self.reliable_cursors().map(|(_, v)| v & CURSOR_SEQ).fold(bound, u64::min);
+        *cache = min;
+        if old < min {
+            Ok(())
+        } else {
+            Err(old)
+        }
+    }
+
+    /// Gives back acquired slot `s` untouched (its message stays readable) because a reliable
+    /// subscriber still needs it, and turns the round-robin counter back to it if no other
+    /// publisher moved it since: the next publish tries the same, oldest, slot again, so
+    /// slots keep filling in order (which in-order readers rely on to guess the next slot).
+    pub fn give_back_slot(&self, s: usize) {
+        self.slots[s].w0.store(0, Ordering::Release);
+        let n = self.slot_count() as u64;
+        let cur = self.ctl.next_slot.load(Ordering::Relaxed);
+        if cur.wrapping_sub(1) % n == s as u64 {
+            let _ = self.ctl.next_slot.compare_exchange(cur, cur.wrapping_sub(1), Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// Announces that a publisher waits for reliable subscriber `i`, whose cursor word was
+    /// `seen`. `false`: the word moved (re-check before sleeping).
+    pub fn announce_wait(&self, i: usize, seen: u64) -> bool {
+        seen & CURSOR_WAITING != 0
+            || self
+                .cursor_word(i)
+                .compare_exchange(seen, seen | CURSOR_WAITING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Evicts reliable subscriber `i` if its cursor word is still `seen`.
+    pub fn evict(&self, i: usize, seen: u64) -> bool {
+        self.cursor_word(i).compare_exchange(seen, CURSOR_EVICTED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
     }
 }
