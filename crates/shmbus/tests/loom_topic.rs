@@ -71,6 +71,24 @@ fn publish_claim_first(sh: &Shared<'_>, me: usize, x: u8) -> Option<u64> {
     Some(k)
 }
 
+/// Publishes `[x, x]` on a `block`/`fail` topic: gives the slot back if a reliable cursor
+/// still needs its old message (as `Publisher::try_send` does).
+fn publish_lossless(sh: &Shared<'_>, me: usize, x: u8) -> Option<u64> {
+    let s = sh.acquire_slot(me).ok()?;
+    let mut floor = 0;
+    if sh.may_overwrite(s, &mut floor).is_err() {
+        sh.give_back_slot(s);
+        return None;
+    }
+    sh.begin_write(s);
+    // SAFETY: s < slots and the payload fits the slot.
+    unsafe { sh.data.write(s, &[x, x]) };
+    let part = sh.participants.entry(me);
+    let k = sh.claim_seq(part);
+    sh.commit(part, s, k, PAYLOAD, 0);
+    Some(k)
+}
+
 /// Copies `k` if it can; asserts it is never torn.
 fn read(sh: &Shared<'_>, k: u64) -> Option<[u8; 2]> {
     if let Lookup::Found(s) = sh.lookup(k) {
@@ -221,5 +239,59 @@ fn an_audited_acquire_clears_garbage_pins_but_never_takes_a_recorded_one() {
         if published.is_none() {
             assert!(sh.acquire_slot_audited(0).is_ok(), "garbage pin blocked the publisher");
         }
+    });
+}
+
+/// Two slots holding 1 and 2, a publisher and a subscriber registered (entries 0 and 1).
+fn two_messages_two_endpoints() -> Arc<Mem> {
+    let mem = Mem::new(2);
+    let sh = mem.shared();
+    let me = ProcessId { pid: 7, start_time: 1 };
+    assert_eq!(sh.participants.register(me, ROLE_PUBLISHER, 0..1), Some(0));
+    assert_eq!(sh.participants.register(me, ROLE_SUBSCRIBER, 1..2), Some(1));
+    assert_eq!(publish(&sh, 0, 1), Some(1));
+    assert_eq!(publish(&sh, 0, 2), Some(2));
+    mem
+}
+
+#[test]
+fn a_reliable_cursor_keeps_its_message_until_it_moves_past() {
+    loom::model(|| {
+        // The subscriber's cursor stands at 1; the publisher's next slot holds 1. It may
+        // overwrite it only after the subscriber has read 1 and moved its cursor.
+        let mem = two_messages_two_endpoints();
+        let sh = mem.shared();
+        assert_eq!(sh.join_reliable(1, 1), 1);
+        let writer = {
+            let mem = mem.clone();
+            thread::spawn(move || publish_lossless(&mem.shared(), 0, 3))
+        };
+        assert_eq!(read(&sh, 1), Some([1, 1]), "a message a reliable cursor needs was overwritten");
+        let _ = sh.publish_cursor(1, 2);
+        if let Some(k) = writer.join().unwrap() {
+            assert_eq!(k, 3);
+            assert_eq!(read(&sh, 2), Some([2, 2]), "the publisher overwrote past the slot it checked");
+        }
+    });
+}
+
+#[test]
+fn a_joining_reliable_subscriber_never_loses_where_it_starts() {
+    loom::model(|| {
+        // No reliable subscriber yet: the publisher rescans (raising the floor) while one
+        // joins asking for 1. Either the publisher sees its cursor, or it starts at the floor;
+        // the message it starts at is never overwritten under it.
+        let mem = two_messages_two_endpoints();
+        let sh = mem.shared();
+        let writer = {
+            let mem = mem.clone();
+            thread::spawn(move || publish_lossless(&mem.shared(), 0, 3))
+        };
+        let c = sh.join_reliable(1, 1);
+        assert!((1..=3).contains(&c), "joined at {c}");
+        if c <= 2 {
+            assert_eq!(read(&sh, c), Some([c as u8; 2]), "lost {c}, where it joined");
+        }
+        writer.join().unwrap();
     });
 }
