@@ -50,6 +50,48 @@
 //! * A sequence number claimed by a publisher that died before committing is *abandoned*:
 //!   `tail` passed it, the index never shows it, and no live participant has it pending.
 //!   Readers report it as a gap.
+//!
+//! # Lossless delivery (`block` and `fail` topics)
+//! The policy is in the header; an `overwrite` topic's publishers never read what follows.
+//! * A **reliable subscriber** keeps its *cursor* (the next sequence number it will read) in
+//!   its participant entry's [`AUX_CURSOR`] word (0 = not reliable). It moves it forward
+//!   with a CAS (AcqRel) *after* it finished reading everything before it — so a publisher
+//!   that reads the cursor (Acquire) overwrites only what was read. A CAS, not a store, so
+//!   that the publishers' marks in the word are never lost: [`CURSOR_WAITING`] and
+//!   [`CURSOR_EVICTED`]. A pinned read moves the cursor at once: publishers skip pinned
+//!   slots anyway.
+//! * A **publisher** holding slot `s` (acquired, not yet written), whose old message is `m`,
+//!   may overwrite it iff every reliable cursor is above `m` ([`Shared::may_overwrite`]).
+//!   Otherwise it gives the slot back untouched (its message stays readable) and turns the
+//!   round-robin counter back, so slots keep filling in order.
+//! * **Cost.** Each publisher keeps its own *floor*: old messages below it are overwritten
+//!   without reading any cursor. When `m` reaches it, the publisher *rescans*: it raises the
+//!   shared `floor` word to `bound = min(m + slots/2, tail + 1)`, then reads every registered
+//!   subscriber's cursor; its new floor is the least of `bound` and the cursors. In the
+//!   steady state that is one scan per half the slots, whatever the number of subscribers.
+//! * **Joining** (SYNC POINT, a Dekker handshake, all SeqCst): a new reliable subscriber
+//!   stores its cursor `c`, then loads the shared floor; if the floor is above `c` it moves
+//!   to the floor and repeats. A rescanning publisher stores the floor, then loads the
+//!   cursors. Either it sees the cursor, or the subscriber sees the floor and stands at or
+//!   above it — and no publisher's own floor exceeds the shared one, so from there no
+//!   message is overwritten without a rescan that sees the cursor. A late joiner asking
+//!   for the oldest message so starts at most half the slots later; seeking back is a join.
+//! * **Waiting** (`block`): the publisher loads the `space` futex word, then sets
+//!   [`CURSOR_WAITING`] in each cursor that holds it back (a CAS on that very word), then
+//!   sleeps on `space` (armed as any event word). A subscriber whose cursor CAS finds the
+//!   flag clears it and bumps `space` (a system call only if someone sleeps): the bump comes
+//!   after the publisher's load, so the sleep cannot miss it. Subscribers never touch
+//!   `space` otherwise. A waiting publisher also wakes every 10 ms to check liveness.
+//! * **Dead and stuck subscribers.** A cursor whose owner is dead is dropped by reclaiming
+//!   its entry (the scan reads only entries of registered subscribers). A live one whose
+//!   cursor stays the slowest and unchanged for the topic's reliable timeout, while a
+//!   publisher is held back, is evicted: the publisher CASes its word from the value it saw
+//!   to [`CURSOR_EVICTED`]. The subscriber's next cursor CAS fails on it (nothing stored);
+//!   its next receive reports `Evicted` once and it goes on lossy.
+//! * **Hostile words.** A garbage cursor in a live subscriber's entry holds publishers back
+//!   for at most the reliable timeout (then it is evicted); a garbage floor makes joiners
+//!   start later, never beyond the next message; the policy word is validated when the
+//!   header is read (out of range: the topic does not open, a typed error).
 
 use crate::participants::{EntryState, Participant, ParticipantTable};
 use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, CachePadded, Load, Ordering};
@@ -758,11 +800,17 @@ impl<'a> Shared<'a> {
         for _ in 0..64 {
             word.store(c, Ordering::SeqCst);
             dekker_fence();
-            let floor = self.ctl.event.0.floor.load(Ordering::SeqCst).min(CURSOR_SEQ);
+            let floor = self.ctl.event.0.floor.load(Ordering::SeqCst);
             if floor <= c {
                 break;
             }
-            c = floor;
+            // An honest floor is at most the next sequence number to claim (see `rescan`):
+            // a larger one is garbage, and must not send the subscriber into the future.
+            let next = self.tail().saturating_add(1).min(CURSOR_SEQ);
+            if c >= next {
+                break;
+            }
+            c = floor.min(next);
         }
         c
     }
