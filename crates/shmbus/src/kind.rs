@@ -109,7 +109,10 @@ mod tests {
             ]
         );
         let raw: [u64; PARAMS] = [64, 16, 0, 0, 0, 0, 0, 0];
-        assert_eq!(info(Kind::Topic).params(&raw), [("slot_size", 64), ("history", 16), ("spare_slots", 0)]);
+        assert_eq!(
+            info(Kind::Topic).params(&raw),
+            [("slot_size", 64), ("history", 16), ("spare_slots", 0), ("policy", 0), ("reliable_timeout_ms", 0)]
+        );
         // The journal is not a segment: a segment claiming to be one shows its raw non-zero
         // parameters.
         let raw: [u64; PARAMS] = [7, 0, 9, 0, 0, 0, 0, 0];
