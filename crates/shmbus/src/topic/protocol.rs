@@ -66,9 +66,11 @@
 //!   round-robin counter back, so slots keep filling in order.
 //! * **Cost.** Each publisher keeps its own *floor*: old messages below it are overwritten
 //!   without reading any cursor. When `m` reaches it, the publisher *rescans*: it raises the
-//!   shared `floor` word to `bound = min(m + slots/2, tail + 1)`, then reads every registered
-//!   subscriber's cursor; its new floor is the least of `bound` and the cursors. In the
-//!   steady state that is one scan per half the slots, whatever the number of subscribers.
+//!   shared `floor` word to `bound = min(m + slots/2, tail + 1)`, then reads the cursors of
+//!   the subscribers in the *reliable set* (a bitmap next to the floor: a joiner sets its
+//!   bit before its cursor, leaving or reclaiming clears it); its new floor is the least of
+//!   `bound` and the cursors. In the steady state that is one scan per half the slots, of
+//!   one participant line per reliable subscriber.
 //! * **Joining** (SYNC POINT, a Dekker handshake, all SeqCst): a new reliable subscriber
 //!   stores its cursor `c`, then loads the shared floor; if the floor is above `c` it moves
 //!   to the floor and repeats. A rescanning publisher stores the floor, then loads the
@@ -161,6 +163,10 @@ pub struct EventLine {
     /// The reliable floor: publishers overwrite messages below it without reading cursors
     /// (see "Lossless delivery"); a reliable subscriber never stands below it.
     pub(crate) floor: AtomicU64,
+    /// One bit per participant that is (or was, until it leaves or its entry is reclaimed)
+    /// a reliable subscriber: the entries a rescan reads, so its cost follows the number of
+    /// reliable subscribers, not the size of the table. A bit of anything else is ignored.
+    pub(crate) reliable: [AtomicU64; 2],
 }
 
 /// Bytes of [`Control`] in the segment.
@@ -180,6 +186,7 @@ impl Control {
                 event: AtomicU32::new(0),
                 space: AtomicU32::new(0),
                 floor: AtomicU64::new(0),
+                reliable: [AtomicU64::new(0), AtomicU64::new(0)],
             }),
         }
     }
@@ -743,6 +750,9 @@ impl<'a> Shared<'a> {
                 word.fetch_and(!bit, Ordering::Release);
             }
         }
+        if let Some((bits, bit)) = self.reliable_bit(index) {
+            bits.fetch_and(!bit, Ordering::Release);
+        }
         if let Some(e) = (index < self.participants.len()).then(|| self.participants.entry(index)) {
             for r in AUX_PIN_RECORDS {
                 e.aux[r].store(0, Ordering::Relaxed);
@@ -765,6 +775,21 @@ impl<'a> Shared<'a> {
             return Err((tail, cm));
         }
         Ok((tail, cm))
+    }
+}
+
+/// The set bits of a word, lowest first.
+struct SetBits(u64);
+
+impl Iterator for SetBits {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(b)
     }
 }
 
@@ -794,6 +819,11 @@ impl<'a> Shared<'a> {
     /// Either it sees our cursor, or we see its floor and stand at or above it, where no
     /// publisher's cached floor lets it overwrite without a rescan.
     pub fn join_reliable(&self, me: usize, want: u64) -> u64 {
+        // The bit first, then the cursor: a publisher that sees neither sees our floor load
+        // come after its floor store (the same handshake).
+        if let Some((bits, bit)) = self.reliable_bit(me) {
+            bits.fetch_or(bit, Ordering::SeqCst);
+        }
         let word = self.cursor_word(me);
         let mut c = want.clamp(1, CURSOR_SEQ);
         // Bounded: each turn needs a publisher to raise the floor between our two steps.
@@ -839,7 +869,17 @@ impl<'a> Shared<'a> {
 
     /// Stops participant `me` being reliable (it leaves). Returns whether a publisher waited.
     pub fn leave_reliable(&self, me: usize) -> bool {
-        self.cursor_word(me).swap(0, Ordering::Release) & CURSOR_WAITING != 0
+        let waited = self.cursor_word(me).swap(0, Ordering::Release) & CURSOR_WAITING != 0;
+        if let Some((bits, bit)) = self.reliable_bit(me) {
+            bits.fetch_and(!bit, Ordering::Release);
+        }
+        waited
+    }
+
+    /// The word and bit of participant `i` in the reliable set.
+    #[inline]
+    fn reliable_bit(&self, i: usize) -> Option<(&AtomicU64, u64)> {
+        self.ctl.event.0.reliable.get(i / 64).map(|w| (w, 1u64 << (i % 64)))
     }
 
     /// Whether reliable subscriber `me` was evicted (an own-line load; no ordering needed).
@@ -849,16 +889,24 @@ impl<'a> Shared<'a> {
     }
 
     /// The reliable cursors of registered subscribers, as `(participant, cursor word)`.
+    /// Only the entries in the reliable set are read (a bit of anything but a registered
+    /// subscriber is ignored).
     pub fn reliable_cursors(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        (0..self.participants.len().min(MAX_TOPIC_PARTICIPANTS)).filter_map(move |i| {
-            if !matches!(self.participants.state(i), EntryState::Active { role: ROLE_SUBSCRIBER }) {
-                return None;
-            }
-            // SeqCst: the Dekker handshake of `join_reliable`; also an Acquire pairing with
-            // the Release CAS in `publish_cursor`.
-            let v = self.cursor_word(i).load(Ordering::SeqCst);
-            (v != 0 && v & CURSOR_EVICTED == 0).then_some((i, v))
-        })
+        let limit = self.participants.len().min(MAX_TOPIC_PARTICIPANTS);
+        let set = &self.ctl.event.0.reliable;
+        // SeqCst: the Dekker handshake of `join_reliable`.
+        let bits = [set[0].load(Ordering::SeqCst), set[1].load(Ordering::SeqCst)];
+        (0..2usize).flat_map(move |w| SetBits(bits[w]).map(move |b| w * 64 + b)).filter(move |&i| i < limit).filter_map(
+            move |i| {
+                if !matches!(self.participants.state(i), EntryState::Active { role: ROLE_SUBSCRIBER }) {
+                    return None;
+                }
+                // SeqCst: the Dekker handshake of `join_reliable`; also an Acquire pairing with
+                // the Release CAS in `publish_cursor`.
+                let v = self.cursor_word(i).load(Ordering::SeqCst);
+                (v != 0 && v & CURSOR_EVICTED == 0).then_some((i, v))
+            },
+        )
     }
 
     /// Whether the publisher holding slot `s` (acquired, not yet written) may overwrite its

@@ -260,7 +260,8 @@ impl Subscriber {
     pub fn seek(&self, seq: u64) {
         let next = self.inner.shared().tail().saturating_add(1);
         let mut at = seq.clamp(1, next);
-        if self.reliable.get() && at < self.next.get() {
+        // (An evicted one stays evicted: its next receive says so.)
+        if self.reliable.get() && at < self.next.get() && !self.inner.shared().cursor_evicted(self.id) {
             at = self.inner.shared().join_reliable(self.id, at);
             self.next.set(at);
             self.counter.position(at);
