@@ -144,18 +144,19 @@ fn a_sigkilled_reliable_subscriber_releases_a_blocked_publisher() {
     assert!(matches!(p.send_timeout(b"x", Duration::from_millis(50)), Err(TopicSendTimeoutError::Timeout)));
     let sender = std::thread::spawn(move || {
         let r = p.send_timeout(b"after", Duration::from_secs(30));
-        (r, Instant::now())
+        (r, Instant::now(), p) // kept registered: its counters are read below
     });
     std::thread::sleep(Duration::from_millis(100)); // let it sleep on the futex
     sigkill(&mut child);
     let killed = Instant::now();
     let _ = child.wait();
-    let (r, released) = sender.join().unwrap();
+    let (r, released, _p) = sender.join().unwrap();
     assert!(r.is_ok(), "{r:?}");
     // Documented: within the 10 ms liveness poll plus a /proc read; the test only checks it
     // was the death, not the 600 s reliable timeout, with a tolerance for a busy machine.
     assert!(released.duration_since(killed) < Duration::from_secs(20));
     assert_eq!(Topic::status(&d, "t").unwrap().reliable_subscribers, 0);
+    assert_eq!(channel_stats(&d, "t").unwrap().total("publisher").drops, 1, "the drop is counted");
 }
 
 #[test]

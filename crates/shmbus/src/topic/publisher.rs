@@ -158,8 +158,8 @@ impl Publisher {
     }
 
     /// Drops the reliable subscribers holding message `old` that are dead (their entries
-    /// are reclaimed) or that stood still for the topic's reliable timeout (evicted, and
-    /// counted in this publisher's `drops`). Returns whether any was dropped.
+    /// are reclaimed) or that stood still for the topic's reliable timeout (evicted); both
+    /// are counted in this publisher's `drops`. Returns whether any was dropped.
     #[cold]
     fn release_blockers(&mut self, old: u64) -> bool {
         let sh = self.inner.shared();
@@ -173,8 +173,11 @@ impl Publisher {
             let dead = sh
                 .reliable_cursors()
                 .filter(|&(_, v)| v & CURSOR_SEQ <= old)
-                .any(|(i, _)| sh.participants.owner(i).is_none_or(|o| !process_is_alive(o.process)));
-            if dead && self.inner.reclaim_dead() > 0 {
+                .filter(|&(i, _)| sh.participants.owner(i).is_none_or(|o| !process_is_alive(o.process)))
+                .count();
+            if dead > 0 && self.inner.reclaim_dead() > 0 {
+                // Reported as evictions are: the publisher's drops.
+                self.counter.drops(dead as u64);
                 self.stall = None;
                 return true;
             }
