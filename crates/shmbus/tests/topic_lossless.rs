@@ -283,3 +283,20 @@ fn overwrite_topics_are_unchanged_and_refuse_reliable_subscribers() {
     assert!(matches!(e, OpenError::LayoutMismatch { .. }), "{e}");
     assert_eq!(Topic::status(&d, "t").unwrap().policy, DeliveryPolicy::Overwrite);
 }
+
+#[test]
+fn typed_endpoints_have_the_lossless_verbs() {
+    let s = Scratch::new("ll-typed");
+    let d = s.domain("p");
+    let config = TopicConfig::for_type::<u64>().history(2).spare_slots(0).policy(DeliveryPolicy::Block);
+    let topic = Topic::create_or_open(&d, "t", &config).unwrap();
+    let sub = topic.reliable_subscriber_of::<u64>().unwrap();
+    let mut p = topic.publisher_of::<u64>().unwrap();
+    assert_eq!(p.try_send(&1).unwrap(), 1);
+    assert_eq!(p.try_send(&2).unwrap(), 2);
+    assert!(matches!(p.try_send(&3), Err(TopicTrySendError::Full { seq: 1 })));
+    assert!(matches!(p.send_timeout(&3, Duration::from_millis(10)), Err(TopicSendTimeoutError::Timeout)));
+    assert_eq!(sub.try_recv().unwrap(), 1);
+    p.send_timeout(&3, Duration::from_secs(10)).unwrap();
+    assert_eq!((sub.try_recv().unwrap(), sub.try_recv().unwrap()), (2, 3));
+}
