@@ -64,20 +64,22 @@
 //!   may overwrite it iff every reliable cursor is above `m` ([`Shared::may_overwrite`]).
 //!   Otherwise it gives the slot back untouched (its message stays readable) and turns the
 //!   round-robin counter back, so slots keep filling in order.
-//! * **Cost.** Each publisher keeps its own *floor*: old messages below it are overwritten
-//!   without reading any cursor. When `m` reaches it, the publisher *rescans*: it raises the
-//!   shared `floor` word to `bound = min(m + slots/2, tail + 1)`, then reads the cursors of
-//!   the subscribers in the *reliable set* (a bitmap next to the floor: a joiner sets its
-//!   bit before its cursor, leaving or reclaiming clears it); its new floor is the least of
-//!   `bound` and the cursors. In the steady state that is one scan per half the slots, of
-//!   one participant line per reliable subscriber.
+//! * **Cost.** Each publisher keeps its last scan of the cursors (the slowest one, and the
+//!   *epoch* it loaded before scanning). It scans again only when the old message of the
+//!   slot it takes reaches that slowest cursor, or when the epoch moved (a subscriber
+//!   joined). A scan reads the *reliable set* (a bitmap in the event line: a joiner sets its
+//!   bit first, leaving or reclaiming clears it) and one participant line per member. In
+//!   the steady state that is one scan per `slots` messages, whatever the number of reliable
+//!   subscribers; between scans a publish adds one load of the epoch, in a line it writes
+//!   anyway.
 //! * **Joining** (SYNC POINT, a Dekker handshake, all SeqCst): a new reliable subscriber
-//!   stores its cursor `c`, then loads the shared floor; if the floor is above `c` it moves
-//!   to the floor and repeats. A rescanning publisher stores the floor, then loads the
-//!   cursors. Either it sees the cursor, or the subscriber sees the floor and stands at or
-//!   above it — and no publisher's own floor exceeds the shared one, so from there no
-//!   message is overwritten without a rescan that sees the cursor. A late joiner asking
-//!   for the oldest message so starts at most half the slots later; seeking back is a join.
+//!   sets its bit, stores its cursor `c` and bumps the epoch, then walks the messages from
+//!   `c` to `tail`: one whose slot a writer holds (or that is gone) moves `c` past it. A
+//!   publisher takes the slot's writer word (its CAS), then loads the epoch. Either it sees
+//!   the new epoch and scans, seeing the cursor, or the subscriber sees its writer word and
+//!   starts after that message. Messages that no publisher was taking stay until the
+//!   subscriber reads them, so a late joiner gets the oldest message kept, minus at most
+//!   one per publisher writing at that moment. Seeking back is a join.
 //! * **Waiting** (`block`): the publisher loads the `space` futex word, then sets
 //!   [`CURSOR_WAITING`] in each cursor that holds it back (a CAS on that very word), then
 //!   sleeps on `space` (armed as any event word). A subscriber whose cursor CAS finds the
@@ -91,9 +93,10 @@
 //!   to [`CURSOR_EVICTED`]. The subscriber's next cursor CAS fails on it (nothing stored);
 //!   its next receive reports `Evicted` once and it goes on lossy.
 //! * **Hostile words.** A garbage cursor in a live subscriber's entry holds publishers back
-//!   for at most the reliable timeout (then it is evicted); a garbage floor makes joiners
-//!   start later, never beyond the next message; the policy word is validated when the
-//!   header is read (out of range: the topic does not open, a typed error).
+//!   for at most the reliable timeout (then it is evicted); a garbage epoch only causes a
+//!   scan; a garbage bit in the reliable set is ignored unless its entry is a registered
+//!   subscriber; the policy word is validated when the header is read (out of range: the
+//!   topic does not open, a typed error).
 
 use crate::participants::{EntryState, Participant, ParticipantTable};
 use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, CachePadded, Load, Ordering};
@@ -160,9 +163,9 @@ pub struct EventLine {
     /// The futex publishers of a `block` topic sleep on: a reliable subscriber bumps it
     /// when it finds [`CURSOR_WAITING`] in its cursor word.
     pub(crate) space: AtomicU32,
-    /// The reliable floor: publishers overwrite messages below it without reading cursors
-    /// (see "Lossless delivery"); a reliable subscriber never stands below it.
-    pub(crate) floor: AtomicU64,
+    /// Bumped by every subscriber that joins the reliable set (or seeks back): a publisher
+    /// that sees it unchanged since its last scan of the cursors trusts that scan.
+    pub(crate) epoch: AtomicU64,
     /// One bit per participant that is (or was, until it leaves or its entry is reclaimed)
     /// a reliable subscriber: the entries a rescan reads, so its cost follows the number of
     /// reliable subscribers, not the size of the table. A bit of anything else is ignored.
@@ -185,7 +188,7 @@ impl Control {
             event: CachePadded(EventLine {
                 event: AtomicU32::new(0),
                 space: AtomicU32::new(0),
-                floor: AtomicU64::new(0),
+                epoch: AtomicU64::new(0),
                 reliable: [AtomicU64::new(0), AtomicU64::new(0)],
             }),
         }
@@ -778,6 +781,17 @@ impl<'a> Shared<'a> {
     }
 }
 
+/// A publisher's last scan of the reliable cursors (see [`Shared::take_slot_lossless`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CursorCache {
+    /// The slowest cursor seen (`u64::MAX`: none).
+    min: u64,
+    /// The epoch loaded before that scan.
+    epoch: u64,
+    /// Whether there was a scan at all.
+    valid: bool,
+}
+
 /// The set bits of a word, lowest first.
 struct SetBits(u64);
 
@@ -812,35 +826,52 @@ impl<'a> Shared<'a> {
     }
 
     /// Makes participant `me` (a registered subscriber) reliable from sequence number `want`
-    /// on, or from the reliable floor if that is higher. Returns where it stands.
+    /// on, or from the first message after it that no publisher may be overwriting right
+    /// now. Returns where it stands.
     ///
-    /// SYNC POINT (Dekker with `may_overwrite`'s rescan): we store the cursor, then load the
-    /// floor; a rescanning publisher raises the floor, then loads the cursors (all SeqCst).
-    /// Either it sees our cursor, or we see its floor and stand at or above it, where no
-    /// publisher's cached floor lets it overwrite without a rescan.
+    /// SYNC POINT (Dekker with [`take_slot_lossless`](Shared::take_slot_lossless)): we store
+    /// the cursor and bump the epoch, then look at the writer word of each message's slot
+    /// from the cursor on; a publisher takes a slot's writer word, then loads the epoch (all
+    /// SeqCst). Either it sees the new epoch (and scans the cursors, ours included), or we
+    /// see its writer word and start after that slot's message.
     pub fn join_reliable(&self, me: usize, want: u64) -> u64 {
-        // The bit first, then the cursor: a publisher that sees neither sees our floor load
-        // come after its floor store (the same handshake).
+        // The bit and the cursor before the epoch: a publisher that sees the epoch sees them.
         if let Some((bits, bit)) = self.reliable_bit(me) {
             bits.fetch_or(bit, Ordering::SeqCst);
         }
         let word = self.cursor_word(me);
-        let mut c = want.clamp(1, CURSOR_SEQ);
-        // Bounded: each turn needs a publisher to raise the floor between our two steps.
-        for _ in 0..64 {
-            word.store(c, Ordering::SeqCst);
-            dekker_fence();
-            let floor = self.ctl.event.0.floor.load(Ordering::SeqCst);
-            if floor <= c {
-                break;
+        let tail = self.tail();
+        // Older than the index reaches is gone anyway (and bounds the walk below).
+        let mut c = want.clamp(1, CURSOR_SEQ).max(tail.saturating_sub(self.index.len() as u64));
+        let first = c;
+        word.store(c, Ordering::SeqCst);
+        self.ctl.event.0.epoch.fetch_add(1, Ordering::SeqCst);
+        dekker_fence();
+        let mut k = c;
+        while k <= tail {
+            // Committed and in its slot, with no writer holding that slot: kept for us. A
+            // slot being written (or a message already gone) moves our start past it.
+            let intact = match self.lookup_index(k) {
+                Lookup::Found(s) => {
+                    let slot = &self.slots[s];
+                    let writer = slot.w0.load(Ordering::SeqCst) & WRITER_MASK;
+                    // Acquire (after the writer word): a writer that overwrote `k` and let
+                    // go of the slot since our lookup stored `seq` before letting go.
+                    (writer == 0 || self.committing(writer as usize - 1, k)) && slot.seq.load(Ordering::Acquire) == k
+                }
+                // Claimed, not committed: being written fresh, into a slot whose old message
+                // is another one of this walk (or older than it).
+                Lookup::NotYet | Lookup::Pending => true,
+                _ => false,
+            };
+            if !intact {
+                c = k + 1;
             }
-            // An honest floor is at most the next sequence number to claim (see `rescan`):
-            // a larger one is garbage, and must not send the subscriber into the future.
-            let next = self.tail().saturating_add(1).min(CURSOR_SEQ);
-            if c >= next {
-                break;
-            }
-            c = floor.min(next);
+            k += 1;
+        }
+        if c != first {
+            // Forward only: always safe, and seen by the next scan.
+            word.store(c.min(CURSOR_SEQ), Ordering::SeqCst);
         }
         c
     }
@@ -910,38 +941,35 @@ impl<'a> Shared<'a> {
     }
 
     /// Whether the publisher holding slot `s` (acquired, not yet written) may overwrite its
-    /// old message on a `block` or `fail` topic: every reliable cursor is past it.
-    /// `cache` is the publisher's own floor: old messages below it are overwritten without
-    /// reading any cursor, so the cursors are read about once per half the slots.
-    /// `Err(seq)` is the old message's sequence number, which some reliable subscriber has
-    /// not read yet.
+    /// old message on a `block` or `fail` topic: every reliable cursor is past it. `cache`
+    /// is the publisher's last scan of the cursors: it scans again only when the old message
+    /// reaches the slowest cursor it saw, or when a subscriber joined since (the epoch
+    /// moved). `Err(seq)` is the old message's sequence number, which some reliable
+    /// subscriber has not read yet.
     #[inline]
-    pub fn may_overwrite(&self, s: usize, cache: &mut u64) -> Result<(), u64> {
+    pub fn take_slot_lossless(&self, s: usize, cache: &mut CursorCache) -> Result<(), u64> {
         // We hold the slot's writer word, so `seq` is stable; Relaxed.
         let old = self.slots[s].seq.load(Ordering::Relaxed);
-        if old == 0 || old < *cache {
-            return Ok(());
+        // SYNC POINT (Dekker with `join_reliable`): our writer word (taken with a SeqCst CAS
+        // in `acquire_slot`), then the epoch.
+        dekker_fence();
+        let epoch = self.ctl.event.0.epoch.load(Ordering::SeqCst);
+        if epoch != cache.epoch || !cache.valid || (old != 0 && old >= cache.min) {
+            self.scan_cursors(epoch, cache);
         }
-        self.rescan(old, cache)
+        if old != 0 && old >= cache.min {
+            Err(old)
+        } else {
+            Ok(())
+        }
     }
 
     #[cold]
     #[inline(never)]
-    fn rescan(&self, old: u64, cache: &mut u64) -> Result<(), u64> {
-        // The floor we may use with no cursor seen: half the slots ahead, and never beyond
-        // the next sequence number (so a subscriber joining at the floor misses nothing).
-        let half = (self.slot_count() as u64 / 2).max(1);
-        let bound = old.saturating_add(half).min(self.tail().saturating_add(1)).max(old.saturating_add(1));
-        // SYNC POINT (Dekker with `join_reliable`): raise the floor, then read the cursors.
-        self.ctl.event.0.floor.fetch_max(bound, Ordering::SeqCst);
-        dekker_fence();
-        let min = self.reliable_cursors().map(|(_, v)| v & CURSOR_SEQ).fold(bound, u64::min);
-        *cache = min;
-        if old < min {
-            Ok(())
-        } else {
-            Err(old)
-        }
+    fn scan_cursors(&self, epoch: u64, cache: &mut CursorCache) {
+        cache.min = self.reliable_cursors().map(|(_, v)| v & CURSOR_SEQ).fold(u64::MAX, u64::min);
+        cache.epoch = epoch;
+        cache.valid = true;
     }
 
     /// Gives back acquired slot `s` untouched (its message stays readable) because a reliable

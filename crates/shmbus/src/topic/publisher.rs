@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::channel::{DeliveryPolicy, Inner};
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
-use super::protocol::CURSOR_SEQ;
+use super::protocol::{CursorCache, CURSOR_SEQ};
 use crate::stats::Counter;
 use crate::sys::{monotonic_ns, process_is_alive};
 use crate::wait::Deadline;
@@ -34,9 +34,8 @@ pub struct Publisher {
     id: usize,
     counter: Counter,
     policy: DeliveryPolicy,
-    /// Old messages below this are overwritten without reading reliable cursors (see
-    /// `Shared::may_overwrite`).
-    floor: u64,
+    /// The last scan of the reliable cursors (see `Shared::take_slot_lossless`).
+    cursors: CursorCache,
     /// The slowest reliable cursor that held this publisher back, and since when
     /// (monotonic ns): evicted once it stood still for the reliable timeout.
     stall: Option<(u64, u64)>,
@@ -49,7 +48,7 @@ impl Publisher {
     pub(super) fn new(inner: Arc<Inner>, id: usize) -> Publisher {
         let counter = inner.own_counter(id);
         let policy = inner.policy();
-        Publisher { inner, id, counter, policy, floor: 0, stall: None, liveness_checked: 0 }
+        Publisher { inner, id, counter, policy, cursors: CursorCache::default(), stall: None, liveness_checked: 0 }
     }
 
     /// Wakes the sleepers and counts the message.
@@ -110,7 +109,7 @@ impl Publisher {
                 _ => TopicSendTimeoutError::Truncated,
             })?;
             let sh = self.inner.shared();
-            let old = match sh.may_overwrite(s, &mut self.floor) {
+            let old = match sh.take_slot_lossless(s, &mut self.cursors) {
                 Ok(()) => return Ok(s),
                 Err(old) => old,
             };
