@@ -61,7 +61,7 @@
 //!   [`CURSOR_EVICTED`]. A pinned read moves the cursor at once: publishers skip pinned
 //!   slots anyway.
 //! * A **publisher** holding slot `s` (acquired, not yet written), whose old message is `m`,
-//!   may overwrite it iff every reliable cursor is above `m` ([`Shared::may_overwrite`]).
+//!   may overwrite it iff every reliable cursor is above `m` ([`Shared::take_slot_lossless`]).
 //!   Otherwise it gives the slot back untouched (its message stays readable) and turns the
 //!   round-robin counter back, so slots keep filling in order.
 //! * **Cost.** Each publisher keeps its last scan of the cursors (the slowest one, and the
@@ -167,7 +167,7 @@ pub struct EventLine {
     /// that sees it unchanged since its last scan of the cursors trusts that scan.
     pub(crate) epoch: AtomicU64,
     /// One bit per participant that is (or was, until it leaves or its entry is reclaimed)
-    /// a reliable subscriber: the entries a rescan reads, so its cost follows the number of
+    /// a reliable subscriber: the entries a scan of the cursors reads, so its cost follows the number of
     /// reliable subscribers, not the size of the table. A bit of anything else is ignored.
     pub(crate) reliable: [AtomicU64; 2],
 }
