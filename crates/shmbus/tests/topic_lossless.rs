@@ -301,3 +301,40 @@ fn typed_endpoints_have_the_lossless_verbs() {
     p.send_timeout(&3, Duration::from_secs(10)).unwrap();
     assert_eq!((sub.try_recv().unwrap(), sub.try_recv().unwrap()), (2, 3));
 }
+
+/// Garbage in the lossless words (the reliable set, the epoch, a lossy subscriber's cursor
+/// word) holds a publisher back at most for the reliable timeout, and breaks nobody.
+#[test]
+fn garbage_in_the_lossless_words_only_delays_a_publisher() {
+    use common::hostile::SharedMap;
+    use shmbus::segment::{KIND_OFFSET, PARTICIPANTS_OFFSET};
+    let s = Scratch::new("ll-hostile");
+    let d = s.domain("p");
+    let topic = block_topic(&d, "t", Duration::from_millis(200));
+    let mut p = topic.publisher().unwrap(); // entry 0
+    let lossy = topic.subscriber().unwrap(); // entry 1
+    let map = SharedMap::new(&d.channel_path("t").unwrap());
+    // The control block: tail, committed_max, next_slot, then the event line (event, space,
+    // epoch, the reliable set), one 128-byte line each.
+    let event_line = KIND_OFFSET + 3 * 128;
+    map.store(event_line + 8, 8, 0xdead_beef); // epoch
+    map.store(event_line + 16, 8, u64::MAX); // reliable set: everyone
+    map.store(event_line + 24, 8, u64::MAX);
+    map.store(PARTICIPANTS_OFFSET + 64 + 24, 8, 1); // the lossy subscriber's aux[0]: cursor 1
+    map.store(PARTICIPANTS_OFFSET + 24, 8, 1); // the publisher's own aux[0] (its pending word)
+    for i in 1..=40u64 {
+        assert_eq!(p.send_timeout(&i.to_le_bytes(), Duration::from_secs(30)).unwrap(), i);
+    }
+    // The garbage cursor was evicted once (the publisher's aux[0] is no subscriber's).
+    assert_eq!(channel_stats(&d, "t").unwrap().total("publisher").drops, 1);
+    assert!(!lossy.is_reliable());
+    let mut seen = 0;
+    loop {
+        match lossy.try_recv() {
+            Ok(_) | Err(TopicTryRecvError::Lagged { .. }) => seen += 1,
+            Err(TopicTryRecvError::Empty) => break,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(seen < 100);
+    }
+}
