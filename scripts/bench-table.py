@@ -16,6 +16,8 @@ ROWS = [
     ("topic", "spin", 256, "copy"),
     ("topic", "spin", 6220800, "touch"),
     ("topic", "block", 8, "copy"),
+    ("topic-lossless", "spin", 8, "copy"),
+    ("topic-lossless", "block", 8, "copy"),
     ("stream", "spin", 32, "copy"),
     ("stream", "spin", 256, "copy"),
     ("stream", "block", 64, "copy"),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde_json::json;
 use shmbus::time::monotonic_ns;
-use shmbus::topic::{Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
+use shmbus::topic::{DeliveryPolicy, Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
 
 use crate::affinity;
 use crate::child::{self, Helper};
@@ -42,6 +42,8 @@ pub struct Config {
     pub mode: Mode,
     /// copy: `send` and copying reads; touch: loan/send and pinned reads.
     pub payload: Payload,
+    /// A `block` topic with reliable subscribers (lossless) instead of an `overwrite` one.
+    pub reliable: bool,
     /// Give up when subscribers do not finish for this long.
     pub timeout: Duration,
 }
@@ -85,9 +87,12 @@ pub fn run(config: Config) -> Result<Outcome, String> {
     }
     let (root, handoff) = ScratchRoot::create("fanout").map_err(|e| format!("cannot make a scratch root: {e}"))?;
     let domain = root.domain().map_err(|e| format!("cannot open the scratch domain: {e}"))?;
+    let mut topic_config = TopicConfig::default().max_message_len(config.size).history(HISTORY);
+    if config.reliable {
+        topic_config = topic_config.policy(DeliveryPolicy::Block);
+    }
     let topic =
-        Topic::create_or_open(&domain, "fanout", &TopicConfig::default().max_message_len(config.size).history(HISTORY))
-            .map_err(|e| format!("cannot create the topic: {e}"))?;
+        Topic::create_or_open(&domain, "fanout", &topic_config).map_err(|e| format!("cannot create the topic: {e}"))?;
     let mut publisher = topic.publisher().map_err(|e| format!("cannot publish: {e}"))?;
     let total = config.warmup + config.iters;
     let mut args = vec![
@@ -97,6 +102,9 @@ pub fn run(config: Config) -> Result<Outcome, String> {
         format!("--mode={}", config.mode.as_str()),
         format!("--payload={}", config.payload.as_str()),
     ];
+    if config.reliable {
+        args.push("--reliable".into());
+    }
     if let Some((_, s)) = cpus {
         args.push(format!("--cpu={s}"));
     }
@@ -195,6 +203,8 @@ pub struct SubscriberConfig {
     pub payload: Payload,
     /// CPU to pin to.
     pub cpu: Option<usize>,
+    /// Subscribe reliably (the topic's policy is `block`).
+    pub reliable: bool,
 }
 
 /// Subscriber side: reads in order until message `last`, then prints
@@ -203,9 +213,12 @@ pub fn subscriber(config: SubscriberConfig) -> Result<(), String> {
     let ppid = std::os::unix::process::parent_id();
     let (_root, domain) = crate::transports::shmbus_kinds::child_domain(config.root, config.cpu)?;
     let sub = Topic::open(&domain, "fanout")
-        .and_then(|t| t.subscriber())
+        .and_then(|t| if config.reliable { t.reliable_subscriber() } else { t.subscriber() })
         .map_err(|e| format!("subscriber: cannot subscribe: {e}"))?;
-    sub.seek(1);
+    if !config.reliable {
+        // A reliable one starts at the next message anyway, and the publisher waits for it.
+        sub.seek(1);
+    }
     sub.set_wait_policy(policy(config.mode));
     let mut buf = Vec::with_capacity(config.size);
     let (mut received, mut lagged, mut spins) = (0u64, 0u64, 0u32);
@@ -289,6 +302,7 @@ pub fn json(o: &Outcome) -> String {
         "warmup": c.warmup,
         "mode": c.mode.as_str(),
         "payload": c.payload.as_str(),
+        "reliable": c.reliable,
         "pinned": o.pinned,
         "p50_ns": h.value_at_quantile(0.50),
         "p90_ns": h.value_at_quantile(0.90),

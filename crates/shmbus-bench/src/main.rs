@@ -89,8 +89,9 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct PingpongArgs {
-    /// floor, futex-floor, topic, stream, queue, journal, pipe, uds, tcp, redis-pubsub-tcp,
-    /// redis-pubsub-uds, redis-stream-tcp or redis-stream-uds.
+    /// floor, futex-floor, topic, topic-lossless (block topics, reliable subscribers), stream,
+    /// queue, journal, pipe, uds, tcp, redis-pubsub-tcp, redis-pubsub-uds, redis-stream-tcp or
+    /// redis-stream-uds.
     #[arg(long, value_name = "T")]
     transport: String,
     /// Message size in bytes.
@@ -227,6 +228,10 @@ struct FanoutArgs {
     /// copy: publish + copying reads; touch: loan/send + pinned reads.
     #[arg(long, value_enum, default_value_t = Payload::Copy)]
     payload: Payload,
+    /// Lossless: a topic of policy block, every subscriber reliable (the publisher waits
+    /// for the slowest; its checks of their cursors are in the timed publish).
+    #[arg(long)]
+    reliable: bool,
     /// Fail when subscribers do not finish for this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     timeout_secs: u64,
@@ -249,6 +254,8 @@ struct FanoutSubscriberArgs {
     payload: Payload,
     #[arg(long)]
     cpu: Option<usize>,
+    #[arg(long)]
+    reliable: bool,
 }
 
 #[derive(Debug, Args)]
@@ -416,6 +423,7 @@ fn fanout(a: FanoutArgs) -> Result<(), String> {
         warmup: a.warmup.unwrap_or((a.iters / 10).clamp(1000, 10_000)),
         mode: a.mode,
         payload: a.payload,
+        reliable: a.reliable,
         timeout: Duration::from_secs(a.timeout_secs),
     })?;
     if a.json {
@@ -490,6 +498,7 @@ fn main() -> ExitCode {
             mode: a.mode,
             payload: a.payload,
             cpu: a.cpu,
+            reliable: a.reliable,
         }),
         Command::PoolWorker(a) => {
             pool::worker(pool::WorkerConfig { root: a.root, mode: a.mode, work: Duration::from_nanos(a.work_ns) })

@@ -9,9 +9,10 @@ use common::{run_with, Run};
 
 use serde_json::Value;
 
-const TRANSPORTS: &[&str] = &["floor", "futex-floor", "topic", "stream", "queue", "pipe", "uds", "tcp"];
+const TRANSPORTS: &[&str] =
+    &["floor", "futex-floor", "topic", "topic-lossless", "stream", "queue", "pipe", "uds", "tcp"];
 /// Transports that honour `--payload touch` (the rest always copy).
-const ZERO_COPY: &[&str] = &["floor", "futex-floor", "topic", "stream"];
+const ZERO_COPY: &[&str] = &["floor", "futex-floor", "topic", "topic-lossless", "stream"];
 const REQUIRED: &[&str] = &["transport", "mode", "size", "iters", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"];
 const OPTIONAL: &[&str] = &["payload", "warmup", "pinned", "min_ns", "mean_ns"];
 /// Far above any sane run of these sizes, even on a loaded machine.

@@ -194,6 +194,7 @@ const FANOUT_KEYS: &[&str] = &[
     "warmup",
     "mode",
     "payload",
+    "reliable",
     "pinned",
     "p50_ns",
     "p90_ns",
@@ -207,6 +208,17 @@ const FANOUT_KEYS: &[&str] = &[
     "received_max",
     "lagged",
 ];
+
+#[test]
+fn fanout_to_reliable_subscribers_delivers_every_message_to_each() {
+    for k in ["1", "8"] {
+        let o = json(&["fanout", "--reliable", "--subscribers", k, "--iters", "3000", "--warmup", "500"], FANOUT_KEYS);
+        assert_eq!(o["reliable"], true);
+        assert_ordered(&o, &["min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"]);
+        // Lossless: each subscriber read all 3500 publishes, none skipped.
+        assert_eq!((uint(&o, "received_min"), uint(&o, "received_max"), uint(&o, "lagged")), (3500, 3500, 0), "{o:?}");
+    }
+}
 
 #[test]
 fn fanout_with_1_8_and_64_subscriber_processes() {

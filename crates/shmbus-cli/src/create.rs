@@ -7,10 +7,12 @@
 //! open does (wrong kind, layout mismatch). Journals are directories anywhere, not files in
 //! a domain: `shmbus journal append DIR` creates one, and `create --kind journal` says so.
 
+use std::time::Duration;
+
 use shmbus::pool::{Pool, PoolConfig};
 use shmbus::queue::{Queue, QueueConfig};
 use shmbus::stream::{Stream, StreamConfig};
-use shmbus::topic::{Topic, TopicConfig};
+use shmbus::topic::{DeliveryPolicy, Topic, TopicConfig};
 use shmbus::{admin, Domain};
 
 use crate::{CliError, Ctx, Result};
@@ -47,6 +49,16 @@ pub struct Args {
     /// Topic: messages kept for random access (default 16).
     #[arg(long, value_name = "N")]
     pub history: Option<usize>,
+    /// Topic: what publishers do when a reliable subscriber (`sub --reliable`) has not read
+    /// the slot they would overwrite: overwrite (default; reliable subscribers are refused),
+    /// block (wait) or fail (report it). An existing topic must have the same policy.
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
+    pub policy: Option<DeliveryPolicy>,
+    /// Topic of policy block or fail: how long a reliable subscriber that stops reading may
+    /// hold publishers back before it is evicted: milliseconds, or with a unit (`2s`);
+    /// default 1s.
+    #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
+    pub reliable_timeout_ms: Option<u64>,
     /// Queue: messages it holds (default 1024). Stream: ring size in bytes, a power of two
     /// of at least one page, K/M/G suffixes allowed (default 1M).
     #[arg(long, value_name = "N", value_parser = crate::units::size_usize)]
@@ -71,6 +83,11 @@ pub struct Args {
     /// Print one JSON object {"name","kind","path","created"}.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--policy`: overwrite, block or fail.
+fn parse_policy(s: &str) -> std::result::Result<DeliveryPolicy, String> {
+    s.parse()
 }
 
 /// Parses an octal file mode like `600` or `0640`.
@@ -116,6 +133,8 @@ fn check_flags(args: &Args) -> Result<()> {
     let given = [
         ("--slot-size", args.slot_size.is_some(), &[CreateKind::Topic][..]),
         ("--history", args.history.is_some(), &[CreateKind::Topic]),
+        ("--policy", args.policy.is_some(), &[CreateKind::Topic]),
+        ("--reliable-timeout-ms", args.reliable_timeout_ms.is_some(), &[CreateKind::Topic]),
         ("--capacity", args.capacity.is_some(), &[CreateKind::Queue, CreateKind::Stream]),
         ("--max-element-size", args.max_element_size.is_some(), &[CreateKind::Queue]),
         ("--max-workers", args.max_workers.is_some(), &[CreateKind::Pool]),
@@ -127,7 +146,7 @@ fn check_flags(args: &Args) -> Result<()> {
     for (flag, set, kinds) in given {
         if set && !kinds.contains(&args.kind) {
             return Err(CliError::usage(format!(
-                "{flag} does not apply to a {} (topics take --slot-size/--history, queues --capacity/--max-element-size, streams --capacity, pools --max-workers/--max-job-size)",
+                "{flag} does not apply to a {} (topics take --slot-size/--history/--policy/--reliable-timeout-ms, queues --capacity/--max-element-size, streams --capacity, pools --max-workers/--max-job-size)",
                 kind_name(args.kind)
             )));
         }
@@ -173,6 +192,12 @@ fn create(domain: &Domain, args: &Args) -> Result<(&'static str, std::path::Path
             }
             if let Some(n) = args.history {
                 c = c.history(n);
+            }
+            if let Some(p) = args.policy {
+                c = c.policy(p);
+            }
+            if let Some(ms) = args.reliable_timeout_ms {
+                c = c.reliable_timeout(Duration::from_millis(ms));
             }
             Topic::create_or_open(domain, &args.name, &c)?;
         }

@@ -61,8 +61,10 @@ pub struct PubArgs {
     pub format: InFormat,
     /// Fail if a message finds no room within this long: milliseconds, or with a unit
     /// (`2s`, `500ms`). Stream: the reader is slow or stuck (default: wait as long as a
-    /// reader is attached). Queue: no consumer makes room (default: wait for ever). A topic
-    /// never waits.
+    /// reader is attached). Queue: no consumer makes room (default: wait for ever). Topic of
+    /// policy `block`: a reliable subscriber has not read the slot (default: wait, a stuck
+    /// subscriber being evicted after the topic's reliable timeout); other topics never
+    /// wait.
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
     /// Send this many messages: the one message of --data or --file N times, or the first
@@ -116,6 +118,8 @@ pub enum Recv {
     Gap(u64),
     /// No message within the timeout.
     Timeout,
+    /// A reliable subscriber was evicted (topic): lossy from now on.
+    Evicted,
 }
 
 /// Somewhere `sub` receives messages from.
@@ -239,10 +243,17 @@ pub struct SubArgs {
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
     /// Topic: start at this sequence number (gaps are reported if it is no longer kept; a
-    /// number beyond the next message to be published starts at that next message).
-    /// Default: only messages published from now on.
-    #[arg(long, value_name = "SEQ", conflicts_with = "latest")]
-    pub from: Option<u64>,
+    /// number beyond the next message to be published starts at that next message), at
+    /// `oldest` (the oldest message kept) or at `latest` (as --latest). Default: only
+    /// messages published from now on.
+    #[arg(long, value_name = "SEQ|oldest|latest", conflicts_with = "latest", value_parser = parse_from)]
+    pub from: Option<From>,
+    /// Topic: subscribe reliably, so that publishers of a `block` or `fail` topic never
+    /// overwrite a message this subscriber has not read (see `create --policy`). Refused on
+    /// an `overwrite` topic. A reliable subscriber that stops reading is evicted after the
+    /// topic's reliable timeout (said on stderr; it goes on as a lossy one).
+    #[arg(long)]
+    pub reliable: bool,
     /// Topic: start with the newest message already published.
     #[arg(long)]
     pub latest: bool,
@@ -264,6 +275,26 @@ pub struct SubArgs {
     pub format: Format,
 }
 
+/// Where `sub --from` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum From {
+    /// This sequence number.
+    Seq(u64),
+    /// The oldest message kept.
+    Oldest,
+    /// The newest message published (as `--latest`).
+    Latest,
+}
+
+/// `--from`: a sequence number, `oldest` or `latest`.
+fn parse_from(s: &str) -> std::result::Result<From, String> {
+    match s {
+        "oldest" => Ok(From::Oldest),
+        "latest" => Ok(From::Latest),
+        _ => s.parse().map(From::Seq).map_err(|_| format!("{s:?} is not a sequence number, oldest or latest")),
+    }
+}
+
 /// Prints messages of a topic or records of a stream as they arrive.
 pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
@@ -273,12 +304,12 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     // what its creator published at once).
     let from_start;
     let args = if appeared && args.from.is_none() && !args.latest {
-        from_start = SubArgs { from: Some(1), ..args.clone() };
+        from_start = SubArgs { from: Some(From::Seq(1)), ..args.clone() };
         &from_start
     } else {
         args
     };
-    let topic_start = args.from.is_some() || args.latest;
+    let topic_start = args.from.is_some() || args.latest || args.reliable;
     let print = if args.json { Print::Json } else { Print::Payload(args.format) };
     if let Some(r) = crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, print, topic_start) {
         return r;
@@ -301,6 +332,9 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
                 received += 1;
             }
             Recv::Gap(missed) => eprintln!("gap: {missed} message(s) skipped"),
+            Recv::Evicted => eprintln!(
+                "evicted: this reliable subscriber stopped reading for longer than the topic's reliable timeout; it goes on as a lossy one"
+            ),
             Recv::Timeout => {
                 let of = args.count.map(|n| format!(" of {n}")).unwrap_or_default();
                 return Err(CliError::msg(format!(

@@ -5,12 +5,12 @@ use std::time::Duration;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicRecvTimeoutError};
 use shmbus::Domain;
 
-use crate::pubsub::{PubArgs, Recv, Sink, Source, SubArgs};
+use crate::pubsub::{From, PubArgs, Recv, Sink, Source, SubArgs};
 use crate::{CliError, Result};
 
 /// Opens the topic, creating it if missing. Sizes not given accept an existing topic's (or
 /// take the library's defaults); sizes given must match an existing topic.
-pub fn publisher(domain: &Domain, args: &PubArgs) -> Result<Publisher> {
+pub fn publisher(domain: &Domain, args: &PubArgs) -> Result<TopicSink> {
     let mut config = TopicConfig::default();
     if let Some(len) = args.slot_size {
         config = config.max_message_len(len);
@@ -18,26 +18,40 @@ pub fn publisher(domain: &Domain, args: &PubArgs) -> Result<Publisher> {
     if let Some(history) = args.history {
         config = config.history(history);
     }
-    Ok(Topic::create_or_open(domain, &args.name, &config)?.publisher()?)
+    let publisher = Topic::create_or_open(domain, &args.name, &config)?.publisher()?;
+    Ok(TopicSink { publisher, timeout: args.timeout_ms.map(Duration::from_millis) })
 }
 
-impl Sink for Publisher {
+/// A topic publisher with `pub --timeout-ms` (which only a `block` topic waits for).
+pub struct TopicSink {
+    publisher: Publisher,
+    timeout: Option<Duration>,
+}
+
+impl Sink for TopicSink {
     fn send(&mut self, data: &[u8]) -> Result<()> {
-        Publisher::send(self, data).map(drop).map_err(|e| CliError::msg(format!("publish failed: {e}")))
+        let r = match self.timeout {
+            None => self.publisher.send(data).map(drop).map_err(|e| e.to_string()),
+            Some(t) => self.publisher.send_timeout(data, t).map(drop).map_err(|e| e.to_string()),
+        };
+        r.map_err(|e| CliError::msg(format!("publish failed: {e}")))
     }
 
     fn max_len(&self) -> usize {
-        self.max_message_len()
+        self.publisher.max_message_len()
     }
 }
 
 /// Subscribes to the topic at the position `--from` / `--latest` ask for.
 pub fn subscriber(domain: &Domain, args: &SubArgs) -> Result<Subscriber> {
-    let sub = Topic::open(domain, &args.name)?.subscriber()?;
-    if let Some(seq) = args.from {
-        sub.seek(seq);
-    } else if args.latest {
-        sub.seek_latest();
+    let topic = Topic::open(domain, &args.name)?;
+    let sub = if args.reliable { topic.reliable_subscriber()? } else { topic.subscriber()? };
+    match args.from {
+        Some(From::Seq(seq)) => sub.seek(seq),
+        Some(From::Oldest) => sub.seek_oldest(),
+        Some(From::Latest) => sub.seek_latest(),
+        None if args.latest => sub.seek_latest(),
+        None => {}
     }
     Ok(sub)
 }
@@ -52,6 +66,7 @@ impl Source for Subscriber {
             Ok(m) => Ok(Recv::Msg { seq: m.seq(), ts_ns: m.ts_ns() }),
             Err(TopicRecvTimeoutError::Lagged { missed }) => Ok(Recv::Gap(missed)),
             Err(TopicRecvTimeoutError::Timeout) => Ok(Recv::Timeout),
+            Err(TopicRecvTimeoutError::Evicted) => Ok(Recv::Evicted),
             Err(e) => Err(CliError::msg(format!("receive failed: {e}"))),
         }
     }

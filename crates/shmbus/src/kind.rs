@@ -108,7 +108,7 @@ mod tests {
         assert_eq!(
             keys,
             [
-                &["slot_size", "history", "spare_slots"][..],
+                &["slot_size", "history", "spare_slots", "policy", "reliable_timeout_ms"][..],
                 &["capacity", "max_element_size", "stride"],
                 &["capacity", "data_offset"],
                 &["max_workers", "max_job_size"],
@@ -116,7 +116,10 @@ mod tests {
             ]
         );
         let raw: [u64; PARAMS] = [64, 16, 0, 0, 0, 0, 0, 0];
-        assert_eq!(info(Kind::Topic).params(&raw), [("slot_size", 64), ("history", 16), ("spare_slots", 0)]);
+        assert_eq!(
+            info(Kind::Topic).params(&raw),
+            [("slot_size", 64), ("history", 16), ("spare_slots", 0), ("policy", 0), ("reliable_timeout_ms", 0)]
+        );
         // The journal is not a segment: a segment claiming to be one shows its raw non-zero
         // parameters.
         let raw: [u64; PARAMS] = [7, 0, 9, 0, 0, 0, 0, 0];

@@ -128,8 +128,8 @@ pub use sys::sigbus::disable_handler as disable_sigbus_handler;
 pub use sys::ProcessId;
 #[cfg(not(loom))]
 pub use topic::{
-    Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError,
-    TopicStatus, TopicTryRecvError,
+    DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError,
+    TopicSendError, TopicSendTimeoutError, TopicStatus, TopicTryRecvError, TopicTrySendError,
 };
 pub use wait::WaitPolicy;
 #[cfg(not(loom))]

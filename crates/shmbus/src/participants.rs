@@ -175,6 +175,11 @@ impl<'a, W64: Load<Value = u64>, W32: Load<Value = u32>> Table<'a, W64, W32> {
         self.entries.get(index).map_or(FREE, |e| e.word.load(Ordering::Acquire))
     }
 
+    /// Aux word `i` of entry `index` (0 for an index out of range), for status views.
+    pub(crate) fn aux(&self, index: usize, i: usize) -> u64 {
+        self.entries.get(index).and_then(|e| e.aux.get(i)).map_or(0, |w| w.load(Ordering::Acquire))
+    }
+
     /// Every entry in use.
     pub(crate) fn list(&self) -> Vec<ParticipantInfo> {
         (0..self.entries.len()).filter_map(|i| self.owner(i)).collect()

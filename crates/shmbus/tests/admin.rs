@@ -386,9 +386,18 @@ fn describe_gives_every_kind_by_name() {
 
     Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
     let t = describe("t");
-    assert_eq!(t.params, [("slot_size", 64), ("history", 4), ("spare_slots", t.params[2].1)]);
+    assert_eq!(
+        t.params,
+        [
+            ("slot_size", 64),
+            ("history", 4),
+            ("spare_slots", t.params[2].1),
+            ("policy", 0),
+            ("reliable_timeout_ms", 1000)
+        ]
+    );
     assert_eq!((t.max_message_len, t.history, t.senders, t.receivers), (Some(64), Some(4), Some(0), Some(0)));
-    assert_eq!(t.status.iter().map(|p| p.0).collect::<Vec<_>>(), ["slots", "pinned_slots"]);
+    assert_eq!(t.status.iter().map(|p| p.0).collect::<Vec<_>>(), ["slots", "pinned_slots", "reliable_subscribers"]);
     assert_eq!(t.detail, "");
 
     Pool::create_or_open(&d, "p", &PoolConfig::default().max_workers(2).max_job_len(64)).unwrap();

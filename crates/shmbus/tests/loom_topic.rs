@@ -11,7 +11,7 @@ use loom::thread;
 
 use shmbus::participants::{Participant, ParticipantTable};
 use shmbus::topic::protocol::{Control, AUX_PENDING, ROLE_PUBLISHER, ROLE_SUBSCRIBER};
-use shmbus::topic::protocol::{DataRegion, Lookup, Shared, SlotHeader};
+use shmbus::topic::protocol::{CursorCache, DataRegion, Lookup, Shared, SlotHeader};
 use shmbus::ProcessId;
 
 struct Mem {
@@ -67,6 +67,24 @@ fn publish_claim_first(sh: &Shared<'_>, me: usize, x: u8) -> Option<u64> {
     sh.begin_write(s);
     // SAFETY: s < slots and the payload fits the slot.
     unsafe { sh.data.write(s, &[x, x]) };
+    sh.commit(part, s, k, PAYLOAD, 0);
+    Some(k)
+}
+
+/// Publishes `[x, x]` on a `block`/`fail` topic: gives the slot back if a reliable cursor
+/// still needs its old message (as `Publisher::try_send` does). `cursors` is the
+/// publisher's last scan, kept between publishes as a `Publisher` keeps it.
+fn publish_lossless(sh: &Shared<'_>, me: usize, x: u8, cursors: &mut CursorCache) -> Option<u64> {
+    let s = sh.acquire_slot(me).ok()?;
+    if sh.take_slot_lossless(s, cursors).is_err() {
+        sh.give_back_slot(s);
+        return None;
+    }
+    sh.begin_write(s);
+    // SAFETY: s < slots and the payload fits the slot.
+    unsafe { sh.data.write(s, &[x, x]) };
+    let part = sh.participants.entry(me);
+    let k = sh.claim_seq(part);
     sh.commit(part, s, k, PAYLOAD, 0);
     Some(k)
 }
@@ -221,5 +239,63 @@ fn an_audited_acquire_clears_garbage_pins_but_never_takes_a_recorded_one() {
         if published.is_none() {
             assert!(sh.acquire_slot_audited(0).is_ok(), "garbage pin blocked the publisher");
         }
+    });
+}
+
+/// Two slots holding 1 and 2, a publisher and a subscriber registered (entries 0 and 1),
+/// and the publisher's scan of the cursors (none, so far: it trusts it until the epoch moves).
+fn two_messages_two_endpoints() -> (Arc<Mem>, CursorCache) {
+    let mem = Mem::new(2);
+    let sh = mem.shared();
+    let me = ProcessId { pid: 7, start_time: 1 };
+    assert_eq!(sh.participants.register(me, ROLE_PUBLISHER, 0..1), Some(0));
+    assert_eq!(sh.participants.register(me, ROLE_SUBSCRIBER, 1..2), Some(1));
+    let mut cursors = CursorCache::default();
+    assert_eq!(publish_lossless(&sh, 0, 1, &mut cursors), Some(1));
+    assert_eq!(publish_lossless(&sh, 0, 2, &mut cursors), Some(2));
+    (mem, cursors)
+}
+
+#[test]
+fn a_reliable_cursor_keeps_its_message_until_it_moves_past() {
+    loom::model(|| {
+        // The subscriber's cursor stands at 1; the publisher's next slot holds 1. It may
+        // overwrite it only after the subscriber has read 1 and moved its cursor.
+        let (mem, mut cursors) = two_messages_two_endpoints();
+        let sh = mem.shared();
+        assert_eq!(sh.join_reliable(1, 1), 1);
+        let writer = {
+            let mem = mem.clone();
+            thread::spawn(move || publish_lossless(&mem.shared(), 0, 3, &mut cursors))
+        };
+        assert_eq!(read(&sh, 1), Some([1, 1]), "a message a reliable cursor needs was overwritten");
+        let _ = sh.publish_cursor(1, 2);
+        if let Some(k) = writer.join().unwrap() {
+            assert_eq!(k, 3);
+            assert_eq!(read(&sh, 2), Some([2, 2]), "the publisher overwrote past the slot it checked");
+        }
+    });
+}
+
+#[test]
+fn a_joining_reliable_subscriber_never_loses_where_it_starts() {
+    loom::model(|| {
+        // No reliable subscriber yet: the publisher takes the slot of 1 while a subscriber
+        // joins asking for 1. Either the publisher sees the join (and the cursor), or the
+        // subscriber sees the slot taken and starts after it; the message it starts at is
+        // never overwritten under it.
+        let (mem, mut cursors) = two_messages_two_endpoints();
+        let sh = mem.shared();
+        let writer = {
+            let mem = mem.clone();
+            thread::spawn(move || publish_lossless(&mem.shared(), 0, 3, &mut cursors))
+        };
+        let c = sh.join_reliable(1, 1);
+        // 4: the walk saw 3 mid-commit and started after it (conservative, allowed).
+        assert!((1..=4).contains(&c), "joined at {c}");
+        if c <= 2 {
+            assert_eq!(read(&sh, c), Some([c as u8; 2]), "lost {c}, where it joined");
+        }
+        writer.join().unwrap();
     });
 }

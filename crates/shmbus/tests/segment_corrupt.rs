@@ -272,3 +272,23 @@ fn segment_fuzz_corpus_and_mutations_are_survived() {
         fuzz_harness::exercise_segment(&input);
     }
 }
+
+#[test]
+fn a_topic_policy_word_out_of_range_is_a_typed_error() {
+    let s = Scratch::new("seg-policy");
+    let path = fresh_topic(&s, "t");
+    let d = s.domain("c");
+    // params[3] is the delivery policy (0 overwrite, 1 block, 2 fail), params[4] the reliable
+    // timeout in ms: out of range, with a correct checksum.
+    for (param, value) in [(3, 3u64), (3, u64::MAX), (4, u64::MAX)] {
+        let mut h = read_header(&path);
+        let original = h.clone();
+        h[32 + 8 * param..40 + 8 * param].copy_from_slice(&value.to_le_bytes());
+        write_header_with_crc(&path, h);
+        for e in [Topic::open(&d, "t").unwrap_err(), Topic::status(&d, "t").unwrap_err()] {
+            assert!(matches!(e, OpenError::Corrupt { .. } | OpenError::LayoutMismatch { .. }), "{param}={value}: {e}");
+        }
+        write_header_with_crc(&path, original);
+    }
+    assert_eq!(Topic::open(&d, "t").unwrap().policy(), shmbus::topic::DeliveryPolicy::Overwrite);
+}

@@ -144,7 +144,8 @@ pub trait Endpoint {
 pub static ALL: &[&dyn Transport] = &[
     &floor::Floor,
     &futex_floor::FutexFloor,
-    &topic::TopicTransport,
+    &topic::TopicTransport { lossless: false },
+    &topic::TopicTransport { lossless: true },
     &stream::StreamTransport,
     &queue::QueueTransport,
     &journal::JOURNAL,

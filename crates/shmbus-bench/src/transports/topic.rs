@@ -5,27 +5,38 @@
 //! Each topic keeps a history of 2 plus 1 spare slot: the same number of samples in flight as
 //! the iceoryx2 peer (no history, a subscriber buffer of 2), so large payloads cycle through
 //! the same amount of memory in both.
+//!
+//! `topic-lossless`: the same over topics of policy `block` with reliable subscribers, so
+//! each publish checks the peer's cursor (the lossless cost against `topic`).
 
 use std::io;
 
-use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
+use shmbus::topic::{
+    DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError,
+};
 
 use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
 use super::{Endpoint, Handoff, Params, Payload, Transport};
 use crate::waiter::Waiter;
 
-/// shmbus topics.
+/// shmbus topics: `overwrite` (lossy), or `block` with reliable subscribers (lossless).
 #[derive(Debug)]
-pub struct TopicTransport;
+pub struct TopicTransport {
+    /// `topic-lossless`.
+    pub lossless: bool,
+}
 
-fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str) -> io::Result<Box<dyn Endpoint>> {
+fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str, lossless: bool) -> io::Result<Box<dyn Endpoint>> {
     check_size(params)?;
     let d = root.domain()?;
-    let cfg = TopicConfig::default().max_message_len(params.size).history(2).spare_slots(1);
+    let mut cfg = TopicConfig::default().max_message_len(params.size).history(2).spare_slots(1);
+    if lossless {
+        cfg = cfg.policy(DeliveryPolicy::Block);
+    }
     let tx = Topic::create_or_open(&d, tx, &cfg).map_err(io::Error::other)?;
     let rx = Topic::create_or_open(&d, rx, &cfg).map_err(io::Error::other)?;
     let publisher = tx.publisher().map_err(io::Error::other)?;
-    let subscriber = rx.subscriber().map_err(io::Error::other)?;
+    let subscriber = if lossless { rx.reliable_subscriber() } else { rx.subscriber() }.map_err(io::Error::other)?;
     // Both topics are fresh: start at the first message whoever subscribes last.
     subscriber.seek(1);
     subscriber.set_wait_policy(policy(params.mode));
@@ -34,7 +45,11 @@ fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str) -> io::Result<Box
 
 impl Transport for TopicTransport {
     fn name(&self) -> &'static str {
-        "topic"
+        if self.lossless {
+            "topic-lossless"
+        } else {
+            "topic"
+        }
     }
 
     fn payload(&self, requested: Payload) -> Payload {
@@ -43,11 +58,11 @@ impl Transport for TopicTransport {
 
     fn open(&self, params: &Params) -> io::Result<(Box<dyn Endpoint>, Handoff)> {
         let (root, handoff) = ScratchRoot::create("topic")?;
-        Ok((end(root, params, "ping", "pong")?, handoff))
+        Ok((end(root, params, "ping", "pong", self.lossless)?, handoff))
     }
 
     fn attach(&self, params: &Params, handoff: Handoff) -> io::Result<Box<dyn Endpoint>> {
-        end(ScratchRoot::attach(&handoff)?, params, "pong", "ping")
+        end(ScratchRoot::attach(&handoff)?, params, "pong", "ping", self.lossless)
     }
 }
 

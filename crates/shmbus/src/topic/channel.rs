@@ -1,6 +1,7 @@
 //! The topic handle: its configuration, status and the mapping shared by its endpoints.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::layout::{TopicLayout, CONTROL_SIZE};
 use super::protocol::{
@@ -25,6 +26,66 @@ pub const DEFAULT_HISTORY: usize = 16;
 /// Default number of spare slots of a created topic.
 pub const DEFAULT_SPARE_SLOTS: usize = 4;
 
+/// Default reliable timeout of a created topic, in milliseconds: how long a live reliable
+/// subscriber may hold a publisher back without reading before it is evicted.
+pub const DEFAULT_RELIABLE_TIMEOUT_MS: u64 = 1000;
+
+/// What a publisher does when the slot it would overwrite holds a message a *reliable*
+/// subscriber has not read yet (see [`Topic::reliable_subscriber`]). Set per topic at
+/// creation ([`TopicConfig::policy`]); stored in the topic's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum DeliveryPolicy {
+    /// Overwrite the oldest message, as always: publishers never wait and read no cursor;
+    /// reliable subscribers are refused.
+    #[default]
+    Overwrite = 0,
+    /// Wait until every reliable subscriber has read it (`send` waits; `send_timeout` up to
+    /// its timeout; `try_send` returns `Full`).
+    Block = 1,
+    /// Return `Full` at once, from every send verb; the caller keeps its message.
+    Fail = 2,
+}
+
+impl DeliveryPolicy {
+    /// The policy stored as number `v` in a topic's header, if any.
+    pub fn from_u64(v: u64) -> Option<DeliveryPolicy> {
+        match v {
+            0 => Some(DeliveryPolicy::Overwrite),
+            1 => Some(DeliveryPolicy::Block),
+            2 => Some(DeliveryPolicy::Fail),
+            _ => None,
+        }
+    }
+
+    /// `overwrite`, `block` or `fail`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeliveryPolicy::Overwrite => "overwrite",
+            DeliveryPolicy::Block => "block",
+            DeliveryPolicy::Fail => "fail",
+        }
+    }
+}
+
+impl std::str::FromStr for DeliveryPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DeliveryPolicy, String> {
+        match s {
+            "overwrite" => Ok(DeliveryPolicy::Overwrite),
+            "block" => Ok(DeliveryPolicy::Block),
+            "fail" => Ok(DeliveryPolicy::Fail),
+            _ => Err(format!("unknown delivery policy {s:?}: expected overwrite, block or fail")),
+        }
+    }
+}
+
+impl std::fmt::Display for DeliveryPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How to create or open a topic, built with setters:
 /// `TopicConfig::default().max_message_len(64).history(16)`.
 ///
@@ -37,6 +98,8 @@ pub struct TopicConfig {
     max_message_len: Option<usize>,
     history: Option<usize>,
     spare_slots: Option<usize>,
+    policy: Option<DeliveryPolicy>,
+    reliable_timeout: Option<Duration>,
     common: CommonConfig,
 }
 
@@ -62,7 +125,28 @@ impl TopicConfig {
         self
     }
 
+    /// The delivery policy (default [`DeliveryPolicy::Overwrite`]): what publishers do
+    /// when a reliable subscriber has not read the slot they would overwrite.
+    pub fn policy(mut self, policy: DeliveryPolicy) -> TopicConfig {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// How long a live reliable subscriber may hold a publisher back without reading before
+    /// it is evicted (default [`DEFAULT_RELIABLE_TIMEOUT_MS`], 1 s; stored in milliseconds,
+    /// 1 ms to one day).
+    pub fn reliable_timeout(mut self, timeout: Duration) -> TopicConfig {
+        self.reliable_timeout = Some(timeout);
+        self
+    }
+
     crate::endpoint::channel::common_setters!("topic");
+}
+
+impl TopicConfig {
+    fn timeout_ms(&self) -> Option<u64> {
+        self.reliable_timeout.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
 }
 
 impl ChannelConfig for TopicConfig {
@@ -74,6 +158,8 @@ impl ChannelConfig for TopicConfig {
             self.max_message_len.or(typed).unwrap_or(DEFAULT_MAX_MESSAGE_LEN) as u64,
             self.history.unwrap_or(DEFAULT_HISTORY) as u64,
             self.spare_slots.unwrap_or(DEFAULT_SPARE_SLOTS) as u64,
+            self.policy.unwrap_or_default() as u64,
+            self.timeout_ms().unwrap_or(DEFAULT_RELIABLE_TIMEOUT_MS),
         )
         .map_err(|what| OpenError::InvalidConfig { what })
     }
@@ -84,6 +170,8 @@ impl ChannelConfig for TopicConfig {
             ("slot size", set(self.max_message_len), existing.slot_size),
             ("history", set(self.history), existing.history),
             ("spare slots", set(self.spare_slots), existing.spare),
+            ("delivery policy (0 overwrite, 1 block, 2 fail)", self.policy.map(|p| p as u64), existing.policy),
+            ("reliable timeout ms", self.timeout_ms(), existing.reliable_timeout_ms),
         ]
     }
 
@@ -171,6 +259,19 @@ impl StatusView<'_> {
         self.area.u64_at(std::mem::offset_of!(Control, committed_max.0)).load(Ordering::Acquire)
     }
 
+    /// Live subscribers whose cursor word says reliable (not evicted).
+    fn reliable_subscribers(&self) -> usize {
+        self.participants
+            .list()
+            .into_iter()
+            .filter(|p| p.role == ROLE_SUBSCRIBER && process_is_alive(p.process))
+            .filter(|p| {
+                let v = self.participants.aux(p.index, super::protocol::AUX_CURSOR);
+                v != 0 && v & super::protocol::CURSOR_EVICTED == 0
+            })
+            .count()
+    }
+
     /// Slots pinned by anyone now (each slot's pin words, as [`slot_pinned`] reads them).
     fn pinned_slots(&self) -> usize {
         let l = self.layout;
@@ -186,7 +287,18 @@ impl Inner {
     pub(super) fn event(&self) -> &EventWord {
         // SAFETY: the control block's `event` is an AtomicU32 in the mapping; EventWord is
         // repr(transparent) over AtomicU32.
-        unsafe { &*(&self.shared().ctl.event.0 as *const crate::sync::AtomicU32 as *const EventWord) }
+        unsafe { &*(&self.shared().ctl.event.0.event as *const crate::sync::AtomicU32 as *const EventWord) }
+    }
+
+    /// The futex publishers of a `block` topic sleep on (see `protocol::EventLine`).
+    pub(super) fn space(&self) -> &EventWord {
+        // SAFETY: as in `event`.
+        unsafe { &*(&self.shared().ctl.event.0.space as *const crate::sync::AtomicU32 as *const EventWord) }
+    }
+
+    /// The topic's delivery policy (validated when the header was read).
+    pub(super) fn policy(&self) -> DeliveryPolicy {
+        DeliveryPolicy::from_u64(self.layout().policy).unwrap_or_default()
     }
 
     pub(super) fn reclaim_dead(&self) -> usize {
@@ -218,6 +330,12 @@ pub struct TopicStatus {
     pub subscribers: usize,
     /// Slots pinned right now.
     pub pinned_slots: usize,
+    /// The delivery policy.
+    pub policy: DeliveryPolicy,
+    /// How long a live reliable subscriber may hold publishers back without reading.
+    pub reliable_timeout: Duration,
+    /// Live reliable subscribers (not evicted).
+    pub reliable_subscribers: usize,
 }
 
 impl Topic {
@@ -247,6 +365,9 @@ impl Topic {
             publishers: sv.participants.live_in_role(ROLE_PUBLISHER, process_is_alive),
             subscribers: sv.participants.live_in_role(ROLE_SUBSCRIBER, process_is_alive),
             pinned_slots: sv.pinned_slots(),
+            policy: DeliveryPolicy::from_u64(layout.policy).unwrap_or_default(),
+            reliable_timeout: Duration::from_millis(layout.reliable_timeout_ms),
+            reliable_subscribers: sv.reliable_subscribers(),
         })
     }
 
@@ -283,6 +404,33 @@ impl Topic {
     pub fn subscriber(&self) -> Result<Subscriber, OpenError> {
         let id = self.inner.register(ROLE_SUBSCRIBER)?;
         Ok(Subscriber::new(self.inner.clone(), id))
+    }
+
+    /// A new *reliable* subscriber: on a `block` or `fail` topic, publishers do not overwrite
+    /// a message it has not read (see [`DeliveryPolicy`]), unless it dies (dropped at once)
+    /// or stands still for the topic's reliable timeout (evicted: it receives on as a lossy
+    /// subscriber, and its next receive returns the `Evicted` error once). It starts with
+    /// the messages published from now on; [`Subscriber::seek_oldest`] moves it back to the
+    /// oldest message publishers still keep for it. Fails with [`OpenError::InvalidConfig`]
+    /// on an `overwrite` topic, whose publishers read no cursor.
+    pub fn reliable_subscriber(&self) -> Result<Subscriber, OpenError> {
+        if self.inner.policy() == DeliveryPolicy::Overwrite {
+            return Err(OpenError::InvalidConfig {
+                what: format!(
+                    "topic {} has delivery policy overwrite, which keeps no message for a reliable subscriber; create it with policy block or fail",
+                    self.name()
+                ),
+            });
+        }
+        let id = self.inner.register(ROLE_SUBSCRIBER)?;
+        let sub = Subscriber::new(self.inner.clone(), id);
+        sub.make_reliable();
+        Ok(sub)
+    }
+
+    /// The topic's delivery policy.
+    pub fn policy(&self) -> DeliveryPolicy {
+        self.inner.policy()
     }
 
     /// Highest committed sequence number (0: none yet).

@@ -5,40 +5,69 @@ use std::fmt;
 use crate::error::{error_family, Corrupt};
 use crate::segment::{Kind, TRUNCATED_MSG};
 
-/// Publishing (or loaning a slot) failed. A publisher never waits, so there is one error for
-/// [`Publisher::send`](super::Publisher::send), [`Publisher::loan`](super::Publisher::loan)
-/// and [`Loan::send`](super::Loan::send).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TopicSendError {
-    /// The message is larger than the topic's largest message.
-    TooLarge {
-        /// Message length.
-        len: usize,
-        /// The topic's `max_message_len`.
-        max: usize,
-    },
-    /// Every slot is pinned by subscribers (or being written): nothing may be overwritten.
-    AllPinned {
-        /// Number of slots in the topic.
-        slots: usize,
-    },
-    /// The topic's file was truncated by another process while this one had it mapped:
-    /// what was written past the cut is lost. Checked when a send fails; recreate the
-    /// topic.
-    Truncated,
+error_family! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    try
+    /// [`Publisher::try_send`](super::Publisher::try_send) failed; the message was not sent
+    /// (the caller still has it). Never waits.
+    TopicTrySendError {}
+    block
+    /// Publishing ([`Publisher::send`](super::Publisher::send),
+    /// [`loan`](super::Publisher::loan), [`Loan::send`](super::Loan::send)) failed. On an
+    /// `overwrite` topic a publisher never waits; on a `block` topic `send` and `loan` wait
+    /// for reliable subscribers (never longer than the topic's reliable timeout per stuck
+    /// subscriber, which is then evicted).
+    TopicSendError;
+    timeout
+    /// [`Publisher::send_timeout`](super::Publisher::send_timeout) failed; the message was
+    /// not sent.
+    TopicSendTimeoutError => "timed out waiting for reliable subscribers to read; are they running?";
+    shared {
+        /// The message is larger than the topic's largest message.
+        TooLarge {
+            /// Message length.
+            len: usize,
+            /// The topic's `max_message_len`.
+            max: usize,
+        } => ("message of {len} bytes exceeds the topic's slot size of {max} bytes; recreate the topic with a larger --slot-size"),
+        /// Every slot is pinned by subscribers (or being written): nothing may be overwritten.
+        AllPinned {
+            /// Number of slots in the topic.
+            slots: usize,
+        } => ("all {slots} slots are pinned by subscribers holding zero-copy samples; subscribers must drop samples sooner, or recreate the topic with more spare slots"),
+        /// A reliable subscriber has not read message `seq` yet, which the send would
+        /// overwrite: from every send on a `fail` topic, and from `try_send` on a `block`
+        /// topic. Retry later; a subscriber that stands still is evicted after the topic's
+        /// reliable timeout.
+        Full {
+            /// The oldest message a reliable subscriber still needs.
+            seq: u64,
+        } => ("topic is full: a reliable subscriber has not read message {seq} yet; retry later (a subscriber that stops reading is evicted after the topic's reliable timeout)"),
+        /// The topic's file was truncated by another process while this one had it mapped:
+        /// what was written past the cut is lost. Checked when a send fails; recreate the
+        /// topic.
+        Truncated => ("{}", TRUNCATED_MSG),
+    }
 }
 
-impl fmt::Display for TopicSendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TopicSendError::TooLarge { len, max } => write!(f, "message of {len} bytes exceeds the topic's slot size of {max} bytes; recreate the topic with a larger --slot-size"),
-            TopicSendError::AllPinned { slots } => write!(f, "all {slots} slots are pinned by subscribers holding zero-copy samples; subscribers must drop samples sooner, or recreate the topic with more spare slots"),
-            TopicSendError::Truncated => f.write_str(TRUNCATED_MSG),
+impl From<TopicSendTimeoutError> for TopicSendError {
+    /// For the verbs that wait without a deadline: `Timeout` cannot come from them.
+    fn from(e: TopicSendTimeoutError) -> TopicSendError {
+        match e {
+            TopicSendTimeoutError::TooLarge { len, max } => TopicSendError::TooLarge { len, max },
+            TopicSendTimeoutError::AllPinned { slots } => TopicSendError::AllPinned { slots },
+            TopicSendTimeoutError::Full { seq } => TopicSendError::Full { seq },
+            TopicSendTimeoutError::Truncated | TopicSendTimeoutError::Timeout => TopicSendError::Truncated,
         }
     }
 }
-impl std::error::Error for TopicSendError {}
+
+impl From<TopicSendTimeoutError> for TopicTrySendError {
+    /// For `try_send`, which never waits: `Timeout` cannot come from it.
+    fn from(e: TopicSendTimeoutError) -> TopicTrySendError {
+        TopicSendError::from(e).into()
+    }
+}
 
 error_family! {
     #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +94,11 @@ error_family! {
             /// How many sequence numbers were skipped.
             missed: u64,
         } => ("subscriber lagged: {missed} message(s) skipped; read faster or create the topic with a longer history"),
+        /// This reliable subscriber stood still for the topic's reliable timeout while a
+        /// publisher waited for it, and was evicted: it is a lossy subscriber from now on
+        /// (reported once; the next receive goes on from where it stands, and may report
+        /// `Lagged`). Make a new reliable subscriber to be reliable again.
+        Evicted => ("evicted: this reliable subscriber stopped reading for longer than the topic's reliable timeout and is lossy from now on; read faster or create the topic with a longer reliable timeout"),
         /// The subscriber already holds as many pinned samples as its budget allows.
         PinLimit {
             /// The budget.

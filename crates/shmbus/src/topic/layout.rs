@@ -10,6 +10,9 @@ pub const MAX_HISTORY: u64 = 1 << 20;
 /// Largest number of spare slots.
 pub const MAX_SPARE: u64 = 1 << 16;
 
+/// Largest reliable timeout a topic accepts, in milliseconds (one day).
+pub const MAX_RELIABLE_TIMEOUT_MS: u64 = 86_400_000;
+
 pub(super) const CONTROL_SIZE: u64 = super::protocol::CONTROL_BYTES as u64;
 
 /// The topic's layout, derived from (slot_size, history, spare).
@@ -18,6 +21,10 @@ pub(crate) struct TopicLayout {
     pub(super) slot_size: u64,
     pub(super) history: u64,
     pub(super) spare: u64,
+    /// The delivery policy's number (`DeliveryPolicy as u64`).
+    pub(super) policy: u64,
+    /// Milliseconds a reliable subscriber may hold publishers back without reading.
+    pub(super) reliable_timeout_ms: u64,
     pub(super) slots: u64,
     pub(super) index_len: u64,
     pub(super) stride: u64,
@@ -32,7 +39,19 @@ fn round_up(v: u64, to: u64) -> Option<u64> {
 }
 
 impl TopicLayout {
-    pub(super) fn new(slot_size: u64, history: u64, spare: u64) -> Result<TopicLayout, String> {
+    pub(super) fn new(
+        slot_size: u64,
+        history: u64,
+        spare: u64,
+        policy: u64,
+        reliable_timeout_ms: u64,
+    ) -> Result<TopicLayout, String> {
+        if super::channel::DeliveryPolicy::from_u64(policy).is_none() {
+            return Err(format!("delivery policy {policy} is none of 0 (overwrite), 1 (block), 2 (fail)"));
+        }
+        if reliable_timeout_ms == 0 || reliable_timeout_ms > MAX_RELIABLE_TIMEOUT_MS {
+            return Err(format!("reliable timeout {reliable_timeout_ms} ms must be 1..={MAX_RELIABLE_TIMEOUT_MS}"));
+        }
         if slot_size == 0 || slot_size > MAX_SLOT_SIZE {
             return Err(format!("slot size {slot_size} must be 1..={MAX_SLOT_SIZE} bytes"));
         }
@@ -65,7 +84,19 @@ impl TopicLayout {
         if total > (1 << 40) {
             return Err(format!("topic would need {total} bytes; reduce slot size or history"));
         }
-        Ok(TopicLayout { slot_size, history, spare, slots, index_len, stride, headers_off, data_off, total })
+        Ok(TopicLayout {
+            slot_size,
+            history,
+            spare,
+            policy,
+            reliable_timeout_ms,
+            slots,
+            index_len,
+            stride,
+            headers_off,
+            data_off,
+            total,
+        })
     }
 }
 
@@ -73,11 +104,13 @@ impl Layout for TopicLayout {
     const KIND: Kind = Kind::Topic;
 
     fn from_params(p: &[u64; PARAMS]) -> Result<Self, String> {
-        TopicLayout::new(p[0], p[1], p[2])
+        // A topic made before delivery policies stores 0, 0: overwrite, default timeout.
+        let timeout = if p[4] == 0 { super::channel::DEFAULT_RELIABLE_TIMEOUT_MS } else { p[4] };
+        TopicLayout::new(p[0], p[1], p[2], p[3], timeout)
     }
 
     fn params(&self) -> [u64; PARAMS] {
-        [self.slot_size, self.history, self.spare, 0, 0, 0, 0, 0]
+        [self.slot_size, self.history, self.spare, self.policy, self.reliable_timeout_ms, 0, 0, 0]
     }
 
     fn kind_area_size(&self) -> u64 {
@@ -85,7 +118,7 @@ impl Layout for TopicLayout {
     }
 
     fn param_names() -> [&'static str; PARAMS] {
-        ["slot size", "history", "spare slots", "", "", "", "", ""]
+        ["slot size", "history", "spare slots", "delivery policy", "reliable timeout ms", "", "", ""]
     }
 
     unsafe fn init(&self, _base: *mut u8) {
@@ -110,7 +143,7 @@ impl crate::kind::KindInfo for TopicKind {
     }
 
     fn param_keys(&self) -> &'static [&'static str] {
-        &["slot_size", "history", "spare_slots"]
+        &["slot_size", "history", "spare_slots", "policy", "reliable_timeout_ms"]
     }
 
     /// None, by decision: a topic's history is a window no reader is owed (see `admin`).
@@ -137,7 +170,15 @@ impl crate::kind::KindInfo for TopicKind {
             last_seq: Some(st.last_seq),
             senders: Some(st.publishers),
             receivers: Some(st.subscribers),
-            status: vec![("slots", st.slots.into()), ("pinned_slots", st.pinned_slots.into())],
+            status: vec![
+                ("slots", st.slots.into()),
+                ("pinned_slots", st.pinned_slots.into()),
+                ("reliable_subscribers", st.reliable_subscribers.into()),
+            ],
+            detail: match st.policy {
+                super::DeliveryPolicy::Overwrite => String::new(),
+                p => format!("policy {}, {} reliable subscriber(s)", p.name(), st.reliable_subscribers),
+            },
             ..Default::default()
         })
     }

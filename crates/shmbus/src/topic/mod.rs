@@ -6,11 +6,19 @@
 //! order with gap reports, reads the latest, or reads any of the last N by sequence number.
 //!
 //! Reads are either a validated **copy** (never torn: a seqlock check after the copy) or a
-//! zero-copy **pinned** [`Sample`] that no publisher overwrites while it is held. Publishers
-//! never wait for subscribers, so a [`Publisher`] has only `send`: pinned slots are skipped,
-//! and only when *every* slot is pinned does a send fail ([`TopicSendError::AllPinned`]).
-//! Sending touches no per-subscriber state, so its cost does not grow with the number of
-//! subscribers.
+//! zero-copy **pinned** [`Sample`] that no publisher overwrites while it is held. On a topic
+//! of the default [`DeliveryPolicy::Overwrite`], publishers never wait for subscribers:
+//! pinned slots are skipped, and only when *every* slot is pinned does a send fail
+//! ([`TopicSendError::AllPinned`]). Sending touches no per-subscriber state, so its cost does
+//! not grow with the number of subscribers.
+//!
+//! **Lossless delivery.** A topic created with [`DeliveryPolicy::Block`] or
+//! [`DeliveryPolicy::Fail`] never overwrites a message a *reliable* subscriber
+//! ([`Topic::reliable_subscriber`]) has not read: [`Publisher::send`] waits (`block`) or
+//! returns [`TopicSendError::Full`] (`fail`); [`Publisher::try_send`] never waits and
+//! [`Publisher::send_timeout`] waits up to a timeout. A reliable subscriber that dies is
+//! dropped within about 10 ms; one that stops reading is evicted after the topic's reliable
+//! timeout and told by [`TopicTryRecvError::Evicted`].
 //!
 //! A [`Subscriber`] receives in order with three families, each with a `try_` form, a
 //! blocking form and a `_timeout` form: owned ([`Subscriber::recv`] → [`Message`]), into a
@@ -79,9 +87,15 @@ mod subscriber;
 mod typed;
 
 #[cfg(not(loom))]
-pub use channel::{Topic, TopicConfig, TopicStatus, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN, DEFAULT_SPARE_SLOTS};
+pub use channel::{
+    DeliveryPolicy, Topic, TopicConfig, TopicStatus, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN,
+    DEFAULT_RELIABLE_TIMEOUT_MS, DEFAULT_SPARE_SLOTS,
+};
 #[cfg(not(loom))]
-pub use error::{TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError};
+pub use error::{
+    TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicSendTimeoutError, TopicTryRecvError,
+    TopicTrySendError,
+};
 #[cfg(not(loom))]
 pub(crate) use layout::TopicKind;
 #[cfg(not(loom))]

@@ -50,6 +50,53 @@
 //! * A sequence number claimed by a publisher that died before committing is *abandoned*:
 //!   `tail` passed it, the index never shows it, and no live participant has it pending.
 //!   Readers report it as a gap.
+//!
+//! # Lossless delivery (`block` and `fail` topics)
+//! The policy is in the header; an `overwrite` topic's publishers never read what follows.
+//! * A **reliable subscriber** keeps its *cursor* (the next sequence number it will read) in
+//!   its participant entry's [`AUX_CURSOR`] word (0 = not reliable). It moves it forward
+//!   with a CAS (AcqRel) *after* it finished reading everything before it — so a publisher
+//!   that reads the cursor (Acquire) overwrites only what was read. A CAS, not a store, so
+//!   that the publishers' marks in the word are never lost: [`CURSOR_WAITING`] and
+//!   [`CURSOR_EVICTED`]. A pinned read moves the cursor at once: publishers skip pinned
+//!   slots anyway.
+//! * A **publisher** holding slot `s` (acquired, not yet written), whose old message is `m`,
+//!   may overwrite it iff every reliable cursor is above `m` ([`Shared::take_slot_lossless`]).
+//!   Otherwise it gives the slot back untouched (its message stays readable) and turns the
+//!   round-robin counter back, so slots keep filling in order.
+//! * **Cost.** Each publisher keeps its last scan of the cursors (the slowest one, and the
+//!   *epoch* it loaded before scanning). It scans again only when the old message of the
+//!   slot it takes reaches that slowest cursor, or when the epoch moved (a subscriber
+//!   joined). A scan reads the *reliable set* (a bitmap in the event line: a joiner sets its
+//!   bit first, leaving or reclaiming clears it) and one participant line per member. In
+//!   the steady state that is one scan per `slots` messages, whatever the number of reliable
+//!   subscribers; between scans a publish adds one load of the epoch, in a line it writes
+//!   anyway.
+//! * **Joining** (SYNC POINT, a Dekker handshake, all SeqCst): a new reliable subscriber
+//!   sets its bit, stores its cursor `c` and bumps the epoch, then walks the messages from
+//!   `c` to `tail`: one whose slot a writer holds (or that is gone) moves `c` past it. A
+//!   publisher takes the slot's writer word (its CAS), then loads the epoch. Either it sees
+//!   the new epoch and scans, seeing the cursor, or the subscriber sees its writer word and
+//!   starts after that message. Messages that no publisher was taking stay until the
+//!   subscriber reads them, so a late joiner gets the oldest message kept, minus at most
+//!   one per publisher writing at that moment. Seeking back is a join.
+//! * **Waiting** (`block`): the publisher loads the `space` futex word, then sets
+//!   [`CURSOR_WAITING`] in each cursor that holds it back (a CAS on that very word), then
+//!   sleeps on `space` (armed as any event word). A subscriber whose cursor CAS finds the
+//!   flag clears it and bumps `space` (a system call only if someone sleeps): the bump comes
+//!   after the publisher's load, so the sleep cannot miss it. Subscribers never touch
+//!   `space` otherwise. A waiting publisher also wakes every 10 ms to check liveness.
+//! * **Dead and stuck subscribers.** A cursor whose owner is dead is dropped by reclaiming
+//!   its entry (the scan reads only entries of registered subscribers). A live one whose
+//!   cursor stays the slowest and unchanged for the topic's reliable timeout, while a
+//!   publisher is held back, is evicted: the publisher CASes its word from the value it saw
+//!   to [`CURSOR_EVICTED`]. The subscriber's next cursor CAS fails on it (nothing stored);
+//!   its next receive reports `Evicted` once and it goes on lossy.
+//! * **Hostile words.** A garbage cursor in a live subscriber's entry holds publishers back
+//!   for at most the reliable timeout (then it is evicted); a garbage epoch only causes a
+//!   scan; a garbage bit in the reliable set is ignored unless its entry is a registered
+//!   subscriber; the policy word is validated when the header is read (out of range: the
+//!   topic does not open, a typed error).
 
 use crate::participants::{EntryState, Participant, ParticipantTable};
 use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, CachePadded, Load, Ordering};
@@ -70,6 +117,19 @@ pub(crate) const PIN_UNTRACKED: u64 = u64::MAX;
 /// commit are in flight (one per live publisher at most) or abandoned by publishers that
 /// died with no commit since. Beyond this bound plus the slot count, the words are garbage.
 pub(crate) const MAX_CLAIMS_AHEAD: u64 = 2 * MAX_TOPIC_PARTICIPANTS as u64;
+/// `aux` word of a *reliable* subscriber's participant entry: its cursor, the next sequence
+/// number it will read (0 = not reliable), with the flags below. Shares the index of
+/// [`AUX_PENDING`], which only publishers use.
+pub const AUX_CURSOR: usize = 0;
+/// Cursor flag: a publisher waits for this subscriber (it bumps the `space` futex when it
+/// next moves its cursor).
+pub const CURSOR_WAITING: u64 = 1 << 62;
+/// Cursor value of a reliable subscriber a publisher evicted (it stood still for the
+/// topic's reliable timeout): publishers ignore it; it learns on its next receive.
+pub const CURSOR_EVICTED: u64 = 1 << 63;
+/// The sequence-number bits of a cursor word.
+pub const CURSOR_SEQ: u64 = CURSOR_WAITING - 1;
+
 /// Role numbers in the participant table.
 pub const ROLE_PUBLISHER: u32 = 1;
 /// Role number of a subscriber.
@@ -90,7 +150,26 @@ pub struct Control {
     pub(crate) tail: CachePadded<AtomicU64>,
     pub(crate) committed_max: CachePadded<AtomicU64>,
     pub(crate) next_slot: CachePadded<AtomicU64>,
-    pub(crate) event: CachePadded<AtomicU32>,
+    pub(crate) event: CachePadded<EventLine>,
+}
+
+/// The event word's line: what subscribers sleep on, and the two rarely written words of
+/// lossless delivery (in what was padding, so a topic made before them reads them as 0).
+#[repr(C)]
+#[derive(Debug)]
+pub struct EventLine {
+    /// The futex subscribers sleep on (an `EventWord`), bumped by every commit.
+    pub(crate) event: AtomicU32,
+    /// The futex publishers of a `block` topic sleep on: a reliable subscriber bumps it
+    /// when it finds [`CURSOR_WAITING`] in its cursor word.
+    pub(crate) space: AtomicU32,
+    /// Bumped by every subscriber that joins the reliable set (or seeks back): a publisher
+    /// that sees it unchanged since its last scan of the cursors trusts that scan.
+    pub(crate) epoch: AtomicU64,
+    /// One bit per participant that is (or was, until it leaves or its entry is reclaimed)
+    /// a reliable subscriber: the entries a scan of the cursors reads, so its cost follows the number of
+    /// reliable subscribers, not the size of the table. A bit of anything else is ignored.
+    pub(crate) reliable: [AtomicU64; 2],
 }
 
 /// Bytes of [`Control`] in the segment.
@@ -106,7 +185,12 @@ impl Control {
             tail: CachePadded(AtomicU64::new(0)),
             committed_max: CachePadded(AtomicU64::new(0)),
             next_slot: CachePadded(AtomicU64::new(0)),
-            event: CachePadded(AtomicU32::new(0)),
+            event: CachePadded(EventLine {
+                event: AtomicU32::new(0),
+                space: AtomicU32::new(0),
+                epoch: AtomicU64::new(0),
+                reliable: [AtomicU64::new(0), AtomicU64::new(0)],
+            }),
         }
     }
 }
@@ -669,6 +753,9 @@ impl<'a> Shared<'a> {
                 word.fetch_and(!bit, Ordering::Release);
             }
         }
+        if let Some((bits, bit)) = self.reliable_bit(index) {
+            bits.fetch_and(!bit, Ordering::Release);
+        }
         if let Some(e) = (index < self.participants.len()).then(|| self.participants.entry(index)) {
             for r in AUX_PIN_RECORDS {
                 e.aux[r].store(0, Ordering::Relaxed);
@@ -691,5 +778,225 @@ impl<'a> Shared<'a> {
             return Err((tail, cm));
         }
         Ok((tail, cm))
+    }
+}
+
+/// A publisher's last scan of the reliable cursors (see [`Shared::take_slot_lossless`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CursorCache {
+    /// The slowest cursor seen (`u64::MAX`: none).
+    min: u64,
+    /// The epoch loaded before that scan.
+    epoch: u64,
+    /// Whether there was a scan at all.
+    valid: bool,
+}
+
+/// The set bits of a word, lowest first.
+struct SetBits(u64);
+
+impl Iterator for SetBits {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(b)
+    }
+}
+
+/// What storing a reliable cursor found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorUpdate {
+    /// Stored; no publisher waits.
+    Stored,
+    /// Stored, and a publisher announced it waits: bump the `space` futex.
+    Wake,
+    /// A publisher evicted this subscriber: nothing stored, it is lossy now.
+    Evicted,
+}
+
+impl<'a> Shared<'a> {
+    /// The cursor word of participant `i`.
+    #[inline]
+    fn cursor_word(&self, i: usize) -> &AtomicU64 {
+        &self.participants.entry(i).aux[AUX_CURSOR]
+    }
+
+    /// Makes participant `me` (a registered subscriber) reliable from sequence number `want`
+    /// on, or from the first message after it that no publisher may be overwriting right
+    /// now. Returns where it stands.
+    ///
+    /// SYNC POINT (Dekker with [`take_slot_lossless`](Shared::take_slot_lossless)): we store
+    /// the cursor and bump the epoch, then look at the writer word of each message's slot
+    /// from the cursor on; a publisher takes a slot's writer word, then loads the epoch (all
+    /// SeqCst). Either it sees the new epoch (and scans the cursors, ours included), or we
+    /// see its writer word and start after that slot's message.
+    pub fn join_reliable(&self, me: usize, want: u64) -> u64 {
+        // The bit and the cursor before the epoch: a publisher that sees the epoch sees them.
+        if let Some((bits, bit)) = self.reliable_bit(me) {
+            bits.fetch_or(bit, Ordering::SeqCst);
+        }
+        let word = self.cursor_word(me);
+        let tail = self.tail();
+        // Older than the index reaches is gone anyway (and bounds the walk below).
+        let mut c = want.clamp(1, CURSOR_SEQ).max(tail.saturating_sub(self.index.len() as u64));
+        let first = c;
+        word.store(c, Ordering::SeqCst);
+        self.ctl.event.0.epoch.fetch_add(1, Ordering::SeqCst);
+        dekker_fence();
+        let mut k = c;
+        while k <= tail {
+            // Committed and in its slot, with no writer holding that slot: kept for us. A
+            // slot being written (or a message already gone) moves our start past it.
+            let intact = match self.lookup_index(k) {
+                Lookup::Found(s) => {
+                    let slot = &self.slots[s];
+                    let writer = slot.w0.load(Ordering::SeqCst) & WRITER_MASK;
+                    // Acquire (after the writer word): a writer that overwrote `k` and let
+                    // go of the slot since our lookup stored `seq` before letting go.
+                    (writer == 0 || self.committing(writer as usize - 1, k)) && slot.seq.load(Ordering::Acquire) == k
+                }
+                // Claimed, not committed: being written fresh, into a slot whose old message
+                // is another one of this walk (or older than it).
+                Lookup::NotYet | Lookup::Pending => true,
+                _ => false,
+            };
+            if !intact {
+                c = k + 1;
+            }
+            k += 1;
+        }
+        if c != first {
+            // Forward only: always safe, and seen by the next scan.
+            word.store(c.min(CURSOR_SEQ), Ordering::SeqCst);
+        }
+        c
+    }
+
+    /// Moves reliable subscriber `me`'s cursor forward to `next`, after it finished reading
+    /// everything before `next`.
+    #[inline]
+    pub fn publish_cursor(&self, me: usize, next: u64) -> CursorUpdate {
+        let word = self.cursor_word(me);
+        let mut cur = word.load(Ordering::Relaxed);
+        loop {
+            if cur & CURSOR_EVICTED != 0 || cur == 0 {
+                return CursorUpdate::Evicted;
+            }
+            // Release: pairs with the loads of cursors in `reliable_cursors`, so our reads of
+            // the slots before `next` happen-before a publisher overwriting them. Acquire:
+            // pairs with `announce_wait`. A CAS, not a store: a publisher's `CURSOR_WAITING`
+            // or `CURSOR_EVICTED` is never lost.
+            match word.compare_exchange_weak(cur, next.min(CURSOR_SEQ), Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) if cur & CURSOR_WAITING != 0 => return CursorUpdate::Wake,
+                Ok(_) => return CursorUpdate::Stored,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Stops participant `me` being reliable (it leaves). Returns whether a publisher waited.
+    pub fn leave_reliable(&self, me: usize) -> bool {
+        let waited = self.cursor_word(me).swap(0, Ordering::Release) & CURSOR_WAITING != 0;
+        if let Some((bits, bit)) = self.reliable_bit(me) {
+            bits.fetch_and(!bit, Ordering::Release);
+        }
+        waited
+    }
+
+    /// The word and bit of participant `i` in the reliable set.
+    #[inline]
+    fn reliable_bit(&self, i: usize) -> Option<(&AtomicU64, u64)> {
+        self.ctl.event.0.reliable.get(i / 64).map(|w| (w, 1u64 << (i % 64)))
+    }
+
+    /// Whether reliable subscriber `me` was evicted (an own-line load; no ordering needed).
+    #[inline]
+    pub fn cursor_evicted(&self, me: usize) -> bool {
+        self.cursor_word(me).load(Ordering::Relaxed) & CURSOR_EVICTED != 0
+    }
+
+    /// The reliable cursors of registered subscribers, as `(participant, cursor word)`.
+    /// Only the entries in the reliable set are read (a bit of anything but a registered
+    /// subscriber is ignored).
+    pub fn reliable_cursors(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let limit = self.participants.len().min(MAX_TOPIC_PARTICIPANTS);
+        let set = &self.ctl.event.0.reliable;
+        // SeqCst: the Dekker handshake of `join_reliable`.
+        let bits = [set[0].load(Ordering::SeqCst), set[1].load(Ordering::SeqCst)];
+        (0..2usize).flat_map(move |w| SetBits(bits[w]).map(move |b| w * 64 + b)).filter(move |&i| i < limit).filter_map(
+            move |i| {
+                if !matches!(self.participants.state(i), EntryState::Active { role: ROLE_SUBSCRIBER }) {
+                    return None;
+                }
+                // SeqCst: the Dekker handshake of `join_reliable`; also an Acquire pairing with
+                // the Release CAS in `publish_cursor`.
+                let v = self.cursor_word(i).load(Ordering::SeqCst);
+                (v != 0 && v & CURSOR_EVICTED == 0).then_some((i, v))
+            },
+        )
+    }
+
+    /// Whether the publisher holding slot `s` (acquired, not yet written) may overwrite its
+    /// old message on a `block` or `fail` topic: every reliable cursor is past it. `cache`
+    /// is the publisher's last scan of the cursors: it scans again only when the old message
+    /// reaches the slowest cursor it saw, or when a subscriber joined since (the epoch
+    /// moved). `Err(seq)` is the old message's sequence number, which some reliable
+    /// subscriber has not read yet.
+    #[inline]
+    pub fn take_slot_lossless(&self, s: usize, cache: &mut CursorCache) -> Result<(), u64> {
+        // We hold the slot's writer word, so `seq` is stable; Relaxed.
+        let old = self.slots[s].seq.load(Ordering::Relaxed);
+        // SYNC POINT (Dekker with `join_reliable`): our writer word (taken with a SeqCst CAS
+        // in `acquire_slot`), then the epoch.
+        dekker_fence();
+        let epoch = self.ctl.event.0.epoch.load(Ordering::SeqCst);
+        if epoch != cache.epoch || !cache.valid || (old != 0 && old >= cache.min) {
+            self.scan_cursors(epoch, cache);
+        }
+        if old != 0 && old >= cache.min {
+            Err(old)
+        } else {
+            Ok(())
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn scan_cursors(&self, epoch: u64, cache: &mut CursorCache) {
+        cache.min = self.reliable_cursors().map(|(_, v)| v & CURSOR_SEQ).fold(u64::MAX, u64::min);
+        cache.epoch = epoch;
+        cache.valid = true;
+    }
+
+    /// Gives back acquired slot `s` untouched (its message stays readable) because a reliable
+    /// subscriber still needs it, and turns the round-robin counter back to it if no other
+    /// publisher moved it since: the next publish tries the same, oldest, slot again, so
+    /// slots keep filling in order (which in-order readers rely on to guess the next slot).
+    pub fn give_back_slot(&self, s: usize) {
+        self.slots[s].w0.store(0, Ordering::Release);
+        let n = self.slot_count() as u64;
+        let cur = self.ctl.next_slot.load(Ordering::Relaxed);
+        if cur.wrapping_sub(1) % n == s as u64 {
+            let _ = self.ctl.next_slot.compare_exchange(cur, cur.wrapping_sub(1), Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// Announces that a publisher waits for reliable subscriber `i`, whose cursor word was
+    /// `seen`. `false`: the word moved (re-check before sleeping).
+    pub fn announce_wait(&self, i: usize, seen: u64) -> bool {
+        seen & CURSOR_WAITING != 0
+            || self
+                .cursor_word(i)
+                .compare_exchange(seen, seen | CURSOR_WAITING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Evicts reliable subscriber `i` if its cursor word is still `seen`.
+    pub fn evict(&self, i: usize, seen: u64) -> bool {
+        self.cursor_word(i).compare_exchange(seen, CURSOR_EVICTED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
     }
 }

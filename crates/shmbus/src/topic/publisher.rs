@@ -2,11 +2,27 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::channel::Inner;
-use super::error::TopicSendError;
+use super::channel::{DeliveryPolicy, Inner};
+use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
+use super::protocol::{CursorCache, CURSOR_SEQ};
 use crate::stats::Counter;
-use crate::sys::monotonic_ns;
+use crate::sys::{monotonic_ns, process_is_alive};
+use crate::wait::Deadline;
+
+/// How often a publisher waiting for reliable subscribers wakes to check that they live
+/// (a SIGKILLed one releases it within this, plus one `/proc` read).
+pub(crate) const RELIABLE_LIVENESS_POLL: Duration = Duration::from_millis(10);
+
+/// How long a send may wait for reliable subscribers.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// Not at all (`try_send`, and every verb on a `fail` topic).
+    No,
+    /// Until the deadline (`send_timeout`; `send` and `loan` wait with none).
+    Until(Deadline),
+}
 
 /// Largest copy-send that claims its sequence number before writing (see `send`).
 const CLAIM_FIRST_MAX: usize = 4096;
@@ -17,13 +33,22 @@ pub struct Publisher {
     inner: Arc<Inner>,
     id: usize,
     counter: Counter,
+    policy: DeliveryPolicy,
+    /// The last scan of the reliable cursors (see `Shared::take_slot_lossless`).
+    cursors: CursorCache,
+    /// The slowest reliable cursor that held this publisher back, and since when
+    /// (monotonic ns): evicted once it stood still for the reliable timeout.
+    stall: Option<(u64, u64)>,
+    /// When the liveness of the reliable subscribers holding us back was last checked.
+    liveness_checked: u64,
 }
 
 impl Publisher {
     /// The publisher registered as participant `id` of the topic `inner`.
     pub(super) fn new(inner: Arc<Inner>, id: usize) -> Publisher {
         let counter = inner.own_counter(id);
-        Publisher { inner, id, counter }
+        let policy = inner.policy();
+        Publisher { inner, id, counter, policy, cursors: CursorCache::default(), stall: None, liveness_checked: 0 }
     }
 
     /// Wakes the sleepers and counts the message.
@@ -33,6 +58,19 @@ impl Publisher {
             self.counter.futex_wake();
         }
         self.counter.message(len);
+    }
+
+    /// A slot to write, as the topic's policy allows: `send` and `loan` wait on a `block`
+    /// topic, fail at once on a `fail` topic.
+    #[inline]
+    fn acquire_for_send(&mut self) -> Result<usize, TopicSendError> {
+        match self.policy {
+            DeliveryPolicy::Overwrite => self.acquire(),
+            DeliveryPolicy::Block => {
+                self.acquire_lossless(Wait::Until(Deadline::from_timeout(None))).map_err(Into::into)
+            }
+            _ => self.acquire_lossless(Wait::No).map_err(Into::into),
+        }
     }
 
     fn acquire(&self) -> Result<usize, TopicSendError> {
@@ -62,6 +100,111 @@ impl Publisher {
         })
     }
 
+    /// A slot whose old message every reliable subscriber has read (`block` and `fail`
+    /// topics), waiting as `wait` allows. While waiting it holds no slot.
+    fn acquire_lossless(&mut self, wait: Wait) -> Result<usize, TopicSendTimeoutError> {
+        loop {
+            let s = self.acquire().map_err(|e| match e {
+                TopicSendError::AllPinned { slots } => TopicSendTimeoutError::AllPinned { slots },
+                _ => TopicSendTimeoutError::Truncated,
+            })?;
+            let sh = self.inner.shared();
+            let old = match sh.take_slot_lossless(s, &mut self.cursors) {
+                Ok(()) => return Ok(s),
+                Err(old) => old,
+            };
+            // Give the slot back untouched (its message stays readable) and see why.
+            sh.give_back_slot(s);
+            if self.release_blockers(old) {
+                continue; // a dead or stuck subscriber was dropped: look again
+            }
+            let deadline = match wait {
+                Wait::No => {
+                    self.counter.full();
+                    return Err(TopicSendTimeoutError::Full { seq: old });
+                }
+                Wait::Until(d) if d.passed() => {
+                    if self.inner.was_truncated() {
+                        return Err(TopicSendTimeoutError::Truncated);
+                    }
+                    return Err(TopicSendTimeoutError::Timeout);
+                }
+                Wait::Until(d) => d,
+            };
+            self.sleep_for_space(old, deadline);
+        }
+    }
+
+    /// Sleeps until a reliable subscriber holding message `old` moves, the liveness poll
+    /// interval passes or `deadline` does.
+    #[cold]
+    fn sleep_for_space(&self, old: u64, deadline: Deadline) {
+        self.counter.blocked();
+        let sh = self.inner.shared();
+        let space = self.inner.space();
+        // SYNC POINT: load the futex word, then flag the cursors we wait for; a subscriber
+        // that sees its flag bumps the word afterwards, so the sleep below cannot miss it.
+        let seen = space.load();
+        for (i, v) in sh.reliable_cursors() {
+            if v & CURSOR_SEQ <= old && !sh.announce_wait(i, v) {
+                return; // it moved meanwhile: look again
+            }
+        }
+        let Some(armed) = space.arm(seen) else { return };
+        let nap = deadline.remaining().map_or(RELIABLE_LIVENESS_POLL, |r| r.min(RELIABLE_LIVENESS_POLL));
+        self.counter.futex_wait();
+        space.sleep(armed, Some(nap));
+    }
+
+    /// Drops the reliable subscribers holding message `old` that are dead (their entries
+    /// are reclaimed) or that stood still for the topic's reliable timeout (evicted); both
+    /// are counted in this publisher's `drops`. Returns whether any was dropped.
+    #[cold]
+    fn release_blockers(&mut self, old: u64) -> bool {
+        let sh = self.inner.shared();
+        let now = monotonic_ns();
+        let Some(slowest) = sh.reliable_cursors().map(|(_, v)| v & CURSOR_SEQ).filter(|&c| c <= old).min() else {
+            return true; // the subscriber left meanwhile
+        };
+        // Dead ones: a /proc read each, so at most once per liveness poll interval.
+        if now.saturating_sub(self.liveness_checked) >= RELIABLE_LIVENESS_POLL.as_nanos() as u64 {
+            self.liveness_checked = now;
+            let dead = sh
+                .reliable_cursors()
+                .filter(|&(_, v)| v & CURSOR_SEQ <= old)
+                .filter(|&(i, _)| sh.participants.owner(i).is_none_or(|o| !process_is_alive(o.process)))
+                .count();
+            if dead > 0 && self.inner.reclaim_dead() > 0 {
+                // Reported as evictions are: the publisher's drops.
+                self.counter.drops(dead as u64);
+                self.stall = None;
+                return true;
+            }
+        }
+        // Live but still: evicted after the reliable timeout.
+        let timeout = self.inner.layout().reliable_timeout_ms.saturating_mul(1_000_000);
+        match self.stall {
+            Some((c, since)) if c == slowest => {
+                if now.saturating_sub(since) < timeout {
+                    return false;
+                }
+                let mut evicted = 0;
+                for (i, v) in sh.reliable_cursors() {
+                    if v & CURSOR_SEQ == slowest && sh.evict(i, v) {
+                        evicted += 1;
+                    }
+                }
+                self.counter.drops(evicted);
+                self.stall = None;
+                true
+            }
+            _ => {
+                self.stall = Some((slowest, now));
+                false
+            }
+        }
+    }
+
     /// Claims, commits and announces slot `s`, whose `len` bytes are written.
     fn finish(&self, s: usize, len: usize) -> u64 {
         let inner = &*self.inner;
@@ -73,14 +216,57 @@ impl Publisher {
         k
     }
 
-    /// Copies `data` into the topic as the next message. Returns its sequence number. Never
-    /// waits: the oldest unpinned slot is overwritten.
+    /// Copies `data` into the topic as the next message. Returns its sequence number. On an
+    /// `overwrite` topic it never waits: the oldest unpinned slot is overwritten. On a
+    /// `block` topic it waits until every reliable subscriber has read the message it
+    /// would overwrite; on a `fail` topic it returns [`TopicSendError::Full`] instead.
     pub fn send(&mut self, data: &[u8]) -> Result<u64, TopicSendError> {
         let max = self.inner.layout().slot_size as usize;
         if data.len() > max {
             return Err(TopicSendError::TooLarge { len: data.len(), max });
         }
-        let s = self.acquire()?;
+        let s = self.acquire_for_send()?;
+        Ok(self.write_and_commit(s, data))
+    }
+
+    /// [`send`](Self::send) that never waits: on a `block` topic it returns
+    /// [`TopicTrySendError::Full`] where `send` would wait.
+    pub fn try_send(&mut self, data: &[u8]) -> Result<u64, TopicTrySendError> {
+        let max = self.inner.layout().slot_size as usize;
+        if data.len() > max {
+            return Err(TopicTrySendError::TooLarge { len: data.len(), max });
+        }
+        let s = match self.policy {
+            DeliveryPolicy::Overwrite => self.acquire()?,
+            _ => self.acquire_lossless(Wait::No)?,
+        };
+        Ok(self.write_and_commit(s, data))
+    }
+
+    /// [`send`](Self::send) that waits at most `timeout` for reliable subscribers on a
+    /// `block` topic ([`TopicSendTimeoutError::Timeout`] then). On the other policies it is
+    /// `send`.
+    pub fn send_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<u64, TopicSendTimeoutError> {
+        let max = self.inner.layout().slot_size as usize;
+        if data.len() > max {
+            return Err(TopicSendTimeoutError::TooLarge { len: data.len(), max });
+        }
+        let s = match self.policy {
+            DeliveryPolicy::Overwrite => self.acquire()?,
+            DeliveryPolicy::Block => self.acquire_lossless(Wait::Until(Deadline::after(timeout)))?,
+            _ => self.acquire_lossless(Wait::No)?,
+        };
+        Ok(self.write_and_commit(s, data))
+    }
+
+    /// The topic's delivery policy.
+    pub fn policy(&self) -> DeliveryPolicy {
+        self.policy
+    }
+
+    /// Writes `data` (at most the slot size) into acquired slot `s` and publishes it.
+    #[inline(always)]
+    fn write_and_commit(&self, s: usize, data: &[u8]) -> u64 {
         let inner = &*self.inner;
         let sh = inner.shared();
         if data.len() > CLAIM_FIRST_MAX {
@@ -88,7 +274,7 @@ impl Publisher {
             // SAFETY: `s` came from acquire_slot (so `s < slots` and we hold its writer bits)
             // and `data.len() <= slot_size` was checked above.
             unsafe { sh.data.write(s, data) };
-            return Ok(self.finish(s, data.len()));
+            return self.finish(s, data.len());
         }
         // Small: claim and stamp first, so that the reader's line of the slot is written in
         // one burst (`seq = 0`, payload, `len`, `ts`, `seq = k`) with no locked instruction in
@@ -101,15 +287,16 @@ impl Publisher {
         unsafe { sh.data.write(s, data) };
         sh.commit(me, s, k, data.len(), ts);
         self.announce(data.len());
-        Ok(k)
+        k
     }
 
     /// Loans a slot to write a message in place (zero copy). The loan is the whole slot
     /// ([`max_message_len`](Self::max_message_len) bytes); write into it,
     /// [`truncate`](Loan::truncate) it to the message's length, then [`Loan::send`] it.
-    /// Dropping it unsent publishes nothing.
+    /// Dropping it unsent publishes nothing. On a `block` or `fail` topic it waits or fails
+    /// as [`send`](Self::send) does.
     pub fn loan(&mut self) -> Result<Loan<'_>, TopicSendError> {
-        let s = self.acquire()?;
+        let s = self.acquire_for_send()?;
         self.inner.shared().begin_write(s);
         let len = self.max_message_len();
         Ok(Loan { publisher: self, slot: s, len, sent: false })

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::channel::Inner;
 use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
-use super::protocol::{Lookup, PIN_RECORDS};
+use super::protocol::{CursorUpdate, Lookup, PIN_RECORDS};
 use crate::endpoint::liveness::{self, PENDING_GRACE};
 use crate::stats::Counter;
 use crate::sys::process_is_alive;
@@ -121,6 +121,9 @@ pub struct Subscriber {
     /// `FULL_LOOKUP_EVERY`-th miss reads `tail`; the others look at the predicted slot and
     /// the index, so a spinning reader does not keep pulling the publisher's claim counter.
     misses: Cell<u32>,
+    /// A reliable subscriber: publishes its cursor for the publishers of a `block` or
+    /// `fail` topic (see `Topic::reliable_subscriber`).
+    reliable: Cell<bool>,
     counter: Counter,
 }
 
@@ -177,8 +180,52 @@ impl Subscriber {
             policy: Cell::new(WaitPolicy::default()),
             last_slot: Cell::new(usize::MAX),
             misses: Cell::new(0),
+            reliable: Cell::new(false),
             counter,
         }
+    }
+
+    /// Makes this new subscriber reliable from its cursor on (see `Shared::join_reliable`).
+    pub(super) fn make_reliable(&self) {
+        let at = self.inner.shared().join_reliable(self.id, self.next.get());
+        self.reliable.set(true);
+        self.next.set(at);
+        self.counter.position(at);
+    }
+
+    /// Whether this subscriber is reliable (made by `Topic::reliable_subscriber` and not
+    /// evicted since).
+    pub fn is_reliable(&self) -> bool {
+        self.reliable.get()
+    }
+
+    /// Publishes a reliable cursor moved to `next`. Out of line: lossy subscribers never
+    /// come here.
+    #[inline(never)]
+    fn publish_cursor(&self, next: u64) {
+        let sh = self.inner.shared();
+        match sh.publish_cursor(self.id, next) {
+            CursorUpdate::Stored => {}
+            CursorUpdate::Wake => {
+                if self.inner.space().notify() {
+                    self.counter.futex_wake();
+                }
+            }
+            // Reported by the next receive (`check_evicted`).
+            CursorUpdate::Evicted => {}
+        }
+    }
+
+    /// A reliable subscriber that a publisher evicted: from now on lossy, said once.
+    #[cold]
+    #[inline(never)]
+    fn check_evicted(&self) -> Option<TopicTryRecvError> {
+        if !self.inner.shared().cursor_evicted(self.id) {
+            return None;
+        }
+        self.reliable.set(false);
+        self.inner.shared().leave_reliable(self.id);
+        Some(TopicTryRecvError::Evicted)
     }
 
     /// Moves the in-order cursor to `next` (and the position the counters show).
@@ -186,6 +233,9 @@ impl Subscriber {
     fn set_next(&self, next: u64) {
         self.next.set(next);
         self.counter.position(next);
+        if self.reliable.get() {
+            self.publish_cursor(next);
+        }
     }
 
     /// Moves the cursor past a gap of `missed` messages, counted as drops.
@@ -204,9 +254,20 @@ impl Subscriber {
     /// Moves the in-order cursor to `seq`, clamped to `1..=` the next sequence number to be
     /// claimed: seeking beyond it (say `u64::MAX`) waits for the next message published, as
     /// a new subscriber does.
+    ///
+    /// A reliable subscriber seeking back stops at the oldest message publishers still keep
+    /// for it (see [`Topic::reliable_subscriber`](super::Topic::reliable_subscriber)).
     pub fn seek(&self, seq: u64) {
         let next = self.inner.shared().tail().saturating_add(1);
-        self.set_next(seq.clamp(1, next));
+        let mut at = seq.clamp(1, next);
+        // (An evicted one stays evicted: its next receive says so.)
+        if self.reliable.get() && at < self.next.get() && !self.inner.shared().cursor_evicted(self.id) {
+            at = self.inner.shared().join_reliable(self.id, at);
+            self.next.set(at);
+            self.counter.position(at);
+        } else {
+            self.set_next(at);
+        }
         self.pending_since.set(None);
     }
 
@@ -321,6 +382,11 @@ impl Subscriber {
     /// [`Subscriber::try_next_raw`], with a truncated mapping reported as such when nothing
     /// valid was found (the successful path is untouched).
     fn try_next<T: Delivered>(&self, read: impl FnMut(usize, u64) -> Result<T, Fail>) -> Result<T, TopicTryRecvError> {
+        if self.reliable.get() {
+            if let Some(e) = self.check_evicted() {
+                return Err(e);
+            }
+        }
         match self.try_next_raw(read) {
             Ok(v) => Ok(v),
             Err(e) => Err(self.or_truncated(e)),
@@ -679,6 +745,9 @@ impl Drop for Subscriber {
         let sh = self.inner.shared();
         for (s, _, record) in self.pins.get_mut().drain(..) {
             sh.unpin(self.id, s, record);
+        }
+        if self.reliable.get() && sh.leave_reliable(self.id) && self.inner.space().notify() {
+            self.counter.futex_wake();
         }
         sh.participants.release(self.id);
     }

@@ -58,6 +58,13 @@ impl Topic {
         self.check_type(&PayloadType::of::<T>())?;
         Ok(Receiver::new(self.subscriber()?))
     }
+
+    /// A new reliable subscriber of `T` messages. Fails as [`Topic::publisher_of`] does;
+    /// otherwise as [`Topic::reliable_subscriber`].
+    pub fn reliable_subscriber_of<T: Pod>(&self) -> Result<TypedSubscriber<T>, OpenError> {
+        self.check_type(&PayloadType::of::<T>())?;
+        Ok(Receiver::new(self.reliable_subscriber()?))
+    }
 }
 
 /// Publishes `T` messages to a topic: a [`Publisher`] that sends the bytes of a `T`

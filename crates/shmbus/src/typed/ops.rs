@@ -295,7 +295,7 @@ mod topic {
     use super::*;
     use crate::topic::{
         Loan, MessageInfo, Publisher, Sample, Subscriber, TopicRecvError, TopicRecvTimeoutError, TopicSendError,
-        TopicTryRecvError,
+        TopicSendTimeoutError, TopicTryRecvError, TopicTrySendError,
     };
 
     receive!(
@@ -314,6 +314,13 @@ mod topic {
     }
     impl Pinned for Sample<'_> {}
     send_bytes!(Publisher: SendBytes::send_bytes = send -> u64, TopicSendError);
+    send_bytes!(Publisher: TrySendBytes::try_send_bytes = try_send -> u64, TopicTrySendError);
+    impl TimedSendBytes for Publisher {
+        type Error = TopicSendTimeoutError;
+        fn send_bytes_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), TopicSendTimeoutError> {
+            Publisher::send_timeout(self, bytes, timeout).map(drop)
+        }
+    }
     loaned!(Loan, Result<u64, TopicSendError>);
 
     impl LendBytes for Publisher {
