@@ -9,7 +9,7 @@ use crate::sync::Ordering;
 use crate::sys::time::TscRealtime;
 use crate::sys::ProcessId;
 
-use super::files::{self, CycleFiles};
+use super::files::{self, growth_size, CycleFiles, DATA_START_BYTES, INDEX_START_BYTES};
 use super::format::{
     data_file_name, entry_crc, entry_crc_parts, entry_nonce, entry_units, find_next_entry, index_file_name, pos_parts,
     pos_word, read_entry, MetaHeader, ScannedEntry, CRC_FROM, CYCLE_HEADER_PAGE, ENTRY_HEADER, FLAG_KEYED, FLAG_LZ4,
@@ -466,12 +466,9 @@ impl Appender {
         self.alloc = 0;
         self.ialloc = 0;
         self.pretouch_at = 0;
-        let h = self.inner.hdr();
-        if created && (h.retain_cycles != 0 || h.retain_secs != 0) {
-            let r = Retention {
-                max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
-                max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
-            };
+        // The retention in force now (`Journal::set_retention` may have changed it).
+        let r = self.inner.retention();
+        if created && r != Retention::default() {
             let _ = self.inner.gc(r);
         }
         Ok(())
@@ -490,9 +487,13 @@ impl Appender {
             // has overtaken its pretoucher grows by one step only and leaves the rest to it
             // (a chunk and more at once stalled appends for milliseconds). Elsewhere growth
             // is cheap: a chunk ahead.
-            let step = if self.cy.tmpfs && self.pretouch { TMPFS_GROW_STEP.min(h.chunk_bytes) } else { h.chunk_bytes };
-            let want = if step == h.chunk_bytes { end.div_ceil(step) + 1 } else { end.div_ceil(step) };
-            let want = want.saturating_mul(step).min(h.cycle_bytes);
+            // Sizes double from the file's start size up to the chunk, then move in chunks
+            // (`growth_size`): a step ahead of `end` (as much again, at most a chunk).
+            let want = if self.cy.tmpfs && self.pretouch {
+                growth_size(end, DATA_START_BYTES, TMPFS_GROW_STEP.min(h.chunk_bytes), h.cycle_bytes)
+            } else {
+                growth_size(end.saturating_add(end.min(h.chunk_bytes)), DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes)
+            };
             // No pre-faulting here, on the hot path: the pretoucher does it (if it is on),
             // else the pages fault in one by one as they are written.
             grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(JournalSendError::Io)?;
@@ -522,16 +523,20 @@ impl Appender {
         // The pretoucher may have grown the file already: look at the shared word (only to
         // decide whether to ask for more; what we write into is checked in `grow_data`).
         let alloc = self.cy.alloc().load(Ordering::Acquire);
-        let ahead = PRETOUCH_AHEAD * h.chunk_bytes;
+        // `PRETOUCH_AHEAD` chunks ahead once the file is large; while it is still growing
+        // geometrically (small journals stay small) as much again as is written.
+        let far = PRETOUCH_AHEAD * h.chunk_bytes;
+        let ahead = far.min(end.max(UNIT as u64));
         if end.saturating_add(ahead) <= alloc {
             // Far enough from the end: next time when we come within `ahead` of it.
-            self.pretouch_at = alloc - ahead + 1;
+            self.pretouch_at = if alloc <= 2 * far { alloc / 2 + 1 } else { alloc - far + 1 };
             return;
         }
-        // Consult again after a sixteenth of a chunk (the request may be refused while the
+        // Consult again after a sixteenth of that (the request may be refused while the
         // pretoucher is busy; growing is done by the appender itself if it catches up).
-        self.pretouch_at = end.saturating_add((h.chunk_bytes / 16).max(UNIT as u64));
-        let want = (end.div_ceil(h.chunk_bytes) + PRETOUCH_AHEAD + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
+        self.pretouch_at = end.saturating_add((ahead / 16).max(UNIT as u64));
+        let need = end.saturating_add(ahead).saturating_add(end.min(h.chunk_bytes));
+        let want = growth_size(need, DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes);
         if want <= alloc {
             return;
         }
@@ -583,7 +588,10 @@ impl Appender {
             return Ok(());
         }
         let h = self.inner.hdr();
-        let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
+        // Like the data file: doubling from its start size up to the chunk, then chunks; a
+        // step ahead.
+        let want =
+            growth_size(end.saturating_add(end.min(h.chunk_bytes)), INDEX_START_BYTES, h.chunk_bytes, h.index_bytes());
         // `ialloc <=` the index file's size always holds, so only `ialloc..want` is new.
         files::grow_from(&self.cy.index_file, self.ialloc, want).map_err(JournalSendError::Io)?;
         // Pairs with the Acquire load in `CycleFiles::index_slot`.

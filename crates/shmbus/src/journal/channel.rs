@@ -595,23 +595,29 @@ impl Journal {
             appenders,
             storage: super::Storage::of(&dir).ok(),
             archive_dir: meta.archive_dir(&dir),
-            retention: Retention {
-                max_cycles: (meta.hdr.retain_cycles != 0).then_some(meta.hdr.retain_cycles),
-                max_age: (meta.hdr.retain_secs != 0).then(|| Duration::from_secs(meta.hdr.retain_secs)),
-            },
+            retention: Retention::in_force(&meta.hdr, meta.retention_word()),
             dir,
         })
     }
 
-    /// The retention stored in the journal's metadata when it was created
-    /// ([`JournalConfig::retention`]): what [`Journal::gc`] and appenders rolling to a new
-    /// cycle apply. Fixed for the journal's life (the metadata header is immutable).
+    /// The retention in force: what [`Journal::gc`] and appenders rolling to a new cycle
+    /// apply. The one stored when the journal was created ([`JournalConfig::retention`]),
+    /// until [`Journal::set_retention`] changes it.
     pub fn retention(&self) -> Retention {
-        let h = &self.inner.meta.hdr;
-        Retention {
-            max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
-            max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
-        }
+        self.inner.retention()
+    }
+
+    /// Changes the journal's retention (stored in its metadata, so it outlives this handle):
+    /// every appender rolling to a new cycle and every [`Journal::gc`], in any process,
+    /// applies it from now on. Safe while appenders and tailers run: the setting is one
+    /// atomic word. `Retention::default()` keeps everything. Limits: at most 2^31 − 1
+    /// cycles, a max age of at most 2^32 − 1 seconds, counted in whole seconds (at least
+    /// one); beyond them [`OpenError::InvalidConfig`]. Nothing is deleted by this call
+    /// (call [`Journal::gc`] to apply it at once). Concurrent setters: the last store wins.
+    pub fn set_retention(&self, retention: Retention) -> Result<(), OpenError> {
+        let word = retention.to_word().map_err(|what| OpenError::InvalidConfig { what })?;
+        self.inner.meta.set_retention_word(word);
+        Ok(())
     }
 
     /// Applies the configured retention now.
@@ -723,6 +729,6 @@ pub struct JournalStatus {
     pub storage: Option<super::Storage>,
     /// The archive directory, if [`Journal::tier`] has set one.
     pub archive_dir: Option<PathBuf>,
-    /// The retention stored at creation ([`Journal::retention`]).
+    /// The retention in force ([`Journal::retention`]).
     pub retention: Retention,
 }

@@ -225,6 +225,27 @@ pub(crate) fn grow_from(file: &File, from: u64, len: u64) -> io::Result<()> {
     res
 }
 
+/// Bytes of the data area a new cycle's data file starts with (capped at the journal's
+/// growth chunk): a journal holding a few entries stays this small.
+pub(crate) const DATA_START_BYTES: u64 = 256 << 10;
+/// Bytes a new cycle's index file starts with (capped likewise): 16,384 entries.
+pub(crate) const INDEX_START_BYTES: u64 = 64 << 10;
+
+/// The size a growing cycle file moves to so that it holds `need` bytes: sizes double from
+/// `start` (capped at `chunk`) up to `chunk`, then move in whole chunks, so a small journal
+/// stays small and a busy one grows in today's large steps (`chunk_bytes`); never more
+/// than `cap`. Every size is a multiple of the page (`start` and `chunk` are powers of two
+/// or page multiples).
+pub(crate) fn growth_size(need: u64, start: u64, chunk: u64, cap: u64) -> u64 {
+    let start = start.min(chunk);
+    let size = if need <= chunk {
+        need.max(start).checked_next_power_of_two().unwrap_or(u64::MAX).min(chunk)
+    } else {
+        need.div_ceil(chunk).saturating_mul(chunk)
+    };
+    size.min(cap)
+}
+
 /// Which journal file behind `meta` or `cy` lost pages to a truncation by another process
 /// while this process had it mapped (see [`Mapping::was_truncated`]): its path, and its
 /// cycle (`None` for the metadata file). Costs one relaxed load of a process-wide counter
@@ -354,6 +375,12 @@ impl<A: Access> MetaFile<A> {
         Some(journal_dir.join(std::ffi::OsStr::from_bytes(&b)))
     }
 
+    /// The retention word (see [`META_RETENTION_OFFSET`]), load-only.
+    pub(crate) fn retention_word(&self) -> u64 {
+        // Pairs with the Release store in `set_retention_word`; one word, so never torn.
+        self.area().u64_at(META_RETENTION_OFFSET).load(crate::sync::Ordering::Acquire)
+    }
+
     /// Word `w` (0..16) of named-reader entry `k`, load-only.
     pub(crate) fn reader_view(&self, k: usize, w: usize) -> &Ro<AtomicU64> {
         self.area().u64_at(reader_word_offset(k, w))
@@ -415,6 +442,12 @@ impl MetaFile {
         }
         self.word(META_ARCHIVE_OFFSET).store(path.len() as u64, Release);
         true
+    }
+
+    /// Stores the retention word (see [`META_RETENTION_OFFSET`]).
+    pub(crate) fn set_retention_word(&self, w: u64) {
+        // Pairs with the Acquire load in `retention_word`.
+        self.word(META_RETENTION_OFFSET).store(w, crate::sync::Ordering::Release);
     }
 
     /// Word `w` (0..16) of named-reader entry `k`, read-write.
@@ -661,14 +694,16 @@ pub(crate) fn create_cycle(
     }
     // The index first, so a data file's existence implies its index file's. A stale index
     // file left by a creator that died before linking the data file is all zeros: reuse it.
-    let ichunk = meta.chunk_bytes.min(meta.index_bytes());
+    // Both files start small (`DATA_START_BYTES`, `INDEX_START_BYTES`) and grow
+    // geometrically up to the chunk size (`growth_size`).
+    let ichunk = INDEX_START_BYTES.min(meta.chunk_bytes).min(meta.index_bytes());
     let _ = create_file_atomically(&ipath, mode, ichunk, &[]).map_err(|e| OpenError::io(&ipath, e))?;
     let index = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
     check_owner(&ipath, &index, trust)?;
     grow(&index, ichunk).map_err(|e| OpenError::io(&ipath, e))?;
     let mut page = vec![0u8; CYCLE_HEADER_PAGE];
     page[..CYCLE_HEADER_SIZE].copy_from_slice(&hdr.encode());
-    let dalloc = meta.chunk_bytes.min(meta.cycle_bytes);
+    let dalloc = DATA_START_BYTES.min(meta.chunk_bytes).min(meta.cycle_bytes);
     page[CYCLE_ALLOC_OFFSET..CYCLE_ALLOC_OFFSET + 8].copy_from_slice(&dalloc.to_le_bytes());
     page[CYCLE_IALLOC_OFFSET..CYCLE_IALLOC_OFFSET + 8].copy_from_slice(&ichunk.to_le_bytes());
     create_file_atomically(&dpath, mode, CYCLE_HEADER_PAGE as u64 + dalloc, &page).map_err(|e| OpenError::io(&dpath, e))
@@ -695,10 +730,10 @@ pub(crate) fn rebuild_index(
     let slots = index_from_data(data, meta.max_entry, max_entries(meta.cycle_bytes));
     let needed = slots.last().map_or(0, |&(i, _)| (i + 1) * 4);
     // At least what the data file says the index had (appenders grow it from there), a
-    // whole number of chunks, at most the index's full size.
+    // whole number of pages and at least a new index's start size, at most the index's full size.
     let len = needed
         .max(ialloc.min(meta.index_bytes()))
-        .max(meta.chunk_bytes)
+        .max(INDEX_START_BYTES.min(meta.chunk_bytes))
         .div_ceil(PAGE as u64)
         .saturating_mul(PAGE as u64)
         .min(meta.index_bytes());

@@ -35,6 +35,18 @@ pub const META_PARTICIPANTS_OFFSET: usize = PAGE;
 /// Offset of the named-reader table.
 pub const META_READERS_OFFSET: usize =
     META_PARTICIPANTS_OFFSET + crate::participants::PARTICIPANTS * crate::participants::PARTICIPANT_SIZE;
+/// Offset of the retention word set on an existing journal (`Journal::set_retention`): 0
+/// while never set (the header's retention applies); else [`RETENTION_SET`] | max cycles
+/// (31 bits) << 32 | max age in seconds (32 bits), 0 meaning unlimited in either field.
+/// One atomic word, so readers never see half of an update.
+pub const META_RETENTION_OFFSET: usize = META_SHARED_OFFSET + 128;
+/// Bit of the retention word saying it is set.
+pub const RETENTION_SET: u64 = 1 << 63;
+/// Largest max-cycles value the retention word holds.
+pub const RETENTION_MAX_CYCLES: u64 = (1 << 31) - 1;
+/// Largest max-age value, seconds, the retention word holds (about 136 years).
+pub const RETENTION_MAX_SECS: u64 = u32::MAX as u64;
+
 /// Offset of the archive (cold tier) directory record: a u64 length (0 = none), then the
 /// path bytes (absolute, or relative to the journal directory).
 pub const META_ARCHIVE_OFFSET: usize = 1024;

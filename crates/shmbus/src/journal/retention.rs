@@ -1,4 +1,7 @@
-//! Retention: deleting old cycles (`gc`).
+//! Retention: deleting old cycles (`gc`), and the retention in force: the one stored at
+//! creation in the immutable header, unless `Journal::set_retention` has set the
+//! retention word since (one atomic word of the metadata's shared area, so appenders and
+//! `gc` in other processes see the whole of an update or none of it).
 
 use std::io;
 use std::time::Duration;
@@ -6,7 +9,9 @@ use std::time::Duration;
 use crate::sync::Ordering;
 
 use super::channel::Inner;
-use super::format::{data_file_name, index_file_name};
+use super::format::{
+    data_file_name, index_file_name, MetaHeader, RETENTION_MAX_CYCLES, RETENTION_MAX_SECS, RETENTION_SET,
+};
 
 /// Which cycles [`Journal::gc`](super::Journal::gc) deletes. The current cycle is never deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,7 +31,39 @@ pub struct GcReport {
     pub removed_bytes: u64,
 }
 
+impl Retention {
+    /// The retention in force: the word's when it is set, else the header's.
+    pub(super) fn in_force(hdr: &MetaHeader, word: u64) -> Retention {
+        let (cycles, secs) = if word & RETENTION_SET != 0 {
+            ((word >> 32) & RETENTION_MAX_CYCLES, word & RETENTION_MAX_SECS)
+        } else {
+            (hdr.retain_cycles, hdr.retain_secs)
+        };
+        Retention { max_cycles: (cycles != 0).then_some(cycles), max_age: (secs != 0).then(|| Duration::from_secs(secs)) }
+    }
+
+    /// The retention word for `self`, or what is out of range. A max age is counted in
+    /// whole seconds (at least one); `Some(0)` cycles means keep one (the current cycle is
+    /// never deleted), as in [`Journal::gc_with`](super::Journal::gc_with).
+    pub(super) fn to_word(self) -> Result<u64, String> {
+        let cycles = self.max_cycles.map_or(0, |c| c.max(1));
+        if cycles > RETENTION_MAX_CYCLES {
+            return Err(format!("retention of {cycles} cycles: at most {RETENTION_MAX_CYCLES} (or unlimited)"));
+        }
+        let secs = self.max_age.map_or(0, |d| d.as_secs().max(1));
+        if secs > RETENTION_MAX_SECS {
+            return Err(format!("retention max age of {secs} s: at most {RETENTION_MAX_SECS} s (or unlimited)"));
+        }
+        Ok(RETENTION_SET | cycles << 32 | secs)
+    }
+}
+
 impl Inner {
+    /// The retention in force now (see the [module docs](self)).
+    pub(super) fn retention(&self) -> Retention {
+        Retention::in_force(&self.meta.hdr, self.meta.retention_word())
+    }
+
     pub(super) fn gc(&self, r: Retention) -> io::Result<GcReport> {
         self.reclaim();
         let cycles = self.list_cycles()?;
