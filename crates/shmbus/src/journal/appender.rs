@@ -53,6 +53,9 @@ const PRETOUCH_AHEAD: u64 = 2;
 /// The pretoucher's growth step on tmpfs.
 const TMPFS_GROW_STEP: u64 = 2 << 20;
 
+/// A huge page: growth past it keeps the file's end on its boundaries.
+const HUGE_PAGE: u64 = 2 << 20;
+
 /// A helper thread that grows and pre-faults the next chunk of the current cycle while the
 /// appender still writes the current one, so the hot path never waits for the kernel to
 /// allocate and zero pages (Chronicle's "pretoucher").
@@ -115,6 +118,15 @@ impl Drop for Pretoucher {
 /// catches up with the pretoucher never waits for it: it faults the pages it touches
 /// itself (populating is only a performance hint, never needed for correctness).
 fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64, populate: bool) -> io::Result<()> {
+    // From 2 MiB on, the file ends on a 2 MiB boundary (the data area starts after the
+    // 4 KiB header page): a growth step then never leaves a 4 KiB page at the start of the
+    // next 2 MiB of the file, which would keep a huge-page tmpfs from giving that range a
+    // 2 MiB page.
+    let want = if want >= HUGE_PAGE {
+        ((CYCLE_HEADER_PAGE as u64 + want).div_ceil(HUGE_PAGE) * HUGE_PAGE - CYCLE_HEADER_PAGE as u64).min(h.cycle_bytes)
+    } else {
+        want
+    };
     // Pairs with the Release fetch_max below (here or in another grower).
     let old = cy.alloc().load(Ordering::Acquire);
     if want <= old {
@@ -487,12 +499,14 @@ impl Appender {
             // has overtaken its pretoucher grows by one step only and leaves the rest to it
             // (a chunk and more at once stalled appends for milliseconds). Elsewhere growth
             // is cheap: a chunk ahead.
-            // Sizes double from the file's start size up to the chunk, then move in chunks
-            // (`growth_size`): a step ahead of `end` (as much again, at most a chunk).
+            // Sizes double from the file's start size up to the chunk (`growth_size`), then
+            // move in chunks, a chunk ahead of `end`.
             let want = if self.cy.tmpfs && self.pretouch {
                 growth_size(end, DATA_START_BYTES, TMPFS_GROW_STEP.min(h.chunk_bytes), h.cycle_bytes)
+            } else if shared < h.chunk_bytes {
+                growth_size(end.max(shared.saturating_mul(2)), DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes)
             } else {
-                growth_size(end.saturating_add(end.min(h.chunk_bytes)), DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes)
+                growth_size(end.saturating_add(h.chunk_bytes), DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes)
             };
             // No pre-faulting here, on the hot path: the pretoucher does it (if it is on),
             // else the pages fault in one by one as they are written.
@@ -515,28 +529,32 @@ impl Appender {
     }
 
     /// Asks the pretoucher to grow and pre-fault the file ahead once we are within
-    /// `PRETOUCH_AHEAD` chunks of its end, and sets `pretouch_at`, so that the hot path calls
-    /// this only every so often (not on every append while the pretoucher is busy).
+    /// `PRETOUCH_AHEAD` chunks of its end (or, while the file is smaller than three times
+    /// that, within a third of its size: then it at most doubles the file), and sets
+    /// `pretouch_at`, so that the hot path calls this only every so often (not on every
+    /// append while the pretoucher is busy).
     #[cold]
     fn request_pretouch(&mut self, end: u64) {
         let h = *self.inner.hdr();
         // The pretoucher may have grown the file already: look at the shared word (only to
         // decide whether to ask for more; what we write into is checked in `grow_data`).
         let alloc = self.cy.alloc().load(Ordering::Acquire);
-        // `PRETOUCH_AHEAD` chunks ahead once the file is large; while it is still growing
-        // geometrically (small journals stay small) as much again as is written.
-        let far = PRETOUCH_AHEAD * h.chunk_bytes;
-        let ahead = far.min(end.max(UNIT as u64));
+        // `PRETOUCH_AHEAD` chunks ahead of the claimed end; while the file is smaller than
+        // that, a third of it (small journals stay small: the file doubles once two thirds
+        // of it are claimed).
+        let ahead = (PRETOUCH_AHEAD * h.chunk_bytes).min(alloc / 3).max(UNIT as u64);
         if end.saturating_add(ahead) <= alloc {
             // Far enough from the end: next time when we come within `ahead` of it.
-            self.pretouch_at = if alloc <= 2 * far { alloc / 2 + 1 } else { alloc - far + 1 };
+            self.pretouch_at = alloc - ahead + 1;
             return;
         }
         // Consult again after a sixteenth of that (the request may be refused while the
         // pretoucher is busy; growing is done by the appender itself if it catches up).
         self.pretouch_at = end.saturating_add((ahead / 16).max(UNIT as u64));
-        let need = end.saturating_add(ahead).saturating_add(end.min(h.chunk_bytes));
-        let want = growth_size(need, DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes);
+        // At most double the file (doubling up to a chunk, then whole chunks).
+        let chunks = (end.div_ceil(h.chunk_bytes) + PRETOUCH_AHEAD + 1).saturating_mul(h.chunk_bytes);
+        let doubled = growth_size(alloc.saturating_mul(2), DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes);
+        let want = chunks.min(doubled).min(h.cycle_bytes);
         if want <= alloc {
             return;
         }

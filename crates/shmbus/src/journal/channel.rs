@@ -113,13 +113,16 @@ impl JournalConfig {
     }
 
     /// Capacity of one cycle's data area; a full cycle rolls. Default 1 GiB (virtual; the
-    /// files grow in `chunk_bytes` steps).
+    /// files start at a few hundred KiB and grow as entries arrive, see `chunk_bytes`).
     pub fn cycle_bytes(mut self, bytes: u64) -> Self {
         self.cycle_bytes = bytes;
         self
     }
 
-    /// Growth step of data and index files. Default 16 MiB.
+    /// Largest growth step of data and index files. Default 16 MiB. A new cycle's data file
+    /// starts with 256 KiB of data area, its index file at 64 KiB (each at most this); they
+    /// double up to this size, then grow a step ahead of the appenders in steps of this size
+    /// (docs/journal.md, "Sizes on disk").
     pub fn chunk_bytes(mut self, bytes: u64) -> Self {
         self.chunk_bytes = bytes;
         self

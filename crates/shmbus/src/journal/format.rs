@@ -88,7 +88,7 @@ pub struct MetaHeader {
     pub roll_secs: u64,
     /// Largest data area of one cycle, bytes (a multiple of 8); a full cycle rolls.
     pub cycle_bytes: u64,
-    /// Growth step of data and index files, bytes (a multiple of the page).
+    /// Largest growth step of data and index files, bytes (a multiple of the page).
     pub chunk_bytes: u64,
     /// Largest payload of one entry, bytes.
     pub max_entry: u64,

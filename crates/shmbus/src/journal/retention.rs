@@ -106,3 +106,54 @@ impl Inner {
         Ok(rep)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hdr(cycles: u64, secs: u64) -> MetaHeader {
+        MetaHeader {
+            version: super::super::format::JOURNAL_FORMAT_VERSION,
+            roll_kind: 0,
+            roll_secs: 0,
+            cycle_bytes: 1 << 20,
+            chunk_bytes: 1 << 16,
+            max_entry: 1024,
+            durability: 0,
+            periodic_ms: 0,
+            retain_cycles: cycles,
+            retain_secs: secs,
+            abandon_ms: 1,
+            created_ns: 0,
+            id: [0; 16],
+            payload: None,
+        }
+    }
+
+    #[test]
+    fn the_word_overrides_the_header_and_round_trips() {
+        let h = hdr(3, 60);
+        let created = Retention { max_cycles: Some(3), max_age: Some(Duration::from_secs(60)) };
+        assert_eq!(Retention::in_force(&h, 0), created, "never set: the header's");
+        for r in [
+            Retention::default(),
+            Retention { max_cycles: Some(1), max_age: None },
+            Retention { max_cycles: None, max_age: Some(Duration::from_secs(7 * 86400)) },
+            Retention { max_cycles: Some(RETENTION_MAX_CYCLES), max_age: Some(Duration::from_secs(RETENTION_MAX_SECS)) },
+        ] {
+            let w = r.to_word().unwrap();
+            assert_ne!(w, 0);
+            assert_eq!(Retention::in_force(&h, w), r);
+        }
+        // Rounded as gc rounds: 0 cycles keeps one, a max age is at least a second.
+        let w = Retention { max_cycles: Some(0), max_age: Some(Duration::from_millis(10)) }.to_word().unwrap();
+        assert_eq!(
+            Retention::in_force(&h, w),
+            Retention { max_cycles: Some(1), max_age: Some(Duration::from_secs(1)) }
+        );
+        assert!(Retention { max_cycles: Some(RETENTION_MAX_CYCLES + 1), max_age: None }.to_word().is_err());
+        assert!(Retention { max_cycles: None, max_age: Some(Duration::from_secs(RETENTION_MAX_SECS + 1)) }
+            .to_word()
+            .is_err());
+    }
+}
