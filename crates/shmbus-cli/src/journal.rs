@@ -789,7 +789,8 @@ fn config(a: &ConfigArgs) -> Result<()> {
             max_cycles: a.retain_cycles.map_or(have.max_cycles, Limit::value),
             max_age: a.max_age.map_or(have.max_age, Limit::value),
         };
-        j.set_retention(wanted).map_err(|e| CliError::msg(format!("{}: {}", a.dir.dir.display(), open_error_message(&e))))?;
+        j.set_retention(wanted)
+            .map_err(|e| CliError::msg(format!("{}: {}", a.dir.dir.display(), open_error_message(&e))))?;
     }
     let r = j.retention();
     if a.json {

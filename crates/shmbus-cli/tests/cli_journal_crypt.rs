@@ -318,9 +318,7 @@ fn journal_config_changes_retention_of_an_existing_journal() {
         writeln!(w, "{line}").unwrap();
     }
     // Each of those rolled (a cycle per second), so the appender applied "keep 2".
-    let v = r.wait_json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"], |v| {
-        v["next_index"] == 7
-    });
+    let v = r.wait_json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"], |v| v["next_index"] == 7);
     drop(w);
     assert!(app.finish().status.success());
     assert_eq!(v["cycles"].as_array().unwrap().len(), 2, "{v}");
@@ -400,7 +398,16 @@ fn record_and_replay_with_a_key_file() {
     }
     // With the key: every message, in order.
     let out: serde_json::Value = serde_json::from_str(&r.ok(&[
-        "replay", "--dir", &j, "--domain", "dst", "--speed", "max", "--key-file", &k, "--json",
+        "replay",
+        "--dir",
+        &j,
+        "--domain",
+        "dst",
+        "--speed",
+        "max",
+        "--key-file",
+        &k,
+        "--json",
     ]))
     .unwrap();
     assert_eq!(out, serde_json::json!({"messages": 3, "topics": {"t": 3}}));

@@ -13,7 +13,7 @@ use super::files::{self, growth_size, CycleFiles, DATA_START_BYTES, INDEX_START_
 use super::format::{
     data_file_name, entry_crc, entry_crc_parts, entry_nonce, entry_units, find_next_entry, index_file_name, pos_parts,
     pos_word, read_entry, MetaHeader, ScannedEntry, CRC_FROM, CYCLE_HEADER_PAGE, ENTRY_HEADER, FLAG_KEYED, FLAG_LZ4,
-    FLAG_SEALED, META_SIZE, UNIT,
+    FLAG_SEALED, KEYED_FORMAT_VERSION, META_SIZE, UNIT,
 };
 use super::protocol;
 
@@ -56,6 +56,24 @@ const TMPFS_GROW_STEP: u64 = 2 << 20;
 /// A huge page: growth past it keeps the file's end on its boundaries.
 const HUGE_PAGE: u64 = 2 << 20;
 
+/// The data-area size near `want` (and at least `need`) at which the file ends on a 2 MiB
+/// boundary, once past 2 MiB: the data area starts after the 4 KiB header page, and a
+/// growth step that left a 4 KiB page at the start of the next 2 MiB of the file would keep
+/// a huge-page tmpfs from giving that range a 2 MiB page. Rounded down when that still
+/// holds `need`, else up.
+fn huge_aligned(need: u64, want: u64) -> u64 {
+    if want < HUGE_PAGE {
+        return want;
+    }
+    let header = CYCLE_HEADER_PAGE as u64;
+    let down = (header + want) / HUGE_PAGE * HUGE_PAGE - header;
+    if down >= need {
+        down
+    } else {
+        down + HUGE_PAGE
+    }
+}
+
 /// A helper thread that grows and pre-faults the next chunk of the current cycle while the
 /// appender still writes the current one, so the hot path never waits for the kernel to
 /// allocate and zero pages (Chronicle's "pretoucher").
@@ -85,7 +103,7 @@ impl Pretoucher {
                     let mut next = cy.alloc().load(Ordering::Acquire);
                     while next < want {
                         next = (next / step + 1).saturating_mul(step).min(want);
-                        if grow_cycle_data(&cy, &hdr, next, true).is_err() {
+                        if grow_cycle_data(&cy, &hdr, None, next, true).is_err() {
                             break;
                         }
                     }
@@ -112,26 +130,29 @@ impl Drop for Pretoucher {
     }
 }
 
-/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, publishes the
+/// Grows cycle `cy`'s data area to about `want` bytes (see [`huge_aligned`]), and at least
+/// `need`: extends the file, publishes the
 /// new `alloc`, then (with `populate`) pre-faults the new pages. Idempotent; any number of
 /// growers may race. `alloc` is published before the pre-faulting, so an appender that
 /// catches up with the pretoucher never waits for it: it faults the pages it touches
 /// itself (populating is only a performance hint, never needed for correctness).
-fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64, populate: bool) -> io::Result<()> {
-    // From 2 MiB on, the file ends on a 2 MiB boundary (the data area starts after the
-    // 4 KiB header page): a growth step then never leaves a 4 KiB page at the start of the
-    // next 2 MiB of the file, which would keep a huge-page tmpfs from giving that range a
-    // 2 MiB page.
-    let want = if want >= HUGE_PAGE {
-        ((CYCLE_HEADER_PAGE as u64 + want).div_ceil(HUGE_PAGE) * HUGE_PAGE - CYCLE_HEADER_PAGE as u64).min(h.cycle_bytes)
-    } else {
-        want
-    };
+fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, need: Option<u64>, want: u64, populate: bool) -> io::Result<()> {
     // Pairs with the Release fetch_max below (here or in another grower).
     let old = cy.alloc().load(Ordering::Acquire);
+    // `need`: what the caller must have (another grower may have grown the file that far
+    // meanwhile); `None` (the pretoucher): `want`, give or take the alignment.
+    let need = match need {
+        Some(n) if n <= old => return Ok(()),
+        Some(n) => n,
+        None => match huge_aligned(0, want) {
+            near if near <= old => return Ok(()),
+            near => near,
+        },
+    };
     if want <= old {
         return Ok(());
     }
+    let want = huge_aligned(need, want).min(h.cycle_bytes);
     // `alloc <= file size - header page` always holds, so only `old..want` is new.
     files::grow_from(&cy.data_file, CYCLE_HEADER_PAGE as u64 + old, CYCLE_HEADER_PAGE as u64 + want)?;
     if h.durability == 1 {
@@ -282,6 +303,10 @@ impl Appender {
         let max = self.inner.hdr().max_entry;
         if data.len() as u64 > max {
             return Err(JournalSendError::TooLarge { len: data.len(), max });
+        }
+        let version = self.inner.hdr().version;
+        if version < KEYED_FORMAT_VERSION && self.cipher.as_ref().is_some_and(|c| c.key_id().is_some()) {
+            return Err(JournalSendError::KeyedOnOldFormat { version });
         }
         let mut abandoned = 0;
         for _ in 0..8 {
@@ -510,7 +535,7 @@ impl Appender {
             };
             // No pre-faulting here, on the hot path: the pretoucher does it (if it is on),
             // else the pages fault in one by one as they are written.
-            grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(JournalSendError::Io)?;
+            grow_cycle_data(&self.cy, &h, Some(end), want, !self.pretouch).map_err(JournalSendError::Io)?;
             if !self.cy.backed(end) {
                 // `alloc` claimed room the file does not have, so growth skipped it: extend
                 // the file from its real size.

@@ -585,7 +585,7 @@ impl Journal {
         // Live ones: status reclaims nothing, so a dead appender's entry may still be there.
         let appenders = meta.participant_view().live_in_role(ROLE_APPENDER, process_is_alive);
         Ok(JournalStatus {
-            format_version: JOURNAL_FORMAT_VERSION,
+            format_version: meta.hdr.version,
             first_index,
             next_index,
             bytes: cycles.iter().map(|c| c.bytes).sum(),

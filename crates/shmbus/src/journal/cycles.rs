@@ -125,7 +125,14 @@ impl Inner {
             prev.hdr.first_index + n
         };
         let (bucket_start, bucket_end) = bucket_for(self.hdr(), ts);
-        let hdr = CycleHeader { cycle: c, first_index, bucket_start, bucket_end, cycle_bytes: self.hdr().cycle_bytes };
+        let hdr = CycleHeader {
+            version: self.hdr().version,
+            cycle: c,
+            first_index,
+            bucket_start,
+            bucket_end,
+            cycle_bytes: self.hdr().cycle_bytes,
+        };
         create_cycle(&self.dir, self.hdr(), self.mode, &hdr, &self.trust)?;
         self.meta.current().fetch_max(c, Ordering::AcqRel);
         self.meta.event().notify();

@@ -524,10 +524,10 @@ impl<A: Access> CycleFiles<A> {
             }
             Err(e) => return Err(OpenError::corrupt(&dpath, e.to_string())),
         };
-        if hdr.cycle != c || hdr.cycle_bytes != meta.cycle_bytes {
+        if hdr.cycle != c || hdr.cycle_bytes != meta.cycle_bytes || hdr.version != meta.version {
             return Err(OpenError::corrupt(
                 &dpath,
-                "cycle header does not match its file name or the journal's cycle size",
+                "cycle header does not match its file name or the journal's cycle size or format version",
             ));
         }
         let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes)

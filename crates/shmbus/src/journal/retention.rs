@@ -39,7 +39,10 @@ impl Retention {
         } else {
             (hdr.retain_cycles, hdr.retain_secs)
         };
-        Retention { max_cycles: (cycles != 0).then_some(cycles), max_age: (secs != 0).then(|| Duration::from_secs(secs)) }
+        Retention {
+            max_cycles: (cycles != 0).then_some(cycles),
+            max_age: (secs != 0).then(|| Duration::from_secs(secs)),
+        }
     }
 
     /// The retention word for `self`, or what is out of range. A max age is counted in
@@ -139,7 +142,10 @@ mod tests {
             Retention::default(),
             Retention { max_cycles: Some(1), max_age: None },
             Retention { max_cycles: None, max_age: Some(Duration::from_secs(7 * 86400)) },
-            Retention { max_cycles: Some(RETENTION_MAX_CYCLES), max_age: Some(Duration::from_secs(RETENTION_MAX_SECS)) },
+            Retention {
+                max_cycles: Some(RETENTION_MAX_CYCLES),
+                max_age: Some(Duration::from_secs(RETENTION_MAX_SECS)),
+            },
         ] {
             let w = r.to_word().unwrap();
             assert_ne!(w, 0);
