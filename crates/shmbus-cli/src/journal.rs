@@ -1,4 +1,4 @@
-//! `shmbus journal append|dump|tail|info|readers|gc --dir DIR`: a journal from the shell.
+//! `shmbus journal append|dump|tail|info|readers|gc|config --dir DIR`: a journal from the shell.
 //!
 //! Entries print like `sub` messages: one payload per line as `--format` says (lossy UTF-8 by
 //! default, [`crate::payload`]), or with `--json` one line per entry with exactly
