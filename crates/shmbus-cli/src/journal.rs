@@ -1,4 +1,4 @@
-//! `shmbus journal append|dump|tail|info|readers|gc|config --dir DIR`: a journal from the shell.
+//! `shmbus journal append|dump|tail|info|readers|gc|config|tier --dir DIR`: a journal from the shell.
 //!
 //! Entries print like `sub` messages: one payload per line as `--format` says (lossy UTF-8 by
 //! default, [`crate::payload`]), or with `--json` one line per entry with exactly
@@ -52,6 +52,9 @@ enum Verb {
     /// Show the journal's retention, or change it with --retain-cycles / --max-age (an
     /// existing journal, while appenders and readers run).
     Config(ConfigArgs),
+    /// Move every cycle but the newest --keep-hot to an archive directory, optionally
+    /// compressed with zstd (readers find archived cycles transparently).
+    Tier(TierArgs),
 }
 
 /// The journal directory, common to every verb.
@@ -272,6 +275,30 @@ struct ConfigArgs {
     json: bool,
 }
 
+#[derive(Debug, ClapArgs)]
+struct TierArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The archive directory (created if missing; relative paths are taken from the journal
+    /// directory). A journal has one archive: another one than it has is an error.
+    #[arg(long, value_name = "PATH")]
+    archive: PathBuf,
+    /// Cycles to keep in the journal directory, the current one included (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    keep_hot: u64,
+    /// Compress each archived cycle file with zstd (every reader decompresses it into
+    /// memory when it opens the cycle).
+    #[arg(long)]
+    zstd: bool,
+    /// zstd level, 1 to 22.
+    #[arg(long, value_name = "LEVEL", default_value_t = 3, requires = "zstd",
+          value_parser = clap::value_parser!(i32).range(1..=22))]
+    zstd_level: i32,
+    /// One JSON object {"moved_cycles","moved_bytes"} instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
 /// A retention limit given to `journal config`: a value, or `unlimited`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Limit<T> {
@@ -312,6 +339,7 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<()> {
         Verb::Readers(a) => readers(a),
         Verb::Gc(a) => gc(a),
         Verb::Config(a) => config(a),
+        Verb::Tier(a) => tier(a),
     }
 }
 
@@ -798,6 +826,24 @@ fn config(a: &ConfigArgs) -> Result<()> {
     } else {
         writeln!(std::io::stdout().lock(), "retention     {}", retention_words(&r))?;
     }
+    Ok(())
+}
+
+/// `journal tier`: moves (or compresses) old cycles to the archive and says which.
+fn tier(a: &TierArgs) -> Result<()> {
+    let j = open_existing(&a.dir.dir)?;
+    let report =
+        if a.zstd { j.tier_zstd(&a.archive, a.keep_hot, a.zstd_level) } else { j.tier(&a.archive, a.keep_hot) }
+            .map_err(|e| CliError::msg(format!("{}: {e}", a.dir.dir.display())))?;
+    if a.json {
+        print_json(&json!({"moved_cycles": report.moved_cycles, "moved_bytes": report.moved_bytes}))?;
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for c in &report.moved_cycles {
+        writeln!(out, "moved cycle {c}")?;
+    }
+    writeln!(out, "moved {} cycle(s), {} bytes", report.moved_cycles.len(), report.moved_bytes)?;
     Ok(())
 }
 

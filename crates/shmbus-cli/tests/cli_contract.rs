@@ -90,6 +90,7 @@ fn help_texts_name_no_project_history() {
         &["journal", "info"],
         &["journal", "gc"],
         &["journal", "config"],
+        &["journal", "tier"],
         &["record"],
         &["replay"],
         &["hz"],

@@ -567,8 +567,10 @@ impl Journal {
                 }
             };
             let (sealed, n, u) = pos_parts(cy.pos_view().load(Ordering::Acquire));
-            let file_bytes = cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
-                + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0);
+            let file_bytes = cy.compressed_bytes.unwrap_or_else(|| {
+                cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
+                    + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0)
+            });
             cycles.push(CycleInfo {
                 cycle: c,
                 first_index: cy.hdr.first_index,
@@ -635,7 +637,25 @@ impl Journal {
     /// Safe while tailers read: each cycle is complete in at least one tier at every
     /// instant. One archive per journal.
     pub fn tier(&self, archive: impl AsRef<Path>, keep_hot: u64) -> Result<TierReport, JournalTierError> {
-        self.inner.tier(archive.as_ref(), keep_hot)
+        self.inner.tier(archive.as_ref(), keep_hot, None)
+    }
+
+    /// [`Journal::tier`], compressing each cycle file with zstd at `level` (1..=22; 3 is a
+    /// good default) as it goes to the archive (`NNNNNNNNNNNN.sbjd.zst`, `.sbji.zst`). Every
+    /// reader (tailers, named readers, [`Journal::status`], time search) reads such a cycle
+    /// transparently: it is decompressed into memory (an anonymous file, at most the cycle
+    /// file's size) when a reader opens it, so reading an archived cycle costs that memory
+    /// while it is open. Compressed and encrypted entries stay as they are inside. Cycles
+    /// already in the archive are left as they are. A damaged `.zst` (any changed byte: the
+    /// frame has a checksum and records its size) makes the cycle unreadable, reported like
+    /// any unreadable cycle file, never garbage.
+    pub fn tier_zstd(
+        &self,
+        archive: impl AsRef<Path>,
+        keep_hot: u64,
+        level: i32,
+    ) -> Result<TierReport, JournalTierError> {
+        self.inner.tier(archive.as_ref(), keep_hot, Some(level))
     }
 
     /// The archive directory, if [`Journal::tier`] has set one.

@@ -220,6 +220,11 @@ pub enum JournalTierError {
     },
     /// The archive path is empty, too long or contains a NUL byte.
     BadPath,
+    /// A zstd level outside 1..=22 ([`Journal::tier_zstd`](super::Journal::tier_zstd)).
+    BadLevel {
+        /// The level given.
+        level: i32,
+    },
     /// A file operation failed.
     Io(io::Error),
 }
@@ -231,6 +236,7 @@ impl fmt::Display for JournalTierError {
                 write!(f, "this journal already archives to {}; use that directory", existing.display())
             }
             JournalTierError::BadPath => write!(f, "archive path must be 1 to {MAX_ARCHIVE_PATH} bytes without NUL"),
+            JournalTierError::BadLevel { level } => write!(f, "zstd level {level}: use 1 to 22 (3 is a good default)"),
             JournalTierError::Io(e) => {
                 write!(f, "moving cycles to the archive failed: {e}; check space and permissions")
             }

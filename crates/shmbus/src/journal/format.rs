@@ -415,6 +415,20 @@ pub fn index_file_name(c: u64) -> String {
     format!("{c:012}.sbji")
 }
 
+/// Suffix of an archived cycle file compressed with zstd (`Journal::tier_zstd`):
+/// `NNNNNNNNNNNN.sbjd.zst` and `NNNNNNNNNNNN.sbji.zst`.
+pub const ZSTD_SUFFIX: &str = ".zst";
+
+/// The name of cycle file `name` compressed with zstd.
+pub fn zstd_file_name(name: &str) -> String {
+    format!("{name}{ZSTD_SUFFIX}")
+}
+
+/// Parses a cycle number out of a data-file name, plain or zstd-compressed.
+pub fn parse_archived_data_file_name(name: &str) -> Option<u64> {
+    parse_data_file_name(name.strip_suffix(ZSTD_SUFFIX).unwrap_or(name))
+}
+
 /// Parses a cycle number out of a data-file name.
 pub fn parse_data_file_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(".sbjd")?;

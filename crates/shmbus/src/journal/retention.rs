@@ -10,7 +10,8 @@ use crate::sync::Ordering;
 
 use super::channel::Inner;
 use super::format::{
-    data_file_name, index_file_name, MetaHeader, RETENTION_MAX_CYCLES, RETENTION_MAX_SECS, RETENTION_SET,
+    data_file_name, index_file_name, zstd_file_name, MetaHeader, RETENTION_MAX_CYCLES, RETENTION_MAX_SECS,
+    RETENTION_SET,
 };
 
 /// Which cycles [`Journal::gc`](super::Journal::gc) deletes. The current cycle is never deleted.
@@ -81,8 +82,11 @@ impl Inner {
             let by_count = r.max_cycles.is_some_and(|m| remaining > m.max(1));
             let cdir = self.cycle_dir(c).unwrap_or_else(|| self.dir.clone());
             let dpath = cdir.join(data_file_name(c));
+            let zdpath = cdir.join(zstd_file_name(&data_file_name(c)));
             let by_age = r.max_age.is_some_and(|age| {
+                // A compressed archived file keeps its source's modification time.
                 std::fs::metadata(&dpath)
+                    .or_else(|_| std::fs::metadata(&zdpath))
                     .and_then(|m| m.modified())
                     .ok()
                     .and_then(|t| t.elapsed().ok())
@@ -94,7 +98,8 @@ impl Inner {
             // Publish first, then delete: tailers that miss the file see `first` moved.
             self.meta.first().fetch_max(c + 1, Ordering::AcqRel);
             let ipath = cdir.join(index_file_name(c));
-            for p in [&dpath, &ipath] {
+            let zipath = cdir.join(zstd_file_name(&index_file_name(c)));
+            for p in [&dpath, &zdpath, &ipath, &zipath] {
                 if let Ok(m) = std::fs::symlink_metadata(p) {
                     rep.removed_bytes += m.len();
                 }
