@@ -13,12 +13,8 @@ use crate::{CliError, Result};
 /// before it have been sent; the error says which line it was.
 /// `--data` is already in memory: it goes to `f` as it is, whose send reports a size the
 /// channel cannot take in the kind's own words.
-pub fn for_each_input(data: Option<&str>, max_len: usize, f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
-    for_each_input_up_to(data, max_len, None, f)
-}
-
-/// [`for_each_input`], reading at most `limit` stdin lines (`pub --count`): the lines after
-/// them are left unread.
+///
+/// At most `limit` stdin lines are read (`pub --count`): the lines after them are left unread.
 pub fn for_each_input_up_to(
     data: Option<&str>,
     max_len: usize,
@@ -31,7 +27,7 @@ pub fn for_each_input_up_to(
     }
 }
 
-/// [`for_each_input`]'s line loop over any reader, stopping after `limit` lines.
+/// [`for_each_input_up_to`]'s line loop over any reader, stopping after `limit` lines.
 fn for_each_line(
     input: &mut impl BufRead,
     max_len: usize,

@@ -1,4 +1,4 @@
-//! `shmbus journal append|dump|tail|info|readers|gc --dir DIR`: a journal from the shell.
+//! `shmbus journal append|dump|tail|info|readers|gc|config|tier --dir DIR`: a journal from the shell.
 //!
 //! Entries print like `sub` messages: one payload per line as `--format` says (lossy UTF-8 by
 //! default, [`crate::payload`]), or with `--json` one line per entry with exactly
@@ -23,9 +23,8 @@ use shmbus::journal::{
 };
 use shmbus::OpenError;
 
-use crate::input::for_each_input;
 use crate::output::{cell, print_json, Align, EntryHead, JsonLines, MessageLine, Table};
-use crate::payload::Format;
+use crate::payload::{Format, InFormat, Input};
 use crate::{CliError, Ctx, Result};
 
 /// `shmbus journal <verb> --dir DIR …`
@@ -37,7 +36,7 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Verb {
-    /// Append --data once, or one entry per stdin line (creates the journal if missing).
+    /// Append --data or --file once, or one entry per stdin line (creates the journal if missing).
     Append(AppendArgs),
     /// Print every entry from the start (or --from / --from-ts) and exit.
     Dump(DumpArgs),
@@ -50,6 +49,12 @@ enum Verb {
     Readers(ReadersArgs),
     /// Apply retention now and print the cycles removed.
     Gc(GcArgs),
+    /// Show the journal's retention, or change it with --retain-cycles / --max-age (an
+    /// existing journal, while appenders and readers run).
+    Config(ConfigArgs),
+    /// Move every cycle but the newest --keep-hot to an archive directory, optionally
+    /// compressed with zstd (readers find archived cycles transparently).
+    Tier(TierArgs),
 }
 
 /// The journal directory, common to every verb.
@@ -62,7 +67,7 @@ struct DirArg {
 
 /// `--key-file`: the journal's keys, for appending (sealed with the last key) and reading.
 #[derive(Debug, ClapArgs)]
-struct KeyArg {
+pub(crate) struct KeyArg {
     /// Encrypt (append) or decrypt (read) entries with XChaCha20-Poly1305 using the keys in
     /// this file: one `<id> <64 hex digits>` per line, the last one sealing new entries. The
     /// file must not be readable by group or others.
@@ -72,7 +77,7 @@ struct KeyArg {
 
 impl KeyArg {
     /// The cipher of `--key-file`, if given.
-    fn cipher(&self) -> Result<Option<Arc<dyn EntryCipher>>> {
+    pub(crate) fn cipher(&self) -> Result<Option<Arc<dyn EntryCipher>>> {
         let Some(path) = &self.key_file else { return Ok(None) };
         let keys = Keyring::load(path).map_err(|e| CliError::msg(format!("--key-file {}: {e}", path.display())))?;
         Ok(Some(Arc::new(XChaCha20Poly1305Cipher::new(&keys))))
@@ -114,10 +119,17 @@ fn parse_roll(s: &str) -> std::result::Result<RollCycle, String> {
 struct AppendArgs {
     #[command(flatten)]
     dir: DirArg,
-    /// Append this one entry. Without it, every line of stdin is one entry (without its
-    /// newline).
-    #[arg(long, value_name = "TEXT")]
+    /// Append this one entry. Without it (or --file), every line of stdin is one entry
+    /// (without its newline).
+    #[arg(long, value_name = "TEXT", conflicts_with = "file")]
     data: Option<String>,
+    /// Append the whole content of this file as one entry (binary or multi-line).
+    #[arg(long, value_name = "PATH")]
+    file: Option<PathBuf>,
+    /// How --data and each stdin line are written: text (as they are), hex or base64
+    /// (decoded before appending: any bytes, newlines included).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "file")]
+    format: InFormat,
     /// Roll cycle when creating the journal: never, minutely, hourly, daily or <N>s (every N
     /// seconds). Default daily. An existing journal keeps its own.
     #[arg(long, value_parser = parse_roll, value_name = "CYCLE")]
@@ -251,6 +263,76 @@ struct GcArgs {
     json: bool,
 }
 
+#[derive(Debug, ClapArgs)]
+struct ConfigArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Keep at most N cycles (at least 1), or `unlimited`. Appenders rolling to a new cycle
+    /// and `journal gc` apply it from now on.
+    #[arg(long, value_name = "N|unlimited", value_parser = parse_limit_cycles)]
+    retain_cycles: Option<Limit<u64>>,
+    /// Delete cycles that ended longer ago than DUR (10s, 5m, 2h, 7d), or `unlimited`.
+    #[arg(long, value_name = "DUR|unlimited", value_parser = parse_limit_age)]
+    max_age: Option<Limit<Duration>>,
+    /// One JSON object {"max_cycles","max_age_secs"} (each null when unlimited) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, ClapArgs)]
+struct TierArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The archive directory (created if missing; relative paths are taken from the journal
+    /// directory). A journal has one archive: another one than it has is an error.
+    #[arg(long, value_name = "PATH")]
+    archive: PathBuf,
+    /// Cycles to keep in the journal directory, the current one included (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    keep_hot: u64,
+    /// Compress each archived cycle file with zstd (every reader decompresses it into
+    /// memory when it opens the cycle).
+    #[arg(long)]
+    zstd: bool,
+    /// zstd level, 1 to 22.
+    #[arg(long, value_name = "LEVEL", default_value_t = 3, requires = "zstd",
+          value_parser = clap::value_parser!(i32).range(1..=22))]
+    zstd_level: i32,
+    /// One JSON object {"moved_cycles","moved_bytes"} instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A retention limit given to `journal config`: a value, or `unlimited`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit<T> {
+    Unlimited,
+    At(T),
+}
+
+impl<T> Limit<T> {
+    fn value(self) -> Option<T> {
+        match self {
+            Limit::Unlimited => None,
+            Limit::At(v) => Some(v),
+        }
+    }
+}
+
+fn parse_limit_cycles(s: &str) -> std::result::Result<Limit<u64>, String> {
+    if s == "unlimited" {
+        return Ok(Limit::Unlimited);
+    }
+    parse_retain_cycles(s).map(Limit::At).map_err(|e| format!("{e}, or `unlimited`"))
+}
+
+fn parse_limit_age(s: &str) -> std::result::Result<Limit<Duration>, String> {
+    if s == "unlimited" {
+        return Ok(Limit::Unlimited);
+    }
+    parse_age(s).map(Limit::At).map_err(|e| format!("{e}, or `unlimited`"))
+}
+
 /// Runs a `journal` verb.
 pub fn run(_ctx: &Ctx, args: &Args) -> Result<()> {
     match &args.verb {
@@ -260,6 +342,8 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<()> {
         Verb::Info(a) => info(a),
         Verb::Readers(a) => readers(a),
         Verb::Gc(a) => gc(a),
+        Verb::Config(a) => config(a),
+        Verb::Tier(a) => tier(a),
     }
 }
 
@@ -320,10 +404,12 @@ fn append(a: &AppendArgs) -> Result<()> {
         let have = j.retention();
         if have != wanted {
             return Err(CliError::msg(format!(
-                "{}: the journal keeps its retention from creation ({}); it cannot be changed to {}",
+                "{}: the journal's retention is {}, not {}; `append` does not change it: use `shmbus journal config \
+                 --dir {} --retain-cycles N --max-age DUR`",
                 a.dir.dir.display(),
                 retention_words(&have),
-                retention_words(&wanted)
+                retention_words(&wanted),
+                a.dir.dir.display()
             )));
         }
     }
@@ -331,7 +417,8 @@ fn append(a: &AppendArgs) -> Result<()> {
     app.set_compression(a.compress);
     app.set_cipher(cipher);
     let mut out = std::io::stdout().lock();
-    for_each_input(a.data.as_deref(), app.max_entry_len(), |data| {
+    let input = Input { data: a.data.clone(), file: a.file.clone(), format: a.format };
+    input.for_each(app.max_entry_len(), None, |data| {
         let index = append_one(&mut app, data)?;
         appended(&mut out, a.json, index, data.len())
     })
@@ -634,7 +721,7 @@ struct UnreadableCycleJson<'a> {
     error: &'a str,
 }
 
-/// `retention` of `journal info --json`: `null` is unlimited.
+/// `retention` of `journal info --json`, and `journal config --json`: `null` is unlimited.
 #[derive(Debug, Serialize)]
 struct RetentionJson {
     max_cycles: Option<u64>,
@@ -825,6 +912,53 @@ fn gc(a: &GcArgs) -> Result<()> {
         writeln!(out, "removed cycle {c}")?;
     }
     writeln!(out, "removed {} cycle(s), {} bytes", report.removed_cycles.len(), report.removed_bytes)?;
+    Ok(())
+}
+
+/// `journal config`: prints the retention in force, after changing what the flags name (the
+/// other limit stays as it is).
+fn config(a: &ConfigArgs) -> Result<()> {
+    let j = open_existing(&a.dir.dir)?;
+    if a.retain_cycles.is_some() || a.max_age.is_some() {
+        let have = j.retention();
+        let wanted = Retention {
+            max_cycles: a.retain_cycles.map_or(have.max_cycles, Limit::value),
+            max_age: a.max_age.map_or(have.max_age, Limit::value),
+        };
+        j.set_retention(wanted)
+            .map_err(|e| CliError::msg(format!("{}: {}", a.dir.dir.display(), open_error_message(&e))))?;
+    }
+    let r = j.retention();
+    if a.json {
+        print_json(&RetentionJson { max_cycles: r.max_cycles, max_age_secs: r.max_age.map(|d| d.as_secs()) })?;
+    } else {
+        writeln!(std::io::stdout().lock(), "retention     {}", retention_words(&r))?;
+    }
+    Ok(())
+}
+
+/// `journal tier --json`: the cycles moved to the archive and their bytes.
+#[derive(Debug, serde::Serialize)]
+struct TierJson<'a> {
+    moved_cycles: &'a [u64],
+    moved_bytes: u64,
+}
+
+/// `journal tier`: moves (or compresses) old cycles to the archive and says which.
+fn tier(a: &TierArgs) -> Result<()> {
+    let j = open_existing(&a.dir.dir)?;
+    let report =
+        if a.zstd { j.tier_zstd(&a.archive, a.keep_hot, a.zstd_level) } else { j.tier(&a.archive, a.keep_hot) }
+            .map_err(|e| CliError::msg(format!("{}: {e}", a.dir.dir.display())))?;
+    if a.json {
+        print_json(&TierJson { moved_cycles: &report.moved_cycles, moved_bytes: report.moved_bytes })?;
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for c in &report.moved_cycles {
+        writeln!(out, "moved cycle {c}")?;
+    }
+    writeln!(out, "moved {} cycle(s), {} bytes", report.moved_cycles.len(), report.moved_bytes)?;
     Ok(())
 }
 

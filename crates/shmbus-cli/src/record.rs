@@ -26,15 +26,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use shmbus::journal::{Journal, JournalConfig, JournalTryRecvError};
+use shmbus::journal::{EntryCipher, Journal, JournalConfig, JournalTryRecvError};
 use shmbus::time::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
 
-use crate::journal::{open, open_existing};
+use crate::journal::{open, open_existing, KeyArg};
 use crate::output::JsonLines;
 use crate::{CliError, Ctx, Result};
 
@@ -137,12 +138,16 @@ pub struct RecordArgs {
     /// exist yet (listeners may start first).
     #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
     wait: Option<std::time::Duration>,
+    #[command(flatten)]
+    key: KeyArg,
 }
 
 /// Records messages of topics into a journal until `--count` or `--seconds` (or killed:
 /// every message recorded so far is committed).
 pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    // Checked before anything is subscribed or created.
+    let cipher = args.key.cipher()?;
     let names: Vec<&str> = args.topics.iter().map(String::as_str).collect();
     // Topics that appeared while waiting are recorded from their first message (all of
     // them published since `record` started).
@@ -163,6 +168,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     // Subscribed first: a missing topic leaves no journal behind.
     let j = open(&args.dir, &JournalConfig::default())?;
     let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    app.set_cipher(cipher);
     let until = args.seconds.map(|s| monotonic_ns().saturating_add((s.max(0.0) * 1e9) as u64));
     let waitables: Vec<&dyn Waitable> = subs.iter().map(|s| &s.1 as &dyn Waitable).collect();
     let mut ws = WaitSet::new();
@@ -323,6 +329,8 @@ pub struct ReplayArgs {
     /// No progress bar on stderr (shown for a large recording when stderr is a terminal).
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    key: KeyArg,
 }
 
 /// Opens the topic for replay, creating it if missing with room for `min_slot` bytes.
@@ -342,11 +350,12 @@ fn replay_topic(domain: &Domain, rec: &Recorded<'_>) -> Result<Publisher> {
 /// Fails when a `--topic` names a topic the recording never holds, with the topics it does
 /// hold. One pass over the entries' headers (the journal bounds it); entries that cannot be
 /// read are left to the replay to report.
-fn check_topics_recorded(j: &Journal, args: &ReplayArgs) -> Result<()> {
+fn check_topics_recorded(j: &Journal, args: &ReplayArgs, cipher: &Option<Arc<dyn EntryCipher>>) -> Result<()> {
     if args.topics.is_empty() {
         return Ok(());
     }
     let mut t = j.tailer().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    t.set_cipher(cipher.clone());
     let mut held: BTreeSet<String> = BTreeSet::new();
     loop {
         match t.try_recv_ref() {
@@ -387,8 +396,9 @@ fn check_topics_recorded(j: &Journal, args: &ReplayArgs) -> Result<()> {
 /// by `--speed`.
 pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let cipher = args.key.cipher()?;
     let j = open_existing(&args.dir)?;
-    check_topics_recorded(&j, args)?;
+    check_topics_recorded(&j, args, &cipher)?;
     let mut t = match args.from_ts {
         Some(ts) => j.tailer_at_time(ts),
         None => j.tailer(),
@@ -401,12 +411,14 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         },
         false => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
     };
+    t.set_cipher(cipher);
     let mut pubs: HashMap<String, Publisher> = HashMap::new();
     let mut counts: Vec<(String, u64)> = Vec::new();
     let mut total = 0u64;
     // (original ts, journal ts, scheduled monotonic time) of the previous message.
     let mut prev: Option<(u64, u64, u64)> = None;
     let mut damaged = 0u64;
+    let mut undecrypted = 0u64;
     loop {
         let e = match t.try_recv_ref() {
             Ok(e) => e,
@@ -425,9 +437,15 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
             Err(
                 e @ (JournalTryRecvError::Encrypted { .. }
                 | JournalTryRecvError::UnknownKey { .. }
-                | JournalTryRecvError::Unauthenticated { .. }
-                | JournalTryRecvError::PositionReset { .. }),
+                | JournalTryRecvError::Unauthenticated { .. }),
             ) => {
+                // Reported and skipped (no --key-file, a key file without its key, or a
+                // wrong key); the exit status says so at the end.
+                undecrypted += 1;
+                progress.suspend(|| eprintln!("skipped: {e}"));
+                continue;
+            }
+            Err(e @ JournalTryRecvError::PositionReset { .. }) => {
                 progress.suspend(|| eprintln!("skipped: {e}"));
                 continue;
             }
@@ -480,6 +498,14 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         return Err(CliError::msg(format!(
             "{}: {damaged} damaged range(s) of the recording were skipped (listed above); everything else was replayed",
             args.dir.display()
+        )));
+    }
+    if undecrypted > 0 {
+        return Err(CliError::msg(format!(
+            "{}: {undecrypted} encrypted entr{} of the recording could not be read (listed above: no --key-file, a key \
+             file without its key id, or failed authentication); everything else was replayed",
+            args.dir.display(),
+            if undecrypted == 1 { "y" } else { "ies" }
         )));
     }
     Ok(())

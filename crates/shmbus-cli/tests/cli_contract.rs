@@ -61,9 +61,14 @@ fn man_prints_a_roff_page() {
 #[test]
 fn journal_help_does_not_show_root_but_the_others_do() {
     let r = Root::new();
-    for verb in
-        [&["journal"][..], &["journal", "dump"], &["journal", "tail"], &["journal", "append"], &["journal", "gc"]]
-    {
+    for verb in [
+        &["journal"][..],
+        &["journal", "dump"],
+        &["journal", "tail"],
+        &["journal", "append"],
+        &["journal", "gc"],
+        &["journal", "config"],
+    ] {
         let help = r.ok(&[verb, &["--help"]].concat());
         assert!(!help.contains("--root"), "shmbus {verb:?} --help shows --root:\n{help}");
         assert!(help.contains("--") && help.contains("Usage"), "{help}");
@@ -94,6 +99,8 @@ fn help_texts_name_no_project_history() {
         &["journal", "tail"],
         &["journal", "info"],
         &["journal", "gc"],
+        &["journal", "config"],
+        &["journal", "tier"],
         &["record"],
         &["replay"],
         &["hz"],

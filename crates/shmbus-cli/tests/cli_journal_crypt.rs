@@ -1,15 +1,18 @@
 //! `shmbus journal … --key-file` (built-in XChaCha20-Poly1305 encryption) and retention set
 //! by `journal append --retain-cycles/--max-age`, run as real processes against scratch
 //! journal directories: round trip, no key, wrong key, rotation, a tampered byte, a key
-//! file others can read, and retention applied by appenders and `journal gc`.
+//! file others can read, and retention applied by appenders and `journal gc`, and changed
+//! on an existing journal by `journal config`.
 
 mod common;
 
+use std::io::Write;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
-use common::{json_lines, one_error_line, Root};
+use common::{json_lines, one_error_line, Killed, Root};
 use shmbus::journal::format::{entry_crc, CRC_FROM, ENTRY_HEADER, FLAG_KEYED, FLAG_SEALED, ST_COMMITTED};
 
 /// Writes a key file of `(id, key byte)` pairs (each key is that byte 32 times) with `mode`.
@@ -224,7 +227,7 @@ fn retention_set_at_append_is_applied_by_appenders_and_gc() {
     // A different retention on an existing journal is refused (the same one is accepted:
     // the --retain-cycles appends below).
     let e = r.fails(&["journal", "append", "--dir", &j, "--max-age", "7d", "--data", "c"]);
-    assert!(e.contains("keeps its retention from creation"), "{e}");
+    assert!(e.contains("`append` does not change it: use `shmbus journal config"), "{e}");
     // gc never removes the newest cycle (being written); the older one is now past 3 s.
     std::thread::sleep(Duration::from_millis(4000));
     let gc = r.json(&["journal", "gc", "--dir", &j, "--json"]);
@@ -255,4 +258,230 @@ fn retention_set_at_append_is_applied_by_appenders_and_gc() {
         let out = r.run(&["journal", "append", "--dir", &j2, bad[0], bad[1], "--data", "q"]);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }
+}
+
+/// `journal config` changes the retention of an existing journal: `journal info` shows it,
+/// `journal gc` and an appender already running in another process (rolling to a new
+/// cycle) apply it.
+#[test]
+fn journal_config_changes_retention_of_an_existing_journal() {
+    let r = Root::new();
+    let j = r.jdir("cfg");
+    let info_cycles = |r: &Root| -> usize {
+        let v = r.json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"]);
+        v["cycles"].as_array().unwrap().len()
+    };
+    r.ok(&["journal", "append", "--dir", &j, "--roll", "1s", "--data", "a"]);
+    std::thread::sleep(Duration::from_millis(1100));
+    r.ok(&["journal", "append", "--dir", &j, "--data", "b"]);
+    assert!(info_cycles(&r) >= 2);
+    // No flag: prints the settings.
+    assert_eq!(r.ok(&["journal", "config", "--dir", &j]), "retention     no cycle limit, no age limit\n");
+    let none = serde_json::json!({"max_cycles": null, "max_age_secs": null});
+    assert_eq!(r.json(&["journal", "config", "--dir", &j, "--json"]), none);
+
+    // Set, in one process; info (another) shows it, gc (a third) applies it.
+    let one = serde_json::json!({"max_cycles": 1, "max_age_secs": null});
+    assert_eq!(r.json(&["journal", "config", "--dir", &j, "--retain-cycles", "1", "--json"]), one);
+    let v = r.json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"]);
+    assert_eq!(v["retention"], one, "{v}");
+    let text = r.ok(&["journal", "info", "--dir", &j, "--rate-window", "0"]);
+    assert!(text.contains("retention     at most 1 cycle(s), no age limit"), "{text}");
+    let gc = r.json(&["journal", "gc", "--dir", &j, "--json"]);
+    assert!(!gc["removed_cycles"].as_array().unwrap().is_empty(), "{gc}");
+    assert_eq!(info_cycles(&r), 1);
+    assert_eq!(r.ok(&["journal", "dump", "--dir", &j]), "b\n");
+    // `append` with the retention in force is accepted now.
+    r.ok(&["journal", "append", "--dir", &j, "--retain-cycles", "1", "--data", "c"]);
+
+    // One flag changes one limit, the other stays; `unlimited` lifts one.
+    let both = serde_json::json!({"max_cycles": 1, "max_age_secs": 604800});
+    assert_eq!(r.json(&["journal", "config", "--dir", &j, "--max-age", "7d", "--json"]), both);
+    assert_eq!(
+        r.json(&["journal", "config", "--dir", &j, "--retain-cycles", "unlimited", "--max-age", "unlimited", "--json"]),
+        none
+    );
+
+    // An appender running in another process (reading stdin) applies a retention set
+    // after it started when it rolls to a new cycle.
+    let start =
+        r.json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"])["next_index"].as_u64().unwrap();
+    let mut app = {
+        let mut c = r.cmd(&["journal", "append", "--dir", &j]);
+        c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        Killed(Some(c.spawn().unwrap()))
+    };
+    let mut w = app.child().stdin.take().unwrap();
+    writeln!(w, "d").unwrap();
+    r.wait_json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"], |v| v["next_index"] == start + 1);
+    r.ok(&["journal", "config", "--dir", &j, "--retain-cycles", "2"]);
+    for line in ["e", "f", "g"] {
+        std::thread::sleep(Duration::from_millis(1100));
+        writeln!(w, "{line}").unwrap();
+    }
+    // Each of those rolled (a cycle per second), so the appender applied "keep 2".
+    let v = r
+        .wait_json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"], |v| v["next_index"] == start + 4);
+    drop(w);
+    assert!(app.finish().status.success());
+    assert_eq!(v["cycles"].as_array().unwrap().len(), 2, "{v}");
+    assert!(r.ok(&["journal", "dump", "--dir", &j]).ends_with("g\n"));
+
+    // Bad values are usage errors; a missing journal is an error naming it.
+    for bad in [["--max-age", "0s"], ["--retain-cycles", "0"], ["--retain-cycles", "all"]] {
+        let out = r.run(&["journal", "config", "--dir", &j, bad[0], bad[1]]);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+    let e = r.fails(&["journal", "config", "--dir", &r.jdir("none")]);
+    assert!(e.contains("no such directory"), "{e}");
+}
+
+/// `journal append --format hex|base64` decodes each line (or `--data`) before appending;
+/// `--file` appends a whole file as one entry; both round-trip byte for byte.
+#[test]
+fn append_takes_encoded_lines_and_whole_files() {
+    let r = Root::new();
+    let j = r.jdir("fmt");
+    let bytes: Vec<u8> = (0..=255u8).chain([b'\n', 0]).collect();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    r.ok(&["journal", "append", "--dir", &j, "--format", "hex", "--data", &hex]);
+    let b64 = r.ok_stdin(&["journal", "dump", "--dir", &j, "--format", "base64"], "");
+    r.ok_stdin(&["journal", "append", "--dir", &j, "--format", "base64", "--json"], &format!("{b64}aGk=\n"));
+    let file = r.0.join("payload.bin");
+    std::fs::write(&file, &bytes).unwrap();
+    let out = r.ok(&["journal", "append", "--dir", &j, "--file", file.to_str().unwrap(), "--json"]);
+    assert_eq!(json_lines(&out), [serde_json::json!({"index": 3, "len": bytes.len()})]);
+    // Four entries: the bytes, the bytes again (base64), "hi", the file.
+    let dumped = r.ok(&["journal", "dump", "--dir", &j, "--format", "hex"]);
+    assert_eq!(dumped, format!("{hex}\n{hex}\n6869\n{hex}\n"));
+    let raw = r.run(&["journal", "dump", "--dir", &j, "--from", "3", "--format", "raw"]);
+    assert_eq!(raw.stdout, bytes);
+
+    // Bad encodings name the line; a file larger than an entry is refused; --file with
+    // --data or --format is a usage error.
+    let e = r.fails(&["journal", "append", "--dir", &j, "--format", "hex", "--data", "zz"]);
+    assert!(e.contains("--data") && e.contains("not a hex byte"), "{e}");
+    let out = r.run_stdin(&["journal", "append", "--dir", &j, "--format", "base64"], b"aGk=\n$$$\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).contains("stdin line 2"), "{}", one_error_line(&out));
+    let big = r.0.join("big.bin");
+    std::fs::write(&big, vec![1u8; (16 << 20) + 1]).unwrap();
+    let e = r.fails(&["journal", "append", "--dir", &j, "--file", big.to_str().unwrap()]);
+    assert!(e.contains("is longer than"), "{e}");
+    let f = file.to_str().unwrap();
+    for bad in [&["--data", "x", "--file", f][..], &["--format", "hex", "--file", f][..]] {
+        let mut args = vec!["journal", "append", "--dir", &j];
+        args.extend_from_slice(bad);
+        assert_eq!(r.run(&args).status.code(), Some(2), "{bad:?}");
+    }
+    let missing = r.0.join("nope");
+    let e = r.fails(&["journal", "append", "--dir", &j, "--file", missing.to_str().unwrap()]);
+    assert!(e.contains("nope"), "{e}");
+    // Nothing was appended by the failures (the first line of the bad stdin was).
+    assert_eq!(r.json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"])["entries"], 5);
+}
+
+/// `record --key-file` seals what it records; `replay --key-file` opens it. Without the key
+/// the recording cannot be read: `replay` skips and says so, exit 1, nothing published.
+#[test]
+fn record_and_replay_with_a_key_file() {
+    let r = Root::new();
+    let j = r.jdir("recenc");
+    let k = key_file(&r, "k", &[(3, 0x42)], 0o600);
+    r.ok(&["pub", "--domain", "src", "t", "--slot-size", "128", "--data", "before"]);
+    let rec = r.spawn(&["record", "--domain", "src", "t", "--dir", &j, "--count", "3", "--key-file", &k, "--json"]);
+    r.wait_json(&["info", "--domain", "src", "t", "--json"], |v| v["subscribers"] == 1);
+    r.ok_stdin(&["pub", "--domain", "src", "t"], "top secret 1\ntop secret 2\ntop secret 3\n");
+    let summary: serde_json::Value = serde_json::from_str(&rec.finish_ok()).unwrap();
+    assert_eq!(summary["messages"], 3);
+    // Sealed on disk: the plaintext is nowhere in the files.
+    for f in std::fs::read_dir(&j).unwrap() {
+        let data = std::fs::read(f.unwrap().path()).unwrap();
+        assert!(!data.windows(10).any(|w| w == b"top secret"), "plaintext on disk");
+    }
+    // With the key: every message, in order.
+    let out: serde_json::Value = serde_json::from_str(&r.ok(&[
+        "replay",
+        "--dir",
+        &j,
+        "--domain",
+        "dst",
+        "--speed",
+        "max",
+        "--key-file",
+        &k,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(out, serde_json::json!({"messages": 3, "topics": {"t": 3}}));
+    let got = r.ok(&["sub", "--domain", "dst", "t", "--from", "1", "--count", "3", "--timeout-ms", "10000"]);
+    assert_eq!(got, "top secret 1\ntop secret 2\ntop secret 3\n");
+    // Without it, or with another key: skipped, said, exit 1, nothing published.
+    let other = key_file(&r, "other", &[(3, 0x43)], 0o600);
+    for extra in [&[][..], &["--key-file", other.as_str()][..]] {
+        let mut args = vec!["replay", "--dir", &j, "--domain", "none", "--speed", "max", "--json"];
+        args.extend_from_slice(extra);
+        let (stdout, skipped, last) = failing(&r, &args);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["messages"], 0);
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        assert!(skipped.iter().all(|l| l.starts_with("skipped: ")), "{skipped:?}");
+        assert!(last.contains("3 encrypted entries of the recording could not be read"), "{last}");
+    }
+    assert_eq!(r.json(&["ls", "--domain", "none", "--json"]), serde_json::json!([]));
+    // A key file others may read is refused before anything is recorded.
+    let loose = key_file(&r, "loose", &[(1, 1)], 0o644);
+    let e = r.fails(&["record", "--domain", "src", "t", "--dir", &r.jdir("r2"), "--count", "1", "--key-file", &loose]);
+    assert!(e.contains("--key-file"), "{e}");
+    assert!(!Path::new(&r.jdir("r2")).exists(), "nothing recorded");
+}
+
+/// `journal tier --zstd`: old cycles go to the archive compressed; `dump` (another process)
+/// reads lz4-compressed, encrypted entries back through them; `info` counts the compressed
+/// bytes; a damaged `.zst` is reported as damage, never garbage.
+#[test]
+fn tier_with_zstd_then_every_reader_reads_through_it() {
+    let r = Root::new();
+    let j = r.jdir("zst");
+    let k = key_file(&r, "k", &[(2, 0x77)], 0o600);
+    let long = |c: char| c.to_string().repeat(300);
+    r.ok(&["journal", "append", "--dir", &j, "--roll", "1s", "--compress", "--key-file", &k, "--data", &long('a')]);
+    for c in ['b', 'c'] {
+        std::thread::sleep(Duration::from_millis(1100));
+        r.ok(&["journal", "append", "--dir", &j, "--compress", "--key-file", &k, "--data", &long(c)]);
+    }
+    let cycles =
+        r.json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"])["cycles"].as_array().unwrap().len();
+    assert!(cycles >= 3);
+    // A level without --zstd, or out of range: usage errors.
+    for bad in [&["--zstd-level", "5"][..], &["--zstd", "--zstd-level", "23"][..]] {
+        let mut args = vec!["journal", "tier", "--dir", &j, "--archive", "cold"];
+        args.extend_from_slice(bad);
+        assert_eq!(r.run(&args).status.code(), Some(2), "{bad:?}");
+    }
+    let rep = r.json(&["journal", "tier", "--dir", &j, "--archive", "cold", "--zstd", "--json"]);
+    assert_eq!(rep["moved_cycles"].as_array().unwrap().len(), cycles - 1, "{rep}");
+    let cold = Path::new(&j).join("cold");
+    let files: Vec<String> =
+        std::fs::read_dir(&cold).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(files.len(), 2 * (cycles - 1), "{files:?}");
+    assert!(files.iter().all(|f| f.ends_with(".zst")), "{files:?}");
+    let want = [(0, long('a')), (1, long('b')), (2, long('c'))];
+    assert_eq!(dumped(&r, &["journal", "dump", "--dir", &j, "--key-file", &k, "--json"]), want);
+    let info = r.json(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0"]);
+    let zst: u64 = files.iter().map(|f| std::fs::metadata(cold.join(f)).unwrap().len()).sum();
+    assert_eq!(info["archive_file_bytes"], zst, "{info}");
+    assert_eq!(info["unreadable_cycles"], serde_json::json!([]), "{info}");
+
+    // One changed byte in the first archived cycle's data: that cycle is damage, the rest
+    // is read.
+    let first = files.iter().filter(|f| f.ends_with(".sbjd.zst")).min().unwrap();
+    let path = cold.join(first);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let (stdout, lines, last) = failing(&r, &["journal", "dump", "--dir", &j, "--key-file", &k]);
+    assert_eq!(stdout, format!("{}\n{}\n", long('b'), long('c')));
+    assert!(lines.iter().any(|l| l.starts_with("damaged: ")), "{lines:?}");
+    assert!(last.contains("damaged range(s) were skipped"), "{last}");
 }

@@ -266,6 +266,9 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
     c.output("journal readers", &root(&["journal", "readers", "--dir", &j, "--json"]));
     c.output("journal info", &root(&["journal", "info", "--dir", &j, "--json", "--rate-window", "0.1"]));
     c.output("journal gc", &root(&["journal", "gc", "--dir", &j, "--json"]));
+    c.output("journal config", &root(&["journal", "config", "--dir", &j, "--retain-cycles", "5", "--json"]));
+    let archive = format!("{j}-archive");
+    c.output("journal tier", &root(&["journal", "tier", "--dir", &j, "--archive", &archive, "--json"]));
 
     // Live and dead participants, seen by info, ls and top.
     let mut live = r.spawn(&["sub", "--domain", "d", "t", "--count", "1", "--timeout-ms", "60000"]);

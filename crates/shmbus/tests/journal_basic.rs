@@ -390,9 +390,9 @@ fn bad_input_is_a_typed_error() {
     {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(dir.join(format::META_FILE)).unwrap();
-        f.write_all_at(&2u32.to_le_bytes(), 8).unwrap();
+        f.write_all_at(&3u32.to_le_bytes(), 8).unwrap();
     }
-    assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::VersionMismatch { found: 2, .. })));
+    assert!(matches!(Journal::create_or_open(&dir, &small()), Err(OpenError::VersionMismatch { found: 3, .. })));
     // Invalid options.
     let (dir, _c_opts) = fresh_dir("jt-opts");
     assert!(matches!(Journal::create_or_open(&dir, &small().cycle_bytes(1000)), Err(OpenError::InvalidConfig { .. })));

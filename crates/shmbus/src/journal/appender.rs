@@ -9,11 +9,11 @@ use crate::sync::Ordering;
 use crate::sys::time::TscRealtime;
 use crate::sys::ProcessId;
 
-use super::files::{self, CycleFiles};
+use super::files::{self, growth_size, CycleFiles, DATA_START_BYTES, INDEX_START_BYTES};
 use super::format::{
     data_file_name, entry_crc, entry_crc_parts, entry_nonce, entry_units, find_next_entry, index_file_name, pos_parts,
     pos_word, read_entry, MetaHeader, ScannedEntry, CRC_FROM, CYCLE_HEADER_PAGE, ENTRY_HEADER, FLAG_KEYED, FLAG_LZ4,
-    FLAG_SEALED, META_SIZE, UNIT,
+    FLAG_SEALED, KEYED_FORMAT_VERSION, META_SIZE, UNIT,
 };
 use super::protocol;
 
@@ -53,6 +53,27 @@ const PRETOUCH_AHEAD: u64 = 2;
 /// The pretoucher's growth step on tmpfs.
 const TMPFS_GROW_STEP: u64 = 2 << 20;
 
+/// A huge page: growth past it keeps the file's end on its boundaries.
+const HUGE_PAGE: u64 = 2 << 20;
+
+/// The data-area size near `want` (and at least `need`) at which the file ends on a 2 MiB
+/// boundary, once past 2 MiB: the data area starts after the 4 KiB header page, and a
+/// growth step that left a 4 KiB page at the start of the next 2 MiB of the file would keep
+/// a huge-page tmpfs from giving that range a 2 MiB page. Rounded down when that still
+/// holds `need`, else up.
+fn huge_aligned(need: u64, want: u64) -> u64 {
+    if want < HUGE_PAGE {
+        return want;
+    }
+    let header = CYCLE_HEADER_PAGE as u64;
+    let down = (header + want) / HUGE_PAGE * HUGE_PAGE - header;
+    if down >= need {
+        down
+    } else {
+        down + HUGE_PAGE
+    }
+}
+
 /// A helper thread that grows and pre-faults the next chunk of the current cycle while the
 /// appender still writes the current one, so the hot path never waits for the kernel to
 /// allocate and zero pages (Chronicle's "pretoucher").
@@ -82,7 +103,7 @@ impl Pretoucher {
                     let mut next = cy.alloc().load(Ordering::Acquire);
                     while next < want {
                         next = (next / step + 1).saturating_mul(step).min(want);
-                        if grow_cycle_data(&cy, &hdr, next, true).is_err() {
+                        if grow_cycle_data(&cy, &hdr, None, next, true).is_err() {
                             break;
                         }
                     }
@@ -109,17 +130,29 @@ impl Drop for Pretoucher {
     }
 }
 
-/// Grows cycle `cy`'s data area to at least `want` bytes: extends the file, publishes the
+/// Grows cycle `cy`'s data area to about `want` bytes (see [`huge_aligned`]), and at least
+/// `need`: extends the file, publishes the
 /// new `alloc`, then (with `populate`) pre-faults the new pages. Idempotent; any number of
 /// growers may race. `alloc` is published before the pre-faulting, so an appender that
 /// catches up with the pretoucher never waits for it: it faults the pages it touches
 /// itself (populating is only a performance hint, never needed for correctness).
-fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, want: u64, populate: bool) -> io::Result<()> {
+fn grow_cycle_data(cy: &CycleFiles, h: &MetaHeader, need: Option<u64>, want: u64, populate: bool) -> io::Result<()> {
     // Pairs with the Release fetch_max below (here or in another grower).
     let old = cy.alloc().load(Ordering::Acquire);
+    // `need`: what the caller must have (another grower may have grown the file that far
+    // meanwhile); `None` (the pretoucher): `want`, give or take the alignment.
+    let need = match need {
+        Some(n) if n <= old => return Ok(()),
+        Some(n) => n,
+        None => match huge_aligned(0, want) {
+            near if near <= old => return Ok(()),
+            near => near,
+        },
+    };
     if want <= old {
         return Ok(());
     }
+    let want = huge_aligned(need, want).min(h.cycle_bytes);
     // `alloc <= file size - header page` always holds, so only `old..want` is new.
     files::grow_from(&cy.data_file, CYCLE_HEADER_PAGE as u64 + old, CYCLE_HEADER_PAGE as u64 + want)?;
     if h.durability == 1 {
@@ -270,6 +303,10 @@ impl Appender {
         let max = self.inner.hdr().max_entry;
         if data.len() as u64 > max {
             return Err(JournalSendError::TooLarge { len: data.len(), max });
+        }
+        let version = self.inner.hdr().version;
+        if version < KEYED_FORMAT_VERSION && self.cipher.as_ref().is_some_and(|c| c.key_id().is_some()) {
+            return Err(JournalSendError::KeyedOnOldFormat { version });
         }
         let mut abandoned = 0;
         for _ in 0..8 {
@@ -466,12 +503,9 @@ impl Appender {
         self.alloc = 0;
         self.ialloc = 0;
         self.pretouch_at = 0;
-        let h = self.inner.hdr();
-        if created && (h.retain_cycles != 0 || h.retain_secs != 0) {
-            let r = Retention {
-                max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
-                max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
-            };
+        // The retention in force now (`Journal::set_retention` may have changed it).
+        let r = self.inner.retention();
+        if created && r != Retention::default() {
             let _ = self.inner.gc(r);
         }
         Ok(())
@@ -490,12 +524,18 @@ impl Appender {
             // has overtaken its pretoucher grows by one step only and leaves the rest to it
             // (a chunk and more at once stalled appends for milliseconds). Elsewhere growth
             // is cheap: a chunk ahead.
-            let step = if self.cy.tmpfs && self.pretouch { TMPFS_GROW_STEP.min(h.chunk_bytes) } else { h.chunk_bytes };
-            let want = if step == h.chunk_bytes { end.div_ceil(step) + 1 } else { end.div_ceil(step) };
-            let want = want.saturating_mul(step).min(h.cycle_bytes);
+            // Sizes double from the file's start size up to the chunk (`growth_size`), then
+            // move in chunks, a chunk ahead of `end`.
+            let want = if self.cy.tmpfs && self.pretouch {
+                growth_size(end, DATA_START_BYTES, TMPFS_GROW_STEP.min(h.chunk_bytes), h.cycle_bytes)
+            } else if shared < h.chunk_bytes {
+                growth_size(end.max(shared.saturating_mul(2)), DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes)
+            } else {
+                growth_size(end.saturating_add(h.chunk_bytes), DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes)
+            };
             // No pre-faulting here, on the hot path: the pretoucher does it (if it is on),
             // else the pages fault in one by one as they are written.
-            grow_cycle_data(&self.cy, &h, want, !self.pretouch).map_err(JournalSendError::Io)?;
+            grow_cycle_data(&self.cy, &h, Some(end), want, !self.pretouch).map_err(JournalSendError::Io)?;
             if !self.cy.backed(end) {
                 // `alloc` claimed room the file does not have, so growth skipped it: extend
                 // the file from its real size.
@@ -514,24 +554,32 @@ impl Appender {
     }
 
     /// Asks the pretoucher to grow and pre-fault the file ahead once we are within
-    /// `PRETOUCH_AHEAD` chunks of its end, and sets `pretouch_at`, so that the hot path calls
-    /// this only every so often (not on every append while the pretoucher is busy).
+    /// `PRETOUCH_AHEAD` chunks of its end (or, while the file is smaller than three times
+    /// that, within a third of its size: then it at most doubles the file), and sets
+    /// `pretouch_at`, so that the hot path calls this only every so often (not on every
+    /// append while the pretoucher is busy).
     #[cold]
     fn request_pretouch(&mut self, end: u64) {
         let h = *self.inner.hdr();
         // The pretoucher may have grown the file already: look at the shared word (only to
         // decide whether to ask for more; what we write into is checked in `grow_data`).
         let alloc = self.cy.alloc().load(Ordering::Acquire);
-        let ahead = PRETOUCH_AHEAD * h.chunk_bytes;
+        // `PRETOUCH_AHEAD` chunks ahead of the claimed end; while the file is smaller than
+        // that, a third of it (small journals stay small: the file doubles once two thirds
+        // of it are claimed).
+        let ahead = (PRETOUCH_AHEAD * h.chunk_bytes).min(alloc / 3).max(UNIT as u64);
         if end.saturating_add(ahead) <= alloc {
             // Far enough from the end: next time when we come within `ahead` of it.
             self.pretouch_at = alloc - ahead + 1;
             return;
         }
-        // Consult again after a sixteenth of a chunk (the request may be refused while the
+        // Consult again after a sixteenth of that (the request may be refused while the
         // pretoucher is busy; growing is done by the appender itself if it catches up).
-        self.pretouch_at = end.saturating_add((h.chunk_bytes / 16).max(UNIT as u64));
-        let want = (end.div_ceil(h.chunk_bytes) + PRETOUCH_AHEAD + 1).saturating_mul(h.chunk_bytes).min(h.cycle_bytes);
+        self.pretouch_at = end.saturating_add((ahead / 16).max(UNIT as u64));
+        // At most double the file (doubling up to a chunk, then whole chunks).
+        let chunks = (end.div_ceil(h.chunk_bytes) + PRETOUCH_AHEAD + 1).saturating_mul(h.chunk_bytes);
+        let doubled = growth_size(alloc.saturating_mul(2), DATA_START_BYTES, h.chunk_bytes, h.cycle_bytes);
+        let want = chunks.min(doubled).min(h.cycle_bytes);
         if want <= alloc {
             return;
         }
@@ -583,7 +631,10 @@ impl Appender {
             return Ok(());
         }
         let h = self.inner.hdr();
-        let want = (end.div_ceil(h.chunk_bytes) * h.chunk_bytes + h.chunk_bytes).min(h.index_bytes());
+        // Like the data file: doubling from its start size up to the chunk, then chunks; a
+        // step ahead.
+        let want =
+            growth_size(end.saturating_add(end.min(h.chunk_bytes)), INDEX_START_BYTES, h.chunk_bytes, h.index_bytes());
         // `ialloc <=` the index file's size always holds, so only `ialloc..want` is new.
         files::grow_from(&self.cy.index_file, self.ialloc, want).map_err(JournalSendError::Io)?;
         // Pairs with the Acquire load in `CycleFiles::index_slot`.

@@ -113,13 +113,16 @@ impl JournalConfig {
     }
 
     /// Capacity of one cycle's data area; a full cycle rolls. Default 1 GiB (virtual; the
-    /// files grow in `chunk_bytes` steps).
+    /// files start at a few hundred KiB and grow as entries arrive, see `chunk_bytes`).
     pub fn cycle_bytes(mut self, bytes: u64) -> Self {
         self.cycle_bytes = bytes;
         self
     }
 
-    /// Growth step of data and index files. Default 16 MiB.
+    /// Largest growth step of data and index files. Default 16 MiB. A new cycle's data file
+    /// starts with 256 KiB of data area, its index file at 64 KiB (each at most this); they
+    /// double up to this size, then grow a step ahead of the appenders in steps of this size
+    /// (docs/journal.md, "Sizes on disk").
     pub fn chunk_bytes(mut self, bytes: u64) -> Self {
         self.chunk_bytes = bytes;
         self
@@ -564,8 +567,10 @@ impl Journal {
                 }
             };
             let (sealed, n, u) = pos_parts(cy.pos_view().load(Ordering::Acquire));
-            let file_bytes = cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
-                + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0);
+            let file_bytes = cy.compressed_bytes.unwrap_or_else(|| {
+                cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
+                    + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0)
+            });
             cycles.push(CycleInfo {
                 cycle: c,
                 first_index: cy.hdr.first_index,
@@ -582,7 +587,7 @@ impl Journal {
         // Live ones: status reclaims nothing, so a dead appender's entry may still be there.
         let appenders = meta.participant_view().live_in_role(ROLE_APPENDER, process_is_alive);
         Ok(JournalStatus {
-            format_version: JOURNAL_FORMAT_VERSION,
+            format_version: meta.hdr.version,
             first_index,
             next_index,
             bytes: cycles.iter().map(|c| c.bytes).sum(),
@@ -595,23 +600,29 @@ impl Journal {
             appenders,
             storage: super::Storage::of(&dir).ok(),
             archive_dir: meta.archive_dir(&dir),
-            retention: Retention {
-                max_cycles: (meta.hdr.retain_cycles != 0).then_some(meta.hdr.retain_cycles),
-                max_age: (meta.hdr.retain_secs != 0).then(|| Duration::from_secs(meta.hdr.retain_secs)),
-            },
+            retention: Retention::in_force(&meta.hdr, meta.retention_word()),
             dir,
         })
     }
 
-    /// The retention stored in the journal's metadata when it was created
-    /// ([`JournalConfig::retention`]): what [`Journal::gc`] and appenders rolling to a new
-    /// cycle apply. Fixed for the journal's life (the metadata header is immutable).
+    /// The retention in force: what [`Journal::gc`] and appenders rolling to a new cycle
+    /// apply. The one stored when the journal was created ([`JournalConfig::retention`]),
+    /// until [`Journal::set_retention`] changes it.
     pub fn retention(&self) -> Retention {
-        let h = &self.inner.meta.hdr;
-        Retention {
-            max_cycles: (h.retain_cycles != 0).then_some(h.retain_cycles),
-            max_age: (h.retain_secs != 0).then(|| Duration::from_secs(h.retain_secs)),
-        }
+        self.inner.retention()
+    }
+
+    /// Changes the journal's retention (stored in its metadata, so it outlives this handle):
+    /// every appender rolling to a new cycle and every [`Journal::gc`], in any process,
+    /// applies it from now on. Safe while appenders and tailers run: the setting is one
+    /// atomic word. `Retention::default()` keeps everything. Limits: at most 2^31 − 1
+    /// cycles, a max age of at most 2^32 − 1 seconds, counted in whole seconds (at least
+    /// one); beyond them [`OpenError::InvalidConfig`]. Nothing is deleted by this call
+    /// (call [`Journal::gc`] to apply it at once). Concurrent setters: the last store wins.
+    pub fn set_retention(&self, retention: Retention) -> Result<(), OpenError> {
+        let word = retention.to_word().map_err(|what| OpenError::InvalidConfig { what })?;
+        self.inner.meta.set_retention_word(word);
+        Ok(())
     }
 
     /// Applies the configured retention now.
@@ -626,7 +637,25 @@ impl Journal {
     /// Safe while tailers read: each cycle is complete in at least one tier at every
     /// instant. One archive per journal.
     pub fn tier(&self, archive: impl AsRef<Path>, keep_hot: u64) -> Result<TierReport, JournalTierError> {
-        self.inner.tier(archive.as_ref(), keep_hot)
+        self.inner.tier(archive.as_ref(), keep_hot, None)
+    }
+
+    /// [`Journal::tier`], compressing each cycle file with zstd at `level` (1..=22; 3 is a
+    /// good default) as it goes to the archive (`NNNNNNNNNNNN.sbjd.zst`, `.sbji.zst`). Every
+    /// reader (tailers, named readers, [`Journal::status`], time search) reads such a cycle
+    /// transparently: it is decompressed into memory (an anonymous file, at most the cycle
+    /// file's size) when a reader opens it, so reading an archived cycle costs that memory
+    /// while it is open. Compressed and encrypted entries stay as they are inside. Cycles
+    /// already in the archive are left as they are. A damaged `.zst` (any changed byte: the
+    /// frame has a checksum and records its size) makes the cycle unreadable, reported like
+    /// any unreadable cycle file, never garbage.
+    pub fn tier_zstd(
+        &self,
+        archive: impl AsRef<Path>,
+        keep_hot: u64,
+        level: i32,
+    ) -> Result<TierReport, JournalTierError> {
+        self.inner.tier(archive.as_ref(), keep_hot, Some(level))
     }
 
     /// The archive directory, if [`Journal::tier`] has set one.
@@ -723,6 +752,6 @@ pub struct JournalStatus {
     pub storage: Option<super::Storage>,
     /// The archive directory, if [`Journal::tier`] has set one.
     pub archive_dir: Option<PathBuf>,
-    /// The retention stored at creation ([`Journal::retention`]).
+    /// The retention in force ([`Journal::retention`]).
     pub retention: Retention,
 }

@@ -13,8 +13,8 @@ use super::channel::{realtime_ns, Inner};
 use super::error::open_error_message;
 use super::files::{create_cycle, CycleFiles};
 use super::format::{
-    data_file_name, entry_word_parts, parse_data_file_name, pos_parts, read_entry, CycleHeader, MetaHeader,
-    ScannedEntry, ENTRY_HEADER, ROLL_TIME, ST_COMMITTED, UNIT,
+    data_file_name, entry_word_parts, parse_archived_data_file_name, parse_data_file_name, pos_parts, read_entry,
+    zstd_file_name, CycleHeader, MetaHeader, ScannedEntry, ENTRY_HEADER, ROLL_TIME, ST_COMMITTED, UNIT,
 };
 use super::protocol;
 
@@ -41,8 +41,11 @@ impl Inner {
         match open_cycle_in(&self.dir, archive.as_deref(), c, &self.meta.hdr, &self.trust) {
             Err(OpenError::NotFound { path }) => {
                 // Not complete in either tier: rebuild the index where the data file is.
+                let name = data_file_name(c);
                 for d in std::iter::once(&self.dir).chain(archive.as_ref()) {
-                    if d.join(data_file_name(c)).symlink_metadata().is_ok() {
+                    if d.join(&name).symlink_metadata().is_ok()
+                        || d.join(zstd_file_name(&name)).symlink_metadata().is_ok()
+                    {
                         return CycleFiles::open(d, c, &self.meta.hdr, Some(self.mode), &self.trust);
                     }
                 }
@@ -52,11 +55,13 @@ impl Inner {
         }
     }
 
-    /// The directory holding cycle `c`'s data file now (hot first, then the archive).
+    /// The directory holding cycle `c`'s data file now, plain or zstd-compressed (hot
+    /// first, then the archive).
     pub(super) fn cycle_dir(&self, c: u64) -> Option<PathBuf> {
+        let name = data_file_name(c);
         std::iter::once(self.dir.clone())
             .chain(self.meta.archive_dir(&self.dir))
-            .find(|d| d.join(data_file_name(c)).exists())
+            .find(|d| d.join(&name).exists() || d.join(zstd_file_name(&name)).exists())
     }
 
     /// Whether cycle `c`'s data file is present in either tier.
@@ -125,7 +130,14 @@ impl Inner {
             prev.hdr.first_index + n
         };
         let (bucket_start, bucket_end) = bucket_for(self.hdr(), ts);
-        let hdr = CycleHeader { cycle: c, first_index, bucket_start, bucket_end, cycle_bytes: self.hdr().cycle_bytes };
+        let hdr = CycleHeader {
+            version: self.hdr().version,
+            cycle: c,
+            first_index,
+            bucket_start,
+            bucket_end,
+            cycle_bytes: self.hdr().cycle_bytes,
+        };
         create_cycle(&self.dir, self.hdr(), self.mode, &hdr, &self.trust)?;
         self.meta.current().fetch_max(c, Ordering::AcqRel);
         self.meta.event().notify();
@@ -251,7 +263,8 @@ pub(super) fn list_cycles_in(dir: &Path, archive: Option<&Path>) -> io::Result<V
         .collect();
     if let Some(a) = archive {
         if let Ok(rd) = std::fs::read_dir(a) {
-            v.extend(rd.flatten().filter_map(|e| e.file_name().to_str().and_then(parse_data_file_name)));
+            // Archived cycles may be zstd-compressed (`NNNNNNNNNNNN.sbjd.zst`).
+            v.extend(rd.flatten().filter_map(|e| e.file_name().to_str().and_then(parse_archived_data_file_name)));
         }
     }
     v.sort_unstable();

@@ -51,6 +51,14 @@ pub enum JournalSendError {
     Open(OpenError),
     /// A file operation failed (growing, syncing).
     Io(io::Error),
+    /// The appender's cipher numbers its keys (the built-in one does), and the journal is
+    /// of an older format version (`version`), which libraries reading only that version
+    /// open too: they would take such entries for damage and cut them off in recovery.
+    /// Nothing was appended. Write encrypted entries to a journal created by this library.
+    KeyedOnOldFormat {
+        /// The journal's format version.
+        version: u32,
+    },
 }
 
 impl fmt::Display for JournalSendError {
@@ -65,6 +73,7 @@ impl fmt::Display for JournalSendError {
                 write!(f, "entry {index} is lost: {}", files::truncated_message(path, *cycle, true))
             }
             JournalSendError::Truncated { path, cycle, index: None } => f.write_str(&files::truncated_message(path, *cycle, true)),
+            JournalSendError::KeyedOnOldFormat { version } => write!(f, "cannot append an entry sealed with a numbered key (the built-in cipher) to a journal of format version {version}: older shmbus builds also open such a journal and would take the entry for damage and cut it off; nothing was appended. Write encrypted entries to a new journal (created by this version)"),
         }
     }
 }
@@ -211,6 +220,11 @@ pub enum JournalTierError {
     },
     /// The archive path is empty, too long or contains a NUL byte.
     BadPath,
+    /// A zstd level outside 1..=22 ([`Journal::tier_zstd`](super::Journal::tier_zstd)).
+    BadLevel {
+        /// The level given.
+        level: i32,
+    },
     /// A file operation failed.
     Io(io::Error),
 }
@@ -222,6 +236,7 @@ impl fmt::Display for JournalTierError {
                 write!(f, "this journal already archives to {}; use that directory", existing.display())
             }
             JournalTierError::BadPath => write!(f, "archive path must be 1 to {MAX_ARCHIVE_PATH} bytes without NUL"),
+            JournalTierError::BadLevel { level } => write!(f, "zstd level {level}: use 1 to 22 (3 is a good default)"),
             JournalTierError::Io(e) => {
                 write!(f, "moving cycles to the archive failed: {e}; check space and permissions")
             }

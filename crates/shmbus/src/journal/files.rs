@@ -225,6 +225,27 @@ pub(crate) fn grow_from(file: &File, from: u64, len: u64) -> io::Result<()> {
     res
 }
 
+/// Bytes of the data area a new cycle's data file starts with (capped at the journal's
+/// growth chunk): a journal holding a few entries stays this small.
+pub(crate) const DATA_START_BYTES: u64 = 256 << 10;
+/// Bytes a new cycle's index file starts with (capped likewise): 16,384 entries.
+pub(crate) const INDEX_START_BYTES: u64 = 64 << 10;
+
+/// The size a growing cycle file moves to so that it holds `need` bytes: sizes double from
+/// `start` (capped at `chunk`) up to `chunk`, then move in whole chunks, so a small journal
+/// stays small and a busy one grows in today's large steps (`chunk_bytes`); never more
+/// than `cap`. Every size is a multiple of the page (`start` and `chunk` are powers of two
+/// or page multiples).
+pub(crate) fn growth_size(need: u64, start: u64, chunk: u64, cap: u64) -> u64 {
+    let start = start.min(chunk);
+    let size = if need <= chunk {
+        need.max(start).checked_next_power_of_two().unwrap_or(u64::MAX).min(chunk)
+    } else {
+        need.div_ceil(chunk).saturating_mul(chunk)
+    };
+    size.min(cap)
+}
+
 /// Which journal file behind `meta` or `cy` lost pages to a truncation by another process
 /// while this process had it mapped (see [`Mapping::was_truncated`]): its path, and its
 /// cycle (`None` for the metadata file). Costs one relaxed load of a process-wide counter
@@ -354,6 +375,12 @@ impl<A: Access> MetaFile<A> {
         Some(journal_dir.join(std::ffi::OsStr::from_bytes(&b)))
     }
 
+    /// The retention word (see [`META_RETENTION_OFFSET`]), load-only.
+    pub(crate) fn retention_word(&self) -> u64 {
+        // Pairs with the Release store in `set_retention_word`; one word, so never torn.
+        self.area().u64_at(META_RETENTION_OFFSET).load(crate::sync::Ordering::Acquire)
+    }
+
     /// Word `w` (0..16) of named-reader entry `k`, load-only.
     pub(crate) fn reader_view(&self, k: usize, w: usize) -> &Ro<AtomicU64> {
         self.area().u64_at(reader_word_offset(k, w))
@@ -417,6 +444,12 @@ impl MetaFile {
         true
     }
 
+    /// Stores the retention word (see [`META_RETENTION_OFFSET`]).
+    pub(crate) fn set_retention_word(&self, w: u64) {
+        // Pairs with the Acquire load in `retention_word`.
+        self.word(META_RETENTION_OFFSET).store(w, crate::sync::Ordering::Release);
+    }
+
     /// Word `w` (0..16) of named-reader entry `k`, read-write.
     pub(crate) fn reader_word(&self, k: usize, w: usize) -> &AtomicU64 {
         self.word(reader_word_offset(k, w))
@@ -440,6 +473,9 @@ pub(crate) struct CycleFiles<A: Access = ReadWrite> {
     /// Whether the data file is on tmpfs, where `fallocate` allocates and zeroes every page
     /// under the inode lock (growth is then done in small steps; see the appender).
     pub(crate) tmpfs: bool,
+    /// Bytes of both files on disk when they were decompressed from zstd-compressed
+    /// archive files (the `.zst` files' sizes); `None` for plain files.
+    pub(crate) compressed_bytes: Option<u64>,
     /// Bytes of the data area this process has seen the file actually hold (`fstat`): the
     /// shared `alloc` word is not trusted for memory safety, this is.
     data_seen: std::sync::atomic::AtomicU64,
@@ -476,8 +512,8 @@ impl<A: Access> CycleFiles<A> {
         let map = |f: &File, len: usize| Mapping::<A>::map_as(f.as_fd(), len);
         let dpath = dir.join(data_file_name(c));
         let ipath = dir.join(index_file_name(c));
-        let data_file = open_file::<A>(&dpath).map_err(|e| OpenError::io(&dpath, e))?;
-        check_owner(&dpath, &data_file, trust)?;
+        let dlimit = CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes;
+        let (data_file, dzst) = open_cycle_file::<A>(&dpath, dlimit, trust)?;
         let size = data_file.metadata().map_err(|e| OpenError::io(&dpath, e))?.len();
         if size < CYCLE_HEADER_PAGE as u64 {
             return Err(OpenError::Truncated { path: dpath, size, expected: CYCLE_HEADER_PAGE as u64 });
@@ -491,10 +527,10 @@ impl<A: Access> CycleFiles<A> {
             }
             Err(e) => return Err(OpenError::corrupt(&dpath, e.to_string())),
         };
-        if hdr.cycle != c || hdr.cycle_bytes != meta.cycle_bytes {
+        if hdr.cycle != c || hdr.cycle_bytes != meta.cycle_bytes || hdr.version != meta.version {
             return Err(OpenError::corrupt(
                 &dpath,
-                "cycle header does not match its file name or the journal's cycle size",
+                "cycle header does not match its file name or the journal's cycle size or format version",
             ));
         }
         let dlen = usize::try_from(CYCLE_HEADER_PAGE as u64 + meta.cycle_bytes)
@@ -504,8 +540,8 @@ impl<A: Access> CycleFiles<A> {
         // A data file without its index: the index was lost (tier moves and retention
         // never leave one alone). Without `rebuild` NotFound, so the caller can look in the
         // other tier first.
-        let index_file = match open_file::<A>(&ipath) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match rebuild {
+        let index_file = match open_cycle_file::<A>(&ipath, meta.index_bytes(), trust) {
+            Err(OpenError::NotFound { .. }) => match rebuild {
                 Some(mode) => {
                     let area = size.saturating_sub(CYCLE_HEADER_PAGE as u64).min(meta.cycle_bytes);
                     // SAFETY: `area` bytes after the header page are inside the file (its size
@@ -515,13 +551,19 @@ impl<A: Access> CycleFiles<A> {
                         std::slice::from_raw_parts(data.as_const_ptr().add(CYCLE_HEADER_PAGE), area as usize)
                     };
                     rebuild_index(&ipath, bytes, &data_file, meta, mode).map_err(|e| OpenError::io(&ipath, e))?;
-                    open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?
+                    let f = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
+                    check_owner(&ipath, &f, trust)?;
+                    (f, None)
                 }
-                None => return Err(OpenError::io(&ipath, e)),
+                None => return Err(OpenError::NotFound { path: ipath }),
             },
-            r => r.map_err(|e| OpenError::io(&ipath, e))?,
+            r => r?,
         };
-        check_owner(&ipath, &index_file, trust)?;
+        let (index_file, izst) = index_file;
+        let compressed_bytes = match (dzst, izst) {
+            (None, None) => None,
+            (d, i) => Some(d.unwrap_or(size) + i.unwrap_or_else(|| index_file.metadata().map_or(0, |m| m.len()))),
+        };
         let index = map(&index_file, ilen).map_err(|e| OpenError::io(&ipath, e))?;
         data.advise_huge();
         let tmpfs = fs::is_tmpfs(&data_file);
@@ -535,6 +577,7 @@ impl<A: Access> CycleFiles<A> {
             cap_units: meta.cycle_bytes / UNIT as u64,
             max_entries: max_entries(meta.cycle_bytes),
             tmpfs,
+            compressed_bytes,
             data_seen: std::sync::atomic::AtomicU64::new(0),
             index_seen: std::sync::atomic::AtomicU64::new(0),
         })
@@ -644,6 +687,70 @@ impl CycleFiles {
     }
 }
 
+/// Opens cycle file `path` as `A` maps it, owned by a uid `trust` accepts. Where it is
+/// missing but `path.zst` is there (a cycle archived by `Journal::tier_zstd`), that file is
+/// decompressed into an anonymous memory file (`memfd_create`) instead, and its size on
+/// disk returned with it. `limit`: the most the decompressed file may hold (a cycle file's
+/// full size): a hostile `.zst` cannot make this process hold more. `NotFound` when neither
+/// is there.
+fn open_cycle_file<A: Access>(path: &Path, limit: u64, trust: &TrustPolicy) -> Result<(File, Option<u64>), OpenError> {
+    match open_file::<A>(path) {
+        Ok(f) => {
+            check_owner(path, &f, trust)?;
+            Ok((f, None))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut zpath = path.as_os_str().to_owned();
+            zpath.push(ZSTD_SUFFIX);
+            let zpath = PathBuf::from(zpath);
+            let z = match open_file::<crate::sys::ReadOnly>(&zpath) {
+                Ok(z) => z,
+                Err(ze) if ze.kind() == io::ErrorKind::NotFound => return Err(OpenError::io(path, e)),
+                Err(ze) => return Err(OpenError::io(&zpath, ze)),
+            };
+            check_owner(&zpath, &z, trust)?;
+            let zlen = z.metadata().map_err(|e| OpenError::io(&zpath, e))?.len();
+            let f = decompress_bounded(&z, limit).map_err(|what| OpenError::corrupt(&zpath, what))?;
+            Ok((f, Some(zlen)))
+        }
+        Err(e) => Err(OpenError::io(path, e)),
+    }
+}
+
+/// Decompresses the zstd file `z` into a new anonymous memory file. It must be one frame
+/// that records its decompressed size (as `Journal::tier_zstd` writes it, with a checksum),
+/// of at most `limit` bytes, and decompress to exactly that size; anything else is an
+/// error saying what (never more than `limit + 1` bytes are decompressed).
+pub(crate) fn decompress_bounded(z: &File, limit: u64) -> Result<File, String> {
+    let damaged = "the archived cycle file is damaged (restore it from a copy, or delete it: its entries are lost)";
+    let mut head = [0u8; 18];
+    let n = z.read_at(&mut head, 0).map_err(|e| format!("cannot be read: {e}"))?;
+    let recorded = match zstd::zstd_safe::get_frame_content_size(&head[..n]) {
+        Ok(Some(size)) => size,
+        Ok(None) => return Err(format!("its zstd frame records no decompressed size; {damaged}")),
+        Err(_) => return Err(format!("not a zstd frame; {damaged}")),
+    };
+    if recorded > limit {
+        return Err(format!(
+            "its zstd frame says {recorded} bytes, more than a cycle file of this journal holds ({limit}); {damaged}"
+        ));
+    }
+    let fd = rustix::fs::memfd_create("shmbus-archived-cycle", rustix::fs::MemfdFlags::CLOEXEC)
+        .map_err(|e| format!("cannot make memory to decompress it into: {e}"))?;
+    let mut out = File::from(fd);
+    let mut dec =
+        zstd::stream::read::Decoder::new(z).map_err(|e| format!("cannot be decompressed ({e}); {damaged}"))?;
+    let got = {
+        use std::io::Read;
+        io::copy(&mut (&mut dec).take(recorded + 1), &mut out)
+            .map_err(|e| format!("cannot be decompressed ({e}); {damaged}"))?
+    };
+    if got != recorded {
+        return Err(format!("decompresses to {got} bytes, its zstd frame says {recorded}; {damaged}"));
+    }
+    Ok(out)
+}
+
 /// Creates cycle `c`'s index and data files if missing. `Ok(true)` if this call created it.
 /// An index file left in place (by a creator that died, or planted) is grown only when owned
 /// by a uid `trust` accepts.
@@ -661,14 +768,16 @@ pub(crate) fn create_cycle(
     }
     // The index first, so a data file's existence implies its index file's. A stale index
     // file left by a creator that died before linking the data file is all zeros: reuse it.
-    let ichunk = meta.chunk_bytes.min(meta.index_bytes());
+    // Both files start small (`DATA_START_BYTES`, `INDEX_START_BYTES`) and grow
+    // geometrically up to the chunk size (`growth_size`).
+    let ichunk = INDEX_START_BYTES.min(meta.chunk_bytes).min(meta.index_bytes());
     let _ = create_file_atomically(&ipath, mode, ichunk, &[]).map_err(|e| OpenError::io(&ipath, e))?;
     let index = open_rw(&ipath).map_err(|e| OpenError::io(&ipath, e))?;
     check_owner(&ipath, &index, trust)?;
     grow(&index, ichunk).map_err(|e| OpenError::io(&ipath, e))?;
     let mut page = vec![0u8; CYCLE_HEADER_PAGE];
     page[..CYCLE_HEADER_SIZE].copy_from_slice(&hdr.encode());
-    let dalloc = meta.chunk_bytes.min(meta.cycle_bytes);
+    let dalloc = DATA_START_BYTES.min(meta.chunk_bytes).min(meta.cycle_bytes);
     page[CYCLE_ALLOC_OFFSET..CYCLE_ALLOC_OFFSET + 8].copy_from_slice(&dalloc.to_le_bytes());
     page[CYCLE_IALLOC_OFFSET..CYCLE_IALLOC_OFFSET + 8].copy_from_slice(&ichunk.to_le_bytes());
     create_file_atomically(&dpath, mode, CYCLE_HEADER_PAGE as u64 + dalloc, &page).map_err(|e| OpenError::io(&dpath, e))
@@ -695,10 +804,10 @@ pub(crate) fn rebuild_index(
     let slots = index_from_data(data, meta.max_entry, max_entries(meta.cycle_bytes));
     let needed = slots.last().map_or(0, |&(i, _)| (i + 1) * 4);
     // At least what the data file says the index had (appenders grow it from there), a
-    // whole number of chunks, at most the index's full size.
+    // whole number of pages and at least a new index's start size, at most the index's full size.
     let len = needed
         .max(ialloc.min(meta.index_bytes()))
-        .max(meta.chunk_bytes)
+        .max(INDEX_START_BYTES.min(meta.chunk_bytes))
         .div_ceil(PAGE as u64)
         .saturating_mul(PAGE as u64)
         .min(meta.index_bytes());

@@ -10,8 +10,22 @@ use std::fmt;
 pub use crate::crc::crc32c_append;
 use crate::pod::{StoredPayloadType, TYPE_NAME_LEN};
 
-/// Version of the journal on-disk format written and read by this library.
-pub const JOURNAL_FORMAT_VERSION: u32 = 1;
+/// Version of the journal on-disk format this library writes in the journals it creates.
+/// Version 2 is version 1 plus entries sealed by a numbered-key cipher (`FLAG_KEYED`): a
+/// library that reads only version 1 takes those for damage, and an opener of such a
+/// library that finds itself alone would cut them off the current cycle in recovery, so it
+/// must refuse the journal instead (it does: it reads only version 1).
+pub const JOURNAL_FORMAT_VERSION: u32 = 2;
+/// Oldest journal format version this library reads (and appends to, in that version: the
+/// journal's cycles keep its version, and it never holds keyed entries).
+pub const JOURNAL_FORMAT_VERSION_MIN: u32 = 1;
+/// First format version whose journals may hold `FLAG_KEYED` entries.
+pub const KEYED_FORMAT_VERSION: u32 = 2;
+
+/// Whether this library reads journal format version `v`.
+pub fn version_supported(v: u32) -> bool {
+    (JOURNAL_FORMAT_VERSION_MIN..=JOURNAL_FORMAT_VERSION).contains(&v)
+}
 
 /// Magic of the metadata file: `b"SHMBJMT\x01"`.
 pub const META_MAGIC: u64 = u64::from_le_bytes(*b"SHMBJMT\x01");
@@ -35,6 +49,18 @@ pub const META_PARTICIPANTS_OFFSET: usize = PAGE;
 /// Offset of the named-reader table.
 pub const META_READERS_OFFSET: usize =
     META_PARTICIPANTS_OFFSET + crate::participants::PARTICIPANTS * crate::participants::PARTICIPANT_SIZE;
+/// Offset of the retention word set on an existing journal (`Journal::set_retention`): 0
+/// while never set (the header's retention applies); else [`RETENTION_SET`] | max cycles
+/// (31 bits) << 32 | max age in seconds (32 bits), 0 meaning unlimited in either field.
+/// One atomic word, so readers never see half of an update.
+pub const META_RETENTION_OFFSET: usize = META_SHARED_OFFSET + 128;
+/// Bit of the retention word saying it is set.
+pub const RETENTION_SET: u64 = 1 << 63;
+/// Largest max-cycles value the retention word holds.
+pub const RETENTION_MAX_CYCLES: u64 = (1 << 31) - 1;
+/// Largest max-age value, seconds, the retention word holds (about 136 years).
+pub const RETENTION_MAX_SECS: u64 = u32::MAX as u64;
+
 /// Offset of the archive (cold tier) directory record: a u64 length (0 = none), then the
 /// path bytes (absolute, or relative to the journal directory).
 pub const META_ARCHIVE_OFFSET: usize = 1024;
@@ -76,7 +102,7 @@ pub struct MetaHeader {
     pub roll_secs: u64,
     /// Largest data area of one cycle, bytes (a multiple of 8); a full cycle rolls.
     pub cycle_bytes: u64,
-    /// Growth step of data and index files, bytes (a multiple of the page).
+    /// Largest growth step of data and index files, bytes (a multiple of the page).
     pub chunk_bytes: u64,
     /// Largest payload of one entry, bytes.
     pub max_entry: u64,
@@ -127,7 +153,10 @@ impl fmt::Display for FormatError {
                 write!(f, "file is {len} bytes, its header needs {need}")
             }
             FormatError::BadMagic => f.write_str("not a shmbus journal file (bad magic)"),
-            FormatError::Version(v) => write!(f, "format version {v}, this library reads {JOURNAL_FORMAT_VERSION}"),
+            FormatError::Version(v) => write!(
+                f,
+                "format version {v}, this library reads {JOURNAL_FORMAT_VERSION_MIN} to {JOURNAL_FORMAT_VERSION}"
+            ),
             FormatError::BadCrc => f.write_str("header checksum mismatch"),
             FormatError::Field(what) => write!(f, "header field out of range: {what}"),
             FormatError::PayloadType(what) => write!(f, "payload type record: {what}"),
@@ -223,7 +252,7 @@ impl MetaHeader {
             return Err(FormatError::BadMagic);
         }
         let version = g32(8);
-        if version != JOURNAL_FORMAT_VERSION {
+        if !version_supported(version) {
             return Err(FormatError::Version(version));
         }
         if crate::crc::crc32c(&b[..120]) != g32(120) {
@@ -309,6 +338,8 @@ pub const CYCLE_IALLOC_OFFSET: usize = 384;
 /// The immutable header of a cycle data file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CycleHeader {
+    /// Format version: the journal's (its metadata header's).
+    pub version: u32,
     /// Cycle number (0, 1, …; the file name repeats it).
     pub cycle: u64,
     /// Global index of the cycle's first entry.
@@ -326,7 +357,7 @@ impl CycleHeader {
     pub fn encode(&self) -> [u8; CYCLE_HEADER_SIZE] {
         let mut b = [0u8; CYCLE_HEADER_SIZE];
         b[0..8].copy_from_slice(&CYCLE_MAGIC.to_le_bytes());
-        b[8..12].copy_from_slice(&JOURNAL_FORMAT_VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[16..24].copy_from_slice(&self.cycle.to_le_bytes());
         b[24..32].copy_from_slice(&self.first_index.to_le_bytes());
         b[32..40].copy_from_slice(&self.bucket_start.to_le_bytes());
@@ -347,13 +378,14 @@ impl CycleHeader {
             return Err(FormatError::BadMagic);
         }
         let v = rd_u32(b, 8).unwrap_or(0);
-        if v != JOURNAL_FORMAT_VERSION {
+        if !version_supported(v) {
             return Err(FormatError::Version(v));
         }
         if crate::crc::crc32c(&b[..56]) != rd_u32(b, 56).unwrap_or(0) {
             return Err(FormatError::BadCrc);
         }
         let h = CycleHeader {
+            version: v,
             cycle: g64(16),
             first_index: g64(24),
             bucket_start: g64(32),
@@ -381,6 +413,20 @@ pub fn data_file_name(c: u64) -> String {
 /// File name of cycle `c`'s index file.
 pub fn index_file_name(c: u64) -> String {
     format!("{c:012}.sbji")
+}
+
+/// Suffix of an archived cycle file compressed with zstd (`Journal::tier_zstd`):
+/// `NNNNNNNNNNNN.sbjd.zst` and `NNNNNNNNNNNN.sbji.zst`.
+pub const ZSTD_SUFFIX: &str = ".zst";
+
+/// The name of cycle file `name` compressed with zstd.
+pub fn zstd_file_name(name: &str) -> String {
+    format!("{name}{ZSTD_SUFFIX}")
+}
+
+/// Parses a cycle number out of a data-file name, plain or zstd-compressed.
+pub fn parse_archived_data_file_name(name: &str) -> Option<u64> {
+    parse_data_file_name(name.strip_suffix(ZSTD_SUFFIX).unwrap_or(name))
 }
 
 /// Parses a cycle number out of a data-file name.

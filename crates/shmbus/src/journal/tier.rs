@@ -1,4 +1,7 @@
-//! Tiered storage: moving old cycles to the archive directory.
+//! Tiered storage: moving old cycles to the archive directory, optionally compressing them
+//! with zstd on the way (`NNNNNNNNNNNN.sbjd.zst`, `.sbji.zst`: one frame each, recording its
+//! decompressed size, with a checksum; readers decompress a cycle into memory when they
+//! open it, see `files::decompress_bounded`).
 
 use std::io;
 use std::path::Path;
@@ -8,7 +11,10 @@ use crate::sys::ProcessId;
 use super::channel::{dir_mode, Inner};
 use super::error::{open_error_message, JournalTierError};
 use super::files;
-use super::format::{data_file_name, index_file_name, parse_data_file_name};
+use super::format::{data_file_name, index_file_name, parse_data_file_name, zstd_file_name};
+
+/// zstd levels `Journal::tier_zstd` takes.
+pub(super) const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
 
 /// What [`Journal::tier`](super::Journal::tier) moved.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -67,12 +73,78 @@ fn move_file(from: &Path, to: &Path, mode: u32, trust: &crate::domain::TrustPoli
     }
 }
 
+/// Writes `from` compressed with zstd at `level` as `to` (built under a temporary name,
+/// synced, then linked into place: complete or absent), with `from`'s modification time
+/// (retention by age reads it). Returns the bytes written; 0 if `to` already exists.
+fn compress_file(from: &Path, to: &Path, level: i32, mode: u32, trust: &crate::domain::TrustPolicy) -> io::Result<u64> {
+    if to.symlink_metadata().is_ok() {
+        return Ok(0);
+    }
+    let src = files::open_rw(from)?;
+    files::check_owner(from, &src, trust)
+        .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, open_error_message(&e)))?;
+    let meta = src.metadata()?;
+    let tmp = to.with_extension(format!("compressing-{}", ProcessId::current().pid));
+    let f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(crate::sys::fs::NOFOLLOW_CLOEXEC)
+            .open(&tmp)?
+    };
+    let written = (|| {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        let mut enc = zstd::stream::write::Encoder::new(&f, level)?;
+        enc.include_checksum(true)?;
+        enc.include_contentsize(true)?;
+        enc.set_pledged_src_size(Some(meta.len()))?;
+        {
+            use std::io::Read;
+            io::copy(&mut (&src).take(meta.len()), &mut enc)?;
+        }
+        enc.finish()?;
+        if let Ok(t) = meta.modified() {
+            f.set_modified(t)?;
+        }
+        f.sync_all()?;
+        Ok::<u64, io::Error>(f.metadata()?.len())
+    })();
+    let len = match written {
+        Ok(len) => len,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    let r = std::fs::hard_link(&tmp, to);
+    let _ = std::fs::remove_file(&tmp);
+    match r {
+        Ok(()) => Ok(len),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
 impl Inner {
     /// Moves every cycle but the newest `keep_hot` (and never the current one) to
     /// `archive`, data file last in, data file first out, so that at every instant each
-    /// cycle is complete in at least one tier.
-    pub(super) fn tier(&self, archive: &Path, keep_hot: u64) -> Result<TierReport, JournalTierError> {
+    /// cycle is complete in at least one tier. With `zstd`, each file is written to the
+    /// archive compressed at that level instead of moved.
+    pub(super) fn tier(
+        &self,
+        archive: &Path,
+        keep_hot: u64,
+        zstd: Option<i32>,
+    ) -> Result<TierReport, JournalTierError> {
         use std::os::unix::ffi::OsStrExt;
+        if let Some(level) = zstd {
+            if !ZSTD_LEVELS.contains(&level) {
+                return Err(JournalTierError::BadLevel { level });
+            }
+        }
         let _lock = self.lock_readers().map_err(|e| JournalTierError::Io(io::Error::other(e.to_string())))?;
         if let Some(existing) = self.meta.archive_dir(&self.dir) {
             if existing != self.dir.join(archive) {
@@ -105,8 +177,14 @@ impl Inner {
         for &c in hot.iter().take(hot.len().saturating_sub(keep)) {
             let mut bytes = 0;
             for name in [index_file_name(c), data_file_name(c)] {
-                bytes += move_file(&self.dir.join(&name), &adir.join(&name), self.mode, &self.trust)
-                    .map_err(JournalTierError::Io)?;
+                let from = self.dir.join(&name);
+                bytes += match zstd {
+                    None => move_file(&from, &adir.join(&name), self.mode, &self.trust),
+                    Some(level) => {
+                        compress_file(&from, &adir.join(zstd_file_name(&name)), level, self.mode, &self.trust)
+                    }
+                }
+                .map_err(JournalTierError::Io)?;
             }
             for name in [data_file_name(c), index_file_name(c)] {
                 match std::fs::remove_file(self.dir.join(name)) {
