@@ -41,6 +41,19 @@
 //!   fence, re-load `seq`: unchanged means no writer touched the slot during the copy.
 //! * **Pin** (zero copy): set our pin bit (SeqCst), check no writer bits (SeqCst), check
 //!   `seq == k`. While the bit is set no publisher can acquire the slot, so the bytes stay.
+//!   A payload outside the header has its first and last lines prefetched before the pin
+//!   bit is set (`Shared::prefetch_payload`, the length read racily: only a hint): the
+//!   pin's RMW is serialising, so loads issued after it would start their misses only once
+//!   it is done, while the prefetches are in flight together with it.
+//!
+//! # Cache lines per pinned message
+//! In a steady ping-pong a loan/send → pinned receive → unpin moves, per message: the
+//! reader line (publisher's `seq = 0` invalidates the polling reader, the commit writes it
+//! again, the reader pulls it back), the guard line twice (the publisher's CAS on `w0` takes
+//! it from the reader that pinned and unpinned the slot's previous message; the reader's pin
+//! RMW takes it back), and for payloads outside the header their first and last lines
+//! (written by the publisher, then read by the reader; prefetched as above). The guard line
+//! transfers are the pin handshake's cost; the rest is the message itself.
 //!
 //! # Recovery
 //! * A publisher killed while holding a slot leaves its id in `w0`: whoever reclaims its
@@ -680,6 +693,22 @@ impl<'a> Shared<'a> {
             return Ok(s);
         }
         Err(AcquireError::AllBusy)
+    }
+
+    /// Prefetches the first and last line of slot `s`'s payload, its length read racily
+    /// (only a hint, issued before pinning so that these misses overlap the pin's).
+    #[inline(always)]
+    pub(crate) fn prefetch_payload(&self, s: usize) {
+        #[cfg(not(loom))]
+        if let Some(slot) = self.slots.get(s) {
+            let len = (slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size);
+            let p = self.data.slot_ptr(s);
+            crate::sync::prefetch_line(p);
+            // Inside the slot (len <= slot_size); a prefetch never faults anyway.
+            crate::sync::prefetch_line(p.wrapping_add(len.saturating_sub(1)));
+        }
+        #[cfg(loom)]
+        let _ = s;
     }
 
     /// `(len, ts)` of a pinned slot (stable while pinned).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::channel::Inner;
 use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
-use super::protocol::{CursorUpdate, Lookup, PIN_RECORDS};
+use super::protocol::{CursorUpdate, Lookup, INLINE_DATA, PIN_RECORDS};
 use crate::endpoint::liveness::{self, PENDING_GRACE};
 use crate::stats::Counter;
 use crate::sys::process_is_alive;
@@ -624,6 +624,13 @@ impl Subscriber {
             } else {
                 (0..PIN_RECORDS).find(|r| pins.iter().all(|p| p.2 != Some(*r)))
             };
+            // Payloads outside the header: their first and last lines start on their way
+            // now, so that the misses of reading them overlap the pin's read-modify-write
+            // (a serialising instruction, which no later load passes) instead of following
+            // it. An inline payload is in the line just read.
+            if sh.data.slot_size > INLINE_DATA {
+                sh.prefetch_payload(s);
+            }
             sh.pin(self.id, s, k, record).map_err(|_| Fail::Gone)?;
             pins.push((s, 1, record));
             self.counter.pins(pins.len() as u64);
