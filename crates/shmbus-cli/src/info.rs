@@ -66,7 +66,11 @@ struct Participant {
 }
 
 fn kv(map: &Map<String, Value>) -> String {
-    map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    map.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(" ")
 }
 
 /// Prints the header, creator, status and participants of one channel.

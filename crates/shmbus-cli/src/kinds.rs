@@ -11,6 +11,7 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use shmbus::admin::{self, Scalar, SegmentReport};
+use shmbus::topic::DeliveryPolicy;
 use shmbus::{Domain, Kind, OpenError};
 
 use crate::pubsub::{KindArg, PubArgs, Sink, Source, SubArgs};
@@ -93,7 +94,12 @@ pub struct Summary {
 /// for every kind (`shmbus::admin::describe`): read permission suffices.
 pub fn summarize(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Summary> {
     let d = admin::describe(domain, name, report)?;
-    let params = d.params.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    // A topic's delivery policy is stored as a number; it is shown by its name.
+    let param = |k: &str, v: u64| match (k, DeliveryPolicy::from_u64(v)) {
+        ("policy", Some(p)) if report.header.kind == Kind::Topic => json!(p.name()),
+        _ => json!(v),
+    };
+    let params = d.params.iter().map(|(k, v)| (k.to_string(), param(k, *v))).collect();
     let status = d.status.iter().map(|(k, v)| (k.to_string(), scalar(*v))).collect();
     Ok(Summary {
         slot_size: d.max_message_len,

@@ -35,7 +35,7 @@ fn a_reliable_sub_receives_every_line_piped_into_a_block_topic() {
     ));
     // Subscribed (not just started): the topic says so.
     let info = r.wait_info("d", "t", |v| v["status"]["reliable_subscribers"] == 1);
-    assert_eq!(info["params"]["policy"], 1, "{info}");
+    assert_eq!(info["params"]["policy"], "block", "{info}");
     let input: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
     r.ok_stdin(&["pub", "--domain", "d", "t"], &input);
     let st = sub.child().wait().unwrap();
