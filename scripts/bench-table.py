@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Runs the shmbus-bench ping-pong matrix once and prints a Markdown table with ratios to the
-floors measured in the same run. Usage: scripts/bench-table.py [--iters N] [--bench PATH]"""
+floors measured in the same run. Usage: scripts/bench-table.py [--iters N] [--bench PATH]
+[--only TRANSPORT[,TRANSPORT…]] [--mode spin|block]"""
 import argparse, json, os, subprocess, sys
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--iters", type=int, default=200000)
 ap.add_argument("--bench", default="target/release/shmbus-bench")
+ap.add_argument("--only", help="comma-separated transports: only their rows")
+ap.add_argument("--mode", choices=["spin", "block"], help="only rows of this mode")
 args = ap.parse_args()
 
 ROWS = [
@@ -47,7 +50,10 @@ print()
 print("| transport | mode | size (B) | payload | p50 ns | p99 ns | p99.9 ns | floor p50 ns (same moment) | ratio |")
 print("|---|---|---:|---|---:|---:|---:|---:|---:|")
 first_cmd = None
+only = set(args.only.split(",")) if args.only else None
 for (t, mode, size, payload) in ROWS:
+    if (only and t not in only) or (args.mode and mode != args.mode):
+        continue
     base = "floor" if mode == "spin" else "futex-floor"
     _, b, _ = run(base, mode, 8, "copy")
     cmd, r, err = run(t, mode, size, payload)
