@@ -146,6 +146,10 @@ fn swapper_child() {
     let dir = root.join("shmbus.r");
     let other = root.join("other");
     std::fs::create_dir(&dir).unwrap();
+    // Not a channel name: `clean` never removes it, so the directory is never emptied and
+    // removed, and root's `pub` never makes a domain of its own here that the attacker
+    // could no longer swap (a sticky root).
+    std::fs::write(dir.join(".attacker-keeps-this"), b"").unwrap();
     std::fs::write(dir.join("junk"), b"attacker's junk").unwrap();
     std::os::unix::fs::symlink(&target, &other).unwrap();
     let a = CString::new(dir.as_os_str().as_bytes()).unwrap();
