@@ -1,0 +1,312 @@
+//! Async receive (feature `tokio`): `recv_async().await` on every receiving endpoint, an
+//! async wait over many channels, and `Stream` adapters.
+//!
+//! ```no_run
+//! use shmbus::r#async::AsyncRecv;
+//! # use shmbus::{Domain, Topic};
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let d = Domain::new("robot1")?;
+//! let mut imu = Topic::open(&d, "imu")?.subscriber()?;
+//! let msg = imu.recv_async().await?;
+//! # let _ = msg; Ok(()) }
+//! ```
+//!
+//! # How it wakes
+//!
+//! A receive future first tries to receive. Finding nothing, it registers its channel's
+//! event word and its [`Waker`](std::task::Waker) with the process's *waiter thread*, one
+//! per process, started on first use, and returns `Pending`. The thread sleeps in
+//! `futex_waitv` on the event words of every channel with a pending receive, announcing
+//! itself on each exactly as a blocking receiver does: a sender makes its `FUTEX_WAKE`
+//! system call only while someone waits, and none at all otherwise. When a word moves, the
+//! thread wakes that channel's wakers; the futures try again. Idle waiters cost no CPU: the
+//! thread sleeps in the kernel until a notification or a registration arrives.
+//!
+//! The core is runtime-agnostic (std wakers only): it works under tokio, async-std, smol or
+//! a hand-written executor. It is tested under tokio, whence the feature's name.
+//!
+//! # Cancellation
+//!
+//! Every future here is cancellation-safe: a message is taken only inside the `poll` that
+//! returns it, so a future dropped before completing (a lost `tokio::select!` branch, a
+//! timeout) consumes nothing; the next receive gets the message. Dropping a future removes
+//! its registration.
+//!
+//! # Limits
+//!
+//! * The receive futures borrow the endpoint mutably (the topic [`Subscriber`](crate::Subscriber)
+//!   too, though its blocking receives take `&self`).
+//! * Copy and `_into`-less forms only: the zero-copy `_ref` receives return an item that
+//!   borrows the endpoint, which an owned future cannot hand out across `await` points
+//!   without tying the endpoint up for the item's life; use `try_recv_ref` after
+//!   [`wait`] says the channel is ready.
+//! * One `futex_waitv` watches 127 channels besides the thread's control word; channels
+//!   beyond those, and every channel on kernels without `futex_waitv` (before Linux 5.16, or
+//!   with `SHMBUS_NO_WAITV=1`), are re-checked every millisecond while a receive waits on
+//!   them (up to 1 ms of extra latency, and a thousand wake-ups a second of the thread).
+//! * The typed endpoints (`subscriber_of::<T>()`, …) have no async receive yet.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::endpoint::iter::Receive;
+use crate::sys::monotonic_ns;
+use crate::waitset::{WaitError, Waitable};
+
+mod waiter;
+
+use waiter::Registration;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A receiving endpoint that can be awaited: [`Subscriber`](crate::Subscriber),
+/// [`Consumer`](crate::Consumer), [`StreamReader`](crate::StreamReader),
+/// [`Worker`](crate::Worker) and [`Tailer`](crate::Tailer).
+pub trait AsyncRecv: Waitable + Sized + sealed::Sealed {
+    /// What a receive returns (the owned item of the blocking `recv`).
+    type Item;
+    /// What a receive fails with (the blocking `recv`'s error).
+    type Error;
+
+    /// One receive that does not wait: `Err(None)` when there is nothing now.
+    #[doc(hidden)]
+    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>>;
+
+    /// Whether nothing can be received after `e` (a truncated file, a writer gone).
+    #[doc(hidden)]
+    fn ends(e: &Self::Error) -> bool;
+
+    /// Receives the next item, waiting as long as it takes without blocking the thread: the
+    /// async form of the endpoint's `recv`, with its item and error. Cancellation-safe.
+    fn recv_async(&mut self) -> Recv<'_, Self> {
+        Recv { ep: self, wait: Waiting::default() }
+    }
+
+    /// The items as a [`futures_core::Stream`] of `Result<Item, Error>`: the async form of
+    /// the endpoint's `iter()`. It ends after an error nothing can follow (as `iter()` does);
+    /// otherwise it never ends. Between items it keeps the channel watched, which saves the
+    /// waiter thread a turn per item.
+    fn stream(&mut self) -> RecvStream<'_, Self> {
+        RecvStream { ep: self, wait: Waiting::default(), done: false }
+    }
+}
+
+/// The registration of one waiting future, and its re-check clock.
+#[derive(Debug, Default)]
+struct Waiting {
+    reg: Registration,
+    /// When the endpoint's `recheck` is next due (monotonic ns), while it asks for one.
+    next_recheck: Option<u64>,
+}
+
+impl Waiting {
+    /// The re-check time to register, after calling `recheck` on each channel whose
+    /// interval has ended. `Err(())`: a re-check made one ready; try again first.
+    fn recheck(&mut self, channels: &[&dyn Waitable]) -> Result<Option<u64>, ()> {
+        let Some(interval) = channels.iter().filter_map(|c| c.recheck_interval()).min() else {
+            self.next_recheck = None;
+            return Ok(None);
+        };
+        let now = monotonic_ns();
+        let step = interval.as_nanos().min(u64::MAX as u128) as u64;
+        match self.next_recheck {
+            Some(at) if at > now => Ok(Some(at)),
+            Some(_) => {
+                self.next_recheck = Some(now.saturating_add(step));
+                let mut any = false;
+                for c in channels.iter().filter(|c| c.recheck_interval().is_some()) {
+                    any |= c.recheck();
+                }
+                if any {
+                    Err(())
+                } else {
+                    Ok(self.next_recheck)
+                }
+            }
+            // The first wait: the interval starts now, as for a blocking receive.
+            None => {
+                self.next_recheck = Some(now.saturating_add(step));
+                Ok(self.next_recheck)
+            }
+        }
+    }
+}
+
+/// try → register → `Pending`, for one endpoint. On `Ready` the registration is left
+/// for `done` to settle.
+fn poll_recv<E: AsyncRecv>(ep: &mut E, wait: &mut Waiting, cx: &mut Context<'_>) -> Poll<Result<E::Item, E::Error>> {
+    loop {
+        // Loaded before the attempt: a notification after the attempt moves the word away
+        // from `seen`, which the waiter thread (or the kernel) sees.
+        let seen = ep.wait_handle().event.load();
+        match ep.try_recv_now() {
+            Ok(v) => return Poll::Ready(Ok(v)),
+            Err(Some(e)) => return Poll::Ready(Err(e)),
+            Err(None) => {}
+        }
+        let Ok(recheck_at) = wait.recheck(&[&*ep]) else { continue };
+        wait.reg.register(ep.wait_handle().event, seen, recheck_at, cx.waker());
+        return Poll::Pending;
+    }
+}
+
+/// The future of [`AsyncRecv::recv_async`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct Recv<'a, E> {
+    ep: &'a mut E,
+    wait: Waiting,
+}
+
+impl<E: AsyncRecv> Future for Recv<'_, E> {
+    type Output = Result<E::Item, E::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let r = poll_recv(this.ep, &mut this.wait, cx);
+        if r.is_ready() {
+            this.wait.reg.cancel();
+        }
+        r
+    }
+}
+
+/// The [`futures_core::Stream`] of [`AsyncRecv::stream`].
+#[derive(Debug)]
+#[must_use = "streams do nothing unless polled"]
+pub struct RecvStream<'a, E> {
+    ep: &'a mut E,
+    wait: Waiting,
+    done: bool,
+}
+
+impl<E: AsyncRecv> RecvStream<'_, E> {
+    /// The next item: `None` only after an error that ends the stream. Cancellation-safe.
+    pub async fn next(&mut self) -> Option<Result<E::Item, E::Error>> {
+        std::future::poll_fn(|cx| self.poll_item(cx)).await
+    }
+
+    fn poll_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<E::Item, E::Error>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let r = poll_recv(self.ep, &mut self.wait, cx);
+        match r {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(r) => {
+                // Keeps the word watched for the next item (the stream borrows the endpoint,
+                // so its mapping stays).
+                self.wait.reg.idle();
+                if let Err(e) = &r {
+                    self.done = E::ends(e);
+                }
+                Poll::Ready(Some(r))
+            }
+        }
+    }
+}
+
+impl<E: AsyncRecv> futures_core::Stream for RecvStream<'_, E> {
+    type Item = Result<E::Item, E::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_item(cx)
+    }
+}
+
+/// Waits, without blocking the thread, until at least one of `channels` (endpoints of any
+/// kinds, receiving or sending) is ready, and returns the indices of all that are: the
+/// async [`WaitSet::wait`](crate::WaitSet::wait). It receives nothing, so dropping it loses
+/// nothing; receive with `try_recv` (or `try_recv_ref`) after it.
+///
+/// Errors: [`WaitError::Empty`] for no channel. Any number of channels is accepted (see
+/// the module docs for the cost beyond 127).
+pub fn wait<'a>(channels: &'a [&'a dyn Waitable]) -> Wait<'a> {
+    Wait { channels, regs: Vec::new(), seen: Vec::new(), ready: Vec::new(), wait: Waiting::default() }
+}
+
+/// The future of [`wait`]. Not `Send`, like the `&dyn Waitable`s it holds: await it on the
+/// thread that owns the endpoints (a current-thread runtime, a `LocalSet`, or inside a
+/// task's own future).
+#[must_use = "futures do nothing unless awaited"]
+pub struct Wait<'a> {
+    channels: &'a [&'a dyn Waitable],
+    regs: Vec<Registration>,
+    seen: Vec<u32>,
+    ready: Vec<usize>,
+    wait: Waiting,
+}
+
+impl std::fmt::Debug for Wait<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wait").field("channels", &self.channels.len()).finish_non_exhaustive()
+    }
+}
+
+impl Future for Wait<'_> {
+    type Output = Result<Vec<usize>, WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let channels = this.channels;
+        if channels.is_empty() {
+            return Poll::Ready(Err(WaitError::Empty));
+        }
+        loop {
+            this.seen.clear();
+            this.seen.extend(channels.iter().map(|c| c.wait_handle().event.load()));
+            this.ready.clear();
+            this.ready.extend(channels.iter().enumerate().filter(|(_, c)| c.is_ready()).map(|(i, _)| i));
+            if !this.ready.is_empty() {
+                this.regs.iter_mut().for_each(Registration::cancel);
+                return Poll::Ready(Ok(std::mem::take(&mut this.ready)));
+            }
+            let Ok(recheck_at) = this.wait.recheck(channels) else { continue };
+            this.regs.resize_with(channels.len(), Registration::default);
+            for ((c, reg), &seen) in channels.iter().zip(&mut this.regs).zip(&this.seen) {
+                reg.register(c.wait_handle().event, seen, recheck_at, cx.waker());
+            }
+            return Poll::Pending;
+        }
+    }
+}
+
+/// `AsyncRecv` for an endpoint through its iterators' `Receive`, implemented for `$rx` (the
+/// endpoint's reference type; `'static` only to name the item and error types).
+macro_rules! async_recv {
+    ($($ep:ty => $rx:ty;)*) => {$(
+        impl sealed::Sealed for $ep {}
+        impl AsyncRecv for $ep {
+            type Item = <$rx as Receive>::Item;
+            type Error = <$rx as Receive>::Error;
+            fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+                Receive::try_recv(&mut &mut *self)
+            }
+            fn ends(e: &Self::Error) -> bool {
+                <$rx as Receive>::ends(e)
+            }
+        }
+    )*};
+}
+
+async_recv! {
+    crate::Consumer => &'static mut crate::Consumer;
+    crate::StreamReader => &'static mut crate::StreamReader;
+    crate::Worker => &'static mut crate::Worker;
+    crate::Tailer => &'static mut crate::Tailer;
+}
+
+impl sealed::Sealed for crate::Subscriber {}
+impl AsyncRecv for crate::Subscriber {
+    type Item = <&'static crate::Subscriber as Receive>::Item;
+    type Error = <&'static crate::Subscriber as Receive>::Error;
+    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+        Receive::try_recv(&mut &*self)
+    }
+    fn ends(e: &Self::Error) -> bool {
+        <&'static crate::Subscriber as Receive>::ends(e)
+    }
+}
