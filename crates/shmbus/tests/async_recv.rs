@@ -62,6 +62,12 @@ fn child_main() {
             });
         }
         "idle" => idle_child(&root),
+        "stream-writer" => {
+            let mut w = Stream::open(&d, "s").unwrap().writer().unwrap();
+            w.send(b"last words").unwrap();
+            // Until the parent SIGKILLs it.
+            std::thread::sleep(Duration::from_secs(60));
+        }
         "queue-prod" => {
             let mut p = Queue::open(&d, "q").unwrap().producer().unwrap();
             send_numbered(|m| p.send(m).unwrap());
@@ -123,6 +129,24 @@ fn stream_reader_receives_10000_in_order_and_its_stream_ends_when_the_writer_goe
         // The writer is gone: the stream yields `Disconnected` once, then ends.
         assert_eq!(items.next().await.unwrap(), Err(StreamRecvError::Disconnected));
         assert!(items.next().await.is_none());
+    });
+}
+
+#[test]
+fn a_stream_reader_waiting_async_finds_its_sigkilled_writer_gone() {
+    let root = Scratch::new("async-stream-kill");
+    let d = domain_at(root.path());
+    let mut r = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(4096)).unwrap().reader().unwrap();
+    let mut child = run_child("stream-writer", &root);
+    assert!(r.wait_for_writer_timeout(Duration::from_secs(30)), "the writer attaches");
+    rt().block_on(async {
+        let got = tokio::time::timeout(Duration::from_secs(30), r.recv_async()).await;
+        assert_eq!(got.expect("the writer's record").unwrap(), b"last words");
+        // SIGKILL: the writer notifies nobody; the waiting receive must still end.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let gone = tokio::time::timeout(Duration::from_secs(30), r.recv_async()).await;
+        assert_eq!(gone.expect("a receive that ends"), Err(StreamRecvError::Disconnected));
     });
 }
 

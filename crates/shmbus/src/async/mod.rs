@@ -79,6 +79,13 @@ pub trait AsyncRecv: Waitable + Sized + sealed::Sealed {
     #[doc(hidden)]
     fn ends(e: &Self::Error) -> bool;
 
+    /// How often a waiting receive tries again although nothing was notified, for a peer's
+    /// death that only a receive attempt finds (the stream's writer). `None`: never.
+    #[doc(hidden)]
+    fn retry_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Receives the next item, waiting as long as it takes without blocking the thread: the
     /// async form of the endpoint's `recv`, with its item and error. Cancellation-safe.
     fn recv_async(&mut self) -> Recv<'_, Self> {
@@ -147,7 +154,11 @@ fn poll_recv<E: AsyncRecv>(ep: &mut E, wait: &mut Waiting, cx: &mut Context<'_>)
             Err(Some(e)) => return Poll::Ready(Err(e)),
             Err(None) => {}
         }
-        let Ok(recheck_at) = wait.recheck(&[&*ep]) else { continue };
+        let Ok(mut recheck_at) = wait.recheck(&[&*ep]) else { continue };
+        if let Some(every) = ep.retry_interval() {
+            let at = monotonic_ns().saturating_add(every.as_nanos().min(u64::MAX as u128) as u64);
+            recheck_at = Some(recheck_at.map_or(at, |r| r.min(at)));
+        }
         wait.reg.register(ep.wait_handle().event, seen, recheck_at, cx.waker());
         return Poll::Pending;
     }
@@ -294,9 +305,25 @@ macro_rules! async_recv {
 
 async_recv! {
     crate::Consumer => &'static mut crate::Consumer;
-    crate::StreamReader => &'static mut crate::StreamReader;
     crate::Worker => &'static mut crate::Worker;
     crate::Tailer => &'static mut crate::Tailer;
+}
+
+impl sealed::Sealed for crate::StreamReader {}
+impl AsyncRecv for crate::StreamReader {
+    type Item = <&'static mut crate::StreamReader as Receive>::Item;
+    type Error = <&'static mut crate::StreamReader as Receive>::Error;
+    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+        Receive::try_recv(&mut &mut *self)
+    }
+    fn ends(e: &Self::Error) -> bool {
+        <&'static mut crate::StreamReader as Receive>::ends(e)
+    }
+    /// A SIGKILLed writer sends no notification: a receive attempt finds it gone, as the
+    /// blocking `recv` does every `LIVENESS_INTERVAL`.
+    fn retry_interval(&self) -> Option<std::time::Duration> {
+        Some(crate::stream::LIVENESS_INTERVAL)
+    }
 }
 
 impl sealed::Sealed for crate::Subscriber {}
