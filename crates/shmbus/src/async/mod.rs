@@ -337,3 +337,47 @@ impl AsyncRecv for crate::Subscriber {
         <&'static crate::Subscriber as Receive>::ends(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::Waker;
+
+    use super::*;
+    use crate::queue::{Queue, QueueConfig};
+    use crate::Domain;
+
+    /// Registrations come and go with the futures: a pending future has one, a dropped or
+    /// completed one none; a stream keeps its one between items and drops it with itself.
+    #[test]
+    fn registrations_live_exactly_as_long_as_their_futures() {
+        let dir = std::env::temp_dir().join(format!("shmbus-async-unit-{}", std::process::id()));
+        let d = Domain::with_root("unit", &dir).unwrap();
+        let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(4).max_message_len(8)).unwrap();
+        let (mut p, mut c) = (q.producer().unwrap(), q.consumer().unwrap());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(waiter::pending(), 0);
+        {
+            let mut f = pin!(c.recv_async());
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(waiter::pending(), 1);
+        }
+        assert_eq!(waiter::pending(), 0, "a dropped future deregisters");
+        {
+            let mut f = pin!(c.recv_async());
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+            p.send(b"x").unwrap();
+            assert_eq!(f.as_mut().poll(&mut cx), Poll::Ready(Ok(b"x".to_vec())));
+            assert_eq!(waiter::pending(), 0, "a completed future deregisters");
+        }
+        {
+            let mut s = c.stream();
+            assert!(s.poll_item(&mut cx).is_pending());
+            p.send(b"y").unwrap();
+            assert_eq!(s.poll_item(&mut cx), Poll::Ready(Some(Ok(b"y".to_vec()))));
+            assert_eq!(waiter::pending(), 1, "a stream keeps its channel watched");
+        }
+        assert_eq!(waiter::pending(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
