@@ -295,6 +295,75 @@ fn select_and_wait_over_three_queues_lose_nothing() {
     t.join().unwrap();
 }
 
+#[test]
+fn tasks_on_the_multi_thread_runtime_receive_from_their_own_consumers() {
+    let root = Scratch::new("async-mt");
+    let d = root.domain("mt");
+    let cfg = QueueConfig::default().capacity(64).max_message_len(8);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let tasks: Vec<_> = (0..4)
+        .map(|k| {
+            let mut c = Queue::create_or_open(&d, &format!("q{k}"), &cfg).unwrap().consumer().unwrap();
+            // Spawned: the futures and streams are `Send`.
+            rt.spawn(async move {
+                let mut items = c.stream();
+                for i in 0..1000u64 {
+                    assert_eq!(number(&items.next().await.unwrap().unwrap()), i, "queue {k}");
+                }
+            })
+        })
+        .collect();
+    let mut producers: Vec<_> =
+        (0..4).map(|k| Queue::open(&d, &format!("q{k}")).unwrap().producer().unwrap()).collect();
+    for i in 0..1000u64 {
+        for p in &mut producers {
+            p.send(&i.to_le_bytes()).unwrap();
+        }
+        if i % 100 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    rt.block_on(async {
+        for t in tasks {
+            tokio::time::timeout(Duration::from_secs(60), t).await.expect("every task finishes").unwrap();
+        }
+    });
+}
+
+#[test]
+fn the_async_wait_takes_more_channels_than_one_futex_waitv() {
+    let root = Scratch::new("async-many");
+    let d = root.domain("many");
+    let cfg = QueueConfig::default().capacity(2).max_message_len(8);
+    const COUNT: usize = 130;
+    let mut consumers: Vec<_> =
+        (0..COUNT).map(|k| Queue::create_or_open(&d, &format!("q{k}"), &cfg).unwrap().consumer().unwrap()).collect();
+    let mut producers: Vec<_> =
+        (0..COUNT).map(|k| Queue::open(&d, &format!("q{k}")).unwrap().producer().unwrap()).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<usize>();
+    let t = std::thread::spawn(move || {
+        for k in rx {
+            std::thread::sleep(Duration::from_millis(5));
+            producers[k].send(b"x").unwrap();
+        }
+    });
+    rt().block_on(async {
+        // Some of these are past the 127 channels one futex_waitv watches (which ones
+        // depends on the registry's order): those are re-checked every millisecond.
+        for k in [0, 64, 126, 127, 128, COUNT - 1] {
+            tx.send(k).unwrap();
+            let ready = {
+                let chans: Vec<&dyn Waitable> = consumers.iter().map(|c| c as &dyn Waitable).collect();
+                tokio::time::timeout(Duration::from_secs(30), aio::wait(&chans)).await
+            };
+            assert_eq!(ready.expect("a wait that ends").unwrap(), vec![k]);
+            assert_eq!(consumers[k].try_recv().unwrap(), b"x");
+        }
+    });
+    drop(tx);
+    t.join().unwrap();
+}
+
 /// CPU time (user + system) this process has used, and its voluntary context switches.
 fn cpu_and_switches() -> (Duration, i64) {
     // SAFETY: getrusage writes a `rusage` into the zeroed struct we own.
@@ -332,10 +401,11 @@ fn idle_child(root: &std::path::Path) {
     let cpu = after.0 - before.0;
     let switches = after.1 - before.1;
     eprintln!("1 s of idle waiting: {cpu:?} of CPU, {switches} voluntary context switches");
-    // Wide bounds: a waiter that polled would switch about a thousand times a second.
     assert!(cpu < Duration::from_millis(100), "{cpu:?} of CPU over 1 s of idle waiting");
     if std::env::var_os("SHMBUS_NO_WAITV").is_none() {
-        assert!(switches < 100, "{switches} context switches over 1 s of idle waiting");
+        // The stream reader's wait wakes every 50 ms to look for a dead writer (as the
+        // blocking one does): about 40 switches; polling every millisecond would be ~1000.
+        assert!(switches < 250, "{switches} context switches over 1 s of idle waiting");
     }
 }
 
