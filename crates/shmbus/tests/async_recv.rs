@@ -242,6 +242,33 @@ fn a_dropped_receive_loses_no_message() {
 }
 
 #[test]
+fn a_leaked_future_whose_channel_is_gone_does_not_hold_up_the_others() {
+    let root = Scratch::new("async-leak");
+    let d = root.domain("leak");
+    let cfg = QueueConfig::default().capacity(8).max_message_len(8);
+    for round in 0..20u64 {
+        // A pending receive, leaked; its consumer (and mapping) then goes. The next queue
+        // may well be mapped at the same address, with an event word of the same value.
+        {
+            let q = Queue::create_or_open(&d, &format!("gone{round}"), &cfg).unwrap();
+            let mut c = q.consumer().unwrap();
+            let mut f = Box::pin(c.recv_async());
+            assert!(poll_once(f.as_mut()).is_pending());
+            std::mem::forget(f);
+        }
+        let q = Queue::create_or_open(&d, &format!("live{round}"), &cfg).unwrap();
+        let (mut p, mut c) = (q.producer().unwrap(), q.consumer().unwrap());
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(2));
+            p.send(&round.to_le_bytes()).unwrap();
+        });
+        let got = rt().block_on(async { tokio::time::timeout(Duration::from_secs(30), c.recv_async()).await });
+        assert_eq!(number(&got.expect("the live receive is woken").unwrap()), round);
+        t.join().unwrap();
+    }
+}
+
+#[test]
 fn select_and_wait_over_three_queues_lose_nothing() {
     let root = Scratch::new("async-select");
     let d = root.domain("sel");
@@ -401,11 +428,16 @@ fn idle_child(root: &std::path::Path) {
     let cpu = after.0 - before.0;
     let switches = after.1 - before.1;
     eprintln!("1 s of idle waiting: {cpu:?} of CPU, {switches} voluntary context switches");
-    assert!(cpu < Duration::from_millis(100), "{cpu:?} of CPU over 1 s of idle waiting");
     if std::env::var_os("SHMBUS_NO_WAITV").is_none() {
         // The stream reader's wait wakes every 50 ms to look for a dead writer (as the
-        // blocking one does): about 40 switches; polling every millisecond would be ~1000.
-        assert!(switches < 250, "{switches} context switches over 1 s of idle waiting");
+        // blocking one does): a few dozen switches; the fallback, which probes every
+        // millisecond, makes thousands.
+        assert!(cpu < Duration::from_millis(100), "{cpu:?} of CPU over 1 s of idle waiting");
+        assert!(switches < 400, "{switches} context switches over 1 s of idle waiting");
+    } else {
+        // The documented cost of the fallback: a probe of each waited-on word every
+        // millisecond. Still far from a core.
+        assert!(cpu < Duration::from_millis(400), "{cpu:?} of CPU over 1 s of idle waiting without futex_waitv");
     }
 }
 

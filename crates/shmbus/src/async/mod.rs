@@ -13,12 +13,12 @@
 //!
 //! # How it wakes
 //!
-//! A receive future first tries to receive. Finding nothing, it registers its channel's
-//! event word and its [`Waker`](std::task::Waker) with the process's *waiter thread*, one
-//! per process, started on first use, and returns `Pending`. The thread sleeps in
-//! `futex_waitv` on the event words of every channel with a pending receive, announcing
-//! itself on each exactly as a blocking receiver does: a sender makes its `FUTEX_WAKE`
-//! system call only while someone waits, and none at all otherwise. When a word moves, the
+//! A receive future first tries to receive. Finding nothing, it arms its channel's event
+//! word (as a blocking receiver does), registers the word and its
+//! [`Waker`](std::task::Waker) with the process's *waiter thread*, one per process, started
+//! on first use, and returns `Pending`. The thread sleeps in `futex_waitv` on the event
+//! words of every channel with a pending receive. The waiters flag the future set makes a
+//! sender's `FUTEX_WAKE` happen, only while someone waits, and none at all otherwise. When a word moves, the
 //! thread wakes that channel's wakers; the futures try again. Idle waiters cost no CPU: the
 //! thread sleeps in the kernel until a notification or a registration arrives.
 //!
@@ -42,8 +42,8 @@
 //!   [`wait`] says the channel is ready.
 //! * One `futex_waitv` watches 127 channels besides the thread's control word; channels
 //!   beyond those, and every channel on kernels without `futex_waitv` (before Linux 5.16, or
-//!   with `SHMBUS_NO_WAITV=1`), are re-checked every millisecond while a receive waits on
-//!   them (up to 1 ms of extra latency, and a thousand wake-ups a second of the thread).
+//!   with `SHMBUS_NO_WAITV=1`), are probed every millisecond while a receive waits on them
+//!   (up to 1 ms of extra latency, and a thousand wake-ups a second of the thread).
 //! * The typed endpoints (`subscriber_of::<T>()`, …) have no async receive yet.
 
 use std::future::Future;
@@ -94,8 +94,7 @@ pub trait AsyncRecv: Waitable + Sized + sealed::Sealed {
 
     /// The items as a [`futures_core::Stream`] of `Result<Item, Error>`: the async form of
     /// the endpoint's `iter()`. It ends after an error nothing can follow (as `iter()` does);
-    /// otherwise it never ends. Between items it keeps the channel watched, which saves the
-    /// waiter thread a turn per item.
+    /// otherwise it never ends.
     fn stream(&mut self) -> RecvStream<'_, Self> {
         RecvStream { ep: self, wait: Waiting::default(), done: false }
     }
@@ -142,12 +141,16 @@ impl Waiting {
     }
 }
 
-/// try → register → `Pending`, for one endpoint. On `Ready` the registration is left
-/// for `done` to settle.
+/// How many times in a row a poll may find the event word moved under it before it yields
+/// to the executor instead (a peer that keeps notifying must not hold the thread).
+const ARM_TRIES: u32 = 64;
+
+/// try → arm → register → `Pending`, for one endpoint. On `Ready` the registration is left
+/// for the caller to settle.
 fn poll_recv<E: AsyncRecv>(ep: &mut E, wait: &mut Waiting, cx: &mut Context<'_>) -> Poll<Result<E::Item, E::Error>> {
-    loop {
+    for _ in 0..ARM_TRIES {
         // Loaded before the attempt: a notification after the attempt moves the word away
-        // from `seen`, which the waiter thread (or the kernel) sees.
+        // from `seen`, so arming fails (and we try again) or the waiter thread's sleep ends.
         let seen = ep.wait_handle().event.load();
         match ep.try_recv_now() {
             Ok(v) => return Poll::Ready(Ok(v)),
@@ -159,9 +162,14 @@ fn poll_recv<E: AsyncRecv>(ep: &mut E, wait: &mut Waiting, cx: &mut Context<'_>)
             let at = monotonic_ns().saturating_add(every.as_nanos().min(u64::MAX as u128) as u64);
             recheck_at = Some(recheck_at.map_or(at, |r| r.min(at)));
         }
-        wait.reg.register(ep.wait_handle().event, seen, recheck_at, cx.waker());
+        // Announce the waiter on the word, as a blocking receive does: senders wake it.
+        let event = ep.wait_handle().event;
+        let Some(armed) = event.arm(seen) else { continue };
+        wait.reg.register(event, armed, recheck_at, cx.waker());
         return Poll::Pending;
     }
+    cx.waker().wake_by_ref();
+    Poll::Pending
 }
 
 /// The future of [`AsyncRecv::recv_async`].
@@ -208,8 +216,7 @@ impl<E: AsyncRecv> RecvStream<'_, E> {
         match r {
             Poll::Pending => Poll::Pending,
             Poll::Ready(r) => {
-                // Keeps the word watched for the next item (the stream borrows the endpoint,
-                // so its mapping stays).
+                // Keeps the registration (without a waker) for the next item's wait.
                 self.wait.reg.idle();
                 if let Err(e) = &r {
                     self.done = E::ends(e);
@@ -266,7 +273,7 @@ impl Future for Wait<'_> {
         if channels.is_empty() {
             return Poll::Ready(Err(WaitError::Empty));
         }
-        loop {
+        'again: for _ in 0..ARM_TRIES {
             this.seen.clear();
             this.seen.extend(channels.iter().map(|c| c.wait_handle().event.load()));
             this.ready.clear();
@@ -276,12 +283,19 @@ impl Future for Wait<'_> {
                 return Poll::Ready(Ok(std::mem::take(&mut this.ready)));
             }
             let Ok(recheck_at) = this.wait.recheck(channels) else { continue };
+            // Arm every word first (as `WaitSet::wait` does), then register them all.
+            for (c, seen) in channels.iter().zip(this.seen.iter_mut()) {
+                let Some(armed) = c.wait_handle().event.arm(*seen) else { continue 'again };
+                *seen = armed;
+            }
             this.regs.resize_with(channels.len(), Registration::default);
-            for ((c, reg), &seen) in channels.iter().zip(&mut this.regs).zip(&this.seen) {
-                reg.register(c.wait_handle().event, seen, recheck_at, cx.waker());
+            for ((c, reg), &armed) in channels.iter().zip(&mut this.regs).zip(&this.seen) {
+                reg.register(c.wait_handle().event, armed, recheck_at, cx.waker());
             }
             return Poll::Pending;
         }
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
@@ -375,7 +389,7 @@ mod tests {
             assert!(s.poll_item(&mut cx).is_pending());
             p.send(b"y").unwrap();
             assert_eq!(s.poll_item(&mut cx), Poll::Ready(Some(Ok(b"y".to_vec()))));
-            assert_eq!(waiter::pending(), 1, "a stream keeps its channel watched");
+            assert_eq!(waiter::pending(), 1, "a stream keeps its registration");
         }
         assert_eq!(waiter::pending(), 0);
         let _ = std::fs::remove_dir_all(&dir);

@@ -3,34 +3,33 @@
 //!
 //! # Protocol
 //!
-//! A future that found nothing registers `(word, seen, waker)`, where `seen` is the event
-//! word it loaded *before* the receive attempt that found nothing. The thread, under the
-//! registry's lock, compares each word with its registrations' `seen` (the waiters flag,
-//! bit 0, aside): a difference means a notification came after the attempt, so it wakes the
-//! waker at once. Otherwise it sets the waiters flag with `EventWord::arm`, exactly as a
-//! blocking waiter does (so senders make their `FUTEX_WAKE` only then), and sleeps on the
-//! flagged value. A notification between the future's load and the thread's sleep changes
-//! the word: the comparison, the `arm` CAS or the kernel's own comparison sees it. No
-//! wake-up is lost; see `event.rs` for the handshake.
+//! A future that found nothing *arms* its channel's event word itself, exactly as a blocking
+//! receiver does (`EventWord::arm` on the value it loaded before its receive attempt: the
+//! waiters flag makes senders' `FUTEX_WAKE` happen), and registers `(word, armed value,
+//! waker)`. The thread sleeps in `futex_waitv` on every registered `(word, armed value)` and
+//! a private control word. A notification after the future's load changes the word: the
+//! future's `arm` fails (it tries again), or the kernel refuses the thread's sleep
+//! (`EAGAIN`), or the notifier sees the flag and wakes the thread. No wake-up is lost; see
+//! `event.rs` for the handshake.
 //!
-//! A private *control* word, always the first entry of the wait, wakes the thread when a
-//! registration names a word it is not sleeping on, or an earlier re-check time.
+//! When the thread wakes, it wakes the wakers of the word that woke it; after `EAGAIN` (some
+//! word differs, the kernel does not say which) or a timeout it asks the kernel word by word
+//! ([`futex_probe`]). The control word wakes it when a registration names a `(word, value)`
+//! it is not asleep on, or an earlier re-check time.
 //!
 //! # Memory
 //!
-//! The thread dereferences a channel's word only under the lock and only while a
-//! registration names it: a registration belongs to a future that borrows its endpoint
-//! (and so its mapping), and is removed under the same lock before the future (and so the
-//! borrow) ends. The kernel may still be asleep on a word whose registration is gone; the
-//! kernel reads that address itself (a fault is an `EFAULT` return, not a crash), and the
-//! next turn drops it.
+//! The thread never dereferences a channel's word: only the kernel reads it (`futex_waitv`,
+//! [`futex_probe`]), with its own fault handling. So a registration that outlives its
+//! endpoint's mapping (a future leaked with `mem::forget`) costs an `EFAULT`, after which
+//! its registration is dropped; it cannot crash the process.
 //!
 //! # Limits and fallbacks
 //!
 //! `futex_waitv` takes 128 words: the control word and 127 channels. Words beyond those are
-//! re-checked every millisecond. Without `futex_waitv` (Linux < 5.16, or
-//! `SHMBUS_NO_WAITV=1`) the thread re-checks every pending word every millisecond; with no
-//! pending receive it sleeps on the control word alone, at no cost.
+//! probed every millisecond. Without `futex_waitv` (Linux < 5.16, or `SHMBUS_NO_WAITV=1`)
+//! the thread probes every registered word every millisecond; with no pending receive it
+//! sleeps on the control word alone, at no cost.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -40,19 +39,20 @@ use std::time::Duration;
 
 use crate::event::EventWord;
 use crate::sys::futex::WAITV_MAX;
-use crate::sys::{futex_wait, futex_waitv, futex_wake, monotonic_ns, waitv_supported, WaitvEntry};
+use crate::sys::{
+    futex_probe, futex_wait, futex_waitv, futex_wake, monotonic_ns, waitv_supported, Probe, WaitOutcome, WaitvEntry,
+};
 
 /// How often words that cannot be slept on exactly (beyond the 128 of one `futex_waitv`, or
-/// without it) are re-checked.
+/// without it) are probed.
 const SLICE: Duration = Duration::from_millis(1);
 
 /// One pending receive (or one channel of an async wait).
 struct Reg {
-    /// The channel's event word, as an address (see the module docs for why it is mapped
-    /// whenever it is dereferenced).
+    /// The channel's event word, as an address (never dereferenced here: module docs).
     word: usize,
-    /// The word as loaded before the attempt that found nothing.
-    seen: u32,
+    /// The value the future armed the word with.
+    armed: u32,
     /// `None` once woken, until the future registers again.
     waker: Option<Waker>,
     /// When to wake it regardless, for a re-check (monotonic ns).
@@ -63,8 +63,15 @@ struct Reg {
 struct State {
     regs: HashMap<u64, Reg>,
     next_token: u64,
-    /// The words the thread sleeps on (or is about to), set under the lock each turn.
-    watching: Vec<usize>,
+    /// The `(word, armed value)`s the thread sleeps on (or is about to), in its wait's
+    /// order after the control word; set under the lock each turn.
+    watching: Vec<(usize, u32)>,
+    /// The ones it probes every [`SLICE`] instead.
+    sliced: Vec<(usize, u32)>,
+    /// The registrations (token, `(word, armed value)`) the thread's current sleep covers:
+    /// only those register again without waking it. Keyed by token, not by address: a
+    /// word unmapped and another mapped at its address (a leaked future) is a new token.
+    covered: Vec<(u64, (usize, u32))>,
     /// When the thread's sleep ends (monotonic ns), `None` for never.
     sleep_until: Option<u64>,
     /// Whether the thread runs.
@@ -96,18 +103,16 @@ pub(crate) struct Registration {
 }
 
 impl Registration {
-    /// Asks for `waker` to be woken when `event` moves from `seen`, or at `recheck_at`.
-    ///
-    /// `event` must stay mapped until this registration is [`cancel`](Self::cancel)led or
-    /// dropped: callers hold a borrow of the endpoint for as long as the registration lives.
-    pub(crate) fn register(&mut self, event: &EventWord, seen: u32, recheck_at: Option<u64>, waker: &Waker) {
+    /// Asks for `waker` to be woken when `event` moves from `armed` (a value the caller
+    /// armed it with: `EventWord::arm`), or at `recheck_at`.
+    pub(crate) fn register(&mut self, event: &EventWord, armed: u32, recheck_at: Option<u64>, waker: &Waker) {
         let r = registry();
         let word = event as *const EventWord as usize;
         let mut st = lock(r);
         let token = match self.token.and_then(|t| st.regs.get_mut(&t).map(|reg| (t, reg))) {
             Some((t, reg)) => {
                 reg.word = word;
-                reg.seen = seen;
+                reg.armed = armed;
                 reg.recheck_at = recheck_at;
                 match &mut reg.waker {
                     Some(w) if w.will_wake(waker) => {}
@@ -118,13 +123,14 @@ impl Registration {
             None => {
                 let t = st.next_token;
                 st.next_token += 1;
-                st.regs.insert(t, Reg { word, seen, waker: Some(waker.clone()), recheck_at });
+                st.regs.insert(t, Reg { word, armed, waker: Some(waker.clone()), recheck_at });
                 t
             }
         };
         self.token = Some(token);
+        let key = (word, armed);
         let earlier = recheck_at.is_some_and(|at| st.sleep_until.is_none_or(|until| at < until));
-        let kick = !st.watching.contains(&word) || earlier;
+        let kick = !st.covered.contains(&(token, key)) || earlier;
         if !st.started {
             match std::thread::Builder::new().name("shmbus-async-waiter".into()).spawn(run) {
                 Ok(_) => st.started = true,
@@ -145,8 +151,9 @@ impl Registration {
         }
     }
 
-    /// Keeps the registration (its word stays watched) without a waker: for an adapter that
-    /// will wait on the same channel again soon ([`RecvStream`](super::RecvStream)).
+    /// Keeps the registration without a waker (the thread leaves it alone): for an adapter
+    /// that waits on the same channel again soon ([`RecvStream`](super::RecvStream)) and so
+    /// reuses its entry.
     pub(crate) fn idle(&mut self) {
         if let Some(t) = self.token {
             if let Some(reg) = lock(registry()).regs.get_mut(&t) {
@@ -160,14 +167,10 @@ impl Registration {
     pub(crate) fn cancel(&mut self) {
         if let Some(t) = self.token.take() {
             let mut st = lock(registry());
-            if let Some(reg) = st.regs.remove(&t) {
-                // The word's mapping may go now, and another channel may be mapped at the
-                // same address later: a registration of that one must wake the thread,
-                // whose sleep is keyed to the old file.
-                if !st.regs.values().any(|r| r.word == reg.word) {
-                    st.watching.retain(|&w| w != reg.word);
-                }
-            }
+            st.regs.remove(&t);
+            // The thread may sleep on the word until its next turn: only the kernel reads
+            // it, and any new registration (a new token) wakes the thread to rebuild.
+            st.covered.retain(|&(c, _)| c != t);
         }
     }
 }
@@ -195,75 +198,88 @@ fn run() {
         let exact = waitv_supported();
         let now = monotonic_ns();
         let mut until: Option<u64> = None;
-        let mut sliced = false;
         entries.clear();
         entries.push(WaitvEntry::new(&r.control, gen));
-        let State { regs, watching, .. } = &mut *st;
+        let State { regs, watching, sliced, covered, .. } = &mut *st;
         watching.clear();
-        for reg in regs.values_mut() {
-            // SAFETY: a registration's word is mapped while it is registered: its future
-            // borrows the endpoint and removes the registration under this lock before the
-            // borrow ends (module docs, "Memory").
-            let event = unsafe { &*(reg.word as *const EventWord) };
-            let cur = event.load();
-            if reg.waker.is_some() {
-                if cur | 1 != reg.seen | 1 || reg.recheck_at.is_some_and(|at| at <= now) {
-                    to_wake.extend(reg.waker.take());
-                    continue;
-                }
-                if let Some(at) = reg.recheck_at {
-                    until = Some(until.map_or(at, |u| u.min(at)));
-                }
-            }
-            // A woken registration keeps its word watched until its future ends: the next
-            // receive on the channel then finds the thread already asleep on it.
-            if watching.contains(&reg.word) {
+        sliced.clear();
+        covered.clear();
+        for (&token, reg) in regs.iter_mut() {
+            if reg.waker.is_none() {
                 continue;
             }
-            if !exact || entries.len() == WAITV_MAX {
-                sliced |= reg.waker.is_some();
+            if reg.recheck_at.is_some_and(|at| at <= now) {
+                to_wake.extend(reg.waker.take());
                 continue;
             }
-            match event.arm(cur) {
-                Some(armed) => {
-                    entries.push(WaitvEntry::new(event.word(), armed));
-                    watching.push(reg.word);
-                }
-                // The word moved since `cur`: look again.
-                None => {
-                    if let Some(w) = reg.waker.take() {
-                        to_wake.push(w);
-                    }
-                }
+            if let Some(at) = reg.recheck_at {
+                until = Some(until.map_or(at, |u| u.min(at)));
+            }
+            let key = (reg.word, reg.armed);
+            covered.push((token, key));
+            if watching.contains(&key) || sliced.contains(&key) {
+                continue;
+            }
+            if exact && entries.len() < WAITV_MAX {
+                entries.push(WaitvEntry::from_ptr(reg.word as *const AtomicU32, reg.armed));
+                watching.push(key);
+            } else {
+                sliced.push(key);
             }
         }
         if !to_wake.is_empty() {
-            // Woken outside the lock (a waker may run code that registers); then a new turn,
-            // which scans every registration again before sleeping.
+            // Woken outside the lock (a waker may run code that registers); then a new turn.
             drop(st);
-            for w in to_wake.drain(..) {
-                w.wake();
-            }
+            to_wake.drain(..).for_each(Waker::wake);
             continue;
         }
-        if sliced {
+        if !st.sliced.is_empty() {
             let at = now.saturating_add(SLICE.as_nanos() as u64);
             until = Some(until.map_or(at, |u| u.min(at)));
         }
         st.sleep_until = until;
         drop(st);
-        if exact {
-            // SAFETY: entry 0 is the static control word; the others were armed under the
-            // lock from registered words. The kernel may find one unmapped by now (its
-            // future ended): that is an `EFAULT` return, handled below, not a fault.
-            if unsafe { futex_waitv(&entries, until) }.is_err() {
-                // EFAULT (a channel unmapped since), or a kernel refusal: rebuild, without
-                // turning an error that repeats into a busy loop.
-                futex_wait(&r.control, gen, Some(SLICE));
-            }
+        let outcome = if exact {
+            // SAFETY: entry 0 is the static control word; the others are registered words,
+            // built with `from_ptr`: the kernel reads them with its own fault handling, so
+            // a word unmapped since (its future leaked) is an `EFAULT`, handled below.
+            unsafe { futex_waitv(&entries, until) }
         } else {
             let timeout = until.map(|at| Duration::from_nanos(at.saturating_sub(monotonic_ns())));
-            futex_wait(&r.control, gen, timeout);
+            Ok(futex_wait(&r.control, gen, timeout))
+        };
+        let mut st = lock(r);
+        let State { regs, watching, sliced, .. } = &mut *st;
+        // Which (word, value)s moved: the one that woke us, or ask the kernel for each.
+        let moved = |key: (usize, u32)| futex_probe(key.0, key.1);
+        let woken: Vec<((usize, u32), Probe)> = match outcome {
+            Ok(WaitOutcome::WokenAt(0)) => Vec::new(),
+            Ok(WaitOutcome::WokenAt(i)) => watching.get(i - 1).map(|&k| (k, Probe::Differs)).into_iter().collect(),
+            // EAGAIN (some word differs), a signal, a timeout (the sliced words are due), or
+            // an error (EFAULT: a word is gone).
+            _ => watching
+                .iter()
+                .chain(sliced.iter())
+                .map(|&k| (k, moved(k)))
+                .filter(|(_, p)| *p != Probe::Same)
+                .collect(),
+        };
+        for (key, probe) in woken {
+            regs.retain(|_, reg| {
+                if (reg.word, reg.armed) != key && !(probe == Probe::Differs && reg.word == key.0) {
+                    return true;
+                }
+                to_wake.extend(reg.waker.take());
+                // A word that is gone takes its registrations along: a live future
+                // registers again when polled.
+                probe != Probe::Unmapped
+            });
+        }
+        drop(st);
+        to_wake.drain(..).for_each(Waker::wake);
+        if outcome.is_err() {
+            // Not a busy loop if the kernel keeps refusing the wait for another reason.
+            futex_wait(&r.control, gen, Some(SLICE));
         }
     }
 }
