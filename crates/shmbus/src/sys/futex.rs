@@ -71,6 +71,7 @@ impl WaitvEntry {
     /// [`WaitvEntry::new`] from an address that is not dereferenced here: for a waiter that
     /// may find the word unmapped by the time it waits (the kernel then fails the wait with
     /// `EFAULT`, see [`futex_waitv`]).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub fn from_ptr(word: *const AtomicU32, expected: u32) -> Self {
         let mut w = futex::Wait::new();
         w.val = u64::from(expected);
@@ -82,6 +83,7 @@ impl WaitvEntry {
 
 /// What [`futex_probe`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 pub enum Probe {
     /// The word holds the expected value (or a signal interrupted the probe: ask again).
     Same,
@@ -96,6 +98,7 @@ pub enum Probe {
 /// handling, so this is safe for an address whose mapping may be gone (a dangling address
 /// gives [`Probe::Unmapped`]); nothing is written, and nothing is dereferenced here (hence
 /// an address, not a pointer).
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 pub fn futex_probe(word: usize, expected: u32) -> Probe {
     let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: FUTEX_WAIT only reads `*word`, in the kernel, which turns a fault into EFAULT;
