@@ -162,8 +162,7 @@ impl Registration {
         }
     }
 
-    /// Removes the registration, if any. The thread no longer touches its word after this
-    /// returns.
+    /// Removes the registration, if any: its waker is not woken after this returns.
     pub(crate) fn cancel(&mut self) {
         if let Some(t) = self.token.take() {
             let mut st = lock(registry());
