@@ -204,6 +204,33 @@ fn journal_tailer_receives_10000_in_order() {
     t.join().unwrap();
 }
 
+#[test]
+fn typed_receivers_await_values_in_order() {
+    let root = Scratch::new("async-typed");
+    let d = root.domain("typed");
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::for_type::<u64>().capacity(64)).unwrap();
+    let (mut tx, mut rx) = (q.producer_of::<u64>().unwrap(), q.consumer_of::<u64>().unwrap());
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::for_type::<u64>().history(2048)).unwrap();
+    let (mut publ, mut sub) = (t.publisher_of::<u64>().unwrap(), t.subscriber_of::<u64>().unwrap());
+    let sender = std::thread::spawn(move || {
+        for i in 0..1000u64 {
+            tx.send(&i).unwrap();
+            publ.send(&(i * 3)).unwrap();
+            if i % 100 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    rt().block_on(async {
+        let mut values = sub.stream();
+        for i in 0..1000u64 {
+            assert_eq!(rx.recv_async().await.unwrap(), i);
+            assert_eq!(values.next().await.unwrap().unwrap(), i * 3);
+        }
+    });
+    sender.join().unwrap();
+}
+
 /// Polls `fut` once with a waker that does nothing.
 fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
     fut.poll(&mut Context::from_waker(Waker::noop()))

@@ -44,7 +44,6 @@
 //!   beyond those, and every channel on kernels without `futex_waitv` (before Linux 5.16, or
 //!   with `SHMBUS_NO_WAITV=1`), are probed every millisecond while a receive waits on them
 //!   (up to 1 ms of extra latency, and a thousand wake-ups a second of the thread).
-//! * The typed endpoints (`subscriber_of::<T>()`, …) have no async receive yet.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -64,7 +63,8 @@ mod sealed {
 
 /// A receiving endpoint that can be awaited: [`Subscriber`](crate::Subscriber),
 /// [`Consumer`](crate::Consumer), [`StreamReader`](crate::StreamReader),
-/// [`Worker`](crate::Worker) and [`Tailer`](crate::Tailer).
+/// [`Worker`](crate::Worker) and [`Tailer`](crate::Tailer), and their typed receivers
+/// ([`TypedSubscriber<T>`](crate::TypedSubscriber), …), whose items are the typed `try_recv`'s.
 pub trait AsyncRecv: Waitable + Sized + sealed::Sealed {
     /// What a receive returns (the owned item of the blocking `recv`).
     type Item;
@@ -338,6 +338,35 @@ impl AsyncRecv for crate::StreamReader {
     fn retry_interval(&self) -> Option<std::time::Duration> {
         Some(crate::stream::LIVENESS_INTERVAL)
     }
+}
+
+/// `AsyncRecv` for the typed receivers (`TypedConsumer<T>`, …): the typed `try_recv`, with
+/// the byte endpoint's errors, retry interval and end of iteration.
+macro_rules! async_recv_typed {
+    ($($b:ty => $rx:ty, $retry:expr;)*) => {$(
+        impl<T: crate::Pod> sealed::Sealed for crate::typed::Receiver<$b, T> {}
+        impl<T: crate::Pod> AsyncRecv for crate::typed::Receiver<$b, T> {
+            type Item = <$b as crate::typed::TypedReceive>::Owned<T>;
+            type Error = <$b as crate::typed::TypedReceive>::RecvError;
+            fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+                self.try_recv().map_err(|e| e.into_blocking())
+            }
+            fn ends(e: &Self::Error) -> bool {
+                <$rx as Receive>::ends(e)
+            }
+            fn retry_interval(&self) -> Option<std::time::Duration> {
+                $retry
+            }
+        }
+    )*};
+}
+
+async_recv_typed! {
+    crate::Subscriber => &'static crate::Subscriber, None;
+    crate::Consumer => &'static mut crate::Consumer, None;
+    crate::StreamReader => &'static mut crate::StreamReader, Some(crate::stream::LIVENESS_INTERVAL);
+    crate::Worker => &'static mut crate::Worker, None;
+    crate::Tailer => &'static mut crate::Tailer, None;
 }
 
 impl sealed::Sealed for crate::Subscriber {}
