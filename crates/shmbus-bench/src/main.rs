@@ -99,8 +99,10 @@ struct PingpongArgs {
     /// Recorded round trips.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     iters: u64,
-    /// spin or block. floor always spins and futex-floor always blocks; the output says the
-    /// mode that really ran. Default: block (floor: spin).
+    /// spin, block or async (topic and queue: both sides await `recv_async` in a
+    /// current-thread tokio runtime; other transports run it as block). floor always spins
+    /// and futex-floor always blocks; the output says the mode that really ran. Default:
+    /// block (floor: spin).
     #[arg(long, value_enum)]
     mode: Option<Mode>,
     /// copy: full payload in and out; touch: first and last byte in place (zero-copy
