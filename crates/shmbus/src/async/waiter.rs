@@ -15,7 +15,8 @@
 //! When the thread wakes, it wakes the wakers of the word that woke it; after `EAGAIN` (some
 //! word differs, the kernel does not say which) or a timeout it asks the kernel word by word
 //! ([`futex_probe`]). The control word wakes it when a registration names a `(word, value)`
-//! it is not asleep on, or an earlier re-check time.
+//! it is not asleep on, or an earlier re-check time, unless the thread is awake and about
+//! to scan every registration anyway (as it is right after waking futures).
 //!
 //! # Memory
 //!
@@ -74,6 +75,9 @@ struct State {
     covered: Vec<(u64, (usize, u32))>,
     /// When the thread's sleep ends (monotonic ns), `None` for never.
     sleep_until: Option<u64>,
+    /// The thread is awake and will scan every registration before it sleeps again: a
+    /// registration made now needs no control wake-up.
+    rescan: bool,
     /// Whether the thread runs.
     started: bool,
 }
@@ -130,7 +134,7 @@ impl Registration {
         self.token = Some(token);
         let key = (word, armed);
         let earlier = recheck_at.is_some_and(|at| st.sleep_until.is_none_or(|until| at < until));
-        let kick = !st.covered.contains(&(token, key)) || earlier;
+        let kick = !st.rescan && (!st.covered.contains(&(token, key)) || earlier);
         if !st.started {
             match std::thread::Builder::new().name("shmbus-async-waiter".into()).spawn(run) {
                 Ok(_) => st.started = true,
@@ -228,6 +232,7 @@ fn run() {
         }
         if !to_wake.is_empty() {
             // Woken outside the lock (a waker may run code that registers); then a new turn.
+            st.rescan = true;
             drop(st);
             to_wake.drain(..).for_each(Waker::wake);
             continue;
@@ -237,6 +242,9 @@ fn run() {
             until = Some(until.map_or(at, |u| u.min(at)));
         }
         st.sleep_until = until;
+        // From here registrations wake the thread (the scan above is the last before the
+        // sleep); under the same lock as the scan, so none falls between.
+        st.rescan = false;
         drop(st);
         let outcome = if exact {
             // SAFETY: entry 0 is the static control word; the others are registered words,
@@ -274,6 +282,9 @@ fn run() {
                 probe != Probe::Unmapped
             });
         }
+        // The next turn scans everything: the futures woken now may register meanwhile
+        // (after an error the thread naps first, which their registrations cut short).
+        st.rescan = outcome.is_ok();
         drop(st);
         to_wake.drain(..).for_each(Waker::wake);
         if outcome.is_err() {
