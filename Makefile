@@ -6,6 +6,9 @@ TSAN_TARGET := target/tsan
 # The bench's optional iceoryx2 peer is built and tested too (about 90 s more on the first
 # build on two cores; cached after).
 BENCH_FEATURES := --features shmbus-bench/iceoryx2
+# Async receive (crates/shmbus, feature `tokio`): its tests (tests/async_recv.rs), lints and
+# docs are built with it on.
+ASYNC_FEATURES := --features shmbus/tokio
 
 .PHONY: test deps redis-server fmt clippy unit loom tsan doc python demo bench-smoke clean-shm install-c bench-bindings
 
@@ -33,7 +36,7 @@ fmt:
 	$(CARGO) fmt --all --check
 
 clippy:
-	$(CARGO) clippy --workspace --all-targets $(BENCH_FEATURES) -- -D warnings
+	$(CARGO) clippy --workspace --all-targets $(BENCH_FEATURES) $(ASYNC_FEATURES) -- -D warnings
 
 # Redis 7 (Debian's package) for the bench's Redis peers, and a TrueType font for the text
 # of `shmbus-bench report`'s plots; each installed when missing.
@@ -44,10 +47,10 @@ redis-server:
 # Unit, integration, multi-process, SIGKILL, CLI and bench-smoke tests, in the `ci` profile
 # (optimized, with debug assertions and overflow checks on).
 unit:
-	SHMBUS_BENCH_REQUIRE_REDIS=1 $(CARGO) test --workspace --profile ci $(BENCH_FEATURES)
+	SHMBUS_BENCH_REQUIRE_REDIS=1 $(CARGO) test --workspace --profile ci $(BENCH_FEATURES) $(ASYNC_FEATURES)
 
 doc:
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps $(ASYNC_FEATURES)
 
 # Loom models of every lock-free protocol (tests/loom_<kind>.rs, over each kind's protocol,
 # public under cfg(loom)). The other test files are gated off under loom;
@@ -64,7 +67,7 @@ tsan:
 	   { rustup component list --toolchain nightly --installed 2>/dev/null | grep -q rust-src || rustup component add rust-src --toolchain nightly >/dev/null 2>&1; }; then \
 	  echo "tsan: running the multi-thread tests under ThreadSanitizer"; \
 	  RUSTFLAGS="-Zsanitizer=thread --cfg tsan" RUSTDOCFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="suppressions=$(CURDIR)/ci/tsan.supp halt_on_error=1" \
-	  CARGO_TARGET_DIR=$(TSAN_TARGET) $(CARGO) +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p shmbus --lib --test topic --test pool_basic --test queue_api --test queue_waitset --test stream_waitset --test journal_basic; \
+	  CARGO_TARGET_DIR=$(TSAN_TARGET) $(CARGO) +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p shmbus --features tokio --lib --test topic --test pool_basic --test queue_api --test queue_waitset --test stream_waitset --test journal_basic --test async_recv; \
 	else echo "tsan: SKIPPED (nightly toolchain with rust-src not available here)"; fi
 
 # The Python package (crates/shmbus-py): built into a scratch virtualenv (maturin, pytest and

@@ -231,13 +231,15 @@ pub fn subscriber(config: SubscriberConfig) -> Result<(), String> {
                 seen ^= s[0] ^ s[s.len() - 1];
                 s.seq()
             })),
-            (Mode::Block, Payload::Copy) => {
+            (Mode::Block | Mode::Async, Payload::Copy) => {
                 Step::from_timeout(sub.recv_into_timeout(&mut buf, BLOCK_SLICE).map(|m| m.seq()))
             }
-            (Mode::Block, Payload::Touch) => Step::from_timeout(sub.recv_ref_timeout(BLOCK_SLICE).map(|s| {
-                seen ^= s[0] ^ s[s.len() - 1];
-                s.seq()
-            })),
+            (Mode::Block | Mode::Async, Payload::Touch) => {
+                Step::from_timeout(sub.recv_ref_timeout(BLOCK_SLICE).map(|s| {
+                    seen ^= s[0] ^ s[s.len() - 1];
+                    s.seq()
+                }))
+            }
         };
         match step {
             Step::Msg(seq) => {
@@ -250,7 +252,7 @@ pub fn subscriber(config: SubscriberConfig) -> Result<(), String> {
             Step::Nothing => {
                 spins = spins.wrapping_add(1);
                 std::hint::spin_loop();
-                if (config.mode == Mode::Block || spins % (1 << 16) == 0) && !child::parent_alive(ppid) {
+                if (config.mode != Mode::Spin || spins % (1 << 16) == 0) && !child::parent_alive(ppid) {
                     return Err("subscriber: the publisher process is gone".into());
                 }
             }

@@ -279,7 +279,7 @@ fn tail(
                 Err(JournalTryRecvError::Empty) => None,
                 Err(e) => return Err(format!("tailer: {}", read_error(e))),
             },
-            Mode::Block => match t.recv_ref_timeout(Duration::from_millis(250)) {
+            Mode::Block | Mode::Async => match t.recv_ref_timeout(Duration::from_millis(250)) {
                 Ok(e) => Some(e),
                 Err(JournalRecvTimeoutError::Timeout) => None,
                 Err(e) => return Err(format!("tailer: {}", read_error(e))),
@@ -302,7 +302,7 @@ fn tail(
             }
             None => {
                 spins = spins.wrapping_add(1);
-                if mode == Mode::Block || spins % (1 << 16) == 0 {
+                if mode != Mode::Spin || spins % (1 << 16) == 0 {
                     apps.check()?;
                     let since = *idle_since.get_or_insert_with(Instant::now);
                     if since.elapsed() > timeout {
@@ -507,6 +507,7 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
             return Err(format!("--size must be between {MIN_SIZE} and {MAX_SIZE} bytes"));
         }
     }
+    crate::transports::sync_only(a.wait)?;
     let iters = a.iters.unwrap_or(if a.mode == Sync::Flush { 2_000 } else { 20_000 });
     if iters == 0 || a.messages == Some(0) {
         return Err("--iters and --messages must be at least 1".into());

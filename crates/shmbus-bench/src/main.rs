@@ -100,8 +100,10 @@ struct PingpongArgs {
     /// Recorded round trips.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     iters: u64,
-    /// spin or block. floor always spins and futex-floor always blocks; the output says the
-    /// mode that really ran. Default: block (floor: spin).
+    /// spin, block or async (topic and queue: both sides await `recv_async` in a
+    /// current-thread tokio runtime; other transports run it as block). floor always spins
+    /// and futex-floor always blocks; the output says the mode that really ran. Default:
+    /// block (floor: spin).
     #[arg(long, value_enum)]
     mode: Option<Mode>,
     /// copy: full payload in and out; touch: first and last byte in place (zero-copy
@@ -371,7 +373,7 @@ fn throughput(a: ThroughputArgs) -> Result<(), String> {
         size: a.size,
         bytes: a.bytes,
         capacity: a.capacity.unwrap_or(0),
-        mode: a.mode,
+        mode: transports::sync_only(a.mode)?,
         payload: a.payload,
         memcpy_time: Duration::from_millis(a.memcpy_millis.max(1)),
         timeout: Duration::from_secs(a.timeout_secs),
@@ -396,7 +398,7 @@ fn pool(a: PoolArgs) -> Result<(), String> {
         workers: a.workers,
         rounds: a.rounds,
         warmup: a.warmup.unwrap_or((a.rounds / 10).max(10)),
-        mode: a.mode,
+        mode: transports::sync_only(a.mode)?,
         gap: Duration::from_micros(a.gap_us),
         work: Duration::from_micros(a.work_us),
         timeout: Duration::from_secs(a.timeout_secs),
@@ -421,7 +423,7 @@ fn fanout(a: FanoutArgs) -> Result<(), String> {
         size: a.size,
         iters: a.iters,
         warmup: a.warmup.unwrap_or((a.iters / 10).clamp(1000, 10_000)),
-        mode: a.mode,
+        mode: transports::sync_only(a.mode)?,
         payload: a.payload,
         reliable: a.reliable,
         timeout: Duration::from_secs(a.timeout_secs),

@@ -298,7 +298,7 @@ fn run_crossbeam(config: &Config) -> Result<Stats, String> {
                 let mut lat = Vec::with_capacity(1 << 16);
                 loop {
                     let j = match mode {
-                        Mode::Block => match rx.recv() {
+                        Mode::Block | Mode::Async => match rx.recv() {
                             Ok(j) => j,
                             Err(_) => break,
                         },

@@ -139,7 +139,7 @@ pub fn run(a: RateGridArgs) -> Result<(), String> {
         return Err("--timeout-secs must be at least 1".into());
     }
     let modes = match a.mode {
-        Some(m) => vec![m],
+        Some(m) => vec![crate::transports::sync_only(m)?],
         None => vec![Mode::Spin, Mode::Block],
     };
     let cpu_set = crate::cpus::CpuSet::current()?;
@@ -413,7 +413,7 @@ pub fn reader_main(a: ReaderArgs) -> Result<(), String> {
                 }
                 Err(e) => return Err(format!("reader: {e}")),
             },
-            Mode::Block => match r.recv_ref_timeout(BLOCK_SLICE) {
+            Mode::Block | Mode::Async => match r.recv_ref_timeout(BLOCK_SLICE) {
                 Ok(rec) => {
                     let now = shmbus::time::monotonic_ns();
                     let v = parse(&rec);

@@ -72,6 +72,31 @@ fn every_transport_in_both_modes_reports_ordered_percentiles() {
 }
 
 #[test]
+fn async_mode_runs_topic_and_queue_and_is_block_elsewhere() {
+    for t in ["topic", "queue"] {
+        for payload in ["copy", "touch"] {
+            let obj = pingpong_json(&[
+                "--transport",
+                t,
+                "--mode",
+                "async",
+                "--payload",
+                payload,
+                "--size",
+                "64",
+                "--iters",
+                "2000",
+            ]);
+            assert_eq!(obj["mode"], "async", "{t} {payload}");
+        }
+    }
+    let obj = pingpong_json(&["--transport", "stream", "--mode", "async", "--iters", "200"]);
+    assert_eq!(obj["mode"], "block");
+    let r = run(&["pool", "--mode", "async"]);
+    assert!(!r.success && r.stderr.contains("--mode async is only for pingpong"), "{}", r.stderr);
+}
+
+#[test]
 fn default_mode_is_block_except_for_floor() {
     for t in TRANSPORTS {
         let obj = pingpong_json(&["--transport", t, "--iters", "200", "--warmup", "10"]);

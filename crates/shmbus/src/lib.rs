@@ -55,10 +55,15 @@
 //!   modules and test hooks public, hidden from the docs, for this workspace's tests,
 //!   benchmarks and fuzz targets. It is not part of the API: anything under it may change in
 //!   any release.
+//! * `tokio` (off): async receive, `shmbus::r#async`: `recv_async().await` on every receiving
+//!   endpoint, an async wait over many channels and `Stream` adapters. Runtime-agnostic
+//!   (std wakers), tested under tokio; adds `futures-core`.
 
 #![warn(missing_docs)]
 
 pub mod admin;
+#[cfg(all(feature = "tokio", not(loom)))]
+pub mod r#async;
 mod copy;
 mod crc;
 pub mod domain;

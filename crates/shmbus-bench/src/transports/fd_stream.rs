@@ -54,7 +54,7 @@ impl FdStream {
     fn stalled(&self, waiter: &mut Waiter<'_>) -> io::Result<()> {
         match self.mode {
             Mode::Spin => waiter.spin(),
-            Mode::Block => waiter.check(),
+            Mode::Block | Mode::Async => waiter.check(),
         }
     }
 }

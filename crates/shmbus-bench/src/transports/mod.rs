@@ -38,6 +38,10 @@ pub enum Mode {
     Spin,
     /// Sleep in the kernel until woken.
     Block,
+    /// pingpong over `topic` or `queue` only: each side receives with `recv_async().await`
+    /// in a current-thread tokio runtime (shmbus feature `tokio`) and sends as in `block`.
+    /// Other transports run it as `block`; other subcommands refuse it.
+    Async,
 }
 
 impl Mode {
@@ -46,7 +50,17 @@ impl Mode {
         match self {
             Mode::Spin => "spin",
             Mode::Block => "block",
+            Mode::Async => "async",
         }
+    }
+}
+
+/// `mode`, refused if it is [`Mode::Async`]: for the subcommands that have no async
+/// receive (only `pingpong` over topic and queue has).
+pub fn sync_only(mode: Mode) -> Result<Mode, String> {
+    match mode {
+        Mode::Async => Err("--mode async is only for pingpong over topic or queue".into()),
+        m => Ok(m),
     }
 }
 
@@ -100,9 +114,13 @@ pub trait Transport: Sync {
     fn name(&self) -> &'static str;
 
     /// The mode this transport really runs in when `requested` is asked for. Transports
-    /// whose waiting is fixed (the floors) override this.
+    /// whose waiting is fixed (the floors) override this; only those that have an async
+    /// receive (topic, queue) keep [`Mode::Async`].
     fn mode(&self, requested: Mode) -> Mode {
-        requested
+        match requested {
+            Mode::Async => Mode::Block,
+            m => m,
+        }
     }
 
     /// The payload handling this transport really does when `requested` is asked for.

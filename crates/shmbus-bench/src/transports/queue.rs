@@ -2,7 +2,9 @@
 //! and one consumer. The payload is copied in (`try_send` / `send_timeout`) and out
 //! (`try_recv_into` / `recv_into_timeout`, no allocation); the queue has no zero-copy verbs,
 //! so `--payload touch` runs as copy. Spin mode busy-polls the non-blocking verbs; block
-//! mode sets [`shmbus::WaitPolicy::BLOCK`] (sleep on the futex at once).
+//! mode sets [`shmbus::WaitPolicy::BLOCK`] (sleep on the futex at once); async mode receives
+//! with `recv_async().await` in a current-thread tokio runtime (a copy out, owned) and sends
+//! as block mode does.
 
 use std::io;
 
@@ -11,8 +13,10 @@ use shmbus::queue::{
     QueueTrySendError,
 };
 
-use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
-use super::{Endpoint, Handoff, Params, Transport};
+use shmbus::r#async::AsyncRecv;
+
+use super::shmbus_kinds::{async_runtime, await_slice, check_size, policy, wait_for, ScratchRoot};
+use super::{Endpoint, Handoff, Mode, Params, Transport};
 use crate::waiter::Waiter;
 
 /// Cells per queue. A ping-pong has at most one message in flight per direction.
@@ -40,12 +44,17 @@ fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str, create: bool) -> 
     let mut consumer = rx.consumer().map_err(io::Error::other)?;
     producer.set_wait_policy(policy(params.mode));
     consumer.set_wait_policy(policy(params.mode));
-    Ok(Box::new(QueueEnd { _root: root, producer, consumer, params: *params }))
+    let rt = async_runtime(params.mode)?;
+    Ok(Box::new(QueueEnd { _root: root, producer, consumer, params: *params, rt }))
 }
 
 impl Transport for QueueTransport {
     fn name(&self) -> &'static str {
         "queue"
+    }
+
+    fn mode(&self, requested: Mode) -> Mode {
+        requested
     }
 
     fn open(&self, params: &Params) -> io::Result<(Box<dyn Endpoint>, Handoff)> {
@@ -63,6 +72,8 @@ struct QueueEnd {
     producer: Producer,
     consumer: Consumer,
     params: Params,
+    /// Async mode's runtime.
+    rt: Option<tokio::runtime::Runtime>,
 }
 
 impl Endpoint for QueueEnd {
@@ -91,6 +102,20 @@ impl Endpoint for QueueEnd {
         // `recv_into` replaces the contents of `buf`, whose capacity (it holds `size` bytes)
         // is the max message length: no allocation.
         let expected = buf.len();
+        if let Some(rt) = &self.rt {
+            let c = &mut self.consumer;
+            let data = loop {
+                match await_slice(rt, c.recv_async()) {
+                    Some(r) => break r.map_err(io::Error::other)?,
+                    None => waiter.check()?,
+                }
+            };
+            if data.len() != expected {
+                return Err(io::Error::other(format!("received {} bytes, expected {expected}", data.len())));
+            }
+            buf.copy_from_slice(&data);
+            return Ok(());
+        }
         let c = std::cell::RefCell::new(&mut self.consumer);
         let b = std::cell::RefCell::new(buf);
         let n = wait_for(

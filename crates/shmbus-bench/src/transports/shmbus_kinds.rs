@@ -64,7 +64,7 @@ pub fn child_domain(root: String, cpu: Option<usize>) -> Result<(ScratchRoot, sh
 pub fn policy(mode: Mode) -> shmbus::WaitPolicy {
     match mode {
         Mode::Spin => shmbus::WaitPolicy::SPIN,
-        Mode::Block => shmbus::WaitPolicy::BLOCK,
+        Mode::Block | Mode::Async => shmbus::WaitPolicy::BLOCK,
     }
 }
 
@@ -87,13 +87,30 @@ pub fn wait_for<T>(
             }
             waiter.spin()?;
         },
-        Mode::Block => loop {
+        Mode::Block | Mode::Async => loop {
             if let Some(v) = block(BLOCK_SLICE)? {
                 return Ok(v);
             }
             waiter.check()?;
         },
     }
+}
+
+/// For [`Mode::Async`]: the current-thread tokio runtime an endpoint's receives await in
+/// (timers on, for the peer checks between slices; no I/O driver).
+pub fn async_runtime(mode: Mode) -> io::Result<Option<tokio::runtime::Runtime>> {
+    match mode {
+        Mode::Async => tokio::runtime::Builder::new_current_thread().enable_time().build().map(Some),
+        Mode::Spin | Mode::Block => Ok(None),
+    }
+}
+
+/// Awaits `fut` in `rt` for at most [`BLOCK_SLICE`]; `None` when the slice ended first (then
+/// check the peer, and await a fresh receive: dropping one at the end of a slice loses
+/// nothing, the async receives are cancellation-safe).
+pub fn await_slice<F: std::future::Future>(rt: &tokio::runtime::Runtime, fut: F) -> Option<F::Output> {
+    // The timer is made inside the runtime (it needs its time driver).
+    rt.block_on(async { tokio::time::timeout(BLOCK_SLICE, fut).await }).ok()
 }
 
 /// Checks the size fits a one-byte-minimum message.

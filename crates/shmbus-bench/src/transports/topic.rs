@@ -1,6 +1,9 @@
 //! `topic`: two shmbus topics, `ping` and `pong`. `--payload touch` loans a slot, writes the
 //! first and last byte in place and sends; the receiver pins the sample and reads those two
 //! bytes (the zero-copy figure). `--payload copy` publishes by copy and receives by copy.
+//! `--mode async` receives in a current-thread tokio runtime: copy with
+//! `recv_async().await`; touch awaits `shmbus::r#async::wait` on the subscriber, then pins
+//! the sample with `try_recv_ref` (the async receive has no zero-copy form).
 //!
 //! Each topic keeps a history of 2 plus 1 spare slot: the same number of samples in flight as
 //! the iceoryx2 peer (no history, a subscriber buffer of 2), so large payloads cycle through
@@ -15,8 +18,10 @@ use shmbus::topic::{
     DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError,
 };
 
-use super::shmbus_kinds::{check_size, policy, wait_for, ScratchRoot};
-use super::{Endpoint, Handoff, Params, Payload, Transport};
+use shmbus::r#async::AsyncRecv;
+
+use super::shmbus_kinds::{async_runtime, await_slice, check_size, policy, wait_for, ScratchRoot};
+use super::{Endpoint, Handoff, Mode, Params, Payload, Transport};
 use crate::waiter::Waiter;
 
 /// shmbus topics: `overwrite` (lossy), or `block` with reliable subscribers (lossless).
@@ -40,7 +45,8 @@ fn end(root: ScratchRoot, params: &Params, tx: &str, rx: &str, lossless: bool) -
     // Both topics are fresh: start at the first message whoever subscribes last.
     subscriber.seek(1);
     subscriber.set_wait_policy(policy(params.mode));
-    Ok(Box::new(TopicEnd { _root: root, publisher, subscriber, params: *params }))
+    let rt = async_runtime(params.mode)?;
+    Ok(Box::new(TopicEnd { _root: root, publisher, subscriber, params: *params, rt }))
 }
 
 impl Transport for TopicTransport {
@@ -53,6 +59,10 @@ impl Transport for TopicTransport {
     }
 
     fn payload(&self, requested: Payload) -> Payload {
+        requested
+    }
+
+    fn mode(&self, requested: Mode) -> Mode {
         requested
     }
 
@@ -71,6 +81,8 @@ struct TopicEnd {
     publisher: Publisher,
     subscriber: Subscriber,
     params: Params,
+    /// Async mode's runtime.
+    rt: Option<tokio::runtime::Runtime>,
 }
 
 fn lagged(missed: u64) -> io::Error {
@@ -96,6 +108,9 @@ impl Endpoint for TopicEnd {
     #[inline]
     fn recv(&mut self, buf: &mut Vec<u8>, waiter: &mut Waiter<'_>) -> io::Result<()> {
         let n = buf.len();
+        if let Some(rt) = &self.rt {
+            return recv_async(rt, &mut self.subscriber, self.params.payload, buf, waiter);
+        }
         let sub = &self.subscriber;
         match self.params.payload {
             Payload::Copy => {
@@ -142,4 +157,50 @@ impl Endpoint for TopicEnd {
         }
         Ok(())
     }
+}
+
+/// [`TopicEnd::recv`] in async mode.
+fn recv_async(
+    rt: &tokio::runtime::Runtime,
+    sub: &mut Subscriber,
+    payload: Payload,
+    buf: &mut [u8],
+    waiter: &mut Waiter<'_>,
+) -> io::Result<()> {
+    let n = buf.len();
+    let bad = |e: shmbus::TopicRecvError| match e {
+        shmbus::TopicRecvError::Lagged { missed } => lagged(missed),
+        e => io::Error::other(e),
+    };
+    match payload {
+        Payload::Copy => {
+            let m = loop {
+                match await_slice(rt, sub.recv_async()) {
+                    Some(r) => break r.map_err(bad)?,
+                    None => waiter.check()?,
+                }
+            };
+            if m.data().len() != n {
+                return Err(io::Error::other(format!("received {} bytes, expected {n}", m.data().len())));
+            }
+            buf.copy_from_slice(m.data());
+        }
+        Payload::Touch => loop {
+            match sub.try_recv_ref() {
+                Ok(s) => {
+                    buf[0] = s[0];
+                    buf[n - 1] = s[s.len() - 1];
+                    return Ok(());
+                }
+                Err(TopicTryRecvError::Empty) => {}
+                Err(e) => return Err(io::Error::other(e)),
+            }
+            let channels: [&dyn shmbus::Waitable; 1] = [&*sub];
+            match await_slice(rt, shmbus::r#async::wait(&channels)) {
+                Some(r) => drop(r.map_err(io::Error::other)?),
+                None => waiter.check()?,
+            }
+        },
+    }
+    Ok(())
 }

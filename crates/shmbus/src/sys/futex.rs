@@ -67,6 +67,62 @@ impl WaitvEntry {
         w.flags = futex::WaitFlags::SIZE_U32;
         Self(w)
     }
+
+    /// [`WaitvEntry::new`] from an address that is not dereferenced here: for a waiter that
+    /// may find the word unmapped by the time it waits (the kernel then fails the wait with
+    /// `EFAULT`, see [`futex_waitv`]).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub fn from_ptr(word: *const AtomicU32, expected: u32) -> Self {
+        let mut w = futex::Wait::new();
+        w.val = u64::from(expected);
+        w.uaddr = futex::WaitPtr::new(word.cast_mut().cast());
+        w.flags = futex::WaitFlags::SIZE_U32;
+        Self(w)
+    }
+}
+
+/// What [`futex_probe`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+pub enum Probe {
+    /// The word holds the expected value (or a signal interrupted the probe: ask again).
+    Same,
+    /// The word holds another value.
+    Differs,
+    /// Nothing is mapped at the address any more.
+    Unmapped,
+}
+
+/// Asks the kernel whether the futex word at address `word` still holds `expected`: a shared
+/// `FUTEX_WAIT` that times out at once. The kernel reads the word with its own fault
+/// handling, so this is safe for an address whose mapping may be gone (a dangling address
+/// gives [`Probe::Unmapped`]); nothing is written, and nothing is dereferenced here (hence
+/// an address, not a pointer).
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+pub fn futex_probe(word: usize, expected: u32) -> Probe {
+    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: FUTEX_WAIT only reads `*word`, in the kernel, which turns a fault into EFAULT;
+    // `zero` outlives the call; the unused arguments are null/zero as futex(2) allows.
+    // (rustix's futex takes `&AtomicU32`, which would claim the word is mapped.)
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word as *const u32,
+            libc::FUTEX_WAIT,
+            expected,
+            &zero as *const libc::timespec,
+            0usize,
+            0u32,
+        )
+    };
+    if r == 0 {
+        return Probe::Same;
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Probe::Differs,
+        Some(libc::EFAULT) => Probe::Unmapped,
+        _ => Probe::Same,
+    }
 }
 
 /// Sleeps until any of `entries` is woken or differs from its expected value, or until the
@@ -74,7 +130,9 @@ impl WaitvEntry {
 ///
 /// # Safety
 /// Every entry must have been built by [`WaitvEntry::new`] from a word that is still mapped
-/// for the whole call.
+/// for the whole call, or by [`WaitvEntry::from_ptr`]: the kernel only reads the words, with
+/// its own fault handling, so a word unmapped since fails the call with `EFAULT` (and a word
+/// of another mapping at the same address is merely waited on).
 pub unsafe fn futex_waitv(entries: &[WaitvEntry], deadline_ns: Option<u64>) -> io::Result<WaitOutcome> {
     assert!(entries.len() <= WAITV_MAX, "futex_waitv takes at most {WAITV_MAX} words");
     let ts = deadline_ns.map(|ns| timespec(Duration::from_nanos(ns)));
@@ -124,6 +182,16 @@ mod tests {
         assert_eq!(futex_wait(&word, 0, Some(Duration::from_secs(5))), WaitOutcome::Woken);
         assert_eq!(futex_wait(&word, 1, Some(Duration::from_millis(1))), WaitOutcome::TimedOut);
         assert_eq!(futex_wake(&word, 1), 0, "nobody waits");
+    }
+
+    #[test]
+    fn probe_tells_same_from_differs_from_unmapped() {
+        let word = AtomicU32::new(5);
+        let at = word.as_ptr() as usize;
+        assert_eq!(futex_probe(at, 5), Probe::Same);
+        assert_eq!(futex_probe(at, 6), Probe::Differs);
+        // The first page is never mapped.
+        assert_eq!(futex_probe(64, 0), Probe::Unmapped);
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub mod time;
 pub mod watch;
 
 pub use futex::{futex_wait, futex_waitv, futex_wake, waitv_supported, WaitOutcome, WaitvEntry};
+// For the async waiter thread, which never dereferences a channel's word.
+#[cfg(feature = "tokio")]
+pub use futex::{futex_probe, Probe};
 #[cfg(any(test, feature = "internals"))]
 pub use mmap::ReadOnlyMapping;
 pub use mmap::{Access, Mapping, ReadOnly, ReadWrite};

@@ -25,6 +25,9 @@ use ops::{
     LendBytes, Loaned, Pinned, Receive, ReceiveRef, RecvBytes, RecvRefBytes, Scratch, SendBytes, TimedSendBytes,
     TryLendBytes, TrySendBytes,
 };
+// For the async receives of the typed receivers (feature `tokio`).
+#[cfg(feature = "tokio")]
+pub(crate) use ops::Receive as TypedReceive;
 
 /// What a typed receive reports for a payload of `len` bytes that is not one `T`.
 fn not_one<T: Pod>(kind: crate::segment::Kind, what: &'static str, len: usize) -> Corrupt {

@@ -1,0 +1,426 @@
+//! Async receive (feature `tokio`): `recv_async().await` on every receiving endpoint, an
+//! async wait over many channels, and `Stream` adapters.
+//!
+//! ```no_run
+//! use shmbus::r#async::AsyncRecv;
+//! # use shmbus::{Domain, Topic};
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let d = Domain::new("robot1")?;
+//! let mut imu = Topic::open(&d, "imu")?.subscriber()?;
+//! let msg = imu.recv_async().await?;
+//! # let _ = msg; Ok(()) }
+//! ```
+//!
+//! # How it wakes
+//!
+//! A receive future first tries to receive. Finding nothing, it arms its channel's event
+//! word (as a blocking receiver does), registers the word and its
+//! [`Waker`](std::task::Waker) with the process's *waiter thread*, one per process, started
+//! on first use, and returns `Pending`. The thread sleeps in `futex_waitv` on the event
+//! words of every channel with a pending receive. The waiters flag the future set makes a
+//! sender's `FUTEX_WAKE` happen, only while someone waits, and none at all otherwise. When a word moves, the
+//! thread wakes that channel's wakers; the futures try again. Idle waiters cost no CPU: the
+//! thread sleeps in the kernel until a notification or a registration arrives.
+//!
+//! The core is runtime-agnostic (std wakers only): it works under tokio, async-std, smol or
+//! a hand-written executor. It is tested under tokio, whence the feature's name.
+//!
+//! # Cancellation
+//!
+//! Every future here is cancellation-safe: a message is taken only inside the `poll` that
+//! returns it, so a future dropped before completing (a lost `tokio::select!` branch, a
+//! timeout) consumes nothing; the next receive gets the message. Dropping a future removes
+//! its registration.
+//!
+//! # Limits
+//!
+//! * The receive futures borrow the endpoint mutably (the topic [`Subscriber`](crate::Subscriber)
+//!   too, though its blocking receives take `&self`).
+//! * Copy and `_into`-less forms only: the zero-copy `_ref` receives return an item that
+//!   borrows the endpoint, which an owned future cannot hand out across `await` points
+//!   without tying the endpoint up for the item's life; use `try_recv_ref` after
+//!   [`wait`] says the channel is ready.
+//! * One `futex_waitv` watches 127 channels besides the thread's control word; channels
+//!   beyond those, and every channel on kernels without `futex_waitv` (before Linux 5.16, or
+//!   with `SHMBUS_NO_WAITV=1`), are probed every millisecond while a receive waits on them
+//!   (up to 1 ms of extra latency, and a thousand wake-ups a second of the thread).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::endpoint::iter::Receive;
+use crate::sys::monotonic_ns;
+use crate::waitset::{WaitError, Waitable};
+
+mod waiter;
+
+use waiter::Registration;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A receiving endpoint that can be awaited: [`Subscriber`](crate::Subscriber),
+/// [`Consumer`](crate::Consumer), [`StreamReader`](crate::StreamReader),
+/// [`Worker`](crate::Worker) and [`Tailer`](crate::Tailer), and their typed receivers
+/// ([`TypedSubscriber<T>`](crate::TypedSubscriber), …), whose items are the typed `try_recv`'s.
+pub trait AsyncRecv: Waitable + Sized + sealed::Sealed {
+    /// What a receive returns (the owned item of the blocking `recv`).
+    type Item;
+    /// What a receive fails with (the blocking `recv`'s error).
+    type Error;
+
+    /// One receive that does not wait: `Err(None)` when there is nothing now.
+    #[doc(hidden)]
+    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>>;
+
+    /// Whether nothing can be received after `e` (a truncated file, a writer gone).
+    #[doc(hidden)]
+    fn ends(e: &Self::Error) -> bool;
+
+    /// How often a waiting receive tries again although nothing was notified, for a peer's
+    /// death that only a receive attempt finds (the stream's writer). `None`: never.
+    #[doc(hidden)]
+    fn retry_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Receives the next item, waiting as long as it takes without blocking the thread: the
+    /// async form of the endpoint's `recv`, with its item and error. Cancellation-safe.
+    fn recv_async(&mut self) -> Recv<'_, Self> {
+        Recv { ep: self, wait: Waiting::default() }
+    }
+
+    /// The items as a [`futures_core::Stream`] of `Result<Item, Error>`: the async form of
+    /// the endpoint's `iter()`. It ends after an error nothing can follow (as `iter()` does);
+    /// otherwise it never ends.
+    fn stream(&mut self) -> RecvStream<'_, Self> {
+        RecvStream { ep: self, wait: Waiting::default(), done: false }
+    }
+}
+
+/// The registration of one waiting future, and its re-check clock.
+#[derive(Debug, Default)]
+struct Waiting {
+    reg: Registration,
+    /// When the endpoint's `recheck` is next due (monotonic ns), while it asks for one.
+    next_recheck: Option<u64>,
+}
+
+impl Waiting {
+    /// The re-check time to register, after calling `recheck` on each channel whose
+    /// interval has ended. `Err(())`: a re-check made one ready; try again first.
+    fn recheck(&mut self, channels: &[&dyn Waitable]) -> Result<Option<u64>, ()> {
+        let Some(interval) = channels.iter().filter_map(|c| c.recheck_interval()).min() else {
+            self.next_recheck = None;
+            return Ok(None);
+        };
+        let now = monotonic_ns();
+        let step = interval.as_nanos().min(u64::MAX as u128) as u64;
+        match self.next_recheck {
+            Some(at) if at > now => Ok(Some(at)),
+            Some(_) => {
+                self.next_recheck = Some(now.saturating_add(step));
+                let mut any = false;
+                for c in channels.iter().filter(|c| c.recheck_interval().is_some()) {
+                    any |= c.recheck();
+                }
+                if any {
+                    Err(())
+                } else {
+                    Ok(self.next_recheck)
+                }
+            }
+            // The first wait: the interval starts now, as for a blocking receive.
+            None => {
+                self.next_recheck = Some(now.saturating_add(step));
+                Ok(self.next_recheck)
+            }
+        }
+    }
+}
+
+/// How many times in a row a poll may find the event word moved under it before it yields
+/// to the executor instead (a peer that keeps notifying must not hold the thread).
+const ARM_TRIES: u32 = 64;
+
+/// try → arm → register → `Pending`, for one endpoint. On `Ready` the registration is left
+/// for the caller to settle.
+fn poll_recv<E: AsyncRecv>(ep: &mut E, wait: &mut Waiting, cx: &mut Context<'_>) -> Poll<Result<E::Item, E::Error>> {
+    for _ in 0..ARM_TRIES {
+        // Loaded before the attempt: a notification after the attempt moves the word away
+        // from `seen`, so arming fails (and we try again) or the waiter thread's sleep ends.
+        let seen = ep.wait_handle().event.load();
+        match ep.try_recv_now() {
+            Ok(v) => return Poll::Ready(Ok(v)),
+            Err(Some(e)) => return Poll::Ready(Err(e)),
+            Err(None) => {}
+        }
+        let Ok(mut recheck_at) = wait.recheck(&[&*ep]) else { continue };
+        if let Some(every) = ep.retry_interval() {
+            let at = monotonic_ns().saturating_add(every.as_nanos().min(u64::MAX as u128) as u64);
+            recheck_at = Some(recheck_at.map_or(at, |r| r.min(at)));
+        }
+        // Announce the waiter on the word, as a blocking receive does: senders wake it.
+        let event = ep.wait_handle().event;
+        let Some(armed) = event.arm(seen) else { continue };
+        wait.reg.register(event, armed, recheck_at, cx.waker());
+        return Poll::Pending;
+    }
+    cx.waker().wake_by_ref();
+    Poll::Pending
+}
+
+/// The future of [`AsyncRecv::recv_async`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct Recv<'a, E> {
+    ep: &'a mut E,
+    wait: Waiting,
+}
+
+impl<E: AsyncRecv> Future for Recv<'_, E> {
+    type Output = Result<E::Item, E::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let r = poll_recv(this.ep, &mut this.wait, cx);
+        if r.is_ready() {
+            this.wait.reg.cancel();
+        }
+        r
+    }
+}
+
+/// The [`futures_core::Stream`] of [`AsyncRecv::stream`].
+#[derive(Debug)]
+#[must_use = "streams do nothing unless polled"]
+pub struct RecvStream<'a, E> {
+    ep: &'a mut E,
+    wait: Waiting,
+    done: bool,
+}
+
+impl<E: AsyncRecv> RecvStream<'_, E> {
+    /// The next item: `None` only after an error that ends the stream. Cancellation-safe.
+    pub async fn next(&mut self) -> Option<Result<E::Item, E::Error>> {
+        std::future::poll_fn(|cx| self.poll_item(cx)).await
+    }
+
+    fn poll_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<E::Item, E::Error>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let r = poll_recv(self.ep, &mut self.wait, cx);
+        match r {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(r) => {
+                // Keeps the registration (without a waker) for the next item's wait.
+                self.wait.reg.idle();
+                if let Err(e) = &r {
+                    self.done = E::ends(e);
+                }
+                Poll::Ready(Some(r))
+            }
+        }
+    }
+}
+
+impl<E: AsyncRecv> futures_core::Stream for RecvStream<'_, E> {
+    type Item = Result<E::Item, E::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_item(cx)
+    }
+}
+
+/// Waits, without blocking the thread, until at least one of `channels` (endpoints of any
+/// kinds, receiving or sending) is ready, and returns the indices of all that are: the
+/// async [`WaitSet::wait`](crate::WaitSet::wait). It receives nothing, so dropping it loses
+/// nothing; receive with `try_recv` (or `try_recv_ref`) after it.
+///
+/// Errors: [`WaitError::Empty`] for no channel. Any number of channels is accepted (see
+/// the module docs for the cost beyond 127).
+pub fn wait<'a>(channels: &'a [&'a dyn Waitable]) -> Wait<'a> {
+    Wait { channels, regs: Vec::new(), seen: Vec::new(), ready: Vec::new(), wait: Waiting::default() }
+}
+
+/// The future of [`wait`]. Not `Send`, like the `&dyn Waitable`s it holds: await it on the
+/// thread that owns the endpoints (a current-thread runtime, a `LocalSet`, or inside a
+/// task's own future).
+#[must_use = "futures do nothing unless awaited"]
+pub struct Wait<'a> {
+    channels: &'a [&'a dyn Waitable],
+    regs: Vec<Registration>,
+    seen: Vec<u32>,
+    ready: Vec<usize>,
+    wait: Waiting,
+}
+
+impl std::fmt::Debug for Wait<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wait").field("channels", &self.channels.len()).finish_non_exhaustive()
+    }
+}
+
+impl Future for Wait<'_> {
+    type Output = Result<Vec<usize>, WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let channels = this.channels;
+        if channels.is_empty() {
+            return Poll::Ready(Err(WaitError::Empty));
+        }
+        'again: for _ in 0..ARM_TRIES {
+            this.seen.clear();
+            this.seen.extend(channels.iter().map(|c| c.wait_handle().event.load()));
+            this.ready.clear();
+            this.ready.extend(channels.iter().enumerate().filter(|(_, c)| c.is_ready()).map(|(i, _)| i));
+            if !this.ready.is_empty() {
+                this.regs.iter_mut().for_each(Registration::cancel);
+                return Poll::Ready(Ok(std::mem::take(&mut this.ready)));
+            }
+            let Ok(recheck_at) = this.wait.recheck(channels) else { continue };
+            // Arm every word first (as `WaitSet::wait` does), then register them all.
+            for (c, seen) in channels.iter().zip(this.seen.iter_mut()) {
+                let Some(armed) = c.wait_handle().event.arm(*seen) else { continue 'again };
+                *seen = armed;
+            }
+            this.regs.resize_with(channels.len(), Registration::default);
+            for ((c, reg), &armed) in channels.iter().zip(&mut this.regs).zip(&this.seen) {
+                reg.register(c.wait_handle().event, armed, recheck_at, cx.waker());
+            }
+            return Poll::Pending;
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// `AsyncRecv` for an endpoint through its iterators' `Receive`, implemented for `$rx` (the
+/// endpoint's reference type; `'static` only to name the item and error types).
+macro_rules! async_recv {
+    ($($ep:ty => $rx:ty;)*) => {$(
+        impl sealed::Sealed for $ep {}
+        impl AsyncRecv for $ep {
+            type Item = <$rx as Receive>::Item;
+            type Error = <$rx as Receive>::Error;
+            fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+                Receive::try_recv(&mut &mut *self)
+            }
+            fn ends(e: &Self::Error) -> bool {
+                <$rx as Receive>::ends(e)
+            }
+        }
+    )*};
+}
+
+async_recv! {
+    crate::Consumer => &'static mut crate::Consumer;
+    crate::Worker => &'static mut crate::Worker;
+    crate::Tailer => &'static mut crate::Tailer;
+}
+
+impl sealed::Sealed for crate::StreamReader {}
+impl AsyncRecv for crate::StreamReader {
+    type Item = <&'static mut crate::StreamReader as Receive>::Item;
+    type Error = <&'static mut crate::StreamReader as Receive>::Error;
+    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+        Receive::try_recv(&mut &mut *self)
+    }
+    fn ends(e: &Self::Error) -> bool {
+        <&'static mut crate::StreamReader as Receive>::ends(e)
+    }
+    /// A SIGKILLed writer sends no notification: a receive attempt finds it gone, as the
+    /// blocking `recv` does every `LIVENESS_INTERVAL`.
+    fn retry_interval(&self) -> Option<std::time::Duration> {
+        Some(crate::stream::LIVENESS_INTERVAL)
+    }
+}
+
+/// `AsyncRecv` for the typed receivers (`TypedConsumer<T>`, …): the typed `try_recv`, with
+/// the byte endpoint's errors, retry interval and end of iteration.
+macro_rules! async_recv_typed {
+    ($($b:ty => $rx:ty, $retry:expr;)*) => {$(
+        impl<T: crate::Pod> sealed::Sealed for crate::typed::Receiver<$b, T> {}
+        impl<T: crate::Pod> AsyncRecv for crate::typed::Receiver<$b, T> {
+            type Item = <$b as crate::typed::TypedReceive>::Owned<T>;
+            type Error = <$b as crate::typed::TypedReceive>::RecvError;
+            fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+                self.try_recv().map_err(|e| e.into_blocking())
+            }
+            fn ends(e: &Self::Error) -> bool {
+                <$rx as Receive>::ends(e)
+            }
+            fn retry_interval(&self) -> Option<std::time::Duration> {
+                $retry
+            }
+        }
+    )*};
+}
+
+async_recv_typed! {
+    crate::Subscriber => &'static crate::Subscriber, None;
+    crate::Consumer => &'static mut crate::Consumer, None;
+    crate::StreamReader => &'static mut crate::StreamReader, Some(crate::stream::LIVENESS_INTERVAL);
+    crate::Worker => &'static mut crate::Worker, None;
+    crate::Tailer => &'static mut crate::Tailer, None;
+}
+
+impl sealed::Sealed for crate::Subscriber {}
+impl AsyncRecv for crate::Subscriber {
+    type Item = <&'static crate::Subscriber as Receive>::Item;
+    type Error = <&'static crate::Subscriber as Receive>::Error;
+    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+        Receive::try_recv(&mut &*self)
+    }
+    fn ends(e: &Self::Error) -> bool {
+        <&'static crate::Subscriber as Receive>::ends(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::Waker;
+
+    use super::*;
+    use crate::queue::{Queue, QueueConfig};
+    use crate::Domain;
+
+    /// Registrations come and go with the futures: a pending future has one, a dropped or
+    /// completed one none; a stream keeps its one between items and drops it with itself.
+    #[test]
+    fn registrations_live_exactly_as_long_as_their_futures() {
+        let dir = std::env::temp_dir().join(format!("shmbus-async-unit-{}", std::process::id()));
+        let d = Domain::with_root("unit", &dir).unwrap();
+        let q = Queue::create_or_open(&d, "q", &QueueConfig::default().capacity(4).max_message_len(8)).unwrap();
+        let (mut p, mut c) = (q.producer().unwrap(), q.consumer().unwrap());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(waiter::pending(), 0);
+        {
+            let mut f = pin!(c.recv_async());
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(waiter::pending(), 1);
+        }
+        assert_eq!(waiter::pending(), 0, "a dropped future deregisters");
+        {
+            let mut f = pin!(c.recv_async());
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+            p.send(b"x").unwrap();
+            assert_eq!(f.as_mut().poll(&mut cx), Poll::Ready(Ok(b"x".to_vec())));
+            assert_eq!(waiter::pending(), 0, "a completed future deregisters");
+        }
+        {
+            let mut s = c.stream();
+            assert!(s.poll_item(&mut cx).is_pending());
+            p.send(b"y").unwrap();
+            assert_eq!(s.poll_item(&mut cx), Poll::Ready(Some(Ok(b"y".to_vec()))));
+            assert_eq!(waiter::pending(), 1, "a stream keeps its registration");
+        }
+        assert_eq!(waiter::pending(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
