@@ -216,9 +216,12 @@ impl PyPublisher {
 
     /// Lends the next slot to write in place: a `Loan` exporting a writable buffer of
     /// `max_message_len` bytes. Publish it with `loan.send(len)`; dropping it unsent
-    /// publishes nothing. The publisher refuses other calls (`Busy`) while it lives.
+    /// publishes nothing. The publisher refuses other calls (`Busy`) while it lives. On a
+    /// `block` topic it waits (without the GIL) for reliable subscribers to read the slot; on
+    /// a `fail` topic it raises `TopicFull` instead.
     fn loan(slf: Bound<'_, Self>) -> PyResult<PyLoan> {
-        let mut lent = slf.get().cell.lend_mut(|p| p.loan().map_err(send_fail))?;
+        let this = slf.get();
+        let mut lent = slf.py().detach(|| this.cell.lend_mut(|p| p.loan().map_err(send_fail)))?;
         // The loan's bytes are written through the exported buffer only (`Loan` itself is
         // not touched until it is sent, after every view is gone).
         let (ptr, len) = (lent.get_mut().as_mut_ptr(), lent.get().len());

@@ -64,12 +64,11 @@ def test_blocked_send_releases_the_gil(domain):
     writer.start()
     # This thread runs Python while the other waits in send: it needs the GIL released.
     assert not done.wait(0.2)
-    n = 0
-    while not done.is_set():
-        sub.recv(timeout=30)
-        n += 1
+    got = []
+    while not got or got[-1] != b"last":
+        got.append(sub.recv(timeout=30).data)
     writer.join(timeout=30)
-    assert n >= 1 and done.is_set()
+    assert done.is_set() and got[:-1] == [b"x"] * (len(got) - 1) and len(got) >= 2
 
 
 def test_fail_topic_raises_topic_full(domain):
@@ -119,3 +118,29 @@ def test_policy_errors(domain):
     with pytest.raises(shmbus.InvalidConfig, match="overwrite"):
         topic.reliable_subscriber()
     assert shmbus.Topic.status(domain, "t")["policy"] == "overwrite"
+
+
+def test_loan_on_a_full_block_topic_waits_without_the_gil(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=8, history=2, policy="block", reliable_timeout=60)
+    pub, sub = topic.publisher(), topic.reliable_subscriber()
+    while True:
+        try:
+            pub.try_send(b"x")
+        except shmbus.TopicFull:
+            break
+    sent = []
+
+    def loan_one():
+        with pub.loan() as loan:
+            memoryview(loan)[:4] = b"loan"
+            sent.append(loan.send(4))
+
+    writer = threading.Thread(target=loan_one)
+    writer.start()
+    got = []
+    while not got or got[-1] != b"loan":
+        got.append(sub.recv(timeout=30).data)  # needs the GIL, which the waiting loan released
+    writer.join(timeout=30)
+    assert not writer.is_alive() and len(sent) == 1
+    assert got[:-1] == [b"x"] * (len(got) - 1) and len(got) >= 2
+    assert sub.lag == 0
