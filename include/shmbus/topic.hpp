@@ -248,6 +248,10 @@ template <class T> class publisher_of {
   public:
     explicit publisher_of(publisher p) : p_(std::move(p)) {}
     std::uint64_t send(const T &v) { return p_.send(detail::bytes_of(v)); }
+    std::optional<std::uint64_t> try_send(const T &v) { return p_.try_send(detail::bytes_of(v)); }
+    std::optional<std::uint64_t> send(const T &v, std::chrono::nanoseconds timeout) {
+        return p_.send(detail::bytes_of(v), timeout);
+    }
     publisher &untyped() noexcept { return p_; }
 
   private:
@@ -337,6 +341,9 @@ class topic {
     std::uint32_t policy() const noexcept { return shmbus_topic_policy(h_.get()); }
     template <class T> shmbus::publisher_of<T> publisher_of() const { return shmbus::publisher_of<T>(publisher()); }
     template <class T> shmbus::subscriber_of<T> subscriber_of() const { return shmbus::subscriber_of<T>(subscriber()); }
+    template <class T> shmbus::subscriber_of<T> reliable_subscriber_of() const {
+        return shmbus::subscriber_of<T>(reliable_subscriber());
+    }
     const shmbus_topic *get() const noexcept { return h_.get(); }
 
   private:

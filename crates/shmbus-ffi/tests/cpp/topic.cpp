@@ -131,7 +131,7 @@ void reliable(const shmbus::domain &d) {
     shmbus::topic t = shmbus::topic::create_or_open(d, "reliable", cfg);
     CHECK(t.policy() == SHMBUS_POLICY_BLOCK);
     shmbus::publisher_of<std::uint32_t> p = t.publisher_of<std::uint32_t>();
-    shmbus::subscriber_of<std::uint32_t> s(t.reliable_subscriber());
+    shmbus::subscriber_of<std::uint32_t> s = t.reliable_subscriber_of<std::uint32_t>();
     CHECK(shmbus::topic::status(d, "reliable").reliable_subscribers == 1);
     std::thread writer([&] {
         for (std::uint32_t i = 0; i < 500; i++) p.send(i);
@@ -143,9 +143,12 @@ void reliable(const shmbus::domain &d) {
     writer.join();
     // Standing still: try_send finds no room, a send with a timeout times out.
     std::uint32_t x = 1;
-    while (p.untyped().try_send(shmbus::detail::bytes_of(x))) {
-    }
-    CHECK(!p.untyped().send(shmbus::detail::bytes_of(x), 10ms));
+    int room = 0;
+    while (p.try_send(x)) room++;
+    CHECK(room >= 4);
+    CHECK(!p.send(x, 10ms));
+    CHECK(s.try_recv() == std::optional<std::uint32_t>(x));
+    CHECK(p.untyped().try_send(shmbus::detail::bytes_of(x)).has_value());
 
     // A fail topic throws SHMBUS_FULL (value(): the oldest message still needed).
     cfg.policy = SHMBUS_POLICY_FAIL;
