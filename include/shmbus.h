@@ -35,6 +35,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Delivery policy `overwrite` (the default): publishers never wait; the oldest message
+// beyond the history is overwritten. A topic with it refuses reliable subscribers.
+#define SHMBUS_POLICY_OVERWRITE 0
+
+// Delivery policy `block`: a send that would overwrite a message a reliable subscriber has
+// not read waits for it (`shmbus_publisher_try_send`: `SHMBUS_FULL`).
+#define SHMBUS_POLICY_BLOCK 1
+
+// Delivery policy `fail`: such a send fails at once with `SHMBUS_FULL`.
+#define SHMBUS_POLICY_FAIL 2
+
 // A journal's appender. Never waits: the log grows.
 typedef struct shmbus_appender shmbus_appender;
 
@@ -76,7 +87,9 @@ typedef struct shmbus_pool_config shmbus_pool_config;
 // A queue's producer.
 typedef struct shmbus_producer shmbus_producer;
 
-// A topic's publisher. Never waits: the oldest message beyond the history is overwritten.
+// A topic's publisher. On an `overwrite` topic it never waits: the oldest message beyond the
+// history is overwritten. On a `block` or `fail` topic it does not overwrite what a reliable
+// subscriber has not read.
 typedef struct shmbus_publisher shmbus_publisher;
 
 // An open queue. Endpoints made from it do not borrow it.
@@ -236,6 +249,12 @@ typedef struct shmbus_topic_status_info {
   uint64_t subscribers;
   // Slots pinned right now.
   uint64_t pinned_slots;
+  // The delivery policy (`SHMBUS_POLICY_OVERWRITE`, `_BLOCK`, `_FAIL`).
+  uint32_t policy;
+  // How long a live reliable subscriber may hold publishers back without reading, in ms.
+  uint64_t reliable_timeout_ms;
+  // Live reliable subscribers (not evicted).
+  uint64_t reliable_subscribers;
 } shmbus_topic_status_info;
 
 // Success.
@@ -321,6 +340,10 @@ typedef struct shmbus_topic_status_info {
 // Journal entries are missing or damaged (a gap, a damaged range, an abandoned or encrypted
 // entry, a reset position): the message says which; reading goes on after them.
 #define SHMBUS_DAMAGED (-25)
+
+// A reliable topic subscriber was evicted (it stood still longer than the topic's reliable
+// timeout) and reads on as a lossy subscriber; reported once.
+#define SHMBUS_EVICTED (-26)
 
 // A Rust panic was caught at the boundary (a bug in shmbus: please report the message).
 #define SHMBUS_PANIC (-98)
@@ -1069,7 +1092,7 @@ shmbus_status shmbus_last_error_code(void);
 
 // The number that goes with the last error on this thread, 0 if it has none: the messages
 // skipped for `SHMBUS_LAGGED`, the largest size for `SHMBUS_TOO_LARGE`, the needed length
-// for `SHMBUS_BUFFER_TOO_SMALL`.
+// for `SHMBUS_BUFFER_TOO_SMALL`, the oldest message still needed for a topic's `SHMBUS_FULL`.
 uint64_t shmbus_last_error_value(void);
 
 // The version of the library, `"MAJOR.MINOR.PATCH"` (a static string).
@@ -1374,6 +1397,22 @@ shmbus_status shmbus_topic_config_set_history(struct shmbus_topic_config *config
 shmbus_status shmbus_topic_config_set_spare_slots(struct shmbus_topic_config *config,
                                                   size_t n);
 
+// Sets the delivery policy: `SHMBUS_POLICY_OVERWRITE` (the default), `SHMBUS_POLICY_BLOCK`
+// or `SHMBUS_POLICY_FAIL` (`SHMBUS_INVALID_ARGUMENT` for another number).
+//
+// # Safety
+// `config` is NULL or a live config.
+shmbus_status shmbus_topic_config_set_policy(struct shmbus_topic_config *config,
+                                             uint32_t policy);
+
+// Sets the reliable timeout, in milliseconds: how long a live reliable subscriber may hold a
+// publisher back without reading before it is evicted.
+//
+// # Safety
+// `config` is NULL or a live config.
+shmbus_status shmbus_topic_config_set_reliable_timeout_ms(struct shmbus_topic_config *config,
+                                                          uint64_t ms);
+
 // Sets the file mode of a created topic (e.g. `0660`).
 //
 // # Safety
@@ -1443,8 +1482,30 @@ shmbus_status shmbus_topic_publisher(const struct shmbus_topic *topic,
 shmbus_status shmbus_topic_subscriber(const struct shmbus_topic *topic,
                                       struct shmbus_subscriber **out);
 
+// Makes a reliable subscriber (on a `block` or `fail` topic; `SHMBUS_INVALID_CONFIG` on an
+// `overwrite` one): publishers do not overwrite a message it has not read, unless it stands
+// still for the topic's reliable timeout; it is then evicted (its next receive returns
+// `SHMBUS_EVICTED` once) and reads on as a lossy subscriber. It reads the messages published
+// from now on.
+//
+// # Safety
+// `topic` is NULL or live; `out` valid for a write.
+shmbus_status shmbus_topic_reliable_subscriber(const struct shmbus_topic *topic,
+                                               struct shmbus_subscriber **out);
+
+// The topic's delivery policy (`SHMBUS_POLICY_*`; `SHMBUS_POLICY_OVERWRITE` if `topic` is
+// NULL).
+//
+// # Safety
+// `topic` is NULL or live.
+uint32_t shmbus_topic_policy(const struct shmbus_topic *topic);
+
 // Publishes `len` bytes from `data` (copied); the sequence number goes to `*seq_out` (NULL:
-// not wanted). Never waits. Codes: `SHMBUS_TOO_LARGE`, `SHMBUS_PINNED`, `SHMBUS_TRUNCATED`.
+// not wanted). On an `overwrite` topic it never waits; on a `block` topic it waits while a
+// reliable subscriber has not read the message it would overwrite (at most the topic's
+// reliable timeout per stuck subscriber, which is then evicted); on a `fail` topic that is
+// `SHMBUS_FULL` (`shmbus_last_error_value()`: the oldest sequence number still needed).
+// Codes also: `SHMBUS_TOO_LARGE`, `SHMBUS_PINNED`, `SHMBUS_TRUNCATED`.
 //
 // # Safety
 // `publisher` is NULL or live; `data` valid for `len` bytes; `seq_out` NULL or valid.
@@ -1452,6 +1513,27 @@ shmbus_status shmbus_publisher_send(struct shmbus_publisher *publisher,
                                     const void *data,
                                     size_t len,
                                     uint64_t *seq_out);
+
+// `shmbus_publisher_send` that never waits: `SHMBUS_FULL` where `send` would wait for a
+// reliable subscriber.
+//
+// # Safety
+// As `shmbus_publisher_send`.
+shmbus_status shmbus_publisher_try_send(struct shmbus_publisher *publisher,
+                                        const void *data,
+                                        size_t len,
+                                        uint64_t *seq_out);
+
+// `shmbus_publisher_send`, waiting at most `timeout_ns` for reliable subscribers
+// (`SHMBUS_TIMEOUT`).
+//
+// # Safety
+// As `shmbus_publisher_send`.
+shmbus_status shmbus_publisher_send_timeout(struct shmbus_publisher *publisher,
+                                            const void *data,
+                                            size_t len,
+                                            uint64_t *seq_out,
+                                            uint64_t timeout_ns);
 
 // Loans a whole slot to write a message in place (zero-copy send): write up to
 // `shmbus_loan_data`'s capacity, then `shmbus_loan_send(loan, len, ...)`. One loan per
@@ -1500,6 +1582,7 @@ void shmbus_publisher_free(struct shmbus_publisher *publisher);
 // than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in `*len_out`, left unread for the
 // next receive (unless the history overwrites it first: `SHMBUS_LAGGED` then). `SHMBUS_LAGGED`: messages were overwritten before being read
 // (`shmbus_last_error_value()` says how many); receive again for the oldest one kept.
+// `SHMBUS_EVICTED` (once): this reliable subscriber was evicted and is lossy from now on.
 //
 // # Safety
 // `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `seq_out` and

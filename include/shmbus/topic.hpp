@@ -9,6 +9,14 @@ namespace shmbus {
 struct topic_config {
     std::optional<std::size_t> max_message_len, history, spare_slots;
     std::optional<std::uint32_t> mode, group;
+    // The members below have initializers, so that the positional `{len, history, spare,
+    // mode, group}` form stays warning-free under -Wmissing-field-initializers.
+    /// The delivery policy: SHMBUS_POLICY_OVERWRITE (the default), SHMBUS_POLICY_BLOCK or
+    /// SHMBUS_POLICY_FAIL (see publisher and topic::reliable_subscriber).
+    std::optional<std::uint32_t> policy{};
+    /// How long a live reliable subscriber may hold publishers back without reading before it
+    /// is evicted.
+    std::optional<std::chrono::milliseconds> reliable_timeout{};
 };
 
 /// A snapshot of a topic (topic::status).
@@ -84,13 +92,31 @@ class sample {
     std::size_t len_ = 0;
 };
 
-/// A topic's publisher: never waits (the oldest message beyond the history is overwritten).
+/// A topic's publisher. On an overwrite topic it never waits (the oldest message beyond the
+/// history is overwritten); on a block or fail topic it does not overwrite what a reliable
+/// subscriber has not read (send waits on a block topic and throws SHMBUS_FULL on a fail one).
 class publisher {
   public:
     /// Publishes a copy of `data`; returns its sequence number.
     std::uint64_t send(bytes_view data) {
         std::uint64_t seq = 0;
         detail::check(shmbus_publisher_send(h_.get(), data.data(), data.size(), &seq));
+        return seq;
+    }
+    /// Publishes without waiting: nothing where send would wait for a reliable subscriber.
+    std::optional<std::uint64_t> try_send(bytes_view data) {
+        std::uint64_t seq = 0;
+        if (!detail::check_soft(shmbus_publisher_try_send(h_.get(), data.data(), data.size(), &seq), SHMBUS_FULL))
+            return std::nullopt;
+        return seq;
+    }
+    /// Publishes, or returns nothing once `timeout` has passed waiting for reliable subscribers.
+    std::optional<std::uint64_t> send(bytes_view data, std::chrono::nanoseconds timeout) {
+        std::uint64_t seq = 0;
+        if (!detail::check_soft(
+                shmbus_publisher_send_timeout(h_.get(), data.data(), data.size(), &seq, detail::nanos(timeout)),
+                SHMBUS_TIMEOUT))
+            return std::nullopt;
         return seq;
     }
     /// Loans a slot to write the next message in place (zero-copy).
@@ -109,7 +135,8 @@ class publisher {
 };
 
 /// A topic's subscriber: every message in order from where it joined. A receive that finds
-/// it fell behind throws SHMBUS_LAGGED (value(): messages skipped); the next one goes on.
+/// it fell behind throws SHMBUS_LAGGED (value(): messages skipped); the next one goes on. A
+/// reliable subscriber that was evicted throws SHMBUS_EVICTED once and reads on, lossy.
 class subscriber {
   public:
     /// The next message if there is one now.
@@ -221,6 +248,10 @@ template <class T> class publisher_of {
   public:
     explicit publisher_of(publisher p) : p_(std::move(p)) {}
     std::uint64_t send(const T &v) { return p_.send(detail::bytes_of(v)); }
+    std::optional<std::uint64_t> try_send(const T &v) { return p_.try_send(detail::bytes_of(v)); }
+    std::optional<std::uint64_t> send(const T &v, std::chrono::nanoseconds timeout) {
+        return p_.send(detail::bytes_of(v), timeout);
+    }
     publisher &untyped() noexcept { return p_; }
 
   private:
@@ -267,6 +298,11 @@ class topic {
         if (config.spare_slots) detail::check(shmbus_topic_config_set_spare_slots(cfg.get(), *config.spare_slots));
         if (config.mode) detail::check(shmbus_topic_config_set_mode(cfg.get(), *config.mode));
         if (config.group) detail::check(shmbus_topic_config_set_group(cfg.get(), *config.group));
+        if (config.policy) detail::check(shmbus_topic_config_set_policy(cfg.get(), *config.policy));
+        if (config.reliable_timeout) {
+            auto ms = config.reliable_timeout->count();
+            detail::check(shmbus_topic_config_set_reliable_timeout_ms(cfg.get(), ms < 0 ? 0 : static_cast<std::uint64_t>(ms)));
+        }
         return topic(detail::make<handle>(
             [&](shmbus_topic **o) { return shmbus_topic_create_or_open(d.get(), name.c_str(), cfg.get(), o); }));
     }
@@ -293,8 +329,21 @@ class topic {
         detail::check(shmbus_topic_subscriber(h_.get(), &s));
         return shmbus::subscriber(s);
     }
+    /// A reliable subscriber (block or fail topics; SHMBUS_INVALID_CONFIG on an overwrite one):
+    /// publishers do not overwrite what it has not read, unless it stands still for the
+    /// topic's reliable timeout (then it is evicted).
+    shmbus::subscriber reliable_subscriber() const {
+        shmbus_subscriber *s = nullptr;
+        detail::check(shmbus_topic_reliable_subscriber(h_.get(), &s));
+        return shmbus::subscriber(s);
+    }
+    /// The delivery policy (SHMBUS_POLICY_*).
+    std::uint32_t policy() const noexcept { return shmbus_topic_policy(h_.get()); }
     template <class T> shmbus::publisher_of<T> publisher_of() const { return shmbus::publisher_of<T>(publisher()); }
     template <class T> shmbus::subscriber_of<T> subscriber_of() const { return shmbus::subscriber_of<T>(subscriber()); }
+    template <class T> shmbus::subscriber_of<T> reliable_subscriber_of() const {
+        return shmbus::subscriber_of<T>(reliable_subscriber());
+    }
     const shmbus_topic *get() const noexcept { return h_.get(); }
 
   private:

@@ -6,7 +6,8 @@ use shmbus::{
     PoolRecvTimeoutError, PoolTryRecvError, PoolTrySendError, QueueRecvError, QueueRecvTimeoutError, QueueSendError,
     QueueSendTimeoutError, QueueTryRecvError, QueueTrySendError, StreamRecvError, StreamRecvTimeoutError,
     StreamSendError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError, TopicGetError, TopicRecvError,
-    TopicRecvTimeoutError, TopicSendError, TopicTryRecvError, WaitError, WaitTimeoutError,
+    TopicRecvTimeoutError, TopicSendError, TopicSendTimeoutError, TopicTryRecvError, TopicTrySendError, WaitError,
+    WaitTimeoutError,
 };
 
 use crate::status::*;
@@ -77,11 +78,6 @@ map_errors! {
         E::Corrupt(_) => (SHMBUS_CORRUPT, 0),
         E::Truncated => (SHMBUS_TRUNCATED, 0),
     }
-    TopicSendError => {
-        E::TooLarge { max, .. } => (SHMBUS_TOO_LARGE, *max as u64),
-        E::AllPinned { .. } => (SHMBUS_PINNED, 0),
-        E::Truncated => (SHMBUS_TRUNCATED, 0),
-    }
     PoolTrySendError => {
         E::AllBusy => (SHMBUS_ALL_BUSY, 0),
         E::NoWorkers => (SHMBUS_NO_WORKERS, 0),
@@ -99,10 +95,22 @@ map_errors! {
 }
 
 map_family! {
+    TopicTrySendError, TopicSendError, TopicSendTimeoutError;
+    try {}
+    shared {
+        E::TooLarge { max, .. } => (SHMBUS_TOO_LARGE, *max as u64),
+        E::AllPinned { .. } => (SHMBUS_PINNED, 0),
+        E::Full { seq } => (SHMBUS_FULL, *seq),
+        E::Truncated => (SHMBUS_TRUNCATED, 0),
+    }
+}
+
+map_family! {
     TopicTryRecvError, TopicRecvError, TopicRecvTimeoutError;
     try { E::Empty => (SHMBUS_EMPTY, 0) }
     shared {
         E::Lagged { missed } => (SHMBUS_LAGGED, *missed),
+        E::Evicted => (SHMBUS_EVICTED, 0),
         E::PinLimit { budget } => (SHMBUS_PINNED, *budget as u64),
         E::Corrupt(_) => (SHMBUS_CORRUPT, 0),
         E::Truncated => (SHMBUS_TRUNCATED, 0),

@@ -68,6 +68,9 @@ pub const SHMBUS_NO_WORKERS: shmbus_status = -24;
 /// Journal entries are missing or damaged (a gap, a damaged range, an abandoned or encrypted
 /// entry, a reset position): the message says which; reading goes on after them.
 pub const SHMBUS_DAMAGED: shmbus_status = -25;
+/// A reliable topic subscriber was evicted (it stood still longer than the topic's reliable
+/// timeout) and reads on as a lossy subscriber; reported once.
+pub const SHMBUS_EVICTED: shmbus_status = -26;
 /// A Rust panic was caught at the boundary (a bug in shmbus: please report the message).
 pub const SHMBUS_PANIC: shmbus_status = -98;
 /// An error this version of the C ABI does not name; the message says what it is.
@@ -212,7 +215,7 @@ pub extern "C" fn shmbus_last_error_code() -> shmbus_status {
 
 /// The number that goes with the last error on this thread, 0 if it has none: the messages
 /// skipped for `SHMBUS_LAGGED`, the largest size for `SHMBUS_TOO_LARGE`, the needed length
-/// for `SHMBUS_BUFFER_TOO_SMALL`.
+/// for `SHMBUS_BUFFER_TOO_SMALL`, the oldest message still needed for a topic's `SHMBUS_FULL`.
 #[no_mangle]
 pub extern "C" fn shmbus_last_error_value() -> u64 {
     LAST.get().value
@@ -263,6 +266,7 @@ fn status_name(code: shmbus_status) -> &'static CStr {
         SHMBUS_ALL_BUSY => c"SHMBUS_ALL_BUSY",
         SHMBUS_NO_WORKERS => c"SHMBUS_NO_WORKERS",
         SHMBUS_DAMAGED => c"SHMBUS_DAMAGED",
+        SHMBUS_EVICTED => c"SHMBUS_EVICTED",
         SHMBUS_PANIC => c"SHMBUS_PANIC",
         _ => c"SHMBUS_UNKNOWN",
     }
@@ -286,6 +290,6 @@ mod tests {
     #[test]
     fn every_named_code_has_its_own_name() {
         let codes = (-99..=0).filter(|&c| status_name(c) != c"SHMBUS_UNKNOWN").count();
-        assert_eq!(codes, 27);
+        assert_eq!(codes, 28);
     }
 }

@@ -3,9 +3,10 @@
 
 use std::cell::{Ref, RefCell, RefMut};
 use std::ffi::{c_char, c_void};
+use std::time::Duration;
 
 use shmbus::topic::{Loan, Message, Sample, TopicGetError, TopicStatus};
-use shmbus::{Publisher, Subscriber, Topic, TopicConfig};
+use shmbus::{DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig};
 
 use crate::call::*;
 use crate::domain::shmbus_domain;
@@ -26,7 +27,18 @@ pub struct shmbus_topic {
     h: Handle<Topic>,
 }
 
-/// A topic's publisher. Never waits: the oldest message beyond the history is overwritten.
+/// Delivery policy `overwrite` (the default): publishers never wait; the oldest message
+/// beyond the history is overwritten. A topic with it refuses reliable subscribers.
+pub const SHMBUS_POLICY_OVERWRITE: u32 = 0;
+/// Delivery policy `block`: a send that would overwrite a message a reliable subscriber has
+/// not read waits for it (`shmbus_publisher_try_send`: `SHMBUS_FULL`).
+pub const SHMBUS_POLICY_BLOCK: u32 = 1;
+/// Delivery policy `fail`: such a send fails at once with `SHMBUS_FULL`.
+pub const SHMBUS_POLICY_FAIL: u32 = 2;
+
+/// A topic's publisher. On an `overwrite` topic it never waits: the oldest message beyond the
+/// history is overwritten. On a `block` or `fail` topic it does not overwrite what a reliable
+/// subscriber has not read.
 #[derive(Debug)]
 pub struct shmbus_publisher {
     h: Handle<Publisher>,
@@ -72,6 +84,12 @@ pub struct shmbus_topic_status_info {
     pub subscribers: u64,
     /// Slots pinned right now.
     pub pinned_slots: u64,
+    /// The delivery policy (`SHMBUS_POLICY_OVERWRITE`, `_BLOCK`, `_FAIL`).
+    pub policy: u32,
+    /// How long a live reliable subscriber may hold publishers back without reading, in ms.
+    pub reliable_timeout_ms: u64,
+    /// Live reliable subscribers (not evicted).
+    pub reliable_subscribers: u64,
 }
 
 /// The subscriber and its copy-receive buffer.
@@ -91,6 +109,9 @@ impl From<TopicStatus> for shmbus_topic_status_info {
             publishers: s.publishers as u64,
             subscribers: s.subscribers as u64,
             pinned_slots: s.pinned_slots as u64,
+            policy: s.policy as u32,
+            reliable_timeout_ms: u64::try_from(s.reliable_timeout.as_millis()).unwrap_or(u64::MAX),
+            reliable_subscribers: s.reliable_subscribers as u64,
         }
     }
 }
@@ -161,6 +182,42 @@ pub unsafe extern "C" fn shmbus_topic_config_set_spare_slots(
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
     unsafe { set(config, |c| c.spare_slots(n)) }
+}
+
+/// Sets the delivery policy: `SHMBUS_POLICY_OVERWRITE` (the default), `SHMBUS_POLICY_BLOCK`
+/// or `SHMBUS_POLICY_FAIL` (`SHMBUS_INVALID_ARGUMENT` for another number).
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_set_policy(
+    config: *mut shmbus_topic_config,
+    policy: u32,
+) -> shmbus_status {
+    let Some(policy) = DeliveryPolicy::from_u64(u64::from(policy)) else {
+        return guard(|| {
+            Err(Error::new(
+                SHMBUS_INVALID_ARGUMENT,
+                format_args!("unknown delivery policy {policy}: expected SHMBUS_POLICY_OVERWRITE, _BLOCK or _FAIL"),
+            ))
+        });
+    };
+    // SAFETY: per this function's contract.
+    unsafe { set(config, |c| c.policy(policy)) }
+}
+
+/// Sets the reliable timeout, in milliseconds: how long a live reliable subscriber may hold a
+/// publisher back without reading before it is evicted.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_set_reliable_timeout_ms(
+    config: *mut shmbus_topic_config,
+    ms: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { set(config, |c| c.reliable_timeout(Duration::from_millis(ms))) }
 }
 
 /// Sets the file mode of a created topic (e.g. `0660`).
@@ -281,8 +338,69 @@ pub unsafe extern "C" fn shmbus_topic_subscriber(
     })
 }
 
+/// Makes a reliable subscriber (on a `block` or `fail` topic; `SHMBUS_INVALID_CONFIG` on an
+/// `overwrite` one): publishers do not overwrite a message it has not read, unless it stands
+/// still for the topic's reliable timeout; it is then evicted (its next receive returns
+/// `SHMBUS_EVICTED` once) and reads on as a lossy subscriber. It reads the messages published
+/// from now on.
+///
+/// # Safety
+/// `topic` is NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_reliable_subscriber(
+    topic: *const shmbus_topic,
+    out: *mut *mut shmbus_subscriber,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe {
+            let sub = with_ref(topic, |t| Ok(t.reliable_subscriber()?))?;
+            into_c(out, Sub { sub, buf: RefCell::default() })
+        }
+    })
+}
+
+/// The topic's delivery policy (`SHMBUS_POLICY_*`; `SHMBUS_POLICY_OVERWRITE` if `topic` is
+/// NULL).
+///
+/// # Safety
+/// `topic` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_policy(topic: *const shmbus_topic) -> u32 {
+    // SAFETY: per this function's contract.
+    unsafe { value_of(topic, SHMBUS_POLICY_OVERWRITE, |t| t.policy() as u32) }
+}
+
+/// The sends by copy; the sequence number goes to `*seq_out`.
+///
+/// # Safety
+/// As the exported sends.
+unsafe fn send_copy(
+    publisher: *mut shmbus_publisher,
+    data: *const c_void,
+    len: usize,
+    seq_out: *mut u64,
+    wait: Wait,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per the caller's contract.
+        unsafe {
+            let seq = with_mut(publisher, |p| {
+                let data = bytes_arg(data, len)?;
+                by_wait!(wait, p.try_send(data) | send | send_timeout)
+            })?;
+            put(seq_out, seq);
+            Ok(())
+        }
+    })
+}
+
 /// Publishes `len` bytes from `data` (copied); the sequence number goes to `*seq_out` (NULL:
-/// not wanted). Never waits. Codes: `SHMBUS_TOO_LARGE`, `SHMBUS_PINNED`, `SHMBUS_TRUNCATED`.
+/// not wanted). On an `overwrite` topic it never waits; on a `block` topic it waits while a
+/// reliable subscriber has not read the message it would overwrite (at most the topic's
+/// reliable timeout per stuck subscriber, which is then evicted); on a `fail` topic that is
+/// `SHMBUS_FULL` (`shmbus_last_error_value()`: the oldest sequence number still needed).
+/// Codes also: `SHMBUS_TOO_LARGE`, `SHMBUS_PINNED`, `SHMBUS_TRUNCATED`.
 ///
 /// # Safety
 /// `publisher` is NULL or live; `data` valid for `len` bytes; `seq_out` NULL or valid.
@@ -293,14 +411,41 @@ pub unsafe extern "C" fn shmbus_publisher_send(
     len: usize,
     seq_out: *mut u64,
 ) -> shmbus_status {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        unsafe {
-            let seq = with_mut(publisher, |p| Ok(p.send(bytes_arg(data, len)?)?))?;
-            put(seq_out, seq);
-            Ok(())
-        }
-    })
+    // SAFETY: per this function's contract.
+    unsafe { send_copy(publisher, data, len, seq_out, Wait::Forever) }
+}
+
+/// `shmbus_publisher_send` that never waits: `SHMBUS_FULL` where `send` would wait for a
+/// reliable subscriber.
+///
+/// # Safety
+/// As `shmbus_publisher_send`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_publisher_try_send(
+    publisher: *mut shmbus_publisher,
+    data: *const c_void,
+    len: usize,
+    seq_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { send_copy(publisher, data, len, seq_out, Wait::Now) }
+}
+
+/// `shmbus_publisher_send`, waiting at most `timeout_ns` for reliable subscribers
+/// (`SHMBUS_TIMEOUT`).
+///
+/// # Safety
+/// As `shmbus_publisher_send`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_publisher_send_timeout(
+    publisher: *mut shmbus_publisher,
+    data: *const c_void,
+    len: usize,
+    seq_out: *mut u64,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { send_copy(publisher, data, len, seq_out, Wait::timeout(timeout_ns)) }
 }
 
 /// Loans a whole slot to write a message in place (zero-copy send): write up to
@@ -417,6 +562,7 @@ unsafe fn recv_copy(
 /// than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its length in `*len_out`, left unread for the
 /// next receive (unless the history overwrites it first: `SHMBUS_LAGGED` then). `SHMBUS_LAGGED`: messages were overwritten before being read
 /// (`shmbus_last_error_value()` says how many); receive again for the oldest one kept.
+/// `SHMBUS_EVICTED` (once): this reliable subscriber was evicted and is lossy from now on.
 ///
 /// # Safety
 /// `subscriber` is NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `seq_out` and

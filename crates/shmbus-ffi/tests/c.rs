@@ -83,6 +83,16 @@ fn topic_sanitized() {
 }
 
 #[test]
+fn topic_reliable() {
+    run_c_test("topic_reliable", Build::Plain);
+}
+
+#[test]
+fn topic_reliable_sanitized() {
+    run_c_test("topic_reliable", Build::Sanitized);
+}
+
+#[test]
 fn queue() {
     run_c_test("queue", Build::Plain);
 }

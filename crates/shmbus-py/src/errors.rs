@@ -20,6 +20,8 @@ const CLASSES: &[(&str, Option<&str>, Option<&str>, &str)] = &[
     ("Disconnected", Some("Error"), None, "The peer is gone: stream peer, pool dispatcher, or no pool worker."),
     ("TooLarge", Some("Error"), Some("ValueError"), "The message is larger than the channel allows."),
     ("AllPinned", Some("Full"), None, "Every topic slot is pinned by subscribers holding samples."),
+    ("TopicFull", Some("Full"), None, "A reliable topic subscriber has not read the message a send would overwrite."),
+    ("Evicted", Some("Error"), None, "A reliable topic subscriber stood still too long; it is lossy from now on."),
     ("PinLimit", Some("Error"), None, "The subscriber holds as many samples as its pin budget allows."),
     ("Corrupt", Some("Error"), None, "Shared memory or a file holds what cannot be true."),
     ("Truncated", Some("Corrupt"), None, "The channel's file was truncated under this process."),

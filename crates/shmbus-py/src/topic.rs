@@ -6,7 +6,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use shmbus::topic::{Loan, Message, Sample};
 use shmbus::{
-    Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError,
+    DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError, TopicSendError,
+    TopicSendTimeoutError, TopicTryRecvError, TopicTrySendError,
 };
 use std::ffi::c_int;
 
@@ -17,10 +18,13 @@ use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 
-/// A `Lagged` error keeps its count of missed messages as `.missed`.
+/// A `Lagged` error keeps its count of missed messages as `.missed`; an evicted reliable
+/// subscriber raises `Evicted` (the name `Evicted` alone would not do: random access has an
+/// `Evicted` of its own, meaning "no longer in the history").
 fn try_fail(e: TopicTryRecvError) -> Fail {
     match e {
         TopicTryRecvError::Lagged { missed } => Fail::of(e).missed(missed),
+        TopicTryRecvError::Evicted => Fail::new("Evicted", e.to_string()),
         e => Fail::of(e),
     }
 }
@@ -28,12 +32,32 @@ fn try_fail(e: TopicTryRecvError) -> Fail {
 fn timeout_fail(e: TopicRecvTimeoutError) -> Fail {
     match e {
         TopicRecvTimeoutError::Lagged { missed } => Fail::of(e).missed(missed),
+        TopicRecvTimeoutError::Evicted => Fail::new("Evicted", e.to_string()),
         e => Fail::of(e),
     }
 }
 
+/// A reliable subscriber's unread message raises `TopicFull` (a `Full`), apart from
+/// `AllPinned` (also a `Full`).
 fn send_fail(e: TopicSendError) -> Fail {
-    Fail::of(e)
+    match e {
+        TopicSendError::Full { .. } => Fail::new("TopicFull", e.to_string()),
+        e => Fail::of(e),
+    }
+}
+
+fn try_send_fail(e: TopicTrySendError) -> Fail {
+    match e {
+        TopicTrySendError::Full { .. } => Fail::new("TopicFull", e.to_string()),
+        e => Fail::of(e),
+    }
+}
+
+fn send_timeout_fail(e: TopicSendTimeoutError) -> Fail {
+    match e {
+        TopicSendTimeoutError::Full { .. } => Fail::new("TopicFull", e.to_string()),
+        e => Fail::of(e),
+    }
 }
 
 fn get_fail(e: TopicGetError) -> Fail {
@@ -52,9 +76,13 @@ closing_pymethods! {
 impl PyTopic {
     /// Opens topic `name` in `domain`, creating it if it does not exist. A keyword left at
     /// None accepts what an existing topic has (a created one uses the default); a value
-    /// that differs from an existing topic raises `LayoutMismatch`.
+    /// that differs from an existing topic raises `LayoutMismatch`. `policy` is the delivery
+    /// policy, `"overwrite"` (the default), `"block"` or `"fail"`: what publishers do when a
+    /// reliable subscriber has not read the message they would overwrite; `reliable_timeout`
+    /// (seconds) how long such a subscriber may stand still before it is evicted.
     #[staticmethod]
-    #[pyo3(signature = (domain, name, *, max_message_len=None, history=None, spare_slots=None, mode=None, group=None))]
+    #[pyo3(signature = (domain, name, *, max_message_len=None, history=None, spare_slots=None, mode=None, group=None, policy=None, reliable_timeout=None))]
+    #[allow(clippy::too_many_arguments)]
     fn create_or_open(
         domain: &PyDomain,
         name: &str,
@@ -63,9 +91,12 @@ impl PyTopic {
         spare_slots: Option<usize>,
         mode: Option<u32>,
         group: Option<u32>,
+        policy: Option<&str>,
+        reliable_timeout: Option<f64>,
     ) -> PyResult<PyTopic> {
-        let config =
-            config_from_args!(TopicConfig::default(); max_message_len, history, spare_slots, mode, group);
+        let policy = policy.map(|p| p.parse::<DeliveryPolicy>().map_err(PyValueError::new_err)).transpose()?;
+        let reliable_timeout = timeout_arg(reliable_timeout)?;
+        let config = config_from_args!(TopicConfig::default(); max_message_len, history, spare_slots, mode, group, policy, reliable_timeout);
         let topic = Topic::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyTopic { cell: Cell::new(topic, Lending::Exclusive, "topic") })
     }
@@ -79,7 +110,8 @@ impl PyTopic {
 
     /// The topic's state, read through a read-only mapping (read permission is enough): a
     /// dict with `max_message_len`, `history`, `slots`, `last_seq`, `publishers`,
-    /// `subscribers` and `pinned_slots`.
+    /// `subscribers`, `pinned_slots`, `policy` (`"overwrite"`, `"block"` or `"fail"`),
+    /// `reliable_timeout` (seconds) and `reliable_subscribers`.
     #[staticmethod]
     fn status<'py>(py: Python<'py>, domain: &PyDomain, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let s = Topic::status(&domain.inner, name).or_raise()?;
@@ -91,6 +123,9 @@ impl PyTopic {
             "publishers" => s.publishers,
             "subscribers" => s.subscribers,
             "pinned_slots" => s.pinned_slots,
+            "policy" => s.policy.name(),
+            "reliable_timeout" => s.reliable_timeout.as_secs_f64(),
+            "reliable_subscribers" => s.reliable_subscribers,
         }))
     }
 
@@ -104,6 +139,22 @@ impl PyTopic {
     fn subscriber(&self) -> PyResult<PySubscriber> {
         let s = self.cell.with(|t| t.subscriber())?.or_raise()?;
         Ok(PySubscriber { cell: Cell::new(s, Lending::Shared, "subscriber") })
+    }
+
+    /// A new reliable subscriber, reading from the next message published: on a `block` or
+    /// `fail` topic publishers do not overwrite a message it has not read, unless it stands
+    /// still for the topic's reliable timeout; it is then evicted (its next receive raises
+    /// `Evicted` once) and reads on as a lossy subscriber. `InvalidConfig` on an `overwrite`
+    /// topic.
+    fn reliable_subscriber(&self) -> PyResult<PySubscriber> {
+        let s = self.cell.with(|t| t.reliable_subscriber())?.or_raise()?;
+        Ok(PySubscriber { cell: Cell::new(s, Lending::Shared, "subscriber") })
+    }
+
+    /// The delivery policy: `"overwrite"`, `"block"` or `"fail"`.
+    #[getter]
+    fn policy(&self) -> PyResult<&'static str> {
+        Ok(self.cell.with(|t| t.policy().name())?)
     }
 
     /// The topic's name.
@@ -129,7 +180,10 @@ fn history -> usize;
 fn last_seq -> u64;
 }
 
-/// Publishes to a topic. It never waits: the oldest unpinned slot is overwritten.
+/// Publishes to a topic. On an `overwrite` topic it never waits: the oldest unpinned slot is
+/// overwritten. On a `block` or `fail` topic it does not overwrite a message a reliable
+/// subscriber has not read: `send` waits on a `block` topic and raises `TopicFull` on a
+/// `fail` one.
 #[pyclass(frozen, module = "shmbus", name = "Publisher")]
 #[derive(Debug)]
 pub(crate) struct PyPublisher {
@@ -141,18 +195,33 @@ lender!(PyPublisher => Publisher);
 closing_pymethods! {
 impl PyPublisher {
     /// Publishes `data` (any contiguous bytes-like object: bytes, bytearray, memoryview, a
-    /// numpy array, ...; read in place). Returns the message's sequence number.
-    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
+    /// numpy array, ...; read in place). Returns the message's sequence number. On a `block`
+    /// topic it waits up to `timeout` seconds (None: for ever; `Timeout` after) for reliable
+    /// subscribers to read; on a `fail` topic it raises `TopicFull` instead. The GIL is
+    /// released while waiting; Ctrl-C interrupts.
+    #[pyo3(signature = (data, timeout=None))]
+    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<u64> {
         let bytes = Bytes::get(data)?;
-        let r = py.detach(|| self.cell.with(|p| p.send(bytes.as_slice()).map_err(send_fail)));
-        Ok(r??)
+        blocking(py, timeout_arg(timeout)?, |d| {
+            self.cell.with(|p| p.send_timeout(bytes.as_slice(), d).map_err(send_timeout_fail))?
+        })
+    }
+
+    /// Publishes `data` without waiting: `TopicFull` where `send` would wait for a reliable
+    /// subscriber. Returns the sequence number.
+    fn try_send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let bytes = Bytes::get(data)?;
+        Ok(py.detach(|| self.cell.with(|p| p.try_send(bytes.as_slice()).map_err(try_send_fail)))??)
     }
 
     /// Lends the next slot to write in place: a `Loan` exporting a writable buffer of
     /// `max_message_len` bytes. Publish it with `loan.send(len)`; dropping it unsent
-    /// publishes nothing. The publisher refuses other calls (`Busy`) while it lives.
+    /// publishes nothing. The publisher refuses other calls (`Busy`) while it lives. On a
+    /// `block` topic it waits (without the GIL) for reliable subscribers to read the slot; on
+    /// a `fail` topic it raises `TopicFull` instead.
     fn loan(slf: Bound<'_, Self>) -> PyResult<PyLoan> {
-        let mut lent = slf.get().cell.lend_mut(|p| p.loan().map_err(send_fail))?;
+        let this = slf.get();
+        let mut lent = slf.py().detach(|| this.cell.lend_mut(|p| p.loan().map_err(send_fail)))?;
         // The loan's bytes are written through the exported buffer only (`Loan` itself is
         // not touched until it is sent, after every view is gone).
         let (ptr, len) = (lent.get_mut().as_mut_ptr(), lent.get().len());
@@ -227,7 +296,8 @@ lender!(PySubscriber => Subscriber);
 closing_pymethods! {
 impl PySubscriber {
     /// The next message, without waiting: raises `Empty` if there is none yet, `Lagged`
-    /// (with `.missed`) if messages were overwritten before being read.
+    /// (with `.missed`) if messages were overwritten before being read, `Evicted` (once) if
+    /// this reliable subscriber was evicted.
     fn try_recv(&self, py: Python<'_>) -> PyResult<PyMessage> {
         let m = self.cell.with_ref(|s| s.try_recv().map_err(try_fail))??;
         Ok(PyMessage::new(py, m))

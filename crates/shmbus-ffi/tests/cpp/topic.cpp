@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string_view>
+#include <thread>
 
 using namespace std::chrono_literals;
 
@@ -119,6 +120,46 @@ void typed(const shmbus::domain &d) {
     EXPECT_ERROR(s.recv_ref(), SHMBUS_TYPE_MISMATCH, {});
 }
 
+void reliable(const shmbus::domain &d) {
+    // A block topic: every message in order through a history of 4, the publisher in a
+    // thread waiting for the reliable subscriber.
+    shmbus::topic_config cfg;
+    cfg.max_message_len = 8;
+    cfg.history = 4;
+    cfg.policy = SHMBUS_POLICY_BLOCK;
+    cfg.reliable_timeout = std::chrono::milliseconds(60000);
+    shmbus::topic t = shmbus::topic::create_or_open(d, "reliable", cfg);
+    CHECK(t.policy() == SHMBUS_POLICY_BLOCK);
+    shmbus::publisher_of<std::uint32_t> p = t.publisher_of<std::uint32_t>();
+    shmbus::subscriber_of<std::uint32_t> s = t.reliable_subscriber_of<std::uint32_t>();
+    CHECK(shmbus::topic::status(d, "reliable").reliable_subscribers == 1);
+    std::thread writer([&] {
+        for (std::uint32_t i = 0; i < 500; i++) p.send(i);
+    });
+    for (std::uint32_t i = 0; i < 500; i++) {
+        std::optional<std::uint32_t> v = s.recv(30s);
+        CHECK(v && *v == i);
+    }
+    writer.join();
+    // Standing still: try_send finds no room, a send with a timeout times out.
+    std::uint32_t x = 1;
+    int room = 0;
+    while (p.try_send(x)) room++;
+    CHECK(room >= 4);
+    CHECK(!p.send(x, 10ms));
+    CHECK(s.try_recv() == std::optional<std::uint32_t>(x));
+    CHECK(p.untyped().try_send(shmbus::detail::bytes_of(x)).has_value());
+
+    // A fail topic throws SHMBUS_FULL (value(): the oldest message still needed).
+    cfg.policy = SHMBUS_POLICY_FAIL;
+    shmbus::topic f = shmbus::topic::create_or_open(d, "failing", cfg);
+    shmbus::publisher fp = f.publisher();
+    shmbus::subscriber fs = f.reliable_subscriber();
+    EXPECT_ERROR(for (int i = 0; i < 100; i++) fp.send(shmbus::detail::bytes_of(x)), SHMBUS_FULL,
+                 CHECK(e.value() == 1));
+    EXPECT_ERROR(shmbus::topic::create_or_open(d, "lossy").reliable_subscriber(), SHMBUS_INVALID_CONFIG, {});
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -129,6 +170,7 @@ int main(int argc, char **argv) {
         into_a_buffer(d);
         zero_copy(d);
         typed(d);
+        reliable(d);
         EXPECT_ERROR(shmbus::domain("bad/name", root), SHMBUS_INVALID_NAME, {});
     });
 }
