@@ -124,7 +124,7 @@ def test_writes_through_a_loan_view_are_received_in_place(domain):
 
 
 def test_pinned_sample_is_not_overwritten(domain):
-    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=1, spare_slots=1)
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=64, history=1, spare_slots=1)
     pub, sub = topic.publisher(), topic.subscriber()
     pub.send(b"first")
     sample = sub.try_recv_ref()
@@ -144,7 +144,7 @@ def test_pinned_sample_is_not_overwritten(domain):
 
 
 def test_release_with_context_manager_and_pin_budget(domain):
-    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=8)
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=64, history=8)
     pub, sub = topic.publisher(), topic.subscriber()
     for i in range(4):
         pub.send(bytes([i]))
@@ -231,7 +231,7 @@ def test_sigkilled_subscriber_holding_pins_has_them_reclaimed(domain):
     import sys
     import textwrap
 
-    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=1, spare_slots=1)
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=64, history=1, spare_slots=1)
     pub = topic.publisher()
     pub.send(b"first")
     pub.send(b"second")

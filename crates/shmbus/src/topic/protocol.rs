@@ -566,6 +566,29 @@ impl<'a> Shared<'a> {
         Some((len, ts))
     }
 
+    /// Copies sequence number `k` from slot `s` into `dst`, for a topic whose payloads are
+    /// inline in the slot header (`slot_size <= INLINE_DATA`): the seqlock copy of
+    /// [`read_copy`](Shared::read_copy) into a fixed buffer, touching only the reader's line.
+    /// Returns `(len, ts)`, or `None` if the slot was overwritten (the copy is discarded).
+    #[inline]
+    pub fn read_inline(&self, s: usize, k: u64, dst: &mut [u8; INLINE_DATA]) -> Option<(usize, u64)> {
+        let slot = &self.slots[s];
+        // Pairs with the Release store of `seq` in `commit`.
+        if slot.seq.load(Ordering::Acquire) != k {
+            return None;
+        }
+        let len = (slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size).min(INLINE_DATA);
+        let ts = slot.ts.load(Ordering::Relaxed);
+        // SAFETY: `s` is a valid slot (callers got it from a lookup) and `len <= slot_size`.
+        unsafe { self.data.read(s, &mut dst[..len]) };
+        // Pairs with the Release fence in `acquire_slot`, as in `read_copy`.
+        fence(Ordering::Acquire);
+        if slot.seq.load(Ordering::Relaxed) != k {
+            return None;
+        }
+        Some((len, ts))
+    }
+
     /// Pins slot `s` for participant `me` if it still holds `k`. `record` is the pin record
     /// (`0..PIN_RECORDS`) naming the slot, or `None` for an untracked subscriber.
     pub fn pin(&self, me: usize, s: usize, k: u64, record: Option<usize>) -> Result<(), PinError> {
