@@ -269,3 +269,20 @@ def test_sigkilled_subscriber_holding_pins_has_them_reclaimed(domain):
     for i in range(20):
         pub.send(b"after %d" % i)  # the dead subscriber's pins were reclaimed
     assert shmbus.Topic.status(domain, "t")["pinned_slots"] == 0
+
+
+def test_small_samples_are_copies_without_pins(domain):
+    # Slots of at most 40 bytes: samples are copies, so any number may be held and the
+    # publisher overwrites every slot meanwhile; views of them stay intact.
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=8, history=1, spare_slots=1)
+    pub, sub = topic.publisher(), topic.subscriber()
+    samples, views = [], []
+    for i in range(4):
+        pub.send(b"small %d" % i)
+        samples.append(sub.try_recv_ref())
+        views.append(np.frombuffer(samples[-1], np.uint8))
+    for i in range(100):
+        pub.send(b"later %d" % (i % 10))
+    assert [bytes(s) for s in samples] == [b"small %d" % i for i in range(4)]
+    assert [bytes(v) for v in views] == [b"small %d" % i for i in range(4)]
+    assert shmbus.Topic.status(domain, "t")["pinned_slots"] == 0
