@@ -47,7 +47,9 @@
 //!   it is done, while the prefetches are in flight together with it.
 //!
 //! # Cache lines per pinned message
-//! In a steady ping-pong a loan/send → pinned receive → unpin moves, per message: the
+//! Only slots larger than [`INLINE_DATA`] are pinned: a receive by reference of an inline
+//! payload copies it ([`Shared::read_inline`], a copy read of the line the probe pulled), so
+//! it moves no guard line at all. For the pinned ones, in a steady ping-pong a loan/send → pinned receive → unpin moves, per message: the
 //! reader line (publisher's `seq = 0` invalidates the polling reader, the commit writes it
 //! again, the reader pulls it back), the guard line twice (the publisher's CAS on `w0` takes
 //! it from the reader that pinned and unpinned the slot's previous message; the reader's pin

@@ -296,7 +296,8 @@ impl Subscriber {
     /// How many pinned samples this subscriber may hold at once (default 2). Up to 4 pins
     /// are recorded in the subscriber's participant entry, which lets publishers tell real
     /// pins from garbage; with a larger budget every pin bit of this subscriber is honoured
-    /// while it lives.
+    /// while it lives. Samples of a topic of inline slots (up to 40 B) are copies and do not
+    /// count (see [`Sample`]).
     pub fn set_pin_budget(&self, budget: usize) {
         if budget > PIN_RECORDS && !self.untracked.get() {
             self.untracked.set(true);
@@ -663,7 +664,8 @@ impl Subscriber {
     }
 
     /// Receives the next message in order as a zero-copy pinned [`Sample`], without
-    /// blocking. At most [`set_pin_budget`](Self::set_pin_budget) samples are held at once.
+    /// blocking. At most [`set_pin_budget`](Self::set_pin_budget) samples are held at once
+    /// (samples of a topic of slots up to 40 B are copies, any number: see [`Sample`]).
     pub fn try_recv_ref(&self) -> Result<Sample<'_>, TopicTryRecvError> {
         self.try_next(|s, k| self.pin_slot(s, k))
     }
