@@ -152,7 +152,8 @@ impl PyPublisher {
     /// `max_message_len` bytes. Publish it with `loan.send(len)`; dropping it unsent
     /// publishes nothing. The publisher refuses other calls (`Busy`) while it lives.
     fn loan(slf: Bound<'_, Self>) -> PyResult<PyLoan> {
-        let mut lent = slf.get().cell.lend_mut(|p| p.loan().map_err(send_fail))?;
+        // Boxed: a loan of a small topic holds its buffer itself, and `held` keeps a pointer to it.
+        let mut lent = slf.get().cell.lend_mut(|p| p.loan().map(Box::new).map_err(send_fail))?;
         // The loan's bytes are written through the exported buffer only (`Loan` itself is
         // not touched until it is sent, after every view is gone).
         let (ptr, len) = (lent.get_mut().as_mut_ptr(), lent.get().len());
@@ -174,7 +175,7 @@ fn max_message_len -> usize;
 #[pyclass(frozen, module = "shmbus", name = "Loan")]
 #[derive(Debug)]
 pub(crate) struct PyLoan {
-    held: Held<PyPublisher, Loan<'static>>,
+    held: Held<PyPublisher, Box<Loan<'static>>>,
 }
 
 lent_pymethods! {
@@ -189,7 +190,7 @@ impl PyLoan {
             if let Some(l) = len {
                 loan.truncate(l);
             }
-            loan.send()
+            (*loan).send()
         })?;
         Ok(r.map_err(send_fail)?)
     }

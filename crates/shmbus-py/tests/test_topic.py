@@ -286,3 +286,16 @@ def test_small_samples_are_copies_without_pins(domain):
     assert [bytes(s) for s in samples] == [b"small %d" % i for i in range(4)]
     assert [bytes(v) for v in views] == [b"small %d" % i for i in range(4)]
     assert shmbus.Topic.status(domain, "t")["pinned_slots"] == 0
+
+
+def test_small_loan_is_written_through_its_buffer(domain):
+    # Slots of at most 40 bytes: the loan is a buffer of its own, copied into the slot at send.
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16)
+    pub, sub = topic.publisher(), topic.subscriber()
+    loan = pub.loan()
+    m = memoryview(loan)
+    assert len(m) == 16 and bytes(m) == bytes(16)
+    m[:5] = b"small"
+    del m
+    assert loan.send(5) == 1
+    assert sub.try_recv().data == b"small"

@@ -382,6 +382,38 @@ fn small_and_large_samples_held_together_budget_counts_only_pinned_ones() {
 }
 
 #[test]
+fn small_loans_keep_the_old_message_readable_until_sent() {
+    // Slots of at most 40 B: a loan is a zeroed buffer copied into its slot at send, so the
+    // message the slot holds is still readable (copied or by reference) while it is out.
+    let s = Scratch::new("smallloan");
+    let t = Topic::create_or_open(&s.domain("t"), "a", &TopicConfig::default().max_message_len(40).history(1).spare_slots(0))
+        .unwrap();
+    let mut p = t.publisher().unwrap();
+    let sub = t.subscriber().unwrap();
+    assert_eq!(p.send(b"old").unwrap(), 1);
+    let mut loan = p.loan().unwrap();
+    assert_eq!(&*loan, &[0; 40][..]);
+    assert_eq!(loan.as_ptr() as usize % 8, 0);
+    loan[..3].copy_from_slice(b"new");
+    // One slot, held by the loan: its old message is still intact.
+    assert_eq!(sub.get(1).unwrap().data(), b"old");
+    assert_eq!(&*sub.get_ref(1).unwrap(), b"old");
+    drop(loan); // unsent: nothing published, the old message stays
+    assert_eq!(sub.try_recv().unwrap().data(), b"old");
+    let mut loan = p.loan().unwrap();
+    loan[..5].copy_from_slice(b"fresh");
+    loan.truncate(5);
+    assert_eq!(loan.send().unwrap(), 2);
+    let got = sub.try_recv_ref().unwrap();
+    assert_eq!((got.seq(), &*got), (2, &b"fresh"[..]));
+    drop(got);
+    let mut loan = p.loan().unwrap();
+    loan.copy_from_slice(&[0x5a; 40]);
+    assert_eq!(loan.send().unwrap(), 3);
+    assert_eq!(sub.try_recv().unwrap().data(), &[0x5a; 40][..]);
+}
+
+#[test]
 fn pinned_receives_of_every_length_outside_the_header() {
     // Payloads above 40 B live outside the slot header; a pinned receive prefetches their
     // first and last lines. Empty, one-byte and full messages, through every slot (the last
