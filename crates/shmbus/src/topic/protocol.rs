@@ -34,7 +34,9 @@
 //! Steps 2 and 3 may come in either order. Copy-publishes of small messages claim first, so
 //! that step 3 and the stores of step 4 up to `seq = k` hit the reader's line in one burst
 //! with no locked instruction between them; loans and large messages write first, so a slow
-//! write never holds back the sequence numbers of other publishers.
+//! write never holds back the sequence numbers of other publishers. A loan of an inline
+//! slot is written into a buffer of its own and sent as a small copy-publish: it takes the
+//! slot (step 1) when lent, and does the rest at its send.
 //!
 //! # Reading
 //! * **Copy** (never torn): load `seq == k` (Acquire), copy `len` (clamped) bytes, Acquire
