@@ -320,8 +320,8 @@ fn small_samples_are_copies_that_hold_no_pin() {
     // and their bytes stay while the publisher overwrites every slot many times.
     let s = Scratch::new("inline");
     let d = s.domain("t");
-    let t = Topic::create_or_open(&d, "a", &TopicConfig::default().max_message_len(40).history(2).spare_slots(1))
-        .unwrap();
+    let t =
+        Topic::create_or_open(&d, "a", &TopicConfig::default().max_message_len(40).history(2).spare_slots(1)).unwrap();
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
     sub.set_pin_budget(1);
@@ -386,8 +386,12 @@ fn small_loans_keep_the_old_message_readable_until_sent() {
     // Slots of at most 40 B: a loan is a zeroed buffer copied into its slot at send, so the
     // message the slot holds is still readable (copied or by reference) while it is out.
     let s = Scratch::new("smallloan");
-    let t = Topic::create_or_open(&s.domain("t"), "a", &TopicConfig::default().max_message_len(40).history(1).spare_slots(0))
-        .unwrap();
+    let t = Topic::create_or_open(
+        &s.domain("t"),
+        "a",
+        &TopicConfig::default().max_message_len(40).history(1).spare_slots(0),
+    )
+    .unwrap();
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
     assert_eq!(p.send(b"old").unwrap(), 1);
