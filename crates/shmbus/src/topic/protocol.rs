@@ -51,13 +51,15 @@
 //! # Cache lines per pinned message
 //! Only slots larger than [`INLINE_DATA`] are pinned: a receive by reference of an inline
 //! payload copies it ([`Shared::read_inline`], a copy read of the line the probe pulled), so
-//! it moves no guard line at all. For the pinned ones, in a steady ping-pong a loan/send → pinned receive → unpin moves, per message: the
-//! reader line (publisher's `seq = 0` invalidates the polling reader, the commit writes it
-//! again, the reader pulls it back), the guard line twice (the publisher's CAS on `w0` takes
-//! it from the reader that pinned and unpinned the slot's previous message; the reader's pin
-//! RMW takes it back), and for payloads outside the header their first and last lines
-//! (written by the publisher, then read by the reader; prefetched as above). The guard line
-//! transfers are the pin handshake's cost; the rest is the message itself.
+//! it moves no guard line at all, and an inline loan stores nothing in the slot before its
+//! send, so the reader line crosses once. For the pinned ones, in a steady ping-pong a
+//! loan/send → pinned receive → unpin moves, per message: the reader line (publisher's
+//! `seq = 0` invalidates the polling reader, the commit writes it again, the reader pulls
+//! it back), the guard line twice (the publisher's CAS on `w0` takes it from the reader
+//! that pinned and unpinned the slot's previous message; the reader's pin RMW takes it
+//! back), and the payload's first and last lines (written by the publisher, then read by
+//! the reader; prefetched as above). The guard line transfers are the pin handshake's cost;
+//! the rest is the message itself.
 //!
 //! # Recovery
 //! * A publisher killed while holding a slot leaves its id in `w0`: whoever reclaims its
