@@ -107,7 +107,8 @@ typedef struct shmbus_record shmbus_record;
 
 // A message read in place (zero-copy) by `shmbus_subscriber_*_recv_ref`: pinned in shared
 // memory, so no publisher overwrites it until `shmbus_sample_release`. Several may be out at
-// once (up to the subscriber's pin budget, 2 by default).
+// once (up to the subscriber's pin budget, 2 by default). On a topic of slots up to 40 bytes
+// a sample is a copy instead (the same calls; it pins nothing and is not in the budget).
 typedef struct shmbus_sample shmbus_sample;
 
 // An open stream. Endpoints made from it do not borrow it.

@@ -60,7 +60,8 @@ pub struct shmbus_loan {
 
 /// A message read in place (zero-copy) by `shmbus_subscriber_*_recv_ref`: pinned in shared
 /// memory, so no publisher overwrites it until `shmbus_sample_release`. Several may be out at
-/// once (up to the subscriber's pin budget, 2 by default).
+/// once (up to the subscriber's pin budget, 2 by default). On a topic of slots up to 40 bytes
+/// a sample is a copy instead (the same calls; it pins nothing and is not in the budget).
 #[derive(Debug)]
 pub struct shmbus_sample {
     l: Lent<shmbus_subscriber, Sample<'static>, Ref<'static, Sub>>,

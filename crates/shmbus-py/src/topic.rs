@@ -221,7 +221,8 @@ impl PyPublisher {
     /// a `fail` topic it raises `TopicFull` instead.
     fn loan(slf: Bound<'_, Self>) -> PyResult<PyLoan> {
         let this = slf.get();
-        let mut lent = slf.py().detach(|| this.cell.lend_mut(|p| p.loan().map_err(send_fail)))?;
+        // Boxed: a loan of a small topic holds its buffer itself, and `held` keeps a pointer to it.
+        let mut lent = slf.py().detach(|| this.cell.lend_mut(|p| p.loan().map(Box::new).map_err(send_fail)))?;
         // The loan's bytes are written through the exported buffer only (`Loan` itself is
         // not touched until it is sent, after every view is gone).
         let (ptr, len) = (lent.get_mut().as_mut_ptr(), lent.get().len());
@@ -243,7 +244,7 @@ fn max_message_len -> usize;
 #[pyclass(frozen, module = "shmbus", name = "Loan")]
 #[derive(Debug)]
 pub(crate) struct PyLoan {
-    held: Held<PyPublisher, Loan<'static>>,
+    held: Held<PyPublisher, Box<Loan<'static>>>,
 }
 
 lent_pymethods! {
@@ -258,7 +259,7 @@ impl PyLoan {
             if let Some(l) = len {
                 loan.truncate(l);
             }
-            loan.send()
+            (*loan).send()
         })?;
         Ok(r.map_err(send_fail)?)
     }
@@ -315,7 +316,7 @@ impl PySubscriber {
 
     /// The next message, zero-copy and without waiting: a `Sample` pinning its slot.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PySample> {
-        let lent = slf.get().cell.lend_ref(|s| s.try_recv_ref().map_err(try_fail))?;
+        let lent = slf.get().cell.lend_ref(|s| s.try_recv_ref().map(Box::new).map_err(try_fail))?;
         Ok(PySample::new(slf.unbind(), lent))
     }
 
@@ -324,7 +325,7 @@ impl PySubscriber {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PySample> {
         let this = slf.get();
         let lent = blocking(slf.py(), timeout_arg(timeout)?, |d| {
-            this.cell.lend_ref(|s| s.recv_ref_timeout(d).map_err(timeout_fail))
+            this.cell.lend_ref(|s| s.recv_ref_timeout(d).map(Box::new).map_err(timeout_fail))
         })?;
         Ok(PySample::new(slf.unbind(), lent))
     }
@@ -389,13 +390,14 @@ fn max_message_len -> usize;
 #[pyclass(frozen, module = "shmbus", name = "Sample")]
 #[derive(Debug)]
 pub(crate) struct PySample {
-    held: Held<PySubscriber, Sample<'static>>,
+    // Boxed: a small sample holds its bytes itself (a copy), and `held` keeps a pointer to them.
+    held: Held<PySubscriber, Box<Sample<'static>>>,
     seq: u64,
     ts_ns: u64,
 }
 
 impl PySample {
-    fn new(owner: Py<PySubscriber>, lent: Lent<Sample<'static>>) -> PySample {
+    fn new(owner: Py<PySubscriber>, lent: Lent<Box<Sample<'static>>>) -> PySample {
         let s = lent.get();
         let (ptr, len, seq, ts_ns) = (s.as_ptr().cast_mut(), s.len(), s.seq(), s.ts_ns());
         let names = Names { what: "sample", gone: "released" };

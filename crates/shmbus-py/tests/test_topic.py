@@ -124,7 +124,7 @@ def test_writes_through_a_loan_view_are_received_in_place(domain):
 
 
 def test_pinned_sample_is_not_overwritten(domain):
-    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=1, spare_slots=1)
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=64, history=1, spare_slots=1)
     pub, sub = topic.publisher(), topic.subscriber()
     pub.send(b"first")
     sample = sub.try_recv_ref()
@@ -144,7 +144,7 @@ def test_pinned_sample_is_not_overwritten(domain):
 
 
 def test_release_with_context_manager_and_pin_budget(domain):
-    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=8)
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=64, history=8)
     pub, sub = topic.publisher(), topic.subscriber()
     for i in range(4):
         pub.send(bytes([i]))
@@ -231,7 +231,7 @@ def test_sigkilled_subscriber_holding_pins_has_them_reclaimed(domain):
     import sys
     import textwrap
 
-    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16, history=1, spare_slots=1)
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=64, history=1, spare_slots=1)
     pub = topic.publisher()
     pub.send(b"first")
     pub.send(b"second")
@@ -269,3 +269,33 @@ def test_sigkilled_subscriber_holding_pins_has_them_reclaimed(domain):
     for i in range(20):
         pub.send(b"after %d" % i)  # the dead subscriber's pins were reclaimed
     assert shmbus.Topic.status(domain, "t")["pinned_slots"] == 0
+
+
+def test_small_samples_are_copies_without_pins(domain):
+    # Slots of at most 40 bytes: samples are copies, so any number may be held and the
+    # publisher overwrites every slot meanwhile; views of them stay intact.
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=8, history=1, spare_slots=1)
+    pub, sub = topic.publisher(), topic.subscriber()
+    samples, views = [], []
+    for i in range(4):
+        pub.send(b"small %d" % i)
+        samples.append(sub.try_recv_ref())
+        views.append(np.frombuffer(samples[-1], np.uint8))
+    for i in range(100):
+        pub.send(b"later %d" % (i % 10))
+    assert [bytes(s) for s in samples] == [b"small %d" % i for i in range(4)]
+    assert [bytes(v) for v in views] == [b"small %d" % i for i in range(4)]
+    assert shmbus.Topic.status(domain, "t")["pinned_slots"] == 0
+
+
+def test_small_loan_is_written_through_its_buffer(domain):
+    # Slots of at most 40 bytes: the loan is a buffer of its own, copied into the slot at send.
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=16)
+    pub, sub = topic.publisher(), topic.subscriber()
+    loan = pub.loan()
+    m = memoryview(loan)
+    assert len(m) == 16 and bytes(m) == bytes(16)
+    m[:5] = b"small"
+    del m
+    assert loan.send(5) == 1
+    assert sub.try_recv().data == b"small"

@@ -134,6 +134,26 @@ fn two_publishers_and_a_copy_reader_never_tear() {
 }
 
 #[test]
+fn an_inline_copy_is_never_torn_by_an_overwrite() {
+    // The copy a small `Sample` holds (`read_inline`), racing a publisher that overwrites
+    // the only slot: it is all of message 1 or nothing.
+    loom::model(|| {
+        let mem = Mem::new(1);
+        let sh = mem.shared();
+        assert_eq!(publish(&sh, 0, 7), Some(1));
+        let writer = {
+            let mem = mem.clone();
+            thread::spawn(move || publish_claim_first(&mem.shared(), 0, 9))
+        };
+        let mut buf = [0u8; 40];
+        if let Some((len, _)) = sh.read_inline(0, 1, &mut buf) {
+            assert_eq!((len, buf[0], buf[1]), (2, 7, 7), "torn inline copy");
+        }
+        assert_eq!(writer.join().unwrap(), Some(2));
+    });
+}
+
+#[test]
 fn a_pinned_slot_is_never_overwritten() {
     loom::model(|| {
         // One slot: the second publish must either fail or wait for the pin to go.

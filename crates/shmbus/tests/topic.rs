@@ -129,11 +129,11 @@ fn too_large_is_refused_and_nothing_is_published() {
 #[test]
 fn pinned_samples_are_never_overwritten_and_full_pins_fail_publish() {
     let s = Scratch::new("pins");
-    // 2 history + 1 spare = 3 slots.
+    // 2 history + 1 spare = 3 slots, larger than the inline 40 B (those are copied).
     let t = Topic::create_or_open(
         &s.domain("t"),
         "a",
-        &TopicConfig::default().max_message_len(8).history(2).spare_slots(1),
+        &TopicConfig::default().max_message_len(64).history(2).spare_slots(1),
     )
     .unwrap();
     let mut p = t.publisher().unwrap();
@@ -311,6 +311,110 @@ fn invalid_configs_and_names_are_refused() {
         assert!(matches!(e, OpenError::InvalidName(_)), "{name}: {e}");
     }
     assert!(matches!(Topic::open(&d, "missing"), Err(OpenError::NotFound { .. })));
+}
+
+#[test]
+fn small_samples_are_copies_that_hold_no_pin() {
+    // A topic of slots of at most 40 B keeps payloads inline in the slot header; its samples
+    // are copies: any number may be held, none counts against the budget or pins a slot,
+    // and their bytes stay while the publisher overwrites every slot many times.
+    let s = Scratch::new("inline");
+    let d = s.domain("t");
+    let t =
+        Topic::create_or_open(&d, "a", &TopicConfig::default().max_message_len(40).history(2).spare_slots(1)).unwrap();
+    let mut p = t.publisher().unwrap();
+    let sub = t.subscriber().unwrap();
+    sub.set_pin_budget(1);
+    let msg = |i: u64| -> Vec<u8> { (0..(i as usize % 41)).map(|j| (i as u8) ^ (j as u8)).collect() };
+    let mut held = Vec::new();
+    for i in 1..=8u64 {
+        assert_eq!(p.send(&msg(i)).unwrap(), i);
+        let sample = if i % 2 == 0 { sub.try_recv_ref().unwrap() } else { sub.recv_ref().unwrap() };
+        assert_eq!((sample.seq(), &*sample), (i, &msg(i)[..]));
+        assert!(sample.ts_ns() > 0);
+        held.push(sample);
+    }
+    held.push(sub.get_ref(8).unwrap());
+    assert_eq!(Topic::status(&d, "a").unwrap().pinned_slots, 0);
+    // 40 B, the largest inline payload, aligned as the slot's (typed samples view it in place).
+    assert_eq!(p.send(&[0xab; 40]).unwrap(), 9);
+    let full = sub.try_recv_ref().unwrap();
+    assert_eq!(&*full, &[0xab; 40][..]);
+    assert_eq!(full.as_ptr() as usize % 8, 0);
+    for i in 10..1000u64 {
+        assert_eq!(p.send(&msg(i)).unwrap(), i, "no slot is pinned: publishing never fails");
+    }
+    for (n, sample) in held.iter().enumerate() {
+        let i = (n as u64 + 1).min(8);
+        assert_eq!((sample.seq(), &**sample), (i, &msg(i)[..]));
+    }
+    assert_eq!(&*full, &[0xab; 40][..]);
+    drop(held);
+    drop(full);
+    assert!(matches!(sub.try_recv_ref(), Err(TopicTryRecvError::Lagged { .. })));
+}
+
+#[test]
+fn small_and_large_samples_held_together_budget_counts_only_pinned_ones() {
+    let s = Scratch::new("mixed");
+    let d = s.domain("t");
+    let small = topic(&s, "small", 8, 4);
+    let large = topic(&s, "large", 64, 4);
+    let (mut ps, mut pl) = (small.publisher().unwrap(), large.publisher().unwrap());
+    let (ss, sl) = (small.subscriber().unwrap(), large.subscriber().unwrap());
+    sl.set_pin_budget(1);
+    ss.set_pin_budget(1);
+    for i in 0..3u8 {
+        ps.send(&[i; 8]).unwrap();
+        pl.send(&[i; 64]).unwrap();
+    }
+    let a = sl.try_recv_ref().unwrap();
+    assert!(matches!(sl.try_recv_ref(), Err(TopicTryRecvError::PinLimit { budget: 1 })));
+    let smalls: Vec<_> = (0..3).map(|_| ss.try_recv_ref().unwrap()).collect();
+    assert_eq!(Topic::status(&d, "large").unwrap().pinned_slots, 1);
+    assert_eq!(Topic::status(&d, "small").unwrap().pinned_slots, 0);
+    assert_eq!(&*a, &[0; 64][..]);
+    for (i, x) in smalls.iter().enumerate() {
+        assert_eq!(&**x, &[i as u8; 8][..]);
+    }
+    drop(a);
+    assert_eq!(&*sl.try_recv_ref().unwrap(), &[1; 64][..]);
+}
+
+#[test]
+fn small_loans_keep_the_old_message_readable_until_sent() {
+    // Slots of at most 40 B: a loan is a zeroed buffer copied into its slot at send, so the
+    // message the slot holds is still readable (copied or by reference) while it is out.
+    let s = Scratch::new("smallloan");
+    let t = Topic::create_or_open(
+        &s.domain("t"),
+        "a",
+        &TopicConfig::default().max_message_len(40).history(1).spare_slots(0),
+    )
+    .unwrap();
+    let mut p = t.publisher().unwrap();
+    let sub = t.subscriber().unwrap();
+    assert_eq!(p.send(b"old").unwrap(), 1);
+    let mut loan = p.loan().unwrap();
+    assert_eq!(&*loan, &[0; 40][..]);
+    assert_eq!(loan.as_ptr() as usize % 8, 0);
+    loan[..3].copy_from_slice(b"new");
+    // One slot, held by the loan: its old message is still intact.
+    assert_eq!(sub.get(1).unwrap().data(), b"old");
+    assert_eq!(&*sub.get_ref(1).unwrap(), b"old");
+    drop(loan); // unsent: nothing published, the old message stays
+    assert_eq!(sub.try_recv().unwrap().data(), b"old");
+    let mut loan = p.loan().unwrap();
+    loan[..5].copy_from_slice(b"fresh");
+    loan.truncate(5);
+    assert_eq!(loan.send().unwrap(), 2);
+    let got = sub.try_recv_ref().unwrap();
+    assert_eq!((got.seq(), &*got), (2, &b"fresh"[..]));
+    drop(got);
+    let mut loan = p.loan().unwrap();
+    loan.copy_from_slice(&[0x5a; 40]);
+    assert_eq!(loan.send().unwrap(), 3);
+    assert_eq!(sub.try_recv().unwrap().data(), &[0x5a; 40][..]);
 }
 
 #[test]

@@ -34,7 +34,9 @@
 //! Steps 2 and 3 may come in either order. Copy-publishes of small messages claim first, so
 //! that step 3 and the stores of step 4 up to `seq = k` hit the reader's line in one burst
 //! with no locked instruction between them; loans and large messages write first, so a slow
-//! write never holds back the sequence numbers of other publishers.
+//! write never holds back the sequence numbers of other publishers. A loan of an inline
+//! slot is written into a buffer of its own and sent as a small copy-publish: it takes the
+//! slot (step 1) when lent, and does the rest at its send.
 //!
 //! # Reading
 //! * **Copy** (never torn): load `seq == k` (Acquire), copy `len` (clamped) bytes, Acquire
@@ -47,13 +49,17 @@
 //!   it is done, while the prefetches are in flight together with it.
 //!
 //! # Cache lines per pinned message
-//! In a steady ping-pong a loan/send → pinned receive → unpin moves, per message: the
-//! reader line (publisher's `seq = 0` invalidates the polling reader, the commit writes it
-//! again, the reader pulls it back), the guard line twice (the publisher's CAS on `w0` takes
-//! it from the reader that pinned and unpinned the slot's previous message; the reader's pin
-//! RMW takes it back), and for payloads outside the header their first and last lines
-//! (written by the publisher, then read by the reader; prefetched as above). The guard line
-//! transfers are the pin handshake's cost; the rest is the message itself.
+//! Only slots larger than [`INLINE_DATA`] are pinned: a receive by reference of an inline
+//! payload copies it ([`Shared::read_inline`], a copy read of the line the probe pulled), so
+//! it moves no guard line at all, and an inline loan stores nothing in the slot before its
+//! send, so the reader line crosses once. For the pinned ones, in a steady ping-pong a
+//! loan/send → pinned receive → unpin moves, per message: the reader line (publisher's
+//! `seq = 0` invalidates the polling reader, the commit writes it again, the reader pulls
+//! it back), the guard line twice (the publisher's CAS on `w0` takes it from the reader
+//! that pinned and unpinned the slot's previous message; the reader's pin RMW takes it
+//! back), and the payload's first and last lines (written by the publisher, then read by
+//! the reader; prefetched as above). The guard line transfers are the pin handshake's cost;
+//! the rest is the message itself.
 //!
 //! # Recovery
 //! * A publisher killed while holding a slot leaves its id in `w0`: whoever reclaims its
@@ -559,6 +565,29 @@ impl<'a> Shared<'a> {
         }
         // Pairs with the Release fence in `acquire_slot`: if the copy saw a new writer's
         // bytes, this load sees its `seq = 0` (or later).
+        fence(Ordering::Acquire);
+        if slot.seq.load(Ordering::Relaxed) != k {
+            return None;
+        }
+        Some((len, ts))
+    }
+
+    /// Copies sequence number `k` from slot `s` into `dst`, for a topic whose payloads are
+    /// inline in the slot header (`slot_size <= INLINE_DATA`): the seqlock copy of
+    /// [`read_copy`](Shared::read_copy) into a fixed buffer, touching only the reader's line.
+    /// Returns `(len, ts)`, or `None` if the slot was overwritten (the copy is discarded).
+    #[inline]
+    pub fn read_inline(&self, s: usize, k: u64, dst: &mut [u8; INLINE_DATA]) -> Option<(usize, u64)> {
+        let slot = &self.slots[s];
+        // Pairs with the Release store of `seq` in `commit`.
+        if slot.seq.load(Ordering::Acquire) != k {
+            return None;
+        }
+        let len = (slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size).min(INLINE_DATA);
+        let ts = slot.ts.load(Ordering::Relaxed);
+        // SAFETY: `s` is a valid slot (callers got it from a lookup) and `len <= slot_size`.
+        unsafe { self.data.read(s, &mut dst[..len]) };
+        // Pairs with the Release fence in `acquire_slot`, as in `read_copy`.
         fence(Ordering::Acquire);
         if slot.seq.load(Ordering::Relaxed) != k {
             return None;

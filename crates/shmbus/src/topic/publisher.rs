@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::channel::{DeliveryPolicy, Inner};
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
-use super::protocol::{CursorCache, CURSOR_SEQ};
+use super::protocol::{CursorCache, CURSOR_SEQ, INLINE_DATA};
 use crate::stats::Counter;
 use crate::sys::{monotonic_ns, process_is_alive};
 use crate::wait::Deadline;
@@ -295,11 +295,19 @@ impl Publisher {
     /// [`truncate`](Loan::truncate) it to the message's length, then [`Loan::send`] it.
     /// Dropping it unsent publishes nothing. On a `block` or `fail` topic it waits or fails
     /// as [`send`](Self::send) does.
+    ///
+    /// On a topic of slots up to 40 B (payloads inline in the slot header) the loan is a
+    /// buffer in the `Loan` itself, zeroed, and sending it copies it into the slot it holds:
+    /// the slot's old message stays readable until then, and the reader's cache line is
+    /// written once, at the send, instead of also when the loan is taken.
     pub fn loan(&mut self) -> Result<Loan<'_>, TopicSendError> {
         let s = self.acquire_for_send()?;
-        self.inner.shared().begin_write(s);
         let len = self.max_message_len();
-        Ok(Loan { publisher: self, slot: s, len, sent: false })
+        let inline = len <= INLINE_DATA;
+        if !inline {
+            self.inner.shared().begin_write(s);
+        }
+        Ok(Loan { publisher: self, slot: s, len, sent: false, inline, buf: LoanBytes([0; INLINE_DATA]) })
     }
 
     /// Test hook: acquires a slot, writes `junk` into it and claims a sequence number, then
@@ -334,14 +342,24 @@ impl Drop for Publisher {
 /// A slot loaned for writing in place, from [`Publisher::loan`]. Derefs to the whole slot
 /// (`max_message_len` bytes, with whatever an earlier message left there) until
 /// [`truncate`](Loan::truncate)d. Not visible to anyone until sent; dropping it unsent
-/// publishes nothing.
+/// publishes nothing. On a topic of slots up to 40 B it is a zeroed buffer of the slot's
+/// size, copied into the slot by [`send`](Loan::send) (see [`Publisher::loan`]).
 #[derive(Debug)]
 pub struct Loan<'a> {
     publisher: &'a mut Publisher,
     slot: usize,
     len: usize,
     sent: bool,
+    /// The slot is inline: the message is written into `buf`, and into the slot at send.
+    inline: bool,
+    buf: LoanBytes,
 }
+
+/// The buffer of an inline loan, aligned as the inline payload in the slot header is (8),
+/// so that a typed loan may write its `T` in it.
+#[derive(Debug)]
+#[repr(C, align(8))]
+struct LoanBytes([u8; INLINE_DATA]);
 
 impl Loan<'_> {
     /// Shortens the message to its first `len` bytes. Like [`Vec::truncate`], a `len` at
@@ -353,6 +371,10 @@ impl Loan<'_> {
     /// Publishes the loan (its `len()` bytes). Returns the sequence number.
     pub fn send(mut self) -> Result<u64, TopicSendError> {
         self.sent = true;
+        if self.inline {
+            // `len <= slot_size <= INLINE_DATA`: the copy path of `send`, into the slot held.
+            return Ok(self.publisher.write_and_commit(self.slot, &self.buf.0[..self.len]));
+        }
         Ok(self.publisher.finish(self.slot, self.len))
     }
 }
@@ -360,6 +382,9 @@ impl Loan<'_> {
 impl Deref for Loan<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
+        if self.inline {
+            return &self.buf.0[..self.len];
+        }
         let sh = self.publisher.inner.shared();
         // SAFETY: we hold the slot's writer bits, so no one else writes it, and it is
         // `slot_size` bytes (at least `len`) inside the mapping which the publisher keeps
@@ -370,6 +395,9 @@ impl Deref for Loan<'_> {
 
 impl DerefMut for Loan<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
+        if self.inline {
+            return &mut self.buf.0[..self.len];
+        }
         let sh = self.publisher.inner.shared();
         // SAFETY: as in `deref`; `&mut self` makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(sh.data.slot_ptr(self.slot), self.len) }

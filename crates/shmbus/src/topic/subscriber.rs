@@ -296,7 +296,8 @@ impl Subscriber {
     /// How many pinned samples this subscriber may hold at once (default 2). Up to 4 pins
     /// are recorded in the subscriber's participant entry, which lets publishers tell real
     /// pins from garbage; with a larger budget every pin bit of this subscriber is honoured
-    /// while it lives.
+    /// while it lives. Samples of a topic of inline slots (up to 40 B) are copies and do not
+    /// count (see [`Sample`]).
     pub fn set_pin_budget(&self, budget: usize) {
         if budget > PIN_RECORDS && !self.untracked.get() {
             self.untracked.set(true);
@@ -607,6 +608,9 @@ impl Subscriber {
 
     fn pin_slot(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
         let sh = self.inner.shared();
+        if sh.data.slot_size <= INLINE_DATA {
+            return self.copy_inline(s, k);
+        }
         let mut pins = self.pins.borrow_mut();
         if let Some(entry) = pins.iter_mut().find(|(slot, _, _)| *slot == s) {
             // Already pinned by us, so it cannot have been rewritten: check it is still `k`.
@@ -624,19 +628,27 @@ impl Subscriber {
             } else {
                 (0..PIN_RECORDS).find(|r| pins.iter().all(|p| p.2 != Some(*r)))
             };
-            // Payloads outside the header: their first and last lines start on their way
-            // now, so that the misses of reading them overlap the pin's read-modify-write
-            // (a serialising instruction, which no later load passes) instead of following
-            // it. An inline payload is in the line just read.
-            if sh.data.slot_size > INLINE_DATA {
-                sh.prefetch_payload(s);
-            }
+            // The payload (outside the header: inline ones are copied, above): its first and
+            // last lines start on their way now, so that the misses of reading them overlap
+            // the pin's read-modify-write (a serialising instruction, which no later load
+            // passes) instead of following it.
+            sh.prefetch_payload(s);
             sh.pin(self.id, s, k, record).map_err(|_| Fail::Gone)?;
             pins.push((s, 1, record));
             self.counter.pins(pins.len() as u64);
         }
         let (len, ts_ns) = sh.pinned_meta(s);
-        Ok(Sample { sub: self, slot: s, seq: k, ts_ns, ptr: sh.data.slot_ptr(s), len })
+        Ok(Sample { sub: self, seq: k, ts_ns, len, body: Body::Pinned { slot: s, ptr: sh.data.slot_ptr(s) } })
+    }
+
+    /// A sample of a topic whose payloads are inline in the slot header: a seqlock copy of
+    /// the line the probe already pulled, cheaper than a pin (whose read-modify-writes move
+    /// the slot's guard line twice per message). It holds no pin and costs no pin budget.
+    #[inline]
+    fn copy_inline(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
+        let mut bytes = InlineBytes([0; INLINE_DATA]);
+        let (len, ts_ns) = self.inner.shared().read_inline(s, k, &mut bytes.0).ok_or(Fail::Gone)?;
+        Ok(Sample { sub: self, seq: k, ts_ns, len, body: Body::Inline(bytes) })
     }
 
     fn release_pin(&self, s: usize) {
@@ -652,7 +664,8 @@ impl Subscriber {
     }
 
     /// Receives the next message in order as a zero-copy pinned [`Sample`], without
-    /// blocking. At most [`set_pin_budget`](Self::set_pin_budget) samples are held at once.
+    /// blocking. At most [`set_pin_budget`](Self::set_pin_budget) samples are held at once
+    /// (samples of a topic of slots up to 40 B are copies, any number: see [`Sample`]).
     pub fn try_recv_ref(&self) -> Result<Sample<'_>, TopicTryRecvError> {
         self.try_next(|s, k| self.pin_slot(s, k))
     }
@@ -799,16 +812,35 @@ impl Waitable for Subscriber {
 }
 
 /// A zero-copy view of a message, pinned in shared memory: no publisher overwrites it while
-/// this value lives. Derefs to the payload.
+/// this value lives. Derefs to the payload, whose bytes stay as they are while it lives.
+///
+/// On a topic whose slots are at most 40 bytes (payloads inline in the slot header) a
+/// sample is a copy instead, made when it is received: copying the line the receive
+/// already read is cheaper than pinning. Such a sample holds no pin and does not count
+/// against the [pin budget](Subscriber::set_pin_budget).
 #[derive(Debug)]
 pub struct Sample<'a> {
     sub: &'a Subscriber,
-    slot: usize,
     seq: u64,
     ts_ns: u64,
-    ptr: *const u8,
     len: usize,
+    body: Body,
 }
+
+/// Where a [`Sample`]'s bytes are.
+#[derive(Debug)]
+enum Body {
+    /// In slot `slot` of the mapping, pinned by us.
+    Pinned { slot: usize, ptr: *const u8 },
+    /// Copied out of an inline slot.
+    Inline(InlineBytes),
+}
+
+/// A copied inline payload, aligned as the inline payload in the slot header is (8), so that
+/// a typed sample may view it as its `T`.
+#[derive(Debug)]
+#[repr(C, align(8))]
+struct InlineBytes([u8; INLINE_DATA]);
 
 impl Sample<'_> {
     /// Sequence number.
@@ -825,15 +857,21 @@ impl Sample<'_> {
 impl Deref for Sample<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: the slot is pinned by us (no publisher can acquire it), `len` was clamped to
-        // the slot size, and the subscriber (borrowed for 'a) keeps the mapping alive.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        match &self.body {
+            // SAFETY: the slot is pinned by us (no publisher can acquire it), `len` was clamped
+            // to the slot size, and the subscriber (borrowed for 'a) keeps the mapping alive.
+            Body::Pinned { ptr, .. } => unsafe { std::slice::from_raw_parts(*ptr, self.len) },
+            // `len` was clamped to INLINE_DATA by `read_inline`; `get` keeps it a check anyway.
+            Body::Inline(bytes) => bytes.0.get(..self.len).unwrap_or(&[]),
+        }
     }
 }
 
 impl Drop for Sample<'_> {
     fn drop(&mut self) {
-        self.sub.release_pin(self.slot);
+        if let Body::Pinned { slot, .. } = self.body {
+            self.sub.release_pin(slot);
+        }
     }
 }
 
