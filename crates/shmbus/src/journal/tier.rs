@@ -40,34 +40,51 @@ fn move_file(from: &Path, to: &Path, mode: u32, trust: &crate::domain::TrustPoli
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(0),
         Err(e) => return Err(e),
     }
-    let tmp = to.with_extension(format!("moving-{}", ProcessId::current().pid));
     // Copied by hand: never through a symlink at either name, created with exactly `mode`.
     let mut src = files::open_rw(from)?;
     files::check_owner(from, &src, trust)
         .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, open_error_message(&e)))?;
-    let mut f = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(crate::sys::fs::NOFOLLOW_CLOEXEC)
-            .open(&tmp)?
-    };
-    let copied = (|| {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    write_into_place(to, "moving", mode, |mut f| {
         io::copy(&mut src, &mut f)?;
-        f.sync_all()
+        Ok(len)
+    })
+}
+
+/// Writes `to` through `write` under a temporary name next to it (created anew, never
+/// through a symlink, with exactly `mode` whatever the umask), synced, then linked into
+/// place: `to` appears complete or not at all. Returns what `write` returned, or 0 if `to`
+/// appeared meanwhile.
+fn write_into_place(
+    to: &Path,
+    what: &str,
+    mode: u32,
+    write: impl FnOnce(&std::fs::File) -> io::Result<u64>,
+) -> io::Result<u64> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let tmp = to.with_extension(format!("{what}-{}", ProcessId::current().pid));
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(crate::sys::fs::NOFOLLOW_CLOEXEC)
+        .open(&tmp)?;
+    let written = (|| {
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        let n = write(&f)?;
+        f.sync_all()?;
+        Ok::<u64, io::Error>(n)
     })();
-    if let Err(e) = copied {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
+    let n = match written {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
     let r = std::fs::hard_link(&tmp, to);
     let _ = std::fs::remove_file(&tmp);
     match r {
-        Ok(()) => Ok(len),
+        Ok(()) => Ok(n),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(0),
         Err(e) => Err(e),
     }
@@ -84,20 +101,8 @@ fn compress_file(from: &Path, to: &Path, level: i32, mode: u32, trust: &crate::d
     files::check_owner(from, &src, trust)
         .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, open_error_message(&e)))?;
     let meta = src.metadata()?;
-    let tmp = to.with_extension(format!("compressing-{}", ProcessId::current().pid));
-    let f = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(crate::sys::fs::NOFOLLOW_CLOEXEC)
-            .open(&tmp)?
-    };
-    let written = (|| {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        let mut enc = zstd::stream::write::Encoder::new(&f, level)?;
+    write_into_place(to, "compressing", mode, |f| {
+        let mut enc = zstd::stream::write::Encoder::new(f, level)?;
         enc.include_checksum(true)?;
         enc.include_contentsize(true)?;
         enc.set_pledged_src_size(Some(meta.len()))?;
@@ -109,23 +114,8 @@ fn compress_file(from: &Path, to: &Path, level: i32, mode: u32, trust: &crate::d
         if let Ok(t) = meta.modified() {
             f.set_modified(t)?;
         }
-        f.sync_all()?;
-        Ok::<u64, io::Error>(f.metadata()?.len())
-    })();
-    let len = match written {
-        Ok(len) => len,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-    };
-    let r = std::fs::hard_link(&tmp, to);
-    let _ = std::fs::remove_file(&tmp);
-    match r {
-        Ok(()) => Ok(len),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(0),
-        Err(e) => Err(e),
-    }
+        f.metadata().map(|m| m.len())
+    })
 }
 
 impl Inner {
