@@ -907,11 +907,16 @@ fn gc(a: &GcArgs) -> Result<()> {
         print_json(&GcJson { removed_cycles: &report.removed_cycles, removed_bytes: report.removed_bytes })?;
         return Ok(());
     }
+    print_cycles("removed", &report.removed_cycles, report.removed_bytes)
+}
+
+/// `removed cycle 3` … then `removed 2 cycle(s), N bytes` (`gc`, `tier`).
+fn print_cycles(verb: &str, cycles: &[u64], bytes: u64) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    for c in &report.removed_cycles {
-        writeln!(out, "removed cycle {c}")?;
+    for c in cycles {
+        writeln!(out, "{verb} cycle {c}")?;
     }
-    writeln!(out, "removed {} cycle(s), {} bytes", report.removed_cycles.len(), report.removed_bytes)?;
+    writeln!(out, "{verb} {} cycle(s), {bytes} bytes", cycles.len())?;
     Ok(())
 }
 
@@ -954,12 +959,7 @@ fn tier(a: &TierArgs) -> Result<()> {
         print_json(&TierJson { moved_cycles: &report.moved_cycles, moved_bytes: report.moved_bytes })?;
         return Ok(());
     }
-    let mut out = std::io::stdout().lock();
-    for c in &report.moved_cycles {
-        writeln!(out, "moved cycle {c}")?;
-    }
-    writeln!(out, "moved {} cycle(s), {} bytes", report.moved_cycles.len(), report.moved_bytes)?;
-    Ok(())
+    print_cycles("moved", &report.moved_cycles, report.moved_bytes)
 }
 
 #[cfg(test)]

@@ -38,9 +38,31 @@ fn bar(len: Option<u64>, template: &str) -> ProgressBar {
     bar
 }
 
+/// A bar on stderr, or none; cleared when dropped.
+#[derive(Default)]
+struct Shown(Option<ProgressBar>);
+
+impl Shown {
+    /// Runs `f` (which writes to stderr) with the bar out of the way.
+    fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.0 {
+            Some(b) => b.suspend(f),
+            None => f(),
+        }
+    }
+}
+
+impl Drop for Shown {
+    fn drop(&mut self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}
+
 /// A bar over a journal's indices (`dump`, `replay`), or nothing.
 pub struct Progress {
-    bar: Option<ProgressBar>,
+    bar: Shown,
     first: u64,
 }
 
@@ -54,30 +76,19 @@ impl Progress {
             b.set_prefix(what.to_owned());
             b
         });
-        Progress { bar, first }
+        Progress { bar: Shown(bar), first }
     }
 
     /// The entry at journal index `index` is done.
     pub fn at(&self, index: u64) {
-        if let Some(b) = &self.bar {
+        if let Some(b) = &self.bar.0 {
             b.set_position(index.saturating_sub(self.first).saturating_add(1));
         }
     }
 
     /// Runs `f` (which writes to stderr) with the bar out of the way.
     pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
-        match &self.bar {
-            Some(b) => b.suspend(f),
-            None => f(),
-        }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
+        self.bar.suspend(f)
     }
 }
 
@@ -87,7 +98,7 @@ pub struct Counter {
     allowed: bool,
     entries: u64,
     bytes: u64,
-    bar: Option<ProgressBar>,
+    bar: Shown,
 }
 
 impl Counter {
@@ -96,19 +107,19 @@ impl Counter {
         let bar = total
             .filter(|&n| allowed && large(n, 0))
             .map(|n| bar(Some(n), "recording [{bar:40}] {pos}/{len} messages ({per_sec}, {eta} left)"));
-        Counter { allowed, entries: 0, bytes: 0, bar }
+        Counter { allowed, entries: 0, bytes: 0, bar: Shown(bar) }
     }
 
     /// One more message of `len` bytes recorded.
     pub fn add(&mut self, len: usize) {
         self.entries += 1;
         self.bytes = self.bytes.saturating_add(len as u64);
-        if self.bar.is_none() && self.allowed && large(self.entries, self.bytes) {
+        if self.bar.0.is_none() && self.allowed && large(self.entries, self.bytes) {
             let b = bar(None, "{spinner} recording: {pos} messages, {msg} ({per_sec})");
             b.enable_steady_tick(std::time::Duration::from_millis(200));
-            self.bar = Some(b);
+            self.bar.0 = Some(b);
         }
-        if let Some(b) = &self.bar {
+        if let Some(b) = &self.bar.0 {
             b.set_position(self.entries);
             if b.length().is_none() {
                 b.set_message(indicatif::HumanBytes(self.bytes).to_string());
@@ -118,17 +129,6 @@ impl Counter {
 
     /// Runs `f` (which writes to stderr) with the bar out of the way.
     pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
-        match &self.bar {
-            Some(b) => b.suspend(f),
-            None => f(),
-        }
-    }
-}
-
-impl Drop for Counter {
-    fn drop(&mut self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
+        self.bar.suspend(f)
     }
 }
