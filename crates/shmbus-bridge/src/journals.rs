@@ -1,0 +1,362 @@
+//! Journals across hosts: a source bridge serves a journal, a mirror bridge appends its
+//! entries to a local journal.
+//!
+//! **Serving** (`--journal NAME=DIR`): every entry appended after the bridge started is put
+//! on `JPREFIX/@journal/NAME` (`JPREFIX`: `--key-prefix`, else `shmbus`) with its index in the attachment, and a queryable on the same
+//! key answers `from=INDEX;max=N` with up to `N` entries (and at most 8 MiB) from `INDEX`
+//! on, one reply per entry, in order.
+//!
+//! **Mirroring** (`--mirror NAME=DIR`): the mirror asks for the entries from the next index
+//! it lacks until the source has no more, then appends the live entries as they come, and
+//! asks again whenever one arrives out of turn (it missed some) or nothing came for a
+//! second. So the mirror holds the source's entries in the source's order, and resumes where
+//! it stopped after either side restarts or the link drops.
+//!
+//! **Never twice.** The mirror owns its journal (its only appender). Before it commits an
+//! entry it writes, to `DIR/bridge-mirror.state`, the source index it is copying and the
+//! index the copy will have in the mirror. After a restart it reads the copy's index back
+//! from the journal: committed, the copy is done and the mirror goes on after it; not
+//! committed (the process died before), the entry is copied again. The state file is one
+//! `pwrite` per entry and survives the process being killed at any instant; it has no
+//! `fsync` (the journal's own durability decides what a power loss keeps).
+//!
+//! Entries are mirrored as the source's tailer returns them: an encrypted journal is served
+//! as it is read (the bridge has no key), so its entries are skipped and counted
+//! (`journal_unreadable`); serve a journal whose entries the bridge can read.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use shmbus::{Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError};
+use zenoh::qos::CongestionControl;
+use zenoh::query::Query;
+use zenoh::sample::Locality;
+use zenoh::Wait;
+
+use crate::stats::bump;
+use crate::wire::{self, Attachment, EntryMeta};
+use crate::{spawn, zerr, BridgeError, Shared};
+
+/// The most entries one query reply carries.
+pub const BATCH_ENTRIES: u64 = 256;
+/// The most payload bytes one query reply carries (at least one entry).
+pub const BATCH_BYTES: usize = 8 << 20;
+/// The mirror state file's name, in the mirror's journal directory.
+pub const STATE_FILE: &str = "bridge-mirror.state";
+
+fn key(shared: &Shared, name: &str) -> String {
+    format!("{}/@journal/{name}", shared.options.journal_prefix())
+}
+
+/// Serves journal `dir` as `name`.
+pub(crate) fn serve(
+    shared: &Arc<Shared>,
+    name: &str,
+    dir: &Path,
+    threads: &mut Vec<JoinHandle<()>>,
+    zenoh: &mut Vec<Box<dyn std::any::Any + Send>>,
+) -> Result<(), BridgeError> {
+    let journal = Journal::open(dir)?;
+    let key = key(shared, name);
+    let (sh, j, k) = (shared.clone(), journal.clone(), key.clone());
+    let queryable =
+        shared.session.declare_queryable(&key).callback(move |q| answer(&sh, &j, &k, &q)).wait().map_err(zerr)?;
+    zenoh.push(Box::new(queryable));
+    let zpub = shared
+        .session
+        .declare_publisher(key.clone())
+        .congestion_control(CongestionControl::Block)
+        .express(shared.options.express)
+        .allowed_destination(Locality::Remote)
+        .wait()
+        .map_err(zerr)?;
+    let mut tailer = journal.tailer_at_end()?;
+    let sh = shared.clone();
+    let name = name.to_owned();
+    threads.push(spawn(format!("bridge-journal-{name}"), move || {
+        while !sh.stopping() {
+            let e = match tailer.recv_timeout(Duration::from_millis(100)) {
+                Ok(e) => e,
+                Err(JournalRecvTimeoutError::Timeout) => continue,
+                Err(e) => {
+                    bump(&sh.counters.journal_unreadable);
+                    sh.log.warn(format!("journal {name}"), || format!("journal {name}: {e}; entry not served"));
+                    continue;
+                }
+            };
+            let meta = EntryMeta { origin: sh.id, index: e.index(), ts_ns: e.ts_ns() };
+            match zpub.put(e.into_data()).attachment(meta.encode().to_vec()).wait() {
+                Ok(()) => bump(&sh.counters.journal_served),
+                Err(err) => {
+                    bump(&sh.counters.send_failed);
+                    sh.log.warn(format!("journal put {name}"), || format!("journal {name}: zenoh put: {err}"));
+                }
+            }
+        }
+    }));
+    Ok(())
+}
+
+/// Answers one query for entries.
+fn answer(sh: &Shared, journal: &Journal, key: &str, q: &Query) {
+    let params = q.parameters();
+    let from = params.get("from").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let max = params.get("max").and_then(|v| v.parse::<u64>().ok()).unwrap_or(BATCH_ENTRIES).clamp(1, BATCH_ENTRIES);
+    let mut tailer = match journal.tailer_at(from) {
+        Ok(t) => t,
+        Err(e) => return sh.log.warn(format!("query {key}"), || format!("{key}: cannot read: {e}")),
+    };
+    let (mut n, mut bytes) = (0, 0);
+    while n < max && bytes < BATCH_BYTES {
+        let e = match tailer.try_recv() {
+            Ok(e) => e,
+            Err(JournalTryRecvError::Empty) => break,
+            Err(e) => {
+                bump(&sh.counters.journal_unreadable);
+                sh.log.warn(format!("query read {key}"), || format!("{key}: {e}; entry not served"));
+                continue;
+            }
+        };
+        let meta = EntryMeta { origin: sh.id, index: e.index(), ts_ns: e.ts_ns() };
+        bytes += e.len();
+        n += 1;
+        if let Err(err) = q.reply(key, e.into_data()).attachment(meta.encode().to_vec()).wait() {
+            bump(&sh.counters.send_failed);
+            return sh.log.warn(format!("reply {key}"), || format!("{key}: reply: {err}"));
+        }
+        bump(&sh.counters.journal_served);
+    }
+}
+
+/// The mirror's state file: the entry being copied (see the module docs).
+#[derive(Debug)]
+pub struct MirrorState {
+    file: File,
+    path: PathBuf,
+}
+
+const STATE_MAGIC: [u8; 8] = *b"SBMIRR01";
+const STATE_LEN: usize = 96;
+const NONE: u64 = u64::MAX;
+
+impl MirrorState {
+    /// Opens (or starts) the state of mirror `name` in `journal`'s directory and works out
+    /// the next source index to copy. A directory whose journal already holds entries but
+    /// has no state file, or whose state names another source, is refused.
+    pub fn open(journal: &Journal, name: &str) -> Result<(MirrorState, u64), BridgeError> {
+        let dir = journal.dir();
+        let path = dir.join(STATE_FILE);
+        let meta = std::fs::symlink_metadata(&path);
+        if meta.as_ref().is_ok_and(|m| !m.file_type().is_file()) {
+            return Err(BridgeError::Invalid(format!("{}: not a regular file", path.display())));
+        }
+        if meta.is_err() {
+            let status = Journal::status(dir)?;
+            if status.next_index > status.first_index {
+                return Err(BridgeError::Invalid(format!(
+                    "{} already holds entries that are not a mirror of {name:?} (no {STATE_FILE}); mirror into a new directory",
+                    dir.display()
+                )));
+            }
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| BridgeError::Invalid(format!("{}: {e}", path.display())))?;
+        let state = MirrorState { file, path };
+        let mut b = [0u8; STATE_LEN];
+        let n = state.file.read_at(&mut b, 0).map_err(|e| state.io(e))?;
+        if n == 0 {
+            state.write(name, 0, NONE)?;
+            return Ok((state, 0));
+        }
+        if n != STATE_LEN || b[..8] != STATE_MAGIC {
+            return Err(BridgeError::Invalid(format!("{}: not a mirror state file", state.path.display())));
+        }
+        let stored = &b[32..32 + 64];
+        let stored = &stored[..stored.iter().position(|&c| c == 0).unwrap_or(64)];
+        if stored != name.as_bytes() {
+            return Err(BridgeError::Invalid(format!(
+                "{}: this directory mirrors {:?}, not {name:?}",
+                state.path.display(),
+                String::from_utf8_lossy(stored)
+            )));
+        }
+        let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+        let (src, mirror_index) = (word(8), word(16));
+        if mirror_index == NONE {
+            return Ok((state, src));
+        }
+        // Was the last copy committed? Read it back.
+        let committed = match journal.tailer_at(mirror_index)?.recv_timeout(Duration::from_secs(1)) {
+            Ok(e) => e.index() == mirror_index,
+            Err(_) => false,
+        };
+        let next = if committed { src.saturating_add(1) } else { src };
+        state.write(name, next, NONE)?;
+        Ok((state, next))
+    }
+
+    fn io(&self, e: std::io::Error) -> BridgeError {
+        BridgeError::Invalid(format!("{}: {e}", self.path.display()))
+    }
+
+    /// Records that source entry `src` is being copied as mirror entry `mirror_index`
+    /// (`NONE`: nothing is; `src` is then the next to copy).
+    fn write(&self, name: &str, src: u64, mirror_index: u64) -> Result<(), BridgeError> {
+        let mut b = [0u8; STATE_LEN];
+        b[..8].copy_from_slice(&STATE_MAGIC);
+        b[8..16].copy_from_slice(&src.to_le_bytes());
+        b[16..24].copy_from_slice(&mirror_index.to_le_bytes());
+        let n = name.len().min(64);
+        b[32..32 + n].copy_from_slice(&name.as_bytes()[..n]);
+        self.file.write_all_at(&b, 0).map_err(|e| self.io(e))
+    }
+}
+
+/// Mirrors remote journal `name` into `dir`.
+pub(crate) fn mirror(
+    shared: &Arc<Shared>,
+    name: &str,
+    dir: &Path,
+    threads: &mut Vec<JoinHandle<()>>,
+) -> Result<(), BridgeError> {
+    let journal = Journal::create_or_open(dir, &JournalConfig::default())?;
+    let (state, next) = MirrorState::open(&journal, name)?;
+    let appender = journal.appender()?;
+    let key = key(shared, name);
+    // Live entries reach the mirror thread through a bounded channel; when it is full they
+    // are dropped here and fetched by the next query.
+    let (tx, rx) = sync_channel::<(u64, Vec<u8>)>(4096);
+    let sub = shared
+        .session
+        .declare_subscriber(&key)
+        .allowed_origin(Locality::Remote)
+        .callback(move |s| live(&tx, &s))
+        .wait()
+        .map_err(zerr)?;
+    let sh = shared.clone();
+    let name = name.to_owned();
+    threads.push(spawn(format!("bridge-mirror-{name}"), move || {
+        let _sub = sub;
+        let mut m = Mirror { sh: &sh, name: &name, key: &key, state, appender, next };
+        m.run(&rx);
+    }));
+    Ok(())
+}
+
+fn live(tx: &SyncSender<(u64, Vec<u8>)>, s: &zenoh::sample::Sample) {
+    if let Some(Ok(Attachment::Entry(e))) = s.attachment().map(|a| wire::decode(&a.to_bytes())) {
+        let _ = tx.try_send((e.index, s.payload().to_bytes().into_owned()));
+    }
+}
+
+struct Mirror<'a> {
+    sh: &'a Shared,
+    name: &'a str,
+    key: &'a str,
+    state: MirrorState,
+    appender: shmbus::Appender,
+    /// The next source index to copy.
+    next: u64,
+}
+
+impl Mirror<'_> {
+    fn run(&mut self, rx: &std::sync::mpsc::Receiver<(u64, Vec<u8>)>) {
+        while !self.sh.stopping() {
+            // Catch up: ask until the source has nothing more.
+            while !self.sh.stopping() && self.fetch() > 0 {}
+            // Then the live entries, until one comes out of turn or a second passes quietly.
+            loop {
+                match rx.recv_timeout(Duration::from_secs(1)) {
+                    Ok((index, data)) if index == self.next => {
+                        if !self.append(index, &data) {
+                            break;
+                        }
+                    }
+                    Ok((index, _)) if index < self.next => {}
+                    Ok(_) | Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+                if self.sh.stopping() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One query from `next`; appends what it brings, returns how many.
+    fn fetch(&mut self) -> usize {
+        let sel = format!("{}?from={};max={BATCH_ENTRIES}", self.key, self.next);
+        let replies = match self.sh.session.get(&sel).timeout(Duration::from_secs(5)).wait() {
+            Ok(r) => r,
+            Err(e) => {
+                self.sh.log.warn(format!("get {}", self.key), || format!("{}: query: {e}", self.key));
+                return 0;
+            }
+        };
+        let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+        while let Ok(reply) = replies.recv() {
+            let Ok(s) = reply.result() else { continue };
+            match s.attachment().map(|a| wire::decode(&a.to_bytes())) {
+                Some(Ok(Attachment::Entry(e))) if e.origin != self.sh.id => {
+                    got.push((e.index, s.payload().to_bytes().into_owned()))
+                }
+                _ => {
+                    bump(&self.sh.counters.bad_attachment);
+                    self.sh.log.warn(format!("reply {}", self.key), || {
+                        format!("{}: a reply without a valid entry attachment; dropped", self.key)
+                    });
+                }
+            }
+        }
+        got.sort_by_key(|(i, _)| *i);
+        let mut n = 0;
+        for (index, data) in got {
+            if index < self.next {
+                continue;
+            }
+            if !self.append(index, &data) {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Copies source entry `index`; false if it could not (reported; tried again later).
+    fn append(&mut self, index: u64, data: &[u8]) -> bool {
+        let (sh, name) = (self.sh, self.name);
+        let mut loan = match self.appender.loan(data.len()) {
+            Ok(l) => l,
+            Err(e) => {
+                bump(&sh.counters.send_failed);
+                sh.log.warn(format!("append {name}"), || format!("mirror {name}: {e}"));
+                return false;
+            }
+        };
+        loan.copy_from_slice(data);
+        if let Err(e) = self.state.write(name, index, loan.index()) {
+            sh.log.warn(format!("state {name}"), || format!("mirror {name}: {e}"));
+            return false;
+        }
+        if let Err(e) = loan.send() {
+            bump(&sh.counters.send_failed);
+            sh.log.warn(format!("append {name}"), || format!("mirror {name}: {e}"));
+            return false;
+        }
+        self.next = index + 1;
+        bump(&sh.counters.journal_mirrored);
+        true
+    }
+}
