@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use shmbus::{Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError};
 use zenoh::qos::CongestionControl;
-use zenoh::query::Query;
+use zenoh::query::{ConsolidationMode, Query};
 use zenoh::sample::Locality;
 use zenoh::Wait;
 
@@ -298,7 +298,15 @@ impl Mirror<'_> {
     /// One query from `next`; appends what it brings, returns how many.
     fn fetch(&mut self) -> usize {
         let sel = format!("{}?from={};max={BATCH_ENTRIES}", self.key, self.next);
-        let replies = match self.sh.session.get(&sel).timeout(Duration::from_secs(5)).wait() {
+        // Every reply has the same key: no consolidation, or Zenoh would keep only one.
+        let replies = match self
+            .sh
+            .session
+            .get(&sel)
+            .consolidation(ConsolidationMode::None)
+            .timeout(Duration::from_secs(5))
+            .wait()
+        {
             Ok(r) => r,
             Err(e) => {
                 self.sh.log.warn(format!("get {}", self.key), || format!("{}: query: {e}", self.key));

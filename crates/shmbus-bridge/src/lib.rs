@@ -55,6 +55,9 @@ pub use allow::Allow;
 pub use stats::Stats;
 pub use wire::BridgeId;
 
+/// The default of [`Options::max_remote_topic_bytes`]: 1 GiB.
+pub const DEFAULT_MAX_REMOTE_TOPIC_BYTES: u64 = 1 << 30;
+
 /// Which way topics are forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Direction {
@@ -97,6 +100,9 @@ pub struct Options {
     /// Zenoh express mode: each message is sent at once, never batched (lower latency for
     /// sparse messages, lower throughput for dense small ones).
     pub express: bool,
+    /// The largest topic a remote sender may make this bridge create, in slot bytes
+    /// (largest message × (history + 1)); larger ones are refused (`open_failed`).
+    pub max_remote_topic_bytes: u64,
 }
 
 impl Options {
@@ -111,6 +117,7 @@ impl Options {
             mirrors: Vec::new(),
             scan_interval: Duration::from_millis(200),
             express: false,
+            max_remote_topic_bytes: DEFAULT_MAX_REMOTE_TOPIC_BYTES,
         }
     }
 

@@ -74,6 +74,10 @@ struct Args {
     /// throughput for dense small ones).
     #[arg(long)]
     express: bool,
+    /// The largest topic a remote sender may make this bridge create (its largest message ×
+    /// (history + 1)); a remote message for a missing topic larger than this is dropped.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = units::size)]
+    max_remote_topic: u64,
     /// How often the domain is scanned for new topics.
     #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = millis)]
     scan_interval: Duration,
@@ -188,6 +192,7 @@ fn run(args: Args) -> Result<(), String> {
     options.mirrors = pairs(&args.mirror, "mirror")?;
     options.scan_interval = args.scan_interval.max(Duration::from_millis(1));
     options.express = args.express;
+    options.max_remote_topic_bytes = args.max_remote_topic;
     let config = zenoh_config(&args)?;
     let session = zenoh::open(config).wait().map_err(|e| format!("zenoh: {e}"))?;
     for sig in [libc::SIGINT, libc::SIGTERM] {

@@ -162,6 +162,17 @@ impl Topics {
         let opened = match remote {
             None => Topic::open(&sh.options.domain, name),
             Some(m) => {
+                let bytes = u64::from(m.max_message_len).saturating_mul(u64::from(m.history) + 1);
+                if bytes > sh.options.max_remote_topic_bytes {
+                    let limit = sh.options.max_remote_topic_bytes;
+                    sh.log.warn(format!("huge {name}"), || {
+                        format!(
+                            "topic {name}: a remote sender asks for {} x {} B slots, over the {limit} B limit (--max-remote-topic); not created",
+                            m.history, m.max_message_len
+                        )
+                    });
+                    return Err(());
+                }
                 let policy = DeliveryPolicy::from_u64(u64::from(m.policy)).unwrap_or(DeliveryPolicy::Overwrite);
                 let config = TopicConfig::default()
                     .max_message_len(m.max_message_len as usize)

@@ -11,6 +11,7 @@
 //! Usage errors (bad arguments, a verb given a kind it does not apply to) exit with 2,
 //! everything else with 1.
 
+mod bridge;
 mod clean;
 mod create;
 mod demo;
@@ -114,6 +115,9 @@ enum Command {
     /// A live full-screen view of every channel's rates, lags, drops and latencies (q quits);
     /// --once prints one snapshot (--json for scripts).
     Top(top::Args),
+    /// Forward a domain's topics (and serve or mirror journals) to other hosts over Zenoh:
+    /// runs the separately built `shmbus-bridge` (`shmbus bridge --help` for its options).
+    Bridge(bridge::Args),
     /// Print a shell completion script: `shmbus completions bash > /etc/bash_completion.d/shmbus`
     /// (or zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
@@ -330,7 +334,7 @@ fn main() -> ExitCode {
     let ctx = Ctx { root: cli.root.clone().unwrap_or_else(shmbus::domain::default_root) };
     // The journal verbs work on `--dir`, and the generators on nothing: only the others
     // need the root.
-    if !matches!(cli.command, Command::Journal(_) | Command::Completions(_) | Command::Man) {
+    if !matches!(cli.command, Command::Journal(_) | Command::Completions(_) | Command::Man | Command::Bridge(_)) {
         if let Err(e) = ctx.check_root() {
             eprintln!("shmbus: {e}");
             return ExitCode::from(e.1);
@@ -355,6 +359,7 @@ fn main() -> ExitCode {
         Command::Bw(a) => hz::run(&ctx, &a, hz::Verb::Bw),
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
         Command::Top(a) => top::run(&ctx, &a),
+        Command::Bridge(a) => bridge::run(&ctx, cli.root.is_some(), &a),
         Command::Completions(a) => {
             clap_complete::generate(a.shell, &mut without_hidden_verbs(command()), "shmbus", &mut std::io::stdout());
             Ok(())

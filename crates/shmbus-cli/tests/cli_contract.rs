@@ -106,6 +106,7 @@ fn help_texts_name_no_project_history() {
         &["hz"],
         &["top"],
         &["export"],
+        &["bridge"],
     ];
     for verb in verbs {
         let help = r.ok(&[verb, &["--help"][..]].concat()).to_lowercase();
@@ -356,4 +357,27 @@ fn journal_dump_and_tail_print_payloads_in_every_format() {
     // --format and --json do not go together.
     let out = r.run(&["journal", "dump", "--dir", &j, "--json", "--format", "hex"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bridge_runs_the_bridge_program_or_says_where_it_is() {
+    let r = Root::new();
+    // `shmbus bridge --help` is the bridge's own help (the program beside shmbus).
+    let help = r.ok(&["bridge", "--help"]);
+    assert!(help.contains("--topics") && help.contains("--mirror") && help.contains("Usage: shmbus bridge"), "{help}");
+    // Its usage errors come through, with its exit status.
+    let out = r.run(&["bridge", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    // A shmbus with no bridge beside it and none on PATH says how to get one.
+    let lone = r.0.join("lone");
+    std::fs::create_dir_all(&lone).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_shmbus"), lone.join("shmbus")).unwrap();
+    let out = std::process::Command::new(lone.join("shmbus"))
+        .args(["bridge", "--domain", "d", "--topics", "t"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let line = one_error_line(&out);
+    assert!(line.contains("shmbus-bridge") && line.contains("cargo build --release -p shmbus-bridge"), "{line}");
 }

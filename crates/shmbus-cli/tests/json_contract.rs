@@ -328,6 +328,26 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
 
     c.output("demo", &root(&["demo", "--seconds", "1", "--image-bytes", "100000", "--json"]));
 
+    // The bridge (a program of its own, built beside this one by `cargo test --workspace`):
+    // its last stats line, on SIGTERM, on loopback only.
+    let bridge = r.spawn(&[
+        "bridge",
+        "--domain",
+        "d",
+        "--topics",
+        "t*",
+        "--no-multicast-scouting",
+        "--listen",
+        "tcp/127.0.0.1:0",
+        "--json",
+        "--stats-interval",
+        "0",
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: kill with our own child's pid.
+    unsafe { libc::kill(bridge.id() as libc::pid_t, libc::SIGTERM) };
+    c.output("bridge", &bridge.finish_ok());
+
     // Clean: stale channels (their creators exited), a queue holding a message, a file
     // that is not a segment, and a domain that is a symlink.
     root(&["pub", "--domain", "c", "q", "--kind", "queue", "--data", "undelivered"]);

@@ -1,0 +1,254 @@
+//! Bridges on loopback, in this process: two "hosts" are two roots, each with its own
+//! bridge and Zenoh session. Topics cross both ways exactly once, in order when lossless; a
+//! missing topic is created with the sender's parameters; hostile samples are counted and
+//! dropped while good ones still pass; a journal is mirrored entry for entry and resumes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{free_port, session, wait_until, Scratch};
+use shmbus::{DeliveryPolicy, Domain, Journal, JournalConfig, Topic, TopicConfig, TopicTryRecvError};
+use shmbus_bridge::wire::{EntryMeta, TopicMeta};
+use shmbus_bridge::{Allow, Bridge, Options};
+use zenoh::Wait;
+
+const LONG: Duration = Duration::from_secs(20);
+
+fn options(root: &std::path::Path, topics: &str) -> Options {
+    let mut o = Options::new(Domain::with_root("d", root).unwrap());
+    o.topics = Allow::parse(topics).unwrap();
+    o.scan_interval = Duration::from_millis(20);
+    o
+}
+
+/// Publishes `probe` on `topic` until `seen` says the other side has it; returns how many
+/// it sent.
+fn until_linked(p: &mut shmbus::Publisher, mut seen: impl FnMut() -> bool) -> u64 {
+    let mut sent = 0;
+    wait_until(LONG, "the bridges to link", || {
+        p.send(b"probe").unwrap();
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(20));
+        seen()
+    });
+    sent
+}
+
+#[test]
+fn topics_cross_both_ways_once_in_order() {
+    let s = Scratch::new("both");
+    let (ra, rb) = (s.dir("a"), s.dir("b"));
+    let port = free_port();
+    let a = Bridge::start(session(Some(port), &[]), options(&ra, "cam/*,imu")).unwrap();
+    let b = Bridge::start(session(None, &[port]), options(&rb, "cam/*,imu")).unwrap();
+    let (da, db) = (Domain::with_root("d", &ra).unwrap(), Domain::with_root("d", &rb).unwrap());
+
+    // A lossless topic on both hosts: a reliable subscriber on B gets every message of A's.
+    let config = TopicConfig::default().max_message_len(64).history(8).policy(DeliveryPolicy::Block);
+    let imu_a = Topic::create_or_open(&da, "imu", &config).unwrap();
+    let imu_b = Topic::create_or_open(&db, "imu", &config).unwrap();
+    let sub = imu_b.reliable_subscriber().unwrap();
+    let mut p = imu_a.publisher().unwrap();
+    let mut probes = 0u64;
+    let probes_sent = until_linked(&mut p, || loop {
+        match sub.try_recv() {
+            Ok(m) => {
+                assert_eq!(m.data(), b"probe");
+                probes += 1;
+            }
+            Err(TopicTryRecvError::Empty) => return probes > 0,
+            Err(e) => panic!("{e}"),
+        }
+    });
+    const N: usize = 5000;
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::with_capacity(N);
+        while got.len() < N {
+            let m = sub.recv_timeout(LONG).unwrap();
+            if m.data() != b"probe" {
+                got.push(String::from_utf8(m.into_data()).unwrap());
+            }
+        }
+        got
+    });
+    for i in 0..N {
+        p.send(format!("m{i}").as_bytes()).unwrap();
+    }
+    let got = reader.join().unwrap();
+    assert_eq!(got, (0..N).map(|i| format!("m{i}")).collect::<Vec<_>>());
+
+    // The other way, into a topic A does not have: made with B's parameters.
+    let cam_b =
+        Topic::create_or_open(&db, "cam.front", &TopicConfig::default().max_message_len(1000).history(3)).unwrap();
+    let mut pb = cam_b.publisher().unwrap();
+    let mut frames = 0u64;
+    wait_until(LONG, "cam.front on A", || {
+        pb.send(b"frame").unwrap();
+        frames += 1;
+        std::thread::sleep(Duration::from_millis(20));
+        Topic::status(&da, "cam.front").is_ok()
+    });
+    let st = Topic::status(&da, "cam.front").unwrap();
+    assert_eq!((st.max_message_len, st.history, st.policy), (1000, 3, DeliveryPolicy::Overwrite));
+
+    // Not allowed on either side: never crosses.
+    let other = Topic::create_or_open(&da, "other", &TopicConfig::default()).unwrap();
+    other.publisher().unwrap().send(b"x").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(Topic::status(&db, "other").is_err());
+
+    let (sa, sb) = (a.stop(), b.stop());
+    // Every imu message crossed once; what A forwarded is imu only (no cam.front echo), and
+    // what B forwarded is cam.front only (no imu echo).
+    assert!(sa.forwarded >= N as u64 + probes && sa.forwarded <= N as u64 + probes_sent, "{sa:?}");
+    assert!(sb.received >= N as u64 + probes && sb.received <= sa.forwarded, "{sb:?}");
+    assert!(sb.forwarded <= frames && sa.received <= sb.forwarded && sa.received >= 1, "{sa:?} {sb:?}");
+    assert!(sb.echoes_skipped >= N as u64, "B saw its own publishes and did not send them back: {sb:?}");
+    assert!(sa.echoes_skipped <= sa.received, "{sa:?}");
+    for s in [&sa, &sb] {
+        assert_eq!(
+            (s.bad_attachment, s.not_allowed, s.too_large, s.open_failed, s.send_failed),
+            (0, 0, 0, 0, 0),
+            "{s:?}"
+        );
+    }
+}
+
+fn topic_meta(max: u32, history: u32) -> TopicMeta {
+    TopicMeta { origin: [9; 16], seq: 1, ts_mono_ns: 1, ts_real_ns: 1, max_message_len: max, history, policy: 0 }
+}
+
+#[test]
+fn hostile_samples_are_counted_and_dropped() {
+    let s = Scratch::new("bad");
+    let root = s.dir("b");
+    let port = free_port();
+    let b = Bridge::start(session(Some(port), &[]), options(&root, "imu,cam*")).unwrap();
+    let d = Domain::with_root("d", &root).unwrap();
+    let imu = Topic::create_or_open(&d, "imu", &TopicConfig::default().max_message_len(64).history(4)).unwrap();
+    let sub = imu.subscriber().unwrap();
+    let evil = session(None, &[port]);
+    let put = |key: &str, payload: &[u8], att: Option<Vec<u8>>| {
+        let mut b = evil.put(key, payload.to_vec());
+        if let Some(a) = att {
+            b = b.attachment(a);
+        }
+        b.wait().unwrap();
+    };
+    let good = topic_meta(64, 4).encode().to_vec();
+    // Until B's subscriber is matched, puts are lost: probe with good ones.
+    wait_until(LONG, "the evil peer to reach the bridge", || {
+        put("shmbus/d/imu", b"hello", Some(good.clone()));
+        std::thread::sleep(Duration::from_millis(20));
+        sub.try_recv().is_ok()
+    });
+    while sub.try_recv().is_ok() {}
+    let base = b.stats();
+
+    let mut wrong_version = good.clone();
+    wrong_version[2] = 77;
+    let entry = EntryMeta { origin: [1; 16], index: 0, ts_ns: 0 }.encode().to_vec();
+    for _ in 0..50 {
+        put("shmbus/d/imu", b"x", None); // no attachment
+        put("shmbus/d/imu", b"x", Some(b"garbage".to_vec()));
+        put("shmbus/d/imu", b"x", Some(wrong_version.clone()));
+        put("shmbus/d/imu", b"x", Some(entry.clone())); // a journal record on a topic key
+        put("shmbus/d/secret", b"x", Some(good.clone())); // outside the allowlist
+        put("shmbus/d/imu", &[0u8; 100], Some(good.clone())); // larger than imu's slots
+                                                              // A topic that does not exist, with parameters too large to create here.
+        put("shmbus/d/cam.huge", b"x", Some(topic_meta(u32::MAX, u32::MAX).encode().to_vec()));
+    }
+    put("shmbus/d/imu", b"still alive", Some(good.clone()));
+    let m = sub.recv_timeout(LONG).unwrap();
+    assert_eq!(m.data(), b"still alive", "only the good message was published");
+    assert!(matches!(sub.try_recv(), Err(TopicTryRecvError::Empty)));
+    wait_until(LONG, "every sample counted", || {
+        let st = b.stats();
+        st.bad_attachment - base.bad_attachment == 200
+            && st.not_allowed - base.not_allowed == 50
+            && st.too_large - base.too_large == 50
+            && st.open_failed - base.open_failed == 50
+    });
+    assert!(Topic::status(&d, "secret").is_err());
+    assert!(Topic::status(&d, "cam.huge").is_err());
+    let st = b.stop();
+    assert_eq!(st.received - base.received, 1, "{st:?}");
+}
+
+#[test]
+fn journal_mirror_has_the_same_entries_and_resumes() {
+    let s = Scratch::new("mirror");
+    let (src_dir, dst_dir) = (s.path().join("src"), s.path().join("dst"));
+    let src = Journal::create_or_open(&src_dir, &JournalConfig::default()).unwrap();
+    let mut app = src.appender().unwrap();
+    for i in 0..1000 {
+        app.send(format!("before {i}").as_bytes()).unwrap();
+    }
+    let port = free_port();
+    let serve = |port| {
+        let mut o = options(&s.dir("ra"), "");
+        o.journals = vec![("orders".into(), src_dir.clone())];
+        Bridge::start(session(Some(port), &[]), o).unwrap()
+    };
+    let mirror = || {
+        let mut o = options(&s.dir("rb"), "");
+        o.mirrors = vec![("orders".into(), dst_dir.clone())];
+        Bridge::start(session(None, &[port]), o).unwrap()
+    };
+    let count = || Journal::status(&dst_dir).map(|st| st.next_index - st.first_index).unwrap_or(0);
+    let a = serve(port);
+    let b = mirror();
+    wait_until(LONG, "the first 1000 entries mirrored", || count() == 1000);
+    for i in 0..500 {
+        app.send(format!("live {i}").as_bytes()).unwrap();
+    }
+    wait_until(LONG, "the live entries mirrored", || count() == 1500);
+    // The mirror stops; the source goes on; the mirror comes back and catches up.
+    drop(b);
+    for i in 0..300 {
+        app.send(format!("while away {i}").as_bytes()).unwrap();
+    }
+    let b = mirror();
+    wait_until(LONG, "the mirror caught up", || count() == 1800);
+    // The source restarts; the mirror keeps going.
+    drop(a);
+    let a = serve(port);
+    for i in 0..200 {
+        app.send(format!("after {i}").as_bytes()).unwrap();
+    }
+    wait_until(LONG, "entries after the source restarted", || count() == 2000);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(count(), 2000, "nothing appended twice");
+    let read = |dir: &std::path::Path| -> Vec<Vec<u8>> {
+        let j = Journal::open(dir).unwrap();
+        let mut t = j.tailer().unwrap();
+        std::iter::from_fn(|| t.try_recv().ok().map(|e| e.into_data())).collect()
+    };
+    assert_eq!(read(&dst_dir), read(&src_dir));
+    let (sa, sb) = (a.stop(), b.stop());
+    assert_eq!(sb.journal_mirrored, 500, "the second mirror copied only what it lacked: {sb:?}");
+    assert_eq!(sa.journal_unreadable, 0);
+}
+
+#[test]
+fn a_mirror_refuses_a_directory_that_is_not_its_own() {
+    let s = Scratch::new("refuse");
+    let dir = s.path().join("j");
+    let j = Journal::create_or_open(&dir, &JournalConfig::default()).unwrap();
+    j.appender().unwrap().send(b"mine").unwrap();
+    let mut o = options(&s.dir("r"), "");
+    o.mirrors = vec![("orders".into(), dir.clone())];
+    let e = Bridge::start(session(None, &[]), o).unwrap_err().to_string();
+    assert!(e.contains("not a mirror of \"orders\""), "{e}");
+
+    // A mirror of one journal refuses to become the mirror of another.
+    let dir2 = s.path().join("j2");
+    let mut o = options(&s.dir("r2"), "");
+    o.mirrors = vec![("orders".into(), dir2.clone())];
+    drop(Bridge::start(session(None, &[]), o).unwrap());
+    let mut o = options(&s.dir("r3"), "");
+    o.mirrors = vec![("billing".into(), dir2)];
+    let e = Bridge::start(session(None, &[]), o).unwrap_err().to_string();
+    assert!(e.contains("mirrors \"orders\", not \"billing\""), "{e}");
+}
