@@ -151,6 +151,31 @@ fn a_stream_reader_waiting_async_finds_its_sigkilled_writer_gone() {
     });
 }
 
+/// A future tries once per wake-up, not in a spin: one attempt a liveness interval after the
+/// writer's death must see it (the writer watch reads its clock only every 64th poll of a
+/// spin, which a retry every interval would take 64 intervals to make).
+#[test]
+fn one_attempt_an_interval_after_a_sigkill_finds_the_writer_gone() {
+    let root = Scratch::new("async-stream-kill-once");
+    let d = domain_at(root.path());
+    let mut r = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(4096)).unwrap().reader().unwrap();
+    let mut child = run_child("stream-writer", &root);
+    assert!(r.wait_for_writer_timeout(Duration::from_secs(30)), "the writer attaches");
+    let (mut state, mut cx) = (aio::RecvState::default(), Context::from_waker(Waker::noop()));
+    let first = loop {
+        match r.poll_recv(&mut state, &mut cx) {
+            Poll::Ready(v) => break v,
+            Poll::Pending => std::thread::sleep(Duration::from_millis(1)),
+        }
+    };
+    assert_eq!(first.unwrap(), b"last words");
+    assert!(r.poll_recv(&mut state, &mut cx).is_pending(), "the writer lives: nothing yet");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(shmbus::stream::LIVENESS_INTERVAL);
+    assert_eq!(r.poll_recv(&mut state, &mut cx), Poll::Ready(Err(StreamRecvError::Disconnected)));
+}
+
 #[test]
 fn pool_worker_receives_10000_jobs_in_order() {
     let root = Scratch::new("async-pool");

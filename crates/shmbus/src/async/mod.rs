@@ -353,6 +353,24 @@ impl WaitState {
     }
 }
 
+/// What a receive attempt of a future needs that a spinning receive's does not: a future
+/// tries once per wake-up. The stream reader has the attempt read its writer watch's
+/// liveness clock (see `StreamReader::clock_writer_watch`), so that its retries, one per
+/// `LIVENESS_INTERVAL`, find a SIGKILLed writer within about one interval.
+trait BeforeAttempt {
+    fn before_attempt(&self) {}
+}
+
+impl BeforeAttempt for crate::Subscriber {}
+impl BeforeAttempt for crate::Consumer {}
+impl BeforeAttempt for crate::Worker {}
+impl BeforeAttempt for crate::Tailer {}
+impl BeforeAttempt for crate::StreamReader {
+    fn before_attempt(&self) {
+        self.clock_writer_watch();
+    }
+}
+
 /// `AsyncRecv` for an endpoint through its iterators' `Receive`, implemented for `$rx` (the
 /// endpoint's reference type; `'static` only to name the item and error types).
 macro_rules! async_recv {
@@ -382,6 +400,7 @@ impl AsyncRecv for crate::StreamReader {
     type Item = <&'static mut crate::StreamReader as Receive>::Item;
     type Error = <&'static mut crate::StreamReader as Receive>::Error;
     fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+        self.before_attempt();
         Receive::try_recv(&mut &mut *self)
     }
     fn ends(e: &Self::Error) -> bool {
@@ -403,6 +422,7 @@ macro_rules! async_recv_typed {
             type Item = <$b as crate::typed::TypedReceive>::Owned<T>;
             type Error = <$b as crate::typed::TypedReceive>::RecvError;
             fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+                self.bytes().before_attempt();
                 self.try_recv().map_err(|e| e.into_blocking())
             }
             fn ends(e: &Self::Error) -> bool {
