@@ -6,7 +6,8 @@ after registering ``wake`` with the process's waiter thread), and when that find
 awaits an asyncio future that ``wake`` resolves, then polls again. A message is taken only
 by the poll that returns it, and nothing is awaited between that poll and the return, so a
 cancelled await has taken nothing. The registration lives in a ``_Registration``, cancelled
-when the coroutine ends, however it ends.
+when the coroutine ends, however it ends (an ``async for`` keeps one for all its items, and
+cancels it when an item's await is cancelled or fails).
 """
 
 import asyncio
