@@ -20,9 +20,14 @@
 //!
 //! Nothing under the mutex touches Python, so a thread holding the GIL that waits for the
 //! mutex cannot deadlock with the holder (which runs without the GIL).
+//!
+//! An async receive waiting on the endpoint parks its waker in the cell ([`Cell::park`]):
+//! `close()` wakes it, so that the receive polls again and raises `Closed`, as a blocking
+//! receive in another thread does. Nothing else would wake it: closing notifies no channel.
 
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::Waker;
 
 use crate::errors::Fail;
 
@@ -43,6 +48,9 @@ struct State<T> {
     lent: usize,
     /// `close()` was called: refuse every call, free when `lent` reaches 0.
     closed: bool,
+    /// The wakers of async receives waiting on the endpoint, woken by `close()`. Weak: each
+    /// receive's registration owns its waker, and drops it when done.
+    parked: Vec<Weak<Waker>>,
 }
 
 impl<T> State<T> {
@@ -99,7 +107,7 @@ impl<T: 'static> Cell<T> {
     /// A cell owning `ep`.
     pub(crate) fn new(ep: T, lending: Lending, what: &'static str) -> Cell<T> {
         let ep = NonNull::from(Box::leak(Box::new(ep)));
-        Cell { state: Mutex::new(State { ep: Some(ep), lent: 0, closed: false }), lending, what }
+        Cell { state: Mutex::new(State { ep: Some(ep), lent: 0, closed: false, parked: Vec::new() }), lending, what }
     }
 
     fn lock(&self) -> MutexGuard<'_, State<T>> {
@@ -198,14 +206,26 @@ impl<T: 'static> Cell<T> {
         self as *const Cell<T> as usize
     }
 
-    /// Closes: later calls raise `Closed`; the endpoint is dropped now, or when the last
-    /// lent item comes back.
-    pub(crate) fn close(&self) {
+    /// Parks an async receive's waker (see the module docs) until its owner drops it.
+    pub(crate) fn park(&self, waker: &Arc<Waker>) {
         let mut st = self.lock();
-        st.closed = true;
-        if st.lent == 0 {
-            st.free();
-        }
+        st.parked.retain(|w| w.strong_count() > 0);
+        st.parked.push(Arc::downgrade(waker));
+    }
+
+    /// Closes: later calls raise `Closed`; the endpoint is dropped now, or when the last
+    /// lent item comes back. Async receives waiting on it are woken (and raise `Closed`).
+    pub(crate) fn close(&self) {
+        let parked = {
+            let mut st = self.lock();
+            st.closed = true;
+            if st.lent == 0 {
+                st.free();
+            }
+            std::mem::take(&mut st.parked)
+        };
+        // Outside the lock: a waker calls into Python.
+        parked.iter().filter_map(Weak::upgrade).for_each(|w| w.wake_by_ref());
     }
 }
 

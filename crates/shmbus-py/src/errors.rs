@@ -106,6 +106,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// The shmbus exception class `class` (one of `CLASSES`).
+pub(crate) fn class<'py>(py: Python<'py>, class: &str) -> Bound<'py, PyType> {
+    types(py)[index(class)].bind(py).clone()
+}
+
 /// Whether `e` is an instance of the shmbus exception class `class`.
 pub(crate) fn is_class(py: Python<'_>, e: &PyErr, class: &str) -> bool {
     e.is_instance(py, types(py)[index(class)].bind(py))

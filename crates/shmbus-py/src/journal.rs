@@ -9,13 +9,14 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use shmbus::journal::{Durability, Entry, EntryRef, Loan, Retention, RollCycle};
-use shmbus::{Appender, Journal, JournalConfig, Tailer};
+use shmbus::{Appender, Journal, JournalConfig, JournalRecvTimeoutError, Tailer};
 
 use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::{Cell, Lending, Lent};
-use crate::errors::OrRaise;
+use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
+use crate::r#async::{self as aio, PyRegistration};
 
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s)
@@ -281,6 +282,22 @@ impl PyTailer {
         Ok(PyEntry::new(py, e))
     }
 
+    /// The next entry, awaited: `await tailer.recv_async()` returns what `recv` returns and
+    /// raises what it raises, without a thread waiting (docs/python.md, "Async"). `timeout`
+    /// in seconds (None: for ever; `Timeout` after). Cancellation-safe: a cancelled await
+    /// takes nothing.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        aio::recv_async(slf.as_any(), timeout, JournalRecvTimeoutError::Timeout)
+    }
+
+    /// One poll of an async receive (for `shmbus._async`): the `Entry`, or None when it
+    /// waits (`wake` is then registered with the waiter thread).
+    fn _poll_recv(&self, py: Python<'_>, reg: &PyRegistration, wake: Py<PyAny>) -> PyResult<Option<PyEntry>> {
+        let e = aio::poll_endpoint(py, &self.cell, reg, wake, Fail::of)?;
+        Ok(e.map(|e| PyEntry::new(py, e)))
+    }
+
     /// The next entry in place, without waiting: an `EntryRef` (a read-only buffer over the
     /// journal's memory, or the tailer's buffer for a compressed or encrypted entry). The
     /// tailer refuses other calls (`Busy`) while it lives.
@@ -304,6 +321,11 @@ impl PyTailer {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<PyEntry> {
         self.recv(py, None)
+    }
+
+    /// The entries, awaited one by one: `async for entry in tailer` (never ends by itself).
+    fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        aio::aiter(slf.as_any(), None)
     }
 }
 

@@ -1,12 +1,13 @@
 //! The native half of the `shmbus` Python package (`shmbus._shmbus`): every channel kind,
-//! the WaitSet and the journal, over the public `shmbus` Rust API. The Python-facing
+//! the WaitSet, the journal and async receive, over the public `shmbus` Rust API. The Python-facing
 //! documentation is `docs/python.md`; the package's pure-Python half re-exports this module.
 //!
 //! How a Python object owns a Rust endpoint and lends zero-copy items is in `cell.rs`; how
 //! those items export their bytes through the buffer protocol in `held.rs`; how blocking
 //! calls release the GIL and stay interruptible in `block.rs`; the methods every handle,
-//! endpoint and lent item shares in `methods.rs`.
+//! endpoint and lent item shares in `methods.rs`; how asyncio awaits a receive in `async.rs`.
 
+mod r#async;
 mod block;
 mod cell;
 mod domain;
@@ -54,5 +55,8 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<journal::PyEntry>()?;
     m.add_class::<journal::PyEntryRef>()?;
     m.add_class::<waitset::PyWaitSet>()?;
+    m.add_function(wrap_pyfunction!(waitset::wait_async, m)?)?;
+    m.add_function(wrap_pyfunction!(waitset::poll_wait, m)?)?;
+    m.add_class::<r#async::PyRegistration>()?;
     Ok(())
 }

@@ -6,14 +6,15 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use shmbus::pool::{Job, JobRef};
-use shmbus::{Dispatcher, Pool, PoolConfig, Worker};
+use shmbus::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, Worker};
 
 use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::{Cell, Lending, Lent};
 use crate::domain::PyDomain;
-use crate::errors::OrRaise;
+use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names};
 use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
+use crate::r#async::{self as aio, PyRegistration};
 
 /// A pool. Make one with `Pool.create_or_open` or `Pool.open`; endpoints come from
 /// `dispatcher()` (exclusive) and `worker()`.
@@ -191,6 +192,22 @@ impl PyWorker {
         PyJob::new(slf, job)
     }
 
+    /// The next job, awaited: `await worker.recv_async()` returns what `recv` returns and
+    /// raises what it raises, without a thread waiting (docs/python.md, "Async"). `timeout`
+    /// in seconds (None: for ever; `Timeout` after). Cancellation-safe: a cancelled await
+    /// takes nothing.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        aio::recv_async(slf.as_any(), timeout, PoolRecvTimeoutError::Timeout)
+    }
+
+    /// One poll of an async receive (for `shmbus._async`): the `Job`, or None when it
+    /// waits (`wake` is then registered with the waiter thread).
+    fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: Py<PyAny>) -> PyResult<Option<PyJob>> {
+        let job = aio::poll_endpoint(slf.py(), &slf.get().cell, reg, wake, Fail::of)?;
+        job.map(|job| PyJob::new(slf, job)).transpose()
+    }
+
     /// The next job in place, without waiting: a `JobRef` (a read-only buffer over the
     /// mailbox). The worker refuses other calls (`Busy`) while it lives.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyJobRef> {
@@ -213,6 +230,11 @@ impl PyWorker {
 
     fn __next__(slf: Bound<'_, Self>) -> PyResult<PyJob> {
         PyWorker::recv(slf, None)
+    }
+
+    /// The jobs, awaited one by one: `async for job in worker` (never ends by itself).
+    fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        aio::aiter(slf.as_any(), None)
     }
 
     /// Declares the current job finished and the worker idle.

@@ -2,13 +2,14 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use shmbus::{Consumer, Producer, Queue, QueueConfig};
+use shmbus::{Consumer, Producer, Queue, QueueConfig, QueueRecvTimeoutError};
 
 use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::{Cell, Lending};
 use crate::domain::PyDomain;
-use crate::errors::OrRaise;
+use crate::errors::{Fail, OrRaise};
 use crate::methods::{closing_pymethods, config_from_args, py_dict};
+use crate::r#async::{self as aio, PyRegistration};
 
 /// A queue. Make one with `Queue.create_or_open` or `Queue.open`; endpoints come from
 /// `producer()` and `consumer()`.
@@ -147,12 +148,38 @@ impl PyConsumer {
         Ok(PyBytes::new(py, &v))
     }
 
+    /// The next message, awaited: `await consumer.recv_async()` returns what `recv` returns and
+    /// raises what it raises, without a thread waiting (docs/python.md, "Async"). `timeout`
+    /// in seconds (None: for ever; `Timeout` after). Cancellation-safe: a cancelled await
+    /// takes nothing.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        aio::recv_async(slf.as_any(), timeout, QueueRecvTimeoutError::Timeout)
+    }
+
+    /// One poll of an async receive (for `shmbus._async`): the message (bytes), or None when it
+    /// waits (`wake` is then registered with the waiter thread).
+    fn _poll_recv<'py>(
+        &self,
+        py: Python<'py>,
+        reg: &PyRegistration,
+        wake: Py<PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let v = aio::poll_endpoint(py, &self.cell, reg, wake, Fail::of)?;
+        Ok(v.map(|v| PyBytes::new(py, &v)))
+    }
+
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         self.recv(py, None)
+    }
+
+    /// The messages, awaited one by one: `async for msg in consumer` (never ends by itself).
+    fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        aio::aiter(slf.as_any(), None)
     }
 }
 

@@ -6,15 +6,16 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use shmbus::stream::{Loan, Record};
-use shmbus::{Stream, StreamConfig, StreamReader, StreamWriter};
+use shmbus::{Stream, StreamConfig, StreamReader, StreamRecvTimeoutError, StreamWriter};
 use std::ffi::c_int;
 
 use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::{Cell, Lending, Lent};
 use crate::domain::PyDomain;
-use crate::errors::{is_class, Fail, OrRaise};
+use crate::errors::{class, is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
+use crate::r#async::{self as aio, PyRegistration};
 
 /// A stream: one writer, one reader, records of any size up to `max_record_len`. Make one
 /// with `Stream.create_or_open` or `Stream.open`.
@@ -232,6 +233,27 @@ impl PyStreamReader {
         Ok(PyBytes::new(py, &v))
     }
 
+    /// The next record, awaited: `await reader.recv_async()` returns what `recv` returns and
+    /// raises what it raises, without a thread waiting (docs/python.md, "Async"). `timeout`
+    /// in seconds (None: for ever; `Timeout` after). Cancellation-safe: a cancelled await
+    /// takes nothing.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        aio::recv_async(slf.as_any(), timeout, StreamRecvTimeoutError::Timeout)
+    }
+
+    /// One poll of an async receive (for `shmbus._async`): the record (bytes), or None when it
+    /// waits (`wake` is then registered with the waiter thread).
+    fn _poll_recv<'py>(
+        &self,
+        py: Python<'py>,
+        reg: &PyRegistration,
+        wake: Py<PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let v = aio::poll_endpoint(py, &self.cell, reg, wake, Fail::of)?;
+        Ok(v.map(|v| PyBytes::new(py, &v)))
+    }
+
     /// The next record in place, without waiting: a `Record` (read-only buffer).
     /// `consume()` it, else it is read again. The reader refuses other calls (`Busy`) while
     /// it lives.
@@ -273,6 +295,12 @@ impl PyStreamReader {
             Err(e) if is_class(py, &e, "Disconnected") => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// The records, awaited one by one: `async for rec in reader`, ending where iterating
+    /// does: when the writer is gone and the ring is read.
+    fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        aio::aiter(slf.as_any(), Some(class(slf.py(), "Disconnected")))
     }
 
     /// Whether a live process holds the writer role.

@@ -4,10 +4,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use shmbus::r#async::AsyncRecv;
 use shmbus::topic::{Loan, Message, Sample};
 use shmbus::{
-    DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError, TopicSendError,
-    TopicSendTimeoutError, TopicTryRecvError, TopicTrySendError,
+    DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError,
+    TopicSendError, TopicSendTimeoutError, TopicTryRecvError, TopicTrySendError,
 };
 use std::ffi::c_int;
 
@@ -17,6 +18,7 @@ use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
+use crate::r#async::{self as aio, PyRegistration};
 
 /// A `Lagged` error keeps its count of missed messages as `.missed`; an evicted reliable
 /// subscriber raises `Evicted` (the name `Evicted` alone would not do: random access has an
@@ -33,6 +35,15 @@ fn timeout_fail(e: TopicRecvTimeoutError) -> Fail {
     match e {
         TopicRecvTimeoutError::Lagged { missed } => Fail::of(e).missed(missed),
         TopicRecvTimeoutError::Evicted => Fail::new("Evicted", e.to_string()),
+        e => Fail::of(e),
+    }
+}
+
+/// An async receive's error: raised as `recv` raises the same one.
+fn recv_fail(e: TopicRecvError) -> Fail {
+    match e {
+        TopicRecvError::Lagged { missed } => Fail::of(e).missed(missed),
+        TopicRecvError::Evicted => Fail::new("Evicted", e.to_string()),
         e => Fail::of(e),
     }
 }
@@ -314,6 +325,26 @@ impl PySubscriber {
         Ok(PyMessage::new(py, m))
     }
 
+    /// The next message, awaited: `await sub.recv_async()` returns what `recv` returns and
+    /// raises what it raises, without a thread waiting (docs/python.md, "Async"). `timeout`
+    /// in seconds (None: for ever; `Timeout` after). Cancellation-safe: a cancelled await
+    /// takes nothing.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        aio::recv_async(slf.as_any(), timeout, TopicRecvTimeoutError::Timeout)
+    }
+
+    /// One poll of an async receive (for `shmbus._async`): the `Message`, or None when it
+    /// waits (`wake` is then registered with the waiter thread).
+    fn _poll_recv(&self, py: Python<'_>, reg: &PyRegistration, wake: Py<PyAny>) -> PyResult<Option<PyMessage>> {
+        // Through `&Subscriber`, as `recv` receives: samples held meanwhile are no obstacle.
+        let m = aio::poll_recv(py, reg, wake, |st, parked, cx| {
+            self.cell.park(parked);
+            self.cell.with_ref(|mut s| aio::ready(s.poll_recv(st, cx), recv_fail))?
+        })?;
+        Ok(m.map(|m| PyMessage::new(py, m)))
+    }
+
     /// The next message, zero-copy and without waiting: a `Sample` pinning its slot.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PySample> {
         let lent = slf.get().cell.lend_ref(|s| s.try_recv_ref().map(Box::new).map_err(try_fail))?;
@@ -358,6 +389,11 @@ impl PySubscriber {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<PyMessage> {
         self.recv(py, None)
+    }
+
+    /// The messages, awaited one by one: `async for msg in sub` (never ends by itself).
+    fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        aio::aiter(slf.as_any(), None)
     }
 }
 

@@ -1,9 +1,11 @@
-//! `shmbus.WaitSet`: waits on any endpoints of any kinds at once.
+//! `shmbus.WaitSet`: waits on any endpoints of any kinds at once; `shmbus.wait_async`, its
+//! async form.
 
 use std::time::Duration;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use shmbus::{WaitSet, WaitTimeoutError, Waitable};
 
 use crate::block::{blocking, timeout_arg};
@@ -12,6 +14,7 @@ use crate::errors::Fail;
 use crate::journal::PyTailer;
 use crate::pool::{PyDispatcher, PyWorker};
 use crate::queue::{PyConsumer, PyProducer};
+use crate::r#async::{self as aio, PyRegistration};
 use crate::stream::{PyStreamReader, PyStreamWriter};
 use crate::topic::PySubscriber;
 
@@ -41,6 +44,13 @@ macro_rules! waitables {
             fn addr(&self) -> usize {
                 match self {
                     $(Chan::$variant(c) => c.get().cell.addr(),)*
+                }
+            }
+
+            /// Parks an async wait's waker in the endpoint's cell (woken by `close()`).
+            fn park(&self, waker: &std::sync::Arc<std::task::Waker>) {
+                match self {
+                    $(Chan::$variant(c) => c.get().cell.park(waker),)*
                 }
             }
 
@@ -142,4 +152,33 @@ impl PyWaitSet {
         let r = py.detach(|| Self::with_locked(&chans, |refs| WaitSet::new().poll(refs).to_vec()));
         Ok(r?)
     }
+}
+
+/// Waits, awaited, until at least one of `channels` (a sequence of endpoints) is ready:
+/// `await shmbus.wait_async(channels, timeout=None)` returns what `WaitSet.wait` returns (the
+/// indices of every ready endpoint) and raises what it raises, without a thread waiting
+/// (docs/python.md, "Async"). The list is checked at the call, as `WaitSet.wait` checks it.
+/// It receives nothing: a cancelled await loses nothing.
+#[pyfunction]
+#[pyo3(signature = (channels, timeout=None))]
+pub(crate) fn wait_async<'py>(channels: &Bound<'py, PyAny>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+    let list = PyList::new(channels.py(), channels.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+    PyWaitSet::chans(list.as_any())?;
+    aio::wait_async(list.into_any(), timeout, WaitTimeoutError::Timeout)
+}
+
+/// One poll of an async wait (for `shmbus._async`): the indices of the ready endpoints, or
+/// None when it waits (`wake` is then registered on every one).
+#[pyfunction(name = "_poll_wait")]
+pub(crate) fn poll_wait(
+    py: Python<'_>,
+    channels: &Bound<'_, PyAny>,
+    reg: &PyRegistration,
+    wake: Py<PyAny>,
+) -> PyResult<Option<Vec<usize>>> {
+    let chans = PyWaitSet::chans(channels)?;
+    aio::poll_wait(py, reg, wake, |st, parked, cx| {
+        chans.iter().for_each(|c| c.park(parked));
+        PyWaitSet::with_locked(&chans, |refs| aio::ready(st.poll(refs, cx), |e| Fail::new("Error", e.to_string())))?
+    })
 }

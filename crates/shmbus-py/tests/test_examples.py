@@ -33,3 +33,10 @@ def test_journal_replay(tmp_path):
     assert "replayed 5 event(s) from the start" in out
     assert "{'event': 'order', 'id': 3}" in out
     assert "auditor resumes at {'event': 'order', 'id': 2}" in out
+
+
+def test_async_monitor(tmp_path):
+    out = run("async_monitor.py", tmp_path)
+    assert "readings: 20 in order: True" in out
+    assert "jobs: job 0, job 1, job 2, job 3, job 4" in out
+    assert "alarm after 50 ms: none yet; then ready [0]: overheat" in out

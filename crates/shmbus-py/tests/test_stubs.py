@@ -1,5 +1,5 @@
-"""The type stubs describe the module: the same classes, whose methods all exist; and every
-public class and method has a docstring."""
+"""The type stubs describe the module: the same classes and functions, whose methods all
+exist; and every public class, function and method has a docstring."""
 
 import ast
 import pathlib
@@ -9,18 +9,29 @@ import shmbus
 PKG = pathlib.Path(shmbus.__file__).resolve().parent
 
 
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def stub_tree():
+    return ast.parse((PKG / "_shmbus.pyi").read_text())
+
+
 def stub_classes():
-    tree = ast.parse((PKG / "_shmbus.pyi").read_text())
     return {
-        node.name: [n.name for n in node.body if isinstance(n, ast.FunctionDef)]
+        node.name: [n.name for n in node.body if isinstance(n, FUNCTIONS)]
         + [t.target.id for t in node.body if isinstance(t, ast.AnnAssign)]
-        for node in tree.body
+        for node in stub_tree().body
         if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
     }
 
 
-def test_stubs_name_every_class_and_nothing_else():
-    assert sorted(stub_classes()) == sorted(shmbus.__all__)
+def stub_functions():
+    return [n.name for n in stub_tree().body if isinstance(n, FUNCTIONS) and not n.name.startswith("_")]
+
+
+def test_stubs_name_every_class_and_function_and_nothing_else():
+    assert sorted([*stub_classes(), *stub_functions()]) == sorted(shmbus.__all__)
+    assert all(callable(getattr(shmbus, f)) for f in stub_functions())
     assert (PKG / "py.typed").exists() and (PKG / "__init__.pyi").exists()
 
 
@@ -42,6 +53,7 @@ def test_docstrings():
     undocumented = [
         f"{name}.{attr}"
         for name in shmbus.__all__
+        if isinstance(getattr(shmbus, name), type)
         for attr, value in vars(getattr(shmbus, name)).items()
         if not attr.startswith("_") and callable(value) and not (value.__doc__ or "").strip()
     ]

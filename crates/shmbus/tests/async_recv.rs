@@ -1,6 +1,7 @@
 //! Async receive (feature `tokio`): every kind's `recv_async` in order across processes or
 //! threads, cancellation (a dropped future loses nothing), the async wait and
-//! `tokio::select!` over three channels, the `Stream` adapter, and idle waiters using no CPU.
+//! `tokio::select!` over three channels, the `Stream` adapter, receives and waits polled by
+//! hand (`RecvState`, `WaitState`), `&Subscriber`, and idle waiters using no CPU.
 //!
 //! `without_waitv_*` runs some of these again in a child with `SHMBUS_NO_WAITV=1`, the
 //! waiter thread's fallback for kernels without `futex_waitv`.
@@ -150,6 +151,31 @@ fn a_stream_reader_waiting_async_finds_its_sigkilled_writer_gone() {
     });
 }
 
+/// A future tries once per wake-up, not in a spin: one attempt a liveness interval after the
+/// writer's death must see it (the writer watch reads its clock only every 64th poll of a
+/// spin, which a retry every interval would take 64 intervals to make).
+#[test]
+fn one_attempt_an_interval_after_a_sigkill_finds_the_writer_gone() {
+    let root = Scratch::new("async-stream-kill-once");
+    let d = domain_at(root.path());
+    let mut r = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(4096)).unwrap().reader().unwrap();
+    let mut child = run_child("stream-writer", &root);
+    assert!(r.wait_for_writer_timeout(Duration::from_secs(30)), "the writer attaches");
+    let (mut state, mut cx) = (aio::RecvState::default(), Context::from_waker(Waker::noop()));
+    let first = loop {
+        match r.poll_recv(&mut state, &mut cx) {
+            Poll::Ready(v) => break v,
+            Poll::Pending => std::thread::sleep(Duration::from_millis(1)),
+        }
+    };
+    assert_eq!(first.unwrap(), b"last words");
+    assert!(r.poll_recv(&mut state, &mut cx).is_pending(), "the writer lives: nothing yet");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(shmbus::stream::LIVENESS_INTERVAL);
+    assert_eq!(r.poll_recv(&mut state, &mut cx), Poll::Ready(Err(StreamRecvError::Disconnected)));
+}
+
 #[test]
 fn pool_worker_receives_10000_jobs_in_order() {
     let root = Scratch::new("async-pool");
@@ -266,6 +292,127 @@ fn a_dropped_receive_loses_no_message() {
             assert_eq!(number(&c.recv_async().await.unwrap()), round);
         }
     });
+}
+
+/// A waker that counts its wakes, for polling by hand.
+#[derive(Default)]
+struct Count {
+    wakes: std::sync::Mutex<u64>,
+    moved: std::sync::Condvar,
+}
+
+impl std::task::Wake for Count {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        *self.wakes.lock().unwrap() += 1;
+        self.moved.notify_all();
+    }
+}
+
+impl Count {
+    fn get(&self) -> u64 {
+        *self.wakes.lock().unwrap()
+    }
+
+    /// Waits until the count is past `seen`.
+    fn wait_past(&self, seen: u64) {
+        let (n, timeout) =
+            self.moved.wait_timeout_while(self.wakes.lock().unwrap(), Duration::from_secs(30), |n| *n <= seen).unwrap();
+        assert!(!timeout.timed_out(), "woken (count {})", *n);
+    }
+}
+
+/// A binding's pattern: the endpoint lent to each poll only, the state kept apart, and now
+/// and then a state dropped while it waits (a cancelled receive). Every message arrives, in
+/// order, each woken by the waiter thread.
+#[test]
+fn receives_and_waits_polled_by_hand_are_woken_and_lose_nothing() {
+    let root = Scratch::new("async-by-hand");
+    let d = root.domain("h");
+    let cfg = QueueConfig::default().capacity(64).max_message_len(8);
+    let mut c = Queue::create_or_open(&d, "q", &cfg).unwrap().consumer().unwrap();
+    let mut p = Queue::open(&d, "q").unwrap().producer().unwrap();
+    let mut c2 = Queue::create_or_open(&d, "q2", &cfg).unwrap().consumer().unwrap();
+    let mut p2 = Queue::open(&d, "q2").unwrap().producer().unwrap();
+    let t = std::thread::spawn(move || {
+        send_numbered(|m| p.send(m).unwrap());
+        send_numbered(|m| p2.send(m).unwrap());
+    });
+    let count = std::sync::Arc::new(Count::default());
+    let waker = Waker::from(count.clone());
+    let mut cx = Context::from_waker(&waker);
+
+    let (mut state, mut next, mut waits) = (aio::RecvState::default(), 0, 0u64);
+    while next < N {
+        let seen = count.get();
+        match c.poll_recv(&mut state, &mut cx) {
+            Poll::Ready(m) => {
+                assert_eq!(number(&m.unwrap()), next);
+                next += 1;
+            }
+            Poll::Pending => {
+                waits += 1;
+                if waits % 5 == 0 {
+                    state = aio::RecvState::default(); // cancelled: poll again with a new one
+                } else {
+                    count.wait_past(seen);
+                }
+            }
+        }
+    }
+    assert!(waits > 0, "the receive had to wait");
+
+    let (mut state, mut next) = (aio::WaitState::default(), 0);
+    while next < N {
+        let seen = count.get();
+        let chans: [&dyn Waitable; 2] = [&c, &c2];
+        match state.poll(&chans, &mut cx) {
+            Poll::Ready(ready) => {
+                assert_eq!(ready.unwrap(), vec![1]);
+                while let Ok(m) = c2.try_recv() {
+                    assert_eq!(number(&m), next);
+                    next += 1;
+                }
+            }
+            Poll::Pending => count.wait_past(seen),
+        }
+    }
+    t.join().unwrap();
+}
+
+/// `&Subscriber` awaits while a sample of the subscriber is held, as its blocking receives
+/// can, and several futures may wait on one subscriber.
+#[test]
+fn a_shared_subscriber_awaits_while_a_sample_is_held() {
+    let root = Scratch::new("async-shared-sub");
+    let d = root.domain("s");
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64).history(16384)).unwrap();
+    let (mut publ, sub) = (t.publisher().unwrap(), t.subscriber().unwrap());
+    publ.send(&[7; 64]).unwrap();
+    let held = sub.try_recv_ref().unwrap();
+    let sender = std::thread::spawn(move || {
+        send_numbered(|m| {
+            publ.send(m).unwrap();
+        })
+    });
+    rt().block_on(async {
+        let (mut a, mut b) = (&sub, &sub);
+        let mut next = 0;
+        while next < N {
+            let m = tokio::select! {
+                m = a.recv_async() => m,
+                m = b.recv_async() => m,
+            };
+            assert_eq!(number(m.unwrap().data()), next);
+            next += 1;
+        }
+    });
+    assert_eq!(&held[..], &[7; 64]);
+    drop(held);
+    sender.join().unwrap();
 }
 
 #[test]

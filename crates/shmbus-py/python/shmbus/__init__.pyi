@@ -51,6 +51,7 @@ from ._shmbus import (
     TypeMismatch as TypeMismatch,
     WaitSet as WaitSet,
     Worker as Worker,
+    wait_async as wait_async,
 )
 
 __all__: list[str]

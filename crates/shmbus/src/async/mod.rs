@@ -25,6 +25,15 @@
 //! The core is runtime-agnostic (std wakers only): it works under tokio, async-std, smol or
 //! a hand-written executor. It is tested under tokio, whence the feature's name.
 //!
+//! # Polling by hand
+//!
+//! [`recv_async`](AsyncRecv::recv_async)'s future borrows its endpoint, and [`wait`]'s its
+//! channels, from the first poll to the last. A caller that can lend them only for each
+//! poll (a binding to another language's event loop, whose endpoint sits behind a lock)
+//! keeps the wait's state apart instead: [`AsyncRecv::poll_recv`] with a [`RecvState`],
+//! [`WaitState::poll`] for the wait. Each poll is exactly a poll of the future; dropping
+//! the state removes its registration.
+//!
 //! # Cancellation
 //!
 //! Every future here is cancellation-safe: a message is taken only inside the `poll` that
@@ -34,8 +43,9 @@
 //!
 //! # Limits
 //!
-//! * The receive futures borrow the endpoint mutably (the topic [`Subscriber`](crate::Subscriber)
-//!   too, though its blocking receives take `&self`).
+//! * The receive futures borrow the endpoint mutably. The topic
+//!   [`Subscriber`](crate::Subscriber), whose receives take `&self`, also awaits through a
+//!   shared reference: `let mut s = &sub; s.recv_async().await` (while samples are held).
 //! * Copy and `_into`-less forms only: the zero-copy `_ref` receives return an item that
 //!   borrows the endpoint, which an owned future cannot hand out across `await` points
 //!   without tying the endpoint up for the item's life; use `try_recv_ref` after
@@ -61,8 +71,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A receiving endpoint that can be awaited: [`Subscriber`](crate::Subscriber),
-/// [`Consumer`](crate::Consumer), [`StreamReader`](crate::StreamReader),
+/// A receiving endpoint that can be awaited: [`Subscriber`](crate::Subscriber) (and
+/// `&Subscriber`), [`Consumer`](crate::Consumer), [`StreamReader`](crate::StreamReader),
 /// [`Worker`](crate::Worker) and [`Tailer`](crate::Tailer), and their typed receivers
 /// ([`TypedSubscriber<T>`](crate::TypedSubscriber), …), whose items are the typed `try_recv`'s.
 pub trait AsyncRecv: Waitable + Sized + sealed::Sealed {
@@ -98,6 +108,32 @@ pub trait AsyncRecv: Waitable + Sized + sealed::Sealed {
     fn stream(&mut self) -> RecvStream<'_, Self> {
         RecvStream { ep: self, wait: Waiting::default(), done: false }
     }
+
+    /// One poll of a receive whose state the caller keeps apart from the endpoint (see
+    /// [`RecvState`]): what each poll of [`recv_async`](AsyncRecv::recv_async)'s future
+    /// does. `Ready` with the item or the error; or `Pending`, with `cx`'s waker registered
+    /// to be woken when a receive may succeed (or a re-check is due), then poll again.
+    ///
+    /// Cancellation-safe: an item is taken only by the poll that returns it, so dropping
+    /// `state` between polls loses nothing. After `Ready`, `state` may serve the endpoint's
+    /// next receive (it keeps its entry with the waiter thread, without a waker, as
+    /// [`stream`](AsyncRecv::stream) does). One state per waiting receive: a state polled
+    /// for two receives in turn wakes only the last one's waker.
+    fn poll_recv(&mut self, state: &mut RecvState, cx: &mut Context<'_>) -> Poll<Result<Self::Item, Self::Error>> {
+        let r = poll_recv(self, &mut state.wait, cx);
+        if r.is_ready() {
+            state.wait.reg.idle();
+        }
+        r
+    }
+}
+
+/// The state of a receive polled by hand with [`AsyncRecv::poll_recv`]: its registration
+/// with the waiter thread and its re-check clock, owned apart from the endpoint, which is
+/// lent to each poll only. Dropping it removes the registration.
+#[derive(Debug, Default)]
+pub struct RecvState {
+    wait: Waiting,
 }
 
 /// The registration of one waiting future, and its re-check clock.
@@ -243,7 +279,7 @@ impl<E: AsyncRecv> futures_core::Stream for RecvStream<'_, E> {
 /// Errors: [`WaitError::Empty`] for no channel. Any number of channels is accepted (see
 /// the module docs for the cost beyond 127).
 pub fn wait<'a>(channels: &'a [&'a dyn Waitable]) -> Wait<'a> {
-    Wait { channels, regs: Vec::new(), seen: Vec::new(), ready: Vec::new(), wait: Waiting::default() }
+    Wait { channels, state: WaitState::default() }
 }
 
 /// The future of [`wait`]. Not `Send`, like the `&dyn Waitable`s it holds: await it on the
@@ -252,10 +288,7 @@ pub fn wait<'a>(channels: &'a [&'a dyn Waitable]) -> Wait<'a> {
 #[must_use = "futures do nothing unless awaited"]
 pub struct Wait<'a> {
     channels: &'a [&'a dyn Waitable],
-    regs: Vec<Registration>,
-    seen: Vec<u32>,
-    ready: Vec<usize>,
-    wait: Waiting,
+    state: WaitState,
 }
 
 impl std::fmt::Debug for Wait<'_> {
@@ -269,33 +302,72 @@ impl Future for Wait<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let channels = this.channels;
+        this.state.poll(this.channels, cx)
+    }
+}
+
+/// The state of an async wait polled by hand with [`WaitState::poll`]: [`wait`]'s future
+/// without its borrow of the channels, which are lent to each poll only (see the module
+/// docs). Dropping it removes its registrations.
+#[derive(Debug, Default)]
+pub struct WaitState {
+    regs: Vec<Registration>,
+    seen: Vec<u32>,
+    ready: Vec<usize>,
+    wait: Waiting,
+}
+
+impl WaitState {
+    /// One poll of an async wait on `channels` (the same ones, in the same order, at every
+    /// poll of one wait): what each poll of [`wait`]'s future does. `Ready` with the indices
+    /// of the ready channels (the registrations are then removed), or
+    /// [`WaitError::Empty`] for no channel; or `Pending`, with `cx`'s waker registered on
+    /// every channel. It receives nothing: dropping the state between polls loses nothing.
+    pub fn poll(&mut self, channels: &[&dyn Waitable], cx: &mut Context<'_>) -> Poll<Result<Vec<usize>, WaitError>> {
         if channels.is_empty() {
             return Poll::Ready(Err(WaitError::Empty));
         }
         'again: for _ in 0..ARM_TRIES {
-            this.seen.clear();
-            this.seen.extend(channels.iter().map(|c| c.wait_handle().event.load()));
-            this.ready.clear();
-            this.ready.extend(channels.iter().enumerate().filter(|(_, c)| c.is_ready()).map(|(i, _)| i));
-            if !this.ready.is_empty() {
-                this.regs.iter_mut().for_each(Registration::cancel);
-                return Poll::Ready(Ok(std::mem::take(&mut this.ready)));
+            self.seen.clear();
+            self.seen.extend(channels.iter().map(|c| c.wait_handle().event.load()));
+            self.ready.clear();
+            self.ready.extend(channels.iter().enumerate().filter(|(_, c)| c.is_ready()).map(|(i, _)| i));
+            if !self.ready.is_empty() {
+                self.regs.iter_mut().for_each(Registration::cancel);
+                return Poll::Ready(Ok(std::mem::take(&mut self.ready)));
             }
-            let Ok(recheck_at) = this.wait.recheck(channels) else { continue };
+            let Ok(recheck_at) = self.wait.recheck(channels) else { continue };
             // Arm every word first (as `WaitSet::wait` does), then register them all.
-            for (c, seen) in channels.iter().zip(this.seen.iter_mut()) {
+            for (c, seen) in channels.iter().zip(self.seen.iter_mut()) {
                 let Some(armed) = c.wait_handle().event.arm(*seen) else { continue 'again };
                 *seen = armed;
             }
-            this.regs.resize_with(channels.len(), Registration::default);
-            for ((c, reg), &armed) in channels.iter().zip(&mut this.regs).zip(&this.seen) {
+            self.regs.resize_with(channels.len(), Registration::default);
+            for ((c, reg), &armed) in channels.iter().zip(&mut self.regs).zip(&self.seen) {
                 reg.register(c.wait_handle().event, armed, recheck_at, cx.waker());
             }
             return Poll::Pending;
         }
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+/// What a receive attempt of a future needs that a spinning receive's does not: a future
+/// tries once per wake-up. The stream reader has the attempt read its writer watch's
+/// liveness clock (see `StreamReader::clock_writer_watch`), so that its retries, one per
+/// `LIVENESS_INTERVAL`, find a SIGKILLed writer within about one interval.
+trait BeforeAttempt {
+    fn before_attempt(&self) {}
+}
+
+impl BeforeAttempt for crate::Subscriber {}
+impl BeforeAttempt for crate::Consumer {}
+impl BeforeAttempt for crate::Worker {}
+impl BeforeAttempt for crate::Tailer {}
+impl BeforeAttempt for crate::StreamReader {
+    fn before_attempt(&self) {
+        self.clock_writer_watch();
     }
 }
 
@@ -328,6 +400,7 @@ impl AsyncRecv for crate::StreamReader {
     type Item = <&'static mut crate::StreamReader as Receive>::Item;
     type Error = <&'static mut crate::StreamReader as Receive>::Error;
     fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+        self.before_attempt();
         Receive::try_recv(&mut &mut *self)
     }
     fn ends(e: &Self::Error) -> bool {
@@ -349,6 +422,7 @@ macro_rules! async_recv_typed {
             type Item = <$b as crate::typed::TypedReceive>::Owned<T>;
             type Error = <$b as crate::typed::TypedReceive>::RecvError;
             fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+                self.bytes().before_attempt();
                 self.try_recv().map_err(|e| e.into_blocking())
             }
             fn ends(e: &Self::Error) -> bool {
@@ -375,6 +449,20 @@ impl AsyncRecv for crate::Subscriber {
     type Error = <&'static crate::Subscriber as Receive>::Error;
     fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
         Receive::try_recv(&mut &*self)
+    }
+    fn ends(e: &Self::Error) -> bool {
+        <&'static crate::Subscriber as Receive>::ends(e)
+    }
+}
+
+/// The subscriber receives through `&self`: a shared reference awaits as the subscriber does
+/// (while samples of it are held, and from several futures at once).
+impl sealed::Sealed for &crate::Subscriber {}
+impl AsyncRecv for &crate::Subscriber {
+    type Item = <&'static crate::Subscriber as Receive>::Item;
+    type Error = <&'static crate::Subscriber as Receive>::Error;
+    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+        Receive::try_recv(self)
     }
     fn ends(e: &Self::Error) -> bool {
         <&'static crate::Subscriber as Receive>::ends(e)
@@ -421,6 +509,33 @@ mod tests {
             assert_eq!(waiter::pending(), 1, "a stream keeps its registration");
         }
         assert_eq!(waiter::pending(), 0);
+
+        // States polled by hand: the same, with the state in place of the future.
+        {
+            let mut st = RecvState::default();
+            assert!(c.poll_recv(&mut st, &mut cx).is_pending());
+            assert_eq!(waiter::pending(), 1);
+            p.send(b"z").unwrap();
+            assert_eq!(c.poll_recv(&mut st, &mut cx), Poll::Ready(Ok(b"z".to_vec())));
+            assert_eq!(waiter::pending(), 1, "a state keeps its entry for the next receive");
+            assert!(c.poll_recv(&mut st, &mut cx).is_pending());
+            assert_eq!(waiter::pending(), 1, "and reuses it");
+        }
+        assert_eq!(waiter::pending(), 0, "a dropped state deregisters");
+        let (mut p2, c2) = {
+            let q2 = Queue::create_or_open(&d, "q2", &QueueConfig::default().capacity(4).max_message_len(8)).unwrap();
+            (q2.producer().unwrap(), q2.consumer().unwrap())
+        };
+        {
+            let chans: [&dyn Waitable; 2] = [&c, &c2];
+            let mut st = WaitState::default();
+            assert!(st.poll(&chans, &mut cx).is_pending());
+            assert_eq!(waiter::pending(), 2, "one registration per channel");
+            p2.send(b"w").unwrap();
+            assert_eq!(st.poll(&chans, &mut cx), Poll::Ready(Ok(vec![1])));
+            assert_eq!(waiter::pending(), 0, "a finished wait deregisters");
+            assert_eq!(st.poll(&[], &mut cx), Poll::Ready(Err(WaitError::Empty)));
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

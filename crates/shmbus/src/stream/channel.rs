@@ -220,6 +220,12 @@ impl PeerWatch {
     pub(super) fn alive(&mut self, shared: &Shared) -> bool {
         self.0.alive(shared.table(), shared.me)
     }
+
+    /// See `liveness::PeerWatch::clock_next`.
+    #[cfg(feature = "tokio")]
+    pub(super) fn clock_next(&self) {
+        self.0.clock_next()
+    }
 }
 
 /// Sleeps on `event` (which an attaching peer notifies, see `RingShared::nudge`) until

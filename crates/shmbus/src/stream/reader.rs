@@ -61,6 +61,15 @@ impl StreamReader {
         self.writer.alive(&self.shared)
     }
 
+    /// Has the next receive attempt read the liveness clock: an async receive tries once per
+    /// wake-up (every [`LIVENESS_INTERVAL`] while it waits), too seldom for the watch's
+    /// every-64th-poll clock, and would find a SIGKILLed writer only after 64 intervals. The
+    /// writer is still looked up at most once per interval.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn clock_writer_watch(&self) {
+        self.writer.clock_next();
+    }
+
     /// Waits until a live process holds the writer role. Useful at start-up: a reader of an
     /// empty stream with no writer gets `Disconnected`.
     pub fn wait_for_writer(&mut self) -> bool {

@@ -811,6 +811,27 @@ impl Waitable for Subscriber {
     }
 }
 
+/// The subscriber receives through `&self`, so a shared reference waits as the subscriber
+/// does. With the `tokio` feature `&Subscriber` is an `AsyncRecv` too: it awaits a message
+/// while samples of the subscriber are held, as the blocking receives can.
+impl Waitable for &Subscriber {
+    fn wait_handle(&self) -> WaitHandle<'_> {
+        (**self).wait_handle()
+    }
+
+    fn is_ready(&self) -> bool {
+        (**self).is_ready()
+    }
+
+    fn recheck_interval(&self) -> Option<Duration> {
+        (**self).recheck_interval()
+    }
+
+    fn recheck(&self) -> bool {
+        (**self).recheck()
+    }
+}
+
 /// A zero-copy view of a message, pinned in shared memory: no publisher overwrites it while
 /// this value lives. Derefs to the payload, whose bytes stay as they are while it lives.
 ///
