@@ -116,7 +116,8 @@ pub(crate) fn summary(
          Two processes pinned to two CPUs, ping-pong through the same driver for every row. `×floor`: \
          p50 over the floor of the same size, mode and payload handling (spin rows: the spin \
          floor; block rows: the futex floor). `×topic`: p50 over shmbus topic in the same mode with copy (below 1 it is \
-         faster than the topic). Redis always blocks; its server is a third, unpinned process.\n"
+         faster than the topic; async rows: over the blocking topic). Async rows await `recv_async` in a \
+         current-thread tokio runtime on both sides and are measured against the futex floor. Redis always blocks; its server is a third, unpinned process.\n"
     );
     let p50_of =
         |label: &str, size: usize| h2h.iter().find(|x| x.label == label && x.size == size).and_then(Measured::p50);
@@ -126,9 +127,11 @@ pub(crate) fn summary(
         let t = if x.mode == Mode::Spin { "floor" } else { "futex-floor" };
         h2h.iter().find(|f| f.transport == t && f.payload == x.payload && f.size == x.size).and_then(Measured::p50)
     };
+    // An async row is compared with the blocking topic: what awaiting costs over a thread.
     let topic_of = |x: &Measured| {
+        let mode = if x.mode == Mode::Async { Mode::Block } else { x.mode };
         h2h.iter()
-            .find(|f| f.transport == "topic" && f.mode == x.mode && f.payload == Payload::Copy && f.size == x.size)
+            .find(|f| f.transport == "topic" && f.mode == mode && f.payload == Payload::Copy && f.size == x.size)
             .and_then(Measured::p50)
     };
     for &size in sizes {

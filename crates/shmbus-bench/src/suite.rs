@@ -88,6 +88,10 @@ const CONTENDERS: &[Contender] = &[
     c("topic", Mode::Spin, Payload::Touch),
     c("topic", Mode::Block, Payload::Copy),
     c("topic", Mode::Block, Payload::Touch),
+    // Async receive (`recv_async().await` in a current-thread tokio runtime on both sides),
+    // against the futex floor: the cost of waking a task instead of a thread.
+    c("topic", Mode::Async, Payload::Copy),
+    c("queue", Mode::Async, Payload::Copy),
     #[cfg(feature = "iceoryx2")]
     c("iceoryx2", Mode::Spin, Payload::Copy),
     #[cfg(feature = "iceoryx2")]

@@ -149,6 +149,10 @@ fn check_report(dir: &Path, with_redis: bool) -> Value {
         assert_eq!(transports.contains(&t), with_redis, "{t} in the head-to-head: {transports:?}");
     }
     assert_eq!(transports.contains(&"iceoryx2"), cfg!(feature = "iceoryx2"), "{transports:?}");
+    // The async rows: topic and queue awaiting `recv_async`.
+    for t in ["topic", "queue"] {
+        assert!(h2h.iter().any(|r| r["transport"] == t && r["mode"] == "async"), "no {t} async row: {transports:?}");
+    }
     for r in h2h {
         for k in ["size", "p50_ns", "p99_ns", "p999_ns", "max_ns"] {
             assert!(r[k].as_u64().is_some(), "{k} missing in {r}");

@@ -223,6 +223,10 @@ impl Topics {
             Ok(s) => s,
             Err(e) => return sh.log.warn(format!("sub {name}"), || format!("topic {name}: cannot subscribe: {e}")),
         };
+        // Sleep at once when there is nothing: this thread shares its CPU with Zenoh's (and,
+        // where the bridge is pinned, with the local publishers'); a spin would take the
+        // time they need to produce what it waits for.
+        sub.set_wait_policy(shmbus::WaitPolicy::BLOCK);
         // A lossy topic's forwarding drops when Zenoh's queues are full, as the topic itself
         // would; a lossless one waits.
         let congestion = match policy {

@@ -5,7 +5,8 @@
 //!
 //! * **zenoh**: a Zenoh publisher process in namespace a, a Zenoh subscriber process in b;
 //! * **bridged**: a shmbus publisher in a, `shmbus-bridge` in a and in b, a shmbus reliable
-//!   subscriber in b (the topic is `block`: nothing is dropped anywhere).
+//!   subscriber in b (the topic is `block`: nothing is dropped anywhere; its history is 4096
+//!   messages, at most 64 MiB of slots: 64 for 1 MiB).
 //!
 //! The sending side (publisher, and bridge a) is pinned to CPU 0, the receiving side to
 //! CPU 1. Latency: the publisher sends one message every `--interval`, stamped with
@@ -48,6 +49,15 @@ struct Args {
     /// Rounds of each measurement (alternating zenoh and bridged); the median is reported.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Extra arguments for both bridges (repeatable), e.g. `--bridge-arg=--express`.
+    #[arg(long = "bridge-arg", value_name = "ARG", allow_hyphen_values = true)]
+    bridge_args: Vec<String>,
+    /// Extra arguments for the sending host's bridge only.
+    #[arg(long = "bridge-a-arg", value_name = "ARG", allow_hyphen_values = true)]
+    bridge_a_args: Vec<String>,
+    /// Extra arguments for the receiving host's bridge only.
+    #[arg(long = "bridge-b-arg", value_name = "ARG", allow_hyphen_values = true)]
+    bridge_b_args: Vec<String>,
     /// One JSON object per measurement instead of the table.
     #[arg(long)]
     json: bool,
@@ -249,7 +259,7 @@ fn run_bridged(net: &Net, a: &Args, what: &str, size: usize, n: u64) -> Result {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&ra).expect("scratch");
     std::fs::create_dir_all(&rb).expect("scratch");
-    let config = TopicConfig::default().max_message_len(size).history(64).policy(DeliveryPolicy::Block);
+    let config = TopicConfig::default().max_message_len(size).history(history(size)).policy(DeliveryPolicy::Block);
     for r in [&ra, &rb] {
         Topic::create_or_open(&Domain::with_root("bench", r).expect("domain"), "t", &config).expect("topic");
     }
@@ -261,12 +271,11 @@ fn run_bridged(net: &Net, a: &Args, what: &str, size: usize, n: u64) -> Result {
             .chain([flag.to_string(), format!("tcp/{ip}:7451"), "--stats-interval".into(), "0".into()])
             .collect()
     };
-    let ba = Kill(
-        net.cmd(&net.a, 0, &bridge, &args(&ra, "--listen", IP_A)).stdout(Stdio::null()).spawn().expect("bridge a"),
-    );
-    let bb = Kill(
-        net.cmd(&net.b, 1, &bridge, &args(&rb, "--connect", IP_A)).stdout(Stdio::null()).spawn().expect("bridge b"),
-    );
+    let (mut aa, mut ab) = (args(&ra, "--listen", IP_A), args(&rb, "--connect", IP_A));
+    aa.extend(a.bridge_args.iter().chain(&a.bridge_a_args).cloned());
+    ab.extend(a.bridge_args.iter().chain(&a.bridge_b_args).cloned());
+    let ba = Kill(net.cmd(&net.a, 0, &bridge, &aa).stdout(Stdio::null()).spawn().expect("bridge a"));
+    let bb = Kill(net.cmd(&net.b, 1, &bridge, &ab).stdout(Stdio::null()).spawn().expect("bridge b"));
     // Linked when a probe crosses.
     probe_link(&ra, &rb);
     let rx = net.cmd(&net.b, 1, &me(), &role_args("ssub", what, size, n, Some(&rb), a));
@@ -294,6 +303,11 @@ fn probe_link(ra: &std::path::Path, rb: &std::path::Path) {
         assert!(Instant::now() < end, "the bridges did not link");
     }
     while sub.try_recv().is_ok() {}
+}
+
+/// The bridged topic's history: room for bursts (4096 messages), at most 64 MiB of slots.
+fn history(size: usize) -> usize {
+    ((64 << 20) / size.max(1)).clamp(64, 4096)
 }
 
 fn now() -> u64 {
@@ -402,7 +416,8 @@ fn child(role: &str, a: &Args) {
                 stamp(&mut buf);
                 p.put(buf.clone()).wait().expect("put");
                 if latency {
-                    spin_sleep(interval);
+                    // A sleep, not a spin: the bridge shares this CPU with the publisher.
+                    std::thread::sleep(interval);
                 }
             }
             std::thread::sleep(Duration::from_secs(5));
@@ -437,7 +452,8 @@ fn child(role: &str, a: &Args) {
                 stamp(&mut l);
                 l.send().expect("send");
                 if latency {
-                    spin_sleep(interval);
+                    // A sleep, not a spin: the bridge shares this CPU with the publisher.
+                    std::thread::sleep(interval);
                 }
             }
             std::thread::sleep(Duration::from_secs(5));
@@ -450,15 +466,4 @@ fn say(s: &str) {
     let mut o = std::io::stdout();
     let _ = writeln!(o, "{s}");
     let _ = o.flush();
-}
-
-/// Sleeps most of `d`, spinning the rest (a steady send rate).
-fn spin_sleep(d: Duration) {
-    let end = Instant::now() + d;
-    if d > Duration::from_micros(200) {
-        std::thread::sleep(d - Duration::from_micros(100));
-    }
-    while Instant::now() < end {
-        std::hint::spin_loop();
-    }
 }
