@@ -6,13 +6,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use shmbus::{DeliveryPolicy, Kind, Publisher, Topic, TopicConfig, TopicRecvTimeoutError, TopicSendError};
+use shmbus::topic::Message;
+use shmbus::{
+    DeliveryPolicy, Kind, Publisher, Topic, TopicConfig, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError,
+};
 use zenoh::qos::CongestionControl;
 use zenoh::sample::{Locality, Sample};
 use zenoh::Wait;
 
 use crate::stats::{add, bump};
-use crate::wire::{self, Attachment, TopicMeta, WireError};
+use crate::wire::{self, Attachment, BatchItem, TopicBatch, TopicMeta, WireError};
 use crate::{spawn, zerr, BridgeError, Shared};
 
 /// How long a forwarding thread's receive waits before it looks at the stop flag.
@@ -23,6 +26,12 @@ const OWN_MAX: usize = 1 << 16;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A local receive that failed without ending the topic.
+enum Failure {
+    Lagged(u64),
+    Other(String),
 }
 
 /// One bridged local topic.
@@ -244,51 +253,112 @@ impl Topics {
             Ok(p) => p,
             Err(e) => return sh.log.warn(format!("zpub {name}"), || format!("topic {name}: zenoh publisher: {e}")),
         };
-        let (max, history) = (link.topic.max_message_len(), link.topic.history());
         let clamp = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        let (max, history) = (clamp(link.topic.max_message_len()), clamp(link.topic.history()));
+        let mut waiting: Vec<Message> = Vec::new();
         while !sh.stopping() && link.live.load(std::sync::atomic::Ordering::Relaxed) {
-            let msg = match sub.recv_timeout(POLL) {
-                Ok(m) => m,
+            waiting.clear();
+            match sub.recv_timeout(POLL) {
+                Ok(m) => waiting.push(m),
                 Err(TopicRecvTimeoutError::Timeout) => continue,
-                Err(TopicRecvTimeoutError::Lagged { missed }) => {
-                    add(&sh.counters.local_lagged, missed);
-                    continue;
-                }
-                Err(TopicRecvTimeoutError::Truncated) => {
-                    sh.log.warn(format!("gone {name}"), || format!("topic {name} was cut short; no longer bridged"));
-                    return;
-                }
-                Err(e) => {
-                    sh.log.warn(format!("recv {name}"), || format!("topic {name}: {e}"));
-                    bump(&sh.counters.send_failed);
-                    continue;
-                }
+                Err(TopicRecvTimeoutError::Lagged { missed }) => self.recv_failed(name, Failure::Lagged(missed)),
+                Err(TopicRecvTimeoutError::Truncated) => return self.gone(name),
+                Err(e) => self.recv_failed(name, Failure::Other(e.to_string())),
             };
-            if link.is_own(msg.seq()) {
-                bump(&sh.counters.echoes_skipped);
+            if waiting.is_empty() {
                 continue;
             }
-            let meta = TopicMeta {
-                origin: sh.id,
-                seq: msg.seq(),
-                ts_mono_ns: msg.ts_ns(),
-                ts_real_ns: mono_to_real(msg.ts_ns()),
-                max_message_len: clamp(max),
-                history: clamp(history),
-                policy: policy as u8,
+            // What else is waiting goes in the same sample (a batch), up to its limits.
+            let mut bytes = waiting[0].len();
+            while waiting.len() < wire::MAX_BATCH && bytes < wire::BATCH_BYTES {
+                match sub.try_recv() {
+                    Ok(m) => {
+                        bytes += m.len();
+                        waiting.push(m);
+                    }
+                    Err(TopicTryRecvError::Empty) => break,
+                    Err(TopicTryRecvError::Lagged { missed }) => self.recv_failed(name, Failure::Lagged(missed)),
+                    Err(TopicTryRecvError::Truncated) => return self.gone(name),
+                    Err(e) => {
+                        self.recv_failed(name, Failure::Other(e.to_string()));
+                        break;
+                    }
+                }
+            }
+            waiting.retain(|m| {
+                let own = link.is_own(m.seq());
+                if own {
+                    bump(&sh.counters.echoes_skipped);
+                }
+                !own
+            });
+            let (n, bytes) = (waiting.len() as u64, waiting.iter().map(|m| m.len() as u64).sum::<u64>());
+            let put = match waiting.len() {
+                0 => continue,
+                1 => {
+                    let m = waiting.pop().unwrap_or_else(|| unreachable!("one message"));
+                    let meta = TopicMeta {
+                        origin: sh.id,
+                        seq: m.seq(),
+                        ts_mono_ns: m.ts_ns(),
+                        ts_real_ns: mono_to_real(m.ts_ns()),
+                        max_message_len: max,
+                        history,
+                        policy: policy as u8,
+                    };
+                    zpub.put(m.into_data()).attachment(meta.encode().to_vec()).wait()
+                }
+                _ => {
+                    let batch = TopicBatch {
+                        origin: sh.id,
+                        max_message_len: max,
+                        history,
+                        policy: policy as u8,
+                        items: waiting
+                            .iter()
+                            .map(|m| BatchItem {
+                                seq: m.seq(),
+                                ts_mono_ns: m.ts_ns(),
+                                ts_real_ns: mono_to_real(m.ts_ns()),
+                                len: m.len() as u32,
+                            })
+                            .collect(),
+                    };
+                    let mut payload = Vec::with_capacity(bytes as usize);
+                    for m in &waiting {
+                        payload.extend_from_slice(m.data());
+                    }
+                    zpub.put(payload).attachment(batch.encode()).wait()
+                }
             };
-            let len = msg.len() as u64;
-            match zpub.put(msg.into_data()).attachment(meta.encode().to_vec()).wait() {
+            match put {
                 Ok(()) => {
-                    bump(&sh.counters.forwarded);
-                    add(&sh.counters.forwarded_bytes, len);
+                    add(&sh.counters.forwarded, n);
+                    add(&sh.counters.forwarded_bytes, bytes);
                 }
                 Err(e) => {
-                    bump(&sh.counters.send_failed);
+                    add(&sh.counters.send_failed, n);
                     sh.log.warn(format!("put {name}"), || format!("topic {name}: zenoh put: {e}"));
                 }
             }
         }
+    }
+
+    /// Counts a failed local receive.
+    fn recv_failed(&self, name: &str, f: Failure) {
+        let sh = &self.shared;
+        match f {
+            Failure::Lagged(missed) => add(&sh.counters.local_lagged, missed),
+            Failure::Other(e) => {
+                sh.log.warn(format!("recv {name}"), || format!("topic {name}: {e}"));
+                bump(&sh.counters.send_failed);
+            }
+        }
+    }
+
+    /// The topic's file was cut: its thread ends.
+    fn gone(&self, name: &str) {
+        self.shared.log.warn(format!("gone {name}"), || format!("topic {name} was cut short; no longer bridged"));
     }
 
     /// Zenoh → local: one remote sample.
@@ -301,21 +371,44 @@ impl Topics {
             bump(&c.not_allowed);
             return sh.log.warn(format!("key {key}"), || format!("remote key {key}: not an allowed topic; dropped"));
         }
-        let meta = match sample.attachment().map(|a| wire::decode(&a.to_bytes())) {
-            Some(Ok(Attachment::Topic(m))) => m,
-            Some(Ok(Attachment::Entry(_))) => return self.bad(key, WireError::Kind(2)),
-            Some(Err(e)) => return self.bad(key, e),
-            None => return self.bad(key, WireError::Missing),
-        };
-        if meta.origin == sh.id {
-            return;
-        }
-        let Ok(link) = self.link(name, Some(&meta)) else {
-            bump(&c.open_failed);
-            return;
-        };
         let payload = sample.payload().to_bytes();
-        self.publish(&link, &payload);
+        match sample.attachment().map(|a| wire::decode(&a.to_bytes())) {
+            Some(Ok(Attachment::Topic(m))) => {
+                if m.origin == sh.id {
+                    return;
+                }
+                if let Some(link) = self.remote_link(name, &m) {
+                    self.publish(&link, &payload);
+                }
+            }
+            Some(Ok(Attachment::Batch(b))) => {
+                if b.origin == sh.id {
+                    return;
+                }
+                if b.payload_len() != payload.len() as u64 {
+                    return self.bad(key, WireError::Field("batch lengths do not add up to the payload"));
+                }
+                let Some(link) = self.remote_link(name, &b.meta()) else { return };
+                let mut at = 0;
+                for it in &b.items {
+                    let len = it.len as usize;
+                    self.publish(&link, &payload[at..at + len]);
+                    at += len;
+                }
+            }
+            Some(Ok(Attachment::Entry(_))) => self.bad(key, WireError::Kind(2)),
+            Some(Err(e)) => self.bad(key, e),
+            None => self.bad(key, WireError::Missing),
+        }
+    }
+
+    /// The link a remote message goes to (`None`: counted as `open_failed`).
+    fn remote_link(self: &Arc<Self>, name: &str, meta: &TopicMeta) -> Option<Arc<Link>> {
+        let link = self.link(name, Some(meta)).ok();
+        if link.is_none() {
+            bump(&self.shared.counters.open_failed);
+        }
+        link
     }
 
     fn bad(&self, key: &str, e: WireError) {

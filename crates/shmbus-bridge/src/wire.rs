@@ -17,8 +17,27 @@
 //! | 52 | topic: its delivery policy (0 overwrite, 1 block, 2 fail) | topic only |
 //! | 53..56 | zero | topic only |
 //!
-//! A topic record is 56 bytes, a journal record 36. [`decode`] checks the length, the magic,
-//! the version, the kind and every field's range, and never panics on any input.
+//! A topic record is 56 bytes, a journal record 36.
+//!
+//! **Batches.** When a bridge finds several messages of a topic waiting, it sends them as one
+//! sample (at most [`MAX_BATCH`] messages, about [`BATCH_BYTES`] of payload): the payload is
+//! the messages one after another, and the attachment is kind 3:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..20 | magic, version, kind 3, origin, as above |
+//! | 20..24 | the origin topic's largest message |
+//! | 24..28 | its history |
+//! | 28 | its delivery policy |
+//! | 29..32 | zero |
+//! | 32..36 | the number of messages n (2 ..= 1024) |
+//! | 36 + 28 i .. | message i: sequence number (8), CLOCK_MONOTONIC time (8), CLOCK_REALTIME time (8), length (4) |
+//!
+//! The lengths add up to the payload's. A single waiting message is always sent alone, as
+//! kind 1.
+//!
+//! [`decode`] checks the length, the magic, the version, the kind and every field's range,
+//! and never panics on any input.
 
 use std::fmt;
 
@@ -31,6 +50,13 @@ const MAGIC: [u8; 2] = *b"SB";
 const VERSION: u8 = 1;
 const KIND_TOPIC: u8 = 1;
 const KIND_ENTRY: u8 = 2;
+const KIND_BATCH: u8 = 3;
+/// The most messages one batch carries.
+pub const MAX_BATCH: usize = 1024;
+/// A forwarding thread stops adding to a batch once it holds this much payload.
+pub const BATCH_BYTES: usize = 64 << 10;
+const BATCH_HEAD: usize = 36;
+const BATCH_ITEM: usize = 28;
 /// The length of a topic message's attachment.
 pub const TOPIC_LEN: usize = 56;
 /// The length of a journal entry's attachment.
@@ -66,13 +92,43 @@ pub struct EntryMeta {
     pub ts_ns: u64,
 }
 
-/// A decoded attachment.
+/// One message of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchItem {
+    /// Its sequence number in the origin topic.
+    pub seq: u64,
+    /// Its publish time, CLOCK_MONOTONIC of the origin host.
+    pub ts_mono_ns: u64,
+    /// Its publish time on CLOCK_REALTIME.
+    pub ts_real_ns: u64,
+    /// Its length in the payload.
+    pub len: u32,
+}
+
+/// What a batch's attachment says: the topic's parameters and each message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicBatch {
+    /// The bridge that forwarded it.
+    pub origin: BridgeId,
+    /// The origin topic's largest message.
+    pub max_message_len: u32,
+    /// The origin topic's history.
+    pub history: u32,
+    /// The origin topic's delivery policy.
+    pub policy: u8,
+    /// The messages, in order.
+    pub items: Vec<BatchItem>,
+}
+
+/// A decoded attachment.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attachment {
     /// A topic message.
     Topic(TopicMeta),
     /// A journal entry.
     Entry(EntryMeta),
+    /// Several topic messages.
+    Batch(TopicBatch),
 }
 
 /// Why an attachment was refused.
@@ -125,6 +181,45 @@ impl TopicMeta {
     }
 }
 
+impl TopicBatch {
+    /// The attachment's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; BATCH_HEAD + BATCH_ITEM * self.items.len()];
+        head(&mut b, KIND_BATCH, &self.origin);
+        b[20..24].copy_from_slice(&self.max_message_len.to_le_bytes());
+        b[24..28].copy_from_slice(&self.history.to_le_bytes());
+        b[28] = self.policy;
+        b[32..36].copy_from_slice(&(self.items.len() as u32).to_le_bytes());
+        for (i, it) in self.items.iter().enumerate() {
+            let at = BATCH_HEAD + BATCH_ITEM * i;
+            b[at..at + 8].copy_from_slice(&it.seq.to_le_bytes());
+            b[at + 8..at + 16].copy_from_slice(&it.ts_mono_ns.to_le_bytes());
+            b[at + 16..at + 24].copy_from_slice(&it.ts_real_ns.to_le_bytes());
+            b[at + 24..at + 28].copy_from_slice(&it.len.to_le_bytes());
+        }
+        b
+    }
+
+    /// The batch's topic parameters as a [`TopicMeta`] (of its first message).
+    pub fn meta(&self) -> TopicMeta {
+        let first = self.items.first().copied().unwrap_or(BatchItem { seq: 1, ts_mono_ns: 0, ts_real_ns: 0, len: 0 });
+        TopicMeta {
+            origin: self.origin,
+            seq: first.seq,
+            ts_mono_ns: first.ts_mono_ns,
+            ts_real_ns: first.ts_real_ns,
+            max_message_len: self.max_message_len,
+            history: self.history,
+            policy: self.policy,
+        }
+    }
+
+    /// The total payload length the items say.
+    pub fn payload_len(&self) -> u64 {
+        self.items.iter().map(|i| u64::from(i.len)).sum()
+    }
+}
+
 impl EntryMeta {
     /// The attachment's bytes.
     pub fn encode(&self) -> [u8; ENTRY_LEN] {
@@ -169,6 +264,14 @@ pub fn decode(b: &[u8]) -> Result<Attachment, WireError> {
     let want = match b[3] {
         KIND_TOPIC => TOPIC_LEN,
         KIND_ENTRY => ENTRY_LEN,
+        KIND_BATCH if b.len() >= BATCH_HEAD => {
+            let n = u32_at(b, 32) as usize;
+            if !(2..=MAX_BATCH).contains(&n) {
+                return Err(WireError::Field("batch size"));
+            }
+            BATCH_HEAD + BATCH_ITEM * n
+        }
+        KIND_BATCH => return Err(WireError::Length { len: b.len() }),
         k => return Err(WireError::Kind(k)),
     };
     if b.len() != want {
@@ -178,6 +281,25 @@ pub fn decode(b: &[u8]) -> Result<Attachment, WireError> {
     origin.copy_from_slice(&b[4..20]);
     if b[3] == KIND_ENTRY {
         return Ok(Attachment::Entry(EntryMeta { origin, index: u64_at(b, 20), ts_ns: u64_at(b, 28) }));
+    }
+    if b[3] == KIND_BATCH {
+        let (max_message_len, history, policy) = (u32_at(b, 20), u32_at(b, 24), b[28]);
+        check_topic(max_message_len, history, policy, &b[29..32])?;
+        let items: Vec<BatchItem> = (0..u32_at(b, 32) as usize)
+            .map(|i| {
+                let at = BATCH_HEAD + BATCH_ITEM * i;
+                BatchItem {
+                    seq: u64_at(b, at),
+                    ts_mono_ns: u64_at(b, at + 8),
+                    ts_real_ns: u64_at(b, at + 16),
+                    len: u32_at(b, at + 24),
+                }
+            })
+            .collect();
+        if items.iter().any(|i| i.seq == 0) {
+            return Err(WireError::Field("sequence number 0"));
+        }
+        return Ok(Attachment::Batch(TopicBatch { origin, max_message_len, history, policy, items }));
     }
     let meta = TopicMeta {
         origin,
@@ -191,19 +313,25 @@ pub fn decode(b: &[u8]) -> Result<Attachment, WireError> {
     if meta.seq == 0 {
         return Err(WireError::Field("sequence number 0"));
     }
-    if meta.max_message_len == 0 {
+    check_topic(meta.max_message_len, meta.history, meta.policy, &b[53..56])?;
+    Ok(Attachment::Topic(meta))
+}
+
+/// The topic parameters' ranges, and zero reserved bytes.
+fn check_topic(max_message_len: u32, history: u32, policy: u8, reserved: &[u8]) -> Result<(), WireError> {
+    if max_message_len == 0 {
         return Err(WireError::Field("largest message 0"));
     }
-    if meta.history == 0 {
+    if history == 0 {
         return Err(WireError::Field("history 0"));
     }
-    if shmbus::DeliveryPolicy::from_u64(u64::from(meta.policy)).is_none() {
+    if shmbus::DeliveryPolicy::from_u64(u64::from(policy)).is_none() {
         return Err(WireError::Field("delivery policy"));
     }
-    if b[53..56] != [0, 0, 0] {
+    if reserved.iter().any(|&c| c != 0) {
         return Err(WireError::Field("reserved bytes"));
     }
-    Ok(Attachment::Topic(meta))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -222,8 +350,15 @@ mod tests {
         }
     }
 
+    fn batch() -> TopicBatch {
+        let it = |seq| BatchItem { seq, ts_mono_ns: seq * 10, ts_real_ns: seq * 20, len: 3 };
+        TopicBatch { origin: [5; ID_LEN], max_message_len: 64, history: 8, policy: 0, items: vec![it(1), it(2), it(3)] }
+    }
+
     #[test]
     fn round_trips() {
+        assert_eq!(decode(&batch().encode()), Ok(Attachment::Batch(batch())));
+        assert_eq!(batch().payload_len(), 9);
         assert_eq!(decode(&topic().encode()), Ok(Attachment::Topic(topic())));
         let e = EntryMeta { origin: [1; ID_LEN], index: u64::MAX, ts_ns: 5 };
         assert_eq!(decode(&e.encode()), Ok(Attachment::Entry(e)));
@@ -241,8 +376,8 @@ mod tests {
         b[2] = 9;
         assert_eq!(decode(&b), Err(WireError::Version(9)));
         let mut b = good;
-        b[3] = 3;
-        assert_eq!(decode(&b), Err(WireError::Kind(3)));
+        b[3] = 4;
+        assert_eq!(decode(&b), Err(WireError::Kind(4)));
         let mut b = good;
         b[52] = 3;
         assert_eq!(decode(&b), Err(WireError::Field("delivery policy")));
@@ -252,6 +387,17 @@ mod tests {
         let mut b = good;
         b[55] = 1;
         assert!(matches!(decode(&b), Err(WireError::Field(_))));
+        let b = batch().encode();
+        let mut one = b.clone();
+        one[32..36].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(decode(&one), Err(WireError::Field("batch size")));
+        let mut huge = b.clone();
+        huge[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode(&huge), Err(WireError::Field("batch size")));
+        assert_eq!(decode(&b[..b.len() - 1]), Err(WireError::Length { len: b.len() - 1 }));
+        let mut zero_seq = b.clone();
+        zero_seq[36..44].fill(0);
+        assert_eq!(decode(&zero_seq), Err(WireError::Field("sequence number 0")));
         let mut long = good.to_vec();
         long.push(0);
         assert_eq!(decode(&long), Err(WireError::Length { len: TOPIC_LEN + 1 }));
@@ -268,10 +414,13 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let seeds =
-            [topic().encode().to_vec(), EntryMeta { origin: [3; ID_LEN], index: 9, ts_ns: 9 }.encode().to_vec()];
+        let seeds = [
+            topic().encode().to_vec(),
+            EntryMeta { origin: [3; ID_LEN], index: 9, ts_ns: 9 }.encode().to_vec(),
+            batch().encode(),
+        ];
         for i in 0..200_000 {
-            let mut b = seeds[i % 2].clone();
+            let mut b = seeds[i % 3].clone();
             match next() % 4 {
                 0 => {
                     let n = (next() % 80) as usize;
@@ -287,6 +436,7 @@ mod tests {
             match decode(&b) {
                 Ok(Attachment::Topic(t)) => assert_eq!(t.encode().as_slice(), b.as_slice()),
                 Ok(Attachment::Entry(e)) => assert_eq!(e.encode().as_slice(), b.as_slice()),
+                Ok(Attachment::Batch(t)) => assert_eq!(t.encode(), b),
                 Err(_) => {}
             }
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{free_port, session, wait_until, Scratch};
 use shmbus::{DeliveryPolicy, Domain, Journal, JournalConfig, Topic, TopicConfig, TopicTryRecvError};
-use shmbus_bridge::wire::{EntryMeta, TopicMeta};
+use shmbus_bridge::wire::{BatchItem, EntryMeta, TopicBatch, TopicMeta};
 use shmbus_bridge::{Allow, Bridge, Options};
 use zenoh::Wait;
 
@@ -149,6 +149,9 @@ fn hostile_samples_are_counted_and_dropped() {
     let mut wrong_version = good.clone();
     wrong_version[2] = 77;
     let entry = EntryMeta { origin: [1; 16], index: 0, ts_ns: 0 }.encode().to_vec();
+    let item = |seq, len| BatchItem { seq, ts_mono_ns: 1, ts_real_ns: 1, len };
+    let batch = |items| TopicBatch { origin: [9; 16], max_message_len: 64, history: 4, policy: 0, items }.encode();
+    let short_batch = batch(vec![item(1, 3), item(2, 3)]);
     for _ in 0..50 {
         put("shmbus/d/imu", b"x", None); // no attachment
         put("shmbus/d/imu", b"x", Some(b"garbage".to_vec()));
@@ -156,16 +159,21 @@ fn hostile_samples_are_counted_and_dropped() {
         put("shmbus/d/imu", b"x", Some(entry.clone())); // a journal record on a topic key
         put("shmbus/d/secret", b"x", Some(good.clone())); // outside the allowlist
         put("shmbus/d/imu", &[0u8; 100], Some(good.clone())); // larger than imu's slots
-                                                              // A topic that does not exist, with parameters too large to create here.
+        put("shmbus/d/imu", b"12345", Some(short_batch.clone())); // lengths say 6 bytes, 5 sent
+                                                                  // A topic that does not exist, with parameters too large to create here.
         put("shmbus/d/cam.huge", b"x", Some(topic_meta(u32::MAX, u32::MAX).encode().to_vec()));
     }
     put("shmbus/d/imu", b"still alive", Some(good.clone()));
     let m = sub.recv_timeout(LONG).unwrap();
     assert_eq!(m.data(), b"still alive", "only the good message was published");
+    // A good batch: its messages, one by one.
+    put("shmbus/d/imu", b"onetwo", Some(batch(vec![item(5, 3), item(6, 3)])));
+    assert_eq!(sub.recv_timeout(LONG).unwrap().data(), b"one");
+    assert_eq!(sub.recv_timeout(LONG).unwrap().data(), b"two");
     assert!(matches!(sub.try_recv(), Err(TopicTryRecvError::Empty)));
     wait_until(LONG, "every sample counted", || {
         let st = b.stats();
-        st.bad_attachment - base.bad_attachment == 200
+        st.bad_attachment - base.bad_attachment == 250
             && st.not_allowed - base.not_allowed == 50
             && st.too_large - base.too_large == 50
             && st.open_failed - base.open_failed == 50
@@ -173,7 +181,7 @@ fn hostile_samples_are_counted_and_dropped() {
     assert!(Topic::status(&d, "secret").is_err());
     assert!(Topic::status(&d, "cam.huge").is_err());
     let st = b.stop();
-    assert_eq!(st.received - base.received, 1, "{st:?}");
+    assert_eq!(st.received - base.received, 3, "{st:?}");
 }
 
 #[test]
