@@ -371,20 +371,29 @@ impl Topics {
             bump(&c.not_allowed);
             return sh.log.warn(format!("key {key}"), || format!("remote key {key}: not an allowed topic; dropped"));
         }
-        let payload = sample.payload().to_bytes();
         match sample.attachment().map(|a| wire::decode(&a.to_bytes())) {
             Some(Ok(Attachment::Topic(m))) => {
                 if m.origin == sh.id {
                     return;
                 }
                 if let Some(link) = self.remote_link(name, &m) {
-                    self.publish(&link, &payload);
+                    // Straight from Zenoh's buffers (a large message comes in fragments)
+                    // into the loaned slot: one copy.
+                    let z = sample.payload();
+                    self.publish_with(&link, z.len(), |mut dst| {
+                        for part in z.slices() {
+                            let (head, rest) = dst.split_at_mut(part.len().min(dst.len()));
+                            head.copy_from_slice(&part[..head.len()]);
+                            dst = rest;
+                        }
+                    });
                 }
             }
             Some(Ok(Attachment::Batch(b))) => {
                 if b.origin == sh.id {
                     return;
                 }
+                let payload = sample.payload().to_bytes();
                 if b.payload_len() != payload.len() as u64 {
                     return self.bad(key, WireError::Field("batch lengths do not add up to the payload"));
                 }
@@ -419,6 +428,11 @@ impl Topics {
     /// Publishes a remote message into the local topic, remembering its sequence number so
     /// that the forwarding subscriber does not send it back.
     fn publish(&self, link: &Link, data: &[u8]) {
+        self.publish_with(link, data.len(), |dst| dst.copy_from_slice(data));
+    }
+
+    /// [`publish`](Self::publish) of `len` bytes that `fill` writes into the loaned slot.
+    fn publish_with(&self, link: &Link, len: usize, fill: impl FnOnce(&mut [u8])) {
         let sh = &self.shared;
         let c = &sh.counters;
         let name = &link.name;
@@ -434,13 +448,10 @@ impl Topics {
         }
         let Some(publisher) = slot.as_mut() else { return };
         let max = publisher.max_message_len();
-        if data.len() > max {
+        if len > max {
             bump(&c.too_large);
             return sh.log.warn(format!("large {name}"), || {
-                format!(
-                    "topic {name}: a remote message of {} bytes is larger than its {max}-byte slots; dropped",
-                    data.len()
-                )
+                format!("topic {name}: a remote message of {len} bytes is larger than its {max}-byte slots; dropped")
             });
         }
         // The loan waits (or fails) as the topic's policy says, holding no lock but the
@@ -458,8 +469,8 @@ impl Topics {
                 return sh.log.warn(format!("send {name}"), || format!("topic {name}: {e}"));
             }
         };
-        loan[..data.len()].copy_from_slice(data);
-        loan.truncate(data.len());
+        fill(&mut loan[..len]);
+        loan.truncate(len);
         let mut own = lock(&link.own);
         match loan.send() {
             Ok(seq) => {
@@ -470,7 +481,7 @@ impl Topics {
                     own.push_back(seq);
                 }
                 bump(&c.received);
-                add(&c.received_bytes, data.len() as u64);
+                add(&c.received_bytes, len as u64);
             }
             Err(e) => {
                 bump(&c.send_failed);

@@ -9,7 +9,8 @@
 //!   messages, at most 64 MiB of slots: 64 for 1 MiB).
 //!
 //! The sending side (publisher, and bridge a) is pinned to CPU 0, the receiving side to
-//! CPU 1. Latency: the publisher sends one message every `--interval`, stamped with
+//! CPU 1. Latency: the publisher sends one message every `--interval-us` (every
+//! `--large-interval-us` over 64 KiB, a tenth as many), stamped with
 //! CLOCK_MONOTONIC in its first 8 bytes (one clock for both namespaces); the receiver
 //! records now − stamp. Throughput: the publisher sends `--count` messages as fast as it
 //! can; the receiver's rate is messages between its first and last arrival over that time.
@@ -40,10 +41,14 @@ struct Args {
     /// Latency messages per size.
     #[arg(long, default_value_t = 2000)]
     latency_count: u64,
-    /// Microseconds between latency messages.
+    /// Microseconds between latency messages up to 64 KiB.
     #[arg(long, default_value_t = 1000)]
     interval_us: u64,
-    /// Throughput messages of 8 B (fewer for larger sizes: the same bytes, at least 200).
+    /// Microseconds between latency messages over 64 KiB (a steady state, not a flood:
+    /// 1 MiB every millisecond is near what either path carries at all).
+    #[arg(long, default_value_t = 10_000)]
+    large_interval_us: u64,
+    /// Throughput messages of 8 B (fewer for larger sizes: the same bytes, at least 1000).
     #[arg(long, default_value_t = 200_000)]
     count: u64,
     /// Rounds of each measurement (alternating zenoh and bridged); the median is reported.
@@ -88,8 +93,10 @@ fn main() {
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let size = size.max(8);
-        let tput_n = (a.count * 8 / size as u64).max(200);
-        for (what, n) in [("latency", a.latency_count), ("throughput", tput_n)] {
+        let tput_n = (a.count * 8 / size as u64).max(1000);
+        // Large messages are sent ten times less often: a tenth as many, for the same time.
+        let lat_n = if size > 64 << 10 { (a.latency_count / 10).max(100) } else { a.latency_count };
+        for (what, n) in [("latency", lat_n), ("throughput", tput_n)] {
             let mut z = Vec::new();
             let mut b = Vec::new();
             for _ in 0..a.rounds {
@@ -218,7 +225,7 @@ fn role_args(role: &str, what: &str, size: usize, n: u64, root: Option<&std::pat
         "--n".into(),
         n.to_string(),
         "--interval-us".into(),
-        a.interval_us.to_string(),
+        if size > 64 << 10 { a.large_interval_us } else { a.interval_us }.to_string(),
     ];
     if let Some(r) = root {
         v.extend(["--root".into(), r.display().to_string()]);
