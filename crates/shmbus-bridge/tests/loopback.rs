@@ -260,3 +260,24 @@ fn a_mirror_refuses_a_directory_that_is_not_its_own() {
     let e = Bridge::start(session(None, &[]), o).unwrap_err().to_string();
     assert!(e.contains("mirrors \"orders\", not \"billing\""), "{e}");
 }
+
+#[test]
+fn bridges_in_client_mode_meet_through_a_router() {
+    let s = Scratch::new("router");
+    let (ra, rb) = (s.dir("a"), s.dir("b"));
+    let port = free_port();
+    let _router = common::session_in_mode("router", port);
+    let a = Bridge::start(common::session_in_mode("client", port), options(&ra, "imu")).unwrap();
+    let b = Bridge::start(common::session_in_mode("client", port), options(&rb, "imu")).unwrap();
+    let da = Domain::with_root("d", &ra).unwrap();
+    let imu = Topic::create_or_open(&da, "imu", &TopicConfig::default().max_message_len(16).history(4)).unwrap();
+    let mut p = imu.publisher().unwrap();
+    let db = Domain::with_root("d", &rb).unwrap();
+    wait_until(LONG, "imu through the router", || {
+        p.send(b"hi").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        Topic::status(&db, "imu").is_ok_and(|st| st.last_seq > 0)
+    });
+    let (sa, sb) = (a.stop(), b.stop());
+    assert!(sa.forwarded > 0 && sb.received > 0 && sb.forwarded == 0, "{sa:?} {sb:?}");
+}

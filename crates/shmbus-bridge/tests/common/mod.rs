@@ -69,3 +69,18 @@ pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A Zenoh session in `mode` ("client" or "router") on loopback: a router listens on
+/// `port`, a client connects to it.
+pub fn session_in_mode(mode: &str, port: u16) -> zenoh::Session {
+    let mut c = zenoh::Config::default();
+    c.insert_json5("mode", &format!("\"{mode}\"")).unwrap();
+    c.insert_json5("scouting/multicast/enabled", "false").unwrap();
+    let ep = format!("[\"tcp/127.0.0.1:{port}\"]");
+    if mode == "router" {
+        c.insert_json5("listen/endpoints", &ep).unwrap();
+    } else {
+        c.insert_json5("connect/endpoints", &ep).unwrap();
+    }
+    zenoh::open(c).wait().unwrap()
+}
