@@ -31,6 +31,10 @@ deps:
 	@command -v promtool >/dev/null || (apt-get update && apt-get install -y --no-install-recommends prometheus)
 	@# `shmbus top`'s tests drive it in a real terminal.
 	@command -v tmux >/dev/null || (apt-get update && apt-get install -y tmux)
+	@# The bridge's tests make network namespaces (iproute2's `ip`) and TLS certificates
+	@# (openssl).
+	@command -v ip >/dev/null || (apt-get update && apt-get install -y iproute2)
+	@command -v openssl >/dev/null || (apt-get update && apt-get install -y openssl)
 
 fmt:
 	$(CARGO) fmt --all --check

@@ -1,0 +1,210 @@
+//! Bridge processes on loopback. Zenoh's own options reach Zenoh through `--cfg`: two bridges with
+//! user/password authentication link when the password is right and never when it is
+//! wrong; over TLS they link when the connector trusts the listener's certificate authority
+//! and never when it trusts another. Hostile samples are counted every time and reported
+//! once on stderr. A bad option or a missing root is one line, exit 1.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::procs::{bridge_exe, Proc};
+use common::{free_port, Scratch};
+use shmbus::{Domain, Topic, TopicConfig};
+
+/// A bridge of topic `imu` on `endpoint` with Zenoh options `cfg` (`KEY`, JSON5 string).
+fn bridge_with(root: &std::path::Path, endpoint: (&str, String), cfg: &[(&str, &str)]) -> Proc {
+    let mut c = std::process::Command::new(bridge_exe());
+    c.args(["--domain", "d", "--topics", "imu", "--no-multicast-scouting", "--scan-interval", "20ms"])
+        .args(["--stats-interval", "0", "--json"])
+        .args([endpoint.0, &endpoint.1])
+        .env("SHMBUS_ROOT", root);
+    for (k, v) in cfg {
+        c.arg("--cfg").arg(format!("{k}:\"{v}\""));
+    }
+    Proc::spawn(c)
+}
+
+fn bridge(root: &std::path::Path, endpoint: (&str, String), user: &str, password: &str, dict: &str) -> Proc {
+    let cfg = [
+        ("transport/auth/usrpwd/user", user),
+        ("transport/auth/usrpwd/password", password),
+        ("transport/auth/usrpwd/dictionary_file", dict),
+    ];
+    bridge_with(root, endpoint, &cfg)
+}
+
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn tls_options_pass_through() {
+    let s = Scratch::new("tls");
+    let (ra, rb) = (s.dir("a"), s.dir("b"));
+    let d = s.dir("pki");
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    for ca in ["ca", "other-ca"] {
+        let (key, pem, subj) = (format!("{ca}.key"), format!("{ca}.pem"), format!("/CN={ca}"));
+        openssl(
+            &d,
+            &[&["req", "-x509"][..], &ec, &["-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subj]].concat(),
+        );
+    }
+    openssl(&d, &[&["req"][..], &ec, &["-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=localhost"]].concat());
+    std::fs::write(d.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+    openssl(
+        &d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "srv.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+    let p = |f: &str| d.join(f).display().to_string();
+    let port = free_port();
+    let listen = ("--listen", format!("tls/127.0.0.1:{port}"));
+    let connect = ("--connect", format!("tls/127.0.0.1:{port}"));
+    let (cert, key) = (p("srv.pem"), p("srv.key"));
+    let a = bridge_with(
+        &ra,
+        listen,
+        &[("transport/link/tls/listen_certificate", &cert), ("transport/link/tls/listen_private_key", &key)],
+    );
+    // Trusting another authority: no link.
+    let other = p("other-ca.pem");
+    let wrong = bridge_with(&rb, connect.clone(), &[("transport/link/tls/root_ca_certificate", &other)]);
+    assert!(!crosses(&ra, &rb, Duration::from_secs(3)), "a message crossed a TLS link to an untrusted certificate");
+    drop(wrong);
+    let ca = p("ca.pem");
+    let right = bridge_with(&rb, connect, &[("transport/link/tls/root_ca_certificate", &ca)]);
+    assert!(crosses(&ra, &rb, Duration::from_secs(30)), "nothing crossed the TLS link");
+    drop((a, right));
+}
+
+/// Publishes on a's imu for up to `limit`; whether b's imu got a message.
+fn crosses(ra: &std::path::Path, rb: &std::path::Path, limit: Duration) -> bool {
+    let da = Domain::with_root("d", ra).unwrap();
+    let imu = Topic::create_or_open(&da, "imu", &TopicConfig::default().max_message_len(16).history(4)).unwrap();
+    let mut p = imu.publisher().unwrap();
+    let db = Domain::with_root("d", rb).unwrap();
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        p.send(b"hi").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        if Topic::status(&db, "imu").is_ok_and(|st| st.last_seq > 0) {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn user_password_authentication_is_zenohs_and_passes_through() {
+    let s = Scratch::new("auth");
+    let (ra, rb) = (s.dir("a"), s.dir("b"));
+    let dict = s.path().join("users.txt");
+    std::fs::write(&dict, "robot:secret\nbase:other\n").unwrap();
+    let dict = dict.to_str().unwrap();
+    let port = free_port();
+    let listen = ("--listen", format!("tcp/127.0.0.1:{port}"));
+    let connect = ("--connect", format!("tcp/127.0.0.1:{port}"));
+    let a = bridge(&ra, listen, "robot", "secret", dict);
+
+    // A wrong password: Zenoh refuses the link, nothing crosses.
+    let wrong = bridge(&rb, connect.clone(), "base", "wrong", dict);
+    assert!(!crosses(&ra, &rb, Duration::from_secs(3)), "a message crossed with a wrong password");
+    drop(wrong);
+
+    // The right one: it crosses.
+    let right = bridge(&rb, connect, "base", "other", dict);
+    assert!(crosses(&ra, &rb, Duration::from_secs(30)), "nothing crossed with the right password");
+    drop((a, right));
+}
+
+#[test]
+fn bad_options_are_one_line_and_exit_1() {
+    let s = Scratch::new("badopt");
+    for (args, want) in [
+        (vec!["--domain", "d", "--topics", "x", "--cfg", "no/such/key:1"], "zenoh option"),
+        (vec!["--domain", "d", "--topics", "x", "--cfg", "nocolon"], "write KEY:VALUE"),
+        (vec!["--domain", "d", "--topics", "cam/[x]"], "can match no topic"),
+        (vec!["--domain", "d", "--topics", "x", "--key-prefix", "a/*"], "key prefix"),
+        (vec!["--domain", "d"], "nothing to bridge"),
+        (vec!["--topics", "x"], "needs --domain"),
+        (vec!["--mirror", "orders"], "write NAME=DIR"),
+    ] {
+        let out = std::process::Command::new(bridge_exe())
+            .args(&args)
+            .args(["--no-multicast-scouting", "--listen", "tcp/127.0.0.1:0"])
+            .env("SHMBUS_ROOT", s.path())
+            .env_remove("SHMBUS_DOMAIN")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.starts_with("shmbus bridge: ") && err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+    let out = std::process::Command::new(bridge_exe())
+        .args(["--domain", "d", "--topics", "x", "--root", "/nonexistent/root"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
+
+#[test]
+fn hostile_samples_are_reported_once_and_counted_each_time() {
+    use zenoh::Wait;
+    let s = Scratch::new("once");
+    let root = s.dir("r");
+    let port = free_port();
+    let b = bridge_with(&root, ("--listen", format!("tcp/127.0.0.1:{port}")), &[]);
+    let evil = common::session(None, &[port]);
+    let good = shmbus_bridge::wire::TopicMeta {
+        origin: [9; 16],
+        seq: 1,
+        ts_mono_ns: 1,
+        ts_real_ns: 1,
+        max_message_len: 16,
+        history: 4,
+        policy: 0,
+    }
+    .encode()
+    .to_vec();
+    // Linked once a good message made the topic.
+    let d = Domain::with_root("d", &root).unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while Topic::status(&d, "imu").is_err() {
+        assert!(Instant::now() < end, "the bridge never received");
+        evil.put("shmbus/d/imu", b"ok".to_vec()).attachment(good.clone()).wait().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..40 {
+        evil.put("shmbus/d/imu", b"x".to_vec()).attachment(b"garbage".to_vec()).wait().unwrap();
+        evil.put("shmbus/d/secret", b"x".to_vec()).attachment(good.clone()).wait().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let out = b.terminate();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!((last["bad_attachment"].as_u64(), last["not_allowed"].as_u64()), (Some(40), Some(40)), "{last}");
+    let lines = |needle: &str| stderr.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(lines("remote key shmbus/d/imu"), 1, "{stderr}");
+    assert_eq!(lines("remote key shmbus/d/secret"), 1, "{stderr}");
+    assert!(stderr.contains("(reported once)"), "{stderr}");
+}
