@@ -16,13 +16,18 @@
 //! entry it writes, to `DIR/bridge-mirror.state`, the source index it is copying and the
 //! index the copy will have in the mirror. After a restart it reads the copy's index back
 //! from the journal: committed, the copy is done and the mirror goes on after it; not
-//! committed (the process died before), the entry is copied again. The state file is one
-//! `pwrite` per entry and survives the process being killed at any instant; it has no
+//! committed (the process died before), the entry is copied again. "Committed" is any
+//! entry at that index or after it: the mirror is the journal's only appender, so a later
+//! one can only be the same copy, moved on by an abandoned reservation. The state file is
+//! one `pwrite` per entry and survives the process being killed at any instant; it has no
 //! `fsync` (the journal's own durability decides what a power loss keeps).
 //!
-//! Entries are mirrored as the source's tailer returns them: an encrypted journal is served
-//! as it is read (the bridge has no key), so its entries are skipped and counted
-//! (`journal_unreadable`); serve a journal whose entries the bridge can read.
+//! **Encrypted journals** (`--key-file`, [`Options::keys`](crate::Options::keys)): the
+//! serving bridge opens the entries with the keys, and the mirror seals each copy with the
+//! current key (the mirror is a journal of its own: a sealed entry is bound to its journal
+//! and position, so ciphertext cannot be copied as it is). Between the bridges the entries
+//! travel as plaintext inside Zenoh: use Zenoh's TLS on that link. Without keys, a served
+//! journal's sealed entries are skipped and counted (`journal_unreadable`).
 
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -32,6 +37,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use shmbus::journal::{EntryCipher, XChaCha20Poly1305Cipher};
 use shmbus::{Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError};
 use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, Query};
@@ -48,6 +54,11 @@ pub const BATCH_ENTRIES: u64 = 256;
 pub const BATCH_BYTES: usize = 8 << 20;
 /// The mirror state file's name, in the mirror's journal directory.
 pub const STATE_FILE: &str = "bridge-mirror.state";
+
+/// The cipher of the bridge's keys, if it has any.
+fn cipher(shared: &Shared) -> Option<Arc<dyn EntryCipher>> {
+    shared.options.keys.as_ref().map(|k| Arc::new(XChaCha20Poly1305Cipher::new(k)) as Arc<dyn EntryCipher>)
+}
 
 fn key(shared: &Shared, name: &str) -> String {
     format!("{}/@journal/{name}", shared.options.journal_prefix())
@@ -76,6 +87,7 @@ pub(crate) fn serve(
         .wait()
         .map_err(zerr)?;
     let mut tailer = journal.tailer_at_end()?;
+    tailer.set_cipher(cipher(shared));
     let sh = shared.clone();
     let name = name.to_owned();
     threads.push(spawn(format!("bridge-journal-{name}"), move || {
@@ -111,6 +123,7 @@ fn answer(sh: &Shared, journal: &Journal, key: &str, q: &Query) {
         Ok(t) => t,
         Err(e) => return sh.log.warn(format!("query {key}"), || format!("{key}: cannot read: {e}")),
     };
+    tailer.set_cipher(cipher(sh));
     let (mut n, mut bytes) = (0, 0);
     while n < max && bytes < BATCH_BYTES {
         let e = match tailer.try_recv() {
@@ -147,8 +160,13 @@ const NONE: u64 = u64::MAX;
 impl MirrorState {
     /// Opens (or starts) the state of mirror `name` in `journal`'s directory and works out
     /// the next source index to copy. A directory whose journal already holds entries but
-    /// has no state file, or whose state names another source, is refused.
-    pub fn open(journal: &Journal, name: &str) -> Result<(MirrorState, u64), BridgeError> {
+    /// has no state file, or whose state names another source, is refused. `cipher` opens
+    /// the mirror's own entries (to tell whether the last copy was committed).
+    pub fn open(
+        journal: &Journal,
+        name: &str,
+        cipher: Option<Arc<dyn EntryCipher>>,
+    ) -> Result<(MirrorState, u64), BridgeError> {
         let dir = journal.dir();
         let path = dir.join(STATE_FILE);
         let meta = std::fs::symlink_metadata(&path);
@@ -197,9 +215,18 @@ impl MirrorState {
         if mirror_index == NONE {
             return Ok((state, src));
         }
-        // Was the last copy committed? Read it back.
-        let committed = match journal.tailer_at(mirror_index)?.recv_timeout(Duration::from_secs(1)) {
-            Ok(e) => e.index() == mirror_index,
+        // Was the last copy committed? Any entry at its index or after is that copy (the
+        // mirror is the only appender; an abandoned reservation moves an entry on), even one
+        // that cannot be opened here.
+        let mut tailer = journal.tailer_at(mirror_index)?;
+        tailer.set_cipher(cipher);
+        let committed = match tailer.recv_timeout(Duration::from_secs(1)) {
+            Ok(e) => e.index() >= mirror_index,
+            Err(
+                JournalRecvTimeoutError::Encrypted { index, .. }
+                | JournalRecvTimeoutError::UnknownKey { index, .. }
+                | JournalRecvTimeoutError::Unauthenticated { index },
+            ) => index >= mirror_index,
             Err(_) => false,
         };
         let next = if committed { src.saturating_add(1) } else { src };
@@ -232,8 +259,11 @@ pub(crate) fn mirror(
     threads: &mut Vec<JoinHandle<()>>,
 ) -> Result<(), BridgeError> {
     let journal = Journal::create_or_open(dir, &JournalConfig::default())?;
-    let (state, next) = MirrorState::open(&journal, name)?;
-    let appender = journal.appender()?;
+    let (state, next) = MirrorState::open(&journal, name, cipher(shared))?;
+    let mut appender = journal.appender()?;
+    appender.set_cipher(cipher(shared));
+    // The index the next copy will have: after every entry there is (see the module docs).
+    let next_copy = Journal::status(dir)?.next_index;
     let key = key(shared, name);
     // Live entries reach the mirror thread through a bounded channel; when it is full they
     // are dropped here and fetched by the next query.
@@ -249,7 +279,7 @@ pub(crate) fn mirror(
     let name = name.to_owned();
     threads.push(spawn(format!("bridge-mirror-{name}"), move || {
         let _sub = sub;
-        let mut m = Mirror { sh: &sh, name: &name, key: &key, state, appender, next };
+        let mut m = Mirror { sh: &sh, name: &name, key: &key, state, appender, next, next_copy };
         m.run(&rx);
     }));
     Ok(())
@@ -269,6 +299,8 @@ struct Mirror<'a> {
     appender: shmbus::Appender,
     /// The next source index to copy.
     next: u64,
+    /// The least index the next copy can have in the mirror.
+    next_copy: u64,
 }
 
 impl Mirror<'_> {
@@ -345,23 +377,18 @@ impl Mirror<'_> {
     /// Copies source entry `index`; false if it could not (reported; tried again later).
     fn append(&mut self, index: u64, data: &[u8]) -> bool {
         let (sh, name) = (self.sh, self.name);
-        let mut loan = match self.appender.loan(data.len()) {
-            Ok(l) => l,
+        if let Err(e) = self.state.write(name, index, self.next_copy) {
+            sh.log.warn(format!("state {name}"), || format!("mirror {name}: {e}"));
+            return false;
+        }
+        // A copy (sealed when the bridge has keys), committed at `next_copy` or after.
+        match self.appender.send(data) {
+            Ok(at) => self.next_copy = at + 1,
             Err(e) => {
                 bump(&sh.counters.send_failed);
                 sh.log.warn(format!("append {name}"), || format!("mirror {name}: {e}"));
                 return false;
             }
-        };
-        loan.copy_from_slice(data);
-        if let Err(e) = self.state.write(name, index, loan.index()) {
-            sh.log.warn(format!("state {name}"), || format!("mirror {name}: {e}"));
-            return false;
-        }
-        if let Err(e) = loan.send() {
-            bump(&sh.counters.send_failed);
-            sh.log.warn(format!("append {name}"), || format!("mirror {name}: {e}"));
-            return false;
         }
         self.next = index + 1;
         bump(&sh.counters.journal_mirrored);

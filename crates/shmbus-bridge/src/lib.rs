@@ -103,6 +103,10 @@ pub struct Options {
     /// The largest topic a remote sender may make this bridge create, in slot bytes
     /// (largest message × (history + 1)); larger ones are refused (`open_failed`).
     pub max_remote_topic_bytes: u64,
+    /// The keys of encrypted journals (`--key-file`): served journals are read with them and
+    /// mirrors seal their entries with the current one. `None`: journals are read and
+    /// written as they are, and a served journal's sealed entries are skipped.
+    pub keys: Option<shmbus::journal::Keyring>,
 }
 
 impl Options {
@@ -118,6 +122,7 @@ impl Options {
             scan_interval: Duration::from_millis(200),
             express: false,
             max_remote_topic_bytes: DEFAULT_MAX_REMOTE_TOPIC_BYTES,
+            keys: None,
         }
     }
 

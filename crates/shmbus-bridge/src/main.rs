@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
+use shmbus::journal::Keyring;
 use shmbus::Domain;
 use shmbus_bridge::{Allow, Bridge, Direction, Options, Stats};
 use zenoh::Wait;
@@ -50,6 +51,11 @@ struct Args {
     /// order, resumed after restarts, never twice. DIR must be new or a mirror of NAME.
     #[arg(long, value_name = "NAME=DIR")]
     mirror: Vec<String>,
+    /// The keys of encrypted journals (one `<id> <64 hex digits>` per line, mode 0600, the
+    /// last one current): served journals are opened with them, mirrors seal their copies
+    /// with the current key. The entries cross Zenoh opened: use TLS (--config) on the link.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
     /// Zenoh mode: peer (default), client (through a router) or router.
     #[arg(long, value_enum, default_value_t = Mode::Peer)]
     mode: Mode,
@@ -193,6 +199,9 @@ fn run(args: Args) -> Result<(), String> {
     options.scan_interval = args.scan_interval.max(Duration::from_millis(1));
     options.express = args.express;
     options.max_remote_topic_bytes = args.max_remote_topic;
+    if let Some(f) = &args.key_file {
+        options.keys = Some(Keyring::load(f).map_err(|e| format!("--key-file {}: {e}", f.display()))?);
+    }
     let config = zenoh_config(&args)?;
     let session = zenoh::open(config).wait().map_err(|e| format!("zenoh: {e}"))?;
     for sig in [libc::SIGINT, libc::SIGTERM] {

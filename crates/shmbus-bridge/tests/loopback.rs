@@ -1,14 +1,19 @@
 //! Bridges on loopback, in this process: two "hosts" are two roots, each with its own
 //! bridge and Zenoh session. Topics cross both ways exactly once, in order when lossless; a
 //! missing topic is created with the sender's parameters; hostile samples are counted and
-//! dropped while good ones still pass; a journal is mirrored entry for entry and resumes.
+//! dropped while good ones still pass; a journal is mirrored entry for entry and resumes;
+//! an encrypted one is opened by the serving bridge and sealed again by the mirror.
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{free_port, session, wait_until, Scratch};
-use shmbus::{DeliveryPolicy, Domain, Journal, JournalConfig, Topic, TopicConfig, TopicTryRecvError};
+use shmbus::journal::{EntryCipher, Keyring, XChaCha20Poly1305Cipher};
+use shmbus::{
+    DeliveryPolicy, Domain, Journal, JournalConfig, JournalTryRecvError, Topic, TopicConfig, TopicTryRecvError,
+};
 use shmbus_bridge::wire::{BatchItem, EntryMeta, TopicBatch, TopicMeta};
 use shmbus_bridge::{Allow, Bridge, Options};
 use zenoh::Wait;
@@ -237,6 +242,101 @@ fn journal_mirror_has_the_same_entries_and_resumes() {
     let (sa, sb) = (a.stop(), b.stop());
     assert_eq!(sb.journal_mirrored, 500, "the second mirror copied only what it lacked: {sb:?}");
     assert_eq!(sa.journal_unreadable, 0);
+}
+
+/// Every entry of `dir` read with `keys` (or with none): the data, or the error's text.
+fn read_sealed(dir: &std::path::Path, keys: Option<&Keyring>) -> Vec<Result<Vec<u8>, String>> {
+    let j = Journal::open(dir).unwrap();
+    let mut t = j.tailer().unwrap();
+    t.set_cipher(keys.map(|k| Arc::new(XChaCha20Poly1305Cipher::new(k)) as Arc<dyn EntryCipher>));
+    let mut out = Vec::new();
+    loop {
+        match t.try_recv() {
+            Ok(e) => out.push(Ok(e.into_data())),
+            Err(JournalTryRecvError::Empty) => return out,
+            Err(e) => out.push(Err(e.to_string())),
+        }
+    }
+}
+
+#[test]
+fn an_encrypted_journal_is_mirrored_sealed_with_the_mirrors_current_key() {
+    let s = Scratch::new("sealed");
+    let (src_dir, dst_dir, plain_dir) = (s.path().join("src"), s.path().join("dst"), s.path().join("plain"));
+    let source_keys = Keyring::new(7, [0x11; 32]);
+    // The mirror's host rotated to key 8 and keeps 7 for what it already holds.
+    let mut mirror_keys = Keyring::new(7, [0x11; 32]);
+    mirror_keys.rotate(8, [0x22; 32]);
+    let src = Journal::create_or_open(&src_dir, &JournalConfig::default()).unwrap();
+    let mut app = src.appender().unwrap();
+    app.set_cipher(Some(Arc::new(XChaCha20Poly1305Cipher::new(&source_keys))));
+    let sent: Vec<Vec<u8>> = (0..300).map(|i| format!("order {i}").into_bytes()).collect();
+    for d in &sent[..200] {
+        app.send(d).unwrap();
+    }
+    let port = free_port();
+    let mut o = options(&s.dir("ra"), "");
+    o.journals = vec![("orders".into(), src_dir.clone())];
+    o.keys = Some(source_keys.clone());
+    let a = Bridge::start(session(Some(port), &[]), o).unwrap();
+    let mirror = |keys: Option<Keyring>, dir: &std::path::Path| {
+        let mut o = options(&s.dir("rb"), "");
+        o.mirrors = vec![("orders".into(), dir.to_owned())];
+        o.keys = keys;
+        Bridge::start(session(None, &[port]), o).unwrap()
+    };
+    let count = |dir: &std::path::Path| Journal::status(dir).map(|st| st.next_index - st.first_index).unwrap_or(0);
+    let b = mirror(Some(mirror_keys.clone()), &dst_dir);
+    wait_until(LONG, "the sealed entries mirrored", || count(&dst_dir) == 200);
+    for d in &sent[200..] {
+        app.send(d).unwrap();
+    }
+    wait_until(LONG, "the live sealed entries mirrored", || count(&dst_dir) == 300);
+    // The mirror restarts: it finds its last (sealed) copy committed and copies nothing twice.
+    drop(b);
+    let b = mirror(Some(mirror_keys.clone()), &dst_dir);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(count(&dst_dir), 300, "nothing appended twice after a restart");
+    // The copies open with the mirror's keys, are sealed at rest with its current key (8),
+    // and the source's key alone does not open them.
+    let want: Vec<Result<Vec<u8>, String>> = sent.iter().cloned().map(Ok).collect();
+    assert_eq!(read_sealed(&dst_dir, Some(&mirror_keys)), want);
+    let at_rest = read_sealed(&dst_dir, None);
+    assert_eq!(at_rest.len(), 300);
+    assert!(
+        at_rest.iter().all(|r| r.as_ref().is_err_and(|e| e.contains("encrypted with key id 8"))),
+        "{:?}",
+        &at_rest[..2]
+    );
+    let with_source_key = read_sealed(&dst_dir, Some(&source_keys));
+    assert!(
+        with_source_key.iter().all(|r| r.as_ref().is_err_and(|e| e.contains("key id 8"))),
+        "{:?}",
+        &with_source_key[..2]
+    );
+    let sb = b.stop();
+    assert_eq!(sb.journal_mirrored, 0, "the restarted mirror copied nothing: {sb:?}");
+    // A mirror without keys writes the opened entries as they come (the source still opens
+    // them): plaintext at rest, by the mirror host's choice.
+    let c = mirror(None, &plain_dir);
+    wait_until(LONG, "a keyless mirror", || count(&plain_dir) == 300);
+    assert_eq!(read_sealed(&plain_dir, None), want);
+    drop(c);
+    let sa = a.stop();
+    assert_eq!(sa.journal_unreadable, 0, "{sa:?}");
+    // A source served without keys skips its sealed entries and counts them.
+    let mut o = options(&s.dir("rc"), "");
+    o.journals = vec![("orders".into(), src_dir.clone())];
+    let port = free_port();
+    let a = Bridge::start(session(Some(port), &[]), o).unwrap();
+    let mut o = options(&s.dir("rd"), "");
+    let none_dir = s.path().join("none");
+    o.mirrors = vec![("orders".into(), none_dir.clone())];
+    let d = Bridge::start(session(None, &[port]), o).unwrap();
+    wait_until(LONG, "the sealed entries counted unreadable", || a.stats().journal_unreadable >= 300);
+    assert_eq!(count(&none_dir), 0);
+    drop(d);
+    a.stop();
 }
 
 #[test]

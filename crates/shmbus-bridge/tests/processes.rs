@@ -138,7 +138,15 @@ fn user_password_authentication_is_zenohs_and_passes_through() {
 #[test]
 fn bad_options_are_one_line_and_exit_1() {
     let s = Scratch::new("badopt");
+    // A key file others may read is refused, as the journal tools refuse it.
+    let open_keys = s.path().join("keys");
+    std::fs::write(&open_keys, format!("1 {}\n", "ab".repeat(32))).unwrap();
+    std::fs::set_permissions(&open_keys, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let open_keys = open_keys.display().to_string();
+    let missing_keys = s.path().join("no-keys").display().to_string();
     for (args, want) in [
+        (vec!["--mirror", "orders=j", "--key-file", &open_keys], "--key-file"),
+        (vec!["--mirror", "orders=j", "--key-file", &missing_keys], "--key-file"),
         (vec!["--domain", "d", "--topics", "x", "--cfg", "no/such/key:1"], "zenoh option"),
         (vec!["--domain", "d", "--topics", "x", "--cfg", "nocolon"], "write KEY:VALUE"),
         (vec!["--domain", "d", "--topics", "cam/[x]"], "can match no topic"),
