@@ -22,6 +22,10 @@
 //! one `pwrite` per entry and survives the process being killed at any instant; it has no
 //! `fsync` (the journal's own durability decides what a power loss keeps).
 //!
+//! **One journal.** Entries carry their journal's identity ([`Journal::id`]); the state
+//! file keeps the one the replica copies, and entries of any other (the source removed and
+//! made again under the same name) are refused and counted (`journal_foreign`).
+//!
 //! **Encrypted journals** (`--key-file`, [`Options::keys`](crate::Options::keys)): the
 //! serving bridge opens the entries with the keys, and the mirror seals each copy with the
 //! current key (the mirror is a journal of its own: a sealed entry is bound to its journal
@@ -88,6 +92,7 @@ pub(crate) fn serve(
         .map_err(zerr)?;
     let mut tailer = journal.tailer_at_end()?;
     tailer.set_cipher(cipher(shared));
+    let id = journal.id();
     let sh = shared.clone();
     let name = name.to_owned();
     threads.push(spawn(format!("bridge-journal-{name}"), move || {
@@ -101,7 +106,7 @@ pub(crate) fn serve(
                     continue;
                 }
             };
-            let meta = EntryMeta { origin: sh.id, index: e.index(), ts_ns: e.ts_ns() };
+            let meta = EntryMeta { origin: sh.id, index: e.index(), ts_ns: e.ts_ns(), journal: id };
             match zpub.put(e.into_data()).attachment(meta.encode().to_vec()).wait() {
                 Ok(()) => bump(&sh.counters.journal_served),
                 Err(err) => {
@@ -135,7 +140,7 @@ fn answer(sh: &Shared, journal: &Journal, key: &str, q: &Query) {
                 continue;
             }
         };
-        let meta = EntryMeta { origin: sh.id, index: e.index(), ts_ns: e.ts_ns() };
+        let meta = EntryMeta { origin: sh.id, index: e.index(), ts_ns: e.ts_ns(), journal: journal.id() };
         bytes += e.len();
         n += 1;
         if let Err(err) = q.reply(key, e.into_data()).attachment(meta.encode().to_vec()).wait() {
@@ -151,10 +156,16 @@ fn answer(sh: &Shared, journal: &Journal, key: &str, q: &Query) {
 pub struct MirrorState {
     file: File,
     path: PathBuf,
+    /// The identity of the source journal copied ([`Journal::id`]); `None` until the first
+    /// entry arrives.
+    source: Option<[u8; 16]>,
 }
 
 const STATE_MAGIC: [u8; 8] = *b"SBMIRR01";
-const STATE_LEN: usize = 96;
+/// Magic, source index, mirror index, 8 zero bytes, name (64), source journal id (16).
+const STATE_LEN: usize = 112;
+/// A state file written before it held the source's identity (it is learnt again).
+const STATE_LEN_NO_ID: usize = 96;
 const NONE: u64 = u64::MAX;
 
 impl MirrorState {
@@ -191,14 +202,14 @@ impl MirrorState {
             .mode(0o600)
             .open(&path)
             .map_err(|e| BridgeError::Invalid(format!("{}: {e}", path.display())))?;
-        let state = MirrorState { file, path };
+        let mut state = MirrorState { file, path, source: None };
         let mut b = [0u8; STATE_LEN];
         let n = state.file.read_at(&mut b, 0).map_err(|e| state.io(e))?;
         if n == 0 {
             state.write(name, 0, NONE)?;
             return Ok((state, 0));
         }
-        if n != STATE_LEN || b[..8] != STATE_MAGIC {
+        if !(n == STATE_LEN || n == STATE_LEN_NO_ID) || b[..8] != STATE_MAGIC {
             return Err(BridgeError::Invalid(format!("{}: not a mirror state file", state.path.display())));
         }
         let stored = &b[32..32 + 64];
@@ -210,6 +221,9 @@ impl MirrorState {
                 String::from_utf8_lossy(stored)
             )));
         }
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&b[96..112]);
+        state.source = (id != [0; 16]).then_some(id);
         let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
         let (src, mirror_index) = (word(8), word(16));
         if mirror_index == NONE {
@@ -247,6 +261,7 @@ impl MirrorState {
         b[16..24].copy_from_slice(&mirror_index.to_le_bytes());
         let n = name.len().min(64);
         b[32..32 + n].copy_from_slice(&name.as_bytes()[..n]);
+        b[96..112].copy_from_slice(&self.source.unwrap_or_default());
         self.file.write_all_at(&b, 0).map_err(|e| self.io(e))
     }
 }
@@ -267,7 +282,7 @@ pub(crate) fn mirror(
     let key = key(shared, name);
     // Live entries reach the mirror thread through a bounded channel; when it is full they
     // are dropped here and fetched by the next query.
-    let (tx, rx) = sync_channel::<(u64, Vec<u8>)>(4096);
+    let (tx, rx) = sync_channel::<(EntryMeta, Vec<u8>)>(4096);
     let sub = shared
         .session
         .declare_subscriber(&key)
@@ -285,9 +300,9 @@ pub(crate) fn mirror(
     Ok(())
 }
 
-fn live(tx: &SyncSender<(u64, Vec<u8>)>, s: &zenoh::sample::Sample) {
+fn live(tx: &SyncSender<(EntryMeta, Vec<u8>)>, s: &zenoh::sample::Sample) {
     if let Some(Ok(Attachment::Entry(e))) = s.attachment().map(|a| wire::decode(&a.to_bytes())) {
-        let _ = tx.try_send((e.index, s.payload().to_bytes().into_owned()));
+        let _ = tx.try_send((e, s.payload().to_bytes().into_owned()));
     }
 }
 
@@ -304,19 +319,19 @@ struct Mirror<'a> {
 }
 
 impl Mirror<'_> {
-    fn run(&mut self, rx: &std::sync::mpsc::Receiver<(u64, Vec<u8>)>) {
+    fn run(&mut self, rx: &std::sync::mpsc::Receiver<(EntryMeta, Vec<u8>)>) {
         while !self.sh.stopping() {
             // Catch up: ask until the source has nothing more.
             while !self.sh.stopping() && self.fetch() > 0 {}
             // Then the live entries, until one comes out of turn or a second passes quietly.
             loop {
                 match rx.recv_timeout(Duration::from_secs(1)) {
-                    Ok((index, data)) if index == self.next => {
-                        if !self.append(index, &data) {
+                    Ok((e, data)) if e.index == self.next => {
+                        if !self.append(&e, &data) {
                             break;
                         }
                     }
-                    Ok((index, _)) if index < self.next => {}
+                    Ok((e, _)) if e.index < self.next => {}
                     Ok(_) | Err(RecvTimeoutError::Timeout) => break,
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
@@ -345,12 +360,12 @@ impl Mirror<'_> {
                 return 0;
             }
         };
-        let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut got: Vec<(EntryMeta, Vec<u8>)> = Vec::new();
         while let Ok(reply) = replies.recv() {
             let Ok(s) = reply.result() else { continue };
             match s.attachment().map(|a| wire::decode(&a.to_bytes())) {
                 Some(Ok(Attachment::Entry(e))) if e.origin != self.sh.id => {
-                    got.push((e.index, s.payload().to_bytes().into_owned()))
+                    got.push((e, s.payload().to_bytes().into_owned()))
                 }
                 _ => {
                     bump(&self.sh.counters.bad_attachment);
@@ -360,13 +375,13 @@ impl Mirror<'_> {
                 }
             }
         }
-        got.sort_by_key(|(i, _)| *i);
+        got.sort_by_key(|(e, _)| e.index);
         let mut n = 0;
-        for (index, data) in got {
-            if index < self.next {
+        for (e, data) in got {
+            if e.index < self.next {
                 continue;
             }
-            if !self.append(index, &data) {
+            if !self.append(&e, &data) {
                 break;
             }
             n += 1;
@@ -375,8 +390,23 @@ impl Mirror<'_> {
     }
 
     /// Copies source entry `index`; false if it could not (reported; tried again later).
-    fn append(&mut self, index: u64, data: &[u8]) -> bool {
-        let (sh, name) = (self.sh, self.name);
+    fn append(&mut self, e: &EntryMeta, data: &[u8]) -> bool {
+        let (sh, name, index) = (self.sh, self.name, e.index);
+        match self.state.source {
+            // The first entry names the journal this replica copies (kept with the state below).
+            None => self.state.source = Some(e.journal),
+            Some(id) if id != e.journal => {
+                bump(&sh.counters.journal_foreign);
+                sh.log.warn(format!("foreign {name}"), || {
+                    format!(
+                        "mirror {name}: the source serves another journal than the one this replica copies \
+                         (was it removed and made again?); nothing more is appended. Mirror it into a new directory"
+                    )
+                });
+                return false;
+            }
+            Some(_) => {}
+        }
         if let Err(e) = self.state.write(name, index, self.next_copy) {
             sh.log.warn(format!("state {name}"), || format!("mirror {name}: {e}"));
             return false;

@@ -240,7 +240,7 @@ fn print_stats(s: &Stats, json: bool, last: bool) {
         println!("{}", serde_json::to_string(&Line { last, stats: s }).unwrap_or_default());
     } else {
         println!(
-            "{}forwarded {} ({} B), received {} ({} B), echoes skipped {}, lagged {}, bad attachment {}, not allowed {}, too large {}, open failed {}, full {}, send failed {}, journal served {}, mirrored {}, unreadable {}",
+            "{}forwarded {} ({} B), received {} ({} B), echoes skipped {}, lagged {}, bad attachment {}, not allowed {}, too large {}, open failed {}, full {}, send failed {}, journal served {}, mirrored {}, unreadable {}, foreign {}",
             if last { "final: " } else { "" },
             s.forwarded,
             s.forwarded_bytes,
@@ -256,7 +256,8 @@ fn print_stats(s: &Stats, json: bool, last: bool) {
             s.send_failed,
             s.journal_served,
             s.journal_mirrored,
-            s.journal_unreadable
+            s.journal_unreadable,
+            s.journal_foreign
         );
     }
 }

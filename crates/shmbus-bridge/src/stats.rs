@@ -61,6 +61,9 @@ counters! {
     journal_mirrored,
     /// Journal entries a source could not read (damaged or encrypted), skipped.
     journal_unreadable,
+    /// Journal entries a mirror refused because they come from another journal than the one
+    /// its replica copies (the source was removed and made again under the same name).
+    journal_foreign,
 }
 
 /// Logs each distinct problem once (the counters count every occurrence).

@@ -16,8 +16,9 @@
 //! | 48..52 | topic: the origin topic's history | topic only |
 //! | 52 | topic: its delivery policy (0 overwrite, 1 block, 2 fail) | topic only |
 //! | 53..56 | zero | topic only |
+//! | 36..52 | journal: the source journal's random identity ([`shmbus::Journal::id`]) | journal only |
 //!
-//! A topic record is 56 bytes, a journal record 36.
+//! A topic record is 56 bytes, a journal record 52.
 //!
 //! **Batches.** When a bridge finds several messages of a topic waiting, it sends them as one
 //! sample (at most [`MAX_BATCH`] messages, about [`BATCH_BYTES`] of payload): the payload is
@@ -60,7 +61,7 @@ const BATCH_ITEM: usize = 28;
 /// The length of a topic message's attachment.
 pub const TOPIC_LEN: usize = 56;
 /// The length of a journal entry's attachment.
-pub const ENTRY_LEN: usize = 36;
+pub const ENTRY_LEN: usize = 52;
 
 /// What a topic message's attachment says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +91,8 @@ pub struct EntryMeta {
     pub index: u64,
     /// Its time, CLOCK_REALTIME.
     pub ts_ns: u64,
+    /// The source journal's identity: a replica copies one journal only.
+    pub journal: [u8; 16],
 }
 
 /// One message of a batch.
@@ -227,6 +230,7 @@ impl EntryMeta {
         head(&mut b, KIND_ENTRY, &self.origin);
         b[20..28].copy_from_slice(&self.index.to_le_bytes());
         b[28..36].copy_from_slice(&self.ts_ns.to_le_bytes());
+        b[36..52].copy_from_slice(&self.journal);
         b
     }
 }
@@ -280,7 +284,9 @@ pub fn decode(b: &[u8]) -> Result<Attachment, WireError> {
     let mut origin = [0u8; ID_LEN];
     origin.copy_from_slice(&b[4..20]);
     if b[3] == KIND_ENTRY {
-        return Ok(Attachment::Entry(EntryMeta { origin, index: u64_at(b, 20), ts_ns: u64_at(b, 28) }));
+        let mut journal = [0u8; 16];
+        journal.copy_from_slice(&b[36..52]);
+        return Ok(Attachment::Entry(EntryMeta { origin, index: u64_at(b, 20), ts_ns: u64_at(b, 28), journal }));
     }
     if b[3] == KIND_BATCH {
         let (max_message_len, history, policy) = (u32_at(b, 20), u32_at(b, 24), b[28]);
@@ -360,7 +366,7 @@ mod tests {
         assert_eq!(decode(&batch().encode()), Ok(Attachment::Batch(batch())));
         assert_eq!(batch().payload_len(), 9);
         assert_eq!(decode(&topic().encode()), Ok(Attachment::Topic(topic())));
-        let e = EntryMeta { origin: [1; ID_LEN], index: u64::MAX, ts_ns: 5 };
+        let e = EntryMeta { origin: [1; ID_LEN], index: u64::MAX, ts_ns: 5, journal: [7; 16] };
         assert_eq!(decode(&e.encode()), Ok(Attachment::Entry(e)));
     }
 
@@ -416,7 +422,7 @@ mod tests {
         };
         let seeds = [
             topic().encode().to_vec(),
-            EntryMeta { origin: [3; ID_LEN], index: 9, ts_ns: 9 }.encode().to_vec(),
+            EntryMeta { origin: [3; ID_LEN], index: 9, ts_ns: 9, journal: [3; 16] }.encode().to_vec(),
             batch().encode(),
         ];
         for i in 0..200_000 {

@@ -153,7 +153,7 @@ fn hostile_samples_are_counted_and_dropped() {
 
     let mut wrong_version = good.clone();
     wrong_version[2] = 77;
-    let entry = EntryMeta { origin: [1; 16], index: 0, ts_ns: 0 }.encode().to_vec();
+    let entry = EntryMeta { origin: [1; 16], index: 0, ts_ns: 0, journal: [1; 16] }.encode().to_vec();
     let item = |seq, len| BatchItem { seq, ts_mono_ns: 1, ts_real_ns: 1, len };
     let batch = |items| TopicBatch { origin: [9; 16], max_message_len: 64, history: 4, policy: 0, items }.encode();
     let short_batch = batch(vec![item(1, 3), item(2, 3)]);
@@ -242,6 +242,49 @@ fn journal_mirror_has_the_same_entries_and_resumes() {
     let (sa, sb) = (a.stop(), b.stop());
     assert_eq!(sb.journal_mirrored, 500, "the second mirror copied only what it lacked: {sb:?}");
     assert_eq!(sa.journal_unreadable, 0);
+}
+
+#[test]
+fn a_mirror_refuses_a_source_journal_made_again_under_its_name() {
+    let s = Scratch::new("remade");
+    let (src_dir, dst_dir) = (s.path().join("src"), s.path().join("dst"));
+    let fill = |n: usize, what: &str| {
+        let j = Journal::create_or_open(&src_dir, &JournalConfig::default()).unwrap();
+        let mut app = j.appender().unwrap();
+        for i in 0..n {
+            app.send(format!("{what} {i}").as_bytes()).unwrap();
+        }
+    };
+    fill(10, "first");
+    let port = free_port();
+    let serve = || {
+        let mut o = options(&s.dir("ra"), "");
+        o.journals = vec![("orders".into(), src_dir.clone())];
+        Bridge::start(session(Some(port), &[]), o).unwrap()
+    };
+    let mirror = || {
+        let mut o = options(&s.dir("rb"), "");
+        o.mirrors = vec![("orders".into(), dst_dir.clone())];
+        Bridge::start(session(None, &[port]), o).unwrap()
+    };
+    let count = || Journal::status(&dst_dir).map(|st| st.next_index - st.first_index).unwrap_or(0);
+    let a = serve();
+    let b = mirror();
+    wait_until(LONG, "the first journal mirrored", || count() == 10);
+    // The source journal is removed and made again, longer, under the same name.
+    a.stop();
+    std::fs::remove_dir_all(&src_dir).unwrap();
+    fill(25, "second");
+    let a = serve();
+    wait_until(LONG, "the other journal refused", || b.stats().journal_foreign > 0);
+    // And still after the mirror restarts: it remembers which journal it copies.
+    b.stop();
+    let b = mirror();
+    wait_until(LONG, "the other journal refused after a restart", || b.stats().journal_foreign > 0);
+    assert_eq!(count(), 10, "nothing of the other journal was appended");
+    let (sa, sb) = (a.stop(), b.stop());
+    assert_eq!(sb.journal_mirrored, 0, "{sb:?}");
+    assert!(sa.journal_served > 0, "{sa:?}");
 }
 
 /// Every entry of `dir` read with `keys` (or with none): the data, or the error's text.

@@ -65,6 +65,16 @@ fn append_and_tail_in_order() {
 /// Large entries take the non-temporal copy (16 KiB and more); every byte arrives, whatever
 /// the alignment the entry lands on, and a second journal handle reads the same.
 #[test]
+fn a_journal_keeps_its_identity_and_a_remade_one_has_another() {
+    let (dir, _c) = fresh_dir("jt-id");
+    let id = Journal::create_or_open(&dir, &small()).unwrap().id();
+    assert_ne!(id, [0; 16]);
+    assert_eq!(Journal::open(&dir).unwrap().id(), id, "reopened: the same journal");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_ne!(Journal::create_or_open(&dir, &small()).unwrap().id(), id, "made again: another journal");
+}
+
+#[test]
 fn large_entries_arrive_whole_at_every_length_around_the_streaming_copy() {
     let (dir, _c) = fresh_dir("jt-large");
     let j = Journal::create_or_open(&dir, &small()).unwrap();

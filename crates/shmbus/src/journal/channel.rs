@@ -462,6 +462,12 @@ impl Journal {
         &self.inner.dir
     }
 
+    /// The journal's random identity, drawn when it was created: a journal removed and made
+    /// again in the same directory has another one (a replica uses it to tell them apart).
+    pub fn id(&self) -> [u8; 16] {
+        self.inner.meta.hdr.id
+    }
+
     /// What open-time recovery dropped (empty after a clean stop or when other handles
     /// were open).
     pub fn recovery(&self) -> &[RecoveryReport] {
