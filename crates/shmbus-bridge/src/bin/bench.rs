@@ -261,7 +261,9 @@ fn run_zenoh(net: &Net, a: &Args, what: &str, size: usize, n: u64) -> Result {
 }
 
 fn run_bridged(net: &Net, a: &Args, what: &str, size: usize, n: u64) -> Result {
-    let dir = std::env::temp_dir().join(format!("shmbus-bridge-bench-{}", std::process::id()));
+    // Where shmbus keeps topics by default ($SHMBUS_ROOT, else /dev/shm): memory, not a disk
+    // whose page cache would write the slots back.
+    let dir = shmbus::domain::default_root().join(format!("shmbus-bridge-bench-{}", std::process::id()));
     let (ra, rb) = (dir.join("a"), dir.join("b"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&ra).expect("scratch");
