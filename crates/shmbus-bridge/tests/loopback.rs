@@ -189,6 +189,28 @@ fn hostile_samples_are_counted_and_dropped() {
     assert_eq!(st.received - base.received, 3, "{st:?}");
 }
 
+/// A bridge (its domain under `root`) serving journal `dir` as "orders" on `port`, opening
+/// sealed entries with `keys`.
+fn serve_orders(root: &std::path::Path, port: u16, dir: &std::path::Path, keys: Option<&Keyring>) -> Bridge {
+    let mut o = options(root, "");
+    o.journals = vec![("orders".into(), dir.to_owned())];
+    o.keys = keys.cloned();
+    Bridge::start(session(Some(port), &[]), o).unwrap()
+}
+
+/// A bridge mirroring "orders" from `port` into `dir`, sealing its copies with `keys`.
+fn mirror_orders(root: &std::path::Path, port: u16, dir: &std::path::Path, keys: Option<&Keyring>) -> Bridge {
+    let mut o = options(root, "");
+    o.mirrors = vec![("orders".into(), dir.to_owned())];
+    o.keys = keys.cloned();
+    Bridge::start(session(None, &[port]), o).unwrap()
+}
+
+/// How many entries journal `dir` holds (0 if it cannot be read).
+fn entries(dir: &std::path::Path) -> u64 {
+    Journal::status(dir).map(|st| st.next_index - st.first_index).unwrap_or(0)
+}
+
 #[test]
 fn journal_mirror_has_the_same_entries_and_resumes() {
     let s = Scratch::new("mirror");
@@ -199,17 +221,9 @@ fn journal_mirror_has_the_same_entries_and_resumes() {
         app.send(format!("before {i}").as_bytes()).unwrap();
     }
     let port = free_port();
-    let serve = |port| {
-        let mut o = options(&s.dir("ra"), "");
-        o.journals = vec![("orders".into(), src_dir.clone())];
-        Bridge::start(session(Some(port), &[]), o).unwrap()
-    };
-    let mirror = || {
-        let mut o = options(&s.dir("rb"), "");
-        o.mirrors = vec![("orders".into(), dst_dir.clone())];
-        Bridge::start(session(None, &[port]), o).unwrap()
-    };
-    let count = || Journal::status(&dst_dir).map(|st| st.next_index - st.first_index).unwrap_or(0);
+    let serve = |port| serve_orders(&s.dir("ra"), port, &src_dir, None);
+    let mirror = || mirror_orders(&s.dir("rb"), port, &dst_dir, None);
+    let count = || entries(&dst_dir);
     let a = serve(port);
     let b = mirror();
     wait_until(LONG, "the first 1000 entries mirrored", || count() == 1000);
@@ -257,17 +271,9 @@ fn a_mirror_refuses_a_source_journal_made_again_under_its_name() {
     };
     fill(10, "first");
     let port = free_port();
-    let serve = || {
-        let mut o = options(&s.dir("ra"), "");
-        o.journals = vec![("orders".into(), src_dir.clone())];
-        Bridge::start(session(Some(port), &[]), o).unwrap()
-    };
-    let mirror = || {
-        let mut o = options(&s.dir("rb"), "");
-        o.mirrors = vec![("orders".into(), dst_dir.clone())];
-        Bridge::start(session(None, &[port]), o).unwrap()
-    };
-    let count = || Journal::status(&dst_dir).map(|st| st.next_index - st.first_index).unwrap_or(0);
+    let serve = || serve_orders(&s.dir("ra"), port, &src_dir, None);
+    let mirror = || mirror_orders(&s.dir("rb"), port, &dst_dir, None);
+    let count = || entries(&dst_dir);
     let a = serve();
     let b = mirror();
     wait_until(LONG, "the first journal mirrored", || count() == 10);
@@ -318,18 +324,10 @@ fn an_encrypted_journal_is_mirrored_sealed_with_the_mirrors_current_key() {
         app.send(d).unwrap();
     }
     let port = free_port();
-    let mut o = options(&s.dir("ra"), "");
-    o.journals = vec![("orders".into(), src_dir.clone())];
-    o.keys = Some(source_keys.clone());
-    let a = Bridge::start(session(Some(port), &[]), o).unwrap();
-    let mirror = |keys: Option<Keyring>, dir: &std::path::Path| {
-        let mut o = options(&s.dir("rb"), "");
-        o.mirrors = vec![("orders".into(), dir.to_owned())];
-        o.keys = keys;
-        Bridge::start(session(None, &[port]), o).unwrap()
-    };
-    let count = |dir: &std::path::Path| Journal::status(dir).map(|st| st.next_index - st.first_index).unwrap_or(0);
-    let b = mirror(Some(mirror_keys.clone()), &dst_dir);
+    let a = serve_orders(&s.dir("ra"), port, &src_dir, Some(&source_keys));
+    let mirror = |keys: Option<&Keyring>, dir: &std::path::Path| mirror_orders(&s.dir("rb"), port, dir, keys);
+    let count = entries;
+    let b = mirror(Some(&mirror_keys), &dst_dir);
     wait_until(LONG, "the sealed entries mirrored", || count(&dst_dir) == 200);
     for d in &sent[200..] {
         app.send(d).unwrap();
@@ -337,7 +335,7 @@ fn an_encrypted_journal_is_mirrored_sealed_with_the_mirrors_current_key() {
     wait_until(LONG, "the live sealed entries mirrored", || count(&dst_dir) == 300);
     // The mirror restarts: it finds its last (sealed) copy committed and copies nothing twice.
     drop(b);
-    let b = mirror(Some(mirror_keys.clone()), &dst_dir);
+    let b = mirror(Some(&mirror_keys), &dst_dir);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(count(&dst_dir), 300, "nothing appended twice after a restart");
     // The copies open with the mirror's keys, are sealed at rest with its current key (8),
@@ -368,14 +366,10 @@ fn an_encrypted_journal_is_mirrored_sealed_with_the_mirrors_current_key() {
     let sa = a.stop();
     assert_eq!(sa.journal_unreadable, 0, "{sa:?}");
     // A source served without keys skips its sealed entries and counts them.
-    let mut o = options(&s.dir("rc"), "");
-    o.journals = vec![("orders".into(), src_dir.clone())];
     let port = free_port();
-    let a = Bridge::start(session(Some(port), &[]), o).unwrap();
-    let mut o = options(&s.dir("rd"), "");
+    let a = serve_orders(&s.dir("rc"), port, &src_dir, None);
     let none_dir = s.path().join("none");
-    o.mirrors = vec![("orders".into(), none_dir.clone())];
-    let d = Bridge::start(session(None, &[port]), o).unwrap();
+    let d = mirror_orders(&s.dir("rd"), port, &none_dir, None);
     wait_until(LONG, "the sealed entries counted unreadable", || a.stats().journal_unreadable >= 300);
     assert_eq!(count(&none_dir), 0);
     drop(d);
