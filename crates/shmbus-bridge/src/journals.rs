@@ -14,8 +14,8 @@
 //!
 //! **Never twice.** The mirror owns its journal (its only appender). Before it commits an
 //! entry it writes, to `DIR/bridge-mirror.state`, the source index it is copying and the
-//! index the copy will have in the mirror. After a restart it reads the copy's index back
-//! from the journal: committed, the copy is done and the mirror goes on after it; not
+//! least index the copy can have in the mirror. After a restart it looks for the copy there
+//! in the journal: committed, the copy is done and the mirror goes on after it; not
 //! committed (the process died before), the entry is copied again. "Committed" is any
 //! entry at that index or after it: the mirror is the journal's only appender, so a later
 //! one can only be the same copy, moved on by an abandoned reservation. The state file is
@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use shmbus::journal::{EntryCipher, XChaCha20Poly1305Cipher};
+use shmbus::journal::EntryCipher;
 use shmbus::{Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError};
 use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, Query};
@@ -58,11 +58,6 @@ pub const BATCH_ENTRIES: u64 = 256;
 pub const BATCH_BYTES: usize = 8 << 20;
 /// The mirror state file's name, in the mirror's journal directory.
 pub const STATE_FILE: &str = "bridge-mirror.state";
-
-/// The cipher of the bridge's keys, if it has any.
-fn cipher(shared: &Shared) -> Option<Arc<dyn EntryCipher>> {
-    shared.options.keys.as_ref().map(|k| Arc::new(XChaCha20Poly1305Cipher::new(k)) as Arc<dyn EntryCipher>)
-}
 
 fn key(shared: &Shared, name: &str) -> String {
     format!("{}/@journal/{name}", shared.options.journal_prefix())
@@ -91,7 +86,7 @@ pub(crate) fn serve(
         .wait()
         .map_err(zerr)?;
     let mut tailer = journal.tailer_at_end()?;
-    tailer.set_cipher(cipher(shared));
+    tailer.set_cipher(shared.cipher.clone());
     let id = journal.id();
     let sh = shared.clone();
     let name = name.to_owned();
@@ -128,7 +123,8 @@ fn answer(sh: &Shared, journal: &Journal, key: &str, q: &Query) {
         Ok(t) => t,
         Err(e) => return sh.log.warn(format!("query {key}"), || format!("{key}: cannot read: {e}")),
     };
-    tailer.set_cipher(cipher(sh));
+    tailer.set_cipher(sh.cipher.clone());
+    let id = journal.id();
     let (mut n, mut bytes) = (0, 0);
     while n < max && bytes < BATCH_BYTES {
         let e = match tailer.try_recv() {
@@ -140,7 +136,7 @@ fn answer(sh: &Shared, journal: &Journal, key: &str, q: &Query) {
                 continue;
             }
         };
-        let meta = EntryMeta { origin: sh.id, index: e.index(), ts_ns: e.ts_ns(), journal: journal.id() };
+        let meta = EntryMeta { origin: sh.id, index: e.index(), ts_ns: e.ts_ns(), journal: id };
         bytes += e.len();
         n += 1;
         if let Err(err) = q.reply(key, e.into_data()).attachment(meta.encode().to_vec()).wait() {
@@ -252,8 +248,8 @@ impl MirrorState {
         BridgeError::Invalid(format!("{}: {e}", self.path.display()))
     }
 
-    /// Records that source entry `src` is being copied as mirror entry `mirror_index`
-    /// (`NONE`: nothing is; `src` is then the next to copy).
+    /// Records that source entry `src` is being copied as a mirror entry at `mirror_index` or
+    /// after it (`NONE`: nothing is; `src` is then the next to copy).
     fn write(&self, name: &str, src: u64, mirror_index: u64) -> Result<(), BridgeError> {
         let mut b = [0u8; STATE_LEN];
         b[..8].copy_from_slice(&STATE_MAGIC);
@@ -274,9 +270,9 @@ pub(crate) fn mirror(
     threads: &mut Vec<JoinHandle<()>>,
 ) -> Result<(), BridgeError> {
     let journal = Journal::create_or_open(dir, &JournalConfig::default())?;
-    let (state, next) = MirrorState::open(&journal, name, cipher(shared))?;
+    let (state, next) = MirrorState::open(&journal, name, shared.cipher.clone())?;
     let mut appender = journal.appender()?;
-    appender.set_cipher(cipher(shared));
+    appender.set_cipher(shared.cipher.clone());
     // The index the next copy will have: after every entry there is (see the module docs).
     let next_copy = Journal::status(dir)?.next_index;
     let key = key(shared, name);

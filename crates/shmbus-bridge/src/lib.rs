@@ -183,6 +183,8 @@ pub(crate) struct Shared {
     pub(crate) counters: stats::Counters,
     pub(crate) log: stats::LogOnce,
     pub(crate) stop: AtomicBool,
+    /// The cipher of [`Options::keys`], made once for every journal served and mirrored.
+    pub(crate) cipher: Option<Arc<dyn shmbus::journal::EntryCipher>>,
 }
 
 impl Shared {
@@ -213,7 +215,11 @@ impl Bridge {
         for (name, _) in options.journals.iter().chain(&options.mirrors) {
             shmbus::validate_name(name).map_err(|e| BridgeError::Invalid(format!("journal name {name:?}: {e}")))?;
         }
+        let cipher = options.keys.as_ref().map(|k| {
+            Arc::new(shmbus::journal::XChaCha20Poly1305Cipher::new(k)) as Arc<dyn shmbus::journal::EntryCipher>
+        });
         let shared = Arc::new(Shared {
+            cipher,
             id: random_id()?,
             session,
             prefix,

@@ -326,18 +326,17 @@ fn an_encrypted_journal_is_mirrored_sealed_with_the_mirrors_current_key() {
     let port = free_port();
     let a = serve_orders(&s.dir("ra"), port, &src_dir, Some(&source_keys));
     let mirror = |keys: Option<&Keyring>, dir: &std::path::Path| mirror_orders(&s.dir("rb"), port, dir, keys);
-    let count = entries;
     let b = mirror(Some(&mirror_keys), &dst_dir);
-    wait_until(LONG, "the sealed entries mirrored", || count(&dst_dir) == 200);
+    wait_until(LONG, "the sealed entries mirrored", || entries(&dst_dir) == 200);
     for d in &sent[200..] {
         app.send(d).unwrap();
     }
-    wait_until(LONG, "the live sealed entries mirrored", || count(&dst_dir) == 300);
+    wait_until(LONG, "the live sealed entries mirrored", || entries(&dst_dir) == 300);
     // The mirror restarts: it finds its last (sealed) copy committed and copies nothing twice.
     drop(b);
     let b = mirror(Some(&mirror_keys), &dst_dir);
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(count(&dst_dir), 300, "nothing appended twice after a restart");
+    assert_eq!(entries(&dst_dir), 300, "nothing appended twice after a restart");
     // The copies open with the mirror's keys, are sealed at rest with its current key (8),
     // and the source's key alone does not open them.
     let want: Vec<Result<Vec<u8>, String>> = sent.iter().cloned().map(Ok).collect();
@@ -360,7 +359,7 @@ fn an_encrypted_journal_is_mirrored_sealed_with_the_mirrors_current_key() {
     // A mirror without keys writes the opened entries as they come (the source still opens
     // them): plaintext at rest, by the mirror host's choice.
     let c = mirror(None, &plain_dir);
-    wait_until(LONG, "a keyless mirror", || count(&plain_dir) == 300);
+    wait_until(LONG, "a keyless mirror", || entries(&plain_dir) == 300);
     assert_eq!(read_sealed(&plain_dir, None), want);
     drop(c);
     let sa = a.stop();
@@ -371,7 +370,7 @@ fn an_encrypted_journal_is_mirrored_sealed_with_the_mirrors_current_key() {
     let none_dir = s.path().join("none");
     let d = mirror_orders(&s.dir("rd"), port, &none_dir, None);
     wait_until(LONG, "the sealed entries counted unreadable", || a.stats().journal_unreadable >= 300);
-    assert_eq!(count(&none_dir), 0);
+    assert_eq!(entries(&none_dir), 0);
     drop(d);
     a.stop();
 }
