@@ -198,8 +198,11 @@ fn topics_cross_hosts_through_kills_and_link_loss() {
     assert!(sa["received"].as_u64().unwrap() <= sb["forwarded"].as_u64().unwrap(), "{sa} {sb}");
 }
 
-fn dump(h: &Hosts, host: char, dir: &Path) -> Vec<String> {
-    let out = h.shmbus(host, &["journal", "dump", "--dir", dir.to_str().unwrap(), "--json"]);
+/// The entries of journal `dir` on `host`, opened with `keys` (the `--key-file` arguments).
+fn dump(h: &Hosts, host: char, dir: &Path, keys: &[&str]) -> Vec<String> {
+    let mut args = vec!["journal", "dump", "--dir", dir.to_str().unwrap(), "--json"];
+    args.extend_from_slice(keys);
+    let out = h.shmbus(host, &args);
     out.lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
@@ -222,15 +225,33 @@ fn wait_mirrored(dir: &Path, at_least: u64) {
 
 #[test]
 fn journal_mirror_across_hosts_through_kills() {
+    mirror_through_kills("netns-journal", false);
+}
+
+/// The same with an encrypted source: both bridges and the journal tools have `--key-file`
+/// (the mirror seals its copies again), and nothing is readable without it.
+#[test]
+fn encrypted_journal_mirror_across_hosts_through_kills() {
+    mirror_through_kills("netns-sealed", true);
+}
+
+fn mirror_through_kills(name: &str, sealed: bool) {
     if !can_make_namespaces() {
         return;
     }
-    let h = Hosts::new("netns-journal");
+    let h = Hosts::new(name);
     let (src, dst) = (h.root('a').join("orders"), h.root('b').join("orders-mirror"));
     let (src_s, dst_s) = (src.to_str().unwrap().to_owned(), dst.to_str().unwrap().to_owned());
+    let key_file = h.root('a').join("keys");
+    std::fs::write(&key_file, format!("3 {}\n", "5a".repeat(32))).unwrap();
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let key_file = key_file.to_str().unwrap().to_owned();
+    let keys: Vec<&str> = if sealed { vec!["--key-file", &key_file] } else { vec![] };
     let append = |from: u64, n: u64| {
         let lines: String = (from..from + n).map(|i| format!("order {i}\n")).collect();
-        let mut c = h.net.cmd(&h.net.a, &h.root('a'), &shmbus_exe(), &["journal", "append", "--dir", &src_s]);
+        let mut args = vec!["journal", "append", "--dir", &src_s];
+        args.extend_from_slice(&keys);
+        let mut c = h.net.cmd(&h.net.a, &h.root('a'), &shmbus_exe(), &args);
         c.stdin(std::process::Stdio::piped());
         let mut p = Proc::spawn(c);
         std::io::Write::write_all(&mut p.0.stdin.take().unwrap(), lines.as_bytes()).unwrap();
@@ -238,34 +259,45 @@ fn journal_mirror_across_hosts_through_kills() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     append(0, 20_000);
-    let serve = format!("orders={src_s}");
-    let mirror = format!("orders={dst_s}");
-    let mut a = h.bridge('a', &["--journal", &serve]);
-    let mut b = h.bridge('b', &["--mirror", &mirror]);
+    let (serve, mirror) = (format!("orders={src_s}"), format!("orders={dst_s}"));
+    let (serve, mirror) =
+        ([&["--journal", serve.as_str()][..], &keys].concat(), [&["--mirror", mirror.as_str()][..], &keys].concat());
+    let mut a = h.bridge('a', &serve);
+    let mut b = h.bridge('b', &mirror);
     // Killed while copying, at least once past the first entries.
     wait_mirrored(&dst, 3000);
     b.sigkill();
-    b = h.bridge('b', &["--mirror", &mirror]);
+    b = h.bridge('b', &mirror);
     wait_mirrored(&dst, 12_000);
     b.sigkill();
     append(20_000, 5000);
-    b = h.bridge('b', &["--mirror", &mirror]);
+    b = h.bridge('b', &mirror);
     wait_mirrored(&dst, 22_000);
     // The source's bridge is killed and comes back while entries keep coming.
     a.sigkill();
     append(25_000, 5000);
-    a = h.bridge('a', &["--journal", &serve]);
+    a = h.bridge('a', &serve);
     let want: Vec<String> = (0..30_000).map(|i| format!("order {i}")).collect();
-    assert_eq!(dump(&h, 'a', &src), want);
+    assert_eq!(dump(&h, 'a', &src, &keys), want);
     // The mirror's index may count an entry a killed bridge claimed and never committed
     // (it is never delivered): compare what readers see.
     wait_mirrored(&dst, 30_000);
     let end = Instant::now() + Duration::from_secs(60);
-    while dump(&h, 'b', &dst).len() < want.len() && Instant::now() < end {
+    while dump(&h, 'b', &dst, &keys).len() < want.len() && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(dump(&h, 'b', &dst), want, "the mirror holds the same entries in the same order, none twice");
+    assert_eq!(dump(&h, 'b', &dst, &keys), want, "the mirror holds the same entries in the same order, none twice");
+    if sealed {
+        let c = h.net.cmd(h.ns('b'), &h.root('b'), &shmbus_exe(), &["journal", "dump", "--dir", &dst_s, "--json"]);
+        let out = Proc::spawn(c).finish(Duration::from_secs(60));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains("order 1"),
+            "the sealed mirror is readable without its key: {}",
+            &text[..200.min(text.len())]
+        );
+    }
     let (sa, sb) = (final_stats(a), final_stats(b));
     assert_eq!(sa["journal_unreadable"], 0, "{sa}");
     assert_eq!(sb["bad_attachment"], 0, "{sb}");
