@@ -1,10 +1,11 @@
 """Async receive: every receiving endpoint's `recv_async()` and `async for` in order, from
 another process and from this one; cancelled awaits losing nothing; `wait_async` over
 several channels; many awaits in one loop; the same results and exceptions as the blocking
-receives; idle awaits using no CPU; and a SIGKILLed stream writer ending a waiting
-receive."""
+receives; idle awaits using no CPU; a SIGKILLed stream writer ending a waiting receive;
+and a child forked after awaits (multiprocessing's fork start method) awaiting its own."""
 
 import asyncio
+import multiprocessing
 import os
 import pathlib
 import random
@@ -644,3 +645,32 @@ def test_no_thread_per_await(domain):
     before = len(os.listdir("/proc/self/task"))
     during = run(main())
     assert during <= before + 1
+
+
+def test_a_child_forked_after_awaits_awaits_its_own(domain):
+    """multiprocessing's default start method on Linux forks: a child forked after this
+    process awaited a receive (so its waiter thread runs) awaits receives of its own (it
+    starts a waiter thread of its own)."""
+    topic = shmbus.Topic.create_or_open(domain, "f", max_message_len=16)
+    sub, pub = topic.subscriber(), topic.publisher()
+
+    async def first():
+        later = asyncio.get_running_loop().call_later(0.05, pub.send, b"before fork")
+        try:
+            return (await sub.recv_async(timeout=30)).data
+        finally:
+            later.cancel()
+
+    assert run(first()) == b"before fork"
+
+    def child():
+        s = topic.subscriber()
+        got = asyncio.run(asyncio.wait_for(s.recv_async(), 10))
+        os._exit(0 if got.data == b"after fork" else 1)
+
+    p = multiprocessing.get_context("fork").Process(target=child)
+    p.start()
+    while p.exitcode is None:  # the child receives whichever of these follows its subscribe
+        pub.send(b"after fork")
+        p.join(0.05)
+    assert p.exitcode == 0

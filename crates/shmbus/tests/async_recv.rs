@@ -63,6 +63,7 @@ fn child_main() {
             });
         }
         "idle" => idle_child(&root),
+        "fork" => fork_child(&d),
         "stream-writer" => {
             let mut w = Stream::open(&d, "s").unwrap().writer().unwrap();
             w.send(b"last words").unwrap();
@@ -77,8 +78,69 @@ fn child_main() {
     }
 }
 
+/// Child role `fork`: awaits a receive (so this process's waiter thread runs and sleeps on
+/// the topic), then forks. The forked process opens its own subscriber and awaits a message
+/// published after the fork; it exits 0 if it gets it within 10 s, 1 if not. Exits with
+/// the forked process's status.
+fn fork_child(d: &Domain) {
+    let topic = Topic::open(d, "f").unwrap();
+    let mut sub = topic.subscriber().unwrap();
+    let mut p = topic.publisher().unwrap();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        p.send(b"before fork").unwrap();
+        p
+    });
+    let m = rt().block_on(sub.recv_async()).unwrap();
+    assert_eq!(m.data(), b"before fork");
+    let mut p = sender.join().unwrap();
+    // SAFETY: fork(2); the forked process runs only the code below and leaves by `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // Any panic too ends in `_exit(1)`: the forked process has only this thread, and a
+        // panic caught by the test harness's copy would end it with status 0.
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut sub = topic.subscriber().unwrap();
+            rt().block_on(async { tokio::time::timeout(Duration::from_secs(10), sub.recv_async()).await })
+                .is_ok_and(|m| m.is_ok_and(|m| m.data() == b"after fork"))
+        }));
+        // SAFETY: ends the forked process without running the test harness's code.
+        unsafe { libc::_exit(if got.unwrap_or(false) { 0 } else { 1 }) };
+    }
+    // Until the forked process is done: it receives whichever of these follows its
+    // subscribe.
+    let mut status = 0;
+    loop {
+        p.send(b"after fork").unwrap();
+        // SAFETY: waitpid(2) on our own child, status into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        assert!(r >= 0, "waitpid failed");
+        if r == pid {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked process's await did not wake: {status:#x}"
+    );
+}
+
 fn run_child(role: &str, root: &Scratch) -> std::process::Child {
     child_command("child_main", role, &[(ROOT, root.path().display().to_string())]).spawn().unwrap()
+}
+
+/// A process forked after using async receive awaits receives of its own: it has no waiter
+/// thread at first, and its first registration starts one (`pthread_atfork`).
+#[test]
+#[cfg_attr(tsan, ignore = "ThreadSanitizer ends a child that starts a thread after a multi-threaded fork")]
+fn a_forked_process_awaits_receives_of_its_own() {
+    let root = Scratch::new("async-fork");
+    let d = domain_at(root.path());
+    Topic::create_or_open(&d, "f", &TopicConfig::default().max_message_len(16).history(16)).unwrap();
+    let out = run_child("fork", &root).wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
 }
 
 #[test]

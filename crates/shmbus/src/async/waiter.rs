@@ -31,7 +31,17 @@
 //! probed every millisecond. Without `futex_waitv` (Linux < 5.16, or `SHMBUS_NO_WAITV=1`)
 //! the thread probes every registered word every millisecond; with no pending receive it
 //! sleeps on the control word alone, at no cost.
+//!
+//! # Fork
+//!
+//! A child made by `fork` has a copy of the registry but not the thread. Handlers installed
+//! with `pthread_atfork` when the registry is first used take the registry's lock just
+//! before the fork (so the child never inherits it held by the thread) and, in the child,
+//! mark the thread as not running: the child's first registration starts its own. The
+//! registrations copied from the parent stay (a future copied mid-await must still be
+//! woken; a spurious wake-up only makes a future poll again).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -90,7 +100,50 @@ struct Registry {
 
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| Registry { state: Mutex::new(State::default()), control: AtomicU32::new(0) })
+    REGISTRY.get_or_init(|| {
+        // SAFETY: the handlers are `extern "C"` functions that live for the whole program
+        // and never unwind (see their docs); registering them has no other effect.
+        // Failure (ENOMEM) only leaves a forked child as it was without them.
+        let _ =
+            unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_in_parent), Some(after_fork_in_child)) };
+        Registry { state: Mutex::new(State::default()), control: AtomicU32::new(0) }
+    })
+}
+
+thread_local! {
+    /// The registry's lock, held by this thread from just before a `fork` it makes until
+    /// just after (module docs, "Fork").
+    static HELD_ACROSS_FORK: RefCell<Option<MutexGuard<'static, State>>> = const { RefCell::new(None) };
+}
+
+/// `pthread_atfork`'s prepare handler: takes the registry's lock, so that the child's copy
+/// of it is not held by a thread the child does not have. Never unwinds: `lock` recovers
+/// from poisoning, and the cell is only borrowed by these handlers, one at a time.
+extern "C" fn before_fork() {
+    // `try_with`: a fork made while this thread's locals are being destroyed forks as if
+    // the handlers were not there.
+    let _ = HELD_ACROSS_FORK.try_with(|held| *held.borrow_mut() = Some(lock(registry())));
+}
+
+/// `pthread_atfork`'s parent handler: releases the lock taken by [`before_fork`].
+extern "C" fn after_fork_in_parent() {
+    let _ = HELD_ACROSS_FORK.try_with(|held| drop(held.borrow_mut().take()));
+}
+
+/// `pthread_atfork`'s child handler: the child has no waiter thread; its next registration
+/// starts one, which scans every registration (the parent's copied ones too). Then releases
+/// the lock taken by [`before_fork`].
+extern "C" fn after_fork_in_child() {
+    let _ = HELD_ACROSS_FORK.try_with(|held| {
+        if let Some(mut st) = held.borrow_mut().take() {
+            st.started = false;
+            st.rescan = false;
+            st.sleep_until = None;
+            st.watching.clear();
+            st.sliced.clear();
+            st.covered.clear();
+        }
+    });
 }
 
 fn lock(r: &Registry) -> MutexGuard<'_, State> {
