@@ -53,9 +53,15 @@ struct Args {
     mirror: Vec<String>,
     /// The keys of encrypted journals (one `<id> <64 hex digits>` per line, mode 0600, the
     /// last one current): served journals are opened with them, mirrors seal their copies
-    /// with the current key. The entries cross Zenoh opened: use TLS (--config) on the link.
+    /// with the current key. The entries cross Zenoh opened: use TLS links (--require-tls).
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
+    /// Link over TLS only: refuse to start unless every endpoint to listen on or connect to
+    /// is tls/…, and have Zenoh accept and open no other link. Given no endpoint to listen
+    /// on, the bridge listens on none (not on Zenoh's default plain TCP one). Certificates
+    /// and keys are Zenoh's TLS options (--config, --cfg 'transport/link/tls/…').
+    #[arg(long)]
+    require_tls: bool,
     /// Zenoh mode: peer (default), client (through a router) or router.
     #[arg(long, value_enum, default_value_t = Mode::Peer)]
     mode: Mode,
@@ -169,7 +175,61 @@ fn zenoh_config(args: &Args) -> Result<zenoh::Config, String> {
         let (k, v) = kv.split_once(':').ok_or_else(|| format!("--cfg {kv:?}: write KEY:VALUE (VALUE in JSON5)"))?;
         set(k, v.to_owned())?;
     }
+    if args.require_tls {
+        // Last, so that no --cfg undoes it: Zenoh then neither accepts nor opens any other
+        // link (scouted peers' plain locators included).
+        set("transport/link/protocols", r#"["tls"]"#.into())?;
+        // Listening where nobody said to (Zenoh's default: plain TCP on every address):
+        // not at all. A connecting bridge needs no listener.
+        let listen = |c: &zenoh::Config| c.get_json("listen/endpoints").ok();
+        if listen(&c) == listen(&zenoh::Config::default()) {
+            c.insert_json5("listen/endpoints", "[]").map_err(|e| format!("zenoh option listen/endpoints: {e}"))?;
+        }
+        require_tls_endpoints(&c, mode)?;
+    }
     Ok(c)
+}
+
+/// `--require-tls`: every endpoint of the final configuration that the bridge will listen
+/// on or connect to (those of its mode, where the configuration gives one list per mode)
+/// is a TLS one, and there is at least one.
+fn require_tls_endpoints(c: &zenoh::Config, mode: &str) -> Result<(), String> {
+    let mut all = Vec::new();
+    for key in ["listen/endpoints", "connect/endpoints"] {
+        let json = c.get_json(key).map_err(|e| format!("zenoh option {key}: {e}"))?;
+        let value: serde_json::Value = serde_json::from_str(&json).map_err(|e| format!("zenoh option {key}: {e}"))?;
+        endpoint_strings(mode_entry(&value, mode), &mut all);
+    }
+    if let Some(plain) = all.iter().find(|e| !e.starts_with("tls/")) {
+        return Err(format!("--require-tls: endpoint {plain} is not a TLS one (write tls/HOST:PORT)"));
+    }
+    if all.is_empty() {
+        return Err("--require-tls needs an endpoint: give --listen tls/HOST:PORT or --connect tls/HOST:PORT".into());
+    }
+    Ok(())
+}
+
+/// A Zenoh value that may be one per mode (`{router: …, peer: …, client: …}`): the entry
+/// of `mode`, else the value itself.
+fn mode_entry<'a>(v: &'a serde_json::Value, mode: &str) -> &'a serde_json::Value {
+    match v.as_object() {
+        Some(o) if o.keys().all(|k| matches!(k.as_str(), "router" | "peer" | "client")) => {
+            o.get(mode).unwrap_or(&serde_json::Value::Null)
+        }
+        _ => v,
+    }
+}
+
+/// The endpoints in an endpoint list (strings, or `{strategy, locators: [...]}` groups).
+fn endpoint_strings(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(e) => out.push(e.clone()),
+        serde_json::Value::Array(a) => a.iter().for_each(|e| endpoint_strings(e, out)),
+        serde_json::Value::Object(o) => {
+            o.iter().filter(|(k, _)| *k != "strategy").for_each(|(_, e)| endpoint_strings(e, out))
+        }
+        _ => {}
+    }
 }
 
 fn run(args: Args) -> Result<(), String> {
@@ -201,6 +261,12 @@ fn run(args: Args) -> Result<(), String> {
     options.max_remote_topic_bytes = args.max_remote_topic;
     if let Some(f) = &args.key_file {
         options.keys = Some(Keyring::load(f).map_err(|e| format!("--key-file {}: {e}", f.display()))?);
+        let has_journals = !options.journals.is_empty() || !options.mirrors.is_empty();
+        if has_journals && !args.require_tls {
+            eprintln!(
+                "shmbus bridge: warning: journal entries cross Zenoh opened; without --require-tls a link may be plain"
+            );
+        }
     }
     let config = zenoh_config(&args)?;
     let session = zenoh::open(config).wait().map_err(|e| format!("zenoh: {e}"))?;

@@ -2,7 +2,8 @@
 //! user/password authentication link when the password is right and never when it is
 //! wrong; over TLS they link when the connector trusts the listener's certificate authority
 //! and never when it trusts another. Hostile samples are counted every time and reported
-//! once on stderr. A bad option or a missing root is one line, exit 1.
+//! once on stderr. A bad option or a missing root is one line, exit 1. `--require-tls` links
+//! over TLS and refuses to start with any other endpoint, from a flag or from Zenoh's options.
 
 mod common;
 
@@ -14,8 +15,14 @@ use shmbus::{Domain, Topic, TopicConfig};
 
 /// A bridge of topic `imu` on `endpoint` with Zenoh options `cfg` (`KEY`, JSON5 string).
 fn bridge_with(root: &std::path::Path, endpoint: (&str, String), cfg: &[(&str, &str)]) -> Proc {
+    bridge_flags(root, endpoint, cfg, &[])
+}
+
+/// [`bridge_with`] and more flags.
+fn bridge_flags(root: &std::path::Path, endpoint: (&str, String), cfg: &[(&str, &str)], flags: &[&str]) -> Proc {
     let mut c = std::process::Command::new(bridge_exe());
     c.args(["--domain", "d", "--topics", "imu", "--no-multicast-scouting", "--scan-interval", "20ms"])
+        .args(flags)
         .args(["--stats-interval", "0", "--json"])
         .args([endpoint.0, &endpoint.1])
         .env("SHMBUS_ROOT", root);
@@ -79,10 +86,12 @@ fn tls_options_pass_through() {
     let listen = ("--listen", format!("tls/127.0.0.1:{port}"));
     let connect = ("--connect", format!("tls/127.0.0.1:{port}"));
     let (cert, key) = (p("srv.pem"), p("srv.key"));
-    let a = bridge_with(
+    let tls_only = ["--require-tls"];
+    let a = bridge_flags(
         &ra,
         listen,
         &[("transport/link/tls/listen_certificate", &cert), ("transport/link/tls/listen_private_key", &key)],
+        &tls_only,
     );
     // Trusting another authority: no link.
     let other = p("other-ca.pem");
@@ -90,9 +99,43 @@ fn tls_options_pass_through() {
     assert!(!crosses(&ra, &rb, Duration::from_secs(3)), "a message crossed a TLS link to an untrusted certificate");
     drop(wrong);
     let ca = p("ca.pem");
-    let right = bridge_with(&rb, connect, &[("transport/link/tls/root_ca_certificate", &ca)]);
+    let right = bridge_flags(&rb, connect, &[("transport/link/tls/root_ca_certificate", &ca)], &tls_only);
     assert!(crosses(&ra, &rb, Duration::from_secs(30)), "nothing crossed the TLS link");
     drop((a, right));
+}
+
+#[test]
+fn require_tls_refuses_every_other_endpoint() {
+    let s = Scratch::new("tlsonly");
+    let tls = "tls/127.0.0.1:1";
+    for (args, want) in [
+        (vec!["--listen", "tcp/127.0.0.1:0"], "endpoint tcp/127.0.0.1:0 is not a TLS one"),
+        (vec!["--listen", tls, "--connect", "udp/127.0.0.1:1"], "endpoint udp/127.0.0.1:1 is not"),
+        // From Zenoh's own options, per mode or not, and after the flags.
+        (vec!["--listen", tls, "--cfg", r#"connect/endpoints:["tcp/127.0.0.1:2"]"#], "endpoint tcp/127.0.0.1:2 is not"),
+        (vec!["--cfg", r#"listen/endpoints:{peer:["tcp/127.0.0.1:3"],router:["tls/127.0.0.1:1"]}"#], "tcp/127.0.0.1:3"),
+        // None at all (Zenoh's default listener, plain TCP, is not used).
+        (vec![], "needs an endpoint"),
+    ] {
+        let out = std::process::Command::new(bridge_exe())
+            .args(["--domain", "d", "--topics", "x", "--no-multicast-scouting", "--require-tls"])
+            .args(&args)
+            .env("SHMBUS_ROOT", s.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.starts_with("shmbus bridge: ") && err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+    // Per mode, the router's list is the one a router uses.
+    let out = std::process::Command::new(bridge_exe())
+        .args(["--domain", "d", "--topics", "x", "--no-multicast-scouting", "--require-tls", "--mode", "router"])
+        .args(["--cfg", r#"listen/endpoints:{peer:["tcp/127.0.0.1:3"],router:["tcp/127.0.0.1:4"]}"#])
+        .env("SHMBUS_ROOT", s.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tcp/127.0.0.1:4"), "{out:?}");
 }
 
 /// Publishes on a's imu for up to `limit`; whether b's imu got a message.
