@@ -24,7 +24,9 @@
 //!
 //! **One journal.** Entries carry their journal's identity ([`Journal::id`]); the state
 //! file keeps the one the replica copies, and entries of any other (the source removed and
-//! made again under the same name) are refused and counted (`journal_foreign`).
+//! made again under the same name) are refused and counted (`journal_foreign`). A refused
+//! source is asked again, one entry at a time, after 1 s, then after waits that double up
+//! to [`REFUSED_WAIT_MAX`]; what it sends live meanwhile is dropped.
 //!
 //! **Encrypted journals** (`--key-file`, [`Options::keys`](crate::Options::keys)): the
 //! serving bridge opens the entries with the keys, and the mirror seals each copy with the
@@ -54,6 +56,9 @@ use crate::{spawn, zerr, BridgeError, Shared};
 
 /// The most entries one query reply carries.
 pub const BATCH_ENTRIES: u64 = 256;
+
+/// The longest a mirror waits before asking a refused source again.
+pub const REFUSED_WAIT_MAX: Duration = Duration::from_secs(60);
 /// The most payload bytes one query reply carries (at least one entry).
 pub const BATCH_BYTES: usize = 8 << 20;
 /// The mirror state file's name, in the mirror's journal directory.
@@ -290,7 +295,7 @@ pub(crate) fn mirror(
     let name = name.to_owned();
     threads.push(spawn(format!("bridge-mirror-{name}"), move || {
         let _sub = sub;
-        let mut m = Mirror { sh: &sh, name: &name, key: &key, state, appender, next, next_copy };
+        let mut m = Mirror { sh: &sh, name: &name, key: &key, state, appender, next, next_copy, refused: None };
         m.run(&rx);
     }));
     Ok(())
@@ -312,6 +317,8 @@ struct Mirror<'a> {
     next: u64,
     /// The least index the next copy can have in the mirror.
     next_copy: u64,
+    /// The source serves another journal: how long to wait before asking it again.
+    refused: Option<Duration>,
 }
 
 impl Mirror<'_> {
@@ -319,6 +326,12 @@ impl Mirror<'_> {
         while !self.sh.stopping() {
             // Catch up: ask until the source has nothing more.
             while !self.sh.stopping() && self.fetch() > 0 {}
+            if let Some(wait) = self.refused {
+                if !self.pause(rx, wait) {
+                    return;
+                }
+                continue;
+            }
             // Then the live entries, until one comes out of turn or a second passes quietly.
             loop {
                 match rx.recv_timeout(Duration::from_secs(1)) {
@@ -338,9 +351,27 @@ impl Mirror<'_> {
         }
     }
 
-    /// One query from `next`; appends what it brings, returns how many.
+    /// Waits `wait` (a refused source), dropping the live entries meanwhile; false if the
+    /// bridge stops or the live entries' channel is gone.
+    fn pause(&self, rx: &std::sync::mpsc::Receiver<(EntryMeta, Vec<u8>)>, wait: Duration) -> bool {
+        let end = std::time::Instant::now() + wait;
+        while !self.sh.stopping() {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            if let Err(RecvTimeoutError::Disconnected) = rx.recv_timeout(left.min(Duration::from_millis(100))) {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// One query from `next` (of one entry while the source is refused); appends what it
+    /// brings, returns how many.
     fn fetch(&mut self) -> usize {
-        let sel = format!("{}?from={};max={BATCH_ENTRIES}", self.key, self.next);
+        let max = if self.refused.is_some() { 1 } else { BATCH_ENTRIES };
+        let sel = format!("{}?from={};max={max}", self.key, self.next);
         // Every reply has the same key: no consolidation, or Zenoh would keep only one.
         let replies = match self
             .sh
@@ -393,6 +424,7 @@ impl Mirror<'_> {
             None => self.state.source = Some(e.journal),
             Some(id) if id != e.journal => {
                 bump(&sh.counters.journal_foreign);
+                self.refused = Some(self.refused.map_or(Duration::from_secs(1), |w| (w * 2).min(REFUSED_WAIT_MAX)));
                 sh.log.warn(format!("foreign {name}"), || {
                     format!(
                         "mirror {name}: the source serves another journal than the one this replica copies \
@@ -417,6 +449,7 @@ impl Mirror<'_> {
             }
         }
         self.next = index + 1;
+        self.refused = None;
         bump(&sh.counters.journal_mirrored);
         true
     }

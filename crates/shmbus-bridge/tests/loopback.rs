@@ -283,6 +283,20 @@ fn a_mirror_refuses_a_source_journal_made_again_under_its_name() {
     fill(25, "second");
     let a = serve();
     wait_until(LONG, "the other journal refused", || b.stats().journal_foreign > 0);
+    // Refused, it waits before asking again (1 s, then doubling), and drops what the other
+    // journal sends live meanwhile: 20 live entries in about 2 s make at most two more
+    // refusals (one per question), not one each.
+    let refused = b.stats().journal_foreign;
+    {
+        let j = Journal::open(&src_dir).unwrap();
+        let mut app = j.appender().unwrap();
+        for i in 0..20 {
+            app.send(format!("live {i}").as_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let more = b.stats().journal_foreign - refused;
+    assert!(more <= 2, "{more} more refusals while waiting");
     // And still after the mirror restarts: it remembers which journal it copies.
     b.stop();
     let b = mirror();
