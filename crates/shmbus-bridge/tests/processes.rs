@@ -117,16 +117,8 @@ fn require_tls_refuses_every_other_endpoint() {
         // None at all (Zenoh's default listener, plain TCP, is not used).
         (vec![], "needs an endpoint"),
     ] {
-        let out = std::process::Command::new(bridge_exe())
-            .args(["--domain", "d", "--topics", "x", "--no-multicast-scouting", "--require-tls"])
-            .args(&args)
-            .env("SHMBUS_ROOT", s.path())
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(err.starts_with("shmbus bridge: ") && err.contains(want), "{args:?}: {err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        let tls_only = ["--domain", "d", "--topics", "x", "--no-multicast-scouting", "--require-tls"];
+        fails_in_one_line(&[&tls_only[..], &args].concat(), s.path(), want);
     }
     // Per mode, the router's list is the one a router uses.
     let out = std::process::Command::new(bridge_exe())
@@ -178,6 +170,21 @@ fn user_password_authentication_is_zenohs_and_passes_through() {
     drop((a, right));
 }
 
+/// A bridge run with `args` (under `root`, no SHMBUS_DOMAIN) exits 1 with one line on
+/// stderr, which says `want`.
+fn fails_in_one_line(args: &[&str], root: &std::path::Path, want: &str) {
+    let out = std::process::Command::new(bridge_exe())
+        .args(args)
+        .env("SHMBUS_ROOT", root)
+        .env_remove("SHMBUS_DOMAIN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(err.starts_with("shmbus bridge: ") && err.contains(want), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+}
+
 #[test]
 fn bad_options_are_one_line_and_exit_1() {
     let s = Scratch::new("badopt");
@@ -198,17 +205,11 @@ fn bad_options_are_one_line_and_exit_1() {
         (vec!["--topics", "x"], "needs --domain"),
         (vec!["--mirror", "orders"], "write NAME=DIR"),
     ] {
-        let out = std::process::Command::new(bridge_exe())
-            .args(&args)
-            .args(["--no-multicast-scouting", "--listen", "tcp/127.0.0.1:0"])
-            .env("SHMBUS_ROOT", s.path())
-            .env_remove("SHMBUS_DOMAIN")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(err.starts_with("shmbus bridge: ") && err.contains(want), "{args:?}: {err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        fails_in_one_line(
+            &[&args[..], &["--no-multicast-scouting", "--listen", "tcp/127.0.0.1:0"]].concat(),
+            s.path(),
+            want,
+        );
     }
     let out = std::process::Command::new(bridge_exe())
         .args(["--domain", "d", "--topics", "x", "--root", "/nonexistent/root"])
