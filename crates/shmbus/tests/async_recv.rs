@@ -63,6 +63,7 @@ fn child_main() {
             });
         }
         "idle" => idle_child(&root),
+        "idle-many" => idle_many_child(&root),
         "fork" => fork_child(&d),
         "stream-writer" => {
             let mut w = Stream::open(&d, "s").unwrap().writer().unwrap();
@@ -612,7 +613,7 @@ fn the_async_wait_takes_more_channels_than_one_futex_waitv() {
     });
     rt().block_on(async {
         // Some of these are past the 127 channels one futex_waitv watches (which ones
-        // depends on the registry's order): those are re-checked every millisecond.
+        // depends on the registry's order): a second waiter thread sleeps on those.
         for k in [0, 64, 126, 127, 128, COUNT - 1] {
             tx.send(k).unwrap();
             let ready = {
@@ -677,22 +678,70 @@ fn idle_child(root: &std::path::Path) {
     }
 }
 
-fn idle_in_a_child(env: &[(&str, String)]) {
+/// How many channels `idle_many_child` waits on: several waiter threads' worth.
+const MANY: usize = 1000;
+
+/// Child: one async wait on [`MANY`] topics nobody sends on, for 1 s: the process's CPU time
+/// and voluntary context switches must barely move (every waiter thread asleep in
+/// `futex_waitv`, none probing). Then a message on the last topic and one on the first each
+/// end a wait at once, with that topic alone ready.
+fn idle_many_child(root: &std::path::Path) {
+    let d = domain_at(root);
+    let cfg = TopicConfig::default().max_message_len(8).history(2);
+    let topics: Vec<Topic> = (0..MANY).map(|k| Topic::create_or_open(&d, &format!("t{k}"), &cfg).unwrap()).collect();
+    let subs: Vec<_> = topics.iter().map(|t| t.subscriber().unwrap()).collect();
+    let chans: Vec<&dyn Waitable> = subs.iter().map(|s| s as &dyn Waitable).collect();
+    let rt = rt();
+    let (before, after) = rt.block_on(async {
+        // One wait throughout: registered, and the waiter threads started and settled,
+        // before the second counts.
+        let mut wait = pin!(aio::wait(&chans));
+        assert!(tokio::time::timeout(Duration::from_millis(200), &mut wait).await.is_err(), "nothing was sent");
+        let before = cpu_and_switches();
+        assert!(tokio::time::timeout(Duration::from_secs(1), &mut wait).await.is_err(), "nothing was sent");
+        (before, cpu_and_switches())
+    });
+    let cpu = after.0 - before.0;
+    let switches = after.1 - before.1;
+    eprintln!("1 s of idle waiting on {MANY} topics: {cpu:?} of CPU, {switches} voluntary context switches");
+    assert!(cpu < Duration::from_millis(100), "{cpu:?} of CPU over 1 s of idle waiting on {MANY} topics");
+    assert!(switches < 400, "{switches} context switches over 1 s of idle waiting on {MANY} topics");
+    for k in [MANY - 1, 0] {
+        let mut p = topics[k].publisher().unwrap();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            p.send(b"x").unwrap();
+        });
+        let ready = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), aio::wait(&chans)).await });
+        assert_eq!(ready.expect("the wait ends").unwrap(), vec![k]);
+        assert_eq!(subs[k].try_recv().unwrap().data(), b"x");
+        sender.join().unwrap();
+    }
+}
+
+fn idle_in_a_child(role: &str, env: &[(&str, String)]) {
     let root = Scratch::new("async-idle");
     let mut env = env.to_vec();
     env.push((ROOT, root.path().display().to_string()));
-    let out = child_command("child_main", "idle", &env).output().unwrap();
-    assert!(out.status.success(), "the idle child failed:\n{}", String::from_utf8_lossy(&out.stdout));
+    let out = child_command("child_main", role, &env).output().unwrap();
+    let say = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    assert!(out.status.success(), "the idle child failed:\n{}{}", say(&out.stdout), say(&out.stderr));
 }
 
 #[test]
 fn idle_async_waiters_use_no_cpu() {
-    idle_in_a_child(&[]);
+    idle_in_a_child("idle", &[]);
 }
 
 #[test]
 fn idle_async_waiters_without_waitv_use_little_cpu() {
-    idle_in_a_child(&[("SHMBUS_NO_WAITV", "1".to_string())]);
+    idle_in_a_child("idle", &[("SHMBUS_NO_WAITV", "1".to_string())]);
+}
+
+/// More channels than one `futex_waitv` takes: more waiter threads, all asleep.
+#[test]
+fn a_thousand_idle_async_waits_use_no_cpu_and_wake_at_once() {
+    idle_in_a_child("idle-many", &[]);
 }
 
 /// Runs test `name` of this binary again in a child with `SHMBUS_NO_WAITV=1`.

@@ -1,5 +1,5 @@
-//! The process's waiter thread: sleeps in `futex_waitv` on the event words of every channel
-//! an async receive is waiting on, and wakes those receives' [`Waker`]s.
+//! The process's waiter threads: they sleep in `futex_waitv` on the event words of every
+//! channel an async receive is waiting on, and wake those receives' [`Waker`]s.
 //!
 //! # Protocol
 //!
@@ -12,8 +12,9 @@
 //! (`EAGAIN`), or the notifier sees the flag and wakes the thread. No wake-up is lost; see
 //! `event.rs` for the handshake.
 //!
-//! When the thread wakes, it wakes the wakers of the word that woke it; after `EAGAIN` (some
-//! word differs, the kernel does not say which) or a timeout it asks the kernel word by word
+//! Each of the threads below ("Shards") does this for its own registrations. When the
+//! thread wakes, it wakes the wakers of the word that woke it; after `EAGAIN` (some word
+//! differs, the kernel does not say which) or a timeout it asks the kernel word by word
 //! ([`futex_probe`]). The control word wakes it when a registration names a `(word, value)`
 //! it is not asleep on, or an earlier re-check time, unless the thread is awake and about
 //! to scan every registration anyway (as it is right after waking futures).
@@ -25,24 +26,28 @@
 //! endpoint's mapping (a future leaked with `mem::forget`) costs an `EFAULT`, after which
 //! its registration is dropped; it cannot crash the process.
 //!
-//! # Limits and fallbacks
+//! # Shards
 //!
-//! `futex_waitv` takes 128 words: the control word and 127 channels. Words beyond those are
-//! probed every millisecond. Without `futex_waitv` (Linux < 5.16, or `SHMBUS_NO_WAITV=1`)
-//! the thread probes every registered word every millisecond; with no pending receive it
-//! sleeps on the control word alone, at no cost.
+//! `futex_waitv` takes 128 words: a control word and 127 channels. So the registrations are
+//! split into *shards* of at most 127 distinct words, each with its own control word and
+//! thread; all of a word's registrations are in the shard the word was given to when its
+//! first one came (the first shard with room, else a new one), until its last one goes.
+//! One lock guards every shard: the threads take it only when they wake. A shard's thread
+//! is started by its first registration and never ends; with nothing to wait for it sleeps
+//! on its control word alone, at no cost. Without `futex_waitv` (Linux < 5.16, or
+//! `SHMBUS_NO_WAITV=1`) each thread probes its shard's words every millisecond instead.
 //!
 //! # Fork
 //!
-//! A child made by `fork` has a copy of the registry but not the thread. Handlers installed
+//! A child made by `fork` has a copy of the registry but not the threads. Handlers installed
 //! with `pthread_atfork` when the registry is first used take the registry's lock just
-//! before the fork (so the child never inherits it held by the thread) and, in the child,
-//! mark the thread as not running: the child's first registration starts its own. The
+//! before the fork (so the child never inherits it held by a thread) and, in the child,
+//! mark every thread as not running: a shard's next registration starts its thread. The
 //! registrations copied from the parent stay (a future copied mid-await must still be
 //! woken; a spurious wake-up only makes a future poll again).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
@@ -54,9 +59,11 @@ use crate::sys::{
     futex_probe, futex_wait, futex_waitv, futex_wake, monotonic_ns, waitv_supported, Probe, WaitOutcome, WaitvEntry,
 };
 
-/// How often words that cannot be slept on exactly (beyond the 128 of one `futex_waitv`, or
-/// without it) are probed.
+/// How often words that cannot be slept on exactly (without `futex_waitv`) are probed.
 const SLICE: Duration = Duration::from_millis(1);
+
+/// The most distinct words one shard holds: one `futex_waitv` less its control word.
+const SHARD_WORDS: usize = WAITV_MAX - 1;
 
 /// One pending receive (or one channel of an async wait).
 struct Reg {
@@ -70,19 +77,37 @@ struct Reg {
     recheck_at: Option<u64>,
 }
 
+/// A word's place: its shard, and how many registrations name it.
+struct WordHome {
+    shard: usize,
+    regs: usize,
+}
+
 #[derive(Default)]
 struct State {
-    regs: HashMap<u64, Reg>,
+    shards: Vec<Shard>,
+    /// Every registered word's shard.
+    homes: HashMap<usize, WordHome>,
     next_token: u64,
+}
+
+/// Up to [`SHARD_WORDS`] words' registrations and the thread that sleeps on them.
+struct Shard {
+    /// Bumped, then woken, when the thread must rebuild its wait. Leaked: the kernel may
+    /// read it for as long as the process lives.
+    control: &'static AtomicU32,
+    regs: HashMap<u64, Reg>,
+    /// How many distinct words are given to this shard.
+    words: usize,
     /// The `(word, armed value)`s the thread sleeps on (or is about to), in its wait's
     /// order after the control word; set under the lock each turn.
     watching: Vec<(usize, u32)>,
-    /// The ones it probes every [`SLICE`] instead.
+    /// The ones it probes every [`SLICE`] instead (without `futex_waitv`).
     sliced: Vec<(usize, u32)>,
-    /// The registrations (token, `(word, armed value)`) the thread's current sleep covers:
+    /// The registrations (token → `(word, armed value)`) the thread's current sleep covers:
     /// only those register again without waking it. Keyed by token, not by address: a
     /// word unmapped and another mapped at its address (a leaked future) is a new token.
-    covered: Vec<(u64, (usize, u32))>,
+    covered: HashMap<u64, (usize, u32)>,
     /// When the thread's sleep ends (monotonic ns), `None` for never.
     sleep_until: Option<u64>,
     /// The thread is awake and will scan every registration before it sleeps again: a
@@ -92,10 +117,66 @@ struct State {
     started: bool,
 }
 
+impl Shard {
+    fn new() -> Shard {
+        Shard {
+            control: Box::leak(Box::new(AtomicU32::new(0))),
+            regs: HashMap::new(),
+            words: 0,
+            watching: Vec::new(),
+            sliced: Vec::new(),
+            covered: HashMap::new(),
+            sleep_until: None,
+            rescan: false,
+            started: false,
+        }
+    }
+}
+
+impl State {
+    /// The shard of `word`, counting one more registration of it: the word's shard if it
+    /// has one, else the first with room for another word, else a new one.
+    fn home(&mut self, word: usize) -> usize {
+        if let Some(h) = self.homes.get_mut(&word) {
+            h.regs += 1;
+            return h.shard;
+        }
+        let shard = match self.shards.iter().position(|s| s.words < SHARD_WORDS) {
+            Some(i) => i,
+            None => {
+                self.shards.push(Shard::new());
+                self.shards.len() - 1
+            }
+        };
+        self.shards[shard].words += 1;
+        self.homes.insert(word, WordHome { shard, regs: 1 });
+        shard
+    }
+
+    /// Counts one registration of `word` less; its last one frees its place in its shard.
+    fn leave(&mut self, word: usize) {
+        if let Some(h) = self.homes.get_mut(&word) {
+            h.regs -= 1;
+            if h.regs == 0 {
+                let shard = h.shard;
+                self.homes.remove(&word);
+                self.shards[shard].words -= 1;
+            }
+        }
+    }
+
+    /// Removes registration `token` of shard `shard`, if it is there.
+    fn remove(&mut self, shard: usize, token: u64) {
+        let Some(sh) = self.shards.get_mut(shard) else { return };
+        sh.covered.remove(&token);
+        if let Some(reg) = sh.regs.remove(&token) {
+            self.leave(reg.word);
+        }
+    }
+}
+
 struct Registry {
     state: Mutex<State>,
-    /// Bumped, then woken, when the thread must rebuild its wait.
-    control: AtomicU32,
 }
 
 fn registry() -> &'static Registry {
@@ -106,7 +187,7 @@ fn registry() -> &'static Registry {
         // Failure (ENOMEM) only leaves a forked child as it was without them.
         let _ =
             unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_in_parent), Some(after_fork_in_child)) };
-        Registry { state: Mutex::new(State::default()), control: AtomicU32::new(0) }
+        Registry { state: Mutex::new(State::default()) }
     })
 }
 
@@ -130,18 +211,20 @@ extern "C" fn after_fork_in_parent() {
     let _ = HELD_ACROSS_FORK.try_with(|held| drop(held.borrow_mut().take()));
 }
 
-/// `pthread_atfork`'s child handler: the child has no waiter thread; its next registration
-/// starts one, which scans every registration (the parent's copied ones too). Then releases
-/// the lock taken by [`before_fork`].
+/// `pthread_atfork`'s child handler: the child has no waiter threads; a shard's next
+/// registration starts its thread, which scans every registration of the shard (the
+/// parent's copied ones too). Then releases the lock taken by [`before_fork`].
 extern "C" fn after_fork_in_child() {
     let _ = HELD_ACROSS_FORK.try_with(|held| {
         if let Some(mut st) = held.borrow_mut().take() {
-            st.started = false;
-            st.rescan = false;
-            st.sleep_until = None;
-            st.watching.clear();
-            st.sliced.clear();
-            st.covered.clear();
+            for sh in &mut st.shards {
+                sh.started = false;
+                sh.rescan = false;
+                sh.sleep_until = None;
+                sh.watching.clear();
+                sh.sliced.clear();
+                sh.covered.clear();
+            }
         }
     });
 }
@@ -156,18 +239,32 @@ fn lock(r: &Registry) -> MutexGuard<'_, State> {
 /// nothing behind.
 #[derive(Debug, Default)]
 pub(crate) struct Registration {
-    token: Option<u64>,
+    /// Its shard and token.
+    token: Option<(usize, u64)>,
 }
 
 impl Registration {
     /// Asks for `waker` to be woken when `event` moves from `armed` (a value the caller
     /// armed it with: `EventWord::arm`), or at `recheck_at`.
     pub(crate) fn register(&mut self, event: &EventWord, armed: u32, recheck_at: Option<u64>, waker: &Waker) {
-        let r = registry();
         let word = event as *const EventWord as usize;
-        let mut st = lock(r);
-        let token = match self.token.and_then(|t| st.regs.get_mut(&t).map(|reg| (t, reg))) {
-            Some((t, reg)) => {
+        let mut st = lock(registry());
+        // The registration kept from an earlier wait, if it is still there and its word's
+        // shard is this word's (a registration moves with its word).
+        let kept = self.token.filter(|&(shard, t)| {
+            st.shards
+                .get(shard)
+                .and_then(|sh| sh.regs.get(&t))
+                .is_some_and(|reg| reg.word == word || st.homes.get(&word).is_some_and(|h| h.shard == shard))
+        });
+        let (shard, token) = match kept {
+            Some((shard, t)) => {
+                let old = st.shards[shard].regs.get(&t).map_or(word, |reg| reg.word);
+                if old != word {
+                    st.leave(old);
+                    st.home(word);
+                }
+                let reg = st.shards[shard].regs.get_mut(&t).unwrap_or_else(|| unreachable!("kept above"));
                 reg.word = word;
                 reg.armed = armed;
                 reg.recheck_at = recheck_at;
@@ -175,22 +272,28 @@ impl Registration {
                     Some(w) if w.will_wake(waker) => {}
                     w => *w = Some(waker.clone()),
                 }
-                t
+                (shard, t)
             }
             None => {
+                if let Some((shard, t)) = self.token.take() {
+                    st.remove(shard, t);
+                }
                 let t = st.next_token;
                 st.next_token += 1;
-                st.regs.insert(t, Reg { word, armed, waker: Some(waker.clone()), recheck_at });
-                t
+                let shard = st.home(word);
+                st.shards[shard].regs.insert(t, Reg { word, armed, waker: Some(waker.clone()), recheck_at });
+                (shard, t)
             }
         };
-        self.token = Some(token);
+        self.token = Some((shard, token));
+        let sh = &mut st.shards[shard];
         let key = (word, armed);
-        let earlier = recheck_at.is_some_and(|at| st.sleep_until.is_none_or(|until| at < until));
-        let kick = !st.rescan && (!st.covered.contains(&(token, key)) || earlier);
-        if !st.started {
-            match std::thread::Builder::new().name("shmbus-async-waiter".into()).spawn(run) {
-                Ok(_) => st.started = true,
+        let earlier = recheck_at.is_some_and(|at| sh.sleep_until.is_none_or(|until| at < until));
+        let kick = !sh.rescan && (sh.covered.get(&token) != Some(&key) || earlier);
+        let control = sh.control;
+        if !sh.started {
+            match std::thread::Builder::new().name("shmbus-async-waiter".into()).spawn(move || run(shard)) {
+                Ok(_) => sh.started = true,
                 Err(_) => {
                     // No thread (the process is out of threads): have the future poll again
                     // rather than sleep for ever; the next registration tries again.
@@ -203,8 +306,8 @@ impl Registration {
         drop(st);
         if kick {
             // SeqCst: pairs with the SeqCst load of `control` the thread sleeps on.
-            r.control.fetch_add(1, Ordering::SeqCst);
-            futex_wake(&r.control, 1);
+            control.fetch_add(1, Ordering::SeqCst);
+            futex_wake(control, 1);
         }
     }
 
@@ -212,8 +315,8 @@ impl Registration {
     /// that waits on the same channel again soon ([`RecvStream`](super::RecvStream)) and so
     /// reuses its entry.
     pub(crate) fn idle(&mut self) {
-        if let Some(t) = self.token {
-            if let Some(reg) = lock(registry()).regs.get_mut(&t) {
+        if let Some((shard, t)) = self.token {
+            if let Some(reg) = lock(registry()).shards.get_mut(shard).and_then(|sh| sh.regs.get_mut(&t)) {
                 reg.waker = None;
             }
         }
@@ -221,12 +324,10 @@ impl Registration {
 
     /// Removes the registration, if any: its waker is not woken after this returns.
     pub(crate) fn cancel(&mut self) {
-        if let Some(t) = self.token.take() {
-            let mut st = lock(registry());
-            st.regs.remove(&t);
+        if let Some((shard, t)) = self.token.take() {
             // The thread may sleep on the word until its next turn: only the kernel reads
             // it, and any new registration (a new token) wakes the thread to rebuild.
-            st.covered.retain(|&(c, _)| c != t);
+            lock(registry()).remove(shard, t);
         }
     }
 }
@@ -240,23 +341,30 @@ impl Drop for Registration {
 /// The number of registrations, for tests.
 #[cfg(test)]
 pub(crate) fn pending() -> usize {
-    lock(registry()).regs.len()
+    lock(registry()).shards.iter().map(|sh| sh.regs.len()).sum()
 }
 
-fn run() {
+/// The thread of shard `shard`.
+fn run(shard: usize) {
     let r = registry();
+    let control = lock(r).shards[shard].control;
     let mut entries: Vec<WaitvEntry> = Vec::with_capacity(16);
     let mut to_wake: Vec<Waker> = Vec::new();
+    let mut seen: HashSet<(usize, u32)> = HashSet::new();
+    let mut moved: HashMap<usize, Vec<(u32, Probe)>> = HashMap::new();
+    let mut gone: Vec<usize> = Vec::new();
     loop {
         let mut st = lock(r);
+        let sh = &mut st.shards[shard];
         // SeqCst: pairs with the SeqCst increment in `register`.
-        let gen = r.control.load(Ordering::SeqCst);
+        let gen = control.load(Ordering::SeqCst);
         let exact = waitv_supported();
         let now = monotonic_ns();
         let mut until: Option<u64> = None;
         entries.clear();
-        entries.push(WaitvEntry::new(&r.control, gen));
-        let State { regs, watching, sliced, covered, .. } = &mut *st;
+        entries.push(WaitvEntry::new(control, gen));
+        seen.clear();
+        let Shard { regs, watching, sliced, covered, .. } = sh;
         watching.clear();
         sliced.clear();
         covered.clear();
@@ -272,10 +380,12 @@ fn run() {
                 until = Some(until.map_or(at, |u| u.min(at)));
             }
             let key = (reg.word, reg.armed);
-            covered.push((token, key));
-            if watching.contains(&key) || sliced.contains(&key) {
+            covered.insert(token, key);
+            if !seen.insert(key) {
                 continue;
             }
+            // A shard holds at most SHARD_WORDS words, but a word may be registered with
+            // two armed values at once (two futures that loaded it at different times).
             if exact && entries.len() < WAITV_MAX {
                 entries.push(WaitvEntry::from_ptr(reg.word as *const AtomicU32, reg.armed));
                 watching.push(key);
@@ -285,64 +395,83 @@ fn run() {
         }
         if !to_wake.is_empty() {
             // Woken outside the lock (a waker may run code that registers); then a new turn.
-            st.rescan = true;
+            sh.rescan = true;
             drop(st);
             to_wake.drain(..).for_each(Waker::wake);
             continue;
         }
-        if !st.sliced.is_empty() {
+        if !sh.sliced.is_empty() {
             let at = now.saturating_add(SLICE.as_nanos() as u64);
             until = Some(until.map_or(at, |u| u.min(at)));
         }
-        st.sleep_until = until;
+        sh.sleep_until = until;
         // From here registrations wake the thread (the scan above is the last before the
         // sleep); under the same lock as the scan, so none falls between.
-        st.rescan = false;
+        sh.rescan = false;
         drop(st);
         let outcome = if exact {
-            // SAFETY: entry 0 is the static control word; the others are registered words,
-            // built with `from_ptr`: the kernel reads them with its own fault handling, so
-            // a word unmapped since (its future leaked) is an `EFAULT`, handled below.
+            // SAFETY: entry 0 is the shard's leaked control word; the others are registered
+            // words, built with `from_ptr`: the kernel reads them with its own fault
+            // handling, so a word unmapped since (its future leaked) is an `EFAULT`, handled
+            // below.
             unsafe { futex_waitv(&entries, until) }
         } else {
             let timeout = until.map(|at| Duration::from_nanos(at.saturating_sub(monotonic_ns())));
-            Ok(futex_wait(&r.control, gen, timeout))
+            Ok(futex_wait(control, gen, timeout))
         };
         let mut st = lock(r);
-        let State { regs, watching, sliced, .. } = &mut *st;
-        // Which (word, value)s moved: the one that woke us, or ask the kernel for each.
-        let moved = |key: (usize, u32)| futex_probe(key.0, key.1);
-        let woken: Vec<((usize, u32), Probe)> = match outcome {
-            Ok(WaitOutcome::WokenAt(0)) => Vec::new(),
-            Ok(WaitOutcome::WokenAt(i)) => watching.get(i - 1).map(|&k| (k, Probe::Differs)).into_iter().collect(),
+        let sh = &mut st.shards[shard];
+        // Which (word, value)s moved, by word: the one that woke us, or ask the kernel for
+        // each.
+        moved.clear();
+        match outcome {
+            Ok(WaitOutcome::WokenAt(0)) => {}
+            Ok(WaitOutcome::WokenAt(i)) => {
+                if let Some(&(word, armed)) = sh.watching.get(i - 1) {
+                    moved.entry(word).or_default().push((armed, Probe::Differs));
+                }
+            }
             // EAGAIN (some word differs), a signal, a timeout (the sliced words are due), or
             // an error (EFAULT: a word is gone).
-            _ => watching
-                .iter()
-                .chain(sliced.iter())
-                .map(|&k| (k, moved(k)))
-                .filter(|(_, p)| *p != Probe::Same)
-                .collect(),
-        };
-        for (key, probe) in woken {
-            regs.retain(|_, reg| {
-                if (reg.word, reg.armed) != key && !(probe == Probe::Differs && reg.word == key.0) {
+            _ => {
+                for &(word, armed) in sh.watching.iter().chain(sh.sliced.iter()) {
+                    match futex_probe(word, armed) {
+                        Probe::Same => {}
+                        p => moved.entry(word).or_default().push((armed, p)),
+                    }
+                }
+            }
+        }
+        if !moved.is_empty() {
+            sh.regs.retain(|_, reg| {
+                let Some(probes) = moved.get(&reg.word) else { return true };
+                // Woken: its very (word, value) moved, or its word holds another value now.
+                let mut hits =
+                    probes.iter().filter(|&&(armed, p)| armed == reg.armed || p == Probe::Differs).peekable();
+                if hits.peek().is_none() {
                     return true;
                 }
+                let unmapped = hits.any(|&(_, p)| p == Probe::Unmapped);
                 to_wake.extend(reg.waker.take());
                 // A word that is gone takes its registrations along: a live future
                 // registers again when polled.
-                probe != Probe::Unmapped
+                if unmapped {
+                    gone.push(reg.word);
+                }
+                !unmapped
             });
         }
         // The next turn scans everything: the futures woken now may register meanwhile
         // (after an error the thread naps first, which their registrations cut short).
-        st.rescan = outcome.is_ok();
+        sh.rescan = outcome.is_ok();
+        for word in gone.drain(..) {
+            st.leave(word);
+        }
         drop(st);
         to_wake.drain(..).for_each(Waker::wake);
         if outcome.is_err() {
             // Not a busy loop if the kernel keeps refusing the wait for another reason.
-            futex_wait(&r.control, gen, Some(SLICE));
+            futex_wait(control, gen, Some(SLICE));
         }
     }
 }
