@@ -55,7 +55,7 @@ typedef struct shmbus_consumer shmbus_consumer;
 // The pool's dispatcher (one per pool: a second is `SHMBUS_BUSY`).
 typedef struct shmbus_dispatcher shmbus_dispatcher;
 
-// A domain: a directory of channels (`/dev/shm/shmbus-<name>`, or under `SHMBUS_ROOT`).
+// A domain: a directory of channels (`/dev/shm/shmbus.<name>`, or under `SHMBUS_ROOT`).
 // Made by `shmbus_domain_new` or `shmbus_domain_with_root`, freed by `shmbus_domain_free`.
 // Channel handles do not borrow it: it may be freed once they are made.
 typedef struct shmbus_domain shmbus_domain;

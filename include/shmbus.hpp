@@ -191,7 +191,7 @@ template <class T> bytes_view bytes_of(const T &v) noexcept {
 
 }  // namespace detail
 
-/// A domain: a directory of channels (/dev/shm/shmbus-<name>, or under $SHMBUS_ROOT or a root).
+/// A domain: a directory of channels (/dev/shm/shmbus.<name>, or under $SHMBUS_ROOT or a root).
 class domain {
   public:
     explicit domain(const std::string &name)

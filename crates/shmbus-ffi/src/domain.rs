@@ -7,7 +7,7 @@ use shmbus::Domain;
 use crate::handle::{free, into_c, str_arg, wrapper, Handle};
 use crate::status::*;
 
-/// A domain: a directory of channels (`/dev/shm/shmbus-<name>`, or under `SHMBUS_ROOT`).
+/// A domain: a directory of channels (`/dev/shm/shmbus.<name>`, or under `SHMBUS_ROOT`).
 /// Made by `shmbus_domain_new` or `shmbus_domain_with_root`, freed by `shmbus_domain_free`.
 /// Channel handles do not borrow it: it may be freed once they are made.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use shmbus::Domain;
 
 use crate::errors::OrRaise;
 
-/// A namespace of channels: a directory `shmbus-<name>` under `root` (default: the
+/// A namespace of channels: a directory `shmbus.<name>` under `root` (default: the
 /// `SHMBUS_ROOT` environment variable, else `/dev/shm`).
 #[pyclass(frozen, module = "shmbus", name = "Domain")]
 #[derive(Debug)]
