@@ -536,6 +536,29 @@ mod tests {
             assert_eq!(waiter::pending(), 0, "a finished wait deregisters");
             assert_eq!(st.poll(&[], &mut cx), Poll::Ready(Err(WaitError::Empty)));
         }
+        assert_eq!(waiter::words().0, 0, "no word outlives its registrations");
+
+        // More channels than one shard holds, and a wait state moved from one set to an
+        // overlapping one: its registrations follow their words between shards, and when
+        // it goes, every word's place is given back.
+        let cfg = QueueConfig::default().capacity(2).max_message_len(8);
+        let many: Vec<_> =
+            (0..300).map(|k| Queue::create_or_open(&d, &format!("m{k}"), &cfg).unwrap().consumer().unwrap()).collect();
+        {
+            let chans = |r: std::ops::Range<usize>| many[r].iter().map(|c| c as &dyn Waitable).collect::<Vec<_>>();
+            let mut st = WaitState::default();
+            assert!(st.poll(&chans(0..200), &mut cx).is_pending());
+            assert_eq!(waiter::pending(), 200);
+            assert_eq!(waiter::words(), (200, 200, 2), "200 words in two shards");
+            assert!(st.poll(&chans(100..300), &mut cx).is_pending());
+            assert_eq!(waiter::pending(), 200);
+            let (homes, counted, shards) = waiter::words();
+            assert_eq!((homes, counted), (200, 200), "the first set's words were given back");
+            assert!(shards <= 3, "{shards} shards for at most 300 words at once");
+        }
+        assert_eq!(waiter::pending(), 0);
+        let (homes, counted, _) = waiter::words();
+        assert_eq!((homes, counted), (0, 0), "every word's place is given back");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -344,6 +344,13 @@ pub(crate) fn pending() -> usize {
     lock(registry()).shards.iter().map(|sh| sh.regs.len()).sum()
 }
 
+/// The registered words, the words the shards count, and the shards, for tests.
+#[cfg(test)]
+pub(crate) fn words() -> (usize, usize, usize) {
+    let st = lock(registry());
+    (st.homes.len(), st.shards.iter().map(|sh| sh.words).sum(), st.shards.len())
+}
+
 /// The thread of shard `shard`.
 fn run(shard: usize) {
     let r = registry();
