@@ -79,38 +79,40 @@ def side(row, ping, scratch, count, record):
     samples = []
     clock = time.monotonic_ns
 
-    def timed(i, t0, t1):
-        if ping and i >= count - record:
-            samples.append((t1 - t0) // 2)
+    def trip(i, send, got, t0):
+        """After receiving `got` in round trip `i`: the echo answers, the ping checks it and
+        keeps the time."""
+        if not ping:
+            send(got)
+            return
+        if got != i.to_bytes(TAG, "little"):
+            raise RuntimeError(f"{row}: round trip {i} came back with the wrong bytes")
+        if i >= count - record:
+            samples.append((clock() - t0) // 2)
+
+    def blocking(send, recv):
+        for i in range(count):
+            t0 = clock()
+            if ping:
+                send(i.to_bytes(TAG, "little"))
+            trip(i, send, recv(), t0)
+
+    async def awaited(send, recv):
+        for i in range(count):
+            t0 = clock()
+            if ping:
+                send(i.to_bytes(TAG, "little"))
+            trip(i, send, await recv(), t0)
 
     if row.startswith("shmbus"):
         made, pub, sub = topics(scratch, ping)
         if row == "shmbus-blocking":
-            for i in range(count):
-                tag = i.to_bytes(TAG, "little")
-                t0 = clock()
-                if ping:
-                    pub.send(tag)
-                got = bytes(sub.recv(timeout=TIMEOUT_S).data)
-                if not ping:
-                    pub.send(got)
-                elif got != tag:
-                    raise RuntimeError(f"{row}: round trip {i} came back with the wrong bytes")
-                timed(i, t0, clock())
+            blocking(pub.send, lambda: bytes(sub.recv(timeout=TIMEOUT_S).data))
         else:
-            async def run():
-                for i in range(count):
-                    tag = i.to_bytes(TAG, "little")
-                    t0 = clock()
-                    if ping:
-                        pub.send(tag)
-                    got = bytes((await sub.recv_async(timeout=TIMEOUT_S)).data)
-                    if not ping:
-                        pub.send(got)
-                    elif got != tag:
-                        raise RuntimeError(f"{row}: round trip {i} came back with the wrong bytes")
-                    timed(i, t0, clock())
-            asyncio.run(run())
+            async def recv():
+                return bytes((await sub.recv_async(timeout=TIMEOUT_S)).data)
+
+            asyncio.run(awaited(pub.send, recv))
         pub.close()
         sub.close()
         for t in made:
@@ -138,17 +140,7 @@ def side(row, ping, scratch, count, record):
                 buf += part
             return buf
 
-        for i in range(count):
-            tag = i.to_bytes(TAG, "little")
-            t0 = clock()
-            if ping:
-                conn.sendall(tag)
-            got = recv_tag()
-            if not ping:
-                conn.sendall(got)
-            elif got != tag:
-                raise RuntimeError(f"{row}: round trip {i} came back with the wrong bytes")
-            timed(i, t0, clock())
+        blocking(conn.sendall, recv_tag)
         conn.close()
         return samples
 
@@ -160,17 +152,7 @@ def side(row, ping, scratch, count, record):
             server.close()
         else:
             reader, writer = await asyncio.open_unix_connection(sock=connect(path))
-        for i in range(count):
-            tag = i.to_bytes(TAG, "little")
-            t0 = clock()
-            if ping:
-                writer.write(tag)
-            got = await asyncio.wait_for(reader.readexactly(TAG), TIMEOUT_S)
-            if not ping:
-                writer.write(got)
-            elif got != tag:
-                raise RuntimeError(f"{row}: round trip {i} came back with the wrong bytes")
-            timed(i, t0, clock())
+        await awaited(writer.write, lambda: asyncio.wait_for(reader.readexactly(TAG), TIMEOUT_S))
         writer.close()
 
     asyncio.run(run())
