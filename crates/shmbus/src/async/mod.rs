@@ -16,10 +16,11 @@
 //! A receive future first tries to receive. Finding nothing, it arms its channel's event
 //! word (as a blocking receiver does), registers the word and its
 //! [`Waker`](std::task::Waker) with the process's *waiter thread*, one per process (one more
-//! per 127 channels waited on at once), started on first use, and returns `Pending`. The thread sleeps in `futex_waitv` on the event
-//! words of every channel with a pending receive. The waiters flag the future set makes a
-//! sender's `FUTEX_WAKE` happen, only while someone waits, and none at all otherwise. When a word moves, the
-//! thread wakes that channel's wakers; the futures try again. Idle waiters cost no CPU: the
+//! per 127 channels waited on at once), started on first use, and returns `Pending`. The
+//! thread sleeps in `futex_waitv` on the event words of every channel with a pending receive.
+//! The waiters flag the future set makes a sender's `FUTEX_WAKE` happen, only while someone
+//! waits, and none at all otherwise. When a word moves, the thread wakes that channel's
+//! wakers; the futures try again. Idle waiters cost no CPU: the
 //! thread sleeps in the kernel until a notification or a registration arrives.
 //!
 //! The core is runtime-agnostic (std wakers only): it works under tokio, async-std, smol or

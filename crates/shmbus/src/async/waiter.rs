@@ -249,17 +249,14 @@ impl Registration {
     pub(crate) fn register(&mut self, event: &EventWord, armed: u32, recheck_at: Option<u64>, waker: &Waker) {
         let word = event as *const EventWord as usize;
         let mut st = lock(registry());
-        // The registration kept from an earlier wait, if it is still there and its word's
-        // shard is this word's (a registration moves with its word).
-        let kept = self.token.filter(|&(shard, t)| {
-            st.shards
-                .get(shard)
-                .and_then(|sh| sh.regs.get(&t))
-                .is_some_and(|reg| reg.word == word || st.homes.get(&word).is_some_and(|h| h.shard == shard))
+        // The registration kept from an earlier wait, and its word then, if it is still there
+        // and its shard is this word's (a registration moves with its word).
+        let kept = self.token.and_then(|(shard, t)| {
+            let old = st.shards.get(shard)?.regs.get(&t)?.word;
+            (old == word || st.homes.get(&word).is_some_and(|h| h.shard == shard)).then_some((shard, t, old))
         });
         let (shard, token) = match kept {
-            Some((shard, t)) => {
-                let old = st.shards[shard].regs.get(&t).map_or(word, |reg| reg.word);
+            Some((shard, t, old)) => {
                 if old != word {
                     st.leave(old);
                     st.home(word);
@@ -453,12 +450,11 @@ fn run(shard: usize) {
             sh.regs.retain(|_, reg| {
                 let Some(probes) = moved.get(&reg.word) else { return true };
                 // Woken: its very (word, value) moved, or its word holds another value now.
-                let mut hits =
-                    probes.iter().filter(|&&(armed, p)| armed == reg.armed || p == Probe::Differs).peekable();
-                if hits.peek().is_none() {
+                let hits = || probes.iter().filter(|&&(armed, p)| armed == reg.armed || p == Probe::Differs);
+                if hits().next().is_none() {
                     return true;
                 }
-                let unmapped = hits.any(|&(_, p)| p == Probe::Unmapped);
+                let unmapped = hits().any(|&(_, p)| p == Probe::Unmapped);
                 to_wake.extend(reg.waker.take());
                 // A word that is gone takes its registrations along: a live future
                 // registers again when polled.
