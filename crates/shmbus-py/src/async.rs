@@ -7,23 +7,24 @@
 //! (`AsyncRecv::poll_recv` with a `RecvState`; `WaitState::poll` for a wait), whose state a
 //! [`PyRegistration`] keeps apart from the endpoint, which is locked for the poll only. A
 //! poll that finds nothing leaves a std [`Waker`] registered with the waiter thread; waking
-//! it takes the GIL and calls a Python callable that resolves the future with
-//! `loop.call_soon_threadsafe`. So no thread waits per await, and since a message is taken
-//! only by the poll that returns it, a cancelled await has taken nothing.
+//! it adds the await's token to its event loop's [`PyLoopWaker`] and writes that loop's
+//! eventfd, without the GIL; the loop, woken by its own `epoll`, drains the tokens and
+//! resolves their futures. So no thread waits per await, no Python runs on the waiter
+//! thread, and since a message is taken only by the poll that returns it, a cancelled await
+//! has taken nothing.
 //!
 //! # The GIL and the locks
 //!
 //! A poll runs without the GIL: it takes the endpoint's lock (which another thread's blocking
-//! call may hold for a 50 ms slice) and the waiter thread's registry lock. The waiter thread
-//! wakes wakers outside its lock and takes the GIL only in them, so it never waits for the
-//! GIL holding a lock a GIL holder may want. A waker dropped without the GIL (in a poll, in
-//! [`PyRegistration::cancel`]) only queues its reference count's decrement (PyO3's pool),
-//! so no Python code runs under those locks.
+//! call may hold for a 50 ms slice) and the waiter thread's registry lock. Wakers never take
+//! the GIL, so neither the waiter thread nor a `close()` waits for it holding a lock.
 //!
 //! `close()` notifies no channel, so the waiter thread would not wake a receive waiting on
 //! a closed endpoint: each poll also parks its waker in the endpoint's cell, and `close()`
 //! wakes it (`cell.rs`); the receive then raises `Closed`, as a blocking one does.
 
+use std::collections::HashSet;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -72,27 +73,99 @@ impl PyRegistration {
     }
 }
 
-/// A [`Waker`] that calls a Python callable, with the GIL, on whatever thread wakes it (the
-/// waiter thread, or a poll's own thread).
-struct PyWake {
-    callable: Py<PyAny>,
+/// One event loop's wake-ups (`shmbus._async` keeps one per loop): an eventfd the loop
+/// watches (`loop.add_reader`), and the tokens of the awaits woken since the loop last
+/// drained them. Waking one ([`_Wake`](PyWake)) takes no GIL and runs no Python: it adds the
+/// token and, if it is the first since the last drain, writes the eventfd. So the waiter
+/// thread never waits for the GIL, and the loop, woken by its own `epoll`, does not wait for
+/// the waiter thread to give the GIL back.
+#[pyclass(frozen, module = "shmbus", name = "_LoopWaker")]
+pub(crate) struct PyLoopWaker {
+    sink: Arc<Sink>,
 }
 
-impl Wake for PyWake {
+/// What a [`PyLoopWaker`] shares with its wakers.
+struct Sink {
+    event: OwnedFd,
+    /// The tokens woken since the last drain: a set, so that wakes of a loop that no longer
+    /// drains (closed) take no more room than its awaits.
+    woken: Mutex<HashSet<u64>>,
+}
+
+impl Sink {
+    fn wake(&self, token: u64) {
+        let first = {
+            let mut woken = lock(&self.woken);
+            woken.insert(token) && woken.len() == 1
+        };
+        // Once per drain: a drain reads the eventfd before it takes the set, so a token added
+        // without a write is in the set it takes.
+        if first {
+            let one = 1u64.to_ne_bytes();
+            // Cannot block (EFD_NONBLOCK) and cannot fail but on a counter at its maximum,
+            // which one write per drain never reaches.
+            // SAFETY: writes 8 bytes from a live buffer to an fd this sink owns.
+            unsafe { libc::write(self.event.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        }
+    }
+}
+
+#[pymethods]
+impl PyLoopWaker {
+    #[new]
+    fn new() -> PyResult<PyLoopWaker> {
+        // SAFETY: eventfd(2) with valid flags; the fd it returns is owned here alone.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        // SAFETY: `fd` is a new descriptor nobody else owns.
+        let event = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(PyLoopWaker { sink: Arc::new(Sink { event, woken: Mutex::default() }) })
+    }
+
+    /// The eventfd, readable when a token was woken since the last `drain()`.
+    fn fileno(&self) -> i32 {
+        self.sink.event.as_raw_fd()
+    }
+
+    /// The tokens woken since the last call, in no order; clears the eventfd first.
+    fn drain(&self) -> Vec<u64> {
+        let mut count = [0u8; 8];
+        // EAGAIN (nothing written since the last drain) is the one failure, and harmless.
+        // SAFETY: reads at most 8 bytes into a live buffer of 8.
+        unsafe { libc::read(self.sink.event.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
+        lock(&self.sink.woken).drain().collect()
+    }
+
+    /// The wake-up of the await known by `token`, to hand to its polls.
+    fn waker(&self, token: u64) -> PyWake {
+        PyWake { sink: Arc::clone(&self.sink), token }
+    }
+}
+
+/// An await's wake-up: wakes `token` in its loop's [`PyLoopWaker`]. A poll that finds
+/// nothing registers it (as a std [`Waker`]) with the waiter thread.
+#[pyclass(frozen, module = "shmbus", name = "_Wake")]
+pub(crate) struct PyWake {
+    sink: Arc<Sink>,
+    token: u64,
+}
+
+impl Wake for TokenWake {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        // Nothing to do once the interpreter is finalizing: no coroutine awaits any more.
-        Python::try_attach(|py| {
-            let callable = self.callable.bind(py);
-            if let Err(e) = callable.call0() {
-                // Reported as unraisable (the waiter thread has no caller to raise to).
-                e.write_unraisable(py, Some(callable));
-            }
-        });
+        self.sink.wake(self.token);
     }
+}
+
+/// The std side of a [`PyWake`].
+struct TokenWake {
+    sink: Arc<Sink>,
+    token: u64,
 }
 
 /// A receive's poll as a binding returns it: the item, pending, or the error's exception.
@@ -111,14 +184,13 @@ fn poll_with<S: Send, T: Send>(
     py: Python<'_>,
     reg: &PyRegistration,
     state: &Mutex<S>,
-    wake: Py<PyAny>,
+    wake: &PyWake,
     poll: impl FnOnce(&mut S, &Arc<Waker>, &mut Context<'_>) -> Result<Poll<T>, Fail> + Send,
 ) -> PyResult<Option<T>> {
-    let waker = Arc::new(Waker::from(Arc::new(PyWake { callable: wake })));
+    let waker = Arc::new(Waker::from(Arc::new(TokenWake { sink: Arc::clone(&wake.sink), token: wake.token })));
     let r = py.detach(|| poll(&mut lock(state), &waker, &mut Context::from_waker(&waker)))?;
     // Parked (since before the poll) until the next poll or `cancel()`, so that a `close()`
-    // after the poll finds it; nothing stays parked once ready. What this replaces is
-    // dropped here, with the GIL.
+    // after the poll finds it; nothing stays parked once ready.
     *lock(&reg.parked) = r.is_pending().then_some(waker);
     Ok(match r {
         Poll::Ready(v) => Some(v),
@@ -131,7 +203,7 @@ fn poll_with<S: Send, T: Send>(
 pub(crate) fn poll_recv<T: Send>(
     py: Python<'_>,
     reg: &PyRegistration,
-    wake: Py<PyAny>,
+    wake: &PyWake,
     poll: impl FnOnce(&mut RecvState, &Arc<Waker>, &mut Context<'_>) -> Result<Poll<T>, Fail> + Send,
 ) -> PyResult<Option<T>> {
     poll_with(py, reg, &reg.recv, wake, poll)
@@ -143,7 +215,7 @@ pub(crate) fn poll_endpoint<E>(
     py: Python<'_>,
     cell: &Cell<E>,
     reg: &PyRegistration,
-    wake: Py<PyAny>,
+    wake: &PyWake,
     fail: fn(E::Error) -> Fail,
 ) -> PyResult<Option<E::Item>>
 where
@@ -161,7 +233,7 @@ where
 pub(crate) fn poll_wait<T: Send>(
     py: Python<'_>,
     reg: &PyRegistration,
-    wake: Py<PyAny>,
+    wake: &PyWake,
     poll: impl FnOnce(&mut WaitState, &Arc<Waker>, &mut Context<'_>) -> Result<Poll<T>, Fail> + Send,
 ) -> PyResult<Option<T>> {
     poll_with(py, reg, &reg.wait, wake, poll)

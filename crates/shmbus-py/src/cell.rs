@@ -224,7 +224,7 @@ impl<T: 'static> Cell<T> {
             }
             std::mem::take(&mut st.parked)
         };
-        // Outside the lock: a waker calls into Python.
+        // Outside the lock: a waker takes its event loop's lock.
         parked.iter().filter_map(Weak::upgrade).for_each(|w| w.wake_by_ref());
     }
 }

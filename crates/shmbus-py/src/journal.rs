@@ -16,7 +16,7 @@ use crate::cell::{Cell, Lending, Lent};
 use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
-use crate::r#async::{self as aio, PyRegistration};
+use crate::r#async::{self as aio, PyRegistration, PyWake};
 
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s)
@@ -293,8 +293,8 @@ impl PyTailer {
 
     /// One poll of an async receive (for `shmbus._async`): the `Entry`, or None when it
     /// waits (`wake` is then registered with the waiter thread).
-    fn _poll_recv(&self, py: Python<'_>, reg: &PyRegistration, wake: Py<PyAny>) -> PyResult<Option<PyEntry>> {
-        let e = aio::poll_endpoint(py, &self.cell, reg, wake, Fail::of)?;
+    fn _poll_recv(&self, py: Python<'_>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyEntry>> {
+        let e = aio::poll_endpoint(py, &self.cell, reg, &wake, Fail::of)?;
         Ok(e.map(|e| PyEntry::new(py, e)))
     }
 

@@ -58,5 +58,7 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(waitset::wait_async, m)?)?;
     m.add_function(wrap_pyfunction!(waitset::poll_wait, m)?)?;
     m.add_class::<r#async::PyRegistration>()?;
+    m.add_class::<r#async::PyLoopWaker>()?;
+    m.add_class::<r#async::PyWake>()?;
     Ok(())
 }

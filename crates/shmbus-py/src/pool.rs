@@ -14,7 +14,7 @@ use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names};
 use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
-use crate::r#async::{self as aio, PyRegistration};
+use crate::r#async::{self as aio, PyRegistration, PyWake};
 
 /// A pool. Make one with `Pool.create_or_open` or `Pool.open`; endpoints come from
 /// `dispatcher()` (exclusive) and `worker()`.
@@ -203,8 +203,8 @@ impl PyWorker {
 
     /// One poll of an async receive (for `shmbus._async`): the `Job`, or None when it
     /// waits (`wake` is then registered with the waiter thread).
-    fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: Py<PyAny>) -> PyResult<Option<PyJob>> {
-        let job = aio::poll_endpoint(slf.py(), &slf.get().cell, reg, wake, Fail::of)?;
+    fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyJob>> {
+        let job = aio::poll_endpoint(slf.py(), &slf.get().cell, reg, &wake, Fail::of)?;
         job.map(|job| PyJob::new(slf, job)).transpose()
     }
 

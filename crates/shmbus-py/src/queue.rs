@@ -9,7 +9,7 @@ use crate::cell::{Cell, Lending};
 use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
 use crate::methods::{closing_pymethods, config_from_args, py_dict};
-use crate::r#async::{self as aio, PyRegistration};
+use crate::r#async::{self as aio, PyRegistration, PyWake};
 
 /// A queue. Make one with `Queue.create_or_open` or `Queue.open`; endpoints come from
 /// `producer()` and `consumer()`.
@@ -163,9 +163,9 @@ impl PyConsumer {
         &self,
         py: Python<'py>,
         reg: &PyRegistration,
-        wake: Py<PyAny>,
+        wake: PyRef<'_, PyWake>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let v = aio::poll_endpoint(py, &self.cell, reg, wake, Fail::of)?;
+        let v = aio::poll_endpoint(py, &self.cell, reg, &wake, Fail::of)?;
         Ok(v.map(|v| PyBytes::new(py, &v)))
     }
 

@@ -15,7 +15,7 @@ use crate::domain::PyDomain;
 use crate::errors::{class, is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
-use crate::r#async::{self as aio, PyRegistration};
+use crate::r#async::{self as aio, PyRegistration, PyWake};
 
 /// A stream: one writer, one reader, records of any size up to `max_record_len`. Make one
 /// with `Stream.create_or_open` or `Stream.open`.
@@ -248,9 +248,9 @@ impl PyStreamReader {
         &self,
         py: Python<'py>,
         reg: &PyRegistration,
-        wake: Py<PyAny>,
+        wake: PyRef<'_, PyWake>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let v = aio::poll_endpoint(py, &self.cell, reg, wake, Fail::of)?;
+        let v = aio::poll_endpoint(py, &self.cell, reg, &wake, Fail::of)?;
         Ok(v.map(|v| PyBytes::new(py, &v)))
     }
 

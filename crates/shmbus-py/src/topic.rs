@@ -18,7 +18,7 @@ use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
-use crate::r#async::{self as aio, PyRegistration};
+use crate::r#async::{self as aio, PyRegistration, PyWake};
 
 /// A `Lagged` error keeps its count of missed messages as `.missed`; an evicted reliable
 /// subscriber raises `Evicted` (the name `Evicted` alone would not do: random access has an
@@ -336,9 +336,9 @@ impl PySubscriber {
 
     /// One poll of an async receive (for `shmbus._async`): the `Message`, or None when it
     /// waits (`wake` is then registered with the waiter thread).
-    fn _poll_recv(&self, py: Python<'_>, reg: &PyRegistration, wake: Py<PyAny>) -> PyResult<Option<PyMessage>> {
+    fn _poll_recv(&self, py: Python<'_>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyMessage>> {
         // Through `&Subscriber`, as `recv` receives: samples held meanwhile are no obstacle.
-        let m = aio::poll_recv(py, reg, wake, |st, parked, cx| {
+        let m = aio::poll_recv(py, reg, &wake, |st, parked, cx| {
             self.cell.park(parked);
             self.cell.with_ref(|mut s| aio::ready(s.poll_recv(st, cx), recv_fail))?
         })?;

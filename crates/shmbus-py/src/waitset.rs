@@ -14,7 +14,7 @@ use crate::errors::Fail;
 use crate::journal::PyTailer;
 use crate::pool::{PyDispatcher, PyWorker};
 use crate::queue::{PyConsumer, PyProducer};
-use crate::r#async::{self as aio, PyRegistration};
+use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::stream::{PyStreamReader, PyStreamWriter};
 use crate::topic::PySubscriber;
 
@@ -174,10 +174,10 @@ pub(crate) fn poll_wait(
     py: Python<'_>,
     channels: &Bound<'_, PyAny>,
     reg: &PyRegistration,
-    wake: Py<PyAny>,
+    wake: PyRef<'_, PyWake>,
 ) -> PyResult<Option<Vec<usize>>> {
     let chans = PyWaitSet::chans(channels)?;
-    aio::poll_wait(py, reg, wake, |st, parked, cx| {
+    aio::poll_wait(py, reg, &wake, |st, parked, cx| {
         chans.iter().for_each(|c| c.park(parked));
         PyWaitSet::with_locked(&chans, |refs| aio::ready(st.poll(refs, cx), |e| Fail::new("Error", e.to_string())))?
     })

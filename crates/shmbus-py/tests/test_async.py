@@ -2,9 +2,10 @@
 another process and from this one; cancelled awaits losing nothing; `wait_async` over
 several channels; many awaits in one loop; the same results and exceptions as the blocking
 receives; idle awaits using no CPU; a SIGKILLed stream writer ending a waiting receive;
-and a child forked after awaits (multiprocessing's fork start method) awaiting its own."""
+each loop's wake-up descriptor given back; and a child forked after awaits (multiprocessing's fork start method) awaiting its own."""
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import pathlib
@@ -595,12 +596,36 @@ def test_a_wake_after_its_loop_closed_is_harmless(domain):
         assert not task.done()
         loop.close()  # the receive is still registered, its loop gone
         prod.send(b"late")
-        time.sleep(0.2)  # the waiter thread wakes it meanwhile: call_soon_threadsafe refuses
+        time.sleep(0.2)  # woken meanwhile, through an eventfd its closed loop no longer reads
         assert run(cons.recv_async(timeout=5)) == b"late"
         del task, loop
     finally:
         sys.unraisablehook = hook
     assert unraisable == []
+
+
+def test_each_loop_wakes_through_an_eventfd_it_gives_back(domain):
+    """A wake-up reaches its loop through an eventfd of that loop's (so no Python runs on the
+    waiter thread), closed once the loop is gone: fifty loops one after another, each
+    awaiting a message sent while it waits, leave no descriptor behind."""
+    queue = shmbus.Queue.create_or_open(domain, "q", capacity=4, max_message_len=8)
+    cons, prod = queue.consumer(), queue.producer()
+
+    async def one(i):
+        later = asyncio.get_running_loop().call_later(0.01, prod.send, i.to_bytes(8, "little"))
+        try:
+            return num(await cons.recv_async(timeout=30))
+        finally:
+            later.cancel()
+
+    def fds():
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    assert run(one(0)) == 0  # the waiter thread and its descriptors exist from here on
+    before = fds()
+    assert [run(one(i)) for i in range(1, 51)] == list(range(1, 51))
+    assert fds() <= before + 1
 
 
 def test_loops_in_several_threads_await_at_once(domain):

@@ -2,45 +2,74 @@
 "Async").
 
 Each one polls (one poll of the Rust receive or wait, without the GIL: the item, or None
-after registering ``wake`` with the process's waiter thread), and when that finds nothing
-awaits an asyncio future that ``wake`` resolves, then polls again. A message is taken only
-by the poll that returns it, and nothing is awaited between that poll and the return, so a
-cancelled await has taken nothing. The registration lives in a ``_Registration``, cancelled
-when the coroutine ends, however it ends (an ``async for`` keeps one for all its items, and
-cancels it when an item's await is cancelled or fails).
+after registering its ``_Wake`` with the process's waiter thread), and when that finds
+nothing awaits an asyncio future, then polls again. The wake-up reaches the loop without
+Python: the waiter thread adds the await's token to the loop's ``_LoopWaker`` and writes its
+eventfd, which the loop watches (``add_reader``); the loop's reader drains the tokens and
+resolves their futures. A message is taken only by the poll that returns it, and nothing is
+awaited between that poll and the return, so a cancelled await has taken nothing. The
+registration lives in a ``_Registration``, cancelled when the coroutine ends, however it
+ends (an ``async for`` keeps one for all its items, and cancels it when an item's await is
+cancelled or fails).
 """
 
 import asyncio
+import itertools
+import os
+import weakref
 
 from . import _shmbus
 
 
-def _resolve(fut):
-    if not fut.done():  # cancelled meanwhile, or woken twice
-        fut.set_result(None)
+class _Wakes:
+    """One event loop's wake-ups: its ``_LoopWaker`` (watched by the loop) and the future
+    each waiting await's token resolves. Holds no reference to the loop, so that the loop,
+    its key in ``_LOOPS``, can be collected (which closes the eventfd)."""
+
+    __slots__ = ("waker", "futures", "tokens")
+
+    def __init__(self, loop):
+        self.waker = _shmbus._LoopWaker()
+        self.futures = {}
+        self.tokens = itertools.count()
+        loop.add_reader(self.waker.fileno(), self._drain)
+
+    def _drain(self):
+        for token in self.waker.drain():
+            fut = self.futures.pop(token, None)
+            if fut is not None and not fut.done():  # a cancelled await leaves a done one
+                fut.set_result(None)
 
 
-def _waker(loop, fut):
-    """What the waiter thread calls (holding the GIL) when a poll may now succeed."""
+_LOOPS = weakref.WeakKeyDictionary()
+# A forked child has its parent's loops' entries (and eventfds) but not their wake-ups: it
+# makes its own.
+os.register_at_fork(after_in_child=_LOOPS.clear)
 
-    def wake():
-        try:
-            loop.call_soon_threadsafe(_resolve, fut)
-        except RuntimeError:
-            pass  # the loop is closed: nothing awaits `fut` any more
 
-    return wake
+def _wakes(loop):
+    wakes = _LOOPS.get(loop)
+    if wakes is None:
+        wakes = _LOOPS[loop] = _Wakes(loop)
+    return wakes
 
 
 async def _until(poll):
     """``poll(wake)`` until it returns something other than None."""
     loop = asyncio.get_running_loop()
-    while True:
-        fut = loop.create_future()
-        result = poll(_waker(loop, fut))
-        if result is not None:
-            return result
-        await fut
+    wakes = _wakes(loop)
+    token = next(wakes.tokens)
+    wake = wakes.waker.waker(token)
+    try:
+        while True:
+            # Before the poll: a wake-up may come before the poll returns.
+            fut = wakes.futures[token] = loop.create_future()
+            result = poll(wake)
+            if result is not None:
+                return result
+            await fut
+    finally:
+        wakes.futures.pop(token, None)
 
 
 async def _with_timeout(poll, timeout, timeout_msg):
