@@ -684,7 +684,8 @@ const MANY: usize = 1000;
 /// Child: one async wait on [`MANY`] topics nobody sends on, for 1 s: the process's CPU time
 /// and voluntary context switches must barely move (every waiter thread asleep in
 /// `futex_waitv`, none probing). Then a message on the last topic and one on the first each
-/// end a wait at once, with that topic alone ready.
+/// end a wait at once, with that topic alone ready. Then, with nothing waiting, the waiter
+/// threads end, and the next wait starts one again.
 fn idle_many_child(root: &std::path::Path) {
     let d = domain_at(root);
     let cfg = TopicConfig::default().max_message_len(8).history(2);
@@ -699,6 +700,8 @@ fn idle_many_child(root: &std::path::Path) {
         assert!(tokio::time::timeout(Duration::from_millis(200), &mut wait).await.is_err(), "nothing was sent");
         let before = cpu_and_switches();
         assert!(tokio::time::timeout(Duration::from_secs(1), &mut wait).await.is_err(), "nothing was sent");
+        // A thread per 127 channels (one `futex_waitv` less its control word).
+        assert_eq!(waiter_threads(), MANY.div_ceil(127));
         (before, cpu_and_switches())
     });
     let cpu = after.0 - before.0;
@@ -717,6 +720,35 @@ fn idle_many_child(root: &std::path::Path) {
         assert_eq!(subs[k].try_recv().unwrap().data(), b"x");
         sender.join().unwrap();
     }
+    // Nothing waits now: the threads end after 5 s of that (bounded here by 30 s)...
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while waiter_threads() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} waiter threads stay with nothing to wait for",
+            waiter_threads()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // ...and the next wait (on one topic) starts one again, and is woken.
+    let mut p = topics[1].publisher().unwrap();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        p.send(b"y").unwrap();
+    });
+    let ready = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), aio::wait(&chans[1..2])).await });
+    assert_eq!(ready.expect("the wait ends").unwrap(), vec![0]);
+    assert_eq!(waiter_threads(), 1);
+    sender.join().unwrap();
+}
+
+/// How many async waiter threads this process has, by their name (cut to 15 bytes).
+fn waiter_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("shmbus-async"))
+        .count()
 }
 
 fn idle_in_a_child(role: &str, env: &[(&str, String)]) {

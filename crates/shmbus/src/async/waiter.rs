@@ -33,8 +33,9 @@
 //! thread; all of a word's registrations are in the shard the word was given to when its
 //! first one came (the first shard with room, else a new one), until its last one goes.
 //! One lock guards every shard: the threads take it only when they wake. A shard's thread
-//! is started by its first registration and never ends; with nothing to wait for it sleeps
-//! on its control word alone, at no cost. Without `futex_waitv` (Linux < 5.16, or
+//! is started by its first registration; with nothing to wait for it sleeps on its control
+//! word alone, and after [`IDLE_EXIT`] of that it ends, so a burst of awaits on many
+//! channels leaves no threads behind. The shard's next registration starts it again. Without `futex_waitv` (Linux < 5.16, or
 //! `SHMBUS_NO_WAITV=1`) each thread probes its shard's words every millisecond instead.
 //!
 //! # Fork
@@ -64,6 +65,11 @@ const SLICE: Duration = Duration::from_millis(1);
 
 /// The most distinct words one shard holds: one `futex_waitv` less its control word.
 const SHARD_WORDS: usize = WAITV_MAX - 1;
+
+/// How long a shard's thread stays with nothing to wait for before it ends (the shard's
+/// next registration starts it again): long enough that a process awaiting now and then
+/// keeps its thread, short enough that a burst of awaits leaves no threads behind.
+const IDLE_EXIT: Duration = Duration::from_secs(5);
 
 /// One pending receive (or one channel of an async wait).
 struct Reg {
@@ -165,14 +171,26 @@ impl State {
         }
     }
 
-    /// Removes registration `token` of shard `shard`, if it is there.
-    fn remove(&mut self, shard: usize, token: u64) {
-        let Some(sh) = self.shards.get_mut(shard) else { return };
-        sh.covered.remove(&token);
+    /// Removes registration `token` of shard `shard`, if it is there. Returns the shard's
+    /// control word if its thread must be woken ([`kick`]): it sleeps on this registration
+    /// and on no other, so that it starts counting towards [`IDLE_EXIT`].
+    #[must_use]
+    fn remove(&mut self, shard: usize, token: u64) -> Option<&'static AtomicU32> {
+        let sh = self.shards.get_mut(shard)?;
+        let last = sh.covered.remove(&token).is_some() && sh.covered.is_empty() && !sh.rescan && sh.started;
+        let control = sh.control;
         if let Some(reg) = sh.regs.remove(&token) {
             self.leave(reg.word);
         }
+        last.then_some(control)
     }
+}
+
+/// Wakes a shard's thread to rebuild its wait (without the registry's lock).
+fn kick(control: &AtomicU32) {
+    // SeqCst: pairs with the SeqCst load of `control` the thread sleeps on.
+    control.fetch_add(1, Ordering::SeqCst);
+    futex_wake(control, 1);
 }
 
 struct Registry {
@@ -248,6 +266,7 @@ impl Registration {
     /// armed it with: `EventWord::arm`), or at `recheck_at`.
     pub(crate) fn register(&mut self, event: &EventWord, armed: u32, recheck_at: Option<u64>, waker: &Waker) {
         let word = event as *const EventWord as usize;
+        let mut old_kick = None;
         let mut st = lock(registry());
         // The registration kept from an earlier wait, and its word then, if it is still there
         // and its shard is this word's (a registration moves with its word).
@@ -272,9 +291,9 @@ impl Registration {
                 (shard, t)
             }
             None => {
-                if let Some((shard, t)) = self.token.take() {
-                    st.remove(shard, t);
-                }
+                // The old shard's thread, if this leaves it nothing to sleep on, is woken
+                // below with this one's (if the two differ).
+                old_kick = self.token.take().and_then(|(shard, t)| st.remove(shard, t));
                 let t = st.next_token;
                 st.next_token += 1;
                 let shard = st.home(word);
@@ -286,7 +305,7 @@ impl Registration {
         let sh = &mut st.shards[shard];
         let key = (word, armed);
         let earlier = recheck_at.is_some_and(|at| sh.sleep_until.is_none_or(|until| at < until));
-        let kick = !sh.rescan && (sh.covered.get(&token) != Some(&key) || earlier);
+        let wake_thread = !sh.rescan && (sh.covered.get(&token) != Some(&key) || earlier);
         let control = sh.control;
         if !sh.started {
             match std::thread::Builder::new().name("shmbus-async-waiter".into()).spawn(move || run(shard)) {
@@ -295,16 +314,20 @@ impl Registration {
                     // No thread (the process is out of threads): have the future poll again
                     // rather than sleep for ever; the next registration tries again.
                     drop(st);
+                    if let Some(old) = old_kick {
+                        kick(old);
+                    }
                     waker.wake_by_ref();
                     return;
                 }
             }
         }
         drop(st);
-        if kick {
-            // SeqCst: pairs with the SeqCst load of `control` the thread sleeps on.
-            control.fetch_add(1, Ordering::SeqCst);
-            futex_wake(control, 1);
+        if wake_thread {
+            kick(control);
+        }
+        if let Some(old) = old_kick.filter(|&old| !std::ptr::eq(old, control)) {
+            kick(old);
         }
     }
 
@@ -323,8 +346,12 @@ impl Registration {
     pub(crate) fn cancel(&mut self) {
         if let Some((shard, t)) = self.token.take() {
             // The thread may sleep on the word until its next turn: only the kernel reads
-            // it, and any new registration (a new token) wakes the thread to rebuild.
-            lock(registry()).remove(shard, t);
+            // it, and any new registration (a new token) wakes the thread to rebuild. It is
+            // woken now only if this was all it slept on.
+            let last = lock(registry()).remove(shard, t);
+            if let Some(control) = last {
+                kick(control);
+            }
         }
     }
 }
@@ -357,6 +384,8 @@ fn run(shard: usize) {
     let mut seen: HashSet<(usize, u32)> = HashSet::new();
     let mut moved: HashMap<usize, Vec<(u32, Probe)>> = HashMap::new();
     let mut gone: Vec<usize> = Vec::new();
+    // Since when no registration of the shard has waited (monotonic ns).
+    let mut idle_since: Option<u64> = None;
     loop {
         let mut st = lock(r);
         let sh = &mut st.shards[shard];
@@ -407,6 +436,20 @@ fn run(shard: usize) {
         if !sh.sliced.is_empty() {
             let at = now.saturating_add(SLICE.as_nanos() as u64);
             until = Some(until.map_or(at, |u| u.min(at)));
+        }
+        if sh.covered.is_empty() {
+            // Nothing waits: after IDLE_EXIT of that, the thread ends, under the lock, so a
+            // registration either wakes it before or starts a new one after.
+            let end = idle_since.get_or_insert(now).saturating_add(IDLE_EXIT.as_nanos() as u64);
+            if now >= end {
+                sh.started = false;
+                sh.sleep_until = None;
+                sh.rescan = false;
+                return;
+            }
+            until = Some(until.map_or(end, |u| u.min(end)));
+        } else {
+            idle_since = None;
         }
         sh.sleep_until = until;
         // From here registrations wake the thread (the scan above is the last before the
