@@ -283,7 +283,7 @@ fn a_reliable_cursor_keeps_its_message_until_it_moves_past() {
         // overwrite it only after the subscriber has read 1 and moved its cursor.
         let (mem, mut cursors) = two_messages_two_endpoints();
         let sh = mem.shared();
-        assert_eq!(sh.join_reliable(1, 1), 1);
+        assert_eq!(sh.join_reliable(1, 1), Some(1));
         let writer = {
             let mem = mem.clone();
             thread::spawn(move || publish_lossless(&mem.shared(), 0, 3, &mut cursors))
@@ -310,12 +310,32 @@ fn a_joining_reliable_subscriber_never_loses_where_it_starts() {
             let mem = mem.clone();
             thread::spawn(move || publish_lossless(&mem.shared(), 0, 3, &mut cursors))
         };
-        let c = sh.join_reliable(1, 1);
+        let c = sh.join_reliable(1, 1).expect("nobody evicts");
         // 4: the walk saw 3 mid-commit and started after it (conservative, allowed).
         assert!((1..=4).contains(&c), "joined at {c}");
         if c <= 2 {
             assert_eq!(read(&sh, c), Some([c as u8; 2]), "lost {c}, where it joined");
         }
         writer.join().unwrap();
+    });
+}
+
+#[test]
+fn an_eviction_while_a_reliable_subscriber_seeks_back_is_never_undone() {
+    loom::model(|| {
+        // Subscriber 1, reliable at 2 (it read 1), seeks back to 1 (a join) while a publisher
+        // evicts it, having seen its cursor at 2. The eviction takes only if it comes before
+        // the join moves the cursor; then the join says so and the word stays evicted.
+        let (mem, _) = two_messages_two_endpoints();
+        let sh = mem.shared();
+        assert_eq!(sh.join_reliable(1, 2), Some(2));
+        let evictor = {
+            let mem = mem.clone();
+            thread::spawn(move || mem.shared().evict(1, 2))
+        };
+        let joined = sh.join_reliable(1, 1);
+        let evicted = evictor.join().unwrap();
+        assert_eq!(sh.cursor_evicted(1), evicted, "an eviction was undone (or made up)");
+        assert_eq!(joined, if evicted { None } else { Some(1) }, "the join did not say what happened");
     });
 }

@@ -98,7 +98,10 @@
 //!   the new epoch and scans, seeing the cursor, or the subscriber sees its writer word and
 //!   starts after that message. Messages that no publisher was taking stay until the
 //!   subscriber reads them, so a late joiner gets the oldest message kept, minus at most
-//!   one per publisher writing at that moment. Seeking back is a join.
+//!   one per publisher writing at that moment. Seeking back is a join. The join's cursor
+//!   stores are CASes that keep the publishers' marks: an eviction made meanwhile is never
+//!   undone (the join gives up, and the subscriber goes on lossy), and a waiting mark
+//!   stays, so the subscriber's next move wakes the publisher.
 //! * **Waiting** (`block`): the publisher loads the `space` futex word, then sets
 //!   [`CURSOR_WAITING`] in each cursor that holds it back (a CAS on that very word), then
 //!   sleeps on `space` (armed as any event word). A subscriber whose cursor CAS finds the
@@ -885,14 +888,15 @@ impl<'a> Shared<'a> {
 
     /// Makes participant `me` (a registered subscriber) reliable from sequence number `want`
     /// on, or from the first message after it that no publisher may be overwriting right
-    /// now. Returns where it stands.
+    /// now. Returns where it stands, or `None` if a publisher has evicted it (before or
+    /// during the join: it stays evicted, and its next receive says so).
     ///
     /// SYNC POINT (Dekker with [`take_slot_lossless`](Shared::take_slot_lossless)): we store
     /// the cursor and bump the epoch, then look at the writer word of each message's slot
     /// from the cursor on; a publisher takes a slot's writer word, then loads the epoch (all
     /// SeqCst). Either it sees the new epoch (and scans the cursors, ours included), or we
     /// see its writer word and start after that slot's message.
-    pub fn join_reliable(&self, me: usize, want: u64) -> u64 {
+    pub fn join_reliable(&self, me: usize, want: u64) -> Option<u64> {
         // The bit and the cursor before the epoch: a publisher that sees the epoch sees them.
         if let Some((bits, bit)) = self.reliable_bit(me) {
             bits.fetch_or(bit, Ordering::SeqCst);
@@ -902,7 +906,7 @@ impl<'a> Shared<'a> {
         // Older than the index reaches is gone anyway (and bounds the walk below).
         let mut c = want.clamp(1, CURSOR_SEQ).max(tail.saturating_sub(self.index.len() as u64));
         let first = c;
-        word.store(c, Ordering::SeqCst);
+        set_cursor(word, c)?;
         self.ctl.event.0.epoch.fetch_add(1, Ordering::SeqCst);
         dekker_fence();
         let mut k = c;
@@ -929,9 +933,9 @@ impl<'a> Shared<'a> {
         }
         if c != first {
             // Forward only: always safe, and seen by the next scan.
-            word.store(c.min(CURSOR_SEQ), Ordering::SeqCst);
+            set_cursor(word, c.min(CURSOR_SEQ))?;
         }
-        c
+        Some(c)
     }
 
     /// Moves reliable subscriber `me`'s cursor forward to `next`, after it finished reading
@@ -1056,5 +1060,23 @@ impl<'a> Shared<'a> {
     /// Evicts reliable subscriber `i` if its cursor word is still `seen`.
     pub fn evict(&self, i: usize, seen: u64) -> bool {
         self.cursor_word(i).compare_exchange(seen, CURSOR_EVICTED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+}
+
+/// Stores cursor `c` in a reliable subscriber's own cursor word, keeping a publisher's
+/// [`CURSOR_WAITING`] (so that its next move wakes that publisher); `None`, storing nothing,
+/// if the word says [`CURSOR_EVICTED`]. A CAS, not a store: an eviction that a publisher
+/// made after the subscriber last looked is never undone. SeqCst: the Dekker handshake of
+/// [`Shared::join_reliable`].
+fn set_cursor(word: &AtomicU64, c: u64) -> Option<()> {
+    let mut cur = word.load(Ordering::Relaxed);
+    loop {
+        if cur & CURSOR_EVICTED != 0 {
+            return None;
+        }
+        match word.compare_exchange_weak(cur, c | (cur & CURSOR_WAITING), Ordering::SeqCst, Ordering::Relaxed) {
+            Ok(_) => return Some(()),
+            Err(now) => cur = now,
+        }
     }
 }

@@ -187,10 +187,13 @@ impl Subscriber {
 
     /// Makes this new subscriber reliable from its cursor on (see `Shared::join_reliable`).
     pub(super) fn make_reliable(&self) {
-        let at = self.inner.shared().join_reliable(self.id, self.next.get());
         self.reliable.set(true);
-        self.next.set(at);
-        self.counter.position(at);
+        // `None`: its entry's cursor word says evicted (written by no honest publisher before
+        // the join): the first receive reports it, and it goes on lossy.
+        if let Some(at) = self.inner.shared().join_reliable(self.id, self.next.get()) {
+            self.next.set(at);
+            self.counter.position(at);
+        }
     }
 
     /// Whether this subscriber is reliable (made by `Topic::reliable_subscriber` and not
@@ -259,14 +262,20 @@ impl Subscriber {
     /// for it (see [`Topic::reliable_subscriber`](super::Topic::reliable_subscriber)).
     pub fn seek(&self, seq: u64) {
         let next = self.inner.shared().tail().saturating_add(1);
-        let mut at = seq.clamp(1, next);
-        // (An evicted one stays evicted: its next receive says so.)
-        if self.reliable.get() && at < self.next.get() && !self.inner.shared().cursor_evicted(self.id) {
-            at = self.inner.shared().join_reliable(self.id, at);
-            self.next.set(at);
-            self.counter.position(at);
+        let at = seq.clamp(1, next);
+        // An evicted one stays evicted (its next receive says so), even if a publisher
+        // evicts it while it joins again: it then seeks as a lossy one.
+        let joined = if self.reliable.get() && at < self.next.get() && !self.inner.shared().cursor_evicted(self.id) {
+            self.inner.shared().join_reliable(self.id, at)
         } else {
-            self.set_next(at);
+            None
+        };
+        match joined {
+            Some(at) => {
+                self.next.set(at);
+                self.counter.position(at);
+            }
+            None => self.set_next(at),
         }
         self.pending_since.set(None);
     }
