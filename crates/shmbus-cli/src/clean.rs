@@ -11,8 +11,9 @@
 //!   undelivered data) is kept and reported: a producer may send and exit before its
 //!   consumer starts, and `shmbus pub` then `shmbus sub --latest` is the quick start.
 //!   `--all` removes it too.
-//! * `--older-than AGE` removes only channels whose segment file was last modified (created)
-//!   at least AGE ago ([`SegmentReport::modified`](shmbus::admin::SegmentReport::modified)).
+//! * `--older-than AGE` removes only channels last used at least AGE ago: their segment
+//!   file's mtime, set at creation and by every process opening the channel to use it or
+//!   letting go of it ([`SegmentReport::modified`](shmbus::admin::SegmentReport::modified)).
 //! * A segment nobody uses that this user may not open read-write (e.g. a monitoring account
 //!   with read permission only) is reported as one it cannot remove, and kept, whatever the
 //!   flags.
@@ -55,8 +56,8 @@ pub struct Args {
     /// undelivered queue, stream or pool data).
     #[arg(long)]
     all: bool,
-    /// Remove only channels whose segment file was last modified (created) at least AGE ago:
-    /// `10m`, `7d` (a bare number is seconds).
+    /// Remove only channels last used (created, or opened or let go of by a process) at least
+    /// AGE ago: `10m`, `7d` (a bare number is seconds).
     #[arg(long, value_name = "AGE", value_parser = crate::units::secs_duration)]
     older_than: Option<Duration>,
     /// `--all`, and also remove files that are not valid segments (bad magic, truncated,

@@ -192,15 +192,27 @@ fn an_empty_topic_whose_users_died_is_stale() {
     assert!(r.0.join("shmbus.d").is_dir());
 }
 
-/// `--older-than AGE` removes only channels whose file is at least AGE old (its mtime).
+/// `--older-than AGE` removes only channels last used at least AGE ago (the file's mtime,
+/// which a process opening or letting go of the channel sets).
 #[test]
 fn older_than_keeps_a_fresh_channel() {
     let r = Root::new();
     r.ok(&["pub", "--domain", "d", "fresh", "--data", "x"]);
     r.ok(&["pub", "--domain", "d", "old", "--data", "x"]);
-    // Make `old` two hours old.
+    r.ok(&["pub", "--domain", "d", "reused", "--data", "x"]);
     let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
-    std::fs::File::options().write(true).open(r.channel_file("d", "old")).unwrap().set_modified(two_hours_ago).unwrap();
+    let age = |name: &str| {
+        let f = std::fs::File::options().write(true).open(r.channel_file("d", name)).unwrap();
+        f.set_modified(two_hours_ago).unwrap();
+    };
+    // `old` was last used two hours ago. `reused` has a subscriber that attached two hours
+    // ago (as far as the file says) and has just let go of it: used now.
+    age("old");
+    let sub = r.spawn(&["sub", "--domain", "d", "reused", "--timeout-ms", "3s"]);
+    r.wait_info("d", "reused", |v| v["subscribers"] == 1);
+    age("reused");
+    let done = sub.finish();
+    assert!(!done.status.success(), "the subscriber got a message nobody sent");
 
     let out = r.ok(&["clean", "--all", "--older-than", "1h"]);
     let fresh = out.lines().find(|l| l.starts_with("kept d/fresh: ")).unwrap_or_else(|| panic!("{out}"));
@@ -209,8 +221,10 @@ fn older_than_keeps_a_fresh_channel() {
         "{out}"
     );
     assert!(out.contains("removed d/old (topic, idle;"), "{out}");
-    assert!(out.contains("1 more recent than --older-than"), "{out}");
+    assert!(out.contains("kept d/reused: idle, but modified "), "{out}");
+    assert!(out.contains("2 more recent than --older-than"), "{out}");
     assert!(r.channel_file("d", "fresh").exists() && !r.channel_file("d", "old").exists());
+    assert!(r.channel_file("d", "reused").exists());
     // A bad age is a usage error.
     let out = r.run(&["clean", "--older-than", "soon"]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));

@@ -101,8 +101,9 @@ pub struct SegmentReport {
     /// `None` for the other kinds.
     pub history_len: Option<u64>,
     /// When the segment file was last modified (its `mtime`, read from the open file): when
-    /// it was created, as endpoints write through the mapping, which does not change it.
-    /// `None` where the file system does not say.
+    /// the channel was last used, since a process sets it when it opens the channel to use
+    /// it (read-write) and when it lets go of it, besides creating it (a process killed by
+    /// SIGKILL does not set it as it dies). `None` where the file system does not say.
     pub modified: Option<std::time::SystemTime>,
 }
 

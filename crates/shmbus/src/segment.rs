@@ -213,6 +213,25 @@ pub(crate) struct Segment<A: Access = ReadWrite> {
     info: HeaderInfo,
 }
 
+/// Sets the file's `mtime` to now: a segment opened read-write (an endpoint's channel) does
+/// so when it is opened and when it is let go of, so that `mtime` says when the channel was
+/// last used ([`SegmentReport::modified`](crate::admin::SegmentReport::modified), what
+/// `shmbus clean --older-than` reads). Stores through the mapping move it only now and then
+/// (the kernel marks a page's first write fault in a process), so a long-lived endpoint
+/// would otherwise leave the time of its start. Best effort: a file system that refuses
+/// leaves the time as it was.
+fn mark_used(file: &File) {
+    let _ = file.set_modified(std::time::SystemTime::now());
+}
+
+impl<A: Access> Drop for Segment<A> {
+    fn drop(&mut self) {
+        if A::WRITABLE {
+            mark_used(&self.file);
+        }
+    }
+}
+
 impl Segment {
     /// Opens `name` in `domain` as a `L`, creating it with `layout` if it does not exist, with
     /// `payload` recorded in its header (an existing segment is returned as it is: the kind
@@ -439,6 +458,9 @@ impl<A: Access> Segment<A> {
         let len =
             usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
         let map = map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
+        if A::WRITABLE {
+            mark_used(&file);
+        }
         Ok(Segment { map, file, path: path.to_owned(), info })
     }
 
