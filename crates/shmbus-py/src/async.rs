@@ -140,14 +140,17 @@ impl PyLoopWaker {
 
     /// The wake-up of the await known by `token`, to hand to its polls.
     fn waker(&self, token: u64) -> PyWake {
-        PyWake { sink: Arc::clone(&self.sink), token }
+        PyWake(Arc::new(TokenWake { sink: Arc::clone(&self.sink), token }))
     }
 }
 
-/// An await's wake-up: wakes `token` in its loop's [`PyLoopWaker`]. A poll that finds
-/// nothing registers it (as a std [`Waker`]) with the waiter thread.
+/// An await's wake-up, handed to each of its polls: a poll that finds nothing registers it
+/// (as a std [`Waker`]) with the waiter thread.
 #[pyclass(frozen, module = "shmbus", name = "_Wake")]
-pub(crate) struct PyWake {
+pub(crate) struct PyWake(Arc<TokenWake>);
+
+/// Wakes `token` in its loop's [`PyLoopWaker`].
+struct TokenWake {
     sink: Arc<Sink>,
     token: u64,
 }
@@ -162,12 +165,6 @@ impl Wake for TokenWake {
     }
 }
 
-/// The std side of a [`PyWake`].
-struct TokenWake {
-    sink: Arc<Sink>,
-    token: u64,
-}
-
 /// A receive's poll as a binding returns it: the item, pending, or the error's exception.
 pub(crate) fn ready<T, E>(p: Poll<Result<T, E>>, fail: impl FnOnce(E) -> Fail) -> Result<Poll<T>, Fail> {
     match p {
@@ -177,7 +174,7 @@ pub(crate) fn ready<T, E>(p: Poll<Result<T, E>>, fail: impl FnOnce(E) -> Fail) -
     }
 }
 
-/// Runs `poll` once without the GIL, on `state` (locked), with a context whose waker calls
+/// Runs `poll` once without the GIL, on `state` (locked), with a context whose waker is
 /// `wake` (also handed to `poll`, to park in the endpoints' cells before it polls them):
 /// `Some(item)`, or `None` when it waits (`wake` is then registered, and parked).
 fn poll_with<S: Send, T: Send>(
@@ -187,7 +184,9 @@ fn poll_with<S: Send, T: Send>(
     wake: &PyWake,
     poll: impl FnOnce(&mut S, &Arc<Waker>, &mut Context<'_>) -> Result<Poll<T>, Fail> + Send,
 ) -> PyResult<Option<T>> {
-    let waker = Arc::new(Waker::from(Arc::new(TokenWake { sink: Arc::clone(&wake.sink), token: wake.token })));
+    // A new `Arc` per poll (the same `TokenWake`): what replaces it in `parked` is dropped,
+    // which unparks it from the cells.
+    let waker = Arc::new(Waker::from(Arc::clone(&wake.0)));
     let r = py.detach(|| poll(&mut lock(state), &waker, &mut Context::from_waker(&waker)))?;
     // Parked (since before the poll) until the next poll or `cancel()`, so that a `close()`
     // after the poll finds it; nothing stays parked once ready.
