@@ -35,8 +35,9 @@
 //! One lock guards every shard: the threads take it only when they wake. A shard's thread
 //! is started by its first registration; with nothing to wait for it sleeps on its control
 //! word alone, and after [`IDLE_EXIT`] of that it ends, so a burst of awaits on many
-//! channels leaves no threads behind. The shard's next registration starts it again. Without `futex_waitv` (Linux < 5.16, or
-//! `SHMBUS_NO_WAITV=1`) each thread probes its shard's words every millisecond instead.
+//! channels leaves no threads behind. The shard's next registration starts it again.
+//! Without `futex_waitv` (Linux < 5.16, or `SHMBUS_NO_WAITV=1`) each thread probes its
+//! shard's words every millisecond instead.
 //!
 //! # Fork
 //!
