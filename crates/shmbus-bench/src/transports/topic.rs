@@ -164,7 +164,7 @@ fn recv_async(
     rt: &tokio::runtime::Runtime,
     sub: &mut Subscriber,
     payload: Payload,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
     waiter: &mut Waiter<'_>,
 ) -> io::Result<()> {
     let n = buf.len();
@@ -183,7 +183,9 @@ fn recv_async(
             if m.data().len() != n {
                 return Err(io::Error::other(format!("received {} bytes, expected {n}", m.data().len())));
             }
-            buf.copy_from_slice(m.data());
+            // The message's bytes are what goes back: no second copy (the blocking receive
+            // makes one copy too, straight into `buf`).
+            *buf = m.into_data();
         }
         Payload::Touch => loop {
             match sub.try_recv_ref() {
