@@ -39,6 +39,27 @@ fn round_trip_in_fifo_order_with_variable_lengths() {
     assert_eq!(rx.try_recv(), Err(QueueTryRecvError::Empty));
 }
 
+/// The owned receives, large and small messages in turn: each is whole, and a small one does
+/// not keep a buffer of the queue's maximum length (a large one may: at most twice its size).
+#[test]
+fn owned_receives_of_large_and_small_messages() {
+    let (d, _root) = domain();
+    const MAX: usize = 1 << 20;
+    let q = Queue::create_or_open(&d, "q", &cfg(4, MAX)).unwrap();
+    let mut tx = q.producer().unwrap();
+    let mut rx = q.consumer().unwrap();
+    for round in 0..3u8 {
+        for len in [MAX, 8, MAX / 2 + 1, 0, MAX / 2 - 1] {
+            let msg: Vec<u8> = (0..len).map(|i| (i % 251) as u8 ^ round).collect();
+            tx.try_send(&msg).unwrap();
+            let got =
+                if len % 2 == 0 { rx.try_recv().unwrap() } else { rx.recv_timeout(Duration::from_secs(5)).unwrap() };
+            assert!(got == msg, "round {round}: a message of {len} bytes came back as {} other bytes", got.len());
+            assert!(got.capacity() <= (2 * len).max(64), "{len} bytes hold {} bytes of memory", got.capacity());
+        }
+    }
+}
+
 #[test]
 fn full_queue_says_full_and_sends_nothing() {
     let (d, _root) = domain();

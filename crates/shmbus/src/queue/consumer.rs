@@ -59,7 +59,8 @@ impl Got {
 #[derive(Debug)]
 pub struct Consumer {
     pub(super) ep: Endpoint,
-    /// Receive buffer for the allocating variants (its capacity grown to `max` on first use).
+    /// Receive buffer for the allocating variants (its capacity grown to `max` on first use;
+    /// handed out with a large message, then made again: [`Consumer::owned`]).
     pub(super) scratch: Vec<u8>,
 }
 
@@ -67,9 +68,26 @@ impl Consumer {
     /// Receives the next message if there is one now.
     pub fn try_recv(&mut self) -> Result<Vec<u8>, QueueTryRecvError> {
         let mut buf = std::mem::take(&mut self.scratch);
-        let r = self.try_recv_into(&mut buf).map(|n| buf[..n].to_vec());
-        self.scratch = buf;
-        r
+        let r = self.try_recv_into(&mut buf);
+        self.owned(buf, r)
+    }
+
+    /// What a receive into the scratch buffer `buf` got, as an owned message. A message that
+    /// fills at least half of `buf` is `buf` itself (a large message is copied once, out of
+    /// the ring; the next receive reserves a new scratch buffer); a smaller one is copied out
+    /// of it, so that it does not hold a buffer of `max_message_len` bytes.
+    fn owned<E>(&mut self, mut buf: Vec<u8>, got: Result<usize, E>) -> Result<Vec<u8>, E> {
+        match got {
+            Ok(n) if n >= buf.capacity() / 2 => {
+                buf.truncate(n);
+                Ok(buf)
+            }
+            got => {
+                let r = got.map(|n| buf[..n].to_vec());
+                self.scratch = buf;
+                r
+            }
+        }
     }
 
     /// Receives the next message into `buf` if there is one now, replacing its contents (it is
@@ -144,9 +162,8 @@ impl Consumer {
 
     fn recv_vec(&mut self, deadline: Deadline) -> Result<Vec<u8>, Got> {
         let mut buf = std::mem::take(&mut self.scratch);
-        let r = self.recv_deadline(&mut buf, deadline).map(|n| buf[..n].to_vec());
-        self.scratch = buf;
-        r
+        let r = self.recv_deadline(&mut buf, deadline);
+        self.owned(buf, r)
     }
 
     fn recv_deadline(&mut self, buf: &mut Vec<u8>, deadline: Deadline) -> Result<usize, Got> {
