@@ -2,7 +2,7 @@
 another process and from this one; cancelled awaits losing nothing; `wait_async` over
 several channels; many awaits in one loop; the same results and exceptions as the blocking
 receives; idle awaits using no CPU; a SIGKILLed stream writer ending a waiting receive;
-each loop's wake-up descriptor given back; and a child forked after awaits (multiprocessing's fork start method) awaiting its own."""
+each loop's wake-up descriptor given back; a loop that cannot watch one; and a child forked after awaits (multiprocessing's fork start method) awaiting its own."""
 
 import asyncio
 import gc
@@ -626,6 +626,42 @@ def test_each_loop_wakes_through_an_eventfd_it_gives_back(domain):
     before = fds()
     assert [run(one(i)) for i in range(1, 51)] == list(range(1, 51))
     assert fds() <= before + 1
+
+
+class NoReaderLoop(asyncio.SelectorEventLoop):
+    """A loop that cannot watch a descriptor, as some third-party loops cannot."""
+
+    def add_reader(self, fd, callback, *args):
+        raise NotImplementedError
+
+
+def test_a_loop_that_cannot_watch_a_descriptor_is_woken_by_a_relay_thread(domain):
+    """Awaits in a loop without `add_reader` are woken by a relay thread, which ends once
+    the loop is closed."""
+    queue = shmbus.Queue.create_or_open(domain, "q", capacity=4, max_message_len=8)
+    cons, prod = queue.consumer(), queue.producer()
+
+    def relays():
+        return [t for t in threading.enumerate() if t.name == "shmbus-loop-relay"]
+
+    async def main():
+        got = []
+        for i in range(20):
+            later = asyncio.get_running_loop().call_later(0.005, prod.send, i.to_bytes(8, "little"))
+            got.append(num(await cons.recv_async(timeout=30)))
+            later.cancel()
+        return got
+
+    loop = NoReaderLoop()
+    try:
+        assert loop.run_until_complete(asyncio.wait_for(main(), 120)) == list(range(20))
+        assert len(relays()) == 1
+    finally:
+        loop.close()
+    deadline = time.monotonic() + 10
+    while relays():
+        assert time.monotonic() < deadline, "the relay thread outlived its loop"
+        time.sleep(0.05)
 
 
 def test_loops_in_several_threads_await_at_once(domain):

@@ -16,6 +16,8 @@ cancelled or fails).
 import asyncio
 import itertools
 import os
+import select
+import threading
 import weakref
 
 from . import _shmbus
@@ -24,21 +26,58 @@ from . import _shmbus
 class _Wakes:
     """One event loop's wake-ups: its ``_LoopWaker`` (watched by the loop) and the future
     each waiting await's token resolves. Holds no reference to the loop, so that the loop,
-    its key in ``_LOOPS``, can be collected (which closes the eventfd)."""
+    its key in ``_LOOPS``, can be collected (which closes the eventfd).
 
-    __slots__ = ("waker", "futures", "tokens")
+    A loop that cannot watch a descriptor (``add_reader`` raises ``NotImplementedError``)
+    gets a relay thread instead: it sleeps in ``poll`` on the eventfd and hands each wake-up
+    to the loop with ``call_soon_threadsafe`` (taking the GIL, as a wake-up of that loop
+    must); it ends once the loop is closed or gone."""
+
+    __slots__ = ("waker", "futures", "tokens", "drained")
 
     def __init__(self, loop):
         self.waker = _shmbus._LoopWaker()
         self.futures = {}
         self.tokens = itertools.count()
-        loop.add_reader(self.waker.fileno(), self._drain)
+        self.drained = None
+        try:
+            loop.add_reader(self.waker.fileno(), self._drain)
+        except NotImplementedError:
+            self.drained = threading.Event()
+            relay = threading.Thread(target=self._relay, args=(weakref.ref(loop),), daemon=True)
+            relay.name = "shmbus-loop-relay"
+            relay.start()
 
     def _drain(self):
+        if self.drained is not None:
+            self.drained.set()
         for token in self.waker.drain():
             fut = self.futures.pop(token, None)
             if fut is not None and not fut.done():  # a cancelled await leaves a done one
                 fut.set_result(None)
+
+    def _relay(self, loop_ref):
+        poller = select.poll()
+        poller.register(self.waker.fileno(), select.POLLIN)
+        while True:
+            loop = loop_ref()
+            if loop is None or loop.is_closed():
+                return
+            del loop  # not held while asleep: the loop may be collected meanwhile
+            if not poller.poll(1000):
+                continue  # now and then, to see whether the loop is still there
+            loop = loop_ref()
+            if loop is None:
+                return
+            self.drained.clear()
+            try:
+                loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:
+                return  # closed
+            del loop
+            # Until the loop drained the eventfd (else `poll` would say the same again); a
+            # loop that is not running is asked again each second.
+            self.drained.wait(1.0)
 
 
 _LOOPS = weakref.WeakKeyDictionary()
