@@ -309,26 +309,20 @@ impl Registration {
         let wake_thread = !sh.rescan && (sh.covered.get(&token) != Some(&key) || earlier);
         let control = sh.control;
         if !sh.started {
-            match std::thread::Builder::new().name("shmbus-async-waiter".into()).spawn(move || run(shard)) {
-                Ok(_) => sh.started = true,
-                Err(_) => {
-                    // No thread (the process is out of threads): have the future poll again
-                    // rather than sleep for ever; the next registration tries again.
-                    drop(st);
-                    if let Some(old) = old_kick {
-                        kick(old);
-                    }
-                    waker.wake_by_ref();
-                    return;
-                }
-            }
+            sh.started =
+                std::thread::Builder::new().name("shmbus-async-waiter".into()).spawn(move || run(shard)).is_ok();
         }
+        let started = sh.started;
         drop(st);
-        if wake_thread {
-            kick(control);
-        }
         if let Some(old) = old_kick.filter(|&old| !std::ptr::eq(old, control)) {
             kick(old);
+        }
+        if !started {
+            // No thread (the process is out of threads): have the future poll again rather
+            // than sleep for ever; the next registration tries again.
+            waker.wake_by_ref();
+        } else if wake_thread {
+            kick(control);
         }
     }
 
