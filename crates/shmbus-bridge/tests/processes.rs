@@ -260,3 +260,42 @@ fn hostile_samples_are_reported_once_and_counted_each_time() {
     assert_eq!(lines("remote key shmbus/d/secret"), 1, "{stderr}");
     assert!(stderr.contains("(reported once)"), "{stderr}");
 }
+
+/// The scheduling policy of each thread of process `pid` (field 41 of
+/// /proc/PID/task/TID/stat), with the thread's name.
+fn thread_policies(pid: u32) -> Vec<(String, i32)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
+        // The name may hold spaces and parentheses: the fields start after the last ')'.
+        let (head, rest) = stat.rsplit_once(')').unwrap();
+        let name = head.split_once('(').map_or("", |(_, n)| n).to_owned();
+        let policy = rest.split_whitespace().nth(38).unwrap().parse().unwrap();
+        out.push((name, policy));
+    }
+    out
+}
+
+/// Every thread of a linked bridge that forwards a topic: Zenoh's, the forwarding
+/// thread's, the bridge's own.
+fn policies_of_a_forwarding_bridge(flags: &[&str]) -> Vec<(String, i32)> {
+    let s = Scratch::new("sched");
+    let (ra, rb) = (s.dir("a"), s.dir("b"));
+    let port = free_port();
+    let a = bridge_flags(&ra, ("--listen", format!("tcp/127.0.0.1:{port}")), &[], flags);
+    let b = bridge_flags(&rb, ("--connect", format!("tcp/127.0.0.1:{port}")), &[], flags);
+    assert!(crosses(&ra, &rb, Duration::from_secs(30)), "the bridges did not link");
+    let policies = thread_policies(a.0.id());
+    drop((a, b));
+    assert!(policies.iter().any(|(n, _)| n.starts_with("bridge-out")), "no forwarding thread in {policies:?}");
+    assert!(policies.len() > 3, "too few threads to be Zenoh's and the bridge's: {policies:?}");
+    policies
+}
+
+#[test]
+fn every_thread_is_batch_scheduled_unless_told_otherwise() {
+    let batch = policies_of_a_forwarding_bridge(&[]);
+    assert!(batch.iter().all(|&(_, p)| p == libc::SCHED_BATCH), "not all SCHED_BATCH: {batch:?}");
+    let normal = policies_of_a_forwarding_bridge(&["--sched-policy", "normal"]);
+    assert!(normal.iter().all(|&(_, p)| p == libc::SCHED_OTHER), "not all SCHED_OTHER: {normal:?}");
+}
