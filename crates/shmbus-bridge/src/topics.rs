@@ -331,6 +331,12 @@ impl Topics {
                     zpub.put(payload).attachment(batch.encode()).wait()
                 }
             };
+            if n == 1 {
+                // Zenoh's sender was just woken to write this message, on a CPU it may share
+                // with this thread: let it write now rather than after this thread's way
+                // back to its wait (batches mean load, and go on without a yield).
+                yield_cpu();
+            }
             match put {
                 Ok(()) => {
                     add(&sh.counters.forwarded, n);
@@ -387,6 +393,9 @@ impl Topics {
                             dst = rest;
                         }
                     });
+                    // The local subscribers just woken run before the rest of Zenoh's receive
+                    // work on a CPU they may share with it (a batch means load: no yield).
+                    yield_cpu();
                 }
             }
             Some(Ok(Attachment::Batch(b))) => {
@@ -489,6 +498,12 @@ impl Topics {
             }
         }
     }
+}
+
+/// Lets the threads waiting for this CPU run first (see docs/bridge.md, "Speed").
+fn yield_cpu() {
+    // SAFETY: sched_yield has no preconditions.
+    unsafe { libc::sched_yield() };
 }
 
 /// A CLOCK_MONOTONIC time of this host on CLOCK_REALTIME.
