@@ -278,12 +278,25 @@ fn thread_policies(pid: u32) -> Vec<(String, i32)> {
 
 /// Every thread of a linked bridge that forwards a topic: Zenoh's, the forwarding
 /// thread's, the bridge's own.
-fn policies_of_a_forwarding_bridge(flags: &[&str]) -> Vec<(String, i32)> {
+/// `started_under`: a policy the bridges are started under (inherited from this thread,
+/// which is set back to normal once they are started).
+fn policies_of_a_forwarding_bridge(flags: &[&str], started_under: Option<i32>) -> Vec<(String, i32)> {
     let s = Scratch::new("sched");
     let (ra, rb) = (s.dir("a"), s.dir("b"));
     let port = free_port();
+    let set = |policy: i32| {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: the calling thread's policy, with a parameter that lives across the call.
+        assert_eq!(unsafe { libc::sched_setscheduler(0, policy, &param) }, 0, "set policy {policy}");
+    };
+    if let Some(p) = started_under {
+        set(p);
+    }
     let a = bridge_flags(&ra, ("--listen", format!("tcp/127.0.0.1:{port}")), &[], flags);
     let b = bridge_flags(&rb, ("--connect", format!("tcp/127.0.0.1:{port}")), &[], flags);
+    if started_under.is_some() {
+        set(libc::SCHED_OTHER);
+    }
     assert!(crosses(&ra, &rb, Duration::from_secs(30)), "the bridges did not link");
     let policies = thread_policies(a.0.id());
     drop((a, b));
@@ -294,8 +307,12 @@ fn policies_of_a_forwarding_bridge(flags: &[&str]) -> Vec<(String, i32)> {
 
 #[test]
 fn every_thread_is_batch_scheduled_unless_told_otherwise() {
-    let batch = policies_of_a_forwarding_bridge(&[]);
+    let batch = policies_of_a_forwarding_bridge(&[], None);
     assert!(batch.iter().all(|&(_, p)| p == libc::SCHED_BATCH), "not all SCHED_BATCH: {batch:?}");
-    let normal = policies_of_a_forwarding_bridge(&["--sched-policy", "normal"]);
+    let normal = policies_of_a_forwarding_bridge(&["--sched-policy", "normal"], None);
     assert!(normal.iter().all(|&(_, p)| p == libc::SCHED_OTHER), "not all SCHED_OTHER: {normal:?}");
+    // Started under another policy (the idle one: no privilege needed to enter it), the
+    // bridge keeps it.
+    let idle = policies_of_a_forwarding_bridge(&[], Some(libc::SCHED_IDLE));
+    assert!(idle.iter().all(|&(_, p)| p == libc::SCHED_IDLE), "not all SCHED_IDLE: {idle:?}");
 }
