@@ -92,9 +92,9 @@ struct Args {
     max_remote_topic: u64,
     /// How the kernel schedules the bridge's threads: batch (default) or normal. A batch
     /// thread has the same share of the CPU as a normal one but does not preempt the thread
-    /// that woke it; as normal threads, Zenoh's sender preempted a forwarding thread inside
-    /// Zenoh's queue lock, ran into that lock and slept again, two switches more per
-    /// message. A bridge started under a real-time policy keeps it.
+    /// that woke it; as normal threads, Zenoh's sender preempted a forwarding thread that
+    /// still held one of Zenoh's locks, ran into that lock and slept again, two switches
+    /// more per message. A bridge started under another policy (real-time, idle) keeps it.
     #[arg(long, value_enum, value_name = "POLICY", default_value_t = SchedPolicy::Batch)]
     sched_policy: SchedPolicy,
     /// How often the domain is scanned for new topics.
