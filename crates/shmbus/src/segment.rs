@@ -344,6 +344,11 @@ impl Segment {
         }
     }
 
+    /// Maps every page of the segment into this process now (see `Channel::prefault`).
+    pub(crate) fn prefault(&self) {
+        self.map.populate_write(0, self.map.len());
+    }
+
     /// Start of the kind area, for loads and stores.
     #[inline]
     pub(crate) fn kind_base(&self) -> *mut u8 {

@@ -210,6 +210,15 @@ impl<L: ChannelLayout, A: Access> Channel<L, A> {
 }
 
 impl<L> Channel<L> {
+    /// Maps every page of the channel's file into this process now (`MADV_POPULATE_WRITE`),
+    /// so that no send or receive takes a page fault the first time it touches a page. The
+    /// file's memory is allocated when the channel is made; what a process lacks is its own
+    /// page-table entries, one fault per 4 KiB page on first touch. Advisory: before Linux
+    /// 5.14, or over a file cut short, it does nothing.
+    pub(crate) fn prefault(&self) {
+        self.seg.prefault();
+    }
+
     /// Start of the kind area, `L::kind_area_size()` bytes long, for loads and stores.
     #[inline]
     pub(crate) fn kind_base(&self) -> *mut u8 {

@@ -80,6 +80,13 @@ impl Pool {
         Worker::attach(self.shared.clone())
     }
 
+    /// Maps every page of this pool into this process now, so that no dispatch or job
+    /// taken in this process takes a page fault the first time it touches a page (see
+    /// [`Topic::prefault`](crate::Topic::prefault)).
+    pub fn prefault(&self) {
+        self.shared.prefault();
+    }
+
     /// The pool's `max_workers`.
     pub fn max_workers(&self) -> usize {
         self.shared.layout().max_workers

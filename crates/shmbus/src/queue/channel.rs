@@ -288,6 +288,13 @@ impl Queue {
         Ok(Consumer { scratch: Vec::new(), ep })
     }
 
+    /// Maps every page of this queue into this process now, so that no send or receive of
+    /// this process takes a page fault the first time it touches a page (see
+    /// [`Topic::prefault`](crate::Topic::prefault)).
+    pub fn prefault(&self) {
+        self.shared.prefault();
+    }
+
     /// Messages the queue holds.
     pub fn capacity(&self) -> u64 {
         self.shared.layout().capacity

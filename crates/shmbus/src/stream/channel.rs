@@ -96,6 +96,14 @@ impl Stream {
         StreamReader::attach(Shared::claim(self.inner.clone(), READER_SLOT, ROLE_READER)?)
     }
 
+    /// Maps every page of this stream, its ring's two mappings included, into this process
+    /// now, so that no write or read of this process takes a page fault the first time it
+    /// touches a page (see [`Topic::prefault`](crate::Topic::prefault)).
+    pub fn prefault(&self) {
+        self.inner.chan.prefault();
+        self.inner.ring.populate_write(0, self.inner.ring.len());
+    }
+
     /// Ring size in bytes.
     pub fn capacity(&self) -> usize {
         self.inner.chan.layout().capacity as usize
