@@ -749,6 +749,15 @@ shmbus_status shmbus_pool_status(const struct shmbus_domain *domain,
                                  const char *name,
                                  struct shmbus_pool_status_info *out);
 
+// Maps every page of the pool into this process now, so that no dispatch or job of this
+// process takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
+// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
+// "Sizing".
+//
+// # Safety
+// `pool` is NULL or live.
+void shmbus_pool_prefault(const struct shmbus_pool *pool);
+
 // Frees a pool handle (NULL: nothing). Its endpoints stay usable.
 //
 // # Safety
@@ -978,6 +987,15 @@ shmbus_status shmbus_queue_status(const struct shmbus_domain *domain,
                                   const char *name,
                                   struct shmbus_queue_status_info *out);
 
+// Maps every page of the queue into this process now, so that no send or receive of this process
+// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
+// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
+// "Sizing".
+//
+// # Safety
+// `queue` is NULL or live.
+void shmbus_queue_prefault(const struct shmbus_queue *queue);
+
 // Frees a queue handle (NULL: nothing). Its endpoints stay usable.
 //
 // # Safety
@@ -1167,6 +1185,15 @@ shmbus_status shmbus_stream_status(const struct shmbus_domain *domain,
 // # Safety
 // `stream` is NULL or live.
 size_t shmbus_stream_max_record_len(const struct shmbus_stream *stream);
+
+// Maps every page of the stream into this process now, so that no write or read of this process
+// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
+// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
+// "Sizing".
+//
+// # Safety
+// `stream` is NULL or live.
+void shmbus_stream_prefault(const struct shmbus_stream *stream);
 
 // Frees a stream handle (NULL: nothing). Its endpoints stay usable.
 //
@@ -1462,6 +1489,15 @@ shmbus_status shmbus_topic_status(const struct shmbus_domain *domain,
 // # Safety
 // `topic` is NULL or live.
 size_t shmbus_topic_max_message_len(const struct shmbus_topic *topic);
+
+// Maps every page of the topic into this process now, so that no send or receive of this process
+// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
+// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
+// "Sizing".
+//
+// # Safety
+// `topic` is NULL or live.
+void shmbus_topic_prefault(const struct shmbus_topic *topic);
 
 // Frees a topic handle (NULL: nothing). Its endpoints stay usable.
 //

@@ -162,6 +162,9 @@ class pool {
         detail::check(shmbus_pool_worker(h_.get(), &w));
         return shmbus::worker(w);
     }
+    /// Maps every page of the pool into this process now: no page fault at its first touch
+    /// of a page (docs/topic.md, "Sizing"). Advice only.
+    void prefault() const noexcept { shmbus_pool_prefault(h_.get()); }
     const shmbus_pool *get() const noexcept { return h_.get(); }
 
   private:

@@ -142,6 +142,9 @@ class queue {
     }
     template <class T> shmbus::producer_of<T> producer_of() const { return shmbus::producer_of<T>(producer()); }
     template <class T> shmbus::consumer_of<T> consumer_of() const { return shmbus::consumer_of<T>(consumer()); }
+    /// Maps every page of the queue into this process now: no page fault at its first touch
+    /// of a page (docs/topic.md, "Sizing"). Advice only.
+    void prefault() const noexcept { shmbus_queue_prefault(h_.get()); }
     const shmbus_queue *get() const noexcept { return h_.get(); }
 
   private:

@@ -186,6 +186,9 @@ class stream {
         detail::check(shmbus_stream_reader_open(h_.get(), &r));
         return stream_reader(r);
     }
+    /// Maps every page of the stream into this process now: no page fault at its first touch
+    /// of a page (docs/topic.md, "Sizing"). Advice only.
+    void prefault() const noexcept { shmbus_stream_prefault(h_.get()); }
     const shmbus_stream *get() const noexcept { return h_.get(); }
 
   private:

@@ -344,6 +344,9 @@ class topic {
     template <class T> shmbus::subscriber_of<T> reliable_subscriber_of() const {
         return shmbus::subscriber_of<T>(reliable_subscriber());
     }
+    /// Maps every page of the topic into this process now: no page fault at its first touch
+    /// of a page (docs/topic.md, "Sizing"). Advice only.
+    void prefault() const noexcept { shmbus_topic_prefault(h_.get()); }
     const shmbus_topic *get() const noexcept { return h_.get(); }
 
   private:

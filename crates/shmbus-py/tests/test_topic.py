@@ -299,3 +299,48 @@ def test_small_loan_is_written_through_its_buffer(domain):
     del m
     assert loan.send(5) == 1
     assert sub.try_recv().data == b"small"
+
+
+def _thread_faults():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
+def test_prefault_takes_the_first_pass_page_faults_up_front(domain):
+    slot, history = 64 << 10, 16
+    pages = slot * history // 4096
+    for name in ("cold", "warm"):
+        shmbus.Topic.create_or_open(domain, name, max_message_len=slot, history=history).close()
+    payload = bytes([0x5A]) * slot
+
+    def first_pass(topic):
+        with topic.publisher() as pub:
+            before = _thread_faults()
+            for _ in range(history):
+                pub.send(payload)
+            return _thread_faults() - before
+
+    with shmbus.Topic.open(domain, "cold") as cold:
+        cold_faults = first_pass(cold)
+    with shmbus.Topic.open(domain, "warm") as warm:
+        warm.prefault()
+        warm_faults = first_pass(warm)
+        with warm.subscriber() as sub:
+            sub.seek_oldest()
+            assert sub.try_recv().data == payload
+    assert cold_faults >= pages // 2, (cold_faults, pages)
+    assert warm_faults < pages // 8, (warm_faults, pages)
+
+
+def test_every_channel_handle_prefaults(domain):
+    handles = [
+        shmbus.Queue.create_or_open(domain, "q", capacity=4, max_message_len=64),
+        shmbus.Stream.create_or_open(domain, "s", capacity=1 << 16),
+        shmbus.Pool.create_or_open(domain, "p", max_workers=2, max_job_len=64),
+    ]
+    for h in handles:
+        h.prefault()
+        h.close()
+        with pytest.raises(shmbus.Closed):
+            h.prefault()

@@ -10,6 +10,8 @@ int main(int argc, char **argv) {
     OK(shmbus_pool_config_set_max_job_len(cfg, 64));
     shmbus_pool *pool = NULL;
     OK(shmbus_pool_create_or_open(d, "work", cfg, &pool));
+    shmbus_pool_prefault(pool);
+    shmbus_pool_prefault(NULL);
     shmbus_pool_config_free(cfg);
 
     shmbus_dispatcher *disp = NULL, *second = NULL;

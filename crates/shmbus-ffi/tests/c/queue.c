@@ -10,6 +10,8 @@ int main(int argc, char **argv) {
     OK(shmbus_queue_config_set_max_message_len(cfg, 16));
     shmbus_queue *q = NULL;
     OK(shmbus_queue_create_or_open(d, "jobs", cfg, &q));
+    shmbus_queue_prefault(q);
+    shmbus_queue_prefault(NULL);
     shmbus_queue_config_free(cfg);
 
     shmbus_producer *p = NULL;

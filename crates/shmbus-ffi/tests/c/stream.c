@@ -9,6 +9,8 @@ int main(int argc, char **argv) {
     OK(shmbus_stream_config_set_capacity(cfg, 4096));
     shmbus_stream *s = NULL;
     OK(shmbus_stream_create_or_open(d, "bytes", cfg, &s));
+    shmbus_stream_prefault(s);
+    shmbus_stream_prefault(NULL);
     shmbus_stream_config_free(cfg);
     CHECK(shmbus_stream_max_record_len(s) > 0);
 

@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
         cfg.max_workers = 2;
         cfg.max_job_len = 1024;
         shmbus::pool pool = shmbus::pool::create_or_open(d, "work", cfg);
+        pool.prefault();
         shmbus::dispatcher disp = pool.dispatcher();
         EXPECT_ERROR(pool.dispatcher(), SHMBUS_BUSY, {});
         EXPECT_ERROR(disp.try_send(std::string_view("job")), SHMBUS_NO_WORKERS, {});

@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
         cfg.capacity = 2;
         cfg.max_message_len = 1024;
         shmbus::queue q = shmbus::queue::create_or_open(d, "jobs", cfg);
+        q.prefault();
         shmbus::producer p = q.producer();
         shmbus::consumer c = q.consumer();
         CHECK(!c.try_recv());

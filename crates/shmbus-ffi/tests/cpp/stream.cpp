@@ -12,6 +12,7 @@ int main(int argc, char **argv) {
         shmbus::stream_config cfg;
         cfg.capacity = 4096;
         shmbus::stream s = shmbus::stream::create_or_open(d, "log", cfg);
+        s.prefault();
         CHECK(s.max_record_len() > 0);
         std::optional<shmbus::stream_writer> w = s.writer();
         EXPECT_ERROR(s.writer(), SHMBUS_BUSY, {});

@@ -32,6 +32,7 @@ void into_a_buffer(const shmbus::domain &d) {
 
 void copies(const shmbus::domain &d) {
     shmbus::topic t = shmbus::topic::create_or_open(d, "copy", {32, 4, {}, {}, {}});
+    t.prefault();
     CHECK(t.max_message_len() == 32);
     shmbus::publisher p = t.publisher();
     shmbus::subscriber s = t.subscriber();
