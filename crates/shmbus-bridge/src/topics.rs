@@ -213,7 +213,15 @@ impl Topics {
         drop(reg);
         // The bridge reads or writes every slot of the topic for as long as it runs: its page
         // faults go now, not into the first pass of messages (a 1 MiB slot is 256 faults).
-        link.topic.prefault();
+        // A topic made for a remote message is linked in Zenoh's receive callback, which a
+        // large topic's prefault (up to --max-remote-topic) would hold up: it goes to a thread
+        // of its own (it changes no byte, so publishing meanwhile is safe).
+        if remote.is_some() {
+            let topic = link.topic.clone();
+            drop(spawn(format!("bridge-pf-{name}"), move || topic.prefault()));
+        } else {
+            link.topic.prefault();
+        }
         if sh.options.direction.outgoing() {
             let (me, l) = (self.clone(), link.clone());
             let t = spawn(format!("bridge-out-{name}"), move || me.forward(&l));
