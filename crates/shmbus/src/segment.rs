@@ -344,9 +344,10 @@ impl Segment {
         }
     }
 
-    /// Maps every page of the segment into this process now (see `Channel::prefault`).
-    pub(crate) fn prefault(&self) {
-        self.map.populate_write(0, self.map.len());
+    /// Maps the pages of the segment's first `len` bytes (clipped to it) into this process now
+    /// (see `Channel::prefault`).
+    pub(crate) fn prefault(&self, len: usize) {
+        self.map.populate_write(0, len);
     }
 
     /// Start of the kind area, for loads and stores.

@@ -216,7 +216,7 @@ impl<L> Channel<L> {
     /// page-table entries, one fault per 4 KiB page on first touch. Advisory: before Linux
     /// 5.14, or over a file cut short, it does nothing.
     pub(crate) fn prefault(&self) {
-        self.seg.prefault();
+        self.seg.prefault(usize::MAX);
     }
 
     /// Start of the kind area, `L::kind_area_size()` bytes long, for loads and stores.

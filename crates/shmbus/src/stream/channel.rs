@@ -100,7 +100,10 @@ impl Stream {
     /// now, so that no write or read of this process takes a page fault the first time it
     /// touches a page (see [`Topic::prefault`](crate::Topic::prefault)).
     pub fn prefault(&self) {
-        self.inner.chan.prefault();
+        // The records are read and written through the ring mapping only: of the segment's
+        // own mapping, the pages before the data.
+        let chan = &self.inner.chan;
+        chan.seg().prefault(KIND_OFFSET + chan.layout().data_offset as usize);
         self.inner.ring.populate_write(0, self.inner.ring.len());
     }
 
