@@ -749,10 +749,10 @@ shmbus_status shmbus_pool_status(const struct shmbus_domain *domain,
                                  const char *name,
                                  struct shmbus_pool_status_info *out);
 
-// Maps every page of the pool into this process now, so that no dispatch or job of this
-// process takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
-// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
-// "Sizing".
+// Maps every page of the pool into this process now, so that no dispatch or job of
+// this process takes a page fault the first time it touches a page (NULL: nothing). For a
+// long-lived process on a latency path; advice only (nothing before Linux 5.14). See
+// `docs/topic.md`, "Sizing".
 //
 // # Safety
 // `pool` is NULL or live.
@@ -987,10 +987,10 @@ shmbus_status shmbus_queue_status(const struct shmbus_domain *domain,
                                   const char *name,
                                   struct shmbus_queue_status_info *out);
 
-// Maps every page of the queue into this process now, so that no send or receive of this process
-// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
-// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
-// "Sizing".
+// Maps every page of the queue into this process now, so that no send or receive of
+// this process takes a page fault the first time it touches a page (NULL: nothing). For a
+// long-lived process on a latency path; advice only (nothing before Linux 5.14). See
+// `docs/topic.md`, "Sizing".
 //
 // # Safety
 // `queue` is NULL or live.
@@ -1186,10 +1186,10 @@ shmbus_status shmbus_stream_status(const struct shmbus_domain *domain,
 // `stream` is NULL or live.
 size_t shmbus_stream_max_record_len(const struct shmbus_stream *stream);
 
-// Maps every page of the stream into this process now, so that no write or read of this process
-// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
-// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
-// "Sizing".
+// Maps every page of the stream into this process now, so that no write or read of
+// this process takes a page fault the first time it touches a page (NULL: nothing). For a
+// long-lived process on a latency path; advice only (nothing before Linux 5.14). See
+// `docs/topic.md`, "Sizing".
 //
 // # Safety
 // `stream` is NULL or live.
@@ -1490,10 +1490,10 @@ shmbus_status shmbus_topic_status(const struct shmbus_domain *domain,
 // `topic` is NULL or live.
 size_t shmbus_topic_max_message_len(const struct shmbus_topic *topic);
 
-// Maps every page of the topic into this process now, so that no send or receive of this process
-// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
-// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
-// "Sizing".
+// Maps every page of the topic into this process now, so that no send or receive of
+// this process takes a page fault the first time it touches a page (NULL: nothing). For a
+// long-lived process on a latency path; advice only (nothing before Linux 5.14). See
+// `docs/topic.md`, "Sizing".
 //
 // # Safety
 // `topic` is NULL or live.

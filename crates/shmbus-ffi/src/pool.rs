@@ -209,10 +209,10 @@ pub unsafe extern "C" fn shmbus_pool_status(
     unsafe { status_in(domain, name, out, |d, n| Ok(Pool::status(d, n)?)) }
 }
 
-/// Maps every page of the pool into this process now, so that no dispatch or job of this
-/// process takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
-/// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
-/// "Sizing".
+/// Maps every page of the pool into this process now, so that no dispatch or job of
+/// this process takes a page fault the first time it touches a page (NULL: nothing). For a
+/// long-lived process on a latency path; advice only (nothing before Linux 5.14). See
+/// `docs/topic.md`, "Sizing".
 ///
 /// # Safety
 /// `pool` is NULL or live.

@@ -206,10 +206,10 @@ pub unsafe extern "C" fn shmbus_queue_status(
     unsafe { status_in(domain, name, out, |d, n| Ok(Queue::status(d, n)?)) }
 }
 
-/// Maps every page of the queue into this process now, so that no send or receive of this process
-/// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
-/// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
-/// "Sizing".
+/// Maps every page of the queue into this process now, so that no send or receive of
+/// this process takes a page fault the first time it touches a page (NULL: nothing). For a
+/// long-lived process on a latency path; advice only (nothing before Linux 5.14). See
+/// `docs/topic.md`, "Sizing".
 ///
 /// # Safety
 /// `queue` is NULL or live.

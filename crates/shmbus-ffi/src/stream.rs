@@ -206,10 +206,10 @@ pub unsafe extern "C" fn shmbus_stream_max_record_len(stream: *const shmbus_stre
     unsafe { value_of(stream, 0, |s| s.max_record_len()) }
 }
 
-/// Maps every page of the stream into this process now, so that no write or read of this process
-/// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
-/// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
-/// "Sizing".
+/// Maps every page of the stream into this process now, so that no write or read of
+/// this process takes a page fault the first time it touches a page (NULL: nothing). For a
+/// long-lived process on a latency path; advice only (nothing before Linux 5.14). See
+/// `docs/topic.md`, "Sizing".
 ///
 /// # Safety
 /// `stream` is NULL or live.

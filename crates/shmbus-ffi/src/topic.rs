@@ -298,10 +298,10 @@ pub unsafe extern "C" fn shmbus_topic_max_message_len(topic: *const shmbus_topic
     unsafe { value_of(topic, 0, |t| t.max_message_len()) }
 }
 
-/// Maps every page of the topic into this process now, so that no send or receive of this process
-/// takes a page fault the first time it touches a page (NULL: nothing). For a long-lived
-/// process on a latency path; advice only (nothing before Linux 5.14). See `docs/topic.md`,
-/// "Sizing".
+/// Maps every page of the topic into this process now, so that no send or receive of
+/// this process takes a page fault the first time it touches a page (NULL: nothing). For a
+/// long-lived process on a latency path; advice only (nothing before Linux 5.14). See
+/// `docs/topic.md`, "Sizing".
 ///
 /// # Safety
 /// `topic` is NULL or live.

@@ -80,9 +80,9 @@ impl PyQueue {
 /// Unmaps the queue (endpoints made from it keep working).
 fn close;
 
-/// Maps every page of the queue into this process now, so that no send or receive of this process
-/// takes a page fault the first time it touches a page: for a long-lived process on a
-/// latency path (advice only; docs/topic.md, "Sizing").
+/// Maps every page of the queue into this process now, so that no send or receive of
+/// this process takes a page fault the first time it touches a page: for a long-lived
+/// process on a latency path (advice only; docs/topic.md, "Sizing").
 fn prefault -> ();
 
 /// How many messages the queue holds.

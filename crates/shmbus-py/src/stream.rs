@@ -84,9 +84,9 @@ impl PyStream {
 /// Unmaps the stream (endpoints made from it keep working).
 fn close;
 
-/// Maps every page of the stream into this process now, so that no write or read of this process
-/// takes a page fault the first time it touches a page: for a long-lived process on a
-/// latency path (advice only; docs/topic.md, "Sizing").
+/// Maps every page of the stream into this process now, so that no write or read of
+/// this process takes a page fault the first time it touches a page: for a long-lived
+/// process on a latency path (advice only; docs/topic.md, "Sizing").
 fn prefault -> ();
 
 /// The ring's size in bytes.

@@ -178,9 +178,9 @@ impl PyTopic {
 /// Unmaps the topic (endpoints made from it keep working).
 fn close;
 
-/// Maps every page of the topic into this process now, so that no send or receive of this process
-/// takes a page fault the first time it touches a page: for a long-lived process on a
-/// latency path (advice only; docs/topic.md, "Sizing").
+/// Maps every page of the topic into this process now, so that no send or receive of
+/// this process takes a page fault the first time it touches a page: for a long-lived
+/// process on a latency path (advice only; docs/topic.md, "Sizing").
 fn prefault -> ();
 
 /// The largest message, in bytes.

@@ -38,15 +38,27 @@ fn check(what: &str, pages: u64, cold: u64, warm: u64) {
     assert!(warm < pages / 16, "{what}: a first pass over {pages} prefaulted pages took {warm} faults");
 }
 
+/// The faults of `first_pass` over a channel opened without a prefault and over one opened
+/// with it, and the second one. Both are made with `make` and let go of first, so that
+/// `open` maps each file afresh.
+fn first_passes<H>(
+    make: impl Fn(&str) -> H,
+    open: impl Fn(&str) -> H,
+    prefault: impl Fn(&H),
+    first_pass: impl Fn(&H) -> u64,
+) -> (u64, u64, H) {
+    drop((make("cold"), make("warm")));
+    let cold = first_pass(&open("cold"));
+    let warm = open("warm");
+    prefault(&warm);
+    (cold, first_pass(&warm), warm)
+}
+
 #[test]
 fn a_prefaulted_topic_takes_no_faults_on_its_first_pass() {
     let s = Scratch::new("prefault-topic");
     let (slot, history) = (64 << 10, 16);
     let config = TopicConfig::default().max_message_len(slot).history(history);
-    // Made, then let go of: each `open` below maps the file afresh.
-    for name in ["cold", "warm"] {
-        drop(Topic::create_or_open(&s.domain("t"), name, &config).unwrap());
-    }
     // Every byte of `history` slots written, once round the ring.
     let first_pass = |t: &Topic| {
         let mut p = t.publisher().unwrap();
@@ -58,10 +70,12 @@ fn a_prefaulted_topic_takes_no_faults_on_its_first_pass() {
             }
         })
     };
-    let cold = first_pass(&Topic::open(&s.domain("t"), "cold").unwrap());
-    let warm_topic = Topic::open(&s.domain("t"), "warm").unwrap();
-    warm_topic.prefault();
-    let warm = first_pass(&warm_topic);
+    let (cold, warm, warm_topic) = first_passes(
+        |n| Topic::create_or_open(&s.domain("t"), n, &config).unwrap(),
+        |n| Topic::open(&s.domain("t"), n).unwrap(),
+        Topic::prefault,
+        first_pass,
+    );
     check("topic", (slot * history / PAGE) as u64, cold, warm);
     // The messages are whole after it (it changes no byte).
     let sub = warm_topic.subscriber().unwrap();
@@ -76,19 +90,18 @@ fn a_prefaulted_queue_takes_no_faults_on_its_first_pass() {
     let s = Scratch::new("prefault-queue");
     let (len, capacity) = (64 << 10, 16);
     let config = QueueConfig::default().capacity(capacity).max_message_len(len);
-    for name in ["cold", "warm"] {
-        drop(Queue::create_or_open(&s.domain("q"), name, &config).unwrap());
-    }
     let msg = vec![0x5a; len];
     // Every slot written once: the queue full.
     let first_pass = |q: &Queue| {
         let mut tx = q.producer().unwrap();
         faults_of(|| (0..capacity).for_each(|_| tx.try_send(&msg).unwrap()))
     };
-    let cold = first_pass(&Queue::open(&s.domain("q"), "cold").unwrap());
-    let warm_queue = Queue::open(&s.domain("q"), "warm").unwrap();
-    warm_queue.prefault();
-    let warm = first_pass(&warm_queue);
+    let (cold, warm, warm_queue) = first_passes(
+        |n| Queue::create_or_open(&s.domain("q"), n, &config).unwrap(),
+        |n| Queue::open(&s.domain("q"), n).unwrap(),
+        Queue::prefault,
+        first_pass,
+    );
     check("queue", (len * capacity as usize / PAGE) as u64, cold, warm);
     assert_eq!(warm_queue.consumer().unwrap().try_recv().unwrap(), msg);
 }
@@ -98,19 +111,18 @@ fn a_prefaulted_stream_takes_no_faults_on_its_first_pass() {
     let s = Scratch::new("prefault-stream");
     let capacity = 1 << 20;
     let config = StreamConfig::default().capacity(capacity);
-    for name in ["cold", "warm"] {
-        drop(Stream::create_or_open(&s.domain("s"), name, &config).unwrap());
-    }
     let record = vec![0x5a; 32 << 10];
     // Records until the ring is full: every page of it written once.
     let first_pass = |st: &Stream| {
         let mut w = st.writer().unwrap();
         faults_of(|| while w.try_send(&record).is_ok() {})
     };
-    let cold = first_pass(&Stream::open(&s.domain("s"), "cold").unwrap());
-    let warm_stream = Stream::open(&s.domain("s"), "warm").unwrap();
-    warm_stream.prefault();
-    let warm = first_pass(&warm_stream);
+    let (cold, warm, warm_stream) = first_passes(
+        |n| Stream::create_or_open(&s.domain("s"), n, &config).unwrap(),
+        |n| Stream::open(&s.domain("s"), n).unwrap(),
+        Stream::prefault,
+        first_pass,
+    );
     check("stream", (capacity / PAGE) as u64, cold, warm);
     assert_eq!(warm_stream.reader().unwrap().try_recv().unwrap(), record);
 }
