@@ -140,3 +140,22 @@ fn a_prefaulted_pool_still_carries_jobs() {
     disp.try_send(job.as_slice()).unwrap();
     assert_eq!(w.recv_timeout(Duration::from_secs(5)).unwrap().data(), job.as_slice());
 }
+
+#[test]
+fn a_prefault_over_a_file_cut_short_returns_and_the_cut_is_still_reported() {
+    let s = Scratch::new("prefault-cut");
+    let d = s.domain("t");
+    let topic = Topic::create_or_open(&d, "t", &TopicConfig::default().max_message_len(64 << 10).history(16)).unwrap();
+    let stream = Stream::create_or_open(&d, "s", &StreamConfig::default().capacity(1 << 20)).unwrap();
+    let sub = topic.subscriber().unwrap();
+    let mut reader = stream.reader().unwrap();
+    // Another process cuts both files to nothing while they are mapped here.
+    for name in ["t", "s"] {
+        std::fs::OpenOptions::new().write(true).open(d.channel_path(name).unwrap()).unwrap().set_len(0).unwrap();
+    }
+    // No SIGBUS: the pages past the end are left alone.
+    topic.prefault();
+    stream.prefault();
+    assert_eq!(sub.try_recv().unwrap_err(), shmbus::topic::TopicTryRecvError::Truncated);
+    assert!(reader.try_recv().is_err());
+}
