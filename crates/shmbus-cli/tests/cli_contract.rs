@@ -372,11 +372,25 @@ fn bridge_runs_the_bridge_program_or_says_where_it_is() {
     let lone = r.0.join("lone");
     std::fs::create_dir_all(&lone).unwrap();
     std::fs::copy(env!("CARGO_BIN_EXE_shmbus"), lone.join("shmbus")).unwrap();
-    let out = std::process::Command::new(lone.join("shmbus"))
-        .args(["bridge", "--domain", "d", "--topics", "t"])
-        .env("PATH", "/nonexistent")
-        .output()
-        .unwrap();
+    // A child another test thread forks while the copy is still open for writing holds that
+    // descriptor until its own exec: running the copy then fails with ETXTBSY for a moment.
+    let run_lone = || {
+        std::process::Command::new(lone.join("shmbus"))
+            .args(["bridge", "--domain", "d", "--topics", "t"])
+            .env("PATH", "/nonexistent")
+            .output()
+    };
+    let mut out = run_lone();
+    for _ in 0..50 {
+        match &out {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                out = run_lone();
+            }
+            _ => break,
+        }
+    }
+    let out = out.unwrap();
     assert_eq!(out.status.code(), Some(1));
     let line = one_error_line(&out);
     assert!(line.contains("shmbus-bridge") && line.contains("cargo build --release -p shmbus-bridge"), "{line}");
