@@ -321,7 +321,35 @@ impl<A: Access> Drop for Mapping<A> {
         // Unregister first: once unmapped, the range may be reused by anything.
         sigbus::unregister(self.slot);
         // SAFETY: we own this mapping (invariant of the type); nothing borrows it past drop.
-        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+        let _ = unsafe { unmap(self.ptr.as_ptr(), self.len) };
+    }
+}
+
+/// `munmap(2)`.
+///
+/// # Safety
+/// `ptr..ptr+len` must be a mapping the caller owns and nothing borrows any more.
+#[cfg(not(tsan))]
+unsafe fn unmap(ptr: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: forwarded from the caller.
+    Ok(unsafe { rustix::mm::munmap(ptr.cast(), len) }?)
+}
+
+/// `munmap(2)` through libc, under ThreadSanitizer. rustix makes the system call itself,
+/// which ThreadSanitizer does not see; it then keeps the unmapped range's access history,
+/// and the next mapping the kernel puts at the same address (another channel, opened by
+/// another thread) inherits it: its first plain write, the creator's initialisation, is
+/// reported as racing with the old mapping's last atomic access. libc's `munmap` is
+/// intercepted and clears that history.
+///
+/// # Safety
+/// As above.
+#[cfg(tsan)]
+unsafe fn unmap(ptr: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: forwarded from the caller.
+    match unsafe { libc::munmap(ptr.cast(), len) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 
@@ -367,6 +395,54 @@ mod tests {
             }
         }
         panic!("{addr:#x} is not mapped");
+    }
+
+    /// One thread maps a file, stores to it atomically and unmaps it; another, with nothing
+    /// ordering the two, maps a second file, which the kernel puts at the same address, and
+    /// writes it plainly, as a channel's creator initialises it. Under ThreadSanitizer this
+    /// fails unless the unmap cleared the address's history (see `unmap`).
+    #[test]
+    fn a_reused_address_starts_with_no_history() {
+        use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+        let page = super::super::page_size();
+        let len = 16 * page;
+        let (a, _pa) = filled_file("reuse-a", len);
+        let (b, _pb) = filled_file("reuse-b", len);
+        let (p, _pp) = filled_file("reuse-p", page);
+        // Relaxed throughout: nothing here orders the two threads. Nor may the SIGBUS
+        // registry: the second thread holds a slot of its own from before the first thread
+        // takes one, and gives that back for the second mapping. (Two placeholders, so that
+        // the hole the first leaves does not join the first thread's.)
+        let (held, first) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let reused = std::thread::scope(|s| {
+            s.spawn(|| {
+                while held.load(Ordering::Relaxed) == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let m = Mapping::map(a.as_fd(), len).unwrap();
+                // SAFETY: in bounds and 8-byte aligned (page aligned); a live mapping.
+                unsafe { &*(m.as_ptr() as *const AtomicU64) }.store(1, Ordering::SeqCst);
+                first.store(m.as_ptr() as usize, Ordering::Relaxed);
+            });
+            let t = s.spawn(|| {
+                let placeholder = Mapping::map(p.as_fd(), page).unwrap();
+                let _between = Mapping::map(p.as_fd(), page).unwrap();
+                held.store(1, Ordering::Relaxed);
+                while first.load(Ordering::Relaxed) == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50)); // past the unmap
+                drop(placeholder);
+                let m = Mapping::map(b.as_fd(), len).unwrap();
+                // SAFETY: in bounds of a live mapping nobody else uses.
+                unsafe { m.as_ptr().write_volatile(7) };
+                m.as_ptr() as usize == first.load(Ordering::Relaxed)
+            });
+            t.join().unwrap()
+        });
+        if !reused {
+            eprintln!("the kernel put the second mapping elsewhere; nothing was reused");
+        }
     }
 
     #[test]
