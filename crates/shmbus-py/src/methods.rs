@@ -11,7 +11,8 @@
 /// methods declared after `fn close;` as `fn name -> Type;` (with their comment and
 /// attributes, `#[getter]` for a property): each calls the endpoint's method of the same
 /// name, which takes no argument and cannot fail, and returns what it does (or `Closed`,
-/// `Busy`).
+/// `Busy`). One declared `fn name -> Type, without_gil;` lets go of the GIL while the
+/// endpoint's method runs (for work that can take milliseconds, such as `prefault`).
 ///
 /// ```ignore
 /// closing_pymethods! {
@@ -31,7 +32,7 @@ macro_rules! closing_pymethods {
     (
         impl $ty:ident { $($methods:tt)* }
         $(#[$close_doc:meta])* fn close;
-        $($(#[$attr:meta])* fn $name:ident -> $ret:ty;)*
+        $($(#[$attr:meta])* fn $name:ident -> $ret:ty $(, $gil:ident)?;)*
     ) => {
         #[pyo3::pymethods]
         impl $ty {
@@ -54,11 +55,17 @@ macro_rules! closing_pymethods {
 
             $(
                 $(#[$attr])*
-                fn $name(&self) -> pyo3::PyResult<$ret> {
-                    Ok(self.cell.with_ref(|ep| ep.$name())?)
+                fn $name(&self, _py: pyo3::Python<'_>) -> pyo3::PyResult<$ret> {
+                    closing_pymethods!(@call self, _py, $name $(, $gil)?)
                 }
             )*
         }
+    };
+    (@call $self:ident, $py:ident, $name:ident) => {
+        Ok($self.cell.with_ref(|ep| ep.$name())?)
+    };
+    (@call $self:ident, $py:ident, $name:ident, without_gil) => {
+        Ok($py.detach(|| $self.cell.with_ref(|ep| ep.$name()))?)
     };
 }
 pub(crate) use closing_pymethods;

@@ -88,7 +88,7 @@ fn close;
 /// Maps every page of the pool into this process now, so that no dispatch or job of
 /// this process takes a page fault the first time it touches a page: for a long-lived
 /// process on a latency path (advice only; docs/topic.md, "Sizing").
-fn prefault -> ();
+fn prefault -> (), without_gil;
 
 /// The most workers.
 #[getter]

@@ -83,7 +83,7 @@ fn close;
 /// Maps every page of the queue into this process now, so that no send or receive of
 /// this process takes a page fault the first time it touches a page: for a long-lived
 /// process on a latency path (advice only; docs/topic.md, "Sizing").
-fn prefault -> ();
+fn prefault -> (), without_gil;
 
 /// How many messages the queue holds.
 #[getter]

@@ -87,7 +87,7 @@ fn close;
 /// Maps every page of the stream into this process now, so that no write or read of
 /// this process takes a page fault the first time it touches a page: for a long-lived
 /// process on a latency path (advice only; docs/topic.md, "Sizing").
-fn prefault -> ();
+fn prefault -> (), without_gil;
 
 /// The ring's size in bytes.
 #[getter]

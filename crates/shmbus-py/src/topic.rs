@@ -181,7 +181,7 @@ fn close;
 /// Maps every page of the topic into this process now, so that no send or receive of
 /// this process takes a page fault the first time it touches a page: for a long-lived
 /// process on a latency path (advice only; docs/topic.md, "Sizing").
-fn prefault -> ();
+fn prefault -> (), without_gil;
 
 /// The largest message, in bytes.
 #[getter]

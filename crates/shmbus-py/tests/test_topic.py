@@ -1,6 +1,8 @@
 """Topic round trips, copies and zero-copy samples and loans."""
 
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -331,6 +333,33 @@ def test_prefault_takes_the_first_pass_page_faults_up_front(domain):
             assert sub.try_recv().data == payload
     assert cold_faults >= pages // 2, (cold_faults, pages)
     assert warm_faults < pages // 8, (warm_faults, pages)
+
+
+def test_prefault_lets_other_threads_run(domain):
+    # A thread counting between short sleeps; with a switch interval of minutes, this one
+    # holds the GIL throughout, except where it lets go: the counter can move only then.
+    topic = shmbus.Topic.create_or_open(domain, "big", max_message_len=4 << 20, history=16)
+    count, stop = [0], threading.Event()
+
+    def counter():
+        while not stop.wait(0.0001):
+            count[0] += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(600)
+    thread = threading.Thread(target=counter)
+    try:
+        thread.start()
+        while count[0] == 0:
+            time.sleep(0.001)
+        before = count[0]
+        topic.prefault()
+        during = count[0] - before
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert during > 0, "prefault held the GIL"
 
 
 def test_every_channel_handle_prefaults(domain):
