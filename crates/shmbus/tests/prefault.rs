@@ -128,16 +128,35 @@ fn a_prefaulted_stream_takes_no_faults_on_its_first_pass() {
 }
 
 #[test]
-fn a_prefaulted_pool_still_carries_jobs() {
+fn a_prefaulted_pool_takes_no_faults_on_its_first_pass() {
     let s = Scratch::new("prefault-pool");
-    let pool =
-        Pool::create_or_open(&s.domain("p"), "p", &PoolConfig::default().max_workers(2).max_job_len(64 << 10)).unwrap();
-    pool.prefault();
-    let mut disp = pool.dispatcher().unwrap();
-    let mut w = pool.worker().unwrap();
-    let job = vec![0x5a; 64 << 10];
-    assert!(w.try_recv().is_err()); // nothing yet: the worker is idle now
-    disp.try_send(job.as_slice()).unwrap();
+    let (len, workers) = (64 << 10, 8);
+    let config = PoolConfig::default().max_workers(workers).max_job_len(len);
+    let job = vec![0x5a; len];
+    // A whole job into every worker's mailbox; the workers are idle before the count starts
+    // (a receive that found nothing).
+    let first_pass = |p: &Pool| {
+        let mut disp = p.dispatcher().unwrap();
+        let mut ws: Vec<_> = (0..workers).map(|_| p.worker().unwrap()).collect();
+        ws.iter_mut().for_each(|w| assert!(w.try_recv().is_err()));
+        faults_of(|| {
+            (0..workers).for_each(|_| {
+                disp.try_send(&job).unwrap();
+            })
+        })
+    };
+    let (cold, warm, warm_pool) = first_passes(
+        |n| Pool::create_or_open(&s.domain("p"), n, &config).unwrap(),
+        |n| Pool::open(&s.domain("p"), n).unwrap(),
+        Pool::prefault,
+        first_pass,
+    );
+    check("pool", (len * workers as usize / PAGE) as u64, cold, warm);
+    // Jobs are whole after it (it changes no byte).
+    let mut disp = warm_pool.dispatcher().unwrap();
+    let mut w = warm_pool.worker().unwrap();
+    assert!(w.try_recv().is_err());
+    disp.try_send(&job).unwrap();
     assert_eq!(w.recv_timeout(Duration::from_secs(5)).unwrap().data(), job.as_slice());
 }
 
