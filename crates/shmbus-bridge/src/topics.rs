@@ -215,10 +215,12 @@ impl Topics {
         // faults go now, not into the first pass of messages (a 1 MiB slot is 256 faults).
         // A topic made for a remote message is linked in Zenoh's receive callback, which a
         // large topic's prefault (up to --max-remote-topic) would hold up: it goes to a thread
-        // of its own (it changes no byte, so publishing meanwhile is safe).
+        // of its own (it changes no byte, so publishing meanwhile is safe), joined at stop
+        // like the forwarding threads.
         if remote.is_some() {
             let topic = link.topic.clone();
-            drop(spawn(format!("bridge-pf-{name}"), move || topic.prefault()));
+            let t = spawn(format!("bridge-pf-{name}"), move || topic.prefault());
+            lock(&self.threads).push(t);
         } else {
             link.topic.prefault();
         }
