@@ -165,8 +165,6 @@ pub struct MirrorState {
 const STATE_MAGIC: [u8; 8] = *b"SBMIRR01";
 /// Magic, source index, mirror index, 8 zero bytes, name (64), source journal id (16).
 const STATE_LEN: usize = 112;
-/// A state file written before it held the source's identity (it is learnt again).
-const STATE_LEN_NO_ID: usize = 96;
 const NONE: u64 = u64::MAX;
 
 impl MirrorState {
@@ -204,13 +202,14 @@ impl MirrorState {
             .open(&path)
             .map_err(|e| BridgeError::Invalid(format!("{}: {e}", path.display())))?;
         let mut state = MirrorState { file, path, source: None };
-        let mut b = [0u8; STATE_LEN];
+        // One byte more than a state file holds, to tell a longer file.
+        let mut b = [0u8; STATE_LEN + 1];
         let n = state.file.read_at(&mut b, 0).map_err(|e| state.io(e))?;
         if n == 0 {
             state.write(name, 0, NONE)?;
             return Ok((state, 0));
         }
-        if !(n == STATE_LEN || n == STATE_LEN_NO_ID) || b[..8] != STATE_MAGIC {
+        if n != STATE_LEN || b[..8] != STATE_MAGIC {
             return Err(BridgeError::Invalid(format!("{}: not a mirror state file", state.path.display())));
         }
         let stored = &b[32..32 + 64];
@@ -452,5 +451,68 @@ impl Mirror<'_> {
         self.refused = None;
         bump(&sh.counters.journal_mirrored);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh journal in a directory of its own, removed at the end.
+    struct Dir(PathBuf);
+    impl Dir {
+        fn new(tag: &str) -> (Dir, Journal) {
+            let path = std::env::temp_dir().join(format!("shmbus-mirror-state-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir(&path).unwrap();
+            let journal = Journal::create_or_open(&path, &JournalConfig::default()).unwrap();
+            (Dir(path), journal)
+        }
+        fn state(&self) -> PathBuf {
+            self.0.join(STATE_FILE)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn refusal(journal: &Journal, name: &str) -> String {
+        match MirrorState::open(journal, name, None) {
+            Err(BridgeError::Invalid(why)) => why,
+            other => panic!("{name}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_state_file_is_made_kept_and_resumed() {
+        let (d, journal) = Dir::new("resume");
+        let (state, next) = MirrorState::open(&journal, "j", None).unwrap();
+        assert_eq!(next, 0);
+        state.write("j", 7, NONE).unwrap();
+        drop(state);
+        assert_eq!(std::fs::metadata(d.state()).unwrap().len(), STATE_LEN as u64);
+        assert_eq!(MirrorState::open(&journal, "j", None).unwrap().1, 7);
+    }
+
+    #[test]
+    fn a_state_file_that_is_not_this_mirrors_is_refused() {
+        let (d, journal) = Dir::new("refuse");
+        drop(MirrorState::open(&journal, "j", None).unwrap());
+        let good = std::fs::read(d.state()).unwrap();
+        assert!(refusal(&journal, "other").contains("mirrors \"j\""));
+        // Cut short (the layout before the source's identity was kept is one of these),
+        // grown, or with another magic.
+        for bad in [good[..96].to_vec(), [&good[..], &[0; 8]].concat(), [b"SBMIRR00", &good[8..]].concat()] {
+            std::fs::write(d.state(), &bad).unwrap();
+            assert!(refusal(&journal, "j").contains("not a mirror state file"), "{} bytes", bad.len());
+        }
+        // A symlink in its place is not followed, whatever it points at.
+        std::fs::remove_file(d.state()).unwrap();
+        let target = d.0.join("elsewhere");
+        std::fs::write(&target, &good).unwrap();
+        std::os::unix::fs::symlink(&target, d.state()).unwrap();
+        assert!(refusal(&journal, "j").contains("not a regular file"));
     }
 }
