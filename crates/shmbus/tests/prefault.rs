@@ -151,7 +151,7 @@ fn a_prefaulted_pool_takes_no_faults_on_its_first_pass() {
         Pool::prefault,
         first_pass,
     );
-    check("pool", (len * workers as usize / PAGE) as u64, cold, warm);
+    check("pool", (len * workers / PAGE) as u64, cold, warm);
     // Jobs are whole after it (it changes no byte).
     let mut disp = warm_pool.dispatcher().unwrap();
     let mut w = warm_pool.worker().unwrap();
