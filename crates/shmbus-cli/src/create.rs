@@ -43,8 +43,9 @@ pub struct Args {
     pub kind: CreateKind,
     /// The channel's name.
     pub name: String,
-    /// Topic: largest message in bytes (default 4096).
-    #[arg(long, value_name = "BYTES")]
+    /// Topic: largest message in bytes, K, M, G suffixes allowed (powers of 1024; default
+    /// 4096).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub slot_size: Option<usize>,
     /// Topic: messages kept for random access (default 16).
     #[arg(long, value_name = "N")]
@@ -63,14 +64,14 @@ pub struct Args {
     /// of at least one page, K/M/G suffixes allowed (default 1M).
     #[arg(long, value_name = "N", value_parser = crate::units::size_usize)]
     pub capacity: Option<usize>,
-    /// Queue: largest message in bytes (default 1024).
-    #[arg(long, value_name = "BYTES")]
+    /// Queue: largest message in bytes, K, M, G suffixes allowed (default 1024).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub max_element_size: Option<usize>,
     /// Pool: most workers attached at once, 1..=64 (default 8).
     #[arg(long, value_name = "N")]
     pub max_workers: Option<usize>,
-    /// Pool: largest job in bytes (default 4096).
-    #[arg(long, value_name = "BYTES")]
+    /// Pool: largest job in bytes, K, M, G suffixes allowed (default 4096).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub max_job_size: Option<usize>,
     /// File mode of the created channel, in octal (default 600). An existing channel keeps
     /// its own.

@@ -74,8 +74,8 @@ pub struct RoleArgs {
     /// Topics: the one a producer writes, or those a consumer reads (comma-separated).
     #[arg(long, value_delimiter = ',')]
     topics: Vec<String>,
-    /// Producer: message size.
-    #[arg(long, default_value_t = 64)]
+    /// Producer: message size in bytes, K, M, G suffixes allowed.
+    #[arg(long, default_value = "64", value_name = "BYTES", value_parser = crate::units::size_usize)]
     bytes: usize,
     /// Producer: write in place through `loan` instead of `publish`.
     #[arg(long)]

@@ -394,3 +394,77 @@ fn one_line_usage_error(text: &str) -> String {
         format!("{error} ({}; see `shmbus --help`)", tips.join("; "))
     }
 }
+
+#[cfg(test)]
+mod size_flags {
+    //! Every size flag of every verb goes through [`units::size`]: found by walking clap's
+    //! command tree, so a size flag added later is checked without being listed here.
+
+    use super::command;
+
+    /// Whether `arg` takes a size in bytes: by its name or its value name.
+    fn is_size_flag(arg: &clap::Arg) -> bool {
+        let long = arg.get_long().unwrap_or_default();
+        let value_names = arg.get_value_names().unwrap_or_default();
+        long.split('-').any(|w| matches!(w, "size" | "bytes" | "capacity" | "len" | "length"))
+            || value_names.iter().any(|v| matches!(v.as_str(), "BYTES" | "B" | "SIZE"))
+    }
+
+    /// Every `(verb path, flag)` in the tree under `cmd`, hidden verbs included.
+    fn walk(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Vec<(String, clap::Arg)>) {
+        for arg in cmd.get_arguments().filter(|a| is_size_flag(a)) {
+            out.push((path.join(" "), arg.clone()));
+        }
+        for sub in cmd.get_subcommands() {
+            path.push(sub.get_name().to_owned());
+            walk(sub, path, out);
+            path.pop();
+        }
+    }
+
+    /// The value `--flag text` parses to, in bytes, through `arg`'s own parser (the flag alone
+    /// in a command, so the verb's other required arguments do not matter).
+    fn parsed(arg: &clap::Arg, text: &str) -> Result<u64, String> {
+        let id = arg.get_id().as_str().to_owned();
+        let long = format!("--{}", arg.get_long().expect("size flags are long flags"));
+        let cmd = clap::Command::new("t").arg(arg.clone().required(false).num_args(1).action(clap::ArgAction::Set));
+        let m = cmd.try_get_matches_from(["t", long.as_str(), text]).map_err(|e| e.kind().to_string())?;
+        if let Ok(Some(v)) = m.try_get_one::<usize>(&id) {
+            return Ok(*v as u64);
+        }
+        if let Ok(Some(v)) = m.try_get_one::<u64>(&id) {
+            return Ok(*v);
+        }
+        panic!("{long}: parsed to neither usize nor u64 bytes")
+    }
+
+    #[test]
+    fn every_size_flag_takes_the_same_suffixes() {
+        let mut flags = Vec::new();
+        walk(&command(), &mut Vec::new(), &mut flags);
+        let names: Vec<String> =
+            flags.iter().map(|(verb, a)| format!("{verb} --{}", a.get_long().unwrap_or_default())).collect();
+        // The walk finds the flags the issue named (and so is not vacuous).
+        for must in ["create --slot-size", "create --max-element-size", "create --max-job-size", "pub --slot-size"] {
+            assert!(names.iter().any(|n| n == must), "{must} not found among {names:?}");
+        }
+        for ((_, arg), name) in flags.iter().zip(&names) {
+            for (text, bytes) in [
+                ("4096", 4096u64),
+                ("4K", 4096),
+                ("4KiB", 4096),
+                ("4k", 4096),
+                ("64KiB", 65536),
+                ("1M", 1 << 20),
+                ("1MiB", 1 << 20),
+                ("2G", 2 << 30),
+                ("512B", 512),
+            ] {
+                assert_eq!(parsed(arg, text), Ok(bytes), "{name} {text}");
+            }
+            for bad in ["4KB", "four", "4X", "-4K"] {
+                assert!(parsed(arg, bad).is_err(), "{name} {bad} must be refused");
+            }
+        }
+    }
+}

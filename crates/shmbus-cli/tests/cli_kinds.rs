@@ -358,3 +358,19 @@ fn pool_worker_exits_0_when_its_dispatcher_finished_and_1_when_it_died() {
     let err = one_error_line(&out);
     assert!(err.contains("dispatcher of d/p died after 1 job(s)"), "{err}");
 }
+
+/// `create` takes the size suffixes `pub` takes, and they mean the same bytes: a channel
+/// made by `create --slot-size 4K` is the one `pub --slot-size 4096` expects.
+#[test]
+fn create_size_flags_take_the_suffixes_pub_takes() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "d", "--kind", "topic", "t", "--slot-size", "4K"]);
+    assert_eq!(r.json(&["info", "--domain", "d", "t", "--json"])["params"]["slot_size"], 4096);
+    r.ok(&["pub", "--domain", "d", "t", "--slot-size", "4096", "--data", "x"]);
+    r.ok(&["create", "--domain", "d", "--kind", "queue", "q", "--max-element-size", "2KiB", "--capacity", "8"]);
+    assert_eq!(r.json(&["info", "--domain", "d", "q", "--json"])["params"]["max_element_size"], 2048);
+    r.ok(&["create", "--domain", "d", "--kind", "pool", "p", "--max-job-size", "1M"]);
+    assert_eq!(r.json(&["info", "--domain", "d", "p", "--json"])["max_job_size"], 1 << 20);
+    let e = r.fails(&["create", "--domain", "d", "--kind", "topic", "u", "--slot-size", "4KB"]);
+    assert!(e.contains("powers of 1024"), "{e}");
+}
