@@ -485,3 +485,30 @@ fn tier_with_zstd_then_every_reader_reads_through_it() {
     assert!(lines.iter().any(|l| l.starts_with("damaged: ")), "{lines:?}");
     assert!(last.contains("damaged range(s) were skipped"), "{last}");
 }
+
+#[test]
+fn a_key_file_over_one_mib_is_refused_not_cut() {
+    let r = Root::new();
+    let j = r.jdir("keys");
+    // Key 1, comment lines up to exactly 1 MiB, then the rotation key 2 (the one that must
+    // seal new entries): read up to 1 MiB, the file would look valid with key 1 alone.
+    let mut text = format!("1 {}\n", "11".repeat(32));
+    while text.len() < 1 << 20 {
+        let line = ((1 << 20) - text.len()).min(100);
+        text.push_str(&"#".repeat(line - 1));
+        text.push('\n');
+    }
+    text.push_str(&format!("2 {}\n", "22".repeat(32)));
+    let path = r.0.join("big");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let k = path.to_str().unwrap();
+    for args in [
+        &["journal", "append", "--dir", &j, "--key-file", k, "--data", "x"][..],
+        &["journal", "dump", "--dir", &j, "--key-file", k],
+    ] {
+        let e = r.fails(args);
+        assert!(e.contains(k) && e.contains("1048576 bytes") && e.contains("larger than"), "{args:?}: {e}");
+    }
+    assert!(!Path::new(&j).exists(), "nothing appended with a refused key file");
+}

@@ -984,3 +984,44 @@ fn status_is_read_only() {
     assert!(dir.join(index_file_name(0)).exists());
     assert!(matches!(Journal::status(dir.join("missing")), Err(OpenError::NotFound { .. })));
 }
+
+/// A key file larger than the limit is refused whole with `TooLarge` naming it, even when the
+/// cut would fall at a line boundary and leave a valid key file: the key past the limit (the
+/// one sealing new entries) must never be ignored. A file of exactly the limit is read.
+#[test]
+fn a_key_file_over_the_limit_is_refused_not_cut() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use shmbus::journal::{KeyFileError, Keyring};
+    let (dir, _s) = fresh_dir("journal-keyfile-limit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let limit = Keyring::MAX_FILE_LEN as usize;
+    let first = format!("1 {}\n", "11".repeat(32));
+    // Comment lines fill the file up to exactly the limit.
+    let mut text = first.clone();
+    while text.len() < limit {
+        let room = limit - text.len();
+        let line = if room > 200 { 100 } else { room };
+        text.push_str(&"#".repeat(line - 1));
+        text.push('\n');
+    }
+    assert_eq!(text.len(), limit);
+    let path = dir.join("keys");
+    let write = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    write(&text);
+    assert_eq!(Keyring::load(&path).unwrap().current_id(), 1, "a file of exactly the limit is read");
+    // The rotation key past the limit.
+    text.push_str(&format!("2 {}\n", "22".repeat(32)));
+    write(&text);
+    match Keyring::load(&path) {
+        Err(KeyFileError::TooLarge { path: p, limit: l }) => {
+            assert_eq!((p.as_path(), l), (path.as_path(), Keyring::MAX_FILE_LEN));
+        }
+        other => panic!("a key file over the limit must be refused, got {other:?}"),
+    }
+    let e = Keyring::load(&path).unwrap_err().to_string();
+    assert!(e.contains(path.to_str().unwrap()) && e.contains(&limit.to_string()), "{e}");
+}

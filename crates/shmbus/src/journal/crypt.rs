@@ -77,6 +77,14 @@ pub enum KeyFileError {
         /// The owner, in words (`uid N (name)`).
         owner: String,
     },
+    /// The file is larger than a key file may be ([`Keyring::MAX_FILE_LEN`] bytes): it is
+    /// refused whole, never read in part (a key past the limit would be ignored).
+    TooLarge {
+        /// The key file.
+        path: std::path::PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
+    },
 }
 
 impl fmt::Display for KeyFileError {
@@ -100,6 +108,12 @@ impl fmt::Display for KeyFileError {
                  own it yourself, or trust that user with {}",
                 crate::domain::TRUST_ENV
             ),
+            KeyFileError::TooLarge { path, limit } => write!(
+                f,
+                "the key file {} is larger than {limit} bytes, the most a key file may hold; it was not read \
+                 (a key file is one `<id> <64 hex digits>` line per key: remove the keys no entry uses)",
+                path.display()
+            ),
         }
     }
 }
@@ -107,6 +121,10 @@ impl fmt::Display for KeyFileError {
 impl std::error::Error for KeyFileError {}
 
 impl Keyring {
+    /// The most bytes a key file may hold (1 MiB: some fifteen thousand keys). A larger file
+    /// is refused with [`KeyFileError::TooLarge`], never read in part.
+    pub const MAX_FILE_LEN: u64 = 1 << 20;
+
     /// A keyring of one key, `id`, which is current.
     pub fn new(id: u32, key: [u8; 32]) -> Keyring {
         Keyring { keys: BTreeMap::from([(id, key)]), current: id }
@@ -180,12 +198,21 @@ impl Keyring {
         if mode & 0o077 != 0 {
             return Err(KeyFileError::TooOpen { mode });
         }
-        // A key file is a few lines: refuse to read a huge one into memory.
-        let mut text = String::new();
-        (&mut f).take(1 << 20).read_to_string(&mut text).map_err(|e| match e.kind() {
-            io::ErrorKind::InvalidData => KeyFileError::Syntax { line: 0, what: "the file is not UTF-8 text" },
-            _ => KeyFileError::Io(e),
-        })?;
+        // A key file is a few lines: refuse a huge one whole rather than read it into memory,
+        // and never read it in part (the keys past the cut would be ignored, the last one
+        // sealing new entries among them). One byte more than the limit is read to tell a
+        // file of exactly the limit from a longer one, whatever its size said (it may grow).
+        let too_large = || KeyFileError::TooLarge { path: path.to_owned(), limit: Keyring::MAX_FILE_LEN };
+        if meta.len() > Keyring::MAX_FILE_LEN {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        (&mut f).take(Keyring::MAX_FILE_LEN + 1).read_to_end(&mut bytes).map_err(KeyFileError::Io)?;
+        if bytes.len() as u64 > Keyring::MAX_FILE_LEN {
+            return Err(too_large());
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| KeyFileError::Syntax { line: 0, what: "the file is not UTF-8 text" })?;
         Keyring::parse(&text)
     }
 }
