@@ -19,7 +19,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use serde::Serialize;
 use shmbus::journal::{
     open_error_message, Appender, EntryCipher, Journal, JournalConfig, JournalRecvTimeoutError, JournalStatus,
-    JournalTryRecvError, Keyring, Retention, RollCycle, Tailer, XChaCha20Poly1305Cipher,
+    JournalTryRecvError, KeyFileError, Keyring, Retention, RollCycle, Tailer, XChaCha20Poly1305Cipher,
 };
 use shmbus::OpenError;
 
@@ -79,7 +79,11 @@ impl KeyArg {
     /// The cipher of `--key-file`, if given.
     pub(crate) fn cipher(&self) -> Result<Option<Arc<dyn EntryCipher>>> {
         let Some(path) = &self.key_file else { return Ok(None) };
-        let keys = Keyring::load(path).map_err(|e| CliError::msg(format!("--key-file {}: {e}", path.display())))?;
+        let keys = Keyring::load(path).map_err(|e| match e {
+            // Names the file already.
+            KeyFileError::TooLarge { .. } => CliError::msg(format!("--key-file: {e}")),
+            e => CliError::msg(format!("--key-file {}: {e}", path.display())),
+        })?;
         Ok(Some(Arc::new(XChaCha20Poly1305Cipher::new(&keys))))
     }
 }
@@ -350,7 +354,45 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<()> {
 /// Opens the journal in `dir`, creating it with `config` if it does not exist. Errors name
 /// the directory and say what to do.
 pub fn open(dir: &Path, config: &JournalConfig) -> Result<Journal> {
-    Journal::create_or_open(dir, config).map_err(|e| open_failed(dir, e))
+    let j = Journal::create_or_open(dir, config).map_err(|e| open_failed(dir, e))?;
+    say_recovered(&j);
+    Ok(j)
+}
+
+/// Says on stderr, one `lost:` line each, what the recovery this open ran removed from the
+/// journal (a data file cut mid-entry, junk after a crash): the verbs that write or manage
+/// a journal report it once, when it happens; the verbs that read it report every loss
+/// recorded ([`open_to_read`]).
+fn say_recovered(j: &Journal) {
+    for lost in j.recovery().iter().filter_map(|r| r.lost()) {
+        eprintln!("lost: {}: {lost}", j.dir().display());
+    }
+}
+
+/// Opens an existing journal to read it (`dump`, `tail`, `replay`) and says on stderr, one
+/// `lost:` line each, every loss recovery has recorded for its cycles (by this open or an
+/// earlier one, in any process), as damaged ranges are reported. Returns how many, for the
+/// exit status: reading a journal that lost entries exits non-zero, after every remaining
+/// entry.
+pub fn open_to_read(dir: &Path) -> Result<(Journal, u64)> {
+    let j = Journal::open(dir).map_err(|e| open_failed(dir, e))?;
+    let mut lost = match j.lost_entries() {
+        Ok(lost) => lost,
+        Err(e) => {
+            eprintln!("lost: {}: unknown: {}", dir.display(), open_error_message(&e));
+            vec![]
+        }
+    };
+    // A loss this open could not record (no space for the log) is reported all the same.
+    for now in j.recovery().iter().filter_map(|r| r.lost()) {
+        if !lost.iter().any(|l| (l.cycle, l.from, l.to) == (now.cycle, now.from, now.to)) {
+            lost.push(now);
+        }
+    }
+    for l in &lost {
+        eprintln!("lost: {l}");
+    }
+    Ok((j, lost.len() as u64))
 }
 
 /// What a failed open of the journal in `dir` means, in the CLI's words.
@@ -372,7 +414,9 @@ fn open_failed(dir: &Path, e: OpenError) -> CliError {
 
 /// Opens an existing journal.
 pub fn open_existing(dir: &Path) -> Result<Journal> {
-    Journal::open(dir).map_err(|e| open_failed(dir, e))
+    let j = Journal::open(dir).map_err(|e| open_failed(dir, e))?;
+    say_recovered(&j);
+    Ok(j)
 }
 
 /// One appended entry as a line of output.
@@ -520,6 +564,8 @@ survivable!(survivable_now, JournalTryRecvError, key_message_now);
 struct Skipped {
     /// Damaged ranges and corrupt entries.
     damaged: u64,
+    /// Ranges of entries recovery removed ([`open_to_read`]).
+    lost: u64,
     /// Encrypted entries without their key, or failing authentication.
     undecrypted: u64,
 }
@@ -527,6 +573,18 @@ struct Skipped {
 impl Skipped {
     /// The error `dump` and `tail` end with when they skipped anything.
     fn check(&self, dir: &Path) -> Result<()> {
+        if self.lost > 0 {
+            let damaged = match self.damaged {
+                0 => String::new(),
+                n => format!(" and {n} damaged range(s) were skipped"),
+            };
+            return Err(CliError::msg(format!(
+                "{}: {} range(s) of entries were lost in recovery{damaged} (listed above); every remaining entry was \
+                 printed. Restore the cycle files from a copy if you have one",
+                dir.display(),
+                self.lost
+            )));
+        }
         if self.damaged > 0 {
             return Err(CliError::msg(format!(
                 "{}: {} damaged range(s) were skipped (listed above); every healthy entry was printed. \
@@ -550,7 +608,7 @@ impl Skipped {
 
 fn dump(a: &DumpArgs) -> Result<()> {
     let cipher = a.key.cipher()?;
-    let j = open_existing(&a.dir.dir)?;
+    let (j, lost) = open_to_read(&a.dir.dir)?;
     let mut t = positioned(&j, &a.from, Journal::tailer)?;
     t.set_cipher(cipher);
     let progress = match crate::progress::allowed(a.quiet, a.json) && !std::io::stdout().is_terminal() {
@@ -562,7 +620,7 @@ fn dump(a: &DumpArgs) -> Result<()> {
     };
     let mut out = std::io::stdout().lock();
     let mut lines = a.json.then(JsonLines::new);
-    let mut skipped = Skipped::default();
+    let mut skipped = Skipped { lost, ..Skipped::default() };
     loop {
         match t.try_recv_ref() {
             Ok(e) => {
@@ -592,7 +650,7 @@ fn reader_message(e: &OpenError) -> String {
 
 fn tail(a: &TailArgs) -> Result<()> {
     let cipher = a.key.cipher()?;
-    let j = open_existing(&a.dir.dir)?;
+    let (j, lost) = open_to_read(&a.dir.dir)?;
     let mut t = match &a.reader {
         Some(name) => j.reader(name).map_err(|e| reader_error(&a.dir.dir, name, e))?,
         None => positioned(&j, &a.from, Journal::tailer_at_end)?,
@@ -602,7 +660,7 @@ fn tail(a: &TailArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut lines = a.json.then(JsonLines::new);
     let mut received = 0u64;
-    let mut skipped = Skipped::default();
+    let mut skipped = Skipped { lost, ..Skipped::default() };
     while a.count.is_none_or(|n| received < n) {
         let got = match timeout {
             Some(d) => t.recv_ref_timeout(d),
@@ -681,8 +739,25 @@ struct InfoJson<'a> {
     storage: Option<StorageJson<'a>>,
     cycles: Vec<CycleJson>,
     unreadable_cycles: Vec<UnreadableCycleJson<'a>>,
+    /// What recovery removed from the cycles present.
+    lost_entries: Vec<LostJson>,
+    /// Why the recovery log could not be read (`lost_entries` is then unknown).
+    recovery_log_error: Option<&'a str>,
     readers: Vec<ReaderJson<'a>>,
     retention: RetentionJson,
+}
+
+/// Entries recovery removed, in `journal info --json`: global indices `from..to` (`count`
+/// of them; 0 when a cycle was moved aside and the count is unknown).
+#[derive(Debug, Serialize)]
+struct LostJson {
+    cycle: u64,
+    from: u64,
+    to: u64,
+    count: u64,
+    bytes: u64,
+    at_ns: u64,
+    moved_aside: Option<String>,
 }
 
 /// `append_rate` of `journal info --json`.
@@ -767,6 +842,14 @@ fn snapshots(dir: &Path, window: Duration) -> Result<(JournalStatus, Option<Appe
 
 fn info(a: &InfoArgs) -> Result<()> {
     let (info, rate) = snapshots(&a.dir.dir, a.rate_window)?;
+    // Said on stderr too, as readers say them, so that a script reading only the numbers
+    // still shows them.
+    for l in &info.lost_entries {
+        eprintln!("lost: {l}");
+    }
+    if let Some(e) = &info.recovery_log_error {
+        eprintln!("lost: {}: unknown: {e}", a.dir.dir.display());
+    }
     let entries: u64 = info.cycles.iter().map(|c| c.entries).sum();
     if a.json {
         print_json(&InfoJson {
@@ -810,6 +893,20 @@ fn info(a: &InfoArgs) -> Result<()> {
                 .iter()
                 .map(|(c, why)| UnreadableCycleJson { cycle: *c, error: why })
                 .collect(),
+            lost_entries: info
+                .lost_entries
+                .iter()
+                .map(|l| LostJson {
+                    cycle: l.cycle,
+                    from: l.from,
+                    to: l.to,
+                    count: l.count(),
+                    bytes: l.bytes,
+                    at_ns: l.at_ns,
+                    moved_aside: l.moved_aside.clone(),
+                })
+                .collect(),
+            recovery_log_error: info.recovery_log_error.as_deref(),
             readers: readers_json(&info),
             retention: RetentionJson {
                 max_cycles: info.retention.max_cycles,
@@ -862,6 +959,13 @@ fn info(a: &InfoArgs) -> Result<()> {
     }
     for (c, why) in &info.unreadable_cycles {
         writeln!(out, "  cycle {c:<8} UNREADABLE: {why}")?;
+    }
+    for l in &info.lost_entries {
+        let count = match l.moved_aside {
+            Some(_) => "an unknown number of entries (data file moved aside)".to_owned(),
+            None => format!("{} entries, {} bytes", l.count(), l.bytes),
+        };
+        writeln!(out, "  cycle {:<8} LOST in recovery: indices {}..{} ({count})", l.cycle, l.from, l.to)?;
     }
     writeln!(out, "readers       {}", info.readers.len())?;
     for r in &info.readers {

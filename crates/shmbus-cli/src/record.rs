@@ -35,7 +35,7 @@ use shmbus::time::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
 
-use crate::journal::{open, open_existing, KeyArg};
+use crate::journal::{open, open_to_read, KeyArg};
 use crate::output::JsonLines;
 use crate::{CliError, Ctx, Result};
 
@@ -397,7 +397,7 @@ fn check_topics_recorded(j: &Journal, args: &ReplayArgs, cipher: &Option<Arc<dyn
 pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let cipher = args.key.cipher()?;
-    let j = open_existing(&args.dir)?;
+    let (j, lost) = open_to_read(&args.dir)?;
     check_topics_recorded(&j, args, &cipher)?;
     let mut t = match args.from_ts {
         Some(ts) => j.tailer_at_time(ts),
@@ -493,6 +493,12 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
         JsonLines::new().write(&mut out, &ReplayJson { messages: total, topics })?;
     } else {
         writeln!(out, "replayed {total} message(s) to {} topic(s) in domain {}", counts.len(), args.domain)?;
+    }
+    if lost > 0 {
+        return Err(CliError::msg(format!(
+            "{}: {lost} range(s) of the recording were lost in recovery (listed above); everything else was replayed",
+            args.dir.display()
+        )));
     }
     if damaged > 0 {
         return Err(CliError::msg(format!(

@@ -182,8 +182,10 @@ fn info_readers_and_gc_json_shapes() {
             "first_index",
             "format_version",
             "hot_file_bytes",
+            "lost_entries",
             "next_index",
             "readers",
+            "recovery_log_error",
             "retention",
             "storage",
             "unreadable_cycles"
@@ -555,6 +557,61 @@ fn dump_over_a_damaged_journal_reports_the_damage_and_prints_every_healthy_entry
     r.ok(&["journal", "append", "--dir", &j, "--data", "after"]);
     let out = r.run(&["journal", "dump", "--dir", &j]);
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().last(), Some("after"));
+}
+
+#[test]
+fn entries_recovery_cuts_off_are_reported_by_every_reader_and_info() {
+    let r = Root::new();
+    let j = r.jdir("cut");
+    let lines = fill(&r, &j);
+    // Cut the data file in the middle of entry 150's payload, as a crash of the storage or a
+    // careless copy leaves it.
+    let data = Path::new(&j).join("000000000000.sbjd");
+    let bytes = std::fs::read(&data).unwrap();
+    let at = bytes.windows(10).position(|w| w == b"entry-150-").expect("entry 150 is in the data file");
+    std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(at as u64 + 20).unwrap();
+    let lost_line = "lost: journal entries 150..200 of cycle 0 were lost (50 entries";
+
+    // `dump` (the first to open it: it recovers) prints the 150 sound entries, one `lost:`
+    // line, and exits 1 with the count.
+    let dumped = |what: &str| {
+        let out = r.run(&["journal", "dump", "--dir", &j]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{what}: lost entries make the exit status 1: {err}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(stdout.lines().collect::<Vec<_>>(), lines[..150].iter().map(String::as_str).collect::<Vec<_>>());
+        let err_lines: Vec<&str> = err.lines().collect();
+        assert_eq!(err_lines.len(), 2, "{what}: {err}");
+        assert!(err_lines[0].starts_with(lost_line), "{what}: {err}");
+        assert!(
+            err_lines[1].starts_with("shmbus: ") && err_lines[1].contains("1 range(s) of entries were lost"),
+            "{err}"
+        );
+    };
+    dumped("the recovering open");
+    // Recovery is done, but the loss is not forgotten: a later reader reports it too.
+    dumped("a later open");
+
+    // `info` (read-only) says it too: on stderr, in its text and in its JSON; exit 0.
+    let out = r.run(&["journal", "info", "--dir", &j]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with(lost_line), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("LOST in recovery: indices 150..200 (50 entries"), "{text}");
+    let info = r.json(&["journal", "info", "--dir", &j, "--json"]);
+    assert_eq!(info["entries"], 150);
+    let lost = &info["lost_entries"][0];
+    assert_eq!((lost["cycle"].as_u64(), lost["from"].as_u64(), lost["to"].as_u64()), (Some(0), Some(150), Some(200)));
+    assert_eq!(lost["count"], 50, "{info}");
+    assert!(info["recovery_log_error"].is_null(), "{info}");
+
+    // Appending goes on at index 150; readers still say what was lost before.
+    let out = r.ok(&["journal", "append", "--dir", &j, "--data", "after", "--json"]);
+    assert_eq!(json_lines(&out)[0]["index"], 150);
+    let out = r.run(&["journal", "tail", "--dir", &j, "--from", "150", "--count", "1", "--timeout-ms", "5000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "after\n");
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with(lost_line));
 }
 
 #[test]

@@ -313,7 +313,26 @@ fn recovers_from_truncation_and_zeroed_tail() {
     // Appending continues at the dense index after the last good entry.
     assert_eq!(j.appender().unwrap().send(&payload(50, 100)).unwrap(), 50);
     assert_eq!(read_all(&j), (0..51).collect::<Vec<_>>());
+    // What recovery cut off is recorded: this open, a later one (which recovers nothing)
+    // and the read-only status all report entries 50..100 of cycle 0 as lost.
+    let lost = rep[0].lost().expect("recovery lost entries");
+    assert_eq!((lost.cycle, lost.from, lost.to, lost.count()), (0, 50, 100, 50));
+    assert!(lost.to_string().contains("journal entries 50..100 of cycle 0 were lost (50 entries"), "{lost}");
+    let recorded: Vec<_> = j.lost_entries().unwrap().iter().map(|l| (l.cycle, l.from, l.to, l.bytes)).collect();
+    assert_eq!(recorded, [(0, 50, 100, lost.bytes)]);
+    assert!(lost.bytes > 0);
     drop(j);
+    let j = Journal::open(&dir).unwrap();
+    assert!(j.recovery().is_empty(), "a clean reopen recovers nothing");
+    assert_eq!(j.lost_entries().unwrap().iter().map(|l| (l.from, l.to)).collect::<Vec<_>>(), [(50, 100)]);
+    drop(j);
+    let st = Journal::status(&dir).unwrap();
+    assert_eq!(st.lost_entries.iter().map(|l| (l.cycle, l.from, l.to)).collect::<Vec<_>>(), [(0, 50, 100)]);
+    assert_eq!(st.recovery_log_error, None);
+    // A recovery log that is not one is an error, not silence.
+    std::fs::write(dir.join(shmbus::journal::RECOVERY_LOG), "junk\n").unwrap();
+    assert!(Journal::open(&dir).unwrap().lost_entries().is_err());
+    assert!(Journal::status(&dir).unwrap().recovery_log_error.is_some_and(|e| e.contains("not a recovery record")));
 
     // Zeroed tail (a lost page cache): zero from the middle of entry 70 on.
     let (dir, _c2) = fresh_dir("jt-zero");

@@ -21,7 +21,7 @@ use super::format::{
     READERS_LOCK_FILE, ROLL_NEVER, ROLL_TIME, UNIT,
 };
 use super::readers::ReaderInfo;
-use super::recovery::RecoveryReport;
+use super::recovery::{read_recovery_log, LostEntries, RecoveryReport};
 use super::retention::{GcReport, Retention};
 use super::tailer::Tailer;
 use super::tier::TierReport;
@@ -451,6 +451,11 @@ impl Journal {
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = crate::sys::fs::flock(&inner.meta.file, FlockOp::Shared);
         inner.recovery = res?;
+        if alone {
+            // Every later opener reports these losses too (`lost_entries`). Not being able
+            // to record them (no space) does not fail the open: this handle reports them.
+            let _ = inner.record_losses(&inner.recovery);
+        }
         lock.map_err(|e| OpenError::io(meta_path, e))?;
         let j = Journal { inner: Arc::new(inner) };
         j.inner.reclaim();
@@ -472,6 +477,14 @@ impl Journal {
     /// were open).
     pub fn recovery(&self) -> &[RecoveryReport] {
         &self.inner.recovery
+    }
+
+    /// The entries open-time recovery has removed from the cycles still present, by this
+    /// open or an earlier one in any process (read from the journal's recovery log; oldest
+    /// first). Tools report them the way they report damaged ranges.
+    pub fn lost_entries(&self) -> Result<Vec<LostEntries>, OpenError> {
+        let cycles = self.inner.list_cycles().map_err(|e| OpenError::io(&self.inner.dir, e))?;
+        read_recovery_log(&self.inner.dir, &self.inner.trust, &cycles)
     }
 
     /// A new appender (any number per process and across processes).
@@ -588,6 +601,11 @@ impl Journal {
                 bucket_start_ns: cy.hdr.bucket_start,
             });
         }
+        let present: Vec<u64> = cycles.iter().map(|c| c.cycle).chain(unreadable_cycles.iter().map(|u| u.0)).collect();
+        let (lost_entries, recovery_log_error) = match read_recovery_log(&dir, &trust, &present) {
+            Ok(lost) => (lost, None),
+            Err(e) => (Vec::new(), Some(open_error_message(&e))),
+        };
         let first_index = cycles.first().map_or(0, |c| c.first_index);
         let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
         // Live ones: status reclaims nothing, so a dead appender's entry may still be there.
@@ -602,6 +620,8 @@ impl Journal {
             archive_file_bytes: cycles.iter().filter(|c| c.archived).map(|c| c.file_bytes).sum(),
             cycles,
             unreadable_cycles,
+            lost_entries,
+            recovery_log_error,
             readers: super::readers::readers_of(&meta),
             appenders,
             storage: super::Storage::of(&dir).ok(),
@@ -738,6 +758,11 @@ pub struct JournalStatus {
     /// a regular file), with what is wrong. Readers report them as
     /// [`JournalRecvError::Damaged`] and read on after them.
     pub unreadable_cycles: Vec<(u64, String)>,
+    /// Entries open-time recovery removed from the cycles present ([`Journal::lost_entries`]).
+    pub lost_entries: Vec<LostEntries>,
+    /// Why the recovery log could not be read, if it could not (then `lost_entries` is empty
+    /// and unknown).
+    pub recovery_log_error: Option<String>,
     /// Oldest retained global index.
     pub first_index: u64,
     /// Index the next entry will get.

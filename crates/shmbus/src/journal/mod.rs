@@ -137,7 +137,7 @@ pub use format::JOURNAL_FORMAT_VERSION;
 #[cfg(not(loom))]
 pub use readers::ReaderInfo;
 #[cfg(not(loom))]
-pub use recovery::RecoveryReport;
+pub use recovery::{LostEntries, RecoveryReport, RECOVERY_LOG};
 #[cfg(not(loom))]
 pub use retention::{GcReport, Retention};
 #[cfg(not(loom))]

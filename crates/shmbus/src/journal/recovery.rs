@@ -1,6 +1,8 @@
 //! Recovery: reclaiming dead appenders' claims, and the open-time scan of the current
 //! cycle after an unclean stop.
 
+use std::path::Path;
+
 use crate::error::OpenError;
 use crate::sync::Ordering;
 use crate::sys::{process_is_alive, ProcessId};
@@ -14,9 +16,12 @@ use super::format::{
 
 /// What open-time recovery found in a cycle after an unclean stop.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// The cycle scanned.
     pub cycle: u64,
+    /// The global index of the cycle's first entry.
+    pub first_index: u64,
     /// Entries kept (committed or abandoned) in the cycle.
     pub kept_entries: u64,
     /// Claimed entries dropped (never committed, or corrupt, or cut off).
@@ -30,6 +35,161 @@ pub struct RecoveryReport {
     pub damaged_ranges: u64,
     /// Why the scan stopped.
     pub reason: ScanStop,
+    /// The cycle's data file had no readable header: it was moved aside under this name (in
+    /// the journal directory) and the cycle started again empty. Its entries are lost; how
+    /// many is not known.
+    pub moved_aside: Option<String>,
+}
+
+impl RecoveryReport {
+    /// What this recovery lost, if anything: the entries it cut off (or the whole cycle it
+    /// moved aside), with `at_ns` the time of this call. Recorded in the journal's recovery
+    /// log when the journal is opened, so every later opener sees it too
+    /// ([`Journal::lost_entries`](super::Journal::lost_entries)).
+    pub fn lost(&self) -> Option<LostEntries> {
+        (self.dropped_entries > 0 || self.moved_aside.is_some()).then(|| LostEntries {
+            cycle: self.cycle,
+            from: self.first_index + self.kept_entries,
+            to: self.first_index + self.kept_entries + self.dropped_entries,
+            bytes: self.dropped_bytes,
+            at_ns: realtime_ns(),
+            moved_aside: self.moved_aside.clone(),
+        })
+    }
+}
+
+/// The name of the journal's recovery log, in the journal directory: one line per loss
+/// recovery made ([`LostEntries`]), kept while the cycle it is in exists.
+pub const RECOVERY_LOG: &str = "recovery.log";
+
+/// The most bytes the recovery log may hold (it keeps at most [`MAX_LOG_RECORDS`] lines of
+/// well under 200 bytes); a larger file is refused as damaged, never read in part.
+const MAX_LOG_LEN: u64 = 64 << 10;
+/// The most records the recovery log keeps (the newest).
+const MAX_LOG_RECORDS: usize = 64;
+
+/// Entries that open-time recovery removed from a cycle (a data file cut mid-entry, junk
+/// after the last sound entry, a current cycle whose header was gone): what every tool
+/// that opens the journal reports, as it reports damaged ranges.
+///
+/// Their indices are given again to the entries appended after the recovery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LostEntries {
+    /// The cycle they were in.
+    pub cycle: u64,
+    /// The first global index lost.
+    pub from: u64,
+    /// One past the last global index lost (`from == to`: a cycle moved aside, count unknown).
+    pub to: u64,
+    /// Data bytes cut off (0 when unknown).
+    pub bytes: u64,
+    /// When recovery removed them (CLOCK_REALTIME ns).
+    pub at_ns: u64,
+    /// The name the cycle's unreadable data file was moved aside to, if it was.
+    pub moved_aside: Option<String>,
+}
+
+impl LostEntries {
+    /// How many entries were lost (0 when unknown: a cycle moved aside).
+    pub fn count(&self) -> u64 {
+        self.to - self.from
+    }
+
+    /// One line of the recovery log.
+    fn to_line(&self) -> String {
+        let aside = self.moved_aside.as_deref().unwrap_or("-");
+        format!("1 {} {} {} {} {} {aside}\n", self.cycle, self.from, self.to, self.bytes, self.at_ns)
+    }
+
+    /// A line of the recovery log, or `None` if it is not one this version writes.
+    fn parse_line(line: &str) -> Option<LostEntries> {
+        let w: Vec<&str> = line.split(' ').collect();
+        let [version, cycle, from, to, bytes, at_ns, aside] = w[..] else { return None };
+        let n = |s: &str| s.parse::<u64>().ok();
+        let valid_name = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        let e = LostEntries {
+            cycle: n(cycle)?,
+            from: n(from)?,
+            to: n(to)?,
+            bytes: n(bytes)?,
+            at_ns: n(at_ns)?,
+            moved_aside: match aside {
+                "-" => None,
+                a if valid_name(a) => Some(a.to_owned()),
+                _ => return None,
+            },
+        };
+        (version == "1" && e.from <= e.to).then_some(e)
+    }
+}
+
+impl std::fmt::Display for LostEntries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.moved_aside {
+            Some(aside) => write!(
+                f,
+                "journal cycle {} had no readable header and recovery moved its data file aside as {aside}: its \
+                 entries from index {} on are lost (how many is not known); restore the cycle from a copy if you \
+                 have one",
+                self.cycle, self.from
+            ),
+            None => write!(
+                f,
+                "journal entries {}..{} of cycle {} were lost ({} entr{}, {} bytes cut off by recovery after an \
+                 unclean stop or a damaged file); later entries were given their indices again",
+                self.from,
+                self.to,
+                self.cycle,
+                self.count(),
+                if self.count() == 1 { "y" } else { "ies" },
+                self.bytes
+            ),
+        }
+    }
+}
+
+/// Reads the recovery log of the journal in `dir`: its records whose cycle is in `cycles`
+/// (a cycle removed since took its losses with it). No log: none. A log that is not a
+/// regular file, belongs to a user `trust` refuses, is larger than its limit or holds a line
+/// this version does not write is an error saying so (never a partial read).
+pub(crate) fn read_recovery_log(
+    dir: &Path,
+    trust: &crate::domain::TrustPolicy,
+    cycles: &[u64],
+) -> Result<Vec<LostEntries>, OpenError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(RECOVERY_LOG);
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(crate::sys::fs::NOFOLLOW_NONBLOCK_CLOEXEC)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(OpenError::io(&path, e)),
+    };
+    super::files::require_regular(&f).map_err(|e| OpenError::io(&path, e))?;
+    super::files::check_owner(&path, &f, trust)?;
+    let mut text = String::new();
+    (&f).take(MAX_LOG_LEN + 1).read_to_string(&mut text).map_err(|e| OpenError::io(&path, e))?;
+    if text.len() as u64 > MAX_LOG_LEN {
+        return Err(OpenError::corrupt(
+            &path,
+            format!("larger than {MAX_LOG_LEN} bytes, the most a recovery log holds; it was not read (move it aside)"),
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let e = LostEntries::parse_line(line).ok_or_else(|| {
+            OpenError::corrupt(&path, format!("line {} is not a recovery record; move the file aside", i + 1))
+        })?;
+        if cycles.contains(&e.cycle) {
+            out.push(e);
+        }
+    }
+    Ok(out)
 }
 
 impl Inner {
@@ -114,15 +274,17 @@ impl Inner {
                 let aside = self.dir.join(format!("{}.corrupt-{}", data_file_name(c), now));
                 std::fs::rename(&d, &aside).map_err(|e| OpenError::io(&d, e))?;
                 let _ = std::fs::remove_file(self.dir.join(index_file_name(c)));
-                self.open_or_create_cycle(c, now)?;
+                let cy = self.open_or_create_cycle(c, now)?;
                 return Ok(vec![RecoveryReport {
                     cycle: c,
+                    first_index: cy.hdr.first_index,
                     kept_entries: 0,
                     dropped_entries: 0,
                     dropped_bytes: 0,
                     abandoned_holes: 0,
                     damaged_ranges: 0,
                     reason: ScanStop::BadHeader,
+                    moved_aside: aside.file_name().and_then(|n| n.to_str()).map(str::to_owned),
                 }]);
             }
             Err(e) => return Err(e),
@@ -232,12 +394,14 @@ impl Inner {
             return Ok(if holes > 0 || damaged > 0 {
                 vec![RecoveryReport {
                     cycle: c,
+                    first_index: cy.hdr.first_index,
                     kept_entries: n,
                     dropped_entries: 0,
                     dropped_bytes: 0,
                     abandoned_holes: holes,
                     damaged_ranges: damaged,
                     reason,
+                    moved_aside: None,
                 }]
             } else {
                 Vec::new()
@@ -260,12 +424,36 @@ impl Inner {
         let _ = crate::sys::fs::fdatasync(&cy.data_file);
         Ok(vec![RecoveryReport {
             cycle: c,
+            first_index: cy.hdr.first_index,
             kept_entries: i,
             dropped_entries: n - i,
             dropped_bytes: (u * UNIT as u64).saturating_sub(off),
             abandoned_holes: holes,
             damaged_ranges: damaged,
             reason,
+            moved_aside: None,
         }])
+    }
+
+    /// Adds what `reports` lost to the recovery log (keeping the newest records of cycles
+    /// that still exist), replacing it atomically. Called by recovery, alone (exclusive lock).
+    pub(super) fn record_losses(&self, reports: &[RecoveryReport]) -> std::io::Result<()> {
+        let lost: Vec<LostEntries> = reports.iter().filter_map(RecoveryReport::lost).collect();
+        if lost.is_empty() {
+            return Ok(());
+        }
+        let cycles = self.list_cycles()?;
+        // An unreadable old log is replaced: the losses it held are no longer known.
+        let mut all = read_recovery_log(&self.dir, &self.trust, &cycles).unwrap_or_default();
+        all.extend(lost);
+        let keep = all.len().saturating_sub(MAX_LOG_RECORDS);
+        let text: String = all[keep..].iter().map(LostEntries::to_line).collect();
+        let tmp = self.dir.join(format!(".{RECOVERY_LOG}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        super::files::create_file_atomically(&tmp, self.mode, text.len() as u64, text.as_bytes())?;
+        let _ = crate::sys::fs::fdatasync(&std::fs::File::open(&tmp)?);
+        std::fs::rename(&tmp, self.dir.join(RECOVERY_LOG)).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
     }
 }
