@@ -73,6 +73,51 @@ fn pub_into_a_block_topic_waits_up_to_timeout_ms() {
     sub.kill();
 }
 
+/// One-shot `pub` invocations, each giving up after 200 ms, get a stopped reliable `sub`
+/// evicted after about one reliable timeout (1 s) in all: the clock is the topic's, not one
+/// `pub`'s. The `sub`, resumed, says it was evicted and goes on.
+#[test]
+fn one_shot_pubs_with_a_short_timeout_evict_a_stopped_reliable_sub() {
+    let r = Root::new();
+    r.ok(&[
+        "create",
+        "--domain",
+        "d",
+        "--kind",
+        "topic",
+        "t",
+        "--policy",
+        "block",
+        "--history",
+        "4",
+        "--reliable-timeout-ms",
+        "1000",
+    ]);
+    let mut sub = stopped_reliable_sub(&r);
+    let input: String = (1..=100).map(|i| format!("{i}\n")).collect();
+    let out = r.run_stdin(&["pub", "--domain", "d", "t", "--timeout-ms", "200"], input.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "the topic never filled");
+    // Without a shared clock every `pub` starts it afresh and none ever gets through.
+    let mut timeouts = 0;
+    loop {
+        let out = r.run_stdin(&["pub", "--domain", "d", "t", "--timeout-ms", "200"], b"once\n");
+        if out.status.success() {
+            break;
+        }
+        let line = one_error_line(&out);
+        assert!(line.contains("timed out"), "{line}");
+        timeouts += 1;
+        assert!(timeouts < 15, "{timeouts} one-shot pubs of 200 ms each timed out; the reliable timeout is 1 s");
+    }
+    r.wait_info("d", "t", |v| v["status"]["reliable_subscribers"] == 0);
+    let st = Command::new("kill").args(["-CONT", &sub.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let out = sub.0.take().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "sub: {err}");
+    assert!(err.contains("evicted"), "the sub was not told: {err}");
+}
+
 #[test]
 fn policy_flags_are_checked() {
     let r = Root::new();

@@ -58,8 +58,10 @@ use crate::sys::{monotonic_ns, Access, Mapping, ProcessId, ReadOnly, ReadWrite};
 /// `b"SHMBUS\0\x01"` as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMBUS\0\x01");
 /// The segment format this library reads and writes. 5: a topic carries its delivery policy
-/// (an older build would publish into a `block` topic as if it overwrote).
-pub const FORMAT_VERSION: u32 = 5;
+/// (an older build would publish into a `block` topic as if it overwrote). 6: a topic keeps,
+/// per reliable subscriber, since when publishers have been held back by it (an older build
+/// would neither keep nor honour that clock, so a stuck subscriber could hold it for good).
+pub const FORMAT_VERSION: u32 = 6;
 /// What every kind's `Truncated` error says: the cause, what it did, and how to recover.
 pub(crate) const TRUNCATED_MSG: &str = "the channel's file was truncated by another process while this process had it mapped: what was read past the cut is zeros and what was written there is lost; stop every endpoint, remove the file (`rm` the path `shmbus info <channel>` prints) and create the channel again";
 

@@ -10,8 +10,10 @@ use loom::sync::Arc;
 use loom::thread;
 
 use shmbus::participants::{Participant, ParticipantTable};
+use shmbus::topic::protocol::{
+    held_stamp, CursorCache, CursorUpdate, DataRegion, HeldCrash, Lookup, Shared, SlotHeader,
+};
 use shmbus::topic::protocol::{Control, AUX_PENDING, ROLE_PUBLISHER, ROLE_SUBSCRIBER};
-use shmbus::topic::protocol::{CursorCache, DataRegion, Lookup, Shared, SlotHeader};
 use shmbus::ProcessId;
 
 struct Mem {
@@ -20,6 +22,7 @@ struct Mem {
     slots: Vec<SlotHeader>,
     bytes: Vec<AtomicU8>,
     parts: Vec<Participant>,
+    held: Vec<AtomicU64>,
 }
 
 const PAYLOAD: usize = 2;
@@ -32,6 +35,7 @@ impl Mem {
             slots: (0..slots).map(|_| SlotHeader::new()).collect(),
             bytes: (0..slots * PAYLOAD).map(|_| AtomicU8::new(0)).collect(),
             parts: (0..4).map(|_| Participant::new()).collect(),
+            held: (0..4).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
@@ -42,6 +46,7 @@ impl Mem {
             slots: &self.slots,
             data: DataRegion { bytes: &self.bytes, stride: PAYLOAD, slot_size: PAYLOAD },
             participants: ParticipantTable::from_slice(&self.parts),
+            held: &self.held,
         }
     }
 }
@@ -337,5 +342,82 @@ fn an_eviction_while_a_reliable_subscriber_seeks_back_is_never_undone() {
         let evicted = evictor.join().unwrap();
         assert_eq!(sh.cursor_evicted(1), evicted, "an eviction was undone (or made up)");
         assert_eq!(joined, if evicted { None } else { Some(1) }, "the join did not say what happened");
+    });
+}
+
+/// The reliable timeout of the eviction models, in (model) milliseconds.
+const TIMEOUT_MS: u64 = 10;
+
+#[test]
+fn a_publisher_after_one_that_gave_up_goes_on_with_its_clock() {
+    loom::model(|| {
+        // Subscriber 1, reliable at 1, never reads. Publisher A is held back at time 0,
+        // stamps and gives up (or dies) right after; publisher B, held back at 5, looks at
+        // the same time. Whoever stamped, the clock started by 5: a publisher held back at
+        // 16 (more than the timeout after) evicts it, though it never saw it before. The
+        // clock is one for both (as CLOCK_MONOTONIC is for every process): B moves it to 5.
+        let (mem, _) = two_messages_two_endpoints();
+        let sh = mem.shared();
+        assert_eq!(sh.join_reliable(1, 1), Some(1));
+        let clock = Arc::new(AtomicU64::new(0));
+        let a = {
+            let (mem, clock) = (mem.clone(), clock.clone());
+            thread::spawn(move || {
+                mem.shared().evict_stuck(|| clock.load(Ordering::SeqCst), TIMEOUT_MS, HeldCrash::AfterStamp)
+            })
+        };
+        clock.store(5, Ordering::SeqCst);
+        let b = sh.evict_stuck(|| clock.load(Ordering::SeqCst), TIMEOUT_MS, HeldCrash::Never);
+        assert_eq!(b, 0, "evicted before the timeout");
+        assert_eq!(a.join().unwrap(), 0, "evicted before the timeout");
+        let h = mem.held[1].load(Ordering::Relaxed);
+        assert!(h == held_stamp(0, 1) || h == held_stamp(5, 1), "held word {h:#x}");
+        assert_eq!(sh.evict_stuck(|| 9, TIMEOUT_MS, HeldCrash::Never), 0, "evicted before the timeout");
+        assert_eq!(sh.evict_stuck(|| 16, TIMEOUT_MS, HeldCrash::Never), 1, "the clock restarted");
+        assert!(sh.cursor_evicted(1));
+        assert_eq!(sh.publish_cursor(1, 2), CursorUpdate::Evicted, "the subscriber is not told");
+    });
+}
+
+#[test]
+fn an_eviction_racing_with_the_subscriber_moving_never_evicts_one_that_moved() {
+    loom::model(|| {
+        // Subscriber 1, reliable at 1, stamped stuck at time 0; at 20 (past the timeout) a
+        // publisher evicts while the subscriber moves to 2. Exactly one wins: the eviction
+        // only if the move comes after it (and the move then says so); a moved subscriber is
+        // never evicted, and its old stamp never counts for where it moved to.
+        let (mem, _) = two_messages_two_endpoints();
+        let sh = mem.shared();
+        assert_eq!(sh.join_reliable(1, 1), Some(1));
+        assert_eq!(sh.evict_stuck(|| 0, TIMEOUT_MS, HeldCrash::Never), 0);
+        let evictor = {
+            let mem = mem.clone();
+            thread::spawn(move || mem.shared().evict_stuck(|| 20, TIMEOUT_MS, HeldCrash::Never))
+        };
+        let moved = sh.publish_cursor(1, 2);
+        let evicted = evictor.join().unwrap();
+        assert_eq!(evicted == 1, moved == CursorUpdate::Evicted, "moved {moved:?}, evicted {evicted}");
+        assert_eq!(sh.cursor_evicted(1), evicted == 1);
+        if evicted == 0 {
+            // At 2 since 20 at the earliest: not stuck for the timeout at 25.
+            assert_eq!(sh.evict_stuck(|| 25, TIMEOUT_MS, HeldCrash::Never), 0, "evicted on a stale stamp");
+            assert!(!sh.cursor_evicted(1));
+        }
+    });
+}
+
+#[test]
+fn a_garbage_held_word_delays_an_eviction_by_one_timeout_at_most() {
+    loom::model(|| {
+        // A held word from the future (its tag the cursor's), and one that is all ones.
+        for garbage in [held_stamp(1_000_000, 1), u64::MAX] {
+            let (mem, _) = two_messages_two_endpoints();
+            let sh = mem.shared();
+            assert_eq!(sh.join_reliable(1, 1), Some(1));
+            mem.held[1].store(garbage, Ordering::Relaxed);
+            assert_eq!(sh.evict_stuck(|| 100, TIMEOUT_MS, HeldCrash::Never), 0);
+            assert_eq!(mem.held[1].load(Ordering::Relaxed), held_stamp(100, 1), "taken as now");
+            assert_eq!(sh.evict_stuck(|| 111, TIMEOUT_MS, HeldCrash::Never), 1);
+        }
     });
 }

@@ -83,8 +83,58 @@ fn child_entry() {
                 other => println!("@@unexpected {other:?}"),
             }
         }
+        // Publishes one message with a short timeout (a one-shot publisher that gives up).
+        "pub_once" => {
+            let mut p = topic.publisher().unwrap();
+            match p.send_timeout(b"once", Duration::from_millis(env_u64("TIMEOUT_MS"))) {
+                Ok(k) => println!("@@sent {k}"),
+                Err(TopicSendTimeoutError::Timeout) => println!("@@timeout"),
+                Err(e) => println!("@@unexpected {e:?}"),
+            }
+        }
         other => panic!("unknown role {other}"),
     }
+}
+
+/// A child stopped with SIGSTOP: alive, registered, and running no code at all. Dropping
+/// it resumes and kills it, so a failing test leaves no stopped process behind.
+struct Stopped(Child);
+
+impl Stopped {
+    /// Spawns a `stuck` child (a reliable subscriber that never reads), waits until it
+    /// subscribed, and stops it.
+    fn stuck(s: &Scratch, topic: &str) -> Stopped {
+        let mut child = spawn_child("child_entry", "stuck", &env(s, topic, &[]));
+        assert_eq!(read_line(&mut child), "ready");
+        signal(&child, libc::SIGSTOP);
+        Stopped(child)
+    }
+
+    /// Resumes it (SIGCONT) once ROOT/go exists, and returns what it printed: how it
+    /// learnt what happened to it.
+    fn resume(mut self) -> String {
+        signal(&self.0, libc::SIGCONT);
+        let line = read_line(&mut self.0);
+        assert!(wait_with_deadline(&mut self.0, 30, "resumed subscriber").success());
+        line
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            // SAFETY: kill(2) with the pid of our own child, not reaped yet (just checked).
+            unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGCONT) };
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) with a pid of our own child, which we have not waited for yet.
+    let r = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+    assert_eq!(r, 0, "kill({}, {sig})", child.id());
 }
 
 fn block_topic(d: &Domain, name: &str, timeout: Duration) -> Topic {
@@ -167,8 +217,9 @@ fn a_stuck_reliable_subscriber_is_evicted_after_the_timeout_and_told() {
     let mut child = spawn_child("child_entry", "stuck", &env(&s, "t", &[]));
     assert_eq!(read_line(&mut child), "ready");
     let mut p = topic.publisher().unwrap();
-    fill(&mut p);
+    // Before the fill: the clock starts when a publisher is first held back, in `fill`.
     let start = Instant::now();
+    fill(&mut p);
     // Alive and not reading: the publisher waits the reliable timeout, then evicts it.
     p.send_timeout(b"after", Duration::from_secs(30)).unwrap();
     assert!(start.elapsed() >= Duration::from_millis(300), "evicted before its timeout");
@@ -182,6 +233,79 @@ fn a_stuck_reliable_subscriber_is_evicted_after_the_timeout_and_told() {
     std::fs::write(s.path().join("go"), b"").unwrap();
     assert_eq!(read_line(&mut child), "evicted false");
     assert!(wait_with_deadline(&mut child, 30, "stuck subscriber").success());
+}
+
+/// Publishers that come and go, each giving up long before the reliable timeout, still get
+/// a stopped reliable subscriber evicted after about one reliable timeout in all: the clock
+/// is the topic's, not a publisher's. Then the subscriber, resumed, is told it was evicted.
+#[test]
+fn publishers_that_give_up_add_up_to_one_reliable_timeout() {
+    let s = Scratch::new("ll-oneshot");
+    let d = s.domain("p");
+    let topic = block_topic(&d, "t", Duration::from_millis(1000));
+    let stuck = Stopped::stuck(&s, "t");
+    fill(&mut topic.publisher().unwrap());
+    // Each one waits 200 ms at most: five of them make the reliable timeout (the clock
+    // started in `fill`, and runs between them too). Without a shared clock every one
+    // starts afresh and none ever gets through.
+    let mut timeouts = 0;
+    let sent = loop {
+        let mut child = spawn_child("child_entry", "pub_once", &env(&s, "t", &[("TIMEOUT_MS", "200".into())]));
+        let line = read_line(&mut child);
+        assert!(wait_with_deadline(&mut child, 30, "one-shot publisher").success());
+        match line.as_str() {
+            "timeout" => timeouts += 1,
+            l if l.starts_with("sent ") => break l.to_string(),
+            other => panic!("one-shot publisher: {other:?}"),
+        }
+        assert!(timeouts < 15, "{timeouts} one-shot publishers of 200 ms each timed out; the reliable timeout is 1 s");
+    };
+    assert_eq!(sent, "sent 9", "after {timeouts} timeouts");
+    let st = Topic::status(&d, "t").unwrap();
+    assert_eq!((st.subscribers, st.reliable_subscribers), (1, 0));
+    std::fs::write(s.path().join("go"), b"").unwrap();
+    assert_eq!(stuck.resume(), "evicted false");
+}
+
+/// Several stopped reliable subscribers at different cursors are evicted together, after
+/// one reliable timeout: not one timeout each, one after the other.
+#[test]
+fn stuck_subscribers_at_different_cursors_cost_one_reliable_timeout_together() {
+    const STUCK: u64 = 5;
+    let s = Scratch::new("ll-many");
+    let d = s.domain("p");
+    let timeout = Duration::from_millis(1000);
+    let topic = block_topic(&d, "t", timeout);
+    let mut p = topic.publisher().unwrap();
+    // Subscriber i joins before message i: it stands at cursor i.
+    let mut stuck = Vec::new();
+    for i in 1..=STUCK {
+        stuck.push(Stopped::stuck(&s, "t"));
+        assert_eq!(p.send(&i.to_le_bytes()).unwrap(), i);
+    }
+    fill(&mut p);
+    assert_eq!(Topic::status(&d, "t").unwrap().reliable_subscribers, STUCK as usize);
+    let start = Instant::now();
+    // The first send past the full ring waits for the subscriber at 1; by then each of the
+    // others has stood still as long, and goes with it.
+    p.send_timeout(b"first", Duration::from_secs(60)).unwrap();
+    assert_eq!(
+        Topic::status(&d, "t").unwrap().reliable_subscribers,
+        0,
+        "the subscribers at later cursors were left for later timeouts"
+    );
+    assert_eq!(channel_stats(&d, "t").unwrap().total("publisher").drops, STUCK);
+    // The messages those cursors held go without waiting: the whole wait was one timeout
+    // (one per stuck subscriber would be five), with slack for a slow machine.
+    for i in 0..STUCK {
+        p.send_timeout(&i.to_le_bytes(), Duration::from_secs(60)).unwrap();
+    }
+    let waited = start.elapsed();
+    assert!(waited < 2 * timeout + Duration::from_millis(1500), "waited {waited:?} for {STUCK} stuck subscribers");
+    std::fs::write(s.path().join("go"), b"").unwrap();
+    for sub in stuck {
+        assert_eq!(sub.resume(), "evicted false");
+    }
 }
 
 #[test]
@@ -322,6 +446,12 @@ fn garbage_in_the_lossless_words_only_delays_a_publisher() {
     map.store(event_line + 24, 8, u64::MAX);
     map.store(PARTICIPANTS_OFFSET + 64 + 24, 8, 1); // the lossy subscriber's aux[0]: cursor 1
     map.store(PARTICIPANTS_OFFSET + 24, 8, 1); // the publisher's own aux[0] (its pending word)
+                                               // The held words, one per entry after the slots (8 inline slots end at 2048): the lossy
+                                               // subscriber's names its garbage cursor at a time that is now or later (whatever the
+                                               // clock says, at most 2^31 ms ahead), the publisher's is all ones.
+    let held = KIND_OFFSET + 2048;
+    map.store(held + 8, 8, (0xffff_fff0 << 32) | 1);
+    map.store(held, 8, u64::MAX);
     for i in 1..=40u64 {
         assert_eq!(p.send_timeout(&i.to_le_bytes(), Duration::from_secs(30)).unwrap(), i);
     }

@@ -27,7 +27,7 @@ pub const DEFAULT_HISTORY: usize = 16;
 pub const DEFAULT_SPARE_SLOTS: usize = 4;
 
 /// Default reliable timeout of a created topic, in milliseconds: how long a live reliable
-/// subscriber may hold a publisher back without reading before it is evicted.
+/// subscriber may hold publishers back without reading before it is evicted.
 pub const DEFAULT_RELIABLE_TIMEOUT_MS: u64 = 1000;
 
 /// What a publisher does when the slot it would overwrite holds a message a *reliable*
@@ -132,9 +132,13 @@ impl TopicConfig {
         self
     }
 
-    /// How long a live reliable subscriber may hold a publisher back without reading before
+    /// How long a live reliable subscriber may hold publishers back without reading before
     /// it is evicted (default [`DEFAULT_RELIABLE_TIMEOUT_MS`], 1 s; stored in milliseconds,
-    /// 1 ms to one day).
+    /// 1 ms to one day). The clock is the topic's, not a publisher's: it runs from the first
+    /// time any publisher was held back by the subscriber standing where it stands, across
+    /// publishers that give up and new ones, in any process; and it runs for every stuck
+    /// subscriber at once, so a publisher waits about this long in all, however many are
+    /// stuck.
     pub fn reliable_timeout(mut self, timeout: Duration) -> TopicConfig {
         self.reliable_timeout = Some(timeout);
         self
@@ -206,7 +210,8 @@ impl Inner {
         // the offsets below are derived from the same validated layout: the control block at
         // 0, `index_len` index words at CONTROL_SIZE, `slots` 128-byte headers at headers_off
         // (128-byte aligned), payloads at data_off + s * stride (inside the headers when the
-        // slot size fits inline). All are atomics or raw bytes, valid for any content.
+        // slot size fits inline), and one held word per participant entry at held_off
+        // (8-aligned: a multiple of 128). All are atomics or raw bytes, valid for any content.
         unsafe {
             Shared {
                 ctl: &*(base as *const Control),
@@ -225,6 +230,10 @@ impl Inner {
                     slot_size: l.slot_size as usize,
                 },
                 participants: self.participants(),
+                held: std::slice::from_raw_parts(
+                    base.add(l.held_off as usize) as *const AtomicU64,
+                    crate::participants::PARTICIPANTS,
+                ),
             }
         }
     }
@@ -422,7 +431,8 @@ impl Topic {
 
     /// A new *reliable* subscriber: on a `block` or `fail` topic, publishers do not overwrite
     /// a message it has not read (see [`DeliveryPolicy`]), unless it dies (dropped at once)
-    /// or stands still for the topic's reliable timeout (evicted: it receives on as a lossy
+    /// or does not move for the topic's reliable timeout while publishers are held back (by
+    /// it or by another; whichever publisher, in any process: evicted, it receives on as a lossy
     /// subscriber, and its next receive returns the `Evicted` error once). It starts with
     /// the messages published from now on; [`Subscriber::seek_oldest`] moves it back to the
     /// oldest message publishers still keep for it. Fails with [`OpenError::InvalidConfig`]

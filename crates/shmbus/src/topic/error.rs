@@ -15,8 +15,8 @@ error_family! {
     /// Publishing ([`Publisher::send`](super::Publisher::send),
     /// [`loan`](super::Publisher::loan), [`Loan::send`](super::Loan::send)) failed. On an
     /// `overwrite` topic a publisher never waits; on a `block` topic `send` and `loan` wait
-    /// for reliable subscribers (never longer than the topic's reliable timeout per stuck
-    /// subscriber, which is then evicted).
+    /// for reliable subscribers (about the topic's reliable timeout at most, however many
+    /// are stuck: every one that has not moved for that long is then evicted).
     TopicSendError;
     timeout
     /// [`Publisher::send_timeout`](super::Publisher::send_timeout) failed; the message was

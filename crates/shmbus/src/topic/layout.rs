@@ -31,8 +31,14 @@ pub(crate) struct TopicLayout {
     pub(super) headers_off: u64,
     /// Where slot 0's payload starts (inside its header for small slots).
     pub(super) data_off: u64,
+    /// Where the held words start (one per participant entry, after the payloads; see
+    /// `protocol`'s "The held-since stamps").
+    pub(super) held_off: u64,
     pub(super) total: u64,
 }
+
+/// Bytes of the held words: one 8-byte word per participant entry.
+pub(super) const HELD_SIZE: u64 = 8 * crate::participants::PARTICIPANTS as u64;
 
 fn round_up(v: u64, to: u64) -> Option<u64> {
     v.checked_add(to - 1).map(|x| x / to * to)
@@ -81,6 +87,8 @@ impl TopicLayout {
                 stride.checked_mul(slots).and_then(|d| d.checked_add(data_off)).ok_or("topic size overflows")?;
             (stride, data_off, total)
         };
+        let held_off = round_up(total, 128).ok_or("topic size overflows")?;
+        let total = held_off.checked_add(HELD_SIZE).ok_or("topic size overflows")?;
         if total > (1 << 40) {
             return Err(format!("topic would need {total} bytes; reduce slot size or history"));
         }
@@ -95,6 +103,7 @@ impl TopicLayout {
             stride,
             headers_off,
             data_off,
+            held_off,
             total,
         })
     }

@@ -109,16 +109,37 @@
 //!   after the publisher's load, so the sleep cannot miss it. Subscribers never touch
 //!   `space` otherwise. A waiting publisher also wakes every 10 ms to check liveness.
 //! * **Dead and stuck subscribers.** A cursor whose owner is dead is dropped by reclaiming
-//!   its entry (the scan reads only entries of registered subscribers). A live one whose
-//!   cursor stays the slowest and unchanged for the topic's reliable timeout, while a
-//!   publisher is held back, is evicted: the publisher CASes its word from the value it saw
-//!   to [`CURSOR_EVICTED`]. The subscriber's next cursor CAS fails on it (nothing stored);
-//!   its next receive reports `Evicted` once and it goes on lossy.
+//!   its entry (the scan reads only entries of registered subscribers). A live one that has
+//!   not moved for the topic's reliable timeout while publishers were held back is evicted
+//!   ([`Shared::evict_stuck`]): the publisher CASes its word from the value it saw to
+//!   [`CURSOR_EVICTED`]. The subscriber's next cursor CAS fails on it (nothing stored); its
+//!   next receive reports `Evicted` once and it goes on lossy.
+//! * **The held-since stamps.** The clock of that timeout lives in the segment, not in a
+//!   publisher, so that publishers that come and go (each giving up after its own short
+//!   timeout) add up to one reliable timeout, and so that every stuck subscriber runs its
+//!   clock at once, not one after the other. The topic keeps one *held* word per
+//!   participant entry, after the payloads: [`held_stamp`]`(ms, cursor)`, the time
+//!   (`CLOCK_MONOTONIC` milliseconds, one clock for every process of the machine, low 32
+//!   bits) at which a held-back publisher first found that entry's cursor at this value,
+//!   and the cursor's low 32 bits (its *tag*). A held-back publisher looks at every
+//!   reliable cursor that has messages left to read (at most the newest committed one): a
+//!   held word whose tag is not the cursor's (it moved since), or that is empty, or whose
+//!   time is ahead of now (garbage) gets a fresh stamp, a CAS from what it loaded (so a slow
+//!   publisher never writes its older time over a newer stamp); one whose time is more than
+//!   the reliable timeout ago is evicted, by the CAS from the cursor value it loaded before
+//!   the stamp, so a subscriber that moved in between is never evicted. Subscribers never
+//!   write their held word on the read path (the tag tells a stale stamp apart); joining
+//!   (and seeking back) clears it, as does leaving and reclaiming the entry, so a cursor
+//!   that comes back to an old value starts a new clock. A publisher that gives up leaves
+//!   its stamps: the next one, in any process, goes on with the same clock.
 //! * **Hostile words.** A garbage cursor in a live subscriber's entry holds publishers back
 //!   for at most the reliable timeout (then it is evicted); a garbage epoch only causes a
 //!   scan; a garbage bit in the reliable set is ignored unless its entry is a registered
 //!   subscriber; the policy word is validated when the header is read (out of range: the
-//!   topic does not open, a typed error).
+//!   topic does not open, a typed error). A garbage held word is at worst a stamp made
+//!   now (a time ahead is taken as now and rewritten): it delays an eviction by at most
+//!   one reliable timeout, and evicts only a subscriber whose cursor stays where the word
+//!   names it (a moving one's tag changes under it).
 
 use crate::participants::{EntryState, Participant, ParticipantTable};
 use crate::sync::{dekker_fence, fence, spin_hint, AtomicU32, AtomicU64, CachePadded, Load, Ordering};
@@ -151,6 +172,31 @@ pub const CURSOR_WAITING: u64 = 1 << 62;
 pub const CURSOR_EVICTED: u64 = 1 << 63;
 /// The sequence-number bits of a cursor word.
 pub const CURSOR_SEQ: u64 = CURSOR_WAITING - 1;
+
+/// The bits of a cursor that a held word keeps (its *tag*; see [`held_stamp`]).
+const HELD_TAG: u64 = u32::MAX as u64;
+
+/// The held word saying that a publisher held back by a reliable cursor at `cursor` first
+/// found it there at `now_ms` (`CLOCK_MONOTONIC` milliseconds): the time's low 32 bits
+/// over the cursor's low 32 bits. Never 0, which means "no stamp".
+pub fn held_stamp(now_ms: u64, cursor: u64) -> u64 {
+    let w = (now_ms << 32) | (cursor & CURSOR_SEQ & HELD_TAG);
+    if w == 0 {
+        1 << 32
+    } else {
+        w
+    }
+}
+
+/// Where [`Shared::evict_stuck`] stops, for the models: `AfterStamp` is a publisher that
+/// dies (or gives up) right after its first stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldCrash {
+    /// Never: the look runs to its end.
+    Never,
+    /// Right after the first held word it stamped.
+    AfterStamp,
+}
 
 /// Role numbers in the participant table.
 pub const ROLE_PUBLISHER: u32 = 1;
@@ -342,6 +388,9 @@ pub struct Shared<'a> {
     pub data: DataRegion<'a>,
     /// The segment's participant table.
     pub participants: ParticipantTable<'a>,
+    /// The held words of the reliable cursors, one per participant entry (see
+    /// [`held_stamp`] and [`Shared::evict_stuck`]).
+    pub held: &'a [AtomicU64],
 }
 
 /// Where sequence number `k` stands.
@@ -817,6 +866,9 @@ impl<'a> Shared<'a> {
         if let Some((bits, bit)) = self.reliable_bit(index) {
             bits.fetch_and(!bit, Ordering::Release);
         }
+        if let Some(h) = self.held.get(index) {
+            h.store(0, Ordering::Relaxed);
+        }
         if let Some(e) = (index < self.participants.len()).then(|| self.participants.entry(index)) {
             for r in AUX_PIN_RECORDS {
                 e.aux[r].store(0, Ordering::Relaxed);
@@ -906,6 +958,12 @@ impl<'a> Shared<'a> {
         // Older than the index reaches is gone anyway (and bounds the walk below).
         let mut c = want.clamp(1, CURSOR_SEQ).max(tail.saturating_sub(self.index.len() as u64));
         let first = c;
+        // A new clock for the new cursor, even if it comes back to the value of a stamp (a
+        // seek back, or an earlier owner of the entry). Before the cursor's SeqCst CAS: a
+        // publisher that loads the new cursor then loads this (or a later stamp).
+        if let Some(h) = self.held.get(me) {
+            h.store(0, Ordering::Relaxed);
+        }
         set_cursor(word, c)?;
         self.ctl.event.0.epoch.fetch_add(1, Ordering::SeqCst);
         dekker_fence();
@@ -963,6 +1021,9 @@ impl<'a> Shared<'a> {
     /// Stops participant `me` being reliable (it leaves). Returns whether a publisher waited.
     pub fn leave_reliable(&self, me: usize) -> bool {
         let waited = self.cursor_word(me).swap(0, Ordering::Release) & CURSOR_WAITING != 0;
+        if let Some(h) = self.held.get(me) {
+            h.store(0, Ordering::Relaxed);
+        }
         if let Some((bits, bit)) = self.reliable_bit(me) {
             bits.fetch_and(!bit, Ordering::Release);
         }
@@ -1060,6 +1121,56 @@ impl<'a> Shared<'a> {
     /// Evicts reliable subscriber `i` if its cursor word is still `seen`.
     pub fn evict(&self, i: usize, seen: u64) -> bool {
         self.cursor_word(i).compare_exchange(seen, CURSOR_EVICTED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+
+    /// A held-back publisher's look at the stuck reliable subscribers, with `now_ms` its
+    /// clock (`CLOCK_MONOTONIC` milliseconds, read after each cursor is loaded, so that a
+    /// stamp is never earlier than the cursor value it names): stamps the held word of
+    /// every reliable cursor with messages left to read whose stamp is missing, stale (its
+    /// tag is not the cursor's) or ahead of now, and evicts every one whose stamp is more
+    /// than `timeout_ms` old (see the module docs, "The held-since stamps"). Returns how
+    /// many it evicted. `crash` stops it early, as a publisher dying (or giving up) there
+    /// would.
+    ///
+    /// An eviction is the CAS of the cursor word from the value loaded *before* the held
+    /// word: a subscriber that moved after that load makes it fail, and one that moved
+    /// before it left a tag that no longer matches. So only a cursor that stood at that
+    /// value for the whole timeout is evicted (but see `join_reliable` for a cursor that
+    /// comes back to a value, which clears the word).
+    pub fn evict_stuck(&self, now_ms: impl Fn() -> u64, timeout_ms: u64, crash: HeldCrash) -> u64 {
+        let newest = self.committed_max();
+        let mut evicted = 0;
+        for (i, v) in self.reliable_cursors() {
+            let c = v & CURSOR_SEQ;
+            let Some(held) = self.held.get(i) else { continue };
+            if c > newest {
+                continue; // read everything: holds nobody back
+            }
+            // Acquire: pairs with the Release CAS of a stamp below, made by another
+            // publisher. Its clock read happens-before ours, so an honest stamp we see is
+            // never ahead of our clock (which would be taken for garbage and restamped
+            // earlier than it should be).
+            let h = held.load(Ordering::Acquire);
+            let now_ms = now_ms();
+            let age = (now_ms as u32).wrapping_sub((h >> 32) as u32);
+            let valid = h != 0 && h & HELD_TAG == c & HELD_TAG && age <= i32::MAX as u32;
+            if !valid {
+                // Missing, stale, or ahead of now (garbage, or a clock step): the clock
+                // starts now. A CAS from what we loaded: another publisher's stamp made
+                // meanwhile stands (ours would be no older, but a slow publisher's is).
+                let _ = held.compare_exchange(h, held_stamp(now_ms, c), Ordering::Release, Ordering::Relaxed);
+                if crash == HeldCrash::AfterStamp {
+                    return evicted;
+                }
+                continue;
+            }
+            // Strictly more: the times are whole milliseconds, so this is at least the
+            // timeout of real time.
+            if u64::from(age) > timeout_ms && self.evict(i, v) {
+                evicted += 1;
+            }
+        }
+        evicted
     }
 }
 

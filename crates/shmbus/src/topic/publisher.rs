@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::channel::{DeliveryPolicy, Inner};
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
-use super::protocol::{CursorCache, CURSOR_SEQ, INLINE_DATA};
+use super::protocol::{CursorCache, HeldCrash, CURSOR_SEQ, INLINE_DATA};
 use crate::stats::Counter;
 use crate::sys::{monotonic_ns, process_is_alive};
 use crate::wait::Deadline;
@@ -36,9 +36,6 @@ pub struct Publisher {
     policy: DeliveryPolicy,
     /// The last scan of the reliable cursors (see `Shared::take_slot_lossless`).
     cursors: CursorCache,
-    /// The slowest reliable cursor that held this publisher back, and since when
-    /// (monotonic ns): evicted once it stood still for the reliable timeout.
-    stall: Option<(u64, u64)>,
     /// When the liveness of the reliable subscribers holding us back was last checked.
     liveness_checked: u64,
 }
@@ -48,7 +45,7 @@ impl Publisher {
     pub(super) fn new(inner: Arc<Inner>, id: usize) -> Publisher {
         let counter = inner.own_counter(id);
         let policy = inner.policy();
-        Publisher { inner, id, counter, policy, cursors: CursorCache::default(), stall: None, liveness_checked: 0 }
+        Publisher { inner, id, counter, policy, cursors: CursorCache::default(), liveness_checked: 0 }
     }
 
     /// Wakes the sleepers and counts the message.
@@ -157,15 +154,17 @@ impl Publisher {
     }
 
     /// Drops the reliable subscribers holding message `old` that are dead (their entries
-    /// are reclaimed) or that stood still for the topic's reliable timeout (evicted); both
-    /// are counted in this publisher's `drops`. Returns whether any was dropped.
+    /// are reclaimed), and every reliable subscriber that has not moved for the topic's
+    /// reliable timeout while publishers (this one or any other, in any process) were held
+    /// back (evicted, all at once: see `Shared::evict_stuck`); both are counted in this
+    /// publisher's `drops`. Returns whether any was dropped.
     #[cold]
     fn release_blockers(&mut self, old: u64) -> bool {
         let sh = self.inner.shared();
         let now = monotonic_ns();
-        let Some(slowest) = sh.reliable_cursors().map(|(_, v)| v & CURSOR_SEQ).filter(|&c| c <= old).min() else {
+        if sh.reliable_cursors().all(|(_, v)| v & CURSOR_SEQ > old) {
             return true; // the subscriber left meanwhile
-        };
+        }
         // Dead ones: a /proc read each, so at most once per liveness poll interval.
         if now.saturating_sub(self.liveness_checked) >= RELIABLE_LIVENESS_POLL.as_nanos() as u64 {
             self.liveness_checked = now;
@@ -177,32 +176,15 @@ impl Publisher {
             if dead > 0 && self.inner.reclaim_dead() > 0 {
                 // Reported as evictions are: the publisher's drops.
                 self.counter.drops(dead as u64);
-                self.stall = None;
                 return true;
             }
         }
-        // Live but still: evicted after the reliable timeout.
-        let timeout = self.inner.layout().reliable_timeout_ms.saturating_mul(1_000_000);
-        match self.stall {
-            Some((c, since)) if c == slowest => {
-                if now.saturating_sub(since) < timeout {
-                    return false;
-                }
-                let mut evicted = 0;
-                for (i, v) in sh.reliable_cursors() {
-                    if v & CURSOR_SEQ == slowest && sh.evict(i, v) {
-                        evicted += 1;
-                    }
-                }
-                self.counter.drops(evicted);
-                self.stall = None;
-                true
-            }
-            _ => {
-                self.stall = Some((slowest, now));
-                false
-            }
-        }
+        // Live but still: evicted once the clock in the segment says the reliable timeout
+        // passed, whichever publisher started it.
+        let timeout = self.inner.layout().reliable_timeout_ms;
+        let evicted = sh.evict_stuck(|| monotonic_ns() / 1_000_000, timeout, HeldCrash::Never);
+        self.counter.drops(evicted);
+        evicted > 0
     }
 
     /// Claims, commits and announces slot `s`, whose `len` bytes are written.
