@@ -1,20 +1,25 @@
 //! `shmbus export`: the counters of every channel (and of the journals named) as a
 //! Prometheus scrape target.
 //!
-//! A small blocking HTTP server (`tiny_http`) answers `GET /metrics` with the Prometheus
-//! text exposition format, version 0.0.4. Every scrape takes a fresh snapshot: the domains
-//! are listed again, every channel is read through a read-only mapping
+//! A small HTTP/1.1 server on std threads ([`server`]) answers `GET /metrics` with the
+//! Prometheus text exposition format, version 0.0.4. Every scrape takes a fresh snapshot: the
+//! domains are listed again, every channel is read through a read-only mapping
 //! ([`shmbus::stats::domain_stats`]), every journal through [`Journal::status`]. Nothing is
-//! kept between scrapes, so rates are Prometheus's `rate()` over the counters.
+//! kept between scrapes, so rates are Prometheus's `rate()` over the counters. The server
+//! bounds what one client can take (connections, time, memory, pipelined requests); its
+//! module docs list the limits.
 //!
 //! A channel that cannot be read (removed between the listing and the read, corrupt, no
 //! permission) is left out of that scrape; a journal that cannot be read shows as
 //! `shmbus_journal_up 0`. The metric families are documented in `docs/observability.md`.
 
 use std::fmt::Write as _;
+mod server;
+
 use std::io;
 use std::net::TcpListener;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args as ClapArgs;
 use shmbus::journal::{Journal, JournalStatus};
@@ -27,7 +32,7 @@ use shmbus::Kind;
 use crate::{CliError, Ctx, Result};
 
 /// `shmbus export [--listen ADDR] [--domain D] [--journal DIR]…`
-#[derive(Debug, ClapArgs)]
+#[derive(Debug, Clone, ClapArgs)]
 pub struct Args {
     /// Address to serve on, HOST:PORT (port 0: any free port; the one bound is printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
@@ -43,30 +48,19 @@ pub struct Args {
 /// The content type of the text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Runs the server until the process is killed.
+/// Runs the server until the process is killed; returns (an error) only if the listening
+/// socket fails for good, so that the process exits non-zero and a supervisor restarts it.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     if let Some(d) = &args.domain {
         ctx.domain(d)?; // a bad name fails now, not at every scrape
     }
     let listener = TcpListener::bind(&*args.listen).map_err(|e| listen_error(&args.listen, &e))?;
     let bound = listener.local_addr().map_err(|e| listen_error(&args.listen, &e))?;
-    let server = tiny_http::Server::from_listener(listener, None)
-        .map_err(|e| CliError::msg(format!("cannot listen on {}: {e}", args.listen)))?;
     eprintln!("shmbus export: serving http://{bound}/metrics");
-    loop {
-        let request = match server.recv() {
-            Ok(r) => r,
-            Err(e) => {
-                // A connection that failed before its request was read: the next one is
-                // unaffected.
-                eprintln!("shmbus export: {e}");
-                continue;
-            }
-        };
-        let response = respond(ctx, args, request.method(), request.url());
-        // The client may be gone already; there is nobody to tell.
-        let _ = request.respond(response);
-    }
+    let (ctx, args) = (ctx.clone(), args.clone());
+    let handler = move |r: &server::Request| respond(&ctx, &args, r.method, r.target);
+    let e = server::serve(listener, Arc::new(handler));
+    Err(CliError::msg(format!("export stopped: cannot accept connections on {bound}: {e}")))
 }
 
 fn listen_error(addr: &str, e: &io::Error) -> CliError {
@@ -78,29 +72,25 @@ fn listen_error(addr: &str, e: &io::Error) -> CliError {
     }
 }
 
-type Response = tiny_http::Response<io::Cursor<Vec<u8>>>;
-
-fn header(name: &str, value: &str) -> tiny_http::Header {
-    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static header names and values are ASCII")
-}
-
-/// The answer to `method url`: the metrics, 404 for another path, 405 for another method.
-fn respond(ctx: &Ctx, args: &Args, method: &tiny_http::Method, url: &str) -> Response {
-    let path = url.split(['?', '#']).next().unwrap_or("");
-    let text = |code: u16, body: String| {
-        tiny_http::Response::from_string(body)
-            .with_status_code(code)
-            .with_header(header("Content-Type", "text/plain; charset=utf-8"))
+/// The answer to `method target`: the metrics (`GET`, or `HEAD` for the headers alone),
+/// 404 for another path, 405 for another method.
+fn respond(ctx: &Ctx, args: &Args, method: &str, target: &str) -> server::Response {
+    let path = target.split(['?', '#']).next().unwrap_or("");
+    let text = |status: u16, body: &str| server::Response {
+        status,
+        content_type: "text/plain; charset=utf-8",
+        allow: None,
+        body: body.to_owned(),
     };
     if path != "/metrics" {
-        return text(404, "not found: the metrics are at /metrics\n".into());
+        return text(404, "not found: the metrics are at /metrics\n");
     }
-    if *method != tiny_http::Method::Get {
-        return text(405, "method not allowed: use GET\n".into()).with_header(header("Allow", "GET"));
+    if method != "GET" && method != "HEAD" {
+        return server::Response { allow: Some("GET, HEAD"), ..text(405, "method not allowed: use GET\n") };
     }
     match scrape(ctx, args) {
-        Ok(body) => tiny_http::Response::from_string(body).with_header(header("Content-Type", CONTENT_TYPE)),
-        Err(e) => text(500, format!("{e}\n")),
+        Ok(body) => server::Response { status: 200, content_type: CONTENT_TYPE, allow: None, body },
+        Err(e) => text(500, &format!("{e}\n")),
     }
 }
 

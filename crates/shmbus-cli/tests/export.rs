@@ -8,15 +8,18 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::{one_error_line, Killed, Root};
 
 /// A running `shmbus export` and the URL of its metrics.
 struct Exporter {
-    _child: Killed,
+    child: Killed,
     url: String,
 }
 
@@ -24,23 +27,62 @@ impl Exporter {
     fn start(r: &Root, extra: &[&str]) -> Exporter {
         let mut args = vec!["export", "--listen", "127.0.0.1:0"];
         args.extend_from_slice(extra);
-        let mut child = r.spawn(&args);
-        // The first stderr line names the URL it serves on.
-        let mut line = String::new();
-        BufReader::new(child.child().stderr.take().unwrap()).read_line(&mut line).unwrap();
+        Exporter::start_with(r.cmd(&args))
+    }
+
+    /// `shmbus export` under `prlimit --nofile=N:N`: at most `nofile` descriptors.
+    fn start_with_nofile(r: &Root, nofile: u32) -> Exporter {
+        let mut c = Command::new("prlimit");
+        c.arg(format!("--nofile={nofile}:{nofile}"))
+            .args([env!("CARGO_BIN_EXE_shmbus"), "export", "--listen", "127.0.0.1:0"])
+            .env("SHMBUS_ROOT", &r.0)
+            .stdin(Stdio::null());
+        Exporter::start_with(c)
+    }
+
+    fn start_with(mut cmd: Command) -> Exporter {
+        let mut child = Killed(Some(cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()));
+        // The first stderr line names the URL it serves on; the later ones are drained, so
+        // that the pipe stays open and never fills.
+        let mut lines = BufReader::new(child.child().stderr.take().unwrap()).lines();
+        let line = lines.next().unwrap().unwrap();
         let url = line
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
             .unwrap_or_else(|| panic!("no URL in {line:?}"))
             .to_owned();
         assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/metrics"), "{url}");
-        Exporter { _child: child, url }
+        std::thread::spawn(move || lines.map_while(|l| l.ok()).for_each(drop));
+        Exporter { child, url }
+    }
+
+    /// `HOST:PORT` of the server.
+    fn addr(&self) -> String {
+        self.url.strip_prefix("http://").unwrap().strip_suffix("/metrics").unwrap().to_owned()
+    }
+
+    /// The server's resident memory, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// The server's open descriptors.
+    fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).map(|d| d.count()).unwrap_or(0)
+    }
+
+    /// Asserts the server is still running.
+    fn assert_running(&mut self) {
+        assert!(!self.child.exited(), "the exporter exited");
     }
 
     /// `curl` of `url`: (status code, content type, body).
     fn curl(url: &str, method: &str) -> (u16, String, String) {
         let out = Command::new("curl")
-            .args(["-sS", "-X", method, "-o", "-", "-w", "\n%{http_code} %{content_type}", url])
+            // A generous limit: a scrape that hangs fails the test instead of stalling it.
+            .args(["-sS", "--max-time", "20", "-X", method, "-o", "-", "-w", "\n%{http_code} %{content_type}", url])
             .output()
             .expect("curl is needed (make deps installs it)");
         assert!(out.status.success(), "curl {url}: {}", String::from_utf8_lossy(&out.stderr));
@@ -295,4 +337,243 @@ fn label_values_are_escaped() {
     assert_eq!(code, 200);
     promtool_check(&body);
     assert!(body.contains(r#"shmbus_journal_next_index{journal="odd \"name\" \\ here",path=""#), "{body}");
+}
+
+// A hostile local client must not freeze, exhaust or balloon the exporter: while each kind
+// below is at work, another client's scrape succeeds (curl gives up after 20 s, which fails
+// the test), and the server's memory and descriptors stay bounded.
+
+/// A few channels, so that a scrape has some size.
+fn some_channels(r: &Root) {
+    for i in 0..4 {
+        r.ok(&["pub", "--domain", "d", &format!("t{i}"), "--data", "x"]);
+    }
+}
+
+/// A scrape that must succeed.
+fn scrape_ok(ex: &Exporter) {
+    let (code, _, body) = Exporter::curl(&ex.url, "GET");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("shmbus_last_seq{domain=\"d\",channel=\"t3\""), "{body}");
+}
+
+fn connect(ex: &Exporter) -> TcpStream {
+    TcpStream::connect(ex.addr()).unwrap()
+}
+
+/// Everything `s` receives until the server closes it, which must happen within `within`.
+fn read_until_closed(s: &mut TcpStream, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "the server kept the connection open; got {:?}", String::from_utf8_lossy(&out));
+        s.set_read_timeout(Some(left)).unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The answer to `request` sent whole on a fresh connection, read until the server closes.
+fn answer(ex: &Exporter, request: &[u8]) -> String {
+    let mut s = connect(ex);
+    s.write_all(request).unwrap();
+    read_until_closed(&mut s, Duration::from_secs(60))
+}
+
+/// Resident memory the hostile clients may add to the server, at most.
+const RSS_SLACK_KIB: u64 = 32 * 1024;
+
+#[test]
+fn a_client_that_pipelines_without_reading_blocks_no_scrape() {
+    let r = Root::new();
+    some_channels(&r);
+    let mut ex = Exporter::start(&r, &[]);
+    scrape_ok(&ex);
+    let rss0 = ex.rss_kib();
+    let stop = Arc::new(AtomicBool::new(false));
+    let requests = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(1000);
+    // Four connections that send requests as fast as they can and never read an answer.
+    let pushers: Vec<_> = (0..4)
+        .map(|_| {
+            let mut s = connect(&ex);
+            s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+            let (stop, requests) = (Arc::clone(&stop), requests.clone());
+            std::thread::spawn(move || {
+                let mut sent = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    match s.write(requests.as_bytes()) {
+                        Ok(n) => sent += n,
+                        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                        }
+                        Err(_) => break, // the server closed it
+                    }
+                }
+                sent
+            })
+        })
+        .collect();
+    // While they keep pushing:
+    for _ in 0..5 {
+        scrape_ok(&ex);
+    }
+    let rss = ex.rss_kib();
+    assert!(rss < rss0 + RSS_SLACK_KIB, "resident memory grew from {rss0} KiB to {rss} KiB");
+    stop.store(true, Ordering::Relaxed);
+    let sent: usize = pushers.into_iter().map(|p| p.join().unwrap()).sum();
+    assert!(sent > 0);
+    scrape_ok(&ex);
+    ex.assert_running();
+}
+
+#[test]
+fn a_huge_header_is_refused_and_blocks_no_scrape() {
+    let r = Root::new();
+    some_channels(&r);
+    let mut ex = Exporter::start(&r, &[]);
+    scrape_ok(&ex);
+    let rss0 = ex.rss_kib();
+    // One endless header line, 1 MiB at a time, up to 256 MiB: the server must close the
+    // connection long before.
+    let mut s = connect(&ex);
+    s.write_all(b"GET /metrics HTTP/1.1\r\nX-Long: ").unwrap();
+    let pusher = std::thread::spawn(move || {
+        let mib = vec![b'a'; 1 << 20];
+        let mut sent = 0usize;
+        while sent < 256 << 20 {
+            match s.write(&mib) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        sent
+    });
+    for _ in 0..3 {
+        scrape_ok(&ex);
+    }
+    let sent = pusher.join().unwrap();
+    assert!(sent < 64 << 20, "the server read {sent} bytes of one header line");
+    let rss = ex.rss_kib();
+    assert!(rss < rss0 + RSS_SLACK_KIB, "resident memory grew from {rss0} KiB to {rss} KiB");
+
+    // What such clients are told, when they stop to listen.
+    let long = "a".repeat(20 << 10);
+    let reply = answer(&ex, format!("GET /metrics HTTP/1.1\r\nX-Long: {long}\r\n\r\n").as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 431 "), "{reply}");
+    let many = "X-Some: header\r\n".repeat(500);
+    let reply = answer(&ex, format!("GET /metrics HTTP/1.1\r\n{many}\r\n").as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 431 "), "{reply}");
+    let reply = answer(&ex, format!("GET /metrics?{long} HTTP/1.1\r\n\r\n").as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 414 "), "{reply}");
+    scrape_ok(&ex);
+    ex.assert_running();
+}
+
+#[test]
+fn a_promised_body_that_never_comes_blocks_no_scrape() {
+    let r = Root::new();
+    some_channels(&r);
+    let mut ex = Exporter::start(&r, &[]);
+    // A Content-Length larger than what is sent.
+    let mut short = connect(&ex);
+    short.write_all(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789").unwrap();
+    // Expect: 100-continue, told to go on, and then nothing.
+    let mut expect = connect(&ex);
+    expect
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
+        .unwrap();
+    let mut interim = [0u8; 25];
+    expect.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    expect.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    // A body over the limit is refused at once, unread.
+    let reply = answer(
+        &ex,
+        b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\nExpect: 100-continue\r\n\r\n",
+    );
+    assert!(reply.starts_with("HTTP/1.1 413 "), "{reply}");
+    let reply = answer(&ex, b"POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    assert!(reply.starts_with("HTTP/1.1 501 "), "{reply}");
+    // While both wait for their bodies:
+    for _ in 0..3 {
+        scrape_ok(&ex);
+    }
+    // And they do not wait for ever.
+    let reply = read_until_closed(&mut short, Duration::from_secs(60));
+    assert!(reply.starts_with("HTTP/1.1 408 "), "{reply}");
+    let reply = read_until_closed(&mut expect, Duration::from_secs(60));
+    assert!(reply.starts_with("HTTP/1.1 408 "), "{reply}");
+    // A small body that does come is read and the connection goes on.
+    let mut s = connect(&ex);
+    s.write_all(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello").unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let reply = read_until_closed(&mut s, Duration::from_secs(60));
+    assert!(reply.starts_with("HTTP/1.1 405 "), "{reply}");
+    assert!(reply.contains("\r\n\r\nmethod not allowed: use GET\nHTTP/1.1 200 OK\r\n"), "{reply}");
+    ex.assert_running();
+}
+
+#[test]
+fn clients_that_connect_and_never_send_block_no_scrape_and_are_closed() {
+    let r = Root::new();
+    some_channels(&r);
+    let mut ex = Exporter::start(&r, &[]);
+    let mut silent: Vec<TcpStream> = (0..8).map(|_| connect(&ex)).collect();
+    for _ in 0..3 {
+        scrape_ok(&ex);
+    }
+    for s in &mut silent {
+        assert_eq!(read_until_closed(s, Duration::from_secs(60)), "");
+    }
+    scrape_ok(&ex);
+    ex.assert_running();
+}
+
+#[test]
+fn held_connections_and_exhausted_descriptors_block_no_scrape() {
+    let r = Root::new();
+    some_channels(&r);
+    let mut ex = Exporter::start_with_nofile(&r, 64);
+    let addr = ex.addr().parse().unwrap();
+    let hold = |n: usize| -> Vec<TcpStream> {
+        // Connections past the listen backlog may time out: the ones made are held.
+        (0..n).filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()).collect()
+    };
+    // Many more connections than the exporter may have descriptors, all held open.
+    let held = hold(200);
+    for _ in 0..2 {
+        scrape_ok(&ex);
+    }
+    // The server kept accepting (past the listen backlog) all along.
+    assert!(held.len() > 64, "{}", held.len());
+    let fds = ex.open_fds();
+    assert!(fds <= 64, "{fds} descriptors open");
+
+    // The limit lowered below what is open now (fresh connections, so that none has timed
+    // out yet): accepting fails (EMFILE) whenever no descriptor number under the limit is
+    // free, until idle connections are shed; either way, the connections come down within
+    // the new limit.
+    let fresh = hold(60);
+    let open = ex.open_fds();
+    assert!(open > 24, "{open} descriptors open");
+    let out = Command::new("prlimit").args(["--pid", &ex.child.id().to_string(), "--nofile=20:20"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let more = hold(100);
+    for _ in 0..2 {
+        scrape_ok(&ex);
+    }
+    ex.assert_running();
+    let t0 = Instant::now();
+    while ex.open_fds() > 20 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{} descriptors open", ex.open_fds());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop((held, fresh, more));
+    scrape_ok(&ex);
 }
