@@ -254,9 +254,10 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream) {
     let limit = connection_limit();
     let mut reg = shared.lock();
     while reg.iter().filter(|s| !s.evicted).count() >= limit && evict_longest_waiting(&mut reg) {}
-    // Shut-down connections whose threads have not exited yet still hold descriptors and
-    // threads: count them too, within a margin.
-    if reg.iter().filter(|s| !s.evicted).count() >= limit || reg.len() >= 2 * limit {
+    // Shut-down connections whose threads have not exited yet (they are on their way) still
+    // hold a thread each: those count too, within a margin that a low descriptor limit
+    // does not shrink (a descriptor they hold makes accept fail, which backs off).
+    if reg.iter().filter(|s| !s.evicted).count() >= limit || reg.len() >= 2 * MAX_CONNECTIONS {
         drop(reg);
         refuse(stream);
         return;
@@ -357,7 +358,7 @@ impl Conn {
                 return;
             }
             let first_byte_by = Instant::now() + if answered == 0 { REQUEST_TIMEOUT } else { IDLE_TIMEOUT };
-            let head = match self.read_request(&mut buf, first_byte_by) {
+            let head = match self.read_request(&mut buf, first_byte_by, answered == 0) {
                 Ok(h) => h,
                 Err(ReadFailure::Quiet) => return,
                 Err(ReadFailure::Reject(status, message)) => {
@@ -402,7 +403,10 @@ impl Conn {
 
     /// Reads one request: its head, then its body (dropped). `buf` holds bytes already read
     /// and keeps the bytes read past the request.
-    fn read_request(&self, buf: &mut Vec<u8>, first_byte_by: Instant) -> Result<Head, ReadFailure> {
+    /// The head and body must arrive within [`REQUEST_TIMEOUT`] of the first byte; that
+    /// first byte by `first_byte_by`. A connection's `first` request has one deadline for
+    /// all: `first_byte_by`.
+    fn read_request(&self, buf: &mut Vec<u8>, first_byte_by: Instant, first: bool) -> Result<Head, ReadFailure> {
         let mut deadline = if buf.is_empty() { first_byte_by } else { Instant::now() + REQUEST_TIMEOUT };
         let mut started = !buf.is_empty();
         let mut head: Option<Head> = None;
@@ -451,10 +455,10 @@ impl Conn {
                 Ok(0) => return Err(ReadFailure::Quiet),
                 Ok(n) => {
                     buf.extend_from_slice(&chunk[..n]);
-                    if !started {
-                        started = true;
+                    if !started && !first {
                         deadline = Instant::now() + REQUEST_TIMEOUT;
                     }
+                    started = true;
                 }
                 Err(e) if is_timeout(&e) && started => return Err(ReadFailure::Reject(408, "request timeout")),
                 Err(_) => return Err(ReadFailure::Quiet),
