@@ -200,6 +200,8 @@ fn connection_limit() -> usize {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
         return MAX_CONNECTIONS;
     }
+    // `rlim_t` is not `u64` on every target.
+    #[allow(clippy::useless_conversion)]
     let room = u64::try_from(r.rlim_cur).unwrap_or(u64::MAX).saturating_sub(FD_RESERVE);
     usize::try_from(room).unwrap_or(usize::MAX).clamp(1, MAX_CONNECTIONS)
 }
