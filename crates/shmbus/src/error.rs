@@ -439,6 +439,96 @@ impl fmt::Display for Corrupt {
 
 impl std::error::Error for Corrupt {}
 
+/// A receive into a buffer of the caller's (`try_recv_into_slice`, `recv_into_slice` and
+/// `recv_into_slice_timeout`, on every receiving endpoint) failed: the buffer cannot hold the
+/// next message, or the receive itself failed with the kind's own error `E` (for instance
+/// [`TopicTryRecvError`](crate::TopicTryRecvError)).
+///
+/// A message too large for the buffer is not lost: the next receive of any form on the same
+/// endpoint returns it (each kind's method says how, and what can still happen to it
+/// meanwhile).
+///
+/// ```
+/// # use shmbus::RecvIntoSliceError;
+/// fn grow_to(e: &RecvIntoSliceError<std::io::Error>) -> Option<usize> {
+///     e.needed()
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecvIntoSliceError<E> {
+    /// The next message is longer than the buffer; receive it again with a buffer of at least
+    /// `needed` bytes.
+    TooSmall {
+        /// The message's length.
+        needed: usize,
+        /// The buffer's length.
+        capacity: usize,
+    },
+    /// The receive failed as the kind's copying receive does (nothing now, a timeout, a gap,
+    /// corruption, ...).
+    Recv(E),
+}
+
+impl<E> RecvIntoSliceError<E> {
+    /// The length of the message that did not fit, or `None` for a failed receive.
+    pub fn needed(&self) -> Option<usize> {
+        match self {
+            RecvIntoSliceError::TooSmall { needed, .. } => Some(*needed),
+            RecvIntoSliceError::Recv(_) => None,
+        }
+    }
+
+    /// The receive's own error, or `None` when the buffer was too small.
+    pub fn into_recv(self) -> Option<E> {
+        match self {
+            RecvIntoSliceError::Recv(e) => Some(e),
+            RecvIntoSliceError::TooSmall { .. } => None,
+        }
+    }
+
+    /// The same outcome with the receive's error converted by `f` (another form's error,
+    /// a binding's).
+    pub fn map_recv<F>(self, f: impl FnOnce(E) -> F) -> RecvIntoSliceError<F> {
+        match self {
+            RecvIntoSliceError::TooSmall { needed, capacity } => RecvIntoSliceError::TooSmall { needed, capacity },
+            RecvIntoSliceError::Recv(e) => RecvIntoSliceError::Recv(f(e)),
+        }
+    }
+}
+
+impl<E> From<E> for RecvIntoSliceError<E> {
+    fn from(e: E) -> Self {
+        RecvIntoSliceError::Recv(e)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for RecvIntoSliceError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecvIntoSliceError::TooSmall { needed, capacity } => write!(
+                f,
+                "the next message is {needed} bytes but the buffer holds {capacity}; it is kept for the next receive: give a buffer of at least {needed} bytes"
+            ),
+            RecvIntoSliceError::Recv(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for RecvIntoSliceError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecvIntoSliceError::Recv(e) => Some(e),
+            RecvIntoSliceError::TooSmall { .. } => None,
+        }
+    }
+}
+
+/// A message of `needed` bytes does not fit the caller's buffer of `capacity`.
+pub(crate) fn too_small<E>(needed: usize, capacity: usize) -> RecvIntoSliceError<E> {
+    RecvIntoSliceError::TooSmall { needed, capacity }
+}
+
 /// Defines the three errors of one operation, crossbeam style: the `try_` form (which alone can
 /// say "nothing now"), the blocking form (which cannot time out) and the `_timeout` form
 /// (which alone can). They share every other variant and its message, written once.

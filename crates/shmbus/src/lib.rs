@@ -105,7 +105,7 @@ pub mod typed;
 pub mod wait;
 
 pub use domain::Domain;
-pub use error::{Corrupt, OpenError, WaitForError};
+pub use error::{Corrupt, OpenError, RecvIntoSliceError, WaitForError};
 #[cfg(not(loom))]
 pub use journal::{
     Appender, Journal, JournalConfig, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalStatus,

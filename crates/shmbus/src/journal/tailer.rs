@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::endpoint::liveness::{self, Throttle};
-use crate::error::OpenError;
+use crate::error::{too_small, OpenError, RecvIntoSliceError};
 use crate::sync::Ordering;
 use crate::wait::WaitPolicy;
 
@@ -173,7 +173,7 @@ impl crate::endpoint::iter::Receive for &mut Tailer {
 }
 
 /// Where the next entry is: what `materialize` needs.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Found {
     off: u64,
     len: usize,
@@ -238,6 +238,9 @@ pub struct Tailer {
     /// A scan for the next sound entry in progress: (cycle, index, offset) of the damaged
     /// entry, and how far the scan got.
     scan: Option<(u64, u64, u64, u64)>,
+    /// An entry received into a buffer too small for it ([`Tailer::try_recv_into_slice`]):
+    /// the next receive returns it again before stepping on.
+    redeliver: Option<Found>,
 }
 
 impl Tailer {
@@ -283,6 +286,7 @@ impl Tailer {
             held: None,
             damaged: 0,
             scan: None,
+            redeliver: None,
         };
         if index < t.cy.hdr.first_index {
             t.pending = Some(Box::new(JournalRecvError::Gap { from: index, to: t.cy.hdr.first_index }));
@@ -341,6 +345,9 @@ impl Tailer {
 
     /// Global index of the next entry this tailer will look at.
     pub fn position(&self) -> u64 {
+        if let Some(f) = &self.redeliver {
+            return f.index;
+        }
         (self.cy.hdr.first_index + self.i).max(self.skip_until)
     }
 
@@ -435,6 +442,69 @@ impl Tailer {
         Ok(e.info())
     }
 
+    /// Copies the entry `f` into the start of `buf`; an entry longer than `buf` is kept to be
+    /// returned by the next receive (`TooSmall`).
+    fn found_into_slice<E: From<JournalRecvError>>(
+        &mut self,
+        f: Found,
+        buf: &mut [u8],
+    ) -> Result<EntryInfo, RecvIntoSliceError<E>> {
+        let e = self.materialize(f).map_err(E::from)?;
+        let info = e.info();
+        match buf.get_mut(..info.len) {
+            Some(dst) => {
+                dst.copy_from_slice(e.data);
+                Ok(info)
+            }
+            None => {
+                self.redeliver = Some(f);
+                Err(too_small(info.len, buf.len()))
+            }
+        }
+    }
+
+    /// The next entry if one is committed now, copied into the start of `buf`: one copy,
+    /// straight out of the mapped file (a compressed or sealed entry is decoded into the
+    /// tailer's buffer first, as for [`try_recv_ref`](Self::try_recv_ref)), and no
+    /// allocation. Returns its index, time stamp and length (`buf[..len]` holds it).
+    ///
+    /// An entry longer than `buf` is [`RecvIntoSliceError::TooSmall`] and is not delivered:
+    /// the tailer stays on it ([`position`](Self::position) and [`ack`](Self::ack) say its
+    /// index), and the next receive of any form returns it. Entries are never rewritten, so
+    /// it is the same entry then.
+    pub fn try_recv_into_slice(
+        &mut self,
+        buf: &mut [u8],
+    ) -> Result<EntryInfo, RecvIntoSliceError<JournalTryRecvError>> {
+        match self.try_find() {
+            Ok(Some(f)) => self.found_into_slice(f, buf),
+            Ok(None) => Err(JournalTryRecvError::Empty.into()),
+            Err(e) => Err(JournalTryRecvError::from(e).into()),
+        }
+    }
+
+    /// [`Tailer::try_recv_into_slice`], waiting for the entry as long as it takes.
+    pub fn recv_into_slice(&mut self, buf: &mut [u8]) -> Result<EntryInfo, RecvIntoSliceError<JournalRecvError>> {
+        loop {
+            if let Some(f) = self.wait_find(crate::wait::Deadline::from_timeout(None))? {
+                return self.found_into_slice(f, buf);
+            }
+        }
+    }
+
+    /// [`Tailer::try_recv_into_slice`], waiting up to `timeout` for the entry.
+    pub fn recv_into_slice_timeout(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<EntryInfo, RecvIntoSliceError<JournalRecvTimeoutError>> {
+        match self.wait_find(crate::wait::Deadline::after(timeout)) {
+            Ok(Some(f)) => self.found_into_slice(f, buf),
+            Ok(None) => Err(JournalRecvTimeoutError::Timeout.into()),
+            Err(e) => Err(JournalRecvTimeoutError::from(e).into()),
+        }
+    }
+
     /// A blocking iterator over owned entries (see [`Iter`]).
     pub fn iter(&mut self) -> Iter<'_> {
         Iter::new(self)
@@ -447,6 +517,9 @@ impl Tailer {
 
     /// Where the next entry is, if one is committed now (`None`: the end).
     fn try_find(&mut self) -> Result<Option<Found>, JournalRecvError> {
+        if let Some(f) = self.redeliver.take() {
+            return Ok(Some(f));
+        }
         loop {
             match self.step(true) {
                 Ok(Step::Entry(f)) => return Ok(Some(f)),
@@ -469,6 +542,9 @@ impl Tailer {
 
     /// Where the next entry is, waiting until `deadline` for it (`None`: it passed).
     fn wait_find(&mut self, deadline: crate::wait::Deadline) -> Result<Option<Found>, JournalRecvError> {
+        if let Some(f) = self.redeliver.take() {
+            return Ok(Some(f));
+        }
         let mut idle = 0u32;
         loop {
             match self.step(false) {
@@ -546,7 +622,7 @@ impl Tailer {
 
     fn peek(&self, probe: bool) -> bool {
         // A cut file is reported by the next call: wake the waiter for it.
-        if self.pending.is_some() || self.more || self.truncation().is_some() {
+        if self.redeliver.is_some() || self.pending.is_some() || self.more || self.truncation().is_some() {
             return true;
         }
         if self.next_is_final() {

@@ -11,7 +11,7 @@ use super::handle::Shared;
 use super::layout::PoolLayout;
 use super::protocol::{Idle, Leave, Mail, PoolRef, Withdraw, BUSY, LOST, VACANT};
 use crate::endpoint::liveness::Throttle;
-use crate::error::{Corrupt, OpenError};
+use crate::error::{too_small, Corrupt, OpenError, RecvIntoSliceError};
 use crate::segment::{Kind, Segment};
 use crate::stats::Counter;
 use crate::sys::{process_is_alive, ProcessId};
@@ -44,6 +44,10 @@ pub struct Worker {
     /// Whether the dispatcher last found gone had detached cleanly (see `dispatcher_finished`).
     finished: Cell<bool>,
     reported_epoch: Cell<u64>,
+    /// A job (id, checked length) taken by a receive into a buffer too small for it
+    /// ([`Worker::try_recv_into_slice`]): it stays in our mailbox, which is ours (busy) until
+    /// the next receive, and the next receive returns it again instead of asking for work.
+    redeliver: Option<(u64, u64)>,
     /// Our counter block (see [`crate::stats`]); only this worker writes it, and the worker
     /// is `!Sync`, so every count is a plain load and store.
     counter: Counter,
@@ -214,6 +218,7 @@ impl Worker {
             orphaned: Cell::new(false),
             finished: Cell::new(false),
             reported_epoch: Cell::new(reported_epoch),
+            redeliver: None,
             counter,
         })
     }
@@ -409,6 +414,61 @@ impl Worker {
         self.try_recv_ref().map(|j| copy_into(&j, buf))
     }
 
+    /// Copies the job `job` into the start of `buf`; a job longer than `buf` stays in the
+    /// mailbox for the next receive (`TooSmall`).
+    fn job_into_slice<E>(&mut self, (id, len): (u64, u64), buf: &mut [u8]) -> Result<JobInfo, RecvIntoSliceError<E>> {
+        let job = self.job_ref(id, len);
+        let n = job.len();
+        let Some(dst) = buf.get_mut(..n) else {
+            self.redeliver = Some((id, len));
+            return Err(too_small(n, buf.len()));
+        };
+        dst.copy_from_slice(job.data);
+        Ok(JobInfo { id, len: n })
+    }
+
+    /// Takes a job if one is in the mailbox, without waiting, and copies it into the start of
+    /// `buf`: one copy, straight out of the mailbox, and no allocation. Returns its id and
+    /// length (`buf[..len]` holds it). Otherwise the worker is idle, as with
+    /// [`try_recv_ref`](Self::try_recv_ref).
+    ///
+    /// A job longer than `buf` is [`RecvIntoSliceError::TooSmall`]: it stays in this worker's
+    /// mailbox (the worker stays busy with it; the dispatcher cannot write there), and the
+    /// next receive of any form returns it again instead of asking for work.
+    /// [`done`](Self::done) gives it up instead.
+    pub fn try_recv_into_slice(&mut self, buf: &mut [u8]) -> Result<JobInfo, RecvIntoSliceError<PoolTryRecvError>> {
+        let job = self.try_take()?;
+        self.job_into_slice(job, buf)
+    }
+
+    /// [`try_recv_into_slice`](Self::try_recv_into_slice), waiting for a job as
+    /// [`recv_ref`](Self::recv_ref) does.
+    pub fn recv_into_slice(&mut self, buf: &mut [u8]) -> Result<JobInfo, RecvIntoSliceError<PoolRecvError>> {
+        let job = loop {
+            match self.take(Deadline::NEVER) {
+                Ok(job) => break job,
+                Err(Some(e)) => return Err(e.into()),
+                Err(None) => continue, // no deadline passes; wait on
+            }
+        };
+        self.job_into_slice(job, buf)
+    }
+
+    /// [`recv_into_slice`](Self::recv_into_slice) with a timeout, as
+    /// [`recv_ref_timeout`](Self::recv_ref_timeout).
+    pub fn recv_into_slice_timeout(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<JobInfo, RecvIntoSliceError<PoolRecvTimeoutError>> {
+        let job = match self.take(Deadline::after(timeout)) {
+            Ok(job) => job,
+            Err(Some(e)) => return Err(PoolRecvTimeoutError::from(e).into()),
+            Err(None) => return Err(PoolRecvTimeoutError::Timeout.into()),
+        };
+        self.job_into_slice(job, buf)
+    }
+
     /// A blocking iterator over owned jobs: each `next` is a [`recv`](Self::recv). An error
     /// is yielded and the iteration goes on (after `Orphaned` it waits for the next
     /// dispatcher), except `Truncated`, which holds for the life of the worker: it is
@@ -434,6 +494,9 @@ impl Worker {
     /// The blocking take: a job's id and checked length, or an error (`None`: the deadline
     /// passed).
     fn take(&mut self, deadline: Deadline) -> Result<(u64, u64), Option<PoolRecvError>> {
+        if let Some(job) = self.redeliver.take() {
+            return Ok(job);
+        }
         let slot = self.slot;
         if let Idle::Corrupt(s) = self.make_idle() {
             if self.truncated() {
@@ -488,6 +551,9 @@ impl Worker {
 
     /// The non-blocking take.
     fn try_take(&mut self) -> Result<(u64, u64), PoolTryRecvError> {
+        if let Some(job) = self.redeliver.take() {
+            return Ok(job);
+        }
         let slot = self.slot;
         let pool = self.pool();
         if let Idle::Corrupt(s) = self.make_idle() {
@@ -574,6 +640,7 @@ impl Worker {
     /// receive. Call it only if a receive follows promptly (or before waiting in a
     /// [`crate::WaitSet`]): an idle worker is one the dispatcher may hand a job to.
     pub fn done(&mut self) {
+        self.redeliver = None;
         let _ = self.make_idle();
     }
 
@@ -600,7 +667,7 @@ impl Waitable for Worker {
     /// mailbox and the dispatcher word only: a SIGKILLed dispatcher is found by
     /// [`recheck`](Waitable::recheck).
     fn is_ready(&self) -> bool {
-        self.pool().is_full(self.slot) || self.truncated() || self.orphan_seen()
+        self.redeliver.is_some() || self.pool().is_full(self.slot) || self.truncated() || self.orphan_seen()
     }
 
     fn recheck_interval(&self) -> Option<Duration> {

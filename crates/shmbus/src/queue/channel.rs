@@ -285,7 +285,7 @@ impl Queue {
     /// A new consumer endpoint.
     pub fn consumer(&self) -> Result<Consumer, OpenError> {
         let ep = self.shared.register(ROLE_CONSUMER)?;
-        Ok(Consumer { scratch: Vec::new(), ep })
+        Ok(Consumer { scratch: Vec::new(), held: None, ep })
     }
 
     /// Maps every page of this queue into this process now, so that no send or receive of

@@ -8,7 +8,8 @@ use super::channel::Queue;
 use super::channel::{status_of, Endpoint, QueueStatus};
 use super::error::{QueueRecvError, QueueRecvTimeoutError, QueueTryRecvError};
 use super::layout::MappedCells;
-use super::protocol::{Pop, Ring};
+use super::protocol::{as_uninit, Pop, Ring};
+use crate::error::{too_small, Corrupt, RecvIntoSliceError};
 use crate::sync::spin_hint;
 use crate::wait::{Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
@@ -30,6 +31,24 @@ fn pop_into(ring: &Ring<'_, MappedCells>, me: usize, buf: &mut Vec<u8>) -> Pop {
         unsafe { buf.set_len(n) };
     }
     pop
+}
+
+/// Pops the next message into the start of `out` if it fits there, else into `spill`'s
+/// spare capacity (reserved to the max message length): [`Ring::try_pop_fit`]. On
+/// `Got(n)` with `n <= out.len()` the message is `out[..n]`; a longer one is in `spill`'s
+/// spare capacity, not yet in its length.
+#[inline]
+fn pop_fit(ring: &Ring<'_, MappedCells>, me: usize, out: &mut [u8], spill: &mut Vec<u8>) -> Pop {
+    let max = ring.max();
+    spill.clear();
+    // Allocates only the first time a consumer's buffer is too small for a message (when
+    // the caller's buffer holds `max` bytes, never).
+    if out.len() < max {
+        spill.reserve(max);
+    }
+    let spare = spill.spare_capacity_mut();
+    let spare_len = if out.len() < max { max } else { 0 };
+    ring.try_pop_fit(me, as_uninit(out), &mut spare[..spare_len])
 }
 
 /// How a blocking receive ended, before it is put in the caller's error type.
@@ -62,11 +81,18 @@ pub struct Consumer {
     /// Receive buffer for the allocating variants (its capacity grown to `max` on first use;
     /// handed out with a large message, then made again: [`Consumer::owned`]).
     pub(super) scratch: Vec<u8>,
+    /// A message taken off the queue by a receive into a buffer too small for it
+    /// ([`Consumer::try_recv_into_slice`]): every receive returns it before popping again.
+    /// Never empty (an empty message fits any buffer).
+    pub(super) held: Option<Vec<u8>>,
 }
 
 impl Consumer {
     /// Receives the next message if there is one now.
     pub fn try_recv(&mut self) -> Result<Vec<u8>, QueueTryRecvError> {
+        if let Some(m) = self.held.take() {
+            return Ok(m);
+        }
         let mut buf = std::mem::take(&mut self.scratch);
         let r = self.try_recv_into(&mut buf);
         self.owned(buf, r)
@@ -95,6 +121,9 @@ impl Consumer {
     /// allocation: allocates nothing once `buf` has a capacity of
     /// [`Consumer::max_message_len`] bytes (the first call reserves it).
     pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, QueueTryRecvError> {
+        if let Some(n) = self.give_held(buf) {
+            return Ok(n);
+        }
         let ring = self.ep.ring();
         let mut spins = 0;
         loop {
@@ -160,13 +189,163 @@ impl Consumer {
         TryIter::new(self)
     }
 
+    /// The held message (see [`Consumer::held`]) put in `buf` in place of its contents,
+    /// with its length; `None` if there is none.
+    fn give_held(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
+        let held = self.held.take()?;
+        buf.clear();
+        buf.extend_from_slice(&held);
+        // Its allocation (`max` bytes of capacity) serves as the scratch buffer again.
+        self.scratch = held;
+        Some(buf.len())
+    }
+
+    /// Receives the next message into the start of `buf`, without blocking: one copy, straight
+    /// out of the queue's cell, and no allocation. Returns the message's length (`buf[..n]`
+    /// holds it).
+    ///
+    /// A pop cannot be undone (other consumers move past a taken cell), so a message longer
+    /// than `buf` is taken whole all the same, into this consumer's own buffer (allocated on
+    /// first use, `max_message_len` bytes), and [`RecvIntoSliceError::TooSmall`] says its
+    /// length: the next receive of any form on this consumer returns it before taking
+    /// anything else from the queue. It leaves with the consumer: dropping the consumer
+    /// drops it.
+    pub fn try_recv_into_slice(&mut self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<QueueTryRecvError>> {
+        if let Some(n) = self.held_into_slice(buf) {
+            return n;
+        }
+        let mut spill = std::mem::take(&mut self.scratch);
+        let ring = self.ep.ring();
+        let mut spins = 0;
+        let r = loop {
+            match pop_fit(&ring, self.ep.index, buf, &mut spill) {
+                Pop::Got(n) => {
+                    self.ep.watch.set(None);
+                    self.ep.counter.message(n);
+                    break Ok(n);
+                }
+                Pop::Empty(Some(stall))
+                    if spins < PENDING_SPINS && ring.still_stalled(&stall) && stall.is_writing() =>
+                {
+                    spins += 1;
+                    spin_hint();
+                }
+                Pop::Empty(stall) => {
+                    if self.ep.observe(stall) {
+                        continue;
+                    }
+                    if self.ep.truncated() {
+                        break Err(QueueTryRecvError::Truncated);
+                    }
+                    break Err(QueueTryRecvError::Empty);
+                }
+                Pop::Corrupt(_) if self.ep.truncated() => break Err(QueueTryRecvError::Truncated),
+                Pop::Corrupt(c) => break Err(QueueTryRecvError::Corrupt(c)),
+            }
+        };
+        self.keep_spilled(spill, buf.len(), r)
+    }
+
+    /// [`Consumer::try_recv_into_slice`], waiting as long as it takes.
+    pub fn recv_into_slice(&mut self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<QueueRecvError>> {
+        self.slice_deadline(buf, Deadline::NEVER).map_err(|e| e.map_recv(Got::untimed))
+    }
+
+    /// [`Consumer::try_recv_into_slice`], waiting at most `timeout`.
+    pub fn recv_into_slice_timeout(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<usize, RecvIntoSliceError<QueueRecvTimeoutError>> {
+        self.slice_deadline(buf, Deadline::after(timeout)).map_err(|e| e.map_recv(Got::timed))
+    }
+
+    /// The held message into `buf`, if there is one: `Some(Ok(len))`, or `Some(TooSmall)`
+    /// (still held) if it does not fit.
+    fn held_into_slice<E>(&mut self, buf: &mut [u8]) -> Option<Result<usize, RecvIntoSliceError<E>>> {
+        let held = self.held.as_ref()?;
+        let n = held.len();
+        let Some(dst) = buf.get_mut(..n) else {
+            return Some(Err(too_small(n, buf.len())));
+        };
+        dst.copy_from_slice(held);
+        self.scratch = self.held.take().unwrap_or_default();
+        Some(Ok(n))
+    }
+
+    /// After a pop into the caller's buffer (`cap` bytes) with `spill` as the spill buffer:
+    /// a message that went to `spill` is held, and reported as too small; `spill` is the
+    /// scratch buffer again otherwise.
+    fn keep_spilled<E>(
+        &mut self,
+        mut spill: Vec<u8>,
+        cap: usize,
+        r: Result<usize, E>,
+    ) -> Result<usize, RecvIntoSliceError<E>> {
+        match r {
+            Ok(n) if n > cap => {
+                // SAFETY: the ring initialized the first `n <= max` bytes of `spill`'s spare
+                // capacity (`pop_fit` chose it as `n` did not fit the caller's buffer).
+                unsafe { spill.set_len(n) };
+                self.held = Some(spill);
+                Err(too_small(n, cap))
+            }
+            r => {
+                self.scratch = spill;
+                Ok(r?)
+            }
+        }
+    }
+
+    fn slice_deadline(&mut self, buf: &mut [u8], deadline: Deadline) -> Result<usize, RecvIntoSliceError<Got>> {
+        if let Some(n) = self.held_into_slice(buf) {
+            return n;
+        }
+        let mut spill = std::mem::take(&mut self.scratch);
+        let shared = Arc::clone(&self.ep.shared);
+        let ring = shared.ring().counted(self.ep.counter);
+        let r = self.ep.block(&ring.ctl.not_empty.0, deadline, |ep| loop {
+            match pop_fit(&ring, ep.index, buf, &mut spill) {
+                Pop::Got(n) => return Some(Ok(n)),
+                Pop::Empty(stall) => {
+                    if !ep.observe(stall) {
+                        return ep.truncated().then_some(Err(None));
+                    }
+                }
+                Pop::Corrupt(c) => return Some(Err(Some(c))),
+            }
+        });
+        self.ep.watch.set(None);
+        let r = self.settle(r);
+        self.keep_spilled(spill, buf.len(), r)
+    }
+
+    /// How a blocking pop (`Endpoint::block`'s outcome) ended, counted.
+    fn settle(&self, r: Option<Result<usize, Option<Corrupt>>>) -> Result<usize, Got> {
+        match r {
+            Some(Ok(n)) => {
+                self.ep.counter.message(n);
+                Ok(n)
+            }
+            Some(Err(_)) | None if self.ep.truncated() => Err(Got::Failed(QueueRecvError::Truncated)),
+            Some(Err(Some(c))) => Err(Got::Failed(QueueRecvError::Corrupt(c))),
+            Some(Err(None)) | None => Err(Got::TimedOut),
+        }
+    }
+
     fn recv_vec(&mut self, deadline: Deadline) -> Result<Vec<u8>, Got> {
+        if let Some(m) = self.held.take() {
+            return Ok(m);
+        }
         let mut buf = std::mem::take(&mut self.scratch);
         let r = self.recv_deadline(&mut buf, deadline);
         self.owned(buf, r)
     }
 
     fn recv_deadline(&mut self, buf: &mut Vec<u8>, deadline: Deadline) -> Result<usize, Got> {
+        if let Some(n) = self.give_held(buf) {
+            return Ok(n);
+        }
         let shared = Arc::clone(&self.ep.shared);
         let ring = shared.ring().counted(self.ep.counter);
         let r = self.ep.block(&ring.ctl.not_empty.0, deadline, |ep| loop {
@@ -182,20 +361,13 @@ impl Consumer {
             }
         });
         self.ep.watch.set(None);
-        match r {
-            Some(Ok(n)) => {
-                self.ep.counter.message(n);
-                Ok(n)
-            }
-            Some(Err(_)) | None if self.ep.truncated() => Err(Got::Failed(QueueRecvError::Truncated)),
-            Some(Err(Some(c))) => Err(Got::Failed(QueueRecvError::Corrupt(c))),
-            Some(Err(None)) | None => Err(Got::TimedOut),
-        }
+        self.settle(r)
     }
 
-    /// Whether a receive could make progress now (the queue is not empty).
+    /// Whether a receive could make progress now (the queue is not empty, or this consumer
+    /// holds a message a too-small buffer did not take).
     pub fn has_message(&self) -> bool {
-        self.ep.shared.ring().pop_ready().is_ok()
+        self.held.is_some() || self.ep.shared.ring().pop_ready().is_ok()
     }
 
     /// How blocking calls wait (default: spin about 20 µs, then sleep).
@@ -227,7 +399,7 @@ impl Waitable for Consumer {
     }
 
     fn is_ready(&self) -> bool {
-        self.ep.ready(self.ep.shared.ring().pop_ready())
+        self.held.is_some() || self.ep.ready(self.ep.shared.ring().pop_ready())
     }
 
     fn recheck_interval(&self) -> Option<Duration> {

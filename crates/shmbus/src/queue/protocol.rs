@@ -475,11 +475,29 @@ impl<'a, C: Cells> Ring<'a, C> {
         self.pop_impl(me, as_uninit(out), Crash::Never)
     }
 
+    /// Copies the next message into the start of `out` if it fits there, else into the start
+    /// of `spill` (`spill.len() >= max`): `Got(n)` with `n <= out.len()` is in `out`, a longer
+    /// one in `spill`. The length is read under the claim, so the message that does not fit
+    /// is still taken whole (a pop cannot be undone: other consumers help `head` past a
+    /// claimed cell) and kept by the caller for a later receive.
+    #[inline]
+    pub(crate) fn try_pop_fit(&self, me: usize, out: &mut [MaybeUninit<u8>], spill: &mut [MaybeUninit<u8>]) -> Pop {
+        self.pop_fit_impl(me, out, spill, Crash::Never)
+    }
+
     /// [`Ring::try_pop_into`], stopping ("dying") at `crash` (models pass a point;
     /// `try_pop_into` passes `Never`).
     #[inline(always)]
     pub fn pop_impl(&self, me: usize, out: &mut [MaybeUninit<u8>], crash: Crash) -> Pop {
         debug_assert!(out.len() >= self.max);
+        // Every message fits `out`: the spill buffer is never chosen.
+        self.pop_fit_impl(me, out, &mut [], crash)
+    }
+
+    /// The pop: [`Ring::try_pop_fit`], stopping ("dying") at `crash`.
+    #[inline(always)]
+    fn pop_fit_impl(&self, me: usize, out: &mut [MaybeUninit<u8>], spill: &mut [MaybeUninit<u8>], crash: Crash) -> Pop {
+        debug_assert!(out.len() >= self.max || spill.len() >= self.max);
         let intent = &self.table.entry(me).aux[0];
         // Acquire: pairs with the AcqRel CAS that moved `head` here.
         let mut pos = self.ctl.head.0.load(Ordering::Acquire);
@@ -516,7 +534,7 @@ impl<'a, C: Cells> Ring<'a, C> {
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => return self.take(pos, idx, cell, out, crash),
+                    Ok(_) => return self.take(pos, idx, cell, out, spill, crash),
                     Err(actual) => actual,
                 }
             } else {
@@ -546,7 +564,7 @@ impl<'a, C: Cells> Ring<'a, C> {
                         {
                             continue;
                         }
-                        return self.take(pos, idx, cell, out, crash);
+                        return self.take(pos, idx, cell, out, spill, crash);
                     }
                     ABANDONED => {
                         // Its producer died mid-copy: retire it unread (one of us wins the CAS).
@@ -624,9 +642,18 @@ impl<'a, C: Cells> Ring<'a, C> {
         }
     }
 
-    /// The rest of a pop once we hold `READING(pos, me)` on cell `idx`.
+    /// The rest of a pop once we hold `READING(pos, me)` on cell `idx`: the message goes to
+    /// `out` if it fits there, else to `spill`.
     #[inline(always)]
-    fn take(&self, pos: u64, idx: usize, cell: &CellHeader, out: &mut [MaybeUninit<u8>], crash: Crash) -> Pop {
+    fn take(
+        &self,
+        pos: u64,
+        idx: usize,
+        cell: &CellHeader,
+        out: &mut [MaybeUninit<u8>],
+        spill: &mut [MaybeUninit<u8>],
+        crash: Crash,
+    ) -> Pop {
         if crash == Crash::AfterClaim {
             return Pop::Empty(None);
         }
@@ -643,8 +670,11 @@ impl<'a, C: Cells> Ring<'a, C> {
                     .and_repaired(),
             )
         } else {
-            // SAFETY: we hold READING on `idx`; len <= max <= out.len().
-            unsafe { self.cells.read(idx, &mut out[..len]) };
+            // `len <= max`, and `out` or `spill` holds `max` bytes (checked by the callers):
+            // the slicing cannot fail.
+            let dst = if len <= out.len() { &mut out[..len] } else { &mut spill[..len] };
+            // SAFETY: we hold READING on `idx`; `dst` is `len <= max` bytes.
+            unsafe { self.cells.read(idx, dst) };
             Pop::Got(len)
         };
         // Release: pairs with the Acquire load in `push_impl`: our reads of the

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::channel::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, WRITER_SLOT};
 use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
-use crate::error::OpenError;
+use crate::error::{too_small, OpenError, RecvIntoSliceError};
 use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -236,6 +236,33 @@ impl StreamReader {
         Ok(self.recv_ref_timeout(timeout)?.copy_into(buf))
     }
 
+    /// Copies the next record into the start of `buf` and consumes it, without waiting: one
+    /// copy, straight out of the ring, and no allocation. Returns the record's length
+    /// (`buf[..n]` holds it).
+    ///
+    /// A record longer than `buf` is [`RecvIntoSliceError::TooSmall`] and is not consumed:
+    /// it stays at the head of the ring (the writer cannot overwrite it), and the next
+    /// receive of any form returns it.
+    #[inline]
+    pub fn try_recv_into_slice(&mut self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<StreamTryRecvError>> {
+        self.try_recv_ref()?.copy_to_slice(buf)
+    }
+
+    /// [`StreamReader::try_recv_into_slice`], waiting as long as it takes (or until the writer
+    /// is gone).
+    pub fn recv_into_slice(&mut self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<StreamRecvError>> {
+        self.recv_ref()?.copy_to_slice(buf)
+    }
+
+    /// [`StreamReader::try_recv_into_slice`], waiting at most `timeout`.
+    pub fn recv_into_slice_timeout(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<usize, RecvIntoSliceError<StreamRecvTimeoutError>> {
+        self.recv_ref_timeout(timeout)?.copy_to_slice(buf)
+    }
+
     /// The next record, copied out and consumed, without waiting.
     pub fn try_recv(&mut self) -> Result<Vec<u8>, StreamTryRecvError> {
         Ok(self.try_recv_ref()?.take())
@@ -340,6 +367,18 @@ impl Record<'_> {
         let v = self.to_vec();
         self.consume();
         v
+    }
+
+    /// Copies the record into the start of `buf` and consumes it; a record longer than `buf`
+    /// is left unconsumed (`Err` with its length), to be read again.
+    fn copy_to_slice<E>(self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<E>> {
+        let n = self.len;
+        let Some(dst) = buf.get_mut(..n) else {
+            return Err(too_small(n, buf.len()));
+        };
+        dst.copy_from_slice(&self);
+        self.consume();
+        Ok(n)
     }
 
     fn copy_into(self, buf: &mut Vec<u8>) -> usize {

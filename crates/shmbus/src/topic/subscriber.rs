@@ -9,6 +9,7 @@ use super::channel::Inner;
 use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
 use super::protocol::{CursorUpdate, Lookup, INLINE_DATA, PIN_RECORDS};
 use crate::endpoint::liveness::{self, PENDING_GRACE};
+use crate::error::{too_small, RecvIntoSliceError};
 use crate::stats::Counter;
 use crate::sys::process_is_alive;
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
@@ -64,7 +65,8 @@ impl Message {
     }
 }
 
-/// What was received into a caller's buffer (the `*_recv_into*` family).
+/// What was received into a caller's buffer (the `*_recv_into*` and `*_recv_into_slice*`
+/// families).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageInfo {
     seq: u64,
@@ -687,6 +689,56 @@ impl Subscriber {
     /// Receives the next message in order as a pinned sample, waiting up to `timeout`.
     pub fn recv_ref_timeout(&self, timeout: Duration) -> Result<Sample<'_>, TopicRecvTimeoutError> {
         self.block_timeout(timeout, || self.try_next(|s, k| self.pin_slot(s, k)))
+    }
+
+    /// Copies the message of `sample` into the start of `buf`, or, if `buf` is too short,
+    /// moves the cursor back to it (while it is still pinned) so that the next receive reads
+    /// it again.
+    fn sample_into_slice<E>(&self, sample: Sample<'_>, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<E>> {
+        let len = sample.len;
+        let Some(dst) = buf.get_mut(..len) else {
+            // Back to this message while our pin still holds it: a reliable subscriber's
+            // publishers keep it from here on (see `seek`).
+            self.seek(sample.seq);
+            return Err(too_small(len, buf.len()));
+        };
+        dst.copy_from_slice(&sample);
+        Ok(MessageInfo { seq: sample.seq, ts_ns: sample.ts_ns, len })
+    }
+
+    /// Receives the next message in order into the start of `buf`, without blocking: one
+    /// copy, straight out of the slot, and no allocation. Returns the message's sequence
+    /// number, publish time and length (`buf[..len]` holds it).
+    ///
+    /// The slot is pinned for the copy (on a topic of slots up to 40 B, read without a pin,
+    /// as [`Sample`] says), so the copy needs one pin of the
+    /// [budget](Self::set_pin_budget) free: with every pin held by samples it fails with
+    /// [`TopicTryRecvError::PinLimit`], as [`try_recv_ref`](Self::try_recv_ref) does.
+    ///
+    /// A message longer than `buf` is [`RecvIntoSliceError::TooSmall`] and the cursor stays
+    /// on it: the next receive of any form reads it again. A reliable subscriber gets it for
+    /// sure (its publishers keep it from then on); for a lossy one it can be overwritten
+    /// meanwhile like any unread message, and the next receive then reports the gap
+    /// ([`TopicTryRecvError::Lagged`]).
+    pub fn try_recv_into_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicTryRecvError>> {
+        let sample = self.try_recv_ref()?;
+        self.sample_into_slice(sample, buf)
+    }
+
+    /// [`try_recv_into_slice`](Self::try_recv_into_slice), waiting as long as it takes.
+    pub fn recv_into_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicRecvError>> {
+        let sample = self.recv_ref()?;
+        self.sample_into_slice(sample, buf)
+    }
+
+    /// [`try_recv_into_slice`](Self::try_recv_into_slice), waiting up to `timeout`.
+    pub fn recv_into_slice_timeout(
+        &self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<MessageInfo, RecvIntoSliceError<TopicRecvTimeoutError>> {
+        let sample = self.recv_ref_timeout(timeout)?;
+        self.sample_into_slice(sample, buf)
     }
 
     fn locate(&self, seq: u64) -> Result<usize, TopicGetError> {
