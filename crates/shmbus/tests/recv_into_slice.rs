@@ -121,6 +121,28 @@ fn topic_of_inline_slots_too() {
     assert!(buf[40..].iter().all(|&b| b == FILL));
 }
 
+/// The copy's pin is one beyond the budget and given back at once: it works while samples
+/// hold the whole budget.
+#[test]
+fn a_topic_copy_works_while_samples_hold_the_pin_budget() {
+    let s = Scratch::new("slice-topic-pins");
+    let d = s.domain("t");
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().history(8).max_message_len(256)).unwrap();
+    let mut p = t.publisher().unwrap();
+    let sub = t.subscriber().unwrap();
+    for i in 1..=4 {
+        p.send(&message(i, 256)).unwrap();
+    }
+    let (a, b) = (sub.try_recv_ref().unwrap(), sub.try_recv_ref().unwrap());
+    assert!(matches!(sub.try_recv_ref(), Err(TopicTryRecvError::PinLimit { .. })));
+    let mut buf = [0u8; 256];
+    for seq in 3..=4 {
+        let info = sub.try_recv_into_slice(&mut buf).unwrap();
+        assert_eq!((info.seq(), check(&buf)), (seq, seq));
+    }
+    assert_eq!((check(&a), check(&b)), (1, 2));
+}
+
 /// The receive copies: once it returns, the buffer is the caller's, whatever the publisher
 /// writes into the slot after.
 #[test]

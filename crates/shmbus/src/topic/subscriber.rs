@@ -618,6 +618,13 @@ impl Subscriber {
     }
 
     fn pin_slot(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
+        self.pin_slot_within(s, k, self.pin_budget.get())
+    }
+
+    /// [`pin_slot`](Self::pin_slot) with `budget` pins at most (the copy of
+    /// `try_recv_into_slice` may take one beyond the subscriber's budget, which it gives back
+    /// before it returns).
+    fn pin_slot_within(&self, s: usize, k: u64, budget: usize) -> Result<Sample<'_>, Fail> {
         let sh = self.inner.shared();
         if sh.data.slot_size <= INLINE_DATA {
             return self.copy_inline(s, k);
@@ -630,14 +637,18 @@ impl Subscriber {
             }
             entry.1 += 1;
         } else {
-            if pins.len() >= self.pin_budget.get() {
+            if pins.len() >= budget {
                 return Err(Fail::PinLimit);
             }
-            // A free pin record (there is one: a tracked budget is at most PIN_RECORDS).
+            // A free pin record: there is one within the subscriber's budget (a tracked
+            // budget is at most PIN_RECORDS); a copy's extra pin may find none.
             let record = if self.untracked.get() {
                 None
             } else {
-                (0..PIN_RECORDS).find(|r| pins.iter().all(|p| p.2 != Some(*r)))
+                match (0..PIN_RECORDS).find(|r| pins.iter().all(|p| p.2 != Some(*r))) {
+                    Some(r) => Some(r),
+                    None => return Err(Fail::PinLimit),
+                }
             };
             // The payload (outside the header: inline ones are copied, above): its first and
             // last lines start on their way now, so that the misses of reading them overlap
@@ -691,6 +702,12 @@ impl Subscriber {
         self.block_timeout(timeout, || self.try_next(|s, k| self.pin_slot(s, k)))
     }
 
+    /// Pins slot `s` holding `k` for the length of a copy: one pin beyond the budget, so that
+    /// a copying receive works while the caller holds as many samples as the budget allows.
+    fn pin_for_copy(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
+        self.pin_slot_within(s, k, self.pin_budget.get().saturating_add(1))
+    }
+
     /// Copies the message of `sample` into the start of `buf`, or, if `buf` is too short,
     /// moves the cursor back to it (while it is still pinned) so that the next receive reads
     /// it again.
@@ -710,10 +727,11 @@ impl Subscriber {
     /// copy, straight out of the slot, and no allocation. Returns the message's sequence
     /// number, publish time and length (`buf[..len]` holds it).
     ///
-    /// The slot is pinned for the copy (on a topic of slots up to 40 B, read without a pin,
-    /// as [`Sample`] says), so the copy needs one pin of the
-    /// [budget](Self::set_pin_budget) free: with every pin held by samples it fails with
-    /// [`TopicTryRecvError::PinLimit`], as [`try_recv_ref`](Self::try_recv_ref) does.
+    /// The slot is pinned for the length of the copy (on a topic of slots up to 40 B, read
+    /// without a pin, as [`Sample`] says), one pin beyond the
+    /// [budget](Self::set_pin_budget), given back before it returns: it works while samples
+    /// hold the whole budget, except with a budget of exactly 4 all held (every pin record
+    /// taken), where it fails with [`TopicTryRecvError::PinLimit`].
     ///
     /// A message longer than `buf` is [`RecvIntoSliceError::TooSmall`] and the cursor stays
     /// on it: the next receive of any form reads it again. A reliable subscriber gets it for
@@ -721,13 +739,13 @@ impl Subscriber {
     /// meanwhile like any unread message, and the next receive then reports the gap
     /// ([`TopicTryRecvError::Lagged`]).
     pub fn try_recv_into_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicTryRecvError>> {
-        let sample = self.try_recv_ref()?;
+        let sample = self.try_next(|s, k| self.pin_for_copy(s, k))?;
         self.sample_into_slice(sample, buf)
     }
 
     /// [`try_recv_into_slice`](Self::try_recv_into_slice), waiting as long as it takes.
     pub fn recv_into_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicRecvError>> {
-        let sample = self.recv_ref()?;
+        let sample = self.block_untimed(|| self.try_next(|s, k| self.pin_for_copy(s, k)))?;
         self.sample_into_slice(sample, buf)
     }
 
@@ -737,7 +755,7 @@ impl Subscriber {
         buf: &mut [u8],
         timeout: Duration,
     ) -> Result<MessageInfo, RecvIntoSliceError<TopicRecvTimeoutError>> {
-        let sample = self.recv_ref_timeout(timeout)?;
+        let sample = self.block_timeout(timeout, || self.try_next(|s, k| self.pin_for_copy(s, k)))?;
         self.sample_into_slice(sample, buf)
     }
 
