@@ -357,7 +357,9 @@ fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
     // closed at once).
     let writable = dir.open_channel(name, true).is_ok();
     let header = *seg.info();
-    let (live, dead) = seg.participant_view().list().into_iter().partition(|p| process_is_alive(p.process));
+    // By pid in this PID namespace, by entry lock in another (see `participants`).
+    let view = seg.participant_view();
+    let (live, dead) = view.list().into_iter().partition(|p| view.is_alive(p));
     let modified = seg.file().metadata().and_then(|m| m.modified()).ok();
     let (pending, history_len) = contents_of(seg)?;
     Ok(SegmentReport {

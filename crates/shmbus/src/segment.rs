@@ -359,12 +359,13 @@ impl Segment {
         unsafe { self.map.as_ptr().add(KIND_OFFSET) }
     }
 
-    /// The participant table, read-write: endpoints register, release and reclaim through it.
+    /// The participant table, read-write: endpoints register, release and reclaim through it,
+    /// holding their entries' locks on this segment's open file (see [`crate::participants`]).
     #[inline]
     pub(crate) fn participants(&self) -> ParticipantTable<'_> {
         // SAFETY: the table lies at PARTICIPANTS_OFFSET inside the read-write mapping, which
         // lives as long as `self`; its entries are atomics, valid for any bit pattern.
-        unsafe { ParticipantTable::from_raw(self.map.as_ptr().add(PARTICIPANTS_OFFSET)) }
+        unsafe { ParticipantTable::from_raw(self.map.as_ptr().add(PARTICIPANTS_OFFSET), self.file.as_fd()) }
     }
 
     /// The counter block of participant entry `index` (`< PARTICIPANTS`), for its owner to
@@ -487,7 +488,7 @@ impl<A: Access> Segment<A> {
     pub(crate) fn participant_view(&self) -> ParticipantView<'_> {
         // SAFETY: the table lies at PARTICIPANTS_OFFSET inside the mapping, which lives as long
         // as `self`; its entries are atomics, valid for any bit pattern.
-        unsafe { ParticipantView::from_raw(self.map.as_const_ptr().add(PARTICIPANTS_OFFSET)) }
+        unsafe { ParticipantView::from_raw(self.map.as_const_ptr().add(PARTICIPANTS_OFFSET), self.file.as_fd()) }
     }
 
     /// The counter block of participant entry `index` (`< PARTICIPANTS`) through load-only

@@ -1,7 +1,8 @@
 //! Noticing that a peer died: one clock and one table of intervals for every kind.
 //!
 //! A process that is SIGKILLed sends no notification, so an endpoint that waits on a peer
-//! asks `/proc` whether it still runs (`process_is_alive`, a few microseconds). Asking on
+//! asks whether it still runs (`ParticipantTable::is_alive`: `/proc` for a peer in this PID
+//! namespace, the peer's entry lock for one in another; a few microseconds). Asking on
 //! every poll would cost more than the poll, so each check is throttled to an interval. All
 //! of them read one clock, [`now_ns`]: `CLOCK_MONOTONIC` through the vDSO (about 20 ns, never
 //! a system call). A spinning reader polls every few tens of nanoseconds, so [`PeerWatch`]
@@ -25,8 +26,9 @@
 use std::cell::Cell;
 use std::time::Duration;
 
+use crate::participants::ParticipantInfo;
 use crate::participants::ParticipantTable;
-use crate::sys::{monotonic_ns, process_is_alive, ProcessId};
+use crate::sys::{monotonic_ns, ProcessId};
 
 /// A topic slot or journal entry claimed and not committed for this long has its claimant
 /// checked.
@@ -104,7 +106,8 @@ impl Throttle {
 pub(crate) struct PeerWatch {
     slot: usize,
     every_ns: u64,
-    seen: Cell<ProcessId>,
+    /// The holder last checked: its process and PID namespace.
+    seen: Cell<(ProcessId, u32)>,
     checked_ns: Cell<u64>,
     alive: Cell<bool>,
     polls: Cell<u32>,
@@ -116,7 +119,7 @@ impl PeerWatch {
         PeerWatch {
             slot,
             every_ns: as_ns(every),
-            seen: Cell::new(ProcessId { pid: 0, start_time: 0 }),
+            seen: Cell::new((ProcessId { pid: 0, start_time: 0 }, 0)),
             checked_ns: Cell::new(0),
             alive: Cell::new(false),
             polls: Cell::new(0),
@@ -129,10 +132,11 @@ impl PeerWatch {
             self.alive.set(false);
             return false;
         };
-        if owner.process.pid == me.pid {
+        if owner.process.pid == me.pid && owner.pid_namespace == own_namespace(&owner) {
             return true;
         }
-        if owner.process == self.seen.get() {
+        let holder = (owner.process, owner.pid_namespace);
+        if holder == self.seen.get() {
             let polls = self.polls.get().wrapping_add(1);
             self.polls.set(polls);
             if polls % CLOCK_EVERY != 0 {
@@ -140,10 +144,10 @@ impl PeerWatch {
             }
         }
         let now = now_ns();
-        if owner.process != self.seen.get() || now.saturating_sub(self.checked_ns.get()) >= self.every_ns {
-            self.seen.set(owner.process);
+        if holder != self.seen.get() || now.saturating_sub(self.checked_ns.get()) >= self.every_ns {
+            self.seen.set(holder);
             self.checked_ns.set(now);
-            self.alive.set(process_is_alive(owner.process));
+            self.alive.set(table.is_alive(&owner));
         }
         self.alive.get()
     }
@@ -154,6 +158,16 @@ impl PeerWatch {
     #[cfg(feature = "tokio")]
     pub(crate) fn clock_next(&self) {
         self.polls.set(CLOCK_EVERY - 1);
+    }
+}
+
+/// The namespace word an entry of ours would carry, compared with `owner`'s: ours, or 0
+/// (unknown) when `owner`'s is 0. A pid equal to ours is ours only in our own namespace.
+fn own_namespace(owner: &ParticipantInfo) -> u32 {
+    if owner.pid_namespace == 0 {
+        0
+    } else {
+        crate::sys::lock::pid_namespace()
     }
 }
 
@@ -191,7 +205,7 @@ mod tests {
         let fresh = PeerWatch::new(0, Duration::ZERO);
         assert!(!fresh.alive(table, me), "dead holder once re-checked");
         let seen_alive = PeerWatch::new(0, Duration::ZERO);
-        seen_alive.seen.set(peer);
+        seen_alive.seen.set((peer, 0));
         seen_alive.alive.set(true);
         let polls_to_notice = (1..=2 * CLOCK_EVERY).find(|_| !seen_alive.alive(table, me));
         assert_eq!(polls_to_notice, Some(CLOCK_EVERY), "the clock is read every CLOCK_EVERY polls");

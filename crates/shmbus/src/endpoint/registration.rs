@@ -81,11 +81,11 @@ pub(crate) fn claim_exclusive(
             (_, None) => continue, // released meanwhile
             (EntryState::Active { .. }, Some(o)) => {
                 holder = o.process.pid;
-                if is_us(o.process, me) || process_is_alive(o.process) {
+                if is_us(o.process, me) || table.is_alive(&o) {
                     return Err(OpenError::Busy { path: path.to_owned(), holder_pid: holder });
                 }
             }
-            (EntryState::Claiming | EntryState::Reclaiming, Some(o)) if process_is_alive(o.process) => {
+            (EntryState::Claiming | EntryState::Reclaiming, Some(o)) if table.is_alive(&o) => {
                 // Someone is claiming or reclaiming it right now, or died doing so long ago
                 // (and its pid was reused), or a hostile peer wrote a live pid here: wait a
                 // little, then take it over if the word has not moved.

@@ -350,7 +350,12 @@ impl<A: Access> MetaFile<A> {
     pub(crate) fn participant_view(&self) -> crate::participants::ParticipantView<'_> {
         // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the mapping, which
         // lives as long as `self`; the view only loads.
-        unsafe { crate::participants::ParticipantView::from_raw(self.map.as_const_ptr().add(META_PARTICIPANTS_OFFSET)) }
+        unsafe {
+            crate::participants::ParticipantView::from_raw(
+                self.map.as_const_ptr().add(META_PARTICIPANTS_OFFSET),
+                std::os::fd::AsFd::as_fd(&self.file),
+            )
+        }
     }
 
     /// The archive directory recorded by `Journal::tier`, if any (validated: non-empty,
@@ -423,7 +428,12 @@ impl MetaFile {
     pub(crate) fn participants(&self) -> crate::participants::ParticipantTable<'_> {
         // SAFETY: the table lies at META_PARTICIPANTS_OFFSET, fully inside the read-write
         // mapping, which lives as long as `self`.
-        unsafe { crate::participants::ParticipantTable::from_raw(self.map.as_ptr().add(META_PARTICIPANTS_OFFSET)) }
+        unsafe {
+            crate::participants::ParticipantTable::from_raw(
+                self.map.as_ptr().add(META_PARTICIPANTS_OFFSET),
+                std::os::fd::AsFd::as_fd(&self.file),
+            )
+        }
     }
 
     /// Records the archive directory. The caller serialises writers (readers lock).

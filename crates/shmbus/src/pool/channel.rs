@@ -16,7 +16,7 @@ use {
     crate::participants::ParticipantView,
     crate::segment::Segment,
     crate::sync::{Ordering, RoArea},
-    crate::sys::{process_is_alive, Access, ReadOnly},
+    crate::sys::{Access, ReadOnly},
 };
 
 /// How often a waiting worker checks, by default, that its dispatcher process still lives.
@@ -147,7 +147,8 @@ pub(super) fn payload_ptr(seg: &Segment, layout: &PoolLayout, i: usize) -> *mut 
 
 #[cfg(not(loom))]
 pub(super) fn dispatcher_alive<A: Access>(seg: &Segment<A>) -> Option<(u32, bool)> {
-    seg.participant_view().owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, process_is_alive(o.process)))
+    let view = seg.participant_view();
+    view.owner(DISPATCHER_ENTRY).map(|o| (o.process.pid, view.is_alive(&o)))
 }
 
 /// Jobs in pool segment `seg` that the pool still owes someone, for `admin::inspect` (loads
@@ -163,7 +164,7 @@ pub(super) fn undelivered_jobs(seg: Segment<ReadOnly>) -> Result<u64, OpenError>
     // since is owed too: the next `reap` turns it into a loss report.
     let owed = |i: usize| match sv.mailbox(i, offsets::MAILBOX_STATE) {
         FULL | LOST => true,
-        TAKEN => sv.participants.owner(1 + i).is_none_or(|p| !process_is_alive(p.process)),
+        TAKEN => sv.participants.owner(1 + i).is_none_or(|p| !sv.participants.is_alive(&p)),
         _ => false,
     };
     // Plus loss reports a worker that adopted a LOST mailbox moved aside.

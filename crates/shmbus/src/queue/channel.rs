@@ -171,7 +171,7 @@ impl Endpoint {
         self.watch.set(Some(Watch { stall, next_check_ns }));
         let ring = self.ring();
         let owner_alive = match ring.table.owner(stall.owner) {
-            Some(info) => process_is_alive(info.process),
+            Some(info) => ring.table.is_alive(&info),
             // The entry is free but the claim stands: nothing to reclaim through the table.
             None => true,
         };

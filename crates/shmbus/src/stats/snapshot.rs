@@ -8,7 +8,7 @@ use crate::admin::{self, Description, Pending};
 use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::segment::{Kind, Segment};
-use crate::sys::{monotonic_ns, process_is_alive, ProcessId, ReadOnly};
+use crate::sys::{monotonic_ns, ProcessId, ReadOnly};
 
 /// One participant of a channel with its counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub(crate) fn participants(seg: &Segment<ReadOnly>) -> Vec<ParticipantStats> {
             process: info.process,
             role: info.role,
             role_name: admin::role_name(kind, info.role).unwrap_or("unknown"),
-            alive: process_is_alive(info.process),
+            alive: view.is_alive(&info),
             since_ns: if owner == u64::from(info.process.pid) { since_ns } else { 0 },
             counters,
         });

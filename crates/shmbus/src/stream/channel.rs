@@ -20,7 +20,7 @@ use crate::participants::ParticipantTable;
 use crate::pod::PayloadType;
 use crate::segment::{Segment, KIND_OFFSET};
 use crate::stats::Counter;
-use crate::sys::{process_is_alive, Access, Mapping, ProcessId, ReadOnly};
+use crate::sys::{Access, Mapping, ProcessId, ReadOnly};
 use crate::wait::{block_on, Deadline, WaitPolicy};
 
 #[cfg(doc)]
@@ -287,8 +287,7 @@ pub(super) fn status_of<A: Access>(chan: &Channel<StreamLayout, A>) -> StreamSta
     let area = chan.kind_area();
     let (head, tail) = positions_of(area.u64_at(HEAD_POS_OFFSET), area.u64_at(TAIL_POS_OFFSET));
     let table = chan.participant_view();
-    let ep =
-        |slot| table.owner(slot).map(|o| EndpointStatus { pid: o.process.pid, alive: process_is_alive(o.process) });
+    let ep = |slot| table.owner(slot).map(|o| EndpointStatus { pid: o.process.pid, alive: table.is_alive(&o) });
     StreamStatus {
         capacity: layout.capacity,
         used: head.saturating_sub(tail).min(layout.capacity),

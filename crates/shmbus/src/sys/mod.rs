@@ -8,6 +8,7 @@
 
 pub mod fs;
 pub mod futex;
+pub mod lock;
 pub mod mmap;
 pub mod process;
 pub mod sigbus;

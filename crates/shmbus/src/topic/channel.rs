@@ -273,7 +273,7 @@ impl StatusView<'_> {
         self.participants
             .list()
             .into_iter()
-            .filter(|p| p.role == ROLE_SUBSCRIBER && process_is_alive(p.process))
+            .filter(|p| p.role == ROLE_SUBSCRIBER && self.participants.is_alive(p))
             .filter(|p| {
                 let v = self.participants.aux(p.index, super::protocol::AUX_CURSOR);
                 v != 0 && v & super::protocol::CURSOR_EVICTED == 0

@@ -807,7 +807,9 @@ impl<'a> Shared<'a> {
             }
             // Only a publisher claims: a pending word in any other entry is garbage.
             match self.participants.owner(i) {
-                Some(owner) if owner.role == ROLE_PUBLISHER && is_alive(owner.process) => return true,
+                Some(owner) if owner.role == ROLE_PUBLISHER && self.participants.alive_with(&owner, &is_alive) => {
+                    return true
+                }
                 _ => {}
             }
         }
@@ -831,7 +833,7 @@ impl<'a> Shared<'a> {
                 continue;
             }
             match self.participants.owner(i) {
-                Some(owner) if owner.role == ROLE_PUBLISHER && is_alive(owner.process) => {
+                Some(owner) if owner.role == ROLE_PUBLISHER && self.participants.alive_with(&owner, &is_alive) => {
                     live[n_live] = p;
                     n_live += 1;
                 }

@@ -8,7 +8,7 @@ use super::channel::{DeliveryPolicy, Inner};
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
 use super::protocol::{CursorCache, HeldCrash, CURSOR_SEQ, INLINE_DATA};
 use crate::stats::Counter;
-use crate::sys::{monotonic_ns, process_is_alive};
+use crate::sys::monotonic_ns;
 use crate::wait::Deadline;
 
 /// How often a publisher waiting for reliable subscribers wakes to check that they live
@@ -171,7 +171,7 @@ impl Publisher {
             let dead = sh
                 .reliable_cursors()
                 .filter(|&(_, v)| v & CURSOR_SEQ <= old)
-                .filter(|&(i, _)| sh.participants.owner(i).is_none_or(|o| !process_is_alive(o.process)))
+                .filter(|&(i, _)| sh.participants.owner(i).is_none_or(|o| !sh.participants.is_alive(&o)))
                 .count();
             if dead > 0 && self.inner.reclaim_dead() > 0 {
                 // Reported as evictions are: the publisher's drops.
