@@ -7,9 +7,11 @@
 //! - **Connections**: at most [`MAX_CONNECTIONS`], and fewer when `RLIMIT_NOFILE` is low
 //!   (the limit is read again at every accept, so `prlimit` on a running exporter counts):
 //!   [`FD_RESERVE`] descriptors stay free for the scrapes themselves. A new connection over
-//!   the limit takes the place of the connection that has waited longest for a request
-//!   (idle, or still sending its head or body); when every connection is busy answering,
-//!   the new one gets `503` and is closed at once.
+//!   the limit takes the place of the connection that has been evictable longest: every
+//!   connection is, since its accept or its last answer, except while its answer is being
+//!   made (it may be idle, sending a request, waiting for its turn, or not reading its
+//!   answer). When every connection is having its answer made, the new one gets `503` and
+//!   is closed at once.
 //! - **Time**: the head and body of a request must arrive within [`REQUEST_TIMEOUT`] of its
 //!   first byte (of the accept, for a connection's first request), a kept-alive connection
 //!   may wait [`IDLE_TIMEOUT`] for its next request, and a response must be taken by the
@@ -227,17 +229,19 @@ struct Slot {
     id: u64,
     /// Its socket: open for as long as the slot is in the registry (see [`Conn`]).
     fd: RawFd,
-    /// Since when it has been waiting for (the rest of) a request; `None` while its request
-    /// is being answered.
-    waiting_since: Option<Instant>,
+    /// Since when it may be shut down to make room: since it was accepted or since its last
+    /// answer was made (it waits for a request, reads one, waits for its turn to be
+    /// answered, or writes its answer). `None` while its answer is being made.
+    evictable_since: Option<Instant>,
     /// Shut down to make room; its thread is on its way out.
     evicted: bool,
 }
 
-/// Shuts down the connection that has waited longest for a request, if any is waiting;
+/// Shuts down the connection that has been evictable longest (see [`Slot`]), if any is;
 /// says whether one was.
 fn evict_longest_waiting(reg: &mut [Slot]) -> bool {
-    let Some(slot) = reg.iter_mut().filter(|s| !s.evicted && s.waiting_since.is_some()).min_by_key(|s| s.waiting_since)
+    let Some(slot) =
+        reg.iter_mut().filter(|s| !s.evicted && s.evictable_since.is_some()).min_by_key(|s| s.evictable_since)
     else {
         return false;
     };
@@ -265,7 +269,7 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream) {
         return;
     }
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    reg.push(Slot { id, fd: stream.as_raw_fd(), waiting_since: Some(Instant::now()), evicted: false });
+    reg.push(Slot { id, fd: stream.as_raw_fd(), evictable_since: Some(Instant::now()), evicted: false });
     drop(reg);
     let conn = Conn { registration: Registration { shared: Arc::clone(shared), id }, stream };
     let spawned = std::thread::Builder::new().name("export-connection".into()).spawn(move || conn.serve());
@@ -284,9 +288,12 @@ fn refuse(stream: TcpStream) {
          Content-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    // A fresh socket's send buffer takes this at once; if not, the client gets nothing.
+    // A fresh socket's send buffer takes this at once; if not, the client gets nothing. What
+    // the client sent already is read, so that the close is not a reset that destroys the
+    // answer.
     if stream.set_nonblocking(true).is_ok() {
         let _ = (&stream).write(text.as_bytes());
+        let _ = (&stream).read(&mut [0u8; CHUNK]);
     }
     let _ = stream.shutdown(Shutdown::Both);
 }
@@ -298,13 +305,13 @@ struct Registration {
 }
 
 impl Registration {
-    /// Marks the connection waiting for a request (evictable) or answering one (not).
+    /// Marks the connection evictable (from now) or not (while its answer is made).
     /// Returns false if it was evicted meanwhile.
-    fn set_waiting(&self, waiting: bool) -> bool {
+    fn set_evictable(&self, evictable: bool) -> bool {
         let mut reg = self.shared.lock();
         match reg.iter_mut().find(|s| s.id == self.id) {
             Some(s) => {
-                s.waiting_since = waiting.then(Instant::now);
+                s.evictable_since = evictable.then(Instant::now);
                 !s.evicted
             }
             None => false,
@@ -356,9 +363,6 @@ impl Conn {
         let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
         let mut answered: u32 = 0;
         loop {
-            if answered > 0 && !self.registration.set_waiting(true) {
-                return;
-            }
             let first_byte_by = Instant::now() + if answered == 0 { REQUEST_TIMEOUT } else { IDLE_TIMEOUT };
             let head = match self.read_request(&mut buf, first_byte_by, answered == 0) {
                 Ok(h) => h,
@@ -376,9 +380,6 @@ impl Conn {
                     return;
                 }
             };
-            if !self.registration.set_waiting(false) {
-                return;
-            }
             // The client that queued this request may have left since: a scrape for nobody
             // is not made. (A connection's first request is answered even after the client
             // closed its sending side, as a one-shot `nc -N` does.)
@@ -391,8 +392,16 @@ impl Conn {
                 && answered < MAX_REQUESTS_PER_CONNECTION;
             let response = {
                 let _turn = self.registration.shared.handlers.enter();
+                // Only while its answer is being made is a connection not shut down to make
+                // room; one shut down while it waited for its turn gets no scrape.
+                if !self.registration.set_evictable(false) {
+                    return;
+                }
                 (self.registration.shared.handler)(&Request { method: &head.method, target: &head.target })
             };
+            if !self.registration.set_evictable(true) {
+                return;
+            }
             if self.write_response(&response, head.method == "HEAD", keep_alive).is_err() {
                 return;
             }
