@@ -18,6 +18,15 @@ Rows, for each peer:
                    lend memory: they send the whole frame (the tag in its first 8 bytes) and
                    the receiver wraps the received buffer with numpy.frombuffer.
 
+Copy rows (peers named *-copy, and shmbus-recv-into): the whole message is sent by copy and
+received by copy, as a Python user writes it first (`pub.send(frame)`, `sub.recv()`): topic,
+queue, stream and journal through shmbus, iceoryx2's copy send (a loaned slice filled with
+memmove) with one copy out of the received sample (`ctypes.string_at`), and shmbus's topic
+received into a reused bytearray (`recv_into`). With --floor, the same run also measures
+shmbus-bench's Rust copy ping-pong of each shmbus kind at each size, and in this process one
+`bytes()` copy of a bytearray of each size and one `recv_into` of a waiting message, and
+prints the ratios the targets name.
+
 Usage: scripts/bench-python.py [--iters N] [--frame-iters N] [--peers shmbus,pipe,...]
                                [--floor PATH-TO-shmbus-bench]
 """
@@ -36,15 +45,30 @@ import time
 FRAME = 6_220_800  # 1920 x 1080 x 3 bytes
 TAG = 8  # the bytes each round trip writes: a little-endian counter
 PEERS = ("shmbus", "iceoryx2", "pipe", "zmq")
+# The copy rows: not run unless named in --peers.
+COPY_PEERS = ("shmbus-copy", "shmbus-queue-copy", "shmbus-stream-copy", "shmbus-journal-copy",
+              "shmbus-recv-into", "iceoryx2-copy")
 LABELS = {
     "shmbus": "shmbus (topic)",
     "iceoryx2": "iceoryx2 (publish-subscribe)",
     "pipe": "multiprocessing.Pipe",
     "zmq": "pyzmq PAIR ipc://",
+    "shmbus-copy": "shmbus topic, copy in and out",
+    "shmbus-queue-copy": "shmbus queue, copy in and out",
+    "shmbus-stream-copy": "shmbus stream, copy in and out",
+    "shmbus-journal-copy": "shmbus journal, copy in and out",
+    "shmbus-recv-into": "shmbus topic, copy in, recv_into out",
+    "iceoryx2-copy": "iceoryx2, copy in, one copy out",
 }
+# The Rust transport each shmbus copy row is held against (shmbus-bench pingpong --payload copy).
+RUST_KIND = {"shmbus-copy": "topic", "shmbus-queue-copy": "queue", "shmbus-stream-copy": "stream",
+             "shmbus-journal-copy": "journal", "shmbus-recv-into": "topic"}
 # The PyPI package each peer needs, as `make bench-bindings` installs it.
 PACKAGES = {"shmbus": "shmbus", "iceoryx2": "iceoryx2", "pipe": None, "zmq": "pyzmq", "numpy": "numpy"}
 MODULES = {"shmbus": "shmbus", "iceoryx2": "iceoryx2", "zmq": "zmq"}
+for _p in COPY_PEERS:
+    PACKAGES[_p] = PACKAGES[_p.split("-")[0]]
+    MODULES[_p] = MODULES[_p.split("-")[0]]
 CHECK_EVERY = 1 << 14  # polls between two checks that the peer is still there
 TIMEOUT_S = 10.0  # a round trip that waits longer than this fails the row
 
@@ -173,15 +197,76 @@ class ShmbusPeer:
             t.close()
 
 
+class ShmbusCopyPeer:
+    """The whole message copied in and out, as a Python user writes it first: `send(buf)`
+    and `recv()` (or `recv_into(buf)`), over the kind shmbus-bench's Rust row of the same
+    name uses, configured as that row configures it."""
+
+    def __init__(self, peer, ping, size, handoff, watch):
+        import shmbus
+        self.shmbus, self.size, self.watch = shmbus, size, watch
+        self.kind, self.into = RUST_KIND[peer], peer == "shmbus-recv-into"
+        domain = shmbus.Domain("bench", root=handoff["root"])
+        tx, rx = ("ping", "pong") if ping else ("pong", "ping")
+        if self.kind == "topic":
+            cfg = dict(max_message_len=size, history=2, spare_slots=1)
+            self.chans = [shmbus.Topic.create_or_open(domain, n, **cfg) for n in (tx, rx)]
+            self.tx, self.rx = self.chans[0].publisher(), self.chans[1].subscriber()
+            self.rx.seek(1)
+        elif self.kind == "queue":
+            cfg = dict(max_message_len=size, capacity=16)
+            self.chans = [shmbus.Queue.create_or_open(domain, n, **cfg) for n in (tx, rx)]
+            self.tx, self.rx = self.chans[0].producer(), self.chans[1].consumer()
+        elif self.kind == "stream":
+            # As shmbus-bench's `capacity_for`: room for four records, a power of two, >= 64 KiB.
+            cap = max(1 << 16, 1 << (4 * (((8 + size) + 7) // 8 * 8) - 1).bit_length())
+            self.chans = [shmbus.Stream.create_or_open(domain, n, capacity=cap) for n in (tx, rx)]
+            self.tx, self.rx = self.chans[0].writer(), self.chans[1].reader()
+        else:
+            # As shmbus-bench's journal rows: no roll, durability none, in the temporary dir.
+            cfg = dict(roll="never", durability="none", max_entry_len=size)
+            dirs = [os.path.join(handoff["journal_dir"], n) for n in (tx, rx)]
+            self.chans = [shmbus.Journal.create_or_open(d, **cfg) for d in dirs]
+            self.tx, self.rx = self.chans[0].appender(), self.chans[1].tailer()
+        self.msg = bytearray(size)
+        self.buf = bytearray(size)
+
+    def send(self, tag):
+        self.msg[:TAG] = tag
+        self.tx.send(self.msg)
+
+    def recv(self):
+        rx, empty, watch = self.rx, self.shmbus.Empty, self.watch
+        while True:
+            try:
+                if self.into:
+                    n = rx.try_recv_into(self.buf)[0]
+                    data = self.buf
+                else:
+                    got = rx.try_recv()
+                    data = got if self.kind in ("queue", "stream") else got.data
+                    n = len(data)
+                break
+            except empty:
+                watch.poll()
+        if n != self.size:
+            raise ValueError(f"shmbus {self.kind}: message of {n} bytes, expected {self.size}")
+        return bytes(data[:TAG])
+
+    def close(self):
+        for ep in (self.tx, self.rx, *self.chans):
+            ep.close()
+
+
 class Iceoryx2Peer:
     """Two services of byte slices, a publisher on one and a subscriber on the other, as
     shmbus-bench's Rust iceoryx2 peer: no history, a subscriber buffer of 2,
     initial_max_slice_len = the message size (which is what lets a 6 MB slice be loaned)."""
 
-    def __init__(self, ping, size, handoff, watch):
+    def __init__(self, ping, size, handoff, watch, copy=False):
         import iceoryx2 as iox2
         self.iox2, self.size, self.watch = iox2, size, watch
-        self.frame = size >= FRAME
+        self.frame = size >= FRAME and not copy  # the copy row copies every size
         iox2.set_log_level(iox2.LogLevel.Error)
         self.node = iox2.NodeBuilder.new().create(iox2.ServiceType.Ipc)
         tx, rx = ("ping", "pong") if ping else ("pong", "ping")
@@ -313,12 +398,20 @@ class ZmqPeer:
 CLASSES = {"shmbus": ShmbusPeer, "iceoryx2": Iceoryx2Peer, "pipe": PipePeer, "zmq": ZmqPeer}
 
 
+def open_peer(peer, ping, size, handoff, watch):
+    if peer in RUST_KIND:
+        return ShmbusCopyPeer(peer, ping, size, handoff, watch)
+    if peer == "iceoryx2-copy":
+        return Iceoryx2Peer(ping, size, handoff, watch, copy=True)
+    return CLASSES[peer](ping, size, handoff, watch)
+
+
 def make_handoff(peer, scratch, n):
-    if peer == "shmbus":
+    if peer == "shmbus" or peer in RUST_KIND:
         root = os.path.join(scratch, f"shmbus-{n}")
         os.mkdir(root)
-        return {"root": root}
-    if peer == "iceoryx2":
+        return {"root": root, "journal_dir": tempfile.mkdtemp(prefix="shmbus-bench-py-journal-")}
+    if peer.startswith("iceoryx2"):
         return {"prefix": f"shmbus-pybench-{os.getpid()}-{n}"}
     if peer == "pipe":
         return {"conns": multiprocessing.Pipe(duplex=True)}
@@ -339,7 +432,7 @@ def echo_main(peer, size, count, cpu, handoff, ctl):
     ppid = os.getppid()
     watch = Watch(lambda: os.getppid() == ppid)
     try:
-        end = CLASSES[peer](False, size, handoff, watch)
+        end = open_peer(peer, False, size, handoff, watch)
     except Exception as e:  # noqa: BLE001 (reported to the ping side)
         ctl.send(f"echo: cannot open {peer}: {e!r}")
         sys.exit(2)
@@ -373,7 +466,7 @@ def run_row(peer, size, iters, warmup, cpus, scratch, n):
     end = None
     try:
         # The ping side opens first (it binds, and creates the channels), then the echo.
-        end = CLASSES[peer](True, size, handoff, watch)
+        end = open_peer(peer, True, size, handoff, watch)
         child.start()
         ctl_child.close()
         if not ctl.poll(60):
@@ -412,6 +505,8 @@ def run_row(peer, size, iters, warmup, cpus, scratch, n):
         if peer == "pipe":
             for c in handoff["conns"]:
                 c.close()
+        if "journal_dir" in handoff:
+            shutil.rmtree(handoff["journal_dir"], ignore_errors=True)
     samples.sort()
     return {
         "peer": peer,
@@ -437,7 +532,51 @@ def floor_ns(bench):
     return json.loads(p.stdout)["p50_ns"]
 
 
+def rust_copy_ns(bench, kind, size, iters):
+    """shmbus-bench's Rust copy ping-pong (spin) of `kind` at `size` right now: one-way p50."""
+    import subprocess
+    p = subprocess.run([bench, "pingpong", "--transport", kind, "--size", str(size), "--payload", "copy",
+                        "--mode", "spin", "--iters", str(iters), "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"bench-python: shmbus-bench pingpong {kind} {size} B failed: {p.stderr.strip()}", file=sys.stderr)
+        return None
+    return json.loads(p.stdout)["p50_ns"]
+
+
+def in_process_ns(size, iters):
+    """In this process, p50 of one `bytes()` copy of a bytearray of `size` bytes, and of one
+    `recv_into` of a waiting `size`-byte message into a reused bytearray (topic)."""
+    import shmbus
+    clock = time.monotonic_ns
+    src = bytearray(os.urandom(size))
+    copies, into = [], []
+    root = tempfile.mkdtemp(prefix="shmbus-bench-py-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        topic = shmbus.Topic.create_or_open(shmbus.Domain("bench", root=root), "t", max_message_len=size,
+                                            history=2, spare_slots=1)
+        topic.prefault()
+        pub, sub, buf = topic.publisher(), topic.subscriber(), bytearray(size)
+        for _ in range(iters):  # alternating, so that both see the same moments of the machine
+            t0 = clock()
+            b = bytes(src)
+            copies.append(clock() - t0)
+            del b
+            pub.send(src)
+            t0 = clock()
+            sub.try_recv_into(buf)
+            into.append(clock() - t0)
+        pub.close(), sub.close(), topic.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    copies.sort(), into.sort()
+    return percentile(copies, 0.5), percentile(into, 0.5)
+
+
 def what_moves(row):
+    if row["peer"] == "shmbus-recv-into":
+        return "the whole message sent by copy, received into a reused bytearray"
+    if row["peer"] in RUST_KIND or row["peer"] == "iceoryx2-copy":
+        return "the whole message sent by copy, received by copy into `bytes`"
     if row["size"] < FRAME:
         return "8 B sent by copy, received by copy"
     if row["payload"] == "zero-copy":
@@ -451,15 +590,16 @@ def main():
     ap.add_argument("--frame-iters", type=int, default=2_000, help="recorded round trips of the frame rows")
     ap.add_argument("--warmup", type=int, default=None,
                     help="unrecorded round trips first (default: iters/10, within 100..10000)")
-    ap.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, of {','.join(PEERS)}")
+    ap.add_argument("--peers", default=",".join(PEERS),
+                    help=f"comma-separated, of {','.join(PEERS + COPY_PEERS)}")
     ap.add_argument("--sizes", default=f"8,{FRAME}", help="comma-separated message sizes")
     ap.add_argument("--floor", metavar="SHMBUS_BENCH", default=None,
                     help="measure shmbus-bench's spin floor before each row (a path to shmbus-bench)")
     args = ap.parse_args()
     peers = [p for p in args.peers.split(",") if p]
-    unknown = [p for p in peers if p not in PEERS]
+    unknown = [p for p in peers if p not in PEERS + COPY_PEERS]
     if unknown or not peers:
-        sys.exit(f"bench-python: unknown peer(s) {unknown}; choose from {', '.join(PEERS)}")
+        sys.exit(f"bench-python: unknown peer(s) {unknown}; choose from {', '.join(PEERS + COPY_PEERS)}")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if any(s < TAG for s in sizes) or args.iters < 1 or args.frame_iters < 1:
         sys.exit(f"bench-python: sizes must be at least {TAG} bytes and iteration counts at least 1")
@@ -496,6 +636,16 @@ def main():
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
+    # The yardsticks of the copy rows, measured in this run.
+    rust, local = {}, {}
+    copy_peers = [p for p in peers if p in RUST_KIND]
+    if copy_peers and args.floor:
+        for size in sizes:
+            iters = args.iters if size < FRAME else args.frame_iters
+            for kind in sorted({RUST_KIND[p] for p in copy_peers}):
+                rust[(kind, size)] = rust_copy_ns(args.floor, kind, size, iters)
+            local[size] = in_process_ns(size, min(iters, 2000))
+
     floor_col = args.floor is not None
     head = "| peer | size (B) | payload | what moves | p50 ns | p90 ns | p99 ns | iters |"
     print(head + (" Rust spin floor ns (same moment) |" if floor_col else ""))
@@ -525,8 +675,39 @@ def main():
     ratio("shmbus_8_over_zmq_8", ("shmbus", 8), ("zmq", 8), "shmbus 8 B / pyzmq 8 B")
     ratio("iceoryx2_frame_over_iceoryx2_8", ("iceoryx2", FRAME), ("iceoryx2", 8),
           "iceoryx2 6,220,800 B zero-copy / iceoryx2 8 B")
+    for size in sizes:
+        if size not in local:
+            continue
+        copy_ns, into_ns = local[size]
+        print(f"* {size} B in this process: one bytes() copy {copy_ns} ns; one recv_into (topic) {into_ns} ns")
+        key = f"recv_into_{size}_over_bytes_copy"
+        ratios[key] = round(into_ns / copy_ns, 3)
+        met = "met" if ratios[key] <= 1.2 else "not met"
+        print(f"* recv_into {size} B / one bytes() copy: {into_ns} / {copy_ns} ns = {ratios[key]:.2f} × "
+              f"(target ≤ 1.2: {met})")
+        for peer in copy_peers:
+            if (peer, size) not in p50:
+                continue
+            r = rust.get((RUST_KIND[peer], size))
+            if r:
+                key = f"{peer}_{size}_over_rust_{RUST_KIND[peer]}"
+                ratios[key] = round(p50[(peer, size)] / r, 3)
+                met = "met" if ratios[key] <= 1.3 else "not met"
+                print(f"* {LABELS[peer]} {size} B / Rust {RUST_KIND[peer]} copy ping-pong: {p50[(peer, size)]} / {r} "
+                      f"ns = {ratios[key]:.2f} × (target ≤ 1.3: {met})")
+            key = f"{peer}_{size}_over_two_bytes_copies"
+            ratios[key] = round(p50[(peer, size)] / (2 * copy_ns), 3)
+            met = "met" if ratios[key] <= 2.5 else "not met"
+            print(f"* {LABELS[peer]} {size} B / two bytes() copies: {p50[(peer, size)]} / {2 * copy_ns} ns "
+                  f"= {ratios[key]:.2f} × (target ≤ 2.5: {met})")
+    ratio("shmbus_copy_frame_over_iceoryx2_copy_frame", ("shmbus-copy", FRAME), ("iceoryx2-copy", FRAME),
+          "shmbus 6,220,800 B copy / iceoryx2 6,220,800 B copy", 0.5)
+    ratio("shmbus_recv_into_frame_over_iceoryx2_copy_frame", ("shmbus-recv-into", FRAME), ("iceoryx2-copy", FRAME),
+          "shmbus 6,220,800 B copy in, recv_into out / iceoryx2 6,220,800 B copy", 0.5)
     print()
     print(json.dumps({
+        "rust_copy_p50_ns": {f"{k}/{s}": v for (k, s), v in rust.items()},
+        "in_process_p50_ns": {str(s): {"bytes_copy": c, "recv_into": i} for s, (c, i) in local.items()},
         "bench": "python-pingpong",
         "mode": "spin",
         "cpus": list(cpus) if cpus else None,

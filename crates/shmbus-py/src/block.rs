@@ -102,3 +102,56 @@ impl Drop for Bytes {
         });
     }
 }
+
+/// A caller's writable buffer (bytearray, a writable memoryview, a C-contiguous numpy
+/// array, ...), written in place through the buffer protocol: `recv_into`'s destination.
+pub(crate) struct BytesMut {
+    view: ffi::Py_buffer,
+}
+
+impl BytesMut {
+    /// Exports `obj`'s buffer (writable, C-contiguous, as bytes).
+    pub(crate) fn get(obj: &Bound<'_, PyAny>) -> PyResult<BytesMut> {
+        // SAFETY: a zeroed `Py_buffer` is what `PyObject_GetBuffer` expects to fill.
+        let mut view: ffi::Py_buffer = unsafe { std::mem::zeroed() };
+        let flags = ffi::PyBUF_C_CONTIGUOUS | ffi::PyBUF_WRITABLE;
+        // SAFETY: as in `Bytes::get`; a read-only object fails here (BufferError or TypeError).
+        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut view, flags) } != 0 {
+            return Err(
+                PyErr::take(obj.py()).unwrap_or_else(|| PyBufferError::new_err("cannot export a writable buffer"))
+            );
+        }
+        Ok(BytesMut { view })
+    }
+
+    /// The bytes, to write.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        if self.view.len <= 0 || self.view.buf.is_null() {
+            return &mut [];
+        }
+        // SAFETY: the exporter keeps `len` writable bytes at `buf` alive and unmoved until the
+        // view is released (in `Drop`; a bytearray cannot be resized meanwhile), and
+        // `PyBUF_C_CONTIGUOUS` makes them one contiguous run. `&mut self` makes this the only
+        // reference made through this view; Python code that writes the same object
+        // meanwhile races with the receive as it would with `socket.recv_into`.
+        unsafe { std::slice::from_raw_parts_mut(self.view.buf.cast::<u8>(), self.view.len as usize) }
+    }
+
+    /// The buffer's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.view.len.max(0) as usize
+    }
+}
+
+// SAFETY: as for `Bytes`: a pointer and a length into memory its exporter keeps alive until
+// `PyBuffer_Release` (done with the GIL held, in `Drop`).
+unsafe impl Send for BytesMut {}
+
+impl Drop for BytesMut {
+    fn drop(&mut self) {
+        Python::attach(|_| {
+            // SAFETY: the view was filled by a successful `PyObject_GetBuffer`, released once.
+            unsafe { ffi::PyBuffer_Release(&mut self.view) }
+        });
+    }
+}

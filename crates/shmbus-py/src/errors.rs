@@ -34,6 +34,7 @@ const CLASSES: &[(&str, Option<&str>, Option<&str>, &str)] = &[
     ("InvalidConfig", Some("Error"), Some("ValueError"), "The configuration cannot work."),
     ("InvalidName", Some("Error"), Some("ValueError"), "The name is not a valid channel, domain or reader name."),
     ("Closed", Some("Error"), None, "The handle or endpoint was closed."),
+    ("BufferTooSmall", Some("Error"), Some("ValueError"), "The buffer given to `recv_into` cannot hold the next message (`.needed` bytes); the message is kept for the next receive."),
 ];
 
 /// A Rust variant name → the class it raises; names not listed raise `Error`.
@@ -121,14 +122,15 @@ pub(crate) fn is_class(py: Python<'_>, e: &PyErr, class: &str) -> bool {
 pub(crate) struct Fail {
     class: &'static str,
     msg: String,
-    missed: Option<u64>,
+    /// An integer attribute of the exception (`Lagged.missed`, `BufferTooSmall.needed`).
+    attr: Option<(&'static str, u64)>,
 }
 
 impl Fail {
     /// A failure of class `class` (one of `CLASSES`) with message `msg`.
     pub(crate) fn new(class: &'static str, msg: impl Into<String>) -> Fail {
         debug_assert!(CLASSES.iter().any(|c| c.0 == class));
-        Fail { class, msg: msg.into(), missed: None }
+        Fail { class, msg: msg.into(), attr: None }
     }
 
     /// The failure a Rust error maps to.
@@ -141,13 +143,22 @@ impl Fail {
             variant = names.next().unwrap_or("");
         }
         let class = VARIANTS.iter().find(|v| v.0 == variant).map_or("Error", |v| v.1);
-        Fail { class, msg: e.to_string(), missed: None }
+        Fail { class, msg: e.to_string(), attr: None }
     }
 
     /// Sets the `missed` attribute (topic `Lagged`).
     pub(crate) fn missed(mut self, missed: u64) -> Fail {
-        self.missed = Some(missed);
+        self.attr = Some(("missed", missed));
         self
+    }
+
+    /// A `BufferTooSmall`: the next message of `needed` bytes does not fit a buffer of
+    /// `capacity`.
+    pub(crate) fn too_small(needed: usize, capacity: usize) -> Fail {
+        let msg = format!(
+            "the next message is {needed} bytes but the buffer holds {capacity}; it is kept for the next receive: give a buffer of at least {needed} bytes"
+        );
+        Fail { class: "BufferTooSmall", msg, attr: Some(("needed", needed as u64)) }
     }
 
     /// Whether this is a timeout (a blocking call's slice ended).
@@ -159,8 +170,8 @@ impl Fail {
         let class = types(py)[index(self.class)].bind(py);
         match class.call1((self.msg,)) {
             Ok(value) => {
-                if let Some(m) = self.missed {
-                    if let Err(e) = value.setattr("missed", m) {
+                if let Some((name, v)) = self.attr {
+                    if let Err(e) = value.setattr(name, v) {
                         return e;
                     }
                 }

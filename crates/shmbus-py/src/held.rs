@@ -136,6 +136,31 @@ impl<O: Lender, I> Held<O, I> {
         Ok(())
     }
 
+    /// `__dlpack__`: a DLPack capsule of the item's bytes (read-only unless the item is
+    /// writable), counted as a view until the importer's deleter runs; `unexport` is what
+    /// gives that view back (it calls [`Held::unexport`] on this item, through its Python
+    /// object, which it keeps alive).
+    pub(crate) fn dlpack<'py>(
+        &self,
+        py: Python<'py>,
+        request: crate::dlpack::Request<'py>,
+        unexport: Box<dyn FnOnce() + Send>,
+    ) -> PyResult<Py<PyAny>> {
+        {
+            let mut st = self.lock();
+            if st.item.is_none() {
+                return Err(PyBufferError::new_err(format!(
+                    "this {} was already {}",
+                    self.names.what, self.names.gone
+                )));
+            }
+            st.views += 1;
+        }
+        // SAFETY: the view just counted keeps the item held (`take` refuses while views
+        // live), so `ptr`/`len` stay valid until `unexport` runs; only a loan is writable.
+        unsafe { crate::dlpack::export(py, request, self.ptr, self.len, self.writable, unexport) }
+    }
+
     /// `bf_releasebuffer`: a view went away.
     pub(crate) fn unexport(&self) {
         let mut st = self.lock();

@@ -11,9 +11,10 @@ use pyo3::types::PyDict;
 use shmbus::journal::{Durability, Entry, EntryRef, Loan, Retention, RollCycle};
 use shmbus::{Appender, Journal, JournalConfig, JournalRecvTimeoutError, Tailer};
 
-use crate::block::{blocking, timeout_arg, Bytes};
+use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
 use crate::cell::{Cell, Lending, Lent};
-use crate::errors::{Fail, OrRaise};
+use crate::copy;
+use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
@@ -267,19 +268,28 @@ pub(crate) struct PyTailer {
 
 lender!(PyTailer => Tailer);
 
+impl PyTailer {
+    /// An entry read in place, copied once into an `Entry`.
+    fn copied(&self, py: Python<'_>, lent: Lent<EntryRef<'static>>) -> PyResult<PyEntry> {
+        let (index, ts_ns) = (lent.get().index(), lent.get().ts_ns());
+        let data = copy::lent_bytes(py, &self.cell, lent, |e| e.data(), drop)?;
+        Ok(PyEntry::with_bytes(data, index, ts_ns))
+    }
+}
+
 closing_pymethods! {
 impl PyTailer {
     /// The next entry without waiting: `Empty` if there is none yet.
     fn try_recv(&self, py: Python<'_>) -> PyResult<PyEntry> {
-        let e = self.cell.with(|t| t.try_recv().or_raise())??;
-        Ok(PyEntry::new(py, e))
+        let lent = self.cell.lend_mut(|t| t.try_recv_ref().or_raise())?;
+        self.copied(py, lent)
     }
 
     /// The next entry, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyEntry> {
-        let e = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|t| t.recv_timeout(d).or_raise())?)?;
-        Ok(PyEntry::new(py, e))
+        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.lend_mut(|t| t.recv_ref_timeout(d).or_raise()))?;
+        self.copied(py, lent)
     }
 
     /// The next entry, awaited: `await tailer.recv_async()` returns what `recv` returns and
@@ -294,8 +304,40 @@ impl PyTailer {
     /// One poll of an async receive (for `shmbus._async`): the `Entry`, or None when it
     /// waits (`wake` is then registered with the waiter thread).
     fn _poll_recv(&self, py: Python<'_>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyEntry>> {
+        // An entry already there is copied once; only when there is none does the poll below
+        // register the wake-up (and an entry that races in is taken by it).
+        match self.try_recv(py) {
+            Err(e) if is_class(py, &e, "Empty") => {}
+            r => return r.map(Some),
+        }
         let e = aio::poll_endpoint(py, &self.cell, reg, &wake, Fail::of)?;
         Ok(e.map(|e| PyEntry::new(py, e)))
+    }
+
+    /// Copies the next entry into `buffer` (any writable buffer: a `bytearray`, a numpy
+    /// array, a writable `memoryview`, ...), without waiting: one copy, into memory the
+    /// caller keeps, and no allocation. Returns `(len, index, ts_ns)`; the entry is
+    /// `buffer[:len]`. A buffer too small raises `BufferTooSmall` (`.needed` bytes) and
+    /// leaves the tailer where it was, so the entry is received next. Raises what
+    /// `try_recv` raises otherwise.
+    fn try_recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<(usize, u64, u64)> {
+        let mut buf = BytesMut::get(buffer)?;
+        let len = buf.len();
+        let r = copy::into_buffer(py, len, || self.cell.with(|t| t.try_recv_into_slice(buf.as_mut_slice())))?;
+        let e = r.map_err(|e| copy::slice_fail(e, Fail::of))?;
+        Ok((e.len(), e.index(), e.ts_ns()))
+    }
+
+    /// Copies the next entry into `buffer`, waiting up to `timeout` seconds (None: for
+    /// ever; `Timeout` after), as `try_recv_into` does.
+    #[pyo3(signature = (buffer, timeout=None))]
+    fn recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<(usize, u64, u64)> {
+        let mut buf = BytesMut::get(buffer)?;
+        let e = blocking(py, timeout_arg(timeout)?, |d| {
+            let r = self.cell.with(|t| t.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
+            r.map_err(|e| copy::slice_fail(e, Fail::of))
+        })?;
+        Ok((e.len(), e.index(), e.ts_ns()))
     }
 
     /// The next entry in place, without waiting: an `EntryRef` (a read-only buffer over the

@@ -10,6 +10,8 @@
 mod r#async;
 mod block;
 mod cell;
+mod copy;
+mod dlpack;
 mod domain;
 mod errors;
 mod held;

@@ -102,6 +102,28 @@ macro_rules! lent_pymethods {
                 }
             )?
 
+            /// A DLPack capsule of the bytes, for `numpy.from_dlpack`, `torch.from_dlpack`,
+            /// `jax.numpy.from_dlpack`: a one-dimensional `uint8` CPU tensor viewing the item
+            /// in place (read-only unless it is a loan), which keeps it held as a buffer
+            /// view does, until the importer lets go of it.
+            #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+            fn __dlpack__<'py>(
+                slf: pyo3::Bound<'py, Self>,
+                stream: Option<pyo3::Bound<'py, pyo3::PyAny>>,
+                max_version: Option<(u32, u32)>,
+                dl_device: Option<(u32, i32)>,
+                copy: Option<bool>,
+            ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+                let owner: pyo3::Py<Self> = slf.clone().unbind();
+                let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
+                slf.get().held.dlpack(slf.py(), request, Box::new(move || owner.get().held.unexport()))
+            }
+
+            /// `(1, 0)`: the CPU (`kDLCPU`), device 0.
+            fn __dlpack_device__(&self) -> (u32, i32) {
+                crate::dlpack::CPU
+            }
+
             fn __len__(&self) -> usize {
                 self.held.len()
             }
@@ -175,6 +197,11 @@ macro_rules! copied_item {
         impl $ty {
             fn new(py: pyo3::Python<'_>, item: $item) -> $ty {
                 $ty { data: pyo3::types::PyBytes::new(py, item.data()).unbind(), $($field: item.$field(),)* }
+            }
+
+            /// From bytes already copied into Python, and the fields.
+            fn with_bytes(data: pyo3::Bound<'_, pyo3::types::PyBytes>, $($field: u64),*) -> $ty {
+                $ty { data: data.unbind(), $($field,)* }
             }
         }
 

@@ -8,10 +8,11 @@ use pyo3::types::{PyBytes, PyDict};
 use shmbus::pool::{Job, JobRef};
 use shmbus::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, Worker};
 
-use crate::block::{blocking, timeout_arg, Bytes};
+use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
 use crate::cell::{Cell, Lending, Lent};
+use crate::copy;
 use crate::domain::PyDomain;
-use crate::errors::{Fail, OrRaise};
+use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names};
 use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
@@ -185,16 +186,17 @@ impl PyWorker {
     /// The next job without waiting: `Empty` if there is none (the worker is then idle),
     /// `Disconnected` if the dispatcher is gone.
     fn try_recv(slf: Bound<'_, Self>) -> PyResult<PyJob> {
-        let job = slf.get().cell.with(|w| w.try_recv().or_raise())??;
-        PyJob::new(slf, job)
+        let lent = slf.get().cell.lend_mut(|w| w.try_recv_ref().or_raise())?;
+        PyJob::copied(slf, lent)
     }
 
     /// The next job, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyJob> {
         let this = slf.get();
-        let job = blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.with(|w| w.recv_timeout(d).or_raise())?)?;
-        PyJob::new(slf, job)
+        let lent =
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| w.recv_ref_timeout(d).or_raise()))?;
+        PyJob::copied(slf, lent)
     }
 
     /// The next job, awaited: `await worker.recv_async()` returns what `recv` returns and
@@ -209,8 +211,40 @@ impl PyWorker {
     /// One poll of an async receive (for `shmbus._async`): the `Job`, or None when it
     /// waits (`wake` is then registered with the waiter thread).
     fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyJob>> {
+        // A job already there is copied once; only when there is none does the poll below
+        // register the wake-up (and a job that races in is taken by it).
+        match PyWorker::try_recv(slf.clone()) {
+            Err(e) if is_class(slf.py(), &e, "Empty") => {}
+            r => return r.map(Some),
+        }
         let job = aio::poll_endpoint(slf.py(), &slf.get().cell, reg, &wake, Fail::of)?;
         job.map(|job| PyJob::new(slf, job)).transpose()
+    }
+
+    /// Copies the next job into `buffer` (any writable buffer: a `bytearray`, a numpy array,
+    /// a writable `memoryview`, ...), without waiting: one copy, into memory the caller
+    /// keeps, and no allocation. Returns `(len, id)`; the job is `buffer[:len]`, and the
+    /// worker is busy with it as after `try_recv`. A buffer too small raises
+    /// `BufferTooSmall` (`.needed` bytes) and leaves the job in the mailbox, to be received
+    /// next. Raises what `try_recv` raises otherwise.
+    fn try_recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<(usize, u64)> {
+        let mut buf = BytesMut::get(buffer)?;
+        let len = buf.len();
+        let r = copy::into_buffer(py, len, || self.cell.with(|w| w.try_recv_into_slice(buf.as_mut_slice())))?;
+        let j = r.map_err(|e| copy::slice_fail(e, Fail::of))?;
+        Ok((j.len(), j.id()))
+    }
+
+    /// Copies the next job into `buffer`, waiting up to `timeout` seconds (None: for ever;
+    /// `Timeout` after), as `try_recv_into` does.
+    #[pyo3(signature = (buffer, timeout=None))]
+    fn recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<(usize, u64)> {
+        let mut buf = BytesMut::get(buffer)?;
+        let j = blocking(py, timeout_arg(timeout)?, |d| {
+            let r = self.cell.with(|w| w.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
+            r.map_err(|e| copy::slice_fail(e, Fail::of))
+        })?;
+        Ok((j.len(), j.id()))
     }
 
     /// The next job in place, without waiting: a `JobRef` (a read-only buffer over the
@@ -280,6 +314,13 @@ impl PyJob {
     fn new(worker: Bound<'_, PyWorker>, job: Job) -> PyResult<PyJob> {
         let data = PyBytes::new(worker.py(), job.data()).unbind();
         Ok(PyJob { data, id: job.id(), worker: worker.unbind() })
+    }
+
+    /// A job read in place, copied once into `bytes` (the worker stays busy with it).
+    fn copied(worker: Bound<'_, PyWorker>, lent: Lent<JobRef<'static>>) -> PyResult<PyJob> {
+        let id = lent.get().id();
+        let data = copy::lent_bytes(worker.py(), &worker.get().cell, lent, |j| j.data(), drop)?.unbind();
+        Ok(PyJob { data, id, worker: worker.unbind() })
     }
 }
 

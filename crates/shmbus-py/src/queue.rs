@@ -2,12 +2,14 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use shmbus::{Consumer, Producer, Queue, QueueConfig, QueueRecvTimeoutError};
+use shmbus::{Consumer, Producer, Queue, QueueConfig, QueueRecvTimeoutError, RecvIntoSliceError};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::block::{blocking, timeout_arg, Bytes};
+use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
 use crate::cell::{Cell, Lending};
+use crate::copy::{self, ONE_COPY_FROM};
 use crate::domain::PyDomain;
-use crate::errors::{Fail, OrRaise};
+use crate::errors::{is_class, Fail, OrRaise};
 use crate::methods::{closing_pymethods, config_from_args, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 
@@ -73,7 +75,7 @@ impl PyQueue {
     /// A new consumer.
     fn consumer(&self) -> PyResult<PyConsumer> {
         let c = self.cell.with(|q| q.consumer())?.or_raise()?;
-        Ok(PyConsumer { cell: Cell::new(c, Lending::Exclusive, "consumer") })
+        Ok(PyConsumer::new(c))
     }
 }
 
@@ -136,12 +138,78 @@ fn max_message_len -> usize;
 #[derive(Debug)]
 pub(crate) struct PyConsumer {
     pub(crate) cell: Cell<Consumer>,
+    /// Owned receives copy once (see [`PyConsumer::sized`]): the queue's messages may be
+    /// [`ONE_COPY_FROM`] bytes or longer.
+    one_copy: bool,
+    /// The length of the last message an owned receive took: the size of the next one's
+    /// `bytes`, made before the message is taken.
+    last_len: AtomicUsize,
+}
+
+/// What one receive into a buffer got: the message's length, or, when it did not fit, the
+/// length it needs (the consumer then keeps it for its next receive).
+type Into = Result<usize, usize>;
+
+impl PyConsumer {
+    fn new(c: Consumer) -> PyConsumer {
+        let one_copy = c.max_message_len() >= ONE_COPY_FROM;
+        PyConsumer { cell: Cell::new(c, Lending::Exclusive, "consumer"), one_copy, last_len: AtomicUsize::new(0) }
+    }
+
+    /// An owned receive copied once. A queue's pop cannot be undone and its length is known
+    /// only once it is taken, so the `bytes` is made first, as long as the last message this
+    /// consumer received, and `into` receives into it: one pass when messages keep their
+    /// length (frames). A shorter message is copied out of it again; a longer one is kept by
+    /// the consumer (in its own buffer, which it reuses), and received at once into a
+    /// `bytes` of its length. With `expect` false (nothing seen waiting) the `bytes` made
+    /// first is empty: a poll that finds nothing allocates nothing.
+    fn sized<'py>(
+        &self,
+        py: Python<'py>,
+        expect: bool,
+        mut into: impl FnMut(&mut [u8]) -> PyResult<Into>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let guess = if expect { self.last_len.load(Ordering::Relaxed) } else { 0 };
+        let mut fresh = copy::Fresh::new(py, guess)?;
+        match into(fresh.bytes_mut())? {
+            Ok(n) if n == guess => Ok(fresh.into_bytes()),
+            Ok(n) => {
+                self.last_len.store(n, Ordering::Relaxed);
+                copy::bytes(py, &fresh.bytes_mut()[..n])
+            }
+            Err(needed) => {
+                self.last_len.store(needed, Ordering::Relaxed);
+                let mut fresh = copy::Fresh::new(py, needed)?;
+                match into(fresh.bytes_mut())? {
+                    Ok(n) if n == needed => Ok(fresh.into_bytes()),
+                    // The kept message is returned first, whole: nothing else can come.
+                    _ => Err(Fail::new("Error", "the message kept by this consumer changed length").into()),
+                }
+            }
+        }
+    }
+}
+
+/// A receive into a buffer's outcome as [`Into`], or its exception.
+fn into_or_fail<E: std::fmt::Debug + std::fmt::Display>(r: Result<usize, RecvIntoSliceError<E>>) -> Result<Into, Fail> {
+    match r {
+        Ok(n) => Ok(Ok(n)),
+        Err(RecvIntoSliceError::TooSmall { needed, .. }) => Ok(Err(needed)),
+        Err(e) => Err(copy::slice_fail(e, Fail::of)),
+    }
 }
 
 closing_pymethods! {
 impl PyConsumer {
     /// The next message without waiting: `Empty` if there is none.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        if self.one_copy {
+            let waiting = self.cell.with(|c| c.has_message())?;
+            return self.sized(py, waiting, |dst| {
+                let len = dst.len();
+                Ok(into_or_fail(copy::into_buffer(py, len, || self.cell.with(|c| c.try_recv_into_slice(dst)))?)?)
+            });
+        }
         let v = self.cell.with(|c| c.try_recv().or_raise())??;
         Ok(PyBytes::new(py, &v))
     }
@@ -149,8 +217,38 @@ impl PyConsumer {
     /// The next message, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
+        if self.one_copy {
+            let timeout = timeout_arg(timeout)?;
+            return self.sized(py, true, |dst| {
+                blocking(py, timeout, |d| into_or_fail(self.cell.with(|c| c.recv_into_slice_timeout(dst, d))?))
+            });
+        }
         let v = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|c| c.recv_timeout(d).or_raise())?)?;
         Ok(PyBytes::new(py, &v))
+    }
+
+    /// Copies the next message into `buffer` (any writable buffer: a `bytearray`, a numpy
+    /// array, a writable `memoryview`, ...), without waiting: one copy, into memory the
+    /// caller keeps, and no allocation. Returns its length; the message is `buffer[:len]`.
+    /// A buffer too small raises `BufferTooSmall` (`.needed` bytes): the message is then
+    /// kept by this consumer and returned by its next receive. Raises what `try_recv`
+    /// raises otherwise.
+    fn try_recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let mut buf = BytesMut::get(buffer)?;
+        let len = buf.len();
+        let r = copy::into_buffer(py, len, || self.cell.with(|c| c.try_recv_into_slice(buf.as_mut_slice())))?;
+        Ok(r.map_err(|e| copy::slice_fail(e, Fail::of))?)
+    }
+
+    /// Copies the next message into `buffer`, waiting up to `timeout` seconds (None: for
+    /// ever; `Timeout` after), as `try_recv_into` does.
+    #[pyo3(signature = (buffer, timeout=None))]
+    fn recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<usize> {
+        let mut buf = BytesMut::get(buffer)?;
+        blocking(py, timeout_arg(timeout)?, |d| {
+            let r = self.cell.with(|c| c.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
+            r.map_err(|e| copy::slice_fail(e, Fail::of))
+        })
     }
 
     /// The next message, awaited: `await consumer.recv_async()` returns what `recv` returns and
@@ -170,6 +268,14 @@ impl PyConsumer {
         reg: &PyRegistration,
         wake: PyRef<'_, PyWake>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        // A message already there is copied once; only when there is none does the poll
+        // below register the wake-up (and a message that races in is taken by it).
+        if self.one_copy {
+            match self.try_recv(py) {
+                Err(e) if is_class(py, &e, "Empty") => {}
+                r => return r.map(Some),
+            }
+        }
         let v = aio::poll_endpoint(py, &self.cell, reg, &wake, Fail::of)?;
         Ok(v.map(|v| PyBytes::new(py, &v)))
     }

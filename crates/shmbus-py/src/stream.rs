@@ -9,8 +9,9 @@ use shmbus::stream::{Loan, Record};
 use shmbus::{Stream, StreamConfig, StreamReader, StreamRecvTimeoutError, StreamWriter};
 use std::ffi::c_int;
 
-use crate::block::{blocking, timeout_arg, Bytes};
+use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
 use crate::cell::{Cell, Lending, Lent};
+use crate::copy;
 use crate::domain::PyDomain;
 use crate::errors::{class, is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
@@ -222,20 +223,50 @@ pub(crate) struct PyStreamReader {
 
 lender!(PyStreamReader => StreamReader);
 
+impl PyStreamReader {
+    /// A record read in place, copied once into `bytes`, then consumed.
+    fn copied<'py>(&self, py: Python<'py>, lent: Lent<Record<'static>>) -> PyResult<Bound<'py, PyBytes>> {
+        copy::lent_bytes(py, &self.cell, lent, |r| r, Record::consume)
+    }
+}
+
 closing_pymethods! {
 impl PyStreamReader {
     /// The next record without waiting: `Empty` if there is none, `Disconnected` if the
     /// writer is gone and everything was read.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let v = self.cell.with(|r| r.try_recv().or_raise())??;
-        Ok(PyBytes::new(py, &v))
+        let lent = self.cell.lend_mut(|r| r.try_recv_ref().or_raise())?;
+        self.copied(py, lent)
     }
 
     /// The next record, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
-        let v = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|r| r.recv_timeout(d).or_raise())?)?;
-        Ok(PyBytes::new(py, &v))
+        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.lend_mut(|r| r.recv_ref_timeout(d).or_raise()))?;
+        self.copied(py, lent)
+    }
+
+    /// Copies the next record into `buffer` (any writable buffer: a `bytearray`, a numpy
+    /// array, a writable `memoryview`, ...), without waiting: one copy, into memory the
+    /// caller keeps, and no allocation. Returns its length; the record is `buffer[:len]`.
+    /// A buffer too small raises `BufferTooSmall` (`.needed` bytes): the record stays in
+    /// the ring, to be received next. Raises what `try_recv` raises otherwise.
+    fn try_recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let mut buf = BytesMut::get(buffer)?;
+        let len = buf.len();
+        let r = copy::into_buffer(py, len, || self.cell.with(|r| r.try_recv_into_slice(buf.as_mut_slice())))?;
+        Ok(r.map_err(|e| copy::slice_fail(e, Fail::of))?)
+    }
+
+    /// Copies the next record into `buffer`, waiting up to `timeout` seconds (None: for
+    /// ever; `Timeout` after), as `try_recv_into` does.
+    #[pyo3(signature = (buffer, timeout=None))]
+    fn recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<usize> {
+        let mut buf = BytesMut::get(buffer)?;
+        blocking(py, timeout_arg(timeout)?, |d| {
+            let r = self.cell.with(|r| r.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
+            r.map_err(|e| copy::slice_fail(e, Fail::of))
+        })
     }
 
     /// The next record, awaited: `await reader.recv_async()` returns what `recv` returns and
@@ -255,6 +286,12 @@ impl PyStreamReader {
         reg: &PyRegistration,
         wake: PyRef<'_, PyWake>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        // A record already there is copied once; only when there is none does the poll below
+        // register the wake-up (and a record that races in is taken by it).
+        match self.try_recv(py) {
+            Err(e) if is_class(py, &e, "Empty") => {}
+            r => return r.map(Some),
+        }
         let v = aio::poll_endpoint(py, &self.cell, reg, &wake, Fail::of)?;
         Ok(v.map(|v| PyBytes::new(py, &v)))
     }

@@ -12,10 +12,11 @@ use shmbus::{
 };
 use std::ffi::c_int;
 
-use crate::block::{blocking, timeout_arg, Bytes};
+use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
 use crate::cell::{Cell, Lending, Lent};
+use crate::copy::{self, ONE_COPY_FROM};
 use crate::domain::PyDomain;
-use crate::errors::{Fail, OrRaise};
+use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
@@ -149,7 +150,7 @@ impl PyTopic {
     /// A new subscriber, reading from the next message published.
     fn subscriber(&self) -> PyResult<PySubscriber> {
         let s = self.cell.with(|t| t.subscriber())?.or_raise()?;
-        Ok(PySubscriber { cell: Cell::new(s, Lending::Shared, "subscriber") })
+        Ok(PySubscriber::new(s))
     }
 
     /// A new reliable subscriber, reading from the next message published: on a `block` or
@@ -159,7 +160,7 @@ impl PyTopic {
     /// topic.
     fn reliable_subscriber(&self) -> PyResult<PySubscriber> {
         let s = self.cell.with(|t| t.reliable_subscriber())?.or_raise()?;
-        Ok(PySubscriber { cell: Cell::new(s, Lending::Shared, "subscriber") })
+        Ok(PySubscriber::new(s))
     }
 
     /// The delivery policy: `"overwrite"`, `"block"` or `"fail"`.
@@ -306,6 +307,38 @@ copied_item! {
 #[derive(Debug)]
 pub(crate) struct PySubscriber {
     pub(crate) cell: Cell<Subscriber>,
+    /// Owned receives go through a pinned sample, one copy (`copy.rs`): the topic's messages
+    /// may be [`ONE_COPY_FROM`] bytes or longer.
+    one_copy: bool,
+}
+
+impl PySubscriber {
+    fn new(s: Subscriber) -> PySubscriber {
+        let one_copy = s.max_message_len() >= ONE_COPY_FROM;
+        PySubscriber { cell: Cell::new(s, Lending::Shared, "subscriber"), one_copy }
+    }
+
+    /// A pinned sample copied into a `Message`, the sample unpinned; `None` if `lent` found
+    /// every pin of this subscriber held (its pin budget), for the copying receive to take
+    /// the message instead.
+    fn copied(&self, py: Python<'_>, lent: Lent<Option<Sample<'static>>>) -> PyResult<Option<PyMessage>> {
+        let Some((seq, ts_ns)) = lent.get().as_ref().map(|s| (s.seq(), s.ts_ns())) else {
+            self.cell.give_back(lent, drop);
+            return Ok(None);
+        };
+        let data = copy::lent_bytes(py, &self.cell, lent, |s| s.as_deref().unwrap_or_default(), drop)?;
+        Ok(Some(PyMessage::with_bytes(data, seq, ts_ns)))
+    }
+
+    /// The next message through a pinned sample, without waiting (see [`Self::copied`]).
+    fn try_copied(&self, py: Python<'_>) -> PyResult<Option<PyMessage>> {
+        let lent = self.cell.lend_ref(|s| match s.try_recv_ref() {
+            Ok(sample) => Ok(Some(sample)),
+            Err(TopicTryRecvError::PinLimit { .. }) => Ok(None),
+            Err(e) => Err(try_fail(e)),
+        })?;
+        self.copied(py, lent)
+    }
 }
 
 lender!(PySubscriber => Subscriber);
@@ -316,6 +349,11 @@ impl PySubscriber {
     /// (with `.missed`) if messages were overwritten before being read, `Evicted` (once) if
     /// this reliable subscriber was evicted.
     fn try_recv(&self, py: Python<'_>) -> PyResult<PyMessage> {
+        if self.one_copy {
+            if let Some(m) = self.try_copied(py)? {
+                return Ok(m);
+            }
+        }
         let m = self.cell.with_ref(|s| s.try_recv().map_err(try_fail))??;
         Ok(PyMessage::new(py, m))
     }
@@ -324,6 +362,18 @@ impl PySubscriber {
     /// after). The GIL is released while waiting; Ctrl-C interrupts.
     #[pyo3(signature = (timeout=None))]
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyMessage> {
+        if self.one_copy {
+            let lent = blocking(py, timeout_arg(timeout)?, |d| {
+                self.cell.lend_ref(|s| match s.recv_ref_timeout(d) {
+                    Ok(sample) => Ok(Some(sample)),
+                    Err(TopicRecvTimeoutError::PinLimit { .. }) => Ok(None),
+                    Err(e) => Err(timeout_fail(e)),
+                })
+            })?;
+            if let Some(m) = self.copied(py, lent)? {
+                return Ok(m);
+            }
+        }
         let m = blocking(py, timeout_arg(timeout)?, |d| {
             self.cell.with_ref(|s| s.recv_timeout(d).map_err(timeout_fail))?
         })?;
@@ -342,12 +392,49 @@ impl PySubscriber {
     /// One poll of an async receive (for `shmbus._async`): the `Message`, or None when it
     /// waits (`wake` is then registered with the waiter thread).
     fn _poll_recv(&self, py: Python<'_>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyMessage>> {
+        // A message already there is copied once; only when there is none does the poll
+        // below register the wake-up (and a message that races in is taken by it).
+        if self.one_copy {
+            match self.try_copied(py) {
+                Ok(Some(m)) => return Ok(Some(m)),
+                Ok(None) => {}
+                Err(e) if is_class(py, &e, "Empty") => {}
+                Err(e) => return Err(e),
+            }
+        }
         // Through `&Subscriber`, as `recv` receives: samples held meanwhile are no obstacle.
         let m = aio::poll_recv(py, reg, &wake, |st, parked, cx| {
             self.cell.park(parked);
             self.cell.with_ref(|mut s| aio::ready(s.poll_recv(st, cx), recv_fail))?
         })?;
         Ok(m.map(|m| PyMessage::new(py, m)))
+    }
+
+    /// Copies the next message into `buffer` (any writable buffer: a `bytearray`, a numpy
+    /// array, a writable `memoryview`, ...), without waiting: one copy, into memory the
+    /// caller keeps, and no allocation. Returns `(len, seq, ts_ns)`; the message is
+    /// `buffer[:len]`. A buffer too small raises `BufferTooSmall` (`.needed` bytes) and
+    /// leaves the message to be received next (unless it is overwritten meanwhile, which the
+    /// next receive reports as `Lagged`). Raises what `try_recv` raises otherwise.
+    fn try_recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<(usize, u64, u64)> {
+        let mut buf = BytesMut::get(buffer)?;
+        let len = buf.len();
+        let r = copy::into_buffer(py, len, || self.cell.with_ref(|s| s.try_recv_into_slice(buf.as_mut_slice())))?;
+        let m = r.map_err(|e| copy::slice_fail(e, try_fail))?;
+        Ok((m.len(), m.seq(), m.ts_ns()))
+    }
+
+    /// Copies the next message into `buffer`, waiting up to `timeout` seconds (None: for
+    /// ever; `Timeout` after), as `try_recv_into` does. The GIL is released while waiting
+    /// and copying; Ctrl-C interrupts.
+    #[pyo3(signature = (buffer, timeout=None))]
+    fn recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<(usize, u64, u64)> {
+        let mut buf = BytesMut::get(buffer)?;
+        let m = blocking(py, timeout_arg(timeout)?, |d| {
+            let r = self.cell.with_ref(|s| s.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
+            r.map_err(|e| copy::slice_fail(e, timeout_fail))
+        })?;
+        Ok((m.len(), m.seq(), m.ts_ns()))
     }
 
     /// The next message, zero-copy and without waiting: a `Sample` pinning its slot.
@@ -368,6 +455,16 @@ impl PySubscriber {
 
     /// The message with sequence number `seq`, if still kept (copied).
     fn get(&self, py: Python<'_>, seq: u64) -> PyResult<PyMessage> {
+        if self.one_copy {
+            let lent = self.cell.lend_ref(|s| match s.get_ref(seq) {
+                Ok(sample) => Ok(Some(sample)),
+                Err(TopicGetError::PinLimit { .. }) => Ok(None),
+                Err(e) => Err(get_fail(e)),
+            })?;
+            if let Some(m) = self.copied(py, lent)? {
+                return Ok(m);
+            }
+        }
         let m = self.cell.with_ref(|s| s.get(seq).map_err(get_fail))??;
         Ok(PyMessage::new(py, m))
     }

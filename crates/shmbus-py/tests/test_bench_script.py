@@ -46,6 +46,20 @@ def test_shmbus_and_pipe_rows():
     assert any(line.startswith("* shmbus 6,220,800 B zero-copy / shmbus 8 B:") for line in lines)
 
 
+def test_copy_rows():
+    """The copy rows: every shmbus kind sent and received by copy, and `recv_into`."""
+    peers = ["shmbus-copy", "shmbus-queue-copy", "shmbus-stream-copy", "shmbus-journal-copy", "shmbus-recv-into"]
+    out = run("--peers", ",".join(peers), "--iters", "200", "--frame-iters", "10", "--warmup", "10")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["failed"] == []
+    rows = {(r["peer"], r["size"]): r for r in result["rows"]}
+    assert sorted(rows) == sorted((p, s) for p in peers for s in (8, FRAME))
+    assert all(r["payload"] == "copy" for r in rows.values())
+    table = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+    assert any("shmbus queue, copy in and out | 6220800 | copy | the whole message sent by copy" in t for t in table)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("zmq") is not None, reason="pyzmq is installed here")
 def test_a_missing_peer_is_one_clear_error():
     out = run("--peers", "zmq", "--iters", "10")
