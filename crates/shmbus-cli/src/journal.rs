@@ -18,7 +18,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, Subcommand};
 use serde::Serialize;
 use shmbus::journal::{
-    open_error_message, Appender, EntryCipher, Journal, JournalConfig, JournalRecvTimeoutError, JournalStatus,
+    open_error_message, EntryCipher, Journal, JournalConfig, JournalRecvTimeoutError, JournalStatus,
     JournalTryRecvError, KeyFileError, Keyring, Retention, RollCycle, Tailer, XChaCha20Poly1305Cipher,
 };
 use shmbus::OpenError;
@@ -428,10 +428,6 @@ fn appended(out: &mut impl Write, json: bool, index: u64, len: usize) -> Result<
     Ok(())
 }
 
-fn append_one(app: &mut Appender, data: &[u8]) -> Result<u64> {
-    app.send(data).map_err(|e| CliError::msg(format!("append failed: {e}")))
-}
-
 /// A retention in words, for errors.
 fn retention_words(r: &Retention) -> String {
     let cycles = r.max_cycles.map_or("no cycle limit".to_owned(), |n| format!("at most {n} cycle(s)"));
@@ -462,8 +458,21 @@ fn append(a: &AppendArgs) -> Result<()> {
     app.set_cipher(cipher);
     let mut out = std::io::stdout().lock();
     let input = Input { data: a.data.clone(), file: a.file.clone(), format: a.format };
+    // The entries this run appended (first and last index, count): a failure part way (no
+    // space left) says how many went in before it, and which.
+    let mut done: Option<(u64, u64, u64)> = None;
     input.for_each(app.max_entry_len(), None, |data| {
-        let index = append_one(&mut app, data)?;
+        let index = app.send(data).map_err(|e| {
+            let before = match done {
+                Some((first, last, n)) => format!(
+                    "{n} entr{} of this run were appended before it (indices {first} to {last})",
+                    if n == 1 { "y" } else { "ies" }
+                ),
+                None => "no entry of this run was appended".to_owned(),
+            };
+            CliError::msg(format!("append failed: {e}; {before}"))
+        })?;
+        done = Some(done.map_or((index, index, 1), |(first, _, n)| (first, index, n + 1)));
         appended(&mut out, a.json, index, data.len())
     })
 }

@@ -411,8 +411,15 @@ impl Journal {
                 return Err(OpenError::NotASegment { path: dir });
             }
             let head = hdr.encode();
-            made_meta = files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head)
-                .map_err(|e| OpenError::io(&meta_path, e))?;
+            made_meta = files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head).map_err(|e| {
+                // No journal.meta (out of inodes or space): leave no empty directory behind
+                // either, if this call made it (`remove_dir` removes only an empty one, so
+                // a concurrent creator's files stay).
+                if made_dir {
+                    let _ = std::fs::remove_dir(&dir);
+                }
+                OpenError::io(&meta_path, e)
+            })?;
         }
         let r = Journal::open_meta(dir.clone(), &meta_path, create.then_some(opts.mode), trust);
         if r.is_err() && made_meta {
