@@ -300,6 +300,12 @@ fn other_paths_and_methods_and_a_removed_channel() {
     assert_eq!(Exporter::curl(&format!("{base}/"), "GET").0, 404);
     assert_eq!(Exporter::curl(&ex.url, "POST").0, 405);
     assert_eq!(Exporter::curl(&format!("{}?x=1", ex.url), "GET").0, 200);
+    // HEAD: the headers of GET, no body; the 405 says what is allowed.
+    let head = answer(&ex, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n") && head.ends_with("\r\n\r\n"), "{head}");
+    assert!(head.contains("\r\nContent-Type: text/plain; version=0.0.4"), "{head}");
+    let put = answer(&ex, b"PUT /metrics HTTP/1.0\r\n\r\n");
+    assert!(put.starts_with("HTTP/1.1 405 ") && put.contains("\r\nAllow: GET, HEAD\r\n"), "{put}");
 
     let m = ex.scrape();
     let gone = [("domain", "d"), ("channel", "gone"), ("kind", "queue")];
