@@ -380,12 +380,7 @@ impl Conn {
                     return;
                 }
             };
-            // The client that queued this request may have left since: a scrape for nobody
-            // is not made. (A connection's first request is answered even after the client
-            // closed its sending side, as a one-shot `nc -N` does.)
-            if peer_gone(&self.stream, answered > 0) {
-                return;
-            }
+            let first = answered == 0;
             answered += 1;
             let keep_alive = !head.connection_close
                 && (!head.http10 || head.connection_keep_alive)
@@ -395,6 +390,12 @@ impl Conn {
                 // Only while its answer is being made is a connection not shut down to make
                 // room; one shut down while it waited for its turn gets no scrape.
                 if !self.registration.set_evictable(false) {
+                    return;
+                }
+                // The client that queued this request may have left since: a scrape for
+                // nobody is not made. (A connection's first request is answered even after
+                // the client closed its sending side, as a one-shot `nc -N` does.)
+                if peer_gone(&self.stream, !first) {
                     return;
                 }
                 (self.registration.shared.handler)(&Request { method: &head.method, target: &head.target })
