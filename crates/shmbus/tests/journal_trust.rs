@@ -1,5 +1,5 @@
 //! The trust policy for journals (docs/trust.md, "Journals"): files in a journal directory
-//! (`journal.meta`, cycle data and index files, `readers.lock`) are used only when owned by
+//! (`journal.meta`, cycle data and index files, `readers.lock`, `recovery.log`) are used only when owned by
 //! a trusted uid, and the directory must be owned by a trusted uid and, if every user may
 //! write to it, be sticky. Files planted by another uid are refused with
 //! `OpenError::Untrusted`, whose message names the owner and the fix; trusting that uid
@@ -288,4 +288,25 @@ fn journal_status_needs_read_permission_only() {
         assert!(a == b, "status changed {}", p.display());
     }
     drop(a);
+}
+
+/// The recovery log is read like every journal file: a planted one owned by another uid is
+/// an error naming it (the losses it claims are not believed), and one owned by this user
+/// is read.
+#[test]
+fn a_foreign_recovery_log_is_refused() {
+    let s = Scratch::in_temp_dir("jtrust-recovery-log");
+    let dir = journal(&s);
+    let log = dir.join(shmbus::journal::RECOVERY_LOG);
+    std::fs::write(&log, "1 0 5 9 100 1 -\n").unwrap();
+    let j = Journal::open(&dir).unwrap();
+    assert_eq!(j.lost_entries().unwrap().iter().map(|l| (l.cycle, l.from, l.to)).collect::<Vec<_>>(), [(0, 5, 9)]);
+    if !root_or_skip("a recovery log of another uid") {
+        return;
+    }
+    give_away(&log);
+    assert_untrusted("recovery log", &j.lost_entries().unwrap_err(), &log);
+    let st = Journal::status(&dir).unwrap();
+    assert!(st.lost_entries.is_empty());
+    assert!(st.recovery_log_error.is_some_and(|e| e.contains(&format!("uid {OTHER}"))));
 }
