@@ -588,7 +588,7 @@ void shmbus_appender_free(struct shmbus_appender *appender);
 // `*index_out` / `*ts_ns_out` (NULL: not wanted). `SHMBUS_DAMAGED`: entries were skipped (a
 // gap, damage, an abandoned entry; the message says which), reading goes on after them;
 // `SHMBUS_CORRUPT`: one entry is corrupt and skipped. An entry larger than `cap` is
-// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next copy receive.
+// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next receive.
 //
 // # Safety
 // `tailer` NULL or live; `buf` valid for `cap` bytes; `len_out` valid; the others NULL or
@@ -821,7 +821,7 @@ void shmbus_dispatcher_free(struct shmbus_dispatcher *dispatcher);
 // into `buf` (`cap` bytes), its length to `*len_out` and its id to `*job_id_out` (NULL: not
 // wanted). Receiving declares the previous job done. `SHMBUS_DISCONNECTED`: the dispatcher
 // is gone (receive again to wait for a new one). A job larger than `cap` is
-// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next copy receive.
+// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next receive.
 //
 // # Safety
 // `worker` NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `job_id_out` NULL or

@@ -33,6 +33,13 @@ struct entry {
 };
 
 /// An entry read in place: its bytes are valid until the next call on the tailer.
+/// What `tailer::try_recv_into` put into the caller's buffer.
+struct entry_received {
+    std::size_t len = 0;  ///< bytes written at the start of the buffer
+    std::uint64_t index = 0;
+    std::uint64_t ts_ns = 0;  ///< CLOCK_REALTIME nanoseconds
+};
+
 struct entry_ref {
     bytes_view data;
     std::uint64_t index = 0;
@@ -121,6 +128,31 @@ class tailer {
         return ref_with(SHMBUS_TIMEOUT, [&](const std::uint8_t **d, std::size_t *l, std::uint64_t *i, std::uint64_t *t) {
             return shmbus_tailer_recv_ref_timeout(h_.get(), d, l, i, t, detail::nanos(timeout));
         });
+    }
+    /// The next entry copied into `buf` (one copy, out of shared memory; allocates nothing),
+    /// if there is one now: its length, index and time stamp. A entry longer than `buf` throws SHMBUS_BUFFER_TOO_SMALL
+    /// (`value()`: its length) and is kept for the next receive.
+    std::optional<entry_received> try_recv_into(mutable_bytes_view buf) {
+        entry_received r;
+        if (!detail::check_soft(
+                shmbus_tailer_try_recv(h_.get(), buf.data(), buf.size(), &r.len, &r.index, &r.ts_ns), SHMBUS_EMPTY))
+            return std::nullopt;
+        return r;
+    }
+    /// `try_recv_into`, waiting as long as it takes.
+    entry_received recv_into(mutable_bytes_view buf) {
+        entry_received r;
+        detail::check(shmbus_tailer_recv(h_.get(), buf.data(), buf.size(), &r.len, &r.index, &r.ts_ns));
+        return r;
+    }
+    /// `try_recv_into`, or nothing once `timeout` has passed.
+    std::optional<entry_received> recv_into(mutable_bytes_view buf, std::chrono::nanoseconds timeout) {
+        entry_received r;
+        if (!detail::check_soft(shmbus_tailer_recv_timeout(h_.get(), buf.data(), buf.size(), &r.len, &r.index,
+                                                           &r.ts_ns, detail::nanos(timeout)),
+                                SHMBUS_TIMEOUT))
+            return std::nullopt;
+        return r;
     }
     /// A named reader: stores its position (the next read after a restart goes on from here).
     void ack() { detail::check(shmbus_tailer_ack(h_.get())); }

@@ -26,6 +26,12 @@ struct job {
 };
 
 /// A job read in place: its bytes are valid until the next call on the worker.
+/// What `worker::try_recv_into` put into the caller's buffer.
+struct job_received {
+    std::size_t len = 0;  ///< bytes written at the start of the buffer
+    std::uint64_t id = 0;
+};
+
 struct job_ref {
     bytes_view data;
     std::uint64_t id = 0;
@@ -102,6 +108,30 @@ class worker {
         return ref_with(SHMBUS_TIMEOUT, [&](const std::uint8_t **d, std::size_t *l, std::uint64_t *id) {
             return shmbus_worker_recv_ref_timeout(h_.get(), d, l, id, detail::nanos(timeout));
         });
+    }
+    /// The next job copied into `buf` (one copy, out of shared memory; allocates nothing),
+    /// if there is one now: its length and id. A job longer than `buf` throws SHMBUS_BUFFER_TOO_SMALL
+    /// (`value()`: its length) and is kept for the next receive.
+    std::optional<job_received> try_recv_into(mutable_bytes_view buf) {
+        job_received r;
+        if (!detail::check_soft(shmbus_worker_try_recv(h_.get(), buf.data(), buf.size(), &r.len, &r.id), SHMBUS_EMPTY))
+            return std::nullopt;
+        return r;
+    }
+    /// `try_recv_into`, waiting as long as it takes.
+    job_received recv_into(mutable_bytes_view buf) {
+        job_received r;
+        detail::check(shmbus_worker_recv(h_.get(), buf.data(), buf.size(), &r.len, &r.id));
+        return r;
+    }
+    /// `try_recv_into`, or nothing once `timeout` has passed.
+    std::optional<job_received> recv_into(mutable_bytes_view buf, std::chrono::nanoseconds timeout) {
+        job_received r;
+        if (!detail::check_soft(
+                shmbus_worker_recv_timeout(h_.get(), buf.data(), buf.size(), &r.len, &r.id, detail::nanos(timeout)),
+                SHMBUS_TIMEOUT))
+            return std::nullopt;
+        return r;
     }
     /// Declares the current job finished and the worker idle.
     void done() { detail::check(shmbus_worker_done(h_.get())); }

@@ -139,6 +139,30 @@ class stream_reader {
             return std::nullopt;
         return record(r);
     }
+    /// The next record copied into `buf` (one copy, out of shared memory; allocates nothing),
+    /// if there is one now: its length. A record longer than `buf` throws SHMBUS_BUFFER_TOO_SMALL
+    /// (`value()`: its length) and is kept for the next receive.
+    std::optional<std::size_t> try_recv_into(mutable_bytes_view buf) {
+        std::size_t len = 0;
+        if (!detail::check_soft(shmbus_stream_reader_try_recv(h_.get(), buf.data(), buf.size(), &len), SHMBUS_EMPTY))
+            return std::nullopt;
+        return len;
+    }
+    /// `try_recv_into`, waiting as long as it takes.
+    std::size_t recv_into(mutable_bytes_view buf) {
+        std::size_t len = 0;
+        detail::check(shmbus_stream_reader_recv(h_.get(), buf.data(), buf.size(), &len));
+        return len;
+    }
+    /// `try_recv_into`, or nothing once `timeout` has passed.
+    std::optional<std::size_t> recv_into(mutable_bytes_view buf, std::chrono::nanoseconds timeout) {
+        std::size_t len = 0;
+        if (!detail::check_soft(
+                shmbus_stream_reader_recv_timeout(h_.get(), buf.data(), buf.size(), &len, detail::nanos(timeout)),
+                SHMBUS_TIMEOUT))
+            return std::nullopt;
+        return len;
+    }
     shmbus_stream_reader *get() const noexcept { return h_.get(); }
 
   private:

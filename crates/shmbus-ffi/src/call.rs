@@ -1,7 +1,7 @@
 //! The bodies that many exported functions share. Each `extern "C"` function stays written
 //! out (cbindgen reads its signature and doc comment for the header) and calls one of these:
 //! opening a channel, its status snapshot, a getter, a call on an endpoint, the three waits of
-//! a receive, the copy receive through an [`Inbox`], and the lent items (samples, loans,
+//! a receive, the copy receive into the caller's buffer, and the lent items (samples, loans,
 //! records): lending one out, reading its bytes, giving it back.
 
 use std::cell::{Ref, RefMut};
@@ -157,62 +157,63 @@ where
     guard(|| unsafe { update(config, f) })
 }
 
-/// An endpoint whose copy receives go through an [`Inbox`] (queue consumer, pool worker,
-/// journal tailer): the Rust endpoint and the inbox, apart.
-pub(crate) trait WithInbox {
-    type Endpoint;
-    type Meta: Copy;
-    fn parts(&mut self) -> (&mut Self::Endpoint, &mut Inbox<Self::Meta>);
-}
-
-/// The copy receive of an endpoint with an inbox: the pending message, or one `fill`
-/// receives, copied into `buf` (`cap` bytes) with its length in `*len_out`.
+/// The copy receive into the caller's buffer (`cap` bytes at `buf`, checked first): `recv`
+/// receives into it with the Rust endpoint's `*_recv_into_slice`, one copy out of shared
+/// memory. The length goes to `*len_out`: the message's (`len_of` its result), or on
+/// `SHMBUS_BUFFER_TOO_SMALL` the length needed (the endpoint keeps that message for the next
+/// receive).
 ///
 /// # Safety
-/// `p` as [`get`]; the buffer arguments as [`deliver`].
-pub(crate) unsafe fn inbox_recv<W: Wrapper>(
-    p: *mut W,
+/// `buf` is valid for writing `cap` bytes (or NULL with `cap` 0) and not used by anything
+/// else during the call; `len_out` is NULL or valid for a write.
+pub(crate) unsafe fn recv_into_buf<T>(
     buf: *mut std::ffi::c_void,
     cap: usize,
     len_out: *mut usize,
-    fill: impl FnOnce(&mut <W::Inner as WithInbox>::Endpoint, &mut Vec<u8>) -> Result<<W::Inner as WithInbox>::Meta, Error>,
-) -> Result<<W::Inner as WithInbox>::Meta, Error>
-where
-    W::Inner: WithInbox,
-{
-    // SAFETY: forwarded.
-    unsafe {
-        with_mut(p, |e| {
-            let (endpoint, inbox) = e.parts();
-            inbox.recv(buf, cap, len_out, |v| fill(endpoint, v))
-        })
+    recv: impl FnOnce(&mut [u8]) -> Result<T, Error>,
+    len_of: impl FnOnce(&T) -> usize,
+) -> Result<T, Error> {
+    buf_args(buf, cap, len_out)?;
+    let dst: &mut [u8] = if cap == 0 {
+        &mut []
+    } else {
+        // SAFETY: `buf` is not NULL (`buf_args`) and valid for writing `cap` bytes, per the
+        // caller; the receive only writes through the slice (it never reads bytes it has not
+        // written), so bytes the caller left uninitialized are never read.
+        unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), cap) }
+    };
+    let r = recv(dst);
+    let len = match &r {
+        Ok(v) => Some(len_of(v)),
+        Err(e) if e.code == SHMBUS_BUFFER_TOO_SMALL => Some(e.value as usize),
+        Err(_) => None,
+    };
+    if let Some(len) = len {
+        // SAFETY: not NULL (`buf_args`), valid for a write per the caller.
+        unsafe { len_out.write(len) };
     }
+    r
 }
 
-/// The in-place receive of an endpoint with an inbox (`SHMBUS_BUSY` while a message waits in
-/// the inbox): the bytes `take` receives go to `*data` / `*len` (both checked first, so a
-/// message is never received into a NULL output), the rest of its result is returned.
+/// The in-place receive of an endpoint: the bytes `take` receives go to `*data` / `*len`
+/// (both checked first, so a message is never received into a NULL output), the rest of its
+/// result is returned.
 ///
 /// # Safety
 /// `p` as [`get`]; `data` and `len` NULL or valid for writes.
-pub(crate) unsafe fn inbox_recv_ref<W: Wrapper, M>(
+pub(crate) unsafe fn recv_in_place<W: Wrapper, M>(
     p: *mut W,
     data: *mut *const u8,
     len: *mut usize,
-    take: impl FnOnce(&mut <W::Inner as WithInbox>::Endpoint) -> Result<(&[u8], M), Error>,
-) -> Result<M, Error>
-where
-    W::Inner: WithInbox,
-{
+    take: impl FnOnce(&mut W::Inner) -> Result<(&[u8], M), Error>,
+) -> Result<M, Error> {
     out_arg(data)?;
     out_arg(len)?;
     // SAFETY: forwarded; the bytes stay in shared memory (or the mapped file) until the next
     // call on the endpoint, as the exported functions document.
     unsafe {
         with_mut(p, |e| {
-            let (endpoint, inbox) = e.parts();
-            inbox.check_empty()?;
-            let (bytes, meta) = take(endpoint)?;
+            let (bytes, meta) = take(e)?;
             data.write(bytes.as_ptr());
             len.write(bytes.len());
             Ok(meta)

@@ -4,13 +4,32 @@
 use shmbus::{
     JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalTryRecvError, OpenError, PoolRecvError,
     PoolRecvTimeoutError, PoolTryRecvError, PoolTrySendError, QueueRecvError, QueueRecvTimeoutError, QueueSendError,
-    QueueSendTimeoutError, QueueTryRecvError, QueueTrySendError, StreamRecvError, StreamRecvTimeoutError,
-    StreamSendError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError, TopicGetError, TopicRecvError,
-    TopicRecvTimeoutError, TopicSendError, TopicSendTimeoutError, TopicTryRecvError, TopicTrySendError, WaitError,
-    WaitTimeoutError,
+    QueueSendTimeoutError, QueueTryRecvError, QueueTrySendError, RecvIntoSliceError, StreamRecvError,
+    StreamRecvTimeoutError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError, StreamTrySendError,
+    TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicSendTimeoutError, TopicTryRecvError,
+    TopicTrySendError, WaitError, WaitTimeoutError,
 };
 
 use crate::status::*;
+
+/// A receive into the caller's buffer: `SHMBUS_BUFFER_TOO_SMALL` with the length needed
+/// (`shmbus_last_error_value`), or the receive's own error.
+impl<E> From<RecvIntoSliceError<E>> for Error
+where
+    Error: From<E>,
+{
+    fn from(e: RecvIntoSliceError<E>) -> Error {
+        match e {
+            RecvIntoSliceError::TooSmall { needed, capacity } => Error::with_value(
+                SHMBUS_BUFFER_TOO_SMALL,
+                needed as u64,
+                format_args!("the message is {needed} bytes, the buffer {capacity}; it is kept for the next receive"),
+            ),
+            RecvIntoSliceError::Recv(e) => e.into(),
+            _ => Error::new(SHMBUS_UNKNOWN, "a receive into the buffer failed"),
+        }
+    }
+}
 
 impl From<OpenError> for Error {
     fn from(e: OpenError) -> Error {

@@ -354,71 +354,16 @@ pub(crate) fn buf_args(out: *mut c_void, cap: usize, len_out: *mut usize) -> Res
     Ok(())
 }
 
-/// The buffer of an endpoint's copy receives, for the kinds that cannot leave a message
-/// unread (queue, pool, journal): the Rust receive fills it, and it is copied to the caller's
-/// buffer. A message larger than the caller's buffer stays here (with its metadata `M`) for
-/// the next receive call (`SHMBUS_BUFFER_TOO_SMALL`): nothing is lost.
-#[derive(Debug, Default)]
-pub(crate) struct Inbox<M> {
-    buf: Vec<u8>,
-    pending: Option<M>,
-}
-
-impl<M: Copy> Inbox<M> {
-    /// Whether a message waits here for a larger buffer (the endpoint is ready for a wait set).
-    pub(crate) fn is_pending(&self) -> bool {
-        self.pending.is_some()
-    }
-
-    /// Refuses an in-place receive while a message waits here for a larger buffer: it would
-    /// return the message after it first.
-    pub(crate) fn check_empty(&self) -> Result<(), Error> {
-        if self.pending.is_some() {
-            return Err(Error::new(
-                SHMBUS_BUSY,
-                "a message too large for the last copy receive's buffer is kept for the next copy receive; receive it first",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Delivers the pending message, or receives one with `fill`, into `out` (`cap` bytes).
-    ///
-    /// # Safety
-    /// As [`deliver`].
-    pub(crate) unsafe fn recv(
-        &mut self,
-        out: *mut c_void,
-        cap: usize,
-        len_out: *mut usize,
-        fill: impl FnOnce(&mut Vec<u8>) -> Result<M, Error>,
-    ) -> Result<M, Error> {
-        buf_args(out, cap, len_out)?;
-        let meta = match self.pending {
-            Some(m) => m,
-            None => {
-                let m = fill(&mut self.buf)?;
-                self.pending = Some(m);
-                m
-            }
-        };
-        // SAFETY: per the caller.
-        unsafe { deliver(&self.buf, out, cap, len_out) }?;
-        self.pending = None;
-        Ok(meta)
-    }
-}
-
-/// `Waitable` for an endpoint with an [`Inbox`] (field `$inbox`) around the Rust endpoint
-/// (field `$inner`): ready also while a message waits in the inbox for a larger buffer.
-macro_rules! waitable_with_inbox {
+/// `Waitable` for a wrapper struct around the Rust endpoint (field `$inner`): what the
+/// endpoint says (it is ready also while it keeps a message a too-small buffer did not take).
+macro_rules! waitable_via {
     ($($ty:ty => $inner:ident),* $(,)?) => {$(
         impl shmbus::Waitable for $ty {
             fn wait_handle(&self) -> shmbus::WaitHandle<'_> {
                 self.$inner.wait_handle()
             }
             fn is_ready(&self) -> bool {
-                self.inbox.is_pending() || self.$inner.is_ready()
+                self.$inner.is_ready()
             }
             fn recheck_interval(&self) -> Option<std::time::Duration> {
                 self.$inner.recheck_interval()
@@ -429,4 +374,4 @@ macro_rules! waitable_with_inbox {
         }
     )*};
 }
-pub(crate) use waitable_with_inbox;
+pub(crate) use waitable_via;

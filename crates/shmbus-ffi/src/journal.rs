@@ -67,22 +67,13 @@ pub struct shmbus_journal_status_info {
     pub appenders: u64,
 }
 
-/// The tailer and its copy-receive buffer (index and timestamp as metadata).
+/// The tailer (which stays on an entry too large for the caller's buffer).
 #[derive(Debug)]
 pub(crate) struct Tail {
     pub(crate) tailer: Tailer,
-    inbox: Inbox<(u64, u64)>,
 }
 
-waitable_with_inbox!(Tail => tailer);
-
-impl WithInbox for Tail {
-    type Endpoint = Tailer;
-    type Meta = (u64, u64);
-    fn parts(&mut self) -> (&mut Tailer, &mut Inbox<(u64, u64)>) {
-        (&mut self.tailer, &mut self.inbox)
-    }
-}
+waitable_via!(Tail => tailer);
 
 impl From<JournalStatus> for shmbus_journal_status_info {
     fn from(s: JournalStatus) -> Self {
@@ -331,7 +322,7 @@ unsafe fn tailer(
         // SAFETY: per the caller's contract.
         unsafe {
             let tailer = with_ref(journal, make)?;
-            into_c(out, Tail { tailer, inbox: Inbox::default() })
+            into_c(out, Tail { tailer })
         }
     })
 }
@@ -512,9 +503,16 @@ unsafe fn recv_copy(
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            let (index, ts) = inbox_recv(tailer, buf, cap, len_out, |t, v| {
-                let e = by_wait!(wait, t.try_recv_into(v) | recv_into | recv_into_timeout)?;
-                Ok((e.index(), e.ts_ns()))
+            let (index, ts) = with_mut(tailer, |e| {
+                let t = &mut e.tailer;
+                let info = recv_into_buf(
+                    buf,
+                    cap,
+                    len_out,
+                    |dst| by_wait!(wait, t.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout),
+                    |i| i.len(),
+                )?;
+                Ok((info.index(), info.ts_ns()))
             })?;
             put(index_out, index);
             put(ts_out, ts);
@@ -528,7 +526,7 @@ unsafe fn recv_copy(
 /// `*index_out` / `*ts_ns_out` (NULL: not wanted). `SHMBUS_DAMAGED`: entries were skipped (a
 /// gap, damage, an abandoned entry; the message says which), reading goes on after them;
 /// `SHMBUS_CORRUPT`: one entry is corrupt and skipped. An entry larger than `cap` is
-/// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next copy receive.
+/// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next receive.
 ///
 /// # Safety
 /// `tailer` NULL or live; `buf` valid for `cap` bytes; `len_out` valid; the others NULL or
@@ -594,7 +592,8 @@ unsafe fn recv_ref(
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            let (index, ts) = inbox_recv_ref(tailer, data, len, |t| {
+            let (index, ts) = recv_in_place(tailer, data, len, |e| {
+                let t = &mut e.tailer;
                 let e = by_wait!(wait, t.try_recv_ref() | recv_ref | recv_ref_timeout)?;
                 Ok((e.data(), (e.index(), e.ts_ns())))
             })?;

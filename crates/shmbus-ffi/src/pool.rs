@@ -59,22 +59,13 @@ pub struct shmbus_pool_status_info {
     pub lost: u64,
 }
 
-/// The worker and its copy-receive buffer (the job id as metadata).
+/// The worker (which keeps a job too large for the caller's buffer in its mailbox).
 #[derive(Debug)]
 pub(crate) struct Work {
     pub(crate) worker: Worker,
-    inbox: Inbox<u64>,
 }
 
-waitable_with_inbox!(Work => worker);
-
-impl WithInbox for Work {
-    type Endpoint = Worker;
-    type Meta = u64;
-    fn parts(&mut self) -> (&mut Worker, &mut Inbox<u64>) {
-        (&mut self.worker, &mut self.inbox)
-    }
-}
+waitable_via!(Work => worker);
 
 impl From<PoolStatus> for shmbus_pool_status_info {
     fn from(s: PoolStatus) -> Self {
@@ -255,7 +246,7 @@ pub unsafe extern "C" fn shmbus_pool_worker(pool: *const shmbus_pool, out: *mut 
         // SAFETY: per this function's contract.
         unsafe {
             let worker = with_ref(pool, |p| Ok(p.worker()?))?;
-            into_c(out, Work { worker, inbox: Inbox::default() })
+            into_c(out, Work { worker })
         }
     })
 }
@@ -358,8 +349,16 @@ unsafe fn recv_copy(
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            let id = inbox_recv(worker, buf, cap, len_out, |w, v| {
-                Ok(by_wait!(wait, w.try_recv_into(v) | recv_into | recv_into_timeout)?.id())
+            let id = with_mut(worker, |e| {
+                let w = &mut e.worker;
+                let info = recv_into_buf(
+                    buf,
+                    cap,
+                    len_out,
+                    |dst| by_wait!(wait, w.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout),
+                    |i| i.len(),
+                )?;
+                Ok(info.id())
             })?;
             put(job_id_out, id);
             Ok(())
@@ -371,7 +370,7 @@ unsafe fn recv_copy(
 /// into `buf` (`cap` bytes), its length to `*len_out` and its id to `*job_id_out` (NULL: not
 /// wanted). Receiving declares the previous job done. `SHMBUS_DISCONNECTED`: the dispatcher
 /// is gone (receive again to wait for a new one). A job larger than `cap` is
-/// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next copy receive.
+/// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next receive.
 ///
 /// # Safety
 /// `worker` NULL or live; `buf` valid for `cap` bytes; `len_out` valid; `job_id_out` NULL or
@@ -433,7 +432,8 @@ unsafe fn recv_ref(
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            let id = inbox_recv_ref(worker, data, len, |w| {
+            let id = recv_in_place(worker, data, len, |e| {
+                let w = &mut e.worker;
                 let job = by_wait!(wait, w.try_recv_ref() | recv_ref | recv_ref_timeout)?;
                 Ok((job.data(), job.id()))
             })?;

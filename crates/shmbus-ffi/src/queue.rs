@@ -59,22 +59,13 @@ pub struct shmbus_queue_status_info {
     pub lost: u64,
 }
 
-/// The consumer and its copy-receive buffer.
+/// The consumer (which keeps a message too large for the caller's buffer itself).
 #[derive(Debug)]
 pub(crate) struct Cons {
     pub(crate) consumer: Consumer,
-    inbox: Inbox<()>,
 }
 
-waitable_with_inbox!(Cons => consumer);
-
-impl WithInbox for Cons {
-    type Endpoint = Consumer;
-    type Meta = ();
-    fn parts(&mut self) -> (&mut Consumer, &mut Inbox<()>) {
-        (&mut self.consumer, &mut self.inbox)
-    }
-}
+waitable_via!(Cons => consumer);
 
 impl From<QueueStatus> for shmbus_queue_status_info {
     fn from(s: QueueStatus) -> Self {
@@ -255,7 +246,7 @@ pub unsafe extern "C" fn shmbus_queue_consumer(
         // SAFETY: per this function's contract.
         unsafe {
             let consumer = with_ref(queue, |q| Ok(q.consumer()?))?;
-            into_c(out, Cons { consumer, inbox: Inbox::default() })
+            into_c(out, Cons { consumer })
         }
     })
 }
@@ -340,8 +331,16 @@ unsafe fn recv_copy(
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            inbox_recv(consumer, buf, cap, len_out, |c, v| {
-                by_wait!(wait, c.try_recv_into(v) | recv_into | recv_into_timeout).map(drop)
+            with_mut(consumer, |e| {
+                let c = &mut e.consumer;
+                recv_into_buf(
+                    buf,
+                    cap,
+                    len_out,
+                    |dst| by_wait!(wait, c.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout),
+                    |&n| n,
+                )
+                .map(drop)
             })
         }
     })

@@ -1,7 +1,7 @@
 //! Topic: broadcast publish/subscribe with history. `shmbus_topic_*`, `shmbus_publisher_*`,
 //! `shmbus_loan_*`, `shmbus_subscriber_*`, `shmbus_sample_*`.
 
-use std::cell::{Ref, RefCell, RefMut};
+use std::cell::{Ref, RefMut};
 use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
@@ -93,11 +93,10 @@ pub struct shmbus_topic_status_info {
     pub reliable_subscribers: u64,
 }
 
-/// The subscriber and its copy-receive buffer.
+/// The subscriber.
 #[derive(Debug)]
 pub(crate) struct Sub {
     pub(crate) sub: Subscriber,
-    buf: RefCell<Vec<u8>>,
 }
 
 impl From<TopicStatus> for shmbus_topic_status_info {
@@ -347,7 +346,7 @@ pub unsafe extern "C" fn shmbus_topic_subscriber(
         // SAFETY: per this function's contract.
         unsafe {
             let sub = with_ref(topic, |t| Ok(t.subscriber()?))?;
-            into_c(out, Sub { sub, buf: RefCell::default() })
+            into_c(out, Sub { sub })
         }
     })
 }
@@ -369,7 +368,7 @@ pub unsafe extern "C" fn shmbus_topic_reliable_subscriber(
         // SAFETY: per this function's contract.
         unsafe {
             let sub = with_ref(topic, |t| Ok(t.reliable_subscriber()?))?;
-            into_c(out, Sub { sub, buf: RefCell::default() })
+            into_c(out, Sub { sub })
         }
     })
 }
@@ -536,8 +535,8 @@ pub unsafe extern "C" fn shmbus_publisher_free(publisher: *mut shmbus_publisher)
     guard_value((), || unsafe { free(publisher) })
 }
 
-/// The copy receives, into the subscriber's buffer, then the caller's. A message
-/// too large for the caller's buffer is left unread: the subscriber seeks back to it.
+/// The copy receives, straight into the caller's buffer. A message too large for it is left
+/// unread: the subscriber's cursor stays on it.
 ///
 /// # Safety
 /// As the exported receives.
@@ -551,17 +550,17 @@ unsafe fn recv_copy(
     wait: Wait,
 ) -> shmbus_status {
     guard(|| {
-        buf_args(out, cap, len_out)?;
         // SAFETY: per the caller's contract.
         unsafe {
             with_ref(sub, |s| {
-                let mut buf = s.buf.try_borrow_mut().map_err(|_| Error::new(SHMBUS_BUSY, "subscriber in use"))?;
                 let sub = &s.sub;
-                let info = by_wait!(wait, sub.try_recv_into(&mut buf) | recv_into | recv_into_timeout)?;
-                if let Err(e) = deliver(&buf, out, cap, len_out) {
-                    s.sub.seek(info.seq());
-                    return Err(e);
-                }
+                let info = recv_into_buf(
+                    out,
+                    cap,
+                    len_out,
+                    |dst| by_wait!(wait, sub.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout),
+                    |i| i.len(),
+                )?;
                 put(seq_out, info.seq());
                 put(ts_out, info.ts_ns());
                 Ok(())

@@ -93,6 +93,16 @@ fn topic_reliable_sanitized() {
 }
 
 #[test]
+fn recv_into() {
+    run_c_test("recv_into", Build::Plain);
+}
+
+#[test]
+fn recv_into_sanitized() {
+    run_c_test("recv_into", Build::Sanitized);
+}
+
+#[test]
 fn queue() {
     run_c_test("queue", Build::Plain);
 }
