@@ -612,6 +612,20 @@ fn entries_recovery_cuts_off_are_reported_by_every_reader_and_info() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "after\n");
     assert!(String::from_utf8_lossy(&out.stderr).starts_with(lost_line));
+
+    // A writer whose open is the one that recovers (`append` here; `record` opens the same
+    // way) says so once and goes on.
+    let j2 = r.jdir("cut-then-append");
+    fill(&r, &j2);
+    let data = Path::new(&j2).join("000000000000.sbjd");
+    std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(at as u64 + 20).unwrap();
+    let out = r.run(&["journal", "append", "--dir", &j2, "--data", "y", "--json"]);
+    assert!(out.status.success());
+    assert_eq!(json_lines(&String::from_utf8(out.stdout).unwrap())[0]["index"], 150);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with(&format!("lost: {j2}: journal entries 150..200 of cycle 0 were lost")), "{err}");
+    let out = r.run(&["journal", "append", "--dir", &j2, "--data", "z"]);
+    assert!(out.status.success() && out.stderr.is_empty(), "said once: {out:?}");
 }
 
 #[test]
