@@ -752,6 +752,8 @@ struct InfoJson<'a> {
     lost_entries: Vec<LostJson>,
     /// Why the recovery log could not be read (`lost_entries` is then unknown).
     recovery_log_error: Option<&'a str>,
+    /// Cycles cut short of their entries, not yet recovered.
+    cut_cycles: Vec<UnreadableCycleJson<'a>>,
     readers: Vec<ReaderJson<'a>>,
     retention: RetentionJson,
 }
@@ -859,6 +861,9 @@ fn info(a: &InfoArgs) -> Result<()> {
     if let Some(e) = &info.recovery_log_error {
         eprintln!("lost: {}: unknown: {e}", a.dir.dir.display());
     }
+    for (c, why) in &info.cut_cycles {
+        eprintln!("lost: journal cycle {c} is cut short: {why}");
+    }
     let entries: u64 = info.cycles.iter().map(|c| c.entries).sum();
     if a.json {
         print_json(&InfoJson {
@@ -916,6 +921,7 @@ fn info(a: &InfoArgs) -> Result<()> {
                 })
                 .collect(),
             recovery_log_error: info.recovery_log_error.as_deref(),
+            cut_cycles: info.cut_cycles.iter().map(|(c, why)| UnreadableCycleJson { cycle: *c, error: why }).collect(),
             readers: readers_json(&info),
             retention: RetentionJson {
                 max_cycles: info.retention.max_cycles,
@@ -975,6 +981,9 @@ fn info(a: &InfoArgs) -> Result<()> {
             None => format!("{} entries, {} bytes", l.count(), l.bytes),
         };
         writeln!(out, "  cycle {:<8} LOST in recovery: indices {}..{} ({count})", l.cycle, l.from, l.to)?;
+    }
+    for (c, why) in &info.cut_cycles {
+        writeln!(out, "  cycle {c:<8} CUT SHORT: {why}")?;
     }
     writeln!(out, "readers       {}", info.readers.len())?;
     for r in &info.readers {

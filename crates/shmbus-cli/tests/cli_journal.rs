@@ -175,6 +175,7 @@ fn info_readers_and_gc_json_shapes() {
             "archive_dir",
             "archive_file_bytes",
             "bytes",
+            "cut_cycles",
             "cycles",
             "dir",
             "entries",
@@ -572,6 +573,16 @@ fn entries_recovery_cuts_off_are_reported_by_every_reader_and_info() {
     std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(at as u64 + 20).unwrap();
     let lost_line = "lost: journal entries 150..200 of cycle 0 were lost (50 entries";
 
+    // `info` first: read-only, it repairs nothing, but says the cycle is cut short.
+    let out = r.run(&["journal", "info", "--dir", &j]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("lost: journal cycle 0 is cut short: its data file holds"), "{err}");
+    assert!(String::from_utf8(out.stdout).unwrap().contains("CUT SHORT: "));
+    let info = r.json(&["journal", "info", "--dir", &j, "--json"]);
+    assert_eq!(info["cut_cycles"][0]["cycle"], 0, "{info}");
+    assert_eq!(info["entries"], 200, "not recovered yet");
+
     // `dump` (the first to open it: it recovers) prints the 150 sound entries, one `lost:`
     // line, and exits 1 with the count.
     let dumped = |what: &str| {
@@ -603,6 +614,7 @@ fn entries_recovery_cuts_off_are_reported_by_every_reader_and_info() {
     let lost = &info["lost_entries"][0];
     assert_eq!((lost["cycle"].as_u64(), lost["from"].as_u64(), lost["to"].as_u64()), (Some(0), Some(150), Some(200)));
     assert_eq!(lost["count"], 50, "{info}");
+    assert_eq!(info["cut_cycles"], serde_json::json!([]), "recovered: no longer cut");
     assert!(info["recovery_log_error"].is_null(), "{info}");
 
     // Appending goes on at index 150; readers still say what was lost before.

@@ -17,8 +17,8 @@ use super::cycles::{list_cycles_in, open_cycle_tier};
 use super::error::{open_error_message, JournalRecvError, JournalTierError};
 use super::files::{self, MetaFile};
 use super::format::{
-    data_file_name, index_file_name, pos_parts, MetaHeader, JOURNAL_FORMAT_VERSION, META_FILE, META_SIZE,
-    READERS_LOCK_FILE, ROLL_NEVER, ROLL_TIME, UNIT,
+    data_file_name, index_file_name, pos_parts, MetaHeader, CYCLE_HEADER_PAGE, JOURNAL_FORMAT_VERSION, META_FILE,
+    META_SIZE, READERS_LOCK_FILE, ROLL_NEVER, ROLL_TIME, UNIT,
 };
 use super::readers::ReaderInfo;
 use super::recovery::{read_recovery_log, LostEntries, RecoveryReport};
@@ -583,6 +583,7 @@ impl Journal {
         let archive_dir = meta.archive_dir(&dir);
         let mut cycles = Vec::new();
         let mut unreadable_cycles = Vec::new();
+        let mut cut_cycles = Vec::new();
         for c in list_cycles_in(&dir, archive_dir.as_deref()).map_err(|e| OpenError::io(&dir, e))? {
             let (cy, archived) = match open_cycle_tier::<ReadOnly>(&dir, archive_dir.as_deref(), c, &meta.hdr, &trust) {
                 Ok(opened) => opened,
@@ -593,6 +594,22 @@ impl Journal {
                 }
             };
             let (sealed, n, u) = pos_parts(cy.pos_view().load(Ordering::Acquire));
+            if cy.compressed_bytes.is_none() {
+                // Read-only, status repairs nothing: a data file cut short of what its
+                // entries claim is said here, before an open's recovery removes the rest.
+                let have = cy.data_file.metadata().map_or(0, |m| m.len()).saturating_sub(CYCLE_HEADER_PAGE as u64);
+                let claimed = u * UNIT as u64;
+                if have < claimed {
+                    cut_cycles.push((
+                        c,
+                        format!(
+                            "its data file holds {have} of the {claimed} data bytes its {n} entries use: the entries \
+                             past the cut are lost; the next open that may write (any journal verb but info) recovers \
+                             the cycle and records what it removed"
+                        ),
+                    ));
+                }
+            }
             let file_bytes = cy.compressed_bytes.unwrap_or_else(|| {
                 cy.data_file.metadata().map(|m| m.len()).unwrap_or(0)
                     + cy.index_file.metadata().map(|m| m.len()).unwrap_or(0)
@@ -629,6 +646,7 @@ impl Journal {
             unreadable_cycles,
             lost_entries,
             recovery_log_error,
+            cut_cycles,
             readers: super::readers::readers_of(&meta),
             appenders,
             storage: super::Storage::of(&dir).ok(),
@@ -770,6 +788,11 @@ pub struct JournalStatus {
     /// Why the recovery log could not be read, if it could not (then `lost_entries` is empty
     /// and unknown).
     pub recovery_log_error: Option<String>,
+    /// Cycles whose data file is shorter than their entries claim (cut by a crash of the
+    /// storage or a careless copy), with what that means: not yet recovered, so the count of
+    /// `cycles` still includes the entries past the cut, which the next read-write open
+    /// removes (and records in `lost_entries`).
+    pub cut_cycles: Vec<(u64, String)>,
     /// Oldest retained global index.
     pub first_index: u64,
     /// Index the next entry will get.
