@@ -623,6 +623,45 @@ shmbus_status shmbus_tailer_recv_timeout(struct shmbus_tailer *tailer,
                                          uint64_t *ts_ns_out,
                                          uint64_t timeout_ns);
 
+// Receives the next entry into memory the caller keeps (the other bindings'
+// `recv_into`): the same as `shmbus_tailer_try_recv`. One copy from shared memory into
+// `buf`, no allocation; a entry longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+// length in `*len_out`, kept for the next receive.
+//
+// # Safety
+// As `shmbus_tailer_try_recv`.
+shmbus_status shmbus_tailer_try_recv_into(struct shmbus_tailer *tailer,
+                                          void *buf,
+                                          size_t cap,
+                                          size_t *len_out,
+                                          uint64_t *index_out,
+                                          uint64_t *ts_ns_out);
+
+// `shmbus_tailer_try_recv_into`, waiting as long as it takes
+// (`shmbus_tailer_recv`).
+//
+// # Safety
+// As `shmbus_tailer_try_recv`.
+shmbus_status shmbus_tailer_recv_into(struct shmbus_tailer *tailer,
+                                      void *buf,
+                                      size_t cap,
+                                      size_t *len_out,
+                                      uint64_t *index_out,
+                                      uint64_t *ts_ns_out);
+
+// `shmbus_tailer_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+// `shmbus_tailer_recv_timeout`).
+//
+// # Safety
+// As `shmbus_tailer_try_recv`.
+shmbus_status shmbus_tailer_recv_into_timeout(struct shmbus_tailer *tailer,
+                                              void *buf,
+                                              size_t cap,
+                                              size_t *len_out,
+                                              uint64_t *index_out,
+                                              uint64_t *ts_ns_out,
+                                              uint64_t timeout_ns);
+
 // Reads the next entry in place (zero-copy) if one is committed now (`SHMBUS_EMPTY` if not):
 // `*data` / `*len` are its bytes in the mapped file, valid until the next call on this
 // tailer. Other outputs and codes as `shmbus_tailer_try_recv`.
@@ -852,6 +891,42 @@ shmbus_status shmbus_worker_recv_timeout(struct shmbus_worker *worker,
                                          size_t *len_out,
                                          uint64_t *job_id_out,
                                          uint64_t timeout_ns);
+
+// Receives the next job into memory the caller keeps (the other bindings'
+// `recv_into`): the same as `shmbus_worker_try_recv`. One copy from shared memory into
+// `buf`, no allocation; a job longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+// length in `*len_out`, kept for the next receive.
+//
+// # Safety
+// As `shmbus_worker_try_recv`.
+shmbus_status shmbus_worker_try_recv_into(struct shmbus_worker *worker,
+                                          void *buf,
+                                          size_t cap,
+                                          size_t *len_out,
+                                          uint64_t *job_id_out);
+
+// `shmbus_worker_try_recv_into`, waiting as long as it takes
+// (`shmbus_worker_recv`).
+//
+// # Safety
+// As `shmbus_worker_try_recv`.
+shmbus_status shmbus_worker_recv_into(struct shmbus_worker *worker,
+                                      void *buf,
+                                      size_t cap,
+                                      size_t *len_out,
+                                      uint64_t *job_id_out);
+
+// `shmbus_worker_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+// `shmbus_worker_recv_timeout`).
+//
+// # Safety
+// As `shmbus_worker_try_recv`.
+shmbus_status shmbus_worker_recv_into_timeout(struct shmbus_worker *worker,
+                                              void *buf,
+                                              size_t cap,
+                                              size_t *len_out,
+                                              uint64_t *job_id_out,
+                                              uint64_t timeout_ns);
 
 // Receives a job in place (zero-copy) if one is in the mailbox now (`SHMBUS_EMPTY` if not):
 // `*data` / `*len` are the job's bytes in shared memory, valid until the next call on this
@@ -1086,6 +1161,39 @@ shmbus_status shmbus_consumer_recv_timeout(struct shmbus_consumer *consumer,
                                            size_t cap,
                                            size_t *len_out,
                                            uint64_t timeout_ns);
+
+// Receives the next message into memory the caller keeps (the other bindings'
+// `recv_into`): the same as `shmbus_consumer_try_recv`. One copy from shared memory into
+// `buf`, no allocation; a message longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+// length in `*len_out`, kept for the next receive.
+//
+// # Safety
+// As `shmbus_consumer_try_recv`.
+shmbus_status shmbus_consumer_try_recv_into(struct shmbus_consumer *consumer,
+                                            void *buf,
+                                            size_t cap,
+                                            size_t *len_out);
+
+// `shmbus_consumer_try_recv_into`, waiting as long as it takes
+// (`shmbus_consumer_recv`).
+//
+// # Safety
+// As `shmbus_consumer_try_recv`.
+shmbus_status shmbus_consumer_recv_into(struct shmbus_consumer *consumer,
+                                        void *buf,
+                                        size_t cap,
+                                        size_t *len_out);
+
+// `shmbus_consumer_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+// `shmbus_consumer_recv_timeout`).
+//
+// # Safety
+// As `shmbus_consumer_try_recv`.
+shmbus_status shmbus_consumer_recv_into_timeout(struct shmbus_consumer *consumer,
+                                                void *buf,
+                                                size_t cap,
+                                                size_t *len_out,
+                                                uint64_t timeout_ns);
 
 // Sets how the consumer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
 // (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
@@ -1333,6 +1441,39 @@ shmbus_status shmbus_stream_reader_recv_timeout(struct shmbus_stream_reader *rea
                                                 size_t cap,
                                                 size_t *len_out,
                                                 uint64_t timeout_ns);
+
+// Receives the next record into memory the caller keeps (the other bindings'
+// `recv_into`): the same as `shmbus_stream_reader_try_recv`. One copy from shared memory into
+// `buf`, no allocation; a record longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+// length in `*len_out`, kept for the next receive.
+//
+// # Safety
+// As `shmbus_stream_reader_try_recv`.
+shmbus_status shmbus_stream_reader_try_recv_into(struct shmbus_stream_reader *reader,
+                                                 void *buf,
+                                                 size_t cap,
+                                                 size_t *len_out);
+
+// `shmbus_stream_reader_try_recv_into`, waiting as long as it takes
+// (`shmbus_stream_reader_recv`).
+//
+// # Safety
+// As `shmbus_stream_reader_try_recv`.
+shmbus_status shmbus_stream_reader_recv_into(struct shmbus_stream_reader *reader,
+                                             void *buf,
+                                             size_t cap,
+                                             size_t *len_out);
+
+// `shmbus_stream_reader_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+// `shmbus_stream_reader_recv_timeout`).
+//
+// # Safety
+// As `shmbus_stream_reader_try_recv`.
+shmbus_status shmbus_stream_reader_recv_into_timeout(struct shmbus_stream_reader *reader,
+                                                     void *buf,
+                                                     size_t cap,
+                                                     size_t *len_out,
+                                                     uint64_t timeout_ns);
 
 // Reads the next record in place if there is one now (`SHMBUS_EMPTY` if not): `*out` until
 // `shmbus_record_consume` or `shmbus_record_release`.
@@ -1653,6 +1794,45 @@ shmbus_status shmbus_subscriber_recv_timeout(struct shmbus_subscriber *subscribe
                                              uint64_t *seq_out,
                                              uint64_t *ts_ns_out,
                                              uint64_t timeout_ns);
+
+// Receives the next message into memory the caller keeps (the other bindings'
+// `recv_into`): the same as `shmbus_subscriber_try_recv`. One copy from shared memory into
+// `buf`, no allocation; a message longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+// length in `*len_out`, kept for the next receive.
+//
+// # Safety
+// As `shmbus_subscriber_try_recv`.
+shmbus_status shmbus_subscriber_try_recv_into(struct shmbus_subscriber *subscriber,
+                                              void *buf,
+                                              size_t cap,
+                                              size_t *len_out,
+                                              uint64_t *seq_out,
+                                              uint64_t *ts_ns_out);
+
+// `shmbus_subscriber_try_recv_into`, waiting as long as it takes
+// (`shmbus_subscriber_recv`).
+//
+// # Safety
+// As `shmbus_subscriber_try_recv`.
+shmbus_status shmbus_subscriber_recv_into(struct shmbus_subscriber *subscriber,
+                                          void *buf,
+                                          size_t cap,
+                                          size_t *len_out,
+                                          uint64_t *seq_out,
+                                          uint64_t *ts_ns_out);
+
+// `shmbus_subscriber_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+// `shmbus_subscriber_recv_timeout`).
+//
+// # Safety
+// As `shmbus_subscriber_try_recv`.
+shmbus_status shmbus_subscriber_recv_into_timeout(struct shmbus_subscriber *subscriber,
+                                                  void *buf,
+                                                  size_t cap,
+                                                  size_t *len_out,
+                                                  uint64_t *seq_out,
+                                                  uint64_t *ts_ns_out,
+                                                  uint64_t timeout_ns);
 
 // Receives the next message in place if there is one now (`SHMBUS_EMPTY` if not): `*out` is
 // a pinned sample, read with `shmbus_sample_data`, given back with `shmbus_sample_release`.

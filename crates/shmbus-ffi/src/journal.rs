@@ -579,6 +579,63 @@ pub unsafe extern "C" fn shmbus_tailer_recv_timeout(
     unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::timeout(timeout_ns)) }
 }
 
+/// Receives the next entry into memory the caller keeps (the other bindings'
+/// `recv_into`): the same as `shmbus_tailer_try_recv`. One copy from shared memory into
+/// `buf`, no allocation; a entry longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+/// length in `*len_out`, kept for the next receive.
+///
+/// # Safety
+/// As `shmbus_tailer_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_tailer_try_recv_into(
+    tailer: *mut shmbus_tailer,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    index_out: *mut u64,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::Now) }
+}
+
+/// `shmbus_tailer_try_recv_into`, waiting as long as it takes
+/// (`shmbus_tailer_recv`).
+///
+/// # Safety
+/// As `shmbus_tailer_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_tailer_recv_into(
+    tailer: *mut shmbus_tailer,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    index_out: *mut u64,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::Forever) }
+}
+
+/// `shmbus_tailer_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+/// `shmbus_tailer_recv_timeout`).
+///
+/// # Safety
+/// As `shmbus_tailer_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_tailer_recv_into_timeout(
+    tailer: *mut shmbus_tailer,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    index_out: *mut u64,
+    ts_ns_out: *mut u64,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::timeout(timeout_ns)) }
+}
+
 /// # Safety
 /// As the exported receives.
 unsafe fn recv_ref(

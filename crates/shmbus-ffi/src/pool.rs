@@ -420,6 +420,60 @@ pub unsafe extern "C" fn shmbus_worker_recv_timeout(
     unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::timeout(timeout_ns)) }
 }
 
+/// Receives the next job into memory the caller keeps (the other bindings'
+/// `recv_into`): the same as `shmbus_worker_try_recv`. One copy from shared memory into
+/// `buf`, no allocation; a job longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+/// length in `*len_out`, kept for the next receive.
+///
+/// # Safety
+/// As `shmbus_worker_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_worker_try_recv_into(
+    worker: *mut shmbus_worker,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    job_id_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::Now) }
+}
+
+/// `shmbus_worker_try_recv_into`, waiting as long as it takes
+/// (`shmbus_worker_recv`).
+///
+/// # Safety
+/// As `shmbus_worker_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_worker_recv_into(
+    worker: *mut shmbus_worker,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    job_id_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::Forever) }
+}
+
+/// `shmbus_worker_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+/// `shmbus_worker_recv_timeout`).
+///
+/// # Safety
+/// As `shmbus_worker_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_worker_recv_into_timeout(
+    worker: *mut shmbus_worker,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    job_id_out: *mut u64,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::timeout(timeout_ns)) }
+}
+
 /// # Safety
 /// As the exported receives.
 unsafe fn recv_ref(

@@ -395,6 +395,57 @@ pub unsafe extern "C" fn shmbus_consumer_recv_timeout(
     unsafe { recv_copy(consumer, buf, cap, len_out, Wait::timeout(timeout_ns)) }
 }
 
+/// Receives the next message into memory the caller keeps (the other bindings'
+/// `recv_into`): the same as `shmbus_consumer_try_recv`. One copy from shared memory into
+/// `buf`, no allocation; a message longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+/// length in `*len_out`, kept for the next receive.
+///
+/// # Safety
+/// As `shmbus_consumer_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_consumer_try_recv_into(
+    consumer: *mut shmbus_consumer,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(consumer, buf, cap, len_out, Wait::Now) }
+}
+
+/// `shmbus_consumer_try_recv_into`, waiting as long as it takes
+/// (`shmbus_consumer_recv`).
+///
+/// # Safety
+/// As `shmbus_consumer_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_consumer_recv_into(
+    consumer: *mut shmbus_consumer,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(consumer, buf, cap, len_out, Wait::Forever) }
+}
+
+/// `shmbus_consumer_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+/// `shmbus_consumer_recv_timeout`).
+///
+/// # Safety
+/// As `shmbus_consumer_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_consumer_recv_into_timeout(
+    consumer: *mut shmbus_consumer,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(consumer, buf, cap, len_out, Wait::timeout(timeout_ns)) }
+}
+
 /// Sets how the consumer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping
 /// (0: sleep at once; `UINT64_MAX`: never sleep; the default is 20 µs).
 ///

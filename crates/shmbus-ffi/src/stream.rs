@@ -499,6 +499,57 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_timeout(
     unsafe { recv_copy(reader, buf, cap, len_out, Wait::timeout(timeout_ns)) }
 }
 
+/// Receives the next record into memory the caller keeps (the other bindings'
+/// `recv_into`): the same as `shmbus_stream_reader_try_recv`. One copy from shared memory into
+/// `buf`, no allocation; a record longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+/// length in `*len_out`, kept for the next receive.
+///
+/// # Safety
+/// As `shmbus_stream_reader_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_try_recv_into(
+    reader: *mut shmbus_stream_reader,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(reader, buf, cap, len_out, Wait::Now) }
+}
+
+/// `shmbus_stream_reader_try_recv_into`, waiting as long as it takes
+/// (`shmbus_stream_reader_recv`).
+///
+/// # Safety
+/// As `shmbus_stream_reader_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_recv_into(
+    reader: *mut shmbus_stream_reader,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(reader, buf, cap, len_out, Wait::Forever) }
+}
+
+/// `shmbus_stream_reader_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+/// `shmbus_stream_reader_recv_timeout`).
+///
+/// # Safety
+/// As `shmbus_stream_reader_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_reader_recv_into_timeout(
+    reader: *mut shmbus_stream_reader,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(reader, buf, cap, len_out, Wait::timeout(timeout_ns)) }
+}
+
 /// # Safety
 /// As the exported receives.
 unsafe fn recv_ref(reader: *mut shmbus_stream_reader, out: *mut *mut shmbus_record, wait: Wait) -> shmbus_status {

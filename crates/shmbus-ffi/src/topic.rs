@@ -628,6 +628,63 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_timeout(
     unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::timeout(timeout_ns)) }
 }
 
+/// Receives the next message into memory the caller keeps (the other bindings'
+/// `recv_into`): the same as `shmbus_subscriber_try_recv`. One copy from shared memory into
+/// `buf`, no allocation; a message longer than `cap` is `SHMBUS_BUFFER_TOO_SMALL` with its
+/// length in `*len_out`, kept for the next receive.
+///
+/// # Safety
+/// As `shmbus_subscriber_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_try_recv_into(
+    subscriber: *mut shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::Now) }
+}
+
+/// `shmbus_subscriber_try_recv_into`, waiting as long as it takes
+/// (`shmbus_subscriber_recv`).
+///
+/// # Safety
+/// As `shmbus_subscriber_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_recv_into(
+    subscriber: *mut shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_ns_out: *mut u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::Forever) }
+}
+
+/// `shmbus_subscriber_try_recv_into`, waiting at most `timeout_ns` (`SHMBUS_TIMEOUT`;
+/// `shmbus_subscriber_recv_timeout`).
+///
+/// # Safety
+/// As `shmbus_subscriber_try_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_subscriber_recv_into_timeout(
+    subscriber: *mut shmbus_subscriber,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    seq_out: *mut u64,
+    ts_ns_out: *mut u64,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::timeout(timeout_ns)) }
+}
+
 /// The zero-copy receives: the sample borrows the subscriber shared (several may be out).
 ///
 /// # Safety

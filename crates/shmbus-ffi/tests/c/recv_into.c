@@ -1,6 +1,7 @@
-/* Receiving into the caller's buffer on every kind: exact, larger and too-small buffers. A
- * message too large is SHMBUS_BUFFER_TOO_SMALL with its length in *len_out (and
- * shmbus_last_error_value()), and is received intact by the next call: nothing is lost. */
+/* Receiving into the caller's buffer on every kind, by both names (`shmbus_<endpoint>_recv_into`
+ * and the copy receives): exact, larger and too-small buffers. A message too large is
+ * SHMBUS_BUFFER_TOO_SMALL with its length in *len_out (and shmbus_last_error_value()), and is
+ * received intact by the next call: nothing is lost. */
 #include "check.h"
 
 #include <stdint.h>
@@ -41,15 +42,15 @@ static void topic(shmbus_domain *d) {
     OK(shmbus_publisher_send(p, msg[0], LEN, NULL));
     OK(shmbus_publisher_send(p, msg[1], 100, NULL));
     /* Exact. */
-    OK(shmbus_subscriber_try_recv(s, buf, LEN, &len, &seq, &ts));
+    OK(shmbus_subscriber_try_recv_into(s, buf, LEN, &len, &seq, &ts));
     CHECK(len == LEN && seq == 1 && ts > 0 && memcmp(buf, msg[0], LEN) == 0);
     /* Too small, twice: the message stays. Then larger. */
     memset(buf, FILL, sizeof buf);
     EXPECT(shmbus_subscriber_try_recv(s, buf, 99, &len, &seq, NULL), SHMBUS_BUFFER_TOO_SMALL);
     CHECK(len == 100 && shmbus_last_error_value() == 100);
-    EXPECT(shmbus_subscriber_recv(s, buf, 0, &len, NULL, NULL), SHMBUS_BUFFER_TOO_SMALL);
+    EXPECT(shmbus_subscriber_recv_into(s, buf, 0, &len, NULL, NULL), SHMBUS_BUFFER_TOO_SMALL);
     CHECK(len == 100);
-    OK(shmbus_subscriber_recv_timeout(s, buf, sizeof buf, &len, &seq, NULL, 1000000000ull));
+    OK(shmbus_subscriber_recv_into_timeout(s, buf, sizeof buf, &len, &seq, NULL, 1000000000ull));
     CHECK(len == 100 && seq == 2 && holds(buf, sizeof buf, 1, 100));
     EXPECT(shmbus_subscriber_try_recv(s, buf, sizeof buf, &len, NULL, NULL), SHMBUS_EMPTY);
     shmbus_subscriber_free(s);
@@ -72,18 +73,18 @@ static void queue(shmbus_domain *d) {
     static uint8_t buf[LEN + 100];
     size_t len = 0;
     for (int m = 0; m < 3; m++) OK(shmbus_producer_try_send(p, msg[m], m == 1 ? 100 : LEN));
-    OK(shmbus_consumer_try_recv(c, buf, LEN, &len));
+    OK(shmbus_consumer_try_recv_into(c, buf, LEN, &len));
     CHECK(len == LEN && memcmp(buf, msg[0], LEN) == 0);
     /* Taken off the queue, kept by the consumer: it comes before the message behind it. */
     memset(buf, FILL, sizeof buf);
     EXPECT(shmbus_consumer_try_recv(c, buf, 50, &len), SHMBUS_BUFFER_TOO_SMALL);
     CHECK(len == 100 && shmbus_last_error_value() == 100);
-    EXPECT(shmbus_consumer_recv(c, buf, 99, &len), SHMBUS_BUFFER_TOO_SMALL);
-    OK(shmbus_consumer_recv_timeout(c, buf, sizeof buf, &len, 1000000000ull));
+    EXPECT(shmbus_consumer_recv_into(c, buf, 99, &len), SHMBUS_BUFFER_TOO_SMALL);
+    OK(shmbus_consumer_recv_into_timeout(c, buf, sizeof buf, &len, 1000000000ull));
     CHECK(len == 100 && holds(buf, sizeof buf, 1, 100));
     EXPECT(shmbus_consumer_try_recv(c, buf, LEN - 1, &len), SHMBUS_BUFFER_TOO_SMALL);
     CHECK(len == LEN);
-    OK(shmbus_consumer_recv(c, buf, LEN, &len));
+    OK(shmbus_consumer_recv_into(c, buf, LEN, &len));
     CHECK(len == LEN && memcmp(buf, msg[2], LEN) == 0);
     EXPECT(shmbus_consumer_try_recv(c, buf, sizeof buf, &len), SHMBUS_EMPTY);
     shmbus_consumer_free(c);
@@ -106,13 +107,13 @@ static void stream(shmbus_domain *d) {
     size_t len = 0;
     OK(shmbus_stream_writer_send(w, msg[0], LEN));
     OK(shmbus_stream_writer_send(w, msg[1], 100));
-    OK(shmbus_stream_reader_try_recv(r, buf, LEN, &len));
+    OK(shmbus_stream_reader_try_recv_into(r, buf, LEN, &len));
     CHECK(len == LEN && memcmp(buf, msg[0], LEN) == 0);
     memset(buf, FILL, sizeof buf);
     EXPECT(shmbus_stream_reader_try_recv(r, buf, 1, &len), SHMBUS_BUFFER_TOO_SMALL);
     CHECK(len == 100 && shmbus_last_error_value() == 100);
-    EXPECT(shmbus_stream_reader_recv(r, buf, 99, &len), SHMBUS_BUFFER_TOO_SMALL);
-    OK(shmbus_stream_reader_recv_timeout(r, buf, sizeof buf, &len, 1000000000ull));
+    EXPECT(shmbus_stream_reader_recv_into(r, buf, 99, &len), SHMBUS_BUFFER_TOO_SMALL);
+    OK(shmbus_stream_reader_recv_into_timeout(r, buf, sizeof buf, &len, 1000000000ull));
     CHECK(len == 100 && holds(buf, sizeof buf, 1, 100));
     EXPECT(shmbus_stream_reader_try_recv(r, buf, sizeof buf, &len), SHMBUS_EMPTY);
     shmbus_stream_reader_free(r);
@@ -137,7 +138,7 @@ static void pool(shmbus_domain *d) {
     uint64_t id = 0, got = 0;
     OK(shmbus_worker_done(w));
     OK(shmbus_dispatcher_try_send(disp, msg[0], LEN, &id, NULL));
-    OK(shmbus_worker_try_recv(w, buf, LEN, &len, &got));
+    OK(shmbus_worker_try_recv_into(w, buf, LEN, &len, &got));
     CHECK(len == LEN && got == id && memcmp(buf, msg[0], LEN) == 0);
     OK(shmbus_worker_done(w));
     OK(shmbus_dispatcher_try_send(disp, msg[1], 100, &id, NULL));
@@ -145,8 +146,8 @@ static void pool(shmbus_domain *d) {
     memset(buf, FILL, sizeof buf);
     EXPECT(shmbus_worker_try_recv(w, buf, 10, &len, &got), SHMBUS_BUFFER_TOO_SMALL);
     CHECK(len == 100 && shmbus_last_error_value() == 100);
-    EXPECT(shmbus_worker_recv(w, buf, 99, &len, &got), SHMBUS_BUFFER_TOO_SMALL);
-    OK(shmbus_worker_recv_timeout(w, buf, sizeof buf, &len, &got, 1000000000ull));
+    EXPECT(shmbus_worker_recv_into(w, buf, 99, &len, &got), SHMBUS_BUFFER_TOO_SMALL);
+    OK(shmbus_worker_recv_into_timeout(w, buf, sizeof buf, &len, &got, 1000000000ull));
     CHECK(len == 100 && got == id && holds(buf, sizeof buf, 1, 100));
     OK(shmbus_worker_done(w));
     OK(shmbus_dispatcher_try_send(disp, msg[2], 200, &id, NULL));
@@ -178,14 +179,14 @@ static void journal(const char *root) {
     OK(shmbus_journal_tailer(j, &t));
     static uint8_t buf[LEN + 100];
     size_t len = 0;
-    OK(shmbus_tailer_try_recv(t, buf, LEN, &len, &index, &ts));
+    OK(shmbus_tailer_try_recv_into(t, buf, LEN, &len, &index, &ts));
     CHECK(len == LEN && index == first && ts > 0 && memcmp(buf, msg[0], LEN) == 0);
     memset(buf, FILL, sizeof buf);
     EXPECT(shmbus_tailer_try_recv(t, buf, 3, &len, &index, NULL), SHMBUS_BUFFER_TOO_SMALL);
     CHECK(len == 100 && shmbus_last_error_value() == 100);
     CHECK(shmbus_tailer_position(t) == first + 1);
-    EXPECT(shmbus_tailer_recv(t, buf, 99, &len, NULL, NULL), SHMBUS_BUFFER_TOO_SMALL);
-    OK(shmbus_tailer_recv_timeout(t, buf, sizeof buf, &len, &index, NULL, 1000000000ull));
+    EXPECT(shmbus_tailer_recv_into(t, buf, 99, &len, NULL, NULL), SHMBUS_BUFFER_TOO_SMALL);
+    OK(shmbus_tailer_recv_into_timeout(t, buf, sizeof buf, &len, &index, NULL, 1000000000ull));
     CHECK(len == 100 && index == first + 1 && holds(buf, sizeof buf, 1, 100));
     /* The in-place form returns an entry kept for a larger buffer too. */
     EXPECT(shmbus_tailer_try_recv(t, buf, 3, &len, NULL, NULL), SHMBUS_BUFFER_TOO_SMALL);
