@@ -161,15 +161,16 @@ impl PyConsumer {
     /// consumer received, and `into` receives into it: one pass when messages keep their
     /// length (frames). A shorter message is copied out of it again; a longer one is kept by
     /// the consumer (in its own buffer, which it reuses), and received at once into a
-    /// `bytes` of its length. With `expect` false (nothing seen waiting) the `bytes` made
-    /// first is empty: a poll that finds nothing allocates nothing.
+    /// `bytes` of its length. A poll that finds nothing has made that `bytes` all the same
+    /// (uninitialised: an allocation, no page written); deciding by a look at the queue
+    /// first would let a message that lands between the look and the pop take the two-copy
+    /// path, which busy-polling receivers hit on a large share of their messages.
     fn sized<'py>(
         &self,
         py: Python<'py>,
-        expect: bool,
         mut into: impl FnMut(&mut [u8]) -> PyResult<Into>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let guess = if expect { self.last_len.load(Ordering::Relaxed) } else { 0 };
+        let guess = self.last_len.load(Ordering::Relaxed);
         let mut fresh = copy::Fresh::new(py, guess)?;
         match into(fresh.bytes_mut())? {
             Ok(n) if n == guess => Ok(fresh.into_bytes()),
@@ -204,8 +205,7 @@ impl PyConsumer {
     /// The next message without waiting: `Empty` if there is none.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         if self.one_copy {
-            let waiting = self.cell.with(|c| c.has_message())?;
-            return self.sized(py, waiting, |dst| {
+            return self.sized(py, |dst| {
                 let len = dst.len();
                 Ok(into_or_fail(copy::into_buffer(py, len, || self.cell.with(|c| c.try_recv_into_slice(dst)))?)?)
             });
@@ -219,7 +219,7 @@ impl PyConsumer {
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
         if self.one_copy {
             let timeout = timeout_arg(timeout)?;
-            return self.sized(py, true, |dst| {
+            return self.sized(py, |dst| {
                 blocking(py, timeout, |d| into_or_fail(self.cell.with(|c| c.recv_into_slice_timeout(dst, d))?))
             });
         }
