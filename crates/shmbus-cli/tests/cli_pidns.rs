@@ -186,3 +186,38 @@ fn a_checker_in_another_pid_namespace_sees_a_participant_here_alive() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!r.channel_file("d", "t").exists());
 }
+
+/// A journal's named reader held by a `journal tail --reader` in another PID namespace cannot
+/// be taken by a process on this host while that tail lives, and can once it is
+/// killed; `journal readers` names it held meanwhile.
+#[test]
+fn a_named_journal_reader_held_from_another_pid_namespace_is_not_taken_over() {
+    if !pid_namespaces_available() {
+        return;
+    }
+    let r = Root::new();
+    let j = r.jdir("j");
+    r.ok(&["journal", "append", "--dir", &j, "--data", "seed"]);
+    let mut tail = spawn_in_pidns(
+        &r,
+        &["journal", "tail", "--dir", &j, "--reader", "held", "--count", "100", "--json", "--timeout-ms", "60000"],
+    );
+    // Once it holds the reader at position 1, it has printed the seed and waits for more.
+    wait_for("the tail holds the reader", || {
+        r.json(&["journal", "readers", "--dir", &j, "--json"])
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["name"] == "held" && x["position"] == 1))
+    });
+    let readers = r.json(&["journal", "readers", "--dir", &j, "--json"]);
+    assert!(readers[0]["holder_pid"].is_u64(), "the live holder looks dead: {readers}");
+    let e = r.fails(&["journal", "tail", "--dir", &j, "--reader", "held", "--count", "1", "--timeout-ms", "2000"]);
+    assert!(e.contains("held by live process"), "{e}");
+
+    // Killing `unshare` kills the namespace, and the tail in it, a moment later.
+    tail.kill();
+    r.ok(&["journal", "append", "--dir", &j, "--data", "after"]);
+    wait_for("the reader is taken once its holder is killed", || {
+        let out = r.run(&["journal", "tail", "--dir", &j, "--reader", "held", "--count", "1", "--json"]);
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("after")
+    });
+}

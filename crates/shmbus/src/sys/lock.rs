@@ -20,6 +20,16 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 /// `off_t`).
 pub const LOCK_BASE: u64 = 1 << 62;
 
+/// Where, from [`LOCK_BASE`], the holder of a journal's named reader `k` holds its byte on the
+/// journal's metadata file: `READERS + k`, apart from the appenders' participant bytes (`0..`
+/// the participant count).
+pub const READERS: u64 = 1 << 20;
+
+/// Where, from [`LOCK_BASE`], a channel's creator holds its byte on the file it creates: from
+/// the moment the temporary file exists, for as long as the creating handle keeps the file
+/// open.
+pub const CREATOR: u64 = 1 << 21;
+
 fn flock_at(kind: i32, offset: u64) -> libc::flock {
     // SAFETY: `flock` is a plain C struct of integers, for which all zeros is a valid value
     // (and what `F_OFD_*` requires of `l_pid`).
@@ -64,6 +74,23 @@ pub fn byte_is_locked(fd: BorrowedFd<'_>, offset: u64) -> io::Result<bool> {
     let mut fl = flock_at(libc::F_WRLCK, offset);
     fcntl_lock(fd, libc::F_OFD_GETLK, &mut fl)?;
     Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}
+
+/// Whether an owner recorded in PID namespace `pidns` lives in another namespace than the
+/// caller (0, unknown, never does: the pid is then all there is).
+pub fn is_foreign(pidns: u32) -> bool {
+    pidns != 0 && pidns != pid_namespace()
+}
+
+/// Whether the owner of byte `LOCK_BASE + offset` of `fd`'s file, recorded in PID namespace
+/// `pidns`, is alive: `by_pid` (its pid and start time) in the caller's namespace or when the
+/// namespace is unknown, whether another description holds the byte in another namespace
+/// (where the pid means nothing). A file system that refuses locks leaves the pid.
+pub fn owner_alive(fd: BorrowedFd<'_>, offset: u64, pidns: u32, by_pid: impl FnOnce() -> bool) -> bool {
+    if !is_foreign(pidns) {
+        return by_pid();
+    }
+    byte_is_locked(fd, offset).unwrap_or_else(|_| by_pid())
 }
 
 /// The calling process's PID namespace, as the inode number of `/proc/self/ns/pid` (inode
