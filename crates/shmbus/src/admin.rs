@@ -361,18 +361,9 @@ fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
     let view = seg.participant_view();
     let (live, dead) = view.list().into_iter().partition(|p| view.is_alive(p));
     let modified = seg.file().metadata().and_then(|m| m.modified()).ok();
+    let creator_alive = creator_alive(seg.file(), header.creator);
     let (pending, history_len) = contents_of(seg)?;
-    Ok(SegmentReport {
-        path,
-        creator_alive: process_is_alive(header.creator),
-        header,
-        live,
-        dead,
-        writable,
-        pending,
-        history_len,
-        modified,
-    })
+    Ok(SegmentReport { path, creator_alive, header, live, dead, writable, pending, history_len, modified })
 }
 
 /// What the segment's kind holds undelivered, and its history, by the kind's own index
@@ -574,11 +565,33 @@ pub fn stale_temp_files_in(dir: &DomainDir) -> std::io::Result<Vec<StaleTemp>> {
             Ok(st) if st.kind == fs::FileKind::Regular && dir.trust().trusts(st.uid) => {}
             _ => continue,
         }
-        if !process_is_alive(crate::sys::ProcessId { pid, start_time: 0 }) {
+        // A creator in another PID namespace names itself by a pid that means nothing here:
+        // its lock on the file says it is alive (see `creator_alive`).
+        let held = || match fs::open_file_at(dir.fd(), &entry.name, false) {
+            Ok((file, _)) => creator_lock_held(&file),
+            // Gone (linked and removed, or discarded): nothing to remove.
+            Err(_) => true,
+        };
+        if !process_is_alive(crate::sys::ProcessId { pid, start_time: 0 }) && !held() {
             out.push(StaleTemp { path: dir.path().join(&name), name, pid });
         }
     }
     Ok(out)
+}
+
+/// Whether the creator `creator` (from the header of the channel open as `file`) is alive:
+/// by its pid and start time, or, since the header records no PID namespace and the pid means
+/// nothing in another one, by the lock a creating handle holds on the file while it keeps it
+/// open (see `segment`). Alive if either says so.
+fn creator_alive(file: &std::fs::File, creator: crate::sys::ProcessId) -> bool {
+    process_is_alive(creator) || creator_lock_held(file)
+}
+
+/// Whether another open file description holds the creator's byte of `file` (false when the
+/// file system refuses to say).
+fn creator_lock_held(file: &std::fs::File) -> bool {
+    use std::os::fd::AsFd;
+    crate::sys::lock::byte_is_locked(file.as_fd(), crate::sys::lock::CREATOR).unwrap_or(false)
 }
 
 /// The pid in a temporary file name `.<channel>.<pid>.<nanos>`, if `name` is one.
@@ -596,6 +609,40 @@ fn temp_file_pid(name: &str) -> Option<u32> {
 mod tests {
     use super::{role_name, temp_file_pid};
     use crate::segment::Kind;
+
+    /// A creator in another PID namespace names its temporary file with a pid that means
+    /// nothing here (one no process has, below): while it holds its creator lock on the file
+    /// (here through another open file description, as another process would), the file is
+    /// not stale; once the lock is gone (the creator died), it is.
+    #[test]
+    fn a_temporary_file_whose_creator_holds_its_lock_is_not_stale() {
+        use crate::sys::lock;
+        use std::os::fd::AsFd;
+        let root = std::env::temp_dir().join(format!("shmbus-admin-temp-{}", std::process::id()));
+        let domain = crate::Domain::with_root("d", &root).unwrap();
+        std::fs::create_dir_all(domain.dir()).unwrap();
+        let dir = domain.open_dir().unwrap();
+        let name = ".c.4294967290.12345";
+        assert_eq!(temp_file_pid(name), Some(4294967290));
+        let path = domain.dir().join(name);
+        let creator = std::fs::File::create(&path).unwrap();
+        assert!(lock::try_lock_byte(creator.as_fd(), lock::CREATOR).unwrap());
+        assert_eq!(super::stale_temp_files_in(&dir).unwrap(), vec![], "its creator holds the lock");
+        drop(creator);
+        let stale = super::stale_temp_files_in(&dir).unwrap();
+        assert_eq!(stale.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), [name]);
+
+        // The same rule for a channel's creator, whose header pid means nothing here.
+        let stranger = crate::sys::ProcessId { pid: 4294967290, start_time: 1 };
+        let creator = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let checker = std::fs::File::open(&path).unwrap();
+        assert!(!super::creator_alive(&checker, stranger));
+        assert!(lock::try_lock_byte(creator.as_fd(), lock::CREATOR).unwrap());
+        assert!(super::creator_alive(&checker, stranger), "its creator holds the lock");
+        drop(creator);
+        assert!(!super::creator_alive(&checker, stranger));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn only_shmbus_temporary_names_are_temporary_files() {

@@ -297,6 +297,12 @@ impl Segment {
         let me = ProcessId::current();
         let created = crate::sys::fs::create_race_free(dir.fd(), OsStr::new(name), opts.mode, |file, tmp_name| {
             let tmp = dir.path().join(tmp_name);
+            // Says "creator alive" to checkers in other PID namespaces, where our pid means
+            // nothing: held on the temporary file while we build it, and through the same
+            // description on the channel once linked, until the creating handle closes it
+            // (see `admin::stale_temp_files_in` and `SegmentReport::creator_alive`). Best
+            // effort: a file system that refuses locks leaves the pid.
+            let _ = crate::sys::lock::try_lock_byte(file.as_fd(), crate::sys::lock::CREATOR);
             if let Some(gid) = opts.gid {
                 std::os::unix::fs::fchown(file, None, Some(gid)).map_err(|e| OpenError::io(&tmp, e))?;
             }
