@@ -221,3 +221,47 @@ fn a_named_journal_reader_held_from_another_pid_namespace_is_not_taken_over() {
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("after")
     });
 }
+
+/// The other direction: the named reader held on this host, the taker in a PID namespace of
+/// its own (where this host's pids do not exist, or name other processes).
+#[test]
+fn a_named_journal_reader_held_here_is_not_taken_from_another_pid_namespace() {
+    if !pid_namespaces_available() {
+        return;
+    }
+    let r = Root::new();
+    let j = r.jdir("j");
+    r.ok(&["journal", "append", "--dir", &j, "--data", "seed"]);
+    let mut tail = r.spawn(&[
+        "journal",
+        "tail",
+        "--dir",
+        &j,
+        "--reader",
+        "held",
+        "--count",
+        "100",
+        "--json",
+        "--timeout-ms",
+        "60000",
+    ]);
+    let pid = tail.id();
+    r.wait_json(&["journal", "readers", "--dir", &j, "--json"], |v| {
+        v.as_array().unwrap().iter().any(|x| x["name"] == "held" && x["holder_pid"] == pid && x["position"] == 1)
+    });
+    let take = || {
+        in_pidns(&r, &["journal", "tail", "--dir", &j, "--reader", "held", "--count", "1", "--json"]).output().unwrap()
+    };
+    let out =
+        in_pidns(&r, &["journal", "tail", "--dir", &j, "--reader", "held", "--count", "1", "--timeout-ms", "2000"])
+            .output()
+            .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && e.contains("held by live process"), "{e}");
+    tail.kill();
+    r.ok(&["journal", "append", "--dir", &j, "--data", "after"]);
+    wait_for("the reader is taken once its holder is killed", || {
+        let out = take();
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("after")
+    });
+}
