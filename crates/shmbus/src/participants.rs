@@ -211,7 +211,7 @@ impl<'a, W64: Load<Value = u64>, W32: Load<Value = u32>> Table<'a, W64, W32> {
     /// with `is_alive` the check by pid (see [`is_alive`](Self::is_alive)).
     fn owner_alive(&self, index: usize, process: ProcessId, pidns: u32, is_alive: impl Fn(ProcessId) -> bool) -> bool {
         match self.locks {
-            Some(fd) if foreign(pidns) => match lock::byte_is_locked(fd, index as u64) {
+            Some(fd) if lock::is_foreign(pidns) => match lock::byte_is_locked(fd, index as u64) {
                 Ok(held) => held,
                 // Unexpected (the file system refuses locks): the pid is all there is.
                 Err(_) => is_alive(process),
@@ -261,16 +261,10 @@ impl<'a, W64: Load<Value = u64>, W32: Load<Value = u32>> Table<'a, W64, W32> {
     }
 }
 
-/// Whether an entry recorded with PID namespace `pidns` was claimed in another namespace
-/// than the caller's (0, unknown, is never foreign: the pid is then all there is).
-fn foreign(pidns: u32) -> bool {
-    pidns != 0 && pidns != lock::pid_namespace()
-}
-
 /// Whether the owner `pid`, recorded in PID namespace `pidns`, is the caller (pid equality
 /// means nothing across namespaces).
 fn is_me(pid: u32, pidns: u32, me: ProcessId) -> bool {
-    pid == me.pid && !foreign(pidns)
+    pid == me.pid && !lock::is_foreign(pidns)
 }
 
 impl<'a> ParticipantTable<'a> {
