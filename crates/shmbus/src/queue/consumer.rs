@@ -124,10 +124,20 @@ impl Consumer {
         if let Some(n) = self.give_held(buf) {
             return Ok(n);
         }
+        self.try_pop(|ring, me| pop_into(ring, me, buf))
+    }
+
+    /// One non-blocking receive: `pop` (a pop into the caller's buffer) until it takes a
+    /// message, finds the queue empty, or finds it corrupt or truncated.
+    #[inline]
+    fn try_pop(
+        &mut self,
+        mut pop: impl FnMut(&Ring<'_, MappedCells>, usize) -> Pop,
+    ) -> Result<usize, QueueTryRecvError> {
         let ring = self.ep.ring();
         let mut spins = 0;
         loop {
-            match pop_into(&ring, self.ep.index, buf) {
+            match pop(&ring, self.ep.index) {
                 Pop::Got(n) => {
                     self.ep.watch.set(None);
                     self.ep.counter.message(n);
@@ -215,34 +225,7 @@ impl Consumer {
             return n;
         }
         let mut spill = std::mem::take(&mut self.scratch);
-        let ring = self.ep.ring();
-        let mut spins = 0;
-        let r = loop {
-            match pop_fit(&ring, self.ep.index, buf, &mut spill) {
-                Pop::Got(n) => {
-                    self.ep.watch.set(None);
-                    self.ep.counter.message(n);
-                    break Ok(n);
-                }
-                Pop::Empty(Some(stall))
-                    if spins < PENDING_SPINS && ring.still_stalled(&stall) && stall.is_writing() =>
-                {
-                    spins += 1;
-                    spin_hint();
-                }
-                Pop::Empty(stall) => {
-                    if self.ep.observe(stall) {
-                        continue;
-                    }
-                    if self.ep.truncated() {
-                        break Err(QueueTryRecvError::Truncated);
-                    }
-                    break Err(QueueTryRecvError::Empty);
-                }
-                Pop::Corrupt(_) if self.ep.truncated() => break Err(QueueTryRecvError::Truncated),
-                Pop::Corrupt(c) => break Err(QueueTryRecvError::Corrupt(c)),
-            }
-        };
+        let r = self.try_pop(|ring, me| pop_fit(ring, me, buf, &mut spill));
         self.keep_spilled(spill, buf.len(), r)
     }
 
