@@ -89,23 +89,44 @@ pub(crate) fn encode(desc: &MessageDescriptor, value: &Value) -> Result<Vec<u8>,
     match DynamicMessage::deserialize_with_options(desc.clone(), de, &opts) {
         Ok(m) => Ok(m.encode_to_vec()),
         Err(e) => {
-            let path = track.path().to_string();
+            let path = track.path();
+            let mut at = Some(value);
+            for seg in path.iter() {
+                at = match seg {
+                    serde_path_to_error::Segment::Seq { index } => at.and_then(|v| v.get(index)),
+                    serde_path_to_error::Segment::Map { key } => at.and_then(|v| v.get(key)),
+                    _ => None,
+                };
+            }
+            let path = path.to_string();
             let path = if path == "." { String::new() } else { path };
-            Err(classify(path, &e.to_string()))
+            Err(classify(path, &e.to_string(), at))
         }
     }
 }
 
 /// Maps a deserializer message to the error class it reports.
-fn classify(path: String, msg: &str) -> EncodeError {
-    if let Some(rest) = msg.strip_prefix("unknown field `") {
-        let name = rest.split('`').next().unwrap_or_default();
+fn classify(path: String, msg: &str, at: Option<&Value>) -> EncodeError {
+    let unknown = msg.strip_prefix("unknown field `").or_else(|| msg.strip_prefix("unrecognized field name '"));
+    if let Some(rest) = unknown {
+        let name = rest.split(['`', '\'']).next().unwrap_or_default();
         return EncodeError::UnknownField { path: crate::error::join(&path, name) };
     }
     if let Some(rest) = msg.strip_prefix("invalid type: ") {
         if let Some((found, expected)) = rest.split_once(", expected ") {
             return EncodeError::WrongType { path, expected: expected.to_owned(), found: found.to_owned() };
         }
+    }
+    if msg.starts_with("invalid digit")
+        || msg.starts_with("invalid float literal")
+        || msg.starts_with("expected integer value")
+        || msg.starts_with("cannot parse")
+    {
+        return EncodeError::WrongType {
+            path,
+            expected: if msg.contains("float") { "a number".to_owned() } else { "an integer".to_owned() },
+            found: at.map_or_else(|| msg.to_owned(), crate::error::abbreviate),
+        };
     }
     if msg.starts_with("invalid value") || msg.contains("out of range") {
         return EncodeError::OutOfRange { path, reason: msg.to_owned() };
