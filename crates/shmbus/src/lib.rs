@@ -125,6 +125,9 @@ pub use queue::{
     Consumer, Producer, Queue, QueueConfig, QueueRecvError, QueueRecvTimeoutError, QueueSendError,
     QueueSendTimeoutError, QueueStatus, QueueTryRecvError, QueueTrySendError,
 };
+/// `#[derive(shmbus::Pod)]`: see the derive's own page and [`pod::Pod`].
+#[cfg(feature = "derive")]
+pub use shmbus_derive::Pod;
 pub use segment::{HeaderInfo, Kind};
 #[cfg(not(loom))]
 pub use stream::{

@@ -17,6 +17,27 @@ use crate::error::OpenError;
 
 /// A type whose values can travel through shared memory as their bytes.
 ///
+/// Derive it: `#[derive(shmbus::Pod)]` (feature `derive`, on by default) checks the rules
+/// below at compile time and describes the struct's layout for the channel schema
+/// ([`pod_schema`]):
+///
+/// ```
+/// #[derive(Debug, Clone, Copy, PartialEq, shmbus::Pod)]
+/// #[repr(C)]
+/// struct Imu {
+///     t_ns: u64,
+///     accel: [f32; 3],
+///     gyro: [f32; 3], // 8 + 12 + 12 = 32: no padding
+/// }
+///
+/// let (name, json) = shmbus::pod::pod_schema::<Imu>().unwrap();
+/// assert!(name.ends_with("::Imu"));
+/// assert!(json.starts_with(r#"{"name":""#));
+/// ```
+///
+/// The integers (`u8` to `u128`, `i8` to `i128`, `usize`, `isize`), `f32`, `f64` and arrays
+/// `[T; N]` of a `Pod` `T` are `Pod`.
+///
 /// # Safety
 /// Implement it only for a type that is, for every value:
 /// * valid for **every bit pattern** of its size (shared memory is untrusted: a peer may
@@ -25,6 +46,9 @@ use crate::error::OpenError;
 ///   uninitialized memory): add explicit padding fields where needed;
 /// * free of **pointers and references** (an address means nothing in another process);
 /// * `#[repr(C)]` or `#[repr(transparent)]` (a layout every process and a C peer agree on).
+///
+/// The derive checks all four. By hand (a type the derive cannot see, or a layout described
+/// some other way), say why each holds:
 ///
 /// ```
 /// #[derive(Clone, Copy)]
@@ -37,19 +61,308 @@ use crate::error::OpenError;
 /// // SAFETY: repr(C), only integers and floats, no padding, no pointers.
 /// unsafe impl shmbus::Pod for Pose {}
 /// ```
-pub unsafe trait Pod: Copy + Send + Sync + 'static {}
+///
+/// A hand-written impl has no schema ([`Pod::pod_layout`] is `None`) unless it overrides
+/// `pod_layout` too.
+///
+/// # What the derive refuses
+///
+/// Padding (here 4 bytes after `id`, to align `t_ns`):
+///
+/// ```compile_fail,E0080
+/// #[derive(Clone, Copy, shmbus::Pod)]
+/// #[repr(C)]
+/// struct Padded {
+///     id: u32,
+///     t_ns: u64,
+/// }
+/// ```
+///
+/// A struct without `#[repr(C)]` (Rust may reorder its fields):
+///
+/// ```compile_fail
+/// #[derive(Clone, Copy, shmbus::Pod)]
+/// struct NotC {
+///     t_ns: u64,
+///     id: u64,
+/// }
+/// ```
+///
+/// A pointer (or a reference: any field that is not `Pod`):
+///
+/// ```compile_fail,E0277
+/// #[derive(Clone, Copy, shmbus::Pod)]
+/// #[repr(C)]
+/// struct WithPointer {
+///     t_ns: u64,
+///     data: *const u8,
+/// }
+/// ```
+///
+/// A `bool` (only 0 and 1 are valid, and a peer may write any byte):
+///
+/// ```compile_fail,E0277
+/// #[derive(Clone, Copy, shmbus::Pod)]
+/// #[repr(C)]
+/// struct WithBool {
+///     id: u8,
+///     valid: bool,
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `shmbus::Pod`: it cannot travel through shared memory as its bytes",
+    label = "not `shmbus::Pod`",
+    note = "integers, floats, arrays of `Pod` and `#[derive(shmbus::Pod)]` structs are `Pod`; pointers, references, `bool`, `char` and enums are not"
+)]
+pub unsafe trait Pod: Copy + Send + Sync + 'static {
+    /// The layout of `Self` for the channel schema (see [`pod_schema`]), or `None` if it is
+    /// not described (the default). The derive, the primitives and arrays of described
+    /// types give one.
+    fn pod_layout() -> Option<PodLayout> {
+        None
+    }
+}
 
 macro_rules! pod_impls {
-    ($($t:ty),*) => { $(
+    ($($t:ty => $scalar:expr),* $(,)?) => { $(
         // SAFETY: a primitive integer or float: any bit pattern is a value, no padding.
-        unsafe impl Pod for $t {}
+        unsafe impl Pod for $t {
+            fn pod_layout() -> Option<PodLayout> {
+                Some(PodLayout::scalar($scalar))
+            }
+        }
     )* };
 }
-pod_impls!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+pod_impls!(
+    u8 => PodScalar::U8, u16 => PodScalar::U16, u32 => PodScalar::U32, u64 => PodScalar::U64,
+    u128 => PodScalar::U128, usize => PodScalar::USIZE,
+    i8 => PodScalar::I8, i16 => PodScalar::I16, i32 => PodScalar::I32, i64 => PodScalar::I64,
+    i128 => PodScalar::I128, isize => PodScalar::ISIZE,
+    f32 => PodScalar::F32, f64 => PodScalar::F64,
+);
 
 // SAFETY: an array of Pod has no padding between elements (size is a multiple of alignment)
 // and every bit pattern of each element is valid.
-unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
+unsafe impl<T: Pod, const N: usize> Pod for [T; N] {
+    fn pod_layout() -> Option<PodLayout> {
+        let mut layout = T::pod_layout()?;
+        layout.shape.insert(0, N);
+        Some(layout)
+    }
+}
+
+/// The `message_encoding` and `schema_encoding` of a channel of `Pod` structs whose schema
+/// is [`pod_schema`]'s JSON.
+pub const POD_ENCODING: &str = "shmbus-pod";
+
+/// The layout of a [`Pod`] type, as the `shmbus-pod` schema describes it: an element type
+/// (a number or a struct) and the array dimensions around it, outermost first (`[[f32; 3];
+/// 4]` is `f32` with shape `[4, 3]`; a scalar has an empty shape).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodLayout {
+    /// What each element is.
+    pub element: PodElement,
+    /// Array dimensions, outermost first; empty for a single element.
+    pub shape: Vec<usize>,
+}
+
+impl PodLayout {
+    /// A single number.
+    pub fn scalar(scalar: PodScalar) -> PodLayout {
+        PodLayout { element: PodElement::Scalar(scalar), shape: Vec::new() }
+    }
+
+    /// A single struct.
+    pub fn of_struct(s: PodStruct) -> PodLayout {
+        PodLayout { element: PodElement::Struct(s), shape: Vec::new() }
+    }
+}
+
+/// The element of a [`PodLayout`]: a number or a struct.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodElement {
+    /// A little-endian integer or float.
+    Scalar(PodScalar),
+    /// A `#[repr(C)]` struct, described field by field.
+    Struct(PodStruct),
+}
+
+/// A number type of the `shmbus-pod` schema (all little-endian).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum PodScalar {
+    U8,
+    U16,
+    U32,
+    U64,
+    U128,
+    I8,
+    I16,
+    I32,
+    I64,
+    I128,
+    F32,
+    F64,
+}
+
+impl PodScalar {
+    /// `usize` on this target (`u64` on the 64-bit targets shmbus runs on).
+    #[cfg(target_pointer_width = "64")]
+    pub const USIZE: PodScalar = PodScalar::U64;
+    /// `usize` on this target.
+    #[cfg(target_pointer_width = "32")]
+    pub const USIZE: PodScalar = PodScalar::U32;
+    /// `isize` on this target (`i64` on the 64-bit targets shmbus runs on).
+    #[cfg(target_pointer_width = "64")]
+    pub const ISIZE: PodScalar = PodScalar::I64;
+    /// `isize` on this target.
+    #[cfg(target_pointer_width = "32")]
+    pub const ISIZE: PodScalar = PodScalar::I32;
+
+    /// Its name in the schema: `u8`, `u16`, … `i128`, `f32`, `f64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PodScalar::U8 => "u8",
+            PodScalar::U16 => "u16",
+            PodScalar::U32 => "u32",
+            PodScalar::U64 => "u64",
+            PodScalar::U128 => "u128",
+            PodScalar::I8 => "i8",
+            PodScalar::I16 => "i16",
+            PodScalar::I32 => "i32",
+            PodScalar::I64 => "i64",
+            PodScalar::I128 => "i128",
+            PodScalar::F32 => "f32",
+            PodScalar::F64 => "f64",
+        }
+    }
+
+    /// Its size in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            PodScalar::U8 | PodScalar::I8 => 1,
+            PodScalar::U16 | PodScalar::I16 => 2,
+            PodScalar::U32 | PodScalar::I32 | PodScalar::F32 => 4,
+            PodScalar::U64 | PodScalar::I64 | PodScalar::F64 => 8,
+            PodScalar::U128 | PodScalar::I128 => 16,
+        }
+    }
+}
+
+/// A `#[repr(C)]` struct of the `shmbus-pod` schema: what `#[derive(shmbus::Pod)]` gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodStruct {
+    /// The schema name: `concat!(module_path!(), "::", Name)` for a derived struct.
+    pub name: &'static str,
+    /// `size_of` the struct: a message of this schema is exactly this many bytes.
+    pub size: usize,
+    /// `align_of` the struct.
+    pub align: usize,
+    /// Its fields, in declaration order.
+    pub fields: Vec<PodField>,
+}
+
+/// A field of a [`PodStruct`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodField {
+    /// The field's name (`0`, `1`, … for a tuple struct).
+    pub name: &'static str,
+    /// Its offset in the struct, in bytes (`core::mem::offset_of!`).
+    pub offset: usize,
+    /// Its type.
+    pub layout: PodLayout,
+}
+
+impl PodStruct {
+    /// The `shmbus-pod` schema JSON of this struct: one object
+    /// `{"name":…,"size":…,"align":…,"fields":[{"name":…,"offset":…,"type":…,"shape":[…]},…]}`,
+    /// with `type` a scalar name or a nested struct object and `shape` only on arrays. No
+    /// whitespace; strings escaped.
+    pub fn to_json(&self) -> String {
+        let mut out = String::new();
+        self.write_json(&mut out);
+        out
+    }
+
+    fn write_json(&self, out: &mut String) {
+        out.push_str("{\"name\":");
+        write_json_str(out, self.name);
+        out.push_str(&format!(",\"size\":{},\"align\":{},\"fields\":[", self.size, self.align));
+        for (i, field) in self.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"name\":");
+            write_json_str(out, field.name);
+            out.push_str(&format!(",\"offset\":{},\"type\":", field.offset));
+            match &field.layout.element {
+                PodElement::Scalar(s) => write_json_str(out, s.name()),
+                PodElement::Struct(s) => s.write_json(out),
+            }
+            if !field.layout.shape.is_empty() {
+                let dims: Vec<String> = field.layout.shape.iter().map(|d| d.to_string()).collect();
+                out.push_str(&format!(",\"shape\":[{}]", dims.join(",")));
+            }
+            out.push('}');
+        }
+        out.push_str("]}");
+    }
+}
+
+/// `s` as a JSON string literal.
+fn write_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The `shmbus-pod` schema of `T`: its name and JSON text (see [`PodStruct::to_json`]), for
+/// a channel whose `message_encoding` and `schema_encoding` are [`POD_ENCODING`]. `None` if
+/// `T` is not a described struct: a hand-written `Pod` impl without
+/// [`Pod::pod_layout`], a struct with such a field, a number or an array.
+///
+/// ```
+/// #[derive(Clone, Copy, shmbus::Pod)]
+/// #[repr(C)]
+/// struct Sample {
+///     t_ns: u64,
+///     grid: [[f32; 3]; 2],
+///     id: u32,
+///     _pad: u32, // 8 + 24 + 4 + 4 = 40, a multiple of the alignment 8
+/// }
+///
+/// let (name, json) = shmbus::pod::pod_schema::<Sample>().unwrap();
+/// assert_eq!(name, format!("{}::Sample", module_path!()));
+/// assert_eq!(
+///     json,
+///     format!(
+///         concat!(
+///             r#"{{"name":"{}","size":40,"align":8,"fields":["#,
+///             r#"{{"name":"t_ns","offset":0,"type":"u64"}},"#,
+///             r#"{{"name":"grid","offset":8,"type":"f32","shape":[2,3]}},"#,
+///             r#"{{"name":"id","offset":32,"type":"u32"}},"#,
+///             r#"{{"name":"_pad","offset":36,"type":"u32"}}]}}"#,
+///         ),
+///         name
+///     )
+/// );
+/// assert_eq!(shmbus::pod::pod_schema::<u64>(), None);
+/// ```
+pub fn pod_schema<T: Pod>() -> Option<(String, String)> {
+    match T::pod_layout()? {
+        PodLayout { element: PodElement::Struct(s), shape } if shape.is_empty() => {
+            Some((s.name.to_owned(), s.to_json()))
+        }
+        _ => None,
+    }
+}
 
 /// The payload type a typed endpoint asks for: its Rust name, size and alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -290,6 +603,20 @@ mod tests {
         let ok = StoredPayloadType::from_raw(8, 8, &name).unwrap().unwrap();
         assert!(ok.matches(&PayloadType::of::<u64>()));
         assert_eq!(ok.to_string(), "u64 (8 bytes, align 8)");
+    }
+
+    #[test]
+    fn schema_json_escapes_names() {
+        let s = PodStruct {
+            name: "odd \"name\" \\ \n",
+            size: 2,
+            align: 2,
+            fields: vec![PodField { name: "a\u{1}", offset: 0, layout: PodLayout::scalar(PodScalar::I16) }],
+        };
+        assert_eq!(
+            s.to_json(),
+            r#"{"name":"odd \"name\" \\ \u000a","size":2,"align":2,"fields":[{"name":"a\u0001","offset":0,"type":"i16"}]}"#
+        );
     }
 
     #[test]
