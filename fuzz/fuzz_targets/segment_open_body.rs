@@ -7,7 +7,7 @@ use shmbus::topic::Topic;
 use shmbus::{admin, pool, Domain};
 
 /// Bytes of the segment header the checksum covers (with `ready` and the checksum zeroed).
-const HEADER_LEN: usize = 200;
+const HEADER_LEN: usize = 208;
 
 /// Writes `data` (a switch byte, then the file) as a channel file in a scratch domain and
 /// opens, inspects and reads it as every kind. Must never panic or fault, whatever `data` is.

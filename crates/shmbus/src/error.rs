@@ -94,6 +94,16 @@ pub enum OpenError {
         /// What the channel carries: its recorded type, or `bytes (…)` for an untyped one.
         found: String,
     },
+    /// The channel carries another schema than the config or endpoint asked for (an opener
+    /// that states no schema accepts any; one that states a schema accepts only that one).
+    SchemaMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The schema that was asked for, as `encoding name (schema encoding, n bytes)`.
+        expected: String,
+        /// The channel's schema, or `no schema`.
+        found: String,
+    },
     /// Every participant entry of the segment is taken by live processes.
     TooManyParticipants {
         /// The file.
@@ -248,6 +258,7 @@ impl fmt::Display for OpenError {
             Corrupt { path, what } => write!(f, "{}: corrupt header: {what}; {}", path.display(), fix_unusable(path, false)),
             LayoutMismatch { path, field, existing, requested } => write!(f, "{}: exists with {field} = {existing}, but {requested} was requested; open it with the same {field} or use another name", path.display()),
             TypeMismatch { path, expected, found } => write!(f, "{}: carries {found}, but was opened for {expected}; open it with the same type or as bytes", path.display()),
+            SchemaMismatch { path, expected, found } => write!(f, "{}: carries {found}, but was opened for {expected}; open it with the same schema or with none", path.display()),
             TooManyParticipants { path, max } => write!(f, "{}: all {max} participant entries are in use by live processes; close some endpoints", path.display()),
             Busy { path, holder_pid } => write!(f, "{}: this endpoint is exclusive and held by live process {holder_pid}; stop it first", path.display()),
             Untrusted { path, why, .. } => write!(f, "{}: refused: {why}", path.display()),

@@ -128,6 +128,8 @@ pub use queue::{
 /// `#[derive(shmbus::Pod)]`: see the derive's own page and [`pod::Pod`].
 #[cfg(feature = "derive")]
 pub use shmbus_derive::Pod;
+pub mod schema;
+pub use schema::{Schema, SchemaError};
 pub use segment::{HeaderInfo, Kind};
 #[cfg(not(loom))]
 pub use stream::{

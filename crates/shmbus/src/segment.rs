@@ -6,6 +6,8 @@
 //! offset 4096   participant table    PARTICIPANTS entries of 64 bytes (see `participants`)
 //! offset 12288  counter blocks       one 512-byte block per participant entry (see `stats`)
 //! offset 77824  kind area            laid out by the channel kind from the header params
+//! then          schema record        the channel's schema, if it has one (see `crate::schema`),
+//!                                    in whole pages at the end of the file
 //! ```
 //!
 //! **Creation never exposes a half-built segment.** The creator builds the whole file under
@@ -45,12 +47,14 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
 use crate::name::validate_name;
 use crate::participants::{ParticipantTable, ParticipantView, PARTICIPANTS, PARTICIPANT_SIZE};
 use crate::pod::{PayloadType, StoredPayloadType, TYPE_NAME_LEN};
+use crate::schema::Schema;
 use crate::sync::RoArea;
 use crate::sys::fs::CreateError;
 use crate::sys::{monotonic_ns, Access, Mapping, ProcessId, ReadOnly, ReadWrite};
@@ -61,7 +65,9 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMBUS\0\x01");
 /// (an older build would publish into a `block` topic as if it overwrote). 6: a topic keeps,
 /// per reliable subscriber, since when publishers have been held back by it (an older build
 /// would neither keep nor honour that clock, so a stuck subscriber could hold it for good).
-pub const FORMAT_VERSION: u32 = 6;
+/// 7: a channel may carry a schema, in a record at the end of the file whose length the
+/// header gives (an older build would take the longer file for a corrupt one).
+pub const FORMAT_VERSION: u32 = 7;
 /// What every kind's `Truncated` error says: the cause, what it did, and how to recover.
 pub(crate) const TRUNCATED_MSG: &str = "the channel's file was truncated by another process while this process had it mapped: what was read past the cut is zeros and what was written there is lost; stop every endpoint, remove the file (`rm` the path `shmbus info <channel>` prints) and create the channel again";
 
@@ -146,6 +152,8 @@ pub(crate) struct SegmentHeader {
     payload_align: u32,
     _reserved: u32,
     payload_name: [u8; TYPE_NAME_LEN],
+    /// Bytes of the schema record at the end of the file (0: no schema).
+    schema_len: u64,
 }
 
 /// A plain copy of the header, taken once at open and validated.
@@ -167,7 +175,24 @@ pub struct HeaderInfo {
     pub created_ns: u64,
     /// The payload type a typed `create_or_open` made the channel for (`None`: bytes).
     pub payload: Option<StoredPayloadType>,
+    /// Bytes of the schema record (0: the channel has no schema).
+    pub schema_len: u64,
 }
+
+impl HeaderInfo {
+    /// Bytes the schema record takes at the end of the file: its length in whole pages.
+    pub(crate) fn schema_area(&self) -> u64 {
+        schema_area(self.schema_len)
+    }
+}
+
+/// The whole pages a schema record of `len` bytes takes.
+fn schema_area(len: u64) -> u64 {
+    len.div_ceil(SCHEMA_PAGE) * SCHEMA_PAGE
+}
+
+/// The unit of the schema area.
+const SCHEMA_PAGE: u64 = 4096;
 
 /// What a channel kind tells the segment layer about its layout.
 pub(crate) trait Layout: Sized {
@@ -213,6 +238,8 @@ pub(crate) struct Segment<A: Access = ReadWrite> {
     file: File,
     path: PathBuf,
     info: HeaderInfo,
+    /// The schema, read from the file once at open (`None`: the channel has none).
+    schema: Option<Arc<Schema>>,
 }
 
 /// Sets the file's `mtime` to now: a segment opened read-write (an endpoint's channel) does
@@ -236,15 +263,16 @@ impl<A: Access> Drop for Segment<A> {
 
 impl Segment {
     /// Opens `name` in `domain` as a `L`, creating it with `layout` if it does not exist, with
-    /// `payload` recorded in its header (an existing segment is returned as it is: the kind
-    /// checks its payload type). Returns the segment, its layout and whether this call
-    /// created it.
+    /// `payload` recorded in its header and `schema` stored with it (an existing segment is
+    /// returned as it is: the caller checks its payload type and schema). Returns the
+    /// segment, its layout and whether this call created it.
     pub(crate) fn create_or_open<L: Layout>(
         domain: &Domain,
         name: &str,
         layout: &L,
         opts: &CreateOptions,
         payload: Option<&PayloadType>,
+        schema: Option<&Arc<Schema>>,
     ) -> Result<(Segment, L, bool), OpenError> {
         let path = domain.channel_path(name)?;
         let mut dir = domain.open_or_create_dir()?;
@@ -260,7 +288,7 @@ impl Segment {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_new(&dir, name, layout, opts, payload) {
+            match Segment::create_new(&dir, name, layout, opts, payload, schema) {
                 Ok(Some(seg)) => {
                     let l = L::from_params(&layout.params()).map_err(|what| OpenError::InvalidConfig { what })?;
                     return Ok((seg, l, true));
@@ -288,10 +316,13 @@ impl Segment {
         layout: &L,
         opts: &CreateOptions,
         payload: Option<&PayloadType>,
+        schema: Option<&Arc<Schema>>,
     ) -> Result<Option<Segment>, OpenError> {
         validate_name(name)?;
         let path = &dir.channel_path(name);
-        let total = KIND_OFFSET as u64 + layout.kind_area_size();
+        let record = schema.map(|s| s.encode()).unwrap_or_default();
+        let kind_end = KIND_OFFSET as u64 + layout.kind_area_size();
+        let total = kind_end + schema_area(record.len() as u64);
         let total_usize =
             usize::try_from(total).map_err(|_| OpenError::InvalidConfig { what: "segment too large".into() })?;
         let me = ProcessId::current();
@@ -327,17 +358,22 @@ impl Segment {
                 mode: opts.mode,
                 created_ns: monotonic_ns(),
                 payload: payload.map(StoredPayloadType::from_type),
+                schema_len: record.len() as u64,
             };
             // SAFETY: the file is fresh (zero-filled), private to us until linked, and the
-            // mapping covers KIND_OFFSET + kind_area_size bytes.
+            // mapping covers KIND_OFFSET + kind_area_size bytes and the schema area after them
+            // (`total`), which holds the record.
             unsafe {
                 layout.init(map.as_ptr().add(KIND_OFFSET));
+                std::ptr::copy_nonoverlapping(record.as_ptr(), map.as_ptr().add(kind_end as usize), record.len());
                 write_header(map.as_ptr(), &info);
             }
             Ok((map, info))
         });
         match created {
-            Ok(Some((file, (map, info)))) => Ok(Some(Segment { map, file, path: path.to_owned(), info })),
+            Ok(Some((file, (map, info)))) => {
+                Ok(Some(Segment { map, file, path: path.to_owned(), info, schema: schema.cloned() }))
+            }
             Ok(None) => Ok(None),
             // Not the temporary file's fault: the domain directory does not let us write.
             Err(CreateError::Temp(e)) if e.kind() == io::ErrorKind::PermissionDenied => Err(OpenError::CannotCreate {
@@ -436,7 +472,7 @@ impl<A: Access> Segment<A> {
             return Err(OpenError::WrongKind { path: path.clone(), found: Some(self.info.kind), expected: L::KIND });
         }
         let layout = L::from_params(&self.info.params).map_err(|what| OpenError::corrupt(path, what))?;
-        let expected = KIND_OFFSET as u64 + layout.kind_area_size();
+        let expected = KIND_OFFSET as u64 + layout.kind_area_size() + self.info.schema_area();
         if self.info.total_size != expected {
             return Err(OpenError::corrupt(
                 path,
@@ -473,10 +509,16 @@ impl<A: Access> Segment<A> {
         let len =
             usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
         let map = map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
+        let schema = read_schema(path, &file, &info)?;
         if A::WRITABLE {
             mark_used(&file);
         }
-        Ok(Segment { map, file, path: path.to_owned(), info })
+        Ok(Segment { map, file, path: path.to_owned(), info, schema })
+    }
+
+    /// The channel's schema, as read at open (`None`: it has none).
+    pub(crate) fn schema(&self) -> Option<&Arc<Schema>> {
+        self.schema.as_ref()
     }
 
     /// The kind area through load-only words (a read-write segment's
@@ -551,6 +593,7 @@ struct RawHeader {
     payload_align: u32,
     _reserved: u32,
     payload_name: [u8; TYPE_NAME_LEN],
+    schema_len: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<RawHeader>() == std::mem::size_of::<SegmentHeader>());
@@ -567,7 +610,8 @@ fn header_crc(raw: &RawHeader) -> u32 {
 }
 
 const _: () = assert!(
-    std::mem::size_of::<RawHeader>() == 8 + 4 + 4 + 4 + 4 + 8 + 8 * PARAMS + 4 + 4 + 8 + 8 + 8 + 4 + 4 + TYPE_NAME_LEN
+    std::mem::size_of::<RawHeader>()
+        == 8 + 4 + 4 + 4 + 4 + 8 + 8 * PARAMS + 4 + 4 + 8 + 8 + 8 + 4 + 4 + TYPE_NAME_LEN + 8
 );
 
 /// # Safety
@@ -591,6 +635,7 @@ unsafe fn write_header(base: *mut u8, info: &HeaderInfo) {
         payload_align,
         _reserved: 0,
         payload_name,
+        schema_len: info.schema_len,
     };
     raw.header_crc = header_crc(&raw);
     // SAFETY: caller guarantees the space; nobody else can see the file yet.
@@ -630,6 +675,9 @@ fn validate_header(path: &Path, raw: &RawHeader, file_size: u64) -> Result<Heade
     }
     let payload = StoredPayloadType::from_raw(raw.payload_size, raw.payload_align, &raw.payload_name)
         .map_err(|what| OpenError::corrupt(path, what))?;
+    if raw.schema_len > Schema::MAX_RECORD as u64 || schema_area(raw.schema_len) > raw.total_size - KIND_OFFSET as u64 {
+        return Err(OpenError::corrupt(path, format!("schema record of {} bytes", raw.schema_len)));
+    }
     Ok(HeaderInfo {
         kind,
         version: raw.version,
@@ -639,7 +687,22 @@ fn validate_header(path: &Path, raw: &RawHeader, file_size: u64) -> Result<Heade
         mode: raw.mode,
         created_ns: raw.created_ns,
         payload,
+        schema_len: raw.schema_len,
     })
+}
+
+/// Reads and parses the schema record at the start of the schema area, with `pread` into
+/// memory of its own: nothing a peer writes to the file later changes it.
+fn read_schema(path: &Path, file: &File, info: &HeaderInfo) -> Result<Option<Arc<Schema>>, OpenError> {
+    if info.schema_len == 0 {
+        return Ok(None);
+    }
+    use std::os::unix::fs::FileExt;
+    // validate_header checked the length against the limit and the file's size.
+    let mut record = vec![0u8; info.schema_len as usize];
+    file.read_exact_at(&mut record, info.total_size - info.schema_area()).map_err(|e| OpenError::io(path, e))?;
+    let schema = Schema::decode(&record).map_err(|e| OpenError::corrupt(path, e.to_string()))?;
+    Ok(Some(Arc::new(schema)))
 }
 
 fn check_same_layout<L: Layout>(path: &Path, existing: &L, requested: &L) -> Result<(), OpenError> {

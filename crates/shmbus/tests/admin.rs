@@ -335,7 +335,7 @@ fn invalid_layout_is_corrupt_not_a_guess() {
     let path = d.channel_path("q").unwrap();
     // A well-formed lie: the queue's cell stride (parameter 2, header bytes 48..56) changed
     // and the header checksum recomputed. The common header is valid; the layout is not.
-    let mut h = std::fs::read(&path).unwrap()[..200].to_vec();
+    let mut h = std::fs::read(&path).unwrap()[..208].to_vec();
     h[48..56].copy_from_slice(&4096u64.to_le_bytes());
     let mut zeroed = h.clone();
     zeroed[16..24].fill(0);

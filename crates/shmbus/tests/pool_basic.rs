@@ -266,7 +266,7 @@ fn status_without_joining_and_bad_configs() {
 const KIND_FIELD: u64 = 12;
 const CRC_FIELD: u64 = 20;
 const PARAMS_FIELD: u64 = 32;
-const HEADER_LEN: usize = 200; // the checksummed header, with the payload type
+const HEADER_LEN: usize = 208; // the checksummed header, with the payload type
 const KIND_AREA: u64 = 77824;
 const POOL_HEADER: u64 = 256;
 

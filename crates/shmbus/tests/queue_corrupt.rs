@@ -23,7 +23,7 @@ fn domain() -> (Domain, Scratch) {
 const KIND: u64 = 12;
 const CRC: u64 = 20;
 const PARAMS: u64 = 32;
-const HEADER_LEN: usize = 200; // the checksummed header, with the payload type
+const HEADER_LEN: usize = 208; // the checksummed header, with the payload type
 /// Start of the queue's kind area, and of its first cell after the 1 KiB control block.
 const KIND_AREA: u64 = 4096 + 128 * 64 + 128 * 512;
 const FIRST_CELL: u64 = KIND_AREA + 1024;

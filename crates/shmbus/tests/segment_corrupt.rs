@@ -15,8 +15,9 @@ use shmbus::topic::{Topic, TopicConfig};
 use shmbus::{Kind, OpenError};
 
 /// Header layout (see segment.rs): magic 0..8, version 8..12, kind 12..16, ready 16..20,
-/// crc 20..24, size 24..32, params 32..96, creator 96..120, payload type 120..200.
-const HEADER_LEN: usize = 200;
+/// crc 20..24, size 24..32, params 32..96, creator 96..120, payload type 120..200, schema
+/// record length 200..208.
+const HEADER_LEN: usize = 208;
 
 fn read_header(path: &std::path::Path) -> Vec<u8> {
     std::fs::read(path).unwrap()[..HEADER_LEN].to_vec()

@@ -54,7 +54,7 @@ fn record_larger_than_the_ring_is_refused() {
 /// Offsets in the segment header (see `segment.rs`).
 const CRC_AT: u64 = 20;
 const PARAMS_AT: u64 = 32;
-const HEADER_LEN: usize = 200; // the checksummed header, with the payload type
+const HEADER_LEN: usize = 208; // the checksummed header, with the payload type
 
 /// Overwrites parameter `i` and fixes the header checksum, as a hostile or buggy creator
 /// would produce.

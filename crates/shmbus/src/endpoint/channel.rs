@@ -30,11 +30,13 @@
 #![cfg_attr(loom, allow(dead_code))]
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::domain::Domain;
 use crate::error::OpenError;
 use crate::participants::{ParticipantTable, ParticipantView};
 use crate::pod::{check_creatable, check_payload, PayloadType};
+use crate::schema::Schema;
 use crate::segment::{CreateOptions, Layout, Segment};
 use crate::sync::RoArea;
 use crate::sys::{Access, ReadOnly, ReadWrite};
@@ -51,13 +53,14 @@ pub(crate) trait ChannelLayout: Layout {
     fn payload_room(&self) -> (usize, usize);
 }
 
-/// The creation options every kind's config has: mode, group, and the payload type of a
-/// typed channel. Held by each config; its public setters fill it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The creation options every kind's config has: mode, group, the payload type of a typed
+/// channel and the schema. Held by each config; its public setters fill it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct CommonConfig {
     pub(crate) mode: Option<u32>,
     pub(crate) group: Option<u32>,
     pub(crate) payload: Option<PayloadType>,
+    pub(crate) schema: Option<Arc<Schema>>,
 }
 
 impl CommonConfig {
@@ -82,6 +85,12 @@ macro_rules! common_setters {
         #[doc = concat!("The group (gid) of a created ", $kind, " (default: the creator's). An existing ", $kind, " keeps its own.")]
         pub fn group(mut self, gid: u32) -> Self {
             self.common.group = Some(gid);
+            self
+        }
+
+        #[doc = concat!("The schema of a created ", $kind, "'s messages (see [`Schema`](crate::Schema)). An existing ", $kind, " must carry the same one, else opening it fails with [`OpenError::SchemaMismatch`](crate::OpenError::SchemaMismatch); with none set, any is accepted.")]
+        pub fn schema(mut self, schema: crate::Schema) -> Self {
+            self.common.schema = Some(std::sync::Arc::new(schema));
             self
         }
 
@@ -151,7 +160,9 @@ impl<L: ChannelLayout> Channel<L> {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_or_open(domain, name, layout, &opts, common.payload.as_ref()) {
+            match Segment::create_or_open(domain, name, layout, &opts, common.payload.as_ref(), common.schema.as_ref())
+            {
+                Ok((seg, layout, false)) => return Channel { seg, layout, name: name.to_owned() }.checked(config),
                 Ok((seg, layout, _created)) => return Ok(Channel { seg, layout, name: name.to_owned() }),
                 // Created by another process meanwhile with other values for what this config
                 // leaves unset: open theirs and compare what is set.
@@ -164,13 +175,14 @@ impl<L: ChannelLayout> Channel<L> {
     }
 
     /// `self`, if every value `config` sets matches; else [`OpenError::LayoutMismatch`]
-    /// naming the first that does not.
+    /// naming the first that does not, or [`OpenError::SchemaMismatch`].
     fn checked<C: ChannelConfig<Layout = L>>(self, config: &C) -> Result<Channel<L>, OpenError> {
         for (field, requested, existing) in config.set_fields(&self.layout) {
             if let Some(requested) = requested.filter(|&r| r != existing) {
                 return Err(OpenError::LayoutMismatch { path: self.path().to_owned(), field, existing, requested });
             }
         }
+        check_schema(self.path(), self.seg.schema().map(|s| &**s), config.common().schema.as_deref())?;
         Ok(self)
     }
 
@@ -277,8 +289,26 @@ impl<L, A: Access> Channel<L, A> {
         self.seg.path()
     }
 
+    /// The channel's schema (`None`: it has none).
+    pub(crate) fn schema(&self) -> Option<&Arc<Schema>> {
+        self.seg.schema()
+    }
+
     /// The channel's name in its domain.
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+}
+
+/// Whether a channel carrying `found` may be opened by one asking for `requested`: any, when
+/// nothing is asked for; else exactly that schema ([`OpenError::SchemaMismatch`] naming both).
+pub(crate) fn check_schema(path: &Path, found: Option<&Schema>, requested: Option<&Schema>) -> Result<(), OpenError> {
+    match requested {
+        Some(r) if found != Some(r) => Err(OpenError::SchemaMismatch {
+            path: path.to_owned(),
+            expected: r.to_string(),
+            found: crate::schema::describe(found),
+        }),
+        _ => Ok(()),
     }
 }

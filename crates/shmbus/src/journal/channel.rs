@@ -86,6 +86,7 @@ pub struct JournalConfig {
     mode: u32,
     trust: Option<crate::domain::TrustPolicy>,
     pub(super) payload: Option<crate::pod::PayloadType>,
+    pub(super) schema: Option<Arc<crate::Schema>>,
 }
 
 impl Default for JournalConfig {
@@ -101,6 +102,7 @@ impl Default for JournalConfig {
             mode: 0o600,
             trust: None,
             payload: None,
+            schema: None,
         }
     }
 }
@@ -131,6 +133,15 @@ impl JournalConfig {
     /// Largest entry payload, in bytes. Default 16 MiB.
     pub fn max_entry_len(mut self, len: u64) -> Self {
         self.max_entry = len;
+        self
+    }
+
+    /// The schema of the journal's entries (see [`Schema`](crate::Schema)), stored when the
+    /// journal is created. Unlike the other settings it is checked on every open with this
+    /// config: an existing journal must carry the same schema, else
+    /// [`OpenError::SchemaMismatch`]; with none set, any is accepted.
+    pub fn schema(mut self, schema: crate::Schema) -> Self {
+        self.schema = Some(Arc::new(schema));
         self
     }
 
@@ -191,6 +202,7 @@ impl JournalConfig {
             created_ns: realtime_ns(),
             id: random_id(),
             payload: self.payload.as_ref().map(crate::pod::StoredPayloadType::from_type),
+            schema_len: self.schema.as_ref().map_or(0, |s| s.record_len() as u64),
         }
     }
 }
@@ -410,8 +422,13 @@ impl Journal {
             if foreign {
                 return Err(OpenError::NotASegment { path: dir });
             }
-            let head = hdr.encode();
-            made_meta = files::create_file_atomically(&meta_path, opts.mode, META_SIZE as u64, &head).map_err(|e| {
+            let mut head = hdr.encode().to_vec();
+            if let Some(schema) = &opts.schema {
+                // The schema record right after the fixed metadata, written with it.
+                head.resize(META_SIZE, 0);
+                head.extend_from_slice(&schema.encode());
+            }
+            made_meta = files::create_file_atomically(&meta_path, opts.mode, hdr.file_size(), &head).map_err(|e| {
                 // No journal.meta (out of inodes or space): leave no empty directory behind
                 // either, if this call made it (`remove_dir` removes only an empty one, so
                 // a concurrent creator's files stay).
@@ -652,6 +669,7 @@ impl Journal {
             storage: super::Storage::of(&dir).ok(),
             archive_dir: meta.archive_dir(&dir),
             retention: Retention::in_force(&meta.hdr, meta.retention_word()),
+            schema: meta.schema.clone(),
             dir,
         })
     }
@@ -775,6 +793,8 @@ pub struct CycleInfo {
 pub struct JournalStatus {
     /// The directory.
     pub dir: PathBuf,
+    /// The journal's schema (`None`: it has none).
+    pub schema: Option<Arc<crate::Schema>>,
     /// On-disk format version.
     pub format_version: u32,
     /// Cycles present, oldest first.

@@ -299,6 +299,8 @@ pub(crate) struct MetaFile<A: Access = ReadWrite> {
     pub(crate) file: File,
     pub(crate) map: Mapping<A>,
     pub(crate) hdr: MetaHeader,
+    /// The journal's schema, read once at open (`None`: it has none).
+    pub(crate) schema: Option<std::sync::Arc<crate::Schema>>,
 }
 
 impl MetaFile {
@@ -333,11 +335,21 @@ impl<A: Access> MetaFile<A> {
             }
             Err(e) => return Err(OpenError::corrupt(path, e.to_string())),
         };
-        if size != META_SIZE as u64 {
-            return Err(OpenError::Truncated { path: path.to_owned(), size, expected: META_SIZE as u64 });
+        if size != hdr.file_size() {
+            return Err(OpenError::Truncated { path: path.to_owned(), size, expected: hdr.file_size() });
         }
+        let schema = match hdr.schema_len {
+            0 => None,
+            // `decode` bounded the length; the size check put the record inside the file.
+            len => {
+                let mut record = vec![0u8; len as usize];
+                file.read_exact_at(&mut record, META_SIZE as u64).map_err(|e| OpenError::io(path, e))?;
+                let s = crate::Schema::decode(&record).map_err(|e| OpenError::corrupt(path, e.to_string()))?;
+                Some(std::sync::Arc::new(s))
+            }
+        };
         let map = Mapping::map_as(file.as_fd(), META_SIZE).map_err(|e| OpenError::io(path, e))?;
-        Ok(MetaFile { file, map, hdr })
+        Ok(MetaFile { file, map, hdr, schema })
     }
 
     /// The whole file through load-only words.

@@ -82,9 +82,18 @@ pub const META_HEADER_SIZE: usize = 128;
 pub const META_PAYLOAD_OFFSET: usize = META_HEADER_SIZE;
 /// Bytes of the payload type record.
 pub const META_PAYLOAD_SIZE: usize = 16 + TYPE_NAME_LEN;
+/// Offset of the schema record's descriptor (immutable too): `u64` length of the schema record
+/// stored at [`META_SIZE`], right after the fixed metadata (0: no schema, and then the whole
+/// descriptor is zero), `u32` zero, and the CRC32C of the descriptor's bytes before it. The
+/// file is then `META_SIZE` plus the record's length rounded up to whole pages. Journals made
+/// before schemas have zeros here, so they read as journals without one.
+pub const META_SCHEMA_OFFSET: usize = META_PAYLOAD_OFFSET + META_PAYLOAD_SIZE;
+/// Bytes of the schema record's descriptor.
+pub const META_SCHEMA_SIZE: usize = 16;
 /// Bytes of the immutable start of the metadata file: the header, the payload type record,
-/// and reserved zeros.
+/// the schema descriptor, and reserved zeros.
 pub const META_IMMUTABLE_SIZE: usize = 256;
+const _: () = assert!(META_SCHEMA_OFFSET + META_SCHEMA_SIZE <= META_IMMUTABLE_SIZE);
 
 /// Roll policy codes in the metadata header.
 pub const ROLL_NEVER: u32 = 0;
@@ -122,6 +131,8 @@ pub struct MetaHeader {
     pub id: [u8; 16],
     /// The entries' payload type, for a journal made by `JournalConfig::for_type`.
     pub payload: Option<StoredPayloadType>,
+    /// Bytes of the schema record stored after the fixed metadata (0: no schema).
+    pub schema_len: u64,
 }
 
 /// Why a file is not a usable journal file.
@@ -211,7 +222,39 @@ impl MetaHeader {
             let crc = crate::crc::crc32c(&r[..META_PAYLOAD_SIZE - 4]);
             r[META_PAYLOAD_SIZE - 4..].copy_from_slice(&crc.to_le_bytes());
         }
+        if self.schema_len != 0 {
+            let r = &mut b[META_SCHEMA_OFFSET..META_SCHEMA_OFFSET + META_SCHEMA_SIZE];
+            r[0..8].copy_from_slice(&self.schema_len.to_le_bytes());
+            let crc = crate::crc::crc32c(&r[..META_SCHEMA_SIZE - 4]);
+            r[META_SCHEMA_SIZE - 4..].copy_from_slice(&crc.to_le_bytes());
+        }
         b
+    }
+
+    /// The metadata file's size: the fixed part and the schema record in whole pages.
+    pub fn file_size(&self) -> u64 {
+        META_SIZE as u64 + self.schema_len.div_ceil(PAGE as u64) * PAGE as u64
+    }
+
+    /// Decodes the schema descriptor at `META_SCHEMA_OFFSET` of untrusted bytes (0: none;
+    /// bytes that end before it read as a journal without a schema).
+    fn decode_schema_len(b: &[u8]) -> Result<u64, FormatError> {
+        let Some(r) = b.get(META_SCHEMA_OFFSET..META_SCHEMA_OFFSET + META_SCHEMA_SIZE) else {
+            return Ok(0);
+        };
+        if r.iter().all(|&x| x == 0) {
+            return Ok(0);
+        }
+        let len = rd_u64(r, 0).unwrap_or(0);
+        if crate::crc::crc32c(&r[..META_SCHEMA_SIZE - 4]) != rd_u32(r, META_SCHEMA_SIZE - 4).unwrap_or(0)
+            || rd_u32(r, 8) != Some(0)
+        {
+            return Err(FormatError::Field("schema descriptor checksum mismatch"));
+        }
+        if len == 0 || len > crate::Schema::MAX_RECORD as u64 {
+            return Err(FormatError::Field("schema record length out of range"));
+        }
+        Ok(len)
     }
 
     /// Decodes the payload type record at `META_PAYLOAD_OFFSET` of untrusted bytes
@@ -273,9 +316,14 @@ impl MetaHeader {
             created_ns: g64(88),
             id: b[96..112].try_into().unwrap_or([0; 16]),
             payload: None,
+            schema_len: 0,
         };
         h.validate()?;
-        Ok(MetaHeader { payload: MetaHeader::decode_payload(b, h.max_entry)?, ..h })
+        Ok(MetaHeader {
+            payload: MetaHeader::decode_payload(b, h.max_entry)?,
+            schema_len: MetaHeader::decode_schema_len(b)?,
+            ..h
+        })
     }
 
     /// Checks every field's range (for decoding and for user-supplied options).

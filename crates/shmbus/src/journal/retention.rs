@@ -135,6 +135,7 @@ mod tests {
             created_ns: 0,
             id: [0; 16],
             payload: None,
+            schema_len: 0,
         }
     }
 

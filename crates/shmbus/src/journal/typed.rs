@@ -53,7 +53,14 @@ impl Journal {
         if let Some(t) = &config.payload {
             self.check_type(t)?;
         }
+        crate::endpoint::channel::check_schema(&self.dir().join(META_FILE), self.schema(), config.schema.as_deref())?;
         Ok(self)
+    }
+
+    /// The journal's schema, set by its creator (`None`: it has none; see
+    /// [`Schema`](crate::Schema)).
+    pub fn schema(&self) -> Option<&crate::Schema> {
+        self.inner.meta.schema.as_deref()
     }
 
     /// The payload type the journal's metadata records (`None`: an untyped journal).

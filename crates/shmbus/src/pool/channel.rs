@@ -47,7 +47,7 @@ pub struct LostJob {
 /// A snapshot of a pool, for the CLI and monitoring ([`Pool::status`]).
 ///
 /// [`Pool::status`]: super::Pool::status
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PoolStatus {
     /// Layout: most workers.
@@ -68,6 +68,8 @@ pub struct PoolStatus {
     pub dispatched: u64,
     /// Jobs reported lost over the pool's life.
     pub lost: u64,
+    /// The channel's schema (`None`: it has none).
+    pub schema: Option<std::sync::Arc<crate::Schema>>,
 }
 
 /// Participant role numbers (shown by `shmbus info`).
@@ -187,5 +189,6 @@ pub(super) fn status_of<A: Access>(chan: &Channel<PoolLayout, A>) -> PoolStatus 
         dispatcher_alive: disp.is_some_and(|d| d.1),
         dispatched: sv.header(offsets::DISPATCHED),
         lost: sv.header(offsets::LOST),
+        schema: chan.schema().cloned(),
     }
 }

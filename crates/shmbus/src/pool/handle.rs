@@ -80,6 +80,11 @@ impl Pool {
         Worker::attach(self.shared.clone())
     }
 
+    /// The pool's schema, set by its creator (`None`: it has none; see [`Schema`](crate::Schema)).
+    pub fn schema(&self) -> Option<&crate::Schema> {
+        self.shared.schema().map(|s| &**s)
+    }
+
     /// Maps every page of this pool into this process now, so that no dispatch or job
     /// taken in this process takes a page fault the first time it touches a page (see
     /// [`Topic::prefault`](crate::Topic::prefault)).

@@ -288,6 +288,11 @@ impl Queue {
         Ok(Consumer { scratch: Vec::new(), held: None, ep })
     }
 
+    /// The queue's schema, set by its creator (`None`: it has none; see [`Schema`](crate::Schema)).
+    pub fn schema(&self) -> Option<&crate::Schema> {
+        self.shared.schema().map(|s| &**s)
+    }
+
     /// Maps every page of this queue into this process now, so that no send or receive of
     /// this process takes a page fault the first time it touches a page (see
     /// [`Topic::prefault`](crate::Topic::prefault)).
@@ -341,12 +346,13 @@ pub(super) fn status_of<A: Access>(chan: &Channel<QueueLayout, A>) -> QueueStatu
         received: relaxed(offset_of!(Control, head.0)),
         abandoned: relaxed(offset_of!(Control, abandoned)),
         lost: relaxed(offset_of!(Control, lost)),
+        schema: chan.schema().cloned(),
     }
 }
 
 /// A snapshot of a queue, from [`Queue::status`], [`Producer::status`] or
 /// [`Consumer::status`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueStatus {
     /// Messages the queue holds.
@@ -367,6 +373,8 @@ pub struct QueueStatus {
     pub abandoned: u64,
     /// Messages lost because the consumer that had claimed them died mid-receive.
     pub lost: u64,
+    /// The channel's schema (`None`: it has none).
+    pub schema: Option<std::sync::Arc<crate::Schema>>,
 }
 
 /// ```compile_fail

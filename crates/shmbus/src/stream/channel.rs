@@ -96,6 +96,11 @@ impl Stream {
         StreamReader::attach(Shared::claim(self.inner.clone(), READER_SLOT, ROLE_READER)?)
     }
 
+    /// The stream's schema, set by its creator (`None`: it has none; see [`Schema`](crate::Schema)).
+    pub fn schema(&self) -> Option<&crate::Schema> {
+        self.inner.chan.schema().map(|s| &**s)
+    }
+
     /// Maps every page of this stream, its ring's two mappings included, into this process
     /// now, so that no write or read of this process takes a page fault the first time it
     /// touches a page (see [`Topic::prefault`](crate::Topic::prefault)).
@@ -264,7 +269,7 @@ pub struct EndpointStatus {
 }
 
 /// A snapshot of a stream, for tools (`shmbus info`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StreamStatus {
     /// Ring size in bytes.
@@ -279,6 +284,8 @@ pub struct StreamStatus {
     pub writer: Option<EndpointStatus>,
     /// The reader, if an entry holds the role.
     pub reader: Option<EndpointStatus>,
+    /// The channel's schema (`None`: it has none).
+    pub schema: Option<std::sync::Arc<crate::Schema>>,
 }
 
 pub(super) fn status_of<A: Access>(chan: &Channel<StreamLayout, A>) -> StreamStatus {
@@ -295,6 +302,7 @@ pub(super) fn status_of<A: Access>(chan: &Channel<StreamLayout, A>) -> StreamSta
         tail,
         writer: ep(WRITER_SLOT),
         reader: ep(READER_SLOT),
+        schema: chan.schema().cloned(),
     }
 }
 

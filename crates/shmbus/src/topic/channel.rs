@@ -345,6 +345,8 @@ pub struct TopicStatus {
     pub reliable_timeout: Duration,
     /// Live reliable subscribers (not evicted).
     pub reliable_subscribers: usize,
+    /// The channel's schema (`None`: it has none).
+    pub schema: Option<std::sync::Arc<crate::Schema>>,
 }
 
 impl Topic {
@@ -377,12 +379,18 @@ impl Topic {
             policy: DeliveryPolicy::from_u64(layout.policy).unwrap_or_default(),
             reliable_timeout: Duration::from_millis(layout.reliable_timeout_ms),
             reliable_subscribers: sv.reliable_subscribers(),
+            schema: chan.schema().cloned(),
         })
     }
 
     /// Checks that this topic can carry `t` (see [`Channel::check_type`]).
     pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
         self.inner.check_type(t)
+    }
+
+    /// The topic's schema, set by its creator (`None`: it has none; see [`Schema`](crate::Schema)).
+    pub fn schema(&self) -> Option<&crate::Schema> {
+        self.inner.schema().map(|s| &**s)
     }
 
     /// Maps every page of this topic into this process now, so that no send or receive of
