@@ -17,8 +17,12 @@ use crate::error::{CodecError, DecodeError, EncodeError};
 use crate::{DecodeOptions, SUMMARY_THRESHOLD};
 
 pub(crate) fn parse(schema_name: &str, data: &[u8]) -> Result<MessageDescriptor, CodecError> {
-    let pool =
-        DescriptorPool::decode(data).map_err(|e| CodecError::bad(format!("not a valid FileDescriptorSet: {e}")))?;
+    // prost-reflect 0.16 can panic while describing some malformed descriptor sets (an
+    // index out of bounds when it labels the error); the schema is untrusted, so such a
+    // panic is caught here and reported as a bad schema (the panic hook still prints it).
+    let decoded = std::panic::catch_unwind(|| DescriptorPool::decode(data))
+        .map_err(|_| CodecError::bad("not a valid FileDescriptorSet (the descriptor checks failed)"))?;
+    let pool = decoded.map_err(|e| CodecError::bad(format!("not a valid FileDescriptorSet: {e}")))?;
     let name = schema_name.trim_start_matches('.');
     pool.get_message_by_name(name)
         .ok_or_else(|| CodecError::bad(format!("the FileDescriptorSet has no message named `{name}`")))
