@@ -261,6 +261,15 @@ impl fmt::Display for Schema {
     }
 }
 
+/// The `shmbus-pod` schema of `T` (see [`pod_schema`](crate::pod::pod_schema)): what a typed
+/// config (`TopicConfig::for_type::<T>()`, …) stores when it creates a channel. `None` for a
+/// type that describes no struct (numbers, arrays, hand-written `Pod` impls).
+pub(crate) fn pod_schema_of<T: crate::Pod>() -> Option<Schema> {
+    let (name, json) = crate::pod::pod_schema::<T>()?;
+    let enc = crate::pod::POD_ENCODING;
+    Schema::new(enc, name, enc, json.into_bytes()).ok()
+}
+
 /// What a schema mismatch names: the schema, or `no schema`.
 pub(crate) fn describe(s: Option<&Schema>) -> String {
     s.map_or_else(|| "no schema".to_owned(), |s| s.to_string())

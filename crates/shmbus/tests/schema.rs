@@ -220,3 +220,41 @@ fn journals_store_their_schema_and_check_it_on_open() {
         Err(OpenError::SchemaMismatch { .. })
     ));
 }
+
+/// A derived struct: its typed configs store its `shmbus-pod` layout as the schema.
+#[derive(Debug, Clone, Copy, PartialEq, shmbus::Pod)]
+#[repr(C)]
+struct Imu {
+    t_ns: u64,
+    accel: [f32; 3],
+    gyro: [f32; 3],
+}
+
+#[test]
+fn typed_configs_of_a_derived_struct_store_its_layout() {
+    let s = Scratch::new("schema-pod");
+    let d = s.domain("d");
+    let t = Topic::create_or_open(&d, "imu", &TopicConfig::for_type::<Imu>()).unwrap();
+    let schema = t.schema().expect("a derived struct has a schema").clone();
+    assert_eq!((schema.message_encoding(), schema.encoding()), ("shmbus-pod", "shmbus-pod"));
+    assert!(schema.name().ends_with("::Imu"), "{}", schema.name());
+    let json = std::str::from_utf8(schema.data()).unwrap();
+    assert!(json.contains(r#"{"name":"accel","offset":8,"type":"f32","shape":[3]}"#), "{json}");
+    // The same again, a queue and a journal.
+    Topic::create_or_open(&d, "imu", &TopicConfig::for_type::<Imu>()).unwrap();
+    let q = Queue::create_or_open(&d, "q", &QueueConfig::for_type::<Imu>()).unwrap();
+    assert_eq!(q.schema(), Some(&schema));
+    let (dir, _j) = common::fresh_dir("schema-pod-journal");
+    assert_eq!(Journal::create_or_open(&dir, &JournalConfig::for_type::<Imu>()).unwrap().schema(), Some(&schema));
+
+    // A typed config opens an untyped channel made without a schema, as before (its type
+    // fits), but not one whose schema says something else.
+    Topic::create_or_open(&d, "plain", &TopicConfig::default().max_message_len(64)).unwrap();
+    Topic::create_or_open(&d, "plain", &TopicConfig::for_type::<Imu>()).unwrap();
+    Topic::create_or_open(&d, "other", &TopicConfig::default().max_message_len(64).schema(imu())).unwrap();
+    let e = Topic::create_or_open(&d, "other", &TopicConfig::for_type::<Imu>()).unwrap_err();
+    assert!(matches!(e, OpenError::SchemaMismatch { .. }), "{e}");
+    // A schema set explicitly after `for_type` is what is stored.
+    let t = Topic::create_or_open(&d, "explicit", &TopicConfig::for_type::<Imu>().schema(imu())).unwrap();
+    assert_eq!(t.schema(), Some(&imu()));
+}

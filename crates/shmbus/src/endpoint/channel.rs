@@ -61,6 +61,10 @@ pub(crate) struct CommonConfig {
     pub(crate) group: Option<u32>,
     pub(crate) payload: Option<PayloadType>,
     pub(crate) schema: Option<Arc<Schema>>,
+    /// The schema is the one a typed config implies (its type's `shmbus-pod` layout), not one
+    /// the user set: stored when the channel is made, and on open compared only with a
+    /// schema the channel has (the payload type is checked anyway).
+    pub(crate) schema_implied: bool,
 }
 
 impl CommonConfig {
@@ -91,13 +95,19 @@ macro_rules! common_setters {
         #[doc = concat!("The schema of a created ", $kind, "'s messages (see [`Schema`](crate::Schema)). An existing ", $kind, " must carry the same one, else opening it fails with [`OpenError::SchemaMismatch`](crate::OpenError::SchemaMismatch); with none set, any is accepted.")]
         pub fn schema(mut self, schema: crate::Schema) -> Self {
             self.common.schema = Some(std::sync::Arc::new(schema));
+            self.common.schema_implied = false;
             self
         }
 
-        /// Records `t` as the payload type of a typed channel.
+        /// Records `T` as the payload type of a typed channel, and its `shmbus-pod` schema
+        /// (if it describes a struct) as the schema of a created one.
         #[cfg_attr(loom, allow(dead_code))]
-        pub(crate) fn payload_type(mut self, t: crate::pod::PayloadType) -> Self {
-            self.common.payload = Some(t);
+        pub(crate) fn payload_type<T: crate::Pod>(mut self) -> Self {
+            self.common.payload = Some(crate::pod::PayloadType::of::<T>());
+            if let Some(s) = crate::schema::pod_schema_of::<T>() {
+                self.common.schema = Some(std::sync::Arc::new(s));
+                self.common.schema_implied = true;
+            }
             self
         }
     };
@@ -182,7 +192,11 @@ impl<L: ChannelLayout> Channel<L> {
                 return Err(OpenError::LayoutMismatch { path: self.path().to_owned(), field, existing, requested });
             }
         }
-        check_schema(self.path(), self.seg.schema().map(|s| &**s), config.common().schema.as_deref())?;
+        let common = config.common();
+        let found = self.seg.schema().map(|s| &**s);
+        if !(common.schema_implied && found.is_none()) {
+            check_schema(self.path(), found, common.schema.as_deref())?;
+        }
         Ok(self)
     }
 

@@ -87,6 +87,8 @@ pub struct JournalConfig {
     trust: Option<crate::domain::TrustPolicy>,
     pub(super) payload: Option<crate::pod::PayloadType>,
     pub(super) schema: Option<Arc<crate::Schema>>,
+    /// The schema is the one `for_type` implies (see `CommonConfig::schema_implied`).
+    pub(super) schema_implied: bool,
 }
 
 impl Default for JournalConfig {
@@ -103,6 +105,7 @@ impl Default for JournalConfig {
             trust: None,
             payload: None,
             schema: None,
+            schema_implied: false,
         }
     }
 }
@@ -142,6 +145,7 @@ impl JournalConfig {
     /// [`OpenError::SchemaMismatch`]; with none set, any is accepted.
     pub fn schema(mut self, schema: crate::Schema) -> Self {
         self.schema = Some(Arc::new(schema));
+        self.schema_implied = false;
         self
     }
 

@@ -30,6 +30,10 @@ impl JournalConfig {
     pub fn for_type<T: Pod>() -> JournalConfig {
         let mut c = JournalConfig::default().max_entry_len(std::mem::size_of::<T>() as u64);
         c.payload = Some(PayloadType::of::<T>());
+        if let Some(s) = crate::schema::pod_schema_of::<T>() {
+            c.schema = Some(std::sync::Arc::new(s));
+            c.schema_implied = true;
+        }
         c
     }
 
@@ -53,7 +57,10 @@ impl Journal {
         if let Some(t) = &config.payload {
             self.check_type(t)?;
         }
-        crate::endpoint::channel::check_schema(&self.dir().join(META_FILE), self.schema(), config.schema.as_deref())?;
+        if !(config.schema_implied && self.schema().is_none()) {
+            let meta = self.dir().join(META_FILE);
+            crate::endpoint::channel::check_schema(&meta, self.schema(), config.schema.as_deref())?;
+        }
         Ok(self)
     }
 

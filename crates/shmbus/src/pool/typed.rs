@@ -21,7 +21,7 @@ impl PoolConfig {
     /// whose jobs cannot hold a `T`. Jobs are placed at 64-byte aligned addresses: a type
     /// aligned to more is refused with [`OpenError::InvalidConfig`].
     pub fn for_type<T: Pod>() -> PoolConfig {
-        PoolConfig::default().payload_type(PayloadType::of::<T>())
+        PoolConfig::default().payload_type::<T>()
     }
 }
 

@@ -16,7 +16,7 @@ impl QueueConfig {
     /// with [`OpenError::TypeMismatch`] if the queue records another type, or is an untyped
     /// queue whose messages cannot hold a `T`. Any alignment goes: a queue's receives copy.
     pub fn for_type<T: Pod>() -> QueueConfig {
-        QueueConfig::default().payload_type(PayloadType::of::<T>())
+        QueueConfig::default().payload_type::<T>()
     }
 }
 

@@ -17,7 +17,7 @@ impl StreamConfig {
     /// 8-byte aligned addresses: a type aligned to more is refused with
     /// [`OpenError::InvalidConfig`].
     pub fn for_type<T: Pod>() -> StreamConfig {
-        StreamConfig::default().payload_type(PayloadType::of::<T>())
+        StreamConfig::default().payload_type::<T>()
     }
 }
 

@@ -39,7 +39,7 @@ impl TopicConfig {
     /// whose slots cannot hold a `T`; a type aligned to more than 64 bytes is refused with
     /// [`OpenError::InvalidConfig`].
     pub fn for_type<T: Pod>() -> TopicConfig {
-        TopicConfig::default().payload_type(PayloadType::of::<T>())
+        TopicConfig::default().payload_type::<T>()
     }
 }
 
