@@ -36,6 +36,23 @@ demo/Point2[] children
 MSG: demo/Empty
 ";
 
+const IDL_SCHEMA: &str = r#"
+module demo { module msg {
+  typedef double double__3[3];
+  module Custom_Constants { const uint8 A = 1; };
+  @verbatim (language="comment", text="a (comment)")
+  struct Custom {
+    std_msgs::msg::Header header;
+    @default (value=-3)
+    int8 small;
+    sequence<uint16, 4> bounded;
+    string<8> name;
+    double__3 xyz;
+    sequence<demo::msg::Custom> children;
+  };
+}; };
+"#;
+
 const POD_SCHEMA: &str = r#"{"name":"p","size":48,"align":8,"fields":[
   {"name":"a","offset":0,"type":"u64"},{"name":"b","offset":8,"type":"f32","shape":[2,2]},
   {"name":"c","offset":24,"type":{"name":"q","size":16,"align":8,"fields":[
@@ -175,14 +192,18 @@ fn mutated_valid_messages_never_panic() {
 
 #[test]
 fn random_and_mutated_schemas_never_panic() {
-    let pairs: [(&str, &str, Vec<u8>); 3] = [
+    let pairs: [(&str, &str, Vec<u8>); 4] = [
         ("cdr", "ros2msg", ROS_SCHEMA.as_bytes().to_vec()),
+        ("cdr", "ros2idl", IDL_SCHEMA.as_bytes().to_vec()),
         ("protobuf", "protobuf", protobuf_schema()),
         ("shmbus-pod", "shmbus-pod", POD_SCHEMA.as_bytes().to_vec()),
     ];
     for (enc, schema_enc, valid) in pairs {
         let name = if enc == "protobuf" { "demo.Node" } else { "demo/msg/Custom" };
-        each_case(enc, |rng| {
+        if let Err(e) = Codec::new(enc, name, schema_enc, &valid) {
+            panic!("{schema_enc}: the valid schema parses: {e}");
+        }
+        each_case(schema_enc, |rng| {
             let mut data = if rng.bool() { random_bytes(rng, 200) } else { valid.clone() };
             mutate(rng, &mut data);
             if let Ok(codec) = Codec::new(enc, name, schema_enc, &data) {
