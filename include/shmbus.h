@@ -35,6 +35,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Largest schema data, in bytes (1 MiB).
+#define SHMBUS_SCHEMA_MAX_DATA 1048576
+
+// Largest message encoding, schema name or schema encoding, in bytes.
+#define SHMBUS_SCHEMA_MAX_TEXT 1024
+
 // Delivery policy `overwrite` (the default): publishers never wait; the oldest message
 // beyond the history is overwritten. A topic with it refuses reliable subscribers.
 #define SHMBUS_POLICY_OVERWRITE 0
@@ -174,6 +180,28 @@ typedef struct shmbus_journal_status_info {
   uint64_t appenders;
 } shmbus_journal_status_info;
 
+// A channel's schema as read by `shmbus_<kind>_schema`: pointers into the open channel
+// handle, valid until that handle is freed. The texts are UTF-8 without a terminating NUL
+// (print them with `"%.*s"`, (int)len, ptr); `data` may hold any bytes.
+typedef struct shmbus_schema {
+  // How each message's bytes are encoded (`cdr`, `protobuf`, `json`, ...); never empty.
+  const char *message_encoding;
+  // Its length in bytes.
+  size_t message_encoding_len;
+  // The schema's name (`sensor_msgs/msg/Imu`); may be empty.
+  const char *name;
+  // Its length in bytes.
+  size_t name_len;
+  // The schema's encoding (`ros2msg`, `protobuf`, ...); empty when there is no data.
+  const char *encoding;
+  // Its length in bytes.
+  size_t encoding_len;
+  // The schema data (a message definition, a `FileDescriptorSet`, a JSON schema, ...).
+  const uint8_t *data;
+  // Its length in bytes (at most `SHMBUS_SCHEMA_MAX_DATA`).
+  size_t data_len;
+} shmbus_schema;
+
 // A snapshot of a pool (`shmbus_pool_status`).
 typedef struct shmbus_pool_status_info {
   // Most workers.
@@ -281,7 +309,8 @@ typedef struct shmbus_topic_status_info {
 // that largest size.
 #define SHMBUS_TOO_LARGE (-6)
 
-// No channel (or journal) of that name exists.
+// No channel (or journal) of that name exists; or, from a `_schema` getter, the channel has
+// no schema.
 #define SHMBUS_NOT_FOUND (-7)
 
 // The operating system refused access to the channel's file or directory.
@@ -345,6 +374,10 @@ typedef struct shmbus_topic_status_info {
 // A reliable topic subscriber was evicted (it stood still longer than the topic's reliable
 // timeout) and reads on as a lossy subscriber; reported once.
 #define SHMBUS_EVICTED (-26)
+
+// The channel carries another schema than the config set (or none): open it with the same
+// schema or with none. The message names both.
+#define SHMBUS_SCHEMA_MISMATCH (-27)
 
 // A Rust panic was caught at the boundary (a bug in shmbus: please report the message).
 #define SHMBUS_PANIC (-98)
@@ -457,6 +490,25 @@ shmbus_status shmbus_journal_config_set_durability_flush(struct shmbus_journal_c
 shmbus_status shmbus_journal_config_set_durability_periodic(struct shmbus_journal_config *config,
                                                             uint64_t period_ns);
 
+// Sets the schema of the journal's messages (see `shmbus_schema`): `message_encoding` (`cdr`,
+// `protobuf`, `json`, ...; required), `schema_name` and `schema_encoding` (NULL: empty) and
+// `data_len` bytes of schema data at `data` (NULL with 0: none; at most
+// `SHMBUS_SCHEMA_MAX_DATA`). A created journal stores it; an existing journal must carry the same
+// schema (`SHMBUS_SCHEMA_MISMATCH`). Without this setter any schema is accepted. An invalid
+// schema (empty message encoding, a text over `SHMBUS_SCHEMA_MAX_TEXT` bytes or with a
+// control character, data too long or without a schema encoding) is
+// `SHMBUS_INVALID_CONFIG`, and the config is left as it was.
+//
+// # Safety
+// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+// bytes.
+shmbus_status shmbus_journal_config_set_schema(struct shmbus_journal_config *config,
+                                               const char *message_encoding,
+                                               const char *schema_name,
+                                               const char *schema_encoding,
+                                               const void *data,
+                                               size_t data_len);
+
 // Opens the journal in directory `dir`, creating it with `config` (NULL: defaults) if there
 // is none. Codes: `SHMBUS_INVALID_CONFIG`, `SHMBUS_PERMISSION_DENIED`, `SHMBUS_CORRUPT`,
 // `SHMBUS_IO`, ...
@@ -480,6 +532,14 @@ shmbus_status shmbus_journal_open(const char *dir,
 // `dir` NUL-terminated; `out` valid for a write.
 shmbus_status shmbus_journal_status(const char *dir,
                                     struct shmbus_journal_status_info *out);
+
+// The journal's schema, set by its creator, into `*out`: `SHMBUS_OK`, or `SHMBUS_NOT_FOUND` (and
+// `*out` all NULL and zero) when it has none. The pointers stay valid until `journal` is freed.
+//
+// # Safety
+// `journal` is NULL or live; `out` valid for a write.
+shmbus_status shmbus_journal_schema(const struct shmbus_journal *journal,
+                                    struct shmbus_schema *out);
 
 // Frees a journal handle (NULL: nothing). Its appenders and tailers stay usable.
 //
@@ -762,6 +822,25 @@ shmbus_status shmbus_pool_config_set_mode(struct shmbus_pool_config *config,
 shmbus_status shmbus_pool_config_set_group(struct shmbus_pool_config *config,
                                            uint32_t gid);
 
+// Sets the schema of the pool's messages (see `shmbus_schema`): `message_encoding` (`cdr`,
+// `protobuf`, `json`, ...; required), `schema_name` and `schema_encoding` (NULL: empty) and
+// `data_len` bytes of schema data at `data` (NULL with 0: none; at most
+// `SHMBUS_SCHEMA_MAX_DATA`). A created pool stores it; an existing pool must carry the same
+// schema (`SHMBUS_SCHEMA_MISMATCH`). Without this setter any schema is accepted. An invalid
+// schema (empty message encoding, a text over `SHMBUS_SCHEMA_MAX_TEXT` bytes or with a
+// control character, data too long or without a schema encoding) is
+// `SHMBUS_INVALID_CONFIG`, and the config is left as it was.
+//
+// # Safety
+// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+// bytes.
+shmbus_status shmbus_pool_config_set_schema(struct shmbus_pool_config *config,
+                                            const char *message_encoding,
+                                            const char *schema_name,
+                                            const char *schema_encoding,
+                                            const void *data,
+                                            size_t data_len);
+
 // Opens pool `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
 // exist. Codes as `shmbus_topic_create_or_open`.
 //
@@ -796,6 +875,14 @@ shmbus_status shmbus_pool_status(const struct shmbus_domain *domain,
 // # Safety
 // `pool` is NULL or live.
 void shmbus_pool_prefault(const struct shmbus_pool *pool);
+
+// The pool's schema, set by its creator, into `*out`: `SHMBUS_OK`, or `SHMBUS_NOT_FOUND` (and
+// `*out` all NULL and zero) when it has none. The pointers stay valid until `pool` is freed.
+//
+// # Safety
+// `pool` is NULL or live; `out` valid for a write.
+shmbus_status shmbus_pool_schema(const struct shmbus_pool *pool,
+                                 struct shmbus_schema *out);
 
 // Frees a pool handle (NULL: nothing). Its endpoints stay usable.
 //
@@ -1036,6 +1123,25 @@ shmbus_status shmbus_queue_config_set_mode(struct shmbus_queue_config *config,
 shmbus_status shmbus_queue_config_set_group(struct shmbus_queue_config *config,
                                             uint32_t gid);
 
+// Sets the schema of the queue's messages (see `shmbus_schema`): `message_encoding` (`cdr`,
+// `protobuf`, `json`, ...; required), `schema_name` and `schema_encoding` (NULL: empty) and
+// `data_len` bytes of schema data at `data` (NULL with 0: none; at most
+// `SHMBUS_SCHEMA_MAX_DATA`). A created queue stores it; an existing queue must carry the same
+// schema (`SHMBUS_SCHEMA_MISMATCH`). Without this setter any schema is accepted. An invalid
+// schema (empty message encoding, a text over `SHMBUS_SCHEMA_MAX_TEXT` bytes or with a
+// control character, data too long or without a schema encoding) is
+// `SHMBUS_INVALID_CONFIG`, and the config is left as it was.
+//
+// # Safety
+// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+// bytes.
+shmbus_status shmbus_queue_config_set_schema(struct shmbus_queue_config *config,
+                                             const char *message_encoding,
+                                             const char *schema_name,
+                                             const char *schema_encoding,
+                                             const void *data,
+                                             size_t data_len);
+
 // Opens queue `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
 // exist. Codes as `shmbus_topic_create_or_open`.
 //
@@ -1070,6 +1176,14 @@ shmbus_status shmbus_queue_status(const struct shmbus_domain *domain,
 // # Safety
 // `queue` is NULL or live.
 void shmbus_queue_prefault(const struct shmbus_queue *queue);
+
+// The queue's schema, set by its creator, into `*out`: `SHMBUS_OK`, or `SHMBUS_NOT_FOUND` (and
+// `*out` all NULL and zero) when it has none. The pointers stay valid until `queue` is freed.
+//
+// # Safety
+// `queue` is NULL or live; `out` valid for a write.
+shmbus_status shmbus_queue_schema(const struct shmbus_queue *queue,
+                                  struct shmbus_schema *out);
 
 // Frees a queue handle (NULL: nothing). Its endpoints stay usable.
 //
@@ -1262,6 +1376,25 @@ shmbus_status shmbus_stream_config_set_mode(struct shmbus_stream_config *config,
 shmbus_status shmbus_stream_config_set_group(struct shmbus_stream_config *config,
                                              uint32_t gid);
 
+// Sets the schema of the stream's messages (see `shmbus_schema`): `message_encoding` (`cdr`,
+// `protobuf`, `json`, ...; required), `schema_name` and `schema_encoding` (NULL: empty) and
+// `data_len` bytes of schema data at `data` (NULL with 0: none; at most
+// `SHMBUS_SCHEMA_MAX_DATA`). A created stream stores it; an existing stream must carry the same
+// schema (`SHMBUS_SCHEMA_MISMATCH`). Without this setter any schema is accepted. An invalid
+// schema (empty message encoding, a text over `SHMBUS_SCHEMA_MAX_TEXT` bytes or with a
+// control character, data too long or without a schema encoding) is
+// `SHMBUS_INVALID_CONFIG`, and the config is left as it was.
+//
+// # Safety
+// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+// bytes.
+shmbus_status shmbus_stream_config_set_schema(struct shmbus_stream_config *config,
+                                              const char *message_encoding,
+                                              const char *schema_name,
+                                              const char *schema_encoding,
+                                              const void *data,
+                                              size_t data_len);
+
 // Opens stream `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
 // exist. Codes as `shmbus_topic_create_or_open`.
 //
@@ -1302,6 +1435,14 @@ size_t shmbus_stream_max_record_len(const struct shmbus_stream *stream);
 // # Safety
 // `stream` is NULL or live.
 void shmbus_stream_prefault(const struct shmbus_stream *stream);
+
+// The stream's schema, set by its creator, into `*out`: `SHMBUS_OK`, or `SHMBUS_NOT_FOUND` (and
+// `*out` all NULL and zero) when it has none. The pointers stay valid until `stream` is freed.
+//
+// # Safety
+// `stream` is NULL or live; `out` valid for a write.
+shmbus_status shmbus_stream_schema(const struct shmbus_stream *stream,
+                                   struct shmbus_schema *out);
 
 // Frees a stream handle (NULL: nothing). Its endpoints stay usable.
 //
@@ -1596,6 +1737,25 @@ shmbus_status shmbus_topic_config_set_mode(struct shmbus_topic_config *config,
 shmbus_status shmbus_topic_config_set_group(struct shmbus_topic_config *config,
                                             uint32_t gid);
 
+// Sets the schema of the topic's messages (see `shmbus_schema`): `message_encoding` (`cdr`,
+// `protobuf`, `json`, ...; required), `schema_name` and `schema_encoding` (NULL: empty) and
+// `data_len` bytes of schema data at `data` (NULL with 0: none; at most
+// `SHMBUS_SCHEMA_MAX_DATA`). A created topic stores it; an existing topic must carry the same
+// schema (`SHMBUS_SCHEMA_MISMATCH`). Without this setter any schema is accepted. An invalid
+// schema (empty message encoding, a text over `SHMBUS_SCHEMA_MAX_TEXT` bytes or with a
+// control character, data too long or without a schema encoding) is
+// `SHMBUS_INVALID_CONFIG`, and the config is left as it was.
+//
+// # Safety
+// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+// bytes.
+shmbus_status shmbus_topic_config_set_schema(struct shmbus_topic_config *config,
+                                             const char *message_encoding,
+                                             const char *schema_name,
+                                             const char *schema_encoding,
+                                             const void *data,
+                                             size_t data_len);
+
 // Opens topic `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
 // exist, and stores the handle in `*out`. Codes: `SHMBUS_LAYOUT_MISMATCH` (a set value
 // differs from the existing topic), `SHMBUS_INVALID_CONFIG`, `SHMBUS_INVALID_NAME`,
@@ -1639,6 +1799,14 @@ size_t shmbus_topic_max_message_len(const struct shmbus_topic *topic);
 // # Safety
 // `topic` is NULL or live.
 void shmbus_topic_prefault(const struct shmbus_topic *topic);
+
+// The topic's schema, set by its creator, into `*out`: `SHMBUS_OK`, or `SHMBUS_NOT_FOUND` (and
+// `*out` all NULL and zero) when it has none. The pointers stay valid until `topic` is freed.
+//
+// # Safety
+// `topic` is NULL or live; `out` valid for a write.
+shmbus_status shmbus_topic_schema(const struct shmbus_topic *topic,
+                                  struct shmbus_schema *out);
 
 // Frees a topic handle (NULL: nothing). Its endpoints stay usable.
 //

@@ -46,6 +46,7 @@ impl From<OpenError> for Error {
             OpenError::Corrupt { .. } => SHMBUS_CORRUPT,
             OpenError::LayoutMismatch { .. } => SHMBUS_LAYOUT_MISMATCH,
             OpenError::TypeMismatch { .. } => SHMBUS_TYPE_MISMATCH,
+            OpenError::SchemaMismatch { .. } => SHMBUS_SCHEMA_MISMATCH,
             OpenError::TooManyParticipants { .. } => SHMBUS_TOO_MANY_PARTICIPANTS,
             OpenError::Busy { .. } => SHMBUS_BUSY,
             OpenError::Untrusted { .. } => SHMBUS_UNTRUSTED,

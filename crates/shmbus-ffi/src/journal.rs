@@ -11,6 +11,7 @@ use shmbus::{Appender, Journal, JournalConfig, Tailer};
 
 use crate::call::*;
 use crate::handle::*;
+use crate::schema::*;
 use crate::status::*;
 
 /// Settings for `shmbus_journal_create_or_open`; they apply only when the journal is created
@@ -240,6 +241,31 @@ pub unsafe extern "C" fn shmbus_journal_config_set_durability_periodic(
     unsafe { set(config, |c| c.durability(Durability::Periodic(timeout(period_ns)))) }
 }
 
+/// Sets the schema of the journal's messages (see `shmbus_schema`): `message_encoding` (`cdr`,
+/// `protobuf`, `json`, ...; required), `schema_name` and `schema_encoding` (NULL: empty) and
+/// `data_len` bytes of schema data at `data` (NULL with 0: none; at most
+/// `SHMBUS_SCHEMA_MAX_DATA`). A created journal stores it; an existing journal must carry the same
+/// schema (`SHMBUS_SCHEMA_MISMATCH`). Without this setter any schema is accepted. An invalid
+/// schema (empty message encoding, a text over `SHMBUS_SCHEMA_MAX_TEXT` bytes or with a
+/// control character, data too long or without a schema encoding) is
+/// `SHMBUS_INVALID_CONFIG`, and the config is left as it was.
+///
+/// # Safety
+/// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_journal_config_set_schema(
+    config: *mut shmbus_journal_config,
+    message_encoding: *const c_char,
+    schema_name: *const c_char,
+    schema_encoding: *const c_char,
+    data: *const c_void,
+    data_len: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { set_schema(config, message_encoding, schema_name, schema_encoding, data, data_len, |c, s| c.schema(s)) }
+}
+
 /// Opens the journal in directory `dir`, creating it with `config` (NULL: defaults) if there
 /// is none. Codes: `SHMBUS_INVALID_CONFIG`, `SHMBUS_PERMISSION_DENIED`, `SHMBUS_CORRUPT`,
 /// `SHMBUS_IO`, ...
@@ -285,6 +311,20 @@ pub unsafe extern "C" fn shmbus_journal_status(
         // SAFETY: per this function's contract.
         unsafe { put_required(out, Journal::status(str_arg(dir, "dir")?)?.into(), "out") }
     })
+}
+
+/// The journal's schema, set by its creator, into `*out`: `SHMBUS_OK`, or `SHMBUS_NOT_FOUND` (and
+/// `*out` all NULL and zero) when it has none. The pointers stay valid until `journal` is freed.
+///
+/// # Safety
+/// `journal` is NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_journal_schema(
+    journal: *const shmbus_journal,
+    out: *mut shmbus_schema,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { schema_of(journal, out, "journal", |c| c.schema()) }
 }
 
 /// Frees a journal handle (NULL: nothing). Its appenders and tailers stay usable.

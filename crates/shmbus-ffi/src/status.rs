@@ -26,7 +26,8 @@ pub const SHMBUS_DISCONNECTED: shmbus_status = -5;
 /// The payload is larger than the channel's largest message: `shmbus_last_error_value()` is
 /// that largest size.
 pub const SHMBUS_TOO_LARGE: shmbus_status = -6;
-/// No channel (or journal) of that name exists.
+/// No channel (or journal) of that name exists; or, from a `_schema` getter, the channel has
+/// no schema.
 pub const SHMBUS_NOT_FOUND: shmbus_status = -7;
 /// The operating system refused access to the channel's file or directory.
 pub const SHMBUS_PERMISSION_DENIED: shmbus_status = -8;
@@ -71,6 +72,9 @@ pub const SHMBUS_DAMAGED: shmbus_status = -25;
 /// A reliable topic subscriber was evicted (it stood still longer than the topic's reliable
 /// timeout) and reads on as a lossy subscriber; reported once.
 pub const SHMBUS_EVICTED: shmbus_status = -26;
+/// The channel carries another schema than the config set (or none): open it with the same
+/// schema or with none. The message names both.
+pub const SHMBUS_SCHEMA_MISMATCH: shmbus_status = -27;
 /// A Rust panic was caught at the boundary (a bug in shmbus: please report the message).
 pub const SHMBUS_PANIC: shmbus_status = -98;
 /// An error this version of the C ABI does not name; the message says what it is.
@@ -267,6 +271,7 @@ fn status_name(code: shmbus_status) -> &'static CStr {
         SHMBUS_NO_WORKERS => c"SHMBUS_NO_WORKERS",
         SHMBUS_DAMAGED => c"SHMBUS_DAMAGED",
         SHMBUS_EVICTED => c"SHMBUS_EVICTED",
+        SHMBUS_SCHEMA_MISMATCH => c"SHMBUS_SCHEMA_MISMATCH",
         SHMBUS_PANIC => c"SHMBUS_PANIC",
         _ => c"SHMBUS_UNKNOWN",
     }
@@ -290,6 +295,6 @@ mod tests {
     #[test]
     fn every_named_code_has_its_own_name() {
         let codes = (-99..=0).filter(|&c| status_name(c) != c"SHMBUS_UNKNOWN").count();
-        assert_eq!(codes, 28);
+        assert_eq!(codes, 29);
     }
 }

@@ -10,6 +10,7 @@ use shmbus::{Stream, StreamConfig, StreamReader, StreamWriter};
 use crate::call::*;
 use crate::domain::shmbus_domain;
 use crate::handle::*;
+use crate::schema::*;
 use crate::status::*;
 
 /// Settings for `shmbus_stream_create_or_open` (unset values: as the existing stream, or the
@@ -152,6 +153,31 @@ pub unsafe extern "C" fn shmbus_stream_config_set_group(config: *mut shmbus_stre
     unsafe { set(config, |c| c.group(gid)) }
 }
 
+/// Sets the schema of the stream's messages (see `shmbus_schema`): `message_encoding` (`cdr`,
+/// `protobuf`, `json`, ...; required), `schema_name` and `schema_encoding` (NULL: empty) and
+/// `data_len` bytes of schema data at `data` (NULL with 0: none; at most
+/// `SHMBUS_SCHEMA_MAX_DATA`). A created stream stores it; an existing stream must carry the same
+/// schema (`SHMBUS_SCHEMA_MISMATCH`). Without this setter any schema is accepted. An invalid
+/// schema (empty message encoding, a text over `SHMBUS_SCHEMA_MAX_TEXT` bytes or with a
+/// control character, data too long or without a schema encoding) is
+/// `SHMBUS_INVALID_CONFIG`, and the config is left as it was.
+///
+/// # Safety
+/// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_config_set_schema(
+    config: *mut shmbus_stream_config,
+    message_encoding: *const c_char,
+    schema_name: *const c_char,
+    schema_encoding: *const c_char,
+    data: *const c_void,
+    data_len: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { set_schema(config, message_encoding, schema_name, schema_encoding, data, data_len, |c, s| c.schema(s)) }
+}
+
 /// Opens stream `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
 /// exist. Codes as `shmbus_topic_create_or_open`.
 ///
@@ -217,6 +243,17 @@ pub unsafe extern "C" fn shmbus_stream_max_record_len(stream: *const shmbus_stre
 pub unsafe extern "C" fn shmbus_stream_prefault(stream: *const shmbus_stream) {
     // SAFETY: per this function's contract.
     unsafe { value_of(stream, (), |h| h.prefault()) }
+}
+
+/// The stream's schema, set by its creator, into `*out`: `SHMBUS_OK`, or `SHMBUS_NOT_FOUND` (and
+/// `*out` all NULL and zero) when it has none. The pointers stay valid until `stream` is freed.
+///
+/// # Safety
+/// `stream` is NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_stream_schema(stream: *const shmbus_stream, out: *mut shmbus_schema) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { schema_of(stream, out, "stream", |c| c.schema()) }
 }
 
 /// Frees a stream handle (NULL: nothing). Its endpoints stay usable.

@@ -11,6 +11,7 @@ use shmbus::{DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig};
 use crate::call::*;
 use crate::domain::shmbus_domain;
 use crate::handle::*;
+use crate::schema::*;
 use crate::status::*;
 
 /// Settings for `shmbus_topic_create_or_open`: unset values accept what an existing topic has
@@ -240,6 +241,31 @@ pub unsafe extern "C" fn shmbus_topic_config_set_group(config: *mut shmbus_topic
     unsafe { set(config, |c| c.group(gid)) }
 }
 
+/// Sets the schema of the topic's messages (see `shmbus_schema`): `message_encoding` (`cdr`,
+/// `protobuf`, `json`, ...; required), `schema_name` and `schema_encoding` (NULL: empty) and
+/// `data_len` bytes of schema data at `data` (NULL with 0: none; at most
+/// `SHMBUS_SCHEMA_MAX_DATA`). A created topic stores it; an existing topic must carry the same
+/// schema (`SHMBUS_SCHEMA_MISMATCH`). Without this setter any schema is accepted. An invalid
+/// schema (empty message encoding, a text over `SHMBUS_SCHEMA_MAX_TEXT` bytes or with a
+/// control character, data too long or without a schema encoding) is
+/// `SHMBUS_INVALID_CONFIG`, and the config is left as it was.
+///
+/// # Safety
+/// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_config_set_schema(
+    config: *mut shmbus_topic_config,
+    message_encoding: *const c_char,
+    schema_name: *const c_char,
+    schema_encoding: *const c_char,
+    data: *const c_void,
+    data_len: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { set_schema(config, message_encoding, schema_name, schema_encoding, data, data_len, |c, s| c.schema(s)) }
+}
+
 /// Opens topic `name` in `domain`, creating it with `config` (NULL: defaults) if it does not
 /// exist, and stores the handle in `*out`. Codes: `SHMBUS_LAYOUT_MISMATCH` (a set value
 /// differs from the existing topic), `SHMBUS_INVALID_CONFIG`, `SHMBUS_INVALID_NAME`,
@@ -308,6 +334,17 @@ pub unsafe extern "C" fn shmbus_topic_max_message_len(topic: *const shmbus_topic
 pub unsafe extern "C" fn shmbus_topic_prefault(topic: *const shmbus_topic) {
     // SAFETY: per this function's contract.
     unsafe { value_of(topic, (), |h| h.prefault()) }
+}
+
+/// The topic's schema, set by its creator, into `*out`: `SHMBUS_OK`, or `SHMBUS_NOT_FOUND` (and
+/// `*out` all NULL and zero) when it has none. The pointers stay valid until `topic` is freed.
+///
+/// # Safety
+/// `topic` is NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_topic_schema(topic: *const shmbus_topic, out: *mut shmbus_schema) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { schema_of(topic, out, "topic", |c| c.schema()) }
 }
 
 /// Frees a topic handle (NULL: nothing). Its endpoints stay usable.

@@ -143,6 +143,16 @@ fn journal_sanitized() {
 }
 
 #[test]
+fn schema() {
+    run_c_test("schema", Build::Plain);
+}
+
+#[test]
+fn schema_sanitized() {
+    run_c_test("schema", Build::Sanitized);
+}
+
+#[test]
 fn waitset() {
     run_c_test("waitset", Build::Plain);
 }
