@@ -10,6 +10,8 @@
  *   timeout passed): every try_ call, and every call taking a std::chrono duration.
  * - Zero-copy items (loan, sample, stream_loan, record, journal_loan) borrow their endpoint:
  *   give them back (send, release, or let them go out of scope) before the conflicting call.
+ * - A channel's schema (shmbus::schema) is set on its config and read back with schema();
+ *   another schema than the channel's throws SHMBUS_SCHEMA_MISMATCH.
  * - Bytes are read through bytes_view and written through mutable_bytes_view (pointer +
  *   size, with begin()/end() and a std::string_view conversion).
  */
@@ -110,6 +112,30 @@ class mutable_bytes_view {
     std::size_t size_ = 0;
 };
 
+/// What a channel's messages are, in MCAP's vocabulary (docs/schemas.md): how each message is
+/// encoded (`cdr`, `protobuf`, `json`, ...; never empty), the schema's name
+/// (`sensor_msgs/msg/Imu`), its encoding (`ros2msg`, `protobuf`, ...; empty for none) and its
+/// data (at most SHMBUS_SCHEMA_MAX_DATA bytes). Set on a config (`topic_config::schema`, ...);
+/// read back with `topic::schema()`, .... The library checks it when a channel is created or
+/// opened (SHMBUS_INVALID_CONFIG for an invalid one, SHMBUS_SCHEMA_MISMATCH for another).
+struct schema {
+    std::string message_encoding;
+    std::string name;
+    std::string encoding;
+    std::vector<std::uint8_t> data;
+
+    schema() = default;
+    schema(std::string message_encoding, std::string name = {}, std::string encoding = {}, bytes_view data = {})
+        : message_encoding(std::move(message_encoding)), name(std::move(name)), encoding(std::move(encoding)),
+          data(data.begin(), data.end()) {}
+
+    friend bool operator==(const schema &a, const schema &b) {
+        return a.message_encoding == b.message_encoding && a.name == b.name && a.encoding == b.encoding &&
+               a.data == b.data;
+    }
+    friend bool operator!=(const schema &a, const schema &b) { return !(a == b); }
+};
+
 namespace detail {
 
 [[noreturn]] inline void raise(shmbus_status rc) { throw error(rc, shmbus_last_error(), shmbus_last_error_value()); }
@@ -128,6 +154,23 @@ inline bool check_soft(shmbus_status rc, shmbus_status soft) {
 
 inline std::uint64_t nanos(std::chrono::nanoseconds d) noexcept {
     return d.count() < 0 ? 0 : static_cast<std::uint64_t>(d.count());
+}
+
+/// Sets `s` (if any) on a C config with `set(config, message_encoding, name, encoding, data,
+/// len)`.
+template <class Config, class Set> void set_schema(Config *config, const std::optional<schema> &s, Set set) {
+    if (!s) return;
+    check(set(config, s->message_encoding.c_str(), s->name.c_str(), s->encoding.c_str(), s->data.data(),
+              s->data.size()));
+}
+
+/// The schema a `shmbus_<kind>_schema(handle, &out)` getter reads, copied; none for
+/// SHMBUS_NOT_FOUND.
+template <class Get> std::optional<schema> schema_of(Get &&get) {
+    shmbus_schema s{};
+    if (!check_soft(get(&s), SHMBUS_NOT_FOUND)) return std::nullopt;
+    return schema(std::string(s.message_encoding, s.message_encoding_len), std::string(s.name, s.name_len),
+                  std::string(s.encoding, s.encoding_len), bytes_view(s.data, s.data_len));
 }
 
 template <class T, void (*Free)(T *)> struct deleter {

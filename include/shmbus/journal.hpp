@@ -11,7 +11,8 @@ enum class durability {
     periodic  ///< synced every journal_config::sync_period in the background
 };
 
-/// Settings for journal::create_or_open; they apply only when the journal is created.
+/// Settings for journal::create_or_open; they apply only when the journal is created (the
+/// schema is also checked when it is opened).
 struct journal_config {
     std::optional<std::uint64_t> cycle_bytes, chunk_bytes, max_entry_len;
     std::optional<std::chrono::nanoseconds> abandon_timeout;
@@ -19,6 +20,9 @@ struct journal_config {
     std::optional<std::uint64_t> roll_secs;  ///< a new cycle every N seconds (0: only when full)
     std::optional<shmbus::durability> durability;
     std::chrono::nanoseconds sync_period{0};  ///< for durability::periodic
+    /// The schema of the journal's messages (docs/schemas.md): a created journal stores it; an
+    /// existing one must carry the same (SHMBUS_SCHEMA_MISMATCH). Unset: any is accepted.
+    std::optional<shmbus::schema> schema{};
 };
 
 /// A snapshot of a journal (journal::status).
@@ -201,6 +205,7 @@ class journal {
         if (config.durability == durability::flush) detail::check(shmbus_journal_config_set_durability_flush(c));
         if (config.durability == durability::periodic)
             detail::check(shmbus_journal_config_set_durability_periodic(c, detail::nanos(config.sync_period)));
+        detail::set_schema(cfg.get(), config.schema, shmbus_journal_config_set_schema);
         return journal(detail::make<handle>(
             [&](shmbus_journal **o) { return shmbus_journal_create_or_open(dir.c_str(), c, o); }));
     }
@@ -234,6 +239,10 @@ class journal {
     /// The named reader `name` (exclusive), resuming where it last ack()ed.
     shmbus::tailer reader(const std::string &name) const {
         return make_tailer([&](shmbus_tailer **o) { return shmbus_journal_reader(h_.get(), name.c_str(), o); });
+    }
+    /// The journal's schema, set by its creator (none: it has none).
+    std::optional<shmbus::schema> schema() const {
+        return detail::schema_of([&](shmbus_schema *o) { return shmbus_journal_schema(h_.get(), o); });
     }
     const shmbus_journal *get() const noexcept { return h_.get(); }
 

@@ -8,6 +8,9 @@ namespace shmbus {
 struct pool_config {
     std::optional<std::size_t> max_workers, max_job_len;
     std::optional<std::uint32_t> mode, group;
+    /// The schema of the pool's messages (docs/schemas.md): a created pool stores it; an
+    /// existing one must carry the same (SHMBUS_SCHEMA_MISMATCH). Unset: any is accepted.
+    std::optional<shmbus::schema> schema{};
 };
 
 /// A snapshot of a pool (pool::status).
@@ -171,6 +174,7 @@ class pool {
         if (config.max_job_len) detail::check(shmbus_pool_config_set_max_job_len(cfg.get(), *config.max_job_len));
         if (config.mode) detail::check(shmbus_pool_config_set_mode(cfg.get(), *config.mode));
         if (config.group) detail::check(shmbus_pool_config_set_group(cfg.get(), *config.group));
+        detail::set_schema(cfg.get(), config.schema, shmbus_pool_config_set_schema);
         return pool(detail::make<handle>(
             [&](shmbus_pool **o) { return shmbus_pool_create_or_open(d.get(), name.c_str(), cfg.get(), o); }));
     }
@@ -195,6 +199,10 @@ class pool {
     /// Maps every page of the pool into this process now: no page fault at its first touch
     /// of a page (docs/topic.md, "Sizing"). Advice only.
     void prefault() const noexcept { shmbus_pool_prefault(h_.get()); }
+    /// The pool's schema, set by its creator (none: it has none).
+    std::optional<shmbus::schema> schema() const {
+        return detail::schema_of([&](shmbus_schema *o) { return shmbus_pool_schema(h_.get(), o); });
+    }
     const shmbus_pool *get() const noexcept { return h_.get(); }
 
   private:

@@ -9,6 +9,9 @@ struct queue_config {
     std::optional<std::uint64_t> capacity;
     std::optional<std::size_t> max_message_len;
     std::optional<std::uint32_t> mode, group;
+    /// The schema of the queue's messages (docs/schemas.md): a created queue stores it; an
+    /// existing one must carry the same (SHMBUS_SCHEMA_MISMATCH). Unset: any is accepted.
+    std::optional<shmbus::schema> schema{};
 };
 
 /// A snapshot of a queue (queue::status).
@@ -142,6 +145,7 @@ class queue {
             detail::check(shmbus_queue_config_set_max_message_len(cfg.get(), *config.max_message_len));
         if (config.mode) detail::check(shmbus_queue_config_set_mode(cfg.get(), *config.mode));
         if (config.group) detail::check(shmbus_queue_config_set_group(cfg.get(), *config.group));
+        detail::set_schema(cfg.get(), config.schema, shmbus_queue_config_set_schema);
         return queue(detail::make<handle>(
             [&](shmbus_queue **o) { return shmbus_queue_create_or_open(d.get(), name.c_str(), cfg.get(), o); }));
     }
@@ -169,6 +173,10 @@ class queue {
     /// Maps every page of the queue into this process now: no page fault at its first touch
     /// of a page (docs/topic.md, "Sizing"). Advice only.
     void prefault() const noexcept { shmbus_queue_prefault(h_.get()); }
+    /// The queue's schema, set by its creator (none: it has none).
+    std::optional<shmbus::schema> schema() const {
+        return detail::schema_of([&](shmbus_schema *o) { return shmbus_queue_schema(h_.get(), o); });
+    }
     const shmbus_queue *get() const noexcept { return h_.get(); }
 
   private:

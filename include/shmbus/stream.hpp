@@ -8,6 +8,9 @@ namespace shmbus {
 struct stream_config {
     std::optional<std::size_t> capacity;  ///< ring bytes
     std::optional<std::uint32_t> mode, group;
+    /// The schema of the stream's messages (docs/schemas.md): a created stream stores it; an
+    /// existing one must carry the same (SHMBUS_SCHEMA_MISMATCH). Unset: any is accepted.
+    std::optional<shmbus::schema> schema{};
 };
 
 /// A snapshot of a stream (stream::status).
@@ -187,6 +190,7 @@ class stream {
         if (config.capacity) detail::check(shmbus_stream_config_set_capacity(cfg.get(), *config.capacity));
         if (config.mode) detail::check(shmbus_stream_config_set_mode(cfg.get(), *config.mode));
         if (config.group) detail::check(shmbus_stream_config_set_group(cfg.get(), *config.group));
+        detail::set_schema(cfg.get(), config.schema, shmbus_stream_config_set_schema);
         return stream(detail::make<handle>(
             [&](shmbus_stream **o) { return shmbus_stream_create_or_open(d.get(), name.c_str(), cfg.get(), o); }));
     }
@@ -213,6 +217,10 @@ class stream {
     /// Maps every page of the stream into this process now: no page fault at its first touch
     /// of a page (docs/topic.md, "Sizing"). Advice only.
     void prefault() const noexcept { shmbus_stream_prefault(h_.get()); }
+    /// The stream's schema, set by its creator (none: it has none).
+    std::optional<shmbus::schema> schema() const {
+        return detail::schema_of([&](shmbus_schema *o) { return shmbus_stream_schema(h_.get(), o); });
+    }
     const shmbus_stream *get() const noexcept { return h_.get(); }
 
   private:

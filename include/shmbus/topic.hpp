@@ -17,6 +17,9 @@ struct topic_config {
     /// How long a live reliable subscriber may hold publishers back without reading before it
     /// is evicted.
     std::optional<std::chrono::milliseconds> reliable_timeout{};
+    /// The schema of the topic's messages (docs/schemas.md): a created topic stores it; an
+    /// existing one must carry the same (SHMBUS_SCHEMA_MISMATCH). Unset: any is accepted.
+    std::optional<shmbus::schema> schema{};
 };
 
 /// A snapshot of a topic (topic::status).
@@ -303,6 +306,7 @@ class topic {
             auto ms = config.reliable_timeout->count();
             detail::check(shmbus_topic_config_set_reliable_timeout_ms(cfg.get(), ms < 0 ? 0 : static_cast<std::uint64_t>(ms)));
         }
+        detail::set_schema(cfg.get(), config.schema, shmbus_topic_config_set_schema);
         return topic(detail::make<handle>(
             [&](shmbus_topic **o) { return shmbus_topic_create_or_open(d.get(), name.c_str(), cfg.get(), o); }));
     }
@@ -347,6 +351,10 @@ class topic {
     /// Maps every page of the topic into this process now: no page fault at its first touch
     /// of a page (docs/topic.md, "Sizing"). Advice only.
     void prefault() const noexcept { shmbus_topic_prefault(h_.get()); }
+    /// The topic's schema, set by its creator (none: it has none).
+    std::optional<shmbus::schema> schema() const {
+        return detail::schema_of([&](shmbus_schema *o) { return shmbus_topic_schema(h_.get(), o); });
+    }
     const shmbus_topic *get() const noexcept { return h_.get(); }
 
   private:
