@@ -31,6 +31,7 @@ const CLASSES: &[(&str, Option<&str>, Option<&str>, &str)] = &[
     ("TooManyParticipants", Some("Error"), None, "Every participant entry is in use."),
     ("LayoutMismatch", Some("Error"), None, "The channel exists with another configuration."),
     ("TypeMismatch", Some("Error"), None, "The channel carries another payload type."),
+    ("SchemaMismatch", Some("Error"), None, "The channel carries another schema than `schema=` asked for (or none)."),
     ("InvalidConfig", Some("Error"), Some("ValueError"), "The configuration cannot work."),
     ("InvalidName", Some("Error"), Some("ValueError"), "The name is not a valid channel, domain or reader name."),
     ("Closed", Some("Error"), None, "The handle or endpoint was closed."),
@@ -62,6 +63,7 @@ const VARIANTS: &[(&str, &str)] = &[
     ("TooManyParticipants", "TooManyParticipants"),
     ("LayoutMismatch", "LayoutMismatch"),
     ("TypeMismatch", "TypeMismatch"),
+    ("SchemaMismatch", "SchemaMismatch"),
     ("InvalidConfig", "InvalidConfig"),
     ("InvalidName", "InvalidName"),
 ];

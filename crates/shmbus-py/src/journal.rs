@@ -18,6 +18,7 @@ use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
+use crate::schema::{schema_arg, schema_of, PySchema};
 
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s)
@@ -66,9 +67,10 @@ impl PyJournal {
     /// apply only when it is created (an existing journal keeps its own): `roll` is
     /// 'never', 'minutely', 'hourly', 'daily' or seconds; `durability` 'none', 'flush' or
     /// a sync period in seconds; `max_cycles` / `max_age` (seconds) the retention;
-    /// `abandon_timeout` in seconds.
+    /// `abandon_timeout` in seconds. `schema` (a `Schema`) is stored when it is created; an
+    /// existing journal must carry the same (`SchemaMismatch`), and without it any is accepted.
     #[staticmethod]
-    #[pyo3(signature = (dir, *, roll=None, cycle_bytes=None, chunk_bytes=None, max_entry_len=None, durability=None, max_cycles=None, max_age=None, abandon_timeout=None, mode=None))]
+    #[pyo3(signature = (dir, *, roll=None, cycle_bytes=None, chunk_bytes=None, max_entry_len=None, durability=None, max_cycles=None, max_age=None, abandon_timeout=None, mode=None, schema=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_or_open(
         dir: PathBuf,
@@ -81,8 +83,10 @@ impl PyJournal {
         max_age: Option<f64>,
         abandon_timeout: Option<f64>,
         mode: Option<u32>,
+        schema: Option<PyRef<'_, PySchema>>,
     ) -> PyResult<PyJournal> {
-        let mut config = config_from_args!(JournalConfig::default(); cycle_bytes, chunk_bytes, max_entry_len, mode);
+        let schema = schema_arg(schema);
+        let mut config = config_from_args!(JournalConfig::default(); cycle_bytes, chunk_bytes, max_entry_len, mode, schema);
         if let Some(r) = roll {
             config = config.roll(roll_arg(r)?);
         }
@@ -98,6 +102,12 @@ impl PyJournal {
         }
         let journal = Journal::create_or_open(dir, &config).or_raise()?;
         Ok(PyJournal { cell: Cell::new(journal, Lending::Exclusive, "journal") })
+    }
+
+    /// The journal's schema, set by its creator (`Schema`), or None if it has none.
+    #[getter]
+    fn schema(&self) -> PyResult<Option<PySchema>> {
+        Ok(self.cell.with_ref(|c| schema_of(c.schema()))?)
     }
 
     /// Opens the existing journal in `dir`.

@@ -19,6 +19,7 @@ mod journal;
 mod methods;
 mod pool;
 mod queue;
+mod schema;
 mod stream;
 mod topic;
 mod waitset;
@@ -29,6 +30,7 @@ use pyo3::prelude::*;
 fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<domain::PyDomain>()?;
+    m.add_class::<schema::PySchema>()?;
     m.add_class::<topic::PyTopic>()?;
     m.add_class::<topic::PyPublisher>()?;
     m.add_class::<topic::PyLoan>()?;

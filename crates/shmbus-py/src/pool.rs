@@ -16,6 +16,7 @@ use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names};
 use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
+use crate::schema::{schema_arg, schema_of, PySchema};
 
 /// A pool. Make one with `Pool.create_or_open` or `Pool.open`; endpoints come from
 /// `dispatcher()` (exclusive) and `worker()`.
@@ -30,7 +31,7 @@ impl PyPool {
     /// Opens pool `name` in `domain`, creating it if it does not exist (keywords left at
     /// None accept what an existing pool has).
     #[staticmethod]
-    #[pyo3(signature = (domain, name, *, max_workers=None, max_job_len=None, mode=None, group=None))]
+    #[pyo3(signature = (domain, name, *, max_workers=None, max_job_len=None, mode=None, group=None, schema=None))]
     fn create_or_open(
         domain: &PyDomain,
         name: &str,
@@ -38,10 +39,18 @@ impl PyPool {
         max_job_len: Option<usize>,
         mode: Option<u32>,
         group: Option<u32>,
+        schema: Option<PyRef<'_, PySchema>>,
     ) -> PyResult<PyPool> {
-        let config = config_from_args!(PoolConfig::default(); max_workers, max_job_len, mode, group);
+        let schema = schema_arg(schema);
+        let config = config_from_args!(PoolConfig::default(); max_workers, max_job_len, mode, group, schema);
         let pool = Pool::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyPool { cell: Cell::new(pool, Lending::Exclusive, "pool") })
+    }
+
+    /// The pool's schema, set by its creator (`Schema`), or None if it has none.
+    #[getter]
+    fn schema(&self) -> PyResult<Option<PySchema>> {
+        Ok(self.cell.with_ref(|c| schema_of(c.schema()))?)
     }
 
     /// Opens the existing pool `name` in `domain`.

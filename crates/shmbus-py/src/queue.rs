@@ -12,6 +12,7 @@ use crate::domain::PyDomain;
 use crate::errors::{is_class, Fail, OrRaise};
 use crate::methods::{closing_pymethods, config_from_args, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
+use crate::schema::{schema_arg, schema_of, PySchema};
 
 /// A queue. Make one with `Queue.create_or_open` or `Queue.open`; endpoints come from
 /// `producer()` and `consumer()`.
@@ -26,7 +27,7 @@ impl PyQueue {
     /// Opens queue `name` in `domain`, creating it if it does not exist (keywords left at
     /// None accept what an existing queue has; see `Topic.create_or_open`).
     #[staticmethod]
-    #[pyo3(signature = (domain, name, *, capacity=None, max_message_len=None, mode=None, group=None))]
+    #[pyo3(signature = (domain, name, *, capacity=None, max_message_len=None, mode=None, group=None, schema=None))]
     fn create_or_open(
         domain: &PyDomain,
         name: &str,
@@ -34,10 +35,18 @@ impl PyQueue {
         max_message_len: Option<usize>,
         mode: Option<u32>,
         group: Option<u32>,
+        schema: Option<PyRef<'_, PySchema>>,
     ) -> PyResult<PyQueue> {
-        let config = config_from_args!(QueueConfig::default(); capacity, max_message_len, mode, group);
+        let schema = schema_arg(schema);
+        let config = config_from_args!(QueueConfig::default(); capacity, max_message_len, mode, group, schema);
         let queue = Queue::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyQueue { cell: Cell::new(queue, Lending::Exclusive, "queue") })
+    }
+
+    /// The queue's schema, set by its creator (`Schema`), or None if it has none.
+    #[getter]
+    fn schema(&self) -> PyResult<Option<PySchema>> {
+        Ok(self.cell.with_ref(|c| schema_of(c.schema()))?)
     }
 
     /// Opens the existing queue `name` in `domain`.

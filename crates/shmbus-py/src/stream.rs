@@ -17,6 +17,7 @@ use crate::errors::{class, is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
+use crate::schema::{schema_arg, schema_of, PySchema};
 
 /// A stream: one writer, one reader, records of any size up to `max_record_len`. Make one
 /// with `Stream.create_or_open` or `Stream.open`.
@@ -31,17 +32,25 @@ impl PyStream {
     /// Opens stream `name` in `domain`, creating it if it does not exist (`capacity`: the
     /// ring's size in bytes; None accepts an existing stream's).
     #[staticmethod]
-    #[pyo3(signature = (domain, name, *, capacity=None, mode=None, group=None))]
+    #[pyo3(signature = (domain, name, *, capacity=None, mode=None, group=None, schema=None))]
     fn create_or_open(
         domain: &PyDomain,
         name: &str,
         capacity: Option<usize>,
         mode: Option<u32>,
         group: Option<u32>,
+        schema: Option<PyRef<'_, PySchema>>,
     ) -> PyResult<PyStream> {
-        let config = config_from_args!(StreamConfig::default(); capacity, mode, group);
+        let schema = schema_arg(schema);
+        let config = config_from_args!(StreamConfig::default(); capacity, mode, group, schema);
         let stream = Stream::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyStream { cell: Cell::new(stream, Lending::Exclusive, "stream") })
+    }
+
+    /// The stream's schema, set by its creator (`Schema`), or None if it has none.
+    #[getter]
+    fn schema(&self) -> PyResult<Option<PySchema>> {
+        Ok(self.cell.with_ref(|c| schema_of(c.schema()))?)
     }
 
     /// Opens the existing stream `name` in `domain`.

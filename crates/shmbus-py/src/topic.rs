@@ -20,6 +20,7 @@ use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
+use crate::schema::{schema_arg, schema_of, PySchema};
 
 /// A `Lagged` error keeps its count of missed messages as `.missed`; an evicted reliable
 /// subscriber raises `Evicted` (the name `Evicted` alone would not do: random access has an
@@ -91,9 +92,11 @@ impl PyTopic {
     /// that differs from an existing topic raises `LayoutMismatch`. `policy` is the delivery
     /// policy, `"overwrite"` (the default), `"block"` or `"fail"`: what publishers do when a
     /// reliable subscriber has not read the message they would overwrite; `reliable_timeout`
-    /// (seconds) how long such a subscriber may stand still before it is evicted.
+    /// (seconds) how long such a subscriber may stand still before it is evicted. `schema`
+    /// (a `Schema`) is stored with a created topic; an existing one must carry the same
+    /// (`SchemaMismatch`), and None accepts any.
     #[staticmethod]
-    #[pyo3(signature = (domain, name, *, max_message_len=None, history=None, spare_slots=None, mode=None, group=None, policy=None, reliable_timeout=None))]
+    #[pyo3(signature = (domain, name, *, max_message_len=None, history=None, spare_slots=None, mode=None, group=None, policy=None, reliable_timeout=None, schema=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_or_open(
         domain: &PyDomain,
@@ -105,12 +108,20 @@ impl PyTopic {
         group: Option<u32>,
         policy: Option<&str>,
         reliable_timeout: Option<f64>,
+        schema: Option<PyRef<'_, PySchema>>,
     ) -> PyResult<PyTopic> {
         let policy = policy.map(|p| p.parse::<DeliveryPolicy>().map_err(PyValueError::new_err)).transpose()?;
         let reliable_timeout = timeout_arg(reliable_timeout)?;
-        let config = config_from_args!(TopicConfig::default(); max_message_len, history, spare_slots, mode, group, policy, reliable_timeout);
+        let schema = schema_arg(schema);
+        let config = config_from_args!(TopicConfig::default(); max_message_len, history, spare_slots, mode, group, policy, reliable_timeout, schema);
         let topic = Topic::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyTopic { cell: Cell::new(topic, Lending::Exclusive, "topic") })
+    }
+
+    /// The topic's schema, set by its creator (`Schema`), or None if it has none.
+    #[getter]
+    fn schema(&self) -> PyResult<Option<PySchema>> {
+        Ok(self.cell.with_ref(|c| schema_of(c.schema()))?)
     }
 
     /// Opens the existing topic `name` in `domain` (`NotFound` if there is none).

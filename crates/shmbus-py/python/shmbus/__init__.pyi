@@ -36,6 +36,8 @@ from ._shmbus import (
     Queue as Queue,
     Record as Record,
     Sample as Sample,
+    Schema as Schema,
+    SchemaMismatch as SchemaMismatch,
     Stream as Stream,
     StreamLoan as StreamLoan,
     StreamReader as StreamReader,
