@@ -4,17 +4,23 @@
 //! queues, `pool` for pools); a flag another kind owns is a usage error. Creating a channel
 //! that exists with the same kind and every size given succeeds and says "exists"
 //! (idempotent, for scripts); another kind or another size given fails as the library's
-//! open does (wrong kind, layout mismatch). Journals are directories anywhere, not files in
-//! a domain: `shmbus journal append DIR` creates one, and `create --kind journal` says so.
+//! open does (wrong kind, layout mismatch, another schema). Journals are directories
+//! anywhere, not files in a domain: `create --kind journal --dir DIR` makes one there (as
+//! `shmbus journal append --dir DIR` does on its first entry).
+//!
+//! Every kind takes a schema (`--message-encoding`, `--schema-name`, `--schema-encoding`,
+//! `--schema-file`), stored with the channel for its life.
 
 use std::time::Duration;
 
+use shmbus::journal::JournalConfig;
 use shmbus::pool::{Pool, PoolConfig};
 use shmbus::queue::{Queue, QueueConfig};
 use shmbus::stream::{Stream, StreamConfig};
 use shmbus::topic::{DeliveryPolicy, Topic, TopicConfig};
 use shmbus::{admin, Domain};
 
+use crate::schema::SchemaArgs;
 use crate::{CliError, Ctx, Result};
 
 /// The kinds `create` accepts.
@@ -28,21 +34,28 @@ pub enum CreateKind {
     Stream,
     /// Worker pool (`--max-workers`, `--max-job-size`).
     Pool,
-    /// Not created here: journals are directories (`shmbus journal append DIR`).
+    /// Journal: a directory anywhere (`--dir DIR`, no domain or name).
     Journal,
 }
 
-/// `shmbus create --domain D --kind K NAME [size flags] [--mode M] [--group GID] [--json]`
+/// `shmbus create --domain D --kind K NAME [size flags] [schema flags] [--mode M] [--group GID] [--json]`,
+/// `shmbus create --kind journal --dir DIR [schema flags] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The channel's domain. Default: $SHMBUS_DOMAIN.
     #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
-    pub domain: String,
+    pub domain: Option<String>,
     /// The kind of channel to create.
     #[arg(long, value_enum)]
     pub kind: CreateKind,
     /// The channel's name.
-    pub name: String,
+    #[arg(required_unless_present = "dir")]
+    pub name: Option<String>,
+    /// Journal: its directory (created if missing).
+    #[arg(long, value_name = "DIR", conflicts_with = "name")]
+    pub dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
     /// Topic: largest message in bytes, K, M, G suffixes allowed (powers of 1024; default
     /// 4096).
     #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
@@ -112,19 +125,49 @@ struct CreateJson<'a> {
 
 /// Creates the channel, or accepts an existing one of the same kind and sizes.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
-    let domain_name = args.domain.clone();
     check_flags(args)?;
+    let schema = args.schema.schema()?;
+    if args.kind == CreateKind::Journal {
+        return create_journal(args, schema);
+    }
+    let (Some(domain_name), Some(name)) = (args.domain.clone(), args.name.as_deref()) else {
+        return Err(CliError::usage(format!(
+            "the required argument --domain was not given (or set {})",
+            crate::DOMAIN_ENV
+        )));
+    };
     let domain = ctx.domain(&domain_name)?;
-    let (kind, path) = create(&domain, args)?;
+    let (kind, path) = create(&domain, name, args, schema)?;
     // Created by this process, not by another that won the race for the name: the header
     // names its creator.
-    let created = admin::inspect_channel(&domain, &args.name)?.header.creator.pid == std::process::id();
+    let created = admin::inspect_channel(&domain, name)?.header.creator.pid == std::process::id();
     if args.json {
-        let v = CreateJson { domain: &domain_name, name: &args.name, kind, path: path.display().to_string(), created };
+        let v = CreateJson { domain: &domain_name, name, kind, path: path.display().to_string(), created };
         crate::output::JsonLines::new().write(&mut std::io::stdout().lock(), &v)?;
     } else {
         let verb = if created { "created" } else { "exists:" };
-        println!("{verb} {kind} {domain_name}/{}", args.name);
+        println!("{verb} {kind} {domain_name}/{name}");
+    }
+    Ok(())
+}
+
+/// `create --kind journal --dir DIR`: the journal, made as `journal append` makes it, with
+/// the schema given.
+fn create_journal(args: &Args, schema: Option<shmbus::Schema>) -> Result<()> {
+    let Some(dir) = &args.dir else { return Err(journal_usage()) };
+    let existed = dir.join("journal.meta").exists();
+    let mut config = JournalConfig::default();
+    if let Some(s) = schema {
+        config = config.schema(s);
+    }
+    crate::journal::open(dir, &config)?;
+    let created = !existed;
+    if args.json {
+        let v = CreateJson { domain: "", name: "", kind: "journal", path: dir.display().to_string(), created };
+        crate::output::JsonLines::new().write(&mut std::io::stdout().lock(), &v)?;
+    } else {
+        let verb = if created { "created" } else { "exists:" };
+        println!("{verb} journal {}", dir.display());
     }
     Ok(())
 }
@@ -142,7 +185,14 @@ fn check_flags(args: &Args) -> Result<()> {
         ("--max-job-size", args.max_job_size.is_some(), &[CreateKind::Pool]),
     ];
     if args.kind == CreateKind::Journal {
-        return Err(journal_usage());
+        if args.dir.is_none() {
+            return Err(journal_usage());
+        }
+        if args.mode.is_some() || args.group.is_some() {
+            return Err(CliError::usage("--mode and --group do not apply to a journal (its directory keeps its own)"));
+        }
+    } else if args.dir.is_some() {
+        return Err(CliError::usage("--dir is for journals (--kind journal); other channels live in a domain"));
     }
     for (flag, set, kinds) in given {
         if set && !kinds.contains(&args.kind) {
@@ -155,9 +205,11 @@ fn check_flags(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// `create --kind journal`: journals are made elsewhere.
+/// `create --kind journal` without `--dir`.
 fn journal_usage() -> CliError {
-    CliError::usage("journals are directories, not channels of a domain; create one with `shmbus journal append DIR`")
+    CliError::usage(
+        "journals are directories, not channels of a domain: give --dir DIR (`shmbus create --kind journal --dir DIR`)",
+    )
 }
 
 fn kind_name(k: CreateKind) -> &'static str {
@@ -171,11 +223,19 @@ fn kind_name(k: CreateKind) -> &'static str {
 }
 
 /// Creates or opens the channel through the library, with the sizes, mode and group given.
-fn create(domain: &Domain, args: &Args) -> Result<(&'static str, std::path::PathBuf)> {
-    let path = domain.channel_path(&args.name)?;
+fn create(
+    domain: &Domain,
+    name: &str,
+    args: &Args,
+    schema: Option<shmbus::Schema>,
+) -> Result<(&'static str, std::path::PathBuf)> {
+    let path = domain.channel_path(name)?;
     macro_rules! common {
         ($config:expr) => {{
             let mut c = $config;
+            if let Some(s) = schema {
+                c = c.schema(s);
+            }
             if let Some(m) = args.mode {
                 c = c.mode(m);
             }
@@ -200,7 +260,7 @@ fn create(domain: &Domain, args: &Args) -> Result<(&'static str, std::path::Path
             if let Some(ms) = args.reliable_timeout_ms {
                 c = c.reliable_timeout(Duration::from_millis(ms));
             }
-            Topic::create_or_open(domain, &args.name, &c)?;
+            Topic::create_or_open(domain, name, &c)?;
         }
         CreateKind::Queue => {
             let mut c = common!(QueueConfig::default());
@@ -210,14 +270,14 @@ fn create(domain: &Domain, args: &Args) -> Result<(&'static str, std::path::Path
             if let Some(n) = args.max_element_size {
                 c = c.max_message_len(n);
             }
-            Queue::create_or_open(domain, &args.name, &c)?;
+            Queue::create_or_open(domain, name, &c)?;
         }
         CreateKind::Stream => {
             let mut c = common!(StreamConfig::default());
             if let Some(n) = args.capacity {
                 c = c.capacity(n);
             }
-            Stream::create_or_open(domain, &args.name, &c)?;
+            Stream::create_or_open(domain, name, &c)?;
         }
         CreateKind::Pool => {
             let mut c = common!(PoolConfig::default());
@@ -227,7 +287,7 @@ fn create(domain: &Domain, args: &Args) -> Result<(&'static str, std::path::Path
             if let Some(n) = args.max_job_size {
                 c = c.max_job_len(n);
             }
-            Pool::create_or_open(domain, &args.name, &c)?;
+            Pool::create_or_open(domain, name, &c)?;
         }
         CreateKind::Journal => return Err(journal_usage()),
     }

@@ -27,7 +27,7 @@ use shmbus::stats::{
     domain_stats, is_sender, latency_bucket_floor, spin_bucket_floor, ChannelStats, ParticipantStats, LATENCY_BUCKETS,
     SPIN_BUCKETS,
 };
-use shmbus::Kind;
+use shmbus::{Kind, Schema};
 
 use crate::{CliError, Ctx, Result};
 
@@ -100,7 +100,12 @@ fn scrape(ctx: &Ctx, args: &Args) -> Result<String> {
     for domain in ctx.domains(args.domain.as_deref())? {
         let Ok(list) = domain_stats(&domain) else { continue }; // an untrusted domain: skipped
                                                                 // A channel that vanished or cannot be read is left out of this scrape.
-        channels.extend(list.into_iter().filter_map(|(_, s)| s.ok()));
+        for (name, stats) in list {
+            let Ok(stats) = stats else { continue };
+            // The schema is not in the counters: read from the channel's header and record.
+            let schema = shmbus::admin::inspect_channel(&domain, &name).ok().and_then(|r| r.schema);
+            channels.push((stats, schema));
+        }
     }
     let journals: Vec<(PathBuf, Option<JournalStatus>)> =
         args.journals.iter().map(|dir| (dir.clone(), Journal::status(dir).ok())).collect();
@@ -211,7 +216,7 @@ fn spin_mid(b: usize) -> f64 {
 }
 
 /// Every family, in a fixed order, filled from the snapshots.
-fn render(channels: &[ChannelStats], journals: &[(PathBuf, Option<JournalStatus>)]) -> String {
+fn render(channels: &[(ChannelStats, Option<Arc<Schema>>)], journals: &[(PathBuf, Option<JournalStatus>)]) -> String {
     let counter = |name, help| Family::new(name, "counter", help);
     let gauge = |name, help| Family::new(name, "gauge", help);
     let mut messages = counter(
@@ -242,12 +247,23 @@ fn render(channels: &[ChannelStats], journals: &[(PathBuf, Option<JournalStatus>
     let mut pending =
         gauge("shmbus_pending", "Committed data no reader has taken yet (queues, streams, pools), in unit.");
     let mut last_seq = gauge("shmbus_last_seq", "The highest committed sequence number of the topic.");
+    let mut schema_info = gauge(
+        "shmbus_channel_schema_info",
+        "1 for a channel with a schema, labelled with its message encoding and schema name.",
+    );
 
     let (lat_bounds, spin_bounds) = (latency_bounds(), spin_bounds());
-    for ch in channels {
+    for (ch, schema) in channels {
         let kind = ch.kind.as_str();
         let base = [("domain", ch.domain.as_str()), ("channel", ch.name.as_str()), ("kind", kind)];
         let chl = Labels::new(&base);
+        if let Some(s) = schema {
+            schema_info.sample(
+                "",
+                &chl.with("message_encoding", s.message_encoding()).with("schema_name", s.name()),
+                1,
+            );
+        }
         participants.sample("", &chl, ch.participants.iter().filter(|p| p.alive).count());
         if let Some(p) = ch.pending {
             pending.sample("", &chl.with("unit", p.unit()), p.count());
@@ -291,6 +307,10 @@ fn render(channels: &[ChannelStats], journals: &[(PathBuf, Option<JournalStatus>
     let mut position = gauge("shmbus_journal_reader_position", "Global index a named reader resumes at.");
     let mut reader_lag = gauge("shmbus_journal_reader_lag", "Entries a named reader is behind the newest.");
     let mut appenders = gauge("shmbus_journal_appenders", "Live appenders registered in the journal.");
+    let mut journal_schema = gauge(
+        "shmbus_journal_schema_info",
+        "1 for a journal with a schema, labelled with its message encoding and schema name.",
+    );
     for (dir, status) in journals {
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let path = dir.display().to_string();
@@ -302,6 +322,13 @@ fn render(channels: &[ChannelStats], journals: &[(PathBuf, Option<JournalStatus>
         disk.sample("", &l.with("tier", "hot"), st.hot_file_bytes);
         disk.sample("", &l.with("tier", "archive"), st.archive_file_bytes);
         appenders.sample("", &l, st.appenders);
+        if let Some(s) = &st.schema {
+            journal_schema.sample(
+                "",
+                &l.with("message_encoding", s.message_encoding()).with("schema_name", s.name()),
+                1,
+            );
+        }
         for r in &st.readers {
             let rl = l.with("reader", &r.name);
             position.sample("", &rl, r.position);
@@ -326,6 +353,7 @@ fn render(channels: &[ChannelStats], journals: &[(PathBuf, Option<JournalStatus>
         &participants,
         &pending,
         &last_seq,
+        &schema_info,
         &up,
         &next_index,
         &appended,
@@ -333,6 +361,7 @@ fn render(channels: &[ChannelStats], journals: &[(PathBuf, Option<JournalStatus>
         &position,
         &reader_lag,
         &appenders,
+        &journal_schema,
     ] {
         f.write(&mut out);
     }

@@ -54,6 +54,8 @@ struct InfoJson<'a> {
     participants: Vec<Participant>,
     dead_participants: Vec<Participant>,
     #[serde(flatten)]
+    schema: crate::ls::SchemaKeys<'a>,
+    #[serde(flatten)]
     kind_fields: kinds::KindFields,
 }
 
@@ -114,6 +116,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             status: &s.status,
             participants: report.live.iter().map(participant).collect(),
             dead_participants: report.dead.iter().map(participant).collect(),
+            schema: crate::ls::SchemaKeys::of(report.schema.as_deref()),
             kind_fields: s.kind_fields(),
         })?);
     }
@@ -127,6 +130,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     writeln!(out, "creator       pid {} ({alive})", h.creator.pid)?;
     writeln!(out, "mode          {:04o}", h.mode)?;
     writeln!(out, "created       {age_s:.1} s ago")?;
+    if let Some(schema) = &report.schema {
+        writeln!(out, "schema        {}", crate::schema::summary(schema))?;
+    }
     let mut status = Map::new();
     for (k, v) in
         [("last_seq", json!(s.last_seq)), ("publishers", json!(s.publishers)), ("subscribers", json!(s.subscribers))]

@@ -23,8 +23,9 @@ use shmbus::journal::{
 };
 use shmbus::OpenError;
 
-use crate::output::{cell, print_json, Align, EntryHead, JsonLines, MessageLine, Table};
+use crate::output::{cell, print_json, Align, EntryHead, JsonLines, Table};
 use crate::payload::{Format, InFormat, Input};
+use crate::schema::{Printer, SchemaArgs};
 use crate::{CliError, Ctx, Result};
 
 /// `shmbus journal <verb> --dir DIR …`
@@ -130,10 +131,13 @@ struct AppendArgs {
     /// Append the whole content of this file as one entry (binary or multi-line).
     #[arg(long, value_name = "PATH")]
     file: Option<PathBuf>,
-    /// How --data and each stdin line are written: text (as they are), hex or base64
-    /// (decoded before appending: any bytes, newlines included).
-    #[arg(long, value_enum, default_value_t, conflicts_with = "file")]
-    format: InFormat,
+    /// How --data and each stdin line are written: text or raw (as they are), hex or base64
+    /// (decoded before appending: any bytes, newlines included). Default: text, or on a
+    /// journal whose schema has a codec JSON, encoded by the schema.
+    #[arg(long, value_enum, conflicts_with = "file")]
+    format: Option<InFormat>,
+    #[command(flatten)]
+    schema: SchemaArgs,
     /// Roll cycle when creating the journal: never, minutely, hourly, daily or <N>s (every N
     /// seconds). Default daily. An existing journal keeps its own.
     #[arg(long, value_parser = parse_roll, value_name = "CYCLE")]
@@ -179,13 +183,19 @@ struct DumpArgs {
     #[command(flatten)]
     key: KeyArg,
     /// Print JSON lines {"index","ts_ns","ts_real_ns","len","data"} instead of payloads (`data_base64`
-    /// instead of `data` for a payload that is not UTF-8).
+    /// instead of `data` for a payload that is not UTF-8; on a journal whose schema has a
+    /// codec, `msg`: the entry decoded, or `error` when it does not decode).
     #[arg(long)]
     json: bool,
     /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
-    /// line each, exact), raw (the bytes as they are, no separator).
-    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
-    format: Format,
+    /// line each, exact), raw (the bytes as they are, no separator). Default: text, or on a
+    /// journal whose schema has a codec each entry decoded, one JSON object per line.
+    #[arg(long, value_enum, conflicts_with = "json")]
+    format: Option<Format>,
+    /// Decoded entries: print byte arrays whole (by default those longer than 64 bytes show
+    /// as "<N bytes>").
+    #[arg(long)]
+    full: bool,
     /// No progress bar (one is drawn on stderr for a large journal when stderr is a terminal
     /// and stdout is not).
     #[arg(long)]
@@ -213,13 +223,19 @@ struct TailArgs {
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     timeout_ms: Option<u64>,
     /// Print JSON lines {"index","ts_ns","ts_real_ns","len","data"} instead of payloads (`data_base64`
-    /// instead of `data` for a payload that is not UTF-8).
+    /// instead of `data` for a payload that is not UTF-8; on a journal whose schema has a
+    /// codec, `msg`: the entry decoded, or `error` when it does not decode).
     #[arg(long)]
     json: bool,
     /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
-    /// line each, exact), raw (the bytes as they are, no separator).
-    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
-    format: Format,
+    /// line each, exact), raw (the bytes as they are, no separator). Default: text, or on a
+    /// journal whose schema has a codec each entry decoded, one JSON object per line.
+    #[arg(long, value_enum, conflicts_with = "json")]
+    format: Option<Format>,
+    /// Decoded entries: print byte arrays whole (by default those longer than 64 bytes show
+    /// as "<N bytes>").
+    #[arg(long)]
+    full: bool,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -439,7 +455,11 @@ fn append(a: &AppendArgs) -> Result<()> {
     let cipher = a.key.cipher()?;
     let roll = a.roll.unwrap_or(RollCycle::Daily);
     let wanted = Retention { max_cycles: a.retain_cycles, max_age: a.max_age };
-    let j = open(&a.dir.dir, &JournalConfig::default().roll(roll).retention(wanted))?;
+    let mut config = JournalConfig::default().roll(roll).retention(wanted);
+    if let Some(s) = a.schema.schema()? {
+        config = config.schema(s);
+    }
+    let j = open(&a.dir.dir, &config)?;
     if a.retain_cycles.is_some() || a.max_age.is_some() {
         let have = j.retention();
         if have != wanted {
@@ -457,7 +477,12 @@ fn append(a: &AppendArgs) -> Result<()> {
     app.set_compression(a.compress);
     app.set_cipher(cipher);
     let mut out = std::io::stdout().lock();
-    let input = Input { data: a.data.clone(), file: a.file.clone(), format: a.format };
+    // JSON lines are encoded by the journal's schema unless bytes were asked for.
+    let codec = match (a.format, &a.file) {
+        (None, None) => crate::schema::codec(j.schema()),
+        _ => None,
+    };
+    let input = Input { data: a.data.clone(), file: a.file.clone(), format: a.format.unwrap_or_default(), codec };
     // The entries this run appended (first and last index, count): a failure part way (no
     // space left) says how many went in before it, and which.
     let mut done: Option<(u64, u64, u64)> = None;
@@ -491,22 +516,11 @@ fn positioned(
     t.map_err(|e| CliError::msg(format!("{}: {}", j.dir().display(), open_error_message(&e))))
 }
 
-/// One entry as `--format` says, or with `--json` as a JSON line with exactly `index`,
-/// `ts_ns`, `ts_real_ns`, `len`, `data` (or `data_base64`; [`MessageLine`]).
-fn print_entry(
-    out: &mut impl Write,
-    lines: Option<&mut JsonLines>,
-    format: Format,
-    index: u64,
-    ts_ns: u64,
-    data: &[u8],
-) -> Result<()> {
-    if let Some(lines) = lines {
-        lines.write(out, &MessageLine::new(EntryHead::new(index, ts_ns), data))?;
-    } else {
-        crate::payload::write(out, format, data)?;
-    }
-    Ok(())
+/// How `dump` and `tail` print the entries of `j`: decoded by its schema, as `--format`
+/// says, or with `--json` as a JSON line with exactly `index`, `ts_ns`, `ts_real_ns`, `len`,
+/// and `data` (or `data_base64`, `msg`, `error`; [`Printer`]).
+fn printer(j: &Journal, json: bool, format: Option<Format>, full: bool) -> Printer {
+    Printer::new(j.schema(), json, format, full)
 }
 
 /// Defines a function wording a read error about a missing key in the CLI's terms.
@@ -628,12 +642,12 @@ fn dump(a: &DumpArgs) -> Result<()> {
         false => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
     };
     let mut out = std::io::stdout().lock();
-    let mut lines = a.json.then(JsonLines::new);
+    let mut print = printer(&j, a.json, a.format, a.full);
     let mut skipped = Skipped { lost, ..Skipped::default() };
     loop {
         match t.try_recv_ref() {
             Ok(e) => {
-                print_entry(&mut out, lines.as_mut(), a.format, e.index(), e.ts_ns(), e.data())?;
+                print.write(&mut out, EntryHead::new(e.index(), e.ts_ns()), e.data())?;
                 progress.at(e.index());
             }
             Err(JournalTryRecvError::Empty) => break,
@@ -667,7 +681,7 @@ fn tail(a: &TailArgs) -> Result<()> {
     t.set_cipher(cipher);
     let timeout = a.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
-    let mut lines = a.json.then(JsonLines::new);
+    let mut print = printer(&j, a.json, a.format, a.full);
     let mut received = 0u64;
     let mut skipped = Skipped { lost, ..Skipped::default() };
     while a.count.is_none_or(|n| received < n) {
@@ -677,7 +691,7 @@ fn tail(a: &TailArgs) -> Result<()> {
         };
         match got {
             Ok(e) => {
-                print_entry(&mut out, lines.as_mut(), a.format, e.index(), e.ts_ns(), e.data())?;
+                print.write(&mut out, EntryHead::new(e.index(), e.ts_ns()), e.data())?;
                 out.flush()?;
                 received += 1;
                 // Printed: the named reader may move past it.

@@ -178,7 +178,8 @@ fn check_size_flags(args: &PubArgs, kind: Kind) -> Result<()> {
 
 /// Opens what `pub` writes to: the channel's kind if it exists (it must match `--kind`),
 /// else creates a channel of the requested kind (a topic by default).
-pub fn sink(domain: &Domain, args: &PubArgs) -> Result<Box<dyn Sink>> {
+/// `schema` is the one to create it with (or that an existing channel must have).
+pub fn sink(domain: &Domain, args: &PubArgs, schema: Option<shmbus::Schema>) -> Result<Box<dyn Sink>> {
     let by_flags = kind_of_size_flags(args)?;
     let kind = match (kind_of(domain, &args.name), args.kind.map(kind_from_arg)) {
         (Ok(found), Some(want)) if found != want => {
@@ -194,8 +195,8 @@ pub fn sink(domain: &Domain, args: &PubArgs) -> Result<Box<dyn Sink>> {
     check_size_flags(args, kind)?;
     // `--timeout-ms` on a topic is met trivially: publishing to a topic never waits.
     match kind {
-        Kind::Topic => Ok(Box::new(crate::topic::publisher(domain, args)?)),
-        Kind::Stream => Ok(Box::new(crate::stream::writer(domain, args)?)),
+        Kind::Topic => Ok(Box::new(crate::topic::publisher(domain, args, schema)?)),
+        Kind::Stream => Ok(Box::new(crate::stream::writer(domain, args, schema)?)),
         Kind::Queue => Err(queue_not_built()),
         Kind::Pool => Err(CliError::msg(format!(
             "{}/{} is a pool; send jobs with `shmbus pool dispatch --domain {} {}`",

@@ -40,6 +40,8 @@ struct Entry {
     pending: Option<Pending>,
     writable: Option<bool>,
     error: Option<String>,
+    /// The channel's schema, if it has one.
+    schema: Option<std::sync::Arc<shmbus::Schema>>,
 }
 
 /// One object of `ls --json`, keys in this order (then [`kinds::KindFields`]).
@@ -63,7 +65,28 @@ struct EntryJson<'a> {
     writable: Option<bool>,
     error: Option<&'a str>,
     #[serde(flatten)]
+    schema: SchemaKeys<'a>,
+    #[serde(flatten)]
     kind_fields: kinds::KindFields,
+}
+
+/// The schema keys of `ls --json` and `info --json`: `null` when the channel has no schema.
+#[derive(Debug, Serialize)]
+pub struct SchemaKeys<'a> {
+    message_encoding: Option<&'a str>,
+    schema_name: Option<&'a str>,
+    schema_encoding: Option<&'a str>,
+}
+
+impl<'a> SchemaKeys<'a> {
+    /// The keys of `schema`.
+    pub fn of(schema: Option<&'a shmbus::Schema>) -> SchemaKeys<'a> {
+        SchemaKeys {
+            message_encoding: schema.map(|s| s.message_encoding()),
+            schema_name: schema.map(|s| s.name()),
+            schema_encoding: schema.map(|s| s.encoding()),
+        }
+    }
 }
 
 impl Entry {
@@ -87,6 +110,7 @@ impl Entry {
             pending_unit: self.pending.map(|p| p.unit()),
             writable: self.writable,
             error: self.error.as_deref(),
+            schema: SchemaKeys::of(self.schema.as_deref()),
             kind_fields: s.kind_fields(),
         }
     }
@@ -143,6 +167,7 @@ fn describe(domain: &Domain, dir: &DomainDir, name: &str) -> Option<Entry> {
         pending: None,
         writable: None,
         error: None,
+        schema: None,
     };
     let report = match admin::inspect_in(dir, name) {
         Ok(r) => r,
@@ -160,6 +185,7 @@ fn describe(domain: &Domain, dir: &DomainDir, name: &str) -> Option<Entry> {
     e.state_note = state_note(&report);
     e.pending = report.pending;
     e.writable = Some(report.writable);
+    e.schema = report.schema.clone();
     match kinds::summarize(domain, name, &report) {
         Ok(s) => {
             e.kind = report.header.kind.to_string();

@@ -30,6 +30,7 @@ mod pubsub;
 mod queue;
 mod record;
 mod rm;
+mod schema;
 mod stream;
 mod top;
 mod topic;
@@ -68,11 +69,16 @@ enum Command {
     /// Publish to a topic or stream (a topic is created if missing, or --kind): --data once,
     /// or one message per stdin line.
     Pub(pubsub::PubArgs),
-    /// Subscribe to a topic, or read a stream, and print its messages, one per line.
+    /// Subscribe to a topic, or read a stream, and print its messages, one per line (decoded
+    /// by the channel's schema when it has a codec).
+    #[command(visible_alias = "echo")]
     Sub(pubsub::SubArgs),
     /// Make an empty channel of any kind (topic, queue, stream, pool); "exists" if it is
     /// there with the same kind and sizes.
     Create(create::Args),
+    /// Print a channel's (or with --dir a journal's) schema data as it is; --json for its
+    /// message encoding, name and schema encoding too.
+    Schema(schema::Args),
     /// Dispatch jobs to a pool's workers, or be a worker.
     Pool(pool::Args),
     /// Remove one channel; refused while live processes use it (they are named) unless
@@ -334,7 +340,14 @@ fn main() -> ExitCode {
     let ctx = Ctx { root: cli.root.clone().unwrap_or_else(shmbus::domain::default_root) };
     // The journal verbs work on `--dir`, and the generators on nothing: only the others
     // need the root.
-    if !matches!(cli.command, Command::Journal(_) | Command::Completions(_) | Command::Man | Command::Bridge(_)) {
+    if !matches!(
+        cli.command,
+        Command::Journal(_)
+            | Command::Completions(_)
+            | Command::Man
+            | Command::Bridge(_)
+            | Command::Schema(schema::Args { dir: Some(_), .. })
+    ) {
         if let Err(e) = ctx.check_root() {
             eprintln!("shmbus: {e}");
             return ExitCode::from(e.1);
@@ -346,6 +359,7 @@ fn main() -> ExitCode {
         Command::Pub(a) => pubsub::run_pub(&ctx, &a),
         Command::Sub(a) => pubsub::run_sub(&ctx, &a),
         Command::Create(a) => create::run(&ctx, &a),
+        Command::Schema(a) => schema::run(&ctx, &a),
         Command::Pool(a) => pool::run(&ctx, &a),
         Command::Rm(a) => rm::run(&ctx, &a),
         Command::Clean(a) => clean::run(&ctx, &a),

@@ -32,20 +32,12 @@ pub enum Format {
     Raw,
 }
 
-/// How a reading verb prints each message: a JSON line, or the payload in a [`Format`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Print {
-    /// `--json`.
-    Json,
-    /// `--format`.
-    Payload(Format),
-}
-
 /// How `pub` reads each stdin line or `--data` (`--format`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum InFormat {
-    /// The line's bytes as they are.
+    /// The line's bytes as they are (`raw` is another name for it).
     #[default]
+    #[value(alias = "raw")]
     Text,
     /// Hex digits (either case), two per byte.
     Hex,
@@ -87,6 +79,10 @@ pub struct Input {
     pub file: Option<PathBuf>,
     /// `--format` of `--data` and of each stdin line.
     pub format: InFormat,
+    /// The channel's codec, when `--data` and each stdin line are JSON to encode by the
+    /// channel's schema (no `--format` given): a line that is not JSON, or does not fit the
+    /// schema, is an error naming the line and the field, and nothing of it is sent.
+    pub codec: Option<shmbus_codec::Codec>,
 }
 
 impl Input {
@@ -98,37 +94,54 @@ impl Input {
         }
         // An encoded line is longer than its message: bound the line by the encoded size of
         // the largest message (the decoded size is then checked by the channel).
-        let line_max = match self.format {
-            InFormat::Text => max_len,
-            InFormat::Hex => max_len.saturating_mul(2),
-            InFormat::Base64 => max_len.div_ceil(3).saturating_mul(4),
+        let line_max = match (&self.codec, self.format) {
+            // JSON text of a message is several times its encoded size (numbers in decimal,
+            // field names): bound it generously, but bound it.
+            (Some(_), _) => max_len.saturating_mul(16).max(JSON_LINE_MIN),
+            (None, InFormat::Text) => max_len,
+            (None, InFormat::Hex) => max_len.saturating_mul(2),
+            (None, InFormat::Base64) => max_len.div_ceil(3).saturating_mul(4),
         };
         let mut number = 0u64;
         for_each_input_up_to(self.data.as_deref(), line_max, limit, |line| {
             number += 1;
+            let what = || if self.data.is_some() { "--data".to_string() } else { format!("stdin line {number}") };
+            if let Some(codec) = &self.codec {
+                return f(&encode_json(codec, line)
+                    .map_err(|e| CliError::msg(format!("{}: {e}; nothing of it was sent", what())))?);
+            }
             match self.format {
                 InFormat::Text => f(line),
-                _ => f(&decode(self.format, line).map_err(|e| {
-                    let what = if self.data.is_some() { "--data".to_string() } else { format!("stdin line {number}") };
-                    CliError::msg(format!("{what}: {e}"))
-                })?),
+                _ => f(&decode(self.format, line).map_err(|e| CliError::msg(format!("{}: {e}", what())))?),
             }
         })
     }
 }
 
+/// The least bound of a JSON line to encode, whatever the channel's message size.
+const JSON_LINE_MIN: usize = 64 << 10;
+
+/// One JSON line (`--data` or stdin), encoded by `codec`.
+fn encode_json(codec: &shmbus_codec::Codec, line: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
+    codec.encode(&value).map_err(|e| e.to_string())
+}
+
 /// `--file`: the whole file, if it fits in one message.
 fn read_file(path: &std::path::Path, max_len: usize) -> Result<Vec<u8>> {
+    read_bounded(path, max_len, "largest message this channel takes (set when it was created)")
+}
+
+/// The whole file at `path`, reading at most `max_len + 1` bytes of it: a longer one is an
+/// error that says it is longer than `max_len` bytes, "the `what`".
+pub fn read_bounded(path: &std::path::Path, max_len: usize, what: &str) -> Result<Vec<u8>> {
     let file = std::fs::File::open(path).map_err(|e| CliError::msg(format!("{}: {e}", path.display())))?;
     let mut data = Vec::new();
     file.take(max_len as u64 + 1)
         .read_to_end(&mut data)
         .map_err(|e| CliError::msg(format!("reading {}: {e}", path.display())))?;
     if data.len() > max_len {
-        return Err(CliError::msg(format!(
-            "{} is longer than {max_len} bytes, the largest message this channel takes (set when it was created)",
-            path.display()
-        )));
+        return Err(CliError::msg(format!("{} is longer than {max_len} bytes, the {what}", path.display())));
     }
     Ok(data)
 }

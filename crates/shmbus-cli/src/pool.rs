@@ -132,7 +132,7 @@ fn dispatch(ctx: &Ctx, args: &DispatchArgs) -> Result<()> {
     let mut lines = args.json.then(JsonLines::new);
     report_lost(&mut out, lines.as_mut(), &mut d)?;
     let mut job = Dispatch { args, d, sent: 0, lines };
-    let input = Input { data: args.data.clone(), file: args.file.clone(), format: args.format };
+    let input = Input { data: args.data.clone(), file: args.file.clone(), format: args.format, codec: None };
     input.for_each(job.d.max_job_len(), None, |msg| job.one(&mut out, msg))
 }
 

@@ -8,8 +8,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::output::{JsonLines, MessageLine, Received};
-use crate::payload::{Format, InFormat, Input, Print};
+use crate::output::{JsonLines, Received};
+use crate::payload::{Format, InFormat, Input};
+use crate::schema::{Printer, SchemaArgs};
 use crate::{kinds, CliError, Ctx, Result};
 
 /// The channel kinds `pub --kind` can create.
@@ -55,10 +56,13 @@ pub struct PubArgs {
     /// Publish the whole content of this file as one message (binary or multi-line).
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
-    /// How --data and each stdin line are written: text (as they are), hex or base64
-    /// (decoded before sending: any bytes, newlines included).
-    #[arg(long, value_enum, default_value_t, conflicts_with = "file")]
-    pub format: InFormat,
+    /// How --data and each stdin line are written: text or raw (as they are), hex or base64
+    /// (decoded before sending: any bytes, newlines included). Default: text, or on a
+    /// channel whose schema has a codec (cdr, protobuf, json, cbor, msgpack, shmbus-pod)
+    /// JSON, encoded by the schema (a missing field takes its default; an unknown field, a
+    /// value out of range or of the wrong type is an error and nothing of that line is sent).
+    #[arg(long, value_enum, conflicts_with = "file")]
+    pub format: Option<InFormat>,
     /// Fail if a message finds no room within this long: milliseconds, or with a unit
     /// (`2s`, `500ms`). Stream: the reader is slow or stuck (default: wait as long as a
     /// reader is attached). Queue: no consumer makes room (default: wait for ever). Topic of
@@ -84,6 +88,8 @@ pub struct PubArgs {
     /// When done, print one JSON line: the channel and how many messages were sent.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
 }
 
 /// `pub --json`: one line when done.
@@ -132,17 +138,31 @@ pub trait Source {
 pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
     let topic_sizes = args.slot_size.is_some() || args.history.is_some();
-    let input = Input { data: args.data.clone(), file: args.file.clone(), format: args.format };
+    let schema = args.schema.schema()?;
+    // The schema the messages are written in: the one given (an existing channel must have
+    // it: the open checks), else the existing channel's.
+    let in_effect = match &schema {
+        Some(s) => Some(s.clone()),
+        None => shmbus::admin::inspect_channel(&domain, &args.name).ok().and_then(|r| r.schema).map(|s| (*s).clone()),
+    };
+    // JSON lines are encoded unless bytes were asked for (`--format`, `--file`).
+    let codec = match (args.format, &args.file) {
+        (None, None) => crate::schema::codec(in_effect.as_ref()),
+        _ => None,
+    };
+    let input =
+        Input { data: args.data.clone(), file: args.file.clone(), format: args.format.unwrap_or_default(), codec };
     let repeat = Repeat { count: args.count, rate: args.rate };
     let queue = crate::queue::PubQueue {
         capacity: args.capacity.map(|c| c as u64),
         max_element_size: args.max_element_size,
         timeout_ms: args.timeout_ms,
+        schema: schema.clone(),
     };
     let sent = match crate::queue::pub_if_queue(&domain, &args.name, args.kind, &input, repeat, topic_sizes, queue) {
         Some(r) => r?,
         None => {
-            let mut sink = kinds::sink(&domain, args)?;
+            let mut sink = kinds::sink(&domain, args, schema)?;
             publish(&input, sink.max_len(), repeat, |msg| sink.send(msg))?
         }
     };
@@ -262,7 +282,8 @@ pub struct SubArgs {
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
     /// Print JSON lines {"seq","ts_ns","ts_mono_ns","len","data"} instead of payloads (`data_base64`
-    /// instead of `data` for a payload that is not UTF-8).
+    /// instead of `data` for a payload that is not UTF-8; on a channel whose schema has a
+    /// codec, `msg`: the message decoded, or `error` when it does not decode).
     #[arg(long)]
     pub json: bool,
     /// Wait up to SECS for the channel to be created instead of failing when it does not
@@ -270,9 +291,15 @@ pub struct SubArgs {
     #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
     pub wait: Option<std::time::Duration>,
     /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
-    /// line each, exact), raw (the bytes as they are, no separator).
-    #[arg(long, value_enum, default_value_t, conflicts_with = "json")]
-    pub format: Format,
+    /// line each, exact), raw (the bytes as they are, no separator). Default: text, or on a
+    /// channel whose schema has a codec each message decoded, one JSON object per line (a
+    /// message that does not decode is said on stderr with its seq, and the others go on).
+    #[arg(long, value_enum, conflicts_with = "json")]
+    pub format: Option<Format>,
+    /// Decoded messages: print byte arrays whole (by default those longer than 64 bytes show
+    /// as "<N bytes>").
+    #[arg(long)]
+    pub full: bool,
 }
 
 /// Where `sub --from` starts.
@@ -310,24 +337,23 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
         args
     };
     let topic_start = args.from.is_some() || args.latest || args.reliable;
-    let print = if args.json { Print::Json } else { Print::Payload(args.format) };
-    if let Some(r) = crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, print, topic_start) {
+    // A missing channel is for the open below to report, in its kind's words.
+    let schema = shmbus::admin::inspect_channel(&domain, &args.name).ok().and_then(|r| r.schema);
+    let mut printer = Printer::new(schema.as_deref(), args.json, args.format, args.full);
+    if let Some(r) =
+        crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, &mut printer, topic_start)
+    {
         return r;
     }
     let mut source = kinds::source(&domain, args)?;
     let timeout = args.timeout_ms.map(Duration::from_millis);
     let mut out = std::io::stdout().lock();
     let mut buf = Vec::new();
-    let mut lines = JsonLines::new();
     let mut received = 0u64;
     while args.count.is_none_or(|n| received < n) {
         match source.recv(&mut buf, timeout)? {
             Recv::Msg { seq, ts_ns } => {
-                if args.json {
-                    lines.write(&mut out, &MessageLine::new(Received::new(seq, ts_ns), &buf))?;
-                } else {
-                    crate::payload::write(&mut out, args.format, &buf)?;
-                }
+                printer.write(&mut out, Received::new(seq, ts_ns), &buf)?;
                 out.flush()?;
                 received += 1;
             }

@@ -19,9 +19,10 @@ use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueSendTimeoutE
 use shmbus::time::monotonic_ns;
 use shmbus::{Domain, Kind, OpenError};
 
-use crate::output::{JsonLines, MessageLine, Received};
-use crate::payload::{Input, Print};
+use crate::output::Received;
+use crate::payload::Input;
 use crate::pubsub::{KindArg, Repeat};
+use crate::schema::Printer;
 use crate::{CliError, Result};
 
 /// The kind of the existing channel `name`, if it exists and is valid.
@@ -42,6 +43,7 @@ fn open_for_push(
     create: bool,
     capacity: Option<u64>,
     max_element_size: Option<usize>,
+    schema: Option<shmbus::Schema>,
 ) -> Result<Queue> {
     if !create {
         Queue::open(domain, name)?; // must exist: NotFound otherwise
@@ -53,11 +55,14 @@ fn open_for_push(
     if let Some(m) = max_element_size {
         config = config.max_message_len(m);
     }
+    if let Some(s) = schema {
+        config = config.schema(s);
+    }
     Ok(Queue::create_or_open(domain, name, &config)?)
 }
 
 /// `pub`'s queue options.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PubQueue {
     /// `--capacity`: messages the queue holds, when creating it.
     pub capacity: Option<u64>,
@@ -65,6 +70,8 @@ pub struct PubQueue {
     pub max_element_size: Option<usize>,
     /// `--timeout-ms`: the longest a push waits for room.
     pub timeout_ms: Option<u64>,
+    /// `--message-encoding` and the other schema flags: the schema, when creating it.
+    pub schema: Option<shmbus::Schema>,
 }
 
 /// `pub` to a queue: pushes `data` once (or as `repeat` says), or one message per stdin line.
@@ -76,7 +83,7 @@ pub fn run_pub(
     create: bool,
     opts: PubQueue,
 ) -> Result<u64> {
-    let queue = open_for_push(domain, name, create, opts.capacity, opts.max_element_size)?;
+    let queue = open_for_push(domain, name, create, opts.capacity, opts.max_element_size, opts.schema.clone())?;
     let mut tx = queue.producer()?;
     crate::pubsub::publish(input, tx.max_message_len(), repeat, |msg| {
         let r = match opts.timeout_ms {
@@ -95,12 +102,17 @@ pub fn run_pub(
 }
 
 /// `sub` on a queue: pops and prints messages.
-pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Option<u64>, print: Print) -> Result<()> {
+pub fn run_sub(
+    domain: &Domain,
+    name: &str,
+    count: Option<u64>,
+    timeout_ms: Option<u64>,
+    printer: &mut Printer,
+) -> Result<()> {
     let queue = Queue::open(domain, name)?;
     let mut rx = queue.consumer()?;
     let mut buf = Vec::with_capacity(rx.max_message_len());
     let mut out = std::io::stdout().lock();
-    let mut lines = JsonLines::new();
     let mut received = 0u64;
     while count.is_none_or(|n| received < n) {
         let r = match timeout_ms {
@@ -112,10 +124,7 @@ pub fn run_sub(domain: &Domain, name: &str, count: Option<u64>, timeout_ms: Opti
                 let ts = monotonic_ns();
                 received += 1;
                 let msg = &buf[..len];
-                match print {
-                    Print::Json => lines.write(&mut out, &MessageLine::new(Received::new(received, ts), msg))?,
-                    Print::Payload(format) => crate::payload::write(&mut out, format, msg)?,
-                }
+                printer.write(&mut out, Received::new(received, ts), msg)?;
                 out.flush()?;
             }
             Err(QueueRecvTimeoutError::Timeout) => {
@@ -173,7 +182,7 @@ pub fn sub_if_queue(
     name: &str,
     count: Option<u64>,
     timeout_ms: Option<u64>,
-    print: Print,
+    printer: &mut Printer,
     topic_start: bool,
 ) -> Option<Result<()>> {
     if !matches!(existing_kind(domain, name), Ok(Some(Kind::Queue))) {
@@ -185,5 +194,5 @@ pub fn sub_if_queue(
             domain.name()
         ))));
     }
-    Some(run_sub(domain, name, count, timeout_ms, print))
+    Some(run_sub(domain, name, count, timeout_ms, printer))
 }

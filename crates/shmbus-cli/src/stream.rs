@@ -25,11 +25,14 @@ pub struct StreamSink {
 }
 
 /// Attaches as the writer of the stream, creating it if missing. `--capacity` creates it
-/// with that capacity, or must match an existing stream's.
-pub fn writer(domain: &Domain, args: &PubArgs) -> Result<StreamSink> {
+/// with that capacity, or must match an existing stream's; a schema likewise.
+pub fn writer(domain: &Domain, args: &PubArgs, schema: Option<shmbus::Schema>) -> Result<StreamSink> {
     let mut config = StreamConfig::default();
     if let Some(c) = args.capacity {
         config = config.capacity(c);
+    }
+    if let Some(s) = schema {
+        config = config.schema(s);
     }
     let writer = Stream::create_or_open(domain, &args.name, &config)?.writer()?;
     Ok(StreamSink { writer, timeout: args.timeout_ms.map(Duration::from_millis) })

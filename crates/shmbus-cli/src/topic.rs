@@ -9,14 +9,18 @@ use crate::pubsub::{From, PubArgs, Recv, Sink, Source, SubArgs};
 use crate::{CliError, Result};
 
 /// Opens the topic, creating it if missing. Sizes not given accept an existing topic's (or
-/// take the library's defaults); sizes given must match an existing topic.
-pub fn publisher(domain: &Domain, args: &PubArgs) -> Result<TopicSink> {
+/// take the library's defaults); sizes given must match an existing topic, and so must a
+/// schema.
+pub fn publisher(domain: &Domain, args: &PubArgs, schema: Option<shmbus::Schema>) -> Result<TopicSink> {
     let mut config = TopicConfig::default();
     if let Some(len) = args.slot_size {
         config = config.max_message_len(len);
     }
     if let Some(history) = args.history {
         config = config.history(history);
+    }
+    if let Some(s) = schema {
+        config = config.schema(s);
     }
     let publisher = Topic::create_or_open(domain, &args.name, &config)?.publisher()?;
     Ok(TopicSink { publisher, timeout: args.timeout_ms.map(Duration::from_millis) })

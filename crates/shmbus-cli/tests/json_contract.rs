@@ -295,6 +295,16 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
         assert_eq!(c.output("sub", &out).len(), 1);
     }
 
+    // A channel with a schema: `sub --json` has the message decoded as `msg`, or `error`
+    // for one that does not decode; `schema --json` its four fields.
+    root(&["create", "--domain", "d", "--kind", "topic", "js", "--message-encoding", "json"]);
+    root(&["pub", "--domain", "d", "js", "--data", "{\"a\":1}"]);
+    root(&["pub", "--domain", "d", "js", "--format", "raw", "--data", "not json"]);
+    let sub = root(&["sub", "--domain", "d", "js", "--from", "1", "--count", "2", "--json", "--timeout-ms", "5000"]);
+    assert!(sub.contains("\"msg\"") && sub.contains("\"error\""), "{sub}");
+    assert_eq!(c.output("sub", &sub).len(), 2);
+    c.output("schema", &root(&["schema", "--domain", "d", "js", "--json"]));
+
     // A pool job.
     let worker = r.spawn(&["pool", "worker", "--domain", "d", "p", "--count", "1", "--json", "--timeout-ms", "60000"]);
     r.wait_info("d", "p", |v| v["workers_idle"] == 1);

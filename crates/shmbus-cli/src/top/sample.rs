@@ -177,6 +177,8 @@ pub struct Row {
     pub journal: Option<JournalState>,
     /// Its past rates and latencies.
     pub history: History,
+    /// Its schema in one line (`crate::schema::summary`), if it has one.
+    pub schema: Option<String>,
 }
 
 impl Row {
@@ -191,6 +193,7 @@ impl Row {
             participants: Vec::new(),
             journal: None,
             history: History::default(),
+            schema: None,
         }
     }
 }
@@ -220,13 +223,16 @@ pub struct Sampler {
     journals: Vec<PathBuf>,
     previous: HashMap<Key, Previous>,
     history: HashMap<Key, History>,
+    /// Each channel's schema line, read once when it is first seen (a schema is fixed for
+    /// the channel's life; a channel gone from one sample is read again if it comes back).
+    schemas: HashMap<Key, Option<String>>,
 }
 
 impl Sampler {
     /// A sampler of `domain` (every domain when `None`) and of the journal directories
     /// `journals`.
     pub fn new(domain: Option<String>, journals: Vec<PathBuf>) -> Sampler {
-        Sampler { domain, journals, previous: HashMap::new(), history: HashMap::new() }
+        Sampler { domain, journals, previous: HashMap::new(), history: HashMap::new(), schemas: HashMap::new() }
     }
 
     /// Takes a snapshot of everything watched and the rates since the previous one. Fails
@@ -254,7 +260,16 @@ impl Sampler {
                             _ => None,
                         };
                         let history = self.history.entry(key.clone()).or_default();
-                        out.rows.push(channel_row(key.clone(), earlier, &now, history));
+                        let mut row = channel_row(key.clone(), earlier, &now, history);
+                        row.schema = self
+                            .schemas
+                            .entry(key.clone())
+                            .or_insert_with(|| {
+                                let report = shmbus::admin::inspect_channel(&domain, &key.name).ok()?;
+                                report.schema.map(|s| crate::schema::summary(&s))
+                            })
+                            .clone();
+                        out.rows.push(row);
                         seen.insert(key, Previous::Channel(now));
                     }
                 }
@@ -279,6 +294,7 @@ impl Sampler {
         out.gone = self.previous.keys().filter(|k| !seen.contains_key(*k)).cloned().collect();
         out.gone.sort();
         self.history.retain(|k, _| seen.contains_key(k));
+        self.schemas.retain(|k, _| seen.contains_key(k));
         self.previous = seen;
         Ok(out)
     }
@@ -339,6 +355,7 @@ fn channel_row(key: Key, earlier: Option<&ChannelStats>, now: &ChannelStats, his
         participants,
         journal: None,
         history: history.clone(),
+        schema: None,
     }
 }
 
@@ -405,5 +422,6 @@ fn journal_row(
             readers,
         }),
         history: history.clone(),
+        schema: now.schema.as_deref().map(crate::schema::summary),
     }
 }

@@ -177,6 +177,15 @@ fn draw_detail(frame: &mut Frame, row: &Row, area: Rect) {
         Layout::vertical([Constraint::Length(1), Constraint::Length(1), Constraint::Length(1), Constraint::Min(0)])
             .areas(inner);
     frame.render_widget(Paragraph::new(summary_line(row)), summary);
+    // The schema, when there is one, on the first line of the list's area.
+    let list = match &row.schema {
+        Some(schema) => {
+            let [line, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(list);
+            frame.render_widget(Paragraph::new(format!("schema     {schema}")), line);
+            rest
+        }
+        None => list,
+    };
     let rate_label = if row.journal.is_some() { "appends/s" } else { "msg/s" };
     sparkline(frame, rate, rate_label, row.history.rate.iter().copied().collect(), |v| count(Some(v as f64)));
     // A 0 in the latency history is an interval without a sample.

@@ -304,6 +304,7 @@ mod tests {
             participants: Vec::new(),
             journal: None,
             history: History::default(),
+            schema: None,
         }
     }
 
