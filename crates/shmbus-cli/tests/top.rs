@@ -285,6 +285,36 @@ fn the_live_view_lists_sorts_filters_and_opens_a_channel() {
 }
 
 #[test]
+fn the_detail_pane_shows_the_channels_schema() {
+    let root = Root::new();
+    let msg = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/Imu.msg");
+    let len = std::fs::metadata(msg).unwrap().len();
+    root.ok(&[
+        "create",
+        "--domain",
+        "demo",
+        "--kind",
+        "topic",
+        "imu",
+        "--message-encoding",
+        "cdr",
+        "--schema-name",
+        "sensor_msgs/msg/Imu",
+        "--schema-encoding",
+        "ros2msg",
+        "--schema-file",
+        msg,
+    ]);
+    let tmux = Tmux::start(&root, 80, 24, "top --interval 0.2");
+    tmux.wait_for("the channel", |s| table_line(s, "demo/imu").is_some());
+    tmux.keys(&["/", "imu", "Enter", "Enter"]);
+    let line = format!("schema     cdr sensor_msgs/msg/Imu ros2msg {len} bytes");
+    tmux.wait_for("imu's schema in its detail pane", |s| s.contains("demo/imu (topic)") && s.contains(&line));
+    tmux.keys(&["q"]);
+    assert_eq!(tmux.wait_exit(), "EXIT=0");
+}
+
+#[test]
 fn sigterm_gives_the_terminal_back() {
     let root = Root::new();
     let tmux = Tmux::start(&root, 80, 24, "top --interval 0.2");
