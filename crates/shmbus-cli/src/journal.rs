@@ -947,6 +947,9 @@ fn info(a: &InfoArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "journal       {}", info.dir.display())?;
     writeln!(out, "format        version {}", info.format_version)?;
+    if let Some(schema) = &info.schema {
+        writeln!(out, "schema        {}", crate::schema::summary(schema))?;
+    }
     writeln!(out, "entries       {entries} (indices {}..{})", info.first_index, info.next_index)?;
     writeln!(
         out,

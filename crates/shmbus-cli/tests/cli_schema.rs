@@ -113,6 +113,9 @@ fn create_sets_a_schema_on_every_kind_and_info_ls_and_schema_show_it() {
     assert_eq!(r.ok(&with(&["create", "--kind", "journal", "--dir", &j], &imu)), format!("exists: journal {j}\n"));
     assert_eq!(r.run(&["schema", "--dir", &j]).stdout, text);
     assert_eq!(r.json(&["schema", "--dir", &j, "--json"])["schema_name"], json!("sensor_msgs/msg/Imu"));
+    let info = r.ok(&["journal", "info", "--dir", &j]);
+    let line = format!("schema        cdr sensor_msgs/msg/Imu ros2msg {} bytes", text.len());
+    assert!(info.lines().any(|l| l == line), "{info}");
 }
 
 #[test]
