@@ -26,6 +26,9 @@ use crate::{DecodeOptions, MAX_DEPTH, MAX_OUTPUT_NODES, SUMMARY_THRESHOLD};
 
 /// Largest message encode produces (bytes).
 pub(crate) const MAX_ENCODED: usize = 256 << 20;
+/// Most values one encode writes, zero-size ones included (a schema can nest fixed arrays
+/// of empty-on-the-wire elements, so bytes alone do not bound the work).
+pub(crate) const MAX_ENCODE_STEPS: usize = 1 << 26;
 
 /// A float as JSON: a number, or `"NaN"`, `"inf"`, `"-inf"`.
 pub(crate) fn float_value(x: f64) -> Value {
@@ -332,18 +335,19 @@ struct Encoder<'t> {
     types: &'t Types,
     out: Vec<u8>,
     depth: usize,
+    steps: usize,
     path: Path<'t>,
 }
 
 pub(crate) fn encode(types: &Types, value: &Value) -> Result<Vec<u8>, EncodeError> {
-    let mut e = Encoder { types, out: vec![0, 1, 0, 0], depth: 0, path: Path::default() };
+    let mut e = Encoder { types, out: vec![0, 1, 0, 0], depth: 0, steps: 0, path: Path::default() };
     e.structure(types.root, Some(value))?;
     Ok(e.out)
 }
 
 /// Checks a declared default against its field's type (when the codec is made).
 pub(crate) fn check_default(types: &Types, f: &Field, v: &Value) -> Result<(), EncodeError> {
-    let mut e = Encoder { types, out: vec![0, 1, 0, 0], depth: 0, path: Path::default() };
+    let mut e = Encoder { types, out: vec![0, 1, 0, 0], depth: 0, steps: 0, path: Path::default() };
     e.path.field(&f.name);
     e.field(f, Some(v))
 }
@@ -494,6 +498,10 @@ impl<'t> Encoder<'t> {
     }
 
     fn one(&mut self, ty: Ty, v: Option<&Value>) -> Result<(), EncodeError> {
+        self.steps += 1;
+        if self.steps > MAX_ENCODE_STEPS {
+            return Err(self.range(format!("message of more than {MAX_ENCODE_STEPS} values")));
+        }
         let p = match ty {
             Ty::Struct(id) => return self.structure(id, v),
             Ty::Prim(p) => p,

@@ -4,13 +4,13 @@
 //!
 //! | message encoding | schema encoding | how |
 //! |---|---|---|
-//! | `cdr` | `ros2msg` | [`cdr`] over the parsed `.msg` text (hand-written, see the module) |
-//! | `cdr` | `ros2idl` | [`cdr`] over the parsed IDL subset ROS 2 emits |
+//! | `cdr` | `ros2msg` | hand-written over the parsed `.msg` text (module `cdr`) |
+//! | `cdr` | `ros2idl` | the same, over the parsed IDL subset ROS 2 emits |
 //! | `protobuf` | `protobuf` | `prost-reflect` (dynamic messages, canonical JSON mapping) |
 //! | `json` | empty or `jsonschema` | `serde_json` (the schema is not enforced) |
 //! | `cbor` | empty | `ciborium` |
 //! | `msgpack` | empty | `rmp-serde` |
-//! | `shmbus-pod` | `shmbus-pod` | [`pod`] (shmbus's own format) |
+//! | `shmbus-pod` | `shmbus-pod` | hand-written (shmbus's own format) |
 //!
 //! ```
 //! use shmbus_codec::{Codec, DecodeOptions};
@@ -20,6 +20,12 @@
 //! let value = codec.decode(&bytes, &DecodeOptions::default()).unwrap();
 //! assert_eq!(value, serde_json::json!({"x": 1.5, "level": 3}));
 //! ```
+//!
+//! Why some codecs are hand-written: no maintained Rust crate decodes *and* encodes CDR
+//! dynamically from a `ros2msg` or `ros2idl` text (the serde-based CDR crates need a Rust
+//! type per message; `ros2_message`, the one dynamic decoder, is decode-only, little-endian
+//! only and says it is not yet tested), so the schema parsers and the CDR walk are here, with
+//! rosbags as the interop reference in the tests. `shmbus-pod` is shmbus's own format.
 //!
 //! Encode follows `ros2 topic pub`: a missing field takes its default (the declared one, or
 //! zero / empty); an unknown field, a value out of range or of the wrong type is an error

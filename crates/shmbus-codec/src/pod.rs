@@ -226,7 +226,7 @@ fn decode_dims(
         return decode_one(ty, bytes, opts, nodes);
     };
     bump(nodes)?;
-    let stride = if outer == 0 { 0 } else { bytes.len() / outer };
+    let stride = bytes.len().checked_div(outer).unwrap_or(0);
     let mut items = Vec::new();
     for i in 0..outer {
         items.push(decode_dims(ty, inner, &bytes[i * stride..(i + 1) * stride], opts, nodes)?);
@@ -316,7 +316,7 @@ fn encode_dims<'s>(
     if items.len() != outer {
         return Err(EncodeError::WrongLength { path: path.render(), expected: outer, found: items.len() });
     }
-    let stride = if outer == 0 { 0 } else { out.len() / outer };
+    let stride = out.len().checked_div(outer).unwrap_or(0);
     for (i, item) in items.iter().enumerate() {
         path.index(i);
         encode_dims(ty, inner, item, &mut out[i * stride..(i + 1) * stride], path)?;

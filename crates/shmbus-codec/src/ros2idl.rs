@@ -229,6 +229,13 @@ impl Parser {
     }
 
     fn ty(&mut self) -> Result<IdlTy, CodecError> {
+        self.ty_at(0)
+    }
+
+    fn ty_at(&mut self, depth: usize) -> Result<IdlTy, CodecError> {
+        if depth > 2 {
+            return Err(unsupported("a sequence of arrays or sequences".into()));
+        }
         let first = self.ident()?;
         let single = |p| Ok(IdlTy { base: RawTyC::Prim(p), arity: Arity::Single });
         match first.as_str() {
@@ -280,7 +287,7 @@ impl Parser {
             }
             "sequence" => {
                 self.expect('<')?;
-                let inner = self.ty()?;
+                let inner = self.ty_at(depth + 1)?;
                 let arity = if self.eat(',') { Arity::Bounded(self.number()?) } else { Arity::Unbounded };
                 self.expect('>')?;
                 if inner.arity != Arity::Single {

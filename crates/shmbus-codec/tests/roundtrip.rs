@@ -326,3 +326,28 @@ fn shmbus_pod_schemas_are_checked() {
         assert!(matches!(e, CodecError::BadSchema { .. }), "{bad}: {e:?}");
     }
 }
+
+#[test]
+fn cdr_encode_work_is_bounded_for_zero_size_nested_arrays() {
+    // Neither level writes a byte, so only a bound on the values visited stops the encode
+    // of a missing field (2^40 elements).
+    let schema = "demo/Mid[1048576] mids\n\
+        ================================================================================\n\
+        MSG: demo/Mid\ndemo/Leaf[1048576] leaves\n\
+        ================================================================================\n\
+        MSG: demo/Leaf\nint32[0] nothing\n";
+    let codec = Codec::new("cdr", "demo/msg/Top", "ros2msg", schema.as_bytes()).unwrap();
+    let e = codec.encode(&json!({})).unwrap_err();
+    assert!(matches!(e, EncodeError::OutOfRange { .. }), "{e:?}");
+}
+
+#[test]
+fn idl_nested_sequences_are_refused_not_recursed() {
+    let deep = format!(
+        "module a {{ module msg {{ struct M {{ {}double{} x; }}; }}; }};",
+        "sequence<".repeat(100_000),
+        ">".repeat(100_000)
+    );
+    let e = Codec::new("cdr", "a/msg/M", "ros2idl", deep.as_bytes()).unwrap_err();
+    assert!(matches!(e, CodecError::Unsupported { .. }), "{e:?}");
+}
