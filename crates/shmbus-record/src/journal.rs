@@ -42,11 +42,11 @@
 //! The journal's own entry timestamp (CLOCK_REALTIME at append) is when the message was
 //! recorded: [`RecordedMessage::log_ns`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use shmbus::journal::{Journal, JournalTryRecvError, Tailer};
+use shmbus::journal::{Appender, Journal, JournalSendError, JournalTryRecvError, Tailer};
 use shmbus::Schema;
 
 use crate::RecordError;
@@ -438,5 +438,73 @@ impl Iterator for JournalMessages {
             self.done = true;
         }
         next
+    }
+}
+
+/// Appends a recording to a journal: a topic entry for each topic, then its messages.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use shmbus::journal::{Journal, JournalConfig};
+/// use shmbus_record::journal::JournalRecorder;
+///
+/// let j = Journal::create_or_open("rec", &JournalConfig::default())?;
+/// let mut rec = JournalRecorder::new(j.appender()?);
+/// rec.add_topic("imu", 256, 8, None)?;
+/// rec.write("imu", 1, shmbus::time::monotonic_ns(), b"payload")?;
+/// # Ok(()) }
+/// ```
+pub struct JournalRecorder {
+    appender: Appender,
+    /// Slot size and history of each added topic.
+    topics: HashMap<String, (u32, u32)>,
+    buf: Vec<u8>,
+}
+
+impl fmt::Debug for JournalRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JournalRecorder").field("topics", &self.topics).finish_non_exhaustive()
+    }
+}
+
+impl JournalRecorder {
+    /// Records through `appender` (with its cipher and compression settings).
+    pub fn new(appender: Appender) -> JournalRecorder {
+        JournalRecorder { appender, topics: HashMap::new(), buf: Vec::new() }
+    }
+
+    /// Appends the topic entry of `topic` (its slot size, history and schema), unless the
+    /// topic was added before. Returns whether it appended.
+    ///
+    /// # Panics
+    /// When the topic name is empty or longer than [`MAX_TOPIC_LEN`] (no shmbus name is).
+    pub fn add_topic(
+        &mut self,
+        topic: &str,
+        slot_size: u32,
+        history: u32,
+        schema: Option<&Schema>,
+    ) -> Result<bool, JournalSendError> {
+        if self.topics.contains_key(topic) {
+            return Ok(false);
+        }
+        TopicEntry { topic, slot_size, history, schema: schema.cloned() }.encode(&mut self.buf);
+        self.appender.send(&self.buf)?;
+        self.topics.insert(topic.to_owned(), (slot_size, history));
+        Ok(true)
+    }
+
+    /// Appends one message of `topic` (added before): its sequence number, publish
+    /// timestamp (CLOCK_MONOTONIC ns) and payload. Returns the entry's index.
+    pub fn write(&mut self, topic: &str, seq: u64, publish_ns: u64, payload: &[u8]) -> Result<u64, RecordError> {
+        let &(slot_size, history) =
+            self.topics.get(topic).ok_or_else(|| RecordError::UnknownTopic(topic.to_owned()))?;
+        Recorded { topic, seq, ts_ns: publish_ns, slot_size, history, payload }.encode(&mut self.buf);
+        self.appender.send(&self.buf).map_err(RecordError::JournalWrite)
+    }
+
+    /// The appender (to change its cipher or compression).
+    pub fn appender_mut(&mut self) -> &mut Appender {
+        &mut self.appender
     }
 }

@@ -2,7 +2,8 @@
 //! [MCAP](https://mcap.dev) file.
 //!
 //! - [`journal`]: the record entry format, one recorded message per journal entry plus one
-//!   topic entry (its schema) per topic, and [`JournalMessages`] to read a recording journal.
+//!   topic entry (its schema) per topic; [`JournalRecorder`] to write a recording journal,
+//!   [`JournalMessages`] to read one.
 //! - [`McapWriter`]: one MCAP channel per topic with its schema, chunked and compressed
 //!   (zstd by default), the summary section written by [`McapWriter::finish`]. A writer
 //!   killed mid-recording leaves a file readable up to its last whole chunk.
@@ -40,7 +41,7 @@ pub mod journal;
 mod mcap_file;
 
 pub use info::{export_journal, read_info, ExportReport, RecordingFormat, RecordingInfo, TopicInfo};
-pub use journal::{JournalMessages, RecordedMessage, RecordedTopic};
+pub use journal::{JournalMessages, JournalRecorder, RecordedMessage, RecordedTopic};
 pub use mcap_file::{Compression, McapMessage, McapMessages, McapOptions, McapWriter};
 
 /// What failed in reading or writing a recording.
@@ -71,6 +72,8 @@ pub enum RecordError {
         /// Why.
         what: String,
     },
+    /// Appending to the journal failed.
+    JournalWrite(shmbus::journal::JournalSendError),
     /// A journal entry is not a record entry this library reads.
     Entry {
         /// The journal directory.
@@ -104,6 +107,7 @@ impl fmt::Display for RecordError {
                 write!(f, "{}: {}", dir.display(), shmbus::journal::open_error_message(source))
             }
             RecordError::JournalRead { dir, what } => write!(f, "reading {}: {what}", dir.display()),
+            RecordError::JournalWrite(e) => write!(f, "recording to the journal: {e}"),
             RecordError::Entry { dir, index, what } => write!(f, "{} entry {index}: {what}", dir.display()),
             RecordError::UnknownTopic(t) => write!(f, "topic {t} was not added to the recording (add_topic)"),
             RecordError::TopicSchemaChanged(t) => {
@@ -124,6 +128,7 @@ impl std::error::Error for RecordError {
             RecordError::Mcap(e) => Some(e),
             RecordError::JournalOpen { source, .. } => Some(source),
             RecordError::Entry { what, .. } => Some(what),
+            RecordError::JournalWrite(e) => Some(e),
             RecordError::Schema { source, .. } => Some(source),
             _ => None,
         }

@@ -85,7 +85,14 @@ struct TopicChannel {
     schema: Option<Schema>,
 }
 
-/// Writes topics' messages to an MCAP file (see the [module docs](self) for the mapping).
+/// Writes topics' messages to an MCAP file.
+///
+/// Each topic is one channel; its schema one schema record (shared by topics with the same
+/// schema), its message encoding the channel's. A topic without a schema gets schema id 0
+/// and an empty message encoding (MCAP has no well-known encoding for opaque bytes; readers
+/// pass an unknown one through undecoded). Times are converted from CLOCK_MONOTONIC to Unix
+/// epoch with one offset sampled when the writer is made ([`clock_offset_ns`](Self::clock_offset_ns));
+/// the MCAP sequence is the shmbus sequence number modulo 2³².
 ///
 /// Messages go into chunks, written whole as they fill; [`finish`](Self::finish) closes
 /// the last chunk and writes the summary section (schemas, channels, statistics, chunk

@@ -8,7 +8,8 @@ use shmbus::journal::{Journal, JournalConfig};
 use shmbus::Schema;
 use shmbus_record::journal::{Entry, EntryError, Recorded, TopicEntry};
 use shmbus_record::{
-    export_journal, read_info, Compression, JournalMessages, McapMessages, McapOptions, McapWriter, RecordingFormat,
+    export_journal, read_info, Compression, JournalMessages, JournalRecorder, McapMessages, McapOptions, McapWriter,
+    RecordingFormat,
 };
 
 /// A fresh scratch directory for one test.
@@ -118,25 +119,34 @@ fn mcap_round_trip_with_every_compression() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Writes a recording journal: topic entries (when `with_topics`) then messages of `imu`
-/// and `raw`, 10 each, interleaved.
+/// Writes a recording journal of `imu` and `raw`, 10 messages each, interleaved: with
+/// [`JournalRecorder`] (topic entries first) when `with_topics`, else message entries alone
+/// as a recording made before topic entries existed.
 fn write_recording(dir: &PathBuf, with_topics: bool) {
     let j = Journal::create_or_open(dir, &JournalConfig::default()).unwrap();
+    let mut rec = with_topics.then(|| JournalRecorder::new(j.appender().unwrap()));
     let mut app = j.appender().unwrap();
-    let mut b = Vec::new();
-    if with_topics {
-        TopicEntry { topic: "imu", slot_size: 128, history: 4, schema: Some(imu_schema()) }.encode(&mut b);
-        app.send(&b).unwrap();
-        TopicEntry { topic: "raw", slot_size: 64, history: 2, schema: None }.encode(&mut b);
-        app.send(&b).unwrap();
+    if let Some(rec) = rec.as_mut() {
+        assert!(rec.add_topic("imu", 128, 4, Some(&imu_schema())).unwrap());
+        assert!(!rec.add_topic("imu", 128, 4, Some(&imu_schema())).unwrap(), "added once");
+        assert!(rec.write("nope", 1, 1, b"x").is_err(), "unknown topic");
+        rec.add_topic("raw", 64, 2, None).unwrap();
     }
+    let mut b = Vec::new();
     for i in 0..20u64 {
         let topic = if i % 2 == 0 { "imu" } else { "raw" };
-        let base = shmbus::time::monotonic_ns();
+        let ts = shmbus::time::monotonic_ns();
         let payload = format!("message {i}");
-        Recorded { topic, seq: 1 + i / 2, ts_ns: base, slot_size: 128, history: 4, payload: payload.as_bytes() }
-            .encode(&mut b);
-        app.send(&b).unwrap();
+        match rec.as_mut() {
+            Some(rec) => {
+                rec.write(topic, 1 + i / 2, ts, payload.as_bytes()).unwrap();
+            }
+            None => {
+                Recorded { topic, seq: 1 + i / 2, ts_ns: ts, slot_size: 128, history: 4, payload: payload.as_bytes() }
+                    .encode(&mut b);
+                app.send(&b).unwrap();
+            }
+        }
     }
 }
 
@@ -158,6 +168,10 @@ fn journal_recording_reads_and_exports_to_mcap() {
         assert_eq!(msgs.schema("imu"), with_topics.then(imu_schema).as_ref());
         assert_eq!(msgs.schema("raw"), None);
         assert_eq!(msgs.topics().len(), 2);
+        if with_topics {
+            let raw = &msgs.topics()["raw"];
+            assert_eq!((raw.slot_size, raw.history), (64, 2), "from the topic entry");
+        }
 
         let info = read_info(&jdir).unwrap();
         assert_eq!(info.format, RecordingFormat::Journal);
