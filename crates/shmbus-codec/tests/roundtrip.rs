@@ -351,3 +351,17 @@ fn idl_nested_sequences_are_refused_not_recursed() {
     let e = Codec::new("cdr", "a/msg/M", "ros2idl", deep.as_bytes()).unwrap_err();
     assert!(matches!(e, CodecError::Unsupported { .. }), "{e:?}");
 }
+
+#[test]
+fn codec_is_send_sync_and_debug() {
+    fn shareable<T: Send + Sync + std::fmt::Debug + 'static>(_: &T) {}
+    let codec = imu();
+    shareable(&codec);
+    // One codec decodes from several threads at once.
+    let bytes = codec.encode(&imu_value()).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| assert_eq!(codec.decode(&bytes, &FULL).unwrap(), imu_value()));
+        }
+    });
+}
