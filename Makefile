@@ -79,15 +79,25 @@ tsan:
 	  CARGO_TARGET_DIR=$(TSAN_TARGET) $(CARGO) +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p shmbus --features tokio --lib --test topic --test pool_basic --test queue_api --test queue_waitset --test stream_waitset --test journal_basic --test async_recv; \
 	else echo "tsan: SKIPPED (nightly toolchain with rust-src not available here)"; fi
 
-# The Python package (crates/shmbus-py): built into a scratch virtualenv (maturin, pytest and
-# numpy pinned; the extension in the `ci` profile, in the shared target dir), then its tests.
+# The Python package (crates/shmbus-py) as users get it: one abi3 wheel, built once with
+# maturin (the extension in the `ci` profile, in the shared target dir) into target/wheels,
+# installed with pip into a scratch virtualenv (maturin, pytest and numpy pinned) where its
+# tests run against it; then install-test/ installs the same wheel into a fresh virtualenv
+# without cargo or rustc on PATH (the examples, auditwheel, mypy --strict on the stubs) and
+# builds the sdist into a wheel.
 PY_VENV := target/py-venv
+PY_WHEELS := target/wheels
 python:
 	@python3 -c 'import venv, ensurepip' 2>/dev/null || (apt-get update && apt-get install -y python3-venv)
 	test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV)
 	$(PY_VENV)/bin/pip install -q maturin==1.15.0 pytest==9.0.3 numpy==2.4.6
-	VIRTUAL_ENV=$(CURDIR)/$(PY_VENV) PATH=$(CURDIR)/$(PY_VENV)/bin:$$PATH maturin develop -q --profile ci -m crates/shmbus-py/Cargo.toml
+	rm -f $(PY_WHEELS)/shmbus-*.whl
+	PATH=$(CURDIR)/$(PY_VENV)/bin:$$PATH maturin build -q --profile ci -m crates/shmbus-py/Cargo.toml \
+	  -i $(PY_VENV)/bin/python --out $(PY_WHEELS)
+	$(PY_VENV)/bin/pip install -q --force-reinstall --no-deps $(PY_WHEELS)/shmbus-*.whl
 	$(PY_VENV)/bin/python -m pytest -q crates/shmbus-py/tests
+	PATH=$(CURDIR)/$(PY_VENV)/bin:$$PATH SHMBUS_WHEEL=$$(ls $(PY_WHEELS)/shmbus-*.whl) \
+	  $(PY_VENV)/bin/python -m pytest -q crates/shmbus-py/install-test
 
 # The bindings' ping-pong benchmarks (not part of `make test`; see BENCHMARKS.md, "Bindings:
 # how to run"). A scratch virtualenv with the shmbus package (release build), numpy and the
