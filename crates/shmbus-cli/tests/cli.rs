@@ -224,7 +224,7 @@ fn info_json_describes_header_status_and_participants() {
     let mut sub = r.spawn(&["sub", "--domain", "d", "t"]);
     let v = r.wait_info("d", "t", |v| v["subscribers"] == 1);
     assert_eq!(v["kind"], "topic");
-    assert_eq!(v["version"], 6);
+    assert_eq!(v["version"], 7);
     assert_eq!(v["params"]["slot_size"], 100);
     assert_eq!(v["params"]["history"], 5);
     assert_eq!(v["last_seq"], 1);
