@@ -216,6 +216,15 @@ impl<W: Write + Seek> McapWriter<W> {
         Ok(())
     }
 
+    /// Closes the open chunk (written whole) and flushes the output: every message written
+    /// so far is readable, even if the writer is killed next. A recorder calls it now and then
+    /// (say once a second) to bound what a kill loses in time as well as in chunk size; each
+    /// call ends a chunk, and smaller chunks compress less well.
+    pub fn flush(&mut self) -> Result<(), RecordError> {
+        self.inner.flush()?;
+        Ok(())
+    }
+
     /// Closes the open chunk, writes the summary section and the footer, flushes, and hands
     /// back the output.
     pub fn finish(mut self) -> Result<W, RecordError> {

@@ -119,6 +119,33 @@ fn mcap_round_trip_with_every_compression() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn flush_makes_every_message_readable_before_finish() {
+    let dir = scratch("flush");
+    let path = dir.join("live.mcap");
+    let mut w = McapWriter::create(&path).unwrap();
+    w.add_topic("a", None).unwrap();
+    for i in 0..10u64 {
+        w.write("a", i, i, i, &i.to_le_bytes()).unwrap();
+    }
+    w.flush().unwrap();
+    w.write("a", 10, 10, 10, b"in the open chunk").unwrap();
+    // The writer is still open: no summary, no footer; the first ten are whole on disk.
+    let mut read = Vec::new();
+    for m in McapMessages::open(&path).unwrap() {
+        match m {
+            Ok(m) => read.push(m.sequence),
+            Err(_) => break,
+        }
+    }
+    assert_eq!(read, (0..10).collect::<Vec<u32>>());
+    let info = read_info(&path).unwrap();
+    assert_eq!((info.messages, info.complete, info.from_summary), (10, false, false));
+    w.finish().unwrap();
+    assert_eq!(read_info(&path).unwrap().messages, 11);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Writes a recording journal of `imu` and `raw`, 10 messages each, interleaved: with
 /// [`JournalRecorder`] (topic entries first) when `with_topics`, else message entries alone
 /// as a recording made before topic entries existed.
