@@ -7,7 +7,8 @@ builds into a wheel too.
     SHMBUS_WHEEL=target/wheels/shmbus-<version>-<tags>.whl python -m pytest install-test
 
 `make python` runs it on the wheel it built. Needs PyPI (numpy, auditwheel, mypy) for the
-fresh virtualenv; the sdist test needs cargo and maturin where it is run from.
+fresh virtualenv; the pip-built wheels need cargo and maturin where it is run from (they build
+in the shared target directory, and maturin leaves a copy in its wheels/ folder too).
 """
 
 import os
@@ -155,6 +156,25 @@ def test_mypy_strict_on_the_examples(venv):
         venv["env"],
         venv["cwd"],
     )
+
+
+def test_pip_wheel_of_the_source_tree(venv, tmp_path):
+    """`pip wheel ./crates/shmbus-py` makes one abi3 wheel. maturin's PEP 517 build tags it
+    `linux_x86_64` (it leaves auditing to the user); auditwheel finds it manylinux all the same,
+    and `MATURIN_PEP517_ARGS=--compatibility pypi` would tag it so."""
+    env = dict(os.environ)
+    env["MATURIN_PEP517_ARGS"] = "--profile ci"
+    env.setdefault("CARGO_TARGET_DIR", str(WORKSPACE / "target"))
+    run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(PKG_DIR)],
+        env,
+        tmp_path,
+        timeout=1800,
+    )
+    wheels = [w.name for w in tmp_path.glob("*.whl")]
+    assert len(wheels) == 1 and re.fullmatch(r"shmbus-[\d.]+-cp311-abi3-linux_x86_64\.whl", wheels[0]), wheels
+    out = run([str(venv["bin"] / "auditwheel"), "show", str(tmp_path / wheels[0])], venv["env"], venv["cwd"])
+    assert re.search(r'consistent with the following platform tag: "manylinux_\d+_\d+_x86_64"', " ".join(out.split())), out
 
 
 def test_sdist_builds_a_wheel(tmp_path):
