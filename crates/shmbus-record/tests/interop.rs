@@ -88,8 +88,12 @@ with open(sys.argv[1], "rb") as f:
     decoded = []
     for d in reader.iter_decoded_messages(topics=["imu"], log_time_order=False):
         decoded.append({"x": d.decoded_message.x, "y": d.decoded_message.y, "name": d.decoded_message.name})
+    indexed = all(len(ci.message_index_offsets) > 0 for ci in summary.chunk_indexes)
+    # A time range is answered from the chunk and message indexes.
+    late = sum(1 for _ in reader.iter_messages(starting_at=int(sys.argv[2])))
     print(json.dumps({"channels": channels, "total": summary.statistics.message_count,
-                      "chunks": len(summary.chunk_indexes), "messages": messages, "decoded": decoded}))
+                      "chunks": len(summary.chunk_indexes), "indexed": indexed, "late": late,
+                      "messages": messages, "decoded": decoded}))
 "#;
 
 #[test]
@@ -118,7 +122,10 @@ fn python_reads_what_shmbus_writes() {
         }
         w.finish().unwrap();
 
-        let v = run(&py, READ_SCRIPT, &[&path]);
+        let from = PathBuf::from((20_000 + 200 + off).to_string());
+        let v = run(&py, READ_SCRIPT, &[&path, &from]);
+        assert_eq!(v["indexed"], true, "every chunk has its message indexes");
+        assert_eq!(v["late"], 100, "messages logged at or after the 200th");
         let ch = &v["channels"];
         assert_eq!(ch["imu"]["message_encoding"], "cdr");
         assert_eq!(ch["imu"]["schema_name"], "demo_msgs/msg/Imu");
