@@ -6,7 +6,9 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use mcap::records::Record;
-use shmbus::journal::Journal;
+use std::sync::Arc;
+
+use shmbus::journal::{EntryCipher, Journal};
 
 use crate::journal::JournalMessages;
 use crate::mcap_file::{McapOptions, McapWriter};
@@ -287,10 +289,20 @@ pub fn export_journal(
     out: impl AsRef<Path>,
     options: McapOptions,
 ) -> Result<ExportReport, RecordError> {
+    export_journal_with(journal_dir, None, out, options)
+}
+
+/// [`export_journal`] of an encrypted journal: its entries decrypted with `cipher`.
+pub fn export_journal_with(
+    journal_dir: impl AsRef<Path>,
+    cipher: Option<Arc<dyn EntryCipher>>,
+    out: impl AsRef<Path>,
+    options: McapOptions,
+) -> Result<ExportReport, RecordError> {
     let dir = journal_dir.as_ref();
     let status = Journal::status(dir).map_err(|e| RecordError::JournalOpen { dir: dir.to_path_buf(), source: e })?;
     let plain = plain_name(dir);
-    let mut msgs = JournalMessages::open(dir)?.plain_as(plain.clone());
+    let mut msgs = JournalMessages::open(dir)?.plain_as(plain.clone()).with_cipher(cipher);
     let mut w = McapWriter::create_with(out.as_ref(), options)?;
     let mut offsets: BTreeMap<String, u64> = BTreeMap::new();
     let mut report = ExportReport::default();

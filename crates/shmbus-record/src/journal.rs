@@ -46,7 +46,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use shmbus::journal::{Appender, Journal, JournalSendError, JournalTryRecvError, Tailer};
+use std::sync::Arc;
+
+use shmbus::journal::{Appender, EntryCipher, Journal, JournalSendError, JournalTryRecvError, Tailer};
 use shmbus::Schema;
 
 use crate::RecordError;
@@ -322,7 +324,8 @@ pub struct RecordedTopic {
 /// `Result<RecordedMessage, RecordError>`), and its topics as they are met.
 ///
 /// Entries the journal itself skips (removed by retention, damaged, encrypted: this reader
-/// has no cipher) are counted in [`skipped`](Self::skipped) and passed over. An entry that
+/// has no cipher, see [`with_cipher`](Self::with_cipher)) are counted in
+/// [`skipped`](Self::skipped) and passed over. An entry that
 /// is not a record entry is an error ([`RecordError::Entry`]), unless [`plain_as`](Self::plain_as)
 /// names a topic for such entries. After an error the iterator ends.
 pub struct JournalMessages {
@@ -357,6 +360,13 @@ impl JournalMessages {
     /// entry's index, publish and log time = the entry's timestamp) instead of errors.
     pub fn plain_as(mut self, name: impl Into<String>) -> JournalMessages {
         self.plain = Some(name.into());
+        self
+    }
+
+    /// Decrypts entries with `cipher` (the recorder's, for an encrypted recording); without
+    /// one, encrypted entries are skipped and counted in [`skipped`](Self::skipped).
+    pub fn with_cipher(mut self, cipher: Option<Arc<dyn EntryCipher>>) -> JournalMessages {
+        self.tailer.set_cipher(cipher);
         self
     }
 

@@ -40,7 +40,9 @@ mod info;
 pub mod journal;
 mod mcap_file;
 
-pub use info::{export_journal, read_info, ExportReport, RecordingFormat, RecordingInfo, TopicInfo};
+pub use info::{
+    export_journal, export_journal_with, read_info, ExportReport, RecordingFormat, RecordingInfo, TopicInfo,
+};
 pub use journal::{JournalMessages, JournalRecorder, RecordedMessage, RecordedTopic};
 pub use mcap_file::{Compression, McapMessage, McapMessages, McapOptions, McapWriter};
 

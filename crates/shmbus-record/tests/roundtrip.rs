@@ -256,6 +256,37 @@ fn plain_journal_exports_as_one_channel_named_after_it() {
 }
 
 #[test]
+fn encrypted_recording_reads_and_exports_with_its_cipher() {
+    use shmbus::journal::{EntryCipher, Keyring, XChaCha20Poly1305Cipher};
+    use std::sync::Arc;
+
+    let dir = scratch("sealed");
+    let jdir = dir.join("sealed");
+    let cipher: Arc<dyn EntryCipher> = Arc::new(XChaCha20Poly1305Cipher::new(&Keyring::new(1, [7u8; 32])));
+    let j = Journal::create_or_open(&jdir, &JournalConfig::default()).unwrap();
+    let mut app = j.appender().unwrap();
+    app.set_cipher(Some(cipher.clone()));
+    let mut rec = JournalRecorder::new(app);
+    rec.add_topic("imu", 64, 2, Some(&imu_schema())).unwrap();
+    for i in 0..5u64 {
+        rec.write("imu", i, i, &i.to_le_bytes()).unwrap();
+    }
+    // Without the cipher every entry is skipped, none misread.
+    let mut blind = JournalMessages::open(&jdir).unwrap();
+    assert_eq!(blind.by_ref().count(), 0);
+    assert_eq!(blind.skipped(), 6);
+    let mut seeing = JournalMessages::open(&jdir).unwrap().with_cipher(Some(cipher.clone()));
+    assert_eq!(seeing.by_ref().map(|m| m.unwrap().seq).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    assert_eq!(seeing.schema("imu"), Some(&imu_schema()));
+
+    let out = dir.join("sealed.mcap");
+    let report = shmbus_record::export_journal_with(&jdir, Some(cipher), &out, McapOptions::default()).unwrap();
+    assert_eq!((report.messages, report.skipped), (5, 0));
+    assert_eq!(read_info(&out).unwrap().topics[0].schema_name, "demo_msgs/msg/Imu");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn info_of_something_else_is_an_error() {
     let dir = scratch("other");
     let f = dir.join("x.txt");
