@@ -4,6 +4,10 @@
 //! any participant is alive; `--force` removes it anyway, and those processes keep working
 //! on their mapping. A file that is not a valid segment is refused unless `--force`. Only a
 //! regular file of a trusted owner is ever removed, never through a symlink.
+//!
+//! A domain directory this call emptied goes too (`Domain::remove_dir_if_empty`: `rmdir`
+//! relative to the root, so only when empty, never the root, never through a symlink), as
+//! `shmbus clean` does (said on a line of its own; `--json` keeps its one line as it was).
 
 use serde::Serialize;
 use shmbus::admin::RemoveError;
@@ -54,6 +58,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let domain = ctx.domain(&domain_name)?;
     let what = format!("{domain_name}/{}", args.name);
     let r = if args.force { domain.remove_forced(&args.name) } else { domain.remove(&args.name) };
+    // The channel removed, its domain directory too if that emptied it: `rmdir` fails on a
+    // directory that is not empty, so a channel created meanwhile keeps it. The channel is
+    // gone either way: a directory that cannot be removed is said, not failed.
+    let removed_domain = r.is_ok()
+        && domain.remove_dir_if_empty().unwrap_or_else(|e| {
+            eprintln!("shmbus rm: cannot remove empty domain {domain_name}: {e}");
+            false
+        });
     match r {
         Ok(removed) if args.json => {
             let v = RemovedJson {
@@ -79,6 +91,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                 format!("; still mapped by {}", who.join(", "))
             };
             println!("removed {what} ({kind}{still})");
+            if removed_domain {
+                println!("removed empty domain {domain_name}");
+            }
             Ok(())
         }
         Err(RemoveError::InUse { attached, .. }) => {
