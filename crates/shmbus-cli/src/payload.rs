@@ -6,6 +6,8 @@
 //! terminal shows; a newline in it splits the line, bytes that are not UTF-8 become U+FFFD),
 //! `hex` and `base64` one encoded line per message (exact whatever the bytes), and `raw` the
 //! bytes as they are with no separator (for one message, or a consumer that knows the framing).
+//! `sub` without `--format` prints a payload that is valid UTF-8 as `text` and any other as
+//! `hex` ([`Format::Auto`]): binary bytes never reach a terminal as they are.
 //! JSON lines carry `data` (the payload as a string) when it is valid UTF-8, else
 //! `data_base64` (standard alphabet, padded): never lossy.
 
@@ -30,6 +32,10 @@ pub enum Format {
     Base64,
     /// The bytes as they are, no separator between messages.
     Raw,
+    /// `text` when the payload is valid UTF-8, else `hex`: `sub`'s default, not a choice
+    /// of `--format`.
+    #[value(skip)]
+    Auto,
 }
 
 /// How `pub` reads each stdin line or `--data` (`--format`).
@@ -66,6 +72,8 @@ pub fn write(out: &mut impl Write, format: Format, data: &[u8]) -> Result<()> {
             out.write_all(line.as_bytes())?;
         }
         Format::Raw => out.write_all(data)?,
+        Format::Auto if std::str::from_utf8(data).is_ok() => return write(out, Format::Text, data),
+        Format::Auto => return write(out, Format::Hex, data),
     }
     Ok(())
 }
@@ -189,6 +197,8 @@ mod tests {
         assert_eq!(written(Format::Raw, &data), data);
         assert_eq!(written(Format::Text, b"a\xffb"), "a\u{fffd}b\n".as_bytes());
         assert_eq!(written(Format::Hex, b"\x00\xab"), b"00ab\n");
+        assert_eq!(written(Format::Auto, "né\n".as_bytes()), "né\n\n".as_bytes());
+        assert_eq!(written(Format::Auto, b"a\nb\xff"), b"610a62ff\n");
         assert_eq!(written(Format::Base64, b"hi"), b"aGk=\n");
         assert_eq!(decode(InFormat::Hex, b"00AB\r"), Ok(vec![0, 0xab]));
     }

@@ -291,9 +291,11 @@ pub struct SubArgs {
     #[arg(long, value_name = "SECS", value_parser = crate::parse_wait)]
     pub wait: Option<std::time::Duration>,
     /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
-    /// line each, exact), raw (the bytes as they are, no separator). Default: text, or on a
-    /// channel whose schema has a codec each message decoded, one JSON object per line (a
-    /// message that does not decode is said on stderr with its seq, and the others go on).
+    /// line each, exact), raw (the bytes as they are, no separator). Default: text for a
+    /// payload that is valid UTF-8 and hex for any other (binary bytes never reach the
+    /// terminal as they are), or on a channel whose schema has a codec each message decoded,
+    /// one JSON object per line (a message that does not decode is said on stderr with its
+    /// seq, and the others go on).
     #[arg(long, value_enum, conflicts_with = "json")]
     pub format: Option<Format>,
     /// Decoded messages: print byte arrays whole (by default those longer than 64 bytes show
@@ -339,7 +341,9 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     let topic_start = args.from.is_some() || args.latest || args.reliable;
     // A missing channel is for the open below to report, in its kind's words.
     let schema = shmbus::admin::inspect_channel(&domain, &args.name).ok().and_then(|r| r.schema);
-    let mut printer = Printer::new(schema.as_deref(), args.json, args.format, args.full);
+    // No `--format`: a channel with a codec prints decoded, any other text or hex by payload.
+    let format = args.format.or_else(|| crate::schema::codec(schema.as_deref()).is_none().then_some(Format::Auto));
+    let mut printer = Printer::new(schema.as_deref(), args.json, format, args.full);
     if let Some(r) =
         crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, &mut printer, topic_start)
     {
