@@ -25,7 +25,7 @@ pub enum KindArg {
 }
 
 /// `shmbus pub --domain D NAME [--kind K] [size flags] [--data TEXT] [--timeout-ms T] [--count N] [--rate HZ]`
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct PubArgs {
     /// The channel's domain. Default: $SHMBUS_DOMAIN.
     #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
@@ -37,7 +37,8 @@ pub struct PubArgs {
     #[arg(long, value_enum)]
     pub kind: Option<KindArg>,
     /// Topic: largest message in bytes (K, M, G suffixes: powers of 1024). Used when creating
-    /// the topic (default 4096); if the topic exists with another slot size, `pub` fails.
+    /// the topic (default 4096, or with --file the file's length if larger); if the topic
+    /// exists with another slot size, `pub` fails.
     #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     pub slot_size: Option<usize>,
     /// Topic: messages kept for random access. Used when creating the topic (default 16);
@@ -135,15 +136,71 @@ pub trait Source {
 }
 
 /// Publishes `--data` (or `--file`) once or as `--count`/`--rate` say, or each stdin line.
+///
+/// A channel this call creates is removed again if the call fails before anything was
+/// published to it (a missing file, a first line too long or that does not decode): a
+/// failed `pub` leaves no channel behind that nobody asked for.
 pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let existed =
+        !matches!(shmbus::admin::inspect_channel(&domain, &args.name), Err(shmbus::OpenError::NotFound { .. }));
+    // Only a hint: the removal below goes through `rmdir`, which fails on a directory that
+    // holds anything.
+    let dir_existed = std::fs::symlink_metadata(domain.dir()).is_ok();
+    let sized;
+    let args = match sized_for_file(args, existed) {
+        Some(a) => {
+            sized = a;
+            &sized
+        }
+        None => args,
+    };
+    let r = publish_to(&domain, args);
+    if r.is_err() && !existed && remove_if_created_empty(&domain, &args.name) && !dir_existed {
+        let _ = domain.remove_dir_if_empty();
+    }
+    r
+}
+
+/// `pub --file` creating a topic without `--slot-size`: the args with a slot that holds the
+/// file (at least the default 4096 bytes). `None`: nothing to change (the channel exists, is
+/// of another kind, has its size or schema given, or the file cannot be read: its read
+/// fails later, in its own words).
+fn sized_for_file(args: &PubArgs, existed: bool) -> Option<PubArgs> {
+    let path = args.file.as_ref()?;
+    let topic = matches!(args.kind, None | Some(KindArg::Topic))
+        && args.capacity.is_none()
+        && args.max_element_size.is_none()
+        && args.slot_size.is_none();
+    if existed || !topic || args.schema.message_encoding.is_some() {
+        return None;
+    }
+    let len = usize::try_from(std::fs::metadata(path).ok()?.len()).ok()?;
+    let slot = len.max(shmbus::topic::DEFAULT_MAX_MESSAGE_LEN);
+    Some(PubArgs { slot_size: Some(slot), ..args.clone() })
+}
+
+/// After a failed `pub`: removes channel `name` if this process created it and it holds
+/// nothing (no history, no pending data) and no other process is attached. Any doubt keeps
+/// it: a channel someone else created, or already uses, is never removed here. Returns
+/// whether it removed it.
+fn remove_if_created_empty(domain: &shmbus::Domain, name: &str) -> bool {
+    let Ok(report) = shmbus::admin::inspect_channel(domain, name) else { return false };
+    let ours = report.header.creator.pid == std::process::id();
+    // Forced only past our own liveness as its creator: the checks here stand for the rest.
+    // A failure leaves the empty channel, which `shmbus clean` removes.
+    ours && report.live.is_empty() && !report.holds_data() && domain.remove_forced(name).is_ok()
+}
+
+/// [`run_pub`]'s work: opens (or creates) the channel and publishes.
+fn publish_to(domain: &shmbus::Domain, args: &PubArgs) -> Result<()> {
     let topic_sizes = args.slot_size.is_some() || args.history.is_some();
     let schema = args.schema.schema()?;
     // The schema the messages are written in: the one given (an existing channel must have
     // it: the open checks), else the existing channel's.
     let in_effect = match &schema {
         Some(s) => Some(s.clone()),
-        None => shmbus::admin::inspect_channel(&domain, &args.name).ok().and_then(|r| r.schema).map(|s| (*s).clone()),
+        None => shmbus::admin::inspect_channel(domain, &args.name).ok().and_then(|r| r.schema).map(|s| (*s).clone()),
     };
     // JSON lines are encoded unless bytes were asked for (`--format`, `--file`).
     let codec = match (args.format, &args.file) {
@@ -159,15 +216,15 @@ pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
         timeout_ms: args.timeout_ms,
         schema: schema.clone(),
     };
-    let sent = match crate::queue::pub_if_queue(&domain, &args.name, args.kind, &input, repeat, topic_sizes, queue) {
+    let sent = match crate::queue::pub_if_queue(domain, &args.name, args.kind, &input, repeat, topic_sizes, queue) {
         Some(r) => r?,
         None => {
-            let mut sink = kinds::sink(&domain, args, schema)?;
+            let mut sink = kinds::sink(domain, args, schema)?;
             publish(&input, sink.max_len(), repeat, |msg| sink.send(msg))?
         }
     };
     if args.json {
-        let kind = shmbus::admin::inspect_channel(&domain, &args.name)?.header.kind.to_string();
+        let kind = shmbus::admin::inspect_channel(domain, &args.name)?.header.kind.to_string();
         let v = PublishedJson { domain: &args.domain, name: &args.name, kind, sent };
         JsonLines::new().write(&mut std::io::stdout().lock(), &v)?;
     }

@@ -1,16 +1,78 @@
 //! A newcomer's first hour with the CLI: the surprises it used to hold, each pinned by a
 //! test. Real `shmbus` processes on real channels in a scratch root; no assertion on a time.
 //!
+//! * `pub --file` sizes a topic it creates from the file, and a `pub` that fails before
+//!   sending leaves no channel (nor domain) behind.
 //! * `sub` prints a payload that is not UTF-8 as hex unless `--format raw` asks for bytes.
 //! * `rm` of a domain's last channel removes the domain directory too.
 
 mod common;
 
-use common::{json_lines, Root};
+use common::{json_lines, one_error_line, Root};
 
 /// Whether domain `d` has a directory under the root.
 fn domain_dir_exists(r: &Root, d: &str) -> bool {
     r.0.join(format!("shmbus.{d}")).exists()
+}
+
+#[test]
+fn pub_file_creates_a_topic_that_holds_the_file() {
+    let r = Root::new();
+    // Larger than the default 4 KiB slot, binary, newlines included.
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let file = r.0.join("payload.bin");
+    std::fs::write(&file, &data).unwrap();
+    r.ok(&["pub", "--domain", "d", "big", "--file", file.to_str().unwrap()]);
+    let info = r.json(&["info", "--domain", "d", "big", "--json"]);
+    assert!(info["slot_size"].as_u64().unwrap() >= data.len() as u64, "{info}");
+    let out = r.run(&["sub", "--domain", "d", "big", "--from", "1", "--count", "1", "--format", "raw"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout == data, "the message is not the file ({} bytes)", out.stdout.len());
+}
+
+#[test]
+fn a_pub_that_fails_before_sending_leaves_no_channel_behind() {
+    let r = Root::new();
+    let missing = r.0.join("no-such-file");
+    let e = r.fails(&["pub", "--domain", "d", "t", "--file", missing.to_str().unwrap()]);
+    assert!(e.contains("no-such-file"), "{e}");
+    assert!(!r.channel_file("d", "t").exists() && !domain_dir_exists(&r, "d"), "missing file");
+
+    let long = "x".repeat(5000) + "\n";
+    let out = r.run_stdin(&["pub", "--domain", "d", "t"], long.as_bytes());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).contains("stdin line 1 is longer than 4096 bytes"));
+    assert!(!r.channel_file("d", "t").exists() && !domain_dir_exists(&r, "d"), "too-long line");
+
+    let out = r.run_stdin(&["pub", "--domain", "d", "t", "--format", "hex"], b"zz\n0a\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).contains("not a hex byte"));
+    assert!(!r.channel_file("d", "t").exists() && !domain_dir_exists(&r, "d"), "bad hex");
+
+    let out = r.run_stdin(&["pub", "--domain", "d", "t", "--message-encoding", "json"], b"{not json\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).contains("not JSON"));
+    assert!(!r.channel_file("d", "t").exists() && !domain_dir_exists(&r, "d"), "bad JSON");
+
+    // A domain directory that was there before stays (empty: someone made it for later).
+    std::fs::create_dir(r.0.join("shmbus.d")).unwrap();
+    r.fails(&["pub", "--domain", "d", "t", "--file", missing.to_str().unwrap()]);
+    assert!(!r.channel_file("d", "t").exists() && domain_dir_exists(&r, "d"));
+}
+
+#[test]
+fn a_failed_pub_never_removes_a_channel_it_did_not_create() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "d", "--kind", "topic", "t"]);
+    let missing = r.0.join("no-such-file");
+    r.fails(&["pub", "--domain", "d", "t", "--file", missing.to_str().unwrap()]);
+    assert!(r.channel_file("d", "t").exists());
+    // Nor one it created and published to before failing: those messages are kept.
+    let out = r.run_stdin(&["pub", "--domain", "d", "u", "--format", "hex"], b"6869\nzz\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).contains("(1 message(s) sent before)"));
+    let got = r.ok(&["sub", "--domain", "d", "u", "--from", "1", "--count", "1", "--timeout-ms", "20000"]);
+    assert_eq!(got, "hi\n");
 }
 
 #[test]
