@@ -65,8 +65,8 @@ impl Verb {
     }
 }
 
-/// `shmbus hz|bw|delay (--domain D NAME | --journal DIR) [--window N] [--interval SECS]
-/// [--count K] [--json]`
+/// `shmbus hz|bw|delay (--domain D NAME [--wait SECS] | --journal DIR) [--window N]
+/// [--interval SECS] [--count K] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The channel's domain. Default: $SHMBUS_DOMAIN.
@@ -93,6 +93,10 @@ pub struct Args {
     /// One JSON object per line, with raw numbers (ns, bytes/s, msg/s; null where unknown).
     #[arg(long)]
     pub json: bool,
+    /// Wait up to SECS seconds (or a duration: `500ms`, `2m`) for the channel to exist, so
+    /// the watch can start before its publisher. Default: fail at once if it does not exist.
+    #[arg(long, value_name = "SECS", value_parser = crate::parse_wait, conflicts_with = "journal")]
+    pub wait: Option<Duration>,
 }
 
 /// Parses a duration (bare number: seconds, fractions allowed) from 1 ms to a day.
@@ -126,6 +130,7 @@ pub fn run(ctx: &Ctx, args: &Args, verb: Verb) -> Result<()> {
         return Err(CliError::usage("give --domain D NAME, or --journal DIR"));
     };
     let domain = ctx.domain(domain_name)?;
+    ctx.wait_for(&domain, &[name], args.wait)?;
     let guard = Guard::new(&domain, name, verb)?;
     match guard.kind {
         Kind::Topic => watch_topic(&domain, &guard, args, &mut printer),
@@ -158,7 +163,7 @@ impl Guard {
             Ok(r) => r.header,
             Err(OpenError::NotFound { .. }) => {
                 return Err(CliError::msg(format!(
-                    "{}: no channel '{name}' in domain '{}' (check --domain and SHMBUS_ROOT)",
+                    "{}: no channel '{name}' in domain '{}' (check --domain and SHMBUS_ROOT, or --wait SECS for it to appear)",
                     verb.name(),
                     domain.name()
                 )))
@@ -716,17 +721,9 @@ fn human_ns(ns: f64) -> String {
     }
 }
 
-/// Bytes as `100 B`, `12.3 KB`, `4.50 MB`, `1.20 GB` (powers of 1000).
+/// Bytes as `100 B`, `12.0 KiB`, `4.50 MiB` (powers of 1024, the units size flags take).
 fn human_bytes(b: f64) -> String {
-    if b < 1e3 {
-        format!("{b:.0} B")
-    } else if b < 1e6 {
-        format!("{:.1} KB", b / 1e3)
-    } else if b < 1e9 {
-        format!("{:.2} MB", b / 1e6)
-    } else {
-        format!("{:.2} GB", b / 1e9)
-    }
+    crate::units::iec_bytes(b)
 }
 
 /// A rate as `1000.2 msg/s`.
@@ -745,8 +742,8 @@ mod tests {
         assert_eq!(human_ns(1_200_000.0), "1.20ms");
         assert_eq!(human_ns(2.5e9), "2.50s");
         assert_eq!(human_bytes(100.0), "100 B");
-        assert_eq!(human_bytes(12_300.0), "12.3 KB");
-        assert_eq!(human_bytes(4.5e6), "4.50 MB");
+        assert_eq!(human_bytes(12_288.0), "12.0 KiB");
+        assert_eq!(human_bytes(4.5 * 1048576.0), "4.50 MiB");
     }
 
     #[test]

@@ -17,6 +17,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The result of a parser: the message names what was wrong and what is accepted.
 type Parsed<T> = std::result::Result<T, String>;
 
+/// A byte count (or, with `/s` after it, a byte rate) as people read it, in the units sizes
+/// are typed in: `100 B`, `12.0 KiB`, `4.50 MiB`, `1.20 GiB` (powers of 1024).
+pub fn iec_bytes(b: f64) -> String {
+    const KIB: f64 = 1024.0;
+    // Each unit up to 1000 of it ("1000.0 KiB" would read as a typo for MiB).
+    if b < 1000.0 {
+        format!("{b:.0} B")
+    } else if b < 1000.0 * KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else if b < 1000.0 * KIB * KIB {
+        format!("{:.2} MiB", b / (KIB * KIB))
+    } else {
+        format!("{:.2} GiB", b / (KIB * KIB * KIB))
+    }
+}
+
 /// A size in bytes (or a count): `4096`, `4K`, `64KiB`, `1M`, `2GiB`.
 pub fn size(s: &str) -> Parsed<u64> {
     let t = s.trim();
@@ -193,6 +209,16 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iec_bytes_scale_by_1024() {
+        assert_eq!(iec_bytes(100.0), "100 B");
+        assert_eq!(iec_bytes(12_288.0), "12.0 KiB");
+        assert_eq!(iec_bytes(4.5 * 1048576.0), "4.50 MiB");
+        assert_eq!(iec_bytes(1.2 * 1073741824.0), "1.20 GiB");
+        // Every figure it prints parses back as a size flag takes it.
+        assert_eq!(size("12KiB"), Ok(12_288));
+    }
 
     #[test]
     fn sizes() {

@@ -4,6 +4,7 @@
 //! * `pub --file` sizes a topic it creates from the file, and a `pub` that fails before
 //!   sending leaves no channel (nor domain) behind.
 //! * `sub` prints a payload that is not UTF-8 as hex unless `--format raw` asks for bytes.
+//! * `hz`, `bw` and `delay` can wait for their channel (`--wait`), and `bw` speaks IEC units.
 //! * `rm` of a domain's last channel removes the domain directory too.
 
 mod common;
@@ -89,6 +90,38 @@ fn sub_prints_binary_payloads_as_hex_and_text_as_text() {
     // `--format text` stays lossy text.
     let out = r.ok(&["sub", "--domain", "d", "t", "--from", "1", "--count", "1", "--format", "text"]);
     assert_eq!(out, "\0\u{fffd}\nA\n");
+}
+
+#[test]
+fn hz_bw_and_delay_wait_for_a_channel_to_appear() {
+    let r = Root::new();
+    for verb in ["hz", "bw", "delay"] {
+        let e = r.fails(&[verb, "--domain", "d", "later", "--count", "1"]);
+        assert!(e.contains("no channel 'later'") && e.contains("--wait"), "{e}");
+        let e = r.fails(&[verb, "--domain", "d", "later", "--count", "1", "--wait", "0.2"]);
+        assert!(e.contains("appeared within --wait"), "{e}");
+    }
+    let bw = r.spawn(&["bw", "--domain", "d", "later", "--wait", "20", "--interval", "0.2", "--count", "3"]);
+    // Published until `bw` has printed its lines: whenever it attaches, it sees messages.
+    let mut publisher =
+        r.spawn(&["pub", "--domain", "d", "later", "--data", &"x".repeat(2000), "--rate", "200", "--history", "64"]);
+    let out = bw.finish_ok();
+    publisher.kill();
+    assert!(out.lines().count() == 3, "{out}");
+    assert!(out.contains("KiB/s"), "{out}");
+    assert!(!out.contains("KB"), "{out}");
+}
+
+#[test]
+fn hz_with_wait_reports_the_channel_that_appeared() {
+    let r = Root::new();
+    let hz = r.spawn(&["hz", "--domain", "d", "t", "--wait", "20", "--interval", "0.2", "--count", "2", "--json"]);
+    let mut publisher = r.spawn(&["pub", "--domain", "d", "t", "--data", "x", "--rate", "100"]);
+    let out = hz.finish_ok();
+    publisher.kill();
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines.iter().all(|l| l["verb"] == "hz" && l["kind"] == "topic"), "{out}");
 }
 
 #[test]
