@@ -6,10 +6,20 @@
 //! * `sub` prints a payload that is not UTF-8 as hex unless `--format raw` asks for bytes.
 //! * `hz`, `bw` and `delay` can wait for their channel (`--wait`), and `bw` speaks IEC units.
 //! * `rm` of a domain's last channel removes the domain directory too.
+//! * `top` counts what a stuck subscriber lost past the history as drops, and names a CLI
+//!   participant by its verb (`shmbus sub`), in `--once --json` and on a real terminal (tmux).
+
+#![cfg(not(loom))]
 
 mod common;
 
+use std::process::Command;
+use std::time::{Duration, Instant};
+
 use common::{json_lines, one_error_line, Root};
+use serde_json::Value;
+use shmbus::topic::{Topic, TopicConfig};
+use shmbus::Domain;
 
 /// Whether domain `d` has a directory under the root.
 fn domain_dir_exists(r: &Root, d: &str) -> bool {
@@ -149,4 +159,107 @@ fn clean_all_removes_the_domain_it_emptied() {
     let out = r.ok(&["clean", "--all"]);
     assert!(out.contains("removed empty domain d"), "{out}");
     assert!(!domain_dir_exists(&r, "d"));
+}
+
+/// The participants of channel `name` in one `top --once --json` snapshot.
+fn top_participants(r: &Root, name: &str) -> Vec<Value> {
+    let v = r.json(&["top", "--once", "--json", "--interval", "0.1", "--domain", "d"]);
+    let channel = v["channels"].as_array().unwrap().iter().find(|c| c["name"] == name).cloned();
+    channel.unwrap_or_else(|| panic!("no {name}: {v}"))["participants"].as_array().unwrap().clone()
+}
+
+#[test]
+fn top_counts_what_a_stuck_subscriber_lost_past_the_history() {
+    let r = Root::new();
+    let domain = Domain::with_root("d", &r.0).unwrap();
+    let topic = Topic::create_or_open(&domain, "t", &TopicConfig::default().history(8)).unwrap();
+    // Reads one message, then never again.
+    let stuck = topic.subscriber().unwrap();
+    r.ok(&["pub", "--domain", "d", "t", "--data", "first"]);
+    stuck.recv_timeout(Duration::from_secs(20)).unwrap();
+    r.ok(&["pub", "--domain", "d", "t", "--data", "x", "--count", "50"]);
+    let parts = top_participants(&r, "t");
+    let sub = parts.iter().find(|p| p["role"] == "subscriber").unwrap_or_else(|| panic!("{parts:?}"));
+    let lag = sub["lag"].as_u64().expect("a lag");
+    assert_eq!(lag, 50, "{sub}");
+    // 50 behind with 8 kept: 42 are gone, though the subscriber has not read to find out.
+    assert_eq!(sub["drops"].as_u64(), Some(42), "{sub}");
+    drop(stuck);
+}
+
+#[test]
+fn top_names_a_cli_participant_by_its_verb() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "d", "--kind", "topic", "t"]);
+    let _sub = r.spawn(&["--root", r.0.to_str().unwrap(), "sub", "--domain", "d", "t"]);
+    r.wait_info("d", "t", |v| v["subscribers"] == 1);
+    let parts = top_participants(&r, "t");
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    assert_eq!(parts[0]["process"], "shmbus sub", "{parts:?}");
+
+    // On a terminal: the detail pane of the channel names it the same.
+    let tmux = Tmux::start(&r, 120, 30, "top --domain d");
+    tmux.wait_for("the channel", |s| s.contains("d/t"));
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("its participant", |s| s.contains("d/t (topic)") && s.contains("subscriber"));
+    let line = s.lines().find(|l| l.contains("subscriber")).unwrap();
+    assert!(line.contains("shmbus sub"), "{line:?}:\n{s}");
+    tmux.keys(&["q"]);
+}
+
+/// A tmux server of its own (its own socket) running `shmbus ARGS`, killed when dropped.
+struct Tmux {
+    socket: String,
+    /// The server's socket file, which `kill-server` leaves behind.
+    socket_path: Option<std::path::PathBuf>,
+}
+
+impl Tmux {
+    fn start(root: &Root, width: u16, height: u16, args: &str) -> Tmux {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("shmbus-first-hour-{}-{n}", std::process::id());
+        let bin = env!("CARGO_BIN_EXE_shmbus");
+        let command = format!("'{bin}' --root '{}' {args}; sleep 600", root.0.display());
+        let mut t = Tmux { socket, socket_path: None };
+        let (w, h) = (width.to_string(), height.to_string());
+        t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", &w, "-y", &h, &command]);
+        let path = t.tmux(&["display-message", "-p", "#{socket_path}"]);
+        t.socket_path = Some(path.trim().into());
+        t
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux is installed");
+        assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.tmux(&["send-keys", "-t", "top", k]);
+        }
+    }
+
+    /// The screen once `cond` holds for it; panics with the last screen after 10 s.
+    fn wait_for(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.tmux(&["capture-pane", "-p", "-t", "top"]);
+            if cond(&s) {
+                return s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the screen never showed {what}:\n{s}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+        if let Some(p) = self.socket_path.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }

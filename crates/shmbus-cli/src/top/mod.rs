@@ -118,7 +118,7 @@ fn participant_json(p: &Participant) -> ParticipantJson<'_> {
         messages_per_s: p.messages_per_s,
         bytes_per_s: p.bytes_per_s,
         lag: p.lag,
-        drops: c.drops,
+        drops: p.drops(),
         full: c.full,
         blocked: c.blocked,
         futex_waits: c.futex_waits,

@@ -88,7 +88,8 @@ pub struct Participant {
     pub index: usize,
     /// Its process id.
     pub pid: u32,
-    /// Its process's name (`/proc/PID/comm`); `None` when dead or unreadable.
+    /// Its process's name (`/proc/PID/comm`), with the verb for the shmbus CLI
+    /// (`shmbus sub`, from `/proc/PID/cmdline`); `None` when dead or unreadable.
     pub process: Option<String>,
     /// Its role ("publisher", "subscriber", …).
     pub role: String,
@@ -100,12 +101,25 @@ pub struct Participant {
     pub bytes_per_s: Option<f64>,
     /// Messages behind the newest (topic receivers).
     pub lag: Option<u64>,
+    /// Messages published past the history that this receiver had not read (its lag beyond
+    /// the topic's history): lost to it, though its own `drops` counter counts them only
+    /// when it next reads. 0 for other kinds.
+    pub overrun: u64,
     /// Its counters since it registered.
     pub counters: Counters,
     /// Median latency in the last interval, ns.
     pub p50: Option<u64>,
     /// 99th percentile latency in the last interval, ns.
     pub p99: Option<u64>,
+}
+
+impl Participant {
+    /// Messages it lost: those it counted (`counters.drops`) and those already overwritten
+    /// before it read them ([`overrun`](Self::overrun)), so a stuck subscriber shows its
+    /// losses before it reads again.
+    pub fn drops(&self) -> u64 {
+        self.counters.drops.saturating_add(self.overrun)
+    }
 }
 
 /// A named reader of a journal.
@@ -300,11 +314,49 @@ impl Sampler {
     }
 }
 
-/// The name of process `pid` (`/proc/PID/comm`), if it can be read.
+/// The name of process `pid` (`/proc/PID/comm`), if it can be read; for the shmbus CLI,
+/// with its verb (`shmbus sub`, `shmbus journal tail`) from `/proc/PID/cmdline`. A process
+/// whose command line cannot be read (gone meanwhile, another user's under `hidepid`) keeps
+/// its plain name.
 fn process_name(pid: u32) -> Option<String> {
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     let comm = comm.trim_end_matches('\n');
-    (!comm.is_empty()).then(|| comm.to_owned())
+    if comm.is_empty() {
+        return None;
+    }
+    if comm == "shmbus" {
+        if let Some(verb) = std::fs::read(format!("/proc/{pid}/cmdline")).ok().and_then(|c| cli_verb(&c)) {
+            return Some(format!("shmbus {verb}"));
+        }
+    }
+    Some(comm.to_owned())
+}
+
+/// The verb (and sub-verb: `journal tail`) of a shmbus command line as `/proc/PID/cmdline`
+/// holds it (arguments ended by NUL, the program first), as this CLI parses it: its global
+/// `--root DIR` skipped, aliases named by their verb. `None` when no verb is found.
+fn cli_verb(cmdline: &[u8]) -> Option<String> {
+    let args: Vec<String> =
+        cmdline.split(|&b| b == 0).skip(1).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let mut command = <crate::Cli as clap::CommandFactory>::command();
+    let mut words = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--root" {
+            rest.next(); // its value
+            continue;
+        }
+        if arg.starts_with('-') {
+            continue;
+        }
+        let Some(sub) = command.find_subcommand(arg).cloned() else { break };
+        words.push(sub.get_name().to_owned());
+        if !sub.has_subcommands() {
+            break;
+        }
+        command = sub;
+    }
+    (!words.is_empty()).then(|| words.join(" "))
 }
 
 /// Messages per second entering a channel: see [`Metrics::rate`].
@@ -336,12 +388,27 @@ fn channel_row(key: Key, earlier: Option<&ChannelStats>, now: &ChannelStats, his
             p99: r.total.latency_quantile(0.99),
         }
     });
-    let participants = match &rates {
-        Some((_, r)) => {
-            r.participants.iter().map(|p| participant(&p.participant, Some(p), now.lag(&p.participant))).collect()
-        }
-        None => now.participants.iter().map(|p| participant(p, None, now.lag(p))).collect(),
+    let history_len = now.description.history;
+    let participants: Vec<Participant> = match &rates {
+        Some((_, r)) => r
+            .participants
+            .iter()
+            .map(|p| participant(&p.participant, Some(p), now.lag(&p.participant), history_len))
+            .collect(),
+        None => now.participants.iter().map(|p| participant(p, None, now.lag(p), history_len)).collect(),
     };
+    // Drops per second include the growth of what receivers lost unread (see
+    // `Participant::overrun`): a stuck subscriber's losses show while they happen.
+    let metrics = metrics.map(|mut m| {
+        if let Some((e, r)) = &rates {
+            let overrun = |s: &ChannelStats| -> u64 {
+                s.participants.iter().map(|p| overrun(s.lag(p), s.description.history)).fold(0, u64::saturating_add)
+            };
+            let grown = overrun(now).saturating_sub(overrun(e));
+            m.drops_per_s += grown as f64 / r.interval_s;
+        }
+        m
+    });
     if let Some(m) = &metrics {
         history.push(m);
     }
@@ -359,7 +426,20 @@ fn channel_row(key: Key, earlier: Option<&ChannelStats>, now: &ChannelStats, his
     }
 }
 
-fn participant(p: &stats::ParticipantStats, r: Option<&stats::ParticipantRates>, lag: Option<u64>) -> Participant {
+/// Messages a receiver `lag` behind lost unread: those past the topic's `history`.
+fn overrun(lag: Option<u64>, history: Option<u64>) -> u64 {
+    match (lag, history) {
+        (Some(lag), Some(history)) => lag.saturating_sub(history),
+        _ => 0,
+    }
+}
+
+fn participant(
+    p: &stats::ParticipantStats,
+    r: Option<&stats::ParticipantRates>,
+    lag: Option<u64>,
+    history: Option<u64>,
+) -> Participant {
     Participant {
         index: p.index,
         pid: p.process.pid,
@@ -369,6 +449,7 @@ fn participant(p: &stats::ParticipantStats, r: Option<&stats::ParticipantRates>,
         messages_per_s: r.map(|r| r.messages_per_s),
         bytes_per_s: r.map(|r| r.bytes_per_s),
         lag,
+        overrun: overrun(lag, history),
         counters: p.counters.clone(),
         p50: r.and_then(|r| r.delta.latency_quantile(0.5)),
         p99: r.and_then(|r| r.delta.latency_quantile(0.99)),
@@ -423,5 +504,33 @@ fn journal_row(
         }),
         history: history.clone(),
         schema: now.schema.as_deref().map(crate::schema::summary),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmdline(args: &[&str]) -> Vec<u8> {
+        args.iter().flat_map(|a| a.bytes().chain([0])).collect()
+    }
+
+    #[test]
+    fn the_verb_is_read_from_the_command_line() {
+        assert_eq!(cli_verb(&cmdline(&["/usr/bin/shmbus", "sub", "--domain", "d", "t"])).as_deref(), Some("sub"));
+        assert_eq!(cli_verb(&cmdline(&["shmbus", "--root", "/r", "pub", "t"])).as_deref(), Some("pub"));
+        assert_eq!(cli_verb(&cmdline(&["shmbus", "journal", "tail", "--dir", "j"])).as_deref(), Some("journal tail"));
+        assert_eq!(cli_verb(&cmdline(&["shmbus", "echo", "t"])).as_deref(), Some("sub"));
+        assert_eq!(cli_verb(&cmdline(&["shmbus", "--help"])), None);
+        assert_eq!(cli_verb(&cmdline(&["shmbus", "nonsense"])), None);
+        assert_eq!(cli_verb(b""), None);
+    }
+
+    #[test]
+    fn a_lag_past_the_history_is_lost() {
+        assert_eq!(overrun(Some(100), Some(16)), 84);
+        assert_eq!(overrun(Some(16), Some(16)), 0);
+        assert_eq!(overrun(None, Some(16)), 0);
+        assert_eq!(overrun(Some(100), None), 0);
     }
 }

@@ -233,7 +233,7 @@ fn draw_detail(frame: &mut Frame, row: &Row, area: Rect) {
                     count(p.messages_per_s),
                     count(p.lag.map(|l| l as f64)),
                     count(Some(c.messages as f64)),
-                    count(Some(c.drops as f64)),
+                    count(Some(p.drops() as f64)),
                     count(Some(c.full as f64)),
                     count(Some(c.blocked as f64)),
                     count(Some((c.futex_waits + c.futex_wakes) as f64)),
@@ -241,7 +241,10 @@ fn draw_detail(frame: &mut Frame, row: &Row, area: Rect) {
                 ];
                 TableRow::new(text.into_iter().map(Cell::from).chain(numbers.into_iter().map(right)))
             });
-            let widths = [7, 8, 10, 4, 5, 5, 5, 5, 5, 5, 5, 5].map(Constraint::Length);
+            // The columns fill 80 cells with PROCESS at 8; a wider terminal gives PROCESS up to
+            // 19, for a CLI participant's verb (`shmbus record`, `shmbus journal tail`).
+            let process = 8 + list.width.saturating_sub(80).min(11);
+            let widths = [7, process, 10, 4, 5, 5, 5, 5, 5, 5, 5, 5].map(Constraint::Length);
             if row.participants.is_empty() {
                 frame.render_widget(Paragraph::new("no participants"), list);
             } else {
