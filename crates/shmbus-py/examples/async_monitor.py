@@ -21,7 +21,7 @@ READINGS = 20
 JOBS = 5
 
 
-def channels(root):
+def channels(root: str | None) -> tuple[shmbus.Topic, shmbus.Queue, shmbus.Queue, shmbus.Queue]:
     domain = shmbus.Domain("async-example", root=root)
     readings = shmbus.Topic.create_or_open(domain, "readings", max_message_len=16, history=64)
     jobs = shmbus.Queue.create_or_open(domain, "jobs", capacity=16, max_message_len=16)
@@ -30,7 +30,7 @@ def channels(root):
     return readings, jobs, alarms, control
 
 
-def sensor(root):
+def sensor(root: str | None) -> None:
     readings, jobs, alarms, control = channels(root)
     with readings.publisher() as pub, jobs.producer() as out, alarms.producer() as alarm, control.consumer() as ctl:
         for i in range(READINGS):
@@ -42,19 +42,20 @@ def sensor(root):
             alarm.send(b"overheat")
 
 
-async def monitor(root):
+async def monitor(root: str | None) -> None:
     readings, jobs, alarms, control = channels(root)
     with readings.subscriber() as sub, jobs.consumer() as inbox, alarms.consumer() as alarm:
         proc = await asyncio.create_subprocess_exec(sys.executable, __file__, "--sensor", root or "")
 
-        async def read_readings():
-            values = []
+        async def read_readings() -> list[int]:
+            values: list[int] = []
             async for msg in sub:  # awaits each message
                 values.append(int(msg.data))
                 if len(values) == READINGS:
-                    return values
+                    break
+            return values
 
-        async def take_jobs():
+        async def take_jobs() -> list[str]:
             return [(await inbox.recv_async(timeout=60)).decode() for _ in range(JOBS)]
 
         values, done = await asyncio.gather(read_readings(), take_jobs())
@@ -62,7 +63,7 @@ async def monitor(root):
         # No alarm yet: `wait_for` cancels the receive after 50 ms (a cancelled receive
         # takes nothing)...
         try:
-            early = await asyncio.wait_for(alarm.recv_async(), 0.05)
+            early = (await asyncio.wait_for(alarm.recv_async(), 0.05)).decode()
         except TimeoutError:
             early = "none yet"
         # ...then the select over both queues finds the alarm (index 0) once it is sent.

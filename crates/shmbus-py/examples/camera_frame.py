@@ -17,13 +17,14 @@ HEIGHT, WIDTH = 1080, 1920
 FRAME_LEN = HEIGHT * WIDTH * 3
 
 
-def main(root=None):
+def main(root: str | None = None) -> None:
     domain = shmbus.Domain("camera-example", root=root)
     topic = shmbus.Topic.create_or_open(domain, "frames", max_message_len=FRAME_LEN, history=2)
     with topic.publisher() as pub, topic.subscriber() as sub:
-        # Publisher: render into the slot itself.
+        # Publisher: render into the slot itself. (`memoryview()` because numpy's type hints
+        # name the buffer types they take until Python 3.12; at run time it is the same view.)
         loan = pub.loan()
-        frame = np.frombuffer(loan, np.uint8).reshape(HEIGHT, WIDTH, 3)
+        frame = np.frombuffer(memoryview(loan), np.uint8).reshape(HEIGHT, WIDTH, 3)
         frame[:] = (0, 0, 255)  # a blue frame ...
         frame[HEIGHT // 2, :] = (255, 255, 255)  # ... with a white line across
         del frame  # every view must be gone before the slot is published
@@ -31,7 +32,7 @@ def main(root=None):
 
         # Subscriber: look at it where it lies. The slot stays pinned while `image` lives.
         sample = sub.recv_ref(timeout=5)
-        image = np.frombuffer(sample, np.uint8).reshape(HEIGHT, WIDTH, 3)
+        image = np.frombuffer(memoryview(sample), np.uint8).reshape(HEIGHT, WIDTH, 3)
         white_rows = int((image == 255).all(axis=(1, 2)).sum())
         print(f"frame {seq}: {image.shape}, {white_rows} white row(s), copied: {image.flags.owndata}")
         del image

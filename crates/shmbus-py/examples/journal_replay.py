@@ -10,13 +10,11 @@ import sys
 import shmbus
 
 
-def main(directory):
+def main(directory: str) -> None:
     journal = shmbus.Journal.create_or_open(directory)
     with journal.appender() as app:
-        first = None
-        for i in range(5):
-            index = app.send(json.dumps({"event": "order", "id": i}).encode())
-            first = index if first is None else first
+        indexes = [app.send(json.dumps({"event": "order", "id": i}).encode()) for i in range(5)]
+    first = indexes[0]
 
     # Replay everything from the start, until there is nothing more (`Empty`).
     tailer = journal.tailer()

@@ -16,14 +16,14 @@ WORKERS = 3
 JOBS = 30
 
 
-def queues(root):
+def queues(root: str | None) -> tuple[shmbus.Queue, shmbus.Queue]:
     domain = shmbus.Domain("queue-example", root=root)
     jobs = shmbus.Queue.create_or_open(domain, "jobs", capacity=64, max_message_len=32)
     results = shmbus.Queue.create_or_open(domain, "results", capacity=64, max_message_len=32)
     return jobs, results
 
 
-def worker(root):
+def worker(root: str | None) -> None:
     jobs, results = queues(root)
     with jobs.consumer() as inbox, results.producer() as outbox:
         for job in inbox:  # blocks for each next job; Ctrl-C stops it
@@ -33,7 +33,7 @@ def worker(root):
             outbox.send(b"%d %d" % (n, n * n))
 
 
-def main(root):
+def main(root: str | None) -> None:
     jobs, results = queues(root)
     procs = [
         subprocess.Popen([sys.executable, __file__, "--worker", root or ""]) for _ in range(WORKERS)
@@ -41,7 +41,10 @@ def main(root):
     with jobs.producer() as outbox, results.consumer() as inbox:
         for n in range(JOBS):
             outbox.send(b"%d" % n)
-        squares = dict(map(int, inbox.recv(timeout=60).split()) for _ in range(JOBS))
+        squares: dict[int, int] = {}
+        for _ in range(JOBS):
+            n, square = map(int, inbox.recv(timeout=60).split())
+            squares[n] = square
         for _ in procs:
             outbox.send(b"stop")
     for p in procs:

@@ -145,11 +145,6 @@ def test_mypy_strict_uses_the_installed_stubs(venv, tmp_path):
     assert out.returncode == 1 and '"Domain" has no attribute "no_such_method"' in out.stdout, out.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the examples are not annotated for --strict yet (untyped defs; numpy's frombuffer "
-    "does not accept Loan/Sample in its stubs; journal_replay adds to an Optional)",
-)
 def test_mypy_strict_on_the_examples(venv):
     run(
         [str(venv["bin"] / "mypy"), "--strict", "--no-incremental", *map(str, sorted(EXAMPLES.glob("*.py")))],
