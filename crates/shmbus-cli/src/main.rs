@@ -64,7 +64,7 @@ struct Cli {
 enum Command {
     /// List channels: kind, sizes, last sequence number, publishers and subscribers.
     Ls(ls::Args),
-    /// Everything about one channel: header, creator, status, participants.
+    /// Everything about one channel (header, creator, status, participants), or a recording (--file).
     Info(info::Args),
     /// Publish to a topic or stream (a topic is created if missing, or --kind): --data once,
     /// or one message per stdin line.
@@ -101,9 +101,9 @@ enum Command {
     /// Serve every channel's counters (and --journal directories') to Prometheus on
     /// http://ADDR/metrics.
     Export(export::Args),
-    /// Record topics into a journal (topic name, original timestamp and payload per entry).
+    /// Record topics, with their schemas, into an MCAP file (--out FILE.mcap) or a journal (--dir).
     Record(record::RecordArgs),
-    /// Republish a recorded journal to its topics, with the original spacing.
+    /// Republish a recording (--dir journal or --from FILE.mcap) to its topics, with the original spacing.
     Replay(record::ReplayArgs),
     /// A channel's message rate: mean, and min/max/std dev of the intervals (topic) or of
     /// the per-sample rates (queue, stream, pool, journal), over the last --window.

@@ -1,31 +1,26 @@
-//! `shmbus record` and `shmbus replay`: topics to a journal and back.
+//! `shmbus record` and `shmbus replay`: topics to a journal or an MCAP file, and back.
 //!
-//! # Record entry format (version 1)
+//! A journal recording (`record --dir`) is written by [`shmbus_record::JournalRecorder`]:
+//! one topic entry per topic (its slot size, history and schema), then one message entry per
+//! recorded message (the `SBRC` record entry format, version 1, described in the
+//! `shmbus_record::journal` docs). The journal's own entry timestamp (CLOCK_REALTIME at
+//! append) is when the message was recorded; `replay --from-ts` selects by it. Replay spaces
+//! messages by the *original* timestamps; where those go backwards or jump by more than a
+//! second beyond the recording clock (a journal holding several recording sessions, maybe
+//! across reboots), it uses the recording timestamps instead.
 //!
-//! Each recorded message is one journal entry: a 32-byte little-endian header, the topic
-//! name, then the payload unchanged.
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0  | 4 | magic `SBRC` |
-//! | 4  | 2 | format version, 1 |
-//! | 6  | 2 | topic name length `n` (1..=64) |
-//! | 8  | 8 | sequence number of the message in its topic |
-//! | 16 | 8 | publish timestamp of the message (CLOCK_MONOTONIC ns, from the topic) |
-//! | 24 | 4 | slot size of the source topic (bytes) |
-//! | 28 | 4 | history of the source topic (messages) |
-//! | 32 | n | topic name (UTF-8) |
-//! | 32+n | … | payload |
-//!
-//! The journal's own entry timestamp (CLOCK_REALTIME at append) is when the message was
-//! recorded; `replay --from-ts` selects by it. Replay spaces messages by the *original*
-//! timestamps; where those go backwards or jump by more than a second beyond the recording
-//! clock (a journal holding several recording sessions, maybe across reboots), it uses the
-//! recording timestamps instead.
+//! An MCAP recording (`record --out FILE.mcap`) is written by [`shmbus_record::McapWriter`]:
+//! one channel per topic with its schema, `log_time` the receive time, `publish_time` the
+//! publish time (both Unix epoch), `sequence` the topic's sequence number (modulo 2³²).
+//! SIGINT and SIGTERM stop it cleanly (the summary section is written); a killed recorder
+//! leaves a file readable up to its last whole chunk, and chunks are closed at least once a
+//! second.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Write;
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,80 +28,101 @@ use serde::Serialize;
 use shmbus::journal::{EntryCipher, Journal, JournalConfig, JournalTryRecvError};
 use shmbus::time::monotonic_ns;
 use shmbus::topic::{Publisher, Subscriber, Topic, TopicConfig, TopicTryRecvError};
-use shmbus::{Domain, OpenError, WaitSet, WaitTimeoutError, Waitable};
+use shmbus::{Domain, OpenError, Schema, WaitSet, WaitTimeoutError, Waitable};
+use shmbus_record::journal::{Entry, JournalRecorder};
+use shmbus_record::{Compression, McapMessages, McapOptions, McapWriter};
 
 use crate::journal::{open, open_to_read, KeyArg};
 use crate::output::JsonLines;
 use crate::{CliError, Ctx, Result};
 
-/// Magic of a record entry.
-pub const MAGIC: &[u8; 4] = b"SBRC";
-/// Version of the record entry format.
-pub const VERSION: u16 = 1;
-/// Bytes before the topic name.
-pub const HEADER: usize = 32;
-
-/// One recorded message, as stored in a journal entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recorded<'a> {
-    /// Source topic name.
-    pub topic: &'a str,
-    /// Its sequence number there.
-    pub seq: u64,
-    /// Its publish timestamp (CLOCK_MONOTONIC ns).
-    pub ts_ns: u64,
-    /// Slot size of the source topic.
-    pub slot_size: u32,
-    /// History of the source topic.
-    pub history: u32,
-    /// The payload.
-    pub payload: &'a [u8],
+/// What `record` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordFormat {
+    /// A shmbus journal directory (`--dir`).
+    Journal,
+    /// An MCAP file (`--out`).
+    Mcap,
 }
 
-impl<'a> Recorded<'a> {
-    /// Appends the encoded entry to `out` (which is cleared first).
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(self.topic.len() as u16).to_le_bytes());
-        out.extend_from_slice(&self.seq.to_le_bytes());
-        out.extend_from_slice(&self.ts_ns.to_le_bytes());
-        out.extend_from_slice(&self.slot_size.to_le_bytes());
-        out.extend_from_slice(&self.history.to_le_bytes());
-        out.extend_from_slice(self.topic.as_bytes());
-        out.extend_from_slice(self.payload);
-    }
+/// `--compression`.
+fn parse_compression(s: &str) -> std::result::Result<Compression, String> {
+    s.parse()
+}
 
-    /// Parses an entry; says what is wrong with one that is not a record entry.
-    pub fn decode(b: &'a [u8]) -> std::result::Result<Recorded<'a>, String> {
-        if b.len() < HEADER || &b[..4] != MAGIC {
-            return Err("not a record entry (no SBRC header); was this journal written by `shmbus record`?".into());
+/// Set by SIGINT or SIGTERM while an MCAP recording runs: stop and write the summary.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    // Relaxed: a lone flag polled by the recording loop; no data is published with it.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGINT and SIGTERM set [`STOP`] instead of ending the process.
+fn stop_on_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `on_stop_signal` only stores to an atomic (async-signal-safe); the
+        // sigaction struct is zeroed (no flags, empty mask) and then given the handler.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
-        let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
-        let version = u16_at(4);
-        if version != VERSION {
-            return Err(format!("record entry format version {version}, this tool reads {VERSION}"));
-        }
-        let n = u16_at(6) as usize;
-        if n == 0 || b.len() < HEADER + n {
-            return Err(format!("record entry with a bad topic name length {n}"));
-        }
-        let topic = std::str::from_utf8(&b[HEADER..HEADER + n]).map_err(|_| "record entry topic name is not UTF-8")?;
-        Ok(Recorded {
-            topic,
-            seq: u64_at(8),
-            ts_ns: u64_at(16),
-            slot_size: u32_at(24),
-            history: u32_at(28),
-            payload: &b[HEADER + n..],
-        })
     }
 }
 
-/// `shmbus record --domain D TOPIC... --dir DIR [--count N] [--seconds S] [--timeout-ms T]`
+/// Where `record` writes.
+enum Sink {
+    Journal(Box<JournalRecorder>),
+    Mcap {
+        /// Boxed, as the recorder is: both hold their buffers' state inline.
+        writer: Box<McapWriter<BufWriter<File>>>,
+        /// Monotonic time of the last chunk close.
+        flushed_ns: u64,
+        /// Messages written since then.
+        pending: bool,
+    },
+}
+
+/// Longest time an MCAP recording keeps messages in its open chunk.
+const MCAP_FLUSH_NS: u64 = 1_000_000_000;
+
+impl Sink {
+    fn write(&mut self, topic: &str, seq: u64, publish_ns: u64, payload: &[u8]) -> Result<()> {
+        match self {
+            Sink::Journal(r) => {
+                r.write(topic, seq, publish_ns, payload).map_err(|e| CliError::msg(format!("append failed: {e}")))?;
+            }
+            Sink::Mcap { writer, pending, .. } => {
+                writer.write(topic, seq, publish_ns, monotonic_ns(), payload)?;
+                *pending = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the open MCAP chunk when it has held messages for a second.
+    fn tick(&mut self) -> Result<()> {
+        if let Sink::Mcap { writer, flushed_ns, pending } = self {
+            let now = monotonic_ns();
+            if *pending && now.saturating_sub(*flushed_ns) >= MCAP_FLUSH_NS {
+                writer.flush()?;
+                (*flushed_ns, *pending) = (now, false);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        if let Sink::Mcap { writer, .. } = self {
+            writer.finish()?;
+        }
+        Ok(())
+    }
+}
+
+/// `shmbus record --domain D TOPIC... (--dir DIR | --out FILE.mcap) [--count N] [--seconds S] [--timeout-ms T]`
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
     /// The topics' domain. Default: $SHMBUS_DOMAIN.
@@ -115,9 +131,23 @@ pub struct RecordArgs {
     /// Topics to record (they must exist). Only messages published from now on are recorded.
     #[arg(required = true, value_name = "TOPIC")]
     topics: Vec<String>,
-    /// The journal directory (created if missing).
-    #[arg(long, value_name = "DIR")]
-    dir: PathBuf,
+    /// Record into this journal directory (created if missing).
+    #[arg(long, value_name = "DIR", required_unless_present = "out", conflicts_with = "out")]
+    dir: Option<PathBuf>,
+    /// Record into this MCAP file (replaced if it exists): a name ending in `.mcap`, or any
+    /// name with `--format mcap`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// What to write: `journal` (`--dir`) or `mcap` (`--out`). Default: by the option given.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    format: Option<RecordFormat>,
+    /// MCAP chunk compression: zstd, lz4 or none.
+    #[arg(long, default_value = "zstd", value_parser = parse_compression, value_name = "zstd|lz4|none")]
+    compression: Compression,
+    /// MCAP chunk size (uncompressed bytes, `1M`): a chunk is written whole when it holds
+    /// this much, or after a second. Default 1 MiB.
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::size)]
+    chunk_size: Option<u64>,
     /// Stop (with 0) after this many messages in total.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
@@ -142,46 +172,107 @@ pub struct RecordArgs {
     key: KeyArg,
 }
 
-/// Records messages of topics into a journal until `--count` or `--seconds` (or killed:
-/// every message recorded so far is committed).
+/// The MCAP file `record` writes, or `None` for a journal; usage errors for options that do
+/// not fit together.
+fn mcap_target(args: &RecordArgs) -> Result<Option<&Path>> {
+    match (&args.dir, &args.out, args.format) {
+        (Some(_), _, Some(RecordFormat::Mcap)) => {
+            Err(CliError::usage("--format mcap writes an MCAP file: give --out FILE.mcap instead of --dir"))
+        }
+        (Some(_), _, _) => Ok(None),
+        (None, Some(_), Some(RecordFormat::Journal)) => {
+            Err(CliError::usage("--format journal writes a journal directory: give --dir DIR instead of --out"))
+        }
+        (None, Some(out), Some(RecordFormat::Mcap)) => Ok(Some(out)),
+        (None, Some(out), None) if out.extension().is_some_and(|e| e.eq_ignore_ascii_case("mcap")) => Ok(Some(out)),
+        (None, Some(out), None) => Err(CliError::usage(format!(
+            "--out {} writes MCAP: give a name ending in .mcap or add --format mcap (a journal is --dir DIR)",
+            out.display()
+        ))),
+        (None, None, _) => Err(CliError::usage("give --dir DIR (a journal) or --out FILE.mcap")),
+    }
+}
+
+/// Records messages of topics into a journal or an MCAP file until `--count` or `--seconds`
+/// (or, for MCAP, SIGINT/SIGTERM). Killed, a journal keeps every message recorded so far, an
+/// MCAP file every whole chunk.
 pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    let mcap = mcap_target(args)?;
     // Checked before anything is subscribed or created.
     let cipher = args.key.cipher()?;
+    if mcap.is_some() && cipher.is_some() {
+        return Err(CliError::usage("--key-file encrypts journal entries; an MCAP recording is not encrypted"));
+    }
     let names: Vec<&str> = args.topics.iter().map(String::as_str).collect();
     // Topics that appeared while waiting are recorded from their first message (all of
     // them published since `record` started).
     let appeared = ctx.wait_for(&domain, &names, args.wait)?;
-    let mut subs: Vec<(String, Subscriber, u32, u32)> = Vec::new();
+    let mut subs: Vec<(String, Subscriber, u32, u32, Option<Schema>)> = Vec::new();
     for name in &args.topics {
         if subs.iter().any(|s| &s.0 == name) {
             continue;
         }
         let t = Topic::open(&domain, name)?;
         let (slot, hist) = (t.max_message_len() as u32, t.history() as u32);
+        let schema = t.schema().cloned();
         let sub = t.subscriber()?;
         if appeared.contains(&name.as_str()) {
             sub.seek(1);
         }
-        subs.push((name.clone(), sub, slot, hist));
+        subs.push((name.clone(), sub, slot, hist, schema));
     }
-    // Subscribed first: a missing topic leaves no journal behind.
-    let j = open(&args.dir, &JournalConfig::default())?;
-    let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
-    app.set_cipher(cipher);
+    // Subscribed first: a missing topic leaves no recording behind.
+    let target = match mcap {
+        Some(out) => out.to_path_buf(),
+        None => args.dir.clone().unwrap_or_default(),
+    };
+    let mut sink = match mcap {
+        Some(out) => {
+            let mut options = McapOptions { compression: args.compression, ..McapOptions::default() };
+            if let Some(c) = args.chunk_size {
+                options.chunk_size = c.max(1);
+            }
+            let mut writer = McapWriter::create_with(out, options)?;
+            for (name, _, _, _, schema) in &subs {
+                writer.add_topic(name, schema.as_ref())?;
+            }
+            stop_on_signals();
+            Sink::Mcap { writer: Box::new(writer), flushed_ns: monotonic_ns(), pending: false }
+        }
+        None => {
+            let j = open(&target, &JournalConfig::default())?;
+            let mut app = j.appender().map_err(|e| CliError::msg(format!("{}: {e}", target.display())))?;
+            app.set_cipher(cipher);
+            let mut rec = JournalRecorder::new(app);
+            for (name, _, slot, hist, schema) in &subs {
+                rec.add_topic(name, *slot, *hist, schema.as_ref())
+                    .map_err(|e| CliError::msg(format!("append failed: {e}")))?;
+            }
+            Sink::Journal(Box::new(rec))
+        }
+    };
     let until = args.seconds.map(|s| monotonic_ns().saturating_add((s.max(0.0) * 1e9) as u64));
     let waitables: Vec<&dyn Waitable> = subs.iter().map(|s| &s.1 as &dyn Waitable).collect();
     let mut ws = WaitSet::new();
     let mut counts = vec![0u64; subs.len()];
+    let mut dropped = vec![0u64; subs.len()];
     let (mut total, mut gaps) = (0u64, 0u64);
-    let (mut buf, mut entry) = (Vec::new(), Vec::new());
+    let mut buf = Vec::new();
     let mut ready = Vec::new();
     let per_message = args.timeout_ms.map(Duration::from_millis);
+    // An MCAP recording wakes at least this often to see a stop signal and close chunks.
+    let poll = mcap.map(|_| Duration::from_millis(100));
+    let mut quiet_since = monotonic_ns();
     let mut progress = crate::progress::Counter::new(crate::progress::allowed(args.quiet, args.json), args.count);
     'run: while args.count.is_none_or(|n| total < n) {
+        if STOP.load(Ordering::Relaxed) {
+            break;
+        }
+        sink.tick()?;
+        let now = monotonic_ns();
         let left = match until {
             Some(u) => {
-                let now = monotonic_ns();
                 if now >= u {
                     break;
                 }
@@ -189,11 +280,19 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
             }
             None => None,
         };
-        // The wait ends at `--seconds` (done) or `--timeout-ms` (an error), whichever is first.
-        let (timeout, timing_out) = match (left, per_message) {
+        // Time left before `--timeout-ms` since the last message.
+        let per_left = per_message.map(|p| p.saturating_sub(Duration::from_nanos(now.saturating_sub(quiet_since))));
+        // The wait ends at `--seconds` (done) or `--timeout-ms` (an error), whichever is
+        // first, or at the poll interval (to look again).
+        let (timeout, timing_out) = match (left, per_left) {
             (Some(l), Some(p)) if p < l => (Some(p), true),
             (None, Some(p)) => (Some(p), true),
             (l, _) => (l, false),
+        };
+        let (timeout, polling) = match (timeout, poll) {
+            (Some(t), Some(p)) if p < t => (Some(p), true),
+            (None, Some(p)) => (Some(p), true),
+            (t, _) => (t, false),
         };
         let waited = match timeout {
             Some(t) => ws.wait_timeout(&waitables, t),
@@ -204,35 +303,30 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                 ready.clear();
                 ready.extend_from_slice(r);
             }
+            Err(WaitTimeoutError::Timeout) if polling => continue,
             Err(WaitTimeoutError::Timeout) if timing_out => {
+                // What was written stays readable: an MCAP file gets its summary.
+                sink.finish()?;
                 return Err(CliError::msg(format!(
                     "no message on {} within --timeout-ms {} ms ({total} message(s) recorded before, committed in {})",
                     names.join(", "),
                     args.timeout_ms.unwrap_or(0),
-                    args.dir.display()
+                    target.display()
                 )));
             }
             Err(WaitTimeoutError::Timeout) => break,
             Err(e) => return Err(e.into()),
         }
         for &i in &ready {
-            let (name, sub, slot, hist) = &subs[i];
+            let (name, sub, ..) = &subs[i];
             loop {
                 if args.count.is_some_and(|n| total >= n) {
                     break 'run;
                 }
                 match sub.try_recv_into(&mut buf) {
                     Ok(m) => {
-                        let rec = Recorded {
-                            topic: name,
-                            seq: m.seq(),
-                            ts_ns: m.ts_ns(),
-                            slot_size: *slot,
-                            history: *hist,
-                            payload: &buf,
-                        };
-                        rec.encode(&mut entry);
-                        app.send(&entry).map_err(|e| CliError::msg(format!("append failed: {e}")))?;
+                        sink.write(name, m.seq(), m.ts_ns(), &buf)?;
+                        quiet_since = monotonic_ns();
                         counts[i] += 1;
                         total += 1;
                         progress.add(buf.len());
@@ -241,6 +335,7 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                     Err(TopicTryRecvError::Lagged { missed }) => {
                         progress.suspend(|| eprintln!("gap: {missed} message(s) of {name} skipped (not recorded)"));
                         gaps += missed;
+                        dropped[i] += missed;
                     }
                     Err(e) => return Err(CliError::msg(format!("receive from {name} failed: {e}"))),
                 }
@@ -248,12 +343,18 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
         }
     }
     drop(progress);
+    sink.finish()?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let topics = subs.iter().zip(&counts).map(|(s, c)| (s.0.as_str(), *c)).collect();
         JsonLines::new().write(&mut out, &RecordJson { messages: total, gaps, topics })?;
     } else {
-        writeln!(out, "recorded {total} message(s) from {} topic(s) into {}", subs.len(), args.dir.display())?;
+        writeln!(out, "recorded {total} message(s) from {} topic(s) into {}", subs.len(), target.display())?;
+        if gaps > 0 {
+            let per: Vec<String> =
+                subs.iter().zip(&dropped).filter(|(_, d)| **d > 0).map(|(s, d)| format!("{} {d}", s.0)).collect();
+            writeln!(out, "skipped {gaps} message(s) the recorder fell behind on ({})", per.join(", "))?;
+        }
     }
     Ok(())
 }
@@ -302,22 +403,27 @@ fn parse_speed(s: &str) -> std::result::Result<Speed, String> {
     }
 }
 
-/// `shmbus replay --dir DIR --domain D [--speed 1.0|max] [--from-ts T]`
+/// `shmbus replay (--dir DIR | --from FILE.mcap) --domain D [--speed 1.0|max] [--from-ts T]`
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
-    /// The journal directory written by `shmbus record`.
-    #[arg(long, value_name = "DIR")]
-    dir: PathBuf,
+    /// The journal directory written by `shmbus record --dir`.
+    #[arg(long, value_name = "DIR", required_unless_present = "from", conflicts_with = "from")]
+    dir: Option<PathBuf>,
+    /// An MCAP file (written by `shmbus record --out` or any MCAP writer): each channel is
+    /// republished to the topic of its name, created with the channel's schema.
+    #[arg(long, value_name = "FILE.mcap")]
+    from: Option<PathBuf>,
     /// Domain to publish into (topics keep their recorded names; missing ones are created
-    /// with the recorded slot size and history, or larger if a message needs it). Default:
-    /// $SHMBUS_DOMAIN.
+    /// with the recorded slot size, history and schema, or a slot as large as the largest
+    /// message). Default: $SHMBUS_DOMAIN.
     #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
     domain: String,
     /// Pace: a factor of the original (2.0 = twice as fast) or `max` (no waiting).
     #[arg(long, default_value = "1.0", value_parser = parse_speed, value_name = "FACTOR|max")]
     speed: Speed,
-    /// Start at the first message recorded at or after this wall-clock (CLOCK_REALTIME) time:
-    /// nanoseconds since 1970, RFC 3339 (`2026-11-24T10:00:00Z`) or a time ago (`-10m`).
+    /// Start at the first message recorded at or after this wall-clock (CLOCK_REALTIME) time
+    /// (an MCAP message's log time): nanoseconds since 1970, RFC 3339
+    /// (`2026-11-24T10:00:00Z`) or a time ago (`-10m`).
     #[arg(long, value_name = "TIME", value_parser = crate::units::time_ns, allow_hyphen_values = true)]
     from_ts: Option<u64>,
     /// Only these topics (default: every recorded topic).
@@ -333,39 +439,93 @@ pub struct ReplayArgs {
     key: KeyArg,
 }
 
-/// Opens the topic for replay, creating it if missing with room for `min_slot` bytes.
-fn replay_topic(domain: &Domain, rec: &Recorded<'_>) -> Result<Publisher> {
-    let topic = match Topic::open(domain, rec.topic) {
+/// What replay knows of a recorded topic before its first message is republished.
+#[derive(Debug, Clone, Default)]
+struct TopicShape {
+    slot_size: usize,
+    history: usize,
+    schema: Option<Schema>,
+}
+
+/// Opens the topic for replay, creating it if missing with the recorded shape and schema and
+/// room for `min_slot` bytes.
+fn replay_topic(domain: &Domain, name: &str, shape: &TopicShape, min_slot: usize) -> Result<Publisher> {
+    let topic = match Topic::open(domain, name) {
         Ok(t) => t,
         Err(OpenError::NotFound { .. }) => {
-            let slot = (rec.slot_size as usize).max(rec.payload.len()).max(1);
-            let history = (rec.history as usize).max(1);
-            Topic::create_or_open(domain, rec.topic, &TopicConfig::default().max_message_len(slot).history(history))?
+            let slot = shape.slot_size.max(min_slot).max(1);
+            let mut config = TopicConfig::default().max_message_len(slot);
+            if shape.history > 0 {
+                config = config.history(shape.history);
+            }
+            if let Some(s) = &shape.schema {
+                config = config.schema(s.clone());
+            }
+            Topic::create_or_open(domain, name, &config)?
         }
         Err(e) => return Err(e.into()),
     };
     Ok(topic.publisher()?)
 }
 
-/// Fails when a `--topic` names a topic the recording never holds, with the topics it does
-/// hold. One pass over the entries' headers (the journal bounds it); entries that cannot be
-/// read are left to the replay to report.
-fn check_topics_recorded(j: &Journal, args: &ReplayArgs, cipher: &Option<Arc<dyn EntryCipher>>) -> Result<()> {
-    if args.topics.is_empty() {
+/// The time to publish the next message: `gap` after the previous one (original spacing
+/// by publish time, else by recording time), scaled by `--speed`.
+fn schedule(prev: Option<(u64, u64, u64)>, speed: Speed, publish_ns: u64, recorded_ns: u64, now: u64) -> u64 {
+    match (prev, speed) {
+        (None, _) | (_, Speed::Max) => now,
+        (Some((pts, pj, pat)), Speed::Factor(f)) => {
+            let recorded_gap = recorded_ns.saturating_sub(pj);
+            let gap = match publish_ns.checked_sub(pts) {
+                Some(g) if g <= recorded_gap.saturating_add(1_000_000_000) => g,
+                _ => recorded_gap,
+            };
+            pat.saturating_add((gap as f64 / f) as u64)
+        }
+    }
+}
+
+/// Says which `--topic` names the recording does not hold.
+fn missing_topics(args: &ReplayArgs, held: &BTreeSet<String>, what: &Path) -> Result<()> {
+    let missing: Vec<&str> = args.topics.iter().map(String::as_str).filter(|n| !held.contains(*n)).collect();
+    if missing.is_empty() {
         return Ok(());
     }
-    let mut t = j.tailer().map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    let holds = if held.is_empty() {
+        "it holds no topics".to_owned()
+    } else {
+        format!("it holds: {}", held.iter().map(String::as_str).collect::<Vec<_>>().join(", "))
+    };
+    Err(CliError::msg(format!("--topic {} not in the recording {}; {holds}", missing.join(", "), what.display())))
+}
+
+/// The topics a recording journal holds, with the shape and schema of their topic entries
+/// (a recording without topic entries: the shape of their first message). One pass over the
+/// entries' headers (the journal bounds it); entries that cannot be read are left to the
+/// replay to report.
+fn scan_topics(j: &Journal, dir: &Path, cipher: &Option<Arc<dyn EntryCipher>>) -> Result<BTreeMap<String, TopicShape>> {
+    let mut t = j.tailer().map_err(|e| CliError::msg(format!("{}: {e}", dir.display())))?;
     t.set_cipher(cipher.clone());
-    let mut held: BTreeSet<String> = BTreeSet::new();
+    let mut held: BTreeMap<String, TopicShape> = BTreeMap::new();
     loop {
         match t.try_recv_ref() {
-            Ok(e) => {
-                if let Ok(rec) = Recorded::decode(e.data()) {
-                    if !held.contains(rec.topic) {
-                        held.insert(rec.topic.to_owned());
+            Ok(e) => match Entry::decode(e.data()) {
+                Ok(Entry::Topic(te)) => {
+                    let shape = TopicShape {
+                        slot_size: te.slot_size as usize,
+                        history: te.history as usize,
+                        schema: te.schema.clone(),
+                    };
+                    held.insert(te.topic.to_owned(), shape);
+                }
+                Ok(Entry::Message(m)) => {
+                    if !held.contains_key(m.topic) {
+                        let shape =
+                            TopicShape { slot_size: m.slot_size as usize, history: m.history as usize, schema: None };
+                        held.insert(m.topic.to_owned(), shape);
                     }
                 }
-            }
+                Err(_) => continue,
+            },
             Err(JournalTryRecvError::Empty) => break,
             Err(
                 JournalTryRecvError::Gap { .. }
@@ -377,44 +537,100 @@ fn check_topics_recorded(j: &Journal, args: &ReplayArgs, cipher: &Option<Arc<dyn
                 | JournalTryRecvError::PositionReset { .. },
             ) => continue,
             // Unreadable from here on: the replay says why.
-            Err(_) => return Ok(()),
+            Err(_) => break,
         }
     }
-    let missing: Vec<&str> = args.topics.iter().map(String::as_str).filter(|n| !held.contains(*n)).collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let holds = if held.is_empty() {
-        "it holds no topics".to_owned()
-    } else {
-        format!("it holds: {}", held.into_iter().collect::<Vec<_>>().join(", "))
-    };
-    Err(CliError::msg(format!("--topic {} not in the recording {}; {holds}", missing.join(", "), args.dir.display())))
+    Ok(held)
 }
 
-/// Republishes the recorded messages in journal order, with their original spacing scaled
-/// by `--speed`.
+/// Republishes the recorded messages in file order, with their original spacing scaled by
+/// `--speed`.
 pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
     let domain = ctx.domain(&args.domain)?;
+    match (&args.dir, &args.from) {
+        (Some(dir), _) => replay_journal(&domain, dir, args),
+        (None, Some(file)) => replay_mcap(&domain, file, args),
+        (None, None) => Err(CliError::usage("give --dir DIR (a journal recording) or --from FILE.mcap")),
+    }
+}
+
+/// Replay's publishers and counts, by topic.
+#[derive(Default)]
+struct Republisher {
+    pubs: HashMap<String, Publisher>,
+    counts: Vec<(String, u64)>,
+    total: u64,
+}
+
+impl Republisher {
+    fn send(
+        &mut self,
+        domain: &Domain,
+        name: &str,
+        shape: &TopicShape,
+        payload: &[u8],
+        domain_name: &str,
+    ) -> Result<()> {
+        if !self.pubs.contains_key(name) {
+            self.pubs.insert(name.to_owned(), replay_topic(domain, name, shape, payload.len())?);
+            self.counts.push((name.to_owned(), 0));
+        }
+        let publisher = self.pubs.get_mut(name).ok_or_else(|| CliError::msg("internal: publisher missing"))?;
+        publisher
+            .send(payload)
+            .map_err(|err| CliError::msg(format!("publish to {domain_name}/{name} failed: {err}")))?;
+        if let Some(c) = self.counts.iter_mut().find(|c| c.0 == name) {
+            c.1 += 1;
+        }
+        self.total += 1;
+        Ok(())
+    }
+
+    fn report(&self, args: &ReplayArgs) -> Result<()> {
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            let topics = self.counts.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+            JsonLines::new().write(&mut out, &ReplayJson { messages: self.total, topics })?;
+        } else {
+            writeln!(
+                out,
+                "replayed {} message(s) to {} topic(s) in domain {}",
+                self.total,
+                self.counts.len(),
+                args.domain
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `replay --dir`: a recording journal.
+fn replay_journal(domain: &Domain, dir: &Path, args: &ReplayArgs) -> Result<()> {
     let cipher = args.key.cipher()?;
-    let (j, lost) = open_to_read(&args.dir)?;
-    check_topics_recorded(&j, args, &cipher)?;
+    let (j, lost) = open_to_read(dir)?;
+    // Topic entries hold each topic's schema; read ahead when --from-ts may start past them
+    // or --topic must be checked.
+    let mut shapes = BTreeMap::new();
+    if !args.topics.is_empty() || args.from_ts.is_some() {
+        shapes = scan_topics(&j, dir, &cipher)?;
+        if !args.topics.is_empty() {
+            missing_topics(args, &shapes.keys().cloned().collect(), dir)?;
+        }
+    }
     let mut t = match args.from_ts {
         Some(ts) => j.tailer_at_time(ts),
         None => j.tailer(),
     }
-    .map_err(|e| CliError::msg(format!("{}: {e}", args.dir.display())))?;
+    .map_err(|e| CliError::msg(format!("{}: {e}", dir.display())))?;
     let progress = match crate::progress::allowed(args.quiet, args.json) {
-        true => match Journal::status(&args.dir) {
+        true => match Journal::status(dir) {
             Ok(st) => crate::progress::Progress::over_journal(true, "replay", st.first_index, st.next_index, st.bytes),
             Err(_) => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
         },
         false => crate::progress::Progress::over_journal(false, "", 0, 0, 0),
     };
     t.set_cipher(cipher);
-    let mut pubs: HashMap<String, Publisher> = HashMap::new();
-    let mut counts: Vec<(String, u64)> = Vec::new();
-    let mut total = 0u64;
+    let mut out = Republisher::default();
     // (original ts, journal ts, scheduled monotonic time) of the previous message.
     let mut prev: Option<(u64, u64, u64)> = None;
     let mut damaged = 0u64;
@@ -449,69 +665,121 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
                 progress.suspend(|| eprintln!("skipped: {e}"));
                 continue;
             }
-            Err(e) => return Err(CliError::msg(format!("reading {}: {e}", args.dir.display()))),
+            Err(e) => return Err(CliError::msg(format!("reading {}: {e}", dir.display()))),
         };
         progress.at(e.index());
-        let rec = Recorded::decode(e.data())
-            .map_err(|what| CliError::msg(format!("{} entry {}: {what}", args.dir.display(), e.index())))?;
+        let rec = match Entry::decode(e.data()) {
+            Ok(Entry::Message(m)) => m,
+            Ok(Entry::Topic(te)) => {
+                let shape =
+                    TopicShape { slot_size: te.slot_size as usize, history: te.history as usize, schema: te.schema };
+                shapes.insert(te.topic.to_owned(), shape);
+                continue;
+            }
+            Err(what) => {
+                let hint = match what {
+                    shmbus_record::journal::EntryError::NotARecordEntry => {
+                        "; was this journal written by `shmbus record`?"
+                    }
+                    _ => "",
+                };
+                return Err(CliError::msg(format!("{} entry {}: {what}{hint}", dir.display(), e.index())));
+            }
+        };
         if !args.topics.is_empty() && !args.topics.iter().any(|n| n == rec.topic) {
             continue;
         }
         let now = monotonic_ns();
-        let at = match (prev, args.speed) {
-            (None, _) | (_, Speed::Max) => now,
-            (Some((pts, pj, pat)), Speed::Factor(f)) => {
-                let recorded_gap = e.ts_ns().saturating_sub(pj);
-                let gap = match rec.ts_ns.checked_sub(pts) {
-                    Some(g) if g <= recorded_gap.saturating_add(1_000_000_000) => g,
-                    _ => recorded_gap,
-                };
-                pat.saturating_add((gap as f64 / f) as u64)
-            }
-        };
+        let at = schedule(prev, args.speed, rec.ts_ns, e.ts_ns(), now);
         if at > now {
             std::thread::sleep(Duration::from_nanos(at - now));
         }
         prev = Some((rec.ts_ns, e.ts_ns(), at));
-        if !pubs.contains_key(rec.topic) {
-            pubs.insert(rec.topic.to_owned(), replay_topic(&domain, &rec)?);
-            counts.push((rec.topic.to_owned(), 0));
-        }
-        let publisher = pubs.get_mut(rec.topic).ok_or_else(|| CliError::msg("internal: publisher missing"))?;
-        publisher
-            .send(rec.payload)
-            .map_err(|err| CliError::msg(format!("publish to {}/{} failed: {err}", args.domain, rec.topic)))?;
-        if let Some(c) = counts.iter_mut().find(|c| c.0 == rec.topic) {
-            c.1 += 1;
-        }
-        total += 1;
+        let shape = shapes.entry(rec.topic.to_owned()).or_insert_with(|| TopicShape {
+            slot_size: rec.slot_size as usize,
+            history: rec.history as usize,
+            schema: None,
+        });
+        out.send(domain, rec.topic, shape, rec.payload, &args.domain)?;
     }
     drop(progress);
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let topics = counts.iter().map(|(n, c)| (n.as_str(), *c)).collect();
-        JsonLines::new().write(&mut out, &ReplayJson { messages: total, topics })?;
-    } else {
-        writeln!(out, "replayed {total} message(s) to {} topic(s) in domain {}", counts.len(), args.domain)?;
-    }
+    out.report(args)?;
     if lost > 0 {
         return Err(CliError::msg(format!(
             "{}: {lost} range(s) of the recording were lost in recovery (listed above); everything else was replayed",
-            args.dir.display()
+            dir.display()
         )));
     }
     if damaged > 0 {
         return Err(CliError::msg(format!(
             "{}: {damaged} damaged range(s) of the recording were skipped (listed above); everything else was replayed",
-            args.dir.display()
+            dir.display()
         )));
     }
     if undecrypted > 0 {
         return Err(CliError::msg(format!(
             "{}: {undecrypted} encrypted entr{} of the recording could not be read (listed above: no --key-file, a key \
              file without its key id, or failed authentication); everything else was replayed",
-            args.dir.display(),
+            dir.display(),
             if undecrypted == 1 { "y" } else { "ies" }
+        )));
+    }
+    Ok(())
+}
+
+/// `replay --from FILE.mcap`: one pass to learn each channel's topic, schema and largest
+/// message (the topics are created from them), then the messages in file order.
+fn replay_mcap(domain: &Domain, file: &Path, args: &ReplayArgs) -> Result<()> {
+    if args.key.cipher()?.is_some() {
+        return Err(CliError::usage("--key-file decrypts journal entries; an MCAP recording is not encrypted"));
+    }
+    let mut shapes: BTreeMap<String, TopicShape> = BTreeMap::new();
+    for m in McapMessages::open(file)? {
+        // A file cut short (its writer was killed) is read up to its last whole chunk; the
+        // replay pass reports the rest.
+        let Ok(m) = m else { break };
+        let shape = shapes.entry(m.topic.clone()).or_insert_with(|| TopicShape {
+            slot_size: 0,
+            history: 0,
+            schema: m.schema.as_deref().cloned(),
+        });
+        shape.slot_size = shape.slot_size.max(m.payload.len());
+    }
+    if !args.topics.is_empty() {
+        missing_topics(args, &shapes.keys().cloned().collect(), file)?;
+    }
+    let mut out = Republisher::default();
+    // (publish time, log time, scheduled monotonic time) of the previous message.
+    let mut prev: Option<(u64, u64, u64)> = None;
+    let mut cut_short = None;
+    for m in McapMessages::open(file)? {
+        let m = match m {
+            Ok(m) => m,
+            Err(e) => {
+                cut_short = Some(e);
+                break;
+            }
+        };
+        if args.from_ts.is_some_and(|ts| m.log_ns < ts) {
+            continue;
+        }
+        if !args.topics.is_empty() && !args.topics.contains(&m.topic) {
+            continue;
+        }
+        let now = monotonic_ns();
+        let at = schedule(prev, args.speed, m.publish_ns, m.log_ns, now);
+        if at > now {
+            std::thread::sleep(Duration::from_nanos(at - now));
+        }
+        prev = Some((m.publish_ns, m.log_ns, at));
+        let shape = shapes.get(&m.topic).cloned().unwrap_or_default();
+        out.send(domain, &m.topic, &shape, &m.payload, &args.domain)?;
+    }
+    out.report(args)?;
+    if let Some(e) = cut_short {
+        return Err(CliError::msg(format!(
+            "{}: the file ends early ({e}; was its recorder killed?): every message before was replayed",
+            file.display()
         )));
     }
     Ok(())
@@ -520,28 +788,6 @@ pub fn run_replay(ctx: &Ctx, args: &ReplayArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn record_entries_round_trip() {
-        let rec = Recorded { topic: "imu", seq: 9, ts_ns: 123, slot_size: 64, history: 8, payload: b"hello" };
-        let mut buf = Vec::new();
-        rec.encode(&mut buf);
-        assert_eq!(buf.len(), HEADER + 3 + 5);
-        assert_eq!(&buf[..4], b"SBRC");
-        assert_eq!(Recorded::decode(&buf).unwrap(), rec);
-    }
-
-    #[test]
-    fn foreign_entries_are_refused() {
-        assert!(Recorded::decode(b"hello").is_err());
-        let mut buf = Vec::new();
-        Recorded { topic: "t", seq: 1, ts_ns: 1, slot_size: 1, history: 1, payload: b"" }.encode(&mut buf);
-        buf[6] = 200; // name longer than the entry
-        assert!(Recorded::decode(&buf).is_err());
-        buf[6] = 1;
-        buf[4] = 2; // another version
-        assert!(Recorded::decode(&buf).unwrap_err().contains("version 2"));
-    }
 
     #[test]
     fn speeds_parse() {

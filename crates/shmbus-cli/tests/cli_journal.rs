@@ -336,7 +336,8 @@ fn record_two_topics_then_replay_into_another_domain() {
     assert!(pb.wait().unwrap().success());
     let summary: Value = serde_json::from_str(&rec.finish_ok()).unwrap();
     assert_eq!(summary, serde_json::json!({"messages": 6, "gaps": 0, "topics": {"a": 3, "b": 3}}));
-    assert_eq!(r.json(&["journal", "info", "--dir", &j, "--json"])["entries"], 6);
+    // Six messages after one topic entry (slot size, history, schema) per topic.
+    assert_eq!(r.json(&["journal", "info", "--dir", &j, "--json"])["entries"], 8);
 
     // Replay at full speed into a fresh domain: topics are created with the recorded sizes.
     let out: Value =

@@ -317,6 +317,11 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
     root(&["pub", "--domain", "d", "t", "--data", "recorded"]);
     c.output("record", &recorder.finish_ok());
     c.output("replay", &root(&["replay", "--dir", &rec, "--domain", "d2", "--speed", "max", "--json"]));
+    // The recording as MCAP, and what it holds.
+    let mcap = r.0.join("rec.mcap");
+    let mcap = mcap.to_str().unwrap();
+    c.output("journal export", &root(&["journal", "export", "--dir", &rec, "--out", mcap, "--json"]));
+    c.output("info --file", &root(&["info", "--file", mcap, "--json"]));
 
     // Rates: a topic through a subscriber, a queue through its counters.
     for verb in ["hz", "bw", "delay"] {
