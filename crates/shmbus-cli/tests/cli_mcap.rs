@@ -379,3 +379,36 @@ fn sigint_stops_an_mcap_recording_cleanly() {
     let info = r.json(&["info", "--file", f, "--json"]);
     assert_eq!((&info["complete"], &info["from_summary"], &info["messages"]), (&json!(true), &json!(true), &json!(3)));
 }
+
+#[test]
+fn an_mcap_recorder_that_falls_behind_counts_what_it_missed() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "d", "--kind", "topic", "raw", "--slot-size", "64", "--history", "4"]);
+    let file = r.0.join("behind.mcap");
+    let f = file.to_str().unwrap();
+    let rec = r.spawn(&["record", "--domain", "d", "raw", "--out", f, "--json"]);
+    r.wait_json(&["info", "--domain", "d", "raw", "--json"], |v| v["subscribers"] == 1);
+    // Stopped while 50 messages go by a history of 4: it must miss some.
+    // SAFETY: kill(2) on the pid of our own child process.
+    assert_eq!(unsafe { libc::kill(rec.id() as libc::pid_t, libc::SIGSTOP) }, 0);
+    let lines: String = (1..=50).map(|i| format!("m{i}\n")).collect();
+    r.ok_stdin(&["pub", "--domain", "d", "raw"], &lines);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(rec.id() as libc::pid_t, libc::SIGCONT) }, 0);
+    wait_recorded(&r, f, 1);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(rec.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let out = rec.finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (messages, gaps) = (summary["messages"].as_u64().unwrap(), summary["gaps"].as_u64().unwrap());
+    assert!(gaps > 0 && messages + gaps == 50, "{summary}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gap: "), "{}", String::from_utf8_lossy(&out.stderr));
+    // The file holds what was recorded: the newest messages, with their own sequence numbers.
+    let info = r.json(&["info", "--file", f, "--json"]);
+    assert_eq!(info["messages"], messages, "{info}");
+    let Some(py) = python() else { return };
+    let v = run_py(&py, STREAM_SCRIPT, &file);
+    let seqs: Vec<u64> = v["messages"].as_array().unwrap().iter().map(|m| m[1].as_u64().unwrap()).collect();
+    assert_eq!(seqs, ((51 - messages)..=50).collect::<Vec<_>>(), "{v}");
+}
