@@ -8,7 +8,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+#[path = "../../../tests/support/interop.rs"]
+mod interop;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -71,24 +73,6 @@ fn record_both(r: &Root, domain: &str, target: &[&str]) -> Value {
     serde_json::from_str(&rec.finish_ok()).unwrap()
 }
 
-/// The virtualenv's python, or `None` (after saying why) when it is not there.
-fn python() -> Option<PathBuf> {
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-    };
-    let py = target.join("interop-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    let why = format!("{} is missing: run scripts/interop-venv.sh (make interop-venv)", py.display());
-    if std::env::var("SHMBUS_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!("SHMBUS_REQUIRE_INTEROP=1 but {why}");
-    }
-    eprintln!("skipped the Python reader: {why}");
-    None
-}
-
 /// Reads an MCAP file with the official reader: summary (channels, schemas, statistics),
 /// every message in file order, and the decoded frame ids of `imu` (CDR).
 const READ_SCRIPT: &str = r#"
@@ -144,7 +128,7 @@ fn run_py(py: &Path, script: &str, file: &Path) -> Value {
 /// The checks on a file holding the three `imu` and three `raw` messages of
 /// [`publish_both`] (sequence numbers 1..3 in each topic), as the official reader sees it.
 fn check_with_python(file: &Path) {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let v = run_py(&py, READ_SCRIPT, file);
     let imu_text = std::fs::read_to_string(data("Imu.msg")).unwrap();
     assert_eq!(v["channels"]["imu"]["message_encoding"], "cdr", "{v}");
@@ -352,7 +336,7 @@ fn a_killed_recorder_leaves_a_file_readable_to_its_last_chunk() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("ends early"), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["messages"], n);
 
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let v = run_py(&py, STREAM_SCRIPT, &file);
     let msgs = v["messages"].as_array().unwrap();
     assert_eq!(msgs.len() as u64, n, "the official reader reads what info counted: {v}");
@@ -407,7 +391,7 @@ fn an_mcap_recorder_that_falls_behind_counts_what_it_missed() {
     // The file holds what was recorded: the newest messages, with their own sequence numbers.
     let info = r.json(&["info", "--file", f, "--json"]);
     assert_eq!(info["messages"], messages, "{info}");
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let v = run_py(&py, STREAM_SCRIPT, &file);
     let seqs: Vec<u64> = v["messages"].as_array().unwrap().iter().map(|m| m[1].as_u64().unwrap()).collect();
     assert_eq!(seqs, ((51 - messages)..=50).collect::<Vec<_>>(), "{v}");

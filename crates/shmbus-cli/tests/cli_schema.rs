@@ -10,6 +10,8 @@
 
 mod common;
 
+#[path = "../../../tests/support/interop.rs"]
+mod interop;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -479,24 +481,6 @@ fn a_decoding_sub_keeps_up_with_a_1khz_imu_topic() {
     assert_eq!(seen, (0..2000).map(f64::from).collect::<Vec<_>>());
 }
 
-/// The interop virtualenv's python, or `None` (after saying why) when it is not there.
-fn python() -> Option<PathBuf> {
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-    };
-    let py = target.join("interop-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    let why = format!("{} is missing: run scripts/interop-venv.sh (make interop-venv)", py.display());
-    if std::env::var("SHMBUS_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!("SHMBUS_REQUIRE_INTEROP=1 but {why}");
-    }
-    eprintln!("skipped: {why}");
-    None
-}
-
 /// Runs `script` with `input` on its stdin; its stdout parsed as JSON.
 fn run_python(py: &PathBuf, script: &str, input: &str) -> Value {
     let mut child = Command::new(py)
@@ -548,7 +532,7 @@ print(json.dumps({
 
 #[test]
 fn an_imu_serialised_by_rosbags_is_printed_by_sub_with_the_right_fields() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let r = Root::new();
     r.ok(&with(&["create", "--domain", "d", "--kind", "topic", "imu"], &imu_flags()));
     let hex = run_python(&py, ROSBAGS_WRITE_IMU, "");
@@ -565,7 +549,7 @@ fn an_imu_serialised_by_rosbags_is_printed_by_sub_with_the_right_fields() {
 
 #[test]
 fn an_imu_published_from_json_is_read_by_rosbags_with_the_right_fields() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let r = Root::new();
     r.ok(&with(&["create", "--domain", "d", "--kind", "topic", "imu"], &imu_flags()));
     let imu = json!({"header": {"stamp": {"sec": 1700000000, "nanosec": 999}, "frame_id": "base"},

@@ -3,6 +3,8 @@
 //! scratch virtualenv that `scripts/interop-venv.sh` makes (`make interop-venv`); without it
 //! these tests skip with a reason, unless `SHMBUS_REQUIRE_INTEROP=1`, when they fail.
 
+#[path = "../../../tests/support/interop.rs"]
+mod interop;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -11,24 +13,6 @@ use serde_json::{json, Value};
 use shmbus_codec::{Codec, DecodeOptions};
 
 const FULL: DecodeOptions = DecodeOptions { full: true };
-
-/// The virtualenv's python, or `None` (after saying why) when it is not there.
-fn python() -> Option<PathBuf> {
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-    };
-    let py = target.join("interop-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    let why = format!("{} is missing: run scripts/interop-venv.sh (make interop-venv)", py.display());
-    if std::env::var("SHMBUS_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!("SHMBUS_REQUIRE_INTEROP=1 but {why}");
-    }
-    eprintln!("skipped: {why}");
-    None
-}
 
 /// Runs `script` with `input` on its stdin; its stdout parsed as JSON.
 fn run(py: &PathBuf, script: &str, input: &str) -> Value {
@@ -84,7 +68,7 @@ print(json.dumps({
 
 #[test]
 fn rosbags_imu_decodes_with_the_right_values() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let out = run(&py, ROSBAGS_IMU, "");
     let schema = out["schema"].as_str().unwrap();
     let codec = Codec::new("cdr", "sensor_msgs/msg/Imu", "ros2msg", schema.as_bytes())
@@ -117,7 +101,7 @@ print(json.dumps({
 
 #[test]
 fn our_imu_encoding_reads_back_in_rosbags() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let schema = run(
         &py,
         "import json\nfrom rosbags.typesys import Stores, get_typestore\n\
@@ -198,7 +182,7 @@ fn custom_codec() -> Codec {
 
 #[test]
 fn rosbags_custom_definition_decodes() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let input = json!({"mode": "write", "custom": CUSTOM, "point": POINT2}).to_string();
     let out = run(&py, ROSBAGS_CUSTOM, &input);
     let bytes = unhex(out["cdr"].as_str().unwrap());
@@ -220,7 +204,7 @@ fn rosbags_custom_definition_decodes() {
 
 #[test]
 fn our_custom_encoding_reads_back_in_rosbags() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     // `small` and `tail` are missing: their declared defaults (-3, 2.5) are written.
     let bytes = custom_codec()
         .encode(&json!({
@@ -285,7 +269,7 @@ print(json.dumps({'frame_id': m.frame_id, 'stamp_ns': m.stamp_ns, 'count': m.cou
 
 #[test]
 fn protobuf_interop_both_ways() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let out = run(&py, &format!("{PROTOBUF_SETUP}{PROTOBUF_WRITE}"), "");
     let fds = unhex(out["fds"].as_str().unwrap());
     let codec = Codec::new("protobuf", "demo.Imu", "protobuf", &fds).unwrap();

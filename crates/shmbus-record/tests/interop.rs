@@ -4,30 +4,14 @@
 //! virtualenv that `scripts/interop-venv.sh` makes (`make interop-venv`); without it these
 //! tests skip with a reason, unless `SHMBUS_REQUIRE_INTEROP=1`, when they fail.
 
+#[path = "../../../tests/support/interop.rs"]
+mod interop;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 use shmbus::Schema;
 use shmbus_record::{read_info, Compression, McapMessages, McapOptions, McapWriter};
-
-/// The virtualenv's python, or `None` (after saying why) when it is not there.
-fn python() -> Option<PathBuf> {
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-    };
-    let py = target.join("interop-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    let why = format!("{} is missing: run scripts/interop-venv.sh (make interop-venv)", py.display());
-    if std::env::var("SHMBUS_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!("SHMBUS_REQUIRE_INTEROP=1 but {why}");
-    }
-    eprintln!("skipped: {why}");
-    None
-}
 
 /// Runs `script` with `args`; its stdout parsed as JSON.
 fn run(py: &Path, script: &str, args: &[&Path]) -> Value {
@@ -98,7 +82,7 @@ with open(sys.argv[1], "rb") as f:
 
 #[test]
 fn python_reads_what_shmbus_writes() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let dir = scratch("read");
     let imu = Schema::new("cdr", "demo_msgs/msg/Imu", "ros2msg", IMU_MSG.as_bytes().to_vec()).unwrap();
     let json = Schema::new("json", "demo.Event", "jsonschema", br#"{"type":"object"}"#.to_vec()).unwrap();
@@ -182,7 +166,7 @@ print(json.dumps({"ok": True}))
 
 #[test]
 fn shmbus_reads_what_python_writes() {
-    let Some(py) = python() else { return };
+    let Some(py) = interop::python() else { return };
     let dir = scratch("write");
     let path = dir.join("py.mcap");
     assert_eq!(run(&py, WRITE_SCRIPT, &[&path])["ok"], true);

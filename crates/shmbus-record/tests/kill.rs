@@ -5,6 +5,8 @@
 //! The writer is this test binary run again as a child (`child_writer`, which does nothing
 //! unless `SHMBUS_RECORD_KILL_CHILD` names its output file).
 
+#[path = "../../../tests/support/interop.rs"]
+mod interop;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,23 +39,6 @@ fn child_writer() {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-}
-
-fn python() -> Option<PathBuf> {
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-    };
-    let py = target.join("interop-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    let why = format!("{} is missing: run scripts/interop-venv.sh (make interop-venv)", py.display());
-    if std::env::var("SHMBUS_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!("SHMBUS_REQUIRE_INTEROP=1 but {why}");
-    }
-    eprintln!("skipped the Python reader: {why}");
-    None
 }
 
 /// The official reader's linear path (no summary): how many messages it reads in file
@@ -101,7 +86,7 @@ fn sigkilled_writer_leaves_a_file_read_up_to_its_last_whole_chunk() {
     let dir = std::env::temp_dir().join(format!("shmbus-record-kill-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let py = python();
+    let py = interop::python();
     for compression in [Compression::Zstd, Compression::Lz4, Compression::None] {
         let path = killed_recording(&dir, compression);
         let mut n = 0u64;
