@@ -129,9 +129,14 @@ impl Input {
 /// The least bound of a JSON line to encode, whatever the channel's message size.
 const JSON_LINE_MIN: usize = 64 << 10;
 
-/// One JSON line (`--data` or stdin), encoded by `codec`.
+/// One line (`--data` or stdin) of JSON, or of one-line flow YAML as `ros2 topic pub` takes
+/// it (`{linear_acceleration: {x: 1.0}}`), encoded by `codec`.
 fn encode_json(codec: &shmbus_codec::Codec, line: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
+    let value: serde_json::Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        // JSON is flow YAML too; YAML reads what JSON refused (unquoted keys and strings).
+        Err(json) => serde_norway::from_slice(line).map_err(|_| format!("not JSON ({json}), nor one-line YAML"))?,
+    };
     codec.encode(&value).map_err(|e| e.to_string())
 }
 

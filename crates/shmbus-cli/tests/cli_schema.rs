@@ -577,3 +577,20 @@ fn an_imu_published_from_json_is_read_by_rosbags_with_the_right_fields() {
     assert_eq!(got["linear_acceleration"], json!([-0.25, 0.0, 9.81]));
     assert_eq!(got["linear_acceleration_covariance"], json!([0.01, 0.0, 0.0, 0.0, 0.01, 0.0, 0.0, 0.0, 0.01]));
 }
+
+#[test]
+fn pub_takes_one_line_flow_yaml_as_ros2_topic_pub_does() {
+    let r = Root::new();
+    r.ok(&with(&["create", "--domain", "d", "--kind", "topic", "imu", "--history", "8"], &imu_flags()));
+    r.ok(&["pub", "--domain", "d", "imu", "--data", "{header: {frame_id: base_link}, linear_acceleration: {x: 1.5, z: -9.81}}"]);
+    r.ok_stdin(&["pub", "--domain", "d", "imu"], "{angular_velocity: {y: 0.25}}\n");
+    let out = r.ok(&["sub", "--domain", "d", "imu", "--from", "1", "--count", "2"]);
+    let msgs = json_lines(&out);
+    assert_eq!(msgs[0]["header"]["frame_id"], json!("base_link"), "{out}");
+    assert_eq!(msgs[0]["linear_acceleration"], json!({"x": 1.5, "y": 0.0, "z": -9.81}), "{out}");
+    assert_eq!(msgs[1]["angular_velocity"]["y"], json!(0.25), "{out}");
+    // YAML that names a field the schema lacks is refused like JSON that does.
+    let out = r.run(&["pub", "--domain", "d", "imu", "--data", "{linear_acceleration: {w: 1}}"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).starts_with("shmbus: --data: linear_acceleration.w"), "{}", one_error_line(&out));
+}
