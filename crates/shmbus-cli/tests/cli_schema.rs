@@ -582,7 +582,14 @@ fn an_imu_published_from_json_is_read_by_rosbags_with_the_right_fields() {
 fn pub_takes_one_line_flow_yaml_as_ros2_topic_pub_does() {
     let r = Root::new();
     r.ok(&with(&["create", "--domain", "d", "--kind", "topic", "imu", "--history", "8"], &imu_flags()));
-    r.ok(&["pub", "--domain", "d", "imu", "--data", "{header: {frame_id: base_link}, linear_acceleration: {x: 1.5, z: -9.81}}"]);
+    r.ok(&[
+        "pub",
+        "--domain",
+        "d",
+        "imu",
+        "--data",
+        "{header: {frame_id: base_link}, linear_acceleration: {x: 1.5, z: -9.81}}",
+    ]);
     r.ok_stdin(&["pub", "--domain", "d", "imu"], "{angular_velocity: {y: 0.25}}\n");
     let out = r.ok(&["sub", "--domain", "d", "imu", "--from", "1", "--count", "2"]);
     let msgs = json_lines(&out);
