@@ -10,7 +10,7 @@
 //! `FileDescriptorSet`, a JSON schema, …), up to [`Schema::MAX_DATA`] bytes.
 //!
 //! It is stored with the channel when the channel is made, before the channel is ready, in
-//! one checksummed record ([`Schema::encode`]): at the end of a segment file (its header
+//! one checksummed record (below): at the end of a segment file (its header
 //! gives the record's length) and at the end of a journal's `journal.meta`. Opening reads
 //! the record with `pread` into memory of its own, checks its bounds and checksum and parses
 //! it; a peer that later scribbles over the file changes nothing an open handle sees.
