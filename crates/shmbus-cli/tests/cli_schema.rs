@@ -12,8 +12,9 @@ mod common;
 
 #[path = "../../../tests/support/interop.rs"]
 mod interop;
+#[path = "../../../tests/support/python_json.rs"]
+mod python_json;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use base64::Engine as _;
@@ -481,23 +482,6 @@ fn a_decoding_sub_keeps_up_with_a_1khz_imu_topic() {
     assert_eq!(seen, (0..2000).map(f64::from).collect::<Vec<_>>());
 }
 
-/// Runs `script` with `input` on its stdin; its stdout parsed as JSON.
-fn run_python(py: &PathBuf, script: &str, input: &str) -> Value {
-    let mut child = Command::new(py)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start python");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "python failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("python printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
 const ROSBAGS_WRITE_IMU: &str = r#"
 import json
 import numpy as np
@@ -535,7 +519,7 @@ fn an_imu_serialised_by_rosbags_is_printed_by_sub_with_the_right_fields() {
     let Some(py) = interop::python() else { return };
     let r = Root::new();
     r.ok(&with(&["create", "--domain", "d", "--kind", "topic", "imu"], &imu_flags()));
-    let hex = run_python(&py, ROSBAGS_WRITE_IMU, "");
+    let hex = python_json::run(&py, ROSBAGS_WRITE_IMU, "");
     r.ok(&["pub", "--domain", "d", "imu", "--format", "hex", "--data", hex.as_str().unwrap()]);
     let out = r.ok(&["sub", "--domain", "d", "imu", "--from", "1", "--count", "1", "--timeout-ms", "20000"]);
     let v = &json_lines(&out)[0];
@@ -570,7 +554,7 @@ fn an_imu_published_from_json_is_read_by_rosbags_with_the_right_fields() {
         "--timeout-ms",
         "20000",
     ]);
-    let got = run_python(&py, ROSBAGS_READ_IMU, &hex);
+    let got = python_json::run(&py, ROSBAGS_READ_IMU, &hex);
     assert_eq!(got["stamp"], json!([1700000000, 999]));
     assert_eq!(got["frame_id"], json!("base"));
     assert_eq!(got["orientation"], json!([0.0, 0.0, 0.0, 1.0]));

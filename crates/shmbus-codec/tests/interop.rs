@@ -5,31 +5,13 @@
 
 #[path = "../../../tests/support/interop.rs"]
 mod interop;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+#[path = "../../../tests/support/python_json.rs"]
+mod python_json;
 
 use serde_json::{json, Value};
 use shmbus_codec::{Codec, DecodeOptions};
 
 const FULL: DecodeOptions = DecodeOptions { full: true };
-
-/// Runs `script` with `input` on its stdin; its stdout parsed as JSON.
-fn run(py: &PathBuf, script: &str, input: &str) -> Value {
-    let mut child = Command::new(py)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start python");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "python failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("python printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -69,7 +51,7 @@ print(json.dumps({
 #[test]
 fn rosbags_imu_decodes_with_the_right_values() {
     let Some(py) = interop::python() else { return };
-    let out = run(&py, ROSBAGS_IMU, "");
+    let out = python_json::run(&py, ROSBAGS_IMU, "");
     let schema = out["schema"].as_str().unwrap();
     let codec = Codec::new("cdr", "sensor_msgs/msg/Imu", "ros2msg", schema.as_bytes())
         .unwrap_or_else(|e| panic!("{e}\n{schema}"));
@@ -102,7 +84,7 @@ print(json.dumps({
 #[test]
 fn our_imu_encoding_reads_back_in_rosbags() {
     let Some(py) = interop::python() else { return };
-    let schema = run(
+    let schema = python_json::run(
         &py,
         "import json\nfrom rosbags.typesys import Stores, get_typestore\n\
          print(json.dumps(get_typestore(Stores.ROS2_HUMBLE).generate_msgdef('sensor_msgs/msg/Imu', ros_version=2)[0]))",
@@ -118,7 +100,7 @@ fn our_imu_encoding_reads_back_in_rosbags() {
             "linear_acceleration": {"x": 0.1, "y": 9.81, "z": -3.0},
         }))
         .unwrap();
-    let got = run(&py, ROSBAGS_READ_IMU, &hex(&bytes));
+    let got = python_json::run(&py, ROSBAGS_READ_IMU, &hex(&bytes));
     assert_eq!(got["stamp"], json!([1700000000, 999]));
     assert_eq!(got["frame_id"], json!("base"));
     assert_eq!(got["orientation"], json!([0.5, -0.5, 0.25, 1.0]));
@@ -184,7 +166,7 @@ fn custom_codec() -> Codec {
 fn rosbags_custom_definition_decodes() {
     let Some(py) = interop::python() else { return };
     let input = json!({"mode": "write", "custom": CUSTOM, "point": POINT2}).to_string();
-    let out = run(&py, ROSBAGS_CUSTOM, &input);
+    let out = python_json::run(&py, ROSBAGS_CUSTOM, &input);
     let bytes = unhex(out["cdr"].as_str().unwrap());
     let v = custom_codec().decode(&bytes, &FULL).unwrap();
     assert_eq!(v["header"]["stamp"], json!({"sec": -5, "nanosec": 6}));
@@ -215,7 +197,7 @@ fn our_custom_encoding_reads_back_in_rosbags() {
         }))
         .unwrap();
     let input = json!({"mode": "read", "custom": CUSTOM, "point": POINT2, "cdr": hex(&bytes)});
-    let got = run(&py, ROSBAGS_CUSTOM, &input.to_string());
+    let got = python_json::run(&py, ROSBAGS_CUSTOM, &input.to_string());
     assert_eq!(got["stamp"], json!([3, 4]));
     assert_eq!(got["small"], json!(-3));
     assert_eq!(got["bounded"], json!([9, 8, 7]));
@@ -270,7 +252,7 @@ print(json.dumps({'frame_id': m.frame_id, 'stamp_ns': m.stamp_ns, 'count': m.cou
 #[test]
 fn protobuf_interop_both_ways() {
     let Some(py) = interop::python() else { return };
-    let out = run(&py, &format!("{PROTOBUF_SETUP}{PROTOBUF_WRITE}"), "");
+    let out = python_json::run(&py, &format!("{PROTOBUF_SETUP}{PROTOBUF_WRITE}"), "");
     let fds = unhex(out["fds"].as_str().unwrap());
     let codec = Codec::new("protobuf", "demo.Imu", "protobuf", &fds).unwrap();
     let v = codec.decode(&unhex(out["msg"].as_str().unwrap()), &FULL).unwrap();
@@ -290,7 +272,7 @@ fn protobuf_interop_both_ways() {
             "linearAcceleration": {"x": 0.5, "z": 4.0},
         }))
         .unwrap();
-    let got = run(&py, &format!("{PROTOBUF_SETUP}{PROTOBUF_READ}"), &hex(&bytes));
+    let got = python_json::run(&py, &format!("{PROTOBUF_SETUP}{PROTOBUF_READ}"), &hex(&bytes));
     assert_eq!(got["frame_id"], json!("base"));
     assert_eq!(got["stamp_ns"], json!(12345678901234u64));
     assert_eq!(got["count"], json!(3));
