@@ -329,6 +329,31 @@ fn sigterm_gives_the_terminal_back() {
 }
 
 #[test]
+fn a_terminal_that_hangs_up_ends_the_view() {
+    let root = Root::new();
+    let tmux = Tmux::start(&root, 80, 24, "top --interval 0.2");
+    tmux.wait_for("the view", |s| s.contains("shmbus top"));
+    let pid = tmux.top_pid();
+    // The whole terminal goes away (a closed window, an ended ssh session): top must end too,
+    // not spin on a terminal nobody reads.
+    tmux.tmux(&["kill-server"]);
+    // Once its shell is gone top is nobody's child here: exited means gone or a zombie.
+    let state = |pid: u32| -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat[stat.rfind(')')? + 2..].chars().next()
+    };
+    let t0 = Instant::now();
+    while let Some(s) = state(pid).filter(|&s| s != 'Z') {
+        if t0.elapsed() > DEADLINE {
+            // SAFETY: kill(2) on the pid of the top this test started; no memory is involved.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            panic!("top (pid {pid}, state {s}) went on after its terminal hung up");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
 fn a_terminal_too_small_says_so_and_the_view_comes_back_when_it_grows() {
     let root = Root::new();
     let domain = Domain::with_root("demo", &root.0).unwrap();

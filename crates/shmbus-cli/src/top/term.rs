@@ -40,10 +40,12 @@ fn restore() {
 /// The terminal while the view runs; dropping it gives the terminal back.
 struct Screen {
     terminal: Terminal<CrosstermBackend<Stdout>>,
+    input: Keyboard,
 }
 
 impl Screen {
     fn enter() -> io::Result<Screen> {
+        let input = Keyboard::open()?;
         // A panic prints its message (the hook `main` set) on the normal screen, not into
         // the alternate one that is about to vanish.
         let previous = std::panic::take_hook();
@@ -60,7 +62,7 @@ impl Screen {
         let entered = crossterm::execute!(io::stdout(), EnterAlternateScreen, Hide)
             .and_then(|()| Terminal::new(CrosstermBackend::new(io::stdout())));
         match entered {
-            Ok(terminal) => Ok(Screen { terminal }),
+            Ok(terminal) => Ok(Screen { terminal, input }),
             Err(e) => {
                 restore();
                 Err(e)
@@ -99,7 +101,14 @@ pub fn run(ctx: &Ctx, sampler: &mut Sampler, interval: Duration) -> Result<()> {
             dirty = false;
         }
         let wait = next.saturating_duration_since(Instant::now()).min(SIGNAL_POLL);
-        if event::poll(wait)? {
+        if screen.input.wait(wait)? == Input::HungUp {
+            // The terminal is gone (its window closed, the session ended): nobody can see the
+            // view or quit it, so it ends here.
+            return Ok(());
+        }
+        // Only now that the terminal is known to be alive: crossterm reads a hung-up terminal
+        // in a loop that never returns.
+        while event::poll(Duration::ZERO)? {
             match event::read()? {
                 Event::Key(k) if k.kind != KeyEventKind::Release => {
                     if app.key(k) == Action::Quit {
@@ -111,5 +120,51 @@ pub fn run(ctx: &Ctx, sampler: &mut Sampler, interval: Duration) -> Result<()> {
                 _ => {}
             }
         }
+    }
+}
+
+/// What waiting on the terminal found.
+#[derive(Debug, PartialEq, Eq)]
+enum Input {
+    /// Input to read, or the wait ended (time up, a signal).
+    Ready,
+    /// The terminal hung up.
+    HungUp,
+}
+
+/// The terminal the keys come from: standard input when it is one, else `/dev/tty`, as
+/// crossterm reads it.
+struct Keyboard {
+    /// Kept open for the descriptor when it is `/dev/tty`.
+    _tty: Option<std::fs::File>,
+    fd: libc::c_int,
+}
+
+impl Keyboard {
+    fn open() -> io::Result<Keyboard> {
+        // SAFETY: isatty only inspects descriptor 0.
+        if unsafe { libc::isatty(0) } == 1 {
+            return Ok(Keyboard { _tty: None, fd: 0 });
+        }
+        let tty = std::fs::File::open("/dev/tty")?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&tty);
+        Ok(Keyboard { _tty: Some(tty), fd })
+    }
+
+    /// Waits up to `timeout` for input; a signal ends the wait early (the loop looks at
+    /// [`SIGNALLED`] next).
+    fn wait(&self, timeout: Duration) -> io::Result<Input> {
+        let mut p = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd, alive for the call.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(Input::Ready) } else { Err(e) };
+        }
+        if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return Ok(Input::HungUp);
+        }
+        Ok(Input::Ready)
     }
 }
