@@ -42,13 +42,13 @@ pub enum CreateKind {
 /// `shmbus create --kind journal --dir DIR [schema flags] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The channel's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    /// The channel's domain (or give the channel as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long, value_name = "D")]
     pub domain: Option<String>,
     /// The kind of channel to create.
     #[arg(long, value_enum)]
     pub kind: CreateKind,
-    /// The channel's name.
+    /// The channel's name, or D/NAME.
     #[arg(required_unless_present = "dir")]
     pub name: Option<String>,
     /// Journal: its directory (created if missing).
@@ -130,12 +130,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     if args.kind == CreateKind::Journal {
         return create_journal(args, schema);
     }
-    let (Some(domain_name), Some(name)) = (args.domain.clone(), args.name.as_deref()) else {
-        return Err(CliError::usage(format!(
-            "the required argument --domain was not given (or set {})",
-            crate::DOMAIN_ENV
-        )));
+    let Some(name) = args.name.as_deref() else {
+        return Err(CliError::usage("give a channel (--domain D NAME, or D/NAME), or --kind journal --dir DIR"));
     };
+    let ch = crate::target::channel(args.domain.as_deref(), name)?;
+    let (domain_name, name) = (ch.domain, ch.name.as_str());
     let domain = ctx.domain(&domain_name)?;
     let (kind, path) = create(&domain, name, args, schema)?;
     // Created by this process, not by another that won the race for the name: the header

@@ -69,10 +69,10 @@ impl Verb {
 /// [--interval SECS] [--count K] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The channel's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true, required_unless_present = "journal")]
+    /// The channel's domain (or give the channel as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long, value_name = "D")]
     pub domain: Option<String>,
-    /// The channel's name.
+    /// The channel's name, or D/NAME.
     #[arg(required_unless_present = "journal", conflicts_with = "journal")]
     pub name: Option<String>,
     /// Watch the journal in this directory instead of a channel (not for `delay`).
@@ -126,10 +126,11 @@ pub fn run(ctx: &Ctx, args: &Args, verb: Verb) -> Result<()> {
         return watch_counters(&mut sampler, args, &mut printer);
     }
     // clap requires both without --journal.
-    let (Some(domain_name), Some(name)) = (args.domain.as_deref(), args.name.as_deref()) else {
-        return Err(CliError::usage("give --domain D NAME, or --journal DIR"));
+    let Some(name) = args.name.as_deref() else {
+        return Err(CliError::usage("give a channel (--domain D NAME, or D/NAME), or --journal DIR"));
     };
-    let domain = ctx.domain(domain_name)?;
+    let ch = crate::target::channel(args.domain.as_deref(), name)?;
+    let (domain, name) = (ctx.domain(&ch.domain)?, ch.name.as_str());
     ctx.wait_for(&domain, &[name], args.wait)?;
     let guard = Guard::new(&domain, name, verb)?;
     match guard.kind {
@@ -162,11 +163,7 @@ impl Guard {
         let header = match admin::inspect_channel(domain, name) {
             Ok(r) => r.header,
             Err(OpenError::NotFound { .. }) => {
-                return Err(CliError::msg(format!(
-                    "{}: no channel '{name}' in domain '{}' (check --domain and SHMBUS_ROOT, or --wait SECS for it to appear)",
-                    verb.name(),
-                    domain.name()
-                )))
+                return Err(crate::target::missing(domain.name(), name, crate::target::WaitHint::Offer))
             }
             Err(e) => return Err(e.into()),
         };

@@ -14,10 +14,10 @@ use crate::{kinds, CliError, Ctx, Result};
 /// `shmbus info --domain D NAME [--json]` or `shmbus info --file PATH [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The channel's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true, required_unless_present = "file")]
+    /// The channel's domain (or give the channel as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long, value_name = "D", conflicts_with = "file")]
     domain: Option<String>,
-    /// The channel's name.
+    /// The channel's name, or D/NAME.
     #[arg(required_unless_present = "file", conflicts_with = "file")]
     name: Option<String>,
     /// A recording instead of a channel: an MCAP file or a journal directory written by
@@ -86,10 +86,12 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     if let Some(file) = &args.file {
         return recording(file, args.json);
     }
-    let (Some(domain), Some(name)) = (&args.domain, &args.name) else {
-        return Err(CliError::usage("give --domain D NAME (a channel) or --file PATH (a recording)"));
+    let Some(name) = &args.name else {
+        return Err(CliError::usage("give a channel (--domain D NAME, or D/NAME) or --file PATH (a recording)"));
     };
-    let domain = ctx.domain(domain)?;
+    let ch = crate::target::channel(args.domain.as_deref(), name)?;
+    let (domain, name) = (ctx.domain(&ch.domain)?, ch.name.as_str());
+    crate::target::require(&domain, name, crate::target::WaitHint::None)?;
     let path = domain.channel_path(name)?;
     let first = admin::inspect_channel(&domain, name)?;
     let s = kinds::summarize(&domain, name, &first)?;

@@ -202,6 +202,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     for domain in ctx.domains(args.domain.as_deref())? {
         let dir = match domain.open_dir() {
             Ok(d) => d,
+            Err(OpenError::NotFound { .. }) if args.domain.is_some() => {
+                return Err(crate::target::missing_domain(&ctx.root, domain.name()))
+            }
             Err(OpenError::NotFound { .. }) => continue,
             Err(e) => {
                 // A planted, untrusted or non-directory domain: say so, list nothing from it.

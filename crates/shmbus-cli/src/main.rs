@@ -32,6 +32,7 @@ mod record;
 mod rm;
 mod schema;
 mod stream;
+mod target;
 mod top;
 mod topic;
 mod units;
@@ -207,11 +208,7 @@ impl Ctx {
             match domain.wait_for(name, left) {
                 Ok(()) => {}
                 Err(shmbus::WaitForError::Timeout { .. }) => {
-                    return Err(CliError::msg(format!(
-                        "no channel {}/{name} appeared within --wait {} s; is its creator running, with the same domain and root?",
-                        domain.name(),
-                        wait.as_secs_f64()
-                    )))
+                    return Err(target::missing_after_wait(domain.name(), name, wait))
                 }
                 Err(e) => return Err(e.into()),
             }

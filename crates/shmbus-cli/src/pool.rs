@@ -34,7 +34,7 @@ enum PoolCommand {
 }
 
 /// The pool's layout, for creating it.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 struct LayoutArgs {
     /// Most workers attached at once, 1..=64. Used when creating the pool (default 8); if
     /// the pool exists with another value, the command fails.
@@ -48,12 +48,19 @@ struct LayoutArgs {
 
 /// `shmbus pool dispatch --domain D NAME [--max-workers N] [--max-job-size B] [--data TEXT | --file PATH]
 /// [--format text|hex|base64] [--timeout-ms T]`
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 struct DispatchArgs {
-    /// The pool's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    /// The pool's domain (or give the pool as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long = "domain", id = "domain", value_name = "D")]
+    domain_flag: Option<String>,
+    /// The pool's name, or D/NAME.
+    #[arg(value_name = "NAME")]
+    channel: String,
+    /// The domain, resolved from `--domain`, `D/NAME` or $SHMBUS_DOMAIN by `resolved()`.
+    #[arg(skip)]
     domain: String,
-    /// The pool's name.
+    /// The name without its domain, resolved by `resolved()`.
+    #[arg(skip)]
     name: String,
     #[command(flatten)]
     layout: LayoutArgs,
@@ -78,12 +85,19 @@ struct DispatchArgs {
 }
 
 /// `shmbus pool worker --domain D NAME [--count N] [--timeout-ms T] [--json]`
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 struct WorkerArgs {
-    /// The pool's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    /// The pool's domain (or give the pool as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long = "domain", id = "domain", value_name = "D")]
+    domain_flag: Option<String>,
+    /// The pool's name, or D/NAME.
+    #[arg(value_name = "NAME")]
+    channel: String,
+    /// The domain, resolved from `--domain`, `D/NAME` or $SHMBUS_DOMAIN by `resolved()`.
+    #[arg(skip)]
     domain: String,
-    /// The pool's name.
+    /// The name without its domain, resolved by `resolved()`.
+    #[arg(skip)]
     name: String,
     #[command(flatten)]
     layout: LayoutArgs,
@@ -125,7 +139,16 @@ fn open_pool(domain: &Domain, name: &str, layout: &LayoutArgs) -> Result<Pool> {
     Ok(Pool::create_or_open(domain, name, &config)?)
 }
 
+impl DispatchArgs {
+    /// These arguments with `domain` and `name` resolved ([`crate::target::channel`]).
+    fn resolved(&self) -> Result<DispatchArgs> {
+        let ch = crate::target::channel(self.domain_flag.as_deref(), &self.channel)?;
+        Ok(DispatchArgs { domain: ch.domain, name: ch.name, ..self.clone() })
+    }
+}
+
 fn dispatch(ctx: &Ctx, args: &DispatchArgs) -> Result<()> {
+    let args = &args.resolved()?;
     let domain = ctx.domain(&args.domain)?;
     let mut d = open_pool(&domain, &args.name, &args.layout)?.dispatcher()?;
     let mut out = std::io::stdout().lock();
@@ -226,7 +249,16 @@ impl Dispatch<'_> {
     }
 }
 
+impl WorkerArgs {
+    /// These arguments with `domain` and `name` resolved ([`crate::target::channel`]).
+    fn resolved(&self) -> Result<WorkerArgs> {
+        let ch = crate::target::channel(self.domain_flag.as_deref(), &self.channel)?;
+        Ok(WorkerArgs { domain: ch.domain, name: ch.name, ..self.clone() })
+    }
+}
+
 fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
+    let args = &args.resolved()?;
     let domain = ctx.domain(&args.domain)?;
     ctx.wait_for(&domain, &[&args.name], args.wait)?;
     let mut w = open_pool(&domain, &args.name, &args.layout)?.worker()?;

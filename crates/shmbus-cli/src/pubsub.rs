@@ -27,10 +27,17 @@ pub enum KindArg {
 /// `shmbus pub --domain D NAME [--kind K] [size flags] [--data TEXT] [--timeout-ms T] [--count N] [--rate HZ]`
 #[derive(Debug, Clone, clap::Args)]
 pub struct PubArgs {
-    /// The channel's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    /// The channel's domain (or give the channel as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long = "domain", id = "domain", value_name = "D")]
+    pub domain_flag: Option<String>,
+    /// The channel's name, or D/NAME.
+    #[arg(value_name = "NAME")]
+    pub channel: String,
+    /// The domain, resolved from `--domain`, `D/NAME` or $SHMBUS_DOMAIN by `resolved()`.
+    #[arg(skip)]
     pub domain: String,
-    /// The channel's name.
+    /// The name without its domain, resolved by `resolved()`.
+    #[arg(skip)]
     pub name: String,
     /// Kind of channel to create if it does not exist (default: topic, or what the size
     /// flags given belong to). If it exists, it must be of this kind.
@@ -93,6 +100,15 @@ pub struct PubArgs {
     pub schema: SchemaArgs,
 }
 
+impl PubArgs {
+    /// These arguments with [`Self::domain`] and [`Self::name`] resolved
+    /// ([`crate::target::channel`]).
+    pub fn resolved(&self) -> Result<PubArgs> {
+        let ch = crate::target::channel(self.domain_flag.as_deref(), &self.channel)?;
+        Ok(PubArgs { domain: ch.domain, name: ch.name, ..self.clone() })
+    }
+}
+
 /// `pub --json`: one line when done.
 #[derive(Debug, serde::Serialize)]
 struct PublishedJson<'a> {
@@ -141,6 +157,7 @@ pub trait Source {
 /// published to it (a missing file, a first line too long or that does not decode): a
 /// failed `pub` leaves no channel behind that nobody asked for.
 pub fn run_pub(ctx: &Ctx, args: &PubArgs) -> Result<()> {
+    let args = &args.resolved()?;
     let domain = ctx.domain(&args.domain)?;
     let existed =
         !matches!(shmbus::admin::inspect_channel(&domain, &args.name), Err(shmbus::OpenError::NotFound { .. }));
@@ -311,10 +328,17 @@ impl Pacer {
 /// `shmbus sub --domain D NAME [--count N] [--from SEQ | --latest] [--timeout-ms T] [--json] [--wait SECS]`
 #[derive(Debug, Clone, clap::Args)]
 pub struct SubArgs {
-    /// The channel's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    /// The channel's domain (or give the channel as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long = "domain", id = "domain", value_name = "D")]
+    pub domain_flag: Option<String>,
+    /// The channel's name, or D/NAME.
+    #[arg(value_name = "NAME")]
+    pub channel: String,
+    /// The domain, resolved from `--domain`, `D/NAME` or $SHMBUS_DOMAIN by `resolved()`.
+    #[arg(skip)]
     pub domain: String,
-    /// The channel's name.
+    /// The name without its domain, resolved by `resolved()`.
+    #[arg(skip)]
     pub name: String,
     /// Exit (with 0) after this many messages. Default: run until killed.
     #[arg(long, value_name = "N")]
@@ -361,6 +385,15 @@ pub struct SubArgs {
     pub full: bool,
 }
 
+impl SubArgs {
+    /// These arguments with [`Self::domain`] and [`Self::name`] resolved
+    /// ([`crate::target::channel`]).
+    pub fn resolved(&self) -> Result<SubArgs> {
+        let ch = crate::target::channel(self.domain_flag.as_deref(), &self.channel)?;
+        Ok(SubArgs { domain: ch.domain, name: ch.name, ..self.clone() })
+    }
+}
+
 /// Where `sub --from` starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum From {
@@ -383,8 +416,10 @@ fn parse_from(s: &str) -> std::result::Result<From, String> {
 
 /// Prints messages of a topic or records of a stream as they arrive.
 pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
+    let args = &args.resolved()?;
     let domain = ctx.domain(&args.domain)?;
     let appeared = !ctx.wait_for(&domain, &[&args.name], args.wait)?.is_empty();
+    crate::target::require(&domain, &args.name, crate::target::WaitHint::Offer)?;
     // A topic that appeared while `sub` waited holds only messages published since `sub`
     // started: read them from the first (the default start, new messages only, would lose
     // what its creator published at once).

@@ -125,10 +125,11 @@ impl Sink {
 /// `shmbus record --domain D TOPIC... (--dir DIR | --out FILE.mcap) [--count N] [--seconds S] [--timeout-ms T]`
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
-    /// The topics' domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
-    domain: String,
-    /// Topics to record (they must exist). Only messages published from now on are recorded.
+    /// The topics' domain (or give the topics as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long, value_name = "D")]
+    domain: Option<String>,
+    /// Topics to record (they must exist), each NAME or D/NAME, all of one domain. Only
+    /// messages published from now on are recorded.
     #[arg(required = true, value_name = "TOPIC")]
     topics: Vec<String>,
     /// Record into this journal directory (created if missing).
@@ -197,19 +198,23 @@ fn mcap_target(args: &RecordArgs) -> Result<Option<&Path>> {
 /// (or, for MCAP, SIGINT/SIGTERM). Killed, a journal keeps every message recorded so far, an
 /// MCAP file every whole chunk.
 pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
-    let domain = ctx.domain(&args.domain)?;
+    let (domain_name, topics) = crate::target::channels(args.domain.as_deref(), &args.topics)?;
+    let domain = ctx.domain(&domain_name)?;
     let mcap = mcap_target(args)?;
     // Checked before anything is subscribed or created.
     let cipher = args.key.cipher()?;
     if mcap.is_some() && cipher.is_some() {
         return Err(CliError::usage("--key-file encrypts journal entries; an MCAP recording is not encrypted"));
     }
-    let names: Vec<&str> = args.topics.iter().map(String::as_str).collect();
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
     // Topics that appeared while waiting are recorded from their first message (all of
     // them published since `record` started).
     let appeared = ctx.wait_for(&domain, &names, args.wait)?;
+    for name in &names {
+        crate::target::require(&domain, name, crate::target::WaitHint::Offer)?;
+    }
     let mut subs: Vec<(String, Subscriber, u32, u32, Option<Schema>)> = Vec::new();
-    for name in &args.topics {
+    for name in &topics {
         if subs.iter().any(|s| &s.0 == name) {
             continue;
         }

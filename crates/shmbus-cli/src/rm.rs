@@ -17,12 +17,19 @@ use crate::output::JsonLines;
 use crate::{CliError, Ctx, Result};
 
 /// `shmbus rm --domain D NAME [--force] [--json]`
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// The channel's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    /// The channel's domain (or give the channel as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long = "domain", id = "domain", value_name = "D")]
+    pub domain_flag: Option<String>,
+    /// The channel's name, or D/NAME.
+    #[arg(value_name = "NAME")]
+    pub channel: String,
+    /// The domain, resolved from `--domain`, `D/NAME` or $SHMBUS_DOMAIN by `resolved()`.
+    #[arg(skip)]
     pub domain: String,
-    /// The channel's name.
+    /// The name without its domain, resolved by `resolved()`.
+    #[arg(skip)]
     pub name: String,
     /// Remove it even while live processes use it (they keep their mapping), or if it is not
     /// a valid segment.
@@ -31,6 +38,15 @@ pub struct Args {
     /// One JSON line instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+impl Args {
+    /// These arguments with [`Self::domain`] and [`Self::name`] resolved
+    /// ([`crate::target::channel`]).
+    pub fn resolved(&self) -> Result<Args> {
+        let ch = crate::target::channel(self.domain_flag.as_deref(), &self.channel)?;
+        Ok(Args { domain: ch.domain, name: ch.name, ..self.clone() })
+    }
 }
 
 /// `rm --json`: one line.
@@ -54,6 +70,7 @@ struct MappedJson {
 
 /// Removes the channel and says what it removed.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
+    let args = &args.resolved()?;
     let domain_name = args.domain.clone();
     let domain = ctx.domain(&domain_name)?;
     let what = format!("{domain_name}/{}", args.name);
@@ -103,7 +120,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                 who.join(", ")
             )))
         }
-        Err(RemoveError::Open(OpenError::NotFound { .. })) => Err(CliError::msg(format!("no channel {what}"))),
+        Err(RemoveError::Open(OpenError::NotFound { .. })) => {
+            Err(crate::target::missing(&domain_name, &args.name, crate::target::WaitHint::None))
+        }
         Err(
             e @ RemoveError::Open(
                 OpenError::NotASegment { .. }

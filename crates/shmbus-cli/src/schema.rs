@@ -200,10 +200,10 @@ impl Printer {
 /// `shmbus schema --domain D NAME` or `shmbus schema --dir DIR`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The channel's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true, conflicts_with = "dir")]
+    /// The channel's domain (or give the channel as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long, value_name = "D", conflicts_with = "dir")]
     pub domain: Option<String>,
-    /// The channel's name.
+    /// The channel's name, or D/NAME.
     #[arg(required_unless_present = "dir", conflicts_with = "dir")]
     pub name: Option<String>,
     /// A journal's directory, instead of a channel of a domain.
@@ -232,12 +232,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let (what, schema) = match (&args.dir, &args.name) {
         (Some(dir), _) => (dir.display().to_string(), journal_schema(dir)?),
         (None, Some(name)) => {
-            let domain_name = args.domain.as_deref().ok_or_else(|| {
-                CliError::usage(format!("the required argument --domain was not given (or set {})", crate::DOMAIN_ENV))
-            })?;
-            let domain = ctx.domain(domain_name)?;
-            let report = admin::inspect_channel(&domain, name)?;
-            (format!("{domain_name}/{name}"), report.schema)
+            let ch = crate::target::channel(args.domain.as_deref(), name)?;
+            let domain = ctx.domain(&ch.domain)?;
+            crate::target::require(&domain, &ch.name, crate::target::WaitHint::None)?;
+            let report = admin::inspect_channel(&domain, &ch.name)?;
+            (format!("{}/{}", ch.domain, ch.name), report.schema)
         }
         (None, None) => return Err(CliError::usage("give a channel (--domain D NAME) or a journal (--dir DIR)")),
     };

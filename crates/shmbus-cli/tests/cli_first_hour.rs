@@ -8,6 +8,9 @@
 //! * `rm` of a domain's last channel removes the domain directory too.
 //! * `top` counts what a stuck subscriber lost past the history as drops, and names a CLI
 //!   participant by its verb (`shmbus sub`), in `--once --json` and on a real terminal (tmux).
+//! * Every verb that takes a channel takes it as `D/NAME` too, as listings show it.
+//! * `ls --domain` of a domain that does not exist fails and names the ones that do.
+//! * A missing channel is said in the same words by every verb.
 
 #![cfg(not(loom))]
 
@@ -107,7 +110,7 @@ fn hz_bw_and_delay_wait_for_a_channel_to_appear() {
     let r = Root::new();
     for verb in ["hz", "bw", "delay"] {
         let e = r.fails(&[verb, "--domain", "d", "later", "--count", "1"]);
-        assert!(e.contains("no channel 'later'") && e.contains("--wait"), "{e}");
+        assert!(e.contains("no channel d/later") && e.contains("--wait"), "{e}");
         let e = r.fails(&[verb, "--domain", "d", "later", "--count", "1", "--wait", "0.2"]);
         assert!(e.contains("appeared within --wait"), "{e}");
     }
@@ -205,6 +208,89 @@ fn top_names_a_cli_participant_by_its_verb() {
     let line = s.lines().find(|l| l.contains("subscriber")).unwrap();
     assert!(line.contains("shmbus sub"), "{line:?}:\n{s}");
     tmux.keys(&["q"]);
+}
+
+#[test]
+fn every_verb_takes_a_channel_as_d_slash_name() {
+    let r = Root::new();
+    r.ok(&["create", "--kind", "topic", "r1/made"]);
+    r.ok(&["pub", "r1/chatter", "--data", "hi", "--message-encoding", "json"]);
+    assert!(r.ok(&["info", "r1/chatter"]).contains("r1/chatter"));
+    assert_eq!(r.ok(&["sub", "r1/chatter", "--from", "1", "--count", "1"]), "\"hi\"\n");
+    assert!(r.ok(&["schema", "r1/chatter", "--json"]).contains("json"));
+    for verb in ["hz", "bw", "delay"] {
+        let e = r.fails(&[verb, "r1/nothing", "--count", "1"]);
+        assert!(e.contains("no channel r1/nothing"), "{verb}: {e}");
+    }
+    let e = r.fails(&["record", "r1/chatter", "r1/nothing", "--dir", &r.jdir("rec"), "--count", "1"]);
+    assert!(e.contains("no channel r1/nothing"), "{e}");
+    let mut worker = r.spawn(&["pool", "worker", "r1/jobs", "--count", "1"]);
+    r.wait_info("r1", "jobs", |v| v["workers"] == 1);
+    r.ok(&["pool", "dispatch", "r1/jobs", "--data", "job"]);
+    assert!(worker.child().wait().unwrap().success());
+    // The same domain twice is no conflict, and D/NAME overrides $SHMBUS_DOMAIN.
+    r.ok(&["rm", "--domain", "r1", "r1/made"]);
+    let out = r.cmd(&["rm", "r1/jobs"]).env("SHMBUS_DOMAIN", "other").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Two different domains: a usage error naming both.
+    let out = r.run(&["info", "--domain", "r2", "r1/chatter"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = one_error_line(&out);
+    assert!(e.contains("--domain r2") && e.contains("r1/chatter"), "{e}");
+    // Listings name the channel so that it pastes back.
+    let ls = r.json(&["ls", "--json"]);
+    let listed: Vec<String> = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{}/{}", c["domain"].as_str().unwrap(), c["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, ["r1/chatter"]);
+    assert!(r.ok(&["info", &listed[0]]).contains("topic"));
+}
+
+#[test]
+fn ls_of_a_domain_that_does_not_exist_says_so() {
+    let r = Root::new();
+    let out = r.run(&["ls", "--domain", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = one_error_line(&out);
+    assert!(e.contains("no domain nosuch") && e.contains("there are no domains"), "{e}");
+    r.ok(&["create", "--domain", "a", "--kind", "topic", "t"]);
+    r.ok(&["create", "--domain", "b", "--kind", "queue", "q"]);
+    let out = r.run(&["ls", "--domain", "nosuch", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = one_error_line(&out);
+    assert!(e.contains("no domain nosuch") && e.contains(": a, b"), "{e}");
+    assert!(r.ok(&["ls", "--domain", "a"]).contains("t"));
+}
+
+#[test]
+fn a_missing_channel_is_said_the_same_on_every_verb() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "d", "--kind", "topic", "other"]);
+    let with_wait: &[&[&str]] = &[
+        &["sub", "--domain", "d", "nope"],
+        &["hz", "--domain", "d", "nope"],
+        &["bw", "--domain", "d", "nope"],
+        &["delay", "--domain", "d", "nope"],
+        &["record", "--domain", "d", "nope", "--dir", &r.jdir("x")],
+    ];
+    let without: &[&[&str]] =
+        &[&["info", "--domain", "d", "nope"], &["schema", "--domain", "d", "nope"], &["rm", "--domain", "d", "nope"]];
+    for (args, wait) in with_wait.iter().map(|a| (a, true)).chain(without.iter().map(|a| (a, false))) {
+        let out = r.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let e = one_error_line(&out);
+        assert!(e.starts_with("shmbus: no channel d/nope ("), "{args:?}: {e}");
+        assert_eq!(e.contains("--wait SECS"), wait, "{args:?}: {e}");
+    }
+    for args in
+        [&["sub", "--domain", "d", "nope", "--wait", "0.1"][..], &["hz", "--domain", "d", "nope", "--wait", "0.1"]]
+    {
+        let e = r.fails(args);
+        assert!(e.starts_with("shmbus: no channel d/nope appeared within --wait 0.1 s"), "{e}");
+    }
 }
 
 /// A tmux server of its own (its own socket) running `shmbus ARGS`, killed when dropped.

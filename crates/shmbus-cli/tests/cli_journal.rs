@@ -387,7 +387,7 @@ fn record_two_topics_then_replay_into_another_domain() {
     // anything is published (not even the topics that are there).
     let err = r.fails(&["replay", "--dir", &j, "--domain", "y", "--speed", "max", "--topic", "b", "--topic", "c"]);
     assert!(err.contains("--topic c not in the recording") && err.ends_with("it holds: a, b"), "{err}");
-    assert_eq!(r.json(&["ls", "--domain", "y", "--json"]), serde_json::json!([]));
+    assert!(r.fails(&["ls", "--domain", "y", "--json"]).contains("no domain y"), "nothing was created in y");
 }
 
 #[test]
@@ -490,7 +490,7 @@ fn bad_input_fails_with_one_line() {
     let err = r.fails(&["replay", "--dir", &j, "--domain", "d"]);
     assert!(err.contains("not a record entry"), "{err}");
     let err = r.fails(&["record", "--domain", "d", "nosuch", "--dir", &r.jdir("rec"), "--count", "1"]);
-    assert!(err.contains("no such channel"), "{err}");
+    assert!(err.contains("no channel d/nosuch"), "{err}");
     assert!(!Path::new(&r.jdir("rec")).exists(), "a failed record leaves no journal");
 
     // Usage errors exit with 2.

@@ -220,7 +220,7 @@ fn a_missing_channel_is_one_clear_line() {
         let out = root.run(&[verb, "--domain", "d", "nope", "--count", "1"]);
         assert_eq!(out.status.code(), Some(1), "{out:?}");
         let line = common::one_error_line(&out);
-        assert!(line.contains("no channel 'nope' in domain 'd'"), "{line}");
+        assert!(line.contains("no channel d/nope"), "{line}");
         assert!(!line.contains(root.0.to_str().unwrap()), "{line}");
     }
     let out = root.run(&["hz", "--journal", &root.jdir("none"), "--count", "1"]);
