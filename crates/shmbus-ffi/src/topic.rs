@@ -5,8 +5,8 @@ use std::cell::{Ref, RefMut};
 use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
-use shmbus::topic::{Loan, Message, Sample, TopicGetError, TopicStatus};
-use shmbus::{DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig};
+use shmbus::topic::{Loan, MessageInfo, Sample, TopicGetError, TopicStatus};
+use shmbus::{DeliveryPolicy, Publisher, RecvIntoSliceError, Subscriber, Topic, TopicConfig};
 
 use crate::call::*;
 use crate::domain::shmbus_domain;
@@ -887,8 +887,8 @@ pub unsafe extern "C" fn shmbus_subscriber_set_pin_budget(
     unsafe { run_ref(subscriber, |s| s.sub.set_pin_budget(budget)) }
 }
 
-/// The random-access copies: the message `read` returns (without moving the cursor), copied
-/// into the caller's buffer.
+/// The random-access copies: `read` copies a message (without moving the cursor) straight
+/// into the caller's buffer, once.
 ///
 /// # Safety
 /// As the exported functions.
@@ -899,16 +899,14 @@ unsafe fn copy_message(
     len_out: *mut usize,
     seq_out: *mut u64,
     ts_out: *mut u64,
-    read: impl FnOnce(&Subscriber) -> Result<Message, TopicGetError>,
+    read: impl FnOnce(&Subscriber, &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>>,
 ) -> shmbus_status {
     guard(|| {
-        buf_args(buf, cap, len_out)?;
         // SAFETY: per the caller's contract.
         unsafe {
-            let m = with_ref(sub, |s| Ok(read(&s.sub)?))?;
-            deliver(m.data(), buf, cap, len_out)?;
-            put(seq_out, m.seq());
-            put(ts_out, m.ts_ns());
+            let info = with_ref(sub, |s| recv_into_buf(buf, cap, len_out, |dst| Ok(read(&s.sub, dst)?), |i| i.len()))?;
+            put(seq_out, info.seq());
+            put(ts_out, info.ts_ns());
             Ok(())
         }
     })
@@ -935,7 +933,11 @@ pub unsafe extern "C" fn shmbus_subscriber_get(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { copy_message(subscriber, buf, cap, len_out, std::ptr::null_mut(), ts_ns_out, |s| s.get(seq)) }
+    unsafe {
+        copy_message(subscriber, buf, cap, len_out, std::ptr::null_mut(), ts_ns_out, |s, dst| {
+            s.get_into_slice(seq, dst)
+        })
+    }
 }
 
 /// Copies the newest committed message into `buf` (`cap` bytes) without moving the cursor;
@@ -955,7 +957,7 @@ pub unsafe extern "C" fn shmbus_subscriber_latest(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { copy_message(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Subscriber::latest) }
+    unsafe { copy_message(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Subscriber::latest_into_slice) }
 }
 
 /// Pins message `seq` (any of the history) as a zero-copy sample in `*out`, without moving the

@@ -341,6 +341,28 @@ impl PySubscriber {
         Ok(Some(PyMessage::with_bytes(data, seq, ts_ns)))
     }
 
+    /// A read that does not move the cursor (`get`, `latest`): a large message through the
+    /// pinned sample `pin` gives, copied once; else (or with every pin held) by `copy`.
+    fn random_access(
+        &self,
+        py: Python<'_>,
+        pin: impl FnOnce(&'static Subscriber) -> Result<Sample<'static>, TopicGetError>,
+        copy: impl FnOnce(&Subscriber) -> Result<Message, TopicGetError>,
+    ) -> PyResult<PyMessage> {
+        if self.one_copy {
+            let lent = self.cell.lend_ref(|s| match pin(s) {
+                Ok(sample) => Ok(Some(sample)),
+                Err(TopicGetError::PinLimit { .. }) => Ok(None),
+                Err(e) => Err(get_fail(e)),
+            })?;
+            if let Some(m) = self.copied(py, lent)? {
+                return Ok(m);
+            }
+        }
+        let m = self.cell.with_ref(|s| copy(s).map_err(get_fail))??;
+        Ok(PyMessage::new(py, m))
+    }
+
     /// The next message through a pinned sample, without waiting (see [`Self::copied`]).
     fn try_copied(&self, py: Python<'_>) -> PyResult<Option<PyMessage>> {
         let lent = self.cell.lend_ref(|s| match s.try_recv_ref() {
@@ -466,24 +488,12 @@ impl PySubscriber {
 
     /// The message with sequence number `seq`, if still kept (copied).
     fn get(&self, py: Python<'_>, seq: u64) -> PyResult<PyMessage> {
-        if self.one_copy {
-            let lent = self.cell.lend_ref(|s| match s.get_ref(seq) {
-                Ok(sample) => Ok(Some(sample)),
-                Err(TopicGetError::PinLimit { .. }) => Ok(None),
-                Err(e) => Err(get_fail(e)),
-            })?;
-            if let Some(m) = self.copied(py, lent)? {
-                return Ok(m);
-            }
-        }
-        let m = self.cell.with_ref(|s| s.get(seq).map_err(get_fail))??;
-        Ok(PyMessage::new(py, m))
+        self.random_access(py, |s| s.get_ref(seq), |s| s.get(seq))
     }
 
     /// The newest message (copied).
     fn latest(&self, py: Python<'_>) -> PyResult<PyMessage> {
-        let m = self.cell.with_ref(|s| s.latest().map_err(get_fail))??;
-        Ok(PyMessage::new(py, m))
+        self.random_access(py, Subscriber::latest_ref, Subscriber::latest)
     }
 
     /// Moves the cursor: the next in-order receive returns `seq`.

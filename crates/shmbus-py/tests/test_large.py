@@ -223,6 +223,13 @@ def test_a_received_copy_outlives_its_slot(domain):
         pub.send(payload(MAX, k))
     assert msg.data == payload(MAX, 9)
     assert sub.get(11).data == payload(MAX, 9)  # `get` copies once too
+    newest = sub.latest()  # and `latest`
+    assert (newest.seq, newest.data) == (11, payload(MAX, 9))
+    sub.seek(10)
+    held = [sub.recv_ref(timeout=5), sub.recv_ref(timeout=5)]  # every pin held: `latest` still copies
+    assert sub.latest().data == payload(MAX, 9)
+    for s in held:
+        s.release()
 
 
 def test_owned_receive_with_every_pin_held(domain):

@@ -121,6 +121,55 @@ fn topic_of_inline_slots_too() {
     assert!(buf[40..].iter().all(|&b| b == FILL));
 }
 
+/// `get_into_slice` and `latest_into_slice` copy a message of the history once, without
+/// moving the cursor; `latest_ref` pins the newest.
+#[test]
+fn topic_random_access_into_a_slice() {
+    use shmbus::topic::TopicGetError;
+    let s = Scratch::new("slice-topic-get");
+    let d = s.domain("t");
+    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().history(4).max_message_len(4096)).unwrap();
+    let mut p = t.publisher().unwrap();
+    let sub = t.subscriber().unwrap();
+    let mut buf = vec![FILL; 4096];
+    assert!(matches!(sub.latest_into_slice(&mut buf), Err(RecvIntoSliceError::Recv(TopicGetError::NotYet { .. }))));
+    assert!(matches!(sub.latest_ref(), Err(TopicGetError::NotYet { .. })));
+    assert!(matches!(sub.get_into_slice(0, &mut buf), Err(RecvIntoSliceError::Recv(TopicGetError::InvalidSeq))));
+
+    let msgs: Vec<Vec<u8>> = (1..=6).map(|i| message(i, 500 + i as usize * 100)).collect();
+    for m in &msgs {
+        p.send(m).unwrap();
+    }
+    // Exact, larger (the rest left alone), too small (nothing copied).
+    let info = sub.get_into_slice(5, &mut buf[..1000]).unwrap();
+    assert_eq!((info.seq(), info.len()), (5, 1000));
+    assert_eq!(&buf[..1000], &msgs[4][..]);
+    buf.fill(FILL);
+    let info = sub.get_into_slice(3, &mut buf).unwrap();
+    assert_eq!((info.seq(), info.len()), (3, 800));
+    assert_eq!(&buf[..800], &msgs[2][..]);
+    assert!(buf[800..].iter().all(|&b| b == FILL));
+    buf.fill(FILL);
+    assert_eq!(too_small(sub.get_into_slice(4, &mut buf[..899])), (900, 899));
+    assert!(buf.iter().all(|&b| b == FILL), "nothing copied into a buffer too small");
+    // Not yet.
+    assert!(matches!(sub.get_into_slice(7, &mut buf), Err(RecvIntoSliceError::Recv(TopicGetError::NotYet { .. }))));
+    // The newest, three ways.
+    let info = sub.latest_into_slice(&mut buf).unwrap();
+    assert_eq!((info.seq(), info.len(), check(&buf[..info.len()])), (6, 1100, 6));
+    assert_eq!(too_small(sub.latest_into_slice(&mut buf[..10])), (1100, 10));
+    let newest = sub.latest_ref().unwrap();
+    assert_eq!((newest.seq(), &newest[..]), (6, &msgs[5][..]));
+    drop(newest);
+    // None of it moved the cursor.
+    assert_eq!(sub.next_seq(), 1);
+    // Overwritten.
+    for i in 7..60 {
+        p.send(&message(i, 600)).unwrap();
+    }
+    assert!(matches!(sub.get_into_slice(1, &mut buf), Err(RecvIntoSliceError::Recv(TopicGetError::Evicted { .. }))));
+}
+
 /// The copy's pin is one beyond the budget and given back at once: it works while samples
 /// hold the whole budget.
 #[test]

@@ -170,6 +170,8 @@ static void random_access(shmbus_domain *d) {
     CHECK(len == 5 && shmbus_last_error_value() == 5);
     OK(shmbus_subscriber_get(s, 7, buf, sizeof buf, &len, NULL));
     CHECK(len == 5 && memcmp(buf, "seven", 5) == 0);
+    EXPECT(shmbus_subscriber_latest(s, small, sizeof small, &len, &seq, NULL), SHMBUS_BUFFER_TOO_SMALL);
+    CHECK(len == 3 && shmbus_last_error_value() == 3);
     /* Overwritten, and not yet published. */
     EXPECT(shmbus_subscriber_get(s, 1, buf, sizeof buf, &len, NULL), SHMBUS_LAGGED);
     CHECK(shmbus_last_error_value() > 1 && shmbus_last_error_value() <= 7);

@@ -599,6 +599,40 @@ impl<'a> Shared<'a> {
     /// Returns `(len, ts)`, or `None` if the slot was overwritten (the copy is discarded).
     #[inline]
     pub fn read_copy(&self, s: usize, k: u64, buf: &mut Vec<u8>) -> Option<(usize, u64)> {
+        self.read_validated(s, k, |len, read| {
+            buf.clear();
+            buf.reserve(len);
+            // SAFETY: the spare capacity is at least `len` bytes, which `read` fills whole
+            // before the length is set.
+            unsafe {
+                read(std::slice::from_raw_parts_mut(buf.as_mut_ptr(), len));
+                buf.set_len(len);
+            }
+        })
+    }
+
+    /// [`read_copy`](Shared::read_copy) into the start of `buf`, which the caller keeps: the
+    /// same `(len, ts)`, but when `len` exceeds `buf.len()` nothing is copied (the caller
+    /// reports the buffer too small).
+    pub fn read_copy_into(&self, s: usize, k: u64, buf: &mut [u8]) -> Option<(usize, u64)> {
+        self.read_validated(s, k, |len, read| {
+            if let Some(dst) = buf.get_mut(..len) {
+                read(dst);
+            }
+        })
+    }
+
+    /// The seqlock read behind the copying reads: checks that slot `s` holds `k`, has `copy`
+    /// copy the message (it is given the length and a reader of the slot's bytes), then checks
+    /// that no writer took the slot meanwhile. Returns `(len, ts)`, or `None` if the slot was
+    /// overwritten (whatever `copy` wrote is then garbage).
+    #[inline]
+    fn read_validated(
+        &self,
+        s: usize,
+        k: u64,
+        copy: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])),
+    ) -> Option<(usize, u64)> {
         let slot = &self.slots[s];
         // Pairs with the Release store of `seq` in `commit`.
         if slot.seq.load(Ordering::Acquire) != k {
@@ -606,15 +640,11 @@ impl<'a> Shared<'a> {
         }
         let len = (slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size);
         let ts = slot.ts.load(Ordering::Relaxed);
-        buf.clear();
-        buf.reserve(len);
-        // SAFETY: `s` is a valid slot (callers got it from `lookup`), `len <= slot_size`,
-        // and the spare capacity is at least `len` bytes.
-        unsafe {
-            let dst = std::slice::from_raw_parts_mut(buf.as_mut_ptr(), len);
-            self.data.read(s, dst);
-            buf.set_len(len);
-        }
+        copy(len, &mut |dst: &mut [u8]| {
+            let n = dst.len().min(self.data.slot_size);
+            // SAFETY: `s` is a valid slot (callers got it from `lookup`) and `n <= slot_size`.
+            unsafe { self.data.read(s, &mut dst[..n]) };
+        });
         // Pairs with the Release fence in `acquire_slot`: if the copy saw a new writer's
         // bytes, this load sees its `seq = 0` (or later).
         fence(Ordering::Acquire);

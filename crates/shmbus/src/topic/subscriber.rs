@@ -814,27 +814,93 @@ impl Subscriber {
         Err(self.evicted(seq))
     }
 
-    /// Copies the newest committed message without moving the cursor.
-    pub fn latest(&self) -> Result<Message, TopicGetError> {
-        self.latest_raw().map_err(|e| self.read_or_truncated(e))
+    /// Copies message `seq` (any of the last N) into the start of `buf`, without moving the
+    /// cursor: one copy, straight out of the slot, and no allocation. Returns the message's
+    /// sequence number, publish time and length (`buf[..len]` holds it). A message longer
+    /// than `buf` is [`RecvIntoSliceError::TooSmall`]; it stays in the history until
+    /// publishers overwrite it.
+    pub fn get_into_slice(&self, seq: u64, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>> {
+        self.get_into_slice_raw(seq, buf).map_err(|e| match e {
+            RecvIntoSliceError::Recv(e) => RecvIntoSliceError::Recv(self.read_or_truncated(e)),
+            too_small => too_small,
+        })
     }
 
-    fn latest_raw(&self) -> Result<Message, TopicGetError> {
-        let mut r = Err(TopicGetError::NotYet { seq: 1, last: 0 });
+    fn get_into_slice_raw(&self, seq: u64, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>> {
+        for _ in 0..MAX_RETRIES {
+            let s = self.locate(seq).map_err(RecvIntoSliceError::Recv)?;
+            if let Some((len, ts_ns)) = self.inner.shared().read_copy_into(s, seq, buf) {
+                if len > buf.len() {
+                    return Err(too_small(len, buf.len()));
+                }
+                return Ok(MessageInfo { seq, ts_ns, len });
+            }
+        }
+        Err(RecvIntoSliceError::Recv(self.evicted(seq)))
+    }
+
+    /// Copies the newest committed message without moving the cursor.
+    pub fn latest(&self) -> Result<Message, TopicGetError> {
+        self.newest(|k| self.get_raw(k)).map_err(|e| self.read_or_truncated(e))
+    }
+
+    /// Pins the newest committed message as a zero-copy [`Sample`], without moving the
+    /// cursor (counted against the [pin budget](Self::set_pin_budget) as
+    /// [`get_ref`](Self::get_ref) is).
+    pub fn latest_ref(&self) -> Result<Sample<'_>, TopicGetError> {
+        self.newest(|k| self.get_ref_raw(k)).map_err(|e| self.read_or_truncated(e))
+    }
+
+    /// Copies the newest committed message into the start of `buf`, without moving the
+    /// cursor, as [`get_into_slice`](Self::get_into_slice) copies one.
+    pub fn latest_into_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>> {
+        let r = self.newest(|k| self.get_into_slice_raw(k, buf));
+        r.map_err(|e| match e {
+            RecvIntoSliceError::Recv(e) => RecvIntoSliceError::Recv(self.read_or_truncated(e)),
+            too_small => too_small,
+        })
+    }
+
+    /// Reads the newest committed message with `get`, taking a newer one when publishers
+    /// overtake the read.
+    fn newest<T, E: AsGetError + From<TopicGetError>>(&self, mut get: impl FnMut(u64) -> Result<T, E>) -> Result<T, E> {
+        let mut r = Err(E::from(TopicGetError::NotYet { seq: 1, last: 0 }));
         for _ in 0..MAX_RETRIES {
             let k = match self.inner.shared().positions() {
                 Ok((_, committed)) => committed,
-                Err((tail, committed)) => return Err(TopicGetError::Corrupt(corrupt_positions(tail, committed))),
+                Err((tail, committed)) => {
+                    return Err(E::from(TopicGetError::Corrupt(corrupt_positions(tail, committed))))
+                }
             };
             if k == 0 {
-                return Err(TopicGetError::NotYet { seq: 1, last: 0 });
+                return Err(E::from(TopicGetError::NotYet { seq: 1, last: 0 }));
             }
-            r = self.get_raw(k);
-            if !matches!(r, Err(TopicGetError::Evicted { .. })) {
+            r = get(k);
+            if !matches!(r.as_ref().map_err(AsGetError::as_get_error), Err(Some(TopicGetError::Evicted { .. }))) {
                 break; // else overtaken: take the newer one
             }
         }
         r
+    }
+}
+
+/// The core's error inside the error of a form of [`Subscriber::newest`]'s reads.
+trait AsGetError {
+    fn as_get_error(&self) -> Option<&TopicGetError>;
+}
+
+impl AsGetError for TopicGetError {
+    fn as_get_error(&self) -> Option<&TopicGetError> {
+        Some(self)
+    }
+}
+
+impl AsGetError for RecvIntoSliceError<TopicGetError> {
+    fn as_get_error(&self) -> Option<&TopicGetError> {
+        match self {
+            RecvIntoSliceError::Recv(e) => Some(e),
+            RecvIntoSliceError::TooSmall { .. } => None,
+        }
     }
 }
 
