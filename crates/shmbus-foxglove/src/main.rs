@@ -1,0 +1,147 @@
+//! `shmbus-foxglove`, run as `shmbus foxglove`: a live view of a domain's topics in Foxglove
+//! (see README.md).
+//!
+//! The layers, bottom up: [`watch`] (inotify on the domain), [`topics`] (topics as the SDK's
+//! channels, and the threads that stream them while clients subscribe), [`gate`] (the
+//! listening socket, which bounds connections) and this file (options, start, signals).
+
+mod gate;
+mod select;
+mod topics;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use shmbus::Domain;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::select::Selection;
+use crate::topics::{Listener, Topics};
+
+/// Show a domain's topics live in Foxglove, over the Foxglove WebSocket protocol.
+///
+/// Every topic of the domain is advertised with its schema and message encoding, as topics
+/// appear and go; a topic is read only while a client is subscribed to it. Open it in
+/// Foxglove with Open connection → Foxglove WebSocket → ws://127.0.0.1:8765. Plain
+/// WebSocket: no TLS, no authentication. Runs until SIGINT or SIGTERM.
+#[derive(Debug, Parser)]
+#[command(name = "shmbus foxglove", bin_name = "shmbus foxglove", version)]
+struct Args {
+    /// The domain whose topics are shown. Default: $SHMBUS_DOMAIN.
+    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
+    domain: Option<String>,
+    /// Directory holding the domains (default: $SHMBUS_ROOT, else /dev/shm).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Show only the topics whose names match GLOB (`*` any run of characters, `?` one);
+    /// repeatable. Default: every topic.
+    #[arg(long = "topics", value_name = "GLOB")]
+    topics: Vec<String>,
+    /// Only topic NAME may be seen and subscribed to (repeatable; with --topics, both must
+    /// agree). Default: no such limit.
+    #[arg(long, value_name = "NAME")]
+    allow: Vec<String>,
+    /// Address to listen on. Anything but a loopback address lets other hosts connect,
+    /// without TLS or authentication: put a reverse proxy in front for those.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    listen: SocketAddr,
+    /// The most clients connected at once; more are refused (HTTP 503).
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_clients: u32,
+    /// The most messages queued for one client; a client that reads slower loses the oldest.
+    /// A client's memory is at most this many of the largest messages it subscribed to.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    client_backlog: u32,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // The SDK reports through `tracing`: its connection lines and its "outbox full" notice
+    // (a client too slow for its messages) go to stderr beside this program's own.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("shmbus-foxglove: cannot start its runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(serve(args));
+    // Client tasks still draining to a stalled socket are not waited for.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shmbus-foxglove: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
+    let Some(name) = args.domain else {
+        return Err("no domain: give --domain NAME or set SHMBUS_DOMAIN".into());
+    };
+    let domain = match &args.root {
+        Some(root) => Domain::with_root(&name, root),
+        None => Domain::new(&name),
+    }
+    .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "shmbus-foxglove: warning: listening on {addr}, not loopback, with no TLS and no authentication: put a reverse proxy with both in front"
+        );
+    }
+
+    let ctx = foxglove::Context::new();
+    let topics = Topics::new(domain.clone(), Selection::new(args.topics, args.allow), ctx.clone());
+    let server = ctx
+        .websocket_server()
+        .name(format!("shmbus {name}"))
+        .bind("127.0.0.1", 0)
+        .listener(Arc::new(Listener(topics.clone())))
+        .message_backlog_size(args.client_backlog as usize)
+        .start()
+        .await
+        .map_err(|e| format!("cannot start the WebSocket server: {e}"))?;
+    let backend = SocketAddr::from(([127, 0, 0, 1], server.port()));
+    // The watch first, then the scan: nothing linked in between is missed.
+    let mut watcher = watch::Watcher::new(domain.root(), &domain.dir()).map_err(|e| e.to_string())?;
+    topics.scan();
+    let gate = tokio::spawn(gate::run(listener, backend, args.max_clients as usize));
+    eprintln!("shmbus-foxglove: domain {name} on ws://{addr} (Foxglove: Open connection → Foxglove WebSocket)");
+
+    let outcome = loop {
+        tokio::select! {
+            changed = watcher.changed() => match changed {
+                Ok(()) => topics.scan(),
+                Err(e) => break Err(format!("watching domain {name}: {e}")),
+            },
+            _ = sigint.recv() => break Ok(()),
+            _ = sigterm.recv() => break Ok(()),
+        }
+    };
+    gate.abort();
+    // A client that stopped reading would hold a graceful close forever: a moment, then on.
+    let _ = tokio::time::timeout(Duration::from_secs(1), server.stop().wait()).await;
+    let t = topics.clone();
+    let _ = tokio::task::spawn_blocking(move || t.stop()).await;
+    eprintln!("shmbus-foxglove: stopped");
+    outcome
+}
