@@ -87,9 +87,9 @@ pub struct Args {
     /// Print a line every SECS seconds.
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_interval)]
     pub interval: Duration,
-    /// Exit (with 0) after printing this many lines; 0: run until killed.
-    #[arg(long, value_name = "K", default_value_t = 0)]
-    pub count: u64,
+    /// Exit (with 0) after printing this many lines (at least 1). Default: run until killed.
+    #[arg(long, value_name = "K", value_parser = crate::units::count)]
+    pub count: Option<u64>,
     /// One JSON object per line, with raw numbers (ns, bytes/s, msg/s; null where unknown).
     #[arg(long)]
     pub json: bool,
@@ -246,7 +246,7 @@ enum Figures {
 struct Printer {
     verb: Verb,
     json: bool,
-    count: u64,
+    count: Option<u64>,
     printed: u64,
     interval: Duration,
     next: Instant,
@@ -282,7 +282,7 @@ impl Printer {
         // The next line is due one interval after this one was due, so the lines keep their
         // pace; after a stall, one interval from now.
         self.next = (self.next + self.interval).max(Instant::now());
-        Ok(self.count != 0 && self.printed >= self.count)
+        Ok(self.count.is_some_and(|n| self.printed >= n))
     }
 }
 

@@ -275,8 +275,8 @@ struct TailArgs {
     reader: Option<String>,
     #[command(flatten)]
     key: KeyArg,
-    /// Exit (with 0) after this many entries. Default: run until killed.
-    #[arg(long, value_name = "N")]
+    /// Exit (with 0) after this many entries (at least 1). Default: run until killed.
+    #[arg(long, value_name = "N", value_parser = crate::units::count)]
     count: Option<u64>,
     /// Fail if no entry arrives for this long (per entry, not in total): milliseconds, or
     /// with a unit (`2s`).

@@ -154,7 +154,14 @@ fn command() -> clap::Command {
     // clap copies a global argument into each subcommand that has none of that name when the
     // command is built: give the journal's commands a hidden copy first (still accepted, and
     // still propagated to `Cli::root`, but not shown).
-    cmd.mut_subcommand("journal", |journal| with_hidden(journal, &root.hide(true)))
+    let cmd = cmd.mut_subcommand("journal", |journal| with_hidden(journal, &root.hide(true)));
+    negative_numbers_are_values(cmd)
+}
+
+/// `cmd` and every verb under it taking `-1` (any negative number) as the value of an
+/// option or argument, as `sub --from -1` needs, instead of as an unknown flag.
+fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.allow_negative_numbers(true).mut_subcommands(negative_numbers_are_values)
 }
 
 /// `cmd` without its hidden subcommands (`demo-role`), for `completions`: the completion
@@ -417,6 +424,45 @@ mod size_flags {
     fn is_size_flag(arg: &clap::Arg) -> bool {
         let long = arg.get_long().unwrap_or_default();
         let value_names = arg.get_value_names().unwrap_or_default();
+#[cfg(test)]
+mod negative_values {
+    //! Every option of every verb that takes a value takes a negative number as that value
+    //! (its parser then says whether it means anything): found by walking clap's command
+    //! tree, so an option added later is checked without being listed here.
+
+    use super::command;
+
+    /// Every `(verb path, option)` taking a value in the tree under `cmd`.
+    fn walk(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Vec<(String, String)>) {
+        for arg in cmd.get_arguments() {
+            if let (Some(long), true) = (arg.get_long(), arg.get_action().takes_values()) {
+                out.push((path.join(" "), long.to_owned()));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            path.push(sub.get_name().to_owned());
+            walk(sub, path, out);
+            path.pop();
+        }
+    }
+
+    #[test]
+    fn every_option_takes_a_negative_number_as_its_value() {
+        let mut options = Vec::new();
+        walk(&command(), &mut Vec::new(), &mut options);
+        assert!(options.iter().any(|(v, o)| v == "sub" && o == "from"), "{options:?}");
+        for (verb, option) in &options {
+            let mut argv = vec!["shmbus".to_owned()];
+            argv.extend(verb.split(' ').filter(|w| !w.is_empty()).map(str::to_owned));
+            argv.extend([format!("--{option}"), "-1".to_owned()]);
+            if let Err(e) = command().try_get_matches_from(&argv) {
+                let text = e.to_string();
+                assert!(!text.contains("-- -1") && !text.contains("unexpected argument '-1'"), "{argv:?}: {text}");
+            }
+        }
+    }
+}
+
         long.split('-').any(|w| matches!(w, "size" | "bytes" | "capacity" | "len" | "length"))
             || value_names.iter().any(|v| matches!(v.as_str(), "BYTES" | "B" | "SIZE"))
     }

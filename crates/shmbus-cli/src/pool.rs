@@ -101,8 +101,8 @@ struct WorkerArgs {
     name: String,
     #[command(flatten)]
     layout: LayoutArgs,
-    /// Exit (with 0) after this many jobs. Default: until the dispatcher goes.
-    #[arg(long, value_name = "N")]
+    /// Exit (with 0) after this many jobs (at least 1). Default: until the dispatcher goes.
+    #[arg(long, value_name = "N", value_parser = crate::units::count)]
     count: Option<u64>,
     /// Fail if no job arrives for this long (per job, not in total): milliseconds, or with a
     /// unit (`2s`).

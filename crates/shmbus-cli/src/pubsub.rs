@@ -81,7 +81,7 @@ pub struct PubArgs {
     pub timeout_ms: Option<u64>,
     /// Send this many messages: the one message of --data or --file N times, or the first
     /// N lines of stdin. Default: --data/--file once (for ever with --rate), every line.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = crate::units::count)]
     pub count: Option<u64>,
     /// Send at most HZ messages per second, on a fixed schedule (message i at start + i/HZ,
     /// so a late send does not delay the ones after it). With --data or --file and no
@@ -340,14 +340,14 @@ pub struct SubArgs {
     /// The name without its domain, resolved by `resolved()`.
     #[arg(skip)]
     pub name: String,
-    /// Exit (with 0) after this many messages. Default: run until killed.
-    #[arg(long, value_name = "N")]
+    /// Exit (with 0) after this many messages (at least 1). Default: run until killed.
+    #[arg(long, value_name = "N", value_parser = crate::units::count)]
     pub count: Option<u64>,
     /// Topic: start at this sequence number (gaps are reported if it is no longer kept; a
-    /// number beyond the next message to be published starts at that next message), at
-    /// `oldest` (the oldest message kept) or at `latest` (as --latest). Default: only
-    /// messages published from now on.
-    #[arg(long, value_name = "SEQ|oldest|latest", conflicts_with = "latest", value_parser = parse_from)]
+    /// number beyond the next message to be published starts at that next message), at -N
+    /// (the last N messages published; -1: the newest), at `oldest` (the oldest message
+    /// kept) or at `latest` (as --latest). Default: only messages published from now on.
+    #[arg(long, value_name = "SEQ|-N|oldest|latest", conflicts_with = "latest", value_parser = parse_from)]
     pub from: Option<From>,
     /// Topic: subscribe reliably, so that publishers of a `block` or `fail` topic never
     /// overwrite a message this subscriber has not read (see `create --policy`). Refused on
@@ -403,6 +403,8 @@ pub enum From {
     Oldest,
     /// The newest message published (as `--latest`).
     Latest,
+    /// This many messages back from the newest (`-1`: the newest).
+    Back(u64),
 }
 
 /// `--from`: a sequence number, `oldest` or `latest`.
@@ -410,7 +412,16 @@ fn parse_from(s: &str) -> std::result::Result<From, String> {
     match s {
         "oldest" => Ok(From::Oldest),
         "latest" => Ok(From::Latest),
-        _ => s.parse().map(From::Seq).map_err(|_| format!("{s:?} is not a sequence number, oldest or latest")),
+        _ => match s.strip_prefix('-') {
+            Some(back) => match back.parse() {
+                Ok(n) if n > 0 => Ok(From::Back(n)),
+                _ => Err(format!("{s:?}: give -N for the last N messages (-1: the newest), N at least 1")),
+            },
+            None => s
+                .parse()
+                .map(From::Seq)
+                .map_err(|_| format!("{s:?} is not a sequence number, -N (the last N messages), oldest or latest")),
+        },
     }
 }
 

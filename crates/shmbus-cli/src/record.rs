@@ -149,8 +149,8 @@ pub struct RecordArgs {
     /// this much, or after a second. Default 1 MiB.
     #[arg(long, value_name = "BYTES", value_parser = crate::units::size)]
     chunk_size: Option<u64>,
-    /// Stop (with 0) after this many messages in total.
-    #[arg(long, value_name = "N")]
+    /// Stop (with 0) after this many messages in total (at least 1).
+    #[arg(long, value_name = "N", value_parser = crate::units::count)]
     count: Option<u64>,
     /// Stop (with 0) after this long: seconds (fractions allowed), or with a unit (`5m`).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
@@ -324,7 +324,10 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
         }
         for &i in &ready {
             let (name, sub, ..) = &subs[i];
-            loop {
+            // At most a batch per topic per wake: a topic published faster than the recorder
+            // writes must neither starve the others nor keep `--seconds` and a stop signal
+            // from being seen (the wait returns at once while messages remain).
+            for _ in 0..BATCH {
                 if args.count.is_some_and(|n| total >= n) {
                     break 'run;
                 }
@@ -392,6 +395,10 @@ pub enum Speed {
     /// No waiting.
     Max,
 }
+
+/// The most messages `record` takes from one topic before it looks at the other topics, the
+/// clock and the stop signal again.
+const BATCH: usize = 64;
 
 /// `--seconds`: a duration, a bare number being seconds.
 fn parse_seconds(s: &str) -> std::result::Result<f64, String> {

@@ -54,6 +54,7 @@ pub fn subscriber(domain: &Domain, args: &SubArgs) -> Result<Subscriber> {
         Some(From::Seq(seq)) => sub.seek(seq),
         Some(From::Oldest) => sub.seek_oldest(),
         Some(From::Latest) => sub.seek_latest(),
+        Some(From::Back(n)) => sub.seek(topic.last_seq().saturating_add(1).saturating_sub(n)),
         None if args.latest => sub.seek_latest(),
         None => {}
     }

@@ -95,6 +95,16 @@ fn not_a_duration(s: &str, bare: Duration) -> String {
     format!("{s:?} is not a duration: a number of {bare}, or a number with ns, us, ms, s, m, h or d (e.g. 10ms, 1.5m)")
 }
 
+/// `--count N`, on every verb that takes it: at least 1. `--count 0` is refused rather than
+/// read as "nothing" or "for ever": running until stopped is no `--count` at all.
+pub fn count(s: &str) -> Parsed<u64> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("--count is at least 1 (without --count: until stopped)".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a count: give a whole number, at least 1")),
+    }
+}
+
 /// A duration flag whose bare number is milliseconds, as whole milliseconds (rounded up, so
 /// `500us` is 1 ms, not 0).
 pub fn millis(s: &str) -> Parsed<u64> {

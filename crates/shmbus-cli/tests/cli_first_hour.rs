@@ -11,6 +11,7 @@
 //! * Every verb that takes a channel takes it as `D/NAME` too, as listings show it.
 //! * `ls --domain` of a domain that does not exist fails and names the ones that do.
 //! * A missing channel is said in the same words by every verb.
+//! * `sub --from -N` reads the last N messages, with no `-- -N` needed.
 
 #![cfg(not(loom))]
 
@@ -291,6 +292,20 @@ fn a_missing_channel_is_said_the_same_on_every_verb() {
         let e = r.fails(args);
         assert!(e.starts_with("shmbus: no channel d/nope appeared within --wait 0.1 s"), "{e}");
     }
+}
+
+#[test]
+fn sub_from_a_negative_number_reads_the_last_messages() {
+    let r = Root::new();
+    r.ok_stdin(&["pub", "--domain", "d", "t"], "a\nb\nc\n");
+    assert_eq!(r.ok(&["sub", "--domain", "d", "t", "--from", "-1", "--count", "1"]), "c\n");
+    assert_eq!(r.ok(&["sub", "--domain", "d", "t", "--from", "-2", "--count", "2"]), "b\nc\n");
+    // More than were published: from the first.
+    assert_eq!(r.ok(&["sub", "--domain", "d", "t", "--from", "-9", "--count", "3"]), "a\nb\nc\n");
+    let out = r.run(&["sub", "--domain", "d", "t", "--from", "-0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = one_error_line(&out);
+    assert!(e.contains("-N") && !e.contains("-- -"), "{e}");
 }
 
 /// A tmux server of its own (its own socket) running `shmbus ARGS`, killed when dropped.
