@@ -11,7 +11,6 @@
 //! Usage errors (bad arguments, a verb given a kind it does not apply to) exit with 2,
 //! everything else with 1.
 
-mod bridge;
 mod clean;
 mod create;
 mod demo;
@@ -31,6 +30,7 @@ mod queue;
 mod record;
 mod rm;
 mod schema;
+mod sibling;
 mod stream;
 mod target;
 mod top;
@@ -124,7 +124,11 @@ enum Command {
     Top(top::Args),
     /// Forward a domain's topics (and serve or mirror journals) to other hosts over Zenoh:
     /// runs the separately built `shmbus-bridge` (`shmbus bridge --help` for its options).
-    Bridge(bridge::Args),
+    Bridge(sibling::Args),
+    /// Show a domain's topics live in Foxglove (Open connection → Foxglove WebSocket →
+    /// ws://127.0.0.1:8765): runs the separately built `shmbus-foxglove` (`shmbus foxglove
+    /// --help` for its options).
+    Foxglove(sibling::Args),
     /// Print a shell completion script: `shmbus completions bash > /etc/bash_completion.d/shmbus`
     /// (or zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
@@ -350,6 +354,7 @@ fn main() -> ExitCode {
             | Command::Completions(_)
             | Command::Man
             | Command::Bridge(_)
+            | Command::Foxglove(_)
             | Command::Schema(schema::Args { dir: Some(_), .. })
     ) {
         if let Err(e) = ctx.check_root() {
@@ -377,7 +382,8 @@ fn main() -> ExitCode {
         Command::Bw(a) => hz::run(&ctx, &a, hz::Verb::Bw),
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
         Command::Top(a) => top::run(&ctx, &a),
-        Command::Bridge(a) => bridge::run(&ctx, cli.root.is_some(), &a),
+        Command::Bridge(a) => sibling::BRIDGE.run(&ctx, cli.root.is_some(), &a),
+        Command::Foxglove(a) => sibling::FOXGLOVE.run(&ctx, cli.root.is_some(), &a),
         Command::Completions(a) => {
             clap_complete::generate(a.shell, &mut without_hidden_verbs(command()), "shmbus", &mut std::io::stdout());
             Ok(())
