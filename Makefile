@@ -10,7 +10,7 @@ BENCH_FEATURES := --features shmbus-bench/iceoryx2
 # docs are built with it on.
 ASYNC_FEATURES := --features shmbus/tokio
 
-.PHONY: test deps redis-server fmt clippy unit interop-venv loom tsan doc python demo bench-smoke clean-shm install-c bench-bindings
+.PHONY: test deps redis-server fmt clippy unit interop-venv node-interop loom tsan doc python demo bench-smoke clean-shm install-c bench-bindings
 
 test: deps redis-server fmt clippy unit doc loom tsan python
 	@echo "make test: all suites passed"
@@ -50,13 +50,19 @@ redis-server:
 
 # Unit, integration, multi-process, SIGKILL, CLI and bench-smoke tests, in the `ci` profile
 # (optimized, with debug assertions and overflow checks on).
-unit: interop-venv
+unit: interop-venv node-interop
 	SHMBUS_BENCH_REQUIRE_REDIS=1 SHMBUS_REQUIRE_INTEROP=1 $(CARGO) test --workspace --profile ci $(BENCH_FEATURES) $(ASYNC_FEATURES)
 
 # Other projects' codecs (rosbags, protobuf, mcap) pinned in a scratch virtualenv,
 # target/interop-venv, for shmbus-codec's interop tests; quick when already there.
 interop-venv:
 	scripts/interop-venv.sh
+
+# The Foxglove WebSocket protocol's own client (@foxglove/ws-protocol, with ws) pinned in
+# a scratch node_modules, target/node-interop, for shmbus-foxglove's interop tests; quick
+# when already there.
+node-interop:
+	scripts/node-interop.sh
 
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps $(ASYNC_FEATURES)
