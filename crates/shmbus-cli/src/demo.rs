@@ -2,11 +2,17 @@
 //!
 //! Topology:
 //!
-//! | producer       | rate          | message                     | how                 |
-//! |----------------|---------------|-----------------------------|---------------------|
-//! | `imu`          | 1 kHz         | 64 B                        | `publish` (copy)    |
-//! | `image`        | 30 Hz         | 6,220,800 B (`--image-bytes`) | `loan`, fill, `send` |
-//! | `med01..med05` | 40..44 Hz     | 2 KiB                       | `publish` (copy)    |
+//! | producer       | rate      | message                                          | how                  |
+//! |----------------|-----------|--------------------------------------------------|----------------------|
+//! | `imu`          | 1 kHz     | 64 B                                             | `publish` (copy)     |
+//! | `image`        | 30 Hz     | 52 B header + 6,220,800 B pixels (`--image-bytes`) | `loan`, fill, `send` |
+//! | `med01..med05` | 40..44 Hz | 2 KiB                                            | `publish` (copy)     |
+//!
+//! The camera's messages are `sensor_msgs/msg/Image` (the `image` topic's schema: ros2msg,
+//! message encoding `cdr`), 1920x1080 rgb8 by default, written in place: the CDR header
+//! (stamp, `frame_id` `camera`, height, width, encoding, step, data length) and then the
+//! pixels, moving colour bars copied row by row from a pattern made once
+//! ([`shmbus_profile::camera`]). `shmbus sub` and `shmbus snapshot` read them while it runs.
 //!
 //! Consumers: `imu`, `image`, `image+med01`, `image+med0[1-5]`, `imu+image+med0[1-5]`, and
 //! the last again sleeping 10 ms after each batch it wakes for. Each sleeps on its topics with one
@@ -23,7 +29,10 @@
 //!
 //! The parent creates a fresh domain `demo-<pid>`, starts each role by re-executing this
 //! binary with the hidden `demo-role` subcommand, starts the producers once every consumer
-//! has subscribed, collects one JSON line from each child, removes the domain and prints.
+//! has subscribed, collects one JSON line from each child, removes the domain and prints the
+//! table and, under it, [`shmbus_profile::write_notes`]: a legend, the rates achieved against
+//! those configured, what each consumer received, failed publishes, and the machine's cores
+//! and load average.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -35,7 +44,10 @@ use shmbus::time::monotonic_ns;
 use shmbus::topic::{Topic, TopicConfig, TopicTryRecvError};
 use shmbus::{Domain, WaitSet, WaitTimeoutError, Waitable};
 
-use shmbus_profile::{consumers, producers, write_table, PaceArgs, ProducerSpec, RunArgs, Samples};
+use shmbus_profile::camera::{self, Frame};
+use shmbus_profile::{
+    consumers, machine, producers, write_notes, write_table, PaceArgs, ProducerSpec, RunArgs, Samples,
+};
 
 use crate::output::print_json;
 use crate::{CliError, Ctx, Result};
@@ -89,9 +101,20 @@ pub struct RoleArgs {
     pace: PaceArgs,
 }
 
-/// Sizes of each topic the demo creates: a slot per message, the profile's history.
-fn topic_config(p: &ProducerSpec) -> TopicConfig {
-    TopicConfig::default().max_message_len(p.bytes.max(1)).history(p.history)
+/// Sizes of each topic the demo creates: a slot per message, the profile's history; the
+/// camera's slot holds a whole `sensor_msgs/msg/Image`, and its topic says so in its schema.
+fn topic_config(p: &ProducerSpec) -> Result<TopicConfig> {
+    let config = TopicConfig::default().history(p.history);
+    if !p.camera {
+        return Ok(config.max_message_len(p.bytes.max(1)));
+    }
+    let schema = shmbus::Schema::new(
+        camera::MESSAGE_ENCODING,
+        camera::SCHEMA_NAME,
+        camera::SCHEMA_ENCODING,
+        camera::IMAGE_MSG.as_bytes().to_vec(),
+    )?;
+    Ok(config.max_message_len(Frame::for_bytes(p.bytes).message_len()).schema(schema))
 }
 
 /// Child processes that are killed (by their handle) and reaped if the demo fails midway,
@@ -143,6 +166,21 @@ struct DemoJson<'a> {
     image_bytes: usize,
     consumers: Vec<ConsumerJson>,
     producers: Vec<ProducerJson>,
+    /// What the camera's messages are.
+    image: ImageJson,
+    /// Cores and load average before the run ([`machine`]).
+    machine: Value,
+}
+
+/// `demo --json`'s `image`: the camera's frames.
+#[derive(Debug, Serialize)]
+struct ImageJson {
+    schema: &'static str,
+    width: u32,
+    height: u32,
+    encoding: &'static str,
+    /// The whole message: CDR header and `image_bytes` of pixels.
+    message_bytes: usize,
 }
 
 /// What a consumer process reports (its one JSON line), and `demo --json` prints.
@@ -165,6 +203,10 @@ struct ProducerJson {
     /// The publish (or loan + send) call ([`Samples::summary`]).
     write: Value,
     failed: u64,
+    /// The rate it was configured with.
+    rate_hz: f64,
+    /// Messages it published.
+    sent: u64,
 }
 
 fn read_result<T: serde::de::DeserializeOwned>(label: &str, out: &mut impl Read) -> Result<T> {
@@ -179,11 +221,12 @@ fn read_result<T: serde::de::DeserializeOwned>(label: &str, out: &mut impl Read)
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     let args = &RunArgs { seconds: args.seconds.as_secs_f64(), image_bytes: args.image_bytes, json: args.json };
     args.check().map_err(CliError::msg)?;
+    let machine = machine();
     let domain = fresh_domain(ctx)?;
     let mut run = Run { domain: domain.clone(), children: Vec::new() };
     let prods = producers(args.image_bytes);
     for p in &prods {
-        Topic::create_or_open(&domain, &p.topic, &topic_config(p))?;
+        Topic::create_or_open(&domain, &p.topic, &topic_config(p)?)?;
     }
 
     // Consumers first; each says "ready" once subscribed.
@@ -249,6 +292,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     }
     drop(run); // removes the domain
 
+    let frame = Frame::for_bytes(args.image_bytes);
     let result = DemoJson {
         domain: domain.name(),
         root: domain.root().display().to_string(),
@@ -256,11 +300,22 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         image_bytes: args.image_bytes,
         consumers: consumer_results,
         producers: producer_results,
+        image: ImageJson {
+            schema: camera::SCHEMA_NAME,
+            width: frame.width,
+            height: frame.height,
+            encoding: frame.encoding,
+            message_bytes: frame.message_len(),
+        },
+        machine,
     };
     if args.json {
         print_json(&result)?;
     } else {
-        write_table(&serde_json::to_value(&result)?, &mut std::io::stdout().lock())?;
+        let r = serde_json::to_value(&result)?;
+        let mut out = std::io::stdout().lock();
+        write_table(&r, &mut out)?;
+        write_notes(&r, &mut out)?;
     }
     Ok(())
 }
@@ -284,27 +339,38 @@ fn produce(domain: &Domain, args: &RoleArgs) -> Result<ProducerJson> {
     let name = args.topics.first().ok_or_else(|| CliError::msg("producer needs --topics NAME"))?;
     let topic = Topic::open(domain, name)?;
     let mut publisher = topic.publisher()?;
-    if args.bytes > topic.max_message_len() {
-        return Err(CliError::msg(format!("--bytes {} exceeds the slot size {}", args.bytes, topic.max_message_len())));
+    // The camera sends whole `sensor_msgs/msg/Image` messages of `--bytes` pixels.
+    let camera = args.loan.then(|| Frame::for_bytes(args.bytes));
+    let pattern = camera.as_ref().map(Frame::pattern).unwrap_or_default();
+    let len = camera.as_ref().map_or(args.bytes, Frame::message_len);
+    if len > topic.max_message_len() {
+        return Err(CliError::msg(format!(
+            "a message of {len} bytes exceeds the slot size {}",
+            topic.max_message_len()
+        )));
     }
     let mut payload = vec![0u8; args.bytes];
     let mut write = Samples::default();
-    let (mut failed, mut frame) = (0u64, 0u64);
+    let (mut failed, mut sent, mut frame) = (0u64, 0u64, 0u64);
     let mut ticker = args.pace.ticker();
     while ticker.wait() {
         frame += 1;
-        let ok = if args.loan {
+        let ok = if let Some(camera) = &camera {
             let t0 = monotonic_ns();
             match publisher.loan() {
                 Ok(mut loan) => {
                     let t1 = monotonic_ns();
-                    // The "camera" writes the frame straight into shared memory.
-                    loan[..args.bytes].fill(frame as u8);
+                    // The camera writes the frame straight into shared memory: the image
+                    // message's header, stamped now, then the pixels.
+                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                    let sec = i32::try_from(now.as_secs()).unwrap_or(i32::MAX);
+                    camera.write_header(&mut loan[..len], sec, now.subsec_nanos());
+                    camera.write_pixels(&mut loan[camera.header_len()..len], &pattern, frame);
                     let t2 = monotonic_ns();
-                    loan.truncate(args.bytes);
-                    let sent = loan.send().is_ok();
+                    loan.truncate(len);
+                    let done = loan.send().is_ok();
                     write.push((t1 - t0) + (monotonic_ns() - t2));
-                    sent
+                    done
                 }
                 Err(_) => false,
             }
@@ -317,8 +383,16 @@ fn produce(domain: &Domain, args: &RoleArgs) -> Result<ProducerJson> {
             r.is_ok()
         };
         failed += u64::from(!ok);
+        sent += u64::from(ok);
     }
-    Ok(ProducerJson { name: args.label.clone(), topic: name.clone(), write: write.summary(), failed })
+    Ok(ProducerJson {
+        name: args.label.clone(),
+        topic: name.clone(),
+        write: write.summary(),
+        failed,
+        rate_hz: args.pace.rate_hz,
+        sent,
+    })
 }
 
 fn consume(domain: &Domain, args: &RoleArgs) -> Result<ConsumerJson> {

@@ -18,11 +18,20 @@
 //! the `write` latency and the failed writes (`failed`). A Redis run adds `backend` and
 //! `view_is_copy`; a shmbus run adds `domain` and `root`. [`write_table`] prints either.
 //!
+//! After the table, a shmbus run prints [`write_notes`]: what the columns mean, the rates
+//! achieved against those configured, the messages each consumer got of those published on
+//! its topics, and the machine (cores, load average), which `shmbus demo --json` reports too
+//! ([`machine`]).
+//!
+//! The camera's frames are `sensor_msgs/msg/Image` messages (module [`camera`]).
+//!
 //! Both take the same arguments ([`RunArgs`]); their producers pace themselves with a
 //! [`Ticker`] on `CLOCK_MONOTONIC`, the clock shmbus stamps messages with.
 
 use std::io::{self, Write};
 use std::time::Duration;
+
+pub mod camera;
 
 use serde_json::{json, Value};
 use shmbus::time::monotonic_ns;
@@ -259,12 +268,22 @@ pub fn fmt_ns(ns: f64) -> String {
 pub fn write_table(r: &Value, out: &mut impl Write) -> io::Result<()> {
     match r["backend"].as_str().unwrap_or("shmbus") {
         "shmbus" => {
+            // The camera's whole message when the run says what its frames are.
+            let image = match r["image"]["message_bytes"].as_u64() {
+                Some(bytes) => format!(
+                    "{bytes} B ({} {}x{} {})",
+                    r["image"]["schema"].as_str().unwrap_or("?"),
+                    r["image"]["width"],
+                    r["image"]["height"],
+                    r["image"]["encoding"].as_str().unwrap_or("?")
+                ),
+                None => format!("{} B", r["image_bytes"]),
+            };
             writeln!(
                 out,
-                "shmbus demo (robotics profile): {} s; imu {IMU_BYTES} B @ 1 kHz, image {} B @ 30 Hz \
+                "shmbus demo (robotics profile): {} s; imu {IMU_BYTES} B @ 1 kHz, image {image} @ 30 Hz \
                  (loaned), med01..05 {MED_BYTES} B @ 40..44 Hz",
                 r["seconds"].as_f64().unwrap_or(f64::NAN),
-                r["image_bytes"]
             )?;
             writeln!(
                 out,
@@ -345,6 +364,91 @@ pub fn write_table(r: &Value, out: &mut impl Write) -> io::Result<()> {
         }
         writeln!(out, "{}", line.trim_end())?;
     }
+    Ok(())
+}
+
+/// The machine a run ran on: `{"cores": N, "loadavg": [1, 5, 15 min]}`, the cores this
+/// process may use and the load average of `/proc/loadavg` (`null` where it cannot be read).
+pub fn machine() -> Value {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| {
+        let v: Vec<f64> = s.split_whitespace().take(3).filter_map(|x| x.parse().ok()).collect();
+        (v.len() == 3).then_some(v)
+    });
+    json!({"cores": cores, "loadavg": load})
+}
+
+/// What to read under the table: a legend of its columns, the rates the producers achieved
+/// against those configured (from each producer's `sent`, else its `write.n`), what each
+/// consumer received of the messages published on its topics (its `view.n`, its `gaps`), the
+/// failed publishes, the machine (`machine`: cores, load average before the run) and where
+/// to find the figures of a quiet machine. Keys a run does not report are left out.
+pub fn write_notes(r: &Value, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "Columns:")?;
+    writeln!(out, "  LATENCY OF  view: from the publish timestamp until the consumer holds the message (a zero-copy")?;
+    writeln!(out, "              view of shared memory); view+copy: until it has also copied the payload out;")?;
+    writeln!(out, "              write: a producer's publish call (the camera's loan + send, not filling the frame)")?;
+    writeln!(out, "  MEAN P50 P99 MAX  mean, median, 99th percentile and slowest of the N messages measured")?;
+    writeln!(
+        out,
+        "  NOTE        messages a consumer skipped (it lagged behind the topic's history), failed publishes"
+    )?;
+
+    let seconds = r["seconds"].as_f64().unwrap_or(f64::NAN);
+    let configured = producers(0);
+    let mut sent = std::collections::BTreeMap::new();
+    let prods: Vec<&Value> = r["producers"].as_array().into_iter().flatten().collect();
+    writeln!(out, "Rates over {seconds} s, configured -> achieved:")?;
+    let width = prods.iter().map(|p| p["name"].as_str().unwrap_or("?").len()).max().unwrap_or(0);
+    let mut failed_total = 0;
+    for p in &prods {
+        let name = p["name"].as_str().unwrap_or("?");
+        let topic = p["topic"].as_str().unwrap_or(name);
+        let failed = p["failed"].as_u64().unwrap_or(0);
+        failed_total += failed;
+        let n = p["sent"].as_u64().unwrap_or_else(|| p["write"]["n"].as_u64().unwrap_or(0).saturating_sub(failed));
+        sent.insert(topic.to_string(), n);
+        let rate = p["rate_hz"].as_f64().or_else(|| configured.iter().find(|c| c.topic == topic).map(|c| c.rate_hz));
+        let rate = rate.map(|r| format!("{r} Hz")).unwrap_or_else(|| "?".into());
+        let achieved = n as f64 / seconds;
+        let fail = if failed > 0 { format!(", {failed} failed") } else { String::new() };
+        writeln!(out, "  {name:<width$}  {rate:>7} -> {achieved:.1} Hz ({n} sent{fail})")?;
+    }
+    writeln!(out, "Received, of the messages published on the consumer's topics:")?;
+    let cons: Vec<&Value> = r["consumers"].as_array().into_iter().flatten().collect();
+    let width = cons.iter().map(|c| c["name"].as_str().unwrap_or("?").len()).max().unwrap_or(0);
+    for c in &cons {
+        let name = c["name"].as_str().unwrap_or("?");
+        let got = c["view"]["n"].as_u64().unwrap_or(0);
+        let published: u64 =
+            c["topics"].as_array().into_iter().flatten().filter_map(|t| t.as_str()).filter_map(|t| sent.get(t)).sum();
+        let gaps = c["gaps"].as_u64().unwrap_or(0);
+        let skipped = if gaps > 0 { format!(" ({gaps} skipped: it lagged)") } else { String::new() };
+        writeln!(out, "  {name:<width$}  {got} of {published}{skipped}")?;
+    }
+    if failed_total > 0 {
+        writeln!(out, "Failed publishes: {failed_total} (see NOTE).")?;
+    } else {
+        writeln!(out, "Failed publishes: none.")?;
+    }
+    let m = &r["machine"];
+    if let Some(cores) = m["cores"].as_u64() {
+        let load = match m["loadavg"].as_array() {
+            Some(l) => {
+                let l: Vec<String> = l.iter().map(|x| format!("{:.2}", x.as_f64().unwrap_or(f64::NAN))).collect();
+                format!("load average {} (1, 5, 15 min) before the run", l.join(" "))
+            }
+            None => "load average unknown".into(),
+        };
+        writeln!(
+            out,
+            "Machine: {cores} core(s), {load}; {} processes share them, so a load near or above the core count \
+             shows as longer tails (P99, MAX).",
+            process_count()
+        )?;
+    }
+    writeln!(out, "What a quiet machine gives: BENCHMARKS.md, \"The demo profile\".")?;
     Ok(())
 }
 
@@ -494,6 +598,43 @@ mod tests {
             "",
         ];
         assert_eq!(lines, head.iter().chain(&ROWS).copied().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_notes_explain_the_columns_rates_and_machine() {
+        let mut r = result(json!({
+            "image": {"schema": "sensor_msgs/msg/Image", "width": 24, "height": 15, "encoding": "rgb8", "message_bytes": 1132},
+            "machine": {"cores": 2, "loadavg": [0.5, 0.25, 1.0]},
+        }));
+        r["producers"][0]["sent"] = json!(1990);
+        r["producers"][0]["rate_hz"] = json!(1000.0);
+        let mut out = Vec::new();
+        write_notes(&r, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "");
+        assert_eq!(lines[1], "Columns:");
+        assert!(lines.contains(&"Rates over 2 s, configured -> achieved:"), "{text}");
+        assert!(lines.contains(&"  imu  1000 Hz -> 995.0 Hz (1990 sent, 1 failed)"), "{text}");
+        assert!(lines.contains(&"  imu  3 of 1990 (2 skipped: it lagged)"), "{text}");
+        assert!(lines.contains(&"Failed publishes: 1 (see NOTE)."), "{text}");
+        assert!(
+            text.contains(
+                "Machine: 2 core(s), load average 0.50 0.25 1.00 (1, 5, 15 min) before the run; 13 processes"
+            ),
+            "{text}"
+        );
+        assert_eq!(lines.last(), Some(&"What a quiet machine gives: BENCHMARKS.md, \"The demo profile\"."));
+        // A run that reports neither `sent` nor `rate_hz` nor `machine` (demo-redis): the
+        // profile's rate, the measured writes, no machine line.
+        let mut out = Vec::new();
+        write_notes(&result(json!({})), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("  imu  1000 Hz -> 0.0 Hz (0 sent, 1 failed)"), "{text}");
+        assert!(!text.contains("Machine:"), "{text}");
+        // The first line names the camera's whole message.
+        let head = &table(&r)[0];
+        assert!(head.contains("image 1132 B (sensor_msgs/msg/Image 24x15 rgb8) @ 30 Hz (loaned)"), "{head}");
     }
 
     #[test]
