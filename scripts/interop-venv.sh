@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${1:-${CARGO_TARGET_DIR:-target}/interop-venv}"
-PINS=(rosbags==0.11.9 protobuf==7.36.2 mcap==1.6.0 mcap-ros2-support==0.6.0 mcap-protobuf-support==0.6.0)
+PINS=(rosbags==0.11.9 protobuf==7.36.2 mcap==1.6.0 mcap-ros2-support==0.6.0 mcap-protobuf-support==0.6.0 pypng==0.20220715.0)
 STAMP="$VENV/.shmbus-pins"
 
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "${PINS[*]}" ]; then

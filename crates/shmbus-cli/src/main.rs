@@ -31,6 +31,7 @@ mod record;
 mod rm;
 mod schema;
 mod sibling;
+mod snapshot;
 mod stream;
 mod target;
 mod top;
@@ -106,6 +107,9 @@ enum Command {
     Record(record::RecordArgs),
     /// Republish a recording (--dir journal or --from FILE.mcap) to its topics, with the original spacing.
     Replay(record::ReplayArgs),
+    /// Write the newest frame of an image topic (sensor_msgs/msg/Image in CDR, or
+    /// foxglove.RawImage in protobuf) as a PNG file: --out FILE.png.
+    Snapshot(snapshot::Args),
     /// A channel's message rate: mean, and min/max/std dev of the intervals (topic) or of
     /// the per-sample rates (queue, stream, pool, journal), over the last --window.
     ///
@@ -378,6 +382,7 @@ fn main() -> ExitCode {
         Command::Export(a) => export::run(&ctx, &a),
         Command::Record(a) => record::run_record(&ctx, &a),
         Command::Replay(a) => record::run_replay(&ctx, &a),
+        Command::Snapshot(a) => snapshot::run(&ctx, &a),
         Command::Hz(a) => hz::run(&ctx, &a, hz::Verb::Hz),
         Command::Bw(a) => hz::run(&ctx, &a, hz::Verb::Bw),
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
