@@ -13,6 +13,25 @@ use std::fmt;
 use common::Root;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
+/// `sensor_msgs/msg/Image` with its dependencies, as ros2msg schema data (for `snapshot`).
+const IMAGE_MSG: &str = "\
+std_msgs/Header header
+uint32 height
+uint32 width
+string encoding
+uint8 is_bigendian
+uint32 step
+uint8[] data
+=====
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+=====
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec
+";
+
 /// A JSON value that keeps its keys in the order they were written.
 #[derive(Debug)]
 enum J {
@@ -342,6 +361,17 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
     user.kill();
 
     c.output("demo", &root(&["demo", "--seconds", "1", "--image-bytes", "100000", "--json"]));
+
+    // An image topic (sensor_msgs/msg/Image, CDR) with one 1x1 mono8 frame, as a PNG file.
+    let image_msg = r.0.join("Image.msg");
+    std::fs::write(&image_msg, IMAGE_MSG).unwrap();
+    let mut create_image = vec!["create", "--domain", "d", "--kind", "topic", "cam", "--message-encoding", "cdr"];
+    create_image.extend(["--schema-name", "sensor_msgs/msg/Image", "--schema-encoding", "ros2msg", "--schema-file"]);
+    root(&[&create_image[..], &[image_msg.to_str().unwrap()]].concat());
+    let frame = r#"{"height": 1, "width": 1, "encoding": "mono8", "step": 1, "data": [9]}"#;
+    root(&["pub", "--domain", "d", "cam", "--data", frame]);
+    let png = r.0.join("cam.png");
+    c.output("snapshot", &root(&["snapshot", "--domain", "d", "cam", "--out", png.to_str().unwrap(), "--json"]));
 
     // The bridge (a program of its own, built beside this one by `cargo test --workspace`):
     // its last stats line, on SIGTERM, on loopback only.
