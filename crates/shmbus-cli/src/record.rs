@@ -262,6 +262,8 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
     let mut ws = WaitSet::new();
     let mut counts = vec![0u64; subs.len()];
     let mut dropped = vec![0u64; subs.len()];
+    // Gaps not yet reported on stderr, and when each topic's last report was.
+    let (mut unreported, mut reported_at) = (vec![0u64; subs.len()], vec![0u64; subs.len()]);
     let (mut total, mut gaps) = (0u64, 0u64);
     let mut buf = Vec::new();
     let mut ready = Vec::new();
@@ -341,9 +343,17 @@ pub fn run_record(ctx: &Ctx, args: &RecordArgs) -> Result<()> {
                     }
                     Err(TopicTryRecvError::Empty) => break,
                     Err(TopicTryRecvError::Lagged { missed }) => {
-                        progress.suspend(|| eprintln!("gap: {missed} message(s) of {name} skipped (not recorded)"));
                         gaps += missed;
                         dropped[i] += missed;
+                        // One line per topic per second at most: a recorder that keeps
+                        // falling behind must not flood (or block on) its stderr.
+                        unreported[i] += missed;
+                        let now = monotonic_ns();
+                        if now.saturating_sub(reported_at[i]) >= GAP_REPORT_NS {
+                            let n = std::mem::take(&mut unreported[i]);
+                            progress.suspend(|| eprintln!("gap: {n} message(s) of {name} skipped (not recorded)"));
+                            reported_at[i] = now;
+                        }
                     }
                     Err(e) => return Err(CliError::msg(format!("receive from {name} failed: {e}"))),
                 }
@@ -399,6 +409,10 @@ pub enum Speed {
 /// The most messages `record` takes from one topic before it looks at the other topics, the
 /// clock and the stop signal again.
 const BATCH: usize = 64;
+
+/// The shortest time between two `gap:` lines of one topic on stderr (the summary gives the
+/// totals).
+const GAP_REPORT_NS: u64 = 1_000_000_000;
 
 /// `--seconds`: a duration, a bare number being seconds.
 fn parse_seconds(s: &str) -> std::result::Result<f64, String> {

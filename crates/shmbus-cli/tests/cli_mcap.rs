@@ -396,3 +396,53 @@ fn an_mcap_recorder_that_falls_behind_counts_what_it_missed() {
     let seqs: Vec<u64> = v["messages"].as_array().unwrap().iter().map(|m| m[1].as_u64().unwrap()).collect();
     assert_eq!(seqs, ((51 - messages)..=50).collect::<Vec<_>>(), "{v}");
 }
+
+/// A topic published faster than the recorder can write keeps neither `--seconds` nor the
+/// other topics from it: it takes a batch at a time.
+#[test]
+fn a_flooding_topic_neither_starves_the_others_nor_outlasts_seconds() {
+    let r = Root::new();
+    let big = r.0.join("big.bin");
+    // Incompressible, so that each message costs the recorder's zstd real work.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let bytes: Vec<u8> = (0..6 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(&big, bytes).unwrap();
+    r.ok(&["create", "--domain", "d", "--kind", "topic", "flood", "--slot-size", "6M", "--history", "4"]);
+    create_raw(&r, "d");
+    let file = r.0.join("flood.mcap");
+    let rec = r.spawn(&[
+        "record",
+        "--domain",
+        "d",
+        "flood",
+        "raw",
+        "--out",
+        file.to_str().unwrap(),
+        "--seconds",
+        "1",
+        "--json",
+    ]);
+    for t in ["flood", "raw"] {
+        r.wait_json(&["info", "--domain", "d", t, "--json"], |v| v["subscribers"] == 1);
+    }
+    let _flood = r.spawn(&["pub", "--domain", "d", "flood", "--file", big.to_str().unwrap(), "--count", "1000000000"]);
+    r.ok(&["pub", "--domain", "d", "raw", "--data", "slow", "--count", "20", "--rate", "50"]);
+    let mut rec = rec;
+    let t0 = Instant::now();
+    while !rec.exited() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "record --seconds 1 went on under a flooding topic");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = rec.finish();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(summary["topics"]["flood"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["topics"]["raw"].as_u64().unwrap() > 0, "the slow topic was starved: {summary}");
+}
