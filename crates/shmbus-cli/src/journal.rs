@@ -2,8 +2,8 @@
 //!
 //! Entries print like `sub` messages: one payload per line as `--format` says (lossy UTF-8 by
 //! default, [`crate::payload`]), or with `--json` one line per entry with exactly
-//! `{"index","ts_ns","ts_real_ns","len","data"}` (`ts_real_ns`: the journal's CLOCK_REALTIME
-//! nanoseconds at append; `ts_ns` the same, its deprecated name; `data_base64` in place of `data` for a payload that is not UTF-8).
+//! `{"index","ts_real_ns","len","data"}` (`ts_real_ns`: the journal's CLOCK_REALTIME
+//! nanoseconds at append; `data_base64` in place of `data` for a payload that is not UTF-8).
 //!
 //! `tail --reader NAME` uses the journal's named durable reader: the position is acknowledged
 //! after each entry is written to stdout, so a later run resumes with the next entry. The
@@ -242,7 +242,7 @@ struct DumpArgs {
     from: FromArgs,
     #[command(flatten)]
     key: KeyArg,
-    /// Print JSON lines {"index","ts_ns","ts_real_ns","len","data"} instead of payloads (`data_base64`
+    /// Print JSON lines {"index","ts_real_ns","len","data"} instead of payloads (`data_base64`
     /// instead of `data` for a payload that is not UTF-8; on a journal whose schema has a
     /// codec, `msg`: the entry decoded, or `error` when it does not decode).
     #[arg(long)]
@@ -282,7 +282,7 @@ struct TailArgs {
     /// with a unit (`2s`).
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     timeout_ms: Option<u64>,
-    /// Print JSON lines {"index","ts_ns","ts_real_ns","len","data"} instead of payloads (`data_base64`
+    /// Print JSON lines {"index","ts_real_ns","len","data"} instead of payloads (`data_base64`
     /// instead of `data` for a payload that is not UTF-8; on a journal whose schema has a
     /// codec, `msg`: the entry decoded, or `error` when it does not decode).
     #[arg(long)]
@@ -578,7 +578,7 @@ fn positioned(
 }
 
 /// How `dump` and `tail` print the entries of `j`: decoded by its schema, as `--format`
-/// says, or with `--json` as a JSON line with exactly `index`, `ts_ns`, `ts_real_ns`, `len`,
+/// says, or with `--json` as a JSON line with exactly `index`, `ts_real_ns`, `len`,
 /// and `data` (or `data_base64`, `msg`, `error`; [`Printer`]).
 fn printer(j: &Journal, json: bool, format: Option<Format>, full: bool) -> Printer {
     Printer::new(j.schema(), json, format, full)

@@ -140,14 +140,12 @@ impl Serialize for Base64<'_> {
 }
 
 /// The head of a received message (`sub` of a topic, stream or queue): `seq` (a topic's
-/// sequence number; on a stream or queue the ordinal in this run), `ts_mono_ns`
-/// (CLOCK_MONOTONIC) and `ts_ns`, the same number under its old name (kept for one release).
+/// sequence number; on a stream or queue the ordinal in this run) and `ts_mono_ns`
+/// (CLOCK_MONOTONIC).
 #[derive(Debug, Serialize)]
 pub struct Received {
     /// Sequence number.
     pub seq: u64,
-    /// Old name of `ts_mono_ns`, kept for one release.
-    pub ts_ns: u64,
     /// CLOCK_MONOTONIC at publish (topic) or receive (stream, queue).
     pub ts_mono_ns: u64,
 }
@@ -155,18 +153,16 @@ pub struct Received {
 impl Received {
     /// The head of message `seq` stamped `ts_mono_ns`.
     pub fn new(seq: u64, ts_mono_ns: u64) -> Received {
-        Received { seq, ts_ns: ts_mono_ns, ts_mono_ns }
+        Received { seq, ts_mono_ns }
     }
 }
 
-/// The head of a journal entry (`journal dump|tail`): `index`, `ts_real_ns` (CLOCK_REALTIME
-/// at append) and `ts_ns`, the same number under its old name (kept for one release).
+/// The head of a journal entry (`journal dump|tail`): `index` and `ts_real_ns`
+/// (CLOCK_REALTIME at append).
 #[derive(Debug, Serialize)]
 pub struct EntryHead {
     /// The entry's index.
     pub index: u64,
-    /// Old name of `ts_real_ns`, kept for one release.
-    pub ts_ns: u64,
     /// CLOCK_REALTIME at append.
     pub ts_real_ns: u64,
 }
@@ -174,7 +170,7 @@ pub struct EntryHead {
 impl EntryHead {
     /// The head of entry `index` stamped `ts_real_ns`.
     pub fn new(index: u64, ts_real_ns: u64) -> EntryHead {
-        EntryHead { index, ts_ns: ts_real_ns, ts_real_ns }
+        EntryHead { index, ts_real_ns }
     }
 }
 
@@ -205,10 +201,10 @@ mod tests {
     #[test]
     fn message_lines_have_exactly_five_keys() {
         let text = line(&MessageLine::new(Received::new(3, 42), b"a\"b"));
-        assert_eq!(text, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":3,\"data\":\"a\\\"b\"}\n");
+        assert_eq!(text, "{\"seq\":3,\"ts_mono_ns\":42,\"len\":3,\"data\":\"a\\\"b\"}\n");
         // Not UTF-8: base64 under another key, never a lossy string.
         let text = line(&MessageLine::new(Received::new(3, 42), b"a\"b\xff"));
-        assert_eq!(text, "{\"seq\":3,\"ts_ns\":42,\"ts_mono_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}\n");
+        assert_eq!(text, "{\"seq\":3,\"ts_mono_ns\":42,\"len\":4,\"data_base64\":\"YSJi/w==\"}\n");
         let text = line(&MessageLine::new(JobHead { job_id: 1, worker: 0 }, b""));
         assert_eq!(text, "{\"job_id\":1,\"worker\":0,\"len\":0,\"data\":\"\"}\n");
     }

@@ -362,7 +362,7 @@ pub struct SubArgs {
     /// or with a unit (`2s`, `1m`).
     #[arg(long, value_name = "MS", value_parser = crate::units::millis)]
     pub timeout_ms: Option<u64>,
-    /// Print JSON lines {"seq","ts_ns","ts_mono_ns","len","data"} instead of payloads (`data_base64`
+    /// Print JSON lines {"seq","ts_mono_ns","len","data"} instead of payloads (`data_base64`
     /// instead of `data` for a payload that is not UTF-8; on a channel whose schema has a
     /// codec, `msg`: the message decoded, or `error` when it does not decode).
     #[arg(long)]

@@ -6,7 +6,7 @@
 //!   [--capacity N] [--max-element-size B]` creates the queue if missing (default 1024
 //!   messages of up to 1024 bytes); sizes given must match an existing queue.
 //! * `sub` on a queue pops: each message goes to exactly one consumer, so several `sub`s
-//!   share the messages. `--json` lines are `{"seq","ts_ns","ts_mono_ns","len","data"}` with `seq`
+//!   share the messages. `--json` lines are `{"seq","ts_mono_ns","len","data"}` with `seq`
 //!   the ordinal of the message in this `sub` run (1, 2, …) and `ts_mono_ns` the CLOCK_MONOTONIC
 //!   time it was received (a queue keeps neither a sequence number nor a timestamp).
 //!   `--from`/`--latest` do not apply to queues.

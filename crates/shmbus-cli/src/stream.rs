@@ -4,7 +4,7 @@
 //! attaches as its one reader and *consumes* records: a record `sub` printed is gone, and
 //! the next reader resumes after it. A stream has no sequence numbers or timestamps of its
 //! own, so `sub --json` reports `seq` as the record's ordinal in this reader's session
-//! (1, 2, …) and `ts_ns` as CLOCK_MONOTONIC when this reader received it.
+//! (1, 2, …) and `ts_mono_ns` as CLOCK_MONOTONIC when this reader received it.
 
 use std::time::{Duration, Instant};
 

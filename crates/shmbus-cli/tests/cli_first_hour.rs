@@ -12,6 +12,7 @@
 //! * `ls --domain` of a domain that does not exist fails and names the ones that do.
 //! * A missing channel is said in the same words by every verb.
 //! * `sub --from -N` reads the last N messages, with no `-- -N` needed.
+//! * `sub --json` and `journal dump --json` lines carry one timestamp each, named by its clock.
 
 #![cfg(not(loom))]
 
@@ -306,6 +307,20 @@ fn sub_from_a_negative_number_reads_the_last_messages() {
     assert_eq!(out.status.code(), Some(2));
     let e = one_error_line(&out);
     assert!(e.contains("-N") && !e.contains("-- -"), "{e}");
+}
+
+#[test]
+fn json_lines_carry_one_timestamp_named_by_its_clock() {
+    let r = Root::new();
+    r.ok(&["pub", "--domain", "d", "t", "--data", "x"]);
+    let sub = r.ok(&["sub", "--domain", "d", "t", "--from", "1", "--count", "1", "--json"]);
+    let keys: Vec<String> = json_lines(&sub)[0].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys.iter().filter(|k| k.starts_with("ts_")).collect::<Vec<_>>(), ["ts_mono_ns"], "{sub}");
+    let j = r.jdir("j");
+    r.ok(&["journal", "append", "--dir", &j, "--data", "x"]);
+    let dump = r.ok(&["journal", "dump", "--dir", &j, "--json"]);
+    let keys: Vec<String> = json_lines(&dump)[0].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys.iter().filter(|k| k.starts_with("ts_")).collect::<Vec<_>>(), ["ts_real_ns"], "{dump}");
 }
 
 /// A tmux server of its own (its own socket) running `shmbus ARGS`, killed when dropped.
