@@ -8,7 +8,9 @@
 //! | `med01..med05` | 40..44 Hz | 2 KiB                         | 16 messages (at least)   |
 //!
 //! The `image` producer is the camera: it writes the whole frame each time (in place,
-//! through a loan, over shmbus). Six consumers: `imu`, `image`, `image+med01`,
+//! through a loan, over shmbus). Over shmbus a frame is a `sensor_msgs/msg/Image` message:
+//! a 52-byte CDR header, then the `--image-bytes` of pixels ([`camera`]); over Redis it is
+//! the pixel bytes alone. Six consumers: `imu`, `image`, `image+med01`,
 //! `image+med0[1-5]`, `imu+image+med0[1-5]`, and the last again sleeping 10 ms after each
 //! batch it wakes for. Every role is a process of its own: 13 in all.
 //!
