@@ -11,7 +11,7 @@
 //! The camera's messages are `sensor_msgs/msg/Image` (the `image` topic's schema: ros2msg,
 //! message encoding `cdr`), 1920x1080 rgb8 by default, written in place: the CDR header
 //! (stamp, `frame_id` `camera`, height, width, encoding, step, data length) and then the
-//! pixels, moving colour bars copied row by row from a pattern made once
+//! pixels, a moving diagonal rainbow copied row by row from a pattern made once
 //! ([`shmbus_profile::camera`]). `shmbus sub` and `shmbus snapshot` read them while it runs.
 //!
 //! Consumers: `imu`, `image`, `image+med01`, `image+med0[1-5]`, `imu+image+med0[1-5]`, and

@@ -12,7 +12,7 @@
 //!             | 5 "rgb8\0" | is_bigendian u8 | pad | step u32 | data length u32 | pixels
 //! ```
 //!
-//! The picture is diagonal colour bars that move a little each frame. The camera writes it
+//! The picture is a diagonal rainbow that moves a little each frame. The camera writes it
 //! fast: one row pattern ([`Frame::pattern`], twice a row wide) is made once, and each row of
 //! each frame is a `memcpy` of it from a shifted offset ([`Frame::write_pixels`]), about the
 //! cost of the plain fill the camera did before.
@@ -150,7 +150,7 @@ impl Frame {
 
     /// Writes the pixels of frame number `n` into `pixels` (at least [`Frame::pixel_bytes`]
     /// long) from [`Frame::pattern`]'s `pattern`: row `y` starts `4n + y/2` pixels into it,
-    /// so the bars lean and move.
+    /// so the rainbow leans and moves.
     pub fn write_pixels(&self, pixels: &mut [u8], pattern: &[u8], n: u64) {
         let (w, step) = (self.width.max(1) as u64, self.step());
         if step == 0 {
