@@ -1,4 +1,5 @@
-//! `shmbus journal append|dump|tail|info|readers|gc|config|tier --dir DIR`: a journal from the shell.
+//! `shmbus journal append|dump|tail|info|readers|gc|config|tier|export|rm --dir DIR`: a journal
+//! from the shell (`rm` in [`rm`]).
 //!
 //! Entries print like `sub` messages: one payload per line as `--format` says (lossy UTF-8 by
 //! default, [`crate::payload`]), or with `--json` one line per entry with exactly
@@ -27,6 +28,8 @@ use crate::output::{cell, print_json, Align, EntryHead, JsonLines, Table};
 use crate::payload::{Format, InFormat, Input};
 use crate::schema::{Printer, SchemaArgs};
 use crate::{CliError, Ctx, Result};
+
+mod rm;
 
 /// `shmbus journal <verb> --dir DIR …`
 #[derive(Debug, ClapArgs)]
@@ -59,6 +62,9 @@ enum Verb {
     /// Write the journal as an MCAP file: a `shmbus record` recording as one channel per
     /// topic with its schema, any other journal as one channel named after its directory.
     Export(ExportArgs),
+    /// Remove a journal directory: only the journal's own files, refused while a live
+    /// appender holds it (named) unless --force.
+    Rm(rm::Args),
 }
 
 /// `shmbus journal export --dir DIR --out FILE.mcap`
@@ -425,6 +431,7 @@ pub fn run(_ctx: &Ctx, args: &Args) -> Result<()> {
         Verb::Config(a) => config(a),
         Verb::Tier(a) => tier(a),
         Verb::Export(a) => export(a),
+        Verb::Rm(a) => rm::run(a),
     }
 }
 

@@ -13,6 +13,8 @@
 //! * A missing channel is said in the same words by every verb.
 //! * `sub --from -N` reads the last N messages, with no `-- -N` needed.
 //! * `sub --json` and `journal dump --json` lines carry one timestamp each, named by its clock.
+//! * `journal rm` removes a journal's own files and directory, refuses anything else, and
+//!   names a live appender.
 
 #![cfg(not(loom))]
 
@@ -321,6 +323,55 @@ fn json_lines_carry_one_timestamp_named_by_its_clock() {
     let dump = r.ok(&["journal", "dump", "--dir", &j, "--json"]);
     let keys: Vec<String> = json_lines(&dump)[0].as_object().unwrap().keys().cloned().collect();
     assert_eq!(keys.iter().filter(|k| k.starts_with("ts_")).collect::<Vec<_>>(), ["ts_real_ns"], "{dump}");
+}
+
+#[test]
+fn journal_rm_removes_a_journal_and_nothing_else() {
+    let r = Root::new();
+    // Removes: every file of the journal, then the directory.
+    let j = r.jdir("gone");
+    r.ok_stdin(&["journal", "append", "--dir", &j], "a\nb\n");
+    r.ok(&["journal", "tail", "--dir", &j, "--reader", "billing", "--count", "1"]);
+    assert!(r.ok(&["journal", "rm", "--dir", &j]).contains("removed journal"));
+    assert!(!std::path::Path::new(&j).exists());
+
+    // Not a journal: an empty directory, one with other files, a journal with a stranger in
+    // it, a symlink to a journal. Nothing is removed from any of them.
+    let plain = r.0.join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("notes.txt"), "keep me").unwrap();
+    let e = r.fails(&["journal", "rm", "--dir", plain.to_str().unwrap()]);
+    assert!(e.contains("not a journal"), "{e}");
+    assert!(plain.join("notes.txt").exists());
+    let mixed = r.jdir("mixed");
+    r.ok(&["journal", "append", "--dir", &mixed, "--data", "x"]);
+    std::fs::write(std::path::Path::new(&mixed).join("notes.txt"), "keep me").unwrap();
+    let e = r.fails(&["journal", "rm", "--dir", &mixed, "--force"]);
+    assert!(e.contains("notes.txt") && e.contains("nothing removed"), "{e}");
+    assert!(std::path::Path::new(&mixed).join("journal.meta").exists());
+    std::fs::remove_file(std::path::Path::new(&mixed).join("notes.txt")).unwrap();
+    let link = r.0.join("link");
+    std::os::unix::fs::symlink(&mixed, &link).unwrap();
+    let e = r.fails(&["journal", "rm", "--dir", link.to_str().unwrap()]);
+    assert!(e.contains("symlink"), "{e}");
+    assert!(std::path::Path::new(&mixed).join("journal.meta").exists());
+
+    // A live appender (a real process, appending stdin lines as they come) is named; --force
+    // removes the journal all the same.
+    let mut appender = common::Killed(Some(
+        r.cmd(&["journal", "append", "--dir", &mixed])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    r.wait_json(&["journal", "info", "--dir", &mixed, "--json", "--rate-window", "0"], |v| v["appenders"] == 1);
+    let e = r.fails(&["journal", "rm", "--dir", &mixed]);
+    assert!(e.contains(&format!("pid {}", appender.id())), "{e}");
+    assert!(std::path::Path::new(&mixed).join("journal.meta").exists());
+    r.ok(&["journal", "rm", "--dir", &mixed, "--force"]);
+    assert!(!std::path::Path::new(&mixed).exists());
+    appender.kill();
 }
 
 /// A tmux server of its own (its own socket) running `shmbus ARGS`, killed when dropped.

@@ -254,10 +254,17 @@ impl<'a, W64: Load<Value = u64>, W32: Load<Value = u32>> Table<'a, W64, W32> {
     /// How many entries in use hold role `role` for a live owner, `is_alive` checking by pid
     /// (see [`is_alive`](Self::is_alive)).
     pub(crate) fn live_in_role(&self, role: u32, is_alive: impl Fn(ProcessId) -> bool) -> usize {
+        self.live_pids_in_role(role, is_alive).len()
+    }
+
+    /// The pids of the live owners of the entries that hold role `role` (each as recorded in
+    /// its owner's PID namespace).
+    pub(crate) fn live_pids_in_role(&self, role: u32, is_alive: impl Fn(ProcessId) -> bool) -> Vec<u32> {
         self.list()
             .iter()
             .filter(|p| p.role == role && self.owner_alive(p.index, p.process, p.pid_namespace, &is_alive))
-            .count()
+            .map(|p| p.process.pid)
+            .collect()
     }
 }
 

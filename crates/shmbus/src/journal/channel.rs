@@ -654,7 +654,7 @@ impl Journal {
         let first_index = cycles.first().map_or(0, |c| c.first_index);
         let next_index = cycles.last().map_or(0, |c| c.first_index + c.entries);
         // Live ones: status reclaims nothing, so a dead appender's entry may still be there.
-        let appenders = meta.participant_view().live_in_role(ROLE_APPENDER, process_is_alive);
+        let appender_pids = meta.participant_view().live_pids_in_role(ROLE_APPENDER, process_is_alive);
         Ok(JournalStatus {
             format_version: meta.hdr.version,
             first_index,
@@ -669,7 +669,8 @@ impl Journal {
             recovery_log_error,
             cut_cycles,
             readers: super::readers::readers_of(&meta),
-            appenders,
+            appenders: appender_pids.len(),
+            appender_pids,
             storage: super::Storage::of(&dir).ok(),
             archive_dir: meta.archive_dir(&dir),
             retention: Retention::in_force(&meta.hdr, meta.retention_word()),
@@ -833,6 +834,8 @@ pub struct JournalStatus {
     pub readers: Vec<ReaderInfo>,
     /// Registered appenders.
     pub appenders: usize,
+    /// The live appenders' pids (each as recorded in its PID namespace), to name them.
+    pub appender_pids: Vec<u32>,
     /// The filesystem the journal is on (`None` if the mount table could not tell).
     pub storage: Option<super::Storage>,
     /// The archive directory, if [`Journal::tier`] has set one.
