@@ -298,7 +298,8 @@ fn advertises_schemas_and_streams_decoded_messages_in_order() {
     let proto = vec![0x0a, 0x03, b'a', 0x00, 0xff];
     let _img =
         s.topic("image", 64, Some(Schema::new("protobuf", "foxglove.RawImage", "protobuf", proto.clone()).unwrap()));
-    let server = Server::start(&s, &[]);
+    // The burst below (100 messages) fits the client's backlog: none is dropped for being slow.
+    let server = Server::start(&s, &["--client-backlog", "256"]);
     let mut node = Node::start(&nm, &server.url);
     node.wait_for("open", |v| v["ev"] == "open" && v["protocol"] == "foxglove.sdk.v1");
 
