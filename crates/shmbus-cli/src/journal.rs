@@ -81,6 +81,8 @@ struct ExportArgs {
     /// Print the summary as one JSON object {"messages","topics","skipped","out"}.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    key: KeyArg,
 }
 
 fn parse_compression(s: &str) -> std::result::Result<shmbus_record::Compression, String> {
@@ -101,7 +103,7 @@ fn export(a: &ExportArgs) -> Result<()> {
     let (j, _lost) = open_to_read(&a.dir.dir)?;
     drop(j);
     let options = shmbus_record::McapOptions { compression: a.compression, ..Default::default() };
-    let r = shmbus_record::export_journal(&a.dir.dir, &a.out, options)?;
+    let r = shmbus_record::export_journal_with(&a.dir.dir, a.key.cipher()?, &a.out, options)?;
     if a.json {
         let line =
             ExportJson { messages: r.messages, topics: r.topics, skipped: r.skipped, out: a.out.display().to_string() };

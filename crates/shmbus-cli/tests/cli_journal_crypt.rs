@@ -513,3 +513,25 @@ fn a_key_file_over_one_mib_is_refused_not_cut() {
     }
     assert!(!Path::new(&j).exists(), "nothing appended with a refused key file");
 }
+
+/// `journal export --key-file` decrypts what it exports; without the key the sealed entries
+/// are skipped and counted, never written as ciphertext.
+#[test]
+fn export_to_mcap_decrypts_with_the_key_and_skips_without() {
+    let r = Root::new();
+    let j = r.jdir("enc");
+    let k = key_file(&r, "k", &[(3, 0x42)], 0o600);
+    r.ok_stdin(&["journal", "append", "--dir", &j, "--key-file", &k], "secret one\nsecret two\n");
+    let out = r.0.join("x.mcap");
+    let o = out.to_str().unwrap();
+    let export = |extra: &[&str]| {
+        let mut args = vec!["journal", "export", "--dir", &j, "--out", o, "--json", "--compression", "none"];
+        args.extend_from_slice(extra);
+        let v = json_lines(&r.ok(&args));
+        let plain = std::fs::read(&out).unwrap().windows(10).any(|w| w == b"secret one");
+        (v[0]["messages"].as_u64().unwrap(), v[0]["skipped"].as_u64().unwrap(), plain)
+    };
+    assert_eq!(export(&["--key-file", &k]), (2, 0, true));
+    assert_eq!(r.json(&["info", "--file", o, "--json"])["messages"], 2);
+    assert_eq!(export(&[]), (0, 2, false));
+}
