@@ -116,7 +116,10 @@ impl Sink {
 
     fn finish(self) -> Result<()> {
         if let Sink::Mcap { writer, .. } = self {
-            writer.finish()?;
+            // The summary written and flushed, then on the disk: a recording `record`
+            // reported as done survives a power loss too.
+            let file = writer.finish()?.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
         }
         Ok(())
     }
