@@ -12,6 +12,7 @@
 //! everything else with 1.
 
 mod clean;
+mod completions;
 mod create;
 mod demo;
 mod export;
@@ -21,6 +22,7 @@ mod input;
 mod journal;
 mod kinds;
 mod ls;
+mod man;
 mod output;
 mod payload;
 mod pool;
@@ -68,12 +70,13 @@ enum Command {
     Ls(ls::Args),
     /// Everything about one channel (header, creator, status, participants), or a recording (--file).
     Info(info::Args),
-    /// Publish to a topic or stream (a topic is created if missing, or --kind): --data once,
-    /// or one message per stdin line.
+    /// Publish to a topic, queue or stream (a topic is created if missing, or --kind): --data
+    /// once, or one message per stdin line.
     Pub(pubsub::PubArgs),
-    /// Subscribe to a topic, or read a stream, and print its messages, one per line (decoded
-    /// by the channel's schema when it has a codec).
-    #[command(visible_alias = "echo")]
+    /// Subscribe to a topic, or read a queue or stream, and print its messages, one per line
+    /// (decoded by the channel's schema when it has a codec); also `shmbus echo`.
+    // A hidden alias: completion offers one name per verb, and would pick `echo`.
+    #[command(alias = "echo")]
     Sub(pubsub::SubArgs),
     /// Make an empty channel of any kind (topic, queue, stream, pool); "exists" if it is
     /// there with the same kind and sizes.
@@ -98,7 +101,7 @@ enum Command {
     /// Run the robotics profile (a camera, an IMU, five medium topics) as real processes and
     /// print latencies.
     Demo(demo::Args),
-    /// A journal directory: append, dump, tail, info, readers, gc.
+    /// A journal directory: append, dump, tail, info, readers, gc, config, tier, export, rm.
     Journal(journal::Args),
     /// Serve every channel's counters (and --journal directories') to Prometheus on
     /// http://ADDR/metrics.
@@ -133,11 +136,13 @@ enum Command {
     /// ws://127.0.0.1:8765): runs the separately built `shmbus-foxglove` (`shmbus foxglove
     /// --help` for its options).
     Foxglove(sibling::Args),
-    /// Print a shell completion script: `shmbus completions bash > /etc/bash_completion.d/shmbus`
-    /// (or zsh, fish, elvish, powershell).
-    Completions(CompletionsArgs),
-    /// Print the manual page in roff: `shmbus man > shmbus.1; man ./shmbus.1`.
-    Man,
+    /// Print a shell completion script that completes verbs, flags, domains and channel
+    /// names: `shmbus completions bash > /etc/bash_completion.d/shmbus` (or zsh, fish,
+    /// elvish, powershell).
+    Completions(completions::Args),
+    /// Print a manual page in roff: `shmbus man > shmbus.1; man ./shmbus.1`, `shmbus man pub`
+    /// for a verb's, or `shmbus man --dir DIR` to write them all.
+    Man(man::Args),
     /// One process of `shmbus demo` (internal).
     #[command(hide = true)]
     DemoRole(demo::RoleArgs),
@@ -145,14 +150,6 @@ enum Command {
 
 /// Environment variable naming the domain of verbs that need one when `--domain` is not given.
 pub const DOMAIN_ENV: &str = "SHMBUS_DOMAIN";
-
-/// `shmbus completions SHELL`
-#[derive(Debug, clap::Args)]
-struct CompletionsArgs {
-    /// The shell to complete in.
-    #[arg(value_enum)]
-    shell: clap_complete::Shell,
-}
 
 /// The command line as clap sees it, with `--root` hidden where it means nothing: the
 /// journal verbs work on `--dir`, not on the domains under the root.
@@ -162,27 +159,19 @@ fn command() -> clap::Command {
     // clap copies a global argument into each subcommand that has none of that name when the
     // command is built: give the journal's commands a hidden copy first (still accepted, and
     // still propagated to `Cli::root`, but not shown).
-    let cmd = cmd.mut_subcommand("journal", |journal| with_hidden(journal, &root.hide(true)));
-    negative_numbers_are_values(cmd)
+    let hidden_root = root.hide(true);
+    let cmd = cmd.mut_subcommand("journal", |journal| with_hidden(journal, &hidden_root));
+    // The generators print text about the command line, whatever the root.
+    let cmd = ["completions", "man"].iter().fold(cmd, |c, v| c.mut_subcommand(v, |g| g.arg(hidden_root.clone())));
+    // `delay` takes no journal (`hz` and `bw` share its arguments): refused if given, not offered.
+    let cmd = cmd.mut_subcommand("delay", |d| d.mut_arg("journal", |a| a.hide(true)));
+    completions::with_name_completers(negative_numbers_are_values(cmd))
 }
 
 /// `cmd` and every verb under it taking `-1` (any negative number) as the value of an
 /// option or argument, as `sub --from -1` needs, instead of as an unknown flag.
 fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
     cmd.allow_negative_numbers(true).mut_subcommands(negative_numbers_are_values)
-}
-
-/// `cmd` without its hidden subcommands (`demo-role`), for `completions`: the completion
-/// generators list every subcommand, hidden or not. Only what completion reads is kept: the
-/// name, version, about, the top-level arguments and the visible subcommands.
-fn without_hidden_verbs(cmd: clap::Command) -> clap::Command {
-    let visible: Vec<clap::Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
-    let args: Vec<clap::Arg> = cmd.get_arguments().cloned().collect();
-    let mut out = clap::Command::new("shmbus").version(env!("CARGO_PKG_VERSION")).args(args).subcommands(visible);
-    if let Some(about) = cmd.get_about() {
-        out = out.about(about.clone());
-    }
-    out
 }
 
 /// `cmd` and its subcommands with `arg` added.
@@ -310,6 +299,8 @@ fn main() -> ExitCode {
     // failing on the next write.
     // SAFETY: resetting a signal disposition to its default has no preconditions.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // A TAB in a shell with the registration script of `shmbus completions`: answer it, exit.
+    completions::complete_if_asked(command);
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()
@@ -356,7 +347,7 @@ fn main() -> ExitCode {
         cli.command,
         Command::Journal(_)
             | Command::Completions(_)
-            | Command::Man
+            | Command::Man(_)
             | Command::Bridge(_)
             | Command::Foxglove(_)
             | Command::Schema(schema::Args { dir: Some(_), .. })
@@ -389,13 +380,8 @@ fn main() -> ExitCode {
         Command::Top(a) => top::run(&ctx, &a),
         Command::Bridge(a) => sibling::BRIDGE.run(&ctx, cli.root.is_some(), &a),
         Command::Foxglove(a) => sibling::FOXGLOVE.run(&ctx, cli.root.is_some(), &a),
-        Command::Completions(a) => {
-            clap_complete::generate(a.shell, &mut without_hidden_verbs(command()), "shmbus", &mut std::io::stdout());
-            Ok(())
-        }
-        Command::Man => clap_mangen::Man::new(command())
-            .render(&mut std::io::stdout())
-            .map_err(|e| CliError::msg(format!("writing the manual page: {e}"))),
+        Command::Completions(a) => completions::run(&a),
+        Command::Man(a) => man::run(command(), &a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -424,17 +410,6 @@ fn one_line_usage_error(text: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod size_flags {
-    //! Every size flag of every verb goes through [`units::size`]: found by walking clap's
-    //! command tree, so a size flag added later is checked without being listed here.
-
-    use super::command;
-
-    /// Whether `arg` takes a size in bytes: by its name or its value name.
-    fn is_size_flag(arg: &clap::Arg) -> bool {
-        let long = arg.get_long().unwrap_or_default();
-        let value_names = arg.get_value_names().unwrap_or_default();
 #[cfg(test)]
 mod negative_values {
     //! Every option of every verb that takes a value takes a negative number as that value
@@ -474,6 +449,17 @@ mod negative_values {
     }
 }
 
+#[cfg(test)]
+mod size_flags {
+    //! Every size flag of every verb goes through [`units::size`]: found by walking clap's
+    //! command tree, so a size flag added later is checked without being listed here.
+
+    use super::command;
+
+    /// Whether `arg` takes a size in bytes: by its name or its value name.
+    fn is_size_flag(arg: &clap::Arg) -> bool {
+        let long = arg.get_long().unwrap_or_default();
+        let value_names = arg.get_value_names().unwrap_or_default();
         long.split('-').any(|w| matches!(w, "size" | "bytes" | "capacity" | "len" | "length"))
             || value_names.iter().any(|v| matches!(v.as_str(), "BYTES" | "B" | "SIZE"))
     }

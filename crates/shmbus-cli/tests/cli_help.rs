@@ -72,3 +72,96 @@ fn count_zero_is_refused_by_every_verb_that_counts() {
         assert!(e.contains("--count is at least 1"), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn every_verb_has_a_manual_page_and_every_page_named_exists() {
+    let r = Root::new();
+    let dir = r.0.join("man1");
+    std::fs::create_dir(&dir).unwrap();
+    let written = r.ok(&["man", "--dir", dir.to_str().unwrap()]);
+    let pages: BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .map(|f| f.strip_suffix(".1").unwrap_or_else(|| panic!("{f} is not a section 1 page")).to_owned())
+        .collect();
+    assert_eq!(written.lines().count(), pages.len(), "{written}");
+    // A page per verb (and per verb with verbs: `journal`, `pool`), and the main page.
+    let mut want: BTreeSet<String> = ["shmbus".to_owned()].into();
+    for verb in verbs(&r) {
+        want.insert(format!("shmbus-{}", verb[0]));
+        want.insert(format!("shmbus-{}", verb.join("-")));
+    }
+    assert_eq!(pages, want);
+    for page in &pages {
+        let roff = std::fs::read_to_string(dir.join(format!("{page}.1"))).unwrap();
+        // NAME names the page's verb.
+        let name = roff.lines().skip_while(|l| *l != ".SH NAME").nth(1).unwrap_or_default();
+        assert!(name.starts_with(&format!("{} \\- ", page.replace('-', "\\-"))), "{page}: NAME is {name:?}");
+        // Every page it cites exists.
+        for (i, _) in roff.match_indices("(1)") {
+            let cited: String = roff[..i]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '\\')
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let cited = cited.replace("\\-", "-");
+            assert!(pages.contains(&cited), "{page} cites {cited}(1), which does not exist");
+        }
+        // `shmbus man VERB...` prints the same page.
+        let words: Vec<&str> = page.split('-').skip(1).collect();
+        assert_eq!(r.ok(&[&["man"][..], &words].concat()), roff, "shmbus man {words:?}");
+        // And it renders, where groff is installed.
+        if let Ok(out) = std::process::Command::new("groff")
+            .args(["-Kutf8", "-man", "-Tutf8", "-ww", "-z"])
+            .arg(dir.join(format!("{page}.1")))
+            .output()
+        {
+            assert!(out.status.success() && out.stderr.is_empty(), "{page}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    let out = r.run(&["man", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_error_line(&out).contains("no manual page"));
+}
+
+#[test]
+fn bash_completes_domain_and_channel_names() {
+    let r = Root::new();
+    r.ok(&["create", "--kind", "topic", "robot1/chatter"]);
+    r.ok(&["create", "--kind", "queue", "robot1/orders"]);
+    r.ok(&["create", "--kind", "topic", "robot2/imu"]);
+    // The script the user installs, sourced by a real bash; the function bash would call on
+    // TAB, called with the words and index bash would give it.
+    let script = r.ok(&["completions", "bash"]);
+    let tab = |line: &[&str], env_domain: Option<&str>| -> Vec<String> {
+        let words: Vec<String> = line.iter().map(|w| format!("'{w}'")).collect();
+        let program = format!(
+            "{script}\nCOMP_WORDS=({words}); COMP_CWORD={cword}; COMP_TYPE=9\n_clap_complete_shmbus shmbus '{cur}' '{prev}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            words = words.join(" "),
+            cword = line.len() - 1,
+            cur = line[line.len() - 1],
+            prev = line[line.len() - 2],
+        );
+        let mut bash = std::process::Command::new("bash");
+        bash.args(["--norc", "--noprofile", "-c", &program]).env("SHMBUS_ROOT", &r.0).env_remove("SHMBUS_DOMAIN");
+        if let Some(d) = env_domain {
+            bash.env("SHMBUS_DOMAIN", d);
+        }
+        let out = bash.output().expect("bash is installed");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
+    };
+    assert_eq!(tab(&["shmbus", "sub", "--domain", "rob"], None), ["robot1", "robot2"]);
+    assert_eq!(tab(&["shmbus", "sub", "--domain", "robot1", ""], None)[..2], ["chatter", "orders"]);
+    assert_eq!(tab(&["shmbus", "info", "--domain", "robot1", "ch"], None), ["chatter"]);
+    assert_eq!(tab(&["shmbus", "sub", "robot2/"], None), ["robot2/imu"]);
+    assert_eq!(tab(&["shmbus", "hz", "o"], Some("robot1")), ["orders"]);
+    assert_eq!(tab(&["shmbus", "rm", "r"], None), ["robot1/", "robot2/"]);
+    // Another root on the line: its domains.
+    let other = Root::new();
+    other.ok(&["create", "--kind", "topic", "lab/t"]);
+    assert_eq!(tab(&["shmbus", "--root", other.0.to_str().unwrap(), "ls", "--domain", ""], None), ["lab"]);
+}
