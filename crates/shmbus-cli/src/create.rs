@@ -94,7 +94,8 @@ pub struct Args {
     /// channel keeps its own.
     #[arg(long, value_name = "GID")]
     pub group: Option<u32>,
-    /// Print one JSON object {"name","kind","path","created"}.
+    /// Print one JSON line {"domain","name","kind","path","created"} (`created`: false when
+    /// it existed).
     #[arg(long)]
     pub json: bool,
 }

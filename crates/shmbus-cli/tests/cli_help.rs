@@ -165,3 +165,76 @@ fn bash_completes_domain_and_channel_names() {
     other.ok(&["create", "--kind", "topic", "lab/t"]);
     assert_eq!(tab(&["shmbus", "--root", other.0.to_str().unwrap(), "ls", "--domain", ""], None), ["lab"]);
 }
+
+/// The synopsis of every verb in the CLI README (its first code block): for each verb, the
+/// long options its lines name (`--help` for a verb that runs another program, whose
+/// options its own `--help` shows). `[schema flags]` stands for the four schema options, as the
+/// block's own `schema flags:` line says; `--root` is global (the `Global:` paragraph).
+fn documented() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let block = readme.split("```\n").nth(1).expect("the README starts with a synopsis block");
+    let schema_flags: Vec<String> = block
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("schema flags:"))
+        .expect("the synopsis defines `schema flags`")
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.starts_with("--"))
+        .map(str::to_owned)
+        .collect();
+    let mut out: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    let mut verb = String::new();
+    for line in block.lines() {
+        if let Some(rest) = line.strip_prefix("shmbus ") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let sub = words.get(1).filter(|w| w.chars().all(|c| c.is_ascii_lowercase()));
+            verb = match (words[0], sub) {
+                ("journal" | "pool", Some(s)) => format!("{} {s}", words[0]),
+                (v, _) => v.to_owned(),
+            };
+        } else if line.trim_start().starts_with("schema flags:") {
+            continue;
+        }
+        let options = out.entry(verb.clone()).or_default();
+        if line.contains("[schema flags]") {
+            options.extend(schema_flags.iter().cloned());
+        }
+        options.extend(
+            line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|w| w.starts_with("--") && w.len() > 2)
+                .map(str::to_owned),
+        );
+    }
+    out
+}
+
+#[test]
+fn the_readme_synopsis_lists_exactly_the_options_of_every_verb() {
+    let r = Root::new();
+    let documented = documented();
+    let mut wrong = Vec::new();
+    for verb in verbs(&r) {
+        let mut shown = options(&r, &verb);
+        // `--root` is global, shown where it means something: not where no root is used.
+        let rootless = matches!(verb[0].as_str(), "journal" | "completions" | "man");
+        if shown.remove("--root") == rootless {
+            wrong.push(format!("{}: --root {} in --help", verb.join(" "), if rootless { "shown" } else { "missing" }));
+        }
+        let name = verb.join(" ");
+        let Some(listed) = documented.get(&name) else {
+            wrong.push(format!("{name}: not in the README synopsis"));
+            continue;
+        };
+        // A verb that runs another program (`bridge`) documents where its options are.
+        if listed.contains("--help") {
+            continue;
+        }
+        let missing: Vec<&String> = shown.difference(listed).collect();
+        let extra: Vec<&String> = listed.difference(&shown).collect();
+        if !missing.is_empty() || !extra.is_empty() {
+            wrong.push(format!(
+                "{name}: --help shows {missing:?} not in the synopsis; the synopsis lists {extra:?} not in --help"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "the README synopsis and --help disagree:\n{}", wrong.join("\n"));
+}
