@@ -179,11 +179,11 @@ impl Guard {
     /// The error to end with when the channel is gone.
     fn gone(&self) -> CliError {
         CliError::msg(format!(
-            "{}: {} '{}' in domain '{}' disappeared while watched",
+            "{}: {} {}/{} disappeared while watched",
             self.verb.name(),
             self.kind,
-            self.name,
-            self.domain
+            self.domain,
+            self.name
         ))
     }
 
