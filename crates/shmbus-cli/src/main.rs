@@ -78,8 +78,8 @@ enum Command {
     // A hidden alias: completion offers one name per verb, and would pick `echo`.
     #[command(alias = "echo")]
     Sub(pubsub::SubArgs),
-    /// Make an empty channel of any kind (topic, queue, stream, pool); "exists" if it is
-    /// there with the same kind and sizes.
+    /// Make an empty channel of any kind (topic, queue, stream, pool, or a journal with
+    /// --dir); "exists" if it is there with the same kind and sizes.
     Create(create::Args),
     /// Print a channel's (or with --dir a journal's) schema data as it is; --json for its
     /// message encoding, name and schema encoding too.
