@@ -25,11 +25,12 @@ use crate::{CliError, Ctx, Result};
 /// `shmbus snapshot --domain D TOPIC --out FILE.png [--wait SECS] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The topic's domain. Default: $SHMBUS_DOMAIN.
-    #[arg(long, env = "SHMBUS_DOMAIN", hide_env_values = true)]
-    pub domain: String,
-    /// The image topic (schema `sensor_msgs/msg/Image` in CDR, or `foxglove.RawImage` in
-    /// protobuf).
+    /// The topic's domain (or give the topic as D/NAME). Default: $SHMBUS_DOMAIN.
+    #[arg(long, value_name = "D")]
+    pub domain: Option<String>,
+    /// The image topic, NAME or D/NAME (schema `sensor_msgs/msg/Image` in CDR, or
+    /// `foxglove.RawImage` in protobuf).
+    #[arg(value_name = "TOPIC")]
     pub name: String,
     /// The PNG file to write (replaced if it exists).
     #[arg(long, value_name = "FILE.png")]
@@ -85,11 +86,14 @@ fn kind_of(schema: Option<&shmbus::Schema>, topic: &str) -> Result<Kind> {
 
 /// Writes the newest message of an image topic as a PNG file.
 pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
-    let domain = ctx.domain(&args.domain)?;
+    let ch = crate::target::channel(args.domain.as_deref(), &args.name)?;
+    let (domain_name, name) = (ch.domain.as_str(), ch.name.as_str());
+    let domain = ctx.domain(domain_name)?;
     let started = Instant::now();
-    ctx.wait_for(&domain, &[&args.name], args.wait)?;
-    let topic = Topic::open(&domain, &args.name)?;
-    let kind = kind_of(topic.schema(), &args.name)?;
+    ctx.wait_for(&domain, &[name], args.wait)?;
+    crate::target::require(&domain, name, crate::target::WaitHint::Offer)?;
+    let topic = Topic::open(&domain, name)?;
+    let kind = kind_of(topic.schema(), name)?;
     let sub = topic.subscriber()?;
     let msg = match sub.latest() {
         Ok(m) => m,
@@ -97,7 +101,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             let Some(wait) = args.wait else {
                 return Err(CliError::msg(format!(
                     "no message on {}/{} yet; publish one, or pass --wait SECS to wait for it",
-                    args.domain, args.name
+                    domain_name, name
                 )));
             };
             match sub.recv_timeout(wait.saturating_sub(started.elapsed())) {
@@ -105,8 +109,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
                 Err(TopicRecvTimeoutError::Timeout) => {
                     return Err(CliError::msg(format!(
                         "no message on {}/{} within --wait {} s",
-                        args.domain,
-                        args.name,
+                        domain_name,
+                        name,
                         wait.as_secs_f64()
                     )))
                 }
@@ -120,14 +124,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
         Kind::RosImage => parse_cdr_image(msg.data()),
         Kind::RawImage => parse_raw_image(msg.data()),
     }
-    .map_err(|e| CliError::msg(format!("message {seq} of {}/{}: {e}", args.domain, args.name)))?;
-    let png =
-        to_png(&image).map_err(|e| CliError::msg(format!("message {seq} of {}/{}: {e}", args.domain, args.name)))?;
+    .map_err(|e| CliError::msg(format!("message {seq} of {}/{}: {e}", domain_name, name)))?;
+    let png = to_png(&image).map_err(|e| CliError::msg(format!("message {seq} of {}/{}: {e}", domain_name, name)))?;
     write_file(&args.out, &png)?;
     if args.json {
         print_json(&SnapshotJson {
-            domain: &args.domain,
-            topic: &args.name,
+            domain: domain_name,
+            topic: name,
             seq,
             out: args.out.display().to_string(),
             width: image.width,
@@ -142,8 +145,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             image.width,
             image.height,
             image.encoding,
-            args.domain,
-            args.name
+            domain_name,
+            name
         );
     }
     Ok(())

@@ -228,6 +228,10 @@ fn every_verb_takes_a_channel_as_d_slash_name() {
     }
     let e = r.fails(&["record", "r1/chatter", "r1/nothing", "--dir", &r.jdir("rec"), "--count", "1"]);
     assert!(e.contains("no channel r1/nothing"), "{e}");
+    let e = r.fails(&["snapshot", "r1/nothing", "--out", &r.jdir("x.png")]);
+    assert!(e.contains("no channel r1/nothing"), "{e}");
+    let e = r.fails(&["snapshot", "r1/chatter", "--out", &r.jdir("x.png")]);
+    assert!(e.contains("not an image"), "the topic was found: {e}");
     let mut worker = r.spawn(&["pool", "worker", "r1/jobs", "--count", "1"]);
     r.wait_info("r1", "jobs", |v| v["workers"] == 1);
     r.ok(&["pool", "dispatch", "r1/jobs", "--data", "job"]);
