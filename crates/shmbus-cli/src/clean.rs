@@ -53,7 +53,8 @@ pub struct Args {
     #[arg(long)]
     dry_run: bool,
     /// Also remove idle channels: nobody uses them, but they hold data (a topic's history,
-    /// undelivered queue, stream or pool data).
+    /// undelivered queue, stream or pool data); and domain directories left empty, untouched
+    /// for a minute (or --older-than).
     #[arg(long)]
     all: bool,
     /// Remove only channels last used (created, or opened or let go of by a process) at least
@@ -111,6 +112,20 @@ struct ProblemJson {
 }
 
 /// How long ago `report`'s segment file was last modified; `None` if unknown (or in the future).
+/// How long a domain directory found empty must have been untouched before `clean --all`
+/// removes it (unless `--older-than` says otherwise).
+const EMPTY_DOMAIN_AGE: Duration = Duration::from_secs(60);
+
+/// Whether the directory at `path` was last changed at least `age` ago (its mtime changes
+/// when an entry is made or removed in it).
+fn untouched_for(path: &std::path::Path, age: Duration) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|e| e >= age)
+}
+
 fn age(report: &SegmentReport) -> Option<Duration> {
     SystemTime::now().duration_since(report.modified?).ok()
 }
@@ -291,9 +306,15 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             json.borrow_mut().removed.push(file(&t.path, "temporary".into(), None, None));
             say!("{verb} temporary file {} (creator pid {} dead)", t.path.display(), t.pid);
         }
-        // A domain this run emptied goes too (never one that was empty before: someone may
-        // have made it for a channel to come). With --dry-run nothing was emptied.
-        if removed > removed_before && !args.dry_run {
+        // A domain this run emptied goes too. One that was empty before goes only with
+        // --all and when it has been untouched for a while: someone may have made it for a
+        // channel about to come. With --dry-run nothing is removed.
+        let emptied = removed > removed_before;
+        let long_empty = args.all && untouched_for(&domain.dir(), args.older_than.unwrap_or(EMPTY_DOMAIN_AGE));
+        if long_empty && args.dry_run {
+            say!("would remove empty domain {}", domain.name());
+        }
+        if (emptied || long_empty) && !args.dry_run {
             drop(dir);
             match domain.remove_dir_if_empty() {
                 Ok(true) => {

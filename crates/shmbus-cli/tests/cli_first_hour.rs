@@ -168,6 +168,30 @@ fn clean_all_removes_the_domain_it_emptied() {
     assert!(!domain_dir_exists(&r, "d"));
 }
 
+/// A domain directory found empty (left by an `rm` of another tool, a crashed creator) goes
+/// with `clean --all` once untouched for a while; a fresh one stays (a channel may be coming).
+#[test]
+fn clean_all_removes_a_domain_left_empty_for_a_while() {
+    let r = Root::new();
+    r.ok(&["create", "--domain", "old", "--kind", "topic", "t"]);
+    r.ok(&["create", "--domain", "new", "--kind", "topic", "t"]);
+    for d in ["old", "new"] {
+        // Emptied behind shmbus's back, so no verb removed the directory.
+        std::fs::remove_file(r.channel_file(d, "t")).unwrap();
+    }
+    let old = r.channel_file("old", "t").parent().unwrap().to_owned();
+    let two_minutes_ago = std::time::SystemTime::now() - Duration::from_secs(120);
+    std::fs::File::open(&old).unwrap().set_modified(two_minutes_ago).unwrap();
+    let out = r.ok(&["clean"]);
+    assert!(!out.contains("empty domain"), "without --all nothing empty goes: {out}");
+    let out = r.ok(&["clean", "--all", "--dry-run"]);
+    assert!(out.contains("would remove empty domain old"), "{out}");
+    assert!(domain_dir_exists(&r, "old"));
+    let out = r.ok(&["clean", "--all"]);
+    assert!(out.contains("removed empty domain old") && !out.contains("domain new"), "{out}");
+    assert!(!domain_dir_exists(&r, "old") && domain_dir_exists(&r, "new"));
+}
+
 /// The participants of channel `name` in one `top --once --json` snapshot.
 fn top_participants(r: &Root, name: &str) -> Vec<Value> {
     let v = r.json(&["top", "--once", "--json", "--interval", "0.1", "--domain", "d"]);

@@ -16,10 +16,11 @@ pub fn count(v: Option<f64>) -> String {
     if v < 999.5 {
         return format!("{v:.0}");
     }
-    scaled(v, &["k", "M", "G", "T", "P", "E"])
+    scaled(v, 1000.0, &["k", "M", "G", "T", "P", "E"])
 }
 
-/// A byte count or byte rate: `512`, `1.5K`, `12M`, … (`-` for none).
+/// A byte count or byte rate in IEC units, as every size the CLI reads and prints: `512`,
+/// `1.5Ki`, `12Mi`, … (`-` for none).
 pub fn bytes(v: Option<f64>) -> String {
     let Some(v) = v else { return "-".into() };
     if !v.is_finite() || v < 0.0 {
@@ -28,13 +29,14 @@ pub fn bytes(v: Option<f64>) -> String {
     if v < 999.5 {
         return format!("{v:.0}");
     }
-    scaled(v, &["K", "M", "G", "T", "P", "E"])
+    scaled(v, 1024.0, &["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])
 }
 
-/// `v` (≥ 1000) divided down to below 1000 with the matching suffix, in at most 5 chars.
-fn scaled(mut v: f64, suffixes: &[&str]) -> String {
+/// `v` (≥ 1000) divided by powers of `base` to below 1000 with the matching suffix, in at
+/// most 5 chars.
+fn scaled(mut v: f64, base: f64, suffixes: &[&str]) -> String {
     for s in suffixes {
-        v /= 1000.0;
+        v /= base;
         // Rounding 999.96 up would print "1000k": move on to the next suffix instead.
         if v < 9.95 {
             return format!("{v:.1}{s}");
@@ -81,8 +83,11 @@ mod tests {
         }
         assert_eq!(count(None), "-");
         assert_eq!(count(Some(f64::NAN)), "?");
-        assert_eq!(bytes(Some(1_500.0)), "1.5K");
-        assert_eq!(bytes(Some(2.0e9)), "2.0G");
+        assert_eq!(bytes(Some(1_536.0)), "1.5Ki");
+        assert_eq!(bytes(Some(2.0 * 1024.0 * 1024.0 * 1024.0)), "2.0Gi");
+        assert_eq!(bytes(Some(1_000.0)), "1.0Ki");
+        assert_eq!(bytes(Some(999.0 * 1024.0)), "999Ki");
+        assert_eq!(bytes(Some(1_023.0 * 1024.0)), "1.0Mi");
     }
 
     #[test]
