@@ -256,8 +256,9 @@ struct DumpArgs {
     #[arg(long)]
     json: bool,
     /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
-    /// line each, exact), raw (the bytes as they are, no separator). Default: text, or on a
-    /// journal whose schema has a codec each entry decoded, one JSON object per line.
+    /// line each, exact), raw (the bytes as they are, no separator). Default: text for a
+    /// payload that is valid UTF-8 and hex for any other, or on a journal whose schema has a
+    /// codec each entry decoded, one JSON object per line.
     #[arg(long, value_enum, conflicts_with = "json")]
     format: Option<Format>,
     /// Decoded entries: print byte arrays whole (by default those longer than 64 bytes show
@@ -296,8 +297,9 @@ struct TailArgs {
     #[arg(long)]
     json: bool,
     /// How to print each payload: text (a line, lossy UTF-8), hex or base64 (one encoded
-    /// line each, exact), raw (the bytes as they are, no separator). Default: text, or on a
-    /// journal whose schema has a codec each entry decoded, one JSON object per line.
+    /// line each, exact), raw (the bytes as they are, no separator). Default: text for a
+    /// payload that is valid UTF-8 and hex for any other, or on a journal whose schema has a
+    /// codec each entry decoded, one JSON object per line.
     #[arg(long, value_enum, conflicts_with = "json")]
     format: Option<Format>,
     /// Decoded entries: print byte arrays whole (by default those longer than 64 bytes show

@@ -278,7 +278,9 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
                     let head = JobHead { job_id: job.id(), worker: index as u64 };
                     lines.write(&mut out, &MessageLine::new(head, job.data()))?;
                 } else {
-                    writeln!(out, "job {}: {}", job.id(), String::from_utf8_lossy(job.data()))?;
+                    // Text when valid UTF-8, else hex, as `sub` prints.
+                    write!(out, "job {}: ", job.id())?;
+                    crate::payload::write(&mut out, crate::payload::Format::Auto, job.data())?;
                 }
                 out.flush()?;
                 received += 1;

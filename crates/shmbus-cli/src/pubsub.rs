@@ -445,8 +445,7 @@ pub fn run_sub(ctx: &Ctx, args: &SubArgs) -> Result<()> {
     // A missing channel is for the open below to report, in its kind's words.
     let schema = shmbus::admin::inspect_channel(&domain, &args.name).ok().and_then(|r| r.schema);
     // No `--format`: a channel with a codec prints decoded, any other text or hex by payload.
-    let format = args.format.or_else(|| crate::schema::codec(schema.as_deref()).is_none().then_some(Format::Auto));
-    let mut printer = Printer::new(schema.as_deref(), args.json, format, args.full);
+    let mut printer = Printer::new(schema.as_deref(), args.json, args.format, args.full);
     if let Some(r) =
         crate::queue::sub_if_queue(&domain, &args.name, args.count, args.timeout_ms, &mut printer, topic_start)
     {

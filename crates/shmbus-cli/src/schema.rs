@@ -163,7 +163,9 @@ impl Printer {
         let mode = match (codec, json) {
             (Some(codec), json) => Mode::Decoded { codec: Box::new(codec), json },
             (None, true) => Mode::Json,
-            (None, false) => Mode::Payload(format.unwrap_or_default()),
+            // Without `--format`: text when valid UTF-8, else hex (binary bytes never reach
+            // a terminal as they are).
+            (None, false) => Mode::Payload(format.unwrap_or(Format::Auto)),
         };
         let what = schema.map(label).unwrap_or_default();
         Printer { mode, opts: DecodeOptions { full }, lines: JsonLines::new(), what }

@@ -109,6 +109,29 @@ fn sub_prints_binary_payloads_as_hex_and_text_as_text() {
     assert_eq!(out, "\0\u{fffd}\nA\n");
 }
 
+/// The class, not only `sub`: every verb that prints payloads prints binary ones as hex.
+#[test]
+fn journals_and_pool_workers_print_binary_payloads_as_hex_too() {
+    let r = Root::new();
+    let j = r.jdir("j");
+    r.ok(&["journal", "append", "--dir", &j, "--format", "hex", "--data", "00ff0a41"]);
+    r.ok(&["journal", "append", "--dir", &j, "--data", "héllo"]);
+    assert_eq!(r.ok(&["journal", "dump", "--dir", &j]), "00ff0a41\nhéllo\n");
+    assert_eq!(r.ok(&["journal", "tail", "--dir", &j, "--from", "0", "--count", "2"]), "00ff0a41\nhéllo\n");
+    let out = r.run(&["journal", "dump", "--dir", &j, "--format", "raw"]);
+    assert_eq!(out.stdout, [&[0x00, 0xff, 0x0a, b'A'][..], "héllo".as_bytes()].concat());
+
+    let mut worker = r.spawn(&["pool", "worker", "--domain", "d", "jobs", "--count", "2"]);
+    r.wait_info("d", "jobs", |v| v["workers"] == 1);
+    // One dispatcher for both: a worker ends when its dispatcher is done.
+    r.ok_stdin(&["pool", "dispatch", "--domain", "d", "jobs", "--format", "hex"], "00ff0a41\n74657874206a6f62\n");
+    let out = worker.0.take().unwrap().wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].ends_with(": 00ff0a41") && lines[1].ends_with(": text job"), "{out}");
+}
+
 #[test]
 fn hz_bw_and_delay_wait_for_a_channel_to_appear() {
     let r = Root::new();
