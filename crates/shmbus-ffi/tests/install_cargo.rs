@@ -1,7 +1,8 @@
 //! The Rust programs installed the way users install them: `cargo install --path
-//! crates/shmbus-cli` and `cargo install --path crates/shmbus-bridge` into a scratch root,
-//! then the installed `shmbus` run from there: `--version`, a publish and `ls`, and `shmbus
-//! bridge`, which must find the bridge program cargo installed beside it (PATH holds neither).
+//! crates/shmbus-cli`, `crates/shmbus-bridge` and `crates/shmbus-foxglove` into a scratch
+//! root, then the installed `shmbus` run from there: `--version`, a publish and `ls`, and
+//! `shmbus bridge` and `shmbus foxglove`, which must find the programs cargo installed beside
+//! it (PATH holds neither).
 //!
 //! cargo builds in this test's own target directory and profile (`--profile ci` under `make
 //! test`) with the workspace's lock file, so only what differs from the suite's build (the
@@ -86,14 +87,15 @@ fn shmbus(root: &Path, shm: &Path) -> Command {
 }
 
 #[test]
-fn cargo_install_gives_a_working_shmbus_that_finds_its_bridge() {
+fn cargo_install_gives_a_working_shmbus_that_finds_its_helper_programs() {
     let scratch = Scratch::new("cargo");
     let root = scratch.0.join("root");
     let shm = scratch.0.join("shm");
     std::fs::create_dir_all(&shm).unwrap();
     cargo_install("shmbus-cli", "shmbus", &root);
     cargo_install("shmbus-bridge", "shmbus-bridge", &root);
-    for bin in ["shmbus", "shmbus-bridge"] {
+    cargo_install("shmbus-foxglove", "shmbus-foxglove", &root);
+    for bin in ["shmbus", "shmbus-bridge", "shmbus-foxglove"] {
         assert!(root.join("bin").join(bin).is_file(), "cargo install put no bin/{bin}");
     }
 
@@ -112,4 +114,9 @@ fn cargo_install_gives_a_working_shmbus_that_finds_its_bridge() {
     // `shmbus bridge` runs the bridge cargo installed beside it: its help is the bridge's own.
     let help = check("shmbus bridge --help", &shmbus(&root, &shm).args(["bridge", "--help"]).output().unwrap());
     assert!(help.contains("Zenoh") && help.contains("Usage: shmbus bridge"), "shmbus bridge --help said:\n{help}");
+    let help = check("shmbus foxglove --help", &shmbus(&root, &shm).args(["foxglove", "--help"]).output().unwrap());
+    assert!(
+        help.contains("Foxglove WebSocket") && help.contains("Usage: shmbus foxglove"),
+        "shmbus foxglove --help said:\n{help}"
+    );
 }
