@@ -18,24 +18,8 @@ use std::path::{Path, PathBuf};
 use common::{one_error_line, Root};
 use serde_json::{json, Value};
 
-/// `sensor_msgs/msg/Image` with its dependencies, as ros2msg schema data.
-const IMAGE_MSG: &str = "\
-std_msgs/Header header
-uint32 height
-uint32 width
-string encoding
-uint8 is_bigendian
-uint32 step
-uint8[] data
-================================================================================
-MSG: std_msgs/Header
-builtin_interfaces/Time stamp
-string frame_id
-================================================================================
-MSG: builtin_interfaces/Time
-int32 sec
-uint32 nanosec
-";
+// `sensor_msgs/msg/Image` with its dependencies, as ros2msg schema data: the demo camera's.
+use shmbus_profile::camera::IMAGE_MSG;
 
 /// Decodes the PNG file named on stdin with pypng: its size, channels, depth and rows.
 const PYPNG_READ: &str = r#"

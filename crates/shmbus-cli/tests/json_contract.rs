@@ -13,24 +13,8 @@ use std::fmt;
 use common::Root;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-/// `sensor_msgs/msg/Image` with its dependencies, as ros2msg schema data (for `snapshot`).
-const IMAGE_MSG: &str = "\
-std_msgs/Header header
-uint32 height
-uint32 width
-string encoding
-uint8 is_bigendian
-uint32 step
-uint8[] data
-=====
-MSG: std_msgs/Header
-builtin_interfaces/Time stamp
-string frame_id
-=====
-MSG: builtin_interfaces/Time
-int32 sec
-uint32 nanosec
-";
+// `sensor_msgs/msg/Image` with its dependencies, as ros2msg schema data: the demo camera's.
+use shmbus_profile::camera::IMAGE_MSG;
 
 /// A JSON value that keeps its keys in the order they were written.
 #[derive(Debug)]
