@@ -81,7 +81,7 @@ tsan:
 	@if rustup toolchain list 2>/dev/null | grep -q nightly && \
 	   { rustup component list --toolchain nightly --installed 2>/dev/null | grep -q rust-src || rustup component add rust-src --toolchain nightly >/dev/null 2>&1; }; then \
 	  echo "tsan: running the multi-thread tests under ThreadSanitizer"; \
-	  RUSTFLAGS="-Zsanitizer=thread --cfg tsan" RUSTDOCFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="suppressions=$(CURDIR)/ci/tsan.supp halt_on_error=1" \
+	  RUSTFLAGS="-Zsanitizer=thread --cfg tsan" RUSTDOCFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="suppressions=$(CURDIR)/.ci/tsan.supp halt_on_error=1" \
 	  CARGO_TARGET_DIR=$(TSAN_TARGET) $(CARGO) +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p shmbus --features tokio --lib --test topic --test pool_basic --test queue_api --test queue_waitset --test stream_waitset --test journal_basic --test async_recv; \
 	else echo "tsan: SKIPPED (nightly toolchain with rust-src not available here)"; fi
 
