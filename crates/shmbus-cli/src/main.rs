@@ -16,6 +16,7 @@ mod completions;
 mod create;
 mod demo;
 mod export;
+mod hints;
 mod hz;
 mod info;
 mod input;
@@ -271,6 +272,13 @@ impl CliError {
         CliError(m.into(), 2)
     }
 
+    /// `e` while doing `what` (`"publish failed"`): the library's message after it, and the
+    /// tool's hint.
+    pub fn during<E: std::error::Error + 'static>(what: &str, e: E) -> CliError {
+        let CliError(text, code) = CliError::from(e);
+        CliError(format!("{what}: {text}"), code)
+    }
+
     /// The same error with `more` at the end of its line.
     pub fn append(mut self, more: &str) -> CliError {
         self.0.push_str(more);
@@ -278,9 +286,10 @@ impl CliError {
     }
 }
 
-impl<E: std::error::Error> From<E> for CliError {
+impl<E: std::error::Error + 'static> From<E> for CliError {
+    /// The library's message, and the tool's hint (its verbs and flags) where it has one.
     fn from(e: E) -> Self {
-        CliError::msg(e.to_string())
+        CliError::msg(e.to_string()).append(hints::hint(&e).unwrap_or(""))
     }
 }
 

@@ -243,7 +243,7 @@ impl Dispatch<'_> {
                         self.sent
                     )));
                 }
-                Err(e) => return Err(CliError::msg(format!("dispatch failed: {e}"))),
+                Err(e) => return Err(CliError::during("dispatch failed", e)),
             }
         }
     }
@@ -316,7 +316,7 @@ fn work(ctx: &Ctx, args: &WorkerArgs) -> Result<()> {
                     args.timeout_ms.unwrap_or(0)
                 )));
             }
-            e => return Err(CliError::msg(format!("receive failed: {e}"))),
+            e => return Err(CliError::during("receive failed", e)),
         }
     }
     Ok(())

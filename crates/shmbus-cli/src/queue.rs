@@ -96,7 +96,7 @@ pub fn run_pub(
                 domain.name(),
                 opts.timeout_ms.unwrap_or(0)
             )),
-            e => CliError::msg(format!("push failed: {e}")),
+            e => CliError::during("push failed", e),
         })
     })
 }

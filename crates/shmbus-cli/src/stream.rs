@@ -50,7 +50,7 @@ impl Sink for StreamSink {
                 data.len(),
                 self.timeout.unwrap_or_default().as_millis()
             )),
-            e => CliError::msg(format!("publish failed: {e}")),
+            e => CliError::during("publish failed", e),
         })
     }
 
@@ -110,7 +110,7 @@ impl Source for StreamSource {
                         Err(e) => return Err(CliError::msg(format!("waiting for a record: {e}"))),
                     }
                 }
-                Err(e) => return Err(CliError::msg(format!("receive failed: {e}"))),
+                Err(e) => return Err(CliError::during("receive failed", e)),
             }
         }
     }

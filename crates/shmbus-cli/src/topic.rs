@@ -34,11 +34,12 @@ pub struct TopicSink {
 
 impl Sink for TopicSink {
     fn send(&mut self, data: &[u8]) -> Result<()> {
-        let r = match self.timeout {
-            None => self.publisher.send(data).map(drop).map_err(|e| e.to_string()),
-            Some(t) => self.publisher.send_timeout(data, t).map(drop).map_err(|e| e.to_string()),
-        };
-        r.map_err(|e| CliError::msg(format!("publish failed: {e}")))
+        match self.timeout {
+            None => self.publisher.send(data).map(drop).map_err(|e| CliError::during("publish failed", e)),
+            Some(t) => {
+                self.publisher.send_timeout(data, t).map(drop).map_err(|e| CliError::during("publish failed", e))
+            }
+        }
     }
 
     fn max_len(&self) -> usize {
@@ -72,7 +73,7 @@ impl Source for Subscriber {
             Err(TopicRecvTimeoutError::Lagged { missed }) => Ok(Recv::Gap(missed)),
             Err(TopicRecvTimeoutError::Timeout) => Ok(Recv::Timeout),
             Err(TopicRecvTimeoutError::Evicted) => Ok(Recv::Evicted),
-            Err(e) => Err(CliError::msg(format!("receive failed: {e}"))),
+            Err(e) => Err(CliError::during("receive failed", e)),
         }
     }
 }

@@ -15,10 +15,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use shmbus::RecvIntoSliceError;
-
 use crate::cell::{Cell, Lent};
-use crate::errors::Fail;
 
 /// From this many bytes on, a copy into Python lets go of the GIL while it runs.
 pub(crate) const WITHOUT_GIL: usize = 64 * 1024;
@@ -97,15 +94,5 @@ pub(crate) fn into_buffer<R: Send>(py: Python<'_>, len: usize, f: impl FnOnce() 
         py.detach(f)
     } else {
         f()
-    }
-}
-
-/// A failed receive into a caller's buffer as its exception: `BufferTooSmall` (with
-/// `.needed`), or what the kind's receive raises (`fail`).
-pub(crate) fn slice_fail<E>(e: RecvIntoSliceError<E>, fail: impl FnOnce(E) -> Fail) -> Fail {
-    match e {
-        RecvIntoSliceError::TooSmall { needed, capacity } => Fail::too_small(needed, capacity),
-        RecvIntoSliceError::Recv(e) => fail(e),
-        e => Fail::new("Error", format!("{}", e.map_recv(|_| "receive failed"))),
     }
 }

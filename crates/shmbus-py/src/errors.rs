@@ -1,10 +1,11 @@
 //! The exception classes and the mapping of every Rust error onto them.
 //!
-//! Each Rust error enum is `#[non_exhaustive]`; its variant's name (the derived `Debug`
-//! output starts with it; for a journal error wrapping an `OpenError`, the inner one) picks
-//! the class, and an unknown variant falls back to the base `shmbus.Error`. The message is always the Rust error's `Display` text.
+//! Every error of the library answers its [`ErrorKind`]; the kind picks the class (a kind
+//! added later raises the base `shmbus.Error`), the number the error carries becomes the
+//! class's attribute (`Lagged.missed`, `BufferTooSmall.needed`). The message is always the
+//! Rust error's `Display` text.
 
-use std::fmt::{Debug, Display};
+use shmbus::{ErrorKind, Failure};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -25,6 +26,8 @@ const CLASSES: &[(&str, Option<&str>, Option<&str>, &str)] = &[
     ("PinLimit", Some("Error"), None, "The subscriber holds as many samples as its pin budget allows."),
     ("Corrupt", Some("Error"), None, "Shared memory or a file holds what cannot be true."),
     ("Truncated", Some("Corrupt"), None, "The channel's file was truncated under this process."),
+    ("Incompatible", Some("Error"), None, "A file this library cannot use as asked: not a shmbus file, another format version, another kind of channel, not a regular file."),
+    ("NoKey", Some("Error"), None, "A journal entry is encrypted with a key this tailer does not hold; it is skipped."),
     ("NotFound", Some("Error"), Some("FileNotFoundError"), "No such channel, journal or directory."),
     ("PermissionDenied", Some("Error"), Some("PermissionError"), "The file's owner or mode excludes this user."),
     ("Busy", Some("Error"), None, "An exclusive endpoint is held, or this endpoint lends an item."),
@@ -38,35 +41,35 @@ const CLASSES: &[(&str, Option<&str>, Option<&str>, &str)] = &[
     ("BufferTooSmall", Some("Error"), Some("ValueError"), "The buffer given to `recv_into` cannot hold the next message (`.needed` bytes); the message is kept for the next receive."),
 ];
 
-/// A Rust variant name → the class it raises; names not listed raise `Error`.
-const VARIANTS: &[(&str, &str)] = &[
-    ("Empty", "Empty"),
-    ("Full", "Full"),
-    ("AllBusy", "Full"),
-    ("AllPinned", "AllPinned"),
-    ("Timeout", "Timeout"),
-    ("Lagged", "Lagged"),
-    ("Disconnected", "Disconnected"),
-    ("Orphaned", "Disconnected"),
-    ("NoWorkers", "Disconnected"),
-    ("TooLarge", "TooLarge"),
-    ("PinLimit", "PinLimit"),
-    ("Corrupt", "Corrupt"),
-    ("Damaged", "Corrupt"),
-    ("Gap", "Corrupt"),
-    ("NotASegment", "Corrupt"),
-    ("Truncated", "Truncated"),
-    ("NotFound", "NotFound"),
-    ("PermissionDenied", "PermissionDenied"),
-    ("Untrusted", "PermissionDenied"),
-    ("Busy", "Busy"),
-    ("TooManyParticipants", "TooManyParticipants"),
-    ("LayoutMismatch", "LayoutMismatch"),
-    ("TypeMismatch", "TypeMismatch"),
-    ("SchemaMismatch", "SchemaMismatch"),
-    ("InvalidConfig", "InvalidConfig"),
-    ("InvalidName", "InvalidName"),
-];
+/// The class a kind of error raises: one `match` (a kind added later raises `Error`).
+fn class_of(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Empty => "Empty",
+        ErrorKind::Full | ErrorKind::AllBusy => "Full",
+        ErrorKind::AllPinned => "AllPinned",
+        ErrorKind::Timeout => "Timeout",
+        ErrorKind::Lagged => "Lagged",
+        ErrorKind::Evicted => "Evicted",
+        ErrorKind::Disconnected | ErrorKind::NoWorkers => "Disconnected",
+        ErrorKind::TooLarge => "TooLarge",
+        ErrorKind::BufferTooSmall => "BufferTooSmall",
+        ErrorKind::PinLimit => "PinLimit",
+        ErrorKind::Corrupt | ErrorKind::Damaged => "Corrupt",
+        ErrorKind::Truncated => "Truncated",
+        ErrorKind::NoKey => "NoKey",
+        ErrorKind::Incompatible => "Incompatible",
+        ErrorKind::NotFound => "NotFound",
+        ErrorKind::PermissionDenied | ErrorKind::Untrusted => "PermissionDenied",
+        ErrorKind::Busy => "Busy",
+        ErrorKind::TooManyParticipants => "TooManyParticipants",
+        ErrorKind::LayoutMismatch => "LayoutMismatch",
+        ErrorKind::TypeMismatch => "TypeMismatch",
+        ErrorKind::SchemaMismatch => "SchemaMismatch",
+        ErrorKind::InvalidConfig => "InvalidConfig",
+        ErrorKind::InvalidName => "InvalidName",
+        _ => "Error",
+    }
+}
 
 static TYPES: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
 
@@ -136,31 +139,23 @@ impl Fail {
     }
 
     /// The failure a Rust error maps to.
-    pub(crate) fn of<E: Debug + Display>(e: E) -> Fail {
-        let debug = format!("{e:?}");
-        let mut names = debug.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty());
-        let mut variant = names.next().unwrap_or("");
-        if variant == "Open" {
-            // A journal error wrapping an `OpenError`: the inner variant says what happened.
-            variant = names.next().unwrap_or("");
+    pub(crate) fn of<E: Failure>(e: E) -> Fail {
+        let kind = e.kind();
+        let attr = match (kind, e.value()) {
+            (ErrorKind::Lagged, Some(v)) => Some(("missed", v)),
+            (ErrorKind::BufferTooSmall, Some(v)) => Some(("needed", v)),
+            _ => None,
+        };
+        Fail { class: class_of(kind), msg: e.to_string(), attr }
+    }
+
+    /// The same failure raised as `class` (a subclass of its own) when it is of `kind`.
+    pub(crate) fn narrowed(mut self, kind: &'static str, class: &'static str) -> Fail {
+        debug_assert!(CLASSES.iter().any(|c| c.0 == class));
+        if self.class == kind {
+            self.class = class;
         }
-        let class = VARIANTS.iter().find(|v| v.0 == variant).map_or("Error", |v| v.1);
-        Fail { class, msg: e.to_string(), attr: None }
-    }
-
-    /// Sets the `missed` attribute (topic `Lagged`).
-    pub(crate) fn missed(mut self, missed: u64) -> Fail {
-        self.attr = Some(("missed", missed));
         self
-    }
-
-    /// A `BufferTooSmall`: the next message of `needed` bytes does not fit a buffer of
-    /// `capacity`.
-    pub(crate) fn too_small(needed: usize, capacity: usize) -> Fail {
-        let msg = format!(
-            "the next message is {needed} bytes but the buffer holds {capacity}; it is kept for the next receive: give a buffer of at least {needed} bytes"
-        );
-        Fail { class: "BufferTooSmall", msg, attr: Some(("needed", needed as u64)) }
     }
 
     /// Whether this is a timeout (a blocking call's slice ended).
@@ -196,7 +191,7 @@ pub(crate) trait OrRaise<T> {
     fn or_raise(self) -> Result<T, Fail>;
 }
 
-impl<T, E: Debug + Display> OrRaise<T> for Result<T, E> {
+impl<T, E: Failure> OrRaise<T> for Result<T, E> {
     fn or_raise(self) -> Result<T, Fail> {
         self.map_err(Fail::of)
     }

@@ -334,7 +334,7 @@ impl PyTailer {
         let mut buf = BytesMut::get(buffer)?;
         let len = buf.len();
         let r = copy::into_buffer(py, len, || self.cell.with(|t| t.try_recv_into_slice(buf.as_mut_slice())))?;
-        let e = r.map_err(|e| copy::slice_fail(e, Fail::of))?;
+        let e = r.map_err(Fail::of)?;
         Ok((e.len(), e.index(), e.ts_ns()))
     }
 
@@ -345,7 +345,7 @@ impl PyTailer {
         let mut buf = BytesMut::get(buffer)?;
         let e = blocking(py, timeout_arg(timeout)?, |d| {
             let r = self.cell.with(|t| t.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
-            r.map_err(|e| copy::slice_fail(e, Fail::of))
+            r.map_err(Fail::of)
         })?;
         Ok((e.len(), e.index(), e.ts_ns()))
     }

@@ -240,7 +240,7 @@ impl PyWorker {
         let mut buf = BytesMut::get(buffer)?;
         let len = buf.len();
         let r = copy::into_buffer(py, len, || self.cell.with(|w| w.try_recv_into_slice(buf.as_mut_slice())))?;
-        let j = r.map_err(|e| copy::slice_fail(e, Fail::of))?;
+        let j = r.map_err(Fail::of)?;
         Ok((j.len(), j.id()))
     }
 
@@ -251,7 +251,7 @@ impl PyWorker {
         let mut buf = BytesMut::get(buffer)?;
         let j = blocking(py, timeout_arg(timeout)?, |d| {
             let r = self.cell.with(|w| w.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
-            r.map_err(|e| copy::slice_fail(e, Fail::of))
+            r.map_err(Fail::of)
         })?;
         Ok((j.len(), j.id()))
     }

@@ -201,11 +201,11 @@ impl PyConsumer {
 }
 
 /// A receive into a buffer's outcome as [`Into`], or its exception.
-fn into_or_fail<E: std::fmt::Debug + std::fmt::Display>(r: Result<usize, RecvIntoSliceError<E>>) -> Result<Into, Fail> {
+fn into_or_fail<E: shmbus::Failure + 'static>(r: Result<usize, RecvIntoSliceError<E>>) -> Result<Into, Fail> {
     match r {
         Ok(n) => Ok(Ok(n)),
         Err(RecvIntoSliceError::TooSmall { needed, .. }) => Ok(Err(needed)),
-        Err(e) => Err(copy::slice_fail(e, Fail::of)),
+        Err(e) => Err(Fail::of(e)),
     }
 }
 
@@ -246,7 +246,7 @@ impl PyConsumer {
         let mut buf = BytesMut::get(buffer)?;
         let len = buf.len();
         let r = copy::into_buffer(py, len, || self.cell.with(|c| c.try_recv_into_slice(buf.as_mut_slice())))?;
-        Ok(r.map_err(|e| copy::slice_fail(e, Fail::of))?)
+        Ok(r.map_err(Fail::of)?)
     }
 
     /// Copies the next message into `buffer`, waiting up to `timeout` seconds (None: for
@@ -256,7 +256,7 @@ impl PyConsumer {
         let mut buf = BytesMut::get(buffer)?;
         blocking(py, timeout_arg(timeout)?, |d| {
             let r = self.cell.with(|c| c.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
-            r.map_err(|e| copy::slice_fail(e, Fail::of))
+            r.map_err(Fail::of)
         })
     }
 

@@ -264,7 +264,7 @@ impl PyStreamReader {
         let mut buf = BytesMut::get(buffer)?;
         let len = buf.len();
         let r = copy::into_buffer(py, len, || self.cell.with(|r| r.try_recv_into_slice(buf.as_mut_slice())))?;
-        Ok(r.map_err(|e| copy::slice_fail(e, Fail::of))?)
+        Ok(r.map_err(Fail::of)?)
     }
 
     /// Copies the next record into `buffer`, waiting up to `timeout` seconds (None: for
@@ -274,7 +274,7 @@ impl PyStreamReader {
         let mut buf = BytesMut::get(buffer)?;
         blocking(py, timeout_arg(timeout)?, |d| {
             let r = self.cell.with(|r| r.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
-            r.map_err(|e| copy::slice_fail(e, Fail::of))
+            r.map_err(Fail::of)
         })
     }
 

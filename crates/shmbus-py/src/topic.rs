@@ -7,8 +7,8 @@ use pyo3::types::PyDict;
 use shmbus::r#async::AsyncRecv;
 use shmbus::topic::{Loan, Message, Sample};
 use shmbus::{
-    DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError,
-    TopicSendError, TopicSendTimeoutError, TopicTryRecvError, TopicTrySendError,
+    DeliveryPolicy, Failure, Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError,
+    TopicTryRecvError,
 };
 use std::ffi::c_int;
 
@@ -22,59 +22,10 @@ use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, l
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::schema::{schema_arg, schema_of, PySchema};
 
-/// A `Lagged` error keeps its count of missed messages as `.missed`; an evicted reliable
-/// subscriber raises `Evicted` (the name `Evicted` alone would not do: random access has an
-/// `Evicted` of its own, meaning "no longer in the history").
-fn try_fail(e: TopicTryRecvError) -> Fail {
-    match e {
-        TopicTryRecvError::Lagged { missed } => Fail::of(e).missed(missed),
-        TopicTryRecvError::Evicted => Fail::new("Evicted", e.to_string()),
-        e => Fail::of(e),
-    }
-}
-
-fn timeout_fail(e: TopicRecvTimeoutError) -> Fail {
-    match e {
-        TopicRecvTimeoutError::Lagged { missed } => Fail::of(e).missed(missed),
-        TopicRecvTimeoutError::Evicted => Fail::new("Evicted", e.to_string()),
-        e => Fail::of(e),
-    }
-}
-
-/// An async receive's error: raised as `recv` raises the same one.
-fn recv_fail(e: TopicRecvError) -> Fail {
-    match e {
-        TopicRecvError::Lagged { missed } => Fail::of(e).missed(missed),
-        TopicRecvError::Evicted => Fail::new("Evicted", e.to_string()),
-        e => Fail::of(e),
-    }
-}
-
 /// A reliable subscriber's unread message raises `TopicFull` (a `Full`), apart from
 /// `AllPinned` (also a `Full`).
-fn send_fail(e: TopicSendError) -> Fail {
-    match e {
-        TopicSendError::Full { .. } => Fail::new("TopicFull", e.to_string()),
-        e => Fail::of(e),
-    }
-}
-
-fn try_send_fail(e: TopicTrySendError) -> Fail {
-    match e {
-        TopicTrySendError::Full { .. } => Fail::new("TopicFull", e.to_string()),
-        e => Fail::of(e),
-    }
-}
-
-fn send_timeout_fail(e: TopicSendTimeoutError) -> Fail {
-    match e {
-        TopicSendTimeoutError::Full { .. } => Fail::new("TopicFull", e.to_string()),
-        e => Fail::of(e),
-    }
-}
-
-fn get_fail(e: TopicGetError) -> Fail {
-    Fail::of(e)
+fn send_fail<E: Failure>(e: E) -> Fail {
+    Fail::of(e).narrowed("Full", "TopicFull")
 }
 
 /// A topic: the mapping every endpoint of it shares. Make one with `Topic.create_or_open`
@@ -231,7 +182,7 @@ impl PyPublisher {
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<u64> {
         let bytes = Bytes::get(data)?;
         blocking(py, timeout_arg(timeout)?, |d| {
-            self.cell.with(|p| p.send_timeout(bytes.as_slice(), d).map_err(send_timeout_fail))?
+            self.cell.with(|p| p.send_timeout(bytes.as_slice(), d).map_err(send_fail))?
         })
     }
 
@@ -239,7 +190,7 @@ impl PyPublisher {
     /// subscriber. Returns the sequence number.
     fn try_send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
         let bytes = Bytes::get(data)?;
-        Ok(py.detach(|| self.cell.with(|p| p.try_send(bytes.as_slice()).map_err(try_send_fail)))??)
+        Ok(py.detach(|| self.cell.with(|p| p.try_send(bytes.as_slice()).map_err(send_fail)))??)
     }
 
     /// Lends the next slot to write in place: a `Loan` exporting a writable buffer of
@@ -353,13 +304,13 @@ impl PySubscriber {
             let lent = self.cell.lend_ref(|s| match pin(s) {
                 Ok(sample) => Ok(Some(sample)),
                 Err(TopicGetError::PinLimit { .. }) => Ok(None),
-                Err(e) => Err(get_fail(e)),
+                Err(e) => Err(Fail::of(e)),
             })?;
             if let Some(m) = self.copied(py, lent)? {
                 return Ok(m);
             }
         }
-        let m = self.cell.with_ref(|s| copy(s).map_err(get_fail))??;
+        let m = self.cell.with_ref(|s| copy(s).map_err(Fail::of))??;
         Ok(PyMessage::new(py, m))
     }
 
@@ -368,7 +319,7 @@ impl PySubscriber {
         let lent = self.cell.lend_ref(|s| match s.try_recv_ref() {
             Ok(sample) => Ok(Some(sample)),
             Err(TopicTryRecvError::PinLimit { .. }) => Ok(None),
-            Err(e) => Err(try_fail(e)),
+            Err(e) => Err(Fail::of(e)),
         })?;
         self.copied(py, lent)
     }
@@ -387,7 +338,7 @@ impl PySubscriber {
                 return Ok(m);
             }
         }
-        let m = self.cell.with_ref(|s| s.try_recv().map_err(try_fail))??;
+        let m = self.cell.with_ref(|s| s.try_recv().map_err(Fail::of))??;
         Ok(PyMessage::new(py, m))
     }
 
@@ -400,7 +351,7 @@ impl PySubscriber {
                 self.cell.lend_ref(|s| match s.recv_ref_timeout(d) {
                     Ok(sample) => Ok(Some(sample)),
                     Err(TopicRecvTimeoutError::PinLimit { .. }) => Ok(None),
-                    Err(e) => Err(timeout_fail(e)),
+                    Err(e) => Err(Fail::of(e)),
                 })
             })?;
             if let Some(m) = self.copied(py, lent)? {
@@ -408,7 +359,7 @@ impl PySubscriber {
             }
         }
         let m = blocking(py, timeout_arg(timeout)?, |d| {
-            self.cell.with_ref(|s| s.recv_timeout(d).map_err(timeout_fail))?
+            self.cell.with_ref(|s| s.recv_timeout(d).map_err(Fail::of))?
         })?;
         Ok(PyMessage::new(py, m))
     }
@@ -438,7 +389,7 @@ impl PySubscriber {
         // Through `&Subscriber`, as `recv` receives: samples held meanwhile are no obstacle.
         let m = aio::poll_recv(py, reg, &wake, |st, parked, cx| {
             self.cell.park(parked);
-            self.cell.with_ref(|mut s| aio::ready(s.poll_recv(st, cx), recv_fail))?
+            self.cell.with_ref(|mut s| aio::ready(s.poll_recv(st, cx), Fail::of))?
         })?;
         Ok(m.map(|m| PyMessage::new(py, m)))
     }
@@ -453,7 +404,7 @@ impl PySubscriber {
         let mut buf = BytesMut::get(buffer)?;
         let len = buf.len();
         let r = copy::into_buffer(py, len, || self.cell.with_ref(|s| s.try_recv_into_slice(buf.as_mut_slice())))?;
-        let m = r.map_err(|e| copy::slice_fail(e, try_fail))?;
+        let m = r.map_err(Fail::of)?;
         Ok((m.len(), m.seq(), m.ts_ns()))
     }
 
@@ -465,14 +416,14 @@ impl PySubscriber {
         let mut buf = BytesMut::get(buffer)?;
         let m = blocking(py, timeout_arg(timeout)?, |d| {
             let r = self.cell.with_ref(|s| s.recv_into_slice_timeout(buf.as_mut_slice(), d))?;
-            r.map_err(|e| copy::slice_fail(e, timeout_fail))
+            r.map_err(Fail::of)
         })?;
         Ok((m.len(), m.seq(), m.ts_ns()))
     }
 
     /// The next message, zero-copy and without waiting: a `Sample` pinning its slot.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PySample> {
-        let lent = slf.get().cell.lend_ref(|s| s.try_recv_ref().map(Box::new).map_err(try_fail))?;
+        let lent = slf.get().cell.lend_ref(|s| s.try_recv_ref().map(Box::new).map_err(Fail::of))?;
         Ok(PySample::new(slf.unbind(), lent))
     }
 
@@ -481,7 +432,7 @@ impl PySubscriber {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PySample> {
         let this = slf.get();
         let lent = blocking(slf.py(), timeout_arg(timeout)?, |d| {
-            this.cell.lend_ref(|s| s.recv_ref_timeout(d).map(Box::new).map_err(timeout_fail))
+            this.cell.lend_ref(|s| s.recv_ref_timeout(d).map(Box::new).map_err(Fail::of))
         })?;
         Ok(PySample::new(slf.unbind(), lent))
     }

@@ -373,3 +373,25 @@ def test_every_channel_handle_prefaults(domain):
         h.close()
         with pytest.raises(shmbus.Closed):
             h.prefault()
+
+
+def test_error_classes_follow_the_error_kind(domain, tmp_path):
+    """The class comes from the library's error kind: the same for every call that fails
+    the same way, whichever Rust error carried it."""
+    shmbus.Queue.create_or_open(domain, "q")
+    with pytest.raises(shmbus.Incompatible, match="is a queue"):
+        shmbus.Topic.open(domain, "q")
+    (tmp_path / f"shmbus.{domain.name}" / "junk").write_bytes(b"\0" * 4096)
+    with pytest.raises(shmbus.Incompatible, match="not a shmbus segment"):
+        shmbus.Topic.open(domain, "junk")
+    topic = shmbus.Topic.create_or_open(domain, "h", max_message_len=8, history=2)
+    pub, sub = topic.publisher(), topic.subscriber()
+    for i in range(8):
+        pub.send(b"%d" % i)
+    with pytest.raises(shmbus.Lagged) as lagged:
+        sub.try_recv()
+    assert lagged.value.missed > 0
+    # Random access past the history is not a lag of this subscriber.
+    with pytest.raises(shmbus.Error, match="no longer in the history") as gone:
+        sub.get(1)
+    assert not isinstance(gone.value, shmbus.Lagged)

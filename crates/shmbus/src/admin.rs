@@ -72,6 +72,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+#[cfg(not(loom))]
+use crate::describe::KindInfo;
+pub use crate::describe::{Description, Pending, Scalar};
 use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
 use crate::participants::ParticipantInfo;
@@ -138,54 +141,6 @@ impl fmt::Display for ChannelState {
     }
 }
 
-/// Committed data a segment holds that no reader has taken yet: what removing it would lose.
-///
-/// A snapshot of indices that live processes may be moving; exact once nobody uses the
-/// segment. It errs on the side of more (a queue cell a dead producer left half-written
-/// counts until a consumer retires it), never of fewer, so a segment it calls empty holds
-/// nothing deliverable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pending {
-    /// Queue: messages sent and not yet received.
-    Messages(u64),
-    /// Stream: bytes committed and not yet consumed (record headers and padding included).
-    Bytes(u64),
-    /// Pool: jobs dispatched and not taken by a worker, or lost with their worker (taken or
-    /// not) and not yet reported to a dispatcher.
-    Jobs(u64),
-}
-
-impl Pending {
-    /// The number, in the variant's unit.
-    pub fn count(self) -> u64 {
-        match self {
-            Pending::Messages(n) | Pending::Bytes(n) | Pending::Jobs(n) => n,
-        }
-    }
-
-    /// The unit of [`count`](Self::count): `"messages"`, `"bytes"` or `"jobs"`.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Pending::Messages(_) => "messages",
-            Pending::Bytes(_) => "bytes",
-            Pending::Jobs(_) => "jobs",
-        }
-    }
-}
-
-impl fmt::Display for Pending {
-    /// `3 undelivered messages`, `1 unread byte`, `2 undelivered jobs`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.count();
-        let (what, one) = match self {
-            Pending::Messages(_) => ("undelivered", "message"),
-            Pending::Bytes(_) => ("unread", "byte"),
-            Pending::Jobs(_) => ("undelivered", "job"),
-        };
-        write!(f, "{n} {what} {one}{}", if n == 1 { "" } else { "s" })
-    }
-}
-
 impl SegmentReport {
     /// Neither the creator nor any participant is alive (the channel is
     /// [idle or stale](Self::state)).
@@ -228,82 +183,32 @@ impl SegmentReport {
     }
 }
 
+/// The kind registry: every kind's [`KindInfo`], in header-number order.
+#[cfg(not(loom))]
+pub(crate) static KINDS: [&dyn KindInfo; 5] = [
+    &crate::topic::TopicKind,
+    &crate::queue::QueueKind,
+    &crate::stream::StreamKind,
+    &crate::pool::PoolKind,
+    &crate::journal::JournalKind,
+];
+
+/// The registry entry of `kind`.
+#[cfg(not(loom))]
+pub(crate) fn info(kind: crate::kind::Kind) -> &'static dyn KindInfo {
+    match KINDS.iter().find(|k| k.kind() == kind) {
+        Some(k) => *k,
+        None => unreachable!("kind {kind} is not in the registry"),
+    }
+}
+
 /// The name of participant role number `role` in a channel of `kind`: "publisher" or
 /// "subscriber" (topic), "producer" or "consumer" (queue), "writer" or "reader" (stream),
 /// "dispatcher" or "worker" (pool), "appender" (journal); `None` for a number the kind does
 /// not use (a corrupt entry, or a newer shmbus).
 #[cfg(not(loom))]
-pub fn role_name(kind: crate::segment::Kind, role: u32) -> Option<&'static str> {
-    crate::kind::info(kind).role_name(role)
-}
-
-/// A value of a [`Description`]'s status: what a JSON number, boolean or `null` holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scalar {
-    /// A count, size, position or pid.
-    Int(u64),
-    /// A yes/no (whether a process is alive).
-    Bool(bool),
-    /// No value (no such endpoint).
-    Null,
-}
-
-impl From<u64> for Scalar {
-    fn from(v: u64) -> Scalar {
-        Scalar::Int(v)
-    }
-}
-
-impl From<usize> for Scalar {
-    fn from(v: usize) -> Scalar {
-        Scalar::Int(v as u64)
-    }
-}
-
-impl From<u32> for Scalar {
-    fn from(v: u32) -> Scalar {
-        Scalar::Int(u64::from(v))
-    }
-}
-
-impl From<bool> for Scalar {
-    fn from(v: bool) -> Scalar {
-        Scalar::Bool(v)
-    }
-}
-
-impl<T: Into<Scalar>> From<Option<T>> for Scalar {
-    fn from(v: Option<T>) -> Scalar {
-        v.map_or(Scalar::Null, Into::into)
-    }
-}
-
-/// A channel's layout and live state by name, the same shape for every kind: what
-/// `shmbus ls` and `info` print (see [`describe`]). Numbers a kind does not have are `None`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Description {
-    /// The header's layout parameters by name, in header order: `slot_size`, `history`,
-    /// `spare_slots` (topic); `capacity`, `max_element_size`, `stride` (queue); `capacity`,
-    /// `data_offset` (stream); `max_workers`, `max_job_size` (pool).
-    pub params: Vec<(&'static str, u64)>,
-    /// The largest message in bytes (topic slot, queue element, stream record, pool job).
-    pub max_message_len: Option<u64>,
-    /// Messages kept (topic history, queue capacity).
-    pub history: Option<u64>,
-    /// The highest committed sequence number (topic), messages sent so far (queue).
-    pub last_seq: Option<u64>,
-    /// Live sending endpoints (topic publishers, queue producers, the stream writer, the
-    /// pool dispatcher).
-    pub senders: Option<usize>,
-    /// Live receiving endpoints (topic subscribers, queue consumers, the stream reader, pool
-    /// workers).
-    pub receivers: Option<usize>,
-    /// Everything else the kind's status knows, by name (the `status` object of
-    /// `shmbus info --json`).
-    pub status: Vec<(&'static str, Scalar)>,
-    /// The live state in a few words (the note of `shmbus ls`); empty when the kind has none.
-    pub detail: String,
+pub fn role_name(kind: crate::kind::Kind, role: u32) -> Option<&'static str> {
+    info(kind).role_name(role)
 }
 
 /// Describes channel `name` of `domain`, which `report` is a look at: its layout parameters
@@ -312,7 +217,7 @@ pub struct Description {
 /// fails, e.g. when the channel was removed or replaced since `report` was taken.
 #[cfg(not(loom))]
 pub fn describe(domain: &Domain, name: &str, report: &SegmentReport) -> Result<Description, OpenError> {
-    let kind = crate::kind::info(report.header.kind);
+    let kind = info(report.header.kind);
     let mut d = kind.describe(domain, name)?;
     d.params = kind.params(&report.header.params);
     Ok(d)
@@ -373,7 +278,7 @@ fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
 /// readers.
 #[cfg(not(loom))]
 fn contents_of(seg: Segment<ReadOnly>) -> Result<(Option<Pending>, Option<u64>), OpenError> {
-    crate::kind::info(seg.info().kind).contents(seg)
+    info(seg.info().kind).contents(seg)
 }
 
 /// The kinds' segment code is not built under loom.
@@ -406,7 +311,7 @@ pub struct Removed {
     /// The file that was removed.
     pub path: PathBuf,
     /// The channel's kind, `None` if the file was not a valid segment (forced removal only).
-    pub kind: Option<crate::segment::Kind>,
+    pub kind: Option<crate::kind::Kind>,
     /// Live processes that were attached when it was removed (forced removal only): they
     /// keep their mapping.
     pub attached: Vec<Attached>,
@@ -460,6 +365,16 @@ impl std::error::Error for RemoveError {
             RemoveError::Open(e) => Some(e),
             RemoveError::Io { source, .. } => Some(source),
             RemoveError::InUse { .. } => None,
+        }
+    }
+}
+
+impl crate::error::Failure for RemoveError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            RemoveError::InUse { .. } => crate::error::ErrorKind::Busy,
+            RemoveError::Open(e) => crate::error::Failure::kind(e),
+            RemoveError::Io { .. } => crate::error::ErrorKind::Io,
         }
     }
 }
@@ -611,7 +526,7 @@ fn temp_file_pid(name: &str) -> Option<u32> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::{role_name, temp_file_pid};
-    use crate::segment::Kind;
+    use crate::kind::Kind;
 
     /// A creator in another PID namespace names its temporary file with a pid that means
     /// nothing here (one no process has, below): while it holds its creator lock on the file
@@ -672,5 +587,62 @@ mod tests {
                 (Some("appender"), None, None, None),
             ]
         );
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod registry_tests {
+    use super::{info, KINDS};
+    use crate::describe::RAW_PARAM_KEYS;
+    use crate::kind::Kind;
+    use crate::segment::PARAMS;
+
+    #[test]
+    fn the_registry_holds_every_kind_once_in_header_order() {
+        let kinds: Vec<Kind> = KINDS.iter().map(|k| k.kind()).collect();
+        assert_eq!(kinds, [Kind::Topic, Kind::Queue, Kind::Stream, Kind::Pool, Kind::Journal]);
+        for (n, k) in kinds.iter().enumerate() {
+            assert_eq!(Kind::from_u32(n as u32 + 1), Some(*k));
+            assert_eq!(info(*k).kind(), *k);
+        }
+    }
+
+    /// The role names and parameter keys `shmbus info` and `ls --json` have always printed:
+    /// changing one changes the CLI contract.
+    #[test]
+    fn role_names_and_param_keys_are_what_the_cli_prints() {
+        let roles: Vec<_> =
+            KINDS.iter().map(|k| (k.role_name(0), k.role_name(1), k.role_name(2), k.role_name(3))).collect();
+        assert_eq!(
+            roles,
+            [
+                (None, Some("publisher"), Some("subscriber"), None),
+                (None, Some("producer"), Some("consumer"), None),
+                (None, Some("writer"), Some("reader"), None),
+                (None, Some("dispatcher"), Some("worker"), None),
+                (None, Some("appender"), None, None),
+            ]
+        );
+        let keys: Vec<&[&str]> = KINDS.iter().map(|k| k.param_keys()).collect();
+        assert_eq!(
+            keys,
+            [
+                &["slot_size", "history", "spare_slots", "policy", "reliable_timeout_ms"][..],
+                &["capacity", "max_element_size", "stride"],
+                &["capacity", "data_offset"],
+                &["max_workers", "max_job_size"],
+                &[],
+            ]
+        );
+        let raw: [u64; PARAMS] = [64, 16, 0, 0, 0, 0, 0, 0];
+        assert_eq!(
+            info(Kind::Topic).params(&raw),
+            [("slot_size", 64), ("history", 16), ("spare_slots", 0), ("policy", 0), ("reliable_timeout_ms", 0)]
+        );
+        // The journal is not a segment: a segment claiming to be one shows its raw non-zero
+        // parameters.
+        let raw: [u64; PARAMS] = [7, 0, 9, 0, 0, 0, 0, 0];
+        assert_eq!(info(Kind::Journal).params(&raw), [(RAW_PARAM_KEYS[0], 7), (RAW_PARAM_KEYS[2], 9)]);
+        assert_eq!(RAW_PARAM_KEYS[2], "param2");
     }
 }

@@ -33,15 +33,13 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::error::{OpenError, WaitForError};
-use crate::name::validate_name;
+use crate::name::{validate_name, DOMAIN_DIR_PREFIX};
 use crate::sys::fs::{self, FileKind, OpenFileError, Stat};
 
 /// Default root directory for segment files.
 pub const DEFAULT_ROOT: &str = "/dev/shm";
 /// Environment variable overriding the root directory.
 pub const ROOT_ENV: &str = "SHMBUS_ROOT";
-/// Prefix of a domain directory's name under the root.
-pub const DOMAIN_DIR_PREFIX: &str = "shmbus.";
 /// Environment variable listing further uids (or user names) to trust, separated by commas
 /// or spaces: `SHMBUS_TRUST_UIDS=1001,svc-camera`. Read by [`Domain::new`] and
 /// [`Domain::with_root`].
@@ -134,7 +132,7 @@ impl TrustPolicy {
                 owner_uid: st.uid,
                 why: format!(
                     "the domain directory belongs to {}, whom this process does not trust; {}",
-                    describe_uid(st.uid),
+                    fs::describe_uid(st.uid),
                     untrusted_fix(st.uid, "directory", path)
                 ),
             });
@@ -162,7 +160,7 @@ impl TrustPolicy {
             owner_uid: st.uid,
             why: format!(
                 "the channel file belongs to {}, whom this process does not trust; {}",
-                describe_uid(st.uid),
+                fs::describe_uid(st.uid),
                 untrusted_fix(st.uid, "file", path)
             ),
         })
@@ -175,14 +173,6 @@ fn untrusted_fix(uid: u32, what: &str, path: &Path) -> String {
         "if that user planted it, remove the {what} (`rm -r {}`, as its owner or root); to share channels with that user on purpose, trust them: `{TRUST_ENV}={uid}` or `Domain::trust_uid({uid})` (see docs/trust.md)",
         path.display()
     )
-}
-
-/// `uid 1001 (alice)`, or `uid 4242` for a uid without an account.
-pub(crate) fn describe_uid(uid: u32) -> String {
-    match fs::user_name(uid) {
-        Some(n) => format!("uid {uid} ({n})"),
-        None => format!("uid {uid}"),
-    }
 }
 
 /// A namespace of channels.

@@ -1,16 +1,224 @@
-//! Errors shared by every channel kind when creating or opening a segment.
+//! Errors shared by every channel kind when creating or opening a segment, and what every
+//! error of shmbus answers.
 //!
 //! Each operation has its own error enum (`OpenError` here; `SendError`, `RecvError`, … in
-//! the kind modules). Every message says what was wrong and what to do about it.
+//! the kind modules). Every message says what was wrong and what to do about it, in the
+//! library's terms. Every error is a [`Failure`]: its [`kind`](Failure::kind) says what
+//! happened in one word a program can match on (the C API's status codes and the Python
+//! exception classes are made from it), and its [`value`](Failure::value) carries the number
+//! that goes with it, where there is one.
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::domain::DOMAIN_DIR_PREFIX;
-use crate::name::{validate_name, NameError};
-use crate::segment::Kind;
+use crate::kind::Kind;
+use crate::name::{validate_name, NameError, DOMAIN_DIR_PREFIX};
 use crate::sys::fs::FileKind;
+
+/// What went wrong, in one word a program can match on: the answer of
+/// [`Failure::kind`] for every error of shmbus.
+///
+/// A kind groups the variants of many error types that a caller handles the same way
+/// (`Empty` is a non-blocking receive's "nothing now" on every kind). New kinds may come in
+/// later releases; match with a fallback arm.
+///
+/// ```
+/// use shmbus::{ErrorKind, Failure};
+/// fn retry_later<E: Failure>(e: &E) -> bool {
+///     matches!(e.kind(), ErrorKind::Empty | ErrorKind::Full | ErrorKind::AllBusy | ErrorKind::Timeout)
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A non-blocking receive found nothing now (or random access asked for a message not
+    /// committed yet).
+    Empty,
+    /// A non-blocking send found no room now: a full queue or stream, or a topic whose
+    /// reliable subscriber has not read the message the send would overwrite.
+    Full,
+    /// Every worker of a pool is busy: the job is handed back.
+    AllBusy,
+    /// A pool has no worker at all.
+    NoWorkers,
+    /// A blocking call's timeout passed first.
+    Timeout,
+    /// A topic subscriber fell behind; the value is how many messages were skipped.
+    Lagged,
+    /// Random access asked for a message older than the history kept; the value is the
+    /// oldest sequence number kept.
+    Overwritten,
+    /// A reliable topic subscriber stood still too long and is lossy from now on.
+    Evicted,
+    /// A subscriber holds as many samples as its pin budget allows; the value is the budget.
+    PinLimit,
+    /// Every slot of a topic is pinned by subscribers holding samples.
+    AllPinned,
+    /// The peer is gone: a stream's other side, a pool's dispatcher.
+    Disconnected,
+    /// The message is larger than the channel allows; the value is the limit.
+    TooLarge,
+    /// The caller's buffer cannot hold the next message, which is kept for the next receive;
+    /// the value is the length needed.
+    BufferTooSmall,
+    /// Shared memory or a file holds what cannot be true.
+    Corrupt,
+    /// Journal entries cannot be read and were skipped (damaged, deleted by retention,
+    /// abandoned, a reader position reset).
+    Damaged,
+    /// A journal entry is encrypted with a key this endpoint does not hold.
+    NoKey,
+    /// The channel's file was truncated under this process.
+    Truncated,
+    /// No such channel, journal, file or directory.
+    NotFound,
+    /// The file's owner or mode excludes this user.
+    PermissionDenied,
+    /// A file or directory is owned by a user the trust policy does not trust.
+    Untrusted,
+    /// A file this library cannot use as asked: another format version, another kind of
+    /// channel, not a shmbus file, not a regular file.
+    Incompatible,
+    /// An exclusive endpoint is held by a live process.
+    Busy,
+    /// Every participant entry of the channel is in use.
+    TooManyParticipants,
+    /// The channel exists with another layout than requested.
+    LayoutMismatch,
+    /// The channel carries another payload type.
+    TypeMismatch,
+    /// The channel carries another schema.
+    SchemaMismatch,
+    /// A configuration (or a schema, a key file) that cannot work.
+    InvalidConfig,
+    /// A name that is not a valid channel, domain or reader name.
+    InvalidName,
+    /// An argument out of range (a sequence number 0, an empty wait set, …).
+    InvalidArgument,
+    /// An operating-system error.
+    Io,
+}
+
+impl ErrorKind {
+    /// The kind's name in snake case (`"not_found"`), for logs and machine-readable output.
+    pub fn as_str(self) -> &'static str {
+        use ErrorKind::*;
+        match self {
+            Empty => "empty",
+            Full => "full",
+            AllBusy => "all_busy",
+            NoWorkers => "no_workers",
+            Timeout => "timeout",
+            Lagged => "lagged",
+            Overwritten => "overwritten",
+            Evicted => "evicted",
+            PinLimit => "pin_limit",
+            AllPinned => "all_pinned",
+            Disconnected => "disconnected",
+            TooLarge => "too_large",
+            BufferTooSmall => "buffer_too_small",
+            Corrupt => "corrupt",
+            Damaged => "damaged",
+            NoKey => "no_key",
+            Truncated => "truncated",
+            NotFound => "not_found",
+            PermissionDenied => "permission_denied",
+            Untrusted => "untrusted",
+            Incompatible => "incompatible",
+            Busy => "busy",
+            TooManyParticipants => "too_many_participants",
+            LayoutMismatch => "layout_mismatch",
+            TypeMismatch => "type_mismatch",
+            SchemaMismatch => "schema_mismatch",
+            InvalidConfig => "invalid_config",
+            InvalidName => "invalid_name",
+            InvalidArgument => "invalid_argument",
+            Io => "io",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What every error of shmbus answers besides its message: its [`ErrorKind`] and the number
+/// that goes with it.
+///
+/// The bindings build on it (a C status code and a Python exception class per kind), and so
+/// can a program that handles errors by what happened rather than by which call failed.
+pub trait Failure: std::error::Error {
+    /// What went wrong, in one word.
+    fn kind(&self) -> ErrorKind;
+
+    /// The number the error carries, if its variant has one: messages skipped (`Lagged`),
+    /// the limit (`TooLarge`), the budget (`PinLimit`), the unread sequence number (a
+    /// topic's `Full`), the last sequence number claimed (random access's `Empty`), the
+    /// oldest sequence number kept (`Overwritten`), the
+    /// length needed (`BufferTooSmall`), the entry's index (`Damaged` when an append was
+    /// abandoned).
+    fn value(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// The first of zero or one values: what the error macro's optional value becomes.
+#[doc(hidden)]
+pub fn first_value(values: &[u64]) -> Option<u64> {
+    values.first().copied()
+}
+
+impl Failure for OpenError {
+    fn kind(&self) -> ErrorKind {
+        use OpenError::*;
+        match self {
+            InvalidName(_) => ErrorKind::InvalidName,
+            InvalidConfig { .. } | InvalidTrustList { .. } => ErrorKind::InvalidConfig,
+            NotFound { .. } => ErrorKind::NotFound,
+            PermissionDenied { .. } | CannotCreate { .. } => ErrorKind::PermissionDenied,
+            NotASegment { .. } | VersionMismatch { .. } | WrongKind { .. } | UnexpectedFileType { .. } => {
+                ErrorKind::Incompatible
+            }
+            Truncated { .. } => ErrorKind::Truncated,
+            Corrupt { .. } => ErrorKind::Corrupt,
+            LayoutMismatch { .. } => ErrorKind::LayoutMismatch,
+            TypeMismatch { .. } => ErrorKind::TypeMismatch,
+            SchemaMismatch { .. } => ErrorKind::SchemaMismatch,
+            TooManyParticipants { .. } => ErrorKind::TooManyParticipants,
+            Busy { .. } => ErrorKind::Busy,
+            Untrusted { .. } => ErrorKind::Untrusted,
+            Io { .. } => ErrorKind::Io,
+        }
+    }
+}
+
+impl Failure for WaitForError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            WaitForError::Timeout { .. } => ErrorKind::Timeout,
+            WaitForError::Open(e) => e.kind(),
+        }
+    }
+}
+
+impl<E: Failure + 'static> Failure for RecvIntoSliceError<E> {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            RecvIntoSliceError::TooSmall { .. } => ErrorKind::BufferTooSmall,
+            RecvIntoSliceError::Recv(e) => e.kind(),
+        }
+    }
+
+    fn value(&self) -> Option<u64> {
+        match self {
+            RecvIntoSliceError::TooSmall { needed, .. } => Some(*needed as u64),
+            RecvIntoSliceError::Recv(e) => e.value(),
+        }
+    }
+}
 
 /// Creating or opening a channel failed.
 #[derive(Debug)]
@@ -245,17 +453,17 @@ impl fmt::Display for OpenError {
         match self {
             InvalidName(e) => e.fmt(f),
             InvalidConfig { what } => write!(f, "invalid channel configuration: {what}"),
-            NotFound { path } if is_channel_path(path) => write!(f, "{}: no such channel; create it first (e.g. `shmbus pub`) or check --domain and SHMBUS_ROOT", path.display()),
+            NotFound { path } if is_channel_path(path) => write!(f, "{}: no such channel; create it first, or check the domain name and the root (SHMBUS_ROOT)", path.display()),
             NotFound { path } => write!(f, "{}: no such file or directory", path.display()),
             PermissionDenied { path } => write!(f, "{}: permission denied: its owner or mode excludes this user; run as its owner, or have it created with a mode/group that includes you (see docs/trust.md)", path.display()),
-            NotASegment { path } => write!(f, "{}: not a shmbus segment (bad magic); {}", path.display(), fix_unusable(path, true)),
+            NotASegment { path } => write!(f, "{}: not a shmbus segment (bad magic); {}", path.display(), fix_unusable(path)),
             VersionMismatch { path, found, supported } => write!(f, "{}: segment format version {found}, this library speaks {supported}; upgrade the older side, or remove the file (`rm {}`) if nothing uses it", path.display(), path.display()),
             WrongKind { path, found, expected } => match found {
                 Some(k) => write!(f, "{}: is a {k}, not a {expected}; open it as a {k} or use another name", path.display()),
                 None => write!(f, "{}: unknown channel kind in header, expected a {expected}; the file is corrupt or from a newer shmbus", path.display()),
             },
-            Truncated { path, size, expected } => write!(f, "{}: file is {size} bytes but its header needs {expected}; it is truncated or corrupt: {}", path.display(), fix_unusable(path, true)),
-            Corrupt { path, what } => write!(f, "{}: corrupt header: {what}; {}", path.display(), fix_unusable(path, false)),
+            Truncated { path, size, expected } => write!(f, "{}: file is {size} bytes but its header needs {expected}; it is truncated or corrupt: {}", path.display(), fix_unusable(path)),
+            Corrupt { path, what } => write!(f, "{}: corrupt header: {what}; {}", path.display(), fix_unusable(path)),
             LayoutMismatch { path, field, existing, requested } => write!(f, "{}: exists with {field} = {existing}, but {requested} was requested; open it with the same {field} or use another name", path.display()),
             TypeMismatch { path, expected, found } => write!(f, "{}: carries {found}, but was opened for {expected}; open it with the same type or as bytes", path.display()),
             SchemaMismatch { path, expected, found } => write!(f, "{}: carries {found}, but was opened for {expected}; open it with the same schema or with none", path.display()),
@@ -280,8 +488,8 @@ impl fmt::Display for OpenError {
                 f,
                 "cannot create {what} in {}: the directory belongs to {} with mode {mode:04o}, and this user ({}) may not write to it; use a domain of your own (another domain name), or have its owner create the channel with a mode/group that includes you, or make the directory writable by a group you are in, with the sticky bit (see docs/trust.md)",
                 dir.display(),
-                crate::domain::describe_uid(*owner_uid),
-                crate::domain::describe_uid(crate::sys::fs::effective_uid())
+                crate::sys::fs::describe_uid(*owner_uid),
+                crate::sys::fs::describe_uid(crate::sys::fs::effective_uid())
             ),
             InvalidTrustList { what } => f.write_str(what),
             Io { path, source } => write!(f, "{}: {source}", path.display()),
@@ -304,12 +512,10 @@ fn is_channel_path(path: &std::path::Path) -> bool {
     }
 }
 
-/// How to get rid of a file shmbus cannot use. `shmbus clean --force` removes a channel file
-/// whose header it cannot validate (`header_level`), and nothing outside domains.
-fn fix_unusable(path: &std::path::Path, header_level: bool) -> String {
-    if header_level && is_channel_path(path) {
-        format!("`shmbus clean --force` removes it (or `rm {}`); then recreate the channel", path.display())
-    } else if is_channel_path(path) {
+/// How to get rid of a file shmbus cannot use. (A forced clean also removes a channel file
+/// whose header cannot be validated; a tool that offers one says so itself.)
+fn fix_unusable(path: &std::path::Path) -> String {
+    if is_channel_path(path) {
         format!("remove the file (`rm {}`) and recreate the channel", path.display())
     } else {
         "move the file aside, or remove it if nothing in it is needed".into()
@@ -321,7 +527,7 @@ fn owner_note(uid: u32) -> String {
     if uid == u32::MAX {
         String::new()
     } else {
-        format!(", owned by {}", crate::domain::describe_uid(uid))
+        format!(", owned by {}", crate::sys::fs::describe_uid(uid))
     }
 }
 
@@ -332,6 +538,12 @@ impl std::error::Error for OpenError {
             OpenError::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+impl Failure for NameError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::InvalidName
     }
 }
 
@@ -557,7 +769,7 @@ macro_rules! error_family {
             $( $(#[$tv_meta:meta])* $tv:ident
                $( ( $tb:ident : $tbt:ty ) )?
                $( { $( $(#[$tf_meta:meta])* $tf:ident : $tft:ty ),* $(,)? } )?
-               => ( $($tmsg:tt)* ) ),* $(,)?
+               => [ $tkind:expr $( , $tval:expr )? ] ( $($tmsg:tt)* ) ),* $(,)?
         }
         block $(#[$block_meta:meta])* $block:ident;
         timeout $(#[$timeout_meta:meta])* $timeout:ident => $timeout_msg:literal;
@@ -565,7 +777,7 @@ macro_rules! error_family {
             $( $(#[$v_meta:meta])* $v:ident
                $( ( $b:ident : $bt:ty ) )?
                $( { $( $(#[$f_meta:meta])* $f:ident : $ft:ty ),* $(,)? } )?
-               => ( $($msg:tt)* ) ),* $(,)?
+               => [ $kind:expr $( , $val:expr )? ] ( $($msg:tt)* ) ),* $(,)?
         }
     ) => {
         $(#[$common])*
@@ -625,6 +837,58 @@ macro_rules! error_family {
         impl ::std::error::Error for $block {}
         impl ::std::error::Error for $timeout {}
 
+        impl $crate::error::Failure for $block {
+            #[allow(unused_variables)]
+            fn kind(&self) -> $crate::error::ErrorKind {
+                match self {
+                    $( $block::$v { $( 0: $b )? $( $( $f ),* )? } => $kind, )*
+                }
+            }
+
+            #[allow(unused_variables)]
+            fn value(&self) -> Option<u64> {
+                match self {
+                    $( $block::$v { $( 0: $b )? $( $( $f ),* )? } => $crate::error::first_value(&[$( $val )?]), )*
+                }
+            }
+        }
+
+        impl $crate::error::Failure for $try {
+            #[allow(unused_variables)]
+            fn kind(&self) -> $crate::error::ErrorKind {
+                match self {
+                    $( $try::$tv { $( 0: $tb )? $( $( $tf ),* )? } => $tkind, )*
+                    $( $try::$v { $( 0: $b )? $( $( $f ),* )? } => $kind, )*
+                }
+            }
+
+            #[allow(unused_variables)]
+            fn value(&self) -> Option<u64> {
+                match self {
+                    $( $try::$tv { $( 0: $tb )? $( $( $tf ),* )? } => $crate::error::first_value(&[$( $tval )?]), )*
+                    $( $try::$v { $( 0: $b )? $( $( $f ),* )? } => $crate::error::first_value(&[$( $val )?]), )*
+                }
+            }
+        }
+
+        impl $crate::error::Failure for $timeout {
+            #[allow(unused_variables)]
+            fn kind(&self) -> $crate::error::ErrorKind {
+                match self {
+                    $timeout::Timeout => $crate::error::ErrorKind::Timeout,
+                    $( $timeout::$v { $( 0: $b )? $( $( $f ),* )? } => $kind, )*
+                }
+            }
+
+            #[allow(unused_variables)]
+            fn value(&self) -> Option<u64> {
+                match self {
+                    $timeout::Timeout => None,
+                    $( $timeout::$v { $( 0: $b )? $( $( $f ),* )? } => $crate::error::first_value(&[$( $val )?]), )*
+                }
+            }
+        }
+
         impl From<$block> for $try {
             fn from(e: $block) -> $try {
                 match e {
@@ -667,7 +931,7 @@ mod tests {
         /// Try.
         DemoTryRecvError {
             /// Nothing now.
-            Empty => ("nothing now"),
+            Empty => [ErrorKind::Empty] ("nothing now"),
         }
         block
         /// Block.
@@ -680,11 +944,11 @@ mod tests {
             Lagged {
                 /// How many.
                 missed: u64,
-            } => ("lagged by {missed}"),
+            } => [ErrorKind::Lagged, *missed] ("lagged by {missed}"),
             /// Corrupt.
-            Corrupt(c: Corrupt) => ("{c}"),
+            Corrupt(c: Corrupt) => [ErrorKind::Corrupt] ("{c}"),
             /// Cut.
-            Truncated => ("truncated"),
+            Truncated => [ErrorKind::Truncated] ("truncated"),
         }
     }
 
@@ -730,5 +994,19 @@ mod tests {
         assert_eq!(DemoTryRecvError::Empty.into_blocking(), None);
         assert_eq!(DemoTryRecvError::Truncated.into_blocking(), Some(DemoRecvError::Truncated));
         assert_eq!(DemoTryRecvError::Empty.to_string(), "nothing now");
+    }
+
+    #[test]
+    fn error_family_gives_kinds_and_values() {
+        assert_eq!(DemoTryRecvError::Empty.kind(), ErrorKind::Empty);
+        assert_eq!(DemoRecvError::Lagged { missed: 4 }.kind(), ErrorKind::Lagged);
+        assert_eq!(DemoRecvTimeoutError::Lagged { missed: 4 }.value(), Some(4));
+        assert_eq!(DemoRecvTimeoutError::Timeout.kind(), ErrorKind::Timeout);
+        assert_eq!(DemoTryRecvError::Truncated.value(), None);
+        let small: RecvIntoSliceError<DemoTryRecvError> = too_small(10, 4);
+        assert_eq!((small.kind(), small.value()), (ErrorKind::BufferTooSmall, Some(10)));
+        let inner = RecvIntoSliceError::Recv(DemoTryRecvError::Empty);
+        assert_eq!(inner.kind(), ErrorKind::Empty);
+        assert_eq!(ErrorKind::PermissionDenied.to_string(), "permission_denied");
     }
 }

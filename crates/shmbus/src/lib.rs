@@ -43,12 +43,29 @@
 //! endpoints of any kinds can be waited on at once with a [`WaitSet`]; [`admin`] lists,
 //! inspects and cleans channels (the `shmbus` tool's `ls`, `info` and `clean`).
 //!
-//! Layers, bottom up, all internal below the kinds: `sys` (mmap, futex, process liveness) →
-//! `segment` (header, race-free creation, validation) and `participants` (who holds what;
-//! reclaiming the dead) → the channel kinds → [`WaitSet`]. Of `sys`, only the clock
-//! ([`time::monotonic_ns`]) and the SIGBUS handler's switch and counters
-//! ([`disable_sigbus_handler`], [`sigbus`]) are public.
+//! Layers, bottom up; no module imports one above it (a test checks that the modules import
+//! each other in no circle):
 //!
+//! 1. `sys` (mmap, futex, files, process liveness, clocks; every OS call goes through it),
+//!    with the leaves every layer uses: [`name`] (channel and domain names), [`Kind`], `sync`
+//!    (the atomics loom swaps in), `crc`, `copy`.
+//! 2. [`error`] (the errors shared by every kind, [`ErrorKind`], [`Failure`]), `event` (the
+//!    futex words).
+//! 3. [`domain`] (directories, trust) and `participants` (who holds what; reclaiming the
+//!    dead), then [`pod`] and [`schema`] (what a channel carries), then [`stats`]' counter
+//!    blocks.
+//! 4. `segment` (header, race-free creation, validation), `wait` (spin, then sleep), and
+//!    `describe` (what a kind tells tools about itself).
+//! 5. `endpoint` (the machinery every kind's endpoints share).
+//! 6. The kinds, each folder with the same roles: `config`, `layout`, `protocol` (the
+//!    lock-free core), `shared` (the state its handle and endpoints share), the endpoints,
+//!    `handle`, `describe`, `error`, `typed`.
+//! 7. On top: [`admin`] (the kind registry; `ls`, `info`, `clean`), [`WaitSet`], [`typed`],
+//!    async receive and [`stats`]' snapshots.
+//!
+//! Of `sys`, only the clock ([`time::monotonic_ns`]) and the SIGBUS handler's switch and
+//! counters ([`disable_sigbus_handler`], [`sigbus`]) are public.
+
 //! # Cargo features
 //!
 //! * `internals` (off): makes `sys`, `segment`, the journal's `format` and `protocol`
@@ -75,9 +92,10 @@ pub(crate) mod endpoint;
 pub mod error;
 pub(crate) mod event;
 pub mod journal;
-// The kind registry `admin` describes every kind through.
-#[cfg(not(loom))]
+// The channel kinds' identity, below everything that names a kind.
 pub(crate) mod kind;
+// What every kind tells tools about itself, below the kinds (`admin` holds the registry).
+pub(crate) mod describe;
 pub mod name;
 // Public only to the loom models (`tests/loom_topic.rs`, `tests/loom_queue.rs`).
 #[cfg(loom)]
@@ -105,7 +123,7 @@ pub mod typed;
 pub mod wait;
 
 pub use domain::Domain;
-pub use error::{Corrupt, OpenError, RecvIntoSliceError, WaitForError};
+pub use error::{Corrupt, ErrorKind, Failure, OpenError, RecvIntoSliceError, WaitForError};
 #[cfg(not(loom))]
 pub use journal::{
     Appender, Journal, JournalConfig, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalStatus,
@@ -129,8 +147,9 @@ pub use queue::{
 #[cfg(feature = "derive")]
 pub use shmbus_derive::Pod;
 pub mod schema;
+pub use kind::Kind;
 pub use schema::{Schema, SchemaError};
-pub use segment::{HeaderInfo, Kind};
+pub use segment::HeaderInfo;
 #[cfg(not(loom))]
 pub use stream::{
     Stream, StreamConfig, StreamReader, StreamRecvError, StreamRecvTimeoutError, StreamSendError,

@@ -30,6 +30,10 @@ impl fmt::Display for NameError {
 
 impl std::error::Error for NameError {}
 
+/// Prefix of a domain directory's name under the root: domain `robot1` is the directory
+/// `shmbus.robot1`.
+pub const DOMAIN_DIR_PREFIX: &str = "shmbus.";
+
 /// Checks a channel or domain name.
 pub fn validate_name(name: &str) -> Result<(), NameError> {
     let err = |reason| Err(NameError { name: name.chars().take(80).collect(), reason });

@@ -99,6 +99,15 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {}
 
+impl crate::error::Failure for SchemaError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            SchemaError::Corrupt { .. } => crate::error::ErrorKind::Corrupt,
+            _ => crate::error::ErrorKind::InvalidConfig,
+        }
+    }
+}
+
 impl Schema {
     /// Largest schema data, in bytes (1 MiB).
     pub const MAX_DATA: usize = 1 << 20;

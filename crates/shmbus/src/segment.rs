@@ -51,6 +51,7 @@ use std::sync::Arc;
 
 use crate::domain::{Domain, DomainDir};
 use crate::error::OpenError;
+use crate::kind::Kind;
 use crate::name::validate_name;
 use crate::participants::{ParticipantTable, ParticipantView, PARTICIPANTS, PARTICIPANT_SIZE};
 use crate::pod::{PayloadType, StoredPayloadType, TYPE_NAME_LEN};
@@ -69,7 +70,7 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMBUS\0\x01");
 /// header gives (an older build would take the longer file for a corrupt one).
 pub const FORMAT_VERSION: u32 = 7;
 /// What every kind's `Truncated` error says: the cause, what it did, and how to recover.
-pub(crate) const TRUNCATED_MSG: &str = "the channel's file was truncated by another process while this process had it mapped: what was read past the cut is zeros and what was written there is lost; stop every endpoint, remove the file (`rm` the path `shmbus info <channel>` prints) and create the channel again";
+pub(crate) const TRUNCATED_MSG: &str = "the channel's file was truncated by another process while this process had it mapped: what was read past the cut is zeros and what was written there is lost; stop every endpoint, remove the channel's file and create the channel again";
 
 /// Value of `ready` once the creator has finished.
 const READY: u32 = 0x5245_4459; // "READY"
@@ -80,55 +81,13 @@ pub const COUNTERS_OFFSET: usize = PARTICIPANTS_OFFSET + PARTICIPANTS * PARTICIP
 /// Offset of the kind-specific area (page aligned).
 pub const KIND_OFFSET: usize = COUNTERS_OFFSET + PARTICIPANTS * crate::stats::COUNTERS_SIZE;
 const _: () = assert!(KIND_OFFSET % 4096 == 0);
+/// Where participant `index`'s counter block lies, from the start of the segment.
+const fn counters_offset(index: usize) -> usize {
+    COUNTERS_OFFSET + index * crate::stats::COUNTERS_SIZE
+}
+const _: () = assert!(counters_offset(PARTICIPANTS) == KIND_OFFSET);
 /// Number of kind-specific layout parameters in the header.
 pub const PARAMS: usize = 8;
-
-/// The five channel kinds (journals live in directories, not segments, but share the enum).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum Kind {
-    /// Broadcast pub/sub with history.
-    Topic = 1,
-    /// Bounded MPMC queue.
-    Queue = 2,
-    /// SPSC byte stream over a double-mapped ring.
-    Stream = 3,
-    /// Work-dispatch pool.
-    Pool = 4,
-    /// Persistent journal.
-    Journal = 5,
-}
-
-impl Kind {
-    /// The kind with header number `n`.
-    pub fn from_u32(n: u32) -> Option<Kind> {
-        Some(match n {
-            1 => Kind::Topic,
-            2 => Kind::Queue,
-            3 => Kind::Stream,
-            4 => Kind::Pool,
-            5 => Kind::Journal,
-            _ => return None,
-        })
-    }
-
-    /// Lower-case name, as the CLI prints it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Topic => "topic",
-            Kind::Queue => "queue",
-            Kind::Stream => "stream",
-            Kind::Pool => "pool",
-            Kind::Journal => "journal",
-        }
-    }
-}
-
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The header at offset 0 of every segment file.
 #[repr(C)]
@@ -418,7 +377,7 @@ impl Segment {
         // SAFETY: the block lies inside the counter area of the read-write mapping (index
         // checked), 64-aligned (page-aligned area, 512-byte blocks), and the mapping lives as
         // long as `self`, which every endpoint holding the counter keeps alive.
-        unsafe { crate::stats::Counter::from_raw(self.map.as_ptr().add(crate::stats::block_offset(index))) }
+        unsafe { crate::stats::Counter::from_raw(self.map.as_ptr().add(counters_offset(index))) }
     }
 }
 
@@ -546,7 +505,7 @@ impl<A: Access> Segment<A> {
         // SAFETY: inside the mapping (index checked, the area precedes KIND_OFFSET <=
         // total_size), 64-aligned, lives as long as `self`; atomics are valid for any bit
         // pattern and the load-only words only load, which read-only pages serve.
-        unsafe { &*(self.map.as_const_ptr().add(crate::stats::block_offset(index)) as *const crate::stats::RoBlock) }
+        unsafe { &*(self.map.as_const_ptr().add(counters_offset(index)) as *const crate::stats::RoBlock) }
     }
 
     pub(crate) fn info(&self) -> &HeaderInfo {

@@ -96,6 +96,15 @@ impl fmt::Display for WaitError {
 
 impl std::error::Error for WaitError {}
 
+impl crate::error::Failure for WaitError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            WaitError::TooMany { .. } | WaitError::Empty => crate::error::ErrorKind::InvalidArgument,
+            WaitError::Os(_) => crate::error::ErrorKind::Io,
+        }
+    }
+}
+
 /// Why [`WaitSet::wait_timeout`] returned without a ready channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -145,6 +154,16 @@ impl fmt::Display for WaitTimeoutError {
 }
 
 impl std::error::Error for WaitTimeoutError {}
+
+impl crate::error::Failure for WaitTimeoutError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            WaitTimeoutError::Timeout => crate::error::ErrorKind::Timeout,
+            WaitTimeoutError::TooMany { .. } | WaitTimeoutError::Empty => crate::error::ErrorKind::InvalidArgument,
+            WaitTimeoutError::Os(_) => crate::error::ErrorKind::Io,
+        }
+    }
+}
 
 /// Sleeps on many channels at once. Holds only scratch space: the channels are passed to each
 /// [`WaitSet::wait`] call, so the endpoints stay free for `try_recv` in between.

@@ -279,7 +279,7 @@ fn assert_typed_truncation(kind: &str, cut: Cut, o: &Outcome) {
         .iter()
         .find_map(|l| l.find(TRUNCATED_MARKER).map(|i| &l[i + TRUNCATED_MARKER.len()..]))
         .unwrap_or_else(|| panic!("{kind}: no `{TRUNCATED_MARKER}` line; output: {:?}", o.lines));
-    for part in ["truncated by another process", "zeros", "rm", "create the channel again"] {
+    for part in ["truncated by another process", "zeros", "remove the channel's file", "create the channel again"] {
         assert!(msg.contains(part), "{kind}: the Truncated message does not say {part:?}: {msg}");
     }
 }

@@ -201,11 +201,9 @@ struct Registry {
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        // SAFETY: the handlers are `extern "C"` functions that live for the whole program
-        // and never unwind (see their docs); registering them has no other effect.
-        // Failure (ENOMEM) only leaves a forked child as it was without them.
-        let _ =
-            unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_in_parent), Some(after_fork_in_child)) };
+        // The handlers never unwind (see their docs). Failure (ENOMEM) only leaves a forked
+        // child as it was without them.
+        let _ = crate::sys::process::at_fork(before_fork, after_fork_in_parent, after_fork_in_child);
         Registry { state: Mutex::new(State::default()) }
     })
 }

@@ -17,12 +17,12 @@ use super::format::{
 };
 use super::protocol;
 
-use super::channel::{realtime_ns, EntryCipher, Inner, BUSY, ROLE_APPENDER};
 use super::cycles::{abandon_at, seal};
 use super::error::JournalSendError;
 use super::retention::Retention;
+use super::shared::{realtime_ns, EntryCipher, Inner, BUSY, ROLE_APPENDER};
 use crate::error::{Corrupt, OpenError};
-use crate::segment::Kind;
+use crate::kind::Kind;
 
 /// Writes entries. `Send`; one per thread.
 #[derive(Debug)]

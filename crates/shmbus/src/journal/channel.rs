@@ -1,6 +1,5 @@
 //! The journal handle: its configuration, opening, the handle's public calls, `status`.
 
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +22,7 @@ use super::format::{
 use super::readers::ReaderInfo;
 use super::recovery::{read_recovery_log, LostEntries, RecoveryReport};
 use super::retention::{GcReport, Retention};
+use super::shared::{dir_mode, realtime_ns, Inner, ROLE_APPENDER};
 use super::tailer::Tailer;
 use super::tier::TierReport;
 
@@ -222,107 +222,22 @@ fn random_id() -> [u8; 16] {
     b
 }
 
-/// On-the-fly encryption of entry payloads. shmbus has one built in,
-/// [`XChaCha20Poly1305Cipher`](super::XChaCha20Poly1305Cipher) with a rotating
-/// [`Keyring`](super::Keyring); implement this for another AEAD.
-///
-/// The journal guarantees a nonce that is unique for every entry of every journal
-/// (`docs/journal-format.md`: the journal's random id, the cycle and the in-cycle index) and passes the
-/// entry's global index as associated data, so a sealed entry cannot be moved to another
-/// position undetected. Sealing happens after compression.
-pub trait EntryCipher: Send + Sync {
-    /// Bytes `seal` adds (the authentication tag).
-    fn overhead(&self) -> usize;
-    /// Encrypts and authenticates `plain` with `aad` into `out` (`plain.len() +
-    /// overhead()` bytes).
-    fn seal(&self, nonce: &[u8; 24], aad: &[u8], plain: &[u8], out: &mut [u8]);
-    /// Checks and decrypts `sealed` into `out` (`sealed.len() - overhead()` bytes).
-    /// `false`: wrong key, or the entry was tampered with.
-    fn open(&self, nonce: &[u8; 24], aad: &[u8], sealed: &[u8], out: &mut [u8]) -> bool;
-    /// The id of the key `seal` uses, if this cipher numbers its keys. `Some` promises that
-    /// every sealed payload starts with that id (4 bytes, little-endian): the journal flags
-    /// such entries so a reader without the key can say which key it needs.
-    fn key_id(&self) -> Option<u32> {
-        None
-    }
-    /// [`open`](EntryCipher::open) saying why it failed. The default maps `false` to
-    /// [`CipherError::Unauthenticated`].
-    fn open_entry(&self, nonce: &[u8; 24], aad: &[u8], sealed: &[u8], out: &mut [u8]) -> Result<(), CipherError> {
-        if self.open(nonce, aad, sealed, out) {
-            Ok(())
-        } else {
-            Err(CipherError::Unauthenticated)
-        }
-    }
-}
-
-/// Why an [`EntryCipher`] refused to open an entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CipherError {
-    /// The entry was sealed with key `key_id`, which this cipher does not hold.
-    UnknownKey {
-        /// The entry's key id.
-        key_id: u32,
-    },
-    /// Authentication failed: a wrong key, or the entry was changed or moved.
-    Unauthenticated,
-}
-
-impl fmt::Debug for dyn EntryCipher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "EntryCipher {{ overhead: {} }}", self.overhead())
-    }
-}
-
-/// `CLOCK_REALTIME` in nanoseconds: the clock of journal timestamps (meaningful across
-/// reboots and hosts, which replay needs).
-pub fn realtime_ns() -> u64 {
-    crate::sys::time::realtime_ns()
-}
-
-/// The mode of a directory the journal creates: search permission for whoever may read
-/// its files (0600 → 0700, 0640 → 0750, 0644 → 0755), sticky when every user may write it
-/// (0666 → 1777).
-pub(super) fn dir_mode(file_mode: u32) -> u32 {
-    let m = file_mode & 0o777;
-    let d = m | 0o700 | ((m & 0o044) >> 2);
-    // Writable by every user: sticky, so nobody removes or replaces files they do not own
-    // (the trust policy refuses such a directory without it).
-    if d & 0o002 != 0 {
-        d | 0o1000
-    } else {
-        d
-    }
-}
-
 /// An open journal. Cheap to clone (`Arc`); appenders and tailers keep it alive.
 #[derive(Debug, Clone)]
 pub struct Journal {
     pub(super) inner: Arc<Inner>,
+    /// What open-time recovery dropped.
+    recovery: Arc<[RecoveryReport]>,
 }
 
-#[derive(Debug)]
-pub(super) struct Inner {
-    pub(super) dir: PathBuf,
-    pub(super) meta: MetaFile,
-    pub(super) mode: u32,
-    pub(super) recovery: Vec<RecoveryReport>,
-    /// Whose journal files this process uses (see docs/trust.md, "Journals").
-    pub(super) trust: crate::domain::TrustPolicy,
-}
-
-pub(super) const BUSY: u64 = 1 << 63;
-pub(super) const ROLE_APPENDER: u32 = 1;
-
-/// The journal in the kind registry (`crate::kind`). A journal lives in a directory, not in
+/// The journal in the kind registry (`admin`). A journal lives in a directory, not in
 /// a segment: this names its roles, and describes a segment file that claims to be a journal
 /// (a corrupt or foreign file) by its raw parameters only.
 pub(crate) struct JournalKind;
 
-impl crate::kind::KindInfo for JournalKind {
-    fn kind(&self) -> crate::segment::Kind {
-        crate::segment::Kind::Journal
+impl crate::describe::KindInfo for JournalKind {
+    fn kind(&self) -> crate::kind::Kind {
+        crate::kind::Kind::Journal
     }
 
     fn role_name(&self, role: u32) -> Option<&'static str> {
@@ -335,19 +250,19 @@ impl crate::kind::KindInfo for JournalKind {
 
     /// The non-zero parameters, as `param<i>`.
     fn params(&self, raw: &[u64; crate::segment::PARAMS]) -> Vec<(&'static str, u64)> {
-        crate::kind::RAW_PARAM_KEYS.iter().copied().zip(raw.iter().copied()).filter(|(_, v)| *v != 0).collect()
+        crate::describe::RAW_PARAM_KEYS.iter().copied().zip(raw.iter().copied()).filter(|(_, v)| *v != 0).collect()
     }
 
     /// None: journal data lives in its directory, which `shmbus clean` never touches.
     fn pending(
         &self,
         _seg: crate::segment::Segment<crate::sys::ReadOnly>,
-    ) -> Result<Option<crate::admin::Pending>, OpenError> {
+    ) -> Result<Option<crate::describe::Pending>, OpenError> {
         Ok(None)
     }
 
-    fn describe(&self, _domain: &crate::Domain, _name: &str) -> Result<crate::admin::Description, OpenError> {
-        Ok(crate::admin::Description::default())
+    fn describe(&self, _domain: &crate::Domain, _name: &str) -> Result<crate::describe::Description, OpenError> {
+        Ok(crate::describe::Description::default())
     }
 }
 
@@ -474,18 +389,18 @@ impl Journal {
             }
         };
         let alone = crate::sys::fs::flock(&meta.file, FlockOp::ExclusiveNonBlocking).is_ok();
-        let mut inner = Inner { dir, meta, mode, recovery: Vec::new(), trust: trust.clone() };
+        let inner = Inner { dir, meta, mode, trust: trust.clone() };
         let res = if alone { inner.recover() } else { Ok(Vec::new()) };
         // Downgrade (or take) the shared lock every open handle holds.
         let lock = crate::sys::fs::flock(&inner.meta.file, FlockOp::Shared);
-        inner.recovery = res?;
+        let recovery = res?;
         if alone {
             // Every later opener reports these losses too (`lost_entries`). Not being able
             // to record them (no space) does not fail the open: this handle reports them.
-            let _ = inner.record_losses(&inner.recovery);
+            let _ = inner.record_losses(&recovery);
         }
         lock.map_err(|e| OpenError::io(meta_path, e))?;
-        let j = Journal { inner: Arc::new(inner) };
+        let j = Journal { inner: Arc::new(inner), recovery: recovery.into() };
         j.inner.reclaim();
         Ok(j)
     }
@@ -504,7 +419,7 @@ impl Journal {
     /// What open-time recovery dropped (empty after a clean stop or when other handles
     /// were open).
     pub fn recovery(&self) -> &[RecoveryReport] {
-        &self.inner.recovery
+        &self.recovery
     }
 
     /// The entries open-time recovery has removed from the cycles still present, by this

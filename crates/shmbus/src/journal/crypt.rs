@@ -23,7 +23,7 @@ use std::path::Path;
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 
-use super::channel::{CipherError, EntryCipher};
+use super::shared::{CipherError, EntryCipher};
 
 /// A set of numbered 32-byte keys; one of them is current (used to seal).
 #[derive(Clone)]
@@ -120,6 +120,20 @@ impl fmt::Display for KeyFileError {
 
 impl std::error::Error for KeyFileError {}
 
+impl crate::error::Failure for KeyFileError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            KeyFileError::Io(e) if e.kind() == io::ErrorKind::NotFound => ErrorKind::NotFound,
+            KeyFileError::Io(e) if e.kind() == io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+            KeyFileError::Io(_) => ErrorKind::Io,
+            KeyFileError::Untrusted { .. } | KeyFileError::TooOpen { .. } => ErrorKind::Untrusted,
+            KeyFileError::NotAFile => ErrorKind::Incompatible,
+            _ => ErrorKind::InvalidConfig,
+        }
+    }
+}
+
 impl Keyring {
     /// The most bytes a key file may hold (1 MiB: some fifteen thousand keys). A larger file
     /// is refused with [`KeyFileError::TooLarge`], never read in part.
@@ -178,13 +192,8 @@ impl Keyring {
     /// is checked is what is read); a symlink is followed.
     pub fn load(path: &Path) -> Result<Keyring, KeyFileError> {
         use std::io::Read;
-        use std::os::unix::fs::OpenOptionsExt;
         // Non-blocking: opening a FIFO must not hang; it is refused below.
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(KeyFileError::Io)?;
+        let mut f = crate::sys::fs::open_read_nonblocking(path).map_err(KeyFileError::Io)?;
         let meta = f.metadata().map_err(KeyFileError::Io)?;
         if !meta.is_file() {
             return Err(KeyFileError::NotAFile);
@@ -192,7 +201,7 @@ impl Keyring {
         let trust =
             crate::domain::TrustPolicy::from_env().map_err(|e| KeyFileError::Io(io::Error::other(e.to_string())))?;
         if !trust.trusts(meta.uid()) {
-            return Err(KeyFileError::Untrusted { owner: crate::domain::describe_uid(meta.uid()) });
+            return Err(KeyFileError::Untrusted { owner: crate::sys::fs::describe_uid(meta.uid()) });
         }
         let mode = meta.mode() & 0o7777;
         if mode & 0o077 != 0 {

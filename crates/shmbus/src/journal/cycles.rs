@@ -9,7 +9,6 @@ use crate::error::OpenError;
 use crate::sync::Ordering;
 use crate::sys::Access;
 
-use super::channel::{realtime_ns, Inner};
 use super::error::open_error_message;
 use super::files::{create_cycle, CycleFiles};
 use super::format::{
@@ -17,6 +16,7 @@ use super::format::{
     zstd_file_name, CycleHeader, MetaHeader, ScannedEntry, ENTRY_HEADER, ROLL_TIME, ST_COMMITTED, UNIT,
 };
 use super::protocol;
+use super::shared::{realtime_ns, Inner};
 
 pub(super) fn bucket_for(hdr: &MetaHeader, ts: u64) -> (u64, u64) {
     if hdr.roll_kind == ROLL_TIME {

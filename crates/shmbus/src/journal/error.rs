@@ -4,8 +4,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::error::{error_family, Corrupt, OpenError};
-use crate::segment::Kind;
+use crate::error::{error_family, Corrupt, ErrorKind, Failure, OpenError};
+use crate::kind::Kind;
 
 use super::files;
 use super::format::{MAX_ARCHIVE_PATH, META_FILE, READERS_LOCK_FILE};
@@ -80,6 +80,29 @@ impl fmt::Display for JournalSendError {
 
 impl std::error::Error for JournalSendError {}
 
+impl Failure for JournalSendError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            JournalSendError::TooLarge { .. } => ErrorKind::TooLarge,
+            JournalSendError::Abandoned { .. } => ErrorKind::Damaged,
+            JournalSendError::Damaged(_) => ErrorKind::Corrupt,
+            JournalSendError::Truncated { .. } => ErrorKind::Truncated,
+            JournalSendError::Open(e) => e.kind(),
+            JournalSendError::Io(_) => ErrorKind::Io,
+            JournalSendError::KeyedOnOldFormat { .. } => ErrorKind::Incompatible,
+        }
+    }
+
+    /// The limit (`TooLarge`), the abandoned entry's index (`Abandoned`).
+    fn value(&self) -> Option<u64> {
+        match self {
+            JournalSendError::TooLarge { max, .. } => Some(*max),
+            JournalSendError::Abandoned { index } => Some(*index),
+            _ => None,
+        }
+    }
+}
+
 impl From<OpenError> for JournalSendError {
     fn from(e: OpenError) -> Self {
         JournalSendError::Open(e)
@@ -92,7 +115,7 @@ error_family! {
     /// [`Tailer::try_recv`](super::Tailer::try_recv) (and its `_into` and `_ref` forms) failed.
     JournalTryRecvError {
         /// No entry is committed after the tailer's position now.
-        Empty => ("no journal entry to read now"),
+        Empty => [ErrorKind::Empty] ("no journal entry to read now"),
     }
     block
     /// [`Tailer::recv`](super::Tailer::recv) (and its `_into` and `_ref` forms) failed.
@@ -108,11 +131,11 @@ error_family! {
             from: u64,
             /// Where the tailer continues.
             to: u64,
-        } => ("entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
+        } => [ErrorKind::Damaged] ("entries {from}..{to} were deleted by retention before they were read; continuing at {to} (keep more cycles to avoid this)"),
         /// An entry fails its checks (CRC, header, decryption, decompression); the tailer
         /// skips it (or the rest of its cycle if its size is unusable). The entry's global
         /// index is [`Corrupt::value`]`("index")`, what failed is [`Corrupt::what`].
-        Corrupt(c: Corrupt) => ("journal entry {} is corrupt ({}); it is skipped", c.value("index").unwrap_or_default(), c.what()),
+        Corrupt(c: Corrupt) => [ErrorKind::Corrupt] ("journal entry {} is corrupt ({}); it is skipped", c.value("index").unwrap_or_default(), c.what()),
         /// Entry `index` is encrypted and this tailer has no cipher ([`Tailer::set_cipher`](super::Tailer::set_cipher));
         /// it is skipped.
         Encrypted {
@@ -121,7 +144,7 @@ error_family! {
             /// The id of the key that sealed it, when the cipher numbers its keys (the
             /// built-in [`XChaCha20Poly1305Cipher`](super::XChaCha20Poly1305Cipher) does).
             key_id: Option<u32>,
-        } => ("journal entry {index} is encrypted{}; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped", key_id.map(|k| format!(" with key id {k}")).unwrap_or_default()),
+        } => [ErrorKind::NoKey] ("journal entry {index} is encrypted{}; give the tailer the appenders' cipher (Tailer::set_cipher); it is skipped", key_id.map(|k| format!(" with key id {k}")).unwrap_or_default()),
         /// Entry `index` was sealed with key `key_id`, which the tailer's cipher does not
         /// hold (an older or newer key than its keyring's); it is skipped.
         UnknownKey {
@@ -129,13 +152,13 @@ error_family! {
             index: u64,
             /// The key it needs.
             key_id: u32,
-        } => ("journal entry {index} is encrypted with key id {key_id}, which is not in the tailer's keyring; it is skipped"),
+        } => [ErrorKind::NoKey] ("journal entry {index} is encrypted with key id {key_id}, which is not in the tailer's keyring; it is skipped"),
         /// Entry `index` failed authentication: a wrong key, or its bytes were changed or
         /// moved from another position or journal. Nothing of it is returned; it is skipped.
         Unauthenticated {
             /// The entry.
             index: u64,
-        } => ("journal entry {index} failed authentication (a wrong key, or the entry was tampered with); it is skipped"),
+        } => [ErrorKind::Corrupt] ("journal entry {index} failed authentication (a wrong key, or the entry was tampered with); it is skipped"),
         /// Entries `from..to` of cycle `cycle` are damaged (zeroed or overwritten bytes, junk
         /// headers, an unreadable cycle file) and cannot be read; the tailer has moved past
         /// them and continues at `to`, the next healthy entry. Reported once per range.
@@ -151,7 +174,7 @@ error_family! {
             bytes: Option<(u64, u64)>,
             /// What was found there.
             what: String,
-        } => ("{}", damaged_message(*cycle, *from, *to, *bytes, what)),
+        } => [ErrorKind::Damaged] ("{}", damaged_message(*cycle, *from, *to, *bytes, what)),
         /// A named reader's persisted position was impossible (past the end of the journal: a
         /// damaged or overwritten reader table); it was reset to `to`, the oldest retained
         /// entry, so nothing is skipped (entries may be delivered again). Reported once.
@@ -160,7 +183,7 @@ error_family! {
             saved: u64,
             /// Where the reader continues.
             to: u64,
-        } => ("the named reader's saved position {saved} is past the end of the journal (its reader table is damaged); reset to the oldest entry {to}, entries may be delivered again"),
+        } => [ErrorKind::Damaged] ("the named reader's saved position {saved} is past the end of the journal (its reader table is damaged); reset to the oldest entry {to}, entries may be delivered again"),
         /// Another process truncated a journal file (`path`: the metadata file, or cycle
         /// `cycle`'s data or index file) while this process had it mapped. What this tailer
         /// read past the cut is zeros; entries appended there are lost; the entries before the
@@ -171,11 +194,11 @@ error_family! {
             path: PathBuf,
             /// Its cycle (`None` for `journal.meta`).
             cycle: Option<u64>,
-        } => ("{}", files::truncated_message(path, *cycle, false)),
+        } => [ErrorKind::Truncated] ("{}", files::truncated_message(path, *cycle, false)),
         /// A cycle file could not be opened.
-        Open(e: OpenError) => ("journal cycle: {}", super::open_error_message(e)),
+        Open(e: OpenError) => [e.kind()] ("journal cycle: {}", super::open_error_message(e)),
         /// Listing the directory failed.
-        Io(e: io::Error) => ("journal directory: {e}"),
+        Io(e: io::Error) => [ErrorKind::Io] ("journal directory: {e}"),
     }
 }
 
@@ -246,13 +269,24 @@ impl fmt::Display for JournalTierError {
 
 impl std::error::Error for JournalTierError {}
 
+impl Failure for JournalTierError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            JournalTierError::OtherArchive { .. } | JournalTierError::BadPath | JournalTierError::BadLevel { .. } => {
+                ErrorKind::InvalidConfig
+            }
+            JournalTierError::Io(_) => ErrorKind::Io,
+        }
+    }
+}
+
 /// What an [`OpenError`] from a journal call means for a journal: the shared messages of
 /// [`OpenError`] speak of channels (and of `shmbus clean`, which does not touch journals).
 /// Every journal error message goes through this; use it for errors of [`Journal::open`](super::Journal::open).
 pub fn open_error_message(e: &OpenError) -> String {
     match e {
         OpenError::NotFound { path } if path.file_name().is_some_and(|n| n == META_FILE) => format!(
-            "{}: not a journal (no {META_FILE}); `Journal::create_or_open` (or `shmbus journal append`) creates one",
+            "{}: not a journal (no {META_FILE}); `Journal::create_or_open` creates one",
             path.display()
         ),
         OpenError::NotFound { path } => format!(

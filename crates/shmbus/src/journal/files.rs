@@ -15,9 +15,10 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::domain::{describe_uid, TrustPolicy, TRUST_ENV};
+use crate::domain::{TrustPolicy, TRUST_ENV};
 use crate::error::OpenError;
 use crate::sync::{AtomicU64, Ro, RoArea};
+use crate::sys::fs::describe_uid;
 use crate::sys::fs::{self, FlockOp};
 use crate::sys::{Access, Mapping, ReadWrite};
 
@@ -757,9 +758,8 @@ pub(crate) fn decompress_bounded(z: &File, limit: u64) -> Result<File, String> {
             "its zstd frame says {recorded} bytes, more than a cycle file of this journal holds ({limit}); {damaged}"
         ));
     }
-    let fd = rustix::fs::memfd_create("shmbus-archived-cycle", rustix::fs::MemfdFlags::CLOEXEC)
+    let mut out = crate::sys::fs::anonymous_file("shmbus-archived-cycle")
         .map_err(|e| format!("cannot make memory to decompress it into: {e}"))?;
-    let mut out = File::from(fd);
     let mut dec =
         zstd::stream::read::Decoder::new(z).map_err(|e| format!("cannot be decompressed ({e}); {damaged}"))?;
     let got = {

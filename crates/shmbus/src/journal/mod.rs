@@ -110,6 +110,8 @@ mod recovery;
 #[cfg(not(loom))]
 mod retention;
 #[cfg(not(loom))]
+mod shared;
+#[cfg(not(loom))]
 mod storage;
 #[cfg(not(loom))]
 mod tailer;
@@ -123,9 +125,7 @@ pub use appender::{Appender, Loan};
 #[cfg(not(loom))]
 pub(crate) use channel::JournalKind;
 #[cfg(not(loom))]
-pub use channel::{
-    realtime_ns, CipherError, CycleInfo, Durability, EntryCipher, Journal, JournalConfig, JournalStatus, RollCycle,
-};
+pub use channel::{CycleInfo, Durability, Journal, JournalConfig, JournalStatus, RollCycle};
 #[cfg(not(loom))]
 pub use crypt::{KeyFileError, Keyring, XChaCha20Poly1305Cipher};
 #[cfg(not(loom))]
@@ -140,6 +140,8 @@ pub use readers::ReaderInfo;
 pub use recovery::{LostEntries, RecoveryReport, RECOVERY_LOG};
 #[cfg(not(loom))]
 pub use retention::{GcReport, Retention};
+#[cfg(not(loom))]
+pub use shared::{realtime_ns, CipherError, EntryCipher};
 #[cfg(not(loom))]
 pub use storage::Storage;
 #[cfg(not(loom))]

@@ -20,9 +20,9 @@ use crate::sync::Ordering;
 use crate::sys::fs::FlockOp;
 use crate::sys::{lock, process_is_alive, Access, ProcessId};
 
-use super::channel::{realtime_ns, Inner};
 use super::files::{self, MetaFile};
 use super::format::{MAX_READERS, META_READERS_OFFSET, READERS_LOCK_FILE, READER_ENTRY_SIZE};
+use super::shared::{realtime_ns, Inner};
 
 /// A named reader in [`JournalStatus`](super::JournalStatus).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,12 +7,12 @@ use crate::error::OpenError;
 use crate::sync::Ordering;
 use crate::sys::{process_is_alive, ProcessId};
 
-use super::channel::{realtime_ns, Inner, BUSY};
 use super::cycles::{abandon_at, units_fit};
 use super::format::{
     data_file_name, entry_word, find_next_entry, index_file_name, pos_parts, pos_word, read_entry, ScanStop,
     ScannedEntry, CYCLE_HEADER_PAGE, ST_ABANDONED, UNIT,
 };
+use super::shared::{realtime_ns, Inner, BUSY};
 
 /// What open-time recovery found in a cycle after an unclean stop.
 #[derive(Debug, Clone, PartialEq, Eq)]

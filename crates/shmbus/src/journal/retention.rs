@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use crate::sync::Ordering;
 
-use super::channel::Inner;
 use super::format::{
     data_file_name, index_file_name, zstd_file_name, MetaHeader, RETENTION_MAX_CYCLES, RETENTION_MAX_SECS,
     RETENTION_SET,
 };
+use super::shared::Inner;
 
 /// Which cycles [`Journal::gc`](super::Journal::gc) deletes. The current cycle is never deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

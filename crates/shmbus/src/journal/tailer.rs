@@ -17,9 +17,9 @@ use super::format::{
 };
 use super::protocol::{self, EntryState};
 
-use super::channel::{realtime_ns, CipherError, EntryCipher, Inner};
 use super::cycles::{abandon_at, entry_ts, units_fit};
 use super::error::{corrupt_entry, JournalRecvError, JournalRecvTimeoutError, JournalTryRecvError};
+use super::shared::{realtime_ns, CipherError, EntryCipher, Inner};
 
 /// One entry, borrowed from the tailer until its next call (zero-copy: from
 /// [`Tailer::try_recv_ref`], [`Tailer::recv_ref`], [`Tailer::recv_ref_timeout`]). Derefs to

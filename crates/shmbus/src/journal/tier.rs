@@ -8,10 +8,10 @@ use std::path::Path;
 
 use crate::sys::ProcessId;
 
-use super::channel::{dir_mode, Inner};
 use super::error::{open_error_message, JournalTierError};
 use super::files;
 use super::format::{data_file_name, index_file_name, parse_data_file_name, zstd_file_name};
+use super::shared::{dir_mode, Inner};
 
 /// zstd levels `Journal::tier_zstd` takes.
 pub(super) const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use super::channel::{
-    payload_ptr, pool_ref, status_of, Dispatched, LostJob, PoolStatus, DISPATCHER_ENTRY, ROLE_DISPATCHER,
-};
 use super::error::PoolTrySendError;
-use super::handle::Shared;
 use super::layout::PoolLayout;
 use super::protocol::{Claim, PoolRef};
+use super::shared::Shared;
+use super::shared::{
+    payload_ptr, pool_ref, status_of, Dispatched, LostJob, PoolStatus, DISPATCHER_ENTRY, ROLE_DISPATCHER,
+};
 use crate::endpoint::registration::claim_exclusive;
 use crate::error::OpenError;
 use crate::segment::Segment;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::error::{error_family, Corrupt};
+use crate::error::{error_family, Corrupt, ErrorKind, Failure};
 use crate::segment::TRUNCATED_MSG;
 
 /// [`Dispatcher::try_send`] (or its `_with_id` / `_batch` forms) sent nothing. The job stays
@@ -56,6 +56,24 @@ impl fmt::Display for PoolTrySendError {
 
 impl std::error::Error for PoolTrySendError {}
 
+impl Failure for PoolTrySendError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            PoolTrySendError::AllBusy => ErrorKind::AllBusy,
+            PoolTrySendError::NoWorkers => ErrorKind::NoWorkers,
+            PoolTrySendError::TooLarge { .. } => ErrorKind::TooLarge,
+            PoolTrySendError::Truncated => ErrorKind::Truncated,
+        }
+    }
+
+    fn value(&self) -> Option<u64> {
+        match self {
+            PoolTrySendError::TooLarge { max, .. } => Some(*max as u64),
+            _ => None,
+        }
+    }
+}
+
 error_family! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     try
@@ -64,7 +82,7 @@ error_family! {
     /// [`Worker::try_recv`]: super::Worker::try_recv
     PoolTryRecvError {
         /// No job yet; the worker is now waiting for one (idle).
-        Empty => ("no job in the mailbox yet; wait (recv, or a WaitSet) and try again"),
+        Empty => [ErrorKind::Empty] ("no job in the mailbox yet; wait (recv, or a WaitSet) and try again"),
     }
     block
     /// A blocking [`Worker::recv`] (or `recv_ref` / `recv_into`) ended without a job.
@@ -80,13 +98,13 @@ error_family! {
     shared {
         /// The dispatcher exited or died. Receive again to wait for a new dispatcher, or
         /// drop the worker.
-        Orphaned => ("the pool's dispatcher is gone; call recv again to wait for a new one, or stop the worker"),
+        Orphaned => [ErrorKind::Disconnected] ("the pool's dispatcher is gone; call recv again to wait for a new one, or stop the worker"),
         /// The mailbox holds something impossible (corrupt segment or misbehaving peer).
         /// [`Corrupt::repaired`] says whether the worker reset its mailbox and goes on.
-        Corrupt(c: Corrupt) => ("{c}"),
+        Corrupt(c: Corrupt) => [ErrorKind::Corrupt] ("{c}"),
         /// The pool's file was truncated by another process while this worker had it mapped:
         /// the cut part reads as zeros for the life of this worker, so every later call that
         /// finds no job (or times out) reports this. Recreate the pool.
-        Truncated => ("{}", TRUNCATED_MSG),
+        Truncated => [ErrorKind::Truncated] ("{}", TRUNCATED_MSG),
     }
 }

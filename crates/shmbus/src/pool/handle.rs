@@ -2,26 +2,15 @@
 
 use std::sync::Arc;
 
-use super::channel::{status_of, PoolStatus};
 use super::dispatcher::Dispatcher;
 use super::layout::{PoolConfig, PoolLayout};
+use super::shared::{status_of, PoolStatus, Shared};
 use super::worker::Worker;
 use crate::domain::Domain;
-use crate::endpoint::channel::{Channel, ChannelLayout};
+use crate::endpoint::channel::Channel;
 use crate::error::OpenError;
 use crate::pod::PayloadType;
 use crate::sys::ReadOnly;
-
-/// The alignment of every mailbox's payload: the pool area starts page aligned, with a
-/// 256-byte header, then mailboxes of a multiple of 64 bytes, each a 64-byte head and the job.
-pub(super) const MAILBOX_ALIGN: usize = 64;
-
-/// Every mailbox's payload is `MAILBOX_ALIGN`-aligned.
-impl ChannelLayout for PoolLayout {
-    fn payload_room(&self) -> (usize, usize) {
-        (self.max_job_size, MAILBOX_ALIGN)
-    }
-}
 
 /// A pool, mapped: make its [`Dispatcher`] and its [`Worker`]s from it.
 ///
@@ -41,9 +30,6 @@ impl ChannelLayout for PoolLayout {
 pub struct Pool {
     shared: Arc<Shared>,
 }
-
-/// The pool's mapping, shared by the handle and its endpoints.
-pub(super) type Shared = Channel<PoolLayout>;
 
 impl Pool {
     /// Opens the pool `name`, creating it with `config` if it does not exist yet.

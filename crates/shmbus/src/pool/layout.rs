@@ -78,7 +78,7 @@ impl PoolLayout {
 
 #[cfg(not(loom))]
 impl crate::segment::Layout for PoolLayout {
-    const KIND: crate::segment::Kind = crate::segment::Kind::Pool;
+    const KIND: crate::kind::Kind = crate::kind::Kind::Pool;
 
     fn from_params(params: &[u64; crate::segment::PARAMS]) -> Result<Self, String> {
         if let Some((i, v)) = params.iter().enumerate().skip(2).find(|(_, v)| **v != 0) {
@@ -132,68 +132,15 @@ impl crate::endpoint::channel::ChannelConfig for PoolConfig {
     }
 }
 
-/// The pool in the kind registry (`crate::kind`).
+/// The alignment of every mailbox's payload: the pool area starts page aligned, with a
+/// 256-byte header, then mailboxes of a multiple of 64 bytes, each a 64-byte head and the job.
 #[cfg(not(loom))]
-pub(crate) struct PoolKind;
+pub(super) const MAILBOX_ALIGN: usize = 64;
 
+/// Every mailbox's payload is `MAILBOX_ALIGN`-aligned.
 #[cfg(not(loom))]
-impl crate::kind::KindInfo for PoolKind {
-    fn kind(&self) -> crate::segment::Kind {
-        crate::segment::Kind::Pool
-    }
-
-    fn role_name(&self, role: u32) -> Option<&'static str> {
-        match role {
-            super::channel::ROLE_DISPATCHER => Some("dispatcher"),
-            super::channel::ROLE_WORKER => Some("worker"),
-            _ => None,
-        }
-    }
-
-    fn param_keys(&self) -> &'static [&'static str] {
-        &["max_workers", "max_job_size"]
-    }
-
-    /// Jobs dispatched and not taken, or lost with their worker and not yet reported.
-    fn pending(
-        &self,
-        seg: crate::segment::Segment<crate::sys::ReadOnly>,
-    ) -> Result<Option<crate::admin::Pending>, OpenError> {
-        Ok(Some(crate::admin::Pending::Jobs(super::channel::undelivered_jobs(seg)?)))
-    }
-
-    /// The endpoints are counted after the status is read, in the same mapping: every
-    /// endpoint the status shows alive is counted.
-    fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, OpenError> {
-        let chan = crate::endpoint::channel::Channel::<PoolLayout, crate::sys::ReadOnly>::open_read_only(domain, name)?;
-        let st = super::channel::status_of(&chan);
-        let live = |role| crate::kind::live_in_role(chan.seg(), role);
-        let dispatcher = st.dispatcher_pid.map(|pid| (pid, st.dispatcher_alive));
-        let dispatcher_note = match dispatcher {
-            Some((pid, true)) => format!("{pid} (alive)"),
-            Some((pid, false)) => format!("{pid} (dead)"),
-            None => "-".into(),
-        };
-        Ok(crate::admin::Description {
-            max_message_len: Some(st.max_job_len as u64),
-            senders: Some(live(super::channel::ROLE_DISPATCHER)),
-            receivers: Some(live(super::channel::ROLE_WORKER)),
-            status: vec![
-                ("max_workers", st.max_workers.into()),
-                ("max_job_size", st.max_job_len.into()),
-                ("workers", st.workers.into()),
-                ("workers_idle", st.idle.into()),
-                ("workers_busy", st.busy.into()),
-                ("dispatcher_pid", st.dispatcher_pid.into()),
-                ("dispatcher_alive", dispatcher.map(|d| d.1).into()),
-                ("jobs_dispatched", st.dispatched.into()),
-                ("jobs_lost", st.lost.into()),
-            ],
-            detail: format!(
-                "workers {}/{} ({} idle, {} busy), dispatcher {dispatcher_note}",
-                st.workers, st.max_workers, st.idle, st.busy
-            ),
-            ..Default::default()
-        })
+impl crate::endpoint::channel::ChannelLayout for PoolLayout {
+    fn payload_room(&self) -> (usize, usize) {
+        (self.max_job_size, MAILBOX_ALIGN)
     }
 }

@@ -85,27 +85,29 @@ pub mod protocol;
 #[cfg(not(loom))]
 mod protocol;
 
-mod channel;
+#[cfg(not(loom))]
+mod describe;
 #[cfg(not(loom))]
 mod dispatcher;
 mod error;
 #[cfg(not(loom))]
 mod handle;
 mod layout;
+mod shared;
 #[cfg(not(loom))]
 mod typed;
 #[cfg(not(loom))]
 mod worker;
 
-pub use channel::{Dispatched, LostJob, PoolStatus, DEFAULT_ORPHAN_CHECK};
+#[cfg(not(loom))]
+pub(crate) use describe::PoolKind;
 #[cfg(not(loom))]
 pub use dispatcher::Dispatcher;
 pub use error::{PoolRecvError, PoolRecvTimeoutError, PoolTryRecvError, PoolTrySendError};
 #[cfg(not(loom))]
 pub use handle::Pool;
-#[cfg(not(loom))]
-pub(crate) use layout::PoolKind;
 pub use layout::{PoolConfig, MAX_JOB_LEN};
+pub use shared::{Dispatched, LostJob, PoolStatus, DEFAULT_ORPHAN_CHECK};
 #[cfg(not(loom))]
 pub use typed::{TypedDispatcher, TypedJob, TypedJobRef, TypedWorker};
 #[cfg(not(loom))]

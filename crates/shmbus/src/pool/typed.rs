@@ -3,11 +3,11 @@
 
 use std::ops::Deref;
 
-use super::channel::Dispatched;
 use super::dispatcher::Dispatcher;
 use super::error::PoolTrySendError;
 use super::handle::Pool;
 use super::layout::PoolConfig;
+use super::shared::Dispatched;
 use super::worker::{JobRef, Worker};
 use crate::error::OpenError;
 use crate::pod::{bytes_of, PayloadType, Pod};

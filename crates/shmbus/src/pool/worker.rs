@@ -5,14 +5,15 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::channel::{dispatcher_alive, payload_ptr, pool_ref, DEFAULT_ORPHAN_CHECK, ROLE_WORKER};
 use super::error::{PoolRecvError, PoolRecvTimeoutError, PoolTryRecvError};
-use super::handle::Shared;
 use super::layout::PoolLayout;
 use super::protocol::{Idle, Leave, Mail, PoolRef, Withdraw, BUSY, LOST, VACANT};
+use super::shared::Shared;
+use super::shared::{dispatcher_alive, payload_ptr, pool_ref, DEFAULT_ORPHAN_CHECK, ROLE_WORKER};
 use crate::endpoint::liveness::Throttle;
 use crate::error::{too_small, Corrupt, OpenError, RecvIntoSliceError};
-use crate::segment::{Kind, Segment};
+use crate::kind::Kind;
+use crate::segment::Segment;
 use crate::stats::Counter;
 use crate::sys::{process_is_alive, ProcessId};
 use crate::wait::{try_then_block_on, Deadline, WaitPolicy};

@@ -3,12 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-#[cfg(doc)] // for intra-doc links
-use super::channel::Queue;
-use super::channel::{status_of, Endpoint, QueueStatus};
 use super::error::{QueueRecvError, QueueRecvTimeoutError, QueueTryRecvError};
 use super::layout::MappedCells;
 use super::protocol::{as_uninit, Pop, Ring};
+use super::shared::{status_of, Endpoint, QueueStatus};
 use crate::error::{too_small, Corrupt, RecvIntoSliceError};
 use crate::sync::spin_hint;
 use crate::wait::{Deadline, WaitPolicy};
@@ -368,7 +366,7 @@ impl Consumer {
         self.ep.shared.layout().capacity
     }
 
-    /// A status snapshot (see [`Queue::status`]).
+    /// A status snapshot (see [`Queue::status`](super::Queue::status)).
     pub fn status(&self) -> QueueStatus {
         status_of(&self.ep.shared)
     }

@@ -6,26 +6,22 @@
 //! forms can say "nothing now" (`Full`, `Empty`), only the `_timeout` forms `Timeout`. No error
 //! carries the message: sends take `&[u8]`, so the caller still has it.
 
-#[cfg(doc)] // for intra-doc links
-use super::consumer::Consumer;
-#[cfg(doc)] // for intra-doc links
-use super::producer::Producer;
-use crate::error::{error_family, Corrupt};
+use crate::error::{error_family, Corrupt, ErrorKind};
 use crate::segment::TRUNCATED_MSG;
 
 error_family! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     try
-    /// [`Producer::try_send`] failed; the message was not sent (the caller still has it).
+    /// [`Producer::try_send`](super::Producer::try_send) failed; the message was not sent (the caller still has it).
     QueueTrySendError {
-        /// The queue is full. Retry later, or use [`Producer::send_timeout`].
-        Full => ("queue is full; retry later or use send_timeout to wait for room"),
+        /// The queue is full. Retry later, or use [`Producer::send_timeout`](super::Producer::send_timeout).
+        Full => [ErrorKind::Full] ("queue is full; retry later or use send_timeout to wait for room"),
     }
     block
-    /// [`Producer::send`] failed; the message was not sent.
+    /// [`Producer::send`](super::Producer::send) failed; the message was not sent.
     QueueSendError;
     timeout
-    /// [`Producer::send_timeout`] failed; the message was not sent.
+    /// [`Producer::send_timeout`](super::Producer::send_timeout) failed; the message was not sent.
     QueueSendTimeoutError => "timed out waiting for room in the queue; are its consumers running?";
     shared {
         /// The message is longer than the queue's max message length.
@@ -34,38 +30,38 @@ error_family! {
             len: usize,
             /// The queue's max message length.
             max: usize,
-        } => ("message of {len} bytes is larger than the queue's max element size of {max}; split it or recreate the queue with a larger max_message_len"),
+        } => [ErrorKind::TooLarge, *max as u64] ("message of {len} bytes is larger than the queue's max element size of {max}; split it or recreate the queue with a larger max_message_len"),
         /// The queue's shared memory holds impossible values. [`Corrupt::repaired`] says
         /// whether this endpoint repaired them (the next call works).
-        Corrupt(c: Corrupt) => ("{c}"),
+        Corrupt(c: Corrupt) => [ErrorKind::Corrupt] ("{c}"),
         /// The queue's file was truncated by another process while this one had it mapped:
         /// what is written past the cut is lost, so the message was not sent. Checked when a
         /// send fails or would wait; recreate the queue.
-        Truncated => ("{}", TRUNCATED_MSG),
+        Truncated => [ErrorKind::Truncated] ("{}", TRUNCATED_MSG),
     }
 }
 
 error_family! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     try
-    /// [`Consumer::try_recv`] or [`Consumer::try_recv_into`] got no message.
+    /// [`Consumer::try_recv`](super::Consumer::try_recv) or [`Consumer::try_recv_into`](super::Consumer::try_recv_into) got no message.
     QueueTryRecvError {
-        /// Nothing to receive now. Retry later, or use [`Consumer::recv_timeout`].
-        Empty => ("queue is empty; retry later or use recv_timeout to wait"),
+        /// Nothing to receive now. Retry later, or use [`Consumer::recv_timeout`](super::Consumer::recv_timeout).
+        Empty => [ErrorKind::Empty] ("queue is empty; retry later or use recv_timeout to wait"),
     }
     block
-    /// [`Consumer::recv`] or [`Consumer::recv_into`] got no message.
+    /// [`Consumer::recv`](super::Consumer::recv) or [`Consumer::recv_into`](super::Consumer::recv_into) got no message.
     QueueRecvError;
     timeout
-    /// [`Consumer::recv_timeout`] or [`Consumer::recv_into_timeout`] got no message.
+    /// [`Consumer::recv_timeout`](super::Consumer::recv_timeout) or [`Consumer::recv_into_timeout`](super::Consumer::recv_into_timeout) got no message.
     QueueRecvTimeoutError => "timed out waiting for a message; are the queue's producers running?";
     shared {
         /// The queue's shared memory holds impossible values (the bad cell is skipped).
         /// [`Corrupt::repaired`] says whether this endpoint repaired them.
-        Corrupt(c: Corrupt) => ("{c}"),
+        Corrupt(c: Corrupt) => [ErrorKind::Corrupt] ("{c}"),
         /// The queue's file was truncated by another process while this one had it mapped:
         /// the cut part reads as zeros for the life of this endpoint, so every later call that
         /// finds nothing valid (or times out) reports this. Recreate the queue.
-        Truncated => ("{}", TRUNCATED_MSG),
+        Truncated => [ErrorKind::Truncated] ("{}", TRUNCATED_MSG),
     }
 }

@@ -5,7 +5,8 @@ use std::mem::MaybeUninit;
 use super::protocol::{CellHeader, Cells, Control, CELL_HEADER};
 use crate::endpoint::channel::{ChannelConfig, ChannelLayout, CommonConfig};
 use crate::error::OpenError;
-use crate::segment::{Kind, Layout, PARAMS};
+use crate::kind::Kind;
+use crate::segment::{Layout, PARAMS};
 
 /// Largest accepted capacity (messages).
 pub const MAX_CAPACITY: u64 = 1 << 32;
@@ -215,64 +216,6 @@ impl Cells for MappedCells {
         for off in (64..bytes.min(self.stride)).step_by(64) {
             crate::sync::prefetch_line(self.base.wrapping_add(index * self.stride + off));
         }
-    }
-}
-
-/// The queue in the kind registry (`crate::kind`).
-pub(crate) struct QueueKind;
-
-impl crate::kind::KindInfo for QueueKind {
-    fn kind(&self) -> Kind {
-        Kind::Queue
-    }
-
-    fn role_name(&self, role: u32) -> Option<&'static str> {
-        match role {
-            super::channel::ROLE_PRODUCER => Some("producer"),
-            super::channel::ROLE_CONSUMER => Some("consumer"),
-            _ => None,
-        }
-    }
-
-    fn param_keys(&self) -> &'static [&'static str] {
-        &["capacity", "max_element_size", "stride"]
-    }
-
-    /// Messages sent and not received.
-    fn pending(
-        &self,
-        seg: crate::segment::Segment<crate::sys::ReadOnly>,
-    ) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
-        Ok(Some(crate::admin::Pending::Messages(super::channel::undelivered(seg)?)))
-    }
-
-    /// `history` is the capacity and `last_seq` the messages sent so far; the status has the
-    /// depth and the crash counters.
-    fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, crate::OpenError> {
-        let st = super::Queue::status(domain, name)?;
-        Ok(crate::admin::Description {
-            max_message_len: Some(st.max_message_len as u64),
-            history: Some(st.capacity),
-            last_seq: Some(st.sent),
-            senders: Some(st.producers),
-            receivers: Some(st.consumers),
-            status: vec![
-                ("depth", st.depth.into()),
-                ("capacity", st.capacity.into()),
-                ("max_element_size", st.max_message_len.into()),
-                ("producers", st.producers.into()),
-                ("consumers", st.consumers.into()),
-                ("sent", st.sent.into()),
-                ("received", st.received.into()),
-                ("abandoned", st.abandoned.into()),
-                ("lost", st.lost.into()),
-            ],
-            detail: format!(
-                "depth {}/{}, {} producer(s), {} consumer(s)",
-                st.depth, st.capacity, st.producers, st.consumers
-            ),
-            ..Default::default()
-        })
     }
 }
 

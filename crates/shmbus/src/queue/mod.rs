@@ -80,31 +80,37 @@ pub mod protocol;
 mod protocol;
 
 #[cfg(not(loom))]
-mod channel;
-#[cfg(not(loom))]
 mod consumer;
 #[cfg(not(loom))]
+mod describe;
+#[cfg(not(loom))]
 mod error;
+#[cfg(not(loom))]
+mod handle;
 #[cfg(not(loom))]
 mod layout;
 #[cfg(not(loom))]
 mod producer;
 #[cfg(not(loom))]
+mod shared;
+#[cfg(not(loom))]
 mod typed;
 
 #[cfg(not(loom))]
-pub use channel::{Queue, QueueStatus};
-#[cfg(not(loom))]
 pub use consumer::{Consumer, Iter, TryIter};
+#[cfg(not(loom))]
+pub(crate) use describe::QueueKind;
 #[cfg(not(loom))]
 pub use error::{
     QueueRecvError, QueueRecvTimeoutError, QueueSendError, QueueSendTimeoutError, QueueTryRecvError, QueueTrySendError,
 };
 #[cfg(not(loom))]
-pub(crate) use layout::QueueKind;
+pub use handle::Queue;
 #[cfg(not(loom))]
 pub use layout::{QueueConfig, MAX_CAPACITY, MAX_MESSAGE_LEN, MAX_QUEUE_BYTES};
 #[cfg(not(loom))]
 pub use producer::Producer;
+#[cfg(not(loom))]
+pub use shared::QueueStatus;
 #[cfg(not(loom))]
 pub use typed::{TypedConsumer, TypedProducer};

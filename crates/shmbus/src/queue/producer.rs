@@ -3,11 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-#[cfg(doc)] // for intra-doc links
-use super::channel::Queue;
-use super::channel::{status_of, Endpoint, QueueStatus};
 use super::error::{QueueSendError, QueueSendTimeoutError, QueueTrySendError};
 use super::protocol::Push;
+use super::shared::{status_of, Endpoint, QueueStatus};
 use crate::wait::{Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -128,7 +126,7 @@ impl Producer {
         self.ep.shared.layout().capacity
     }
 
-    /// A status snapshot (see [`Queue::status`]).
+    /// A status snapshot (see [`Queue::status`](super::Queue::status)).
     pub fn status(&self) -> QueueStatus {
         status_of(&self.ep.shared)
     }

@@ -51,8 +51,8 @@ use std::mem::MaybeUninit;
 
 use crate::error::Corrupt;
 use crate::event::EventWord;
+use crate::kind::Kind;
 use crate::participants::ParticipantTable;
-use crate::segment::Kind;
 use crate::stats::Counter;
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
 use crate::sys::ProcessId;

@@ -1,8 +1,8 @@
 //! Typed queue endpoints: a [`Pod`] type `T` instead of bytes, as thin wrappers over
 //! [`Producer`] and [`Consumer`].
 
-use super::channel::Queue;
 use super::consumer::Consumer;
+use super::handle::Queue;
 use super::layout::QueueConfig;
 use super::producer::Producer;
 use crate::error::OpenError;

@@ -31,7 +31,6 @@
 use crate::sync::Ordering::{self, Relaxed};
 use crate::sync::{AtomicU32, AtomicU64, Load, Ro};
 
-use crate::participants::PARTICIPANTS;
 use crate::sys::{monotonic_ns, ProcessId};
 
 /// Bytes of one participant's counter block (eight cache lines).
@@ -422,13 +421,6 @@ impl Counters {
 mod snapshot;
 #[cfg(not(loom))]
 pub use snapshot::*;
-
-/// Where participant `index`'s block lies, from the start of the segment.
-pub(crate) const fn block_offset(index: usize) -> usize {
-    crate::segment::COUNTERS_OFFSET + index * COUNTERS_SIZE
-}
-
-const _: () = assert!(block_offset(PARTICIPANTS) == crate::segment::KIND_OFFSET);
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,8 @@ use super::{Counters, Ordering, Relaxed};
 use crate::admin::{self, Description, Pending};
 use crate::domain::Domain;
 use crate::error::OpenError;
-use crate::segment::{Kind, Segment};
+use crate::kind::Kind;
+use crate::segment::Segment;
 use crate::sys::{monotonic_ns, ProcessId, ReadOnly};
 
 /// One participant of a channel with its counters.

@@ -81,13 +81,17 @@ pub mod protocol;
 pub(crate) mod protocol;
 
 #[cfg(not(loom))]
-mod channel;
+mod describe;
 #[cfg(not(loom))]
 mod error;
+#[cfg(not(loom))]
+mod handle;
 #[cfg(not(loom))]
 mod layout;
 #[cfg(not(loom))]
 mod reader;
+#[cfg(not(loom))]
+mod shared;
 #[cfg(all(test, not(loom)))]
 mod tests;
 #[cfg(not(loom))]
@@ -96,18 +100,20 @@ mod typed;
 mod writer;
 
 #[cfg(not(loom))]
-pub use channel::{EndpointStatus, Stream, StreamStatus, LIVENESS_INTERVAL};
+pub(crate) use describe::StreamKind;
 #[cfg(not(loom))]
 pub use error::{
     StreamRecvError, StreamRecvTimeoutError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError,
     StreamTrySendError,
 };
 #[cfg(not(loom))]
-pub(crate) use layout::StreamKind;
+pub use handle::Stream;
 #[cfg(not(loom))]
 pub use layout::{StreamConfig, MAX_CAPACITY};
 #[cfg(not(loom))]
 pub use reader::{Iter, Record, StreamReader, TryIter};
+#[cfg(not(loom))]
+pub use shared::{EndpointStatus, StreamStatus, LIVENESS_INTERVAL};
 #[cfg(not(loom))]
 pub use typed::{TypedLoan, TypedRecord, TypedStreamReader, TypedStreamWriter};
 #[cfg(not(loom))]

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::channel::Stream;
 use super::error::{
     StreamRecvError, StreamRecvTimeoutError, StreamSendError, StreamSendTimeoutError, StreamTryRecvError,
     StreamTrySendError,
 };
+use super::handle::Stream;
 use super::layout::{StreamConfig, StreamLayout, MAX_CAPACITY};
 use crate::domain::Domain;
 use crate::error::OpenError;

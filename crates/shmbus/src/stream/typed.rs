@@ -1,7 +1,7 @@
 //! Typed stream endpoints: a [`Pod`] type `T` instead of bytes, as thin wrappers over
 //! [`StreamWriter`] and [`StreamReader`].
 
-use super::channel::Stream;
+use super::handle::Stream;
 use super::layout::StreamConfig;
 use super::reader::{Record, StreamReader};
 use super::writer::StreamWriter;

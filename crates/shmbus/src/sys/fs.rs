@@ -515,6 +515,28 @@ pub fn is_no_space(e: &io::Error) -> bool {
     e.raw_os_error() == Some(Errno::NOSPC.raw_os_error())
 }
 
+/// A file in memory with no name (`memfd_create`, close-on-exec), `name` shown only in
+/// `/proc/<pid>/fd`.
+pub fn anonymous_file(name: &str) -> io::Result<File> {
+    Ok(File::from(rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)?))
+}
+
+/// Opens `path` for reading without blocking (a FIFO opens at once instead of waiting for a
+/// writer; the caller refuses what is not a regular file), close-on-exec. A symlink is
+/// followed.
+pub fn open_read_nonblocking(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)
+}
+
+/// `uid 1001 (alice)`, or `uid 4242` for a uid without an account.
+pub(crate) fn describe_uid(uid: u32) -> String {
+    match user_name(uid) {
+        Some(n) => format!("uid {uid} ({n})"),
+        None => format!("uid {uid}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

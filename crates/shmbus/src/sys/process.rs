@@ -107,6 +107,18 @@ pub fn set_cpu_affinity(cpus: &[usize]) -> io::Result<()> {
     Ok(rustix::thread::sched_setaffinity(None, &set)?)
 }
 
+/// Registers fork handlers (`pthread_atfork`): `prepare` runs in the forking thread just
+/// before a `fork`, `parent` and `child` just after it in each process. Returns whether they
+/// were registered (it fails only on `ENOMEM`). The handlers live for the whole program; they
+/// must not unwind, and `child` may only do what is safe in a forked child of a threaded
+/// program.
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+pub(crate) fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> bool {
+    // SAFETY: three plain function pointers that live for the whole program; registering
+    // them has no other effect.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-use crate::error::{error_family, Corrupt};
-use crate::segment::{Kind, TRUNCATED_MSG};
+use crate::error::{error_family, Corrupt, ErrorKind, Failure};
+use crate::kind::Kind;
+use crate::segment::TRUNCATED_MSG;
 
 error_family! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,12 +30,12 @@ error_family! {
             len: usize,
             /// The topic's `max_message_len`.
             max: usize,
-        } => ("message of {len} bytes exceeds the topic's slot size of {max} bytes; recreate the topic with a larger --slot-size"),
+        } => [ErrorKind::TooLarge, *max as u64] ("message of {len} bytes exceeds the topic's slot size of {max} bytes; recreate the topic with a larger max_message_len"),
         /// Every slot is pinned by subscribers (or being written): nothing may be overwritten.
         AllPinned {
             /// Number of slots in the topic.
             slots: usize,
-        } => ("all {slots} slots are pinned by subscribers holding zero-copy samples; subscribers must drop samples sooner, or recreate the topic with more spare slots"),
+        } => [ErrorKind::AllPinned] ("all {slots} slots are pinned by subscribers holding zero-copy samples; subscribers must drop samples sooner, or recreate the topic with more spare slots"),
         /// A reliable subscriber has not read message `seq` yet, which the send would
         /// overwrite: from every send on a `fail` topic, and from `try_send` on a `block`
         /// topic. Retry later; a subscriber that stands still is evicted after the topic's
@@ -42,11 +43,11 @@ error_family! {
         Full {
             /// The oldest message a reliable subscriber still needs.
             seq: u64,
-        } => ("topic is full: a reliable subscriber has not read message {seq} yet; retry later (a subscriber that stops reading is evicted after the topic's reliable timeout)"),
+        } => [ErrorKind::Full, *seq] ("topic is full: a reliable subscriber has not read message {seq} yet; retry later (a subscriber that stops reading is evicted after the topic's reliable timeout)"),
         /// The topic's file was truncated by another process while this one had it mapped:
         /// what was written past the cut is lost. Checked when a send fails; recreate the
         /// topic.
-        Truncated => ("{}", TRUNCATED_MSG),
+        Truncated => [ErrorKind::Truncated] ("{}", TRUNCATED_MSG),
     }
 }
 
@@ -76,7 +77,7 @@ error_family! {
     /// and its `_into` / `_ref` forms) returned nothing.
     TopicTryRecvError {
         /// No new message yet.
-        Empty => ("no new message"),
+        Empty => [ErrorKind::Empty] ("no new message"),
     }
     block
     /// A blocking in-order receive ([`Subscriber::recv`](super::Subscriber::recv) and its
@@ -93,29 +94,29 @@ error_family! {
         Lagged {
             /// How many sequence numbers were skipped.
             missed: u64,
-        } => ("subscriber lagged: {missed} message(s) skipped; read faster or create the topic with a longer history"),
+        } => [ErrorKind::Lagged, *missed] ("subscriber lagged: {missed} message(s) skipped; read faster or create the topic with a longer history"),
         /// This reliable subscriber stood still for the topic's reliable timeout while a
         /// publisher waited for it, and was evicted: it is a lossy subscriber from now on
         /// (reported once; the next receive goes on from where it stands, and may report
         /// `Lagged`). Make a new reliable subscriber to be reliable again.
-        Evicted => ("evicted: this reliable subscriber stopped reading for longer than the topic's reliable timeout and is lossy from now on; read faster or create the topic with a longer reliable timeout"),
+        Evicted => [ErrorKind::Evicted] ("evicted: this reliable subscriber stopped reading for longer than the topic's reliable timeout and is lossy from now on; read faster or create the topic with a longer reliable timeout"),
         /// The subscriber already holds as many pinned samples as its budget allows.
         PinLimit {
             /// The budget.
             budget: usize,
-        } => ("pin budget of {budget} samples exhausted; drop samples before taking more, or raise it with set_pin_budget"),
+        } => [ErrorKind::PinLimit, *budget as u64] ("pin budget of {budget} samples exhausted; drop samples before taking more, or raise it with set_pin_budget"),
         /// The topic's shared positions cannot be true (a corrupt or hostile process wrote
         /// them): reported once per corrupt state seen. The values are `tail` (the last
         /// claimed sequence number as read), `committed` (the newest committed one as read),
         /// `cursor` (where the subscriber was) and `next` (where its cursor was moved: after
         /// the last claimed sequence number, so the following receives wait for new
         /// messages); the report is [`repaired`](Corrupt::repaired).
-        Corrupt(c: Corrupt) => ("{c}"),
+        Corrupt(c: Corrupt) => [ErrorKind::Corrupt] ("{c}"),
         /// The topic's file was truncated by another process while this subscriber had it
         /// mapped: the cut part reads as zeros for the life of this subscriber, so every
         /// later call reports this. Checked when there is nothing valid to return (and on a
         /// timeout); recreate the topic.
-        Truncated => ("{}", TRUNCATED_MSG),
+        Truncated => [ErrorKind::Truncated] ("{}", TRUNCATED_MSG),
     }
 }
 
@@ -180,3 +181,27 @@ impl fmt::Display for TopicGetError {
     }
 }
 impl std::error::Error for TopicGetError {}
+
+impl Failure for TopicGetError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            TopicGetError::InvalidSeq => ErrorKind::InvalidArgument,
+            TopicGetError::NotYet { .. } | TopicGetError::Pending { .. } => ErrorKind::Empty,
+            TopicGetError::Evicted { .. } => ErrorKind::Overwritten,
+            TopicGetError::PinLimit { .. } => ErrorKind::PinLimit,
+            TopicGetError::Corrupt(_) => ErrorKind::Corrupt,
+            TopicGetError::Truncated => ErrorKind::Truncated,
+        }
+    }
+
+    /// The last sequence number claimed (`NotYet`), the oldest kept (`Evicted`), the budget
+    /// (`PinLimit`).
+    fn value(&self) -> Option<u64> {
+        match self {
+            TopicGetError::NotYet { last, .. } => Some(*last),
+            TopicGetError::Evicted { oldest, .. } => Some(*oldest),
+            TopicGetError::PinLimit { budget } => Some(*budget as u64),
+            _ => None,
+        }
+    }
+}

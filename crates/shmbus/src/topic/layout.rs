@@ -1,7 +1,15 @@
 //! The topic's segment layout: where the control block, index, slot headers and payloads sit.
 
+use super::config::{
+    DeliveryPolicy, TopicConfig, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN, DEFAULT_RELIABLE_TIMEOUT_MS,
+    DEFAULT_SPARE_SLOTS,
+};
 use super::protocol::{SlotHeader, INLINE_DATA, INLINE_OFFSET, MAX_SLOTS};
-use crate::segment::{Kind, Layout, PARAMS};
+use crate::endpoint::channel::{ChannelConfig, ChannelLayout, CommonConfig};
+use crate::error::OpenError;
+use crate::kind::Kind;
+use crate::pod::PayloadType;
+use crate::segment::{Layout, PARAMS};
 
 /// Largest slot size a topic accepts (1 GiB).
 pub const MAX_SLOT_SIZE: u64 = 1 << 30;
@@ -52,7 +60,7 @@ impl TopicLayout {
         policy: u64,
         reliable_timeout_ms: u64,
     ) -> Result<TopicLayout, String> {
-        if super::channel::DeliveryPolicy::from_u64(policy).is_none() {
+        if DeliveryPolicy::from_u64(policy).is_none() {
             return Err(format!("delivery policy {policy} is none of 0 (overwrite), 1 (block), 2 (fail)"));
         }
         if reliable_timeout_ms == 0 || reliable_timeout_ms > MAX_RELIABLE_TIMEOUT_MS {
@@ -114,7 +122,7 @@ impl Layout for TopicLayout {
 
     fn from_params(p: &[u64; PARAMS]) -> Result<Self, String> {
         // A topic made before delivery policies stores 0, 0: overwrite, default timeout.
-        let timeout = if p[4] == 0 { super::channel::DEFAULT_RELIABLE_TIMEOUT_MS } else { p[4] };
+        let timeout = if p[4] == 0 { DEFAULT_RELIABLE_TIMEOUT_MS } else { p[4] };
         TopicLayout::new(p[0], p[1], p[2], p[3], timeout)
     }
 
@@ -135,60 +143,67 @@ impl Layout for TopicLayout {
     }
 }
 
-/// The topic in the kind registry (`crate::kind`).
-pub(crate) struct TopicKind;
+/// The alignment of every slot's payload in a topic of `slot_size`-byte slots: 8 for small
+/// slots (the payload sits inside the 128-byte-aligned slot header, at offset 88), 64 for
+/// the others (slots of a multiple of 64 bytes from a page-aligned start).
+pub(super) fn payload_align(slot_size: u64) -> usize {
+    if slot_size <= INLINE_DATA as u64 {
+        8
+    } else {
+        64
+    }
+}
 
-impl crate::kind::KindInfo for TopicKind {
-    fn kind(&self) -> Kind {
-        Kind::Topic
+/// The slot size of a topic made by [`TopicConfig::for_type`]: the type's size, or at least
+/// `INLINE_DATA + 1` bytes for a type aligned to more than 8, so that its slots are 64-aligned.
+pub(super) fn slot_size_for(t: &PayloadType) -> usize {
+    if t.align > 8 {
+        t.size.max(INLINE_DATA + 1)
+    } else {
+        t.size
+    }
+}
+
+impl TopicConfig {
+    pub(super) fn timeout_ms(&self) -> Option<u64> {
+        self.reliable_timeout.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+impl ChannelConfig for TopicConfig {
+    type Layout = TopicLayout;
+
+    fn layout_to_create(&self) -> Result<TopicLayout, OpenError> {
+        let typed = self.common.payload.map(|t| slot_size_for(&t));
+        TopicLayout::new(
+            self.max_message_len.or(typed).unwrap_or(DEFAULT_MAX_MESSAGE_LEN) as u64,
+            self.history.unwrap_or(DEFAULT_HISTORY) as u64,
+            self.spare_slots.unwrap_or(DEFAULT_SPARE_SLOTS) as u64,
+            self.policy.unwrap_or_default() as u64,
+            self.timeout_ms().unwrap_or(DEFAULT_RELIABLE_TIMEOUT_MS),
+        )
+        .map_err(|what| OpenError::InvalidConfig { what })
     }
 
-    fn role_name(&self, role: u32) -> Option<&'static str> {
-        match role {
-            super::protocol::ROLE_PUBLISHER => Some("publisher"),
-            super::protocol::ROLE_SUBSCRIBER => Some("subscriber"),
-            _ => None,
-        }
+    fn set_fields(&self, existing: &TopicLayout) -> Vec<(&'static str, Option<u64>, u64)> {
+        let set = |v: Option<usize>| v.map(|v| v as u64);
+        vec![
+            ("slot size", set(self.max_message_len), existing.slot_size),
+            ("history", set(self.history), existing.history),
+            ("spare slots", set(self.spare_slots), existing.spare),
+            ("delivery policy (0 overwrite, 1 block, 2 fail)", self.policy.map(|p| p as u64), existing.policy),
+            ("reliable timeout ms", self.timeout_ms(), existing.reliable_timeout_ms),
+        ]
     }
 
-    fn param_keys(&self) -> &'static [&'static str] {
-        &["slot_size", "history", "spare_slots", "policy", "reliable_timeout_ms"]
+    fn common(&self) -> &CommonConfig {
+        &self.common
     }
+}
 
-    /// None, by decision: a topic's history is a window no reader is owed (see `admin`).
-    fn pending(
-        &self,
-        _seg: crate::segment::Segment<crate::sys::ReadOnly>,
-    ) -> Result<Option<crate::admin::Pending>, crate::OpenError> {
-        Ok(None)
-    }
-
-    /// No pending data; the messages its history holds now.
-    fn contents(
-        &self,
-        seg: crate::segment::Segment<crate::sys::ReadOnly>,
-    ) -> Result<(Option<crate::admin::Pending>, Option<u64>), crate::OpenError> {
-        Ok((None, Some(super::channel::history_len(seg)?)))
-    }
-
-    fn describe(&self, domain: &crate::Domain, name: &str) -> Result<crate::admin::Description, crate::OpenError> {
-        let st = super::Topic::status(domain, name)?;
-        Ok(crate::admin::Description {
-            max_message_len: Some(st.max_message_len),
-            history: Some(st.history),
-            last_seq: Some(st.last_seq),
-            senders: Some(st.publishers),
-            receivers: Some(st.subscribers),
-            status: vec![
-                ("slots", st.slots.into()),
-                ("pinned_slots", st.pinned_slots.into()),
-                ("reliable_subscribers", st.reliable_subscribers.into()),
-            ],
-            detail: match st.policy {
-                super::DeliveryPolicy::Overwrite => String::new(),
-                p => format!("policy {}, {} reliable subscriber(s)", p.name(), st.reliable_subscribers),
-            },
-            ..Default::default()
-        })
+impl ChannelLayout for TopicLayout {
+    /// A sample lends its slot's payload, aligned as `typed::payload_align` says.
+    fn payload_room(&self) -> (usize, usize) {
+        (self.slot_size as usize, payload_align(self.slot_size))
     }
 }

@@ -74,30 +74,38 @@ pub mod protocol;
 pub(crate) mod protocol;
 
 #[cfg(not(loom))]
-mod channel;
+mod config;
+#[cfg(not(loom))]
+mod describe;
 #[cfg(not(loom))]
 mod error;
+#[cfg(not(loom))]
+mod handle;
 #[cfg(not(loom))]
 mod layout;
 #[cfg(not(loom))]
 mod publisher;
+#[cfg(not(loom))]
+mod shared;
 #[cfg(not(loom))]
 mod subscriber;
 #[cfg(not(loom))]
 mod typed;
 
 #[cfg(not(loom))]
-pub use channel::{
-    DeliveryPolicy, Topic, TopicConfig, TopicStatus, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN,
-    DEFAULT_RELIABLE_TIMEOUT_MS, DEFAULT_SPARE_SLOTS,
+pub use config::{
+    DeliveryPolicy, TopicConfig, DEFAULT_HISTORY, DEFAULT_MAX_MESSAGE_LEN, DEFAULT_RELIABLE_TIMEOUT_MS,
+    DEFAULT_SPARE_SLOTS,
 };
+#[cfg(not(loom))]
+pub(crate) use describe::TopicKind;
 #[cfg(not(loom))]
 pub use error::{
     TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicSendTimeoutError, TopicTryRecvError,
     TopicTrySendError,
 };
 #[cfg(not(loom))]
-pub(crate) use layout::TopicKind;
+pub use handle::{Topic, TopicStatus};
 #[cfg(not(loom))]
 pub use publisher::{Loan, Publisher};
 #[cfg(not(loom))]

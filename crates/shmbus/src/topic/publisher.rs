@@ -4,9 +4,10 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::channel::{DeliveryPolicy, Inner};
+use super::config::DeliveryPolicy;
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
 use super::protocol::{CursorCache, HeldCrash, CURSOR_SEQ, INLINE_DATA};
+use super::shared::Inner;
 use crate::stats::Counter;
 use crate::sys::monotonic_ns;
 use crate::wait::Deadline;

@@ -5,9 +5,9 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::channel::Inner;
 use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
 use super::protocol::{CursorUpdate, Lookup, INLINE_DATA, PIN_RECORDS};
+use super::shared::Inner;
 use crate::endpoint::liveness::{self, PENDING_GRACE};
 use crate::error::{too_small, RecvIntoSliceError};
 use crate::stats::Counter;

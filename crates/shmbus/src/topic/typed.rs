@@ -1,34 +1,13 @@
 //! Typed topic endpoints: a [`Pod`] type `T` instead of bytes, as thin wrappers over
 //! [`Publisher`] and [`Subscriber`] (the wrappers are [`crate::typed`]'s).
 
-use super::channel::{Topic, TopicConfig};
-use super::protocol::INLINE_DATA;
+use super::config::TopicConfig;
+use super::handle::Topic;
 use super::publisher::Publisher;
 use super::subscriber::{Sample, Subscriber};
 use crate::error::OpenError;
 use crate::pod::{PayloadType, Pod};
 use crate::typed::{Loan, Receiver, Ref, Sender};
-
-/// The alignment of every slot's payload in a topic of `slot_size`-byte slots: 8 for small
-/// slots (the payload sits inside the 128-byte-aligned slot header, at offset 88), 64 for
-/// the others (slots of a multiple of 64 bytes from a page-aligned start).
-pub(super) fn payload_align(slot_size: u64) -> usize {
-    if slot_size <= INLINE_DATA as u64 {
-        8
-    } else {
-        64
-    }
-}
-
-/// The slot size of a topic made by [`TopicConfig::for_type`]: the type's size, or at least
-/// `INLINE_DATA + 1` bytes for a type aligned to more than 8, so that its slots are 64-aligned.
-pub(super) fn slot_size_for(t: &PayloadType) -> usize {
-    if t.align > 8 {
-        t.size.max(INLINE_DATA + 1)
-    } else {
-        t.size
-    }
-}
 
 impl TopicConfig {
     /// A config for a topic of `T` messages: the slot size is `size_of::<T>()` (at least 41

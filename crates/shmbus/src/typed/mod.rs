@@ -30,7 +30,7 @@ use ops::{
 pub(crate) use ops::Receive as TypedReceive;
 
 /// What a typed receive reports for a payload of `len` bytes that is not one `T`.
-fn not_one<T: Pod>(kind: crate::segment::Kind, what: &'static str, len: usize) -> Corrupt {
+fn not_one<T: Pod>(kind: crate::kind::Kind, what: &'static str, len: usize) -> Corrupt {
     Corrupt::new(kind, what).with("len", len as u64).with("size", std::mem::size_of::<T>() as u64)
 }
 

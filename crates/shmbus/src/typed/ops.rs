@@ -7,8 +7,8 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use crate::error::Corrupt;
+use crate::kind::Kind;
 use crate::pod::Pod;
-use crate::segment::Kind;
 
 /// A byte receiver: what its receives report and how a typed receive says "not one `T`".
 pub trait Receive {

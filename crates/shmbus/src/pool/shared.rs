@@ -1,4 +1,5 @@
-//! Segment glue: the pool's endpoints over a shared mapping.
+//! The pool's shared state: the mapping its handle and endpoints share, and the segment
+//! glue its endpoints work through.
 //!
 //! Builds [`PoolRef`]s from the validated segment layout, ties mailbox `i` to participant
 //! entry `i + 1` (entry 0 is the dispatcher's), and does everything that needs a clock, a
@@ -192,3 +193,7 @@ pub(super) fn status_of<A: Access>(chan: &Channel<PoolLayout, A>) -> PoolStatus 
         schema: chan.schema().cloned(),
     }
 }
+
+/// The pool's mapping, shared by the handle and its endpoints.
+#[cfg(not(loom))]
+pub(super) type Shared = Channel<PoolLayout>;

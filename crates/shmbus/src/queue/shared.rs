@@ -1,25 +1,21 @@
-//! The open queue ([`Queue`], [`QueueStatus`]) and the handle its endpoints share.
+//! The queue's shared state: the mapping its handle and endpoints share, what every
+//! endpoint keeps of it, and the read-only view its status reads.
 
 use std::cell::Cell;
 use std::mem::offset_of;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::consumer::Consumer;
 #[cfg(doc)] // for intra-doc links
 use super::error::QueueTryRecvError;
-use super::layout::{MappedCells, QueueConfig, QueueLayout, CONTROL_BYTES};
-use super::producer::Producer;
+use super::layout::{MappedCells, QueueLayout, CONTROL_BYTES};
 use super::protocol::{depth_of, pop_ready_at, CellHeader, Control, Ring, Stall};
-use crate::domain::Domain;
 use crate::endpoint::channel::Channel;
 use crate::endpoint::liveness;
 use crate::endpoint::registration::register_shared;
 use crate::error::OpenError;
 use crate::event::EventWord;
 use crate::participants::{ParticipantView, PARTICIPANTS};
-use crate::pod::PayloadType;
 use crate::segment::Segment;
 use crate::stats::Counter;
 use crate::sync::{Ordering, RoArea};
@@ -100,7 +96,7 @@ impl StatusView<'_> {
 }
 
 impl Shared {
-    fn register(self: &Arc<Self>, role: u32) -> Result<Endpoint, OpenError> {
+    pub(super) fn register(self: &Arc<Self>, role: u32) -> Result<Endpoint, OpenError> {
         let me = ProcessId::current();
         let reclaim = || self.ring().reclaim_dead(me, process_is_alive);
         let index = register_shared(self.participants(), me, role, 0..PARTICIPANTS, reclaim, self.path())?;
@@ -243,85 +239,6 @@ impl Drop for Endpoint {
     }
 }
 
-/// An open queue. Cheap to keep; make endpoints with [`Queue::producer`] and
-/// [`Queue::consumer`] (each takes one of the segment's participant entries).
-#[derive(Debug, Clone)]
-pub struct Queue {
-    shared: Arc<Shared>,
-}
-
-impl Queue {
-    /// Opens the queue `name` in `domain`, creating it if it does not exist. A layout value
-    /// set in `config` must match an existing queue (else [`OpenError::LayoutMismatch`]); one
-    /// left unset accepts the existing queue's, or takes its default when the queue is
-    /// created. Mode and group apply only when the queue is created.
-    pub fn create_or_open(domain: &Domain, name: &str, config: &QueueConfig) -> Result<Queue, OpenError> {
-        Ok(Queue { shared: Arc::new(Channel::create_or_open(domain, name, config)?) })
-    }
-
-    /// Opens the existing queue `name` in `domain`.
-    pub fn open(domain: &Domain, name: &str) -> Result<Queue, OpenError> {
-        Ok(Queue { shared: Arc::new(Channel::open(domain, name)?) })
-    }
-
-    /// A snapshot of the queue `name` in `domain` for tools: depth, layout, live producers and
-    /// consumers, crash counters. Needs read permission only: it maps the queue read-only,
-    /// registers nothing and writes nothing. Reads `/proc` once per participant entry in use.
-    pub fn status(domain: &Domain, name: &str) -> Result<QueueStatus, OpenError> {
-        // Loads only: `status_of` reads the control block, one cell stamp and the table.
-        Ok(status_of(&Channel::<QueueLayout, ReadOnly>::open_read_only(domain, name)?))
-    }
-
-    /// Checks that this queue can carry `t` (see [`Channel::check_type`]).
-    pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
-        self.shared.check_type(t)
-    }
-
-    /// A new producer endpoint.
-    pub fn producer(&self) -> Result<Producer, OpenError> {
-        Ok(Producer { ep: self.shared.register(ROLE_PRODUCER)? })
-    }
-
-    /// A new consumer endpoint.
-    pub fn consumer(&self) -> Result<Consumer, OpenError> {
-        let ep = self.shared.register(ROLE_CONSUMER)?;
-        Ok(Consumer { scratch: Vec::new(), held: None, ep })
-    }
-
-    /// The queue's schema, set by its creator (`None`: it has none; see [`Schema`](crate::Schema)).
-    pub fn schema(&self) -> Option<&crate::Schema> {
-        self.shared.schema().map(|s| &**s)
-    }
-
-    /// Maps every page of this queue into this process now, so that no send or receive of
-    /// this process takes a page fault the first time it touches a page (see
-    /// [`Topic::prefault`](crate::Topic::prefault)).
-    pub fn prefault(&self) {
-        self.shared.prefault();
-    }
-
-    /// Messages the queue holds.
-    pub fn capacity(&self) -> u64 {
-        self.shared.layout().capacity
-    }
-
-    /// Largest message, in bytes.
-    pub fn max_message_len(&self) -> usize {
-        self.shared.layout().max
-    }
-
-    /// The segment file.
-    pub fn path(&self) -> &Path {
-        self.shared.path()
-    }
-
-    /// Reclaims what dead participants held (their entries and claims) now, instead of when
-    /// a blocked endpoint finds them. Returns how many entries were reclaimed.
-    pub fn reclaim_dead(&self) -> usize {
-        self.shared.ring().reclaim_dead(ProcessId::current(), process_is_alive)
-    }
-}
-
 /// Messages in queue segment `seg` that no consumer has received, for `admin::inspect` (a
 /// look through a read-only mapping: loads only). The ring's depth, or 1 when the depth reads
 /// 0 but a pop could make progress: a producer that died between publishing its message and
@@ -350,8 +267,8 @@ pub(super) fn status_of<A: Access>(chan: &Channel<QueueLayout, A>) -> QueueStatu
     }
 }
 
-/// A snapshot of a queue, from [`Queue::status`], [`Producer::status`] or
-/// [`Consumer::status`].
+/// A snapshot of a queue, from [`Queue::status`](super::Queue::status), [`Producer::status`](super::Producer::status)
+/// or [`Consumer::status`](super::Consumer::status).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueStatus {
@@ -375,29 +292,4 @@ pub struct QueueStatus {
     pub lost: u64,
     /// The channel's schema (`None`: it has none).
     pub schema: Option<std::sync::Arc<crate::Schema>>,
-}
-
-/// ```compile_fail
-/// fn sync<T: Sync>() {}
-/// sync::<shmbus::queue::Producer>();
-/// ```
-/// ```compile_fail
-/// fn sync<T: Sync>() {}
-/// sync::<shmbus::queue::Consumer>();
-/// ```
-#[allow(dead_code)]
-fn endpoints_are_not_sync() {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_are_send_not_sync() {
-        fn send<T: Send>() {}
-        send::<Producer>();
-        send::<Consumer>();
-        send::<Queue>();
-        // `Cell` in the endpoint makes it !Sync; checked by the compile-fail doc test below.
-    }
 }

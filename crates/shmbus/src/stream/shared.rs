@@ -1,24 +1,18 @@
-//! The [`Stream`] handle (the open segment with its double-mapped ring), the claim and
-//! takeover of the exclusive writer and reader roles, the peer's liveness, and the stream's
-//! status.
+//! The stream's shared state: the double-mapped segment its handle and endpoints share, the
+//! claim and takeover of the exclusive writer and reader roles, the peer's liveness, and the
+//! stream's status.
 
-use std::os::fd::AsFd;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::layout::{StreamConfig, StreamLayout};
+use super::layout::StreamLayout;
 use super::protocol::{positions_of, Corruption, RingShared, HEAD_POS_OFFSET, TAIL_POS_OFFSET};
-use super::reader::StreamReader;
-use super::writer::StreamWriter;
-use crate::domain::Domain;
 use crate::endpoint::channel::Channel;
 use crate::endpoint::liveness;
 use crate::endpoint::registration::claim_exclusive;
 use crate::error::OpenError;
 use crate::participants::ParticipantTable;
-use crate::pod::PayloadType;
-use crate::segment::{Segment, KIND_OFFSET};
+use crate::segment::Segment;
 use crate::stats::Counter;
 use crate::sys::{Access, Mapping, ProcessId, ReadOnly};
 use crate::wait::{block_on, Deadline, WaitPolicy};
@@ -47,92 +41,6 @@ pub(super) struct Mapped {
     pub(super) ring: Mapping,
 }
 
-/// A stream: a single-writer single-reader ring of variable-size records. Cheap to clone
-/// (the mapping is shared); the endpoints come from [`Stream::writer`] and
-/// [`Stream::reader`], one of each at a time across all processes.
-#[derive(Debug, Clone)]
-pub struct Stream {
-    inner: Arc<Mapped>,
-}
-
-impl Stream {
-    /// Opens stream `name`, creating it with `config` if it does not exist. A capacity set in
-    /// `config` must match an existing stream's ([`OpenError::LayoutMismatch`] otherwise); an
-    /// unset one accepts it, and creates [`StreamConfig::DEFAULT_CAPACITY`] bytes. The mode
-    /// and group apply only when this call creates the stream.
-    pub fn create_or_open(domain: &Domain, name: &str, config: &StreamConfig) -> Result<Stream, OpenError> {
-        Stream::map(Channel::create_or_open(domain, name, config)?)
-    }
-
-    /// Opens the existing stream `name`.
-    pub fn open(domain: &Domain, name: &str) -> Result<Stream, OpenError> {
-        Stream::map(Channel::open(domain, name)?)
-    }
-
-    /// Reads the status of stream `name` without attaching to it: the file is opened and
-    /// mapped read-only, so read permission suffices, and nothing is written.
-    pub fn status(domain: &Domain, name: &str) -> Result<StreamStatus, OpenError> {
-        Ok(status_of(&Channel::<StreamLayout, ReadOnly>::open_read_only(domain, name)?))
-    }
-
-    fn map(chan: Channel<StreamLayout>) -> Result<Stream, OpenError> {
-        let layout = chan.layout();
-        let cap = usize::try_from(layout.capacity)
-            .map_err(|_| OpenError::corrupt(chan.path(), "capacity exceeds the address space"))?;
-        let ring = Mapping::map_ring(chan.seg().file().as_fd(), KIND_OFFSET as u64 + layout.data_offset, cap)
-            .map_err(|e| OpenError::io(chan.path(), e))?;
-        Ok(Stream { inner: Arc::new(Mapped { chan, ring }) })
-    }
-
-    /// Attaches as the stream's writer, continuing after the last record a previous writer
-    /// committed. [`OpenError::Busy`] if a live process (this one included) holds the role.
-    pub fn writer(&self) -> Result<StreamWriter, OpenError> {
-        StreamWriter::attach(Shared::claim(self.inner.clone(), WRITER_SLOT, ROLE_WRITER)?)
-    }
-
-    /// Attaches as the stream's reader, resuming after the last record a previous reader
-    /// consumed. [`OpenError::Busy`] if a live process (this one included) holds the role.
-    pub fn reader(&self) -> Result<StreamReader, OpenError> {
-        StreamReader::attach(Shared::claim(self.inner.clone(), READER_SLOT, ROLE_READER)?)
-    }
-
-    /// The stream's schema, set by its creator (`None`: it has none; see [`Schema`](crate::Schema)).
-    pub fn schema(&self) -> Option<&crate::Schema> {
-        self.inner.chan.schema().map(|s| &**s)
-    }
-
-    /// Maps every page of this stream, its ring's two mappings included, into this process
-    /// now, so that no write or read of this process takes a page fault the first time it
-    /// touches a page (see [`Topic::prefault`](crate::Topic::prefault)).
-    pub fn prefault(&self) {
-        // The records are read and written through the ring mapping only: of the segment's
-        // own mapping, the pages before the data.
-        let chan = &self.inner.chan;
-        chan.seg().prefault(KIND_OFFSET + chan.layout().data_offset as usize);
-        self.inner.ring.populate_write(0, self.inner.ring.len());
-    }
-
-    /// Ring size in bytes.
-    pub fn capacity(&self) -> usize {
-        self.inner.chan.layout().capacity as usize
-    }
-
-    /// The largest record payload this stream accepts (`capacity - 8`, at most `u32::MAX`).
-    pub fn max_record_len(&self) -> usize {
-        self.inner.chan.layout().max_record_len() as usize
-    }
-
-    /// The segment file.
-    pub fn path(&self) -> &Path {
-        self.inner.chan.path()
-    }
-
-    /// Checks that this stream can carry `t` (see [`Channel::check_type`]).
-    pub(super) fn check_type(&self, t: &PayloadType) -> Result<(), OpenError> {
-        self.inner.chan.check_type(t)
-    }
-}
-
 /// One endpoint's hold on a stream: the shared mapping and one participant entry, released
 /// on drop.
 #[derive(Debug)]
@@ -158,7 +66,7 @@ pub(super) struct Shared {
 unsafe impl Send for Shared {}
 
 impl Shared {
-    fn claim(mapped: Arc<Mapped>, slot: usize, role: u32) -> Result<Shared, OpenError> {
+    pub(super) fn claim(mapped: Arc<Mapped>, slot: usize, role: u32) -> Result<Shared, OpenError> {
         let me = ProcessId::current();
         // A stream endpoint leaves nothing to repair (see the module docs), so taking over a
         // dead holder's entry only frees it.
@@ -310,31 +218,4 @@ pub(super) fn status_of<A: Access>(chan: &Channel<StreamLayout, A>) -> StreamSta
 /// included), for `admin::inspect`: the status's `used`, by loads only.
 pub(super) fn unread_bytes(seg: Segment<ReadOnly>) -> Result<u64, OpenError> {
     Ok(status_of(&Channel::<StreamLayout, ReadOnly>::from_segment(seg)?).used)
-}
-
-/// ```compile_fail
-/// fn sync<T: Sync>() {}
-/// sync::<shmbus::stream::StreamWriter>();
-/// ```
-/// ```compile_fail
-/// fn sync<T: Sync>() {}
-/// sync::<shmbus::stream::StreamReader>();
-/// ```
-#[allow(dead_code)]
-fn endpoints_are_not_sync() {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_are_send_and_the_handle_is_send_and_sync() {
-        fn send<T: Send>() {}
-        fn sync<T: Sync>() {}
-        send::<StreamWriter>();
-        send::<StreamReader>();
-        send::<Stream>();
-        sync::<Stream>();
-        // The endpoints are !Sync: checked by the compile-fail doc tests above.
-    }
 }
