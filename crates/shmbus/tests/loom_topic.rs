@@ -11,7 +11,8 @@ use loom::thread;
 
 use shmbus::participants::{Participant, ParticipantTable};
 use shmbus::topic::protocol::{
-    held_stamp, CursorCache, CursorUpdate, DataRegion, HeldCrash, Lookup, Shared, SlotHeader,
+    held_stamp, CursorCache, CursorUpdate, DataRegion, HeldCrash, Lookup, PublishCrash, PublishOrder, Shared,
+    SlotHeader,
 };
 use shmbus::topic::protocol::{Control, AUX_PENDING, ROLE_PUBLISHER, ROLE_SUBSCRIBER};
 use shmbus::ProcessId;
@@ -51,29 +52,23 @@ impl Mem {
     }
 }
 
-/// Publishes `[x, x]` as participant `me`, writing before claiming (loans, large messages).
-/// Returns the sequence number, or None if no slot.
-fn publish(sh: &Shared<'_>, me: usize, x: u8) -> Option<u64> {
+/// Publishes `[x, x]` as participant `me` in `order`, with the publisher's own operation
+/// (`Shared::publish`, what `Publisher::send` runs). Returns the sequence number, or None if
+/// no slot.
+fn publish_in(sh: &Shared<'_>, me: usize, x: u8, order: PublishOrder) -> Option<u64> {
     let s = sh.acquire_slot(me).ok()?;
-    sh.begin_write(s);
-    // SAFETY: s < slots and the payload fits the slot.
-    unsafe { sh.data.write(s, &[x, x]) };
-    let part = sh.participants.entry(me);
-    let k = sh.claim_seq(part);
-    sh.commit(part, s, k, PAYLOAD, 0);
-    Some(k)
+    // SAFETY: `s` came from acquire_slot and the payload fits the slot.
+    Some(unsafe { sh.publish(me, s, &[x, x], order, || 0, PublishCrash::Never) })
+}
+
+/// Publishes `[x, x]` writing before claiming (loans, large messages).
+fn publish(sh: &Shared<'_>, me: usize, x: u8) -> Option<u64> {
+    publish_in(sh, me, x, PublishOrder::WriteFirst)
 }
 
 /// Publishes `[x, x]` claiming before writing (small copy-publishes).
 fn publish_claim_first(sh: &Shared<'_>, me: usize, x: u8) -> Option<u64> {
-    let s = sh.acquire_slot(me).ok()?;
-    let part = sh.participants.entry(me);
-    let k = sh.claim_seq(part);
-    sh.begin_write(s);
-    // SAFETY: s < slots and the payload fits the slot.
-    unsafe { sh.data.write(s, &[x, x]) };
-    sh.commit(part, s, k, PAYLOAD, 0);
-    Some(k)
+    publish_in(sh, me, x, PublishOrder::ClaimFirst)
 }
 
 /// Publishes `[x, x]` on a `block`/`fail` topic: gives the slot back if a reliable cursor
@@ -85,13 +80,8 @@ fn publish_lossless(sh: &Shared<'_>, me: usize, x: u8, cursors: &mut CursorCache
         sh.give_back_slot(s);
         return None;
     }
-    sh.begin_write(s);
-    // SAFETY: s < slots and the payload fits the slot.
-    unsafe { sh.data.write(s, &[x, x]) };
-    let part = sh.participants.entry(me);
-    let k = sh.claim_seq(part);
-    sh.commit(part, s, k, PAYLOAD, 0);
-    Some(k)
+    // SAFETY: `s` came from acquire_slot and the payload fits the slot.
+    Some(unsafe { sh.publish(me, s, &[x, x], PublishOrder::WriteFirst, || 0, PublishCrash::Never) })
 }
 
 /// Copies `k` if it can; asserts it is never torn.
@@ -188,15 +178,16 @@ fn a_dead_writer_leaves_no_readable_partial_message() {
         let mem = Mem::new(1);
         let sh = mem.shared();
         assert_eq!(publish(&sh, 0, 5), Some(1));
-        // A writer that acquires the slot, writes half, claims a sequence number and "dies".
+        // A writer that acquires the slot, claims a sequence number, writes half and "dies",
+        // in the publisher's own operation.
         let dying = {
             let mem = mem.clone();
             thread::spawn(move || {
                 let sh = mem.shared();
                 if let Ok(s) = sh.acquire_slot(1) {
-                    sh.begin_write(s);
-                    mem.bytes[s * PAYLOAD].store(6, Ordering::Relaxed);
-                    let _k = sh.claim_seq(sh.participants.entry(1));
+                    // SAFETY: `s` came from acquire_slot and the payload fits the slot.
+                    let k = unsafe { sh.publish(1, s, &[6, 6], PublishOrder::ClaimFirst, || 0, PublishCrash::MidCopy) };
+                    assert_eq!(k, 2);
                 }
             })
         };
@@ -233,13 +224,8 @@ fn an_audited_acquire_clears_garbage_pins_but_never_takes_a_recorded_one() {
             thread::spawn(move || {
                 let sh = mem.shared();
                 let s = sh.acquire_slot_audited(0).ok()?;
-                sh.begin_write(s);
-                // SAFETY: s < slots and the payload fits the slot.
-                unsafe { sh.data.write(s, &[9, 9]) };
-                let part = sh.participants.entry(0);
-                let k = sh.claim_seq(part);
-                sh.commit(part, s, k, PAYLOAD, 0);
-                Some(k)
+                // SAFETY: `s` came from acquire_slot_audited and the payload fits the slot.
+                Some(unsafe { sh.publish(0, s, &[9, 9], PublishOrder::WriteFirst, || 0, PublishCrash::Never) })
             })
         };
         let pinned = if let Lookup::Found(s) = sh.lookup(1) {

@@ -198,6 +198,47 @@ pub enum HeldCrash {
     AfterStamp,
 }
 
+/// In which order [`Shared::publish`] writes a message and claims its sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishOrder {
+    /// Write, then claim and commit: a reader that sees the sequence number pending waits
+    /// the shortest time (large messages).
+    WriteFirst,
+    /// Claim, then write and commit in one burst: the reader's line of the slot is written
+    /// once (`seq = 0`, payload, `len`, `ts`, `seq = k`) with no locked instruction in
+    /// between, which would let a polling reader take the line back half-way (small
+    /// messages).
+    ClaimFirst,
+}
+
+impl PublishOrder {
+    /// Largest message that claims before it writes.
+    pub const CLAIM_FIRST_MAX: usize = 4096;
+
+    /// The order a copy-send of `len` bytes takes.
+    #[inline(always)]
+    pub fn for_len(len: usize) -> PublishOrder {
+        if len > PublishOrder::CLAIM_FIRST_MAX {
+            PublishOrder::WriteFirst
+        } else {
+            PublishOrder::ClaimFirst
+        }
+    }
+}
+
+/// Where [`Shared::publish`] stops, for the models: a publisher killed at that instant.
+/// Production passes `Never`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishCrash {
+    /// Never: the message is published.
+    Never,
+    /// After the first half of the payload is written (in `ClaimFirst` order the sequence
+    /// number is claimed by then; in `WriteFirst` it is not).
+    MidCopy,
+    /// With the payload written and the sequence number claimed, before the commit.
+    BeforeCommit,
+}
+
 /// Role numbers in the participant table.
 pub const ROLE_PUBLISHER: u32 = 1;
 /// Role number of a subscriber.
@@ -516,6 +557,71 @@ impl<'a> Shared<'a> {
                 }
             }
         }
+    }
+
+    /// Publishes `data` in acquired slot `s` as participant `me`: the whole write side of a
+    /// send, in `order`, stamped with `now()` (read where the order needs it). Returns the
+    /// sequence number it claimed: committed unless the model stopped at `crash` (0 when it
+    /// stopped before claiming one).
+    ///
+    /// # Safety
+    ///
+    /// `s` came from [`acquire_slot`](Self::acquire_slot) (so `s < slots` and this publisher
+    /// holds its writer bits) and `data` fits the slot.
+    #[inline(always)]
+    pub unsafe fn publish(
+        &self,
+        me: usize,
+        s: usize,
+        data: &[u8],
+        order: PublishOrder,
+        now: impl FnOnce() -> u64,
+        crash: PublishCrash,
+    ) -> u64 {
+        let part = self.participants.entry(me);
+        let written = match crash {
+            PublishCrash::MidCopy => &data[..data.len() / 2],
+            _ => data,
+        };
+        match order {
+            PublishOrder::WriteFirst => {
+                self.begin_write(s);
+                // SAFETY: the caller's promise.
+                unsafe { self.data.write(s, written) };
+                if crash == PublishCrash::MidCopy {
+                    return 0;
+                }
+                let k = self.claim_seq(part);
+                if crash == PublishCrash::BeforeCommit {
+                    return k;
+                }
+                self.commit(part, s, k, data.len(), now());
+                k
+            }
+            PublishOrder::ClaimFirst => {
+                let k = self.claim_seq(part);
+                let ts = now();
+                self.begin_write(s);
+                // SAFETY: the caller's promise.
+                unsafe { self.data.write(s, written) };
+                if crash != PublishCrash::Never {
+                    return k;
+                }
+                self.commit(part, s, k, data.len(), ts);
+                k
+            }
+        }
+    }
+
+    /// Publishes acquired slot `s`, whose `len` bytes are written already (a loan), as
+    /// participant `me`: claims its sequence number and commits it, stamped `ts`. Returns
+    /// the sequence number.
+    #[inline]
+    pub fn publish_written(&self, me: usize, s: usize, len: usize, ts: u64) -> u64 {
+        let part = self.participants.entry(me);
+        let k = self.claim_seq(part);
+        self.commit(part, s, k, len, ts);
+        k
     }
 
     /// Publishes slot `s` (holding `len` bytes already written) as sequence number `k`.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::config::DeliveryPolicy;
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
-use super::protocol::{CursorCache, HeldCrash, CURSOR_SEQ, INLINE_DATA};
+use super::protocol::{CursorCache, HeldCrash, PublishCrash, PublishOrder, CURSOR_SEQ, INLINE_DATA};
 use super::shared::Inner;
 use crate::stats::Counter;
 use crate::sys::monotonic_ns;
@@ -24,9 +24,6 @@ enum Wait {
     /// Until the deadline (`send_timeout`; `send` and `loan` wait with none).
     Until(Deadline),
 }
-
-/// Largest copy-send that claims its sequence number before writing (see `send`).
-const CLAIM_FIRST_MAX: usize = 4096;
 
 /// Publishes to a topic. `Send`, not `Sync`: one thread at a time; make one per thread.
 #[derive(Debug)]
@@ -190,11 +187,7 @@ impl Publisher {
 
     /// Claims, commits and announces slot `s`, whose `len` bytes are written.
     fn finish(&self, s: usize, len: usize) -> u64 {
-        let inner = &*self.inner;
-        let sh = inner.shared();
-        let me = sh.participants.entry(self.id);
-        let k = sh.claim_seq(me);
-        sh.commit(me, s, k, len, monotonic_ns());
+        let k = self.inner.shared().publish_written(self.id, s, len, monotonic_ns());
         self.announce(len);
         k
     }
@@ -250,25 +243,11 @@ impl Publisher {
     /// Writes `data` (at most the slot size) into acquired slot `s` and publishes it.
     #[inline(always)]
     fn write_and_commit(&self, s: usize, data: &[u8]) -> u64 {
-        let inner = &*self.inner;
-        let sh = inner.shared();
-        if data.len() > CLAIM_FIRST_MAX {
-            sh.begin_write(s);
-            // SAFETY: `s` came from acquire_slot (so `s < slots` and we hold its writer bits)
-            // and `data.len() <= slot_size` was checked above.
-            unsafe { sh.data.write(s, data) };
-            return self.finish(s, data.len());
-        }
-        // Small: claim and stamp first, so that the reader's line of the slot is written in
-        // one burst (`seq = 0`, payload, `len`, `ts`, `seq = k`) with no locked instruction in
-        // between, which would let a polling reader take the line back half-way.
-        let me = sh.participants.entry(self.id);
-        let k = sh.claim_seq(me);
-        let ts = monotonic_ns();
-        sh.begin_write(s);
-        // SAFETY: as above.
-        unsafe { sh.data.write(s, data) };
-        sh.commit(me, s, k, data.len(), ts);
+        let sh = self.inner.shared();
+        let order = PublishOrder::for_len(data.len());
+        // SAFETY: `s` came from acquire_slot (so `s < slots` and we hold its writer bits)
+        // and `data.len() <= slot_size` was checked by every caller.
+        let k = unsafe { sh.publish(self.id, s, data, order, monotonic_ns, PublishCrash::Never) };
         self.announce(data.len());
         k
     }
@@ -302,11 +281,11 @@ impl Publisher {
     pub fn debug_claim_without_commit(&mut self, junk: &[u8]) -> Result<u64, TopicSendError> {
         let s = self.acquire()?;
         let n = junk.len().min(self.max_message_len());
-        self.inner.shared().begin_write(s);
-        // SAFETY: as in `send`: we hold slot `s` and `n <= slot_size`.
-        unsafe { self.inner.shared().data.write(s, &junk[..n]) };
         let sh = self.inner.shared();
-        Ok(sh.claim_seq(sh.participants.entry(self.id)))
+        // SAFETY: as in `send`: we hold slot `s` and `n <= slot_size`.
+        Ok(unsafe {
+            sh.publish(self.id, s, &junk[..n], PublishOrder::WriteFirst, monotonic_ns, PublishCrash::BeforeCommit)
+        })
     }
 
     /// Largest message in bytes.
