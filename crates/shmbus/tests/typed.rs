@@ -122,6 +122,10 @@ fn topic_round_trip_send_loan_owned_and_ref() {
         assert!(sample.ts_ns() > 0);
         assert_eq!(*sample, Reading { id: 22, ..reading(2) });
     }
+    // Every send form says the sequence number it published.
+    let seq3 = tx.send_timeout(&reading(9), Duration::from_secs(1)).unwrap();
+    assert_eq!(seq3, seq2 + 1);
+    assert_eq!(rx.recv().unwrap(), reading(9));
     tx.send(&reading(3)).unwrap();
     assert_eq!(rx.recv().unwrap(), reading(3));
     assert!(matches!(rx.try_recv(), Err(TopicTryRecvError::Empty)));

@@ -67,8 +67,9 @@ impl<B: TrySendBytes, T: Pod> Sender<B, T> {
 }
 
 impl<B: TimedSendBytes, T: Pod> Sender<B, T> {
-    /// Sends a copy of `value`, waiting at most `timeout` for room.
-    pub fn send_timeout(&mut self, value: &T, timeout: Duration) -> Result<(), B::Error> {
+    /// Sends a copy of `value`, waiting at most `timeout` for room; returns what the byte
+    /// endpoint's `send_timeout` does (a topic's sequence number).
+    pub fn send_timeout(&mut self, value: &T, timeout: Duration) -> Result<B::Sent, B::Error> {
         self.inner.send_bytes_timeout(bytes_of(value), timeout)
     }
 }

@@ -127,10 +127,12 @@ pub trait TrySendBytes {
 
 /// A byte sender's `send_timeout`.
 pub trait TimedSendBytes {
+    /// What a send returns.
+    type Sent;
     /// Its error.
     type Error;
     /// Sends `bytes`, waiting at most `timeout` for room.
-    fn send_bytes_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), Self::Error>;
+    fn send_bytes_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<Self::Sent, Self::Error>;
 }
 
 /// A byte sender that lends room for a payload of a given length (waiting for it if the
@@ -256,10 +258,11 @@ macro_rules! send_bytes {
             }
         }
     };
-    ($ep:ty: TimedSendBytes = send_timeout, $err:ty) => {
+    ($ep:ty: TimedSendBytes = send_timeout -> $sent:ty, $err:ty) => {
         impl TimedSendBytes for $ep {
+            type Sent = $sent;
             type Error = $err;
-            fn send_bytes_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), $err> {
+            fn send_bytes_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<$sent, $err> {
                 <$ep>::send_timeout(self, bytes, timeout)
             }
         }
@@ -315,12 +318,7 @@ mod topic {
     impl Pinned for Sample<'_> {}
     send_bytes!(Publisher: SendBytes::send_bytes = send -> u64, TopicSendError);
     send_bytes!(Publisher: TrySendBytes::try_send_bytes = try_send -> u64, TopicTrySendError);
-    impl TimedSendBytes for Publisher {
-        type Error = TopicSendTimeoutError;
-        fn send_bytes_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), TopicSendTimeoutError> {
-            Publisher::send_timeout(self, bytes, timeout).map(drop)
-        }
-    }
+    send_bytes!(Publisher: TimedSendBytes = send_timeout -> u64, TopicSendTimeoutError);
     loaned!(Loan, Result<u64, TopicSendError>);
 
     impl LendBytes for Publisher {
@@ -359,7 +357,7 @@ mod queue {
     recv_bytes!(Consumer);
     send_bytes!(Producer: TrySendBytes::try_send_bytes = try_send -> (), QueueTrySendError);
     send_bytes!(Producer: SendBytes::send_bytes = send -> (), QueueSendError);
-    send_bytes!(Producer: TimedSendBytes = send_timeout, QueueSendTimeoutError);
+    send_bytes!(Producer: TimedSendBytes = send_timeout -> (), QueueSendTimeoutError);
 }
 
 mod stream {
@@ -388,7 +386,7 @@ mod stream {
     }
     send_bytes!(StreamWriter: TrySendBytes::try_send_bytes = try_send -> (), StreamTrySendError);
     send_bytes!(StreamWriter: SendBytes::send_bytes = send -> (), StreamSendError);
-    send_bytes!(StreamWriter: TimedSendBytes = send_timeout, StreamSendTimeoutError);
+    send_bytes!(StreamWriter: TimedSendBytes = send_timeout -> (), StreamSendTimeoutError);
     loaned!(Loan, ());
 
     lend_bytes!(StreamWriter, Loan, StreamSendError);
