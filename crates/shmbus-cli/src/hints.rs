@@ -38,6 +38,14 @@ fn open_hint(e: &OpenError) -> Option<&'static str> {
         OpenError::NotASegment { path } | OpenError::Truncated { path, .. } if in_domain(path) => {
             Some("; `shmbus clean --force` removes it")
         }
+        OpenError::LayoutMismatch { path, .. } | OpenError::TypeMismatch { path, .. } | OpenError::SchemaMismatch { path, .. }
+            if in_domain(path) =>
+        {
+            Some("; `shmbus info` shows what it was made with")
+        }
+        OpenError::Busy { path, .. } | OpenError::TooManyParticipants { path, .. } if in_domain(path) => {
+            Some("; `shmbus info` shows who holds it")
+        }
         _ => None,
     }
 }
@@ -110,5 +118,7 @@ mod tests {
         let elsewhere = OpenError::NotFound { path: PathBuf::from("/etc/x") };
         assert_eq!(hint(&elsewhere), None);
         assert!(hint(&TopicRecvError::Truncated).unwrap().contains("shmbus info"));
+        let busy = OpenError::Busy { path: PathBuf::from("/dev/shm/shmbus.d/s"), holder_pid: 7 };
+        assert!(hint(&busy).unwrap().contains("shmbus info"));
     }
 }
