@@ -3,6 +3,8 @@
 
 use std::error::Error;
 
+use shmbus::name::is_channel_path;
+
 use shmbus::{
     ErrorKind, Failure, JournalRecvError, JournalRecvTimeoutError, JournalSendError, JournalTryRecvError, OpenError,
     PoolRecvError, PoolRecvTimeoutError, PoolTryRecvError, PoolTrySendError, QueueRecvError, QueueRecvTimeoutError,
@@ -32,27 +34,22 @@ pub fn hint(e: &(dyn Error + 'static)) -> Option<&'static str> {
 
 fn open_hint(e: &OpenError) -> Option<&'static str> {
     match e {
-        OpenError::NotFound { path } if in_domain(path) => {
+        OpenError::NotFound { path } if is_channel_path(path) => {
             Some("; `shmbus ls` lists the channels, `shmbus create` (or `shmbus pub`) makes one, --domain and --root say where to look")
         }
-        OpenError::NotASegment { path } | OpenError::Truncated { path, .. } if in_domain(path) => {
+        OpenError::NotASegment { path } | OpenError::Truncated { path, .. } if is_channel_path(path) => {
             Some("; `shmbus clean --force` removes it")
         }
         OpenError::LayoutMismatch { path, .. } | OpenError::TypeMismatch { path, .. } | OpenError::SchemaMismatch { path, .. }
-            if in_domain(path) =>
+            if is_channel_path(path) =>
         {
             Some("; `shmbus info` shows what it was made with")
         }
-        OpenError::Busy { path, .. } | OpenError::TooManyParticipants { path, .. } if in_domain(path) => {
+        OpenError::Busy { path, .. } | OpenError::TooManyParticipants { path, .. } if is_channel_path(path) => {
             Some("; `shmbus info` shows who holds it")
         }
         _ => None,
     }
-}
-
-/// Whether `path` is a file in a domain directory (`…/shmbus.<domain>/<name>`).
-fn in_domain(path: &std::path::Path) -> bool {
-    path.parent().and_then(|d| d.file_name()).and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("shmbus."))
 }
 
 fn is_topic_send(e: &(dyn Error + 'static)) -> bool {

@@ -149,10 +149,10 @@ impl Fail {
         Fail { class: class_of(kind), msg: e.to_string(), attr }
     }
 
-    /// The same failure raised as `class` (a subclass of its own) when it is of `kind`.
-    pub(crate) fn narrowed(mut self, kind: &'static str, class: &'static str) -> Fail {
+    /// The same failure raised as `class` (a subclass of its own) when its class is `from`.
+    pub(crate) fn narrowed(mut self, from: &'static str, class: &'static str) -> Fail {
         debug_assert!(CLASSES.iter().any(|c| c.0 == class));
-        if self.class == kind {
+        if self.class == from {
             self.class = class;
         }
         self

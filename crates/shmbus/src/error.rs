@@ -13,7 +13,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::kind::Kind;
-use crate::name::{validate_name, NameError, DOMAIN_DIR_PREFIX};
+use crate::name::{is_channel_path, NameError};
 use crate::sys::fs::FileKind;
 
 /// What went wrong, in one word a program can match on: the answer of
@@ -166,8 +166,7 @@ pub trait Failure: std::error::Error {
 }
 
 /// The first of zero or one values: what the error macro's optional value becomes.
-#[doc(hidden)]
-pub fn first_value(values: &[u64]) -> Option<u64> {
+pub(crate) fn first_value(values: &[u64]) -> Option<u64> {
     values.first().copied()
 }
 
@@ -494,21 +493,6 @@ impl fmt::Display for OpenError {
             InvalidTrustList { what } => f.write_str(what),
             Io { path, source } => write!(f, "{}: {source}", path.display()),
         }
-    }
-}
-
-/// Whether `path` is a channel file in a domain (`<root>/shmbus.<domain>/<channel>`), the
-/// only files `shmbus clean` looks at.
-fn is_channel_path(path: &std::path::Path) -> bool {
-    let valid = |p: Option<&std::ffi::OsStr>| p.and_then(|n| n.to_str()).map(str::to_owned);
-    let file = valid(path.file_name());
-    let dir = valid(path.parent().and_then(|p| p.file_name()));
-    match (file, dir) {
-        (Some(file), Some(dir)) => {
-            validate_name(&file).is_ok()
-                && dir.strip_prefix(DOMAIN_DIR_PREFIX).is_some_and(|d| validate_name(d).is_ok())
-        }
-        _ => false,
     }
 }
 

@@ -34,6 +34,21 @@ impl std::error::Error for NameError {}
 /// `shmbus.robot1`.
 pub const DOMAIN_DIR_PREFIX: &str = "shmbus.";
 
+/// Whether `path` is a channel file in a domain (`<root>/shmbus.<domain>/<channel>`), the
+/// only files `shmbus clean` looks at, by its name alone (nothing is opened).
+pub fn is_channel_path(path: &std::path::Path) -> bool {
+    let valid = |p: Option<&std::ffi::OsStr>| p.and_then(|n| n.to_str()).map(str::to_owned);
+    let file = valid(path.file_name());
+    let dir = valid(path.parent().and_then(|p| p.file_name()));
+    match (file, dir) {
+        (Some(file), Some(dir)) => {
+            validate_name(&file).is_ok()
+                && dir.strip_prefix(DOMAIN_DIR_PREFIX).is_some_and(|d| validate_name(d).is_ok())
+        }
+        _ => false,
+    }
+}
+
 /// Checks a channel or domain name.
 pub fn validate_name(name: &str) -> Result<(), NameError> {
     let err = |reason| Err(NameError { name: name.chars().take(80).collect(), reason });
