@@ -517,6 +517,43 @@ fn allow_refuses_other_topics() {
     server.stop();
 }
 
+/// A connection holds its place only once its whole WebSocket request has come: one that
+/// stalls half-way loses it after the gate's handshake time (10 s; the SDK's server would
+/// wait for ever), and one that sends a request header over 16 KiB is closed at once.
+#[test]
+fn a_request_that_never_ends_loses_its_place() {
+    let Some(nm) = node_modules() else { return };
+    let s = Scratch::new("stall");
+    let _t = s.topic("t", 64, None);
+    let server = Server::start(&s, &["--max-clients", "1"]);
+    let started = Instant::now();
+    let mut stalled = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stalled.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let mut huge = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    huge.set_read_timeout(Some(WAIT)).unwrap();
+    // Refused (503) or closed for its size: either way it ends, well before the stall does.
+    let _ = huge.write_all(&vec![b'a'; 20 * 1024]);
+    let mut rest = Vec::new();
+    let _ = huge.read_to_end(&mut rest);
+    assert!(started.elapsed() < Duration::from_secs(9), "an over-long request was kept waiting");
+    // The stalled connection is dropped after the handshake time; then a client gets in.
+    let end = Instant::now() + WAIT;
+    loop {
+        let mut c = Node::start(&nm, &server.url);
+        let ok = c.wait_for("open or close", |v| v["ev"] == "open" || v["ev"] == "close" || v["ev"] == "error");
+        if ok["ev"] == "open" {
+            break;
+        }
+        assert!(Instant::now() < end, "the place of a stalled request was never given again");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut closed = [0u8; 1];
+    stalled.set_read_timeout(Some(WAIT)).unwrap();
+    assert_eq!(stalled.read(&mut closed).unwrap_or(0), 0, "the stalled connection is still open");
+    drop(stalled);
+    server.stop();
+}
+
 #[test]
 fn connections_over_max_clients_are_refused() {
     let Some(nm) = node_modules() else { return };
