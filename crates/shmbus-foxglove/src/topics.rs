@@ -177,7 +177,7 @@ impl Topics {
         let channel = builder.build_raw().map_err(|e| Some(format!("cannot advertise it: {e}")))?;
         eprintln!(
             "shmbus-foxglove: topic {name} advertised ({})",
-            topic.schema().map_or_else(|| "no schema".to_owned(), describe)
+            topic.schema().map_or_else(|| "no schema".to_owned(), ToString::to_string)
         );
         Ok(Arc::new(Link { name: name.to_owned(), topic, channel, file, stream: Mutex::default() }))
     }
@@ -245,16 +245,6 @@ impl Topics {
 
     fn link(&self, channel: ChannelId) -> Option<Arc<Link>> {
         lock(&self.registry).by_channel.get(&channel).cloned()
-    }
-}
-
-/// `cdr sensor_msgs/msg/Imu (ros2msg, 120 B)`.
-fn describe(s: &shmbus::Schema) -> String {
-    let name = if s.name().is_empty() { "unnamed" } else { s.name() };
-    if s.encoding().is_empty() {
-        format!("{} {name}", s.message_encoding())
-    } else {
-        format!("{} {name} ({}, {} B)", s.message_encoding(), s.encoding(), s.data().len())
     }
 }
 
