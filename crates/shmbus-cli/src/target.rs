@@ -55,17 +55,18 @@ fn channel_with_env(flag: Option<&str>, name: &str, env: Option<&str>) -> Result
 /// The domain of a verb that names channels of one domain (`record`): `--domain`, else
 /// the domain of the first `D/NAME`, else `$SHMBUS_DOMAIN`; each name resolved against it.
 pub fn channels(flag: Option<&str>, names: &[String]) -> Result<(String, Vec<String>)> {
-    let mut domain = flag.map(str::to_owned);
-    let mut out = Vec::with_capacity(names.len());
-    for n in names {
-        let ch = channel(domain.as_deref(), n)?;
-        domain = Some(ch.domain);
-        out.push(ch.name);
-    }
-    match domain.or_else(|| std::env::var(DOMAIN_ENV).ok().filter(|d| !d.is_empty())) {
-        Some(d) => Ok((d, out)),
-        None => Err(CliError::usage(format!("no domain: give --domain D, or set {DOMAIN_ENV}"))),
-    }
+    let env = std::env::var(DOMAIN_ENV).ok().filter(|d| !d.is_empty());
+    channels_with_env(flag, names, env.as_deref())
+}
+
+/// [`channels`] with the environment's domain given.
+fn channels_with_env(flag: Option<&str>, names: &[String], env: Option<&str>) -> Result<(String, Vec<String>)> {
+    let first = names.iter().find_map(|n| n.split_once('/')).map(|(d, _)| d).filter(|d| !d.is_empty());
+    let Some(domain) = flag.or(first).or(env) else {
+        return Err(CliError::usage(format!("no domain: give --domain D, or set {DOMAIN_ENV}")));
+    };
+    let out = names.iter().map(|n| channel_with_env(Some(domain), n, None).map(|c| c.name)).collect::<Result<_>>()?;
+    Ok((domain.to_owned(), out))
 }
 
 /// Whether a verb can be told to wait for its channel (`--wait`), for the hint of
@@ -140,5 +141,16 @@ mod tests {
         }
         let e = channel_with_env(None, "t", None).unwrap_err();
         assert!(e.1 == 2 && e.0.contains("--domain") && e.0.contains(DOMAIN_ENV), "{e}");
+    }
+
+    #[test]
+    fn a_verb_of_one_domain_takes_it_from_the_flag_then_the_first_d_slash_name_then_the_env() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ok = |flag, v: &[&str], env| channels_with_env(flag, &names(v), env).unwrap();
+        assert_eq!(ok(Some("a"), &["t", "a/u"], Some("e")), ("a".into(), names(&["t", "u"])));
+        assert_eq!(ok(None, &["t", "a/u"], Some("e")), ("a".into(), names(&["t", "u"])), "D/NAME beats the env");
+        assert_eq!(ok(None, &["t", "u"], Some("e")), ("e".into(), names(&["t", "u"])));
+        assert_eq!(channels_with_env(None, &names(&["a/t", "b/u"]), None).unwrap_err().1, 2);
+        assert_eq!(channels_with_env(None, &names(&["t"]), None).unwrap_err().1, 2);
     }
 }
