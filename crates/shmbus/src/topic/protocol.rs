@@ -591,12 +591,10 @@ impl<'a> Shared<'a> {
                 if crash == PublishCrash::MidCopy {
                     return 0;
                 }
-                let k = self.claim_seq(part);
                 if crash == PublishCrash::BeforeCommit {
-                    return k;
+                    return self.claim_seq(part);
                 }
-                self.commit(part, s, k, data.len(), now());
-                k
+                self.publish_written(me, s, data.len(), now())
             }
             PublishOrder::ClaimFirst => {
                 let k = self.claim_seq(part);
