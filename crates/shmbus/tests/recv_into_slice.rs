@@ -8,12 +8,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{child_role, env_str, env_u64, fresh_dir, spawn_child, wait_with_deadline, Scratch};
+use common::{child_role, env_str, env_u64, fresh_dir, spawn_child, topic, wait_with_deadline, Scratch};
 use shmbus::journal::{Journal, JournalConfig, JournalRecvTimeoutError, JournalTryRecvError, RollCycle};
 use shmbus::pool::{Pool, PoolConfig, PoolRecvTimeoutError, PoolTryRecvError, PoolTrySendError};
 use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueTryRecvError};
 use shmbus::stream::{Stream, StreamConfig, StreamRecvTimeoutError, StreamTryRecvError};
-use shmbus::topic::{Topic, TopicConfig, TopicRecvTimeoutError, TopicTryRecvError};
+use shmbus::topic::{Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError, TopicTryRecvError};
 use shmbus::{Domain, RecvIntoSliceError, Waitable};
 
 const SHORT: Duration = Duration::from_millis(20);
@@ -60,8 +60,7 @@ fn too_small<E: std::fmt::Debug>(r: Result<impl std::fmt::Debug, RecvIntoSliceEr
 #[test]
 fn topic_exact_larger_and_too_small_buffers() {
     let s = Scratch::new("slice-topic");
-    let d = s.domain("t");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().history(8).max_message_len(4096)).unwrap();
+    let t = topic(&s, "t", 4096, 8);
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
     let mut buf = vec![FILL; 4096];
@@ -107,8 +106,7 @@ fn topic_exact_larger_and_too_small_buffers() {
 #[test]
 fn topic_of_inline_slots_too() {
     let s = Scratch::new("slice-topic-inline");
-    let d = s.domain("t");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().history(4).max_message_len(40)).unwrap();
+    let t = topic(&s, "t", 40, 4);
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
     let m = message(7, 40);
@@ -125,10 +123,8 @@ fn topic_of_inline_slots_too() {
 /// moving the cursor; `latest_ref` pins the newest.
 #[test]
 fn topic_random_access_into_a_slice() {
-    use shmbus::topic::TopicGetError;
     let s = Scratch::new("slice-topic-get");
-    let d = s.domain("t");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().history(4).max_message_len(4096)).unwrap();
+    let t = topic(&s, "t", 4096, 4);
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
     let mut buf = vec![FILL; 4096];
@@ -175,8 +171,7 @@ fn topic_random_access_into_a_slice() {
 #[test]
 fn a_topic_copy_works_while_samples_hold_the_pin_budget() {
     let s = Scratch::new("slice-topic-pins");
-    let d = s.domain("t");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().history(8).max_message_len(256)).unwrap();
+    let t = topic(&s, "t", 256, 8);
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
     for i in 1..=4 {
@@ -197,8 +192,7 @@ fn a_topic_copy_works_while_samples_hold_the_pin_budget() {
 #[test]
 fn a_copied_message_stays_valid_after_its_slot_is_overwritten() {
     let s = Scratch::new("slice-topic-overwrite");
-    let d = s.domain("t");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().history(2).max_message_len(1024)).unwrap();
+    let t = topic(&s, "t", 1024, 2);
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
     let first = message(1, 1024);
@@ -220,8 +214,7 @@ fn a_copied_message_stays_valid_after_its_slot_is_overwritten() {
 #[test]
 fn a_lossy_subscriber_kept_on_a_message_sees_the_gap_if_it_is_overwritten() {
     let s = Scratch::new("slice-topic-gap");
-    let d = s.domain("t");
-    let t = Topic::create_or_open(&d, "t", &TopicConfig::default().history(2).max_message_len(256)).unwrap();
+    let t = topic(&s, "t", 256, 2);
     let mut p = t.publisher().unwrap();
     let sub = t.subscriber().unwrap();
     p.send(&message(1, 256)).unwrap();

@@ -4,15 +4,11 @@
 
 mod common;
 
-use common::Scratch;
+use common::{topic, Scratch};
 use shmbus::topic::{
     Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicSendError, TopicTryRecvError,
 };
 use shmbus::OpenError;
-
-fn topic(s: &Scratch, name: &str, slot: usize, history: usize) -> Topic {
-    Topic::create_or_open(&s.domain("t"), name, &TopicConfig::default().max_message_len(slot).history(history)).unwrap()
-}
 
 #[test]
 fn publish_then_receive_in_order() {

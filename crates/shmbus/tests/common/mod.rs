@@ -57,6 +57,16 @@ impl Drop for Scratch {
 
 /// A path for a directory that does not exist yet (a journal creates its own), inside a
 /// fresh scratch root under the temporary directory, which is removed on drop.
+/// Topic `name` in domain `t` of `s`, created with `slot`-byte messages and `history`.
+pub fn topic(s: &Scratch, name: &str, slot: usize, history: usize) -> shmbus::Topic {
+    shmbus::Topic::create_or_open(
+        &s.domain("t"),
+        name,
+        &shmbus::TopicConfig::default().max_message_len(slot).history(history),
+    )
+    .unwrap()
+}
+
 pub fn fresh_dir(tag: &str) -> (PathBuf, Scratch) {
     let s = Scratch::in_temp_dir(tag);
     (s.path().join("dir"), s)
