@@ -5,8 +5,8 @@ use std::cell::{Ref, RefMut};
 use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
-use shmbus::topic::{Loan, MessageInfo, Sample, TopicGetError, TopicStatus};
-use shmbus::{DeliveryPolicy, Publisher, RecvIntoSliceError, Subscriber, Topic, TopicConfig};
+use shmbus::topic::{Loan, MessageInfo, Sample, TopicStatus};
+use shmbus::{DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig};
 
 use crate::call::*;
 use crate::domain::shmbus_domain;
@@ -586,24 +586,12 @@ unsafe fn recv_copy(
     ts_out: *mut u64,
     wait: Wait,
 ) -> shmbus_status {
-    guard(|| {
-        // SAFETY: per the caller's contract.
-        unsafe {
-            with_ref(sub, |s| {
-                let sub = &s.sub;
-                let info = recv_into_buf(
-                    out,
-                    cap,
-                    len_out,
-                    |dst| by_wait!(wait, sub.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout),
-                    |i| i.len(),
-                )?;
-                put(seq_out, info.seq());
-                put(ts_out, info.ts_ns());
-                Ok(())
-            })
-        }
-    })
+    // SAFETY: per the caller's contract.
+    unsafe {
+        copy_message(sub, out, cap, len_out, seq_out, ts_out, |sub, dst| {
+            by_wait!(wait, sub.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout)
+        })
+    }
 }
 
 /// Receives the next message if there is one now (`SHMBUS_EMPTY` if not), copying it into
@@ -887,8 +875,8 @@ pub unsafe extern "C" fn shmbus_subscriber_set_pin_budget(
     unsafe { run_ref(subscriber, |s| s.sub.set_pin_budget(budget)) }
 }
 
-/// The random-access copies: `read` copies a message (without moving the cursor) straight
-/// into the caller's buffer, once.
+/// The copies into the caller's buffer (the receives, and the random-access reads that do
+/// not move the cursor): `read` copies a message straight into it, once.
 ///
 /// # Safety
 /// As the exported functions.
@@ -899,12 +887,12 @@ unsafe fn copy_message(
     len_out: *mut usize,
     seq_out: *mut u64,
     ts_out: *mut u64,
-    read: impl FnOnce(&Subscriber, &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>>,
+    read: impl FnOnce(&Subscriber, &mut [u8]) -> Result<MessageInfo, Error>,
 ) -> shmbus_status {
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            let info = with_ref(sub, |s| recv_into_buf(buf, cap, len_out, |dst| Ok(read(&s.sub, dst)?), |i| i.len()))?;
+            let info = with_ref(sub, |s| recv_into_buf(buf, cap, len_out, |dst| read(&s.sub, dst), |i| i.len()))?;
             put(seq_out, info.seq());
             put(ts_out, info.ts_ns());
             Ok(())
@@ -935,7 +923,7 @@ pub unsafe extern "C" fn shmbus_subscriber_get(
     // SAFETY: per this function's contract.
     unsafe {
         copy_message(subscriber, buf, cap, len_out, std::ptr::null_mut(), ts_ns_out, |s, dst| {
-            s.get_into_slice(seq, dst)
+            Ok(s.get_into_slice(seq, dst)?)
         })
     }
 }
@@ -957,7 +945,7 @@ pub unsafe extern "C" fn shmbus_subscriber_latest(
     ts_ns_out: *mut u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { copy_message(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Subscriber::latest_into_slice) }
+    unsafe { copy_message(subscriber, buf, cap, len_out, seq_out, ts_ns_out, |s, dst| Ok(s.latest_into_slice(dst)?)) }
 }
 
 /// Pins message `seq` (any of the history) as a zero-copy sample in `*out`, without moving the
