@@ -6,10 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use shmbus::r#async::AsyncRecv;
 use shmbus::topic::{Loan, Message, Sample};
-use shmbus::{
-    DeliveryPolicy, Failure, Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvTimeoutError,
-    TopicTryRecvError,
-};
+use shmbus::{DeliveryPolicy, ErrorKind, Failure, Publisher, Subscriber, Topic, TopicConfig, TopicRecvTimeoutError};
 use std::ffi::c_int;
 
 use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
@@ -26,6 +23,16 @@ use crate::schema::{schema_arg, schema_of, PySchema};
 /// `AllPinned` (also a `Full`).
 fn send_fail<E: Failure>(e: E) -> Fail {
     Fail::of(e).narrowed("Full", "TopicFull")
+}
+
+/// A sample, or `None` when the subscriber holds every pin its budget allows (the caller
+/// then copies without one).
+fn pinned<E: Failure>(r: Result<Sample<'static>, E>) -> Result<Option<Sample<'static>>, Fail> {
+    match r {
+        Ok(sample) => Ok(Some(sample)),
+        Err(e) if e.kind() == ErrorKind::PinLimit => Ok(None),
+        Err(e) => Err(Fail::of(e)),
+    }
 }
 
 /// A topic: the mapping every endpoint of it shares. Make one with `Topic.create_or_open`
@@ -292,20 +299,16 @@ impl PySubscriber {
         Ok(Some(PyMessage::with_bytes(data, seq, ts_ns)))
     }
 
-    /// A read that does not move the cursor (`get`, `latest`): a large message through the
+    /// A read that does not wait (`try_recv`, `get`, `latest`): a large message through the
     /// pinned sample `pin` gives, copied once; else (or with every pin held) by `copy`.
-    fn random_access(
+    fn random_access<E: Failure>(
         &self,
         py: Python<'_>,
-        pin: impl FnOnce(&'static Subscriber) -> Result<Sample<'static>, TopicGetError>,
-        copy: impl FnOnce(&Subscriber) -> Result<Message, TopicGetError>,
+        pin: impl FnOnce(&'static Subscriber) -> Result<Sample<'static>, E>,
+        copy: impl FnOnce(&Subscriber) -> Result<Message, E>,
     ) -> PyResult<PyMessage> {
         if self.one_copy {
-            let lent = self.cell.lend_ref(|s| match pin(s) {
-                Ok(sample) => Ok(Some(sample)),
-                Err(TopicGetError::PinLimit { .. }) => Ok(None),
-                Err(e) => Err(Fail::of(e)),
-            })?;
+            let lent = self.cell.lend_ref(|s| pinned(pin(s)))?;
             if let Some(m) = self.copied(py, lent)? {
                 return Ok(m);
             }
@@ -316,11 +319,7 @@ impl PySubscriber {
 
     /// The next message through a pinned sample, without waiting (see [`Self::copied`]).
     fn try_copied(&self, py: Python<'_>) -> PyResult<Option<PyMessage>> {
-        let lent = self.cell.lend_ref(|s| match s.try_recv_ref() {
-            Ok(sample) => Ok(Some(sample)),
-            Err(TopicTryRecvError::PinLimit { .. }) => Ok(None),
-            Err(e) => Err(Fail::of(e)),
-        })?;
+        let lent = self.cell.lend_ref(|s| pinned(s.try_recv_ref()))?;
         self.copied(py, lent)
     }
 }
@@ -333,13 +332,7 @@ impl PySubscriber {
     /// (with `.missed`) if messages were overwritten before being read, `Evicted` (once) if
     /// this reliable subscriber was evicted.
     fn try_recv(&self, py: Python<'_>) -> PyResult<PyMessage> {
-        if self.one_copy {
-            if let Some(m) = self.try_copied(py)? {
-                return Ok(m);
-            }
-        }
-        let m = self.cell.with_ref(|s| s.try_recv().map_err(Fail::of))??;
-        Ok(PyMessage::new(py, m))
+        self.random_access(py, |s| s.try_recv_ref(), Subscriber::try_recv)
     }
 
     /// The next message, waiting up to `timeout` seconds (None: for ever; `Timeout`
@@ -348,11 +341,7 @@ impl PySubscriber {
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyMessage> {
         if self.one_copy {
             let lent = blocking(py, timeout_arg(timeout)?, |d| {
-                self.cell.lend_ref(|s| match s.recv_ref_timeout(d) {
-                    Ok(sample) => Ok(Some(sample)),
-                    Err(TopicRecvTimeoutError::PinLimit { .. }) => Ok(None),
-                    Err(e) => Err(Fail::of(e)),
-                })
+                self.cell.lend_ref(|s| pinned(s.recv_ref_timeout(d)))
             })?;
             if let Some(m) = self.copied(py, lent)? {
                 return Ok(m);
