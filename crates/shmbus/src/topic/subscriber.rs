@@ -779,10 +779,20 @@ impl Subscriber {
 
     fn get_raw(&self, seq: u64) -> Result<Message, TopicGetError> {
         let mut data = Vec::new();
+        let info = self.read_at(seq, |s| self.inner.shared().read_copy(s, seq, &mut data))?;
+        Ok(Message { seq, ts_ns: info.ts_ns, data })
+    }
+
+    /// Reads message `seq` with `read` (from its slot: `Some((len, ts_ns))`, or `None` when
+    /// it was overwritten meanwhile), looking it up again while publishers overtake the read.
+    fn read_at(
+        &self,
+        seq: u64,
+        mut read: impl FnMut(usize) -> Option<(usize, u64)>,
+    ) -> Result<MessageInfo, TopicGetError> {
         for _ in 0..MAX_RETRIES {
-            let s = self.locate(seq)?;
-            if let Some((_, ts_ns)) = self.inner.shared().read_copy(s, seq, &mut data) {
-                return Ok(Message { seq, ts_ns, data });
+            if let Some((len, ts_ns)) = read(self.locate(seq)?) {
+                return Ok(MessageInfo { seq, ts_ns, len });
             }
         }
         Err(self.evicted(seq))
@@ -820,23 +830,14 @@ impl Subscriber {
     /// than `buf` is [`RecvIntoSliceError::TooSmall`]; it stays in the history until
     /// publishers overwrite it.
     pub fn get_into_slice(&self, seq: u64, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>> {
-        self.get_into_slice_raw(seq, buf).map_err(|e| match e {
-            RecvIntoSliceError::Recv(e) => RecvIntoSliceError::Recv(self.read_or_truncated(e)),
-            too_small => too_small,
-        })
+        let info = self.get_into_slice_raw(seq, buf).map_err(|e| self.read_or_truncated(e))?;
+        fitted(info, buf.len())
     }
 
-    fn get_into_slice_raw(&self, seq: u64, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>> {
-        for _ in 0..MAX_RETRIES {
-            let s = self.locate(seq).map_err(RecvIntoSliceError::Recv)?;
-            if let Some((len, ts_ns)) = self.inner.shared().read_copy_into(s, seq, buf) {
-                if len > buf.len() {
-                    return Err(too_small(len, buf.len()));
-                }
-                return Ok(MessageInfo { seq, ts_ns, len });
-            }
-        }
-        Err(RecvIntoSliceError::Recv(self.evicted(seq)))
+    /// Copies message `seq` into `buf` if it fits; its info either way (`len` longer than
+    /// `buf`: nothing was copied).
+    fn get_into_slice_raw(&self, seq: u64, buf: &mut [u8]) -> Result<MessageInfo, TopicGetError> {
+        self.read_at(seq, |s| self.inner.shared().read_copy_into(s, seq, buf))
     }
 
     /// Copies the newest committed message without moving the cursor.
@@ -854,29 +855,24 @@ impl Subscriber {
     /// Copies the newest committed message into the start of `buf`, without moving the
     /// cursor, as [`get_into_slice`](Self::get_into_slice) copies one.
     pub fn latest_into_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>> {
-        let r = self.newest(|k| self.get_into_slice_raw(k, buf));
-        r.map_err(|e| match e {
-            RecvIntoSliceError::Recv(e) => RecvIntoSliceError::Recv(self.read_or_truncated(e)),
-            too_small => too_small,
-        })
+        let info = self.newest(|k| self.get_into_slice_raw(k, buf)).map_err(|e| self.read_or_truncated(e))?;
+        fitted(info, buf.len())
     }
 
     /// Reads the newest committed message with `get`, taking a newer one when publishers
     /// overtake the read.
-    fn newest<T, E: AsGetError + From<TopicGetError>>(&self, mut get: impl FnMut(u64) -> Result<T, E>) -> Result<T, E> {
-        let mut r = Err(E::from(TopicGetError::NotYet { seq: 1, last: 0 }));
+    fn newest<T>(&self, mut get: impl FnMut(u64) -> Result<T, TopicGetError>) -> Result<T, TopicGetError> {
+        let mut r = Err(TopicGetError::NotYet { seq: 1, last: 0 });
         for _ in 0..MAX_RETRIES {
             let k = match self.inner.shared().positions() {
                 Ok((_, committed)) => committed,
-                Err((tail, committed)) => {
-                    return Err(E::from(TopicGetError::Corrupt(corrupt_positions(tail, committed))))
-                }
+                Err((tail, committed)) => return Err(TopicGetError::Corrupt(corrupt_positions(tail, committed))),
             };
             if k == 0 {
-                return Err(E::from(TopicGetError::NotYet { seq: 1, last: 0 }));
+                return Err(TopicGetError::NotYet { seq: 1, last: 0 });
             }
             r = get(k);
-            if !matches!(r.as_ref().map_err(AsGetError::as_get_error), Err(Some(TopicGetError::Evicted { .. }))) {
+            if !matches!(r, Err(TopicGetError::Evicted { .. })) {
                 break; // else overtaken: take the newer one
             }
         }
@@ -884,24 +880,13 @@ impl Subscriber {
     }
 }
 
-/// The core's error inside the error of a form of [`Subscriber::newest`]'s reads.
-trait AsGetError {
-    fn as_get_error(&self) -> Option<&TopicGetError>;
-}
-
-impl AsGetError for TopicGetError {
-    fn as_get_error(&self) -> Option<&TopicGetError> {
-        Some(self)
+/// A message read into a caller's buffer of `capacity` bytes, or `TooSmall` if it did not
+/// fit (nothing was copied then).
+fn fitted(info: MessageInfo, capacity: usize) -> Result<MessageInfo, RecvIntoSliceError<TopicGetError>> {
+    if info.len > capacity {
+        return Err(too_small(info.len, capacity));
     }
-}
-
-impl AsGetError for RecvIntoSliceError<TopicGetError> {
-    fn as_get_error(&self) -> Option<&TopicGetError> {
-        match self {
-            RecvIntoSliceError::Recv(e) => Some(e),
-            RecvIntoSliceError::TooSmall { .. } => None,
-        }
-    }
+    Ok(info)
 }
 
 impl Drop for Subscriber {
