@@ -703,39 +703,35 @@ impl<'a> Shared<'a> {
     /// Returns `(len, ts)`, or `None` if the slot was overwritten (the copy is discarded).
     #[inline]
     pub fn read_copy(&self, s: usize, k: u64, buf: &mut Vec<u8>) -> Option<(usize, u64)> {
-        self.read_validated(s, k, |len, read| {
-            buf.clear();
+        buf.clear();
+        let got = self.read_validated(s, k, |len| {
             buf.reserve(len);
-            // SAFETY: the spare capacity is at least `len` bytes, which `read` fills whole
-            // before the length is set.
-            unsafe {
-                read(std::slice::from_raw_parts_mut(buf.as_mut_ptr(), len));
-                buf.set_len(len);
-            }
-        })
+            // SAFETY: the spare capacity is at least `len` bytes; the read fills them whole
+            // before the length is set below.
+            Some(unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr(), len) })
+        })?;
+        // SAFETY: `read_validated` wrote the `got.0` bytes asked for.
+        unsafe { buf.set_len(got.0) };
+        Some(got)
     }
 
     /// [`read_copy`](Shared::read_copy) into the start of `buf`, which the caller keeps: the
     /// same `(len, ts)`, but when `len` exceeds `buf.len()` nothing is copied (the caller
     /// reports the buffer too small).
     pub fn read_copy_into(&self, s: usize, k: u64, buf: &mut [u8]) -> Option<(usize, u64)> {
-        self.read_validated(s, k, |len, read| {
-            if let Some(dst) = buf.get_mut(..len) {
-                read(dst);
-            }
-        })
+        self.read_validated(s, k, |len| buf.get_mut(..len))
     }
 
-    /// The seqlock read behind the copying reads: checks that slot `s` holds `k`, has `copy`
-    /// copy the message (it is given the length and a reader of the slot's bytes), then checks
-    /// that no writer took the slot meanwhile. Returns `(len, ts)`, or `None` if the slot was
-    /// overwritten (whatever `copy` wrote is then garbage).
+    /// The seqlock read behind the copying reads: checks that slot `s` holds `k`, copies the
+    /// message into what `dst` gives for its length (nothing for `None`), then checks that no
+    /// writer took the slot meanwhile. Returns `(len, ts)`, or `None` if the slot was
+    /// overwritten (whatever was copied is then garbage).
     #[inline]
-    fn read_validated(
+    fn read_validated<'b>(
         &self,
         s: usize,
         k: u64,
-        copy: impl FnOnce(usize, &mut dyn FnMut(&mut [u8])),
+        dst: impl FnOnce(usize) -> Option<&'b mut [u8]>,
     ) -> Option<(usize, u64)> {
         let slot = &self.slots[s];
         // Pairs with the Release store of `seq` in `commit`.
@@ -744,11 +740,11 @@ impl<'a> Shared<'a> {
         }
         let len = (slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size);
         let ts = slot.ts.load(Ordering::Relaxed);
-        copy(len, &mut |dst: &mut [u8]| {
+        if let Some(dst) = dst(len) {
             let n = dst.len().min(self.data.slot_size);
             // SAFETY: `s` is a valid slot (callers got it from `lookup`) and `n <= slot_size`.
             unsafe { self.data.read(s, &mut dst[..n]) };
-        });
+        }
         // Pairs with the Release fence in `acquire_slot`: if the copy saw a new writer's
         // bytes, this load sees its `seq = 0` (or later).
         fence(Ordering::Acquire);
@@ -764,21 +760,8 @@ impl<'a> Shared<'a> {
     /// Returns `(len, ts)`, or `None` if the slot was overwritten (the copy is discarded).
     #[inline]
     pub fn read_inline(&self, s: usize, k: u64, dst: &mut [u8; INLINE_DATA]) -> Option<(usize, u64)> {
-        let slot = &self.slots[s];
-        // Pairs with the Release store of `seq` in `commit`.
-        if slot.seq.load(Ordering::Acquire) != k {
-            return None;
-        }
-        let len = (slot.len.load(Ordering::Relaxed) as usize).min(self.data.slot_size).min(INLINE_DATA);
-        let ts = slot.ts.load(Ordering::Relaxed);
-        // SAFETY: `s` is a valid slot (callers got it from a lookup) and `len <= slot_size`.
-        unsafe { self.data.read(s, &mut dst[..len]) };
-        // Pairs with the Release fence in `acquire_slot`, as in `read_copy`.
-        fence(Ordering::Acquire);
-        if slot.seq.load(Ordering::Relaxed) != k {
-            return None;
-        }
-        Some((len, ts))
+        let (len, ts) = self.read_validated(s, k, |len| Some(&mut dst[..len.min(INLINE_DATA)]))?;
+        Some((len.min(INLINE_DATA), ts))
     }
 
     /// Pins slot `s` for participant `me` if it still holds `k`. `record` is the pin record
