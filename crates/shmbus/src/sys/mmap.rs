@@ -109,7 +109,7 @@ impl<A: Access> Mapping<A> {
         }
         // SAFETY: a fresh mapping at an address of the kernel's choice; no existing memory is
         // affected. The fd is valid for the call.
-        let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, A::PROT, MapFlags::SHARED, fd, 0) }?;
+        let p = unsafe { map_shared(len, A::PROT, fd) }?;
         let ptr = NonNull::new(p.cast()).expect("mmap returned null");
         // SAFETY: the mapping just made, owned by nobody else, with protection `A::PROT`.
         Ok(unsafe { Mapping::from_raw_prot(ptr, len) })
@@ -323,6 +323,35 @@ impl<A: Access> Drop for Mapping<A> {
         // SAFETY: we own this mapping (invariant of the type); nothing borrows it past drop.
         let _ = unsafe { unmap(self.ptr.as_ptr(), self.len) };
     }
+}
+
+/// `mmap(2)` of the first `len` bytes of `fd`, shared, at an address of the kernel's choice.
+///
+/// # Safety
+/// `fd` is valid for the call.
+#[cfg(not(tsan))]
+unsafe fn map_shared(len: usize, prot: ProtFlags, fd: BorrowedFd<'_>) -> io::Result<*mut std::ffi::c_void> {
+    // SAFETY: forwarded from the caller; a fresh mapping affects no existing memory.
+    Ok(unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }?)
+}
+
+/// `mmap(2)` through libc, under ThreadSanitizer, which intercepts it and forgets what it
+/// knew of the range: a new mapping at an address an earlier one had (unmapped by another
+/// thread) then never inherits that mapping's access history, whatever path unmapped it.
+///
+/// # Safety
+/// As above.
+#[cfg(tsan)]
+unsafe fn map_shared(len: usize, prot: ProtFlags, fd: BorrowedFd<'_>) -> io::Result<*mut std::ffi::c_void> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: forwarded from the caller.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, prot.bits() as libc::c_int, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p)
 }
 
 /// `munmap(2)`.
