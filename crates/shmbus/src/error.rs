@@ -80,8 +80,11 @@ pub enum ErrorKind {
     /// A file this library cannot use as asked: another format version, another kind of
     /// channel, not a shmbus file, not a regular file.
     Incompatible,
-    /// An exclusive endpoint is held by a live process.
+    /// An exclusive endpoint is held by a live process, or an item lent by an endpoint is
+    /// still held ([`LendError`](crate::lend::LendError)).
     Busy,
+    /// The endpoint was closed by its owner ([`Lender::close`](crate::lend::Lender::close)).
+    Closed,
     /// Every participant entry of the channel is in use.
     TooManyParticipants,
     /// The channel exists with another layout than requested.
@@ -127,6 +130,7 @@ impl ErrorKind {
             Untrusted => "untrusted",
             Incompatible => "incompatible",
             Busy => "busy",
+            Closed => "closed",
             TooManyParticipants => "too_many_participants",
             LayoutMismatch => "layout_mismatch",
             TypeMismatch => "type_mismatch",

@@ -50,7 +50,7 @@
 //!    with the leaves every layer uses: [`name`] (channel and domain names), [`Kind`], `sync`
 //!    (the atomics loom swaps in), `crc`, `copy`.
 //! 2. [`error`] (the errors shared by every kind, [`ErrorKind`], [`Failure`]), `event` (the
-//!    futex words).
+//!    futex words), [`lend`] (owned lending, for holders such as the bindings).
 //! 3. [`domain`] (directories, trust) and `participants` (who holds what; reclaiming the
 //!    dead), then [`pod`] and [`schema`] (what a channel carries), then [`stats`]' counter
 //!    blocks.
@@ -94,6 +94,7 @@ pub(crate) mod event;
 pub mod journal;
 // The channel kinds' identity, below everything that names a kind.
 pub(crate) mod kind;
+pub mod lend;
 // What every kind tells tools about itself, below the kinds (`admin` holds the registry).
 pub(crate) mod describe;
 pub mod name;

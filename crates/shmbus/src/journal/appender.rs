@@ -1,6 +1,8 @@
 //! Appenders: claiming, loaning, sending, growing files ahead, rolling cycles.
 
 use std::io;
+use std::marker::PhantomData;
+use std::ops::DerefMut;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +25,7 @@ use super::retention::Retention;
 use super::shared::{realtime_ns, EntryCipher, Inner, BUSY, ROLE_APPENDER};
 use crate::error::{Corrupt, OpenError};
 use crate::kind::Kind;
+use crate::lend::LentMut;
 
 /// Writes entries. `Send`; one per thread.
 #[derive(Debug)]
@@ -318,7 +321,7 @@ impl Appender {
                 }
                 Some(c) => {
                     let mut res = self.reserve_inner(body.len() + c.overhead())?;
-                    let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
+                    let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.claim.n as u32);
                     let aad = res.index().to_le_bytes();
                     c.seal(&nonce, &aad, body, &mut res);
                     let keyed = if c.key_id().is_some() { FLAG_KEYED } else { 0 };
@@ -423,7 +426,7 @@ impl Appender {
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
-            return Ok(Loan { app: self, off, n, units, len, ts, done: false });
+            return Ok(Loan { app: self, claim: Claim { off, n, units, len, ts, done: false }, _life: PhantomData });
         }
     }
 
@@ -655,9 +658,19 @@ impl Drop for Appender {
 /// Room for one entry, claimed by [`Appender::loan`]: write it through the `DerefMut` to
 /// `[u8]` (exactly the length asked for), then [`Loan::send`]. Dropped unsent, the entry
 /// is abandoned: readers skip it, nothing is published.
+///
+/// `A` is how the loan holds its appender: borrowed (the default) or owned ([`OwnedLoan`],
+/// from [`Appender::loan_owned`]).
 #[derive(Debug)]
-pub struct Loan<'a> {
-    app: &'a mut Appender,
+pub struct Loan<'a, A: DerefMut<Target = Appender> + 'a = &'a mut Appender> {
+    app: A,
+    claim: Claim,
+    _life: PhantomData<&'a mut Appender>,
+}
+
+/// What a [`Loan`] claimed: where, its entry number, size, length and timestamp.
+#[derive(Debug, Clone, Copy)]
+struct Claim {
     off: u64,
     n: u64,
     units: u64,
@@ -666,28 +679,49 @@ pub struct Loan<'a> {
     done: bool,
 }
 
-impl std::ops::Deref for Loan<'_> {
+/// A journal [`Loan`] that owns its appender, lent by a [`Lender`](crate::lend::Lender)
+/// ([`Appender::loan_owned`]).
+pub type OwnedLoan = Loan<'static, LentMut<Appender>>;
+
+impl Appender {
+    /// [`loan`](Self::loan) for an appender lent by a [`Lender`](crate::lend::Lender): the
+    /// loan owns it, so it may be kept past the call, by a binding for instance.
+    pub fn loan_owned(mut this: LentMut<Appender>, len: usize) -> Result<OwnedLoan, JournalSendError> {
+        let loan = std::mem::ManuallyDrop::new(this.loan(len)?);
+        let claim = loan.claim;
+        Ok(Loan { app: this, claim, _life: PhantomData })
+    }
+}
+
+impl<'a, A: DerefMut<Target = Appender> + 'a> std::ops::Deref for Loan<'a, A> {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
         // SAFETY: as in `deref_mut`; only read, through `&self`.
-        unsafe { std::slice::from_raw_parts(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
+        unsafe {
+            std::slice::from_raw_parts(self.app.cy.data_ptr(self.claim.off + ENTRY_HEADER as u64), self.claim.len)
+        }
     }
 }
 
-impl std::ops::DerefMut for Loan<'_> {
+impl<'a, A: DerefMut<Target = Appender> + 'a> std::ops::DerefMut for Loan<'a, A> {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
         // before the claim) and ours alone until sent: no reader reads them before the
         // Release CAS to COMMITTED, no other appender can claim them.
-        unsafe { std::slice::from_raw_parts_mut(self.app.cy.data_ptr_mut(self.off + ENTRY_HEADER as u64), self.len) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.app.cy.data_ptr_mut(self.claim.off + ENTRY_HEADER as u64),
+                self.claim.len,
+            )
+        }
     }
 }
 
-impl Loan<'_> {
+impl<'a, A: DerefMut<Target = Appender> + 'a> Loan<'a, A> {
     /// The global index this entry will have.
     pub fn index(&self) -> u64 {
-        self.app.cy.hdr.first_index + self.n
+        self.app.cy.hdr.first_index + self.claim.n
     }
 
     /// Publishes the entry. Returns its global index. Fails with
@@ -695,46 +729,46 @@ impl Loan<'_> {
     /// than the journal's abandon timeout; send it again) and with
     /// [`JournalSendError::Truncated`] when a file it was written to was cut.
     pub fn send(self) -> Result<u64, JournalSendError> {
-        let len = self.len as u32;
+        let len = self.claim.len as u32;
         self.commit_inner(0, len, None)
     }
 
     /// `src`: the payload bytes just written (the caller's copy), to checksum instead of
     /// reading the mapped entry back; `None` for payloads written in place.
     fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, JournalSendError> {
-        self.done = true;
+        self.claim.done = true;
         let cy = &self.app.cy;
-        let p = cy.data_ptr_mut(self.off);
-        let len = self.len as u32;
-        let idx = self.n as u32;
+        let p = cy.data_ptr_mut(self.claim.off);
+        let len = self.claim.len as u32;
+        let idx = self.claim.n as u32;
         let mut head = [0u8; ENTRY_HEADER - CRC_FROM];
         head[0..4].copy_from_slice(&len.to_le_bytes());
         head[4..8].copy_from_slice(&raw_len.to_le_bytes());
         head[8..12].copy_from_slice(&idx.to_le_bytes());
-        head[12..20].copy_from_slice(&self.ts.to_le_bytes());
+        head[12..20].copy_from_slice(&self.claim.ts.to_le_bytes());
         // SAFETY: header bytes 12..32 of our claimed entry; ours until commit.
         unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), p.add(CRC_FROM), head.len()) };
         let crc = match src {
             Some(payload) => {
-                debug_assert_eq!(payload.len(), self.len);
+                debug_assert_eq!(payload.len(), self.claim.len);
                 entry_crc_parts(flags, &head, payload)
             }
             None => {
                 // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
                 let covered = unsafe {
-                    std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.len)
+                    std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.claim.len)
                 };
                 entry_crc(flags, covered)
             }
         };
         // SAFETY: header bytes 8..12 of our entry.
         unsafe { std::ptr::write(p.add(8) as *mut u32, crc.to_le()) };
-        let hw = cy.entry_word(self.off);
+        let hw = cy.entry_word(self.claim.off);
         // Release (inside): every byte above happens-before a reader that sees COMMITTED.
-        let committed = protocol::commit_entry(hw, self.units, flags);
+        let committed = protocol::commit_entry(hw, self.claim.units, flags);
         let aux = &self.app.inner.meta.participants().entry(self.app.slot).aux;
         aux[0].store(0, Ordering::Release);
-        let index = cy.hdr.first_index + self.n;
+        let index = cy.hdr.first_index + self.claim.n;
         self.app.inner.meta.event().notify();
         // After the commit store: a cut before or during the writes above sent them to a
         // private zero page (the SIGBUS containment), so the entry is not in the file and
@@ -746,16 +780,18 @@ impl Loan<'_> {
             return Err(JournalSendError::Abandoned { index });
         }
         if self.app.inner.hdr().durability == 1 {
-            let _ = cy.data.msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
+            let _ = cy
+                .data
+                .msync_range(CYCLE_HEADER_PAGE + self.claim.off as usize, (self.claim.units * UNIT as u64) as usize);
         }
         Ok(index)
     }
 }
 
-impl Drop for Loan<'_> {
+impl<'a, A: DerefMut<Target = Appender> + 'a> Drop for Loan<'a, A> {
     fn drop(&mut self) {
-        if !self.done {
-            abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);
+        if !self.claim.done {
+            abandon_at(&self.app.cy, self.claim.off / UNIT as u64, self.claim.units);
             self.app.inner.meta.participants().entry(self.app.slot).aux[0].store(0, Ordering::Release);
             self.app.inner.meta.event().notify();
         }

@@ -121,7 +121,7 @@ mod tier;
 mod typed;
 
 #[cfg(not(loom))]
-pub use appender::{Appender, Loan};
+pub use appender::{Appender, Loan, OwnedLoan};
 #[cfg(not(loom))]
 pub(crate) use channel::JournalKind;
 #[cfg(not(loom))]
@@ -145,7 +145,7 @@ pub use shared::{realtime_ns, CipherError, EntryCipher};
 #[cfg(not(loom))]
 pub use storage::Storage;
 #[cfg(not(loom))]
-pub use tailer::{Entry, EntryInfo, EntryRef, Iter, Tailer, TryIter};
+pub use tailer::{Entry, EntryInfo, EntryRef, Iter, OwnedEntryRef, Tailer, TryIter};
 #[cfg(not(loom))]
 pub use tier::TierReport;
 #[cfg(not(loom))]

@@ -20,6 +20,7 @@ use super::protocol::{self, EntryState};
 use super::cycles::{abandon_at, entry_ts, units_fit};
 use super::error::{corrupt_entry, JournalRecvError, JournalRecvTimeoutError, JournalTryRecvError};
 use super::shared::{realtime_ns, CipherError, EntryCipher, Inner};
+use crate::lend::{LentMut, OwnedBytes};
 
 /// One entry, borrowed from the tailer until its next call (zero-copy: from
 /// [`Tailer::try_recv_ref`], [`Tailer::recv_ref`], [`Tailer::recv_ref_timeout`]). Derefs to
@@ -64,6 +65,27 @@ impl<'a> EntryRef<'a> {
 
     fn info(&self) -> EntryInfo {
         EntryInfo { index: self.index, ts_ns: self.ts_ns, len: self.data.len() }
+    }
+}
+
+/// An [`EntryRef`] that owns its tailer, lent by a [`Lender`](crate::lend::Lender)
+/// ([`Tailer::entry_owned`]): derefs to the payload; [`OwnedBytes::info`] has the index and
+/// timestamp.
+pub type OwnedEntryRef = OwnedBytes<Tailer, EntryInfo>;
+
+impl Tailer {
+    /// An entry from `recv` (`try_recv_ref`, `recv_ref`, `recv_ref_timeout`) that owns the
+    /// tailer lent as `this`, so it may be kept past the call, by a binding for instance.
+    pub fn entry_owned<E>(
+        mut this: LentMut<Tailer>,
+        recv: impl FnOnce(&mut Tailer) -> Result<EntryRef<'_>, E>,
+    ) -> Result<OwnedEntryRef, E> {
+        let entry = recv(&mut this)?;
+        let (info, bytes) = (entry.info(), entry.data as *const [u8]);
+        // SAFETY: an entry's bytes (in the mapped cycle file, or the tailer's decoding
+        // buffer) stay valid and unchanged until the tailer's next call, which the owned
+        // entry prevents by holding the tailer lent (and never using it).
+        Ok(unsafe { OwnedBytes::new(this, info, &*bytes) })
     }
 }
 

@@ -111,6 +111,6 @@ pub use shared::{Dispatched, LostJob, PoolStatus, DEFAULT_ORPHAN_CHECK};
 #[cfg(not(loom))]
 pub use typed::{TypedDispatcher, TypedJob, TypedJobRef, TypedWorker};
 #[cfg(not(loom))]
-pub use worker::{Iter, Job, JobInfo, JobRef, TryIter, Worker};
+pub use worker::{Iter, Job, JobInfo, JobRef, OwnedJobRef, TryIter, Worker};
 
 pub use protocol::MAX_WORKERS;

@@ -13,6 +13,7 @@ use super::shared::{dispatcher_alive, payload_ptr, pool_ref, DEFAULT_ORPHAN_CHEC
 use crate::endpoint::liveness::Throttle;
 use crate::error::{too_small, Corrupt, OpenError, RecvIntoSliceError};
 use crate::kind::Kind;
+use crate::lend::{LentMut, OwnedBytes};
 use crate::segment::Segment;
 use crate::stats::Counter;
 use crate::sys::{process_is_alive, ProcessId};
@@ -82,6 +83,27 @@ impl<'a> JobRef<'a> {
     /// Whether the payload is empty.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
+    }
+}
+
+/// A [`JobRef`] that owns its worker, lent by a [`Lender`](crate::lend::Lender)
+/// ([`Worker::job_owned`]): derefs to the payload; [`OwnedBytes::info`] has the id.
+pub type OwnedJobRef = OwnedBytes<Worker, JobInfo>;
+
+impl Worker {
+    /// A job from `recv` (`try_recv_ref`, `recv_ref`, `recv_ref_timeout`) that owns the
+    /// worker lent as `this`, so it may be kept past the call, by a binding for instance.
+    /// The worker stays busy with it until its next receive or `done`, as for a [`JobRef`].
+    pub fn job_owned<E>(
+        mut this: LentMut<Worker>,
+        recv: impl FnOnce(&mut Worker) -> Result<JobRef<'_>, E>,
+    ) -> Result<OwnedJobRef, E> {
+        let job = recv(&mut this)?;
+        let (info, bytes) = (JobInfo { id: job.id, len: job.data.len() }, job.data as *const [u8]);
+        // SAFETY: the job's bytes are the worker's mailbox, mapped while the worker lives and
+        // unchanged until its next receive or `done`, which the owned job prevents by holding
+        // the worker lent (and never using it).
+        Ok(unsafe { OwnedBytes::new(this, info, &*bytes) })
     }
 }
 

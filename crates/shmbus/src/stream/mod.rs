@@ -111,10 +111,10 @@ pub use handle::Stream;
 #[cfg(not(loom))]
 pub use layout::{StreamConfig, MAX_CAPACITY};
 #[cfg(not(loom))]
-pub use reader::{Iter, Record, StreamReader, TryIter};
+pub use reader::{Iter, OwnedRecord, Record, StreamReader, TryIter};
 #[cfg(not(loom))]
 pub use shared::{EndpointStatus, StreamStatus, LIVENESS_INTERVAL};
 #[cfg(not(loom))]
 pub use typed::{TypedLoan, TypedRecord, TypedStreamReader, TypedStreamWriter};
 #[cfg(not(loom))]
-pub use writer::{Loan, StreamWriter};
+pub use writer::{Loan, OwnedLoan, StreamWriter};

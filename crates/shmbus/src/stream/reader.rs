@@ -1,7 +1,8 @@
 //! The reading end: [`StreamReader`] and the in-place [`Record`].
 
 use std::fmt;
-use std::ops::Deref;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
 use super::shared::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, WRITER_SLOT};
 use crate::error::{too_small, OpenError, RecvIntoSliceError};
+use crate::lend::LentMut;
 use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -141,7 +143,7 @@ impl StreamReader {
         // alone until we consume (the Record borrows the reader, so no consume can happen
         // while the slice lives).
         let ptr = unsafe { self.shared.at(pos).add(HEADER as usize) };
-        Record { reader: self, ptr, len: len as usize, size }
+        Record { reader: self, ptr, len: len as usize, size, _life: PhantomData }
     }
 
     /// The next record, without waiting. Read it in place, then [`Record::consume`] it;
@@ -336,20 +338,47 @@ impl Waitable for StreamReader {
 
 /// A committed record, borrowed in place from the ring. [`Record::consume`] hands its space
 /// back to the writer; dropping it unconsumed leaves it to be read again.
+///
+/// `R` is how the record holds its reader: borrowed (the default) or owned
+/// ([`OwnedRecord`], from [`StreamReader::record_owned`]).
 #[must_use = "a record is read again unless consumed"]
-pub struct Record<'a> {
-    reader: &'a mut StreamReader,
+pub struct Record<'a, R: DerefMut<Target = StreamReader> + 'a = &'a mut StreamReader> {
+    reader: R,
     ptr: *const u8,
     len: usize,
     size: u64,
+    _life: PhantomData<&'a mut StreamReader>,
 }
 
-impl Record<'_> {
+/// A [`Record`] that owns its reader, lent by a [`Lender`](crate::lend::Lender)
+/// ([`StreamReader::record_owned`]).
+pub type OwnedRecord = Record<'static, LentMut<StreamReader>>;
+
+// SAFETY: the pointer is to committed bytes nobody writes until the record is consumed,
+// which needs the record itself; the lent reader it owns is `Send`.
+unsafe impl Send for OwnedRecord {}
+// SAFETY: as above; `&OwnedRecord` reads the bytes and the reader's position only.
+unsafe impl Sync for OwnedRecord {}
+
+impl StreamReader {
+    /// A record from `recv` (`try_recv_ref`, `recv_ref`, `recv_ref_timeout`) that owns the
+    /// reader lent as `this`, so it may be kept past the call, by a binding for instance.
+    pub fn record_owned<E>(
+        mut this: LentMut<StreamReader>,
+        recv: impl FnOnce(&mut StreamReader) -> Result<Record<'_>, E>,
+    ) -> Result<OwnedRecord, E> {
+        let (ptr, len, size) = recv(&mut this).map(|r| (r.ptr, r.len, r.size))?;
+        Ok(Record { reader: this, ptr, len, size, _life: PhantomData })
+    }
+}
+
+impl<'a, R: DerefMut<Target = StreamReader> + 'a> Record<'a, R> {
     /// Marks the record consumed: its space goes back to the writer, and no reader (this one
     /// or a successor) will see it again.
     #[inline]
     pub fn consume(self) {
-        let r = self.reader;
+        let mut reader = self.reader;
+        let r: &mut StreamReader = &mut reader;
         if r.core.release(r.shared.ctrl(), self.size) {
             r.shared.counter.futex_wake();
         }
@@ -390,7 +419,7 @@ impl Record<'_> {
     }
 }
 
-impl Deref for Record<'_> {
+impl<'a, R: DerefMut<Target = StreamReader> + 'a> Deref for Record<'a, R> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
@@ -400,7 +429,7 @@ impl Deref for Record<'_> {
     }
 }
 
-impl fmt::Debug for Record<'_> {
+impl<'a, R: DerefMut<Target = StreamReader> + 'a> fmt::Debug for Record<'a, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Record").field("position", &self.position()).field("len", &self.len).finish()
     }

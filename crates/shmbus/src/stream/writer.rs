@@ -1,6 +1,7 @@
 //! The writing end: [`StreamWriter`] and its in-place [`Loan`].
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use super::error::{StreamSendError, StreamSendTimeoutError, StreamTrySendError};
 use super::protocol::{encode_header, record_size, ClaimError, Corruption, WriterCore, HEADER};
 use super::shared::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT};
 use crate::error::OpenError;
+use crate::lend::LentMut;
 use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -108,7 +110,7 @@ impl StreamWriter {
             return Err(StreamTrySendError::TooLarge { len, max: self.max_record_len() });
         };
         match latch(self.core.try_claim(self.shared.ctrl(), size), &mut self.reported) {
-            Ok(pos) => Ok(Loan { pos, len, writer: self }),
+            Ok(pos) => Ok(Loan { pos, len, writer: self, _life: PhantomData }),
             Err(_) if self.shared.truncated() => Err(StreamTrySendError::Truncated),
             Err(ClaimError::Full { free }) => {
                 self.shared.counter.full();
@@ -131,13 +133,13 @@ impl StreamWriter {
                 Err(None) => continue,
             }
         };
-        Ok(Loan { pos, len, writer: self })
+        Ok(Loan { pos, len, writer: self, _life: PhantomData })
     }
 
     /// Lends `len` contiguous bytes, waiting for space at most `timeout`.
     pub fn loan_timeout(&mut self, len: usize, timeout: Duration) -> Result<Loan<'_>, StreamSendTimeoutError> {
         match self.claim_until(len, Deadline::after(timeout)) {
-            Ok(pos) => Ok(Loan { pos, len, writer: self }),
+            Ok(pos) => Ok(Loan { pos, len, writer: self, _life: PhantomData }),
             Err(Some(e)) => Err(e.into()),
             Err(None) => Err(StreamSendTimeoutError::Timeout),
         }
@@ -236,14 +238,34 @@ impl Waitable for StreamWriter {
 /// Ring space lent for one record: write the payload through `DerefMut<Target = [u8]>`,
 /// optionally [`Loan::truncate`] it, then [`Loan::send`]. Until sent the reader cannot see
 /// it; dropping the loan (or the writer process dying) discards it.
+///
+/// `W` is how the loan holds its writer: borrowed (the default) or owned ([`OwnedLoan`],
+/// from [`StreamWriter::loan_owned`]).
 #[must_use = "a loan is discarded unless sent"]
-pub struct Loan<'a> {
-    writer: &'a mut StreamWriter,
+pub struct Loan<'a, W: DerefMut<Target = StreamWriter> + 'a = &'a mut StreamWriter> {
+    writer: W,
     pos: u64,
     len: usize,
+    _life: PhantomData<&'a mut StreamWriter>,
 }
 
-impl Loan<'_> {
+/// A stream [`Loan`] that owns its writer, lent by a [`Lender`](crate::lend::Lender)
+/// ([`StreamWriter::loan_owned`]).
+pub type OwnedLoan = Loan<'static, LentMut<StreamWriter>>;
+
+impl StreamWriter {
+    /// A loan from `loan` (`try_loan`, `loan`, `loan_timeout`) that owns the writer lent as
+    /// `this`, so it may be kept past the call, by a binding for instance.
+    pub fn loan_owned<E>(
+        mut this: LentMut<StreamWriter>,
+        loan: impl FnOnce(&mut StreamWriter) -> Result<Loan<'_>, E>,
+    ) -> Result<OwnedLoan, E> {
+        let (pos, len) = loan(&mut this).map(|l| (l.pos, l.len))?;
+        Ok(Loan { writer: this, pos, len, _life: PhantomData })
+    }
+}
+
+impl<'a, W: DerefMut<Target = StreamWriter> + 'a> Loan<'a, W> {
     /// Shortens the record to its first `len` bytes (for a writer that loaned the maximum it
     /// might need). Like [`Vec::truncate`], a `len` at least the current length does
     /// nothing.
@@ -255,7 +277,8 @@ impl Loan<'_> {
     /// Publishes the record (all its bytes, or as many as [`Loan::truncate`] left).
     #[inline]
     pub fn send(self) {
-        let (len, w) = (self.len, self.writer);
+        let (len, mut writer) = (self.len, self.writer);
+        let w: &mut StreamWriter = &mut writer;
         let at = w.shared.at(self.pos);
         // SAFETY: `at` is an 8-aligned position (records start at multiples of ALIGN; the
         // mapping is page aligned) of the claimed space, which only this writer may touch
@@ -268,7 +291,7 @@ impl Loan<'_> {
     }
 }
 
-impl Deref for Loan<'_> {
+impl<'a, W: DerefMut<Target = StreamWriter> + 'a> Deref for Loan<'a, W> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
@@ -279,7 +302,7 @@ impl Deref for Loan<'_> {
     }
 }
 
-impl DerefMut for Loan<'_> {
+impl<'a, W: DerefMut<Target = StreamWriter> + 'a> DerefMut for Loan<'a, W> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `deref`; the claimed bytes belong to this writer alone, and `&mut self`
@@ -288,7 +311,7 @@ impl DerefMut for Loan<'_> {
     }
 }
 
-impl fmt::Debug for Loan<'_> {
+impl<'a, W: DerefMut<Target = StreamWriter> + 'a> fmt::Debug for Loan<'a, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Loan").field("pos", &self.pos).field("len", &self.len).finish()
     }

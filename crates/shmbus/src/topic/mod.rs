@@ -107,8 +107,8 @@ pub use error::{
 #[cfg(not(loom))]
 pub use handle::{Topic, TopicStatus};
 #[cfg(not(loom))]
-pub use publisher::{Loan, Publisher};
+pub use publisher::{Loan, OwnedLoan, Publisher};
 #[cfg(not(loom))]
-pub use subscriber::{Iter, Message, MessageInfo, Sample, Subscriber, TryIter};
+pub use subscriber::{HoldsSubscriber, Iter, Message, MessageInfo, OwnedSample, Sample, Subscriber, TryIter};
 #[cfg(not(loom))]
 pub use typed::{TypedLoan, TypedPublisher, TypedSample, TypedSubscriber};

@@ -1,5 +1,6 @@
 //! Sending: the publisher endpoint and its in-place loans.
 
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use super::config::DeliveryPolicy;
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
 use super::protocol::{CursorCache, HeldCrash, PublishCrash, PublishOrder, CURSOR_SEQ, INLINE_DATA};
 use super::shared::Inner;
+use crate::lend::LentMut;
 use crate::stats::Counter;
 use crate::sys::monotonic_ns;
 use crate::wait::Deadline;
@@ -263,13 +265,32 @@ impl Publisher {
     /// the slot's old message stays readable until then, and the reader's cache line is
     /// written once, at the send, instead of also when the loan is taken.
     pub fn loan(&mut self) -> Result<Loan<'_>, TopicSendError> {
-        let s = self.acquire_for_send()?;
-        let len = self.max_message_len();
+        Self::loan_in(self)
+    }
+
+    /// [`loan`](Self::loan) for a publisher lent by a [`Lender`](crate::lend::Lender): the
+    /// loan owns the lent publisher (which stays refused to every other use until the loan
+    /// is sent or dropped), so it may be kept past the call, by a binding for instance.
+    pub fn loan_owned(this: LentMut<Publisher>) -> Result<OwnedLoan, TopicSendError> {
+        Self::loan_in(this)
+    }
+
+    fn loan_in<'a, P: DerefMut<Target = Publisher> + 'a>(mut p: P) -> Result<Loan<'a, P>, TopicSendError> {
+        let s = p.acquire_for_send()?;
+        let len = p.max_message_len();
         let inline = len <= INLINE_DATA;
         if !inline {
-            self.inner.shared().begin_write(s);
+            p.inner.shared().begin_write(s);
         }
-        Ok(Loan { publisher: self, slot: s, len, sent: false, inline, buf: LoanBytes([0; INLINE_DATA]) })
+        Ok(Loan {
+            publisher: p,
+            slot: s,
+            len,
+            sent: false,
+            inline,
+            buf: LoanBytes([0; INLINE_DATA]),
+            _life: PhantomData,
+        })
     }
 
     /// Test hook: acquires a slot, writes `junk` into it and claims a sequence number, then
@@ -306,16 +327,24 @@ impl Drop for Publisher {
 /// [`truncate`](Loan::truncate)d. Not visible to anyone until sent; dropping it unsent
 /// publishes nothing. On a topic of slots up to 40 B it is a zeroed buffer of the slot's
 /// size, copied into the slot by [`send`](Loan::send) (see [`Publisher::loan`]).
+///
+/// `P` is how the loan holds its publisher: borrowed (the default, from
+/// [`Publisher::loan`]) or owned ([`OwnedLoan`], from [`Publisher::loan_owned`]).
 #[derive(Debug)]
-pub struct Loan<'a> {
-    publisher: &'a mut Publisher,
+pub struct Loan<'a, P: DerefMut<Target = Publisher> + 'a = &'a mut Publisher> {
+    publisher: P,
     slot: usize,
     len: usize,
     sent: bool,
     /// The slot is inline: the message is written into `buf`, and into the slot at send.
     inline: bool,
     buf: LoanBytes,
+    _life: PhantomData<&'a mut Publisher>,
 }
+
+/// A [`Loan`] that owns its publisher, lent by a [`Lender`](crate::lend::Lender)
+/// ([`Publisher::loan_owned`]).
+pub type OwnedLoan = Loan<'static, LentMut<Publisher>>;
 
 /// The buffer of an inline loan, aligned as the inline payload in the slot header is (8),
 /// so that a typed loan may write its `T` in it.
@@ -323,7 +352,7 @@ pub struct Loan<'a> {
 #[repr(C, align(8))]
 struct LoanBytes([u8; INLINE_DATA]);
 
-impl Loan<'_> {
+impl<'a, P: DerefMut<Target = Publisher> + 'a> Loan<'a, P> {
     /// Shortens the message to its first `len` bytes. Like [`Vec::truncate`], a `len` at
     /// least the current length does nothing.
     pub fn truncate(&mut self, len: usize) {
@@ -341,7 +370,7 @@ impl Loan<'_> {
     }
 }
 
-impl Deref for Loan<'_> {
+impl<'a, P: DerefMut<Target = Publisher> + 'a> Deref for Loan<'a, P> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         if self.inline {
@@ -355,7 +384,7 @@ impl Deref for Loan<'_> {
     }
 }
 
-impl DerefMut for Loan<'_> {
+impl<'a, P: DerefMut<Target = Publisher> + 'a> DerefMut for Loan<'a, P> {
     fn deref_mut(&mut self) -> &mut [u8] {
         if self.inline {
             return &mut self.buf.0[..self.len];
@@ -366,7 +395,7 @@ impl DerefMut for Loan<'_> {
     }
 }
 
-impl Drop for Loan<'_> {
+impl<'a, P: DerefMut<Target = Publisher> + 'a> Drop for Loan<'a, P> {
     fn drop(&mut self) {
         if !self.sent {
             self.publisher.inner.shared().abandon_slot(self.slot);

@@ -1,6 +1,7 @@
 //! Subscribing: the subscriber endpoint, its receive families, pinned samples and iterators.
 
 use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use super::protocol::{CursorUpdate, Lookup, INLINE_DATA, PIN_RECORDS};
 use super::shared::Inner;
 use crate::endpoint::liveness::{self, PENDING_GRACE};
 use crate::error::{too_small, RecvIntoSliceError};
+use crate::lend::LentRef;
 use crate::stats::Counter;
 use crate::sys::process_is_alive;
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
@@ -146,7 +148,7 @@ impl Delivered for MessageInfo {
     }
 }
 
-impl Delivered for Sample<'_> {
+impl<'a, S: HoldsSubscriber + 'a> Delivered for Sample<'a, S> {
     #[inline(always)]
     fn len(&self) -> usize {
         self.len
@@ -660,7 +662,14 @@ impl Subscriber {
             self.counter.pins(pins.len() as u64);
         }
         let (len, ts_ns) = sh.pinned_meta(s);
-        Ok(Sample { sub: self, seq: k, ts_ns, len, body: Body::Pinned { slot: s, ptr: sh.data.slot_ptr(s) } })
+        Ok(Sample {
+            sub: self,
+            seq: k,
+            ts_ns,
+            len,
+            body: Body::Pinned { slot: s, ptr: sh.data.slot_ptr(s) },
+            _life: PhantomData,
+        })
     }
 
     /// A sample of a topic whose payloads are inline in the slot header: a seqlock copy of
@@ -670,7 +679,7 @@ impl Subscriber {
     fn copy_inline(&self, s: usize, k: u64) -> Result<Sample<'_>, Fail> {
         let mut bytes = InlineBytes([0; INLINE_DATA]);
         let (len, ts_ns) = self.inner.shared().read_inline(s, k, &mut bytes.0).ok_or(Fail::Gone)?;
-        Ok(Sample { sub: self, seq: k, ts_ns, len, body: Body::Inline(bytes) })
+        Ok(Sample { sub: self, seq: k, ts_ns, len, body: Body::Inline(bytes), _life: PhantomData })
     }
 
     fn release_pin(&self, s: usize) {
@@ -969,13 +978,86 @@ impl Waitable for &Subscriber {
 /// sample is a copy instead, made when it is received: copying the line the receive
 /// already read is cheaper than pinning. Such a sample holds no pin and does not count
 /// against the [pin budget](Subscriber::set_pin_budget).
+///
+/// `S` is how the sample holds its subscriber: borrowed (the default) or owned
+/// ([`OwnedSample`], from [`Subscriber::sample_owned`]).
 #[derive(Debug)]
-pub struct Sample<'a> {
-    sub: &'a Subscriber,
+pub struct Sample<'a, S: HoldsSubscriber + 'a = &'a Subscriber> {
+    sub: S,
     seq: u64,
     ts_ns: u64,
     len: usize,
     body: Body,
+    _life: PhantomData<&'a Subscriber>,
+}
+
+/// A [`Sample`] that owns its subscriber through a [`Lender`](crate::lend::Lender)
+/// ([`Subscriber::sample_owned`]). `Send` and `Sync`: its bytes are read-only, and the pin
+/// is given back under the lender's lock.
+pub type OwnedSample = Sample<'static, LentRef<Subscriber>>;
+
+// SAFETY: the only field that is not `Send`/`Sync` is `Body::Pinned`'s pointer, to bytes
+// that nobody writes while the pin is held, in a mapping the lent subscriber keeps alive;
+// the pin is given back through `LentRef::with`, under the lender's lock, whatever the thread.
+unsafe impl Send for OwnedSample {}
+// SAFETY: as above; `&OwnedSample` reads the bytes and the fields only.
+unsafe impl Sync for OwnedSample {}
+
+/// How a [`Sample`] reaches its subscriber (to unpin its slot when dropped): `&Subscriber`,
+/// or `LentRef<Subscriber>` for an [`OwnedSample`]. Sealed.
+pub trait HoldsSubscriber: sealed::Sealed {
+    #[doc(hidden)]
+    fn with_subscriber<R>(&self, f: impl FnOnce(&Subscriber) -> R) -> R;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for &super::Subscriber {}
+    impl Sealed for crate::lend::LentRef<super::Subscriber> {}
+}
+
+impl HoldsSubscriber for &Subscriber {
+    #[inline(always)]
+    fn with_subscriber<R>(&self, f: impl FnOnce(&Subscriber) -> R) -> R {
+        f(self)
+    }
+}
+
+impl HoldsSubscriber for LentRef<Subscriber> {
+    fn with_subscriber<R>(&self, f: impl FnOnce(&Subscriber) -> R) -> R {
+        self.with(f)
+    }
+}
+
+/// A sample's fields but its subscriber, to move it from a borrowed to an owned holder.
+struct SampleParts {
+    seq: u64,
+    ts_ns: u64,
+    len: usize,
+    body: Body,
+}
+
+impl<'a> Sample<'a> {
+    fn into_parts(self) -> SampleParts {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; `body` is read out once (the others
+        // are `Copy`), so the pin it stands for moves to the parts.
+        SampleParts { seq: this.seq, ts_ns: this.ts_ns, len: this.len, body: unsafe { std::ptr::read(&this.body) } }
+    }
+}
+
+impl Subscriber {
+    /// A sample from `recv` (any of the `_ref` receives: `try_recv_ref`, `recv_ref_timeout`,
+    /// `latest_ref`, ...) that owns the subscriber lent as `this`, so it may be kept past the
+    /// call, by a binding for instance. The subscriber stays usable by shared reference
+    /// meanwhile (more samples, copies), as it does under borrowed samples.
+    pub fn sample_owned<E>(
+        this: LentRef<Subscriber>,
+        recv: impl FnOnce(&Subscriber) -> Result<Sample<'_>, E>,
+    ) -> Result<OwnedSample, E> {
+        let p = this.with(|s| recv(s).map(Sample::into_parts))?;
+        Ok(Sample { sub: this, seq: p.seq, ts_ns: p.ts_ns, len: p.len, body: p.body, _life: PhantomData })
+    }
 }
 
 /// Where a [`Sample`]'s bytes are.
@@ -993,7 +1075,7 @@ enum Body {
 #[repr(C, align(8))]
 struct InlineBytes([u8; INLINE_DATA]);
 
-impl Sample<'_> {
+impl<'a, S: HoldsSubscriber + 'a> Sample<'a, S> {
     /// Sequence number.
     pub fn seq(&self) -> u64 {
         self.seq
@@ -1005,7 +1087,7 @@ impl Sample<'_> {
     }
 }
 
-impl Deref for Sample<'_> {
+impl<'a, S: HoldsSubscriber + 'a> Deref for Sample<'a, S> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match &self.body {
@@ -1018,10 +1100,10 @@ impl Deref for Sample<'_> {
     }
 }
 
-impl Drop for Sample<'_> {
+impl<'a, S: HoldsSubscriber + 'a> Drop for Sample<'a, S> {
     fn drop(&mut self) {
         if let Body::Pinned { slot, .. } = self.body {
-            self.sub.release_pin(slot);
+            self.sub.with_subscriber(|s| s.release_pin(slot));
         }
     }
 }
