@@ -4,11 +4,11 @@
 //! a receive, the copy receive into the caller's buffer, and the lent items (samples, loans,
 //! records): lending one out, reading its bytes, giving it back.
 
-use std::cell::{Ref, RefMut};
 use std::ffi::c_char;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
+use shmbus::lend::{LentMut, LentRef};
 use shmbus::{Domain, WaitPolicy};
 
 use crate::domain::shmbus_domain;
@@ -221,64 +221,55 @@ pub(crate) unsafe fn recv_in_place<W: Wrapper, M>(
     }
 }
 
-/// The C struct of an item lent from an endpoint (`shmbus_sample { l: Lent<..> }`, ...).
+/// The C struct of an item lent from an endpoint (`shmbus_sample { item: OwnedSample }`, ...):
+/// an owned item of the core, which keeps its endpoint lent until it is dropped.
 pub(crate) trait LentItem: Sized + 'static {
-    type Owner: Wrapper;
     type Item;
-    type Guard;
     /// The C type's name, for error messages.
     const NAME: &'static str;
-    fn wrap(l: Lent<Self::Owner, Self::Item, Self::Guard>) -> Self;
-    fn lent(&self) -> &Lent<Self::Owner, Self::Item, Self::Guard>;
-    fn lent_mut(&mut self) -> &mut Lent<Self::Owner, Self::Item, Self::Guard>;
+    fn wrap(item: Self::Item) -> Self;
+    fn item(&self) -> &Self::Item;
+    fn item_mut(&mut self) -> &mut Self::Item;
+    fn into_item(self) -> Self::Item;
 }
 
-/// Implements [`LentItem`] for `shmbus_x { l: Lent<Owner, Item, Guard> }` structs.
+/// Implements [`LentItem`] for `shmbus_x { item: Item }` structs.
 macro_rules! lent_item {
-    ($($c:ident: $owner:ty => $item:ty, $guard:ty;)*) => {$(
+    ($($c:ident => $item:ty;)*) => {$(
         impl $crate::call::LentItem for $c {
-            type Owner = $owner;
             type Item = $item;
-            type Guard = $guard;
             const NAME: &'static str = stringify!($c);
-            fn wrap(l: $crate::handle::Lent<$owner, $item, $guard>) -> Self {
-                $c { l }
+            fn wrap(item: $item) -> Self {
+                $c { item }
             }
-            fn lent(&self) -> &$crate::handle::Lent<$owner, $item, $guard> {
-                &self.l
+            fn item(&self) -> &$item {
+                &self.item
             }
-            fn lent_mut(&mut self) -> &mut $crate::handle::Lent<$owner, $item, $guard> {
-                &mut self.l
+            fn item_mut(&mut self) -> &mut $item {
+                &mut self.item
+            }
+            fn into_item(self) -> $item {
+                self.item
             }
         }
     )*};
 }
 pub(crate) use lent_item;
 
-type InnerOf<T> = <<T as LentItem>::Owner as Wrapper>::Inner;
-
-/// Lends an item that borrows the owner mutably (a loan, a stream record), made by `make`,
-/// into `*out` (checked first).
+/// Lends the endpoint behind `owner` exclusively to `make`, which makes an owned item of it
+/// (a loan, a stream record), into `*out` (checked first).
 ///
 /// # Safety
-/// `owner` as [`get`]; `out` NULL or valid for a write. `make`'s item borrows nothing but the
-/// owner (as [`lend_mut`]).
-pub(crate) unsafe fn lend_mut_out<T>(
-    owner: *mut T::Owner,
+/// `owner` as [`get`]; `out` NULL or valid for a write.
+pub(crate) unsafe fn lend_mut_out<W: Wrapper, T: LentItem>(
+    owner: *const W,
     out: *mut *mut T,
-    make: impl FnOnce(&'static mut InnerOf<T>) -> Result<T::Item, Error>,
-) -> shmbus_status
-where
-    T: LentItem<Guard = RefMut<'static, InnerOf<T>>>,
-{
+    make: impl FnOnce(LentMut<W::Inner>) -> Result<T::Item, Error>,
+) -> shmbus_status {
     guard(|| {
         out_arg(out)?;
-        // SAFETY: per the caller's contract; the item borrows only the owner, which
-        // `lend_mut` keeps borrowed (and alive) until the item is given back.
-        unsafe {
-            let l = lend_mut(owner, make)?;
-            lent_into_c(out, T::wrap(l))
-        }
+        // SAFETY: per the caller's contract.
+        unsafe { lent_into_c(out, T::wrap(make(lend_mut(owner)?)?)) }
     })
 }
 
@@ -286,22 +277,15 @@ where
 ///
 /// # Safety
 /// As [`lend_mut_out`].
-pub(crate) unsafe fn lend_out<T>(
-    owner: *mut T::Owner,
+pub(crate) unsafe fn lend_out<W: Wrapper, T: LentItem>(
+    owner: *const W,
     out: *mut *mut T,
-    make: impl FnOnce(&'static InnerOf<T>) -> Result<T::Item, Error>,
-) -> shmbus_status
-where
-    T: LentItem<Guard = Ref<'static, InnerOf<T>>>,
-{
+    make: impl FnOnce(LentRef<W::Inner>) -> Result<T::Item, Error>,
+) -> shmbus_status {
     guard(|| {
         out_arg(out)?;
-        // SAFETY: per the caller's contract; the item borrows only the owner, which `lend`
-        // keeps borrowed (and alive) until the item is given back.
-        unsafe {
-            let l = lend(owner, make)?;
-            lent_into_c(out, T::wrap(l))
-        }
+        // SAFETY: per the caller's contract.
+        unsafe { lent_into_c(out, T::wrap(make(lend_ref(owner)?)?)) }
     })
 }
 
@@ -316,7 +300,7 @@ where
     guard(|| {
         // SAFETY: NULL or live, per the caller's contract.
         let item = unsafe { item.as_ref() }.ok_or_else(|| Error::null(T::NAME))?;
-        let bytes: &[u8] = item.lent().item();
+        let bytes: &[u8] = item.item();
         // SAFETY: per the caller's contract.
         unsafe {
             put_required(data, bytes.as_ptr(), "data")?;
@@ -341,7 +325,7 @@ where
     guard(|| {
         // SAFETY: NULL or live, per the caller's contract.
         let item = unsafe { item.as_mut() }.ok_or_else(|| Error::null(T::NAME))?;
-        let room: &mut [u8] = item.lent_mut().item_mut();
+        let room: &mut [u8] = item.item_mut();
         // SAFETY: per the caller's contract.
         unsafe {
             put_required(data, room.as_mut_ptr(), "data")?;
@@ -356,7 +340,7 @@ where
 /// `item` is NULL or live.
 pub(crate) unsafe fn item_value<T: LentItem, V: Copy>(item: *const T, fallback: V, f: impl FnOnce(&T::Item) -> V) -> V {
     // SAFETY: NULL or live, per the caller's contract.
-    guard_value(fallback, || unsafe { item.as_ref() }.map_or(fallback, |i| f(i.lent().item())))
+    guard_value(fallback, || unsafe { item.as_ref() }.map_or(fallback, |i| f(i.item())))
 }
 
 /// Gives a lent item back and frees it, running `f` on it first (send a loan, consume a
@@ -369,11 +353,8 @@ pub(crate) unsafe fn give_back<T: LentItem, R>(item: *mut T, f: impl FnOnce(T::I
         return Err(Error::null(T::NAME));
     }
     // SAFETY: a live item made by `lent_into_c`, given up by the caller.
-    let mut boxed = unsafe { Box::from_raw(item) };
-    // `f` consumes (or drops) the item before `boxed` drops the guard it borrows through.
-    let r = f(boxed.lent_mut().take());
-    drop(boxed);
-    Ok(r)
+    let boxed = unsafe { Box::from_raw(item) };
+    Ok(f(boxed.into_item()))
 }
 
 /// Checks that a loan of `cap` bytes can send `len` (`SHMBUS_TOO_LARGE`, with `cap`, if not).

@@ -34,6 +34,8 @@ fn status(kind: ErrorKind) -> shmbus_status {
         ErrorKind::Untrusted => SHMBUS_UNTRUSTED,
         ErrorKind::Incompatible => SHMBUS_INCOMPATIBLE,
         ErrorKind::Busy => SHMBUS_BUSY,
+        // A C handle is never closed under its holder: freeing it while items are out defers.
+        ErrorKind::Closed => SHMBUS_INVALID_ARGUMENT,
         ErrorKind::TooManyParticipants => SHMBUS_TOO_MANY_PARTICIPANTS,
         ErrorKind::LayoutMismatch => SHMBUS_LAYOUT_MISMATCH,
         ErrorKind::TypeMismatch => SHMBUS_TYPE_MISMATCH,

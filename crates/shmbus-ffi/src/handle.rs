@@ -1,27 +1,21 @@
 //! Handles: how a Rust value lives behind an opaque C pointer, how C arguments are checked,
 //! and how items that borrow an endpoint (samples, loans, records) are lent out.
 //!
-//! Every endpoint sits in a [`Handle`]: a `RefCell` in a `Box`, so it has a stable address.
-//! An item that borrows the endpoint (a topic `Sample<'_>`, a `Loan<'_>`, ...) is boxed
-//! together with the `Ref`/`RefMut` guard it was made from, its lifetime erased to `'static`
-//! ([`Lent`]). The guard makes every call on the endpoint that would conflict with the item
-//! fail with `SHMBUS_BUSY` instead of aliasing it, and freeing the endpoint while items are
-//! out only marks it: the last item given back frees it.
+//! Every endpoint sits in a [`Handle`], the core's [`Lender`]: shared ownership of the
+//! endpoint, whose owned items (`OwnedLoan`, `OwnedSample`, ...) keep it alive and make every
+//! call that would conflict with them fail with `SHMBUS_BUSY`. Freeing the handle while items
+//! are out drops only C's share of it: the last item given back drops the endpoint.
 
-use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::NonNull;
 use std::time::Duration;
 
+use shmbus::lend::{LendError, Lender, LentMut, LentRef};
+
 use crate::status::*;
 
-/// An endpoint (or any value borrowed by items handed to C) behind an opaque pointer.
-#[derive(Debug)]
-pub(crate) struct Handle<T> {
-    cell: RefCell<T>,
-    /// Freed by C while items were still lent: the last one given back frees the handle.
-    orphaned: Cell<bool>,
-}
+/// An endpoint (or a config) behind an opaque pointer.
+pub(crate) type Handle<T> = Lender<T>;
 
 /// The C-visible struct that wraps a [`Handle`] (each opaque `shmbus_*` type).
 pub(crate) trait Wrapper: Sized + 'static {
@@ -49,12 +43,6 @@ macro_rules! wrapper {
 }
 pub(crate) use wrapper;
 
-impl<T> Handle<T> {
-    pub(crate) fn new(value: T) -> Handle<T> {
-        Handle { cell: RefCell::new(value), orphaned: Cell::new(false) }
-    }
-}
-
 /// The handle behind `p` (`SHMBUS_INVALID_ARGUMENT` if NULL).
 ///
 /// # Safety
@@ -68,19 +56,28 @@ pub(crate) unsafe fn get<'a, W: Wrapper>(p: *const W) -> Result<&'a Handle<W::In
     Ok(unsafe { &*p }.handle())
 }
 
+/// A refusal of the lender behind a `W`, in C's terms.
+fn refused<W: Wrapper>(e: LendError) -> Error {
+    match e {
+        LendError::Busy => Error::new(
+            SHMBUS_BUSY,
+            format_args!("{} has a loan, sample or record out; send, release or discard it first", W::NAME),
+        ),
+        LendError::Closed => Error::from(e),
+    }
+}
+
 /// Runs `f` on the endpoint behind `p` mutably: `SHMBUS_BUSY` while an item is lent from it.
 ///
 /// # Safety
 /// As [`get`].
 #[inline]
 pub(crate) unsafe fn with_mut<W: Wrapper, R>(
-    p: *mut W,
+    p: *const W,
     f: impl FnOnce(&mut W::Inner) -> Result<R, Error>,
 ) -> Result<R, Error> {
     // SAFETY: forwarded.
-    let h = unsafe { get(p) }?;
-    let mut v = h.cell.try_borrow_mut().map_err(|_| busy(W::NAME))?;
-    f(&mut v)
+    unsafe { get(p) }?.with(f).map_err(refused::<W>)?
 }
 
 /// Runs `f` on the endpoint behind `p` shared: `SHMBUS_BUSY` while it is lent mutably.
@@ -93,25 +90,18 @@ pub(crate) unsafe fn with_ref<W: Wrapper, R>(
     f: impl FnOnce(&W::Inner) -> Result<R, Error>,
 ) -> Result<R, Error> {
     // SAFETY: forwarded.
-    let h = unsafe { get(p) }?;
-    let v = h.cell.try_borrow().map_err(|_| busy(W::NAME))?;
-    f(&v)
+    unsafe { get(p) }?.with_ref(f).map_err(refused::<W>)?
 }
 
-/// The endpoint behind `p` shared, without a guard (for a `WaitSet` wait, which makes no call
-/// back into C that could borrow it mutably).
+/// The endpoint behind `p` shared, without holding its lock (for a `WaitSet` wait, which
+/// makes no call back into C that could use it mutably, and may list it twice).
 ///
 /// # Safety
-/// As [`get`]; and the endpoint is not borrowed mutably until the returned reference is dropped.
+/// As [`get`]; and the endpoint is not used mutably until the returned reference is dropped.
 pub(crate) unsafe fn peek<'a, W: Wrapper>(p: *const W) -> Result<&'a W::Inner, Error> {
-    // SAFETY: forwarded.
-    let h = unsafe { get(p) }?;
-    // SAFETY: the caller ends the use of the reference before any mutable borrow.
-    unsafe { h.cell.try_borrow_unguarded() }.map_err(|_| busy(W::NAME))
-}
-
-fn busy(name: &str) -> Error {
-    Error::new(SHMBUS_BUSY, format_args!("{name} has a loan, sample or record out; send, release or discard it first"))
+    // SAFETY: forwarded; C's callers use an endpoint from one thread at a time, and the
+    // caller ends the use of the reference before any mutable one.
+    unsafe { get(p)?.peek() }.map_err(refused::<W>)
 }
 
 /// Replaces the value behind `p` (a config) by `f` of it: the setters of the config objects.
@@ -131,6 +121,24 @@ where
     }
 }
 
+/// Lends the endpoint behind `p` exclusively, as an owned guard (items made from it keep it).
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn lend_mut<W: Wrapper>(p: *const W) -> Result<LentMut<W::Inner>, Error> {
+    // SAFETY: forwarded.
+    unsafe { get(p) }?.lend_mut().map_err(refused::<W>)
+}
+
+/// Lends the endpoint behind `p` shared (topic samples).
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn lend_ref<W: Wrapper>(p: *const W) -> Result<LentRef<W::Inner>, Error> {
+    // SAFETY: forwarded.
+    unsafe { get(p) }?.lend_ref().map_err(refused::<W>)
+}
+
 /// Checks an output pointer before the work whose result it receives.
 pub(crate) fn out_arg<T>(out: *mut T) -> Result<(), Error> {
     if out.is_null() {
@@ -144,116 +152,23 @@ pub(crate) fn out_arg<T>(out: *mut T) -> Result<(), Error> {
 /// # Safety
 /// `out` is NULL or valid for a pointer write.
 pub(crate) unsafe fn into_c<W: Wrapper>(out: *mut *mut W, value: W::Inner) -> Result<(), Error> {
-    let out = NonNull::new(out).ok_or_else(|| Error::null("the output pointer"))?;
-    let p = Box::into_raw(Box::new(W::wrap(Handle::new(value))));
-    // SAFETY: the caller gives a pointer valid for a write.
-    unsafe { out.as_ptr().write(p) };
-    Ok(())
+    // SAFETY: forwarded.
+    unsafe { lent_into_c(out, W::wrap(Lender::new(value))) }
 }
 
-/// Frees a handle (NULL: nothing); with items still lent, marks it for the last one to free.
+/// Frees a handle (NULL: nothing). Items still lent from it keep the endpoint until the last
+/// one is given back.
 ///
 /// # Safety
 /// `p` is NULL or a live pointer from [`into_c`], not used again by the caller.
 pub(crate) unsafe fn free<W: Wrapper>(p: *mut W) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: live, from `into_c`.
-    let h = unsafe { &*p }.handle();
-    if h.cell.try_borrow_mut().is_err() {
-        h.orphaned.set(true);
-        return;
-    }
-    // SAFETY: made by `Box::into_raw` in `into_c`, and nothing borrows it.
-    drop(unsafe { Box::from_raw(p) });
-}
-
-/// An item that borrows the endpoint of handle `W` (a sample, loan, record), with the guard
-/// it was made under. Dropping it gives the borrow back (and frees an orphaned handle).
-pub(crate) struct Lent<W: Wrapper, I, G> {
-    // Field order is drop order: the item, then the guard it borrows through.
-    item: Option<I>,
-    guard: Option<G>,
-    owner: *mut W,
-}
-
-impl<W: Wrapper, I, G> std::fmt::Debug for Lent<W, I, G> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lent").field("owner", &self.owner).finish_non_exhaustive()
+    if !p.is_null() {
+        // SAFETY: made by `Box::into_raw` in `into_c`, given up by the caller.
+        drop(unsafe { Box::from_raw(p) });
     }
 }
 
-impl<W: Wrapper, I, G> Lent<W, I, G> {
-    pub(crate) fn item(&self) -> &I {
-        // Present until `take` or drop.
-        self.item.as_ref().expect("a lent item is present until given back")
-    }
-
-    pub(crate) fn item_mut(&mut self) -> &mut I {
-        self.item.as_mut().expect("a lent item is present until given back")
-    }
-
-    /// Takes the item out (to consume it, e.g. `Loan::send(self)`); the borrow is given back
-    /// when `self` drops.
-    pub(crate) fn take(&mut self) -> I {
-        self.item.take().expect("a lent item is present until given back")
-    }
-}
-
-impl<W: Wrapper, I, G> Drop for Lent<W, I, G> {
-    fn drop(&mut self) {
-        drop(self.item.take());
-        drop(self.guard.take());
-        // SAFETY: the owner outlives every item lent from it: `free` only marks a handle with
-        // an outstanding borrow, and this is where it is freed once the last one is back.
-        let h = unsafe { &*self.owner }.handle();
-        if h.orphaned.get() && h.cell.try_borrow_mut().is_ok() {
-            // SAFETY: made by `Box::into_raw` in `into_c`, freed by C already (orphaned), and
-            // nothing borrows it any more.
-            drop(unsafe { Box::from_raw(self.owner) });
-        }
-    }
-}
-
-/// Lends the endpoint of `p` mutably to make an item (`f` returns it, borrowing the endpoint).
-///
-/// # Safety
-/// As [`get`]. The item is stored with its lifetime erased: it must borrow nothing but the
-/// endpoint, which the guard (stored with it and dropped after it) keeps borrowed.
-pub(crate) unsafe fn lend_mut<W: Wrapper, I>(
-    p: *mut W,
-    f: impl FnOnce(&'static mut W::Inner) -> Result<I, Error>,
-) -> Result<Lent<W, I, RefMut<'static, W::Inner>>, Error> {
-    // SAFETY: forwarded; the handle is boxed, so it lives at a stable address until freed,
-    // and `free` defers the freeing while this guard is alive (see `Lent`'s drop).
-    let h: &'static Handle<W::Inner> = unsafe { &*(get(p)? as *const Handle<W::Inner>) };
-    let mut guard = h.cell.try_borrow_mut().map_err(|_| busy(W::NAME))?;
-    // SAFETY: the endpoint lives in the RefCell (not in the guard), so the reference stays
-    // valid when the guard moves; the guard is kept alive (in `Lent`) as long as the item.
-    let target: &'static mut W::Inner = unsafe { &mut *(&mut *guard as *mut W::Inner) };
-    let item = f(target)?;
-    Ok(Lent { item: Some(item), guard: Some(guard), owner: p })
-}
-
-/// [`lend_mut`] for items that borrow the endpoint shared (many may be out at once).
-///
-/// # Safety
-/// As [`lend_mut`].
-pub(crate) unsafe fn lend<W: Wrapper, I>(
-    p: *mut W,
-    f: impl FnOnce(&'static W::Inner) -> Result<I, Error>,
-) -> Result<Lent<W, I, Ref<'static, W::Inner>>, Error> {
-    // SAFETY: as in `lend_mut`.
-    let h: &'static Handle<W::Inner> = unsafe { &*(get(p)? as *const Handle<W::Inner>) };
-    let guard = h.cell.try_borrow().map_err(|_| busy(W::NAME))?;
-    // SAFETY: as in `lend_mut`: the guard outlives the item.
-    let target: &'static W::Inner = unsafe { &*(&*guard as *const W::Inner) };
-    let item = f(target)?;
-    Ok(Lent { item: Some(item), guard: Some(guard), owner: p })
-}
-
-/// Boxes a lent item into `*out`.
+/// Boxes a value for C into `*out`.
 ///
 /// # Safety
 /// `out` is valid for a pointer write (checked for NULL).

@@ -3,10 +3,9 @@
 //! The config's retention is not in the C API yet (a created journal takes the default; an
 //! existing one keeps its own).
 
-use std::cell::RefMut;
 use std::ffi::{c_char, c_void};
 
-use shmbus::journal::{Durability, JournalStatus, Loan, RollCycle};
+use shmbus::journal::{Durability, JournalStatus, OwnedLoan, RollCycle};
 use shmbus::{Appender, Journal, JournalConfig, Tailer};
 
 use crate::call::*;
@@ -38,7 +37,7 @@ pub struct shmbus_appender {
 /// (either frees it). While it is out, calls on its appender are `SHMBUS_BUSY`.
 #[derive(Debug)]
 pub struct shmbus_journal_loan {
-    l: Lent<shmbus_appender, Loan<'static>, RefMut<'static, Appender>>,
+    item: OwnedLoan,
 }
 
 /// A journal reader: an anonymous tailer (from the start, the end, an index or a time), or a
@@ -91,7 +90,7 @@ impl From<JournalStatus> for shmbus_journal_status_info {
 }
 
 lent_item! {
-    shmbus_journal_loan: shmbus_appender => Loan<'static>, RefMut<'static, Appender>;
+    shmbus_journal_loan => OwnedLoan;
 }
 
 wrapper!(
@@ -473,7 +472,7 @@ pub unsafe extern "C" fn shmbus_appender_loan(
     out: *mut *mut shmbus_journal_loan,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { lend_mut_out(appender, out, |a| Ok(a.loan(len)?)) }
+    unsafe { lend_mut_out(appender, out, |a| Ok(Appender::loan_owned(a, len)?)) }
 }
 
 /// The loan's memory: `*data` (writable) and `*len` (the entry's length).
@@ -502,7 +501,7 @@ pub unsafe extern "C" fn shmbus_journal_loan_send(
 ) -> shmbus_status {
     guard(|| {
         // SAFETY: per this function's contract.
-        let index = unsafe { give_back(loan, Loan::send) }??;
+        let index = unsafe { give_back(loan, OwnedLoan::send) }??;
         // SAFETY: per this function's contract.
         unsafe { put(index_out, index) };
         Ok(())

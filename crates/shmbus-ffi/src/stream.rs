@@ -1,10 +1,9 @@
 //! Stream: an SPSC ring of variable-size records. `shmbus_stream_*`, `shmbus_stream_writer_*`,
 //! `shmbus_stream_loan_*`, `shmbus_stream_reader_*`, `shmbus_record_*`.
 
-use std::cell::RefMut;
 use std::ffi::{c_char, c_void};
 
-use shmbus::stream::{EndpointStatus, Loan, Record, StreamStatus};
+use shmbus::stream::{EndpointStatus, OwnedLoan, OwnedRecord, StreamStatus};
 use shmbus::{Stream, StreamConfig, StreamReader, StreamWriter};
 
 use crate::call::*;
@@ -43,7 +42,7 @@ pub struct shmbus_stream_reader {
 /// (either frees it). While it is out, calls on its writer are `SHMBUS_BUSY`.
 #[derive(Debug)]
 pub struct shmbus_stream_loan {
-    l: Lent<shmbus_stream_writer, Loan<'static>, RefMut<'static, StreamWriter>>,
+    item: OwnedLoan,
 }
 
 /// A record read in place (`shmbus_stream_reader_*recv_ref*`). `shmbus_record_consume` takes
@@ -52,7 +51,7 @@ pub struct shmbus_stream_loan {
 /// `SHMBUS_BUSY`.
 #[derive(Debug)]
 pub struct shmbus_record {
-    l: Lent<shmbus_stream_reader, Record<'static>, RefMut<'static, StreamReader>>,
+    item: OwnedRecord,
 }
 
 /// A snapshot of a stream (`shmbus_stream_status`).
@@ -89,8 +88,8 @@ impl From<StreamStatus> for shmbus_stream_status_info {
 }
 
 lent_item! {
-    shmbus_stream_loan: shmbus_stream_writer => Loan<'static>, RefMut<'static, StreamWriter>;
-    shmbus_record: shmbus_stream_reader => Record<'static>, RefMut<'static, StreamReader>;
+    shmbus_stream_loan => OwnedLoan;
+    shmbus_record => OwnedRecord;
 }
 
 wrapper!(
@@ -345,7 +344,11 @@ unsafe fn loan(
     wait: Wait,
 ) -> shmbus_status {
     // SAFETY: per the caller's contract.
-    unsafe { lend_mut_out(writer, out, |w| by_wait!(wait, w.try_loan(len) | loan | loan_timeout)) }
+    unsafe {
+        lend_mut_out(writer, out, |w| {
+            StreamWriter::loan_owned(w, |w| by_wait!(wait, w.try_loan(len) | loan | loan_timeout))
+        })
+    }
 }
 
 /// Loans room for a record of up to `len` bytes if there is room now (`SHMBUS_FULL` if not).
@@ -591,7 +594,11 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_into_timeout(
 /// As the exported receives.
 unsafe fn recv_ref(reader: *mut shmbus_stream_reader, out: *mut *mut shmbus_record, wait: Wait) -> shmbus_status {
     // SAFETY: per the caller's contract.
-    unsafe { lend_mut_out(reader, out, |r| by_wait!(wait, r.try_recv_ref() | recv_ref | recv_ref_timeout)) }
+    unsafe {
+        lend_mut_out(reader, out, |r| {
+            StreamReader::record_owned(r, |r| by_wait!(wait, r.try_recv_ref() | recv_ref | recv_ref_timeout))
+        })
+    }
 }
 
 /// Reads the next record in place if there is one now (`SHMBUS_EMPTY` if not): `*out` until
@@ -656,7 +663,7 @@ pub unsafe extern "C" fn shmbus_record_data(
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_record_consume(record: *mut shmbus_record) {
     // SAFETY: per this function's contract.
-    unsafe { hand_back(record, Record::consume) }
+    unsafe { hand_back(record, OwnedRecord::consume) }
 }
 
 /// Frees the record and leaves it on the stream: the next receive returns it again (NULL:

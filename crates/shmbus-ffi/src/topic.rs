@@ -1,11 +1,10 @@
 //! Topic: broadcast publish/subscribe with history. `shmbus_topic_*`, `shmbus_publisher_*`,
 //! `shmbus_loan_*`, `shmbus_subscriber_*`, `shmbus_sample_*`.
 
-use std::cell::{Ref, RefMut};
 use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
-use shmbus::topic::{Loan, MessageInfo, Sample, TopicStatus};
+use shmbus::topic::{MessageInfo, OwnedLoan, OwnedSample, TopicStatus};
 use shmbus::{DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig};
 
 use crate::call::*;
@@ -48,7 +47,7 @@ pub struct shmbus_publisher {
 /// A topic's subscriber: reads every message in order from where it joined.
 #[derive(Debug)]
 pub struct shmbus_subscriber {
-    h: Handle<Sub>,
+    h: Handle<Subscriber>,
 }
 
 /// A slot loaned from a publisher (`shmbus_publisher_loan`): write the message into
@@ -56,7 +55,7 @@ pub struct shmbus_subscriber {
 /// While it is out, calls on its publisher fail with `SHMBUS_BUSY`.
 #[derive(Debug)]
 pub struct shmbus_loan {
-    l: Lent<shmbus_publisher, Loan<'static>, RefMut<'static, Publisher>>,
+    item: OwnedLoan,
 }
 
 /// A message read in place (zero-copy) by `shmbus_subscriber_*_recv_ref`: pinned in shared
@@ -65,7 +64,7 @@ pub struct shmbus_loan {
 /// a sample is a copy instead (the same calls; it pins nothing and is not in the budget).
 #[derive(Debug)]
 pub struct shmbus_sample {
-    l: Lent<shmbus_subscriber, Sample<'static>, Ref<'static, Sub>>,
+    item: OwnedSample,
 }
 
 /// A snapshot of a topic (`shmbus_topic_status`).
@@ -94,12 +93,6 @@ pub struct shmbus_topic_status_info {
     pub reliable_subscribers: u64,
 }
 
-/// The subscriber.
-#[derive(Debug)]
-pub(crate) struct Sub {
-    pub(crate) sub: Subscriber,
-}
-
 impl From<TopicStatus> for shmbus_topic_status_info {
     fn from(s: TopicStatus) -> Self {
         shmbus_topic_status_info {
@@ -118,15 +111,15 @@ impl From<TopicStatus> for shmbus_topic_status_info {
 }
 
 lent_item! {
-    shmbus_loan: shmbus_publisher => Loan<'static>, RefMut<'static, Publisher>;
-    shmbus_sample: shmbus_subscriber => Sample<'static>, Ref<'static, Sub>;
+    shmbus_loan => OwnedLoan;
+    shmbus_sample => OwnedSample;
 }
 
 wrapper!(
     shmbus_topic_config => TopicConfig,
     shmbus_topic => Topic,
     shmbus_publisher => Publisher,
-    shmbus_subscriber => Sub,
+    shmbus_subscriber => Subscriber,
 );
 
 /// Makes a topic config with nothing set.
@@ -383,7 +376,7 @@ pub unsafe extern "C" fn shmbus_topic_subscriber(
         // SAFETY: per this function's contract.
         unsafe {
             let sub = with_ref(topic, |t| Ok(t.subscriber()?))?;
-            into_c(out, Sub { sub })
+            into_c(out, sub)
         }
     })
 }
@@ -405,7 +398,7 @@ pub unsafe extern "C" fn shmbus_topic_reliable_subscriber(
         // SAFETY: per this function's contract.
         unsafe {
             let sub = with_ref(topic, |t| Ok(t.reliable_subscriber()?))?;
-            into_c(out, Sub { sub })
+            into_c(out, sub)
         }
     })
 }
@@ -512,7 +505,7 @@ pub unsafe extern "C" fn shmbus_publisher_loan(
     out: *mut *mut shmbus_loan,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { lend_mut_out(publisher, out, |p| Ok(p.loan()?)) }
+    unsafe { lend_mut_out(publisher, out, |p| Ok(Publisher::loan_owned(p)?)) }
 }
 
 /// The loan's memory: `*data` (writable) and `*capacity` (the topic's largest message).
@@ -718,8 +711,7 @@ unsafe fn recv_ref(sub: *mut shmbus_subscriber, out: *mut *mut shmbus_sample, wa
     // SAFETY: per the caller's contract.
     unsafe {
         lend_out(sub, out, |s| {
-            let sub = &s.sub;
-            by_wait!(wait, sub.try_recv_ref() | recv_ref | recv_ref_timeout)
+            Subscriber::sample_owned(s, |sub| by_wait!(wait, sub.try_recv_ref() | recv_ref | recv_ref_timeout))
         })
     }
 }
@@ -818,7 +810,7 @@ pub unsafe extern "C" fn shmbus_sample_release(sample: *mut shmbus_sample) {
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_lag(subscriber: *const shmbus_subscriber) -> u64 {
     // SAFETY: per this function's contract.
-    unsafe { value_of(subscriber, 0, |s| s.sub.lag()) }
+    unsafe { value_of(subscriber, 0, |s| s.lag()) }
 }
 
 /// The sequence number the next receive asks for (0 if `subscriber` is NULL).
@@ -828,7 +820,7 @@ pub unsafe extern "C" fn shmbus_subscriber_lag(subscriber: *const shmbus_subscri
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_next_seq(subscriber: *const shmbus_subscriber) -> u64 {
     // SAFETY: per this function's contract.
-    unsafe { value_of(subscriber, 0, |s| s.sub.next_seq()) }
+    unsafe { value_of(subscriber, 0, |s| s.next_seq()) }
 }
 
 /// Moves the subscriber so the next receive returns sequence number `seq` (or the oldest kept).
@@ -838,7 +830,7 @@ pub unsafe extern "C" fn shmbus_subscriber_next_seq(subscriber: *const shmbus_su
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_seek(subscriber: *mut shmbus_subscriber, seq: u64) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { run_ref(subscriber, |s| s.sub.seek(seq)) }
+    unsafe { run_ref(subscriber, |s| s.seek(seq)) }
 }
 
 /// Moves the subscriber to the oldest message still kept.
@@ -848,7 +840,7 @@ pub unsafe extern "C" fn shmbus_subscriber_seek(subscriber: *mut shmbus_subscrib
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_seek_oldest(subscriber: *mut shmbus_subscriber) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { run_ref(subscriber, |s| s.sub.seek_oldest()) }
+    unsafe { run_ref(subscriber, |s| s.seek_oldest()) }
 }
 
 /// Moves the subscriber to the newest message, so the next receive returns it (or, if none
@@ -859,7 +851,7 @@ pub unsafe extern "C" fn shmbus_subscriber_seek_oldest(subscriber: *mut shmbus_s
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_subscriber_seek_latest(subscriber: *mut shmbus_subscriber) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { run_ref(subscriber, |s| s.sub.seek_latest()) }
+    unsafe { run_ref(subscriber, |s| s.seek_latest()) }
 }
 
 /// Sets how many samples the subscriber may hold pinned at once (default 2).
@@ -872,7 +864,7 @@ pub unsafe extern "C" fn shmbus_subscriber_set_pin_budget(
     budget: usize,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { run_ref(subscriber, |s| s.sub.set_pin_budget(budget)) }
+    unsafe { run_ref(subscriber, |s| s.set_pin_budget(budget)) }
 }
 
 /// The copies into the caller's buffer (the receives, and the random-access reads that do
@@ -892,7 +884,7 @@ unsafe fn copy_message(
     guard(|| {
         // SAFETY: per the caller's contract.
         unsafe {
-            let info = with_ref(sub, |s| recv_into_buf(buf, cap, len_out, |dst| read(&s.sub, dst), |i| i.len()))?;
+            let info = with_ref(sub, |s| recv_into_buf(buf, cap, len_out, |dst| read(s, dst), |i| i.len()))?;
             put(seq_out, info.seq());
             put(ts_out, info.ts_ns());
             Ok(())
@@ -962,7 +954,7 @@ pub unsafe extern "C" fn shmbus_subscriber_get_ref(
     out: *mut *mut shmbus_sample,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { lend_out(subscriber, out, |s| Ok(s.sub.get_ref(seq)?)) }
+    unsafe { lend_out(subscriber, out, |s| Subscriber::sample_owned(s, |sub| Ok(sub.get_ref(seq)?))) }
 }
 
 /// Sets how the subscriber's blocking receives wait: busy-poll `spin_ns` nanoseconds before
@@ -976,7 +968,7 @@ pub unsafe extern "C" fn shmbus_subscriber_set_wait_policy(
     spin_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { run_ref(subscriber, |s| s.sub.set_wait_policy(wait_policy(spin_ns))) }
+    unsafe { run_ref(subscriber, |s| s.set_wait_policy(wait_policy(spin_ns))) }
 }
 
 /// Frees a subscriber (NULL: nothing). With samples still out, it is freed when the last one

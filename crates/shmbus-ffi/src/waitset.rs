@@ -53,7 +53,7 @@ impl Member {
         // SAFETY: per the caller.
         unsafe {
             Ok(match self {
-                Member::Subscriber(p) => &peek(p)?.sub,
+                Member::Subscriber(p) => peek(p)?,
                 Member::Producer(p) => peek(p)?,
                 Member::Consumer(p) => peek(p)?,
                 Member::StreamWriter(p) => peek(p)?,

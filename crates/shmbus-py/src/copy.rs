@@ -15,8 +15,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::cell::{Cell, Lent};
-
 /// From this many bytes on, a copy into Python lets go of the GIL while it runs.
 pub(crate) const WITHOUT_GIL: usize = 64 * 1024;
 
@@ -74,16 +72,15 @@ impl<'py> Fresh<'py> {
 }
 
 /// Copies the bytes `data` finds in a lent item into a new `bytes` object, then gives the item
-/// back to `cell` with `back` (drop, consume), also when the copy fails.
-pub(crate) fn lent_bytes<'py, T: 'static, I>(
+/// back with `back` (drop, consume), also when the copy fails.
+pub(crate) fn lent_bytes<'py, I>(
     py: Python<'py>,
-    cell: &Cell<T>,
-    lent: Lent<I>,
+    item: I,
     data: impl FnOnce(&I) -> &[u8],
     back: impl FnOnce(I),
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let r = bytes(py, data(lent.get()));
-    cell.give_back(lent, back);
+    let r = bytes(py, data(&item));
+    back(item);
     r
 }
 

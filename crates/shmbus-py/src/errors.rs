@@ -61,6 +61,7 @@ fn class_of(kind: ErrorKind) -> &'static str {
         ErrorKind::NotFound => "NotFound",
         ErrorKind::PermissionDenied | ErrorKind::Untrusted => "PermissionDenied",
         ErrorKind::Busy => "Busy",
+        ErrorKind::Closed => "Closed",
         ErrorKind::TooManyParticipants => "TooManyParticipants",
         ErrorKind::LayoutMismatch => "LayoutMismatch",
         ErrorKind::TypeMismatch => "TypeMismatch",

@@ -1,8 +1,8 @@
-//! `Held<O, I>`: a lent zero-copy item inside its Python object, exporting its bytes
-//! through the buffer protocol and counting the views, so that it is not given back
-//! (unpinned, sent, consumed) while a `memoryview` or numpy array still points into it. It
-//! holds the lending endpoint's object `O` too, and gives the item back to it when taken
-//! out, or when dropped still held.
+//! `Held<O, I>`: a lent zero-copy item (one of the core's owned items) inside its Python
+//! object, exporting its bytes through the buffer protocol and counting the views, so that
+//! it is not given back (unpinned, sent, consumed) while a `memoryview` or numpy array still
+//! points into it. It holds the lending endpoint's object `O` too, so that the endpoint's
+//! Python object outlives it.
 
 use std::ffi::c_int;
 use std::sync::{Mutex, MutexGuard};
@@ -14,20 +14,16 @@ use pyo3::pyclass::boolean_struct::True;
 use pyo3::types::PyBytes;
 use pyo3::PyClass;
 
-use crate::cell::{Cell, Lent};
 use crate::errors::Fail;
 
-/// A Python class owning an endpoint whose [`Cell`] lends items.
-pub(crate) trait Lender: PyClass<Frozen = True> + Sync {
-    /// The Rust endpoint.
-    type Endpoint: 'static;
-    /// The endpoint's cell.
-    fn cell(&self) -> &Cell<Self::Endpoint>;
-}
+/// A Python class owning an endpoint whose endpoint (in its [`Cell`](crate::cell::Cell)) lent an item.
+pub(crate) trait Owner: PyClass<Frozen = True> + Sync {}
+
+impl<T: PyClass<Frozen = True> + Sync> Owner for T {}
 
 #[derive(Debug)]
 struct State<I> {
-    item: Option<Lent<I>>,
+    item: Option<I>,
     /// Buffer views exported and not yet released.
     views: usize,
 }
@@ -35,7 +31,7 @@ struct State<I> {
 /// A lent item, the endpoint object `owner` it was lent by, its bytes (`ptr`, `len`) and
 /// whether views of them may write.
 #[derive(Debug)]
-pub(crate) struct Held<O: Lender, I> {
+pub(crate) struct Held<O: Owner, I> {
     owner: Py<O>,
     state: Mutex<State<I>>,
     ptr: *mut u8,
@@ -44,12 +40,11 @@ pub(crate) struct Held<O: Lender, I> {
     names: Names,
 }
 
-// SAFETY: `ptr` points into a mapping the item keeps alive and in place (the item is
-// `Lent`, itself Send and Sync); the item is only reached through the mutex; `Py<O>` is
-// Send and Sync.
-unsafe impl<O: Lender, I> Send for Held<O, I> {}
+// SAFETY: `ptr` points into memory the item keeps alive and in place; the item (`Send`) is
+// only reached through the mutex; `Py<O>` is Send and Sync.
+unsafe impl<O: Owner, I: Send> Send for Held<O, I> {}
 // SAFETY: as above.
-unsafe impl<O: Lender, I> Sync for Held<O, I> {}
+unsafe impl<O: Owner, I: Send> Sync for Held<O, I> {}
 
 /// How a lent item is described in messages: what it is and what has become of it once
 /// given back ("this {what} was already {gone}").
@@ -64,10 +59,10 @@ pub(crate) struct Names {
 /// What a loan (a topic, stream or journal one) is called in messages.
 pub(crate) const LOAN: Names = Names { what: "loan", gone: "sent or released" };
 
-impl<O: Lender, I> Held<O, I> {
+impl<O: Owner, I> Held<O, I> {
     /// Holds `item`, lent by `owner`'s endpoint, whose bytes are the `len` bytes at `ptr`
     /// (valid while it lives).
-    pub(crate) fn new(owner: Py<O>, item: Lent<I>, ptr: *mut u8, len: usize, writable: bool, names: Names) -> Self {
+    pub(crate) fn new(owner: Py<O>, item: I, ptr: *mut u8, len: usize, writable: bool, names: Names) -> Self {
         let state = Mutex::new(State { item: Some(item), views: 0 });
         Held { owner, state, ptr, len, writable, names }
     }
@@ -169,7 +164,7 @@ impl<O: Lender, I> Held<O, I> {
 
     /// Takes the item out to give it back, unless views of it live (`BufferError`) or it is
     /// gone already (`None`).
-    fn take(&self) -> PyResult<Option<Lent<I>>> {
+    fn take(&self) -> PyResult<Option<I>> {
         let mut st = self.lock();
         if st.views > 0 {
             return Err(PyBufferError::new_err(format!(
@@ -184,26 +179,14 @@ impl<O: Lender, I> Held<O, I> {
     /// it releases), unless views of it live (`BufferError`) or it is gone already
     /// (`Closed`).
     pub(crate) fn give_back<R>(&self, f: impl FnOnce(I) -> R) -> PyResult<R> {
-        let lent = self.take()?.ok_or_else(|| self.closed())?;
-        Ok(self.owner().cell().give_back(lent, f))
+        let item = self.take()?.ok_or_else(|| self.closed())?;
+        Ok(f(item))
     }
 
     /// Gives the item back unused, unless views of it live (`BufferError`); nothing if it is
     /// gone already.
     pub(crate) fn release(&self) -> PyResult<()> {
-        if let Some(lent) = self.take()? {
-            self.owner().cell().give_back(lent, drop);
-        }
+        drop(self.take()?);
         Ok(())
-    }
-}
-
-impl<O: Lender, I> Drop for Held<O, I> {
-    /// An item still held when its object is deallocated (so no view of it lives) is given
-    /// back unused.
-    fn drop(&mut self) {
-        if let Some(lent) = self.state.get_mut().unwrap_or_else(|p| p.into_inner()).item.take() {
-            self.owner.get().cell().give_back(lent, drop);
-        }
     }
 }

@@ -8,15 +8,15 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use shmbus::journal::{Durability, Entry, EntryRef, Loan, Retention, RollCycle};
+use shmbus::journal::{Durability, Entry, OwnedEntryRef, OwnedLoan, Retention, RollCycle};
 use shmbus::{Appender, Journal, JournalConfig, JournalRecvTimeoutError, Tailer};
 
 use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
-use crate::cell::{Cell, Lending, Lent};
+use crate::cell::Cell;
 use crate::copy;
 use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
-use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
+use crate::methods::{closing_pymethods, config_from_args, copied_item, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::schema::{schema_arg, schema_of, PySchema};
 
@@ -101,7 +101,7 @@ impl PyJournal {
             config = config.abandon_timeout(seconds("abandon_timeout", s)?);
         }
         let journal = Journal::create_or_open(dir, &config).or_raise()?;
-        Ok(PyJournal { cell: Cell::new(journal, Lending::Exclusive, "journal") })
+        Ok(PyJournal { cell: Cell::new(journal, "journal") })
     }
 
     /// The journal's schema, set by its creator (`Schema`), or None if it has none.
@@ -114,7 +114,7 @@ impl PyJournal {
     #[staticmethod]
     fn open(dir: PathBuf) -> PyResult<PyJournal> {
         let journal = Journal::open(dir).or_raise()?;
-        Ok(PyJournal { cell: Cell::new(journal, Lending::Exclusive, "journal") })
+        Ok(PyJournal { cell: Cell::new(journal, "journal") })
     }
 
     /// The journal's state: a dict with `dir`, `format_version`, `first_index`,
@@ -144,7 +144,7 @@ impl PyJournal {
     /// A new appender.
     fn appender(&self) -> PyResult<PyAppender> {
         let a = self.cell.with(|j| j.appender())?.or_raise()?;
-        Ok(PyAppender { cell: Cell::new(a, Lending::Exclusive, "appender") })
+        Ok(PyAppender { cell: Cell::new(a, "appender") })
     }
 
     /// A tailer reading from the oldest entry kept.
@@ -191,7 +191,7 @@ fn close;
 }
 
 fn tailer(t: Result<Tailer, shmbus::OpenError>) -> PyResult<PyTailer> {
-    Ok(PyTailer { cell: Cell::new(t.or_raise()?, Lending::Exclusive, "tailer") })
+    Ok(PyTailer { cell: Cell::new(t.or_raise()?, "tailer") })
 }
 
 /// Appends entries to a journal. It never waits.
@@ -200,8 +200,6 @@ fn tailer(t: Result<Tailer, shmbus::OpenError>) -> PyResult<PyTailer> {
 pub(crate) struct PyAppender {
     cell: Cell<Appender>,
 }
-
-lender!(PyAppender => Appender);
 
 closing_pymethods! {
 impl PyAppender {
@@ -215,9 +213,9 @@ impl PyAppender {
     /// buffer. `send()` publishes it; dropped unsent, the entry is abandoned (readers skip
     /// it).
     fn loan(slf: Bound<'_, Self>, len: usize) -> PyResult<PyJournalLoan> {
-        let mut lent = slf.get().cell.lend_mut(|a| a.loan(len).or_raise())?;
+        let mut lent = slf.get().cell.lend_mut(|a| Appender::loan_owned(a, len).or_raise())?;
         // Written through the exported buffer only, until sent after every view is gone.
-        let (ptr, n, index) = (lent.get_mut().as_mut_ptr(), lent.get().len(), lent.get().index());
+        let (ptr, n, index) = (lent.as_mut_ptr(), lent.len(), lent.index());
         Ok(PyJournalLoan { held: Held::new(slf.unbind(), lent, ptr, n, true, LOAN), index })
     }
 }
@@ -235,7 +233,7 @@ fn max_entry_len -> usize;
 #[pyclass(frozen, module = "shmbus", name = "JournalLoan")]
 #[derive(Debug)]
 pub(crate) struct PyJournalLoan {
-    held: Held<PyAppender, Loan<'static>>,
+    held: Held<PyAppender, OwnedLoan>,
     /// The global index the entry will have.
     #[pyo3(get)]
     index: u64,
@@ -276,13 +274,11 @@ pub(crate) struct PyTailer {
     pub(crate) cell: Cell<Tailer>,
 }
 
-lender!(PyTailer => Tailer);
-
 impl PyTailer {
     /// An entry read in place, copied once into an `Entry`.
-    fn copied(&self, py: Python<'_>, lent: Lent<EntryRef<'static>>) -> PyResult<PyEntry> {
-        let (index, ts_ns) = (lent.get().index(), lent.get().ts_ns());
-        let data = copy::lent_bytes(py, &self.cell, lent, |e| e.data(), drop)?;
+    fn copied(&self, py: Python<'_>, lent: OwnedEntryRef) -> PyResult<PyEntry> {
+        let (index, ts_ns) = (lent.info().index(), lent.info().ts_ns());
+        let data = copy::lent_bytes(py, lent, |e| e, drop)?;
         Ok(PyEntry::with_bytes(data, index, ts_ns))
     }
 }
@@ -291,14 +287,14 @@ closing_pymethods! {
 impl PyTailer {
     /// The next entry without waiting: `Empty` if there is none yet.
     fn try_recv(&self, py: Python<'_>) -> PyResult<PyEntry> {
-        let lent = self.cell.lend_mut(|t| t.try_recv_ref().or_raise())?;
+        let lent = self.cell.lend_mut(|t| Tailer::entry_owned(t, Tailer::try_recv_ref).or_raise())?;
         self.copied(py, lent)
     }
 
     /// The next entry, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyEntry> {
-        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.lend_mut(|t| t.recv_ref_timeout(d).or_raise()))?;
+        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.lend_mut(|t| Tailer::entry_owned(t, |t| t.recv_ref_timeout(d)).or_raise()))?;
         self.copied(py, lent)
     }
 
@@ -354,7 +350,7 @@ impl PyTailer {
     /// journal's memory, or the tailer's buffer for a compressed or encrypted entry). The
     /// tailer refuses other calls (`Busy`) while it lives.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyEntryRef> {
-        let lent = slf.get().cell.lend_mut(|t| t.try_recv_ref().or_raise())?;
+        let lent = slf.get().cell.lend_mut(|t| Tailer::entry_owned(t, Tailer::try_recv_ref).or_raise())?;
         Ok(PyEntryRef::new(slf.unbind(), lent))
     }
 
@@ -363,7 +359,7 @@ impl PyTailer {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyEntryRef> {
         let this = slf.get();
         let lent =
-            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|t| t.recv_ref_timeout(d).or_raise()))?;
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|t| Tailer::entry_owned(t, |t| t.recv_ref_timeout(d)).or_raise()))?;
         Ok(PyEntryRef::new(slf.unbind(), lent))
     }
 
@@ -404,7 +400,7 @@ fn damaged_ranges -> u64;
 #[pyclass(frozen, module = "shmbus", name = "EntryRef")]
 #[derive(Debug)]
 pub(crate) struct PyEntryRef {
-    held: Held<PyTailer, EntryRef<'static>>,
+    held: Held<PyTailer, OwnedEntryRef>,
     /// The global index.
     #[pyo3(get)]
     index: u64,
@@ -414,9 +410,8 @@ pub(crate) struct PyEntryRef {
 }
 
 impl PyEntryRef {
-    fn new(tailer: Py<PyTailer>, lent: Lent<EntryRef<'static>>) -> PyEntryRef {
-        let e = lent.get();
-        let (ptr, len, index, ts_ns) = (e.data().as_ptr().cast_mut(), e.len(), e.index(), e.ts_ns());
+    fn new(tailer: Py<PyTailer>, lent: OwnedEntryRef) -> PyEntryRef {
+        let (ptr, len, index, ts_ns) = (lent.as_ptr().cast_mut(), lent.len(), lent.info().index(), lent.info().ts_ns());
         let names = Names { what: "entry", gone: "released" };
         PyEntryRef { held: Held::new(tailer, lent, ptr, len, false, names), index, ts_ns }
     }

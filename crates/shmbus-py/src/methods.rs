@@ -168,19 +168,6 @@ macro_rules! py_dict {
 }
 pub(crate) use py_dict;
 
-/// Declares a class whose `cell` field lends items, as a [`Lender`](crate::held::Lender).
-macro_rules! lender {
-    ($ty:ty => $endpoint:ty) => {
-        impl $crate::held::Lender for $ty {
-            type Endpoint = $endpoint;
-            fn cell(&self) -> &$crate::cell::Cell<$endpoint> {
-                &self.cell
-            }
-        }
-    };
-}
-pub(crate) use lender;
-
 /// A class of copied items (`Message`, `Entry`): the payload as `data` (bytes) and the
 /// `u64` fields listed, each read from the Rust item's method of the same name; `len()`,
 /// `bytes()` and a `repr` naming the fields.

@@ -5,16 +5,16 @@ use std::ffi::c_int;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use shmbus::pool::{Job, JobRef};
+use shmbus::pool::{Job, OwnedJobRef};
 use shmbus::{Dispatcher, Pool, PoolConfig, PoolRecvTimeoutError, Worker};
 
 use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
-use crate::cell::{Cell, Lending, Lent};
+use crate::cell::Cell;
 use crate::copy;
 use crate::domain::PyDomain;
 use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names};
-use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
+use crate::methods::{closing_pymethods, config_from_args, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::schema::{schema_arg, schema_of, PySchema};
 
@@ -44,7 +44,7 @@ impl PyPool {
         let schema = schema_arg(schema);
         let config = config_from_args!(PoolConfig::default(); max_workers, max_job_len, mode, group, schema);
         let pool = Pool::create_or_open(&domain.inner, name, &config).or_raise()?;
-        Ok(PyPool { cell: Cell::new(pool, Lending::Exclusive, "pool") })
+        Ok(PyPool { cell: Cell::new(pool, "pool") })
     }
 
     /// The pool's schema, set by its creator (`Schema`), or None if it has none.
@@ -57,7 +57,7 @@ impl PyPool {
     #[staticmethod]
     fn open(domain: &PyDomain, name: &str) -> PyResult<PyPool> {
         let pool = Pool::open(&domain.inner, name).or_raise()?;
-        Ok(PyPool { cell: Cell::new(pool, Lending::Exclusive, "pool") })
+        Ok(PyPool { cell: Cell::new(pool, "pool") })
     }
 
     /// The pool's state (read permission is enough): a dict with `max_workers`,
@@ -82,13 +82,13 @@ impl PyPool {
     /// The dispatcher (exclusive: `Busy` if a live process holds it).
     fn dispatcher(&self) -> PyResult<PyDispatcher> {
         let d = self.cell.with(|p| p.dispatcher())?.or_raise()?;
-        Ok(PyDispatcher { cell: Cell::new(d, Lending::Exclusive, "dispatcher") })
+        Ok(PyDispatcher { cell: Cell::new(d, "dispatcher") })
     }
 
     /// A new worker (a mailbox of the pool).
     fn worker(&self) -> PyResult<PyWorker> {
         let w = self.cell.with(|p| p.worker())?.or_raise()?;
-        Ok(PyWorker { cell: Cell::new(w, Lending::Exclusive, "worker") })
+        Ok(PyWorker { cell: Cell::new(w, "worker") })
     }
 }
 
@@ -188,14 +188,12 @@ pub(crate) struct PyWorker {
     pub(crate) cell: Cell<Worker>,
 }
 
-lender!(PyWorker => Worker);
-
 closing_pymethods! {
 impl PyWorker {
     /// The next job without waiting: `Empty` if there is none (the worker is then idle),
     /// `Disconnected` if the dispatcher is gone.
     fn try_recv(slf: Bound<'_, Self>) -> PyResult<PyJob> {
-        let lent = slf.get().cell.lend_mut(|w| w.try_recv_ref().or_raise())?;
+        let lent = slf.get().cell.lend_mut(|w| Worker::job_owned(w, Worker::try_recv_ref).or_raise())?;
         PyJob::copied(slf, lent)
     }
 
@@ -204,7 +202,7 @@ impl PyWorker {
     fn recv(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyJob> {
         let this = slf.get();
         let lent =
-            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| w.recv_ref_timeout(d).or_raise()))?;
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| Worker::job_owned(w, |w| w.recv_ref_timeout(d)).or_raise()))?;
         PyJob::copied(slf, lent)
     }
 
@@ -259,7 +257,7 @@ impl PyWorker {
     /// The next job in place, without waiting: a `JobRef` (a read-only buffer over the
     /// mailbox). The worker refuses other calls (`Busy`) while it lives.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyJobRef> {
-        let lent = slf.get().cell.lend_mut(|w| w.try_recv_ref().or_raise())?;
+        let lent = slf.get().cell.lend_mut(|w| Worker::job_owned(w, Worker::try_recv_ref).or_raise())?;
         Ok(PyJobRef::new(slf.unbind(), lent))
     }
 
@@ -268,7 +266,7 @@ impl PyWorker {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyJobRef> {
         let this = slf.get();
         let lent =
-            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| w.recv_ref_timeout(d).or_raise()))?;
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| Worker::job_owned(w, |w| w.recv_ref_timeout(d)).or_raise()))?;
         Ok(PyJobRef::new(slf.unbind(), lent))
     }
 
@@ -326,9 +324,9 @@ impl PyJob {
     }
 
     /// A job read in place, copied once into `bytes` (the worker stays busy with it).
-    fn copied(worker: Bound<'_, PyWorker>, lent: Lent<JobRef<'static>>) -> PyResult<PyJob> {
-        let id = lent.get().id();
-        let data = copy::lent_bytes(worker.py(), &worker.get().cell, lent, |j| j.data(), drop)?.unbind();
+    fn copied(worker: Bound<'_, PyWorker>, lent: OwnedJobRef) -> PyResult<PyJob> {
+        let id = lent.info().id();
+        let data = copy::lent_bytes(worker.py(), lent, |j| j, drop)?.unbind();
         Ok(PyJob { data, id, worker: worker.unbind() })
     }
 }
@@ -356,16 +354,15 @@ impl PyJob {
 #[pyclass(frozen, module = "shmbus", name = "JobRef")]
 #[derive(Debug)]
 pub(crate) struct PyJobRef {
-    held: Held<PyWorker, JobRef<'static>>,
+    held: Held<PyWorker, OwnedJobRef>,
     /// The job's id.
     #[pyo3(get)]
     id: u64,
 }
 
 impl PyJobRef {
-    fn new(worker: Py<PyWorker>, lent: Lent<JobRef<'static>>) -> PyJobRef {
-        let j = lent.get();
-        let (ptr, len, id) = (j.data().as_ptr().cast_mut(), j.len(), j.id());
+    fn new(worker: Py<PyWorker>, lent: OwnedJobRef) -> PyJobRef {
+        let (ptr, len, id) = (lent.as_ptr().cast_mut(), lent.len(), lent.info().id());
         let names = Names { what: "job", gone: "done or released" };
         PyJobRef { held: Held::new(worker, lent, ptr, len, false, names), id }
     }

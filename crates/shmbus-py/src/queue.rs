@@ -6,7 +6,7 @@ use shmbus::{Consumer, Producer, Queue, QueueConfig, QueueRecvTimeoutError, Recv
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
-use crate::cell::{Cell, Lending};
+use crate::cell::Cell;
 use crate::copy::{self, ONE_COPY_FROM};
 use crate::domain::PyDomain;
 use crate::errors::{is_class, Fail, OrRaise};
@@ -40,7 +40,7 @@ impl PyQueue {
         let schema = schema_arg(schema);
         let config = config_from_args!(QueueConfig::default(); capacity, max_message_len, mode, group, schema);
         let queue = Queue::create_or_open(&domain.inner, name, &config).or_raise()?;
-        Ok(PyQueue { cell: Cell::new(queue, Lending::Exclusive, "queue") })
+        Ok(PyQueue { cell: Cell::new(queue, "queue") })
     }
 
     /// The queue's schema, set by its creator (`Schema`), or None if it has none.
@@ -53,7 +53,7 @@ impl PyQueue {
     #[staticmethod]
     fn open(domain: &PyDomain, name: &str) -> PyResult<PyQueue> {
         let queue = Queue::open(&domain.inner, name).or_raise()?;
-        Ok(PyQueue { cell: Cell::new(queue, Lending::Exclusive, "queue") })
+        Ok(PyQueue { cell: Cell::new(queue, "queue") })
     }
 
     /// The queue's state (read permission is enough): a dict with `capacity`,
@@ -78,7 +78,7 @@ impl PyQueue {
     /// A new producer.
     fn producer(&self) -> PyResult<PyProducer> {
         let p = self.cell.with(|q| q.producer())?.or_raise()?;
-        Ok(PyProducer { cell: Cell::new(p, Lending::Exclusive, "producer") })
+        Ok(PyProducer { cell: Cell::new(p, "producer") })
     }
 
     /// A new consumer.
@@ -162,7 +162,7 @@ type Into = Result<usize, usize>;
 impl PyConsumer {
     fn new(c: Consumer) -> PyConsumer {
         let one_copy = c.max_message_len() >= ONE_COPY_FROM;
-        PyConsumer { cell: Cell::new(c, Lending::Exclusive, "consumer"), one_copy, last_len: AtomicUsize::new(0) }
+        PyConsumer { cell: Cell::new(c, "consumer"), one_copy, last_len: AtomicUsize::new(0) }
     }
 
     /// An owned receive copied once. A queue's pop cannot be undone and its length is known

@@ -5,17 +5,17 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use shmbus::stream::{Loan, Record};
+use shmbus::stream::{OwnedLoan, OwnedRecord};
 use shmbus::{Stream, StreamConfig, StreamReader, StreamRecvTimeoutError, StreamWriter};
 use std::ffi::c_int;
 
 use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
-use crate::cell::{Cell, Lending, Lent};
+use crate::cell::Cell;
 use crate::copy;
 use crate::domain::PyDomain;
 use crate::errors::{class, is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
-use crate::methods::{closing_pymethods, config_from_args, lender, lent_pymethods, py_dict};
+use crate::methods::{closing_pymethods, config_from_args, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::schema::{schema_arg, schema_of, PySchema};
 
@@ -44,7 +44,7 @@ impl PyStream {
         let schema = schema_arg(schema);
         let config = config_from_args!(StreamConfig::default(); capacity, mode, group, schema);
         let stream = Stream::create_or_open(&domain.inner, name, &config).or_raise()?;
-        Ok(PyStream { cell: Cell::new(stream, Lending::Exclusive, "stream") })
+        Ok(PyStream { cell: Cell::new(stream, "stream") })
     }
 
     /// The stream's schema, set by its creator (`Schema`), or None if it has none.
@@ -57,7 +57,7 @@ impl PyStream {
     #[staticmethod]
     fn open(domain: &PyDomain, name: &str) -> PyResult<PyStream> {
         let stream = Stream::open(&domain.inner, name).or_raise()?;
-        Ok(PyStream { cell: Cell::new(stream, Lending::Exclusive, "stream") })
+        Ok(PyStream { cell: Cell::new(stream, "stream") })
     }
 
     /// The stream's state (read permission is enough): a dict with `capacity`, `used`,
@@ -81,13 +81,13 @@ impl PyStream {
     /// The writer (exclusive: `Busy` if a live process holds it).
     fn writer(&self) -> PyResult<PyStreamWriter> {
         let w = self.cell.with(|s| s.writer())?.or_raise()?;
-        Ok(PyStreamWriter { cell: Cell::new(w, Lending::Exclusive, "stream writer") })
+        Ok(PyStreamWriter { cell: Cell::new(w, "stream writer") })
     }
 
     /// The reader (exclusive: `Busy` if a live process holds it).
     fn reader(&self) -> PyResult<PyStreamReader> {
         let r = self.cell.with(|s| s.reader())?.or_raise()?;
-        Ok(PyStreamReader { cell: Cell::new(r, Lending::Exclusive, "stream reader") })
+        Ok(PyStreamReader { cell: Cell::new(r, "stream reader") })
     }
 }
 
@@ -115,8 +115,6 @@ pub(crate) struct PyStreamWriter {
     pub(crate) cell: Cell<StreamWriter>,
 }
 
-lender!(PyStreamWriter => StreamWriter);
-
 closing_pymethods! {
 impl PyStreamWriter {
     /// Writes `data` (any contiguous bytes-like object) as one record without waiting:
@@ -142,13 +140,13 @@ impl PyStreamWriter {
         let this = slf.get();
         let timeout = timeout_arg(timeout)?;
         let mut lent = if timeout == Some(std::time::Duration::ZERO) {
-            this.cell.lend_mut(|w| w.try_loan(len).or_raise())?
+            this.cell.lend_mut(|w| StreamWriter::loan_owned(w, |w| w.try_loan(len)).or_raise())?
         } else {
-            blocking(slf.py(), timeout, |d| this.cell.lend_mut(|w| w.loan_timeout(len, d).or_raise()))?
+            blocking(slf.py(), timeout, |d| this.cell.lend_mut(|w| StreamWriter::loan_owned(w, |w| w.loan_timeout(len, d)).or_raise()))?
         };
         // The bytes are written through the exported buffer only; the `Loan` is next used
         // when sent, after every view is gone.
-        let (ptr, n) = (lent.get_mut().as_mut_ptr(), lent.get().len());
+        let (ptr, n) = (lent.as_mut_ptr(), lent.len());
         Ok(PyStreamLoan { held: Held::new(slf.unbind(), lent, ptr, n, true, LOAN) })
     }
 
@@ -189,7 +187,7 @@ fn max_record_len -> usize;
 #[pyclass(frozen, module = "shmbus", name = "StreamLoan")]
 #[derive(Debug)]
 pub(crate) struct PyStreamLoan {
-    held: Held<PyStreamWriter, Loan<'static>>,
+    held: Held<PyStreamWriter, OwnedLoan>,
 }
 
 lent_pymethods! {
@@ -230,12 +228,10 @@ pub(crate) struct PyStreamReader {
     pub(crate) cell: Cell<StreamReader>,
 }
 
-lender!(PyStreamReader => StreamReader);
-
 impl PyStreamReader {
     /// A record read in place, copied once into `bytes`, then consumed.
-    fn copied<'py>(&self, py: Python<'py>, lent: Lent<Record<'static>>) -> PyResult<Bound<'py, PyBytes>> {
-        copy::lent_bytes(py, &self.cell, lent, |r| r, Record::consume)
+    fn copied<'py>(&self, py: Python<'py>, lent: OwnedRecord) -> PyResult<Bound<'py, PyBytes>> {
+        copy::lent_bytes(py, lent, |r| r, OwnedRecord::consume)
     }
 }
 
@@ -244,14 +240,14 @@ impl PyStreamReader {
     /// The next record without waiting: `Empty` if there is none, `Disconnected` if the
     /// writer is gone and everything was read.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let lent = self.cell.lend_mut(|r| r.try_recv_ref().or_raise())?;
+        let lent = self.cell.lend_mut(|r| StreamReader::record_owned(r, StreamReader::try_recv_ref).or_raise())?;
         self.copied(py, lent)
     }
 
     /// The next record, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
-        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.lend_mut(|r| r.recv_ref_timeout(d).or_raise()))?;
+        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.lend_mut(|r| StreamReader::record_owned(r, |r| r.recv_ref_timeout(d)).or_raise()))?;
         self.copied(py, lent)
     }
 
@@ -309,7 +305,7 @@ impl PyStreamReader {
     /// `consume()` it, else it is read again. The reader refuses other calls (`Busy`) while
     /// it lives.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyRecord> {
-        let lent = slf.get().cell.lend_mut(|r| r.try_recv_ref().or_raise())?;
+        let lent = slf.get().cell.lend_mut(|r| StreamReader::record_owned(r, StreamReader::try_recv_ref).or_raise())?;
         Ok(PyRecord::new(slf.unbind(), lent))
     }
 
@@ -318,7 +314,7 @@ impl PyStreamReader {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyRecord> {
         let this = slf.get();
         let lent =
-            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|r| r.recv_ref_timeout(d).or_raise()))?;
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|r| StreamReader::record_owned(r, |r| r.recv_ref_timeout(d)).or_raise()))?;
         Ok(PyRecord::new(slf.unbind(), lent))
     }
 
@@ -374,13 +370,13 @@ fn pending -> usize;
 #[pyclass(frozen, module = "shmbus", name = "Record")]
 #[derive(Debug)]
 pub(crate) struct PyRecord {
-    held: Held<PyStreamReader, Record<'static>>,
+    held: Held<PyStreamReader, OwnedRecord>,
     position: u64,
 }
 
 impl PyRecord {
-    fn new(owner: Py<PyStreamReader>, lent: Lent<Record<'static>>) -> PyRecord {
-        let r = lent.get();
+    fn new(owner: Py<PyStreamReader>, lent: OwnedRecord) -> PyRecord {
+        let r = &lent;
         let (ptr, len, position) = (r.as_ptr().cast_mut(), r.len(), r.position());
         let names = Names { what: "record", gone: "consumed or released" };
         PyRecord { held: Held::new(owner, lent, ptr, len, false, names), position }
@@ -397,7 +393,7 @@ impl PyRecord {
 
     /// Marks the record consumed: no reader sees it again. `BufferError` if views live.
     fn consume(&self) -> PyResult<()> {
-        self.held.give_back(Record::consume)
+        self.held.give_back(OwnedRecord::consume)
     }
 
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {

@@ -4,18 +4,19 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use shmbus::lend::LentRef;
 use shmbus::r#async::AsyncRecv;
-use shmbus::topic::{Loan, Message, Sample};
+use shmbus::topic::{Message, OwnedLoan, OwnedSample, Sample};
 use shmbus::{DeliveryPolicy, ErrorKind, Failure, Publisher, Subscriber, Topic, TopicConfig, TopicRecvTimeoutError};
 use std::ffi::c_int;
 
 use crate::block::{blocking, timeout_arg, Bytes, BytesMut};
-use crate::cell::{Cell, Lending, Lent};
+use crate::cell::Cell;
 use crate::copy::{self, ONE_COPY_FROM};
 use crate::domain::PyDomain;
 use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
-use crate::methods::{closing_pymethods, config_from_args, copied_item, lender, lent_pymethods, py_dict};
+use crate::methods::{closing_pymethods, config_from_args, copied_item, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::schema::{schema_arg, schema_of, PySchema};
 
@@ -25,14 +26,25 @@ fn send_fail<E: Failure>(e: E) -> Fail {
     Fail::of(e).narrowed("Full", "TopicFull")
 }
 
-/// A sample, or `None` when the subscriber holds every pin its budget allows (the caller
-/// then copies without one).
-fn pinned<E: Failure>(r: Result<Sample<'static>, E>) -> Result<Option<Sample<'static>>, Fail> {
-    match r {
+/// A sample from `recv`, owning the subscriber lent as `sub`, or `None` when the subscriber
+/// holds every pin its budget allows (the caller then copies without one).
+fn pinned<E: Failure>(
+    sub: LentRef<Subscriber>,
+    recv: impl FnOnce(&Subscriber) -> Result<Sample<'_>, E>,
+) -> Result<Option<OwnedSample>, Fail> {
+    match Subscriber::sample_owned(sub, recv) {
         Ok(sample) => Ok(Some(sample)),
         Err(e) if e.kind() == ErrorKind::PinLimit => Ok(None),
         Err(e) => Err(Fail::of(e)),
     }
+}
+
+/// A sample from `recv` owning the subscriber lent as `sub`, boxed (see [`PySample`]).
+fn owned_sample<E: Failure>(
+    sub: LentRef<Subscriber>,
+    recv: impl FnOnce(&Subscriber) -> Result<Sample<'_>, E>,
+) -> Result<Box<OwnedSample>, Fail> {
+    Subscriber::sample_owned(sub, recv).map(Box::new).map_err(Fail::of)
 }
 
 /// A topic: the mapping every endpoint of it shares. Make one with `Topic.create_or_open`
@@ -73,7 +85,7 @@ impl PyTopic {
         let schema = schema_arg(schema);
         let config = config_from_args!(TopicConfig::default(); max_message_len, history, spare_slots, mode, group, policy, reliable_timeout, schema);
         let topic = Topic::create_or_open(&domain.inner, name, &config).or_raise()?;
-        Ok(PyTopic { cell: Cell::new(topic, Lending::Exclusive, "topic") })
+        Ok(PyTopic { cell: Cell::new(topic, "topic") })
     }
 
     /// The topic's schema, set by its creator (`Schema`), or None if it has none.
@@ -86,7 +98,7 @@ impl PyTopic {
     #[staticmethod]
     fn open(domain: &PyDomain, name: &str) -> PyResult<PyTopic> {
         let topic = Topic::open(&domain.inner, name).or_raise()?;
-        Ok(PyTopic { cell: Cell::new(topic, Lending::Exclusive, "topic") })
+        Ok(PyTopic { cell: Cell::new(topic, "topic") })
     }
 
     /// The topic's state, read through a read-only mapping (read permission is enough): a
@@ -113,7 +125,7 @@ impl PyTopic {
     /// A new publisher (a participant entry of the topic, released by `close()`).
     fn publisher(&self) -> PyResult<PyPublisher> {
         let p = self.cell.with(|t| t.publisher())?.or_raise()?;
-        Ok(PyPublisher { cell: Cell::new(p, Lending::Exclusive, "publisher") })
+        Ok(PyPublisher { cell: Cell::new(p, "publisher") })
     }
 
     /// A new subscriber, reading from the next message published.
@@ -176,8 +188,6 @@ pub(crate) struct PyPublisher {
     cell: Cell<Publisher>,
 }
 
-lender!(PyPublisher => Publisher);
-
 closing_pymethods! {
 impl PyPublisher {
     /// Publishes `data` (any contiguous bytes-like object: bytes, bytearray, memoryview, a
@@ -208,10 +218,12 @@ impl PyPublisher {
     fn loan(slf: Bound<'_, Self>) -> PyResult<PyLoan> {
         let this = slf.get();
         // Boxed: a loan of a small topic holds its buffer itself, and `held` keeps a pointer to it.
-        let mut lent = slf.py().detach(|| this.cell.lend_mut(|p| p.loan().map(Box::new).map_err(send_fail)))?;
+        let mut lent = slf.py().detach(|| {
+            this.cell.lend_mut(|p| Publisher::loan_owned(p).map(Box::new).map_err(send_fail))
+        })?;
         // The loan's bytes are written through the exported buffer only (`Loan` itself is
         // not touched until it is sent, after every view is gone).
-        let (ptr, len) = (lent.get_mut().as_mut_ptr(), lent.get().len());
+        let (ptr, len) = (lent.as_mut_ptr(), lent.len());
         Ok(PyLoan { held: Held::new(slf.unbind(), lent, ptr, len, true, LOAN) })
     }
 }
@@ -230,7 +242,7 @@ fn max_message_len -> usize;
 #[pyclass(frozen, module = "shmbus", name = "Loan")]
 #[derive(Debug)]
 pub(crate) struct PyLoan {
-    held: Held<PyPublisher, Box<Loan<'static>>>,
+    held: Held<PyPublisher, Box<OwnedLoan>>,
 }
 
 lent_pymethods! {
@@ -284,18 +296,18 @@ pub(crate) struct PySubscriber {
 impl PySubscriber {
     fn new(s: Subscriber) -> PySubscriber {
         let one_copy = s.max_message_len() >= ONE_COPY_FROM;
-        PySubscriber { cell: Cell::new(s, Lending::Shared, "subscriber"), one_copy }
+        PySubscriber { cell: Cell::new(s, "subscriber"), one_copy }
     }
 
     /// A pinned sample copied into a `Message`, the sample unpinned; `None` if `lent` found
     /// every pin of this subscriber held (its pin budget), for the copying receive to take
     /// the message instead.
-    fn copied(&self, py: Python<'_>, lent: Lent<Option<Sample<'static>>>) -> PyResult<Option<PyMessage>> {
-        let Some((seq, ts_ns)) = lent.get().as_ref().map(|s| (s.seq(), s.ts_ns())) else {
-            self.cell.give_back(lent, drop);
+    fn copied(&self, py: Python<'_>, lent: Option<OwnedSample>) -> PyResult<Option<PyMessage>> {
+        let Some(sample) = lent else {
             return Ok(None);
         };
-        let data = copy::lent_bytes(py, &self.cell, lent, |s| s.as_deref().unwrap_or_default(), drop)?;
+        let (seq, ts_ns) = (sample.seq(), sample.ts_ns());
+        let data = copy::lent_bytes(py, sample, |s| s, drop)?;
         Ok(Some(PyMessage::with_bytes(data, seq, ts_ns)))
     }
 
@@ -304,11 +316,11 @@ impl PySubscriber {
     fn random_access<E: Failure>(
         &self,
         py: Python<'_>,
-        pin: impl FnOnce(&'static Subscriber) -> Result<Sample<'static>, E>,
+        pin: impl FnOnce(&Subscriber) -> Result<Sample<'_>, E>,
         copy: impl FnOnce(&Subscriber) -> Result<Message, E>,
     ) -> PyResult<PyMessage> {
         if self.one_copy {
-            let lent = self.cell.lend_ref(|s| pinned(pin(s)))?;
+            let lent = self.cell.lend_ref(|s| pinned(s, pin))?;
             if let Some(m) = self.copied(py, lent)? {
                 return Ok(m);
             }
@@ -319,12 +331,10 @@ impl PySubscriber {
 
     /// The next message through a pinned sample, without waiting (see [`Self::copied`]).
     fn try_copied(&self, py: Python<'_>) -> PyResult<Option<PyMessage>> {
-        let lent = self.cell.lend_ref(|s| pinned(s.try_recv_ref()))?;
+        let lent = self.cell.lend_ref(|s| pinned(s, Subscriber::try_recv_ref))?;
         self.copied(py, lent)
     }
 }
-
-lender!(PySubscriber => Subscriber);
 
 closing_pymethods! {
 impl PySubscriber {
@@ -341,7 +351,7 @@ impl PySubscriber {
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyMessage> {
         if self.one_copy {
             let lent = blocking(py, timeout_arg(timeout)?, |d| {
-                self.cell.lend_ref(|s| pinned(s.recv_ref_timeout(d)))
+                self.cell.lend_ref(|s| pinned(s, |s| s.recv_ref_timeout(d)))
             })?;
             if let Some(m) = self.copied(py, lent)? {
                 return Ok(m);
@@ -412,7 +422,7 @@ impl PySubscriber {
 
     /// The next message, zero-copy and without waiting: a `Sample` pinning its slot.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PySample> {
-        let lent = slf.get().cell.lend_ref(|s| s.try_recv_ref().map(Box::new).map_err(Fail::of))?;
+        let lent = slf.get().cell.lend_ref(|s| owned_sample(s, Subscriber::try_recv_ref))?;
         Ok(PySample::new(slf.unbind(), lent))
     }
 
@@ -421,7 +431,7 @@ impl PySubscriber {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PySample> {
         let this = slf.get();
         let lent = blocking(slf.py(), timeout_arg(timeout)?, |d| {
-            this.cell.lend_ref(|s| s.recv_ref_timeout(d).map(Box::new).map_err(Fail::of))
+            this.cell.lend_ref(|s| owned_sample(s, |s| s.recv_ref_timeout(d)))
         })?;
         Ok(PySample::new(slf.unbind(), lent))
     }
@@ -490,14 +500,14 @@ fn max_message_len -> usize;
 #[derive(Debug)]
 pub(crate) struct PySample {
     // Boxed: a small sample holds its bytes itself (a copy), and `held` keeps a pointer to them.
-    held: Held<PySubscriber, Box<Sample<'static>>>,
+    held: Held<PySubscriber, Box<OwnedSample>>,
     seq: u64,
     ts_ns: u64,
 }
 
 impl PySample {
-    fn new(owner: Py<PySubscriber>, lent: Lent<Box<Sample<'static>>>) -> PySample {
-        let s = lent.get();
+    fn new(owner: Py<PySubscriber>, lent: Box<OwnedSample>) -> PySample {
+        let s = &lent;
         let (ptr, len, seq, ts_ns) = (s.as_ptr().cast_mut(), s.len(), s.seq(), s.ts_ns());
         let names = Names { what: "sample", gone: "released" };
         PySample { held: Held::new(owner, lent, ptr, len, false, names), seq, ts_ns }

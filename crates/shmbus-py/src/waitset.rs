@@ -9,7 +9,6 @@ use pyo3::types::PyList;
 use shmbus::{WaitSet, WaitTimeoutError, Waitable};
 
 use crate::block::{blocking, timeout_arg};
-use crate::cell::Guard;
 use crate::errors::Fail;
 use crate::journal::PyTailer;
 use crate::pool::{PyDispatcher, PyWorker};
@@ -17,6 +16,7 @@ use crate::queue::{PyConsumer, PyProducer};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::stream::{PyStreamReader, PyStreamWriter};
 use crate::topic::PySubscriber;
+use shmbus::lend::Guard;
 
 /// Declares the waitable endpoint classes: `Chan` (one of them, held) and `Locked` (its
 /// endpoint, locked for the wait).
