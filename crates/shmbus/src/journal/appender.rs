@@ -321,7 +321,7 @@ impl Appender {
                 }
                 Some(c) => {
                     let mut res = self.reserve_inner(body.len() + c.overhead())?;
-                    let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.claim.n as u32);
+                    let nonce = entry_nonce(&res.app.inner.hdr().id, res.app.cy.num, res.n as u32);
                     let aad = res.index().to_le_bytes();
                     c.seal(&nonce, &aad, body, &mut res);
                     let keyed = if c.key_id().is_some() { FLAG_KEYED } else { 0 };
@@ -426,7 +426,7 @@ impl Appender {
             if let Some(s) = self.cy.index_slot(n) {
                 s.store((u + 1) as u32, Ordering::Relaxed);
             }
-            return Ok(Loan { app: self, claim: Claim { off, n, units, len, ts, done: false }, _life: PhantomData });
+            return Ok(Loan { app: self, off, n, units, len, ts, done: false, _life: PhantomData });
         }
     }
 
@@ -664,19 +664,13 @@ impl Drop for Appender {
 #[derive(Debug)]
 pub struct Loan<'a, A: DerefMut<Target = Appender> + 'a = &'a mut Appender> {
     app: A,
-    claim: Claim,
-    _life: PhantomData<&'a mut Appender>,
-}
-
-/// What a [`Loan`] claimed: where, its entry number, size, length and timestamp.
-#[derive(Debug, Clone, Copy)]
-struct Claim {
     off: u64,
     n: u64,
     units: u64,
     len: usize,
     ts: u64,
     done: bool,
+    _life: PhantomData<&'a mut Appender>,
 }
 
 /// A journal [`Loan`] that owns its appender, lent by a [`Lender`](crate::lend::Lender)
@@ -687,9 +681,9 @@ impl Appender {
     /// [`loan`](Self::loan) for an appender lent by a [`Lender`](crate::lend::Lender): the
     /// loan owns it, so it may be kept past the call, by a binding for instance.
     pub fn loan_owned(mut this: LentMut<Appender>, len: usize) -> Result<OwnedLoan, JournalSendError> {
-        let loan = std::mem::ManuallyDrop::new(this.loan(len)?);
-        let claim = loan.claim;
-        Ok(Loan { app: this, claim, _life: PhantomData })
+        let l = std::mem::ManuallyDrop::new(this.loan(len)?);
+        let (off, n, units, len, ts, done) = (l.off, l.n, l.units, l.len, l.ts, l.done);
+        Ok(Loan { app: this, off, n, units, len, ts, done, _life: PhantomData })
     }
 }
 
@@ -698,9 +692,7 @@ impl<'a, A: DerefMut<Target = Appender> + 'a> std::ops::Deref for Loan<'a, A> {
 
     fn deref(&self) -> &[u8] {
         // SAFETY: as in `deref_mut`; only read, through `&self`.
-        unsafe {
-            std::slice::from_raw_parts(self.app.cy.data_ptr(self.claim.off + ENTRY_HEADER as u64), self.claim.len)
-        }
+        unsafe { std::slice::from_raw_parts(self.app.cy.data_ptr(self.off + ENTRY_HEADER as u64), self.len) }
     }
 }
 
@@ -709,19 +701,14 @@ impl<'a, A: DerefMut<Target = Appender> + 'a> std::ops::DerefMut for Loan<'a, A>
         // SAFETY: `off + 32 + len` lies within the claimed units, which are backed (grown
         // before the claim) and ours alone until sent: no reader reads them before the
         // Release CAS to COMMITTED, no other appender can claim them.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.app.cy.data_ptr_mut(self.claim.off + ENTRY_HEADER as u64),
-                self.claim.len,
-            )
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.app.cy.data_ptr_mut(self.off + ENTRY_HEADER as u64), self.len) }
     }
 }
 
 impl<'a, A: DerefMut<Target = Appender> + 'a> Loan<'a, A> {
     /// The global index this entry will have.
     pub fn index(&self) -> u64 {
-        self.app.cy.hdr.first_index + self.claim.n
+        self.app.cy.hdr.first_index + self.n
     }
 
     /// Publishes the entry. Returns its global index. Fails with
@@ -729,46 +716,46 @@ impl<'a, A: DerefMut<Target = Appender> + 'a> Loan<'a, A> {
     /// than the journal's abandon timeout; send it again) and with
     /// [`JournalSendError::Truncated`] when a file it was written to was cut.
     pub fn send(self) -> Result<u64, JournalSendError> {
-        let len = self.claim.len as u32;
+        let len = self.len as u32;
         self.commit_inner(0, len, None)
     }
 
     /// `src`: the payload bytes just written (the caller's copy), to checksum instead of
     /// reading the mapped entry back; `None` for payloads written in place.
     fn commit_inner(mut self, flags: u64, raw_len: u32, src: Option<&[u8]>) -> Result<u64, JournalSendError> {
-        self.claim.done = true;
+        self.done = true;
         let cy = &self.app.cy;
-        let p = cy.data_ptr_mut(self.claim.off);
-        let len = self.claim.len as u32;
-        let idx = self.claim.n as u32;
+        let p = cy.data_ptr_mut(self.off);
+        let len = self.len as u32;
+        let idx = self.n as u32;
         let mut head = [0u8; ENTRY_HEADER - CRC_FROM];
         head[0..4].copy_from_slice(&len.to_le_bytes());
         head[4..8].copy_from_slice(&raw_len.to_le_bytes());
         head[8..12].copy_from_slice(&idx.to_le_bytes());
-        head[12..20].copy_from_slice(&self.claim.ts.to_le_bytes());
+        head[12..20].copy_from_slice(&self.ts.to_le_bytes());
         // SAFETY: header bytes 12..32 of our claimed entry; ours until commit.
         unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), p.add(CRC_FROM), head.len()) };
         let crc = match src {
             Some(payload) => {
-                debug_assert_eq!(payload.len(), self.claim.len);
+                debug_assert_eq!(payload.len(), self.len);
                 entry_crc_parts(flags, &head, payload)
             }
             None => {
                 // SAFETY: bytes CRC_FROM..32+len of our entry, written by us and stable.
                 let covered = unsafe {
-                    std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.claim.len)
+                    std::slice::from_raw_parts(p.add(CRC_FROM) as *const u8, ENTRY_HEADER - CRC_FROM + self.len)
                 };
                 entry_crc(flags, covered)
             }
         };
         // SAFETY: header bytes 8..12 of our entry.
         unsafe { std::ptr::write(p.add(8) as *mut u32, crc.to_le()) };
-        let hw = cy.entry_word(self.claim.off);
+        let hw = cy.entry_word(self.off);
         // Release (inside): every byte above happens-before a reader that sees COMMITTED.
-        let committed = protocol::commit_entry(hw, self.claim.units, flags);
+        let committed = protocol::commit_entry(hw, self.units, flags);
         let aux = &self.app.inner.meta.participants().entry(self.app.slot).aux;
         aux[0].store(0, Ordering::Release);
-        let index = cy.hdr.first_index + self.claim.n;
+        let index = cy.hdr.first_index + self.n;
         self.app.inner.meta.event().notify();
         // After the commit store: a cut before or during the writes above sent them to a
         // private zero page (the SIGBUS containment), so the entry is not in the file and
@@ -780,9 +767,7 @@ impl<'a, A: DerefMut<Target = Appender> + 'a> Loan<'a, A> {
             return Err(JournalSendError::Abandoned { index });
         }
         if self.app.inner.hdr().durability == 1 {
-            let _ = cy
-                .data
-                .msync_range(CYCLE_HEADER_PAGE + self.claim.off as usize, (self.claim.units * UNIT as u64) as usize);
+            let _ = cy.data.msync_range(CYCLE_HEADER_PAGE + self.off as usize, (self.units * UNIT as u64) as usize);
         }
         Ok(index)
     }
@@ -790,8 +775,8 @@ impl<'a, A: DerefMut<Target = Appender> + 'a> Loan<'a, A> {
 
 impl<'a, A: DerefMut<Target = Appender> + 'a> Drop for Loan<'a, A> {
     fn drop(&mut self) {
-        if !self.claim.done {
-            abandon_at(&self.app.cy, self.claim.off / UNIT as u64, self.claim.units);
+        if !self.done {
+            abandon_at(&self.app.cy, self.off / UNIT as u64, self.units);
             self.app.inner.meta.participants().entry(self.app.slot).aux[0].store(0, Ordering::Release);
             self.app.inner.meta.event().notify();
         }
