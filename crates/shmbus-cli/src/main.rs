@@ -40,6 +40,7 @@ mod target;
 mod top;
 mod topic;
 mod units;
+mod watch;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -133,6 +134,9 @@ enum Command {
     /// Forward a domain's topics (and serve or mirror journals) to other hosts over Zenoh:
     /// runs the separately built `shmbus-bridge` (`shmbus bridge --help` for its options).
     Bridge(sibling::Args),
+    /// Print a domain's channels created and removed, and its participants joined and left
+    /// (a process killed by SIGKILL too), one line each as they happen; --json for scripts.
+    Watch(watch::Args),
     /// Show a domain's topics live in Foxglove (Open connection → Foxglove WebSocket →
     /// ws://127.0.0.1:8765): runs the separately built `shmbus-foxglove` (`shmbus foxglove
     /// --help` for its options).
@@ -387,6 +391,7 @@ fn main() -> ExitCode {
         Command::Bw(a) => hz::run(&ctx, &a, hz::Verb::Bw),
         Command::Delay(a) => hz::run(&ctx, &a, hz::Verb::Delay),
         Command::Top(a) => top::run(&ctx, &a),
+        Command::Watch(a) => watch::run(&ctx, &a),
         Command::Bridge(a) => sibling::BRIDGE.run(&ctx, cli.root.is_some(), &a),
         Command::Foxglove(a) => sibling::FOXGLOVE.run(&ctx, cli.root.is_some(), &a),
         Command::Completions(a) => completions::run(&a),

@@ -60,8 +60,8 @@
 //! 6. The kinds, each folder with the same roles: `config`, `layout`, `protocol` (the
 //!    lock-free core), `shared` (the state its handle and endpoints share), the endpoints,
 //!    `handle`, `describe`, `error`, `typed`.
-//! 7. On top: [`admin`] (the kind registry; `ls`, `info`, `clean`), [`WaitSet`], [`typed`],
-//!    async receive and [`stats`]' snapshots.
+//! 7. On top: [`admin`] (the kind registry; `ls`, `info`, `clean`), [`watch`] (discovery
+//!    events), [`WaitSet`], [`typed`], async receive and [`stats`]' snapshots.
 //!
 //! Of `sys`, only the clock ([`time::monotonic_ns`]) and the SIGBUS handler's switch and
 //! counters ([`disable_sigbus_handler`], [`sigbus`]) are public.
@@ -122,6 +122,8 @@ pub mod topic;
 #[cfg(not(loom))]
 pub mod typed;
 pub mod wait;
+#[cfg(not(loom))]
+pub mod watch;
 
 pub use domain::Domain;
 pub use error::{Corrupt, ErrorKind, Failure, OpenError, RecvIntoSliceError, WaitForError};

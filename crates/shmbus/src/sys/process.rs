@@ -10,7 +10,7 @@ use rustix::io::Errno;
 use rustix::thread::CpuSet;
 
 /// A process: pid plus start time, which together never repeat within one boot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProcessId {
     /// The process id.
     pub pid: u32,

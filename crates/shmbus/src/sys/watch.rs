@@ -1,8 +1,9 @@
 //! Waiting for names to appear in directories, without polling: inotify.
 //!
-//! A [`DirWatch`] is one inotify instance watching any number of directories for new names
-//! (`IN_CREATE`, `IN_MOVED_TO`: a channel is `link(2)`ed to its name fully built, a domain
-//! directory is made with `mkdirat`) and for the directory itself going away. A directory is
+//! A [`DirWatch`] is one inotify instance watching any number of directories for names that
+//! come (`IN_CREATE`, `IN_MOVED_TO`: a channel is `link(2)`ed to its name fully built, a
+//! domain directory is made with `mkdirat`) or go (`IN_DELETE`, `IN_MOVED_FROM`), and for the
+//! directory itself going away. A directory is
 //! watched through the descriptor the caller opened and checked (`/proc/self/fd/N`, which
 //! the kernel resolves to that very directory, not by its name again), so a name swapped for
 //! a symlink is never followed. [`DirWatch::wait`] sleeps in `poll(2)` until an event or the
@@ -28,13 +29,15 @@ impl DirWatch {
         Ok(DirWatch { fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)? })
     }
 
-    /// Also wakes [`wait`](Self::wait) when a name is created in or moved into the open
-    /// directory `dir`, or when `dir` is removed or moved. Adding the same directory twice
+    /// Also wakes [`wait`](Self::wait) when a name is created in, moved into, removed from or
+    /// moved out of the open directory `dir`, or when `dir` is removed or moved. Adding the same directory twice
     /// is harmless (one watch per directory).
     pub fn add(&self, dir: BorrowedFd<'_>) -> io::Result<()> {
         let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
         let flags = WatchFlags::CREATE
             | WatchFlags::MOVED_TO
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
             | WatchFlags::DELETE_SELF
             | WatchFlags::MOVE_SELF
             | WatchFlags::ONLYDIR;

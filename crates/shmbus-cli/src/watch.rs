@@ -1,0 +1,77 @@
+//! `shmbus watch`: a domain's channels created and removed, and participants joined and
+//! left, one line each as they happen (`shmbus::watch`).
+
+use std::io::Write;
+use std::time::Duration;
+
+use serde::Serialize;
+use shmbus::watch::DomainEvent;
+
+use crate::output::JsonLines;
+use crate::{target, Ctx, Result};
+
+/// `shmbus watch [--domain D] [--json] [--count N] [--interval-ms MS]`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The domain (default: $SHMBUS_DOMAIN).
+    #[arg(long)]
+    domain: Option<String>,
+    /// One JSON object per line: event, domain, channel, kind, and role and pid for joins
+    /// and leaves.
+    #[arg(long)]
+    json: bool,
+    /// Exit after this many events.
+    #[arg(long, value_name = "N", value_parser = crate::units::count)]
+    count: Option<u64>,
+    /// How often participant tables are read, in milliseconds: a join or leave (a process
+    /// killed by SIGKILL included) shows within this. Channels created and removed show at
+    /// once.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    interval_ms: u64,
+}
+
+/// One event of `watch --json`, keys in this order.
+#[derive(Debug, Serialize)]
+struct EventJson<'a> {
+    event: &'static str,
+    domain: &'a str,
+    channel: &'a str,
+    kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
+}
+
+/// Prints the domain's events until `--count` of them, or for ever.
+pub fn run(ctx: &Ctx, a: &Args) -> Result<()> {
+    let domain = ctx.domain(&target::domain(a.domain.as_deref())?)?;
+    let mut watch = domain.watch()?;
+    watch.set_participant_interval(Duration::from_millis(a.interval_ms));
+    let mut json = JsonLines::new();
+    let mut printed = 0;
+    while a.count.is_none_or(|n| printed < n) {
+        let Some(event) = watch.next().transpose()? else { break };
+        let mut out = std::io::stdout().lock();
+        if a.json {
+            json.write(&mut out, &line(domain.name(), &event))?;
+        } else {
+            writeln!(out, "{event}")?;
+        }
+        // One line per event as it happens, also into a pipe.
+        out.flush()?;
+        printed += 1;
+    }
+    Ok(())
+}
+
+fn line<'a>(domain: &'a str, e: &'a DomainEvent) -> EventJson<'a> {
+    EventJson {
+        event: e.what.as_str(),
+        domain,
+        channel: &e.channel,
+        kind: e.kind.map(|k| k.as_str()),
+        role: e.role,
+        pid: e.process.map(|p| p.pid),
+    }
+}

@@ -1,0 +1,279 @@
+//! Discovery events: what comes and goes in a domain, as it happens.
+//!
+//! [`Domain::watch`] returns a [`DomainWatch`], a stream of [`DomainEvent`]s: a channel
+//! `created` or `removed`, a participant (an endpoint's process) `joined` or `left`. Events
+//! start from the moment of the call: what exists then is the watch's starting point, not
+//! reported (list it with [`DomainDir::channel_names`](crate::domain::DomainDir::channel_names)
+//! or the `admin` functions first).
+//!
+//! * **Channels** are seen through inotify on the domain directory (and on the root, for the
+//!   directory itself appearing or going): a channel created or removed wakes the watch at
+//!   once, with no polling loop. A channel removed and made again under the same name is
+//!   `removed`, then `created` (its creator differs).
+//! * **Participants** are read from each channel's participant table, every
+//!   [`participant_interval`](DomainWatch::set_participant_interval) (100 ms by default) while
+//!   the watch is being waited on. A participant is live while its entry is taken and its
+//!   process runs: one killed by SIGKILL is `left` at the first look after its death, even
+//!   though its entry waits to be reclaimed. So a join or a leave is reported within one
+//!   interval plus one look at the domain (which reads every channel's table). A participant
+//!   that joins and leaves within one interval is not seen.
+//!
+//! Names and files are read as the `admin` functions read them: never through a symlink,
+//! only in a directory the domain's trust policy accepts. A channel that cannot be read (a
+//! file that is not a channel, another user's, damaged) is reported `created` with no kind,
+//! and its participants are not read.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use crate::admin;
+use crate::domain::Domain;
+use crate::error::OpenError;
+use crate::kind::Kind;
+use crate::sys::watch::DirWatch;
+use crate::sys::{fs, ProcessId};
+
+/// How often, by default, a waiting [`DomainWatch`] reads the participant tables.
+pub const PARTICIPANT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What happened (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// A channel appeared in the domain.
+    Created,
+    /// A channel left the domain (removed, or the domain directory went away).
+    Removed,
+    /// A process took a participant entry of a channel (made an endpoint).
+    Joined,
+    /// A participant let go of its entry, or its process died.
+    Left,
+}
+
+impl EventKind {
+    /// `created`, `removed`, `joined` or `left`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Created => "created",
+            EventKind::Removed => "removed",
+            EventKind::Joined => "joined",
+            EventKind::Left => "left",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One discovery event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainEvent {
+    /// What happened.
+    pub what: EventKind,
+    /// The channel's name.
+    pub channel: String,
+    /// The channel's kind (`None`: the file could not be read as a channel).
+    pub kind: Option<Kind>,
+    /// For `joined` and `left`: the participant's role ("publisher", "consumer", …; see
+    /// [`admin::role_name`]), `None` for a role number this version does not know.
+    pub role: Option<&'static str>,
+    /// For `joined` and `left`: the participant's process (its pid in its own PID namespace).
+    pub process: Option<ProcessId>,
+}
+
+impl fmt::Display for DomainEvent {
+    /// `created topic imu`, `joined topic imu publisher pid 1234`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = self.kind.map_or("?", |k| k.as_str());
+        write!(f, "{} {} {}", self.what, kind, self.channel)?;
+        if let Some(p) = self.process {
+            write!(f, " {} pid {}", self.role.unwrap_or("?"), p.pid)?;
+        }
+        Ok(())
+    }
+}
+
+/// A participant as the watch tells one from another: its entry, process and role.
+type Participant = (usize, ProcessId, u32);
+
+/// What the watch knows of one channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Known {
+    kind: Option<Kind>,
+    /// The creator, to tell a channel made again under the same name.
+    creator: Option<ProcessId>,
+    live: BTreeSet<Participant>,
+}
+
+/// A stream of a domain's [`DomainEvent`]s (see the [module docs](self)), from
+/// [`Domain::watch`]. Blocking: [`next_timeout`](Self::next_timeout), [`try_next`](Self::try_next),
+/// or the [`Iterator`], whose `next` waits as long as it takes.
+pub struct DomainWatch {
+    domain: Domain,
+    watch: DirWatch,
+    known: BTreeMap<String, Known>,
+    pending: VecDeque<DomainEvent>,
+    interval: Duration,
+    /// When the participant tables were last read.
+    looked: Instant,
+}
+
+impl fmt::Debug for DomainWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DomainWatch").field("domain", &self.domain.name()).field("channels", &self.known.len()).finish()
+    }
+}
+
+impl Domain {
+    /// A stream of what comes and goes in this domain from now on: channels created and
+    /// removed, participants joined and left (see [`crate::watch`]). The domain directory
+    /// need not exist yet; the root must.
+    pub fn watch(&self) -> Result<DomainWatch, OpenError> {
+        let watch = DirWatch::new().map_err(|e| OpenError::io(self.root(), e))?;
+        let mut w = DomainWatch {
+            domain: self.clone(),
+            watch,
+            known: BTreeMap::new(),
+            pending: VecDeque::new(),
+            interval: PARTICIPANT_INTERVAL,
+            looked: Instant::now(),
+        };
+        // The starting point: what is there now is not reported.
+        w.look()?;
+        w.pending.clear();
+        Ok(w)
+    }
+}
+
+impl DomainWatch {
+    /// How often a waiting watch reads the participant tables (default
+    /// [`PARTICIPANT_INTERVAL`]): the bound on how late a join or leave is reported, and
+    /// what a wait costs (one look at every channel of the domain per interval).
+    pub fn set_participant_interval(&mut self, interval: Duration) {
+        self.interval = interval.max(Duration::from_millis(1));
+    }
+
+    /// The next event if one is there now, after one look at the domain; `None` if not.
+    pub fn try_next(&mut self) -> Result<Option<DomainEvent>, OpenError> {
+        if self.pending.is_empty() {
+            self.look()?;
+        }
+        Ok(self.pending.pop_front())
+    }
+
+    /// The next event, waiting up to `timeout` for one; `None` if none came.
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<DomainEvent>, OpenError> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Ok(Some(e));
+            }
+            let now = Instant::now();
+            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+            if left.is_zero() {
+                return Ok(None);
+            }
+            // Sleep until a name changes or the participants are due.
+            let due = (self.looked + self.interval).saturating_duration_since(now);
+            if !due.is_zero() {
+                self.watch.wait(left.min(due)).map_err(|e| OpenError::io(self.domain.root(), e))?;
+            }
+            self.look()?;
+        }
+    }
+
+    /// One look at the domain: adds the watches (before reading, so that nothing made in
+    /// between is missed) and queues what changed since the last look.
+    fn look(&mut self) -> Result<(), OpenError> {
+        let root = self.domain.root().to_path_buf();
+        let root_fd = fs::open_dir(&root).map_err(|e| OpenError::io(&root, e))?;
+        self.watch.add(root_fd.as_fd()).map_err(|e| OpenError::io(&root, e))?;
+        let mut now: BTreeMap<String, Known> = BTreeMap::new();
+        match self.domain.open_dir() {
+            Ok(dir) => {
+                self.watch.add(dir.fd()).map_err(|e| OpenError::io(dir.path(), e))?;
+                let names = dir.channel_names().map_err(|e| OpenError::io(dir.path(), e))?;
+                for name in names {
+                    let known = match admin::inspect_in(&dir, &name) {
+                        Ok(r) => Known {
+                            kind: Some(r.header.kind),
+                            creator: Some(r.header.creator),
+                            live: r.live.iter().map(|p| (p.index, p.process, p.role)).collect(),
+                        },
+                        Err(OpenError::NotFound { .. }) => continue, // removed meanwhile
+                        Err(_) => Known { kind: None, creator: None, live: BTreeSet::new() },
+                    };
+                    now.insert(name, known);
+                }
+            }
+            Err(OpenError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.looked = Instant::now();
+        let old = std::mem::take(&mut self.known);
+        for (name, was) in &old {
+            match now.get(name) {
+                Some(is) if is.creator == was.creator && is.kind == was.kind => self.participants(name, was, is),
+                _ => self.gone(name, was),
+            }
+        }
+        for (name, is) in &now {
+            let same = old.get(name).is_some_and(|was| was.creator == is.creator && was.kind == is.kind);
+            if !same {
+                self.push(EventKind::Created, name, is.kind, None);
+                let empty = Known { kind: is.kind, creator: is.creator, live: BTreeSet::new() };
+                self.participants(name, &empty, is);
+            }
+        }
+        self.known = now;
+        Ok(())
+    }
+
+    /// A channel gone: its participants leave, then it is removed.
+    fn gone(&mut self, name: &str, was: &Known) {
+        for p in &was.live {
+            self.push(EventKind::Left, name, was.kind, Some(*p));
+        }
+        self.push(EventKind::Removed, name, was.kind, None);
+    }
+
+    /// The joins and leaves between two looks at one channel.
+    fn participants(&mut self, name: &str, was: &Known, is: &Known) {
+        for p in was.live.difference(&is.live) {
+            self.push(EventKind::Left, name, is.kind, Some(*p));
+        }
+        for p in is.live.difference(&was.live) {
+            self.push(EventKind::Joined, name, is.kind, Some(*p));
+        }
+    }
+
+    fn push(&mut self, what: EventKind, channel: &str, kind: Option<Kind>, p: Option<Participant>) {
+        let role = p.and_then(|(_, _, role)| kind.and_then(|k| admin::role_name(k, role)));
+        self.pending.push_back(DomainEvent {
+            what,
+            channel: channel.to_owned(),
+            kind,
+            role,
+            process: p.map(|(_, process, _)| process),
+        });
+    }
+}
+
+impl Iterator for DomainWatch {
+    type Item = Result<DomainEvent, OpenError>;
+
+    /// The next event, waiting as long as it takes (never `None`).
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.next_timeout(Duration::from_secs(3600)) {
+                Ok(Some(e)) => return Some(Ok(e)),
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
