@@ -1,14 +1,14 @@
 //! `shmbus-foxglove`, run as `shmbus foxglove`: a live view of a domain's topics in Foxglove
 //! (see README.md).
 //!
-//! The layers, bottom up: [`watch`] (inotify on the domain), [`topics`] (topics as the SDK's
-//! channels, and the threads that stream them while clients subscribe), [`gate`] (the
-//! listening socket, which bounds connections) and this file (options, start, signals).
+//! The layers, bottom up: the library's domain watch (`Domain::watch`: channels created and
+//! removed), [`topics`] (topics as the SDK's channels, and the threads that stream them while
+//! clients subscribe), [`gate`] (the listening socket, which bounds connections) and this
+//! file (options, start, signals).
 
 mod gate;
 mod select;
 mod topics;
-mod watch;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -124,16 +124,17 @@ async fn serve(args: Args) -> Result<(), String> {
         .map_err(|e| format!("cannot start the WebSocket server: {e}"))?;
     let backend = SocketAddr::from(([127, 0, 0, 1], server.port()));
     // The watch first, then the scan: nothing linked in between is missed.
-    let mut watcher = watch::Watcher::new(domain.root(), &domain.dir()).map_err(|e| e.to_string())?;
+    let mut changes = watch_channels(&domain).map_err(|e| format!("watching domain {name}: {e}"))?;
     topics.scan();
     let gate = tokio::spawn(gate::run(listener, backend, args.max_clients as usize));
     eprintln!("shmbus-foxglove: domain {name} on ws://{addr} (Foxglove: Open connection → Foxglove WebSocket)");
 
     let outcome = loop {
         tokio::select! {
-            changed = watcher.changed() => match changed {
-                Ok(()) => topics.scan(),
-                Err(e) => break Err(format!("watching domain {name}: {e}")),
+            changed = changes.recv() => match changed {
+                Some(Ok(())) => topics.scan(),
+                Some(Err(e)) => break Err(format!("watching domain {name}: {e}")),
+                None => break Err(format!("watching domain {name}: the watch ended")),
             },
             _ = sigint.recv() => break Ok(()),
             _ = sigterm.recv() => break Ok(()),
@@ -146,4 +147,34 @@ async fn serve(args: Args) -> Result<(), String> {
     let _ = tokio::task::spawn_blocking(move || t.stop()).await;
     eprintln!("shmbus-foxglove: stopped");
     outcome
+}
+
+/// The domain's channels created and removed (`Domain::watch`, channels only: inotify, no
+/// polling), as a wake-up for each batch: the caller then scans, which decides what is
+/// there. A thread of its own waits on the watch; a wake-up not yet taken stands for any
+/// number after it.
+fn watch_channels(domain: &Domain) -> Result<tokio::sync::mpsc::Receiver<Result<(), String>>, String> {
+    let mut watch = domain.watch().map_err(|e| e.to_string())?;
+    watch.channels_only();
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    std::thread::Builder::new()
+        .name("domain-watch".into())
+        .spawn(move || {
+            for event in watch {
+                match event {
+                    Ok(_) => {
+                        if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(Ok(())) {
+                            return;
+                        }
+                    }
+                    // The watch cannot go on: said once, whatever is pending.
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e.to_string()));
+                        return;
+                    }
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the watch's thread: {e}"))?;
+    Ok(rx)
 }

@@ -239,6 +239,15 @@ pub(crate) fn poll_wait<T: Send>(
 }
 
 /// A function of `shmbus._async`.
+/// Calls `shmbus._async.NAME(*args)` (for the rarer calls, not cached).
+pub(crate) fn helper_call<'py>(
+    py: Python<'py>,
+    name: &str,
+    args: impl pyo3::call::PyCallArgs<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    py.import("shmbus._async")?.getattr(name)?.call1(args)
+}
+
 fn helper<'py>(py: Python<'py>, cache: &'static PyOnceLock<Py<PyAny>>, name: &str) -> PyResult<&'py Bound<'py, PyAny>> {
     cache.import(py, "shmbus._async", name)
 }

@@ -10,7 +10,7 @@ use crate::errors::Fail;
 
 /// The longest a blocking call waits without the GIL before it takes the GIL back to run
 /// signal handlers (so Ctrl-C raises `KeyboardInterrupt` within about this long).
-const SLICE: Duration = Duration::from_millis(50);
+pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
 /// A timeout argument: `None` waits for ever, else non-negative seconds.
 pub(crate) fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {

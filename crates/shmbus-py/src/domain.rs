@@ -55,6 +55,15 @@ impl PyDomain {
         }
     }
 
+    /// What comes and goes in the domain from now on: a `DomainWatch` of `DomainEvent`s
+    /// (channels created and removed, seen at once; participants joined and left, read every
+    /// `participant_interval` seconds, 0.1 by default, a process killed by SIGKILL included).
+    /// `channels_only=True` reads no participant table.
+    #[pyo3(signature = (*, participant_interval=None, channels_only=false))]
+    fn watch(&self, participant_interval: Option<f64>, channels_only: bool) -> PyResult<crate::watch::PyDomainWatch> {
+        crate::watch::watch(&self.inner, participant_interval, channels_only)
+    }
+
     fn __repr__(&self) -> String {
         format!("Domain({:?}, root={:?})", self.inner.name(), self.inner.root())
     }

@@ -23,6 +23,7 @@ mod schema;
 mod stream;
 mod topic;
 mod waitset;
+mod watch;
 
 use pyo3::prelude::*;
 
@@ -59,6 +60,8 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<journal::PyEntry>()?;
     m.add_class::<journal::PyEntryRef>()?;
     m.add_class::<waitset::PyWaitSet>()?;
+    m.add_class::<watch::PyDomainWatch>()?;
+    m.add_class::<watch::PyDomainEvent>()?;
     m.add_function(wrap_pyfunction!(waitset::wait_async, m)?)?;
     m.add_function(wrap_pyfunction!(waitset::poll_wait, m)?)?;
     m.add_class::<r#async::PyRegistration>()?;

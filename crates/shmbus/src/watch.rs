@@ -118,6 +118,8 @@ pub struct DomainWatch {
     known: BTreeMap<String, Known>,
     pending: VecDeque<DomainEvent>,
     interval: Duration,
+    /// Whether participants are read at all ([`DomainWatch::channels_only`]).
+    participants: bool,
     /// When the participant tables were last read.
     looked: Instant,
 }
@@ -140,6 +142,7 @@ impl Domain {
             known: BTreeMap::new(),
             pending: VecDeque::new(),
             interval: PARTICIPANT_INTERVAL,
+            participants: true,
             looked: Instant::now(),
         };
         // The starting point: what is there now is not reported.
@@ -157,12 +160,32 @@ impl DomainWatch {
         self.interval = interval.max(Duration::from_millis(1));
     }
 
+    /// Reports channels only: no participant table is read, and a wait sleeps until a
+    /// name changes in the domain (for a tool that wants to know which channels exist, not
+    /// who uses them).
+    pub fn channels_only(&mut self) {
+        self.participants = false;
+        for known in self.known.values_mut() {
+            known.live.clear();
+        }
+    }
+
     /// The next event if one is there now, after one look at the domain; `None` if not.
     pub fn try_next(&mut self) -> Result<Option<DomainEvent>, OpenError> {
         if self.pending.is_empty() {
+            // What is queued on the descriptor is covered by the look that follows.
+            self.watch.drain().map_err(|e| OpenError::io(self.domain.root(), e))?;
             self.look()?;
         }
         Ok(self.pending.pop_front())
+    }
+
+    /// How long until the participant tables are due for a look (zero: now; `None` for a
+    /// [`channels_only`](Self::channels_only) watch). With the descriptor ([`AsFd`]), what
+    /// an event loop needs to wait for the watch itself: call [`try_next`](Self::try_next)
+    /// when the descriptor is readable or this has passed.
+    pub fn participants_due(&self) -> Option<Duration> {
+        self.participants.then(|| (self.looked + self.interval).saturating_duration_since(Instant::now()))
     }
 
     /// The next event, waiting up to `timeout` for one; `None` if none came.
@@ -177,10 +200,15 @@ impl DomainWatch {
             if left.is_zero() {
                 return Ok(None);
             }
-            // Sleep until a name changes or the participants are due.
-            let due = (self.looked + self.interval).saturating_duration_since(now);
+            // Sleep until a name changes or the participants are due (an hour at most: a
+            // wait of `Duration::MAX` is not one `poll(2)` can take).
+            let due = match self.participants {
+                true => (self.looked + self.interval).saturating_duration_since(now),
+                false => Duration::MAX,
+            };
             if !due.is_zero() {
-                self.watch.wait(left.min(due)).map_err(|e| OpenError::io(self.domain.root(), e))?;
+                let nap = left.min(due).min(Duration::from_secs(3600));
+                self.watch.wait(nap).map_err(|e| OpenError::io(self.domain.root(), e))?;
             }
             self.look()?;
         }
@@ -202,7 +230,10 @@ impl DomainWatch {
                         Ok(r) => Known {
                             kind: Some(r.header.kind),
                             creator: Some(r.header.creator),
-                            live: r.live.iter().map(|p| (p.index, p.process, p.role)).collect(),
+                            live: match self.participants {
+                                true => r.live.iter().map(|p| (p.index, p.process, p.role)).collect(),
+                                false => BTreeSet::new(),
+                            },
                         },
                         Err(OpenError::NotFound { .. }) => continue, // removed meanwhile
                         Err(_) => Known { kind: None, creator: None, live: BTreeSet::new() },
@@ -260,6 +291,14 @@ impl DomainWatch {
             role,
             process: p.map(|(_, process, _)| process),
         });
+    }
+}
+
+impl AsFd for DomainWatch {
+    /// The inotify descriptor the watch sleeps on: readable when a name in the domain (or
+    /// the domain directory) changed.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.watch.as_fd()
     }
 }
 

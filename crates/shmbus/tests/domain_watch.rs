@@ -125,3 +125,18 @@ fn another_process_joins_and_is_seen_to_leave_when_killed() {
     assert_eq!((e.channel.as_str(), e.role, e.process.map(|p| p.pid)), ("q", Some("consumer"), Some(pid)));
     assert_eq!(w.next_timeout(Duration::from_millis(100)).unwrap(), None, "one leave, once");
 }
+
+#[test]
+fn a_channels_only_watch_reports_no_participants() {
+    let s = Scratch::new("watch-channels-only");
+    let d = s.domain("c");
+    let mut w = d.watch().unwrap();
+    w.channels_only();
+    let topic = Topic::create_or_open(&d, "t", &TopicConfig::default()).unwrap();
+    let _publisher = topic.publisher().unwrap();
+    let e = next(&mut w);
+    assert_eq!((e.what, e.channel.as_str()), (EventKind::Created, "t"));
+    assert_eq!(w.next_timeout(Duration::from_millis(300)).unwrap(), None, "no join reported");
+    d.open_dir().unwrap().remove_file("t").unwrap();
+    assert_eq!(next(&mut w).what, EventKind::Removed);
+}

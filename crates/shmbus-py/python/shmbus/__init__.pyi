@@ -10,6 +10,8 @@ from ._shmbus import (
     Dispatched as Dispatched,
     Dispatcher as Dispatcher,
     Domain as Domain,
+    DomainEvent as DomainEvent,
+    DomainWatch as DomainWatch,
     Empty as Empty,
     Entry as Entry,
     EntryRef as EntryRef,

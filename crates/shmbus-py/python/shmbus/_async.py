@@ -158,3 +158,55 @@ class Receiving:
             if self._ends is not None and isinstance(e, self._ends):
                 raise StopAsyncIteration from None
             raise
+
+
+async def _watch_event(w):
+    """The next event of ``DomainWatch`` ``w``: ``try_next()`` (one look at the domain)
+    until it gives one, awaiting between looks the watch's inotify descriptor (readable
+    when a name in the domain changed) or, for participants, the time they are due. An event
+    is taken only by the look that returns it: a cancelled await has taken nothing."""
+    loop = asyncio.get_running_loop()
+    fd = w.fileno()
+    while True:
+        event = w.try_next()
+        if event is not None:
+            return event
+        ready = loop.create_future()
+        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            due = w._due()
+            if due is None:
+                await ready
+            else:
+                # A due time of zero still yields to the loop once.
+                await asyncio.wait({ready}, timeout=due)
+        finally:
+            loop.remove_reader(fd)
+            ready.cancel()
+
+
+async def watch_next(w, timeout):
+    """``watch.next_async(timeout)``: the next event, or None when ``timeout`` passes."""
+    if timeout is None:
+        return await _watch_event(w)
+    try:
+        async with asyncio.timeout(timeout):
+            return await _watch_event(w)
+    except TimeoutError:
+        return None
+
+
+class WatchEvents:
+    """A ``DomainWatch``'s events, awaited one by one (``async for ev in watch``); it never
+    ends by itself."""
+
+    __slots__ = ("_w",)
+
+    def __init__(self, w):
+        self._w = w
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        return await _watch_event(self._w)

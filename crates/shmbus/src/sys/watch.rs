@@ -23,6 +23,13 @@ pub struct DirWatch {
     fd: OwnedFd,
 }
 
+impl AsFd for DirWatch {
+    /// The inotify descriptor: readable while events are queued (for an event loop).
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl DirWatch {
     /// A watch over no directory yet.
     pub fn new() -> io::Result<DirWatch> {
@@ -58,13 +65,19 @@ impl DirWatch {
         if n == 0 {
             return Ok(false);
         }
-        // Drain: what happened does not matter, only that something did.
+        self.drain()
+    }
+
+    /// Consumes the events there are now, without waiting; returns whether there were any.
+    /// What happened does not matter, only that something did.
+    pub fn drain(&self) -> io::Result<bool> {
+        let mut any = false;
         let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
         let mut reader = inotify::Reader::new(self.fd.as_fd(), &mut buf);
         loop {
             match reader.next() {
-                Ok(_) => {}
-                Err(rustix::io::Errno::AGAIN) => return Ok(true),
+                Ok(_) => any = true,
+                Err(rustix::io::Errno::AGAIN) => return Ok(any),
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             }
