@@ -197,17 +197,11 @@ impl<E> Lender<E> {
     /// [`lend_mut`](Self::lend_mut) or [`close`](Self::close) on this lender, and no item
     /// lent from it is given back from another thread.
     pub unsafe fn peek(&self) -> Result<&E, LendError> {
-        let st = self.inner.lock();
-        if st.closed {
-            return Err(LendError::Closed);
-        }
-        if st.exclusive {
-            return Err(LendError::Busy);
-        }
-        // SAFETY: no `LentMut` is out, and the caller keeps every mutable use away while the
-        // reference lives (this function's contract).
-        let ep = unsafe { &*self.inner.ep(&st) };
-        ep.as_ref().ok_or(LendError::Closed)
+        let ep = self.guard()?.ep;
+        // SAFETY: the endpoint was there and not lent exclusively under the lock; the caller
+        // keeps every mutable use, and its dropping, away while the reference lives (this
+        // function's contract).
+        Ok(unsafe { &*ep })
     }
 
     /// Lends the endpoint exclusively, as an owned guard (see the [module docs](self)).
@@ -397,10 +391,16 @@ unsafe impl<E: Send, M: Send> Send for OwnedBytes<E, M> {}
 unsafe impl<E: Send, M: Sync> Sync for OwnedBytes<E, M> {}
 
 impl<E, M: Copy> OwnedBytes<E, M> {
+    /// The bytes `recv` receives from the lent endpoint, with what describes them, owning it.
+    ///
     /// # Safety
-    /// `bytes` stay valid and unchanged as long as `holder`'s endpoint is not used again.
-    pub(crate) unsafe fn new(holder: LentMut<E>, info: M, bytes: &[u8]) -> OwnedBytes<E, M> {
-        OwnedBytes { _holder: holder, info, ptr: bytes.as_ptr(), len: bytes.len() }
+    /// The bytes stay valid and unchanged as long as the endpoint is not used again.
+    pub(crate) unsafe fn received<X>(
+        mut holder: LentMut<E>,
+        recv: impl FnOnce(&mut E) -> Result<(M, *const [u8]), X>,
+    ) -> Result<OwnedBytes<E, M>, X> {
+        let (info, bytes) = recv(&mut holder)?;
+        Ok(OwnedBytes { _holder: holder, info, ptr: bytes.cast::<u8>(), len: bytes.len() })
     }
 
     /// What describes the bytes (id, index, timestamp, length).

@@ -77,15 +77,14 @@ impl Tailer {
     /// An entry from `recv` (`try_recv_ref`, `recv_ref`, `recv_ref_timeout`) that owns the
     /// tailer lent as `this`, so it may be kept past the call, by a binding for instance.
     pub fn entry_owned<E>(
-        mut this: LentMut<Tailer>,
+        this: LentMut<Tailer>,
         recv: impl FnOnce(&mut Tailer) -> Result<EntryRef<'_>, E>,
     ) -> Result<OwnedEntryRef, E> {
-        let entry = recv(&mut this)?;
-        let (info, bytes) = (entry.info(), entry.data as *const [u8]);
+        let view = |t: &mut Tailer| recv(t).map(|e| (e.info(), e.data as *const [u8]));
         // SAFETY: an entry's bytes (in the mapped cycle file, or the tailer's decoding
         // buffer) stay valid and unchanged until the tailer's next call, which the owned
         // entry prevents by holding the tailer lent (and never using it).
-        Ok(unsafe { OwnedBytes::new(this, info, &*bytes) })
+        unsafe { OwnedBytes::received(this, view) }
     }
 }
 

@@ -95,15 +95,14 @@ impl Worker {
     /// worker lent as `this`, so it may be kept past the call, by a binding for instance.
     /// The worker stays busy with it until its next receive or `done`, as for a [`JobRef`].
     pub fn job_owned<E>(
-        mut this: LentMut<Worker>,
+        this: LentMut<Worker>,
         recv: impl FnOnce(&mut Worker) -> Result<JobRef<'_>, E>,
     ) -> Result<OwnedJobRef, E> {
-        let job = recv(&mut this)?;
-        let (info, bytes) = (JobInfo { id: job.id, len: job.data.len() }, job.data as *const [u8]);
+        let view = |w: &mut Worker| recv(w).map(|j| (JobInfo { id: j.id, len: j.data.len() }, j.data as *const [u8]));
         // SAFETY: the job's bytes are the worker's mailbox, mapped while the worker lives and
         // unchanged until its next receive or `done`, which the owned job prevents by holding
         // the worker lent (and never using it).
-        Ok(unsafe { OwnedBytes::new(this, info, &*bytes) })
+        unsafe { OwnedBytes::received(this, view) }
     }
 }
 
