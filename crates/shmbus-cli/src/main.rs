@@ -134,8 +134,9 @@ enum Command {
     /// Forward a domain's topics (and serve or mirror journals) to other hosts over Zenoh:
     /// runs the separately built `shmbus-bridge` (`shmbus bridge --help` for its options).
     Bridge(sibling::Args),
-    /// Print a domain's channels created and removed, and its participants joined and left
-    /// (a process killed by SIGKILL too), one line each as they happen; --json for scripts.
+    /// Print channels created and removed, and participants joined and left (a process
+    /// killed by SIGKILL too), in one domain or all, one line each as they happen; --json for
+    /// scripts.
     Watch(watch::Args),
     /// Show a domain's topics live in Foxglove (Open connection → Foxglove WebSocket →
     /// ws://127.0.0.1:8765): runs the separately built `shmbus-foxglove` (`shmbus foxglove

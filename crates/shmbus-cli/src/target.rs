@@ -69,15 +69,6 @@ fn channels_with_env(flag: Option<&str>, names: &[String], env: Option<&str>) ->
     Ok((domain.to_owned(), out))
 }
 
-/// The domain of a verb that works on a whole domain (`watch`): `--domain`, else
-/// `$SHMBUS_DOMAIN`; a usage error (exit 2) when neither is given.
-pub fn domain(flag: Option<&str>) -> Result<String> {
-    let env = std::env::var(DOMAIN_ENV).ok().filter(|d| !d.is_empty());
-    flag.or(env.as_deref())
-        .map(str::to_owned)
-        .ok_or_else(|| CliError::usage(format!("no domain: give --domain D, or set {DOMAIN_ENV}")))
-}
-
 /// Whether a verb can be told to wait for its channel (`--wait`), for the hint of
 /// [`missing`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! `shmbus watch`: a domain's channels created and removed, and participants joined and
-//! left, one line each as they happen (`shmbus::watch`).
+//! `shmbus watch`: a domain's (or every domain's) channels created and removed, and
+//! participants joined and left, one line each as they happen (`shmbus::watch`).
 
 use std::io::Write;
 use std::time::Duration;
@@ -8,12 +8,13 @@ use serde::Serialize;
 use shmbus::watch::DomainEvent;
 
 use crate::output::JsonLines;
-use crate::{target, Ctx, Result};
+use crate::{Ctx, Result};
 
 /// `shmbus watch [--domain D] [--json] [--count N] [--interval-ms MS]`
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The domain (default: $SHMBUS_DOMAIN).
+    /// Only this domain (default: $SHMBUS_DOMAIN, else every domain under the root, those
+    /// made later too).
     #[arg(long)]
     domain: Option<String>,
     /// One JSON object per line: event, domain, channel, kind, and role and pid for joins
@@ -45,8 +46,11 @@ struct EventJson<'a> {
 
 /// Prints the domain's events until `--count` of them, or for ever.
 pub fn run(ctx: &Ctx, a: &Args) -> Result<()> {
-    let domain = ctx.domain(&target::domain(a.domain.as_deref())?)?;
-    let mut watch = domain.watch()?;
+    let env = std::env::var(crate::DOMAIN_ENV).ok().filter(|d| !d.is_empty());
+    let mut watch = match a.domain.as_deref().or(env.as_deref()) {
+        Some(name) => ctx.domain(name)?.watch()?,
+        None => shmbus::watch::DomainWatch::all(&ctx.root)?,
+    };
     watch.set_participant_interval(Duration::from_millis(a.interval_ms));
     let mut json = JsonLines::new();
     let mut printed = 0;
@@ -54,7 +58,7 @@ pub fn run(ctx: &Ctx, a: &Args) -> Result<()> {
         let Some(event) = watch.next().transpose()? else { break };
         let mut out = std::io::stdout().lock();
         if a.json {
-            json.write(&mut out, &line(domain.name(), &event))?;
+            json.write(&mut out, &line(&event))?;
         } else {
             writeln!(out, "{event}")?;
         }
@@ -65,10 +69,10 @@ pub fn run(ctx: &Ctx, a: &Args) -> Result<()> {
     Ok(())
 }
 
-fn line<'a>(domain: &'a str, e: &'a DomainEvent) -> EventJson<'a> {
+fn line(e: &DomainEvent) -> EventJson<'_> {
     EventJson {
         event: e.what.as_str(),
-        domain,
+        domain: &e.domain,
         channel: &e.channel,
         kind: e.kind.map(|k| k.as_str()),
         role: e.role,

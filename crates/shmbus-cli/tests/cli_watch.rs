@@ -135,14 +135,38 @@ fn watch_stops_after_count_and_prints_plain_lines() {
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1, "{text}");
-    assert!(lines[0].starts_with("created queue q"), "{text}");
+    assert!(lines[0].starts_with("created queue w/q"), "{text}");
 }
 
 #[test]
-fn watch_needs_a_domain() {
+fn watch_without_a_domain_watches_them_all() {
     let r = Root::new();
-    let out = r.cmd(&["watch"]).env_remove("SHMBUS_DOMAIN").output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--domain") && err.contains("SHMBUS_DOMAIN"), "{err}");
+    r.ok(&["create", "--domain", "a", "--kind", "topic", "t0"]);
+    let mut cmd = r.cmd(&["watch", "--json"]);
+    cmd.env_remove("SHMBUS_DOMAIN");
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (tx, lines) = channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(|l| l.ok()) {
+            let _ = tx.send(serde_json::from_str::<Value>(&line).unwrap());
+        }
+    });
+    // A domain made after the watch started, until one is reported.
+    let mut i = 0;
+    let first = loop {
+        r.ok(&["create", "--domain", &format!("new{i}"), "--kind", "queue", "q"]);
+        if let Ok(v) = lines.recv_timeout(Duration::from_millis(100)) {
+            break v;
+        }
+        i += 1;
+        assert!(i < 200, "the watch reported nothing");
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        (first["event"].as_str(), first["channel"].as_str(), first["kind"].as_str()),
+        (Some("created"), Some("q"), Some("queue"))
+    );
+    assert!(first["domain"].as_str().is_some_and(|d| d.starts_with("new")), "{first}");
 }

@@ -17,13 +17,15 @@ use crate::block::{timeout_arg, SLICE};
 use crate::errors::OrRaise;
 
 /// One event of a `DomainWatch`: `event` (`"created"`, `"removed"`, `"joined"`, `"left"`),
-/// `channel`, `kind` (`"topic"`, …, None for a file that is not a readable channel), and for
+/// `domain`, `channel`, `kind` (`"topic"`, …, None for a file that is not a readable channel), and for
 /// joins and leaves `role` (`"publisher"`, …) and `pid`.
 #[pyclass(frozen, module = "shmbus", name = "DomainEvent", eq)]
 #[derive(Debug, PartialEq)]
 pub(crate) struct PyDomainEvent {
     #[pyo3(get)]
     event: &'static str,
+    #[pyo3(get)]
+    domain: String,
     #[pyo3(get)]
     channel: String,
     #[pyo3(get)]
@@ -41,6 +43,7 @@ impl From<DomainEvent> for PyDomainEvent {
             kind: e.kind.map(|k| k.as_str()),
             role: e.role,
             pid: e.process.map(|p| p.pid),
+            domain: e.domain,
             channel: e.channel,
         }
     }

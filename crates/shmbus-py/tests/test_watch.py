@@ -31,6 +31,7 @@ def test_channels_and_endpoints_come_and_go(domain):
     topic = shmbus.Topic.create_or_open(domain, "imu", max_message_len=64)
     ev = w.next(timeout=10)
     assert (ev.event, ev.channel, ev.kind, ev.role, ev.pid) == ("created", "imu", "topic", None, None)
+    assert ev.domain == domain.name
     pub = topic.publisher()
     ev = w.next(timeout=10)
     assert (ev.event, ev.channel, ev.role, ev.pid) == ("joined", "imu", "publisher", os.getpid())

@@ -1,7 +1,8 @@
 //! Discovery events: what comes and goes in a domain, as it happens.
 //!
 //! [`Domain::watch`] returns a [`DomainWatch`], a stream of [`DomainEvent`]s: a channel
-//! `created` or `removed`, a participant (an endpoint's process) `joined` or `left`. Events
+//! `created` or `removed`, a participant (an endpoint's process) `joined` or `left`;
+//! [`DomainWatch::all`] watches every domain under a root, those made later too. Events
 //! start from the moment of the call: what exists then is the watch's starting point, not
 //! reported (list it with [`DomainDir::channel_names`](crate::domain::DomainDir::channel_names)
 //! or the `admin` functions first).
@@ -74,6 +75,8 @@ impl fmt::Display for EventKind {
 pub struct DomainEvent {
     /// What happened.
     pub what: EventKind,
+    /// The domain's name.
+    pub domain: String,
     /// The channel's name.
     pub channel: String,
     /// The channel's kind (`None`: the file could not be read as a channel).
@@ -86,10 +89,10 @@ pub struct DomainEvent {
 }
 
 impl fmt::Display for DomainEvent {
-    /// `created topic imu`, `joined topic imu publisher pid 1234`.
+    /// `created topic robot1/imu`, `joined topic robot1/imu publisher pid 1234`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = self.kind.map_or("?", |k| k.as_str());
-        write!(f, "{} {} {}", self.what, kind, self.channel)?;
+        write!(f, "{} {} {}/{}", self.what, kind, self.domain, self.channel)?;
         if let Some(p) = self.process {
             write!(f, " {} pid {}", self.role.unwrap_or("?"), p.pid)?;
         }
@@ -109,13 +112,24 @@ struct Known {
     live: BTreeSet<Participant>,
 }
 
+/// What a watch looks at.
+#[derive(Debug)]
+enum Target {
+    /// One domain.
+    One(Domain),
+    /// Every domain under a root, as [`Domain::list`] finds them.
+    All(std::path::PathBuf),
+}
+
 /// A stream of a domain's [`DomainEvent`]s (see the [module docs](self)), from
-/// [`Domain::watch`]. Blocking: [`next_timeout`](Self::next_timeout), [`try_next`](Self::try_next),
-/// or the [`Iterator`], whose `next` waits as long as it takes.
+/// [`Domain::watch`], or of every domain's under a root ([`DomainWatch::all`]). Blocking:
+/// [`next_timeout`](Self::next_timeout), [`try_next`](Self::try_next), or the [`Iterator`],
+/// whose `next` waits as long as it takes.
 pub struct DomainWatch {
-    domain: Domain,
+    target: Target,
     watch: DirWatch,
-    known: BTreeMap<String, Known>,
+    /// By domain, then channel name.
+    known: BTreeMap<(String, String), Known>,
     pending: VecDeque<DomainEvent>,
     interval: Duration,
     /// Whether participants are read at all ([`DomainWatch::channels_only`]).
@@ -126,7 +140,7 @@ pub struct DomainWatch {
 
 impl fmt::Debug for DomainWatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DomainWatch").field("domain", &self.domain.name()).field("channels", &self.known.len()).finish()
+        f.debug_struct("DomainWatch").field("target", &self.target).field("channels", &self.known.len()).finish()
     }
 }
 
@@ -135,9 +149,22 @@ impl Domain {
     /// removed, participants joined and left (see [`crate::watch`]). The domain directory
     /// need not exist yet; the root must.
     pub fn watch(&self) -> Result<DomainWatch, OpenError> {
-        let watch = DirWatch::new().map_err(|e| OpenError::io(self.root(), e))?;
+        DomainWatch::start(Target::One(self.clone()))
+    }
+}
+
+impl DomainWatch {
+    /// [`Domain::watch`] for every domain under `root` (the trust policy of
+    /// `SHMBUS_TRUST`, as [`Domain::list`]), those made later included.
+    pub fn all(root: impl Into<std::path::PathBuf>) -> Result<DomainWatch, OpenError> {
+        DomainWatch::start(Target::All(root.into()))
+    }
+
+    fn start(target: Target) -> Result<DomainWatch, OpenError> {
+        let root = target.root().to_path_buf();
+        let watch = DirWatch::new().map_err(|e| OpenError::io(&root, e))?;
         let mut w = DomainWatch {
-            domain: self.clone(),
+            target,
             watch,
             known: BTreeMap::new(),
             pending: VecDeque::new(),
@@ -149,6 +176,15 @@ impl Domain {
         w.look()?;
         w.pending.clear();
         Ok(w)
+    }
+}
+
+impl Target {
+    fn root(&self) -> &std::path::Path {
+        match self {
+            Target::One(d) => d.root(),
+            Target::All(root) => root,
+        }
     }
 }
 
@@ -174,7 +210,7 @@ impl DomainWatch {
     pub fn try_next(&mut self) -> Result<Option<DomainEvent>, OpenError> {
         if self.pending.is_empty() {
             // What is queued on the descriptor is covered by the look that follows.
-            self.watch.drain().map_err(|e| OpenError::io(self.domain.root(), e))?;
+            self.watch.drain().map_err(|e| OpenError::io(self.target.root(), e))?;
             self.look()?;
         }
         Ok(self.pending.pop_front())
@@ -208,7 +244,7 @@ impl DomainWatch {
             };
             if !due.is_zero() {
                 let nap = left.min(due).min(Duration::from_secs(3600));
-                self.watch.wait(nap).map_err(|e| OpenError::io(self.domain.root(), e))?;
+                self.watch.wait(nap).map_err(|e| OpenError::io(self.target.root(), e))?;
             }
             self.look()?;
         }
@@ -217,47 +253,55 @@ impl DomainWatch {
     /// One look at the domain: adds the watches (before reading, so that nothing made in
     /// between is missed) and queues what changed since the last look.
     fn look(&mut self) -> Result<(), OpenError> {
-        let root = self.domain.root().to_path_buf();
+        let root = self.target.root().to_path_buf();
         let root_fd = fs::open_dir(&root).map_err(|e| OpenError::io(&root, e))?;
         self.watch.add(root_fd.as_fd()).map_err(|e| OpenError::io(&root, e))?;
-        let mut now: BTreeMap<String, Known> = BTreeMap::new();
-        match self.domain.open_dir() {
-            Ok(dir) => {
-                self.watch.add(dir.fd()).map_err(|e| OpenError::io(dir.path(), e))?;
-                let names = dir.channel_names().map_err(|e| OpenError::io(dir.path(), e))?;
-                for name in names {
-                    let known = match admin::inspect_in(&dir, &name) {
-                        Ok(r) => Known {
-                            kind: Some(r.header.kind),
-                            creator: Some(r.header.creator),
-                            live: match self.participants {
-                                true => r.live.iter().map(|p| (p.index, p.process, p.role)).collect(),
-                                false => BTreeSet::new(),
-                            },
+        let domains = match &self.target {
+            Target::One(d) => vec![d.clone()],
+            Target::All(root) => Domain::list(root).map_err(|e| OpenError::io(root, e))?,
+        };
+        let mut now: BTreeMap<(String, String), Known> = BTreeMap::new();
+        for domain in &domains {
+            let dir = match domain.open_dir() {
+                Ok(dir) => dir,
+                Err(OpenError::NotFound { .. }) => continue,
+                // One domain that cannot be read (another user's, a symlink) does not stop a
+                // watch of them all.
+                Err(_) if matches!(self.target, Target::All(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            self.watch.add(dir.fd()).map_err(|e| OpenError::io(dir.path(), e))?;
+            let names = dir.channel_names().map_err(|e| OpenError::io(dir.path(), e))?;
+            for name in names {
+                let known = match admin::inspect_in(&dir, &name) {
+                    Ok(r) => Known {
+                        kind: Some(r.header.kind),
+                        creator: Some(r.header.creator),
+                        live: match self.participants {
+                            true => r.live.iter().map(|p| (p.index, p.process, p.role)).collect(),
+                            false => BTreeSet::new(),
                         },
-                        Err(OpenError::NotFound { .. }) => continue, // removed meanwhile
-                        Err(_) => Known { kind: None, creator: None, live: BTreeSet::new() },
-                    };
-                    now.insert(name, known);
-                }
+                    },
+                    Err(OpenError::NotFound { .. }) => continue, // removed meanwhile
+                    Err(_) => Known { kind: None, creator: None, live: BTreeSet::new() },
+                };
+                now.insert((domain.name().to_owned(), name), known);
             }
-            Err(OpenError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
         }
         self.looked = Instant::now();
         let old = std::mem::take(&mut self.known);
-        for (name, was) in &old {
-            match now.get(name) {
-                Some(is) if is.creator == was.creator && is.kind == was.kind => self.participants(name, was, is),
-                _ => self.gone(name, was),
+        for (key, was) in &old {
+            match now.get(key) {
+                Some(is) if is.creator == was.creator && is.kind == was.kind => self.participants(key, was, is),
+                _ => self.gone(key, was),
             }
         }
-        for (name, is) in &now {
-            let same = old.get(name).is_some_and(|was| was.creator == is.creator && was.kind == is.kind);
+        for (key, is) in &now {
+            let same = old.get(key).is_some_and(|was| was.creator == is.creator && was.kind == is.kind);
             if !same {
-                self.push(EventKind::Created, name, is.kind, None);
+                self.push(EventKind::Created, key, is.kind, None);
                 let empty = Known { kind: is.kind, creator: is.creator, live: BTreeSet::new() };
-                self.participants(name, &empty, is);
+                self.participants(key, &empty, is);
             }
         }
         self.known = now;
@@ -265,28 +309,35 @@ impl DomainWatch {
     }
 
     /// A channel gone: its participants leave, then it is removed.
-    fn gone(&mut self, name: &str, was: &Known) {
+    fn gone(&mut self, key: &(String, String), was: &Known) {
         for p in &was.live {
-            self.push(EventKind::Left, name, was.kind, Some(*p));
+            self.push(EventKind::Left, key, was.kind, Some(*p));
         }
-        self.push(EventKind::Removed, name, was.kind, None);
+        self.push(EventKind::Removed, key, was.kind, None);
     }
 
     /// The joins and leaves between two looks at one channel.
-    fn participants(&mut self, name: &str, was: &Known, is: &Known) {
+    fn participants(&mut self, key: &(String, String), was: &Known, is: &Known) {
         for p in was.live.difference(&is.live) {
-            self.push(EventKind::Left, name, is.kind, Some(*p));
+            self.push(EventKind::Left, key, is.kind, Some(*p));
         }
         for p in is.live.difference(&was.live) {
-            self.push(EventKind::Joined, name, is.kind, Some(*p));
+            self.push(EventKind::Joined, key, is.kind, Some(*p));
         }
     }
 
-    fn push(&mut self, what: EventKind, channel: &str, kind: Option<Kind>, p: Option<Participant>) {
+    fn push(
+        &mut self,
+        what: EventKind,
+        (domain, channel): &(String, String),
+        kind: Option<Kind>,
+        p: Option<Participant>,
+    ) {
         let role = p.and_then(|(_, _, role)| kind.and_then(|k| admin::role_name(k, role)));
         self.pending.push_back(DomainEvent {
             what,
-            channel: channel.to_owned(),
+            domain: domain.clone(),
+            channel: channel.clone(),
             kind,
             role,
             process: p.map(|(_, process, _)| process),

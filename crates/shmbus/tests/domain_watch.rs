@@ -55,7 +55,8 @@ fn a_channel_and_its_endpoints_come_and_go() {
     let e = next(&mut w);
     assert_eq!((e.what, e.channel.as_str(), e.role), (EventKind::Joined, "imu", Some("publisher")));
     assert_eq!(e.process.unwrap().pid, std::process::id());
-    assert_eq!(e.to_string(), format!("joined topic imu publisher pid {}", std::process::id()));
+    assert_eq!(e.to_string(), format!("joined topic w/imu publisher pid {}", std::process::id()));
+    assert_eq!(e.domain, "w");
 
     drop(publisher);
     let e = next(&mut w);
@@ -139,4 +140,17 @@ fn a_channels_only_watch_reports_no_participants() {
     assert_eq!(w.next_timeout(Duration::from_millis(300)).unwrap(), None, "no join reported");
     d.open_dir().unwrap().remove_file("t").unwrap();
     assert_eq!(next(&mut w).what, EventKind::Removed);
+}
+
+#[test]
+fn a_watch_of_every_domain_sees_a_new_one() {
+    let s = Scratch::new("watch-all");
+    let _a = Topic::create_or_open(&s.domain("a"), "t", &TopicConfig::default()).unwrap();
+    let mut w = DomainWatch::all(s.path()).unwrap();
+    let _b = Queue::create_or_open(&s.domain("b"), "q", &QueueConfig::default()).unwrap();
+    let e = next(&mut w);
+    assert_eq!((e.what, e.domain.as_str(), e.channel.as_str()), (EventKind::Created, "b", "q"));
+    let _p = _a.publisher().unwrap();
+    let e = next(&mut w);
+    assert_eq!((e.what, e.domain.as_str(), e.channel.as_str()), (EventKind::Joined, "a", "t"));
 }
