@@ -8,7 +8,7 @@ use std::ffi::c_char;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
-use shmbus::lend::{LentMut, LentRef};
+use shmbus::lend::LendOr;
 use shmbus::{Domain, WaitPolicy};
 
 use crate::domain::shmbus_domain;
@@ -256,36 +256,23 @@ macro_rules! lent_item {
 }
 pub(crate) use lent_item;
 
-/// Lends the endpoint behind `owner` exclusively to `make`, which makes an owned item of it
-/// (a loan, a stream record), into `*out` (checked first).
+/// An owned item made by `make` from the lender behind `owner` (a loan, a sample, a record:
+/// the core's `*_owned` constructors), into `*out` (checked first).
 ///
 /// # Safety
 /// `owner` as [`get`]; `out` NULL or valid for a write.
-pub(crate) unsafe fn lend_mut_out<W: Wrapper, T: LentItem>(
+pub(crate) unsafe fn lend_out<W: Wrapper, T: LentItem, X: Into<Error>>(
     owner: *const W,
     out: *mut *mut T,
-    make: impl FnOnce(LentMut<W::Inner>) -> Result<T::Item, Error>,
+    make: impl FnOnce(&Handle<W::Inner>) -> Result<T::Item, LendOr<X>>,
 ) -> shmbus_status {
     guard(|| {
         out_arg(out)?;
         // SAFETY: per the caller's contract.
-        unsafe { lent_into_c(out, T::wrap(make(lend_mut(owner)?)?)) }
-    })
-}
-
-/// [`lend_mut_out`] for items that borrow the owner shared (topic samples).
-///
-/// # Safety
-/// As [`lend_mut_out`].
-pub(crate) unsafe fn lend_out<W: Wrapper, T: LentItem>(
-    owner: *const W,
-    out: *mut *mut T,
-    make: impl FnOnce(LentRef<W::Inner>) -> Result<T::Item, Error>,
-) -> shmbus_status {
-    guard(|| {
-        out_arg(out)?;
-        // SAFETY: per the caller's contract.
-        unsafe { lent_into_c(out, T::wrap(make(lend_ref(owner)?)?)) }
+        unsafe {
+            let item = make(get(owner)?).map_err(lend_failed::<W, X>)?;
+            lent_into_c(out, T::wrap(item))
+        }
     })
 }
 

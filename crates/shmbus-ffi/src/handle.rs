@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::ptr::NonNull;
 use std::time::Duration;
 
-use shmbus::lend::{LendError, Lender, LentMut, LentRef};
+use shmbus::lend::{LendError, LendOr, Lender};
 
 use crate::status::*;
 
@@ -121,22 +121,12 @@ where
     }
 }
 
-/// Lends the endpoint behind `p` exclusively, as an owned guard (items made from it keep it).
-///
-/// # Safety
-/// As [`get`].
-pub(crate) unsafe fn lend_mut<W: Wrapper>(p: *const W) -> Result<LentMut<W::Inner>, Error> {
-    // SAFETY: forwarded.
-    unsafe { get(p) }?.lend_mut().map_err(refused::<W>)
-}
-
-/// Lends the endpoint behind `p` shared (topic samples).
-///
-/// # Safety
-/// As [`get`].
-pub(crate) unsafe fn lend_ref<W: Wrapper>(p: *const W) -> Result<LentRef<W::Inner>, Error> {
-    // SAFETY: forwarded.
-    unsafe { get(p) }?.lend_ref().map_err(refused::<W>)
+/// A failure to make an owned item from the lender of a `W`, in C's terms.
+pub(crate) fn lend_failed<W: Wrapper, X: Into<Error>>(e: LendOr<X>) -> Error {
+    match e {
+        LendOr::Refused(r) => refused::<W>(r),
+        LendOr::Failed(x) => x.into(),
+    }
 }
 
 /// Checks an output pointer before the work whose result it receives.

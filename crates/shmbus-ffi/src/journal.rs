@@ -472,7 +472,7 @@ pub unsafe extern "C" fn shmbus_appender_loan(
     out: *mut *mut shmbus_journal_loan,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { lend_mut_out(appender, out, |a| Ok(Appender::loan_owned(a, len)?)) }
+    unsafe { lend_out(appender, out, |a| Appender::loan_owned(a, len)) }
 }
 
 /// The loan's memory: `*data` (writable) and `*len` (the entry's length).

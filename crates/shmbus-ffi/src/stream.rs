@@ -345,7 +345,7 @@ unsafe fn loan(
 ) -> shmbus_status {
     // SAFETY: per the caller's contract.
     unsafe {
-        lend_mut_out(writer, out, |w| {
+        lend_out(writer, out, |w| {
             StreamWriter::loan_owned(w, |w| by_wait!(wait, w.try_loan(len) | loan | loan_timeout))
         })
     }
@@ -595,7 +595,7 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_into_timeout(
 unsafe fn recv_ref(reader: *mut shmbus_stream_reader, out: *mut *mut shmbus_record, wait: Wait) -> shmbus_status {
     // SAFETY: per the caller's contract.
     unsafe {
-        lend_mut_out(reader, out, |r| {
+        lend_out(reader, out, |r| {
             StreamReader::record_owned(r, |r| by_wait!(wait, r.try_recv_ref() | recv_ref | recv_ref_timeout))
         })
     }

@@ -505,7 +505,7 @@ pub unsafe extern "C" fn shmbus_publisher_loan(
     out: *mut *mut shmbus_loan,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { lend_mut_out(publisher, out, |p| Ok(Publisher::loan_owned(p)?)) }
+    unsafe { lend_out(publisher, out, Publisher::loan_owned) }
 }
 
 /// The loan's memory: `*data` (writable) and `*capacity` (the topic's largest message).
@@ -954,7 +954,7 @@ pub unsafe extern "C" fn shmbus_subscriber_get_ref(
     out: *mut *mut shmbus_sample,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { lend_out(subscriber, out, |s| Subscriber::sample_owned(s, |sub| Ok(sub.get_ref(seq)?))) }
+    unsafe { lend_out(subscriber, out, |s| Subscriber::sample_owned(s, |sub| sub.get_ref(seq))) }
 }
 
 /// Sets how the subscriber's blocking receives wait: busy-poll `spin_ns` nanoseconds before

@@ -20,7 +20,8 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::task::Waker;
 
-use shmbus::lend::{Guard, LendError, Lender, LentMut, LentRef};
+use shmbus::lend::{Guard, LendError, LendOr, Lender};
+use shmbus::Failure;
 
 use crate::errors::Fail;
 
@@ -66,14 +67,15 @@ impl<T: Send + 'static> Cell<T> {
         self.lender.with_ref(f).map_err(|e| self.refused(e))
     }
 
-    /// Lends the endpoint exclusively to `f`, which makes an owned item of it.
-    pub(crate) fn lend_mut<I>(&self, f: impl FnOnce(LentMut<T>) -> Result<I, Fail>) -> Result<I, Fail> {
-        f(self.lender.lend_mut().map_err(|e| self.refused(e))?)
-    }
-
-    /// Lends the endpoint shared to `f`, which makes an owned item of it.
-    pub(crate) fn lend_ref<I>(&self, f: impl FnOnce(LentRef<T>) -> Result<I, Fail>) -> Result<I, Fail> {
-        f(self.lender.lend_ref().map_err(|e| self.refused(e))?)
+    /// An owned item that `f` makes from the endpoint's lender with one of the core's
+    /// `*_owned` constructors (a loan, sample, record, job or entry): the receive or loan runs
+    /// under the lender's mutex, so other threads' calls wait for it, and are refused with
+    /// `Busy` only while the item is held.
+    pub(crate) fn owned<I, X: Failure>(&self, f: impl FnOnce(&Lender<T>) -> Result<I, LendOr<X>>) -> Result<I, Fail> {
+        f(&self.lender).map_err(|e| match e {
+            LendOr::Refused(r) => self.refused(r),
+            LendOr::Failed(x) => Fail::of(x),
+        })
     }
 
     /// Locks the endpoint for a `&T` use spanning several calls (the WaitSet).

@@ -213,7 +213,7 @@ impl PyAppender {
     /// buffer. `send()` publishes it; dropped unsent, the entry is abandoned (readers skip
     /// it).
     fn loan(slf: Bound<'_, Self>, len: usize) -> PyResult<PyJournalLoan> {
-        let mut lent = slf.get().cell.lend_mut(|a| Appender::loan_owned(a, len).or_raise())?;
+        let mut lent = slf.get().cell.owned(|a| Appender::loan_owned(a, len))?;
         // Written through the exported buffer only, until sent after every view is gone.
         let (ptr, n, index) = (lent.as_mut_ptr(), lent.len(), lent.index());
         Ok(PyJournalLoan { held: Held::new(slf.unbind(), lent, ptr, n, true, LOAN), index })
@@ -287,14 +287,14 @@ closing_pymethods! {
 impl PyTailer {
     /// The next entry without waiting: `Empty` if there is none yet.
     fn try_recv(&self, py: Python<'_>) -> PyResult<PyEntry> {
-        let lent = self.cell.lend_mut(|t| Tailer::entry_owned(t, Tailer::try_recv_ref).or_raise())?;
+        let lent = self.cell.owned(|t| Tailer::entry_owned(t, Tailer::try_recv_ref))?;
         self.copied(py, lent)
     }
 
     /// The next entry, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyEntry> {
-        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.lend_mut(|t| Tailer::entry_owned(t, |t| t.recv_ref_timeout(d)).or_raise()))?;
+        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.owned(|t| Tailer::entry_owned(t, |t| t.recv_ref_timeout(d))))?;
         self.copied(py, lent)
     }
 
@@ -350,7 +350,7 @@ impl PyTailer {
     /// journal's memory, or the tailer's buffer for a compressed or encrypted entry). The
     /// tailer refuses other calls (`Busy`) while it lives.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyEntryRef> {
-        let lent = slf.get().cell.lend_mut(|t| Tailer::entry_owned(t, Tailer::try_recv_ref).or_raise())?;
+        let lent = slf.get().cell.owned(|t| Tailer::entry_owned(t, Tailer::try_recv_ref))?;
         Ok(PyEntryRef::new(slf.unbind(), lent))
     }
 
@@ -359,7 +359,7 @@ impl PyTailer {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyEntryRef> {
         let this = slf.get();
         let lent =
-            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|t| Tailer::entry_owned(t, |t| t.recv_ref_timeout(d)).or_raise()))?;
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.owned(|t| Tailer::entry_owned(t, |t| t.recv_ref_timeout(d))))?;
         Ok(PyEntryRef::new(slf.unbind(), lent))
     }
 

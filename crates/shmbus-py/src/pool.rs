@@ -193,7 +193,7 @@ impl PyWorker {
     /// The next job without waiting: `Empty` if there is none (the worker is then idle),
     /// `Disconnected` if the dispatcher is gone.
     fn try_recv(slf: Bound<'_, Self>) -> PyResult<PyJob> {
-        let lent = slf.get().cell.lend_mut(|w| Worker::job_owned(w, Worker::try_recv_ref).or_raise())?;
+        let lent = slf.get().cell.owned(|w| Worker::job_owned(w, Worker::try_recv_ref))?;
         PyJob::copied(slf, lent)
     }
 
@@ -202,7 +202,7 @@ impl PyWorker {
     fn recv(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyJob> {
         let this = slf.get();
         let lent =
-            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| Worker::job_owned(w, |w| w.recv_ref_timeout(d)).or_raise()))?;
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.owned(|w| Worker::job_owned(w, |w| w.recv_ref_timeout(d))))?;
         PyJob::copied(slf, lent)
     }
 
@@ -257,7 +257,7 @@ impl PyWorker {
     /// The next job in place, without waiting: a `JobRef` (a read-only buffer over the
     /// mailbox). The worker refuses other calls (`Busy`) while it lives.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyJobRef> {
-        let lent = slf.get().cell.lend_mut(|w| Worker::job_owned(w, Worker::try_recv_ref).or_raise())?;
+        let lent = slf.get().cell.owned(|w| Worker::job_owned(w, Worker::try_recv_ref))?;
         Ok(PyJobRef::new(slf.unbind(), lent))
     }
 
@@ -266,7 +266,7 @@ impl PyWorker {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyJobRef> {
         let this = slf.get();
         let lent =
-            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|w| Worker::job_owned(w, |w| w.recv_ref_timeout(d)).or_raise()))?;
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.owned(|w| Worker::job_owned(w, |w| w.recv_ref_timeout(d))))?;
         Ok(PyJobRef::new(slf.unbind(), lent))
     }
 

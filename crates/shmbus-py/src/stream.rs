@@ -140,9 +140,9 @@ impl PyStreamWriter {
         let this = slf.get();
         let timeout = timeout_arg(timeout)?;
         let mut lent = if timeout == Some(std::time::Duration::ZERO) {
-            this.cell.lend_mut(|w| StreamWriter::loan_owned(w, |w| w.try_loan(len)).or_raise())?
+            this.cell.owned(|w| StreamWriter::loan_owned(w, |w| w.try_loan(len)))?
         } else {
-            blocking(slf.py(), timeout, |d| this.cell.lend_mut(|w| StreamWriter::loan_owned(w, |w| w.loan_timeout(len, d)).or_raise()))?
+            blocking(slf.py(), timeout, |d| this.cell.owned(|w| StreamWriter::loan_owned(w, |w| w.loan_timeout(len, d))))?
         };
         // The bytes are written through the exported buffer only; the `Loan` is next used
         // when sent, after every view is gone.
@@ -240,14 +240,14 @@ impl PyStreamReader {
     /// The next record without waiting: `Empty` if there is none, `Disconnected` if the
     /// writer is gone and everything was read.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let lent = self.cell.lend_mut(|r| StreamReader::record_owned(r, StreamReader::try_recv_ref).or_raise())?;
+        let lent = self.cell.owned(|r| StreamReader::record_owned(r, StreamReader::try_recv_ref))?;
         self.copied(py, lent)
     }
 
     /// The next record, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
-        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.lend_mut(|r| StreamReader::record_owned(r, |r| r.recv_ref_timeout(d)).or_raise()))?;
+        let lent = blocking(py, timeout_arg(timeout)?, |d| self.cell.owned(|r| StreamReader::record_owned(r, |r| r.recv_ref_timeout(d))))?;
         self.copied(py, lent)
     }
 
@@ -305,7 +305,7 @@ impl PyStreamReader {
     /// `consume()` it, else it is read again. The reader refuses other calls (`Busy`) while
     /// it lives.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PyRecord> {
-        let lent = slf.get().cell.lend_mut(|r| StreamReader::record_owned(r, StreamReader::try_recv_ref).or_raise())?;
+        let lent = slf.get().cell.owned(|r| StreamReader::record_owned(r, StreamReader::try_recv_ref))?;
         Ok(PyRecord::new(slf.unbind(), lent))
     }
 
@@ -314,7 +314,7 @@ impl PyStreamReader {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyRecord> {
         let this = slf.get();
         let lent =
-            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.lend_mut(|r| StreamReader::record_owned(r, |r| r.recv_ref_timeout(d)).or_raise()))?;
+            blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.owned(|r| StreamReader::record_owned(r, |r| r.recv_ref_timeout(d))))?;
         Ok(PyRecord::new(slf.unbind(), lent))
     }
 

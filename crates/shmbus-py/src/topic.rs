@@ -4,7 +4,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use shmbus::lend::LentRef;
+use shmbus::lend::{LendOr, Lender};
 use shmbus::r#async::AsyncRecv;
 use shmbus::topic::{Message, OwnedLoan, OwnedSample, Sample};
 use shmbus::{DeliveryPolicy, ErrorKind, Failure, Publisher, Subscriber, Topic, TopicConfig, TopicRecvTimeoutError};
@@ -26,25 +26,25 @@ fn send_fail<E: Failure>(e: E) -> Fail {
     Fail::of(e).narrowed("Full", "TopicFull")
 }
 
-/// A sample from `recv`, owning the subscriber lent as `sub`, or `None` when the subscriber
+/// A sample from `recv`, owning the subscriber of `sub`, or `None` when the subscriber
 /// holds every pin its budget allows (the caller then copies without one).
 fn pinned<E: Failure>(
-    sub: LentRef<Subscriber>,
+    sub: &Lender<Subscriber>,
     recv: impl FnOnce(&Subscriber) -> Result<Sample<'_>, E>,
-) -> Result<Option<OwnedSample>, Fail> {
+) -> Result<Option<OwnedSample>, LendOr<E>> {
     match Subscriber::sample_owned(sub, recv) {
         Ok(sample) => Ok(Some(sample)),
-        Err(e) if e.kind() == ErrorKind::PinLimit => Ok(None),
-        Err(e) => Err(Fail::of(e)),
+        Err(LendOr::Failed(e)) if e.kind() == ErrorKind::PinLimit => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
-/// A sample from `recv` owning the subscriber lent as `sub`, boxed (see [`PySample`]).
+/// A sample from `recv` owning the subscriber of `sub`, boxed (see [`PySample`]).
 fn owned_sample<E: Failure>(
-    sub: LentRef<Subscriber>,
+    sub: &Lender<Subscriber>,
     recv: impl FnOnce(&Subscriber) -> Result<Sample<'_>, E>,
-) -> Result<Box<OwnedSample>, Fail> {
-    Subscriber::sample_owned(sub, recv).map(Box::new).map_err(Fail::of)
+) -> Result<Box<OwnedSample>, LendOr<E>> {
+    Subscriber::sample_owned(sub, recv).map(Box::new)
 }
 
 /// A topic: the mapping every endpoint of it shares. Make one with `Topic.create_or_open`
@@ -219,7 +219,7 @@ impl PyPublisher {
         let this = slf.get();
         // Boxed: a loan of a small topic holds its buffer itself, and `held` keeps a pointer to it.
         let mut lent = slf.py().detach(|| {
-            this.cell.lend_mut(|p| Publisher::loan_owned(p).map(Box::new).map_err(send_fail))
+            this.cell.owned(|p| Publisher::loan_owned(p).map(Box::new)).map_err(|f| f.narrowed("Full", "TopicFull"))
         })?;
         // The loan's bytes are written through the exported buffer only (`Loan` itself is
         // not touched until it is sent, after every view is gone).
@@ -320,7 +320,7 @@ impl PySubscriber {
         copy: impl FnOnce(&Subscriber) -> Result<Message, E>,
     ) -> PyResult<PyMessage> {
         if self.one_copy {
-            let lent = self.cell.lend_ref(|s| pinned(s, pin))?;
+            let lent = self.cell.owned(|s| pinned(s, pin))?;
             if let Some(m) = self.copied(py, lent)? {
                 return Ok(m);
             }
@@ -331,7 +331,7 @@ impl PySubscriber {
 
     /// The next message through a pinned sample, without waiting (see [`Self::copied`]).
     fn try_copied(&self, py: Python<'_>) -> PyResult<Option<PyMessage>> {
-        let lent = self.cell.lend_ref(|s| pinned(s, Subscriber::try_recv_ref))?;
+        let lent = self.cell.owned(|s| pinned(s, Subscriber::try_recv_ref))?;
         self.copied(py, lent)
     }
 }
@@ -351,7 +351,7 @@ impl PySubscriber {
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyMessage> {
         if self.one_copy {
             let lent = blocking(py, timeout_arg(timeout)?, |d| {
-                self.cell.lend_ref(|s| pinned(s, |s| s.recv_ref_timeout(d)))
+                self.cell.owned(|s| pinned(s, |s| s.recv_ref_timeout(d)))
             })?;
             if let Some(m) = self.copied(py, lent)? {
                 return Ok(m);
@@ -422,7 +422,7 @@ impl PySubscriber {
 
     /// The next message, zero-copy and without waiting: a `Sample` pinning its slot.
     fn try_recv_ref(slf: Bound<'_, Self>) -> PyResult<PySample> {
-        let lent = slf.get().cell.lend_ref(|s| owned_sample(s, Subscriber::try_recv_ref))?;
+        let lent = slf.get().cell.owned(|s| owned_sample(s, Subscriber::try_recv_ref))?;
         Ok(PySample::new(slf.unbind(), lent))
     }
 
@@ -431,7 +431,7 @@ impl PySubscriber {
     fn recv_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PySample> {
         let this = slf.get();
         let lent = blocking(slf.py(), timeout_arg(timeout)?, |d| {
-            this.cell.lend_ref(|s| owned_sample(s, |s| s.recv_ref_timeout(d)))
+            this.cell.owned(|s| owned_sample(s, |s| s.recv_ref_timeout(d)))
         })?;
         Ok(PySample::new(slf.unbind(), lent))
     }

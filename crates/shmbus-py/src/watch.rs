@@ -7,6 +7,7 @@
 //! that returns it (`try_next`), so a cancelled await loses nothing.
 
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use pyo3::prelude::*;
 use shmbus::watch::{DomainEvent, DomainWatch};
 
 use crate::block::{timeout_arg, SLICE};
-use crate::errors::OrRaise;
+use crate::errors::{Fail, OrRaise};
 
 /// One event of a `DomainWatch`: `event` (`"created"`, `"removed"`, `"joined"`, `"left"`),
 /// `domain`, `channel`, `kind` (`"topic"`, …, None for a file that is not a readable channel), and for
@@ -67,11 +68,14 @@ impl PyDomainEvent {
 #[derive(Debug)]
 pub(crate) struct PyDomainWatch {
     inner: Mutex<DomainWatch>,
+    /// An async await is waiting on the watch's descriptor (one at a time: the event loop
+    /// keeps one reader per descriptor).
+    awaited: AtomicBool,
 }
 
 impl PyDomainWatch {
     pub(crate) fn new(watch: DomainWatch) -> PyDomainWatch {
-        PyDomainWatch { inner: Mutex::new(watch) }
+        PyDomainWatch { inner: Mutex::new(watch), awaited: AtomicBool::new(false) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DomainWatch> {
@@ -118,6 +122,21 @@ impl PyDomainWatch {
     /// watched.
     fn _due(&self) -> Option<f64> {
         self.lock().participants_due().map(|d| d.as_secs_f64())
+    }
+
+    /// Claims the watch for one async await (`Busy` if another is waiting on it).
+    fn _claim(&self) -> PyResult<()> {
+        if self.awaited.swap(true, Ordering::AcqRel) {
+            return Err(
+                Fail::new("Busy", "another coroutine is already awaiting this watch; make a watch per task").into()
+            );
+        }
+        Ok(())
+    }
+
+    /// Lets go of the claim of `_claim`.
+    fn _release(&self) {
+        self.awaited.store(false, Ordering::Release);
     }
 
     /// The next event, awaited without a thread waiting: `timeout` in seconds (None: for

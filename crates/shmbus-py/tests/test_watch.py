@@ -108,5 +108,14 @@ def test_async_for_and_next_async(domain):
             await task
         ev = await w.next_async(timeout=10)
         assert (ev.event, ev.role) == ("left", "consumer")
+        # One await at a time per watch: a second one is refused, not left hanging.
+        first = asyncio.ensure_future(w.next_async())
+        await asyncio.sleep(0)
+        with pytest.raises(shmbus.Busy):
+            await w.next_async(timeout=1)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert await w.next_async(timeout=0.05) is None
 
     asyncio.run(main())

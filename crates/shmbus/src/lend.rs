@@ -13,9 +13,12 @@
 //!   alive and gives it back when dropped. While it lives every other use of the endpoint is
 //!   refused with [`LendError::Busy`] (not waited for: a binding's user holding a loan in one
 //!   place and receiving in another has a bug to be told about, not a deadlock).
-//!   Each kind makes its owned items from it (`Publisher::loan_owned`,
-//!   `StreamReader::recv_ref_owned`, ...): the same item types, holding the guard in place of
-//!   the borrow, so nothing has its lifetime erased;
+//!   Each kind makes its owned items from a lender (`Publisher::loan_owned`,
+//!   `StreamReader::record_owned`, ...) with [`Lender::lend_mut_after`]: the receive (or
+//!   loan) runs under the mutex, as any call does, so another thread's call waits for it
+//!   instead of failing, and only an item it returns lends the endpoint. The items are the
+//!   same types as the borrowed ones, holding the guard in place of the borrow, so nothing
+//!   has its lifetime erased;
 //! * [`Lender::lend_ref`] gives a [`LentRef`]: shared, owned access for items that borrow the
 //!   endpoint shared (topic samples). Any number may live, and calls by shared reference go
 //!   on; [`LentRef::with`] reaches the endpoint under the mutex, since it is not `Sync`;
@@ -31,7 +34,7 @@
 //! let topic = Topic::create_or_open(&domain, "frames", &TopicConfig::default().max_message_len(64))?;
 //! let subscriber = topic.subscriber()?;
 //! let lender = Lender::new(topic.publisher()?);
-//! let mut loan = Publisher::loan_owned(lender.lend_mut()?)?; // 'static: keep it anywhere
+//! let mut loan = Publisher::loan_owned(&lender)?; // 'static: keep it anywhere
 //! loan[..5].copy_from_slice(b"hello");
 //! loan.truncate(5);
 //! assert_eq!(lender.with(|p| p.max_message_len()), Err(LendError::Busy));
@@ -82,6 +85,56 @@ impl Failure for LendError {
             LendError::Busy => ErrorKind::Busy,
             LendError::Closed => ErrorKind::Closed,
         }
+    }
+}
+
+/// Why making an owned item from a [`Lender`] failed: the lender refused, or the call that
+/// makes the item (a receive, a loan) failed with `E`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LendOr<E> {
+    /// The lender refused (an item still held, or closed).
+    Refused(LendError),
+    /// The receive or loan failed.
+    Failed(E),
+}
+
+impl<E: fmt::Display> fmt::Display for LendOr<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LendOr::Refused(e) => e.fmt(f),
+            LendOr::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for LendOr<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LendOr::Refused(e) => Some(e),
+            LendOr::Failed(e) => Some(e),
+        }
+    }
+}
+
+impl<E: Failure + 'static> Failure for LendOr<E> {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            LendOr::Refused(e) => e.kind(),
+            LendOr::Failed(e) => e.kind(),
+        }
+    }
+
+    fn value(&self) -> Option<u64> {
+        match self {
+            LendOr::Refused(_) => None,
+            LendOr::Failed(e) => e.value(),
+        }
+    }
+}
+
+impl<E> From<LendError> for LendOr<E> {
+    fn from(e: LendError) -> Self {
+        LendOr::Refused(e)
     }
 }
 
@@ -193,9 +246,9 @@ impl<E> Lender<E> {
     /// [`LendError::Busy`] while an exclusive item is lent.
     ///
     /// # Safety
-    /// Until the reference is dropped, nothing calls [`with`](Self::with),
-    /// [`lend_mut`](Self::lend_mut) or [`close`](Self::close) on this lender, and no item
-    /// lent from it is given back from another thread.
+    /// Until the reference is dropped, no other thread uses this lender or an item lent from
+    /// it, and this thread makes no mutable use of it ([`with`](Self::with),
+    /// [`lend_mut`](Self::lend_mut), [`close`](Self::close)).
     pub unsafe fn peek(&self) -> Result<&E, LendError> {
         let ep = self.guard()?.ep;
         // SAFETY: the endpoint was there and not lent exclusively under the lock; the caller
@@ -218,6 +271,45 @@ impl<E> Lender<E> {
         let ep: *mut E = ep.as_mut().ok_or(LendError::Closed)?;
         st.exclusive = true;
         Ok(LentMut { ep, owner: self.clone() })
+    }
+
+    /// Runs `f` on the endpoint with the mutex held, as [`with`](Self::with) does, and if it
+    /// succeeds lends the endpoint exclusively before letting the mutex go: how an owned item
+    /// is made (a receive that returns what it found, then the item built from it and the
+    /// guard). Another thread's call meanwhile waits for the mutex; it is refused only once
+    /// an item is out. What `f` returns (`P`) cannot borrow the endpoint.
+    pub fn lend_mut_after<P, X>(&self, f: impl FnOnce(&mut E) -> Result<P, X>) -> Result<(LentMut<E>, P), LendOr<X>> {
+        let mut st = self.inner.lock();
+        if st.closed {
+            return Err(LendError::Closed.into());
+        }
+        if st.exclusive || st.shared > 0 {
+            return Err(LendError::Busy.into());
+        }
+        // SAFETY: locked, nothing lent: this is the only reference until the guard is made.
+        let ep = unsafe { &mut *self.inner.ep(&st) };
+        let ep: &mut E = ep.as_mut().ok_or(LendError::Closed)?;
+        let made = f(ep).map_err(LendOr::Failed)?;
+        let ep: *mut E = ep;
+        st.exclusive = true;
+        Ok((LentMut { ep, owner: self.clone() }, made))
+    }
+
+    /// [`lend_mut_after`](Self::lend_mut_after) for items that borrow the endpoint shared
+    /// (topic samples): `f` runs by shared reference, and lends it shared if it succeeds.
+    pub fn lend_ref_after<P, X>(&self, f: impl FnOnce(&E) -> Result<P, X>) -> Result<(LentRef<E>, P), LendOr<X>> {
+        let mut st = self.inner.lock();
+        if st.closed {
+            return Err(LendError::Closed.into());
+        }
+        if st.exclusive {
+            return Err(LendError::Busy.into());
+        }
+        // SAFETY: locked, no `LentMut` out; lent shared items reach it under this lock too.
+        let ep = unsafe { &*self.inner.ep(&st) };
+        let made = f(ep.as_ref().ok_or(LendError::Closed)?).map_err(LendOr::Failed)?;
+        st.shared += 1;
+        Ok((LentRef { owner: self.clone() }, made))
     }
 
     /// Lends the endpoint shared, as an owned token (see the [module docs](self)).
@@ -290,8 +382,9 @@ pub struct LentMut<E> {
 // SAFETY: it is the only access to the endpoint while it lives (the lender refuses every
 // other), so it may move to another thread with it when the endpoint is `Send`.
 unsafe impl<E: Send> Send for LentMut<E> {}
-// SAFETY: `&LentMut` gives `&E` only; with `E: Sync` that may be shared.
-unsafe impl<E: Sync> Sync for LentMut<E> {}
+// SAFETY: `&LentMut` gives `&E` (which `E: Sync` lets threads share) and its lender, whose
+// last clone may drop `E` on another thread (which `E: Send` allows).
+unsafe impl<E: Send + Sync> Sync for LentMut<E> {}
 
 impl<E> LentMut<E> {
     /// The lender it came from.
@@ -391,15 +484,17 @@ unsafe impl<E: Send, M: Send> Send for OwnedBytes<E, M> {}
 unsafe impl<E: Send, M: Sync> Sync for OwnedBytes<E, M> {}
 
 impl<E, M: Copy> OwnedBytes<E, M> {
-    /// The bytes `recv` receives from the lent endpoint, with what describes them, owning it.
+    /// The bytes `recv` receives from the endpoint of `lender`, with what describes them,
+    /// owning it (lent exclusively).
     ///
     /// # Safety
-    /// The bytes stay valid and unchanged as long as the endpoint is not used again.
+    /// The bytes `recv` returns are the endpoint's (it received them from the endpoint it
+    /// was given), and stay valid and unchanged as long as the endpoint is not used again.
     pub(crate) unsafe fn received<X>(
-        mut holder: LentMut<E>,
+        lender: &Lender<E>,
         recv: impl FnOnce(&mut E) -> Result<(M, *const [u8]), X>,
-    ) -> Result<OwnedBytes<E, M>, X> {
-        let (info, bytes) = recv(&mut holder)?;
+    ) -> Result<OwnedBytes<E, M>, LendOr<X>> {
+        let (holder, (info, bytes)) = lender.lend_mut_after(recv)?;
         Ok(OwnedBytes { _holder: holder, info, ptr: bytes.cast::<u8>(), len: bytes.len() })
     }
 

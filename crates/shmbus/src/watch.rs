@@ -107,8 +107,8 @@ type Participant = (usize, ProcessId, u32);
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Known {
     kind: Option<Kind>,
-    /// The creator, to tell a channel made again under the same name.
-    creator: Option<ProcessId>,
+    /// The creator and the creation time, to tell a channel made again under the same name.
+    creator: Option<(ProcessId, u64)>,
     live: BTreeSet<Participant>,
 }
 
@@ -234,19 +234,22 @@ impl DomainWatch {
             let now = Instant::now();
             let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
             if left.is_zero() {
-                return Ok(None);
+                // No time to wait: one look, as `try_next` (which a zero timeout is).
+                return if timeout.is_zero() { self.try_next() } else { Ok(None) };
             }
             // Sleep until a name changes or the participants are due (an hour at most: a
-            // wait of `Duration::MAX` is not one `poll(2)` can take).
-            let due = match self.participants {
-                true => (self.looked + self.interval).saturating_duration_since(now),
-                false => Duration::MAX,
+            // wait of `Duration::MAX` is not one `poll(2)` can take); look only then.
+            let due = self.participants_due().unwrap_or(Duration::MAX);
+            let changed = match due.is_zero() {
+                true => false,
+                false => {
+                    let nap = left.min(due).min(Duration::from_secs(3600));
+                    self.watch.wait(nap).map_err(|e| OpenError::io(self.target.root(), e))?
+                }
             };
-            if !due.is_zero() {
-                let nap = left.min(due).min(Duration::from_secs(3600));
-                self.watch.wait(nap).map_err(|e| OpenError::io(self.target.root(), e))?;
+            if changed || self.participants_due().is_some_and(|d| d.is_zero()) {
+                self.look()?;
             }
-            self.look()?;
         }
     }
 
@@ -276,7 +279,7 @@ impl DomainWatch {
                 let known = match admin::inspect_in(&dir, &name) {
                     Ok(r) => Known {
                         kind: Some(r.header.kind),
-                        creator: Some(r.header.creator),
+                        creator: Some((r.header.creator, r.header.created_ns)),
                         live: match self.participants {
                             true => r.live.iter().map(|p| (p.index, p.process, p.role)).collect(),
                             false => BTreeSet::new(),

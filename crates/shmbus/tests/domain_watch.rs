@@ -68,6 +68,12 @@ fn a_channel_and_its_endpoints_come_and_go() {
     drop(sub);
     assert_eq!(next(&mut w).what, EventKind::Left);
 
+    // Removed and made again by the same process: removed, then created.
+    drop(topic);
+    d.open_dir().unwrap().remove_file("imu").unwrap();
+    let topic = Topic::create_or_open(&d, "imu", &TopicConfig::default().max_message_len(128)).unwrap();
+    let seen: Vec<_> = (0..2).map(|_| next(&mut w)).map(|e| (e.what, e.channel)).collect();
+    assert_eq!(seen, [(EventKind::Removed, "imu".to_owned()), (EventKind::Created, "imu".to_owned())]);
     drop(topic);
     d.open_dir().unwrap().remove_file("imu").unwrap();
     let e = next(&mut w);

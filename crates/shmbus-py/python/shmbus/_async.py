@@ -167,22 +167,27 @@ async def _watch_event(w):
     is taken only by the look that returns it: a cancelled await has taken nothing."""
     loop = asyncio.get_running_loop()
     fd = w.fileno()
-    while True:
-        event = w.try_next()
-        if event is not None:
-            return event
-        ready = loop.create_future()
-        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
-        try:
-            due = w._due()
-            if due is None:
-                await ready
-            else:
-                # A due time of zero still yields to the loop once.
-                await asyncio.wait({ready}, timeout=due)
-        finally:
-            loop.remove_reader(fd)
-            ready.cancel()
+    # The loop keeps one reader per descriptor: one await at a time per watch.
+    w._claim()
+    try:
+        while True:
+            event = w.try_next()
+            if event is not None:
+                return event
+            ready = loop.create_future()
+            loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+            try:
+                due = w._due()
+                if due is None:
+                    await ready
+                else:
+                    # A due time of zero still yields to the loop once.
+                    await asyncio.wait({ready}, timeout=due)
+            finally:
+                loop.remove_reader(fd)
+                ready.cancel()
+    finally:
+        w._release()
 
 
 async def watch_next(w, timeout):

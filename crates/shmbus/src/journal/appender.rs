@@ -25,7 +25,7 @@ use super::retention::Retention;
 use super::shared::{realtime_ns, EntryCipher, Inner, BUSY, ROLE_APPENDER};
 use crate::error::{Corrupt, OpenError};
 use crate::kind::Kind;
-use crate::lend::LentMut;
+use crate::lend::{LendOr, Lender, LentMut};
 
 /// Writes entries. `Send`; one per thread.
 #[derive(Debug)]
@@ -678,12 +678,15 @@ pub struct Loan<'a, A: DerefMut<Target = Appender> + 'a = &'a mut Appender> {
 pub type OwnedLoan = Loan<'static, LentMut<Appender>>;
 
 impl Appender {
-    /// [`loan`](Self::loan) for an appender lent by a [`Lender`](crate::lend::Lender): the
-    /// loan owns it, so it may be kept past the call, by a binding for instance.
-    pub fn loan_owned(mut this: LentMut<Appender>, len: usize) -> Result<OwnedLoan, JournalSendError> {
-        let l = std::mem::ManuallyDrop::new(this.loan(len)?);
-        let (off, n, units, len, ts, done) = (l.off, l.n, l.units, l.len, l.ts, l.done);
-        Ok(Loan { app: this, off, n, units, len, ts, done, _life: PhantomData })
+    /// [`loan`](Self::loan) for an appender owned by a [`Lender`]: the loan owns it, lent
+    /// exclusively, so it may be kept past the call, by a binding for instance.
+    pub fn loan_owned(lender: &Lender<Appender>, len: usize) -> Result<OwnedLoan, LendOr<JournalSendError>> {
+        let (lent, (off, n, units, len, ts)) = lender.lend_mut_after(|a| {
+            // The claim moves to the owned loan: this one must not abandon it.
+            let l = std::mem::ManuallyDrop::new(a.loan(len)?);
+            Ok((l.off, l.n, l.units, l.len, l.ts))
+        })?;
+        Ok(Loan { app: lent, off, n, units, len, ts, done: false, _life: PhantomData })
     }
 }
 

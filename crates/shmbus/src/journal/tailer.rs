@@ -20,7 +20,7 @@ use super::protocol::{self, EntryState};
 use super::cycles::{abandon_at, entry_ts, units_fit};
 use super::error::{corrupt_entry, JournalRecvError, JournalRecvTimeoutError, JournalTryRecvError};
 use super::shared::{realtime_ns, CipherError, EntryCipher, Inner};
-use crate::lend::{LentMut, OwnedBytes};
+use crate::lend::{LendOr, Lender, OwnedBytes};
 
 /// One entry, borrowed from the tailer until its next call (zero-copy: from
 /// [`Tailer::try_recv_ref`], [`Tailer::recv_ref`], [`Tailer::recv_ref_timeout`]). Derefs to
@@ -75,16 +75,27 @@ pub type OwnedEntryRef = OwnedBytes<Tailer, EntryInfo>;
 
 impl Tailer {
     /// An entry from `recv` (`try_recv_ref`, `recv_ref`, `recv_ref_timeout`) that owns the
-    /// tailer lent as `this`, so it may be kept past the call, by a binding for instance.
+    /// tailer of `lender`, lent exclusively, so it may be kept past the call, by a binding
+    /// for instance. The receive runs with the lender's mutex held, as any call on it.
+    ///
+    /// # Panics
+    /// If `recv` returns an entry that is not the tailer's it is given (in its mapped cycle
+    /// or its decoding buffers).
     pub fn entry_owned<E>(
-        this: LentMut<Tailer>,
+        lender: &Lender<Tailer>,
         recv: impl FnOnce(&mut Tailer) -> Result<EntryRef<'_>, E>,
-    ) -> Result<OwnedEntryRef, E> {
-        let view = |t: &mut Tailer| recv(t).map(|e| (e.info(), e.data as *const [u8]));
-        // SAFETY: an entry's bytes (in the mapped cycle file, or the tailer's decoding
-        // buffer) stay valid and unchanged until the tailer's next call, which the owned
-        // entry prevents by holding the tailer lent (and never using it).
-        unsafe { OwnedBytes::received(this, view) }
+    ) -> Result<OwnedEntryRef, LendOr<E>> {
+        let view = |t: &mut Tailer| {
+            let e = recv(t)?;
+            let (info, bytes) = (e.info(), e.data as *const [u8]);
+            // SAFETY: `bytes` is the entry just returned, still valid (nothing ran since).
+            assert!(t.holds(unsafe { &*bytes }), "entry_owned: the entry is another tailer's");
+            Ok((info, bytes))
+        };
+        // SAFETY: the entry's bytes are this tailer's (checked: its mapped cycle file or its
+        // decoding buffers), valid and unchanged until its next call, which the owned entry
+        // prevents by holding the tailer lent (and never using it).
+        unsafe { OwnedBytes::received(lender, view) }
     }
 }
 
@@ -1173,6 +1184,19 @@ impl Tailer {
             return Err(corrupt_entry(index, "payload length does not match its header"));
         }
         Ok(EntryRef { index, ts_ns: ts, data: body })
+    }
+
+    /// Whether `bytes` lie in this tailer's memory: its mapped cycle file or its decoding
+    /// buffers (where the entries it lends are). Empty bytes are anyone's.
+    fn holds(&self, bytes: &[u8]) -> bool {
+        let within = |base: *const u8, len: usize| {
+            let (start, at) = (base as usize, bytes.as_ptr() as usize);
+            at >= start && at.saturating_add(bytes.len()) <= start.saturating_add(len)
+        };
+        bytes.is_empty()
+            || within(self.cy.data.as_ptr(), self.cy.data.len())
+            || within(self.scratch.as_ptr(), self.scratch.len())
+            || within(self.sealed_scratch.as_ptr(), self.sealed_scratch.len())
     }
 
     /// Moves to the next cycle after a sealed one. `Ok(false)`: not there yet.

@@ -13,7 +13,7 @@ use super::shared::{dispatcher_alive, payload_ptr, pool_ref, DEFAULT_ORPHAN_CHEC
 use crate::endpoint::liveness::Throttle;
 use crate::error::{too_small, Corrupt, OpenError, RecvIntoSliceError};
 use crate::kind::Kind;
-use crate::lend::{LentMut, OwnedBytes};
+use crate::lend::{LendOr, Lender, OwnedBytes};
 use crate::segment::Segment;
 use crate::stats::Counter;
 use crate::sys::{process_is_alive, ProcessId};
@@ -92,17 +92,26 @@ pub type OwnedJobRef = OwnedBytes<Worker, JobInfo>;
 
 impl Worker {
     /// A job from `recv` (`try_recv_ref`, `recv_ref`, `recv_ref_timeout`) that owns the
-    /// worker lent as `this`, so it may be kept past the call, by a binding for instance.
+    /// worker of `lender`, lent exclusively, so it may be kept past the call, by a binding
+    /// for instance. The receive runs with the lender's mutex held, as any call on it.
     /// The worker stays busy with it until its next receive or `done`, as for a [`JobRef`].
+    ///
+    /// # Panics
+    /// If `recv` returns a job that is not in the mailbox of the worker it is given.
     pub fn job_owned<E>(
-        this: LentMut<Worker>,
+        lender: &Lender<Worker>,
         recv: impl FnOnce(&mut Worker) -> Result<JobRef<'_>, E>,
-    ) -> Result<OwnedJobRef, E> {
-        let view = |w: &mut Worker| recv(w).map(|j| (JobInfo { id: j.id, len: j.data.len() }, j.data as *const [u8]));
-        // SAFETY: the job's bytes are the worker's mailbox, mapped while the worker lives and
-        // unchanged until its next receive or `done`, which the owned job prevents by holding
-        // the worker lent (and never using it).
-        unsafe { OwnedBytes::received(this, view) }
+    ) -> Result<OwnedJobRef, LendOr<E>> {
+        let view = |w: &mut Worker| {
+            let mailbox = payload_ptr(w.seg(), &w.layout, w.slot) as *const u8;
+            let job = recv(w)?;
+            assert!(job.data.is_empty() || job.data.as_ptr() == mailbox, "job_owned: the job is another worker's");
+            Ok((JobInfo { id: job.id, len: job.data.len() }, job.data as *const [u8]))
+        };
+        // SAFETY: the job's bytes are this worker's mailbox (checked), mapped while the worker
+        // lives and unchanged until its next receive or `done`, which the owned job prevents
+        // by holding the worker lent (and never using it).
+        unsafe { OwnedBytes::received(lender, view) }
     }
 }
 

@@ -10,7 +10,7 @@ use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
 use super::shared::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, WRITER_SLOT};
 use crate::error::{too_small, OpenError, RecvIntoSliceError};
-use crate::lend::LentMut;
+use crate::lend::{LendOr, Lender, LentMut};
 use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -362,13 +362,22 @@ unsafe impl Sync for OwnedRecord {}
 
 impl StreamReader {
     /// A record from `recv` (`try_recv_ref`, `recv_ref`, `recv_ref_timeout`) that owns the
-    /// reader lent as `this`, so it may be kept past the call, by a binding for instance.
+    /// reader of `lender`, lent exclusively, so it may be kept past the call, by a binding
+    /// for instance. The receive runs with the lender's mutex held, as any call on it.
+    ///
+    /// # Panics
+    /// If `recv` returns a record of another reader than the one it is given.
     pub fn record_owned<E>(
-        mut this: LentMut<StreamReader>,
+        lender: &Lender<StreamReader>,
         recv: impl FnOnce(&mut StreamReader) -> Result<Record<'_>, E>,
-    ) -> Result<OwnedRecord, E> {
-        let (ptr, len, size) = recv(&mut this).map(|r| (r.ptr, r.len, r.size))?;
-        Ok(Record { reader: this, ptr, len, size, _life: PhantomData })
+    ) -> Result<OwnedRecord, LendOr<E>> {
+        let (lent, (ptr, len, size)) = lender.lend_mut_after(|r| {
+            let me: *const StreamReader = r;
+            let rec = recv(r)?;
+            assert!(std::ptr::eq(&*rec.reader, me), "record_owned: the record is another reader's");
+            Ok((rec.ptr, rec.len, rec.size))
+        })?;
+        Ok(Record { reader: lent, ptr, len, size, _life: PhantomData })
     }
 }
 

@@ -10,7 +10,7 @@ use super::error::{StreamSendError, StreamSendTimeoutError, StreamTrySendError};
 use super::protocol::{encode_header, record_size, ClaimError, Corruption, WriterCore, HEADER};
 use super::shared::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT};
 use crate::error::OpenError;
-use crate::lend::LentMut;
+use crate::lend::{LendOr, Lender, LentMut};
 use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
@@ -254,14 +254,23 @@ pub struct Loan<'a, W: DerefMut<Target = StreamWriter> + 'a = &'a mut StreamWrit
 pub type OwnedLoan = Loan<'static, LentMut<StreamWriter>>;
 
 impl StreamWriter {
-    /// A loan from `loan` (`try_loan`, `loan`, `loan_timeout`) that owns the writer lent as
-    /// `this`, so it may be kept past the call, by a binding for instance.
+    /// A loan from `loan` (`try_loan`, `loan`, `loan_timeout`) that owns the writer of
+    /// `lender`, lent exclusively, so it may be kept past the call, by a binding for
+    /// instance. The loan is taken with the lender's mutex held, as any call on it.
+    ///
+    /// # Panics
+    /// If `loan` returns a loan of another writer than the one it is given.
     pub fn loan_owned<E>(
-        mut this: LentMut<StreamWriter>,
+        lender: &Lender<StreamWriter>,
         loan: impl FnOnce(&mut StreamWriter) -> Result<Loan<'_>, E>,
-    ) -> Result<OwnedLoan, E> {
-        let (pos, len) = loan(&mut this).map(|l| (l.pos, l.len))?;
-        Ok(Loan { writer: this, pos, len, _life: PhantomData })
+    ) -> Result<OwnedLoan, LendOr<E>> {
+        let (lent, (pos, len)) = lender.lend_mut_after(|w| {
+            let me: *const StreamWriter = w;
+            let l = loan(w)?;
+            assert!(std::ptr::eq(&*l.writer, me), "loan_owned: the loan is another writer's");
+            Ok((l.pos, l.len))
+        })?;
+        Ok(Loan { writer: lent, pos, len, _life: PhantomData })
     }
 }
 

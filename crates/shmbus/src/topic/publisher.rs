@@ -9,7 +9,7 @@ use super::config::DeliveryPolicy;
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
 use super::protocol::{CursorCache, HeldCrash, PublishCrash, PublishOrder, CURSOR_SEQ, INLINE_DATA};
 use super::shared::Inner;
-use crate::lend::LentMut;
+use crate::lend::{LendOr, Lender, LentMut};
 use crate::stats::Counter;
 use crate::sys::monotonic_ns;
 use crate::wait::Deadline;
@@ -268,11 +268,21 @@ impl Publisher {
         Self::loan_in(self)
     }
 
-    /// [`loan`](Self::loan) for a publisher lent by a [`Lender`](crate::lend::Lender): the
-    /// loan owns the lent publisher (which stays refused to every other use until the loan
-    /// is sent or dropped), so it may be kept past the call, by a binding for instance.
-    pub fn loan_owned(this: LentMut<Publisher>) -> Result<OwnedLoan, TopicSendError> {
-        Self::loan_in(this)
+    /// [`loan`](Self::loan) for a publisher owned by a [`Lender`]: the loan owns the lent
+    /// publisher (which stays refused to every other use until the loan is sent or
+    /// dropped), so it may be kept past the call, by a binding for instance. The loan is
+    /// taken with the lender's mutex held, as any call on it ([`Lender::lend_mut_after`]).
+    pub fn loan_owned(lender: &Lender<Publisher>) -> Result<OwnedLoan, LendOr<TopicSendError>> {
+        let (lent, p) = lender.lend_mut_after(|p| Self::loan_in(p).map(Loan::into_parts))?;
+        Ok(Loan {
+            publisher: lent,
+            slot: p.slot,
+            len: p.len,
+            sent: false,
+            inline: p.inline,
+            buf: p.buf,
+            _life: PhantomData,
+        })
     }
 
     fn loan_in<'a, P: DerefMut<Target = Publisher> + 'a>(mut p: P) -> Result<Loan<'a, P>, TopicSendError> {
@@ -348,9 +358,25 @@ pub type OwnedLoan = Loan<'static, LentMut<Publisher>>;
 
 /// The buffer of an inline loan, aligned as the inline payload in the slot header is (8),
 /// so that a typed loan may write its `T` in it.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 #[repr(C, align(8))]
 struct LoanBytes([u8; INLINE_DATA]);
+
+/// A loan's fields but its publisher, to move it from a borrowed to an owned holder.
+struct LoanParts {
+    slot: usize,
+    len: usize,
+    inline: bool,
+    buf: LoanBytes,
+}
+
+impl Loan<'_> {
+    /// The loan's parts; the slot stays held (nothing is abandoned).
+    fn into_parts(self) -> LoanParts {
+        let this = std::mem::ManuallyDrop::new(self);
+        LoanParts { slot: this.slot, len: this.len, inline: this.inline, buf: this.buf }
+    }
+}
 
 impl<'a, P: DerefMut<Target = Publisher> + 'a> Loan<'a, P> {
     /// Shortens the message to its first `len` bytes. Like [`Vec::truncate`], a `len` at

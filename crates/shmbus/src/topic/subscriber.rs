@@ -11,7 +11,7 @@ use super::protocol::{CursorUpdate, Lookup, INLINE_DATA, PIN_RECORDS};
 use super::shared::Inner;
 use crate::endpoint::liveness::{self, PENDING_GRACE};
 use crate::error::{too_small, RecvIntoSliceError};
-use crate::lend::LentRef;
+use crate::lend::{LendOr, Lender, LentRef};
 use crate::stats::Counter;
 use crate::sys::process_is_alive;
 use crate::wait::{block_on_with, Deadline, WaitPolicy};
@@ -1048,15 +1048,23 @@ impl<'a> Sample<'a> {
 
 impl Subscriber {
     /// A sample from `recv` (any of the `_ref` receives: `try_recv_ref`, `recv_ref_timeout`,
-    /// `latest_ref`, ...) that owns the subscriber lent as `this`, so it may be kept past the
-    /// call, by a binding for instance. The subscriber stays usable by shared reference
+    /// `latest_ref`, ...) that owns the subscriber of `lender`, lent shared, so it may be
+    /// kept past the call, by a binding for instance. The receive runs with the lender's
+    /// mutex held, as any call on it; the subscriber stays usable by shared reference
     /// meanwhile (more samples, copies), as it does under borrowed samples.
+    ///
+    /// # Panics
+    /// If `recv` returns a sample of another subscriber than the one it is given.
     pub fn sample_owned<E>(
-        this: LentRef<Subscriber>,
+        lender: &Lender<Subscriber>,
         recv: impl FnOnce(&Subscriber) -> Result<Sample<'_>, E>,
-    ) -> Result<OwnedSample, E> {
-        let p = this.with(|s| recv(s).map(Sample::into_parts))?;
-        Ok(Sample { sub: this, seq: p.seq, ts_ns: p.ts_ns, len: p.len, body: p.body, _life: PhantomData })
+    ) -> Result<OwnedSample, LendOr<E>> {
+        let (lent, p) = lender.lend_ref_after(|s| {
+            let sample = recv(s)?;
+            assert!(std::ptr::eq(sample.sub, s), "sample_owned: the sample is another subscriber's");
+            Ok(sample.into_parts())
+        })?;
+        Ok(Sample { sub: lent, seq: p.seq, ts_ns: p.ts_ns, len: p.len, body: p.body, _life: PhantomData })
     }
 }
 
