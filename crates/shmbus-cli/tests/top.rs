@@ -511,3 +511,22 @@ fn once_prints_a_table_and_bad_uses_fail_clearly() {
     let row = v["channels"].as_array().unwrap().iter().find(|c| c["kind"].is_null()).unwrap().clone();
     assert!(row["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
 }
+
+/// The view refreshes when a channel is created or removed, not only on its clock (here an
+/// hour): the domain watch wakes it, and its status line names the latest event.
+#[test]
+fn a_channel_created_or_removed_shows_at_once() {
+    let root = Root::new();
+    let domain = Domain::with_root("demo", &root.0).unwrap();
+    let _q = queue(&domain);
+    let tmux = Tmux::start(&root, 100, 24, "top --interval 3600");
+    tmux.wait_for("the queue", |s| table_line(s, "demo/jobs").is_some());
+    root.ok(&["create", "--domain", "demo", "--kind", "topic", "fresh"]);
+    let s = tmux.wait_for("the new topic", |s| table_line(s, "demo/fresh").is_some());
+    assert!(s.contains("created topic demo/fresh"), "the event on the status line:\n{s}");
+    root.ok(&["rm", "--domain", "demo", "fresh"]);
+    let s = tmux.wait_for("the topic gone", |s| table_line(s, "demo/fresh").is_none());
+    assert!(s.contains("removed topic demo/fresh"), "{s}");
+    tmux.keys(&["q"]);
+    assert_eq!(tmux.wait_exit(), "EXIT=0");
+}

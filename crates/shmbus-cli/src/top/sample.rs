@@ -249,6 +249,18 @@ impl Sampler {
         Sampler { domain, journals, previous: HashMap::new(), history: HashMap::new(), schemas: HashMap::new() }
     }
 
+    /// The discovery events of what this sampler lists: its domain, or every domain under
+    /// the root (`None` if they cannot be watched: the view then only refreshes on its clock).
+    pub fn watch(&self, ctx: &Ctx, interval: std::time::Duration) -> Option<shmbus::watch::DomainWatch> {
+        let mut w = match &self.domain {
+            Some(d) => ctx.domain(d).ok()?.watch().ok()?,
+            None => shmbus::watch::DomainWatch::all(&ctx.root).ok()?,
+        };
+        // Participants are read as often as the view samples anyway.
+        w.set_participant_interval(interval);
+        Some(w)
+    }
+
     /// Takes a snapshot of everything watched and the rates since the previous one. Fails
     /// only when the domains cannot be listed (the root is unreadable, a bad domain name).
     pub fn sample(&mut self, ctx: &Ctx) -> Result<Sample> {

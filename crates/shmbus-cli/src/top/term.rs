@@ -2,6 +2,7 @@
 //! (return, error, panic, SIGTERM / SIGHUP / SIGINT), and the event loop.
 
 use std::io::{self, Stdout};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,8 @@ use crossterm::event::{self, Event, KeyEventKind};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
+
+use shmbus::watch::EventKind;
 
 use super::sample::Sampler;
 use super::ui;
@@ -77,14 +80,39 @@ impl Drop for Screen {
     }
 }
 
-/// Runs the live view until a quit key or signal: a sample every `interval`, a redraw
-/// after each sample, key and resize.
+/// Runs the live view until a quit key or signal: a sample every `interval`, and at once
+/// when a channel is created or removed (the domain watch: no rescanning in between); a
+/// redraw after each sample, key, resize and discovery event (the latest is on the status
+/// line).
 pub fn run(ctx: &Ctx, sampler: &mut Sampler, interval: Duration) -> Result<()> {
     let mut screen = Screen::enter()?;
     let mut app = App::new(interval.as_secs_f64());
+    let mut watch = sampler.watch(ctx, interval);
     let mut next = Instant::now();
     let mut dirty = true;
     loop {
+        let due = watch.as_ref().and_then(|w| w.participants_due()).is_some_and(|d| d.is_zero());
+        if due || screen.input.watch_ready {
+            screen.input.watch_ready = false;
+            loop {
+                match watch.as_mut().map(|w| w.try_next()) {
+                    Some(Ok(Some(e))) => {
+                        if matches!(e.what, EventKind::Created | EventKind::Removed) {
+                            next = Instant::now();
+                        }
+                        app.event = Some(e.to_string());
+                        dirty = true;
+                    }
+                    // The view goes on, refreshing on its clock only.
+                    Some(Err(e)) => {
+                        app.status = Some(format!("no longer watching for channels: {e}"));
+                        watch = None;
+                        dirty = true;
+                    }
+                    _ => break,
+                }
+            }
+        }
         if SIGNALLED.load(Ordering::Relaxed) != 0 {
             return Ok(());
         }
@@ -100,8 +128,12 @@ pub fn run(ctx: &Ctx, sampler: &mut Sampler, interval: Duration) -> Result<()> {
             screen.terminal.draw(|f| ui::draw(f, &app))?;
             dirty = false;
         }
-        let wait = next.saturating_duration_since(Instant::now()).min(SIGNAL_POLL);
-        if screen.input.wait(wait)? == Input::HungUp {
+        let mut wait = next.saturating_duration_since(Instant::now()).min(SIGNAL_POLL);
+        if let Some(d) = watch.as_ref().and_then(|w| w.participants_due()) {
+            wait = wait.min(d);
+        }
+        let watch_fd = watch.as_ref().map(|w| w.as_fd().as_raw_fd());
+        if screen.input.wait(wait, watch_fd)? == Input::HungUp {
             // The terminal is gone (its window closed, the session ended): nobody can see the
             // view or quit it, so it ends here.
             return Ok(());
@@ -138,31 +170,38 @@ struct Keyboard {
     /// Kept open for the descriptor when it is `/dev/tty`.
     _tty: Option<std::fs::File>,
     fd: libc::c_int,
+    /// The last wait found the domain watch's descriptor readable.
+    watch_ready: bool,
 }
 
 impl Keyboard {
     fn open() -> io::Result<Keyboard> {
         // SAFETY: isatty only inspects descriptor 0.
         if unsafe { libc::isatty(0) } == 1 {
-            return Ok(Keyboard { _tty: None, fd: 0 });
+            return Ok(Keyboard { _tty: None, fd: 0, watch_ready: false });
         }
         let tty = std::fs::File::open("/dev/tty")?;
         let fd = std::os::fd::AsRawFd::as_raw_fd(&tty);
-        Ok(Keyboard { _tty: Some(tty), fd })
+        Ok(Keyboard { _tty: Some(tty), fd, watch_ready: false })
     }
 
-    /// Waits up to `timeout` for input; a signal ends the wait early (the loop looks at
+    /// Waits up to `timeout` for input, or for the domain watch's descriptor `watch` to be
+    /// readable (noted in `watch_ready`); a signal ends the wait early (the loop looks at
     /// [`SIGNALLED`] next).
-    fn wait(&self, timeout: Duration) -> io::Result<Input> {
-        let mut p = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+    fn wait(&mut self, timeout: Duration, watch: Option<libc::c_int>) -> io::Result<Input> {
+        let mut p = [
+            libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: watch.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+        ];
         let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd, alive for the call.
-        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        // SAFETY: two valid pollfds (a negative descriptor is ignored), alive for the call.
+        let n = unsafe { libc::poll(p.as_mut_ptr(), 2, ms) };
         if n < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::Interrupted { Ok(Input::Ready) } else { Err(e) };
         }
-        if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        self.watch_ready = p[1].revents & libc::POLLIN != 0;
+        if p[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             return Ok(Input::HungUp);
         }
         Ok(Input::Ready)

@@ -103,7 +103,10 @@ fn status_line(app: &App, visible: &[&Row]) -> Line<'static> {
     if app.rows.is_empty() {
         return Line::from("no channels   q quit  ? help");
     }
-    Line::from("q quit  s sort  / filter  Enter detail  ? help")
+    match &app.event {
+        Some(e) => Line::from(format!("q quit  s sort  / filter  Enter detail  ? help   | {e}")),
+        None => Line::from("q quit  s sort  / filter  Enter detail  ? help"),
+    }
 }
 
 /// A number's cell: right-aligned.

@@ -142,6 +142,9 @@ pub struct App {
     pub interval_s: f64,
     /// Samples taken.
     pub samples: u64,
+    /// The latest discovery event (a channel created or removed, a participant joined or
+    /// left), for the status line.
+    pub event: Option<String>,
 }
 
 impl App {
@@ -159,6 +162,7 @@ impl App {
             help: false,
             interval_s,
             samples: 0,
+            event: None,
         }
     }
 
