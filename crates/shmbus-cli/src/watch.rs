@@ -17,8 +17,8 @@ pub struct Args {
     /// made later too).
     #[arg(long)]
     domain: Option<String>,
-    /// One JSON object per line: event, domain, channel, kind, and role and pid for joins
-    /// and leaves.
+    /// One JSON object per line: event, domain, name, kind, role, pid (role and pid null
+    /// for a channel created or removed).
     #[arg(long)]
     json: bool,
     /// Exit after this many events.
@@ -31,16 +31,14 @@ pub struct Args {
     interval_ms: u64,
 }
 
-/// One event of `watch --json`, keys in this order.
+/// One event of `watch --json`, keys in this order (`role` and `pid` null for channels).
 #[derive(Debug, Serialize)]
 struct EventJson<'a> {
     event: &'static str,
     domain: &'a str,
-    channel: &'a str,
+    name: &'a str,
     kind: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     role: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
 }
 
@@ -73,7 +71,7 @@ fn line(e: &DomainEvent) -> EventJson<'_> {
     EventJson {
         event: e.what.as_str(),
         domain: &e.domain,
-        channel: &e.channel,
+        name: &e.channel,
         kind: e.kind.map(|k| k.as_str()),
         role: e.role,
         pid: e.process.map(|p| p.pid),

@@ -62,7 +62,7 @@ impl Drop for Watch {
 }
 
 fn is(v: &Value, event: &str, channel: &str) -> bool {
-    v["event"] == event && v["channel"] == channel
+    v["event"] == event && v["name"] == channel
 }
 
 /// Makes channels until the watch reports one: from then on it sees everything.
@@ -165,8 +165,9 @@ fn watch_without_a_domain_watches_them_all() {
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(
-        (first["event"].as_str(), first["channel"].as_str(), first["kind"].as_str()),
+        (first["event"].as_str(), first["name"].as_str(), first["kind"].as_str()),
         (Some("created"), Some("q"), Some("queue"))
     );
     assert!(first["domain"].as_str().is_some_and(|d| d.starts_with("new")), "{first}");
+    assert!(first["role"].is_null() && first["pid"].is_null(), "{first}");
 }

@@ -346,6 +346,17 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
 
     c.output("demo", &root(&["demo", "--seconds", "1", "--image-bytes", "100000", "--json"]));
 
+    // Discovery events: channels made until the watch (started before them) has seen two.
+    let mut watch = r.spawn(&["watch", "--domain", "w", "--json", "--count", "2"]);
+    let mut made = 0;
+    while !watch.exited() {
+        root(&["create", "--domain", "w", "--kind", "queue", &format!("w{made}")]);
+        made += 1;
+        assert!(made < 1000, "watch --count 2 did not end");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(c.output("watch", &watch.finish_ok()).len(), 2);
+
     // An image topic (sensor_msgs/msg/Image, CDR) with one 1x1 mono8 frame, as a PNG file.
     let image_msg = r.0.join("Image.msg");
     std::fs::write(&image_msg, IMAGE_MSG).unwrap();
