@@ -132,8 +132,7 @@ async fn serve(args: Args) -> Result<(), String> {
     let outcome = loop {
         tokio::select! {
             changed = changes.recv() => match changed {
-                Some(Ok(())) => topics.scan(),
-                Some(Err(e)) => break Err(format!("watching domain {name}: {e}")),
+                Some(()) => topics.scan(),
                 None => break Err(format!("watching domain {name}: the watch ended")),
             },
             _ = sigint.recv() => break Ok(()),
@@ -152,29 +151,57 @@ async fn serve(args: Args) -> Result<(), String> {
 /// The domain's channels created and removed (`Domain::watch`, channels only: inotify, no
 /// polling), as a wake-up for each batch: the caller then scans, which decides what is
 /// there. A thread of its own waits on the watch; a wake-up not yet taken stands for any
-/// number after it.
-fn watch_channels(domain: &Domain) -> Result<tokio::sync::mpsc::Receiver<Result<(), String>>, String> {
-    let mut watch = domain.watch().map_err(|e| e.to_string())?;
-    watch.channels_only();
+/// number after it. A watch that fails (its root or domain directory removed and made
+/// again, say) is said once and made again every [`REWATCH`], with a rescan each time: the
+/// view goes on meanwhile.
+fn watch_channels(domain: &Domain) -> Result<tokio::sync::mpsc::Receiver<()>, String> {
+    let mut first = domain.watch().map_err(|e| e.to_string())?;
+    first.channels_only();
     let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let domain = domain.clone();
     std::thread::Builder::new()
         .name("domain-watch".into())
         .spawn(move || {
-            for event in watch {
-                match event {
-                    Ok(_) => {
-                        if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(Ok(())) {
+            let mut watch = Some(first);
+            let mut said = None;
+            loop {
+                if let Some(w) = watch.take() {
+                    for event in w {
+                        if let Err(e) = event {
+                            let e = e.to_string();
+                            if said.as_ref() != Some(&e) {
+                                eprintln!("shmbus-foxglove: watching domain {}: {e}; trying again", domain.name());
+                                said = Some(e);
+                            }
+                            break;
+                        }
+                        if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
                             return;
                         }
                     }
-                    // The watch cannot go on: said once, whatever is pending.
-                    Err(e) => {
-                        let _ = tx.blocking_send(Err(e.to_string()));
-                        return;
+                }
+                std::thread::sleep(REWATCH);
+                match domain.watch() {
+                    Ok(mut w) => {
+                        w.channels_only();
+                        watch = Some(w);
+                        said = None;
                     }
+                    Err(e) if said.as_deref() != Some(&e.to_string()) => {
+                        eprintln!("shmbus-foxglove: watching domain {}: {e}; trying again", domain.name());
+                        said = Some(e.to_string());
+                    }
+                    Err(_) => {}
+                }
+                // What changed while nothing watched: one scan.
+                if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
+                    return;
                 }
             }
         })
         .map_err(|e| format!("cannot start the watch's thread: {e}"))?;
     Ok(rx)
 }
+
+/// How long after a failed domain watch it is made again.
+const REWATCH: Duration = Duration::from_secs(1);

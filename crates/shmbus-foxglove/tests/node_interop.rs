@@ -523,7 +523,7 @@ fn allow_refuses_other_topics() {
 #[test]
 fn a_request_that_never_ends_loses_its_place() {
     let Some(nm) = node_modules() else { return };
-    let s = Scratch::new("stall");
+    let s = Scratch::new("handshake");
     let _t = s.topic("t", 64, None);
     let server = Server::start(&s, &["--max-clients", "1"]);
     let mut stalled = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
