@@ -163,20 +163,26 @@ fn watch_channels(domain: &Domain) -> Result<tokio::sync::mpsc::Receiver<()>, St
         .name("domain-watch".into())
         .spawn(move || {
             let mut watch = Some(first);
+            // The last failure said, so that a lasting one is said once.
             let mut said = None;
+            let say = |said: &mut Option<String>, e: shmbus::OpenError| {
+                let e = e.to_string();
+                if said.as_ref() != Some(&e) {
+                    eprintln!("shmbus-foxglove: watching domain {}: {e}; trying again", domain.name());
+                    *said = Some(e);
+                }
+            };
             loop {
-                if let Some(w) = watch.take() {
-                    for event in w {
-                        if let Err(e) = event {
-                            let e = e.to_string();
-                            if said.as_ref() != Some(&e) {
-                                eprintln!("shmbus-foxglove: watching domain {}: {e}; trying again", domain.name());
-                                said = Some(e);
+                for event in watch.take().into_iter().flatten() {
+                    match event {
+                        Ok(_) => {
+                            if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
+                                return;
                             }
-                            break;
                         }
-                        if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
-                            return;
+                        Err(e) => {
+                            say(&mut said, e);
+                            break;
                         }
                     }
                 }
@@ -187,11 +193,7 @@ fn watch_channels(domain: &Domain) -> Result<tokio::sync::mpsc::Receiver<()>, St
                         watch = Some(w);
                         said = None;
                     }
-                    Err(e) if said.as_deref() != Some(&e.to_string()) => {
-                        eprintln!("shmbus-foxglove: watching domain {}: {e}; trying again", domain.name());
-                        said = Some(e.to_string());
-                    }
-                    Err(_) => {}
+                    Err(e) => say(&mut said, e),
                 }
                 // What changed while nothing watched: one scan.
                 if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {

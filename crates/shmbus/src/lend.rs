@@ -259,18 +259,10 @@ impl<E> Lender<E> {
 
     /// Lends the endpoint exclusively, as an owned guard (see the [module docs](self)).
     pub fn lend_mut(&self) -> Result<LentMut<E>, LendError> {
-        let mut st = self.inner.lock();
-        if st.closed {
-            return Err(LendError::Closed);
+        match self.lend_mut_after(|_| Ok::<(), LendError>(())) {
+            Ok((lent, ())) => Ok(lent),
+            Err(LendOr::Refused(e) | LendOr::Failed(e)) => Err(e),
         }
-        if st.exclusive || st.shared > 0 {
-            return Err(LendError::Busy);
-        }
-        // SAFETY: locked, nothing lent.
-        let ep = unsafe { &mut *self.inner.ep(&st) };
-        let ep: *mut E = ep.as_mut().ok_or(LendError::Closed)?;
-        st.exclusive = true;
-        Ok(LentMut { ep, owner: self.clone() })
     }
 
     /// Runs `f` on the endpoint with the mutex held, as [`with`](Self::with) does, and if it
@@ -314,15 +306,10 @@ impl<E> Lender<E> {
 
     /// Lends the endpoint shared, as an owned token (see the [module docs](self)).
     pub fn lend_ref(&self) -> Result<LentRef<E>, LendError> {
-        let mut st = self.inner.lock();
-        if st.closed {
-            return Err(LendError::Closed);
+        match self.lend_ref_after(|_| Ok::<(), LendError>(())) {
+            Ok((lent, ())) => Ok(lent),
+            Err(LendOr::Refused(e) | LendOr::Failed(e)) => Err(e),
         }
-        if st.exclusive {
-            return Err(LendError::Busy);
-        }
-        st.shared += 1;
-        Ok(LentRef { owner: self.clone() })
     }
 
     /// Refuses every later call with [`LendError::Closed`]; drops the endpoint now, or when
