@@ -9,24 +9,60 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use shmbus::lend::LendOr;
-use shmbus::{Domain, WaitPolicy};
+use shmbus::{Domain, Failure, RecvErrors, RecvIntoSliceError, WaitPolicy, Waited};
 
 use crate::domain::shmbus_domain;
 use crate::handle::*;
 use crate::status::*;
 
-/// Which form of a receive (or loan) runs: `try_` (never waits), blocking, or `_timeout`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Wait {
-    Now,
-    Forever,
-    For(Duration),
+/// How long a call waits: `try_` (never), blocking (for ever) or `_timeout` (`timeout_ns`).
+pub(crate) use shmbus::Wait;
+
+/// The wait of a `_timeout` form, from its `timeout_ns` argument.
+pub(crate) fn wait_ns(ns: u64) -> Wait {
+    Wait::timeout(timeout(ns))
 }
 
-impl Wait {
-    /// The `_timeout` form, from a `timeout_ns` argument.
-    pub(crate) fn timeout(ns: u64) -> Wait {
-        Wait::For(timeout(ns))
+/// The outcome of a receive's `*_with(wait)` as an `Error`: nothing is the error of the form
+/// the caller chose (the try form's `Empty`, the timed form's `Timeout`, with their messages).
+pub(crate) trait Settle {
+    /// What the receive returns.
+    type Ok;
+    /// The outcome, its error as an `Error`.
+    fn settle(self, wait: Wait) -> Result<Self::Ok, Error>;
+}
+
+impl<T, E> Settle for Result<T, Waited<E>>
+where
+    E: RecvErrors + Failure,
+    E::Try: Failure,
+    E::Timeout: Failure,
+{
+    type Ok = T;
+
+    fn settle(self, wait: Wait) -> Result<T, Error> {
+        self.map_err(|w| match wait {
+            Wait::Now => Error::from(E::Try::from(w)),
+            Wait::Forever => Error::from(w),
+            Wait::Until(_) => Error::from(E::Timeout::from(w)),
+        })
+    }
+}
+
+impl<T, E> Settle for Result<T, RecvIntoSliceError<Waited<E>>>
+where
+    E: RecvErrors + Failure + 'static,
+    E::Try: Failure + 'static,
+    E::Timeout: Failure + 'static,
+{
+    type Ok = T;
+
+    fn settle(self, wait: Wait) -> Result<T, Error> {
+        self.map_err(|e| match wait {
+            Wait::Now => Error::from(e.map_recv(E::Try::from)),
+            Wait::Forever => Error::from(e),
+            Wait::Until(_) => Error::from(e.map_recv(E::Timeout::from)),
+        })
     }
 }
 
@@ -36,15 +72,18 @@ pub(crate) fn wait_policy(spin_ns: u64) -> WaitPolicy {
     WaitPolicy { spin: if spin_ns == u64::MAX { Duration::MAX } else { Duration::from_nanos(spin_ns) } }
 }
 
-/// Calls the form of a Rust method triplet that a [`Wait`] names, its error as an `Error`:
-/// `by_wait!(wait, t.try_recv_into(v) | recv_into | recv_into_timeout)`; the `_timeout`
-/// form gets the duration after the other arguments.
+/// Calls the form of a Rust send (or loan) triplet that a [`Wait`] names, its error as an
+/// `Error`: `by_wait!(wait, w.try_loan(len) | loan | loan_timeout)`; the `_timeout` form
+/// gets the time left after the other arguments.
 macro_rules! by_wait {
     ($wait:expr, $x:ident . $try:ident ( $($arg:expr),* ) | $block:ident | $timed:ident) => {
         match $wait {
             $crate::call::Wait::Now => $x.$try($($arg),*).map_err($crate::status::Error::from),
             $crate::call::Wait::Forever => $x.$block($($arg),*).map_err($crate::status::Error::from),
-            $crate::call::Wait::For(d) => $x.$timed($($arg,)* d).map_err($crate::status::Error::from),
+            $crate::call::Wait::Until(t) => {
+                $x.$timed($($arg,)* t.saturating_duration_since(::std::time::Instant::now()))
+                    .map_err($crate::status::Error::from)
+            }
         }
     };
 }

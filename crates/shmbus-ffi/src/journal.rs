@@ -548,7 +548,7 @@ unsafe fn recv_copy(
                     buf,
                     cap,
                     len_out,
-                    |dst| by_wait!(wait, t.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout),
+                    |dst| t.recv_into_slice_with(dst, wait).settle(wait),
                     |i| i.len(),
                 )?;
                 Ok((info.index(), info.ts_ns()))
@@ -615,7 +615,7 @@ pub unsafe extern "C" fn shmbus_tailer_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, wait_ns(timeout_ns)) }
 }
 
 /// Receives the next entry into memory the caller keeps (the other bindings'
@@ -672,7 +672,7 @@ pub unsafe extern "C" fn shmbus_tailer_recv_into_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(tailer, buf, cap, len_out, index_out, ts_ns_out, wait_ns(timeout_ns)) }
 }
 
 /// # Safety
@@ -690,7 +690,7 @@ unsafe fn recv_ref(
         unsafe {
             let (index, ts) = recv_in_place(tailer, data, len, |e| {
                 let t = &mut e.tailer;
-                let e = by_wait!(wait, t.try_recv_ref() | recv_ref | recv_ref_timeout)?;
+                let e = t.recv_ref_with(wait).settle(wait)?;
                 Ok((e.data(), (e.index(), e.ts_ns())))
             })?;
             put(index_out, index);
@@ -748,7 +748,7 @@ pub unsafe extern "C" fn shmbus_tailer_recv_ref_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(tailer, data, len, index_out, ts_ns_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_ref(tailer, data, len, index_out, ts_ns_out, wait_ns(timeout_ns)) }
 }
 
 /// Saves a named reader's position (everything read so far), so the next reader of that name

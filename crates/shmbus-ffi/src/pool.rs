@@ -392,7 +392,7 @@ unsafe fn recv_copy(
                     buf,
                     cap,
                     len_out,
-                    |dst| by_wait!(wait, w.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout),
+                    |dst| w.recv_into_slice_with(dst, wait).settle(wait),
                     |i| i.len(),
                 )?;
                 Ok(info.id())
@@ -454,7 +454,7 @@ pub unsafe extern "C" fn shmbus_worker_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, wait_ns(timeout_ns)) }
 }
 
 /// Receives the next job into memory the caller keeps (the other bindings'
@@ -508,7 +508,7 @@ pub unsafe extern "C" fn shmbus_worker_recv_into_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(worker, buf, cap, len_out, job_id_out, wait_ns(timeout_ns)) }
 }
 
 /// # Safety
@@ -525,7 +525,7 @@ unsafe fn recv_ref(
         unsafe {
             let id = recv_in_place(worker, data, len, |e| {
                 let w = &mut e.worker;
-                let job = by_wait!(wait, w.try_recv_ref() | recv_ref | recv_ref_timeout)?;
+                let job = w.recv_ref_with(wait).settle(wait)?;
                 Ok((job.data(), job.id()))
             })?;
             put(job_id_out, id);
@@ -580,7 +580,7 @@ pub unsafe extern "C" fn shmbus_worker_recv_ref_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(worker, data, len, job_id_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_ref(worker, data, len, job_id_out, wait_ns(timeout_ns)) }
 }
 
 /// Declares the current job finished and the worker idle (the dispatcher may hand it the

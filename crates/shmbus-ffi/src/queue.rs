@@ -370,14 +370,7 @@ unsafe fn recv_copy(
         unsafe {
             with_mut(consumer, |e| {
                 let c = &mut e.consumer;
-                recv_into_buf(
-                    buf,
-                    cap,
-                    len_out,
-                    |dst| by_wait!(wait, c.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout),
-                    |&n| n,
-                )
-                .map(drop)
+                recv_into_buf(buf, cap, len_out, |dst| c.recv_into_slice_with(dst, wait).settle(wait), |&n| n).map(drop)
             })
         }
     })
@@ -429,7 +422,7 @@ pub unsafe extern "C" fn shmbus_consumer_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(consumer, buf, cap, len_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(consumer, buf, cap, len_out, wait_ns(timeout_ns)) }
 }
 
 /// Receives the next message into memory the caller keeps (the other bindings'
@@ -480,7 +473,7 @@ pub unsafe extern "C" fn shmbus_consumer_recv_into_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(consumer, buf, cap, len_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(consumer, buf, cap, len_out, wait_ns(timeout_ns)) }
 }
 
 /// Sets how the consumer's blocking receives wait: busy-poll `spin_ns` nanoseconds before sleeping

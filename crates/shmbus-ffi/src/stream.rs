@@ -392,7 +392,7 @@ pub unsafe extern "C" fn shmbus_stream_writer_loan_timeout(
     out: *mut *mut shmbus_stream_loan,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { loan(writer, len, out, Wait::timeout(timeout_ns)) }
+    unsafe { loan(writer, len, out, wait_ns(timeout_ns)) }
 }
 
 /// The loan's memory: `*data` (writable) and `*capacity` (the `len` it was asked with).
@@ -480,7 +480,7 @@ unsafe fn recv_copy(
         // SAFETY: per the caller's contract.
         unsafe {
             with_mut(reader, |r| {
-                let record = by_wait!(wait, r.try_recv_ref() | recv_ref | recv_ref_timeout)?;
+                let record = r.recv_ref_with(wait).settle(wait)?;
                 // Dropped unconsumed on an error: read again next time.
                 deliver(&record, buf, cap, len_out)?;
                 record.consume();
@@ -536,7 +536,7 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(reader, buf, cap, len_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(reader, buf, cap, len_out, wait_ns(timeout_ns)) }
 }
 
 /// Receives the next record into memory the caller keeps (the other bindings'
@@ -587,18 +587,14 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_into_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(reader, buf, cap, len_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(reader, buf, cap, len_out, wait_ns(timeout_ns)) }
 }
 
 /// # Safety
 /// As the exported receives.
 unsafe fn recv_ref(reader: *mut shmbus_stream_reader, out: *mut *mut shmbus_record, wait: Wait) -> shmbus_status {
     // SAFETY: per the caller's contract.
-    unsafe {
-        lend_out(reader, out, |r| {
-            StreamReader::record_owned(r, |r| by_wait!(wait, r.try_recv_ref() | recv_ref | recv_ref_timeout))
-        })
-    }
+    unsafe { lend_out(reader, out, |r| StreamReader::record_owned(r, |r| r.recv_ref_with(wait).settle(wait))) }
 }
 
 /// Reads the next record in place if there is one now (`SHMBUS_EMPTY` if not): `*out` until
@@ -639,7 +635,7 @@ pub unsafe extern "C" fn shmbus_stream_reader_recv_ref_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(reader, out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_ref(reader, out, wait_ns(timeout_ns)) }
 }
 
 /// The record's bytes: `*data` (read-only, valid until the record is given back) and `*len`.

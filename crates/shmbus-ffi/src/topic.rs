@@ -488,7 +488,7 @@ pub unsafe extern "C" fn shmbus_publisher_send_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { send_copy(publisher, data, len, seq_out, Wait::timeout(timeout_ns)) }
+    unsafe { send_copy(publisher, data, len, seq_out, wait_ns(timeout_ns)) }
 }
 
 /// Loans a whole slot to write a message in place (zero-copy send): write up to
@@ -582,7 +582,7 @@ unsafe fn recv_copy(
     // SAFETY: per the caller's contract.
     unsafe {
         copy_message(sub, out, cap, len_out, seq_out, ts_out, |sub, dst| {
-            by_wait!(wait, sub.try_recv_into_slice(dst) | recv_into_slice | recv_into_slice_timeout)
+            sub.recv_into_slice_with(dst, wait).settle(wait)
         })
     }
 }
@@ -643,7 +643,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, wait_ns(timeout_ns)) }
 }
 
 /// Receives the next message into memory the caller keeps (the other bindings'
@@ -700,7 +700,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_into_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_copy(subscriber, buf, cap, len_out, seq_out, ts_ns_out, wait_ns(timeout_ns)) }
 }
 
 /// The zero-copy receives: the sample borrows the subscriber shared (several may be out).
@@ -709,11 +709,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_into_timeout(
 /// As the exported receives.
 unsafe fn recv_ref(sub: *mut shmbus_subscriber, out: *mut *mut shmbus_sample, wait: Wait) -> shmbus_status {
     // SAFETY: per the caller's contract.
-    unsafe {
-        lend_out(sub, out, |s| {
-            Subscriber::sample_owned(s, |sub| by_wait!(wait, sub.try_recv_ref() | recv_ref | recv_ref_timeout))
-        })
-    }
+    unsafe { lend_out(sub, out, |s| Subscriber::sample_owned(s, |sub| sub.recv_ref_with(wait).settle(wait))) }
 }
 
 /// Receives the next message in place if there is one now (`SHMBUS_EMPTY` if not): `*out` is
@@ -756,7 +752,7 @@ pub unsafe extern "C" fn shmbus_subscriber_recv_ref_timeout(
     timeout_ns: u64,
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
-    unsafe { recv_ref(subscriber, out, Wait::timeout(timeout_ns)) }
+    unsafe { recv_ref(subscriber, out, wait_ns(timeout_ns)) }
 }
 
 /// The sample's bytes: `*data` (read-only, valid until `shmbus_sample_release`) and `*len`.

@@ -878,6 +878,7 @@ macro_rules! error_family {
         }
 
         impl From<$block> for $try {
+            #[inline]
             fn from(e: $block) -> $try {
                 match e {
                     $( $block::$v { $( 0: $b )? $( $( $f ),* )? } => $try::$v { $( 0: $b )? $( $( $f ),* )? }, )*
@@ -886,6 +887,7 @@ macro_rules! error_family {
         }
 
         impl From<$block> for $timeout {
+            #[inline]
             fn from(e: $block) -> $timeout {
                 match e {
                     $( $block::$v { $( 0: $b )? $( $( $f ),* )? } => $timeout::$v { $( 0: $b )? $( $( $f ),* )? }, )*
@@ -897,6 +899,7 @@ macro_rules! error_family {
             /// The blocking form of this error, or `None` for a "nothing now" outcome that a
             /// blocking call waits through.
             #[allow(dead_code, unused_variables)]
+            #[inline]
             pub(crate) fn into_blocking(self) -> Option<$block> {
                 match self {
                     $( $try::$tv { .. } => None, )*

@@ -29,7 +29,9 @@
 //! Every kind is made, opened, sent on and received from the same way (`docs/api.md`):
 //! `<Kind>::create_or_open(&domain, name, &config)` or `<Kind>::open(&domain, name)`, an
 //! endpoint from the handle, then crossbeam-channel's verbs (`try_send` / `send` /
-//! `send_timeout`, `try_recv` / `recv` / `recv_timeout`). Each kind's page has an example.
+//! `send_timeout`, `try_recv` / `recv` / `recv_timeout` / `recv_deadline`). Every receive is
+//! one call that takes a [`Wait`], `recv_with(wait)` (the [`Receive`] contract every
+//! receiver keeps); the named forms are it with each wait. Each kind's page has an example.
 //!
 //! # Kinds
 //!
@@ -56,7 +58,8 @@
 //!    blocks.
 //! 4. `segment` (header, race-free creation, validation), `wait` (spin, then sleep), and
 //!    `describe` (what a kind tells tools about itself).
-//! 5. `endpoint` (the machinery every kind's endpoints share).
+//! 5. `endpoint` (the machinery every kind's endpoints share, and the receive contract:
+//!    [`Receive`], [`Waited`]).
 //! 6. The kinds, each folder with the same roles: `config`, `layout`, `protocol` (the
 //!    lock-free core), `shared` (the state its handle and endpoints share), the endpoints,
 //!    `handle`, `describe`, `error`, `typed`.
@@ -150,6 +153,7 @@ pub use queue::{
 #[cfg(feature = "derive")]
 pub use shmbus_derive::Pod;
 pub mod schema;
+pub use endpoint::receive::{Receive, ReceiveInto, ReceiveRef, RecvErrors, Waited};
 pub use kind::Kind;
 pub use schema::{Schema, SchemaError};
 pub use segment::HeaderInfo;
@@ -166,7 +170,7 @@ pub use topic::{
     DeliveryPolicy, Publisher, Subscriber, Topic, TopicConfig, TopicGetError, TopicRecvError, TopicRecvTimeoutError,
     TopicSendError, TopicSendTimeoutError, TopicStatus, TopicTryRecvError, TopicTrySendError,
 };
-pub use wait::WaitPolicy;
+pub use wait::{Wait, WaitPolicy};
 #[cfg(not(loom))]
 pub use {
     journal::{TypedAppender, TypedTailer},

@@ -31,6 +31,44 @@ impl Default for WaitPolicy {
     }
 }
 
+/// How long a call waits: the one argument of every receive's `*_with` form, from which its
+/// `try_` (`Now`), blocking (`Forever`), `_timeout` and `_deadline` (`Until`) forms come.
+///
+/// ```
+/// use std::time::Duration;
+/// use shmbus::Wait;
+///
+/// assert_eq!(Wait::timeout(Duration::MAX), Wait::Forever);
+/// assert!(matches!(Wait::timeout(Duration::from_millis(5)), Wait::Until(_)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Not at all: only what can be done now.
+    Now,
+    /// As long as it takes.
+    Forever,
+    /// Until this instant on the monotonic clock, at most.
+    Until(Instant),
+}
+
+impl Wait {
+    /// `timeout` from now; [`Wait::Forever`] when that instant is not representable (such as
+    /// for `Duration::MAX`).
+    pub fn timeout(timeout: Duration) -> Wait {
+        Instant::now().checked_add(timeout).map_or(Wait::Forever, Wait::Until)
+    }
+
+    /// The deadline of a call that waits (`Now` has passed at once).
+    #[inline]
+    pub(crate) fn deadline(self) -> Deadline {
+        match self {
+            Wait::Now => Deadline(Some(Instant::now())),
+            Wait::Forever => Deadline::NEVER,
+            Wait::Until(t) => Deadline(Some(t)),
+        }
+    }
+}
+
 /// When a blocking call gives up: an instant on the monotonic clock, or never.
 ///
 /// Every blocking receive, send and wait computes its deadline once, on entry, with

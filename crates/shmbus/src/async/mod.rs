@@ -60,8 +60,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::endpoint::iter::Receive;
+use crate::endpoint::receive::{Receive, Waited};
 use crate::sys::monotonic_ns;
+use crate::wait::Wait as HowLong;
 use crate::waitset::{WaitError, Waitable};
 
 mod waiter;
@@ -354,119 +355,42 @@ impl WaitState {
     }
 }
 
-/// What a receive attempt of a future needs that a spinning receive's does not: a future
-/// tries once per wake-up. The stream reader has the attempt read its writer watch's
-/// liveness clock (see `StreamReader::clock_writer_watch`), so that its retries, one per
-/// `LIVENESS_INTERVAL`, find a SIGKILLed writer within about one interval.
-trait BeforeAttempt {
-    fn before_attempt(&self) {}
-}
+/// Every receiver of the receive contract is awaitable: one attempt is its
+/// `recv_with(Wait::Now)` after the hook it owes first ([`Receive::before_attempt`]).
+impl<R: Receive + Waitable> sealed::Sealed for R {}
 
-impl BeforeAttempt for crate::Subscriber {}
-impl BeforeAttempt for crate::Consumer {}
-impl BeforeAttempt for crate::Worker {}
-impl BeforeAttempt for crate::Tailer {}
-impl BeforeAttempt for crate::StreamReader {
-    fn before_attempt(&self) {
-        self.clock_writer_watch();
-    }
-}
+impl<R: Receive + Waitable> AsyncRecv for R {
+    type Item = R::Item;
+    type Error = R::Error;
 
-/// `AsyncRecv` for an endpoint through its iterators' `Receive`, implemented for `$rx` (the
-/// endpoint's reference type; `'static` only to name the item and error types).
-macro_rules! async_recv {
-    ($($ep:ty => $rx:ty;)*) => {$(
-        impl sealed::Sealed for $ep {}
-        impl AsyncRecv for $ep {
-            type Item = <$rx as Receive>::Item;
-            type Error = <$rx as Receive>::Error;
-            fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
-                Receive::try_recv(&mut &mut *self)
-            }
-            fn ends(e: &Self::Error) -> bool {
-                <$rx as Receive>::ends(e)
-            }
-        }
-    )*};
-}
-
-async_recv! {
-    crate::Consumer => &'static mut crate::Consumer;
-    crate::Worker => &'static mut crate::Worker;
-    crate::Tailer => &'static mut crate::Tailer;
-}
-
-impl sealed::Sealed for crate::StreamReader {}
-impl AsyncRecv for crate::StreamReader {
-    type Item = <&'static mut crate::StreamReader as Receive>::Item;
-    type Error = <&'static mut crate::StreamReader as Receive>::Error;
-    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
+    fn try_recv_now(&mut self) -> Result<R::Item, Option<R::Error>> {
         self.before_attempt();
-        Receive::try_recv(&mut &mut *self)
+        self.recv_with(HowLong::Now).map_err(Waited::failure)
     }
-    fn ends(e: &Self::Error) -> bool {
-        <&'static mut crate::StreamReader as Receive>::ends(e)
+
+    fn ends(e: &R::Error) -> bool {
+        R::ends(e)
     }
-    /// A SIGKILLed writer sends no notification: a receive attempt finds it gone, as the
-    /// blocking `recv` does every `LIVENESS_INTERVAL`.
+
     fn retry_interval(&self) -> Option<std::time::Duration> {
-        Some(crate::stream::LIVENESS_INTERVAL)
+        Receive::retry_interval(self)
     }
 }
 
-/// `AsyncRecv` for the typed receivers (`TypedConsumer<T>`, …): the typed `try_recv`, with
-/// the byte endpoint's errors, retry interval and end of iteration.
-macro_rules! async_recv_typed {
-    ($($b:ty => $rx:ty, $retry:expr;)*) => {$(
-        impl<T: crate::Pod> sealed::Sealed for crate::typed::Receiver<$b, T> {}
-        impl<T: crate::Pod> AsyncRecv for crate::typed::Receiver<$b, T> {
-            type Item = <$b as crate::typed::TypedReceive>::Owned<T>;
-            type Error = <$b as crate::typed::TypedReceive>::RecvError;
-            fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
-                self.bytes().before_attempt();
-                self.try_recv().map_err(|e| e.into_blocking())
-            }
-            fn ends(e: &Self::Error) -> bool {
-                <$rx as Receive>::ends(e)
-            }
-            fn retry_interval(&self) -> Option<std::time::Duration> {
-                $retry
-            }
-        }
-    )*};
-}
-
-async_recv_typed! {
-    crate::Subscriber => &'static crate::Subscriber, None;
-    crate::Consumer => &'static mut crate::Consumer, None;
-    crate::StreamReader => &'static mut crate::StreamReader, Some(crate::stream::LIVENESS_INTERVAL);
-    crate::Worker => &'static mut crate::Worker, None;
-    crate::Tailer => &'static mut crate::Tailer, None;
-}
-
+/// A subscriber receives through `&self`: it awaits as its shared reference does (which
+/// awaits while samples of it are held, and from several futures at once).
 impl sealed::Sealed for crate::Subscriber {}
-impl AsyncRecv for crate::Subscriber {
-    type Item = <&'static crate::Subscriber as Receive>::Item;
-    type Error = <&'static crate::Subscriber as Receive>::Error;
-    fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
-        Receive::try_recv(&mut &*self)
-    }
-    fn ends(e: &Self::Error) -> bool {
-        <&'static crate::Subscriber as Receive>::ends(e)
-    }
-}
 
-/// The subscriber receives through `&self`: a shared reference awaits as the subscriber does
-/// (while samples of it are held, and from several futures at once).
-impl sealed::Sealed for &crate::Subscriber {}
-impl AsyncRecv for &crate::Subscriber {
-    type Item = <&'static crate::Subscriber as Receive>::Item;
-    type Error = <&'static crate::Subscriber as Receive>::Error;
+impl AsyncRecv for crate::Subscriber {
+    type Item = crate::topic::Message;
+    type Error = crate::topic::TopicRecvError;
+
     fn try_recv_now(&mut self) -> Result<Self::Item, Option<Self::Error>> {
-        Receive::try_recv(self)
+        (&*self).try_recv_now()
     }
+
     fn ends(e: &Self::Error) -> bool {
-        <&'static crate::Subscriber as Receive>::ends(e)
+        <&crate::Subscriber as Receive>::ends(e)
     }
 }
 

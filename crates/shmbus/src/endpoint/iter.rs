@@ -7,27 +7,8 @@
 // Under loom only the kinds' protocols are built, not their endpoints.
 #![cfg_attr(loom, allow(dead_code))]
 
-/// What the iterators need of a receiving endpoint (`&Subscriber`, `&mut Worker`, …).
-pub trait Receive {
-    /// What one receive returns.
-    type Item;
-    /// What a blocking receive fails with.
-    type Error;
-
-    /// One blocking receive.
-    fn recv(&mut self) -> Result<Self::Item, Self::Error>;
-
-    /// One receive that does not wait: `Err(None)` when there is nothing now, `Err(Some(e))`
-    /// for any other failure, in its blocking form.
-    fn try_recv(&mut self) -> Result<Self::Item, Option<Self::Error>>;
-
-    /// Whether `e` ends a blocking iteration: nothing can be received after it (a truncated
-    /// file, a peer gone for good). The default: no error does.
-    fn ends(e: &Self::Error) -> bool {
-        let _ = e;
-        false
-    }
-}
+use super::receive::{Receive, Waited};
+use crate::wait::Wait;
 
 /// A blocking iterator: each `next` is one blocking receive. It ends after an error that
 /// [`Receive::ends`] says nothing follows; otherwise it never ends.
@@ -50,7 +31,7 @@ impl<R: Receive> Iterator for Iter<R> {
         if self.done {
             return None;
         }
-        let r = self.rx.recv();
+        let r = self.rx.recv_with(Wait::Forever).map_err(Waited::forever);
         self.done = matches!(&r, Err(e) if R::ends(e));
         Some(r)
     }
@@ -77,11 +58,11 @@ impl<R: Receive> Iterator for TryIter<R> {
         if self.done {
             return None;
         }
-        match self.rx.try_recv() {
+        match self.rx.recv_with(Wait::Now) {
             Ok(m) => Some(Ok(m)),
             Err(e) => {
                 self.done = true;
-                e.map(Err)
+                e.failure().map(Err)
             }
         }
     }

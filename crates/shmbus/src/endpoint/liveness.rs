@@ -155,7 +155,6 @@ impl PeerWatch {
     /// Has the next [`alive`](Self::alive) read the clock (and ask `/proc` if the interval
     /// has passed), for a caller that polls once per wake-up instead of in a spin (an async
     /// receive): its polls are too few for every [`CLOCK_EVERY`]th to come soon.
-    #[cfg(feature = "tokio")]
     pub(crate) fn clock_next(&self) {
         self.polls.set(CLOCK_EVERY - 1);
     }

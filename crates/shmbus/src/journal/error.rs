@@ -326,3 +326,5 @@ pub fn open_error_message(e: &OpenError) -> String {
         e => e.to_string(),
     }
 }
+
+crate::endpoint::receive::waited!(JournalTryRecvError::Empty, JournalRecvError, JournalRecvTimeoutError);

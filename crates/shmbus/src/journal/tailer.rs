@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::endpoint::liveness::{self, Throttle};
+use crate::endpoint::receive::{impl_receive, receive_forms, Waited};
 use crate::error::{too_small, OpenError, RecvIntoSliceError};
 use crate::sync::Ordering;
-use crate::wait::WaitPolicy;
+use crate::wait::{Wait, WaitPolicy};
 
 use super::files::CycleFiles;
 use super::format::{
@@ -191,18 +192,11 @@ pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut Tailer>;
 /// An `Iterator` whose items are `Result<Entry, JournalRecvError>`.
 pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut Tailer>;
 
-impl crate::endpoint::iter::Receive for &mut Tailer {
-    type Item = Entry;
-    type Error = JournalRecvError;
-
-    fn recv(&mut self) -> Result<Entry, JournalRecvError> {
-        Tailer::recv(self)
-    }
-
-    fn try_recv(&mut self) -> Result<Entry, Option<JournalRecvError>> {
-        Tailer::try_recv(self).map_err(|e| e.into_blocking())
-    }
-}
+impl_receive!(
+    Tailer: Entry, EntryInfo, JournalRecvError; Journal, "entry length is not the size of the tailer's payload type";
+    typed T = |_info, value| value, note |info, c| c.with("index", info.index())
+);
+impl_receive!(ref Tailer: EntryRef<'a>; note |entry, c| c.with("index", entry.index()));
 
 /// Where the next entry is: what `materialize` needs.
 #[derive(Debug, Clone, Copy)]
@@ -389,89 +383,57 @@ impl Tailer {
         self.damaged
     }
 
-    /// The next entry if one is committed now (zero-copy, valid until the next call);
-    /// [`JournalTryRecvError::Empty`] at the end.
+    /// The next entry (zero-copy, valid until the next call), waiting as `wait` says.
+    /// Returns within the wait whatever the journal's files hold.
     ///
     /// An entry that is claimed but not written, with no live appender writing it, is
-    /// damage, not an entry in flight: it is reported ([`JournalTryRecvError::Damaged`]) and
+    /// damage, not an entry in flight: it is reported ([`JournalRecvError::Damaged`]) and
     /// skipped at once, so reading a damaged journal to its end never stops early.
     ///
-    /// It does not wait, but it does the work there is: walking abandoned entries and
-    /// scanning a damaged range for the next sound entry (linear in the cycle's size) before
-    /// it says `Empty`.
-    pub fn try_recv_ref(&mut self) -> Result<EntryRef<'_>, JournalTryRecvError> {
-        match self.try_find() {
-            Ok(Some(f)) => Ok(self.materialize(f)?),
-            Ok(None) => Err(JournalTryRecvError::Empty),
-            Err(e) => Err(e.into()),
-        }
+    /// [`Wait::Now`] does not wait, but it does the work there is: walking abandoned entries
+    /// and scanning a damaged range for the next sound entry (linear in the cycle's size)
+    /// before it says [`Waited::Empty`].
+    #[inline]
+    pub fn recv_ref_with(&mut self, wait: Wait) -> Result<EntryRef<'_>, Waited<JournalRecvError>> {
+        let f = self.find_with(wait)?;
+        Ok(self.materialize(f)?)
     }
 
-    /// [`Tailer::try_recv_ref`], copied into an owned [`Entry`].
-    pub fn try_recv(&mut self) -> Result<Entry, JournalTryRecvError> {
-        self.try_recv_ref().map(|e| e.to_entry())
+    receive_forms! {
+        /// The next entry if one is committed now (zero-copy, valid until the next call);
+        /// [`JournalTryRecvError::Empty`] at the end (see [`recv_ref_with`](Self::recv_ref_with)).
+        fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline (&mut self) = recv_ref_with -> EntryRef<'_>;
+        errors (JournalTryRecvError, JournalRecvError, JournalRecvTimeoutError)
     }
 
-    /// [`Tailer::try_recv_ref`], copied into `buf` (cleared first; no allocation once it
-    /// has room).
-    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<EntryInfo, JournalTryRecvError> {
-        let e = self.try_recv_ref()?;
+    /// [`recv_ref_with`](Self::recv_ref_with), copied into an owned [`Entry`].
+    #[inline]
+    pub fn recv_with(&mut self, wait: Wait) -> Result<Entry, Waited<JournalRecvError>> {
+        self.recv_ref_with(wait).map(|e| e.to_entry())
+    }
+
+    receive_forms! {
+        /// [`try_recv_ref`](Self::try_recv_ref), copied into an owned [`Entry`].
+        fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> Entry;
+        errors (JournalTryRecvError, JournalRecvError, JournalRecvTimeoutError)
+    }
+
+    /// [`recv_ref_with`](Self::recv_ref_with), copied into `buf` (cleared first; no
+    /// allocation once it has room).
+    #[inline]
+    pub fn recv_into_with(&mut self, buf: &mut Vec<u8>, wait: Wait) -> Result<EntryInfo, Waited<JournalRecvError>> {
+        let e = self.recv_ref_with(wait)?;
         buf.clear();
         buf.extend_from_slice(e.data);
         Ok(e.info())
     }
 
-    /// The next entry (zero-copy, valid until the next call), waiting for it as long as it
-    /// takes.
-    pub fn recv_ref(&mut self) -> Result<EntryRef<'_>, JournalRecvError> {
-        loop {
-            if let Some(f) = self.wait_find(crate::wait::Deadline::from_timeout(None))? {
-                return self.materialize(f);
-            }
-        }
-    }
-
-    /// [`Tailer::recv_ref`], copied into an owned [`Entry`].
-    pub fn recv(&mut self) -> Result<Entry, JournalRecvError> {
-        self.recv_ref().map(|e| e.to_entry())
-    }
-
-    /// [`Tailer::recv_ref`], copied into `buf` (cleared first; no allocation once it has
-    /// room).
-    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<EntryInfo, JournalRecvError> {
-        let e = self.recv_ref()?;
-        buf.clear();
-        buf.extend_from_slice(e.data);
-        Ok(e.info())
-    }
-
-    /// The next entry (zero-copy, valid until the next call), waiting up to `timeout` for
-    /// it; [`JournalRecvTimeoutError::Timeout`] when it passes. Returns within the timeout
-    /// whatever the journal's files hold.
-    pub fn recv_ref_timeout(&mut self, timeout: Duration) -> Result<EntryRef<'_>, JournalRecvTimeoutError> {
-        match self.wait_find(crate::wait::Deadline::after(timeout)) {
-            Ok(Some(f)) => Ok(self.materialize(f)?),
-            Ok(None) => Err(JournalRecvTimeoutError::Timeout),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// [`Tailer::recv_ref_timeout`], copied into an owned [`Entry`].
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Entry, JournalRecvTimeoutError> {
-        self.recv_ref_timeout(timeout).map(|e| e.to_entry())
-    }
-
-    /// [`Tailer::recv_ref_timeout`], copied into `buf` (cleared first; no allocation once
-    /// it has room).
-    pub fn recv_into_timeout(
-        &mut self,
-        buf: &mut Vec<u8>,
-        timeout: Duration,
-    ) -> Result<EntryInfo, JournalRecvTimeoutError> {
-        let e = self.recv_ref_timeout(timeout)?;
-        buf.clear();
-        buf.extend_from_slice(e.data);
-        Ok(e.info())
+    receive_forms! {
+        /// [`try_recv_ref`](Self::try_recv_ref), copied into `buf` (cleared first; no
+        /// allocation once it has room).
+        fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&mut self, buf: &mut Vec<u8>)
+            = recv_into_with -> EntryInfo;
+        errors (JournalTryRecvError, JournalRecvError, JournalRecvTimeoutError)
     }
 
     /// Copies the entry `f` into the start of `buf`; an entry longer than `buf` is kept to be
@@ -495,45 +457,43 @@ impl Tailer {
         }
     }
 
-    /// The next entry if one is committed now, copied into the start of `buf`: one copy,
+    /// The next entry, copied into the start of `buf`, waiting as `wait` says: one copy,
     /// straight out of the mapped file (a compressed or sealed entry is decoded into the
-    /// tailer's buffer first, as for [`try_recv_ref`](Self::try_recv_ref)), and no
+    /// tailer's buffer first, as for [`recv_ref_with`](Self::recv_ref_with)), and no
     /// allocation. Returns its index, time stamp and length (`buf[..len]` holds it).
     ///
     /// An entry longer than `buf` is [`RecvIntoSliceError::TooSmall`] and is not delivered:
     /// the tailer stays on it ([`position`](Self::position) and [`ack`](Self::ack) say its
     /// index), and the next receive of any form returns it. Entries are never rewritten, so
     /// it is the same entry then.
-    pub fn try_recv_into_slice(
+    #[inline]
+    pub fn recv_into_slice_with(
         &mut self,
         buf: &mut [u8],
-    ) -> Result<EntryInfo, RecvIntoSliceError<JournalTryRecvError>> {
-        match self.try_find() {
-            Ok(Some(f)) => self.found_into_slice(f, buf),
-            Ok(None) => Err(JournalTryRecvError::Empty.into()),
-            Err(e) => Err(JournalTryRecvError::from(e).into()),
-        }
+        wait: Wait,
+    ) -> Result<EntryInfo, RecvIntoSliceError<Waited<JournalRecvError>>> {
+        let f = self.find_with(wait)?;
+        self.found_into_slice(f, buf)
     }
 
-    /// [`Tailer::try_recv_into_slice`], waiting for the entry as long as it takes.
-    pub fn recv_into_slice(&mut self, buf: &mut [u8]) -> Result<EntryInfo, RecvIntoSliceError<JournalRecvError>> {
-        loop {
-            if let Some(f) = self.wait_find(crate::wait::Deadline::from_timeout(None))? {
-                return self.found_into_slice(f, buf);
-            }
-        }
+    receive_forms! {
+        /// The next entry if one is committed now, copied into the start of `buf` (see
+        /// [`recv_into_slice_with`](Self::recv_into_slice_with)).
+        fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
+            (&mut self, buf: &mut [u8]) = recv_into_slice_with -> EntryInfo;
+        errors (JournalTryRecvError, JournalRecvError, JournalRecvTimeoutError) slice
     }
 
-    /// [`Tailer::try_recv_into_slice`], waiting up to `timeout` for the entry.
-    pub fn recv_into_slice_timeout(
-        &mut self,
-        buf: &mut [u8],
-        timeout: Duration,
-    ) -> Result<EntryInfo, RecvIntoSliceError<JournalRecvTimeoutError>> {
-        match self.wait_find(crate::wait::Deadline::after(timeout)) {
-            Ok(Some(f)) => self.found_into_slice(f, buf),
-            Ok(None) => Err(JournalRecvTimeoutError::Timeout.into()),
-            Err(e) => Err(JournalRecvTimeoutError::from(e).into()),
+    /// Where the next entry is, waiting for it as `wait` says.
+    fn find_with(&mut self, wait: Wait) -> Result<Found, Waited<JournalRecvError>> {
+        match wait {
+            Wait::Now => self.try_find()?.ok_or(Waited::Empty),
+            Wait::Forever => loop {
+                if let Some(f) = self.wait_find(wait.deadline())? {
+                    return Ok(f);
+                }
+            },
+            Wait::Until(_) => self.wait_find(wait.deadline())?.ok_or(Waited::TimedOut),
         }
     }
 

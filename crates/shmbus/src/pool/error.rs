@@ -108,3 +108,5 @@ error_family! {
         Truncated => [ErrorKind::Truncated] ("{}", TRUNCATED_MSG),
     }
 }
+
+crate::endpoint::receive::waited!(PoolTryRecvError::Empty, PoolRecvError, PoolRecvTimeoutError);

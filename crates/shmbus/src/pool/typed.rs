@@ -4,11 +4,12 @@
 use std::ops::Deref;
 
 use super::dispatcher::Dispatcher;
-use super::error::PoolTrySendError;
+use super::error::{PoolRecvError, PoolTrySendError};
 use super::handle::Pool;
 use super::layout::PoolConfig;
 use super::shared::Dispatched;
-use super::worker::{JobRef, Worker};
+use super::worker::{Job, JobInfo, JobRef, Worker};
+use crate::endpoint::receive::impl_receive;
 use crate::error::OpenError;
 use crate::pod::{bytes_of, PayloadType, Pod};
 use crate::typed::{Receiver, Ref, Sender};
@@ -110,3 +111,10 @@ impl<T: Pod> Ref<JobRef<'_>, T> {
         self.item().id()
     }
 }
+
+// The worker's receive contract, here beside the typed job it makes.
+impl_receive!(
+    Worker: Job, JobInfo, PoolRecvError; Pool, "job length is not the size of the worker's payload type";
+    ends (PoolRecvError::Truncated);
+    typed TypedJob<T> = |info, value| TypedJob::new(info.id(), value), note |info, c| c.with("job_id", info.id())
+);

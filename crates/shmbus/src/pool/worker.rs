@@ -11,13 +11,14 @@ use super::protocol::{Idle, Leave, Mail, PoolRef, Withdraw, BUSY, LOST, VACANT};
 use super::shared::Shared;
 use super::shared::{dispatcher_alive, payload_ptr, pool_ref, DEFAULT_ORPHAN_CHECK, ROLE_WORKER};
 use crate::endpoint::liveness::Throttle;
+use crate::endpoint::receive::{impl_receive, receive_forms, Waited};
 use crate::error::{too_small, Corrupt, OpenError, RecvIntoSliceError};
 use crate::kind::Kind;
 use crate::lend::{LendOr, Lender, OwnedBytes};
 use crate::segment::Segment;
 use crate::stats::Counter;
 use crate::sys::{process_is_alive, ProcessId};
-use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
+use crate::wait::{try_then_block_on, Deadline, Wait, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// How long a worker waits for a live dispatcher to finish writing a job (a copy of at most
@@ -382,67 +383,64 @@ impl Worker {
         JobRef { id, data }
     }
 
-    /// Waits for a job (blocking, with the wait policy) and reads it in place. The worker is
-    /// idle while it waits: the dispatcher can only give it work now. A job still in the
-    /// mailbox is delivered even if the dispatcher has gone since.
-    pub fn recv_ref(&mut self) -> Result<JobRef<'_>, PoolRecvError> {
-        let (id, len) = loop {
-            match self.take(Deadline::NEVER) {
-                Ok(job) => break job,
-                Err(Some(e)) => return Err(e),
-                Err(None) => continue, // no deadline passes; wait on
-            }
-        };
+    /// Takes a job, waiting for one as `wait` says, and reads it in place. The worker is
+    /// idle while it waits (the dispatcher can only give it work now), and stays idle when
+    /// nothing comes ([`Waited::Empty`] or [`Waited::TimedOut`]: a job that raced the timeout
+    /// is returned instead). A job still in the mailbox is delivered even if the dispatcher
+    /// has gone since.
+    #[inline]
+    pub fn recv_ref_with(&mut self, wait: Wait) -> Result<JobRef<'_>, Waited<PoolRecvError>> {
+        let (id, len) = self.take_with(wait)?;
         Ok(self.job_ref(id, len))
     }
 
-    /// [`recv_ref`](Self::recv_ref) with a timeout; on [`PoolRecvTimeoutError::Timeout`] the
-    /// worker is no longer idle (a job that raced the timeout is returned instead).
-    pub fn recv_ref_timeout(&mut self, timeout: Duration) -> Result<JobRef<'_>, PoolRecvTimeoutError> {
-        match self.take(Deadline::after(timeout)) {
-            Ok((id, len)) => Ok(self.job_ref(id, len)),
-            Err(Some(e)) => Err(e.into()),
-            Err(None) => Err(PoolRecvTimeoutError::Timeout),
+    receive_forms! {
+        /// Takes a job if one is in the mailbox, without waiting, and reads it in place;
+        /// otherwise the worker is now idle (waiting for work) and `Empty` is returned. Use
+        /// with a [`crate::WaitSet`].
+        fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline (&mut self) = recv_ref_with -> JobRef<'_>;
+        errors (PoolTryRecvError, PoolRecvError, PoolRecvTimeoutError)
+    }
+
+    /// The job in the mailbox (id, length), taken as `wait` says.
+    fn take_with(&mut self, wait: Wait) -> Result<(u64, u64), Waited<PoolRecvError>> {
+        match wait {
+            Wait::Now => Ok(self.try_take()?),
+            Wait::Forever => loop {
+                match self.take(Deadline::NEVER) {
+                    Ok(job) => return Ok(job),
+                    Err(Some(e)) => return Err(Waited::Failed(e)),
+                    Err(None) => continue, // no deadline passes; wait on
+                }
+            },
+            Wait::Until(_) => self.take(wait.deadline()).map_err(|e| e.map_or(Waited::TimedOut, Waited::Failed)),
         }
     }
 
-    /// Takes a job if one is in the mailbox, without waiting, and reads it in place;
-    /// otherwise the worker is now idle (waiting for work) and `Empty` is returned. Use with
-    /// a [`crate::WaitSet`].
-    pub fn try_recv_ref(&mut self) -> Result<JobRef<'_>, PoolTryRecvError> {
-        let (id, len) = self.try_take()?;
-        Ok(self.job_ref(id, len))
+    /// [`recv_ref_with`](Self::recv_ref_with), copying the job out: an owned [`Job`].
+    #[inline]
+    pub fn recv_with(&mut self, wait: Wait) -> Result<Job, Waited<PoolRecvError>> {
+        self.recv_ref_with(wait).map(|j| Job { id: j.id, data: j.data.to_vec() })
     }
 
-    /// [`recv_ref`](Self::recv_ref), copying the job out: an owned [`Job`].
-    pub fn recv(&mut self) -> Result<Job, PoolRecvError> {
-        self.recv_ref().map(|j| Job { id: j.id, data: j.data.to_vec() })
+    receive_forms! {
+        /// [`try_recv_ref`](Self::try_recv_ref), copying the job out: an owned [`Job`].
+        fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> Job;
+        errors (PoolTryRecvError, PoolRecvError, PoolRecvTimeoutError)
     }
 
-    /// [`recv_ref_timeout`](Self::recv_ref_timeout), copying the job out.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Job, PoolRecvTimeoutError> {
-        self.recv_ref_timeout(timeout).map(|j| Job { id: j.id, data: j.data.to_vec() })
+    /// [`recv_ref_with`](Self::recv_ref_with), copying the job into `buf` (replacing its
+    /// contents; no allocation once `buf` has the capacity).
+    #[inline]
+    pub fn recv_into_with(&mut self, buf: &mut Vec<u8>, wait: Wait) -> Result<JobInfo, Waited<PoolRecvError>> {
+        self.recv_ref_with(wait).map(|j| copy_into(&j, buf))
     }
 
-    /// [`try_recv_ref`](Self::try_recv_ref), copying the job out.
-    pub fn try_recv(&mut self) -> Result<Job, PoolTryRecvError> {
-        self.try_recv_ref().map(|j| Job { id: j.id, data: j.data.to_vec() })
-    }
-
-    /// [`recv_ref`](Self::recv_ref), copying the job into `buf` (replacing its contents;
-    /// no allocation once `buf` has the capacity).
-    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<JobInfo, PoolRecvError> {
-        self.recv_ref().map(|j| copy_into(&j, buf))
-    }
-
-    /// [`recv_ref_timeout`](Self::recv_ref_timeout), copying the job into `buf`.
-    pub fn recv_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<JobInfo, PoolRecvTimeoutError> {
-        self.recv_ref_timeout(timeout).map(|j| copy_into(&j, buf))
-    }
-
-    /// [`try_recv_ref`](Self::try_recv_ref), copying the job into `buf`.
-    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<JobInfo, PoolTryRecvError> {
-        self.try_recv_ref().map(|j| copy_into(&j, buf))
+    receive_forms! {
+        /// [`try_recv_ref`](Self::try_recv_ref), copying the job into `buf`.
+        fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&mut self, buf: &mut Vec<u8>)
+            = recv_into_with -> JobInfo;
+        errors (PoolTryRecvError, PoolRecvError, PoolRecvTimeoutError)
     }
 
     /// Copies the job `job` into the start of `buf`; a job longer than `buf` stays in the
@@ -458,46 +456,31 @@ impl Worker {
         Ok(JobInfo { id, len: n })
     }
 
-    /// Takes a job if one is in the mailbox, without waiting, and copies it into the start of
-    /// `buf`: one copy, straight out of the mailbox, and no allocation. Returns its id and
-    /// length (`buf[..len]` holds it). Otherwise the worker is idle, as with
-    /// [`try_recv_ref`](Self::try_recv_ref).
+    /// Takes a job, waiting as [`recv_ref_with`](Self::recv_ref_with) does, and copies it
+    /// into the start of `buf`: one copy, straight out of the mailbox, and no allocation.
+    /// Returns its id and length (`buf[..len]` holds it).
     ///
     /// A job longer than `buf` is [`RecvIntoSliceError::TooSmall`]: it stays in this worker's
     /// mailbox (the worker stays busy with it; the dispatcher cannot write there), and the
     /// next receive of any form returns it again instead of asking for work.
     /// [`done`](Self::done) gives it up instead.
-    pub fn try_recv_into_slice(&mut self, buf: &mut [u8]) -> Result<JobInfo, RecvIntoSliceError<PoolTryRecvError>> {
-        let job = self.try_take()?;
-        self.job_into_slice(job, buf)
-    }
-
-    /// [`try_recv_into_slice`](Self::try_recv_into_slice), waiting for a job as
-    /// [`recv_ref`](Self::recv_ref) does.
-    pub fn recv_into_slice(&mut self, buf: &mut [u8]) -> Result<JobInfo, RecvIntoSliceError<PoolRecvError>> {
-        let job = loop {
-            match self.take(Deadline::NEVER) {
-                Ok(job) => break job,
-                Err(Some(e)) => return Err(e.into()),
-                Err(None) => continue, // no deadline passes; wait on
-            }
-        };
-        self.job_into_slice(job, buf)
-    }
-
-    /// [`recv_into_slice`](Self::recv_into_slice) with a timeout, as
-    /// [`recv_ref_timeout`](Self::recv_ref_timeout).
-    pub fn recv_into_slice_timeout(
+    #[inline]
+    pub fn recv_into_slice_with(
         &mut self,
         buf: &mut [u8],
-        timeout: Duration,
-    ) -> Result<JobInfo, RecvIntoSliceError<PoolRecvTimeoutError>> {
-        let job = match self.take(Deadline::after(timeout)) {
-            Ok(job) => job,
-            Err(Some(e)) => return Err(PoolRecvTimeoutError::from(e).into()),
-            Err(None) => return Err(PoolRecvTimeoutError::Timeout.into()),
-        };
+        wait: Wait,
+    ) -> Result<JobInfo, RecvIntoSliceError<Waited<PoolRecvError>>> {
+        let job = self.take_with(wait)?;
         self.job_into_slice(job, buf)
+    }
+
+    receive_forms! {
+        /// Takes a job if one is in the mailbox, without waiting, and copies it into the
+        /// start of `buf` (see [`recv_into_slice_with`](Self::recv_into_slice_with));
+        /// otherwise the worker is idle, as with [`try_recv_ref`](Self::try_recv_ref).
+        fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
+            (&mut self, buf: &mut [u8]) = recv_into_slice_with -> JobInfo;
+        errors (PoolTryRecvError, PoolRecvError, PoolRecvTimeoutError) slice
     }
 
     /// A blocking iterator over owned jobs: each `next` is a [`recv`](Self::recv). An error
@@ -729,22 +712,7 @@ pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut Worker>;
 /// An `Iterator` whose items are `Result<Job, PoolRecvError>`.
 pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut Worker>;
 
-impl crate::endpoint::iter::Receive for &mut Worker {
-    type Item = Job;
-    type Error = PoolRecvError;
-
-    fn recv(&mut self) -> Result<Job, PoolRecvError> {
-        Worker::recv(self)
-    }
-
-    fn try_recv(&mut self) -> Result<Job, Option<PoolRecvError>> {
-        Worker::try_recv(self).map_err(|e| e.into_blocking())
-    }
-
-    fn ends(e: &Self::Error) -> bool {
-        matches!(e, PoolRecvError::Truncated)
-    }
-}
+impl_receive!(ref Worker: JobRef<'a>; note |job, c| c.with("job_id", job.id()));
 
 impl Drop for Worker {
     fn drop(&mut self) {

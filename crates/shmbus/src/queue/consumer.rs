@@ -7,9 +7,10 @@ use super::error::{QueueRecvError, QueueRecvTimeoutError, QueueTryRecvError};
 use super::layout::MappedCells;
 use super::protocol::{as_uninit, Pop, Ring};
 use super::shared::{status_of, Endpoint, QueueStatus};
-use crate::error::{too_small, Corrupt, RecvIntoSliceError};
+use crate::endpoint::receive::{impl_receive, receive_forms, Waited};
+use crate::error::{too_small, RecvIntoSliceError};
 use crate::sync::spin_hint;
-use crate::wait::{Deadline, WaitPolicy};
+use crate::wait::{Wait, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// How often `try_recv` re-reads a cell whose producer is mid-copy before reporting empty.
@@ -49,29 +50,6 @@ fn pop_fit(ring: &Ring<'_, MappedCells>, me: usize, out: &mut [u8], spill: &mut 
     ring.try_pop_fit(me, as_uninit(out), &mut spare[..spare_len])
 }
 
-/// How a blocking receive ended, before it is put in the caller's error type.
-enum Got {
-    Failed(QueueRecvError),
-    TimedOut,
-}
-
-impl Got {
-    fn untimed(self) -> QueueRecvError {
-        match self {
-            Got::Failed(e) => e,
-            // An untimed wait ends without a message only on a truncated file (checked first).
-            Got::TimedOut => QueueRecvError::Truncated,
-        }
-    }
-
-    fn timed(self) -> QueueRecvTimeoutError {
-        match self {
-            Got::Failed(e) => e.into(),
-            Got::TimedOut => QueueRecvTimeoutError::Timeout,
-        }
-    }
-}
-
 /// The receiving end. `Send`, not `Sync`: one thread at a time; make one per thread.
 #[derive(Debug)]
 pub struct Consumer {
@@ -86,13 +64,16 @@ pub struct Consumer {
 }
 
 impl Consumer {
-    /// Receives the next message if there is one now.
-    pub fn try_recv(&mut self) -> Result<Vec<u8>, QueueTryRecvError> {
+    /// The next message, owned, waiting as `wait` says: [`try_recv`](Self::try_recv),
+    /// [`recv`](Self::recv), [`recv_timeout`](Self::recv_timeout) and
+    /// [`recv_deadline`](Self::recv_deadline) are this with each [`Wait`].
+    #[inline]
+    pub fn recv_with(&mut self, wait: Wait) -> Result<Vec<u8>, Waited<QueueRecvError>> {
         if let Some(m) = self.held.take() {
             return Ok(m);
         }
         let mut buf = std::mem::take(&mut self.scratch);
-        let r = self.try_recv_into(&mut buf);
+        let r = self.pop_with(wait, |ring, me| pop_into(ring, me, &mut buf));
         self.owned(buf, r)
     }
 
@@ -114,19 +95,79 @@ impl Consumer {
         }
     }
 
-    /// Receives the next message into `buf` if there is one now, replacing its contents (it is
-    /// left empty when nothing is received); returns the message's length. Reuses `buf`'s
+    receive_forms! {
+        /// Receives the next message if there is one now.
+        fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> Vec<u8>;
+        errors (QueueTryRecvError, QueueRecvError, QueueRecvTimeoutError)
+    }
+
+    /// The next message into `buf`, replacing its contents (it is left empty when nothing is
+    /// received), waiting as `wait` says; returns the message's length. Reuses `buf`'s
     /// allocation: allocates nothing once `buf` has a capacity of
     /// [`Consumer::max_message_len`] bytes (the first call reserves it).
-    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, QueueTryRecvError> {
+    #[inline]
+    pub fn recv_into_with(&mut self, buf: &mut Vec<u8>, wait: Wait) -> Result<usize, Waited<QueueRecvError>> {
         if let Some(n) = self.give_held(buf) {
             return Ok(n);
         }
-        self.try_pop(|ring, me| pop_into(ring, me, buf))
+        self.pop_with(wait, |ring, me| pop_into(ring, me, buf))
     }
 
-    /// One non-blocking receive: `pop` (a pop into the caller's buffer) until it takes a
-    /// message, finds the queue empty, or finds it corrupt or truncated.
+    receive_forms! {
+        /// Receives the next message into `buf` if there is one now (see
+        /// [`recv_into_with`](Self::recv_into_with)); returns its length.
+        fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&mut self, buf: &mut Vec<u8>)
+            = recv_into_with -> usize;
+        errors (QueueTryRecvError, QueueRecvError, QueueRecvTimeoutError)
+    }
+
+    /// The next message into the start of `buf`, waiting as `wait` says: one copy, straight
+    /// out of the queue's cell, and no allocation. Returns the message's length (`buf[..n]`
+    /// holds it).
+    ///
+    /// A pop cannot be undone (other consumers move past a taken cell), so a message longer
+    /// than `buf` is taken whole all the same, into this consumer's own buffer (allocated on
+    /// first use, `max_message_len` bytes), and [`RecvIntoSliceError::TooSmall`] says its
+    /// length: the next receive of any form on this consumer returns it before taking
+    /// anything else from the queue. It leaves with the consumer: dropping the consumer
+    /// drops it.
+    #[inline]
+    pub fn recv_into_slice_with(
+        &mut self,
+        buf: &mut [u8],
+        wait: Wait,
+    ) -> Result<usize, RecvIntoSliceError<Waited<QueueRecvError>>> {
+        if let Some(n) = self.held_into_slice(buf) {
+            return n;
+        }
+        let mut spill = std::mem::take(&mut self.scratch);
+        let r = self.pop_with(wait, |ring, me| pop_fit(ring, me, buf, &mut spill));
+        self.keep_spilled(spill, buf.len(), r)
+    }
+
+    receive_forms! {
+        /// Receives the next message into the start of `buf` if there is one now (see
+        /// [`recv_into_slice_with`](Self::recv_into_slice_with)).
+        fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
+            (&mut self, buf: &mut [u8]) = recv_into_slice_with -> usize;
+        errors (QueueTryRecvError, QueueRecvError, QueueRecvTimeoutError) slice
+    }
+
+    /// One receive with `pop` (a pop into the caller's buffer), waiting as `wait` says.
+    #[inline]
+    fn pop_with(
+        &mut self,
+        wait: Wait,
+        pop: impl FnMut(&Ring<'_, MappedCells>, usize) -> Pop,
+    ) -> Result<usize, Waited<QueueRecvError>> {
+        match wait {
+            Wait::Now => self.try_pop(pop).map_err(Waited::from),
+            wait => self.block_pop(wait, pop),
+        }
+    }
+
+    /// One non-blocking receive: `pop` until it takes a message, finds the queue empty, or
+    /// finds it corrupt or truncated.
     #[inline]
     fn try_pop(
         &mut self,
@@ -163,25 +204,39 @@ impl Consumer {
         }
     }
 
-    /// Receives the next message, waiting as long as it takes.
-    pub fn recv(&mut self) -> Result<Vec<u8>, QueueRecvError> {
-        self.recv_vec(Deadline::NEVER).map_err(Got::untimed)
-    }
-
-    /// Receives the next message, waiting at most `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, QueueRecvTimeoutError> {
-        self.recv_vec(Deadline::after(timeout)).map_err(Got::timed)
-    }
-
-    /// Receives the next message into `buf` (as [`Consumer::try_recv_into`] does), waiting as
-    /// long as it takes; returns its length.
-    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, QueueRecvError> {
-        self.recv_deadline(buf, Deadline::NEVER).map_err(Got::untimed)
-    }
-
-    /// Like [`Consumer::recv_into`], waiting at most `timeout`.
-    pub fn recv_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, QueueRecvTimeoutError> {
-        self.recv_deadline(buf, Deadline::after(timeout)).map_err(Got::timed)
+    /// One blocking receive with `pop`, until `wait`'s deadline.
+    fn block_pop(
+        &mut self,
+        wait: Wait,
+        mut pop: impl FnMut(&Ring<'_, MappedCells>, usize) -> Pop,
+    ) -> Result<usize, Waited<QueueRecvError>> {
+        let shared = Arc::clone(&self.ep.shared);
+        let ring = shared.ring().counted(self.ep.counter);
+        let r = self.ep.block(&ring.ctl.not_empty.0, wait.deadline(), |ep| loop {
+            match pop(&ring, ep.index) {
+                Pop::Got(n) => return Some(Ok(n)),
+                Pop::Empty(stall) => {
+                    if !ep.observe(stall) {
+                        // About to sleep: a truncated file never delivers.
+                        return ep.truncated().then_some(Err(None));
+                    }
+                }
+                Pop::Corrupt(c) => return Some(Err(Some(c))),
+            }
+        });
+        self.ep.watch.set(None);
+        match r {
+            Some(Ok(n)) => {
+                self.ep.counter.message(n);
+                Ok(n)
+            }
+            // A wait for ever ends without a message only on a truncated file.
+            Some(Err(_)) | None if wait == Wait::Forever || self.ep.truncated() => {
+                Err(Waited::Failed(QueueRecvError::Truncated))
+            }
+            Some(Err(Some(c))) => Err(Waited::Failed(QueueRecvError::Corrupt(c))),
+            Some(Err(None)) | None => Err(Waited::TimedOut),
+        }
     }
 
     /// A blocking iterator over received messages: each item is [`Consumer::recv`]'s result.
@@ -206,39 +261,6 @@ impl Consumer {
         // Its allocation (`max` bytes of capacity) serves as the scratch buffer again.
         self.scratch = held;
         Some(buf.len())
-    }
-
-    /// Receives the next message into the start of `buf`, without blocking: one copy, straight
-    /// out of the queue's cell, and no allocation. Returns the message's length (`buf[..n]`
-    /// holds it).
-    ///
-    /// A pop cannot be undone (other consumers move past a taken cell), so a message longer
-    /// than `buf` is taken whole all the same, into this consumer's own buffer (allocated on
-    /// first use, `max_message_len` bytes), and [`RecvIntoSliceError::TooSmall`] says its
-    /// length: the next receive of any form on this consumer returns it before taking
-    /// anything else from the queue. It leaves with the consumer: dropping the consumer
-    /// drops it.
-    pub fn try_recv_into_slice(&mut self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<QueueTryRecvError>> {
-        if let Some(n) = self.held_into_slice(buf) {
-            return n;
-        }
-        let mut spill = std::mem::take(&mut self.scratch);
-        let r = self.try_pop(|ring, me| pop_fit(ring, me, buf, &mut spill));
-        self.keep_spilled(spill, buf.len(), r)
-    }
-
-    /// [`Consumer::try_recv_into_slice`], waiting as long as it takes.
-    pub fn recv_into_slice(&mut self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<QueueRecvError>> {
-        self.slice_deadline(buf, Deadline::NEVER).map_err(|e| e.map_recv(Got::untimed))
-    }
-
-    /// [`Consumer::try_recv_into_slice`], waiting at most `timeout`.
-    pub fn recv_into_slice_timeout(
-        &mut self,
-        buf: &mut [u8],
-        timeout: Duration,
-    ) -> Result<usize, RecvIntoSliceError<QueueRecvTimeoutError>> {
-        self.slice_deadline(buf, Deadline::after(timeout)).map_err(|e| e.map_recv(Got::timed))
     }
 
     /// The held message into `buf`, if there is one: `Some(Ok(len))`, or `Some(TooSmall)`
@@ -276,73 +298,6 @@ impl Consumer {
                 Ok(r?)
             }
         }
-    }
-
-    fn slice_deadline(&mut self, buf: &mut [u8], deadline: Deadline) -> Result<usize, RecvIntoSliceError<Got>> {
-        if let Some(n) = self.held_into_slice(buf) {
-            return n;
-        }
-        let mut spill = std::mem::take(&mut self.scratch);
-        let shared = Arc::clone(&self.ep.shared);
-        let ring = shared.ring().counted(self.ep.counter);
-        let r = self.ep.block(&ring.ctl.not_empty.0, deadline, |ep| loop {
-            match pop_fit(&ring, ep.index, buf, &mut spill) {
-                Pop::Got(n) => return Some(Ok(n)),
-                Pop::Empty(stall) => {
-                    if !ep.observe(stall) {
-                        return ep.truncated().then_some(Err(None));
-                    }
-                }
-                Pop::Corrupt(c) => return Some(Err(Some(c))),
-            }
-        });
-        self.ep.watch.set(None);
-        let r = self.settle(r);
-        self.keep_spilled(spill, buf.len(), r)
-    }
-
-    /// How a blocking pop (`Endpoint::block`'s outcome) ended, counted.
-    fn settle(&self, r: Option<Result<usize, Option<Corrupt>>>) -> Result<usize, Got> {
-        match r {
-            Some(Ok(n)) => {
-                self.ep.counter.message(n);
-                Ok(n)
-            }
-            Some(Err(_)) | None if self.ep.truncated() => Err(Got::Failed(QueueRecvError::Truncated)),
-            Some(Err(Some(c))) => Err(Got::Failed(QueueRecvError::Corrupt(c))),
-            Some(Err(None)) | None => Err(Got::TimedOut),
-        }
-    }
-
-    fn recv_vec(&mut self, deadline: Deadline) -> Result<Vec<u8>, Got> {
-        if let Some(m) = self.held.take() {
-            return Ok(m);
-        }
-        let mut buf = std::mem::take(&mut self.scratch);
-        let r = self.recv_deadline(&mut buf, deadline);
-        self.owned(buf, r)
-    }
-
-    fn recv_deadline(&mut self, buf: &mut Vec<u8>, deadline: Deadline) -> Result<usize, Got> {
-        if let Some(n) = self.give_held(buf) {
-            return Ok(n);
-        }
-        let shared = Arc::clone(&self.ep.shared);
-        let ring = shared.ring().counted(self.ep.counter);
-        let r = self.ep.block(&ring.ctl.not_empty.0, deadline, |ep| loop {
-            match pop_into(&ring, ep.index, buf) {
-                Pop::Got(n) => return Some(Ok(n)),
-                Pop::Empty(stall) => {
-                    if !ep.observe(stall) {
-                        // About to sleep: a truncated file never delivers.
-                        return ep.truncated().then_some(Err(None));
-                    }
-                }
-                Pop::Corrupt(c) => return Some(Err(Some(c))),
-            }
-        });
-        self.ep.watch.set(None);
-        self.settle(r)
     }
 
     /// Whether a receive could make progress now (the queue is not empty, or this consumer
@@ -402,15 +357,4 @@ pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut Consumer>;
 /// An `Iterator` whose items are `Result<Vec<u8>, QueueRecvError>`.
 pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut Consumer>;
 
-impl crate::endpoint::iter::Receive for &mut Consumer {
-    type Item = Vec<u8>;
-    type Error = QueueRecvError;
-
-    fn recv(&mut self) -> Result<Vec<u8>, QueueRecvError> {
-        Consumer::recv(self)
-    }
-
-    fn try_recv(&mut self) -> Result<Vec<u8>, Option<QueueRecvError>> {
-        Consumer::try_recv(self).map_err(|e| e.into_blocking())
-    }
-}
+impl_receive!(Consumer: Vec<u8>, usize, QueueRecvError; Queue, "message length is not the size of the consumer's payload type");

@@ -65,3 +65,5 @@ error_family! {
         Truncated => [ErrorKind::Truncated] ("{}", TRUNCATED_MSG),
     }
 }
+
+crate::endpoint::receive::waited!(QueueTryRecvError::Empty, QueueRecvError, QueueRecvTimeoutError);

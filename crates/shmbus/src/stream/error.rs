@@ -77,3 +77,5 @@ impl From<Corruption> for Corrupt {
         Corrupt::new(Kind::Stream, c.what).with("head", c.head).with("tail", c.tail)
     }
 }
+
+crate::endpoint::receive::waited!(StreamTryRecvError::Empty, StreamRecvError, StreamRecvTimeoutError);

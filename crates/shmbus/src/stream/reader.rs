@@ -9,9 +9,10 @@ use std::time::Duration;
 use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
 use super::shared::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, WRITER_SLOT};
+use crate::endpoint::receive::{impl_receive, receive_forms, Waited};
 use crate::error::{too_small, OpenError, RecvIntoSliceError};
 use crate::lend::{LendOr, Lender, LentMut};
-use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
+use crate::wait::{try_then_block_on, Deadline, Wait, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// The reading end of a stream (one at a time per stream, across all processes).
@@ -67,9 +68,14 @@ impl StreamReader {
     /// wake-up (every [`LIVENESS_INTERVAL`] while it waits), too seldom for the watch's
     /// every-64th-poll clock, and would find a SIGKILLed writer only after 64 intervals. The
     /// writer is still looked up at most once per interval.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn clock_writer_watch(&self) {
+    pub(crate) fn before_attempt(&self) {
         self.writer.clock_next();
+    }
+
+    /// A SIGKILLed writer sends no notification: an async receive tries again every
+    /// `LIVENESS_INTERVAL` to find it gone, as the blocking `recv` does.
+    pub(crate) fn retry_interval(&self) -> Option<Duration> {
+        Some(LIVENESS_INTERVAL)
     }
 
     /// Waits until a live process holds the writer role. Useful at start-up: a reader of an
@@ -146,19 +152,49 @@ impl StreamReader {
         Record { reader: self, ptr, len: len as usize, size, _life: PhantomData }
     }
 
-    /// The next record, without waiting. Read it in place, then [`Record::consume`] it;
-    /// dropping it unconsumed leaves it to be read again.
+    /// The next record, waiting as `wait` says (a wait ends early when the writer is gone).
+    /// Read it in place, then [`Record::consume`] it; dropping it unconsumed leaves it to be
+    /// read again.
     #[inline]
-    pub fn try_recv_ref(&mut self) -> Result<Record<'_>, StreamTryRecvError> {
+    pub fn recv_ref_with(&mut self, wait: Wait) -> Result<Record<'_>, Waited<StreamRecvError>> {
+        let n = self.next_with(wait)?;
+        Ok(self.record(n))
+    }
+
+    receive_forms! {
+        /// The next record, without waiting (see [`recv_ref_with`](Self::recv_ref_with)).
+        fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline (&mut self) = recv_ref_with -> Record<'_>;
+        errors (StreamTryRecvError, StreamRecvError, StreamRecvTimeoutError)
+    }
+
+    /// Where the next record is, waiting for it as `wait` says.
+    #[inline]
+    fn next_with(&mut self, wait: Wait) -> Result<Next, Waited<StreamRecvError>> {
+        match wait {
+            Wait::Now => Ok(self.try_next()?),
+            Wait::Forever => loop {
+                match self.next_until(Deadline::NEVER) {
+                    Ok(n) => return Ok(n),
+                    Err(Some(e)) => return Err(Waited::Failed(e)),
+                    Err(None) => continue,
+                }
+            },
+            Wait::Until(_) => self.next_until(wait.deadline()).map_err(|e| e.map_or(Waited::TimedOut, Waited::Failed)),
+        }
+    }
+
+    /// Where the next record is, if there is one now.
+    #[inline]
+    fn try_next(&mut self) -> Result<Next, StreamTryRecvError> {
         let e = match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
-            Ok(Some(n)) => return Ok(self.record(n)),
+            Ok(Some(n)) => return Ok(n),
             Ok(None) => {
                 if self.writer.alive(&self.shared) {
                     StreamTryRecvError::Empty
                 } else {
                     // The writer may have committed just before it went: look once more.
                     match StreamReader::next(&mut self.core, &self.shared, &mut self.reported) {
-                        Ok(Some(n)) => return Ok(self.record(n)),
+                        Ok(Some(n)) => return Ok(n),
                         Ok(None) => StreamTryRecvError::Disconnected,
                         Err(c) => StreamTryRecvError::Corrupt(c.into()),
                     }
@@ -168,27 +204,6 @@ impl StreamReader {
         };
         // Nothing valid found: zeros past a cut read as "empty" or as garbage.
         Err(if self.shared.truncated() { StreamTryRecvError::Truncated } else { e })
-    }
-
-    /// The next record, waiting as long as it takes (or until the writer is gone).
-    pub fn recv_ref(&mut self) -> Result<Record<'_>, StreamRecvError> {
-        let n = loop {
-            match self.next_until(Deadline::NEVER) {
-                Ok(n) => break n,
-                Err(Some(e)) => return Err(e),
-                Err(None) => continue,
-            }
-        };
-        Ok(self.record(n))
-    }
-
-    /// The next record, waiting at most `timeout`.
-    pub fn recv_ref_timeout(&mut self, timeout: Duration) -> Result<Record<'_>, StreamRecvTimeoutError> {
-        match self.next_until(Deadline::after(timeout)) {
-            Ok(n) => Ok(self.record(n)),
-            Err(Some(e)) => Err(e.into()),
-            Err(None) => Err(StreamRecvTimeoutError::Timeout),
-        }
     }
 
     /// Waits for the next record until `deadline`; `Err(None)` if it passed.
@@ -222,63 +237,54 @@ impl StreamReader {
     }
 
     /// Copies the next record into `buf` (replacing its contents, reusing its capacity) and
-    /// consumes it, without waiting. Returns the record length.
+    /// consumes it, waiting as `wait` says. Returns the record length.
     #[inline]
-    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamTryRecvError> {
-        Ok(self.try_recv_ref()?.copy_into(buf))
+    pub fn recv_into_with(&mut self, buf: &mut Vec<u8>, wait: Wait) -> Result<usize, Waited<StreamRecvError>> {
+        Ok(self.recv_ref_with(wait)?.copy_into(buf))
     }
 
-    /// [`StreamReader::try_recv_into`], waiting as long as it takes.
-    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, StreamRecvError> {
-        Ok(self.recv_ref()?.copy_into(buf))
+    receive_forms! {
+        /// Copies the next record into `buf` and consumes it, without waiting (see
+        /// [`recv_into_with`](Self::recv_into_with)).
+        fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&mut self, buf: &mut Vec<u8>)
+            = recv_into_with -> usize;
+        errors (StreamTryRecvError, StreamRecvError, StreamRecvTimeoutError)
     }
 
-    /// [`StreamReader::try_recv_into`], waiting at most `timeout`.
-    pub fn recv_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<usize, StreamRecvTimeoutError> {
-        Ok(self.recv_ref_timeout(timeout)?.copy_into(buf))
-    }
-
-    /// Copies the next record into the start of `buf` and consumes it, without waiting: one
-    /// copy, straight out of the ring, and no allocation. Returns the record's length
-    /// (`buf[..n]` holds it).
+    /// Copies the next record into the start of `buf` and consumes it, waiting as `wait`
+    /// says: one copy, straight out of the ring, and no allocation. Returns the record's
+    /// length (`buf[..n]` holds it).
     ///
     /// A record longer than `buf` is [`RecvIntoSliceError::TooSmall`] and is not consumed:
     /// it stays at the head of the ring (the writer cannot overwrite it), and the next
     /// receive of any form returns it.
     #[inline]
-    pub fn try_recv_into_slice(&mut self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<StreamTryRecvError>> {
-        self.try_recv_ref()?.copy_to_slice(buf)
-    }
-
-    /// [`StreamReader::try_recv_into_slice`], waiting as long as it takes (or until the writer
-    /// is gone).
-    pub fn recv_into_slice(&mut self, buf: &mut [u8]) -> Result<usize, RecvIntoSliceError<StreamRecvError>> {
-        self.recv_ref()?.copy_to_slice(buf)
-    }
-
-    /// [`StreamReader::try_recv_into_slice`], waiting at most `timeout`.
-    pub fn recv_into_slice_timeout(
+    pub fn recv_into_slice_with(
         &mut self,
         buf: &mut [u8],
-        timeout: Duration,
-    ) -> Result<usize, RecvIntoSliceError<StreamRecvTimeoutError>> {
-        self.recv_ref_timeout(timeout)?.copy_to_slice(buf)
+        wait: Wait,
+    ) -> Result<usize, RecvIntoSliceError<Waited<StreamRecvError>>> {
+        self.recv_ref_with(wait)?.copy_to_slice(buf)
     }
 
-    /// The next record, copied out and consumed, without waiting.
-    pub fn try_recv(&mut self) -> Result<Vec<u8>, StreamTryRecvError> {
-        Ok(self.try_recv_ref()?.take())
+    receive_forms! {
+        /// Copies the next record into the start of `buf` and consumes it, without waiting
+        /// (see [`recv_into_slice_with`](Self::recv_into_slice_with)).
+        fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
+            (&mut self, buf: &mut [u8]) = recv_into_slice_with -> usize;
+        errors (StreamTryRecvError, StreamRecvError, StreamRecvTimeoutError) slice
     }
 
-    /// The next record, copied out and consumed, waiting as long as it takes (or until the
-    /// writer is gone).
-    pub fn recv(&mut self) -> Result<Vec<u8>, StreamRecvError> {
-        Ok(self.recv_ref()?.take())
+    /// The next record, copied out and consumed, waiting as `wait` says.
+    #[inline]
+    pub fn recv_with(&mut self, wait: Wait) -> Result<Vec<u8>, Waited<StreamRecvError>> {
+        Ok(self.recv_ref_with(wait)?.take())
     }
 
-    /// The next record, copied out and consumed, waiting at most `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, StreamRecvTimeoutError> {
-        Ok(self.recv_ref_timeout(timeout)?.take())
+    receive_forms! {
+        /// The next record, copied out and consumed, without waiting.
+        fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> Vec<u8>;
+        errors (StreamTryRecvError, StreamRecvError, StreamRecvTimeoutError)
     }
 
     /// A blocking iterator over the records, copied out and consumed ([`StreamReader::recv`]
@@ -305,22 +311,12 @@ pub type Iter<'a> = crate::endpoint::iter::Iter<&'a mut StreamReader>;
 /// An `Iterator` whose items are `Result<Vec<u8>, StreamRecvError>`.
 pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a mut StreamReader>;
 
-impl crate::endpoint::iter::Receive for &mut StreamReader {
-    type Item = Vec<u8>;
-    type Error = StreamRecvError;
-
-    fn recv(&mut self) -> Result<Vec<u8>, StreamRecvError> {
-        StreamReader::recv(self)
-    }
-
-    fn try_recv(&mut self) -> Result<Vec<u8>, Option<StreamRecvError>> {
-        StreamReader::try_recv(self).map_err(|e| e.into_blocking())
-    }
-
-    fn ends(e: &Self::Error) -> bool {
-        matches!(e, StreamRecvError::Disconnected | StreamRecvError::Truncated)
-    }
-}
+impl_receive!(
+    StreamReader: Vec<u8>, usize, StreamRecvError; Stream, "record length is not the size of the reader's payload type";
+    ends (StreamRecvError::Disconnected | StreamRecvError::Truncated);
+    hooks from StreamReader
+);
+impl_receive!(ref StreamReader: Record<'a>; discard |record| record.consume());
 
 impl Waitable for StreamReader {
     fn wait_handle(&self) -> WaitHandle<'_> {

@@ -146,7 +146,6 @@ impl PeerWatch {
     }
 
     /// See `liveness::PeerWatch::clock_next`.
-    #[cfg(feature = "tokio")]
     pub(super) fn clock_next(&self) {
         self.0.clock_next()
     }

@@ -205,3 +205,5 @@ impl Failure for TopicGetError {
         }
     }
 }
+
+crate::endpoint::receive::waited!(TopicTryRecvError::Empty, TopicRecvError, TopicRecvTimeoutError);

@@ -10,11 +10,12 @@ use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTi
 use super::protocol::{CursorUpdate, Lookup, INLINE_DATA, PIN_RECORDS};
 use super::shared::Inner;
 use crate::endpoint::liveness::{self, PENDING_GRACE};
+use crate::endpoint::receive::{impl_receive, receive_forms, ReceiveRef, Waited};
 use crate::error::{too_small, RecvIntoSliceError};
 use crate::lend::{LendOr, Lender, LentRef};
 use crate::stats::Counter;
 use crate::sys::process_is_alive;
-use crate::wait::{block_on_with, Deadline, WaitPolicy};
+use crate::wait::{block_on_with, Deadline, Wait, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// While polling, every how many misses an in-order read does a full lookup.
@@ -500,24 +501,70 @@ impl Subscriber {
         }
     }
 
-    /// Receives the next message in order into `buf`, without blocking. `buf` is cleared and
-    /// filled with the payload, reusing its allocation.
-    pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<MessageInfo, TopicTryRecvError> {
+    /// Receives the next message in order into `buf`, waiting as `wait` says. `buf` is
+    /// cleared and filled with the payload, reusing its allocation.
+    #[inline]
+    pub fn recv_into_with(&self, buf: &mut Vec<u8>, wait: Wait) -> Result<MessageInfo, Waited<TopicRecvError>> {
+        self.next_with(wait, self.copy_reader(buf))
+    }
+
+    receive_forms! {
+        /// Receives the next message in order into `buf`, without blocking (see
+        /// [`recv_into_with`](Self::recv_into_with)).
+        fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&self, buf: &mut Vec<u8>)
+            = recv_into_with now try_next_into -> MessageInfo;
+        errors (TopicTryRecvError, TopicRecvError, TopicRecvTimeoutError)
+    }
+
+    /// [`try_recv_into`](Self::try_recv_into): what [`recv_into_with`](Self::recv_into_with)
+    /// does for [`Wait::Now`], without a `Waited` between (the form a spinning subscriber
+    /// polls).
+    #[inline]
+    fn try_next_into(&self, buf: &mut Vec<u8>) -> Result<MessageInfo, TopicTryRecvError> {
         self.try_next(self.copy_reader(buf))
     }
 
-    /// Receives the next message in order, without blocking.
-    pub fn try_recv(&self) -> Result<Message, TopicTryRecvError> {
+    /// Receives the next message in order, waiting as `wait` says.
+    #[inline]
+    pub fn recv_with(&self, wait: Wait) -> Result<Message, Waited<TopicRecvError>> {
         let mut data = Vec::new();
-        let info = self.try_recv_into(&mut data)?;
+        let info = self.recv_into_with(&mut data, wait)?;
         Ok(Message::new(info, data))
     }
 
-    /// Waits for `attempt` to return something other than `Empty`, up to `timeout` (`None`:
-    /// for ever). `Err(None)` means the timeout passed.
+    receive_forms! {
+        /// Receives the next message in order, without blocking.
+        fn try_recv, recv, recv_timeout, recv_deadline (&self) = recv_with -> Message;
+        errors (TopicTryRecvError, TopicRecvError, TopicRecvTimeoutError)
+    }
+
+    /// The next message in order, read by `read`, waiting as `wait` says.
+    #[inline]
+    fn next_with<T: Delivered>(
+        &self,
+        wait: Wait,
+        mut read: impl FnMut(usize, u64) -> Result<T, Fail>,
+    ) -> Result<T, Waited<TopicRecvError>> {
+        match wait {
+            Wait::Now => Ok(self.try_next(read)?),
+            Wait::Forever => loop {
+                match self.block(Deadline::NEVER, || self.try_next(&mut read)) {
+                    Ok(v) => return Ok(v),
+                    Err(Some(e)) => return Err(Waited::Failed(e)),
+                    Err(None) => continue, // no deadline: cannot happen
+                }
+            },
+            Wait::Until(_) => self
+                .block(wait.deadline(), || self.try_next(&mut read))
+                .map_err(|e| e.map_or(Waited::TimedOut, Waited::Failed)),
+        }
+    }
+
+    /// Waits for `attempt` to return something other than `Empty`, until `deadline`.
+    /// `Err(None)` means the deadline passed.
     fn block<T>(
         &self,
-        timeout: Option<Duration>,
+        deadline: Deadline,
         mut attempt: impl FnMut() -> Result<T, TopicTryRecvError>,
     ) -> Result<T, Option<TopicRecvError>> {
         match attempt() {
@@ -528,7 +575,6 @@ impl Subscriber {
                 }
             }
         }
-        let deadline = Deadline::from_timeout(timeout);
         let sh = self.inner.shared();
         let recheck = || {
             // About to sleep: the first attempt after waking looks everywhere.
@@ -554,55 +600,6 @@ impl Subscriber {
             None if self.inner.was_truncated() => Err(Some(TopicRecvError::Truncated)),
             None => Err(None),
         }
-    }
-
-    /// [`block`](Self::block) for ever.
-    fn block_untimed<T>(&self, mut attempt: impl FnMut() -> Result<T, TopicTryRecvError>) -> Result<T, TopicRecvError> {
-        loop {
-            match self.block(None, &mut attempt) {
-                Ok(v) => return Ok(v),
-                Err(Some(e)) => return Err(e),
-                Err(None) => continue, // no deadline: cannot happen
-            }
-        }
-    }
-
-    /// [`block`](Self::block) up to `timeout`.
-    fn block_timeout<T>(
-        &self,
-        timeout: Duration,
-        attempt: impl FnMut() -> Result<T, TopicTryRecvError>,
-    ) -> Result<T, TopicRecvTimeoutError> {
-        self.block(Some(timeout), attempt).map_err(|e| e.map_or(TopicRecvTimeoutError::Timeout, Into::into))
-    }
-
-    /// Receives the next message in order into `buf`, waiting as long as it takes. `buf` is
-    /// cleared and filled with the payload, reusing its allocation.
-    pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<MessageInfo, TopicRecvError> {
-        self.block_untimed(|| self.try_next(self.copy_reader(buf)))
-    }
-
-    /// Receives the next message in order into `buf`, waiting up to `timeout`.
-    pub fn recv_into_timeout(
-        &self,
-        buf: &mut Vec<u8>,
-        timeout: Duration,
-    ) -> Result<MessageInfo, TopicRecvTimeoutError> {
-        self.block_timeout(timeout, || self.try_next(self.copy_reader(buf)))
-    }
-
-    /// Receives the next message in order, waiting up to `timeout`.
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, TopicRecvTimeoutError> {
-        let mut data = Vec::new();
-        let info = self.recv_into_timeout(&mut data, timeout)?;
-        Ok(Message::new(info, data))
-    }
-
-    /// Receives the next message in order, waiting as long as it takes.
-    pub fn recv(&self) -> Result<Message, TopicRecvError> {
-        let mut data = Vec::new();
-        let info = self.recv_into(&mut data)?;
-        Ok(Message::new(info, data))
     }
 
     /// A blocking iterator over the messages in order: each item is what
@@ -694,21 +691,27 @@ impl Subscriber {
         }
     }
 
-    /// Receives the next message in order as a zero-copy pinned [`Sample`], without
-    /// blocking. At most [`set_pin_budget`](Self::set_pin_budget) samples are held at once
+    /// Receives the next message in order as a zero-copy pinned [`Sample`], waiting as `wait`
+    /// says. At most [`set_pin_budget`](Self::set_pin_budget) samples are held at once
     /// (samples of a topic of slots up to 40 B are copies, any number: see [`Sample`]).
-    pub fn try_recv_ref(&self) -> Result<Sample<'_>, TopicTryRecvError> {
+    #[inline]
+    pub fn recv_ref_with(&self, wait: Wait) -> Result<Sample<'_>, Waited<TopicRecvError>> {
+        self.next_with(wait, |s, k| self.pin_slot(s, k))
+    }
+
+    receive_forms! {
+        /// Receives the next message in order as a zero-copy pinned [`Sample`], without
+        /// blocking (see [`recv_ref_with`](Self::recv_ref_with)).
+        fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline (&self)
+            = recv_ref_with now try_next_ref -> Sample<'_>;
+        errors (TopicTryRecvError, TopicRecvError, TopicRecvTimeoutError)
+    }
+
+    /// [`try_recv_ref`](Self::try_recv_ref): what [`recv_ref_with`](Self::recv_ref_with)
+    /// does for [`Wait::Now`], without a `Waited` between.
+    #[inline]
+    fn try_next_ref(&self) -> Result<Sample<'_>, TopicTryRecvError> {
         self.try_next(|s, k| self.pin_slot(s, k))
-    }
-
-    /// Receives the next message in order as a pinned sample, waiting as long as it takes.
-    pub fn recv_ref(&self) -> Result<Sample<'_>, TopicRecvError> {
-        self.block_untimed(|| self.try_next(|s, k| self.pin_slot(s, k)))
-    }
-
-    /// Receives the next message in order as a pinned sample, waiting up to `timeout`.
-    pub fn recv_ref_timeout(&self, timeout: Duration) -> Result<Sample<'_>, TopicRecvTimeoutError> {
-        self.block_timeout(timeout, || self.try_next(|s, k| self.pin_slot(s, k)))
     }
 
     /// Pins slot `s` holding `k` for the length of a copy: one pin beyond the budget, so that
@@ -732,40 +735,37 @@ impl Subscriber {
         Ok(MessageInfo { seq: sample.seq, ts_ns: sample.ts_ns, len })
     }
 
-    /// Receives the next message in order into the start of `buf`, without blocking: one
-    /// copy, straight out of the slot, and no allocation. Returns the message's sequence
+    /// Receives the next message in order into the start of `buf`, waiting as `wait` says:
+    /// one copy, straight out of the slot, and no allocation. Returns the message's sequence
     /// number, publish time and length (`buf[..len]` holds it).
     ///
     /// The slot is pinned for the length of the copy (on a topic of slots up to 40 B, read
     /// without a pin, as [`Sample`] says), one pin beyond the
     /// [budget](Self::set_pin_budget), given back before it returns: it works while samples
     /// hold the whole budget, except with a budget of exactly 4 all held (every pin record
-    /// taken), where it fails with [`TopicTryRecvError::PinLimit`].
+    /// taken), where it fails with [`TopicRecvError::PinLimit`].
     ///
     /// A message longer than `buf` is [`RecvIntoSliceError::TooSmall`] and the cursor stays
     /// on it: the next receive of any form reads it again. A reliable subscriber gets it for
     /// sure (its publishers keep it from then on); for a lossy one it can be overwritten
     /// meanwhile like any unread message, and the next receive then reports the gap
-    /// ([`TopicTryRecvError::Lagged`]).
-    pub fn try_recv_into_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicTryRecvError>> {
-        let sample = self.try_next(|s, k| self.pin_for_copy(s, k))?;
-        self.sample_into_slice(sample, buf)
-    }
-
-    /// [`try_recv_into_slice`](Self::try_recv_into_slice), waiting as long as it takes.
-    pub fn recv_into_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicRecvError>> {
-        let sample = self.block_untimed(|| self.try_next(|s, k| self.pin_for_copy(s, k)))?;
-        self.sample_into_slice(sample, buf)
-    }
-
-    /// [`try_recv_into_slice`](Self::try_recv_into_slice), waiting up to `timeout`.
-    pub fn recv_into_slice_timeout(
+    /// ([`TopicRecvError::Lagged`]).
+    #[inline]
+    pub fn recv_into_slice_with(
         &self,
         buf: &mut [u8],
-        timeout: Duration,
-    ) -> Result<MessageInfo, RecvIntoSliceError<TopicRecvTimeoutError>> {
-        let sample = self.block_timeout(timeout, || self.try_next(|s, k| self.pin_for_copy(s, k)))?;
+        wait: Wait,
+    ) -> Result<MessageInfo, RecvIntoSliceError<Waited<TopicRecvError>>> {
+        let sample = self.next_with(wait, |s, k| self.pin_for_copy(s, k))?;
         self.sample_into_slice(sample, buf)
+    }
+
+    receive_forms! {
+        /// Receives the next message in order into the start of `buf`, without blocking (see
+        /// [`recv_into_slice_with`](Self::recv_into_slice_with)).
+        fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
+            (&self, buf: &mut [u8]) = recv_into_slice_with -> MessageInfo;
+        errors (TopicTryRecvError, TopicRecvError, TopicRecvTimeoutError) slice
     }
 
     fn locate(&self, seq: u64) -> Result<usize, TopicGetError> {
@@ -1126,19 +1126,21 @@ pub type Iter<'a> = crate::endpoint::iter::Iter<&'a Subscriber>;
 /// An `Iterator` whose items are `Result<Message, TopicRecvError>`.
 pub type TryIter<'a> = crate::endpoint::iter::TryIter<&'a Subscriber>;
 
-impl crate::endpoint::iter::Receive for &Subscriber {
-    type Item = Message;
-    type Error = TopicRecvError;
+impl_receive!(
+    lifetime 's, &'s Subscriber => Subscriber: Message, MessageInfo, TopicRecvError;
+    Topic, "message length is not the size of the subscriber's payload type";
+    ends (TopicRecvError::Truncated)
+);
 
-    fn recv(&mut self) -> Result<Message, TopicRecvError> {
-        Subscriber::recv(self)
-    }
+/// A sample lives as long as the subscriber, not as the `&mut` of the call.
+impl<'s> ReceiveRef for &'s Subscriber {
+    type Ref<'a>
+        = Sample<'s>
+    where
+        Self: 'a;
 
-    fn try_recv(&mut self) -> Result<Message, Option<TopicRecvError>> {
-        Subscriber::try_recv(self).map_err(|e| e.into_blocking())
-    }
-
-    fn ends(e: &Self::Error) -> bool {
-        matches!(e, TopicRecvError::Truncated)
+    #[inline]
+    fn recv_ref_with(&mut self, wait: Wait) -> Result<Sample<'s>, Waited<TopicRecvError>> {
+        Subscriber::recv_ref_with(self, wait)
     }
 }

@@ -12,22 +12,19 @@
 
 mod ops;
 
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
+use crate::endpoint::receive::{receive_forms, sealed, Receive, ReceiveInto, ReceiveRef, RecvErrors, Waited};
 use crate::error::Corrupt;
 use crate::pod::{bytes_of, read_from, ref_from, PayloadType, Pod};
-use crate::topic::Subscriber;
+use crate::topic::{Sample, Subscriber, TopicRecvError};
+use crate::wait::Wait;
 use crate::waitset::{WaitHandle, Waitable};
-use ops::{
-    LendBytes, Loaned, Pinned, Receive, ReceiveRef, RecvBytes, RecvRefBytes, Scratch, SendBytes, TimedSendBytes,
-    TryLendBytes, TrySendBytes,
-};
-// For the async receives of the typed receivers (feature `tokio`).
-#[cfg(feature = "tokio")]
-pub(crate) use ops::Receive as TypedReceive;
+use ops::{LendBytes, Loaned, SendBytes, TimedSendBytes, TryLendBytes, TrySendBytes};
 
 /// What a typed receive reports for a payload of `len` bytes that is not one `T`.
 fn not_one<T: Pod>(kind: crate::kind::Kind, what: &'static str, len: usize) -> Corrupt {
@@ -150,122 +147,177 @@ impl<L: fmt::Debug, T: Pod> fmt::Debug for Loan<L, T> {
 }
 
 /// Receives `T` values through a kind's byte receiver `B`: copies (`try_recv`, `recv`,
-/// `recv_timeout`) and, where the kind lends its memory, a `T` in place (`try_recv_ref`,
-/// `recv_ref`, `recv_ref_timeout`). A payload that is not exactly one `T` is the receive
-/// error's `Corrupt` variant (values `len` and `size`), and is let go of: the next receive
-/// goes on after it.
-pub struct Receiver<B: Receive, T: Pod> {
+/// `recv_timeout`, `recv_deadline`, all [`recv_with`](Self::recv_with)) and, where the kind
+/// lends its memory, a `T` in place (the same forms of `recv_ref`). A payload that is not
+/// exactly one `T` is the receive error's `Corrupt` variant (values `len` and `size`), and is
+/// let go of: the next receive goes on after it.
+pub struct Receiver<B, T: Pod> {
     inner: B,
-    /// The copy receives' buffer, allocated once.
-    buf: B::Scratch,
+    /// The copy receives' buffer, allocated once (in a `Cell`: the topic's receive through
+    /// `&self`).
+    buf: Cell<Vec<u8>>,
     _type: PhantomData<fn() -> T>,
 }
 
-impl<B: Receive, T: Pod> Receiver<B, T> {
+impl<B, T: Pod> Receiver<B, T> {
     pub(crate) fn new(inner: B) -> Self {
-        Receiver { inner, buf: Vec::with_capacity(std::mem::size_of::<T>()).into(), _type: PhantomData }
+        Receiver { inner, buf: Cell::new(Vec::with_capacity(std::mem::size_of::<T>())), _type: PhantomData }
     }
 
     /// The byte endpoint underneath, shared.
     pub(crate) fn bytes(&self) -> &B {
         &self.inner
     }
+}
 
-    /// The copy of a payload received into `buf`, or what reports it is not one `T`.
-    fn copied<E>(r: Result<B::Info, E>, buf: &[u8], corrupt: fn(Corrupt) -> E) -> Result<B::Owned<T>, E> {
-        let info = r?;
-        match read_from::<T>(buf) {
-            Some(value) => Ok(B::owned(&info, value)),
-            None => Err(corrupt(B::note(&info, not_one::<T>(B::KIND, B::WRONG_LEN, buf.len())))),
+/// The copy of a payload `rx` received into `buf`, or what reports it is not one `T`.
+fn copied<R: ReceiveInto, T: Pod>(
+    r: Result<R::Info, Waited<R::Error>>,
+    buf: &[u8],
+) -> Result<R::Typed<T>, Waited<R::Error>> {
+    let info = r?;
+    match read_from::<T>(buf) {
+        Some(value) => Ok(R::typed(&info, value)),
+        None => {
+            Err(Waited::Failed(RecvErrors::corrupt(R::note(&info, not_one::<T>(R::KIND, R::WRONG_LEN, buf.len())))))
         }
     }
 }
 
-impl<B: ReceiveRef, T: Pod> Receiver<B, T> {
-    /// A payload lent in place as a `T`, or what reports it is not one (let go of).
-    fn pinned<'a, E>(r: Result<B::Pinned<'a>, E>, corrupt: fn(Corrupt) -> E) -> Result<Ref<B::Pinned<'a>, T>, E> {
-        let p = r?;
-        if ref_from::<T>(&p).is_some() {
-            return Ok(Ref { inner: p, _type: PhantomData });
-        }
-        let c = p.note(not_one::<T>(B::KIND, B::WRONG_LEN, p.len()));
-        p.discard();
-        Err(corrupt(c))
+/// A payload lent in place as a `T`, or what reports it is not one (let go of).
+#[allow(clippy::type_complexity)]
+fn pinned<R: ReceiveInto + ReceiveRef, T: Pod>(
+    r: Result<R::Ref<'_>, Waited<R::Error>>,
+) -> Result<Ref<R::Ref<'_>, T>, Waited<R::Error>> {
+    let p = r?;
+    if ref_from::<T>(&p).is_some() {
+        return Ok(Ref { inner: p, _type: PhantomData });
     }
+    let c = R::note_ref(&p, not_one::<T>(R::KIND, R::WRONG_LEN, p.len()));
+    R::discard(p);
+    Err(Waited::Failed(RecvErrors::corrupt(c)))
 }
 
-/// The copy receives, through `&self` (the topic's) or `&mut self` (the others').
-macro_rules! copy_receives {
-    ($b:ty $(, $mut:ident)?) => {
-        /// Receives the next payload as a `T` copy, without waiting (as the byte endpoint's
-        /// `try_recv`).
-        pub fn try_recv(&$($mut)? self) -> Result<<$b as Receive>::Owned<T>, <$b as Receive>::TryRecvError> {
-            self.with_scratch(|inner, buf| Self::copied(inner.try_recv_into(buf), buf, <$b>::try_corrupt))
-        }
-
-        /// Receives the next payload as a `T` copy, waiting as long as it takes.
-        pub fn recv(&$($mut)? self) -> Result<<$b as Receive>::Owned<T>, <$b as Receive>::RecvError> {
-            self.with_scratch(|inner, buf| Self::copied(inner.recv_into(buf), buf, <$b>::corrupt))
-        }
-
-        /// Receives the next payload as a `T` copy, waiting at most `timeout`.
-        pub fn recv_timeout(&$($mut)? self, timeout: Duration) -> Result<<$b as Receive>::Owned<T>, <$b as Receive>::RecvTimeoutError> {
-            self.with_scratch(|inner, buf| Self::copied(inner.recv_into_timeout(buf, timeout), buf, <$b>::timeout_corrupt))
-        }
-
-        /// The byte endpoint underneath.
-        pub fn as_bytes(&$($mut)? self) -> &$($mut)? $b {
-            &$($mut)? self.inner
+/// The forms of a typed receiver over `$b`, through `&self` (the topic's) or `&mut self`.
+macro_rules! typed_forms {
+    ($b:ty, $self:tt) => {
+        receive_forms! {
+            /// Receives the next payload as a `T` copy, without waiting (see
+            /// [`recv_with`](Self::recv_with)).
+            fn try_recv, recv, recv_timeout, recv_deadline $self = recv_with -> <$b as ReceiveInto>::Typed<T>;
+            errors (
+                <<$b as Receive>::Error as RecvErrors>::Try,
+                <$b as Receive>::Error,
+                <<$b as Receive>::Error as RecvErrors>::Timeout
+            )
         }
     };
 }
 
-/// The in-place receives, through `&self` (the topic's) or `&mut self` (the others').
-macro_rules! ref_receives {
-    ($b:ty $(, $mut:ident)?) => {
-        /// Receives the next payload in place, without waiting (as the byte endpoint's
-        /// `try_recv_ref`).
-        pub fn try_recv_ref(&$($mut)? self) -> Result<Ref<<$b as ReceiveRef>::Pinned<'_>, T>, <$b as Receive>::TryRecvError> {
-            Self::pinned(self.inner.try_recv_ref(), <$b>::try_corrupt)
-        }
-
-        /// Receives the next payload in place, waiting as long as it takes.
-        pub fn recv_ref(&$($mut)? self) -> Result<Ref<<$b as ReceiveRef>::Pinned<'_>, T>, <$b as Receive>::RecvError> {
-            Self::pinned(self.inner.recv_ref(), <$b>::corrupt)
-        }
-
-        /// Receives the next payload in place, waiting at most `timeout`.
-        pub fn recv_ref_timeout(&$($mut)? self, timeout: Duration) -> Result<Ref<<$b as ReceiveRef>::Pinned<'_>, T>, <$b as Receive>::RecvTimeoutError> {
-            Self::pinned(self.inner.recv_ref_timeout(timeout), <$b>::timeout_corrupt)
+/// The in-place forms of a typed receiver over `$b`.
+macro_rules! typed_ref_forms {
+    ($b:ty, $ref:ty, $self:tt) => {
+        receive_forms! {
+            /// Receives the next payload in place, without waiting (see
+            /// [`recv_ref_with`](Self::recv_ref_with)).
+            fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline $self = recv_ref_with -> Ref<$ref, T>;
+            errors (
+                <<$b as Receive>::Error as RecvErrors>::Try,
+                <$b as Receive>::Error,
+                <<$b as Receive>::Error as RecvErrors>::Timeout
+            )
         }
     };
 }
 
-impl<B: RecvBytes, T: Pod> Receiver<B, T> {
-    fn with_scratch<R>(&mut self, f: impl FnOnce(&mut B, &mut Vec<u8>) -> R) -> R {
-        f(&mut self.inner, self.buf.vec())
+impl<B: ReceiveInto, T: Pod> Receiver<B, T> {
+    /// Receives the next payload as a `T` copy, waiting as `wait` says.
+    pub fn recv_with(&mut self, wait: Wait) -> Result<B::Typed<T>, Waited<B::Error>> {
+        let buf = self.buf.get_mut();
+        copied::<B, T>(self.inner.recv_into_with(buf, wait), buf)
     }
 
-    copy_receives!(B, mut);
+    typed_forms!(B, (&mut self));
+
+    /// The byte endpoint underneath.
+    pub fn as_bytes(&mut self) -> &mut B {
+        &mut self.inner
+    }
 }
 
-impl<B: RecvRefBytes, T: Pod> Receiver<B, T> {
-    ref_receives!(B, mut);
+impl<B: ReceiveInto + ReceiveRef, T: Pod> Receiver<B, T> {
+    /// Receives the next payload in place, waiting as `wait` says.
+    pub fn recv_ref_with(&mut self, wait: Wait) -> Result<Ref<B::Ref<'_>, T>, Waited<B::Error>> {
+        pinned::<B, T>(self.inner.recv_ref_with(wait))
+    }
+
+    typed_ref_forms!(B, B::Ref<'_>, (&mut self));
 }
 
 impl<T: Pod> Receiver<Subscriber, T> {
-    fn with_scratch<R>(&self, f: impl FnOnce(&Subscriber, &mut Vec<u8>) -> R) -> R {
+    /// Receives the next payload as a `T` copy, waiting as `wait` says.
+    pub fn recv_with(&self, wait: Wait) -> Result<T, Waited<TopicRecvError>> {
         let mut buf = self.buf.take();
-        let r = f(&self.inner, &mut buf);
+        let r = copied::<&Subscriber, T>(self.inner.recv_into_with(&mut buf, wait), &buf);
         self.buf.set(buf);
         r
     }
 
-    copy_receives!(Subscriber);
-    ref_receives!(Subscriber);
+    typed_forms!(&'static Subscriber, (&self));
+
+    /// Receives the next payload in place, waiting as `wait` says.
+    pub fn recv_ref_with(&self, wait: Wait) -> Result<Ref<Sample<'_>, T>, Waited<TopicRecvError>> {
+        pinned::<&Subscriber, T>(self.inner.recv_ref_with(wait))
+    }
+
+    typed_ref_forms!(&'static Subscriber, Sample<'_>, (&self));
+
+    /// The byte endpoint underneath.
+    pub fn as_bytes(&self) -> &Subscriber {
+        &self.inner
+    }
 }
 
-impl<B: Receive + fmt::Debug, T: Pod> fmt::Debug for Receiver<B, T> {
+impl<B: ReceiveInto, T: Pod> sealed::Sealed for Receiver<B, T> {}
+
+/// A typed receiver receives as its byte endpoint, with its typed item.
+impl<B: ReceiveInto, T: Pod> Receive for Receiver<B, T> {
+    type Item = B::Typed<T>;
+    type Error = B::Error;
+
+    fn recv_with(&mut self, wait: Wait) -> Result<B::Typed<T>, Waited<B::Error>> {
+        <Receiver<B, T>>::recv_with(self, wait)
+    }
+
+    fn ends(e: &B::Error) -> bool {
+        B::ends(e)
+    }
+
+    fn before_attempt(&self) {
+        self.inner.before_attempt()
+    }
+
+    fn retry_interval(&self) -> Option<Duration> {
+        self.inner.retry_interval()
+    }
+}
+
+impl<T: Pod> sealed::Sealed for Receiver<Subscriber, T> {}
+
+impl<T: Pod> Receive for Receiver<Subscriber, T> {
+    type Item = T;
+    type Error = TopicRecvError;
+
+    fn recv_with(&mut self, wait: Wait) -> Result<T, Waited<TopicRecvError>> {
+        <Receiver<Subscriber, T>>::recv_with(self, wait)
+    }
+
+    fn ends(e: &TopicRecvError) -> bool {
+        <&Subscriber as Receive>::ends(e)
+    }
+}
+
+impl<B: fmt::Debug, T: Pod> fmt::Debug for Receiver<B, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Receiver").field("inner", &self.inner).field("type", &PayloadType::of::<T>()).finish()
     }
@@ -331,4 +383,4 @@ macro_rules! waitable_as_inner {
 }
 
 waitable_as_inner!(; Sender);
-waitable_as_inner!(Receive; Receiver);
+waitable_as_inner!(; Receiver);
