@@ -9,7 +9,7 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use shmbus::lend::LendOr;
-use shmbus::{Domain, Failure, RecvErrors, RecvIntoSliceError, WaitPolicy, Waited};
+use shmbus::{Domain, Failure, RecvErrors, RecvIntoSliceError, Refused, SendErrors, WaitPolicy, Waited};
 
 use crate::domain::shmbus_domain;
 use crate::handle::*;
@@ -72,22 +72,25 @@ pub(crate) fn wait_policy(spin_ns: u64) -> WaitPolicy {
     WaitPolicy { spin: if spin_ns == u64::MAX { Duration::MAX } else { Duration::from_nanos(spin_ns) } }
 }
 
-/// Calls the form of a Rust send (or loan) triplet that a [`Wait`] names, its error as an
-/// `Error`: `by_wait!(wait, w.try_loan(len) | loan | loan_timeout)`; the `_timeout` form
-/// gets the time left after the other arguments.
-macro_rules! by_wait {
-    ($wait:expr, $x:ident . $try:ident ( $($arg:expr),* ) | $block:ident | $timed:ident) => {
-        match $wait {
-            $crate::call::Wait::Now => $x.$try($($arg),*).map_err($crate::status::Error::from),
-            $crate::call::Wait::Forever => $x.$block($($arg),*).map_err($crate::status::Error::from),
-            $crate::call::Wait::Until(t) => {
-                $x.$timed($($arg,)* t.saturating_duration_since(::std::time::Instant::now()))
-                    .map_err($crate::status::Error::from)
-            }
-        }
-    };
+/// The outcome of a send's (or loan's) `*_with(wait)` as an `Error`: no room now is the try
+/// form's error (with how much room there was), a deadline passed the timed form's.
+impl<T, E> Settle for Result<T, Refused<E, E::Try>>
+where
+    E: SendErrors + Failure,
+    E::Try: Failure,
+    E::Timeout: Failure,
+{
+    type Ok = T;
+
+    fn settle(self, wait: Wait) -> Result<T, Error> {
+        self.map_err(|r| match (wait, r) {
+            (_, Refused::Full(t)) => Error::from(t),
+            (Wait::Now, Refused::Failed(e)) => Error::from(E::Try::from(e)),
+            (Wait::Forever, r) => Error::from(r),
+            (_, r) => Error::from(E::Timeout::from(r)),
+        })
+    }
 }
-pub(crate) use by_wait;
 
 /// The config behind `config`, or the kind's defaults for NULL.
 ///

@@ -344,11 +344,7 @@ unsafe fn loan(
     wait: Wait,
 ) -> shmbus_status {
     // SAFETY: per the caller's contract.
-    unsafe {
-        lend_out(writer, out, |w| {
-            StreamWriter::loan_owned(w, |w| by_wait!(wait, w.try_loan(len) | loan | loan_timeout))
-        })
-    }
+    unsafe { lend_out(writer, out, |w| StreamWriter::loan_owned(w, |w| w.loan_with(len, wait).settle(wait))) }
 }
 
 /// Loans room for a record of up to `len` bytes if there is room now (`SHMBUS_FULL` if not).

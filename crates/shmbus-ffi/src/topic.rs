@@ -430,7 +430,7 @@ unsafe fn send_copy(
         unsafe {
             let seq = with_mut(publisher, |p| {
                 let data = bytes_arg(data, len)?;
-                by_wait!(wait, p.try_send(data) | send | send_timeout)
+                p.send_with(data, wait).settle(wait)
             })?;
             put(seq_out, seq);
             Ok(())

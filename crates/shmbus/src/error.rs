@@ -896,6 +896,17 @@ macro_rules! error_family {
         }
 
         impl $try {
+            /// This error in its blocking form, or itself for a "nothing now" outcome that a
+            /// blocking call waits through.
+            #[allow(dead_code, unused_variables)]
+            #[inline]
+            pub(crate) fn split(self) -> Result<$block, $try> {
+                match self {
+                    $( $try::$tv { .. } => Err(self), )*
+                    $( $try::$v { $( 0: $b )? $( $( $f ),* )? } => Ok($block::$v { $( 0: $b )? $( $( $f ),* )? }), )*
+                }
+            }
+
             /// The blocking form of this error, or `None` for a "nothing now" outcome that a
             /// blocking call waits through.
             #[allow(dead_code, unused_variables)]

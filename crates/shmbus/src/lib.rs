@@ -154,6 +154,7 @@ pub use queue::{
 pub use shmbus_derive::Pod;
 pub mod schema;
 pub use endpoint::receive::{Receive, ReceiveInto, ReceiveRef, RecvErrors, Waited};
+pub use endpoint::send::{Refusal, Refused, SendErrors, Transmit};
 pub use kind::Kind;
 pub use schema::{Schema, SchemaError};
 pub use segment::HeaderInfo;

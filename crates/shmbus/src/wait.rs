@@ -31,8 +31,9 @@ impl Default for WaitPolicy {
     }
 }
 
-/// How long a call waits: the one argument of every receive's `*_with` form, from which its
-/// `try_` (`Now`), blocking (`Forever`), `_timeout` and `_deadline` (`Until`) forms come.
+/// How long a call waits: the one argument of every receive's (and every waiting send's
+/// and loan's) `*_with` form, from which its `try_` (`Now`), blocking (`Forever`),
+/// `_timeout` and `_deadline` (`Until`) forms come.
 ///
 /// ```
 /// use std::time::Duration;
@@ -72,7 +73,8 @@ impl Wait {
 /// When a blocking call gives up: an instant on the monotonic clock, or never.
 ///
 /// Every blocking receive, send and wait computes its deadline once, on entry, with
-/// [`Deadline::after`] (or [`Deadline::from_timeout`]), and checks it with
+/// [`Wait::deadline`] (from a [`Wait::timeout`] or a caller's instant) or [`Deadline::after`],
+/// and checks it with
 /// [`passed`](Deadline::passed) / [`remaining`](Deadline::remaining) as it goes.
 ///
 /// A timeout so long that `now + timeout` is not representable as an [`Instant`] (such as
@@ -88,11 +90,6 @@ impl Deadline {
     /// `timeout` from now; [`Deadline::NEVER`] when that instant is not representable.
     pub(crate) fn after(timeout: Duration) -> Deadline {
         Deadline(Instant::now().checked_add(timeout))
-    }
-
-    /// [`Deadline::after`] the timeout; `None` (no timeout) is [`Deadline::NEVER`].
-    pub(crate) fn from_timeout(timeout: Option<Duration>) -> Deadline {
-        timeout.map_or(Deadline::NEVER, Deadline::after)
     }
 
     /// The time left before the deadline (zero once it has passed); `None` for
@@ -268,15 +265,23 @@ mod tests {
     #[test]
     fn a_timeout_past_the_clock_s_range_is_never_and_does_not_panic() {
         assert_eq!(Deadline::after(Duration::MAX), Deadline::NEVER);
-        assert_eq!(Deadline::from_timeout(Some(Duration::MAX)), Deadline::NEVER);
         let d = Deadline::after(Duration::MAX);
         assert!(!d.passed());
         assert_eq!(d.remaining(), None);
     }
 
     #[test]
+    fn a_wait_s_deadline_is_never_for_ever_and_its_instant_otherwise() {
+        assert_eq!(Wait::Forever.deadline(), Deadline::NEVER);
+        assert_eq!(Wait::timeout(Duration::MAX), Wait::Forever);
+        let t = Instant::now() + Duration::from_secs(3600);
+        assert!(!Wait::Until(t).deadline().passed());
+        assert!(Wait::Until(t).deadline().passed_at(t));
+        assert!(Wait::Now.deadline().passed(), "a wait of nothing has passed at once");
+    }
+
+    #[test]
     fn never_never_passes() {
-        assert_eq!(Deadline::from_timeout(None), Deadline::NEVER);
         assert!(!Deadline::NEVER.passed());
         assert_eq!(Deadline::NEVER.remaining(), None);
     }
@@ -291,7 +296,7 @@ mod tests {
     #[test]
     fn a_finite_timeout_counts_down_and_passes() {
         let timeout = Duration::from_millis(30);
-        let d = Deadline::from_timeout(Some(timeout));
+        let d = Deadline::after(timeout);
         assert_ne!(d, Deadline::NEVER);
         let left = d.remaining().expect("a finite deadline has a remaining time");
         assert!(left <= timeout);

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::Scratch;
-use shmbus::queue::{Queue, QueueConfig, QueueRecvTimeoutError, QueueTryRecvError, QueueTrySendError};
-use shmbus::{Domain, Kind, OpenError};
+use shmbus::queue::{Queue, QueueConfig, QueueRecvError, QueueRecvTimeoutError, QueueTryRecvError, QueueTrySendError};
+use shmbus::{Domain, Kind, OpenError, RecvIntoSliceError};
 
 fn domain() -> (Domain, Scratch) {
     let s = Scratch::new("queue-corrupt");
@@ -140,6 +140,25 @@ fn read_at(f: &std::fs::File, offset: u64) -> [u8; 8] {
     let mut b = [0u8; 8];
     f.read_exact_at(&mut b, offset).unwrap();
     b
+}
+
+#[test]
+fn a_scribbled_cell_is_corrupt_to_the_blocking_receives_too() {
+    let (d, _root) = domain();
+    let q = Queue::create_or_open(&d, "b", &QueueConfig::default().capacity(4).max_message_len(48)).unwrap();
+    let mut tx = q.producer().unwrap();
+    let mut rx = q.consumer().unwrap();
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(q.path()).unwrap();
+    for (i, m) in [&b"one"[..], b"two"].into_iter().enumerate() {
+        tx.try_send(m).unwrap();
+        // A length beyond the max element size in the message's cell.
+        f.write_all_at(&u32::MAX.to_le_bytes(), FIRST_CELL + i as u64 * 64 + 8).unwrap();
+    }
+    assert!(matches!(rx.recv(), Err(QueueRecvError::Corrupt(c)) if c.repaired()));
+    let mut buf = [0u8; 48];
+    assert!(matches!(rx.recv_into_slice(&mut buf), Err(RecvIntoSliceError::Recv(QueueRecvError::Corrupt(_)))));
+    tx.try_send(b"three").unwrap();
+    assert_eq!(rx.recv().unwrap(), b"three");
 }
 
 #[test]

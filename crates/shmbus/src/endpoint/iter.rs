@@ -7,7 +7,8 @@
 // Under loom only the kinds' protocols are built, not their endpoints.
 #![cfg_attr(loom, allow(dead_code))]
 
-use super::receive::{Receive, Waited};
+use super::forms::Forever;
+use super::receive::Receive;
 use crate::wait::Wait;
 
 /// A blocking iterator: each `next` is one blocking receive. It ends after an error that
@@ -31,7 +32,7 @@ impl<R: Receive> Iterator for Iter<R> {
         if self.done {
             return None;
         }
-        let r = self.rx.recv_with(Wait::Forever).map_err(Waited::forever);
+        let r = self.rx.recv_with(Wait::Forever).map_err(Forever::forever);
         self.done = matches!(&r, Err(e) if R::ends(e));
         Some(r)
     }

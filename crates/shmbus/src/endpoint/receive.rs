@@ -2,7 +2,7 @@
 //! for the kinds that lend a payload in place).
 //!
 //! A receiver writes each operation once, as a `*_with(…, wait)` that takes a [`Wait`] and
-//! fails with a [`Waited`] of its blocking error. [`receive_forms!`] makes the inherent
+//! fails with a [`Waited`] of its blocking error. `wait_forms!` (in `forms`) makes the inherent
 //! `try_` / blocking / `_timeout` / `_deadline` forms from it, the iterators, the async
 //! receive and the typed receivers use the trait, and the C binding calls `*_with` with the
 //! wait its caller chose.
@@ -14,6 +14,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;
 
+use super::forms::{sealed, Forever};
 use crate::error::{Corrupt, ErrorKind, Failure, RecvIntoSliceError};
 use crate::kind::Kind;
 use crate::pod::Pod;
@@ -23,8 +24,8 @@ use crate::wait::Wait;
 /// `E`), nothing now (after [`Wait::Now`]), or the deadline passed (after [`Wait::Until`]).
 /// A receive with [`Wait::Forever`] ends only with a message or a failure.
 ///
-/// Each kind's `try_`, blocking and `_timeout` errors convert from it (`Empty` is the try
-/// error's `Empty`, `TimedOut` the timed error's `Timeout`).
+/// Each kind's `try_` and `_timeout` errors convert from it (`Empty` is the try error's
+/// `Empty`, `TimedOut` the timed error's `Timeout`); its blocking form returns the failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waited<E> {
     /// The receive failed.
@@ -36,14 +37,10 @@ pub enum Waited<E> {
 }
 
 impl<E> Waited<E> {
-    /// The failure of a receive that waited for ever, which ends with a message or a failure
-    /// (every kind's `*_with` returns nothing else for [`Wait::Forever`]).
+    /// What a wait until a deadline ended with: `None` is the deadline passing.
     #[inline]
-    pub(crate) fn forever(self) -> E {
-        match self {
-            Waited::Failed(e) => e,
-            Waited::Empty | Waited::TimedOut => unreachable!("a receive that waits for ever ended without a message"),
-        }
+    pub(crate) fn timed(e: Option<E>) -> Waited<E> {
+        e.map_or(Waited::TimedOut, Waited::Failed)
     }
 
     /// The failure, if it is one.
@@ -51,6 +48,20 @@ impl<E> Waited<E> {
         match self {
             Waited::Failed(e) => Some(e),
             Waited::Empty | Waited::TimedOut => None,
+        }
+    }
+}
+
+/// A receive that waited for ever ends with a message or a failure: every receiver's
+/// `*_with` returns nothing else for [`Wait::Forever`].
+impl<E> Forever for Waited<E> {
+    type Failure = E;
+
+    #[inline]
+    fn forever(self) -> E {
+        match self {
+            Waited::Failed(e) => e,
+            Waited::Empty | Waited::TimedOut => unreachable!("a receive that waits for ever ended without a message"),
         }
     }
 }
@@ -91,15 +102,10 @@ impl<E: Failure> Failure for Waited<E> {
     }
 }
 
-pub(crate) mod sealed {
-    /// Only the crate's receivers keep the receive contract.
-    pub trait Sealed {}
-}
-
 /// The three errors of a receive family, named from its blocking error (`E`, a
 /// [`Receive::Error`]): the `try_` form's and the `_timeout` form's, both made from a
 /// [`Waited<E>`].
-pub trait RecvErrors: Sized {
+pub trait RecvErrors: sealed::Sealed + Sized {
     /// The `try_` forms' error: `Empty` for [`Waited::Empty`].
     type Try: From<Waited<Self>>;
     /// The `_timeout` and `_deadline` forms' error: `Timeout` for [`Waited::TimedOut`].
@@ -291,6 +297,8 @@ impl<R: ReceiveRef + ?Sized> ReceiveRef for &mut R {
 /// try error (its `Empty` is `Waited::Empty`).
 macro_rules! waited {
     ($try:ident :: $empty:ident, $block:ident, $timeout:ident) => {
+        impl $crate::endpoint::forms::sealed::Sealed for $block {}
+
         impl $crate::endpoint::receive::RecvErrors for $block {
             type Try = $try;
             type Timeout = $timeout;
@@ -339,98 +347,6 @@ macro_rules! waited {
 }
 pub(crate) use waited;
 
-/// The inherent receive forms of one operation, from its `*_with`: the `try_` form (waits
-/// [`Wait::Now`]), the blocking one ([`Wait::Forever`]), the `_timeout` and the `_deadline`
-/// ones ([`Wait::Until`]), each with its family's error (in a `RecvIntoSliceError` after
-/// `slice`). The doc comment given is the `try_` form's; the others point at it. A `'_` in
-/// the output type borrows the receiver. After `now`, the `try_` form calls that method
-/// (same arguments, the try error) instead: the path the `_with` takes for `Wait::Now`.
-macro_rules! receive_forms {
-    (
-        $(#[$doc:meta])*
-        fn $try:ident, $block:ident, $timeout:ident, $deadline:ident
-            (&mut self $(, $arg:ident : $argt:ty)*) = $with:ident $(now $now:ident)? -> $out:ty;
-        errors ($try_e:ty, $block_e:ty, $timeout_e:ty) $($slice:ident)?
-    ) => {
-        receive_forms! {
-            @forms [mut] $(#[$doc])* fn $try, $block, $timeout, $deadline ($($arg : $argt),*)
-                = $with [$($now)?] -> $out;
-            errors ($try_e, $block_e, $timeout_e) $($slice)?
-        }
-    };
-    (
-        $(#[$doc:meta])*
-        fn $try:ident, $block:ident, $timeout:ident, $deadline:ident
-            (&self $(, $arg:ident : $argt:ty)*) = $with:ident $(now $now:ident)? -> $out:ty;
-        errors ($try_e:ty, $block_e:ty, $timeout_e:ty) $($slice:ident)?
-    ) => {
-        receive_forms! {
-            @forms [] $(#[$doc])* fn $try, $block, $timeout, $deadline ($($arg : $argt),*)
-                = $with [$($now)?] -> $out;
-            errors ($try_e, $block_e, $timeout_e) $($slice)?
-        }
-    };
-    (
-        @forms [$($mut:ident)?] $(#[$doc:meta])*
-        fn $try:ident, $block:ident, $timeout:ident, $deadline:ident
-            ($($arg:ident : $argt:ty),*) = $with:ident [$($now:ident)?] -> $out:ty;
-        errors ($try_e:ty, $block_e:ty, $timeout_e:ty) $($slice:ident)?
-    ) => {
-        $(#[$doc])*
-        #[inline]
-        pub fn $try(&$($mut)? self $(, $arg: $argt)*) -> Result<$out, receive_forms!(@err $try_e $(, $slice)?)> {
-            receive_forms!(@now self, $with, [$($now)?], ($($arg),*) $(, $slice)?)
-        }
-
-        #[doc = concat!("[`", stringify!($try), "`](Self::", stringify!($try), "), waiting as long as it takes.")]
-        #[inline]
-        pub fn $block(&$($mut)? self $(, $arg: $argt)*) -> Result<$out, receive_forms!(@err $block_e $(, $slice)?)> {
-            receive_forms!(
-                @map self.$with($($arg,)* $crate::wait::Wait::Forever),
-                $crate::endpoint::receive::Waited::forever $(, $slice)?
-            )
-        }
-
-        #[doc = concat!("[`", stringify!($try), "`](Self::", stringify!($try), "), waiting at most `timeout`.")]
-        #[inline]
-        pub fn $timeout(
-            &$($mut)? self $(, $arg: $argt)*,
-            timeout: ::std::time::Duration,
-        ) -> Result<$out, receive_forms!(@err $timeout_e $(, $slice)?)> {
-            receive_forms!(
-                @map self.$with($($arg,)* $crate::wait::Wait::timeout(timeout)),
-                ::std::convert::Into::into $(, $slice)?
-            )
-        }
-
-        #[doc = concat!("[`", stringify!($try), "`](Self::", stringify!($try), "), waiting until `deadline` at most.")]
-        #[inline]
-        pub fn $deadline(
-            &$($mut)? self $(, $arg: $argt)*,
-            deadline: ::std::time::Instant,
-        ) -> Result<$out, receive_forms!(@err $timeout_e $(, $slice)?)> {
-            receive_forms!(
-                @map self.$with($($arg,)* $crate::wait::Wait::Until(deadline)),
-                ::std::convert::Into::into $(, $slice)?
-            )
-        }
-    };
-    // The try form: the `_with` call with `Wait::Now`, or straight the receiver's `now`
-    // path (what its `_with` runs for `Wait::Now`), which the hottest polls take without
-    // converting their "nothing now" to a `Waited` and back.
-    (@now $self:ident, $with:ident, [], ($($arg:ident),*) $(, $slice:ident)?) => {
-        receive_forms!(@map $self.$with($($arg,)* $crate::wait::Wait::Now), ::std::convert::Into::into $(, $slice)?)
-    };
-    (@now $self:ident, $with:ident, [$now:ident], ($($arg:ident),*) $(, $slice:ident)?) => {
-        $self.$now($($arg),*)
-    };
-    (@err $e:ty) => { $e };
-    (@err $e:ty, slice) => { $crate::error::RecvIntoSliceError<$e> };
-    (@map $call:expr, $f:path) => { $call.map_err($f) };
-    (@map $call:expr, $f:path, slice) => { $call.map_err(|e| e.map_recv($f)) };
-}
-pub(crate) use receive_forms;
-
 /// `impl Receive` and `impl ReceiveInto` for a byte receiver `$rx` from its inherent
 /// `recv_with`, `recv_into_with` and `recv_into_slice_with` (those of `$inh` after `=>`: a
 /// reference type has no inherent methods; `lifetime 'a,` names its lifetime), with its kind
@@ -447,7 +363,7 @@ macro_rules! impl_receive {
         ; typed [$($typed:ty = |$i:ident, $v:ident| $make:expr, note |$ni:ident, $nc:ident| $note:expr)?]
         $(; hooks from $hooks:ty)?
     ) => {
-        impl$(<$gen>)? $crate::endpoint::receive::sealed::Sealed for $rx {}
+        impl$(<$gen>)? $crate::endpoint::forms::sealed::Sealed for $rx {}
 
         impl$(<$gen>)? $crate::endpoint::receive::Receive for $rx {
             type Item = $item;

@@ -5,8 +5,9 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{self, Throttle};
-use crate::endpoint::receive::{impl_receive, receive_forms, Waited};
+use crate::endpoint::receive::{impl_receive, Waited};
 use crate::error::{too_small, OpenError, RecvIntoSliceError};
 use crate::sync::Ordering;
 use crate::wait::{Wait, WaitPolicy};
@@ -399,7 +400,7 @@ impl Tailer {
         Ok(self.materialize(f)?)
     }
 
-    receive_forms! {
+    wait_forms! {
         /// The next entry if one is committed now (zero-copy, valid until the next call);
         /// [`JournalTryRecvError::Empty`] at the end (see [`recv_ref_with`](Self::recv_ref_with)).
         fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline (&mut self) = recv_ref_with -> EntryRef<'_>;
@@ -412,7 +413,7 @@ impl Tailer {
         self.recv_ref_with(wait).map(|e| e.to_entry())
     }
 
-    receive_forms! {
+    wait_forms! {
         /// [`try_recv_ref`](Self::try_recv_ref), copied into an owned [`Entry`].
         fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> Entry;
         errors (JournalTryRecvError, JournalRecvError, JournalRecvTimeoutError)
@@ -428,7 +429,7 @@ impl Tailer {
         Ok(e.info())
     }
 
-    receive_forms! {
+    wait_forms! {
         /// [`try_recv_ref`](Self::try_recv_ref), copied into `buf` (cleared first; no
         /// allocation once it has room).
         fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&mut self, buf: &mut Vec<u8>)
@@ -476,7 +477,7 @@ impl Tailer {
         self.found_into_slice(f, buf)
     }
 
-    receive_forms! {
+    wait_forms! {
         /// The next entry if one is committed now, copied into the start of `buf` (see
         /// [`recv_into_slice_with`](Self::recv_into_slice_with)).
         fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
@@ -488,12 +489,7 @@ impl Tailer {
     fn find_with(&mut self, wait: Wait) -> Result<Found, Waited<JournalRecvError>> {
         match wait {
             Wait::Now => self.try_find()?.ok_or(Waited::Empty),
-            Wait::Forever => loop {
-                if let Some(f) = self.wait_find(wait.deadline())? {
-                    return Ok(f);
-                }
-            },
-            Wait::Until(_) => self.wait_find(wait.deadline())?.ok_or(Waited::TimedOut),
+            wait => until(wait, |d| self.wait_find(d).map_err(Some)?.ok_or(None)).map_err(Waited::timed),
         }
     }
 

@@ -10,8 +10,9 @@ use super::layout::PoolLayout;
 use super::protocol::{Idle, Leave, Mail, PoolRef, Withdraw, BUSY, LOST, VACANT};
 use super::shared::Shared;
 use super::shared::{dispatcher_alive, payload_ptr, pool_ref, DEFAULT_ORPHAN_CHECK, ROLE_WORKER};
+use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::Throttle;
-use crate::endpoint::receive::{impl_receive, receive_forms, Waited};
+use crate::endpoint::receive::{impl_receive, Waited};
 use crate::error::{too_small, Corrupt, OpenError, RecvIntoSliceError};
 use crate::kind::Kind;
 use crate::lend::{LendOr, Lender, OwnedBytes};
@@ -384,17 +385,18 @@ impl Worker {
     }
 
     /// Takes a job, waiting for one as `wait` says, and reads it in place. The worker is
-    /// idle while it waits (the dispatcher can only give it work now), and stays idle when
-    /// nothing comes ([`Waited::Empty`] or [`Waited::TimedOut`]: a job that raced the timeout
-    /// is returned instead). A job still in the mailbox is delivered even if the dispatcher
-    /// has gone since.
+    /// idle while it waits (the dispatcher can only give it work now). After
+    /// [`Waited::Empty`] it stays idle (use with a [`crate::WaitSet`]); after
+    /// [`Waited::TimedOut`] it is no longer idle (a job that raced the timeout is returned
+    /// instead). A job still in the mailbox is delivered even if the dispatcher has gone
+    /// since.
     #[inline]
     pub fn recv_ref_with(&mut self, wait: Wait) -> Result<JobRef<'_>, Waited<PoolRecvError>> {
         let (id, len) = self.take_with(wait)?;
         Ok(self.job_ref(id, len))
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Takes a job if one is in the mailbox, without waiting, and reads it in place;
         /// otherwise the worker is now idle (waiting for work) and `Empty` is returned. Use
         /// with a [`crate::WaitSet`].
@@ -406,14 +408,7 @@ impl Worker {
     fn take_with(&mut self, wait: Wait) -> Result<(u64, u64), Waited<PoolRecvError>> {
         match wait {
             Wait::Now => Ok(self.try_take()?),
-            Wait::Forever => loop {
-                match self.take(Deadline::NEVER) {
-                    Ok(job) => return Ok(job),
-                    Err(Some(e)) => return Err(Waited::Failed(e)),
-                    Err(None) => continue, // no deadline passes; wait on
-                }
-            },
-            Wait::Until(_) => self.take(wait.deadline()).map_err(|e| e.map_or(Waited::TimedOut, Waited::Failed)),
+            wait => until(wait, |d| self.take(d)).map_err(Waited::timed),
         }
     }
 
@@ -423,7 +418,7 @@ impl Worker {
         self.recv_ref_with(wait).map(|j| Job { id: j.id, data: j.data.to_vec() })
     }
 
-    receive_forms! {
+    wait_forms! {
         /// [`try_recv_ref`](Self::try_recv_ref), copying the job out: an owned [`Job`].
         fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> Job;
         errors (PoolTryRecvError, PoolRecvError, PoolRecvTimeoutError)
@@ -436,7 +431,7 @@ impl Worker {
         self.recv_ref_with(wait).map(|j| copy_into(&j, buf))
     }
 
-    receive_forms! {
+    wait_forms! {
         /// [`try_recv_ref`](Self::try_recv_ref), copying the job into `buf`.
         fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&mut self, buf: &mut Vec<u8>)
             = recv_into_with -> JobInfo;
@@ -474,7 +469,7 @@ impl Worker {
         self.job_into_slice(job, buf)
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Takes a job if one is in the mailbox, without waiting, and copies it into the
         /// start of `buf` (see [`recv_into_slice_with`](Self::recv_into_slice_with));
         /// otherwise the worker is idle, as with [`try_recv_ref`](Self::try_recv_ref).

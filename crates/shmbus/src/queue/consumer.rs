@@ -7,7 +7,8 @@ use super::error::{QueueRecvError, QueueRecvTimeoutError, QueueTryRecvError};
 use super::layout::MappedCells;
 use super::protocol::{as_uninit, Pop, Ring};
 use super::shared::{status_of, Endpoint, QueueStatus};
-use crate::endpoint::receive::{impl_receive, receive_forms, Waited};
+use crate::endpoint::forms::wait_forms;
+use crate::endpoint::receive::{impl_receive, Waited};
 use crate::error::{too_small, RecvIntoSliceError};
 use crate::sync::spin_hint;
 use crate::wait::{Wait, WaitPolicy};
@@ -95,7 +96,7 @@ impl Consumer {
         }
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Receives the next message if there is one now.
         fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> Vec<u8>;
         errors (QueueTryRecvError, QueueRecvError, QueueRecvTimeoutError)
@@ -107,18 +108,31 @@ impl Consumer {
     /// [`Consumer::max_message_len`] bytes (the first call reserves it).
     #[inline]
     pub fn recv_into_with(&mut self, buf: &mut Vec<u8>, wait: Wait) -> Result<usize, Waited<QueueRecvError>> {
-        if let Some(n) = self.give_held(buf) {
-            return Ok(n);
+        match wait {
+            Wait::Now => Ok(self.try_recv_into_now(buf)?),
+            wait => match self.give_held(buf) {
+                Some(n) => Ok(n),
+                None => self.block_pop(wait, |ring, me| pop_into(ring, me, buf)),
+            },
         }
-        self.pop_with(wait, |ring, me| pop_into(ring, me, buf))
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Receives the next message into `buf` if there is one now (see
         /// [`recv_into_with`](Self::recv_into_with)); returns its length.
         fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&mut self, buf: &mut Vec<u8>)
-            = recv_into_with -> usize;
+            = recv_into_with now try_recv_into_now -> usize;
         errors (QueueTryRecvError, QueueRecvError, QueueRecvTimeoutError)
+    }
+
+    /// [`try_recv_into`](Self::try_recv_into): what [`recv_into_with`](Self::recv_into_with)
+    /// does for [`Wait::Now`], without a `Waited` between (the form a spinning consumer
+    /// polls).
+    fn try_recv_into_now(&mut self, buf: &mut Vec<u8>) -> Result<usize, QueueTryRecvError> {
+        if let Some(n) = self.give_held(buf) {
+            return Ok(n);
+        }
+        self.try_pop(|ring, me| pop_into(ring, me, buf))
     }
 
     /// The next message into the start of `buf`, waiting as `wait` says: one copy, straight
@@ -145,7 +159,7 @@ impl Consumer {
         self.keep_spilled(spill, buf.len(), r)
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Receives the next message into the start of `buf` if there is one now (see
         /// [`recv_into_slice_with`](Self::recv_into_slice_with)).
         fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
@@ -230,11 +244,10 @@ impl Consumer {
                 self.ep.counter.message(n);
                 Ok(n)
             }
-            // A wait for ever ends without a message only on a truncated file.
-            Some(Err(_)) | None if wait == Wait::Forever || self.ep.truncated() => {
-                Err(Waited::Failed(QueueRecvError::Truncated))
-            }
+            Some(Err(_)) | None if self.ep.truncated() => Err(Waited::Failed(QueueRecvError::Truncated)),
             Some(Err(Some(c))) => Err(Waited::Failed(QueueRecvError::Corrupt(c))),
+            // A wait for ever ends without a message only on a truncated file (checked first).
+            Some(Err(None)) | None if wait == Wait::Forever => Err(Waited::Failed(QueueRecvError::Truncated)),
             Some(Err(None)) | None => Err(Waited::TimedOut),
         }
     }

@@ -67,3 +67,4 @@ error_family! {
 }
 
 crate::endpoint::receive::waited!(QueueTryRecvError::Empty, QueueRecvError, QueueRecvTimeoutError);
+crate::endpoint::send::refused!(QueueTrySendError, QueueSendError, QueueSendTimeoutError);

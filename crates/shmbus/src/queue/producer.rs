@@ -6,7 +6,9 @@ use std::time::Duration;
 use super::error::{QueueSendError, QueueSendTimeoutError, QueueTrySendError};
 use super::protocol::Push;
 use super::shared::{status_of, Endpoint, QueueStatus};
-use crate::wait::{Deadline, WaitPolicy};
+use crate::endpoint::forms::wait_forms;
+use crate::endpoint::send::{impl_transmit, Refused};
+use crate::wait::{Deadline, Wait, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// How a blocking send ended, before it is put in the caller's error type.
@@ -22,9 +24,31 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// Sends `msg` if there is room now. On [`QueueTrySendError::Full`] nothing was sent; the
-    /// message is still the caller's to retry.
-    pub fn try_send(&mut self, msg: &[u8]) -> Result<(), QueueTrySendError> {
+    /// Sends `msg`, waiting for room as `wait` says. Refused with no room now
+    /// ([`Wait::Now`]) or at the deadline, nothing was sent: the message is still the
+    /// caller's to retry.
+    pub fn send_with(&mut self, msg: &[u8], wait: Wait) -> Result<(), Refused<QueueSendError, QueueTrySendError>> {
+        match wait {
+            Wait::Now => self.try_send_now(msg).map_err(Refused::from),
+            wait => self.send_until(msg, wait.deadline()).map_err(|e| match e {
+                Sent::Failed(e) => Refused::Failed(e),
+                // An untimed wait ends without room only on a truncated file (checked first).
+                Sent::TimedOut if wait == Wait::Forever => Refused::Failed(QueueSendError::Truncated),
+                Sent::TimedOut => Refused::TimedOut,
+            }),
+        }
+    }
+
+    wait_forms! {
+        /// Sends `msg` if there is room now. On [`QueueTrySendError::Full`] nothing was sent;
+        /// the message is still the caller's to retry.
+        fn try_send, send, send_timeout, send_deadline (&mut self, msg: &[u8]) = send_with now try_send_now -> ();
+        errors (QueueTrySendError, QueueSendError, QueueSendTimeoutError)
+    }
+
+    /// [`try_send`](Self::try_send): what [`send_with`](Self::send_with) does for
+    /// [`Wait::Now`].
+    fn try_send_now(&mut self, msg: &[u8]) -> Result<(), QueueTrySendError> {
         let max = self.ep.shared.layout().max;
         if msg.len() > max {
             return Err(QueueTrySendError::TooLarge { len: msg.len(), max });
@@ -50,24 +74,7 @@ impl Producer {
         }
     }
 
-    /// Sends `msg`, waiting as long as it takes for room.
-    pub fn send(&mut self, msg: &[u8]) -> Result<(), QueueSendError> {
-        self.send_deadline(msg, Deadline::NEVER).map_err(|e| match e {
-            Sent::Failed(e) => e,
-            // An untimed wait ends without room only on a truncated file (checked above).
-            Sent::TimedOut => QueueSendError::Truncated,
-        })
-    }
-
-    /// Sends `msg`, waiting at most `timeout` for room.
-    pub fn send_timeout(&mut self, msg: &[u8], timeout: Duration) -> Result<(), QueueSendTimeoutError> {
-        self.send_deadline(msg, Deadline::after(timeout)).map_err(|e| match e {
-            Sent::Failed(e) => e.into(),
-            Sent::TimedOut => QueueSendTimeoutError::Timeout,
-        })
-    }
-
-    fn send_deadline(&mut self, msg: &[u8], deadline: Deadline) -> Result<(), Sent> {
+    fn send_until(&mut self, msg: &[u8], deadline: Deadline) -> Result<(), Sent> {
         let max = self.ep.shared.layout().max;
         if msg.len() > max {
             return Err(Sent::Failed(QueueSendError::TooLarge { len: msg.len(), max }));
@@ -151,3 +158,5 @@ impl Waitable for Producer {
         self.ep.recheck_way(self.ep.shared.ring().push_ready())
     }
 }
+
+impl_transmit!(Producer: (), QueueSendError);

@@ -79,3 +79,4 @@ impl From<Corruption> for Corrupt {
 }
 
 crate::endpoint::receive::waited!(StreamTryRecvError::Empty, StreamRecvError, StreamRecvTimeoutError);
+crate::endpoint::send::refused!(StreamTrySendError, StreamSendError, StreamSendTimeoutError);

@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::error::{StreamRecvError, StreamRecvTimeoutError, StreamTryRecvError};
 use super::protocol::{decode_header, Corruption, ReaderCore, HEADER};
 use super::shared::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, WRITER_SLOT};
-use crate::endpoint::receive::{impl_receive, receive_forms, Waited};
+use crate::endpoint::forms::{until, wait_forms};
+use crate::endpoint::receive::{impl_receive, Waited};
 use crate::error::{too_small, OpenError, RecvIntoSliceError};
 use crate::lend::{LendOr, Lender, LentMut};
 use crate::wait::{try_then_block_on, Deadline, Wait, WaitPolicy};
@@ -161,7 +162,7 @@ impl StreamReader {
         Ok(self.record(n))
     }
 
-    receive_forms! {
+    wait_forms! {
         /// The next record, without waiting (see [`recv_ref_with`](Self::recv_ref_with)).
         fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline (&mut self) = recv_ref_with -> Record<'_>;
         errors (StreamTryRecvError, StreamRecvError, StreamRecvTimeoutError)
@@ -172,14 +173,7 @@ impl StreamReader {
     fn next_with(&mut self, wait: Wait) -> Result<Next, Waited<StreamRecvError>> {
         match wait {
             Wait::Now => Ok(self.try_next()?),
-            Wait::Forever => loop {
-                match self.next_until(Deadline::NEVER) {
-                    Ok(n) => return Ok(n),
-                    Err(Some(e)) => return Err(Waited::Failed(e)),
-                    Err(None) => continue,
-                }
-            },
-            Wait::Until(_) => self.next_until(wait.deadline()).map_err(|e| e.map_or(Waited::TimedOut, Waited::Failed)),
+            wait => until(wait, |d| self.next_until(d)).map_err(Waited::timed),
         }
     }
 
@@ -243,7 +237,7 @@ impl StreamReader {
         Ok(self.recv_ref_with(wait)?.copy_into(buf))
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Copies the next record into `buf` and consumes it, without waiting (see
         /// [`recv_into_with`](Self::recv_into_with)).
         fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&mut self, buf: &mut Vec<u8>)
@@ -267,7 +261,7 @@ impl StreamReader {
         self.recv_ref_with(wait)?.copy_to_slice(buf)
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Copies the next record into the start of `buf` and consumes it, without waiting
         /// (see [`recv_into_slice_with`](Self::recv_into_slice_with)).
         fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
@@ -281,7 +275,7 @@ impl StreamReader {
         Ok(self.recv_ref_with(wait)?.take())
     }
 
-    receive_forms! {
+    wait_forms! {
         /// The next record, copied out and consumed, without waiting.
         fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> Vec<u8>;
         errors (StreamTryRecvError, StreamRecvError, StreamRecvTimeoutError)

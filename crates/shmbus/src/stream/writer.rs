@@ -9,9 +9,11 @@ use std::time::Duration;
 use super::error::{StreamSendError, StreamSendTimeoutError, StreamTrySendError};
 use super::protocol::{encode_header, record_size, ClaimError, Corruption, WriterCore, HEADER};
 use super::shared::{status_of, wait_for_peer, PeerWatch, Shared, StreamStatus, LIVENESS_INTERVAL, READER_SLOT};
+use crate::endpoint::forms::{until, wait_forms};
+use crate::endpoint::send::{impl_transmit, Refused};
 use crate::error::OpenError;
 use crate::lend::{LendOr, Lender, LentMut};
-use crate::wait::{try_then_block_on, Deadline, WaitPolicy};
+use crate::wait::{try_then_block_on, Deadline, Wait, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// The writing end of a stream (one at a time per stream, across all processes).
@@ -102,15 +104,45 @@ impl StreamWriter {
         (len as u64 <= self.max_record).then(|| record_size(len as u64))
     }
 
-    /// Lends `len` contiguous bytes of the ring for a record, without waiting. Write them
-    /// through the returned [`Loan`], then [`Loan::send`]; dropping the loan sends nothing.
+    /// Lends `len` contiguous bytes of the ring for a record, waiting for space as `wait`
+    /// says (a wait ends early when the reader is gone). Write them through the returned
+    /// [`Loan`], then [`Loan::send`]; dropping the loan sends nothing.
     #[inline]
-    pub fn try_loan(&mut self, len: usize) -> Result<Loan<'_>, StreamTrySendError> {
+    pub fn loan_with(
+        &mut self,
+        len: usize,
+        wait: Wait,
+    ) -> Result<Loan<'_>, Refused<StreamSendError, StreamTrySendError>> {
+        let pos = match wait {
+            Wait::Now => self.try_claim(len)?,
+            wait => until(wait, |d| self.claim_until(len, d)).map_err(Refused::timed)?,
+        };
+        Ok(Loan { pos, len, writer: self, _life: PhantomData })
+    }
+
+    wait_forms! {
+        /// Lends `len` contiguous bytes of the ring for a record, without waiting (see
+        /// [`loan_with`](Self::loan_with)).
+        fn try_loan, loan, loan_timeout, loan_deadline (&mut self, len: usize) = loan_with now try_loan_now -> Loan<'_>;
+        errors (StreamTrySendError, StreamSendError, StreamSendTimeoutError)
+    }
+
+    /// [`try_loan`](Self::try_loan): what [`loan_with`](Self::loan_with) does for
+    /// [`Wait::Now`].
+    #[inline]
+    fn try_loan_now(&mut self, len: usize) -> Result<Loan<'_>, StreamTrySendError> {
+        let pos = self.try_claim(len)?;
+        Ok(Loan { pos, len, writer: self, _life: PhantomData })
+    }
+
+    /// Claims space for a record of `len` bytes if there is room now.
+    #[inline]
+    fn try_claim(&mut self, len: usize) -> Result<u64, StreamTrySendError> {
         let Some(size) = self.size_for(len) else {
             return Err(StreamTrySendError::TooLarge { len, max: self.max_record_len() });
         };
         match latch(self.core.try_claim(self.shared.ctrl(), size), &mut self.reported) {
-            Ok(pos) => Ok(Loan { pos, len, writer: self, _life: PhantomData }),
+            Ok(pos) => Ok(pos),
             Err(_) if self.shared.truncated() => Err(StreamTrySendError::Truncated),
             Err(ClaimError::Full { free }) => {
                 self.shared.counter.full();
@@ -121,27 +153,6 @@ impl StreamWriter {
                 }
             }
             Err(ClaimError::Corrupt(c)) => Err(StreamTrySendError::Corrupt(c.into())),
-        }
-    }
-
-    /// Lends `len` contiguous bytes, waiting for space as long as it takes.
-    pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, StreamSendError> {
-        let pos = loop {
-            match self.claim_until(len, Deadline::NEVER) {
-                Ok(pos) => break pos,
-                Err(Some(e)) => return Err(e),
-                Err(None) => continue,
-            }
-        };
-        Ok(Loan { pos, len, writer: self, _life: PhantomData })
-    }
-
-    /// Lends `len` contiguous bytes, waiting for space at most `timeout`.
-    pub fn loan_timeout(&mut self, len: usize, timeout: Duration) -> Result<Loan<'_>, StreamSendTimeoutError> {
-        match self.claim_until(len, Deadline::after(timeout)) {
-            Ok(pos) => Ok(Loan { pos, len, writer: self, _life: PhantomData }),
-            Err(Some(e)) => Err(e.into()),
-            Err(None) => Err(StreamSendTimeoutError::Timeout),
         }
     }
 
@@ -183,31 +194,33 @@ impl StreamWriter {
         }
     }
 
-    /// Copies `data` in as one record, without waiting.
+    /// Copies `data` in as one record, waiting for space as `wait` says.
     #[inline]
-    pub fn try_send(&mut self, data: &[u8]) -> Result<(), StreamTrySendError> {
-        let mut l = self.try_loan(data.len())?;
+    pub fn send_with(&mut self, data: &[u8], wait: Wait) -> Result<(), Refused<StreamSendError, StreamTrySendError>> {
+        let mut l = self.loan_with(data.len(), wait)?;
         l.copy_from_slice(data);
         l.send();
         Ok(())
     }
 
-    /// Copies `data` in as one record, waiting for space as long as it takes.
-    pub fn send(&mut self, data: &[u8]) -> Result<(), StreamSendError> {
-        let mut l = self.loan(data.len())?;
-        l.copy_from_slice(data);
-        l.send();
-        Ok(())
+    wait_forms! {
+        /// Copies `data` in as one record, without waiting (see [`send_with`](Self::send_with)).
+        fn try_send, send, send_timeout, send_deadline (&mut self, data: &[u8]) = send_with now try_send_now -> ();
+        errors (StreamTrySendError, StreamSendError, StreamSendTimeoutError)
     }
 
-    /// Copies `data` in as one record, waiting for space at most `timeout`.
-    pub fn send_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<(), StreamSendTimeoutError> {
-        let mut l = self.loan_timeout(data.len(), timeout)?;
+    /// [`try_send`](Self::try_send): what [`send_with`](Self::send_with) does for
+    /// [`Wait::Now`].
+    #[inline]
+    fn try_send_now(&mut self, data: &[u8]) -> Result<(), StreamTrySendError> {
+        let mut l = self.try_loan_now(data.len())?;
         l.copy_from_slice(data);
         l.send();
         Ok(())
     }
 }
+
+impl_transmit!(StreamWriter: (), StreamSendError);
 
 /// A claim's corruption equal to the one reported last reads as a full ring (no space can
 /// be trusted), so that it is reported once, not by every call while it lasts.

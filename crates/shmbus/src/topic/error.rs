@@ -207,3 +207,4 @@ impl Failure for TopicGetError {
 }
 
 crate::endpoint::receive::waited!(TopicTryRecvError::Empty, TopicRecvError, TopicRecvTimeoutError);
+crate::endpoint::send::refused!(TopicTrySendError, TopicSendError, TopicSendTimeoutError);

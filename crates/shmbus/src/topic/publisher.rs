@@ -9,10 +9,12 @@ use super::config::DeliveryPolicy;
 use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
 use super::protocol::{CursorCache, HeldCrash, PublishCrash, PublishOrder, CURSOR_SEQ, INLINE_DATA};
 use super::shared::Inner;
+use crate::endpoint::forms::wait_forms;
+use crate::endpoint::send::{impl_transmit, Refused};
 use crate::lend::{LendOr, Lender, LentMut};
 use crate::stats::Counter;
 use crate::sys::monotonic_ns;
-use crate::wait::Deadline;
+use crate::wait::{Deadline, Wait};
 
 /// How often a publisher waiting for reliable subscribers wakes to check that they live
 /// (a SIGKILLed one releases it within this, plus one `/proc` read).
@@ -20,11 +22,11 @@ pub(crate) const RELIABLE_LIVENESS_POLL: Duration = Duration::from_millis(10);
 
 /// How long a send may wait for reliable subscribers.
 #[derive(Debug, Clone, Copy)]
-enum Wait {
+enum Until {
     /// Not at all (`try_send`, and every verb on a `fail` topic).
     No,
     /// Until the deadline (`send_timeout`; `send` and `loan` wait with none).
-    Until(Deadline),
+    Deadline(Deadline),
 }
 
 /// Publishes to a topic. `Send`, not `Sync`: one thread at a time; make one per thread.
@@ -63,10 +65,8 @@ impl Publisher {
     fn acquire_for_send(&mut self) -> Result<usize, TopicSendError> {
         match self.policy {
             DeliveryPolicy::Overwrite => self.acquire(),
-            DeliveryPolicy::Block => {
-                self.acquire_lossless(Wait::Until(Deadline::from_timeout(None))).map_err(Into::into)
-            }
-            _ => self.acquire_lossless(Wait::No).map_err(Into::into),
+            DeliveryPolicy::Block => self.acquire_lossless(Until::Deadline(Deadline::NEVER)).map_err(Into::into),
+            _ => self.acquire_lossless(Until::No).map_err(Into::into),
         }
     }
 
@@ -99,7 +99,7 @@ impl Publisher {
 
     /// A slot whose old message every reliable subscriber has read (`block` and `fail`
     /// topics), waiting as `wait` allows. While waiting it holds no slot.
-    fn acquire_lossless(&mut self, wait: Wait) -> Result<usize, TopicSendTimeoutError> {
+    fn acquire_lossless(&mut self, wait: Until) -> Result<usize, TopicSendTimeoutError> {
         loop {
             let s = self.acquire().map_err(|e| match e {
                 TopicSendError::AllPinned { slots } => TopicSendTimeoutError::AllPinned { slots },
@@ -116,17 +116,17 @@ impl Publisher {
                 continue; // a dead or stuck subscriber was dropped: look again
             }
             let deadline = match wait {
-                Wait::No => {
+                Until::No => {
                     self.counter.full();
                     return Err(TopicSendTimeoutError::Full { seq: old });
                 }
-                Wait::Until(d) if d.passed() => {
+                Until::Deadline(d) if d.passed() => {
                     if self.inner.was_truncated() {
                         return Err(TopicSendTimeoutError::Truncated);
                     }
                     return Err(TopicSendTimeoutError::Timeout);
                 }
-                Wait::Until(d) => d,
+                Until::Deadline(d) => d,
             };
             self.sleep_for_space(old, deadline);
         }
@@ -194,11 +194,35 @@ impl Publisher {
         k
     }
 
-    /// Copies `data` into the topic as the next message. Returns its sequence number. On an
-    /// `overwrite` topic it never waits: the oldest unpinned slot is overwritten. On a
-    /// `block` topic it waits until every reliable subscriber has read the message it
-    /// would overwrite; on a `fail` topic it returns [`TopicSendError::Full`] instead.
-    pub fn send(&mut self, data: &[u8]) -> Result<u64, TopicSendError> {
+    /// Copies `data` into the topic as the next message, waiting as `wait` says where the
+    /// topic waits. Returns its sequence number. On an `overwrite` topic it never waits: the
+    /// oldest unpinned slot is overwritten. On a `block` topic it waits until every reliable
+    /// subscriber has read the message it would overwrite ([`Refused::Full`] after
+    /// [`Wait::Now`]); on a `fail` topic it fails with [`TopicSendError::Full`] instead.
+    pub fn send_with(&mut self, data: &[u8], wait: Wait) -> Result<u64, Refused<TopicSendError, TopicTrySendError>> {
+        match wait {
+            Wait::Now => self.try_send_now(data).map_err(|e| match e {
+                // Where `send` would wait: no room now.
+                TopicTrySendError::Full { .. } if self.policy == DeliveryPolicy::Block => Refused::Full(e),
+                e => Refused::from(e),
+            }),
+            Wait::Forever => self.send_forever(data).map_err(Refused::Failed),
+            Wait::Until(_) => self.send_until(data, wait.deadline()).map_err(|e| match e {
+                TopicSendTimeoutError::Timeout => Refused::TimedOut,
+                e => Refused::Failed(e.into()),
+            }),
+        }
+    }
+
+    wait_forms! {
+        /// [`send_with`](Self::send_with) that never waits: on a `block` topic it returns
+        /// [`TopicTrySendError::Full`] where `send` would wait.
+        fn try_send, send, send_timeout, send_deadline (&mut self, data: &[u8]) = send_with now try_send_now -> u64;
+        errors (TopicTrySendError, TopicSendError, TopicSendTimeoutError)
+    }
+
+    /// `send`: waits for ever on a `block` topic.
+    fn send_forever(&mut self, data: &[u8]) -> Result<u64, TopicSendError> {
         let max = self.inner.layout().slot_size as usize;
         if data.len() > max {
             return Err(TopicSendError::TooLarge { len: data.len(), max });
@@ -207,32 +231,31 @@ impl Publisher {
         Ok(self.write_and_commit(s, data))
     }
 
-    /// [`send`](Self::send) that never waits: on a `block` topic it returns
-    /// [`TopicTrySendError::Full`] where `send` would wait.
-    pub fn try_send(&mut self, data: &[u8]) -> Result<u64, TopicTrySendError> {
+    /// [`try_send`](Self::try_send): what [`send_with`](Self::send_with) does for
+    /// [`Wait::Now`].
+    fn try_send_now(&mut self, data: &[u8]) -> Result<u64, TopicTrySendError> {
         let max = self.inner.layout().slot_size as usize;
         if data.len() > max {
             return Err(TopicTrySendError::TooLarge { len: data.len(), max });
         }
         let s = match self.policy {
             DeliveryPolicy::Overwrite => self.acquire()?,
-            _ => self.acquire_lossless(Wait::No)?,
+            _ => self.acquire_lossless(Until::No)?,
         };
         Ok(self.write_and_commit(s, data))
     }
 
-    /// [`send`](Self::send) that waits at most `timeout` for reliable subscribers on a
-    /// `block` topic ([`TopicSendTimeoutError::Timeout`] then). On the other policies it is
-    /// `send`.
-    pub fn send_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<u64, TopicSendTimeoutError> {
+    /// `send` that waits at most until `deadline` for reliable subscribers on a `block`
+    /// topic ([`TopicSendTimeoutError::Timeout`] then). On the other policies it is `send`.
+    fn send_until(&mut self, data: &[u8], deadline: Deadline) -> Result<u64, TopicSendTimeoutError> {
         let max = self.inner.layout().slot_size as usize;
         if data.len() > max {
             return Err(TopicSendTimeoutError::TooLarge { len: data.len(), max });
         }
         let s = match self.policy {
             DeliveryPolicy::Overwrite => self.acquire()?,
-            DeliveryPolicy::Block => self.acquire_lossless(Wait::Until(Deadline::after(timeout)))?,
-            _ => self.acquire_lossless(Wait::No)?,
+            DeliveryPolicy::Block => self.acquire_lossless(Until::Deadline(deadline))?,
+            _ => self.acquire_lossless(Until::No)?,
         };
         Ok(self.write_and_commit(s, data))
     }
@@ -428,3 +451,5 @@ impl<'a, P: DerefMut<Target = Publisher> + 'a> Drop for Loan<'a, P> {
         }
     }
 }
+
+impl_transmit!(Publisher: u64, TopicSendError);

@@ -9,8 +9,9 @@ use std::time::Duration;
 use super::error::{corrupt_positions, TopicGetError, TopicRecvError, TopicRecvTimeoutError, TopicTryRecvError};
 use super::protocol::{CursorUpdate, Lookup, INLINE_DATA, PIN_RECORDS};
 use super::shared::Inner;
+use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{self, PENDING_GRACE};
-use crate::endpoint::receive::{impl_receive, receive_forms, ReceiveRef, Waited};
+use crate::endpoint::receive::{impl_receive, ReceiveRef, Waited};
 use crate::error::{too_small, RecvIntoSliceError};
 use crate::lend::{LendOr, Lender, LentRef};
 use crate::stats::Counter;
@@ -508,7 +509,7 @@ impl Subscriber {
         self.next_with(wait, self.copy_reader(buf))
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Receives the next message in order into `buf`, without blocking (see
         /// [`recv_into_with`](Self::recv_into_with)).
         fn try_recv_into, recv_into, recv_into_timeout, recv_into_deadline (&self, buf: &mut Vec<u8>)
@@ -519,7 +520,6 @@ impl Subscriber {
     /// [`try_recv_into`](Self::try_recv_into): what [`recv_into_with`](Self::recv_into_with)
     /// does for [`Wait::Now`], without a `Waited` between (the form a spinning subscriber
     /// polls).
-    #[inline]
     fn try_next_into(&self, buf: &mut Vec<u8>) -> Result<MessageInfo, TopicTryRecvError> {
         self.try_next(self.copy_reader(buf))
     }
@@ -532,7 +532,7 @@ impl Subscriber {
         Ok(Message::new(info, data))
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Receives the next message in order, without blocking.
         fn try_recv, recv, recv_timeout, recv_deadline (&self) = recv_with -> Message;
         errors (TopicTryRecvError, TopicRecvError, TopicRecvTimeoutError)
@@ -547,16 +547,7 @@ impl Subscriber {
     ) -> Result<T, Waited<TopicRecvError>> {
         match wait {
             Wait::Now => Ok(self.try_next(read)?),
-            Wait::Forever => loop {
-                match self.block(Deadline::NEVER, || self.try_next(&mut read)) {
-                    Ok(v) => return Ok(v),
-                    Err(Some(e)) => return Err(Waited::Failed(e)),
-                    Err(None) => continue, // no deadline: cannot happen
-                }
-            },
-            Wait::Until(_) => self
-                .block(wait.deadline(), || self.try_next(&mut read))
-                .map_err(|e| e.map_or(Waited::TimedOut, Waited::Failed)),
+            wait => until(wait, |d| self.block(d, || self.try_next(&mut read))).map_err(Waited::timed),
         }
     }
 
@@ -699,7 +690,7 @@ impl Subscriber {
         self.next_with(wait, |s, k| self.pin_slot(s, k))
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Receives the next message in order as a zero-copy pinned [`Sample`], without
         /// blocking (see [`recv_ref_with`](Self::recv_ref_with)).
         fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline (&self)
@@ -709,7 +700,6 @@ impl Subscriber {
 
     /// [`try_recv_ref`](Self::try_recv_ref): what [`recv_ref_with`](Self::recv_ref_with)
     /// does for [`Wait::Now`], without a `Waited` between.
-    #[inline]
     fn try_next_ref(&self) -> Result<Sample<'_>, TopicTryRecvError> {
         self.try_next(|s, k| self.pin_slot(s, k))
     }
@@ -760,7 +750,7 @@ impl Subscriber {
         self.sample_into_slice(sample, buf)
     }
 
-    receive_forms! {
+    wait_forms! {
         /// Receives the next message in order into the start of `buf`, without blocking (see
         /// [`recv_into_slice_with`](Self::recv_into_slice_with)).
         fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline

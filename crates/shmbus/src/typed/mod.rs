@@ -16,15 +16,17 @@ use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::endpoint::receive::{receive_forms, sealed, Receive, ReceiveInto, ReceiveRef, RecvErrors, Waited};
+use crate::endpoint::forms::{sealed, wait_forms};
+use crate::endpoint::receive::{Receive, ReceiveInto, ReceiveRef, RecvErrors, Waited};
+use crate::endpoint::send::{Refusal, SendErrors, Transmit};
 use crate::error::Corrupt;
 use crate::pod::{bytes_of, read_from, ref_from, PayloadType, Pod};
 use crate::topic::{Sample, Subscriber, TopicRecvError};
 use crate::wait::Wait;
 use crate::waitset::{WaitHandle, Waitable};
-use ops::{LendBytes, Loaned, SendBytes, TimedSendBytes, TryLendBytes, TrySendBytes};
+use ops::{AlignedRef, LendBytes, Loaned, SendBytes, TimedSendBytes, TryLendBytes, TrySendBytes};
 
 /// What a typed receive reports for a payload of `len` bytes that is not one `T`.
 fn not_one<T: Pod>(kind: crate::kind::Kind, what: &'static str, len: usize) -> Corrupt {
@@ -68,6 +70,23 @@ impl<B: TimedSendBytes, T: Pod> Sender<B, T> {
     /// endpoint's `send_timeout` does (a topic's sequence number).
     pub fn send_timeout(&mut self, value: &T, timeout: Duration) -> Result<B::Sent, B::Error> {
         self.inner.send_bytes_timeout(bytes_of(value), timeout)
+    }
+}
+
+impl<B: Transmit, T: Pod> Sender<B, T> {
+    /// Sends a copy of `value`, waiting for room as `wait` says: the byte endpoint's
+    /// `send_with`.
+    pub fn send_with(&mut self, value: &T, wait: Wait) -> Result<B::Sent, Refusal<B::Error>> {
+        self.inner.send_with(bytes_of(value), wait)
+    }
+
+    /// Sends a copy of `value`, waiting until `deadline` at most for room.
+    pub fn send_deadline(
+        &mut self,
+        value: &T,
+        deadline: Instant,
+    ) -> Result<B::Sent, <B::Error as SendErrors>::Timeout> {
+        self.inner.send_with(bytes_of(value), Wait::Until(deadline)).map_err(Into::into)
     }
 }
 
@@ -201,7 +220,7 @@ fn pinned<R: ReceiveInto + ReceiveRef, T: Pod>(
 /// The forms of a typed receiver over `$b`, through `&self` (the topic's) or `&mut self`.
 macro_rules! typed_forms {
     ($b:ty, $self:tt) => {
-        receive_forms! {
+        wait_forms! {
             /// Receives the next payload as a `T` copy, without waiting (see
             /// [`recv_with`](Self::recv_with)).
             fn try_recv, recv, recv_timeout, recv_deadline $self = recv_with -> <$b as ReceiveInto>::Typed<T>;
@@ -217,7 +236,7 @@ macro_rules! typed_forms {
 /// The in-place forms of a typed receiver over `$b`.
 macro_rules! typed_ref_forms {
     ($b:ty, $ref:ty, $self:tt) => {
-        receive_forms! {
+        wait_forms! {
             /// Receives the next payload in place, without waiting (see
             /// [`recv_ref_with`](Self::recv_ref_with)).
             fn try_recv_ref, recv_ref, recv_ref_timeout, recv_ref_deadline $self = recv_ref_with -> Ref<$ref, T>;
@@ -245,7 +264,7 @@ impl<B: ReceiveInto, T: Pod> Receiver<B, T> {
     }
 }
 
-impl<B: ReceiveInto + ReceiveRef, T: Pod> Receiver<B, T> {
+impl<B: ReceiveInto + AlignedRef, T: Pod> Receiver<B, T> {
     /// Receives the next payload in place, waiting as `wait` says.
     pub fn recv_ref_with(&mut self, wait: Wait) -> Result<Ref<B::Ref<'_>, T>, Waited<B::Error>> {
         pinned::<B, T>(self.inner.recv_ref_with(wait))

@@ -5,6 +5,16 @@
 use std::ops::DerefMut;
 use std::time::Duration;
 
+/// A byte receiver whose payloads lent in place sit at addresses aligned for any `T` its
+/// typed receivers may open with, so that its typed receivers lend a `&T`: the stream's
+/// records and the pool's jobs (and the topic's samples, whose typed receiver is its own).
+/// Not the journal's: a compressed or sealed entry is decoded into a buffer of no promised
+/// alignment, so its typed tailer copies.
+pub trait AlignedRef: crate::endpoint::receive::ReceiveRef {}
+
+impl AlignedRef for crate::stream::StreamReader {}
+impl AlignedRef for crate::pool::Worker {}
+
 /// A byte sender's blocking (or never-waiting) `send`.
 pub trait SendBytes {
     /// What a send returns.
