@@ -228,6 +228,10 @@ class ShmbusCopyPeer:
             dirs = [os.path.join(handoff["journal_dir"], n) for n in (tx, rx)]
             self.chans = [shmbus.Journal.create_or_open(d, **cfg) for d in dirs]
             self.tx, self.rx = self.chans[0].appender(), self.chans[1].tailer()
+            # As shmbus-bench's journal rows: the pretoucher may use any CPU the pair was
+            # given, not only the one this side is pinned to (where it would compete with the
+            # side's own busy-polling receive).
+            self.tx.set_pretouch_cpus(handoff["pretouch_cpus"])
         self.msg = bytearray(size)
         self.buf = bytearray(size)
 
@@ -410,7 +414,12 @@ def make_handoff(peer, scratch, n):
     if peer == "shmbus" or peer in RUST_KIND:
         root = os.path.join(scratch, f"shmbus-{n}")
         os.mkdir(root)
-        return {"root": root, "journal_dir": tempfile.mkdtemp(prefix="shmbus-bench-py-journal-")}
+        return {
+            "root": root,
+            "journal_dir": tempfile.mkdtemp(prefix="shmbus-bench-py-journal-"),
+            # The CPUs the pair may use, before either side pins itself to one.
+            "pretouch_cpus": sorted(os.sched_getaffinity(0)),
+        }
     if peer.startswith("iceoryx2"):
         return {"prefix": f"shmbus-pybench-{os.getpid()}-{n}"}
     if peer == "pipe":

@@ -218,6 +218,19 @@ impl PyAppender {
         let (ptr, n, index) = (lent.as_mut_ptr(), lent.len(), lent.index());
         Ok(PyJournalLoan { held: Held::new(slf.unbind(), lent, ptr, n, true, LOAN), index })
     }
+
+    /// Turns the background pretoucher on or off (on by default): off, the appending thread
+    /// itself grows the file and takes the page faults when it reaches its end.
+    fn set_pretouch(&self, on: bool) -> PyResult<()> {
+        Ok(self.cell.with(|a| a.set_pretouch(on))?)
+    }
+
+    /// Runs the pretoucher on these CPUs. By default it inherits the CPU affinity of the
+    /// thread that starts it, so an appender pinned to one CPU (`os.sched_setaffinity`)
+    /// takes the pretoucher's page faults on that same CPU; give it others here.
+    fn set_pretouch_cpus(&self, cpus: Vec<usize>) -> PyResult<()> {
+        Ok(self.cell.with(|a| a.set_pretouch_cpus(&cpus))?)
+    }
 }
 
 /// Releases the appender (deferred while a loan lives).

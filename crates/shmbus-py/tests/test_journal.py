@@ -1,5 +1,6 @@
 """Journal append and replay: tailers from start, index, end and time; named readers."""
 
+import os
 import time
 
 import numpy as np
@@ -119,3 +120,54 @@ def test_entry_ref_zero_copy(jdir):
     entry.release()
     with pytest.raises(shmbus.Empty):
         tailer.try_recv_ref()
+
+
+def _pretouch_threads():
+    """The CPU lists of this process's journal pretoucher threads (their names are cut to
+    the kernel's 15 characters)."""
+    found = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                cpus = next(l.split(":")[1].strip() for l in f if l.startswith("Cpus_allowed_list"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if name.startswith("shmbus-journal"):
+            found.append(cpus)
+    return found
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_pretoucher_runs_where_it_is_told(jdir):
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {allowed[0]})
+    try:
+        for k, (on, cpus) in enumerate([(True, [allowed[1]]), (True, None), (False, None)]):
+            with shmbus.Journal.create_or_open(
+                jdir / str(k), roll="never", cycle_bytes=32 << 20, chunk_bytes=1 << 20, max_entry_len=64 << 10
+            ) as journal:
+                app = journal.appender()
+                app.set_pretouch(on)
+                if cpus is not None:
+                    app.set_pretouch_cpus(cpus)
+                for _ in range(64):  # 4 MiB: past the first chunks, where the pretoucher starts
+                    app.send(bytes(64 << 10))
+                # The thread names and pins itself once it runs: look until it has.
+                want = [] if not on else [str(allowed[1] if cpus is not None else allowed[0])]
+                deadline = time.monotonic() + (0.2 if not on else 10)
+                threads = _pretouch_threads()
+                while threads != want and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    threads = _pretouch_threads()
+                # Off: none; told: on those CPUs; else inherited from the pinned appender.
+                assert threads == want, (k, threads)
+                app.close()
+            # The pretoucher ends with its appender.
+            deadline = time.monotonic() + 10
+            while _pretouch_threads() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _pretouch_threads() == []
+    finally:
+        os.sched_setaffinity(0, set(allowed))
