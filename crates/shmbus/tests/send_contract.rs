@@ -98,6 +98,21 @@ fn a_block_topic_publisher_keeps_the_contract_and_an_overwrite_one_never_refuses
         sub.try_recv().unwrap();
     });
 
+    // Loans wait as sends do: full now, a deadline that passes, then a slot once there is room.
+    let mut p = topic.publisher().unwrap();
+    while p.try_send(b"x").is_ok() {}
+    assert!(matches!(p.try_loan(), Err(shmbus::TopicTrySendError::Full { .. })));
+    assert!(matches!(p.loan_with(Wait::Now), Err(Refused::Full(_))));
+    assert!(matches!(p.loan_with(soon()), Err(Refused::TimedOut)));
+    assert!(matches!(p.loan_deadline(Instant::now()), Err(shmbus::TopicSendTimeoutError::Timeout)));
+    while sub.try_recv().is_ok() {}
+    let mut loan = p.loan_deadline(Instant::now() + Duration::from_secs(60)).unwrap();
+    loan[..5].copy_from_slice(b"loan!");
+    loan.truncate(5);
+    let seq = loan.send().unwrap();
+    let m = sub.try_recv().unwrap();
+    assert_eq!((m.seq(), m.data()), (seq, &b"loan!"[..]));
+
     let overwrite = Topic::create_or_open(&d, "o", &TopicConfig::default().max_message_len(8).history(2)).unwrap();
     let mut p = overwrite.publisher().unwrap();
     for _ in 0..20 {

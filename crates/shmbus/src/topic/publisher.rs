@@ -10,7 +10,7 @@ use super::error::{TopicSendError, TopicSendTimeoutError, TopicTrySendError};
 use super::protocol::{CursorCache, HeldCrash, PublishCrash, PublishOrder, CURSOR_SEQ, INLINE_DATA};
 use super::shared::Inner;
 use crate::endpoint::forms::wait_forms;
-use crate::endpoint::send::{impl_transmit, Refused};
+use crate::endpoint::send::{impl_transmit, Refusal, Refused};
 use crate::lend::{LendOr, Lender, LentMut};
 use crate::stats::Counter;
 use crate::sys::monotonic_ns;
@@ -199,19 +199,10 @@ impl Publisher {
     /// oldest unpinned slot is overwritten. On a `block` topic it waits until every reliable
     /// subscriber has read the message it would overwrite ([`Refused::Full`] after
     /// [`Wait::Now`]); on a `fail` topic it fails with [`TopicSendError::Full`] instead.
-    pub fn send_with(&mut self, data: &[u8], wait: Wait) -> Result<u64, Refused<TopicSendError, TopicTrySendError>> {
-        match wait {
-            Wait::Now => self.try_send_now(data).map_err(|e| match e {
-                // Where `send` would wait: no room now.
-                TopicTrySendError::Full { .. } if self.policy == DeliveryPolicy::Block => Refused::Full(e),
-                e => Refused::from(e),
-            }),
-            Wait::Forever => self.send_forever(data).map_err(Refused::Failed),
-            Wait::Until(_) => self.send_until(data, wait.deadline()).map_err(|e| match e {
-                TopicSendTimeoutError::Timeout => Refused::TimedOut,
-                e => Refused::Failed(e.into()),
-            }),
-        }
+    pub fn send_with(&mut self, data: &[u8], wait: Wait) -> Result<u64, Refusal<TopicSendError>> {
+        self.check_len(data.len()).map_err(Refused::Failed)?;
+        let s = self.acquire_with(wait)?;
+        Ok(self.write_and_commit(s, data))
     }
 
     wait_forms! {
@@ -221,43 +212,55 @@ impl Publisher {
         errors (TopicTrySendError, TopicSendError, TopicSendTimeoutError)
     }
 
-    /// `send`: waits for ever on a `block` topic.
-    fn send_forever(&mut self, data: &[u8]) -> Result<u64, TopicSendError> {
-        let max = self.inner.layout().slot_size as usize;
-        if data.len() > max {
-            return Err(TopicSendError::TooLarge { len: data.len(), max });
-        }
-        let s = self.acquire_for_send()?;
-        Ok(self.write_and_commit(s, data))
-    }
-
     /// [`try_send`](Self::try_send): what [`send_with`](Self::send_with) does for
     /// [`Wait::Now`].
     fn try_send_now(&mut self, data: &[u8]) -> Result<u64, TopicTrySendError> {
-        let max = self.inner.layout().slot_size as usize;
-        if data.len() > max {
-            return Err(TopicTrySendError::TooLarge { len: data.len(), max });
-        }
-        let s = match self.policy {
-            DeliveryPolicy::Overwrite => self.acquire()?,
-            _ => self.acquire_lossless(Until::No)?,
-        };
+        self.check_len(data.len())?;
+        let s = self.try_acquire()?;
         Ok(self.write_and_commit(s, data))
     }
 
-    /// `send` that waits at most until `deadline` for reliable subscribers on a `block`
-    /// topic ([`TopicSendTimeoutError::Timeout`] then). On the other policies it is `send`.
-    fn send_until(&mut self, data: &[u8], deadline: Deadline) -> Result<u64, TopicSendTimeoutError> {
+    /// `TooLarge` for a message longer than a slot.
+    #[inline]
+    fn check_len(&self, len: usize) -> Result<(), TopicSendError> {
         let max = self.inner.layout().slot_size as usize;
-        if data.len() > max {
-            return Err(TopicSendTimeoutError::TooLarge { len: data.len(), max });
+        if len > max {
+            return Err(TopicSendError::TooLarge { len, max });
         }
-        let s = match self.policy {
+        Ok(())
+    }
+
+    /// A slot to write the next message into, waiting for reliable subscribers on a `block`
+    /// topic as `wait` says.
+    #[inline]
+    fn acquire_with(&mut self, wait: Wait) -> Result<usize, Refusal<TopicSendError>> {
+        match wait {
+            Wait::Now => self.try_acquire().map_err(|e| match e {
+                // Where a blocking send would wait: no room now.
+                TopicTrySendError::Full { .. } if self.policy == DeliveryPolicy::Block => Refused::Full(e),
+                e => Refused::from(e),
+            }),
+            Wait::Forever => self.acquire_for_send().map_err(Refused::Failed),
+            Wait::Until(_) => {
+                let r = match self.policy {
+                    DeliveryPolicy::Overwrite => self.acquire().map_err(Into::into),
+                    DeliveryPolicy::Block => self.acquire_lossless(Until::Deadline(wait.deadline())),
+                    _ => self.acquire_lossless(Until::No),
+                };
+                r.map_err(|e| match e {
+                    TopicSendTimeoutError::Timeout => Refused::TimedOut,
+                    e => Refused::Failed(e.into()),
+                })
+            }
+        }
+    }
+
+    /// A slot to write the next message into, without waiting.
+    fn try_acquire(&mut self) -> Result<usize, TopicTrySendError> {
+        Ok(match self.policy {
             DeliveryPolicy::Overwrite => self.acquire()?,
-            DeliveryPolicy::Block => self.acquire_lossless(Until::Deadline(deadline))?,
             _ => self.acquire_lossless(Until::No)?,
-        };
-        Ok(self.write_and_commit(s, data))
+        })
     }
 
     /// The topic's delivery policy.
@@ -277,18 +280,33 @@ impl Publisher {
         k
     }
 
-    /// Loans a slot to write a message in place (zero copy). The loan is the whole slot
+    /// Loans a slot to write a message in place (zero copy), waiting as `wait` says where
+    /// the topic waits (as [`send_with`](Self::send_with) does). The loan is the whole slot
     /// ([`max_message_len`](Self::max_message_len) bytes); write into it,
     /// [`truncate`](Loan::truncate) it to the message's length, then [`Loan::send`] it.
-    /// Dropping it unsent publishes nothing. On a `block` or `fail` topic it waits or fails
-    /// as [`send`](Self::send) does.
+    /// Dropping it unsent publishes nothing.
     ///
     /// On a topic of slots up to 40 B (payloads inline in the slot header) the loan is a
     /// buffer in the `Loan` itself, zeroed, and sending it copies it into the slot it holds:
     /// the slot's old message stays readable until then, and the reader's cache line is
     /// written once, at the send, instead of also when the loan is taken.
-    pub fn loan(&mut self) -> Result<Loan<'_>, TopicSendError> {
-        Self::loan_in(self)
+    pub fn loan_with(&mut self, wait: Wait) -> Result<Loan<'_>, Refusal<TopicSendError>> {
+        let s = self.acquire_with(wait)?;
+        Ok(Self::loan_at(self, s))
+    }
+
+    wait_forms! {
+        /// [`loan_with`](Self::loan_with) that never waits: on a `block` topic it returns
+        /// [`TopicTrySendError::Full`] where `loan` would wait.
+        fn try_loan, loan, loan_timeout, loan_deadline (&mut self) = loan_with now try_loan_now -> Loan<'_>;
+        errors (TopicTrySendError, TopicSendError, TopicSendTimeoutError)
+    }
+
+    /// [`try_loan`](Self::try_loan): what [`loan_with`](Self::loan_with) does for
+    /// [`Wait::Now`].
+    fn try_loan_now(&mut self) -> Result<Loan<'_>, TopicTrySendError> {
+        let s = self.try_acquire()?;
+        Ok(Self::loan_at(self, s))
     }
 
     /// [`loan`](Self::loan) for a publisher owned by a [`Lender`]: the loan owns the lent
@@ -310,20 +328,17 @@ impl Publisher {
 
     fn loan_in<'a, P: DerefMut<Target = Publisher> + 'a>(mut p: P) -> Result<Loan<'a, P>, TopicSendError> {
         let s = p.acquire_for_send()?;
+        Ok(Self::loan_at(p, s))
+    }
+
+    /// The loan of acquired slot `s`.
+    fn loan_at<'a, P: DerefMut<Target = Publisher> + 'a>(p: P, s: usize) -> Loan<'a, P> {
         let len = p.max_message_len();
         let inline = len <= INLINE_DATA;
         if !inline {
             p.inner.shared().begin_write(s);
         }
-        Ok(Loan {
-            publisher: p,
-            slot: s,
-            len,
-            sent: false,
-            inline,
-            buf: LoanBytes([0; INLINE_DATA]),
-            _life: PhantomData,
-        })
+        Loan { publisher: p, slot: s, len, sent: false, inline, buf: LoanBytes([0; INLINE_DATA]), _life: PhantomData }
     }
 
     /// Test hook: acquires a slot, writes `junk` into it and claims a sequence number, then
