@@ -44,7 +44,7 @@ where
         self.map_err(|w| match wait {
             Wait::Now => Error::from(E::Try::from(w)),
             Wait::Forever => Error::from(w),
-            Wait::Until(_) => Error::from(E::Timeout::from(w)),
+            Wait::For(_) | Wait::Until(_) => Error::from(E::Timeout::from(w)),
         })
     }
 }
@@ -61,7 +61,7 @@ where
         self.map_err(|e| match wait {
             Wait::Now => Error::from(e.map_recv(E::Try::from)),
             Wait::Forever => Error::from(e),
-            Wait::Until(_) => Error::from(e.map_recv(E::Timeout::from)),
+            Wait::For(_) | Wait::Until(_) => Error::from(e.map_recv(E::Timeout::from)),
         })
     }
 }

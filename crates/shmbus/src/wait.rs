@@ -33,14 +33,15 @@ impl Default for WaitPolicy {
 
 /// How long a call waits: the one argument of every receive's (and every waiting send's
 /// and loan's) `*_with` form, from which its `try_` (`Now`), blocking (`Forever`),
-/// `_timeout` and `_deadline` (`Until`) forms come.
+/// `_timeout` (`For`) and `_deadline` (`Until`) forms come.
 ///
 /// ```
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 /// use shmbus::Wait;
 ///
-/// assert_eq!(Wait::timeout(Duration::MAX), Wait::Forever);
-/// assert!(matches!(Wait::timeout(Duration::from_millis(5)), Wait::Until(_)));
+/// assert_eq!(Wait::timeout(Duration::from_millis(5)), Wait::For(Duration::from_millis(5)));
+/// let at = Instant::now() + Duration::from_secs(1);
+/// assert!(matches!(Wait::Until(at), Wait::Until(_)));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -48,23 +49,28 @@ pub enum Wait {
     Now,
     /// As long as it takes.
     Forever,
+    /// At most this long, from when the call starts waiting (a call that has what it needs
+    /// at once does not read the clock). A duration too long to add to the clock waits for
+    /// ever.
+    For(Duration),
     /// Until this instant on the monotonic clock, at most.
     Until(Instant),
 }
 
 impl Wait {
-    /// `timeout` from now; [`Wait::Forever`] when that instant is not representable (such as
-    /// for `Duration::MAX`).
+    /// [`Wait::For`] `timeout`.
     pub fn timeout(timeout: Duration) -> Wait {
-        Instant::now().checked_add(timeout).map_or(Wait::Forever, Wait::Until)
+        Wait::For(timeout)
     }
 
-    /// The deadline of a call that waits (`Now` has passed at once).
+    /// The deadline of a call that waits, computed when it is asked for (`Now` has passed
+    /// at once).
     #[inline]
     pub(crate) fn deadline(self) -> Deadline {
         match self {
             Wait::Now => Deadline(Some(Instant::now())),
             Wait::Forever => Deadline::NEVER,
+            Wait::For(d) => Deadline::after(d),
             Wait::Until(t) => Deadline(Some(t)),
         }
     }
@@ -73,7 +79,7 @@ impl Wait {
 /// When a blocking call gives up: an instant on the monotonic clock, or never.
 ///
 /// Every blocking receive, send and wait computes its deadline once, on entry, with
-/// [`Wait::deadline`] (from a [`Wait::timeout`] or a caller's instant) or [`Deadline::after`],
+/// [`Wait::deadline`] (from a duration or a caller's instant) or [`Deadline::after`],
 /// and checks it with
 /// [`passed`](Deadline::passed) / [`remaining`](Deadline::remaining) as it goes.
 ///
@@ -273,7 +279,9 @@ mod tests {
     #[test]
     fn a_wait_s_deadline_is_never_for_ever_and_its_instant_otherwise() {
         assert_eq!(Wait::Forever.deadline(), Deadline::NEVER);
-        assert_eq!(Wait::timeout(Duration::MAX), Wait::Forever);
+        assert_eq!(Wait::timeout(Duration::MAX).deadline(), Deadline::NEVER, "too long to add: for ever");
+        assert!(!Wait::For(Duration::from_secs(3600)).deadline().passed());
+        assert!(Wait::For(Duration::ZERO).deadline().passed());
         let t = Instant::now() + Duration::from_secs(3600);
         assert!(!Wait::Until(t).deadline().passed());
         assert!(Wait::Until(t).deadline().passed_at(t));

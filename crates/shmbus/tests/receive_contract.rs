@@ -207,8 +207,15 @@ fn the_inherent_forms_are_the_contract_with_each_wait() {
     );
     p.send(b"x").unwrap();
     assert_eq!(c.recv_deadline(Instant::now() + Duration::from_secs(60)).unwrap(), b"x");
-    // `Wait::timeout` of a duration past the clock's range waits for ever, like `recv`.
-    assert_eq!(Wait::timeout(Duration::MAX), Wait::Forever);
+    // A wait of a duration past the clock's range waits for ever, like `recv`: a message
+    // sent later still arrives.
+    let mut tx = q.producer().unwrap();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        tx.send(b"late").unwrap();
+    });
+    assert_eq!(c.recv_with(Wait::For(Duration::MAX)).unwrap(), b"late");
+    sender.join().unwrap();
     // The errors of the three forms come from one `Waited`, with the kinds of the family.
     let empty: Waited<shmbus::QueueRecvError> = Waited::Empty;
     assert_eq!(shmbus::QueueTryRecvError::from(empty.clone()), shmbus::QueueTryRecvError::Empty);

@@ -4,23 +4,21 @@
 
 #![cfg_attr(loom, allow(dead_code, unused_macros, unused_imports))]
 
-use crate::wait::{Deadline, Wait};
+use crate::wait::Wait;
 
 pub(crate) mod sealed {
     /// Only the crate's receivers and senders keep the contract.
     pub trait Sealed {}
 }
 
-/// The waiting part of a `*_with`: `attempt` until a deadline (`Err(None)` once it has
-/// passed), again and again for [`Wait::Forever`], once until [`Wait::Until`]'s instant.
+/// The waiting part of a `*_with`: `attempt` with the wait (`Err(None)` once its deadline
+/// has passed), again and again for [`Wait::Forever`], once for a [`Wait::For`] or
+/// [`Wait::Until`]. The attempt asks for the deadline ([`Wait::deadline`]) when it needs it:
+/// after a first try that found something, a timed call has not read the clock.
 #[inline]
-pub(crate) fn until<T, E>(
-    wait: Wait,
-    mut attempt: impl FnMut(Deadline) -> Result<T, Option<E>>,
-) -> Result<T, Option<E>> {
-    let deadline = wait.deadline();
+pub(crate) fn until<T, E>(wait: Wait, mut attempt: impl FnMut(Wait) -> Result<T, Option<E>>) -> Result<T, Option<E>> {
     loop {
-        match attempt(deadline) {
+        match attempt(wait) {
             // No deadline passes: cannot happen, and would be waited through.
             Err(None) if wait == Wait::Forever => continue,
             r => return r,
@@ -94,7 +92,7 @@ macro_rules! wait_forms {
 
         #[doc = concat!(
             "[`", stringify!($try), "`](Self::", stringify!($try), "), waiting at most `timeout`: [`",
-            stringify!($with), "`](Self::", stringify!($with), ") with `Wait::timeout(timeout)`."
+            stringify!($with), "`](Self::", stringify!($with), ") with `Wait::For(timeout)`."
         )]
         #[inline]
         pub fn $timeout(
@@ -102,7 +100,7 @@ macro_rules! wait_forms {
             timeout: ::std::time::Duration,
         ) -> Result<$out, wait_forms!(@err $timeout_e $(, $slice)?)> {
             wait_forms!(
-                @map self.$with($($arg,)* $crate::wait::Wait::timeout(timeout)),
+                @map self.$with($($arg,)* $crate::wait::Wait::For(timeout)),
                 ::std::convert::Into::into $(, $slice)?
             )
         }

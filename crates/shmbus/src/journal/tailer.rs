@@ -489,7 +489,7 @@ impl Tailer {
     fn find_with(&mut self, wait: Wait) -> Result<Found, Waited<JournalRecvError>> {
         match wait {
             Wait::Now => self.try_find()?.ok_or(Waited::Empty),
-            wait => until(wait, |d| self.wait_find(d).map_err(Some)?.ok_or(None)).map_err(Waited::timed),
+            wait => until(wait, |w| self.wait_find(w.deadline()).map_err(Some)?.ok_or(None)).map_err(Waited::timed),
         }
     }
 

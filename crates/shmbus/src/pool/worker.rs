@@ -408,7 +408,7 @@ impl Worker {
     fn take_with(&mut self, wait: Wait) -> Result<(u64, u64), Waited<PoolRecvError>> {
         match wait {
             Wait::Now => Ok(self.try_take()?),
-            wait => until(wait, |d| self.take(d)).map_err(Waited::timed),
+            wait => until(wait, |w| self.take(w.deadline())).map_err(Waited::timed),
         }
     }
 

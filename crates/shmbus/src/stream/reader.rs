@@ -173,7 +173,7 @@ impl StreamReader {
     fn next_with(&mut self, wait: Wait) -> Result<Next, Waited<StreamRecvError>> {
         match wait {
             Wait::Now => Ok(self.try_next()?),
-            wait => until(wait, |d| self.next_until(d)).map_err(Waited::timed),
+            wait => until(wait, |w| self.next_until(w.deadline())).map_err(Waited::timed),
         }
     }
 

@@ -115,7 +115,7 @@ impl StreamWriter {
     ) -> Result<Loan<'_>, Refused<StreamSendError, StreamTrySendError>> {
         let pos = match wait {
             Wait::Now => self.try_claim(len)?,
-            wait => until(wait, |d| self.claim_until(len, d)).map_err(Refused::timed)?,
+            wait => until(wait, |w| self.claim_until(len, w.deadline())).map_err(Refused::timed)?,
         };
         Ok(Loan { pos, len, writer: self, _life: PhantomData })
     }

@@ -241,7 +241,7 @@ impl Publisher {
                 e => Refused::from(e),
             }),
             Wait::Forever => self.acquire_for_send().map_err(Refused::Failed),
-            Wait::Until(_) => {
+            Wait::For(_) | Wait::Until(_) => {
                 let r = match self.policy {
                     DeliveryPolicy::Overwrite => self.acquire().map_err(Into::into),
                     DeliveryPolicy::Block => self.acquire_lossless(Until::Deadline(wait.deadline())),

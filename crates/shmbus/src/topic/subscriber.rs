@@ -16,7 +16,7 @@ use crate::error::{too_small, RecvIntoSliceError};
 use crate::lend::{LendOr, Lender, LentRef};
 use crate::stats::Counter;
 use crate::sys::process_is_alive;
-use crate::wait::{block_on_with, Deadline, Wait, WaitPolicy};
+use crate::wait::{block_on_with, Wait, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
 
 /// While polling, every how many misses an in-order read does a full lookup.
@@ -534,8 +534,16 @@ impl Subscriber {
 
     wait_forms! {
         /// Receives the next message in order, without blocking.
-        fn try_recv, recv, recv_timeout, recv_deadline (&self) = recv_with -> Message;
+        fn try_recv, recv, recv_timeout, recv_deadline (&self) = recv_with now try_next_owned -> Message;
         errors (TopicTryRecvError, TopicRecvError, TopicRecvTimeoutError)
+    }
+
+    /// [`try_recv`](Self::try_recv): what [`recv_with`](Self::recv_with) does for
+    /// [`Wait::Now`], without a `Waited` between.
+    fn try_next_owned(&self) -> Result<Message, TopicTryRecvError> {
+        let mut data = Vec::new();
+        let info = self.try_next_into(&mut data)?;
+        Ok(Message::new(info, data))
     }
 
     /// The next message in order, read by `read`, waiting as `wait` says.
@@ -547,15 +555,16 @@ impl Subscriber {
     ) -> Result<T, Waited<TopicRecvError>> {
         match wait {
             Wait::Now => Ok(self.try_next(read)?),
-            wait => until(wait, |d| self.block(d, || self.try_next(&mut read))).map_err(Waited::timed),
+            wait => until(wait, |w| self.block(w, || self.try_next(&mut read))).map_err(Waited::timed),
         }
     }
 
-    /// Waits for `attempt` to return something other than `Empty`, until `deadline`.
-    /// `Err(None)` means the deadline passed.
+    /// Waits for `attempt` to return something other than `Empty`, as `wait` says (its
+    /// deadline read only after a first attempt found nothing). `Err(None)` means the
+    /// deadline passed.
     fn block<T>(
         &self,
-        deadline: Deadline,
+        wait: Wait,
         mut attempt: impl FnMut() -> Result<T, TopicTryRecvError>,
     ) -> Result<T, Option<TopicRecvError>> {
         match attempt() {
@@ -566,6 +575,7 @@ impl Subscriber {
                 }
             }
         }
+        let deadline = wait.deadline();
         let sh = self.inner.shared();
         let recheck = || {
             // About to sleep: the first attempt after waking looks everywhere.
@@ -754,8 +764,16 @@ impl Subscriber {
         /// Receives the next message in order into the start of `buf`, without blocking (see
         /// [`recv_into_slice_with`](Self::recv_into_slice_with)).
         fn try_recv_into_slice, recv_into_slice, recv_into_slice_timeout, recv_into_slice_deadline
-            (&self, buf: &mut [u8]) = recv_into_slice_with -> MessageInfo;
+            (&self, buf: &mut [u8]) = recv_into_slice_with now try_next_slice -> MessageInfo;
         errors (TopicTryRecvError, TopicRecvError, TopicRecvTimeoutError) slice
+    }
+
+    /// [`try_recv_into_slice`](Self::try_recv_into_slice): what
+    /// [`recv_into_slice_with`](Self::recv_into_slice_with) does for [`Wait::Now`], without a
+    /// `Waited` between.
+    fn try_next_slice(&self, buf: &mut [u8]) -> Result<MessageInfo, RecvIntoSliceError<TopicTryRecvError>> {
+        let sample = self.try_next(|s, k| self.pin_for_copy(s, k))?;
+        self.sample_into_slice(sample, buf)
     }
 
     fn locate(&self, seq: u64) -> Result<usize, TopicGetError> {
