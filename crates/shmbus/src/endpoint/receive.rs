@@ -21,7 +21,8 @@ use crate::pod::Pod;
 use crate::wait::Wait;
 
 /// Why a receive with a [`Wait`] returned no message: a failure (the blocking form's error,
-/// `E`), nothing now (after [`Wait::Now`]), or the deadline passed (after [`Wait::Until`]).
+/// `E`), nothing now (after [`Wait::Now`]), or the deadline passed (after [`Wait::For`] or
+/// [`Wait::Until`]).
 /// A receive with [`Wait::Forever`] ends only with a message or a failure.
 ///
 /// Each kind's `try_` and `_timeout` errors convert from it (`Empty` is the try error's
@@ -32,7 +33,7 @@ pub enum Waited<E> {
     Failed(E),
     /// Nothing to receive now ([`Wait::Now`]).
     Empty,
-    /// The deadline passed first ([`Wait::Until`]).
+    /// The deadline passed first ([`Wait::For`], [`Wait::Until`]).
     TimedOut,
 }
 
@@ -122,8 +123,8 @@ pub trait RecvErrors: sealed::Sealed + Sized {
 ///
 /// A receive waits as its [`Wait`] says and fails with a [`Waited`] of [`Receive::Error`];
 /// the endpoints' inherent `try_recv`, `recv`, `recv_timeout` and `recv_deadline` are
-/// [`recv_with`](Receive::recv_with) with [`Wait::Now`], [`Wait::Forever`] and
-/// [`Wait::Until`], and the iterators and the async receive are made from it.
+/// [`recv_with`](Receive::recv_with) with [`Wait::Now`], [`Wait::Forever`], [`Wait::For`]
+/// and [`Wait::Until`], and the iterators and the async receive are made from it.
 pub trait Receive: sealed::Sealed {
     /// What a receive returns: the owned message (`Vec<u8>`, a topic's `Message`, a pool's
     /// `Job`, a journal's `Entry`; a typed receiver's `T`).

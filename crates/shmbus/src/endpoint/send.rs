@@ -16,15 +16,15 @@ use crate::wait::Wait;
 
 /// Why a send with a [`Wait`] sent nothing: a failure (the blocking form's error, `E`), no
 /// room now (after [`Wait::Now`]; `T` is the `try_` form's error, which says how much room
-/// there was), or the deadline passed (after [`Wait::Until`]). A send with [`Wait::Forever`]
-/// ends only sent or failed.
+/// there was), or the deadline passed (after [`Wait::For`] or [`Wait::Until`]). A send with
+/// [`Wait::Forever`] ends only sent or failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused<E, T> {
     /// The send failed.
     Failed(E),
     /// No room now ([`Wait::Now`]).
     Full(T),
-    /// The deadline passed first ([`Wait::Until`]).
+    /// The deadline passed first ([`Wait::For`], [`Wait::Until`]).
     TimedOut,
 }
 
@@ -104,7 +104,8 @@ pub trait SendErrors: sealed::Sealed + Sized {
 /// topic's `Publisher` (whose sends wait only on a `block` topic). Sealed.
 ///
 /// Its inherent `send`, `send_timeout` and `send_deadline` are
-/// [`send_with`](Transmit::send_with) with [`Wait::Forever`] and [`Wait::Until`]; its
+/// [`send_with`](Transmit::send_with) with [`Wait::Forever`], [`Wait::For`] and
+/// [`Wait::Until`]; its
 /// `try_send` is the same send without waiting, with the try error.
 pub trait Transmit: sealed::Sealed {
     /// What a send returns (a topic's sequence number).
