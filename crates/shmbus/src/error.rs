@@ -912,10 +912,7 @@ macro_rules! error_family {
             #[allow(dead_code, unused_variables)]
             #[inline]
             pub(crate) fn into_blocking(self) -> Option<$block> {
-                match self {
-                    $( $try::$tv { .. } => None, )*
-                    $( $try::$v { $( 0: $b )? $( $( $f ),* )? } => Some($block::$v { $( 0: $b )? $( $( $f ),* )? }), )*
-                }
+                self.split().ok()
             }
         }
     };

@@ -37,10 +37,11 @@ pub(crate) trait Forever {
 
 /// The inherent forms of one receive (or send, or loan), from its `*_with`: the `try_` form
 /// (waits [`Wait::Now`]), the blocking one ([`Wait::Forever`]), the `_timeout` one
-/// ([`Wait::For`]) and the `_deadline` one ([`Wait::Until`]), each with its family's error (in a `RecvIntoSliceError` after
-/// `slice`). The doc comment given is the `try_` form's; the others point at it. A `'_` in
-/// the output type borrows the receiver. After `now`, the `try_` form calls that method
-/// (same arguments, the try error) instead: the path the `_with` takes for `Wait::Now`.
+/// ([`Wait::For`]) and the `_deadline` one ([`Wait::Until`]), each with its family's error
+/// (in a `RecvIntoSliceError` after `slice`). The doc comment given is the `try_` form's; the
+/// others point at it. A `'_` in the output type borrows the receiver. After `now`, the
+/// `try_` form calls that method (same arguments, the try error) instead: the path the
+/// `_with` takes for `Wait::Now`.
 macro_rules! wait_forms {
     (
         $(#[$doc:meta])*

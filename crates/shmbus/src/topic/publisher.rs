@@ -63,10 +63,16 @@ impl Publisher {
     /// topic, fail at once on a `fail` topic.
     #[inline]
     fn acquire_for_send(&mut self) -> Result<usize, TopicSendError> {
+        self.acquire_waiting(Wait::Forever).map_err(Into::into)
+    }
+
+    /// A slot, waiting for reliable subscribers on a `block` topic as `wait` says (its
+    /// deadline read there only); the other policies never wait.
+    fn acquire_waiting(&mut self, wait: Wait) -> Result<usize, TopicSendTimeoutError> {
         match self.policy {
-            DeliveryPolicy::Overwrite => self.acquire(),
-            DeliveryPolicy::Block => self.acquire_lossless(Until::Deadline(Deadline::NEVER)).map_err(Into::into),
-            _ => self.acquire_lossless(Until::No).map_err(Into::into),
+            DeliveryPolicy::Overwrite => Ok(self.acquire()?),
+            DeliveryPolicy::Block => self.acquire_lossless(Until::Deadline(wait.deadline())),
+            _ => self.acquire_lossless(Until::No),
         }
     }
 
@@ -240,18 +246,11 @@ impl Publisher {
                 TopicTrySendError::Full { .. } if self.policy == DeliveryPolicy::Block => Refused::Full(e),
                 e => Refused::from(e),
             }),
-            Wait::Forever => self.acquire_for_send().map_err(Refused::Failed),
-            Wait::For(_) | Wait::Until(_) => {
-                let r = match self.policy {
-                    DeliveryPolicy::Overwrite => self.acquire().map_err(Into::into),
-                    DeliveryPolicy::Block => self.acquire_lossless(Until::Deadline(wait.deadline())),
-                    _ => self.acquire_lossless(Until::No),
-                };
-                r.map_err(|e| match e {
-                    TopicSendTimeoutError::Timeout => Refused::TimedOut,
-                    e => Refused::Failed(e.into()),
-                })
-            }
+            // For ever, no deadline passes: `Timeout` comes only from `For` and `Until`.
+            wait => self.acquire_waiting(wait).map_err(|e| match e {
+                TopicSendTimeoutError::Timeout => Refused::TimedOut,
+                e => Refused::Failed(e.into()),
+            }),
         }
     }
 
