@@ -203,6 +203,10 @@ pub fn sink(domain: &Domain, args: &PubArgs, schema: Option<shmbus::Schema>) -> 
             args.domain, args.name, args.domain, args.name
         ))),
         Kind::Journal => Err(CliError::msg("this shmbus cannot publish to journals yet")),
+        Kind::Service => Err(CliError::msg(format!(
+            "{}/{} is a service; send it a request with `shmbus call --domain {} {} --data ...`",
+            args.domain, args.name, args.domain, args.name
+        ))),
     }
 }
 
@@ -217,5 +221,9 @@ pub fn source(domain: &Domain, args: &SubArgs) -> Result<Box<dyn Source>> {
             args.domain, args.name, args.domain, args.name
         ))),
         Kind::Journal => Err(CliError::msg("this shmbus cannot subscribe to journals yet")),
+        Kind::Service => Err(CliError::msg(format!(
+            "{}/{} is a service; answer its requests with `shmbus serve --domain {} {} --echo` (or -- CMD)",
+            args.domain, args.name, args.domain, args.name
+        ))),
     }
 }

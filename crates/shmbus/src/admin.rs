@@ -185,12 +185,13 @@ impl SegmentReport {
 
 /// The kind registry: every kind's [`KindInfo`], in header-number order.
 #[cfg(not(loom))]
-pub(crate) static KINDS: [&dyn KindInfo; 5] = [
+pub(crate) static KINDS: [&dyn KindInfo; 6] = [
     &crate::topic::TopicKind,
     &crate::queue::QueueKind,
     &crate::stream::StreamKind,
     &crate::pool::PoolKind,
     &crate::journal::JournalKind,
+    &crate::service::ServiceKind,
 ];
 
 /// The registry entry of `kind`.
@@ -573,7 +574,7 @@ mod tests {
 
     #[test]
     fn every_kind_names_its_roles_and_nothing_else() {
-        let names: Vec<_> = [Kind::Topic, Kind::Queue, Kind::Stream, Kind::Pool, Kind::Journal]
+        let names: Vec<_> = [Kind::Topic, Kind::Queue, Kind::Stream, Kind::Pool, Kind::Journal, Kind::Service]
             .into_iter()
             .map(|k| (role_name(k, 1), role_name(k, 2), role_name(k, 0), role_name(k, 99)))
             .collect();
@@ -585,6 +586,7 @@ mod tests {
                 (Some("writer"), Some("reader"), None, None),
                 (Some("dispatcher"), Some("worker"), None, None),
                 (Some("appender"), None, None, None),
+                (Some("server"), Some("client"), None, None),
             ]
         );
     }
@@ -600,7 +602,7 @@ mod registry_tests {
     #[test]
     fn the_registry_holds_every_kind_once_in_header_order() {
         let kinds: Vec<Kind> = KINDS.iter().map(|k| k.kind()).collect();
-        assert_eq!(kinds, [Kind::Topic, Kind::Queue, Kind::Stream, Kind::Pool, Kind::Journal]);
+        assert_eq!(kinds, [Kind::Topic, Kind::Queue, Kind::Stream, Kind::Pool, Kind::Journal, Kind::Service]);
         for (n, k) in kinds.iter().enumerate() {
             assert_eq!(Kind::from_u32(n as u32 + 1), Some(*k));
             assert_eq!(info(*k).kind(), *k);
@@ -621,6 +623,7 @@ mod registry_tests {
                 (None, Some("writer"), Some("reader"), None),
                 (None, Some("dispatcher"), Some("worker"), None),
                 (None, Some("appender"), None, None),
+                (None, Some("server"), Some("client"), None),
             ]
         );
         let keys: Vec<&[&str]> = KINDS.iter().map(|k| k.param_keys()).collect();
@@ -632,6 +635,14 @@ mod registry_tests {
                 &["capacity", "data_offset"],
                 &["max_workers", "max_job_size"],
                 &[],
+                &[
+                    "max_servers",
+                    "max_clients",
+                    "max_in_flight",
+                    "max_request_len",
+                    "max_response_len",
+                    "response_depth"
+                ],
             ]
         );
         let raw: [u64; PARAMS] = [64, 16, 0, 0, 0, 0, 0, 0];

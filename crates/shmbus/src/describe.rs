@@ -74,22 +74,26 @@ pub enum Pending {
     /// Pool: jobs dispatched and not taken by a worker, or lost with their worker (taken or
     /// not) and not yet reported to a dispatcher.
     Jobs(u64),
+    /// Service: requests posted and not finished by a server (waiting for one, or being
+    /// answered).
+    Requests(u64),
 }
 
 impl Pending {
     /// The number, in the variant's unit.
     pub fn count(self) -> u64 {
         match self {
-            Pending::Messages(n) | Pending::Bytes(n) | Pending::Jobs(n) => n,
+            Pending::Messages(n) | Pending::Bytes(n) | Pending::Jobs(n) | Pending::Requests(n) => n,
         }
     }
 
-    /// The unit of [`count`](Self::count): `"messages"`, `"bytes"` or `"jobs"`.
+    /// The unit of [`count`](Self::count): `"messages"`, `"bytes"`, `"jobs"` or `"requests"`.
     pub fn unit(self) -> &'static str {
         match self {
             Pending::Messages(_) => "messages",
             Pending::Bytes(_) => "bytes",
             Pending::Jobs(_) => "jobs",
+            Pending::Requests(_) => "requests",
         }
     }
 }
@@ -102,6 +106,7 @@ impl fmt::Display for Pending {
             Pending::Messages(_) => ("undelivered", "message"),
             Pending::Bytes(_) => ("unread", "byte"),
             Pending::Jobs(_) => ("undelivered", "job"),
+            Pending::Requests(_) => ("unanswered", "request"),
         };
         write!(f, "{n} {what} {one}{}", if n == 1 { "" } else { "s" })
     }

@@ -3,7 +3,7 @@
 //! The lowest layer of the kinds' identity: errors, segments and every kind name a kind by
 //! it; what each kind tells tools about itself is in [`describe`](crate::describe).
 
-/// The five channel kinds (journals live in directories, not segments, but share the enum).
+/// The six channel kinds (journals live in directories, not segments, but share the enum).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Kind {
@@ -17,6 +17,8 @@ pub enum Kind {
     Pool = 4,
     /// Persistent journal.
     Journal = 5,
+    /// Request/response service.
+    Service = 6,
 }
 
 impl Kind {
@@ -28,6 +30,7 @@ impl Kind {
             3 => Kind::Stream,
             4 => Kind::Pool,
             5 => Kind::Journal,
+            6 => Kind::Service,
             _ => return None,
         })
     }
@@ -40,6 +43,7 @@ impl Kind {
             Kind::Stream => "stream",
             Kind::Pool => "pool",
             Kind::Journal => "journal",
+            Kind::Service => "service",
         }
     }
 }

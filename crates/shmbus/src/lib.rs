@@ -113,6 +113,8 @@ pub mod queue;
 pub mod segment;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod segment;
+#[cfg(not(loom))]
+pub mod service;
 pub mod stats;
 pub mod stream;
 pub(crate) mod sync;
@@ -158,6 +160,8 @@ pub use endpoint::send::{Refusal, Refused, SendErrors, Transmit};
 pub use kind::Kind;
 pub use schema::{Schema, SchemaError};
 pub use segment::HeaderInfo;
+#[cfg(not(loom))]
+pub use service::{ActiveRequest, Client, Response, Server, Service, ServiceConfig, ServiceStatus};
 #[cfg(not(loom))]
 pub use stream::{
     Stream, StreamConfig, StreamReader, StreamRecvError, StreamRecvTimeoutError, StreamSendError,

@@ -1,0 +1,701 @@
+//! A service's clients: requests out, responses back.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::error::{CallError, ResponseRecvError, ResponseRecvTimeoutError, ResponseTryRecvError, ServiceTrySendError};
+use super::layout::ServiceLayout;
+use super::protocol::{self, Look, ABANDONED, DONE, FREE, PENDING, TAKEN};
+use super::shared::{taker_alive, Shared, View, ROLE_CLIENT};
+use crate::endpoint::forms::{until, wait_forms};
+use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
+use crate::endpoint::receive::Waited;
+use crate::endpoint::registration::register_shared;
+use crate::error::{Corrupt, OpenError};
+use crate::kind::Kind;
+use crate::stats::Counter;
+use crate::sync::Ordering;
+use crate::sys::{process_is_alive, ProcessId};
+use crate::wait::{try_then_block_on, Wait, WaitPolicy};
+use crate::waitset::{WaitHandle, Waitable};
+
+/// How often a CAS on a slot's state is retried when the word keeps changing (an honest
+/// peer changes it at most twice meanwhile).
+const CAS_TRIES: usize = 64;
+
+/// What this client knows of one of its request slots.
+#[derive(Debug, Clone, Copy, Default)]
+struct Local {
+    /// The request in the slot (0: the slot is free).
+    id: u64,
+    /// Responses read.
+    tail: u64,
+    /// The last response was read; the slot is freed once its server has finished.
+    last_read: bool,
+    /// Given up on (timed out, cancelled, or inherited busy): freed once its server lets go.
+    given_up: bool,
+}
+
+/// One client of a service, made by [`Service::client`](super::Service::client). `Send`, not
+/// `Sync`.
+///
+/// A client sends requests ([`try_send_request`](Self::try_send_request), or in place with
+/// [`loan_request`](Self::loan_request)), at most `max_in_flight` at once, and reads the
+/// responses to them, which reach it alone ([`recv_response`](Self::recv_response) and its
+/// forms, each [`Response`] naming its request), or does both in one
+/// [`call`](Self::call).
+#[derive(Debug)]
+pub struct Client {
+    shared: Arc<Shared>,
+    layout: ServiceLayout,
+    lane: usize,
+    entry: usize,
+    next_id: Cell<u64>,
+    local: Box<[Cell<Local>]>,
+    /// Where the next look for responses starts (fairness between requests).
+    cursor: Cell<usize>,
+    policy: WaitPolicy,
+    /// Servers holding our requests are asked whether they live at most this often.
+    peer_check: Throttle,
+    polls: Cell<u32>,
+    counter: Counter,
+}
+
+/// A response copied out of its cell ([`Client::recv_response`] and its forms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    request_id: u64,
+    data: Vec<u8>,
+    last: bool,
+}
+
+impl Response {
+    /// The id of the request this answers.
+    pub fn request_id(&self) -> u64 {
+        self.request_id
+    }
+
+    /// The response's bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The bytes, owned.
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+
+    /// Whether this is the request's last response (its stream is over). A stream ended
+    /// without a last response ([`ActiveRequest::end`](super::ActiveRequest::end), or a
+    /// server dropping the request) ends with an empty last one.
+    pub fn is_last(&self) -> bool {
+        self.last
+    }
+}
+
+/// A response read in place, in its cell (no copy), from [`Client::recv_response_ref`] and
+/// its forms. The cell is handed back to the server when this is dropped.
+#[derive(Debug)]
+pub struct ResponseRef<'a> {
+    client: &'a Client,
+    got: Got,
+}
+
+impl ResponseRef<'_> {
+    /// The id of the request this answers.
+    pub fn request_id(&self) -> u64 {
+        self.got.id
+    }
+
+    /// The response's bytes, in the shared cell (no copy).
+    pub fn data(&self) -> &[u8] {
+        self.client.bytes(&self.got)
+    }
+
+    /// Whether this is the request's last response (see [`Response::is_last`]).
+    pub fn is_last(&self) -> bool {
+        self.got.last
+    }
+}
+
+impl std::ops::Deref for ResponseRef<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.data()
+    }
+}
+
+impl Drop for ResponseRef<'_> {
+    fn drop(&mut self) {
+        self.client.consume(&self.got);
+    }
+}
+
+/// A request slot lent for writing a request in place ([`Client::loan_request`]).
+#[derive(Debug)]
+pub struct RequestLoan<'a> {
+    client: &'a mut Client,
+    slot: usize,
+    buf: &'a mut [u8],
+}
+
+impl RequestLoan<'_> {
+    /// The request's room: `max_request_len` bytes, 64-byte aligned, not cleared.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.buf
+    }
+
+    /// Sends the first `len` bytes as a request; returns its id.
+    ///
+    /// # Panics
+    /// If `len` is larger than the room.
+    pub fn send(self, len: usize) -> u64 {
+        assert!(len <= self.buf.len(), "a request of {len} bytes in a room of {}", self.buf.len());
+        self.client.post(self.slot, len)
+    }
+}
+
+impl std::ops::Deref for RequestLoan<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.buf
+    }
+}
+
+impl std::ops::DerefMut for RequestLoan<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.buf
+    }
+}
+
+/// A response found: in cell `cell` (`None`: the empty end of a stream), `len` bytes.
+#[derive(Debug, Clone, Copy)]
+struct Got {
+    slot: usize,
+    id: u64,
+    cell: Option<usize>,
+    len: usize,
+    last: bool,
+}
+
+/// Frees what a client that left or died held in lane `lane`: a request no server took is
+/// withdrawn, one a server holds is abandoned (the server drops its responses and frees the
+/// slot when it finishes), a finished one is freed. Idempotent (a reclaimer may die and be
+/// redone).
+fn clean_lane(v: View<'_>, lane: usize) {
+    for slot in 0..v.layout.in_flight {
+        let head = v.slot(lane, slot);
+        // Bounded: a word a hostile peer keeps changing is left as it is.
+        for _ in 0..CAS_TRIES {
+            let w = head.state.load(Ordering::Acquire);
+            let to = match protocol::tag(w) {
+                FREE | ABANDONED => break,
+                PENDING | DONE => protocol::state(FREE, protocol::seq(w)),
+                TAKEN => (w & !0xf) | ABANDONED,
+                _ => 0, // a state no slot can be in: a hostile write
+            };
+            if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                if protocol::tag(w) == PENDING {
+                    v.clear_pending(lane * v.layout.in_flight + slot);
+                }
+                break;
+            }
+        }
+    }
+}
+
+impl Client {
+    pub(super) fn attach(shared: Arc<Shared>) -> Result<Client, OpenError> {
+        let me = ProcessId::current();
+        let layout = *shared.layout();
+        let clients = layout.max_servers..layout.max_servers + layout.max_clients;
+        let v = View::of(&shared);
+        let parts = shared.participants();
+        let reclaim = || {
+            parts.reclaim_dead_in(clients.clone(), me, process_is_alive, |index, _| {
+                clean_lane(v, index - layout.max_servers)
+            })
+        };
+        let entry = register_shared(parts, me, ROLE_CLIENT, clients.clone(), reclaim, shared.path())?;
+        let lane = entry - layout.max_servers;
+        // What a predecessor in this lane left (it left with requests a server still holds,
+        // or died and was reclaimed by a server's view of it): given up, freed as they finish.
+        clean_lane(v, lane);
+        let local = (0..layout.in_flight)
+            .map(|slot| {
+                let busy = protocol::tag(v.slot(lane, slot).state.load(Ordering::Acquire)) != FREE;
+                Cell::new(Local { id: if busy { u64::MAX } else { 0 }, given_up: busy, ..Local::default() })
+            })
+            .collect();
+        let counter = shared.own_counter(entry);
+        Ok(Client {
+            shared,
+            layout,
+            lane,
+            entry,
+            next_id: Cell::new(1),
+            local,
+            cursor: Cell::new(0),
+            policy: WaitPolicy::default(),
+            peer_check: Throttle::new(PEER),
+            polls: Cell::new(0),
+            counter,
+        })
+    }
+
+    fn view(&self) -> View<'_> {
+        View::of(&self.shared)
+    }
+
+    /// How a receive waits: spin, then sleep (default [`WaitPolicy::ADAPTIVE`]).
+    pub fn set_wait_policy(&mut self, policy: WaitPolicy) {
+        self.policy = policy;
+    }
+
+    /// The service's `max_request_len`.
+    pub fn max_request_len(&self) -> usize {
+        self.layout.max_request
+    }
+
+    /// This client's lane (its index among the service's clients).
+    pub fn index(&self) -> usize {
+        self.lane
+    }
+
+    /// Requests sent and not over yet (the last response not read), including those given up
+    /// on that a server still holds.
+    pub fn in_flight(&self) -> usize {
+        self.local.iter().filter(|l| l.get().id != 0 && !l.get().last_read).count()
+    }
+
+    /// Whether request `id` is in flight: sent, not given up on, its last response not read.
+    pub fn is_pending(&self, id: u64) -> bool {
+        self.slot_of(id).is_some()
+    }
+
+    /// Whether some server is attached (its entry is held; a server SIGKILLed counts until
+    /// its entry is reclaimed).
+    pub fn server_attached(&self) -> bool {
+        let parts = self.shared.participants();
+        (0..self.layout.max_servers).any(|e| parts.owner(e).is_some())
+    }
+
+    fn slot_of(&self, id: u64) -> Option<usize> {
+        self.local.iter().position(|l| {
+            let l = l.get();
+            l.id == id && !l.given_up && !l.last_read
+        })
+    }
+
+    fn update(&self, slot: usize, f: impl FnOnce(&mut Local)) {
+        let mut l = self.local[slot].get();
+        f(&mut l);
+        self.local[slot].set(l);
+    }
+
+    /// Whether the server holding `w` is gone, asked at most once per PEER.
+    fn taker_gone(&self, w: u64) -> bool {
+        !taker_alive(&self.shared.participants(), w, self.layout.max_servers)
+    }
+
+    /// Frees slot `slot` if its request is over on the server's side too. `ask` allows a
+    /// `/proc` look at the server holding it.
+    fn settle(&self, slot: usize, ask: bool) -> bool {
+        let head = self.view().slot(self.lane, slot);
+        let w = head.state.load(Ordering::Acquire);
+        let free = match protocol::tag(w) {
+            FREE => true,
+            DONE | PENDING => {
+                let ok = head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok();
+                if ok && protocol::tag(w) == PENDING {
+                    self.view().clear_pending(self.lane * self.layout.in_flight + slot);
+                }
+                ok
+            }
+            TAKEN | ABANDONED => {
+                ask && self.taker_gone(w)
+                    && head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+            }
+            _ => {
+                head.state.store(FREE, Ordering::Release); // hostile: the lane is ours
+                true
+            }
+        };
+        if free {
+            self.local[slot].set(Local::default());
+        }
+        free
+    }
+
+    /// A slot free for a new request.
+    fn free_slot(&self) -> Option<usize> {
+        if let Some(s) = self.local.iter().position(|l| l.get().id == 0) {
+            return Some(s);
+        }
+        let ask = self.peer_check.due();
+        (0..self.layout.in_flight).find(|&s| {
+            let l = self.local[s].get();
+            (l.given_up || l.last_read) && self.settle(s, ask)
+        })
+    }
+
+    /// Why nothing can be sent now, if so.
+    fn refuse(&self, len: usize) -> Result<usize, ServiceTrySendError> {
+        if len > self.layout.max_request {
+            return Err(ServiceTrySendError::TooLarge { len, max: self.layout.max_request });
+        }
+        if !self.server_attached() {
+            return Err(ServiceTrySendError::NoServer);
+        }
+        if self.shared.was_truncated() {
+            return Err(ServiceTrySendError::Truncated);
+        }
+        self.free_slot().ok_or_else(|| {
+            self.counter.full();
+            ServiceTrySendError::Full
+        })
+    }
+
+    /// Sends `request` to the service without waiting; returns its id, which its responses
+    /// carry. Refused (the request stays with the caller) when it is too large, no server is
+    /// attached, or this client has `max_in_flight` requests unanswered.
+    pub fn try_send_request(&mut self, request: &[u8]) -> Result<u64, ServiceTrySendError> {
+        let slot = self.refuse(request.len())?;
+        let p = self.view().request_ptr(self.lane, slot);
+        // SAFETY: the room has max_request_len bytes (checked in `refuse`) and the slot is
+        // FREE: no server reads it until `post`.
+        unsafe { std::ptr::copy_nonoverlapping(request.as_ptr(), p, request.len()) };
+        Ok(self.post(slot, request.len()))
+    }
+
+    /// A request slot to write a request in place (zero copy): fill it, then
+    /// [`RequestLoan::send`]. Refused as [`try_send_request`](Self::try_send_request) is.
+    pub fn loan_request(&mut self) -> Result<RequestLoan<'_>, ServiceTrySendError> {
+        let slot = self.refuse(0)?;
+        let p = self.view().request_ptr(self.lane, slot);
+        // SAFETY: as in `try_send_request`; the loan borrows the client, so the slot is
+        // written by nobody else until it is sent.
+        let buf = unsafe { std::slice::from_raw_parts_mut(p, self.layout.max_request) };
+        Ok(RequestLoan { client: self, slot, buf })
+    }
+
+    /// Posts the `len`-byte request in free slot `slot`.
+    fn post(&self, slot: usize, len: usize) -> u64 {
+        let v = self.view();
+        let head = v.slot(self.lane, slot);
+        let id = self.next_id.get();
+        self.next_id.set(id.wrapping_add(1).max(1));
+        head.req_len.store(len as u64, Ordering::Relaxed);
+        head.req_id.store(id, Ordering::Relaxed);
+        head.resp_head.store(0, Ordering::Relaxed);
+        head.resp_tail.store(0, Ordering::Relaxed);
+        head.state.store(protocol::state(PENDING, id), Ordering::Release);
+        v.mark_pending(self.lane * self.layout.in_flight + slot);
+        v.header().requests.notify();
+        self.local[slot].set(Local { id, ..Local::default() });
+        self.counter.message(len);
+        id
+    }
+
+    /// Gives up on request `id`: a response that comes later is dropped by its server.
+    /// Returns whether it was in flight. Its slot is free again once its server lets go.
+    pub fn cancel(&mut self, id: u64) -> bool {
+        let Some(slot) = self.slot_of(id) else { return false };
+        self.give_up(slot);
+        true
+    }
+
+    fn give_up(&self, slot: usize) {
+        let head = self.view().slot(self.lane, slot);
+        for _ in 0..CAS_TRIES {
+            let w = head.state.load(Ordering::Acquire);
+            let to = match protocol::tag(w) {
+                TAKEN => (w & !0xf) | ABANDONED,
+                PENDING | DONE => FREE,
+                _ => break,
+            };
+            if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                if protocol::tag(w) == PENDING {
+                    self.view().clear_pending(self.lane * self.layout.in_flight + slot);
+                }
+                if to == FREE {
+                    self.local[slot].set(Local::default());
+                    return;
+                }
+                break;
+            }
+        }
+        self.update(slot, |l| l.given_up = true);
+    }
+
+    /// Looks for a response: to request `only`, or to any request in flight.
+    fn poll(&self, only: Option<usize>) -> Option<Result<Got, ResponseRecvError>> {
+        let n = self.layout.in_flight;
+        let start = self.cursor.get();
+        let mut any = false;
+        // A dead server is looked for only every CLOCK_EVERY polls, at most once per PEER.
+        let polls = self.polls.get().wrapping_add(1);
+        self.polls.set(polls);
+        let ask = polls % CLOCK_EVERY == 0 && self.peer_check.due();
+        for k in 0..n {
+            let slot = only.unwrap_or((start + k) % n);
+            let l = self.local[slot].get();
+            if l.id == 0 || l.given_up {
+                if only.is_some() {
+                    break;
+                }
+                continue;
+            }
+            if l.last_read {
+                self.settle(slot, ask);
+                continue;
+            }
+            any = true;
+            let head = self.view().slot(self.lane, slot);
+            let (w, look) = protocol::look(head, l.id, l.tail, self.layout.depth, self.layout.max_response);
+            let got = |cell, len, last| Got { slot, id: l.id, cell, len, last };
+            match look {
+                Look::Response { cell, len, last } => {
+                    self.cursor.set(slot + 1);
+                    return Some(Ok(got(Some(cell), len, last)));
+                }
+                Look::Finished { failed: false } => {
+                    self.cursor.set(slot + 1);
+                    return Some(Ok(got(None, 0, true)));
+                }
+                Look::Finished { failed: true } => {
+                    self.cursor.set(slot + 1);
+                    self.settle(slot, false);
+                    return Some(Err(ResponseRecvError::Failed { request_id: l.id }));
+                }
+                Look::Nothing if protocol::tag(w) == TAKEN && ask && self.taker_gone(w) => {
+                    // Its responses written before it died were read: look once more for
+                    // one written just before, then take the slot back.
+                    if let (_, Look::Response { cell, len, last }) =
+                        protocol::look(head, l.id, l.tail, self.layout.depth, self.layout.max_response)
+                    {
+                        return Some(Ok(got(Some(cell), len, last)));
+                    }
+                    if head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                        self.local[slot].set(Local::default());
+                        self.counter.drops(1);
+                        return Some(Err(ResponseRecvError::ServerGone { request_id: l.id }));
+                    }
+                }
+                Look::Nothing => {}
+                Look::Corrupt(what) => {
+                    head.state.store(FREE, Ordering::Release);
+                    self.view().clear_pending(self.lane * n + slot);
+                    self.local[slot].set(Local::default());
+                    let c = Corrupt::new(Kind::Service, what).with("request_id", l.id).with("state", w).and_repaired();
+                    return Some(Err(ResponseRecvError::Corrupt(c)));
+                }
+            }
+            if only.is_some() {
+                break;
+            }
+        }
+        if !any {
+            return Some(Err(ResponseRecvError::NoneInFlight));
+        }
+        None
+    }
+
+    /// The bytes of a response found.
+    fn bytes(&self, got: &Got) -> &[u8] {
+        match got.cell {
+            None => &[],
+            Some(cell) => {
+                let p = self.view().cell_ptr(self.lane, got.slot, cell);
+                // SAFETY: `look` checked the length against max_response_len, the cell's
+                // size; the server does not write the cell again until we move the tail past it.
+                unsafe { std::slice::from_raw_parts(p, got.len) }
+            }
+        }
+    }
+
+    /// Hands a read response's cell back (and the slot, after the last one).
+    fn consume(&self, got: &Got) {
+        let v = self.view();
+        let head = v.slot(self.lane, got.slot);
+        if got.cell.is_some() {
+            let l = self.local[got.slot].get();
+            let tail = l.tail.wrapping_add(1);
+            head.resp_tail.store(tail, Ordering::Release);
+            self.update(got.slot, |l| l.tail = tail);
+            // A server waits for room only when the ring was full before this read.
+            if head.resp_head.load(Ordering::Acquire).wrapping_sub(l.tail) >= self.layout.depth as u64 {
+                v.lane(self.lane).room.notify();
+            }
+        }
+        self.counter.received(got.len, 0);
+        if got.last {
+            self.update(got.slot, |l| l.last_read = true);
+            self.settle(got.slot, false);
+        }
+    }
+
+    /// The response found by `wait`ing for `only` (or any request).
+    fn find(&self, only: Option<usize>, wait: Wait) -> Result<Got, Waited<ResponseRecvError>> {
+        match wait {
+            Wait::Now => self.poll(only).ok_or(Waited::Empty)?.map_err(Waited::Failed),
+            wait => until(wait, |w| {
+                let event = &self.view().lane(self.lane).responses;
+                match try_then_block_on(
+                    event,
+                    self.policy,
+                    w.deadline(),
+                    || Some(PEER),
+                    self.counter,
+                    || self.poll(only),
+                ) {
+                    Some(r) => r.map_err(Some),
+                    None => Err(None),
+                }
+            })
+            .map_err(Waited::timed),
+        }
+    }
+
+    /// The next response to any request in flight, read in place, waiting as `wait` says.
+    pub fn recv_response_ref_with(&mut self, wait: Wait) -> Result<ResponseRef<'_>, Waited<ResponseRecvError>> {
+        let got = self.find(None, wait)?;
+        Ok(ResponseRef { client: self, got })
+    }
+
+    wait_forms! {
+        /// The next response to any request in flight if one is there, without waiting, read
+        /// in place. `NoneInFlight` when no request is in flight.
+        fn try_recv_response_ref, recv_response_ref, recv_response_ref_timeout, recv_response_ref_deadline (&mut self)
+            = recv_response_ref_with -> ResponseRef<'_>;
+        errors (ResponseTryRecvError, ResponseRecvError, ResponseRecvTimeoutError)
+    }
+
+    /// [`recv_response_ref_with`](Self::recv_response_ref_with), copied out.
+    pub fn recv_response_with(&mut self, wait: Wait) -> Result<Response, Waited<ResponseRecvError>> {
+        self.recv_response_ref_with(wait).map(|r| Response {
+            request_id: r.request_id(),
+            data: r.to_vec(),
+            last: r.is_last(),
+        })
+    }
+
+    wait_forms! {
+        /// [`try_recv_response_ref`](Self::try_recv_response_ref), copied out.
+        fn try_recv_response, recv_response, recv_response_timeout, recv_response_deadline (&mut self)
+            = recv_response_with -> Response;
+        errors (ResponseTryRecvError, ResponseRecvError, ResponseRecvTimeoutError)
+    }
+
+    /// The next response to request `id`, read in place, waiting as `wait` says; responses
+    /// to other requests wait for their turn. `NoneInFlight` when `id` is not in flight.
+    pub fn recv_response_for_with(
+        &mut self,
+        id: u64,
+        wait: Wait,
+    ) -> Result<ResponseRef<'_>, Waited<ResponseRecvError>> {
+        let slot = self.slot_of(id).ok_or(Waited::Failed(ResponseRecvError::NoneInFlight))?;
+        let got = self.find(Some(slot), wait)?;
+        Ok(ResponseRef { client: self, got })
+    }
+
+    wait_forms! {
+        /// The next response to request `id` if it is there, without waiting (see
+        /// [`recv_response_for_with`](Self::recv_response_for_with)).
+        fn try_recv_response_for, recv_response_for, recv_response_for_timeout, recv_response_for_deadline
+            (&mut self, id: u64) = recv_response_for_with -> ResponseRef<'_>;
+        errors (ResponseTryRecvError, ResponseRecvError, ResponseRecvTimeoutError)
+    }
+
+    /// Sends `request` and waits at most `timeout` for its response, which is returned: one
+    /// round trip. For a service that answers with one response (a server streaming several
+    /// has the rest dropped). A timeout gives the request up (`CallError::Timeout`). The
+    /// request is refused as [`try_send_request`](Self::try_send_request) would, without
+    /// waiting.
+    pub fn call(&mut self, request: &[u8], timeout: Duration) -> Result<Vec<u8>, CallError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let id = self.try_send_request(request)?;
+        self.response_to(id, deadline.map_or(Wait::Forever, Wait::Until), |r| r.to_vec())
+    }
+
+    /// [`call`](Self::call) with the response read in place by `read`, which returns what
+    /// the call returns (no copy of the response).
+    pub fn call_with<T>(
+        &mut self,
+        request: &[u8],
+        timeout: Duration,
+        read: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T, CallError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let id = self.try_send_request(request)?;
+        self.response_to(id, deadline.map_or(Wait::Forever, Wait::Until), read)
+    }
+
+    /// The first response to `id`, read by `read`; the request is given up after it (if
+    /// it was not the last) or after the wait.
+    fn response_to<T>(&mut self, id: u64, wait: Wait, read: impl FnOnce(&[u8]) -> T) -> Result<T, CallError> {
+        match self.recv_response_for_with(id, wait).map(|r| (read(r.data()), r.is_last())) {
+            Ok((out, last)) => {
+                if !last {
+                    self.cancel(id);
+                }
+                Ok(out)
+            }
+            Err(Waited::Failed(e)) => Err(CallError::Recv(e)),
+            Err(Waited::Empty | Waited::TimedOut) => {
+                self.cancel(id);
+                Err(CallError::Timeout)
+            }
+        }
+    }
+}
+
+impl Waitable for Client {
+    /// The lane's response event: notified on every response to this client and every
+    /// request of it finished.
+    fn wait_handle(&self) -> WaitHandle<'_> {
+        WaitHandle { event: &self.view().lane(self.lane).responses }
+    }
+
+    /// A response (or an end) is there to read, for some request in flight.
+    fn is_ready(&self) -> bool {
+        (0..self.layout.in_flight).any(|slot| {
+            let l = self.local[slot].get();
+            l.id != 0
+                && !l.given_up
+                && !l.last_read
+                && !matches!(
+                    protocol::look(
+                        self.view().slot(self.lane, slot),
+                        l.id,
+                        l.tail,
+                        self.layout.depth,
+                        self.layout.max_response
+                    )
+                    .1,
+                    Look::Nothing
+                )
+        })
+    }
+
+    fn recheck_interval(&self) -> Option<Duration> {
+        Some(PEER)
+    }
+
+    /// A server holding one of our requests died: the next receive reports it.
+    fn recheck(&self) -> bool {
+        (0..self.layout.in_flight).any(|slot| {
+            let l = self.local[slot].get();
+            let w = self.view().slot(self.lane, slot).state.load(Ordering::Acquire);
+            l.id != 0 && !l.given_up && protocol::tag(w) == TAKEN && self.taker_gone(w)
+        })
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        clean_lane(self.view(), self.lane);
+        self.shared.participants().release(self.entry);
+    }
+}

@@ -1,0 +1,93 @@
+//! Service: request/response between clients and competing servers.
+//!
+//! A [`Service`] handle is made with [`Service::create_or_open`] or [`Service::open`]; from
+//! it, any number of [`Server`]s (up to `max_servers`) answer the requests of any number of
+//! [`Client`]s (up to `max_clients`). Each request goes to one server (the first to claim
+//! it); its responses reach the client that sent it, and no other. A client may have up to
+//! `max_in_flight` requests in flight at once, each with its id; a server may answer one
+//! request with a stream of responses and then end it.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use shmbus::service::{Service, ServiceConfig};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let d = shmbus::Domain::new("robot1")?;
+//! let svc = Service::create_or_open(&d, "plan", &ServiceConfig::default())?;
+//! // In the server process:
+//! let mut server = svc.server()?;
+//! # std::thread::spawn(move || -> Result<(), shmbus::service::RespondError> {
+//! while let Ok(req) = server.recv() {
+//!     let answer = format!("{} bytes planned", req.len());
+//!     req.respond_last(answer.as_bytes())?;
+//! }
+//! # Ok(()) });
+//! // In a client process:
+//! let mut client = svc.client()?;
+//! let response = client.call(b"to the dock", Duration::from_secs(1))?;
+//! println!("{}", String::from_utf8_lossy(&response));
+//! # Ok(()) }
+//! ```
+//!
+//! # Why a kind of its own
+//!
+//! A service could be two queues and a reply-queue naming scheme; it is not, because a
+//! response is written once, in place, and read in place: each client owns a *lane* of
+//! request slots, and each slot holds its request and a small ring of response cells
+//! (`response_depth` of `max_response_len` bytes). A 6 MB camera frame answered by loan
+//! crosses without a copy, and a response can only ever reach the slot of the request it
+//! answers. The memory this takes is fixed at creation (see [`ServiceConfig`]).
+//!
+//! # Algorithm
+//!
+//! A slot's state word runs `FREE → PENDING → TAKEN → DONE → FREE`, each step one CAS,
+//! with `ABANDONED` for a request its client gave up on while a server held it; the word
+//! names the taker (its participant entry and pid) and the request's number, so a client
+//! can tell whether the server answering it lives and no stale CAS lands on a newer request.
+//! A client posts a request by writing it into a free slot of its lane, storing PENDING
+//! (Release) and setting the slot's bit in a pending bitmap; servers scan the bitmap
+//! (round-robin), claim a slot with one CAS and read the request in place. Responses go
+//! through the slot's ring: the server writes cell `head % depth`, then the head (Release);
+//! the client reads in place and moves the tail. See `protocol.rs`.
+//!
+//! Waiting: servers sleep on the service's request event, a client on its lane's response
+//! event; a notifier makes the `FUTEX_WAKE` system call only when someone sleeps, so a
+//! spinning pair makes none.
+//!
+//! # Crash semantics
+//!
+//! * **A server is SIGKILLed mid-request**: a client waiting on a request that server held
+//!   gets [`ResponseRecvError::ServerGone`] within [`PEER`](crate::endpoint) (50 ms) plus one
+//!   `/proc` read, after the responses written before the death; its slot is free again. A
+//!   request no server had claimed stays pending and the next server (a restarted one)
+//!   answers it. A server's entry is reclaimed by the next server that needs one.
+//! * **A client is SIGKILLed with requests in flight**: its lane is reclaimed by the next
+//!   client that finds the table full: requests not yet claimed are withdrawn, those a
+//!   server holds are marked abandoned; the server's further responses are dropped (counted,
+//!   [`RespondError::ClientGone`]) and the slot freed when it finishes. A server waiting for
+//!   room in a ring the dead client no longer reads notices within 50 ms. Nothing leaks on
+//!   the server.
+//! * **A client gives up** (a [`Client::call`] that times out, [`Client::cancel`]): the same
+//!   as above, for that request.
+//! * **Hostile memory**: a state, length or ring position a slot cannot hold is reported
+//!   once ([`ResponseRecvError::Corrupt`], [`RequestRecvError::Corrupt`]) and the slot
+//!   repaired; a cleared pending bit delays a request by at most 100 ms (servers that find
+//!   nothing look at every slot that often); every wait is bounded by its caller's.
+
+mod client;
+mod error;
+mod handle;
+mod layout;
+mod protocol;
+mod server;
+mod shared;
+
+pub use client::{Client, RequestLoan, Response, ResponseRef};
+pub use error::{
+    CallError, RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError, ResponseRecvError,
+    ResponseRecvTimeoutError, ResponseTryRecvError, ServiceTrySendError,
+};
+pub use handle::Service;
+pub(crate) use handle::ServiceKind;
+pub use layout::{ServiceConfig, MAX_IN_FLIGHT, MAX_MESSAGE_LEN, MAX_SLOTS};
+pub use server::{ActiveRequest, ResponseLoan, Server};
+pub use shared::ServiceStatus;

@@ -1,0 +1,504 @@
+//! A service's servers and the requests they answer.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::error::{RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError};
+use super::protocol::{self, ABANDONED, FREE, LAST, PENDING, TAKEN};
+use super::shared::{Shared, View, ROLE_SERVER};
+use crate::endpoint::forms::{until, wait_forms};
+use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
+use crate::endpoint::receive::Waited;
+use crate::endpoint::registration::register_shared;
+use crate::error::{Corrupt, OpenError};
+use crate::kind::Kind;
+use crate::stats::Counter;
+use crate::sync::Ordering;
+use crate::sys::{process_is_alive, ProcessId};
+use crate::wait::{block_on_with, try_then_block_on, Wait, WaitPolicy};
+use crate::waitset::{WaitHandle, Waitable};
+
+/// How often a server that finds no request looks at every slot, not only the pending
+/// bitmap: the bound on how long a request whose bit a hostile write cleared waits.
+const RESCAN: Duration = Duration::from_millis(100);
+
+/// A server's participant entry, held by the server and every request it is answering: a
+/// client sees its server alive until the last of them is finished.
+#[derive(Debug)]
+struct Registration {
+    shared: Arc<Shared>,
+    entry: usize,
+    pid: u32,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.shared.participants().release(self.entry);
+    }
+}
+
+/// One server of a service, made by [`Service::server`](super::Service::server). `Send`,
+/// not `Sync`.
+///
+/// Servers of one service compete: each request goes to one of them, the first to claim
+/// it. A request is an [`ActiveRequest`], owned (it may be answered on another thread, and
+/// several may be answered at once): it answers with any number of responses and ends with
+/// the last one ([`ActiveRequest::respond_last`]) or [`ActiveRequest::end`]; dropping it
+/// ends it.
+#[derive(Debug)]
+pub struct Server {
+    reg: Arc<Registration>,
+    /// Where the next scan of the bitmap starts (fairness between clients).
+    cursor: Cell<usize>,
+    policy: WaitPolicy,
+    rescan: Throttle,
+    counter: Counter,
+}
+
+impl Server {
+    pub(super) fn attach(shared: Arc<Shared>) -> Result<Server, OpenError> {
+        let me = ProcessId::current();
+        let servers = 0..shared.layout().max_servers;
+        let parts = shared.participants();
+        let reclaim = || parts.reclaim_dead_in(servers.clone(), me, process_is_alive, |_, _| {});
+        let entry = register_shared(parts, me, ROLE_SERVER, servers.clone(), reclaim, shared.path())?;
+        let counter = shared.own_counter(entry);
+        Ok(Server {
+            reg: Arc::new(Registration { shared, entry, pid: me.pid }),
+            cursor: Cell::new(0),
+            policy: WaitPolicy::default(),
+            rescan: Throttle::new(RESCAN),
+            counter,
+        })
+    }
+
+    fn view(&self) -> View<'_> {
+        View::of(&self.reg.shared)
+    }
+
+    /// How a receive waits: spin, then sleep (default [`WaitPolicy::ADAPTIVE`]).
+    pub fn set_wait_policy(&mut self, policy: WaitPolicy) {
+        self.policy = policy;
+    }
+
+    /// The service's `max_response_len`.
+    pub fn max_response_len(&self) -> usize {
+        self.reg.shared.layout().max_response
+    }
+
+    /// Claims request slot `index` if it holds a pending request.
+    fn claim(&self, index: usize) -> Option<Result<ActiveRequest, RequestRecvError>> {
+        let v = self.view();
+        let (lane, slot) = (index / v.layout.in_flight, index % v.layout.in_flight);
+        let head = v.slot(lane, slot);
+        let w = head.state.load(Ordering::Acquire);
+        if protocol::tag(w) != PENDING {
+            return None;
+        }
+        let seq = protocol::seq(w);
+        let mine = protocol::taken(TAKEN, seq, self.reg.entry, self.reg.pid);
+        if head.state.compare_exchange(w, mine, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return None;
+        }
+        v.clear_pending(index);
+        let len = head.req_len.load(Ordering::Relaxed);
+        let id = head.req_id.load(Ordering::Relaxed);
+        let mut req = ActiveRequest {
+            reg: self.reg.clone(),
+            lane,
+            slot,
+            seq,
+            id,
+            len: 0,
+            written: 0,
+            finished: false,
+            policy: self.policy,
+            counter: self.counter,
+        };
+        if len > v.layout.max_request as u64 {
+            // `req` is dropped: the request is finished unanswered (its client reads an
+            // empty last response).
+            let c = Corrupt::new(Kind::Service, "a request claims more bytes than max_request_len")
+                .with("len", len)
+                .with("request_id", id)
+                .and_repaired();
+            return Some(Err(RequestRecvError::Corrupt(c)));
+        }
+        self.counter.message(len as usize);
+        req.len = len as usize;
+        Some(Ok(req))
+    }
+
+    /// The first pending request the bitmap shows that this server can claim.
+    fn try_take(&self) -> Option<Result<ActiveRequest, RequestRecvError>> {
+        let v = self.view();
+        let words = v.layout.bitmap_words();
+        let start = self.cursor.get() % (words * 64);
+        for k in 0..=words {
+            let wi = (start / 64 + k) % words;
+            let bits = v.bitmap(wi).load(Ordering::Acquire);
+            // Round-robin inside the word too, from the cursor's bit on the first word.
+            let off = if k == 0 { (start % 64) as u32 } else { 0 };
+            let mut rot = bits.rotate_right(off);
+            while rot != 0 {
+                let b = (rot.trailing_zeros() + off) % 64;
+                rot &= rot - 1;
+                let index = wi * 64 + b as usize;
+                if index >= v.layout.slots() {
+                    v.clear_pending(index); // a bit past the last slot: a hostile write
+                    continue;
+                }
+                if let Some(r) = self.claim(index) {
+                    self.cursor.set(index + 1);
+                    return Some(r);
+                }
+            }
+        }
+        None
+    }
+
+    /// Every slot, not only the bitmap's: a pending request whose bit is missing gets it back.
+    fn rescan(&self) {
+        let v = self.view();
+        for index in 0..v.layout.slots() {
+            let (lane, slot) = (index / v.layout.in_flight, index % v.layout.in_flight);
+            if protocol::tag(v.slot(lane, slot).state.load(Ordering::Acquire)) == PENDING {
+                v.mark_pending(index);
+            }
+        }
+    }
+
+    /// The next request, claimed from the service, waiting as `wait` says.
+    pub fn recv_with(&mut self, wait: Wait) -> Result<ActiveRequest, Waited<RequestRecvError>> {
+        match wait {
+            Wait::Now => self.try_take().ok_or(Waited::Empty)?.map_err(Waited::Failed),
+            wait => until(wait, |w| {
+                let event = &self.view().header().requests;
+                let attempt = || {
+                    self.try_take().or_else(|| {
+                        if self.rescan.due() {
+                            self.rescan();
+                            return self.try_take();
+                        }
+                        None
+                    })
+                };
+                match try_then_block_on(event, self.policy, w.deadline(), || Some(RESCAN), self.counter, attempt) {
+                    Some(r) => r.map_err(Some),
+                    None => Err(None),
+                }
+            })
+            .map_err(Waited::timed),
+        }
+    }
+
+    wait_forms! {
+        /// Claims a request if one is waiting, without waiting. Use with a [`crate::WaitSet`].
+        fn try_recv, recv, recv_timeout, recv_deadline (&mut self) = recv_with -> ActiveRequest;
+        errors (RequestTryRecvError, RequestRecvError, RequestRecvTimeoutError)
+    }
+}
+
+impl Waitable for Server {
+    /// The service's request event: notified on every request posted.
+    fn wait_handle(&self) -> WaitHandle<'_> {
+        WaitHandle { event: &self.view().header().requests }
+    }
+
+    /// Some request is pending (another server may claim it first: `try_recv` then finds
+    /// nothing).
+    fn is_ready(&self) -> bool {
+        let v = self.view();
+        (0..v.layout.bitmap_words()).any(|i| v.bitmap(i).load(Ordering::Acquire) != 0)
+    }
+
+    fn recheck_interval(&self) -> Option<Duration> {
+        Some(RESCAN)
+    }
+
+    fn recheck(&self) -> bool {
+        self.rescan();
+        self.is_ready()
+    }
+}
+
+/// A request a server claimed, read in place, answered through its slot's response ring.
+///
+/// Owned and `Send`: answer it here or on another thread, one response or a stream of them
+/// ([`respond`](Self::respond) ... [`respond_last`](Self::respond_last), or
+/// [`end`](Self::end) after the last). Dropping it unfinished ends it: its client reads an
+/// empty last response. Its bytes ([`data`](Self::data)) stay valid and unchanged until it
+/// is finished.
+#[derive(Debug)]
+pub struct ActiveRequest {
+    reg: Arc<Registration>,
+    lane: usize,
+    slot: usize,
+    seq: u64,
+    id: u64,
+    len: usize,
+    /// Responses written so far (the ring's head).
+    written: u64,
+    finished: bool,
+    policy: WaitPolicy,
+    counter: Counter,
+}
+
+// SAFETY: the request's slot is this request's alone until it is finished (its client
+// touches only the ring's tail and the state word, with atomics); the counter's
+// single-writer rule is the server's, and a request on another thread shares only
+// statistics with it (relaxed, may miss a count).
+unsafe impl Send for ActiveRequest {}
+
+/// A loan of a response cell ([`ActiveRequest::loan`]): write the response in place, then
+/// [`send`](Self::send) or [`send_last`](Self::send_last) its first `len` bytes.
+#[derive(Debug)]
+pub struct ResponseLoan<'a> {
+    req: &'a mut ActiveRequest,
+    cell: usize,
+    buf: &'a mut [u8],
+}
+
+impl ResponseLoan<'_> {
+    /// The cell: `max_response_len` bytes, 64-byte aligned, not cleared.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.buf
+    }
+
+    /// Sends the first `len` bytes as a response; more may follow.
+    ///
+    /// # Panics
+    /// If `len` is larger than the cell.
+    pub fn send(self, len: usize) {
+        assert!(len <= self.buf.len(), "a response of {len} bytes in a cell of {}", self.buf.len());
+        self.req.publish(self.cell, len, false);
+    }
+
+    /// Sends the first `len` bytes as the last response, finishing the request.
+    ///
+    /// # Panics
+    /// If `len` is larger than the cell.
+    pub fn send_last(self, len: usize) {
+        assert!(len <= self.buf.len(), "a response of {len} bytes in a cell of {}", self.buf.len());
+        self.req.publish(self.cell, len, true);
+    }
+}
+
+impl std::ops::Deref for ResponseLoan<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.buf
+    }
+}
+
+impl std::ops::DerefMut for ResponseLoan<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.buf
+    }
+}
+
+impl ActiveRequest {
+    fn view(&self) -> View<'_> {
+        View::of(&self.reg.shared)
+    }
+
+    /// The request's id, as its client numbered it ([`Client::try_send_request`]'s return).
+    ///
+    /// [`Client::try_send_request`]: super::Client::try_send_request
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The request's bytes, in the client's slot (no copy).
+    pub fn data(&self) -> &[u8] {
+        let p = self.view().request_ptr(self.lane, self.slot);
+        // SAFETY: `len` was checked against max_request_len, the room's size; the slot is
+        // this request's until it is finished, and the mapping lives as long as `reg`.
+        unsafe { std::slice::from_raw_parts(p, self.len) }
+    }
+
+    /// The request's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the request is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The pid of the client that sent it (0 if it has left).
+    pub fn client_pid(&self) -> u32 {
+        let entry = self.reg.shared.layout().client_entry(self.lane);
+        self.reg.shared.participants().owner(entry).map_or(0, |o| o.process.pid)
+    }
+
+    /// Whether this request is finished (its last response sent, or ended).
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// A free response cell, waiting for the client to read one as `wait` says. Fails with
+    /// `ClientGone` when the client gave up on the request or died.
+    fn room(&mut self, wait: Wait) -> Result<usize, RespondError> {
+        if self.finished {
+            return Err(RespondError::Finished);
+        }
+        let v = View::of(&self.reg.shared);
+        let head = v.slot(self.lane, self.slot);
+        let depth = v.layout.depth as u64;
+        let mine = protocol::taken(TAKEN, self.seq, self.reg.entry, self.reg.pid);
+        let written = self.written;
+        let attempt = || {
+            if head.state.load(Ordering::Acquire) != mine {
+                return Some(Err(RespondError::ClientGone));
+            }
+            let read = head.resp_tail.load(Ordering::Acquire);
+            (written.wrapping_sub(read) < depth).then_some(Ok((written % depth) as usize))
+        };
+        let r = match wait {
+            Wait::Now => attempt().unwrap_or(Err(RespondError::Full)),
+            wait => {
+                // A client that died holding the request is found by its entry, checked every
+                // PEER while the ring stays full.
+                let entry = v.layout.client_entry(self.lane);
+                let parts = self.reg.shared.participants();
+                let check = Throttle::new(PEER);
+                let polls = Cell::new(0u32);
+                let client_gone = || {
+                    polls.set(polls.get().wrapping_add(1));
+                    polls.get() % CLOCK_EVERY == 0
+                        && check.due()
+                        && !parts.owner(entry).is_some_and(|o| parts.is_alive(&o))
+                };
+                let attempt = || attempt().or_else(|| client_gone().then_some(Err(RespondError::ClientGone)));
+                until(wait, |w| {
+                    block_on_with(&v.lane(self.lane).room, self.policy, w.deadline(), || Some(PEER), None, attempt)
+                        .ok_or(None::<()>)
+                })
+                .unwrap_or(Err(RespondError::Full))
+            }
+        };
+        if r == Err(RespondError::ClientGone) {
+            self.counter.drops(1);
+        }
+        r
+    }
+
+    /// Makes the response in cell `cell`, `len` bytes, visible to the client; the last one
+    /// with the request's end, in one step (`finish`).
+    fn publish(&mut self, cell: usize, len: usize, last: bool) {
+        let v = View::of(&self.reg.shared);
+        let head = v.slot(self.lane, self.slot);
+        head.resp_len[cell].store(len as u64 | if last { LAST } else { 0 }, Ordering::Relaxed);
+        self.written = self.written.wrapping_add(1);
+        self.counter.message(len);
+        if last {
+            self.finish(false);
+        } else {
+            head.resp_head.store(self.written, Ordering::Release);
+            v.lane(self.lane).responses.notify();
+        }
+    }
+
+    /// Sends `data` as a response, waiting for room as `wait` says (see
+    /// [`respond`](Self::respond)).
+    pub fn respond_with(&mut self, data: &[u8], last: bool, wait: Wait) -> Result<(), RespondError> {
+        let max = self.reg.shared.layout().max_response;
+        if data.len() > max {
+            return Err(RespondError::TooLarge { len: data.len(), max });
+        }
+        let cell = self.room(wait)?;
+        let p = self.view().cell_ptr(self.lane, self.slot, cell);
+        // SAFETY: the cell has max_response_len bytes (checked above) and is free: the
+        // client has read what it held and reads it again only after `publish`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        self.publish(cell, data.len(), last);
+        Ok(())
+    }
+
+    /// Sends `data` as one response of a stream; more may follow. Waits while the client has
+    /// `response_depth` responses unread (it reads them, gives up, or dies: `ClientGone`).
+    pub fn respond(&mut self, data: &[u8]) -> Result<(), RespondError> {
+        self.respond_with(data, false, Wait::Forever)
+    }
+
+    /// Sends `data` as the last response, finishing the request (waiting as
+    /// [`respond`](Self::respond) does). The usual answer to a `call`.
+    pub fn respond_last(mut self, data: &[u8]) -> Result<(), RespondError> {
+        self.respond_with(data, true, Wait::Forever)
+    }
+
+    /// [`respond`](Self::respond) without waiting: `Full` when the client has
+    /// `response_depth` responses unread.
+    pub fn try_respond(&mut self, data: &[u8], last: bool) -> Result<(), RespondError> {
+        self.respond_with(data, last, Wait::Now)
+    }
+
+    /// [`respond`](Self::respond), waiting at most `timeout` for room.
+    pub fn respond_timeout(&mut self, data: &[u8], last: bool, timeout: Duration) -> Result<(), RespondError> {
+        self.respond_with(data, last, Wait::For(timeout))
+    }
+
+    /// A response cell to write in place (zero copy), waiting for room as `wait` says:
+    /// fill it, then [`ResponseLoan::send`] or [`ResponseLoan::send_last`]. A loan dropped
+    /// unsent sends nothing.
+    pub fn loan_with(&mut self, wait: Wait) -> Result<ResponseLoan<'_>, RespondError> {
+        let cell = self.room(wait)?;
+        let (p, len) = (self.view().cell_ptr(self.lane, self.slot, cell), self.reg.shared.layout().max_response);
+        // SAFETY: the cell is free (as in `respond_with`) and has `max_response_len` bytes;
+        // the loan borrows this request, so nothing else writes it meanwhile.
+        let buf = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        Ok(ResponseLoan { req: self, cell, buf })
+    }
+
+    /// [`loan_with`](Self::loan_with), waiting as long as it takes.
+    pub fn loan(&mut self) -> Result<ResponseLoan<'_>, RespondError> {
+        self.loan_with(Wait::Forever)
+    }
+
+    /// Finishes the request without another response: its client reads an empty last
+    /// response (unless the last one was already sent). Dropping the request does the same.
+    pub fn end(mut self) {
+        self.finish(false);
+    }
+
+    /// Finishes the request as failed: its client reads the responses sent before, then
+    /// [`ResponseRecvError::Failed`](super::ResponseRecvError::Failed) (a
+    /// [`CallError::Recv`](super::CallError::Recv) for a call). For a request this server
+    /// cannot answer (a command that failed, an input it rejects).
+    pub fn fail(mut self) {
+        self.finish(true);
+    }
+
+    /// Hands the slot back: DONE (with the number of responses, the last included) for its
+    /// client to read the end, or FREE if the client gave up on it.
+    fn finish(&mut self, failed: bool) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        let v = View::of(&self.reg.shared);
+        let head = v.slot(self.lane, self.slot);
+        let (entry, pid) = (self.reg.entry, self.reg.pid);
+        let mine = protocol::taken(TAKEN, self.seq, entry, pid);
+        let done = protocol::done(self.seq, self.written, failed);
+        if let Err(now) = head.state.compare_exchange(mine, done, Ordering::AcqRel, Ordering::Acquire) {
+            if now == protocol::taken(ABANDONED, self.seq, entry, pid) {
+                let _ = head.state.compare_exchange(
+                    now,
+                    protocol::state(FREE, self.seq),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        v.lane(self.lane).responses.notify();
+    }
+}
+
+impl Drop for ActiveRequest {
+    fn drop(&mut self) {
+        self.finish(false);
+    }
+}

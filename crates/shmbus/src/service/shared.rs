@@ -1,0 +1,174 @@
+//! The service's shared state: the mapping its handle and endpoints share, the views of its
+//! words, and what status reads.
+
+use std::sync::Arc;
+
+use super::layout::ServiceLayout;
+use super::protocol::{self, Header, LaneHead, SlotHead, ABANDONED, PENDING, TAKEN};
+use crate::endpoint::channel::Channel;
+use crate::participants::ParticipantView;
+use crate::sync::{AtomicU64, Ordering};
+use crate::sys::{process_is_alive, Access};
+
+/// The service's mapping, shared by the handle and its endpoints.
+pub(super) type Shared = Channel<ServiceLayout>;
+
+/// Participant role numbers (shown by `shmbus info`).
+pub(super) const ROLE_SERVER: u32 = 1;
+pub(super) const ROLE_CLIENT: u32 = 2;
+
+/// The words of a read-write service mapping, by position.
+#[derive(Clone, Copy)]
+pub(super) struct View<'a> {
+    base: *mut u8,
+    pub(super) layout: &'a ServiceLayout,
+}
+
+impl<'a> View<'a> {
+    pub(super) fn of(shared: &'a Shared) -> View<'a> {
+        View { base: shared.kind_base(), layout: shared.layout() }
+    }
+
+    /// # Safety
+    /// `off + size_of::<T>()` is inside the kind area and `off` is aligned for `T`.
+    unsafe fn at<T>(&self, off: usize) -> &'a T {
+        // SAFETY: as the caller promises; the mapping lives as long as the `Shared` the view
+        // was made from, and every type here is atomics (every bit pattern is valid).
+        unsafe { &*(self.base.add(off) as *const T) }
+    }
+
+    pub(super) fn header(&self) -> &'a Header {
+        // SAFETY: the header is the first HEADER_SIZE bytes of the kind area.
+        unsafe { self.at(0) }
+    }
+
+    /// Word `i` of the pending bitmap.
+    pub(super) fn bitmap(&self, i: usize) -> &'a AtomicU64 {
+        assert!(i < self.layout.bitmap_words());
+        // SAFETY: the bitmap's words follow the header, inside `lanes_offset`.
+        unsafe { self.at(protocol::HEADER_SIZE + i * 8) }
+    }
+
+    pub(super) fn lane(&self, lane: usize) -> &'a LaneHead {
+        // SAFETY: `lane_offset` asserts the lane exists; lanes are 64-byte aligned.
+        unsafe { self.at(self.layout.lane_offset(lane)) }
+    }
+
+    pub(super) fn slot(&self, lane: usize, slot: usize) -> &'a SlotHead {
+        // SAFETY: `slot_offset` asserts the slot exists; slots are 64-byte aligned.
+        unsafe { self.at(self.layout.slot_offset(lane, slot)) }
+    }
+
+    /// The request room of a slot (`max_request_len` bytes).
+    pub(super) fn request_ptr(&self, lane: usize, slot: usize) -> *mut u8 {
+        // SAFETY: the request room follows the slot head, inside the slot.
+        unsafe { self.base.add(self.layout.slot_offset(lane, slot) + protocol::SLOT_HEAD) }
+    }
+
+    /// Response cell `cell` of a slot (`max_response_len` bytes).
+    pub(super) fn cell_ptr(&self, lane: usize, slot: usize, cell: usize) -> *mut u8 {
+        assert!(cell < self.layout.depth);
+        let room = self.layout.max_request.div_ceil(64) * 64;
+        // SAFETY: the cells follow the request room, inside the slot.
+        unsafe {
+            self.base.add(
+                self.layout.slot_offset(lane, slot) + protocol::SLOT_HEAD + room + cell * self.layout.cell_stride(),
+            )
+        }
+    }
+
+    /// Sets slot `index`'s pending bit.
+    pub(super) fn mark_pending(&self, index: usize) {
+        self.bitmap(index / 64).fetch_or(1 << (index % 64), Ordering::Release);
+    }
+
+    /// Clears slot `index`'s pending bit.
+    pub(super) fn clear_pending(&self, index: usize) {
+        self.bitmap(index / 64).fetch_and(!(1 << (index % 64)), Ordering::Relaxed);
+    }
+}
+
+/// Whether the server that the state word `w` names as its taker still holds its entry and
+/// lives (reads `/proc`: throttle it).
+pub(super) fn taker_alive(parts: &crate::participants::ParticipantTable<'_>, w: u64, max_servers: usize) -> bool {
+    let (entry, pid) = protocol::taker(w);
+    entry < max_servers
+        && parts.owner(entry).is_some_and(|o| protocol::same_pid(pid, o.process.pid) && parts.is_alive(&o))
+}
+
+/// A snapshot of a service, for the CLI and monitoring ([`Service::status`]).
+///
+/// [`Service::status`]: super::Service::status
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServiceStatus {
+    /// Layout: most servers.
+    pub max_servers: usize,
+    /// Layout: most clients.
+    pub max_clients: usize,
+    /// Layout: most requests in flight per client.
+    pub max_in_flight: usize,
+    /// Layout: largest request in bytes.
+    pub max_request_len: usize,
+    /// Layout: largest response in bytes.
+    pub max_response_len: usize,
+    /// Layout: responses per request that may wait unread.
+    pub response_depth: usize,
+    /// Live servers.
+    pub servers: usize,
+    /// Live clients.
+    pub clients: usize,
+    /// Requests posted and not claimed by a server yet.
+    pub pending: u64,
+    /// Requests a server is answering (claimed, not finished). A finished request whose
+    /// end its client has not read yet counts in neither.
+    pub in_flight: u64,
+    /// Requests whose client gave up (timed out or went away) while a server still held them.
+    pub abandoned: u64,
+    /// The channel's schema (`None`: it has none).
+    pub schema: Option<Arc<crate::Schema>>,
+}
+
+/// The slot states of a service, counted: `(pending, taken, abandoned)`. Loads only.
+fn count_slots<A: Access>(chan: &Channel<ServiceLayout, A>) -> (u64, u64, u64) {
+    let (area, l) = (chan.kind_area(), chan.layout());
+    let mut n = (0, 0, 0);
+    for lane in 0..l.max_clients {
+        for slot in 0..l.in_flight {
+            match protocol::tag(area.u64_at(l.slot_offset(lane, slot)).load(Ordering::Acquire)) {
+                PENDING => n.0 += 1,
+                TAKEN => n.1 += 1,
+                ABANDONED => n.2 += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
+pub(super) fn status_of<A: Access>(chan: &Channel<ServiceLayout, A>) -> ServiceStatus {
+    let l = chan.layout();
+    let view: ParticipantView<'_> = chan.participant_view();
+    let (pending, in_flight, abandoned) = count_slots(chan);
+    ServiceStatus {
+        max_servers: l.max_servers,
+        max_clients: l.max_clients,
+        max_in_flight: l.in_flight,
+        max_request_len: l.max_request,
+        max_response_len: l.max_response,
+        response_depth: l.depth,
+        servers: view.live_in_role(ROLE_SERVER, process_is_alive),
+        clients: view.live_in_role(ROLE_CLIENT, process_is_alive),
+        pending,
+        in_flight,
+        abandoned,
+        schema: chan.schema().cloned(),
+    }
+}
+
+/// Requests a service holds that no server has answered yet, for `admin::inspect`.
+pub(super) fn unanswered(seg: crate::segment::Segment<crate::sys::ReadOnly>) -> Result<u64, crate::OpenError> {
+    let chan = Channel::<ServiceLayout, crate::sys::ReadOnly>::from_segment(seg)?;
+    let (pending, taken, _) = count_slots(&chan);
+    Ok(pending + taken)
+}
