@@ -33,6 +33,7 @@ mod queue;
 mod record;
 mod rm;
 mod schema;
+mod service;
 mod sibling;
 mod snapshot;
 mod stream;
@@ -88,6 +89,11 @@ enum Command {
     Schema(schema::Args),
     /// Dispatch jobs to a pool's workers, or be a worker.
     Pool(pool::Args),
+    /// Answer a service's requests: --echo, or run CMD (after --) once per request with the
+    /// request on its stdin and its stdout as the response. Creates the service if missing.
+    Serve(service::ServeArgs),
+    /// Send a service one request (--data, --file or a stdin line) and print its responses.
+    Call(service::CallArgs),
     /// Remove one channel; refused while live processes use it (they are named) unless
     /// --force.
     Rm(rm::Args),
@@ -379,6 +385,8 @@ fn main() -> ExitCode {
         Command::Create(a) => create::run(&ctx, &a),
         Command::Schema(a) => schema::run(&ctx, &a),
         Command::Pool(a) => pool::run(&ctx, &a),
+        Command::Serve(a) => service::serve(&ctx, &a),
+        Command::Call(a) => service::call(&ctx, &a),
         Command::Rm(a) => rm::run(&ctx, &a),
         Command::Clean(a) => clean::run(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),

@@ -314,6 +314,14 @@ fn every_verbs_json_has_the_readme_keys_in_order() {
     c.output("pool dispatch", &root(&["pool", "dispatch", "--domain", "d", "p", "--data", "job", "--json"]));
     assert_eq!(c.output("pool worker", &worker.finish_ok()).len(), 1);
 
+    // A service call, answered and failed.
+    let server =
+        r.spawn(&["serve", "--domain", "d", "svc", "--count", "2", "--json", "--", "sh", "-c", "read x; test $x = ok"]);
+    r.wait_info("d", "svc", |v| v["status"]["servers"] == 1);
+    assert_eq!(c.output("call", &root(&["call", "--domain", "d", "svc", "--data", "ok", "--json"])).len(), 1);
+    assert!(!r.run(&["call", "--domain", "d", "svc", "--data", "no", "--json"]).status.success());
+    assert_eq!(c.output("serve", &server.finish_ok()).len(), 2);
+
     // Record and replay.
     let recorder = r.spawn(&["record", "--domain", "d", "t", "--dir", &rec, "--count", "1", "--json"]);
     r.wait_info("d", "t", |v| v["subscribers"] == 1);
