@@ -247,6 +247,19 @@ fn render(channels: &[(ChannelStats, Option<Arc<Schema>>)], journals: &[(PathBuf
     let mut pending =
         gauge("shmbus_pending", "Committed data no reader has taken yet (queues, streams, pools), in unit.");
     let mut last_seq = gauge("shmbus_last_seq", "The highest committed sequence number of the topic.");
+    // A service's own counters (its lanes', over its life) and its requests now.
+    let mut svc_counters = [
+        ("requests", counter("shmbus_service_requests_total", "Requests clients sent to the service.")),
+        ("responses", counter("shmbus_service_responses_total", "Responses clients read (a stream's end included).")),
+        (
+            "timeouts",
+            counter("shmbus_service_timeouts_total", "Requests their clients gave up on (timed out, cancelled)."),
+        ),
+        ("server_gone", counter("shmbus_service_server_gone_total", "Requests whose server died holding them.")),
+        ("failed", counter("shmbus_service_failed_total", "Requests their server failed.")),
+        ("requests_in_flight", gauge("shmbus_service_requests_in_flight", "Requests a server is answering now.")),
+        ("requests_pending", gauge("shmbus_service_requests_pending", "Requests waiting for a server now.")),
+    ];
     let mut schema_info = gauge(
         "shmbus_channel_schema_info",
         "1 for a channel with a schema, labelled with its message encoding and schema name.",
@@ -271,6 +284,14 @@ fn render(channels: &[(ChannelStats, Option<Arc<Schema>>)], journals: &[(PathBuf
         if ch.kind == Kind::Topic {
             if let Some(s) = ch.description.last_seq {
                 last_seq.sample("", &chl, s);
+            }
+        }
+        if ch.kind == Kind::Service {
+            for (key, family) in &mut svc_counters {
+                let value = ch.description.status.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+                if let Some(shmbus::admin::Scalar::Int(n)) = value {
+                    family.sample("", &chl, n);
+                }
             }
         }
         for p in &ch.participants {
@@ -363,6 +384,9 @@ fn render(channels: &[(ChannelStats, Option<Arc<Schema>>)], journals: &[(PathBuf
         &appenders,
         &journal_schema,
     ] {
+        f.write(&mut out);
+    }
+    for (_, f) in &svc_counters {
         f.write(&mut out);
     }
     out

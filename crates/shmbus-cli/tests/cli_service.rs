@@ -26,6 +26,12 @@ fn serve_echo_answers_calls_and_info_shows_the_service() {
     assert!(served.lines().all(|l| l.starts_with("request ") && l.contains(" bytes -> ")), "{served}");
     let ls = r.ok(&["ls", "--domain", "d"]);
     assert!(ls.contains("service"), "{ls}");
+    // top's note and info's status count the service's requests, responses and timeouts.
+    let top = r.ok(&["top", "--once", "--interval", "0.1"]);
+    let row = top.lines().find(|l| l.contains("svc")).unwrap_or_else(|| panic!("{top}"));
+    assert!(row.contains("service") && row.contains("3 requests") && row.contains("3 responses, 0 timeouts"), "{top}");
+    let info = r.json(&["info", "--domain", "d", "svc", "--json"]);
+    assert_eq!((info["status"]["requests"].as_u64(), info["status"]["timeouts"].as_u64()), (Some(3), Some(0)));
 }
 
 #[test]

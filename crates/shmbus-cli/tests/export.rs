@@ -354,6 +354,41 @@ fn label_values_are_escaped() {
     assert!(body.contains(r#"shmbus_journal_next_index{journal="odd \"name\" \\ here",path=""#), "{body}");
 }
 
+#[test]
+fn a_service_s_requests_responses_and_timeouts_are_counted() {
+    let r = Root::new();
+    let server = r.spawn(&[
+        "serve",
+        "--domain",
+        "d",
+        "svc",
+        "--count",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "read x; test $x = ok && echo yes",
+    ]);
+    r.wait_info("d", "svc", |v| v["status"]["servers"] == 1);
+    r.ok(&["call", "--domain", "d", "svc", "--data", "ok"]);
+    assert!(!r.run(&["call", "--domain", "d", "svc", "--data", "no"]).status.success());
+    server.finish_ok();
+    let ex = Exporter::start(&r, &[]);
+    let (code, _, body) = Exporter::curl(&ex.url, "GET");
+    assert_eq!(code, 200);
+    promtool_check(&body);
+    let l = r#"{domain="d",channel="svc",kind="service"}"#;
+    for (family, n) in [
+        ("shmbus_service_requests_total", 2),
+        ("shmbus_service_responses_total", 1),
+        ("shmbus_service_failed_total", 1),
+        ("shmbus_service_timeouts_total", 0),
+        ("shmbus_service_requests_in_flight", 0),
+    ] {
+        assert!(body.contains(&format!("{family}{l} {n}\n")), "{family} {n}: {body}");
+    }
+}
+
 // A hostile local client must not freeze, exhaust or balloon the exporter: while each kind
 // below is at work, another client's scrape succeeds (curl gives up after 20 s, which fails
 // the test), and the server's memory and descriptors stay bounded.

@@ -57,13 +57,14 @@ fn control_words() -> Vec<(usize, usize)> {
     // The request event, the pending bitmap's word.
     let mut w = vec![(k, 4), (k + 256, 8)];
     let slot_stride = 192 + MAX_LEN.div_ceil(64) * 64 + DEPTH * MAX_LEN.div_ceil(64) * 64;
-    let lane_stride = 64 + IN_FLIGHT * slot_stride;
+    let lane_stride = 128 + IN_FLIGHT * slot_stride;
     for lane in 0..CLIENTS {
+        // The lane's events and counters.
         let l = k + 320 + lane * lane_stride;
-        w.extend([(l, 4), (l + 4, 4)]);
+        w.extend([(l, 4), (l + 4, 4), (l + 64, 8), (l + 72, 8)]);
         for slot in 0..IN_FLIGHT {
             // State, request length, request id, ring tail, ring head, cell lengths.
-            let s = l + 64 + slot * slot_stride;
+            let s = l + 128 + slot * slot_stride;
             w.extend([(s, 8), (s, 8), (s, 8), (s + 8, 8), (s + 16, 8), (s + 24, 8), (s + 64, 8)]);
             w.extend((0..DEPTH).map(|c| (s + 128 + c * 8, 8)));
         }

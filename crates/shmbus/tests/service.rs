@@ -54,6 +54,7 @@ fn a_call_is_answered_by_a_server_thread() {
     t.join().unwrap();
     let st = Service::status(&d, "svc").unwrap();
     assert_eq!((st.servers, st.clients, st.pending, st.in_flight), (0, 1, 0, 0), "{st:?}");
+    assert_eq!((st.requests, st.responses, st.timeouts), (100, 100, 0), "{st:?}");
 }
 
 #[test]
@@ -207,6 +208,7 @@ fn a_call_that_times_out_gives_its_request_up_and_the_late_response_is_dropped()
     // No server takes it in time: withdrawn.
     assert_eq!(client.call(b"a", Duration::from_millis(20)), Err(CallError::Timeout));
     assert_eq!(client.in_flight(), 0);
+    assert_eq!(Service::status(&d, "svc").unwrap().timeouts, 1);
     assert!(matches!(server.try_recv(), Err(RequestTryRecvError::Empty)), "a withdrawn request is gone");
     // Taken but answered too late: the response is dropped, the slot freed by the server.
     let id = client.try_send_request(b"b").unwrap();

@@ -252,7 +252,7 @@ fn print_table(ctx: &Ctx, rows: &[Row]) -> Result<()> {
             f(|m| m.futex_per_s),
             nanos(m.and_then(|m| m.p50)),
             nanos(m.and_then(|m| m.p99)),
-            r.error.clone().unwrap_or_default(),
+            r.error.clone().or_else(|| r.note.clone()).unwrap_or_default(),
         ]);
     }
     t.write(&mut out)?;

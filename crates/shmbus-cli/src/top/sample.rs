@@ -193,6 +193,9 @@ pub struct Row {
     pub history: History,
     /// Its schema in one line (`crate::schema::summary`), if it has one.
     pub schema: Option<String>,
+    /// What its kind says of its state in one line, where that is more than the columns show
+    /// (a service's requests, responses, timeouts and requests in flight).
+    pub note: Option<String>,
 }
 
 impl Row {
@@ -208,6 +211,7 @@ impl Row {
             journal: None,
             history: History::default(),
             schema: None,
+            note: None,
         }
     }
 }
@@ -435,6 +439,7 @@ fn channel_row(key: Key, earlier: Option<&ChannelStats>, now: &ChannelStats, his
         journal: None,
         history: history.clone(),
         schema: None,
+        note: (now.kind == shmbus::Kind::Service).then(|| now.description.detail.clone()),
     }
 }
 
@@ -516,6 +521,7 @@ fn journal_row(
         }),
         history: history.clone(),
         schema: now.schema.as_deref().map(crate::schema::summary),
+        note: None,
     }
 }
 

@@ -180,15 +180,15 @@ fn draw_detail(frame: &mut Frame, row: &Row, area: Rect) {
         Layout::vertical([Constraint::Length(1), Constraint::Length(1), Constraint::Length(1), Constraint::Min(0)])
             .areas(inner);
     frame.render_widget(Paragraph::new(summary_line(row)), summary);
-    // The schema, when there is one, on the first line of the list's area.
-    let list = match &row.schema {
-        Some(schema) => {
+    // The schema and the kind's note, when there are, on the first lines of the list's area.
+    let mut list = list;
+    for (label, text) in [("schema", &row.schema), ("state", &row.note)] {
+        if let Some(text) = text {
             let [line, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(list);
-            frame.render_widget(Paragraph::new(format!("schema     {schema}")), line);
-            rest
+            frame.render_widget(Paragraph::new(format!("{label:<10} {text}")), line);
+            list = rest;
         }
-        None => list,
-    };
+    }
     let rate_label = if row.journal.is_some() { "appends/s" } else { "msg/s" };
     sparkline(frame, rate, rate_label, row.history.rate.iter().copied().collect(), |v| count(Some(v as f64)));
     // A 0 in the latency history is an interval without a sample.

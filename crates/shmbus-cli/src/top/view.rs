@@ -309,6 +309,7 @@ mod tests {
             journal: None,
             history: History::default(),
             schema: None,
+            note: None,
         }
     }
 

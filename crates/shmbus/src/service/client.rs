@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{CallError, ResponseRecvError, ResponseRecvTimeoutError, ResponseTryRecvError, ServiceTrySendError};
 use super::layout::ServiceLayout;
-use super::protocol::{self, Look, ABANDONED, DONE, FREE, PENDING, TAKEN};
+use super::protocol::{self, LaneCounts, Look, ABANDONED, DONE, FREE, PENDING, TAKEN};
 use super::shared::{taker_alive, Shared, View, ROLE_CLIENT};
 use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
@@ -393,6 +393,7 @@ impl Client {
         head.state.store(protocol::state(PENDING, id), Ordering::Release);
         v.mark_pending(self.lane * self.layout.in_flight + slot);
         v.header().requests.notify();
+        LaneCounts::bump(&v.lane(self.lane).counts.requests);
         self.local[slot].set(Local { id, ..Local::default() });
         self.counter.message(len);
         id
@@ -407,6 +408,7 @@ impl Client {
     }
 
     fn give_up(&self, slot: usize) {
+        LaneCounts::bump(&self.view().lane(self.lane).counts.given_up);
         let head = self.view().slot(self.lane, slot);
         for _ in 0..CAS_TRIES {
             let w = head.state.load(Ordering::Acquire);
@@ -467,6 +469,7 @@ impl Client {
                 Look::Finished { failed: true } => {
                     self.cursor.set(slot + 1);
                     self.settle(slot, false);
+                    LaneCounts::bump(&self.view().lane(self.lane).counts.failed);
                     return Some(Err(ResponseRecvError::Failed { request_id: l.id }));
                 }
                 Look::Nothing if protocol::tag(w) == TAKEN && ask && self.taker_gone(w) => {
@@ -480,6 +483,7 @@ impl Client {
                     if head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                         self.local[slot].set(Local::default());
                         self.counter.drops(1);
+                        LaneCounts::bump(&self.view().lane(self.lane).counts.server_gone);
                         return Some(Err(ResponseRecvError::ServerGone { request_id: l.id }));
                     }
                 }
@@ -530,6 +534,7 @@ impl Client {
             }
         }
         self.counter.received(got.len, 0);
+        LaneCounts::bump(&v.lane(self.lane).counts.responses);
         if got.last {
             self.update(got.slot, |l| l.last_read = true);
             self.settle(got.slot, false);

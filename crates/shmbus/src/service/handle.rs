@@ -139,10 +139,23 @@ impl crate::describe::KindInfo for ServiceKind {
                 ("requests_pending", st.pending.into()),
                 ("requests_in_flight", st.in_flight.into()),
                 ("requests_abandoned", st.abandoned.into()),
+                ("requests", st.requests.into()),
+                ("responses", st.responses.into()),
+                ("timeouts", st.timeouts.into()),
+                ("server_gone", st.server_gone.into()),
+                ("failed", st.failed.into()),
             ],
             detail: format!(
-                "servers {}/{}, clients {}/{}, requests {} pending, {} in flight, {} abandoned",
-                st.servers, st.max_servers, st.clients, st.max_clients, st.pending, st.in_flight, st.abandoned
+                "servers {}/{}, clients {}/{}, {} requests ({} pending, {} in flight), {} responses, {} timeouts",
+                st.servers,
+                st.max_servers,
+                st.clients,
+                st.max_clients,
+                st.requests,
+                st.pending,
+                st.in_flight,
+                st.responses,
+                st.timeouts
             ),
             ..Default::default()
         })

@@ -38,8 +38,8 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// Bytes of the service header: the request event and room to grow.
 pub(crate) const HEADER_SIZE: usize = 256;
-/// Bytes of a lane's head: the client's event words.
-pub(crate) const LANE_HEAD: usize = 64;
+/// Bytes of a lane's head: the client's event words, then its counters.
+pub(crate) const LANE_HEAD: usize = 128;
 /// Bytes of a slot's head ([`SlotHead`]).
 pub(crate) const SLOT_HEAD: usize = 192;
 /// Most response cells per slot.
@@ -130,15 +130,47 @@ pub(crate) struct SlotHead {
 
 const _: () = assert!(std::mem::size_of::<SlotHead>() == SLOT_HEAD);
 
-/// A lane's head: the event its client sleeps on for responses, and the one a server
-/// waiting for room in a full ring sleeps on.
+/// A lane's head: the event its client sleeps on for responses, the one a server waiting
+/// for room in a full ring sleeps on, and (on a line of their own) the lane's counters,
+/// which its clients write (one at a time: plain loads and stores) and keep across clients.
 #[repr(C)]
 pub(crate) struct LaneHead {
     /// Notified on every response written to the lane and every request finished.
     pub(crate) responses: EventWord,
     /// Notified when the client reads from a ring that was full.
     pub(crate) room: EventWord,
+    _pad: [u32; 14],
+    /// The lane's counters.
+    pub(crate) counts: LaneCounts,
 }
+
+/// What the clients of a lane have done, over the service's life (statistics: relaxed,
+/// never part of the protocol).
+#[repr(C)]
+pub(crate) struct LaneCounts {
+    /// Requests posted.
+    pub(crate) requests: AtomicU64,
+    /// Responses read (a stream's empty end included).
+    pub(crate) responses: AtomicU64,
+    /// Requests given up on: timed out or cancelled.
+    pub(crate) given_up: AtomicU64,
+    /// Requests whose server died holding them.
+    pub(crate) server_gone: AtomicU64,
+    /// Requests their server failed.
+    pub(crate) failed: AtomicU64,
+}
+
+/// Offsets of [`LaneCounts`]' words in a lane head, for status (loads only).
+pub(crate) const LANE_COUNTS: usize = 64;
+
+impl LaneCounts {
+    /// Adds one to `w` (only the lane's client writes it).
+    pub(crate) fn bump(w: &AtomicU64) {
+        w.store(w.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<LaneHead>() <= LANE_HEAD);
 
 /// The service header.
 #[repr(C)]

@@ -125,6 +125,16 @@ pub struct ServiceStatus {
     pub in_flight: u64,
     /// Requests whose client gave up (timed out or went away) while a server still held them.
     pub abandoned: u64,
+    /// Requests sent, over the service's life.
+    pub requests: u64,
+    /// Responses read by clients (a stream's empty end included), over the service's life.
+    pub responses: u64,
+    /// Requests their clients gave up on (a call that timed out, a cancel).
+    pub timeouts: u64,
+    /// Requests whose server died holding them (`ServerGone`).
+    pub server_gone: u64,
+    /// Requests their server failed.
+    pub failed: u64,
     /// The channel's schema (`None`: it has none).
     pub schema: Option<Arc<crate::Schema>>,
 }
@@ -146,10 +156,24 @@ fn count_slots<A: Access>(chan: &Channel<ServiceLayout, A>) -> (u64, u64, u64) {
     n
 }
 
+/// The lanes' counters, summed: requests, responses, given up, server gone, failed.
+fn sum_counts<A: Access>(chan: &Channel<ServiceLayout, A>) -> [u64; 5] {
+    let (area, l) = (chan.kind_area(), chan.layout());
+    let mut n = [0u64; 5];
+    for lane in 0..l.max_clients {
+        for (i, n) in n.iter_mut().enumerate() {
+            let w = area.u64_at(l.lane_offset(lane) + protocol::LANE_COUNTS + i * 8).load(Ordering::Relaxed);
+            *n = n.wrapping_add(w);
+        }
+    }
+    n
+}
+
 pub(super) fn status_of<A: Access>(chan: &Channel<ServiceLayout, A>) -> ServiceStatus {
     let l = chan.layout();
     let view: ParticipantView<'_> = chan.participant_view();
     let (pending, in_flight, abandoned) = count_slots(chan);
+    let [requests, responses, timeouts, server_gone, failed] = sum_counts(chan);
     ServiceStatus {
         max_servers: l.max_servers,
         max_clients: l.max_clients,
@@ -162,6 +186,11 @@ pub(super) fn status_of<A: Access>(chan: &Channel<ServiceLayout, A>) -> ServiceS
         pending,
         in_flight,
         abandoned,
+        requests,
+        responses,
+        timeouts,
+        server_gone,
+        failed,
         schema: chan.schema().cloned(),
     }
 }
