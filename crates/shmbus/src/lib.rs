@@ -1,6 +1,6 @@
 //! # shmbus
 //!
-//! Shared-memory messaging for Linux. Five channel kinds, one way to wait on any set of
+//! Shared-memory messaging for Linux. Six channel kinds, one way to wait on any set of
 //! them, and the guarantees that make them safe to run in robots and trading systems:
 //! no torn message, no hang when a peer is SIGKILLed, no trust in what shared memory holds.
 //!
@@ -39,6 +39,7 @@
 //! * [`queue`]: a bounded MPMC queue; each message goes to exactly one consumer.
 //! * [`stream`]: an SPSC ring of variable-size records over a double-mapped buffer.
 //! * [`pool`]: work dispatch to worker processes, handing the job back when all are busy.
+//! * [`service`]: request/response between clients and competing servers, responses in place.
 //! * [`journal`]: a persistent, replayable log in a directory, with durable named readers.
 //!
 //! Channels live in a [`Domain`]: a directory under `/dev/shm` (or `SHMBUS_ROOT`). Any set of
