@@ -90,8 +90,9 @@ enum Command {
 #[derive(Debug, Args)]
 struct PingpongArgs {
     /// floor, futex-floor, topic, topic-lossless (block topics, reliable subscribers), stream,
-    /// queue, journal, pipe, uds, tcp, redis-pubsub-tcp, redis-pubsub-uds, redis-stream-tcp or
-    /// redis-stream-uds.
+    /// queue, service (a round trip is one call), journal, pipe, uds, tcp, redis-pubsub-tcp,
+    /// redis-pubsub-uds, redis-stream-tcp or redis-stream-uds; built with the iceoryx2
+    /// feature, also iceoryx2 (publish-subscribe) and iceoryx2-rr (request-response).
     #[arg(long, value_name = "T")]
     transport: String,
     /// Message size in bytes.

@@ -4,10 +4,12 @@
 //! * **Head-to-head** (in this process, through the ping-pong driver, each run on the same
 //!   CPU pair): shmbus topic (spin and block, copy and touch) against Unix sockets, pipes,
 //!   loopback TCP, Redis pub/sub (TCP and Unix socket) and, built with the `iceoryx2` feature,
-//!   iceoryx2 publish-subscribe (spin; copy and touch), with the spin and futex floors as
+//!   iceoryx2 publish-subscribe (spin; copy and touch), and shmbus services (one call per
+//!   round trip) against iceoryx2's request-response, with the spin and futex floors as
 //!   the yardsticks, for 8 B, 1 KiB, 64 KiB, 1 MiB and 6 MiB. One-way latency = RTT/2.
 //! * **Redis streams** (TCP and Unix socket) at the same sizes, in their own table.
-//! * **Kinds**: every shmbus kind (topic, stream, queue, journal) at 64 B, spin and block.
+//! * **Kinds**: every shmbus kind (topic, stream, queue, service, journal) at 64 B, spin and
+//!   block (a service's round trip is one call).
 //! * **Demo**: `shmbus demo` (the `shmbus` binary next to this one) and the same
 //!   profile over Redis streams (`demo-redis --transport tcp|uds`), each with 6,220,800 B and
 //!   1,080 B images; summary.md gets one table per image size with a column per backend.
@@ -96,6 +98,14 @@ const CONTENDERS: &[Contender] = &[
     c("iceoryx2", Mode::Spin, Payload::Copy),
     #[cfg(feature = "iceoryx2")]
     c("iceoryx2", Mode::Spin, Payload::Touch),
+    // Request/response: one call per round trip, against iceoryx2's request-response.
+    c("service", Mode::Spin, Payload::Copy),
+    c("service", Mode::Spin, Payload::Touch),
+    c("service", Mode::Block, Payload::Copy),
+    #[cfg(feature = "iceoryx2")]
+    c("iceoryx2-rr", Mode::Spin, Payload::Copy),
+    #[cfg(feature = "iceoryx2")]
+    c("iceoryx2-rr", Mode::Spin, Payload::Touch),
     c("uds", Mode::Block, Payload::Copy),
     c("pipe", Mode::Block, Payload::Copy),
     c("tcp", Mode::Block, Payload::Copy),
@@ -108,7 +118,7 @@ const REDIS_STREAMS: &[Contender] =
     &[c("redis-stream-tcp", Mode::Block, Payload::Copy), c("redis-stream-uds", Mode::Block, Payload::Copy)];
 
 /// The kinds table: every shmbus kind at 64 B.
-const KINDS: &[&str] = &["topic", "stream", "queue", "journal"];
+const KINDS: &[&str] = &["topic", "stream", "queue", "service", "journal"];
 
 /// Recorded round trips for a size.
 fn iters_for(size: usize, quick: bool) -> u64 {

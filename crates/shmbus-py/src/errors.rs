@@ -38,6 +38,7 @@ const CLASSES: &[(&str, Option<&str>, Option<&str>, &str)] = &[
     ("InvalidConfig", Some("Error"), Some("ValueError"), "The configuration cannot work."),
     ("InvalidName", Some("Error"), Some("ValueError"), "The name is not a valid channel, domain or reader name."),
     ("Closed", Some("Error"), None, "The handle or endpoint was closed."),
+    ("RequestFailed", Some("Error"), None, "A service's server failed the request: it could not answer it."),
     ("BufferTooSmall", Some("Error"), Some("ValueError"), "The buffer given to `recv_into` cannot hold the next message (`.needed` bytes); the message is kept for the next receive."),
 ];
 

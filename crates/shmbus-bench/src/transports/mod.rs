@@ -24,6 +24,7 @@ pub mod journal;
 pub mod pipe;
 pub mod queue;
 pub mod redis;
+pub mod service;
 mod shm_lanes;
 pub mod shmbus_kinds;
 pub mod stream;
@@ -166,6 +167,7 @@ pub static ALL: &[&dyn Transport] = &[
     &topic::TopicTransport { lossless: true },
     &stream::StreamTransport,
     &queue::QueueTransport,
+    &service::ServiceTransport,
     &journal::JOURNAL,
     &pipe::Pipe,
     &uds::Uds,
@@ -176,6 +178,8 @@ pub static ALL: &[&dyn Transport] = &[
     &redis::STREAM_UDS,
     #[cfg(feature = "iceoryx2")]
     &iceoryx2::Iceoryx2,
+    #[cfg(feature = "iceoryx2")]
+    &iceoryx2::Iceoryx2Rr,
 ];
 
 /// The transport called `name`.

@@ -1,4 +1,4 @@
-"""Shared-memory messaging for Linux: topic, queue, stream, pool and journal.
+"""Shared-memory messaging for Linux: topic, queue, stream, pool, service and journal.
 
 Every kind is made with ``<Kind>.create_or_open(domain, name, **config)`` (a directory for
 the journal), opened with ``<Kind>.open(domain, name)``, and gives endpoints from the

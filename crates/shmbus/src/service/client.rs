@@ -266,7 +266,13 @@ impl Client {
     /// Requests sent and not over yet (the last response not read), including those given up
     /// on that a server still holds.
     pub fn in_flight(&self) -> usize {
-        self.local.iter().filter(|l| l.get().id != 0 && !l.get().last_read).count()
+        (0..self.layout.in_flight)
+            .filter(|&s| {
+                let l = self.local[s].get();
+                // One given up on counts until its server lets go (looked at now).
+                l.id != 0 && !l.last_read && !(l.given_up && self.settle(s, false))
+            })
+            .count()
     }
 
     /// Whether request `id` is in flight: sent, not given up on, its last response not read.

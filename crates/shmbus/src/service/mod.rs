@@ -56,7 +56,7 @@
 //! # Crash semantics
 //!
 //! * **A server is SIGKILLed mid-request**: a client waiting on a request that server held
-//!   gets [`ResponseRecvError::ServerGone`] within [`PEER`](crate::endpoint) (50 ms) plus one
+//!   gets [`ResponseRecvError::ServerGone`] within 50 ms (the peer check interval) plus one
 //!   `/proc` read, after the responses written before the death; its slot is free again. A
 //!   request no server had claimed stays pending and the next server (a restarted one)
 //!   answers it. A server's entry is reclaimed by the next server that needs one.
