@@ -56,7 +56,7 @@ fn control_words() -> Vec<(usize, usize)> {
     let k = KIND_OFFSET;
     // The request event, the pending bitmap's word.
     let mut w = vec![(k, 4), (k + 256, 8)];
-    let slot_stride = 192 + MAX_LEN.div_ceil(64) * 64 + DEPTH * MAX_LEN.div_ceil(64) * 64;
+    let slot_stride = 128 + MAX_LEN.div_ceil(64) * 64 + DEPTH * MAX_LEN.div_ceil(64) * 64;
     let lane_stride = 128 + IN_FLIGHT * slot_stride;
     for lane in 0..CLIENTS {
         // The lane's events and counters.
@@ -66,7 +66,7 @@ fn control_words() -> Vec<(usize, usize)> {
             // State, request length, request id, ring tail, ring head, cell lengths.
             let s = l + 128 + slot * slot_stride;
             w.extend([(s, 8), (s, 8), (s, 8), (s + 8, 8), (s + 16, 8), (s + 24, 8), (s + 64, 8)]);
-            w.extend((0..DEPTH).map(|c| (s + 128 + c * 8, 8)));
+            w.extend((0..DEPTH).map(|c| (s + 32 + c * 8, 8)));
         }
     }
     // Participant entries: owner word, start time, role.

@@ -539,7 +539,7 @@ impl Client {
                 v.lane(self.lane).room.notify();
             }
         }
-        self.counter.received(got.len, 0);
+        self.counter.message(got.len);
         LaneCounts::bump(&v.lane(self.lane).counts.responses);
         if got.last {
             self.update(got.slot, |l| l.last_read = true);

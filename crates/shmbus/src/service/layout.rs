@@ -86,7 +86,7 @@ impl ServiceConfig {
         self
     }
 
-    /// Responses to one request that may wait unread, 1..=8 (default 2): a server streaming
+    /// Responses to one request that may wait unread, 1..=4 (default 2): a server streaming
     /// faster than its client reads waits (within its own timeout) for room.
     pub fn response_depth(mut self, n: usize) -> Self {
         self.response_depth = Some(n);
@@ -284,7 +284,7 @@ mod tests {
             (1, 1000, "max_clients"),
             (2, 65, "max_in_flight"),
             (3, u64::MAX, "max_request_len"),
-            (5, 9, "response_depth"),
+            (5, 5, "response_depth"),
         ] {
             let mut p = ok;
             p[i] = bad;
@@ -293,7 +293,7 @@ mod tests {
         }
         assert!(ServiceLayout::new([64, 65, 1, 1, 1, 1]).unwrap_err().contains("max_servers + max_clients"));
         assert!(ServiceLayout::new([1, 100, 64, 1, 1, 1]).unwrap_err().contains("max_in_flight"));
-        let huge = ServiceLayout::new([1, 100, 40, MAX_MESSAGE_LEN as u64, MAX_MESSAGE_LEN as u64, 8]).unwrap_err();
+        let huge = ServiceLayout::new([1, 100, 40, MAX_MESSAGE_LEN as u64, MAX_MESSAGE_LEN as u64, 4]).unwrap_err();
         assert!(huge.contains("bytes of memory"), "{huge}");
     }
 

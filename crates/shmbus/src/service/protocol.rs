@@ -41,9 +41,9 @@ pub(crate) const HEADER_SIZE: usize = 256;
 /// Bytes of a lane's head: the client's event words, then its counters.
 pub(crate) const LANE_HEAD: usize = 128;
 /// Bytes of a slot's head ([`SlotHead`]).
-pub(crate) const SLOT_HEAD: usize = 192;
+pub(crate) const SLOT_HEAD: usize = 128;
 /// Most response cells per slot.
-pub(crate) const MAX_DEPTH: usize = 8;
+pub(crate) const MAX_DEPTH: usize = 4;
 
 /// A slot no request uses: its client may post one.
 pub(crate) const FREE: u64 = 0;
@@ -109,7 +109,9 @@ pub(crate) fn same_pid(field: u64, pid: u32) -> bool {
     field == pid as u64 & PID_MASK
 }
 
-/// The head of a request slot: its state, its request and its response ring.
+/// The head of a request slot: its state, its request and its response ring. The state
+/// and the cells' lengths share the first cache line: a client that finds its request
+/// answered has the response's length with the same miss.
 #[repr(C)]
 pub(crate) struct SlotHead {
     /// The state word (see the module docs).
@@ -120,12 +122,11 @@ pub(crate) struct SlotHead {
     pub(crate) req_id: AtomicU64,
     /// Responses the client has read.
     pub(crate) resp_tail: AtomicU64,
-    _pad0: [u64; 4],
-    /// Responses the server has written.
-    pub(crate) resp_head: AtomicU64,
-    _pad1: [u64; 7],
     /// Each cell's length, with [`LAST`] on the last response.
     pub(crate) resp_len: [AtomicU64; MAX_DEPTH],
+    /// Responses the server has written, on a line of its own.
+    pub(crate) resp_head: AtomicU64,
+    _pad: [u64; 7],
 }
 
 const _: () = assert!(std::mem::size_of::<SlotHead>() == SLOT_HEAD);

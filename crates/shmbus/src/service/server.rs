@@ -175,9 +175,12 @@ impl Server {
             Wait::Now => self.try_take().ok_or(Waited::Empty)?.map_err(Waited::Failed),
             wait => until(wait, |w| {
                 let event = &self.view().header().requests;
+                // The clock is read every CLOCK_EVERY polls that find nothing, not on each.
+                let polls = Cell::new(0u32);
                 let attempt = || {
                     self.try_take().or_else(|| {
-                        if self.rescan.due() {
+                        polls.set(polls.get().wrapping_add(1));
+                        if polls.get() % CLOCK_EVERY == 0 && self.rescan.due() {
                             self.rescan();
                             return self.try_take();
                         }
