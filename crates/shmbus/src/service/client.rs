@@ -447,7 +447,8 @@ impl Client {
         self.polls.set(polls);
         let ask = polls % CLOCK_EVERY == 0 && self.peer_check.due();
         for k in 0..n {
-            let slot = only.unwrap_or((start + k) % n);
+            // No division on the polling path: `start < n`, so one subtraction wraps.
+            let slot = only.unwrap_or(if start + k >= n { start + k - n } else { start + k });
             let l = self.local[slot].get();
             if l.id == 0 || l.given_up {
                 if only.is_some() {
@@ -465,15 +466,15 @@ impl Client {
             let got = |cell, len, last| Got { slot, id: l.id, cell, len, last };
             match look {
                 Look::Response { cell, len, last } => {
-                    self.cursor.set(slot + 1);
+                    self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
                     return Some(Ok(got(Some(cell), len, last)));
                 }
                 Look::Finished { failed: false } => {
-                    self.cursor.set(slot + 1);
+                    self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
                     return Some(Ok(got(None, 0, true)));
                 }
                 Look::Finished { failed: true } => {
-                    self.cursor.set(slot + 1);
+                    self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
                     self.settle(slot, false);
                     LaneCounts::bump(&self.view().lane(self.lane).counts.failed);
                     return Some(Err(ResponseRecvError::Failed { request_id: l.id }));

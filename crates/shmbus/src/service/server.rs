@@ -134,15 +134,21 @@ impl Server {
     fn try_take(&self) -> Option<Result<ActiveRequest, RequestRecvError>> {
         let v = self.view();
         let words = v.layout.bitmap_words();
-        let start = self.cursor.get() % (words * 64);
+        // No division on this path (it runs on every poll): the cursor stays below
+        // `words * 64`, and word indices wrap by one subtraction.
+        let start = self.cursor.get();
+        let (first, off) = (start >> 6, (start & 63) as u32);
         for k in 0..=words {
-            let wi = (start / 64 + k) % words;
+            let mut wi = first + k;
+            if wi >= words {
+                wi -= words;
+            }
             let bits = v.bitmap(wi).load(Ordering::Acquire);
             // Round-robin inside the word too, from the cursor's bit on the first word.
-            let off = if k == 0 { (start % 64) as u32 } else { 0 };
+            let off = if k == 0 { off } else { 0 };
             let mut rot = bits.rotate_right(off);
             while rot != 0 {
-                let b = (rot.trailing_zeros() + off) % 64;
+                let b = (rot.trailing_zeros() + off) & 63;
                 rot &= rot - 1;
                 let index = wi * 64 + b as usize;
                 if index >= v.layout.slots() {
@@ -150,7 +156,7 @@ impl Server {
                     continue;
                 }
                 if let Some(r) = self.claim(index) {
-                    self.cursor.set(index + 1);
+                    self.cursor.set(if index + 1 == words * 64 { 0 } else { index + 1 });
                     return Some(r);
                 }
             }
