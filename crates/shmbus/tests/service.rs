@@ -428,3 +428,46 @@ fn a_client_killed_with_requests_in_flight_leaks_nothing_on_the_server() {
     let e: ResponseRecvError = client.recv_response().unwrap_err();
     assert_eq!(e, ResponseRecvError::NoneInFlight);
 }
+
+#[cfg(feature = "tokio")]
+#[test]
+fn calls_and_requests_are_awaited_and_a_dropped_call_gives_its_request_up() {
+    use shmbus::r#async::AsyncRecv;
+    if child_role().is_some() {
+        return;
+    }
+    let rt = || tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let s = Scratch::new("svc-async");
+    let d = s.domain("t");
+    let svc = service(&d, &ServiceConfig::default());
+    let mut server = svc.server().unwrap();
+    let t = std::thread::spawn(move || {
+        rt().block_on(async {
+            for _ in 0..20 {
+                let req = tokio::time::timeout(LONG, server.recv_async()).await.unwrap().unwrap();
+                let a = answer(req.data());
+                req.respond_last(&a).unwrap();
+            }
+            server
+        })
+    });
+    let mut client = svc.client().unwrap();
+    rt().block_on(async {
+        for i in 0..20u32 {
+            let req = format!("async {i}");
+            let call = client.call_async(req.as_bytes()).unwrap();
+            let resp = tokio::time::timeout(LONG, call).await.unwrap().unwrap();
+            assert_eq!(resp, answer(req.as_bytes()));
+        }
+    });
+    let mut server = t.join().unwrap();
+    // A call dropped by its timeout gives its request up: no server took it, so it is
+    // withdrawn.
+    rt().block_on(async {
+        let call = client.call_async(b"too slow").unwrap();
+        assert!(tokio::time::timeout(Duration::from_millis(20), call).await.is_err());
+    });
+    assert!(matches!(server.try_recv(), Err(RequestTryRecvError::Empty)));
+    assert_eq!(client.in_flight(), 0);
+    assert_eq!(Service::status(&d, "svc").unwrap().timeouts, 1);
+}

@@ -75,7 +75,9 @@ mod sealed {
 
 /// A receiving endpoint that can be awaited: [`Subscriber`](crate::Subscriber) (and
 /// `&Subscriber`), [`Consumer`](crate::Consumer), [`StreamReader`](crate::StreamReader),
-/// [`Worker`](crate::Worker) and [`Tailer`](crate::Tailer), and their typed receivers
+/// [`Worker`](crate::Worker), [`Tailer`](crate::Tailer), a service's
+/// [`Server`](crate::Server) (its requests) and [`Client`](crate::Client) (its responses;
+/// [`Client::call_async`](crate::Client::call_async) awaits one call), and their typed receivers
 /// ([`TypedSubscriber<T>`](crate::TypedSubscriber), …), whose items are the typed `try_recv`'s.
 pub trait AsyncRecv: Waitable + Sized + sealed::Sealed {
     /// What a receive returns (the owned item of the blocking `recv`).

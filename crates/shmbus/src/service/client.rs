@@ -663,6 +663,99 @@ impl Client {
     }
 }
 
+impl crate::endpoint::forms::sealed::Sealed for Client {}
+
+/// A client's receive is its responses' ([`Client::recv_response_with`]): the iterators and
+/// the async receive (`recv_async`, feature `tokio`) are made from it.
+impl crate::endpoint::receive::Receive for Client {
+    type Item = Response;
+    type Error = ResponseRecvError;
+
+    fn recv_with(&mut self, wait: Wait) -> Result<Response, Waited<ResponseRecvError>> {
+        self.recv_response_with(wait)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Client {
+    /// [`call`](Self::call) awaited, without a thread waiting: sends `request` and resolves
+    /// to its first response's bytes (the request is given up after it if it was not the
+    /// last). No timeout of its own: wrap it in one (`tokio::time::timeout`); a call future
+    /// dropped before it resolves gives its request up, so a late response is dropped.
+    /// While other requests of this client are in flight with responses unread, it polls
+    /// instead of sleeping: read those first.
+    pub fn call_async(&mut self, request: &[u8]) -> Result<CallAsync<'_>, CallError> {
+        let id = self.try_send_request(request)?;
+        Ok(CallAsync { client: self, id, state: crate::r#async::WaitState::default(), done: false })
+    }
+}
+
+/// The future of [`Client::call_async`].
+#[cfg(feature = "tokio")]
+#[must_use = "futures do nothing unless awaited; dropped, the request is given up"]
+pub struct CallAsync<'a> {
+    client: &'a mut Client,
+    id: u64,
+    state: crate::r#async::WaitState,
+    done: bool,
+}
+
+#[cfg(feature = "tokio")]
+impl std::fmt::Debug for CallAsync<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallAsync").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl CallAsync<'_> {
+    /// The id of the request this call sent.
+    pub fn request_id(&self) -> u64 {
+        self.id
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl std::future::Future for CallAsync<'_> {
+    type Output = Result<Vec<u8>, CallError>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        loop {
+            let r = this.client.recv_response_for_with(this.id, Wait::Now).map(|r| (r.to_vec(), r.is_last()));
+            match r {
+                Ok((data, last)) => {
+                    this.done = true;
+                    if !last {
+                        this.client.cancel(this.id);
+                    }
+                    return Poll::Ready(Ok(data));
+                }
+                Err(Waited::Failed(e)) => {
+                    this.done = true;
+                    return Poll::Ready(Err(CallError::Recv(e)));
+                }
+                Err(Waited::Empty | Waited::TimedOut) => {}
+            }
+            match this.state.poll(&[&*this.client], cx) {
+                // Ready (something to read, maybe another request's): look again.
+                Poll::Ready(_) => continue,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Drop for CallAsync<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.client.cancel(self.id);
+        }
+    }
+}
+
 impl Waitable for Client {
     /// The lane's response event: notified on every response to this client and every
     /// request of it finished.

@@ -81,6 +81,8 @@ mod protocol;
 mod server;
 mod shared;
 
+#[cfg(feature = "tokio")]
+pub use client::CallAsync;
 pub use client::{Client, RequestLoan, Response, ResponseRef};
 pub use error::{
     CallError, RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError, ResponseRecvError,

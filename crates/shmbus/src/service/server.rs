@@ -209,6 +209,19 @@ impl Server {
     }
 }
 
+impl crate::endpoint::forms::sealed::Sealed for Server {}
+
+/// A server's receive is its requests' ([`Server::recv_with`]): the iterators and the async
+/// receive (`recv_async`, feature `tokio`) are made from it.
+impl crate::endpoint::receive::Receive for Server {
+    type Item = ActiveRequest;
+    type Error = RequestRecvError;
+
+    fn recv_with(&mut self, wait: Wait) -> Result<ActiveRequest, Waited<RequestRecvError>> {
+        Server::recv_with(self, wait)
+    }
+}
+
 impl Waitable for Server {
     /// The service's request event: notified on every request posted.
     fn wait_handle(&self) -> WaitHandle<'_> {
