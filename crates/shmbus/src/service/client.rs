@@ -196,12 +196,13 @@ fn clean_lane(v: View<'_>, lane: usize) {
                 _ => 0, // a state no slot can be in: a hostile write
             };
             if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                if protocol::tag(w) == PENDING {
-                    v.clear_pending(lane * v.layout.in_flight + slot);
-                }
                 break;
             }
         }
+    }
+    // The lane's client is gone: servers stop looking at its slots.
+    for slot in 0..v.layout.in_flight {
+        v.clear_pending(lane * v.layout.in_flight + slot);
     }
 }
 
@@ -312,13 +313,7 @@ impl Client {
         let w = head.state.load(Ordering::Acquire);
         let free = match protocol::tag(w) {
             FREE => true,
-            DONE | PENDING => {
-                let ok = head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok();
-                if ok && protocol::tag(w) == PENDING {
-                    self.view().clear_pending(self.lane * self.layout.in_flight + slot);
-                }
-                ok
-            }
+            DONE | PENDING => head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok(),
             TAKEN | ABANDONED => {
                 ask && self.taker_gone(w)
                     && head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok()
@@ -397,6 +392,8 @@ impl Client {
         head.resp_head.store(0, Ordering::Relaxed);
         head.resp_tail.store(0, Ordering::Relaxed);
         head.state.store(protocol::state(PENDING, id), Ordering::Release);
+        // The slot's bit stays set while this client holds the lane (servers look at the
+        // slot's state, which says whether a request is there): set once, not per request.
         v.mark_pending(self.lane * self.layout.in_flight + slot);
         v.header().requests.notify();
         LaneCounts::bump(&v.lane(self.lane).counts.requests);
@@ -424,9 +421,6 @@ impl Client {
                 _ => break,
             };
             if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                if protocol::tag(w) == PENDING {
-                    self.view().clear_pending(self.lane * self.layout.in_flight + slot);
-                }
                 if to == FREE {
                     self.local[slot].set(Local::default());
                     return;

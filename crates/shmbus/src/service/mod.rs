@@ -43,9 +43,10 @@
 //! with `ABANDONED` for a request its client gave up on while a server held it; the word
 //! names the taker (its participant entry and pid) and the request's number, so a client
 //! can tell whether the server answering it lives and no stale CAS lands on a newer request.
-//! A client posts a request by writing it into a free slot of its lane, storing PENDING
-//! (Release) and setting the slot's bit in a pending bitmap; servers scan the bitmap
-//! (round-robin), claim a slot with one CAS and read the request in place. Responses go
+//! A client posts a request by writing it into a free slot of its lane and storing PENDING
+//! (Release); the slot's bit in a bitmap, set on its first request, tells servers where to
+//! look. Servers scan the set bits (round-robin), claim a PENDING slot with one CAS and read
+//! the request in place. Responses go
 //! through the slot's ring: the server writes cell `head % depth`, then the head (Release);
 //! the client reads in place and moves the tail. See `protocol.rs`.
 //!
@@ -70,7 +71,7 @@
 //!   as above, for that request.
 //! * **Hostile memory**: a state, length or ring position a slot cannot hold is reported
 //!   once ([`ResponseRecvError::Corrupt`], [`RequestRecvError::Corrupt`]) and the slot
-//!   repaired; a cleared pending bit delays a request by at most 100 ms (servers that find
+//!   repaired; a cleared bit delays a request by at most 100 ms (servers that find
 //!   nothing look at every slot that often); every wait is bounded by its caller's.
 
 mod client;

@@ -26,12 +26,14 @@
 //!
 //! # Finding requests
 //!
-//! A client sets its slot's bit in the pending bitmap after posting; servers scan the bitmap,
-//! claim a slot by CAS and clear its bit. The bit is only a hint: the state word decides. A
-//! server that dies between its claim and the clear leaves a stale bit, which the others skip
-//! (their CAS fails) and the client clears when it takes its slot back; a server waiting
-//! long also scans every slot, so a bit lost to a hostile write delays a request, never
-//! strands it.
+//! Each slot has a bit in a bitmap: set by its client the first time it posts there, and
+//! kept while that client holds the lane (cleared when the lane is cleaned, the client gone).
+//! A server scans the set bits and looks at those slots' state words; it claims a PENDING
+//! one by CAS. The bit is only where to look, the state word decides: a ping-pong client's
+//! bit is set once, so its server's poll reads the slot's state line directly (one cache
+//! miss to see a request, not two), and no one writes the bitmap per request. A server
+//! waiting long also scans every slot and sets the bit of a PENDING one without it, so a bit
+//! lost to a hostile write delays a request, never strands it.
 
 use crate::event::EventWord;
 use crate::sync::{AtomicU64, Ordering};

@@ -101,7 +101,6 @@ impl Server {
         if head.state.compare_exchange(w, mine, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return None;
         }
-        v.clear_pending(index);
         let len = head.req_len.load(Ordering::Relaxed);
         let id = head.req_id.load(Ordering::Relaxed);
         let mut req = ActiveRequest {
@@ -229,10 +228,23 @@ impl Waitable for Server {
     }
 
     /// Some request is pending (another server may claim it first: `try_recv` then finds
-    /// nothing).
+    /// nothing): a slot whose bit is set holds a PENDING state.
     fn is_ready(&self) -> bool {
         let v = self.view();
-        (0..v.layout.bitmap_words()).any(|i| v.bitmap(i).load(Ordering::Acquire) != 0)
+        (0..v.layout.bitmap_words()).any(|i| {
+            let mut bits = v.bitmap(i).load(Ordering::Acquire);
+            while bits != 0 {
+                let index = i * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if index < v.layout.slots() {
+                    let (lane, slot) = (index / v.layout.in_flight, index % v.layout.in_flight);
+                    if protocol::tag(v.slot(lane, slot).state.load(Ordering::Acquire)) == PENDING {
+                        return true;
+                    }
+                }
+            }
+            false
+        })
     }
 
     fn recheck_interval(&self) -> Option<Duration> {

@@ -77,12 +77,15 @@ impl<'a> View<'a> {
         }
     }
 
-    /// Sets slot `index`'s pending bit.
+    /// Sets slot `index`'s bit, unless it is set (then no store: the line stays shared).
     pub(super) fn mark_pending(&self, index: usize) {
-        self.bitmap(index / 64).fetch_or(1 << (index % 64), Ordering::Release);
+        let (word, bit) = (self.bitmap(index / 64), 1u64 << (index % 64));
+        if word.load(Ordering::Relaxed) & bit == 0 {
+            word.fetch_or(bit, Ordering::Release);
+        }
     }
 
-    /// Clears slot `index`'s pending bit.
+    /// Clears slot `index`'s bit.
     pub(super) fn clear_pending(&self, index: usize) {
         self.bitmap(index / 64).fetch_and(!(1 << (index % 64)), Ordering::Relaxed);
     }
