@@ -55,6 +55,9 @@
 // A journal's appender. Never waits: the log grows.
 typedef struct shmbus_appender shmbus_appender;
 
+// A client of a service: sends requests, reads the responses to them.
+typedef struct shmbus_client shmbus_client;
+
 // A queue's consumer.
 typedef struct shmbus_consumer shmbus_consumer;
 
@@ -111,11 +114,26 @@ typedef struct shmbus_queue_config shmbus_queue_config;
 // `SHMBUS_BUSY`.
 typedef struct shmbus_record shmbus_record;
 
+// A request a server took: its bytes, and its answer. Owned by the caller; may be answered
+// on another thread. Freeing it unfinished ends it (its client reads an empty last
+// response).
+typedef struct shmbus_request shmbus_request;
+
 // A message read in place (zero-copy) by `shmbus_subscriber_*_recv_ref`: pinned in shared
 // memory, so no publisher overwrites it until `shmbus_sample_release`. Several may be out at
 // once (up to the subscriber's pin budget, 2 by default). On a topic of slots up to 40 bytes
 // a sample is a copy instead (the same calls; it pins nothing and is not in the budget).
 typedef struct shmbus_sample shmbus_sample;
+
+// A server of a service: takes requests (competing with the other servers).
+typedef struct shmbus_server shmbus_server;
+
+// An open service. Endpoints made from it do not borrow it.
+typedef struct shmbus_service shmbus_service;
+
+// Settings for `shmbus_service_create_or_open` (unset values: as the existing service, or
+// the defaults when created).
+typedef struct shmbus_service_config shmbus_service_config;
 
 // An open stream. Endpoints made from it do not borrow it.
 typedef struct shmbus_stream shmbus_stream;
@@ -245,6 +263,42 @@ typedef struct shmbus_queue_status_info {
   // Messages lost with dead consumers.
   uint64_t lost;
 } shmbus_queue_status_info;
+
+// A snapshot of a service (`shmbus_service_status`).
+typedef struct shmbus_service_status_info {
+  // Most servers.
+  uint64_t max_servers;
+  // Most clients.
+  uint64_t max_clients;
+  // Most requests one client has in flight.
+  uint64_t max_in_flight;
+  // Largest request in bytes.
+  uint64_t max_request_len;
+  // Largest response in bytes.
+  uint64_t max_response_len;
+  // Responses to one request that may wait unread.
+  uint64_t response_depth;
+  // Live servers.
+  uint64_t servers;
+  // Live clients.
+  uint64_t clients;
+  // Requests waiting for a server now.
+  uint64_t pending;
+  // Requests a server is answering now.
+  uint64_t in_flight;
+  // Requests given up on while a server holds them.
+  uint64_t abandoned;
+  // Requests sent, over the service's life.
+  uint64_t requests;
+  // Responses read, over the service's life.
+  uint64_t responses;
+  // Requests their clients gave up on (timed out, cancelled).
+  uint64_t timeouts;
+  // Requests whose server died holding them.
+  uint64_t server_gone;
+  // Requests their server failed.
+  uint64_t failed;
+} shmbus_service_status_info;
 
 // A snapshot of a stream (`shmbus_stream_status`).
 typedef struct shmbus_stream_status_info {
@@ -378,6 +432,9 @@ typedef struct shmbus_topic_status_info {
 // The channel carries another schema than the config set (or none): open it with the same
 // schema or with none. The message names both.
 #define SHMBUS_SCHEMA_MISMATCH (-27)
+
+// A service's server failed the request (it could not answer it).
+#define SHMBUS_FAILED (-28)
 
 // A Rust panic was caught at the boundary (a bug in shmbus: please report the message).
 #define SHMBUS_PANIC (-98)
@@ -1322,6 +1379,242 @@ shmbus_status shmbus_consumer_set_wait_policy(struct shmbus_consumer *consumer,
 // # Safety
 // `consumer` NULL or live, not used again.
 void shmbus_consumer_free(struct shmbus_consumer *consumer);
+
+// Makes a service config with nothing set.
+//
+// # Safety
+// `out` is NULL or valid for a write.
+shmbus_status shmbus_service_config_new(struct shmbus_service_config **out);
+
+// Frees a service config (NULL: nothing).
+//
+// # Safety
+// `config` is NULL or live, not used again.
+void shmbus_service_config_free(struct shmbus_service_config *config);
+
+// Sets the most servers (default 4; with the clients at most 128).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_service_config_set_max_servers(struct shmbus_service_config *config,
+                                                    size_t n);
+
+// Sets the most clients (default 16).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_service_config_set_max_clients(struct shmbus_service_config *config,
+                                                    size_t n);
+
+// Sets the most requests one client has in flight, 1 to 64 (default 4).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_service_config_set_max_in_flight(struct shmbus_service_config *config,
+                                                      size_t n);
+
+// Sets the largest request, in bytes (default 4096).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_service_config_set_max_request_len(struct shmbus_service_config *config,
+                                                        size_t len);
+
+// Sets the largest response, in bytes (default 4096).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_service_config_set_max_response_len(struct shmbus_service_config *config,
+                                                         size_t len);
+
+// Sets the responses to one request that may wait unread, 1 to 4 (default 2).
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_service_config_set_response_depth(struct shmbus_service_config *config,
+                                                       size_t n);
+
+// Sets the file mode of a created service.
+//
+// # Safety
+// `config` is NULL or live.
+shmbus_status shmbus_service_config_set_mode(struct shmbus_service_config *config,
+                                             uint32_t mode);
+
+// Opens service `name` in `domain`, creating it with `config` (NULL: defaults) if it does
+// not exist. Codes as `shmbus_topic_create_or_open`.
+//
+// # Safety
+// `domain`, `config` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_service_create_or_open(const struct shmbus_domain *domain,
+                                            const char *name,
+                                            const struct shmbus_service_config *config,
+                                            struct shmbus_service **out);
+
+// Opens the existing service `name` (`SHMBUS_NOT_FOUND` if there is none).
+//
+// # Safety
+// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_service_open(const struct shmbus_domain *domain,
+                                  const char *name,
+                                  struct shmbus_service **out);
+
+// Reads the state of service `name` (read permission suffices).
+//
+// # Safety
+// `domain` NULL or live; `name` NUL-terminated; `out` valid for a write.
+shmbus_status shmbus_service_status(const struct shmbus_domain *domain,
+                                    const char *name,
+                                    struct shmbus_service_status_info *out);
+
+// Frees a service handle (NULL: nothing). Its endpoints stay usable.
+//
+// # Safety
+// `service` NULL or live, not used again.
+void shmbus_service_free(struct shmbus_service *service);
+
+// Joins the service as a client (`SHMBUS_TOO_MANY_PARTICIPANTS` when every lane is held).
+//
+// # Safety
+// `service` NULL or live; `out` valid for a write.
+shmbus_status shmbus_service_client(const struct shmbus_service *service,
+                                    struct shmbus_client **out);
+
+// Joins the service as a server.
+//
+// # Safety
+// `service` NULL or live; `out` valid for a write.
+shmbus_status shmbus_service_server(const struct shmbus_service *service,
+                                    struct shmbus_server **out);
+
+// Frees a client (NULL: nothing); its requests in flight are given up.
+//
+// # Safety
+// `client` NULL or live, not used again.
+void shmbus_client_free(struct shmbus_client *client);
+
+// Sends `len` bytes at `data` as a request, without waiting; its id goes to `*id_out`
+// (NULL: not wanted). `SHMBUS_FULL`: `max_in_flight` requests unanswered;
+// `SHMBUS_NO_WORKERS`: no server; `SHMBUS_TOO_LARGE`. Nothing was sent on an error.
+//
+// # Safety
+// `client` NULL or live; `data` valid for `len` bytes; `id_out` NULL or valid.
+shmbus_status shmbus_client_try_send_request(struct shmbus_client *client,
+                                             const void *data,
+                                             size_t len,
+                                             uint64_t *id_out);
+
+// Receives the next response to any request in flight, waiting up to `timeout_ns`
+// (`UINT64_MAX`: for ever; 0: not at all, `SHMBUS_EMPTY`), copying it into `buf` (`cap`
+// bytes), its length to `*len_out`, its request's id to `*id_out` and 1 to `*last_out` if it
+// is that request's last (each NULL but `len_out`: not wanted). `SHMBUS_TIMEOUT`;
+// `SHMBUS_DISCONNECTED`: the server answering it died; `SHMBUS_FAILED`: the server failed
+// it; `SHMBUS_EMPTY` also when nothing is in flight. A response larger than `cap` is
+// `SHMBUS_BUFFER_TOO_SMALL` (its length in `*len_out`), kept for the next receive.
+//
+// # Safety
+// `client` NULL or live; `buf` valid for `cap` bytes; `len_out` valid; the others NULL or
+// valid.
+shmbus_status shmbus_client_recv_response(struct shmbus_client *client,
+                                          void *buf,
+                                          size_t cap,
+                                          size_t *len_out,
+                                          uint64_t *id_out,
+                                          uint32_t *last_out,
+                                          uint64_t timeout_ns);
+
+// Sends `len` bytes at `data` and waits up to `timeout_ns` (`UINT64_MAX`: for ever) for the
+// response, copied into `buf` (`cap` bytes) with its length in `*len_out`: one round trip.
+// Refused as `shmbus_client_try_send_request` (nothing sent). `SHMBUS_TIMEOUT` gives the
+// request up (a late response is dropped); `SHMBUS_DISCONNECTED`: the server died;
+// `SHMBUS_FAILED`: it failed the request; `SHMBUS_BUFFER_TOO_SMALL`: the response did not
+// fit (its length in `*len_out`) and is given up.
+//
+// # Safety
+// `client` NULL or live; `data` valid for `len` bytes; `buf` valid for `cap` bytes; `len_out`
+// valid.
+shmbus_status shmbus_client_call(struct shmbus_client *client,
+                                 const void *data,
+                                 size_t len,
+                                 void *buf,
+                                 size_t cap,
+                                 size_t *len_out,
+                                 uint64_t timeout_ns);
+
+// Gives request `id` up: a response that comes later is dropped. `SHMBUS_OK` if it was in
+// flight, `SHMBUS_NOT_FOUND` if not.
+//
+// # Safety
+// `client` NULL or live.
+shmbus_status shmbus_client_cancel(struct shmbus_client *client,
+                                   uint64_t id);
+
+// Requests of this client in flight (0 for NULL).
+//
+// # Safety
+// `client` NULL or live.
+size_t shmbus_client_in_flight(const struct shmbus_client *client);
+
+// Frees a server (NULL: nothing). Requests it took and has not finished keep its place
+// until they are freed.
+//
+// # Safety
+// `server` NULL or live, not used again.
+void shmbus_server_free(struct shmbus_server *server);
+
+// Takes the next request, waiting up to `timeout_ns` (`UINT64_MAX`: for ever; 0: not at
+// all, `SHMBUS_EMPTY`), into `*out` (a `shmbus_request` to answer and free).
+// `SHMBUS_TIMEOUT`; `SHMBUS_CORRUPT`: a request too large for the service (finished
+// unanswered).
+//
+// # Safety
+// `server` NULL or live; `out` valid for a write.
+shmbus_status shmbus_server_recv(struct shmbus_server *server,
+                                 struct shmbus_request **out,
+                                 uint64_t timeout_ns);
+
+// The request's bytes, in the client's slot (no copy), to `*data` and `*len`: valid until
+// the request is freed.
+//
+// # Safety
+// `request` NULL or live; `data` and `len` valid for writes.
+shmbus_status shmbus_request_data(const struct shmbus_request *request,
+                                  const uint8_t **data,
+                                  size_t *len);
+
+// The request's id, as its client numbered it (0 for NULL or a finished request).
+//
+// # Safety
+// `request` NULL or live.
+uint64_t shmbus_request_id(const struct shmbus_request *request);
+
+// Sends `len` bytes at `data` as a response to `request`, the last one if `last` is not 0
+// (the request is then finished: free it). Waits up to `timeout_ns` (`UINT64_MAX`: for
+// ever) while the client has `response_depth` responses unread (`SHMBUS_FULL` after).
+// `SHMBUS_DISCONNECTED`: the client gave up or died, the response was dropped and the
+// request is finished; `SHMBUS_TOO_LARGE`; `SHMBUS_INVALID_ARGUMENT`: already finished.
+//
+// # Safety
+// `request` NULL or live; `data` valid for `len` bytes.
+shmbus_status shmbus_request_respond(struct shmbus_request *request,
+                                     const void *data,
+                                     size_t len,
+                                     uint32_t last,
+                                     uint64_t timeout_ns);
+
+// Finishes `request` as failed: its client gets `SHMBUS_FAILED`.
+// `SHMBUS_INVALID_ARGUMENT` if it was already finished.
+//
+// # Safety
+// `request` NULL or live.
+shmbus_status shmbus_request_fail(struct shmbus_request *request);
+
+// Frees a request (NULL: nothing); one not finished is ended: its client reads an empty
+// last response.
+//
+// # Safety
+// `request` NULL or live, not used again.
+void shmbus_request_free(struct shmbus_request *request);
 
 // The message of the last call that failed on this thread, as a NUL-terminated UTF-8
 // string; "" if none has failed. Owned by the library: valid until the next failing call on

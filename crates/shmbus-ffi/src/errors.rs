@@ -36,6 +36,7 @@ fn status(kind: ErrorKind) -> shmbus_status {
         ErrorKind::Busy => SHMBUS_BUSY,
         // A C handle is never closed under its holder: freeing it while items are out defers.
         ErrorKind::Closed => SHMBUS_INVALID_ARGUMENT,
+        ErrorKind::Failed => SHMBUS_FAILED,
         ErrorKind::TooManyParticipants => SHMBUS_TOO_MANY_PARTICIPANTS,
         ErrorKind::LayoutMismatch => SHMBUS_LAYOUT_MISMATCH,
         ErrorKind::TypeMismatch => SHMBUS_TYPE_MISMATCH,

@@ -75,6 +75,8 @@ pub const SHMBUS_EVICTED: shmbus_status = -26;
 /// The channel carries another schema than the config set (or none): open it with the same
 /// schema or with none. The message names both.
 pub const SHMBUS_SCHEMA_MISMATCH: shmbus_status = -27;
+/// A service's server failed the request (it could not answer it).
+pub const SHMBUS_FAILED: shmbus_status = -28;
 /// A Rust panic was caught at the boundary (a bug in shmbus: please report the message).
 pub const SHMBUS_PANIC: shmbus_status = -98;
 /// An error this version of the C ABI does not name; the message says what it is.
@@ -272,6 +274,7 @@ fn status_name(code: shmbus_status) -> &'static CStr {
         SHMBUS_DAMAGED => c"SHMBUS_DAMAGED",
         SHMBUS_EVICTED => c"SHMBUS_EVICTED",
         SHMBUS_SCHEMA_MISMATCH => c"SHMBUS_SCHEMA_MISMATCH",
+        SHMBUS_FAILED => c"SHMBUS_FAILED",
         SHMBUS_PANIC => c"SHMBUS_PANIC",
         _ => c"SHMBUS_UNKNOWN",
     }

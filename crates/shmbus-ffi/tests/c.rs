@@ -133,6 +133,16 @@ fn pool_sanitized() {
 }
 
 #[test]
+fn service() {
+    run_c_test("service", Build::Plain);
+}
+
+#[test]
+fn service_sanitized() {
+    run_c_test("service", Build::Sanitized);
+}
+
+#[test]
 fn journal() {
     run_c_test("journal", Build::Plain);
 }

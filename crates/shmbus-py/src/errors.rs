@@ -63,6 +63,7 @@ fn class_of(kind: ErrorKind) -> &'static str {
         ErrorKind::PermissionDenied | ErrorKind::Untrusted => "PermissionDenied",
         ErrorKind::Busy => "Busy",
         ErrorKind::Closed => "Closed",
+        ErrorKind::Failed => "RequestFailed",
         ErrorKind::TooManyParticipants => "TooManyParticipants",
         ErrorKind::LayoutMismatch => "LayoutMismatch",
         ErrorKind::TypeMismatch => "TypeMismatch",

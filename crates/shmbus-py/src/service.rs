@@ -20,9 +20,9 @@ fn parts(r: shmbus::service::Response) -> (u64, Vec<u8>, bool) {
     (id, r.into_data(), last)
 }
 
-/// A service failure: a request its server failed is `RequestFailed`, not `Closed`.
+/// A service failure, as its exception.
 fn fail<E: shmbus::Failure>(e: E) -> Fail {
-    Fail::of(e).narrowed("Closed", "RequestFailed")
+    Fail::of(e)
 }
 
 /// A service. Make one with `Service.create_or_open` or `Service.open`; endpoints come from

@@ -85,6 +85,8 @@ pub enum ErrorKind {
     Busy,
     /// The endpoint was closed by its owner ([`Lender::close`](crate::lend::Lender::close)).
     Closed,
+    /// A service's server failed the request: it could not answer it.
+    Failed,
     /// Every participant entry of the channel is in use.
     TooManyParticipants,
     /// The channel exists with another layout than requested.
@@ -131,6 +133,7 @@ impl ErrorKind {
             Incompatible => "incompatible",
             Busy => "busy",
             Closed => "closed",
+            Failed => "failed",
             TooManyParticipants => "too_many_participants",
             LayoutMismatch => "layout_mismatch",
             TypeMismatch => "type_mismatch",

@@ -117,6 +117,12 @@ impl ResponseRef<'_> {
     pub fn is_last(&self) -> bool {
         self.got.last
     }
+
+    /// Leaves the response unread: the next receive returns it again (for a caller whose
+    /// buffer turned out too small for it).
+    pub fn unread(self) {
+        std::mem::forget(self);
+    }
 }
 
 impl std::ops::Deref for ResponseRef<'_> {

@@ -103,7 +103,7 @@ error_family! {
         Failed {
             /// The request's id.
             request_id: u64,
-        } => [ErrorKind::Closed] ("the server failed request {request_id}: it could not answer it"),
+        } => [ErrorKind::Failed] ("the server failed request {request_id}: it could not answer it"),
         /// A request slot holds something impossible (corrupt segment or misbehaving peer);
         /// the request is given up and its slot repaired.
         Corrupt(c: Corrupt) => [ErrorKind::Corrupt] ("{c}"),
