@@ -4,7 +4,9 @@ use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use shmbus::service::{ActiveRequest, RespondError, ResponseRecvTimeoutError, Service, ServiceConfig};
+use shmbus::service::{
+    ActiveRequest, RequestRecvTimeoutError, RespondError, ResponseRecvTimeoutError, Service, ServiceConfig,
+};
 use shmbus::{Client, Server};
 
 use crate::block::{blocking, timeout_arg, Bytes};
@@ -12,6 +14,7 @@ use crate::cell::Cell;
 use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
 use crate::methods::{closing_pymethods, config_from_args, py_dict};
+use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::schema::{schema_arg, schema_of, PySchema};
 
 /// A response's id, bytes and last flag.
@@ -165,7 +168,7 @@ impl PyResponse {
 #[pyclass(frozen, module = "shmbus", name = "Client")]
 #[derive(Debug)]
 pub(crate) struct PyClient {
-    cell: Cell<Client>,
+    pub(crate) cell: Cell<Client>,
 }
 
 closing_pymethods! {
@@ -228,6 +231,41 @@ impl PyClient {
         Ok(PyBytes::new(py, &data).unbind())
     }
 
+    /// The next response to any request in flight, awaited (docs/python.md, "Async"):
+    /// what `recv_response` returns and raises, without a thread waiting. Cancellation-safe.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_response_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        aio::recv_async(slf.as_any(), timeout, ResponseRecvTimeoutError::Timeout)
+    }
+
+    /// `call`, awaited: sends `data` and resolves to the response's bytes. For one call at a
+    /// time: with other requests of this client in flight it raises `Busy` (use
+    /// `try_send_request` and `recv_response_async` for several). A timeout, or a
+    /// cancelled await, gives the request up.
+    #[pyo3(signature = (data, timeout=None))]
+    fn call_async<'py>(slf: &Bound<'py, Self>, data: &Bound<'py, PyAny>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        timeout_arg(timeout)?;
+        let this = slf.get();
+        if this.cell.with(|c| c.in_flight())? != 0 {
+            return Err(Fail::new(
+                "Busy",
+                "call_async makes one call at a time: this client has requests in flight; read their responses first",
+            )
+            .into());
+        }
+        let id = this.try_send_request(py, data)?;
+        aio::helper_call(py, "call", (slf, id, timeout, ResponseRecvTimeoutError::Timeout.to_string()))
+    }
+
+    /// One poll of an async receive (for `shmbus._async`): the `Response`, or None when it
+    /// waits (`wake` is then registered with the waiter thread).
+    fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyResponse>> {
+        let py = slf.py();
+        let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, fail)?;
+        Ok(r.map(|r| PyResponse::new(py, parts(r))))
+    }
+
     /// Gives request `id` up: a response that comes later is dropped. Returns whether it
     /// was in flight.
     fn cancel(&self, id: u64) -> PyResult<bool> {
@@ -267,7 +305,7 @@ fn in_flight -> usize;
 #[pyclass(frozen, module = "shmbus", name = "Server")]
 #[derive(Debug)]
 pub(crate) struct PyServer {
-    cell: Cell<Server>,
+    pub(crate) cell: Cell<Server>,
 }
 
 closing_pymethods! {
@@ -291,6 +329,26 @@ impl PyServer {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<PyRequest> {
         self.recv(py, None)
+    }
+
+    /// The next request, awaited (docs/python.md, "Async"): what `recv` returns and
+    /// raises, without a thread waiting. Cancellation-safe: a cancelled await takes nothing.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        aio::recv_async(slf.as_any(), timeout, RequestRecvTimeoutError::Timeout)
+    }
+
+    /// One poll of an async receive (for `shmbus._async`): the `Request`, or None when it
+    /// waits.
+    fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyRequest>> {
+        let py = slf.py();
+        let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, fail)?;
+        r.map(|req| PyRequest::new(py, req)).transpose()
+    }
+
+    /// The requests, awaited one by one: `async for req in server` (never ends by itself).
+    fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        aio::aiter(slf.as_any(), None)
     }
 }
 

@@ -14,6 +14,7 @@ use crate::journal::PyTailer;
 use crate::pool::{PyDispatcher, PyWorker};
 use crate::queue::{PyConsumer, PyProducer};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
+use crate::service::{PyClient, PyServer};
 use crate::stream::{PyStreamReader, PyStreamWriter};
 use crate::topic::PySubscriber;
 use shmbus::lend::Guard;
@@ -36,7 +37,7 @@ macro_rules! waitables {
                     return Ok(Chan::$variant(c.clone().unbind()));
                 })*
                 Err(PyTypeError::new_err(format!(
-                    "cannot wait on a {}: a WaitSet takes Subscriber, Producer, Consumer, StreamWriter, StreamReader, Dispatcher, Worker and Tailer endpoints",
+                    "cannot wait on a {}: a WaitSet takes Subscriber, Producer, Consumer, StreamWriter, StreamReader, Dispatcher, Worker, Tailer, Server and Client endpoints",
                     obj.get_type().name()?
                 )))
             }
@@ -80,6 +81,8 @@ waitables! {
     Dispatcher(PyDispatcher, shmbus::Dispatcher),
     Worker(PyWorker, shmbus::Worker),
     Tailer(PyTailer, shmbus::Tailer),
+    Server(PyServer, shmbus::Server),
+    Client(PyClient, shmbus::Client),
 }
 
 /// Waits on several endpoints of any kinds: receivers are ready with something to read,

@@ -109,3 +109,36 @@ def test_a_server_killed_mid_call_is_reported(domain):
     finally:
         child.kill()
         child.wait()
+
+
+def test_asyncio_and_the_waitset(domain):
+    import asyncio
+
+    svc = shmbus.Service.create_or_open(domain, "svc", max_in_flight=2)
+    server, client = svc.server(), svc.client()
+    ws = shmbus.WaitSet()
+    assert ws.poll([server, client]) == []
+    rid = client.try_send_request(b"ready?")
+    assert ws.wait([server, client], timeout=10) == [0]
+
+    async def serve(n):
+        for _ in range(n):
+            req = await server.recv_async(timeout=10)
+            req.respond_last(bytes(reversed(req.data)))
+
+    async def main():
+        task = asyncio.ensure_future(serve(3))
+        r = await client.recv_response_async(timeout=10)
+        assert (r.request_id, r.data, r.last) == (rid, b"?ydaer", True)
+        assert await client.call_async(b"abc", timeout=10) == b"cba"
+        assert await client.call_async(bytearray(b"xy"), timeout=10) == b"yx"
+        await task
+        # A call whose await times out gives its request up (no server takes it here).
+        with pytest.raises(shmbus.Timeout):
+            await client.call_async(b"nobody", timeout=0.05)
+        assert client.in_flight == 0
+        client.try_send_request(b"pending")
+        with pytest.raises(shmbus.Busy):
+            await client.call_async(b"second")
+
+    asyncio.run(main())

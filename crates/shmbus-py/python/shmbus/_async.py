@@ -130,6 +130,20 @@ async def recv(ep, timeout, timeout_msg):
     return await _with_timeout(ep._poll_recv, timeout, timeout_msg)
 
 
+async def call(client, request_id, timeout, timeout_msg):
+    """``client.call_async(data, timeout)`` once the request is sent: its response's bytes.
+    The request is given up if the await ends any other way (timeout, cancellation), and
+    after its first response if that was not the last."""
+    try:
+        r = await recv(client, timeout, timeout_msg)
+    except BaseException:
+        client.cancel(request_id)
+        raise
+    if not r.last:
+        client.cancel(request_id)
+    return r.data
+
+
 async def wait(channels, timeout, timeout_msg):
     """``wait_async(channels, timeout)``: the indices of the ready channels."""
     return await _with_timeout(lambda reg, wake: _shmbus._poll_wait(channels, reg, wake), timeout, timeout_msg)
