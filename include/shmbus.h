@@ -1523,6 +1523,19 @@ shmbus_status shmbus_client_recv_response(struct shmbus_client *client,
                                           uint32_t *last_out,
                                           uint64_t timeout_ns);
 
+// `shmbus_client_recv_response` for the responses to request `id` only (those to other
+// requests wait for their turn); `SHMBUS_EMPTY` at once when `id` is not in flight.
+//
+// # Safety
+// As `shmbus_client_recv_response`.
+shmbus_status shmbus_client_recv_response_for(struct shmbus_client *client,
+                                              uint64_t id,
+                                              void *buf,
+                                              size_t cap,
+                                              size_t *len_out,
+                                              uint32_t *last_out,
+                                              uint64_t timeout_ns);
+
 // Sends `len` bytes at `data` and waits up to `timeout_ns` (`UINT64_MAX`: for ever) for the
 // response, copied into `buf` (`cap` bytes) with its length in `*len_out`: one round trip.
 // Refused as `shmbus_client_try_send_request` (nothing sent). `SHMBUS_TIMEOUT` gives the

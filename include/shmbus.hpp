@@ -256,6 +256,7 @@ class domain {
 #include "shmbus/queue.hpp"
 #include "shmbus/stream.hpp"
 #include "shmbus/pool.hpp"
+#include "shmbus/service.hpp"
 #include "shmbus/journal.hpp"
 #include "shmbus/waitset.hpp"
 

@@ -409,6 +409,30 @@ pub unsafe extern "C" fn shmbus_client_recv_response(
     guard(|| unsafe { recv_response(client, None, buf, cap, len_out, id_out, last_out, wait) })
 }
 
+/// `shmbus_client_recv_response` for the responses to request `id` only (those to other
+/// requests wait for their turn); `SHMBUS_EMPTY` at once when `id` is not in flight.
+///
+/// # Safety
+/// As `shmbus_client_recv_response`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_client_recv_response_for(
+    client: *mut shmbus_client,
+    id: u64,
+    buf: *mut c_void,
+    cap: usize,
+    len_out: *mut usize,
+    last_out: *mut u32,
+    timeout_ns: u64,
+) -> shmbus_status {
+    let wait = match timeout_ns {
+        0 => Wait::Now,
+        u64::MAX => Wait::Forever,
+        ns => wait_ns(ns),
+    };
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { recv_response(client, Some(id), buf, cap, len_out, std::ptr::null_mut(), last_out, wait) })
+}
+
 /// Sends `len` bytes at `data` and waits up to `timeout_ns` (`UINT64_MAX`: for ever) for the
 /// response, copied into `buf` (`cap` bytes) with its length in `*len_out`: one round trip.
 /// Refused as `shmbus_client_try_send_request` (nothing sent). `SHMBUS_TIMEOUT` gives the

@@ -46,7 +46,7 @@ macro_rules! cpp_tests {
     };
 }
 
-cpp_tests!(topic, queue, stream, pool, journal, waitset, recv_into, schema);
+cpp_tests!(topic, queue, stream, pool, service, journal, waitset, recv_into, schema);
 
 /// The camera frame pipeline as two processes: 1920x1080x3 frames written in place in loaned
 /// slots, read in place from pinned samples, every frame's checksum checked.

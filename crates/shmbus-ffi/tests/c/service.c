@@ -82,6 +82,28 @@ int main(int argc, char **argv) {
     OK(shmbus_client_recv_response(c, buf, sizeof buf, &len, &got, &last, 0));
     CHECK(len == 10 && got == id && last == 1 && memcmp(buf, "0123456789", 10) == 0);
 
+    /* A response to one request read while another's waits. */
+    uint64_t x = 0, y = 0;
+    OK(shmbus_client_try_send_request(c, "x", 1, &x));
+    OK(shmbus_client_try_send_request(c, "y", 1, &y));
+    OK(shmbus_server_recv(s, &r1, 1000000000ull));
+    OK(shmbus_server_recv(s, &r2, 1000000000ull));
+    /* Each answered with "r" and its own byte, in whichever order the server took them. */
+    char ans[2] = {'r', 0};
+    OK(shmbus_request_data(r1, &data, &len));
+    ans[1] = (char)data[0];
+    OK(shmbus_request_respond(r1, ans, 2, 1, UINT64_MAX));
+    OK(shmbus_request_data(r2, &data, &len));
+    ans[1] = (char)data[0];
+    OK(shmbus_request_respond(r2, ans, 2, 1, UINT64_MAX));
+    shmbus_request_free(r1);
+    shmbus_request_free(r2);
+    OK(shmbus_client_recv_response_for(c, y, buf, sizeof buf, &len, &last, 1000000000ull));
+    CHECK(len == 2 && memcmp(buf, "ry", 2) == 0 && last == 1);
+    EXPECT(shmbus_client_recv_response_for(c, y, buf, sizeof buf, &len, &last, 0), SHMBUS_EMPTY);
+    OK(shmbus_client_recv_response(c, buf, sizeof buf, &len, &got, &last, 0));
+    CHECK(got == x && len == 2 && memcmp(buf, "rx", 2) == 0);
+
     /* Cancelled after a server took it: its late response is dropped. */
     OK(shmbus_client_try_send_request(c, "late", 4, &id));
     OK(shmbus_server_recv(s, &r1, 1000000000ull));
@@ -98,7 +120,7 @@ int main(int argc, char **argv) {
     shmbus_service_status_info st;
     OK(shmbus_service_status(d, "svc", &st));
     CHECK(st.max_in_flight == 2 && st.servers == 1 && st.clients == 1 && st.pending == 0);
-    CHECK(st.requests == 6 && st.failed == 1 && st.timeouts == 2);
+    CHECK(st.requests == 8 && st.failed == 1 && st.timeouts == 2);
 
     shmbus_server_free(s);
     shmbus_client_free(c);

@@ -1,0 +1,194 @@
+/* shmbus C++ API: the service, request/response (part of shmbus.hpp; include that). */
+#ifndef SHMBUS_SERVICE_HPP
+#define SHMBUS_SERVICE_HPP
+
+namespace shmbus {
+
+/// Settings for service::create_or_open (unset: as the existing service, or the defaults).
+struct service_config {
+    std::optional<std::size_t> max_servers, max_clients, max_in_flight, max_request_len, max_response_len,
+        response_depth;
+    std::optional<std::uint32_t> mode;
+};
+
+/// A snapshot of a service (service::status).
+using service_status = shmbus_service_status_info;
+
+/// A response received by copy: its request's id, and whether it is that request's last.
+struct response {
+    std::vector<std::uint8_t> data;
+    std::uint64_t request_id = 0;
+    bool last = false;
+};
+
+/// A request a server took, owned (move-only; may be answered on another thread). Its bytes
+/// are read in place. Destroyed unfinished, it is ended: its client reads an empty last
+/// response.
+class request {
+  public:
+    /// The request's id, as its client numbered it.
+    std::uint64_t id() const noexcept { return shmbus_request_id(h_.get()); }
+    /// The request's bytes, in the client's slot: valid while this request lives.
+    bytes_view data() const {
+        const std::uint8_t *d = nullptr;
+        std::size_t len = 0;
+        detail::check(shmbus_request_data(h_.get(), &d, &len));
+        return bytes_view(d, len);
+    }
+    /// Sends `data` as one response of a stream (more may follow), waiting for room as long
+    /// as it takes. SHMBUS_DISCONNECTED: the client gave up or died (the response was
+    /// dropped and the request is finished).
+    void respond(bytes_view data) { detail::check(shmbus_request_respond(h_.get(), data.data(), data.size(), 0, UINT64_MAX)); }
+    /// Sends `data` as the last response, finishing the request.
+    void respond_last(bytes_view data) {
+        detail::check(shmbus_request_respond(h_.get(), data.data(), data.size(), 1, UINT64_MAX));
+    }
+    /// Finishes the request as failed: its client gets SHMBUS_FAILED.
+    void fail() { detail::check(shmbus_request_fail(h_.get())); }
+    shmbus_request *get() const noexcept { return h_.get(); }
+
+  private:
+    friend class server;
+    using handle = detail::owned<shmbus_request, shmbus_request_free>;
+    explicit request(shmbus_request *h) : h_(h) {}
+    handle h_;
+};
+
+/// A server of a service: takes requests, competing with the service's other servers.
+class server {
+  public:
+    std::optional<shmbus::request> try_recv() { return recv_with(0, SHMBUS_EMPTY); }
+    shmbus::request recv() { return *recv_with(UINT64_MAX, SHMBUS_OK); }
+    std::optional<shmbus::request> recv(std::chrono::nanoseconds timeout) {
+        return recv_with(nonzero(timeout), SHMBUS_TIMEOUT);
+    }
+    shmbus_server *get() const noexcept { return h_.get(); }
+
+  private:
+    friend class service;
+    using handle = detail::owned<shmbus_server, shmbus_server_free>;
+    explicit server(shmbus_server *h) : h_(h) {}
+    static std::uint64_t nonzero(std::chrono::nanoseconds t) noexcept {
+        std::uint64_t ns = detail::nanos(t);
+        return ns == 0 ? 1 : ns;
+    }
+    std::optional<shmbus::request> recv_with(std::uint64_t timeout_ns, shmbus_status soft) {
+        shmbus_request *r = nullptr;
+        if (!detail::check_soft(shmbus_server_recv(h_.get(), &r, timeout_ns), soft)) return std::nullopt;
+        return shmbus::request(r);
+    }
+    handle h_;
+};
+
+/// A client of a service: sends requests (at most max_in_flight unanswered) and reads the
+/// responses to them, which reach it alone.
+class client {
+  public:
+    /// Sends `data`; its id, or nothing when max_in_flight requests are unanswered (the
+    /// request was not sent). SHMBUS_NO_WORKERS (no server) and SHMBUS_TOO_LARGE throw.
+    std::optional<std::uint64_t> try_send_request(bytes_view data) {
+        std::uint64_t id = 0;
+        if (!detail::check_soft(shmbus_client_try_send_request(h_.get(), data.data(), data.size(), &id), SHMBUS_FULL))
+            return std::nullopt;
+        return id;
+    }
+    std::optional<response> try_recv_response() { return recv_with(0, SHMBUS_EMPTY); }
+    response recv_response() { return *recv_with(UINT64_MAX, SHMBUS_OK); }
+    std::optional<response> recv_response(std::chrono::nanoseconds timeout) {
+        std::uint64_t ns = detail::nanos(timeout);
+        return recv_with(ns == 0 ? 1 : ns, SHMBUS_TIMEOUT);
+    }
+    /// Sends `data` and waits at most `timeout` for its response: nothing on a timeout (the
+    /// request is given up). SHMBUS_DISCONNECTED (the server died) and SHMBUS_FAILED (it
+    /// failed the request) throw.
+    std::optional<std::vector<std::uint8_t>> call(bytes_view data, std::chrono::nanoseconds timeout) {
+        std::uint64_t id = 0;
+        detail::check(shmbus_client_try_send_request(h_.get(), data.data(), data.size(), &id));
+        std::vector<std::uint8_t> out;
+        std::uint32_t last = 0;
+        std::uint64_t ns = detail::nanos(timeout);
+        bool got = false;
+        try {
+            got = detail::recv_vec(out, hint_, SHMBUS_TIMEOUT, [&](void *b, std::size_t c, std::size_t *l) {
+                return shmbus_client_recv_response_for(h_.get(), id, b, c, l, &last, ns == 0 ? 1 : ns);
+            });
+        } catch (...) {
+            shmbus_client_cancel(h_.get(), id);
+            throw;
+        }
+        if (!got || last == 0) shmbus_client_cancel(h_.get(), id);  // given up, or more to come
+        if (!got) return std::nullopt;
+        return out;
+    }
+    /// Gives request `id` up: a response that comes later is dropped. Whether it was in
+    /// flight.
+    bool cancel(std::uint64_t id) { return detail::check_soft(shmbus_client_cancel(h_.get(), id), SHMBUS_NOT_FOUND); }
+    std::size_t in_flight() const noexcept { return shmbus_client_in_flight(h_.get()); }
+    shmbus_client *get() const noexcept { return h_.get(); }
+
+  private:
+    friend class service;
+    using handle = detail::owned<shmbus_client, shmbus_client_free>;
+    explicit client(shmbus_client *h) : h_(h) {}
+    std::optional<response> recv_with(std::uint64_t timeout_ns, shmbus_status soft) {
+        response r;
+        std::uint32_t last = 0;
+        if (!detail::recv_vec(r.data, hint_, soft, [&](void *b, std::size_t c, std::size_t *l) {
+                return shmbus_client_recv_response(h_.get(), b, c, l, &r.request_id, &last, timeout_ns);
+            }))
+            return std::nullopt;
+        r.last = last != 0;
+        return r;
+    }
+    handle h_;
+    std::size_t hint_ = 256;
+};
+
+/// An open service: servers and clients in any processes.
+class service {
+  public:
+    static service create_or_open(const domain &d, const std::string &name, const service_config &config = {}) {
+        using cfg_handle = detail::owned<shmbus_service_config, shmbus_service_config_free>;
+        auto cfg = detail::make<cfg_handle>(shmbus_service_config_new);
+        shmbus_service_config *c = cfg.get();
+        if (config.max_servers) detail::check(shmbus_service_config_set_max_servers(c, *config.max_servers));
+        if (config.max_clients) detail::check(shmbus_service_config_set_max_clients(c, *config.max_clients));
+        if (config.max_in_flight) detail::check(shmbus_service_config_set_max_in_flight(c, *config.max_in_flight));
+        if (config.max_request_len) detail::check(shmbus_service_config_set_max_request_len(c, *config.max_request_len));
+        if (config.max_response_len)
+            detail::check(shmbus_service_config_set_max_response_len(c, *config.max_response_len));
+        if (config.response_depth) detail::check(shmbus_service_config_set_response_depth(c, *config.response_depth));
+        if (config.mode) detail::check(shmbus_service_config_set_mode(c, *config.mode));
+        return service(detail::make<handle>(
+            [&](shmbus_service **o) { return shmbus_service_create_or_open(d.get(), name.c_str(), c, o); }));
+    }
+    static service open(const domain &d, const std::string &name) {
+        return service(
+            detail::make<handle>([&](shmbus_service **o) { return shmbus_service_open(d.get(), name.c_str(), o); }));
+    }
+    static service_status status(const domain &d, const std::string &name) {
+        service_status s{};
+        detail::check(shmbus_service_status(d.get(), name.c_str(), &s));
+        return s;
+    }
+    shmbus::client client() const {
+        shmbus_client *p = nullptr;
+        detail::check(shmbus_service_client(h_.get(), &p));
+        return shmbus::client(p);
+    }
+    shmbus::server server() const {
+        shmbus_server *p = nullptr;
+        detail::check(shmbus_service_server(h_.get(), &p));
+        return shmbus::server(p);
+    }
+    const shmbus_service *get() const noexcept { return h_.get(); }
+
+  private:
+    using handle = detail::owned<shmbus_service, shmbus_service_free>;
+    explicit service(handle h) : h_(std::move(h)) {}
+    handle h_;
+};
+
+}  // namespace shmbus
+
+#endif
