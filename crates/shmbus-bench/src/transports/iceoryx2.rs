@@ -168,6 +168,8 @@ impl Transport for Iceoryx2 {
 pub struct Iceoryx2Rr;
 
 type RrFactory = iceoryx2::service::port_factory::request_response::PortFactory<ipc::Service, [u8], (), [u8], ()>;
+type RrPending = iceoryx2::pending_response::PendingResponse<ipc::Service, [u8], (), [u8], ()>;
+type RrActive = iceoryx2::active_request::ActiveRequest<ipc::Service, [u8], (), [u8], ()>;
 
 fn rr_service(node: &Node<ipc::Service>, name: &str) -> io::Result<RrFactory> {
     let name: ServiceName = name.try_into().map_err(other("service name"))?;
@@ -183,7 +185,7 @@ fn rr_service(node: &Node<ipc::Service>, name: &str) -> io::Result<RrFactory> {
 
 struct RrClient {
     client: iceoryx2::port::client::Client<ipc::Service, [u8], (), [u8], ()>,
-    pending: Option<iceoryx2::pending_response::PendingResponse<ipc::Service, [u8], (), [u8], ()>>,
+    pending: Option<RrPending>,
     service: RrFactory,
     payload: Payload,
     _node: Node<ipc::Service>,
@@ -191,7 +193,7 @@ struct RrClient {
 
 struct RrServer {
     server: iceoryx2::port::server::Server<ipc::Service, [u8], (), [u8], ()>,
-    held: Option<iceoryx2::active_request::ActiveRequest<ipc::Service, [u8], (), [u8], ()>>,
+    held: Option<RrActive>,
     _service: RrFactory,
     payload: Payload,
     _node: Node<ipc::Service>,
