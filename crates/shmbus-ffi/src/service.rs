@@ -400,11 +400,7 @@ pub unsafe extern "C" fn shmbus_client_recv_response(
     last_out: *mut u32,
     timeout_ns: u64,
 ) -> shmbus_status {
-    let wait = match timeout_ns {
-        0 => Wait::Now,
-        u64::MAX => Wait::Forever,
-        ns => wait_ns(ns),
-    };
+    let wait = wait_of(timeout_ns);
     // SAFETY: per this function's contract.
     guard(|| unsafe { recv_response(client, None, buf, cap, len_out, id_out, last_out, wait) })
 }
@@ -424,11 +420,7 @@ pub unsafe extern "C" fn shmbus_client_recv_response_for(
     last_out: *mut u32,
     timeout_ns: u64,
 ) -> shmbus_status {
-    let wait = match timeout_ns {
-        0 => Wait::Now,
-        u64::MAX => Wait::Forever,
-        ns => wait_ns(ns),
-    };
+    let wait = wait_of(timeout_ns);
     // SAFETY: per this function's contract.
     guard(|| unsafe { recv_response(client, Some(id), buf, cap, len_out, std::ptr::null_mut(), last_out, wait) })
 }
@@ -520,11 +512,7 @@ pub unsafe extern "C" fn shmbus_server_recv(
     out: *mut *mut shmbus_request,
     timeout_ns: u64,
 ) -> shmbus_status {
-    let wait = match timeout_ns {
-        0 => Wait::Now,
-        u64::MAX => Wait::Forever,
-        ns => wait_ns(ns),
-    };
+    let wait = wait_of(timeout_ns);
     guard(|| {
         out_arg(out)?;
         // SAFETY: per this function's contract.
@@ -572,6 +560,15 @@ pub unsafe extern "C" fn shmbus_request_id(request: *const shmbus_request) -> u6
     unsafe { value_of(request, 0, |r| r.as_ref().map_or(0, |r| r.id())) }
 }
 
+/// The wait of a service call's `timeout_ns`: 0 does not wait, `UINT64_MAX` waits for ever.
+fn wait_of(timeout_ns: u64) -> Wait {
+    match timeout_ns {
+        0 => Wait::Now,
+        u64::MAX => Wait::Forever,
+        ns => wait_ns(ns),
+    }
+}
+
 fn finished() -> Error {
     Error::new(SHMBUS_INVALID_ARGUMENT, "the request is finished (its last response sent, ended or failed)")
 }
@@ -592,11 +589,7 @@ pub unsafe extern "C" fn shmbus_request_respond(
     last: u32,
     timeout_ns: u64,
 ) -> shmbus_status {
-    let wait = match timeout_ns {
-        0 => Wait::Now,
-        u64::MAX => Wait::Forever,
-        ns => wait_ns(ns),
-    };
+    let wait = wait_of(timeout_ns);
     guard(|| {
         // SAFETY: per this function's contract.
         unsafe {
