@@ -206,6 +206,8 @@ fn clean_lane(v: View<'_>, lane: usize) {
             }
         }
     }
+    // A server waiting for room in an abandoned ring sees it now.
+    v.lane(lane).room.notify();
     // The lane's client is gone: servers stop looking at its slots.
     for slot in 0..v.layout.in_flight {
         v.clear_pending(lane * v.layout.in_flight + slot);
@@ -324,10 +326,9 @@ impl Client {
                 ask && self.taker_gone(w)
                     && head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok()
             }
-            _ => {
-                head.state.store(FREE, Ordering::Release); // hostile: the lane is ours
-                true
-            }
+            // A tag no slot can hold (a hostile write): the lane is ours, free it (by CAS, so
+            // a word that moved meanwhile is left for the next look).
+            _ => head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok(),
         };
         if free {
             self.local[slot].set(Local::default());
@@ -431,6 +432,8 @@ impl Client {
                     self.local[slot].set(Local::default());
                     return;
                 }
+                // A server waiting for room in this request's ring sees it abandoned now.
+                self.view().lane(self.lane).room.notify();
                 break;
             }
         }
@@ -496,9 +499,17 @@ impl Client {
                 }
                 Look::Nothing => {}
                 Look::Corrupt(what) => {
-                    head.state.store(FREE, Ordering::Release);
-                    self.view().clear_pending(self.lane * n + slot);
-                    self.local[slot].set(Local::default());
+                    // Given up: a slot a server holds (by its word) is abandoned, for the
+                    // server to free when it finishes; any other is freed. By CAS from what
+                    // was seen, never over a word that moved meanwhile.
+                    let to = if protocol::tag(w) == TAKEN { (w & !0xf) | ABANDONED } else { FREE };
+                    let done = head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok();
+                    if done && to == FREE {
+                        self.local[slot].set(Local::default());
+                    } else {
+                        self.update(slot, |l| l.given_up = true);
+                        self.view().lane(self.lane).room.notify();
+                    }
                     let c = Corrupt::new(Kind::Service, what).with("request_id", l.id).with("state", w).and_repaired();
                     return Some(Err(ResponseRecvError::Corrupt(c)));
                 }
@@ -535,9 +546,15 @@ impl Client {
             let tail = l.tail.wrapping_add(1);
             head.resp_tail.store(tail, Ordering::Release);
             self.update(got.slot, |l| l.tail = tail);
-            // A server waits for room only when the ring was full before this read.
-            if head.resp_head.load(Ordering::Acquire).wrapping_sub(l.tail) >= self.layout.depth as u64 {
-                v.lane(self.lane).room.notify();
+            // A server waits for room only when the ring was full before this read, and never
+            // after the last response. The fence orders our store of the tail before our load
+            // of the head, as the server's store of the head comes before its load of the
+            // tail: one of us sees the other (no wake-up lost).
+            if !got.last {
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if head.resp_head.load(Ordering::Acquire).wrapping_sub(l.tail) >= self.layout.depth as u64 {
+                    v.lane(self.lane).room.notify();
+                }
             }
         }
         self.counter.message(got.len);
@@ -554,14 +571,14 @@ impl Client {
             Wait::Now => self.poll(only).ok_or(Waited::Empty)?.map_err(Waited::Failed),
             wait => until(wait, |w| {
                 let event = &self.view().lane(self.lane).responses;
-                match try_then_block_on(
-                    event,
-                    self.policy,
-                    w.deadline(),
-                    || Some(PEER),
-                    self.counter,
-                    || self.poll(only),
-                ) {
+                // Before each sleep: the first poll after it asks whether the servers live
+                // (a poll otherwise asks on every CLOCK_EVERYth), so a dead one is noticed
+                // within PEER of sleeping.
+                let recheck = || {
+                    self.polls.set(CLOCK_EVERY - 1);
+                    Some(PEER)
+                };
+                match try_then_block_on(event, self.policy, w.deadline(), recheck, self.counter, || self.poll(only)) {
                     Some(r) => r.map_err(Some),
                     None => Err(None),
                 }
@@ -790,6 +807,8 @@ impl Waitable for Client {
 
     /// A server holding one of our requests died: the next receive reports it.
     fn recheck(&self) -> bool {
+        // The next receive asks too (it reports what this finds).
+        self.polls.set(CLOCK_EVERY - 1);
         (0..self.layout.in_flight).any(|slot| {
             let l = self.local[slot].get();
             let w = self.view().slot(self.lane, slot).state.load(Ordering::Acquire);

@@ -106,6 +106,15 @@ pub(crate) fn taker(w: u64) -> (usize, u64) {
     (((w >> 4) & 0x7f) as usize, (w >> 11) & PID_MASK)
 }
 
+/// The entry no server has: a request marked held by it has lost its server.
+pub(crate) const NO_ENTRY: u64 = 0x7f;
+
+/// `w` with its taker's entry replaced by [`NO_ENTRY`] (its server died and its entry was
+/// taken over).
+pub(crate) fn orphaned(w: u64) -> u64 {
+    (w & !(0x7f << 4)) | NO_ENTRY << 4
+}
+
 /// Whether `pid` is the pid a state word's taker field holds.
 pub(crate) fn same_pid(field: u64, pid: u32) -> bool {
     field == pid as u64 & PID_MASK
@@ -236,6 +245,8 @@ mod tests {
         assert_eq!(taker(w), (127, 4_194_303));
         assert!(same_pid(taker(w).1, 4_194_303));
         assert_eq!(state(FREE, 0), 0, "a zeroed slot is free");
+        let o = orphaned(w);
+        assert_eq!((tag(o), seq(o), taker(o)), (TAKEN, seq(w), (NO_ENTRY as usize, 4_194_303)));
         let d = done(77, COUNT_MASK + 5, true);
         assert_eq!((tag(d), seq(d), count(d), d & FAILED != 0), (DONE, 77, 4, true));
         assert_eq!(done(77, 3, false) & FAILED, 0);

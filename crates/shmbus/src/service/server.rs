@@ -38,6 +38,19 @@ impl Drop for Registration {
     }
 }
 
+/// Marks the requests server entry `entry` held (TAKEN or ABANDONED) as held by no entry:
+/// their clients see their server gone. Idempotent, as a reclaim cleanup must be.
+fn orphan_requests(shared: &Shared, entry: usize) {
+    let v = View::of(shared);
+    for index in 0..v.layout.slots() {
+        let head = v.slot(index / v.layout.in_flight, index % v.layout.in_flight);
+        let w = head.state.load(Ordering::Acquire);
+        if matches!(protocol::tag(w), TAKEN | ABANDONED) && protocol::taker(w).0 == entry {
+            let _ = head.state.compare_exchange(w, protocol::orphaned(w), Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+}
+
 /// One server of a service, made by [`Service::server`](super::Service::server). `Send`,
 /// not `Sync`.
 ///
@@ -61,7 +74,11 @@ impl Server {
         let me = ProcessId::current();
         let servers = 0..shared.layout().max_servers;
         let parts = shared.participants();
-        let reclaim = || parts.reclaim_dead_in(servers.clone(), me, process_is_alive, |_, _| {});
+        // A dead server's entry is taken over only after every request it held is marked
+        // as held by no one: a new server in the same entry (with the same pid, as a
+        // restarted container's) must not look like the one that died.
+        let reclaim =
+            || parts.reclaim_dead_in(servers.clone(), me, process_is_alive, |entry, _| orphan_requests(&shared, entry));
         let entry = register_shared(parts, me, ROLE_SERVER, servers.clone(), reclaim, shared.path())?;
         let counter = shared.own_counter(entry);
         Ok(Server {
@@ -192,7 +209,13 @@ impl Server {
                         None
                     })
                 };
-                match try_then_block_on(event, self.policy, w.deadline(), || Some(RESCAN), self.counter, attempt) {
+                // Before each sleep: the first attempt after it may rescan (an attempt
+                // otherwise reads the clock on every CLOCK_EVERYth).
+                let recheck = || {
+                    polls.set(CLOCK_EVERY - 1);
+                    Some(RESCAN)
+                };
+                match try_then_block_on(event, self.policy, w.deadline(), recheck, self.counter, attempt) {
                     Some(r) => r.map_err(Some),
                     None => Err(None),
                 }
@@ -344,22 +367,31 @@ impl ActiveRequest {
         self.id
     }
 
-    /// The request's bytes, in the client's slot (no copy).
+    /// The request's bytes, in the client's slot (no copy); empty once the request is
+    /// finished (its slot is its client's again).
     pub fn data(&self) -> &[u8] {
+        if self.finished {
+            // The slot is its client's again: nothing of it may be read.
+            return &[];
+        }
         let p = self.view().request_ptr(self.lane, self.slot);
         // SAFETY: `len` was checked against max_request_len, the room's size; the slot is
         // this request's until it is finished, and the mapping lives as long as `reg`.
         unsafe { std::slice::from_raw_parts(p, self.len) }
     }
 
-    /// The request's length in bytes.
+    /// The request's length in bytes (0 once it is finished).
     pub fn len(&self) -> usize {
-        self.len
+        if self.finished {
+            0
+        } else {
+            self.len
+        }
     }
 
-    /// Whether the request is empty.
+    /// Whether the request is empty (or finished).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// The pid of the client that sent it (0 if it has left).
@@ -407,8 +439,13 @@ impl ActiveRequest {
                         && !parts.owner(entry).is_some_and(|o| parts.is_alive(&o))
                 };
                 let attempt = || attempt().or_else(|| client_gone().then_some(Err(RespondError::ClientGone)));
+                // Before each sleep: the first attempt after it asks whether the client lives.
+                let recheck = || {
+                    polls.set(CLOCK_EVERY - 1);
+                    Some(PEER)
+                };
                 until(wait, |w| {
-                    block_on_with(&v.lane(self.lane).room, self.policy, w.deadline(), || Some(PEER), None, attempt)
+                    block_on_with(&v.lane(self.lane).room, self.policy, w.deadline(), recheck, None, attempt)
                         .ok_or(None::<()>)
                 })
                 .unwrap_or(Err(RespondError::Full))
