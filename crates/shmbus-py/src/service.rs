@@ -23,11 +23,6 @@ fn parts(r: shmbus::service::Response) -> (u64, Vec<u8>, bool) {
     (id, r.into_data(), last)
 }
 
-/// A service failure, as its exception.
-fn fail<E: shmbus::Failure>(e: E) -> Fail {
-    Fail::of(e)
-}
-
 /// A service. Make one with `Service.create_or_open` or `Service.open`; endpoints come from
 /// `server()` and `client()`.
 #[pyclass(frozen, module = "shmbus", name = "Service")]
@@ -178,7 +173,7 @@ impl PyClient {
     /// `Disconnected` with no server, `TooLarge` over `max_request_len`.
     fn try_send_request(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
         let bytes = Bytes::get(data)?;
-        Ok(py.detach(|| self.cell.with(|c| c.try_send_request(bytes.as_slice()).map_err(fail)))??)
+        Ok(py.detach(|| self.cell.with(|c| c.try_send_request(bytes.as_slice()).map_err(Fail::of)))??)
     }
 
     /// The next response to any request in flight, waiting up to `timeout` seconds (None:
@@ -189,7 +184,7 @@ impl PyClient {
         let r = blocking(py, timeout_arg(timeout)?, |d| {
             self.cell
                 .with(|c| c.recv_response_timeout(d).map(parts))?
-                .map_err(fail)
+                .map_err(Fail::of)
         })?;
         Ok(PyResponse::new(py, r))
     }
@@ -199,7 +194,7 @@ impl PyClient {
         let r = self
             .cell
             .with(|c| c.try_recv_response().map(parts))?
-            .map_err(fail)?;
+            .map_err(Fail::of)?;
         Ok(PyResponse::new(py, r))
     }
 
@@ -211,11 +206,11 @@ impl PyClient {
     fn call(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<Py<PyBytes>> {
         let bytes = Bytes::get(data)?;
         let timeout = timeout_arg(timeout)?;
-        let id = py.detach(|| self.cell.with(|c| c.try_send_request(bytes.as_slice()).map_err(fail)))??;
+        let id = py.detach(|| self.cell.with(|c| c.try_send_request(bytes.as_slice()).map_err(Fail::of)))??;
         let r = blocking(py, timeout, |d| {
             self.cell
                 .with(|c| c.recv_response_for_timeout(id, d).map(|r| (r.to_vec(), r.is_last())))?
-                .map_err(fail)
+                .map_err(Fail::of)
         });
         let (data, last) = match r {
             Ok(v) => v,
@@ -262,7 +257,7 @@ impl PyClient {
     /// waits (`wake` is then registered with the waiter thread).
     fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyResponse>> {
         let py = slf.py();
-        let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, fail)?;
+        let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, Fail::of)?;
         Ok(r.map(|r| PyResponse::new(py, parts(r))))
     }
 
@@ -286,7 +281,7 @@ impl PyClient {
         let r = blocking(py, None, |d| match self.cell.with(|c| c.recv_response_timeout(d).map(parts))? {
             Ok(r) => Ok(Some(r)),
             Err(ResponseRecvTimeoutError::NoneInFlight) => Ok(None),
-            Err(e) => Err(fail(e)),
+            Err(e) => Err(Fail::of(e)),
         })?;
         let r = r.ok_or_else(|| pyo3::exceptions::PyStopIteration::new_err(()))?;
         Ok(PyResponse::new(py, r))
@@ -312,14 +307,14 @@ closing_pymethods! {
 impl PyServer {
     /// The next request, without waiting (`Empty` if none): a `Request`.
     fn try_recv(&self, py: Python<'_>) -> PyResult<PyRequest> {
-        let req = self.cell.with(|s| s.try_recv())?.map_err(fail)?;
+        let req = self.cell.with(|s| s.try_recv())?.map_err(Fail::of)?;
         PyRequest::new(py, req)
     }
 
     /// The next request, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyRequest> {
-        let req = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|s| s.recv_timeout(d))?.map_err(fail))?;
+        let req = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|s| s.recv_timeout(d))?.map_err(Fail::of))?;
         PyRequest::new(py, req)
     }
 
@@ -342,7 +337,7 @@ impl PyServer {
     /// waits.
     fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyRequest>> {
         let py = slf.py();
-        let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, fail)?;
+        let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, Fail::of)?;
         r.map(|req| PyRequest::new(py, req)).transpose()
     }
 
@@ -401,7 +396,7 @@ impl PyRequest {
                 if last || matches!(out, Err(RespondError::ClientGone)) {
                     r.take(); // finished (a response to a client that went is dropped)
                 }
-                out.map_err(fail)
+                out.map_err(Fail::of)
             })
         })?;
         Ok(())

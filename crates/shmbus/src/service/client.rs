@@ -210,7 +210,7 @@ fn clean_lane(v: View<'_>, lane: usize) {
     v.lane(lane).room.notify();
     // The lane's client is gone: servers stop looking at its slots.
     for slot in 0..v.layout.in_flight {
-        v.clear_pending(lane * v.layout.in_flight + slot);
+        v.clear_pending(v.index_of(lane, slot));
     }
 }
 
@@ -401,7 +401,7 @@ impl Client {
         head.state.store(protocol::state(PENDING, id), Ordering::Release);
         // The slot's bit stays set while this client holds the lane (servers look at the
         // slot's state, which says whether a request is there): set once, not per request.
-        v.mark_pending(self.lane * self.layout.in_flight + slot);
+        v.mark_pending(v.index_of(self.lane, slot));
         v.header().requests.notify();
         LaneCounts::bump(&v.lane(self.lane).counts.requests);
         self.local[slot].set(Local { id, ..Local::default() });
@@ -467,17 +467,19 @@ impl Client {
             let head = self.view().slot(self.lane, slot);
             let (w, look) = protocol::look(head, l.id, l.tail, self.layout.depth, self.layout.max_response);
             let got = |cell, len, last| Got { slot, id: l.id, cell, len, last };
+            // The next look starts after a slot that had something (fairness between requests).
+            let advance = || self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
             match look {
                 Look::Response { cell, len, last } => {
-                    self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
+                    advance();
                     return Some(Ok(got(Some(cell), len, last)));
                 }
                 Look::Finished { failed: false } => {
-                    self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
+                    advance();
                     return Some(Ok(got(None, 0, true)));
                 }
                 Look::Finished { failed: true } => {
-                    self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
+                    advance();
                     self.settle(slot, false);
                     LaneCounts::bump(&self.view().lane(self.lane).counts.failed);
                     return Some(Err(ResponseRecvError::Failed { request_id: l.id }));

@@ -43,7 +43,8 @@ impl Drop for Registration {
 fn orphan_requests(shared: &Shared, entry: usize) {
     let v = View::of(shared);
     for index in 0..v.layout.slots() {
-        let head = v.slot(index / v.layout.in_flight, index % v.layout.in_flight);
+        let (lane, slot) = v.lane_slot(index);
+        let head = v.slot(lane, slot);
         let w = head.state.load(Ordering::Acquire);
         if matches!(protocol::tag(w), TAKEN | ABANDONED) && protocol::taker(w).0 == entry {
             let _ = head.state.compare_exchange(w, protocol::orphaned(w), Ordering::AcqRel, Ordering::Relaxed);
@@ -107,7 +108,7 @@ impl Server {
     /// Claims request slot `index` if it holds a pending request.
     fn claim(&self, index: usize) -> Option<Result<ActiveRequest, RequestRecvError>> {
         let v = self.view();
-        let (lane, slot) = (index / v.layout.in_flight, index % v.layout.in_flight);
+        let (lane, slot) = v.lane_slot(index);
         let head = v.slot(lane, slot);
         let w = head.state.load(Ordering::Acquire);
         if protocol::tag(w) != PENDING {
@@ -184,7 +185,7 @@ impl Server {
     fn rescan(&self) {
         let v = self.view();
         for index in 0..v.layout.slots() {
-            let (lane, slot) = (index / v.layout.in_flight, index % v.layout.in_flight);
+            let (lane, slot) = v.lane_slot(index);
             if protocol::tag(v.slot(lane, slot).state.load(Ordering::Acquire)) == PENDING {
                 v.mark_pending(index);
             }
@@ -260,7 +261,7 @@ impl Waitable for Server {
                 let index = i * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 if index < v.layout.slots() {
-                    let (lane, slot) = (index / v.layout.in_flight, index % v.layout.in_flight);
+                    let (lane, slot) = v.lane_slot(index);
                     if protocol::tag(v.slot(lane, slot).state.load(Ordering::Acquire)) == PENDING {
                         return true;
                     }

@@ -59,6 +59,17 @@ impl<'a> View<'a> {
         unsafe { self.at(self.layout.slot_offset(lane, slot)) }
     }
 
+    /// Request slot `index` of the service (lane-major: `lane * max_in_flight + slot`) as
+    /// its `(lane, slot)`.
+    pub(super) fn lane_slot(&self, index: usize) -> (usize, usize) {
+        (index / self.layout.in_flight, index % self.layout.in_flight)
+    }
+
+    /// The service-wide index of slot `slot` of lane `lane` (its bit in the bitmap).
+    pub(super) fn index_of(&self, lane: usize, slot: usize) -> usize {
+        lane * self.layout.in_flight + slot
+    }
+
     /// The request room of a slot (`max_request_len` bytes).
     pub(super) fn request_ptr(&self, lane: usize, slot: usize) -> *mut u8 {
         // SAFETY: the request room follows the slot head, inside the slot.
