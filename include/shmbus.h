@@ -1441,6 +1441,34 @@ shmbus_status shmbus_service_config_set_response_depth(struct shmbus_service_con
 shmbus_status shmbus_service_config_set_mode(struct shmbus_service_config *config,
                                              uint32_t mode);
 
+// Sets the schema of the service's requests (as `shmbus_topic_config_set_schema` sets a
+// topic's). A service stores its request and response schemas together: a config with one
+// of them set and not the other is refused by `shmbus_service_create_or_open` with
+// `SHMBUS_INVALID_CONFIG`.
+//
+// # Safety
+// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+// bytes.
+shmbus_status shmbus_service_config_set_request_schema(struct shmbus_service_config *config,
+                                                       const char *message_encoding,
+                                                       const char *schema_name,
+                                                       const char *schema_encoding,
+                                                       const void *data,
+                                                       size_t data_len);
+
+// Sets the schema of the service's responses (see
+// `shmbus_service_config_set_request_schema`).
+//
+// # Safety
+// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+// bytes.
+shmbus_status shmbus_service_config_set_response_schema(struct shmbus_service_config *config,
+                                                        const char *message_encoding,
+                                                        const char *schema_name,
+                                                        const char *schema_encoding,
+                                                        const void *data,
+                                                        size_t data_len);
+
 // Opens service `name` in `domain`, creating it with `config` (NULL: defaults) if it does
 // not exist. Codes as `shmbus_topic_create_or_open`.
 //
@@ -1466,6 +1494,22 @@ shmbus_status shmbus_service_open(const struct shmbus_domain *domain,
 shmbus_status shmbus_service_status(const struct shmbus_domain *domain,
                                     const char *name,
                                     struct shmbus_service_status_info *out);
+
+// The schema of the service's requests, set by its creator, into `*out`: `SHMBUS_OK`, or
+// `SHMBUS_NOT_FOUND` (and `*out` all NULL and zero) when it has none. The pointers stay valid
+// until `service` is freed.
+//
+// # Safety
+// `service` is NULL or live; `out` valid for a write.
+shmbus_status shmbus_service_request_schema(const struct shmbus_service *service,
+                                            struct shmbus_schema *out);
+
+// The schema of the service's responses (see `shmbus_service_request_schema`).
+//
+// # Safety
+// `service` is NULL or live; `out` valid for a write.
+shmbus_status shmbus_service_response_schema(const struct shmbus_service *service,
+                                             struct shmbus_schema *out);
 
 // Frees a service handle (NULL: nothing). Its endpoints stay usable.
 //

@@ -9,6 +9,10 @@ struct service_config {
     std::optional<std::size_t> max_servers, max_clients, max_in_flight, max_request_len, max_response_len,
         response_depth;
     std::optional<std::uint32_t> mode;
+    /// The schemas of the service's requests and responses (docs/schemas.md): a created
+    /// service stores both (one without the other is refused); an existing one must carry
+    /// the same pair.
+    std::optional<shmbus::schema> request_schema{}, response_schema{};
 };
 
 /// A snapshot of a service (service::status).
@@ -159,6 +163,8 @@ class service {
             detail::check(shmbus_service_config_set_max_response_len(c, *config.max_response_len));
         if (config.response_depth) detail::check(shmbus_service_config_set_response_depth(c, *config.response_depth));
         if (config.mode) detail::check(shmbus_service_config_set_mode(c, *config.mode));
+        detail::set_schema(c, config.request_schema, shmbus_service_config_set_request_schema);
+        detail::set_schema(c, config.response_schema, shmbus_service_config_set_response_schema);
         return service(detail::make<handle>(
             [&](shmbus_service **o) { return shmbus_service_create_or_open(d.get(), name.c_str(), c, o); }));
     }
@@ -170,6 +176,14 @@ class service {
         service_status s{};
         detail::check(shmbus_service_status(d.get(), name.c_str(), &s));
         return s;
+    }
+    /// The schema of the service's requests, set by its creator (none: it has none).
+    std::optional<shmbus::schema> request_schema() const {
+        return detail::schema_of([&](shmbus_schema *o) { return shmbus_service_request_schema(h_.get(), o); });
+    }
+    /// The schema of the service's responses, set by its creator (none: it has none).
+    std::optional<shmbus::schema> response_schema() const {
+        return detail::schema_of([&](shmbus_schema *o) { return shmbus_service_response_schema(h_.get(), o); });
     }
     shmbus::client client() const {
         shmbus_client *p = nullptr;

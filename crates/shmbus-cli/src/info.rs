@@ -61,6 +61,9 @@ struct InfoJson<'a> {
     dead_participants: Vec<Participant>,
     #[serde(flatten)]
     schema: crate::ls::SchemaKeys<'a>,
+    /// A service's response schema (its `schema` keys are its request schema's); `null` for
+    /// the other kinds and a service without schemas.
+    response_schema: Option<crate::ls::SchemaKeys<'a>>,
     #[serde(flatten)]
     kind_fields: kinds::KindFields,
 }
@@ -131,6 +134,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             participants: report.live.iter().map(participant).collect(),
             dead_participants: report.dead.iter().map(participant).collect(),
             schema: crate::ls::SchemaKeys::of(report.schema.as_deref()),
+            response_schema: report.response_schema.as_deref().map(|s| crate::ls::SchemaKeys::of(Some(s))),
             kind_fields: s.kind_fields(),
         })?);
     }
@@ -144,8 +148,13 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
     writeln!(out, "creator       pid {} ({alive})", h.creator.pid)?;
     writeln!(out, "mode          {:04o}", h.mode)?;
     writeln!(out, "created       {age_s:.1} s ago")?;
-    if let Some(schema) = &report.schema {
-        writeln!(out, "schema        {}", crate::schema::summary(schema))?;
+    match (&report.schema, &report.response_schema) {
+        (Some(req), Some(resp)) => {
+            writeln!(out, "schema        requests  {}", crate::schema::summary(req))?;
+            writeln!(out, "              responses {}", crate::schema::summary(resp))?;
+        }
+        (Some(schema), None) => writeln!(out, "schema        {}", crate::schema::summary(schema))?,
+        _ => {}
     }
     let mut status = Map::new();
     for (k, v) in

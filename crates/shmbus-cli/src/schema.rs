@@ -211,6 +211,9 @@ pub struct Args {
     /// A journal's directory, instead of a channel of a domain.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// A service's response schema (without it, a service's request schema).
+    #[arg(long, conflicts_with = "dir")]
+    pub response: bool,
     /// Print one JSON object {"message_encoding","schema_name","schema_encoding","data"}
     /// (`data_base64` in place of `data` for schema data that is not UTF-8).
     #[arg(long)]
@@ -238,7 +241,14 @@ pub fn run(ctx: &Ctx, args: &Args) -> Result<()> {
             let domain = ctx.domain(&ch.domain)?;
             crate::target::require(&domain, &ch.name, crate::target::WaitHint::None)?;
             let report = admin::inspect_channel(&domain, &ch.name)?;
-            (format!("{}/{}", ch.domain, ch.name), report.schema)
+            if args.response && report.header.kind != shmbus::Kind::Service {
+                return Err(CliError::usage(format!(
+                    "{}/{} is a {}: only a service has a response schema",
+                    ch.domain, ch.name, report.header.kind
+                )));
+            }
+            let schema = if args.response { report.response_schema } else { report.schema };
+            (format!("{}/{}", ch.domain, ch.name), schema)
         }
         (None, None) => return Err(CliError::usage("give a channel (--domain D NAME) or a journal (--dir DIR)")),
     };

@@ -7,12 +7,21 @@
 //! `--cmd-timeout-ms`. A command that fails, is killed, or prints more than the service's
 //! `max_response_len` fails its request (the client is told at once), and the server goes
 //! on. `call` sends one request and prints every response to it, until the last.
+//!
+//! A service with schemas (its request and response schemas, `shmbus_codec` having a codec
+//! for them) is spoken to in JSON: `call --data '{"a": 1}'` encodes the request by the
+//! request schema and prints each response decoded by the response schema; `serve -- CMD`
+//! gives CMD the request decoded as one JSON line and encodes CMD's output (one JSON value)
+//! by the response schema. `--format` (call) and `--raw` (serve) keep the bytes as they are.
 
 use std::io::{Read, Write};
 
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
+
+use shmbus::Schema;
+use shmbus_codec::{Codec, DecodeOptions};
 
 use shmbus::service::{
     ActiveRequest, CallError, RequestRecvTimeoutError, ResponseRecvTimeoutError, Service, ServiceConfig,
@@ -41,6 +50,73 @@ struct LayoutArgs {
     /// (default 4096).
     #[arg(long, value_name = "BYTES", value_parser = crate::units::size_usize)]
     max_response_size: Option<usize>,
+}
+
+/// The schemas of a service `serve` creates: its requests' and its responses', both or
+/// neither (in MCAP's vocabulary, as `create --message-encoding …` takes one).
+#[derive(Debug, Clone, Default, clap::Args)]
+struct ServiceSchemaArgs {
+    /// How each request's bytes are encoded (cdr, protobuf, json, cbor, msgpack,
+    /// shmbus-pod, …). Stored with the service when this creates it, with
+    /// --response-message-encoding; an existing service must carry the same schemas.
+    #[arg(long, value_name = "ENCODING", requires = "response_message_encoding")]
+    request_message_encoding: Option<String>,
+    /// The request schema's name (sensor_msgs/srv/SetCameraInfo_Request, …).
+    #[arg(long, value_name = "NAME", requires = "request_message_encoding")]
+    request_schema_name: Option<String>,
+    /// What the request schema data is (ros2msg, protobuf, jsonschema, …).
+    #[arg(long, value_name = "ENCODING", requires = "request_message_encoding")]
+    request_schema_encoding: Option<String>,
+    /// The request schema data, read from this file (at most 1 MiB).
+    #[arg(long, value_name = "PATH", requires = "request_schema_encoding")]
+    request_schema_file: Option<std::path::PathBuf>,
+    /// How each response's bytes are encoded (with --request-message-encoding).
+    #[arg(long, value_name = "ENCODING", requires = "request_message_encoding")]
+    response_message_encoding: Option<String>,
+    /// The response schema's name.
+    #[arg(long, value_name = "NAME", requires = "response_message_encoding")]
+    response_schema_name: Option<String>,
+    /// What the response schema data is.
+    #[arg(long, value_name = "ENCODING", requires = "response_message_encoding")]
+    response_schema_encoding: Option<String>,
+    /// The response schema data, read from this file (at most 1 MiB).
+    #[arg(long, value_name = "PATH", requires = "response_schema_encoding")]
+    response_schema_file: Option<std::path::PathBuf>,
+}
+
+impl ServiceSchemaArgs {
+    /// The request and response schemas these flags give (`None` without them).
+    fn schemas(&self) -> Result<Option<(Schema, Schema)>> {
+        let one = |encoding: &Option<String>,
+                   name: &Option<String>,
+                   schema_encoding: &Option<String>,
+                   file: &Option<std::path::PathBuf>,
+                   side: &str| {
+            crate::schema::SchemaArgs {
+                message_encoding: encoding.clone(),
+                schema_name: name.clone(),
+                schema_encoding: schema_encoding.clone(),
+                schema_file: file.clone(),
+            }
+            .schema()
+            .map_err(|e| CliError::usage(format!("the {side} schema: {e}")))
+        };
+        let req = one(
+            &self.request_message_encoding,
+            &self.request_schema_name,
+            &self.request_schema_encoding,
+            &self.request_schema_file,
+            "request",
+        )?;
+        let resp = one(
+            &self.response_message_encoding,
+            &self.response_schema_name,
+            &self.response_schema_encoding,
+            &self.response_schema_file,
+            "response",
+        )?;
+        Ok(req.zip(resp))
+    }
 }
 
 impl LayoutArgs {
@@ -74,6 +150,13 @@ pub struct ServeArgs {
     channel: String,
     #[command(flatten)]
     layout: LayoutArgs,
+    #[command(flatten)]
+    schemas: ServiceSchemaArgs,
+    /// Give CMD each request's bytes as they are and answer with its output as it is, even
+    /// when the service has schemas (by default CMD reads the request as a JSON line and
+    /// prints the response as JSON).
+    #[arg(long, requires = "cmd")]
+    raw: bool,
     /// Answer each request with its own bytes.
     #[arg(long, conflicts_with = "cmd", required_unless_present = "cmd")]
     echo: bool,
@@ -112,9 +195,11 @@ pub struct CallArgs {
     /// The whole content of this file is the request.
     #[arg(long, value_name = "PATH")]
     file: Option<std::path::PathBuf>,
-    /// How --data (or the stdin line) is written: text, hex or base64.
-    #[arg(long, value_enum, default_value_t, conflicts_with = "file")]
-    format: InFormat,
+    /// How --data (or the stdin line) is written: text, hex or base64; responses are then
+    /// printed as bytes too. Without it, a service with schemas takes JSON (or one-line
+    /// YAML) and prints each response decoded, as JSON; any other takes text.
+    #[arg(long, value_enum, conflicts_with = "file")]
+    format: Option<InFormat>,
     /// How long to wait for each response: milliseconds, or with a unit (`5s`).
     #[arg(long, value_name = "MS", default_value = "5000", value_parser = crate::units::millis)]
     timeout_ms: u64,
@@ -132,6 +217,51 @@ pub struct CallArgs {
 struct ResponseHead {
     request_id: u64,
     last: bool,
+}
+
+impl crate::schema::Head for ResponseHead {
+    fn id(&self) -> String {
+        format!("the response to request {}", self.request_id)
+    }
+}
+
+/// How `serve -- CMD` hands a request to CMD and reads its answer: as bytes, or (a service
+/// with schemas) as JSON by the request's and the response's codecs.
+#[derive(Clone)]
+struct Translation {
+    codecs: Option<Arc<(Codec, Codec, String)>>,
+}
+
+impl Translation {
+    /// The codecs of `svc`'s schemas, unless `raw` or it has none a codec reads.
+    fn of(svc: &Service, raw: bool) -> Translation {
+        let codecs = match (raw, svc.request_schema(), svc.response_schema()) {
+            (false, Some(req), Some(resp)) => crate::schema::codec(Some(req))
+                .zip(crate::schema::codec(Some(resp)))
+                .map(|(a, b)| Arc::new((a, b, crate::schema::label(resp)))),
+            _ => None,
+        };
+        Translation { codecs }
+    }
+
+    /// What CMD reads on its stdin: the request as it is, or decoded as one JSON line.
+    fn request(&self, data: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        let Some(c) = &self.codecs else { return Ok(data.to_vec()) };
+        let value =
+            c.0.decode(data, &DecodeOptions { full: true })
+                .map_err(|e| format!("the request does not decode by the service's request schema: {e}"))?;
+        let mut line = serde_json::to_vec(&value).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        Ok(line)
+    }
+
+    /// The response CMD's output gives: as it is, or its JSON encoded by the response schema.
+    fn response(&self, output: Vec<u8>, cmd: &str) -> std::result::Result<Vec<u8>, String> {
+        let Some(c) = &self.codecs else { return Ok(output) };
+        let value: serde_json::Value = serde_json::from_slice(&output)
+            .map_err(|e| format!("{cmd} printed no JSON value ({e}); the service's responses are {}", c.2))?;
+        c.1.encode(&value).map_err(|e| format!("{cmd}'s output does not encode as {}: {e}", c.2))
+    }
 }
 
 /// A line of `serve --json`.
@@ -158,9 +288,14 @@ struct Outcome {
 pub fn serve(ctx: &Ctx, args: &ServeArgs) -> Result<()> {
     let ch = crate::target::channel(args.domain_flag.as_deref(), &args.channel)?;
     let domain = ctx.domain(&ch.domain)?;
-    let svc = Service::create_or_open(&domain, &ch.name, &args.layout.config())?;
+    let mut config = args.layout.config();
+    if let Some((req, resp)) = args.schemas.schemas()? {
+        config = config.request_schema(req).response_schema(resp);
+    }
+    let svc = Service::create_or_open(&domain, &ch.name, &config)?;
     let mut server = svc.server()?;
     let max = svc.max_response_len();
+    let translation = Translation::of(&svc, args.raw);
     let (tx, rx) = mpsc::channel::<Outcome>();
     let mut running = 0u64;
     let mut answered = 0u64;
@@ -223,9 +358,9 @@ pub fn serve(ctx: &Ctx, args: &ServeArgs) -> Result<()> {
             continue;
         }
         running += 1;
-        let (tx, cmd) = (tx.clone(), args.cmd.clone());
+        let (tx, cmd, translation) = (tx.clone(), args.cmd.clone(), translation.clone());
         std::thread::spawn(move || {
-            let _ = tx.send(run_command(req, &cmd, timeout, max));
+            let _ = tx.send(run_command(req, &cmd, &translation, timeout, max));
         });
     }
     Ok(())
@@ -233,10 +368,38 @@ pub fn serve(ctx: &Ctx, args: &ServeArgs) -> Result<()> {
 
 /// Runs `cmd` with the request on its stdin and answers with its stdout, or fails the
 /// request.
-fn run_command(req: ActiveRequest, cmd: &[String], timeout: Duration, max: usize) -> Outcome {
+fn run_command(
+    req: ActiveRequest,
+    cmd: &[String],
+    translation: &Translation,
+    timeout: Duration,
+    max: usize,
+) -> Outcome {
     let (id, len) = (req.id(), req.len());
     let outcome = |response_len, failure| Outcome { id, len, response_len, failure };
-    let output = match command_output(&req, cmd, timeout, max) {
+    let answer = translation
+        .request(req.data())
+        .and_then(|input| {
+            command_output(
+                input,
+                cmd,
+                timeout,
+                translation.codecs.as_ref().map_or(max, |_| max.saturating_mul(16).max(64 << 10)),
+            )
+        })
+        .and_then(|output| translation.response(output, &cmd[0]))
+        .and_then(|response| {
+            if response.len() > max {
+                Err(format!(
+                    "{}'s response of {} bytes is more than the service's max_response_len of {max}",
+                    cmd[0],
+                    response.len()
+                ))
+            } else {
+                Ok(response)
+            }
+        });
+    let output = match answer {
         Ok(o) => o,
         Err(why) => {
             req.fail();
@@ -249,9 +412,9 @@ fn run_command(req: ActiveRequest, cmd: &[String], timeout: Duration, max: usize
     }
 }
 
-/// The stdout of `cmd` run with the request on its stdin, within `timeout` and `max` bytes.
+/// The stdout of `cmd` run with `request` on its stdin, within `timeout` and `max` bytes.
 fn command_output(
-    req: &ActiveRequest,
+    request: Vec<u8>,
     cmd: &[String],
     timeout: Duration,
     max: usize,
@@ -270,7 +433,6 @@ fn command_output(
     // The request goes in on a thread of its own: a command that does not read its stdin
     // must not stop us reading its stdout.
     let mut stdin = child.stdin.take().expect("piped");
-    let request = req.data().to_vec();
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(&request);
     });
@@ -300,7 +462,7 @@ fn command_output(
         return Err(format!("{} exited with {status}", cmd[0]));
     }
     if output.len() > max {
-        return Err(format!("{} printed more than the service's max_response_len of {max} bytes", cmd[0]));
+        return Err(format!("{} printed more than {max} bytes, more than a response may be", cmd[0]));
     }
     Ok(output)
 }
@@ -312,7 +474,16 @@ pub fn call(ctx: &Ctx, args: &CallArgs) -> Result<()> {
     ctx.wait_for(&domain, &[&ch.name], args.wait)?;
     let svc = Service::open(&domain, &ch.name)?;
     let mut client = svc.client()?;
-    let input = Input { data: args.data.clone(), file: args.file.clone(), format: args.format, codec: None };
+    // Without --format (or --file), a service with schemas takes JSON and answers in JSON.
+    let (codec, response_schema) = match (args.format, &args.file) {
+        (None, None) => (crate::schema::codec(svc.request_schema()), svc.response_schema()),
+        _ => (None, None),
+    };
+    let input =
+        Input { data: args.data.clone(), file: args.file.clone(), format: args.format.unwrap_or_default(), codec };
+    let mut printer = crate::schema::codec(response_schema)
+        .is_some()
+        .then(|| crate::schema::Printer::new(response_schema, args.json, None, false));
     let mut request = None;
     input.for_each(svc.max_request_len(), Some(1), |msg| {
         request = Some(msg.to_vec());
@@ -334,8 +505,11 @@ pub fn call(ctx: &Ctx, args: &CallArgs) -> Result<()> {
             }
             Err(e) => return Err(CliError::during("call failed", e)),
         };
-        if args.json {
-            lines.write(&mut out, &MessageLine::new(ResponseHead { request_id: id, last: r.is_last() }, r.data()))?;
+        let head = ResponseHead { request_id: id, last: r.is_last() };
+        if let Some(p) = &mut printer {
+            p.write(&mut out, head, r.data())?;
+        } else if args.json {
+            lines.write(&mut out, &MessageLine::new(head, r.data()))?;
         } else {
             // Text when valid UTF-8, else hex, as `sub` prints, one response per line: a
             // command's output keeps its own last newline.

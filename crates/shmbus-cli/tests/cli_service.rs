@@ -99,3 +99,79 @@ fn call_errors_are_clear() {
     let e = r.fails(&["pub", "--domain", "d", "svc", "--data", "x"]);
     assert!(e.contains("shmbus call"), "{e}");
 }
+
+#[test]
+fn a_service_with_schemas_is_called_and_served_in_json() {
+    let r = Root::new();
+    let dir = tempfile_dir(&r);
+    let (req_msg, resp_msg) = (dir.join("AddTwoInts_Request.msg"), dir.join("AddTwoInts_Response.msg"));
+    std::fs::write(&req_msg, "int64 a\nint64 b\n").unwrap();
+    std::fs::write(&resp_msg, "int64 sum\n").unwrap();
+    // The command reads the request as one JSON line and prints the response as JSON; a
+    // request with a == 0 prints something that is not JSON, failing that request.
+    let script = "import json, sys\nr = json.loads(sys.stdin.readline())\nprint(json.dumps({'sum': r['a'] + r['b']}) if r['a'] else 'not json')";
+    let (req_path, resp_path) = (req_msg.to_str().unwrap(), resp_msg.to_str().unwrap());
+    let server = r.spawn(&[
+        "serve",
+        "--domain",
+        "d",
+        "add",
+        "--count",
+        "3",
+        "--request-message-encoding",
+        "cdr",
+        "--request-schema-name",
+        "example_interfaces/srv/AddTwoInts_Request",
+        "--request-schema-encoding",
+        "ros2msg",
+        "--request-schema-file",
+        req_path,
+        "--response-message-encoding",
+        "cdr",
+        "--response-schema-name",
+        "example_interfaces/srv/AddTwoInts_Response",
+        "--response-schema-encoding",
+        "ros2msg",
+        "--response-schema-file",
+        resp_path,
+        "--",
+        "python3",
+        "-c",
+        script,
+    ]);
+    let info = r.wait_info("d", "add", |v| v["status"]["servers"] == 1);
+    assert_eq!(info["schema_name"], "example_interfaces/srv/AddTwoInts_Request", "{info}");
+    assert_eq!(info["response_schema"]["schema_name"], "example_interfaces/srv/AddTwoInts_Response", "{info}");
+    assert_eq!(r.ok(&["schema", "--domain", "d", "add", "--response"]), "int64 sum\n");
+    assert_eq!(r.ok(&["schema", "--domain", "d", "add"]), "int64 a\nint64 b\n");
+
+    // JSON and one-line YAML in, the response decoded out.
+    let sum: serde_json::Value =
+        serde_json::from_str(&r.ok(&["call", "--domain", "d", "add", "--data", r#"{"a": 40, "b": 2}"#])).unwrap();
+    assert_eq!(sum, serde_json::json!({"sum": 42}));
+    let v = json_lines(&r.ok(&["call", "d/add", "--data", "{a: -5, b: 3}", "--json"]));
+    assert_eq!(
+        (v.len(), &v[0]["msg"], &v[0]["last"]),
+        (1, &serde_json::json!({"sum": -2}), &serde_json::json!(true)),
+        "{v:?}"
+    );
+    // A request that does not fit the schema is refused before it is sent.
+    let e = r.fails(&["call", "d/add", "--data", r#"{"a": "x"}"#]);
+    assert!(e.contains("--data") && e.contains("nothing of it was sent"), "{e}");
+    // Output that is not JSON fails the request, and the server goes on.
+    let out = r.run(&["call", "d/add", "--data", "{a: 0, b: 1}"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_error_line(&out).contains("failed request"), "{}", one_error_line(&out));
+    let served = server.finish_ok();
+    assert!(served.contains("printed no JSON value"), "{served}");
+    // A topic has no response schema.
+    r.ok(&["create", "--kind", "topic", "--domain", "d", "t"]);
+    assert!(r.fails(&["schema", "--domain", "d", "t", "--response"]).contains("only a service"));
+}
+
+/// A directory of its own under the test's root.
+fn tempfile_dir(r: &Root) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(r.jdir("schemas"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -9,6 +9,7 @@ use shmbus::{Client, Server};
 use crate::call::*;
 use crate::domain::shmbus_domain;
 use crate::handle::*;
+use crate::schema::{schema_of, set_schema, shmbus_schema};
 use crate::status::*;
 
 /// Settings for `shmbus_service_create_or_open` (unset values: as the existing service, or
@@ -224,6 +225,50 @@ pub unsafe extern "C" fn shmbus_service_config_set_mode(
     unsafe { set(config, |c| c.mode(mode)) }
 }
 
+/// Sets the schema of the service's requests (as `shmbus_topic_config_set_schema` sets a
+/// topic's). A service stores its request and response schemas together: a config with one
+/// of them set and not the other is refused by `shmbus_service_create_or_open` with
+/// `SHMBUS_INVALID_CONFIG`.
+///
+/// # Safety
+/// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_service_config_set_request_schema(
+    config: *mut shmbus_service_config,
+    message_encoding: *const c_char,
+    schema_name: *const c_char,
+    schema_encoding: *const c_char,
+    data: *const c_void,
+    data_len: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        set_schema(config, message_encoding, schema_name, schema_encoding, data, data_len, |c, s| c.request_schema(s))
+    }
+}
+
+/// Sets the schema of the service's responses (see
+/// `shmbus_service_config_set_request_schema`).
+///
+/// # Safety
+/// `config` is NULL or live; the texts NULL or NUL-terminated; `data` valid for `data_len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_service_config_set_response_schema(
+    config: *mut shmbus_service_config,
+    message_encoding: *const c_char,
+    schema_name: *const c_char,
+    schema_encoding: *const c_char,
+    data: *const c_void,
+    data_len: usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe {
+        set_schema(config, message_encoding, schema_name, schema_encoding, data, data_len, |c, s| c.response_schema(s))
+    }
+}
+
 /// Opens service `name` in `domain`, creating it with `config` (NULL: defaults) if it does
 /// not exist. Codes as `shmbus_topic_create_or_open`.
 ///
@@ -266,6 +311,34 @@ pub unsafe extern "C" fn shmbus_service_status(
 ) -> shmbus_status {
     // SAFETY: per this function's contract.
     unsafe { status_in(domain, name, out, |d, n| Ok(Service::status(d, n)?)) }
+}
+
+/// The schema of the service's requests, set by its creator, into `*out`: `SHMBUS_OK`, or
+/// `SHMBUS_NOT_FOUND` (and `*out` all NULL and zero) when it has none. The pointers stay valid
+/// until `service` is freed.
+///
+/// # Safety
+/// `service` is NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_service_request_schema(
+    service: *const shmbus_service,
+    out: *mut shmbus_schema,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { schema_of(service, out, "service", |c| c.request_schema()) }
+}
+
+/// The schema of the service's responses (see `shmbus_service_request_schema`).
+///
+/// # Safety
+/// `service` is NULL or live; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_service_response_schema(
+    service: *const shmbus_service,
+    out: *mut shmbus_schema,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { schema_of(service, out, "service", |c| c.response_schema()) }
 }
 
 /// Frees a service handle (NULL: nothing). Its endpoints stay usable.

@@ -37,7 +37,8 @@ impl PyService {
     /// None accept what an existing service has).
     #[staticmethod]
     #[pyo3(signature = (domain, name, *, max_servers=None, max_clients=None, max_in_flight=None,
-        max_request_len=None, max_response_len=None, response_depth=None, mode=None, group=None, schema=None))]
+        max_request_len=None, max_response_len=None, response_depth=None, mode=None, group=None,
+        request_schema=None, response_schema=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_or_open(
         domain: &PyDomain,
@@ -50,11 +51,12 @@ impl PyService {
         response_depth: Option<usize>,
         mode: Option<u32>,
         group: Option<u32>,
-        schema: Option<PyRef<'_, PySchema>>,
+        request_schema: Option<PyRef<'_, PySchema>>,
+        response_schema: Option<PyRef<'_, PySchema>>,
     ) -> PyResult<PyService> {
-        let schema = schema_arg(schema);
+        let (request_schema, response_schema) = (schema_arg(request_schema), schema_arg(response_schema));
         let config = config_from_args!(ServiceConfig::default(); max_servers, max_clients, max_in_flight,
-            max_request_len, max_response_len, response_depth, mode, group, schema);
+            max_request_len, max_response_len, response_depth, mode, group, request_schema, response_schema);
         let svc = Service::create_or_open(&domain.inner, name, &config).or_raise()?;
         Ok(PyService { cell: Cell::new(svc, "service") })
     }
@@ -66,10 +68,18 @@ impl PyService {
         Ok(PyService { cell: Cell::new(svc, "service") })
     }
 
-    /// The service's schema, set by its creator (`Schema`), or None if it has none.
+    /// The schema of the service's requests, set by its creator (`Schema`), or None if it
+    /// has none.
     #[getter]
-    fn schema(&self) -> PyResult<Option<PySchema>> {
-        Ok(self.cell.with_ref(|c| schema_of(c.schema()))?)
+    fn request_schema(&self) -> PyResult<Option<PySchema>> {
+        Ok(self.cell.with_ref(|c| schema_of(c.request_schema()))?)
+    }
+
+    /// The schema of the service's responses, set by its creator (`Schema`), or None if it
+    /// has none.
+    #[getter]
+    fn response_schema(&self) -> PyResult<Option<PySchema>> {
+        Ok(self.cell.with_ref(|c| schema_of(c.response_schema()))?)
     }
 
     /// The service's state (read permission is enough): a dict with its layout

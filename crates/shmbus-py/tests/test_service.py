@@ -142,3 +142,18 @@ def test_asyncio_and_the_waitset(domain):
             await client.call_async(b"second")
 
     asyncio.run(main())
+
+
+def test_request_and_response_schemas_are_stored_as_a_pair(domain):
+    req = shmbus.Schema("cdr", "example/Add_Request", "ros2msg", b"int64 a\nint64 b\n")
+    resp = shmbus.Schema("cdr", "example/Add_Response", "ros2msg", b"int64 sum\n")
+    with pytest.raises(shmbus.InvalidConfig):
+        shmbus.Service.create_or_open(domain, "add", request_schema=req)
+    svc = shmbus.Service.create_or_open(domain, "add", request_schema=req, response_schema=resp)
+    assert (svc.request_schema, svc.response_schema) == (req, resp)
+    opened = shmbus.Service.open(domain, "add")
+    assert (opened.request_schema, opened.response_schema) == (req, resp)
+    with pytest.raises(shmbus.SchemaMismatch):
+        shmbus.Service.create_or_open(domain, "add", request_schema=resp, response_schema=req)
+    plain = shmbus.Service.create_or_open(domain, "plain")
+    assert (plain.request_schema, plain.response_schema) == (None, None)

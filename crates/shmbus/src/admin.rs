@@ -108,8 +108,11 @@ pub struct SegmentReport {
     /// it (read-write) and when it lets go of it, besides creating it (a process killed by
     /// SIGKILL does not set it as it dies). `None` where the file system does not say.
     pub modified: Option<std::time::SystemTime>,
-    /// The channel's schema (`None`: it has none).
+    /// The channel's schema (`None`: it has none); a service's request schema.
     pub schema: Option<std::sync::Arc<crate::Schema>>,
+    /// A service's response schema (`None` for the other kinds, and a service without
+    /// schemas).
+    pub response_schema: Option<std::sync::Arc<crate::Schema>>,
 }
 
 /// Whether anyone uses a channel and, if not, whether it holds something for a later
@@ -270,9 +273,21 @@ fn report(dir: &DomainDir, name: &str) -> Result<SegmentReport, OpenError> {
     let (live, dead) = view.list().into_iter().partition(|p| view.is_alive(p));
     let modified = seg.file().metadata().and_then(|m| m.modified()).ok();
     let creator_alive = creator_alive(seg.file(), header.creator);
-    let schema = seg.schema().cloned();
+    let (schema, response_schema) = (seg.schema().cloned(), seg.schemas().get(1).cloned());
     let (pending, history_len) = contents_of(seg)?;
-    Ok(SegmentReport { path, creator_alive, header, live, dead, writable, pending, history_len, modified, schema })
+    Ok(SegmentReport {
+        path,
+        creator_alive,
+        header,
+        live,
+        dead,
+        writable,
+        pending,
+        history_len,
+        modified,
+        schema,
+        response_schema,
+    })
 }
 
 /// What the segment's kind holds undelivered, and its history, by the kind's own index

@@ -203,6 +203,36 @@ impl Schema {
         HEAD + self.message_encoding.len() + self.name.len() + self.encoding.len() + self.data.len() + 4
     }
 
+    /// Parses `b` as up to `max` stored records one after another (untrusted: each record's
+    /// length is taken from its head, bounded, and checked as [`decode`](Schema::decode)
+    /// checks it).
+    pub(crate) fn decode_all(mut b: &[u8], max: usize) -> Result<Vec<Schema>, SchemaError> {
+        let mut all = Vec::new();
+        while !b.is_empty() {
+            if all.len() == max {
+                return Err(SchemaError::Corrupt { what: format!("more than {max} schema records") });
+            }
+            let len = Schema::stored_len(b)?;
+            all.push(Schema::decode(&b[..len])?);
+            b = &b[len..];
+        }
+        Ok(all)
+    }
+
+    /// The length of the record at the start of `b`, from its head, within `b` and the limits.
+    fn stored_len(b: &[u8]) -> Result<usize, SchemaError> {
+        if b.len() < HEAD + 4 {
+            return Err(SchemaError::Corrupt { what: format!("record of {} bytes", b.len()) });
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes")) as u64;
+        let data_len = u64::from_le_bytes(b[24..32].try_into().expect("8 bytes"));
+        let len = (HEAD as u64 + 4).saturating_add(u32_at(8) + u32_at(12) + u32_at(16)).saturating_add(data_len);
+        if len > b.len() as u64 || len > Schema::MAX_RECORD as u64 {
+            return Err(SchemaError::Corrupt { what: "lengths do not add up to the record's size".to_owned() });
+        }
+        Ok(len as usize)
+    }
+
     /// Parses a stored record of exactly `b.len()` bytes (untrusted: every length is checked
     /// against the limits and the record, then the checksum, then the fields as [`Schema::new`]
     /// checks them).
@@ -279,6 +309,17 @@ pub(crate) fn pod_schema_of<T: crate::Pod>() -> Option<Schema> {
     Schema::new(enc, name, enc, json.into_bytes()).ok()
 }
 
+/// What a schema mismatch names for a list of schemas: `no schema`, the one, or a
+/// service's pair (`requests cdr x/Req, responses cdr x/Resp`).
+pub(crate) fn describe_all(all: &[std::sync::Arc<Schema>]) -> String {
+    match all {
+        [] => describe(None),
+        [one] => one.to_string(),
+        [req, resp] => format!("requests {req}, responses {resp}"),
+        more => more.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; "),
+    }
+}
+
 /// What a schema mismatch names: the schema, or `no schema`.
 pub(crate) fn describe(s: Option<&Schema>) -> String {
     s.map_or_else(|| "no schema".to_owned(), |s| s.to_string())
@@ -347,6 +388,29 @@ mod tests {
             let i = (seed as usize) % 32;
             m[i] = (seed >> 32) as u8;
             let _ = Schema::decode(&m);
+        }
+    }
+
+    #[test]
+    fn a_pair_of_records_reads_back_and_a_cut_or_a_third_is_refused() {
+        let (a, b) = (imu(), Schema::new("json", "", "", Vec::new()).unwrap());
+        let both: Vec<u8> = [a.encode(), b.encode()].concat();
+        assert_eq!(Schema::decode_all(&both, 2).unwrap(), vec![a.clone(), b.clone()]);
+        assert_eq!(Schema::decode_all(&a.encode(), 2).unwrap(), vec![a.clone()]);
+        for cut in (1..both.len()).filter(|&cut| cut != a.encode().len()) {
+            assert!(Schema::decode_all(&both[..cut], 2).is_err(), "cut at {cut} accepted");
+        }
+        let three: Vec<u8> = [both.clone(), b.encode()].concat();
+        assert!(Schema::decode_all(&three, 2).is_err());
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut m = both.clone();
+            let i = (seed as usize) % m.len();
+            m[i] ^= (seed >> 32) as u8 | 1;
+            assert!(Schema::decode_all(&m, 2).is_err(), "byte {i} changed and accepted");
         }
     }
 }

@@ -6,8 +6,9 @@
 //! offset 4096   participant table    PARTICIPANTS entries of 64 bytes (see `participants`)
 //! offset 12288  counter blocks       one 512-byte block per participant entry (see `stats`)
 //! offset 77824  kind area            laid out by the channel kind from the header params
-//! then          schema record        the channel's schema, if it has one (see `crate::schema`),
-//!                                    in whole pages at the end of the file
+//! then          schema records       the channel's schema, if it has one (see `crate::schema`),
+//!                                    in whole pages at the end of the file: one record, or a
+//!                                    service's two (its requests', then its responses')
 //! ```
 //!
 //! **Creation never exposes a half-built segment.** The creator builds the whole file under
@@ -111,7 +112,7 @@ pub(crate) struct SegmentHeader {
     payload_align: u32,
     _reserved: u32,
     payload_name: [u8; TYPE_NAME_LEN],
-    /// Bytes of the schema record at the end of the file (0: no schema).
+    /// Bytes of the schema records at the end of the file (0: no schema).
     schema_len: u64,
 }
 
@@ -134,7 +135,7 @@ pub struct HeaderInfo {
     pub created_ns: u64,
     /// The payload type a typed `create_or_open` made the channel for (`None`: bytes).
     pub payload: Option<StoredPayloadType>,
-    /// Bytes of the schema record (0: the channel has no schema).
+    /// Bytes of the schema records (0: the channel has no schema).
     pub schema_len: u64,
 }
 
@@ -152,6 +153,9 @@ fn schema_area(len: u64) -> u64 {
 
 /// The unit of the schema area.
 const SCHEMA_PAGE: u64 = 4096;
+
+/// Most schema records a channel stores: a service's request and response schemas.
+pub(crate) const MAX_SCHEMAS: usize = 2;
 
 /// What a channel kind tells the segment layer about its layout.
 pub(crate) trait Layout: Sized {
@@ -197,8 +201,9 @@ pub(crate) struct Segment<A: Access = ReadWrite> {
     file: File,
     path: PathBuf,
     info: HeaderInfo,
-    /// The schema, read from the file once at open (`None`: the channel has none).
-    schema: Option<Arc<Schema>>,
+    /// The schemas, read from the file once at open (empty: the channel has none; a
+    /// service's are its requests' and its responses').
+    schemas: Vec<Arc<Schema>>,
 }
 
 /// Sets the file's `mtime` to now: a segment opened read-write (an endpoint's channel) does
@@ -222,8 +227,8 @@ impl<A: Access> Drop for Segment<A> {
 
 impl Segment {
     /// Opens `name` in `domain` as a `L`, creating it with `layout` if it does not exist, with
-    /// `payload` recorded in its header and `schema` stored with it (an existing segment is
-    /// returned as it is: the caller checks its payload type and schema). Returns the
+    /// `payload` recorded in its header and `schemas` stored with it (an existing segment is
+    /// returned as it is: the caller checks its payload type and schemas). Returns the
     /// segment, its layout and whether this call created it.
     pub(crate) fn create_or_open<L: Layout>(
         domain: &Domain,
@@ -231,7 +236,7 @@ impl Segment {
         layout: &L,
         opts: &CreateOptions,
         payload: Option<&PayloadType>,
-        schema: Option<&Arc<Schema>>,
+        schemas: &[Arc<Schema>],
     ) -> Result<(Segment, L, bool), OpenError> {
         let path = domain.channel_path(name)?;
         let mut dir = domain.open_or_create_dir()?;
@@ -247,7 +252,7 @@ impl Segment {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_new(&dir, name, layout, opts, payload, schema) {
+            match Segment::create_new(&dir, name, layout, opts, payload, schemas) {
                 Ok(Some(seg)) => {
                     let l = L::from_params(&layout.params()).map_err(|what| OpenError::InvalidConfig { what })?;
                     return Ok((seg, l, true));
@@ -275,11 +280,14 @@ impl Segment {
         layout: &L,
         opts: &CreateOptions,
         payload: Option<&PayloadType>,
-        schema: Option<&Arc<Schema>>,
+        schemas: &[Arc<Schema>],
     ) -> Result<Option<Segment>, OpenError> {
         validate_name(name)?;
+        if schemas.len() > MAX_SCHEMAS {
+            return Err(OpenError::InvalidConfig { what: format!("{} schemas, at most {MAX_SCHEMAS}", schemas.len()) });
+        }
         let path = &dir.channel_path(name);
-        let record = schema.map(|s| s.encode()).unwrap_or_default();
+        let record: Vec<u8> = schemas.iter().flat_map(|s| s.encode()).collect();
         let kind_end = KIND_OFFSET as u64 + layout.kind_area_size();
         let total = kind_end + schema_area(record.len() as u64);
         let total_usize =
@@ -331,7 +339,7 @@ impl Segment {
         });
         match created {
             Ok(Some((file, (map, info)))) => {
-                Ok(Some(Segment { map, file, path: path.to_owned(), info, schema: schema.cloned() }))
+                Ok(Some(Segment { map, file, path: path.to_owned(), info, schemas: schemas.to_vec() }))
             }
             Ok(None) => Ok(None),
             // Not the temporary file's fault: the domain directory does not let us write.
@@ -468,16 +476,23 @@ impl<A: Access> Segment<A> {
         let len =
             usize::try_from(info.total_size).map_err(|_| OpenError::corrupt(path, "size exceeds address space"))?;
         let map = map(file.as_fd(), len).map_err(|e| OpenError::io(path, e))?;
-        let schema = read_schema(path, &file, &info)?;
+        let schemas = read_schemas(path, &file, &info)?;
         if A::WRITABLE {
             mark_used(&file);
         }
-        Ok(Segment { map, file, path: path.to_owned(), info, schema })
+        Ok(Segment { map, file, path: path.to_owned(), info, schemas })
     }
 
-    /// The channel's schema, as read at open (`None`: it has none).
+    /// The channel's schema, as read at open (`None`: it has none; a service's first is its
+    /// requests').
     pub(crate) fn schema(&self) -> Option<&Arc<Schema>> {
-        self.schema.as_ref()
+        self.schemas.first()
+    }
+
+    /// Every schema stored with the channel, in order (a service's: its requests', then its
+    /// responses').
+    pub(crate) fn schemas(&self) -> &[Arc<Schema>] {
+        &self.schemas
     }
 
     /// The kind area through load-only words (a read-write segment's
@@ -634,7 +649,9 @@ fn validate_header(path: &Path, raw: &RawHeader, file_size: u64) -> Result<Heade
     }
     let payload = StoredPayloadType::from_raw(raw.payload_size, raw.payload_align, &raw.payload_name)
         .map_err(|what| OpenError::corrupt(path, what))?;
-    if raw.schema_len > Schema::MAX_RECORD as u64 || schema_area(raw.schema_len) > raw.total_size - KIND_OFFSET as u64 {
+    if raw.schema_len > (MAX_SCHEMAS * Schema::MAX_RECORD) as u64
+        || schema_area(raw.schema_len) > raw.total_size - KIND_OFFSET as u64
+    {
         return Err(OpenError::corrupt(path, format!("schema record of {} bytes", raw.schema_len)));
     }
     Ok(HeaderInfo {
@@ -650,18 +667,18 @@ fn validate_header(path: &Path, raw: &RawHeader, file_size: u64) -> Result<Heade
     })
 }
 
-/// Reads and parses the schema record at the start of the schema area, with `pread` into
-/// memory of its own: nothing a peer writes to the file later changes it.
-fn read_schema(path: &Path, file: &File, info: &HeaderInfo) -> Result<Option<Arc<Schema>>, OpenError> {
+/// Reads and parses the schema records at the start of the schema area, with `pread` into
+/// memory of its own: nothing a peer writes to the file later changes them.
+fn read_schemas(path: &Path, file: &File, info: &HeaderInfo) -> Result<Vec<Arc<Schema>>, OpenError> {
     if info.schema_len == 0 {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     use std::os::unix::fs::FileExt;
     // validate_header checked the length against the limit and the file's size.
     let mut record = vec![0u8; info.schema_len as usize];
     file.read_exact_at(&mut record, info.total_size - info.schema_area()).map_err(|e| OpenError::io(path, e))?;
-    let schema = Schema::decode(&record).map_err(|e| OpenError::corrupt(path, e.to_string()))?;
-    Ok(Some(Arc::new(schema)))
+    let schemas = Schema::decode_all(&record, MAX_SCHEMAS).map_err(|e| OpenError::corrupt(path, e.to_string()))?;
+    Ok(schemas.into_iter().map(Arc::new).collect())
 }
 
 fn check_same_layout<L: Layout>(path: &Path, existing: &L, requested: &L) -> Result<(), OpenError> {

@@ -43,6 +43,14 @@ fn typed_topic() {
 }
 
 #[test]
+fn service() {
+    let out = run("service");
+    assert!(out.contains("requests service::AddTwoInts / responses service::Sum"), "{out}");
+    assert!(out.contains("40 + 2 = 42") && out.contains("answered: 303"), "{out}");
+    assert!(out.contains("countdown [3, 2, 1]"), "{out}");
+}
+
+#[test]
 fn typed_journal() {
     let out = run("typed_journal");
     assert!(out.contains("records ") && out.contains("Trade (24 bytes, align 8)"), "{out}");

@@ -485,3 +485,94 @@ fn calls_and_requests_are_awaited_and_a_dropped_call_gives_its_request_up() {
     assert_eq!(client.in_flight(), 0);
     assert_eq!(Service::status(&d, "svc").unwrap().timeouts, 1);
 }
+
+/// A typed service's request and response.
+#[derive(Debug, Clone, Copy, PartialEq, shmbus::Pod)]
+#[repr(C)]
+struct AddRequest {
+    a: i64,
+    b: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, shmbus::Pod)]
+#[repr(C)]
+struct AddResponse {
+    sum: i64,
+}
+
+#[test]
+fn a_typed_service_stores_both_schemas_and_answers_values_in_place() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("svc-typed");
+    let d = s.domain("t");
+    let svc = Service::create_or_open(&d, "add", &ServiceConfig::for_types::<AddRequest, AddResponse>()).unwrap();
+    assert_eq!((svc.max_request_len(), svc.max_response_len()), (16, 8));
+    let (req_schema, resp_schema) = (svc.request_schema().unwrap().clone(), svc.response_schema().unwrap().clone());
+    assert!(req_schema.name().ends_with("::AddRequest") && resp_schema.name().ends_with("::AddResponse"));
+    assert_eq!(req_schema.message_encoding(), "shmbus-pod");
+    // Another process's view: status and the admin report carry both.
+    let st = Service::status(&d, "add").unwrap();
+    assert_eq!((st.request_schema.as_deref(), st.response_schema.as_deref()), (Some(&req_schema), Some(&resp_schema)));
+    let report = shmbus::admin::inspect_channel(&d, "add").unwrap();
+    assert_eq!((report.schema.as_deref(), report.response_schema.as_deref()), (Some(&req_schema), Some(&resp_schema)));
+
+    let mut server = svc.server_of::<AddRequest, AddResponse>().unwrap();
+    let t = std::thread::spawn(move || {
+        for n in 0..3 {
+            let mut req = server.recv_timeout(LONG).unwrap();
+            let sum = req.value().a + req.value().b;
+            if n < 2 {
+                req.respond_last(&AddResponse { sum }).unwrap();
+            } else {
+                // In place, streamed: the sum, then its double.
+                let mut cell = req.loan().unwrap();
+                cell.sum = sum;
+                cell.send();
+                let mut cell = req.loan().unwrap();
+                cell.sum = 2 * sum;
+                cell.send_last();
+            }
+        }
+        // A byte request of the wrong size is failed back and reported as corrupt.
+        match server.recv_timeout(LONG) {
+            Err(shmbus::service::RequestRecvTimeoutError::Corrupt(c)) => {
+                assert_eq!((c.value("len"), c.value("size")), (Some(3), Some(16)))
+            }
+            other => panic!("{other:?}"),
+        }
+        // Ended without a response: the typed call says the server failed it.
+        server.recv_timeout(LONG).unwrap().end();
+    });
+    let mut client = svc.client_of::<AddRequest, AddResponse>().unwrap();
+    assert_eq!(client.call(&AddRequest { a: 40, b: 2 }, LONG).unwrap(), AddResponse { sum: 42 });
+    let mut loan = client.loan_request().unwrap();
+    *loan = AddRequest { a: -5, b: 3 };
+    let id = loan.send();
+    let r = client.recv_response_for(id).unwrap();
+    assert_eq!((r.request_id, r.value, r.last), (id, Some(AddResponse { sum: -2 }), true));
+    let id = client.try_send_request(&AddRequest { a: 1, b: 2 }).unwrap();
+    let first = client.recv_response().unwrap();
+    let second = client.recv_response().unwrap();
+    assert_eq!((first.value, first.last), (Some(AddResponse { sum: 3 }), false));
+    assert_eq!((second.value, second.last), (Some(AddResponse { sum: 6 }), true));
+    assert_eq!((first.request_id, second.request_id), (id, id));
+    assert!(matches!(client.as_bytes().call(b"abc", LONG), Err(CallError::Recv(ResponseRecvError::Failed { .. }))));
+    let e = client.call(&AddRequest { a: 0, b: 0 }, LONG).unwrap_err();
+    assert!(matches!(e, CallError::Recv(ResponseRecvError::Failed { .. })), "{e:?}");
+    assert_eq!(client.as_bytes().in_flight(), 0);
+    t.join().unwrap();
+
+    // Types the rooms cannot hold are refused before joining.
+    assert!(matches!(svc.client_of::<[u8; 64], AddResponse>(), Err(OpenError::TypeMismatch { .. })));
+    // Other schemas, or one of a pair, are refused; none asked for opens anything.
+    let swapped = ServiceConfig::default().request_schema(resp_schema.clone()).response_schema(req_schema.clone());
+    let e = Service::create_or_open(&d, "add", &swapped).unwrap_err();
+    assert!(matches!(e, OpenError::SchemaMismatch { .. }) && e.to_string().contains("requests shmbus-pod"), "{e}");
+    let half = ServiceConfig::default().request_schema(req_schema.clone());
+    assert!(matches!(Service::create_or_open(&d, "half", &half), Err(OpenError::InvalidConfig { .. })));
+    Service::create_or_open(&d, "add", &ServiceConfig::default()).unwrap();
+    let explicit = ServiceConfig::default().request_schema(req_schema).response_schema(resp_schema);
+    Service::create_or_open(&d, "add", &explicit).unwrap();
+}

@@ -1,4 +1,5 @@
-/* The service through the C API: requests refused (no server, too large, too many in
+/* The service through the C API: its request and response schemas (both or neither),
+ * requests refused (no server, too large, too many in
  * flight), taken and answered in place, responses matched by id, a stream ended, a failed
  * request, a cancelled one whose late response is dropped, a call, a response kept when the
  * buffer is too small, and a status snapshot. */
@@ -14,8 +15,18 @@ int main(int argc, char **argv) {
     OK(shmbus_service_config_set_response_depth(cfg, 2));
     EXPECT(shmbus_service_config_set_max_servers(NULL, 1), SHMBUS_INVALID_ARGUMENT);
     shmbus_service *svc = NULL;
+    /* One schema of the pair is refused; both are stored and read back. */
+    OK(shmbus_service_config_set_request_schema(cfg, "cdr", "example/Add_Request", "ros2msg", "int64 a\nint64 b\n", 16));
+    EXPECT(shmbus_service_create_or_open(d, "svc", cfg, &svc), SHMBUS_INVALID_CONFIG);
+    OK(shmbus_service_config_set_response_schema(cfg, "cdr", "example/Add_Response", "ros2msg", "int64 sum\n", 10));
+    EXPECT(shmbus_service_config_set_response_schema(cfg, "", NULL, NULL, NULL, 0), SHMBUS_INVALID_CONFIG);
     OK(shmbus_service_create_or_open(d, "svc", cfg, &svc));
     shmbus_service_config_free(cfg);
+    shmbus_schema sc;
+    OK(shmbus_service_request_schema(svc, &sc));
+    CHECK(sc.name_len == 19 && memcmp(sc.name, "example/Add_Request", 19) == 0 && sc.data_len == 16);
+    OK(shmbus_service_response_schema(svc, &sc));
+    CHECK(sc.name_len == 20 && memcmp(sc.name, "example/Add_Response", 20) == 0 && sc.data_len == 10);
 
     shmbus_client *c = NULL;
     OK(shmbus_service_client(svc, &c));

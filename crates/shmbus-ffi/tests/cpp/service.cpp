@@ -1,4 +1,4 @@
-// The service through the C++ API: refusals, requests answered in place, responses matched
+// The service through the C++ API: its schemas (both, read back; one alone refused), refusals, requests answered in place, responses matched
 // by id, a stream, a failed request, a call (with a response larger than the first buffer),
 // a cancelled request whose late response is dropped, and a status snapshot.
 #include "check.hpp"
@@ -15,7 +15,11 @@ int main(int argc, char **argv) {
         cfg.max_in_flight = 2;
         cfg.max_request_len = 1024;
         cfg.max_response_len = 1024;
+        cfg.request_schema = shmbus::schema{"json"};
+        EXPECT_ERROR(shmbus::service::create_or_open(d, "svc", cfg), SHMBUS_INVALID_CONFIG, {});
+        cfg.response_schema = shmbus::schema{"cdr", "example/Sum", "ros2msg", std::string("int64 sum\n")};
         shmbus::service svc = shmbus::service::create_or_open(d, "svc", cfg);
+        CHECK(svc.request_schema() == cfg.request_schema && svc.response_schema() == cfg.response_schema);
         shmbus::client c = svc.client();
         EXPECT_ERROR(c.try_send_request(std::string_view("x")), SHMBUS_NO_WORKERS, {});
         shmbus::server s = svc.server();

@@ -51,6 +51,12 @@ pub(crate) trait ChannelLayout: Layout {
     /// the alignment every payload address has (`usize::MAX`: never lent as a reference, so
     /// any alignment goes). Checked against a payload type by [`Channel::check_type`].
     fn payload_room(&self) -> (usize, usize);
+
+    /// Whether a channel of this kind may store `n` schemas (one at most; a service none or
+    /// two). A file with another number is corrupt.
+    fn schema_count_ok(n: usize) -> bool {
+        n <= 1
+    }
 }
 
 /// The creation options every kind's config has: mode, group, the payload type of a typed
@@ -80,17 +86,7 @@ impl CommonConfig {
 /// their docs.
 macro_rules! common_setters {
     ($kind:literal) => {
-        #[doc = concat!("The file mode of a created ", $kind, " (default `0o600`). An existing ", $kind, " keeps its own.")]
-        pub fn mode(mut self, mode: u32) -> Self {
-            self.common.mode = Some(mode);
-            self
-        }
-
-        #[doc = concat!("The group (gid) of a created ", $kind, " (default: the creator's). An existing ", $kind, " keeps its own.")]
-        pub fn group(mut self, gid: u32) -> Self {
-            self.common.group = Some(gid);
-            self
-        }
+        crate::endpoint::channel::common_setters!($kind, no_schema);
 
         #[doc = concat!("The schema of a created ", $kind, "'s messages (see [`Schema`](crate::Schema)). An existing ", $kind, " must carry the same one, else opening it fails with [`OpenError::SchemaMismatch`](crate::OpenError::SchemaMismatch); with none set, any is accepted.")]
         pub fn schema(mut self, schema: crate::Schema) -> Self {
@@ -108,6 +104,20 @@ macro_rules! common_setters {
                 self.common.schema = Some(std::sync::Arc::new(s));
                 self.common.schema_implied = true;
             }
+            self
+        }
+    };
+    // A kind whose schemas are its own (a service's two): mode and group only.
+    ($kind:literal, no_schema) => {
+        #[doc = concat!("The file mode of a created ", $kind, " (default `0o600`). An existing ", $kind, " keeps its own.")]
+        pub fn mode(mut self, mode: u32) -> Self {
+            self.common.mode = Some(mode);
+            self
+        }
+
+        #[doc = concat!("The group (gid) of a created ", $kind, " (default: the creator's). An existing ", $kind, " keeps its own.")]
+        pub fn group(mut self, gid: u32) -> Self {
+            self.common.group = Some(gid);
             self
         }
     };
@@ -129,6 +139,11 @@ pub(crate) trait ChannelConfig {
 
     /// Mode, group and payload type.
     fn common(&self) -> &CommonConfig;
+
+    /// The schemas a created channel stores, and an opened one must carry (none: any).
+    fn schemas(&self) -> Vec<Arc<Schema>> {
+        self.common().schema.iter().cloned().collect()
+    }
 }
 
 /// An open channel segment of layout `L`, read-write (the default: the one mapping a handle
@@ -170,8 +185,7 @@ impl<L: ChannelLayout> Channel<L> {
                 Err(OpenError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            match Segment::create_or_open(domain, name, layout, &opts, common.payload.as_ref(), common.schema.as_ref())
-            {
+            match Segment::create_or_open(domain, name, layout, &opts, common.payload.as_ref(), &config.schemas()) {
                 Ok((seg, layout, false)) => return Channel { seg, layout, name: name.to_owned() }.checked(config),
                 Ok((seg, layout, _created)) => return Ok(Channel { seg, layout, name: name.to_owned() }),
                 // Created by another process meanwhile with other values for what this config
@@ -192,10 +206,9 @@ impl<L: ChannelLayout> Channel<L> {
                 return Err(OpenError::LayoutMismatch { path: self.path().to_owned(), field, existing, requested });
             }
         }
-        let common = config.common();
-        let found = self.seg.schema().map(|s| &**s);
-        if !(common.schema_implied && found.is_none()) {
-            check_schema(self.path(), found, common.schema.as_deref())?;
+        let found = self.seg.schemas();
+        if !(config.common().schema_implied && found.is_empty()) {
+            check_schemas(self.path(), found, &config.schemas())?;
         }
         Ok(self)
     }
@@ -223,12 +236,14 @@ impl<L: ChannelLayout> Channel<L, ReadOnly> {
 impl<L: ChannelLayout, A: Access> Channel<L, A> {
     fn open_as(domain: &Domain, name: &str) -> Result<Channel<L, A>, OpenError> {
         let (seg, layout) = Segment::<A>::open::<L>(domain, name)?;
+        check_schema_count::<L, A>(&seg)?;
         Ok(Channel { seg, layout, name: name.to_owned() })
     }
 
     /// A channel over `seg`, already open (for tools that opened it by path): its kind must
     /// be `L`'s and its layout valid.
     pub(crate) fn from_segment(seg: Segment<A>) -> Result<Channel<L, A>, OpenError> {
+        check_schema_count::<L, A>(&seg)?;
         let layout = seg.layout::<L>()?;
         let name = seg.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Channel { seg, layout, name })
@@ -308,10 +323,41 @@ impl<L, A: Access> Channel<L, A> {
         self.seg.schema()
     }
 
+    /// Every schema the channel stores (a service's: its requests', then its responses').
+    pub(crate) fn schemas(&self) -> &[Arc<Schema>] {
+        self.seg.schemas()
+    }
+
     /// The channel's name in its domain.
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
+}
+
+/// A file storing a number of schemas its kind never stores is corrupt.
+fn check_schema_count<L: ChannelLayout, A: Access>(seg: &Segment<A>) -> Result<(), OpenError> {
+    let n = seg.schemas().len();
+    if L::schema_count_ok(n) {
+        Ok(())
+    } else {
+        Err(OpenError::corrupt(seg.path(), format!("{n} schema records, which a {} never stores", L::KIND)))
+    }
+}
+
+/// [`check_schema`] of a channel's whole list of schemas: any, when `requested` is empty;
+/// else exactly those.
+pub(crate) fn check_schemas(path: &Path, found: &[Arc<Schema>], requested: &[Arc<Schema>]) -> Result<(), OpenError> {
+    if requested.is_empty() || found == requested {
+        return Ok(());
+    }
+    if let ([f], [r]) = (found, requested) {
+        return check_schema(path, Some(f), Some(r));
+    }
+    Err(OpenError::SchemaMismatch {
+        path: path.to_owned(),
+        expected: crate::schema::describe_all(requested),
+        found: crate::schema::describe_all(found),
+    })
 }
 
 /// Whether a channel carrying `found` may be opened by one asking for `requested`: any, when

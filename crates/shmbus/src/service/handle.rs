@@ -68,15 +68,25 @@ impl Service {
         Client::attach(self.shared.clone())
     }
 
-    /// The service's schema, set by its creator (`None`: it has none).
-    pub fn schema(&self) -> Option<&crate::Schema> {
-        self.shared.schema().map(|s| &**s)
+    /// The schema of the service's requests, set by its creator (`None`: it has none).
+    pub fn request_schema(&self) -> Option<&crate::Schema> {
+        self.shared.schemas().first().map(|s| &**s)
+    }
+
+    /// The schema of the service's responses, set by its creator (`None`: it has none).
+    pub fn response_schema(&self) -> Option<&crate::Schema> {
+        self.shared.schemas().get(1).map(|s| &**s)
     }
 
     /// Maps every page of this service into this process now (see
     /// [`Topic::prefault`](crate::Topic::prefault)).
     pub fn prefault(&self) {
         self.shared.prefault();
+    }
+
+    /// The service's file.
+    pub(super) fn path(&self) -> &std::path::Path {
+        self.shared.path()
     }
 
     /// The service's `max_request_len`.

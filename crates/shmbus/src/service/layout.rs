@@ -1,8 +1,11 @@
 //! The service's configuration and its validated segment layout.
 
+use std::sync::Arc;
+
 use super::protocol::{HEADER_SIZE, LANE_HEAD, MAX_DEPTH, SLOT_HEAD};
 use crate::error::OpenError;
 use crate::participants::PARTICIPANTS;
+use crate::schema::Schema;
 
 /// Largest request or response a service accepts (64 MiB).
 pub const MAX_MESSAGE_LEN: usize = 64 << 20;
@@ -36,11 +39,11 @@ pub struct ServiceConfig {
     max_request_len: Option<usize>,
     max_response_len: Option<usize>,
     response_depth: Option<usize>,
-    common: crate::endpoint::channel::CommonConfig,
+    request_schema: Option<Arc<Schema>>,
+    response_schema: Option<Arc<Schema>>,
+    pub(super) common: crate::endpoint::channel::CommonConfig,
 }
 
-// `payload_type` (from `common_setters!`) waits for typed services.
-#[allow(dead_code)]
 impl ServiceConfig {
     /// The default of [`max_servers`](Self::max_servers).
     pub const DEFAULT_MAX_SERVERS: usize = 4;
@@ -93,7 +96,37 @@ impl ServiceConfig {
         self
     }
 
-    crate::endpoint::channel::common_setters!("service");
+    /// The schema of a created service's requests (see [`Schema`]), with
+    /// [`response_schema`](Self::response_schema): a service stores both or neither. An
+    /// existing service must carry the same pair, else opening it fails with
+    /// [`OpenError::SchemaMismatch`]; with none set, any is accepted.
+    pub fn request_schema(mut self, schema: Schema) -> Self {
+        self.request_schema = Some(Arc::new(schema));
+        self.common.schema_implied = false;
+        self
+    }
+
+    /// The schema of a created service's responses (see
+    /// [`request_schema`](Self::request_schema)).
+    pub fn response_schema(mut self, schema: Schema) -> Self {
+        self.response_schema = Some(Arc::new(schema));
+        self.common.schema_implied = false;
+        self
+    }
+
+    /// The `shmbus-pod` schemas of `Req` and `Resp` as the pair a typed config implies (none
+    /// when either type describes no struct).
+    pub(super) fn implied_schemas<Req: crate::Pod, Resp: crate::Pod>(mut self) -> Self {
+        if let (Some(req), Some(resp)) = (crate::schema::pod_schema_of::<Req>(), crate::schema::pod_schema_of::<Resp>())
+        {
+            self.request_schema = Some(Arc::new(req));
+            self.response_schema = Some(Arc::new(resp));
+            self.common.schema_implied = true;
+        }
+        self
+    }
+
+    crate::endpoint::channel::common_setters!("service", no_schema);
 }
 
 /// The layout parameters of a service segment, validated.
@@ -235,6 +268,11 @@ impl crate::endpoint::channel::ChannelConfig for ServiceConfig {
     type Layout = ServiceLayout;
 
     fn layout_to_create(&self) -> Result<ServiceLayout, OpenError> {
+        if self.request_schema.is_some() != self.response_schema.is_some() {
+            return Err(OpenError::InvalidConfig {
+                what: "a service stores its request and response schemas together: set both request_schema and response_schema, or neither".into(),
+            });
+        }
         let len = |v: Option<usize>| v.unwrap_or(Self::DEFAULT_MAX_LEN) as u64;
         ServiceLayout::new([
             self.max_servers.unwrap_or(Self::DEFAULT_MAX_SERVERS) as u64,
@@ -262,12 +300,22 @@ impl crate::endpoint::channel::ChannelConfig for ServiceConfig {
     fn common(&self) -> &crate::endpoint::channel::CommonConfig {
         &self.common
     }
+
+    /// The request schema, then the response schema (both or neither).
+    fn schemas(&self) -> Vec<Arc<Schema>> {
+        self.request_schema.iter().chain(&self.response_schema).cloned().collect()
+    }
 }
 
 /// Requests and responses start 64-byte aligned.
 impl crate::endpoint::channel::ChannelLayout for ServiceLayout {
     fn payload_room(&self) -> (usize, usize) {
         (self.max_request.max(self.max_response), 64)
+    }
+
+    /// A service stores its request and response schemas together, or none.
+    fn schema_count_ok(n: usize) -> bool {
+        n == 0 || n == 2
     }
 }
 

@@ -81,6 +81,7 @@ mod layout;
 mod protocol;
 mod server;
 mod shared;
+mod typed;
 
 #[cfg(feature = "tokio")]
 pub use client::CallAsync;
@@ -94,3 +95,4 @@ pub(crate) use handle::ServiceKind;
 pub use layout::{ServiceConfig, MAX_IN_FLIGHT, MAX_MESSAGE_LEN, MAX_SLOTS};
 pub use server::{ActiveRequest, ResponseLoan, Server};
 pub use shared::ServiceStatus;
+pub use typed::{TypedClient, TypedRequest, TypedRequestLoan, TypedResponse, TypedResponseLoan, TypedServer};

@@ -149,8 +149,10 @@ pub struct ServiceStatus {
     pub server_gone: u64,
     /// Requests their server failed.
     pub failed: u64,
-    /// The channel's schema (`None`: it has none).
-    pub schema: Option<Arc<crate::Schema>>,
+    /// The schema of the service's requests (`None`: it has none).
+    pub request_schema: Option<Arc<crate::Schema>>,
+    /// The schema of the service's responses (`None`: it has none).
+    pub response_schema: Option<Arc<crate::Schema>>,
 }
 
 /// The slot states of a service, counted: `(pending, taken, abandoned)`. Loads only.
@@ -205,7 +207,8 @@ pub(super) fn status_of<A: Access>(chan: &Channel<ServiceLayout, A>) -> ServiceS
         timeouts,
         server_gone,
         failed,
-        schema: chan.schema().cloned(),
+        request_schema: chan.schemas().first().cloned(),
+        response_schema: chan.schemas().get(1).cloned(),
     }
 }
 
