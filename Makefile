@@ -82,7 +82,7 @@ tsan:
 	   { rustup component list --toolchain nightly --installed 2>/dev/null | grep -q rust-src || rustup component add rust-src --toolchain nightly >/dev/null 2>&1; }; then \
 	  echo "tsan: running the multi-thread tests under ThreadSanitizer"; \
 	  RUSTFLAGS="-Zsanitizer=thread --cfg tsan" RUSTDOCFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="suppressions=$(CURDIR)/.ci/tsan.supp halt_on_error=1" \
-	  CARGO_TARGET_DIR=$(TSAN_TARGET) $(CARGO) +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p shmbus --features tokio --lib --test topic --test pool_basic --test queue_api --test queue_waitset --test stream_waitset --test journal_basic --test async_recv; \
+	  CARGO_TARGET_DIR=$(TSAN_TARGET) $(CARGO) +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p shmbus --features tokio --lib --test topic --test pool_basic --test queue_api --test queue_waitset --test stream_waitset --test journal_basic --test async_recv --test service; \
 	else echo "tsan: SKIPPED (nightly toolchain with rust-src not available here)"; fi
 
 # The Python package (crates/shmbus-py) as users get it: one abi3 wheel, built once with

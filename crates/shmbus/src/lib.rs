@@ -114,7 +114,6 @@ pub mod queue;
 pub mod segment;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod segment;
-#[cfg(not(loom))]
 pub mod service;
 pub mod stats;
 pub mod stream;

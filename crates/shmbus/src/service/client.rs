@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{CallError, ResponseRecvError, ResponseRecvTimeoutError, ResponseTryRecvError, ServiceTrySendError};
 use super::layout::ServiceLayout;
-use super::protocol::{self, LaneCounts, Look, ABANDONED, DONE, FREE, PENDING, TAKEN};
+use super::protocol::{self, GiveUp, LaneCounts, Look, ABANDONED, FREE, TAKEN};
 use super::shared::{taker_alive, Shared, View, ROLE_CLIENT};
 use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
@@ -19,10 +19,6 @@ use crate::sync::Ordering;
 use crate::sys::{process_is_alive, ProcessId};
 use crate::wait::{try_then_block_on, Wait, WaitPolicy};
 use crate::waitset::{WaitHandle, Waitable};
-
-/// How often a CAS on a slot's state is retried when the word keeps changing (an honest
-/// peer changes it at most twice meanwhile).
-const CAS_TRIES: usize = 64;
 
 /// What this client knows of one of its request slots.
 #[derive(Debug, Clone, Copy, Default)]
@@ -191,20 +187,7 @@ struct Got {
 /// redone).
 fn clean_lane(v: View<'_>, lane: usize) {
     for slot in 0..v.layout.in_flight {
-        let head = v.slot(lane, slot);
-        // Bounded: a word a hostile peer keeps changing is left as it is.
-        for _ in 0..CAS_TRIES {
-            let w = head.state.load(Ordering::Acquire);
-            let to = match protocol::tag(w) {
-                FREE | ABANDONED => break,
-                PENDING | DONE => protocol::state(FREE, protocol::seq(w)),
-                TAKEN => (w & !0xf) | ABANDONED,
-                _ => 0, // a state no slot can be in: a hostile write
-            };
-            if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                break;
-            }
-        }
+        protocol::clean(v.slot(lane, slot));
     }
     // A server waiting for room in an abandoned ring sees it now.
     v.lane(lane).room.notify();
@@ -317,19 +300,7 @@ impl Client {
     /// Frees slot `slot` if its request is over on the server's side too. `ask` allows a
     /// `/proc` look at the server holding it.
     fn settle(&self, slot: usize, ask: bool) -> bool {
-        let head = self.view().slot(self.lane, slot);
-        let w = head.state.load(Ordering::Acquire);
-        let free = match protocol::tag(w) {
-            FREE => true,
-            DONE | PENDING => head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok(),
-            TAKEN | ABANDONED => {
-                ask && self.taker_gone(w)
-                    && head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-            }
-            // A tag no slot can hold (a hostile write): the lane is ours, free it (by CAS, so
-            // a word that moved meanwhile is left for the next look).
-            _ => head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok(),
-        };
+        let free = protocol::settle(self.view().slot(self.lane, slot), |w| ask && self.taker_gone(w));
         if free {
             self.local[slot].set(Local::default());
         }
@@ -394,11 +365,7 @@ impl Client {
         let head = v.slot(self.lane, slot);
         let id = self.next_id.get();
         self.next_id.set(id.wrapping_add(1).max(1));
-        head.req_len.store(len as u64, Ordering::Relaxed);
-        head.req_id.store(id, Ordering::Relaxed);
-        head.resp_head.store(0, Ordering::Relaxed);
-        head.resp_tail.store(0, Ordering::Relaxed);
-        head.state.store(protocol::state(PENDING, id), Ordering::Release);
+        protocol::post(head, id, len);
         // The slot's bit stays set while this client holds the lane (servers look at the
         // slot's state, which says whether a request is there): set once, not per request.
         v.mark_pending(v.index_of(self.lane, slot));
@@ -419,23 +386,16 @@ impl Client {
 
     fn give_up(&self, slot: usize) {
         LaneCounts::bump(&self.view().lane(self.lane).counts.given_up);
-        let head = self.view().slot(self.lane, slot);
-        for _ in 0..CAS_TRIES {
-            let w = head.state.load(Ordering::Acquire);
-            let to = match protocol::tag(w) {
-                TAKEN => (w & !0xf) | ABANDONED,
-                PENDING | DONE => FREE,
-                _ => break,
-            };
-            if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                if to == FREE {
-                    self.local[slot].set(Local::default());
-                    return;
-                }
-                // A server waiting for room in this request's ring sees it abandoned now.
-                self.view().lane(self.lane).room.notify();
-                break;
+        match protocol::give_up(self.view().slot(self.lane, slot)) {
+            GiveUp::Freed => {
+                self.local[slot].set(Local::default());
+                return;
             }
+            // A server waiting for room in this request's ring sees it abandoned now.
+            GiveUp::Abandoned => {
+                self.view().lane(self.lane).room.notify();
+            }
+            GiveUp::Left => {}
         }
         self.update(slot, |l| l.given_up = true);
     }
@@ -545,18 +505,10 @@ impl Client {
         let head = v.slot(self.lane, got.slot);
         if got.cell.is_some() {
             let l = self.local[got.slot].get();
-            let tail = l.tail.wrapping_add(1);
-            head.resp_tail.store(tail, Ordering::Release);
-            self.update(got.slot, |l| l.tail = tail);
-            // A server waits for room only when the ring was full before this read, and never
-            // after the last response. The fence orders our store of the tail before our load
-            // of the head, as the server's store of the head comes before its load of the
-            // tail: one of us sees the other (no wake-up lost).
-            if !got.last {
-                std::sync::atomic::fence(Ordering::SeqCst);
-                if head.resp_head.load(Ordering::Acquire).wrapping_sub(l.tail) >= self.layout.depth as u64 {
-                    v.lane(self.lane).room.notify();
-                }
+            self.update(got.slot, |l| l.tail = l.tail.wrapping_add(1));
+            // A server waits for room only when the ring was full before this read.
+            if protocol::consume(head, l.tail, got.last, self.layout.depth as u64) {
+                v.lane(self.lane).room.notify();
             }
         }
         self.counter.message(got.len);

@@ -74,25 +74,45 @@
 //!   repaired; a cleared bit delays a request by at most 100 ms (servers that find
 //!   nothing look at every slot that often); every wait is bounded by its caller's.
 
+// The slot protocol; public only to the loom models (`tests/loom_service.rs`).
+#[cfg(loom)]
+pub mod protocol;
+#[cfg(not(loom))]
+pub(crate) mod protocol;
+
+#[cfg(not(loom))]
 mod client;
+#[cfg(not(loom))]
 mod error;
+#[cfg(not(loom))]
 mod handle;
+#[cfg(not(loom))]
 mod layout;
-mod protocol;
+#[cfg(not(loom))]
 mod server;
+#[cfg(not(loom))]
 mod shared;
+#[cfg(not(loom))]
 mod typed;
 
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", not(loom)))]
 pub use client::CallAsync;
+#[cfg(not(loom))]
 pub use client::{Client, RequestLoan, Response, ResponseRef};
+#[cfg(not(loom))]
 pub use error::{
     CallError, RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError, ResponseRecvError,
     ResponseRecvTimeoutError, ResponseTryRecvError, ServiceTrySendError,
 };
+#[cfg(not(loom))]
 pub use handle::Service;
+#[cfg(not(loom))]
 pub(crate) use handle::ServiceKind;
+#[cfg(not(loom))]
 pub use layout::{ServiceConfig, MAX_IN_FLIGHT, MAX_MESSAGE_LEN, MAX_SLOTS};
+#[cfg(not(loom))]
 pub use server::{ActiveRequest, ResponseLoan, Server};
+#[cfg(not(loom))]
 pub use shared::ServiceStatus;
+#[cfg(not(loom))]
 pub use typed::{TypedClient, TypedRequest, TypedRequestLoan, TypedResponse, TypedResponseLoan, TypedServer};

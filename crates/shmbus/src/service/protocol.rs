@@ -39,108 +39,127 @@ use crate::event::EventWord;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Bytes of the service header: the request event and room to grow.
-pub(crate) const HEADER_SIZE: usize = 256;
+pub const HEADER_SIZE: usize = 256;
 /// Bytes of a lane's head: the client's event words, then its counters.
-pub(crate) const LANE_HEAD: usize = 128;
+pub const LANE_HEAD: usize = 128;
 /// Bytes of a slot's head ([`SlotHead`]).
-pub(crate) const SLOT_HEAD: usize = 128;
+pub const SLOT_HEAD: usize = 128;
 /// Most response cells per slot.
-pub(crate) const MAX_DEPTH: usize = 4;
+pub const MAX_DEPTH: usize = 4;
 
 /// A slot no request uses: its client may post one.
-pub(crate) const FREE: u64 = 0;
+pub const FREE: u64 = 0;
 /// A posted request no server has claimed yet.
-pub(crate) const PENDING: u64 = 1;
+pub const PENDING: u64 = 1;
 /// A request a server claimed and is answering.
-pub(crate) const TAKEN: u64 = 2;
+pub const TAKEN: u64 = 2;
 /// A request its server has finished; its client frees the slot after reading the end.
-pub(crate) const DONE: u64 = 3;
+pub const DONE: u64 = 3;
 /// A claimed request its client gave up on; its server frees the slot when it finishes.
-pub(crate) const ABANDONED: u64 = 4;
+pub const ABANDONED: u64 = 4;
 
 /// The flag in a response cell's length word that marks the stream's last response.
-pub(crate) const LAST: u64 = 1 << 63;
+pub const LAST: u64 = 1 << 63;
 /// The bits of a request number a state word keeps.
-pub(crate) const SEQ_MASK: u64 = (1 << 31) - 1;
+pub const SEQ_MASK: u64 = (1 << 31) - 1;
 const PID_MASK: u64 = (1 << 22) - 1;
 
 /// A state word.
-pub(crate) fn state(tag: u64, seq: u64) -> u64 {
+pub fn state(tag: u64, seq: u64) -> u64 {
     tag | (seq & SEQ_MASK) << 33
 }
 
 /// A state word naming its taker (TAKEN, DONE, ABANDONED).
-pub(crate) fn taken(tag: u64, seq: u64, entry: usize, pid: u32) -> u64 {
+pub fn taken(tag: u64, seq: u64, entry: usize, pid: u32) -> u64 {
     state(tag, seq) | ((entry as u64) & 0x7f) << 4 | (pid as u64 & PID_MASK) << 11
 }
 
 /// The tag of a state word.
-pub(crate) fn tag(w: u64) -> u64 {
+pub fn tag(w: u64) -> u64 {
     w & 0xf
 }
 
 /// The request number of a state word.
-pub(crate) fn seq(w: u64) -> u64 {
+pub fn seq(w: u64) -> u64 {
     w >> 33
 }
 
 /// The bits of a DONE word that hold how many responses the request had.
-pub(crate) const COUNT_MASK: u64 = (1 << 28) - 1;
+pub const COUNT_MASK: u64 = (1 << 28) - 1;
 /// The bit of a DONE word that says the server failed the request.
 const FAILED: u64 = 1 << 32;
 
 /// The DONE word of request `seq`, which had `count` responses (modulo 2^28) and, if
 /// `failed`, was failed by its server: the server's last step, one CAS that publishes its
 /// last response and ends the request at once.
-pub(crate) fn done(seq: u64, count: u64, failed: bool) -> u64 {
+pub fn done(seq: u64, count: u64, failed: bool) -> u64 {
     state(DONE, seq) | (count & COUNT_MASK) << 4 | if failed { FAILED } else { 0 }
 }
 
 /// The response count of a DONE word.
-pub(crate) fn count(w: u64) -> u64 {
+pub fn count(w: u64) -> u64 {
     (w >> 4) & COUNT_MASK
 }
 
 /// The taker's participant entry and pid (its low 22 bits) of a state word.
-pub(crate) fn taker(w: u64) -> (usize, u64) {
+pub fn taker(w: u64) -> (usize, u64) {
     (((w >> 4) & 0x7f) as usize, (w >> 11) & PID_MASK)
 }
 
 /// The entry no server has: a request marked held by it has lost its server.
-pub(crate) const NO_ENTRY: u64 = 0x7f;
+pub const NO_ENTRY: u64 = 0x7f;
 
 /// `w` with its taker's entry replaced by [`NO_ENTRY`] (its server died and its entry was
 /// taken over).
-pub(crate) fn orphaned(w: u64) -> u64 {
+pub fn orphaned(w: u64) -> u64 {
     (w & !(0x7f << 4)) | NO_ENTRY << 4
 }
 
 /// Whether `pid` is the pid a state word's taker field holds.
-pub(crate) fn same_pid(field: u64, pid: u32) -> bool {
+pub fn same_pid(field: u64, pid: u32) -> bool {
     field == pid as u64 & PID_MASK
 }
 
 /// The head of a request slot: its state, its request and its response ring. The state
 /// and the cells' lengths share the first cache line: a client that finds its request
 /// answered has the response's length with the same miss.
+#[derive(Debug)]
 #[repr(C)]
-pub(crate) struct SlotHead {
+pub struct SlotHead {
     /// The state word (see the module docs).
-    pub(crate) state: AtomicU64,
+    pub state: AtomicU64,
     /// The request's length, written by the client before it posts.
-    pub(crate) req_len: AtomicU64,
+    pub req_len: AtomicU64,
     /// The request's id as its client numbers it.
-    pub(crate) req_id: AtomicU64,
+    pub req_id: AtomicU64,
     /// Responses the client has read.
-    pub(crate) resp_tail: AtomicU64,
+    pub resp_tail: AtomicU64,
     /// Each cell's length, with [`LAST`] on the last response.
-    pub(crate) resp_len: [AtomicU64; MAX_DEPTH],
+    pub resp_len: [AtomicU64; MAX_DEPTH],
     /// Responses the server has written, on a line of its own.
-    pub(crate) resp_head: AtomicU64,
+    pub resp_head: AtomicU64,
     _pad: [u64; 7],
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<SlotHead>() == SLOT_HEAD);
+
+#[cfg(loom)]
+impl SlotHead {
+    /// A FREE slot head on the heap, for the loom models.
+    pub fn new() -> SlotHead {
+        let w = || AtomicU64::new(0);
+        SlotHead {
+            state: w(),
+            req_len: w(),
+            req_id: w(),
+            resp_tail: w(),
+            resp_len: [w(), w(), w(), w()],
+            resp_head: w(),
+            _pad: [0; 7],
+        }
+    }
+}
 
 /// A lane's head: the event its client sleeps on for responses, the one a server waiting
 /// for room in a full ring sleeps on, and (on a line of their own) the lane's counters,
@@ -182,6 +201,7 @@ impl LaneCounts {
     }
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<LaneHead>() <= LANE_HEAD);
 
 /// The service header.
@@ -191,21 +211,197 @@ pub(crate) struct Header {
     pub(crate) requests: EventWord,
 }
 
+/// How often a client's transition tries a CAS on a word that keeps changing under it (an
+/// honest peer changes it at most twice meanwhile; a hostile one may forever) before leaving
+/// it for its next look.
+pub const CAS_TRIES: usize = 64;
+
+// The transitions of a slot's state word, each the one place its step is taken: the client
+// and the server call them, and the loom models (`tests/loom_service.rs`) run them on a heap
+// slot. Payload bytes (the request's room, the response cells) are written before the step
+// that publishes them (Release) and read after the step that sees it (Acquire).
+
+/// Client: posts request `id` of `len` bytes, already written into the slot's room, in a
+/// FREE slot of its own lane.
+pub fn post(head: &SlotHead, id: u64, len: usize) {
+    head.req_len.store(len as u64, Ordering::Relaxed);
+    head.req_id.store(id, Ordering::Relaxed);
+    head.resp_head.store(0, Ordering::Relaxed);
+    head.resp_tail.store(0, Ordering::Relaxed);
+    head.state.store(state(PENDING, id), Ordering::Release);
+}
+
+/// A request a server claimed: its number, its length and its id as read from the slot
+/// (untrusted: the caller checks the length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimed {
+    /// The request's number, as the state word holds it.
+    pub seq: u64,
+    /// The request's length, as its client wrote it.
+    pub len: u64,
+    /// The request's id.
+    pub id: u64,
+}
+
+/// Server: claims the slot for the server at participant entry `entry` (pid `pid`) if it
+/// holds a pending request. One CAS: of several servers, one wins.
+pub fn claim(head: &SlotHead, entry: usize, pid: u32) -> Option<Claimed> {
+    let w = head.state.load(Ordering::Acquire);
+    if tag(w) != PENDING {
+        return None;
+    }
+    let seq = seq(w);
+    head.state.compare_exchange(w, taken(TAKEN, seq, entry, pid), Ordering::AcqRel, Ordering::Relaxed).ok()?;
+    Some(Claimed { seq, len: head.req_len.load(Ordering::Relaxed), id: head.req_id.load(Ordering::Relaxed) })
+}
+
+/// What a server found looking for room for its next response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Room {
+    /// Cell `.0` is free: write the response there, then [`publish`] it.
+    Cell(usize),
+    /// Every cell holds a response the client has not read.
+    Full,
+    /// The slot no longer holds this server's request: its client gave up on it.
+    ClientGone,
+}
+
+/// Server: room for the next response of the request it holds as `mine` (its TAKEN word),
+/// having written `written` responses, in a ring of `depth` cells.
+pub fn room(head: &SlotHead, mine: u64, written: u64, depth: u64) -> Room {
+    if head.state.load(Ordering::Acquire) != mine {
+        return Room::ClientGone;
+    }
+    let read = head.resp_tail.load(Ordering::Acquire);
+    if written.wrapping_sub(read) < depth {
+        Room::Cell((written % depth) as usize)
+    } else {
+        Room::Full
+    }
+}
+
+/// Server: makes the response in cell `cell`, `len` bytes, visible as response number
+/// `written` (counting it). The last one is made visible by [`finish`], with the end.
+pub fn publish(head: &SlotHead, cell: usize, len: usize, last: bool, written: u64) {
+    head.resp_len[cell].store(len as u64 | if last { LAST } else { 0 }, Ordering::Relaxed);
+    if !last {
+        head.resp_head.store(written, Ordering::Release);
+    }
+}
+
+/// Server: finishes request `seq`, which it holds as entry `entry` (pid `pid`), after
+/// `written` responses: DONE for its client to read the end, or FREE if the client gave up
+/// on it (ABANDONED). A word that names another request or taker is left alone.
+pub fn finish(head: &SlotHead, seq: u64, entry: usize, pid: u32, written: u64, failed: bool) {
+    let mine = taken(TAKEN, seq, entry, pid);
+    if let Err(now) = head.state.compare_exchange(mine, done(seq, written, failed), Ordering::AcqRel, Ordering::Acquire)
+    {
+        if now == taken(ABANDONED, seq, entry, pid) {
+            let _ = head.state.compare_exchange(now, state(FREE, seq), Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a client's giving up on a request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveUp {
+    /// No server held it (or it was over): the slot is free again.
+    Freed,
+    /// A server holds it: marked ABANDONED, for that server to free when it finishes.
+    Abandoned,
+    /// The word kept changing, or held nothing to give up; left for the next look.
+    Left,
+}
+
+/// Client: gives up on the request in its slot.
+pub fn give_up(head: &SlotHead) -> GiveUp {
+    for _ in 0..CAS_TRIES {
+        let w = head.state.load(Ordering::Acquire);
+        let (to, outcome) = match tag(w) {
+            TAKEN => ((w & !0xf) | ABANDONED, GiveUp::Abandoned),
+            PENDING | DONE => (FREE, GiveUp::Freed),
+            _ => return GiveUp::Left,
+        };
+        if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            return outcome;
+        }
+    }
+    GiveUp::Left
+}
+
+/// Client: frees its slot if the request there is over on the server's side too. A slot a
+/// server holds (TAKEN, ABANDONED) is freed only if `taker_gone` says that server died.
+/// Returns whether the slot is free.
+pub fn settle(head: &SlotHead, taker_gone: impl FnOnce(u64) -> bool) -> bool {
+    let w = head.state.load(Ordering::Acquire);
+    let free = |w: u64| head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok();
+    match tag(w) {
+        FREE => true,
+        DONE | PENDING => free(w),
+        TAKEN | ABANDONED => taker_gone(w) && free(w),
+        // A tag no slot can hold (a hostile write): the lane is ours, free it (by CAS, so a
+        // word that moved meanwhile is left for the next look).
+        _ => free(w),
+    }
+}
+
+/// Client: hands back the cell of the response it read, having read `read` responses
+/// before it. Returns whether a server may be waiting for room (the ring was full before
+/// this read): the caller then wakes it.
+pub fn consume(head: &SlotHead, read: u64, last: bool, depth: u64) -> bool {
+    head.resp_tail.store(read.wrapping_add(1), Ordering::Release);
+    if last {
+        // No response comes after the last: nobody waits for room.
+        return false;
+    }
+    // Orders our store of the tail before our load of the head, as the server's store of
+    // the head comes before its load of the tail: one of us sees the other.
+    crate::sync::fence(Ordering::SeqCst);
+    head.resp_head.load(Ordering::Acquire).wrapping_sub(read) >= depth
+}
+
+/// Reclaimer: frees what a client that left or died held in a slot: a request no server
+/// took is withdrawn, one a server holds abandoned, a finished one freed. Idempotent.
+pub fn clean(head: &SlotHead) {
+    for _ in 0..CAS_TRIES {
+        let w = head.state.load(Ordering::Acquire);
+        let to = match tag(w) {
+            FREE | ABANDONED => return,
+            PENDING | DONE => state(FREE, seq(w)),
+            TAKEN => (w & !0xf) | ABANDONED,
+            _ => 0, // a state no slot can be in: a hostile write
+        };
+        if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            return;
+        }
+    }
+}
+
 /// What a client's look at one of its in-flight slots found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Look {
+pub enum Look {
     /// Nothing yet (pending, or taken with nothing written).
     Nothing,
     /// A response is in cell `cell`: `len` bytes, `last` if it ends the stream.
-    Response { cell: usize, len: usize, last: bool },
+    Response {
+        /// The cell.
+        cell: usize,
+        /// The response's length.
+        len: usize,
+        /// Whether it is the stream's last.
+        last: bool,
+    },
     /// The server finished (or, `failed`, failed) the request and every response is read.
-    Finished { failed: bool },
+    Finished {
+        /// Whether the server failed the request.
+        failed: bool,
+    },
     /// The word holds what this client cannot have left there.
     Corrupt(&'static str),
 }
 
 /// Looks at the slot of a request numbered `seq` whose client has read `tail` responses.
-pub(crate) fn look(head: &SlotHead, seq: u64, tail: u64, depth: usize, max_len: usize) -> (u64, Look) {
+pub fn look(head: &SlotHead, seq: u64, tail: u64, depth: usize, max_len: usize) -> (u64, Look) {
     let w = head.state.load(Ordering::Acquire);
     if self::seq(w) != seq & SEQ_MASK {
         return (w, Look::Corrupt("a request slot holds another request's number"));

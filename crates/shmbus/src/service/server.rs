@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::{RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError};
-use super::protocol::{self, ABANDONED, FREE, LAST, PENDING, TAKEN};
+use super::protocol::{self, Claimed, Room, ABANDONED, PENDING, TAKEN};
 use super::shared::{Shared, View, ROLE_SERVER};
 use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
@@ -109,18 +109,7 @@ impl Server {
     fn claim(&self, index: usize) -> Option<Result<ActiveRequest, RequestRecvError>> {
         let v = self.view();
         let (lane, slot) = v.lane_slot(index);
-        let head = v.slot(lane, slot);
-        let w = head.state.load(Ordering::Acquire);
-        if protocol::tag(w) != PENDING {
-            return None;
-        }
-        let seq = protocol::seq(w);
-        let mine = protocol::taken(TAKEN, seq, self.reg.entry, self.reg.pid);
-        if head.state.compare_exchange(w, mine, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-            return None;
-        }
-        let len = head.req_len.load(Ordering::Relaxed);
-        let id = head.req_id.load(Ordering::Relaxed);
+        let Claimed { seq, len, id } = protocol::claim(v.slot(lane, slot), self.reg.entry, self.reg.pid)?;
         let mut req = ActiveRequest {
             reg: self.reg.clone(),
             lane,
@@ -417,12 +406,10 @@ impl ActiveRequest {
         let depth = v.layout.depth as u64;
         let mine = protocol::taken(TAKEN, self.seq, self.reg.entry, self.reg.pid);
         let written = self.written;
-        let attempt = || {
-            if head.state.load(Ordering::Acquire) != mine {
-                return Some(Err(RespondError::ClientGone));
-            }
-            let read = head.resp_tail.load(Ordering::Acquire);
-            (written.wrapping_sub(read) < depth).then_some(Ok((written % depth) as usize))
+        let attempt = || match protocol::room(head, mine, written, depth) {
+            Room::Cell(cell) => Some(Ok(cell)),
+            Room::Full => None,
+            Room::ClientGone => Some(Err(RespondError::ClientGone)),
         };
         let r = match wait {
             Wait::Now => attempt().unwrap_or(Err(RespondError::Full)),
@@ -462,14 +449,12 @@ impl ActiveRequest {
     /// with the request's end, in one step (`finish`).
     fn publish(&mut self, cell: usize, len: usize, last: bool) {
         let v = View::of(&self.reg.shared);
-        let head = v.slot(self.lane, self.slot);
-        head.resp_len[cell].store(len as u64 | if last { LAST } else { 0 }, Ordering::Relaxed);
         self.written = self.written.wrapping_add(1);
+        protocol::publish(v.slot(self.lane, self.slot), cell, len, last, self.written);
         self.counter.message(len);
         if last {
             self.finish(false);
         } else {
-            head.resp_head.store(self.written, Ordering::Release);
             v.lane(self.lane).responses.notify();
         }
     }
@@ -551,20 +536,7 @@ impl ActiveRequest {
             return;
         }
         let v = View::of(&self.reg.shared);
-        let head = v.slot(self.lane, self.slot);
-        let (entry, pid) = (self.reg.entry, self.reg.pid);
-        let mine = protocol::taken(TAKEN, self.seq, entry, pid);
-        let done = protocol::done(self.seq, self.written, failed);
-        if let Err(now) = head.state.compare_exchange(mine, done, Ordering::AcqRel, Ordering::Acquire) {
-            if now == protocol::taken(ABANDONED, self.seq, entry, pid) {
-                let _ = head.state.compare_exchange(
-                    now,
-                    protocol::state(FREE, self.seq),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                );
-            }
-        }
+        protocol::finish(v.slot(self.lane, self.slot), self.seq, self.reg.entry, self.reg.pid, self.written, failed);
         v.lane(self.lane).responses.notify();
     }
 }

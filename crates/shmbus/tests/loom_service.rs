@@ -1,0 +1,227 @@
+//! Loom models of the service's slot protocol: the production transitions of a request
+//! slot's state word (`service::protocol`: `post`, `claim`, `room`, `publish`, `finish`,
+//! `look`, `consume`, `settle`, `give_up`) on a heap slot, with the request and the response
+//! cells in loom's checked cells, so that a payload read that is not ordered after its write
+//! is a failure.
+//!
+//! Run with:
+//! `RUSTFLAGS="--cfg loom" cargo test -p shmbus --test loom_service --release`
+//!
+//! What they check: of two competing servers exactly one claims a request and its client
+//! reads the response that server wrote; a client giving up at any point against a server
+//! answering leaves the slot FREE, with nobody writing a cell the other reads; a stream
+//! through a one-cell ring hands each response over whole and in order; a server that dies
+//! holding a request leaves a slot its client takes back.
+#![cfg(loom)]
+
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::Ordering;
+use loom::sync::Arc;
+use loom::thread;
+use shmbus::service::protocol::{
+    claim, consume, finish, give_up, look, post, publish, room, settle, tag, taken, GiveUp, Look, Room, SlotHead, FREE,
+    PENDING, TAKEN,
+};
+
+/// A request slot on the heap: its head, its request's room and its response cells.
+struct Slot {
+    head: SlotHead,
+    request: UnsafeCell<u64>,
+    cells: [UnsafeCell<u64>; 2],
+}
+
+impl Slot {
+    fn new() -> Arc<Slot> {
+        Arc::new(Slot {
+            head: SlotHead::new(),
+            request: UnsafeCell::new(0),
+            cells: [UnsafeCell::new(0), UnsafeCell::new(0)],
+        })
+    }
+
+    fn write_request(&self, v: u64) {
+        // SAFETY: loom's cell checks the access; the slot is the client's while FREE.
+        self.request.with_mut(|p| unsafe { *p = v });
+    }
+
+    fn read_request(&self) -> u64 {
+        // SAFETY: as above; the server reads it after its claim.
+        self.request.with(|p| unsafe { *p })
+    }
+
+    fn write_cell(&self, cell: usize, v: u64) {
+        // SAFETY: loom's cell checks the access; `room` gave the cell to the server.
+        self.cells[cell].with_mut(|p| unsafe { *p = v });
+    }
+
+    fn read_cell(&self, cell: usize) -> u64 {
+        // SAFETY: as above; `look` gave the cell to the client.
+        self.cells[cell].with(|p| unsafe { *p })
+    }
+}
+
+/// Runs `f` under loom with at most three preemptions per execution (the bound the other
+/// models use; `LOOM_MAX_PREEMPTIONS` overrides it).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = b.preemption_bound.or(Some(3));
+    b.check(f);
+}
+
+const ID: u64 = 7;
+const DEPTH: u64 = 2;
+
+/// A server (entry `entry`, pid `pid`) that tries once to claim the request and, if it
+/// does, answers it with one last response, its double; returns whether it claimed.
+fn serve_once(slot: &Slot, entry: usize, pid: u32) -> bool {
+    let Some(c) = claim(&slot.head, entry, pid) else { return false };
+    let answer = slot.read_request() * 2;
+    let mine = taken(TAKEN, c.seq, entry, pid);
+    if let Room::Cell(cell) = room(&slot.head, mine, 0, DEPTH) {
+        slot.write_cell(cell, answer);
+        publish(&slot.head, cell, 8, true, 1);
+    }
+    finish(&slot.head, c.seq, entry, pid, 1, false);
+    true
+}
+
+/// The client's request, written into the slot's room and posted.
+fn send(slot: &Slot, v: u64) {
+    slot.write_request(v);
+    post(&slot.head, ID, 8);
+}
+
+/// The client waits for its one response, reads it and frees the slot; returns it.
+fn await_response(slot: &Slot) -> u64 {
+    loop {
+        match look(&slot.head, ID, 0, DEPTH as usize, 8).1 {
+            Look::Response { cell, len, last } => {
+                assert_eq!((len, last), (8, true));
+                let v = slot.read_cell(cell);
+                assert!(!consume(&slot.head, 0, last, DEPTH), "no server waits after the last response");
+                assert!(settle(&slot.head, |_| false), "a finished request's slot frees");
+                return v;
+            }
+            Look::Nothing => thread::yield_now(),
+            other => panic!("a call's slot showed {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn one_of_two_competing_servers_answers_and_its_answer_arrives_whole() {
+    model(|| {
+        let slot = Slot::new();
+        // Posted before the servers look: the race is theirs (one CAS wins, the other finds
+        // it taken) and the response's way back. The request's way in is the stream's model.
+        send(&slot, 21);
+        let servers: Vec<_> = [(0usize, 100u32), (1, 200)]
+            .into_iter()
+            .map(|(entry, pid)| {
+                let slot = slot.clone();
+                thread::spawn(move || serve_once(&slot, entry, pid))
+            })
+            .collect();
+        assert_eq!(await_response(&slot), 42);
+        let claimed = servers.into_iter().map(|h| h.join().unwrap()).filter(|&c| c).count();
+        assert_eq!(claimed, 1, "exactly one server claims a request");
+        assert_eq!(slot.head.state.load(Ordering::Acquire), FREE);
+    });
+}
+
+#[test]
+fn a_client_giving_up_at_any_point_leaves_the_slot_free() {
+    model(|| {
+        let slot = Slot::new();
+        send(&slot, 5);
+        let server = {
+            let slot = slot.clone();
+            thread::spawn(move || serve_once(&slot, 0, 100))
+        };
+        // The client gives up whenever it does: before the claim (withdrawn), while the
+        // server holds it (abandoned: the server frees it), or after the end (freed).
+        let outcome = give_up(&slot.head);
+        let claimed = server.join().unwrap();
+        let w = slot.head.state.load(Ordering::Acquire);
+        match outcome {
+            GiveUp::Freed | GiveUp::Abandoned => assert_eq!(tag(w), FREE, "slot left as {w:#x}"),
+            GiveUp::Left => panic!("nothing to give up on a posted request"),
+        }
+        if outcome == GiveUp::Abandoned {
+            assert!(claimed, "only a claimed request is abandoned");
+        }
+    });
+}
+
+#[test]
+fn a_stream_through_one_cell_is_handed_over_whole_and_in_order() {
+    const ONE: u64 = 1;
+    model(|| {
+        let slot = Slot::new();
+        let server = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let c = loop {
+                    if let Some(c) = claim(&slot.head, 0, 100) {
+                        break c;
+                    }
+                    thread::yield_now();
+                };
+                assert_eq!(slot.read_request(), 3);
+                let mine = taken(TAKEN, c.seq, 0, 100);
+                // Two responses through a ring of one cell: the second waits for room.
+                for (written, last) in [(0u64, false), (1, true)] {
+                    let cell = loop {
+                        match room(&slot.head, mine, written, ONE) {
+                            Room::Cell(cell) => break cell,
+                            Room::Full => thread::yield_now(),
+                            Room::ClientGone => panic!("the client reads on"),
+                        }
+                    };
+                    slot.write_cell(cell, 10 + written);
+                    publish(&slot.head, cell, 8, last, written + 1);
+                }
+                finish(&slot.head, c.seq, 0, 100, 2, false);
+            })
+        };
+        send(&slot, 3);
+        let mut got = Vec::new();
+        let mut tail = 0;
+        while got.len() < 2 {
+            match look(&slot.head, ID, tail, ONE as usize, 8).1 {
+                Look::Response { cell, last, .. } => {
+                    got.push(slot.read_cell(cell));
+                    consume(&slot.head, tail, last, ONE);
+                    tail += 1;
+                }
+                Look::Nothing => thread::yield_now(),
+                other => panic!("a stream showed {other:?}"),
+            }
+        }
+        assert_eq!(got, vec![10, 11]);
+        server.join().unwrap();
+        assert!(settle(&slot.head, |_| false));
+    });
+}
+
+#[test]
+fn a_server_dead_holding_a_request_leaves_a_slot_its_client_takes_back() {
+    model(|| {
+        let slot = Slot::new();
+        post(&slot.head, ID, 8);
+        // The server claims and dies (its thread ends: the kernel orders a dead process's
+        // stores before anyone sees it dead) while the client polls.
+        let server = {
+            let slot = slot.clone();
+            thread::spawn(move || claim(&slot.head, 0, 100).is_some())
+        };
+        let first = look(&slot.head, ID, 0, DEPTH as usize, 8).1;
+        assert_eq!(first, Look::Nothing);
+        assert!(server.join().unwrap(), "the only server claims");
+        // Dead: its client frees the slot (ServerGone), and a new request posts.
+        assert!(!settle(&slot.head, |_| false), "a live taker's slot is not taken back");
+        assert!(settle(&slot.head, |_| true));
+        post(&slot.head, ID + 1, 8);
+        assert_eq!(tag(slot.head.state.load(Ordering::Acquire)), PENDING);
+    });
+}
