@@ -56,17 +56,19 @@ fn control_words() -> Vec<(usize, usize)> {
     let k = KIND_OFFSET;
     // The request event, the pending bitmap's word.
     let mut w = vec![(k, 4), (k + 256, 8)];
-    let slot_stride = 128 + MAX_LEN.div_ceil(64) * 64 + DEPTH * MAX_LEN.div_ceil(64) * 64;
+    let slot_stride = 192 + MAX_LEN.div_ceil(64) * 64 + DEPTH * MAX_LEN.div_ceil(64) * 64;
     let lane_stride = 128 + IN_FLIGHT * slot_stride;
     for lane in 0..CLIENTS {
         // The lane's events and counters.
         let l = k + 320 + lane * lane_stride;
         w.extend([(l, 4), (l + 4, 4), (l + 64, 8), (l + 72, 8)]);
         for slot in 0..IN_FLIGHT {
-            // State, request length, request id, ring tail, ring head, cell lengths.
+            // State, request length, request id, ring tail; the answer line's DONE copy and
+            // inline length; ring head, cell lengths.
             let s = l + 128 + slot * slot_stride;
-            w.extend([(s, 8), (s, 8), (s, 8), (s + 8, 8), (s + 16, 8), (s + 24, 8), (s + 64, 8)]);
-            w.extend((0..DEPTH).map(|c| (s + 32 + c * 8, 8)));
+            w.extend([(s, 8), (s, 8), (s, 8), (s + 8, 8), (s + 16, 8), (s + 24, 8), (s + 64, 8), (s + 72, 8)]);
+            w.extend([(s + 64, 8), (s + 128, 8)]);
+            w.extend((0..DEPTH).map(|c| (s + 136 + c * 8, 8)));
         }
     }
     // Participant entries: owner word, start time, role.
@@ -249,4 +251,38 @@ fn a_hostile_peer_never_hangs_kills_or_floods_servers_or_clients() {
         req.respond_last(&a).unwrap();
         assert_eq!(client.recv_response_timeout(Duration::from_secs(5)).unwrap().data(), i.to_le_bytes());
     }
+}
+
+#[test]
+fn a_client_never_reads_an_earlier_clients_answer_left_in_its_slot() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("hostile-service-fin");
+    let d = domain_at(s.path());
+    let svc = Service::create_or_open(&d, "s", &cfg().max_clients(1)).unwrap();
+    let map = Mapping::new(&d.channel_path("s").unwrap());
+    let mut server = svc.server().unwrap();
+    let t = std::thread::spawn(move || {
+        for _ in 0..3 {
+            let req = server.recv_timeout(Duration::from_secs(20)).unwrap();
+            let answer: Vec<u8> = req.data().iter().rev().copied().collect();
+            req.respond_last(&answer).unwrap();
+        }
+    });
+    let long = Duration::from_secs(20);
+    let mut a = svc.client().unwrap();
+    assert_eq!(a.call(b"first", long).unwrap(), b"tsrif");
+    drop(a);
+    // The next client of the lane numbers on from the lane's requests.
+    let mut b = svc.client().unwrap();
+    assert_eq!(b.call(b"second", long).unwrap(), b"dnoces");
+    drop(b);
+    // Even made to reuse the second client's number (the lane's count of requests set back
+    // to 1), a client does not take the answer still in the slot's answer line for its own.
+    let requests = KIND_OFFSET + 320 + 64;
+    map.store(requests, 8, 1);
+    let mut c = svc.client().unwrap();
+    assert_eq!(c.call(b"third", long).unwrap(), b"driht");
+    t.join().unwrap();
 }

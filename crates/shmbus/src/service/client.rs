@@ -31,6 +31,9 @@ struct Local {
     last_read: bool,
     /// Given up on (timed out, cancelled, or inherited busy): freed once its server lets go.
     given_up: bool,
+    /// The slot's `fin` word when the request was posted: a `fin` still holding it is an
+    /// earlier request's end (see `protocol::look`).
+    fin_before: u64,
 }
 
 /// One client of a service, made by [`Service::client`](super::Service::client). `Send`, not
@@ -154,7 +157,7 @@ impl RequestLoan<'_> {
     /// If `len` is larger than the room.
     pub fn send(self, len: usize) -> u64 {
         assert!(len <= self.buf.len(), "a request of {len} bytes in a room of {}", self.buf.len());
-        self.client.post(self.slot, len)
+        self.client.post(self.slot, len, false)
     }
 }
 
@@ -221,12 +224,16 @@ impl Client {
             })
             .collect();
         let counter = shared.own_counter(entry);
+        // Ids go on from the lane's count of requests, so that the client after this one
+        // does not reuse this one's numbers (a slot's answer line keeps the last end).
+        let first_id =
+            (v.lane(lane).counts.requests.load(Ordering::Relaxed).wrapping_add(1) & protocol::SEQ_MASK).max(1);
         Ok(Client {
             shared,
             layout,
             lane,
             entry,
-            next_id: Cell::new(1),
+            next_id: Cell::new(first_id),
             local,
             cursor: Cell::new(0),
             policy: WaitPolicy::default(),
@@ -309,6 +316,10 @@ impl Client {
 
     /// A slot free for a new request.
     fn free_slot(&self) -> Option<usize> {
+        // A slot whose request was read to its end first: its lines are the ones in use.
+        if let Some(s) = (0..self.layout.in_flight).find(|&s| self.local[s].get().last_read && self.settle(s, false)) {
+            return Some(s);
+        }
         if let Some(s) = self.local.iter().position(|l| l.get().id == 0) {
             return Some(s);
         }
@@ -341,11 +352,14 @@ impl Client {
     /// attached, or this client has `max_in_flight` requests unanswered.
     pub fn try_send_request(&mut self, request: &[u8]) -> Result<u64, ServiceTrySendError> {
         let slot = self.refuse(request.len())?;
-        let p = self.view().request_ptr(self.lane, slot);
-        // SAFETY: the room has max_request_len bytes (checked in `refuse`) and the slot is
-        // FREE: no server reads it until `post`.
+        // A small request rides in the request line, with the state word the server reads.
+        let inline = request.len() <= protocol::INLINE_REQUEST;
+        let v = self.view();
+        let p = if inline { v.inline_request_ptr(self.lane, slot) } else { v.request_ptr(self.lane, slot) };
+        // SAFETY: the room has max_request_len bytes (checked in `refuse`), the inline area
+        // INLINE_REQUEST, and the slot is FREE: no server reads it until `post`.
         unsafe { std::ptr::copy_nonoverlapping(request.as_ptr(), p, request.len()) };
-        Ok(self.post(slot, request.len()))
+        Ok(self.post(slot, request.len(), inline))
     }
 
     /// A request slot to write a request in place (zero copy): fill it, then
@@ -359,19 +373,20 @@ impl Client {
         Ok(RequestLoan { client: self, slot, buf })
     }
 
-    /// Posts the `len`-byte request in free slot `slot`.
-    fn post(&self, slot: usize, len: usize) -> u64 {
+    /// Posts the `len`-byte request in free slot `slot` (`inline`: in its request line).
+    fn post(&self, slot: usize, len: usize, inline: bool) -> u64 {
         let v = self.view();
         let head = v.slot(self.lane, slot);
         let id = self.next_id.get();
         self.next_id.set(id.wrapping_add(1).max(1));
-        protocol::post(head, id, len);
+        let fin_before = head.fin.load(Ordering::Relaxed);
+        protocol::post(head, id, len, inline);
         // The slot's bit stays set while this client holds the lane (servers look at the
         // slot's state, which says whether a request is there): set once, not per request.
         v.mark_pending(v.index_of(self.lane, slot));
         v.header().requests.notify();
         LaneCounts::bump(&v.lane(self.lane).counts.requests);
-        self.local[slot].set(Local { id, ..Local::default() });
+        self.local[slot].set(Local { id, fin_before, ..Local::default() });
         self.counter.message(len);
         id
     }
@@ -425,7 +440,8 @@ impl Client {
             }
             any = true;
             let head = self.view().slot(self.lane, slot);
-            let (w, look) = protocol::look(head, l.id, l.tail, self.layout.depth, self.layout.max_response);
+            let (w, look) =
+                protocol::look(head, l.id, l.tail, l.fin_before, self.layout.depth, self.layout.max_response, ask);
             let got = |cell, len, last| Got { slot, id: l.id, cell, len, last };
             // The next look starts after a slot that had something (fairness between requests).
             let advance = || self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
@@ -447,9 +463,15 @@ impl Client {
                 Look::Nothing if protocol::tag(w) == TAKEN && ask && self.taker_gone(w) => {
                     // Its responses written before it died were read: look once more for
                     // one written just before, then take the slot back.
-                    if let (_, Look::Response { cell, len, last }) =
-                        protocol::look(head, l.id, l.tail, self.layout.depth, self.layout.max_response)
-                    {
+                    if let (_, Look::Response { cell, len, last }) = protocol::look(
+                        head,
+                        l.id,
+                        l.tail,
+                        l.fin_before,
+                        self.layout.depth,
+                        self.layout.max_response,
+                        true,
+                    ) {
                         return Some(Ok(got(Some(cell), len, last)));
                     }
                     if head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
@@ -490,6 +512,12 @@ impl Client {
     fn bytes(&self, got: &Got) -> &[u8] {
         match got.cell {
             None => &[],
+            Some(protocol::INLINE_CELL) => {
+                let p = self.view().inline_response_ptr(self.lane, got.slot);
+                // SAFETY: `look` checked the length against INLINE_RESPONSE; the request is
+                // finished, so its server writes the answer line no more.
+                unsafe { std::slice::from_raw_parts(p, got.len) }
+            }
             Some(cell) => {
                 let p = self.view().cell_ptr(self.lane, got.slot, cell);
                 // SAFETY: `look` checked the length against max_response_len, the cell's
@@ -514,8 +542,9 @@ impl Client {
         self.counter.message(got.len);
         LaneCounts::bump(&v.lane(self.lane).counts.responses);
         if got.last {
+            // The slot is freed when it is next needed (`free_slot`): its CAS then comes with
+            // the next request's stores, one visit to the request line per call.
             self.update(got.slot, |l| l.last_read = true);
-            self.settle(got.slot, false);
         }
     }
 
@@ -746,8 +775,10 @@ impl Waitable for Client {
                         self.view().slot(self.lane, slot),
                         l.id,
                         l.tail,
+                        l.fin_before,
                         self.layout.depth,
-                        self.layout.max_response
+                        self.layout.max_response,
+                        false
                     )
                     .1,
                     Look::Nothing

@@ -24,6 +24,18 @@
 //! responses in place of the taker ([`done`]): the last response and the end become visible
 //! together, so a client that has read the last response can free the slot at once.
 //!
+//! # One line each way
+//!
+//! A slot head is three cache lines, each written by one side in a call: the client's
+//! *request line* (the state word, the request's length and id, the ring's tail, and a small
+//! request inline), the taker's *answer line* (`fin`, a copy of the DONE word stored after
+//! the CAS, and a small last response inline) and the taker's *ring line* (the ring's head
+//! and the cells' lengths). A call whose request fits [`INLINE_REQUEST`] bytes and whose one
+//! response fits [`INLINE_RESPONSE`] moves one line each way: the server reads the request
+//! with the state word, and the client, which polls the answer line (not the state word the
+//! server is CASing), finds the end and the response together. The client looks at the state
+//! word itself only every so often (a dead taker, a hostile word) and when it frees the slot.
+//!
 //! # Finding requests
 //!
 //! Each slot has a bit in a bitmap: set by its client the first time it posts there, and
@@ -42,8 +54,19 @@ use crate::sync::{AtomicU64, Ordering};
 pub const HEADER_SIZE: usize = 256;
 /// Bytes of a lane's head: the client's event words, then its counters.
 pub const LANE_HEAD: usize = 128;
-/// Bytes of a slot's head ([`SlotHead`]).
-pub const SLOT_HEAD: usize = 128;
+/// Bytes of a slot's head ([`SlotHead`]): the request line, the answer line, the ring line.
+pub const SLOT_HEAD: usize = 192;
+/// Largest request carried in the request line itself (longer ones use the request room).
+pub const INLINE_REQUEST: usize = 32;
+/// Largest response carried in the answer line itself: a request's only response, sent as
+/// its last (longer ones, streams and loans use the cells).
+pub const INLINE_RESPONSE: usize = 48;
+/// Offset of the inline request in a slot head.
+pub const INLINE_REQUEST_AT: usize = 32;
+/// Offset of the inline response in a slot head.
+pub const INLINE_RESPONSE_AT: usize = 80;
+/// The flag in `req_len` that says the request is inline.
+pub const INLINE: u64 = 1 << 62;
 /// Most response cells per slot.
 pub const MAX_DEPTH: usize = 4;
 
@@ -85,15 +108,22 @@ pub fn seq(w: u64) -> u64 {
 }
 
 /// The bits of a DONE word that hold how many responses the request had.
-pub const COUNT_MASK: u64 = (1 << 28) - 1;
+pub const COUNT_MASK: u64 = (1 << 27) - 1;
+/// The bit of a DONE word that says its one response is inline, in the answer line.
+pub const INLINE_DONE: u64 = 1 << 31;
 /// The bit of a DONE word that says the server failed the request.
 const FAILED: u64 = 1 << 32;
 
-/// The DONE word of request `seq`, which had `count` responses (modulo 2^28) and, if
+/// The DONE word of request `seq`, which had `count` responses (modulo 2^27) and, if
 /// `failed`, was failed by its server: the server's last step, one CAS that publishes its
 /// last response and ends the request at once.
 pub fn done(seq: u64, count: u64, failed: bool) -> u64 {
     state(DONE, seq) | (count & COUNT_MASK) << 4 | if failed { FAILED } else { 0 }
+}
+
+/// The DONE word of request `seq` answered with one inline response.
+pub fn done_inline(seq: u64) -> u64 {
+    done(seq, 1, false) | INLINE_DONE
 }
 
 /// The response count of a DONE word.
@@ -128,21 +158,37 @@ pub fn same_pid(field: u64, pid: u32) -> bool {
 pub struct SlotHead {
     /// The state word (see the module docs).
     pub state: AtomicU64,
-    /// The request's length, written by the client before it posts.
+    /// The request's length, written by the client before it posts ([`INLINE`] when the
+    /// request is in the request line).
     pub req_len: AtomicU64,
     /// The request's id as its client numbers it.
     pub req_id: AtomicU64,
     /// Responses the client has read.
     pub resp_tail: AtomicU64,
+    /// The inline request's bytes ([`INLINE_REQUEST_AT`]), reached by pointer.
+    _inline_request: [u64; INLINE_REQUEST / 8],
+    /// The answer line: the DONE word of the slot's last finished request, stored by its
+    /// taker after the CAS that made it (a copy, for the client to poll).
+    pub fin: AtomicU64,
+    /// The length of the inline last response.
+    pub inline_len: AtomicU64,
+    /// The inline response's bytes ([`INLINE_RESPONSE_AT`]), reached by pointer.
+    _inline_response: [u64; INLINE_RESPONSE / 8],
+    /// The ring line: responses the server has written.
+    pub resp_head: AtomicU64,
     /// Each cell's length, with [`LAST`] on the last response.
     pub resp_len: [AtomicU64; MAX_DEPTH],
-    /// Responses the server has written, on a line of its own.
-    pub resp_head: AtomicU64,
-    _pad: [u64; 7],
+    _pad: [u64; 3],
 }
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<SlotHead>() == SLOT_HEAD);
+const _: () = {
+    assert!(std::mem::size_of::<SlotHead>() == SLOT_HEAD);
+    assert!(std::mem::offset_of!(SlotHead, _inline_request) == INLINE_REQUEST_AT);
+    assert!(std::mem::offset_of!(SlotHead, fin) == 64);
+    assert!(std::mem::offset_of!(SlotHead, _inline_response) == INLINE_RESPONSE_AT);
+    assert!(std::mem::offset_of!(SlotHead, resp_head) == 128);
+};
 
 #[cfg(loom)]
 impl SlotHead {
@@ -154,9 +200,13 @@ impl SlotHead {
             req_len: w(),
             req_id: w(),
             resp_tail: w(),
-            resp_len: [w(), w(), w(), w()],
+            _inline_request: [0; INLINE_REQUEST / 8],
+            fin: w(),
+            inline_len: w(),
+            _inline_response: [0; INLINE_RESPONSE / 8],
             resp_head: w(),
-            _pad: [0; 7],
+            resp_len: [w(), w(), w(), w()],
+            _pad: [0; 3],
         }
     }
 }
@@ -221,10 +271,10 @@ pub const CAS_TRIES: usize = 64;
 // slot. Payload bytes (the request's room, the response cells) are written before the step
 // that publishes them (Release) and read after the step that sees it (Acquire).
 
-/// Client: posts request `id` of `len` bytes, already written into the slot's room, in a
-/// FREE slot of its own lane.
-pub fn post(head: &SlotHead, id: u64, len: usize) {
-    head.req_len.store(len as u64, Ordering::Relaxed);
+/// Client: posts request `id` of `len` bytes, already written into the slot's room (or,
+/// `inline`, at [`INLINE_REQUEST_AT`]), in a FREE slot of its own lane.
+pub fn post(head: &SlotHead, id: u64, len: usize, inline: bool) {
+    head.req_len.store(len as u64 | if inline { INLINE } else { 0 }, Ordering::Relaxed);
     head.req_id.store(id, Ordering::Relaxed);
     head.resp_head.store(0, Ordering::Relaxed);
     head.resp_tail.store(0, Ordering::Relaxed);
@@ -290,16 +340,25 @@ pub fn publish(head: &SlotHead, cell: usize, len: usize, last: bool, written: u6
 }
 
 /// Server: finishes request `seq`, which it holds as entry `entry` (pid `pid`), after
-/// `written` responses: DONE for its client to read the end, or FREE if the client gave up
-/// on it (ABANDONED). A word that names another request or taker is left alone.
-pub fn finish(head: &SlotHead, seq: u64, entry: usize, pid: u32, written: u64, failed: bool) {
+/// `written` responses (`inline`: its one response is the inline one): DONE for its client to
+/// read the end, copied to `fin` for the client polling the answer line; or FREE if the
+/// client gave up on it (ABANDONED). A word that names another request or taker is left alone.
+pub fn finish(head: &SlotHead, seq: u64, entry: usize, pid: u32, written: u64, failed: bool, inline: bool) {
     let mine = taken(TAKEN, seq, entry, pid);
-    if let Err(now) = head.state.compare_exchange(mine, done(seq, written, failed), Ordering::AcqRel, Ordering::Acquire)
-    {
-        if now == taken(ABANDONED, seq, entry, pid) {
+    let end = if inline { done_inline(seq) } else { done(seq, written, failed) };
+    match head.state.compare_exchange(mine, end, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => head.fin.store(end, Ordering::Release),
+        Err(now) if now == taken(ABANDONED, seq, entry, pid) => {
             let _ = head.state.compare_exchange(now, state(FREE, seq), Ordering::AcqRel, Ordering::Relaxed);
         }
+        Err(_) => {}
     }
+}
+
+/// Server: the inline last response, `len` bytes already written at [`INLINE_RESPONSE_AT`];
+/// [`finish`] with `inline` makes it visible.
+pub fn publish_inline(head: &SlotHead, len: usize) {
+    head.inline_len.store(len as u64, Ordering::Relaxed);
 }
 
 /// What a client's giving up on a request did.
@@ -349,11 +408,12 @@ pub fn settle(head: &SlotHead, taker_gone: impl FnOnce(u64) -> bool) -> bool {
 /// before it. Returns whether a server may be waiting for room (the ring was full before
 /// this read): the caller then wakes it.
 pub fn consume(head: &SlotHead, read: u64, last: bool, depth: u64) -> bool {
-    head.resp_tail.store(read.wrapping_add(1), Ordering::Release);
     if last {
-        // No response comes after the last: nobody waits for room.
+        // No response comes after the last: nobody reads the tail again, nobody waits for
+        // room (and the request line is not written twice per call).
         return false;
     }
+    head.resp_tail.store(read.wrapping_add(1), Ordering::Release);
     // Orders our store of the tail before our load of the head, as the server's store of
     // the head comes before its load of the tail: one of us sees the other.
     crate::sync::fence(Ordering::SeqCst);
@@ -400,33 +460,69 @@ pub enum Look {
     Corrupt(&'static str),
 }
 
-/// Looks at the slot of a request numbered `seq` whose client has read `tail` responses.
-pub fn look(head: &SlotHead, seq: u64, tail: u64, depth: usize, max_len: usize) -> (u64, Look) {
-    let w = head.state.load(Ordering::Acquire);
-    if self::seq(w) != seq & SEQ_MASK {
-        return (w, Look::Corrupt("a request slot holds another request's number"));
-    }
-    match tag(w) {
-        PENDING => (w, Look::Nothing),
-        TAKEN | DONE => {
-            let written = if tag(w) == DONE { count(w) } else { head.resp_head.load(Ordering::Acquire) };
-            let unread = written.wrapping_sub(tail) & COUNT_MASK;
-            if unread > depth as u64 {
-                return (w, Look::Corrupt("a response ring claims more responses than it has cells"));
-            }
-            if unread == 0 {
-                return (w, if tag(w) == DONE { Look::Finished { failed: w & FAILED != 0 } } else { Look::Nothing });
-            }
-            let cell = (tail % depth as u64) as usize;
-            let word = head.resp_len[cell].load(Ordering::Relaxed);
-            let len = word & !LAST;
-            if len > max_len as u64 {
-                return (w, Look::Corrupt("a response claims more bytes than max_response_len"));
-            }
-            (w, Look::Response { cell, len: len as usize, last: word & LAST != 0 })
+/// The cell a [`Look::Response`] names for the inline response.
+pub const INLINE_CELL: usize = usize::MAX;
+
+/// Looks at the slot of a request numbered `seq` whose client has read `tail` responses: at
+/// the answer line (`fin`) and the ring line, and, with `check_state`, at the state word
+/// first (the word is returned then, and with every `Corrupt`; else 0). `fin_before` is what
+/// `fin` held when the request was posted: a `fin` still holding it is an earlier request's
+/// end, even if its number matches (then the end is found in the state word, when checked).
+#[allow(clippy::too_many_arguments)]
+pub fn look(
+    head: &SlotHead,
+    seq: u64,
+    tail: u64,
+    fin_before: u64,
+    depth: usize,
+    max_len: usize,
+    check_state: bool,
+) -> (u64, Look) {
+    let seq = seq & SEQ_MASK;
+    let state_word = || head.state.load(Ordering::Acquire);
+    let w = if check_state { state_word() } else { 0 };
+    let corrupt = |what| (if check_state { w } else { state_word() }, Look::Corrupt(what));
+    if check_state {
+        if self::seq(w) != seq {
+            return corrupt("a request slot holds another request's number");
         }
-        _ => (w, Look::Corrupt("a request slot is in a state its client cannot have left it in")),
+        if !matches!(tag(w), PENDING | TAKEN | DONE) {
+            return corrupt("a request slot is in a state its client cannot have left it in");
+        }
     }
+    // The state word itself when it was read and is DONE (a taker that died between its CAS
+    // and its copy to `fin` left only that).
+    let f = if check_state && tag(w) == DONE {
+        w
+    } else {
+        match head.fin.load(Ordering::Acquire) {
+            f if f == fin_before => 0,
+            f => f,
+        }
+    };
+    let finished = tag(f) == DONE && self::seq(f) == seq;
+    let written = if finished { count(f) } else { head.resp_head.load(Ordering::Acquire) };
+    let unread = written.wrapping_sub(tail) & COUNT_MASK;
+    if unread > depth as u64 {
+        return corrupt("a response ring claims more responses than it has cells");
+    }
+    if unread == 0 {
+        return (w, if finished { Look::Finished { failed: f & FAILED != 0 } } else { Look::Nothing });
+    }
+    if finished && f & INLINE_DONE != 0 {
+        let len = head.inline_len.load(Ordering::Relaxed);
+        if len > INLINE_RESPONSE.min(max_len) as u64 || tail != 0 {
+            return corrupt("an inline response claims more bytes than the answer line holds");
+        }
+        return (w, Look::Response { cell: INLINE_CELL, len: len as usize, last: true });
+    }
+    let cell = (tail % depth as u64) as usize;
+    let word = head.resp_len[cell].load(Ordering::Relaxed);
+    let len = word & !LAST;
+    if len > max_len as u64 {
+        return corrupt("a response claims more bytes than max_response_len");
+    }
+    (w, Look::Response { cell, len: len as usize, last: word & LAST != 0 })
 }
 
 #[cfg(test)]

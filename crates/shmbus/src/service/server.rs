@@ -110,6 +110,8 @@ impl Server {
         let v = self.view();
         let (lane, slot) = v.lane_slot(index);
         let Claimed { seq, len, id } = protocol::claim(v.slot(lane, slot), self.reg.entry, self.reg.pid)?;
+        let inline = len & protocol::INLINE != 0;
+        let len = len & !protocol::INLINE;
         let mut req = ActiveRequest {
             reg: self.reg.clone(),
             lane,
@@ -118,11 +120,14 @@ impl Server {
             id,
             len: 0,
             written: 0,
+            inline,
+            answered_inline: false,
             finished: false,
             policy: self.policy,
             counter: self.counter,
         };
-        if len > v.layout.max_request as u64 {
+        let max = if inline { protocol::INLINE_REQUEST.min(v.layout.max_request) } else { v.layout.max_request };
+        if len > max as u64 {
             // `req` is dropped: the request is finished unanswered (its client reads an
             // empty last response).
             let c = Corrupt::new(Kind::Service, "a request claims more bytes than max_request_len")
@@ -287,6 +292,10 @@ pub struct ActiveRequest {
     len: usize,
     /// Responses written so far (the ring's head).
     written: u64,
+    /// The request is in its slot's request line (else in the room).
+    inline: bool,
+    /// The one response was sent inline, in the answer line.
+    answered_inline: bool,
     finished: bool,
     policy: WaitPolicy,
     counter: Counter,
@@ -364,9 +373,12 @@ impl ActiveRequest {
             // The slot is its client's again: nothing of it may be read.
             return &[];
         }
-        let p = self.view().request_ptr(self.lane, self.slot);
-        // SAFETY: `len` was checked against max_request_len, the room's size; the slot is
-        // this request's until it is finished, and the mapping lives as long as `reg`.
+        let v = self.view();
+        let p =
+            if self.inline { v.inline_request_ptr(self.lane, self.slot) } else { v.request_ptr(self.lane, self.slot) };
+        // SAFETY: `len` was checked against max_request_len, the room's size (INLINE_REQUEST
+        // for an inline one); the slot is this request's until it is finished, and the
+        // mapping lives as long as `reg`.
         unsafe { std::slice::from_raw_parts(p, self.len) }
     }
 
@@ -466,6 +478,20 @@ impl ActiveRequest {
         if data.len() > max {
             return Err(RespondError::TooLarge { len: data.len(), max });
         }
+        if last && self.written == 0 && data.len() <= protocol::INLINE_RESPONSE {
+            // A request's only response, small: in the answer line, with the end.
+            self.room(Wait::Now)?;
+            let p = self.view().inline_response_ptr(self.lane, self.slot);
+            // SAFETY: INLINE_RESPONSE bytes in the slot head's answer line, which only this
+            // request's taker writes while it holds it; the client reads it after the end.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+            protocol::publish_inline(self.view().slot(self.lane, self.slot), data.len());
+            self.written = 1;
+            self.answered_inline = true;
+            self.counter.message(data.len());
+            self.finish(false);
+            return Ok(());
+        }
         let cell = self.room(wait)?;
         let p = self.view().cell_ptr(self.lane, self.slot, cell);
         // SAFETY: the cell has max_response_len bytes (checked above) and is free: the
@@ -536,7 +562,16 @@ impl ActiveRequest {
             return;
         }
         let v = View::of(&self.reg.shared);
-        protocol::finish(v.slot(self.lane, self.slot), self.seq, self.reg.entry, self.reg.pid, self.written, failed);
+        let (entry, pid) = (self.reg.entry, self.reg.pid);
+        protocol::finish(
+            v.slot(self.lane, self.slot),
+            self.seq,
+            entry,
+            pid,
+            self.written,
+            failed,
+            self.answered_inline,
+        );
         v.lane(self.lane).responses.notify();
     }
 }

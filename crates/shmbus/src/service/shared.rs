@@ -76,6 +76,18 @@ impl<'a> View<'a> {
         unsafe { self.base.add(self.layout.slot_offset(lane, slot) + protocol::SLOT_HEAD) }
     }
 
+    /// The inline request of a slot, in its request line (`INLINE_REQUEST` bytes).
+    pub(super) fn inline_request_ptr(&self, lane: usize, slot: usize) -> *mut u8 {
+        // SAFETY: inside the slot head.
+        unsafe { self.base.add(self.layout.slot_offset(lane, slot) + protocol::INLINE_REQUEST_AT) }
+    }
+
+    /// The inline response of a slot, in its answer line (`INLINE_RESPONSE` bytes).
+    pub(super) fn inline_response_ptr(&self, lane: usize, slot: usize) -> *mut u8 {
+        // SAFETY: inside the slot head.
+        unsafe { self.base.add(self.layout.slot_offset(lane, slot) + protocol::INLINE_RESPONSE_AT) }
+    }
+
     /// Response cell `cell` of a slot (`max_response_len` bytes).
     pub(super) fn cell_ptr(&self, lane: usize, slot: usize, cell: usize) -> *mut u8 {
         assert!(cell < self.layout.depth);
