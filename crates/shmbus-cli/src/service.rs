@@ -507,7 +507,10 @@ pub fn call(ctx: &Ctx, args: &CallArgs) -> Result<()> {
         };
         let head = ResponseHead { request_id: id, last: r.is_last() };
         if let Some(p) = &mut printer {
-            p.write(&mut out, head, r.data())?;
+            // A stream's empty end (`end()`) is no message to decode.
+            if !(r.is_last() && r.data().is_empty()) {
+                p.write(&mut out, head, r.data())?;
+            }
         } else if args.json {
             lines.write(&mut out, &MessageLine::new(head, r.data()))?;
         } else {

@@ -66,8 +66,8 @@ fn control_words() -> Vec<(usize, usize)> {
             // State, request length, request id, ring tail; the answer line's DONE copy and
             // inline length; ring head, cell lengths.
             let s = l + 128 + slot * slot_stride;
-            w.extend([(s, 8), (s, 8), (s, 8), (s + 8, 8), (s + 16, 8), (s + 24, 8), (s + 64, 8), (s + 72, 8)]);
-            w.extend([(s + 64, 8), (s + 128, 8)]);
+            w.extend([(s, 8), (s, 8), (s, 8), (s + 8, 8), (s + 16, 8), (s + 24, 8), (s + 112, 8), (s + 120, 8)]);
+            w.extend([(s + 112, 8), (s + 128, 8)]);
             w.extend((0..DEPTH).map(|c| (s + 136 + c * 8, 8)));
         }
     }

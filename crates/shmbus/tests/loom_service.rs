@@ -19,8 +19,8 @@ use loom::sync::atomic::Ordering;
 use loom::sync::Arc;
 use loom::thread;
 use shmbus::service::protocol::{
-    claim, consume, finish, give_up, look, post, publish, publish_inline, room, settle, tag, taken, GiveUp, Look, Room,
-    SlotHead, FREE, INLINE_CELL, PENDING, TAKEN,
+    claim, consume, done_inline, finish, give_up, look, post, publish, publish_inline, room, settle, tag, taken,
+    GiveUp, Look, Room, SlotHead, FREE, INLINE_CELL, PENDING, TAKEN,
 };
 
 /// A request slot on the heap: its head, its request's room and its response cells.
@@ -228,5 +228,36 @@ fn a_server_dead_holding_a_request_leaves_a_slot_its_client_takes_back() {
         assert!(settle(&slot.head, |_| true));
         post(&slot.head, ID + 1, 8, true);
         assert_eq!(tag(slot.head.state.load(Ordering::Acquire)), PENDING);
+    });
+}
+
+#[test]
+fn an_end_the_taker_did_not_copy_to_fin_is_found_in_the_state_word() {
+    model(|| {
+        let slot = Slot::new();
+        send(&slot, 4);
+        // The taker answers inline and makes the end (the CAS), then dies before copying it
+        // to `fin`.
+        let server = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let c = claim(&slot.head, 0, 100).expect("posted");
+                slot.write_cell(0, slot.read_request() + 1);
+                publish_inline(&slot.head, 8);
+                let mine = taken(TAKEN, c.seq, 0, 100);
+                slot.head
+                    .state
+                    .compare_exchange(mine, done_inline(c.seq), Ordering::AcqRel, Ordering::Relaxed)
+                    .unwrap();
+            })
+        };
+        server.join().unwrap();
+        // Polling the answer line alone never shows it; the look that reads the state word does.
+        assert_eq!(look(&slot.head, ID, 0, 0, DEPTH as usize, 8, false).1, Look::Nothing);
+        match look(&slot.head, ID, 0, 0, DEPTH as usize, 8, true).1 {
+            Look::Response { cell: INLINE_CELL, len: 8, last: true } => assert_eq!(slot.read_cell(0), 5),
+            other => panic!("{other:?}"),
+        }
+        assert!(settle(&slot.head, |_| false));
     });
 }

@@ -201,6 +201,7 @@ impl<L: ChannelLayout> Channel<L> {
     /// `self`, if every value `config` sets matches; else [`OpenError::LayoutMismatch`]
     /// naming the first that does not, or [`OpenError::SchemaMismatch`].
     fn checked<C: ChannelConfig<Layout = L>>(self, config: &C) -> Result<Channel<L>, OpenError> {
+        check_schema_count::<L, ReadWrite>(&self.seg)?;
         for (field, requested, existing) in config.set_fields(&self.layout) {
             if let Some(requested) = requested.filter(|&r| r != existing) {
                 return Err(OpenError::LayoutMismatch { path: self.path().to_owned(), field, existing, requested });

@@ -380,12 +380,14 @@ impl Client {
         let id = self.next_id.get();
         self.next_id.set(id.wrapping_add(1).max(1));
         let fin_before = head.fin.load(Ordering::Relaxed);
+        // Counted before it is posted: a client that dies in between leaves the count past
+        // this id, so the lane's next client (which numbers on from the count) never reuses it.
+        LaneCounts::bump(&v.lane(self.lane).counts.requests);
         protocol::post(head, id, len, inline);
         // The slot's bit stays set while this client holds the lane (servers look at the
         // slot's state, which says whether a request is there): set once, not per request.
         v.mark_pending(v.index_of(self.lane, slot));
         v.header().requests.notify();
-        LaneCounts::bump(&v.lane(self.lane).counts.requests);
         self.local[slot].set(Local { id, fin_before, ..Local::default() });
         self.counter.message(len);
         id
@@ -420,10 +422,12 @@ impl Client {
         let n = self.layout.in_flight;
         let start = self.cursor.get();
         let mut any = false;
-        // A dead server is looked for only every CLOCK_EVERY polls, at most once per PEER.
+        // The state word is read every CLOCK_EVERY polls (a poll otherwise reads the answer
+        // and ring lines only), and a dead server looked for then, at most once per PEER.
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
-        let ask = polls % CLOCK_EVERY == 0 && self.peer_check.due();
+        let check_state = polls % CLOCK_EVERY == 0;
+        let ask = check_state && self.peer_check.due();
         for k in 0..n {
             // No division on the polling path: `start < n`, so one subtraction wraps.
             let slot = only.unwrap_or(if start + k >= n { start + k - n } else { start + k });
@@ -435,13 +439,20 @@ impl Client {
                 continue;
             }
             if l.last_read {
-                self.settle(slot, ask);
+                // Freed when its slot is next needed (`free_slot`).
                 continue;
             }
             any = true;
             let head = self.view().slot(self.lane, slot);
-            let (w, look) =
-                protocol::look(head, l.id, l.tail, l.fin_before, self.layout.depth, self.layout.max_response, ask);
+            let (w, look) = protocol::look(
+                head,
+                l.id,
+                l.tail,
+                l.fin_before,
+                self.layout.depth,
+                self.layout.max_response,
+                check_state,
+            );
             let got = |cell, len, last| Got { slot, id: l.id, cell, len, last };
             // The next look starts after a slot that had something (fairness between requests).
             let advance = || self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
@@ -561,7 +572,15 @@ impl Client {
                     self.polls.set(CLOCK_EVERY - 1);
                     Some(PEER)
                 };
-                match try_then_block_on(event, self.policy, w.deadline(), recheck, self.counter, || self.poll(only)) {
+                let polled =
+                    try_then_block_on(event, self.policy, w.deadline(), recheck, self.counter, || self.poll(only));
+                // Before saying it timed out: one poll that reads the state word (an end only
+                // it shows is not missed for want of a check).
+                let last_look = || {
+                    self.polls.set(CLOCK_EVERY - 1);
+                    self.poll(only)
+                };
+                match polled.or_else(last_look) {
                     Some(r) => r.map_err(Some),
                     None => Err(None),
                 }
@@ -778,7 +797,9 @@ impl Waitable for Client {
                         l.fin_before,
                         self.layout.depth,
                         self.layout.max_response,
-                        false
+                        // Not the spin path: the state word too, so that an end only it
+                        // shows (its taker died before copying it to `fin`) wakes a wait set.
+                        true
                     )
                     .1,
                     Look::Nothing

@@ -34,7 +34,8 @@
 //! response fits [`INLINE_RESPONSE`] moves one line each way: the server reads the request
 //! with the state word, and the client, which polls the answer line (not the state word the
 //! server is CASing), finds the end and the response together. The client looks at the state
-//! word itself only every so often (a dead taker, a hostile word) and when it frees the slot.
+//! word itself only every so often (a dead taker, a hostile word, an end whose copy to `fin`
+//! was lost or overwritten: [`look`]) and when it frees the slot.
 //!
 //! # Finding requests
 //!
@@ -63,8 +64,8 @@ pub const INLINE_REQUEST: usize = 32;
 pub const INLINE_RESPONSE: usize = 48;
 /// Offset of the inline request in a slot head.
 pub const INLINE_REQUEST_AT: usize = 32;
-/// Offset of the inline response in a slot head.
-pub const INLINE_RESPONSE_AT: usize = 80;
+/// Offset of the inline response in a slot head (64-byte aligned, as the cells).
+pub const INLINE_RESPONSE_AT: usize = 64;
 /// The flag in `req_len` that says the request is inline.
 pub const INLINE: u64 = 1 << 62;
 /// Most response cells per slot.
@@ -167,13 +168,14 @@ pub struct SlotHead {
     pub resp_tail: AtomicU64,
     /// The inline request's bytes ([`INLINE_REQUEST_AT`]), reached by pointer.
     _inline_request: [u64; INLINE_REQUEST / 8],
-    /// The answer line: the DONE word of the slot's last finished request, stored by its
-    /// taker after the CAS that made it (a copy, for the client to poll).
+    /// The answer line: the inline response's bytes ([`INLINE_RESPONSE_AT`]), reached by
+    /// pointer.
+    _inline_response: [u64; INLINE_RESPONSE / 8],
+    /// The DONE word of the slot's last finished request, stored by its taker after the CAS
+    /// that made it (a copy, for the client to poll).
     pub fin: AtomicU64,
     /// The length of the inline last response.
     pub inline_len: AtomicU64,
-    /// The inline response's bytes ([`INLINE_RESPONSE_AT`]), reached by pointer.
-    _inline_response: [u64; INLINE_RESPONSE / 8],
     /// The ring line: responses the server has written.
     pub resp_head: AtomicU64,
     /// Each cell's length, with [`LAST`] on the last response.
@@ -185,8 +187,8 @@ pub struct SlotHead {
 const _: () = {
     assert!(std::mem::size_of::<SlotHead>() == SLOT_HEAD);
     assert!(std::mem::offset_of!(SlotHead, _inline_request) == INLINE_REQUEST_AT);
-    assert!(std::mem::offset_of!(SlotHead, fin) == 64);
     assert!(std::mem::offset_of!(SlotHead, _inline_response) == INLINE_RESPONSE_AT);
+    assert!(std::mem::offset_of!(SlotHead, fin) == 112);
     assert!(std::mem::offset_of!(SlotHead, resp_head) == 128);
 };
 
@@ -201,9 +203,9 @@ impl SlotHead {
             req_id: w(),
             resp_tail: w(),
             _inline_request: [0; INLINE_REQUEST / 8],
+            _inline_response: [0; INLINE_RESPONSE / 8],
             fin: w(),
             inline_len: w(),
-            _inline_response: [0; INLINE_RESPONSE / 8],
             resp_head: w(),
             resp_len: [w(), w(), w(), w()],
             _pad: [0; 3],
@@ -497,6 +499,12 @@ pub fn look(
     } else {
         match head.fin.load(Ordering::Acquire) {
             f if f == fin_before => 0,
+            // `fin` moved, but to another request's end (a taker that stored it late, after
+            // the slot was freed and posted again): the state word says where this one is.
+            f if tag(f) != DONE || self::seq(f) != seq => match state_word() {
+                w if tag(w) == DONE && self::seq(w) == seq => w,
+                _ => 0,
+            },
             f => f,
         }
     };

@@ -35,12 +35,47 @@ fn not_one<T: Pod>(what: &'static str, len: usize) -> Corrupt {
     Corrupt::new(crate::kind::Kind::Service, what).with("len", len as u64).with("size", std::mem::size_of::<T>() as u64)
 }
 
-/// `T` viewed in place in `bytes` (a loan's room, at least one `T` long, 64-byte aligned).
-fn in_place<T: Pod>(bytes: &mut [u8]) -> &mut T {
-    assert!(bytes.len() >= std::mem::size_of::<T>() && (bytes.as_ptr() as usize) % std::mem::align_of::<T>() == 0);
-    // SAFETY: length and alignment checked just above; every bit pattern is a valid T (Pod),
-    // and the borrow of `bytes` is the only one.
-    unsafe { &mut *(bytes.as_mut_ptr() as *mut T) }
+/// `Waitable` for a typed endpoint, as its byte endpoint `inner`.
+macro_rules! waitable_as_inner {
+    ($typed:ident) => {
+        impl<Req: Pod, Resp: Pod> Waitable for $typed<Req, Resp> {
+            fn wait_handle(&self) -> WaitHandle<'_> {
+                self.inner.wait_handle()
+            }
+            fn is_ready(&self) -> bool {
+                self.inner.is_ready()
+            }
+            fn recheck_interval(&self) -> Option<Duration> {
+                self.inner.recheck_interval()
+            }
+            fn recheck(&self) -> bool {
+                self.inner.recheck()
+            }
+        }
+    };
+}
+
+/// `Deref` and `DerefMut` of a typed loan to its value, in place in the byte loan `inner`
+/// (a slot's room or a cell: at least one `T` long and 64-byte aligned, checked at open).
+macro_rules! value_in_place {
+    ($loan:ident) => {
+        impl<T: Pod> std::ops::Deref for $loan<'_, T> {
+            type Target = T;
+            fn deref(&self) -> &T {
+                ref_from(&self.inner[..std::mem::size_of::<T>()]).expect("a typed loan holds an aligned value")
+            }
+        }
+
+        impl<T: Pod> std::ops::DerefMut for $loan<'_, T> {
+            fn deref_mut(&mut self) -> &mut T {
+                let bytes = &mut self.inner[..std::mem::size_of::<T>()];
+                assert_eq!(bytes.as_ptr().align_offset(std::mem::align_of::<T>()), 0, "a typed loan is aligned");
+                // SAFETY: one T's bytes, aligned (asserted); every bit pattern is a valid T
+                // (Pod), and the borrow of the loan is the only one.
+                unsafe { &mut *(bytes.as_mut_ptr() as *mut T) }
+            }
+        }
+    };
 }
 
 impl ServiceConfig {
@@ -198,20 +233,7 @@ impl<Req: Pod, Resp: Pod> TypedClient<Req, Resp> {
     }
 }
 
-impl<Req: Pod, Resp: Pod> Waitable for TypedClient<Req, Resp> {
-    fn wait_handle(&self) -> WaitHandle<'_> {
-        self.inner.wait_handle()
-    }
-    fn is_ready(&self) -> bool {
-        self.inner.is_ready()
-    }
-    fn recheck_interval(&self) -> Option<Duration> {
-        self.inner.recheck_interval()
-    }
-    fn recheck(&self) -> bool {
-        self.inner.recheck()
-    }
-}
+waitable_as_inner!(TypedClient);
 
 /// A request slot lent by [`TypedClient::loan_request`]: a `Req` to write in place
 /// (`DerefMut<Target = Req>`; the slot is not cleared), sent by [`send`](Self::send).
@@ -228,18 +250,7 @@ impl<Req: Pod> TypedRequestLoan<'_, Req> {
     }
 }
 
-impl<Req: Pod> std::ops::Deref for TypedRequestLoan<'_, Req> {
-    type Target = Req;
-    fn deref(&self) -> &Req {
-        ref_from(&self.inner[..std::mem::size_of::<Req>()]).expect("a typed client's slots hold an aligned Req")
-    }
-}
-
-impl<Req: Pod> std::ops::DerefMut for TypedRequestLoan<'_, Req> {
-    fn deref_mut(&mut self) -> &mut Req {
-        in_place(&mut self.inner)
-    }
-}
+value_in_place!(TypedRequestLoan);
 
 /// A [`Server`] of `Req` requests and `Resp` responses, from [`Service::server_of`]: a request
 /// that is not exactly one `Req` is failed back to its client and reported as `Corrupt`.
@@ -283,20 +294,7 @@ impl<Req: Pod, Resp: Pod> TypedServer<Req, Resp> {
     }
 }
 
-impl<Req: Pod, Resp: Pod> Waitable for TypedServer<Req, Resp> {
-    fn wait_handle(&self) -> WaitHandle<'_> {
-        self.inner.wait_handle()
-    }
-    fn is_ready(&self) -> bool {
-        self.inner.is_ready()
-    }
-    fn recheck_interval(&self) -> Option<Duration> {
-        self.inner.recheck_interval()
-    }
-    fn recheck(&self) -> bool {
-        self.inner.recheck()
-    }
-}
+waitable_as_inner!(TypedServer);
 
 /// A request a [`TypedServer`] claimed: its `Req` in place ([`value`](Self::value)),
 /// answered with `Resp`s as an [`ActiveRequest`] is with bytes. Dropping it unfinished ends
@@ -316,8 +314,9 @@ impl<Req: Pod, Resp: Pod> TypedRequest<Req, Resp> {
     /// The request, in its client's slot (no copy).
     ///
     /// # Panics
-    /// Once the request is finished (`respond_last`, `end` and `fail` take it by value, so
-    /// only a stream's `respond` after a `ClientGone` can leave it so).
+    /// Once the request is finished: `respond_last`, `end` and `fail` take it by value, so
+    /// only the byte request's forms reached through [`as_bytes`](Self::as_bytes)
+    /// (`try_respond` or `respond_timeout` with `last`) can leave it so.
     pub fn value(&self) -> &Req {
         ref_from(self.inner.data()).expect("a typed request is one Req until it is finished")
     }
@@ -384,15 +383,4 @@ impl<Resp: Pod> TypedResponseLoan<'_, Resp> {
     }
 }
 
-impl<Resp: Pod> std::ops::Deref for TypedResponseLoan<'_, Resp> {
-    type Target = Resp;
-    fn deref(&self) -> &Resp {
-        ref_from(&self.inner[..std::mem::size_of::<Resp>()]).expect("a typed server's cells hold an aligned Resp")
-    }
-}
-
-impl<Resp: Pod> std::ops::DerefMut for TypedResponseLoan<'_, Resp> {
-    fn deref_mut(&mut self) -> &mut Resp {
-        in_place(&mut self.inner)
-    }
-}
+value_in_place!(TypedResponseLoan);
