@@ -103,9 +103,7 @@ impl Input {
         // An encoded line is longer than its message: bound the line by the encoded size of
         // the largest message (the decoded size is then checked by the channel).
         let line_max = match (&self.codec, self.format) {
-            // JSON text of a message is several times its encoded size (numbers in decimal,
-            // field names): bound it generously, but bound it.
-            (Some(_), _) => max_len.saturating_mul(16).max(JSON_LINE_MIN),
+            (Some(_), _) => json_text_max(max_len),
             (None, InFormat::Text) => max_len,
             (None, InFormat::Hex) => max_len.saturating_mul(2),
             (None, InFormat::Base64) => max_len.div_ceil(3).saturating_mul(4),
@@ -128,6 +126,13 @@ impl Input {
 
 /// The least bound of a JSON line to encode, whatever the channel's message size.
 const JSON_LINE_MIN: usize = 64 << 10;
+
+/// The most bytes of JSON text taken for a message of at most `max_len` encoded bytes: JSON
+/// is several times a message's encoded size (numbers in decimal, field names), so bounded
+/// generously, but bounded.
+pub fn json_text_max(max_len: usize) -> usize {
+    max_len.saturating_mul(16).max(JSON_LINE_MIN)
+}
 
 /// One line (`--data` or stdin) of JSON, or of one-line flow YAML as `ros2 topic pub` takes
 /// it (`{linear_acceleration: {x: 1.0}}`), encoded by `codec`.

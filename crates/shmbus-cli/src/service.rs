@@ -229,16 +229,25 @@ impl crate::schema::Head for ResponseHead {
 /// with schemas) as JSON by the request's and the response's codecs.
 #[derive(Clone)]
 struct Translation {
-    codecs: Option<Arc<(Codec, Codec, String)>>,
+    codecs: Option<Arc<Codecs>>,
+}
+
+/// A service's two codecs, and how its responses are named in errors.
+struct Codecs {
+    request: Codec,
+    response: Codec,
+    response_label: String,
 }
 
 impl Translation {
     /// The codecs of `svc`'s schemas, unless `raw` or it has none a codec reads.
     fn of(svc: &Service, raw: bool) -> Translation {
         let codecs = match (raw, svc.request_schema(), svc.response_schema()) {
-            (false, Some(req), Some(resp)) => crate::schema::codec(Some(req))
-                .zip(crate::schema::codec(Some(resp)))
-                .map(|(a, b)| Arc::new((a, b, crate::schema::label(resp)))),
+            (false, Some(req), Some(resp)) => {
+                crate::schema::codec(Some(req)).zip(crate::schema::codec(Some(resp))).map(|(request, response)| {
+                    Arc::new(Codecs { request, response, response_label: crate::schema::label(resp) })
+                })
+            }
             _ => None,
         };
         Translation { codecs }
@@ -247,9 +256,10 @@ impl Translation {
     /// What CMD reads on its stdin: the request as it is, or decoded as one JSON line.
     fn request(&self, data: &[u8]) -> std::result::Result<Vec<u8>, String> {
         let Some(c) = &self.codecs else { return Ok(data.to_vec()) };
-        let value =
-            c.0.decode(data, &DecodeOptions { full: true })
-                .map_err(|e| format!("the request does not decode by the service's request schema: {e}"))?;
+        let value = c
+            .request
+            .decode(data, &DecodeOptions { full: true })
+            .map_err(|e| format!("the request does not decode by the service's request schema: {e}"))?;
         let mut line = serde_json::to_vec(&value).map_err(|e| e.to_string())?;
         line.push(b'\n');
         Ok(line)
@@ -258,9 +268,10 @@ impl Translation {
     /// The response CMD's output gives: as it is, or its JSON encoded by the response schema.
     fn response(&self, output: Vec<u8>, cmd: &str) -> std::result::Result<Vec<u8>, String> {
         let Some(c) = &self.codecs else { return Ok(output) };
-        let value: serde_json::Value = serde_json::from_slice(&output)
-            .map_err(|e| format!("{cmd} printed no JSON value ({e}); the service's responses are {}", c.2))?;
-        c.1.encode(&value).map_err(|e| format!("{cmd}'s output does not encode as {}: {e}", c.2))
+        let value: serde_json::Value = serde_json::from_slice(&output).map_err(|e| {
+            format!("{cmd} printed no JSON value ({e}); the service's responses are {}", c.response_label)
+        })?;
+        c.response.encode(&value).map_err(|e| format!("{cmd}'s output does not encode as {}: {e}", c.response_label))
     }
 }
 
@@ -384,7 +395,7 @@ fn run_command(
                 input,
                 cmd,
                 timeout,
-                translation.codecs.as_ref().map_or(max, |_| max.saturating_mul(16).max(64 << 10)),
+                translation.codecs.as_ref().map_or(max, |_| crate::payload::json_text_max(max)),
             )
         })
         .and_then(|output| translation.response(output, &cmd[0]))

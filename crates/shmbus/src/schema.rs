@@ -219,18 +219,38 @@ impl Schema {
         Ok(all)
     }
 
-    /// The length of the record at the start of `b`, from its head, within `b` and the limits.
+    /// The length of the record at the start of `b`, from its head (checked as
+    /// [`head_of`](Schema::head_of) checks it), if `b` holds that much.
     fn stored_len(b: &[u8]) -> Result<usize, SchemaError> {
+        let (lens, data_len) = Schema::head_of(b)?;
+        let len = HEAD + lens.iter().sum::<usize>() + data_len + 4;
+        if len > b.len() {
+            return Err(SchemaError::Corrupt { what: "lengths do not add up to the record's size".to_owned() });
+        }
+        Ok(len)
+    }
+
+    /// The text lengths and the data length a record's head at the start of `b` gives, after
+    /// checking its magic, its reserved word and the limits (so the record they make is at
+    /// most [`MAX_RECORD`](Schema::MAX_RECORD) bytes).
+    fn head_of(b: &[u8]) -> Result<([usize; 3], usize), SchemaError> {
+        let corrupt = |what: &str| SchemaError::Corrupt { what: what.to_owned() };
         if b.len() < HEAD + 4 {
             return Err(SchemaError::Corrupt { what: format!("record of {} bytes", b.len()) });
         }
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes")) as u64;
-        let data_len = u64::from_le_bytes(b[24..32].try_into().expect("8 bytes"));
-        let len = (HEAD as u64 + 4).saturating_add(u32_at(8) + u32_at(12) + u32_at(16)).saturating_add(data_len);
-        if len > b.len() as u64 || len > Schema::MAX_RECORD as u64 {
-            return Err(SchemaError::Corrupt { what: "lengths do not add up to the record's size".to_owned() });
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes")) as usize;
+        if b[..8] != MAGIC.to_le_bytes() {
+            return Err(corrupt("bad magic"));
         }
-        Ok(len as usize)
+        if u32_at(20) != 0 {
+            return Err(corrupt("reserved word is not zero"));
+        }
+        let lens = [u32_at(8), u32_at(12), u32_at(16)];
+        let data_len = u64::from_le_bytes(b[24..32].try_into().expect("8 bytes"));
+        if lens.iter().any(|&l| l > Schema::MAX_TEXT) || data_len > Schema::MAX_DATA as u64 {
+            return Err(corrupt("a field is longer than the limits"));
+        }
+        Ok((lens, data_len as usize))
     }
 
     /// Parses a stored record of exactly `b.len()` bytes (untrusted: every length is checked
@@ -238,27 +258,15 @@ impl Schema {
     /// checks them).
     pub(crate) fn decode(b: &[u8]) -> Result<Schema, SchemaError> {
         let corrupt = |what: &str| SchemaError::Corrupt { what: what.to_owned() };
-        if b.len() < HEAD + 4 || b.len() > Schema::MAX_RECORD {
+        if b.len() > Schema::MAX_RECORD {
             return Err(SchemaError::Corrupt { what: format!("record of {} bytes", b.len()) });
         }
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes")) as usize;
-        if b[..8] != MAGIC.to_le_bytes() {
-            return Err(corrupt("bad magic"));
-        }
-        let lens = [u32_at(8), u32_at(12), u32_at(16)];
-        if u32_at(20) != 0 {
-            return Err(corrupt("reserved word is not zero"));
-        }
-        let data_len = u64::from_le_bytes(b[24..32].try_into().expect("8 bytes"));
-        if lens.iter().any(|&l| l > Schema::MAX_TEXT) || data_len > Schema::MAX_DATA as u64 {
-            return Err(corrupt("a field is longer than the limits"));
-        }
-        let body = lens.iter().sum::<usize>() + data_len as usize;
-        if HEAD + body + 4 != b.len() {
+        let (lens, data_len) = Schema::head_of(b)?;
+        if HEAD + lens.iter().sum::<usize>() + data_len + 4 != b.len() {
             return Err(corrupt("lengths do not add up to the record's size"));
         }
         let crc_at = b.len() - 4;
-        if crate::crc::crc32c(&b[..crc_at]) as usize != u32_at(crc_at) {
+        if crate::crc::crc32c(&b[..crc_at]).to_le_bytes() != b[crc_at..] {
             return Err(corrupt("checksum mismatch (the record was overwritten)"));
         }
         let mut at = HEAD;

@@ -186,8 +186,8 @@ impl<L: ChannelLayout> Channel<L> {
                 Err(e) => return Err(e),
             }
             match Segment::create_or_open(domain, name, layout, &opts, common.payload.as_ref(), &config.schemas()) {
-                Ok((seg, layout, false)) => return Channel { seg, layout, name: name.to_owned() }.checked(config),
-                Ok((seg, layout, _created)) => return Ok(Channel { seg, layout, name: name.to_owned() }),
+                Ok((seg, layout, false)) => return Channel::of(seg, layout, name.to_owned())?.checked(config),
+                Ok((seg, layout, _created)) => return Channel::of(seg, layout, name.to_owned()),
                 // Created by another process meanwhile with other values for what this config
                 // leaves unset: open theirs and compare what is set.
                 Err(OpenError::LayoutMismatch { .. }) => continue,
@@ -201,7 +201,6 @@ impl<L: ChannelLayout> Channel<L> {
     /// `self`, if every value `config` sets matches; else [`OpenError::LayoutMismatch`]
     /// naming the first that does not, or [`OpenError::SchemaMismatch`].
     fn checked<C: ChannelConfig<Layout = L>>(self, config: &C) -> Result<Channel<L>, OpenError> {
-        check_schema_count::<L, ReadWrite>(&self.seg)?;
         for (field, requested, existing) in config.set_fields(&self.layout) {
             if let Some(requested) = requested.filter(|&r| r != existing) {
                 return Err(OpenError::LayoutMismatch { path: self.path().to_owned(), field, existing, requested });
@@ -235,19 +234,31 @@ impl<L: ChannelLayout> Channel<L, ReadOnly> {
 }
 
 impl<L: ChannelLayout, A: Access> Channel<L, A> {
+    /// The channel over an open `seg` of layout `layout`: every way to a channel comes
+    /// through here, where a file storing a number of schemas its kind never stores is
+    /// refused as corrupt.
+    fn of(seg: Segment<A>, layout: L, name: String) -> Result<Channel<L, A>, OpenError> {
+        let n = seg.schemas().len();
+        if !L::schema_count_ok(n) {
+            return Err(OpenError::corrupt(
+                seg.path(),
+                format!("{n} schema records, which a {} never stores", L::KIND),
+            ));
+        }
+        Ok(Channel { seg, layout, name })
+    }
+
     fn open_as(domain: &Domain, name: &str) -> Result<Channel<L, A>, OpenError> {
         let (seg, layout) = Segment::<A>::open::<L>(domain, name)?;
-        check_schema_count::<L, A>(&seg)?;
-        Ok(Channel { seg, layout, name: name.to_owned() })
+        Channel::of(seg, layout, name.to_owned())
     }
 
     /// A channel over `seg`, already open (for tools that opened it by path): its kind must
     /// be `L`'s and its layout valid.
     pub(crate) fn from_segment(seg: Segment<A>) -> Result<Channel<L, A>, OpenError> {
-        check_schema_count::<L, A>(&seg)?;
         let layout = seg.layout::<L>()?;
         let name = seg.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Channel { seg, layout, name })
+        Channel::of(seg, layout, name)
     }
 }
 
@@ -335,24 +346,11 @@ impl<L, A: Access> Channel<L, A> {
     }
 }
 
-/// A file storing a number of schemas its kind never stores is corrupt.
-fn check_schema_count<L: ChannelLayout, A: Access>(seg: &Segment<A>) -> Result<(), OpenError> {
-    let n = seg.schemas().len();
-    if L::schema_count_ok(n) {
-        Ok(())
-    } else {
-        Err(OpenError::corrupt(seg.path(), format!("{n} schema records, which a {} never stores", L::KIND)))
-    }
-}
-
 /// [`check_schema`] of a channel's whole list of schemas: any, when `requested` is empty;
 /// else exactly those.
 pub(crate) fn check_schemas(path: &Path, found: &[Arc<Schema>], requested: &[Arc<Schema>]) -> Result<(), OpenError> {
     if requested.is_empty() || found == requested {
         return Ok(());
-    }
-    if let ([f], [r]) = (found, requested) {
-        return check_schema(path, Some(f), Some(r));
     }
     Err(OpenError::SchemaMismatch {
         path: path.to_owned(),

@@ -417,6 +417,12 @@ impl Client {
         self.update(slot, |l| l.given_up = true);
     }
 
+    /// Looks at slot `slot`, whose request this client knows as `l` (see `protocol::look`).
+    fn look(&self, slot: usize, l: Local, check_state: bool) -> (u64, Look) {
+        let head = self.view().slot(self.lane, slot);
+        protocol::look(head, l.id, l.tail, l.fin_before, self.layout.depth, self.layout.max_response, check_state)
+    }
+
     /// Looks for a response: to request `only`, or to any request in flight.
     fn poll(&self, only: Option<usize>) -> Option<Result<Got, ResponseRecvError>> {
         let n = self.layout.in_flight;
@@ -444,15 +450,7 @@ impl Client {
             }
             any = true;
             let head = self.view().slot(self.lane, slot);
-            let (w, look) = protocol::look(
-                head,
-                l.id,
-                l.tail,
-                l.fin_before,
-                self.layout.depth,
-                self.layout.max_response,
-                check_state,
-            );
+            let (w, look) = self.look(slot, l, check_state);
             let got = |cell, len, last| Got { slot, id: l.id, cell, len, last };
             // The next look starts after a slot that had something (fairness between requests).
             let advance = || self.cursor.set(if slot + 1 == n { 0 } else { slot + 1 });
@@ -474,15 +472,7 @@ impl Client {
                 Look::Nothing if protocol::tag(w) == TAKEN && ask && self.taker_gone(w) => {
                     // Its responses written before it died were read: look once more for
                     // one written just before, then take the slot back.
-                    if let (_, Look::Response { cell, len, last }) = protocol::look(
-                        head,
-                        l.id,
-                        l.tail,
-                        l.fin_before,
-                        self.layout.depth,
-                        self.layout.max_response,
-                        true,
-                    ) {
+                    if let (_, Look::Response { cell, len, last }) = self.look(slot, l, true) {
                         return Some(Ok(got(Some(cell), len, last)));
                     }
                     if head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
@@ -645,9 +635,7 @@ impl Client {
     /// request is refused as [`try_send_request`](Self::try_send_request) would, without
     /// waiting.
     pub fn call(&mut self, request: &[u8], timeout: Duration) -> Result<Vec<u8>, CallError> {
-        let deadline = Instant::now().checked_add(timeout);
-        let id = self.try_send_request(request)?;
-        self.response_to(id, deadline.map_or(Wait::Forever, Wait::Until), |r| r.to_vec())
+        self.call_with(request, timeout, <[u8]>::to_vec)
     }
 
     /// [`call`](Self::call) with the response read in place by `read`, which returns what
@@ -658,15 +646,21 @@ impl Client {
         timeout: Duration,
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<T, CallError> {
-        let deadline = Instant::now().checked_add(timeout);
-        let id = self.try_send_request(request)?;
-        self.response_to(id, deadline.map_or(Wait::Forever, Wait::Until), read)
+        self.call_ref(request, timeout, |r| read(r.data()))
     }
 
-    /// The first response to `id`, read by `read`; the request is given up after it (if
-    /// it was not the last) or after the wait.
-    fn response_to<T>(&mut self, id: u64, wait: Wait, read: impl FnOnce(&[u8]) -> T) -> Result<T, CallError> {
-        match self.recv_response_for_with(id, wait).map(|r| (read(r.data()), r.is_last())) {
+    /// [`call`](Self::call) with the first response handed to `read` whole (its id, bytes
+    /// and last flag); the request is given up after it (if it was not the last) or after
+    /// the wait.
+    pub(super) fn call_ref<T>(
+        &mut self,
+        request: &[u8],
+        timeout: Duration,
+        read: impl FnOnce(&ResponseRef<'_>) -> T,
+    ) -> Result<T, CallError> {
+        let wait = Instant::now().checked_add(timeout).map_or(Wait::Forever, Wait::Until);
+        let id = self.try_send_request(request)?;
+        match self.recv_response_for_with(id, wait).map(|r| (read(&r), r.is_last())) {
             Ok((out, last)) => {
                 if !last {
                     self.cancel(id);
@@ -789,21 +783,9 @@ impl Waitable for Client {
             l.id != 0
                 && !l.given_up
                 && !l.last_read
-                && !matches!(
-                    protocol::look(
-                        self.view().slot(self.lane, slot),
-                        l.id,
-                        l.tail,
-                        l.fin_before,
-                        self.layout.depth,
-                        self.layout.max_response,
-                        // Not the spin path: the state word too, so that an end only it
-                        // shows (its taker died before copying it to `fin`) wakes a wait set.
-                        true
-                    )
-                    .1,
-                    Look::Nothing
-                )
+                // Not the spin path: the state word too, so that an end only it shows (its
+                // taker died before copying it to `fin`) wakes a wait set.
+                && !matches!(self.look(slot, l, true).1, Look::Nothing)
         })
     }
 

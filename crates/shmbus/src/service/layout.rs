@@ -41,7 +41,7 @@ pub struct ServiceConfig {
     response_depth: Option<usize>,
     request_schema: Option<Arc<Schema>>,
     response_schema: Option<Arc<Schema>>,
-    pub(super) common: crate::endpoint::channel::CommonConfig,
+    common: crate::endpoint::channel::CommonConfig,
 }
 
 impl ServiceConfig {

@@ -151,9 +151,9 @@ pub fn same_pid(field: u64, pid: u32) -> bool {
     field == pid as u64 & PID_MASK
 }
 
-/// The head of a request slot: its state, its request and its response ring. The state
-/// and the cells' lengths share the first cache line: a client that finds its request
-/// answered has the response's length with the same miss.
+/// The head of a request slot, three cache lines each written by one side in a call (see
+/// "One line each way" in the module docs): the request line, the answer line, the ring
+/// line.
 #[derive(Debug)]
 #[repr(C)]
 pub struct SlotHead {
@@ -293,6 +293,8 @@ pub struct Claimed {
     pub len: u64,
     /// The request's id.
     pub id: u64,
+    /// The request is in the request line (else in the slot's room).
+    pub inline: bool,
 }
 
 /// Server: claims the slot for the server at participant entry `entry` (pid `pid`) if it
@@ -304,7 +306,8 @@ pub fn claim(head: &SlotHead, entry: usize, pid: u32) -> Option<Claimed> {
     }
     let seq = seq(w);
     head.state.compare_exchange(w, taken(TAKEN, seq, entry, pid), Ordering::AcqRel, Ordering::Relaxed).ok()?;
-    Some(Claimed { seq, len: head.req_len.load(Ordering::Relaxed), id: head.req_id.load(Ordering::Relaxed) })
+    let len = head.req_len.load(Ordering::Relaxed);
+    Some(Claimed { seq, len: len & !INLINE, id: head.req_id.load(Ordering::Relaxed), inline: len & INLINE != 0 })
 }
 
 /// What a server found looking for room for its next response.

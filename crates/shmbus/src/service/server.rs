@@ -109,9 +109,7 @@ impl Server {
     fn claim(&self, index: usize) -> Option<Result<ActiveRequest, RequestRecvError>> {
         let v = self.view();
         let (lane, slot) = v.lane_slot(index);
-        let Claimed { seq, len, id } = protocol::claim(v.slot(lane, slot), self.reg.entry, self.reg.pid)?;
-        let inline = len & protocol::INLINE != 0;
-        let len = len & !protocol::INLINE;
+        let Claimed { seq, len, id, inline } = protocol::claim(v.slot(lane, slot), self.reg.entry, self.reg.pid)?;
         let mut req = ActiveRequest {
             reg: self.reg.clone(),
             lane,
@@ -423,9 +421,12 @@ impl ActiveRequest {
             Room::Full => None,
             Room::ClientGone => Some(Err(RespondError::ClientGone)),
         };
-        let r = match wait {
-            Wait::Now => attempt().unwrap_or(Err(RespondError::Full)),
-            wait => {
+        // One try first: a ring with room (every call's case) needs none of the waiting's
+        // setup (its clock).
+        let r = match (attempt(), wait) {
+            (Some(r), _) => r,
+            (None, Wait::Now) => Err(RespondError::Full),
+            (None, wait) => {
                 // A client that died holding the request is found by its entry, checked every
                 // PEER while the ring stays full.
                 let entry = v.layout.client_entry(self.lane);
@@ -457,12 +458,17 @@ impl ActiveRequest {
         r
     }
 
-    /// Makes the response in cell `cell`, `len` bytes, visible to the client; the last one
-    /// with the request's end, in one step (`finish`).
+    /// Makes the response in cell `cell` (`INLINE_CELL`: the answer line), `len` bytes,
+    /// visible to the client; the last one with the request's end, in one step (`finish`).
     fn publish(&mut self, cell: usize, len: usize, last: bool) {
         let v = View::of(&self.reg.shared);
         self.written = self.written.wrapping_add(1);
-        protocol::publish(v.slot(self.lane, self.slot), cell, len, last, self.written);
+        if cell == protocol::INLINE_CELL {
+            protocol::publish_inline(v.slot(self.lane, self.slot), len);
+            self.answered_inline = true;
+        } else {
+            protocol::publish(v.slot(self.lane, self.slot), cell, len, last, self.written);
+        }
         self.counter.message(len);
         if last {
             self.finish(false);
@@ -478,24 +484,17 @@ impl ActiveRequest {
         if data.len() > max {
             return Err(RespondError::TooLarge { len: data.len(), max });
         }
-        if last && self.written == 0 && data.len() <= protocol::INLINE_RESPONSE {
-            // A request's only response, small: in the answer line, with the end.
-            self.room(Wait::Now)?;
-            let p = self.view().inline_response_ptr(self.lane, self.slot);
-            // SAFETY: INLINE_RESPONSE bytes in the slot head's answer line, which only this
-            // request's taker writes while it holds it; the client reads it after the end.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
-            protocol::publish_inline(self.view().slot(self.lane, self.slot), data.len());
-            self.written = 1;
-            self.answered_inline = true;
-            self.counter.message(data.len());
-            self.finish(false);
-            return Ok(());
-        }
         let cell = self.room(wait)?;
-        let p = self.view().cell_ptr(self.lane, self.slot, cell);
-        // SAFETY: the cell has max_response_len bytes (checked above) and is free: the
-        // client has read what it held and reads it again only after `publish`.
+        // A request's only response, small: in the answer line, with the end.
+        let inline = last && self.written == 0 && data.len() <= protocol::INLINE_RESPONSE;
+        let (cell, p) = if inline {
+            (protocol::INLINE_CELL, self.view().inline_response_ptr(self.lane, self.slot))
+        } else {
+            (cell, self.view().cell_ptr(self.lane, self.slot, cell))
+        };
+        // SAFETY: the cell has max_response_len bytes (checked above), the answer line
+        // INLINE_RESPONSE, and either is free: the client has read what the cell held and
+        // reads either again only after `publish`.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
         self.publish(cell, data.len(), last);
         Ok(())

@@ -10,7 +10,7 @@
 //! `len` and `size`; a request of the wrong size is failed back to its client.
 
 use std::marker::PhantomData;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::client::{Client, RequestLoan, ResponseRef};
 use super::error::{
@@ -165,41 +165,30 @@ impl<Req: Pod, Resp: Pod> TypedClient<Req, Resp> {
     /// `CallError::Recv(ResponseRecvError::Failed)`; a response that is not one `Resp` is
     /// `CallError::Recv(ResponseRecvError::Corrupt)`.
     pub fn call(&mut self, request: &Req, timeout: Duration) -> Result<Resp, CallError> {
-        let wait = Instant::now().checked_add(timeout).map_or(Wait::Forever, Wait::Until);
-        let id = self.inner.try_send_request(bytes_of(request))?;
-        let got = self.recv_response_for_with(id, wait);
-        if !matches!(got, Ok(TypedResponse { last: true, .. })) {
-            // Given up: the rest of a stream, a late response, one after a corrupt one.
-            self.inner.cancel(id);
-        }
-        match got {
-            Ok(r) => r.value.ok_or(CallError::Recv(ResponseRecvError::Failed { request_id: id })),
-            Err(Waited::Failed(e)) => Err(CallError::Recv(e)),
-            Err(Waited::Empty | Waited::TimedOut) => Err(CallError::Timeout),
-        }
+        let typed = self.inner.call_ref(bytes_of(request), timeout, Self::typed)?;
+        let r = typed.map_err(CallError::Recv)?;
+        r.value.ok_or(CallError::Recv(ResponseRecvError::Failed { request_id: r.request_id }))
     }
 
-    /// The response `got`, checked to be one `Resp`, or its `Corrupt` (after letting it go).
-    fn typed(got: ResponseRef<'_>) -> Result<TypedResponse<Resp>, Waited<ResponseRecvError>> {
-        let (request_id, last) = (got.request_id(), got.is_last());
-        match read_from::<Resp>(got.data()) {
+    /// The response `r`, checked to be one `Resp` (or a stream's empty end), else its
+    /// `Corrupt`.
+    fn typed(r: &ResponseRef<'_>) -> Result<TypedResponse<Resp>, ResponseRecvError> {
+        let (request_id, last) = (r.request_id(), r.is_last());
+        match read_from::<Resp>(r.data()) {
             Some(value) => Ok(TypedResponse { request_id, value: Some(value), last }),
-            None if last && got.data().is_empty() => Ok(TypedResponse { request_id, value: None, last }),
-            None => {
-                let len = got.data().len();
-                drop(got);
-                Err(Waited::Failed(ResponseRecvError::Corrupt(not_one::<Resp>(
-                    "response is not one value of the type",
-                    len,
-                ))))
-            }
+            None if last && r.data().is_empty() => Ok(TypedResponse { request_id, value: None, last }),
+            None => Err(ResponseRecvError::Corrupt(not_one::<Resp>(
+                "response is not one value of the type",
+                r.data().len(),
+            ))),
         }
     }
 
     /// The next response to any request in flight, waiting as `wait` says (as
     /// [`Client::recv_response_with`]).
     pub fn recv_response_with(&mut self, wait: Wait) -> Result<TypedResponse<Resp>, Waited<ResponseRecvError>> {
-        Self::typed(self.inner.recv_response_ref_with(wait)?)
+        // Checked in place, then let go (a corrupt one too, so the next receive goes on).
+        Self::typed(&self.inner.recv_response_ref_with(wait)?).map_err(Waited::Failed)
     }
 
     wait_forms! {
@@ -217,7 +206,7 @@ impl<Req: Pod, Resp: Pod> TypedClient<Req, Resp> {
         id: u64,
         wait: Wait,
     ) -> Result<TypedResponse<Resp>, Waited<ResponseRecvError>> {
-        Self::typed(self.inner.recv_response_for_with(id, wait)?)
+        Self::typed(&self.inner.recv_response_for_with(id, wait)?).map_err(Waited::Failed)
     }
 
     wait_forms! {
