@@ -1,8 +1,8 @@
 //! A service under a hostile peer: while two servers and two clients run in their own
 //! processes, this process writes extreme and random values (0, 1, max, max-1, random,
 //! valid-looking states) into every control word of the segment (the request event, the
-//! pending bitmap, the lanes' events, every slot's state, lengths, ids and ring positions,
-//! the participant entries) many thousands of times. Every call of the children must return
+//! pending bitmap, the lanes' events, every slot's post and claim words, lengths, ids and
+//! ring positions, the participant entries) many thousands of times. Every call of the children must return
 //! within its timeout plus a generous slack, none may die by a signal, and their output
 //! stays bounded. Once the words are restored, honest parties work again.
 //!
@@ -56,18 +56,18 @@ fn control_words() -> Vec<(usize, usize)> {
     let k = KIND_OFFSET;
     // The request event, the pending bitmap's word.
     let mut w = vec![(k, 4), (k + 256, 8)];
-    let slot_stride = 192 + MAX_LEN.div_ceil(64) * 64 + DEPTH * MAX_LEN.div_ceil(64) * 64;
+    let slot_stride = 256 + MAX_LEN.div_ceil(64) * 64 + DEPTH * MAX_LEN.div_ceil(64) * 64;
     let lane_stride = 128 + IN_FLIGHT * slot_stride;
     for lane in 0..CLIENTS {
         // The lane's events and counters.
         let l = k + 320 + lane * lane_stride;
         w.extend([(l, 4), (l + 4, 4), (l + 64, 8), (l + 72, 8)]);
         for slot in 0..IN_FLIGHT {
-            // State, request length, request id, ring tail; the answer line's DONE copy and
-            // inline length; ring head, cell lengths.
+            // Post word, request length, request id, ring tail; the answer line's DONE copy
+            // and inline length; ring head, cell lengths; the claim word.
             let s = l + 128 + slot * slot_stride;
-            w.extend([(s, 8), (s, 8), (s, 8), (s + 8, 8), (s + 16, 8), (s + 24, 8), (s + 112, 8), (s + 120, 8)]);
-            w.extend([(s + 112, 8), (s + 128, 8)]);
+            w.extend([(s, 8), (s, 8), (s + 192, 8), (s + 192, 8), (s + 8, 8), (s + 16, 8), (s + 24, 8)]);
+            w.extend([(s + 112, 8), (s + 120, 8), (s + 112, 8), (s + 128, 8)]);
             w.extend((0..DEPTH).map(|c| (s + 136 + c * 8, 8)));
         }
     }

@@ -1,7 +1,7 @@
 //! Loom models of the service's slot protocol: the production transitions of a request
-//! slot's state word (`service::protocol`: `post`, `claim`, `room`, `publish`, `finish`,
-//! `look`, `consume`, `settle`, `give_up`) on a heap slot, with the request and the response
-//! cells in loom's checked cells, so that a payload read that is not ordered after its write
+//! slot's post and claim words (`service::protocol`: `post`, `claim`, `room`, `publish`,
+//! `finish`, `look`, `consume`, `settle`, `give_up`, `take_back`) on a heap slot, with the
+//! request and the response cells in loom's checked cells, so that a payload read that is not ordered after its write
 //! is a failure.
 //!
 //! Run with:
@@ -9,7 +9,8 @@
 //!
 //! What they check: of two competing servers exactly one claims a request and its client
 //! reads the response that server wrote; a client giving up at any point against a server
-//! answering leaves the slot FREE, with nobody writing a cell the other reads; a stream
+//! answering leaves the slot over (its client's again), with nobody writing a cell the other
+//! reads; a stream
 //! through a one-cell ring hands each response over whole and in order; a server that dies
 //! holding a request leaves a slot its client takes back.
 #![cfg(loom)]
@@ -19,8 +20,8 @@ use loom::sync::atomic::Ordering;
 use loom::sync::Arc;
 use loom::thread;
 use shmbus::service::protocol::{
-    claim, consume, done_inline, finish, give_up, look, post, publish, publish_inline, room, settle, tag, taken,
-    GiveUp, Look, Room, SlotHead, FREE, INLINE_CELL, PENDING, TAKEN,
+    claim, consume, done_inline, finish, give_up, is_pending, look, post, publish, publish_inline, room, settle,
+    take_back, taken, GiveUp, Look, Room, SlotHead, INLINE_CELL, TAKEN,
 };
 
 /// A request slot on the heap: its head, its request's room and its response cells.
@@ -93,7 +94,7 @@ fn send(slot: &Slot, v: u64) {
     post(&slot.head, ID, 8, false);
 }
 
-/// The client waits for its one response, polling the answer line as it does (the state
+/// The client waits for its one response, polling the answer line as it does (the claim
 /// word only every so often: here every third look), reads it and frees the slot; returns
 /// it.
 fn await_response(slot: &Slot) -> u64 {
@@ -103,7 +104,7 @@ fn await_response(slot: &Slot) -> u64 {
                 assert_eq!((cell, len, last), (INLINE_CELL, 8, true));
                 let v = slot.read_cell(0);
                 assert!(!consume(&slot.head, 0, last, DEPTH), "no server waits after the last response");
-                assert!(settle(&slot.head, |_| false), "a finished request's slot frees");
+                assert!(slot.head.is_over(), "a finished request's slot is its client's again");
                 return v;
             }
             Look::Nothing => thread::yield_now(),
@@ -130,7 +131,8 @@ fn one_of_two_competing_servers_answers_and_its_answer_arrives_whole() {
         assert_eq!(await_response(&slot), 42);
         let claimed = servers.into_iter().map(|h| h.join().unwrap()).filter(|&c| c).count();
         assert_eq!(claimed, 1, "exactly one server claims a request");
-        assert_eq!(slot.head.state.load(Ordering::Acquire), FREE);
+        assert!(slot.head.is_over(), "the slot is its client's again");
+        assert_eq!(slot.head.claim.load(Ordering::Acquire) & 0xf, 3, "DONE");
     });
 }
 
@@ -145,13 +147,14 @@ fn a_client_giving_up_at_any_point_leaves_the_slot_free() {
         };
         // The client gives up whenever it does: before the claim (withdrawn), while the
         // server holds it (abandoned: the server frees it), or after the end (freed).
-        let outcome = give_up(&slot.head);
+        let outcome = give_up(&slot.head, ID);
         let claimed = server.join().unwrap();
-        let w = slot.head.state.load(Ordering::Acquire);
+        let w = slot.head.claim.load(Ordering::Acquire);
         match outcome {
-            GiveUp::Freed | GiveUp::Abandoned => assert_eq!(tag(w), FREE, "slot left as {w:#x}"),
+            GiveUp::Freed | GiveUp::Abandoned => assert!(slot.head.is_over(), "slot left as {w:#x}"),
             GiveUp::Left => panic!("nothing to give up on a posted request"),
         }
+        assert!(!claimed || outcome != GiveUp::Freed || w & 0xf == 3, "a claimed request freed before its end");
         if outcome == GiveUp::Abandoned {
             assert!(claimed, "only a claimed request is abandoned");
         }
@@ -205,7 +208,7 @@ fn a_stream_through_one_cell_is_handed_over_whole_and_in_order() {
         }
         assert_eq!(got, vec![10, 11]);
         server.join().unwrap();
-        assert!(settle(&slot.head, |_| false));
+        assert!(settle(&slot.head, Some(ID), |_| false));
     });
 }
 
@@ -224,15 +227,17 @@ fn a_server_dead_holding_a_request_leaves_a_slot_its_client_takes_back() {
         assert_eq!(first, Look::Nothing);
         assert!(server.join().unwrap(), "the only server claims");
         // Dead: its client frees the slot (ServerGone), and a new request posts.
-        assert!(!settle(&slot.head, |_| false), "a live taker's slot is not taken back");
-        assert!(settle(&slot.head, |_| true));
+        assert!(!settle(&slot.head, Some(ID), |_| false), "a live taker's slot is not taken back");
+        let k = slot.head.claim.load(Ordering::Acquire);
+        assert!(take_back(&slot.head, k, ID), "a dead taker's word stays as it left it");
         post(&slot.head, ID + 1, 8, true);
-        assert_eq!(tag(slot.head.state.load(Ordering::Acquire)), PENDING);
+        let (p, k) = (slot.head.post.load(Ordering::Acquire), slot.head.claim.load(Ordering::Acquire));
+        assert!(is_pending(p, k), "the next request is there to claim");
     });
 }
 
 #[test]
-fn an_end_the_taker_did_not_copy_to_fin_is_found_in_the_state_word() {
+fn an_end_the_taker_did_not_copy_to_fin_is_found_in_the_claim_word() {
     model(|| {
         let slot = Slot::new();
         send(&slot, 4);
@@ -246,18 +251,18 @@ fn an_end_the_taker_did_not_copy_to_fin_is_found_in_the_state_word() {
                 publish_inline(&slot.head, 8);
                 let mine = taken(TAKEN, c.seq, 0, 100);
                 slot.head
-                    .state
+                    .claim
                     .compare_exchange(mine, done_inline(c.seq), Ordering::AcqRel, Ordering::Relaxed)
                     .unwrap();
             })
         };
         server.join().unwrap();
-        // Polling the answer line alone never shows it; the look that reads the state word does.
+        // Polling the answer line alone never shows it; the look that reads the claim word does.
         assert_eq!(look(&slot.head, ID, 0, 0, DEPTH as usize, 8, false).1, Look::Nothing);
         match look(&slot.head, ID, 0, 0, DEPTH as usize, 8, true).1 {
             Look::Response { cell: INLINE_CELL, len: 8, last: true } => assert_eq!(slot.read_cell(0), 5),
             other => panic!("{other:?}"),
         }
-        assert!(settle(&slot.head, |_| false));
+        assert!(settle(&slot.head, Some(ID), |_| false));
     });
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{CallError, ResponseRecvError, ResponseRecvTimeoutError, ResponseTryRecvError, ServiceTrySendError};
 use super::layout::ServiceLayout;
-use super::protocol::{self, GiveUp, LaneCounts, Look, ABANDONED, FREE, TAKEN};
+use super::protocol::{self, GiveUp, LaneCounts, Look, TAKEN};
 use super::shared::{taker_alive, Shared, View, ROLE_CLIENT};
 use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
@@ -23,7 +23,8 @@ use crate::waitset::{WaitHandle, Waitable};
 /// What this client knows of one of its request slots.
 #[derive(Debug, Clone, Copy, Default)]
 struct Local {
-    /// The request in the slot (0: the slot is free).
+    /// The request in the slot (0: the slot is free; `INHERITED`: one the lane's previous
+    /// client left, known by the slot's post word).
     id: u64,
     /// Responses read.
     tail: u64,
@@ -35,6 +36,9 @@ struct Local {
     /// earlier request's end (see `protocol::look`).
     fin_before: u64,
 }
+
+/// The id of a slot a client inherited busy from the lane's previous client.
+const INHERITED: u64 = u64::MAX;
 
 /// One client of a service, made by [`Service::client`](super::Service::client). `Send`, not
 /// `Sync`.
@@ -219,8 +223,8 @@ impl Client {
         clean_lane(v, lane);
         let local = (0..layout.in_flight)
             .map(|slot| {
-                let busy = protocol::tag(v.slot(lane, slot).state.load(Ordering::Acquire)) != FREE;
-                Cell::new(Local { id: if busy { u64::MAX } else { 0 }, given_up: busy, ..Local::default() })
+                let busy = !v.slot(lane, slot).is_over();
+                Cell::new(Local { id: if busy { INHERITED } else { 0 }, given_up: busy, ..Local::default() })
             })
             .collect();
         let counter = shared.own_counter(entry);
@@ -299,7 +303,8 @@ impl Client {
         self.local[slot].set(l);
     }
 
-    /// Whether the server holding `w` is gone, asked at most once per PEER.
+    /// Whether the server that claim word `w` names is gone (reads `/proc`: throttled by the
+    /// callers).
     fn taker_gone(&self, w: u64) -> bool {
         !taker_alive(&self.shared.participants(), w, self.layout.max_servers)
     }
@@ -307,7 +312,9 @@ impl Client {
     /// Frees slot `slot` if its request is over on the server's side too. `ask` allows a
     /// `/proc` look at the server holding it.
     fn settle(&self, slot: usize, ask: bool) -> bool {
-        let free = protocol::settle(self.view().slot(self.lane, slot), |w| ask && self.taker_gone(w));
+        let id = self.local[slot].get().id;
+        let seq = (id != INHERITED).then_some(id);
+        let free = protocol::settle(self.view().slot(self.lane, slot), seq, |w| ask && self.taker_gone(w));
         if free {
             self.local[slot].set(Local::default());
         }
@@ -316,8 +323,11 @@ impl Client {
 
     /// A slot free for a new request.
     fn free_slot(&self) -> Option<usize> {
-        // A slot whose request was read to its end first: its lines are the ones in use.
-        if let Some(s) = (0..self.layout.in_flight).find(|&s| self.local[s].get().last_read && self.settle(s, false)) {
+        // A slot whose request was read to its end first: its lines are the ones in use, and
+        // its end was seen (a last response is only shown with it), so the claim word is not
+        // read: it stays in the servers' caches.
+        if let Some(s) = self.local.iter().position(|l| l.get().last_read) {
+            self.local[s].set(Local::default());
             return Some(s);
         }
         if let Some(s) = self.local.iter().position(|l| l.get().id == 0) {
@@ -352,7 +362,7 @@ impl Client {
     /// attached, or this client has `max_in_flight` requests unanswered.
     pub fn try_send_request(&mut self, request: &[u8]) -> Result<u64, ServiceTrySendError> {
         let slot = self.refuse(request.len())?;
-        // A small request rides in the request line, with the state word the server reads.
+        // A small request rides in the request line, with the post word the server reads.
         let inline = request.len() <= protocol::INLINE_REQUEST;
         let v = self.view();
         let p = if inline { v.inline_request_ptr(self.lane, slot) } else { v.request_ptr(self.lane, slot) };
@@ -377,8 +387,8 @@ impl Client {
     fn post(&self, slot: usize, len: usize, inline: bool) -> u64 {
         let v = self.view();
         let head = v.slot(self.lane, slot);
-        let id = self.next_id.get();
-        self.next_id.set(id.wrapping_add(1).max(1));
+        let id = protocol::fresh_id(head, self.next_id.get());
+        self.next_id.set(id.wrapping_add(1));
         let fin_before = head.fin.load(Ordering::Relaxed);
         // Counted before it is posted: a client that dies in between leaves the count past
         // this id, so the lane's next client (which numbers on from the count) never reuses it.
@@ -403,7 +413,7 @@ impl Client {
 
     fn give_up(&self, slot: usize) {
         LaneCounts::bump(&self.view().lane(self.lane).counts.given_up);
-        match protocol::give_up(self.view().slot(self.lane, slot)) {
+        match protocol::give_up(self.view().slot(self.lane, slot), self.local[slot].get().id) {
             GiveUp::Freed => {
                 self.local[slot].set(Local::default());
                 return;
@@ -428,8 +438,9 @@ impl Client {
         let n = self.layout.in_flight;
         let start = self.cursor.get();
         let mut any = false;
-        // The state word is read every CLOCK_EVERY polls (a poll otherwise reads the answer
-        // and ring lines only), and a dead server looked for then, at most once per PEER.
+        // The post and claim words are read every CLOCK_EVERY polls (a poll otherwise reads
+        // the answer and ring lines only), and a dead server looked for then, at most once
+        // per PEER.
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
         let check_state = polls % CLOCK_EVERY == 0;
@@ -475,7 +486,7 @@ impl Client {
                     if let (_, Look::Response { cell, len, last }) = self.look(slot, l, true) {
                         return Some(Ok(got(Some(cell), len, last)));
                     }
-                    if head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                    if protocol::take_back(head, w, l.id) {
                         self.local[slot].set(Local::default());
                         self.counter.drops(1);
                         LaneCounts::bump(&self.view().lane(self.lane).counts.server_gone);
@@ -484,18 +495,15 @@ impl Client {
                 }
                 Look::Nothing => {}
                 Look::Corrupt(what) => {
-                    // Given up: a slot a server holds (by its word) is abandoned, for the
-                    // server to free when it finishes; any other is freed. By CAS from what
-                    // was seen, never over a word that moved meanwhile.
-                    let to = if protocol::tag(w) == TAKEN { (w & !0xf) | ABANDONED } else { FREE };
-                    let done = head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok();
-                    if done && to == FREE {
+                    // Given up: a request a server holds (by the claim word) is abandoned, for
+                    // the server to free when it finishes; any other is freed or withdrawn.
+                    if protocol::give_up(head, l.id) == GiveUp::Freed {
                         self.local[slot].set(Local::default());
                     } else {
                         self.update(slot, |l| l.given_up = true);
                         self.view().lane(self.lane).room.notify();
                     }
-                    let c = Corrupt::new(Kind::Service, what).with("request_id", l.id).with("state", w).and_repaired();
+                    let c = Corrupt::new(Kind::Service, what).with("request_id", l.id).with("claim", w).and_repaired();
                     return Some(Err(ResponseRecvError::Corrupt(c)));
                 }
             }
@@ -564,7 +572,7 @@ impl Client {
                 };
                 let polled =
                     try_then_block_on(event, self.policy, w.deadline(), recheck, self.counter, || self.poll(only));
-                // Before saying it timed out: one poll that reads the state word (an end only
+                // Before saying it timed out: one poll that reads the claim word (an end only
                 // it shows is not missed for want of a check).
                 let last_look = || {
                     self.polls.set(CLOCK_EVERY - 1);
@@ -783,7 +791,7 @@ impl Waitable for Client {
             l.id != 0
                 && !l.given_up
                 && !l.last_read
-                // Not the spin path: the state word too, so that an end only it shows (its
+                // Not the spin path: the claim word too, so that an end only it shows (its
                 // taker died before copying it to `fin`) wakes a wait set.
                 && !matches!(self.look(slot, l, true).1, Look::Nothing)
         })
@@ -799,8 +807,12 @@ impl Waitable for Client {
         self.polls.set(CLOCK_EVERY - 1);
         (0..self.layout.in_flight).any(|slot| {
             let l = self.local[slot].get();
-            let w = self.view().slot(self.lane, slot).state.load(Ordering::Acquire);
-            l.id != 0 && !l.given_up && protocol::tag(w) == TAKEN && self.taker_gone(w)
+            let k = self.view().slot(self.lane, slot).claim.load(Ordering::Acquire);
+            l.id != 0
+                && !l.given_up
+                && protocol::tag(k) == TAKEN
+                && protocol::seq(k) == l.id & protocol::SEQ_MASK
+                && self.taker_gone(k)
         })
     }
 }

@@ -39,14 +39,16 @@
 //!
 //! # Algorithm
 //!
-//! A slot's state word runs `FREE → PENDING → TAKEN → DONE → FREE`, each step one CAS,
-//! with `ABANDONED` for a request its client gave up on while a server held it; the word
-//! names the taker (its participant entry and pid) and the request's number, so a client
-//! can tell whether the server answering it lives and no stale CAS lands on a newer request.
-//! A client posts a request by writing it into a free slot of its lane and storing PENDING
-//! (Release); the slot's bit in a bitmap, set on its first request, tells servers where to
-//! look. Servers scan the set bits (round-robin), claim a PENDING slot with one CAS and read
-//! the request in place. Responses go
+//! A slot has two words, each written by one side in a call. The client's *post word*
+//! names the latest request it posted there (stored with Release after the request's
+//! bytes); the servers' *claim word* says what became of it: claimed (`TAKEN`, naming the
+//! taker's participant entry and pid, so a client can tell whether the server answering it
+//! lives), `DONE`, `ABANDONED` (its client gave up while a server held it) or `FREE` (given
+//! up before a claim, or taken back from a dead taker), each step one CAS that names the
+//! request's number, so no stale CAS lands on a newer request. The slot's bit in a bitmap,
+//! set on its first request, tells servers where to look. Servers scan the set bits
+//! (round-robin), claim a request whose claim word still names an earlier one with one CAS,
+//! and read the request in place. Responses go
 //! through the slot's ring: the server writes cell `head % depth`, then the head (Release);
 //! the client reads in place and moves the tail. See `protocol.rs`.
 //!

@@ -3,49 +3,60 @@
 //!
 //! # A request slot
 //!
-//! Each client owns one *lane* of `max_in_flight` request slots. A slot's state word runs
+//! Each client owns one *lane* of `max_in_flight` request slots. A slot has two words that
+//! decide it, each written by one side in a call:
+//!
+//! * the **post word**, the client's: `PENDING | seq << 33` once it has posted request
+//!   `seq` there (0 before the first); only the slot's client writes it;
+//! * the **claim word**, the servers': what became of the slot's latest request. It packs
+//!   `tag | taker entry << 4 | taker pid << 11 | seq << 33` and runs, for request `seq`,
 //!
 //! ```text
-//! FREE --client posts--> PENDING --a server claims (CAS)--> TAKEN --server finishes--> DONE --client reads the end--> FREE
-//!                           |                                  |
-//!                           +--client cancels (CAS)--> FREE    +--client gives up (CAS)--> ABANDONED --server finishes--> FREE
+//!  (an earlier request's end) --a server claims (CAS)--> TAKEN --server finishes--> DONE
+//!              |                                           |
+//!              +--client gives up (CAS)--> FREE            +--client gives up (CAS)--> ABANDONED --server finishes--> FREE
 //! ```
 //!
-//! and packs `tag | taker entry << 4 | taker pid << 11 | seq << 33`: the taker is the server's
-//! participant entry and its pid (22 bits), so a client can tell whether *that* server still
-//! lives, and `seq` is the request's number (31 bits), so no CAS of a server that read an
-//! older request of the slot can succeed on a newer one. Every transition is one CAS on this
-//! word; that is why two parties never both free a slot, and never neither.
+//! A request is *pending* while the post word names it and the claim word still names an
+//! earlier one; it is *over* (its slot its client's again) once the claim word names it as
+//! FREE or DONE. The taker is the server's participant entry and its pid (22 bits), so a
+//! client can tell whether *that* server still lives, and `seq` (31 bits) is why no CAS of a
+//! server that read an older request of the slot can succeed on a newer one: a client posts
+//! again only after the claim word moved to its request. Every transition of the claim word
+//! is one CAS; that is why two parties never both free a slot, and never neither. A client
+//! writes it only to give up (a timeout, a cancel, a dead taker): in a call, only servers do.
 //!
 //! Responses go through the slot's own ring of `response_depth` cells: the taker (one server)
 //! writes cell `head % depth` and then `resp_head` (Release), the client reads up to it and
 //! stores `resp_tail`. A cell's length word carries [`LAST`] on the stream's last response.
 //! The server's last step is one CAS from TAKEN to a DONE word that carries the number of
 //! responses in place of the taker ([`done`]): the last response and the end become visible
-//! together, so a client that has read the last response can free the slot at once.
+//! together, so a client that has read the last response may post again at once.
 //!
 //! # One line each way
 //!
-//! A slot head is three cache lines, each written by one side in a call: the client's
-//! *request line* (the state word, the request's length and id, the ring's tail, and a small
+//! A slot head is four cache lines, each written by one side in a call: the client's
+//! *request line* (the post word, the request's length and id, the ring's tail, and a small
 //! request inline), the taker's *answer line* (`fin`, a copy of the DONE word stored after
-//! the CAS, and a small last response inline) and the taker's *ring line* (the ring's head
-//! and the cells' lengths). A call whose request fits [`INLINE_REQUEST`] bytes and whose one
-//! response fits [`INLINE_RESPONSE`] moves one line each way: the server reads the request
-//! with the state word, and the client, which polls the answer line (not the state word the
-//! server is CASing), finds the end and the response together. The client looks at the state
-//! word itself only every so often (a dead taker, a hostile word, an end whose copy to `fin`
-//! was lost or overwritten: [`look`]) and when it frees the slot.
+//! the CAS, and a small last response inline), the taker's *ring line* (the ring's head and
+//! the cells' lengths) and the servers' *claim line* (the claim word). A call whose request
+//! fits [`INLINE_REQUEST`] bytes and whose one response fits [`INLINE_RESPONSE`] moves one
+//! line each way: the server reads the request with the post word and claims on a line the
+//! client does not read, and the client, which polls the answer line, finds the end and the
+//! response together and posts its next request without looking at the claim word (an end
+//! seen means the claim word holds it). The client looks at the claim word itself only every
+//! so often (a dead taker, a hostile word, an end whose copy to `fin` was lost or
+//! overwritten: [`look`]) and to give up.
 //!
 //! # Finding requests
 //!
 //! Each slot has a bit in a bitmap: set by its client the first time it posts there, and
 //! kept while that client holds the lane (cleared when the lane is cleaned, the client gone).
-//! A server scans the set bits and looks at those slots' state words; it claims a PENDING
-//! one by CAS. The bit is only where to look, the state word decides: a ping-pong client's
-//! bit is set once, so its server's poll reads the slot's state line directly (one cache
-//! miss to see a request, not two), and no one writes the bitmap per request. A server
-//! waiting long also scans every slot and sets the bit of a PENDING one without it, so a bit
+//! A server scans the set bits and looks at those slots' post and claim words; it claims a
+//! pending request by CAS. The bit is only where to look, the words decide: a ping-pong
+//! client's bit is set once, so its server's poll reads the slot's request line directly (one
+//! cache miss to see a request, not two), and no one writes the bitmap per request. A server
+//! waiting long also scans every slot and sets the bit of a pending one without it, so a bit
 //! lost to a hostile write delays a request, never strands it.
 
 use crate::event::EventWord;
@@ -55,8 +66,11 @@ use crate::sync::{AtomicU64, Ordering};
 pub const HEADER_SIZE: usize = 256;
 /// Bytes of a lane's head: the client's event words, then its counters.
 pub const LANE_HEAD: usize = 128;
-/// Bytes of a slot's head ([`SlotHead`]): the request line, the answer line, the ring line.
-pub const SLOT_HEAD: usize = 192;
+/// Bytes of a slot's head ([`SlotHead`]): the request line, the answer line, the ring line,
+/// the claim line.
+pub const SLOT_HEAD: usize = 256;
+/// Offset of the claim word in a slot head.
+pub const CLAIM_AT: usize = 192;
 /// Largest request carried in the request line itself (longer ones use the request room).
 pub const INLINE_REQUEST: usize = 32;
 /// Largest response carried in the answer line itself: a request's only response, sent as
@@ -71,39 +85,41 @@ pub const INLINE: u64 = 1 << 62;
 /// Most response cells per slot.
 pub const MAX_DEPTH: usize = 4;
 
-/// A slot no request uses: its client may post one.
+/// Claim word: the request is over and nobody holds the slot (given up on, or its taker
+/// gone); a zeroed slot's claim word, over "request 0".
 pub const FREE: u64 = 0;
-/// A posted request no server has claimed yet.
+/// Post word: request `seq` is posted.
 pub const PENDING: u64 = 1;
-/// A request a server claimed and is answering.
+/// Claim word: a server claimed the request and is answering it.
 pub const TAKEN: u64 = 2;
-/// A request its server has finished; its client frees the slot after reading the end.
+/// Claim word: the request's server has finished it; its slot is its client's again.
 pub const DONE: u64 = 3;
-/// A claimed request its client gave up on; its server frees the slot when it finishes.
+/// Claim word: a claimed request its client gave up on; its server frees the slot when it
+/// finishes.
 pub const ABANDONED: u64 = 4;
 
 /// The flag in a response cell's length word that marks the stream's last response.
 pub const LAST: u64 = 1 << 63;
-/// The bits of a request number a state word keeps.
+/// The bits of a request number a post or claim word keeps.
 pub const SEQ_MASK: u64 = (1 << 31) - 1;
 const PID_MASK: u64 = (1 << 22) - 1;
 
-/// A state word.
+/// A post or claim word.
 pub fn state(tag: u64, seq: u64) -> u64 {
     tag | (seq & SEQ_MASK) << 33
 }
 
-/// A state word naming its taker (TAKEN, DONE, ABANDONED).
+/// A claim word naming its taker (TAKEN, ABANDONED).
 pub fn taken(tag: u64, seq: u64, entry: usize, pid: u32) -> u64 {
     state(tag, seq) | ((entry as u64) & 0x7f) << 4 | (pid as u64 & PID_MASK) << 11
 }
 
-/// The tag of a state word.
+/// The tag of a post or claim word.
 pub fn tag(w: u64) -> u64 {
     w & 0xf
 }
 
-/// The request number of a state word.
+/// The request number of a post or claim word.
 pub fn seq(w: u64) -> u64 {
     w >> 33
 }
@@ -132,7 +148,7 @@ pub fn count(w: u64) -> u64 {
     (w >> 4) & COUNT_MASK
 }
 
-/// The taker's participant entry and pid (its low 22 bits) of a state word.
+/// The taker's participant entry and pid (its low 22 bits) of a claim word.
 pub fn taker(w: u64) -> (usize, u64) {
     (((w >> 4) & 0x7f) as usize, (w >> 11) & PID_MASK)
 }
@@ -146,19 +162,31 @@ pub fn orphaned(w: u64) -> u64 {
     (w & !(0x7f << 4)) | NO_ENTRY << 4
 }
 
-/// Whether `pid` is the pid a state word's taker field holds.
+/// Whether `pid` is the pid a claim word's taker field holds.
 pub fn same_pid(field: u64, pid: u32) -> bool {
     field == pid as u64 & PID_MASK
 }
 
-/// The head of a request slot, three cache lines each written by one side in a call (see
+/// Whether a slot is its client's to post in: nothing posted yet (`post` is not PENDING), or
+/// its latest request over (the claim word names it, FREE or DONE).
+pub fn over(post: u64, claim: u64) -> bool {
+    tag(post) != PENDING || (seq(claim) == seq(post) && matches!(tag(claim), FREE | DONE))
+}
+
+/// Whether a slot holds a request a server may claim: posted, and the claim word still at an
+/// earlier request's end.
+pub fn is_pending(post: u64, claim: u64) -> bool {
+    tag(post) == PENDING && seq(claim) != seq(post) && matches!(tag(claim), FREE | DONE)
+}
+
+/// The head of a request slot, four cache lines each written by one side in a call (see
 /// "One line each way" in the module docs): the request line, the answer line, the ring
-/// line.
+/// line, the claim line.
 #[derive(Debug)]
 #[repr(C)]
 pub struct SlotHead {
-    /// The state word (see the module docs).
-    pub state: AtomicU64,
+    /// The post word (see the module docs), written by the slot's client only.
+    pub post: AtomicU64,
     /// The request's length, written by the client before it posts ([`INLINE`] when the
     /// request is in the request line).
     pub req_len: AtomicU64,
@@ -181,6 +209,10 @@ pub struct SlotHead {
     /// Each cell's length, with [`LAST`] on the last response.
     pub resp_len: [AtomicU64; MAX_DEPTH],
     _pad: [u64; 3],
+    /// The claim line: the claim word (see the module docs), written by servers (and by the
+    /// client only to give up).
+    pub claim: AtomicU64,
+    _pad_claim: [u64; 7],
 }
 
 #[cfg(not(loom))]
@@ -190,7 +222,20 @@ const _: () = {
     assert!(std::mem::offset_of!(SlotHead, _inline_response) == INLINE_RESPONSE_AT);
     assert!(std::mem::offset_of!(SlotHead, fin) == 112);
     assert!(std::mem::offset_of!(SlotHead, resp_head) == 128);
+    assert!(std::mem::offset_of!(SlotHead, claim) == CLAIM_AT);
 };
+
+impl SlotHead {
+    /// Whether the slot holds a request a server may claim ([`is_pending`]).
+    pub fn holds_pending(&self) -> bool {
+        is_pending(self.post.load(Ordering::Acquire), self.claim.load(Ordering::Acquire))
+    }
+
+    /// Whether the slot is its client's to post in ([`over`]).
+    pub fn is_over(&self) -> bool {
+        over(self.post.load(Ordering::Acquire), self.claim.load(Ordering::Acquire))
+    }
+}
 
 #[cfg(loom)]
 impl SlotHead {
@@ -198,7 +243,7 @@ impl SlotHead {
     pub fn new() -> SlotHead {
         let w = || AtomicU64::new(0);
         SlotHead {
-            state: w(),
+            post: w(),
             req_len: w(),
             req_id: w(),
             resp_tail: w(),
@@ -209,6 +254,8 @@ impl SlotHead {
             resp_head: w(),
             resp_len: [w(), w(), w(), w()],
             _pad: [0; 3],
+            claim: w(),
+            _pad_claim: [0; 7],
         }
     }
 }
@@ -268,26 +315,39 @@ pub(crate) struct Header {
 /// it for its next look.
 pub const CAS_TRIES: usize = 64;
 
-// The transitions of a slot's state word, each the one place its step is taken: the client
-// and the server call them, and the loom models (`tests/loom_service.rs`) run them on a heap
-// slot. Payload bytes (the request's room, the response cells) are written before the step
-// that publishes them (Release) and read after the step that sees it (Acquire).
+// The transitions of a slot, each the one place its step is taken: the client and the server
+// call them, and the loom models (`tests/loom_service.rs`) run them on a heap slot. Payload
+// bytes (the request's room, the response cells) are written before the step that publishes
+// them (Release) and read after the step that sees it (Acquire).
 
 /// Client: posts request `id` of `len` bytes, already written into the slot's room (or,
-/// `inline`, at [`INLINE_REQUEST_AT`]), in a FREE slot of its own lane.
+/// `inline`, at [`INLINE_REQUEST_AT`]), in a slot of its own lane that is [`over`]. `id`'s
+/// number differs from the slot's previous request's ([`fresh_id`]).
 pub fn post(head: &SlotHead, id: u64, len: usize, inline: bool) {
     head.req_len.store(len as u64 | if inline { INLINE } else { 0 }, Ordering::Relaxed);
     head.req_id.store(id, Ordering::Relaxed);
     head.resp_head.store(0, Ordering::Relaxed);
     head.resp_tail.store(0, Ordering::Relaxed);
-    head.state.store(state(PENDING, id), Ordering::Release);
+    head.post.store(state(PENDING, id), Ordering::Release);
+}
+
+/// Client: `id`, or the first number after it whose request number is neither 0 (a zeroed
+/// claim word's) nor the slot's previous request's (a claim word still naming that one would
+/// make the new request look over before it began).
+pub fn fresh_id(head: &SlotHead, id: u64) -> u64 {
+    let before = seq(head.post.load(Ordering::Relaxed));
+    let mut id = id;
+    while id & SEQ_MASK == 0 || id & SEQ_MASK == before {
+        id = id.wrapping_add(1);
+    }
+    id
 }
 
 /// A request a server claimed: its number, its length and its id as read from the slot
 /// (untrusted: the caller checks the length).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claimed {
-    /// The request's number, as the state word holds it.
+    /// The request's number, as the post word holds it.
     pub seq: u64,
     /// The request's length, as its client wrote it.
     pub len: u64,
@@ -298,14 +358,21 @@ pub struct Claimed {
 }
 
 /// Server: claims the slot for the server at participant entry `entry` (pid `pid`) if it
-/// holds a pending request. One CAS: of several servers, one wins.
+/// holds a pending request. One CAS on the claim word: of several servers, one wins, and the
+/// request line its client wrote is only read.
 pub fn claim(head: &SlotHead, entry: usize, pid: u32) -> Option<Claimed> {
-    let w = head.state.load(Ordering::Acquire);
-    if tag(w) != PENDING {
+    let p = head.post.load(Ordering::Acquire);
+    if tag(p) != PENDING {
         return None;
     }
-    let seq = seq(w);
-    head.state.compare_exchange(w, taken(TAKEN, seq, entry, pid), Ordering::AcqRel, Ordering::Relaxed).ok()?;
+    let k = head.claim.load(Ordering::Acquire);
+    if !is_pending(p, k) {
+        return None;
+    }
+    // The claim word still at `k` means request `seq` is still the slot's: its client posts
+    // again only after the claim word moved to it.
+    let seq = seq(p);
+    head.claim.compare_exchange(k, taken(TAKEN, seq, entry, pid), Ordering::AcqRel, Ordering::Relaxed).ok()?;
     let len = head.req_len.load(Ordering::Relaxed);
     Some(Claimed { seq, len: len & !INLINE, id: head.req_id.load(Ordering::Relaxed), inline: len & INLINE != 0 })
 }
@@ -324,7 +391,7 @@ pub enum Room {
 /// Server: room for the next response of the request it holds as `mine` (its TAKEN word),
 /// having written `written` responses, in a ring of `depth` cells.
 pub fn room(head: &SlotHead, mine: u64, written: u64, depth: u64) -> Room {
-    if head.state.load(Ordering::Acquire) != mine {
+    if head.claim.load(Ordering::Acquire) != mine {
         return Room::ClientGone;
     }
     let read = head.resp_tail.load(Ordering::Acquire);
@@ -346,15 +413,16 @@ pub fn publish(head: &SlotHead, cell: usize, len: usize, last: bool, written: u6
 
 /// Server: finishes request `seq`, which it holds as entry `entry` (pid `pid`), after
 /// `written` responses (`inline`: its one response is the inline one): DONE for its client to
-/// read the end, copied to `fin` for the client polling the answer line; or FREE if the
-/// client gave up on it (ABANDONED). A word that names another request or taker is left alone.
+/// read the end, copied to `fin` for the client polling the answer line. A request its client
+/// gave up on (ABANDONED) ends FREE; a word that names another request or taker is left
+/// alone.
 pub fn finish(head: &SlotHead, seq: u64, entry: usize, pid: u32, written: u64, failed: bool, inline: bool) {
     let mine = taken(TAKEN, seq, entry, pid);
     let end = if inline { done_inline(seq) } else { done(seq, written, failed) };
-    match head.state.compare_exchange(mine, end, Ordering::AcqRel, Ordering::Acquire) {
+    match head.claim.compare_exchange(mine, end, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => head.fin.store(end, Ordering::Release),
         Err(now) if now == taken(ABANDONED, seq, entry, pid) => {
-            let _ = head.state.compare_exchange(now, state(FREE, seq), Ordering::AcqRel, Ordering::Relaxed);
+            let _ = head.claim.compare_exchange(now, state(FREE, seq), Ordering::AcqRel, Ordering::Relaxed);
         }
         Err(_) => {}
     }
@@ -377,35 +445,45 @@ pub enum GiveUp {
     Left,
 }
 
-/// Client: gives up on the request in its slot.
-pub fn give_up(head: &SlotHead) -> GiveUp {
+/// Client: gives up on request `seq`, in its slot.
+pub fn give_up(head: &SlotHead, seq: u64) -> GiveUp {
+    let seq = seq & SEQ_MASK;
     for _ in 0..CAS_TRIES {
-        let w = head.state.load(Ordering::Acquire);
-        let (to, outcome) = match tag(w) {
-            TAKEN => ((w & !0xf) | ABANDONED, GiveUp::Abandoned),
-            PENDING | DONE => (FREE, GiveUp::Freed),
+        let k = head.claim.load(Ordering::Acquire);
+        let (to, outcome) = match (self::seq(k) == seq, tag(k)) {
+            (true, TAKEN) => ((k & !0xf) | ABANDONED, GiveUp::Abandoned),
+            (true, FREE | DONE) => return GiveUp::Freed,
+            // Not claimed yet: withdrawn, so that no server claims it after this.
+            (false, FREE | DONE) => (state(FREE, seq), GiveUp::Freed),
             _ => return GiveUp::Left,
         };
-        if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+        if head.claim.compare_exchange(k, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             return outcome;
         }
     }
     GiveUp::Left
 }
 
-/// Client: frees its slot if the request there is over on the server's side too. A slot a
-/// server holds (TAKEN, ABANDONED) is freed only if `taker_gone` says that server died.
-/// Returns whether the slot is free.
-pub fn settle(head: &SlotHead, taker_gone: impl FnOnce(u64) -> bool) -> bool {
-    let w = head.state.load(Ordering::Acquire);
-    let free = |w: u64| head.state.compare_exchange(w, FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok();
-    match tag(w) {
-        FREE => true,
-        DONE | PENDING => free(w),
-        TAKEN | ABANDONED => taker_gone(w) && free(w),
-        // A tag no slot can hold (a hostile write): the lane is ours, free it (by CAS, so a
-        // word that moved meanwhile is left for the next look).
-        _ => free(w),
+/// Client: frees its slot, whose latest request is `seq` (`None`: the one its post word
+/// names, for a slot inherited from the lane's previous client), if that request is over on
+/// the server's side too; one no server claimed is withdrawn. A slot a server holds (TAKEN,
+/// ABANDONED) is freed only if `taker_gone` says that server died. Returns whether the slot
+/// is free.
+pub fn settle(head: &SlotHead, seq: Option<u64>, taker_gone: impl FnOnce(u64) -> bool) -> bool {
+    let p = head.post.load(Ordering::Relaxed);
+    if seq.is_none() && tag(p) != PENDING {
+        return true;
+    }
+    let seq = seq.map_or(self::seq(p), |s| s & SEQ_MASK);
+    let k = head.claim.load(Ordering::Acquire);
+    let free = |k: u64| head.claim.compare_exchange(k, state(FREE, seq), Ordering::AcqRel, Ordering::Relaxed).is_ok();
+    match (self::seq(k) == seq, tag(k)) {
+        (true, FREE | DONE) => true,
+        (true, TAKEN | ABANDONED) => taker_gone(k) && free(k),
+        // Never claimed (withdrawn now), or a tag no slot can hold (a hostile write): the
+        // lane is ours, free it (by CAS, so a word that moved meanwhile is left for the next
+        // look).
+        _ => free(k),
     }
 }
 
@@ -426,20 +504,31 @@ pub fn consume(head: &SlotHead, read: u64, last: bool, depth: u64) -> bool {
 }
 
 /// Reclaimer: frees what a client that left or died held in a slot: a request no server
-/// took is withdrawn, one a server holds abandoned, a finished one freed. Idempotent.
+/// took is withdrawn, one a server holds abandoned (its server frees the slot when it
+/// finishes), a finished one left as it is (over). Idempotent.
 pub fn clean(head: &SlotHead) {
     for _ in 0..CAS_TRIES {
-        let w = head.state.load(Ordering::Acquire);
-        let to = match tag(w) {
-            FREE | ABANDONED => return,
-            PENDING | DONE => state(FREE, seq(w)),
-            TAKEN => (w & !0xf) | ABANDONED,
-            _ => 0, // a state no slot can be in: a hostile write
+        let p = head.post.load(Ordering::Acquire);
+        if tag(p) != PENDING {
+            return;
+        }
+        let k = head.claim.load(Ordering::Acquire);
+        let to = match (seq(k) == seq(p), tag(k)) {
+            (true, FREE | DONE | ABANDONED) => return,
+            (true, TAKEN) => (k & !0xf) | ABANDONED,
+            // Not claimed (withdrawn), or a word no slot can hold (a hostile write).
+            _ => state(FREE, seq(p)),
         };
-        if head.state.compare_exchange(w, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+        if head.claim.compare_exchange(k, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             return;
         }
     }
+}
+
+/// Client: takes back the slot of request `seq`, whose taker (named by claim word `k`) died:
+/// whether the claim word still held `k` (then the slot is free).
+pub fn take_back(head: &SlotHead, k: u64, seq: u64) -> bool {
+    head.claim.compare_exchange(k, state(FREE, seq), Ordering::AcqRel, Ordering::Relaxed).is_ok()
 }
 
 /// What a client's look at one of its in-flight slots found.
@@ -469,10 +558,12 @@ pub enum Look {
 pub const INLINE_CELL: usize = usize::MAX;
 
 /// Looks at the slot of a request numbered `seq` whose client has read `tail` responses: at
-/// the answer line (`fin`) and the ring line, and, with `check_state`, at the state word
-/// first (the word is returned then, and with every `Corrupt`; else 0). `fin_before` is what
-/// `fin` held when the request was posted: a `fin` still holding it is an earlier request's
-/// end, even if its number matches (then the end is found in the state word, when checked).
+/// the answer line (`fin`) and the ring line, and, with `check_state`, at the post and claim
+/// words first (the claim word is returned then, and with every `Corrupt`; else 0).
+/// `fin_before` is what `fin` held when the request was posted: a `fin` still holding it is
+/// an earlier request's end, even if its number matches (then the end is found in the claim
+/// word, when checked). A last response is only ever shown with the request's end, so a
+/// client that read it may post in the slot again without looking at the claim word.
 #[allow(clippy::too_many_arguments)]
 pub fn look(
     head: &SlotHead,
@@ -484,27 +575,28 @@ pub fn look(
     check_state: bool,
 ) -> (u64, Look) {
     let seq = seq & SEQ_MASK;
-    let state_word = || head.state.load(Ordering::Acquire);
-    let w = if check_state { state_word() } else { 0 };
-    let corrupt = |what| (if check_state { w } else { state_word() }, Look::Corrupt(what));
+    let claim_word = || head.claim.load(Ordering::Acquire);
+    let w = if check_state { claim_word() } else { 0 };
+    let corrupt = |what| (if check_state { w } else { claim_word() }, Look::Corrupt(what));
     if check_state {
-        if self::seq(w) != seq {
+        if head.post.load(Ordering::Relaxed) != state(PENDING, seq) {
             return corrupt("a request slot holds another request's number");
         }
-        if !matches!(tag(w), PENDING | TAKEN | DONE) {
+        let ok = if self::seq(w) == seq { matches!(tag(w), TAKEN | DONE) } else { matches!(tag(w), FREE | DONE) };
+        if !ok {
             return corrupt("a request slot is in a state its client cannot have left it in");
         }
     }
-    // The state word itself when it was read and is DONE (a taker that died between its CAS
-    // and its copy to `fin` left only that).
-    let f = if check_state && tag(w) == DONE {
+    // The claim word itself when it was read and is this request's end (a taker that died
+    // between its CAS and its copy to `fin` left only that).
+    let f = if check_state && tag(w) == DONE && self::seq(w) == seq {
         w
     } else {
         match head.fin.load(Ordering::Acquire) {
             f if f == fin_before => 0,
             // `fin` moved, but to another request's end (a taker that stored it late, after
-            // the slot was freed and posted again): the state word says where this one is.
-            f if tag(f) != DONE || self::seq(f) != seq => match state_word() {
+            // the slot was freed and posted again): the claim word says where this one is.
+            f if tag(f) != DONE || self::seq(f) != seq => match claim_word() {
                 w if tag(w) == DONE && self::seq(w) == seq => w,
                 _ => 0,
             },
@@ -533,7 +625,11 @@ pub fn look(
     if len > max_len as u64 {
         return corrupt("a response claims more bytes than max_response_len");
     }
-    (w, Look::Response { cell, len: len as usize, last: word & LAST != 0 })
+    let last = word & LAST != 0;
+    if last && !finished {
+        return corrupt("a response is marked last before its request ended");
+    }
+    (w, Look::Response { cell, len: len as usize, last })
 }
 
 #[cfg(test)]

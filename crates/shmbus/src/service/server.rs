@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::{RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError};
-use super::protocol::{self, Claimed, Room, ABANDONED, PENDING, TAKEN};
+use super::protocol::{self, Claimed, Room, ABANDONED, TAKEN};
 use super::shared::{Shared, View, ROLE_SERVER};
 use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
@@ -45,9 +45,9 @@ fn orphan_requests(shared: &Shared, entry: usize) {
     for index in 0..v.layout.slots() {
         let (lane, slot) = v.lane_slot(index);
         let head = v.slot(lane, slot);
-        let w = head.state.load(Ordering::Acquire);
-        if matches!(protocol::tag(w), TAKEN | ABANDONED) && protocol::taker(w).0 == entry {
-            let _ = head.state.compare_exchange(w, protocol::orphaned(w), Ordering::AcqRel, Ordering::Relaxed);
+        let k = head.claim.load(Ordering::Acquire);
+        if matches!(protocol::tag(k), TAKEN | ABANDONED) && protocol::taker(k).0 == entry {
+            let _ = head.claim.compare_exchange(k, protocol::orphaned(k), Ordering::AcqRel, Ordering::Relaxed);
         }
     }
 }
@@ -178,7 +178,7 @@ impl Server {
         let v = self.view();
         for index in 0..v.layout.slots() {
             let (lane, slot) = v.lane_slot(index);
-            if protocol::tag(v.slot(lane, slot).state.load(Ordering::Acquire)) == PENDING {
+            if v.slot(lane, slot).holds_pending() {
                 v.mark_pending(index);
             }
         }
@@ -244,7 +244,7 @@ impl Waitable for Server {
     }
 
     /// Some request is pending (another server may claim it first: `try_recv` then finds
-    /// nothing): a slot whose bit is set holds a PENDING state.
+    /// nothing): a slot whose bit is set holds a pending request.
     fn is_ready(&self) -> bool {
         let v = self.view();
         (0..v.layout.bitmap_words()).any(|i| {
@@ -254,7 +254,7 @@ impl Waitable for Server {
                 bits &= bits - 1;
                 if index < v.layout.slots() {
                     let (lane, slot) = v.lane_slot(index);
-                    if protocol::tag(v.slot(lane, slot).state.load(Ordering::Acquire)) == PENDING {
+                    if v.slot(lane, slot).holds_pending() {
                         return true;
                     }
                 }
@@ -300,7 +300,7 @@ pub struct ActiveRequest {
 }
 
 // SAFETY: the request's slot is this request's alone until it is finished (its client
-// touches only the ring's tail and the state word, with atomics); the counter's
+// touches only the ring's tail and the claim word, with atomics); the counter's
 // single-writer rule is the server's, and a request on another thread shares only
 // statistics with it (relaxed, may miss a count).
 unsafe impl Send for ActiveRequest {}
