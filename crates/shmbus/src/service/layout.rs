@@ -138,6 +138,16 @@ pub(crate) struct ServiceLayout {
     pub(crate) max_request: usize,
     pub(crate) max_response: usize,
     pub(crate) depth: usize,
+    /// Offsets derived from the above once, in `new` (a call computes slot offsets often).
+    at: Strides,
+}
+
+/// The offsets of a service's lanes and slots, derived from its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Strides {
+    lanes: usize,
+    lane: usize,
+    slot: usize,
 }
 
 fn round64(n: usize) -> usize {
@@ -155,13 +165,14 @@ impl ServiceLayout {
                 Ok(v as usize)
             }
         };
-        let l = ServiceLayout {
+        let mut l = ServiceLayout {
             max_servers: check("max_servers", servers, PARTICIPANTS - 1)?,
             max_clients: check("max_clients", clients, PARTICIPANTS - 1)?,
             in_flight: check("max_in_flight", in_flight, MAX_IN_FLIGHT)?,
             max_request: check("max_request_len", request, MAX_MESSAGE_LEN)?,
             max_response: check("max_response_len", response, MAX_MESSAGE_LEN)?,
             depth: check("response_depth", depth, MAX_DEPTH)?,
+            at: Strides::default(),
         };
         if l.max_servers + l.max_clients > PARTICIPANTS {
             return Err(format!(
@@ -172,6 +183,10 @@ impl ServiceLayout {
         if l.slots() > MAX_SLOTS {
             return Err(format!("max_clients * max_in_flight is {}, must be at most {MAX_SLOTS}", l.slots()));
         }
+        // Bounded by the checks above: none of these overflows.
+        let slot = SLOT_HEAD + round64(l.max_request) + l.depth * l.cell_stride();
+        l.at =
+            Strides { lanes: HEADER_SIZE + round64(l.bitmap_words() * 8), lane: LANE_HEAD + l.in_flight * slot, slot };
         let area =
             (l.lanes_offset() as u64).saturating_add((l.lane_stride() as u64).saturating_mul(l.max_clients as u64));
         if area > MAX_AREA {
@@ -192,7 +207,7 @@ impl ServiceLayout {
 
     /// Where the first lane starts in the kind area.
     pub(crate) fn lanes_offset(&self) -> usize {
-        HEADER_SIZE + round64(self.bitmap_words() * 8)
+        self.at.lanes
     }
 
     /// Bytes of one response cell.
@@ -202,12 +217,12 @@ impl ServiceLayout {
 
     /// Bytes of one request slot: its head, the request's room and its response cells.
     pub(crate) fn slot_stride(&self) -> usize {
-        SLOT_HEAD + round64(self.max_request) + self.depth * self.cell_stride()
+        self.at.slot
     }
 
     /// Bytes of one client's lane: its head and its request slots.
     pub(crate) fn lane_stride(&self) -> usize {
-        LANE_HEAD + self.in_flight * self.slot_stride()
+        self.at.lane
     }
 
     /// Offset of slot `slot` of lane `lane` in the kind area.
