@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::error::{CallError, ResponseRecvError, ResponseRecvTimeoutError, ResponseTryRecvError, ServiceTrySendError};
 use super::layout::ServiceLayout;
+use super::protocol::SlotHead;
 use super::protocol::{self, GiveUp, LaneCounts, Look, TAKEN};
-use super::shared::{taker_alive, Shared, View, ROLE_CLIENT};
+use super::shared::{taker_alive, Shared, SlotAt, View, ROLE_CLIENT};
 use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
 use crate::endpoint::receive::Waited;
@@ -56,6 +57,8 @@ pub struct Client {
     entry: usize,
     next_id: Cell<u64>,
     local: Box<[Cell<Local>]>,
+    /// Where each of the lane's slots is, computed once.
+    slots: Box<[SlotAt]>,
     /// Where the next look for responses starts (fairness between requests).
     cursor: Cell<usize>,
     policy: WaitPolicy,
@@ -228,6 +231,7 @@ impl Client {
             })
             .collect();
         let counter = shared.own_counter(entry);
+        let slots = (0..layout.in_flight).map(|slot| v.slot_at(lane, slot)).collect();
         // Ids go on from the lane's count of requests, so that the client after this one
         // does not reuse this one's numbers (a slot's answer line keeps the last end).
         let first_id =
@@ -239,6 +243,7 @@ impl Client {
             entry,
             next_id: Cell::new(first_id),
             local,
+            slots,
             cursor: Cell::new(0),
             policy: WaitPolicy::default(),
             peer_check: Throttle::new(PEER),
@@ -249,6 +254,11 @@ impl Client {
 
     fn view(&self) -> View<'_> {
         View::of(&self.shared)
+    }
+
+    /// The head of this client's slot `slot`.
+    fn head(&self, slot: usize) -> &SlotHead {
+        self.view().head(self.slots[slot])
     }
 
     /// How a receive waits: spin, then sleep (default [`WaitPolicy::ADAPTIVE`]).
@@ -314,7 +324,7 @@ impl Client {
     fn settle(&self, slot: usize, ask: bool) -> bool {
         let id = self.local[slot].get().id;
         let seq = (id != INHERITED).then_some(id);
-        let free = protocol::settle(self.view().slot(self.lane, slot), seq, |w| ask && self.taker_gone(w));
+        let free = protocol::settle(self.head(slot), seq, |w| ask && self.taker_gone(w));
         if free {
             self.local[slot].set(Local::default());
         }
@@ -365,7 +375,7 @@ impl Client {
         // A small request rides in the request line, with the post word the server reads.
         let inline = request.len() <= protocol::INLINE_REQUEST;
         let v = self.view();
-        let p = if inline { v.inline_request_ptr(self.lane, slot) } else { v.request_ptr(self.lane, slot) };
+        let p = if inline { v.inline_request_ptr(self.slots[slot]) } else { v.request_ptr(self.slots[slot]) };
         // SAFETY: the room has max_request_len bytes (checked in `refuse`), the inline area
         // INLINE_REQUEST, and the slot is FREE: no server reads it until `post`.
         unsafe { std::ptr::copy_nonoverlapping(request.as_ptr(), p, request.len()) };
@@ -376,7 +386,7 @@ impl Client {
     /// [`RequestLoan::send`]. Refused as [`try_send_request`](Self::try_send_request) is.
     pub fn loan_request(&mut self) -> Result<RequestLoan<'_>, ServiceTrySendError> {
         let slot = self.refuse(0)?;
-        let p = self.view().request_ptr(self.lane, slot);
+        let p = self.view().request_ptr(self.slots[slot]);
         // SAFETY: as in `try_send_request`; the loan borrows the client, so the slot is
         // written by nobody else until it is sent.
         let buf = unsafe { std::slice::from_raw_parts_mut(p, self.layout.max_request) };
@@ -386,7 +396,7 @@ impl Client {
     /// Posts the `len`-byte request in free slot `slot` (`inline`: in its request line).
     fn post(&self, slot: usize, len: usize, inline: bool) -> u64 {
         let v = self.view();
-        let head = v.slot(self.lane, slot);
+        let head = v.head(self.slots[slot]);
         let id = protocol::fresh_id(head, self.next_id.get());
         self.next_id.set(id.wrapping_add(1));
         let fin_before = head.fin.load(Ordering::Relaxed);
@@ -413,7 +423,7 @@ impl Client {
 
     fn give_up(&self, slot: usize) {
         LaneCounts::bump(&self.view().lane(self.lane).counts.given_up);
-        match protocol::give_up(self.view().slot(self.lane, slot), self.local[slot].get().id) {
+        match protocol::give_up(self.head(slot), self.local[slot].get().id) {
             GiveUp::Freed => {
                 self.local[slot].set(Local::default());
                 return;
@@ -429,7 +439,7 @@ impl Client {
 
     /// Looks at slot `slot`, whose request this client knows as `l` (see `protocol::look`).
     fn look(&self, slot: usize, l: Local, check_state: bool) -> (u64, Look) {
-        let head = self.view().slot(self.lane, slot);
+        let head = self.head(slot);
         protocol::look(head, l.id, l.tail, l.fin_before, self.layout.depth, self.layout.max_response, check_state)
     }
 
@@ -460,7 +470,7 @@ impl Client {
                 continue;
             }
             any = true;
-            let head = self.view().slot(self.lane, slot);
+            let head = self.head(slot);
             let (w, look) = self.look(slot, l, check_state);
             let got = |cell, len, last| Got { slot, id: l.id, cell, len, last };
             // The next look starts after a slot that had something (fairness between requests).
@@ -522,13 +532,13 @@ impl Client {
         match got.cell {
             None => &[],
             Some(protocol::INLINE_CELL) => {
-                let p = self.view().inline_response_ptr(self.lane, got.slot);
+                let p = self.view().inline_response_ptr(self.slots[got.slot]);
                 // SAFETY: `look` checked the length against INLINE_RESPONSE; the request is
                 // finished, so its server writes the answer line no more.
                 unsafe { std::slice::from_raw_parts(p, got.len) }
             }
             Some(cell) => {
-                let p = self.view().cell_ptr(self.lane, got.slot, cell);
+                let p = self.view().cell_ptr(self.slots[got.slot], cell);
                 // SAFETY: `look` checked the length against max_response_len, the cell's
                 // size; the server does not write the cell again until we move the tail past it.
                 unsafe { std::slice::from_raw_parts(p, got.len) }
@@ -539,7 +549,7 @@ impl Client {
     /// Hands a read response's cell back (and the slot, after the last one).
     fn consume(&self, got: &Got) {
         let v = self.view();
-        let head = v.slot(self.lane, got.slot);
+        let head = v.head(self.slots[got.slot]);
         if got.cell.is_some() {
             let l = self.local[got.slot].get();
             self.update(got.slot, |l| l.tail = l.tail.wrapping_add(1));
@@ -807,7 +817,7 @@ impl Waitable for Client {
         self.polls.set(CLOCK_EVERY - 1);
         (0..self.layout.in_flight).any(|slot| {
             let l = self.local[slot].get();
-            let k = self.view().slot(self.lane, slot).claim.load(Ordering::Acquire);
+            let k = self.head(slot).claim.load(Ordering::Acquire);
             l.id != 0
                 && !l.given_up
                 && protocol::tag(k) == TAKEN

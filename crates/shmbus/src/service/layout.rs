@@ -148,6 +148,9 @@ struct Strides {
     lanes: usize,
     lane: usize,
     slot: usize,
+    /// `ceil(2^64 / in_flight)` (0 when `in_flight` is 1), to split a slot index without a
+    /// division.
+    per_lane: u64,
 }
 
 fn round64(n: usize) -> usize {
@@ -185,8 +188,13 @@ impl ServiceLayout {
         }
         // Bounded by the checks above: none of these overflows.
         let slot = SLOT_HEAD + round64(l.max_request) + l.depth * l.cell_stride();
-        l.at =
-            Strides { lanes: HEADER_SIZE + round64(l.bitmap_words() * 8), lane: LANE_HEAD + l.in_flight * slot, slot };
+        let per_lane = if l.in_flight == 1 { 0 } else { u64::MAX / l.in_flight as u64 + 1 };
+        l.at = Strides {
+            lanes: HEADER_SIZE + round64(l.bitmap_words() * 8),
+            lane: LANE_HEAD + l.in_flight * slot,
+            slot,
+            per_lane,
+        };
         let area =
             (l.lanes_offset() as u64).saturating_add((l.lane_stride() as u64).saturating_mul(l.max_clients as u64));
         if area > MAX_AREA {
@@ -229,6 +237,17 @@ impl ServiceLayout {
     pub(crate) fn slot_offset(&self, lane: usize, slot: usize) -> usize {
         assert!(lane < self.max_clients && slot < self.in_flight);
         self.lanes_offset() + lane * self.lane_stride() + LANE_HEAD + slot * self.slot_stride()
+    }
+
+    /// Request slot `index` (lane-major: `lane * max_in_flight + slot`, below MAX_SLOTS) as
+    /// its `(lane, slot)`: the quotient by multiplying with the reciprocal (exact for any
+    /// 32-bit index), as it runs on every claim.
+    pub(crate) fn lane_slot(&self, index: usize) -> (usize, usize) {
+        let lane = match self.at.per_lane {
+            0 => index,
+            m => ((m as u128 * index as u32 as u128) >> 64) as usize,
+        };
+        (lane, index - lane * self.in_flight)
     }
 
     /// Offset of lane `lane`'s head.
@@ -358,6 +377,17 @@ mod tests {
         assert!(ServiceLayout::new([1, 100, 64, 1, 1, 1]).unwrap_err().contains("max_in_flight"));
         let huge = ServiceLayout::new([1, 100, 40, MAX_MESSAGE_LEN as u64, MAX_MESSAGE_LEN as u64, 4]).unwrap_err();
         assert!(huge.contains("bytes of memory"), "{huge}");
+    }
+
+    #[test]
+    fn a_slot_index_splits_into_its_lane_and_slot_for_every_width() {
+        for in_flight in 1..=MAX_IN_FLIGHT {
+            let clients = (MAX_SLOTS / in_flight).min(PARTICIPANTS - 1);
+            let l = ServiceLayout::new([1, clients as u64, in_flight as u64, 8, 8, 1]).unwrap();
+            for index in 0..l.slots() {
+                assert_eq!(l.lane_slot(index), (index / in_flight, index % in_flight), "in_flight {in_flight}");
+            }
+        }
     }
 
     #[test]

@@ -377,6 +377,12 @@ pub fn claim(head: &SlotHead, entry: usize, pid: u32) -> Option<Claimed> {
     Some(Claimed { seq, len: len & !INLINE, id: head.req_id.load(Ordering::Relaxed), inline: len & INLINE != 0 })
 }
 
+/// The cell of response number `n` in a ring of `depth` cells: `n % depth`, without the
+/// division for a request's first `depth` responses (a call's one response among them).
+pub fn cell_of(n: u64, depth: u64) -> usize {
+    (if n < depth { n } else { n % depth }) as usize
+}
+
 /// What a server found looking for room for its next response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Room {
@@ -396,7 +402,7 @@ pub fn room(head: &SlotHead, mine: u64, written: u64, depth: u64) -> Room {
     }
     let read = head.resp_tail.load(Ordering::Acquire);
     if written.wrapping_sub(read) < depth {
-        Room::Cell((written % depth) as usize)
+        Room::Cell(cell_of(written, depth))
     } else {
         Room::Full
     }
@@ -619,7 +625,7 @@ pub fn look(
         }
         return (w, Look::Response { cell: INLINE_CELL, len: len as usize, last: true });
     }
-    let cell = (tail % depth as u64) as usize;
+    let cell = cell_of(tail, depth as u64);
     let word = head.resp_len[cell].load(Ordering::Relaxed);
     let len = word & !LAST;
     if len > max_len as u64 {

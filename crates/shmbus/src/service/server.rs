@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::error::{RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError};
 use super::protocol::{self, Claimed, Room, ABANDONED, TAKEN};
-use super::shared::{Shared, View, ROLE_SERVER};
+use super::shared::{Shared, SlotAt, View, ROLE_SERVER};
 use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
 use crate::endpoint::receive::Waited;
@@ -109,11 +109,12 @@ impl Server {
     fn claim(&self, index: usize) -> Option<Result<ActiveRequest, RequestRecvError>> {
         let v = self.view();
         let (lane, slot) = v.lane_slot(index);
-        let Claimed { seq, len, id, inline } = protocol::claim(v.slot(lane, slot), self.reg.entry, self.reg.pid)?;
+        let at = v.slot_at(lane, slot);
+        let Claimed { seq, len, id, inline } = protocol::claim(v.head(at), self.reg.entry, self.reg.pid)?;
         let mut req = ActiveRequest {
             reg: self.reg.clone(),
             lane,
-            slot,
+            at,
             seq,
             id,
             len: 0,
@@ -284,7 +285,8 @@ impl Waitable for Server {
 pub struct ActiveRequest {
     reg: Arc<Registration>,
     lane: usize,
-    slot: usize,
+    /// Where its slot is, computed once.
+    at: SlotAt,
     seq: u64,
     id: u64,
     len: usize,
@@ -372,8 +374,7 @@ impl ActiveRequest {
             return &[];
         }
         let v = self.view();
-        let p =
-            if self.inline { v.inline_request_ptr(self.lane, self.slot) } else { v.request_ptr(self.lane, self.slot) };
+        let p = if self.inline { v.inline_request_ptr(self.at) } else { v.request_ptr(self.at) };
         // SAFETY: `len` was checked against max_request_len, the room's size (INLINE_REQUEST
         // for an inline one); the slot is this request's until it is finished, and the
         // mapping lives as long as `reg`.
@@ -412,7 +413,7 @@ impl ActiveRequest {
             return Err(RespondError::Finished);
         }
         let v = View::of(&self.reg.shared);
-        let head = v.slot(self.lane, self.slot);
+        let head = v.head(self.at);
         let depth = v.layout.depth as u64;
         let mine = protocol::taken(TAKEN, self.seq, self.reg.entry, self.reg.pid);
         let written = self.written;
@@ -464,10 +465,10 @@ impl ActiveRequest {
         let v = View::of(&self.reg.shared);
         self.written = self.written.wrapping_add(1);
         if cell == protocol::INLINE_CELL {
-            protocol::publish_inline(v.slot(self.lane, self.slot), len);
+            protocol::publish_inline(v.head(self.at), len);
             self.answered_inline = true;
         } else {
-            protocol::publish(v.slot(self.lane, self.slot), cell, len, last, self.written);
+            protocol::publish(v.head(self.at), cell, len, last, self.written);
         }
         self.counter.message(len);
         if last {
@@ -488,9 +489,9 @@ impl ActiveRequest {
         // A request's only response, small: in the answer line, with the end.
         let inline = last && self.written == 0 && data.len() <= protocol::INLINE_RESPONSE;
         let (cell, p) = if inline {
-            (protocol::INLINE_CELL, self.view().inline_response_ptr(self.lane, self.slot))
+            (protocol::INLINE_CELL, self.view().inline_response_ptr(self.at))
         } else {
-            (cell, self.view().cell_ptr(self.lane, self.slot, cell))
+            (cell, self.view().cell_ptr(self.at, cell))
         };
         // SAFETY: the cell has max_response_len bytes (checked above), the answer line
         // INLINE_RESPONSE, and either is free: the client has read what the cell held and
@@ -528,7 +529,7 @@ impl ActiveRequest {
     /// unsent sends nothing.
     pub fn loan_with(&mut self, wait: Wait) -> Result<ResponseLoan<'_>, RespondError> {
         let cell = self.room(wait)?;
-        let (p, len) = (self.view().cell_ptr(self.lane, self.slot, cell), self.reg.shared.layout().max_response);
+        let (p, len) = (self.view().cell_ptr(self.at, cell), self.reg.shared.layout().max_response);
         // SAFETY: the cell is free (as in `respond_with`) and has `max_response_len` bytes;
         // the loan borrows this request, so nothing else writes it meanwhile.
         let buf = unsafe { std::slice::from_raw_parts_mut(p, len) };
@@ -562,15 +563,7 @@ impl ActiveRequest {
         }
         let v = View::of(&self.reg.shared);
         let (entry, pid) = (self.reg.entry, self.reg.pid);
-        protocol::finish(
-            v.slot(self.lane, self.slot),
-            self.seq,
-            entry,
-            pid,
-            self.written,
-            failed,
-            self.answered_inline,
-        );
+        protocol::finish(v.head(self.at), self.seq, entry, pid, self.written, failed, self.answered_inline);
         v.lane(self.lane).responses.notify();
     }
 }

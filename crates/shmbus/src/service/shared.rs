@@ -17,6 +17,10 @@ pub(super) type Shared = Channel<ServiceLayout>;
 pub(super) const ROLE_SERVER: u32 = 1;
 pub(super) const ROLE_CLIENT: u32 = 2;
 
+/// Where a request slot is in the kind area: made only from a checked `(lane, slot)`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SlotAt(usize);
+
 /// The words of a read-write service mapping, by position.
 #[derive(Clone, Copy)]
 pub(super) struct View<'a> {
@@ -55,17 +59,25 @@ impl<'a> View<'a> {
     }
 
     pub(super) fn slot(&self, lane: usize, slot: usize) -> &'a SlotHead {
-        // SAFETY: `slot_offset` asserts the slot exists; slots are 64-byte aligned.
-        unsafe { self.at(self.layout.slot_offset(lane, slot)) }
+        self.head(self.slot_at(lane, slot))
+    }
+
+    /// Where slot `slot` of lane `lane` is: computed once by a holder that comes back to it.
+    pub(super) fn slot_at(&self, lane: usize, slot: usize) -> SlotAt {
+        SlotAt(self.layout.slot_offset(lane, slot))
+    }
+
+    /// The head of the slot at `s`.
+    pub(super) fn head(&self, s: SlotAt) -> &'a SlotHead {
+        // SAFETY: `s` came from `slot_offset`, which asserts the slot exists, of this
+        // service's layout; slots are 64-byte aligned.
+        unsafe { self.at(s.0) }
     }
 
     /// Request slot `index` of the service (lane-major: `lane * max_in_flight + slot`) as
     /// its `(lane, slot)`.
     pub(super) fn lane_slot(&self, index: usize) -> (usize, usize) {
-        // 32-bit division (a slot index is below MAX_SLOTS): several times cheaper than
-        // 64-bit, and it runs on every claim.
-        let (i, n) = (index as u32, self.layout.in_flight as u32);
-        ((i / n) as usize, (i % n) as usize)
+        self.layout.lane_slot(index)
     }
 
     /// The service-wide index of slot `slot` of lane `lane` (its bit in the bitmap).
@@ -73,31 +85,31 @@ impl<'a> View<'a> {
         lane * self.layout.in_flight + slot
     }
 
-    /// The request room of a slot (`max_request_len` bytes).
-    pub(super) fn request_ptr(&self, lane: usize, slot: usize) -> *mut u8 {
+    /// The request room of the slot at `s` (`max_request_len` bytes).
+    pub(super) fn request_ptr(&self, s: SlotAt) -> *mut u8 {
         // SAFETY: the request room follows the slot head, inside the slot.
-        unsafe { self.base.add(self.layout.slot_offset(lane, slot) + protocol::SLOT_HEAD) }
+        unsafe { self.base.add(s.0 + protocol::SLOT_HEAD) }
     }
 
-    /// The inline request of a slot, in its request line (`INLINE_REQUEST` bytes).
-    pub(super) fn inline_request_ptr(&self, lane: usize, slot: usize) -> *mut u8 {
+    /// The inline request of the slot at `s`, in its request line (`INLINE_REQUEST` bytes).
+    pub(super) fn inline_request_ptr(&self, s: SlotAt) -> *mut u8 {
         // SAFETY: inside the slot head.
-        unsafe { self.base.add(self.layout.slot_offset(lane, slot) + protocol::INLINE_REQUEST_AT) }
+        unsafe { self.base.add(s.0 + protocol::INLINE_REQUEST_AT) }
     }
 
-    /// The inline response of a slot, in its answer line (`INLINE_RESPONSE` bytes).
-    pub(super) fn inline_response_ptr(&self, lane: usize, slot: usize) -> *mut u8 {
+    /// The inline response of the slot at `s`, in its answer line (`INLINE_RESPONSE` bytes).
+    pub(super) fn inline_response_ptr(&self, s: SlotAt) -> *mut u8 {
         // SAFETY: inside the slot head.
-        unsafe { self.base.add(self.layout.slot_offset(lane, slot) + protocol::INLINE_RESPONSE_AT) }
+        unsafe { self.base.add(s.0 + protocol::INLINE_RESPONSE_AT) }
     }
 
-    /// Response cell `cell` of a slot (`max_response_len` bytes).
-    pub(super) fn cell_ptr(&self, lane: usize, slot: usize, cell: usize) -> *mut u8 {
+    /// Response cell `cell` of the slot at `s` (`max_response_len` bytes).
+    pub(super) fn cell_ptr(&self, s: SlotAt, cell: usize) -> *mut u8 {
         assert!(cell < self.layout.depth);
         // The cells are the slot's last bytes, after its head and the request room.
         let cells = self.layout.slot_stride() - self.layout.depth * self.layout.cell_stride();
         // SAFETY: the cells follow the request room, inside the slot.
-        unsafe { self.base.add(self.layout.slot_offset(lane, slot) + cells + cell * self.layout.cell_stride()) }
+        unsafe { self.base.add(s.0 + cells + cell * self.layout.cell_stride()) }
     }
 
     /// Sets slot `index`'s bit, unless it is set (then no store: the line stays shared).
