@@ -12,7 +12,9 @@
 //! answering leaves the slot over (its client's again), with nobody writing a cell the other
 //! reads; a stream
 //! through a one-cell ring hands each response over whole and in order; a server that dies
-//! holding a request leaves a slot its client takes back.
+//! holding a request leaves a slot its client takes back; a client posting again as soon as
+//! it has read an end is claimed once the claim word follows; a taker dead between its end
+//! and its hand-back holds nothing up.
 #![cfg(loom)]
 
 use loom::cell::UnsafeCell;
@@ -20,8 +22,8 @@ use loom::sync::atomic::Ordering;
 use loom::sync::Arc;
 use loom::thread;
 use shmbus::service::protocol::{
-    claim, consume, done_inline, finish, give_up, is_pending, look, post, publish, publish_inline, room, settle,
-    take_back, taken, GiveUp, Look, Room, SlotHead, INLINE_CELL, TAKEN,
+    announce, claim, consume, done_inline, finish, give_up, is_pending, look, post, publish, publish_inline, room,
+    settle, take_back, taken, GiveUp, Look, Room, SlotHead, INLINE_CELL, TAKEN,
 };
 
 /// A request slot on the heap: its head, its request's room and its response cells.
@@ -90,21 +92,29 @@ fn serve_once(slot: &Slot, entry: usize, pid: u32) -> bool {
 
 /// The client's request, written into the slot's room and posted.
 fn send(slot: &Slot, v: u64) {
+    send_as(slot, ID, v);
+}
+
+/// The client's request `id`, written into the slot's room and posted.
+fn send_as(slot: &Slot, id: u64, v: u64) {
     slot.write_request(v);
-    post(&slot.head, ID, 8, false);
+    post(&slot.head, id, 8, false);
 }
 
 /// The client waits for its one response, polling the answer line as it does (the claim
-/// word only every so often: here every third look), reads it and frees the slot; returns
-/// it.
+/// word only every so often: here every third look), and reads it; returns it.
 fn await_response(slot: &Slot) -> u64 {
+    await_response_to(slot, ID, 0)
+}
+
+/// [`await_response`] for request `id`, posted when `fin` held `fin_before`.
+fn await_response_to(slot: &Slot, id: u64, fin_before: u64) -> u64 {
     for n in 0.. {
-        match look(&slot.head, ID, 0, 0, DEPTH as usize, 8, n % 3 == 2).1 {
+        match look(&slot.head, id, 0, fin_before, DEPTH as usize, 8, n % 3 == 2).1 {
             Look::Response { cell, len, last } => {
                 assert_eq!((cell, len, last), (INLINE_CELL, 8, true));
                 let v = slot.read_cell(0);
                 assert!(!consume(&slot.head, 0, last, DEPTH), "no server waits after the last response");
-                assert!(slot.head.is_over(), "a finished request's slot is its client's again");
                 return v;
             }
             Look::Nothing => thread::yield_now(),
@@ -229,7 +239,7 @@ fn a_server_dead_holding_a_request_leaves_a_slot_its_client_takes_back() {
         // Dead: its client frees the slot (ServerGone), and a new request posts.
         assert!(!settle(&slot.head, Some(ID), |_| false), "a live taker's slot is not taken back");
         let k = slot.head.claim.load(Ordering::Acquire);
-        assert!(take_back(&slot.head, k, ID), "a dead taker's word stays as it left it");
+        assert!(take_back(&slot.head, k), "a dead taker's word stays as it left it");
         post(&slot.head, ID + 1, 8, true);
         let (p, k) = (slot.head.post.load(Ordering::Acquire), slot.head.claim.load(Ordering::Acquire));
         assert!(is_pending(p, k), "the next request is there to claim");
@@ -237,12 +247,106 @@ fn a_server_dead_holding_a_request_leaves_a_slot_its_client_takes_back() {
 }
 
 #[test]
-fn an_end_the_taker_did_not_copy_to_fin_is_found_in_the_claim_word() {
+fn the_client_posting_again_as_the_taker_hands_back_is_claimed_once_after_it() {
+    model(|| {
+        let slot = Slot::new();
+        send(&slot, 3);
+        // One server answers the first request, then the second, which its client posts as
+        // soon as it has read the first answer: possibly before the claim word followed.
+        let server = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                assert!(serve_once(&slot, 0, 100), "the first request is there");
+                while !serve_once(&slot, 0, 100) {
+                    thread::yield_now();
+                }
+            })
+        };
+        assert_eq!(await_response(&slot), 6);
+        let fin_before = slot.head.fin.load(Ordering::Relaxed);
+        send_as(&slot, ID + 1, 20);
+        assert_eq!(await_response_to(&slot, ID + 1, fin_before), 40);
+        server.join().unwrap();
+        assert!(slot.head.is_over(), "both ended");
+    });
+}
+
+#[test]
+fn a_server_that_read_an_earlier_request_never_claims_a_later_one() {
+    model(|| {
+        let slot = Slot::new();
+        post(&slot.head, ID, 8, true);
+        // A second server looks once, at any moment: it may read the words while the first
+        // request is pending, or while another server answers it, or after that and the
+        // client's next request.
+        let late = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let c = claim(&slot.head, 1, 200)?;
+                finish(&slot.head, c.seq, 1, 200, 0, false, false);
+                Some(c.seq)
+            })
+        };
+        // The first server and the client, in turn: each request claimed and ended by one
+        // server, the client posting again once the first is over.
+        let serve = || {
+            let c = claim(&slot.head, 0, 100)?;
+            finish(&slot.head, c.seq, 0, 100, 0, false, false);
+            Some(c.seq)
+        };
+        let first = serve();
+        while !slot.head.is_over() {
+            thread::yield_now();
+        }
+        post(&slot.head, ID + 1, 8, true);
+        let second = serve();
+        let late = late.join().unwrap();
+        let mut claimed: Vec<u64> = [first, second, late].into_iter().flatten().collect();
+        claimed.sort();
+        let n = claimed.len();
+        claimed.dedup();
+        assert_eq!(n, claimed.len(), "a request claimed twice: {claimed:?}");
+        assert_eq!(claimed.first(), Some(&ID), "the first request is claimed");
+    });
+}
+
+#[test]
+fn a_taker_dead_between_its_end_and_its_hand_back_holds_nothing_up() {
     model(|| {
         let slot = Slot::new();
         send(&slot, 4);
-        // The taker answers inline and makes the end (the CAS), then dies before copying it
-        // to `fin`.
+        // The taker answers inline and announces the end, then dies before its claim word
+        // follows.
+        let server = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let c = claim(&slot.head, 0, 100).expect("posted");
+                slot.write_cell(0, slot.read_request() + 1);
+                publish_inline(&slot.head, 8);
+                announce(&slot.head, done_inline(c.seq));
+            })
+        };
+        assert_eq!(await_response(&slot), 5);
+        server.join().unwrap();
+        // The client posts again: held up (no server can claim it) until the client, looking
+        // at the claim word, finds the previous taker dead and takes its word back.
+        let fin_before = slot.head.fin.load(Ordering::Relaxed);
+        post(&slot.head, ID + 1, 8, true);
+        assert!(claim(&slot.head, 1, 200).is_none());
+        let (w, seen) = look(&slot.head, ID + 1, 0, fin_before, DEPTH as usize, 8, true);
+        assert_eq!(seen, Look::Nothing, "the previous taker's word is not corrupt");
+        assert!(take_back(&slot.head, w));
+        assert!(claim(&slot.head, 1, 200).is_some(), "the next request is claimed");
+    });
+}
+
+#[test]
+fn an_end_missing_from_the_answer_line_is_found_in_the_claim_word() {
+    model(|| {
+        let slot = Slot::new();
+        send(&slot, 4);
+        // The taker answers inline and hands back the end, but `fin` never shows it (as when
+        // a hostile write overwrote it).
         let server = {
             let slot = slot.clone();
             thread::spawn(move || {

@@ -377,7 +377,7 @@ impl Client {
         let v = self.view();
         let p = if inline { v.inline_request_ptr(self.slots[slot]) } else { v.request_ptr(self.slots[slot]) };
         // SAFETY: the room has max_request_len bytes (checked in `refuse`), the inline area
-        // INLINE_REQUEST, and the slot is FREE: no server reads it until `post`.
+        // INLINE_REQUEST, and the slot is over: no server reads it until `post`.
         unsafe { std::ptr::copy_nonoverlapping(request.as_ptr(), p, request.len()) };
         Ok(self.post(slot, request.len(), inline))
     }
@@ -486,9 +486,21 @@ impl Client {
                 }
                 Look::Finished { failed: true } => {
                     advance();
-                    self.settle(slot, false);
+                    // Over, as a read last response is: the slot is reused without a look at
+                    // the claim word.
+                    self.update(slot, |l| l.last_read = true);
                     LaneCounts::bump(&self.view().lane(self.lane).counts.failed);
                     return Some(Err(ResponseRecvError::Failed { request_id: l.id }));
+                }
+                Look::Nothing
+                    if protocol::tag(w) == TAKEN
+                        && protocol::seq(w) != l.id & protocol::SEQ_MASK
+                        && ask
+                        && self.taker_gone(w) =>
+                {
+                    // The previous request's taker died between its end (which this client
+                    // read) and its claim word: that request is over; this one can be claimed.
+                    protocol::take_back(head, w);
                 }
                 Look::Nothing if protocol::tag(w) == TAKEN && ask && self.taker_gone(w) => {
                     // Its responses written before it died were read: look once more for
@@ -496,7 +508,7 @@ impl Client {
                     if let (_, Look::Response { cell, len, last }) = self.look(slot, l, true) {
                         return Some(Ok(got(Some(cell), len, last)));
                     }
-                    if protocol::take_back(head, w, l.id) {
+                    if protocol::take_back(head, w) {
                         self.local[slot].set(Local::default());
                         self.counter.drops(1);
                         LaneCounts::bump(&self.view().lane(self.lane).counts.server_gone);
@@ -801,8 +813,8 @@ impl Waitable for Client {
             l.id != 0
                 && !l.given_up
                 && !l.last_read
-                // Not the spin path: the claim word too, so that an end only it shows (its
-                // taker died before copying it to `fin`) wakes a wait set.
+                // Not the spin path: the claim word too, so that an end only it shows (a
+                // `fin` overwritten by a hostile write) wakes a wait set.
                 && !matches!(self.look(slot, l, true).1, Look::Nothing)
         })
     }
@@ -811,18 +823,15 @@ impl Waitable for Client {
         Some(PEER)
     }
 
-    /// A server holding one of our requests died: the next receive reports it.
+    /// A server holding one of our requests died (or the previous request of its slot, which
+    /// then holds it up): the next receive reports it (or takes the word back).
     fn recheck(&self) -> bool {
         // The next receive asks too (it reports what this finds).
         self.polls.set(CLOCK_EVERY - 1);
         (0..self.layout.in_flight).any(|slot| {
             let l = self.local[slot].get();
             let k = self.head(slot).claim.load(Ordering::Acquire);
-            l.id != 0
-                && !l.given_up
-                && protocol::tag(k) == TAKEN
-                && protocol::seq(k) == l.id & protocol::SEQ_MASK
-                && self.taker_gone(k)
+            l.id != 0 && !l.given_up && !l.last_read && protocol::tag(k) == TAKEN && self.taker_gone(k)
         })
     }
 }

@@ -29,24 +29,25 @@
 //! Responses go through the slot's own ring of `response_depth` cells: the taker (one server)
 //! writes cell `head % depth` and then `resp_head` (Release), the client reads up to it and
 //! stores `resp_tail`. A cell's length word carries [`LAST`] on the stream's last response.
-//! The server's last step is one CAS from TAKEN to a DONE word that carries the number of
-//! responses in place of the taker ([`done`]): the last response and the end become visible
-//! together, so a client that has read the last response may post again at once.
+//! The server's end is a DONE word that carries the number of responses in place of the
+//! taker ([`done`]), stored in the answer line right after the last response (`fin`) and
+//! then CASed into the claim word: the last response and the end become visible together,
+//! so a client that has read the last response may post again at once (its next request is
+//! claimed once the claim word follows).
 //!
 //! # One line each way
 //!
 //! A slot head is four cache lines, each written by one side in a call: the client's
 //! *request line* (the post word, the request's length and id, the ring's tail, and a small
-//! request inline), the taker's *answer line* (`fin`, a copy of the DONE word stored after
-//! the CAS, and a small last response inline), the taker's *ring line* (the ring's head and
-//! the cells' lengths) and the servers' *claim line* (the claim word). A call whose request
-//! fits [`INLINE_REQUEST`] bytes and whose one response fits [`INLINE_RESPONSE`] moves one
-//! line each way: the server reads the request with the post word and claims on a line the
-//! client does not read, and the client, which polls the answer line, finds the end and the
-//! response together and posts its next request without looking at the claim word (an end
-//! seen means the claim word holds it). The client looks at the claim word itself only every
-//! so often (a dead taker, a hostile word, an end whose copy to `fin` was lost or
-//! overwritten: [`look`]) and to give up.
+//! request inline), the taker's *answer line* (`fin`, the DONE word, and a small last
+//! response inline), the taker's *ring line* (the ring's head and the cells' lengths) and the
+//! servers' *claim line* (the claim word). A call whose request fits [`INLINE_REQUEST`] bytes
+//! and whose one response fits [`INLINE_RESPONSE`] moves one line each way: the server reads
+//! the request with the post word and claims on a line the client does not read, writes the
+//! answer line in one go, and the client, which polls it, finds the end and the response
+//! together and posts its next request without looking at the claim word. The client looks
+//! at the claim word itself only every so often (a dead taker, a hostile word, a `fin`
+//! overwritten by a late store: [`look`]) and to give up.
 //!
 //! # Finding requests
 //!
@@ -361,16 +362,17 @@ pub struct Claimed {
 /// holds a pending request. One CAS on the claim word: of several servers, one wins, and the
 /// request line its client wrote is only read.
 pub fn claim(head: &SlotHead, entry: usize, pid: u32) -> Option<Claimed> {
-    let p = head.post.load(Ordering::Acquire);
-    if tag(p) != PENDING {
-        return None;
-    }
+    // The claim word first, then the post word (Acquire: not read before it): the CAS below
+    // succeeds only if the claim word has not moved since, and while it has not, its client
+    // has posted nothing after the request read here (it posts again only once the claim
+    // word names its last request). Read the other way round, a server slow between the two
+    // could pair an old post word with a newer request's end, and claim a number that is
+    // over.
     let k = head.claim.load(Ordering::Acquire);
+    let p = head.post.load(Ordering::Acquire);
     if !is_pending(p, k) {
         return None;
     }
-    // The claim word still at `k` means request `seq` is still the slot's: its client posts
-    // again only after the claim word moved to it.
     let seq = seq(p);
     head.claim.compare_exchange(k, taken(TAKEN, seq, entry, pid), Ordering::AcqRel, Ordering::Relaxed).ok()?;
     let len = head.req_len.load(Ordering::Relaxed);
@@ -418,15 +420,32 @@ pub fn publish(head: &SlotHead, cell: usize, len: usize, last: bool, written: u6
 }
 
 /// Server: finishes request `seq`, which it holds as entry `entry` (pid `pid`), after
-/// `written` responses (`inline`: its one response is the inline one): DONE for its client to
-/// read the end, copied to `fin` for the client polling the answer line. A request its client
-/// gave up on (ABANDONED) ends FREE; a word that names another request or taker is left
-/// alone.
+/// `written` responses (`inline`: its one response is the inline one): [`announce`] then
+/// [`hand_back`].
 pub fn finish(head: &SlotHead, seq: u64, entry: usize, pid: u32, written: u64, failed: bool, inline: bool) {
-    let mine = taken(TAKEN, seq, entry, pid);
     let end = if inline { done_inline(seq) } else { done(seq, written, failed) };
+    announce(head, end);
+    hand_back(head, seq, entry, pid, end);
+}
+
+/// Server, a request's end (its DONE word) for the client polling the answer line: stored
+/// right after the responses, so that the line the client reads is written in one go (a
+/// locked instruction between the response and the end would let the polling client take
+/// the line back in between, one more transfer per call).
+pub fn announce(head: &SlotHead, end: u64) {
+    head.fin.store(end, Ordering::Release);
+}
+
+/// Server, after [`announce`]: the claim word of request `seq` to its end, so that its
+/// client's next request in the slot can be claimed; FREE if the client gave up on it
+/// (ABANDONED). A word that names another request or taker is left alone. A client that
+/// read the end may post again before this: its request is pending only once this lands,
+/// and a taker that dies between the two is found dead and its word taken back
+/// ([`take_back`]).
+pub fn hand_back(head: &SlotHead, seq: u64, entry: usize, pid: u32, end: u64) {
+    let mine = taken(TAKEN, seq, entry, pid);
     match head.claim.compare_exchange(mine, end, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => head.fin.store(end, Ordering::Release),
+        Ok(_) => {}
         Err(now) if now == taken(ABANDONED, seq, entry, pid) => {
             let _ = head.claim.compare_exchange(now, state(FREE, seq), Ordering::AcqRel, Ordering::Relaxed);
         }
@@ -531,10 +550,11 @@ pub fn clean(head: &SlotHead) {
     }
 }
 
-/// Client: takes back the slot of request `seq`, whose taker (named by claim word `k`) died:
-/// whether the claim word still held `k` (then the slot is free).
-pub fn take_back(head: &SlotHead, k: u64, seq: u64) -> bool {
-    head.claim.compare_exchange(k, state(FREE, seq), Ordering::AcqRel, Ordering::Relaxed).is_ok()
+/// Client: takes back the claim word `k`, whose taker died holding its request (this
+/// client's request in flight, or the slot's previous one, whose end it announced before it
+/// died): whether the claim word still held `k` (then that request is over, FREE).
+pub fn take_back(head: &SlotHead, k: u64) -> bool {
+    head.claim.compare_exchange(k, state(FREE, seq(k)), Ordering::AcqRel, Ordering::Relaxed).is_ok()
 }
 
 /// What a client's look at one of its in-flight slots found.
@@ -588,20 +608,23 @@ pub fn look(
         if head.post.load(Ordering::Relaxed) != state(PENDING, seq) {
             return corrupt("a request slot holds another request's number");
         }
-        let ok = if self::seq(w) == seq { matches!(tag(w), TAKEN | DONE) } else { matches!(tag(w), FREE | DONE) };
+        // Another request's word: an earlier end, or the previous request's taker between its
+        // end and its hand-back.
+        let ok =
+            if self::seq(w) == seq { matches!(tag(w), TAKEN | DONE) } else { matches!(tag(w), FREE | DONE | TAKEN) };
         if !ok {
             return corrupt("a request slot is in a state its client cannot have left it in");
         }
     }
-    // The claim word itself when it was read and is this request's end (a taker that died
-    // between its CAS and its copy to `fin` left only that).
+    // The claim word itself when it was read and is this request's end (`fin` is stored
+    // first, so only a hostile write to `fin` leaves the end there alone).
     let f = if check_state && tag(w) == DONE && self::seq(w) == seq {
         w
     } else {
         match head.fin.load(Ordering::Acquire) {
             f if f == fin_before => 0,
-            // `fin` moved, but to another request's end (a taker that stored it late, after
-            // the slot was freed and posted again): the claim word says where this one is.
+            // `fin` moved, but to another request's end (a write that is not this request's
+            // taker's): the claim word says where this one is.
             f if tag(f) != DONE || self::seq(f) != seq => match claim_word() {
                 w if tag(w) == DONE && self::seq(w) == seq => w,
                 _ => 0,
