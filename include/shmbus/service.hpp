@@ -13,6 +13,17 @@ struct service_config {
     /// service stores both (one without the other is refused); an existing one must carry
     /// the same pair.
     std::optional<shmbus::schema> request_schema{}, response_schema{};
+
+    /// A service for trivially copyable `Req` and `Resp` (the typed endpoints'): requests and
+    /// responses of exactly their size.
+    template <class Req, class Resp> static service_config for_types() {
+        static_assert(std::is_trivially_copyable_v<Req> && std::is_trivially_copyable_v<Resp>,
+                      "shmbus typed messages need a trivially copyable T");
+        service_config c;
+        c.max_request_len = sizeof(Req);
+        c.max_response_len = sizeof(Resp);
+        return c;
+    }
 };
 
 /// A snapshot of a service (service::status).
@@ -148,6 +159,92 @@ class client {
     std::size_t hint_ = 256;
 };
 
+/// A response to a typed client: its request's id, whether it is that request's last, and
+/// its value (none: the empty end of a stream).
+template <class Resp> struct response_of {
+    std::optional<Resp> value;
+    std::uint64_t request_id = 0;
+    bool last = false;
+};
+
+/// A typed request (server_of): its value read in place, typed responses. A request of
+/// another size (or misaligned) is SHMBUS_TYPE_MISMATCH when its value is read.
+template <class Req, class Resp> class request_of {
+    static_assert(std::is_trivially_copyable_v<Req> && std::is_trivially_copyable_v<Resp>,
+                  "shmbus typed messages need a trivially copyable T");
+
+  public:
+    explicit request_of(request r) : r_(std::move(r)) {}
+    std::uint64_t id() const noexcept { return r_.id(); }
+    /// The request's value, in the client's slot: valid while this request lives.
+    const Req &value() const { return detail::as<Req>(r_.data()); }
+    const Req *operator->() const { return &value(); }
+    void respond(const Resp &v) { r_.respond(detail::bytes_of(v)); }
+    void respond_last(const Resp &v) { r_.respond_last(detail::bytes_of(v)); }
+    void fail() { r_.fail(); }
+    request &untyped() noexcept { return r_; }
+
+  private:
+    request r_;
+};
+
+/// A typed server: takes request_of<Req, Resp>.
+template <class Req, class Resp> class server_of {
+  public:
+    explicit server_of(server s) : s_(std::move(s)) {}
+    std::optional<request_of<Req, Resp>> try_recv() { return typed(s_.try_recv()); }
+    request_of<Req, Resp> recv() { return request_of<Req, Resp>(s_.recv()); }
+    std::optional<request_of<Req, Resp>> recv(std::chrono::nanoseconds timeout) { return typed(s_.recv(timeout)); }
+    server &untyped() noexcept { return s_; }
+
+  private:
+    static std::optional<request_of<Req, Resp>> typed(std::optional<request> r) {
+        if (!r) return std::nullopt;
+        return request_of<Req, Resp>(std::move(*r));
+    }
+    server s_;
+};
+
+/// A typed client: sends the bytes of a Req, receives Resp by copy. A response of another
+/// size is SHMBUS_TYPE_MISMATCH; a call its server ended without a response is
+/// SHMBUS_FAILED.
+template <class Req, class Resp> class client_of {
+    static_assert(std::is_trivially_copyable_v<Req> && std::is_trivially_copyable_v<Resp>,
+                  "shmbus typed messages need a trivially copyable T");
+
+  public:
+    explicit client_of(client c) : c_(std::move(c)) {}
+    std::optional<std::uint64_t> try_send_request(const Req &v) { return c_.try_send_request(detail::bytes_of(v)); }
+    std::optional<response_of<Resp>> try_recv_response() { return typed(c_.try_recv_response()); }
+    response_of<Resp> recv_response() { return *typed(c_.recv_response()); }
+    std::optional<response_of<Resp>> recv_response(std::chrono::nanoseconds timeout) {
+        return typed(c_.recv_response(timeout));
+    }
+    /// Sends `v` and waits at most `timeout` for its response's value: nothing on a timeout
+    /// (the request is given up).
+    std::optional<Resp> call(const Req &v, std::chrono::nanoseconds timeout) {
+        std::optional<std::vector<std::uint8_t>> out = c_.call(detail::bytes_of(v), timeout);
+        if (!out) return std::nullopt;
+        if (out->empty()) throw error(SHMBUS_FAILED, "the server ended the call without a response");
+        return detail::copy_of<Resp>(bytes_view(out->data(), out->size()));
+    }
+    bool cancel(std::uint64_t id) { return c_.cancel(id); }
+    std::size_t in_flight() const noexcept { return c_.in_flight(); }
+    client &untyped() noexcept { return c_; }
+
+  private:
+    static std::optional<response_of<Resp>> typed(std::optional<response> r) {
+        if (!r) return std::nullopt;
+        response_of<Resp> t;
+        t.request_id = r->request_id;
+        t.last = r->last;
+        // An empty last response is a stream's end, not a value.
+        if (!(r->last && r->data.empty())) t.value = detail::copy_of<Resp>(bytes_view(r->data.data(), r->data.size()));
+        return t;
+    }
+    client c_;
+};
+
 /// An open service: servers and clients in any processes.
 class service {
   public:
@@ -194,6 +291,13 @@ class service {
         shmbus_server *p = nullptr;
         detail::check(shmbus_service_server(h_.get(), &p));
         return shmbus::server(p);
+    }
+    /// A typed client (client_of) and server (server_of) for trivially copyable types.
+    template <class Req, class Resp> shmbus::client_of<Req, Resp> client_of() const {
+        return shmbus::client_of<Req, Resp>(client());
+    }
+    template <class Req, class Resp> shmbus::server_of<Req, Resp> server_of() const {
+        return shmbus::server_of<Req, Resp>(server());
     }
     const shmbus_service *get() const noexcept { return h_.get(); }
 

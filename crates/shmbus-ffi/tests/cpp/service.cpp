@@ -1,6 +1,7 @@
 // The service through the C++ API: its schemas (both, read back; one alone refused), refusals, requests answered in place, responses matched
 // by id, a stream, a failed request, a call (with a response larger than the first buffer),
-// a cancelled request whose late response is dropped, and a status snapshot.
+// a cancelled request whose late response is dropped, a status snapshot, and the typed
+// client and server (values in place, a stream's end, a wrong-size request refused).
 #include "check.hpp"
 
 #include <chrono>
@@ -70,5 +71,48 @@ int main(int argc, char **argv) {
 
         shmbus::service_status st = shmbus::service::status(d, "svc");
         CHECK(st.max_in_flight == 2 && st.servers == 1 && st.failed == 1 && f.has_value());
+
+        // Typed: a service sized for two trivially copyable types, values in place.
+        struct add {
+            std::int64_t a, b;
+        };
+        struct sum {
+            std::int64_t value;
+        };
+        shmbus::service typed_svc =
+            shmbus::service::create_or_open(d, "add", shmbus::service_config::for_types<add, sum>());
+        shmbus::client_of<add, sum> tc = typed_svc.client_of<add, sum>();
+        shmbus::server_of<add, sum> ts = typed_svc.server_of<add, sum>();
+        std::thread adder([&] {
+            for (int i = 0; i < 3; i++) {
+                shmbus::request_of<add, sum> req = ts.recv();
+                bool wrong_size = false;
+                try {
+                    (void)req.value();
+                } catch (const shmbus::error &e) {
+                    wrong_size = e.code() == SHMBUS_TYPE_MISMATCH;
+                }
+                if (wrong_size) {
+                    req.fail();
+                } else if (req->a < 0) {
+                    req.respond(sum{req->a});  // a one-response stream; destroyed: its empty end
+                } else {
+                    req.respond_last(sum{req.value().a + req.value().b});
+                }
+            }
+        });
+        std::optional<sum> s42 = tc.call(add{40, 2}, 10s);
+        CHECK(s42 && s42->value == 42);
+        std::optional<std::uint64_t> stream_id = tc.try_send_request(add{-7, 0});
+        shmbus::response_of<sum> first = tc.recv_response(10s).value();
+        shmbus::response_of<sum> stream_end = tc.recv_response(10s).value();
+        CHECK(stream_id && first.request_id == *stream_id && first.value && first.value->value == -7 && !first.last);
+        CHECK(stream_end.request_id == *stream_id && !stream_end.value && stream_end.last);
+        // A request of the wrong size, sent untyped: the typed server's value() refuses it.
+        std::optional<std::uint64_t> odd = tc.untyped().try_send_request(std::string_view("odd"));
+        CHECK(odd.has_value());
+        EXPECT_ERROR(tc.recv_response(10s), SHMBUS_FAILED, {});
+        adder.join();
+        CHECK(tc.in_flight() == 0);
     });
 }
