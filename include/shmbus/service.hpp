@@ -43,7 +43,8 @@ class request {
   public:
     /// The request's id, as its client numbered it.
     std::uint64_t id() const noexcept { return shmbus_request_id(h_.get()); }
-    /// The request's bytes, in the client's slot: valid while this request lives.
+    /// The request's bytes, in the client's slot: valid until the request is finished
+    /// (its last response, end or fail: the client may post its next request there at once).
     bytes_view data() const {
         const std::uint8_t *d = nullptr;
         std::size_t len = 0;
@@ -176,7 +177,8 @@ template <class Req, class Resp> class request_of {
   public:
     explicit request_of(request r) : r_(std::move(r)) {}
     std::uint64_t id() const noexcept { return r_.id(); }
-    /// The request's value, in the client's slot: valid while this request lives.
+    /// The request's value, in the client's slot: valid until the request is finished (as
+    /// request::data).
     const Req &value() const { return detail::as<Req>(r_.data()); }
     const Req *operator->() const { return &value(); }
     void respond(const Resp &v) { r_.respond(detail::bytes_of(v)); }

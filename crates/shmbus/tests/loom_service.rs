@@ -272,6 +272,35 @@ fn the_client_posting_again_as_the_taker_hands_back_is_claimed_once_after_it() {
 }
 
 #[test]
+fn a_request_given_up_as_soon_as_it_is_posted_is_never_left_behind() {
+    model(|| {
+        let slot = Slot::new();
+        send(&slot, 3);
+        // The server answers the first request, then looks a few times for the second.
+        let server = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                assert!(serve_once(&slot, 0, 100));
+                for _ in 0..2 {
+                    if serve_once(&slot, 0, 100) {
+                        return;
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        assert_eq!(await_response(&slot), 6);
+        // Posted while the claim word may still hold the first request's taker, and given up
+        // at once: withdrawn, or abandoned to the server that claimed it; never left.
+        post(&slot.head, ID + 1, 8, true);
+        let outcome = give_up(&slot.head, ID + 1);
+        assert_ne!(outcome, GiveUp::Left);
+        server.join().unwrap();
+        assert!(slot.head.is_over(), "the slot is its client's again");
+    });
+}
+
+#[test]
 fn a_server_that_read_an_earlier_request_never_claims_a_later_one() {
     model(|| {
         let slot = Slot::new();

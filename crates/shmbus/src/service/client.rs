@@ -500,9 +500,16 @@ impl Client {
                 {
                     // The previous request's taker died between its end (which this client
                     // read) and its claim word: that request is over; this one can be claimed.
-                    protocol::take_back(head, w);
+                    if protocol::take_back(head, w) {
+                        self.view().header().requests.notify();
+                    }
                 }
-                Look::Nothing if protocol::tag(w) == TAKEN && ask && self.taker_gone(w) => {
+                Look::Nothing
+                    if protocol::tag(w) == TAKEN
+                        && protocol::seq(w) == l.id & protocol::SEQ_MASK
+                        && ask
+                        && self.taker_gone(w) =>
+                {
                     // Its responses written before it died were read: look once more for
                     // one written just before, then take the slot back.
                     if let (_, Look::Response { cell, len, last }) = self.look(slot, l, true) {
@@ -573,8 +580,8 @@ impl Client {
         self.counter.message(got.len);
         LaneCounts::bump(&v.lane(self.lane).counts.responses);
         if got.last {
-            // The slot is freed when it is next needed (`free_slot`): its CAS then comes with
-            // the next request's stores, one visit to the request line per call.
+            // The slot is reused when it is next needed (`free_slot`), without a look at the
+            // claim word (the end was read).
             self.update(got.slot, |l| l.last_read = true);
         }
     }

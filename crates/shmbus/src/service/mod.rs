@@ -62,7 +62,10 @@
 //!   gets [`ResponseRecvError::ServerGone`] within 50 ms (the peer check interval) plus one
 //!   `/proc` read, after the responses written before the death; its slot is free again. A
 //!   request no server had claimed stays pending and the next server (a restarted one)
-//!   answers it. A server's entry is reclaimed by the next server that needs one.
+//!   answers it. A server killed between announcing a request's end and handing back the
+//!   claim word holds up the slot's next request until its client (within 50 ms) or a live
+//!   server's rescan (within 100 ms) takes the word back. A server's entry is reclaimed by
+//!   the next server that needs one.
 //! * **A client is SIGKILLed with requests in flight**: its lane is reclaimed by the next
 //!   client that finds the table full: requests not yet claimed are withdrawn, those a
 //!   server holds are marked abandoned; the server's further responses are dropped (counted,

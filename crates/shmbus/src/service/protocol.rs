@@ -13,17 +13,22 @@
 //!
 //! ```text
 //!  (an earlier request's end) --a server claims (CAS)--> TAKEN --server finishes--> DONE
-//!              |                                           |
-//!              +--client gives up (CAS)--> FREE            +--client gives up (CAS)--> ABANDONED --server finishes--> FREE
+//!              |                                           |   |
+//!              +--client gives up (CAS)--> FREE            |   +--taker found dead (CAS)--> FREE
+//!                                                          +--client gives up (CAS)--> ABANDONED --server finishes--> FREE
 //! ```
+//!
+//! (A dead server's entry taken over by a new server marks the words it held as held by no
+//! entry, `orphaned`, so that their clients see it gone.)
 //!
 //! A request is *pending* while the post word names it and the claim word still names an
 //! earlier one; it is *over* (its slot its client's again) once the claim word names it as
 //! FREE or DONE. The taker is the server's participant entry and its pid (22 bits), so a
 //! client can tell whether *that* server still lives, and `seq` (31 bits) is why no CAS of a
 //! server that read an older request of the slot can succeed on a newer one: a client posts
-//! again only after the claim word moved to its request. Every transition of the claim word
-//! is one CAS; that is why two parties never both free a slot, and never neither. A client
+//! again only after its last request was claimed (it read that request's end) or withdrawn,
+//! and either moved the claim word. Every transition of the claim word is one CAS; that is
+//! why two parties never both free a slot, and never neither. A client
 //! writes it only to give up (a timeout, a cancel, a dead taker): in a call, only servers do.
 //!
 //! Responses go through the slot's own ring of `response_depth` cells: the taker (one server)
@@ -133,8 +138,8 @@ pub const INLINE_DONE: u64 = 1 << 31;
 const FAILED: u64 = 1 << 32;
 
 /// The DONE word of request `seq`, which had `count` responses (modulo 2^27) and, if
-/// `failed`, was failed by its server: the server's last step, one CAS that publishes its
-/// last response and ends the request at once.
+/// `failed`, was failed by its server: the server's end, stored in `fin` and then CASed into
+/// the claim word ([`finish`]); it publishes the last response and ends the request at once.
 pub fn done(seq: u64, count: u64, failed: bool) -> u64 {
     state(DONE, seq) | (count & COUNT_MASK) << 4 | if failed { FAILED } else { 0 }
 }
@@ -200,8 +205,8 @@ pub struct SlotHead {
     /// The answer line: the inline response's bytes ([`INLINE_RESPONSE_AT`]), reached by
     /// pointer.
     _inline_response: [u64; INLINE_RESPONSE / 8],
-    /// The DONE word of the slot's last finished request, stored by its taker after the CAS
-    /// that made it (a copy, for the client to poll).
+    /// The DONE word of the slot's last finished request, stored by its taker right after
+    /// the last response and before the claim word follows: the end the client polls.
     pub fin: AtomicU64,
     /// The length of the inline last response.
     pub inline_len: AtomicU64,
@@ -478,8 +483,10 @@ pub fn give_up(head: &SlotHead, seq: u64) -> GiveUp {
         let (to, outcome) = match (self::seq(k) == seq, tag(k)) {
             (true, TAKEN) => ((k & !0xf) | ABANDONED, GiveUp::Abandoned),
             (true, FREE | DONE) => return GiveUp::Freed,
-            // Not claimed yet: withdrawn, so that no server claims it after this.
-            (false, FREE | DONE) => (state(FREE, seq), GiveUp::Freed),
+            // Not claimed yet: withdrawn, so that no server claims it after this. A word
+            // still TAKEN by the previous request (its end announced, its hand-back not
+            // landed) is withdrawn over too: that hand-back then finds the word moved.
+            (false, FREE | DONE | TAKEN) => (state(FREE, seq), GiveUp::Freed),
             _ => return GiveUp::Left,
         };
         if head.claim.compare_exchange(k, to, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
@@ -608,10 +615,14 @@ pub fn look(
         if head.post.load(Ordering::Relaxed) != state(PENDING, seq) {
             return corrupt("a request slot holds another request's number");
         }
-        // Another request's word: an earlier end, or the previous request's taker between its
-        // end and its hand-back.
-        let ok =
-            if self::seq(w) == seq { matches!(tag(w), TAKEN | DONE) } else { matches!(tag(w), FREE | DONE | TAKEN) };
+        let ok = match (self::seq(w) == seq, tag(w)) {
+            (true, t) => matches!(t, TAKEN | DONE),
+            // Another request's word: an earlier end, or the previous request's taker between
+            // its end (which this client read before posting: `fin_before`) and its hand-back.
+            (false, FREE | DONE) => true,
+            (false, TAKEN) => tag(fin_before) == DONE && self::seq(fin_before) == self::seq(w),
+            _ => false,
+        };
         if !ok {
             return corrupt("a request slot is in a state its client cannot have left it in");
         }

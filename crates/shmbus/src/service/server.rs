@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::error::{RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError};
 use super::protocol::{self, Claimed, Room, ABANDONED, TAKEN};
-use super::shared::{Shared, SlotAt, View, ROLE_SERVER};
+use super::shared::{taker_alive, Shared, SlotAt, View, ROLE_SERVER};
 use crate::endpoint::forms::{until, wait_forms};
 use crate::endpoint::liveness::{Throttle, CLOCK_EVERY, PEER};
 use crate::endpoint::receive::Waited;
@@ -175,11 +175,24 @@ impl Server {
     }
 
     /// Every slot, not only the bitmap's: a pending request whose bit is missing gets it back.
+    /// A request held up behind a dead taker of its slot's previous request (the taker died
+    /// between announcing that request's end and handing back the claim word) is freed too,
+    /// whether or not its client is looking.
     fn rescan(&self) {
         let v = self.view();
+        let parts = self.reg.shared.participants();
         for index in 0..v.layout.slots() {
             let (lane, slot) = v.lane_slot(index);
-            if v.slot(lane, slot).holds_pending() {
+            let head = v.slot(lane, slot);
+            let (p, k) = (head.post.load(Ordering::Acquire), head.claim.load(Ordering::Acquire));
+            if protocol::tag(p) == protocol::PENDING
+                && protocol::tag(k) == TAKEN
+                && protocol::seq(k) != protocol::seq(p)
+                && !taker_alive(&parts, k, v.layout.max_servers)
+            {
+                protocol::take_back(head, k);
+            }
+            if head.holds_pending() {
                 v.mark_pending(index);
             }
         }
@@ -563,8 +576,15 @@ impl ActiveRequest {
         }
         let v = View::of(&self.reg.shared);
         let (entry, pid) = (self.reg.entry, self.reg.pid);
-        protocol::finish(v.head(self.at), self.seq, entry, pid, self.written, failed, self.answered_inline);
+        let head = v.head(self.at);
+        protocol::finish(head, self.seq, entry, pid, self.written, failed, self.answered_inline);
         v.lane(self.lane).responses.notify();
+        // The client may have posted its next request in the slot after reading the end and
+        // before the claim word followed: a server that looked then and went to sleep is
+        // woken now that it can be claimed.
+        if head.holds_pending() {
+            v.header().requests.notify();
+        }
     }
 }
 
