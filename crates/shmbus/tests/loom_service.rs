@@ -22,8 +22,8 @@ use loom::sync::atomic::Ordering;
 use loom::sync::Arc;
 use loom::thread;
 use shmbus::service::protocol::{
-    announce, claim, consume, done_inline, finish, give_up, is_pending, look, post, publish, publish_inline, room,
-    settle, take_back, taken, GiveUp, Look, Room, SlotHead, INLINE_CELL, TAKEN,
+    announce, claim, consume, done_inline, finish, give_up, hand_back, is_pending, look, post, publish, publish_inline,
+    room, settle, take_back, taken, GiveUp, Look, Room, SlotHead, INLINE_CELL, TAKEN,
 };
 
 /// A request slot on the heap: its head, its request's room and its response cells.
@@ -90,6 +90,24 @@ fn serve_once(slot: &Slot, entry: usize, pid: u32) -> bool {
     true
 }
 
+/// `f` on a thread of its own, with the slot.
+fn spawn_on<T: Send + 'static>(slot: &Arc<Slot>, f: impl FnOnce(&Slot) -> T + Send + 'static) -> thread::JoinHandle<T> {
+    let slot = slot.clone();
+    thread::spawn(move || f(&slot))
+}
+
+/// A server thread (entry 0, pid 100) that claims the posted request and writes its inline
+/// answer (the request plus one), then takes only the end steps `end` takes (a taker that
+/// dies partway, or whose `fin` is lost).
+fn answer_partly(slot: &Arc<Slot>, end: fn(&SlotHead, u64)) -> thread::JoinHandle<()> {
+    spawn_on(slot, move |slot| {
+        let c = claim(&slot.head, 0, 100).expect("posted");
+        slot.write_cell(0, slot.read_request() + 1);
+        publish_inline(&slot.head, 8);
+        end(&slot.head, c.seq);
+    })
+}
+
 /// The client's request, written into the slot's room and posted.
 fn send(slot: &Slot, v: u64) {
     send_as(slot, ID, v);
@@ -133,10 +151,7 @@ fn one_of_two_competing_servers_answers_and_its_answer_arrives_whole() {
         send(&slot, 21);
         let servers: Vec<_> = [(0usize, 100u32), (1, 200)]
             .into_iter()
-            .map(|(entry, pid)| {
-                let slot = slot.clone();
-                thread::spawn(move || serve_once(&slot, entry, pid))
-            })
+            .map(|(entry, pid)| spawn_on(&slot, move |slot| serve_once(slot, entry, pid)))
             .collect();
         assert_eq!(await_response(&slot), 42);
         let claimed = servers.into_iter().map(|h| h.join().unwrap()).filter(|&c| c).count();
@@ -151,10 +166,7 @@ fn a_client_giving_up_at_any_point_leaves_the_slot_free() {
     model(|| {
         let slot = Slot::new();
         send(&slot, 5);
-        let server = {
-            let slot = slot.clone();
-            thread::spawn(move || serve_once(&slot, 0, 100))
-        };
+        let server = spawn_on(&slot, move |slot| serve_once(slot, 0, 100));
         // The client gives up whenever it does: before the claim (withdrawn), while the
         // server holds it (abandoned: the server frees it), or after the end (freed).
         let outcome = give_up(&slot.head, ID);
@@ -176,32 +188,29 @@ fn a_stream_through_one_cell_is_handed_over_whole_and_in_order() {
     const ONE: u64 = 1;
     model(|| {
         let slot = Slot::new();
-        let server = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let c = loop {
-                    if let Some(c) = claim(&slot.head, 0, 100) {
-                        break c;
-                    }
-                    thread::yield_now();
-                };
-                assert_eq!(slot.read_request(), 3);
-                let mine = taken(TAKEN, c.seq, 0, 100);
-                // Two responses through a ring of one cell: the second waits for room.
-                for (written, last) in [(0u64, false), (1, true)] {
-                    let cell = loop {
-                        match room(&slot.head, mine, written, ONE) {
-                            Room::Cell(cell) => break cell,
-                            Room::Full => thread::yield_now(),
-                            Room::ClientGone => panic!("the client reads on"),
-                        }
-                    };
-                    slot.write_cell(cell, 10 + written);
-                    publish(&slot.head, cell, 8, last, written + 1);
+        let server = spawn_on(&slot, move |slot| {
+            let c = loop {
+                if let Some(c) = claim(&slot.head, 0, 100) {
+                    break c;
                 }
-                finish(&slot.head, c.seq, 0, 100, 2, false, false);
-            })
-        };
+                thread::yield_now();
+            };
+            assert_eq!(slot.read_request(), 3);
+            let mine = taken(TAKEN, c.seq, 0, 100);
+            // Two responses through a ring of one cell: the second waits for room.
+            for (written, last) in [(0u64, false), (1, true)] {
+                let cell = loop {
+                    match room(&slot.head, mine, written, ONE) {
+                        Room::Cell(cell) => break cell,
+                        Room::Full => thread::yield_now(),
+                        Room::ClientGone => panic!("the client reads on"),
+                    }
+                };
+                slot.write_cell(cell, 10 + written);
+                publish(&slot.head, cell, 8, last, written + 1);
+            }
+            finish(&slot.head, c.seq, 0, 100, 2, false, false);
+        });
         send(&slot, 3);
         let mut got = Vec::new();
         let mut tail = 0;
@@ -229,10 +238,7 @@ fn a_server_dead_holding_a_request_leaves_a_slot_its_client_takes_back() {
         post(&slot.head, ID, 8, true);
         // The server claims and dies (its thread ends: the kernel orders a dead process's
         // stores before anyone sees it dead) while the client polls.
-        let server = {
-            let slot = slot.clone();
-            thread::spawn(move || claim(&slot.head, 0, 100).is_some())
-        };
+        let server = spawn_on(&slot, move |slot| claim(&slot.head, 0, 100).is_some());
         let first = look(&slot.head, ID, 0, 0, DEPTH as usize, 8, true).1;
         assert_eq!(first, Look::Nothing);
         assert!(server.join().unwrap(), "the only server claims");
@@ -253,15 +259,12 @@ fn the_client_posting_again_as_the_taker_hands_back_is_claimed_once_after_it() {
         send(&slot, 3);
         // One server answers the first request, then the second, which its client posts as
         // soon as it has read the first answer: possibly before the claim word followed.
-        let server = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                assert!(serve_once(&slot, 0, 100), "the first request is there");
-                while !serve_once(&slot, 0, 100) {
-                    thread::yield_now();
-                }
-            })
-        };
+        let server = spawn_on(&slot, move |slot| {
+            assert!(serve_once(&slot, 0, 100), "the first request is there");
+            while !serve_once(&slot, 0, 100) {
+                thread::yield_now();
+            }
+        });
         assert_eq!(await_response(&slot), 6);
         let fin_before = slot.head.fin.load(Ordering::Relaxed);
         send_as(&slot, ID + 1, 20);
@@ -277,18 +280,15 @@ fn a_request_given_up_as_soon_as_it_is_posted_is_never_left_behind() {
         let slot = Slot::new();
         send(&slot, 3);
         // The server answers the first request, then looks a few times for the second.
-        let server = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                assert!(serve_once(&slot, 0, 100));
-                for _ in 0..2 {
-                    if serve_once(&slot, 0, 100) {
-                        return;
-                    }
-                    thread::yield_now();
+        let server = spawn_on(&slot, move |slot| {
+            assert!(serve_once(&slot, 0, 100));
+            for _ in 0..2 {
+                if serve_once(&slot, 0, 100) {
+                    return;
                 }
-            })
-        };
+                thread::yield_now();
+            }
+        });
         assert_eq!(await_response(&slot), 6);
         // Posted while the claim word may still hold the first request's taker, and given up
         // at once: withdrawn, or abandoned to the server that claimed it; never left.
@@ -308,14 +308,11 @@ fn a_server_that_read_an_earlier_request_never_claims_a_later_one() {
         // A second server looks once, at any moment: it may read the words while the first
         // request is pending, or while another server answers it, or after that and the
         // client's next request.
-        let late = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let c = claim(&slot.head, 1, 200)?;
-                finish(&slot.head, c.seq, 1, 200, 0, false, false);
-                Some(c.seq)
-            })
-        };
+        let late = spawn_on(&slot, move |slot| {
+            let c = claim(&slot.head, 1, 200)?;
+            finish(&slot.head, c.seq, 1, 200, 0, false, false);
+            Some(c.seq)
+        });
         // The first server and the client, in turn: each request claimed and ended by one
         // server, the client posting again once the first is over.
         let serve = || {
@@ -346,15 +343,7 @@ fn a_taker_dead_between_its_end_and_its_hand_back_holds_nothing_up() {
         send(&slot, 4);
         // The taker answers inline and announces the end, then dies before its claim word
         // follows.
-        let server = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let c = claim(&slot.head, 0, 100).expect("posted");
-                slot.write_cell(0, slot.read_request() + 1);
-                publish_inline(&slot.head, 8);
-                announce(&slot.head, done_inline(c.seq));
-            })
-        };
+        let server = answer_partly(&slot, |head, seq| announce(head, done_inline(seq)));
         assert_eq!(await_response(&slot), 5);
         server.join().unwrap();
         // The client posts again: held up (no server can claim it) until the client, looking
@@ -376,19 +365,7 @@ fn an_end_missing_from_the_answer_line_is_found_in_the_claim_word() {
         send(&slot, 4);
         // The taker answers inline and hands back the end, but `fin` never shows it (as when
         // a hostile write overwrote it).
-        let server = {
-            let slot = slot.clone();
-            thread::spawn(move || {
-                let c = claim(&slot.head, 0, 100).expect("posted");
-                slot.write_cell(0, slot.read_request() + 1);
-                publish_inline(&slot.head, 8);
-                let mine = taken(TAKEN, c.seq, 0, 100);
-                slot.head
-                    .claim
-                    .compare_exchange(mine, done_inline(c.seq), Ordering::AcqRel, Ordering::Relaxed)
-                    .unwrap();
-            })
-        };
+        let server = answer_partly(&slot, |head, seq| hand_back(head, seq, 0, 100, done_inline(seq)));
         server.join().unwrap();
         // Polling the answer line alone never shows it; the look that reads the claim word does.
         assert_eq!(look(&slot.head, ID, 0, 0, DEPTH as usize, 8, false).1, Look::Nothing);
