@@ -492,34 +492,26 @@ impl Client {
                     LaneCounts::bump(&self.view().lane(self.lane).counts.failed);
                     return Some(Err(ResponseRecvError::Failed { request_id: l.id }));
                 }
-                Look::Nothing
-                    if protocol::tag(w) == TAKEN
-                        && protocol::seq(w) != l.id & protocol::SEQ_MASK
-                        && ask
-                        && self.taker_gone(w) =>
-                {
-                    // The previous request's taker died between its end (which this client
-                    // read) and its claim word: that request is over; this one can be claimed.
-                    if protocol::take_back(head, w) {
-                        self.view().header().requests.notify();
-                    }
-                }
-                Look::Nothing
-                    if protocol::tag(w) == TAKEN
-                        && protocol::seq(w) == l.id & protocol::SEQ_MASK
-                        && ask
-                        && self.taker_gone(w) =>
-                {
-                    // Its responses written before it died were read: look once more for
-                    // one written just before, then take the slot back.
-                    if let (_, Look::Response { cell, len, last }) = self.look(slot, l, true) {
-                        return Some(Ok(got(Some(cell), len, last)));
-                    }
-                    if protocol::take_back(head, w) {
-                        self.local[slot].set(Local::default());
-                        self.counter.drops(1);
-                        LaneCounts::bump(&self.view().lane(self.lane).counts.server_gone);
-                        return Some(Err(ResponseRecvError::ServerGone { request_id: l.id }));
+                Look::Nothing if protocol::tag(w) == TAKEN && ask && self.taker_gone(w) => {
+                    if protocol::seq(w) != l.id & protocol::SEQ_MASK {
+                        // The previous request's taker died between its end (which this client
+                        // read) and its claim word: that request is over; this one can be
+                        // claimed.
+                        if protocol::take_back(head, w) {
+                            self.view().header().requests.notify();
+                        }
+                    } else {
+                        // Its responses written before it died were read: look once more for
+                        // one written just before, then take the slot back.
+                        if let (_, Look::Response { cell, len, last }) = self.look(slot, l, true) {
+                            return Some(Ok(got(Some(cell), len, last)));
+                        }
+                        if protocol::take_back(head, w) {
+                            self.local[slot].set(Local::default());
+                            self.counter.drops(1);
+                            LaneCounts::bump(&self.view().lane(self.lane).counts.server_gone);
+                            return Some(Err(ResponseRecvError::ServerGone { request_id: l.id }));
+                        }
                     }
                 }
                 Look::Nothing => {}

@@ -582,7 +582,8 @@ impl ActiveRequest {
         // The client may have posted its next request in the slot after reading the end and
         // before the claim word followed: a server that looked then and went to sleep is
         // woken now that it can be claimed.
-        if head.holds_pending() {
+        let next = head.post.load(Ordering::Relaxed);
+        if protocol::tag(next) == protocol::PENDING && protocol::seq(next) != self.seq {
             v.header().requests.notify();
         }
     }

@@ -25,7 +25,8 @@ use crate::endpoint::receive::Waited;
 use crate::error::{Corrupt, OpenError};
 use crate::pod::{bytes_of, check_payload, read_from, ref_from, PayloadType, Pod};
 use crate::wait::Wait;
-use crate::waitset::{WaitHandle, Waitable};
+
+use crate::typed::waitable_as_inner;
 
 /// Requests and responses start 64-byte aligned in their slots.
 const ALIGN: usize = 64;
@@ -33,26 +34,6 @@ const ALIGN: usize = 64;
 /// What a typed receive reports for a message of `len` bytes that is not one `T`.
 fn not_one<T: Pod>(what: &'static str, len: usize) -> Corrupt {
     Corrupt::new(crate::kind::Kind::Service, what).with("len", len as u64).with("size", std::mem::size_of::<T>() as u64)
-}
-
-/// `Waitable` for a typed endpoint, as its byte endpoint `inner`.
-macro_rules! waitable_as_inner {
-    ($typed:ident) => {
-        impl<Req: Pod, Resp: Pod> Waitable for $typed<Req, Resp> {
-            fn wait_handle(&self) -> WaitHandle<'_> {
-                self.inner.wait_handle()
-            }
-            fn is_ready(&self) -> bool {
-                self.inner.is_ready()
-            }
-            fn recheck_interval(&self) -> Option<Duration> {
-                self.inner.recheck_interval()
-            }
-            fn recheck(&self) -> bool {
-                self.inner.recheck()
-            }
-        }
-    };
 }
 
 /// `Deref` and `DerefMut` of a typed loan to its value, in place in the byte loan `inner`
@@ -222,7 +203,7 @@ impl<Req: Pod, Resp: Pod> TypedClient<Req, Resp> {
     }
 }
 
-waitable_as_inner!(TypedClient);
+waitable_as_inner!([Req: Pod, Resp: Pod] TypedClient<Req, Resp>);
 
 /// A request slot lent by [`TypedClient::loan_request`]: a `Req` to write in place
 /// (`DerefMut<Target = Req>`; the slot is not cleared), sent by [`send`](Self::send).
@@ -283,7 +264,7 @@ impl<Req: Pod, Resp: Pod> TypedServer<Req, Resp> {
     }
 }
 
-waitable_as_inner!(TypedServer);
+waitable_as_inner!([Req: Pod, Resp: Pod] TypedServer<Req, Resp>);
 
 /// A request a [`TypedServer`] claimed: its `Req` in place ([`value`](Self::value)),
 /// answered with `Resp`s as an [`ActiveRequest`] is with bytes. Dropping it unfinished ends

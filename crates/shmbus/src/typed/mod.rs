@@ -25,7 +25,7 @@ use crate::error::Corrupt;
 use crate::pod::{bytes_of, read_from, ref_from, PayloadType, Pod};
 use crate::topic::{Sample, Subscriber, TopicRecvError};
 use crate::wait::Wait;
-use crate::waitset::{WaitHandle, Waitable};
+use crate::waitset::Waitable;
 use ops::{AlignedRef, LendBytes, Loaned, SendBytes, TimedSendBytes, TryLendBytes, TrySendBytes};
 
 /// What a typed receive reports for a payload of `len` bytes that is not one `T`.
@@ -378,11 +378,12 @@ impl<I: fmt::Debug, T: Pod> fmt::Debug for Ref<I, T> {
     }
 }
 
-/// `Waitable` for a wrapper, as its byte endpoint `inner`.
+/// `Waitable` for a typed wrapper (generics in brackets, then its type), as its byte
+/// endpoint `inner`; the typed service endpoints use it too.
 macro_rules! waitable_as_inner {
-    ($($bound:path)?; $wrapper:ident) => {
-        impl<B: Waitable $(+ $bound)?, T: Pod> Waitable for $wrapper<B, T> {
-            fn wait_handle(&self) -> WaitHandle<'_> {
+    ([$($generics:tt)*] $wrapper:ty) => {
+        impl<$($generics)*> $crate::waitset::Waitable for $wrapper {
+            fn wait_handle(&self) -> $crate::waitset::WaitHandle<'_> {
                 self.inner.wait_handle()
             }
 
@@ -390,7 +391,7 @@ macro_rules! waitable_as_inner {
                 self.inner.is_ready()
             }
 
-            fn recheck_interval(&self) -> Option<Duration> {
+            fn recheck_interval(&self) -> Option<std::time::Duration> {
                 self.inner.recheck_interval()
             }
 
@@ -400,6 +401,7 @@ macro_rules! waitable_as_inner {
         }
     };
 }
+pub(crate) use waitable_as_inner;
 
-waitable_as_inner!(; Sender);
-waitable_as_inner!(; Receiver);
+waitable_as_inner!([B: Waitable, T: Pod] Sender<B, T>);
+waitable_as_inner!([B: Waitable, T: Pod] Receiver<B, T>);
