@@ -322,6 +322,22 @@ impl<E> Lender<E> {
         }
     }
 
+    /// Closes the lender and gives its endpoint back, for a holder that ends it by value
+    /// (`ActiveRequest::fail`): [`LendError::Busy`] while an item is lent (nothing changes
+    /// then), [`LendError::Closed`] once closed.
+    pub fn take(&self) -> Result<E, LendError> {
+        let mut st = self.inner.lock();
+        if st.closed {
+            return Err(LendError::Closed);
+        }
+        if st.exclusive || st.shared > 0 {
+            return Err(LendError::Busy);
+        }
+        st.closed = true;
+        // SAFETY: locked, nothing lent: this is the only reference.
+        unsafe { (*self.inner.ep(&st)).take() }.ok_or(LendError::Closed)
+    }
+
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
         self.inner.lock().closed

@@ -12,11 +12,12 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{child_command, child_role, eventually, sigkill, wait_with_deadline, Scratch};
+use shmbus::lend::{LendError, Lender};
 use shmbus::service::{
-    CallError, RequestTryRecvError, RespondError, ResponseRecvError, ResponseRecvTimeoutError, ResponseTryRecvError,
-    Service, ServiceConfig, ServiceTrySendError,
+    ActiveRequest, CallError, Client, RequestTryRecvError, RespondError, ResponseRecvError, ResponseRecvTimeoutError,
+    ResponseTryRecvError, Service, ServiceConfig, ServiceTrySendError,
 };
-use shmbus::{Domain, OpenError, WaitSet, Waitable};
+use shmbus::{Domain, OpenError, Wait, WaitSet, Waitable};
 
 const LONG: Duration = Duration::from_secs(20);
 
@@ -193,6 +194,65 @@ fn loans_carry_a_camera_frame_both_ways_in_place() {
         // The same cell again: nothing was copied anywhere else.
         assert_eq!(frame_ptr as usize % 64, 0);
     }
+}
+
+#[test]
+fn owned_loans_and_responses_hold_their_endpoint_until_given_back() {
+    if child_role().is_some() {
+        return;
+    }
+    let s = Scratch::new("svc-owned");
+    let d = s.domain("t");
+    let cfg = ServiceConfig::default().max_in_flight(2).max_request_len(4096).max_response_len(4096);
+    let svc = service(&d, &cfg);
+    let mut server = svc.server().unwrap();
+    let client = Lender::new(svc.client().unwrap());
+
+    // A request written in an owned loan: the client is lent until it is sent.
+    let mut loan = Client::loan_request_owned(&client).unwrap();
+    assert_eq!(loan.len(), 4096);
+    loan[..5].copy_from_slice(b"hello");
+    assert_eq!(client.with(|c| c.in_flight()), Err(LendError::Busy));
+    let id = loan.send(5);
+    assert_eq!(client.with(|c| c.in_flight()), Ok(1));
+    // Dropped unsent, a loan sends nothing.
+    drop(Client::loan_request_owned(&client).unwrap());
+    assert_eq!(client.with(|c| c.in_flight()), Ok(1));
+
+    // The request held by a lender, answered through an owned response loan.
+    let req = Lender::new(server.recv_timeout(LONG).unwrap());
+    assert_eq!(req.with(|r| (r.id(), r.data().to_vec())), Ok((id, b"hello".to_vec())));
+    let mut cell = ActiveRequest::loan_owned(&req, Wait::For(LONG)).unwrap();
+    cell[..4].copy_from_slice(b"one-");
+    assert_eq!(req.with(|r| r.is_finished()), Err(LendError::Busy));
+    assert!(matches!(req.take(), Err(LendError::Busy)));
+    cell.send(4);
+    let mut cell = ActiveRequest::loan_owned(&req, Wait::Now).unwrap();
+    cell[..3].copy_from_slice(b"two");
+    cell.send_last(3);
+    assert_eq!(req.with(|r| r.is_finished()), Ok(true));
+
+    // Responses read in place, owned: the client is lent until each is dropped; one left
+    // unread comes again.
+    let first = Client::response_owned(&client, |c| c.recv_response_ref_timeout(LONG)).unwrap();
+    assert_eq!((first.request_id(), first.data(), first.is_last()), (id, &b"one-"[..], false));
+    assert_eq!(client.with(|c| c.in_flight()), Err(LendError::Busy));
+    first.unread();
+    let again = Client::response_owned(&client, |c| c.recv_response_for_timeout(id, LONG)).unwrap();
+    assert_eq!(again.data(), b"one-");
+    drop(again);
+    let last = Client::response_owned(&client, |c| c.try_recv_response_ref()).unwrap();
+    assert_eq!((last.data(), last.is_last()), (&b"two"[..], true));
+    drop(last);
+    assert_eq!(client.with(|c| c.in_flight()), Ok(0));
+
+    // A request taken out of its lender is finished by value; the lender is closed.
+    client.with(|c| c.try_send_request(b"fail me").unwrap()).unwrap();
+    let req = Lender::new(server.recv_timeout(LONG).unwrap());
+    req.take().unwrap().fail();
+    assert!(matches!(req.take(), Err(LendError::Closed)));
+    let failed = client.with(|c| c.recv_response_timeout(LONG)).unwrap();
+    assert!(matches!(failed, Err(ResponseRecvTimeoutError::Failed { .. })), "{failed:?}");
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! A service's clients: requests out, responses back.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +17,7 @@ use crate::endpoint::receive::Waited;
 use crate::endpoint::registration::register_shared;
 use crate::error::{Corrupt, OpenError};
 use crate::kind::Kind;
+use crate::lend::{LendOr, Lender, LentMut};
 use crate::stats::Counter;
 use crate::sync::Ordering;
 use crate::sys::{process_is_alive, ProcessId};
@@ -102,13 +105,21 @@ impl Response {
 
 /// A response read in place, in its cell (no copy), from [`Client::recv_response_ref`] and
 /// its forms. The cell is handed back to the server when this is dropped.
+///
+/// `C` is how it holds its client: borrowed (the default) or owned ([`OwnedResponseRef`],
+/// from [`Client::response_owned`]).
 #[derive(Debug)]
-pub struct ResponseRef<'a> {
-    client: &'a Client,
+pub struct ResponseRef<'a, C: Deref<Target = Client> + 'a = &'a Client> {
+    client: C,
     got: Got,
+    _life: PhantomData<&'a Client>,
 }
 
-impl ResponseRef<'_> {
+/// A [`ResponseRef`] that owns its client, lent by a [`Lender`] ([`Client::response_owned`]):
+/// for a binding, whose objects outlive the call.
+pub type OwnedResponseRef = ResponseRef<'static, LentMut<Client>>;
+
+impl<'a, C: Deref<Target = Client> + 'a> ResponseRef<'a, C> {
     /// The id of the request this answers.
     pub fn request_id(&self) -> u64 {
         self.got.id
@@ -127,35 +138,46 @@ impl ResponseRef<'_> {
     /// Leaves the response unread: the next receive returns it again (for a caller whose
     /// buffer turned out too small for it).
     pub fn unread(self) {
-        std::mem::forget(self);
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again: the client holder is moved out once
+        // and dropped (giving an owned client back), without the consume of `Drop`.
+        drop(unsafe { std::ptr::read(&this.client) });
     }
 }
 
-impl std::ops::Deref for ResponseRef<'_> {
+impl<'a, C: Deref<Target = Client> + 'a> Deref for ResponseRef<'a, C> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         self.data()
     }
 }
 
-impl Drop for ResponseRef<'_> {
+impl<'a, C: Deref<Target = Client> + 'a> Drop for ResponseRef<'a, C> {
     fn drop(&mut self) {
         self.client.consume(&self.got);
     }
 }
 
-/// A request slot lent for writing a request in place ([`Client::loan_request`]).
+/// A request slot lent for writing a request in place ([`Client::loan_request`]). Dropped
+/// unsent, it sends nothing.
+///
+/// `C` is how it holds its client: borrowed (the default) or owned ([`OwnedRequestLoan`],
+/// from [`Client::loan_request_owned`]).
 #[derive(Debug)]
-pub struct RequestLoan<'a> {
-    client: &'a mut Client,
+pub struct RequestLoan<'a, C: DerefMut<Target = Client> + 'a = &'a mut Client> {
+    client: C,
     slot: usize,
-    buf: &'a mut [u8],
+    _life: PhantomData<&'a mut Client>,
 }
 
-impl RequestLoan<'_> {
+/// A [`RequestLoan`] that owns its client, lent by a [`Lender`]
+/// ([`Client::loan_request_owned`]).
+pub type OwnedRequestLoan = RequestLoan<'static, LentMut<Client>>;
+
+impl<'a, C: DerefMut<Target = Client> + 'a> RequestLoan<'a, C> {
     /// The request's room: `max_request_len` bytes, 64-byte aligned, not cleared.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        self.buf
+        self
     }
 
     /// Sends the first `len` bytes as a request; returns its id.
@@ -163,21 +185,30 @@ impl RequestLoan<'_> {
     /// # Panics
     /// If `len` is larger than the room.
     pub fn send(self, len: usize) -> u64 {
-        assert!(len <= self.buf.len(), "a request of {len} bytes in a room of {}", self.buf.len());
+        let room = self.client.layout.max_request;
+        assert!(len <= room, "a request of {len} bytes in a room of {room}");
         self.client.post(self.slot, len, false)
     }
-}
 
-impl std::ops::Deref for RequestLoan<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.buf
+    fn room(&self) -> *mut u8 {
+        self.client.view().request_ptr(self.client.slots[self.slot])
     }
 }
 
-impl std::ops::DerefMut for RequestLoan<'_> {
+impl<'a, C: DerefMut<Target = Client> + 'a> Deref for RequestLoan<'a, C> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the slot is free (no server reads it until `post`) and its room has
+        // `max_request_len` bytes in the mapping the client keeps alive; the loan holds the
+        // client, so nothing else writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(self.room(), self.client.layout.max_request) }
+    }
+}
+
+impl<'a, C: DerefMut<Target = Client> + 'a> DerefMut for RequestLoan<'a, C> {
     fn deref_mut(&mut self) -> &mut [u8] {
-        self.buf
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.room(), self.client.layout.max_request) }
     }
 }
 
@@ -386,11 +417,38 @@ impl Client {
     /// [`RequestLoan::send`]. Refused as [`try_send_request`](Self::try_send_request) is.
     pub fn loan_request(&mut self) -> Result<RequestLoan<'_>, ServiceTrySendError> {
         let slot = self.refuse(0)?;
-        let p = self.view().request_ptr(self.slots[slot]);
-        // SAFETY: as in `try_send_request`; the loan borrows the client, so the slot is
-        // written by nobody else until it is sent.
-        let buf = unsafe { std::slice::from_raw_parts_mut(p, self.layout.max_request) };
-        Ok(RequestLoan { client: self, slot, buf })
+        Ok(RequestLoan { client: self, slot, _life: PhantomData })
+    }
+
+    /// [`loan_request`](Self::loan_request) as an owned loan, for a client held by a
+    /// [`Lender`] (a binding's object): the client is lent to the loan (every other use of
+    /// it refused with `Busy`) until the loan is sent or dropped.
+    pub fn loan_request_owned(lender: &Lender<Client>) -> Result<OwnedRequestLoan, LendOr<ServiceTrySendError>> {
+        let (client, slot) = lender.lend_mut_after(|c| c.refuse(0))?;
+        Ok(RequestLoan { client, slot, _life: PhantomData })
+    }
+
+    /// A response read in place by `recv` (one of the `recv_response_ref` or
+    /// `recv_response_for` forms), as an owned [`OwnedResponseRef`] holding the client lent
+    /// (every other use of it refused with `Busy`) until it is dropped. The receive runs
+    /// under the lender's mutex.
+    ///
+    /// # Panics
+    /// If `recv` returns a response of another client.
+    pub fn response_owned<E>(
+        lender: &Lender<Client>,
+        recv: impl FnOnce(&mut Client) -> Result<ResponseRef<'_>, E>,
+    ) -> Result<OwnedResponseRef, LendOr<E>> {
+        let (client, got) = lender.lend_mut_after(|c| {
+            let me: *const Client = c;
+            let r = recv(c)?;
+            assert!(std::ptr::eq(r.client, me), "response_owned: the response is another client's");
+            let got = r.got;
+            // The read moves to the owned response: this one must not consume it.
+            std::mem::forget(r);
+            Ok(got)
+        })?;
+        Ok(ResponseRef { client, got, _life: PhantomData })
     }
 
     /// Posts the `len`-byte request in free slot `slot` (`inline`: in its request line).
@@ -611,7 +669,7 @@ impl Client {
     /// The next response to any request in flight, read in place, waiting as `wait` says.
     pub fn recv_response_ref_with(&mut self, wait: Wait) -> Result<ResponseRef<'_>, Waited<ResponseRecvError>> {
         let got = self.find(None, wait)?;
-        Ok(ResponseRef { client: self, got })
+        Ok(ResponseRef { client: self, got, _life: PhantomData })
     }
 
     wait_forms! {
@@ -647,7 +705,7 @@ impl Client {
     ) -> Result<ResponseRef<'_>, Waited<ResponseRecvError>> {
         let slot = self.slot_of(id).ok_or(Waited::Failed(ResponseRecvError::NoneInFlight))?;
         let got = self.find(Some(slot), wait)?;
-        Ok(ResponseRef { client: self, got })
+        Ok(ResponseRef { client: self, got, _life: PhantomData })
     }
 
     wait_forms! {

@@ -103,7 +103,7 @@ mod typed;
 #[cfg(all(feature = "tokio", not(loom)))]
 pub use client::CallAsync;
 #[cfg(not(loom))]
-pub use client::{Client, RequestLoan, Response, ResponseRef};
+pub use client::{Client, OwnedRequestLoan, OwnedResponseRef, RequestLoan, Response, ResponseRef};
 #[cfg(not(loom))]
 pub use error::{
     CallError, RequestRecvError, RequestRecvTimeoutError, RequestTryRecvError, RespondError, ResponseRecvError,
@@ -116,7 +116,7 @@ pub(crate) use handle::ServiceKind;
 #[cfg(not(loom))]
 pub use layout::{ServiceConfig, MAX_IN_FLIGHT, MAX_MESSAGE_LEN, MAX_SLOTS};
 #[cfg(not(loom))]
-pub use server::{ActiveRequest, ResponseLoan, Server};
+pub use server::{ActiveRequest, OwnedResponseLoan, ResponseLoan, Server};
 #[cfg(not(loom))]
 pub use shared::ServiceStatus;
 #[cfg(not(loom))]

@@ -1,6 +1,8 @@
 //! A service's servers and the requests they answer.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ops::DerefMut;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use crate::endpoint::receive::Waited;
 use crate::endpoint::registration::register_shared;
 use crate::error::{Corrupt, OpenError};
 use crate::kind::Kind;
+use crate::lend::{LendOr, Lender, LentMut};
 use crate::stats::Counter;
 use crate::sync::Ordering;
 use crate::sys::{process_is_alive, ProcessId};
@@ -321,18 +324,27 @@ pub struct ActiveRequest {
 unsafe impl Send for ActiveRequest {}
 
 /// A loan of a response cell ([`ActiveRequest::loan`]): write the response in place, then
-/// [`send`](Self::send) or [`send_last`](Self::send_last) its first `len` bytes.
+/// [`send`](Self::send) or [`send_last`](Self::send_last) its first `len` bytes. Dropped
+/// unsent, it sends nothing.
+///
+/// `R` is how the loan holds its request: borrowed (the default, from
+/// [`ActiveRequest::loan`]) or owned ([`OwnedResponseLoan`], from
+/// [`ActiveRequest::loan_owned`]).
 #[derive(Debug)]
-pub struct ResponseLoan<'a> {
-    req: &'a mut ActiveRequest,
+pub struct ResponseLoan<'a, R: DerefMut<Target = ActiveRequest> + 'a = &'a mut ActiveRequest> {
+    req: R,
     cell: usize,
-    buf: &'a mut [u8],
+    _life: PhantomData<&'a mut ActiveRequest>,
 }
 
-impl ResponseLoan<'_> {
+/// A [`ResponseLoan`] that owns its request, lent by a [`Lender`]
+/// ([`ActiveRequest::loan_owned`]): for a binding, whose objects outlive the call.
+pub type OwnedResponseLoan = ResponseLoan<'static, LentMut<ActiveRequest>>;
+
+impl<'a, R: DerefMut<Target = ActiveRequest> + 'a> ResponseLoan<'a, R> {
     /// The cell: `max_response_len` bytes, 64-byte aligned, not cleared.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        self.buf
+        self
     }
 
     /// Sends the first `len` bytes as a response; more may follow.
@@ -340,8 +352,7 @@ impl ResponseLoan<'_> {
     /// # Panics
     /// If `len` is larger than the cell.
     pub fn send(self, len: usize) {
-        assert!(len <= self.buf.len(), "a response of {len} bytes in a cell of {}", self.buf.len());
-        self.req.publish(self.cell, len, false);
+        self.publish(len, false);
     }
 
     /// Sends the first `len` bytes as the last response, finishing the request.
@@ -349,21 +360,33 @@ impl ResponseLoan<'_> {
     /// # Panics
     /// If `len` is larger than the cell.
     pub fn send_last(self, len: usize) {
-        assert!(len <= self.buf.len(), "a response of {len} bytes in a cell of {}", self.buf.len());
-        self.req.publish(self.cell, len, true);
+        self.publish(len, true);
+    }
+
+    fn publish(mut self, len: usize, last: bool) {
+        let room = self.req.reg.shared.layout().max_response;
+        assert!(len <= room, "a response of {len} bytes in a cell of {room}");
+        let cell = self.cell;
+        self.req.publish(cell, len, last);
     }
 }
 
-impl std::ops::Deref for ResponseLoan<'_> {
+impl<'a, R: DerefMut<Target = ActiveRequest> + 'a> std::ops::Deref for ResponseLoan<'a, R> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        self.buf
+        let p = self.req.view().cell_ptr(self.req.at, self.cell);
+        // SAFETY: the cell is free (the client read what it held and reads it again only
+        // after `publish`) and has `max_response_len` bytes in the mapping the request keeps
+        // alive; the loan holds the request, so nothing else writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(p, self.req.reg.shared.layout().max_response) }
     }
 }
 
-impl std::ops::DerefMut for ResponseLoan<'_> {
+impl<'a, R: DerefMut<Target = ActiveRequest> + 'a> std::ops::DerefMut for ResponseLoan<'a, R> {
     fn deref_mut(&mut self) -> &mut [u8] {
-        self.buf
+        let p = self.req.view().cell_ptr(self.req.at, self.cell);
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(p, self.req.reg.shared.layout().max_response) }
     }
 }
 
@@ -542,11 +565,16 @@ impl ActiveRequest {
     /// unsent sends nothing.
     pub fn loan_with(&mut self, wait: Wait) -> Result<ResponseLoan<'_>, RespondError> {
         let cell = self.room(wait)?;
-        let (p, len) = (self.view().cell_ptr(self.at, cell), self.reg.shared.layout().max_response);
-        // SAFETY: the cell is free (as in `respond_with`) and has `max_response_len` bytes;
-        // the loan borrows this request, so nothing else writes it meanwhile.
-        let buf = unsafe { std::slice::from_raw_parts_mut(p, len) };
-        Ok(ResponseLoan { req: self, cell, buf })
+        Ok(ResponseLoan { req: self, cell, _life: PhantomData })
+    }
+
+    /// [`loan_with`](Self::loan_with) as an owned loan, for a request held by a [`Lender`]
+    /// (a binding's object): the wait for room runs under the lender's mutex, and the
+    /// request is lent to the loan (every other use of it refused with `Busy`) until the
+    /// loan is sent or dropped.
+    pub fn loan_owned(lender: &Lender<ActiveRequest>, wait: Wait) -> Result<OwnedResponseLoan, LendOr<RespondError>> {
+        let (req, cell) = lender.lend_mut_after(|r| r.room(wait))?;
+        Ok(ResponseLoan { req, cell, _life: PhantomData })
     }
 
     /// [`loan_with`](Self::loan_with), waiting as long as it takes.
