@@ -119,6 +119,23 @@ typedef struct shmbus_record shmbus_record;
 // response).
 typedef struct shmbus_request shmbus_request;
 
+// A request slot loaned from a client (`shmbus_client_loan_request`): write the request into
+// `shmbus_request_loan_data`, then `shmbus_request_loan_send` or
+// `shmbus_request_loan_discard` (either frees it). While it is out, calls on its client fail
+// with `SHMBUS_BUSY`.
+typedef struct shmbus_request_loan shmbus_request_loan;
+
+// A response read in place, in its cell (`shmbus_client_recv_response_ref`): read it with
+// `shmbus_response_data`, give the cell back to the server with `shmbus_response_free`.
+// While it is out, calls on its client fail with `SHMBUS_BUSY`.
+typedef struct shmbus_response shmbus_response;
+
+// A response cell loaned from a request (`shmbus_request_loan_response`): write the response
+// into `shmbus_response_loan_data`, then `shmbus_response_loan_send` or
+// `shmbus_response_loan_discard` (either frees it). While it is out, calls on its request
+// fail with `SHMBUS_BUSY`.
+typedef struct shmbus_response_loan shmbus_response_loan;
+
 // A message read in place (zero-copy) by `shmbus_subscriber_*_recv_ref`: pinned in shared
 // memory, so no publisher overwrites it until `shmbus_sample_release`. Several may be out at
 // once (up to the subscriber's pin budget, 2 by default). On a topic of slots up to 40 bytes
@@ -1548,6 +1565,43 @@ shmbus_status shmbus_client_try_send_request(struct shmbus_client *client,
                                              size_t len,
                                              uint64_t *id_out);
 
+// Loans a request slot to write a request in place (zero-copy send): write up to
+// `shmbus_request_loan_data`'s capacity (`max_request_len` bytes, 64-byte aligned), then
+// `shmbus_request_loan_send(loan, len, ...)`. Never waits; refused as
+// `shmbus_client_try_send_request` (`SHMBUS_FULL`: `max_in_flight` requests unanswered;
+// `SHMBUS_NO_WORKERS`: no server). One loan per client at a time.
+//
+// # Safety
+// `client` NULL or live; `out` valid for a write. The loan must be sent or discarded before
+// the client is used again; freeing the client first is allowed (the loan then frees it).
+shmbus_status shmbus_client_loan_request(struct shmbus_client *client,
+                                         struct shmbus_request_loan **out);
+
+// The request loan's memory: `*data` (writable, 64-byte aligned, not cleared) and
+// `*capacity` (the service's `max_request_len`).
+//
+// # Safety
+// `loan` NULL or live; `data` and `capacity` valid for writes.
+shmbus_status shmbus_request_loan_data(struct shmbus_request_loan *loan,
+                                       uint8_t **data,
+                                       size_t *capacity);
+
+// Sends the first `len` bytes of the loan as a request and frees the loan (in every case:
+// on an error nothing is sent). Its id goes to `*id_out` (NULL: not wanted).
+// `SHMBUS_TOO_LARGE` if `len` exceeds the capacity.
+//
+// # Safety
+// `loan` NULL or live, not used again; `id_out` NULL or valid.
+shmbus_status shmbus_request_loan_send(struct shmbus_request_loan *loan,
+                                       size_t len,
+                                       uint64_t *id_out);
+
+// Frees a request loan without sending anything (NULL: nothing).
+//
+// # Safety
+// `loan` NULL or live, not used again.
+void shmbus_request_loan_discard(struct shmbus_request_loan *loan);
+
 // Receives the next response to any request in flight, waiting up to `timeout_ns`
 // (`UINT64_MAX`: for ever; 0: not at all, `SHMBUS_EMPTY`), copying it into `buf` (`cap`
 // bytes), its length to `*len_out`, its request's id to `*id_out` and 1 to `*last_out` if it
@@ -1579,6 +1633,67 @@ shmbus_status shmbus_client_recv_response_for(struct shmbus_client *client,
                                               size_t *len_out,
                                               uint32_t *last_out,
                                               uint64_t timeout_ns);
+
+// Receives the next response to any request in flight in place (zero-copy), waiting as
+// `shmbus_client_recv_response` does (`timeout_ns`: 0 not at all, `UINT64_MAX` for ever):
+// `*out` is the response in its cell, read with `shmbus_response_data`,
+// `shmbus_response_request_id` and `shmbus_response_is_last`, its cell handed back to the
+// server with `shmbus_response_free` (or kept for the next receive with
+// `shmbus_response_unread`). Codes as `shmbus_client_recv_response` (no
+// `SHMBUS_BUFFER_TOO_SMALL`). One response per client at a time.
+//
+// # Safety
+// `client` NULL or live; `out` valid for a write. The response must be freed before the
+// client is used again; freeing the client first is allowed (the response then frees it).
+shmbus_status shmbus_client_recv_response_ref(struct shmbus_client *client,
+                                              struct shmbus_response **out,
+                                              uint64_t timeout_ns);
+
+// `shmbus_client_recv_response_ref` for the responses to request `id` only (those to other
+// requests wait for their turn); `SHMBUS_EMPTY` at once when `id` is not in flight.
+//
+// # Safety
+// As `shmbus_client_recv_response_ref`.
+shmbus_status shmbus_client_recv_response_ref_for(struct shmbus_client *client,
+                                                  uint64_t id,
+                                                  struct shmbus_response **out,
+                                                  uint64_t timeout_ns);
+
+// The response's bytes, in its cell: `*data` (read-only, 64-byte aligned, valid until
+// `shmbus_response_free` or `shmbus_response_unread`) and `*len`.
+//
+// # Safety
+// `response` NULL or live; `data` and `len` valid for writes.
+shmbus_status shmbus_response_data(const struct shmbus_response *response,
+                                   const uint8_t **data,
+                                   size_t *len);
+
+// The id of the request the response answers (0 if `response` is NULL).
+//
+// # Safety
+// `response` NULL or live.
+uint64_t shmbus_response_request_id(const struct shmbus_response *response);
+
+// 1 if the response is its request's last (the request is then no longer in flight), else 0
+// (also for NULL).
+//
+// # Safety
+// `response` NULL or live.
+uint32_t shmbus_response_is_last(const struct shmbus_response *response);
+
+// Frees a response read in place, handing its cell back to the server (NULL: nothing); its
+// data pointer is invalid afterwards.
+//
+// # Safety
+// `response` NULL or live, not used again.
+void shmbus_response_free(struct shmbus_response *response);
+
+// Frees a response read in place but leaves it unread: the next receive returns it again
+// (NULL: nothing); its data pointer is invalid afterwards.
+//
+// # Safety
+// `response` NULL or live, not used again.
+void shmbus_response_unread(struct shmbus_response *response);
 
 // Sends `len` bytes at `data` and waits up to `timeout_ns` (`UINT64_MAX`: for ever) for the
 // response, copied into `buf` (`cap` bytes) with its length in `*len_out`: one round trip.
@@ -1631,7 +1746,9 @@ shmbus_status shmbus_server_recv(struct shmbus_server *server,
                                  uint64_t timeout_ns);
 
 // The request's bytes, in the client's slot (no copy), to `*data` and `*len`: valid until
-// the request is freed.
+// the request is finished (its last response sent, ended or failed) or freed; a response
+// loan out does not move them. `SHMBUS_INVALID_ARGUMENT` once it is finished,
+// `SHMBUS_BUSY` while a response loan is out.
 //
 // # Safety
 // `request` NULL or live; `data` and `len` valid for writes.
@@ -1639,7 +1756,8 @@ shmbus_status shmbus_request_data(const struct shmbus_request *request,
                                   const uint8_t **data,
                                   size_t *len);
 
-// The request's id, as its client numbered it (0 for NULL or a finished request).
+// The request's id, as its client numbered it (0 for NULL, a finished request, or while a
+// response loan is out).
 //
 // # Safety
 // `request` NULL or live.
@@ -1659,8 +1777,51 @@ shmbus_status shmbus_request_respond(struct shmbus_request *request,
                                      uint32_t last,
                                      uint64_t timeout_ns);
 
+// Loans a response cell of `request` to write a response in place (zero-copy): write up to
+// `shmbus_response_loan_data`'s capacity (`max_response_len` bytes, 64-byte aligned), then
+// `shmbus_response_loan_send(loan, len, last)`. Waits up to `timeout_ns` (0: not at all;
+// `UINT64_MAX`: for ever) while the client has `response_depth` responses unread
+// (`SHMBUS_FULL` after). `SHMBUS_DISCONNECTED`: the client gave up or died (the request is
+// finished); `SHMBUS_INVALID_ARGUMENT`: already finished. One loan per request at a time.
+// (The name `shmbus_request_loan` is the request loan's type.)
+//
+// # Safety
+// `request` NULL or live; `out` valid for a write. The loan must be sent or discarded before
+// the request is used again; freeing the request first is allowed (the loan then frees it:
+// a request left unfinished is ended then).
+shmbus_status shmbus_request_loan_response(struct shmbus_request *request,
+                                           struct shmbus_response_loan **out,
+                                           uint64_t timeout_ns);
+
+// The response loan's memory: `*data` (writable, 64-byte aligned, not cleared) and
+// `*capacity` (the service's `max_response_len`).
+//
+// # Safety
+// `loan` NULL or live; `data` and `capacity` valid for writes.
+shmbus_status shmbus_response_loan_data(struct shmbus_response_loan *loan,
+                                        uint8_t **data,
+                                        size_t *capacity);
+
+// Sends the first `len` bytes of the loan as a response, the last one if `last` is not 0
+// (the request is then finished: free it), and frees the loan (in every case: on an error
+// nothing is sent). `SHMBUS_TOO_LARGE` if `len` exceeds the capacity.
+//
+// # Safety
+// `loan` NULL or live, not used again.
+shmbus_status shmbus_response_loan_send(struct shmbus_response_loan *loan,
+                                        size_t len,
+                                        uint32_t last);
+
+// Frees a response loan without sending anything (NULL: nothing); the request stays as it
+// was.
+//
+// # Safety
+// `loan` NULL or live, not used again.
+void shmbus_response_loan_discard(struct shmbus_response_loan *loan);
+
 // Finishes `request` as failed: its client gets `SHMBUS_FAILED`.
-// `SHMBUS_INVALID_ARGUMENT` if it was already finished.
+// `SHMBUS_INVALID_ARGUMENT` if it was already finished; `SHMBUS_BUSY` while a response loan
+// is out.
 //
 // # Safety
 // `request` NULL or live.

@@ -1,9 +1,14 @@
 //! Service: request/response between clients and competing servers. `shmbus_service_*`,
-//! `shmbus_client_*`, `shmbus_server_*`, `shmbus_request_*`.
+//! `shmbus_client_*`, `shmbus_server_*`, `shmbus_request_*`, and the zero-copy items:
+//! `shmbus_request_loan_*`, `shmbus_response_loan_*`, `shmbus_response_*`.
 
 use std::ffi::{c_char, c_void};
 
-use shmbus::service::{ActiveRequest, Service, ServiceConfig, ServiceStatus};
+use shmbus::lend::{LendError, LendOr};
+use shmbus::service::{
+    ActiveRequest, OwnedRequestLoan, OwnedResponseLoan, OwnedResponseRef, RespondError, Service, ServiceConfig,
+    ServiceStatus,
+};
 use shmbus::{Client, Server};
 
 use crate::call::*;
@@ -42,7 +47,33 @@ pub struct shmbus_server {
 /// response).
 #[derive(Debug)]
 pub struct shmbus_request {
-    h: Handle<Option<ActiveRequest>>,
+    h: Handle<ActiveRequest>,
+}
+
+/// A request slot loaned from a client (`shmbus_client_loan_request`): write the request into
+/// `shmbus_request_loan_data`, then `shmbus_request_loan_send` or
+/// `shmbus_request_loan_discard` (either frees it). While it is out, calls on its client fail
+/// with `SHMBUS_BUSY`.
+#[derive(Debug)]
+pub struct shmbus_request_loan {
+    item: OwnedRequestLoan,
+}
+
+/// A response cell loaned from a request (`shmbus_request_loan_response`): write the response
+/// into `shmbus_response_loan_data`, then `shmbus_response_loan_send` or
+/// `shmbus_response_loan_discard` (either frees it). While it is out, calls on its request
+/// fail with `SHMBUS_BUSY`.
+#[derive(Debug)]
+pub struct shmbus_response_loan {
+    item: OwnedResponseLoan,
+}
+
+/// A response read in place, in its cell (`shmbus_client_recv_response_ref`): read it with
+/// `shmbus_response_data`, give the cell back to the server with `shmbus_response_free`.
+/// While it is out, calls on its client fail with `SHMBUS_BUSY`.
+#[derive(Debug)]
+pub struct shmbus_response {
+    item: OwnedResponseRef,
 }
 
 /// A snapshot of a service (`shmbus_service_status`).
@@ -106,12 +137,18 @@ impl From<ServiceStatus> for shmbus_service_status_info {
     }
 }
 
+lent_item! {
+    shmbus_request_loan => OwnedRequestLoan;
+    shmbus_response_loan => OwnedResponseLoan;
+    shmbus_response => OwnedResponseRef;
+}
+
 wrapper!(
     shmbus_service_config => ServiceConfig,
     shmbus_service => Service,
     shmbus_client => Client,
     shmbus_server => Server,
-    shmbus_request => Option<ActiveRequest>,
+    shmbus_request => ActiveRequest,
 );
 
 /// Makes a service config with nothing set.
@@ -410,6 +447,75 @@ pub unsafe extern "C" fn shmbus_client_try_send_request(
     })
 }
 
+/// Loans a request slot to write a request in place (zero-copy send): write up to
+/// `shmbus_request_loan_data`'s capacity (`max_request_len` bytes, 64-byte aligned), then
+/// `shmbus_request_loan_send(loan, len, ...)`. Never waits; refused as
+/// `shmbus_client_try_send_request` (`SHMBUS_FULL`: `max_in_flight` requests unanswered;
+/// `SHMBUS_NO_WORKERS`: no server). One loan per client at a time.
+///
+/// # Safety
+/// `client` NULL or live; `out` valid for a write. The loan must be sent or discarded before
+/// the client is used again; freeing the client first is allowed (the loan then frees it).
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_client_loan_request(
+    client: *mut shmbus_client,
+    out: *mut *mut shmbus_request_loan,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { lend_out(client, out, Client::loan_request_owned) }
+}
+
+/// The request loan's memory: `*data` (writable, 64-byte aligned, not cleared) and
+/// `*capacity` (the service's `max_request_len`).
+///
+/// # Safety
+/// `loan` NULL or live; `data` and `capacity` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_request_loan_data(
+    loan: *mut shmbus_request_loan,
+    data: *mut *mut u8,
+    capacity: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { item_room(loan, data, capacity, "capacity") }
+}
+
+/// Sends the first `len` bytes of the loan as a request and frees the loan (in every case:
+/// on an error nothing is sent). Its id goes to `*id_out` (NULL: not wanted).
+/// `SHMBUS_TOO_LARGE` if `len` exceeds the capacity.
+///
+/// # Safety
+/// `loan` NULL or live, not used again; `id_out` NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_request_loan_send(
+    loan: *mut shmbus_request_loan,
+    len: usize,
+    id_out: *mut u64,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let id = unsafe {
+            give_back(loan, |item| {
+                loan_fits(item.len(), len, "sent")?;
+                Ok::<_, Error>(item.send(len))
+            })
+        }??;
+        // SAFETY: per this function's contract.
+        unsafe { put(id_out, id) };
+        Ok(())
+    })
+}
+
+/// Frees a request loan without sending anything (NULL: nothing).
+///
+/// # Safety
+/// `loan` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_request_loan_discard(loan: *mut shmbus_request_loan) {
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(loan, drop) }
+}
+
 /// # Safety
 /// As the exported receives.
 #[allow(clippy::too_many_arguments)]
@@ -496,6 +602,125 @@ pub unsafe extern "C" fn shmbus_client_recv_response_for(
     let wait = wait_of(timeout_ns);
     // SAFETY: per this function's contract.
     guard(|| unsafe { recv_response(client, Some(id), buf, cap, len_out, std::ptr::null_mut(), last_out, wait) })
+}
+
+/// The in-place receives: the response stays in its cell, lent with the client.
+///
+/// # Safety
+/// As the exported receives.
+unsafe fn recv_response_ref(
+    client: *mut shmbus_client,
+    only: Option<u64>,
+    out: *mut *mut shmbus_response,
+    wait: Wait,
+) -> shmbus_status {
+    // SAFETY: per the caller's contract.
+    unsafe {
+        lend_out(client, out, |h| {
+            Client::response_owned(h, |c| {
+                match only {
+                    Some(id) => c.recv_response_for_with(id, wait),
+                    None => c.recv_response_ref_with(wait),
+                }
+                .settle(wait)
+            })
+        })
+    }
+}
+
+/// Receives the next response to any request in flight in place (zero-copy), waiting as
+/// `shmbus_client_recv_response` does (`timeout_ns`: 0 not at all, `UINT64_MAX` for ever):
+/// `*out` is the response in its cell, read with `shmbus_response_data`,
+/// `shmbus_response_request_id` and `shmbus_response_is_last`, its cell handed back to the
+/// server with `shmbus_response_free` (or kept for the next receive with
+/// `shmbus_response_unread`). Codes as `shmbus_client_recv_response` (no
+/// `SHMBUS_BUFFER_TOO_SMALL`). One response per client at a time.
+///
+/// # Safety
+/// `client` NULL or live; `out` valid for a write. The response must be freed before the
+/// client is used again; freeing the client first is allowed (the response then frees it).
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_client_recv_response_ref(
+    client: *mut shmbus_client,
+    out: *mut *mut shmbus_response,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_response_ref(client, None, out, wait_of(timeout_ns)) }
+}
+
+/// `shmbus_client_recv_response_ref` for the responses to request `id` only (those to other
+/// requests wait for their turn); `SHMBUS_EMPTY` at once when `id` is not in flight.
+///
+/// # Safety
+/// As `shmbus_client_recv_response_ref`.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_client_recv_response_ref_for(
+    client: *mut shmbus_client,
+    id: u64,
+    out: *mut *mut shmbus_response,
+    timeout_ns: u64,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { recv_response_ref(client, Some(id), out, wait_of(timeout_ns)) }
+}
+
+/// The response's bytes, in its cell: `*data` (read-only, 64-byte aligned, valid until
+/// `shmbus_response_free` or `shmbus_response_unread`) and `*len`.
+///
+/// # Safety
+/// `response` NULL or live; `data` and `len` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_response_data(
+    response: *const shmbus_response,
+    data: *mut *const u8,
+    len: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { item_bytes(response, data, len) }
+}
+
+/// The id of the request the response answers (0 if `response` is NULL).
+///
+/// # Safety
+/// `response` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_response_request_id(response: *const shmbus_response) -> u64 {
+    // SAFETY: per this function's contract.
+    unsafe { item_value(response, 0, |r| r.request_id()) }
+}
+
+/// 1 if the response is its request's last (the request is then no longer in flight), else 0
+/// (also for NULL).
+///
+/// # Safety
+/// `response` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_response_is_last(response: *const shmbus_response) -> u32 {
+    // SAFETY: per this function's contract.
+    unsafe { item_value(response, 0, |r| u32::from(r.is_last())) }
+}
+
+/// Frees a response read in place, handing its cell back to the server (NULL: nothing); its
+/// data pointer is invalid afterwards.
+///
+/// # Safety
+/// `response` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_response_free(response: *mut shmbus_response) {
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(response, drop) }
+}
+
+/// Frees a response read in place but leaves it unread: the next receive returns it again
+/// (NULL: nothing); its data pointer is invalid afterwards.
+///
+/// # Safety
+/// `response` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_response_unread(response: *mut shmbus_response) {
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(response, |r| r.unread()) }
 }
 
 /// Sends `len` bytes at `data` and waits up to `timeout_ns` (`UINT64_MAX`: for ever) for the
@@ -591,13 +816,15 @@ pub unsafe extern "C" fn shmbus_server_recv(
         // SAFETY: per this function's contract.
         unsafe {
             let req = with_mut(server, |s| s.recv_with(wait).settle(wait))?;
-            into_c(out, Some(req))
+            into_c(out, req)
         }
     })
 }
 
 /// The request's bytes, in the client's slot (no copy), to `*data` and `*len`: valid until
-/// the request is freed.
+/// the request is finished (its last response sent, ended or failed) or freed; a response
+/// loan out does not move them. `SHMBUS_INVALID_ARGUMENT` once it is finished,
+/// `SHMBUS_BUSY` while a response loan is out.
 ///
 /// # Safety
 /// `request` NULL or live; `data` and `len` valid for writes.
@@ -611,10 +838,10 @@ pub unsafe extern "C" fn shmbus_request_data(
         out_arg(data)?;
         out_arg(len)?;
         // SAFETY: per this function's contract; the bytes stay in the slot until the request
-        // is finished, which only its owner (the caller, through this handle) can do.
+        // is finished, which only its owner (the caller, through this handle or a loan from
+        // it) can do.
         unsafe {
-            with_ref(request, |r| {
-                let r = r.as_ref().ok_or_else(finished)?;
+            with_request(request, |r| {
                 data.write(r.data().as_ptr());
                 len.write(r.len());
                 Ok(())
@@ -623,14 +850,15 @@ pub unsafe extern "C" fn shmbus_request_data(
     })
 }
 
-/// The request's id, as its client numbered it (0 for NULL or a finished request).
+/// The request's id, as its client numbered it (0 for NULL, a finished request, or while a
+/// response loan is out).
 ///
 /// # Safety
 /// `request` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn shmbus_request_id(request: *const shmbus_request) -> u64 {
     // SAFETY: per this function's contract.
-    unsafe { value_of(request, 0, |r| r.as_ref().map_or(0, |r| r.id())) }
+    unsafe { value_of(request, 0, |r| if r.is_finished() { 0 } else { r.id() }) }
 }
 
 /// The wait of a service call's `timeout_ns`: 0 does not wait, `UINT64_MAX` waits for ever.
@@ -644,6 +872,42 @@ fn wait_of(timeout_ns: u64) -> Wait {
 
 fn finished() -> Error {
     Error::new(SHMBUS_INVALID_ARGUMENT, "the request is finished (its last response sent, ended or failed)")
+}
+
+/// A refusal of a request's lender in C's terms: closed is finished (`shmbus_request_fail`
+/// and a gone client take the request out of it), busy is a response loan out.
+fn request_refused(e: LendError) -> Error {
+    match e {
+        LendError::Closed => finished(),
+        busy => lend_failed::<shmbus_request, Error>(LendOr::Refused(busy)),
+    }
+}
+
+/// Runs `f` on the unfinished request behind `p` (`SHMBUS_INVALID_ARGUMENT` once finished,
+/// `SHMBUS_BUSY` while a response loan is out).
+///
+/// # Safety
+/// `p` is NULL or a live request.
+unsafe fn with_request<R>(
+    p: *const shmbus_request,
+    f: impl FnOnce(&mut ActiveRequest) -> Result<R, Error>,
+) -> Result<R, Error> {
+    // SAFETY: forwarded.
+    let lender = unsafe { get(p) }?;
+    lender.with(|r| if r.is_finished() { Err(finished()) } else { f(r) }).map_err(request_refused)?
+}
+
+/// Ends the request behind `p` whose client gave up or died (`RespondError::ClientGone`):
+/// taken out of its handle and dropped, its slot goes back at once, as it did before loans
+/// (the handle then answers as finished).
+///
+/// # Safety
+/// `p` is NULL or a live request.
+unsafe fn end_gone(p: *const shmbus_request) {
+    // SAFETY: forwarded.
+    if let Ok(lender) = unsafe { get(p) } {
+        drop(lender.take());
+    }
 }
 
 /// Sends `len` bytes at `data` as a response to `request`, the last one if `last` is not 0
@@ -666,20 +930,109 @@ pub unsafe extern "C" fn shmbus_request_respond(
     guard(|| {
         // SAFETY: per this function's contract.
         unsafe {
-            with_mut(request, |r| {
-                let req = r.as_mut().ok_or_else(finished)?;
-                let out = req.respond_with(bytes_arg(data, len)?, last != 0, wait);
-                if last != 0 || matches!(out, Err(shmbus::service::RespondError::ClientGone)) {
-                    r.take();
-                }
-                Ok(out?)
-            })
+            let out = with_request(request, |r| Ok(r.respond_with(bytes_arg(data, len)?, last != 0, wait)))?;
+            if matches!(out, Err(RespondError::ClientGone)) {
+                end_gone(request);
+            }
+            Ok(out?)
         }
     })
 }
 
+/// Loans a response cell of `request` to write a response in place (zero-copy): write up to
+/// `shmbus_response_loan_data`'s capacity (`max_response_len` bytes, 64-byte aligned), then
+/// `shmbus_response_loan_send(loan, len, last)`. Waits up to `timeout_ns` (0: not at all;
+/// `UINT64_MAX`: for ever) while the client has `response_depth` responses unread
+/// (`SHMBUS_FULL` after). `SHMBUS_DISCONNECTED`: the client gave up or died (the request is
+/// finished); `SHMBUS_INVALID_ARGUMENT`: already finished. One loan per request at a time.
+/// (The name `shmbus_request_loan` is the request loan's type.)
+///
+/// # Safety
+/// `request` NULL or live; `out` valid for a write. The loan must be sent or discarded before
+/// the request is used again; freeing the request first is allowed (the loan then frees it:
+/// a request left unfinished is ended then).
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_request_loan_response(
+    request: *mut shmbus_request,
+    out: *mut *mut shmbus_response_loan,
+    timeout_ns: u64,
+) -> shmbus_status {
+    let wait = wait_of(timeout_ns);
+    // SAFETY: per this function's contract.
+    unsafe {
+        lend_out(request, out, |h| {
+            ActiveRequest::loan_owned(h, wait).map_err(|e| match e {
+                LendOr::Failed(RespondError::Finished) | LendOr::Refused(LendError::Closed) => {
+                    LendOr::Failed(finished())
+                }
+                LendOr::Failed(RespondError::ClientGone) => {
+                    // Ended at once, as `shmbus_request_respond` does.
+                    drop(h.take());
+                    LendOr::Failed(Error::from(RespondError::ClientGone))
+                }
+                LendOr::Failed(e) => LendOr::Failed(Error::from(e)),
+                LendOr::Refused(busy) => LendOr::Refused(busy),
+            })
+        })
+    }
+}
+
+/// The response loan's memory: `*data` (writable, 64-byte aligned, not cleared) and
+/// `*capacity` (the service's `max_response_len`).
+///
+/// # Safety
+/// `loan` NULL or live; `data` and `capacity` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_response_loan_data(
+    loan: *mut shmbus_response_loan,
+    data: *mut *mut u8,
+    capacity: *mut usize,
+) -> shmbus_status {
+    // SAFETY: per this function's contract.
+    unsafe { item_room(loan, data, capacity, "capacity") }
+}
+
+/// Sends the first `len` bytes of the loan as a response, the last one if `last` is not 0
+/// (the request is then finished: free it), and frees the loan (in every case: on an error
+/// nothing is sent). `SHMBUS_TOO_LARGE` if `len` exceeds the capacity.
+///
+/// # Safety
+/// `loan` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_response_loan_send(
+    loan: *mut shmbus_response_loan,
+    len: usize,
+    last: u32,
+) -> shmbus_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe {
+            give_back(loan, |item| {
+                loan_fits(item.len(), len, "sent")?;
+                match last {
+                    0 => item.send(len),
+                    _ => item.send_last(len),
+                }
+                Ok(())
+            })
+        }?
+    })
+}
+
+/// Frees a response loan without sending anything (NULL: nothing); the request stays as it
+/// was.
+///
+/// # Safety
+/// `loan` NULL or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn shmbus_response_loan_discard(loan: *mut shmbus_response_loan) {
+    // SAFETY: per this function's contract.
+    unsafe { hand_back(loan, drop) }
+}
+
 /// Finishes `request` as failed: its client gets `SHMBUS_FAILED`.
-/// `SHMBUS_INVALID_ARGUMENT` if it was already finished.
+/// `SHMBUS_INVALID_ARGUMENT` if it was already finished; `SHMBUS_BUSY` while a response loan
+/// is out.
 ///
 /// # Safety
 /// `request` NULL or live.
@@ -688,11 +1041,10 @@ pub unsafe extern "C" fn shmbus_request_fail(request: *mut shmbus_request) -> sh
     guard(|| {
         // SAFETY: per this function's contract.
         unsafe {
-            with_mut(request, |r| {
-                r.take().ok_or_else(finished)?.fail();
-                Ok(())
-            })
+            with_request(request, |_| Ok(()))?;
+            get(request)?.take().map_err(request_refused)?.fail();
         }
+        Ok(())
     })
 }
 
