@@ -8,8 +8,9 @@
  * - Calls that may give up without it being an error return an empty std::optional (a
  *   receive: nothing now, or the timeout passed) or false (a send: no room now, or the
  *   timeout passed): every try_ call, and every call taking a std::chrono duration.
- * - Zero-copy items (loan, sample, stream_loan, record, journal_loan) borrow their endpoint:
- *   give them back (send, release, or let them go out of scope) before the conflicting call.
+ * - Zero-copy items (loan, sample, stream_loan, record, journal_loan, request_loan,
+ *   response_loan, response_ref) borrow their endpoint: give them back (send, release, or
+ *   let them go out of scope) before the conflicting call.
  * - A channel's schema (shmbus::schema) is set on its config and read back with schema();
  *   another schema than the channel's throws SHMBUS_SCHEMA_MISMATCH.
  * - Bytes are read through bytes_view and written through mutable_bytes_view (pointer +

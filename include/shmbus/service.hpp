@@ -36,6 +36,119 @@ struct response {
     bool last = false;
 };
 
+/// A request slot loaned from a client (client::loan_request), written in place: fill data()
+/// (up to size() bytes, 64-byte aligned), then send(len). Destroyed unsent, it is discarded:
+/// nothing is sent. The client is busy (SHMBUS_BUSY) while it is out.
+class request_loan {
+  public:
+    std::uint8_t *data() const noexcept { return data_; }
+    /// The capacity: the service's max_request_len.
+    std::size_t size() const noexcept { return cap_; }
+    mutable_bytes_view bytes() const noexcept { return {data_, cap_}; }
+    /// Sends the first `len` bytes as a request; returns its id. The loan is used up, also
+    /// when this throws (SHMBUS_TOO_LARGE for `len` > size(): nothing was sent).
+    std::uint64_t send(std::size_t len) {
+        std::uint64_t id = 0;
+        detail::check(shmbus_request_loan_send(take(), len, &id));
+        return id;
+    }
+    /// Gives the slot back without sending anything.
+    void discard() noexcept {
+        h_.reset();
+        data_ = nullptr;
+        cap_ = 0;
+    }
+
+  private:
+    friend class client;
+    using handle = detail::owned<shmbus_request_loan, shmbus_request_loan_discard>;
+    explicit request_loan(shmbus_request_loan *h) : h_(h) {
+        detail::check(shmbus_request_loan_data(h, &data_, &cap_));
+    }
+    shmbus_request_loan *take() {
+        if (!h_) throw error(SHMBUS_INVALID_ARGUMENT, "the request loan was already sent or discarded");
+        data_ = nullptr;
+        cap_ = 0;
+        return h_.release();
+    }
+    handle h_;
+    std::uint8_t *data_ = nullptr;
+    std::size_t cap_ = 0;
+};
+
+/// A response cell loaned from a request (request::loan), written in place: fill data() (up to
+/// size() bytes, 64-byte aligned), then send(len) or send_last(len). Destroyed unsent, it is
+/// discarded: nothing is sent, and the request stays as it was. The request is busy
+/// (SHMBUS_BUSY, also for request::data) while it is out.
+class response_loan {
+  public:
+    std::uint8_t *data() const noexcept { return data_; }
+    /// The capacity: the service's max_response_len.
+    std::size_t size() const noexcept { return cap_; }
+    mutable_bytes_view bytes() const noexcept { return {data_, cap_}; }
+    /// Sends the first `len` bytes as one response of a stream (more may follow). The loan is
+    /// used up, also when this throws (SHMBUS_TOO_LARGE for `len` > size(): nothing was sent).
+    void send(std::size_t len) { detail::check(shmbus_response_loan_send(take(), len, 0)); }
+    /// Sends the first `len` bytes as the last response, finishing the request.
+    void send_last(std::size_t len) { detail::check(shmbus_response_loan_send(take(), len, 1)); }
+    /// Gives the cell back without sending anything.
+    void discard() noexcept {
+        h_.reset();
+        data_ = nullptr;
+        cap_ = 0;
+    }
+
+  private:
+    friend class request;
+    using handle = detail::owned<shmbus_response_loan, shmbus_response_loan_discard>;
+    explicit response_loan(shmbus_response_loan *h) : h_(h) {
+        detail::check(shmbus_response_loan_data(h, &data_, &cap_));
+    }
+    shmbus_response_loan *take() {
+        if (!h_) throw error(SHMBUS_INVALID_ARGUMENT, "the response loan was already sent or discarded");
+        data_ = nullptr;
+        cap_ = 0;
+        return h_.release();
+    }
+    handle h_;
+    std::uint8_t *data_ = nullptr;
+    std::size_t cap_ = 0;
+};
+
+/// A response read in place, in its cell (client::recv_response_ref): its bytes (64-byte
+/// aligned), its request's id, and whether it is that request's last. Destroyed (or
+/// release()d), it hands the cell back to the server; unread() leaves it for the next
+/// receive instead. The client is busy (SHMBUS_BUSY) while it is out.
+class response_ref {
+  public:
+    const std::uint8_t *data() const noexcept { return data_; }
+    std::size_t size() const noexcept { return len_; }
+    bytes_view bytes() const noexcept { return {data_, len_}; }
+    std::uint64_t request_id() const noexcept { return shmbus_response_request_id(h_.get()); }
+    bool is_last() const noexcept { return shmbus_response_is_last(h_.get()) != 0; }
+    /// Hands the cell back now; the data is invalid afterwards.
+    void release() noexcept {
+        h_.reset();
+        data_ = nullptr;
+        len_ = 0;
+    }
+    /// Leaves the response unread: the next receive returns it again. The data is invalid
+    /// afterwards.
+    void unread() noexcept {
+        shmbus_response_unread(h_.release());
+        data_ = nullptr;
+        len_ = 0;
+    }
+
+  private:
+    friend class client;
+    using handle = detail::owned<shmbus_response, shmbus_response_free>;
+    explicit response_ref(shmbus_response *h) : h_(h) { detail::check(shmbus_response_data(h, &data_, &len_)); }
+    handle h_;
+    const std::uint8_t *data_ = nullptr;
+    std::size_t len_ = 0;
+};
+
 /// A request a server took, owned (move-only; may be answered on another thread). Its bytes
 /// are read in place. Destroyed unfinished, it is ended: its client reads an empty last
 /// response.
@@ -61,12 +174,26 @@ class request {
     }
     /// Finishes the request as failed: its client gets SHMBUS_FAILED.
     void fail() { detail::check(shmbus_request_fail(h_.get())); }
+    /// A response cell to write in place (zero-copy), waiting as long as it takes while the
+    /// client has response_depth responses unread. SHMBUS_DISCONNECTED as respond. Take
+    /// data() first to answer from the request's bytes: the request is busy while the loan
+    /// is out.
+    response_loan loan() { return *loan_with(UINT64_MAX); }
+    /// A response cell, or nothing once `timeout` has passed (0: at once) with the client's
+    /// response_depth responses unread.
+    std::optional<response_loan> loan(std::chrono::nanoseconds timeout) { return loan_with(detail::nanos(timeout)); }
     shmbus_request *get() const noexcept { return h_.get(); }
 
   private:
     friend class server;
     using handle = detail::owned<shmbus_request, shmbus_request_free>;
     explicit request(shmbus_request *h) : h_(h) {}
+    std::optional<response_loan> loan_with(std::uint64_t timeout_ns) {
+        shmbus_response_loan *l = nullptr;
+        if (!detail::check_soft(shmbus_request_loan_response(h_.get(), &l, timeout_ns), SHMBUS_FULL))
+            return std::nullopt;
+        return response_loan(l);
+    }
     handle h_;
 };
 
@@ -114,6 +241,30 @@ class client {
         std::uint64_t ns = detail::nanos(timeout);
         return recv_with(ns == 0 ? 1 : ns, SHMBUS_TIMEOUT);
     }
+    /// A request slot to write the next request in place (zero-copy). Never waits:
+    /// SHMBUS_FULL (max_in_flight requests unanswered) and SHMBUS_NO_WORKERS throw.
+    request_loan loan_request() {
+        shmbus_request_loan *l = nullptr;
+        detail::check(shmbus_client_loan_request(h_.get(), &l));
+        return request_loan(l);
+    }
+    /// The next response read in place (zero-copy), if there is one now; errors as
+    /// recv_response.
+    std::optional<response_ref> try_recv_response_ref() { return ref_with(nullptr, 0, SHMBUS_EMPTY); }
+    /// The next response read in place, waiting as long as it takes.
+    response_ref recv_response_ref() { return *ref_with(nullptr, UINT64_MAX, SHMBUS_OK); }
+    /// The next response read in place, or nothing once `timeout` has passed.
+    std::optional<response_ref> recv_response_ref(std::chrono::nanoseconds timeout) {
+        std::uint64_t ns = detail::nanos(timeout);
+        return ref_with(nullptr, ns == 0 ? 1 : ns, SHMBUS_TIMEOUT);
+    }
+    /// The next response to request `id` read in place (those to other requests wait for
+    /// their turn), or nothing once `timeout` has passed. SHMBUS_EMPTY (`id` not in flight)
+    /// throws.
+    std::optional<response_ref> recv_response_ref_for(std::uint64_t id, std::chrono::nanoseconds timeout) {
+        std::uint64_t ns = detail::nanos(timeout);
+        return ref_with(&id, ns == 0 ? 1 : ns, SHMBUS_TIMEOUT);
+    }
     /// Sends `data` and waits at most `timeout` for its response: nothing on a timeout (the
     /// request is given up). SHMBUS_DISCONNECTED (the server died) and SHMBUS_FAILED (it
     /// failed the request) throw.
@@ -155,6 +306,13 @@ class client {
             return std::nullopt;
         r.last = last != 0;
         return r;
+    }
+    std::optional<response_ref> ref_with(const std::uint64_t *id, std::uint64_t timeout_ns, shmbus_status soft) {
+        shmbus_response *r = nullptr;
+        shmbus_status rc = id ? shmbus_client_recv_response_ref_for(h_.get(), *id, &r, timeout_ns)
+                              : shmbus_client_recv_response_ref(h_.get(), &r, timeout_ns);
+        if (!detail::check_soft(rc, soft)) return std::nullopt;
+        return response_ref(r);
     }
     handle h_;
     std::size_t hint_ = 256;
