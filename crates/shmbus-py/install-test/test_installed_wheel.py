@@ -89,6 +89,7 @@ def test_readme_snippet(venv):
         ("queue_worker.py", ["{tmp}"], f"3 workers squared 30 numbers; sum of squares {sum(n * n for n in range(30))}"),
         ("journal_replay.py", ["{tmp}/journal"], "replayed 5 event(s) from the start"),
         ("async_monitor.py", ["{tmp}"], "readings: 20 in order: True"),
+        ("image_service.py", ["{tmp}"], "shade 200 -> 55, copied: False"),
     ],
 )
 def test_example(venv, tmp_path, example, args, says):

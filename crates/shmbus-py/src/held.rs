@@ -162,17 +162,42 @@ impl<O: Owner, I> Held<O, I> {
         st.views = st.views.saturating_sub(1);
     }
 
+    /// `BufferError` while views of the item live (the lock `st` held).
+    fn unviewed(&self, st: &State<I>) -> PyResult<()> {
+        if st.views == 0 {
+            return Ok(());
+        }
+        Err(PyBufferError::new_err(format!(
+            "{} view(s) of this {} are alive (memoryview, numpy array, ...); delete them before releasing, sending or finishing it",
+            st.views, self.names.what
+        )))
+    }
+
     /// Takes the item out to give it back, unless views of it live (`BufferError`) or it is
     /// gone already (`None`).
     fn take(&self) -> PyResult<Option<I>> {
         let mut st = self.lock();
-        if st.views > 0 {
-            return Err(PyBufferError::new_err(format!(
-                "{} view(s) of this {} are alive (memoryview, numpy array, ...); delete them before releasing or sending it",
-                st.views, self.names.what
-            )));
-        }
+        self.unviewed(&st)?;
         Ok(st.item.take())
+    }
+
+    /// Runs `f` on the item, which stays held (`Closed` once given back). The lock is held
+    /// meanwhile: `f` must not wait.
+    pub(crate) fn with_item<R>(&self, f: impl FnOnce(&I) -> R) -> PyResult<R> {
+        let st = self.lock();
+        Ok(f(st.item.as_ref().ok_or_else(|| self.closed())?))
+    }
+
+    /// Runs `f` on the item, for a use that ends it (a request's last response): refused
+    /// while views of it live (`BufferError`), `Closed` once given back; the item is let go
+    /// if `f` succeeds, kept if it fails. The lock is held while `f` runs, so no view starts
+    /// meanwhile (run it without the GIL if it may wait).
+    pub(crate) fn settle<R>(&self, f: impl FnOnce(&I) -> PyResult<R>) -> PyResult<R> {
+        let mut st = self.lock();
+        self.unviewed(&st)?;
+        let r = f(st.item.as_ref().ok_or_else(|| self.closed())?)?;
+        st.item = None;
+        Ok(r)
     }
 
     /// Gives the item back to its endpoint with `f` (which sends or consumes it; dropping

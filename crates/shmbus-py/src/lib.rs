@@ -59,6 +59,9 @@ fn _shmbus(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<service::PyServer>()?;
     m.add_class::<service::PyRequest>()?;
     m.add_class::<service::PyResponse>()?;
+    m.add_class::<service::PyResponseRef>()?;
+    m.add_class::<service::PyRequestLoan>()?;
+    m.add_class::<service::PyResponseLoan>()?;
     m.add_class::<journal::PyJournal>()?;
     m.add_class::<journal::PyAppender>()?;
     m.add_class::<journal::PyJournalLoan>()?;

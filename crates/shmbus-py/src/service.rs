@@ -1,11 +1,16 @@
 //! `shmbus.Service`: request/response between clients and competing servers.
 
-use std::sync::Mutex;
+use std::ffi::c_int;
+use std::sync::OnceLock;
 
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use shmbus::lend::{LendError, LendOr, Lender};
 use shmbus::service::{
-    ActiveRequest, RequestRecvTimeoutError, RespondError, ResponseRecvTimeoutError, Service, ServiceConfig,
+    ActiveRequest, OwnedRequestLoan, OwnedResponseLoan, OwnedResponseRef, RequestRecvTimeoutError, RespondError,
+    ResponseRecvTimeoutError, Service, ServiceConfig,
 };
 use shmbus::{Client, Server};
 
@@ -13,7 +18,8 @@ use crate::block::{blocking, timeout_arg, Bytes};
 use crate::cell::Cell;
 use crate::domain::PyDomain;
 use crate::errors::{Fail, OrRaise};
-use crate::methods::{closing_pymethods, config_from_args, py_dict};
+use crate::held::{Held, Names, LOAN};
+use crate::methods::{closing_pymethods, config_from_args, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::schema::{schema_arg, schema_of, PySchema};
 
@@ -208,6 +214,46 @@ impl PyClient {
         Ok(PyResponse::new(py, r))
     }
 
+    /// A request slot to write a request in place (zero copy): a `RequestLoan` exporting a
+    /// writable buffer of `max_request_len` bytes; `loan.send(len)` sends it and returns its
+    /// id. Refused as `try_send_request` is. Until it is sent or released, this client
+    /// refuses other calls (`Busy`).
+    fn loan_request(slf: Bound<'_, Self>) -> PyResult<PyRequestLoan> {
+        let mut lent = slf.get().cell.owned(Client::loan_request_owned)?;
+        let (ptr, len) = (lent.as_mut_ptr(), lent.len());
+        Ok(PyRequestLoan { held: Held::new(slf.unbind(), lent, ptr, len, true, LOAN) })
+    }
+
+    /// The next response to any request in flight, read in place (zero copy), waiting up to
+    /// `timeout` seconds (None: for ever): a `ResponseRef`. Raises as `recv_response` does.
+    /// Until it is released, this client refuses other calls (`Busy`).
+    #[pyo3(signature = (timeout=None))]
+    fn recv_response_ref(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyResponseRef> {
+        let this = slf.get();
+        let lent = blocking(slf.py(), timeout_arg(timeout)?, |d| {
+            this.cell.owned(|c| Client::response_owned(c, |c| c.recv_response_ref_timeout(d)))
+        })?;
+        Ok(PyResponseRef::new(slf.unbind(), lent))
+    }
+
+    /// The next response to any request in flight, read in place, without waiting (`Empty`
+    /// if none yet).
+    fn try_recv_response_ref(slf: Bound<'_, Self>) -> PyResult<PyResponseRef> {
+        let lent = slf.get().cell.owned(|c| Client::response_owned(c, Client::try_recv_response_ref))?;
+        Ok(PyResponseRef::new(slf.unbind(), lent))
+    }
+
+    /// The next response to request `id`, read in place, waiting up to `timeout` seconds;
+    /// responses to other requests wait for their turn. `Empty` when `id` is not in flight.
+    #[pyo3(signature = (id, timeout=None))]
+    fn recv_response_ref_for(slf: Bound<'_, Self>, id: u64, timeout: Option<f64>) -> PyResult<PyResponseRef> {
+        let this = slf.get();
+        let lent = blocking(slf.py(), timeout_arg(timeout)?, |d| {
+            this.cell.owned(|c| Client::response_owned(c, |c| c.recv_response_for_timeout(id, d)))
+        })?;
+        Ok(PyResponseRef::new(slf.unbind(), lent))
+    }
+
     /// Sends `data` and returns the response's bytes: one round trip, waiting up to
     /// `timeout` seconds (None: for ever). A timeout raises `Timeout` and gives the request
     /// up (a late response is dropped); a server that died raises `Disconnected`, one that
@@ -316,24 +362,25 @@ pub(crate) struct PyServer {
 closing_pymethods! {
 impl PyServer {
     /// The next request, without waiting (`Empty` if none): a `Request`.
-    fn try_recv(&self, py: Python<'_>) -> PyResult<PyRequest> {
-        let req = self.cell.with(|s| s.try_recv())?.map_err(Fail::of)?;
-        PyRequest::new(py, req)
+    fn try_recv(slf: Bound<'_, Self>) -> PyResult<PyRequest> {
+        let req = slf.get().cell.with(|s| s.try_recv())?.map_err(Fail::of)?;
+        Ok(PyRequest::new(slf.unbind(), req))
     }
 
     /// The next request, waiting up to `timeout` seconds (None: for ever).
     #[pyo3(signature = (timeout=None))]
-    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyRequest> {
-        let req = blocking(py, timeout_arg(timeout)?, |d| self.cell.with(|s| s.recv_timeout(d))?.map_err(Fail::of))?;
-        PyRequest::new(py, req)
+    fn recv(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyRequest> {
+        let this = slf.get();
+        let req = blocking(slf.py(), timeout_arg(timeout)?, |d| this.cell.with(|s| s.recv_timeout(d))?.map_err(Fail::of))?;
+        Ok(PyRequest::new(slf.unbind(), req))
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<PyRequest> {
-        self.recv(py, None)
+    fn __next__(slf: Bound<'_, Self>) -> PyResult<PyRequest> {
+        Self::recv(slf, None)
     }
 
     /// The next request, awaited (docs/python.md, "Async"): what `recv` returns and
@@ -346,9 +393,8 @@ impl PyServer {
     /// One poll of an async receive (for `shmbus._async`): the `Request`, or None when it
     /// waits.
     fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyRequest>> {
-        let py = slf.py();
-        let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, Fail::of)?;
-        r.map(|req| PyRequest::new(py, req)).transpose()
+        let r = aio::poll_endpoint(slf.py(), &slf.get().cell, reg, &wake, Fail::of)?;
+        Ok(r.map(|req| PyRequest::new(slf.unbind(), req)))
     }
 
     /// The requests, awaited one by one: `async for req in server` (never ends by itself).
@@ -365,56 +411,99 @@ fn close;
 fn max_response_len -> usize;
 }
 
-/// A request a server took: `id`, `data` (bytes); answer it with `respond` (more may
-/// follow), `respond_last`, `end` or `fail`. A request garbage-collected unfinished is ended
-/// (its client reads an empty last response).
+/// A request a server took: `id`, its bytes (`data`, a copy; or in place, zero-copy, through
+/// the buffer protocol and DLPack: `memoryview(req)`, `numpy.frombuffer(req, numpy.uint8)`,
+/// `numpy.from_dlpack(req)`), answered with `respond` (more may follow), `respond_last`,
+/// `end` or `fail`, or in place with `loan()`. Its bytes stay in the client's slot, unchanged,
+/// until the request is finished; so finishing it while views of them live raises
+/// `BufferError`. A request garbage-collected unfinished is ended (its client reads an empty
+/// last response); so is one `release()`d or left at the end of a `with` block.
 #[pyclass(frozen, module = "shmbus", name = "Request")]
 #[derive(Debug)]
 pub(crate) struct PyRequest {
-    req: Mutex<Option<ActiveRequest>>,
+    /// The request, in a lender so that a response loan can hold it; the item is let go once
+    /// the request is finished.
+    held: Held<PyServer, Lender<ActiveRequest>>,
     /// The request's id, as its client numbered it.
     #[pyo3(get)]
     id: u64,
-    /// The request's bytes.
-    #[pyo3(get)]
-    data: Py<PyBytes>,
+    /// `data`, copied at its first read.
+    data: OnceLock<Py<PyBytes>>,
+}
+
+/// What a request is called in messages.
+const REQUEST: Names = Names { what: "request", gone: "finished" };
+
+/// A lender's refusal, in a request's words.
+fn request_refused(e: LendError) -> Fail {
+    match e {
+        LendError::Busy => Fail::new("Busy", "a ResponseLoan of this request is out; send or release it first"),
+        LendError::Closed => Fail::of(RespondError::Finished),
+    }
 }
 
 impl PyRequest {
-    fn new(py: Python<'_>, req: ActiveRequest) -> PyResult<PyRequest> {
-        let data = PyBytes::new(py, req.data()).unbind();
-        Ok(PyRequest { id: req.id(), data, req: Mutex::new(Some(req)) })
+    fn new(server: Py<PyServer>, req: ActiveRequest) -> PyRequest {
+        let (id, bytes) = (req.id(), req.data());
+        let (ptr, len) = (bytes.as_ptr().cast_mut(), bytes.len());
+        let held = Held::new(server, Lender::new(req), ptr, len, false, REQUEST);
+        PyRequest { held, id, data: OnceLock::new() }
     }
 
-    /// Runs `f` on the request, or raises `Closed` once it is finished.
-    fn with<R>(&self, f: impl FnOnce(&mut Option<ActiveRequest>) -> Result<R, Fail>) -> Result<R, Fail> {
-        let mut g = self.req.lock().unwrap_or_else(|p| p.into_inner());
-        if g.is_none() {
-            return Err(Fail::of(RespondError::Finished));
-        }
-        f(&mut g)
+    /// The request's lender (`Closed`, as `Finished`, once the request is finished).
+    fn lender(&self) -> Result<Lender<ActiveRequest>, Fail> {
+        self.held.with_item(Lender::clone).map_err(|_| Fail::of(RespondError::Finished))
     }
 
     fn respond_with(&self, py: Python<'_>, data: &Bound<'_, PyAny>, last: bool, timeout: Option<f64>) -> PyResult<()> {
         let bytes = Bytes::get(data)?;
-        let timeout = timeout_arg(timeout)?;
-        py.detach(|| {
-            self.with(|r| {
-                let req = r.as_mut().expect("checked");
-                let wait = timeout.map_or(shmbus::Wait::Forever, shmbus::Wait::For);
-                let out = req.respond_with(bytes.as_slice(), last, wait);
-                if last || matches!(out, Err(RespondError::ClientGone)) {
-                    r.take(); // finished (a response to a client that went is dropped)
-                }
-                out.map_err(Fail::of)
-            })
-        })?;
-        Ok(())
+        let wait = timeout_arg(timeout)?.map_or(shmbus::Wait::Forever, shmbus::Wait::For);
+        let respond = |req: &Lender<ActiveRequest>| {
+            req.with(|r| r.respond_with(bytes.as_slice(), last, wait)).map_err(request_refused)
+        };
+        if last {
+            // The end: not while the request's bytes are viewed (its slot is its client's
+            // after it).
+            let out = py.detach(|| {
+                self.held.settle(|req| match respond(req)? {
+                    Err(e) if e != RespondError::ClientGone => Err(Fail::of(e).into()),
+                    // Answered, or over (the client went): let go of it.
+                    out => Ok(out),
+                })
+            })?;
+            return Ok(out.map_err(Fail::of)?);
+        }
+        let req = self.lender()?;
+        let out = py.detach(|| respond(&req))?;
+        if matches!(out, Err(RespondError::ClientGone)) {
+            // The client went: the request is over (its bytes, if viewed, stay mapped).
+            let _ = self.held.release();
+        }
+        Ok(out.map_err(Fail::of)?)
+    }
+
+    /// Ends the request with `end` (by value), unless its bytes are viewed or a loan is out.
+    fn finish(&self, end: impl FnOnce(ActiveRequest)) -> PyResult<()> {
+        self.held.settle(|req| {
+            end(req.take().map_err(request_refused)?);
+            Ok(())
+        })
     }
 }
 
-#[pymethods]
+lent_pymethods! {
 impl PyRequest {
+    /// The request's bytes, copied into `bytes` at the first read (before the request is
+    /// finished; the copy stays readable after).
+    #[getter]
+    fn data(&self, py: Python<'_>) -> PyResult<Py<PyBytes>> {
+        if let Some(d) = self.data.get() {
+            return Ok(d.clone_ref(py));
+        }
+        let d = self.held.tobytes(py)?.unbind();
+        Ok(self.data.get_or_init(|| d).clone_ref(py))
+    }
+
     /// Sends `data` as one response of a stream; more may follow. Waits up to `timeout`
     /// seconds (None: for ever) while the client has `response_depth` responses unread
     /// (`Full` after). `Disconnected` when the client gave up or died: the response was
@@ -430,27 +519,205 @@ impl PyRequest {
         self.respond_with(py, data, true, timeout)
     }
 
+    /// A response cell to write in place (zero copy), waiting up to `timeout` seconds (None:
+    /// for ever) for room as `respond` does: a `ResponseLoan` exporting a writable buffer of
+    /// `max_response_len` bytes. Send it with `loan.send(len)` or `loan.send_last(len)`;
+    /// until then the request refuses other answers (`Busy`).
+    #[pyo3(signature = (timeout=None))]
+    fn loan(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyResponseLoan> {
+        let wait = timeout_arg(timeout)?.map_or(shmbus::Wait::Forever, shmbus::Wait::For);
+        let req = slf.get().lender()?;
+        let lent = slf.py().detach(|| {
+            ActiveRequest::loan_owned(&req, wait).map_err(|e| match e {
+                LendOr::Refused(r) => request_refused(r),
+                LendOr::Failed(f) => Fail::of(f),
+            })
+        })?;
+        Ok(PyResponseLoan::new(slf.unbind(), lent))
+    }
+
     /// Finishes the request without another response (its client reads an empty last one).
     fn end(&self) -> PyResult<()> {
-        Ok(self.with(|r| {
-            r.take().expect("checked").end();
-            Ok(())
-        })?)
+        self.finish(ActiveRequest::end)
     }
 
     /// Finishes the request as failed: its client gets `RequestFailed`.
     fn fail(&self) -> PyResult<()> {
-        Ok(self.with(|r| {
-            r.take().expect("checked").fail();
-            Ok(())
-        })?)
+        self.finish(ActiveRequest::fail)
     }
 
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.data.bind(py).as_bytes().len()
+    /// Whether the request is finished (answered, ended, failed or released).
+    #[getter]
+    fn finished(&self) -> bool {
+        !self.held.is_live()
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Request(id={}, len={})", self.id, self.__len__(py))
+    fn __repr__(&self) -> String {
+        format!("Request(id={}, len={})", self.id, self.held.len())
     }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+/// Ends the request if it is not finished (as `end()`); `BufferError` while views of its
+/// bytes live. Also what leaving a `with` block does.
+fn release;
+fn tobytes;
+}
+
+/// A response cell lent by `Request.loan()`: write the response into it through the buffer
+/// protocol (`memoryview(loan)`, `numpy.frombuffer(loan, numpy.uint8)`), then `send(len)` or
+/// `send_last(len)`. Every view must be gone before (else `BufferError`): once sent, the
+/// client reads it.
+#[pyclass(frozen, module = "shmbus", name = "ResponseLoan")]
+#[derive(Debug)]
+pub(crate) struct PyResponseLoan {
+    held: Held<PyRequest, OwnedResponseLoan>,
+}
+
+impl PyResponseLoan {
+    fn new(req: Py<PyRequest>, mut lent: OwnedResponseLoan) -> PyResponseLoan {
+        let (ptr, len) = (lent.as_mut_ptr(), lent.len());
+        PyResponseLoan { held: Held::new(req, lent, ptr, len, true, LOAN) }
+    }
+
+    fn fits(&self, len: Option<usize>) -> PyResult<usize> {
+        match len {
+            Some(l) if l > self.held.len() => {
+                Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())))
+            }
+            l => Ok(l.unwrap_or(self.held.len())),
+        }
+    }
+}
+
+lent_pymethods! {
+impl PyResponseLoan {
+    /// Sends the first `len` bytes (default: all of them) as one response; more may follow.
+    #[pyo3(signature = (len=None))]
+    fn send(&self, len: Option<usize>) -> PyResult<()> {
+        let len = self.fits(len)?;
+        self.held.give_back(|loan| loan.send(len))
+    }
+
+    /// Sends the first `len` bytes (default: all of them) as the last response, finishing
+    /// the request: `BufferError` while views of the request's bytes live.
+    #[pyo3(signature = (len=None))]
+    fn send_last(&self, len: Option<usize>) -> PyResult<()> {
+        let len = self.fits(len)?;
+        let send = || self.held.give_back(|loan| loan.send_last(len));
+        let req = &self.held.owner().held;
+        if !req.is_live() {
+            // The request was released while its loan was out: nothing views it any more.
+            return send();
+        }
+        req.settle(|_| send())
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+/// Gives the cell back unsent (nothing is sent). Also what leaving a `with` block does.
+fn release;
+}
+
+/// A request slot lent by `Client.loan_request()`: write the request into it through the
+/// buffer protocol, then `send(len)` it (which returns its id). Every view must be gone
+/// before (else `BufferError`). Until then the client refuses other calls (`Busy`).
+#[pyclass(frozen, module = "shmbus", name = "RequestLoan")]
+#[derive(Debug)]
+pub(crate) struct PyRequestLoan {
+    held: Held<PyClient, OwnedRequestLoan>,
+}
+
+lent_pymethods! {
+impl PyRequestLoan {
+    /// Sends the first `len` bytes (default: all of them) as a request; returns its id.
+    #[pyo3(signature = (len=None))]
+    fn send(&self, len: Option<usize>) -> PyResult<u64> {
+        if let Some(l) = len.filter(|l| *l > self.held.len()) {
+            return Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())));
+        }
+        let len = len.unwrap_or(self.held.len());
+        self.held.give_back(|loan| loan.send(len))
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+/// Gives the slot back unsent (nothing is sent). Also what leaving a `with` block does.
+fn release;
+}
+
+/// A response read in place, zero-copy, from `Client.recv_response_ref()`: `request_id`,
+/// `last`, and its bytes through the buffer protocol and DLPack (read-only). Its cell is
+/// handed back to the server when this object and every view of it are gone, or at
+/// `release()`; until then the client refuses other calls (`Busy`).
+#[pyclass(frozen, module = "shmbus", name = "ResponseRef")]
+#[derive(Debug)]
+pub(crate) struct PyResponseRef {
+    held: Held<PyClient, OwnedResponseRef>,
+    /// The id of the request this answers.
+    #[pyo3(get)]
+    request_id: u64,
+    /// Whether this is the request's last response.
+    #[pyo3(get)]
+    last: bool,
+}
+
+impl PyResponseRef {
+    fn new(client: Py<PyClient>, lent: OwnedResponseRef) -> PyResponseRef {
+        let (request_id, last) = (lent.request_id(), lent.is_last());
+        let (ptr, len) = (lent.data().as_ptr().cast_mut(), lent.data().len());
+        let names = Names { what: "response", gone: "released" };
+        PyResponseRef { held: Held::new(client, lent, ptr, len, false, names), request_id, last }
+    }
+}
+
+lent_pymethods! {
+impl PyResponseRef {
+    /// The response's bytes, copied into `bytes`.
+    #[getter]
+    fn data<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        self.held.tobytes(py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ResponseRef(request_id={}, len={}, last={})", self.request_id, self.held.len(), self.last)
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: called by Python as `bf_getbuffer` of `slf`, with the view to fill.
+        unsafe { slf.get().held.export(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.held.unexport()
+    }
+}
+
+/// Hands the cell back now. `BufferError` if views of the response are alive.
+fn release;
+fn tobytes;
 }

@@ -157,3 +157,158 @@ def test_request_and_response_schemas_are_stored_as_a_pair(domain):
         shmbus.Service.create_or_open(domain, "add", request_schema=resp, response_schema=req)
     plain = shmbus.Service.create_or_open(domain, "plain")
     assert (plain.request_schema, plain.response_schema) == (None, None)
+
+
+FRAME = 6_220_800
+
+
+def test_a_frame_goes_both_ways_in_place(domain):
+    np = pytest.importorskip("numpy")
+    svc = shmbus.Service.create_or_open(
+        domain, "frames", max_in_flight=1, max_request_len=FRAME, max_response_len=FRAME)
+    server, client = svc.server(), svc.client()
+
+    # The request, written in place through numpy; the client is lent until it is sent.
+    loan = client.loan_request()
+    assert len(loan) == FRAME
+    view = np.frombuffer(loan, np.uint8)
+    room = view.ctypes.data
+    assert room % 64 == 0
+    view[:] = 7
+    with pytest.raises(shmbus.Busy):
+        client.try_send_request(b"meanwhile")
+    with pytest.raises(BufferError):
+        loan.send()
+    del view
+    rid = loan.send()
+    assert client.in_flight == 1
+
+    # The server reads it where the client wrote it.
+    req = server.recv(timeout=10)
+    assert (req.id, len(req), req.finished) == (rid, FRAME, False)
+    seen = np.frombuffer(req, np.uint8)
+    assert seen.ctypes.data == room and (seen == 7).all()
+    # Finishing the request while its bytes are viewed is refused, and changes nothing.
+    with pytest.raises(BufferError):
+        req.respond_last(b"no")
+    with pytest.raises(BufferError):
+        req.end()
+    assert not req.finished
+
+    # The response, in a loan; while it is out the request takes no other answer.
+    out = req.loan(timeout=10)
+    with pytest.raises(shmbus.Busy):
+        req.respond(b"meanwhile")
+    with pytest.raises(ValueError):
+        out.send(FRAME + 1)
+    cell = np.frombuffer(out, np.uint8)
+    cell[:] = seen + 1
+    del cell
+    with pytest.raises(BufferError):
+        out.send_last()  # the request's bytes are still viewed
+    del seen
+    with pytest.raises(shmbus.Busy):
+        req.fail()
+    out.send_last()
+    assert req.finished
+    with pytest.raises(shmbus.Closed):
+        req.respond(b"after the end")
+
+    # The client reads the response in its cell, through DLPack.
+    resp = client.recv_response_ref(timeout=10)
+    assert (resp.request_id, resp.last, len(resp)) == (rid, True, FRAME)
+    got = np.from_dlpack(resp)
+    assert not got.flags.writeable and (got == 8).all()
+    with pytest.raises(shmbus.Busy):
+        client.try_send_request(b"meanwhile")
+    with pytest.raises(BufferError):
+        resp.release()
+    del resp  # the array alone keeps the response pinned
+    with pytest.raises(shmbus.Busy):
+        client.try_send_request(b"meanwhile")
+    assert (got == 8).all()
+    del got
+    assert client.in_flight == 0
+    client.try_send_request(b"free again")
+
+
+def test_loans_released_unsent_send_nothing_and_a_stream_flows_by_reference(domain):
+    svc = shmbus.Service.create_or_open(domain, "svc", max_in_flight=2, response_depth=2)
+    server, client = svc.server(), svc.client()
+    with client.loan_request() as loan:
+        memoryview(loan)[:4] = b"gone"
+    assert client.in_flight == 0
+    with pytest.raises(shmbus.Empty):
+        server.try_recv()
+
+    rid = client.try_send_request(b"count to five")
+    req = server.recv(timeout=10)
+    assert req.data == b"count to five"  # copied at its first read: readable after the end
+    with req.loan() as unsent:
+        memoryview(unsent)[:5] = b"never"
+
+    def stream():
+        for i in range(5):
+            with req.loan(timeout=10) as cell:
+                memoryview(cell)[:1] = bytes([i])
+                cell.send(1) if i < 4 else cell.send_last(1)
+
+    t = threading.Thread(target=stream)
+    t.start()
+    got = []
+    while True:
+        with client.recv_response_ref(timeout=10) as r:
+            assert r.request_id == rid
+            got.append((bytes(r), r.last))
+            if r.last:
+                break
+    t.join()
+    assert got == [(bytes([i]), i == 4) for i in range(5)]
+    assert req.finished and req.data == b"count to five"
+    with pytest.raises(shmbus.Empty):
+        client.try_recv_response_ref()
+
+    # A request released (or left at the end of a `with`) unanswered is ended; the bytes of
+    # one never read are gone with it.
+    rid = client.try_send_request(b"unanswered")
+    with server.recv(timeout=10) as req:
+        assert bytes(memoryview(req)) == b"unanswered"
+    with pytest.raises(shmbus.Closed):
+        req.data
+    r = client.recv_response_ref_for(rid, timeout=10)
+    assert (r.request_id, len(r), r.last) == (rid, 0, True)
+
+
+def test_a_frame_served_by_another_process_in_place(domain):
+    np = pytest.importorskip("numpy")
+    svc = shmbus.Service.create_or_open(domain, "frames", max_request_len=FRAME, max_response_len=FRAME)
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys, numpy as np, shmbus
+            d = shmbus.Domain(sys.argv[1], root=sys.argv[2])
+            server = shmbus.Service.open(d, "frames").server()
+            print("ready", flush=True)
+            for _ in range(3):
+                req = server.recv(timeout=30)
+                frame = np.frombuffer(req, np.uint8)
+                out = req.loan(timeout=30)
+                np.frombuffer(out, np.uint8)[:] = 255 - frame
+                del frame
+                out.send_last()
+        """), domain.name, domain.root],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"
+        client = svc.client()
+        for k in range(3):
+            loan = client.loan_request()
+            np.frombuffer(loan, np.uint8)[:] = np.arange(FRAME, dtype=np.uint64).astype(np.uint8) + k
+            rid = loan.send()
+            with client.recv_response_ref(timeout=30) as r:
+                assert r.request_id == rid and r.last
+                want = 255 - (np.arange(FRAME, dtype=np.uint64).astype(np.uint8) + k)
+                assert (np.frombuffer(r, np.uint8) == want).all()
+        assert child.wait(timeout=30) == 0
+    finally:
+        child.kill()
+        child.wait()

@@ -112,7 +112,8 @@ impl Response {
 pub struct ResponseRef<'a, C: Deref<Target = Client> + 'a = &'a Client> {
     client: C,
     got: Got,
-    _life: PhantomData<&'a Client>,
+    /// The lifetime only: what the response may be sent or shared with is `C`'s to say.
+    _life: PhantomData<fn() -> &'a Client>,
 }
 
 /// A [`ResponseRef`] that owns its client, lent by a [`Lender`] ([`Client::response_owned`]):
