@@ -12,7 +12,8 @@
  *   with its shmbus_<type>_free (NULL is accepted). NULL where a handle or an output is
  *   needed is SHMBUS_INVALID_ARGUMENT; names are NUL-terminated UTF-8.
  * - Items lent from an endpoint (a shmbus_loan, a shmbus_sample, a stream record or loan, a
- *   journal loan) borrow it: give them back (send, discard, release, consume) before using
+ *   journal loan, a service's shmbus_request_loan, shmbus_response_loan or shmbus_response)
+ *   borrow it: give them back (send, discard, free, release, consume) before using
  *   the endpoint again for anything that conflicts (SHMBUS_BUSY otherwise). Freeing the
  *   endpoint while items are out is allowed: the last item given back frees it.
  * - A handle and the items lent from it are used by one thread at a time; handles may move
