@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -223,9 +224,17 @@ template <class T> T copy_of(bytes_view b) {
     if (b.size() != sizeof(T))
         throw error(SHMBUS_TYPE_MISMATCH, "a message of " + std::to_string(b.size()) + " bytes where the type has " +
                                               std::to_string(sizeof(T)));
-    T v;
-    std::memcpy(&v, b.data(), sizeof(T));
-    return v;
+    if constexpr (std::is_default_constructible_v<T>) {
+        T v;
+        std::memcpy(&v, b.data(), sizeof(T));
+        return v;
+    } else {
+        // No default constructor: the bytes go into storage of T's size and alignment, which
+        // (T being trivially copyable) then holds a T.
+        alignas(T) unsigned char raw[sizeof(T)];
+        std::memcpy(raw, b.data(), sizeof(T));
+        return *std::launder(reinterpret_cast<T *>(raw));
+    }
 }
 
 template <class T> bytes_view bytes_of(const T &v) noexcept {

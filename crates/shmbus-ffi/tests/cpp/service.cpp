@@ -81,8 +81,9 @@ int main(int argc, char **argv) {
         struct add {
             std::int64_t a, b;
         };
-        struct sum {
+        struct sum {  // no default constructor: a typed value need not have one
             std::int64_t value;
+            explicit sum(std::int64_t v) : value(v) {}
         };
         shmbus::service typed_svc =
             shmbus::service::create_or_open(d, "add", shmbus::service_config::for_types<add, sum>());
