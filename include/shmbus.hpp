@@ -180,6 +180,41 @@ template <class T, void (*Free)(T *)> struct deleter {
 };
 template <class T, void (*Free)(T *)> using owned = std::unique_ptr<T, deleter<T, Free>>;
 
+/// What every loan is built on: the lent handle `H` (freed unsent with `Discard`) and the
+/// writable room it lends, which `room(h, &data, &capacity)` gives. The loan classes add
+/// their send, which uses the handle up with `take`.
+template <class H, void (*Discard)(H *)> class loan_room {
+  public:
+    std::uint8_t *data() const noexcept { return data_; }
+    /// The room's size: the largest message the loan may send (a journal loan's: its entry's
+    /// length).
+    std::size_t size() const noexcept { return cap_; }
+    mutable_bytes_view bytes() const noexcept { return {data_, cap_}; }
+    /// Gives the room back without sending anything.
+    void discard() noexcept {
+        h_.reset();
+        data_ = nullptr;
+        cap_ = 0;
+    }
+
+  protected:
+    loan_room(H *h, shmbus_status (*room)(H *, std::uint8_t **, std::size_t *)) : h_(h) {
+        check(room(h, &data_, &cap_));
+    }
+    /// The handle, for a send that uses it up (also when the send fails).
+    H *take() {
+        if (!h_) throw error(SHMBUS_INVALID_ARGUMENT, "the loan was already sent or discarded");
+        data_ = nullptr;
+        cap_ = 0;
+        return h_.release();
+    }
+
+  private:
+    owned<H, Discard> h_;
+    std::uint8_t *data_ = nullptr;
+    std::size_t cap_ = 0;
+};
+
 /// Makes a handle with `make(out)` and owns it.
 template <class Owned, class Make> Owned make(Make &&make) {
     typename Owned::pointer p = nullptr;

@@ -52,27 +52,18 @@ struct entry_ref {
 
 /// Room for one entry loaned from an appender: fill data(), then send(). Destroyed unsent, it
 /// is discarded. The appender is busy while it is out.
-class journal_loan {
+class journal_loan : public detail::loan_room<shmbus_journal_loan, shmbus_journal_loan_discard> {
   public:
-    std::uint8_t *data() const noexcept { return data_; }
-    std::size_t size() const noexcept { return len_; }
-    mutable_bytes_view bytes() const noexcept { return {data_, len_}; }
     /// Commits the entry; returns its index. The loan is used up.
     std::uint64_t send() {
-        if (!h_) throw error(SHMBUS_INVALID_ARGUMENT, "the loan was already sent or discarded");
         std::uint64_t index = 0;
-        detail::check(shmbus_journal_loan_send(h_.release(), &index));
+        detail::check(shmbus_journal_loan_send(take(), &index));
         return index;
     }
-    void discard() noexcept { h_.reset(); }
 
   private:
     friend class appender;
-    using handle = detail::owned<shmbus_journal_loan, shmbus_journal_loan_discard>;
-    explicit journal_loan(shmbus_journal_loan *h) : h_(h) { detail::check(shmbus_journal_loan_data(h, &data_, &len_)); }
-    handle h_;
-    std::uint8_t *data_ = nullptr;
-    std::size_t len_ = 0;
+    explicit journal_loan(shmbus_journal_loan *h) : loan_room(h, shmbus_journal_loan_data) {}
 };
 
 /// A journal's appender: never waits (the log grows).

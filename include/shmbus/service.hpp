@@ -39,12 +39,8 @@ struct response {
 /// A request slot loaned from a client (client::loan_request), written in place: fill data()
 /// (up to size() bytes, 64-byte aligned), then send(len). Destroyed unsent, it is discarded:
 /// nothing is sent. The client is busy (SHMBUS_BUSY) while it is out.
-class request_loan {
+class request_loan : public detail::loan_room<shmbus_request_loan, shmbus_request_loan_discard> {
   public:
-    std::uint8_t *data() const noexcept { return data_; }
-    /// The capacity: the service's max_request_len.
-    std::size_t size() const noexcept { return cap_; }
-    mutable_bytes_view bytes() const noexcept { return {data_, cap_}; }
     /// Sends the first `len` bytes as a request; returns its id. The loan is used up, also
     /// when this throws (SHMBUS_TOO_LARGE for `len` > size(): nothing was sent).
     std::uint64_t send(std::size_t len) {
@@ -52,67 +48,27 @@ class request_loan {
         detail::check(shmbus_request_loan_send(take(), len, &id));
         return id;
     }
-    /// Gives the slot back without sending anything.
-    void discard() noexcept {
-        h_.reset();
-        data_ = nullptr;
-        cap_ = 0;
-    }
 
   private:
     friend class client;
-    using handle = detail::owned<shmbus_request_loan, shmbus_request_loan_discard>;
-    explicit request_loan(shmbus_request_loan *h) : h_(h) {
-        detail::check(shmbus_request_loan_data(h, &data_, &cap_));
-    }
-    shmbus_request_loan *take() {
-        if (!h_) throw error(SHMBUS_INVALID_ARGUMENT, "the request loan was already sent or discarded");
-        data_ = nullptr;
-        cap_ = 0;
-        return h_.release();
-    }
-    handle h_;
-    std::uint8_t *data_ = nullptr;
-    std::size_t cap_ = 0;
+    explicit request_loan(shmbus_request_loan *h) : loan_room(h, shmbus_request_loan_data) {}
 };
 
 /// A response cell loaned from a request (request::loan), written in place: fill data() (up to
 /// size() bytes, 64-byte aligned), then send(len) or send_last(len). Destroyed unsent, it is
 /// discarded: nothing is sent, and the request stays as it was. The request is busy
 /// (SHMBUS_BUSY, also for request::data) while it is out.
-class response_loan {
+class response_loan : public detail::loan_room<shmbus_response_loan, shmbus_response_loan_discard> {
   public:
-    std::uint8_t *data() const noexcept { return data_; }
-    /// The capacity: the service's max_response_len.
-    std::size_t size() const noexcept { return cap_; }
-    mutable_bytes_view bytes() const noexcept { return {data_, cap_}; }
     /// Sends the first `len` bytes as one response of a stream (more may follow). The loan is
     /// used up, also when this throws (SHMBUS_TOO_LARGE for `len` > size(): nothing was sent).
     void send(std::size_t len) { detail::check(shmbus_response_loan_send(take(), len, 0)); }
     /// Sends the first `len` bytes as the last response, finishing the request.
     void send_last(std::size_t len) { detail::check(shmbus_response_loan_send(take(), len, 1)); }
-    /// Gives the cell back without sending anything.
-    void discard() noexcept {
-        h_.reset();
-        data_ = nullptr;
-        cap_ = 0;
-    }
 
   private:
     friend class request;
-    using handle = detail::owned<shmbus_response_loan, shmbus_response_loan_discard>;
-    explicit response_loan(shmbus_response_loan *h) : h_(h) {
-        detail::check(shmbus_response_loan_data(h, &data_, &cap_));
-    }
-    shmbus_response_loan *take() {
-        if (!h_) throw error(SHMBUS_INVALID_ARGUMENT, "the response loan was already sent or discarded");
-        data_ = nullptr;
-        cap_ = 0;
-        return h_.release();
-    }
-    handle h_;
-    std::uint8_t *data_ = nullptr;
-    std::size_t cap_ = 0;
+    explicit response_loan(shmbus_response_loan *h) : loan_room(h, shmbus_response_loan_data) {}
 };
 
 /// A response read in place, in its cell (client::recv_response_ref): its bytes (64-byte

@@ -18,25 +18,14 @@ using stream_status = shmbus_stream_status_info;
 
 /// Room for one record loaned from a writer: fill data(), then send(len). Destroyed unsent,
 /// it is discarded. The writer is busy while it is out.
-class stream_loan {
+class stream_loan : public detail::loan_room<shmbus_stream_loan, shmbus_stream_loan_discard> {
   public:
-    std::uint8_t *data() const noexcept { return data_; }
-    std::size_t size() const noexcept { return cap_; }
-    mutable_bytes_view bytes() const noexcept { return {data_, cap_}; }
     /// Commits the first `len` bytes as one record. The loan is used up.
-    void send(std::size_t len) {
-        if (!h_) throw error(SHMBUS_INVALID_ARGUMENT, "the loan was already sent or discarded");
-        detail::check(shmbus_stream_loan_send(h_.release(), len));
-    }
-    void discard() noexcept { h_.reset(); }
+    void send(std::size_t len) { detail::check(shmbus_stream_loan_send(take(), len)); }
 
   private:
     friend class stream_writer;
-    using handle = detail::owned<shmbus_stream_loan, shmbus_stream_loan_discard>;
-    explicit stream_loan(shmbus_stream_loan *h) : h_(h) { detail::check(shmbus_stream_loan_data(h, &data_, &cap_)); }
-    handle h_;
-    std::uint8_t *data_ = nullptr;
-    std::size_t cap_ = 0;
+    explicit stream_loan(shmbus_stream_loan *h) : loan_room(h, shmbus_stream_loan_data) {}
 };
 
 /// A record read in place. consume() takes it off the stream; release() (or destroying it)

@@ -42,32 +42,18 @@ struct received {
 
 /// A slot loaned from a publisher, written in place: fill data() (up to size() bytes), then
 /// send(len). Destroyed unsent, it is discarded. The publisher is busy while it is out.
-class loan {
+class loan : public detail::loan_room<shmbus_loan, shmbus_loan_discard> {
   public:
-    std::uint8_t *data() const noexcept { return data_; }
-    /// The capacity: the topic's largest message.
-    std::size_t size() const noexcept { return cap_; }
-    mutable_bytes_view bytes() const noexcept { return {data_, cap_}; }
     /// Publishes the first `len` bytes; returns the sequence number. The loan is used up.
     std::uint64_t send(std::size_t len) {
         std::uint64_t seq = 0;
         detail::check(shmbus_loan_send(take(), len, &seq));
         return seq;
     }
-    /// Gives the slot back without publishing.
-    void discard() noexcept { h_.reset(); }
 
   private:
     friend class publisher;
-    using handle = detail::owned<shmbus_loan, shmbus_loan_discard>;
-    explicit loan(shmbus_loan *h) : h_(h) { detail::check(shmbus_loan_data(h, &data_, &cap_)); }
-    shmbus_loan *take() {
-        if (!h_) throw error(SHMBUS_INVALID_ARGUMENT, "the loan was already sent or discarded");
-        return h_.release();
-    }
-    handle h_;
-    std::uint8_t *data_ = nullptr;
-    std::size_t cap_ = 0;
+    explicit loan(shmbus_loan *h) : loan_room(h, shmbus_loan_data) {}
 };
 
 /// A message read in place, pinned in shared memory until the sample is destroyed (or
