@@ -85,6 +85,18 @@ impl<O: Owner, I> Held<O, I> {
         self.len
     }
 
+    /// What a loan's `send(len)` sends: `len` bytes, or all of them (`None`); `ValueError`
+    /// past the loan's room.
+    pub(crate) fn fits(&self, len: Option<usize>) -> PyResult<usize> {
+        match len {
+            Some(l) if l > self.len => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "len {l} exceeds the {}'s {} bytes",
+                self.names.what, self.len
+            ))),
+            l => Ok(l.unwrap_or(self.len)),
+        }
+    }
+
     /// Whether the item is still held (not released, sent or consumed).
     pub(crate) fn is_live(&self) -> bool {
         self.lock().item.is_some()

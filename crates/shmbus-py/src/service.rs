@@ -3,7 +3,6 @@
 use std::ffi::c_int;
 use std::sync::OnceLock;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -587,15 +586,6 @@ impl PyResponseLoan {
         let (ptr, len) = (lent.as_mut_ptr(), lent.len());
         PyResponseLoan { held: Held::new(req, lent, ptr, len, true, LOAN) }
     }
-
-    fn fits(&self, len: Option<usize>) -> PyResult<usize> {
-        match len {
-            Some(l) if l > self.held.len() => {
-                Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())))
-            }
-            l => Ok(l.unwrap_or(self.held.len())),
-        }
-    }
 }
 
 lent_pymethods! {
@@ -603,7 +593,7 @@ impl PyResponseLoan {
     /// Sends the first `len` bytes (default: all of them) as one response; more may follow.
     #[pyo3(signature = (len=None))]
     fn send(&self, len: Option<usize>) -> PyResult<()> {
-        let len = self.fits(len)?;
+        let len = self.held.fits(len)?;
         self.held.give_back(|loan| loan.send(len))
     }
 
@@ -611,7 +601,7 @@ impl PyResponseLoan {
     /// the request: `BufferError` while views of the request's bytes live.
     #[pyo3(signature = (len=None))]
     fn send_last(&self, len: Option<usize>) -> PyResult<()> {
-        let len = self.fits(len)?;
+        let len = self.held.fits(len)?;
         let send = || self.held.give_back(|loan| loan.send_last(len));
         let req = &self.held.owner().held;
         if !req.is_live() {
@@ -649,10 +639,7 @@ impl PyRequestLoan {
     /// Sends the first `len` bytes (default: all of them) as a request; returns its id.
     #[pyo3(signature = (len=None))]
     fn send(&self, len: Option<usize>) -> PyResult<u64> {
-        if let Some(l) = len.filter(|l| *l > self.held.len()) {
-            return Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())));
-        }
-        let len = len.unwrap_or(self.held.len());
+        let len = self.held.fits(len)?;
         self.held.give_back(|loan| loan.send(len))
     }
 

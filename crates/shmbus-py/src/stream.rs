@@ -1,7 +1,6 @@
 //! `shmbus.Stream`: an SPSC ring of variable-size records, with zero-copy `Record`s and
 //! `StreamLoan`s.
 
-use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -195,13 +194,9 @@ impl PyStreamLoan {
     /// Publishes the first `len` bytes (default: all of them) as one record.
     #[pyo3(signature = (len=None))]
     fn send(&self, len: Option<usize>) -> PyResult<()> {
-        if let Some(l) = len.filter(|l| *l > self.held.len()) {
-            return Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())));
-        }
+        let len = self.held.fits(len)?;
         self.held.give_back(|mut loan| {
-            if let Some(l) = len {
-                loan.truncate(l);
-            }
+            loan.truncate(len);
             loan.send()
         })
     }

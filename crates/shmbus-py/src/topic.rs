@@ -250,13 +250,9 @@ impl PyLoan {
     /// Publishes the first `len` bytes (default: all of them). Returns the sequence number.
     #[pyo3(signature = (len=None))]
     fn send(&self, len: Option<usize>) -> PyResult<u64> {
-        if let Some(l) = len.filter(|l| *l > self.held.len()) {
-            return Err(PyValueError::new_err(format!("len {l} exceeds the loan's {} bytes", self.held.len())));
-        }
+        let len = self.held.fits(len)?;
         let r = self.held.give_back(|mut loan| {
-            if let Some(l) = len {
-                loan.truncate(l);
-            }
+            loan.truncate(len);
             (*loan).send()
         })?;
         Ok(r.map_err(send_fail)?)
