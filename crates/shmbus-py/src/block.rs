@@ -30,6 +30,18 @@ pub(crate) fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 pub(crate) fn blocking<R: Send>(
     py: Python<'_>,
     timeout: Option<Duration>,
+    attempt: impl FnMut(Duration) -> Result<R, Fail> + Send,
+) -> PyResult<R> {
+    blocking_while(py, timeout, Fail::is_timeout, attempt)
+}
+
+/// [`blocking`] for a call whose wait ends with another failure than `Timeout` (a service
+/// response's `Full`): `waited` says which failures are the end of a slice's wait, to try
+/// again; the last one is raised when `timeout` passes.
+pub(crate) fn blocking_while<R: Send>(
+    py: Python<'_>,
+    timeout: Option<Duration>,
+    waited: impl Fn(&Fail) -> bool + Sync,
     mut attempt: impl FnMut(Duration) -> Result<R, Fail> + Send,
 ) -> PyResult<R> {
     let deadline = timeout.map(|t| Instant::now().checked_add(t).unwrap_or_else(far_future));
@@ -39,7 +51,7 @@ pub(crate) fn blocking<R: Send>(
             Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
         };
         match py.detach(|| attempt(slice)) {
-            Err(f) if f.is_timeout() => {
+            Err(f) if waited(&f) => {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(f.into());
                 }

@@ -163,7 +163,12 @@ impl Fail {
 
     /// Whether this is a timeout (a blocking call's slice ended).
     pub(crate) fn is_timeout(&self) -> bool {
-        self.class == "Timeout"
+        self.is(ErrorKind::Timeout)
+    }
+
+    /// Whether this is a failure of `kind`'s class.
+    pub(crate) fn is(&self, kind: ErrorKind) -> bool {
+        self.class == class_of(kind)
     }
 
     fn into_pyerr(self, py: Python<'_>) -> PyErr {

@@ -26,6 +26,8 @@ struct State<I> {
     item: Option<I>,
     /// Buffer views exported and not yet released.
     views: usize,
+    /// A use that ends the item is under way ([`Held::settle`]): no view may start.
+    settling: bool,
 }
 
 /// A lent item, the endpoint object `owner` it was lent by, its bytes (`ptr`, `len`) and
@@ -63,7 +65,7 @@ impl<O: Owner, I> Held<O, I> {
     /// Holds `item`, lent by `owner`'s endpoint, whose bytes are the `len` bytes at `ptr`
     /// (valid while it lives).
     pub(crate) fn new(owner: Py<O>, item: I, ptr: *mut u8, len: usize, writable: bool, names: Names) -> Self {
-        let state = Mutex::new(State { item: Some(item), views: 0 });
+        let state = Mutex::new(State { item: Some(item), views: 0, settling: false });
         Held { owner, state, ptr, len, writable, names }
     }
 
@@ -113,6 +115,18 @@ impl<O: Owner, I> Held<O, I> {
         Ok(PyBytes::new(py, unsafe { std::slice::from_raw_parts(self.ptr, self.len) }))
     }
 
+    /// `BufferError` unless a view of the item may start (the lock `st` held): not once it is
+    /// given back, nor while a use that ends it is under way.
+    fn exportable(&self, st: &State<I>) -> PyResult<()> {
+        if st.item.is_none() {
+            return Err(PyBufferError::new_err(format!("this {} was already {}", self.names.what, self.names.gone)));
+        }
+        if st.settling {
+            return Err(PyBufferError::new_err(format!("this {} is being {}", self.names.what, self.names.gone)));
+        }
+        Ok(())
+    }
+
     /// `bf_getbuffer`: fills `view` with the item's bytes and counts the view.
     ///
     /// # Safety
@@ -125,9 +139,7 @@ impl<O: Owner, I> Held<O, I> {
         flags: c_int,
     ) -> PyResult<()> {
         let mut st = self.lock();
-        if st.item.is_none() {
-            return Err(PyBufferError::new_err(format!("this {} was already {}", self.names.what, self.names.gone)));
-        }
+        self.exportable(&st)?;
         let readonly = c_int::from(!self.writable);
         // SAFETY: `ptr`/`len` stay valid while the item is held, and it is held until
         // `views` is back to 0 (`take` refuses before); the view keeps `owner` alive (the
@@ -155,12 +167,7 @@ impl<O: Owner, I> Held<O, I> {
     ) -> PyResult<Py<PyAny>> {
         {
             let mut st = self.lock();
-            if st.item.is_none() {
-                return Err(PyBufferError::new_err(format!(
-                    "this {} was already {}",
-                    self.names.what, self.names.gone
-                )));
-            }
+            self.exportable(&st)?;
             st.views += 1;
         }
         // SAFETY: the view just counted keeps the item held (`take` refuses while views
@@ -200,16 +207,25 @@ impl<O: Owner, I> Held<O, I> {
         Ok(f(st.item.as_ref().ok_or_else(|| self.closed())?))
     }
 
-    /// Runs `f` on the item, for a use that ends it (a request's last response): refused
-    /// while views of it live (`BufferError`), `Closed` once given back; the item is let go
-    /// if `f` succeeds, kept if it fails. The lock is held while `f` runs, so no view starts
-    /// meanwhile (run it without the GIL if it may wait).
-    pub(crate) fn settle<R>(&self, f: impl FnOnce(&I) -> PyResult<R>) -> PyResult<R> {
+    /// Begins a use that may end the item (a request's last response, its end): refused
+    /// while views of it live (`BufferError`) or while another such use is under way
+    /// (`Busy`); `None` once it is given back. Until the returned guard is dropped no view
+    /// may start, and nothing is locked: the use may wait, without the GIL, on a copy of
+    /// the item (`I` is a handle, as a `Lender` is). The item is let go if the guard was
+    /// marked [`Settling::done`].
+    pub(crate) fn settle(&self) -> PyResult<Option<Settling<'_, O, I>>>
+    where
+        I: Clone,
+    {
         let mut st = self.lock();
         self.unviewed(&st)?;
-        let r = f(st.item.as_ref().ok_or_else(|| self.closed())?)?;
-        st.item = None;
-        Ok(r)
+        if st.settling {
+            let msg = format!("this {} is being {} by another call", self.names.what, self.names.gone);
+            return Err(Fail::new("Busy", msg).into());
+        }
+        let Some(item) = st.item.clone() else { return Ok(None) };
+        st.settling = true;
+        Ok(Some(Settling { held: self, item, done: false }))
     }
 
     /// Gives the item back to its endpoint with `f` (which sends or consumes it; dropping
@@ -225,5 +241,35 @@ impl<O: Owner, I> Held<O, I> {
     pub(crate) fn release(&self) -> PyResult<()> {
         drop(self.take()?);
         Ok(())
+    }
+}
+
+/// A use that may end a held item, under way ([`Held::settle`]).
+#[derive(Debug)]
+pub(crate) struct Settling<'a, O: Owner, I> {
+    held: &'a Held<O, I>,
+    item: I,
+    done: bool,
+}
+
+impl<O: Owner, I> Settling<'_, O, I> {
+    /// The item (a copy of the handle held).
+    pub(crate) fn item(&self) -> &I {
+        &self.item
+    }
+
+    /// The item is ended: let go of it when this guard drops.
+    pub(crate) fn done(&mut self) {
+        self.done = true;
+    }
+}
+
+impl<O: Owner, I> Drop for Settling<'_, O, I> {
+    fn drop(&mut self) {
+        let mut st = self.held.lock();
+        st.settling = false;
+        if self.done {
+            st.item = None;
+        }
     }
 }

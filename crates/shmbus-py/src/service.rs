@@ -11,12 +11,12 @@ use shmbus::service::{
     ActiveRequest, OwnedRequestLoan, OwnedResponseLoan, OwnedResponseRef, RequestRecvTimeoutError, RespondError,
     ResponseRecvTimeoutError, Service, ServiceConfig,
 };
-use shmbus::{Client, Server};
+use shmbus::{Client, ErrorKind, Server, Wait};
 
-use crate::block::{blocking, timeout_arg, Bytes};
+use crate::block::{blocking, blocking_while, timeout_arg, Bytes};
 use crate::cell::Cell;
 use crate::domain::PyDomain;
-use crate::errors::{Fail, OrRaise};
+use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
@@ -456,37 +456,48 @@ impl PyRequest {
 
     fn respond_with(&self, py: Python<'_>, data: &Bound<'_, PyAny>, last: bool, timeout: Option<f64>) -> PyResult<()> {
         let bytes = Bytes::get(data)?;
-        let wait = timeout_arg(timeout)?.map_or(shmbus::Wait::Forever, shmbus::Wait::For);
+        let timeout = timeout_arg(timeout)?;
+        // Each slice waits for room with the request's lender locked, never the GIL or this
+        // object's lock: another thread may end the request, view it, or (a client in this
+        // process) read the responses meanwhile. A full ring is what a slice's wait ends on.
         let respond = |req: &Lender<ActiveRequest>| {
-            req.with(|r| r.respond_with(bytes.as_slice(), last, wait)).map_err(request_refused)
-        };
-        if last {
-            // The end: not while the request's bytes are viewed (its slot is its client's
-            // after it).
-            let out = py.detach(|| {
-                self.held.settle(|req| match respond(req)? {
-                    Err(e) if e != RespondError::ClientGone => Err(Fail::of(e).into()),
-                    // Answered, or over (the client went): let go of it.
+            blocking_while(
+                py,
+                timeout,
+                |f| f.is(ErrorKind::Full),
+                |d| match req.with(|r| r.respond_with(bytes.as_slice(), last, Wait::For(d))).map_err(request_refused)? {
+                    Err(RespondError::Full) => Err(Fail::of(RespondError::Full)),
                     out => Ok(out),
-                })
-            })?;
+                },
+            )
+        };
+        if !last {
+            let out = respond(&self.lender()?)?;
+            if out == Err(RespondError::ClientGone) {
+                // The client went: the request is over (its bytes, if viewed, stay mapped).
+                let _ = self.held.release();
+            }
             return Ok(out.map_err(Fail::of)?);
         }
-        let req = self.lender()?;
-        let out = py.detach(|| respond(&req))?;
-        if matches!(out, Err(RespondError::ClientGone)) {
-            // The client went: the request is over (its bytes, if viewed, stay mapped).
-            let _ = self.held.release();
+        // The end: not while the request's bytes are viewed (its slot is its client's after
+        // it), and no view starts meanwhile.
+        let mut end = self.held.settle()?.ok_or_else(|| Fail::of(RespondError::Finished))?;
+        let out = respond(end.item())?;
+        if matches!(out, Ok(()) | Err(RespondError::ClientGone)) {
+            // Answered, or over (the client went): let go of it.
+            end.done();
         }
         Ok(out.map_err(Fail::of)?)
     }
 
     /// Ends the request with `end` (by value), unless its bytes are viewed or a loan is out.
-    fn finish(&self, end: impl FnOnce(ActiveRequest)) -> PyResult<()> {
-        self.held.settle(|req| {
-            end(req.take().map_err(request_refused)?);
-            Ok(())
-        })
+    fn finish(&self, py: Python<'_>, end: impl FnOnce(ActiveRequest)) -> PyResult<()> {
+        let mut settling = self.held.settle()?.ok_or_else(|| Fail::of(RespondError::Finished))?;
+        // The lender's lock may be held by a response's wait (one slice at most).
+        let req = py.detach(|| settling.item().take()).map_err(request_refused)?;
+        end(req);
+        settling.done();
+        Ok(())
     }
 }
 
@@ -524,25 +535,30 @@ impl PyRequest {
     /// until then the request refuses other answers (`Busy`).
     #[pyo3(signature = (timeout=None))]
     fn loan(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyResponseLoan> {
-        let wait = timeout_arg(timeout)?.map_or(shmbus::Wait::Forever, shmbus::Wait::For);
-        let req = slf.get().lender()?;
-        let lent = slf.py().detach(|| {
-            ActiveRequest::loan_owned(&req, wait).map_err(|e| match e {
+        let this = slf.get();
+        let req = this.lender()?;
+        // As `respond` waits: in slices, with only the request's lender locked.
+        let lent = blocking_while(slf.py(), timeout_arg(timeout)?, |f| f.is(ErrorKind::Full), |d| {
+            ActiveRequest::loan_owned(&req, Wait::For(d)).map_err(|e| match e {
                 LendOr::Refused(r) => request_refused(r),
                 LendOr::Failed(f) => Fail::of(f),
             })
-        })?;
-        Ok(PyResponseLoan::new(slf.unbind(), lent))
+        });
+        if lent.as_ref().is_err_and(|e| is_class(slf.py(), e, "Disconnected")) {
+            // The client went: the request is over (its bytes, if viewed, stay mapped).
+            let _ = this.held.release();
+        }
+        Ok(PyResponseLoan::new(slf.unbind(), lent?))
     }
 
     /// Finishes the request without another response (its client reads an empty last one).
-    fn end(&self) -> PyResult<()> {
-        self.finish(ActiveRequest::end)
+    fn end(&self, py: Python<'_>) -> PyResult<()> {
+        self.finish(py, ActiveRequest::end)
     }
 
     /// Finishes the request as failed: its client gets `RequestFailed`.
-    fn fail(&self) -> PyResult<()> {
-        self.finish(ActiveRequest::fail)
+    fn fail(&self, py: Python<'_>) -> PyResult<()> {
+        self.finish(py, ActiveRequest::fail)
     }
 
     /// Whether the request is finished (answered, ended, failed or released).
@@ -602,13 +618,14 @@ impl PyResponseLoan {
     #[pyo3(signature = (len=None))]
     fn send_last(&self, len: Option<usize>) -> PyResult<()> {
         let len = self.held.fits(len)?;
-        let send = || self.held.give_back(|loan| loan.send_last(len));
-        let req = &self.held.owner().held;
-        if !req.is_live() {
-            // The request was released while its loan was out: nothing views it any more.
-            return send();
+        // The request's end: not while its bytes are viewed, and no view starts meanwhile.
+        // A request released while its loan was out has no views left to wait for.
+        let settling = self.held.owner().held.settle()?;
+        self.held.give_back(|loan| loan.send_last(len))?;
+        if let Some(mut s) = settling {
+            s.done();
         }
-        req.settle(|_| send())
+        Ok(())
     }
 
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -312,3 +313,44 @@ def test_a_frame_served_by_another_process_in_place(domain):
     finally:
         child.kill()
         child.wait()
+
+
+def test_waits_for_room_hold_no_lock_another_thread_needs(domain):
+    """A response waiting for room holds neither the GIL nor the request: another thread
+    views it, asks whether it is finished, and reads the responses meanwhile."""
+    svc = shmbus.Service.create_or_open(domain, "svc", response_depth=1)
+    server, client = svc.server(), svc.client()
+    rid = client.try_send_request(b"stream")
+    req = server.recv(timeout=10)
+    req.respond(b"first")  # the one-cell ring is full now
+    outcome = []
+
+    def last():
+        try:
+            req.respond_last(b"second", timeout=0.3)  # no room: Full after 0.3 s
+        except shmbus.Full:
+            outcome.append("full")
+
+    t = threading.Thread(target=last)
+    t.start()
+    time.sleep(0.1)  # the end is under way (waiting for room) by now
+    refused = 0
+    while t.is_alive():
+        assert not req.finished
+        try:
+            memoryview(req).release()
+        except BufferError as e:
+            assert "being finished" in str(e)  # no view may start while the end is under way
+            refused += 1
+            continue
+        break  # the end gave up (Full): views may start again
+    t.join()
+    assert outcome == ["full"] and not req.finished
+    # A stream waiting for room is read by this thread while the server's thread waits.
+    t = threading.Thread(target=lambda: (req.respond(b"second"), req.respond_last(b"third")))
+    t.start()
+    got = [client.recv_response(timeout=10) for _ in range(3)]
+    t.join()
+    assert [(r.request_id, r.data, r.last) for r in got] == [
+        (rid, b"first", False), (rid, b"second", False), (rid, b"third", True)]
+    assert req.finished and refused > 0
