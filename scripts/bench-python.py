@@ -47,7 +47,7 @@ TAG = 8  # the bytes each round trip writes: a little-endian counter
 PEERS = ("shmbus", "iceoryx2", "pipe", "zmq")
 # The copy rows: not run unless named in --peers.
 COPY_PEERS = ("shmbus-copy", "shmbus-queue-copy", "shmbus-stream-copy", "shmbus-journal-copy",
-              "shmbus-recv-into", "iceoryx2-copy")
+              "shmbus-recv-into", "iceoryx2-copy", "shmbus-service", "shmbus-service-copy")
 LABELS = {
     "shmbus": "shmbus (topic)",
     "iceoryx2": "iceoryx2 (publish-subscribe)",
@@ -59,7 +59,11 @@ LABELS = {
     "shmbus-journal-copy": "shmbus journal, copy in and out",
     "shmbus-recv-into": "shmbus topic, copy in, recv_into out",
     "iceoryx2-copy": "iceoryx2, copy in, one copy out",
+    "shmbus-service": "shmbus service call (frames in place)",
+    "shmbus-service-copy": "shmbus service call, copy in and out",
 }
+# The service rows: a round trip is one call, this process the client, the echo the server.
+SERVICE_PEERS = ("shmbus-service", "shmbus-service-copy")
 # The Rust transport each shmbus copy row is held against (shmbus-bench pingpong --payload copy).
 RUST_KIND = {"shmbus-copy": "topic", "shmbus-queue-copy": "queue", "shmbus-stream-copy": "stream",
              "shmbus-journal-copy": "journal", "shmbus-recv-into": "topic"}
@@ -262,6 +266,70 @@ class ShmbusCopyPeer:
             ep.close()
 
 
+class ShmbusServicePeer:
+    """A call per round trip: the ping side is a service's client, the echo side its server.
+    `shmbus-service` writes a frame's request and response in loans and reads both in place
+    (the 8 B row copies, as `call` does); `shmbus-service-copy` copies both ways at every
+    size (`try_send_request(buf)`, `req.data`, `respond_last(buf)`, `recv_response()`)."""
+
+    def __init__(self, peer, ping, size, handoff, watch):
+        import shmbus
+        self.shmbus, self.size, self.watch, self.ping = shmbus, size, watch, ping
+        self.inplace = peer == "shmbus-service" and size >= FRAME
+        domain = shmbus.Domain("bench", root=handoff["root"])
+        self.svc = shmbus.Service.create_or_open(domain, "svc", max_in_flight=1, max_request_len=size,
+                                                 max_response_len=size)
+        self.end = self.svc.client() if ping else self.svc.server()
+        self.msg = bytearray(size)
+        self.req = None
+
+    def send(self, tag):
+        if self.inplace:
+            loan = self.end.loan_request() if self.ping else self.req.loan()
+            view = memoryview(loan)
+            view[:TAG] = tag
+            view.release()
+            if self.ping:
+                loan.send(self.size)
+            else:
+                loan.send_last(self.size)
+        else:
+            self.msg[:TAG] = tag
+            if self.ping:
+                self.end.try_send_request(self.msg)
+            else:
+                self.req.respond_last(self.msg)
+        self.req = None
+
+    def recv(self):
+        end, empty, watch = self.end, self.shmbus.Empty, self.watch
+        while True:
+            try:
+                if self.ping:
+                    got = end.try_recv_response_ref() if self.inplace else end.try_recv_response()
+                else:
+                    got = self.req = end.try_recv()
+                break
+            except empty:
+                watch.poll()
+        if self.inplace:
+            view = memoryview(got)
+            n, tag = len(view), bytes(view[:TAG])
+            view.release()
+            if self.ping:
+                got.release()
+        else:
+            data = got.data
+            n, tag = len(data), data[:TAG]
+        if n != self.size:
+            raise ValueError(f"shmbus service: a message of {n} bytes, expected {self.size}")
+        return tag
+
+    def close(self):
+        self.end.close()
+        self.svc.close()
+
+
 class Iceoryx2Peer:
     """Two services of byte slices, a publisher on one and a subscriber on the other, as
     shmbus-bench's Rust iceoryx2 peer: no history, a subscriber buffer of 2,
@@ -405,13 +473,15 @@ CLASSES = {"shmbus": ShmbusPeer, "iceoryx2": Iceoryx2Peer, "pipe": PipePeer, "zm
 def open_peer(peer, ping, size, handoff, watch):
     if peer in RUST_KIND:
         return ShmbusCopyPeer(peer, ping, size, handoff, watch)
+    if peer in SERVICE_PEERS:
+        return ShmbusServicePeer(peer, ping, size, handoff, watch)
     if peer == "iceoryx2-copy":
         return Iceoryx2Peer(ping, size, handoff, watch, copy=True)
     return CLASSES[peer](ping, size, handoff, watch)
 
 
 def make_handoff(peer, scratch, n):
-    if peer == "shmbus" or peer in RUST_KIND:
+    if peer == "shmbus" or peer in RUST_KIND or peer in SERVICE_PEERS:
         root = os.path.join(scratch, f"shmbus-{n}")
         os.mkdir(root)
         return {
@@ -520,7 +590,7 @@ def run_row(peer, size, iters, warmup, cpus, scratch, n):
     return {
         "peer": peer,
         "size": size,
-        "payload": "zero-copy" if size >= FRAME and peer in ("shmbus", "iceoryx2") else "copy",
+        "payload": "zero-copy" if size >= FRAME and peer in ("shmbus", "iceoryx2", "shmbus-service") else "copy",
         "iters": iters,
         "warmup": warmup,
         "p50_ns": percentile(samples, 0.50),
@@ -585,6 +655,10 @@ def in_process_ns(size, iters):
 
 
 def what_moves(row):
+    if row["peer"] in SERVICE_PEERS:
+        if row["payload"] == "zero-copy":
+            return "a call: request and response written in loans (first 8 B), read in place"
+        return "a call: request and response copied in and out"
     if row["peer"] == "shmbus-recv-into":
         return "the whole message sent by copy, received into a reused bytearray"
     if row["peer"] in RUST_KIND or row["peer"] == "iceoryx2-copy":
@@ -687,6 +761,12 @@ def main():
     ratio("shmbus_8_over_zmq_8", ("shmbus", 8), ("zmq", 8), "shmbus 8 B / pyzmq 8 B")
     ratio("iceoryx2_frame_over_iceoryx2_8", ("iceoryx2", FRAME), ("iceoryx2", 8),
           "iceoryx2 6,220,800 B zero-copy / iceoryx2 8 B")
+    ratio("service_frame_over_service_8", ("shmbus-service", FRAME), ("shmbus-service", 8),
+          "shmbus service call 6,220,800 B in place / 8 B")
+    ratio("service_copy_frame_over_service_frame", ("shmbus-service-copy", FRAME), ("shmbus-service", FRAME),
+          "shmbus service call 6,220,800 B copied / in place")
+    ratio("service_8_over_topic_8", ("shmbus-service", 8), ("shmbus", 8),
+          "shmbus service call 8 B / shmbus topic 8 B (one call against two topic hops)")
     for size in sizes:
         if size not in local:
             continue

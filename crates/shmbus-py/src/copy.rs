@@ -2,7 +2,8 @@
 //!
 //! An owned receive (`recv`, `try_recv`, `recv_async`, iteration) of a large item reads it
 //! in place through the endpoint's zero-copy receive (a pinned topic sample, a stream record,
-//! a pool job or a journal entry in its mailbox or file), copies its bytes once, straight into
+//! a pool job, a journal entry in its mailbox or file, a service response in its cell; not
+//! yet a response awaited with `recv_response_async`), copies its bytes once, straight into
 //! a new `bytes` object, and gives the item back as the copying receive would have left it.
 //! The core's copying receive would copy into a `Vec` first, and Python then into `bytes`:
 //! two passes over the message, the second into memory that is new for each message.
@@ -18,9 +19,9 @@ use pyo3::types::PyBytes;
 /// From this many bytes on, a copy into Python lets go of the GIL while it runs.
 pub(crate) const WITHOUT_GIL: usize = 64 * 1024;
 
-/// Topics whose messages may be this long or longer are received through a pinned sample
-/// (one copy); smaller ones through the core's copying receive, which for a few hundred
-/// bytes costs less than a pin.
+/// Topics whose messages (and services whose responses) may be this long or longer are
+/// received through a pinned sample (a response in its cell): one copy; smaller ones through
+/// the core's copying receive, which for a few hundred bytes costs less than a pin.
 pub(crate) const ONE_COPY_FROM: usize = 4 * 1024;
 
 /// Copies `src` into `dst`, without the GIL when large.

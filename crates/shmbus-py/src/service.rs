@@ -9,12 +9,13 @@ use pyo3::types::{PyBytes, PyDict};
 use shmbus::lend::{LendError, LendOr, Lender};
 use shmbus::service::{
     ActiveRequest, OwnedRequestLoan, OwnedResponseLoan, OwnedResponseRef, RequestRecvTimeoutError, RespondError,
-    ResponseRecvTimeoutError, Service, ServiceConfig,
+    ResponseRecvTimeoutError, ResponseRef, Service, ServiceConfig,
 };
-use shmbus::{Client, ErrorKind, Server, Wait};
+use shmbus::{Client, ErrorKind, Failure, Server, Wait};
 
 use crate::block::{blocking, blocking_while, timeout_arg, Bytes};
 use crate::cell::Cell;
+use crate::copy;
 use crate::domain::PyDomain;
 use crate::errors::{is_class, Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
@@ -123,8 +124,8 @@ impl PyService {
 
     /// Joins the service as a client.
     fn client(&self) -> PyResult<PyClient> {
-        let c = self.cell.with(|svc| svc.client())?.or_raise()?;
-        Ok(PyClient { cell: Cell::new(c, "client") })
+        let (c, max) = self.cell.with(|svc| (svc.client(), svc.max_response_len()))?;
+        Ok(PyClient { cell: Cell::new(c.or_raise()?, "client"), one_copy: max >= copy::ONE_COPY_FROM })
     }
 }
 
@@ -174,11 +175,60 @@ impl PyResponse {
     }
 }
 
+/// A response a copying receive took: still in its cell (a service whose responses may be
+/// large: it is copied once, straight into `bytes`, see `copy.rs`), or copied out already
+/// (small responses, for which a lent item costs more than a second copy).
+enum Got {
+    InPlace(OwnedResponseRef),
+    Copied { request_id: u64, data: Vec<u8>, last: bool },
+}
+
+impl Got {
+    fn is_last(&self) -> bool {
+        match self {
+            Got::InPlace(r) => r.is_last(),
+            Got::Copied { last, .. } => *last,
+        }
+    }
+
+    /// The bytes, in a `bytes` object (the cell handed back after the copy).
+    fn into_bytes(self, py: Python<'_>) -> PyResult<Bound<'_, PyBytes>> {
+        match self {
+            Got::InPlace(r) => copy::lent_bytes(py, r, |r| r.data(), drop),
+            Got::Copied { data, .. } => Ok(PyBytes::new(py, &data)),
+        }
+    }
+
+    fn into_response(self, py: Python<'_>) -> PyResult<PyResponse> {
+        let request_id = match &self {
+            Got::InPlace(r) => r.request_id(),
+            Got::Copied { request_id, .. } => *request_id,
+        };
+        let last = self.is_last();
+        Ok(PyResponse { request_id, data: self.into_bytes(py)?.unbind(), last })
+    }
+}
+
+impl PyClient {
+    /// The response `recv` (a `recv_response_ref` form) reads, for a copying receive.
+    fn take<E: Failure>(&self, recv: impl FnOnce(&mut Client) -> Result<ResponseRef<'_>, E>) -> Result<Got, Fail> {
+        if self.one_copy {
+            return self.cell.owned(|c| Client::response_owned(c, recv)).map(Got::InPlace);
+        }
+        let copied =
+            |r: ResponseRef<'_>| Got::Copied { request_id: r.request_id(), data: r.to_vec(), last: r.is_last() };
+        self.cell.with(|c| recv(c).map(copied))?.map_err(Fail::of)
+    }
+}
+
 /// Sends requests and reads the responses to them, which reach this client alone.
 #[pyclass(frozen, module = "shmbus", name = "Client")]
 #[derive(Debug)]
 pub(crate) struct PyClient {
     pub(crate) cell: Cell<Client>,
+    /// Copying receives go through the response in its cell, one copy (`copy.rs`): the
+    /// service's responses may be [`copy::ONE_COPY_FROM`] bytes or longer.
+    one_copy: bool,
 }
 
 closing_pymethods! {
@@ -196,21 +246,13 @@ impl PyClient {
     /// answering it died, `RequestFailed` when it failed it, `Empty` with nothing in flight.
     #[pyo3(signature = (timeout=None))]
     fn recv_response(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyResponse> {
-        let r = blocking(py, timeout_arg(timeout)?, |d| {
-            self.cell
-                .with(|c| c.recv_response_timeout(d).map(parts))?
-                .map_err(Fail::of)
-        })?;
-        Ok(PyResponse::new(py, r))
+        let r = blocking(py, timeout_arg(timeout)?, |d| self.take(|c| c.recv_response_ref_timeout(d)))?;
+        r.into_response(py)
     }
 
     /// The next response to any request in flight, without waiting (`Empty` if none yet).
     fn try_recv_response(&self, py: Python<'_>) -> PyResult<PyResponse> {
-        let r = self
-            .cell
-            .with(|c| c.try_recv_response().map(parts))?
-            .map_err(Fail::of)?;
-        Ok(PyResponse::new(py, r))
+        self.take(Client::try_recv_response_ref)?.into_response(py)
     }
 
     /// A request slot to write a request in place (zero copy): a `RequestLoan` exporting a
@@ -262,13 +304,12 @@ impl PyClient {
         let bytes = Bytes::get(data)?;
         let timeout = timeout_arg(timeout)?;
         let id = py.detach(|| self.cell.with(|c| c.try_send_request(bytes.as_slice()).map_err(Fail::of)))??;
-        let r = blocking(py, timeout, |d| {
-            self.cell
-                .with(|c| c.recv_response_for_timeout(id, d).map(|r| (r.to_vec(), r.is_last())))?
-                .map_err(Fail::of)
-        });
+        let r = blocking(py, timeout, |d| self.take(|c| c.recv_response_for_timeout(id, d)));
         let (data, last) = match r {
-            Ok(v) => v,
+            Ok(r) => {
+                let last = r.is_last();
+                (r.into_bytes(py)?, last)
+            }
             Err(e) => {
                 // Given up (timed out, or interrupted): a late response is dropped.
                 let _ = self.cell.with(|c| c.cancel(id));
@@ -278,7 +319,7 @@ impl PyClient {
         if !last {
             self.cell.with(|c| c.cancel(id))?;
         }
-        Ok(PyBytes::new(py, &data).unbind())
+        Ok(data.unbind())
     }
 
     /// The next response to any request in flight, awaited (docs/python.md, "Async"):
@@ -333,13 +374,14 @@ impl PyClient {
 
     /// The responses, one by one, until none is in flight.
     fn __next__(&self, py: Python<'_>) -> PyResult<PyResponse> {
-        let r = blocking(py, None, |d| match self.cell.with(|c| c.recv_response_timeout(d).map(parts))? {
+        let r = blocking(py, None, |d| match self.take(|c| c.recv_response_ref_timeout(d)) {
             Ok(r) => Ok(Some(r)),
-            Err(ResponseRecvTimeoutError::NoneInFlight) => Ok(None),
-            Err(e) => Err(Fail::of(e)),
+            // Nothing in flight: the iteration is over.
+            Err(f) if f.is(ErrorKind::Empty) => Ok(None),
+            Err(f) => Err(f),
         })?;
         let r = r.ok_or_else(|| pyo3::exceptions::PyStopIteration::new_err(()))?;
-        Ok(PyResponse::new(py, r))
+        r.into_response(py)
     }
 }
 

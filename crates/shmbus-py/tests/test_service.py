@@ -354,3 +354,42 @@ def test_waits_for_room_hold_no_lock_another_thread_needs(domain):
     assert [(r.request_id, r.data, r.last) for r in got] == [
         (rid, b"first", False), (rid, b"second", False), (rid, b"third", True)]
     assert req.finished and refused > 0
+
+
+@pytest.mark.parametrize("max_response_len", [64, FRAME])
+def test_copying_receives_small_and_large(domain, max_response_len):
+    """Copying receives take small responses through a copy and large ones from their cell,
+    copied once: the same answers either way, and the cells go back."""
+    svc = shmbus.Service.create_or_open(domain, "svc", max_in_flight=2, response_depth=1,
+                                        max_response_len=max_response_len)
+    server, client = svc.server(), svc.client()
+    size = min(max_response_len, 1 << 20)
+
+    def serve():
+        for i in range(3):
+            req = server.recv(timeout=10)
+            body = bytes([req.data[0]]) * size
+            if i == 0:
+                req.respond_last(body)  # a call's one response
+                continue
+            req.respond(body)
+            req.respond_last(body[:1])
+
+    t = threading.Thread(target=serve)
+    t.start()
+    assert client.call(b"\x07", timeout=10) == b"\x07" * size
+    rid = client.try_send_request(b"\x08")
+    first = client.recv_response(timeout=10)
+    assert (first.request_id, first.data, first.last) == (rid, b"\x08" * size, False)
+    assert [(r.data, r.last) for r in client] == [(b"\x08", True)]
+    rid = client.try_send_request(b"\x09")
+    while True:
+        try:
+            r = client.try_recv_response()
+            break
+        except shmbus.Empty:
+            pass
+    assert (r.request_id, len(r), r.last) == (rid, size, False)
+    assert client.recv_response(timeout=10).data == b"\x09"
+    t.join()
+    assert client.in_flight == 0
