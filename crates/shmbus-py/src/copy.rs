@@ -2,9 +2,9 @@
 //!
 //! An owned receive (`recv`, `try_recv`, `recv_async`, iteration) of a large item reads it
 //! in place through the endpoint's zero-copy receive (a pinned topic sample, a stream record,
-//! a pool job, a journal entry in its mailbox or file, a service response in its cell; not
-//! yet a response awaited with `recv_response_async`), copies its bytes once, straight into
-//! a new `bytes` object, and gives the item back as the copying receive would have left it.
+//! a pool job, a journal entry in its mailbox or file, a service response in its cell),
+//! copies its bytes once, straight into a new `bytes` object, and gives the item back as the
+//! copying receive would have left it.
 //! The core's copying receive would copy into a `Vec` first, and Python then into `bytes`:
 //! two passes over the message, the second into memory that is new for each message.
 //!

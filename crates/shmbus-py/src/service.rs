@@ -353,6 +353,16 @@ impl PyClient {
     /// waits (`wake` is then registered with the waiter thread).
     fn _poll_recv(slf: Bound<'_, Self>, reg: &PyRegistration, wake: PyRef<'_, PyWake>) -> PyResult<Option<PyResponse>> {
         let py = slf.py();
+        // A response already there is copied once; only when there is none does the poll
+        // below register the wake-up (and a response that races in is taken by it).
+        if slf.get().one_copy {
+            match slf.get().take(Client::try_recv_response_ref) {
+                Ok(got) => return Ok(Some(got.into_response(py)?)),
+                // Nothing yet (or nothing in flight, which the poll reports).
+                Err(f) if f.is(ErrorKind::Empty) => {}
+                Err(f) => return Err(f.into()),
+            }
+        }
         let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, Fail::of)?;
         Ok(r.map(|r| PyResponse::new(py, parts(r))))
     }

@@ -366,11 +366,11 @@ def test_copying_receives_small_and_large(domain, max_response_len):
     size = min(max_response_len, 1 << 20)
 
     def serve():
-        for i in range(3):
+        for i in range(4):
             req = server.recv(timeout=10)
             body = bytes([req.data[0]]) * size
-            if i == 0:
-                req.respond_last(body)  # a call's one response
+            if i in (0, 3):
+                req.respond_last(body)  # one response
                 continue
             req.respond(body)
             req.respond_last(body[:1])
@@ -391,5 +391,10 @@ def test_copying_receives_small_and_large(domain, max_response_len):
             pass
     assert (r.request_id, len(r), r.last) == (rid, size, False)
     assert client.recv_response(timeout=10).data == b"\x09"
+    # Awaited: a response already there, and one that comes while the await waits.
+    import asyncio
+    rid = client.try_send_request(b"\x0a")
     t.join()
+    r = asyncio.run(client.recv_response_async(timeout=10))
+    assert (r.request_id, r.data, r.last) == (rid, b"\x0a" * size, True)
     assert client.in_flight == 0
