@@ -17,17 +17,11 @@ use crate::block::{blocking, blocking_while, timeout_arg, Bytes};
 use crate::cell::Cell;
 use crate::copy;
 use crate::domain::PyDomain;
-use crate::errors::{is_class, Fail, OrRaise};
+use crate::errors::{Fail, OrRaise};
 use crate::held::{Held, Names, LOAN};
 use crate::methods::{closing_pymethods, config_from_args, lent_pymethods, py_dict};
 use crate::r#async::{self as aio, PyRegistration, PyWake};
 use crate::schema::{schema_arg, schema_of, PySchema};
-
-/// A response's id, bytes and last flag.
-fn parts(r: shmbus::service::Response) -> (u64, Vec<u8>, bool) {
-    let (id, last) = (r.request_id(), r.is_last());
-    (id, r.into_data(), last)
-}
 
 /// A service. Make one with `Service.create_or_open` or `Service.open`; endpoints come from
 /// `server()` and `client()`.
@@ -166,12 +160,6 @@ impl PyResponse {
 
     fn __repr__(&self, py: Python<'_>) -> String {
         format!("Response(request_id={}, len={}, last={})", self.request_id, self.__len__(py), self.last)
-    }
-}
-
-impl PyResponse {
-    fn new(py: Python<'_>, (request_id, data, last): (u64, Vec<u8>, bool)) -> PyResponse {
-        PyResponse { request_id, data: PyBytes::new(py, &data).unbind(), last }
     }
 }
 
@@ -364,7 +352,8 @@ impl PyClient {
             }
         }
         let r = aio::poll_endpoint(py, &slf.get().cell, reg, &wake, Fail::of)?;
-        Ok(r.map(|r| PyResponse::new(py, parts(r))))
+        r.map(|r| Got::Copied { request_id: r.request_id(), last: r.is_last(), data: r.into_data() }.into_response(py))
+            .transpose()
     }
 
     /// Gives request `id` up: a response that comes later is dropped. Returns whether it
@@ -525,10 +514,7 @@ impl PyRequest {
         };
         if !last {
             let out = respond(&self.lender()?)?;
-            if out == Err(RespondError::ClientGone) {
-                // The client went: the request is over (its bytes, if viewed, stay mapped).
-                let _ = self.held.release();
-            }
+            self.over_if_gone(&out);
             return Ok(out.map_err(Fail::of)?);
         }
         // The end: not while the request's bytes are viewed (its slot is its client's after
@@ -540,6 +526,14 @@ impl PyRequest {
             end.done();
         }
         Ok(out.map_err(Fail::of)?)
+    }
+
+    /// Lets go of the request if `out` says its client went: the request is over (its bytes,
+    /// if viewed, stay mapped).
+    fn over_if_gone<T>(&self, out: &Result<T, RespondError>) {
+        if matches!(out, Err(RespondError::ClientGone)) {
+            let _ = self.held.release();
+        }
     }
 
     /// Ends the request with `end` (by value), unless its bytes are viewed or a loan is out.
@@ -591,16 +585,15 @@ impl PyRequest {
         let req = this.lender()?;
         // As `respond` waits: in slices, with only the request's lender locked.
         let lent = blocking_while(slf.py(), timeout_arg(timeout)?, |f| f.is(ErrorKind::Full), |d| {
-            ActiveRequest::loan_owned(&req, Wait::For(d)).map_err(|e| match e {
-                LendOr::Refused(r) => request_refused(r),
-                LendOr::Failed(f) => Fail::of(f),
-            })
-        });
-        if lent.as_ref().is_err_and(|e| is_class(slf.py(), e, "Disconnected")) {
-            // The client went: the request is over (its bytes, if viewed, stay mapped).
-            let _ = this.held.release();
-        }
-        Ok(PyResponseLoan::new(slf.unbind(), lent?))
+            match ActiveRequest::loan_owned(&req, Wait::For(d)) {
+                Ok(l) => Ok(Ok(l)),
+                Err(LendOr::Refused(r)) => Err(request_refused(r)),
+                Err(LendOr::Failed(RespondError::Full)) => Err(Fail::of(RespondError::Full)),
+                Err(LendOr::Failed(e)) => Ok(Err(e)),
+            }
+        })?;
+        this.over_if_gone(&lent);
+        Ok(PyResponseLoan::new(slf.unbind(), lent.map_err(Fail::of)?))
     }
 
     /// Finishes the request without another response (its client reads an empty last one).
