@@ -2,27 +2,28 @@
 //! (see README.md).
 //!
 //! The layers, bottom up: the library's domain watch (`Domain::watch`: channels created and
-//! removed), [`topics`] (topics as the SDK's channels, and the threads that stream them while
-//! clients subscribe), [`gate`] (the listening socket, which bounds connections) and this
-//! file (options, start, signals).
+//! removed), [`outbox`] (what goes out to one client, within its bounds), [`topics`] (topics
+//! as the protocol's channels, the clients that see them, and the threads that stream them
+//! while clients subscribe), [`server`] (the listening socket, connections and their bounds,
+//! each client's requests) and this file (options, start, signals).
 
-mod gate;
+mod outbox;
 mod select;
+mod server;
 mod topics;
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use shmbus::Domain;
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::outbox::Limits;
 use crate::select::Selection;
-use crate::topics::{Listener, Topics};
+use crate::topics::Topics;
 
 /// Show a domain's topics live in Foxglove, over the Foxglove WebSocket protocol.
 ///
@@ -54,23 +55,18 @@ struct Args {
     /// The most clients connected at once; more are refused (HTTP 503).
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     max_clients: u32,
-    /// The most messages queued for one client; a client that reads slower loses the oldest.
-    /// A client's memory is at most this many of the largest messages it subscribed to.
+    /// The most messages queued for one client; a client that reads slower loses the oldest
+    /// (counted, and said once per client).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     client_backlog: u32,
+    /// The most bytes of messages queued for one client (one message is always let
+    /// through, however large); past it the oldest are dropped as for --client-backlog.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    client_backlog_bytes: u64,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    // The SDK reports through `tracing`: its connection lines and its "outbox full" notice
-    // (a client too slow for its messages) go to stderr beside this program's own.
-    tracing_subscriber::fmt()
-        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .without_time()
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -111,22 +107,15 @@ async fn serve(args: Args) -> Result<(), String> {
         );
     }
 
-    let ctx = foxglove::Context::new();
-    let topics = Topics::new(domain.clone(), Selection::new(args.topics, args.allow), ctx.clone());
-    let server = ctx
-        .websocket_server()
-        .name(format!("shmbus {name}"))
-        .bind("127.0.0.1", 0)
-        .listener(Arc::new(Listener(topics.clone())))
-        .message_backlog_size(args.client_backlog as usize)
-        .start()
-        .await
-        .map_err(|e| format!("cannot start the WebSocket server: {e}"))?;
-    let backend = SocketAddr::from(([127, 0, 0, 1], server.port()));
+    let topics = Topics::new(domain.clone(), Selection::new(args.topics, args.allow), format!("shmbus {name}"));
     // The watch first, then the scan: nothing linked in between is missed.
     let mut changes = watch_channels(&domain).map_err(|e| format!("watching domain {name}: {e}"))?;
     topics.scan();
-    let gate = tokio::spawn(gate::run(listener, backend, args.max_clients as usize));
+    let limits = Limits {
+        backlog: args.client_backlog as usize,
+        backlog_bytes: usize::try_from(args.client_backlog_bytes).unwrap_or(usize::MAX),
+    };
+    let server = tokio::spawn(server::run(listener, topics.clone(), args.max_clients as usize, limits));
     eprintln!("shmbus-foxglove: domain {name} on ws://{addr} (Foxglove: Open connection → Foxglove WebSocket)");
 
     let outcome = loop {
@@ -139,9 +128,7 @@ async fn serve(args: Args) -> Result<(), String> {
             _ = sigterm.recv() => break Ok(()),
         }
     };
-    gate.abort();
-    // A client that stopped reading would hold a graceful close forever: a moment, then on.
-    let _ = tokio::time::timeout(Duration::from_secs(1), server.stop().wait()).await;
+    server.abort();
     let t = topics.clone();
     let _ = tokio::task::spawn_blocking(move || t.stop()).await;
     eprintln!("shmbus-foxglove: stopped");

@@ -1,19 +1,25 @@
-//! The domain's topics as Foxglove channels, and the streams that feed them.
+//! The domain's topics as the protocol's channels, the clients that see them, and the
+//! streams that feed them.
 //!
-//! Every selected topic of the domain is one `RawChannel` of the server's context, which
-//! advertises it to every client (with the topic's schema and message encoding) and
-//! unadvertises it when the channel is closed. A topic is read only while some client is
-//! subscribed to it: the first client subscription starts a thread that opens a shmbus
-//! subscriber on the topic and hands each message to the channel (the SDK copies it into
-//! the queue of each subscribed client); the last unsubscribe makes that thread drop its
-//! subscriber and end. The thread waits in the subscriber's blocking receive (a futex
-//! wait), waking at most every [`POLL`] to look whether it is still wanted.
+//! Every selected topic of the domain is one channel, advertised to every client (with the
+//! topic's schema and message encoding) and unadvertised when the topic goes. A topic is
+//! read only while some client is subscribed to it: the first subscription starts a thread
+//! that opens a shmbus subscriber on the topic and hands each message to the outbox of each
+//! subscribed client (which writes it to the client's socket itself when the client keeps
+//! up: see `outbox`); the last unsubscribe makes that thread drop its subscriber and end.
+//! The thread waits in the subscriber's blocking receive (a futex wait), waking at most
+//! every [`POLL`] to look whether it is still wanted.
 //!
-//! **Invariant: one stream thread per topic at most.** A topic's [`Stream`] holds the set of
-//! subscribed clients and whether its thread runs, under one lock: a subscription starts a
-//! thread only when none runs, and a thread ends only after it has seen, under that lock,
-//! that no client is left (so a client that subscribes while the thread is on its way out
+//! **Invariant: one stream thread per topic at most.** A topic's [`Stream`] holds its
+//! subscriptions and whether its thread runs, under one lock: a subscription starts a thread
+//! only when none runs, and a thread ends only after it has seen, under that lock, that no
+//! subscription is left (so a client that subscribes while the thread is on its way out
 //! either keeps it or starts the next one, never a second beside it).
+//!
+//! **Order.** The registry's lock is held while a channel is advertised or unadvertised to
+//! the clients and while a client is sent the channels there are, so every client sees each
+//! channel advertised once, before any message of it, and unadvertised at most once.
+//! Lock order: the registry, then a topic's stream, then an outbox.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
@@ -22,23 +28,39 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use foxglove::websocket::{ChannelView, Client, ClientId, ServerListener};
-use foxglove::{ChannelId, Context, PartialMetadata, RawChannel};
+use foxglove::protocol::v1::client::subscribe::Subscription;
+use foxglove::protocol::v1::schema::Schema;
+use foxglove::protocol::v1::server::{Advertise, Channel, ServerInfo, Unadvertise};
+use foxglove::protocol::v1::JsonMessage;
 use shmbus::{Domain, Kind, Topic, TopicRecvTimeoutError, WaitPolicy};
 
+use crate::outbox::{frame_head, Outbox, BINARY, MAX_HEAD};
 use crate::select::Selection;
 
 /// How long a stream thread's receive waits before it looks whether it is still wanted.
 const POLL: Duration = Duration::from_millis(100);
 
+/// Bytes of a `messageData` message before its payload: opcode, subscription id, log time
+/// (the protocol's binary layout, written here rather than through the SDK's encoder, which
+/// would copy the payload once per client).
+const MESSAGE_DATA_HEAD: usize = 1 + 4 + 8;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Who is subscribed to a topic, and whether its stream thread runs (see the module docs).
+/// One client's subscription to a topic.
+#[derive(Debug)]
+struct Sub {
+    client: u64,
+    id: u32,
+    out: Arc<Outbox>,
+}
+
+/// A topic's subscriptions, and whether its stream thread runs (see the module docs).
 #[derive(Debug, Default)]
 struct Stream {
-    clients: HashSet<ClientId>,
+    subs: Vec<Sub>,
     running: bool,
 }
 
@@ -47,20 +69,48 @@ struct Stream {
 struct Link {
     name: String,
     topic: Topic,
-    channel: Arc<RawChannel>,
+    /// The channel as advertised.
+    channel: Channel<'static>,
     /// The channel file's (device, inode): a topic removed and made again under the same
     /// name between two scans is a new topic.
     file: (u64, u64),
     stream: Mutex<Stream>,
 }
 
+impl Link {
+    fn id(&self) -> u64 {
+        self.channel.id
+    }
+}
+
+/// A connected client.
+#[derive(Debug)]
+struct Client {
+    out: Arc<Outbox>,
+    /// Its subscriptions: subscription id → channel id.
+    subs: HashMap<u32, u64>,
+}
+
 #[derive(Debug, Default)]
 struct Registry {
     by_name: HashMap<String, Arc<Link>>,
-    by_channel: HashMap<ChannelId, Arc<Link>>,
+    by_channel: HashMap<u64, Arc<Link>>,
     /// Names that could not be shown (not a topic, or not openable), warned about once,
     /// until they leave the domain or their file changes.
     passed: HashMap<String, (u64, u64)>,
+    clients: HashMap<u64, Client>,
+    /// The last channel id and client id given (ids start at 1 and are never reused).
+    last_channel: u64,
+    last_client: u64,
+}
+
+impl Registry {
+    /// Sends `json` to every client.
+    fn broadcast(&self, json: &str) {
+        for c in self.clients.values() {
+            c.out.send_json(json);
+        }
+    }
 }
 
 /// The topics of one domain, shown to the clients of one server.
@@ -68,7 +118,8 @@ struct Registry {
 pub struct Topics {
     domain: Domain,
     selection: Selection,
-    ctx: Arc<Context>,
+    /// The server's name, as `serverInfo` gives it.
+    name: String,
     /// CLOCK_REALTIME − CLOCK_MONOTONIC, sampled once at start: shmbus stamps messages on
     /// the monotonic clock, Foxglove shows Unix-epoch times.
     clock_offset_ns: i128,
@@ -78,14 +129,14 @@ pub struct Topics {
 }
 
 impl Topics {
-    /// The topics of `domain` that `selection` shows, as channels of `ctx`.
-    pub fn new(domain: Domain, selection: Selection, ctx: Arc<Context>) -> Arc<Topics> {
+    /// The topics of `domain` that `selection` shows, served under `name`.
+    pub fn new(domain: Domain, selection: Selection, name: String) -> Arc<Topics> {
         let real = i128::from(shmbus::journal::realtime_ns());
         let mono = i128::from(shmbus::time::monotonic_ns());
         Arc::new(Topics {
             domain,
             selection,
-            ctx,
+            name,
             clock_offset_ns: real - mono,
             registry: Mutex::default(),
             threads: Mutex::default(),
@@ -114,23 +165,25 @@ impl Topics {
                 Some((n, (meta.dev(), meta.ino())))
             })
             .collect();
-        let gone: Vec<Arc<Link>> = {
+        {
             let mut reg = lock(&self.registry);
             reg.passed.retain(|n, file| files.get(n) == Some(file));
             let gone: Vec<Arc<Link>> =
                 reg.by_name.values().filter(|l| files.get(&l.name) != Some(&l.file)).cloned().collect();
-            for l in &gone {
-                reg.by_name.remove(&l.name);
-                reg.by_channel.remove(&l.channel.id());
+            if !gone.is_empty() {
+                let ids: HashSet<u64> = gone.iter().map(|l| l.id()).collect();
+                for l in &gone {
+                    reg.by_name.remove(&l.name);
+                    reg.by_channel.remove(&l.id());
+                    // Its stream ends at its next look.
+                    lock(&l.stream).subs.clear();
+                    eprintln!("shmbus-foxglove: topic {} removed", l.name);
+                }
+                for c in reg.clients.values_mut() {
+                    c.subs.retain(|_, ch| !ids.contains(ch));
+                }
+                reg.broadcast(&Unadvertise::new(ids).to_string());
             }
-            gone
-        };
-        for l in gone {
-            // Unadvertises it; the SDK calls on_unsubscribe for each client subscribed to it,
-            // which ends its stream.
-            l.channel.close();
-            lock(&l.stream).clients.clear();
-            eprintln!("shmbus-foxglove: topic {} removed", l.name);
         }
         for (name, file) in files {
             {
@@ -139,47 +192,151 @@ impl Topics {
                     continue;
                 }
             }
-            match self.open(&name, file) {
-                Ok(link) => {
-                    let mut reg = lock(&self.registry);
-                    reg.by_channel.insert(link.channel.id(), link.clone());
+            // Opened without the lock (it reads the channel's file); numbered and advertised
+            // under it.
+            let opened = self.open(&name);
+            let mut reg = lock(&self.registry);
+            let id = reg.last_channel + 1;
+            match opened.and_then(|(topic, schema)| advert(id, &name, schema).map(|c| (topic, c))) {
+                Ok((topic, channel)) => {
+                    reg.last_channel = id;
+                    eprintln!(
+                        "shmbus-foxglove: topic {name} advertised ({})",
+                        topic.schema().map_or_else(|| "no schema".to_owned(), ToString::to_string)
+                    );
+                    reg.broadcast(&Advertise::new([channel.clone()]).to_string());
+                    let link = Arc::new(Link { name: name.clone(), topic, channel, file, stream: Mutex::default() });
+                    reg.by_channel.insert(id, link.clone());
                     reg.by_name.insert(name, link);
                 }
                 Err(why) => {
                     if let Some(why) = why {
                         eprintln!("shmbus-foxglove: {name}: {why}; not shown");
                     }
-                    lock(&self.registry).passed.insert(name, file);
+                    reg.passed.insert(name, file);
                 }
             }
         }
     }
 
-    /// Opens topic `name` and advertises it as a channel (`Err(None)`: not a topic, passed
-    /// over quietly; `Err(Some(why))`: a topic that cannot be shown).
-    fn open(&self, name: &str, file: (u64, u64)) -> Result<Arc<Link>, Option<String>> {
+    /// Opens topic `name` (`Err(None)`: not a topic, passed over quietly; `Err(Some(why))`: a
+    /// topic that cannot be shown), with its schema as the protocol has it: the message
+    /// encoding, and the schema (name, encoding, data) if there is one.
+    #[allow(clippy::type_complexity)]
+    fn open(&self, name: &str) -> Result<(Topic, (String, Option<Schema<'static>>)), Option<String>> {
         let report = shmbus::admin::inspect_channel(&self.domain, name).map_err(|e| Some(e.to_string()))?;
         if report.header.kind != Kind::Topic {
             return Err(None);
         }
         let topic = Topic::open(&self.domain, name).map_err(|e| Some(e.to_string()))?;
-        let builder = self.ctx.channel_builder(name);
         // A topic without a schema is a channel with no schema and an empty message
         // encoding, as in shmbus's MCAP files: nothing is known about its bytes.
-        let builder = match topic.schema() {
-            Some(s) => builder.message_encoding(s.message_encoding()).schema(
-                (!s.encoding().is_empty())
-                    .then(|| foxglove::Schema::new(s.name(), s.encoding(), s.data().to_vec()))
-                    .or_else(|| (!s.name().is_empty()).then(|| foxglove::Schema::new(s.name(), "", Vec::new()))),
+        let schema = match topic.schema() {
+            Some(s) => (
+                s.message_encoding().to_owned(),
+                if !s.encoding().is_empty() {
+                    Some(Schema::new(s.name().to_owned(), s.encoding().to_owned(), s.data().to_vec()))
+                } else if !s.name().is_empty() {
+                    Some(Schema::new(s.name().to_owned(), String::new(), Vec::new()))
+                } else {
+                    None
+                },
             ),
-            None => builder.message_encoding(""),
+            None => (String::new(), None),
         };
-        let channel = builder.build_raw().map_err(|e| Some(format!("cannot advertise it: {e}")))?;
-        eprintln!(
-            "shmbus-foxglove: topic {name} advertised ({})",
-            topic.schema().map_or_else(|| "no schema".to_owned(), ToString::to_string)
-        );
-        Ok(Arc::new(Link { name: name.to_owned(), topic, channel, file, stream: Mutex::default() }))
+        Ok((topic, schema))
+    }
+
+    /// Registers a client whose handshake is done: sends it `serverInfo` and the channels
+    /// there are. Its id; `None` once the server is stopping.
+    pub fn add_client(&self, out: Arc<Outbox>) -> Option<u64> {
+        if self.stopping.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut reg = lock(&self.registry);
+        reg.last_client += 1;
+        let id = reg.last_client;
+        out.send_json(&ServerInfo::new(self.name.clone()).to_string());
+        if !reg.by_channel.is_empty() {
+            let mut channels: Vec<&Arc<Link>> = reg.by_channel.values().collect();
+            channels.sort_by_key(|l| l.id());
+            out.send_json(&Advertise::new(channels.into_iter().map(|l| l.channel.clone())).to_string());
+        }
+        reg.clients.insert(id, Client { out, subs: HashMap::new() });
+        Some(id)
+    }
+
+    /// Forgets client `id` and ends its subscriptions.
+    pub fn remove_client(&self, id: u64) {
+        let mut reg = lock(&self.registry);
+        let Some(client) = reg.clients.remove(&id) else { return };
+        for (sub, channel) in client.subs {
+            if let Some(link) = reg.by_channel.get(&channel) {
+                lock(&link.stream).subs.retain(|s| !(s.client == id && s.id == sub));
+            }
+        }
+    }
+
+    /// Client `id`'s subscriptions: each one made, or why not (one line per refusal).
+    pub fn subscribe(self: &Arc<Self>, id: u64, subs: &[Subscription]) -> Vec<String> {
+        let mut refused = Vec::new();
+        let mut reg = lock(&self.registry);
+        for s in subs {
+            let Some(link) = reg.by_channel.get(&s.channel_id).cloned() else {
+                refused.push(format!("subscription {}: no channel {}", s.id, s.channel_id));
+                continue;
+            };
+            let Some(client) = reg.clients.get_mut(&id) else { return refused };
+            if client.subs.contains_key(&s.id) {
+                refused.push(format!("subscription {}: that id is in use", s.id));
+                continue;
+            }
+            if client.subs.values().any(|&c| c == s.channel_id) {
+                refused.push(format!("subscription {}: already subscribed to channel {}", s.id, s.channel_id));
+                continue;
+            }
+            client.subs.insert(s.id, s.channel_id);
+            let out = client.out.clone();
+            let mut st = lock(&link.stream);
+            st.subs.push(Sub { client: id, id: s.id, out });
+            if st.running || self.stopping.load(Ordering::Relaxed) {
+                continue;
+            }
+            st.running = true;
+            drop(st);
+            let (t, l) = (self.clone(), link.clone());
+            let spawned = std::thread::Builder::new().name(format!("fox-{}", link.name)).spawn(move || t.stream(&l));
+            match spawned {
+                Ok(h) => {
+                    let mut threads = lock(&self.threads);
+                    threads.retain(|h| !h.is_finished());
+                    threads.push(h);
+                }
+                Err(e) => {
+                    eprintln!("shmbus-foxglove: topic {}: cannot start its stream: {e}", link.name);
+                    lock(&link.stream).running = false;
+                }
+            }
+        }
+        refused
+    }
+
+    /// Ends client `id`'s subscriptions `ids`: why not, for those it does not have.
+    pub fn unsubscribe(&self, id: u64, ids: &[u32]) -> Vec<String> {
+        let mut refused = Vec::new();
+        let mut reg = lock(&self.registry);
+        let reg = &mut *reg;
+        let Some(client) = reg.clients.get_mut(&id) else { return refused };
+        for &sub in ids {
+            let Some(channel) = client.subs.remove(&sub) else {
+                refused.push(format!("unsubscribe: no subscription {sub}"));
+                continue;
+            };
+            if let Some(link) = reg.by_channel.get(&channel) {
+                lock(&link.stream).subs.retain(|s| !(s.client == id && s.id == sub));
+            }
+        }
+        refused
     }
 
     /// A message's publish time (CLOCK_MONOTONIC) on the Unix epoch.
@@ -204,16 +361,13 @@ impl Topics {
         loop {
             {
                 let mut st = lock(&link.stream);
-                if st.clients.is_empty() || self.stopping.load(Ordering::Relaxed) {
+                if st.subs.is_empty() || self.stopping.load(Ordering::Relaxed) {
                     st.running = false;
                     break;
                 }
             }
             match sub.recv_ref_timeout(POLL) {
-                Ok(sample) => {
-                    let time = self.unix_ns(sample.ts_ns());
-                    link.channel.log_with_meta(&sample, PartialMetadata::with_log_time(time));
-                }
+                Ok(sample) => self.deliver(link, &sample, self.unix_ns(sample.ts_ns())),
                 Err(TopicRecvTimeoutError::Timeout) => {}
                 Err(TopicRecvTimeoutError::Lagged { missed }) => {
                     if lagged == 0 {
@@ -234,55 +388,49 @@ impl Topics {
         }
     }
 
-    /// Ends every stream and waits for their threads.
+    /// Ends every stream and waits for their threads; tells every client the server is
+    /// going (a WebSocket close, 1001).
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Relaxed);
+        for c in lock(&self.registry).clients.values() {
+            c.out.send_going_away();
+        }
         let threads = std::mem::take(&mut *lock(&self.threads));
         for t in threads {
             let _ = t.join();
         }
     }
 
-    fn link(&self, channel: ChannelId) -> Option<Arc<Link>> {
-        lock(&self.registry).by_channel.get(&channel).cloned()
+    /// Hands one message to every client subscribed to `link`: its frame is written to each
+    /// client's socket straight from the topic's memory while the client keeps up; the first
+    /// client that cannot take all of it at once makes the one copy all of them queue.
+    fn deliver(&self, link: &Link, data: &[u8], log_time: u64) {
+        let mut shared: Option<bytes::Bytes> = None;
+        let st = lock(&link.stream);
+        for s in &st.subs {
+            let mut head = [0u8; MAX_HEAD + MESSAGE_DATA_HEAD];
+            let (ws, n) = frame_head(BINARY, MESSAGE_DATA_HEAD + data.len());
+            head[..n].copy_from_slice(&ws[..n]);
+            head[n] = 1; // messageData
+            head[n + 1..n + 5].copy_from_slice(&s.id.to_le_bytes());
+            head[n + 5..n + 13].copy_from_slice(&log_time.to_le_bytes());
+            s.out.send_data(&head[..n + MESSAGE_DATA_HEAD], data, || {
+                shared.get_or_insert_with(|| bytes::Bytes::copy_from_slice(data)).clone()
+            });
+        }
     }
 }
 
-/// The SDK's hooks: a topic is streamed while some client is subscribed to it.
-#[derive(Debug)]
-pub struct Listener(pub Arc<Topics>);
-
-impl ServerListener for Listener {
-    fn on_subscribe(&self, client: Client, channel: ChannelView) {
-        let topics = &self.0;
-        let Some(link) = topics.link(channel.id()) else { return };
-        let mut st = lock(&link.stream);
-        st.clients.insert(client.id());
-        if st.running || topics.stopping.load(Ordering::Relaxed) {
-            return;
-        }
-        st.running = true;
-        drop(st);
-        let (t, l) = (topics.clone(), link.clone());
-        let spawned = std::thread::Builder::new().name(format!("fox-{}", link.name)).spawn(move || t.stream(&l));
-        match spawned {
-            Ok(h) => {
-                let mut threads = lock(&topics.threads);
-                threads.retain(|h| !h.is_finished());
-                threads.push(h);
-            }
-            Err(e) => {
-                eprintln!("shmbus-foxglove: topic {}: cannot start its stream: {e}", link.name);
-                lock(&link.stream).running = false;
-            }
-        }
+/// Channel `id`'s advertisement for topic `name` with its message encoding and schema
+/// (`Err(Some(why))` when the protocol cannot carry them).
+fn advert(
+    id: u64,
+    name: &str,
+    (encoding, schema): (String, Option<Schema<'static>>),
+) -> Result<Channel<'static>, Option<String>> {
+    let mut b = Channel::builder(id, name.to_owned(), encoding);
+    if let Some(s) = schema {
+        b = b.with_schema(s);
     }
-
-    fn on_unsubscribe(&self, client: Client, channel: ChannelView) {
-        // A channel closed by `scan` is out of the registry already; `scan` clears its
-        // clients itself.
-        if let Some(link) = self.0.link(channel.id()) {
-            lock(&link.stream).clients.remove(&client.id());
-        }
-    }
+    b.build().map_err(|e| Some(format!("cannot advertise it: {e}")))
 }

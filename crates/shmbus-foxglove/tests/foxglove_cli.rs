@@ -96,3 +96,47 @@ fn no_domain_is_an_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--domain"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The program listens on `--listen` and nowhere else: no second port a local process could
+/// reach past the connection bounds. Read from the kernel: the listening TCP sockets
+/// (`/proc/net/tcp`, state 0A) whose inodes are among the program's descriptors.
+#[test]
+fn it_listens_on_its_address_only() {
+    let root = scratch("one-port");
+    let mut child = Command::new(foxglove())
+        .arg("--root")
+        .arg(&root)
+        .args(["--domain", "d", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let url = loop {
+        let mut l = String::new();
+        assert!(err.read_line(&mut l).unwrap() > 0, "exited before serving");
+        if let Some(at) = l.find("ws://") {
+            break l[at..].split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let port: u16 = url.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap();
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_owned))
+        .collect();
+    let mut listening = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                let port = u16::from_str_radix(f[1].rsplit(':').next().unwrap(), 16).unwrap();
+                listening.push(port);
+            }
+        }
+    }
+    // SAFETY: kill has no memory preconditions; the pid is our own live child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&root);
+    assert_eq!(listening, vec![port], "listening sockets besides --listen");
+}

@@ -355,6 +355,9 @@ fn advertises_schemas_and_streams_decoded_messages_in_order() {
     let log = server.stop();
     assert!(log.iter().any(|l| l.contains("stopped")), "no clean stop: {log:?}");
     assert_eq!(s.subscribers("raw"), 0, "the server left its subscriber behind");
+    // The client was told the server is going (a WebSocket close, 1001 "going away").
+    let closed = node.wait_for("the close", |v| v["ev"] == "close");
+    assert_eq!(closed["code"], 1001, "{closed}");
 }
 
 #[test]
@@ -482,8 +485,21 @@ fn stalled_and_hostile_clients_do_not_stop_another() {
         assert!(Instant::now() < end);
     }
     let log = server.stop();
-    // The server dropped messages for the stalled client, and said so.
-    assert!(log.iter().any(|l| l.contains("full")), "no drop reported: {log:?}");
+    // The server dropped messages for the stalled client, said so once, and counted them.
+    let said = |what: &str| log.iter().filter(|l| l.contains(what)).count();
+    assert!(said("reads too slowly") >= 1, "no drop reported: {log:?}");
+    // "client ADDR gone; N message(s) dropped for it in all", at the latest when the server stops.
+    let counted: Vec<u64> = log
+        .iter()
+        .filter(|l| l.contains("dropped for it in all"))
+        .filter_map(|l| l.split("; ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(counted.iter().any(|&n| n > 0), "no count of dropped messages: {log:?}");
+    for l in log.iter().filter(|l| l.contains("reads too slowly")) {
+        let client = l.split(": ").nth(1).unwrap();
+        let times = log.iter().filter(|m| m.contains(client) && m.contains("reads too slowly")).count();
+        assert_eq!(times, 1, "a client's drops said more than once: {log:?}");
+    }
 }
 
 #[test]

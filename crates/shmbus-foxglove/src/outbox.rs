@@ -1,0 +1,434 @@
+//! What goes out to one client: WebSocket frames, written straight to its socket when
+//! nothing waits before them, else queued for its writer task, within bounds.
+//!
+//! A client's socket is written by whoever has a frame for it while its queue is empty: a
+//! stream thread with a message writes the frame itself (a non-blocking `writev` from the
+//! topic's shared memory, so a message to a client that keeps up costs no copy into a
+//! buffer and no wake-up of another thread), and only what the socket does not take at once
+//! is queued. The queue is drained by the client's writer task as the socket takes more.
+//!
+//! **Bounds.** Message data (the `messageData` frames) may be queued up to
+//! [`Limits::backlog`] messages and [`Limits::backlog_bytes`] bytes per client; past either,
+//! the oldest queued messages not yet begun are dropped, counted, and said once per client
+//! (and their total when the client goes). Everything else (`serverInfo`, advertisements,
+//! statuses, and the WebSocket library's own frames: the handshake's answer, pongs, the
+//! close) is never dropped: a client that lets more than [`CONTROL_BYTES`] of it pile up is
+//! disconnected. A frame once begun is always finished, so the byte stream stays whole.
+//!
+//! Lock order: a topic's subscriber list, then an outbox's state (never the other way).
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::Notify;
+
+/// Bytes of non-data frames a client may leave unread before it is disconnected.
+pub const CONTROL_BYTES: usize = 4 << 20;
+
+/// A client's bounds on queued message data.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Messages queued at most (a message being written counts).
+    pub backlog: usize,
+    /// Bytes of messages queued at most; one message is always let through however large,
+    /// so a client's queue holds at most `max(backlog_bytes, largest message)`.
+    pub backlog_bytes: usize,
+}
+
+/// Bytes of the longest WebSocket frame header a server writes (no mask).
+pub const MAX_HEAD: usize = 10;
+
+/// The header of one whole (FIN) unmasked WebSocket frame of `len` payload bytes with
+/// `opcode` (RFC 6455 §5.2): its bytes and length.
+pub fn frame_head(opcode: u8, len: usize) -> ([u8; MAX_HEAD], usize) {
+    let mut h = [0u8; MAX_HEAD];
+    h[0] = 0x80 | opcode;
+    let n = if len < 126 {
+        h[1] = len as u8;
+        2
+    } else if len <= usize::from(u16::MAX) {
+        h[1] = 126;
+        h[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        4
+    } else {
+        h[1] = 127;
+        h[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        10
+    };
+    (h, n)
+}
+
+/// WebSocket opcode of a text frame.
+pub const TEXT: u8 = 0x1;
+/// WebSocket opcode of a binary frame.
+pub const BINARY: u8 = 0x2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// A `messageData` frame: may be dropped before it is begun.
+    Data,
+    /// Anything else: never dropped.
+    Control,
+}
+
+/// A frame (or, for the WebSocket library's writes, some whole frames) waiting for the
+/// socket: a head and a body, `done` bytes of them written.
+#[derive(Debug)]
+struct Pending {
+    head: Vec<u8>,
+    body: bytes::Bytes,
+    done: usize,
+    class: Class,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    /// The unwritten rest, as at most two slices.
+    fn rest(&self) -> [IoSlice<'_>; 2] {
+        let h = self.done.min(self.head.len());
+        let b = self.done - h;
+        [IoSlice::new(&self.head[h..]), IoSlice::new(&self.body[b..])]
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queue: VecDeque<Pending>,
+    data_msgs: usize,
+    data_bytes: usize,
+    control_bytes: usize,
+    dropped: u64,
+    closed: bool,
+}
+
+/// The outgoing side of one client (see the [module docs](self)).
+#[derive(Debug)]
+pub struct Outbox {
+    socket: OwnedWriteHalf,
+    peer: SocketAddr,
+    limits: Limits,
+    state: Mutex<State>,
+    /// Wakes the writer task: something was queued, or the outbox closed.
+    wake: Notify,
+}
+
+/// What became of a frame handed to [`Outbox::send`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// Written to the socket, or queued behind what is.
+    Taken,
+    /// The outbox is closed (the client is going).
+    Closed,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Outbox {
+    /// The outbox of the client at `peer` writing to `socket`.
+    pub fn new(socket: OwnedWriteHalf, peer: SocketAddr, limits: Limits) -> Outbox {
+        Outbox { socket, peer, limits, state: Mutex::default(), wake: Notify::new() }
+    }
+
+    /// The client's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Messages dropped for this client so far.
+    pub fn dropped(&self) -> u64 {
+        lock(&self.state).dropped
+    }
+
+    /// Whether the outbox is closed (the client is going or gone).
+    pub fn is_closed(&self) -> bool {
+        lock(&self.state).closed
+    }
+
+    /// Closes the outbox: nothing more is written, the writer task ends.
+    pub fn close(&self) {
+        lock(&self.state).closed = true;
+        self.wake.notify_one();
+    }
+
+    /// A text frame of `json` (a protocol message other than message data): never dropped.
+    pub fn send_json(&self, json: &str) -> Sent {
+        let (h, n) = frame_head(TEXT, json.len());
+        self.send_frame(&h[..n], json.as_bytes(), || bytes::Bytes::copy_from_slice(json.as_bytes()), Class::Control)
+    }
+
+    /// A close frame, "going away" (1001), then the outbox closes: the server is stopping.
+    pub fn send_going_away(&self) {
+        const CLOSE: u8 = 0x8;
+        let (h, n) = frame_head(CLOSE, 2);
+        let code = 1001u16.to_be_bytes();
+        self.send_frame(&h[..n], &code, || bytes::Bytes::copy_from_slice(&code), Class::Control);
+        self.close();
+    }
+
+    /// Bytes the WebSocket library wrote (whole frames, or the handshake's answer): never
+    /// dropped.
+    pub fn send_raw(&self, raw: &[u8]) -> Sent {
+        self.send_frame(&[], raw, || bytes::Bytes::copy_from_slice(raw), Class::Control)
+    }
+
+    /// A `messageData` frame: `head` (the WebSocket header and the message's own header) and
+    /// `body` (the message), which `shared` gives as an owned buffer should any of it have to
+    /// wait (called at most once per call; the caller may hand every client the same one).
+    /// Dropped later, oldest first, if the client falls behind its bounds.
+    pub fn send_data(&self, head: &[u8], body: &[u8], shared: impl FnOnce() -> bytes::Bytes) -> Sent {
+        self.send_frame(head, body, shared, Class::Data)
+    }
+
+    fn send_frame(&self, head: &[u8], body: &[u8], owned: impl FnOnce() -> bytes::Bytes, class: Class) -> Sent {
+        let mut st = lock(&self.state);
+        if st.closed {
+            return Sent::Closed;
+        }
+        let mut done = 0;
+        if st.queue.is_empty() {
+            // Nothing waits before it: straight to the socket, as much as it takes.
+            let len = head.len() + body.len();
+            while done < len {
+                let h = done.min(head.len());
+                let b = done - h;
+                match self.socket.try_write_vectored(&[IoSlice::new(&head[h..]), IoSlice::new(&body[b..])]) {
+                    Ok(0) => return self.fail(st, io::ErrorKind::WriteZero.into()),
+                    Ok(k) => done += k,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return self.fail(st, e),
+                }
+            }
+            if done == len {
+                return Sent::Taken;
+            }
+        }
+        let body = if done > head.len() {
+            // Begun and not finished: only the rest is kept.
+            let skip = done - head.len();
+            done = head.len();
+            owned().slice(skip..)
+        } else {
+            owned()
+        };
+        let p = Pending { head: head.to_vec(), body, done, class };
+        let len = p.len();
+        match class {
+            Class::Data => {
+                st.data_msgs += 1;
+                st.data_bytes += len;
+                st.queue.push_back(p);
+                self.shed(&mut st);
+            }
+            Class::Control => {
+                st.control_bytes += len;
+                st.queue.push_back(p);
+                if st.control_bytes > CONTROL_BYTES {
+                    eprintln!(
+                        "shmbus-foxglove: client {}: disconnected: it left over {} MiB of protocol messages unread",
+                        self.peer,
+                        CONTROL_BYTES >> 20
+                    );
+                    st.closed = true;
+                }
+            }
+        }
+        drop(st);
+        self.wake.notify_one();
+        Sent::Taken
+    }
+
+    /// Drops the oldest queued messages not yet begun while the queue is over its bounds.
+    fn shed(&self, st: &mut State) {
+        let over = |st: &State| {
+            st.data_msgs > self.limits.backlog.max(1) || (st.data_bytes > self.limits.backlog_bytes && st.data_msgs > 1)
+        };
+        let mut k = 0;
+        while over(st) && k < st.queue.len() {
+            let p = &st.queue[k];
+            // The newest message is kept (it is what the client should see next), as is a
+            // frame begun (the stream must stay whole).
+            if p.class != Class::Data || p.done > 0 || k + 1 == st.queue.len() {
+                k += 1;
+                continue;
+            }
+            let p = st.queue.remove(k).expect("index checked");
+            st.data_msgs -= 1;
+            st.data_bytes -= p.len();
+            st.dropped += 1;
+            if st.dropped == 1 {
+                eprintln!(
+                    "shmbus-foxglove: client {}: reads too slowly, its oldest messages are dropped (--client-backlog {}, --client-backlog-bytes {}); the count is given when it goes",
+                    self.peer, self.limits.backlog, self.limits.backlog_bytes
+                );
+            }
+        }
+    }
+
+    fn fail(&self, mut st: MutexGuard<'_, State>, e: io::Error) -> Sent {
+        if !st.closed && !matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
+            eprintln!("shmbus-foxglove: client {}: {e}", self.peer);
+        }
+        st.closed = true;
+        drop(st);
+        self.wake.notify_one();
+        Sent::Closed
+    }
+
+    /// Writes what is queued as the socket takes it, until the outbox closes. The client's
+    /// writer task.
+    pub async fn drain(&self) {
+        loop {
+            let woken = self.wake.notified();
+            let (closed, idle) = {
+                let st = lock(&self.state);
+                (st.closed, st.queue.is_empty())
+            };
+            if closed {
+                return;
+            }
+            if idle {
+                woken.await;
+                continue;
+            }
+            if let Err(e) = self.socket.writable().await {
+                let st = lock(&self.state);
+                self.fail(st, e);
+                return;
+            }
+            let mut st = lock(&self.state);
+            while let Some(front) = st.queue.front() {
+                match self.socket.try_write_vectored(&front.rest()) {
+                    Ok(0) => {
+                        self.fail(st, io::ErrorKind::WriteZero.into());
+                        return;
+                    }
+                    Ok(k) => {
+                        let front = st.queue.front_mut().expect("front seen");
+                        front.done += k;
+                        if front.done == front.len() {
+                            let p = st.queue.pop_front().expect("front seen");
+                            match p.class {
+                                Class::Data => {
+                                    st.data_msgs -= 1;
+                                    st.data_bytes -= p.len();
+                                }
+                                Class::Control => st.control_bytes -= p.len(),
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        self.fail(st, e);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads whole frames off `raw` (a server's unmasked frames): each one's opcode and
+    /// payload length, and what is left over (a torn frame).
+    fn frames(mut raw: &[u8]) -> (Vec<(u8, usize)>, usize) {
+        let mut out = Vec::new();
+        while raw.len() >= 2 {
+            let (len, at) = match raw[1] & 0x7f {
+                126 if raw.len() >= 4 => (usize::from(u16::from_be_bytes([raw[2], raw[3]])), 4),
+                127 if raw.len() >= 10 => (u64::from_be_bytes(raw[2..10].try_into().unwrap()) as usize, 10),
+                n if n < 126 => (usize::from(n), 2),
+                _ => break,
+            };
+            if raw.len() < at + len {
+                break;
+            }
+            out.push((raw[0] & 0x0f, len));
+            raw = &raw[at + len..];
+        }
+        (out, raw.len())
+    }
+
+    /// A client that does not read: what the server sends piles up in its outbox, the oldest
+    /// messages are dropped past either bound (never a control frame, never one begun), and
+    /// once the client reads, it gets whole frames: the control ones all, the messages less
+    /// those dropped, the newest last.
+    #[test]
+    fn a_client_that_does_not_read_loses_whole_messages_within_its_bounds() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+            let (server, peer) = listener.accept().await.unwrap();
+            let (_read, write) = server.into_split();
+            let limits = Limits { backlog: 8, backlog_bytes: 1 << 20 };
+            let out = Outbox::new(write, peer, limits);
+            const BODY: usize = 256 << 10;
+            let body = vec![7u8; BODY];
+            let (h, n) = frame_head(BINARY, BODY);
+            let sent = 400;
+            for i in 0..sent {
+                if i % 50 == 0 {
+                    assert_eq!(out.send_json(r#"{"op":"status"}"#), Sent::Taken);
+                }
+                assert_eq!(out.send_data(&h[..n], &body, || bytes::Bytes::copy_from_slice(&body)), Sent::Taken);
+                let st = lock(&out.state);
+                assert!(st.data_msgs <= limits.backlog, "more messages queued than the backlog");
+                assert!(st.data_bytes <= limits.backlog_bytes + BODY + MAX_HEAD, "more bytes queued than the bound");
+            }
+            let dropped = out.dropped();
+            assert!(dropped > 0, "nothing dropped for a client that never read");
+            // The byte bound is the tighter one here: 1 MiB holds four of these.
+            assert!(lock(&out.state).data_msgs <= 5);
+            // Now the client reads everything the server writes.
+            let reading = async {
+                use tokio::io::AsyncReadExt;
+                let mut raw = Vec::new();
+                let mut buf = vec![0u8; 1 << 16];
+                loop {
+                    let (got, rest) = frames(&raw);
+                    if rest == 0 && got.len() as u64 == sent + 8 - dropped {
+                        return raw;
+                    }
+                    let k = client.read(&mut buf).await.unwrap();
+                    assert!(k > 0, "the server closed");
+                    raw.extend_from_slice(&buf[..k]);
+                }
+            };
+            let raw = tokio::select! {
+                raw = reading => raw,
+                () = out.drain() => panic!("the outbox closed"),
+            };
+            let (got, rest) = frames(&raw);
+            assert_eq!(rest, 0, "a torn frame");
+            assert_eq!(got.iter().filter(|f| f.0 == TEXT).count(), 8, "a control frame was dropped");
+            assert!(got.iter().filter(|f| f.0 == BINARY).all(|f| f.1 == BODY));
+            assert_eq!(got.last().unwrap().0, BINARY, "the newest message is not the last one out");
+        });
+    }
+
+    #[test]
+    fn frame_heads_use_the_shortest_length_form() {
+        assert_eq!(&frame_head(TEXT, 5).0[..2], &[0x81, 5]);
+        let (h, n) = frame_head(BINARY, 300);
+        assert_eq!(&h[..n], &[0x82, 126, 1, 44]);
+        let (h, n) = frame_head(BINARY, 6_220_813);
+        assert_eq!(n, 10);
+        assert_eq!(h[1], 127);
+        assert_eq!(u64::from_be_bytes(h[2..10].try_into().unwrap()), 6_220_813);
+        assert_eq!(frame_head(BINARY, 65_535).1, 4);
+        assert_eq!(frame_head(BINARY, 65_536).1, 10);
+    }
+}
