@@ -121,7 +121,11 @@ async fn serve(args: Args) -> Result<(), String> {
     let outcome = loop {
         tokio::select! {
             changed = changes.recv() => match changed {
-                Some(()) => topics.scan(),
+                Some(()) => {
+                    // It reads the domain's files: off the runtime's threads.
+                    let t = topics.clone();
+                    let _ = tokio::task::spawn_blocking(move || t.scan()).await;
+                }
                 None => break Err(format!("watching domain {name}: the watch ended")),
             },
             _ = sigint.recv() => break Ok(()),
@@ -131,6 +135,14 @@ async fn serve(args: Args) -> Result<(), String> {
     server.abort();
     let t = topics.clone();
     let _ = tokio::task::spawn_blocking(move || t.stop()).await;
+    // The clients were sent a close: a moment for it to reach them (a client that stopped
+    // reading would hold it for ever).
+    let closing = async {
+        while topics.clients() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), closing).await;
     eprintln!("shmbus-foxglove: stopped");
     outcome
 }

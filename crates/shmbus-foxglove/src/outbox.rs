@@ -10,10 +10,14 @@
 //! **Bounds.** Message data (the `messageData` frames) may be queued up to
 //! [`Limits::backlog`] messages and [`Limits::backlog_bytes`] bytes per client; past either,
 //! the oldest queued messages not yet begun are dropped, counted, and said once per client
-//! (and their total when the client goes). Everything else (`serverInfo`, advertisements,
-//! statuses, and the WebSocket library's own frames: the handshake's answer, pongs, the
-//! close) is never dropped: a client that lets more than [`CONTROL_BYTES`] of it pile up is
-//! disconnected. A frame once begun is always finished, so the byte stream stays whole.
+//! (and their total when the client goes). The newest message and one being written are
+//! never dropped, so a queue holds at most `max(backlog, 2)` messages and
+//! `max(backlog_bytes, two messages)` bytes of them. Everything else (`serverInfo`,
+//! advertisements, statuses, and the WebSocket library's own frames: the handshake's answer,
+//! pongs, the close) is never dropped: a client that lets more than [`CONTROL_BYTES`] of it
+//! pile up (each queued frame counted at least [`ENTRY_COST`] bytes) is disconnected; one
+//! such frame alone always fits, however large. A frame once begun is always finished, so
+//! the byte stream stays whole; after a close frame nothing more is sent.
 //!
 //! Lock order: a topic's subscriber list, then an outbox's state (never the other way).
 
@@ -26,7 +30,10 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
 /// Bytes of non-data frames a client may leave unread before it is disconnected.
-pub const CONTROL_BYTES: usize = 4 << 20;
+pub const CONTROL_BYTES: usize = 16 << 20;
+/// What a queued frame counts against the bounds at least: its bookkeeping, so that a flood
+/// of tiny frames (pongs to a client's pings) is bounded in memory too.
+pub const ENTRY_COST: usize = 256;
 
 /// A client's bounds on queued message data.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +96,11 @@ impl Pending {
         self.head.len() + self.body.len()
     }
 
+    /// What it counts against the bounds.
+    fn cost(&self) -> usize {
+        self.len().max(ENTRY_COST)
+    }
+
     /// The unwritten rest, as at most two slices.
     fn rest(&self) -> [IoSlice<'_>; 2] {
         let h = self.done.min(self.head.len());
@@ -104,6 +116,8 @@ struct State {
     data_bytes: usize,
     control_bytes: usize,
     dropped: u64,
+    /// A close frame is queued: nothing more is taken; the writer ends once it is written.
+    closing: bool,
     closed: bool,
 }
 
@@ -147,14 +161,34 @@ impl Outbox {
         lock(&self.state).dropped
     }
 
-    /// Whether the outbox is closed (the client is going or gone).
-    pub fn is_closed(&self) -> bool {
-        lock(&self.state).closed
-    }
-
     /// Closes the outbox: nothing more is written, the writer task ends.
     pub fn close(&self) {
         lock(&self.state).closed = true;
+        self.wake.notify_one();
+    }
+
+    /// A close frame, "going away" (1001): the server is stopping. Messages not yet begun
+    /// are dropped, the rest is written up to the close, then the writer task ends; nothing
+    /// is taken after it.
+    pub fn send_going_away(&self) {
+        const CLOSE: u8 = 0x8;
+        let (h, n) = frame_head(CLOSE, 2);
+        let code = 1001u16.to_be_bytes();
+        let mut st = lock(&self.state);
+        if st.closed || st.closing {
+            return;
+        }
+        st.queue.retain(|p| p.class == Class::Control || p.done > 0);
+        st.data_msgs = st.queue.iter().filter(|p| p.class == Class::Data).count();
+        st.data_bytes = st.queue.iter().filter(|p| p.class == Class::Data).map(Pending::cost).sum();
+        // Under the same lock as the close frame: nothing can follow it.
+        let st = self.put(st, &h[..n], &code, || bytes::Bytes::copy_from_slice(&code), Class::Control);
+        if let Some(mut st) = st {
+            st.closing = true;
+            if st.queue.is_empty() {
+                st.closed = true;
+            }
+        }
         self.wake.notify_one();
     }
 
@@ -162,15 +196,6 @@ impl Outbox {
     pub fn send_json(&self, json: &str) -> Sent {
         let (h, n) = frame_head(TEXT, json.len());
         self.send_frame(&h[..n], json.as_bytes(), || bytes::Bytes::copy_from_slice(json.as_bytes()), Class::Control)
-    }
-
-    /// A close frame, "going away" (1001), then the outbox closes: the server is stopping.
-    pub fn send_going_away(&self) {
-        const CLOSE: u8 = 0x8;
-        let (h, n) = frame_head(CLOSE, 2);
-        let code = 1001u16.to_be_bytes();
-        self.send_frame(&h[..n], &code, || bytes::Bytes::copy_from_slice(&code), Class::Control);
-        self.close();
     }
 
     /// Bytes the WebSocket library wrote (whole frames, or the handshake's answer): never
@@ -188,27 +213,53 @@ impl Outbox {
     }
 
     fn send_frame(&self, head: &[u8], body: &[u8], owned: impl FnOnce() -> bytes::Bytes, class: Class) -> Sent {
-        let mut st = lock(&self.state);
-        if st.closed {
+        let st = lock(&self.state);
+        if st.closed || st.closing {
             return Sent::Closed;
+        }
+        match self.put(st, head, body, owned, class) {
+            Some(_) => Sent::Taken,
+            None => Sent::Closed,
+        }
+    }
+
+    /// Writes the frame to the socket if nothing waits before it, and queues what is not
+    /// written, within the bounds. The lock back (and the writer woken if anything was
+    /// queued), or `None` if the outbox closed.
+    fn put<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        head: &[u8],
+        body: &[u8],
+        owned: impl FnOnce() -> bytes::Bytes,
+        class: Class,
+    ) -> Option<MutexGuard<'a, State>> {
+        let len = head.len() + body.len();
+        if len == 0 {
+            return Some(st);
         }
         let mut done = 0;
         if st.queue.is_empty() {
             // Nothing waits before it: straight to the socket, as much as it takes.
-            let len = head.len() + body.len();
             while done < len {
                 let h = done.min(head.len());
                 let b = done - h;
                 match self.socket.try_write_vectored(&[IoSlice::new(&head[h..]), IoSlice::new(&body[b..])]) {
-                    Ok(0) => return self.fail(st, io::ErrorKind::WriteZero.into()),
+                    Ok(0) => {
+                        self.fail(st, io::ErrorKind::WriteZero.into());
+                        return None;
+                    }
                     Ok(k) => done += k,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return self.fail(st, e),
+                    Err(e) => {
+                        self.fail(st, e);
+                        return None;
+                    }
                 }
             }
             if done == len {
-                return Sent::Taken;
+                return Some(st);
             }
         }
         let body = if done > head.len() {
@@ -220,30 +271,33 @@ impl Outbox {
             owned()
         };
         let p = Pending { head: head.to_vec(), body, done, class };
-        let len = p.len();
+        let cost = p.cost();
         match class {
             Class::Data => {
                 st.data_msgs += 1;
-                st.data_bytes += len;
+                st.data_bytes += cost;
                 st.queue.push_back(p);
                 self.shed(&mut st);
             }
             Class::Control => {
-                st.control_bytes += len;
-                st.queue.push_back(p);
-                if st.control_bytes > CONTROL_BYTES {
+                // One frame alone always fits (a large advertisement to a new client).
+                if st.control_bytes > 0 && st.control_bytes + cost > CONTROL_BYTES {
                     eprintln!(
                         "shmbus-foxglove: client {}: disconnected: it left over {} MiB of protocol messages unread",
                         self.peer,
                         CONTROL_BYTES >> 20
                     );
                     st.closed = true;
+                    drop(st);
+                    self.wake.notify_one();
+                    return None;
                 }
+                st.control_bytes += cost;
+                st.queue.push_back(p);
             }
         }
-        drop(st);
         self.wake.notify_one();
-        Sent::Taken
+        Some(st)
     }
 
     /// Drops the oldest queued messages not yet begun while the queue is over its bounds.
@@ -262,7 +316,7 @@ impl Outbox {
             }
             let p = st.queue.remove(k).expect("index checked");
             st.data_msgs -= 1;
-            st.data_bytes -= p.len();
+            st.data_bytes -= p.cost();
             st.dropped += 1;
             if st.dropped == 1 {
                 eprintln!(
@@ -273,18 +327,18 @@ impl Outbox {
         }
     }
 
-    fn fail(&self, mut st: MutexGuard<'_, State>, e: io::Error) -> Sent {
+    fn fail(&self, mut st: MutexGuard<'_, State>, e: io::Error) {
         if !st.closed && !matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
             eprintln!("shmbus-foxglove: client {}: {e}", self.peer);
         }
         st.closed = true;
         drop(st);
         self.wake.notify_one();
-        Sent::Closed
     }
 
-    /// Writes what is queued as the socket takes it, until the outbox closes. The client's
-    /// writer task.
+    /// Writes what is queued as the socket takes it, until the outbox closes (or, after a
+    /// close frame, until that is written). The client's writer task. The lock is taken for
+    /// one write at a time, so senders are not held up behind a long drain.
     pub async fn drain(&self) {
         loop {
             let woken = self.wake.notified();
@@ -299,13 +353,28 @@ impl Outbox {
                 woken.await;
                 continue;
             }
-            if let Err(e) = self.socket.writable().await {
-                let st = lock(&self.state);
-                self.fail(st, e);
-                return;
+            // Writable, or woken: by a close above all, which must not wait for the socket.
+            tokio::select! {
+                ready = self.socket.writable() => {
+                    if let Err(e) = ready {
+                        self.fail(lock(&self.state), e);
+                        return;
+                    }
+                }
+                () = woken => continue,
             }
-            let mut st = lock(&self.state);
-            while let Some(front) = st.queue.front() {
+            loop {
+                let mut st = lock(&self.state);
+                if st.closed {
+                    return;
+                }
+                let Some(front) = st.queue.front() else {
+                    if st.closing {
+                        st.closed = true;
+                        return;
+                    }
+                    break;
+                };
                 match self.socket.try_write_vectored(&front.rest()) {
                     Ok(0) => {
                         self.fail(st, io::ErrorKind::WriteZero.into());
@@ -319,9 +388,9 @@ impl Outbox {
                             match p.class {
                                 Class::Data => {
                                     st.data_msgs -= 1;
-                                    st.data_bytes -= p.len();
+                                    st.data_bytes -= p.cost();
                                 }
-                                Class::Control => st.control_bytes -= p.len(),
+                                Class::Control => st.control_bytes -= p.cost(),
                             }
                         }
                     }
@@ -339,6 +408,8 @@ impl Outbox {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// Reads whole frames off `raw` (a server's unmasked frames): each one's opcode and
@@ -416,6 +487,94 @@ mod tests {
             assert_eq!(got.iter().filter(|f| f.0 == TEXT).count(), 8, "a control frame was dropped");
             assert!(got.iter().filter(|f| f.0 == BINARY).all(|f| f.1 == BODY));
             assert_eq!(got.last().unwrap().0, BINARY, "the newest message is not the last one out");
+        });
+    }
+
+    /// A connected pair: the server side's outbox and the client's socket.
+    async fn pair(limits: Limits) -> (Outbox, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, peer) = listener.accept().await.unwrap();
+        let (_read, write) = server.into_split();
+        (Outbox::new(write, peer, limits), client)
+    }
+
+    /// Reads from `client` while `out` drains, until the drain ends: every byte the
+    /// server wrote.
+    async fn read_until_drained(out: &Outbox, client: &mut tokio::net::TcpStream) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut raw = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let reading = async {
+            loop {
+                let k = client.read(&mut buf).await.unwrap();
+                if k == 0 {
+                    break;
+                }
+                raw.extend_from_slice(&buf[..k]);
+            }
+        };
+        tokio::select! {
+            () = reading => panic!("the socket closed before the drain ended"),
+            () = out.drain() => {}
+        }
+        // What the last writes left in the socket.
+        while let Ok(Ok(k)) = tokio::time::timeout(Duration::from_millis(200), client.read(&mut buf)).await {
+            if k == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..k]);
+        }
+        raw
+    }
+
+    /// The server stopping with messages queued for a client that reads nothing: the
+    /// messages not begun are dropped, the close (1001) is the last frame the client gets,
+    /// nothing is taken after it, and the writer ends once it is out.
+    #[test]
+    fn a_close_is_the_last_frame_whatever_was_queued() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (out, mut client) = pair(Limits { backlog: 64, backlog_bytes: 64 << 20 }).await;
+            const BODY: usize = 256 << 10;
+            let body = vec![7u8; BODY];
+            let (h, n) = frame_head(BINARY, BODY);
+            while lock(&out.state).queue.len() < 8 {
+                out.send_data(&h[..n], &body, || bytes::Bytes::copy_from_slice(&body));
+            }
+            out.send_going_away();
+            assert_eq!(out.send_data(&h[..n], &body, || bytes::Bytes::copy_from_slice(&body)), Sent::Closed);
+            assert_eq!(out.send_json("{}"), Sent::Closed);
+            let raw = read_until_drained(&out, &mut client).await;
+            let (got, rest) = frames(&raw);
+            assert_eq!(rest, 0, "a torn frame");
+            let last = *got.last().unwrap();
+            assert_eq!(last, (0x8, 2), "the close is not the last frame: {:?}", &got[got.len().saturating_sub(3)..]);
+            assert_eq!(&raw[raw.len() - 2..], &1001u16.to_be_bytes());
+            assert!(lock(&out.state).closed);
+        });
+    }
+
+    /// A flood of tiny protocol frames (pongs) to a client that reads nothing is bounded in
+    /// entries, not only in bytes: the client is disconnected first.
+    #[test]
+    fn tiny_frames_are_bounded_too() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (out, _client) = pair(Limits { backlog: 64, backlog_bytes: 64 << 20 }).await;
+            let pong = [0x8a, 0];
+            let mut closed = false;
+            for _ in 0..4_000_000 {
+                if out.send_raw(&pong) == Sent::Closed {
+                    closed = true;
+                    break;
+                }
+                assert!(lock(&out.state).queue.len() <= CONTROL_BYTES / ENTRY_COST, "more entries than the bound");
+            }
+            assert!(closed, "never disconnected");
+            // The writer ends though the socket never becomes writable again.
+            let ended = tokio::time::timeout(Duration::from_secs(10), out.drain()).await;
+            assert!(ended.is_ok(), "the writer waits on a socket of a closed outbox");
         });
     }
 

@@ -107,7 +107,7 @@ async fn serve(tcp: TcpStream, peer: SocketAddr, topics: &Arc<Topics>, limits: L
         // Closed, failed, too long, or too slow: nothing to answer.
         _ => return,
     }
-    if let Err(e) = tcp.set_nodelay(true) {
+    if let Err(e) = tcp.set_nodelay(true).and_then(|()| keep_alive(&tcp)) {
         eprintln!("shmbus-foxglove: client {peer}: {e}");
         return;
     }
@@ -199,26 +199,68 @@ async fn listen(mut ws: tokio_tungstenite::WebSocketStream<ClientIo>, client: u6
         let parsed = match &msg {
             Message::Text(t) => ClientMessage::parse_json(t),
             Message::Binary(b) => ClientMessage::parse_binary(b),
-            Message::Close(_) => return,
-            // Pings are answered by the WebSocket library.
+            // Answered by the WebSocket library at the next read, which then ends the
+            // stream; pings likewise.
             _ => continue,
         };
-        let refusal = match parsed {
+        let refused = match parsed {
             Ok(ClientMessage::Subscribe(s)) => topics.subscribe(client, &s.subscriptions),
             Ok(ClientMessage::Unsubscribe(u)) => topics.unsubscribe(client, &u.subscription_ids),
             Ok(_) => vec!["this server does not offer that (it advertises no capabilities)".to_owned()],
             Err(e) => vec![format!("not a message of the protocol: {e}")],
         };
-        for why in refusal {
-            if out.send_json(&Status::error(why).to_string()) == Sent::Closed {
-                return;
-            }
-        }
-        if out.is_closed() {
+        if !refused.is_empty() && out.send_json(&Status::error(one_status(&refused)).to_string()) == Sent::Closed {
             return;
         }
     }
 }
+
+/// The refusals of one request as one status: the first [`REFUSALS_SAID`] and how many more.
+fn one_status(refused: &[String]) -> String {
+    let mut said = refused.iter().take(REFUSALS_SAID).cloned().collect::<Vec<_>>().join("; ");
+    if refused.len() > REFUSALS_SAID {
+        said.push_str(&format!("; and {} more", refused.len() - REFUSALS_SAID));
+    }
+    said
+}
+
+/// Refusals named in one status; more are counted.
+const REFUSALS_SAID: usize = 16;
+
+/// Keeps a connection whose peer vanished from holding its place: TCP keepalive probes
+/// after [`KEEPALIVE_IDLE`] of silence, and an end to a connection whose sent bytes go
+/// unacknowledged for [`UNACKED`].
+fn keep_alive(tcp: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = tcp.as_raw_fd();
+    let set = |level: i32, name: i32, value: i32| {
+        // SAFETY: a valid socket descriptor of ours and a c_int of the option's size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const i32).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE.as_secs() as i32)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 10)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3)?;
+    set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, UNACKED.as_millis() as i32)
+}
+
+/// Silence on a connection before TCP keepalive probes it.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// How long sent bytes may go unacknowledged before the connection is dropped.
+const UNACKED: Duration = Duration::from_secs(60);
 
 /// Waits until `client`'s request header (up to its blank line) has come, leaving it unread
 /// for the handshake: `false` if the client closes first or sends more than [`MAX_REQUEST`]

@@ -250,10 +250,11 @@ impl Topics {
     /// Registers a client whose handshake is done: sends it `serverInfo` and the channels
     /// there are. Its id; `None` once the server is stopping.
     pub fn add_client(&self, out: Arc<Outbox>) -> Option<u64> {
+        let mut reg = lock(&self.registry);
+        // Under the lock `stop` sweeps the clients with: none is registered after it.
         if self.stopping.load(Ordering::Relaxed) {
             return None;
         }
-        let mut reg = lock(&self.registry);
         reg.last_client += 1;
         let id = reg.last_client;
         out.send_json(&ServerInfo::new(self.name.clone()).to_string());
@@ -264,6 +265,11 @@ impl Topics {
         }
         reg.clients.insert(id, Client { out, subs: HashMap::new() });
         Some(id)
+    }
+
+    /// Clients registered now.
+    pub fn clients(&self) -> usize {
+        lock(&self.registry).clients.len()
     }
 
     /// Forgets client `id` and ends its subscriptions.
@@ -391,9 +397,12 @@ impl Topics {
     /// Ends every stream and waits for their threads; tells every client the server is
     /// going (a WebSocket close, 1001).
     pub fn stop(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-        for c in lock(&self.registry).clients.values() {
-            c.out.send_going_away();
+        {
+            let reg = lock(&self.registry);
+            self.stopping.store(true, Ordering::Relaxed);
+            for c in reg.clients.values() {
+                c.out.send_going_away();
+            }
         }
         let threads = std::mem::take(&mut *lock(&self.threads));
         for t in threads {
