@@ -40,8 +40,8 @@ pub const ENTRY_COST: usize = 256;
 pub struct Limits {
     /// Messages queued at most (a message being written counts).
     pub backlog: usize,
-    /// Bytes of messages queued at most; one message is always let through however large,
-    /// so a client's queue holds at most `max(backlog_bytes, largest message)`.
+    /// Bytes of messages queued at most (the newest message and one being written are always
+    /// kept, however large: see the module docs).
     pub backlog_bytes: usize,
 }
 
@@ -72,6 +72,14 @@ pub fn frame_head(opcode: u8, len: usize) -> ([u8; MAX_HEAD], usize) {
 pub const TEXT: u8 = 0x1;
 /// WebSocket opcode of a binary frame.
 pub const BINARY: u8 = 0x2;
+/// WebSocket opcode of a close frame.
+const CLOSE: u8 = 0x8;
+
+/// What of a frame of `head` and `body` is left after its first `done` bytes.
+fn unwritten<'a>(head: &'a [u8], body: &'a [u8], done: usize) -> [IoSlice<'a>; 2] {
+    let h = done.min(head.len());
+    [IoSlice::new(&head[h..]), IoSlice::new(&body[done - h..])]
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -103,9 +111,7 @@ impl Pending {
 
     /// The unwritten rest, as at most two slices.
     fn rest(&self) -> [IoSlice<'_>; 2] {
-        let h = self.done.min(self.head.len());
-        let b = self.done - h;
-        [IoSlice::new(&self.head[h..]), IoSlice::new(&self.body[b..])]
+        unwritten(&self.head, &self.body, self.done)
     }
 }
 
@@ -121,6 +127,33 @@ struct State {
     closed: bool,
 }
 
+impl State {
+    /// Queues `p`, counting it against its class's bound.
+    fn push(&mut self, p: Pending) {
+        match p.class {
+            Class::Data => {
+                self.data_msgs += 1;
+                self.data_bytes += p.cost();
+            }
+            Class::Control => self.control_bytes += p.cost(),
+        }
+        self.queue.push_back(p);
+    }
+
+    /// Takes the `k`th queued frame out, and its count.
+    fn take(&mut self, k: usize) -> Option<Pending> {
+        let p = self.queue.remove(k)?;
+        match p.class {
+            Class::Data => {
+                self.data_msgs -= 1;
+                self.data_bytes -= p.cost();
+            }
+            Class::Control => self.control_bytes -= p.cost(),
+        }
+        Some(p)
+    }
+}
+
 /// The outgoing side of one client (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Outbox {
@@ -132,7 +165,7 @@ pub struct Outbox {
     wake: Notify,
 }
 
-/// What became of a frame handed to [`Outbox::send`].
+/// What became of a frame handed to an [`Outbox`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sent {
     /// Written to the socket, or queued behind what is.
@@ -171,16 +204,21 @@ impl Outbox {
     /// are dropped, the rest is written up to the close, then the writer task ends; nothing
     /// is taken after it.
     pub fn send_going_away(&self) {
-        const CLOSE: u8 = 0x8;
         let (h, n) = frame_head(CLOSE, 2);
         let code = 1001u16.to_be_bytes();
         let mut st = lock(&self.state);
         if st.closed || st.closing {
             return;
         }
-        st.queue.retain(|p| p.class == Class::Control || p.done > 0);
-        st.data_msgs = st.queue.iter().filter(|p| p.class == Class::Data).count();
-        st.data_bytes = st.queue.iter().filter(|p| p.class == Class::Data).map(Pending::cost).sum();
+        let mut k = 0;
+        while k < st.queue.len() {
+            let p = &st.queue[k];
+            if p.class == Class::Data && p.done == 0 {
+                st.take(k);
+            } else {
+                k += 1;
+            }
+        }
         // Under the same lock as the close frame: nothing can follow it.
         let st = self.put(st, &h[..n], &code, || bytes::Bytes::copy_from_slice(&code), Class::Control);
         if let Some(mut st) = st {
@@ -242,16 +280,9 @@ impl Outbox {
         if st.queue.is_empty() {
             // Nothing waits before it: straight to the socket, as much as it takes.
             while done < len {
-                let h = done.min(head.len());
-                let b = done - h;
-                match self.socket.try_write_vectored(&[IoSlice::new(&head[h..]), IoSlice::new(&body[b..])]) {
-                    Ok(0) => {
-                        self.fail(st, io::ErrorKind::WriteZero.into());
-                        return None;
-                    }
-                    Ok(k) => done += k,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                match self.write(&unwritten(head, body, done)) {
+                    Ok(Some(k)) => done += k,
+                    Ok(None) => break,
                     Err(e) => {
                         self.fail(st, e);
                         return None;
@@ -271,17 +302,14 @@ impl Outbox {
             owned()
         };
         let p = Pending { head: head.to_vec(), body, done, class };
-        let cost = p.cost();
         match class {
             Class::Data => {
-                st.data_msgs += 1;
-                st.data_bytes += cost;
-                st.queue.push_back(p);
+                st.push(p);
                 self.shed(&mut st);
             }
             Class::Control => {
                 // One frame alone always fits (a large advertisement to a new client).
-                if st.control_bytes > 0 && st.control_bytes + cost > CONTROL_BYTES {
+                if st.control_bytes > 0 && st.control_bytes + p.cost() > CONTROL_BYTES {
                     eprintln!(
                         "shmbus-foxglove: client {}: disconnected: it left over {} MiB of protocol messages unread",
                         self.peer,
@@ -292,8 +320,7 @@ impl Outbox {
                     self.wake.notify_one();
                     return None;
                 }
-                st.control_bytes += cost;
-                st.queue.push_back(p);
+                st.push(p);
             }
         }
         self.wake.notify_one();
@@ -314,15 +341,27 @@ impl Outbox {
                 k += 1;
                 continue;
             }
-            let p = st.queue.remove(k).expect("index checked");
-            st.data_msgs -= 1;
-            st.data_bytes -= p.cost();
+            st.take(k);
             st.dropped += 1;
             if st.dropped == 1 {
                 eprintln!(
                     "shmbus-foxglove: client {}: reads too slowly, its oldest messages are dropped (--client-backlog {}, --client-backlog-bytes {}); the count is given when it goes",
                     self.peer, self.limits.backlog, self.limits.backlog_bytes
                 );
+            }
+        }
+    }
+
+    /// One non-blocking write of `bufs`: the bytes written, `None` if the socket takes
+    /// nothing now.
+    fn write(&self, bufs: &[IoSlice<'_>]) -> io::Result<Option<usize>> {
+        loop {
+            match self.socket.try_write_vectored(bufs) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(k) => return Ok(Some(k)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
     }
@@ -375,27 +414,15 @@ impl Outbox {
                     }
                     break;
                 };
-                match self.socket.try_write_vectored(&front.rest()) {
-                    Ok(0) => {
-                        self.fail(st, io::ErrorKind::WriteZero.into());
-                        return;
-                    }
-                    Ok(k) => {
+                match self.write(&front.rest()) {
+                    Ok(Some(k)) => {
                         let front = st.queue.front_mut().expect("front seen");
                         front.done += k;
                         if front.done == front.len() {
-                            let p = st.queue.pop_front().expect("front seen");
-                            match p.class {
-                                Class::Data => {
-                                    st.data_msgs -= 1;
-                                    st.data_bytes -= p.cost();
-                                }
-                                Class::Control => st.control_bytes -= p.cost(),
-                            }
+                            st.take(0);
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Ok(None) => break,
                     Err(e) => {
                         self.fail(st, e);
                         return;

@@ -231,30 +231,11 @@ const REFUSALS_SAID: usize = 16;
 /// after [`KEEPALIVE_IDLE`] of silence, and an end to a connection whose sent bytes go
 /// unacknowledged for [`UNACKED`].
 fn keep_alive(tcp: &TcpStream) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let fd = tcp.as_raw_fd();
-    let set = |level: i32, name: i32, value: i32| {
-        // SAFETY: a valid socket descriptor of ours and a c_int of the option's size.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                level,
-                name,
-                (&value as *const i32).cast(),
-                std::mem::size_of::<i32>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    };
-    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
-    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE.as_secs() as i32)?;
-    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 10)?;
-    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3)?;
-    set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, UNACKED.as_millis() as i32)
+    let sock = socket2::SockRef::from(tcp);
+    sock.set_tcp_keepalive(
+        &socket2::TcpKeepalive::new().with_time(KEEPALIVE_IDLE).with_interval(Duration::from_secs(10)).with_retries(3),
+    )?;
+    sock.set_tcp_user_timeout(Some(UNACKED))
 }
 
 /// Silence on a connection before TCP keepalive probes it.

@@ -222,8 +222,7 @@ impl Topics {
     /// Opens topic `name` (`Err(None)`: not a topic, passed over quietly; `Err(Some(why))`: a
     /// topic that cannot be shown), with its schema as the protocol has it: the message
     /// encoding, and the schema (name, encoding, data) if there is one.
-    #[allow(clippy::type_complexity)]
-    fn open(&self, name: &str) -> Result<(Topic, (String, Option<Schema<'static>>)), Option<String>> {
+    fn open(&self, name: &str) -> Result<(Topic, Encoding), Option<String>> {
         let report = shmbus::admin::inspect_channel(&self.domain, name).map_err(|e| Some(e.to_string()))?;
         if report.header.kind != Kind::Topic {
             return Err(None);
@@ -430,13 +429,12 @@ impl Topics {
     }
 }
 
+/// A channel's message encoding and schema, as the protocol has them.
+type Encoding = (String, Option<Schema<'static>>);
+
 /// Channel `id`'s advertisement for topic `name` with its message encoding and schema
 /// (`Err(Some(why))` when the protocol cannot carry them).
-fn advert(
-    id: u64,
-    name: &str,
-    (encoding, schema): (String, Option<Schema<'static>>),
-) -> Result<Channel<'static>, Option<String>> {
+fn advert(id: u64, name: &str, (encoding, schema): Encoding) -> Result<Channel<'static>, Option<String>> {
     let mut b = Channel::builder(id, name.to_owned(), encoding);
     if let Some(s) = schema {
         b = b.with_schema(s);
