@@ -611,11 +611,13 @@ def floor_ns(bench):
     return json.loads(p.stdout)["p50_ns"]
 
 
-def rust_copy_ns(bench, kind, size, iters):
-    """shmbus-bench's Rust copy ping-pong (spin) of `kind` at `size` right now: one-way p50."""
+def rust_copy_ns(bench, kind, size, iters, warmup):
+    """shmbus-bench's Rust copy ping-pong (spin) of `kind` at `size` right now: one-way p50,
+    after the same warm-up as the Python rows (a journal's footprint grows with it)."""
     import subprocess
     p = subprocess.run([bench, "pingpong", "--transport", kind, "--size", str(size), "--payload", "copy",
-                        "--mode", "spin", "--iters", str(iters), "--json"], capture_output=True, text=True)
+                        "--mode", "spin", "--iters", str(iters), "--warmup", str(warmup), "--json"],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         print(f"bench-python: shmbus-bench pingpong {kind} {size} B failed: {p.stderr.strip()}", file=sys.stderr)
         return None
@@ -670,6 +672,11 @@ def what_moves(row):
     return "the whole frame copied through the kernel; numpy.frombuffer of the received buffer"
 
 
+def warmup_for(args, iters):
+    """Unrecorded round trips before `iters` recorded ones (the Rust yardsticks get the same)."""
+    return args.warmup if args.warmup is not None else max(100, min(iters // 10, 10_000))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iters", type=int, default=100_000, help="recorded round trips of the 8 B rows")
@@ -705,7 +712,7 @@ def main():
         for peer in peers:
             for size in sizes:
                 iters = args.iters if size < FRAME else args.frame_iters
-                warmup = args.warmup if args.warmup is not None else max(100, min(iters // 10, 10_000))
+                warmup = warmup_for(args, iters)
                 n += 1
                 os.sched_setaffinity(0, set(allowed))  # the floor's pair is picked as the row's
                 floor = floor_ns(args.floor) if args.floor else None
@@ -729,7 +736,7 @@ def main():
         for size in sizes:
             iters = args.iters if size < FRAME else args.frame_iters
             for kind in sorted({RUST_KIND[p] for p in copy_peers}):
-                rust[(kind, size)] = rust_copy_ns(args.floor, kind, size, iters)
+                rust[(kind, size)] = rust_copy_ns(args.floor, kind, size, iters, warmup_for(args, iters))
             local[size] = in_process_ns(size, min(iters, 2000))
 
     floor_col = args.floor is not None

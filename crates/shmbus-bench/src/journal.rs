@@ -109,7 +109,8 @@ pub struct JournalArgs {
     /// Recorded latency round trips per size. Default 20,000 (flush: 2,000).
     #[arg(long, value_name = "N")]
     iters: Option<u64>,
-    /// Unrecorded latency round trips first. Default: iters/10, at least 1000, at most 10000.
+    /// Unrecorded latency round trips first. Default: iters/10, at least 1000, at most
+    /// 10000, and at most 256 MiB of entries (at least 100).
     #[arg(long, value_name = "N")]
     warmup: Option<u64>,
     /// Entries each appender appends in the throughput run. Default: 256 MiB worth,
@@ -534,7 +535,7 @@ pub fn run(a: JournalArgs) -> Result<(), String> {
             transport,
             params: Params { size, mode: a.wait, payload: Payload::Copy },
             iters,
-            warmup: a.warmup.unwrap_or((iters / 10).clamp(1000, 10_000)),
+            warmup: a.warmup.unwrap_or_else(|| driver::default_warmup(iters, size)),
             timeout,
             echo_exit_after: None,
         };

@@ -111,7 +111,8 @@ struct PingpongArgs {
     /// transports; byte streams always copy).
     #[arg(long, value_enum, default_value_t = Payload::Copy)]
     payload: Payload,
-    /// Unrecorded round trips first. Default: iters/10, at least 1000, at most 10000.
+    /// Unrecorded round trips first. Default: iters/10, at least 1000, at most 10000, and
+    /// at most 256 MiB of messages (at least 100).
     #[arg(long, value_name = "N")]
     warmup: Option<u64>,
     /// Print one JSON object instead of a line.
@@ -222,7 +223,8 @@ struct FanoutArgs {
     /// Recorded publishes.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     iters: u64,
-    /// Unrecorded publishes first. Default: iters/10, at least 1000, at most 10000.
+    /// Unrecorded publishes first. Default: iters/10, at least 1000, at most 10000, and at
+    /// most 256 MiB of messages (at least 100).
     #[arg(long, value_name = "N")]
     warmup: Option<u64>,
     /// How subscribers wait: spin (try_recv in a loop) or block (sleep at once).
@@ -336,7 +338,7 @@ fn pingpong(a: PingpongArgs) -> Result<(), String> {
         transport: t,
         params: Params { size: a.size, mode, payload },
         iters: a.iters,
-        warmup: a.warmup.unwrap_or((a.iters / 10).clamp(1000, 10_000)),
+        warmup: a.warmup.unwrap_or_else(|| driver::default_warmup(a.iters, a.size)),
         timeout: Duration::from_secs(a.timeout_secs),
         echo_exit_after: a.echo_exit_after,
     };
@@ -423,7 +425,7 @@ fn fanout(a: FanoutArgs) -> Result<(), String> {
         subscribers: a.subscribers,
         size: a.size,
         iters: a.iters,
-        warmup: a.warmup.unwrap_or((a.iters / 10).clamp(1000, 10_000)),
+        warmup: a.warmup.unwrap_or_else(|| driver::default_warmup(a.iters, a.size)),
         mode: transports::sync_only(a.mode)?,
         payload: a.payload,
         reliable: a.reliable,

@@ -107,6 +107,17 @@ fn default_mode_is_block_except_for_floor() {
 }
 
 #[test]
+fn the_default_warmup_is_bounded_by_bytes_for_large_messages() {
+    // A tenth of the recorded round trips, at least 1000, for small messages; no more than
+    // 256 MiB each way (at least 100) for large ones: a journal row of 6 MiB entries must not
+    // write GiB into its file system before it measures anything.
+    let small = pingpong_json(&["--transport", "floor", "--iters", "200"]);
+    assert_eq!(small["warmup"], 1000);
+    let large = pingpong_json(&["--transport", "journal", "--size", "4194304", "--iters", "20", "--mode", "spin"]);
+    assert_eq!(large["warmup"], 100);
+}
+
+#[test]
 fn odd_and_large_sizes_and_both_payloads_round_trip() {
     // 1 and 8 travel in the floors' control line, 9 in the buffer; 200 000 bytes forces
     // partial reads and writes on every byte stream.
