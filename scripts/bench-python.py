@@ -22,10 +22,10 @@ Copy rows (peers named *-copy, and shmbus-recv-into): the whole message is sent 
 received by copy, as a Python user writes it first (`pub.send(frame)`, `sub.recv()`): topic,
 queue, stream and journal through shmbus, iceoryx2's copy send (a loaned slice filled with
 memmove) with one copy out of the received sample (`ctypes.string_at`), and shmbus's topic
-received into a reused bytearray (`recv_into`). With --floor, the same run also measures
-shmbus-bench's Rust copy ping-pong of each shmbus kind at each size, and in this process one
-`bytes()` copy of a bytearray of each size and one `recv_into` of a waiting message, and
-prints the ratios the targets name.
+received into a reused bytearray (`recv_into`). With --floor, the same run also measures,
+right after each shmbus copy row, shmbus-bench's Rust copy ping-pong of its kind at its size
+(with the same warm-up), and in this process one `bytes()` copy of a bytearray of each size
+and one `recv_into` of a waiting message, and prints the ratios the targets name.
 
 Usage: scripts/bench-python.py [--iters N] [--frame-iters N] [--peers shmbus,pipe,...]
                                [--floor PATH-TO-shmbus-bench]
@@ -705,6 +705,7 @@ def main():
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     scratch = tempfile.mkdtemp(prefix="shmbus-bench-py-", dir=base)
     rows, failed, n = [], [], 0
+    rust, local = {}, {}  # the yardsticks of the copy rows, measured in this run
     print(f"load average before: {tuple(round(x, 2) for x in os.getloadavg())}; CPUs {cpus}; "
           "receive: busy-poll on both sides")
     print()
@@ -726,17 +727,18 @@ def main():
                     os.sched_setaffinity(0, set(allowed))
                 row["floor_ns"] = floor
                 rows.append(row)
+                if peer in RUST_KIND and args.floor:
+                    # The Rust yardstick of a copy row right after it, so that both meet the
+                    # same placement of this machine's vCPUs (which changes within minutes).
+                    rust[(peer, size)] = rust_copy_ns(args.floor, RUST_KIND[peer], size, iters, warmup)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    # The yardsticks of the copy rows, measured in this run.
-    rust, local = {}, {}
+    # The in-process yardsticks of the copy rows.
     copy_peers = [p for p in peers if p in RUST_KIND]
     if copy_peers and args.floor:
         for size in sizes:
             iters = args.iters if size < FRAME else args.frame_iters
-            for kind in sorted({RUST_KIND[p] for p in copy_peers}):
-                rust[(kind, size)] = rust_copy_ns(args.floor, kind, size, iters, warmup_for(args, iters))
             local[size] = in_process_ns(size, min(iters, 2000))
 
     floor_col = args.floor is not None
@@ -788,7 +790,7 @@ def main():
         for peer in copy_peers:
             if (peer, size) not in p50:
                 continue
-            r = rust.get((RUST_KIND[peer], size))
+            r = rust.get((peer, size))
             if r:
                 key = f"{peer}_{size}_over_rust_{RUST_KIND[peer]}"
                 ratios[key] = round(p50[(peer, size)] / r, 3)
@@ -806,7 +808,7 @@ def main():
           "shmbus 6,220,800 B copy in, recv_into out / iceoryx2 6,220,800 B copy", 0.5)
     print()
     print(json.dumps({
-        "rust_copy_p50_ns": {f"{k}/{s}": v for (k, s), v in rust.items()},
+        "rust_copy_p50_ns": {f"{p}/{s}": v for (p, s), v in rust.items()},
         "in_process_p50_ns": {str(s): {"bytes_copy": c, "recv_into": i} for s, (c, i) in local.items()},
         "bench": "python-pingpong",
         "mode": "spin",
