@@ -522,6 +522,65 @@ impl<E, M: fmt::Debug> fmt::Debug for OwnedBytes<E, M> {
     }
 }
 
+/// Lent bytes mapped a second time, read-only: for handing a received item to code that
+/// could write into it, such as an importer of DLPack's legacy ABI, which has no read-only
+/// flag. A store through [`ReadOnlyAlias::as_ptr`] faults (`SIGSEGV`) instead of changing
+/// memory that other processes read; what others write shows, as in the item itself. Made
+/// with `mremap(2)`; unmapped when dropped.
+pub struct ReadOnlyAlias {
+    _map: crate::sys::Mapping<crate::sys::ReadOnly>,
+    data: *const u8,
+    len: usize,
+}
+
+// SAFETY: the alias is a mapping this value owns; the pointer is into it and read only.
+unsafe impl Send for ReadOnlyAlias {}
+// SAFETY: as above; `&ReadOnlyAlias` gives out the address only.
+unsafe impl Sync for ReadOnlyAlias {}
+
+impl ReadOnlyAlias {
+    /// Maps the `len` bytes at `ptr` again, read-only. `second_at`: where the bytes cross
+    /// from one mapping into the next, as a stream record running over the end of its ring
+    /// does ([`Record::second_mapping_at`](crate::stream::Record::second_mapping_at)). Bytes
+    /// in this process's own memory (a journal entry decoded into its tailer's buffer) are
+    /// refused with `EINVAL`.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be the bytes of an item lent by a shmbus endpoint of this process
+    /// (a sample, record, job, entry, request or response), held for the length of the call,
+    /// with `second_at` as the item says. A wrong `second_at` maps other bytes of the file.
+    pub unsafe fn new(ptr: *const u8, len: usize, second_at: Option<usize>) -> std::io::Result<ReadOnlyAlias> {
+        let parts: &[(*const u8, usize)] = match second_at {
+            Some(at) if at > 0 && at < len => &[(ptr, at), (ptr.wrapping_add(at), len - at)],
+            _ => &[(ptr, len)],
+        };
+        // SAFETY: the caller's promise: each part lies in one mapping, held.
+        let (map, data) = unsafe { crate::sys::Mapping::<crate::sys::ReadOnly>::alias_read_only(parts) }?;
+        Ok(ReadOnlyAlias { _map: map, data, len })
+    }
+
+    /// The first byte, in the alias.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.data
+    }
+
+    /// How many bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none (never: an empty item has nothing to map).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl fmt::Debug for ReadOnlyAlias {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadOnlyAlias").field("data", &self.data).field("len", &self.len).finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -390,6 +390,18 @@ impl<'a, R: DerefMut<Target = StreamReader> + 'a> Record<'a, R> {
         self.reader.core.position()
     }
 
+    /// Where the record's bytes cross from the ring's first mapping into its second, for a
+    /// record that runs over the end of the ring: the offset in the record. The double
+    /// mapping shows such a record contiguous, but its bytes lie in two mappings (what
+    /// [`ReadOnlyAlias::new`](crate::lend::ReadOnlyAlias::new) needs to know). `None` for a
+    /// record in one of them.
+    pub fn second_mapping_at(&self) -> Option<usize> {
+        let first = self.reader.shared.at(0) as usize;
+        let start = (self.ptr as usize).wrapping_sub(first);
+        let cap = self.reader.capacity();
+        (start < cap && start + self.len > cap).then(|| cap - start)
+    }
+
     /// Copies the record out and consumes it.
     fn take(self) -> Vec<u8> {
         let v = self.to_vec();

@@ -267,3 +267,29 @@ fn an_unset_capacity_accepts_the_existing_stream() {
     let _w = fresh.writer().unwrap();
     assert!(matches!(fresh.clone().writer(), Err(OpenError::Busy { .. })));
 }
+
+#[test]
+fn a_record_over_the_ring_end_says_where_it_crosses_mappings() {
+    let d = TempDomain::new("second-mapping");
+    let cap = 4 * page();
+    let s = Stream::create_or_open(&d.0, "s", &StreamConfig::default().capacity(cap)).unwrap();
+    let (mut w, mut r) = (s.writer().unwrap(), s.reader().unwrap());
+    // Header 8 bytes: the first record's bytes are 8..8+len, inside the first mapping.
+    let first = cap - 1000;
+    w.send(&vec![1; first]).unwrap();
+    let rec = r.recv_ref().unwrap();
+    assert_eq!(rec.second_mapping_at(), None);
+    rec.consume();
+    // The second starts at ring byte 8 + first (rounded to 8), its bytes 8 further on, and
+    // runs 2,000 bytes: over the end of the ring.
+    let start = (8 + first).div_ceil(8) * 8 + 8;
+    w.send(&vec![2; 2000]).unwrap();
+    let rec = r.recv_ref().unwrap();
+    assert_eq!(rec.second_mapping_at(), Some(cap - start));
+    assert!(rec.iter().all(|&b| b == 2));
+    rec.consume();
+    // The next one lies wholly in the first mapping again (its start wrapped).
+    w.send(&[3; 100]).unwrap();
+    let rec = r.recv_ref().unwrap();
+    assert_eq!(rec.second_mapping_at(), None);
+}

@@ -190,6 +190,79 @@ impl Mapping<ReadOnly> {
     }
 }
 
+impl Mapping<ReadOnly> {
+    /// A second mapping, read-only, of bytes this process already maps shared, and the
+    /// address of their first byte in it: the same pages (what others write shows in both),
+    /// but a store through the alias faults whatever the first mapping allows. `parts` are the
+    /// bytes in order, each `(address, length)` inside one `MAP_SHARED` mapping; every part
+    /// after the first starts on a page boundary and every part before the last ends on one
+    /// (the two halves of a ring mapped twice, [`Mapping::map_ring`]).
+    ///
+    /// Made with `mremap(2)` and an old size of 0, which maps the same pages again, into a
+    /// reservation so the parts land back to back, then `mprotect(2)`. A private mapping
+    /// (the heap) is refused by the kernel (`EINVAL`). Registered for SIGBUS containment as
+    /// any mapping: a page of a file shrunk under it reads as zeros.
+    ///
+    /// # Safety
+    /// Each part must lie inside one mapping of this process during the call. The kernel
+    /// checks none of that: `mremap` maps the file from where the part starts for the length
+    /// asked, so a part running past its mapping would map other pages of the file.
+    pub unsafe fn alias_read_only(parts: &[(*const u8, usize)]) -> io::Result<(Mapping<ReadOnly>, *const u8)> {
+        use rustix::mm::{MprotectFlags, MremapFlags};
+        let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("read-only alias: {what}"));
+        let page = super::page_size();
+        let &(first, _) = parts.first().ok_or_else(|| invalid("no bytes"))?;
+        let lead = first as usize % page;
+        // Page-aligned source spans: the first one widened down to its page.
+        let mut spans = Vec::with_capacity(parts.len());
+        for (k, &(at, len)) in parts.iter().enumerate() {
+            let start = if k == 0 { at as usize - lead } else { at as usize };
+            let end = (at as usize).checked_add(len).ok_or_else(|| invalid("length overflows"))?;
+            if k > 0 && start % page != 0 {
+                return Err(invalid("a part after the first does not start on a page"));
+            }
+            if k + 1 < parts.len() && end % page != 0 {
+                return Err(invalid("a part before the last does not end on a page"));
+            }
+            spans.push((start, end.div_ceil(page) * page - start));
+        }
+        let total: usize = spans.iter().map(|&(_, n)| n).sum();
+        if total == 0 {
+            return Err(invalid("no bytes"));
+        }
+        // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no
+        // existing memory is affected.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                total,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )
+        }?;
+        // Ours from here: unmapped whole on any failure below.
+        // SAFETY: `base..base+total` is the reservation just made, owned by nobody else.
+        let alias: Mapping<ReadOnly> =
+            unsafe { Mapping::from_raw_prot(NonNull::new(base.cast()).expect("mmap returned null"), total) };
+        let mut at = base.cast::<u8>();
+        for &(start, len) in &spans {
+            // SAFETY: the source lies in a shared mapping of ours (the caller's promise); the
+            // target `at..at+len` lies inside our reservation, which MREMAP_FIXED replaces.
+            let p = unsafe { rustix::mm::mremap_fixed(start as *mut _, 0, len, MremapFlags::MAYMOVE, at.cast()) }?;
+            if p != at.cast() {
+                return Err(io::Error::other("read-only alias: mremap placed a part elsewhere"));
+            }
+            // SAFETY: still inside the reservation (the spans add up to `total`).
+            at = unsafe { at.add(len) };
+        }
+        // SAFETY: the whole reservation, now the aliases, is ours.
+        unsafe { rustix::mm::mprotect(base, total, MprotectFlags::READ) }?;
+        // SAFETY: `lead < page <= total`.
+        let data = unsafe { base.cast::<u8>().add(lead) };
+        Ok((alias, data.cast_const()))
+    }
+}
+
 impl Mapping<ReadWrite> {
     /// Maps the first `len` bytes of `fd` shared and read-write.
     pub fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
@@ -424,6 +497,75 @@ mod tests {
             }
         }
         panic!("{addr:#x} is not mapped");
+    }
+
+    #[test]
+    fn a_read_only_alias_shows_the_same_pages_and_refuses_stores() {
+        let page = super::super::page_size();
+        let (f, _p) = filled_file("alias", 4 * page);
+        let m = Mapping::map(f.as_fd(), 4 * page).unwrap();
+        // Bytes that start and end inside pages, as a message in a slot does.
+        let (off, len) = (page + 40, 2 * page - 100);
+        // SAFETY: in bounds of `m`, a shared mapping of ours.
+        let src = unsafe { m.as_ptr().add(off) };
+        // SAFETY: the range lies inside the one mapping `m`.
+        let (alias, data) = unsafe { ReadOnlyMapping::alias_read_only(&[(src, len)]) }.unwrap();
+        assert_ne!(data, src.cast_const());
+        assert_eq!(data as usize % page, off % page);
+        // SAFETY: `data..data+len` lies inside `alias`, alive.
+        let view = |k: usize| unsafe { data.add(k).read_volatile() };
+        assert_eq!((view(0), view(len - 1)), (0xAB, 0xAB));
+        // The same pages: a store through the first mapping shows in the alias.
+        // SAFETY: in bounds of `m`.
+        unsafe {
+            src.write_volatile(1);
+            src.add(len - 1).write_volatile(2);
+        }
+        assert_eq!((view(0), view(len - 1)), (1, 2));
+        // Read-only, and shared: a store through it would fault.
+        assert_eq!(perms_at(data as usize), "r--s");
+        assert_eq!(perms_at(src as usize), "rw-s");
+        drop(alias);
+        assert_eq!(read(&m, off), 1, "the first mapping outlives its alias");
+    }
+
+    #[test]
+    fn a_read_only_alias_of_private_memory_is_refused() {
+        let heap = vec![7u8; 64 * 1024];
+        // SAFETY: the range lies inside the vector's allocation.
+        let e = unsafe { ReadOnlyMapping::alias_read_only(&[(heap.as_ptr(), heap.len())]) }.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    }
+
+    #[test]
+    fn a_read_only_alias_joins_the_two_halves_of_a_ring() {
+        let page = super::super::page_size();
+        let ring = 4 * page;
+        let (f, _p) = filled_file("alias-ring", ring);
+        let m = Mapping::map_ring(f.as_fd(), 0, ring).unwrap();
+        for k in 0..ring {
+            // SAFETY: in bounds of the first half.
+            unsafe { m.as_ptr().add(k).write_volatile((k % 251) as u8) };
+        }
+        // A record running over the end of the ring: 100 bytes in the first half, the rest
+        // from the second half's start.
+        let (start, len) = (ring - 100, 300);
+        // SAFETY: `start..ring` lies in the first half's mapping, `ring..start+len` in the
+        // second's.
+        let parts =
+            unsafe { [(m.as_ptr().add(start).cast_const(), 100), (m.as_ptr().add(ring).cast_const(), len - 100)] };
+        // SAFETY: as above.
+        let (_alias, data) = unsafe { ReadOnlyMapping::alias_read_only(&parts) }.unwrap();
+        for k in 0..len {
+            // SAFETY: inside the alias.
+            let got = unsafe { data.add(k).read_volatile() };
+            assert_eq!(got, ((start + k) % ring % 251) as u8, "byte {k}");
+        }
+        // Misplaced parts are refused before anything is mapped.
+        // SAFETY: not dereferenced: the call refuses the parts' shape first.
+        let bad = unsafe { [(m.as_ptr().add(start).cast_const(), 50), (m.as_ptr().add(ring).cast_const(), 10)] };
+        // SAFETY: as above.
+        assert!(unsafe { ReadOnlyMapping::alias_read_only(&bad) }.is_err());
     }
 
     /// One thread maps a file, stores to it atomically and unmaps it; another, with nothing
