@@ -87,8 +87,8 @@ tsan:
 
 # The Python package (crates/shmbus-py) as users get it: one abi3 wheel, built once with
 # maturin (the extension in the `ci` profile, in the shared target dir) into target/wheels,
-# installed with pip into a scratch virtualenv (maturin, pytest and numpy pinned) where its
-# tests run against it; then install-test/ installs the same wheel into a fresh virtualenv
+# installed with pip into a scratch virtualenv (maturin, pytest, numpy and JAX's CPU wheels
+# pinned; JAX imports DLPack tensors through the legacy ABI) where its tests run against it; then install-test/ installs the same wheel into a fresh virtualenv
 # without cargo or rustc on PATH (the examples, auditwheel, mypy --strict on the stubs) and
 # builds the sdist into a wheel.
 PY_VENV := target/py-venv
@@ -96,12 +96,12 @@ PY_WHEELS := target/wheels
 python:
 	@python3 -c 'import venv, ensurepip' 2>/dev/null || (apt-get update && apt-get install -y python3-venv)
 	test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV)
-	$(PY_VENV)/bin/pip install -q maturin==1.15.0 pytest==9.0.3 numpy==2.4.6
+	$(PY_VENV)/bin/pip install -q maturin==1.15.0 pytest==9.0.3 numpy==2.4.6 jax==0.10.2 jaxlib==0.10.2
 	rm -f $(PY_WHEELS)/shmbus-*.whl
 	PATH=$(CURDIR)/$(PY_VENV)/bin:$$PATH maturin build -q --profile ci -m crates/shmbus-py/Cargo.toml \
 	  -i $(PY_VENV)/bin/python --out $(PY_WHEELS)
 	$(PY_VENV)/bin/pip install -q --force-reinstall --no-deps $(PY_WHEELS)/shmbus-*.whl
-	$(PY_VENV)/bin/python -m pytest -q crates/shmbus-py/tests
+	SHMBUS_REQUIRE_INTEROP=1 $(PY_VENV)/bin/python -m pytest -q crates/shmbus-py/tests
 	PATH=$(CURDIR)/$(PY_VENV)/bin:$$PATH SHMBUS_WHEEL=$$(ls $(PY_WHEELS)/shmbus-*.whl) \
 	  $(PY_VENV)/bin/python -m pytest -q crates/shmbus-py/install-test
 

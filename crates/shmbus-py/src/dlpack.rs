@@ -10,19 +10,27 @@
 //!
 //! The capsule, the managed-tensor structs and the protocol's argument checks (`copy`,
 //! `dl_device`, `max_version`, the legacy and versioned ABIs) come from the `dlpark` crate.
-//! A read-only item is exported with the versioned ABI only (its `READ_ONLY` flag): the
-//! legacy ABI has no flags, and an importer of it would write into shared memory that other
-//! processes read, so a consumer that asks for it gets `BufferError`.
+//!
+//! **Read-only items and the legacy ABI.** The versioned ABI (DLPack 1.0, which numpy asks
+//! for) carries a read-only item's `READ_ONLY` flag. The legacy one has no flags, and some
+//! importers only speak it (JAX, which treats every import as immutable): to them a
+//! read-only item is exported through a second mapping of its pages, made read-only
+//! ([`ReadOnlyAlias`]), so an importer that writes faults instead of changing shared memory
+//! that other processes read. The alias costs an `mremap` and an `mprotect` per export and
+//! is unmapped by the tensor's deleter. An item in the process's own memory (a journal entry
+//! decoded into its tailer's buffer) cannot be mapped twice: the legacy ABI gets
+//! `BufferError` for it.
 
 use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 
 use dlpark::ffi::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned};
 use dlpark::metadata::Fixed;
-use dlpark::python::{export_dlpack, DlpackExporter, ExportRequest};
+use dlpark::python::{export_dlpack, DlpackExporter, ExportAbi, ExportRequest};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
+use shmbus::lend::ReadOnlyAlias;
 
 /// `kDLCPU`, as `__dlpack_device__` reports it.
 pub(crate) const CPU: (u32, i32) = (1, 0);
@@ -31,10 +39,14 @@ pub(crate) const CPU: (u32, i32) = (1, 0);
 /// importer's deleter, on any thread) gives the view back.
 struct View {
     release: Option<Box<dyn FnOnce() + Send>>,
+    /// The read-only second mapping a legacy export of a read-only item points into.
+    alias: Option<ReadOnlyAlias>,
 }
 
 impl Drop for View {
     fn drop(&mut self) {
+        // The importer is done with the alias: unmap it before the item may go.
+        drop(self.alias.take());
         if let Some(release) = self.release.take() {
             // The release drops a reference to the item's Python object: with the GIL. A
             // deleter must not unwind (it is called from C).
@@ -47,7 +59,8 @@ impl Drop for View {
 struct Export {
     ptr: *mut u8,
     len: usize,
-    writable: bool,
+    /// Whether the tensor carries the `READ_ONLY` flag.
+    read_only: bool,
     view: Cell<Option<View>>,
 }
 
@@ -76,10 +89,10 @@ impl DlpackExporter for Export {
     }
 
     fn flags(&self) -> DlpackFlags {
-        if self.writable {
-            DlpackFlags::empty()
-        } else {
+        if self.read_only {
             DlpackFlags::READ_ONLY
+        } else {
+            DlpackFlags::empty()
         }
     }
 
@@ -104,23 +117,52 @@ pub(crate) struct Request<'py> {
     pub(crate) copy: Option<bool>,
 }
 
-/// A DLPack capsule of the `len` bytes at `ptr`, whose view was counted by the caller:
-/// `release` gives it back, when the importer is done or at once if no capsule is made.
+/// The bytes of a held item, as an export needs them.
+pub(crate) struct Bytes {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+    /// Whether the importer may write them (a loan).
+    pub(crate) writable: bool,
+    /// Where they cross from one mapping into the next (a stream record over its ring's end).
+    pub(crate) second_mapping_at: Option<usize>,
+}
+
+/// A DLPack capsule of `bytes`, whose view was counted by the caller: `release` gives it
+/// back, when the importer is done or at once if no capsule is made.
 ///
 /// # Safety
-/// `ptr`/`len` stay valid until `release` runs (the caller counted a view that keeps the item
-/// held), and are writable by others only if `writable`.
+/// The bytes stay valid until `release` runs (the caller counted a view that keeps the item
+/// held), are writable by others only if `bytes.writable`, and cross mappings where
+/// `bytes.second_mapping_at` says.
 pub(crate) unsafe fn export<'py>(
     py: Python<'py>,
     request: Request<'py>,
-    ptr: *mut u8,
-    len: usize,
-    writable: bool,
+    bytes: Bytes,
     release: Box<dyn FnOnce() + Send>,
 ) -> PyResult<Py<PyAny>> {
     // Dropped unused (the view given back) if the request is refused before a tensor is made.
-    let view = View { release: Some(release) };
+    let mut view = View { release: Some(release), alias: None };
     let parsed = ExportRequest::parse(request.stream.as_ref(), request.max_version, request.dl_device, request.copy)?;
-    let exporter = Export { ptr, len, writable, view: Cell::new(Some(view)) };
+    let Bytes { mut ptr, len, writable, second_mapping_at } = bytes;
+    let mut read_only = !writable;
+    if read_only && parsed.abi() == ExportAbi::Legacy {
+        if len > 0 {
+            // SAFETY: the item's bytes, held (the caller's promise), crossing mappings where
+            // it says.
+            let alias = unsafe { ReadOnlyAlias::new(ptr, len, second_mapping_at) }.map_err(|e| {
+                PyBufferError::new_err(format!(
+                    "the legacy DLPack ABI cannot mark a tensor read-only, and this item's bytes \
+                     cannot be mapped again read-only ({e}); ask for DLPack 1.0 \
+                     (max_version=(1, 0)), as numpy.from_dlpack does"
+                ))
+            })?;
+            ptr = alias.as_ptr().cast_mut();
+            view.alias = Some(alias);
+        }
+        // No flag (the legacy ABI has none): a store through the alias faults, and an empty
+        // tensor has nothing to store into.
+        read_only = false;
+    }
+    let exporter = Export { ptr, len, read_only, view: Cell::new(Some(view)) };
     export_dlpack(&exporter, py, parsed)
 }

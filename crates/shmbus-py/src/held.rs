@@ -39,6 +39,8 @@ pub(crate) struct Held<O: Owner, I> {
     ptr: *mut u8,
     len: usize,
     writable: bool,
+    /// Where the bytes cross into a second mapping (a stream record over its ring's end).
+    second_mapping_at: Option<usize>,
     names: Names,
 }
 
@@ -66,7 +68,14 @@ impl<O: Owner, I> Held<O, I> {
     /// (valid while it lives).
     pub(crate) fn new(owner: Py<O>, item: I, ptr: *mut u8, len: usize, writable: bool, names: Names) -> Self {
         let state = Mutex::new(State { item: Some(item), views: 0, settling: false });
-        Held { owner, state, ptr, len, writable, names }
+        Held { owner, state, ptr, len, writable, second_mapping_at: None, names }
+    }
+
+    /// Says where the bytes cross from one mapping into the next (a stream record running
+    /// over the end of its ring), for the read-only alias of a legacy DLPack export.
+    pub(crate) fn second_mapping_at(mut self, at: Option<usize>) -> Self {
+        self.second_mapping_at = at;
+        self
     }
 
     /// The endpoint object the item was lent by.
@@ -170,9 +179,16 @@ impl<O: Owner, I> Held<O, I> {
             self.exportable(&st)?;
             st.views += 1;
         }
+        let bytes = crate::dlpack::Bytes {
+            ptr: self.ptr,
+            len: self.len,
+            writable: self.writable,
+            second_mapping_at: self.second_mapping_at,
+        };
         // SAFETY: the view just counted keeps the item held (`take` refuses while views
-        // live), so `ptr`/`len` stay valid until `unexport` runs; only a loan is writable.
-        unsafe { crate::dlpack::export(py, request, self.ptr, self.len, self.writable, unexport) }
+        // live), so the bytes stay valid until `unexport` runs; only a loan is writable, and
+        // the item says where its bytes cross mappings.
+        unsafe { crate::dlpack::export(py, request, bytes, unexport) }
     }
 
     /// `bf_releasebuffer`: a view went away.

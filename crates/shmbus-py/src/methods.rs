@@ -105,7 +105,9 @@ macro_rules! lent_pymethods {
             /// A DLPack capsule of the bytes, for `numpy.from_dlpack`, `torch.from_dlpack`,
             /// `jax.numpy.from_dlpack`: a one-dimensional `uint8` CPU tensor viewing the item
             /// in place (read-only unless it is a loan), which keeps it held as a buffer
-            /// view does, until the importer lets go of it.
+            /// view does, until the importer lets go of it. Without `max_version` (DLPack's
+            /// legacy interface, which has no read-only flag) a received item is viewed
+            /// through a read-only second mapping of its pages.
             #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
             fn __dlpack__<'py>(
                 slf: pyo3::Bound<'py, Self>,

@@ -372,9 +372,9 @@ pub(crate) struct PyRecord {
 impl PyRecord {
     fn new(owner: Py<PyStreamReader>, lent: OwnedRecord) -> PyRecord {
         let r = &lent;
-        let (ptr, len, position) = (r.as_ptr().cast_mut(), r.len(), r.position());
+        let (ptr, len, position, second) = (r.as_ptr().cast_mut(), r.len(), r.position(), r.second_mapping_at());
         let names = Names { what: "record", gone: "consumed or released" };
-        PyRecord { held: Held::new(owner, lent, ptr, len, false, names), position }
+        PyRecord { held: Held::new(owner, lent, ptr, len, false, names).second_mapping_at(second), position }
     }
 }
 

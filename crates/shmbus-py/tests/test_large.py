@@ -4,6 +4,8 @@ once (and stay valid after the channel moves on), and DLPack export of lent item
 
 import asyncio
 import gc
+import importlib
+import os
 import subprocess
 import sys
 import time
@@ -295,11 +297,10 @@ def test_dlpack_refusals(domain):
     pub, sub = topic.publisher(), topic.subscriber()
     pub.send(payload(MAX))
     sample = sub.recv_ref(timeout=5)
-    # The legacy ABI has no read-only flag: a read-only item is not exported through it.
-    with pytest.raises(BufferError, match="legacy"):
-        sample.__dlpack__()
     with pytest.raises(BufferError):
         sample.__dlpack__(max_version=(1, 0), copy=True)
+    with pytest.raises(BufferError):
+        sample.__dlpack__(copy=True)  # the legacy ABI, after its alias was made
     with pytest.raises(BufferError):
         sample.__dlpack__(max_version=(1, 0), dl_device=(2, 0))  # CUDA
     # Nothing refused left a view behind.
@@ -320,6 +321,152 @@ def test_dlpack_of_records_jobs_and_entries(domain, tmp_path):
         with pytest.raises(BufferError):
             item.release()
         del arr
+        gc.collect()
+        item.release()
+
+
+class Legacy:
+    """An importer's side of an item when it speaks DLPack's legacy ABI only (as JAX does):
+    `__dlpack__` without `max_version`."""
+
+    def __init__(self, item):
+        self.item = item
+
+    def __dlpack_device__(self):
+        return self.item.__dlpack_device__()
+
+    def __dlpack__(self, **_):
+        return self.item.__dlpack__()
+
+
+def test_dlpack_legacy_export_keeps_the_sample_pinned(domain):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=MAX, history=2, spare_slots=1)
+    pub, sub = topic.publisher(), topic.subscriber()
+    pub.send(payload(MAX, 2))
+    sample = sub.recv_ref(timeout=5)
+    arr = np.from_dlpack(Legacy(sample))
+    assert arr.dtype == np.uint8 and arr.tobytes() == payload(MAX, 2)
+    # A second mapping of the slot's pages, not the slot's own address.
+    in_place = np.frombuffer(sample, np.uint8)
+    assert arr.ctypes.data != in_place.ctypes.data
+    assert arr.ctypes.data % 4096 == in_place.ctypes.data % 4096
+    del in_place
+    with pytest.raises(BufferError, match="view"):
+        sample.release()
+    del sample
+    gc.collect()
+    assert pinned_slots(domain) == 1
+    for k in range(10):
+        pub.send(payload(MAX, 100 + k))
+    assert arr.tobytes() == payload(MAX, 2)
+    del arr
+    gc.collect()
+    assert pinned_slots(domain) == 0
+
+
+WRITE_THROUGH_LEGACY = r"""
+import ctypes, sys
+import numpy as np
+import shmbus
+
+class Legacy:
+    def __init__(self, item): self.item = item
+    def __dlpack_device__(self): return self.item.__dlpack_device__()
+    def __dlpack__(self, **_): return self.item.__dlpack__()
+
+sub = shmbus.Topic.open(shmbus.Domain(sys.argv[1], root=sys.argv[2]), "t").subscriber()
+sub.seek(1)
+sample = sub.recv_ref(timeout=5)
+arr = np.from_dlpack(Legacy(sample))
+print("exported", arr[0], flush=True)
+ctypes.memset(arr.ctypes.data, 0xEE, 64)  # faults: the alias is read-only
+print("wrote", flush=True)
+"""
+
+
+def test_a_store_through_a_legacy_export_faults_and_changes_nothing(domain, tmp_path):
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=MAX, history=2, spare_slots=1)
+    pub, sub = topic.publisher(), topic.subscriber()
+    pub.send(payload(MAX, 4))
+    child = subprocess.run([sys.executable, "-c", WRITE_THROUGH_LEGACY, domain.name, str(tmp_path)],
+                           capture_output=True, text=True, timeout=60)
+    assert child.stdout.startswith("exported"), child.stderr
+    assert "wrote" not in child.stdout
+    assert child.returncode == -11, (child.returncode, child.stderr)  # SIGSEGV
+    assert sub.recv(timeout=5).data == payload(MAX, 4)
+
+
+def test_dlpack_legacy_export_of_records_over_the_ring_end_jobs_and_entries(domain, tmp_path):
+    # A stream record running over the end of its ring lies in the ring's two mappings: its
+    # alias joins them.
+    s = shmbus.Stream.create_or_open(domain, "s", capacity=1 << 18)
+    w, r = s.writer(), s.reader()
+    w.send(payload(200_000, 1))
+    r.recv(timeout=5)
+    w.send(payload(100_000, 2))  # bytes 200,016 .. 300,016 of a 262,144-byte ring
+    rec = r.recv_ref(timeout=5)
+    arr = np.from_dlpack(Legacy(rec))
+    assert arr.tobytes() == payload(100_000, 2)
+    with pytest.raises(BufferError):
+        rec.release()
+    del arr
+    gc.collect()
+    rec.consume()
+    for kind in ("pool", "journal"):
+        pair = Pair(kind, domain, tmp_path)
+        pair.send(payload(70_000, 3))
+        item = pair.rx.recv_ref(timeout=5)
+        arr = np.from_dlpack(Legacy(item))
+        assert arr.tobytes() == payload(70_000, 3)
+        del arr
+        gc.collect()
+        item.release()
+
+
+def require(module):
+    """`module`, imported; skipped when missing unless SHMBUS_REQUIRE_INTEROP is set (as
+    `make test` does, which installs it)."""
+    if os.environ.get("SHMBUS_REQUIRE_INTEROP"):
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
+
+
+def test_dlpack_into_jax(domain, tmp_path):
+    jnp = require("jax.numpy")
+    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=MAX, history=2, spare_slots=1)
+    pub, sub = topic.publisher(), topic.subscriber()
+    pub.send(payload(MAX, 6))
+    sample = sub.recv_ref(timeout=5)
+    a = jnp.from_dlpack(sample)
+    assert a.dtype == jnp.uint8 and a.shape == (MAX,)
+    assert np.asarray(a).tobytes() == payload(MAX, 6)
+    # Viewed in place, not copied: the sample stays pinned while the JAX array lives.
+    with pytest.raises(BufferError, match="view"):
+        sample.release()
+    del sample
+    gc.collect()
+    assert pinned_slots(domain) == 1
+    for k in range(10):
+        pub.send(payload(MAX, 100 + k))
+    assert np.asarray(a).tobytes() == payload(MAX, 6)
+    del a
+    gc.collect()
+    assert pinned_slots(domain) == 0
+    # The other kinds' items, a stream record over its ring's end among them.
+    s = shmbus.Stream.create_or_open(domain, "s", capacity=1 << 18)
+    w, r = s.writer(), s.reader()
+    w.send(payload(200_000, 1))
+    r.recv(timeout=5)
+    w.send(payload(100_000, 7))
+    rec = r.recv_ref(timeout=5)
+    assert np.asarray(jnp.from_dlpack(rec)).tobytes() == payload(100_000, 7)
+    gc.collect()
+    rec.consume()
+    for kind in ("pool", "journal"):
+        pair = Pair(kind, domain, tmp_path)
+        pair.send(payload(70_000, 8))
+        item = pair.rx.recv_ref(timeout=5)
+        assert np.asarray(jnp.from_dlpack(item)).tobytes() == payload(70_000, 8)
         gc.collect()
         item.release()
 
