@@ -6,16 +6,20 @@
 //! server sends go through each client's [`Outbox`], which writes them itself so that a
 //! message reaches a client that keeps up without a hop through another thread.
 //!
-//! **Bounds.** At most `--max-clients` connections at once: one over the limit is answered
+//! **Bounds.** A new connection first has [`HANDSHAKE`] to send its whole WebSocket request
+//! (the HTTP header, at most [`MAX_REQUEST`] bytes); one that is slower, or sends more, is
+//! closed. At most [`PENDING`] connections wait so at once: a newer one closes the oldest,
+//! so connections that never send their request cannot keep a client out (a client's
+//! request comes within milliseconds of its connection). Only a connection whose request has
+//! come takes one of the `--max-clients` places; one over the limit is answered
 //! `503 Service Unavailable` and closed (at most [`REFUSING`] of those are answered at once;
-//! beyond, a connection is closed unanswered). A connection keeps its place only once its
-//! whole WebSocket request (the HTTP header, at most [`MAX_REQUEST`] bytes) has come, within
-//! [`HANDSHAKE`]; one that is slower, or sends more, is closed. A client's frames are at most
+//! beyond, a connection is closed unanswered). A client's frames are at most
 //! [`MAX_CLIENT_MESSAGE`] bytes (a client sends only small JSON requests); a larger one
 //! closes that client. What a client is sent is bounded by its outbox.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use foxglove::protocol::v1::client::ClientMessage;
@@ -40,6 +44,8 @@ const HANDSHAKE: Duration = Duration::from_secs(10);
 const MAX_REQUEST: usize = 16 * 1024;
 /// How often a connection's partial request is looked at again while it comes in.
 const REQUEST_POLL: Duration = Duration::from_millis(10);
+/// Connections whose request has not come yet; a newer one closes the oldest.
+const PENDING: usize = 64;
 /// Refused connections answered at once; more are closed unanswered.
 const REFUSING: usize = 16;
 /// How long a refused connection is given to send its request and take the answer.
@@ -55,7 +61,8 @@ const SUBPROTOCOLS: [&str; 2] = ["foxglove.sdk.v1", "foxglove.websocket.v1"];
 pub async fn run(listener: TcpListener, topics: Arc<Topics>, max_clients: usize, limits: Limits) {
     let places = Arc::new(Semaphore::new(max_clients));
     let refusing = Arc::new(Semaphore::new(REFUSING));
-    loop {
+    let pending = Arc::new(Pending::default());
+    for id in 0u64.. {
         let (client, peer) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
@@ -65,24 +72,66 @@ pub async fn run(listener: TcpListener, topics: Arc<Topics>, max_clients: usize,
                 continue;
             }
         };
-        let Ok(place) = places.clone().try_acquire_owned() else {
-            eprintln!(
-                "shmbus-foxglove: client {peer} refused: {max_clients} clients connected already (--max-clients)"
-            );
-            // Too many refusals under way: close this one at once (a flood must not run the
-            // process out of descriptors).
-            let Ok(answering) = refusing.clone().try_acquire_owned() else { continue };
-            tokio::spawn(async move {
-                let _answering = answering;
-                refuse(client).await;
-            });
-            continue;
-        };
-        let topics = topics.clone();
-        tokio::spawn(async move {
-            let _place = place;
+        let (topics, places, refusing, waiting) = (topics.clone(), places.clone(), refusing.clone(), pending.clone());
+        pending.spawn(id, async move {
+            let whole = tokio::time::timeout(HANDSHAKE, whole_request(&client)).await;
+            waiting.remove(id);
+            if !matches!(whole, Ok(Ok(true))) {
+                return; // Closed, failed, too long, or too slow: nothing to answer.
+            }
+            let Ok(_place) = places.try_acquire_owned() else {
+                eprintln!(
+                    "shmbus-foxglove: client {peer} refused: {max_clients} clients connected already (--max-clients)"
+                );
+                // Too many refusals under way: close this one at once (a flood must not run
+                // the process out of descriptors).
+                if let Ok(_answering) = refusing.try_acquire_owned() {
+                    refuse(client).await;
+                }
+                return;
+            };
             serve(client, peer, &topics, limits).await;
         });
+    }
+}
+
+/// The connections whose request has not come yet, oldest first, and how many were closed
+/// to make room.
+#[derive(Default)]
+struct Pending(Mutex<(VecDeque<(u64, tokio::task::AbortHandle)>, u64)>);
+
+impl Pending {
+    /// Runs connection `id`'s task, counted as waiting for its request until it calls
+    /// [`Pending::remove`]; closes the oldest waiting connection if there are more than
+    /// [`PENDING`]. The task is counted before it can run to its `remove` (which takes the
+    /// same lock), so a count is never left behind for a task past its request.
+    fn spawn(&self, id: u64, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let (oldest, closed) = {
+            let mut g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (q, closed) = &mut *g;
+            q.push_back((id, tokio::spawn(task).abort_handle()));
+            let oldest = if q.len() > PENDING { q.pop_front() } else { None };
+            *closed += u64::from(oldest.is_some());
+            (oldest, *closed)
+        };
+        if let Some((_, abort)) = oldest {
+            abort.abort(); // its task drops the connection
+                           // Said for the first one and then every 1,000th: a flood must not flood the log.
+            if closed == 1 || closed % 1000 == 0 {
+                eprintln!(
+                    "shmbus-foxglove: {closed} connection(s) closed in all for not sending their request while \
+                     {PENDING} newer ones waited"
+                );
+            }
+        }
+    }
+
+    /// Connection `id` is no longer waiting for its request.
+    fn remove(&self, id: u64) {
+        let mut g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(at) = g.0.iter().position(|&(k, _)| k == id) {
+            g.0.remove(at);
+        }
     }
 }
 
@@ -100,13 +149,8 @@ async fn refuse(mut client: TcpStream) {
     .await;
 }
 
-/// One client, from its request to its going.
+/// One client, from its whole request to its going.
 async fn serve(tcp: TcpStream, peer: SocketAddr, topics: &Arc<Topics>, limits: Limits) {
-    match tokio::time::timeout(HANDSHAKE, whole_request(&tcp)).await {
-        Ok(Ok(true)) => {}
-        // Closed, failed, too long, or too slow: nothing to answer.
-        _ => return,
-    }
     if let Err(e) = tcp.set_nodelay(true).and_then(|()| keep_alive(&tcp)) {
         eprintln!("shmbus-foxglove: client {peer}: {e}");
         return;
