@@ -83,7 +83,7 @@ pub(crate) use closing_pymethods;
 macro_rules! lent_pymethods {
     (
         impl $ty:ident { $($methods:tt)* }
-        $(#[$release_doc:meta])* fn release;
+        $(#[$release_doc:meta])* fn release $(= $release:path)?;
         $(fn $tobytes:ident;)?
     ) => {
         #[pyo3::pymethods]
@@ -91,8 +91,8 @@ macro_rules! lent_pymethods {
             $($methods)*
 
             $(#[$release_doc])*
-            fn release(&self) -> pyo3::PyResult<()> {
-                self.held.release()
+            fn release(&self, py: pyo3::Python<'_>) -> pyo3::PyResult<()> {
+                $crate::methods::lent_release!(self, py $(, $release)?)
             }
 
             $(
@@ -135,14 +135,29 @@ macro_rules! lent_pymethods {
             }
 
             #[pyo3(signature = (*_args))]
-            fn __exit__(&self, _args: &pyo3::Bound<'_, pyo3::types::PyTuple>) -> pyo3::PyResult<bool> {
-                self.held.release()?;
+            fn __exit__(&self, py: pyo3::Python<'_>, _args: &pyo3::Bound<'_, pyo3::types::PyTuple>) -> pyo3::PyResult<bool> {
+                $crate::methods::lent_release!(self, py $(, $release)?)?;
                 Ok(false)
             }
         }
     };
 }
 pub(crate) use lent_pymethods;
+
+/// What `release()` of a lent item does: give it back unused ([`Held::release`]), or what
+/// the class names after `fn release =` (a request's, which ends it).
+///
+/// [`Held::release`]: crate::held::Held::release
+macro_rules! lent_release {
+    ($item:expr, $py:expr) => {{
+        let _ = $py;
+        $item.held.release()
+    }};
+    ($item:expr, $py:expr, $release:path) => {
+        $release($item, $py)
+    };
+}
+pub(crate) use lent_release;
 
 /// A channel config: `$config` with each keyword argument given (`Some`) applied through the
 /// setter of the same name; the others left at what the config has.

@@ -536,14 +536,30 @@ impl PyRequest {
         }
     }
 
-    /// Ends the request with `end` (by value), unless its bytes are viewed or a loan is out.
-    fn finish(&self, py: Python<'_>, end: impl FnOnce(ActiveRequest)) -> PyResult<()> {
-        let mut settling = self.held.settle()?.ok_or_else(|| Fail::of(RespondError::Finished))?;
+    /// `release()`: ends the request as `end()` does, and nothing if it is finished already.
+    /// With a response loan out it is refused (`Busy`), as `end()` is: letting go of the
+    /// request then would leave it to end whenever the loan went.
+    fn release_request(&self, py: Python<'_>) -> PyResult<()> {
+        self.finish(py, ActiveRequest::end).map(drop)
+    }
+
+    /// Ends the request with `end` (by value), unless its bytes are viewed or a loan is out;
+    /// `false` if it was finished already.
+    fn finish(&self, py: Python<'_>, end: impl FnOnce(ActiveRequest)) -> PyResult<bool> {
+        let Some(mut settling) = self.held.settle()? else { return Ok(false) };
         // The lender's lock may be held by a response's wait (one slice at most).
         let req = py.detach(|| settling.item().take()).map_err(request_refused)?;
         end(req);
         settling.done();
-        Ok(())
+        Ok(true)
+    }
+
+    /// [`finish`](Self::finish) for `end()` and `fail()`: `Closed` if it was finished already.
+    fn finish_live(&self, py: Python<'_>, end: impl FnOnce(ActiveRequest)) -> PyResult<()> {
+        match self.finish(py, end)? {
+            true => Ok(()),
+            false => Err(Fail::of(RespondError::Finished).into()),
+        }
     }
 }
 
@@ -598,12 +614,12 @@ impl PyRequest {
 
     /// Finishes the request without another response (its client reads an empty last one).
     fn end(&self, py: Python<'_>) -> PyResult<()> {
-        self.finish(py, ActiveRequest::end)
+        self.finish_live(py, ActiveRequest::end)
     }
 
     /// Finishes the request as failed: its client gets `RequestFailed`.
     fn fail(&self, py: Python<'_>) -> PyResult<()> {
-        self.finish(py, ActiveRequest::fail)
+        self.finish_live(py, ActiveRequest::fail)
     }
 
     /// Whether the request is finished (answered, ended, failed or released).
@@ -627,8 +643,9 @@ impl PyRequest {
 }
 
 /// Ends the request if it is not finished (as `end()`); `BufferError` while views of its
-/// bytes live. Also what leaving a `with` block does.
-fn release;
+/// bytes live, `Busy` while a `ResponseLoan` of it is out (send or release that first).
+/// Also what leaving a `with` block does.
+fn release = PyRequest::release_request;
 fn tobytes;
 }
 

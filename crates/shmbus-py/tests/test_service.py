@@ -278,6 +278,22 @@ def test_loans_released_unsent_send_nothing_and_a_stream_flows_by_reference(doma
         req.data
     r = client.recv_response_ref_for(rid, timeout=10)
     assert (r.request_id, len(r), r.last) == (rid, 0, True)
+    r.release()
+
+    # Released while a response loan is out: refused, as `end()` is (the request would
+    # otherwise end whenever the loan went); once the loan is sent, releasing does nothing.
+    rid = client.try_send_request(b"loaned")
+    req = server.recv(timeout=10)
+    loan = req.loan(timeout=10)
+    with pytest.raises(shmbus.Busy, match="ResponseLoan"):
+        req.release()
+    assert not req.finished
+    memoryview(loan)[:2] = b"ok"
+    loan.send_last(2)
+    assert req.finished
+    req.release()
+    r = client.recv_response_ref_for(rid, timeout=10)
+    assert (r.request_id, bytes(r), r.last) == (rid, b"ok", True)
 
 
 def test_a_frame_served_by_another_process_in_place(domain):
