@@ -253,16 +253,19 @@ def pinned_slots(domain):
     return shmbus.Topic.status(domain, "t")["pinned_slots"]
 
 
-def test_dlpack_keeps_the_sample_pinned_until_the_array_is_gone(domain):
+def import_keeps_the_sample_pinned(domain, importer, check=None):
+    """`importer(sample)` (an array library's `from_dlpack`) views a received sample in
+    place: the sample is pinned while the array lives, even after the `Sample` object is
+    gone, and the publisher writes around it. `check(array, sample)` looks at it first."""
     topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=MAX, history=2, spare_slots=1)
     pub, sub = topic.publisher(), topic.subscriber()
     pub.send(payload(MAX, 1))
     sample = sub.recv_ref(timeout=5)
-    assert sample.__dlpack_device__() == (1, 0)
-    arr = np.from_dlpack(sample)
-    assert arr.dtype == np.uint8 and arr.shape == (MAX,)
-    assert not arr.flags.writeable
-    assert arr.tobytes() == payload(MAX, 1)
+    arr = importer(sample)
+    assert np.asarray(arr).dtype == np.uint8 and np.asarray(arr).shape == (MAX,)
+    assert np.asarray(arr).tobytes() == payload(MAX, 1)
+    if check is not None:
+        check(arr, sample)
     with pytest.raises(BufferError, match="view"):
         sample.release()
     del sample
@@ -271,11 +274,19 @@ def test_dlpack_keeps_the_sample_pinned_until_the_array_is_gone(domain):
     assert pinned_slots(domain) == 1
     for k in range(10):
         pub.send(payload(MAX, 100 + k))
-    assert arr.tobytes() == payload(MAX, 1)
+    assert np.asarray(arr).tobytes() == payload(MAX, 1)
     assert pinned_slots(domain) == 1
     del arr
     gc.collect()
     assert pinned_slots(domain) == 0
+
+
+def test_dlpack_keeps_the_sample_pinned_until_the_array_is_gone(domain):
+    def check(arr, sample):
+        assert sample.__dlpack_device__() == (1, 0)
+        assert not arr.flags.writeable
+
+    import_keeps_the_sample_pinned(domain, np.from_dlpack, check)
 
 
 def test_dlpack_of_a_loan_is_writable(domain):
@@ -340,28 +351,13 @@ class Legacy:
 
 
 def test_dlpack_legacy_export_keeps_the_sample_pinned(domain):
-    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=MAX, history=2, spare_slots=1)
-    pub, sub = topic.publisher(), topic.subscriber()
-    pub.send(payload(MAX, 2))
-    sample = sub.recv_ref(timeout=5)
-    arr = np.from_dlpack(Legacy(sample))
-    assert arr.dtype == np.uint8 and arr.tobytes() == payload(MAX, 2)
-    # A second mapping of the slot's pages, not the slot's own address.
-    in_place = np.frombuffer(sample, np.uint8)
-    assert arr.ctypes.data != in_place.ctypes.data
-    assert arr.ctypes.data % 4096 == in_place.ctypes.data % 4096
-    del in_place
-    with pytest.raises(BufferError, match="view"):
-        sample.release()
-    del sample
-    gc.collect()
-    assert pinned_slots(domain) == 1
-    for k in range(10):
-        pub.send(payload(MAX, 100 + k))
-    assert arr.tobytes() == payload(MAX, 2)
-    del arr
-    gc.collect()
-    assert pinned_slots(domain) == 0
+    def check(arr, sample):
+        # A second mapping of the slot's pages, not the slot's own address.
+        in_place = np.frombuffer(sample, np.uint8)
+        assert arr.ctypes.data != in_place.ctypes.data
+        assert arr.ctypes.data % 4096 == in_place.ctypes.data % 4096
+
+    import_keeps_the_sample_pinned(domain, lambda sample: np.from_dlpack(Legacy(sample)), check)
 
 
 WRITE_THROUGH_LEGACY = r"""
@@ -396,31 +392,35 @@ def test_a_store_through_a_legacy_export_faults_and_changes_nothing(domain, tmp_
     assert sub.recv(timeout=5).data == payload(MAX, 4)
 
 
-def test_dlpack_legacy_export_of_records_over_the_ring_end_jobs_and_entries(domain, tmp_path):
-    # A stream record running over the end of its ring lies in the ring's two mappings: its
-    # alias joins them.
+def other_items(domain, tmp_path, k):
+    """A stream record running over the end of its ring (it lies in the ring's two mappings),
+    a pool job and a journal entry, each read in place and holding `payload(n, k)`; each
+    yielded, then given back."""
     s = shmbus.Stream.create_or_open(domain, "s", capacity=1 << 18)
     w, r = s.writer(), s.reader()
     w.send(payload(200_000, 1))
     r.recv(timeout=5)
-    w.send(payload(100_000, 2))  # bytes 200,016 .. 300,016 of a 262,144-byte ring
+    w.send(payload(100_000, k))  # bytes 200,016 .. 300,016 of a 262,144-byte ring
     rec = r.recv_ref(timeout=5)
-    arr = np.from_dlpack(Legacy(rec))
-    assert arr.tobytes() == payload(100_000, 2)
-    with pytest.raises(BufferError):
-        rec.release()
-    del arr
+    yield rec, payload(100_000, k)
     gc.collect()
     rec.consume()
     for kind in ("pool", "journal"):
         pair = Pair(kind, domain, tmp_path)
-        pair.send(payload(70_000, 3))
+        pair.send(payload(70_000, k))
         item = pair.rx.recv_ref(timeout=5)
-        arr = np.from_dlpack(Legacy(item))
-        assert arr.tobytes() == payload(70_000, 3)
-        del arr
+        yield item, payload(70_000, k)
         gc.collect()
         item.release()
+
+
+def test_dlpack_legacy_export_of_records_over_the_ring_end_jobs_and_entries(domain, tmp_path):
+    for item, want in other_items(domain, tmp_path, 2):
+        arr = np.from_dlpack(Legacy(item))
+        assert arr.tobytes() == want
+        with pytest.raises(BufferError):
+            item.release()
+        del arr
 
 
 def require(module):
@@ -433,42 +433,10 @@ def require(module):
 
 def test_dlpack_into_jax(domain, tmp_path):
     jnp = require("jax.numpy")
-    topic = shmbus.Topic.create_or_open(domain, "t", max_message_len=MAX, history=2, spare_slots=1)
-    pub, sub = topic.publisher(), topic.subscriber()
-    pub.send(payload(MAX, 6))
-    sample = sub.recv_ref(timeout=5)
-    a = jnp.from_dlpack(sample)
-    assert a.dtype == jnp.uint8 and a.shape == (MAX,)
-    assert np.asarray(a).tobytes() == payload(MAX, 6)
     # Viewed in place, not copied: the sample stays pinned while the JAX array lives.
-    with pytest.raises(BufferError, match="view"):
-        sample.release()
-    del sample
-    gc.collect()
-    assert pinned_slots(domain) == 1
-    for k in range(10):
-        pub.send(payload(MAX, 100 + k))
-    assert np.asarray(a).tobytes() == payload(MAX, 6)
-    del a
-    gc.collect()
-    assert pinned_slots(domain) == 0
-    # The other kinds' items, a stream record over its ring's end among them.
-    s = shmbus.Stream.create_or_open(domain, "s", capacity=1 << 18)
-    w, r = s.writer(), s.reader()
-    w.send(payload(200_000, 1))
-    r.recv(timeout=5)
-    w.send(payload(100_000, 7))
-    rec = r.recv_ref(timeout=5)
-    assert np.asarray(jnp.from_dlpack(rec)).tobytes() == payload(100_000, 7)
-    gc.collect()
-    rec.consume()
-    for kind in ("pool", "journal"):
-        pair = Pair(kind, domain, tmp_path)
-        pair.send(payload(70_000, 8))
-        item = pair.rx.recv_ref(timeout=5)
-        assert np.asarray(jnp.from_dlpack(item)).tobytes() == payload(70_000, 8)
-        gc.collect()
-        item.release()
+    import_keeps_the_sample_pinned(domain, jnp.from_dlpack)
+    for item, want in other_items(domain, tmp_path, 7):
+        assert np.asarray(jnp.from_dlpack(item)).tobytes() == want
 
 
 def test_dlpack_into_torch(domain):

@@ -126,6 +126,25 @@ impl<A: Access> Mapping<A> {
         Mapping { ptr, len, slot, _access: PhantomData }
     }
 
+    /// `len` bytes of address space, inaccessible (`PROT_NONE`, nothing backing them) until
+    /// mappings are placed over them with `MAP_FIXED` or `MREMAP_FIXED`; registered for
+    /// SIGBUS containment with `A`'s protection (that of what will be placed there), and
+    /// unmapped whole when dropped.
+    fn reserve(len: usize) -> io::Result<Mapping<A>> {
+        // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no
+        // existing memory is affected.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )
+        }?;
+        // SAFETY: `base..base+len` is the reservation just made, owned by nobody else.
+        Ok(unsafe { Mapping::from_raw_prot(NonNull::new(base.cast()).expect("mmap returned null"), len) })
+    }
+
     /// The first byte of the mapping, for loads (the only pointer a read-only mapping gives).
     #[inline]
     pub fn as_const_ptr(&self) -> *const u8 {
@@ -230,20 +249,9 @@ impl Mapping<ReadOnly> {
         if total == 0 {
             return Err(invalid("no bytes"));
         }
-        // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no
-        // existing memory is affected.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                total,
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::NORESERVE,
-            )
-        }?;
         // Ours from here: unmapped whole on any failure below.
-        // SAFETY: `base..base+total` is the reservation just made, owned by nobody else.
-        let alias: Mapping<ReadOnly> =
-            unsafe { Mapping::from_raw_prot(NonNull::new(base.cast()).expect("mmap returned null"), total) };
+        let alias = Mapping::<ReadOnly>::reserve(total)?;
+        let base: *mut std::ffi::c_void = alias.ptr.as_ptr().cast();
         let mut at = base.cast::<u8>();
         for &(start, len) in &spans {
             // SAFETY: the source lies in a shared mapping of ours (the caller's promise); the
@@ -293,21 +301,10 @@ impl Mapping<ReadWrite> {
         if i64::try_from(offset).is_err() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring offset out of range"));
         }
-        // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no
-        // existing memory is affected.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                total,
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::NORESERVE,
-            )
-        }?;
         // From here on the reservation is ours: unmap all of it on any failure. It is
         // registered whole, with the protection of the two halves mapped over it.
-        // SAFETY: `base..base+total` is the reservation just made, owned by nobody else.
-        let reservation: Mapping =
-            unsafe { Mapping::from_raw_prot(NonNull::new(base.cast()).expect("mmap returned null"), total) };
+        let reservation = Mapping::<ReadWrite>::reserve(total)?;
+        let base: *mut std::ffi::c_void = reservation.ptr.as_ptr().cast();
         for half in 0..2 {
             // SAFETY: `base + half * ring_len` lies inside our own reservation, so MAP_FIXED
             // replaces only pages we own; the fd is valid for the call.
