@@ -26,8 +26,8 @@ pub const ECHO_ROLE: &str = "__echo";
 const WARMUP_BYTES: u64 = 256 << 20;
 
 /// Unrecorded round trips when none are asked for: a tenth of the recorded ones, within
-/// 1,000..=10,000, but no more than [`WARMUP_BYTES`] of messages each way (and at least
-/// 100). Without the byte bound a 6 MiB journal row wrote a thousand entries each way
+/// 1,000..=10,000, but no more round trips than [`WARMUP_BYTES`] of messages each way take
+/// (and at least 100, so above about 2.7 MB a message the floor of 100 decides). Without the byte bound a 6 MiB journal row wrote a thousand entries each way
 /// before its first recorded one: many GiB into a tmpfs, which then measured the machine's
 /// memory pressure (a 6,220,800-byte journal row at 12 ms p50 instead of 3.7 ms).
 pub fn default_warmup(iters: u64, size: usize) -> u64 {

@@ -110,7 +110,7 @@ pub struct JournalArgs {
     #[arg(long, value_name = "N")]
     iters: Option<u64>,
     /// Unrecorded latency round trips first. Default: iters/10, at least 1000, at most
-    /// 10000, and at most 256 MiB of entries (at least 100).
+    /// 10000, and no more than 256 MiB of entries take (but at least 100).
     #[arg(long, value_name = "N")]
     warmup: Option<u64>,
     /// Entries each appender appends in the throughput run. Default: 256 MiB worth,

@@ -112,7 +112,7 @@ struct PingpongArgs {
     #[arg(long, value_enum, default_value_t = Payload::Copy)]
     payload: Payload,
     /// Unrecorded round trips first. Default: iters/10, at least 1000, at most 10000, and
-    /// at most 256 MiB of messages (at least 100).
+    /// no more than 256 MiB of messages take (but at least 100).
     #[arg(long, value_name = "N")]
     warmup: Option<u64>,
     /// Print one JSON object instead of a line.
@@ -223,8 +223,8 @@ struct FanoutArgs {
     /// Recorded publishes.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     iters: u64,
-    /// Unrecorded publishes first. Default: iters/10, at least 1000, at most 10000, and at
-    /// most 256 MiB of messages (at least 100).
+    /// Unrecorded publishes first. Default: iters/10, at least 1000, at most 10000, and no
+    /// more than 256 MiB of messages take (but at least 100).
     #[arg(long, value_name = "N")]
     warmup: Option<u64>,
     /// How subscribers wait: spin (try_recv in a loop) or block (sleep at once).

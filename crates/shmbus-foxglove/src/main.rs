@@ -63,6 +63,10 @@ struct Args {
     /// through, however large); past it the oldest are dropped as for --client-backlog.
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     client_backlog_bytes: u64,
+    /// Seconds a new connection has to send its whole WebSocket request; a slower one is
+    /// closed (it takes no place meanwhile).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    handshake_timeout: u64,
 }
 
 fn main() -> ExitCode {
@@ -115,7 +119,11 @@ async fn serve(args: Args) -> Result<(), String> {
         backlog: args.client_backlog as usize,
         backlog_bytes: usize::try_from(args.client_backlog_bytes).unwrap_or(usize::MAX),
     };
-    let server = tokio::spawn(server::run(listener, topics.clone(), args.max_clients as usize, limits));
+    let bounds = server::Bounds {
+        max_clients: args.max_clients as usize,
+        handshake: std::time::Duration::from_secs(args.handshake_timeout),
+    };
+    let server = tokio::spawn(server::run(listener, topics.clone(), bounds, limits));
     eprintln!("shmbus-foxglove: domain {name} on ws://{addr} (Foxglove: Open connection → Foxglove WebSocket)");
 
     let outcome = loop {

@@ -6,7 +6,7 @@
 //! server sends go through each client's [`Outbox`], which writes them itself so that a
 //! message reaches a client that keeps up without a hop through another thread.
 //!
-//! **Bounds.** A new connection first has [`HANDSHAKE`] to send its whole WebSocket request
+//! **Bounds.** A new connection first has `--handshake-timeout` (10 s) to send its whole WebSocket request
 //! (the HTTP header, at most [`MAX_REQUEST`] bytes); one that is slower, or sends more, is
 //! closed. At most [`PENDING`] connections wait so at once: a newer one closes the oldest,
 //! so connections that never send their request cannot keep a client out (a client's
@@ -38,8 +38,6 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::outbox::{Limits, Outbox, Sent};
 use crate::topics::Topics;
 
-/// How long a new connection has to send its whole WebSocket request.
-const HANDSHAKE: Duration = Duration::from_secs(10);
 /// The longest WebSocket request (HTTP header) a connection may send.
 const MAX_REQUEST: usize = 16 * 1024;
 /// How often a connection's partial request is looked at again while it comes in.
@@ -57,8 +55,19 @@ const MAX_CLIENT_MESSAGE: usize = 1 << 20;
 /// Foxglove SDK's name for it and the original one.
 const SUBPROTOCOLS: [&str; 2] = ["foxglove.sdk.v1", "foxglove.websocket.v1"];
 
+/// How many clients, and how long a connection may take to ask to be one.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// The most clients at once (`--max-clients`).
+    pub max_clients: usize,
+    /// How long a new connection has to send its whole WebSocket request
+    /// (`--handshake-timeout`).
+    pub handshake: Duration,
+}
+
 /// Accepts clients on `listener` for `topics`, forever.
-pub async fn run(listener: TcpListener, topics: Arc<Topics>, max_clients: usize, limits: Limits) {
+pub async fn run(listener: TcpListener, topics: Arc<Topics>, bounds: Bounds, limits: Limits) {
+    let Bounds { max_clients, handshake } = bounds;
     let places = Arc::new(Semaphore::new(max_clients));
     let refusing = Arc::new(Semaphore::new(REFUSING));
     let pending = Arc::new(Pending::default());
@@ -74,8 +83,10 @@ pub async fn run(listener: TcpListener, topics: Arc<Topics>, max_clients: usize,
         };
         let (topics, places, refusing, waiting) = (topics.clone(), places.clone(), refusing.clone(), pending.clone());
         pending.spawn(id, async move {
-            let whole = tokio::time::timeout(HANDSHAKE, whole_request(&client)).await;
-            waiting.remove(id);
+            let whole = tokio::time::timeout(handshake, whole_request(&client)).await;
+            if !waiting.remove(id) {
+                return; // Closed to make room for newer connections.
+            }
             if !matches!(whole, Ok(Ok(true))) {
                 return; // Closed, failed, too long, or too slow: nothing to answer.
             }
@@ -126,21 +137,38 @@ impl Pending {
         }
     }
 
-    /// Connection `id` is no longer waiting for its request.
-    fn remove(&self, id: u64) {
+    /// Connection `id` is no longer waiting for its request; `false` if it was closed to
+    /// make room meanwhile (its task is being aborted: it must not go on to take a place).
+    fn remove(&self, id: u64) -> bool {
         let mut g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(at) = g.0.iter().position(|&(k, _)| k == id) {
-            g.0.remove(at);
+        match g.0.iter().position(|&(k, _)| k == id) {
+            Some(at) => {
+                g.0.remove(at);
+                true
+            }
+            None => false,
         }
     }
 }
 
 /// Answers a connection over the limit `503 Service Unavailable`.
 async fn refuse(mut client: TcpStream) {
-    // The request is read first: closing with it unread would reset the connection before
-    // the client reads the answer.
-    let mut request = [0u8; 4096];
-    let _ = tokio::time::timeout(REFUSAL, client.read(&mut request)).await;
+    // The whole request (it has come: at most MAX_REQUEST bytes) is read first: closing with
+    // any of it unread would reset the connection before the client reads the answer.
+    let mut request = vec![0u8; MAX_REQUEST];
+    let _ = tokio::time::timeout(REFUSAL, async {
+        let mut seen = 0;
+        while seen < request.len() {
+            match client.read(&mut request[seen..]).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen += n,
+            }
+            if request[..seen].windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+    })
+    .await;
     let busy = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     let _ = tokio::time::timeout(REFUSAL, async {
         client.write_all(busy).await?;

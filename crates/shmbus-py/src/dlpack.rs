@@ -17,9 +17,9 @@
 //! read-only item is exported through a second mapping of its pages, made read-only
 //! ([`ReadOnlyAlias`]), so an importer that writes faults instead of changing shared memory
 //! that other processes read. The alias costs an `mremap` and an `mprotect` per export and
-//! is unmapped by the tensor's deleter. An item in the process's own memory (a journal entry
-//! decoded into its tailer's buffer) cannot be mapped twice: the legacy ABI gets
-//! `BufferError` for it.
+//! is unmapped by the tensor's deleter. An item in the process's own memory (a topic's
+//! message of a few dozen bytes, a journal entry decoded into its tailer's buffer) is not in
+//! a mapping to map twice, and nobody else reads it: the legacy ABI gets a copy of it.
 
 use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
@@ -39,14 +39,22 @@ pub(crate) const CPU: (u32, i32) = (1, 0);
 /// importer's deleter, on any thread) gives the view back.
 struct View {
     release: Option<Box<dyn FnOnce() + Send>>,
-    /// The read-only second mapping a legacy export of a read-only item points into.
-    alias: Option<ReadOnlyAlias>,
+    /// What a legacy export of a read-only item points into instead of the item.
+    legacy: Option<Legacy>,
+}
+
+/// The bytes a legacy export of a read-only item points into.
+enum Legacy {
+    /// A read-only second mapping of the item's pages.
+    Alias(#[allow(dead_code)] ReadOnlyAlias),
+    /// A copy, for an item in the process's own memory (nobody else reads it).
+    Copy(#[allow(dead_code)] Box<[u8]>),
 }
 
 impl Drop for View {
     fn drop(&mut self) {
-        // The importer is done with the alias: unmap it before the item may go.
-        drop(self.alias.take());
+        // The importer is done with the alias (or copy): unmap it before the item may go.
+        drop(self.legacy.take());
         if let Some(release) = self.release.take() {
             // The release drops a reference to the item's Python object: with the GIL. A
             // deleter must not unwind (it is called from C).
@@ -141,26 +149,37 @@ pub(crate) unsafe fn export<'py>(
     release: Box<dyn FnOnce() + Send>,
 ) -> PyResult<Py<PyAny>> {
     // Dropped unused (the view given back) if the request is refused before a tensor is made.
-    let mut view = View { release: Some(release), alias: None };
+    let mut view = View { release: Some(release), legacy: None };
     let parsed = ExportRequest::parse(request.stream.as_ref(), request.max_version, request.dl_device, request.copy)?;
     let Bytes { mut ptr, len, writable, second_mapping_at } = bytes;
     let mut read_only = !writable;
     if read_only && parsed.abi() == ExportAbi::Legacy {
+        // The request's own checks first (copy=True, another device): nothing is made for a
+        // refusal.
+        parsed.validate_zero_copy(DLDevice::CPU, DlpackFlags::empty())?;
         if len > 0 {
-            // SAFETY: the item's bytes, held (the caller's promise), crossing mappings where
-            // it says.
-            let alias = unsafe { ReadOnlyAlias::new(ptr, len, second_mapping_at) }.map_err(|e| {
-                PyBufferError::new_err(format!(
-                    "the legacy DLPack ABI cannot mark a tensor read-only, and this item's bytes \
-                     cannot be mapped again read-only ({e}); ask for DLPack 1.0 \
-                     (max_version=(1, 0)), as numpy.from_dlpack does"
-                ))
-            })?;
-            ptr = alias.as_ptr().cast_mut();
-            view.alias = Some(alias);
+            let legacy = if ReadOnlyAlias::possible(ptr, len) {
+                // SAFETY: the item's bytes, held (the caller's promise), in shmbus's mappings,
+                // crossing from one into the next where the item says.
+                let alias = unsafe { ReadOnlyAlias::new(ptr, len, second_mapping_at) }.map_err(|e| {
+                    PyBufferError::new_err(format!(
+                        "the legacy DLPack ABI cannot mark a tensor read-only, and this item's \
+                         bytes could not be mapped again read-only ({e}); ask for DLPack 1.0 \
+                         (max_version=(1, 0)), as numpy.from_dlpack does"
+                    ))
+                })?;
+                ptr = alias.as_ptr().cast_mut();
+                Legacy::Alias(alias)
+            } else {
+                // SAFETY: the item's bytes, held (the caller's promise).
+                let mut copy: Box<[u8]> = unsafe { std::slice::from_raw_parts(ptr, len) }.into();
+                ptr = copy.as_mut_ptr();
+                Legacy::Copy(copy)
+            };
+            view.legacy = Some(legacy);
         }
-        // No flag (the legacy ABI has none): a store through the alias faults, and an empty
-        // tensor has nothing to store into.
+        // No flag (the legacy ABI has none): a store through the alias faults, one into the
+        // copy changes nobody's bytes, and an empty tensor has nothing to store into.
         read_only = false;
     }
     let exporter = Export { ptr, len, read_only, view: Cell::new(Some(view)) };

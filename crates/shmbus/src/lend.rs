@@ -539,11 +539,19 @@ unsafe impl Send for ReadOnlyAlias {}
 unsafe impl Sync for ReadOnlyAlias {}
 
 impl ReadOnlyAlias {
+    /// Whether the `len` bytes at `ptr` lie in a mapping shmbus made in this process (a
+    /// channel's segment, a journal file, a ring), so that they can be mapped again. Items
+    /// copied into the process's own memory (a topic's messages of a few dozen bytes, a
+    /// journal entry decoded into its tailer's buffer) do not.
+    pub fn possible(ptr: *const u8, len: usize) -> bool {
+        len > 0 && crate::sys::sigbus::covers(ptr as usize, len)
+    }
+
     /// Maps the `len` bytes at `ptr` again, read-only. `second_at`: where the bytes cross
     /// from one mapping into the next, as a stream record running over the end of its ring
     /// does ([`Record::second_mapping_at`](crate::stream::Record::second_mapping_at)). Bytes
-    /// in this process's own memory (a journal entry decoded into its tailer's buffer) are
-    /// refused with `EINVAL`.
+    /// outside shmbus's mappings ([`ReadOnlyAlias::possible`]) are refused
+    /// ([`std::io::ErrorKind::InvalidInput`]) before any system call.
     ///
     /// # Safety
     /// `ptr..ptr+len` must be the bytes of an item lent by a shmbus endpoint of this process

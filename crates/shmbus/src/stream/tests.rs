@@ -293,3 +293,23 @@ fn a_record_over_the_ring_end_says_where_it_crosses_mappings() {
     let rec = r.recv_ref().unwrap();
     assert_eq!(rec.second_mapping_at(), None);
 }
+
+#[test]
+fn a_record_starting_at_the_ring_end_or_empty_lies_in_one_mapping() {
+    let d = TempDomain::new("second-mapping-edges");
+    let cap = 4 * page();
+    let s = Stream::create_or_open(&d.0, "s", &StreamConfig::default().capacity(cap)).unwrap();
+    let (mut w, mut r) = (s.writer().unwrap(), s.reader().unwrap());
+    // 8 + (cap - 16) bytes: the next header takes the ring's last 8 bytes, and the next
+    // payload starts exactly where the second mapping does.
+    w.send(&vec![1; cap - 16]).unwrap();
+    r.recv_ref().unwrap().consume();
+    w.send(&vec![2; 3000]).unwrap();
+    let rec = r.recv_ref().unwrap();
+    assert_eq!(rec.second_mapping_at(), None);
+    assert!(rec.iter().all(|&b| b == 2));
+    rec.consume();
+    w.send(&[]).unwrap();
+    let rec = r.recv_ref().unwrap();
+    assert_eq!((rec.len(), rec.second_mapping_at()), (0, None));
+}

@@ -210,17 +210,18 @@ impl Mapping<ReadOnly> {
 }
 
 impl Mapping<ReadOnly> {
-    /// A second mapping, read-only, of bytes this process already maps shared, and the
-    /// address of their first byte in it: the same pages (what others write shows in both),
-    /// but a store through the alias faults whatever the first mapping allows. `parts` are the
-    /// bytes in order, each `(address, length)` inside one `MAP_SHARED` mapping; every part
-    /// after the first starts on a page boundary and every part before the last ends on one
-    /// (the two halves of a ring mapped twice, [`Mapping::map_ring`]).
+    /// A second mapping, read-only, of bytes in mappings shmbus made in this process, and
+    /// the address of their first byte in it: the same pages (what others write shows in
+    /// both), but a store through the alias faults whatever the first mapping allows.
+    /// `parts` are the bytes in order, each `(address, length)` inside one mapping; every
+    /// part after the first starts on a page boundary and every part before the last ends on
+    /// one (the two halves of a ring mapped twice, [`Mapping::map_ring`]). Bytes outside
+    /// shmbus's mappings (the heap) are refused before any system call.
     ///
-    /// Made with `mremap(2)` and an old size of 0, which maps the same pages again, into a
-    /// reservation so the parts land back to back, then `mprotect(2)`. A private mapping
-    /// (the heap) is refused by the kernel (`EINVAL`). Registered for SIGBUS containment as
-    /// any mapping: a page of a file shrunk under it reads as zeros.
+    /// Each part is mapped again with `mremap(2)` and an old size of 0, at an address of the
+    /// kernel's choice (a failure there unmaps nothing); several parts are then moved back to
+    /// back into a reservation; the whole is made read-only with `mprotect(2)`. Registered for
+    /// SIGBUS containment as any mapping: a page of a file shrunk under it reads as zeros.
     ///
     /// # Safety
     /// Each part must lie inside one mapping of this process during the call. The kernel
@@ -234,7 +235,14 @@ impl Mapping<ReadOnly> {
         let lead = first as usize % page;
         // Page-aligned source spans: the first one widened down to its page.
         let mut spans = Vec::with_capacity(parts.len());
+        let mut total = 0usize;
         for (k, &(at, len)) in parts.iter().enumerate() {
+            if len == 0 {
+                return Err(invalid("an empty part"));
+            }
+            if !sigbus::covers(at as usize, len) {
+                return Err(invalid("bytes outside shmbus's mappings"));
+            }
             let start = if k == 0 { at as usize - lead } else { at as usize };
             let end = (at as usize).checked_add(len).ok_or_else(|| invalid("length overflows"))?;
             if k > 0 && start % page != 0 {
@@ -243,32 +251,126 @@ impl Mapping<ReadOnly> {
             if k + 1 < parts.len() && end % page != 0 {
                 return Err(invalid("a part before the last does not end on a page"));
             }
-            spans.push((start, end.div_ceil(page) * page - start));
+            let n = end.div_ceil(page).checked_mul(page).ok_or_else(|| invalid("length overflows"))? - start;
+            total = total.checked_add(n).ok_or_else(|| invalid("length overflows"))?;
+            spans.push((start, n));
         }
-        let total: usize = spans.iter().map(|&(_, n)| n).sum();
-        if total == 0 {
-            return Err(invalid("no bytes"));
-        }
-        // Ours from here: unmapped whole on any failure below.
-        let alias = Mapping::<ReadOnly>::reserve(total)?;
-        let base: *mut std::ffi::c_void = alias.ptr.as_ptr().cast();
-        let mut at = base.cast::<u8>();
-        for &(start, len) in &spans {
-            // SAFETY: the source lies in a shared mapping of ours (the caller's promise); the
-            // target `at..at+len` lies inside our reservation, which MREMAP_FIXED replaces.
-            let p = unsafe { rustix::mm::mremap_fixed(start as *mut _, 0, len, MremapFlags::MAYMOVE, at.cast()) }?;
-            if p != at.cast() {
-                return Err(io::Error::other("read-only alias: mremap placed a part elsewhere"));
+        // Each part again, where the kernel likes: nothing of ours is unmapped if it fails.
+        let mut dups: Vec<(*mut std::ffi::c_void, usize)> = Vec::with_capacity(spans.len());
+        for &(start, n) in &spans {
+            // SAFETY: the source lies in a shared mapping of ours (the caller's promise); a
+            // fresh mapping at an address of the kernel's choice affects no other memory.
+            match unsafe { rustix::mm::mremap(start as *mut _, 0, n, MremapFlags::MAYMOVE) } {
+                Ok(p) => dups.push((p, n)),
+                Err(e) => {
+                    for &(p, n) in &dups {
+                        // SAFETY: a duplicate made just above, ours alone.
+                        let _ = unsafe { unmap(p.cast(), n) };
+                    }
+                    return Err(e.into());
+                }
             }
-            // SAFETY: still inside the reservation (the spans add up to `total`).
-            at = unsafe { at.add(len) };
         }
-        // SAFETY: the whole reservation, now the aliases, is ours.
-        unsafe { rustix::mm::mprotect(base, total, MprotectFlags::READ) }?;
+        let base = if let [(p, _)] = dups[..] {
+            p
+        } else {
+            // SAFETY: the duplicates are ours alone; see `join`.
+            unsafe { join(&dups, total) }?
+        };
+        // SAFETY: `base..base+total` is ours alone (the duplicates, joined).
+        if let Err(e) = unsafe { rustix::mm::mprotect(base, total, MprotectFlags::READ) } {
+            // SAFETY: as above.
+            let _ = unsafe { unmap(base.cast(), total) };
+            return Err(e.into());
+        }
+        // SAFETY: `base..base+total` is a mapping of ours, owned by nobody else.
+        let alias = unsafe { Mapping::from_raw_prot(NonNull::new(base.cast()).expect("mremap returned null"), total) };
         // SAFETY: `lead < page <= total`.
         let data = unsafe { base.cast::<u8>().add(lead) };
         Ok((alias, data.cast_const()))
     }
+}
+
+/// Moves the mappings `dups` (each `(address, length)`, `total` in all) back to back into a
+/// reservation made for them, and returns its start; on failure unmaps them and what is
+/// ours of the reservation.
+///
+/// `mremap` with `MREMAP_FIXED` may unmap its target before it fails: the hole it leaves is
+/// taken back (`MAP_FIXED_NOREPLACE`) before the reservation is unmapped, and left alone if
+/// another thread's mapping landed there meanwhile.
+///
+/// # Safety
+/// The mappings in `dups` are the caller's alone.
+unsafe fn join(dups: &[(*mut std::ffi::c_void, usize)], total: usize) -> io::Result<*mut std::ffi::c_void> {
+    let unmap_all = |from: usize| {
+        for &(p, n) in &dups[from..] {
+            // SAFETY: the caller's mappings, not moved.
+            let _ = unsafe { unmap(p.cast(), n) };
+        }
+    };
+    // SAFETY: a fresh anonymous reservation at an address of the kernel's choice.
+    let base = match unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            total,
+            ProtFlags::empty(),
+            MapFlags::PRIVATE | MapFlags::NORESERVE,
+        )
+    } {
+        Ok(b) => b,
+        Err(e) => {
+            unmap_all(0);
+            return Err(e.into());
+        }
+    };
+    let mut at = 0;
+    for (k, &(p, n)) in dups.iter().enumerate() {
+        // SAFETY: `base+at..base+at+n` lies inside our reservation; `p` is the caller's.
+        let target = unsafe { base.cast::<u8>().add(at) }.cast();
+        // SAFETY: moves the caller's mapping over our own reservation.
+        match unsafe { rustix::mm::mremap_fixed(p, n, n, rustix::mm::MremapFlags::MAYMOVE, target) } {
+            Ok(q) if q == target => at += n,
+            moved => {
+                // What is ours: the parts moved (`base..base+at`), the reservation after the
+                // hole, the parts not moved; the hole only if we can take it back.
+                // SAFETY: ours, as said.
+                unsafe {
+                    let _ = unmap(base.cast(), at);
+                    let after = at + n;
+                    let _ = unmap(base.cast::<u8>().add(after), total - after);
+                    let hole = rustix::mm::mmap_anonymous(
+                        target,
+                        n,
+                        ProtFlags::empty(),
+                        MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::FIXED_NOREPLACE,
+                    );
+                    match hole {
+                        Ok(h) if h == target => {
+                            let _ = unmap(h.cast(), n);
+                        }
+                        Ok(h) => {
+                            let _ = unmap(h.cast(), n); // placed elsewhere: ours, not the hole
+                        }
+                        Err(_) => {} // our reservation, or someone else's mapping: left
+                    }
+                }
+                return Err(match moved {
+                    Ok(q) => {
+                        // Moved, but not where asked: ours at `q`.
+                        // SAFETY: the mapping just moved, ours.
+                        let _ = unsafe { unmap(q.cast(), n) };
+                        unmap_all(k + 1);
+                        io::Error::other("read-only alias: mremap placed a part elsewhere")
+                    }
+                    Err(e) => {
+                        unmap_all(k); // this part was not moved
+                        e.into()
+                    }
+                });
+            }
+        }
+    }
+    Ok(base)
 }
 
 impl Mapping<ReadWrite> {
@@ -527,11 +629,19 @@ mod tests {
     }
 
     #[test]
-    fn a_read_only_alias_of_private_memory_is_refused() {
+    fn a_read_only_alias_of_bytes_outside_shmbus_mappings_is_refused() {
         let heap = vec![7u8; 64 * 1024];
         // SAFETY: the range lies inside the vector's allocation.
         let e = unsafe { ReadOnlyMapping::alias_read_only(&[(heap.as_ptr(), heap.len())]) }.unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("outside shmbus's mappings"), "{e}");
+        // Nor bytes that run past the end of a shmbus mapping.
+        let page = super::super::page_size();
+        let (f, _p) = filled_file("alias-past", page);
+        let m = Mapping::map(f.as_fd(), page).unwrap();
+        // SAFETY: not dereferenced: refused before any system call.
+        let e = unsafe { ReadOnlyMapping::alias_read_only(&[(m.as_const_ptr(), page + 1)]) }.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
     }
 
     #[test]

@@ -191,6 +191,12 @@ pub(crate) fn unregister(slot: &'static Slot) {
     slot.state.store((s & !TAG_MASK) + GEN_ONE + FREE, Ordering::Release);
 }
 
+/// Whether `start..start+len` lies inside one live registration: in a mapping shmbus made
+/// (a channel's segment, a journal file, a ring), not in the heap.
+pub(crate) fn covers(start: usize, len: usize) -> bool {
+    find(start).is_some_and(|(s, l, _, _)| start.checked_add(len).is_some_and(|end| end <= s + l))
+}
+
 /// The live registration containing `addr`: (start, len, prot, slot).
 fn find(addr: usize) -> Option<(usize, usize, libc::c_int, &'static Slot)> {
     let mut chunk: &'static Chunk = &FIRST;
