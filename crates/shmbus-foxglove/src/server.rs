@@ -87,9 +87,9 @@ pub async fn run(listener: TcpListener, topics: Arc<Topics>, bounds: Bounds, lim
             if !waiting.remove(id) {
                 return; // Closed to make room for newer connections.
             }
-            if !matches!(whole, Ok(Ok(true))) {
+            let Ok(Ok(Some(request_len))) = whole else {
                 return; // Closed, failed, too long, or too slow: nothing to answer.
-            }
+            };
             let Ok(_place) = places.try_acquire_owned() else {
                 eprintln!(
                     "shmbus-foxglove: client {peer} refused: {max_clients} clients connected already (--max-clients)"
@@ -97,7 +97,7 @@ pub async fn run(listener: TcpListener, topics: Arc<Topics>, bounds: Bounds, lim
                 // Too many refusals under way: close this one at once (a flood must not run
                 // the process out of descriptors).
                 if let Ok(_answering) = refusing.try_acquire_owned() {
-                    refuse(client).await;
+                    refuse(client, request_len).await;
                 }
                 return;
             };
@@ -151,24 +151,13 @@ impl Pending {
     }
 }
 
-/// Answers a connection over the limit `503 Service Unavailable`.
-async fn refuse(mut client: TcpStream) {
-    // The whole request (it has come: at most MAX_REQUEST bytes) is read first: closing with
-    // any of it unread would reset the connection before the client reads the answer.
-    let mut request = vec![0u8; MAX_REQUEST];
-    let _ = tokio::time::timeout(REFUSAL, async {
-        let mut seen = 0;
-        while seen < request.len() {
-            match client.read(&mut request[seen..]).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => seen += n,
-            }
-            if request[..seen].windows(4).any(|w| w == b"\r\n\r\n") {
-                break;
-            }
-        }
-    })
-    .await;
+/// Answers a connection over the limit `503 Service Unavailable`; its request, of
+/// `request_len` bytes, has come.
+async fn refuse(mut client: TcpStream, request_len: usize) {
+    // The request is read first: closing with any of it unread would reset the connection
+    // before the client reads the answer.
+    let mut request = vec![0u8; request_len];
+    let _ = tokio::time::timeout(REFUSAL, client.read_exact(&mut request)).await;
     let busy = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     let _ = tokio::time::timeout(REFUSAL, async {
         client.write_all(busy).await?;
@@ -316,21 +305,21 @@ const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 const UNACKED: Duration = Duration::from_secs(60);
 
 /// Waits until `client`'s request header (up to its blank line) has come, leaving it unread
-/// for the handshake: `false` if the client closes first or sends more than [`MAX_REQUEST`]
-/// bytes without ending it.
-async fn whole_request(client: &TcpStream) -> std::io::Result<bool> {
+/// for the handshake, and returns its length: `None` if the client closes first or sends
+/// more than [`MAX_REQUEST`] bytes without ending it.
+async fn whole_request(client: &TcpStream) -> std::io::Result<Option<usize>> {
     let mut head = vec![0u8; MAX_REQUEST];
     let mut seen = 0;
     loop {
         let n = client.peek(&mut head).await?;
         if n == 0 {
-            return Ok(false);
+            return Ok(None);
         }
-        if head[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-            return Ok(true);
+        if let Some(at) = head[..n].windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(Some(at + 4));
         }
         if n == MAX_REQUEST {
-            return Ok(false);
+            return Ok(None);
         }
         if n == seen {
             // Nothing new yet: `peek` returns at once while anything is unread.

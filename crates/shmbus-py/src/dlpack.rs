@@ -125,7 +125,8 @@ pub(crate) struct Request<'py> {
     pub(crate) copy: Option<bool>,
 }
 
-/// The bytes of a held item, as an export needs them.
+/// The bytes of a held item.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Bytes {
     pub(crate) ptr: *mut u8,
     pub(crate) len: usize,

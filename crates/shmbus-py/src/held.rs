@@ -36,15 +36,12 @@ struct State<I> {
 pub(crate) struct Held<O: Owner, I> {
     owner: Py<O>,
     state: Mutex<State<I>>,
-    ptr: *mut u8,
-    len: usize,
-    writable: bool,
-    /// Where the bytes cross into a second mapping (a stream record over its ring's end).
-    second_mapping_at: Option<usize>,
+    /// Where the bytes are, whether views may write them, and whether they cross mappings.
+    bytes: crate::dlpack::Bytes,
     names: Names,
 }
 
-// SAFETY: `ptr` points into memory the item keeps alive and in place; the item (`Send`) is
+// SAFETY: `bytes.ptr` points into memory the item keeps alive and in place; the item (`Send`) is
 // only reached through the mutex; `Py<O>` is Send and Sync.
 unsafe impl<O: Owner, I: Send> Send for Held<O, I> {}
 // SAFETY: as above.
@@ -68,13 +65,14 @@ impl<O: Owner, I> Held<O, I> {
     /// (valid while it lives).
     pub(crate) fn new(owner: Py<O>, item: I, ptr: *mut u8, len: usize, writable: bool, names: Names) -> Self {
         let state = Mutex::new(State { item: Some(item), views: 0, settling: false });
-        Held { owner, state, ptr, len, writable, second_mapping_at: None, names }
+        let bytes = crate::dlpack::Bytes { ptr, len, writable, second_mapping_at: None };
+        Held { owner, state, bytes, names }
     }
 
     /// Says where the bytes cross from one mapping into the next (a stream record running
     /// over the end of its ring), for the read-only alias of a legacy DLPack export.
     pub(crate) fn second_mapping_at(mut self, at: Option<usize>) -> Self {
-        self.second_mapping_at = at;
+        self.bytes.second_mapping_at = at;
         self
     }
 
@@ -93,18 +91,18 @@ impl<O: Owner, I> Held<O, I> {
 
     /// The length of the bytes.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.bytes.len
     }
 
     /// What a loan's `send(len)` sends: `len` bytes, or all of them (`None`); `ValueError`
     /// past the loan's room.
     pub(crate) fn fits(&self, len: Option<usize>) -> PyResult<usize> {
         match len {
-            Some(l) if l > self.len => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            Some(l) if l > self.bytes.len => Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "len {l} exceeds the {}'s {} bytes",
-                self.names.what, self.len
+                self.names.what, self.bytes.len
             ))),
-            l => Ok(l.unwrap_or(self.len)),
+            l => Ok(l.unwrap_or(self.bytes.len)),
         }
     }
 
@@ -121,7 +119,7 @@ impl<O: Owner, I> Held<O, I> {
         }
         // SAFETY: the item is held (checked under the lock, which a give-back needs), so its
         // `len` bytes at `ptr` are valid.
-        Ok(PyBytes::new(py, unsafe { std::slice::from_raw_parts(self.ptr, self.len) }))
+        Ok(PyBytes::new(py, unsafe { std::slice::from_raw_parts(self.bytes.ptr, self.bytes.len) }))
     }
 
     /// `BufferError` unless a view of the item may start (the lock `st` held): not once it is
@@ -149,13 +147,20 @@ impl<O: Owner, I> Held<O, I> {
     ) -> PyResult<()> {
         let mut st = self.lock();
         self.exportable(&st)?;
-        let readonly = c_int::from(!self.writable);
+        let readonly = c_int::from(!self.bytes.writable);
         // SAFETY: `ptr`/`len` stay valid while the item is held, and it is held until
         // `views` is back to 0 (`take` refuses before); the view keeps `owner` alive (the
         // call takes a reference), so the item is not dropped under it either. A writable
         // request on a read-only item fails inside (BufferError).
         let rc = unsafe {
-            ffi::PyBuffer_FillInfo(view, owner.as_ptr(), self.ptr.cast(), self.len as ffi::Py_ssize_t, readonly, flags)
+            ffi::PyBuffer_FillInfo(
+                view,
+                owner.as_ptr(),
+                self.bytes.ptr.cast(),
+                self.bytes.len as ffi::Py_ssize_t,
+                readonly,
+                flags,
+            )
         };
         if rc != 0 {
             return Err(PyErr::fetch(owner.py()));
@@ -179,16 +184,10 @@ impl<O: Owner, I> Held<O, I> {
             self.exportable(&st)?;
             st.views += 1;
         }
-        let bytes = crate::dlpack::Bytes {
-            ptr: self.ptr,
-            len: self.len,
-            writable: self.writable,
-            second_mapping_at: self.second_mapping_at,
-        };
         // SAFETY: the view just counted keeps the item held (`take` refuses while views
         // live), so the bytes stay valid until `unexport` runs; only a loan is writable, and
         // the item says where its bytes cross mappings.
-        unsafe { crate::dlpack::export(py, request, bytes, unexport) }
+        unsafe { crate::dlpack::export(py, request, self.bytes, unexport) }
     }
 
     /// `bf_releasebuffer`: a view went away.

@@ -530,7 +530,6 @@ impl<E, M: fmt::Debug> fmt::Debug for OwnedBytes<E, M> {
 pub struct ReadOnlyAlias {
     _map: crate::sys::Mapping<crate::sys::ReadOnly>,
     data: *const u8,
-    len: usize,
 }
 
 // SAFETY: the alias is a mapping this value owns; the pointer is into it and read only.
@@ -564,28 +563,18 @@ impl ReadOnlyAlias {
         };
         // SAFETY: the caller's promise: each part lies in one mapping, held.
         let (map, data) = unsafe { crate::sys::Mapping::<crate::sys::ReadOnly>::alias_read_only(parts) }?;
-        Ok(ReadOnlyAlias { _map: map, data, len })
+        Ok(ReadOnlyAlias { _map: map, data })
     }
 
-    /// The first byte, in the alias.
+    /// The first byte, in the alias (the item's bytes follow, as many as it has).
     pub fn as_ptr(&self) -> *const u8 {
         self.data
-    }
-
-    /// How many bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether there are none (never: an empty item has nothing to map).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
 impl fmt::Debug for ReadOnlyAlias {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReadOnlyAlias").field("data", &self.data).field("len", &self.len).finish()
+        f.debug_struct("ReadOnlyAlias").field("data", &self.data).finish()
     }
 }
 

@@ -131,16 +131,7 @@ impl<A: Access> Mapping<A> {
     /// SIGBUS containment with `A`'s protection (that of what will be placed there), and
     /// unmapped whole when dropped.
     fn reserve(len: usize) -> io::Result<Mapping<A>> {
-        // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no
-        // existing memory is affected.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::NORESERVE,
-            )
-        }?;
+        let base = reserve_raw(len)?;
         // SAFETY: `base..base+len` is the reservation just made, owned by nobody else.
         Ok(unsafe { Mapping::from_raw_prot(NonNull::new(base.cast()).expect("mmap returned null"), len) })
     }
@@ -291,6 +282,21 @@ impl Mapping<ReadOnly> {
     }
 }
 
+/// `len` bytes of address space at an address of the kernel's choice, inaccessible and
+/// unbacked (`PROT_NONE`, `MAP_NORESERVE`), the caller's to place mappings over and unmap.
+fn reserve_raw(len: usize) -> io::Result<*mut std::ffi::c_void> {
+    // SAFETY: a fresh anonymous reservation at an address of the kernel's choice; no existing
+    // memory is affected.
+    Ok(unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::empty(),
+            MapFlags::PRIVATE | MapFlags::NORESERVE,
+        )
+    }?)
+}
+
 /// Moves the mappings `dups` (each `(address, length)`, `total` in all) back to back into a
 /// reservation made for them, and returns its start; on failure unmaps them and what is
 /// ours of the reservation.
@@ -308,19 +314,11 @@ unsafe fn join(dups: &[(*mut std::ffi::c_void, usize)], total: usize) -> io::Res
             let _ = unsafe { unmap(p.cast(), n) };
         }
     };
-    // SAFETY: a fresh anonymous reservation at an address of the kernel's choice.
-    let base = match unsafe {
-        rustix::mm::mmap_anonymous(
-            std::ptr::null_mut(),
-            total,
-            ProtFlags::empty(),
-            MapFlags::PRIVATE | MapFlags::NORESERVE,
-        )
-    } {
+    let base = match reserve_raw(total) {
         Ok(b) => b,
         Err(e) => {
             unmap_all(0);
-            return Err(e.into());
+            return Err(e);
         }
     };
     let mut at = 0;
